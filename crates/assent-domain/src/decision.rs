@@ -1,0 +1,88 @@
+//! A person's verdict on one item, kept as history for the agent's next prompt.
+
+use crate::{Verdict, VectorClock};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// One decision about one item of one change set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeDecision {
+    /// Unique id.
+    pub id: Uuid,
+    /// The set the item belongs to.
+    pub change_set_id: Uuid,
+    /// The item's index within the set.
+    pub item_index: usize,
+    /// The agent that proposed it (denormalised for history queries).
+    pub agent_id: String,
+    /// The task it concerned (denormalised for history queries).
+    pub task_id: String,
+    /// The item's tool.
+    pub tool_name: String,
+    /// What was decided.
+    pub verdict: Verdict,
+    /// Why, when the person said (rejections, dismissals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The args actually applied when the person edited them before confirming.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_args: Option<Value>,
+    /// The item's summary, as the person saw it.
+    pub human_summary: String,
+    /// The args the agent proposed.
+    pub args: Value,
+    /// When it was decided.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// Causality for cross-device sync.
+    #[serde(default)]
+    pub vector_clock: VectorClock,
+}
+
+impl ChangeDecision {
+    /// The args that took effect: the edited ones if any, else the proposal.
+    pub fn applied_args(&self) -> &Value {
+        self.edited_args.as_ref().unwrap_or(&self.args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    proptest! {
+        #[test]
+        fn decision_json_round_trips(
+            index in 0usize..100,
+            verdict in prop::sample::select(Verdict::ALL.to_vec()),
+            reason in proptest::option::of("[a-zA-Z \"é✓]{0,20}"),
+            edited in proptest::option::of(0i64..1000),
+            secs in 0i64..4_000_000_000,
+        ) {
+            let decision = ChangeDecision {
+                id: Uuid::from_u128(index as u128 + 1),
+                change_set_id: Uuid::from_u128(7),
+                item_index: index,
+                agent_id: "agent".into(),
+                task_id: "task".into(),
+                tool_name: "update_task_estimate".into(),
+                verdict,
+                reason,
+                edited_args: edited.map(|m| json!({"minutes": m})),
+                human_summary: "Set estimate to 60 minutes".into(),
+                args: json!({"minutes": 60}),
+                created_at: OffsetDateTime::from_unix_timestamp(secs).expect("in range"),
+                vector_clock: VectorClock::default(),
+            };
+            let v = serde_json::to_value(&decision).expect("serialises");
+            prop_assert!(v.get("changeSetId").is_some() && v.get("itemIndex").is_some());
+            let back: ChangeDecision = serde_json::from_value(v).expect("deserialises");
+            prop_assert_eq!(back, decision);
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! The domain model of Assent: what an agent proposed, what a person decided, and the
+//! pure rules that connect the two.
+//!
+//! This crate is the bottom of the dependency graph. It knows nothing about storage,
+//! async runtimes, tools or prompts: every function takes `now`, ids and the current
+//! state as arguments and returns values or [`DomainError`]s, so each rule is a plain
+//! unit or property test.
+//!
+//! - [`ChangeSet`] / [`ChangeItem`]: the proposals of one agent wake, and their
+//!   statuses; [`derive_set_status`] is the single rule deriving a set's status from
+//!   its items.
+//! - [`ChangeDecision`]: a person's verdict on one item, kept as history.
+//! - [`VectorClock`]: causality between devices for sync.
+//! - [`OperationId`] and [`canonical_json`]: deterministic operation ids (ADR 0004).
+
+mod canonical;
+mod change_set;
+mod decision;
+mod error;
+mod operation_id;
+mod status;
+mod vector_clock;
+
+pub use canonical::canonical_json;
+pub use change_set::{ChangeItem, ChangeSet, NewChangeSet};
+pub use decision::ChangeDecision;
+pub use error::DomainError;
+pub use operation_id::OperationId;
+pub use status::{ChangeItemStatus, ChangeSetStatus, DerivedStatus, Verdict, derive_set_status};
+pub use vector_clock::{ClockOrdering, VectorClock};
+
+/// Re-exported so that dependants name the same time and id types as the domain.
+pub use time::OffsetDateTime;
+pub use uuid::Uuid;

@@ -1,0 +1,131 @@
+//! Deterministic operation ids (ADR 0004): the same run, tool, arguments and targets
+//! always give the same id, so an operation retried after a crash is recognised.
+
+use crate::canonical_json;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// SHA-256 (lowercase hex) of the run key, tool name, canonical JSON of the args and
+/// the sorted target ids.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct OperationId(String);
+
+impl OperationId {
+    /// Derives the id. Each field is length-prefixed so that no two different inputs
+    /// can produce the same byte stream (`("ab","c")` vs `("a","bc")`).
+    pub fn derive<S: AsRef<str>>(run_key: &str, tool_name: &str, args: &Value, target_ids: &[S]) -> Self {
+        let mut targets: Vec<&str> = target_ids.iter().map(AsRef::as_ref).collect();
+        targets.sort_unstable();
+        let mut hasher = Sha256::new();
+        let mut field = |bytes: &[u8]| {
+            hasher.update((bytes.len() as u64).to_be_bytes());
+            hasher.update(bytes);
+        };
+        field(run_key.as_bytes());
+        field(tool_name.as_bytes());
+        field(canonical_json(args).as_bytes());
+        field(&(targets.len() as u64).to_be_bytes());
+        for target in targets {
+            field(target.as_bytes());
+        }
+        let digest = hasher.finalize();
+        let mut hex = String::with_capacity(64);
+        for byte in digest.iter() {
+            hex.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
+            hex.push(char::from_digit(u32::from(byte & 0xf), 16).unwrap_or('0'));
+        }
+        Self(hex)
+    }
+
+    /// Wraps an id read back from storage.
+    pub fn from_stored(hex: String) -> Self {
+        Self(hex)
+    }
+
+    /// The hex string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for OperationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Map, json};
+
+    #[test]
+    fn known_shape_and_sensitivity() {
+        let base = OperationId::derive("run", "set_task_title", &json!({"title": "a"}), &["t1"]);
+        assert_eq!(base.as_str().len(), 64);
+        assert!(base.as_str().chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert_eq!(base, OperationId::derive("run", "set_task_title", &json!({"title": "a"}), &["t1"]));
+        assert_ne!(base, OperationId::derive("run2", "set_task_title", &json!({"title": "a"}), &["t1"]));
+        assert_ne!(base, OperationId::derive("run", "set_task_status", &json!({"title": "a"}), &["t1"]));
+        assert_ne!(base, OperationId::derive("run", "set_task_title", &json!({"title": "b"}), &["t1"]));
+        assert_ne!(base, OperationId::derive("run", "set_task_title", &json!({"title": "a"}), &["t2"]));
+        assert_ne!(
+            OperationId::derive("ab", "c", &json!({}), &[] as &[&str]),
+            OperationId::derive("a", "bc", &json!({}), &[] as &[&str])
+        );
+    }
+
+    #[test]
+    fn target_order_does_not_matter() {
+        let a = OperationId::derive("r", "t", &json!({}), &["x", "y"]);
+        let b = OperationId::derive("r", "t", &json!({}), &["y", "x"]);
+        assert_eq!(a, b);
+    }
+
+    fn shuffled_object(pairs: &[(String, i64)], rotate: usize) -> Value {
+        let mut entries = pairs.to_vec();
+        if !entries.is_empty() {
+            let k = rotate % entries.len();
+            entries.rotate_left(k);
+            entries.reverse();
+        }
+        let mut map = Map::new();
+        for (k, v) in entries {
+            map.insert(k, json!({"nested": v, "b": [v, {"z": 1, "a": 2}]}));
+        }
+        Value::Object(map)
+    }
+
+    proptest! {
+        #[test]
+        fn key_order_never_changes_the_id(
+            pairs in prop::collection::btree_map("[a-z]{1,6}", any::<i64>(), 0..8),
+            rotate in 0usize..8,
+        ) {
+            let pairs: Vec<(String, i64)> = pairs.into_iter().collect();
+            let mut map = Map::new();
+            for (k, v) in &pairs {
+                map.insert(k.clone(), json!({"b": [v, {"a": 2, "z": 1}], "nested": v}));
+            }
+            let sorted = Value::Object(map);
+            let shuffled = shuffled_object(&pairs, rotate);
+            prop_assert_eq!(
+                OperationId::derive("run", "tool", &sorted, &["t"]),
+                OperationId::derive("run", "tool", &shuffled, &["t"])
+            );
+        }
+
+        #[test]
+        fn different_args_give_different_ids(a in any::<i64>(), b in any::<i64>()) {
+            prop_assume!(a != b);
+            prop_assert_ne!(
+                OperationId::derive("run", "tool", &json!({"v": a}), &["t"]),
+                OperationId::derive("run", "tool", &json!({"v": b}), &["t"])
+            );
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! Assent puts a person between an LLM agent and the data it wants to change.
+//!
+//! This facade re-exports the workspace's crates under one name, for users who want the
+//! whole engine; services that need one piece depend on that crate alone.
+
+pub use assent_changeset as changeset;
+pub use assent_domain as domain;
+pub use assent_journal as journal;
+pub use assent_tools as tools;
