@@ -67,6 +67,9 @@ mod tests {
 
     #[test]
     fn array_order_is_significant() {
-        assert_ne!(canonical_json(&json!([1, 2])), canonical_json(&json!([2, 1])));
+        assert_ne!(
+            canonical_json(&json!([1, 2])),
+            canonical_json(&json!([2, 1]))
+        );
     }
 }

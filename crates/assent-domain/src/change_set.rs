@@ -28,7 +28,11 @@ pub struct ChangeItem {
 
 impl ChangeItem {
     /// A new, pending item.
-    pub fn new(tool_name: impl Into<String>, args: Value, human_summary: impl Into<String>) -> Self {
+    pub fn new(
+        tool_name: impl Into<String>,
+        args: Value,
+        human_summary: impl Into<String>,
+    ) -> Self {
         Self {
             tool_name: tool_name.into(),
             args,
@@ -261,7 +265,11 @@ mod tests {
         let mut set = set_with(1);
         assert!(matches!(
             set.apply_verdict(5, Verdict::Confirmed, T0),
-            Err(DomainError::ItemOutOfRange { index: 5, len: 1, .. })
+            Err(DomainError::ItemOutOfRange {
+                index: 5,
+                len: 1,
+                ..
+            })
         ));
         assert!(set.expire());
         assert!(matches!(
@@ -280,7 +288,8 @@ mod tests {
             set.apply_verdict(0, Verdict::Deferred, T0),
             Err(DomainError::InvalidTransition { .. })
         ));
-        set.apply_verdict(0, Verdict::Confirmed, T0).expect("confirm");
+        set.apply_verdict(0, Verdict::Confirmed, T0)
+            .expect("confirm");
         assert_eq!(set.status, ChangeSetStatus::Resolved);
         assert_eq!(set.resolved_at, Some(T0));
     }
@@ -289,7 +298,10 @@ mod tests {
     fn staleness_uses_the_ttl() {
         let set = set_with(1);
         assert!(!set.is_stale(T0 + Duration::days(7), Duration::days(7)));
-        assert!(set.is_stale(T0 + Duration::days(7) + Duration::seconds(1), Duration::days(7)));
+        assert!(set.is_stale(
+            T0 + Duration::days(7) + Duration::seconds(1),
+            Duration::days(7)
+        ));
     }
 
     #[test]
@@ -306,7 +318,18 @@ mod tests {
     fn wire_format_is_camel_case() {
         let set = set_with(1);
         let v = serde_json::to_value(&set).expect("serialises");
-        for key in ["id", "agentId", "taskId", "threadId", "runKey", "status", "items", "createdAt", "resolvedAt", "vectorClock"] {
+        for key in [
+            "id",
+            "agentId",
+            "taskId",
+            "threadId",
+            "runKey",
+            "status",
+            "items",
+            "createdAt",
+            "resolvedAt",
+            "vectorClock",
+        ] {
             assert!(v.get(key).is_some(), "missing {key} in {v}");
         }
         assert_eq!(v["items"][0]["toolName"], "set_task_title");

@@ -1,6 +1,6 @@
 //! A person's verdict on one item, kept as history for the agent's next prompt.
 
-use crate::{Verdict, VectorClock};
+use crate::{VectorClock, Verdict};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;

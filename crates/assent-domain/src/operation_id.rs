@@ -16,7 +16,12 @@ pub struct OperationId(String);
 impl OperationId {
     /// Derives the id. Each field is length-prefixed so that no two different inputs
     /// can produce the same byte stream (`("ab","c")` vs `("a","bc")`).
-    pub fn derive<S: AsRef<str>>(run_key: &str, tool_name: &str, args: &Value, target_ids: &[S]) -> Self {
+    pub fn derive<S: AsRef<str>>(
+        run_key: &str,
+        tool_name: &str,
+        args: &Value,
+        target_ids: &[S],
+    ) -> Self {
         let mut targets: Vec<&str> = target_ids.iter().map(AsRef::as_ref).collect();
         targets.sort_unstable();
         let mut hasher = Sha256::new();
@@ -67,12 +72,31 @@ mod tests {
     fn known_shape_and_sensitivity() {
         let base = OperationId::derive("run", "set_task_title", &json!({"title": "a"}), &["t1"]);
         assert_eq!(base.as_str().len(), 64);
-        assert!(base.as_str().chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
-        assert_eq!(base, OperationId::derive("run", "set_task_title", &json!({"title": "a"}), &["t1"]));
-        assert_ne!(base, OperationId::derive("run2", "set_task_title", &json!({"title": "a"}), &["t1"]));
-        assert_ne!(base, OperationId::derive("run", "set_task_status", &json!({"title": "a"}), &["t1"]));
-        assert_ne!(base, OperationId::derive("run", "set_task_title", &json!({"title": "b"}), &["t1"]));
-        assert_ne!(base, OperationId::derive("run", "set_task_title", &json!({"title": "a"}), &["t2"]));
+        assert!(
+            base.as_str()
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        assert_eq!(
+            base,
+            OperationId::derive("run", "set_task_title", &json!({"title": "a"}), &["t1"])
+        );
+        assert_ne!(
+            base,
+            OperationId::derive("run2", "set_task_title", &json!({"title": "a"}), &["t1"])
+        );
+        assert_ne!(
+            base,
+            OperationId::derive("run", "set_task_status", &json!({"title": "a"}), &["t1"])
+        );
+        assert_ne!(
+            base,
+            OperationId::derive("run", "set_task_title", &json!({"title": "b"}), &["t1"])
+        );
+        assert_ne!(
+            base,
+            OperationId::derive("run", "set_task_title", &json!({"title": "a"}), &["t2"])
+        );
         assert_ne!(
             OperationId::derive("ab", "c", &json!({}), &[] as &[&str]),
             OperationId::derive("a", "bc", &json!({}), &[] as &[&str])

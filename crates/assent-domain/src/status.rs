@@ -60,9 +60,11 @@ wire_enum! {
 }
 
 wire_enum! {
-    /// Where one proposed change stands.
+    /// Where one proposed change stands; `pending` by default.
+    #[derive(Default)]
     ChangeItemStatus {
         /// Waiting for a person.
+        #[default]
         Pending => "pending",
         /// Applied after a person confirmed it.
         Confirmed => "confirmed",
@@ -86,12 +88,6 @@ wire_enum! {
         Deferred => "deferred",
         /// Withdrawn without applying.
         Retracted => "retracted",
-    }
-}
-
-impl Default for ChangeItemStatus {
-    fn default() -> Self {
-        Self::Pending
     }
 }
 

@@ -84,8 +84,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn clock() -> impl Strategy<Value = VectorClock> {
-        prop::collection::btree_map("[abc]", 0u64..5, 0..4)
-            .prop_map(|m| m.into_iter().collect())
+        prop::collection::btree_map("[abc]", 0u64..5, 0..4).prop_map(|m| m.into_iter().collect())
     }
 
     #[test]

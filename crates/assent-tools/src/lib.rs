@@ -1,1 +1,29 @@
-//! placeholder
+//! The tool side of Assent: what tools exist, which arguments they accept, and whether
+//! an agent may use them.
+//!
+//! - [`ToolSpec`] / [`ToolRegistry`]: the catalog, JSON Schema validation of arguments
+//!   (with the `jsonschema` crate), human summaries, and export as OpenAI or Anthropic
+//!   tool definitions.
+//! - [`AgentPolicy`]: fail-closed execution policy (ADR 0004): a category allowlist per
+//!   agent plus `allow | ask | deny` rules by tool name pattern.
+//! - [`ToolHandler`], [`AuditSink`], [`CategoryResolver`]: the traits the audited
+//!   executor (in the store) drives. They are generic over the host's context (for
+//!   example a database transaction), so this crate stays free of I/O and of any async
+//!   runtime.
+
+mod audit;
+mod error;
+mod executor;
+mod policy;
+mod registry;
+
+pub use audit::{AuditKind, AuditRecord};
+pub use error::ToolsError;
+pub use executor::{
+    AuditSink, BoxFuture, CategoryResolver, ExecutionTarget, ToolHandler, ToolInvocation,
+    ToolOutcome,
+};
+pub use policy::{AgentPolicy, PolicyDecision, RuleAction, TargetCategory, ToolRule};
+pub use registry::{
+    BatchSpec, SummaryContext, SummaryFn, ToolMode, ToolRegistry, ToolSpec, fallback_summary,
+};

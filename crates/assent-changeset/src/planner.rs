@@ -1,0 +1,348 @@
+//! Routing the tool calls of one wake (ADR 0006, ADR 0009), as a pure function of the
+//! calls and the state handed in.
+
+use crate::redundancy::{Redundancy, RedundancyCheck};
+use crate::{AddOutcome, ChangeSetBuilder, ToolArguments, ToolCall, reply};
+use assent_domain::{ChangeDecision, ChangeItem, OffsetDateTime, Verdict, canonical_json};
+use assent_journal::TaskSnapshot;
+use assent_tools::{
+    AgentPolicy, PolicyDecision, SummaryContext, TargetCategory, ToolMode, ToolRegistry, ToolSpec,
+    ToolsError,
+};
+use serde_json::Value;
+use time::Duration;
+
+/// Tunables of the planner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannerConfig {
+    /// A proposal identical to one the user rejected within this window is skipped.
+    pub rejection_window: Duration,
+    /// Arguments larger than this (as JSON text) are refused before parsing.
+    pub max_args_bytes: usize,
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        Self {
+            rejection_window: Duration::days(7),
+            max_args_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// What the host does with one call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallPlan {
+    /// Nothing to run: hand this text back to the model (queued, skipped, refused or an
+    /// error).
+    Reply(String),
+    /// Run now through the audited executor, one invocation per element for exploded
+    /// batches; the executor's outcome is the reply.
+    Execute {
+        /// `(tool name, validated args)`, in order.
+        invocations: Vec<(String, Value)>,
+    },
+    /// The agent's own output (report, observations): the host handles it.
+    HandleLocally {
+        /// Validated args.
+        args: Value,
+    },
+}
+
+/// One call of the wake and what to do with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedCall {
+    /// The model's id for the call.
+    pub tool_call_id: String,
+    /// The tool it named.
+    pub tool_name: String,
+    /// What to do.
+    pub plan: CallPlan,
+}
+
+/// Plans a wake's calls against a registry, a policy and the task's current state.
+#[derive(Debug, Clone)]
+pub struct WakePlanner<'a> {
+    registry: &'a ToolRegistry,
+    policy: &'a AgentPolicy,
+    category: TargetCategory,
+    snapshot: Option<&'a TaskSnapshot>,
+    decisions: &'a [ChangeDecision],
+    now: OffsetDateTime,
+    config: PlannerConfig,
+}
+
+/// Tallies of a batch call, turned into its reply.
+#[derive(Default)]
+struct BatchTally {
+    queued: usize,
+    malformed: usize,
+    redundant: Vec<String>,
+    invented: Vec<String>,
+    duplicates: usize,
+    rejected: Vec<Option<String>>,
+    refused_by_cap: usize,
+}
+
+impl BatchTally {
+    fn reply(&self, cap: usize) -> String {
+        let mut lines = vec![reply::batch_queued(self.queued)];
+        if self.malformed > 0 {
+            lines.push(reply::malformed_skipped(self.malformed));
+        }
+        if !self.redundant.is_empty() {
+            lines.push(reply::redundant_skipped(&self.redundant));
+        }
+        if !self.invented.is_empty() {
+            lines.push(reply::invented_ids(&self.invented));
+        }
+        if self.duplicates > 0 {
+            lines.push(reply::duplicates_skipped(self.duplicates));
+        }
+        if !self.rejected.is_empty() {
+            lines.push(reply::rejected_skipped(&self.rejected));
+        }
+        if self.refused_by_cap > 0 {
+            lines.push(reply::cap_reached(cap, self.refused_by_cap));
+        }
+        lines.join("\n")
+    }
+}
+
+/// Why one proposal was not queued.
+enum NotQueued {
+    AlreadyTrue(String),
+    Invented(String),
+    RecentlyRejected(Option<String>),
+    Duplicate,
+    CapReached,
+}
+
+impl<'a> WakePlanner<'a> {
+    /// A planner with no snapshot (every proposal kept), no decision history and the
+    /// default configuration.
+    pub fn new(
+        registry: &'a ToolRegistry,
+        policy: &'a AgentPolicy,
+        category: TargetCategory,
+        now: OffsetDateTime,
+    ) -> Self {
+        Self {
+            registry,
+            policy,
+            category,
+            snapshot: None,
+            decisions: &[],
+            now,
+            config: PlannerConfig::default(),
+        }
+    }
+
+    /// The same planner, comparing proposals with `snapshot` (`None`: it is missing or
+    /// failed to load, so every proposal is kept).
+    #[must_use]
+    pub fn with_snapshot(mut self, snapshot: Option<&'a TaskSnapshot>) -> Self {
+        self.snapshot = snapshot;
+        self
+    }
+
+    /// The same planner, skipping proposals the user rejected recently.
+    #[must_use]
+    pub fn with_decisions(mut self, decisions: &'a [ChangeDecision]) -> Self {
+        self.decisions = decisions;
+        self
+    }
+
+    /// The same planner with other tunables.
+    #[must_use]
+    pub fn with_config(mut self, config: PlannerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Plans every call, in order; deferred proposals go into `builder`. Exactly one
+    /// [`PlannedCall`] per call.
+    pub fn plan(&self, calls: &[ToolCall], builder: &mut ChangeSetBuilder) -> Vec<PlannedCall> {
+        calls
+            .iter()
+            .map(|call| PlannedCall {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                plan: self.plan_one(call, builder),
+            })
+            .collect()
+    }
+
+    fn plan_one(&self, call: &ToolCall, builder: &mut ChangeSetBuilder) -> CallPlan {
+        let Some(spec) = self.registry.get(&call.name) else {
+            return CallPlan::Reply(reply::unknown_tool(&call.name));
+        };
+        let args = match self.parse_args(&call.arguments) {
+            Ok(args) => args,
+            Err(problem) => return CallPlan::Reply(reply::invalid_args(&spec.name, &problem)),
+        };
+        if let Err(e) = self.registry.validate_args(&spec.name, &args) {
+            return CallPlan::Reply(reply::invalid_args(&spec.name, &problems(&e)));
+        }
+        if spec.mode == ToolMode::Local {
+            return CallPlan::HandleLocally { args };
+        }
+        match self.policy.decide(spec, &self.category) {
+            PolicyDecision::Deny { reason } => CallPlan::Reply(reply::denied(&reason)),
+            PolicyDecision::Allow => {
+                let invocations = match &spec.batch {
+                    Some(_) => self.explode(spec, &args).0,
+                    None => vec![(spec.name.clone(), args)],
+                };
+                CallPlan::Execute { invocations }
+            }
+            PolicyDecision::Ask => CallPlan::Reply(match &spec.batch {
+                None => match self.queue(builder, &spec.name, args) {
+                    Ok(()) => reply::QUEUED.to_owned(),
+                    Err(NotQueued::AlreadyTrue(detail)) => reply::skipped(&detail),
+                    Err(NotQueued::Invented(id)) => reply::invented_ids(&[id]),
+                    Err(NotQueued::RecentlyRejected(reason)) => {
+                        reply::recently_rejected(reason.as_deref())
+                    }
+                    Err(NotQueued::Duplicate) => reply::DUPLICATE.to_owned(),
+                    Err(NotQueued::CapReached) => reply::cap_reached(builder.max_items(), 1),
+                },
+                Some(_) => {
+                    let (elements, malformed) = self.explode(spec, &args);
+                    let mut tally = BatchTally {
+                        malformed,
+                        ..BatchTally::default()
+                    };
+                    for (tool_name, element) in elements {
+                        match self.queue(builder, &tool_name, element) {
+                            Ok(()) => tally.queued += 1,
+                            Err(NotQueued::AlreadyTrue(detail)) => tally.redundant.push(detail),
+                            Err(NotQueued::Invented(id)) => tally.invented.push(id),
+                            Err(NotQueued::RecentlyRejected(reason)) => tally.rejected.push(reason),
+                            Err(NotQueued::Duplicate) => tally.duplicates += 1,
+                            Err(NotQueued::CapReached) => tally.refused_by_cap += 1,
+                        }
+                    }
+                    tally.reply(builder.max_items())
+                }
+            }),
+        }
+    }
+
+    fn parse_args(&self, arguments: &ToolArguments) -> Result<Value, String> {
+        let limit = self.config.max_args_bytes;
+        let value = match arguments {
+            ToolArguments::Text(text) => {
+                if text.len() > limit {
+                    return Err(format!(
+                        "arguments are {} bytes; the limit is {limit}",
+                        text.len()
+                    ));
+                }
+                if text.trim().is_empty() {
+                    Value::Object(serde_json::Map::new())
+                } else {
+                    serde_json::from_str(text)
+                        .map_err(|e| format!("arguments are not valid JSON ({e})"))?
+                }
+            }
+            ToolArguments::Value(value) => {
+                let size = canonical_json(value).len();
+                if size > limit {
+                    return Err(format!("arguments are {size} bytes; the limit is {limit}"));
+                }
+                value.clone()
+            }
+        };
+        if value.is_object() {
+            Ok(value)
+        } else {
+            Err("arguments must be a JSON object".to_owned())
+        }
+    }
+
+    /// Splits a validated batch call into `(singular tool, element args)` pairs that
+    /// pass the singular tool's schema, counting the elements that do not.
+    fn explode(&self, spec: &ToolSpec, args: &Value) -> (Vec<(String, Value)>, usize) {
+        let Some(batch) = &spec.batch else {
+            return (vec![(spec.name.clone(), args.clone())], 0);
+        };
+        let elements = args.get(&batch.array_key).and_then(Value::as_array);
+        let mut valid = Vec::new();
+        let mut malformed = 0;
+        for element in elements.into_iter().flatten() {
+            let element_args = match (element, &batch.element_key) {
+                (Value::Object(_), _) => Some(element.clone()),
+                (scalar, Some(key)) => Some(serde_json::json!({ key.as_str(): scalar })),
+                (_, None) => None,
+            };
+            match element_args {
+                Some(a)
+                    if self
+                        .registry
+                        .validate_args(&batch.singular_tool, &a)
+                        .is_ok() =>
+                {
+                    valid.push((batch.singular_tool.clone(), a));
+                }
+                _ => malformed += 1,
+            }
+        }
+        (valid, malformed)
+    }
+
+    fn queue(
+        &self,
+        builder: &mut ChangeSetBuilder,
+        tool_name: &str,
+        args: Value,
+    ) -> Result<(), NotQueued> {
+        match RedundancyCheck::new(self.snapshot).check(tool_name, &args) {
+            Redundancy::Keep => {}
+            Redundancy::AlreadyTrue(detail) => return Err(NotQueued::AlreadyTrue(detail)),
+            Redundancy::InventedId(id) => return Err(NotQueued::Invented(id)),
+        }
+        if let Some(rejection) = self.recent_rejection(builder.task_id(), tool_name, &args) {
+            return Err(NotQueued::RecentlyRejected(rejection.reason.clone()));
+        }
+        let context = self.snapshot.map(|s| s as &dyn SummaryContext);
+        let summary = self.registry.summarize(tool_name, &args, context);
+        let before = self.snapshot.and_then(|s| s.before_value(tool_name, &args));
+        match builder.add(ChangeItem::new(tool_name, args, summary).with_before(before)) {
+            AddOutcome::Added => Ok(()),
+            AddOutcome::Duplicate => Err(NotQueued::Duplicate),
+            AddOutcome::CapReached => Err(NotQueued::CapReached),
+        }
+    }
+
+    /// The newest rejection of exactly this proposal on this task within the window.
+    fn recent_rejection(
+        &self,
+        task_id: &str,
+        tool_name: &str,
+        args: &Value,
+    ) -> Option<&'a ChangeDecision> {
+        let canonical = canonical_json(args);
+        let since = self.now - self.config.rejection_window;
+        self.decisions
+            .iter()
+            .filter(|d| {
+                d.verdict == Verdict::Rejected
+                    && d.task_id == task_id
+                    && d.tool_name == tool_name
+                    && d.created_at >= since
+                    && canonical_json(&d.args) == canonical
+            })
+            .max_by_key(|d| d.created_at)
+    }
+}
+
+fn problems(error: &ToolsError) -> String {
+    match error {
+        ToolsError::InvalidArgs { problems, .. } => problems.join("; "),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,107 @@
+//! The exact texts the agent reads back. Other services match on them: change one only
+//! with a note in the changelog.
+
+/// A deferred call was queued.
+pub const QUEUED: &str = "Proposal queued for user review.";
+
+/// A batch call: how many of its elements were queued.
+pub fn batch_queued(queued: usize) -> String {
+    if queued == 0 {
+        "Nothing queued for user review.".to_owned()
+    } else {
+        format!("Proposal queued for user review ({queued} item(s) queued).")
+    }
+}
+
+/// A batch call: elements that did not match the singular tool's schema.
+pub fn malformed_skipped(count: usize) -> String {
+    format!("{count} malformed item(s) skipped.")
+}
+
+/// A batch call: elements that would change nothing, each with its detail.
+pub fn redundant_skipped(details: &[String]) -> String {
+    format!(
+        "Skipped {} redundant update(s): {}.",
+        details.len(),
+        details.join("; ")
+    )
+}
+
+/// A single call that would change nothing, e.g. `Skipped: priority is already P1.`
+pub fn skipped(detail: &str) -> String {
+    format!("Skipped: {detail}.")
+}
+
+/// Proposals naming checklist items that do not exist.
+pub fn invented_ids(ids: &[String]) -> String {
+    let quoted: Vec<String> = ids.iter().map(|id| format!("\"{id}\"")).collect();
+    format!(
+        "Rejected {} update(s) for checklist item id(s) that do not exist: {}. Do not propose these again.",
+        ids.len(),
+        quoted.join(", ")
+    )
+}
+
+/// A proposal identical to one already waiting for the user.
+pub const DUPLICATE: &str = "Skipped: an identical proposal is already waiting for user review.";
+
+/// Batch elements identical to proposals already waiting.
+pub fn duplicates_skipped(count: usize) -> String {
+    format!("{count} item(s) already waiting for user review skipped.")
+}
+
+/// A proposal the user rejected recently, quoting the reason.
+pub fn recently_rejected(reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) if !reason.trim().is_empty() => format!(
+            "Skipped: the user rejected this exact proposal recently (reason: \"{}\"). Do not propose it again.",
+            reason.trim()
+        ),
+        _ => "Skipped: the user rejected this exact proposal recently. Do not propose it again."
+            .to_owned(),
+    }
+}
+
+/// Proposals refused because the change set is full.
+pub fn cap_reached(cap: usize, refused: usize) -> String {
+    format!(
+        "Not queued: this wake's change set already holds {cap} proposal(s), the limit; {refused} proposal(s) refused and not executed. Wait for the user to review the queued ones."
+    )
+}
+
+/// The call named no registered tool.
+pub fn unknown_tool(name: &str) -> String {
+    format!("Error: unknown tool \"{name}\". Nothing was queued.")
+}
+
+/// The call's arguments could not be used.
+pub fn invalid_args(tool: &str, problem: &str) -> String {
+    format!("Error: invalid arguments for {tool}: {problem}. Nothing was queued.")
+}
+
+/// The policy refused the call.
+pub fn denied(reason: &str) -> String {
+    format!("Denied by policy: {reason}. Nothing was queued or executed.")
+}
+
+/// Batch elements identical to proposals the user rejected recently.
+pub fn rejected_skipped(reasons: &[Option<String>]) -> String {
+    let quoted: Vec<String> = reasons
+        .iter()
+        .flatten()
+        .filter(|r| !r.trim().is_empty())
+        .map(|r| format!("\"{}\"", r.trim()))
+        .collect();
+    if quoted.is_empty() {
+        format!(
+            "{} item(s) the user recently rejected skipped. Do not propose them again.",
+            reasons.len()
+        )
+    } else {
+        format!(
+            "{} item(s) the user recently rejected skipped (reasons: {}). Do not propose them again.",
+            reasons.len(),
+            quoted.join(", ")
+        )
+    }
+}

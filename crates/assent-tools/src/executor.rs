@@ -1,0 +1,88 @@
+//! The contracts of the audited executor: what a host implements so that Assent can
+//! check policy, call handlers and write the audit trail.
+//!
+//! Each trait is generic over `Ctx`, the host's execution context (for the SQLite host,
+//! the open write transaction), so a handler's mutation commits or rolls back together
+//! with the decision that caused it. Futures are boxed and `Send` but not tied to any
+//! runtime.
+
+use crate::{AuditRecord, ToolsError};
+use assent_domain::{OperationId, VectorClock};
+use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed, `Send` future, as returned by the traits of this module.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The entity a call acts on and on whose behalf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionTarget {
+    /// The agent.
+    pub agent_id: String,
+    /// The task (journal entity).
+    pub task_id: String,
+}
+
+/// One call, ready for a handler.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInvocation {
+    /// The tool.
+    pub tool_name: String,
+    /// Validated arguments.
+    pub args: Value,
+    /// The wake run.
+    pub run_key: String,
+    /// Deterministic id; handlers outside the database use it as an idempotency key.
+    pub operation_id: OperationId,
+    /// What it acts on.
+    pub target: ExecutionTarget,
+}
+
+/// What a handler reports after it ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    /// Reply for the agent / the person, e.g. `Priority set to P1.`
+    pub message: String,
+    /// Whether anything changed (false when the change was already true).
+    pub mutated: bool,
+}
+
+/// Runs one tool against the host's data.
+pub trait ToolHandler<Ctx: ?Sized>: Send + Sync {
+    /// Applies the call. Errors are reported to the person and audited; the caller
+    /// rolls back whatever the handler wrote in `ctx`.
+    fn execute<'a>(
+        &'a self,
+        ctx: &'a mut Ctx,
+        invocation: &'a ToolInvocation,
+    ) -> BoxFuture<'a, Result<ToolOutcome, ToolsError>>;
+}
+
+/// Facts about the target entity the executor needs before and after a call.
+pub trait CategoryResolver<Ctx: ?Sized>: Send + Sync {
+    /// The entity's category: `Ok(None)` when it has none or does not exist.
+    fn category_of<'a>(
+        &'a self,
+        ctx: &'a mut Ctx,
+        entity_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, String>>;
+
+    /// The entity's vector clock, read after a successful mutation.
+    fn vector_clock_of<'a>(
+        &'a self,
+        ctx: &'a mut Ctx,
+        entity_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<VectorClock>, String>>;
+}
+
+/// Where audit records go. Failures are logged by the executor and never change the
+/// outcome of the call.
+pub trait AuditSink<Ctx: ?Sized>: Send + Sync {
+    /// Persists one record.
+    fn record<'a>(
+        &'a self,
+        ctx: &'a mut Ctx,
+        record: &'a AuditRecord,
+    ) -> BoxFuture<'a, Result<(), String>>;
+}

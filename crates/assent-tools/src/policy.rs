@@ -1,0 +1,267 @@
+//! Fail-closed execution policy (ADR 0004): may this agent run this tool on this
+//! target, and should a person be asked first?
+
+use crate::{ToolMode, ToolSpec, ToolsError};
+use std::collections::BTreeSet;
+
+/// What a rule (or a tool's mode) says about a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RuleAction {
+    /// Run without asking.
+    Allow,
+    /// Ask a person first (queue in a change set).
+    Ask,
+    /// Never run.
+    Deny,
+}
+
+/// A per-agent rule: tools whose name matches `pattern` (`*` matches any run of
+/// characters) get `action`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolRule {
+    pattern: String,
+    action: RuleAction,
+}
+
+impl ToolRule {
+    /// A rule; the pattern must be non-empty and only `*` is special.
+    pub fn new(pattern: impl Into<String>, action: RuleAction) -> Result<Self, ToolsError> {
+        let pattern = pattern.into();
+        if pattern.trim().is_empty() {
+            return Err(ToolsError::InvalidPattern {
+                pattern,
+                reason: "a pattern must not be empty".into(),
+            });
+        }
+        Ok(Self { pattern, action })
+    }
+
+    /// Whether the rule covers `tool_name`.
+    pub fn matches(&self, tool_name: &str) -> bool {
+        glob_matches(&self.pattern, tool_name)
+    }
+
+    /// The rule's action.
+    pub fn action(&self) -> RuleAction {
+        self.action
+    }
+}
+
+/// `*`-only glob matching, iterative (no backtracking blow-up on long names).
+fn glob_matches(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] != '*' && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// What is known about the category of the entity a call would change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetCategory {
+    /// The entity's category.
+    Known(String),
+    /// The entity has no category (or does not exist).
+    Missing,
+    /// Looking it up failed; treated as a denial.
+    LookupFailed(String),
+}
+
+/// The verdict of the policy on one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyDecision {
+    /// Run it now.
+    Allow,
+    /// Queue it for a person.
+    Ask,
+    /// Refuse it, with the reason the agent and the audit trail see.
+    Deny {
+        /// E.g. `Category home not in allowed set`.
+        reason: String,
+    },
+}
+
+impl PolicyDecision {
+    /// Whether the call may not run at all.
+    pub fn is_deny(&self) -> bool {
+        matches!(self, Self::Deny { .. })
+    }
+}
+
+/// One agent's policy: which categories of entities it may touch, and rules by tool.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AgentPolicy {
+    allowed_categories: BTreeSet<String>,
+    rules: Vec<ToolRule>,
+}
+
+impl AgentPolicy {
+    /// A policy allowing `categories` and no rules.
+    pub fn new<I, S>(categories: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            allowed_categories: categories.into_iter().map(Into::into).collect(),
+            rules: Vec::new(),
+        }
+    }
+
+    /// The same policy with one more rule.
+    #[must_use]
+    pub fn with_rule(mut self, rule: ToolRule) -> Self {
+        self.rules.push(rule);
+        self
+    }
+
+    /// The allowed categories.
+    pub fn allowed_categories(&self) -> impl Iterator<Item = &str> {
+        self.allowed_categories.iter().map(String::as_str)
+    }
+
+    /// The rules, in the order added.
+    pub fn rules(&self) -> &[ToolRule] {
+        &self.rules
+    }
+
+    /// The category allowlist, fail-closed: unknown or failed lookups deny.
+    pub fn check_category(&self, target: &TargetCategory) -> Result<(), String> {
+        match target {
+            TargetCategory::Known(category) if self.allowed_categories.contains(category) => Ok(()),
+            TargetCategory::Known(category) => {
+                Err(format!("Category {category} not in allowed set"))
+            }
+            TargetCategory::Missing => Err("Target entity has no category".to_owned()),
+            TargetCategory::LookupFailed(why) => Err(format!("Category lookup failed: {why}")),
+        }
+    }
+
+    /// The routing for `tool` from the rules alone: deny over ask over allow among the
+    /// matching rules, else the tool's mode (deferred → ask, otherwise allow).
+    pub fn route(&self, tool: &ToolSpec) -> RuleAction {
+        self.rules
+            .iter()
+            .filter(|r| r.matches(&tool.name))
+            .map(ToolRule::action)
+            .max()
+            .unwrap_or(match tool.mode {
+                ToolMode::Deferred => RuleAction::Ask,
+                ToolMode::Immediate | ToolMode::Local => RuleAction::Allow,
+            })
+    }
+
+    /// The full decision: the category check first (a denial there wins), then the
+    /// rules. A denying rule names the tool.
+    pub fn decide(&self, tool: &ToolSpec, target: &TargetCategory) -> PolicyDecision {
+        if let Err(reason) = self.check_category(target) {
+            return PolicyDecision::Deny { reason };
+        }
+        match self.route(tool) {
+            RuleAction::Allow => PolicyDecision::Allow,
+            RuleAction::Ask => PolicyDecision::Ask,
+            RuleAction::Deny => PolicyDecision::Deny {
+                reason: format!("Tool {} is denied by policy", tool.name),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, mode: ToolMode) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            args_schema: json!({"type": "object"}),
+            mode,
+            batch: None,
+            summary: None,
+        }
+    }
+
+    fn known(c: &str) -> TargetCategory {
+        TargetCategory::Known(c.into())
+    }
+
+    #[test]
+    fn glob() {
+        assert!(glob_matches("*", "anything"));
+        assert!(glob_matches("set_task_*", "set_task_status"));
+        assert!(glob_matches("*_task_*", "update_task_priority"));
+        assert!(!glob_matches("set_task_*", "update_task_priority"));
+        assert!(glob_matches("exact", "exact"));
+        assert!(!glob_matches("exact", "exactly"));
+        assert!(glob_matches("a*b*c", "axxbyyc"));
+        assert!(!glob_matches("a*b*c", "axxbyy"));
+        assert!(ToolRule::new("  ", RuleAction::Deny).is_err());
+    }
+
+    #[test]
+    fn category_allowlist_is_fail_closed() {
+        let p = AgentPolicy::new(["work"]);
+        let t = tool("set_task_title", ToolMode::Deferred);
+        assert_eq!(p.decide(&t, &known("work")), PolicyDecision::Ask);
+        assert_eq!(
+            p.decide(&t, &known("home")),
+            PolicyDecision::Deny {
+                reason: "Category home not in allowed set".into()
+            }
+        );
+        assert_eq!(
+            p.decide(&t, &TargetCategory::Missing),
+            PolicyDecision::Deny {
+                reason: "Target entity has no category".into()
+            }
+        );
+        assert!(
+            p.decide(&t, &TargetCategory::LookupFailed("db down".into()))
+                .is_deny()
+        );
+        assert!(AgentPolicy::default().decide(&t, &known("work")).is_deny());
+    }
+
+    #[test]
+    fn deny_over_ask_over_allow_defaulting_to_mode() {
+        let deferred = tool("set_task_status", ToolMode::Deferred);
+        let immediate = tool("set_task_language", ToolMode::Immediate);
+        let base = AgentPolicy::new(["work"]);
+        assert_eq!(base.route(&deferred), RuleAction::Ask);
+        assert_eq!(base.route(&immediate), RuleAction::Allow);
+
+        let rule = |p: &str, a| ToolRule::new(p, a).expect("valid");
+        let p = base
+            .clone()
+            .with_rule(rule("*", RuleAction::Allow))
+            .with_rule(rule("set_task_*", RuleAction::Ask));
+        assert_eq!(p.route(&immediate), RuleAction::Ask);
+        let p = p.with_rule(rule("set_task_status", RuleAction::Deny));
+        assert_eq!(p.route(&deferred), RuleAction::Deny);
+        assert_eq!(
+            p.decide(&deferred, &known("work")),
+            PolicyDecision::Deny {
+                reason: "Tool set_task_status is denied by policy".into()
+            }
+        );
+        let allow_all = base.with_rule(rule("*", RuleAction::Allow));
+        assert_eq!(allow_all.route(&deferred), RuleAction::Allow);
+    }
+}

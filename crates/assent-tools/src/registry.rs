@@ -1,0 +1,336 @@
+//! The tool catalog: specs, schema validation, summaries and model-facing exports.
+
+use crate::ToolsError;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// How a call to the tool is routed when no policy rule says otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolMode {
+    /// Low risk: executed at once (through the audited executor).
+    Immediate,
+    /// Mutating: queued in a change set for a person to confirm.
+    Deferred,
+    /// The agent's own output (report, observations): handed back to the host.
+    Local,
+}
+
+/// A batch tool is exploded into one item per element of `array_key`, each running
+/// `singular_tool`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchSpec {
+    /// The argument holding the array, e.g. `items`.
+    pub array_key: String,
+    /// The tool each element becomes, e.g. `add_checklist_item`.
+    pub singular_tool: String,
+    /// When set, an element that is not an object becomes `{element_key: element}`
+    /// (e.g. a label string becomes `{"label": "bug"}`); object elements are used as
+    /// they are.
+    pub element_key: Option<String>,
+}
+
+/// What a summary may look up about the current state, e.g. a checklist item's title
+/// when the proposal only names its id.
+pub trait SummaryContext {
+    /// The title of an entity (such as a checklist item) by id, if known.
+    fn title_of(&self, entity_id: &str) -> Option<String>;
+}
+
+/// Makes the text a person reads for one call of the tool.
+pub type SummaryFn = fn(args: &Value, context: Option<&dyn SummaryContext>) -> String;
+
+/// One tool: its contract with the model and how Assent routes it.
+#[derive(Clone)]
+pub struct ToolSpec {
+    /// Unique name, as the model calls it.
+    pub name: String,
+    /// What the model reads about it.
+    pub description: String,
+    /// JSON Schema of its arguments object.
+    pub args_schema: Value,
+    /// Default routing.
+    pub mode: ToolMode,
+    /// Present for batch tools.
+    pub batch: Option<BatchSpec>,
+    /// The human summary of a call; `None` falls back to `tool(arg keys)`.
+    pub summary: Option<SummaryFn>,
+}
+
+impl fmt::Debug for ToolSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolSpec")
+            .field("name", &self.name)
+            .field("mode", &self.mode)
+            .field("batch", &self.batch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolSpec {
+    /// The summary of a call of this tool.
+    pub fn summarize(&self, args: &Value, context: Option<&dyn SummaryContext>) -> String {
+        match self.summary {
+            Some(summary) => summary(args, context),
+            None => fallback_summary(&self.name, args),
+        }
+    }
+}
+
+/// `tool(arg keys)`: the summary of a tool nobody wrote one for.
+pub fn fallback_summary(tool_name: &str, args: &Value) -> String {
+    let keys = match args {
+        Value::Object(map) => {
+            let mut keys: Vec<&str> = map.keys().map(String::as_str).collect();
+            keys.sort_unstable();
+            keys.join(", ")
+        }
+        _ => String::new(),
+    };
+    format!("{tool_name}({keys})")
+}
+
+struct RegisteredTool {
+    spec: ToolSpec,
+    validator: jsonschema::Validator,
+}
+
+/// The catalog of tools an agent may call. Schemas are compiled once, at registration.
+#[derive(Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, RegisteredTool>,
+}
+
+impl fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.tools.keys()).finish()
+    }
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool. Its schema must compile, its name must be new, and a batch tool's
+    /// singular tool must already be registered.
+    pub fn register(&mut self, spec: ToolSpec) -> Result<(), ToolsError> {
+        if self.tools.contains_key(&spec.name) {
+            return Err(ToolsError::DuplicateTool { name: spec.name });
+        }
+        if let Some(batch) = &spec.batch
+            && !self.tools.contains_key(&batch.singular_tool)
+        {
+            return Err(ToolsError::MissingSingularTool {
+                batch: spec.name.clone(),
+                singular: batch.singular_tool.clone(),
+            });
+        }
+        // Formats (`date`, ...) are assertions here: a due date of 2026-02-30 is refused
+        // when proposed, not when a person confirms it.
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(&spec.args_schema)
+            .map_err(|e| ToolsError::InvalidSchema {
+                name: spec.name.clone(),
+                message: e.to_string(),
+            })?;
+        self.tools
+            .insert(spec.name.clone(), RegisteredTool { spec, validator });
+        Ok(())
+    }
+
+    /// The tool named `name`.
+    pub fn get(&self, name: &str) -> Option<&ToolSpec> {
+        self.tools.get(name).map(|t| &t.spec)
+    }
+
+    /// The tool named `name`, or an error naming it.
+    pub fn require(&self, name: &str) -> Result<&ToolSpec, ToolsError> {
+        self.get(name).ok_or_else(|| ToolsError::UnknownTool {
+            name: name.to_owned(),
+        })
+    }
+
+    /// All tools, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.tools.values().map(|t| &t.spec)
+    }
+
+    /// Checks `args` against the tool's schema; every violation is reported with its
+    /// path.
+    pub fn validate_args(&self, name: &str, args: &Value) -> Result<(), ToolsError> {
+        let tool = self
+            .tools
+            .get(name)
+            .ok_or_else(|| ToolsError::UnknownTool {
+                name: name.to_owned(),
+            })?;
+        let problems: Vec<String> = tool
+            .validator
+            .iter_errors(args)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{path}: {e}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ToolsError::InvalidArgs {
+                tool: name.to_owned(),
+                problems,
+            })
+        }
+    }
+
+    /// The summary of a call; unknown tools fall back to `tool(arg keys)`.
+    pub fn summarize(
+        &self,
+        name: &str,
+        args: &Value,
+        context: Option<&dyn SummaryContext>,
+    ) -> String {
+        match self.get(name) {
+            Some(spec) => spec.summarize(args, context),
+            None => fallback_summary(name, args),
+        }
+    }
+
+    /// The tools as OpenAI chat-completions `tools` entries.
+    pub fn openai_tools(&self) -> Value {
+        Value::Array(
+            self.iter()
+                .map(|t| {
+                    json!({
+                        "type": "function",
+                        "function": {
+                            "name": t.name,
+                            "description": t.description,
+                            "parameters": t.args_schema,
+                        }
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// The tools as Anthropic messages-API `tools` entries.
+    pub fn anthropic_tools(&self) -> Value {
+        Value::Array(
+            self.iter()
+                .map(|t| {
+                    json!({
+                        "name": t.name,
+                        "description": t.description,
+                        "input_schema": t.args_schema,
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn title_tool() -> ToolSpec {
+        ToolSpec {
+            name: "set_title".into(),
+            description: "Set the title".into(),
+            args_schema: json!({
+                "type": "object",
+                "properties": {"title": {"type": "string", "minLength": 1}},
+                "required": ["title"],
+                "additionalProperties": false
+            }),
+            mode: ToolMode::Deferred,
+            batch: None,
+            summary: Some(|args, _| format!("Set title to {}", args["title"])),
+        }
+    }
+
+    #[test]
+    fn validates_with_paths() {
+        let mut r = ToolRegistry::new();
+        r.register(title_tool()).expect("registers");
+        assert_eq!(r.validate_args("set_title", &json!({"title": "x"})), Ok(()));
+        let err = r
+            .validate_args("set_title", &json!({"title": 3}))
+            .unwrap_err();
+        let ToolsError::InvalidArgs { problems, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert!(problems[0].starts_with("/title"), "{problems:?}");
+        assert!(r.validate_args("set_title", &json!({})).is_err());
+        assert!(
+            r.validate_args("set_title", &json!({"title": "x", "extra": 1}))
+                .is_err()
+        );
+        assert!(matches!(
+            r.validate_args("nope", &json!({})),
+            Err(ToolsError::UnknownTool { .. })
+        ));
+    }
+
+    #[test]
+    fn registration_errors() {
+        let mut r = ToolRegistry::new();
+        r.register(title_tool()).expect("registers");
+        assert!(matches!(
+            r.register(title_tool()),
+            Err(ToolsError::DuplicateTool { .. })
+        ));
+        let mut bad = title_tool();
+        bad.name = "bad".into();
+        bad.args_schema = json!({"type": "no-such-type"});
+        assert!(matches!(
+            r.register(bad),
+            Err(ToolsError::InvalidSchema { .. })
+        ));
+        let mut batch = title_tool();
+        batch.name = "batch".into();
+        batch.batch = Some(BatchSpec {
+            array_key: "items".into(),
+            singular_tool: "missing".into(),
+            element_key: None,
+        });
+        assert!(matches!(
+            r.register(batch),
+            Err(ToolsError::MissingSingularTool { .. })
+        ));
+    }
+
+    #[test]
+    fn summaries_and_fallback() {
+        let mut r = ToolRegistry::new();
+        r.register(title_tool()).expect("registers");
+        assert_eq!(
+            r.summarize("set_title", &json!({"title": "a"}), None),
+            "Set title to \"a\""
+        );
+        assert_eq!(
+            r.summarize("frob", &json!({"b": 1, "a": 2}), None),
+            "frob(a, b)"
+        );
+    }
+
+    #[test]
+    fn exports_both_dialects() {
+        let mut r = ToolRegistry::new();
+        r.register(title_tool()).expect("registers");
+        let openai = r.openai_tools();
+        assert_eq!(openai[0]["type"], "function");
+        assert_eq!(openai[0]["function"]["name"], "set_title");
+        assert_eq!(openai[0]["function"]["parameters"]["required"][0], "title");
+        let anthropic = r.anthropic_tools();
+        assert_eq!(anthropic[0]["name"], "set_title");
+        assert_eq!(anthropic[0]["input_schema"]["type"], "object");
+    }
+}
