@@ -1,1 +1,111 @@
-fn main() {}
+//! Project automation for Assent, run as `cargo xtask <task>` (an alias in
+//! `.cargo/config.toml`).
+//!
+//! Plain Rust with `anyhow` only, so that it builds fast and needs nothing installed.
+//! Tasks:
+//!
+//! - `ci`: the gate CI runs (`.ci/run`): `cargo fmt --check`, `cargo clippy -D warnings`,
+//!   `cargo test`, stopping at the first failing step.
+//! - `bench`: `cargo bench --workspace`.
+//!
+//! Project rules (every file opens with `//!`, the pure crates never see `sqlx` or
+//! `tokio`, ...) are not a task: they are the ordinary `#[test]`s in `tidy.rs`, so
+//! `cargo test` is the only gate.
+
+// xtask is a binary talking to a person at a terminal: printing is its job, so the
+// workspace lints against `println!`/`eprintln!` do not apply here.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+#[cfg(test)]
+mod tidy;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, bail};
+
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  ci       cargo fmt --check, cargo clippy -D warnings, cargo test (stops at the first failure)
+  bench    cargo bench --workspace
+";
+
+/// The steps of `cargo xtask ci`, run in this order.
+const CI_STEPS: &[&[&str]] = &[
+    &["fmt", "--all", "--", "--check"],
+    &[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ],
+    &["test", "--workspace"],
+];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = match args.as_slice() {
+        ["ci"] => ci(),
+        ["bench"] => run_cargo(&["bench", "--workspace"]),
+        ["-h" | "--help" | "help"] => {
+            print!("{USAGE}");
+            return ExitCode::from(2);
+        }
+        [] => {
+            eprint!("error: no task given\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+        other => {
+            eprint!("error: unknown task `{}`\n\n{USAGE}", other.join(" "));
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn ci() -> anyhow::Result<()> {
+    for (i, step) in CI_STEPS.iter().enumerate() {
+        run_cargo(step)
+            .with_context(|| format!("ci stopped at step {} of {}", i + 1, CI_STEPS.len()))?;
+    }
+    eprintln!("==> ci: all steps passed");
+    Ok(())
+}
+
+/// Runs `cargo <args>` at the workspace root, echoing the command first.
+fn run_cargo(args: &[&str]) -> anyhow::Result<()> {
+    eprintln!("==> cargo {}", args.join(" "));
+    let status = Command::new(cargo())
+        .args(args)
+        .current_dir(project_root())
+        .status()
+        .context("could not start cargo")?;
+    if !status.success() {
+        bail!("`cargo {}` exited with {status}", args.join(" "));
+    }
+    Ok(())
+}
+
+/// The cargo that started us (`$CARGO`), so the pinned toolchain is used throughout;
+/// plain `cargo` from `PATH` otherwise.
+fn cargo() -> OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
+/// The workspace root: the parent of this crate's directory.
+fn project_root() -> PathBuf {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir.parent().unwrap_or(manifest_dir).to_path_buf()
+}
