@@ -17,7 +17,12 @@ use std::process::Command;
 use crate::{cargo, project_root};
 
 /// Crates that must stay free of I/O runtimes and database drivers.
-const PURE_CRATES: &[&str] = &["assent-domain", "assent-changeset"];
+const PURE_CRATES: &[&str] = &[
+    "assent-domain",
+    "assent-tools",
+    "assent-journal",
+    "assent-changeset",
+];
 
 /// Crates (and, by prefix, their families such as `sqlx-core`, `tokio-util`) the pure
 /// crates must not depend on.
