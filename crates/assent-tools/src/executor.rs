@@ -37,6 +37,9 @@ pub struct ToolInvocation {
     pub operation_id: OperationId,
     /// What it acts on.
     pub target: ExecutionTarget,
+    /// The time of the call (handlers never read the clock themselves, so a fixed
+    /// clock reproduces a run exactly).
+    pub now: time::OffsetDateTime,
 }
 
 /// What a handler reports after it ran.

@@ -15,6 +15,31 @@ pub enum RuleAction {
     Deny,
 }
 
+impl RuleAction {
+    /// The stable name: `allow`, `ask` or `deny`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Ask => "ask",
+            Self::Deny => "deny",
+        }
+    }
+}
+
+impl std::str::FromStr for RuleAction {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "allow" => Ok(Self::Allow),
+            "ask" => Ok(Self::Ask),
+            "deny" => Ok(Self::Deny),
+            other => Err(format!(
+                "unknown rule action {other:?} (expected allow, ask or deny)"
+            )),
+        }
+    }
+}
+
 /// A per-agent rule: tools whose name matches `pattern` (`*` matches any run of
 /// characters) get `action`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +64,11 @@ impl ToolRule {
     /// Whether the rule covers `tool_name`.
     pub fn matches(&self, tool_name: &str) -> bool {
         glob_matches(&self.pattern, tool_name)
+    }
+
+    /// The pattern.
+    pub fn pattern(&self) -> &str {
+        &self.pattern
     }
 
     /// The rule's action.

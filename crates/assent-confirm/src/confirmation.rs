@@ -1,0 +1,485 @@
+//! Applying a person's decisions, exactly once.
+//!
+//! Every decision runs in one `BEGIN IMMEDIATE` transaction that re-reads the set, so
+//! of two concurrent confirmations of one item (on this device or through another
+//! process) the second sees the first's result and is refused with a conflict. A
+//! confirmation claims the item only while it is still `pending` (or `deferred`), runs
+//! the policy and the handler through the audited executor, and writes the decision,
+//! the item and set statuses, the audit records and their outbox messages before it
+//! commits. A failing handler leaves no decision and the item pending.
+
+use crate::{ConfirmError, Engine};
+use assent_changeset::{Redundancy, RedundancyCheck};
+use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OperationId, Verdict};
+use assent_store::{
+    AuditedExecutor, ExecutionOutcome, ExecutionRequest, SqliteAuditSink, SqliteConnection, agents,
+    change_sets,
+};
+use assent_tools::{AgentPolicy, ExecutionTarget, ToolInvocation, ToolsError};
+use serde_json::Value;
+use time::{Duration, OffsetDateTime};
+use uuid::Uuid;
+
+/// Pending sets older than this expire (plan, section 9).
+pub const DEFAULT_EXPIRY_TTL: Duration = Duration::days(7);
+
+/// A successful confirmation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfirmOutcome {
+    /// The decision recorded.
+    pub decision: ChangeDecision,
+    /// What the executor did (applied, already true, already applied).
+    pub execution: ExecutionOutcome,
+}
+
+impl ConfirmOutcome {
+    /// One line for a person: what happened.
+    pub fn message(&self) -> String {
+        match &self.execution {
+            ExecutionOutcome::Applied { message, .. } => message.clone(),
+            ExecutionOutcome::AlreadyTrue { detail } => {
+                format!("Confirmed without a change: {detail}.")
+            }
+            ExecutionOutcome::AlreadyApplied { message } => {
+                format!("Confirmed; it had already been applied: {message}")
+            }
+            ExecutionOutcome::Denied { reason } => format!("Denied: {reason}"),
+            ExecutionOutcome::Failed { error } => format!("Failed: {error}"),
+        }
+    }
+}
+
+/// The result for one item of [`ConfirmationService::confirm_all`].
+#[derive(Debug)]
+pub enum ItemResult {
+    /// Confirmed now.
+    Confirmed(Box<ConfirmOutcome>),
+    /// Not attempted: already decided, or deferred by a person.
+    Skipped(String),
+    /// Attempted and refused; the item is unchanged.
+    Failed(ConfirmError),
+}
+
+/// The results of [`ConfirmationService::confirm_all`], one per item, in order.
+#[derive(Debug)]
+pub struct ConfirmAllResult {
+    /// The set.
+    pub change_set_id: Uuid,
+    /// `(index, human summary, result)`.
+    pub items: Vec<(usize, String, ItemResult)>,
+}
+
+/// A person's decisions on change sets.
+#[derive(Clone)]
+pub struct ConfirmationService {
+    engine: Engine,
+}
+
+/// What a person decided, before it is written.
+struct Verdicts {
+    verdict: Verdict,
+    reason: Option<String>,
+    edited_args: Option<Value>,
+}
+
+impl Verdicts {
+    fn plain(verdict: Verdict, reason: Option<String>) -> Self {
+        Self {
+            verdict,
+            reason,
+            edited_args: None,
+        }
+    }
+}
+
+impl ConfirmationService {
+    /// The service of `engine`.
+    pub fn new(engine: Engine) -> Self {
+        Self { engine }
+    }
+
+    fn decision(
+        set: &ChangeSet,
+        index: usize,
+        v: &Verdicts,
+        now: OffsetDateTime,
+    ) -> ChangeDecision {
+        let item = &set.items[index];
+        ChangeDecision {
+            id: Uuid::new_v4(),
+            change_set_id: set.id,
+            item_index: index,
+            agent_id: set.agent_id.clone(),
+            task_id: set.task_id.clone(),
+            tool_name: item.tool_name.clone(),
+            verdict: v.verdict,
+            reason: v.reason.clone(),
+            edited_args: v.edited_args.clone(),
+            human_summary: item.human_summary.clone(),
+            args: item.args.clone(),
+            created_at: now,
+            vector_clock: set.vector_clock.clone(),
+        }
+    }
+
+    /// Applies verdicts to `indexes` of `set` (already checked), ticks its clock, and
+    /// writes decisions, statuses and outbox messages.
+    async fn record(
+        &self,
+        conn: &mut SqliteConnection,
+        set: &mut ChangeSet,
+        indexes: &[usize],
+        verdicts: Verdicts,
+        now: OffsetDateTime,
+    ) -> Result<Vec<ChangeDecision>, ConfirmError> {
+        for &index in indexes {
+            set.apply_verdict(index, verdicts.verdict, now)?;
+        }
+        set.vector_clock.tick(self.engine.store.host_id());
+        let mut written = Vec::with_capacity(indexes.len());
+        for &index in indexes {
+            let decision = Self::decision(set, index, &verdicts, now);
+            assent_store::decisions::insert(conn, &decision, now).await?;
+            written.push(decision);
+        }
+        change_sets::update_status(conn, set, indexes, now).await?;
+        Ok(written)
+    }
+
+    /// Confirms item `index` of set `change_set_id` and applies it.
+    #[tracing::instrument(skip(self), fields(change_set = %change_set_id))]
+    pub async fn confirm_item(
+        &self,
+        change_set_id: Uuid,
+        index: usize,
+        now: OffsetDateTime,
+    ) -> Result<ConfirmOutcome, ConfirmError> {
+        self.confirm(change_set_id, index, None, now).await
+    }
+
+    /// Confirms item `index` with `new_args` instead of the proposal. The args are
+    /// validated against the tool's schema; the decision keeps both.
+    #[tracing::instrument(skip(self, new_args), fields(change_set = %change_set_id))]
+    pub async fn edit_and_confirm(
+        &self,
+        change_set_id: Uuid,
+        index: usize,
+        new_args: Value,
+        now: OffsetDateTime,
+    ) -> Result<ConfirmOutcome, ConfirmError> {
+        self.confirm(change_set_id, index, Some(new_args), now)
+            .await
+    }
+
+    async fn confirm(
+        &self,
+        change_set_id: Uuid,
+        index: usize,
+        edited_args: Option<Value>,
+        now: OffsetDateTime,
+    ) -> Result<ConfirmOutcome, ConfirmError> {
+        let engine = &self.engine;
+        let mut tx = engine.store.begin_write().await?;
+        let mut set = change_sets::require(&mut tx, change_set_id).await?;
+        set.check_verdict(index, Verdict::Confirmed)?;
+        let item = set.items[index].clone();
+        let spec = engine
+            .registry
+            .get(&item.tool_name)
+            .ok_or_else(|| ConfirmError::UnknownTool(item.tool_name.clone()))?;
+        if let Some(args) = &edited_args {
+            engine
+                .registry
+                .validate_args(&spec.name, args)
+                .map_err(|e| match e {
+                    ToolsError::InvalidArgs { tool, problems } => ConfirmError::InvalidArgs {
+                        tool,
+                        problems: problems.join("; "),
+                    },
+                    other => ConfirmError::InvalidArgs {
+                        tool: spec.name.clone(),
+                        problems: other.to_string(),
+                    },
+                })?;
+        }
+        let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
+        // An unknown agent has no allowed categories: fail closed.
+        let policy = agents::policy(&mut tx, &set.agent_id)
+            .await?
+            .unwrap_or_else(AgentPolicy::default);
+        let snapshot = match engine.host.snapshot(&mut tx, &set.task_id).await {
+            Ok(snapshot) => snapshot,
+            Err(error) => {
+                tracing::warn!(%error, "snapshot failed to load; confirming without the redundancy re-check");
+                None
+            }
+        };
+        let already_true = match RedundancyCheck::new(snapshot.as_ref()).check(&spec.name, &args) {
+            Redundancy::AlreadyTrue(detail) => Some(detail),
+            Redundancy::Keep | Redundancy::InventedId(_) => None,
+        };
+        let invocation = ToolInvocation {
+            tool_name: spec.name.clone(),
+            operation_id: OperationId::derive(
+                &set.run_key,
+                &spec.name,
+                &args,
+                &[set.task_id.as_str()],
+            ),
+            args,
+            run_key: set.run_key.clone(),
+            target: ExecutionTarget {
+                agent_id: set.agent_id.clone(),
+                task_id: set.task_id.clone(),
+            },
+            now,
+        };
+        let resolver = engine.host.resolver();
+        let executor = AuditedExecutor::new(resolver, &SqliteAuditSink);
+        let execution = executor
+            .execute(
+                &mut tx,
+                ExecutionRequest {
+                    policy: &policy,
+                    spec,
+                    handler: engine.host.handler(&spec.name),
+                    invocation,
+                    confirmed_by_person: true,
+                    already_true,
+                    now,
+                },
+            )
+            .await?;
+        match execution {
+            ExecutionOutcome::Denied { reason } => {
+                // Keep the audited denial; the item stays pending.
+                tx.commit().await?;
+                Err(ConfirmError::PolicyDenied(reason))
+            }
+            ExecutionOutcome::Failed { error } => {
+                tx.commit().await?;
+                Err(ConfirmError::HandlerFailed {
+                    tool: spec.name.clone(),
+                    error,
+                })
+            }
+            execution => {
+                let mut decisions = self
+                    .record(
+                        &mut tx,
+                        &mut set,
+                        &[index],
+                        Verdicts {
+                            verdict: Verdict::Confirmed,
+                            reason: None,
+                            edited_args,
+                        },
+                        now,
+                    )
+                    .await?;
+                tx.commit().await?;
+                tracing::info!(index, "item confirmed");
+                Ok(ConfirmOutcome {
+                    decision: decisions.remove(0),
+                    execution,
+                })
+            }
+        }
+    }
+
+    async fn decide(
+        &self,
+        change_set_id: Uuid,
+        index: usize,
+        verdict: Verdict,
+        reason: Option<String>,
+        now: OffsetDateTime,
+    ) -> Result<ChangeDecision, ConfirmError> {
+        let mut tx = self.engine.store.begin_write().await?;
+        let mut set = change_sets::require(&mut tx, change_set_id).await?;
+        set.check_verdict(index, verdict)?;
+        let mut decisions = self
+            .record(
+                &mut tx,
+                &mut set,
+                &[index],
+                Verdicts::plain(verdict, reason),
+                now,
+            )
+            .await?;
+        tx.commit().await?;
+        tracing::info!(index, %verdict, "item decided");
+        Ok(decisions.remove(0))
+    }
+
+    /// Rejects item `index`, with the person's reason.
+    #[tracing::instrument(skip(self, reason), fields(change_set = %change_set_id))]
+    pub async fn reject_item(
+        &self,
+        change_set_id: Uuid,
+        index: usize,
+        reason: Option<String>,
+        now: OffsetDateTime,
+    ) -> Result<ChangeDecision, ConfirmError> {
+        let reason = reason
+            .map(|r| r.trim().to_owned())
+            .filter(|r| !r.is_empty());
+        self.decide(change_set_id, index, Verdict::Rejected, reason, now)
+            .await
+    }
+
+    /// Puts item `index` off; it stays open.
+    #[tracing::instrument(skip(self), fields(change_set = %change_set_id))]
+    pub async fn defer_item(
+        &self,
+        change_set_id: Uuid,
+        index: usize,
+        now: OffsetDateTime,
+    ) -> Result<ChangeDecision, ConfirmError> {
+        self.decide(change_set_id, index, Verdict::Deferred, None, now)
+            .await
+    }
+
+    /// Withdraws item `index` without applying it (e.g. the agent changed its mind).
+    #[tracing::instrument(skip(self), fields(change_set = %change_set_id))]
+    pub async fn retract_item(
+        &self,
+        change_set_id: Uuid,
+        index: usize,
+        now: OffsetDateTime,
+    ) -> Result<ChangeDecision, ConfirmError> {
+        self.decide(change_set_id, index, Verdict::Retracted, None, now)
+            .await
+    }
+
+    /// Confirms every pending item, in order, re-reading the set before each so every
+    /// handler sees what the previous one committed. Continues past failures; one
+    /// result per item. Deferred items are skipped: a person put them aside.
+    #[tracing::instrument(skip(self), fields(change_set = %change_set_id))]
+    pub async fn confirm_all(
+        &self,
+        change_set_id: Uuid,
+        now: OffsetDateTime,
+    ) -> Result<ConfirmAllResult, ConfirmError> {
+        let mut conn = self
+            .engine
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(ConfirmError::from)?;
+        let len = change_sets::require(&mut conn, change_set_id)
+            .await?
+            .items
+            .len();
+        drop(conn);
+        let mut items = Vec::with_capacity(len);
+        for index in 0..len {
+            let mut conn = self
+                .engine
+                .store
+                .pool()
+                .acquire()
+                .await
+                .map_err(ConfirmError::from)?;
+            let fresh = change_sets::require(&mut conn, change_set_id).await?;
+            drop(conn);
+            let item = &fresh.items[index];
+            let summary = item.human_summary.clone();
+            let result = match item.status {
+                ChangeItemStatus::Pending => {
+                    match self.confirm(change_set_id, index, None, now).await {
+                        Ok(outcome) => ItemResult::Confirmed(Box::new(outcome)),
+                        Err(error) => ItemResult::Failed(error),
+                    }
+                }
+                ChangeItemStatus::Deferred => {
+                    ItemResult::Skipped("deferred; confirm it on its own".to_owned())
+                }
+                decided => ItemResult::Skipped(format!("already {decided}")),
+            };
+            items.push((index, summary, result));
+        }
+        Ok(ConfirmAllResult {
+            change_set_id,
+            items,
+        })
+    }
+
+    /// Rejects every open item of the set with `reason`, in one transaction.
+    #[tracing::instrument(skip(self, reason), fields(change_set = %change_set_id))]
+    pub async fn dismiss(
+        &self,
+        change_set_id: Uuid,
+        reason: Option<String>,
+        now: OffsetDateTime,
+    ) -> Result<Vec<ChangeDecision>, ConfirmError> {
+        let reason = reason
+            .map(|r| r.trim().to_owned())
+            .filter(|r| !r.is_empty());
+        let mut tx = self.engine.store.begin_write().await?;
+        let mut set = change_sets::require(&mut tx, change_set_id).await?;
+        let open: Vec<usize> = set.open_indexes().collect();
+        let Some(&first) = open.first() else {
+            return Err(ConfirmError::Conflict(format!(
+                "change set {change_set_id} has no open items"
+            )));
+        };
+        set.check_verdict(first, Verdict::Rejected)?;
+        let decisions = self
+            .record(
+                &mut tx,
+                &mut set,
+                &open,
+                Verdicts::plain(Verdict::Rejected, reason),
+                now,
+            )
+            .await?;
+        tx.commit().await?;
+        tracing::info!(rejected = decisions.len(), "change set dismissed");
+        Ok(decisions)
+    }
+
+    /// Expires open sets created more than `ttl` before `now`: they leave the pending
+    /// view; their open items stay undecided. Returns the expired sets' ids.
+    #[tracing::instrument(skip(self))]
+    pub async fn expire(
+        &self,
+        now: OffsetDateTime,
+        ttl: Duration,
+    ) -> Result<Vec<Uuid>, ConfirmError> {
+        let mut tx = self.engine.store.begin_write().await?;
+        let ids = change_sets::open_created_before(&mut tx, now - ttl).await?;
+        for &id in &ids {
+            let mut set = change_sets::require(&mut tx, id).await?;
+            if set.expire() {
+                set.vector_clock.tick(self.engine.store.host_id());
+                change_sets::update_status(&mut tx, &set, &[], now).await?;
+            }
+        }
+        tx.commit().await?;
+        tracing::info!(expired = ids.len(), "stale change sets expired");
+        Ok(ids)
+    }
+
+    /// The `## Recent User Decisions` section for the agent's next wake (on `task_id`
+    /// when given), or `None` when there are no decisions.
+    #[tracing::instrument(skip(self))]
+    pub async fn history(
+        &self,
+        agent_id: &str,
+        task_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Option<String>, ConfirmError> {
+        let mut conn = self
+            .engine
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(ConfirmError::from)?;
+        let decisions =
+            assent_store::decisions::recent(&mut conn, agent_id, task_id, limit).await?;
+        Ok(crate::render_history(&decisions))
+    }
+}

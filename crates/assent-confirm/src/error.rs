@@ -1,0 +1,116 @@
+//! The one error type of the engine services.
+
+use assent_domain::DomainError;
+use assent_store::StoreError;
+use uuid::Uuid;
+
+/// Why a wake or a decision was refused. Nothing was changed, except that policy
+/// denials and handler failures are recorded in the audit trail.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfirmError {
+    /// No change set with this id.
+    #[error("no change set {0}")]
+    ChangeSetNotFound(Uuid),
+    /// The index does not name an item.
+    #[error("change set {change_set_id} has no item {index} (it has {len} item(s))")]
+    ItemNotFound {
+        /// The set.
+        change_set_id: Uuid,
+        /// The index asked for.
+        index: usize,
+        /// How many items it has.
+        len: usize,
+    },
+    /// The item or set is not in a state that allows this (already decided, decided
+    /// concurrently, expired). Retrying changes nothing.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// Edited arguments do not satisfy the tool's schema.
+    #[error("invalid arguments for {tool}: {problems}")]
+    InvalidArgs {
+        /// The tool.
+        tool: String,
+        /// The violations.
+        problems: String,
+    },
+    /// The policy refused to run the tool (audited).
+    #[error("denied by policy: {0}")]
+    PolicyDenied(String),
+    /// The handler failed; the item stays pending and can be retried (audited).
+    #[error("{tool} failed: {error}; the item is still pending")]
+    HandlerFailed {
+        /// The tool.
+        tool: String,
+        /// What went wrong.
+        error: String,
+    },
+    /// No agent with this id.
+    #[error("unknown agent {0:?} (create it first)")]
+    UnknownAgent(String),
+    /// No task with this id.
+    #[error("unknown task {0:?}")]
+    UnknownTask(String),
+    /// The item names a tool the catalog does not know.
+    #[error("unknown tool {0:?}")]
+    UnknownTool(String),
+    /// The wake's tool calls could not be read.
+    #[error("{0}")]
+    Calls(#[from] assent_changeset::ChangesetError),
+    /// A storage failure.
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl ConfirmError {
+    /// Whether this is a state conflict (exit code 3 on the command line).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::Conflict(_))
+    }
+
+    pub(crate) fn from_domain(error: DomainError) -> Self {
+        match error {
+            DomainError::ItemOutOfRange {
+                change_set_id,
+                index,
+                len,
+            } => Self::ItemNotFound {
+                change_set_id,
+                index,
+                len,
+            },
+            other @ (DomainError::AlreadyDecided { .. }
+            | DomainError::InvalidTransition { .. }
+            | DomainError::SetExpired { .. }
+            | DomainError::EmptyChangeSet { .. }) => Self::Conflict(other.to_string()),
+        }
+    }
+}
+
+impl From<sqlx::Error> for ConfirmError {
+    fn from(error: sqlx::Error) -> Self {
+        // A unique-index violation on decisions means another writer decided the item
+        // first: a conflict, not an internal error.
+        if let sqlx::Error::Database(db) = &error
+            && db.is_unique_violation()
+        {
+            return Self::Conflict(format!("changed concurrently: {}", db.message()));
+        }
+        Self::Store(StoreError::Database(error))
+    }
+}
+
+impl From<DomainError> for ConfirmError {
+    fn from(error: DomainError) -> Self {
+        Self::from_domain(error)
+    }
+}
+
+impl From<StoreError> for ConfirmError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Database(e) => Self::from(e),
+            StoreError::ChangeSetNotFound(id) => Self::ChangeSetNotFound(id),
+            other => Self::Store(other),
+        }
+    }
+}

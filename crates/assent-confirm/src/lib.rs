@@ -1,0 +1,69 @@
+//! Assent's engine services, the imperative shell around the pure core:
+//!
+//! - [`WakeService`]: one agent wake — plans its tool calls, runs the immediate and
+//!   local ones through the audited executor, and persists the deferred ones as a
+//!   change set, all in one write transaction.
+//! - [`ConfirmationService`]: a person's decisions — confirm (exactly once, through the
+//!   policy-enforcing executor, re-validated against the current state), edit and
+//!   confirm, reject with a reason, defer, confirm all, dismiss, expire.
+//! - [`render_history`]: decisions rendered as the `## Recent User Decisions` section
+//!   of the agent's next prompt.
+//!
+//! The host application plugs in through [`TaskHost`].
+
+mod confirmation;
+mod error;
+mod history;
+mod host;
+mod wake;
+
+pub use confirmation::{
+    ConfirmAllResult, ConfirmOutcome, ConfirmationService, DEFAULT_EXPIRY_TTL, ItemResult,
+};
+pub use error::ConfirmError;
+pub use history::{HISTORY_HEADING, MAX_HISTORY_ENTRIES, MAX_HISTORY_TOKENS, render_history};
+pub use host::{LocalCall, TaskHost};
+pub use wake::{ToolResponse, WakeOutcome, WakeRequest, WakeService};
+
+use assent_store::Store;
+use assent_tools::ToolRegistry;
+use std::sync::Arc;
+
+/// What both services share: the store, the tool catalog and the host.
+#[derive(Clone)]
+pub struct Engine {
+    store: Store,
+    registry: Arc<ToolRegistry>,
+    host: Arc<dyn TaskHost>,
+}
+
+impl Engine {
+    /// An engine over `store`, with the tools of `registry` handled by `host`.
+    pub fn new(store: Store, registry: Arc<ToolRegistry>, host: Arc<dyn TaskHost>) -> Self {
+        Self {
+            store,
+            registry,
+            host,
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The tool catalog.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// The wake service of this engine.
+    pub fn wakes(&self) -> WakeService {
+        WakeService::new(self.clone())
+    }
+
+    /// The confirmation service of this engine.
+    pub fn confirmations(&self) -> ConfirmationService {
+        ConfirmationService::new(self.clone())
+    }
+}

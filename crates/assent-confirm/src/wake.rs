@@ -1,0 +1,237 @@
+//! One agent wake: plan the tool calls, run what may run now, queue the rest.
+
+use crate::{ConfirmError, Engine, LocalCall};
+use assent_changeset::{CallPlan, ChangeSetBuilder, PlannerConfig, ToolCall, WakePlanner, reply};
+use assent_domain::{ChangeSet, OperationId};
+use assent_store::{
+    AuditedExecutor, ExecutionOutcome, ExecutionRequest, SqliteAuditSink, SqliteConnection, agents,
+    change_sets, decisions,
+};
+use assent_tools::{AgentPolicy, ExecutionTarget, TargetCategory, ToolInvocation};
+use serde::Serialize;
+use serde_json::Value;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// How many recent decisions are consulted for "recently rejected" proposals.
+const REJECTION_LOOKBACK: u32 = 200;
+
+/// The tool calls of one wake and who made them.
+#[derive(Debug, Clone)]
+pub struct WakeRequest {
+    /// The agent.
+    pub agent_id: String,
+    /// The task the wake is about.
+    pub task_id: String,
+    /// The conversation thread.
+    pub thread_id: String,
+    /// The run; part of every operation id of the wake.
+    pub run_key: String,
+    /// The calls, in the order the model made them.
+    pub calls: Vec<ToolCall>,
+    /// The id the change set gets if anything is queued.
+    pub change_set_id: Uuid,
+    /// Tunables of the planner (cap, rejection window, argument size).
+    pub planner: PlannerConfig,
+    /// Items per change set.
+    pub max_items: usize,
+}
+
+/// The reply to one tool call, ready to hand back to the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResponse {
+    /// The model's id of the call.
+    pub tool_call_id: String,
+    /// The text for the model.
+    pub content: String,
+}
+
+/// What a wake produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WakeOutcome {
+    /// The persisted change set, if anything was queued.
+    pub change_set: Option<ChangeSet>,
+    /// One reply per call, in order.
+    pub responses: Vec<ToolResponse>,
+}
+
+/// Runs agent wakes.
+#[derive(Clone)]
+pub struct WakeService {
+    engine: Engine,
+}
+
+impl WakeService {
+    /// The service of `engine`.
+    pub fn new(engine: Engine) -> Self {
+        Self { engine }
+    }
+
+    /// Plans and carries out one wake in a single write transaction: immediate calls
+    /// run through the audited executor, local calls go to the host, deferred calls
+    /// become one change set. Per-call problems (unknown tool, bad arguments, policy
+    /// denial) are replies, not errors; an error means nothing was written.
+    #[tracing::instrument(skip_all, fields(agent = %request.agent_id, task = %request.task_id, run = %request.run_key, calls = request.calls.len()))]
+    pub async fn wake(
+        &self,
+        request: WakeRequest,
+        now: OffsetDateTime,
+    ) -> Result<WakeOutcome, ConfirmError> {
+        let engine = &self.engine;
+        let mut tx = engine.store.begin_write().await?;
+        let policy = agents::policy(&mut tx, &request.agent_id)
+            .await?
+            .ok_or_else(|| ConfirmError::UnknownAgent(request.agent_id.clone()))?;
+        let snapshot = match engine.host.snapshot(&mut tx, &request.task_id).await {
+            Ok(Some(snapshot)) => Some(snapshot),
+            Ok(None) => return Err(ConfirmError::UnknownTask(request.task_id.clone())),
+            Err(error) => {
+                tracing::warn!(%error, "task snapshot failed to load; proposals are kept unfiltered");
+                None
+            }
+        };
+        let category = match engine
+            .host
+            .resolver()
+            .category_of(&mut tx, &request.task_id)
+            .await
+        {
+            Ok(Some(category)) => TargetCategory::Known(category),
+            Ok(None) => TargetCategory::Missing,
+            Err(error) => TargetCategory::LookupFailed(error),
+        };
+        let pending = change_sets::pending(
+            &mut tx,
+            &change_sets::PendingFilter {
+                task_id: Some(request.task_id.clone()),
+                ..Default::default()
+            },
+        )
+        .await?;
+        let recent = decisions::recent(
+            &mut tx,
+            &request.agent_id,
+            Some(&request.task_id),
+            REJECTION_LOOKBACK,
+        )
+        .await?;
+
+        let mut builder = ChangeSetBuilder::new(
+            &request.agent_id,
+            &request.task_id,
+            &request.thread_id,
+            &request.run_key,
+        )
+        .with_max_items(request.max_items)
+        .with_pending(pending.iter().flat_map(|s| s.items.iter()));
+        let plans = WakePlanner::new(&engine.registry, &policy, category, now)
+            .with_snapshot(snapshot.as_ref())
+            .with_decisions(&recent)
+            .with_config(request.planner.clone())
+            .plan(&request.calls, &mut builder);
+
+        let mut responses = Vec::with_capacity(plans.len());
+        for planned in plans {
+            let content = match planned.plan {
+                CallPlan::Reply(text) => text,
+                CallPlan::Execute { invocations } => {
+                    self.execute_now(&mut tx, &policy, &request, invocations, now)
+                        .await?
+                }
+                CallPlan::HandleLocally { args } => {
+                    let call = LocalCall {
+                        agent_id: &request.agent_id,
+                        task_id: &request.task_id,
+                        tool_name: &planned.tool_name,
+                        args: &args,
+                        now,
+                    };
+                    match engine.host.handle_local(&mut tx, call).await {
+                        Ok(text) => text,
+                        Err(error) => format!("Error: {} failed: {error}.", planned.tool_name),
+                    }
+                }
+            };
+            responses.push(ToolResponse {
+                tool_call_id: planned.tool_call_id,
+                content,
+            });
+        }
+        let change_set = builder.build(request.change_set_id, now);
+        if let Some(set) = &change_set {
+            change_sets::insert(&mut tx, set, now).await?;
+        }
+        tx.commit().await?;
+        tracing::info!(
+            queued = change_set.as_ref().map_or(0, |s| s.items.len()),
+            "wake planned"
+        );
+        Ok(WakeOutcome {
+            change_set,
+            responses,
+        })
+    }
+
+    async fn execute_now(
+        &self,
+        conn: &mut SqliteConnection,
+        policy: &AgentPolicy,
+        request: &WakeRequest,
+        invocations: Vec<(String, Value)>,
+        now: OffsetDateTime,
+    ) -> Result<String, ConfirmError> {
+        let engine = &self.engine;
+        let executor = AuditedExecutor::new(engine.host.resolver(), &SqliteAuditSink);
+        let mut lines = Vec::with_capacity(invocations.len());
+        for (tool_name, args) in invocations {
+            let Some(spec) = engine.registry.get(&tool_name) else {
+                lines.push(reply::unknown_tool(&tool_name));
+                continue;
+            };
+            let invocation = ToolInvocation {
+                operation_id: OperationId::derive(
+                    &request.run_key,
+                    &tool_name,
+                    &args,
+                    &[request.task_id.as_str()],
+                ),
+                tool_name: tool_name.clone(),
+                args,
+                run_key: request.run_key.clone(),
+                target: ExecutionTarget {
+                    agent_id: request.agent_id.clone(),
+                    task_id: request.task_id.clone(),
+                },
+                now,
+            };
+            let outcome = executor
+                .execute(
+                    conn,
+                    ExecutionRequest {
+                        policy,
+                        spec,
+                        handler: engine.host.handler(&tool_name),
+                        invocation,
+                        confirmed_by_person: false,
+                        already_true: None,
+                        now,
+                    },
+                )
+                .await?;
+            lines.push(match outcome {
+                ExecutionOutcome::Applied { message, .. }
+                | ExecutionOutcome::AlreadyApplied { message } => message,
+                ExecutionOutcome::AlreadyTrue { detail } => reply::skipped(&detail),
+                ExecutionOutcome::Denied { reason } => reply::denied(&reason),
+                ExecutionOutcome::Failed { error } => {
+                    format!("Error: {tool_name} failed: {error}. Nothing was changed.")
+                }
+            });
+        }
+        if lines.is_empty() {
+            lines.push("Nothing to execute: every element was malformed.".to_owned());
+        }
+        Ok(lines.join("\n"))
+    }
+}

@@ -1,0 +1,115 @@
+//! The audit trail: what the executor did, in order.
+
+use crate::outbox::{self, entity};
+use crate::{StoreError, timefmt};
+use assent_domain::{OperationId, VectorClock};
+use assent_tools::AuditRecord;
+use serde_json::Value;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqliteConnection};
+
+const TABLE: &str = "audit_records";
+
+/// Appends a record and its outbox message; returns the record's row id.
+pub async fn insert(conn: &mut SqliteConnection, record: &AuditRecord) -> Result<i64, StoreError> {
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, task_id, kind, args, success, detail,
+                                    vector_clock, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
+    )
+    .bind(record.operation_id.as_str())
+    .bind(&record.run_key)
+    .bind(&record.tool_name)
+    .bind(&record.agent_id)
+    .bind(&record.task_id)
+    .bind(record.kind.as_str())
+    .bind(record.args.to_string())
+    .bind(record.success)
+    .bind(record.detail.as_deref())
+    .bind(record.vector_clock.as_ref().map(|c| serde_json::json!(c).to_string()))
+    .bind(timefmt::format(record.created_at))
+    .fetch_one(&mut *conn)
+    .await?;
+    let payload = serde_json::to_value(record).map_err(|e| StoreError::corrupt(TABLE, e))?;
+    outbox::enqueue(
+        conn,
+        entity::AUDIT_RECORD,
+        &id.to_string(),
+        &payload,
+        record.created_at,
+    )
+    .await?;
+    Ok(id)
+}
+
+fn decode(row: &SqliteRow) -> Result<AuditRecord, StoreError> {
+    let corrupt = |e: String| StoreError::corrupt(TABLE, e);
+    let kind: String = row.try_get("kind")?;
+    let args: String = row.try_get("args")?;
+    let clock: Option<String> = row.try_get("vector_clock")?;
+    let created_at: String = row.try_get("created_at")?;
+    Ok(AuditRecord {
+        operation_id: OperationId::from_stored(row.try_get("operation_id")?),
+        run_key: row.try_get("run_key")?,
+        tool_name: row.try_get("tool_name")?,
+        agent_id: row.try_get("agent_id")?,
+        task_id: row.try_get("task_id")?,
+        kind: kind.parse().map_err(corrupt)?,
+        args: serde_json::from_str::<Value>(&args).map_err(|e| corrupt(e.to_string()))?,
+        success: row.try_get("success")?,
+        detail: row.try_get("detail")?,
+        vector_clock: clock
+            .map(|c| serde_json::from_str::<VectorClock>(&c))
+            .transpose()
+            .map_err(|e| corrupt(e.to_string()))?,
+        created_at: timefmt::parse(TABLE, &created_at)?,
+    })
+}
+
+/// Which records to list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditFilter {
+    /// Everything, oldest first.
+    All,
+    /// The records of one task.
+    Task(String),
+    /// The records of one wake run.
+    Run(String),
+}
+
+/// Records matching `filter`, in the order they were written (at most `limit`, the
+/// newest ones).
+pub async fn list(
+    conn: &mut SqliteConnection,
+    filter: &AuditFilter,
+    limit: u32,
+) -> Result<Vec<AuditRecord>, StoreError> {
+    let limit = i64::from(limit);
+    let rows = match filter {
+        AuditFilter::All => {
+            sqlx::query("SELECT * FROM (SELECT * FROM audit_records ORDER BY id DESC LIMIT ?1) ORDER BY id")
+                .bind(limit)
+                .fetch_all(conn)
+                .await?
+        }
+        AuditFilter::Task(task) => {
+            sqlx::query(
+                "SELECT * FROM (SELECT * FROM audit_records WHERE task_id = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id",
+            )
+            .bind(task)
+            .bind(limit)
+            .fetch_all(conn)
+            .await?
+        }
+        AuditFilter::Run(run) => {
+            sqlx::query(
+                "SELECT * FROM (SELECT * FROM audit_records WHERE run_key = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id",
+            )
+            .bind(run)
+            .bind(limit)
+            .fetch_all(conn)
+            .await?
+        }
+    };
+    rows.iter().map(decode).collect()
+}

@@ -1,0 +1,258 @@
+//! Change sets and their items, in two relational tables.
+
+use crate::outbox::{self, entity};
+use crate::{StoreError, timefmt};
+use assent_domain::{ChangeItem, ChangeItemStatus, ChangeSet, ChangeSetStatus, VectorClock};
+use serde_json::{Value, json};
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqliteConnection};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+const TABLE: &str = "change_sets";
+
+/// The predicate of the open-set partial indexes, spelled exactly as in the migration.
+macro_rules! open_sets {
+    () => {
+        "status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL"
+    };
+}
+
+/// Which open sets to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PendingFilter {
+    /// Only sets about this task.
+    pub task_id: Option<String>,
+    /// Only sets of this agent.
+    pub agent_id: Option<String>,
+    /// At most this many sets (newest first); `None` for all.
+    pub limit: Option<u32>,
+}
+
+async fn enqueue_set(
+    conn: &mut SqliteConnection,
+    set: &ChangeSet,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    let payload = serde_json::to_value(set).map_err(|e| StoreError::corrupt(TABLE, e))?;
+    outbox::enqueue(conn, entity::CHANGE_SET, &set.id.to_string(), &payload, now).await
+}
+
+/// Inserts a new set with its items (and its outbox message).
+#[tracing::instrument(skip_all, fields(change_set = %set.id, items = set.items.len()))]
+pub async fn insert(
+    conn: &mut SqliteConnection,
+    set: &ChangeSet,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO change_sets (id, agent_id, task_id, thread_id, run_key, status, created_at, resolved_at, vector_clock)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )
+    .bind(set.id.to_string())
+    .bind(&set.agent_id)
+    .bind(&set.task_id)
+    .bind(&set.thread_id)
+    .bind(&set.run_key)
+    .bind(set.status.as_str())
+    .bind(timefmt::format(set.created_at))
+    .bind(set.resolved_at.map(timefmt::format))
+    .bind(json!(set.vector_clock).to_string())
+    .execute(&mut *conn)
+    .await?;
+    for (index, item) in set.items.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .bind(set.id.to_string())
+        .bind(index as i64)
+        .bind(&item.tool_name)
+        .bind(item.args.to_string())
+        .bind(&item.human_summary)
+        .bind(item.status.as_str())
+        .bind(item.before.as_ref().map(Value::to_string))
+        .execute(&mut *conn)
+        .await?;
+    }
+    enqueue_set(conn, set, now).await
+}
+
+/// Writes the set's status, resolution time and clock, and the statuses of the items
+/// at `changed_items`, each with its outbox message.
+#[tracing::instrument(skip_all, fields(change_set = %set.id, status = %set.status))]
+pub async fn update_status(
+    conn: &mut SqliteConnection,
+    set: &ChangeSet,
+    changed_items: &[usize],
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE change_sets SET status = ?1, resolved_at = ?2, vector_clock = ?3 WHERE id = ?4",
+    )
+    .bind(set.status.as_str())
+    .bind(set.resolved_at.map(timefmt::format))
+    .bind(json!(set.vector_clock).to_string())
+    .bind(set.id.to_string())
+    .execute(&mut *conn)
+    .await?;
+    for &index in changed_items {
+        let Some(item) = set.items.get(index) else {
+            continue;
+        };
+        sqlx::query(
+            "UPDATE change_items SET status = ?1 WHERE change_set_id = ?2 AND item_index = ?3",
+        )
+        .bind(item.status.as_str())
+        .bind(set.id.to_string())
+        .bind(index as i64)
+        .execute(&mut *conn)
+        .await?;
+        let payload = json!({"changeSetId": set.id, "itemIndex": index, "status": item.status});
+        outbox::enqueue(
+            conn,
+            entity::CHANGE_ITEM,
+            &format!("{}:{index}", set.id),
+            &payload,
+            now,
+        )
+        .await?;
+    }
+    enqueue_set(conn, set, now).await
+}
+
+fn decode_set(row: &SqliteRow, items: Vec<ChangeItem>) -> Result<ChangeSet, StoreError> {
+    let corrupt = |e: String| StoreError::corrupt(TABLE, e);
+    let id: String = row.try_get("id")?;
+    let status: String = row.try_get("status")?;
+    let created_at: String = row.try_get("created_at")?;
+    let resolved_at: Option<String> = row.try_get("resolved_at")?;
+    let clock: String = row.try_get("vector_clock")?;
+    Ok(ChangeSet {
+        id: Uuid::parse_str(&id).map_err(|e| corrupt(e.to_string()))?,
+        agent_id: row.try_get("agent_id")?,
+        task_id: row.try_get("task_id")?,
+        thread_id: row.try_get("thread_id")?,
+        run_key: row.try_get("run_key")?,
+        status: status.parse::<ChangeSetStatus>().map_err(corrupt)?,
+        items,
+        created_at: timefmt::parse(TABLE, &created_at)?,
+        resolved_at: resolved_at.map(|t| timefmt::parse(TABLE, &t)).transpose()?,
+        vector_clock: serde_json::from_str::<VectorClock>(&clock)
+            .map_err(|e| corrupt(e.to_string()))?,
+    })
+}
+
+fn decode_item(row: &SqliteRow) -> Result<ChangeItem, StoreError> {
+    let corrupt = |e: String| StoreError::corrupt("change_items", e);
+    let args: String = row.try_get("args")?;
+    let status: String = row.try_get("status")?;
+    let before: Option<String> = row.try_get("before_value")?;
+    Ok(ChangeItem {
+        tool_name: row.try_get("tool_name")?,
+        args: serde_json::from_str(&args).map_err(|e| corrupt(e.to_string()))?,
+        human_summary: row.try_get("human_summary")?,
+        status: status.parse::<ChangeItemStatus>().map_err(corrupt)?,
+        before: before
+            .map(|b| serde_json::from_str(&b))
+            .transpose()
+            .map_err(|e| corrupt(e.to_string()))?,
+    })
+}
+
+async fn load_items(conn: &mut SqliteConnection, id: &str) -> Result<Vec<ChangeItem>, StoreError> {
+    let rows =
+        sqlx::query("SELECT * FROM change_items WHERE change_set_id = ?1 ORDER BY item_index")
+            .bind(id)
+            .fetch_all(conn)
+            .await?;
+    rows.iter().map(decode_item).collect()
+}
+
+/// The set with `id` (deleted sets are not found).
+pub async fn load(conn: &mut SqliteConnection, id: Uuid) -> Result<Option<ChangeSet>, StoreError> {
+    let id_text = id.to_string();
+    let Some(row) = sqlx::query("SELECT * FROM change_sets WHERE id = ?1 AND deleted_at IS NULL")
+        .bind(&id_text)
+        .fetch_optional(&mut *conn)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let items = load_items(conn, &id_text).await?;
+    decode_set(&row, items).map(Some)
+}
+
+/// Like [`load`], but a missing set is an error.
+pub async fn require(conn: &mut SqliteConnection, id: Uuid) -> Result<ChangeSet, StoreError> {
+    load(conn, id)
+        .await?
+        .ok_or(StoreError::ChangeSetNotFound(id))
+}
+
+/// Open sets (pending or partially resolved, not deleted), newest first.
+#[tracing::instrument(skip(conn))]
+pub async fn pending(
+    conn: &mut SqliteConnection,
+    filter: &PendingFilter,
+) -> Result<Vec<ChangeSet>, StoreError> {
+    // One static statement per filter shape, so SQLite can use the partial indexes
+    // (an `?1 IS NULL OR task_id = ?1` predicate would defeat them).
+    let limit = filter.limit.map_or(-1, i64::from);
+    let query = match (&filter.task_id, &filter.agent_id) {
+        (Some(task), Some(agent)) => sqlx::query(concat!(
+            "SELECT * FROM change_sets WHERE ",
+            open_sets!(),
+            " AND task_id = ?1 AND agent_id = ?2 ORDER BY created_at DESC, id DESC LIMIT ?3"
+        ))
+        .bind(task.clone())
+        .bind(agent.clone())
+        .bind(limit),
+        (Some(task), None) => sqlx::query(concat!(
+            "SELECT * FROM change_sets WHERE ",
+            open_sets!(),
+            " AND task_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2"
+        ))
+        .bind(task.clone())
+        .bind(limit),
+        (None, Some(agent)) => sqlx::query(concat!(
+            "SELECT * FROM change_sets WHERE ",
+            open_sets!(),
+            " AND agent_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2"
+        ))
+        .bind(agent.clone())
+        .bind(limit),
+        (None, None) => sqlx::query(concat!(
+            "SELECT * FROM change_sets WHERE ",
+            open_sets!(),
+            " ORDER BY created_at DESC, id DESC LIMIT ?1"
+        ))
+        .bind(limit),
+    };
+    let rows = query.fetch_all(&mut *conn).await?;
+    let mut sets = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let id: String = row.try_get("id")?;
+        let items = load_items(conn, &id).await?;
+        sets.push(decode_set(row, items)?);
+    }
+    Ok(sets)
+}
+
+/// Ids of open sets created before `cutoff`, oldest first.
+pub async fn open_created_before(
+    conn: &mut SqliteConnection,
+    cutoff: OffsetDateTime,
+) -> Result<Vec<Uuid>, StoreError> {
+    let ids: Vec<String> = sqlx::query_scalar(
+        "SELECT id FROM change_sets
+         WHERE status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL AND created_at < ?1
+         ORDER BY created_at",
+    )
+    .bind(timefmt::format(cutoff))
+    .fetch_all(conn)
+    .await?;
+    ids.iter()
+        .map(|id| Uuid::parse_str(id).map_err(|e| StoreError::corrupt(TABLE, e)))
+        .collect()
+}

@@ -1,0 +1,125 @@
+//! Decisions: the history a person leaves behind.
+
+use crate::outbox::{self, entity};
+use crate::{StoreError, timefmt};
+use assent_domain::{ChangeDecision, VectorClock, Verdict};
+use serde_json::{Value, json};
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqliteConnection};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+const TABLE: &str = "decisions";
+
+/// Inserts a decision and its outbox message. A second final decision for the same
+/// item violates a unique index and fails: exactly-once holds even against a bug above.
+#[tracing::instrument(skip_all, fields(decision = %decision.id, verdict = %decision.verdict))]
+pub async fn insert(
+    conn: &mut SqliteConnection,
+    decision: &ChangeDecision,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO decisions (id, change_set_id, item_index, agent_id, task_id, tool_name, verdict, reason,
+                                edited_args, human_summary, args, created_at, vector_clock)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )
+    .bind(decision.id.to_string())
+    .bind(decision.change_set_id.to_string())
+    .bind(decision.item_index as i64)
+    .bind(&decision.agent_id)
+    .bind(&decision.task_id)
+    .bind(&decision.tool_name)
+    .bind(decision.verdict.as_str())
+    .bind(decision.reason.as_deref())
+    .bind(decision.edited_args.as_ref().map(Value::to_string))
+    .bind(&decision.human_summary)
+    .bind(decision.args.to_string())
+    .bind(timefmt::format(decision.created_at))
+    .bind(json!(decision.vector_clock).to_string())
+    .execute(&mut *conn)
+    .await?;
+    let payload = serde_json::to_value(decision).map_err(|e| StoreError::corrupt(TABLE, e))?;
+    outbox::enqueue(
+        conn,
+        entity::DECISION,
+        &decision.id.to_string(),
+        &payload,
+        now,
+    )
+    .await
+}
+
+fn decode(row: &SqliteRow) -> Result<ChangeDecision, StoreError> {
+    let corrupt = |e: String| StoreError::corrupt(TABLE, e);
+    let json =
+        |text: String| serde_json::from_str::<Value>(&text).map_err(|e| corrupt(e.to_string()));
+    let id: String = row.try_get("id")?;
+    let set: String = row.try_get("change_set_id")?;
+    let index: i64 = row.try_get("item_index")?;
+    let verdict: String = row.try_get("verdict")?;
+    let edited: Option<String> = row.try_get("edited_args")?;
+    let args: String = row.try_get("args")?;
+    let created_at: String = row.try_get("created_at")?;
+    let clock: String = row.try_get("vector_clock")?;
+    Ok(ChangeDecision {
+        id: Uuid::parse_str(&id).map_err(|e| corrupt(e.to_string()))?,
+        change_set_id: Uuid::parse_str(&set).map_err(|e| corrupt(e.to_string()))?,
+        item_index: usize::try_from(index).map_err(|e| corrupt(e.to_string()))?,
+        agent_id: row.try_get("agent_id")?,
+        task_id: row.try_get("task_id")?,
+        tool_name: row.try_get("tool_name")?,
+        verdict: verdict.parse::<Verdict>().map_err(corrupt)?,
+        reason: row.try_get("reason")?,
+        edited_args: edited.map(json).transpose()?,
+        human_summary: row.try_get("human_summary")?,
+        args: json(args)?,
+        created_at: timefmt::parse(TABLE, &created_at)?,
+        vector_clock: serde_json::from_str::<VectorClock>(&clock)
+            .map_err(|e| corrupt(e.to_string()))?,
+    })
+}
+
+/// The agent's most recent decisions (on `task_id` when given), newest first.
+#[tracing::instrument(skip(conn))]
+pub async fn recent(
+    conn: &mut SqliteConnection,
+    agent_id: &str,
+    task_id: Option<&str>,
+    limit: u32,
+) -> Result<Vec<ChangeDecision>, StoreError> {
+    let rows = match task_id {
+        Some(task) => {
+            sqlx::query(
+                "SELECT * FROM decisions WHERE agent_id = ?1 AND task_id = ?2
+                 ORDER BY created_at DESC, rowid DESC LIMIT ?3",
+            )
+            .bind(agent_id)
+            .bind(task)
+            .bind(i64::from(limit))
+            .fetch_all(conn)
+            .await?
+        }
+        None => {
+            sqlx::query("SELECT * FROM decisions WHERE agent_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2")
+                .bind(agent_id)
+                .bind(i64::from(limit))
+                .fetch_all(conn)
+                .await?
+        }
+    };
+    rows.iter().map(decode).collect()
+}
+
+/// Every decision about one set, oldest first.
+pub async fn for_change_set(
+    conn: &mut SqliteConnection,
+    change_set_id: Uuid,
+) -> Result<Vec<ChangeDecision>, StoreError> {
+    let rows =
+        sqlx::query("SELECT * FROM decisions WHERE change_set_id = ?1 ORDER BY created_at, rowid")
+            .bind(change_set_id.to_string())
+            .fetch_all(conn)
+            .await?;
+    rows.iter().map(decode).collect()
+}

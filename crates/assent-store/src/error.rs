@@ -1,0 +1,43 @@
+//! The one error type of the store.
+
+use uuid::Uuid;
+
+/// A storage operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database URL could not be used.
+    #[error("cannot open database {url}: {source}")]
+    Open {
+        /// The URL given.
+        url: String,
+        /// Why.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// Applying migrations failed.
+    #[error("cannot migrate database: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored value could not be decoded (corrupt or written by a newer version).
+    #[error("corrupt row in {table}: {reason}")]
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// What could not be decoded.
+        reason: String,
+    },
+    /// No change set has this id.
+    #[error("no change set {0}")]
+    ChangeSetNotFound(Uuid),
+    /// Any other database error.
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+impl StoreError {
+    pub(crate) fn corrupt(table: &'static str, reason: impl std::fmt::Display) -> Self {
+        Self::Corrupt {
+            table,
+            reason: reason.to_string(),
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! The audited executor (ADR 0004), on every path that runs a tool: immediate calls of
+//! a wake and confirmations alike.
+//!
+//! Inside the caller's write transaction it resolves the target's category and
+//! enforces the policy before anything changes, audits an action record, runs the
+//! handler inside a savepoint (so a failing or panicking handler leaves no partial
+//! writes, while the audit records survive), records the operation id as applied,
+//! reads the mutated entity's vector clock and audits the result. Audit write failures
+//! are logged and never change the outcome.
+
+use crate::{StoreError, audit, operations};
+use assent_domain::VectorClock;
+use assent_tools::{
+    AgentPolicy, AuditKind, AuditRecord, AuditSink, BoxFuture, CategoryResolver, RuleAction,
+    TargetCategory, ToolHandler, ToolInvocation, ToolSpec,
+};
+use sqlx::SqliteConnection;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use time::OffsetDateTime;
+
+/// Writes audit records to the store's `audit_records` table, each in its own
+/// savepoint so a failed write cannot poison the surrounding transaction.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SqliteAuditSink;
+
+impl AuditSink<SqliteConnection> for SqliteAuditSink {
+    fn record<'a>(
+        &'a self,
+        ctx: &'a mut SqliteConnection,
+        record: &'a AuditRecord,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            sqlx::query("SAVEPOINT assent_audit")
+                .execute(&mut *ctx)
+                .await
+                .map_err(|e| e.to_string())?;
+            match audit::insert(ctx, record).await {
+                Ok(_) => {
+                    sqlx::query("RELEASE assent_audit")
+                        .execute(&mut *ctx)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok(())
+                }
+                Err(e) => {
+                    let _ = sqlx::query("ROLLBACK TO assent_audit")
+                        .execute(&mut *ctx)
+                        .await;
+                    let _ = sqlx::query("RELEASE assent_audit").execute(&mut *ctx).await;
+                    Err(e.to_string())
+                }
+            }
+        })
+    }
+}
+
+/// One call to execute.
+pub struct ExecutionRequest<'a> {
+    /// The agent's policy.
+    pub policy: &'a AgentPolicy,
+    /// The tool.
+    pub spec: &'a ToolSpec,
+    /// Its handler, if the host has one.
+    pub handler: Option<&'a dyn ToolHandler<SqliteConnection>>,
+    /// The call, with its deterministic operation id.
+    pub invocation: ToolInvocation,
+    /// A person confirmed it (an `ask` rule is then satisfied).
+    pub confirmed_by_person: bool,
+    /// Set when a re-check against the current state found the change already true:
+    /// nothing runs, and the detail is reported.
+    pub already_true: Option<String>,
+    /// The time of the audit records.
+    pub now: OffsetDateTime,
+}
+
+/// How an execution ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExecutionOutcome {
+    /// The handler ran and succeeded.
+    Applied {
+        /// Its message.
+        message: String,
+        /// Whether it changed anything.
+        mutated: bool,
+        /// The target's clock afterwards.
+        vector_clock: Option<VectorClock>,
+    },
+    /// The change was already true: the handler was not called.
+    AlreadyTrue {
+        /// E.g. `priority is already P1`.
+        detail: String,
+    },
+    /// This operation id was applied before (a retry): the handler was not called.
+    AlreadyApplied {
+        /// The message recorded then.
+        message: String,
+    },
+    /// The policy refused it: the handler was not called.
+    Denied {
+        /// Why.
+        reason: String,
+    },
+    /// The handler failed or panicked; its writes were rolled back.
+    Failed {
+        /// What went wrong.
+        error: String,
+    },
+}
+
+impl ExecutionOutcome {
+    /// Whether the call counts as done (applied now, before, or already true).
+    pub fn is_success(&self) -> bool {
+        matches!(
+            self,
+            Self::Applied { .. } | Self::AlreadyTrue { .. } | Self::AlreadyApplied { .. }
+        )
+    }
+}
+
+/// Runs tools under policy, with an audit trail.
+pub struct AuditedExecutor<'h> {
+    resolver: &'h dyn CategoryResolver<SqliteConnection>,
+    audit: &'h dyn AuditSink<SqliteConnection>,
+}
+
+/// Polls a future, turning a panic inside it into an error.
+struct CatchUnwind<F>(F);
+
+impl<F: Future + Unpin> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *inner).poll(cx))) {
+            Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_owned());
+                Poll::Ready(Err(format!("handler panicked: {message}")))
+            }
+        }
+    }
+}
+
+impl<'h> AuditedExecutor<'h> {
+    /// An executor resolving targets with `resolver` and auditing to `audit`.
+    pub fn new(
+        resolver: &'h dyn CategoryResolver<SqliteConnection>,
+        audit: &'h dyn AuditSink<SqliteConnection>,
+    ) -> Self {
+        Self { resolver, audit }
+    }
+
+    async fn write_audit(&self, conn: &mut SqliteConnection, record: AuditRecord) {
+        if let Err(error) = self.audit.record(conn, &record).await {
+            tracing::warn!(
+                operation_id = %record.operation_id,
+                kind = record.kind.as_str(),
+                %error,
+                "audit write failed; the outcome stands"
+            );
+        }
+    }
+
+    fn record(req: &ExecutionRequest<'_>, kind: AuditKind) -> AuditRecord {
+        let inv = &req.invocation;
+        AuditRecord {
+            operation_id: inv.operation_id.clone(),
+            run_key: inv.run_key.clone(),
+            tool_name: inv.tool_name.clone(),
+            agent_id: inv.target.agent_id.clone(),
+            task_id: inv.target.task_id.clone(),
+            kind,
+            args: inv.args.clone(),
+            success: None,
+            detail: None,
+            vector_clock: None,
+            created_at: req.now,
+        }
+    }
+
+    fn result_record(req: &ExecutionRequest<'_>, success: bool, detail: String) -> AuditRecord {
+        AuditRecord {
+            success: Some(success),
+            detail: Some(detail),
+            ..Self::record(req, AuditKind::Result)
+        }
+    }
+
+    async fn policy_denial(
+        &self,
+        conn: &mut SqliteConnection,
+        req: &ExecutionRequest<'_>,
+    ) -> Option<String> {
+        let task_id = &req.invocation.target.task_id;
+        let category = match self.resolver.category_of(conn, task_id).await {
+            Ok(Some(category)) => TargetCategory::Known(category),
+            Ok(None) => TargetCategory::Missing,
+            Err(e) => TargetCategory::LookupFailed(e),
+        };
+        if let Err(reason) = req.policy.check_category(&category) {
+            return Some(reason);
+        }
+        match req.policy.route(req.spec) {
+            RuleAction::Deny => Some(format!("Tool {} is denied by policy", req.spec.name)),
+            RuleAction::Ask if !req.confirmed_by_person => Some(format!(
+                "Tool {} requires a person's confirmation",
+                req.spec.name
+            )),
+            RuleAction::Ask | RuleAction::Allow => None,
+        }
+    }
+
+    /// Executes one call in `conn`'s transaction. `Err` only for database failures of
+    /// the executor's own bookkeeping; the caller should then roll back.
+    #[tracing::instrument(
+        skip_all,
+        fields(tool = %req.invocation.tool_name, operation_id = %req.invocation.operation_id, task = %req.invocation.target.task_id)
+    )]
+    pub async fn execute(
+        &self,
+        conn: &mut SqliteConnection,
+        req: ExecutionRequest<'_>,
+    ) -> Result<ExecutionOutcome, StoreError> {
+        if let Some(reason) = self.policy_denial(conn, &req).await {
+            tracing::info!(%reason, "policy denied the call");
+            let record = AuditRecord {
+                detail: Some(reason.clone()),
+                success: Some(false),
+                ..Self::record(&req, AuditKind::PolicyDenied)
+            };
+            self.write_audit(conn, record).await;
+            return Ok(ExecutionOutcome::Denied { reason });
+        }
+        self.write_audit(conn, Self::record(&req, AuditKind::Action))
+            .await;
+
+        if let Some(detail) = req.already_true.clone() {
+            self.write_audit(
+                conn,
+                Self::result_record(&req, true, format!("already true: {detail}")),
+            )
+            .await;
+            return Ok(ExecutionOutcome::AlreadyTrue { detail });
+        }
+        let operation_id = &req.invocation.operation_id;
+        if let Some(message) = operations::applied(conn, operation_id).await? {
+            self.write_audit(
+                conn,
+                Self::result_record(&req, true, format!("already applied: {message}")),
+            )
+            .await;
+            return Ok(ExecutionOutcome::AlreadyApplied { message });
+        }
+        let Some(handler) = req.handler else {
+            let error = format!("no handler is registered for {}", req.spec.name);
+            self.write_audit(conn, Self::result_record(&req, false, error.clone()))
+                .await;
+            return Ok(ExecutionOutcome::Failed { error });
+        };
+
+        sqlx::query("SAVEPOINT assent_handler")
+            .execute(&mut *conn)
+            .await?;
+        let result = CatchUnwind(handler.execute(conn, &req.invocation)).await;
+        let outcome = match result {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(error)) => return self.fail(conn, &req, error.to_string()).await,
+            Err(panic) => return self.fail(conn, &req, panic).await,
+        };
+        sqlx::query("RELEASE assent_handler")
+            .execute(&mut *conn)
+            .await?;
+        let inv = &req.invocation;
+        operations::record_applied(
+            conn,
+            operation_id,
+            &inv.tool_name,
+            &inv.target.task_id,
+            &outcome.message,
+            req.now,
+        )
+        .await?;
+        let vector_clock = match self
+            .resolver
+            .vector_clock_of(conn, &inv.target.task_id)
+            .await
+        {
+            Ok(clock) => clock,
+            Err(error) => {
+                tracing::warn!(%error, "could not read the target's vector clock");
+                None
+            }
+        };
+        let record = AuditRecord {
+            vector_clock: vector_clock.clone(),
+            ..Self::result_record(&req, true, outcome.message.clone())
+        };
+        self.write_audit(conn, record).await;
+        tracing::info!(mutated = outcome.mutated, "tool applied");
+        Ok(ExecutionOutcome::Applied {
+            message: outcome.message,
+            mutated: outcome.mutated,
+            vector_clock,
+        })
+    }
+
+    async fn fail(
+        &self,
+        conn: &mut SqliteConnection,
+        req: &ExecutionRequest<'_>,
+        error: String,
+    ) -> Result<ExecutionOutcome, StoreError> {
+        tracing::warn!(%error, "handler failed; its writes are rolled back");
+        sqlx::query("ROLLBACK TO assent_handler")
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query("RELEASE assent_handler")
+            .execute(&mut *conn)
+            .await?;
+        self.write_audit(conn, Self::result_record(req, false, error.clone()))
+            .await;
+        Ok(ExecutionOutcome::Failed { error })
+    }
+}

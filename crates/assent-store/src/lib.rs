@@ -1,0 +1,31 @@
+//! Persistence of Assent on SQLite (sqlx): change sets and their items, decisions, the
+//! audit trail, applied operations and the sync outbox, plus the audited executor that
+//! runs tools inside the caller's write transaction.
+//!
+//! Every write that another device must learn about enqueues an outbox message in the
+//! same transaction ([`outbox::enqueue`]), so a rollback leaves neither the row nor its
+//! message behind. Functions that take `&mut SqliteConnection` compose inside one
+//! transaction opened with [`Store::begin_write`] (`BEGIN IMMEDIATE`, so concurrent
+//! writers queue on the lock instead of failing late).
+//!
+//! Durability: WAL journal, `synchronous = FULL` (a committed decision survives power
+//! loss, not only a crash of the process), foreign keys on, a 10 s busy timeout.
+
+mod error;
+mod executor;
+mod store;
+
+pub mod agents;
+pub mod audit;
+pub mod change_sets;
+pub mod decisions;
+pub mod operations;
+pub mod outbox;
+pub mod timefmt;
+
+pub use error::StoreError;
+pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest, SqliteAuditSink};
+pub use store::{Store, StoreOptions};
+
+/// The connection type the store's functions and the host's handlers work on.
+pub use sqlx::SqliteConnection;

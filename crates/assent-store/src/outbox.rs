@@ -1,0 +1,228 @@
+//! The sync queue: every replicated write leaves a message here, in its transaction.
+//!
+//! At most one unsent message exists per entity; a newer write replaces its payload.
+//! A sender claims a batch (a lease, so a crashed sender's claim runs out), then marks
+//! each message sent or failed; failures are retried until `max_attempts`, then kept
+//! as `dead` for a person to look at.
+
+use crate::{StoreError, timefmt};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::{Row, SqliteConnection};
+use time::{Duration, OffsetDateTime};
+
+/// The kinds of entity the outbox carries.
+pub mod entity {
+    /// A whole change set with its items.
+    pub const CHANGE_SET: &str = "changeSet";
+    /// One item's status (`<set id>:<index>`).
+    pub const CHANGE_ITEM: &str = "changeItem";
+    /// A decision.
+    pub const DECISION: &str = "changeDecision";
+    /// An audit record.
+    pub const AUDIT_RECORD: &str = "auditRecord";
+    /// A journal task.
+    pub const TASK: &str = "task";
+}
+
+/// One message of the queue.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutboxMessage {
+    /// Queue position.
+    pub id: i64,
+    /// What kind of entity.
+    pub entity_type: String,
+    /// Which one.
+    pub entity_id: String,
+    /// Its state to replicate.
+    pub payload: Value,
+    /// `pending`, `inFlight`, `sent` or `dead`.
+    pub status: String,
+    /// Failed deliveries so far.
+    pub attempts: i64,
+    /// The last delivery error.
+    pub last_error: Option<String>,
+    /// When it was first enqueued.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// What became of a failed message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureDisposition {
+    /// Back in the queue for another attempt.
+    WillRetry,
+    /// A newer message for the same entity is already queued; this one is dropped.
+    Superseded,
+    /// Out of attempts: kept as `dead`.
+    Dead,
+}
+
+/// Enqueues `payload` for `entity_type`/`entity_id`, replacing the payload of an
+/// unsent message for the same entity.
+pub async fn enqueue(
+    conn: &mut SqliteConnection,
+    entity_type: &str,
+    entity_id: &str,
+    payload: &Value,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    let now = timefmt::format(now);
+    sqlx::query(
+        "INSERT INTO outbox (entity_type, entity_id, payload, status, attempts, created_at, updated_at)
+         VALUES (?1, ?2, ?3, 'pending', 0, ?4, ?4)
+         ON CONFLICT (entity_type, entity_id) WHERE status = 'pending'
+         DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at",
+    )
+    .bind(entity_type)
+    .bind(entity_id)
+    .bind(payload.to_string())
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+fn decode(row: &sqlx::sqlite::SqliteRow) -> Result<OutboxMessage, StoreError> {
+    let payload: String = row.try_get("payload")?;
+    let created_at: String = row.try_get("created_at")?;
+    Ok(OutboxMessage {
+        id: row.try_get("id")?,
+        entity_type: row.try_get("entity_type")?,
+        entity_id: row.try_get("entity_id")?,
+        payload: serde_json::from_str(&payload).map_err(|e| StoreError::corrupt("outbox", e))?,
+        status: row.try_get("status")?,
+        attempts: row.try_get("attempts")?,
+        last_error: row.try_get("last_error")?,
+        created_at: timefmt::parse("outbox", &created_at)?,
+    })
+}
+
+/// Claims up to `limit` deliverable messages (pending, or in flight with an expired
+/// lease), oldest first, leasing them until `now + lease`. Run it in a write
+/// transaction so two senders never claim the same message.
+#[tracing::instrument(skip(conn))]
+pub async fn claim_batch(
+    conn: &mut SqliteConnection,
+    limit: u32,
+    now: OffsetDateTime,
+    lease: Duration,
+) -> Result<Vec<OutboxMessage>, StoreError> {
+    let now_text = timefmt::format(now);
+    let rows = sqlx::query(
+        "SELECT * FROM outbox
+         WHERE status = 'pending' OR (status = 'inFlight' AND claimed_until < ?1)
+         ORDER BY id LIMIT ?2",
+    )
+    .bind(&now_text)
+    .bind(i64::from(limit))
+    .fetch_all(&mut *conn)
+    .await?;
+    let until = timefmt::format(now + lease);
+    let mut claimed = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let mut message = decode(row)?;
+        sqlx::query("UPDATE outbox SET status = 'inFlight', claimed_until = ?1, updated_at = ?2 WHERE id = ?3")
+            .bind(&until)
+            .bind(&now_text)
+            .bind(message.id)
+            .execute(&mut *conn)
+            .await?;
+        message.status = "inFlight".to_owned();
+        claimed.push(message);
+    }
+    tracing::debug!(claimed = claimed.len(), "outbox batch claimed");
+    Ok(claimed)
+}
+
+/// Marks delivered messages sent.
+#[tracing::instrument(skip(conn))]
+pub async fn mark_sent(
+    conn: &mut SqliteConnection,
+    ids: &[i64],
+    now: OffsetDateTime,
+) -> Result<u64, StoreError> {
+    let now = timefmt::format(now);
+    let mut marked = 0;
+    for id in ids {
+        marked += sqlx::query(
+            "UPDATE outbox SET status = 'sent', claimed_until = NULL, updated_at = ?1 WHERE id = ?2 AND status = 'inFlight'",
+        )
+        .bind(&now)
+        .bind(id)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    }
+    Ok(marked)
+}
+
+/// Records a failed delivery of message `id`: it is retried until it has failed
+/// `max_attempts` times, unless a newer message for the same entity supersedes it.
+#[tracing::instrument(skip(conn))]
+pub async fn mark_failed(
+    conn: &mut SqliteConnection,
+    id: i64,
+    error: &str,
+    max_attempts: i64,
+    now: OffsetDateTime,
+) -> Result<FailureDisposition, StoreError> {
+    let now = timefmt::format(now);
+    let row = sqlx::query("SELECT entity_type, entity_id, attempts FROM outbox WHERE id = ?1")
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some(row) = row else {
+        return Err(StoreError::corrupt("outbox", format!("no message {id}")));
+    };
+    let (entity_type, entity_id, attempts): (String, String, i64) =
+        (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+    let attempts = attempts + 1;
+    let newer: Option<i64> = sqlx::query_scalar(
+        "SELECT id FROM outbox WHERE entity_type = ?1 AND entity_id = ?2 AND status = 'pending' AND id <> ?3",
+    )
+    .bind(&entity_type)
+    .bind(&entity_id)
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let (status, disposition) = if newer.is_some() {
+        ("sent", FailureDisposition::Superseded)
+    } else if attempts >= max_attempts {
+        ("dead", FailureDisposition::Dead)
+    } else {
+        ("pending", FailureDisposition::WillRetry)
+    };
+    sqlx::query(
+        "UPDATE outbox SET status = ?1, attempts = ?2, last_error = ?3, claimed_until = NULL, updated_at = ?4 WHERE id = ?5",
+    )
+    .bind(status)
+    .bind(attempts)
+    .bind(error)
+    .bind(&now)
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    tracing::debug!(?disposition, attempts, "outbox delivery failed");
+    Ok(disposition)
+}
+
+/// The messages not yet delivered (pending, in flight, dead), oldest first.
+pub async fn undelivered(
+    conn: &mut SqliteConnection,
+    limit: u32,
+) -> Result<Vec<OutboxMessage>, StoreError> {
+    let rows = sqlx::query("SELECT * FROM outbox WHERE status <> 'sent' ORDER BY id LIMIT ?1")
+        .bind(i64::from(limit))
+        .fetch_all(conn)
+        .await?;
+    rows.iter().map(decode).collect()
+}
+
+/// How many rows the outbox holds, whatever their status.
+pub async fn count(conn: &mut SqliteConnection) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar("SELECT COUNT(*) FROM outbox")
+        .fetch_one(conn)
+        .await?)
+}

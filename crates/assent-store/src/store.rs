@@ -1,0 +1,96 @@
+//! Opening the database: connection options, durability settings, migrations.
+
+use crate::StoreError;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, SqlitePool, Transaction};
+use std::str::FromStr;
+use std::time::Duration;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
+
+/// How to open a store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// `sqlite://path/to/file.db` (created when missing) or `sqlite::memory:`.
+    pub url: String,
+    /// This device's id in vector clocks.
+    pub host_id: String,
+    /// How long a writer waits for the lock before failing.
+    pub busy_timeout: Duration,
+    /// Pool size.
+    pub max_connections: u32,
+}
+
+impl StoreOptions {
+    /// Defaults for `url`: host id `local`, 10 s busy timeout, 8 connections.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            host_id: "local".to_owned(),
+            busy_timeout: Duration::from_secs(10),
+            max_connections: 8,
+        }
+    }
+}
+
+/// The database of one Assent installation.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: SqlitePool,
+    host_id: String,
+}
+
+impl Store {
+    /// Opens (creating and migrating when needed) the database at `url`.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(StoreOptions::new(url)).await
+    }
+
+    /// Opens with explicit options.
+    #[tracing::instrument(skip_all, fields(url = %options.url))]
+    pub async fn open_with(options: StoreOptions) -> Result<Self, StoreError> {
+        let open_error = |source| StoreError::Open {
+            url: options.url.clone(),
+            source,
+        };
+        let connect = SqliteConnectOptions::from_str(&options.url)
+            .map_err(open_error)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(options.busy_timeout);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(options.max_connections.max(1))
+            .connect_with(connect)
+            .await
+            .map_err(open_error)?;
+        MIGRATOR.run(&pool).await?;
+        tracing::debug!("store open and migrated");
+        Ok(Self {
+            pool,
+            host_id: options.host_id,
+        })
+    }
+
+    /// The connection pool, for reads.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// This device's id in vector clocks.
+    pub fn host_id(&self) -> &str {
+        &self.host_id
+    }
+
+    /// A write transaction holding SQLite's write lock from its first statement
+    /// (`BEGIN IMMEDIATE`): whatever it reads stays true until it commits.
+    pub async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// Closes the pool, waiting for connections to finish.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}

@@ -1,0 +1,1 @@
+//! The one integration test binary of Assent.
