@@ -1,1 +1,321 @@
-//! Shared support for the integration tests (none yet).
+//! Test support shared by Assent's integration scenarios: a fresh SQLite file per test,
+//! an engine over the reference journal, and hosts that misbehave on purpose.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use assent_changeset::{PlannerConfig, ToolCall, parse_tool_calls};
+use assent_confirm::{Engine, LocalCall, TaskHost, WakeOutcome, WakeRequest};
+use assent_domain::{OffsetDateTime, Uuid};
+use assent_journal::TaskSnapshot;
+use assent_journal_host::{JournalHost, NewTask, create_task};
+use assent_store::{SqliteConnection, Store, StoreOptions};
+use assent_tools::{
+    AgentPolicy, BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
+};
+use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tempfile::TempDir;
+use time::macros::datetime;
+
+/// The fixed clock of the scenarios.
+pub const NOW: OffsetDateTime = datetime!(2026-03-01 12:00 UTC);
+
+/// How a [`TestHost`] misbehaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The handler returns an error.
+    Fail,
+    /// The handler writes, then panics.
+    Panic,
+}
+
+/// The journal host, except that the handler of one tool can be made to fail (after
+/// writing, to prove the write is rolled back) while `failures_left` is non-zero.
+pub struct TestHost {
+    inner: JournalHost,
+    faulty: FaultyHandler,
+}
+
+struct FaultyHandler {
+    tool: String,
+    fault: Fault,
+    failures_left: Arc<AtomicUsize>,
+    calls: Arc<AtomicUsize>,
+    inner: JournalHost,
+}
+
+impl ToolHandler<SqliteConnection> for FaultyHandler {
+    fn execute<'a>(
+        &'a self,
+        ctx: &'a mut SqliteConnection,
+        invocation: &'a ToolInvocation,
+    ) -> BoxFuture<'a, Result<ToolOutcome, ToolsError>> {
+        Box::pin(async move {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let handler = self
+                .inner
+                .handler(&invocation.tool_name)
+                .expect("journal handles it");
+            let outcome = handler.execute(ctx, invocation).await?;
+            let fail = self
+                .failures_left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if fail {
+                match self.fault {
+                    Fault::Fail => {
+                        return Err(ToolsError::HandlerFailed {
+                            tool: invocation.tool_name.clone(),
+                            message: "the journal is unavailable".into(),
+                        });
+                    }
+                    Fault::Panic => panic!("handler bug"),
+                }
+            }
+            Ok(outcome)
+        })
+    }
+}
+
+impl TaskHost for TestHost {
+    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<SqliteConnection>> {
+        if tool_name == self.faulty.tool {
+            Some(&self.faulty)
+        } else {
+            self.inner.handler(tool_name)
+        }
+    }
+
+    fn resolver(&self) -> &dyn CategoryResolver<SqliteConnection> {
+        self.inner.resolver()
+    }
+
+    fn snapshot<'a>(
+        &'a self,
+        conn: &'a mut SqliteConnection,
+        task_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<TaskSnapshot>, String>> {
+        self.inner.snapshot(conn, task_id)
+    }
+
+    fn handle_local<'a>(
+        &'a self,
+        conn: &'a mut SqliteConnection,
+        call: LocalCall<'a>,
+    ) -> BoxFuture<'a, Result<String, String>> {
+        self.inner.handle_local(conn, call)
+    }
+}
+
+/// A fresh database file with an engine over it.
+pub struct TestApp {
+    /// Keeps the directory (and the database file) alive.
+    pub dir: TempDir,
+    /// The store.
+    pub store: Store,
+    /// The engine.
+    pub engine: Engine,
+    /// Failures still to inject (see [`TestApp::with_fault`]).
+    pub failures_left: Arc<AtomicUsize>,
+    /// How often the faulty tool's handler ran.
+    pub faulty_calls: Arc<AtomicUsize>,
+}
+
+impl TestApp {
+    /// A fresh app whose handlers all behave.
+    pub async fn spawn() -> Self {
+        Self::with_fault("no_such_tool", Fault::Fail, 0).await
+    }
+
+    /// A fresh app whose `tool` handler fails `times` times with `fault`.
+    pub async fn with_fault(tool: &str, fault: Fault, times: usize) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}/assent.db", dir.path().display());
+        let store = Store::open_with(StoreOptions {
+            host_id: "device-a".into(),
+            ..StoreOptions::new(url)
+        })
+        .await
+        .expect("store opens");
+        let failures_left = Arc::new(AtomicUsize::new(times));
+        let faulty_calls = Arc::new(AtomicUsize::new(0));
+        let host = TestHost {
+            inner: JournalHost::new("device-a"),
+            faulty: FaultyHandler {
+                tool: tool.into(),
+                fault,
+                failures_left: failures_left.clone(),
+                calls: faulty_calls.clone(),
+                inner: JournalHost::new("device-a"),
+            },
+        };
+        let engine = Engine::new(
+            store.clone(),
+            Arc::new(assent_journal::catalog()),
+            Arc::new(host),
+        );
+        Self {
+            dir,
+            store,
+            engine,
+            failures_left,
+            faulty_calls,
+        }
+    }
+
+    /// The database URL (to open a second store on the same file).
+    pub fn url(&self) -> String {
+        format!("sqlite://{}/assent.db", self.dir.path().display())
+    }
+
+    /// Creates or updates an agent allowed `categories`.
+    pub async fn agent(&self, id: &str, categories: &[&str]) {
+        let mut tx = self.store.begin_write().await.unwrap();
+        assent_store::agents::upsert(
+            &mut tx,
+            id,
+            &AgentPolicy::new(categories.iter().copied()),
+            NOW,
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+    }
+
+    /// Creates a task; returns its id.
+    pub async fn task(&self, new: NewTask) -> String {
+        let id = Uuid::new_v4().to_string();
+        let mut tx = self.store.begin_write().await.unwrap();
+        create_task(&mut tx, &id, &new, "device-a", NOW)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        id
+    }
+
+    /// The standard scene: agent `agent-1` allowed `work`, and a `work` task "Fix login
+    /// bug" (OPEN, P1, 120 minutes, label bug, checklist: "Buy groceries", "Walk dog").
+    pub async fn scene(&self) -> String {
+        self.agent("agent-1", &["work"]).await;
+        self.task(NewTask {
+            title: "Fix login bug".into(),
+            category: Some("work".into()),
+            priority: Some("P1".into()),
+            estimate_minutes: Some(120),
+            labels: vec!["bug".into()],
+            checklist: vec!["Buy groceries".into(), "Walk dog".into()],
+            ..NewTask::default()
+        })
+        .await
+    }
+
+    /// The task as stored now.
+    pub async fn load(&self, task_id: &str) -> TaskSnapshot {
+        let mut conn = self.store.pool().acquire().await.unwrap();
+        assent_journal_host::load_task(&mut conn, task_id)
+            .await
+            .unwrap()
+            .expect("task exists")
+    }
+
+    /// Runs a wake of `agent-1` on `task_id` with OpenAI-style calls `(name, args)`.
+    pub async fn wake(&self, task_id: &str, calls: &[(&str, Value)]) -> WakeOutcome {
+        let document = Value::Array(
+            calls
+                .iter()
+                .enumerate()
+                .map(|(i, (name, args))| {
+                    serde_json::json!({"id": format!("call_{i}"), "type": "function",
+                        "function": {"name": name, "arguments": args.to_string()}})
+                })
+                .collect(),
+        );
+        self.wake_calls(task_id, parse_tool_calls(&document).unwrap())
+            .await
+            .unwrap()
+    }
+
+    /// Runs a wake with already parsed calls.
+    pub async fn wake_calls(
+        &self,
+        task_id: &str,
+        calls: Vec<ToolCall>,
+    ) -> Result<WakeOutcome, assent_confirm::ConfirmError> {
+        let run = Uuid::new_v4().to_string();
+        self.engine
+            .wakes()
+            .wake(
+                WakeRequest {
+                    agent_id: "agent-1".into(),
+                    task_id: task_id.into(),
+                    thread_id: run.clone(),
+                    run_key: run,
+                    calls,
+                    change_set_id: Uuid::new_v4(),
+                    planner: PlannerConfig::default(),
+                    max_items: assent_changeset::DEFAULT_MAX_ITEMS_PER_SET,
+                },
+                NOW,
+            )
+            .await
+    }
+
+    /// Row counts of every engine table, to prove an operation changed nothing.
+    pub async fn counts(&self) -> Vec<(String, i64)> {
+        let mut conn = self.store.pool().acquire().await.unwrap();
+        let mut counts = Vec::new();
+        for table in [
+            "change_sets",
+            "change_items",
+            "decisions",
+            "audit_records",
+            "applied_operations",
+            "outbox",
+            "tasks",
+            "checklist_items",
+            "task_labels",
+        ] {
+            let n: i64 =
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+                    .fetch_one(&mut *conn)
+                    .await
+                    .unwrap();
+            counts.push((table.to_owned(), n));
+        }
+        counts
+    }
+
+    /// A fingerprint of the whole database's content (every row of every table).
+    pub async fn fingerprint(&self) -> String {
+        let mut conn = self.store.pool().acquire().await.unwrap();
+        let mut out = String::new();
+        for table in [
+            "change_sets",
+            "change_items",
+            "decisions",
+            "audit_records",
+            "applied_operations",
+            "outbox",
+            "tasks",
+            "checklist_items",
+            "task_labels",
+            "agents",
+        ] {
+            let columns: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT group_concat(name, ', ') FROM pragma_table_info('{table}')"
+            )))
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+            let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT json_array({columns}) FROM {table} ORDER BY 1"
+            )))
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+            out.push_str(&format!("{table}:{}\n", rows.join("|")));
+        }
+        out
+    }
+}

@@ -1,0 +1,53 @@
+//! The reference task journal as a real host of the engine.
+//!
+//! Tasks live in their own tables (`tasks`, `task_labels`, `checklist_items`) in the
+//! same SQLite database as the engine's change sets and decisions, so a person's
+//! confirmation and the change it causes commit — or roll back — in one transaction.
+//! [`JournalHost`] implements [`assent_confirm::TaskHost`]: a handler for every
+//! singular tool of the journal's catalog, the category/vector-clock resolver the
+//! audited executor checks policy with, task snapshots for redundancy checks and
+//! review, and the local tools (the agent's report and observations).
+//!
+//! Architecture invariant: every write to a task ticks its vector clock for this host,
+//! sets `updated_at` from the caller's `now` (nothing here reads the clock) and
+//! enqueues the task's new state in the outbox, all on the caller's connection; this
+//! crate never opens, commits or rolls back a transaction itself.
+
+#![forbid(unsafe_code)]
+
+mod error;
+mod handlers;
+mod host;
+mod tasks;
+
+pub use error::JournalError;
+pub use host::JournalHost;
+pub use tasks::{NewTask, create_task, load_task, task_vector_clock};
+
+#[cfg(test)]
+mod test_support {
+    //! A fresh database per test, in a temporary directory.
+
+    use assent_store::Store;
+    use tempfile::TempDir;
+    use time::OffsetDateTime;
+    use time::macros::datetime;
+
+    /// The fixed time of the tests.
+    pub(crate) const NOW: OffsetDateTime = datetime!(2026-03-01 12:00 UTC);
+
+    /// A migrated store in its own directory (deleted on drop).
+    pub(crate) struct TestDb {
+        pub(crate) store: Store,
+        _dir: TempDir,
+    }
+
+    impl TestDb {
+        pub(crate) async fn open() -> Self {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let url = format!("sqlite://{}/t.db", dir.path().display());
+            let store = Store::open(&url).await.expect("store opens");
+            Self { store, _dir: dir }
+        }
+    }
+}

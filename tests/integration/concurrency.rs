@@ -1,0 +1,133 @@
+//! Exactly once under concurrency: many confirmations of one item, one effect.
+
+use assent_domain::Uuid;
+use assent_store::{Store, StoreOptions, decisions};
+use assent_tests::{NOW, TestApp};
+use serde_json::json;
+use std::sync::Arc;
+
+async fn count(app: &TestApp, sql: &'static str) -> i64 {
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    sqlx::query_scalar(sql).fetch_one(&mut *conn).await.unwrap()
+}
+
+async fn assert_applied_once(
+    app: &TestApp,
+    set: Uuid,
+    results: Vec<Result<(), assent_confirm::ConfirmError>>,
+) {
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(ok, 1, "exactly one confirmation wins: {results:?}");
+    for err in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert!(err.is_conflict(), "the others get a conflict, got: {err}");
+    }
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    assert_eq!(
+        decisions::for_change_set(&mut conn, set)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    drop(conn);
+    assert_eq!(
+        count(app, "SELECT COUNT(*) FROM applied_operations").await,
+        1
+    );
+    assert_eq!(
+        count(
+            app,
+            "SELECT COUNT(*) FROM checklist_items WHERE title = 'Call the bank'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        count(
+            app,
+            "SELECT COUNT(*) FROM audit_records WHERE kind = 'result'"
+        )
+        .await,
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_concurrent_confirmations_of_one_item_apply_it_once() {
+    let app = TestApp::spawn().await;
+    let task = app.scene().await;
+    let set = app
+        .wake(
+            &task,
+            &[("add_checklist_item", json!({"title": "Call the bank"}))],
+        )
+        .await
+        .change_set
+        .unwrap()
+        .id;
+    let service = Arc::new(app.engine.confirmations());
+    let barrier = Arc::new(tokio::sync::Barrier::new(16));
+    let handles: Vec<_> = (0..16)
+        .map(|_| {
+            let service = service.clone();
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                service.confirm_item(set, 0, NOW).await.map(|_| ())
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for handle in handles {
+        results.push(handle.await.expect("no panic"));
+    }
+    assert_applied_once(&app, set, results).await;
+}
+
+/// Sixteen engines with their own connection pools on one file behave like sixteen
+/// processes: SQLite's write lock, not an in-process mutex, decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_separate_stores_on_one_file_apply_it_once() {
+    let app = TestApp::spawn().await;
+    let task = app.scene().await;
+    let set = app
+        .wake(
+            &task,
+            &[("add_checklist_item", json!({"title": "Call the bank"}))],
+        )
+        .await
+        .change_set
+        .unwrap()
+        .id;
+    let mut services = Vec::new();
+    for i in 0..16 {
+        let store = Store::open_with(StoreOptions {
+            host_id: format!("device-{i}"),
+            max_connections: 1,
+            ..StoreOptions::new(app.url())
+        })
+        .await
+        .unwrap();
+        let host = Arc::new(assent_journal_host::JournalHost::new(format!("device-{i}")));
+        services.push(
+            assent_confirm::Engine::new(store, Arc::new(assent_journal::catalog()), host)
+                .confirmations(),
+        );
+    }
+    let barrier = Arc::new(tokio::sync::Barrier::new(16));
+    let handles: Vec<_> = services
+        .into_iter()
+        .map(|service| {
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                service.confirm_item(set, 0, NOW).await.map(|_| ())
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for handle in handles {
+        results.push(handle.await.expect("no panic"));
+    }
+    assert_applied_once(&app, set, results).await;
+}
