@@ -41,6 +41,8 @@ pub enum CallPlan {
     Execute {
         /// `(tool name, validated args)`, in order.
         invocations: Vec<(String, Value)>,
+        /// Batch elements that failed the singular tool's schema and will not run.
+        malformed: usize,
     },
     /// The agent's own output (report, observations): the host handles it.
     HandleLocally {
@@ -190,11 +192,11 @@ impl<'a> WakePlanner<'a> {
         match self.policy.decide(spec, &self.category) {
             PolicyDecision::Deny { reason } => CallPlan::Reply(reply::denied(&reason)),
             PolicyDecision::Allow => {
-                let invocations = match &spec.batch {
-                    Some(_) => self.explode(spec, &args).0,
-                    None => vec![(spec.name.clone(), args)],
-                };
-                CallPlan::Execute { invocations }
+                let (invocations, malformed) = self.explode(spec, &args);
+                CallPlan::Execute {
+                    invocations,
+                    malformed,
+                }
             }
             PolicyDecision::Ask => CallPlan::Reply(match &spec.batch {
                 None => match self.queue(builder, &spec.name, args) {

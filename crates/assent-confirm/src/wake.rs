@@ -135,9 +135,18 @@ impl WakeService {
         for planned in plans {
             let content = match planned.plan {
                 CallPlan::Reply(text) => text,
-                CallPlan::Execute { invocations } => {
-                    self.execute_now(&mut tx, &policy, &request, invocations, now)
-                        .await?
+                CallPlan::Execute {
+                    invocations,
+                    malformed,
+                } => {
+                    let mut text = self
+                        .execute_now(&mut tx, &policy, &request, invocations, now)
+                        .await?;
+                    if malformed > 0 {
+                        text.push('\n');
+                        text.push_str(&reply::malformed_skipped(malformed));
+                    }
+                    text
                 }
                 CallPlan::HandleLocally { args } => {
                     let call = LocalCall {

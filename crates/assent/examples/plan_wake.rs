@@ -139,7 +139,7 @@ fn print_call(call: &PlannedCall) {
                 println!("                    {line}");
             }
         }
-        CallPlan::Execute { invocations } => {
+        CallPlan::Execute { invocations, .. } => {
             for (tool, args) in invocations {
                 println!("    execute now:    {tool} {args}");
             }

@@ -4,6 +4,9 @@
 //! whole engine; services that need one piece depend on that crate alone.
 
 pub use assent_changeset as changeset;
+pub use assent_confirm as confirm;
 pub use assent_domain as domain;
 pub use assent_journal as journal;
+pub use assent_journal_host as journal_host;
+pub use assent_store as store;
 pub use assent_tools as tools;

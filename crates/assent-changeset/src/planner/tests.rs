@@ -152,7 +152,8 @@ fn local_immediate_and_denied_calls() {
     assert_eq!(
         plans[1].plan,
         CallPlan::Execute {
-            invocations: vec![("set_task_language".into(), json!({"languageCode": "en"}))]
+            invocations: vec![("set_task_language".into(), json!({"languageCode": "en"}))],
+            malformed: 0
         }
     );
     assert_eq!(plans[2].plan, CallPlan::Reply(reply::QUEUED.into()));
@@ -229,6 +230,25 @@ fn batch_is_exploded_and_malformed_elements_counted() {
             ("add_checklist_item", "Add: \"Design mockup\""),
             ("add_checklist_item", "Add: \"Write tests\"")
         ]
+    );
+    let mut allowing = Fixture::new();
+    allowing.policy =
+        AgentPolicy::new(["work"]).with_rule(ToolRule::new("*", RuleAction::Allow).expect("rule"));
+    let plans = allowing.planner().plan(
+        &[openai(
+            "x",
+            "assign_task_labels",
+            r#"{"labels":["ops", 7, {"x": 1}]}"#,
+        )],
+        &mut builder(),
+    );
+    assert_eq!(
+        plans[0].plan,
+        CallPlan::Execute {
+            invocations: vec![("assign_task_label".into(), json!({"label": "ops"}))],
+            malformed: 2
+        },
+        "an allowed batch runs its valid elements and still counts the malformed ones"
     );
     let labels = f.reply(&mut b, "assign_task_labels", r#"{"labels":["bug","auth"]}"#);
     assert_eq!(
