@@ -1,0 +1,362 @@
+//! The command line as clap types: global flags, subcommands and the parsers of the
+//! values clap checks itself (times, durations).
+//!
+//! Values whose failure the contract maps to exit code 1 (change-set ids, edited
+//! arguments, due dates) are taken as text here and parsed by the commands.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use time::format_description::well_known::Rfc3339;
+use time::{Duration, OffsetDateTime};
+
+/// Assent: a person confirms what an LLM agent wants to change.
+#[derive(Debug, Parser)]
+#[command(
+    name = "assent",
+    version,
+    propagate_version = true,
+    after_help = "Exit codes: 0 ok, 1 error, 2 usage, 3 conflict (already decided, changed concurrently).\nTry `assent demo` for the whole story."
+)]
+pub struct Cli {
+    /// The database (created and migrated when missing).
+    #[arg(
+        long,
+        global = true,
+        env = "ASSENT_DATABASE_URL",
+        default_value = "sqlite://assent.db",
+        value_name = "URL"
+    )]
+    pub db: String,
+
+    /// Fix the clock (RFC 3339), for scripts and tests; default: the current time.
+    #[arg(long, global = true, value_name = "RFC3339", value_parser = parse_now)]
+    pub now: Option<OffsetDateTime>,
+
+    /// Machine output: JSON on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The whole story on a fresh temporary database (ignores --db).
+    Demo,
+    /// The commands that work on the database of --db.
+    #[command(flatten)]
+    Db(DbCommand),
+}
+
+/// The subcommands that open the database of `--db`.
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Agents and their policies.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+    /// Tasks of the journal.
+    #[command(subcommand)]
+    Task(TaskCommand),
+    /// Run one agent wake: its tool calls run now, are queued for review, or refused.
+    Wake(WakeArgs),
+    /// List the change sets waiting for review.
+    Pending(PendingArgs),
+    /// Confirm (and apply) one item, or every pending item with --all.
+    Confirm(ConfirmArgs),
+    /// Reject one item.
+    Reject(RejectArgs),
+    /// Confirm one item with edited arguments.
+    Edit(EditArgs),
+    /// Put one item off; it stays open.
+    Defer(ItemArgs),
+    /// Reject every open item of a change set.
+    Dismiss(DismissArgs),
+    /// Expire open change sets older than a time to live.
+    Expire(ExpireArgs),
+    /// The decision history the agent's next wake sees.
+    History(HistoryArgs),
+    /// The audit trail: what the executor did.
+    Audit(AuditArgs),
+    /// The sync outbox: what waits to be delivered to other devices.
+    Outbox(OutboxArgs),
+}
+
+/// `assent agent ...`.
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Create an agent, or replace the categories of an existing one.
+    Create(AgentCreateArgs),
+}
+
+/// `assent agent create`.
+#[derive(Debug, Args)]
+pub struct AgentCreateArgs {
+    /// The agent's id.
+    #[arg(long)]
+    pub id: String,
+    /// The task categories it may change, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true, num_args = 1..)]
+    pub categories: Vec<String>,
+}
+
+/// `assent task ...`.
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Create a task (its id is a fresh uuid).
+    Create(TaskCreateArgs),
+    /// Show a task.
+    Show(TaskShowArgs),
+}
+
+/// `assent task create`.
+#[derive(Debug, Args)]
+pub struct TaskCreateArgs {
+    /// Title.
+    #[arg(long)]
+    pub title: String,
+    /// Category, checked against agents' policies.
+    #[arg(long)]
+    pub category: String,
+    /// OPEN, IN PROGRESS, GROOMED, BLOCKED or ON HOLD (default OPEN).
+    #[arg(long)]
+    pub status: Option<String>,
+    /// P0 to P3.
+    #[arg(long)]
+    pub priority: Option<String>,
+    /// Estimate in minutes (1 to 1440).
+    #[arg(long, value_name = "MIN")]
+    pub estimate: Option<u32>,
+    /// Due date.
+    #[arg(long, value_name = "YYYY-MM-DD")]
+    pub due: Option<String>,
+    /// A label (repeatable).
+    #[arg(long = "label", value_name = "L")]
+    pub labels: Vec<String>,
+    /// A checklist item (repeatable, in order).
+    #[arg(long = "checklist", value_name = "TITLE")]
+    pub checklist: Vec<String>,
+}
+
+/// `assent task show`.
+#[derive(Debug, Args)]
+pub struct TaskShowArgs {
+    /// The task's id.
+    pub id: String,
+}
+
+/// `assent wake`.
+#[derive(Debug, Args)]
+pub struct WakeArgs {
+    /// The agent.
+    #[arg(long)]
+    pub agent: String,
+    /// The task the wake is about.
+    #[arg(long)]
+    pub task: String,
+    /// The tool calls: an OpenAI `tool_calls` array or Anthropic `tool_use` blocks;
+    /// `-` or absent: stdin.
+    #[arg(long, value_name = "FILE")]
+    pub calls: Option<PathBuf>,
+    /// The run key (default: a fresh uuid).
+    #[arg(long, value_name = "K")]
+    pub run_key: Option<String>,
+    /// The conversation thread (default: the run key).
+    #[arg(long, value_name = "TH")]
+    pub thread: Option<String>,
+}
+
+/// `assent pending`.
+#[derive(Debug, Args)]
+pub struct PendingArgs {
+    /// Only sets about this task.
+    #[arg(long)]
+    pub task: Option<String>,
+    /// Only sets of this agent.
+    #[arg(long)]
+    pub agent: Option<String>,
+}
+
+/// `assent confirm`.
+#[derive(Debug, Args)]
+pub struct ConfirmArgs {
+    /// The change set's id.
+    pub set: String,
+    /// The item's index.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub index: Option<usize>,
+    /// Confirm every pending item, in order (deferred items are skipped).
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// One item of one set.
+#[derive(Debug, Args)]
+pub struct ItemArgs {
+    /// The change set's id.
+    pub set: String,
+    /// The item's index.
+    pub index: usize,
+}
+
+/// `assent reject`.
+#[derive(Debug, Args)]
+pub struct RejectArgs {
+    /// The item.
+    #[command(flatten)]
+    pub item: ItemArgs,
+    /// Why; the agent sees it in its next wake.
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+/// `assent edit`.
+#[derive(Debug, Args)]
+pub struct EditArgs {
+    /// The item.
+    #[command(flatten)]
+    pub item: ItemArgs,
+    /// The arguments to apply instead of the proposal (a JSON object).
+    #[arg(long, value_name = "JSON")]
+    pub args: String,
+}
+
+/// `assent dismiss`.
+#[derive(Debug, Args)]
+pub struct DismissArgs {
+    /// The change set's id.
+    pub set: String,
+    /// Why; the agent sees it in its next wake.
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+/// `assent expire`.
+#[derive(Debug, Args)]
+pub struct ExpireArgs {
+    /// Time to live of an open set: e.g. `7d`, `12h`, `30m`, `90s` (default 7d).
+    #[arg(long, value_parser = parse_duration)]
+    pub ttl: Option<Duration>,
+}
+
+/// `assent history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The agent.
+    #[arg(long)]
+    pub agent: String,
+    /// Only decisions about this task.
+    #[arg(long)]
+    pub task: Option<String>,
+    /// At most this many decisions.
+    #[arg(long, default_value_t = 20)]
+    pub limit: u32,
+}
+
+/// `assent audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only records about this task.
+    #[arg(long, conflicts_with = "run")]
+    pub task: Option<String>,
+    /// Only records of this wake run.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// At most this many (the newest).
+    #[arg(long, default_value_t = 500)]
+    pub limit: u32,
+}
+
+/// `assent outbox`.
+#[derive(Debug, Args)]
+pub struct OutboxArgs {
+    /// At most this many (the oldest).
+    #[arg(long, default_value_t = 500)]
+    pub limit: u32,
+}
+
+/// Parses `--now`.
+fn parse_now(text: &str) -> Result<OffsetDateTime, String> {
+    OffsetDateTime::parse(text.trim(), &Rfc3339)
+        .map_err(|e| format!("expected an RFC 3339 time such as 2026-03-01T09:00:00Z ({e})"))
+}
+
+/// Parses a duration such as `7d`, `12h`, `30m`, `90s` or `1d12h`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("expected a duration such as 7d, 12h, 30m or 90s, got {text:?}");
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(bad());
+    }
+    let mut total = Duration::ZERO;
+    let mut digits = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let amount: i64 = digits.parse().map_err(|_| bad())?;
+        // Bound every part so the arithmetic cannot overflow (about a hundred years).
+        if amount > 100 * 366 * 86_400 {
+            return Err(bad());
+        }
+        let part = match c {
+            'd' => Duration::days(amount),
+            'h' => Duration::hours(amount),
+            'm' => Duration::minutes(amount),
+            's' => Duration::seconds(amount),
+            _ => return Err(bad()),
+        };
+        total = total.checked_add(part).ok_or_else(bad)?;
+        digits.clear();
+    }
+    if !digits.is_empty() {
+        return Err(bad());
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations() {
+        let ok = |t: &str| parse_duration(t).ok();
+        assert_eq!(ok("7d"), Some(Duration::days(7)));
+        assert_eq!(ok("12h"), Some(Duration::hours(12)));
+        assert_eq!(ok("30m"), Some(Duration::minutes(30)));
+        assert_eq!(ok("90s"), Some(Duration::seconds(90)));
+        assert_eq!(ok("1d12h"), Some(Duration::hours(36)));
+        for bad in ["", "7", "d", "7x", "-7d", "7 d", "99999999999999999999d"] {
+            assert_eq!(ok(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn global_flags_go_before_or_after_the_subcommand() {
+        let before = Cli::try_parse_from(["assent", "--json", "--db", "sqlite::memory:", "outbox"]);
+        let after = Cli::try_parse_from(["assent", "outbox", "--json", "--db", "sqlite::memory:"]);
+        for cli in [before, after] {
+            let cli = cli.expect("parses");
+            assert!(cli.json);
+            assert_eq!(cli.db, "sqlite::memory:");
+        }
+    }
+
+    #[test]
+    fn confirm_needs_an_index_or_all() {
+        assert!(Cli::try_parse_from(["assent", "confirm", "s"]).is_err());
+        assert!(Cli::try_parse_from(["assent", "confirm", "s", "0", "--all"]).is_err());
+        assert!(Cli::try_parse_from(["assent", "confirm", "s", "--all"]).is_ok());
+        assert!(Cli::try_parse_from(["assent", "confirm", "s", "1"]).is_ok());
+    }
+}

@@ -1,0 +1,519 @@
+//! One function per command: open the store, call the engine, and hand back what to
+//! print (JSON with `--json`, text from [`crate::render`] otherwise) or a [`CliError`]
+//! that decides the exit code.
+
+use crate::CliError;
+use crate::cli::{
+    AgentCommand, AgentCreateArgs, AuditArgs, Cli, Command, ConfirmArgs, DbCommand, DismissArgs,
+    EditArgs, ExpireArgs, HistoryArgs, ItemArgs, OutboxArgs, PendingArgs, RejectArgs, TaskCommand,
+    TaskCreateArgs, TaskShowArgs, WakeArgs,
+};
+use crate::{demo, render};
+use assent_changeset::{DEFAULT_MAX_ITEMS_PER_SET, PlannerConfig, ToolCall, parse_tool_calls};
+use assent_confirm::{
+    ConfirmAllResult, ConfirmOutcome, DEFAULT_EXPIRY_TTL, Engine, ItemResult, WakeOutcome,
+    WakeRequest,
+};
+use assent_domain::{ChangeSet, OffsetDateTime};
+use assent_journal_host::{JournalHost, NewTask, create_task, load_task};
+use assent_store::{Store, StoreError, agents, audit, change_sets, outbox};
+use assent_tools::AgentPolicy;
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+use time::Date;
+use time::macros::format_description;
+use uuid::Uuid;
+
+/// The most tool-call input a wake reads (4 MiB).
+pub const MAX_CALLS_BYTES: u64 = 4 * 1024 * 1024;
+
+/// What a command prints on stdout, and whether it still failed.
+#[derive(Debug)]
+pub struct Output {
+    /// The text for stdout (a trailing newline is added when missing).
+    pub stdout: String,
+    /// Set when the command did its work but must exit non-zero anyway (`confirm
+    /// --all` with failed items).
+    pub failure: Option<CliError>,
+}
+
+impl Output {
+    fn text(stdout: String) -> Self {
+        Self {
+            stdout,
+            failure: None,
+        }
+    }
+
+    fn json(value: &impl Serialize) -> Result<Self, CliError> {
+        let text = serde_json::to_string_pretty(value)
+            .map_err(|e| CliError::failed(format!("cannot write JSON: {e}")))?;
+        Ok(Self::text(text))
+    }
+
+    /// JSON with `--json`, otherwise the rendered text.
+    fn either(
+        json: bool,
+        value: &impl Serialize,
+        text: impl FnOnce() -> String,
+    ) -> Result<Self, CliError> {
+        if json {
+            Self::json(value)
+        } else {
+            Ok(Self::text(text()))
+        }
+    }
+}
+
+/// An open database with the journal as host, the time of the command, and the
+/// output mode.
+pub struct Ctx {
+    /// The engine over the database.
+    pub engine: Engine,
+    /// The clock of this command.
+    pub now: OffsetDateTime,
+    /// Whether to print JSON.
+    pub json: bool,
+}
+
+impl Ctx {
+    /// Opens (creating and migrating when missing) the database at `url`.
+    pub async fn open(url: &str, now: OffsetDateTime, json: bool) -> Result<Self, CliError> {
+        let store = Store::open(url).await?;
+        Ok(Self {
+            engine: engine(store),
+            now,
+            json,
+        })
+    }
+
+    fn store(&self) -> &Store {
+        self.engine.store()
+    }
+}
+
+/// The engine over `store`: the journal's catalog, the journal as host.
+pub fn engine(store: Store) -> Engine {
+    let host = JournalHost::new(store.host_id());
+    Engine::new(store, Arc::new(assent_journal::catalog()), Arc::new(host))
+}
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> Result<Output, CliError> {
+    let command = match cli.command {
+        Command::Demo => return demo::run(cli.now).await.map(Output::text),
+        Command::Db(command) => command,
+    };
+    // Read the wake's input before touching the database: a bad document changes nothing.
+    let calls = match &command {
+        DbCommand::Wake(args) => Some(read_calls(args.calls.as_deref())?),
+        _ => None,
+    };
+    let now = cli.now.unwrap_or_else(OffsetDateTime::now_utc);
+    let ctx = Ctx::open(&cli.db, now, cli.json).await?;
+    let output = match command {
+        DbCommand::Agent(AgentCommand::Create(args)) => agent_create(&ctx, args).await,
+        DbCommand::Task(TaskCommand::Create(args)) => task_create(&ctx, args).await,
+        DbCommand::Task(TaskCommand::Show(args)) => task_show(&ctx, args).await,
+        DbCommand::Wake(args) => wake(&ctx, args, calls.unwrap_or_default()).await,
+        DbCommand::Pending(args) => pending(&ctx, args).await,
+        DbCommand::Confirm(args) => confirm(&ctx, args).await,
+        DbCommand::Reject(args) => reject(&ctx, args).await,
+        DbCommand::Edit(args) => edit(&ctx, args).await,
+        DbCommand::Defer(args) => defer(&ctx, args).await,
+        DbCommand::Dismiss(args) => dismiss(&ctx, args).await,
+        DbCommand::Expire(args) => expire(&ctx, args).await,
+        DbCommand::History(args) => history(&ctx, args).await,
+        DbCommand::Audit(args) => audit_trail(&ctx, args).await,
+        DbCommand::Outbox(args) => outbox_messages(&ctx, args).await,
+    };
+    ctx.store().close().await;
+    output
+}
+
+/// `assent agent create`.
+pub async fn agent_create(ctx: &Ctx, args: AgentCreateArgs) -> Result<Output, CliError> {
+    let id = args.id.trim();
+    if id.is_empty() {
+        return Err(CliError::failed("agent id must not be blank"));
+    }
+    let categories: Vec<&str> = args
+        .categories
+        .iter()
+        .map(|c| c.trim())
+        .filter(|c| !c.is_empty())
+        .collect();
+    if categories.is_empty() {
+        return Err(CliError::failed("--categories needs at least one category"));
+    }
+    let mut tx = ctx.store().begin_write().await?;
+    let existing = agents::policy(&mut tx, id).await?;
+    // Keep the rules of an existing agent; the command line only sets categories.
+    let policy = existing
+        .iter()
+        .flat_map(|old| old.rules().iter().cloned())
+        .fold(AgentPolicy::new(categories), AgentPolicy::with_rule);
+    agents::upsert(&mut tx, id, &policy, ctx.now).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    let categories: Vec<&str> = policy.allowed_categories().collect();
+    Output::either(
+        ctx.json,
+        &json!({"id": id, "categories": categories}),
+        || render::agent(id, &categories, existing.is_none()),
+    )
+}
+
+/// Parses `YYYY-MM-DD`.
+fn parse_date(text: &str) -> Result<Date, CliError> {
+    Date::parse(text.trim(), format_description!("[year]-[month]-[day]")).map_err(|e| {
+        CliError::failed(format!(
+            "invalid due date {text:?}: expected YYYY-MM-DD ({e})"
+        ))
+    })
+}
+
+/// `assent task create`.
+pub async fn task_create(ctx: &Ctx, args: TaskCreateArgs) -> Result<Output, CliError> {
+    let new = NewTask {
+        title: args.title,
+        category: Some(args.category),
+        status: args.status,
+        priority: args.priority,
+        estimate_minutes: args.estimate,
+        due_date: args.due.as_deref().map(parse_date).transpose()?,
+        labels: args.labels,
+        checklist: args.checklist,
+    };
+    let id = Uuid::new_v4().to_string();
+    let store = ctx.store();
+    let mut tx = store.begin_write().await?;
+    let task = create_task(&mut tx, &id, &new, store.host_id(), ctx.now).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Output::either(ctx.json, &task, || render::task(&task))
+}
+
+/// `assent task show`.
+pub async fn task_show(ctx: &Ctx, args: TaskShowArgs) -> Result<Output, CliError> {
+    let mut conn = ctx
+        .store()
+        .pool()
+        .acquire()
+        .await
+        .map_err(StoreError::from)?;
+    let task = load_task(&mut conn, args.id.trim())
+        .await?
+        .ok_or_else(|| CliError::failed(format!("no task {:?}", args.id)))?;
+    Output::either(ctx.json, &task, || render::task(&task))
+}
+
+/// Reads and parses the tool calls of a wake from `path` (stdin for `None` or `-`),
+/// at most [`MAX_CALLS_BYTES`].
+pub fn read_calls(path: Option<&Path>) -> Result<Vec<ToolCall>, CliError> {
+    let (source, bytes) = match path.filter(|p| p.as_os_str() != "-") {
+        Some(path) => {
+            let source = path.display().to_string();
+            let file = std::fs::File::open(path).map_err(|e| {
+                CliError::failed(format!("cannot read tool calls from {source}: {e}"))
+            })?;
+            let bytes = read_limited(file, &source)?;
+            (source, bytes)
+        }
+        None => {
+            let stdin = std::io::stdin();
+            if std::io::IsTerminal::is_terminal(&stdin) {
+                return Err(CliError::failed(
+                    "no tool calls: pipe them into stdin or pass --calls FILE",
+                ));
+            }
+            let source = "stdin".to_owned();
+            let bytes = read_limited(stdin.lock(), &source)?;
+            (source, bytes)
+        }
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(CliError::failed(format!(
+            "no tool calls: {source} is empty"
+        )));
+    }
+    let document: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| CliError::failed(format!("tool calls in {source} are not valid JSON: {e}")))?;
+    parse_tool_calls(&document)
+        .map_err(|e| CliError::failed(format!("tool calls in {source}: {e}")))
+}
+
+fn read_limited(reader: impl Read, source: &str) -> Result<Vec<u8>, CliError> {
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_CALLS_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| CliError::failed(format!("cannot read tool calls from {source}: {e}")))?;
+    if bytes.len() as u64 > MAX_CALLS_BYTES {
+        return Err(CliError::failed(format!(
+            "tool calls in {source} exceed the limit of {} MiB",
+            MAX_CALLS_BYTES / (1024 * 1024)
+        )));
+    }
+    Ok(bytes)
+}
+
+/// `assent wake`.
+pub async fn wake(ctx: &Ctx, args: WakeArgs, calls: Vec<ToolCall>) -> Result<Output, CliError> {
+    let run_key = args.run_key.unwrap_or_else(|| Uuid::new_v4().to_string());
+    let request = WakeRequest {
+        agent_id: args.agent,
+        task_id: args.task,
+        thread_id: args.thread.unwrap_or_else(|| run_key.clone()),
+        run_key,
+        calls,
+        change_set_id: Uuid::new_v4(),
+        planner: PlannerConfig::default(),
+        max_items: DEFAULT_MAX_ITEMS_PER_SET,
+    };
+    let outcome = ctx.engine.wakes().wake(request.clone(), ctx.now).await?;
+    Output::either(ctx.json, &wake_json(&outcome), || {
+        render::wake(&request, &outcome)
+    })
+}
+
+/// `{"changeSetId", "responses": [{"toolCallId", "content"}]}`.
+pub fn wake_json(outcome: &WakeOutcome) -> Value {
+    json!({
+        "changeSetId": outcome.change_set.as_ref().map(|s| s.id),
+        "responses": outcome.responses,
+    })
+}
+
+/// One item of a pending set, as `pending --json` shows it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PendingItem<'a> {
+    index: usize,
+    tool_name: &'a str,
+    args: &'a Value,
+    human_summary: &'a str,
+    status: &'a str,
+    before: Option<&'a Value>,
+}
+
+/// A pending set, as `pending --json` shows it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PendingSet<'a> {
+    id: Uuid,
+    agent_id: &'a str,
+    task_id: &'a str,
+    status: &'a str,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+    items: Vec<PendingItem<'a>>,
+}
+
+impl<'a> PendingSet<'a> {
+    fn of(set: &'a ChangeSet) -> Self {
+        Self {
+            id: set.id,
+            agent_id: &set.agent_id,
+            task_id: &set.task_id,
+            status: set.status.as_str(),
+            created_at: set.created_at,
+            items: set
+                .items
+                .iter()
+                .enumerate()
+                .map(|(index, item)| PendingItem {
+                    index,
+                    tool_name: &item.tool_name,
+                    args: &item.args,
+                    human_summary: &item.human_summary,
+                    status: item.status.as_str(),
+                    before: item.before.as_ref(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `assent pending`.
+pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
+    let filter = change_sets::PendingFilter {
+        task_id: args.task,
+        agent_id: args.agent,
+        limit: None,
+    };
+    let mut conn = ctx
+        .store()
+        .pool()
+        .acquire()
+        .await
+        .map_err(StoreError::from)?;
+    let sets = change_sets::pending(&mut conn, &filter).await?;
+    let listed: Vec<PendingSet<'_>> = sets.iter().map(PendingSet::of).collect();
+    Output::either(ctx.json, &listed, || render::pending(&sets))
+}
+
+/// A change-set id from the command line.
+fn set_id(text: &str) -> Result<Uuid, CliError> {
+    Uuid::parse_str(text.trim())
+        .map_err(|e| CliError::failed(format!("invalid change set id {text:?}: {e}")))
+}
+
+fn confirmed_json(outcome: &ConfirmOutcome) -> Value {
+    json!({"decision": outcome.decision, "message": outcome.message()})
+}
+
+/// `assent confirm`.
+pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
+    let set = set_id(&args.set)?;
+    let service = ctx.engine.confirmations();
+    match args.index {
+        Some(index) if !args.all => {
+            let outcome = service.confirm_item(set, index, ctx.now).await?;
+            Output::either(ctx.json, &confirmed_json(&outcome), || {
+                render::confirmed(index, &outcome)
+            })
+        }
+        _ => {
+            let result = service.confirm_all(set, ctx.now).await?;
+            let failed = result
+                .items
+                .iter()
+                .filter(|(_, _, r)| matches!(r, ItemResult::Failed(_)))
+                .count();
+            let mut output = Output::either(ctx.json, &confirm_all_json(&result), || {
+                render::confirm_all(&result)
+            })?;
+            if failed > 0 {
+                output.failure = Some(CliError::failed(format!(
+                    "{failed} of {} item(s) could not be confirmed",
+                    result.items.len()
+                )));
+            }
+            Ok(output)
+        }
+    }
+}
+
+fn confirm_all_json(result: &ConfirmAllResult) -> Value {
+    let items: Vec<Value> = result
+        .items
+        .iter()
+        .map(|(index, summary, item)| match item {
+            ItemResult::Confirmed(outcome) => json!({
+                "index": index, "humanSummary": summary, "result": "confirmed",
+                "decision": outcome.decision, "message": outcome.message(),
+            }),
+            ItemResult::Skipped(why) => json!({
+                "index": index, "humanSummary": summary, "result": "skipped", "message": why,
+            }),
+            ItemResult::Failed(error) => json!({
+                "index": index, "humanSummary": summary, "result": "failed",
+                "message": error.to_string(), "conflict": error.is_conflict(),
+            }),
+        })
+        .collect();
+    json!({"changeSetId": result.change_set_id, "items": items})
+}
+
+/// `assent reject`.
+pub async fn reject(ctx: &Ctx, args: RejectArgs) -> Result<Output, CliError> {
+    let set = set_id(&args.item.set)?;
+    let decision = ctx
+        .engine
+        .confirmations()
+        .reject_item(set, args.item.index, args.reason, ctx.now)
+        .await?;
+    Output::either(ctx.json, &decision, || render::decision(&decision))
+}
+
+/// `assent edit`.
+pub async fn edit(ctx: &Ctx, args: EditArgs) -> Result<Output, CliError> {
+    let set = set_id(&args.item.set)?;
+    let new_args: Value = serde_json::from_str(&args.args)
+        .map_err(|e| CliError::failed(format!("--args is not valid JSON: {e}")))?;
+    if !new_args.is_object() {
+        return Err(CliError::failed("--args must be a JSON object"));
+    }
+    let outcome = ctx
+        .engine
+        .confirmations()
+        .edit_and_confirm(set, args.item.index, new_args, ctx.now)
+        .await?;
+    Output::either(ctx.json, &confirmed_json(&outcome), || {
+        render::confirmed(args.item.index, &outcome)
+    })
+}
+
+/// `assent defer`.
+pub async fn defer(ctx: &Ctx, args: ItemArgs) -> Result<Output, CliError> {
+    let set = set_id(&args.set)?;
+    let decision = ctx
+        .engine
+        .confirmations()
+        .defer_item(set, args.index, ctx.now)
+        .await?;
+    Output::either(ctx.json, &decision, || render::decision(&decision))
+}
+
+/// `assent dismiss`.
+pub async fn dismiss(ctx: &Ctx, args: DismissArgs) -> Result<Output, CliError> {
+    let set = set_id(&args.set)?;
+    let decisions = ctx
+        .engine
+        .confirmations()
+        .dismiss(set, args.reason, ctx.now)
+        .await?;
+    Output::either(ctx.json, &decisions, || render::decisions(&decisions))
+}
+
+/// `assent expire`.
+pub async fn expire(ctx: &Ctx, args: ExpireArgs) -> Result<Output, CliError> {
+    let ttl = args.ttl.unwrap_or(DEFAULT_EXPIRY_TTL);
+    let expired = ctx.engine.confirmations().expire(ctx.now, ttl).await?;
+    Output::either(ctx.json, &json!({"expired": expired}), || {
+        render::expired(&expired, ttl)
+    })
+}
+
+/// `assent history`.
+pub async fn history(ctx: &Ctx, args: HistoryArgs) -> Result<Output, CliError> {
+    let section = ctx
+        .engine
+        .confirmations()
+        .history(&args.agent, args.task.as_deref(), args.limit)
+        .await?;
+    Output::either(ctx.json, &json!({"history": section}), || {
+        render::history(section.as_deref(), &args.agent)
+    })
+}
+
+/// `assent audit`.
+pub async fn audit_trail(ctx: &Ctx, args: AuditArgs) -> Result<Output, CliError> {
+    let filter = match (args.task, args.run) {
+        (Some(task), _) => audit::AuditFilter::Task(task),
+        (None, Some(run)) => audit::AuditFilter::Run(run),
+        (None, None) => audit::AuditFilter::All,
+    };
+    let mut conn = ctx
+        .store()
+        .pool()
+        .acquire()
+        .await
+        .map_err(StoreError::from)?;
+    let records = audit::list(&mut conn, &filter, args.limit).await?;
+    Output::either(ctx.json, &records, || render::audit(&records))
+}
+
+/// `assent outbox`.
+pub async fn outbox_messages(ctx: &Ctx, args: OutboxArgs) -> Result<Output, CliError> {
+    let mut conn = ctx
+        .store()
+        .pool()
+        .acquire()
+        .await
+        .map_err(StoreError::from)?;
+    let messages = outbox::undelivered(&mut conn, args.limit).await?;
+    Output::either(ctx.json, &messages, || render::outbox(&messages))
+}

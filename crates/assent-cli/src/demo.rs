@@ -1,0 +1,305 @@
+//! `assent demo`: the whole story on a fresh temporary database, told for a person —
+//! an agent and a task, a wake with immediate, deferred, batch, redundant and local
+//! calls, the change set, a confirmation, an edit, a rejection, the audit trail, the
+//! outbox, and the history the agent's next wake sees.
+//!
+//! The clock is fixed (`--now` moves it), so the story reads the same every time
+//! except for the generated ids.
+
+use crate::commands::engine;
+use crate::{CliError, render};
+use assent_changeset::{
+    DEFAULT_MAX_ITEMS_PER_SET, PlannerConfig, ToolArguments, ToolCall, parse_tool_calls,
+};
+use assent_confirm::{Engine, WakeOutcome, WakeRequest};
+use assent_domain::{ChangeSet, OffsetDateTime, Uuid};
+use assent_journal::tool;
+use assent_journal_host::{NewTask, create_task, load_task};
+use assent_store::{Store, StoreError, agents, audit, outbox};
+use assent_tools::AgentPolicy;
+use serde_json::{Value, json};
+use time::Duration;
+use time::macros::datetime;
+
+/// When the story starts unless `--now` says otherwise.
+const DEMO_START: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
+const AGENT: &str = "planner";
+const WIDTH: usize = 78;
+
+/// The text being told, section by section.
+#[derive(Default)]
+struct Story {
+    text: String,
+    sections: usize,
+}
+
+impl Story {
+    fn heading(&mut self, title: &str) {
+        self.sections += 1;
+        let label = format!("── {}. {title} ", self.sections);
+        let rule = "─".repeat(WIDTH.saturating_sub(label.chars().count()));
+        self.text.push_str(&format!("\n{label}{rule}\n\n"));
+    }
+
+    fn say(&mut self, line: impl AsRef<str>) {
+        self.text.push_str(line.as_ref());
+        self.text.push('\n');
+    }
+
+    fn block(&mut self, text: impl AsRef<str>) {
+        self.say(render::indent(text.as_ref().trim_end(), "  "));
+    }
+
+    fn gap(&mut self) {
+        self.text.push('\n');
+    }
+}
+
+/// One OpenAI-style tool call.
+fn call(id: &str, name: &str, args: Value) -> Value {
+    json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})
+}
+
+fn calls_listing(calls: &[ToolCall]) -> String {
+    let width = calls.iter().map(|c| c.name.len()).max().unwrap_or_default();
+    calls
+        .iter()
+        .map(|c| {
+            let args = match &c.arguments {
+                ToolArguments::Text(text) => text.clone(),
+                ToolArguments::Value(v) => v.to_string(),
+            };
+            format!("{}  {:<width$}  {args}", c.id, c.name)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn wake(
+    engine: &Engine,
+    task_id: &str,
+    run_key: &str,
+    document: &Value,
+    now: OffsetDateTime,
+) -> Result<(WakeRequest, WakeOutcome), CliError> {
+    let calls = parse_tool_calls(document).map_err(|e| CliError::failed(e.to_string()))?;
+    let request = WakeRequest {
+        agent_id: AGENT.to_owned(),
+        task_id: task_id.to_owned(),
+        thread_id: format!("thread-{run_key}"),
+        run_key: run_key.to_owned(),
+        calls,
+        change_set_id: Uuid::new_v4(),
+        planner: PlannerConfig::default(),
+        max_items: DEFAULT_MAX_ITEMS_PER_SET,
+    };
+    let outcome = engine.wakes().wake(request.clone(), now).await?;
+    Ok((request, outcome))
+}
+
+/// The index of the first item of `set` proposing `tool_name`.
+fn index_of(set: &ChangeSet, tool_name: &str) -> Result<usize, CliError> {
+    set.items
+        .iter()
+        .position(|i| i.tool_name == tool_name)
+        .ok_or_else(|| CliError::failed(format!("the demo expected a {tool_name} proposal")))
+}
+
+/// Runs the story; returns it as text.
+pub async fn run(start: Option<OffsetDateTime>) -> Result<String, CliError> {
+    let dir = tempfile::tempdir()
+        .map_err(|e| CliError::failed(format!("cannot create a temporary directory: {e}")))?;
+    let url = format!("sqlite://{}", dir.path().join("demo.db").display());
+    let store = Store::open(&url).await?;
+    let story = tell(&store, start.unwrap_or(DEMO_START)).await;
+    store.close().await;
+    story
+}
+
+async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> {
+    let engine = engine(store.clone());
+    let decisions = engine.confirmations();
+    let mut now = start;
+    let mut s = Story::default();
+    s.say("Assent demo: an LLM agent proposes changes to a task, and a person decides.");
+    s.say(format!(
+        "A fresh database in a temporary directory; the clock starts at {}.",
+        render::time(now)
+    ));
+
+    s.heading("An agent and a task");
+    let mut tx = store.begin_write().await?;
+    agents::upsert(&mut tx, AGENT, &AgentPolicy::new(["work"]), now).await?;
+    let new = NewTask {
+        title: "Prepare the Q1 board report".to_owned(),
+        category: Some("work".to_owned()),
+        priority: Some("P2".to_owned()),
+        estimate_minutes: Some(60),
+        due_date: Some(time::macros::date!(2026 - 03 - 13)),
+        labels: vec!["finance".to_owned()],
+        checklist: vec![
+            "Collect the numbers".to_owned(),
+            "Draft the summary".to_owned(),
+        ],
+        ..NewTask::default()
+    };
+    let task_id = Uuid::new_v4().to_string();
+    let task = create_task(&mut tx, &task_id, &new, store.host_id(), now).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    s.say(render::agent(AGENT, &["work"], true));
+    s.say("(its policy: it may only change tasks in the categories it was given)");
+    s.gap();
+    s.block(render::task(&task));
+
+    s.heading("The agent wakes");
+    now += Duration::minutes(1);
+    let document = json!([
+        call(
+            "call_1",
+            tool::SET_TASK_LANGUAGE,
+            json!({"languageCode": "en"})
+        ),
+        call(
+            "call_2",
+            tool::UPDATE_TASK_PRIORITY,
+            json!({"priority": "P1"})
+        ),
+        call("call_3", tool::UPDATE_TASK_ESTIMATE, json!({"minutes": 90})),
+        call(
+            "call_4",
+            tool::SET_TASK_STATUS,
+            json!({"status": "IN PROGRESS", "reason": "The numbers are in"})
+        ),
+        call(
+            "call_5",
+            tool::ADD_MULTIPLE_CHECKLIST_ITEMS,
+            json!({"items": [{"title": "Book the review meeting"}, {"title": "Send the draft to finance"}]})
+        ),
+        call(
+            "call_6",
+            tool::ASSIGN_TASK_LABEL,
+            json!({"label": "finance"})
+        ),
+        call(
+            "call_7",
+            tool::UPDATE_REPORT,
+            json!({"markdown": "Draft is on track; estimate looks low."})
+        ),
+    ]);
+    let (request, outcome) = wake(&engine, &task_id, "run-1", &document, now).await?;
+    s.say(format!(
+        "At {} the model answers with {} tool calls (OpenAI tool_calls):",
+        render::time(now),
+        request.calls.len()
+    ));
+    s.block(calls_listing(&request.calls));
+    s.gap();
+    s.say("The engine replies to each call, in order; this is what the model reads back:");
+    s.say(render::replies(&request, &outcome).trim_end());
+    s.gap();
+    s.say("  set_task_language is immediate: it ran at once, under policy, with an audit record.");
+    s.say("  update_report is the agent's own output: the host stored it.");
+    s.say("  The batch became one item per checklist entry; the label is already there, so it");
+    s.say("  was skipped with feedback instead of bothering a person.");
+
+    s.heading("The change set waiting for review");
+    let Some(set) = outcome.change_set else {
+        return Err(CliError::failed("the demo wake queued nothing"));
+    };
+    s.block(render::change_set(&set));
+    s.say("(`now:` is the value a confirmation would replace)");
+
+    s.heading("A person decides");
+    now += Duration::minutes(10);
+    s.say(format!("At {}:", render::time(now)));
+    let priority = index_of(&set, tool::UPDATE_TASK_PRIORITY)?;
+    let confirmed = decisions.confirm_item(set.id, priority, now).await?;
+    s.say(format!("  assent confirm <set> {priority}"));
+    s.block(format!("  {}", render::confirmed(priority, &confirmed)));
+    let estimate = index_of(&set, tool::UPDATE_TASK_ESTIMATE)?;
+    let edited = decisions
+        .edit_and_confirm(set.id, estimate, json!({"minutes": 120}), now)
+        .await?;
+    s.say(format!(
+        "  assent edit <set> {estimate} --args '{{\"minutes\":120}}'"
+    ));
+    s.block(format!("  {}", render::confirmed(estimate, &edited)));
+    let status = index_of(&set, tool::SET_TASK_STATUS)?;
+    let reason = "Not before finance has checked the numbers";
+    let rejected = decisions
+        .reject_item(set.id, status, Some(reason.to_owned()), now)
+        .await?;
+    s.say(format!(
+        "  assent reject <set> {status} --reason \"{reason}\""
+    ));
+    s.block(format!("  {}", render::decision(&rejected)));
+    s.gap();
+    s.say("Confirming the priority a second time is refused; nothing runs twice:");
+    s.say(format!("  assent confirm <set> {priority}"));
+    match decisions.confirm_item(set.id, priority, now).await {
+        Err(error) if error.is_conflict() => s.say(format!("    error: {error}   (exit code 3)")),
+        Err(error) => return Err(error.into()),
+        Ok(_) => {
+            return Err(CliError::failed(
+                "the demo's second confirmation was not refused",
+            ));
+        }
+    }
+    s.gap();
+    let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
+    let set_now = assent_store::change_sets::require(&mut conn, set.id).await?;
+    s.say("The set now (the two checklist items still wait):");
+    s.block(render::change_set(&set_now));
+
+    s.heading("The task after the decisions");
+    let task = load_task(&mut conn, &task_id)
+        .await?
+        .ok_or_else(|| CliError::failed("the demo task vanished"))?;
+    s.block(render::task(&task));
+
+    s.heading("The audit trail");
+    let records = audit::list(&mut conn, &audit::AuditFilter::Task(task_id.clone()), 100).await?;
+    s.say("Every execution writes an action record before the handler runs and a result after:");
+    s.gap();
+    s.block(render::audit(&records));
+
+    s.heading("The outbox");
+    let messages = outbox::undelivered(&mut conn, 100).await?;
+    s.say("Every write left a message for other devices, committed in the same transaction");
+    s.say("as the write itself (one unsent message per entity; a newer write replaces it):");
+    s.gap();
+    s.block(render::outbox(&messages));
+    drop(conn);
+
+    s.heading("What the agent's next wake sees");
+    let history = decisions.history(AGENT, Some(&task_id), 20).await?;
+    s.say("This section goes into the agent's next prompt:");
+    s.gap();
+    s.block(render::history(history.as_deref(), AGENT));
+    s.gap();
+    now += Duration::hours(1);
+    let document = json!([
+        call(
+            "call_8",
+            tool::SET_TASK_STATUS,
+            json!({"status": "IN PROGRESS", "reason": "The numbers are in"})
+        ),
+        call(
+            "call_9",
+            tool::UPDATE_TASK_PRIORITY,
+            json!({"priority": "P1"})
+        ),
+    ]);
+    let (request, outcome) = wake(&engine, &task_id, "run-2", &document, now).await?;
+    s.say(format!(
+        "At {} the agent tries the rejected change again, and the priority it already got:",
+        render::time(now)
+    ));
+    s.say(render::replies(&request, &outcome).trim_end());
+    s.gap();
+    s.say(match outcome.change_set {
+        Some(set) => format!("Queued {} new item(s) for review.", set.items.len()),
+        None => "Nothing new to review.".to_owned(),
+    });
+    Ok(s.text)
+}

@@ -1,0 +1,231 @@
+//! `assent`: the command line of Assent — agents, tasks, wakes, review, the audit trail
+//! and the outbox over one SQLite database.
+//!
+//! This file parses the command line, starts the runtime and logging, and maps the
+//! outcome to an exit code: 0 ok, 1 error, 2 usage, 3 conflict (already decided,
+//! changed concurrently). Errors go to stderr as one `error: ...` line.
+
+// A command-line program talks to its user on stdout and stderr.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod cli;
+mod commands;
+mod demo;
+mod render;
+
+use assent_confirm::ConfirmError;
+use assent_journal_host::JournalError;
+use assent_store::StoreError;
+use clap::Parser;
+use clap::error::ErrorKind;
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+/// Why a command failed; decides the exit code.
+#[derive(Debug)]
+pub enum CliError {
+    /// The command line is wrong (exit 2).
+    Usage(String),
+    /// The item or set is not in a state that allows this (exit 3).
+    Conflict(String),
+    /// Anything else (exit 1).
+    Failed(anyhow::Error),
+}
+
+impl CliError {
+    /// A plain failure with `message`.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::Failed(anyhow::Error::msg(message.into()))
+    }
+
+    /// The process exit code.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Failed(_) => 1,
+            Self::Usage(_) => 2,
+            Self::Conflict(_) => 3,
+        }
+    }
+
+    /// The message, on one line.
+    pub fn one_line(&self) -> String {
+        let text = match self {
+            Self::Usage(message) | Self::Conflict(message) => message.clone(),
+            Self::Failed(error) => chain(error),
+        };
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// The error and its causes joined by `: `, skipping a cause whose text an outer
+/// message already repeats (many library errors print their source themselves).
+fn chain(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
+}
+
+impl From<ConfirmError> for CliError {
+    fn from(error: ConfirmError) -> Self {
+        if error.is_conflict() {
+            Self::Conflict(error.to_string())
+        } else {
+            Self::Failed(error.into())
+        }
+    }
+}
+
+impl From<StoreError> for CliError {
+    fn from(error: StoreError) -> Self {
+        Self::Failed(error.into())
+    }
+}
+
+impl From<JournalError> for CliError {
+    fn from(error: JournalError) -> Self {
+        Self::Failed(error.into())
+    }
+}
+
+impl From<anyhow::Error> for CliError {
+    fn from(error: anyhow::Error) -> Self {
+        Self::Failed(error)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return clap_exit(&error),
+    };
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            return fail(&CliError::failed(format!(
+                "cannot start the runtime: {error}"
+            )));
+        }
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(output) => {
+            write_stdout(&output.stdout);
+            match output.failure {
+                Some(error) => fail(&error),
+                None => ExitCode::SUCCESS,
+            }
+        }
+        Err(error) => fail(&error),
+    }
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `warn`).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Only fails when a subscriber is already set, which nothing here does.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(filter)
+        .try_init();
+}
+
+/// Prints `text` with a final newline; a closed pipe (`assent audit | head`) is not an
+/// error worth a panic.
+fn write_stdout(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let newline = if text.is_empty() || text.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    let _ = write!(stdout, "{text}{newline}").and_then(|()| stdout.flush());
+}
+
+fn fail(error: &CliError) -> ExitCode {
+    eprintln!("error: {}", error.one_line());
+    ExitCode::from(error.exit_code())
+}
+
+/// Help and version go to stdout with exit 0; a usage error becomes one line on
+/// stderr with exit 2.
+fn clap_exit(error: &clap::Error) -> ExitCode {
+    match error.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = error.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = error.print();
+            ExitCode::from(2)
+        }
+        _ => fail(&CliError::Usage(clap_one_line(&error.render().to_string()))),
+    }
+}
+
+/// Clap's multi-line usage error as one line: the message, then the usage.
+fn clap_one_line(rendered: &str) -> String {
+    let mut message = Vec::new();
+    let mut usage = None;
+    for line in rendered.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(rest) = line.strip_prefix("Usage:") {
+            usage.get_or_insert_with(|| rest.trim().to_owned());
+        } else if usage.is_none() && !line.starts_with("For more information") {
+            message.push(line.strip_prefix("error:").unwrap_or(line).trim());
+        }
+    }
+    let message = message.join(" ");
+    match usage {
+        Some(usage) => format!("{message} (usage: {usage})"),
+        None => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        let rendered = "error: the following required arguments were not provided:\n  --id <ID>\n\nUsage: assent agent create --id <ID> --categories <CATEGORIES>...\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            clap_one_line(rendered),
+            "the following required arguments were not provided: --id <ID> (usage: assent agent create --id <ID> --categories <CATEGORIES>...)"
+        );
+    }
+
+    #[test]
+    fn causes_are_joined_without_repetition() {
+        let inner = anyhow::anyhow!("disk full");
+        let error = CliError::Failed(
+            inner
+                .context("cannot open database x: disk full")
+                .context("opening"),
+        );
+        assert_eq!(
+            error.one_line(),
+            "opening: cannot open database x: disk full"
+        );
+        assert_eq!(error.exit_code(), 1);
+    }
+
+    #[test]
+    fn conflicts_exit_3() {
+        let error = CliError::from(ConfirmError::Conflict("already confirmed".into()));
+        assert_eq!(error.exit_code(), 3);
+        assert_eq!(error.one_line(), "conflict: already confirmed");
+    }
+}

@@ -1,0 +1,396 @@
+//! Human output: tasks, wakes, change sets, decisions, the audit trail and the outbox
+//! as text for a person (the `--json` output is the types' own serialization).
+
+use assent_confirm::{ConfirmAllResult, ConfirmOutcome, ItemResult, WakeOutcome, WakeRequest};
+use assent_domain::{
+    ChangeDecision, ChangeItem, ChangeSet, OffsetDateTime, Uuid, Verdict, canonical_json,
+};
+use assent_journal::TaskSnapshot;
+use assent_store::outbox::OutboxMessage;
+use assent_tools::AuditRecord;
+use serde_json::Value;
+use time::macros::format_description;
+use time::{Duration, UtcOffset};
+
+/// Longest cell of a table column before it is cut with `…`.
+const MAX_CELL_CHARS: usize = 60;
+
+/// `2026-03-02 09:00:00Z`.
+pub fn time(at: OffsetDateTime) -> String {
+    let utc = at.to_offset(UtcOffset::UTC);
+    utc.format(format_description!(
+        "[year]-[month]-[day] [hour]:[minute]:[second]Z"
+    ))
+    .unwrap_or_else(|_| utc.to_string())
+}
+
+/// `7d`, `1d12h`, `90s`, `0s`.
+pub fn duration(d: Duration) -> String {
+    let mut rest = d.whole_seconds();
+    let mut text = String::new();
+    if rest < 0 {
+        text.push('-');
+        rest = -rest;
+    }
+    for (unit, seconds) in [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)] {
+        if rest >= seconds {
+            text.push_str(&format!("{}{unit}", rest / seconds));
+            rest %= seconds;
+        }
+    }
+    if text.is_empty() || text == "-" {
+        "0s".to_owned()
+    } else {
+        text
+    }
+}
+
+/// `text` cut to `max` characters, with `…` when cut; on one line.
+fn cut(text: &str, max: usize) -> String {
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.chars().count() <= max {
+        return text;
+    }
+    text.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
+}
+
+/// A JSON value for a person: strings bare, `null` as `none`, the rest as JSON.
+fn value(v: &Value) -> String {
+    match v {
+        Value::Null => "none".to_owned(),
+        Value::String(s) => s.clone(),
+        other => canonical_json(other),
+    }
+}
+
+/// Left-aligned columns, two spaces apart; the last column is not padded.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let last = cells.len().saturating_sub(1);
+        let mut text = String::new();
+        for (i, (cell, width)) in cells.iter().zip(&widths).enumerate() {
+            text.push_str(cell);
+            if i < last {
+                text.push_str(&" ".repeat(width - cell.chars().count() + 2));
+            }
+        }
+        text.trim_end().to_owned()
+    };
+    let mut lines = vec![line(header.to_vec())];
+    lines.extend(
+        rows.iter()
+            .map(|row| line(row.iter().map(String::as_str).collect())),
+    );
+    lines.join("\n")
+}
+
+/// Indents every line of `text` by `prefix`.
+pub fn indent(text: &str, prefix: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.is_empty() {
+                String::new()
+            } else {
+                format!("{prefix}{l}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// After `agent create`.
+pub fn agent(id: &str, categories: &[&str], created: bool) -> String {
+    let verb = if created { "Created" } else { "Updated" };
+    format!(
+        "{verb} agent {id}: it may change tasks in {}",
+        categories.join(", ")
+    )
+}
+
+/// A task, field by field (unset fields are left out).
+pub fn task(task: &TaskSnapshot) -> String {
+    let mut rows: Vec<(&str, String)> =
+        vec![("id", task.id.clone()), ("status", task.status.clone())];
+    let optional = [
+        ("priority", task.priority.clone()),
+        (
+            "estimate",
+            task.estimate_minutes.map(|m| format!("{m} min")),
+        ),
+        ("due", task.due_date.map(|d| d.to_string())),
+        ("category", task.category.clone()),
+        ("language", task.language.clone()),
+    ];
+    rows.extend(optional.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
+    if !task.labels.is_empty() {
+        rows.push(("labels", task.labels.join(", ")));
+    }
+    let mut text = format!("Task \"{}\"\n", task.title);
+    for (key, val) in rows {
+        text.push_str(&format!("  {key:<10} {val}\n"));
+    }
+    for (i, item) in task.checklist.iter().enumerate() {
+        let key = if i == 0 { "checklist" } else { "" };
+        let mark = if item.is_checked { "x" } else { " " };
+        text.push_str(&format!("  {key:<10} [{mark}] {}\n", item.title));
+    }
+    text
+}
+
+/// The replies of a wake, call by call, and what was queued.
+pub fn wake(request: &WakeRequest, outcome: &WakeOutcome) -> String {
+    let mut text = format!(
+        "Wake of agent {} on task {} (run {}): {} call(s)\n",
+        request.agent_id,
+        request.task_id,
+        request.run_key,
+        request.calls.len()
+    );
+    text.push_str(&replies(request, outcome));
+    text.push('\n');
+    match &outcome.change_set {
+        Some(set) => text.push_str(&format!(
+            "Queued for review: change set {} with {} item(s); see `assent pending`\n",
+            set.id,
+            set.items.len()
+        )),
+        None => text.push_str("Nothing was queued for review\n"),
+    }
+    text
+}
+
+/// One block per call: its id and tool, then the reply the model gets.
+pub fn replies(request: &WakeRequest, outcome: &WakeOutcome) -> String {
+    let mut text = String::new();
+    for response in &outcome.responses {
+        let tool = request
+            .calls
+            .iter()
+            .find(|c| c.id == response.tool_call_id)
+            .map_or("?", |c| c.name.as_str());
+        text.push_str(&format!("  {}  {tool}\n", response.tool_call_id));
+        text.push_str(&indent(&response.content, "      → "));
+        text.push('\n');
+    }
+    text
+}
+
+fn item_line(index: usize, item: &ChangeItem) -> String {
+    let before = match &item.before {
+        Some(before) => format!("  (now: {})", cut(&value(before), 40)),
+        None => String::new(),
+    };
+    format!(
+        "  [{index}] {:<10} {}{before}",
+        item.status.as_str(),
+        cut(&item.human_summary, 80)
+    )
+}
+
+/// A change set: a header line, then one line per item.
+pub fn change_set(set: &ChangeSet) -> String {
+    let mut text = format!(
+        "Change set {} ({})\n  agent {}, task {}, created {}\n",
+        set.id,
+        set.status,
+        set.agent_id,
+        set.task_id,
+        time(set.created_at)
+    );
+    for (index, item) in set.items.iter().enumerate() {
+        text.push_str(&item_line(index, item));
+        text.push('\n');
+    }
+    text
+}
+
+/// The sets of `assent pending`.
+pub fn pending(sets: &[ChangeSet]) -> String {
+    if sets.is_empty() {
+        return "No change sets wait for review".to_owned();
+    }
+    sets.iter().map(change_set).collect::<Vec<_>>().join("\n")
+}
+
+fn mark(verdict: Verdict, edited: bool) -> &'static str {
+    match verdict {
+        Verdict::Confirmed if edited => "✎",
+        Verdict::Confirmed => "✓",
+        Verdict::Rejected => "✗",
+        Verdict::Deferred => "⏸",
+        Verdict::Retracted => "↺",
+    }
+}
+
+/// A confirmation: what was decided and what the handler said.
+pub fn confirmed(index: usize, outcome: &ConfirmOutcome) -> String {
+    let d = &outcome.decision;
+    let how = match &d.edited_args {
+        Some(args) => format!("confirmed with edits {}", canonical_json(args)),
+        None => "confirmed".to_owned(),
+    };
+    format!(
+        "{} [{index}] {} — {how}: {}",
+        mark(d.verdict, d.edited_args.is_some()),
+        d.human_summary,
+        outcome.message()
+    )
+}
+
+/// A rejection, deferral or retraction.
+pub fn decision(d: &ChangeDecision) -> String {
+    let reason = d
+        .reason
+        .as_deref()
+        .map(|r| format!(" (reason: \"{r}\")"))
+        .unwrap_or_default();
+    format!(
+        "{} [{}] {} — {}{reason}",
+        mark(d.verdict, d.edited_args.is_some()),
+        d.item_index,
+        d.human_summary,
+        d.verdict
+    )
+}
+
+/// Several decisions (a dismissal).
+pub fn decisions(decisions: &[ChangeDecision]) -> String {
+    decisions
+        .iter()
+        .map(decision)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The results of `confirm --all`, one line per item.
+pub fn confirm_all(result: &ConfirmAllResult) -> String {
+    result
+        .items
+        .iter()
+        .map(|(index, summary, item)| match item {
+            ItemResult::Confirmed(outcome) => confirmed(*index, outcome),
+            ItemResult::Skipped(why) => format!("· [{index}] {summary} — skipped: {why}"),
+            ItemResult::Failed(error) => format!("! [{index}] {summary} — failed: {error}"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// After `expire`.
+pub fn expired(ids: &[Uuid], ttl: Duration) -> String {
+    if ids.is_empty() {
+        return format!("No open change sets older than {}", duration(ttl));
+    }
+    let mut text = format!(
+        "Expired {} change set(s) older than {}:",
+        ids.len(),
+        duration(ttl)
+    );
+    for id in ids {
+        text.push_str(&format!("\n  {id}"));
+    }
+    text
+}
+
+/// The history section, or a line saying there is none.
+pub fn history(section: Option<&str>, agent: &str) -> String {
+    match section {
+        Some(section) => section.to_owned(),
+        None => format!(
+            "No decisions about agent {agent}'s proposals yet: its next wake gets no history section"
+        ),
+    }
+}
+
+/// The audit trail as a table.
+pub fn audit(records: &[AuditRecord]) -> String {
+    if records.is_empty() {
+        return "The audit trail is empty".to_owned();
+    }
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .map(|r| {
+            vec![
+                time(r.created_at),
+                r.kind.as_str().to_owned(),
+                r.agent_id.clone(),
+                cut(
+                    &format!("{} {}", r.tool_name, canonical_json(&r.args)),
+                    MAX_CELL_CHARS,
+                ),
+                match r.success {
+                    Some(true) => "ok".to_owned(),
+                    Some(false) => "failed".to_owned(),
+                    None => String::new(),
+                },
+                cut(r.detail.as_deref().unwrap_or_default(), MAX_CELL_CHARS),
+            ]
+        })
+        .collect();
+    table(
+        &["TIME", "KIND", "AGENT", "CALL", "RESULT", "DETAIL"],
+        &rows,
+    )
+}
+
+/// The undelivered outbox messages as a table.
+pub fn outbox(messages: &[OutboxMessage]) -> String {
+    if messages.is_empty() {
+        return "The outbox is empty: nothing waits to sync".to_owned();
+    }
+    let rows: Vec<Vec<String>> = messages
+        .iter()
+        .map(|m| {
+            vec![
+                m.id.to_string(),
+                m.status.clone(),
+                m.entity_type.clone(),
+                m.entity_id.clone(),
+                m.attempts.to_string(),
+                time(m.created_at),
+                cut(m.last_error.as_deref().unwrap_or_default(), MAX_CELL_CHARS),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "#",
+            "STATUS",
+            "ENTITY",
+            "ID",
+            "ATTEMPTS",
+            "ENQUEUED",
+            "LAST ERROR",
+        ],
+        &rows,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_the_flag() {
+        assert_eq!(duration(Duration::days(7)), "7d");
+        assert_eq!(duration(Duration::hours(36)), "1d12h");
+        assert_eq!(duration(Duration::seconds(90)), "1m30s");
+        assert_eq!(duration(Duration::ZERO), "0s");
+    }
+
+    #[test]
+    fn tables_align_and_cells_stay_on_one_line() {
+        let rows: Vec<Vec<String>> = [["1", "a\nb"], ["22", "c"]]
+            .iter()
+            .map(|r| r.iter().map(|c| cut(c, 10)).collect())
+            .collect();
+        assert_eq!(table(&["N", "TEXT"], &rows), "N   TEXT\n1   a b\n22  c");
+        assert_eq!(cut("abcdef", 4), "abc…");
+    }
+}

@@ -1,0 +1,273 @@
+//! The `assent` binary end to end: the scripted contract (flags, `--json` shapes, exit
+//! codes, one-line errors) on a fresh database per test, with the clock fixed.
+
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+const NOW: &str = "2026-03-02T09:00:00Z";
+
+/// A temporary database and a way to run `assent` against it.
+struct Cli {
+    dir: tempfile::TempDir,
+}
+
+impl Cli {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn db(&self) -> String {
+        format!("sqlite://{}/t.db", self.dir.path().display())
+    }
+
+    /// Runs `assent --db <db> --now <NOW> args...` with `stdin`.
+    fn run_with(&self, args: &[&str], stdin: &str) -> Output {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
+            .args(["--db", &self.db(), "--now", NOW])
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("assent starts");
+        let written = child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin.as_bytes());
+        // assent stops reading at its input limit, or never reads (usage errors).
+        if let Err(error) = written {
+            assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
+        }
+        child.wait_with_output().expect("assent runs")
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_with(args, "")
+    }
+
+    /// Runs a command that must succeed with JSON on stdout.
+    fn json(&self, args: &[&str], stdin: &str) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.run_with(&all, stdin);
+        assert_eq!(
+            code(&out),
+            0,
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+    }
+
+    /// An agent `a` allowed `work`, and a `work` task; returns the task id.
+    fn agent_and_task(&self) -> String {
+        assert_eq!(
+            code(&self.run(&["agent", "create", "--id", "a", "--categories", "work"])),
+            0
+        );
+        let task = self.json(
+            &[
+                "task",
+                "create",
+                "--title",
+                "T",
+                "--category",
+                "work",
+                "--priority",
+                "P2",
+            ],
+            "",
+        );
+        task["id"].as_str().expect("task id").to_owned()
+    }
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited")
+}
+
+/// Exit `expected` with exactly one `error: ...` line on stderr and nothing on stdout.
+fn assert_fails(out: &Output, expected: i32, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(out), expected, "stderr: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{stderr:?} should mention {needle:?}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+const CALLS: &str = r#"[{"id":"call_1","type":"function","function":{"name":"update_task_priority","arguments":"{\"priority\":\"P0\"}"}},
+  {"id":"call_2","type":"function","function":{"name":"set_task_language","arguments":"{\"languageCode\":\"en\"}"}}]"#;
+
+#[test]
+fn wake_review_and_exit_codes() {
+    let cli = Cli::new();
+    let task = cli.agent_and_task();
+    let wake = cli.json(&["wake", "--agent", "a", "--task", &task], CALLS);
+    let set = wake["changeSetId"]
+        .as_str()
+        .expect("a set was queued")
+        .to_owned();
+    let ids: Vec<&str> = wake["responses"]
+        .as_array()
+        .expect("responses")
+        .iter()
+        .map(|r| r["toolCallId"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["call_1", "call_2"]);
+    assert_eq!(
+        wake.as_object().map(|o| o.len()),
+        Some(2),
+        "exactly changeSetId and responses"
+    );
+
+    let pending = cli.json(&["pending", "--task", &task], "");
+    let item = &pending[0]["items"][0];
+    assert_eq!(pending[0]["id"], set.as_str());
+    assert_eq!(item["toolName"], "update_task_priority");
+    assert_eq!(item["before"], "P2");
+
+    let confirmed = cli.json(&["confirm", &set, "0"], "");
+    assert_eq!(confirmed["decision"]["verdict"], "confirmed");
+    assert!(confirmed["message"].is_string());
+    assert_fails(&cli.run(&["confirm", &set, "0"]), 3, "already confirmed");
+    assert_fails(&cli.run(&["reject", &set, "5"]), 1, "has no item 5");
+    assert_fails(
+        &cli.run(&["confirm", "not-a-uuid", "0"]),
+        1,
+        "invalid change set id",
+    );
+
+    let history = cli.run(&["history", "--agent", "a", "--task", &task]);
+    assert!(String::from_utf8_lossy(&history.stdout).contains("## Recent User Decisions"));
+    assert_eq!(
+        cli.json(&["history", "--agent", "nobody"], ""),
+        serde_json::json!({"history": null})
+    );
+
+    let shown = cli.json(&["task", "show", &task], "");
+    assert_eq!(
+        (shown["priority"].as_str(), shown["language"].as_str()),
+        (Some("P0"), Some("en"))
+    );
+}
+
+#[test]
+fn bad_input_changes_nothing() {
+    let cli = Cli::new();
+    let task = cli.agent_and_task();
+    let outbox_before = cli.json(&["outbox"], "");
+    let wake = ["wake", "--agent", "a", "--task", task.as_str()];
+    assert_fails(&cli.run_with(&wake, "{not json"), 1, "not valid JSON");
+    assert_fails(&cli.run_with(&wake, r#"{"calls": []}"#), 1, "tool calls");
+    assert_fails(
+        &cli.run_with(&wake, r#"[{"type":"tool_use","name":"x","input":{}}]"#),
+        1,
+        "tool call #0",
+    );
+    let missing = [
+        "wake",
+        "--agent",
+        "a",
+        "--task",
+        task.as_str(),
+        "--calls",
+        "/nonexistent/calls.json",
+    ];
+    assert_fails(&cli.run(&missing), 1, "cannot read tool calls");
+    let huge = format!("[{}]", " ".repeat(5 * 1024 * 1024));
+    assert_fails(&cli.run_with(&wake, &huge), 1, "4 MiB");
+    assert_eq!(cli.json(&["outbox"], ""), outbox_before);
+    assert_eq!(cli.json(&["pending"], ""), serde_json::json!([]));
+
+    assert_fails(
+        &cli.run(&["task", "create", "--title", " ", "--category", "work"]),
+        1,
+        "title",
+    );
+    assert_fails(
+        &cli.run(&[
+            "task",
+            "create",
+            "--title",
+            "x",
+            "--category",
+            "w",
+            "--due",
+            "soon",
+        ]),
+        1,
+        "due date",
+    );
+    assert_fails(
+        &cli.run(&[
+            "edit",
+            "00000000-0000-0000-0000-000000000000",
+            "0",
+            "--args",
+            "{",
+        ]),
+        1,
+        "--args",
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_on_one_line() {
+    let cli = Cli::new();
+    assert_fails(&cli.run(&["frobnicate"]), 2, "frobnicate");
+    assert_fails(&cli.run(&["confirm", "x"]), 2, "required");
+    assert_fails(&cli.run(&["expire", "--ttl", "7x"]), 2, "duration");
+    assert_eq!(code(&cli.run(&["--help"])), 0);
+}
+
+#[test]
+fn global_flags_after_the_subcommand_and_expire() {
+    let cli = Cli::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args([
+            "expire",
+            "--ttl",
+            "12h",
+            "--json",
+            "--now",
+            NOW,
+            "--db",
+            &cli.db(),
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let value: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(value, serde_json::json!({"expired": []}));
+}
+
+#[test]
+fn the_demo_tells_the_whole_story() {
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["demo"])
+        .output()
+        .expect("runs");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "The agent wakes",
+        "Proposal queued for user review",
+        "confirmed with edits",
+        "rejected (reason:",
+        "The audit trail",
+        "The outbox",
+        "## Recent User Decisions",
+        "the user rejected this exact proposal recently",
+    ] {
+        assert!(text.contains(needle), "the demo should show {needle:?}");
+    }
+}
