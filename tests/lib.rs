@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use assent_changeset::{PlannerConfig, ToolCall, parse_tool_calls};
+use assent_changeset::{ToolCall, parse_tool_calls};
 use assent_confirm::{Engine, LocalCall, TaskHost, WakeOutcome, WakeRequest};
 use assent_domain::{OffsetDateTime, Uuid};
 use assent_journal::TaskSnapshot;
@@ -245,19 +245,7 @@ impl TestApp {
         let run = Uuid::new_v4().to_string();
         self.engine
             .wakes()
-            .wake(
-                WakeRequest {
-                    agent_id: "agent-1".into(),
-                    task_id: task_id.into(),
-                    thread_id: run.clone(),
-                    run_key: run,
-                    calls,
-                    change_set_id: Uuid::new_v4(),
-                    planner: PlannerConfig::default(),
-                    max_items: assent_changeset::DEFAULT_MAX_ITEMS_PER_SET,
-                },
-                NOW,
-            )
+            .wake(WakeRequest::new("agent-1", task_id, run, calls), NOW)
             .await
     }
 

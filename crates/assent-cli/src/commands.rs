@@ -9,7 +9,7 @@ use crate::cli::{
     TaskCreateArgs, TaskShowArgs, WakeArgs,
 };
 use crate::{demo, render};
-use assent_changeset::{DEFAULT_MAX_ITEMS_PER_SET, PlannerConfig, ToolCall, parse_tool_calls};
+use assent_changeset::{ToolCall, parse_tool_calls};
 use assent_confirm::{
     ConfirmAllResult, ConfirmOutcome, DEFAULT_EXPIRY_TTL, Engine, ItemResult, WakeOutcome,
     WakeRequest,
@@ -262,16 +262,10 @@ fn read_limited(reader: impl Read, source: &str) -> Result<Vec<u8>, CliError> {
 /// `assent wake`.
 pub async fn wake(ctx: &Ctx, args: WakeArgs, calls: Vec<ToolCall>) -> Result<Output, CliError> {
     let run_key = args.run_key.unwrap_or_else(|| Uuid::new_v4().to_string());
-    let request = WakeRequest {
-        agent_id: args.agent,
-        task_id: args.task,
-        thread_id: args.thread.unwrap_or_else(|| run_key.clone()),
-        run_key,
-        calls,
-        change_set_id: Uuid::new_v4(),
-        planner: PlannerConfig::default(),
-        max_items: DEFAULT_MAX_ITEMS_PER_SET,
-    };
+    let mut request = WakeRequest::new(args.agent, args.task, run_key, calls);
+    if let Some(thread) = args.thread {
+        request.thread_id = thread;
+    }
     let outcome = ctx.engine.wakes().wake(request.clone(), ctx.now).await?;
     Output::either(ctx.json, &wake_json(&outcome), || {
         render::wake(&request, &outcome)

@@ -8,9 +8,7 @@
 
 use crate::commands::engine;
 use crate::{CliError, render};
-use assent_changeset::{
-    DEFAULT_MAX_ITEMS_PER_SET, PlannerConfig, ToolArguments, ToolCall, parse_tool_calls,
-};
+use assent_changeset::{ToolArguments, ToolCall, parse_tool_calls};
 use assent_confirm::{Engine, WakeOutcome, WakeRequest};
 use assent_domain::{ChangeSet, OffsetDateTime, Uuid};
 use assent_journal::tool;
@@ -83,16 +81,8 @@ async fn wake(
     now: OffsetDateTime,
 ) -> Result<(WakeRequest, WakeOutcome), CliError> {
     let calls = parse_tool_calls(document).map_err(|e| CliError::failed(e.to_string()))?;
-    let request = WakeRequest {
-        agent_id: AGENT.to_owned(),
-        task_id: task_id.to_owned(),
-        thread_id: format!("thread-{run_key}"),
-        run_key: run_key.to_owned(),
-        calls,
-        change_set_id: Uuid::new_v4(),
-        planner: PlannerConfig::default(),
-        max_items: DEFAULT_MAX_ITEMS_PER_SET,
-    };
+    let mut request = WakeRequest::new(AGENT, task_id, run_key, calls);
+    request.thread_id = format!("thread-{run_key}");
     let outcome = engine.wakes().wake(request.clone(), now).await?;
     Ok((request, outcome))
 }

@@ -353,7 +353,7 @@ pub fn outbox(messages: &[OutboxMessage]) -> String {
                 m.entity_type.clone(),
                 m.entity_id.clone(),
                 m.attempts.to_string(),
-                time(m.created_at),
+                time(m.updated_at),
                 cut(m.last_error.as_deref().unwrap_or_default(), MAX_CELL_CHARS),
             ]
         })
@@ -365,7 +365,7 @@ pub fn outbox(messages: &[OutboxMessage]) -> String {
             "ENTITY",
             "ID",
             "ATTEMPTS",
-            "ENQUEUED",
+            "UPDATED",
             "LAST ERROR",
         ],
         &rows,

@@ -271,3 +271,47 @@ fn the_demo_tells_the_whole_story() {
         assert!(text.contains(needle), "the demo should show {needle:?}");
     }
 }
+
+#[test]
+fn bad_calls_get_one_line_error_replies_and_change_nothing() {
+    let cli = Cli::new();
+    let task = cli.agent_and_task();
+    let outbox_before = cli.json(&["outbox"], "");
+    let huge = "x".repeat(1 << 20);
+    let calls = serde_json::json!([
+        {"id": "c1", "type": "function", "function": {"name": "set_task_title", "arguments": "{title: oops"}},
+        {"id": "c2", "type": "function", "function": {"name": "delete_task", "arguments": "{}"}},
+        {"id": "c3", "type": "function", "function": {"name": "update_task_estimate", "arguments": "{\"minutes\": \"soon\"}"}},
+        {"type": "tool_use", "id": "c4", "name": "set_task_title", "input": {"title": huge}}
+    ]);
+    let out = cli.json(
+        &["wake", "--agent", "a", "--task", task.as_str()],
+        &calls.to_string(),
+    );
+    assert_eq!(out["changeSetId"], Value::Null);
+    let responses = out["responses"].as_array().expect("responses");
+    assert_eq!(responses.len(), 4);
+    for (response, id) in responses.iter().zip(["c1", "c2", "c3", "c4"]) {
+        assert_eq!(response["toolCallId"], id);
+        let content = response["content"].as_str().expect("content");
+        assert!(content.starts_with("Error: "), "{content}");
+        assert_eq!(content.lines().count(), 1, "{content}");
+        assert!(content.len() < 400, "{} bytes", content.len());
+    }
+    assert_eq!(cli.json(&["outbox"], ""), outbox_before);
+    assert_eq!(cli.json(&["pending"], ""), serde_json::json!([]));
+
+    let missing = "00000000-0000-0000-0000-000000000000";
+    assert_fails(&cli.run(&["confirm", missing, "0"]), 1, "no change set");
+    let queued = cli.json(&["wake", "--agent", "a", "--task", task.as_str()], CALLS);
+    let set = queued["changeSetId"].as_str().expect("set id").to_owned();
+    let outbox_before = cli.json(&["outbox"], "");
+    assert_fails(&cli.run(&["confirm", &set, "9"]), 1, "has no item 9");
+    assert_fails(&cli.run(&["confirm", "not-a-uuid", "0"]), 1, "not-a-uuid");
+    assert_fails(
+        &cli.run(&["edit", &set, "0", "--args", "{\"priority\": 5}"]),
+        1,
+        "invalid arguments",
+    );
+    assert_eq!(cli.json(&["outbox"], ""), outbox_before);
+}

@@ -37,6 +37,29 @@ pub struct WakeRequest {
     pub max_items: usize,
 }
 
+impl WakeRequest {
+    /// A request with a fresh change-set id, the thread named after the run, and the
+    /// default planner settings and cap.
+    pub fn new(
+        agent_id: impl Into<String>,
+        task_id: impl Into<String>,
+        run_key: impl Into<String>,
+        calls: Vec<ToolCall>,
+    ) -> Self {
+        let run_key = run_key.into();
+        Self {
+            agent_id: agent_id.into(),
+            task_id: task_id.into(),
+            thread_id: run_key.clone(),
+            run_key,
+            calls,
+            change_set_id: Uuid::new_v4(),
+            planner: PlannerConfig::default(),
+            max_items: assent_changeset::DEFAULT_MAX_ITEMS_PER_SET,
+        }
+    }
+}
+
 /// The reply to one tool call, ready to hand back to the model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

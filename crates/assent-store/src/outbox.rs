@@ -46,6 +46,10 @@ pub struct OutboxMessage {
     /// When it was first enqueued.
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
+    /// When its payload or status last changed (a newer write replaces an unsent
+    /// payload, so this is the age of what will be sent).
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
 }
 
 /// What became of a failed message.
@@ -87,6 +91,7 @@ pub async fn enqueue(
 fn decode(row: &sqlx::sqlite::SqliteRow) -> Result<OutboxMessage, StoreError> {
     let payload: String = row.try_get("payload")?;
     let created_at: String = row.try_get("created_at")?;
+    let updated_at: String = row.try_get("updated_at")?;
     Ok(OutboxMessage {
         id: row.try_get("id")?,
         entity_type: row.try_get("entity_type")?,
@@ -96,6 +101,7 @@ fn decode(row: &sqlx::sqlite::SqliteRow) -> Result<OutboxMessage, StoreError> {
         attempts: row.try_get("attempts")?,
         last_error: row.try_get("last_error")?,
         created_at: timefmt::parse("outbox", &created_at)?,
+        updated_at: timefmt::parse("outbox", &updated_at)?,
     })
 }
 
