@@ -63,7 +63,11 @@ impl Store {
         // Each connection to an in-memory database is a database of its own: one
         // connection, or the migrations and the data would land in different ones.
         let in_memory = options.url.contains(":memory:") || options.url.contains("mode=memory");
-        let max_connections = if in_memory { 1 } else { options.max_connections.max(1) };
+        let max_connections = if in_memory {
+            1
+        } else {
+            options.max_connections.max(1)
+        };
         let pool = SqlitePoolOptions::new()
             .max_connections(max_connections)
             .connect_with(connect)
@@ -107,16 +111,21 @@ mod tests {
     async fn in_memory_store_is_one_migrated_database() {
         let store = Store::open("sqlite::memory:").await.expect("opens");
         let mut tx = store.begin_write().await.expect("write tx");
-        let tables: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_master WHERE name = 'change_sets'")
-            .fetch_one(&mut *tx)
-            .await
-            .expect("query");
+        let tables: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_master WHERE name = 'change_sets'")
+                .fetch_one(&mut *tx)
+                .await
+                .expect("query");
         assert_eq!(tables, 1);
     }
 
     #[tokio::test]
     async fn a_bad_url_is_a_clear_error() {
         let err = Store::open("postgres://nowhere/db").await.unwrap_err();
-        assert!(err.to_string().starts_with("cannot open database postgres://nowhere/db"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("cannot open database postgres://nowhere/db"),
+            "{err}"
+        );
     }
 }
