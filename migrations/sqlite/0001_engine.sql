@@ -60,6 +60,7 @@ CREATE TABLE decisions (
 
 CREATE INDEX decisions_recent_by_agent ON decisions (agent_id, created_at DESC);
 CREATE INDEX decisions_recent_by_agent_task ON decisions (agent_id, task_id, created_at DESC);
+CREATE INDEX decisions_by_change_set ON decisions (change_set_id, created_at);
 -- The last line of defence for exactly-once: one final decision per item, whatever
 -- the code above does.
 CREATE UNIQUE INDEX decisions_one_final_per_item ON decisions (change_set_id, item_index)

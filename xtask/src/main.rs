@@ -6,7 +6,10 @@
 //!
 //! - `ci`: the gate CI runs (`.ci/run`): `cargo fmt --check`, `cargo clippy -D warnings`,
 //!   `cargo test`, stopping at the first failing step.
-//! - `bench`: `cargo bench --workspace`.
+//! - `bench`: the benchmarks, `cargo bench -p assent-confirm --bench confirm_path`
+//!   (Assent's write path against raw SQLite, reported as ratios;
+//!   `ASSENT_BENCH_QUICK=1` for a short run). Performance claims live there, never in
+//!   timed tests.
 //!
 //! Project rules (every file opens with `//!`, the pure crates never see `sqlx` or
 //! `tokio`, ...) are not a task: they are the ordinary `#[test]`s in `tidy.rs`, so
@@ -30,7 +33,7 @@ usage: cargo xtask <task>
 
 tasks:
   ci       cargo fmt --check, cargo clippy -D warnings, cargo test (stops at the first failure)
-  bench    cargo bench --workspace
+  bench    cargo bench -p assent-confirm --bench confirm_path (ASSENT_BENCH_QUICK=1: short run)
 ";
 
 /// The steps of `cargo xtask ci`, run in this order.
@@ -47,12 +50,16 @@ const CI_STEPS: &[&[&str]] = &[
     &["test", "--workspace"],
 ];
 
+/// `cargo xtask bench`: the benchmarks and nothing else (`cargo bench --workspace`
+/// would also build every crate's libtest harness in the bench profile, for nothing).
+const BENCH: &[&str] = &["bench", "-p", "assent-confirm", "--bench", "confirm_path"];
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match args.as_slice() {
         ["ci"] => ci(),
-        ["bench"] => run_cargo(&["bench", "--workspace"]),
+        ["bench"] => run_cargo(BENCH),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");
             return ExitCode::from(2);

@@ -203,7 +203,9 @@ pub async fn pending(
         (Some(task), Some(agent)) => sqlx::query(concat!(
             "SELECT * FROM change_sets WHERE ",
             open_sets!(),
-            " AND task_id = ?1 AND agent_id = ?2 ORDER BY created_at DESC, id DESC LIMIT ?3"
+            // `+agent_id`: search the task's index (a task has few open sets; an
+            // agent may have many), not the agent's, which ties on cost.
+            " AND task_id = ?1 AND +agent_id = ?2 ORDER BY created_at DESC, id DESC LIMIT ?3"
         ))
         .bind(task.clone())
         .bind(agent.clone())

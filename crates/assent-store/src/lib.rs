@@ -15,6 +15,9 @@ mod error;
 mod executor;
 mod store;
 
+#[cfg(test)]
+mod query_plans;
+
 pub mod agents;
 pub mod audit;
 pub mod change_sets;
