@@ -18,6 +18,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tempfile::TempDir;
 use time::macros::datetime;
 
+/// Every table of the database, engine and journal.
+const TABLES: &[&str] = &[
+    "agents",
+    "change_sets",
+    "change_items",
+    "decisions",
+    "audit_records",
+    "applied_operations",
+    "outbox",
+    "tasks",
+    "task_labels",
+    "checklist_items",
+    "agent_reports",
+    "agent_observations",
+];
+
 /// The fixed clock of the scenarios.
 pub const NOW: OffsetDateTime = datetime!(2026-03-01 12:00 UTC);
 
@@ -249,47 +265,11 @@ impl TestApp {
             .await
     }
 
-    /// Row counts of every engine table, to prove an operation changed nothing.
-    pub async fn counts(&self) -> Vec<(String, i64)> {
-        let mut conn = self.store.pool().acquire().await.unwrap();
-        let mut counts = Vec::new();
-        for table in [
-            "change_sets",
-            "change_items",
-            "decisions",
-            "audit_records",
-            "applied_operations",
-            "outbox",
-            "tasks",
-            "checklist_items",
-            "task_labels",
-        ] {
-            let n: i64 =
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
-                    .fetch_one(&mut *conn)
-                    .await
-                    .unwrap();
-            counts.push((table.to_owned(), n));
-        }
-        counts
-    }
-
     /// A fingerprint of the whole database's content (every row of every table).
     pub async fn fingerprint(&self) -> String {
         let mut conn = self.store.pool().acquire().await.unwrap();
         let mut out = String::new();
-        for table in [
-            "change_sets",
-            "change_items",
-            "decisions",
-            "audit_records",
-            "applied_operations",
-            "outbox",
-            "tasks",
-            "checklist_items",
-            "task_labels",
-            "agents",
-        ] {
+        for table in TABLES {
             let columns: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
                 "SELECT group_concat(name, ', ') FROM pragma_table_info('{table}')"
             )))

@@ -16,7 +16,7 @@ async fn a_rollback_leaves_no_outbox_row_behind() {
         .await
         .change_set
         .unwrap();
-    let before = app.counts().await;
+    let before = app.fingerprint().await;
 
     let mut tx = app.store.begin_write().await.unwrap();
     let copy = ChangeSet {
@@ -28,13 +28,13 @@ async fn a_rollback_leaves_no_outbox_row_behind() {
         .await
         .unwrap();
     tx.rollback().await.unwrap();
-    assert_eq!(app.counts().await, before);
+    assert_eq!(app.fingerprint().await, before);
 
     // A transaction dropped without commit (an early `?` return) is rolled back too.
     let mut tx = app.store.begin_write().await.unwrap();
     change_sets::insert(&mut tx, &copy, NOW).await.unwrap();
     drop(tx); // dropped without commit: rolled back
-    assert_eq!(app.counts().await, before);
+    assert_eq!(app.fingerprint().await, before);
 }
 
 #[tokio::test]

@@ -69,6 +69,13 @@ pub struct ConfirmAllResult {
     pub items: Vec<(usize, String, ItemResult)>,
 }
 
+/// A person's reason, trimmed; a blank one is no reason.
+fn clean_reason(reason: Option<String>) -> Option<String> {
+    reason
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty())
+}
+
 /// A person's decisions on change sets.
 #[derive(Clone)]
 pub struct ConfirmationService {
@@ -321,9 +328,7 @@ impl ConfirmationService {
         reason: Option<String>,
         now: OffsetDateTime,
     ) -> Result<ChangeDecision, ConfirmError> {
-        let reason = reason
-            .map(|r| r.trim().to_owned())
-            .filter(|r| !r.is_empty());
+        let reason = clean_reason(reason);
         self.decide(change_set_id, index, Verdict::Rejected, reason, now)
             .await
     }
@@ -414,9 +419,7 @@ impl ConfirmationService {
         reason: Option<String>,
         now: OffsetDateTime,
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
-        let reason = reason
-            .map(|r| r.trim().to_owned())
-            .filter(|r| !r.is_empty());
+        let reason = clean_reason(reason);
         let mut tx = self.engine.store.begin_write().await?;
         let mut set = change_sets::require(&mut tx, change_set_id).await?;
         let open: Vec<usize> = set.open_indexes().collect();

@@ -85,31 +85,20 @@ pub async fn list(
     limit: u32,
 ) -> Result<Vec<AuditRecord>, StoreError> {
     let limit = i64::from(limit);
-    let rows = match filter {
-        AuditFilter::All => {
-            sqlx::query("SELECT * FROM (SELECT * FROM audit_records ORDER BY id DESC LIMIT ?1) ORDER BY id")
-                .bind(limit)
-                .fetch_all(conn)
-                .await?
-        }
-        AuditFilter::Task(task) => {
-            sqlx::query(
-                "SELECT * FROM (SELECT * FROM audit_records WHERE task_id = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id",
-            )
-            .bind(task)
-            .bind(limit)
-            .fetch_all(conn)
-            .await?
-        }
-        AuditFilter::Run(run) => {
-            sqlx::query(
-                "SELECT * FROM (SELECT * FROM audit_records WHERE run_key = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id",
-            )
-            .bind(run)
-            .bind(limit)
-            .fetch_all(conn)
-            .await?
-        }
+    // One static statement per filter, each searching its own index.
+    let query = match filter {
+        AuditFilter::All => sqlx::query(
+            "SELECT * FROM (SELECT * FROM audit_records ORDER BY id DESC LIMIT ?1) ORDER BY id",
+        ),
+        AuditFilter::Task(task) => sqlx::query(
+            "SELECT * FROM (SELECT * FROM audit_records WHERE task_id = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id",
+        )
+        .bind(task.as_str()),
+        AuditFilter::Run(run) => sqlx::query(
+            "SELECT * FROM (SELECT * FROM audit_records WHERE run_key = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id",
+        )
+        .bind(run.as_str()),
     };
+    let rows = query.bind(limit).fetch_all(conn).await?;
     rows.iter().map(decode).collect()
 }
