@@ -62,7 +62,7 @@ fn main() -> ExitCode {
         ["bench"] => run_cargo(BENCH),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");
-            return ExitCode::from(2);
+            return ExitCode::SUCCESS;
         }
         [] => {
             eprint!("error: no task given\n\n{USAGE}");
