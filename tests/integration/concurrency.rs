@@ -1,5 +1,6 @@
 //! Exactly once under concurrency: many confirmations of one item, one effect.
 
+use assent_confirm::{ConfirmError, ConfirmationService};
 use assent_domain::Uuid;
 use assent_store::{Store, StoreOptions, decisions};
 use assent_tests::{NOW, TestApp};
@@ -11,11 +12,7 @@ async fn count(app: &TestApp, sql: &'static str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(&mut *conn).await.unwrap()
 }
 
-async fn assert_applied_once(
-    app: &TestApp,
-    set: Uuid,
-    results: Vec<Result<(), assent_confirm::ConfirmError>>,
-) {
+async fn assert_applied_once(app: &TestApp, set: Uuid, results: Vec<Result<(), ConfirmError>>) {
     let ok = results.iter().filter(|r| r.is_ok()).count();
     assert_eq!(ok, 1, "exactly one confirmation wins: {results:?}");
     for err in results.iter().filter_map(|r| r.as_ref().err()) {
@@ -52,24 +49,25 @@ async fn assert_applied_once(
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sixteen_concurrent_confirmations_of_one_item_apply_it_once() {
-    let app = TestApp::spawn().await;
+/// A set with one checklist addition waiting.
+async fn one_item_set(app: &TestApp) -> Uuid {
     let task = app.scene().await;
-    let set = app
-        .wake(
-            &task,
-            &[("add_checklist_item", json!({"title": "Call the bank"}))],
-        )
-        .await
-        .change_set
-        .unwrap()
-        .id;
-    let service = Arc::new(app.engine.confirmations());
-    let barrier = Arc::new(tokio::sync::Barrier::new(16));
-    let handles: Vec<_> = (0..16)
-        .map(|_| {
-            let service = service.clone();
+    app.wake(
+        &task,
+        &[("add_checklist_item", json!({"title": "Call the bank"}))],
+    )
+    .await
+    .change_set
+    .unwrap()
+    .id
+}
+
+/// Every service confirms item 0 of `set` at the same moment.
+async fn race(services: Vec<ConfirmationService>, set: Uuid) -> Vec<Result<(), ConfirmError>> {
+    let barrier = Arc::new(tokio::sync::Barrier::new(services.len()));
+    let handles: Vec<_> = services
+        .into_iter()
+        .map(|service| {
             let barrier = barrier.clone();
             tokio::spawn(async move {
                 barrier.wait().await;
@@ -81,6 +79,15 @@ async fn sixteen_concurrent_confirmations_of_one_item_apply_it_once() {
     for handle in handles {
         results.push(handle.await.expect("no panic"));
     }
+    results
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_concurrent_confirmations_of_one_item_apply_it_once() {
+    let app = TestApp::spawn().await;
+    let set = one_item_set(&app).await;
+    let service = app.engine.confirmations();
+    let results = race(vec![service; 16], set).await;
     assert_applied_once(&app, set, results).await;
 }
 
@@ -89,16 +96,7 @@ async fn sixteen_concurrent_confirmations_of_one_item_apply_it_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixteen_separate_stores_on_one_file_apply_it_once() {
     let app = TestApp::spawn().await;
-    let task = app.scene().await;
-    let set = app
-        .wake(
-            &task,
-            &[("add_checklist_item", json!({"title": "Call the bank"}))],
-        )
-        .await
-        .change_set
-        .unwrap()
-        .id;
+    let set = one_item_set(&app).await;
     let mut services = Vec::new();
     for i in 0..16 {
         let store = Store::open_with(StoreOptions {
@@ -114,20 +112,6 @@ async fn sixteen_separate_stores_on_one_file_apply_it_once() {
                 .confirmations(),
         );
     }
-    let barrier = Arc::new(tokio::sync::Barrier::new(16));
-    let handles: Vec<_> = services
-        .into_iter()
-        .map(|service| {
-            let barrier = barrier.clone();
-            tokio::spawn(async move {
-                barrier.wait().await;
-                service.confirm_item(set, 0, NOW).await.map(|_| ())
-            })
-        })
-        .collect();
-    let mut results = Vec::new();
-    for handle in handles {
-        results.push(handle.await.expect("no panic"));
-    }
+    let results = race(services, set).await;
     assert_applied_once(&app, set, results).await;
 }

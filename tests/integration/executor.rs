@@ -6,9 +6,9 @@ use assent_journal_host::JournalHost;
 use assent_store::{AuditedExecutor, ExecutionOutcome, ExecutionRequest, SqliteConnection};
 use assent_tests::{NOW, TestApp};
 use assent_tools::{
-    AgentPolicy, AuditRecord, AuditSink, BoxFuture, ExecutionTarget, ToolInvocation,
+    AgentPolicy, AuditRecord, AuditSink, BoxFuture, ExecutionTarget, ToolInvocation, ToolRegistry,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// An audit trail whose every write fails.
 struct BrokenAudit;
@@ -23,98 +23,100 @@ impl AuditSink<SqliteConnection> for BrokenAudit {
     }
 }
 
-fn invocation(task: &str, tool: &str, args: serde_json::Value) -> ToolInvocation {
-    ToolInvocation {
-        operation_id: OperationId::derive("run-x", tool, &args, &[task]),
-        tool_name: tool.into(),
-        args,
-        run_key: "run-x".into(),
-        target: ExecutionTarget {
-            agent_id: "agent-1".into(),
-            task_id: task.into(),
-        },
-        now: NOW,
+/// The journal's tools run through an executor whose audit trail is broken.
+struct Fixture {
+    host: JournalHost,
+    registry: ToolRegistry,
+    task: String,
+}
+
+impl Fixture {
+    /// Runs `tool` with `args` on the task, unconfirmed, under `policy`.
+    async fn run(
+        &self,
+        conn: &mut SqliteConnection,
+        policy: &AgentPolicy,
+        tool: &str,
+        args: Value,
+    ) -> ExecutionOutcome {
+        let executor = AuditedExecutor::new(self.host.resolver(), &BrokenAudit);
+        let invocation = ToolInvocation {
+            operation_id: OperationId::derive("run-x", tool, &args, &[self.task.as_str()]),
+            tool_name: tool.into(),
+            args,
+            run_key: "run-x".into(),
+            target: ExecutionTarget {
+                agent_id: "agent-1".into(),
+                task_id: self.task.clone(),
+            },
+            now: NOW,
+        };
+        executor
+            .execute(
+                conn,
+                ExecutionRequest {
+                    policy,
+                    spec: self.registry.get(tool).expect("a catalog tool"),
+                    handler: self.host.handler(tool),
+                    invocation,
+                    confirmed_by_person: false,
+                    already_true: None,
+                    now: NOW,
+                },
+            )
+            .await
+            .expect("no database failure")
     }
 }
 
 #[tokio::test]
 async fn a_failing_audit_trail_changes_no_outcome() {
     let app = TestApp::spawn().await;
-    let task = app.scene().await;
-    let host = JournalHost::new("device-a");
-    let registry = assent_journal::catalog();
-    let executor = AuditedExecutor::new(host.resolver(), &BrokenAudit);
-    let spec = registry.get("set_task_language").unwrap();
-
+    let fixture = Fixture {
+        host: JournalHost::new("device-a"),
+        registry: assent_journal::catalog(),
+        task: app.scene().await,
+    };
     let mut tx = app.store.begin_write().await.unwrap();
-    let allowed = AgentPolicy::new(["work"]);
-    let applied = executor
-        .execute(
+    let work = AgentPolicy::new(["work"]);
+    let applied = fixture
+        .run(
             &mut tx,
-            ExecutionRequest {
-                policy: &allowed,
-                spec,
-                handler: host.handler("set_task_language"),
-                invocation: invocation(&task, "set_task_language", json!({"languageCode": "fr"})),
-                confirmed_by_person: false,
-                already_true: None,
-                now: NOW,
-            },
+            &work,
+            "set_task_language",
+            json!({"languageCode": "fr"}),
         )
-        .await
-        .unwrap();
+        .await;
     assert!(
         matches!(applied, ExecutionOutcome::Applied { mutated: true, .. }),
         "{applied:?}"
     );
-
-    let denied_policy = AgentPolicy::new(["home"]);
-    let denied = executor
-        .execute(
+    let home = AgentPolicy::new(["home"]);
+    let denied = fixture
+        .run(
             &mut tx,
-            ExecutionRequest {
-                policy: &denied_policy,
-                spec,
-                handler: host.handler("set_task_language"),
-                invocation: invocation(&task, "set_task_language", json!({"languageCode": "de"})),
-                confirmed_by_person: false,
-                already_true: None,
-                now: NOW,
-            },
+            &home,
+            "set_task_language",
+            json!({"languageCode": "de"}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         denied,
         ExecutionOutcome::Denied {
             reason: "Category work not in allowed set".into()
         }
     );
-
     // An `ask` tool may not run unconfirmed, whatever the caller claims to have planned.
-    let title = registry.get("set_task_title").unwrap();
-    let unconfirmed = executor
-        .execute(
-            &mut tx,
-            ExecutionRequest {
-                policy: &allowed,
-                spec: title,
-                handler: host.handler("set_task_title"),
-                invocation: invocation(&task, "set_task_title", json!({"title": "Sneaky"})),
-                confirmed_by_person: false,
-                already_true: None,
-                now: NOW,
-            },
-        )
-        .await
-        .unwrap();
+    let unconfirmed = fixture
+        .run(&mut tx, &work, "set_task_title", json!({"title": "Sneaky"}))
+        .await;
     assert!(
         matches!(unconfirmed, ExecutionOutcome::Denied { .. }),
         "{unconfirmed:?}"
     );
     tx.commit().await.unwrap();
 
-    let now = app.load(&task).await;
+    let now = app.load(&fixture.task).await;
     assert_eq!(
         (now.language.as_deref(), now.title.as_str()),
         (Some("fr"), "Fix login bug")
