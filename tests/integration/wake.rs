@@ -199,3 +199,47 @@ async fn a_denied_category_is_told_to_the_agent_and_nothing_is_queued() {
     }
     assert_eq!(app.load(&home).await.language, None);
 }
+
+#[tokio::test]
+async fn a_retried_wake_applies_nothing_twice() {
+    let app = TestApp::spawn().await;
+    let task = app.scene().await;
+    let calls = assent_changeset::parse_tool_calls(&json!([
+        {"type": "tool_use", "id": "t1", "name": "record_observations", "input": {"observations": ["User prefers P1"]}},
+        {"type": "tool_use", "id": "t2", "name": "set_task_language", "input": {"languageCode": "de"}},
+        {"type": "tool_use", "id": "t3", "name": "set_task_title", "input": {"title": "Login fix"}}
+    ]))
+    .unwrap();
+    let wakes = app.engine.wakes();
+    let wake = || {
+        wakes.wake(
+            assent_confirm::WakeRequest::new("agent-1", task.as_str(), "run-fixed", calls.clone()),
+            NOW,
+        )
+    };
+    let first = wake().await.unwrap();
+    let second = wake().await.unwrap();
+    assert_eq!(first.responses[0].content, second.responses[0].content);
+    assert_eq!(first.responses[1].content, second.responses[1].content);
+    assert_eq!(
+        second.responses[2].content,
+        assent_changeset::reply::DUPLICATE
+    );
+    assert!(second.change_set.is_none());
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let observations: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agent_observations")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(observations, 1);
+    let results: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM audit_records WHERE kind = 'result' AND detail LIKE 'already applied:%'",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        results, 1,
+        "the immediate call was recognised by its operation id"
+    );
+}

@@ -5,7 +5,7 @@ use assent_changeset::{CallPlan, ChangeSetBuilder, PlannerConfig, ToolCall, Wake
 use assent_domain::{ChangeSet, OperationId};
 use assent_store::{
     AuditedExecutor, ExecutionOutcome, ExecutionRequest, SqliteAuditSink, SqliteConnection, agents,
-    change_sets, decisions,
+    change_sets, decisions, operations,
 };
 use assent_tools::{AgentPolicy, ExecutionTarget, TargetCategory, ToolInvocation};
 use serde::Serialize;
@@ -172,17 +172,8 @@ impl WakeService {
                     text
                 }
                 CallPlan::HandleLocally { args } => {
-                    let call = LocalCall {
-                        agent_id: &request.agent_id,
-                        task_id: &request.task_id,
-                        tool_name: &planned.tool_name,
-                        args: &args,
-                        now,
-                    };
-                    match engine.host.handle_local(&mut tx, call).await {
-                        Ok(text) => text,
-                        Err(error) => format!("Error: {} failed: {error}.", planned.tool_name),
-                    }
+                    self.handle_local_once(&mut tx, &request, &planned.tool_name, &args, now)
+                        .await?
                 }
             };
             responses.push(ToolResponse {
@@ -203,6 +194,53 @@ impl WakeService {
             change_set,
             responses,
         })
+    }
+
+    /// Runs a local tool at most once per run (a retried wake with the same run key
+    /// gets the first reply back instead of storing the agent's notes twice), inside a
+    /// savepoint so a failing host leaves nothing half-written.
+    async fn handle_local_once(
+        &self,
+        conn: &mut SqliteConnection,
+        request: &WakeRequest,
+        tool_name: &str,
+        args: &Value,
+        now: OffsetDateTime,
+    ) -> Result<String, ConfirmError> {
+        let task_id = request.task_id.as_str();
+        let operation_id = OperationId::derive(&request.run_key, tool_name, args, &[task_id]);
+        if let Some(reply) = operations::applied(conn, &operation_id).await? {
+            return Ok(reply);
+        }
+        let call = LocalCall {
+            agent_id: &request.agent_id,
+            task_id,
+            tool_name,
+            args,
+            now,
+        };
+        sqlx::query("SAVEPOINT assent_local")
+            .execute(&mut *conn)
+            .await?;
+        match self.engine.host.handle_local(conn, call).await {
+            Ok(reply) => {
+                sqlx::query("RELEASE assent_local")
+                    .execute(&mut *conn)
+                    .await?;
+                operations::record_applied(conn, &operation_id, tool_name, task_id, &reply, now)
+                    .await?;
+                Ok(reply)
+            }
+            Err(error) => {
+                sqlx::query("ROLLBACK TO assent_local")
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query("RELEASE assent_local")
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(format!("Error: {tool_name} failed: {error}."))
+            }
+        }
     }
 
     async fn execute_now(
