@@ -2,11 +2,10 @@
 //! shown to a person; the agent is told what the state already is.
 
 use assent_journal::{
-    TaskSnapshot, normalize_priority, normalize_status, parse_estimate_minutes, tool,
+    TaskSnapshot, normalize_priority, normalize_status, parse_due_date, parse_estimate_minutes,
+    tool,
 };
 use serde_json::Value;
-use time::Date;
-use time::macros::format_description;
 
 /// What the check concluded about one proposal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,10 +28,6 @@ pub struct RedundancyCheck<'a> {
 
 fn same_text(a: &str, b: &str) -> bool {
     a.trim().to_lowercase() == b.trim().to_lowercase()
-}
-
-fn parse_date(s: &str) -> Option<Date> {
-    Date::parse(s.trim(), format_description!("[year]-[month]-[day]")).ok()
 }
 
 impl<'a> RedundancyCheck<'a> {
@@ -73,7 +68,10 @@ impl<'a> RedundancyCheck<'a> {
                 _ => Redundancy::Keep,
             },
             tool::UPDATE_TASK_DUE_DATE => {
-                match (text("dueDate").and_then(parse_date), task.due_date) {
+                match (
+                    text("dueDate").and_then(|t| parse_due_date(t).ok()),
+                    task.due_date,
+                ) {
                     (Some(new), Some(current)) if new == current => {
                         already(format!("due date is already {current}"))
                     }

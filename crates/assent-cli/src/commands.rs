@@ -24,7 +24,6 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 use time::Date;
-use time::macros::format_description;
 use uuid::Uuid;
 
 /// The most tool-call input a wake reads (4 MiB).
@@ -168,7 +167,7 @@ pub async fn agent_create(ctx: &Ctx, args: AgentCreateArgs) -> Result<Output, Cl
 
 /// Parses `YYYY-MM-DD`.
 fn parse_date(text: &str) -> Result<Date, CliError> {
-    Date::parse(text.trim(), format_description!("[year]-[month]-[day]")).map_err(|e| {
+    assent_journal::parse_due_date(text).map_err(|e| {
         CliError::failed(format!(
             "invalid due date {text:?}: expected YYYY-MM-DD ({e})"
         ))

@@ -8,10 +8,10 @@
 
 use crate::JournalError;
 use crate::tasks::{
-    MAX_LABEL_CHARS, MAX_REASON_CHARS, MAX_TITLE_CHARS, clean_text, format_due_date, load_task,
-    parse_due_date, same_label, status_reason, touch, valid_estimate, valid_priority, valid_status,
+    MAX_LABEL_CHARS, MAX_REASON_CHARS, MAX_TITLE_CHARS, clean_text, load_task, parse_due_date,
+    same_label, status_reason, touch, valid_estimate, valid_priority, valid_status,
 };
-use assent_journal::{TaskSnapshot, parse_estimate_minutes, tool};
+use assent_journal::{TaskSnapshot, format_due_date, parse_estimate_minutes, tool};
 use assent_store::StoreError;
 use assent_tools::{BoxFuture, ToolHandler, ToolInvocation, ToolOutcome, ToolsError};
 use serde_json::Value;

@@ -5,13 +5,13 @@
 use crate::JournalError;
 use assent_domain::VectorClock;
 use assent_journal::{
-    ChecklistItem, TASK_STATUSES, TaskSnapshot, normalize_priority, normalize_status,
+    ChecklistItem, TASK_PRIORITIES, TASK_STATUSES, TaskSnapshot, format_due_date,
+    normalize_priority, normalize_status,
 };
 use assent_store::{outbox, timefmt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sqlx::{Row, SqliteConnection};
-use time::macros::format_description;
 use time::{Date, OffsetDateTime};
 
 /// Longest task or checklist item title, in characters.
@@ -22,8 +22,6 @@ pub(crate) const MAX_LABEL_CHARS: usize = 100;
 pub(crate) const MAX_REASON_CHARS: usize = 2000;
 /// The status of a task created without one.
 const DEFAULT_STATUS: &str = "OPEN";
-/// The priorities a task can have.
-const PRIORITIES: &[&str] = &["P0", "P1", "P2", "P3"];
 
 /// What a new task is made of; [`create_task`] validates it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,12 +74,12 @@ pub(crate) fn valid_status(value: &str) -> Result<String, String> {
 /// The normalized priority, if it is one of `P0`..`P3`.
 pub(crate) fn valid_priority(value: &str) -> Result<String, String> {
     let priority = normalize_priority(value);
-    if PRIORITIES.contains(&priority.as_str()) {
+    if TASK_PRIORITIES.contains(&priority.as_str()) {
         Ok(priority)
     } else {
         Err(format!(
             "must be one of {} (got {value:?})",
-            PRIORITIES.join(", ")
+            TASK_PRIORITIES.join(", ")
         ))
     }
 }
@@ -99,14 +97,8 @@ pub(crate) fn valid_estimate(minutes: u32) -> Result<u32, String> {
 
 /// `YYYY-MM-DD` (surrounding blanks ignored) as a calendar date.
 pub(crate) fn parse_due_date(text: &str) -> Result<Date, String> {
-    Date::parse(text.trim(), format_description!("[year]-[month]-[day]"))
+    assent_journal::parse_due_date(text)
         .map_err(|e| format!("must be a date as YYYY-MM-DD (got {text:?}: {e})"))
-}
-
-/// The stored text of a due date: `YYYY-MM-DD`.
-pub(crate) fn format_due_date(date: Date) -> String {
-    date.format(format_description!("[year]-[month]-[day]"))
-        .unwrap_or_else(|_| date.to_string())
 }
 
 /// Creates task `id` from `new` in `conn`'s transaction: the task, its labels and

@@ -39,6 +39,23 @@ pub mod tool {
 /// The statuses a task can have.
 pub const TASK_STATUSES: &[&str] = &["OPEN", "IN PROGRESS", "GROOMED", "BLOCKED", "ON HOLD"];
 
+/// The priorities a task can have, highest first.
+pub const TASK_PRIORITIES: &[&str] = &["P0", "P1", "P2", "P3"];
+
+/// A due date as the tools write it, `YYYY-MM-DD` (surrounding blanks ignored).
+pub fn parse_due_date(text: &str) -> Result<time::Date, time::error::Parse> {
+    time::Date::parse(
+        text.trim(),
+        time::macros::format_description!("[year]-[month]-[day]"),
+    )
+}
+
+/// A due date as the tools write it: `YYYY-MM-DD`.
+pub fn format_due_date(date: time::Date) -> String {
+    date.format(time::macros::format_description!("[year]-[month]-[day]"))
+        .unwrap_or_else(|_| date.to_string())
+}
+
 /// `" p1 "` → `"P1"`.
 pub fn normalize_priority(value: &str) -> String {
     value.trim().to_uppercase()
@@ -394,6 +411,14 @@ mod tests {
             .clone()
             .expect("batch");
         assert_eq!(b.singular_tool, tool::UPDATE_CHECKLIST_ITEM);
+    }
+
+    #[test]
+    fn due_dates_round_trip() {
+        let date = parse_due_date(" 2026-03-15 ").expect("a date");
+        assert_eq!(format_due_date(date), "2026-03-15");
+        assert!(parse_due_date("2026-02-30").is_err());
+        assert!(parse_due_date("15.03.2026").is_err());
     }
 
     #[test]

@@ -9,7 +9,7 @@ mod catalog;
 mod snapshot;
 
 pub use catalog::{
-    TASK_STATUSES, catalog, normalize_priority, normalize_status, parse_estimate_minutes,
-    register_catalog, tool,
+    TASK_PRIORITIES, TASK_STATUSES, catalog, format_due_date, normalize_priority, normalize_status,
+    parse_due_date, parse_estimate_minutes, register_catalog, tool,
 };
 pub use snapshot::{ChecklistItem, TaskSnapshot};
