@@ -5,7 +5,9 @@
 //! Tasks:
 //!
 //! - `ci`: the gate CI runs (`.ci/run`): `cargo fmt --check`, `cargo clippy -D warnings`,
-//!   `cargo test`, stopping at the first failing step.
+//!   `cargo test`, stopping at the first failing step. Before the tests it installs
+//!   Debian's `chromium` and `chromium-driver` when `/usr/bin/chromedriver` is missing
+//!   (the review page's browser tests need them).
 //! - `bench`: the benchmarks, `cargo bench -p assent-confirm --bench confirm_path`
 //!   (Assent's write path against raw SQLite, reported as ratios;
 //!   `ASSENT_BENCH_QUICK=1` for a short run). Performance claims live there, never in
@@ -32,7 +34,8 @@ const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
-  ci       cargo fmt --check, cargo clippy -D warnings, cargo test (stops at the first failure)
+  ci       cargo fmt --check, cargo clippy -D warnings, cargo test (stops at the first failure;
+           installs chromium and chromium-driver for the browser tests when missing)
   bench    cargo bench -p assent-confirm --bench confirm_path (ASSENT_BENCH_QUICK=1: short run)
 ";
 
@@ -84,11 +87,61 @@ fn main() -> ExitCode {
 
 fn ci() -> anyhow::Result<()> {
     for (i, step) in CI_STEPS.iter().enumerate() {
+        if step.first() == Some(&"test") {
+            ensure_browser()?;
+        }
         run_cargo(step)
             .with_context(|| format!("ci stopped at step {} of {}", i + 1, CI_STEPS.len()))?;
     }
     eprintln!("==> ci: all steps passed");
     Ok(())
+}
+
+/// Where the browser tests of `assent-server` expect chromedriver.
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// Installs Debian's `chromium` and `chromium-driver` when chromedriver is missing
+/// (through sudo when not root). Where apt-get is unavailable this is an error under
+/// `CI=true`; elsewhere the browser tests say they were skipped.
+fn ensure_browser() -> anyhow::Result<()> {
+    if Path::new(CHROMEDRIVER).exists() {
+        return Ok(());
+    }
+    let on_ci = std::env::var("CI").as_deref() == Ok("true");
+    if Command::new("apt-get").arg("--version").output().is_err() {
+        if on_ci {
+            bail!("{CHROMEDRIVER} is missing and apt-get is not available to install it");
+        }
+        eprintln!("==> warning: {CHROMEDRIVER} is missing; the browser tests will be skipped");
+        return Ok(());
+    }
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
+    let apt = |args: &[&str]| -> anyhow::Result<()> {
+        let mut command = if is_root {
+            Command::new("apt-get")
+        } else {
+            let mut sudo = Command::new("sudo");
+            sudo.arg("apt-get");
+            sudo
+        };
+        command.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        eprintln!(
+            "==> {}apt-get {}",
+            if is_root { "" } else { "sudo " },
+            args.join(" ")
+        );
+        let status = command.status().context("could not start apt-get")?;
+        if !status.success() {
+            bail!("`apt-get {}` exited with {status}", args.join(" "));
+        }
+        Ok(())
+    };
+    apt(&["update"])?;
+    apt(&["install", "-y", "chromium", "chromium-driver"])
+        .context("installing the browser for the review page's tests")
 }
 
 /// Runs `cargo <args>` at the workspace root, echoing the command first.

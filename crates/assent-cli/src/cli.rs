@@ -5,6 +5,7 @@
 //! arguments, due dates) are taken as text here and parsed by the commands.
 
 use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
@@ -46,9 +47,28 @@ pub struct Cli {
 pub enum Command {
     /// The whole story on a fresh temporary database (ignores --db).
     Demo,
+    /// Serve the review page and the JSON API over the database of --db.
+    Serve(ServeArgs),
     /// The commands that work on the database of --db.
     #[command(flatten)]
     Db(DbCommand),
+}
+
+/// `assent serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on; loopback unless told otherwise.
+    #[arg(long, default_value = "127.0.0.1:7700", value_name = "IP:PORT")]
+    pub addr: SocketAddr,
+    /// The API's bearer token (at least 16 characters); default: the one stored
+    /// beside the database, generated and printed on first start.
+    #[arg(
+        long,
+        env = "ASSENT_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
 }
 
 /// The subcommands that open the database of `--db`.

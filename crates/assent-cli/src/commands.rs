@@ -8,21 +8,18 @@ use crate::cli::{
     EditArgs, ExpireArgs, HistoryArgs, ItemArgs, OutboxArgs, PendingArgs, RejectArgs, TaskCommand,
     TaskCreateArgs, TaskShowArgs, WakeArgs,
 };
-use crate::{demo, render};
+use crate::{demo, render, serve};
 use assent_changeset::{ToolCall, parse_tool_calls};
-use assent_confirm::{
-    ConfirmAllResult, ConfirmOutcome, DEFAULT_EXPIRY_TTL, Engine, ItemResult, WakeOutcome,
-    WakeRequest,
-};
-use assent_domain::{ChangeSet, OffsetDateTime};
-use assent_journal_host::{JournalHost, NewTask, create_task, load_task};
-use assent_store::{Store, StoreError, agents, audit, change_sets, outbox};
-use assent_tools::AgentPolicy;
+use assent_confirm::{DEFAULT_EXPIRY_TTL, Engine, ItemResult, WakeRequest};
+use assent_domain::OffsetDateTime;
+use assent_journal_host::{NewTask, create_task, load_task};
+use assent_server::set_agent_categories;
+use assent_server::shapes::{SetView, confirm_all_json, confirmed_json, wake_json};
+use assent_store::{Store, StoreError, audit, change_sets, outbox};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::Path;
-use std::sync::Arc;
 use time::Date;
 use uuid::Uuid;
 
@@ -96,14 +93,14 @@ impl Ctx {
 
 /// The engine over `store`: the journal's catalog, the journal as host.
 pub fn engine(store: Store) -> Engine {
-    let host = JournalHost::new(store.host_id());
-    Engine::new(store, Arc::new(assent_journal::catalog()), Arc::new(host))
+    assent_server::journal_engine(store)
 }
 
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<Output, CliError> {
     let command = match cli.command {
         Command::Demo => return demo::run(cli.now).await.map(Output::text),
+        Command::Serve(args) => return serve::run(&cli.db, args).await.map(Output::text),
         Command::Db(command) => command,
     };
     // Read the wake's input before touching the database: a bad document changes nothing.
@@ -135,34 +132,11 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
 
 /// `assent agent create`.
 pub async fn agent_create(ctx: &Ctx, args: AgentCreateArgs) -> Result<Output, CliError> {
-    let id = args.id.trim();
-    if id.is_empty() {
-        return Err(CliError::failed("agent id must not be blank"));
-    }
-    let categories: Vec<&str> = args
-        .categories
-        .iter()
-        .map(|c| c.trim())
-        .filter(|c| !c.is_empty())
-        .collect();
-    if categories.is_empty() {
-        return Err(CliError::failed("--categories needs at least one category"));
-    }
-    let mut tx = ctx.store().begin_write().await?;
-    let existing = agents::policy(&mut tx, id).await?;
-    // Keep the rules of an existing agent; the command line only sets categories.
-    let policy = existing
-        .iter()
-        .flat_map(|old| old.rules().iter().cloned())
-        .fold(AgentPolicy::new(categories), AgentPolicy::with_rule);
-    agents::upsert(&mut tx, id, &policy, ctx.now).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    let categories: Vec<&str> = policy.allowed_categories().collect();
-    Output::either(
-        ctx.json,
-        &json!({"id": id, "categories": categories}),
-        || render::agent(id, &categories, existing.is_none()),
-    )
+    let agent = set_agent_categories(ctx.store(), &args.id, &args.categories, ctx.now).await?;
+    let categories: Vec<&str> = agent.categories.iter().map(String::as_str).collect();
+    Output::either(ctx.json, &agent, || {
+        render::agent(&agent.id, &categories, agent.created)
+    })
 }
 
 /// Parses `YYYY-MM-DD`.
@@ -271,64 +245,6 @@ pub async fn wake(ctx: &Ctx, args: WakeArgs, calls: Vec<ToolCall>) -> Result<Out
     })
 }
 
-/// `{"changeSetId", "responses": [{"toolCallId", "content"}]}`.
-pub fn wake_json(outcome: &WakeOutcome) -> Value {
-    json!({
-        "changeSetId": outcome.change_set.as_ref().map(|s| s.id),
-        "responses": outcome.responses,
-    })
-}
-
-/// One item of a pending set, as `pending --json` shows it.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PendingItem<'a> {
-    index: usize,
-    tool_name: &'a str,
-    args: &'a Value,
-    human_summary: &'a str,
-    status: &'a str,
-    before: Option<&'a Value>,
-}
-
-/// A pending set, as `pending --json` shows it.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PendingSet<'a> {
-    id: Uuid,
-    agent_id: &'a str,
-    task_id: &'a str,
-    status: &'a str,
-    #[serde(with = "time::serde::rfc3339")]
-    created_at: OffsetDateTime,
-    items: Vec<PendingItem<'a>>,
-}
-
-impl<'a> PendingSet<'a> {
-    fn of(set: &'a ChangeSet) -> Self {
-        Self {
-            id: set.id,
-            agent_id: &set.agent_id,
-            task_id: &set.task_id,
-            status: set.status.as_str(),
-            created_at: set.created_at,
-            items: set
-                .items
-                .iter()
-                .enumerate()
-                .map(|(index, item)| PendingItem {
-                    index,
-                    tool_name: &item.tool_name,
-                    args: &item.args,
-                    human_summary: &item.human_summary,
-                    status: item.status.as_str(),
-                    before: item.before.as_ref(),
-                })
-                .collect(),
-        }
-    }
-}
-
 /// `assent pending`.
 pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
     let filter = change_sets::PendingFilter {
@@ -343,7 +259,7 @@ pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
         .await
         .map_err(StoreError::from)?;
     let sets = change_sets::pending(&mut conn, &filter).await?;
-    let listed: Vec<PendingSet<'_>> = sets.iter().map(PendingSet::of).collect();
+    let listed: Vec<SetView<'_>> = sets.iter().map(SetView::of).collect();
     Output::either(ctx.json, &listed, || render::pending(&sets))
 }
 
@@ -351,10 +267,6 @@ pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
 fn set_id(text: &str) -> Result<Uuid, CliError> {
     Uuid::parse_str(text.trim())
         .map_err(|e| CliError::failed(format!("invalid change set id {text:?}: {e}")))
-}
-
-fn confirmed_json(outcome: &ConfirmOutcome) -> Value {
-    json!({"decision": outcome.decision, "message": outcome.message()})
 }
 
 /// `assent confirm`.
@@ -387,27 +299,6 @@ pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
             Ok(output)
         }
     }
-}
-
-fn confirm_all_json(result: &ConfirmAllResult) -> Value {
-    let items: Vec<Value> = result
-        .items
-        .iter()
-        .map(|(index, summary, item)| match item {
-            ItemResult::Confirmed(outcome) => json!({
-                "index": index, "humanSummary": summary, "result": "confirmed",
-                "decision": outcome.decision, "message": outcome.message(),
-            }),
-            ItemResult::Skipped(why) => json!({
-                "index": index, "humanSummary": summary, "result": "skipped", "message": why,
-            }),
-            ItemResult::Failed(error) => json!({
-                "index": index, "humanSummary": summary, "result": "failed",
-                "message": error.to_string(), "conflict": error.is_conflict(),
-            }),
-        })
-        .collect();
-    json!({"changeSetId": result.change_set_id, "items": items})
 }
 
 /// `assent reject`.

@@ -12,9 +12,11 @@ mod cli;
 mod commands;
 mod demo;
 mod render;
+mod serve;
 
 use assent_confirm::ConfirmError;
 use assent_journal_host::JournalError;
+use assent_server::ServerError;
 use assent_store::StoreError;
 use clap::Parser;
 use clap::error::ErrorKind;
@@ -93,6 +95,15 @@ impl From<StoreError> for CliError {
 impl From<JournalError> for CliError {
     fn from(error: JournalError) -> Self {
         Self::Failed(error.into())
+    }
+}
+
+impl From<ServerError> for CliError {
+    fn from(error: ServerError) -> Self {
+        match error {
+            ServerError::Confirm(error) => Self::from(error),
+            other => Self::Failed(other.into()),
+        }
     }
 }
 

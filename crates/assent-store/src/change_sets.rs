@@ -169,6 +169,20 @@ async fn load_items(conn: &mut SqliteConnection, id: &str) -> Result<Vec<ChangeI
     rows.iter().map(decode_item).collect()
 }
 
+/// The sets of `rows`, each with its items.
+async fn with_items(
+    conn: &mut SqliteConnection,
+    rows: &[SqliteRow],
+) -> Result<Vec<ChangeSet>, StoreError> {
+    let mut sets = Vec::with_capacity(rows.len());
+    for row in rows {
+        let id: String = row.try_get("id")?;
+        let items = load_items(conn, &id).await?;
+        sets.push(decode_set(row, items)?);
+    }
+    Ok(sets)
+}
+
 /// The set with `id` (deleted sets are not found).
 pub async fn load(conn: &mut SqliteConnection, id: Uuid) -> Result<Option<ChangeSet>, StoreError> {
     let id_text = id.to_string();
@@ -232,13 +246,7 @@ pub async fn pending(
         .bind(limit),
     };
     let rows = query.fetch_all(&mut *conn).await?;
-    let mut sets = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let id: String = row.try_get("id")?;
-        let items = load_items(conn, &id).await?;
-        sets.push(decode_set(row, items)?);
-    }
-    Ok(sets)
+    with_items(conn, &rows).await
 }
 
 /// Ids of open sets created before `cutoff`, oldest first.
@@ -257,4 +265,29 @@ pub async fn open_created_before(
     ids.iter()
         .map(|id| Uuid::parse_str(id).map_err(|e| StoreError::corrupt(TABLE, e)))
         .collect()
+}
+
+/// Sets (not deleted) whose status is `status`, narrowed by the task and agent of
+/// `filter`, newest first. For the open statuses [`pending`] is the indexed query;
+/// listing resolved or expired sets scans the table, which is fine for a review screen
+/// that asks now and then.
+#[tracing::instrument(skip(conn))]
+pub async fn with_status(
+    conn: &mut SqliteConnection,
+    status: ChangeSetStatus,
+    filter: &PendingFilter,
+) -> Result<Vec<ChangeSet>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT * FROM change_sets
+         WHERE status = ?1 AND deleted_at IS NULL
+           AND (?2 IS NULL OR task_id = ?2) AND (?3 IS NULL OR agent_id = ?3)
+         ORDER BY created_at DESC, id DESC LIMIT ?4",
+    )
+    .bind(status.as_str())
+    .bind(filter.task_id.as_deref())
+    .bind(filter.agent_id.as_deref())
+    .bind(filter.limit.map_or(-1, i64::from))
+    .fetch_all(&mut *conn)
+    .await?;
+    with_items(conn, &rows).await
 }

@@ -1,0 +1,82 @@
+//! `assent serve`: the review server over the database of `--db`, until ctrl-c or
+//! SIGTERM.
+
+use crate::CliError;
+use crate::cli::ServeArgs;
+use crate::commands::engine;
+use assent_server::Server;
+use assent_server::token::{TokenOrigin, resolve_token};
+use assent_store::Store;
+use std::io::Write;
+
+/// Resolves the token, opens the database, listens on `--addr` and serves until a
+/// shutdown signal; returns what to print when it has stopped.
+pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
+    let token = resolve_token(args.token.as_deref(), db)?;
+    let store = Store::open(db).await?;
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .map_err(|e| CliError::failed(format!("cannot listen on {}: {e}", args.addr)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| CliError::failed(format!("cannot read the listening address: {e}")))?;
+    let mut banner = format!("Assent review server on http://{addr}/ (database {db})\n");
+    match &token.origin {
+        TokenOrigin::Given => {}
+        TokenOrigin::Stored(path) => banner.push_str(&format!(
+            "Log in with the token stored in {}\n",
+            path.display()
+        )),
+        TokenOrigin::Generated(path) => banner.push_str(&format!(
+            "Generated a token (stored in {}, shown only this once):\n{}\n",
+            path.display(),
+            token.token
+        )),
+        TokenOrigin::Ephemeral => banner.push_str(&format!(
+            "Token for this run (in-memory database, not stored):\n{}\n",
+            token.token
+        )),
+    }
+    if !addr.ip().is_loopback() {
+        banner.push_str(
+            "Warning: listening beyond loopback over plain HTTP; put TLS in front of it\n",
+        );
+    }
+    print_now(&banner);
+    let server = Server::new(engine(store.clone()), token.token);
+    server.run(listener, shutdown_signal()).await?;
+    store.close().await;
+    Ok("Stopped".to_owned())
+}
+
+/// Prints `text` at once: the token and address are needed while the server runs.
+fn print_now(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+}
+
+/// Completes on ctrl-c or, on Unix, SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,306 @@
+// The review page's behaviour: log in with the bearer token, list change sets, decide
+// items, and follow live updates. Everything an agent wrote is untrusted: it reaches
+// the page only as text (textContent, text nodes, attribute values), never as markup.
+"use strict";
+(() => {
+  const TOKEN_KEY = "assent.token";
+  const GROUPS = [
+    ["status", "Status & priority", (t) => t === "set_task_status" || t === "update_task_priority"],
+    ["checklist", "Checklist", (t) => t.includes("checklist")],
+    ["dates", "Estimates & dates", (t) => t === "update_task_estimate" || t === "update_task_due_date"],
+    ["labels", "Labels", (t) => t.includes("label")],
+    ["other", "Other", () => true],
+  ];
+  const OPEN = new Set(["pending", "deferred"]);
+
+  let token = sessionStorage.getItem(TOKEN_KEY);
+  let stream = null;
+  const sets = new Map();
+  const tasks = new Map();
+  const drafts = new Map();
+  const openForms = new Map();
+
+  const $ = (id) => document.getElementById(id);
+
+  // An element with text children only; strings become text nodes.
+  function el(tag, props, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(props || {})) {
+      if (key === "class") node.className = value;
+      else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+      else if (key === "hidden") node.hidden = value;
+      else node.setAttribute(key, String(value));
+    }
+    for (const child of children) if (child !== null && child !== undefined) node.append(child);
+    return node;
+  }
+
+  function show(text) { $("notice").textContent = text || ""; }
+
+  async function api(method, path, body) {
+    const headers = { Authorization: "Bearer " + token };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const response = await fetch("/api" + path, {
+      method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    if (response.status === 401) { logout("The token was not accepted; log in again."); throw new Error("unauthorized"); }
+    const type = response.headers.get("Content-Type") || "";
+    const data = type.includes("json") ? await response.json() : await response.text();
+    if (!response.ok) throw new Error((data && data.detail) || response.statusText);
+    return data;
+  }
+
+  // ---- login ------------------------------------------------------------------------
+
+  async function login(event) {
+    event.preventDefault();
+    const candidate = $("token").value.trim();
+    const check = await fetch("/api/session", { headers: { Authorization: "Bearer " + candidate } });
+    if (!check.ok) { $("login-error").textContent = "That token was not accepted."; return; }
+    token = candidate;
+    sessionStorage.setItem(TOKEN_KEY, token);
+    $("token").value = "";
+    $("login-error").textContent = "";
+    await start();
+  }
+
+  function logout(message) {
+    token = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+    if (stream) stream.abort();
+    stream = null;
+    sets.clear(); tasks.clear();
+    $("review").hidden = true; $("logout").hidden = true; $("login").hidden = false;
+    $("login-error").textContent = message || "";
+    setLive(false);
+    $("token").focus();
+  }
+
+  async function start() {
+    $("login").hidden = true; $("review").hidden = false; $("logout").hidden = false;
+    await reload();
+    follow();
+  }
+
+  // ---- data -------------------------------------------------------------------------
+
+  async function reload() {
+    const open = await api("GET", "/change-sets");
+    sets.clear();
+    for (const set of open) sets.set(set.id, set);
+    await Promise.all([...new Set(open.map((s) => s.taskId))].map(refreshTask));
+    renderAll();
+  }
+
+  async function refreshTask(taskId) {
+    try { tasks.set(taskId, await api("GET", "/tasks/" + encodeURIComponent(taskId))); }
+    catch (error) { show("Could not load task " + taskId + ": " + error.message); }
+  }
+
+  async function upsert(set) {
+    sets.set(set.id, set);
+    await refreshTask(set.taskId);
+    renderSet(set.id);
+  }
+
+  // Server-sent events over fetch, so the token travels in a header, never in a URL.
+  async function follow() {
+    if (stream) stream.abort();
+    const controller = new AbortController();
+    stream = controller;
+    try {
+      const response = await fetch("/api/events", {
+        headers: { Authorization: "Bearer " + token }, signal: controller.signal,
+      });
+      if (!response.ok || !response.body) throw new Error("events: " + response.status);
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          await dispatch(buffer.slice(0, end));
+          buffer = buffer.slice(end + 2);
+        }
+      }
+    } catch (error) {
+      if (controller.signal.aborted) return;
+    }
+    setLive(false);
+    if (stream === controller && token) setTimeout(() => { if (stream === controller) follow(); }, 2000);
+  }
+
+  async function dispatch(block) {
+    let name = "message";
+    const data = [];
+    for (const line of block.split("\n")) {
+      if (line.startsWith("event:")) name = line.slice(6).trim();
+      else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+    }
+    if (name === "ready") { setLive(true); return; }
+    if (name === "resync") { await reload(); return; }
+    if (name === "changeSetCreated" || name === "changeSetUpdated") {
+      await upsert(JSON.parse(data.join("\n")).changeSet);
+    }
+  }
+
+  function setLive(on) {
+    $("live").textContent = on ? "live" : "offline";
+    $("live").classList.toggle("on", on);
+    document.body.dataset.live = on ? "true" : "false";
+  }
+
+  // ---- rendering --------------------------------------------------------------------
+
+  function text(value) {
+    if (value === null || value === undefined) return "none";
+    return typeof value === "string" ? value : JSON.stringify(value);
+  }
+
+  // The value a change would set: the only argument, or all of them.
+  function after(args) {
+    const keys = Object.keys(args || {});
+    return keys.length === 1 ? text(args[keys[0]]) : text(args);
+  }
+
+  function taskLine(task) {
+    if (!task) return "";
+    const parts = ["status " + task.status];
+    if (task.priority) parts.push("priority " + task.priority);
+    if (task.estimateMinutes) parts.push("estimate " + task.estimateMinutes + " min");
+    if (task.dueDate) parts.push("due " + task.dueDate);
+    if (task.labels && task.labels.length) parts.push("labels " + task.labels.join(", "));
+    if (task.checklist && task.checklist.length) {
+      parts.push("checklist " + task.checklist.filter((c) => c.isChecked).length + "/" + task.checklist.length);
+    }
+    return parts.join(" · ");
+  }
+
+  function renderAll() {
+    const container = $("sets");
+    container.replaceChildren(...[...sets.values()].sort((a, b) => b.createdAt.localeCompare(a.createdAt)).map(card));
+    $("empty").hidden = sets.size > 0;
+  }
+
+  function renderSet(id) {
+    const existing = document.querySelector(`[data-set-id="${CSS.escape(id)}"]`);
+    if (!existing) { renderAll(); return; }
+    const focused = document.activeElement && document.activeElement.dataset.focusKey;
+    existing.replaceWith(card(sets.get(id)));
+    if (focused) {
+      const again = document.querySelector(`[data-focus-key="${CSS.escape(focused)}"]`);
+      if (again) again.focus();
+    }
+  }
+
+  function card(set) {
+    const task = tasks.get(set.taskId);
+    const open = set.items.filter((i) => OPEN.has(i.status)).length;
+    const n = set.items.length;
+    const node = el("article", { class: "card", "data-set-id": set.id, "aria-label": "Change set for " + (task ? task.title : set.taskId) },
+      el("h3", { class: "task-title" }, task ? task.title : set.taskId),
+      el("p", { class: "task-state" }, taskLine(task)),
+      el("p", { class: "suggests" },
+        `Agent ${set.agentId} suggests ${n} change${n === 1 ? "" : "s"}` + (open < n ? ` (${open} open, set ${set.status})` : "")),
+    );
+    if (open > 0) {
+      node.append(el("div", { class: "set-actions" },
+        el("button", { type: "button", class: "primary", "data-focus-key": set.id + "/all", onclick: () => act(set, "/confirm-all") }, "Confirm all"),
+        el("button", { type: "button", "data-focus-key": set.id + "/dismiss", onclick: () => toggleForm(set.id, "dismiss") }, "Dismiss…"),
+      ));
+      if (openForms.get(set.id) === "dismiss") {
+        node.append(reasonForm(set.id + "/dismiss", "Why dismiss all open items?", "Dismiss",
+          (reason) => act(set, "/dismiss", { reason }), () => toggleForm(set.id, "dismiss")));
+      }
+    }
+    for (const [key, title, matches] of GROUPS) {
+      const items = set.items.filter((item) => GROUPS.find((g) => g[2](item.toolName))[0] === key);
+      if (items.length === 0) continue;
+      node.append(el("section", { class: "group" }, el("h4", {}, title), el("ul", {}, ...items.map((item) => row(set, item)))));
+    }
+    return node;
+  }
+
+  function row(set, item) {
+    const key = set.id + "/" + item.index;
+    const path = "/items/" + item.index;
+    const li = el("li", { class: "item " + item.status, "data-index": item.index },
+      el("span", { class: "text" },
+        el("span", { class: "summary" }, item.humanSummary),
+        el("span", { class: "change" }, (item.before === undefined || item.before === null ? "—" : text(item.before)) + " → " + after(item.args))),
+      el("span", { class: "badge " + item.status }, item.status),
+    );
+    if (OPEN.has(item.status)) {
+      li.append(el("span", { class: "buttons" },
+        el("button", { type: "button", class: "confirm", "data-focus-key": key + "/confirm", "aria-label": "Confirm: " + item.humanSummary, title: "Confirm", onclick: () => act(set, path + "/confirm") }, "✓"),
+        el("button", { type: "button", class: "reject", "data-focus-key": key + "/reject", "aria-label": "Reject: " + item.humanSummary, title: "Reject", onclick: () => toggleForm(key, "reject") }, "✗"),
+        el("button", { type: "button", class: "edit", "data-focus-key": key + "/edit", "aria-label": "Edit: " + item.humanSummary, onclick: () => toggleForm(key, "edit") }, "Edit"),
+      ));
+      if (openForms.get(key) === "reject") {
+        li.append(reasonForm(key + "/reason", "Reason (the agent reads it next time)", "Reject",
+          (reason) => act(set, path + "/reject", { reason }), () => toggleForm(key, "reject")));
+      } else if (openForms.get(key) === "edit") {
+        li.append(editForm(set, item, key));
+      }
+    }
+    return li;
+  }
+
+  function reasonForm(key, label, verb, submit, cancel) {
+    const input = el("input", { type: "text", class: "reason", "data-focus-key": key, "aria-label": label, placeholder: label,
+      oninput: (e) => drafts.set(key, e.target.value) });
+    input.value = drafts.get(key) || "";
+    return el("form", { class: "inline-form", onsubmit: (e) => { e.preventDefault(); drafts.delete(key); submit(input.value); },
+      onkeydown: (e) => { if (e.key === "Escape") cancel(); } },
+      input,
+      el("span", { class: "row" },
+        el("button", { type: "submit", class: "reject" }, verb),
+        el("button", { type: "button", onclick: cancel }, "Cancel")));
+  }
+
+  function editForm(set, item, key) {
+    const area = el("textarea", { class: "args", "data-focus-key": key + "/args", "aria-label": "Arguments (JSON)",
+      oninput: (e) => drafts.set(key + "/args", e.target.value) });
+    area.value = drafts.get(key + "/args") || JSON.stringify(item.args, null, 2);
+    return el("form", { class: "inline-form", onsubmit: (e) => {
+        e.preventDefault();
+        let args;
+        try { args = JSON.parse(area.value); } catch (error) { show("The arguments are not valid JSON: " + error.message); return; }
+        drafts.delete(key + "/args");
+        act(set, "/items/" + item.index + "/edit", { args });
+      }, onkeydown: (e) => { if (e.key === "Escape") toggleForm(key, "edit"); } },
+      area,
+      el("span", { class: "row" },
+        el("button", { type: "submit", class: "confirm" }, "Save and confirm"),
+        el("button", { type: "button", onclick: () => toggleForm(key, "edit") }, "Cancel")));
+  }
+
+  function toggleForm(key, kind) {
+    const opening = openForms.get(key) !== kind;
+    if (opening) openForms.set(key, kind); else openForms.delete(key);
+    const setId = key.split("/")[0];
+    renderSet(setId);
+    const target = opening ? document.querySelector(`[data-focus-key^="${CSS.escape(key)}/"]:is(input, textarea)`) : null;
+    if (target) target.focus();
+  }
+
+  async function act(set, suffix, body) {
+    show("");
+    try {
+      await api("POST", "/change-sets/" + encodeURIComponent(set.id) + suffix, body === undefined ? undefined : body);
+      for (const key of [...openForms.keys()]) if (key.startsWith(set.id)) openForms.delete(key);
+      await upsert(await api("GET", "/change-sets/" + encodeURIComponent(set.id)));
+    } catch (error) {
+      if (error.message !== "unauthorized") show(error.message);
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("login").addEventListener("submit", login);
+    $("logout").addEventListener("click", () => logout(""));
+    setLive(false);
+    if (token) start().catch((error) => show(error.message));
+  });
+})();

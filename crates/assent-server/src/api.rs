@@ -1,0 +1,406 @@
+//! The JSON API under `/api`: one handler per route, each parsing its input, calling an
+//! engine service and answering in the shapes of [`crate::shapes`]. Every decision
+//! publishes the changed set on the event bus.
+
+use crate::agents::set_agent_categories;
+use crate::events::ServerEvent;
+use crate::shapes::{SetView, confirm_all_json, confirmed_json, wake_json};
+use crate::{AppState, ServerError};
+use assent_changeset::parse_tool_calls;
+use assent_confirm::WakeRequest;
+use assent_domain::{ChangeSet, ChangeSetStatus, OffsetDateTime, Uuid};
+use assent_journal_host::{NewTask, create_task, load_task};
+use assent_store::{StoreError, audit, change_sets, decisions};
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// A JSON body, or the problem explaining why it is not one.
+type Body<T> = Result<Json<T>, JsonRejection>;
+/// Query parameters, or the problem explaining why they do not parse.
+type Params<T> = Result<Query<T>, QueryRejection>;
+/// What every handler returns.
+type ApiResult = Result<Response, ServerError>;
+
+/// Default and largest `limit` of the list routes.
+const DEFAULT_DECISIONS: u32 = 20;
+const MAX_LIST: u32 = 500;
+
+fn ok(value: impl serde::Serialize) -> ApiResult {
+    Ok(Json(value).into_response())
+}
+
+fn created(value: impl serde::Serialize) -> ApiResult {
+    Ok((StatusCode::CREATED, Json(value)).into_response())
+}
+
+fn parse_set_id(text: &str) -> Result<Uuid, ServerError> {
+    Uuid::parse_str(text.trim())
+        .map_err(|e| ServerError::BadRequest(format!("invalid change set id {text:?}: {e}")))
+}
+
+fn parse_index(text: &str) -> Result<usize, ServerError> {
+    text.parse().map_err(|_| {
+        ServerError::BadRequest(format!(
+            "invalid item index {text:?}: expected a whole number from 0"
+        ))
+    })
+}
+
+fn parse_limit(text: Option<&str>, default: u32) -> Result<u32, ServerError> {
+    let Some(text) = text else {
+        return Ok(default);
+    };
+    match text.trim().parse::<u32>() {
+        Ok(limit @ 1..=MAX_LIST) => Ok(limit),
+        _ => Err(ServerError::BadRequest(format!(
+            "invalid limit {text:?}: expected 1 to {MAX_LIST}"
+        ))),
+    }
+}
+
+/// The set as it is now, published to live screens after a decision changed it.
+async fn publish_update(state: &AppState, id: Uuid) -> Result<(), ServerError> {
+    let mut conn = state.connection().await?;
+    if let Some(set) = change_sets::load(&mut conn, id).await? {
+        state.events.publish(ServerEvent::updated(&set));
+    }
+    Ok(())
+}
+
+/// `POST /api/agents {id, categories}`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct AgentBody {
+    id: String,
+    categories: Vec<String>,
+}
+
+pub(crate) async fn create_agent(
+    State(state): State<AppState>,
+    body: Body<AgentBody>,
+) -> ApiResult {
+    let Json(body) = body?;
+    let agent =
+        set_agent_categories(state.engine.store(), &body.id, &body.categories, now()).await?;
+    if agent.created {
+        created(agent)
+    } else {
+        ok(agent)
+    }
+}
+
+/// `POST /api/tasks {title, category, status?, priority?, estimateMinutes?, dueDate?,
+/// labels?, checklist?}`.
+pub(crate) async fn create_new_task(
+    State(state): State<AppState>,
+    body: Body<NewTask>,
+) -> ApiResult {
+    let Json(new) = body?;
+    let store = state.engine.store();
+    let id = Uuid::new_v4().to_string();
+    let mut tx = store.begin_write().await?;
+    let task = create_task(&mut tx, &id, &new, store.host_id(), now()).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    created(task)
+}
+
+/// `GET /api/tasks/{id}`.
+pub(crate) async fn show_task(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let Path(id) = id?;
+    let mut conn = state.connection().await?;
+    let task = load_task(&mut conn, id.trim())
+        .await?
+        .ok_or_else(|| ServerError::NotFound(format!("no task {id:?}")))?;
+    ok(task)
+}
+
+/// `POST /api/wakes {agentId, taskId, toolCalls, runKey?, threadId?}`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WakeBody {
+    agent_id: String,
+    task_id: String,
+    tool_calls: Value,
+    run_key: Option<String>,
+    thread_id: Option<String>,
+}
+
+pub(crate) async fn wake(State(state): State<AppState>, body: Body<WakeBody>) -> ApiResult {
+    let Json(body) = body?;
+    let calls = parse_tool_calls(&body.tool_calls)
+        .map_err(|e| ServerError::BadRequest(format!("toolCalls: {e}")))?;
+    let run_key = body.run_key.unwrap_or_else(|| Uuid::new_v4().to_string());
+    let mut request = WakeRequest::new(body.agent_id, body.task_id, run_key, calls);
+    if let Some(thread) = body.thread_id {
+        request.thread_id = thread;
+    }
+    let outcome = state.engine.wakes().wake(request, now()).await?;
+    if let Some(set) = &outcome.change_set {
+        state.events.publish(ServerEvent::created(set));
+    }
+    ok(wake_json(&outcome))
+}
+
+/// `GET /api/change-sets?taskId=&agentId=&status=`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SetsQuery {
+    task_id: Option<String>,
+    agent_id: Option<String>,
+    status: Option<String>,
+}
+
+pub(crate) async fn list_change_sets(
+    State(state): State<AppState>,
+    query: Params<SetsQuery>,
+) -> ApiResult {
+    let Query(query) = query?;
+    let filter = change_sets::PendingFilter {
+        task_id: query.task_id,
+        agent_id: query.agent_id,
+        limit: None,
+    };
+    let status = match query.status.as_deref().map(str::trim) {
+        None | Some("" | "open") => None,
+        Some(text) => Some(text.parse::<ChangeSetStatus>().map_err(|_| {
+            ServerError::BadRequest(format!(
+                "invalid status {text:?}: expected open, pending, partiallyResolved, resolved or expired"
+            ))
+        })?),
+    };
+    let mut conn = state.connection().await?;
+    let sets: Vec<ChangeSet> = match status {
+        None => change_sets::pending(&mut conn, &filter).await?,
+        Some(status) => change_sets::with_status(&mut conn, status, &filter).await?,
+    };
+    ok(sets.iter().map(SetView::of).collect::<Vec<_>>())
+}
+
+/// `GET /api/change-sets/{id}`.
+pub(crate) async fn show_change_set(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let Path(id) = id?;
+    let id = parse_set_id(&id)?;
+    let mut conn = state.connection().await?;
+    let set = change_sets::load(&mut conn, id)
+        .await?
+        .ok_or_else(|| ServerError::NotFound(format!("no change set {id}")))?;
+    ok(SetView::of(&set))
+}
+
+type ItemPath = Result<Path<(String, String)>, PathRejection>;
+
+fn item_path(path: ItemPath) -> Result<(Uuid, usize), ServerError> {
+    let Path((set, index)) = path?;
+    Ok((parse_set_id(&set)?, parse_index(&index)?))
+}
+
+/// `POST /api/change-sets/{id}/items/{index}/confirm`.
+pub(crate) async fn confirm_item(State(state): State<AppState>, path: ItemPath) -> ApiResult {
+    let (set, index) = item_path(path)?;
+    let outcome = state
+        .engine
+        .confirmations()
+        .confirm_item(set, index, now())
+        .await?;
+    publish_update(&state, set).await?;
+    ok(confirmed_json(&outcome))
+}
+
+/// `{reason?}` of a rejection or dismissal.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ReasonBody {
+    reason: Option<String>,
+}
+
+/// `POST /api/change-sets/{id}/items/{index}/reject {reason}`.
+pub(crate) async fn reject_item(
+    State(state): State<AppState>,
+    path: ItemPath,
+    body: Body<ReasonBody>,
+) -> ApiResult {
+    let (set, index) = item_path(path)?;
+    let Json(body) = body?;
+    let decision = state
+        .engine
+        .confirmations()
+        .reject_item(set, index, body.reason, now())
+        .await?;
+    publish_update(&state, set).await?;
+    ok(decision)
+}
+
+/// `{args}` of an edit.
+#[derive(Debug, Deserialize)]
+pub(crate) struct EditBody {
+    args: Value,
+}
+
+/// `POST /api/change-sets/{id}/items/{index}/edit {args}`.
+pub(crate) async fn edit_item(
+    State(state): State<AppState>,
+    path: ItemPath,
+    body: Body<EditBody>,
+) -> ApiResult {
+    let (set, index) = item_path(path)?;
+    let Json(body) = body?;
+    if !body.args.is_object() {
+        return Err(ServerError::BadRequest(
+            "args must be a JSON object".to_owned(),
+        ));
+    }
+    let outcome = state
+        .engine
+        .confirmations()
+        .edit_and_confirm(set, index, body.args, now())
+        .await?;
+    publish_update(&state, set).await?;
+    ok(confirmed_json(&outcome))
+}
+
+/// `POST /api/change-sets/{id}/items/{index}/defer`.
+pub(crate) async fn defer_item(State(state): State<AppState>, path: ItemPath) -> ApiResult {
+    let (set, index) = item_path(path)?;
+    let decision = state
+        .engine
+        .confirmations()
+        .defer_item(set, index, now())
+        .await?;
+    publish_update(&state, set).await?;
+    ok(decision)
+}
+
+/// `POST /api/change-sets/{id}/confirm-all`.
+pub(crate) async fn confirm_all(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let Path(id) = id?;
+    let set = parse_set_id(&id)?;
+    let result = state.engine.confirmations().confirm_all(set, now()).await?;
+    publish_update(&state, set).await?;
+    ok(confirm_all_json(&result))
+}
+
+/// `POST /api/change-sets/{id}/dismiss {reason}`.
+pub(crate) async fn dismiss(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+    body: Body<ReasonBody>,
+) -> ApiResult {
+    let Path(id) = id?;
+    let set = parse_set_id(&id)?;
+    let Json(body) = body?;
+    let decisions = state
+        .engine
+        .confirmations()
+        .dismiss(set, body.reason, now())
+        .await?;
+    publish_update(&state, set).await?;
+    ok(decisions)
+}
+
+/// `?agentId=&taskId=&limit=` of the decision routes.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DecisionsQuery {
+    agent_id: Option<String>,
+    task_id: Option<String>,
+    limit: Option<String>,
+}
+
+impl DecisionsQuery {
+    fn agent(&self) -> Result<&str, ServerError> {
+        self.agent_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .ok_or_else(|| ServerError::BadRequest("agentId is required".to_owned()))
+    }
+}
+
+/// `GET /api/decisions?agentId=&taskId=&limit=`: newest first.
+pub(crate) async fn list_decisions(
+    State(state): State<AppState>,
+    query: Params<DecisionsQuery>,
+) -> ApiResult {
+    let Query(query) = query?;
+    let agent = query.agent()?;
+    let limit = parse_limit(query.limit.as_deref(), DEFAULT_DECISIONS)?;
+    let mut conn = state.connection().await?;
+    let list = decisions::recent(&mut conn, agent, query.task_id.as_deref(), limit).await?;
+    ok(list)
+}
+
+/// `GET /api/history?agentId=&taskId=`: the prompt section as `text/plain` (empty when
+/// there are no decisions yet).
+pub(crate) async fn history(
+    State(state): State<AppState>,
+    query: Params<DecisionsQuery>,
+) -> ApiResult {
+    let Query(query) = query?;
+    let agent = query.agent()?;
+    let limit = parse_limit(query.limit.as_deref(), DEFAULT_DECISIONS)?;
+    let section = state
+        .engine
+        .confirmations()
+        .history(agent, query.task_id.as_deref(), limit)
+        .await?;
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        section.unwrap_or_default(),
+    )
+        .into_response())
+}
+
+/// `?taskId=&limit=` of the audit route.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AuditQuery {
+    task_id: Option<String>,
+    limit: Option<String>,
+}
+
+/// `GET /api/audit?taskId=`: the audit trail, oldest first (the newest `limit`).
+pub(crate) async fn audit_trail(
+    State(state): State<AppState>,
+    query: Params<AuditQuery>,
+) -> ApiResult {
+    let Query(query) = query?;
+    let limit = parse_limit(query.limit.as_deref(), MAX_LIST)?;
+    let filter = match query.task_id {
+        Some(task) => audit::AuditFilter::Task(task),
+        None => audit::AuditFilter::All,
+    };
+    let mut conn = state.connection().await?;
+    ok(audit::list(&mut conn, &filter, limit).await?)
+}
+
+/// `GET /api/events`: server-sent events.
+pub(crate) async fn events(State(state): State<AppState>) -> Response {
+    state.events.response().into_response()
+}
+
+/// Any other `/api` path.
+pub(crate) async fn not_found() -> ServerError {
+    ServerError::NotFound("no such API route".to_owned())
+}
+
+/// `{"status": "ok"}`, for checking a token (`GET /api/session`).
+pub(crate) async fn session() -> Response {
+    Json(json!({"status": "ok"})).into_response()
+}
+
+/// The clock of a request.
+fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+}

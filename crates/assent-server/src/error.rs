@@ -1,0 +1,164 @@
+//! The one error type of the review server, and how each error becomes an RFC 9457
+//! problem-details response.
+
+use assent_confirm::ConfirmError;
+use assent_journal_host::JournalError;
+use assent_store::StoreError;
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// Why a request or the server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The request is malformed or names something that cannot be used (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// No valid `Authorization: Bearer` token (401).
+    #[error("missing or wrong bearer token")]
+    Unauthorized,
+    /// The thing the path names does not exist (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The body is over the request-size limit (413).
+    #[error("{0}")]
+    TooLarge(String),
+    /// A token for the server could not be used or stored.
+    #[error("{0}")]
+    Token(String),
+    /// An engine service refused or failed.
+    #[error(transparent)]
+    Confirm(#[from] ConfirmError),
+    /// The journal refused or failed.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Reading or writing a file, or serving on a socket, failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// An RFC 9457 problem-details body.
+#[derive(Debug, Serialize)]
+struct Problem {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    title: &'static str,
+    status: u16,
+    detail: String,
+}
+
+impl ServerError {
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Confirm(error) => confirm_status(error),
+            Self::Journal(error) => journal_status(error),
+            Self::Token(_) | Self::Store(_) | Self::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+fn confirm_status(error: &ConfirmError) -> StatusCode {
+    match error {
+        ConfirmError::ChangeSetNotFound(_) | ConfirmError::ItemNotFound { .. } => {
+            StatusCode::NOT_FOUND
+        }
+        ConfirmError::Conflict(_) => StatusCode::CONFLICT,
+        ConfirmError::InvalidArgs { .. }
+        | ConfirmError::UnknownAgent(_)
+        | ConfirmError::UnknownTask(_)
+        | ConfirmError::UnknownTool(_)
+        | ConfirmError::Calls(_) => StatusCode::BAD_REQUEST,
+        ConfirmError::PolicyDenied(_) => StatusCode::FORBIDDEN,
+        ConfirmError::HandlerFailed { .. } | ConfirmError::Store(_) => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+    }
+}
+
+fn journal_status(error: &JournalError) -> StatusCode {
+    match error {
+        JournalError::TaskNotFound(_) => StatusCode::NOT_FOUND,
+        JournalError::TaskExists(_) => StatusCode::CONFLICT,
+        JournalError::InvalidTask { .. } => StatusCode::BAD_REQUEST,
+        JournalError::Corrupt { .. } | JournalError::Store(_) | JournalError::Database(_) => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+    }
+}
+
+/// The problem-details response for `status` with `detail`.
+pub(crate) fn problem(status: StatusCode, detail: String) -> Response {
+    let body = Problem {
+        kind: "about:blank",
+        title: status.canonical_reason().unwrap_or("Error"),
+        status: status.as_u16(),
+        detail,
+    };
+    let mut response = (status, Json(body)).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
+impl IntoResponse for ServerError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let detail = if status.is_server_error()
+            && !matches!(self, Self::Confirm(ConfirmError::HandlerFailed { .. }))
+        {
+            // Internal failures are logged in full; the client learns only that one
+            // happened, not the paths or SQL behind it.
+            tracing::error!(error = %self, "request failed");
+            "internal error; see the server log".to_owned()
+        } else {
+            self.to_string()
+        };
+        let mut response = problem(status, detail);
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+impl From<JsonRejection> for ServerError {
+    fn from(rejection: JsonRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Self::TooLarge("the request body is over the size limit".to_owned())
+        } else {
+            Self::BadRequest(format!("invalid JSON body: {}", rejection.body_text()))
+        }
+    }
+}
+
+impl From<QueryRejection> for ServerError {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::BadRequest(format!("invalid query: {}", rejection.body_text()))
+    }
+}
+
+impl From<PathRejection> for ServerError {
+    fn from(rejection: PathRejection) -> Self {
+        Self::BadRequest(format!("invalid path: {}", rejection.body_text()))
+    }
+}

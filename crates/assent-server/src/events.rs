@@ -1,0 +1,130 @@
+//! Live updates: the events the server publishes, and `GET /api/events`, which streams
+//! them as server-sent events until the client goes away or the server shuts down.
+
+use crate::shapes::SetView;
+use assent_domain::ChangeSet;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::Stream;
+use serde_json::{Value, json};
+use std::convert::Infallible;
+use std::time::Duration;
+use tokio::sync::{broadcast, watch};
+
+/// How many events a slow subscriber may fall behind before it is told to resync.
+const EVENT_BUFFER: usize = 256;
+
+/// Something reviewers' screens should learn about at once.
+///
+/// New kinds (e.g. delegated confirmation requests) are new variants with their own
+/// SSE event name.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerEvent {
+    /// A wake queued a new change set.
+    ChangeSetCreated(Value),
+    /// A decision changed a change set.
+    ChangeSetUpdated(Value),
+}
+
+impl ServerEvent {
+    /// A created set, in the API's change-set shape.
+    pub fn created(set: &ChangeSet) -> Self {
+        Self::ChangeSetCreated(set_json(set))
+    }
+
+    /// An updated set, in the API's change-set shape.
+    pub fn updated(set: &ChangeSet) -> Self {
+        Self::ChangeSetUpdated(set_json(set))
+    }
+
+    /// The SSE `event:` name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::ChangeSetCreated(_) => "changeSetCreated",
+            Self::ChangeSetUpdated(_) => "changeSetUpdated",
+        }
+    }
+
+    /// The SSE `data:` payload.
+    pub fn data(&self) -> Value {
+        match self {
+            Self::ChangeSetCreated(set) | Self::ChangeSetUpdated(set) => json!({"changeSet": set}),
+        }
+    }
+
+    fn to_sse(&self) -> Event {
+        Event::default()
+            .event(self.name())
+            .data(self.data().to_string())
+    }
+}
+
+fn set_json(set: &ChangeSet) -> Value {
+    // A view of plain strings and JSON values always serializes.
+    serde_json::to_value(SetView::of(set)).unwrap_or(Value::Null)
+}
+
+/// The publishing side of the event stream, and the signal that ends every stream on
+/// shutdown (open streams would otherwise keep a graceful shutdown waiting forever).
+#[derive(Debug, Clone)]
+pub struct EventBus {
+    sender: broadcast::Sender<ServerEvent>,
+    closing: watch::Sender<bool>,
+}
+
+impl Default for EventBus {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventBus {
+    /// A bus without subscribers.
+    pub fn new() -> Self {
+        let (sender, _) = broadcast::channel(EVENT_BUFFER);
+        let (closing, _) = watch::channel(false);
+        Self { sender, closing }
+    }
+
+    /// Sends `event` to every open stream; nobody listening is fine.
+    pub fn publish(&self, event: ServerEvent) {
+        tracing::debug!(event = event.name(), "publishing");
+        let _ = self.sender.send(event);
+    }
+
+    /// Ends every open stream, now and for streams opened later.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// A stream of SSE events: `ready` first, then every published event, until the
+    /// bus closes. A subscriber that fell behind gets `resync` (reload everything).
+    pub fn stream(&self) -> impl Stream<Item = Result<Event, Infallible>> + use<> {
+        let state = (self.sender.subscribe(), self.closing.subscribe(), true);
+        futures_util::stream::unfold(state, |(mut receiver, mut closing, first)| async move {
+            if first {
+                let ready = Event::default().event("ready").data("{}");
+                return Some((Ok(ready), (receiver, closing, false)));
+            }
+            if *closing.borrow_and_update() {
+                return None;
+            }
+            let event = tokio::select! {
+                received = receiver.recv() => match received {
+                    Ok(event) => event.to_sse(),
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        Event::default().event("resync").data(json!({"missed": missed}).to_string())
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                _ = closing.changed() => return None,
+            };
+            Some((Ok(event), (receiver, closing, false)))
+        })
+    }
+
+    /// The `GET /api/events` response over [`EventBus::stream`], with keep-alives so
+    /// that proxies do not drop an idle stream.
+    pub fn response(&self) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<>> {
+        Sse::new(self.stream()).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    }
+}

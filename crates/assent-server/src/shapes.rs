@@ -1,0 +1,106 @@
+//! The JSON shapes of change sets, wakes and confirmations, shared by the API and the
+//! command line's `--json` output so that both always agree.
+
+use assent_confirm::{ConfirmAllResult, ConfirmOutcome, ItemResult, WakeOutcome};
+use assent_domain::{ChangeSet, OffsetDateTime, Uuid};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// One item of a change set: `{index, toolName, args, humanSummary, status, before?}`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetItemView<'a> {
+    /// Its position in the set; the `{index}` of the item routes.
+    pub index: usize,
+    /// The tool that runs when it is confirmed.
+    pub tool_name: &'a str,
+    /// The proposed arguments.
+    pub args: &'a Value,
+    /// What a person reads.
+    pub human_summary: &'a str,
+    /// `pending`, `confirmed`, `rejected`, `deferred` or `retracted`.
+    pub status: &'a str,
+    /// The value the change would replace, when known.
+    pub before: Option<&'a Value>,
+}
+
+/// A change set: `{id, agentId, taskId, status, createdAt, items}`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetView<'a> {
+    /// The set's id.
+    pub id: Uuid,
+    /// The proposing agent.
+    pub agent_id: &'a str,
+    /// The task it would change.
+    pub task_id: &'a str,
+    /// `pending`, `partiallyResolved`, `resolved` or `expired`.
+    pub status: &'a str,
+    /// When the wake produced it.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// Its items, in order.
+    pub items: Vec<SetItemView<'a>>,
+}
+
+impl<'a> SetView<'a> {
+    /// The view of `set`.
+    pub fn of(set: &'a ChangeSet) -> Self {
+        Self {
+            id: set.id,
+            agent_id: &set.agent_id,
+            task_id: &set.task_id,
+            status: set.status.as_str(),
+            created_at: set.created_at,
+            items: set
+                .items
+                .iter()
+                .enumerate()
+                .map(|(index, item)| SetItemView {
+                    index,
+                    tool_name: &item.tool_name,
+                    args: &item.args,
+                    human_summary: &item.human_summary,
+                    status: item.status.as_str(),
+                    before: item.before.as_ref(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `{"changeSetId", "responses": [{"toolCallId", "content"}]}`.
+pub fn wake_json(outcome: &WakeOutcome) -> Value {
+    json!({
+        "changeSetId": outcome.change_set.as_ref().map(|s| s.id),
+        "responses": outcome.responses,
+    })
+}
+
+/// `{"decision", "message"}` of one confirmation.
+pub fn confirmed_json(outcome: &ConfirmOutcome) -> Value {
+    json!({"decision": outcome.decision, "message": outcome.message()})
+}
+
+/// `{"changeSetId", "items": [{"index", "humanSummary", "result", "message", …}]}` of a
+/// confirm-all, one entry per item.
+pub fn confirm_all_json(result: &ConfirmAllResult) -> Value {
+    let items: Vec<Value> = result
+        .items
+        .iter()
+        .map(|(index, summary, item)| match item {
+            ItemResult::Confirmed(outcome) => json!({
+                "index": index, "humanSummary": summary, "result": "confirmed",
+                "decision": outcome.decision, "message": outcome.message(),
+            }),
+            ItemResult::Skipped(why) => json!({
+                "index": index, "humanSummary": summary, "result": "skipped", "message": why,
+            }),
+            ItemResult::Failed(error) => json!({
+                "index": index, "humanSummary": summary, "result": "failed",
+                "message": error.to_string(), "conflict": error.is_conflict(),
+            }),
+        })
+        .collect();
+    json!({"changeSetId": result.change_set_id, "items": items})
+}

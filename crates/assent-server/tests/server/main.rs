@@ -1,0 +1,7 @@
+//! The review server's integration tests, in one binary: the JSON API against a real
+//! server on a random port over a real SQLite file (`api`), and the review page in
+//! headless Chromium through WebDriver (`browser`).
+
+mod api;
+mod browser;
+mod support;
