@@ -229,7 +229,8 @@
     const li = el("li", { class: "item " + item.status, "data-index": item.index },
       el("span", { class: "text" },
         el("span", { class: "summary" }, item.humanSummary),
-        el("span", { class: "change" }, (item.before === undefined || item.before === null ? "—" : text(item.before)) + " → " + after(item.args))),
+        el("span", { class: "change" }, (item.before === undefined || item.before === null ? "—" : text(item.before)) + " → " + after(item.args)),
+        item.reason ? el("span", { class: "change reason-text" }, "Reason: " + item.reason) : null),
       el("span", { class: "badge " + item.status }, item.status),
     );
     if (OPEN.has(item.status)) {

@@ -8,9 +8,9 @@ use crate::shapes::{SetView, confirm_all_json, confirmed_json, wake_json};
 use crate::{AppState, ServerError};
 use assent_changeset::parse_tool_calls;
 use assent_confirm::WakeRequest;
-use assent_domain::{ChangeSet, ChangeSetStatus, OffsetDateTime, Uuid};
+use assent_domain::{ChangeDecision, ChangeSet, ChangeSetStatus, OffsetDateTime, Uuid};
 use assent_journal_host::{NewTask, create_task, load_task};
-use assent_store::{StoreError, audit, change_sets, decisions};
+use assent_store::{SqliteConnection, StoreError, audit, change_sets, decisions};
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -63,13 +63,32 @@ fn parse_limit(text: Option<&str>, default: u32) -> Result<u32, ServerError> {
     }
 }
 
-/// The set as it is now, published to live screens after a decision changed it.
-async fn publish_update(state: &AppState, id: Uuid) -> Result<(), ServerError> {
-    let mut conn = state.connection().await?;
-    if let Some(set) = change_sets::load(&mut conn, id).await? {
-        state.events.publish(ServerEvent::updated(&set));
+/// The set with `id` and its decisions, or 404.
+async fn load_with_decisions(
+    conn: &mut SqliteConnection,
+    id: Uuid,
+) -> Result<(ChangeSet, Vec<ChangeDecision>), ServerError> {
+    let set = change_sets::load(conn, id)
+        .await?
+        .ok_or_else(|| ServerError::NotFound(format!("no change set {id}")))?;
+    let decided = decisions::for_change_set(conn, id).await?;
+    Ok((set, decided))
+}
+
+/// The set as it is now, published to live screens after a decision changed it. The
+/// decision has committed by then: failing to announce it is logged, never answered
+/// as a failed request.
+async fn publish_update(state: &AppState, id: Uuid) {
+    let loaded = match state.connection().await {
+        Ok(mut conn) => load_with_decisions(&mut conn, id).await,
+        Err(error) => Err(error),
+    };
+    match loaded {
+        Ok((set, decided)) => state.events.publish(ServerEvent::updated(
+            &SetView::of(&set).with_reasons(&decided),
+        )),
+        Err(error) => tracing::warn!(change_set = %id, %error, "cannot announce the update"),
     }
-    Ok(())
 }
 
 /// `POST /api/agents {id, categories}`.
@@ -143,7 +162,9 @@ pub(crate) async fn wake(State(state): State<AppState>, body: Body<WakeBody>) ->
     }
     let outcome = state.engine.wakes().wake(request, now()).await?;
     if let Some(set) = &outcome.change_set {
-        state.events.publish(ServerEvent::created(set));
+        state
+            .events
+            .publish(ServerEvent::created(&SetView::of(set)));
     }
     ok(wake_json(&outcome))
 }
@@ -180,7 +201,16 @@ pub(crate) async fn list_change_sets(
         None => change_sets::pending(&mut conn, &filter).await?,
         Some(status) => change_sets::with_status(&mut conn, status, &filter).await?,
     };
-    ok(sets.iter().map(SetView::of).collect::<Vec<_>>())
+    let mut decided = Vec::with_capacity(sets.len());
+    for set in &sets {
+        decided.push(decisions::for_change_set(&mut conn, set.id).await?);
+    }
+    let views: Vec<SetView<'_>> = sets
+        .iter()
+        .zip(&decided)
+        .map(|(set, decided)| SetView::of(set).with_reasons(decided))
+        .collect();
+    ok(views)
 }
 
 /// `GET /api/change-sets/{id}`.
@@ -191,10 +221,8 @@ pub(crate) async fn show_change_set(
     let Path(id) = id?;
     let id = parse_set_id(&id)?;
     let mut conn = state.connection().await?;
-    let set = change_sets::load(&mut conn, id)
-        .await?
-        .ok_or_else(|| ServerError::NotFound(format!("no change set {id}")))?;
-    ok(SetView::of(&set))
+    let (set, decided) = load_with_decisions(&mut conn, id).await?;
+    ok(SetView::of(&set).with_reasons(&decided))
 }
 
 type ItemPath = Result<Path<(String, String)>, PathRejection>;
@@ -212,7 +240,7 @@ pub(crate) async fn confirm_item(State(state): State<AppState>, path: ItemPath) 
         .confirmations()
         .confirm_item(set, index, now())
         .await?;
-    publish_update(&state, set).await?;
+    publish_update(&state, set).await;
     ok(confirmed_json(&outcome))
 }
 
@@ -235,7 +263,7 @@ pub(crate) async fn reject_item(
         .confirmations()
         .reject_item(set, index, body.reason, now())
         .await?;
-    publish_update(&state, set).await?;
+    publish_update(&state, set).await;
     ok(decision)
 }
 
@@ -263,7 +291,7 @@ pub(crate) async fn edit_item(
         .confirmations()
         .edit_and_confirm(set, index, body.args, now())
         .await?;
-    publish_update(&state, set).await?;
+    publish_update(&state, set).await;
     ok(confirmed_json(&outcome))
 }
 
@@ -275,7 +303,7 @@ pub(crate) async fn defer_item(State(state): State<AppState>, path: ItemPath) ->
         .confirmations()
         .defer_item(set, index, now())
         .await?;
-    publish_update(&state, set).await?;
+    publish_update(&state, set).await;
     ok(decision)
 }
 
@@ -287,7 +315,7 @@ pub(crate) async fn confirm_all(
     let Path(id) = id?;
     let set = parse_set_id(&id)?;
     let result = state.engine.confirmations().confirm_all(set, now()).await?;
-    publish_update(&state, set).await?;
+    publish_update(&state, set).await;
     ok(confirm_all_json(&result))
 }
 
@@ -305,7 +333,7 @@ pub(crate) async fn dismiss(
         .confirmations()
         .dismiss(set, body.reason, now())
         .await?;
-    publish_update(&state, set).await?;
+    publish_update(&state, set).await;
     ok(decisions)
 }
 

@@ -2,7 +2,6 @@
 //! them as server-sent events until the client goes away or the server shuts down.
 
 use crate::shapes::SetView;
-use assent_domain::ChangeSet;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use serde_json::{Value, json};
@@ -27,12 +26,12 @@ pub enum ServerEvent {
 
 impl ServerEvent {
     /// A created set, in the API's change-set shape.
-    pub fn created(set: &ChangeSet) -> Self {
+    pub fn created(set: &SetView<'_>) -> Self {
         Self::ChangeSetCreated(set_json(set))
     }
 
     /// An updated set, in the API's change-set shape.
-    pub fn updated(set: &ChangeSet) -> Self {
+    pub fn updated(set: &SetView<'_>) -> Self {
         Self::ChangeSetUpdated(set_json(set))
     }
 
@@ -58,9 +57,9 @@ impl ServerEvent {
     }
 }
 
-fn set_json(set: &ChangeSet) -> Value {
+fn set_json(set: &SetView<'_>) -> Value {
     // A view of plain strings and JSON values always serializes.
-    serde_json::to_value(SetView::of(set)).unwrap_or(Value::Null)
+    serde_json::to_value(set).unwrap_or(Value::Null)
 }
 
 /// The publishing side of the event stream, and the signal that ends every stream on

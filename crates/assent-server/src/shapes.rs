@@ -2,7 +2,7 @@
 //! command line's `--json` output so that both always agree.
 
 use assent_confirm::{ConfirmAllResult, ConfirmOutcome, ItemResult, WakeOutcome};
-use assent_domain::{ChangeSet, OffsetDateTime, Uuid};
+use assent_domain::{ChangeDecision, ChangeSet, OffsetDateTime, Uuid, Verdict};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -22,6 +22,10 @@ pub struct SetItemView<'a> {
     pub status: &'a str,
     /// The value the change would replace, when known.
     pub before: Option<&'a Value>,
+    /// Why a person rejected it, when they said (API only; see
+    /// [`SetView::with_reasons`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'a str>,
 }
 
 /// A change set: `{id, agentId, taskId, status, createdAt, items}`.
@@ -63,9 +67,25 @@ impl<'a> SetView<'a> {
                     human_summary: &item.human_summary,
                     status: item.status.as_str(),
                     before: item.before.as_ref(),
+                    reason: None,
                 })
                 .collect(),
         }
+    }
+
+    /// The same view with each rejected item's reason taken from `decisions` (the
+    /// set's, oldest first: the last word on an item wins).
+    #[must_use]
+    pub fn with_reasons(mut self, decisions: &'a [ChangeDecision]) -> Self {
+        for decision in decisions {
+            if let Some(item) = self.items.get_mut(decision.item_index) {
+                item.reason = match decision.verdict {
+                    Verdict::Rejected => decision.reason.as_deref(),
+                    _ => None,
+                };
+            }
+        }
+        self
     }
 }
 

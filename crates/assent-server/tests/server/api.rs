@@ -131,6 +131,8 @@ async fn a_wake_is_reviewed_item_by_item_and_the_task_changes() {
     assert_eq!(shown["status"], "resolved");
     assert_eq!(shown["items"][0]["status"], "confirmed");
     assert_eq!(shown["items"][1]["status"], "rejected");
+    assert_eq!(shown["items"][1]["reason"], "we track tests elsewhere");
+    assert_eq!(shown["items"][0].get("reason"), None);
     let (_, open) = server.get(&format!("/api/change-sets?taskId={task}")).await;
     assert_eq!(open, json!([]));
     let (_, resolved) = server
@@ -453,4 +455,31 @@ async fn events_announce_new_and_changed_sets_and_end_on_shutdown() {
     while let Ok(Some(chunk)) = stream.chunk().await {
         rest.extend_from_slice(&chunk);
     }
+}
+
+#[tokio::test]
+async fn of_concurrent_confirmations_of_one_item_exactly_one_wins() {
+    let server = TestServer::start().await;
+    let task = server.agent_and_task("Raced").await;
+    let set = server.propose(&task).await;
+    let path = format!("/api/change-sets/{set}/items/0/confirm");
+    let requests = (0..8).map(|_| server.post(&path, json!({})));
+    let results = futures_util::future::join_all(requests).await;
+    let mut statuses: Vec<u16> = results.iter().map(|(status, _)| *status).collect();
+    statuses.sort_unstable();
+    assert_eq!(
+        statuses,
+        [200, 409, 409, 409, 409, 409, 409, 409],
+        "{results:?}"
+    );
+    for (status, body) in &results {
+        if *status == 409 {
+            assert_problem(*status, body, 409);
+        }
+    }
+    let (_, decisions) = server
+        .get(&format!("/api/decisions?agentId=triage&taskId={task}"))
+        .await;
+    assert_eq!(decisions.as_array().map(Vec::len), Some(1));
+    server.stop().await.expect("clean stop");
 }

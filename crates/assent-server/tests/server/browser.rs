@@ -232,6 +232,15 @@ async fn a_reviewer_confirms_and_rejects_in_the_browser() {
         .await
         .expect("type the reason and press Enter");
     find(&client, &format!("{card} li[data-index=\"1\"].rejected")).await;
+    let reason_shown = find(
+        &client,
+        &format!("{card} li[data-index=\"1\"] .reason-text"),
+    )
+    .await;
+    assert_eq!(
+        reason_shown.text().await.expect("text"),
+        "Reason: we track tests elsewhere"
+    );
 
     let statuses = client
         .find_all(Locator::Css(&format!("{card} li.item .badge")))
