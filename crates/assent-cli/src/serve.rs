@@ -12,7 +12,6 @@ use std::io::Write;
 /// Resolves the token, opens the database, listens on `--addr` and serves until a
 /// shutdown signal; returns what to print when it has stopped.
 pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
-    let token = resolve_token(args.token.as_deref(), db)?;
     let store = Store::open(db).await?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
@@ -20,6 +19,9 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     let addr = listener
         .local_addr()
         .map_err(|e| CliError::failed(format!("cannot read the listening address: {e}")))?;
+    // Only now, with nothing left that can fail before the banner: a token generated
+    // and stored by a start that then failed would never be shown to anyone.
+    let token = resolve_token(args.token.as_deref(), db)?;
     let mut banner = format!("Assent review server on http://{addr}/ (database {db})\n");
     match &token.origin {
         TokenOrigin::Given => {}

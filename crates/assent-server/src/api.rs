@@ -347,12 +347,16 @@ pub(crate) struct DecisionsQuery {
 }
 
 impl DecisionsQuery {
-    fn agent(&self) -> Result<&str, ServerError> {
-        self.agent_id
+    /// The agent (required) and the limit (default 20).
+    fn agent_and_limit(&self) -> Result<(&str, u32), ServerError> {
+        let agent = self
+            .agent_id
             .as_deref()
             .map(str::trim)
             .filter(|a| !a.is_empty())
-            .ok_or_else(|| ServerError::BadRequest("agentId is required".to_owned()))
+            .ok_or_else(|| ServerError::BadRequest("agentId is required".to_owned()))?;
+        let limit = parse_limit(self.limit.as_deref(), DEFAULT_DECISIONS)?;
+        Ok((agent, limit))
     }
 }
 
@@ -362,8 +366,7 @@ pub(crate) async fn list_decisions(
     query: Params<DecisionsQuery>,
 ) -> ApiResult {
     let Query(query) = query?;
-    let agent = query.agent()?;
-    let limit = parse_limit(query.limit.as_deref(), DEFAULT_DECISIONS)?;
+    let (agent, limit) = query.agent_and_limit()?;
     let mut conn = state.connection().await?;
     let list = decisions::recent(&mut conn, agent, query.task_id.as_deref(), limit).await?;
     ok(list)
@@ -376,8 +379,7 @@ pub(crate) async fn history(
     query: Params<DecisionsQuery>,
 ) -> ApiResult {
     let Query(query) = query?;
-    let agent = query.agent()?;
-    let limit = parse_limit(query.limit.as_deref(), DEFAULT_DECISIONS)?;
+    let (agent, limit) = query.agent_and_limit()?;
     let section = state
         .engine
         .confirmations()
