@@ -56,7 +56,11 @@ pub struct ToolCallRequest {
 
 /// How a confirmation ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum ConfirmationOutcome {
     /// Run it this once.
     ProceedOnce,
@@ -94,6 +98,13 @@ pub enum ConfirmationOutcome {
 }
 
 impl ConfirmationOutcome {
+    /// A rejection with `reason`.
+    pub fn reject(reason: impl Into<String>) -> Self {
+        Self::Reject {
+            reason: Some(reason.into()),
+        }
+    }
+
     /// Nobody answered, because of `reason`.
     pub fn unanswered(reason: impl Into<String>) -> Self {
         Self::Unanswered {
@@ -317,7 +328,9 @@ impl Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut state = self.shared.lock();
-        state.subscribers.retain(|(id, sender)| *id != self.id && !sender.is_closed());
+        state
+            .subscribers
+            .retain(|(id, sender)| *id != self.id && !sender.is_closed());
         if state.subscribers.is_empty() {
             let abandoned: Vec<(String, Waiting)> = state.waiting.drain().collect();
             drop(state);
@@ -341,7 +354,9 @@ pub struct AgentBus {
 
 impl std::fmt::Debug for AgentBus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AgentBus").field("path", &self.path).finish()
+        f.debug_struct("AgentBus")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -473,3 +488,6 @@ fn check_segment(name: &str) -> Result<String, ConfirmError> {
     }
     Ok(name.to_owned())
 }
+
+#[cfg(test)]
+mod tests;

@@ -67,7 +67,9 @@ pub enum ConfirmError {
     DuplicateCorrelationId(String),
     /// An answer for no waiting request: unknown, already answered, timed out or
     /// cancelled.
-    #[error("no confirmation request {0} is waiting (unknown, already answered, timed out or cancelled)")]
+    #[error(
+        "no confirmation request {0} is waiting (unknown, already answered, timed out or cancelled)"
+    )]
     UnknownCorrelationId(String),
     /// A sub-agent name that is empty, padded or contains `/`.
     #[error("invalid agent name {0:?}: it must be non-empty, unpadded and contain no '/'")]
