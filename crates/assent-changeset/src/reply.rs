@@ -106,10 +106,15 @@ pub fn rejected_skipped(reasons: &[Option<String>]) -> String {
     }
 }
 
-/// A delegated call the parent's session (or a standing grant) confirmed; the tool's
-/// own message follows.
+/// A delegated call the parent's session confirmed; the tool's own message follows.
 pub fn delegated_applied(message: &str) -> String {
     format!("Confirmed by the parent session. {message}")
+}
+
+/// A delegated call a standing grant of the parent's session confirmed without asking;
+/// the tool's own message follows.
+pub fn granted_applied(message: &str) -> String {
+    format!("Confirmed by a standing grant of the parent session. {message}")
 }
 
 /// A delegated call the parent's session rejected, with its reason when given.

@@ -20,41 +20,41 @@ use time::Duration;
 use time::macros::datetime;
 
 /// When the story starts unless `--now` says otherwise.
-const DEMO_START: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
+pub(crate) const DEMO_START: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
 const AGENT: &str = "planner";
 const WIDTH: usize = 78;
 
 /// The text being told, section by section.
 #[derive(Default)]
-struct Story {
-    text: String,
+pub(crate) struct Story {
+    pub(crate) text: String,
     sections: usize,
 }
 
 impl Story {
-    fn heading(&mut self, title: &str) {
+    pub(crate) fn heading(&mut self, title: &str) {
         self.sections += 1;
         let label = format!("── {}. {title} ", self.sections);
         let rule = "─".repeat(WIDTH.saturating_sub(label.chars().count()));
         self.text.push_str(&format!("\n{label}{rule}\n\n"));
     }
 
-    fn say(&mut self, line: impl AsRef<str>) {
+    pub(crate) fn say(&mut self, line: impl AsRef<str>) {
         self.text.push_str(line.as_ref());
         self.text.push('\n');
     }
 
-    fn block(&mut self, text: impl AsRef<str>) {
+    pub(crate) fn block(&mut self, text: impl AsRef<str>) {
         self.say(render::indent(text.as_ref().trim_end(), "  "));
     }
 
-    fn gap(&mut self) {
+    pub(crate) fn gap(&mut self) {
         self.text.push('\n');
     }
 }
 
 /// One OpenAI-style tool call.
-fn call(id: &str, name: &str, args: Value) -> Value {
+pub(crate) fn call(id: &str, name: &str, args: Value) -> Value {
     json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})
 }
 

@@ -27,11 +27,10 @@ pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The reason given to the model when no parent session is listening.
 pub const NOBODY_TO_ASK: &str =
-    "Confirmation required but nobody could be asked: no parent session is listening";
+    "confirmation required but nobody could be asked: no parent session is listening";
 
 /// The reason given when the parent stopped listening during the wait.
-pub const PARENT_STOPPED_LISTENING: &str =
-    "The parent session stopped listening before answering; the call was not run";
+pub const PARENT_STOPPED_LISTENING: &str = "the parent session stopped listening before answering";
 
 /// Keys a sub-agent may not smuggle into a request's details: the bus alone says who
 /// asks and nobody but the parent decides.
@@ -430,7 +429,7 @@ impl AgentBus {
             () = tokio::time::sleep(timeout) => {
                 tracing::warn!(?timeout, "no answer in time; denied");
                 ConfirmationOutcome::unanswered(format!(
-                    "No answer from the parent session within {} s; the call was not run",
+                    "no answer from the parent session within {} s",
                     timeout.as_secs()
                 ))
             }

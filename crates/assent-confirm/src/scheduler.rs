@@ -90,6 +90,9 @@ impl ScheduledCall {
     /// The text for the model about this call.
     pub fn reply(&self) -> String {
         match &self.result {
+            CallResult::Applied(outcome) if self.grant_id.is_some() => {
+                reply::granted_applied(&outcome.message())
+            }
             CallResult::Applied(outcome) => reply::delegated_applied(&outcome.message()),
             CallResult::Rejected(decision) => reply::delegated_rejected(decision.reason.as_deref()),
             CallResult::Waiting { reason } => match (&self.outcome, reason) {

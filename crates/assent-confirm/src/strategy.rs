@@ -137,13 +137,19 @@ impl ConfirmationStrategy for Delegated {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ConfirmationOutcome, ConfirmError>> {
         Box::pin(async move {
+            // Plain strings and numbers: serializing cannot fail.
+            let mut extra = serde_json::to_value(details).unwrap_or_default();
+            if let Some(extra) = extra.as_object_mut() {
+                // Carried at the top of the request already.
+                extra.remove("correlationId");
+                extra.remove("summary");
+            }
             let request = ConfirmationRequest {
                 correlation_id: Some(details.correlation_id.clone()),
                 tool_call: call.clone(),
                 agent_path: String::new(),
                 summary: details.summary.clone(),
-                // Plain strings and numbers: serializing cannot fail.
-                details: serde_json::to_value(details).unwrap_or_default(),
+                details: extra,
                 forced_outcome: None,
             };
             self.bus.ask(request, cancel).await
@@ -239,7 +245,8 @@ mod tests {
         );
         assert_eq!(request.agent_path, "lead/researcher");
         assert_eq!(request.tool_call, call());
-        assert_eq!(request.details["summary"], "Set priority to P0");
+        assert_eq!(request.summary, "Set priority to P0");
+        assert!(request.details.get("correlationId").is_none());
         assert_eq!(request.details["changeSetId"], json!(details.change_set_id));
     }
 }
