@@ -565,7 +565,7 @@ async fn many_sub_agents_ask_at_once_and_each_gets_its_own_answer() {
             .unwrap()
             .parse()
             .unwrap();
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             ConfirmationOutcome::ProceedOnce
         } else {
             ConfirmationOutcome::reject(request.agent_path.clone())
@@ -599,7 +599,7 @@ async fn many_sub_agents_ask_at_once_and_each_gets_its_own_answer() {
         let set = scheduled.wake.change_set.as_ref().unwrap().id;
         let recorded = delegations(&app, set).await;
         assert_eq!(recorded[0].agent_path, format!("lead/worker-{n}"));
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             assert!(
                 matches!(call.result, CallResult::Applied(_)),
                 "worker {n}: {:?}",

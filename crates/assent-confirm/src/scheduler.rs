@@ -124,7 +124,7 @@ pub struct Scheduler {
 
 /// One step of a call's prompting loop.
 enum Step {
-    Done(Option<ConfirmationOutcome>, CallResult),
+    Done(Option<ConfirmationOutcome>, Box<CallResult>),
     AskAgain(ConfirmationOutcome, String),
 }
 
@@ -263,7 +263,7 @@ impl Scheduler {
             match step {
                 Ok(Step::Done(outcome, result)) => {
                     scheduled.outcome = outcome;
-                    scheduled.result = result;
+                    scheduled.result = *result;
                     break;
                 }
                 Ok(Step::AskAgain(outcome, problems)) => {
@@ -387,7 +387,7 @@ impl Scheduler {
                     .await?;
             }
         }
-        Ok(Step::Done(Some(outcome), result))
+        Ok(Step::Done(Some(outcome), Box::new(result)))
     }
 
     async fn store_grant(
