@@ -71,6 +71,17 @@ async fn sub_agent_wake_cancellable(
         .unwrap()
 }
 
+/// A `work` task at priority P2.
+async fn p2_work_task(app: &TestApp, title: &str) -> String {
+    app.task(NewTask {
+        title: title.into(),
+        category: Some("work".into()),
+        priority: Some("P2".into()),
+        ..NewTask::default()
+    })
+    .await
+}
+
 fn priority(value: &str) -> [(&'static str, Value); 1] {
     [("update_task_priority", json!({"priority": value}))]
 }
@@ -259,14 +270,7 @@ async fn always_stores_a_grant_used_on_the_next_call_until_revoked() {
     assert_eq!(grants[0].correlation_id, first.calls[0].correlation_ids[0]);
 
     // Nobody is listening now: only the grant can confirm the next matching call.
-    let other = app
-        .task(NewTask {
-            title: "Third".into(),
-            category: Some("work".into()),
-            priority: Some("P2".into()),
-            ..NewTask::default()
-        })
-        .await;
+    let other = p2_work_task(&app, "Third").await;
     let granted = sub_agent_wake(
         &app,
         Session::Delegated(researcher.clone()),
@@ -326,14 +330,7 @@ async fn always_stores_a_grant_used_on_the_next_call_until_revoked() {
         Revocation::NotFound
     );
     tx.commit().await.unwrap();
-    let fourth = app
-        .task(NewTask {
-            title: "Fourth".into(),
-            category: Some("work".into()),
-            priority: Some("P2".into()),
-            ..NewTask::default()
-        })
-        .await;
+    let fourth = p2_work_task(&app, "Fourth").await;
     let revoked = sub_agent_wake(
         &app,
         Session::Delegated(researcher),
@@ -545,15 +542,7 @@ async fn many_sub_agents_ask_at_once_and_each_gets_its_own_answer() {
     app.scene().await;
     let mut tasks = Vec::new();
     for n in 0..AGENTS {
-        tasks.push(
-            app.task(NewTask {
-                title: format!("Task {n}"),
-                category: Some("work".into()),
-                priority: Some("P2".into()),
-                ..NewTask::default()
-            })
-            .await,
-        );
+        tasks.push(p2_work_task(&app, &format!("Task {n}")).await);
     }
     let bus = parent_bus();
     // Even workers are confirmed; odd ones rejected with their own path as the reason.

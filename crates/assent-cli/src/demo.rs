@@ -97,11 +97,18 @@ fn index_of(set: &ChangeSet, tool_name: &str) -> Result<usize, CliError> {
 
 /// Runs the story; returns it as text.
 pub async fn run(start: Option<OffsetDateTime>) -> Result<String, CliError> {
+    on_fresh_store(async |store| tell(store, start.unwrap_or(DEMO_START)).await).await
+}
+
+/// Tells a story on a fresh database in a temporary directory, closed afterwards.
+pub(crate) async fn on_fresh_store(
+    tell: impl AsyncFnOnce(&Store) -> Result<String, CliError>,
+) -> Result<String, CliError> {
     let dir = tempfile::tempdir()
         .map_err(|e| CliError::failed(format!("cannot create a temporary directory: {e}")))?;
     let url = format!("sqlite://{}", dir.path().join("demo.db").display());
     let store = Store::open(&url).await?;
-    let story = tell(&store, start.unwrap_or(DEMO_START)).await;
+    let story = tell(&store).await;
     store.close().await;
     story
 }

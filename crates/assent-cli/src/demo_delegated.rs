@@ -7,7 +7,7 @@
 //! same bus.
 
 use crate::commands::engine;
-use crate::demo::{DEMO_START, Story, call};
+use crate::demo::{DEMO_START, Story, call, on_fresh_store};
 use crate::{CliError, render};
 use assent_changeset::parse_tool_calls;
 use assent_confirm::{
@@ -26,13 +26,7 @@ const AGENT: &str = "researcher";
 
 /// Runs the story on a fresh temporary database; returns it as text.
 pub async fn run(start: Option<OffsetDateTime>) -> Result<String, CliError> {
-    let dir = tempfile::tempdir()
-        .map_err(|e| CliError::failed(format!("cannot create a temporary directory: {e}")))?;
-    let url = format!("sqlite://{}", dir.path().join("demo.db").display());
-    let store = Store::open(&url).await?;
-    let story = tell(&store, start.unwrap_or(DEMO_START)).await;
-    store.close().await;
-    story
+    on_fresh_store(async |store| tell(store, start.unwrap_or(DEMO_START)).await).await
 }
 
 async fn new_task(store: &Store, title: &str, now: OffsetDateTime) -> Result<String, CliError> {

@@ -381,10 +381,17 @@ fn grants_are_listed_filtered_and_revoked() {
 
     let all = cli.json(&["grants"], "");
     assert_eq!(all.as_array().expect("array").len(), 2);
-    assert_eq!(all[0]["agentPath"], "lead/researcher");
-    assert_eq!(all[0]["toolName"], "update_task_priority");
-    assert_eq!(all[0]["argsPattern"], serde_json::json!({"priority": "P0"}));
-    assert_eq!(all[0]["revokedAt"], Value::Null);
+    // Given at the same time: their order is by id, so look the researcher's up.
+    let first = all
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|g| g["id"] == researcher.as_str())
+        .expect("listed");
+    assert_eq!(first["agentPath"], "lead/researcher");
+    assert_eq!(first["toolName"], "update_task_priority");
+    assert_eq!(first["argsPattern"], serde_json::json!({"priority": "P0"}));
+    assert_eq!(first["revokedAt"], Value::Null);
     let only = cli.json(&["grants", "--agent", "lead/writer"], "");
     assert_eq!(only.as_array().expect("array").len(), 1);
     assert_eq!(only[0]["id"], writer.as_str());

@@ -546,15 +546,7 @@ mod tests {
             // Stay subscribed until the run is over.
             parent.recv().await
         });
-        let details = ConfirmationDetails {
-            correlation_id: Uuid::new_v4().to_string(),
-            summary: "Set priority to P0".into(),
-            change_set_id: Uuid::new_v4(),
-            item_index: 0,
-            agent_id: "researcher".into(),
-            task_id: "t1".into(),
-            note: None,
-        };
+        let details = crate::strategy::tests::details();
         let call = ToolCallRequest {
             name: "update_task_priority".into(),
             args: json!({"priority": "P0"}),

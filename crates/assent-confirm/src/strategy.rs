@@ -158,7 +158,7 @@ impl ConfirmationStrategy for Delegated {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
@@ -175,7 +175,8 @@ mod tests {
         }
     }
 
-    fn details() -> ConfirmationDetails {
+    /// Details of a priority change, with fresh ids (shared with the scheduler's tests).
+    pub(crate) fn details() -> ConfirmationDetails {
         ConfirmationDetails {
             correlation_id: Uuid::new_v4().to_string(),
             summary: "Set priority to P0".into(),

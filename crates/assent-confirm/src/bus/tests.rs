@@ -28,6 +28,16 @@ fn request(tool: &str) -> ConfirmationRequest {
     )
 }
 
+/// The sub-agent on `child` asks about a priority change, in its own task.
+fn spawn_ask(child: AgentBus) -> tokio::task::JoinHandle<ConfirmationOutcome> {
+    tokio::spawn(async move {
+        child
+            .ask(request("update_task_priority"), &CancellationToken::new())
+            .await
+            .unwrap()
+    })
+}
+
 fn id_of(request: &ConfirmationRequest) -> String {
     request.correlation_id.clone().unwrap()
 }
@@ -178,12 +188,7 @@ async fn the_parent_dropping_its_subscription_mid_wait_denies_at_once() {
     let second = bus.subscribe();
     let child = bus.derive("researcher").unwrap();
     let started = Instant::now();
-    let asking = tokio::spawn(async move {
-        child
-            .ask(request("update_task_priority"), &CancellationToken::new())
-            .await
-            .unwrap()
-    });
+    let asking = spawn_ask(child);
     parent.recv().await.unwrap();
     // One of two listeners leaving changes nothing; the last one leaving ends the wait.
     drop(second);
@@ -202,12 +207,7 @@ async fn wrong_ids_are_ignored_and_the_first_valid_answer_wins() {
     let bus = bus(600);
     let mut parent = bus.subscribe();
     let child = bus.derive("researcher").unwrap();
-    let asking = tokio::spawn(async move {
-        child
-            .ask(request("update_task_priority"), &CancellationToken::new())
-            .await
-            .unwrap()
-    });
+    let asking = spawn_ask(child);
     let seen = parent.recv().await.unwrap();
     let id = id_of(&seen);
     for wrong in ["", "nope", &Uuid::new_v4().to_string()] {
@@ -261,12 +261,7 @@ async fn a_late_subscriber_sees_what_is_already_waiting() {
     let bus = bus(600);
     let early = bus.subscribe();
     let child = bus.derive("researcher").unwrap();
-    let asking = tokio::spawn(async move {
-        child
-            .ask(request("update_task_priority"), &CancellationToken::new())
-            .await
-            .unwrap()
-    });
+    let asking = spawn_ask(child);
     while bus.pending().is_empty() {
         tokio::task::yield_now().await;
     }
