@@ -71,6 +71,27 @@ async fn sub_agent_wake_cancellable(
         .unwrap()
 }
 
+/// A grant for `lead/researcher` to run `tool` with any arguments.
+async fn grant_researcher(app: &TestApp, tool: &str) {
+    let mut tx = app.store.begin_write().await.unwrap();
+    delegation::insert_grant(
+        &mut tx,
+        &delegation::Grant {
+            id: Uuid::new_v4(),
+            agent_path: "lead/researcher".into(),
+            tool_name: tool.into(),
+            args_pattern: None,
+            correlation_id: "c".into(),
+            created_at: NOW,
+            revoked_at: None,
+        },
+        NOW,
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+}
+
 /// A `work` task at priority P2.
 async fn p2_work_task(app: &TestApp, title: &str) -> String {
     app.task(NewTask {
@@ -353,23 +374,7 @@ async fn a_grant_never_widens_the_category_allowlist() {
     let task = app.scene().await;
     let bus = parent_bus();
     let researcher = bus.derive("researcher").unwrap();
-    let mut tx = app.store.begin_write().await.unwrap();
-    delegation::insert_grant(
-        &mut tx,
-        &delegation::Grant {
-            id: Uuid::new_v4(),
-            agent_path: "lead/researcher".into(),
-            tool_name: "update_task_priority".into(),
-            args_pattern: None,
-            correlation_id: "c".into(),
-            created_at: NOW,
-            revoked_at: None,
-        },
-        NOW,
-    )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
+    grant_researcher(&app, "update_task_priority").await;
     // Queue the call while the agent may touch `work`, then take that away.
     let set = app.wake(&task, &priority("P0")).await.change_set.unwrap();
     app.agent("agent-1", &["home"]).await;
@@ -502,6 +507,20 @@ async fn cancelling_a_wait_leaves_the_item_pending_and_is_not_an_error() {
     assert_eq!(item_status(&app, set).await, ChangeItemStatus::Pending);
     assert_eq!(delegations(&app, set).await[0].outcome, "cancelled");
     assert_eq!(app.load(&task).await.priority.as_deref(), Some("P1"));
+
+    // Once cancelled, nothing more is decided in that wake, not even by a grant.
+    grant_researcher(&app, "set_task_status").await;
+    let after = sub_agent_wake_cancellable(
+        &app,
+        Session::Delegated(bus.derive("researcher").unwrap()),
+        &task,
+        &[("set_task_status", json!({"status": "BLOCKED"}))],
+        &cancel,
+    )
+    .await;
+    assert_eq!(after.calls[0].strategy, "autoApprove");
+    assert_eq!(after.calls[0].outcome, Some(ConfirmationOutcome::Cancelled));
+    assert_eq!(app.load(&task).await.status, "OPEN");
 }
 
 #[tokio::test]

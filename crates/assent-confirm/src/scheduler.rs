@@ -497,9 +497,14 @@ where
     Run: FnOnce(ConfirmationOutcome) -> Fut,
     Fut: Future<Output = Result<T, ConfirmError>>,
 {
-    let outcome = match strategy.confirm(call, details, cancel).await {
-        Ok(outcome) => outcome,
-        Err(error) => return (None, Err(error)),
+    let outcome = if cancel.is_cancelled() {
+        // Cancelled before asking: no strategy decides, not even a grant.
+        ConfirmationOutcome::Cancelled
+    } else {
+        match strategy.confirm(call, details, cancel).await {
+            Ok(outcome) => outcome,
+            Err(error) => return (None, Err(error)),
+        }
     };
     let result = tokio::time::timeout(limit, run(outcome.clone()))
         .await
