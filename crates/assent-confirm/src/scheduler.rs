@@ -279,14 +279,18 @@ impl Scheduler {
                             outcome: recorded_kind(grant_id, outcome),
                             ..attribution
                         };
-                        self.record_undecided(
-                            set,
-                            index,
-                            &attribution,
-                            Some(&error.to_string()),
-                            now,
-                        )
-                        .await?;
+                        let why = error.to_string();
+                        match self
+                            .record_undecided(set, index, &attribution, Some(&why), now)
+                            .await
+                        {
+                            // The run committed its decision (and this record) just
+                            // as the limit struck: the record already says what happened.
+                            Err(conflict) if conflict.is_conflict() => {
+                                tracing::warn!(%conflict, "timed-out run had already committed");
+                            }
+                            other => other?,
+                        }
                     }
                     scheduled.outcome = asked;
                     scheduled.result = CallResult::Refused(error);
