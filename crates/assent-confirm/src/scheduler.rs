@@ -427,19 +427,12 @@ impl Scheduler {
         now: OffsetDateTime,
     ) -> Result<(), ConfirmError> {
         let mut tx = self.engine.store().begin_write().await?;
+        let record = attribution.record(set.id, index, &set.items[index].tool_name, now);
         delegation::record(
             &mut tx,
             &Delegation {
-                correlation_id: attribution.correlation_id.clone(),
-                agent_path: attribution.agent_path.clone(),
-                change_set_id: set.id,
-                item_index: index,
-                tool_name: set.items[index].tool_name.clone(),
-                outcome: attribution.outcome.to_owned(),
                 reason: reason.map(str::to_owned),
-                decision_id: None,
-                grant_id: attribution.grant_id,
-                created_at: now,
+                ..record
             },
             now,
         )
@@ -457,24 +450,44 @@ pub(crate) async fn record_attributed(
     decision: &ChangeDecision,
     now: OffsetDateTime,
 ) -> Result<(), ConfirmError> {
-    delegation::record(
-        conn,
-        &Delegation {
-            correlation_id: attribution.correlation_id.clone(),
-            agent_path: attribution.agent_path.clone(),
-            change_set_id: decision.change_set_id,
-            item_index: decision.item_index,
-            tool_name: decision.tool_name.clone(),
-            outcome: attribution.outcome.to_owned(),
-            reason: decision.reason.clone(),
-            decision_id: Some(decision.id),
-            grant_id: attribution.grant_id,
-            created_at: now,
-        },
+    let record = attribution.record(
+        decision.change_set_id,
+        decision.item_index,
+        &decision.tool_name,
         now,
-    )
-    .await?;
+    );
+    let record = Delegation {
+        reason: decision.reason.clone(),
+        decision_id: Some(decision.id),
+        ..record
+    };
+    delegation::record(conn, &record, now).await?;
     Ok(())
+}
+
+impl Attribution {
+    /// The delegation record of this question about item `index`, with no reason and
+    /// no decision yet.
+    fn record(
+        &self,
+        change_set_id: Uuid,
+        index: usize,
+        tool_name: &str,
+        now: OffsetDateTime,
+    ) -> Delegation {
+        Delegation {
+            correlation_id: self.correlation_id.clone(),
+            agent_path: self.agent_path.clone(),
+            change_set_id,
+            item_index: index,
+            tool_name: tool_name.to_owned(),
+            outcome: self.outcome.to_owned(),
+            reason: None,
+            decision_id: None,
+            grant_id: self.grant_id,
+            created_at: now,
+        }
+    }
 }
 
 /// The outcome as recorded: a grant's answer is `granted`, whatever the strategy said.
