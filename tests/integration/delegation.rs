@@ -52,6 +52,17 @@ async fn sub_agent_wake(
     sub_agent_wake_cancellable(app, session, task, calls, &CancellationToken::new()).await
 }
 
+/// A wake of the sub-agent `lead/researcher`, asking `bus`'s parent.
+async fn researcher_wake(
+    app: &TestApp,
+    bus: &ConfirmationBus,
+    task: &str,
+    calls: &[(&str, Value)],
+) -> ScheduledWake {
+    let session = Session::Delegated(bus.derive("researcher").unwrap());
+    sub_agent_wake(app, session, task, calls).await
+}
+
 async fn sub_agent_wake_cancellable(
     app: &TestApp,
     session: Session,
@@ -179,13 +190,7 @@ async fn a_parent_rejects_with_a_reason_fed_back_to_the_model() {
     let parent = parent_answers(&bus, 1, |_, _| {
         ConfirmationOutcome::reject("  P0 is for outages ")
     });
-    let scheduled = sub_agent_wake(
-        &app,
-        Session::Delegated(bus.derive("researcher").unwrap()),
-        &task,
-        &priority("P0"),
-    )
-    .await;
+    let scheduled = researcher_wake(&app, &bus, &task, &priority("P0")).await;
     parent.await.unwrap();
     let call = &scheduled.calls[0];
     let CallResult::Rejected(decision) = &call.result else {
@@ -215,13 +220,7 @@ async fn an_invalid_edit_is_asked_again_under_a_fresh_correlation_id() {
             json!({"priority": "P2"})
         },
     });
-    let scheduled = sub_agent_wake(
-        &app,
-        Session::Delegated(bus.derive("researcher").unwrap()),
-        &task,
-        &priority("P0"),
-    )
-    .await;
+    let scheduled = researcher_wake(&app, &bus, &task, &priority("P0")).await;
     let seen = parent.await.unwrap();
     let call = &scheduled.calls[0];
     assert!(
@@ -405,13 +404,7 @@ async fn nobody_listening_leaves_the_item_pending_with_the_reason_recorded() {
     let app = TestApp::spawn().await;
     let task = app.scene().await;
     let bus = parent_bus();
-    let scheduled = sub_agent_wake(
-        &app,
-        Session::Delegated(bus.derive("researcher").unwrap()),
-        &task,
-        &priority("P0"),
-    )
-    .await;
+    let scheduled = researcher_wake(&app, &bus, &task, &priority("P0")).await;
     let call = &scheduled.calls[0];
     assert_eq!(
         call.outcome,
@@ -533,13 +526,7 @@ async fn a_parent_dropping_its_subscription_mid_wait_denies_and_keeps_the_item()
         parent.recv().await.unwrap();
         drop(parent);
     });
-    let scheduled = sub_agent_wake(
-        &app,
-        Session::Delegated(bus.derive("researcher").unwrap()),
-        &task,
-        &priority("P0"),
-    )
-    .await;
+    let scheduled = researcher_wake(&app, &bus, &task, &priority("P0")).await;
     leaver.await.unwrap();
     let call = &scheduled.calls[0];
     assert_eq!(
