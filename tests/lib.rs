@@ -32,6 +32,8 @@ const TABLES: &[&str] = &[
     "checklist_items",
     "agent_reports",
     "agent_observations",
+    "grants",
+    "delegations",
 ];
 
 /// The fixed clock of the scenarios.
@@ -122,6 +124,21 @@ impl TaskHost for TestHost {
     ) -> BoxFuture<'a, Result<String, String>> {
         self.inner.handle_local(conn, call)
     }
+}
+
+/// OpenAI-style tool calls `(name, args)`, parsed, with ids `call_0`, `call_1`, ...
+pub fn tool_calls(calls: &[(&str, Value)]) -> Vec<ToolCall> {
+    let document = Value::Array(
+        calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, args))| {
+                serde_json::json!({"id": format!("call_{i}"), "type": "function",
+                    "function": {"name": name, "arguments": args.to_string()}})
+            })
+            .collect(),
+    );
+    parse_tool_calls(&document).unwrap()
 }
 
 /// A fresh database file with an engine over it.
@@ -237,19 +254,7 @@ impl TestApp {
 
     /// Runs a wake of `agent-1` on `task_id` with OpenAI-style calls `(name, args)`.
     pub async fn wake(&self, task_id: &str, calls: &[(&str, Value)]) -> WakeOutcome {
-        let document = Value::Array(
-            calls
-                .iter()
-                .enumerate()
-                .map(|(i, (name, args))| {
-                    serde_json::json!({"id": format!("call_{i}"), "type": "function",
-                        "function": {"name": name, "arguments": args.to_string()}})
-                })
-                .collect(),
-        );
-        self.wake_calls(task_id, parse_tool_calls(&document).unwrap())
-            .await
-            .unwrap()
+        self.wake_calls(task_id, tool_calls(calls)).await.unwrap()
     }
 
     /// Runs a wake with already parsed calls.

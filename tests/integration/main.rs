@@ -6,6 +6,7 @@
 mod bad_input;
 mod concurrency;
 mod confirmation;
+mod delegation;
 mod executor;
 mod outbox;
 mod properties;

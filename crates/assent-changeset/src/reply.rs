@@ -105,3 +105,31 @@ pub fn rejected_skipped(reasons: &[Option<String>]) -> String {
         )
     }
 }
+
+/// A delegated call the parent's session confirmed; the tool's own message follows.
+pub fn delegated_applied(message: &str) -> String {
+    format!("Confirmed by the parent session. {message}")
+}
+
+/// A delegated call a standing grant of the parent's session confirmed without asking;
+/// the tool's own message follows.
+pub fn granted_applied(message: &str) -> String {
+    format!("Confirmed by a standing grant of the parent session. {message}")
+}
+
+/// A delegated call the parent's session rejected, with its reason when given.
+pub fn delegated_rejected(reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) if !reason.trim().is_empty() => format!(
+            "Rejected by the parent session (reason: \"{}\"). Do not propose it again.",
+            reason.trim()
+        ),
+        _ => "Rejected by the parent session. Do not propose it again.".to_owned(),
+    }
+}
+
+/// A delegated call that was not run: nobody answered, the wait was cancelled, or it
+/// could not be confirmed or run; it stays queued for a person's review.
+pub fn delegated_not_run(reason: &str) -> String {
+    format!("Not run: {reason}. The proposal stays queued for user review.")
+}

@@ -46,7 +46,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The whole story on a fresh temporary database (ignores --db).
-    Demo,
+    Demo(DemoArgs),
     /// Serve the review page and the JSON API over the database of --db.
     Serve(ServeArgs),
     /// The commands that work on the database of --db.
@@ -69,6 +69,15 @@ pub struct ServeArgs {
         value_name = "TOKEN"
     )]
     pub token: Option<String>,
+}
+
+/// `assent demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Tell the sub-agent story instead: calls confirmed by the parent's session over
+    /// the confirmation bus.
+    #[arg(long)]
+    pub delegated: bool,
 }
 
 /// The subcommands that open the database of `--db`.
@@ -102,6 +111,40 @@ pub enum DbCommand {
     Audit(AuditArgs),
     /// The sync outbox: what waits to be delivered to other devices.
     Outbox(OutboxArgs),
+    /// Standing "always" grants given to sub-agents: list them, or `revoke ID`.
+    Grants(GrantsArgs),
+}
+
+/// `assent grants [--agent PATH] [--tool NAME] [--all]` and `assent grants revoke ID`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct GrantsArgs {
+    /// Revoke a grant instead of listing.
+    #[command(subcommand)]
+    pub command: Option<GrantsCommand>,
+    /// Only grants of this agent path (e.g. `lead/researcher`).
+    #[arg(long, value_name = "PATH")]
+    pub agent: Option<String>,
+    /// Only grants for this tool.
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// Revoked grants too.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `assent grants ...`.
+#[derive(Debug, Subcommand)]
+pub enum GrantsCommand {
+    /// Revoke a grant: the agent is asked again from its next call on.
+    Revoke(GrantRevokeArgs),
+}
+
+/// `assent grants revoke`.
+#[derive(Debug, Args)]
+pub struct GrantRevokeArgs {
+    /// The grant's id (see `assent grants`).
+    pub id: String,
 }
 
 /// `assent agent ...`.

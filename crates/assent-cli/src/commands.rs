@@ -5,16 +5,17 @@
 use crate::CliError;
 use crate::cli::{
     AgentCommand, AgentCreateArgs, AuditArgs, Cli, Command, ConfirmArgs, DbCommand, DismissArgs,
-    EditArgs, ExpireArgs, HistoryArgs, ItemArgs, OutboxArgs, PendingArgs, RejectArgs, TaskCommand,
-    TaskCreateArgs, TaskShowArgs, WakeArgs,
+    EditArgs, ExpireArgs, GrantsArgs, GrantsCommand, HistoryArgs, ItemArgs, OutboxArgs,
+    PendingArgs, RejectArgs, TaskCommand, TaskCreateArgs, TaskShowArgs, WakeArgs,
 };
-use crate::{demo, render, serve};
+use crate::{demo, demo_delegated, render, serve};
 use assent_changeset::{ToolCall, parse_tool_calls};
-use assent_confirm::{DEFAULT_EXPIRY_TTL, Engine, ItemResult, WakeRequest};
+use assent_confirm::{ConfirmError, DEFAULT_EXPIRY_TTL, Engine, ItemResult, WakeRequest};
 use assent_domain::OffsetDateTime;
 use assent_journal_host::{NewTask, create_task, load_task};
 use assent_server::set_agent_categories;
 use assent_server::shapes::{SetView, confirm_all_json, confirmed_json, wake_json};
+use assent_store::delegation::{self, Revocation};
 use assent_store::{Store, StoreError, audit, change_sets, outbox};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -99,7 +100,10 @@ pub fn engine(store: Store) -> Engine {
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<Output, CliError> {
     let command = match cli.command {
-        Command::Demo => return demo::run(cli.now).await.map(Output::text),
+        Command::Demo(args) if args.delegated => {
+            return demo_delegated::run(cli.now).await.map(Output::text);
+        }
+        Command::Demo(_) => return demo::run(cli.now).await.map(Output::text),
         Command::Serve(args) => return serve::run(&cli.db, args).await.map(Output::text),
         Command::Db(command) => command,
     };
@@ -125,6 +129,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::History(args) => history(&ctx, args).await,
         DbCommand::Audit(args) => audit_trail(&ctx, args).await,
         DbCommand::Outbox(args) => outbox_messages(&ctx, args).await,
+        DbCommand::Grants(args) => grants(&ctx, args).await,
     };
     ctx.store().close().await;
     output
@@ -400,4 +405,38 @@ pub async fn outbox_messages(ctx: &Ctx, args: OutboxArgs) -> Result<Output, CliE
         .map_err(StoreError::from)?;
     let messages = outbox::undelivered(&mut conn, args.limit).await?;
     Output::either(ctx.json, &messages, || render::outbox(&messages))
+}
+
+/// `assent grants` and `assent grants revoke ID`.
+pub async fn grants(ctx: &Ctx, args: GrantsArgs) -> Result<Output, CliError> {
+    if let Some(GrantsCommand::Revoke(revoke)) = args.command {
+        let id = Uuid::parse_str(revoke.id.trim())
+            .map_err(|e| CliError::failed(format!("invalid grant id {:?}: {e}", revoke.id)))?;
+        let mut tx = ctx.store().begin_write().await?;
+        let revocation = delegation::revoke_grant(&mut tx, id, ctx.now).await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        return match revocation {
+            Revocation::Revoked(grant) => {
+                Output::either(ctx.json, &grant, || render::grant_revoked(&grant))
+            }
+            Revocation::AlreadyRevoked(grant) => Err(CliError::Conflict(format!(
+                "grant {id} was already revoked at {}",
+                render::time(grant.revoked_at.unwrap_or(ctx.now))
+            ))),
+            Revocation::NotFound => Err(CliError::from(ConfirmError::GrantNotFound(id))),
+        };
+    }
+    let filter = delegation::GrantFilter {
+        agent_path: args.agent,
+        tool_name: args.tool,
+        include_revoked: args.all,
+    };
+    let mut conn = ctx
+        .store()
+        .pool()
+        .acquire()
+        .await
+        .map_err(StoreError::from)?;
+    let grants = delegation::list_grants(&mut conn, &filter).await?;
+    Output::either(ctx.json, &grants, || render::grants(&grants))
 }

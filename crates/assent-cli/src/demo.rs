@@ -20,41 +20,41 @@ use time::Duration;
 use time::macros::datetime;
 
 /// When the story starts unless `--now` says otherwise.
-const DEMO_START: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
+pub(crate) const DEMO_START: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
 const AGENT: &str = "planner";
 const WIDTH: usize = 78;
 
 /// The text being told, section by section.
 #[derive(Default)]
-struct Story {
-    text: String,
+pub(crate) struct Story {
+    pub(crate) text: String,
     sections: usize,
 }
 
 impl Story {
-    fn heading(&mut self, title: &str) {
+    pub(crate) fn heading(&mut self, title: &str) {
         self.sections += 1;
         let label = format!("── {}. {title} ", self.sections);
         let rule = "─".repeat(WIDTH.saturating_sub(label.chars().count()));
         self.text.push_str(&format!("\n{label}{rule}\n\n"));
     }
 
-    fn say(&mut self, line: impl AsRef<str>) {
+    pub(crate) fn say(&mut self, line: impl AsRef<str>) {
         self.text.push_str(line.as_ref());
         self.text.push('\n');
     }
 
-    fn block(&mut self, text: impl AsRef<str>) {
+    pub(crate) fn block(&mut self, text: impl AsRef<str>) {
         self.say(render::indent(text.as_ref().trim_end(), "  "));
     }
 
-    fn gap(&mut self) {
+    pub(crate) fn gap(&mut self) {
         self.text.push('\n');
     }
 }
 
 /// One OpenAI-style tool call.
-fn call(id: &str, name: &str, args: Value) -> Value {
+pub(crate) fn call(id: &str, name: &str, args: Value) -> Value {
     json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})
 }
 
@@ -97,11 +97,18 @@ fn index_of(set: &ChangeSet, tool_name: &str) -> Result<usize, CliError> {
 
 /// Runs the story; returns it as text.
 pub async fn run(start: Option<OffsetDateTime>) -> Result<String, CliError> {
+    on_fresh_store(async |store| tell(store, start.unwrap_or(DEMO_START)).await).await
+}
+
+/// Tells a story on a fresh database in a temporary directory, closed afterwards.
+pub(crate) async fn on_fresh_store(
+    tell: impl AsyncFnOnce(&Store) -> Result<String, CliError>,
+) -> Result<String, CliError> {
     let dir = tempfile::tempdir()
         .map_err(|e| CliError::failed(format!("cannot create a temporary directory: {e}")))?;
     let url = format!("sqlite://{}", dir.path().join("demo.db").display());
     let store = Store::open(&url).await?;
-    let story = tell(&store, start.unwrap_or(DEMO_START)).await;
+    let story = tell(&store).await;
     store.close().await;
     story
 }

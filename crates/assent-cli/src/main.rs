@@ -11,6 +11,7 @@
 mod cli;
 mod commands;
 mod demo;
+mod demo_delegated;
 mod render;
 mod serve;
 

@@ -6,6 +6,7 @@ use assent_domain::{
     ChangeDecision, ChangeItem, ChangeSet, OffsetDateTime, Uuid, Verdict, canonical_json,
 };
 use assent_journal::TaskSnapshot;
+use assent_store::delegation::Grant;
 use assent_store::outbox::OutboxMessage;
 use assent_tools::AuditRecord;
 use serde_json::Value;
@@ -369,6 +370,41 @@ pub fn outbox(messages: &[OutboxMessage]) -> String {
             "LAST ERROR",
         ],
         &rows,
+    )
+}
+
+/// Standing grants as a table.
+pub fn grants(grants: &[Grant]) -> String {
+    if grants.is_empty() {
+        return "No grants: every sub-agent call that needs a person is asked".to_owned();
+    }
+    let rows: Vec<Vec<String>> = grants
+        .iter()
+        .map(|g| {
+            vec![
+                g.id.to_string(),
+                g.agent_path.clone(),
+                g.tool_name.clone(),
+                g.args_pattern.as_ref().map_or_else(
+                    || "(any)".to_owned(),
+                    |p| cut(&canonical_json(p), MAX_CELL_CHARS),
+                ),
+                time(g.created_at),
+                g.revoked_at.map(time).unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table(
+        &["ID", "AGENT", "TOOL", "ARGS PATTERN", "GIVEN", "REVOKED"],
+        &rows,
+    )
+}
+
+/// One line about a revoked grant.
+pub fn grant_revoked(grant: &Grant) -> String {
+    format!(
+        "Revoked grant {}: {} asks again before running {}",
+        grant.id, grant.agent_path, grant.tool_name
     )
 }
 

@@ -315,3 +315,120 @@ fn bad_calls_get_one_line_error_replies_and_change_nothing() {
     );
     assert_eq!(cli.json(&["outbox"], ""), outbox_before);
 }
+
+#[test]
+fn the_delegated_demo_shows_a_parent_confirming_a_sub_agent() {
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["demo", "--delegated"])
+        .output()
+        .expect("runs");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "\"agentPath\": \"lead/researcher\"",
+        "\"correlationId\"",
+        "Confirmed by the parent session. Priority set to P0.",
+        "Rejected by the parent session (reason: \"Waiting on finance is not a blocker\")",
+        "Confirmed by a standing grant of the parent session.",
+        "Not run: confirmation required but nobody could be asked",
+        "lead/researcher  update_task_priority  {\"priority\":\"P0\"}",
+    ] {
+        assert!(
+            text.contains(needle),
+            "the demo should show {needle:?}:\n{text}"
+        );
+    }
+}
+
+/// Stores a grant straight into the database of `cli` (grants come from a parent's
+/// "always" answer, which has no command of its own).
+fn seed_grant(cli: &Cli, agent_path: &str, tool: &str) -> String {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let store = assent_store::Store::open(&cli.db()).await.expect("opens");
+        let grant = assent_store::delegation::Grant {
+            id: uuid::Uuid::new_v4(),
+            agent_path: agent_path.into(),
+            tool_name: tool.into(),
+            args_pattern: Some(serde_json::json!({"priority": "P0"})),
+            correlation_id: "c-1".into(),
+            created_at: time::macros::datetime!(2026-03-01 12:00 UTC),
+            revoked_at: None,
+        };
+        let mut tx = store.begin_write().await.expect("write");
+        assent_store::delegation::insert_grant(&mut tx, &grant, grant.created_at)
+            .await
+            .expect("stored");
+        tx.commit().await.expect("commits");
+        store.close().await;
+        grant.id.to_string()
+    })
+}
+
+#[test]
+fn grants_are_listed_filtered_and_revoked() {
+    let cli = Cli::new();
+    assert_eq!(
+        code(&cli.run(&["grants"])),
+        0,
+        "an empty database has no grants"
+    );
+    let researcher = seed_grant(&cli, "lead/researcher", "update_task_priority");
+    let writer = seed_grant(&cli, "lead/writer", "set_task_status");
+
+    let all = cli.json(&["grants"], "");
+    assert_eq!(all.as_array().expect("array").len(), 2);
+    // Given at the same time: their order is by id, so look the researcher's up.
+    let first = all
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|g| g["id"] == researcher.as_str())
+        .expect("listed");
+    assert_eq!(first["agentPath"], "lead/researcher");
+    assert_eq!(first["toolName"], "update_task_priority");
+    assert_eq!(first["argsPattern"], serde_json::json!({"priority": "P0"}));
+    assert_eq!(first["revokedAt"], Value::Null);
+    let only = cli.json(&["grants", "--agent", "lead/writer"], "");
+    assert_eq!(only.as_array().expect("array").len(), 1);
+    assert_eq!(only[0]["id"], writer.as_str());
+    let by_tool = cli.json(&["grants", "--tool", "update_task_priority"], "");
+    assert_eq!(by_tool[0]["id"], researcher.as_str());
+    let text = String::from_utf8_lossy(&cli.run(&["grants"]).stdout).into_owned();
+    assert!(
+        text.contains("lead/researcher") && text.contains("ARGS PATTERN"),
+        "{text}"
+    );
+
+    let revoked = cli.json(&["grants", "revoke", &researcher], "");
+    assert_eq!(revoked["id"], researcher.as_str());
+    assert_eq!(revoked["revokedAt"], "2026-03-02T09:00:00Z");
+    let active = cli.json(&["grants"], "");
+    assert_eq!(active.as_array().expect("array").len(), 1);
+    let everything = cli.json(&["grants", "--all"], "");
+    assert_eq!(everything.as_array().expect("array").len(), 2);
+
+    assert_fails(
+        &cli.run(&["grants", "revoke", &researcher]),
+        3,
+        "already revoked",
+    );
+    assert_fails(
+        &cli.run(&["grants", "revoke", &uuid::Uuid::new_v4().to_string()]),
+        1,
+        "no grant",
+    );
+    assert_fails(
+        &cli.run(&["grants", "revoke", "not-a-uuid"]),
+        1,
+        "invalid grant id",
+    );
+    assert_eq!(
+        code(&cli.run(&["grants", "revoke"])),
+        2,
+        "usage: the id is required"
+    );
+}

@@ -80,6 +80,18 @@ fn clean_reason(reason: Option<String>) -> Option<String> {
 #[derive(Clone)]
 pub struct ConfirmationService {
     engine: Engine,
+    /// Set when the decisions answer a sub-agent's question: each decision is then
+    /// linked to the asking agent path in the same transaction.
+    attribution: Option<Attribution>,
+}
+
+/// On whose question a decision is made (a delegated confirmation).
+#[derive(Debug, Clone)]
+pub(crate) struct Attribution {
+    pub(crate) agent_path: String,
+    pub(crate) correlation_id: String,
+    pub(crate) outcome: &'static str,
+    pub(crate) grant_id: Option<Uuid>,
 }
 
 /// What a person decided, before it is written.
@@ -102,7 +114,16 @@ impl Verdicts {
 impl ConfirmationService {
     /// The service of `engine`.
     pub fn new(engine: Engine) -> Self {
-        Self { engine }
+        Self {
+            engine,
+            attribution: None,
+        }
+    }
+
+    /// This service, recording every decision as the answer to a delegated question.
+    pub(crate) fn attributed(mut self, attribution: Attribution) -> Self {
+        self.attribution = Some(attribution);
+        self
     }
 
     fn decision(
@@ -147,6 +168,9 @@ impl ConfirmationService {
         for &index in indexes {
             let decision = Self::decision(set, index, &verdicts, now);
             assent_store::decisions::insert(conn, &decision, now).await?;
+            if let Some(attribution) = &self.attribution {
+                crate::scheduler::record_attributed(conn, attribution, &decision, now).await?;
+            }
             written.push(decision);
         }
         change_sets::update_status(conn, set, indexes, now).await?;

@@ -59,6 +59,36 @@ pub enum ConfirmError {
     /// A storage failure.
     #[error(transparent)]
     Store(StoreError),
+    /// A confirmation request without a correlation id (refused, nothing asked).
+    #[error("confirmation request has no correlation id")]
+    MissingCorrelationId,
+    /// A confirmation request whose correlation id is already waiting for an answer.
+    #[error("confirmation request {0} is already waiting for an answer")]
+    DuplicateCorrelationId(String),
+    /// An answer for no waiting request: unknown, already answered, timed out or
+    /// cancelled.
+    #[error(
+        "no confirmation request {0} is waiting (unknown, already answered, timed out or cancelled)"
+    )]
+    UnknownCorrelationId(String),
+    /// A sub-agent name that is empty, padded or contains `/`.
+    #[error("invalid agent name {0:?}: it must be non-empty, unpadded and contain no '/'")]
+    InvalidAgentName(String),
+    /// A call needs a person, and this session has neither a person nor a parent to ask.
+    #[error("confirmation required but no interactive session or delegation available")]
+    NoInteractiveSession,
+    /// A confirmed call did not finish within its own execution timeout (nothing was
+    /// committed).
+    #[error("{tool} did not finish within {seconds} s; nothing was changed")]
+    ExecutionTimedOut {
+        /// The tool.
+        tool: String,
+        /// The execution timeout.
+        seconds: u64,
+    },
+    /// No grant with this id.
+    #[error("no grant {0}")]
+    GrantNotFound(Uuid),
 }
 
 impl ConfirmError {

@@ -9,20 +9,43 @@
 //! - [`render_history`]: decisions rendered as the `## Recent User Decisions` section
 //!   of the agent's next prompt.
 //!
+//! - [`Scheduler`]: where the [`ConfirmationStrategy`] of a queued call is chosen —
+//!   defer to the change set (interactive), ask the parent over the
+//!   [`ConfirmationBus`] (sub-agent), auto-approve (a standing grant), or refuse
+//!   (headless) — and its outcome applied through the confirmation service.
+//!
 //! The host application plugs in through [`TaskHost`].
 
+mod bus;
+mod cancel;
 mod confirmation;
 mod error;
 mod history;
 mod host;
+mod scheduler;
+mod strategy;
 mod wake;
 
+pub use bus::{
+    AgentBus, BusConfig, ConfirmationBus, ConfirmationOutcome, ConfirmationRequest,
+    ConfirmationResponse, DEFAULT_WAIT_TIMEOUT, NOBODY_TO_ASK, PARENT_STOPPED_LISTENING,
+    Subscription, ToolCallRequest,
+};
+pub use cancel::CancellationToken;
 pub use confirmation::{
     ConfirmAllResult, ConfirmOutcome, ConfirmationService, DEFAULT_EXPIRY_TTL, ItemResult,
 };
 pub use error::ConfirmError;
 pub use history::{HISTORY_HEADING, MAX_HISTORY_ENTRIES, MAX_HISTORY_TOKENS, render_history};
 pub use host::{LocalCall, TaskHost};
+pub use scheduler::{
+    CallResult, DEFAULT_EXECUTION_TIMEOUT, MAX_PROMPTS_PER_CALL, ScheduledCall, ScheduledWake,
+    Scheduler, Session,
+};
+pub use strategy::{
+    AutoApprove, ConfirmationDetails, ConfirmationStrategy, DeferToChangeSet, Delegated,
+    NonInteractive,
+};
 pub use wake::{ToolResponse, WakeOutcome, WakeRequest, WakeService};
 
 use assent_store::Store;

@@ -75,16 +75,22 @@ impl ServerError {
 
 fn confirm_status(error: &ConfirmError) -> StatusCode {
     match error {
-        ConfirmError::ChangeSetNotFound(_) | ConfirmError::ItemNotFound { .. } => {
-            StatusCode::NOT_FOUND
-        }
-        ConfirmError::Conflict(_) => StatusCode::CONFLICT,
+        ConfirmError::ChangeSetNotFound(_)
+        | ConfirmError::ItemNotFound { .. }
+        | ConfirmError::UnknownCorrelationId(_)
+        | ConfirmError::GrantNotFound(_) => StatusCode::NOT_FOUND,
+        ConfirmError::Conflict(_)
+        | ConfirmError::DuplicateCorrelationId(_)
+        | ConfirmError::NoInteractiveSession => StatusCode::CONFLICT,
         ConfirmError::InvalidArgs { .. }
+        | ConfirmError::MissingCorrelationId
+        | ConfirmError::InvalidAgentName(_)
         | ConfirmError::UnknownAgent(_)
         | ConfirmError::UnknownTask(_)
         | ConfirmError::UnknownTool(_)
         | ConfirmError::Calls(_) => StatusCode::BAD_REQUEST,
         ConfirmError::PolicyDenied(_) => StatusCode::FORBIDDEN,
+        ConfirmError::ExecutionTimedOut { .. } => StatusCode::GATEWAY_TIMEOUT,
         ConfirmError::HandlerFailed { .. } | ConfirmError::Store(_) => {
             StatusCode::INTERNAL_SERVER_ERROR
         }

@@ -22,6 +22,7 @@ pub mod agents;
 pub mod audit;
 pub mod change_sets;
 pub mod decisions;
+pub mod delegation;
 pub mod operations;
 pub mod outbox;
 pub mod timefmt;

@@ -123,6 +123,79 @@ async fn find(client: &Client, css: &str) -> Element {
         .unwrap_or_else(|e| panic!("no element {css}: {e}"))
 }
 
+/// The text of the first element matching `css`. The page re-renders a card when an
+/// update arrives (from our own request and again from the event stream), so an element
+/// found a moment ago can be replaced before it is read: find it again until the read
+/// succeeds.
+async fn text_of(client: &Client, css: &str) -> String {
+    let mut last_error = String::new();
+    for _ in 0..100 {
+        match find(client, css).await.text().await {
+            Ok(text) => return text,
+            Err(error) => last_error = error.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("could not read the text of {css}: {last_error}");
+}
+
+/// The texts of every element matching `css`, read in one pass that is retried when a
+/// re-render replaced an element mid-read (see [`text_of`]).
+async fn texts_of(client: &Client, css: &str) -> Vec<String> {
+    let mut last_error = String::new();
+    'retry: for _ in 0..100 {
+        let elements = client
+            .find_all(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("query {css}: {e}"));
+        let mut texts = Vec::with_capacity(elements.len());
+        for element in elements {
+            match element.text().await {
+                Ok(text) => texts.push(text),
+                Err(error) => {
+                    last_error = error.to_string();
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue 'retry;
+                }
+            }
+        }
+        return texts;
+    }
+    panic!("could not read the texts of {css}: {last_error}");
+}
+
+/// Clicks the first element matching `css`, finding it again if a re-render replaced it
+/// between the find and the click.
+async fn click(client: &Client, css: &str) {
+    let mut last_error = String::new();
+    for _ in 0..100 {
+        match find(client, css).await.click().await {
+            Ok(()) => return,
+            Err(error) => last_error = error.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("could not click {css}: {last_error}");
+}
+
+/// Types `keys` into the first element matching `css`; when a re-render replaced the
+/// field mid-way, the new one is cleared and typed into again.
+async fn type_into(client: &Client, css: &str, keys: &str) {
+    let mut last_error = String::new();
+    for _ in 0..100 {
+        let field = find(client, css).await;
+        match field.clear().await {
+            Ok(()) => match field.send_keys(keys).await {
+                Ok(()) => return,
+                Err(error) => last_error = error.to_string(),
+            },
+            Err(error) => last_error = error.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("could not type into {css}: {last_error}");
+}
+
 /// Waits until `script` (a JS expression) is true in the page.
 async fn wait_until(client: &Client, script: &str) {
     for _ in 0..200 {
@@ -175,16 +248,17 @@ async fn a_reviewer_confirms_and_rejects_in_the_browser() {
         !login_form.is_displayed().await.expect("visibility"),
         "the login form is gone after logging in"
     );
-    let suggests = find(&client, &format!("{card} .suggests")).await;
     assert_eq!(
-        suggests.text().await.expect("text"),
+        text_of(&client, &format!("{card} .suggests")).await,
         "Agent triage suggests 2 changes"
     );
 
     // The agent's markup is text wherever it appears: the card title and the list.
     let xss_card = format!("[data-set-id=\"{xss_set}\"]");
-    let title = find(&client, &format!("{xss_card} .task-title")).await;
-    assert_eq!(title.text().await.expect("text"), XSS_TITLE);
+    assert_eq!(
+        text_of(&client, &format!("{xss_card} .task-title")).await,
+        XSS_TITLE
+    );
     let images = client
         .find_all(Locator::Css("#sets img"))
         .await
@@ -203,54 +277,38 @@ async fn a_reviewer_confirms_and_rejects_in_the_browser() {
         .expect("write screenshot");
 
     // ✓ on the priority item.
-    find(
+    click(
         &client,
         &format!("{card} li[data-index=\"0\"] button.confirm"),
     )
-    .await
-    .click()
-    .await
-    .expect("confirm");
+    .await;
     find(&client, &format!("{card} li[data-index=\"0\"].confirmed")).await;
 
     // ✗ on the checklist item, with a reason typed and submitted from the keyboard.
-    find(
+    click(
         &client,
         &format!("{card} li[data-index=\"1\"] button.reject"),
     )
-    .await
-    .click()
-    .await
-    .expect("open the reason form");
-    let reason = find(
+    .await;
+    type_into(
         &client,
         &format!("{card} li[data-index=\"1\"] input.reason"),
+        "we track tests elsewhere\u{E007}",
     )
     .await;
-    reason
-        .send_keys("we track tests elsewhere\u{E007}")
-        .await
-        .expect("type the reason and press Enter");
     find(&client, &format!("{card} li[data-index=\"1\"].rejected")).await;
-    let reason_shown = find(
-        &client,
-        &format!("{card} li[data-index=\"1\"] .reason-text"),
-    )
-    .await;
     assert_eq!(
-        reason_shown.text().await.expect("text"),
+        text_of(
+            &client,
+            &format!("{card} li[data-index=\"1\"] .reason-text")
+        )
+        .await,
         "Reason: we track tests elsewhere"
     );
-
-    let statuses = client
-        .find_all(Locator::Css(&format!("{card} li.item .badge")))
-        .await
-        .expect("badges");
-    let mut texts = Vec::new();
-    for badge in statuses {
-        texts.push(badge.text().await.expect("text"));
-    }
-    assert_eq!(texts, ["confirmed", "rejected"]);
+    assert_eq!(
+        texts_of(&client, &format!("{card} li.item .badge")).await,
+        ["confirmed", "rejected"]
+    );
     wait_until(
         &client,
         &format!(

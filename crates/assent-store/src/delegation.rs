@@ -1,0 +1,352 @@
+//! Delegated confirmation: the "always" grants a parent gave its sub-agents, and the log
+//! of every question a sub-agent's call raised, linking each resulting decision to the
+//! asking agent path.
+
+use crate::{StoreError, outbox, timefmt};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqliteConnection};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// Outbox entity kind of a grant: other devices must honour a revocation too.
+pub const GRANT_ENTITY: &str = "grant";
+/// Outbox entity kind of a delegation record.
+pub const DELEGATION_ENTITY: &str = "delegation";
+
+/// "Run this tool for this agent without asking", for matching arguments.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    /// Its id (`assent grants revoke ID`).
+    pub id: Uuid,
+    /// The agent path it is for (`root/child`), exactly.
+    pub agent_path: String,
+    /// The tool it is for, exactly.
+    pub tool_name: String,
+    /// The call's arguments must contain this value; every call when `None`.
+    pub args_pattern: Option<Value>,
+    /// The answer that created it.
+    pub correlation_id: String,
+    /// When it was given.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// When it was revoked; a revoked grant allows nothing.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub revoked_at: Option<OffsetDateTime>,
+}
+
+impl Grant {
+    /// Whether the grant covers a call with `args`: not revoked, and the arguments
+    /// contain the pattern.
+    pub fn covers(&self, args: &Value) -> bool {
+        self.revoked_at.is_none()
+            && self
+                .args_pattern
+                .as_ref()
+                .is_none_or(|pattern| contains(args, pattern))
+    }
+}
+
+/// Whether `value` contains `pattern`: an object pattern needs every key, with a value
+/// that contains the pattern's value; anything else must be equal. An array pattern is
+/// compared whole, so a grant never covers more elements than a person saw.
+pub fn contains(value: &Value, pattern: &Value) -> bool {
+    match (value, pattern) {
+        (Value::Object(value), Value::Object(pattern)) => pattern
+            .iter()
+            .all(|(key, p)| value.get(key).is_some_and(|v| contains(v, p))),
+        (value, pattern) => value == pattern,
+    }
+}
+
+/// Which grants to list.
+#[derive(Debug, Clone, Default)]
+pub struct GrantFilter {
+    /// Only this agent path.
+    pub agent_path: Option<String>,
+    /// Only this tool.
+    pub tool_name: Option<String>,
+    /// Revoked grants too.
+    pub include_revoked: bool,
+}
+
+/// What revoking found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Revocation {
+    /// Revoked now.
+    Revoked(Grant),
+    /// It had been revoked before; nothing changed.
+    AlreadyRevoked(Grant),
+    /// No grant has this id.
+    NotFound,
+}
+
+const GRANTS: &str = "grants";
+
+/// Stores a grant and its outbox message.
+#[tracing::instrument(skip_all, fields(grant = %grant.id, agent = %grant.agent_path, tool = %grant.tool_name))]
+pub async fn insert_grant(
+    conn: &mut SqliteConnection,
+    grant: &Grant,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO grants (id, agent_path, tool_name, args_pattern, correlation_id, created_at, revoked_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .bind(grant.id.to_string())
+    .bind(&grant.agent_path)
+    .bind(&grant.tool_name)
+    .bind(grant.args_pattern.as_ref().map(Value::to_string))
+    .bind(&grant.correlation_id)
+    .bind(timefmt::format(grant.created_at))
+    .bind(grant.revoked_at.map(timefmt::format))
+    .execute(&mut *conn)
+    .await?;
+    enqueue_grant(conn, grant, now).await
+}
+
+async fn enqueue_grant(
+    conn: &mut SqliteConnection,
+    grant: &Grant,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    let payload = serde_json::to_value(grant).map_err(|e| StoreError::corrupt(GRANTS, e))?;
+    outbox::enqueue(conn, GRANT_ENTITY, &grant.id.to_string(), &payload, now).await
+}
+
+fn decode_grant(row: &SqliteRow) -> Result<Grant, StoreError> {
+    let corrupt = |e: String| StoreError::corrupt(GRANTS, e);
+    let id: String = row.try_get("id")?;
+    let pattern: Option<String> = row.try_get("args_pattern")?;
+    let created_at: String = row.try_get("created_at")?;
+    let revoked_at: Option<String> = row.try_get("revoked_at")?;
+    Ok(Grant {
+        id: Uuid::parse_str(&id).map_err(|e| corrupt(e.to_string()))?,
+        agent_path: row.try_get("agent_path")?,
+        tool_name: row.try_get("tool_name")?,
+        args_pattern: pattern
+            .map(|text| serde_json::from_str(&text).map_err(|e| corrupt(e.to_string())))
+            .transpose()?,
+        correlation_id: row.try_get("correlation_id")?,
+        created_at: timefmt::parse(GRANTS, &created_at)?,
+        revoked_at: revoked_at
+            .map(|text| timefmt::parse(GRANTS, &text))
+            .transpose()?,
+    })
+}
+
+/// The active grants of `agent_path` for `tool_name`, oldest first.
+pub async fn active_grants(
+    conn: &mut SqliteConnection,
+    agent_path: &str,
+    tool_name: &str,
+) -> Result<Vec<Grant>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT * FROM grants WHERE agent_path = ?1 AND tool_name = ?2 AND revoked_at IS NULL
+         ORDER BY created_at, id",
+    )
+    .bind(agent_path)
+    .bind(tool_name)
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(decode_grant).collect()
+}
+
+/// The first active grant of `agent_path` for `tool_name` that covers `args`.
+pub async fn covering_grant(
+    conn: &mut SqliteConnection,
+    agent_path: &str,
+    tool_name: &str,
+    args: &Value,
+) -> Result<Option<Grant>, StoreError> {
+    Ok(active_grants(conn, agent_path, tool_name)
+        .await?
+        .into_iter()
+        .find(|grant| grant.covers(args)))
+}
+
+/// Grants matching `filter`, oldest first.
+pub async fn list_grants(
+    conn: &mut SqliteConnection,
+    filter: &GrantFilter,
+) -> Result<Vec<Grant>, StoreError> {
+    // One static statement: NULL parameters switch a filter off.
+    let rows = sqlx::query(
+        "SELECT * FROM grants
+         WHERE (?1 IS NULL OR agent_path = ?1) AND (?2 IS NULL OR tool_name = ?2)
+           AND (?3 OR revoked_at IS NULL)
+         ORDER BY created_at, id",
+    )
+    .bind(filter.agent_path.as_deref())
+    .bind(filter.tool_name.as_deref())
+    .bind(filter.include_revoked)
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(decode_grant).collect()
+}
+
+/// Revokes grant `id` (and queues the change for other devices).
+#[tracing::instrument(skip(conn))]
+pub async fn revoke_grant(
+    conn: &mut SqliteConnection,
+    id: Uuid,
+    now: OffsetDateTime,
+) -> Result<Revocation, StoreError> {
+    let Some(row) = sqlx::query("SELECT * FROM grants WHERE id = ?1")
+        .bind(id.to_string())
+        .fetch_optional(&mut *conn)
+        .await?
+    else {
+        return Ok(Revocation::NotFound);
+    };
+    let mut grant = decode_grant(&row)?;
+    if grant.revoked_at.is_some() {
+        return Ok(Revocation::AlreadyRevoked(grant));
+    }
+    sqlx::query("UPDATE grants SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL")
+        .bind(id.to_string())
+        .bind(timefmt::format(now))
+        .execute(&mut *conn)
+        .await?;
+    grant.revoked_at = Some(now);
+    enqueue_grant(conn, &grant, now).await?;
+    Ok(Revocation::Revoked(grant))
+}
+
+/// One question a sub-agent's call raised, and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delegation {
+    /// The question's correlation id (a fresh one for every prompt).
+    pub correlation_id: String,
+    /// Who asked (`root/child`), as the bus says, never as the sub-agent claims.
+    pub agent_path: String,
+    /// The change set holding the call.
+    pub change_set_id: Uuid,
+    /// The item.
+    pub item_index: usize,
+    /// The tool.
+    pub tool_name: String,
+    /// The outcome's kind (`proceedOnce`, `reject`, `unanswered`, `granted`, ...).
+    pub outcome: String,
+    /// The reason given (a rejection's, or why nobody answered).
+    pub reason: Option<String>,
+    /// The decision written on this answer, if any.
+    pub decision_id: Option<Uuid>,
+    /// The grant that answered instead of a person, if any.
+    pub grant_id: Option<Uuid>,
+    /// When it was recorded.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+const DELEGATIONS: &str = "delegations";
+
+/// Records a delegation and its outbox message.
+#[tracing::instrument(skip_all, fields(correlation_id = %delegation.correlation_id, outcome = %delegation.outcome))]
+pub async fn record(
+    conn: &mut SqliteConnection,
+    delegation: &Delegation,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO delegations (correlation_id, agent_path, change_set_id, item_index, tool_name, outcome,
+                                  reason, decision_id, grant_id, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )
+    .bind(&delegation.correlation_id)
+    .bind(&delegation.agent_path)
+    .bind(delegation.change_set_id.to_string())
+    .bind(delegation.item_index as i64)
+    .bind(&delegation.tool_name)
+    .bind(&delegation.outcome)
+    .bind(delegation.reason.as_deref())
+    .bind(delegation.decision_id.map(|id| id.to_string()))
+    .bind(delegation.grant_id.map(|id| id.to_string()))
+    .bind(timefmt::format(delegation.created_at))
+    .execute(&mut *conn)
+    .await?;
+    let payload =
+        serde_json::to_value(delegation).map_err(|e| StoreError::corrupt(DELEGATIONS, e))?;
+    outbox::enqueue(
+        conn,
+        DELEGATION_ENTITY,
+        &delegation.correlation_id,
+        &payload,
+        now,
+    )
+    .await
+}
+
+fn decode_delegation(row: &SqliteRow) -> Result<Delegation, StoreError> {
+    let corrupt = |e: String| StoreError::corrupt(DELEGATIONS, e);
+    let uuid = |text: String| Uuid::parse_str(&text).map_err(|e| corrupt(e.to_string()));
+    let set: String = row.try_get("change_set_id")?;
+    let index: i64 = row.try_get("item_index")?;
+    let decision: Option<String> = row.try_get("decision_id")?;
+    let grant: Option<String> = row.try_get("grant_id")?;
+    let created_at: String = row.try_get("created_at")?;
+    Ok(Delegation {
+        correlation_id: row.try_get("correlation_id")?,
+        agent_path: row.try_get("agent_path")?,
+        change_set_id: uuid(set)?,
+        item_index: usize::try_from(index).map_err(|e| corrupt(e.to_string()))?,
+        tool_name: row.try_get("tool_name")?,
+        outcome: row.try_get("outcome")?,
+        reason: row.try_get("reason")?,
+        decision_id: decision.map(uuid).transpose()?,
+        grant_id: grant.map(uuid).transpose()?,
+        created_at: timefmt::parse(DELEGATIONS, &created_at)?,
+    })
+}
+
+/// Every delegation about one change set, oldest first.
+pub async fn for_change_set(
+    conn: &mut SqliteConnection,
+    change_set_id: Uuid,
+) -> Result<Vec<Delegation>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT * FROM delegations WHERE change_set_id = ?1 ORDER BY item_index, created_at, rowid",
+    )
+    .bind(change_set_id.to_string())
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(decode_delegation).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn patterns_match_by_containment_and_arrays_whole() {
+        let args = json!({"priority": "P0", "note": {"by": "me", "at": 1}, "labels": ["a", "b"]});
+        assert!(contains(&args, &json!({})));
+        assert!(contains(&args, &json!({"priority": "P0"})));
+        assert!(contains(&args, &json!({"note": {"by": "me"}})));
+        assert!(!contains(&args, &json!({"priority": "P1"})));
+        assert!(!contains(&args, &json!({"missing": null})));
+        assert!(!contains(&args, &json!({"labels": ["a"]})));
+        assert!(contains(&args, &json!({"labels": ["a", "b"]})));
+    }
+
+    #[test]
+    fn a_revoked_grant_covers_nothing() {
+        let mut grant = Grant {
+            id: Uuid::new_v4(),
+            agent_path: "lead/researcher".into(),
+            tool_name: "update_task_priority".into(),
+            args_pattern: None,
+            correlation_id: "c".into(),
+            created_at: OffsetDateTime::UNIX_EPOCH,
+            revoked_at: None,
+        };
+        assert!(grant.covers(&json!({"priority": "P0"})));
+        grant.revoked_at = Some(OffsetDateTime::UNIX_EPOCH);
+        assert!(!grant.covers(&json!({"priority": "P0"})));
+    }
+}
