@@ -5,11 +5,14 @@
 //! Tasks:
 //!
 //! - `ci`: the gate CI runs (`.ci/run`): `cargo fmt --check`, `cargo clippy -D warnings`,
-//!   `cargo test`, stopping at the first failing step.
-//! - `bench`: the benchmarks, `cargo bench -p assent-confirm --bench confirm_path`
-//!   (Assent's write path against raw SQLite, reported as ratios;
-//!   `ASSENT_BENCH_QUICK=1` for a short run). Performance claims live there, never in
-//!   timed tests.
+//!   `cargo test`, then `bench --quick`, stopping at the first failing step.
+//! - `bench`: the benchmark report, the `assent-bench` binary in the release profile:
+//!   the engine against the bare driver writing the same rows, queries at scale,
+//!   memory; a table on stdout and `target/bench/results.json`. Performance claims live
+//!   there, never in timed tests. `bench --quick` is a small run in the dev profile
+//!   (it reuses the test build's dependencies) that CI runs as a smoke test: it asserts
+//!   nothing about speed. The divan micro-benchmark of wake planning runs on its own:
+//!   `cargo bench -p assent-bench --bench wake_planning`.
 //!
 //! Project rules (every file opens with `//!`, the pure crates never see `sqlx` or
 //! `tokio`, ...) are not a task: they are the ordinary `#[test]`s in `tidy.rs`, so
@@ -33,7 +36,8 @@ usage: cargo xtask <task>
 
 tasks:
   ci       cargo fmt --check, cargo clippy -D warnings, cargo test (stops at the first failure)
-  bench    cargo bench -p assent-confirm --bench confirm_path (ASSENT_BENCH_QUICK=1: short run)
+  bench    the benchmark report (release build): table on stdout, target/bench/results.json
+           --quick: a small smoke run in the dev profile, asserting nothing about speed
 ";
 
 /// The steps of `cargo xtask ci`, run in this order.
@@ -48,11 +52,34 @@ const CI_STEPS: &[&[&str]] = &[
         "warnings",
     ],
     &["test", "--workspace"],
+    BENCH_QUICK,
 ];
 
-/// `cargo xtask bench`: the benchmarks and nothing else (`cargo bench --workspace`
-/// would also build every crate's libtest harness in the bench profile, for nothing).
-const BENCH: &[&str] = &["bench", "-p", "assent-confirm", "--bench", "confirm_path"];
+/// `cargo xtask bench`: the report binary in the release profile (not `cargo bench
+/// --workspace`, which would build every crate's libtest harness in the bench profile
+/// for nothing).
+const BENCH: &[&str] = &[
+    "run",
+    "--release",
+    "--quiet",
+    "-p",
+    "assent-bench",
+    "--bin",
+    "assent-bench",
+];
+
+/// `cargo xtask bench --quick`: the same binary, small, in the dev profile, so that CI
+/// reuses the dependencies its tests built instead of building them again optimised.
+const BENCH_QUICK: &[&str] = &[
+    "run",
+    "--quiet",
+    "-p",
+    "assent-bench",
+    "--bin",
+    "assent-bench",
+    "--",
+    "--quick",
+];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -60,6 +87,7 @@ fn main() -> ExitCode {
     let result = match args.as_slice() {
         ["ci"] => ci(),
         ["bench"] => run_cargo(BENCH),
+        ["bench", "--quick"] => run_cargo(BENCH_QUICK),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;

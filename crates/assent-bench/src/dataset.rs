@@ -43,7 +43,7 @@ pub struct Scale {
 }
 
 impl Scale {
-    pub fn new(change_sets: usize) -> Self {
+    pub const fn new(change_sets: usize) -> Self {
         Self {
             change_sets,
             decisions: change_sets * ITEMS_PER_SET,
@@ -177,7 +177,7 @@ async fn insert_batch(store: &Store, range: std::ops::Range<usize>) -> anyhow::R
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for &n in chunk {
             let created = timefmt::format(START + time::Duration::minutes(n as i64));
-            let open = n % OPEN_EVERY == 0;
+            let open = n.is_multiple_of(OPEN_EVERY);
             query = query
                 .bind(set_id(n))
                 .bind(agent_id(n % AGENTS))
@@ -265,7 +265,7 @@ impl Row {
     }
 
     fn open(&self) -> bool {
-        self.n % OPEN_EVERY == 0
+        self.n.is_multiple_of(OPEN_EVERY)
     }
 
     fn args(&self) -> String {
@@ -279,7 +279,7 @@ impl Row {
     fn verdict(&self) -> &'static str {
         if self.open() && self.i >= ITEMS_PER_SET / 2 {
             "deferred"
-        } else if (self.n * ITEMS_PER_SET + self.i) % 7 == 0 {
+        } else if (self.n * ITEMS_PER_SET + self.i).is_multiple_of(7) {
             "rejected"
         } else {
             "confirmed"

@@ -104,7 +104,7 @@ pub async fn measure(
         let render_time = start.elapsed();
 
         ensure!(
-            section.is_some() == !found.is_empty(),
+            section.is_some() != found.is_empty(),
             "the history section and the decisions disagree for {agent} on {task}"
         );
         if n >= warmup {
