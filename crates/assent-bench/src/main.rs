@@ -89,6 +89,9 @@ struct Planning {
 struct Report {
     commit: String,
     cores: usize,
+    /// `/proc/loadavg` before and after the run: how busy the shared machine was.
+    load_before: Option<String>,
+    load_after: Option<String>,
     config: Config,
     planning: Planning,
     persistence: writes::PairResult,
@@ -104,7 +107,9 @@ const PLANNING_TARGET: f64 = 100_000.0;
 
 fn main() -> anyhow::Result<()> {
     let mut quick = false;
-    let mut out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench");
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let workspace = workspace.canonicalize().unwrap_or(workspace);
+    let mut out = workspace.join("target/bench");
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -134,6 +139,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Report> {
+    let load_before = load_average();
     eprintln!("wake planning ...");
     let planning = planning(config)?;
     eprintln!("wake persistence ...");
@@ -157,6 +163,8 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
     Ok(Report {
         commit: commit(),
         cores: std::thread::available_parallelism().map_or(1, usize::from),
+        load_before,
+        load_after: load_average(),
         config,
         planning,
         persistence,
@@ -192,6 +200,17 @@ fn planning(config: Config) -> anyhow::Result<Planning> {
         calls_per_second,
         ratio_to_target: calls_per_second / PLANNING_TARGET,
     })
+}
+
+/// The 1, 5 and 15 minute load averages (Linux).
+fn load_average() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(
+        text.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
 }
 
 /// The commit measured (`git rev-parse HEAD`), or `unknown` outside a repository.
@@ -292,8 +311,10 @@ fn print_table(report: &Report) {
         kib(report.memory_after_load)
     );
     println!(
-        "({:.0} s in all; absolute figures describe this machine now, the ratios are the result)",
-        report.seconds
+        "({:.0} s in all; load average {} before, {} after; absolute figures describe this machine now, the ratios are the result)",
+        report.seconds,
+        report.load_before.as_deref().unwrap_or("n/a"),
+        report.load_after.as_deref().unwrap_or("n/a"),
     );
 }
 
