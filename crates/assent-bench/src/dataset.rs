@@ -69,6 +69,7 @@ pub fn task_id(n: usize) -> String {
 }
 
 /// The databases of every stage, generated now or found in the cache.
+#[derive(Debug)]
 pub struct Dataset {
     pub stages: Vec<(usize, PathBuf)>,
     pub generated: bool,
@@ -288,5 +289,67 @@ impl Row {
 
     fn item_status(&self) -> &'static str {
         self.verdict()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn migrations() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/sqlite")
+    }
+
+    async fn count(path: &Path, table: &'static str) -> i64 {
+        let store = Store::open(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("stage opens");
+        let count =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+                .fetch_one(store.pool())
+                .await
+                .expect("count");
+        store.close().await;
+        count
+    }
+
+    #[tokio::test]
+    async fn every_stage_holds_its_share_and_a_second_run_reuses_the_cache() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let scale = Scale::new(200);
+        let first = ensure(dir.path(), scale, &migrations())
+            .await
+            .expect("generated");
+        assert!(first.generated);
+        for (percent, path) in &first.stages {
+            let stage = scale.stage(*percent);
+            assert_eq!(
+                count(path, "change_sets").await,
+                stage.change_sets as i64,
+                "{percent} %"
+            );
+            assert_eq!(
+                count(path, "decisions").await,
+                stage.decisions as i64,
+                "{percent} %"
+            );
+        }
+        let second = ensure(dir.path(), scale, &migrations())
+            .await
+            .expect("cached");
+        assert!(!second.generated);
+        assert_eq!(second.stages, first.stages);
+    }
+
+    #[test]
+    fn a_changed_migration_or_scale_is_another_cache() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("0001_x.sql");
+        std::fs::write(&file, "CREATE TABLE a (x);").expect("write");
+        let key = cache_key(Scale::new(10), dir.path()).expect("key");
+        assert_eq!(key, cache_key(Scale::new(10), dir.path()).expect("key"));
+        assert_ne!(key, cache_key(Scale::new(20), dir.path()).expect("key"));
+        std::fs::write(dir.path().join("0002_y.sql"), "CREATE INDEX i ON a (x);").expect("write");
+        assert_ne!(key, cache_key(Scale::new(10), dir.path()).expect("key"));
     }
 }
