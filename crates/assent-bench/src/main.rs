@@ -100,7 +100,51 @@ struct Report {
     /// Memory once the data set was generated or found.
     memory_after_load: Option<Memory>,
     queries: Vec<queries::StageResult>,
+    targets: Targets,
     seconds: f64,
+}
+
+/// Where the run stands against the targets.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Targets {
+    /// Confirmations ≥ 0.5 of the baseline, at every durability.
+    confirmation_half_of_baseline: bool,
+    /// Wake planning ≥ 100,000 calls per second.
+    planning_calls_per_second: bool,
+    /// Every query's p99 ≤ 1 ms on the full data set.
+    query_p99_within_1ms: bool,
+    /// Resident memory after the full data set's queries ÷ after the first stage's.
+    memory_growth: Option<f64>,
+}
+
+impl Targets {
+    fn of(
+        planning: &Planning,
+        confirmation: &[writes::PairResult],
+        stages: &[queries::StageResult],
+    ) -> Self {
+        let full = stages.last();
+        let p99s = full.map(|s| {
+            [
+                &s.pending_sets_of_task,
+                &s.recent_decisions_of_agent_for_task,
+                &s.render_history,
+            ]
+            .map(|l| l.p99_us)
+        });
+        let current = |s: Option<&queries::StageResult>| {
+            s.and_then(|s| s.memory).map(|m| m.current_kib as f64)
+        };
+        Self {
+            confirmation_half_of_baseline: confirmation.iter().all(|r| r.ratio >= 0.5),
+            planning_calls_per_second: planning.calls_per_second >= PLANNING_TARGET,
+            query_p99_within_1ms: p99s.is_some_and(|p| p.iter().all(|&us| us <= 1_000.0)),
+            memory_growth: current(full)
+                .zip(current(stages.first()))
+                .map(|(l, f)| l / f),
+        }
+    }
 }
 
 const PLANNING_TARGET: f64 = 100_000.0;
@@ -160,6 +204,7 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
         let scale = config.scale.stage(*percent);
         stages.push(queries::measure(path, *percent, scale, config.query_samples).await?);
     }
+    let targets = Targets::of(&planning, &confirmation, &stages);
     Ok(Report {
         commit: commit(),
         cores: std::thread::available_parallelism().map_or(1, usize::from),
@@ -172,6 +217,7 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
         dataset_generated_now: data.generated,
         memory_after_load,
         queries: stages,
+        targets,
         seconds: started.elapsed().as_secs_f64(),
     })
 }
@@ -309,6 +355,21 @@ fn print_table(report: &Report) {
             "from the cache"
         },
         kib(report.memory_after_load)
+    );
+    let met = |ok: bool| match (report.config.quick, ok) {
+        // A dev-profile smoke run says nothing about the targets.
+        (true, _) => "not judged (--quick)",
+        (false, true) => "met",
+        (false, false) => "missed",
+    };
+    let t = &report.targets;
+    println!(
+        "targets: confirmation ≥ 0.50 of baseline {}; planning ≥ 100,000 calls/s {}; query p99 ≤ 1 ms {}; memory 10 % → 100 %: {}",
+        met(t.confirmation_half_of_baseline),
+        met(t.planning_calls_per_second),
+        met(t.query_p99_within_1ms),
+        t.memory_growth
+            .map_or_else(|| "n/a".to_owned(), |g| format!("{g:.2}x")),
     );
     println!(
         "({:.0} s in all; load average {} before, {} after; absolute figures describe this machine now, the ratios are the result)",
