@@ -130,6 +130,14 @@ impl Db {
         )
     }
 
+    async fn payload_bytes(&self) -> anyhow::Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(SUM(LENGTH(payload)), 0) FROM outbox")
+                .fetch_one(self.store.pool())
+                .await?,
+        )
+    }
+
     async fn row_counts(&self) -> anyhow::Result<Vec<(&'static str, i64)>> {
         let mut counts = Vec::with_capacity(TABLES.len());
         for &table in TABLES {
@@ -143,13 +151,23 @@ impl Db {
     }
 }
 
-/// Fails unless both sides wrote the same number of rows to every table: a baseline
-/// that writes less would flatter it.
+/// Fails unless both sides wrote the same number of rows to every table, and outbox
+/// payloads of about the same size (within 20 %): a baseline that writes less would
+/// flatter it, one that writes more would flatter Assent.
 async fn same_rows(assent: &Db, baseline: &Db) -> anyhow::Result<()> {
     let (a, b) = (assent.row_counts().await?, baseline.row_counts().await?);
     ensure!(
         a == b,
         "the baseline wrote other rows than Assent: assent {a:?}, baseline {b:?}"
+    );
+    let (a, b) = (
+        assent.payload_bytes().await?,
+        baseline.payload_bytes().await?,
+    );
+    let ratio = b as f64 / a.max(1) as f64;
+    ensure!(
+        (0.8..=1.2).contains(&ratio),
+        "the baseline's outbox payloads are {b} bytes, Assent's {a}"
     );
     Ok(())
 }
@@ -239,9 +257,11 @@ pub async fn persistence(
         let baseline_store = &baseline_db.store;
         let baseline = async |n: usize| {
             let titles = titles(n);
+            let (set, run) = (Uuid::new_v4().to_string(), Uuid::new_v4().to_string());
+            let payload = set_payload(&set, "task-1", &run, &titles);
             let start = Instant::now();
             let mut tx = baseline_store.begin_write().await?;
-            insert_set(&mut tx, &Uuid::new_v4().to_string(), "task-1", &titles).await?;
+            insert_set(&mut tx, &set, "task-1", &run, &titles, &payload).await?;
             tx.commit().await?;
             Ok(start.elapsed())
         };
@@ -274,16 +294,37 @@ async fn enqueue(
     Ok(())
 }
 
+/// The outbox payload of a change set as Assent replicates it (every field of the set
+/// and of each item), written out by hand: the baseline writes as many bytes, without
+/// serializing a domain value.
+fn set_payload(set: &str, task: &str, run: &str, titles: &[String]) -> String {
+    let now = timefmt::format(NOW);
+    let items: Vec<String> = titles
+        .iter()
+        .map(|title| {
+            format!(
+                r#"{{"toolName":"add_checklist_item","args":{{"title":"{title}"}},"humanSummary":"{}","status":"pending","before":null}}"#,
+                summary(title).replace('"', "\\\""),
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"id":"{set}","agentId":"{AGENT}","taskId":"{task}","threadId":"{run}","runKey":"{run}","status":"pending","items":[{}],"createdAt":"{now}","resolvedAt":null,"vectorClock":{{"{HOST}":1}}}}"#,
+        items.join(",")
+    )
+}
+
 /// The rows of one change set with an `add_checklist_item` item per title, and one
-/// outbox row carrying the set with its items (as the store replicates a new set).
+/// outbox row carrying the set with its items (`payload`, from [`set_payload`]).
 async fn insert_set(
     conn: &mut SqliteConnection,
     set: &str,
     task: &str,
+    run: &str,
     titles: &[String],
+    payload: &str,
 ) -> anyhow::Result<()> {
     let now = timefmt::format(NOW);
-    let run = Uuid::new_v4().to_string();
     sqlx::query(
         "INSERT INTO change_sets (id, agent_id, task_id, thread_id, run_key, status, created_at, vector_clock)
          VALUES (?1, ?2, ?3, ?4, ?4, 'pending', ?5, '{}')",
@@ -291,28 +332,23 @@ async fn insert_set(
     .bind(set)
     .bind(AGENT)
     .bind(task)
-    .bind(&run)
+    .bind(run)
     .bind(&now)
     .execute(&mut *conn)
     .await?;
-    let mut payload = format!(r#"{{"id":"{set}","taskId":"{task}","items":["#);
     for (index, title) in titles.iter().enumerate() {
-        let args = format!(r#"{{"title":"{title}"}}"#);
         sqlx::query(
             "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status)
              VALUES (?1, ?2, 'add_checklist_item', ?3, ?4, 'pending')",
         )
         .bind(set)
         .bind(index as i64)
-        .bind(&args)
+        .bind(format!(r#"{{"title":"{title}"}}"#))
         .bind(summary(title))
         .execute(&mut *conn)
         .await?;
-        payload.push_str(&args);
-        payload.push(',');
     }
-    payload.push_str("]}");
-    enqueue(conn, "changeSet", set, &payload, &now).await
+    enqueue(conn, "changeSet", set, payload, &now).await
 }
 
 // ---------------------------------------------------------------------------------
@@ -386,13 +422,23 @@ async fn queue(db: &Db, engine: &Engine, set: usize) -> anyhow::Result<Vec<(Uuid
     Ok((0..ITEMS).map(|index| (set.id, index)).collect())
 }
 
-/// One queued item of the baseline and what its confirmation writes alongside.
+/// One queued item of the baseline and what its confirmation writes, prepared
+/// before the clock starts: ids, and outbox payloads as large as Assent's.
 struct BaselineItem {
     task: String,
     set: String,
     index: usize,
     title: String,
     run_key: String,
+    checklist_item: String,
+    operation: String,
+    decision: String,
+    /// The task with its checklist so far, as the journal replicates it.
+    task_payload: String,
+    audit_payloads: [String; 2],
+    decision_payload: String,
+    item_payload: String,
+    set_payload: Arc<str>,
 }
 
 /// The baseline: the same rows as a wake, on a fresh task.
@@ -400,66 +446,114 @@ async fn queue_baseline(db: &Db, set: usize) -> anyhow::Result<Vec<BaselineItem>
     let task = db.task().await?;
     let id = Uuid::new_v4().to_string();
     let titles = titles(set);
+    let run = Uuid::new_v4().to_string();
+    let set_payload: Arc<str> = set_payload(&id, &task, &run, &titles).into();
     let mut tx = db.store.begin_write().await?;
-    insert_set(&mut tx, &id, &task, &titles).await?;
+    insert_set(&mut tx, &id, &task, &run, &titles, &set_payload).await?;
     tx.commit().await?;
-    Ok(titles
-        .into_iter()
-        .enumerate()
-        .map(|(index, title)| BaselineItem {
+    let now = timefmt::format(NOW);
+    let mut checklist = Vec::with_capacity(titles.len());
+    let mut items = Vec::with_capacity(titles.len());
+    for (index, title) in titles.into_iter().enumerate() {
+        let checklist_item = Uuid::new_v4().to_string();
+        let operation = Uuid::new_v4().to_string();
+        let decision = Uuid::new_v4().to_string();
+        let clock = format!(r#"{{"{HOST}":{}}}"#, index + 2);
+        let args = format!(r#"{{"title":"{title}"}}"#);
+        let quoted_summary = summary(&title).replace('"', "\\\"");
+        checklist.push(format!(
+            r#"{{"id":"{checklist_item}","title":"{title}","isChecked":false}}"#
+        ));
+        let task_payload = format!(
+            r#"{{"id":"{task}","title":"Plan the release","status":"OPEN","priority":null,"estimateMinutes":null,"dueDate":null,"language":null,"category":"work","labels":[],"checklist":[{}],"vectorClock":{clock},"statusReason":null}}"#,
+            checklist.join(",")
+        );
+        let audit = |kind: &str, rest: &str| {
+            format!(
+                r#"{{"operationId":"{operation}","runKey":"{run}","toolName":"add_checklist_item","agentId":"{AGENT}","taskId":"{task}","kind":"{kind}","args":{args},{rest}"createdAt":"{now}"}}"#
+            )
+        };
+        let audit_payloads = [
+            audit(
+                "action",
+                r#""success":null,"detail":null,"vectorClock":null,"#,
+            ),
+            audit(
+                "result",
+                &format!(
+                    r#""success":true,"detail":"Checklist item \"{title}\" added.","vectorClock":{clock},"#
+                ),
+            ),
+        ];
+        let decision_payload = format!(
+            r#"{{"id":"{decision}","changeSetId":"{id}","itemIndex":{index},"agentId":"{AGENT}","taskId":"{task}","toolName":"add_checklist_item","verdict":"confirmed","reason":null,"editedArgs":null,"humanSummary":"{quoted_summary}","args":{args},"createdAt":"{now}","vectorClock":{clock}}}"#
+        );
+        let item_payload =
+            format!(r#"{{"changeSetId":"{id}","itemIndex":{index},"status":"confirmed"}}"#);
+        items.push(BaselineItem {
             task: task.clone(),
             set: id.clone(),
             index,
             title,
-            run_key: id.clone(),
-        })
-        .collect())
+            run_key: run.clone(),
+            checklist_item,
+            operation,
+            decision,
+            task_payload,
+            audit_payloads,
+            decision_payload,
+            item_payload,
+            set_payload: Arc::clone(&set_payload),
+        });
+    }
+    Ok(items)
 }
 
 /// The writes of one confirmation, and nothing else: the checklist row, the task's
 /// clock, two audit records, the applied operation, the decision, the item and set
 /// statuses, and their outbox rows.
 async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<Duration> {
-    let BaselineItem {
-        task,
-        set,
-        index,
-        title,
-        run_key,
-    } = item;
     let now = timefmt::format(NOW);
-    let args = format!(r#"{{"title":"{title}"}}"#);
-    let index = *index as i64;
+    let args = format!(r#"{{"title":"{}"}}"#, item.title);
+    let index = item.index as i64;
+    let task = item.task.as_str();
+    let set = item.set.as_str();
+    let clock = format!(r#"{{"{HOST}":{}}}"#, index + 2);
+    let status = if item.index + 1 == ITEMS {
+        "resolved"
+    } else {
+        "partiallyResolved"
+    };
     let start = Instant::now();
     let mut tx = store.begin_write().await?;
     sqlx::query(
         "INSERT INTO checklist_items (id, task_id, position, title, is_checked)
          VALUES (?1, ?2, ?3, ?4, 0)",
     )
-    .bind(Uuid::new_v4().to_string())
+    .bind(&item.checklist_item)
     .bind(task)
     .bind(index)
-    .bind(title)
+    .bind(&item.title)
     .execute(&mut *tx)
     .await?;
-    let clock = format!(r#"{{"{HOST}":{}}}"#, index + 2);
     sqlx::query("UPDATE tasks SET vector_clock = ?1, updated_at = ?2 WHERE id = ?3")
         .bind(&clock)
         .bind(&now)
         .bind(task)
         .execute(&mut *tx)
         .await?;
-    let task_payload = format!(r#"{{"id":"{task}","vectorClock":{clock}}}"#);
-    enqueue(&mut tx, "task", task, &task_payload, &now).await?;
-    let operation = Uuid::new_v4().to_string();
-    for (kind, success) in [("action", None), ("result", Some(true))] {
+    enqueue(&mut tx, "task", task, &item.task_payload, &now).await?;
+    for ((kind, success), payload) in [("action", None), ("result", Some(true))]
+        .into_iter()
+        .zip(&item.audit_payloads)
+    {
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, task_id, kind, args,
                                         success, created_at)
              VALUES (?1, ?2, 'add_checklist_item', ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
         )
-        .bind(&operation)
-        .bind(run_key)
+        .bind(&item.operation)
+        .bind(&item.run_key)
         .bind(AGENT)
         .bind(task)
         .bind(kind)
@@ -468,35 +562,41 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
         .bind(&now)
         .fetch_one(&mut *tx)
         .await?;
-        enqueue(&mut tx, "auditRecord", &id.to_string(), &args, &now).await?;
+        enqueue(&mut tx, "auditRecord", &id.to_string(), payload, &now).await?;
     }
     sqlx::query(
         "INSERT INTO applied_operations (operation_id, tool_name, task_id, message, applied_at)
          VALUES (?1, 'add_checklist_item', ?2, 'Checklist item added.', ?3)",
     )
-    .bind(&operation)
+    .bind(&item.operation)
     .bind(task)
     .bind(&now)
     .execute(&mut *tx)
     .await?;
-    let decision = Uuid::new_v4().to_string();
     sqlx::query(
         "INSERT INTO decisions (id, change_set_id, item_index, agent_id, task_id, tool_name, verdict,
                                 human_summary, args, created_at, vector_clock)
          VALUES (?1, ?2, ?3, ?4, ?5, 'add_checklist_item', 'confirmed', ?6, ?7, ?8, ?9)",
     )
-    .bind(&decision)
+    .bind(&item.decision)
     .bind(set)
     .bind(index)
     .bind(AGENT)
     .bind(task)
-    .bind(summary(title))
+    .bind(summary(&item.title))
     .bind(&args)
     .bind(&now)
     .bind(&clock)
     .execute(&mut *tx)
     .await?;
-    enqueue(&mut tx, "changeDecision", &decision, &args, &now).await?;
+    enqueue(
+        &mut tx,
+        "changeDecision",
+        &item.decision,
+        &item.decision_payload,
+        &now,
+    )
+    .await?;
     sqlx::query(
         "UPDATE change_items SET status = 'confirmed' WHERE change_set_id = ?1 AND item_index = ?2",
     )
@@ -508,22 +608,17 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
         &mut tx,
         "changeItem",
         &format!("{set}:{index}"),
-        &args,
+        &item.item_payload,
         &now,
     )
     .await?;
-    let status = if index + 1 == ITEMS as i64 {
-        "resolved"
-    } else {
-        "partiallyResolved"
-    };
     sqlx::query("UPDATE change_sets SET status = ?1, vector_clock = ?2 WHERE id = ?3")
         .bind(status)
         .bind(&clock)
         .bind(set)
         .execute(&mut *tx)
         .await?;
-    enqueue(&mut tx, "changeSet", set, &args, &now).await?;
+    enqueue(&mut tx, "changeSet", set, &item.set_payload, &now).await?;
     tx.commit().await?;
     Ok(start.elapsed())
 }
