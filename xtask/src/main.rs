@@ -35,7 +35,8 @@ const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
-  ci       cargo fmt --check, cargo clippy -D warnings, cargo test (stops at the first failure)
+  ci       cargo fmt --check, cargo clippy -D warnings, cargo test, bench --quick
+           (stops at the first failure)
   bench    the benchmark report (release build): table on stdout, target/bench/results.json
            --quick: a small smoke run in the dev profile, asserting nothing about speed
 ";
