@@ -5,13 +5,16 @@
 //! Tasks:
 //!
 //! - `ci`: the gate CI runs (`.ci/run`): `cargo fmt --check`, `cargo clippy -D warnings`,
-//!   `cargo test`, stopping at the first failing step. Before the tests it installs
-//!   Debian's `chromium` and `chromium-driver` when `/usr/bin/chromedriver` is missing
-//!   (the review page's browser tests need them).
-//! - `bench`: the benchmarks, `cargo bench -p assent-confirm --bench confirm_path`
-//!   (Assent's write path against raw SQLite, reported as ratios;
-//!   `ASSENT_BENCH_QUICK=1` for a short run). Performance claims live there, never in
-//!   timed tests.
+//!   `cargo test`, then `bench --quick`, stopping at the first failing step. Before the
+//!   tests it installs Debian's `chromium` and `chromium-driver` when
+//!   `/usr/bin/chromedriver` is missing (the review page's browser tests need them).
+//! - `bench`: the benchmark report, the `assent-bench` binary in the release profile:
+//!   the engine against the bare driver writing the same rows, queries at scale,
+//!   memory; a table on stdout and `target/bench/results.json`. Performance claims live
+//!   there, never in timed tests. `bench --quick` is a small run in the dev profile
+//!   (it reuses the test build's dependencies) that CI runs as a smoke test: it asserts
+//!   nothing about speed. The divan micro-benchmark of wake planning runs on its own:
+//!   `cargo bench -p assent-bench --bench wake_planning`.
 //!
 //! Project rules (every file opens with `//!`, the pure crates never see `sqlx` or
 //! `tokio`, ...) are not a task: they are the ordinary `#[test]`s in `tidy.rs`, so
@@ -34,9 +37,11 @@ const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
-  ci       cargo fmt --check, cargo clippy -D warnings, cargo test (stops at the first failure;
-           installs chromium and chromium-driver for the browser tests when missing)
-  bench    cargo bench -p assent-confirm --bench confirm_path (ASSENT_BENCH_QUICK=1: short run)
+  ci       cargo fmt --check, cargo clippy -D warnings, cargo test, bench --quick
+           (stops at the first failure; installs chromium and chromium-driver for the
+           browser tests when missing)
+  bench    the benchmark report (release build): table on stdout, target/bench/results.json
+           --quick: a small smoke run in the dev profile, asserting nothing about speed
 ";
 
 /// The steps of `cargo xtask ci`, run in this order.
@@ -51,11 +56,34 @@ const CI_STEPS: &[&[&str]] = &[
         "warnings",
     ],
     &["test", "--workspace"],
+    BENCH_QUICK,
 ];
 
-/// `cargo xtask bench`: the benchmarks and nothing else (`cargo bench --workspace`
-/// would also build every crate's libtest harness in the bench profile, for nothing).
-const BENCH: &[&str] = &["bench", "-p", "assent-confirm", "--bench", "confirm_path"];
+/// `cargo xtask bench`: the report binary in the release profile (not `cargo bench
+/// --workspace`, which would build every crate's libtest harness in the bench profile
+/// for nothing).
+const BENCH: &[&str] = &[
+    "run",
+    "--release",
+    "--quiet",
+    "-p",
+    "assent-bench",
+    "--bin",
+    "assent-bench",
+];
+
+/// `cargo xtask bench --quick`: the same binary, small, in the dev profile, so that CI
+/// reuses the dependencies its tests built instead of building them again optimised.
+const BENCH_QUICK: &[&str] = &[
+    "run",
+    "--quiet",
+    "-p",
+    "assent-bench",
+    "--bin",
+    "assent-bench",
+    "--",
+    "--quick",
+];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -63,6 +91,7 @@ fn main() -> ExitCode {
     let result = match args.as_slice() {
         ["ci"] => ci(),
         ["bench"] => run_cargo(BENCH),
+        ["bench", "--quick"] => run_cargo(BENCH_QUICK),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;

@@ -210,8 +210,17 @@ pub async fn load_task(
     conn: &mut SqliteConnection,
     id: &str,
 ) -> Result<Option<TaskSnapshot>, JournalError> {
+    // One statement for the row, its labels and its checklist: a confirmation loads
+    // the task three times, and every statement is a round trip to the connection's
+    // worker thread (the benchmark's profile, `cargo xtask bench`).
     let row = sqlx::query(
-        "SELECT title, status, priority, estimate_minutes, due_date, language, category
+        "SELECT title, status, priority, estimate_minutes, due_date, language, category,
+                (SELECT json_group_array(label ORDER BY label)
+                   FROM task_labels WHERE task_id = tasks.id) AS labels,
+                (SELECT json_group_array(json_object('id', id, 'title', title,
+                                                     'isChecked', json(iif(is_checked, 'true', 'false')))
+                                         ORDER BY position, id)
+                   FROM checklist_items WHERE task_id = tasks.id) AS checklist
          FROM tasks WHERE id = ?1",
     )
     .bind(id)
@@ -231,27 +240,12 @@ pub async fn load_task(
         .map(parse_due_date)
         .transpose()
         .map_err(|e| JournalError::corrupt("tasks", format!("task {id}: due date {e}")))?;
-    let labels: Vec<String> =
-        sqlx::query_scalar("SELECT label FROM task_labels WHERE task_id = ?1 ORDER BY label")
-            .bind(id)
-            .fetch_all(&mut *conn)
-            .await?;
-    let items = sqlx::query(
-        "SELECT id, title, is_checked FROM checklist_items WHERE task_id = ?1 ORDER BY position, id",
-    )
-    .bind(id)
-    .fetch_all(&mut *conn)
-    .await?;
-    let checklist = items
-        .iter()
-        .map(|item| {
-            Ok(ChecklistItem {
-                id: item.try_get("id")?,
-                title: item.try_get("title")?,
-                is_checked: item.try_get("is_checked")?,
-            })
-        })
-        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+    let labels: String = row.try_get("labels")?;
+    let labels: Vec<String> = serde_json::from_str(&labels)
+        .map_err(|e| JournalError::corrupt("task_labels", format!("task {id}: {e}")))?;
+    let checklist: String = row.try_get("checklist")?;
+    let checklist: Vec<ChecklistItem> = serde_json::from_str(&checklist)
+        .map_err(|e| JournalError::corrupt("checklist_items", format!("task {id}: {e}")))?;
     Ok(Some(TaskSnapshot {
         id: id.to_owned(),
         title: row.try_get("title")?,

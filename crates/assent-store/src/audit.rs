@@ -30,12 +30,11 @@ pub async fn insert(conn: &mut SqliteConnection, record: &AuditRecord) -> Result
     .bind(timefmt::format(record.created_at))
     .fetch_one(&mut *conn)
     .await?;
-    let payload = serde_json::to_value(record).map_err(|e| StoreError::corrupt(TABLE, e))?;
     outbox::enqueue(
         conn,
         entity::AUDIT_RECORD,
         &id.to_string(),
-        &payload,
+        record,
         record.created_at,
     )
     .await?;

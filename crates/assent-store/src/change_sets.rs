@@ -34,8 +34,7 @@ async fn enqueue_set(
     set: &ChangeSet,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    let payload = serde_json::to_value(set).map_err(|e| StoreError::corrupt(TABLE, e))?;
-    outbox::enqueue(conn, entity::CHANGE_SET, &set.id.to_string(), &payload, now).await
+    outbox::enqueue(conn, entity::CHANGE_SET, &set.id.to_string(), set, now).await
 }
 
 /// Inserts a new set with its items (and its outbox message).

@@ -39,12 +39,11 @@ pub async fn insert(
     .bind(json!(decision.vector_clock).to_string())
     .execute(&mut *conn)
     .await?;
-    let payload = serde_json::to_value(decision).map_err(|e| StoreError::corrupt(TABLE, e))?;
     outbox::enqueue(
         conn,
         entity::DECISION,
         &decision.id.to_string(),
-        &payload,
+        decision,
         now,
     )
     .await

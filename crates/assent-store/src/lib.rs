@@ -8,8 +8,9 @@
 //! transaction opened with [`Store::begin_write`] (`BEGIN IMMEDIATE`, so concurrent
 //! writers queue on the lock instead of failing late).
 //!
-//! Durability: WAL journal, `synchronous = FULL` (a committed decision survives power
-//! loss, not only a crash of the process), foreign keys on, a 10 s busy timeout.
+//! Durability: WAL journal, `synchronous = FULL` by default (a committed decision
+//! survives power loss, not only a crash of the process; [`Durability`] names the
+//! trade-off), foreign keys on, a 10 s busy timeout.
 
 mod error;
 mod executor;
@@ -29,7 +30,7 @@ pub mod timefmt;
 
 pub use error::StoreError;
 pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest, SqliteAuditSink};
-pub use store::{Store, StoreOptions};
+pub use store::{Durability, Store, StoreOptions};
 
 /// The connection type the store's functions and the host's handlers work on.
 pub use sqlx::SqliteConnection;

@@ -19,16 +19,50 @@ pub struct StoreOptions {
     pub busy_timeout: Duration,
     /// Pool size.
     pub max_connections: u32,
+    /// What a commit survives; [`Durability::Full`] unless a caller knowingly trades
+    /// it for speed (the benchmarks measure both).
+    pub durability: Durability,
+}
+
+/// What a committed transaction survives (SQLite's `synchronous` setting, in WAL mode).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous = FULL`: the WAL is synced on every commit, so a committed decision
+    /// survives a power loss. What Assent ships with.
+    #[default]
+    Full,
+    /// `synchronous = NORMAL`: the WAL is synced only at checkpoints; a commit survives
+    /// the application crashing, but the last ones may be lost with the power.
+    Normal,
+}
+
+impl Durability {
+    /// SQLite's name of the setting.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Full => "FULL",
+            Self::Normal => "NORMAL",
+        }
+    }
+
+    fn synchronous(self) -> SqliteSynchronous {
+        match self {
+            Self::Full => SqliteSynchronous::Full,
+            Self::Normal => SqliteSynchronous::Normal,
+        }
+    }
 }
 
 impl StoreOptions {
-    /// Defaults for `url`: host id `local`, 10 s busy timeout, 8 connections.
+    /// Defaults for `url`: host id `local`, 10 s busy timeout, 8 connections,
+    /// [`Durability::Full`].
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
             host_id: "local".to_owned(),
             busy_timeout: Duration::from_secs(10),
             max_connections: 8,
+            durability: Durability::Full,
         }
     }
 }
@@ -57,7 +91,7 @@ impl Store {
             .map_err(open_error)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
+            .synchronous(options.durability.synchronous())
             .foreign_keys(true)
             .busy_timeout(options.busy_timeout);
         // Each connection to an in-memory database is a database of its own: one

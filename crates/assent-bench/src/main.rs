@@ -1,0 +1,391 @@
+//! `assent-bench`: one run, one report. Measures the engine against the physical limit
+//! of this machine, side by side, and prints a table for people and writes
+//! `target/bench/results.json` for machines.
+//!
+//! 1. wake planning (the pure core): tool calls planned per second, one core;
+//! 2. wake persistence: change sets of 25 items written per second, against the bare
+//!    driver writing the same rows;
+//! 3. and 4. the confirmation path, end to end, against the bare driver writing the same
+//!    rows, with the durability Assent ships (`synchronous = FULL`) and with `NORMAL`;
+//! 5. queries at scale (p50/p99), as the history grows to the full data set;
+//! 6. the process's peak memory while loading and querying.
+//!
+//! Shared 2-core machines drift from run to run, so the claims are ratios measured in
+//! the same run; absolute figures describe this machine at this moment only.
+//! `--quick` is a small run for CI: it asserts nothing about speed, only that every
+//! measurement ran and measured something.
+//!
+//! Usage: `assent-bench [--quick] [--out DIR]` (default `DIR`: the workspace's
+//! `target/bench`). `cargo xtask bench` runs it in the release profile.
+
+// A benchmark report is for a person at a terminal.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod dataset;
+mod measure;
+mod queries;
+mod writes;
+
+use anyhow::{Context, bail};
+use assent_bench::{PlanningFixture, WAKE_CALLS};
+use assent_store::Durability;
+use measure::{Memory, median};
+use std::path::Path;
+use std::time::Instant;
+
+/// How much work a run does.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Config {
+    quick: bool,
+    /// Timed samples of wake planning, each `planning_wakes` wakes.
+    planning_samples: usize,
+    planning_wakes: usize,
+    rounds: usize,
+    /// Change sets persisted per round and side.
+    persisted_sets: usize,
+    /// Change sets of 25 items confirmed per round and side.
+    confirmed_sets: usize,
+    scale: dataset::Scale,
+    query_samples: usize,
+}
+
+impl Config {
+    const FULL: Self = Self {
+        quick: false,
+        planning_samples: 15,
+        planning_wakes: 200,
+        rounds: 7,
+        persisted_sets: 60,
+        confirmed_sets: 8,
+        scale: dataset::Scale::new(100_000),
+        query_samples: 2_000,
+    };
+    const QUICK: Self = Self {
+        quick: true,
+        planning_samples: 3,
+        planning_wakes: 10,
+        rounds: 1,
+        persisted_sets: 10,
+        confirmed_sets: 8,
+        scale: dataset::Scale::new(1_000),
+        query_samples: 100,
+    };
+}
+
+/// Wake planning's figures.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Planning {
+    calls_per_wake: usize,
+    wake_us: f64,
+    calls_per_second: f64,
+    /// `calls_per_second ÷ 100,000` (the target).
+    ratio_to_target: f64,
+}
+
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Report {
+    commit: String,
+    cores: usize,
+    /// `/proc/loadavg` before and after the run: how busy the shared machine was.
+    load_before: Option<String>,
+    load_after: Option<String>,
+    config: Config,
+    planning: Planning,
+    persistence: writes::PairResult,
+    confirmation: Vec<writes::PairResult>,
+    dataset_generated_now: bool,
+    /// Memory once the data set was generated or found.
+    memory_after_load: Option<Memory>,
+    queries: Vec<queries::StageResult>,
+    targets: Targets,
+    seconds: f64,
+}
+
+/// Where the run stands against the targets.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Targets {
+    /// Confirmations ≥ 0.5 of the baseline, at every durability.
+    confirmation_half_of_baseline: bool,
+    /// Wake planning ≥ 100,000 calls per second.
+    planning_calls_per_second: bool,
+    /// Every query's p99 ≤ 1 ms on the full data set.
+    query_p99_within_1ms: bool,
+    /// Resident memory after the full data set's queries ÷ after the first stage's.
+    memory_growth: Option<f64>,
+}
+
+impl Targets {
+    fn of(
+        planning: &Planning,
+        confirmation: &[writes::PairResult],
+        stages: &[queries::StageResult],
+    ) -> Self {
+        let full = stages.last();
+        let p99s = full.map(|s| {
+            [
+                &s.pending_sets_of_task,
+                &s.recent_decisions_of_agent_for_task,
+                &s.render_history,
+            ]
+            .map(|l| l.p99_us)
+        });
+        let current = |s: Option<&queries::StageResult>| {
+            s.and_then(|s| s.memory).map(|m| m.current_kib as f64)
+        };
+        Self {
+            confirmation_half_of_baseline: confirmation.iter().all(|r| r.ratio >= 0.5),
+            planning_calls_per_second: planning.calls_per_second >= PLANNING_TARGET,
+            query_p99_within_1ms: p99s.is_some_and(|p| p.iter().all(|&us| us <= 1_000.0)),
+            memory_growth: current(full)
+                .zip(current(stages.first()))
+                .map(|(l, f)| l / f),
+        }
+    }
+}
+
+const PLANNING_TARGET: f64 = 100_000.0;
+
+fn main() -> anyhow::Result<()> {
+    let mut quick = false;
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let workspace = workspace.canonicalize().unwrap_or(workspace);
+    let mut out = workspace.join("target/bench");
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--out" => out = args.next().context("--out needs a directory")?.into(),
+            // `cargo test --benches`/`cargo bench` may pass this; it changes nothing.
+            "--bench" => {}
+            other => {
+                bail!("unknown argument `{other}` (usage: assent-bench [--quick] [--out DIR])")
+            }
+        }
+    }
+    let config = if quick { Config::QUICK } else { Config::FULL };
+    let started = Instant::now();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    let report = runtime.block_on(run(config, &out, started))?;
+    print_table(&report);
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let json = out.join("results.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&report)? + "\n")
+        .with_context(|| format!("writing {}", json.display()))?;
+    println!("wrote {}", json.display());
+    Ok(())
+}
+
+async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Report> {
+    let load_before = load_average();
+    eprintln!("wake planning ...");
+    let planning = planning(config)?;
+    eprintln!("wake persistence ...");
+    let persistence =
+        writes::persistence(Durability::Full, config.rounds, config.persisted_sets).await?;
+    let mut confirmation = Vec::new();
+    for durability in [Durability::Full, Durability::Normal] {
+        eprintln!("confirmation, synchronous = {} ...", durability.as_str());
+        confirmation
+            .push(writes::confirmation(durability, config.rounds, config.confirmed_sets).await?);
+    }
+    let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/sqlite");
+    let data = dataset::ensure(&out.join("data"), config.scale, &migrations).await?;
+    let memory_after_load = Memory::now();
+    let mut stages = Vec::new();
+    for (percent, path) in &data.stages {
+        eprintln!("queries at {percent} % of the history ...");
+        let scale = config.scale.stage(*percent);
+        stages.push(queries::measure(path, *percent, scale, config.query_samples).await?);
+    }
+    let targets = Targets::of(&planning, &confirmation, &stages);
+    Ok(Report {
+        commit: commit(),
+        cores: std::thread::available_parallelism().map_or(1, usize::from),
+        load_before,
+        load_after: load_average(),
+        config,
+        planning,
+        persistence,
+        confirmation,
+        dataset_generated_now: data.generated,
+        memory_after_load,
+        queries: stages,
+        targets,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn planning(config: Config) -> anyhow::Result<Planning> {
+    let fixture = PlanningFixture::new();
+    let expected = fixture.plan_counted()?;
+    if expected.calls != WAKE_CALLS || expected.queued == 0 {
+        bail!("the planning fixture planned {expected:?}");
+    }
+    let mut samples = Vec::with_capacity(config.planning_samples);
+    for _ in 0..=config.planning_samples {
+        let start = Instant::now();
+        for _ in 0..config.planning_wakes {
+            std::hint::black_box(fixture.plan()?);
+        }
+        samples.push(start.elapsed() / config.planning_wakes as u32);
+    }
+    // The first sample warms the caches.
+    samples.remove(0);
+    let wake = median(&samples);
+    let calls_per_second = WAKE_CALLS as f64 / wake.as_secs_f64();
+    Ok(Planning {
+        calls_per_wake: WAKE_CALLS,
+        wake_us: measure::micros(wake),
+        calls_per_second,
+        ratio_to_target: calls_per_second / PLANNING_TARGET,
+    })
+}
+
+/// The 1, 5 and 15 minute load averages (Linux).
+fn load_average() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(
+        text.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+/// The commit measured (`git rev-parse HEAD`), or `unknown` outside a repository.
+fn commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map_or_else(|| "unknown".to_owned(), |s| s.trim().to_owned())
+}
+
+fn kib(memory: Option<Memory>) -> String {
+    memory.map_or_else(
+        || "n/a".to_owned(),
+        |m| {
+            format!(
+                "peak {:.1} MiB, now {:.1} MiB",
+                m.peak_kib as f64 / 1024.0,
+                m.current_kib as f64 / 1024.0
+            )
+        },
+    )
+}
+
+fn print_table(report: &Report) {
+    let quick = if report.config.quick {
+        " (--quick: a smoke run, not a measurement)"
+    } else {
+        ""
+    };
+    println!();
+    println!(
+        "Assent benchmarks at {} on {} core(s){quick}",
+        &report.commit[..report.commit.len().min(12)],
+        report.cores
+    );
+    println!();
+    let p = &report.planning;
+    println!(
+        "{:<44} {:>12.0} calls/s  {:>6.2}x the target (100,000)  ({:.1} µs per wake of {})",
+        "wake planning, one core",
+        p.calls_per_second,
+        p.ratio_to_target,
+        p.wake_us,
+        p.calls_per_wake
+    );
+    println!();
+    println!(
+        "{:<44} {:>12} {:>12} {:>16}",
+        "per second (median of rounds)", "assent", "baseline", "assent/baseline"
+    );
+    let pair = |name: String, r: &writes::PairResult| {
+        println!(
+            "{name:<44} {:>12.0} {:>12.0} {:>8.2} ({:.2}–{:.2})",
+            r.assent_per_second, r.baseline_per_second, r.ratio, r.ratio_q1, r.ratio_q3
+        );
+    };
+    pair(
+        format!(
+            "wake persisted (25 items), sync {}",
+            report.persistence.durability
+        ),
+        &report.persistence,
+    );
+    for r in &report.confirmation {
+        pair(format!("item confirmed, sync {}", r.durability), r);
+    }
+    println!(
+        "(ratio: median over {} round(s), quartiles in brackets; target ≥ 0.50 for confirmations)",
+        report.persistence.rounds
+    );
+    println!();
+    println!(
+        "{:<24} {:>18} {:>18} {:>18}  memory after the stage",
+        "queries, p50 / p99 µs", "pending of task", "recent 20 (agent)", "history section"
+    );
+    for s in &report.queries {
+        let l = |l: &queries::Latency| format!("{:.0} / {:.0}", l.p50_us, l.p99_us);
+        println!(
+            "{:<24} {:>18} {:>18} {:>18}  {}",
+            format!("{} sets, {} decisions", s.change_sets, s.decisions),
+            l(&s.pending_sets_of_task),
+            l(&s.recent_decisions_of_agent_for_task),
+            l(&s.render_history),
+            kib(s.memory)
+        );
+    }
+    println!(
+        "data set {}; memory once loaded: {}",
+        if report.dataset_generated_now {
+            "generated now"
+        } else {
+            "from the cache"
+        },
+        kib(report.memory_after_load)
+    );
+    let met = |ok: bool| match (report.config.quick, ok) {
+        // A dev-profile smoke run says nothing about the targets.
+        (true, _) => "not judged (--quick)",
+        (false, true) => "met",
+        (false, false) => "missed",
+    };
+    let t = &report.targets;
+    println!(
+        "targets: confirmation ≥ 0.50 of baseline {}; planning ≥ 100,000 calls/s {}; query p99 ≤ 1 ms {}; memory 10 % → 100 %: {}",
+        met(t.confirmation_half_of_baseline),
+        met(t.planning_calls_per_second),
+        met(t.query_p99_within_1ms),
+        t.memory_growth
+            .map_or_else(|| "n/a".to_owned(), |g| format!("{g:.2}x")),
+    );
+    println!(
+        "({:.0} s in all; load average {} before, {} after; absolute figures describe this machine now, the ratios are the result)",
+        report.seconds,
+        report.load_before.as_deref().unwrap_or("n/a"),
+        report.load_after.as_deref().unwrap_or("n/a"),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_short_duration_is_many_operations_per_second() {
+        assert_eq!(measure::per_second(Duration::from_millis(2)), 500.0);
+    }
+}

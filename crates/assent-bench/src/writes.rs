@@ -1,0 +1,624 @@
+//! The durable write paths, each against its baseline: the same SQLite driver (sqlx)
+//! writing the same number and kinds of rows per transaction with nothing else — no
+//! policy, no serialization of domain values, no checks, no reads.
+//!
+//! - **wake persistence**: a change set of 25 items and its outbox row, through
+//!   `assent_store::change_sets::insert`, one transaction each.
+//! - **confirmation**: `ConfirmationService::confirm_item` end to end (claim, policy,
+//!   journal handler, decision, item and set status, audit action and result, applied
+//!   operation, outbox), one transaction each.
+//!
+//! Both sides of a pair run on fresh databases of their own, opened by the same
+//! `Store` (same schema, same durability), and alternate operation by operation so
+//! that both see the same load; every round checks that both wrote the same rows.
+
+use crate::measure::{median, quartiles};
+use anyhow::{Context, ensure};
+use assent_changeset::{DEFAULT_MAX_ITEMS_PER_SET, ToolArguments, ToolCall};
+use assent_confirm::{Engine, WakeRequest};
+use assent_domain::{ChangeItem, ChangeSet, NewChangeSet, Uuid};
+use assent_journal::tool;
+use assent_journal_host::{JournalHost, NewTask, create_task};
+use assent_store::{Durability, ExecutionOutcome, Store, StoreOptions, timefmt};
+use assent_tools::AgentPolicy;
+use serde_json::json;
+use sqlx::SqliteConnection;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+use time::OffsetDateTime;
+use time::macros::datetime;
+
+const NOW: OffsetDateTime = datetime!(2026-03-01 12:00 UTC);
+const HOST: &str = "device-a";
+const AGENT: &str = "agent-1";
+const ITEMS: usize = DEFAULT_MAX_ITEMS_PER_SET;
+
+/// Every table either side writes, for the same-rows check.
+const TABLES: &[&str] = &[
+    "tasks",
+    "checklist_items",
+    "change_sets",
+    "change_items",
+    "decisions",
+    "audit_records",
+    "applied_operations",
+    "outbox",
+];
+
+/// One pair's figures over all rounds.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PairResult {
+    pub durability: &'static str,
+    pub rounds: usize,
+    pub operations_per_round: usize,
+    pub assent_per_second: f64,
+    pub baseline_per_second: f64,
+    /// Median over rounds of `assent ops/s ÷ baseline ops/s`, with its quartiles.
+    pub ratio: f64,
+    pub ratio_q1: f64,
+    pub ratio_q3: f64,
+}
+
+impl PairResult {
+    fn from_rounds(
+        durability: Durability,
+        operations: usize,
+        rounds: &[(Duration, Duration)],
+    ) -> Self {
+        let assent: Vec<Duration> = rounds.iter().map(|r| r.0).collect();
+        let baseline: Vec<Duration> = rounds.iter().map(|r| r.1).collect();
+        let ratios: Vec<f64> = rounds
+            .iter()
+            .map(|(a, b)| b.as_secs_f64() / a.as_secs_f64())
+            .collect();
+        let [q1, mid, q3] = quartiles(&ratios);
+        Self {
+            durability: durability.as_str(),
+            rounds: rounds.len(),
+            operations_per_round: operations,
+            assent_per_second: crate::measure::per_second(median(&assent)),
+            baseline_per_second: crate::measure::per_second(median(&baseline)),
+            ratio: mid,
+            ratio_q1: q1,
+            ratio_q3: q3,
+        }
+    }
+}
+
+/// A fresh database in its own directory (deleted on drop), with the benchmark's agent.
+struct Db {
+    _dir: TempDir,
+    store: Store,
+}
+
+impl Db {
+    async fn open(durability: Durability) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir().context("temporary directory")?;
+        let url = format!("sqlite://{}/bench.db", dir.path().display());
+        let store = Store::open_with(StoreOptions {
+            host_id: HOST.into(),
+            durability,
+            ..StoreOptions::new(url)
+        })
+        .await?;
+        let mut tx = store.begin_write().await?;
+        assent_store::agents::upsert(&mut tx, AGENT, &AgentPolicy::new(["work"]), NOW).await?;
+        tx.commit().await?;
+        Ok(Self { _dir: dir, store })
+    }
+
+    async fn task(&self) -> anyhow::Result<String> {
+        let id = Uuid::new_v4().to_string();
+        let mut tx = self.store.begin_write().await?;
+        let new = NewTask {
+            title: "Plan the release".into(),
+            category: Some("work".into()),
+            ..NewTask::default()
+        };
+        create_task(&mut tx, &id, &new, HOST, NOW).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    fn engine(&self) -> Engine {
+        Engine::new(
+            self.store.clone(),
+            Arc::new(assent_journal::catalog()),
+            Arc::new(JournalHost::new(HOST)),
+        )
+    }
+
+    async fn payload_bytes(&self) -> anyhow::Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(SUM(LENGTH(payload)), 0) FROM outbox")
+                .fetch_one(self.store.pool())
+                .await?,
+        )
+    }
+
+    async fn row_counts(&self) -> anyhow::Result<Vec<(&'static str, i64)>> {
+        let mut counts = Vec::with_capacity(TABLES.len());
+        for &table in TABLES {
+            let count: i64 =
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+                    .fetch_one(self.store.pool())
+                    .await?;
+            counts.push((table, count));
+        }
+        Ok(counts)
+    }
+}
+
+/// Fails unless both sides wrote the same number of rows to every table, and outbox
+/// payloads of about the same size (within 20 %): a baseline that writes less would
+/// flatter it, one that writes more would flatter Assent.
+async fn same_rows(assent: &Db, baseline: &Db) -> anyhow::Result<()> {
+    let (a, b) = (assent.row_counts().await?, baseline.row_counts().await?);
+    ensure!(
+        a == b,
+        "the baseline wrote other rows than Assent: assent {a:?}, baseline {b:?}"
+    );
+    let (a, b) = (
+        assent.payload_bytes().await?,
+        baseline.payload_bytes().await?,
+    );
+    let ratio = b as f64 / a.max(1) as f64;
+    ensure!(
+        (0.8..=1.2).contains(&ratio),
+        "the baseline's outbox payloads are {b} bytes, Assent's {a}"
+    );
+    Ok(())
+}
+
+fn titles(set: usize) -> Vec<String> {
+    (0..ITEMS).map(|i| format!("Set {set} step {i}")).collect()
+}
+
+fn summary(title: &str) -> String {
+    format!("Add checklist item \"{title}\"")
+}
+
+/// Alternates `assent` and `baseline` operation by operation (who goes first swaps
+/// every time) and keeps the timings after `warmup`.
+async fn alternate<A, B>(
+    operations: usize,
+    warmup: usize,
+    mut assent: A,
+    mut baseline: B,
+) -> anyhow::Result<(Duration, Duration)>
+where
+    A: AsyncFnMut(usize) -> anyhow::Result<Duration>,
+    B: AsyncFnMut(usize) -> anyhow::Result<Duration>,
+{
+    let (mut a_times, mut b_times) = (Vec::new(), Vec::new());
+    for n in 0..warmup + operations {
+        let (a, b) = if n % 2 == 0 {
+            let a = assent(n).await?;
+            (a, baseline(n).await?)
+        } else {
+            let b = baseline(n).await?;
+            (assent(n).await?, b)
+        };
+        if n >= warmup {
+            a_times.push(a);
+            b_times.push(b);
+        }
+    }
+    Ok((median(&a_times), median(&b_times)))
+}
+
+// ---------------------------------------------------------------------------------
+// Wake persistence.
+
+fn change_set(set: usize) -> anyhow::Result<ChangeSet> {
+    let items = titles(set)
+        .into_iter()
+        .map(|title| {
+            ChangeItem::new(
+                tool::ADD_CHECKLIST_ITEM,
+                json!({ "title": title }),
+                summary(&title),
+            )
+        })
+        .collect();
+    let run = Uuid::new_v4().to_string();
+    Ok(ChangeSet::new(NewChangeSet {
+        id: Uuid::new_v4(),
+        agent_id: AGENT.into(),
+        task_id: "task-1".into(),
+        thread_id: run.clone(),
+        run_key: run,
+        items,
+        created_at: NOW,
+    })?)
+}
+
+/// `sets` change sets of 25 items per round, through the store and through the bare
+/// driver.
+pub async fn persistence(
+    durability: Durability,
+    rounds: usize,
+    sets: usize,
+) -> anyhow::Result<PairResult> {
+    let mut results = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let (assent_db, baseline_db) = (Db::open(durability).await?, Db::open(durability).await?);
+        let store = &assent_db.store;
+        let assent = async |n: usize| {
+            let set = change_set(n)?;
+            let start = Instant::now();
+            let mut tx = store.begin_write().await?;
+            assent_store::change_sets::insert(&mut tx, &set, NOW).await?;
+            tx.commit().await?;
+            Ok(start.elapsed())
+        };
+        let baseline_store = &baseline_db.store;
+        let baseline = async |n: usize| {
+            let titles = titles(n);
+            let (set, run) = (Uuid::new_v4().to_string(), Uuid::new_v4().to_string());
+            let payload = set_payload(&set, "task-1", &run, &titles);
+            let start = Instant::now();
+            let mut tx = baseline_store.begin_write().await?;
+            insert_set(&mut tx, &set, "task-1", &run, &titles, &payload).await?;
+            tx.commit().await?;
+            Ok(start.elapsed())
+        };
+        results.push(alternate(sets, sets / 10, assent, baseline).await?);
+        same_rows(&assent_db, &baseline_db).await?;
+    }
+    Ok(PairResult::from_rounds(durability, sets, &results))
+}
+
+const ENQUEUE: &str =
+    "INSERT INTO outbox (entity_type, entity_id, payload, status, attempts, created_at, updated_at)
+     VALUES (?1, ?2, ?3, 'pending', 0, ?4, ?4)
+     ON CONFLICT (entity_type, entity_id) WHERE status = 'pending'
+     DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at";
+
+async fn enqueue(
+    conn: &mut SqliteConnection,
+    entity_type: &str,
+    entity_id: &str,
+    payload: &str,
+    now: &str,
+) -> anyhow::Result<()> {
+    sqlx::query(ENQUEUE)
+        .bind(entity_type)
+        .bind(entity_id)
+        .bind(payload)
+        .bind(now)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The outbox payload of a change set as Assent replicates it (every field of the set
+/// and of each item), written out by hand: the baseline writes as many bytes, without
+/// serializing a domain value.
+fn set_payload(set: &str, task: &str, run: &str, titles: &[String]) -> String {
+    let now = timefmt::format(NOW);
+    let items: Vec<String> = titles
+        .iter()
+        .map(|title| {
+            format!(
+                r#"{{"toolName":"add_checklist_item","args":{{"title":"{title}"}},"humanSummary":"{}","status":"pending","before":null}}"#,
+                summary(title).replace('"', "\\\""),
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"id":"{set}","agentId":"{AGENT}","taskId":"{task}","threadId":"{run}","runKey":"{run}","status":"pending","items":[{}],"createdAt":"{now}","resolvedAt":null,"vectorClock":{{"{HOST}":1}}}}"#,
+        items.join(",")
+    )
+}
+
+/// The rows of one change set with an `add_checklist_item` item per title, and one
+/// outbox row carrying the set with its items (`payload`, from [`set_payload`]).
+async fn insert_set(
+    conn: &mut SqliteConnection,
+    set: &str,
+    task: &str,
+    run: &str,
+    titles: &[String],
+    payload: &str,
+) -> anyhow::Result<()> {
+    let now = timefmt::format(NOW);
+    sqlx::query(
+        "INSERT INTO change_sets (id, agent_id, task_id, thread_id, run_key, status, created_at, vector_clock)
+         VALUES (?1, ?2, ?3, ?4, ?4, 'pending', ?5, '{}')",
+    )
+    .bind(set)
+    .bind(AGENT)
+    .bind(task)
+    .bind(run)
+    .bind(&now)
+    .execute(&mut *conn)
+    .await?;
+    for (index, title) in titles.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status)
+             VALUES (?1, ?2, 'add_checklist_item', ?3, ?4, 'pending')",
+        )
+        .bind(set)
+        .bind(index as i64)
+        .bind(format!(r#"{{"title":"{title}"}}"#))
+        .bind(summary(title))
+        .execute(&mut *conn)
+        .await?;
+    }
+    enqueue(conn, "changeSet", set, payload, &now).await
+}
+
+// ---------------------------------------------------------------------------------
+// Confirmation.
+
+/// `sets` × 25 items confirmed per round, Assent against the bare driver.
+pub async fn confirmation(
+    durability: Durability,
+    rounds: usize,
+    sets: usize,
+) -> anyhow::Result<PairResult> {
+    let operations = sets * ITEMS;
+    let mut results = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let (assent_db, baseline_db) = (Db::open(durability).await?, Db::open(durability).await?);
+        let engine = assent_db.engine();
+        let mut assent_items = Vec::with_capacity(operations);
+        let mut baseline_items = Vec::with_capacity(operations);
+        for set in 0..sets {
+            assent_items.extend(queue(&assent_db, &engine, set).await?);
+            baseline_items.extend(queue_baseline(&baseline_db, set).await?);
+        }
+        let engine = &engine;
+        let assent = async |n: usize| {
+            let (set, index) = assent_items[n];
+            let start = Instant::now();
+            let outcome = engine.confirmations().confirm_item(set, index, NOW).await?;
+            let elapsed = start.elapsed();
+            ensure!(
+                matches!(
+                    outcome.execution,
+                    ExecutionOutcome::Applied { mutated: true, .. }
+                ),
+                "confirmation did not apply: {:?}",
+                outcome.execution
+            );
+            Ok(elapsed)
+        };
+        let baseline_store = &baseline_db.store;
+        let baseline_items = &baseline_items;
+        let baseline = async |n: usize| confirm_baseline(baseline_store, &baseline_items[n]).await;
+        let warmup = ITEMS.min(operations / 5);
+        results.push(alternate(operations - warmup, warmup, assent, baseline).await?);
+        same_rows(&assent_db, &baseline_db).await?;
+    }
+    Ok(PairResult::from_rounds(durability, operations, &results))
+}
+
+/// Assent: a wake on a fresh task queues 25 `add_checklist_item` proposals (a batch).
+async fn queue(db: &Db, engine: &Engine, set: usize) -> anyhow::Result<Vec<(Uuid, usize)>> {
+    let task = db.task().await?;
+    let items: Vec<_> = titles(set).iter().map(|t| json!({ "title": t })).collect();
+    let call = ToolCall {
+        id: "call_0".into(),
+        name: tool::ADD_MULTIPLE_CHECKLIST_ITEMS.into(),
+        arguments: ToolArguments::Text(json!({ "items": items }).to_string()),
+    };
+    let outcome = engine
+        .wakes()
+        .wake(
+            WakeRequest::new(AGENT, &task, Uuid::new_v4().to_string(), vec![call]),
+            NOW,
+        )
+        .await?;
+    let set = outcome.change_set.context("the wake queued nothing")?;
+    ensure!(
+        set.items.len() == ITEMS,
+        "the wake queued {} items",
+        set.items.len()
+    );
+    Ok((0..ITEMS).map(|index| (set.id, index)).collect())
+}
+
+/// One queued item of the baseline and what its confirmation writes, prepared
+/// before the clock starts: ids, and outbox payloads as large as Assent's.
+struct BaselineItem {
+    task: String,
+    set: String,
+    index: usize,
+    title: String,
+    run_key: String,
+    checklist_item: String,
+    operation: String,
+    decision: String,
+    /// The task with its checklist so far, as the journal replicates it.
+    task_payload: String,
+    audit_payloads: [String; 2],
+    decision_payload: String,
+    item_payload: String,
+    set_payload: Arc<str>,
+}
+
+/// The baseline: the same rows as a wake, on a fresh task.
+async fn queue_baseline(db: &Db, set: usize) -> anyhow::Result<Vec<BaselineItem>> {
+    let task = db.task().await?;
+    let id = Uuid::new_v4().to_string();
+    let titles = titles(set);
+    let run = Uuid::new_v4().to_string();
+    let set_payload: Arc<str> = set_payload(&id, &task, &run, &titles).into();
+    let mut tx = db.store.begin_write().await?;
+    insert_set(&mut tx, &id, &task, &run, &titles, &set_payload).await?;
+    tx.commit().await?;
+    let now = timefmt::format(NOW);
+    let mut checklist = Vec::with_capacity(titles.len());
+    let mut items = Vec::with_capacity(titles.len());
+    for (index, title) in titles.into_iter().enumerate() {
+        let checklist_item = Uuid::new_v4().to_string();
+        let operation = Uuid::new_v4().to_string();
+        let decision = Uuid::new_v4().to_string();
+        let clock = format!(r#"{{"{HOST}":{}}}"#, index + 2);
+        let args = format!(r#"{{"title":"{title}"}}"#);
+        let quoted_summary = summary(&title).replace('"', "\\\"");
+        checklist.push(format!(
+            r#"{{"id":"{checklist_item}","title":"{title}","isChecked":false}}"#
+        ));
+        let task_payload = format!(
+            r#"{{"id":"{task}","title":"Plan the release","status":"OPEN","priority":null,"estimateMinutes":null,"dueDate":null,"language":null,"category":"work","labels":[],"checklist":[{}],"vectorClock":{clock},"statusReason":null}}"#,
+            checklist.join(",")
+        );
+        let audit = |kind: &str, rest: &str| {
+            format!(
+                r#"{{"operationId":"{operation}","runKey":"{run}","toolName":"add_checklist_item","agentId":"{AGENT}","taskId":"{task}","kind":"{kind}","args":{args},{rest}"createdAt":"{now}"}}"#
+            )
+        };
+        let audit_payloads = [
+            audit(
+                "action",
+                r#""success":null,"detail":null,"vectorClock":null,"#,
+            ),
+            audit(
+                "result",
+                &format!(
+                    r#""success":true,"detail":"Checklist item \"{title}\" added.","vectorClock":{clock},"#
+                ),
+            ),
+        ];
+        let decision_payload = format!(
+            r#"{{"id":"{decision}","changeSetId":"{id}","itemIndex":{index},"agentId":"{AGENT}","taskId":"{task}","toolName":"add_checklist_item","verdict":"confirmed","reason":null,"editedArgs":null,"humanSummary":"{quoted_summary}","args":{args},"createdAt":"{now}","vectorClock":{clock}}}"#
+        );
+        let item_payload =
+            format!(r#"{{"changeSetId":"{id}","itemIndex":{index},"status":"confirmed"}}"#);
+        items.push(BaselineItem {
+            task: task.clone(),
+            set: id.clone(),
+            index,
+            title,
+            run_key: run.clone(),
+            checklist_item,
+            operation,
+            decision,
+            task_payload,
+            audit_payloads,
+            decision_payload,
+            item_payload,
+            set_payload: Arc::clone(&set_payload),
+        });
+    }
+    Ok(items)
+}
+
+/// The writes of one confirmation, and nothing else: the checklist row, the task's
+/// clock, two audit records, the applied operation, the decision, the item and set
+/// statuses, and their outbox rows.
+async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<Duration> {
+    let now = timefmt::format(NOW);
+    let args = format!(r#"{{"title":"{}"}}"#, item.title);
+    let index = item.index as i64;
+    let task = item.task.as_str();
+    let set = item.set.as_str();
+    let clock = format!(r#"{{"{HOST}":{}}}"#, index + 2);
+    let status = if item.index + 1 == ITEMS {
+        "resolved"
+    } else {
+        "partiallyResolved"
+    };
+    let start = Instant::now();
+    let mut tx = store.begin_write().await?;
+    sqlx::query(
+        "INSERT INTO checklist_items (id, task_id, position, title, is_checked)
+         VALUES (?1, ?2, ?3, ?4, 0)",
+    )
+    .bind(&item.checklist_item)
+    .bind(task)
+    .bind(index)
+    .bind(&item.title)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("UPDATE tasks SET vector_clock = ?1, updated_at = ?2 WHERE id = ?3")
+        .bind(&clock)
+        .bind(&now)
+        .bind(task)
+        .execute(&mut *tx)
+        .await?;
+    enqueue(&mut tx, "task", task, &item.task_payload, &now).await?;
+    for ((kind, success), payload) in [("action", None), ("result", Some(true))]
+        .into_iter()
+        .zip(&item.audit_payloads)
+    {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, task_id, kind, args,
+                                        success, created_at)
+             VALUES (?1, ?2, 'add_checklist_item', ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
+        )
+        .bind(&item.operation)
+        .bind(&item.run_key)
+        .bind(AGENT)
+        .bind(task)
+        .bind(kind)
+        .bind(&args)
+        .bind(success)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+        enqueue(&mut tx, "auditRecord", &id.to_string(), payload, &now).await?;
+    }
+    sqlx::query(
+        "INSERT INTO applied_operations (operation_id, tool_name, task_id, message, applied_at)
+         VALUES (?1, 'add_checklist_item', ?2, 'Checklist item added.', ?3)",
+    )
+    .bind(&item.operation)
+    .bind(task)
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO decisions (id, change_set_id, item_index, agent_id, task_id, tool_name, verdict,
+                                human_summary, args, created_at, vector_clock)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'add_checklist_item', 'confirmed', ?6, ?7, ?8, ?9)",
+    )
+    .bind(&item.decision)
+    .bind(set)
+    .bind(index)
+    .bind(AGENT)
+    .bind(task)
+    .bind(summary(&item.title))
+    .bind(&args)
+    .bind(&now)
+    .bind(&clock)
+    .execute(&mut *tx)
+    .await?;
+    enqueue(
+        &mut tx,
+        "changeDecision",
+        &item.decision,
+        &item.decision_payload,
+        &now,
+    )
+    .await?;
+    sqlx::query(
+        "UPDATE change_items SET status = 'confirmed' WHERE change_set_id = ?1 AND item_index = ?2",
+    )
+    .bind(set)
+    .bind(index)
+    .execute(&mut *tx)
+    .await?;
+    enqueue(
+        &mut tx,
+        "changeItem",
+        &format!("{set}:{index}"),
+        &item.item_payload,
+        &now,
+    )
+    .await?;
+    sqlx::query("UPDATE change_sets SET status = ?1, vector_clock = ?2 WHERE id = ?3")
+        .bind(status)
+        .bind(&clock)
+        .bind(set)
+        .execute(&mut *tx)
+        .await?;
+    enqueue(&mut tx, "changeSet", set, &item.set_payload, &now).await?;
+    tx.commit().await?;
+    Ok(start.elapsed())
+}
