@@ -8,6 +8,11 @@
 //! transaction opened with [`Store::begin_write`] (`BEGIN IMMEDIATE`, so concurrent
 //! writers queue on the lock instead of failing late).
 //!
+//! Device sync ([`sync`]) exports this device's synced state as an
+//! [`assent_sync::SyncBatch`] and merges a peer's batch by executing the pure plan of
+//! [`assent_sync::plan_merge`] in one transaction; host-owned rows (journal tasks)
+//! take part through [`sync::HostEntities`].
+//!
 //! Durability: WAL journal, `synchronous = FULL` (a committed decision survives power
 //! loss, not only a crash of the process), foreign keys on, a 10 s busy timeout.
 
@@ -24,6 +29,7 @@ pub mod change_sets;
 pub mod decisions;
 pub mod operations;
 pub mod outbox;
+pub mod sync;
 pub mod timefmt;
 
 pub use error::StoreError;

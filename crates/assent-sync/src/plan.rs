@@ -188,7 +188,8 @@ fn check_header(batch: &SyncBatch, local_host: &str) -> Result<(), SyncError> {
     Ok(())
 }
 
-/// The first immutable field in which two versions of one set differ.
+/// The first immutable field in which two versions of one set differ. A `before` of
+/// JSON `null` and a missing one are the same: the wire format drops a null `before`.
 fn divergent_field(local: &ChangeSet, incoming: &ChangeSet) -> Option<String> {
     let header = [
         ("agentId", local.agent_id == incoming.agent_id),
@@ -209,7 +210,8 @@ fn divergent_field(local: &ChangeSet, incoming: &ChangeSet) -> Option<String> {
             a.tool_name != b.tool_name
                 || a.args != b.args
                 || a.human_summary != b.human_summary
-                || a.before != b.before
+                || a.before.as_ref().filter(|v| !v.is_null())
+                    != b.before.as_ref().filter(|v| !v.is_null())
         })
         .map(|index| format!("item {index}"))
 }
