@@ -82,6 +82,11 @@ pub enum DbCommand {
     Audit(AuditArgs),
     /// The sync outbox: what waits to be delivered to other devices.
     Outbox(OutboxArgs),
+    /// Sync with another device through batch files.
+    #[command(subcommand)]
+    Sync(crate::sync_commands::SyncCommand),
+    /// Decisions that lost to an earlier one on another device.
+    Conflicts,
 }
 
 /// `assent agent ...`.

@@ -12,6 +12,7 @@ mod cli;
 mod commands;
 mod demo;
 mod render;
+mod sync_commands;
 
 use assent_confirm::ConfirmError;
 use assent_journal_host::JournalError;
