@@ -9,4 +9,5 @@ mod confirmation;
 mod executor;
 mod outbox;
 mod properties;
+mod sync;
 mod wake;
