@@ -104,28 +104,31 @@ impl Store {
 }
 
 /// The host id to use: `given`, or (when blank) the one stored in the database,
-/// storing a fresh one on the first open. Two processes racing on a new database
-/// agree, because only the first insert lands.
+/// storing one on the first open. Two processes racing on a new database agree,
+/// because only the first insert lands; later opens only read.
 async fn device_host_id(pool: &SqlitePool, given: String) -> Result<String, StoreError> {
-    let candidate = if given.trim().is_empty() {
-        uuid::Uuid::new_v4().to_string()
-    } else {
-        given.clone()
+    let read =
+        || sqlx::query_scalar::<_, String>("SELECT host_id FROM sync_device WHERE singleton = 1");
+    let stored = match read().fetch_optional(pool).await? {
+        Some(stored) => stored,
+        None => {
+            let candidate = if given.trim().is_empty() {
+                uuid::Uuid::new_v4().to_string()
+            } else {
+                given.clone()
+            };
+            sqlx::query("INSERT INTO sync_device (singleton, host_id) VALUES (1, ?1) ON CONFLICT DO NOTHING")
+                .bind(&candidate)
+                .execute(pool)
+                .await?;
+            read().fetch_one(pool).await?
+        }
     };
-    sqlx::query(
-        "INSERT INTO sync_device (singleton, host_id) VALUES (1, ?1) ON CONFLICT DO NOTHING",
-    )
-    .bind(&candidate)
-    .execute(pool)
-    .await?;
-    if !given.trim().is_empty() {
-        return Ok(given);
-    }
-    Ok(
-        sqlx::query_scalar("SELECT host_id FROM sync_device WHERE singleton = 1")
-            .fetch_one(pool)
-            .await?,
-    )
+    Ok(if given.trim().is_empty() {
+        stored
+    } else {
+        given
+    })
 }
 
 #[cfg(test)]
