@@ -187,6 +187,19 @@ async fn replaying_a_batch_changes_nothing() {
         (0, 0, 0)
     );
     assert_eq!(b.synced_state().await, state);
+
+    let mut conn = b.store.pool().acquire().await.unwrap();
+    let peers = assent_store::sync::peers(&mut conn).await.unwrap();
+    assert_eq!(peers.len(), 1);
+    assert_eq!(
+        (
+            peers[0].host_id.as_str(),
+            peers[0].last_batch_id,
+            peers[0].batches_merged
+        ),
+        ("device-a", again.batch_id, 3),
+        "the proposal, the first batch and the new id; not the replay"
+    );
 }
 
 #[tokio::test]

@@ -443,6 +443,25 @@ pub fn conflicts(records: &[assent_store::sync::ConflictRecord]) -> String {
     table(&["CHANGE SET", "ITEM", "IN FORCE", "LOST", "NOTE"], &rows)
 }
 
+/// The devices this one has merged batches from, as a table.
+pub fn peers(peers: &[assent_store::sync::Peer]) -> String {
+    if peers.is_empty() {
+        return "No peers yet: import another device's batch with `assent sync import`".to_owned();
+    }
+    let rows: Vec<Vec<String>> = peers
+        .iter()
+        .map(|p| {
+            vec![
+                p.host_id.clone(),
+                p.batches_merged.to_string(),
+                p.last_batch_id.to_string(),
+                time(p.last_merged_at),
+            ]
+        })
+        .collect();
+    table(&["HOST", "BATCHES", "LAST BATCH", "MERGED"], &rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

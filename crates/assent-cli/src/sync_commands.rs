@@ -28,6 +28,8 @@ pub enum SyncCommand {
     Import(SyncFileArgs),
     /// Print this device's host id (its name in vector clocks and conflicts).
     Host,
+    /// The devices this one has merged batches from, with the last batch of each.
+    Peers,
 }
 
 /// The batch file of `sync export` / `sync import`.
@@ -50,6 +52,16 @@ pub async fn sync(ctx: &Ctx, command: SyncCommand) -> Result<Output, CliError> {
         SyncCommand::Host => {
             let host = ctx.store().host_id().to_owned();
             Output::either(ctx.json, &json!({ "hostId": host }), || host.clone())
+        }
+        SyncCommand::Peers => {
+            let mut conn = ctx
+                .store()
+                .pool()
+                .acquire()
+                .await
+                .map_err(StoreError::from)?;
+            let peers = sync::peers(&mut conn).await?;
+            Output::either(ctx.json, &peers, || render::peers(&peers))
         }
     }
 }

@@ -341,6 +341,9 @@ fn two_devices_pair_through_batch_files() {
         (Some(1), Some(false))
     );
     assert_eq!(b.json(&["sync", "import", to_b], "")["replayed"], true);
+    let peers = b.json(&["sync", "peers"], "");
+    assert_eq!(peers[0]["hostId"], exported["fromHost"]);
+    assert_eq!(peers[0]["batchesMerged"], 1);
 
     // Both confirm item 0 while apart, then exchange both ways.
     assert_eq!(

@@ -333,3 +333,39 @@ pub async fn conflicts(conn: &mut SqliteConnection) -> Result<Vec<ConflictRecord
         })
         .collect()
 }
+
+/// A device this one has merged batches from: its watermark.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Peer {
+    /// The peer's host id.
+    pub host_id: String,
+    /// The last batch merged from it.
+    pub last_batch_id: Uuid,
+    /// When this device merged it.
+    #[serde(with = "time::serde::rfc3339")]
+    pub last_merged_at: OffsetDateTime,
+    /// How many batches from it this device merged (replays not counted).
+    pub batches_merged: i64,
+}
+
+/// The devices this one has merged batches from, by host id.
+pub async fn peers(conn: &mut SqliteConnection) -> Result<Vec<Peer>, StoreError> {
+    const PEERS: &str = "sync_peers";
+    let rows = sqlx::query("SELECT * FROM sync_peers ORDER BY host_id")
+        .fetch_all(conn)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let batch: String = row.try_get("last_batch_id")?;
+            let merged_at: String = row.try_get("last_merged_at")?;
+            Ok(Peer {
+                host_id: row.try_get("host_id")?,
+                last_batch_id: Uuid::parse_str(&batch)
+                    .map_err(|e| StoreError::corrupt(PEERS, e))?,
+                last_merged_at: timefmt::parse(PEERS, &merged_at)?,
+                batches_merged: row.try_get("batches_merged")?,
+            })
+        })
+        .collect()
+}
