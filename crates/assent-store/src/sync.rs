@@ -257,7 +257,9 @@ pub async fn import(
     .execute(&mut *conn)
     .await?;
     for conflict in &report.conflicts {
-        tracing::warn!(
+        // Expected when devices decide while apart, and listed by `conflicts`: not a
+        // warning about this import.
+        tracing::info!(
             change_set = %conflict.change_set_id,
             item = conflict.item_index,
             winner = %conflict.winner_id,

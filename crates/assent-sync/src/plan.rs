@@ -331,38 +331,8 @@ pub fn plan_merge(
         all.sort_by(|a, b| a.precedence_key().cmp(&b.precedence_key()));
     }
 
-    let mut demoted = Vec::new();
-    let mut inserted = Vec::new();
-    let mut recorded = Vec::new();
-    for (key, all) in &finals.by_item {
-        let winner = all[0];
-        let conflict = |loser: &SyncedDecision| Conflict {
-            change_set_id: key.0,
-            item_index: key.1,
-            task_id: loser.decision.task_id.clone(),
-            winner_id: winner.decision.id,
-            winner_host: winner.origin_host.clone(),
-            winner_verdict: winner.decision.verdict,
-            loser: loser.clone(),
-        };
-        if !local_decisions.contains_key(&winner.decision.id) {
-            inserted.push(winner.clone());
-        }
-        for loser in &all[1..] {
-            let id = loser.decision.id;
-            if !local_decisions.contains_key(&id) {
-                recorded.push(conflict(loser));
-            } else if !local_losers.contains(&id) {
-                demoted.push(conflict(loser));
-            }
-        }
-    }
-    for d in &incoming.decisions {
-        if !is_final(d.decision.verdict) && !local_decisions.contains_key(&d.decision.id) {
-            inserted.push(d.clone());
-        }
-    }
-    inserted.sort_by_key(|d| d.decision.id);
+    let (demoted, inserted, recorded) =
+        decision_ops(&finals, &local_decisions, &local_losers, incoming);
 
     let mut touched_sets: BTreeSet<Uuid> = incoming_sets.keys().copied().collect();
     touched_sets.extend(incoming.decisions.iter().map(|d| d.decision.change_set_id));
@@ -395,6 +365,61 @@ pub fn plan_merge(
         }
     }
 
+    let mut ops = new_sets;
+    ops.extend(demoted.into_iter().map(SyncOp::DemoteDecision));
+    ops.extend(inserted.into_iter().map(SyncOp::InsertDecision));
+    ops.extend(recorded.into_iter().map(SyncOp::RecordConflict));
+    ops.extend(updated_sets);
+    ops.extend(new_audit_records(local, incoming, local_host));
+    ops.extend(entity_writes(local, incoming, &finals));
+    Ok(SyncPlan { ops })
+}
+
+/// What the union of decisions changes locally: local decisions in force that lose
+/// (to demote), decisions to put in force, and losing decisions new to this device.
+fn decision_ops(
+    finals: &Finals<'_>,
+    local_decisions: &BTreeMap<Uuid, &SyncedDecision>,
+    local_losers: &BTreeSet<Uuid>,
+    incoming: &SyncState,
+) -> (Vec<Conflict>, Vec<SyncedDecision>, Vec<Conflict>) {
+    let mut demoted = Vec::new();
+    let mut inserted = Vec::new();
+    let mut recorded = Vec::new();
+    for (key, all) in &finals.by_item {
+        let winner = all[0];
+        let conflict = |loser: &SyncedDecision| Conflict {
+            change_set_id: key.0,
+            item_index: key.1,
+            task_id: loser.decision.task_id.clone(),
+            winner_id: winner.decision.id,
+            winner_host: winner.origin_host.clone(),
+            winner_verdict: winner.decision.verdict,
+            loser: loser.clone(),
+        };
+        if !local_decisions.contains_key(&winner.decision.id) {
+            inserted.push(winner.clone());
+        }
+        for loser in &all[1..] {
+            let id = loser.decision.id;
+            if !local_decisions.contains_key(&id) {
+                recorded.push(conflict(loser));
+            } else if !local_losers.contains(&id) {
+                demoted.push(conflict(loser));
+            }
+        }
+    }
+    for d in &incoming.decisions {
+        if !is_final(d.decision.verdict) && !local_decisions.contains_key(&d.decision.id) {
+            inserted.push(d.clone());
+        }
+    }
+    inserted.sort_by_key(|d| d.decision.id);
+    (demoted, inserted, recorded)
+}
+
+/// Audit records this device lacks (its own, echoed back, it has by definition).
+fn new_audit_records(local: &SyncState, incoming: &SyncState, local_host: &str) -> Vec<SyncOp> {
     let local_audits: BTreeSet<(&str, i64)> = local
         .audit_records
         .iter()
@@ -409,7 +434,15 @@ pub fn plan_merge(
         })
         .collect();
     audits.sort_by(|a, b| (&a.origin_host, a.origin_id).cmp(&(&b.origin_host, b.origin_id)));
+    audits
+        .into_iter()
+        .cloned()
+        .map(SyncOp::InsertAuditRecord)
+        .collect()
+}
 
+/// The merged versions of host entities that differ from the local ones.
+fn entity_writes(local: &SyncState, incoming: &SyncState, finals: &Finals<'_>) -> Vec<SyncOp> {
     let winner_hosts = finals.conflict_winner_hosts();
     let no_hosts = BTreeSet::new();
     let local_entities: BTreeMap<(&str, &str), &EntityVersion> = local
@@ -429,15 +462,7 @@ pub fn plan_merge(
         })
         .collect();
     entities.sort_by(|a, b| (&a.entity_type, &a.entity_id).cmp(&(&b.entity_type, &b.entity_id)));
-
-    let mut ops = new_sets;
-    ops.extend(demoted.into_iter().map(SyncOp::DemoteDecision));
-    ops.extend(inserted.into_iter().map(SyncOp::InsertDecision));
-    ops.extend(recorded.into_iter().map(SyncOp::RecordConflict));
-    ops.extend(updated_sets);
-    ops.extend(audits.into_iter().cloned().map(SyncOp::InsertAuditRecord));
-    ops.extend(entities.into_iter().map(SyncOp::WriteEntity));
-    Ok(SyncPlan { ops })
+    entities.into_iter().map(SyncOp::WriteEntity).collect()
 }
 
 fn merge_set(
