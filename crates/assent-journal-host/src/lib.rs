@@ -9,7 +9,8 @@
 //! review, and the local tools (the agent's report and observations).
 //!
 //! In device sync, [`TaskEntities`] exports every task (with its labels and checklist)
-//! as one synced entity and writes merged versions back.
+//! as one synced entity and writes merged versions back as they came (their clock and
+//! `updated_at`, no outbox message): the one writer the invariant below exempts.
 //!
 //! Architecture invariant: every write to a task ticks its vector clock for this host,
 //! sets `updated_at` from the caller's `now` (nothing here reads the clock) and
