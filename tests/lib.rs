@@ -7,8 +7,10 @@ use assent_changeset::{ToolCall, parse_tool_calls};
 use assent_confirm::{Engine, LocalCall, TaskHost, WakeOutcome, WakeRequest};
 use assent_domain::{OffsetDateTime, Uuid};
 use assent_journal::TaskSnapshot;
-use assent_journal_host::{JournalHost, NewTask, create_task};
-use assent_store::{SqliteConnection, Store, StoreOptions};
+use assent_journal_host::{JournalHost, NewTask, TaskEntities, create_task};
+use assent_store::sync::{self, ImportReport};
+use assent_store::{SqliteConnection, Store, StoreError, StoreOptions};
+use assent_sync::SyncBatch;
 use assent_tools::{
     AgentPolicy, BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
 };
@@ -34,6 +36,9 @@ const TABLES: &[&str] = &[
     "agent_observations",
     "grants",
     "delegations",
+    "sync_conflicts",
+    "sync_applied_batches",
+    "sync_peers",
 ];
 
 /// The fixed clock of the scenarios.
@@ -163,10 +168,20 @@ impl TestApp {
 
     /// A fresh app whose `tool` handler fails `times` times with `fault`.
     pub async fn with_fault(tool: &str, fault: Fault, times: usize) -> Self {
+        Self::build("device-a", tool, fault, times).await
+    }
+
+    /// A fresh app on its own database whose host id is `host`: one of several
+    /// devices of one person, for sync scenarios.
+    pub async fn device(host: &str) -> Self {
+        Self::build(host, "no_such_tool", Fault::Fail, 0).await
+    }
+
+    async fn build(host_id: &str, tool: &str, fault: Fault, times: usize) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}/assent.db", dir.path().display());
         let store = Store::open_with(StoreOptions {
-            host_id: "device-a".into(),
+            host_id: host_id.into(),
             ..StoreOptions::new(url)
         })
         .await
@@ -174,13 +189,13 @@ impl TestApp {
         let failures_left = Arc::new(AtomicUsize::new(times));
         let faulty_calls = Arc::new(AtomicUsize::new(0));
         let host = TestHost {
-            inner: JournalHost::new("device-a"),
+            inner: JournalHost::new(host_id),
             faulty: FaultyHandler {
                 tool: tool.into(),
                 fault,
                 failures_left: failures_left.clone(),
                 calls: faulty_calls.clone(),
-                inner: JournalHost::new("device-a"),
+                inner: JournalHost::new(host_id),
             },
         };
         let engine = Engine::new(
@@ -220,7 +235,7 @@ impl TestApp {
     pub async fn task(&self, new: NewTask) -> String {
         let id = Uuid::new_v4().to_string();
         let mut tx = self.store.begin_write().await.unwrap();
-        create_task(&mut tx, &id, &new, "device-a", NOW)
+        create_task(&mut tx, &id, &new, self.store.host_id(), NOW)
             .await
             .unwrap();
         tx.commit().await.unwrap();
@@ -268,6 +283,47 @@ impl TestApp {
             .wakes()
             .wake(WakeRequest::new("agent-1", task_id, run, calls), NOW)
             .await
+    }
+
+    /// Exports this device's state as a batch, through its JSON wire form.
+    pub async fn export(&self) -> SyncBatch {
+        let mut tx = self.store.begin_write().await.unwrap();
+        let batch = sync::export(
+            &mut tx,
+            self.store.host_id(),
+            &TaskEntities,
+            Uuid::new_v4(),
+            NOW,
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        let wire = serde_json::to_string(&batch).unwrap();
+        serde_json::from_str(&wire).unwrap()
+    }
+
+    /// Merges `batch` into this device's state, in one write transaction.
+    pub async fn import(&self, batch: &SyncBatch) -> Result<ImportReport, StoreError> {
+        let mut tx = self.store.begin_write().await?;
+        let report = sync::import(&mut tx, self.store.host_id(), &TaskEntities, batch, NOW).await?;
+        tx.commit().await?;
+        Ok(report)
+    }
+
+    /// Sends this device's state to `peer`, which merges it.
+    pub async fn send_to(&self, peer: &TestApp) -> ImportReport {
+        peer.import(&self.export().await).await.unwrap()
+    }
+
+    /// The canonical form of this device's synced state (change sets, decisions in
+    /// force and lost, audit trail, tasks), as text: equal on two devices exactly when
+    /// they agree.
+    pub async fn synced_state(&self) -> String {
+        let mut conn = self.store.pool().acquire().await.unwrap();
+        let state = sync::local_state(&mut conn, self.store.host_id(), &TaskEntities)
+            .await
+            .unwrap();
+        serde_json::to_string_pretty(&state).unwrap()
     }
 
     /// A fingerprint of the whole database's content (every row of every table).

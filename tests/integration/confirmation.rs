@@ -36,7 +36,8 @@ async fn confirm_applies_once_and_records_everything() {
     let stored = change_sets::require(&mut conn, set).await.unwrap();
     assert_eq!(stored.items[0].status, ChangeItemStatus::Confirmed);
     assert_eq!(stored.status, ChangeSetStatus::PartiallyResolved);
-    assert_eq!(stored.vector_clock.get("device-a"), 1);
+    // Ticked once by the wake that created it and once by the confirmation.
+    assert_eq!(stored.vector_clock.get("device-a"), 2);
     let recorded = decisions::for_change_set(&mut conn, set).await.unwrap();
     assert_eq!(recorded.len(), 1);
     let trail = audit::list(&mut conn, &audit::AuditFilter::Task(task.clone()), 100)

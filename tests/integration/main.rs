@@ -10,4 +10,5 @@ mod delegation;
 mod executor;
 mod outbox;
 mod properties;
+mod sync;
 mod wake;

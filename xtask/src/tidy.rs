@@ -22,6 +22,7 @@ const PURE_CRATES: &[&str] = &[
     "assent-tools",
     "assent-journal",
     "assent-changeset",
+    "assent-sync",
 ];
 
 /// Crates (and, by prefix, their families such as `sqlx-core`, `tokio-util`) the pure

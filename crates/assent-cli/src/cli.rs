@@ -113,6 +113,11 @@ pub enum DbCommand {
     Outbox(OutboxArgs),
     /// Standing "always" grants given to sub-agents: list them, or `revoke ID`.
     Grants(GrantsArgs),
+    /// Sync with another device through batch files.
+    #[command(subcommand)]
+    Sync(crate::sync_commands::SyncCommand),
+    /// Decisions that lost to an earlier one on another device.
+    Conflicts,
 }
 
 /// `assent grants [--agent PATH] [--tool NAME] [--all]` and `assent grants revoke ID`.

@@ -38,7 +38,7 @@ pub struct Output {
 }
 
 impl Output {
-    fn text(stdout: String) -> Self {
+    pub(crate) fn text(stdout: String) -> Self {
         Self {
             stdout,
             failure: None,
@@ -52,7 +52,7 @@ impl Output {
     }
 
     /// JSON with `--json`, otherwise the rendered text.
-    fn either(
+    pub(crate) fn either(
         json: bool,
         value: &impl Serialize,
         text: impl FnOnce() -> String,
@@ -87,7 +87,7 @@ impl Ctx {
         })
     }
 
-    fn store(&self) -> &Store {
+    pub(crate) fn store(&self) -> &Store {
         self.engine.store()
     }
 }
@@ -130,6 +130,8 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Audit(args) => audit_trail(&ctx, args).await,
         DbCommand::Outbox(args) => outbox_messages(&ctx, args).await,
         DbCommand::Grants(args) => grants(&ctx, args).await,
+        DbCommand::Sync(command) => crate::sync_commands::sync(&ctx, command).await,
+        DbCommand::Conflicts => crate::sync_commands::conflicts(&ctx).await,
     };
     ctx.store().close().await;
     output

@@ -14,6 +14,7 @@ mod demo;
 mod demo_delegated;
 mod render;
 mod serve;
+mod sync_commands;
 
 use assent_confirm::ConfirmError;
 use assent_journal_host::JournalError;

@@ -408,6 +408,96 @@ pub fn grant_revoked(grant: &Grant) -> String {
     )
 }
 
+/// What `assent sync export` wrote.
+pub fn exported(batch: &assent_sync::SyncBatch, file: &std::path::Path) -> String {
+    let state = &batch.state;
+    format!(
+        "Exported batch {} of host {} to {}: {} change set(s), {} decision(s), {} audit record(s), {} task(s)",
+        batch.batch_id,
+        batch.from_host,
+        file.display(),
+        state.change_sets.len(),
+        state.decisions.len(),
+        state.audit_records.len(),
+        state.entities.len()
+    )
+}
+
+/// What `assent sync import` merged.
+pub fn imported(report: &assent_store::sync::ImportReport) -> String {
+    if report.replayed {
+        return format!(
+            "Batch {} of host {} was merged before: nothing changed",
+            report.batch_id, report.from_host
+        );
+    }
+    let mut text = format!(
+        "Merged batch {} of host {}: {} new change set(s), {} updated, {} decision(s), {} audit record(s), {} task(s) written, {} conflict(s)",
+        report.batch_id,
+        report.from_host,
+        report.change_sets_inserted,
+        report.change_sets_updated,
+        report.decisions_inserted,
+        report.audit_records_inserted,
+        report.entities_written,
+        report.conflicts.len()
+    );
+    if !report.conflicts.is_empty() {
+        text.push_str("\nSee `assent conflicts`.");
+    }
+    text
+}
+
+/// The recorded conflicts as a table.
+pub fn conflicts(records: &[assent_store::sync::ConflictRecord]) -> String {
+    if records.is_empty() {
+        return "No conflicts: no two devices decided the same item differently".to_owned();
+    }
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .map(|r| {
+            let c = &r.conflict;
+            let loser = &c.loser.decision;
+            vec![
+                c.change_set_id.to_string(),
+                c.item_index.to_string(),
+                format!("{} on {}", c.winner_verdict, c.winner_host),
+                format!(
+                    "{} on {} at {}",
+                    loser.verdict,
+                    c.loser.origin_host,
+                    time(loser.created_at)
+                ),
+                if r.loser_change_stays {
+                    "its change stays applied: undo it by hand".to_owned()
+                } else {
+                    String::new()
+                },
+            ]
+        })
+        .collect();
+    table(&["CHANGE SET", "ITEM", "IN FORCE", "LOST", "NOTE"], &rows)
+}
+
+/// The devices this one has merged batches from, as a table.
+pub fn peers(peers: &[assent_store::sync::Peer]) -> String {
+    if peers.is_empty() {
+        return "No peers yet: import another device's batch with `assent sync import`".to_owned();
+    }
+    let rows: Vec<Vec<String>> = peers
+        .iter()
+        .map(|p| {
+            vec![
+                p.host_id.clone(),
+                p.batches_merged.to_string(),
+                p.last_batch_id.to_string(),
+                time(p.last_merged_at),
+            ]
+        })
+        .collect();
+    table(&["HOST", "BATCHES", "LAST BATCH", "MERGED"], &rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -432,3 +432,68 @@ fn grants_are_listed_filtered_and_revoked() {
         "usage: the id is required"
     );
 }
+
+#[test]
+fn two_devices_pair_through_batch_files() {
+    let (a, b) = (Cli::new(), Cli::new());
+    let task = a.agent_and_task();
+    assert_eq!(
+        code(&b.run(&["agent", "create", "--id", "a", "--categories", "work"])),
+        0
+    );
+    let set = a.json(&["wake", "--agent", "a", "--task", &task], CALLS)["changeSetId"]
+        .as_str()
+        .expect("a set")
+        .to_owned();
+    let to_b = a.dir.path().join("a.json");
+    let to_b = to_b.to_str().expect("utf-8 path");
+    let exported = a.json(&["sync", "export", to_b], "");
+    assert_eq!(exported["changeSets"], 1);
+    let imported = b.json(&["sync", "import", to_b], "");
+    assert_eq!(
+        (
+            imported["changeSetsInserted"].as_u64(),
+            imported["replayed"].as_bool()
+        ),
+        (Some(1), Some(false))
+    );
+    assert_eq!(b.json(&["sync", "import", to_b], "")["replayed"], true);
+    let peers = b.json(&["sync", "peers"], "");
+    assert_eq!(peers[0]["hostId"], exported["fromHost"]);
+    assert_eq!(peers[0]["batchesMerged"], 1);
+
+    // Both confirm item 0 while apart, then exchange both ways.
+    assert_eq!(
+        code(&a.run(&["edit", &set, "0", "--args", r#"{"priority":"P3"}"#])),
+        0
+    );
+    assert_eq!(code(&b.run(&["confirm", &set, "0"])), 0);
+    let to_b = a.dir.path().join("a2.json");
+    let to_a = b.dir.path().join("b.json");
+    let (to_b, to_a) = (to_b.to_str().expect("path"), to_a.to_str().expect("path"));
+    a.json(&["sync", "export", to_b], "");
+    b.json(&["sync", "import", to_b], "");
+    b.json(&["sync", "export", to_a], "");
+    a.json(&["sync", "import", to_a], "");
+    let mut priorities = Vec::new();
+    for device in [&a, &b] {
+        let conflicts = device.json(&["conflicts"], "");
+        let conflicts = conflicts.as_array().expect("a list");
+        assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+        assert_eq!(conflicts[0]["itemIndex"], 0);
+        assert_eq!(conflicts[0]["loser"]["decision"]["verdict"], "confirmed");
+        priorities.push(device.json(&["task", "show", &task], "")["priority"].clone());
+    }
+    assert_eq!(
+        priorities[0], priorities[1],
+        "both end with the winner's change"
+    );
+
+    let bad = a.dir.path().join("bad.json");
+    std::fs::write(&bad, "{}").expect("write");
+    assert_fails(
+        &a.run(&["sync", "import", bad.to_str().expect("path")]),
+        1,
+        "is not a valid batch",
+    );
+}

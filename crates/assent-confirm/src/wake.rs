@@ -181,8 +181,9 @@ impl WakeService {
                 content,
             });
         }
-        let change_set = builder.build(request.change_set_id, now);
-        if let Some(set) = &change_set {
+        let mut change_set = builder.build(request.change_set_id, now);
+        if let Some(set) = &mut change_set {
+            set.vector_clock.tick(self.engine.store.host_id());
             change_sets::insert(&mut tx, set, now).await?;
         }
         tx.commit().await?;

@@ -8,6 +8,10 @@
 //! audited executor checks policy with, task snapshots for redundancy checks and
 //! review, and the local tools (the agent's report and observations).
 //!
+//! In device sync, [`TaskEntities`] exports every task (with its labels and checklist)
+//! as one synced entity and writes merged versions back as they came (their clock and
+//! `updated_at`, no outbox message): the one writer the invariant below exempts.
+//!
 //! Architecture invariant: every write to a task ticks its vector clock for this host,
 //! sets `updated_at` from the caller's `now` (nothing here reads the clock) and
 //! enqueues the task's new state in the outbox, all on the caller's connection; this
@@ -18,10 +22,12 @@
 mod error;
 mod handlers;
 mod host;
+mod sync;
 mod tasks;
 
 pub use error::JournalError;
 pub use host::JournalHost;
+pub use sync::{TASK_ENTITY, TaskEntities};
 pub use tasks::{NewTask, create_task, load_task, task_vector_clock};
 
 #[cfg(test)]

@@ -12,10 +12,29 @@ const TABLE: &str = "audit_records";
 
 /// Appends a record and its outbox message; returns the record's row id.
 pub async fn insert(conn: &mut SqliteConnection, record: &AuditRecord) -> Result<i64, StoreError> {
+    let id = insert_row(conn, record, None).await?;
+    outbox::enqueue(
+        conn,
+        entity::AUDIT_RECORD,
+        &id.to_string(),
+        record,
+        record.created_at,
+    )
+    .await?;
+    Ok(id)
+}
+
+/// The record's row, without an outbox message; `origin` is the writing device's host
+/// id and its id there, `None` for a record written on this device.
+pub(crate) async fn insert_row(
+    conn: &mut SqliteConnection,
+    record: &AuditRecord,
+    origin: Option<(&str, i64)>,
+) -> Result<i64, StoreError> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, task_id, kind, args, success, detail,
-                                    vector_clock, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
+                                    vector_clock, created_at, origin_host, origin_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) RETURNING id",
     )
     .bind(record.operation_id.as_str())
     .bind(&record.run_key)
@@ -28,20 +47,14 @@ pub async fn insert(conn: &mut SqliteConnection, record: &AuditRecord) -> Result
     .bind(record.detail.as_deref())
     .bind(record.vector_clock.as_ref().map(|c| serde_json::json!(c).to_string()))
     .bind(timefmt::format(record.created_at))
+    .bind(origin.map(|(host, _)| host))
+    .bind(origin.map(|(_, id)| id))
     .fetch_one(&mut *conn)
-    .await?;
-    outbox::enqueue(
-        conn,
-        entity::AUDIT_RECORD,
-        &id.to_string(),
-        record,
-        record.created_at,
-    )
     .await?;
     Ok(id)
 }
 
-fn decode(row: &SqliteRow) -> Result<AuditRecord, StoreError> {
+pub(crate) fn decode(row: &SqliteRow) -> Result<AuditRecord, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(TABLE, e);
     let kind: String = row.try_get("kind")?;
     let args: String = row.try_get("args")?;

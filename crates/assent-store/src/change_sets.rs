@@ -44,6 +44,17 @@ pub async fn insert(
     set: &ChangeSet,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
+    insert_rows(conn, set).await?;
+    enqueue_set(conn, set, now).await
+}
+
+/// The rows of a new set and its items, without an outbox message (sync writes what
+/// another device sent).
+pub(crate) async fn insert_rows(
+    conn: &mut SqliteConnection,
+    set: &ChangeSet,
+) -> Result<(), StoreError> {
+    let clock = json!(set.vector_clock).to_string();
     sqlx::query(
         "INSERT INTO change_sets (id, agent_id, task_id, thread_id, run_key, status, created_at, resolved_at, vector_clock)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -56,13 +67,13 @@ pub async fn insert(
     .bind(set.status.as_str())
     .bind(timefmt::format(set.created_at))
     .bind(set.resolved_at.map(timefmt::format))
-    .bind(json!(set.vector_clock).to_string())
+    .bind(&clock)
     .execute(&mut *conn)
     .await?;
     for (index, item) in set.items.iter().enumerate() {
         sqlx::query(
-            "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value, vector_clock)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )
         .bind(set.id.to_string())
         .bind(index as i64)
@@ -71,10 +82,11 @@ pub async fn insert(
         .bind(&item.human_summary)
         .bind(item.status.as_str())
         .bind(item.before.as_ref().map(Value::to_string))
+        .bind(&clock)
         .execute(&mut *conn)
         .await?;
     }
-    enqueue_set(conn, set, now).await
+    Ok(())
 }
 
 /// Writes the set's status, resolution time and clock, and the statuses of the items
@@ -86,27 +98,11 @@ pub async fn update_status(
     changed_items: &[usize],
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE change_sets SET status = ?1, resolved_at = ?2, vector_clock = ?3 WHERE id = ?4",
-    )
-    .bind(set.status.as_str())
-    .bind(set.resolved_at.map(timefmt::format))
-    .bind(json!(set.vector_clock).to_string())
-    .bind(set.id.to_string())
-    .execute(&mut *conn)
-    .await?;
+    write_status(conn, set, changed_items).await?;
     for &index in changed_items {
         let Some(item) = set.items.get(index) else {
             continue;
         };
-        sqlx::query(
-            "UPDATE change_items SET status = ?1 WHERE change_set_id = ?2 AND item_index = ?3",
-        )
-        .bind(item.status.as_str())
-        .bind(set.id.to_string())
-        .bind(index as i64)
-        .execute(&mut *conn)
-        .await?;
         let payload = json!({"changeSetId": set.id, "itemIndex": index, "status": item.status});
         outbox::enqueue(
             conn,
@@ -118,6 +114,39 @@ pub async fn update_status(
         .await?;
     }
     enqueue_set(conn, set, now).await
+}
+
+/// [`update_status`] without the outbox messages; a changed item takes the set's clock.
+pub(crate) async fn write_status(
+    conn: &mut SqliteConnection,
+    set: &ChangeSet,
+    changed_items: &[usize],
+) -> Result<(), StoreError> {
+    let clock = json!(set.vector_clock).to_string();
+    sqlx::query(
+        "UPDATE change_sets SET status = ?1, resolved_at = ?2, vector_clock = ?3 WHERE id = ?4",
+    )
+    .bind(set.status.as_str())
+    .bind(set.resolved_at.map(timefmt::format))
+    .bind(&clock)
+    .bind(set.id.to_string())
+    .execute(&mut *conn)
+    .await?;
+    for &index in changed_items {
+        let Some(item) = set.items.get(index) else {
+            continue;
+        };
+        sqlx::query(
+            "UPDATE change_items SET status = ?1, vector_clock = ?2 WHERE change_set_id = ?3 AND item_index = ?4",
+        )
+        .bind(item.status.as_str())
+        .bind(&clock)
+        .bind(set.id.to_string())
+        .bind(index as i64)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
 }
 
 fn decode_set(row: &SqliteRow, items: Vec<ChangeItem>) -> Result<ChangeSet, StoreError> {

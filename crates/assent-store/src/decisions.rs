@@ -19,10 +19,30 @@ pub async fn insert(
     decision: &ChangeDecision,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
+    insert_row(conn, decision, None).await?;
+    // Serialized straight into the outbox payload: no intermediate `Value` tree on the
+    // confirmation's hot path.
+    outbox::enqueue(
+        conn,
+        entity::DECISION,
+        &decision.id.to_string(),
+        decision,
+        now,
+    )
+    .await
+}
+
+/// The decision's row, without an outbox message; `origin_host` is `None` for a
+/// decision made on this device.
+pub(crate) async fn insert_row(
+    conn: &mut SqliteConnection,
+    decision: &ChangeDecision,
+    origin_host: Option<&str>,
+) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO decisions (id, change_set_id, item_index, agent_id, task_id, tool_name, verdict, reason,
-                                edited_args, human_summary, args, created_at, vector_clock)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                                edited_args, human_summary, args, created_at, vector_clock, origin_host)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )
     .bind(decision.id.to_string())
     .bind(decision.change_set_id.to_string())
@@ -37,19 +57,13 @@ pub async fn insert(
     .bind(decision.args.to_string())
     .bind(timefmt::format(decision.created_at))
     .bind(json!(decision.vector_clock).to_string())
+    .bind(origin_host)
     .execute(&mut *conn)
     .await?;
-    outbox::enqueue(
-        conn,
-        entity::DECISION,
-        &decision.id.to_string(),
-        decision,
-        now,
-    )
-    .await
+    Ok(())
 }
 
-fn decode(row: &SqliteRow) -> Result<ChangeDecision, StoreError> {
+pub(crate) fn decode(row: &SqliteRow) -> Result<ChangeDecision, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(TABLE, e);
     let json =
         |text: String| serde_json::from_str::<Value>(&text).map_err(|e| corrupt(e.to_string()));

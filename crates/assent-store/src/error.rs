@@ -28,6 +28,12 @@ pub enum StoreError {
     /// No change set has this id.
     #[error("no change set {0}")]
     ChangeSetNotFound(Uuid),
+    /// A sync batch cannot be merged; nothing was written.
+    #[error(transparent)]
+    Sync(#[from] assent_sync::SyncError),
+    /// A host failed to export or write one of its synced entities.
+    #[error("host entity sync failed: {0}")]
+    HostEntity(String),
     /// Any other database error.
     #[error(transparent)]
     Database(#[from] sqlx::Error),

@@ -8,6 +8,11 @@
 //! transaction opened with [`Store::begin_write`] (`BEGIN IMMEDIATE`, so concurrent
 //! writers queue on the lock instead of failing late).
 //!
+//! Device sync ([`sync`]) exports this device's synced state as an
+//! [`assent_sync::SyncBatch`] and merges a peer's batch by executing the pure plan of
+//! [`assent_sync::plan_merge`] in one transaction; host-owned rows (journal tasks)
+//! take part through [`sync::HostEntities`].
+//!
 //! Durability: WAL journal, `synchronous = FULL` by default (a committed decision
 //! survives power loss, not only a crash of the process; [`Durability`] names the
 //! trade-off), foreign keys on, a 10 s busy timeout.
@@ -26,6 +31,7 @@ pub mod decisions;
 pub mod delegation;
 pub mod operations;
 pub mod outbox;
+pub mod sync;
 pub mod timefmt;
 
 pub use error::StoreError;

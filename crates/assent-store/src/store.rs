@@ -13,7 +13,9 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqli
 pub struct StoreOptions {
     /// `sqlite://path/to/file.db` (created when missing) or `sqlite::memory:`.
     pub url: String,
-    /// This device's id in vector clocks.
+    /// This device's id in vector clocks. Empty (the default): the id stored in the
+    /// database, generated (a uuid) on its first open. A given id is stored on the
+    /// first open and otherwise used as is (tests and benchmarks name their devices).
     pub host_id: String,
     /// How long a writer waits for the lock before failing.
     pub busy_timeout: Duration,
@@ -54,12 +56,12 @@ impl Durability {
 }
 
 impl StoreOptions {
-    /// Defaults for `url`: host id `local`, 10 s busy timeout, 8 connections,
+    /// Defaults for `url`: the database's own host id, 10 s busy timeout, 8 connections,
     /// [`Durability::Full`].
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
-            host_id: "local".to_owned(),
+            host_id: String::new(),
             busy_timeout: Duration::from_secs(10),
             max_connections: 8,
             durability: Durability::Full,
@@ -108,11 +110,9 @@ impl Store {
             .await
             .map_err(open_error)?;
         MIGRATOR.run(&pool).await?;
-        tracing::debug!("store open and migrated");
-        Ok(Self {
-            pool,
-            host_id: options.host_id,
-        })
+        let host_id = device_host_id(&pool, options.host_id).await?;
+        tracing::debug!(%host_id, "store open and migrated");
+        Ok(Self { pool, host_id })
     }
 
     /// The connection pool, for reads.
@@ -137,6 +137,34 @@ impl Store {
     }
 }
 
+/// The host id to use: `given`, or (when blank) the one stored in the database,
+/// storing one on the first open. Two processes racing on a new database agree,
+/// because only the first insert lands; later opens only read.
+async fn device_host_id(pool: &SqlitePool, given: String) -> Result<String, StoreError> {
+    let read =
+        || sqlx::query_scalar::<_, String>("SELECT host_id FROM sync_device WHERE singleton = 1");
+    let stored = match read().fetch_optional(pool).await? {
+        Some(stored) => stored,
+        None => {
+            let candidate = if given.trim().is_empty() {
+                uuid::Uuid::new_v4().to_string()
+            } else {
+                given.clone()
+            };
+            sqlx::query("INSERT INTO sync_device (singleton, host_id) VALUES (1, ?1) ON CONFLICT DO NOTHING")
+                .bind(&candidate)
+                .execute(pool)
+                .await?;
+            read().fetch_one(pool).await?
+        }
+    };
+    Ok(if given.trim().is_empty() {
+        stored
+    } else {
+        given
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +179,22 @@ mod tests {
                 .await
                 .expect("query");
         assert_eq!(tables, 1);
+    }
+
+    #[tokio::test]
+    async fn a_database_keeps_its_generated_host_id_across_opens() {
+        let dir = tempfile::tempdir().expect("dir");
+        let url = format!("sqlite://{}/a.db", dir.path().display());
+        let first = Store::open(&url).await.expect("opens");
+        let id = first.host_id().to_owned();
+        first.close().await;
+        assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+        let again = Store::open(&url).await.expect("reopens");
+        assert_eq!(again.host_id(), id);
+        let other = Store::open(&format!("sqlite://{}/b.db", dir.path().display()))
+            .await
+            .expect("opens");
+        assert_ne!(other.host_id(), id, "every database is a device of its own");
     }
 
     #[tokio::test]

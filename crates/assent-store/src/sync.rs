@@ -1,0 +1,373 @@
+//! Device sync on SQLite: export this device's synced state as a batch, and merge a
+//! batch from another device by executing the plan of [`assent_sync::plan_merge`].
+//!
+//! Both take the caller's connection (for an import, a write transaction from
+//! [`crate::Store::begin_write`]), so an HTTP handler can call them as the CLI does. An
+//! import runs every operation of its plan in that transaction: a refused batch, or a
+//! failure halfway, leaves nothing behind. A batch already merged is recognised by its
+//! id and changes nothing; merging its content again would plan nothing anyway.
+
+use crate::outbox;
+use crate::{StoreError, audit, change_sets, decisions, timefmt};
+use assent_sync::{
+    Conflict, EntityVersion, FORMAT_VERSION, SyncBatch, SyncOp, SyncState, SyncedAuditRecord,
+    SyncedDecision, plan_merge,
+};
+use assent_tools::BoxFuture;
+use serde::Serialize;
+use sqlx::{Row, SqliteConnection};
+use time::{Duration, OffsetDateTime};
+use uuid::Uuid;
+
+const CONFLICTS: &str = "sync_conflicts";
+
+/// The rows a host (such as the journal) owns in the same database and syncs through
+/// the store: it exports them as versions and writes merged versions back. Writes
+/// happen on the import's connection, so they commit or roll back with it, and must
+/// not enqueue outbox messages (what came from a peer need not go back to it).
+pub trait HostEntities: Send + Sync {
+    /// Every synced row of the host.
+    fn export<'a>(
+        &'a self,
+        conn: &'a mut SqliteConnection,
+    ) -> BoxFuture<'a, Result<Vec<EntityVersion>, String>>;
+
+    /// Writes `version` over the local row (creating it when missing).
+    fn write<'a>(
+        &'a self,
+        conn: &'a mut SqliteConnection,
+        version: &'a EntityVersion,
+    ) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportReport {
+    /// The batch.
+    pub batch_id: Uuid,
+    /// Its sender.
+    pub from_host: String,
+    /// The batch had been merged before; nothing changed.
+    pub replayed: bool,
+    /// Change sets new to this device.
+    pub change_sets_inserted: usize,
+    /// Known change sets whose statuses changed.
+    pub change_sets_updated: usize,
+    /// Decisions put in force.
+    pub decisions_inserted: usize,
+    /// Decisions recorded as losing a conflict (local ones demoted, incoming ones).
+    pub conflicts: Vec<Conflict>,
+    /// Audit records new to this device.
+    pub audit_records_inserted: usize,
+    /// Host entities (tasks) written.
+    pub entities_written: usize,
+}
+
+/// A recorded conflict, as `assent conflicts` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConflictRecord {
+    /// The conflict.
+    #[serde(flatten)]
+    pub conflict: Conflict,
+    /// The losing confirmation's change stays in the task (a rejection or retraction
+    /// won after it had been applied): a person must undo it.
+    pub loser_change_stays: bool,
+    /// When this device recorded it.
+    #[serde(with = "time::serde::rfc3339")]
+    pub recorded_at: OffsetDateTime,
+}
+
+/// How many outbox messages one claim takes while an export drains the queue.
+const DRAIN_BATCH: u32 = 500;
+
+/// This device's synced state, sorted (the canonical form: two devices that agree
+/// have equal states).
+#[tracing::instrument(skip(conn, host))]
+pub async fn local_state(
+    conn: &mut SqliteConnection,
+    host_id: &str,
+    host: &dyn HostEntities,
+) -> Result<SyncState, StoreError> {
+    let set_ids: Vec<String> =
+        sqlx::query_scalar("SELECT id FROM change_sets WHERE deleted_at IS NULL ORDER BY id")
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut state = SyncState::default();
+    for id in set_ids {
+        let id = Uuid::parse_str(&id).map_err(|e| StoreError::corrupt("change_sets", e))?;
+        state
+            .change_sets
+            .push(change_sets::require(conn, id).await?);
+    }
+    let rows = sqlx::query("SELECT * FROM decisions")
+        .fetch_all(&mut *conn)
+        .await?;
+    for row in &rows {
+        let origin: Option<String> = row.try_get("origin_host")?;
+        state.decisions.push(SyncedDecision {
+            origin_host: origin.unwrap_or_else(|| host_id.to_owned()),
+            decision: decisions::decode(row)?,
+        });
+    }
+    for record in conflicts(conn).await? {
+        state
+            .conflict_losers
+            .push(record.conflict.loser.decision.id);
+        state.decisions.push(record.conflict.loser);
+    }
+    let rows = sqlx::query("SELECT * FROM audit_records")
+        .fetch_all(&mut *conn)
+        .await?;
+    for row in &rows {
+        let origin_host: Option<String> = row.try_get("origin_host")?;
+        let origin_id: Option<i64> = row.try_get("origin_id")?;
+        let id: i64 = row.try_get("id")?;
+        state.audit_records.push(SyncedAuditRecord {
+            origin_host: origin_host.unwrap_or_else(|| host_id.to_owned()),
+            origin_id: origin_id.unwrap_or(id),
+            record: audit::decode(row)?,
+        });
+    }
+    state.entities = host.export(conn).await.map_err(StoreError::HostEntity)?;
+    state.sort();
+    Ok(state)
+}
+
+/// Exports this device's state as batch `batch_id`, and drains the outbox: everything
+/// it queued is in the batch. Run it in a write transaction.
+#[tracing::instrument(skip(conn, host))]
+pub async fn export(
+    conn: &mut SqliteConnection,
+    host_id: &str,
+    host: &dyn HostEntities,
+    batch_id: Uuid,
+    now: OffsetDateTime,
+) -> Result<SyncBatch, StoreError> {
+    let state = local_state(conn, host_id, host).await?;
+    let mut drained = 0;
+    loop {
+        let claimed = outbox::claim_batch(conn, DRAIN_BATCH, now, Duration::ZERO).await?;
+        if claimed.is_empty() {
+            break;
+        }
+        let ids: Vec<i64> = claimed.iter().map(|m| m.id).collect();
+        drained += outbox::mark_sent(conn, &ids, now).await?;
+    }
+    tracing::info!(
+        change_sets = state.change_sets.len(),
+        decisions = state.decisions.len(),
+        entities = state.entities.len(),
+        drained,
+        "sync batch exported"
+    );
+    Ok(SyncBatch {
+        format_version: FORMAT_VERSION,
+        batch_id,
+        from_host: host_id.to_owned(),
+        created_at: now,
+        state,
+    })
+}
+
+/// Merges `batch` into this device's state, in the caller's write transaction. A
+/// batch that cannot be merged is refused ([`StoreError::Sync`]) before anything is
+/// written; a batch merged before changes nothing.
+#[tracing::instrument(skip(conn, host, batch), fields(batch = %batch.batch_id, from = %batch.from_host))]
+pub async fn import(
+    conn: &mut SqliteConnection,
+    host_id: &str,
+    host: &dyn HostEntities,
+    batch: &SyncBatch,
+    now: OffsetDateTime,
+) -> Result<ImportReport, StoreError> {
+    let mut report = ImportReport {
+        batch_id: batch.batch_id,
+        from_host: batch.from_host.clone(),
+        ..ImportReport::default()
+    };
+    let seen: Option<String> =
+        sqlx::query_scalar("SELECT batch_id FROM sync_applied_batches WHERE batch_id = ?1")
+            .bind(batch.batch_id.to_string())
+            .fetch_optional(&mut *conn)
+            .await?;
+    if seen.is_some() {
+        tracing::info!("sync batch already merged");
+        report.replayed = true;
+        return Ok(report);
+    }
+    let local = local_state(conn, host_id, host).await?;
+    let plan = plan_merge(&local, batch, host_id)?;
+    for op in &plan.ops {
+        match op {
+            SyncOp::InsertChangeSet(set) => {
+                change_sets::insert_rows(conn, set).await?;
+                report.change_sets_inserted += 1;
+            }
+            SyncOp::DemoteDecision(conflict) => {
+                sqlx::query("DELETE FROM decisions WHERE id = ?1")
+                    .bind(conflict.loser.decision.id.to_string())
+                    .execute(&mut *conn)
+                    .await?;
+                record_conflict(conn, conflict, now).await?;
+                report.conflicts.push(conflict.clone());
+            }
+            SyncOp::InsertDecision(d) => {
+                decisions::insert_row(conn, &d.decision, Some(&d.origin_host)).await?;
+                report.decisions_inserted += 1;
+            }
+            SyncOp::RecordConflict(conflict) => {
+                record_conflict(conn, conflict, now).await?;
+                report.conflicts.push(conflict.clone());
+            }
+            SyncOp::UpdateChangeSet { set, changed_items } => {
+                change_sets::write_status(conn, set, changed_items).await?;
+                report.change_sets_updated += 1;
+            }
+            SyncOp::InsertAuditRecord(a) => {
+                audit::insert_row(conn, &a.record, Some((&a.origin_host, a.origin_id))).await?;
+                report.audit_records_inserted += 1;
+            }
+            SyncOp::WriteEntity(version) => {
+                host.write(conn, version)
+                    .await
+                    .map_err(StoreError::HostEntity)?;
+                report.entities_written += 1;
+            }
+        }
+    }
+    let now_text = timefmt::format(now);
+    sqlx::query(
+        "INSERT INTO sync_applied_batches (batch_id, from_host, applied_at) VALUES (?1, ?2, ?3)",
+    )
+    .bind(batch.batch_id.to_string())
+    .bind(&batch.from_host)
+    .bind(&now_text)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "INSERT INTO sync_peers (host_id, last_batch_id, last_merged_at, batches_merged) VALUES (?1, ?2, ?3, 1)
+         ON CONFLICT (host_id) DO UPDATE SET last_batch_id = excluded.last_batch_id,
+             last_merged_at = excluded.last_merged_at, batches_merged = batches_merged + 1",
+    )
+    .bind(&batch.from_host)
+    .bind(batch.batch_id.to_string())
+    .bind(&now_text)
+    .execute(&mut *conn)
+    .await?;
+    for conflict in &report.conflicts {
+        // Expected when devices decide while apart, and listed by `conflicts`: not a
+        // warning about this import.
+        tracing::info!(
+            change_set = %conflict.change_set_id,
+            item = conflict.item_index,
+            winner = %conflict.winner_id,
+            loser = %conflict.loser.decision.id,
+            "conflicting decisions on one item: the earlier stays in force"
+        );
+    }
+    tracing::info!(operations = plan.ops.len(), "sync batch merged");
+    Ok(report)
+}
+
+async fn record_conflict(
+    conn: &mut SqliteConnection,
+    conflict: &Conflict,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    let loser = &conflict.loser;
+    let decision =
+        serde_json::to_string(&loser.decision).map_err(|e| StoreError::corrupt(CONFLICTS, e))?;
+    sqlx::query(
+        "INSERT INTO sync_conflicts (decision_id, change_set_id, item_index, task_id, origin_host, decision,
+                                     winner_decision_id, winner_host, winner_verdict, recorded_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )
+    .bind(loser.decision.id.to_string())
+    .bind(conflict.change_set_id.to_string())
+    .bind(conflict.item_index as i64)
+    .bind(&conflict.task_id)
+    .bind(&loser.origin_host)
+    .bind(decision)
+    .bind(conflict.winner_id.to_string())
+    .bind(&conflict.winner_host)
+    .bind(conflict.winner_verdict.as_str())
+    .bind(timefmt::format(now))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Every recorded conflict, oldest item first.
+pub async fn conflicts(conn: &mut SqliteConnection) -> Result<Vec<ConflictRecord>, StoreError> {
+    let corrupt = |e: String| StoreError::corrupt(CONFLICTS, e);
+    let rows =
+        sqlx::query("SELECT * FROM sync_conflicts ORDER BY change_set_id, item_index, decision_id")
+            .fetch_all(conn)
+            .await?;
+    rows.iter()
+        .map(|row| {
+            let set: String = row.try_get("change_set_id")?;
+            let index: i64 = row.try_get("item_index")?;
+            let decision: String = row.try_get("decision")?;
+            let winner: String = row.try_get("winner_decision_id")?;
+            let verdict: String = row.try_get("winner_verdict")?;
+            let recorded_at: String = row.try_get("recorded_at")?;
+            let conflict = Conflict {
+                change_set_id: Uuid::parse_str(&set).map_err(|e| corrupt(e.to_string()))?,
+                item_index: usize::try_from(index).map_err(|e| corrupt(e.to_string()))?,
+                task_id: row.try_get("task_id")?,
+                winner_id: Uuid::parse_str(&winner).map_err(|e| corrupt(e.to_string()))?,
+                winner_host: row.try_get("winner_host")?,
+                winner_verdict: verdict.parse().map_err(corrupt)?,
+                loser: SyncedDecision {
+                    origin_host: row.try_get("origin_host")?,
+                    decision: serde_json::from_str(&decision)
+                        .map_err(|e| corrupt(e.to_string()))?,
+                },
+            };
+            Ok(ConflictRecord {
+                loser_change_stays: conflict.loser_change_stays(),
+                conflict,
+                recorded_at: timefmt::parse(CONFLICTS, &recorded_at)?,
+            })
+        })
+        .collect()
+}
+
+/// A device this one has merged batches from: its watermark.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Peer {
+    /// The peer's host id.
+    pub host_id: String,
+    /// The last batch merged from it.
+    pub last_batch_id: Uuid,
+    /// When this device merged it.
+    #[serde(with = "time::serde::rfc3339")]
+    pub last_merged_at: OffsetDateTime,
+    /// How many batches from it this device merged (replays not counted).
+    pub batches_merged: i64,
+}
+
+/// The devices this one has merged batches from, by host id.
+pub async fn peers(conn: &mut SqliteConnection) -> Result<Vec<Peer>, StoreError> {
+    const PEERS: &str = "sync_peers";
+    let rows = sqlx::query("SELECT * FROM sync_peers ORDER BY host_id")
+        .fetch_all(conn)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let batch: String = row.try_get("last_batch_id")?;
+            let merged_at: String = row.try_get("last_merged_at")?;
+            Ok(Peer {
+                host_id: row.try_get("host_id")?,
+                last_batch_id: Uuid::parse_str(&batch)
+                    .map_err(|e| StoreError::corrupt(PEERS, e))?,
+                last_merged_at: timefmt::parse(PEERS, &merged_at)?,
+                batches_merged: row.try_get("batches_merged")?,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,119 @@
+//! What devices exchange: a device's synced state, wrapped in a batch with a header.
+//!
+//! The wire format is camelCase JSON, the same in an exported file and (later) in an
+//! HTTP body, so a server can hand a [`SyncBatch`] to the store unchanged.
+
+use assent_domain::{ChangeDecision, ChangeSet, VectorClock};
+use assent_tools::AuditRecord;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// The batch format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A decision, with the device that made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncedDecision {
+    /// The host id of the device where a person decided.
+    pub origin_host: String,
+    /// The decision.
+    pub decision: ChangeDecision,
+}
+
+impl SyncedDecision {
+    /// The order that picks the winner of two final decisions on one item: the earlier
+    /// by time, then by host id, then by decision id (so the order is total).
+    pub fn precedence_key(&self) -> (OffsetDateTime, &str, Uuid) {
+        (
+            self.decision.created_at,
+            self.origin_host.as_str(),
+            self.decision.id,
+        )
+    }
+}
+
+/// An audit record, with the device that wrote it and its id there (audit ids are
+/// per-device sequence numbers, so the pair is what identifies a record everywhere).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncedAuditRecord {
+    /// The host id of the device that wrote it.
+    pub origin_host: String,
+    /// Its id on that device.
+    pub origin_id: i64,
+    /// The record.
+    pub record: AuditRecord,
+}
+
+/// One version of a row that a host (such as the journal) owns and syncs through the
+/// store, e.g. a journal task with its labels and checklist.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntityVersion {
+    /// The kind of row, e.g. `task`.
+    pub entity_type: String,
+    /// Its id.
+    pub entity_id: String,
+    /// The task it belongs to (for a task, its own id): decision conflicts on this
+    /// task's items steer the merge of concurrent versions.
+    pub task_id: String,
+    /// Ticked on every local write.
+    pub vector_clock: VectorClock,
+    /// When it was last written.
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    /// The row's content, as the host writes it back.
+    pub state: Value,
+}
+
+/// Everything one device syncs: its change sets, every decision it knows (including
+/// those that lost a conflict), its audit trail and its host entities.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncState {
+    /// Change sets with their items.
+    pub change_sets: Vec<ChangeSet>,
+    /// Decisions, those in force and those recorded as losing a conflict.
+    pub decisions: Vec<SyncedDecision>,
+    /// Ids of the decisions in `decisions` that lost a conflict.
+    pub conflict_losers: Vec<Uuid>,
+    /// The audit trail.
+    pub audit_records: Vec<SyncedAuditRecord>,
+    /// Host entities (journal tasks).
+    pub entities: Vec<EntityVersion>,
+}
+
+impl SyncState {
+    /// Sorts every list by its key, so that equal states are equal values and
+    /// serialise to the same text (the canonical form exports and fingerprints use).
+    pub fn sort(&mut self) {
+        self.change_sets.sort_by_key(|s| s.id);
+        self.decisions.sort_by_key(|d| d.decision.id);
+        self.conflict_losers.sort();
+        self.audit_records
+            .sort_by(|a, b| (&a.origin_host, a.origin_id).cmp(&(&b.origin_host, b.origin_id)));
+        self.entities
+            .sort_by(|a, b| (&a.entity_type, &a.entity_id).cmp(&(&b.entity_type, &b.entity_id)));
+    }
+}
+
+/// One message between devices: a device's synced state and who sent it when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncBatch {
+    /// [`FORMAT_VERSION`] of the writer.
+    pub format_version: u32,
+    /// Unique per export; a replayed batch is recognised by it.
+    pub batch_id: Uuid,
+    /// The sending device's host id.
+    pub from_host: String,
+    /// When it was exported.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// The sender's state.
+    #[serde(flatten)]
+    pub state: SyncState,
+}

@@ -1,0 +1,28 @@
+//! Device sync for Assent, planned purely: what two devices exchange ([`SyncBatch`]) and
+//! how an incoming batch merges into local state ([`plan_merge`], a diff turned into
+//! sorted [`SyncOp`]s that the store executes in one transaction).
+//!
+//! Like `assent-domain`, this crate performs no I/O: no database, no clock, no network.
+//! The same local state and the same batch always give the same operations, in the
+//! same order, on every device. The rules (ADR 0006 point 7):
+//!
+//! - Mutable rows (a change set's status, a host entity such as a journal task) carry a
+//!   [`assent_domain::VectorClock`]: incoming newer → apply; local newer or equal →
+//!   keep; concurrent → one deterministic rule ([`plan_merge`] documents it).
+//! - Decisions and audit records are append-only facts merged by union.
+//! - A decided item beats a pending one; of two different final decisions on one item,
+//!   the earlier by (time, host id, decision id) wins and the other is kept as a
+//!   [`Conflict`].
+//!
+//! Merging is idempotent (a replayed batch plans nothing) and its result does not
+//! depend on the order batches arrive in; both are property-tested.
+
+mod batch;
+mod error;
+mod plan;
+
+pub use batch::{
+    EntityVersion, FORMAT_VERSION, SyncBatch, SyncState, SyncedAuditRecord, SyncedDecision,
+};
+pub use error::SyncError;
+pub use plan::{Conflict, SyncOp, SyncPlan, plan_merge};

@@ -1,0 +1,448 @@
+//! The planner's rules on small states, and properties over two simulated devices.
+
+use super::*;
+use assent_domain::{ChangeDecision, ChangeItem, NewChangeSet, VectorClock};
+use proptest::prelude::*;
+use serde_json::json;
+use time::Duration;
+use time::macros::datetime;
+
+const T0: OffsetDateTime = datetime!(2026-03-01 12:00 UTC);
+const SET: Uuid = Uuid::from_u128(0x5e7);
+const TASK: &str = "task-1";
+
+/// A simulated device: its synced state, applied exactly as the store applies a plan.
+#[derive(Debug, Clone)]
+struct Device {
+    host: String,
+    state: SyncState,
+    exports: u128,
+    decisions_made: u128,
+}
+
+impl Device {
+    fn new(host: &str, shared: &SyncState) -> Self {
+        Self {
+            host: host.to_owned(),
+            state: shared.clone(),
+            exports: 0,
+            decisions_made: 0,
+        }
+    }
+
+    fn export(&mut self) -> SyncBatch {
+        self.exports += 1;
+        let mut state = self.state.clone();
+        state.sort();
+        SyncBatch {
+            format_version: FORMAT_VERSION,
+            batch_id: Uuid::from_u128(self.exports),
+            from_host: self.host.clone(),
+            created_at: T0,
+            state,
+        }
+    }
+
+    fn import(&mut self, batch: &SyncBatch) -> SyncPlan {
+        let plan = plan_merge(&self.state, batch, &self.host).expect("batch merges");
+        apply(&mut self.state, &plan);
+        plan
+    }
+
+    fn set(&mut self) -> &mut ChangeSet {
+        self.state
+            .change_sets
+            .iter_mut()
+            .find(|s| s.id == SET)
+            .expect("the shared set")
+    }
+
+    fn task(&mut self) -> &mut EntityVersion {
+        self.state
+            .entities
+            .iter_mut()
+            .find(|e| e.entity_id == TASK)
+            .expect("the shared task")
+    }
+
+    /// A person decides item `index` here, as the confirmation service does; a
+    /// confirmation writes `value` into the task.
+    fn decide(&mut self, index: usize, verdict: Verdict, value: u8, at: OffsetDateTime) {
+        let host = self.host.clone();
+        self.decisions_made += 1;
+        let id = Uuid::from_u128(u128::from(host.as_bytes()[0]) << 64 | self.decisions_made);
+        let set = self.set();
+        if set.apply_verdict(index, verdict, at).is_err() {
+            return;
+        }
+        set.vector_clock.tick(&host);
+        let decision = ChangeDecision {
+            id,
+            change_set_id: SET,
+            item_index: index,
+            agent_id: "agent".into(),
+            task_id: TASK.into(),
+            tool_name: "set_value".into(),
+            verdict,
+            reason: None,
+            edited_args: (verdict == Verdict::Confirmed).then(|| json!({"value": value})),
+            human_summary: "Set value".into(),
+            args: json!({"value": 0}),
+            created_at: at,
+            vector_clock: set.vector_clock.clone(),
+        };
+        self.state.decisions.push(SyncedDecision {
+            origin_host: host,
+            decision,
+        });
+        if verdict == Verdict::Confirmed {
+            self.edit_task(value, at);
+        }
+    }
+
+    fn edit_task(&mut self, value: u8, at: OffsetDateTime) {
+        let host = self.host.clone();
+        let task = self.task();
+        task.state = json!({"value": value});
+        task.vector_clock.tick(&host);
+        task.updated_at = at;
+    }
+}
+
+/// What the store does with a plan, on the model.
+fn apply(state: &mut SyncState, plan: &SyncPlan) {
+    for op in &plan.ops {
+        match op {
+            SyncOp::InsertChangeSet(set) => state.change_sets.push(set.clone()),
+            SyncOp::DemoteDecision(conflict) => {
+                state.conflict_losers.push(conflict.loser.decision.id);
+            }
+            SyncOp::InsertDecision(d) => state.decisions.push(d.clone()),
+            SyncOp::RecordConflict(conflict) => {
+                state.decisions.push(conflict.loser.clone());
+                state.conflict_losers.push(conflict.loser.decision.id);
+            }
+            SyncOp::UpdateChangeSet { set, .. } => {
+                let slot = state
+                    .change_sets
+                    .iter_mut()
+                    .find(|s| s.id == set.id)
+                    .expect("updates a known set");
+                *slot = set.clone();
+            }
+            SyncOp::InsertAuditRecord(a) => state.audit_records.push(a.clone()),
+            SyncOp::WriteEntity(e) => {
+                state
+                    .entities
+                    .retain(|x| (&x.entity_type, &x.entity_id) != (&e.entity_type, &e.entity_id));
+                state.entities.push(e.clone());
+            }
+        }
+    }
+    state.sort();
+}
+
+/// One set of three items about one task, both devices start from it.
+fn shared() -> SyncState {
+    let set = ChangeSet::new(NewChangeSet {
+        id: SET,
+        agent_id: "agent".into(),
+        task_id: TASK.into(),
+        thread_id: "thread".into(),
+        run_key: "run".into(),
+        items: (0..3)
+            .map(|i| ChangeItem::new("set_value", json!({"value": i}), format!("Set value {i}")))
+            .collect(),
+        created_at: T0,
+    })
+    .expect("a set");
+    let mut state = SyncState {
+        change_sets: vec![set],
+        entities: vec![EntityVersion {
+            entity_type: "task".into(),
+            entity_id: TASK.into(),
+            task_id: TASK.into(),
+            vector_clock: VectorClock::default(),
+            updated_at: T0,
+            state: json!({"value": 0}),
+        }],
+        ..SyncState::default()
+    };
+    state.sort();
+    state
+}
+
+/// Exchanges until both sides agree: each direction once, then once more.
+fn sync_both(a: &mut Device, b: &mut Device) {
+    let batch = a.export();
+    b.import(&batch);
+    let batch = b.export();
+    a.import(&batch);
+}
+
+#[test]
+fn a_new_set_is_inserted_and_a_replay_plans_nothing() {
+    let mut a = Device::new("A", &shared());
+    let mut b = Device::new("B", &SyncState::default());
+    let batch = a.export();
+    let plan = b.import(&batch);
+    assert!(
+        matches!(plan.ops[0], SyncOp::InsertChangeSet(_)),
+        "{plan:?}"
+    );
+    assert!(b.import(&batch).is_empty(), "a replay changes nothing");
+    assert_eq!(b.state, a.state);
+}
+
+#[test]
+fn a_confirmation_on_one_device_reaches_the_other_with_its_change() {
+    let mut a = Device::new("A", &shared());
+    let mut b = Device::new("B", &shared());
+    b.decide(0, Verdict::Confirmed, 7, T0 + Duration::minutes(1));
+    let batch = b.export();
+    let plan = a.import(&batch);
+    assert!(plan.conflicts().next().is_none());
+    assert_eq!(a.set().items[0].status, ChangeItemStatus::Confirmed);
+    assert_eq!(a.set().status, ChangeSetStatus::PartiallyResolved);
+    assert_eq!(a.task().state, json!({"value": 7}));
+    assert_eq!(a.state, b.state);
+}
+
+#[test]
+fn the_earlier_of_two_decisions_wins_and_the_other_is_a_conflict_on_both_sides() {
+    let mut a = Device::new("A", &shared());
+    let mut b = Device::new("B", &shared());
+    a.decide(1, Verdict::Confirmed, 5, T0 + Duration::minutes(2));
+    b.decide(1, Verdict::Confirmed, 9, T0 + Duration::minutes(1));
+    let batch = a.export();
+    let plan = b.import(&batch);
+    let conflicts: Vec<_> = plan.conflicts().collect();
+    assert_eq!(conflicts.len(), 1);
+    assert_eq!(conflicts[0].winner_host, "B");
+    assert!(matches!(plan.ops[0], SyncOp::RecordConflict(_)), "{plan:?}");
+    let batch = b.export();
+    let plan = a.import(&batch);
+    assert!(matches!(plan.ops[0], SyncOp::DemoteDecision(_)), "{plan:?}");
+    assert_eq!(a.state, b.state);
+    assert_eq!(a.task().state, json!({"value": 9}), "the winner's change");
+    assert_eq!(a.state.conflict_losers.len(), 1);
+}
+
+#[test]
+fn a_tie_in_time_is_broken_by_host_id() {
+    let mut a = Device::new("A", &shared());
+    let mut b = Device::new("B", &shared());
+    let at = T0 + Duration::minutes(1);
+    a.decide(0, Verdict::Rejected, 1, at);
+    b.decide(0, Verdict::Confirmed, 2, at);
+    sync_both(&mut a, &mut b);
+    assert_eq!(a.set().items[0].status, ChangeItemStatus::Rejected);
+    let conflict = a.state.conflict_losers.clone();
+    assert_eq!(conflict.len(), 1);
+    assert_eq!(a.state, b.state);
+}
+
+#[test]
+fn a_decided_item_beats_a_pending_or_deferred_one() {
+    let mut a = Device::new("A", &shared());
+    let mut b = Device::new("B", &shared());
+    a.decide(2, Verdict::Deferred, 0, T0 + Duration::minutes(3));
+    b.decide(2, Verdict::Rejected, 0, T0 + Duration::minutes(1));
+    sync_both(&mut a, &mut b);
+    assert_eq!(a.set().items[2].status, ChangeItemStatus::Rejected);
+    assert!(
+        a.state.conflict_losers.is_empty(),
+        "a deferral is no conflict"
+    );
+    assert_eq!(a.state.decisions.len(), 2);
+}
+
+#[test]
+fn an_expired_set_stays_expired_unless_every_item_was_decided() {
+    let mut a = Device::new("A", &shared());
+    let mut b = Device::new("B", &shared());
+    a.set().expire();
+    b.decide(0, Verdict::Confirmed, 3, T0);
+    sync_both(&mut a, &mut b);
+    assert_eq!(b.set().status, ChangeSetStatus::Expired);
+    for index in 1..3 {
+        b.set().status = ChangeSetStatus::PartiallyResolved;
+        b.decide(index, Verdict::Rejected, 0, T0 + Duration::minutes(5));
+    }
+    sync_both(&mut a, &mut b);
+    assert_eq!(a.set().status, ChangeSetStatus::Resolved);
+    assert_eq!(a.set().resolved_at, Some(T0 + Duration::minutes(5)));
+}
+
+#[test]
+fn bad_batches_are_refused_with_the_reason() {
+    let mut a = Device::new("A", &shared());
+    let local = shared();
+    let mut batch = a.export();
+    assert!(matches!(
+        plan_merge(&local, &batch, "A"),
+        Err(SyncError::FromThisHost { .. })
+    ));
+    batch.format_version = 99;
+    let err = plan_merge(&local, &batch, "B").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "sync batch format 99 is not supported (this build reads format 1)"
+    );
+    let mut batch = a.export();
+    batch.state.change_sets[0].items[1].args = json!({"value": 42});
+    assert_eq!(
+        plan_merge(&local, &batch, "B").unwrap_err().to_string(),
+        format!("change set {SET} differs from the local one in item 1")
+    );
+    a.decide(0, Verdict::Confirmed, 1, T0);
+    let mut batch = a.export();
+    batch.state.decisions[0].decision.item_index = 9;
+    assert!(matches!(
+        plan_merge(&local, &batch, "B"),
+        Err(SyncError::DanglingDecision { item_index: 9, .. })
+    ));
+    let mut batch = a.export();
+    let twice = batch.state.entities[0].clone();
+    batch.state.entities.push(twice);
+    assert_eq!(
+        plan_merge(&local, &batch, "B").unwrap_err().to_string(),
+        "sync batch lists task \"task-1\" twice"
+    );
+}
+
+#[test]
+fn concurrent_task_edits_settle_on_one_version_with_both_histories() {
+    let mut a = Device::new("A", &shared());
+    let mut b = Device::new("B", &shared());
+    a.edit_task(1, T0 + Duration::minutes(2));
+    b.edit_task(2, T0 + Duration::minutes(1));
+    sync_both(&mut a, &mut b);
+    assert_eq!(a.task().state, json!({"value": 1}), "the later edit");
+    assert_eq!(a.task().vector_clock.get("A"), 1);
+    assert_eq!(a.task().vector_clock.get("B"), 1);
+    assert_eq!(a.state, b.state);
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Decide {
+        on_b: bool,
+        index: usize,
+        verdict: Verdict,
+        value: u8,
+        minute: i64,
+    },
+    Edit {
+        on_b: bool,
+        value: u8,
+        minute: i64,
+    },
+    Send {
+        to_b: bool,
+    },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (
+            any::<bool>(),
+            0usize..3,
+            prop::sample::select(Verdict::ALL),
+            1u8..20,
+            0i64..30
+        )
+            .prop_map(|(on_b, index, verdict, value, minute)| Step::Decide {
+                on_b,
+                index,
+                verdict,
+                value,
+                minute
+            }),
+        (any::<bool>(), 1u8..20, 0i64..30).prop_map(|(on_b, value, minute)| Step::Edit {
+            on_b,
+            value,
+            minute
+        }),
+        any::<bool>().prop_map(|to_b| Step::Send { to_b }),
+    ]
+}
+
+fn run(steps: &[Step]) -> (Device, Device) {
+    let mut a = Device::new("A", &shared());
+    let mut b = Device::new("B", &shared());
+    for step in steps {
+        match *step {
+            Step::Decide {
+                on_b,
+                index,
+                verdict,
+                value,
+                minute,
+            } => {
+                let device = if on_b { &mut b } else { &mut a };
+                device.decide(index, verdict, value, T0 + Duration::minutes(minute));
+            }
+            Step::Edit {
+                on_b,
+                value,
+                minute,
+            } => {
+                let device = if on_b { &mut b } else { &mut a };
+                device.edit_task(value, T0 + Duration::minutes(minute));
+            }
+            Step::Send { to_b } => {
+                if to_b {
+                    let batch = a.export();
+                    b.import(&batch);
+                } else {
+                    let batch = b.export();
+                    a.import(&batch);
+                }
+            }
+        }
+    }
+    (a, b)
+}
+
+proptest! {
+    #[test]
+    fn any_interleaving_ends_identical_after_a_full_exchange(steps in prop::collection::vec(step(), 0..24)) {
+        let (mut a, mut b) = run(&steps);
+        sync_both(&mut a, &mut b);
+        sync_both(&mut a, &mut b);
+        prop_assert_eq!(&a.state, &b.state);
+        // One decision in force per decided item, and every other final is a conflict.
+        let set = a.set().clone();
+        for (index, item) in set.items.iter().enumerate() {
+            let finals: Vec<_> = a.state.decisions.iter()
+                .filter(|d| d.decision.item_index == index && d.decision.verdict.item_status().is_decided())
+                .collect();
+            let in_force = finals.iter().filter(|d| !a.state.conflict_losers.contains(&d.decision.id)).count();
+            prop_assert_eq!(in_force, usize::from(item.status.is_decided()));
+        }
+    }
+
+    #[test]
+    fn replaying_any_batch_plans_nothing(steps in prop::collection::vec(step(), 0..24)) {
+        let (mut a, mut b) = run(&steps);
+        let batch = a.export();
+        b.import(&batch);
+        let replay = plan_merge(&b.state, &batch, "B").expect("merges");
+        prop_assert!(replay.is_empty(), "{:?}", replay);
+    }
+
+    #[test]
+    fn the_merged_state_does_not_depend_on_who_imports_first(steps in prop::collection::vec(step(), 0..24)) {
+        let (a, b) = run(&steps);
+        let (mut a1, mut b1) = (a.clone(), b.clone());
+        let from_a = a1.export();
+        let from_b = b1.export();
+        b1.import(&from_a);
+        a1.import(&from_b);
+        prop_assert_eq!(&a1.state.change_sets, &b1.state.change_sets);
+        prop_assert_eq!(&a1.state.decisions, &b1.state.decisions);
+        prop_assert_eq!(&a1.state.conflict_losers, &b1.state.conflict_losers);
+        prop_assert_eq!(&a1.state.entities, &b1.state.entities);
+    }
+}

@@ -1,0 +1,371 @@
+//! Two devices, each with its own SQLite file, syncing through batches: a proposal made
+//! on one is confirmed on the other, decisions made while apart become one decision in
+//! force and one recorded conflict, replays change nothing, and any interleaving of
+//! local work and sync ends with both devices in the same state.
+
+use assent_domain::{ChangeItemStatus, ChangeSetStatus, OffsetDateTime, Uuid, Verdict};
+use assent_store::sync::conflicts;
+use assent_store::{StoreError, audit, change_sets, decisions};
+use assent_tests::{NOW, TestApp};
+use assent_tools::AuditKind;
+use proptest::prelude::*;
+use serde_json::json;
+use time::Duration;
+
+fn minutes(n: i64) -> OffsetDateTime {
+    NOW + Duration::minutes(n)
+}
+
+/// Device A with the standard scene and a proposal to set the priority to P0; device
+/// B with the same agent (agents are per-device configuration) and the proposal
+/// synced to it. Returns the task and the set.
+async fn two_devices_with_a_proposal() -> (TestApp, TestApp, String, Uuid) {
+    let a = TestApp::device("device-a").await;
+    let b = TestApp::device("device-b").await;
+    let task = a.scene().await;
+    b.agent("agent-1", &["work"]).await;
+    let set = a
+        .wake(
+            &task,
+            &[("update_task_priority", json!({"priority": "P0"}))],
+        )
+        .await
+        .change_set
+        .expect("a proposal")
+        .id;
+    a.send_to(&b).await;
+    (a, b, task, set)
+}
+
+#[tokio::test]
+async fn propose_on_a_confirm_on_b_and_a_sees_it_after_one_round() {
+    let (a, b, task, set) = two_devices_with_a_proposal().await;
+    assert_eq!(b.load(&task).await.priority.as_deref(), Some("P1"));
+    b.engine
+        .confirmations()
+        .confirm_item(set, 0, minutes(1))
+        .await
+        .expect("B confirms");
+
+    let report = b.send_to(&a).await;
+    assert!(report.conflicts.is_empty(), "{report:?}");
+
+    let mut conn = a.store.pool().acquire().await.unwrap();
+    let stored = change_sets::require(&mut conn, set).await.unwrap();
+    assert_eq!(stored.items[0].status, ChangeItemStatus::Confirmed);
+    assert_eq!(stored.status, ChangeSetStatus::Resolved);
+    assert_eq!(stored.resolved_at, Some(minutes(1)));
+    let history = decisions::for_change_set(&mut conn, set).await.unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].verdict, Verdict::Confirmed);
+    let trail = audit::list(&mut conn, &audit::AuditFilter::Task(task.clone()), 100)
+        .await
+        .unwrap();
+    assert!(
+        trail
+            .iter()
+            .any(|r| r.kind == AuditKind::Result && r.success == Some(true)),
+        "B's application is in A's audit trail: {trail:?}"
+    );
+    drop(conn);
+    assert_eq!(a.load(&task).await.priority.as_deref(), Some("P0"));
+    let prompt = a
+        .engine
+        .confirmations()
+        .history("agent-1", Some(&task), 20)
+        .await
+        .unwrap()
+        .expect("a history");
+    assert!(
+        prompt.contains("Set priority to P0 — confirmed"),
+        "{prompt}"
+    );
+    assert_eq!(a.synced_state().await, b.synced_state().await);
+}
+
+#[tokio::test]
+async fn both_confirm_while_apart_one_application_and_one_conflict_on_each() {
+    let (a, b, task, set) = two_devices_with_a_proposal().await;
+    a.engine
+        .confirmations()
+        .edit_and_confirm(set, 0, json!({"priority": "P2"}), minutes(2))
+        .await
+        .expect("A confirms an edit");
+    b.engine
+        .confirmations()
+        .confirm_item(set, 0, minutes(1))
+        .await
+        .expect("B confirms, earlier");
+
+    assert_eq!(a.send_to(&b).await.conflicts.len(), 1);
+    assert_eq!(b.send_to(&a).await.conflicts.len(), 1);
+
+    for device in [&a, &b] {
+        let mut conn = device.store.pool().acquire().await.unwrap();
+        let in_force = decisions::for_change_set(&mut conn, set).await.unwrap();
+        assert_eq!(in_force.len(), 1, "one decision in force");
+        assert_eq!(in_force[0].edited_args, None, "B's, the earlier, wins");
+        let recorded = conflicts(&mut conn).await.unwrap();
+        assert_eq!(recorded.len(), 1);
+        let conflict = &recorded[0].conflict;
+        assert_eq!(conflict.winner_host, "device-b");
+        assert_eq!(conflict.loser.origin_host, "device-a");
+        assert_eq!(
+            conflict.loser.decision.edited_args,
+            Some(json!({"priority": "P2"}))
+        );
+        assert!(!recorded[0].loser_change_stays);
+        // Each device ran its own handler once; sync moved state, it re-ran nothing.
+        let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM applied_operations")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(applied, 1);
+        drop(conn);
+        assert_eq!(device.load(&task).await.priority.as_deref(), Some("P0"));
+    }
+    assert_eq!(a.synced_state().await, b.synced_state().await);
+    // Another round changes nothing on either side.
+    let before = (a.synced_state().await, b.synced_state().await);
+    a.send_to(&b).await;
+    b.send_to(&a).await;
+    assert_eq!((a.synced_state().await, b.synced_state().await), before);
+}
+
+#[tokio::test]
+async fn a_rejection_that_wins_over_an_applied_confirmation_is_flagged() {
+    let (a, b, _task, set) = two_devices_with_a_proposal().await;
+    a.engine
+        .confirmations()
+        .confirm_item(set, 0, minutes(2))
+        .await
+        .unwrap();
+    b.engine
+        .confirmations()
+        .reject_item(set, 0, Some("not now".into()), minutes(1))
+        .await
+        .unwrap();
+    a.send_to(&b).await;
+    b.send_to(&a).await;
+    let mut conn = a.store.pool().acquire().await.unwrap();
+    let stored = change_sets::require(&mut conn, set).await.unwrap();
+    assert_eq!(stored.items[0].status, ChangeItemStatus::Rejected);
+    let recorded = conflicts(&mut conn).await.unwrap();
+    assert_eq!(recorded.len(), 1);
+    assert!(recorded[0].loser_change_stays, "{recorded:?}");
+    drop(conn);
+    assert_eq!(a.synced_state().await, b.synced_state().await);
+}
+
+#[tokio::test]
+async fn replaying_a_batch_changes_nothing() {
+    let (a, b, _task, set) = two_devices_with_a_proposal().await;
+    a.engine
+        .confirmations()
+        .confirm_item(set, 0, minutes(1))
+        .await
+        .unwrap();
+    let batch = a.export().await;
+    b.import(&batch).await.unwrap();
+    let before = b.fingerprint().await;
+    let replay = b.import(&batch).await.unwrap();
+    assert!(replay.replayed);
+    assert_eq!(b.fingerprint().await, before);
+
+    // The same content under a new batch id merges to nothing either.
+    let state = b.synced_state().await;
+    let mut again = batch.clone();
+    again.batch_id = Uuid::new_v4();
+    let report = b.import(&again).await.unwrap();
+    assert!(!report.replayed);
+    assert_eq!(
+        (
+            report.change_sets_inserted + report.change_sets_updated,
+            report.decisions_inserted + report.audit_records_inserted + report.entities_written,
+            report.conflicts.len()
+        ),
+        (0, 0, 0)
+    );
+    assert_eq!(b.synced_state().await, state);
+
+    let mut conn = b.store.pool().acquire().await.unwrap();
+    let peers = assent_store::sync::peers(&mut conn).await.unwrap();
+    assert_eq!(peers.len(), 1);
+    assert_eq!(
+        (
+            peers[0].host_id.as_str(),
+            peers[0].last_batch_id,
+            peers[0].batches_merged
+        ),
+        ("device-a", again.batch_id, 3),
+        "the proposal, the first batch and the new id; not the replay"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_batch_is_refused_and_changes_nothing() {
+    let (a, _b, _task, set) = two_devices_with_a_proposal().await;
+    a.engine
+        .confirmations()
+        .confirm_item(set, 0, minutes(1))
+        .await
+        .unwrap();
+    let fresh = TestApp::device("device-c").await;
+    let before = fresh.fingerprint().await;
+
+    // Fails in the planner: a decision about an item the set does not have.
+    let mut dangling = a.export().await;
+    dangling.state.decisions[0].decision.item_index = 5;
+    let err = fresh.import(&dangling).await.unwrap_err();
+    assert!(matches!(err, StoreError::Sync(_)), "{err}");
+    assert!(err.to_string().contains("has only 1 item(s)"), "{err}");
+
+    // Fails halfway through execution: the set is written before the task is refused.
+    let mut invalid = a.export().await;
+    invalid.state.entities[0].state["status"] = json!("NOPE");
+    let err = fresh.import(&invalid).await.unwrap_err();
+    assert!(matches!(err, StoreError::HostEntity(_)), "{err}");
+
+    // From a device claiming this device's own host id.
+    let mut mine = a.export().await;
+    mine.from_host = "device-c".into();
+    let err = fresh.import(&mine).await.unwrap_err();
+    assert!(
+        err.to_string().contains("this device's own host id"),
+        "{err}"
+    );
+
+    assert_eq!(fresh.fingerprint().await, before);
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// A wake proposing a priority and an estimate on device B (or A).
+    Propose { on_b: bool, priority: u8 },
+    /// A person decides item `index` of the `set`-th proposal on device B (or A).
+    Decide {
+        on_b: bool,
+        set: usize,
+        index: usize,
+        verdict: Verdict,
+        minute: i64,
+    },
+    /// One direction of a sync round.
+    Send { to_b: bool },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        1 => (any::<bool>(), 0u8..4).prop_map(|(on_b, priority)| Step::Propose { on_b, priority }),
+        2 => (
+            any::<bool>(),
+            0usize..3,
+            0usize..2,
+            prop::sample::select(vec![Verdict::Confirmed, Verdict::Rejected, Verdict::Deferred]),
+            0i64..60
+        )
+            .prop_map(|(on_b, set, index, verdict, minute)| Step::Decide {
+                on_b,
+                set,
+                index,
+                verdict,
+                minute
+            }),
+        2 => any::<bool>().prop_map(|to_b| Step::Send { to_b }),
+    ]
+}
+
+async fn run_steps(steps: &[Step]) -> (TestApp, TestApp) {
+    let a = TestApp::device("device-a").await;
+    let b = TestApp::device("device-b").await;
+    let task = a.scene().await;
+    b.agent("agent-1", &["work"]).await;
+    a.send_to(&b).await;
+    let mut sets = Vec::new();
+    for step in steps {
+        match *step {
+            Step::Propose { on_b, priority } => {
+                let device = if on_b { &b } else { &a };
+                let calls = [
+                    (
+                        "update_task_priority",
+                        json!({"priority": format!("P{priority}")}),
+                    ),
+                    (
+                        "update_task_estimate",
+                        json!({"minutes": 30 + u32::from(priority)}),
+                    ),
+                ];
+                if let Some(set) = device.wake(&task, &calls).await.change_set {
+                    sets.push(set.id);
+                }
+            }
+            Step::Decide {
+                on_b,
+                set,
+                index,
+                verdict,
+                minute,
+            } => {
+                let Some(&set) = sets.get(set) else { continue };
+                let device = if on_b { &b } else { &a };
+                let service = device.engine.confirmations();
+                // Refusals (unknown set here, already decided) are expected.
+                let _ = match verdict {
+                    Verdict::Confirmed => service
+                        .confirm_item(set, index, minutes(minute))
+                        .await
+                        .map(|_| ()),
+                    Verdict::Rejected => service
+                        .reject_item(set, index, None, minutes(minute))
+                        .await
+                        .map(|_| ()),
+                    _ => service
+                        .defer_item(set, index, minutes(minute))
+                        .await
+                        .map(|_| ()),
+                };
+            }
+            Step::Send { to_b } => {
+                if to_b {
+                    a.send_to(&b).await;
+                } else {
+                    b.send_to(&a).await;
+                }
+            }
+        }
+    }
+    (a, b)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// Whatever each device does locally and however sync rounds interleave with it:
+    /// after one more round both devices hold the same change sets, decisions,
+    /// conflicts, audit trail and task, and every decided item has one decision in force.
+    #[test]
+    fn any_interleaving_ends_identical_on_both_devices(steps in prop::collection::vec(step(), 1..14)) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let (a, b) = run_steps(&steps).await;
+            a.send_to(&b).await;
+            b.send_to(&a).await;
+            assert_eq!(a.synced_state().await, b.synced_state().await);
+            let mut conn = a.store.pool().acquire().await.unwrap();
+            let in_force: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM decisions WHERE verdict IN ('confirmed', 'rejected', 'retracted')",
+            )
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+            let decided: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM change_items WHERE status IN ('confirmed', 'rejected', 'retracted')",
+            )
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+            assert_eq!(in_force, decided);
+        });
+    }
+}
