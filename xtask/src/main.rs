@@ -56,7 +56,6 @@ const CI_STEPS: &[&[&str]] = &[
         "warnings",
     ],
     &["test", "--workspace"],
-    BENCH_QUICK,
 ];
 
 /// `cargo xtask bench`: the report binary in the release profile (not `cargo bench
@@ -72,18 +71,30 @@ const BENCH: &[&str] = &[
     "assent-bench",
 ];
 
-/// `cargo xtask bench --quick`: the same binary, small, in the dev profile, so that CI
-/// reuses the dependencies its tests built instead of building them again optimised.
-const BENCH_QUICK: &[&str] = &[
-    "run",
-    "--quiet",
-    "-p",
-    "assent-bench",
-    "--bin",
-    "assent-bench",
-    "--",
-    "--quick",
-];
+/// `cargo xtask bench --quick` builds the same binary in the dev profile with the whole
+/// workspace selected: features are then unified exactly as for `cargo test
+/// --workspace`, so CI reuses the dependencies its tests built (`cargo run -p
+/// assent-bench` alone would resolve other features and rebuild sqlx & co.).
+const BENCH_QUICK_BUILD: &[&str] = &["build", "--quiet", "--workspace", "--bin", "assent-bench"];
+
+/// Builds and runs the quick benchmark (see [`BENCH_QUICK_BUILD`]).
+fn bench_quick() -> anyhow::Result<()> {
+    run_cargo(BENCH_QUICK_BUILD)?;
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| project_root().join("target"));
+    let binary = target_dir.join("debug").join("assent-bench");
+    eprintln!("==> {} --quick", binary.display());
+    let status = Command::new(&binary)
+        .arg("--quick")
+        .current_dir(project_root())
+        .status()
+        .with_context(|| format!("could not start {}", binary.display()))?;
+    if !status.success() {
+        bail!("`{} --quick` exited with {status}", binary.display());
+    }
+    Ok(())
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -91,7 +102,7 @@ fn main() -> ExitCode {
     let result = match args.as_slice() {
         ["ci"] => ci(),
         ["bench"] => run_cargo(BENCH),
-        ["bench", "--quick"] => run_cargo(BENCH_QUICK),
+        ["bench", "--quick"] => bench_quick(),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -120,8 +131,9 @@ fn ci() -> anyhow::Result<()> {
             ensure_browser()?;
         }
         run_cargo(step)
-            .with_context(|| format!("ci stopped at step {} of {}", i + 1, CI_STEPS.len()))?;
+            .with_context(|| format!("ci stopped at step {} of {}", i + 1, CI_STEPS.len() + 1))?;
     }
+    bench_quick().context("ci stopped at its last step, bench --quick")?;
     eprintln!("==> ci: all steps passed");
     Ok(())
 }
