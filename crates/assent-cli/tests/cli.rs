@@ -2,6 +2,7 @@
 //! codes, one-line errors) on a fresh database per test, with the clock fixed; `peer`:
 //! `assent sync --peer` against a real `assent serve` server in the test process.
 
+#[path = "cli/peer.rs"]
 mod peer;
 
 use serde_json::Value;
