@@ -113,9 +113,9 @@ pub enum DbCommand {
     Outbox(OutboxArgs),
     /// Standing "always" grants given to sub-agents: list them, or `revoke ID`.
     Grants(GrantsArgs),
-    /// Sync with another device through batch files.
-    #[command(subcommand)]
-    Sync(crate::sync_commands::SyncCommand),
+    /// Sync with another device: with its `assent serve` (--peer), or through batch
+    /// files.
+    Sync(crate::sync_commands::SyncArgs),
     /// Decisions that lost to an earlier one on another device.
     Conflicts,
 }
@@ -418,6 +418,27 @@ mod tests {
             assert!(cli.json);
             assert_eq!(cli.db, "sqlite::memory:");
         }
+    }
+
+    #[test]
+    fn sync_takes_a_peer_or_a_subcommand_but_not_both() {
+        let parses =
+            |args: &[&str]| Cli::try_parse_from([&["assent", "sync"], args].concat()).is_ok();
+        assert!(parses(&["--peer", "http://127.0.0.1:7700", "--token", "t"]));
+        assert!(
+            parses(&["--peer", "http://127.0.0.1:7700"]),
+            "the token may come from the environment"
+        );
+        assert!(parses(&["export", "out.json"]));
+        assert!(parses(&["host"]));
+        assert!(!parses(&[
+            "--peer",
+            "http://127.0.0.1:7700",
+            "export",
+            "out.json"
+        ]));
+        assert!(!parses(&["--token", "t", "host"]));
+        assert!(!parses(&[]), "`assent sync` alone shows its help");
     }
 
     #[test]

@@ -130,7 +130,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Audit(args) => audit_trail(&ctx, args).await,
         DbCommand::Outbox(args) => outbox_messages(&ctx, args).await,
         DbCommand::Grants(args) => grants(&ctx, args).await,
-        DbCommand::Sync(command) => crate::sync_commands::sync(&ctx, command).await,
+        DbCommand::Sync(args) => crate::sync_commands::sync(&ctx, args).await,
         DbCommand::Conflicts => crate::sync_commands::conflicts(&ctx).await,
     };
     ctx.store().close().await;

@@ -12,6 +12,7 @@ mod cli;
 mod commands;
 mod demo;
 mod demo_delegated;
+mod peer_sync;
 mod render;
 mod serve;
 mod sync_commands;

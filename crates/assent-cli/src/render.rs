@@ -425,13 +425,24 @@ pub fn exported(batch: &assent_sync::SyncBatch, file: &std::path::Path) -> Strin
 
 /// What `assent sync import` merged.
 pub fn imported(report: &assent_store::sync::ImportReport) -> String {
+    let mut text = merged_line(report);
+    if !report.conflicts.is_empty() {
+        text.push_str(CONFLICTS_HINT);
+    }
+    text
+}
+
+const CONFLICTS_HINT: &str = "\nSee `assent conflicts`.";
+
+/// One line on what merging one batch did.
+fn merged_line(report: &assent_store::sync::ImportReport) -> String {
     if report.replayed {
         return format!(
             "Batch {} of host {} was merged before: nothing changed",
             report.batch_id, report.from_host
         );
     }
-    let mut text = format!(
+    format!(
         "Merged batch {} of host {}: {} new change set(s), {} updated, {} decision(s), {} audit record(s), {} task(s) written, {} conflict(s)",
         report.batch_id,
         report.from_host,
@@ -441,9 +452,23 @@ pub fn imported(report: &assent_store::sync::ImportReport) -> String {
         report.audit_records_inserted,
         report.entities_written,
         report.conflicts.len()
+    )
+}
+
+/// What `assent sync --peer` merged on both sides.
+pub fn synced(
+    peer: &str,
+    peer_host: &str,
+    peer_import: &assent_store::sync::ImportReport,
+    local_import: &assent_store::sync::ImportReport,
+) -> String {
+    let mut text = format!(
+        "Synced with host {peer_host} at {peer}\nThe peer: {}\nThis device: {}",
+        merged_line(peer_import),
+        merged_line(local_import)
     );
-    if !report.conflicts.is_empty() {
-        text.push_str("\nSee `assent conflicts`.");
+    if !(peer_import.conflicts.is_empty() && local_import.conflicts.is_empty()) {
+        text.push_str(CONFLICTS_HINT);
     }
     text
 }

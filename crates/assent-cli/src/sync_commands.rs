@@ -1,5 +1,6 @@
-//! `assent sync export|import|host` and `assent conflicts`: device sync through files,
-//! for devices that never see each other (a peer over HTTP comes with `assent serve`).
+//! `assent sync export|import|host|peers` and `assent conflicts`: device sync through
+//! files, for devices that never see each other; `assent sync --peer` (over HTTP, with a
+//! peer's `assent serve`) lives in [`crate::peer_sync`].
 
 use crate::CliError;
 use crate::commands::{Ctx, Output};
@@ -14,8 +15,29 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
-/// The largest batch file `import` reads (256 MiB).
-const MAX_BATCH_BYTES: u64 = 256 * 1024 * 1024;
+/// The largest batch file `import` reads: as much as a peer's `POST /api/sync` takes.
+const MAX_BATCH_BYTES: u64 = assent_server::DEFAULT_SYNC_BODY_LIMIT as u64;
+
+/// `assent sync --peer URL [--token TOKEN]` or `assent sync <subcommand>`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, arg_required_else_help = true)]
+pub struct SyncArgs {
+    /// Sync through batch files instead, or show this device's sync identity.
+    #[command(subcommand)]
+    pub command: Option<SyncCommand>,
+    /// A peer's `assent serve` (e.g. `http://127.0.0.1:7700`): send this device's batch,
+    /// merge the peer's answer, both ways in one round trip. Plain HTTP only.
+    #[arg(long, value_name = "URL")]
+    pub peer: Option<String>,
+    /// The peer's API token (the one its `assent serve` printed); never printed.
+    #[arg(
+        long,
+        env = "ASSENT_PEER_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
+}
 
 /// `assent sync ...`.
 #[derive(Debug, Subcommand)]
@@ -56,8 +78,25 @@ fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
-/// Runs `assent sync ...`.
-pub async fn sync(ctx: &Ctx, command: SyncCommand) -> Result<Output, CliError> {
+/// Runs `assent sync --peer ...` or `assent sync <subcommand>`.
+pub async fn sync(ctx: &Ctx, args: SyncArgs) -> Result<Output, CliError> {
+    let command = match (args.command, args.peer) {
+        (Some(command), _) => command,
+        (None, Some(peer)) => {
+            let token = args.token.ok_or_else(|| {
+                CliError::Usage(
+                    "sync --peer needs the peer's token: --token TOKEN or ASSENT_PEER_TOKEN"
+                        .to_owned(),
+                )
+            })?;
+            return crate::peer_sync::run(ctx, &peer, &token).await;
+        }
+        (None, None) => {
+            return Err(CliError::Usage(
+                "sync needs --peer URL or a subcommand (export, import, host, peers)".to_owned(),
+            ));
+        }
+    };
     match command {
         SyncCommand::Export(args) => export(ctx, &args.file).await,
         SyncCommand::Import(args) => import(ctx, &args.file).await,
@@ -92,16 +131,21 @@ async fn export(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
     }
     write_atomically(file, &text)?;
     tx.commit().await.map_err(StoreError::from)?;
-    let summary = json!({
+    let mut summary = batch_summary(&batch);
+    summary["file"] = json!(file.display().to_string());
+    Output::either(ctx.json, &summary, || render::exported(&batch, file))
+}
+
+/// What a batch holds, as `sync export --json` and `sync --peer --json` print it.
+pub fn batch_summary(batch: &SyncBatch) -> serde_json::Value {
+    json!({
         "batchId": batch.batch_id,
         "fromHost": batch.from_host,
-        "file": file.display().to_string(),
         "changeSets": batch.state.change_sets.len(),
         "decisions": batch.state.decisions.len(),
         "auditRecords": batch.state.audit_records.len(),
         "entities": batch.state.entities.len(),
-    });
-    Output::either(ctx.json, &summary, || render::exported(&batch, file))
+    })
 }
 
 /// Writes `text` to `path` through a temporary file in the same directory, so a crash

@@ -1,5 +1,9 @@
 //! The `assent` binary end to end: the scripted contract (flags, `--json` shapes, exit
-//! codes, one-line errors) on a fresh database per test, with the clock fixed.
+//! codes, one-line errors) on a fresh database per test, with the clock fixed; `peer`:
+//! `assent sync --peer` against a real `assent serve` server in the test process.
+
+#[path = "cli/peer.rs"]
+mod peer;
 
 use serde_json::Value;
 use std::io::Write;
@@ -25,10 +29,18 @@ impl Cli {
 
     /// Runs `assent --db <db> --now <NOW> args...` with `stdin`.
     fn run_with(&self, args: &[&str], stdin: &str) -> Output {
+        self.run_in_env(args, stdin, &[])
+    }
+
+    /// Runs `assent --db <db> --now <NOW> args...` with `stdin` and the environment
+    /// variables `env` (and no `ASSENT_PEER_TOKEN` unless `env` sets it).
+    fn run_in_env(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Output {
         let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
             .args(["--db", &self.db(), "--now", NOW])
             .args(args)
             .env_remove("RUST_LOG")
+            .env_remove("ASSENT_PEER_TOKEN")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

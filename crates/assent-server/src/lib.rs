@@ -9,6 +9,8 @@
 //! - [`token`]: where the bearer token comes from (given, or generated once and kept
 //!   beside the database with mode 0600).
 //! - [`ServerError`]: every failure, answered as RFC 9457 problem details.
+//! - Device sync over HTTP (`POST /api/sync`, [`SyncExchange`]): the peer that `assent
+//!   sync --peer` exchanges batches with, under its own body limit.
 //!
 //! No engine logic lives here: a handler parses, calls a service, and renders.
 
@@ -18,11 +20,13 @@ mod error;
 mod events;
 mod page;
 pub mod shapes;
+mod sync;
 pub mod token;
 
 pub use agents::{AgentView, set_agent_categories};
 pub use error::ServerError;
 pub use events::{EventBus, ServerEvent};
+pub use sync::{DEFAULT_SYNC_BODY_LIMIT, SyncExchange};
 
 use assent_confirm::Engine;
 use assent_store::StoreError;
@@ -74,6 +78,7 @@ impl AppState {
 pub struct Server {
     state: AppState,
     body_limit: usize,
+    sync_body_limit: usize,
 }
 
 impl Server {
@@ -86,6 +91,7 @@ impl Server {
                 events: EventBus::new(),
             },
             body_limit: DEFAULT_BODY_LIMIT,
+            sync_body_limit: DEFAULT_SYNC_BODY_LIMIT,
         }
     }
 
@@ -93,6 +99,13 @@ impl Server {
     #[must_use]
     pub fn with_body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
+        self
+    }
+
+    /// The same server with another request-size limit for `POST /api/sync`, in bytes.
+    #[must_use]
+    pub fn with_sync_body_limit(mut self, bytes: usize) -> Self {
+        self.sync_body_limit = bytes;
         self
     }
 
@@ -130,6 +143,14 @@ impl Server {
             .route("/history", get(api::history))
             .route("/audit", get(api::audit_trail))
             .route("/events", get(api::events))
+            // A batch is a device's whole state: the innermost body limit wins.
+            .route(
+                "/sync",
+                post(sync::exchange).layer(DefaultBodyLimit::max(self.sync_body_limit)),
+            )
+            .route("/sync/host", get(sync::host))
+            .route("/sync/peers", get(sync::peers))
+            .route("/conflicts", get(sync::conflicts))
             .fallback(api::not_found)
             // `layer`, not `route_layer`: unknown `/api` paths need the token too, so
             // that a stranger learns nothing about which routes exist.

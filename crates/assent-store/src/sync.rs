@@ -14,7 +14,7 @@ use assent_sync::{
     SyncedDecision, plan_merge,
 };
 use assent_tools::BoxFuture;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::{Row, SqliteConnection};
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
@@ -40,8 +40,8 @@ pub trait HostEntities: Send + Sync {
     ) -> BoxFuture<'a, Result<(), String>>;
 }
 
-/// What an import did.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+/// What an import did (also on the wire: `POST /api/sync` answers with it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportReport {
     /// The batch.

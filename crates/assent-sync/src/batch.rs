@@ -1,7 +1,7 @@
 //! What devices exchange: a device's synced state, wrapped in a batch with a header.
 //!
-//! The wire format is camelCase JSON, the same in an exported file and (later) in an
-//! HTTP body, so a server can hand a [`SyncBatch`] to the store unchanged.
+//! The wire format is camelCase JSON, the same in an exported file and in the body of
+//! `POST /api/sync`, so a server hands a [`SyncBatch`] to the store unchanged.
 
 use assent_domain::{ChangeDecision, ChangeSet, VectorClock};
 use assent_tools::AuditRecord;

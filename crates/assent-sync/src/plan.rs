@@ -13,12 +13,12 @@ use assent_domain::{
     ChangeItemStatus, ChangeSet, ChangeSetStatus, ClockOrdering, OffsetDateTime, Uuid, Verdict,
     canonical_json,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Two different final decisions on one item: the loser stays on record, out of force.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Conflict {
     /// The set of the item.

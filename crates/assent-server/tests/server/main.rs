@@ -1,7 +1,8 @@
 //! The review server's integration tests, in one binary: the JSON API against a real
-//! server on a random port over a real SQLite file (`api`), and the review page in
-//! headless Chromium through WebDriver (`browser`).
+//! server on a random port over a real SQLite file (`api`), the review page in headless
+//! Chromium through WebDriver (`browser`), and device sync over HTTP (`sync`).
 
 mod api;
 mod browser;
 mod support;
+mod sync;
