@@ -22,6 +22,10 @@ pub enum ServerError {
     /// The thing the path names does not exist (404).
     #[error("{0}")]
     NotFound(String),
+    /// The request conflicts with what already happened, e.g. a second answer to a
+    /// delegated request (409).
+    #[error("{0}")]
+    Conflict(String),
     /// The body is over the request-size limit (413).
     #[error("{0}")]
     TooLarge(String),
@@ -65,6 +69,7 @@ impl ServerError {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::Conflict(_) => StatusCode::CONFLICT,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Confirm(error) => confirm_status(error),
             Self::Journal(error) => journal_status(error),
