@@ -1,7 +1,9 @@
 //! The review server's integration tests, in one binary: the JSON API against a real
-//! server on a random port over a real SQLite file (`api`), and the review page in
+//! server on a random port over a real SQLite file (`api`), sub-agents asking the
+//! server's session over the confirmation bus (`delegated`), and the review page in
 //! headless Chromium through WebDriver (`browser`).
 
 mod api;
 mod browser;
+mod delegated;
 mod support;
