@@ -32,6 +32,49 @@ fn assert_problem(status: u16, body: &Value, expected: u16) {
     );
 }
 
+/// A delegating server on which sub-agent `sub_agent` of `triage` has asked about
+/// raising a new task's priority to `priority`, seen on the event stream.
+struct Asking {
+    server: TestServer,
+    task: String,
+    stream: reqwest::Response,
+    buffer: String,
+    wake: tokio::task::JoinHandle<(u16, Value)>,
+    /// The `confirmationRequested` event's request.
+    request: Value,
+    /// Its correlation id.
+    id: String,
+}
+
+async fn asking(sub_agent: &str, priority: &str) -> Asking {
+    let server = TestServer::start_delegating().await;
+    let task = server.agent_and_task("Delegated").await;
+    let mut buffer = String::new();
+    let mut stream = server.events(&mut buffer).await;
+    let wake = server.spawn_delegated_wake(sub_agent, &task, priority_call(priority));
+    // The set is on screen before its question is asked.
+    let created = next_event(&mut stream, &mut buffer, "changeSetCreated").await;
+    let asked = next_event(&mut stream, &mut buffer, "confirmationRequested").await;
+    let request = asked["request"].clone();
+    assert_eq!(
+        request["details"]["changeSetId"],
+        created["changeSet"]["id"]
+    );
+    let id = request["correlationId"]
+        .as_str()
+        .expect("correlation id")
+        .to_owned();
+    Asking {
+        server,
+        task,
+        stream,
+        buffer,
+        wake,
+        request,
+        id,
+    }
+}
+
 async fn finished(wake: tokio::task::JoinHandle<(u16, Value)>) -> (u16, Value) {
     tokio::time::timeout(HANG, wake)
         .await
@@ -41,25 +84,21 @@ async fn finished(wake: tokio::task::JoinHandle<(u16, Value)>) -> (u16, Value) {
 
 #[tokio::test]
 async fn a_delegated_wake_waits_for_an_answer_over_http_and_the_task_changes() {
-    let server = TestServer::start_delegating().await;
-    let task = server.agent_and_task("Quarterly report").await;
-    let mut buffer = String::new();
-    let mut stream = server.events(&mut buffer).await;
-
-    let wake = server.spawn_delegated_wake("researcher", &task, priority_call("P0"));
-    let created = next_event(&mut stream, &mut buffer, "changeSetCreated").await;
-    let set = created["changeSet"]["id"]
-        .as_str()
-        .expect("set id")
-        .to_owned();
-    let asked = next_event(&mut stream, &mut buffer, "confirmationRequested").await;
-    let request = &asked["request"];
+    let Asking {
+        server,
+        task,
+        mut stream,
+        mut buffer,
+        wake,
+        request,
+        id,
+    } = asking("researcher", "P0").await;
     assert_eq!(request["agentPath"], "review/researcher");
     assert_eq!(request["toolCall"]["name"], "update_task_priority");
     assert_eq!(request["toolCall"]["args"], json!({"priority": "P0"}));
-    let id = request["correlationId"]
+    let set = request["details"]["changeSetId"]
         .as_str()
-        .expect("correlation id")
+        .expect("the request names its change set")
         .to_owned();
 
     // A screen that joins late still sees it.
@@ -123,17 +162,15 @@ async fn a_delegated_wake_waits_for_an_answer_over_http_and_the_task_changes() {
 
 #[tokio::test]
 async fn bad_unknown_and_unauthenticated_answers_are_refused_and_change_nothing() {
-    let server = TestServer::start_delegating().await;
-    let task = server.agent_and_task("Refusals").await;
-    let mut buffer = String::new();
-    let mut stream = server.events(&mut buffer).await;
-    let wake = server.spawn_delegated_wake("researcher/helper", &task, priority_call("P1"));
-    let asked = next_event(&mut stream, &mut buffer, "confirmationRequested").await;
-    assert_eq!(asked["request"]["agentPath"], "review/researcher/helper");
-    let id = asked["request"]["correlationId"]
-        .as_str()
-        .expect("correlation id")
-        .to_owned();
+    let Asking {
+        server,
+        task,
+        wake,
+        request,
+        id,
+        ..
+    } = asking("researcher/helper", "P1").await;
+    assert_eq!(request["agentPath"], "review/researcher/helper");
     let path = format!("/api/confirmations/{id}");
 
     let unknown = server
@@ -188,13 +225,13 @@ async fn bad_unknown_and_unauthenticated_answers_are_refused_and_change_nothing(
 
 #[tokio::test]
 async fn a_rejection_with_a_reason_reaches_the_sub_agent_and_its_history() {
-    let server = TestServer::start_delegating().await;
-    let task = server.agent_and_task("Rejected").await;
-    let mut buffer = String::new();
-    let mut stream = server.events(&mut buffer).await;
-    let wake = server.spawn_delegated_wake("researcher", &task, priority_call("P0"));
-    let asked = next_event(&mut stream, &mut buffer, "confirmationRequested").await;
-    let id = asked["request"]["correlationId"].as_str().expect("id");
+    let Asking {
+        server,
+        task,
+        wake,
+        id,
+        ..
+    } = asking("researcher", "P0").await;
     let (status, _) = server
         .post(
             &format!("/api/confirmations/{id}"),
@@ -318,12 +355,7 @@ async fn a_bus_nobody_listens_to_denies_at_once() {
 
 #[tokio::test]
 async fn stopping_the_server_mid_wait_ends_the_wake_fail_closed() {
-    let server = TestServer::start_delegating().await;
-    let task = server.agent_and_task("Interrupted").await;
-    let mut buffer = String::new();
-    let mut stream = server.events(&mut buffer).await;
-    let wake = server.spawn_delegated_wake("researcher", &task, priority_call("P0"));
-    next_event(&mut stream, &mut buffer, "confirmationRequested").await;
+    let Asking { server, wake, .. } = asking("researcher", "P0").await;
 
     tokio::time::timeout(HANG, server.stop())
         .await
