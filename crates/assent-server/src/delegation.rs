@@ -1,8 +1,8 @@
 //! The server as the parent session of sub-agents: it holds the root
 //! [`ConfirmationBus`], forwards its requests and resolutions as server-sent events,
 //! lists what waits (`GET /api/confirmations`), answers (`POST
-//! /api/confirmations/{correlationId}`), and runs delegated wakes whose questions a
-//! person answers on the page or through the API.
+//! /api/confirmations/{correlationId}`), and derives the buses that delegated wakes
+//! (`POST /api/wakes` with `subAgent`) ask through.
 
 use crate::events::{EventBus, ServerEvent};
 use crate::{AppState, ServerError};

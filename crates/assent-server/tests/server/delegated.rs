@@ -368,3 +368,38 @@ async fn stopping_the_server_mid_wait_ends_the_wake_fail_closed() {
     assert_eq!(call["outcome"]["kind"], "unanswered");
     assert_eq!(call["outcome"]["reason"], PARENT_STOPPED_LISTENING);
 }
+
+#[tokio::test]
+async fn a_sub_agent_that_hangs_up_withdraws_its_question_and_leaves_the_item_pending() {
+    let Asking {
+        server,
+        mut stream,
+        mut buffer,
+        wake,
+        request,
+        id,
+        ..
+    } = asking("researcher", "P0").await;
+    wake.abort();
+    let withdrawn = tokio::time::timeout(
+        HANG,
+        next_event(&mut stream, &mut buffer, "confirmationResolved"),
+    )
+    .await
+    .expect("the question was withdrawn");
+    assert_eq!(withdrawn["resolution"]["correlationId"], id.as_str());
+    assert_eq!(withdrawn["resolution"]["outcome"]["kind"], "cancelled");
+    let (_, pending) = server.get("/api/confirmations").await;
+    assert_eq!(pending, json!([]));
+    let (status, body) = server
+        .post(
+            &format!("/api/confirmations/{id}"),
+            json!({"outcome": {"kind": "proceedOnce"}}),
+        )
+        .await;
+    assert_problem(status, &body, 404);
+    let set = request["details"]["changeSetId"].as_str().expect("set id");
+    let (_, shown) = server.get(&format!("/api/change-sets/{set}")).await;
+    assert_eq!(shown["items"][0]["status"], "pending", "kept for review");
+    server.stop().await.expect("clean stop");
+}
