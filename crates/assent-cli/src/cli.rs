@@ -69,6 +69,10 @@ pub struct ServeArgs {
         value_name = "TOKEN"
     )]
     pub token: Option<String>,
+    /// How long a sub-agent's question (a delegated wake's call) waits for a person
+    /// before it is denied, in seconds (1 to 86400).
+    #[arg(long, value_name = "SECS", default_value_t = assent_confirm::DEFAULT_WAIT_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub delegation_timeout: u64,
 }
 
 /// `assent demo`.

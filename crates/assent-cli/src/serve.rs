@@ -4,10 +4,12 @@
 use crate::CliError;
 use crate::cli::ServeArgs;
 use crate::commands::engine;
-use assent_server::Server;
+use assent_confirm::{BusConfig, ConfirmationBus};
 use assent_server::token::{TokenOrigin, resolve_token};
+use assent_server::{DEFAULT_BUS_ROOT, Server};
 use assent_store::Store;
 use std::io::Write;
+use std::time::Duration;
 
 /// Resolves the token, opens the database, listens on `--addr` and serves until a
 /// shutdown signal; returns what to print when it has stopped.
@@ -45,7 +47,14 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
         );
     }
     print_now(&banner);
-    let server = Server::new(engine(store.clone()), token.token);
+    // The server's session is the parent of sub-agents posting delegated wakes.
+    let bus = ConfirmationBus::new(
+        DEFAULT_BUS_ROOT,
+        BusConfig {
+            wait_timeout: Duration::from_secs(args.delegation_timeout),
+        },
+    )?;
+    let server = Server::new(engine(store.clone()), token.token).with_bus(bus);
     server.run(listener, shutdown_signal()).await?;
     store.close().await;
     Ok("Stopped".to_owned())

@@ -19,7 +19,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use uuid::Uuid;
 
 /// How long a sub-agent waits for its parent by default.
@@ -31,6 +31,9 @@ pub const NOBODY_TO_ASK: &str =
 
 /// The reason given when the parent stopped listening during the wait.
 pub const PARENT_STOPPED_LISTENING: &str = "the parent session stopped listening before answering";
+
+/// How many resolutions a slow watcher may fall behind before it misses some.
+const RESOLUTION_BUFFER: usize = 256;
 
 /// Keys a sub-agent may not smuggle into a request's details: the bus alone says who
 /// asks and nobody but the parent decides.
@@ -171,6 +174,19 @@ pub struct ConfirmationResponse {
     pub outcome: ConfirmationOutcome,
 }
 
+/// A request that stopped waiting: answered by the parent, or withdrawn (timed out,
+/// cancelled, the asker gone, the parent stopped listening).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfirmationResolution {
+    /// The request that ended.
+    pub correlation_id: String,
+    /// Who had asked.
+    pub agent_path: String,
+    /// How it ended: the parent's answer, or why nobody answered.
+    pub outcome: ConfirmationOutcome,
+}
+
 /// Tunables of a bus.
 #[derive(Debug, Clone, Copy)]
 pub struct BusConfig {
@@ -201,6 +217,7 @@ struct State {
 struct Shared {
     config: BusConfig,
     state: Mutex<State>,
+    resolutions: broadcast::Sender<ConfirmationResolution>,
 }
 
 impl Shared {
@@ -208,6 +225,16 @@ impl Shared {
         // No code panics while holding the lock, and every update leaves the maps
         // consistent, so a poisoned lock still holds valid state.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tells the watchers that `request` stopped waiting with `outcome`; nobody
+    /// watching is fine.
+    fn announce(&self, request: &ConfirmationRequest, outcome: &ConfirmationOutcome) {
+        let _ = self.resolutions.send(ConfirmationResolution {
+            correlation_id: request.correlation_id.clone().unwrap_or_default(),
+            agent_path: request.agent_path.clone(),
+            outcome: outcome.clone(),
+        });
     }
 }
 
@@ -225,6 +252,7 @@ impl ConfirmationBus {
             shared: Arc::new(Shared {
                 config,
                 state: Mutex::new(State::default()),
+                resolutions: broadcast::channel(RESOLUTION_BUFFER).0,
             }),
             root: check_segment(root)?,
         })
@@ -261,6 +289,13 @@ impl ConfirmationBus {
         }
     }
 
+    /// Every request that stops waiting from now on, answered or withdrawn, so that a
+    /// screen listing [`Self::pending`] can drop it. Watching is not listening: it
+    /// answers nothing and does not keep asks from failing closed.
+    pub fn resolutions(&self) -> broadcast::Receiver<ConfirmationResolution> {
+        self.shared.resolutions.subscribe()
+    }
+
     /// The requests waiting for an answer, sorted by correlation id so the listing is
     /// stable.
     pub fn pending(&self) -> Vec<ConfirmationRequest> {
@@ -286,14 +321,18 @@ impl ConfirmationBus {
                 correlation_id.to_owned(),
             ));
         };
-        if waiting.reply.send(outcome).is_err() {
+        let request = waiting.request;
+        if waiting.reply.send(outcome.clone()).is_err() {
             // The asker gave up (cancelled or dropped) between our lookup and now.
             tracing::warn!("answer arrived after the asker stopped waiting");
+            self.shared
+                .announce(&request, &ConfirmationOutcome::Cancelled);
             return Err(ConfirmError::UnknownCorrelationId(
                 correlation_id.to_owned(),
             ));
         }
-        tracing::info!(agent = %waiting.request.agent_path, "confirmation answered");
+        tracing::info!(agent = %request.agent_path, "confirmation answered");
+        self.shared.announce(&request, &outcome);
         Ok(())
     }
 
@@ -333,11 +372,11 @@ impl Drop for Subscription {
         if state.subscribers.is_empty() {
             let abandoned: Vec<(String, Waiting)> = state.waiting.drain().collect();
             drop(state);
+            let outcome = ConfirmationOutcome::unanswered(PARENT_STOPPED_LISTENING);
             for (correlation_id, waiting) in abandoned {
                 tracing::warn!(%correlation_id, agent = %waiting.request.agent_path, "parent stopped listening; request denied");
-                let _ = waiting
-                    .reply
-                    .send(ConfirmationOutcome::unanswered(PARENT_STOPPED_LISTENING));
+                self.shared.announce(&waiting.request, &outcome);
+                let _ = waiting.reply.send(outcome.clone());
             }
         }
     }
@@ -417,9 +456,11 @@ impl AgentBus {
                 .insert(correlation_id.clone(), Waiting { request, reply });
             answer
         };
-        let _forget_on_exit = ForgetOnExit {
+        let mut forget_on_exit = ForgetOnExit {
             shared: &self.shared,
             correlation_id: &correlation_id,
+            // Until the wait ends, a drop means the asker went away.
+            outcome: ConfirmationOutcome::Cancelled,
         };
         let timeout = self.shared.config.wait_timeout;
         let outcome = tokio::select! {
@@ -435,6 +476,8 @@ impl AgentBus {
             }
         };
         tracing::info!(outcome = outcome.kind(), "confirmation ended");
+        forget_on_exit.outcome = outcome.clone();
+        drop(forget_on_exit);
         Ok(outcome)
     }
 
@@ -468,15 +511,21 @@ impl AgentBus {
 }
 
 /// Removes a wait from the table however the ask ends (answer, timeout, cancellation,
-/// or the ask's future being dropped), so a late answer is refused as unknown.
+/// or the ask's future being dropped), so a late answer is refused as unknown, and
+/// announces a wait that ended without an answer as withdrawn with `outcome`.
 struct ForgetOnExit<'a> {
     shared: &'a Shared,
     correlation_id: &'a str,
+    outcome: ConfirmationOutcome,
 }
 
 impl Drop for ForgetOnExit<'_> {
     fn drop(&mut self) {
-        self.shared.lock().waiting.remove(self.correlation_id);
+        let withdrawn = self.shared.lock().waiting.remove(self.correlation_id);
+        // An answered wait was removed, and announced, by `respond`.
+        if let Some(waiting) = withdrawn {
+            self.shared.announce(&waiting.request, &self.outcome);
+        }
     }
 }
 

@@ -28,8 +28,8 @@ mod wake;
 
 pub use bus::{
     AgentBus, BusConfig, ConfirmationBus, ConfirmationOutcome, ConfirmationRequest,
-    ConfirmationResponse, DEFAULT_WAIT_TIMEOUT, NOBODY_TO_ASK, PARENT_STOPPED_LISTENING,
-    Subscription, ToolCallRequest,
+    ConfirmationResolution, ConfirmationResponse, DEFAULT_WAIT_TIMEOUT, NOBODY_TO_ASK,
+    PARENT_STOPPED_LISTENING, Subscription, ToolCallRequest,
 };
 pub use cancel::CancellationToken;
 pub use confirmation::{

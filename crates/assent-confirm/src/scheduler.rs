@@ -170,15 +170,28 @@ impl Scheduler {
         now: OffsetDateTime,
     ) -> Result<ScheduledWake, ConfirmError> {
         let wake = self.engine.wakes().wake(request, now).await?;
+        let calls = match &wake.change_set {
+            Some(set) => self.confirm_pending(set, cancel, now).await?,
+            None => Vec::new(),
+        };
+        Ok(ScheduledWake { wake, calls })
+    }
+
+    /// Confirms every pending item of `set` in order, each with the strategy chosen
+    /// for it (for a caller that announces the set before its questions are asked).
+    pub async fn confirm_pending(
+        &self,
+        set: &ChangeSet,
+        cancel: &CancellationToken,
+        now: OffsetDateTime,
+    ) -> Result<Vec<ScheduledCall>, ConfirmError> {
         let mut calls = Vec::new();
-        if let Some(set) = &wake.change_set {
-            for (index, item) in set.items.iter().enumerate() {
-                if item.status == ChangeItemStatus::Pending {
-                    calls.push(self.confirm_item(set, index, cancel, now).await?);
-                }
+        for (index, item) in set.items.iter().enumerate() {
+            if item.status == ChangeItemStatus::Pending {
+                calls.push(self.confirm_item(set, index, cancel, now).await?);
             }
         }
-        Ok(ScheduledWake { wake, calls })
+        Ok(calls)
     }
 
     /// Confirms item `index` of `set` with the strategy chosen for it. `Err` only for

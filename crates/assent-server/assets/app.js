@@ -19,6 +19,8 @@
   const tasks = new Map();
   const drafts = new Map();
   const openForms = new Map();
+  // Delegated requests waiting for an answer, by correlation id.
+  const requests = new Map();
 
   const $ = (id) => document.getElementById(id);
 
@@ -69,7 +71,7 @@
     sessionStorage.removeItem(TOKEN_KEY);
     if (stream) stream.abort();
     stream = null;
-    sets.clear(); tasks.clear();
+    sets.clear(); tasks.clear(); requests.clear();
     $("review").hidden = true; $("logout").hidden = true; $("login").hidden = false;
     $("login-error").textContent = message || "";
     setLive(false);
@@ -85,11 +87,14 @@
   // ---- data -------------------------------------------------------------------------
 
   async function reload() {
-    const open = await api("GET", "/change-sets");
+    const [open, waiting] = await Promise.all([api("GET", "/change-sets"), api("GET", "/confirmations")]);
     sets.clear();
     for (const set of open) sets.set(set.id, set);
+    requests.clear();
+    for (const request of waiting) requests.set(request.correlationId, request);
     await Promise.all([...new Set(open.map((s) => s.taskId))].map(refreshTask));
     renderAll();
+    renderRequests();
   }
 
   async function refreshTask(taskId) {
@@ -143,6 +148,13 @@
     if (name === "resync") { await reload(); return; }
     if (name === "changeSetCreated" || name === "changeSetUpdated") {
       await upsert(JSON.parse(data.join("\n")).changeSet);
+    } else if (name === "confirmationRequested") {
+      const request = JSON.parse(data.join("\n")).request;
+      requests.set(request.correlationId, request);
+      renderRequests();
+    } else if (name === "confirmationResolved") {
+      requests.delete(JSON.parse(data.join("\n")).resolution.correlationId);
+      renderRequests();
     }
   }
 
@@ -293,6 +305,63 @@
       await api("POST", "/change-sets/" + encodeURIComponent(set.id) + suffix, body === undefined ? undefined : body);
       for (const key of [...openForms.keys()]) if (key.startsWith(set.id)) openForms.delete(key);
       await upsert(await api("GET", "/change-sets/" + encodeURIComponent(set.id)));
+    } catch (error) {
+      if (error.message !== "unauthorized") show(error.message);
+    }
+  }
+
+  // ---- delegated requests ----------------------------------------------------------
+
+  function renderRequests() {
+    const focused = document.activeElement && document.activeElement.dataset.focusKey;
+    $("requests").replaceChildren(...[...requests.values()].map(requestCard));
+    $("asking").hidden = requests.size === 0;
+    if (focused) {
+      const again = document.querySelector(`[data-focus-key="${CSS.escape(focused)}"]`);
+      if (again) again.focus();
+    }
+  }
+
+  // Everything in a request comes from a sub-agent: text only.
+  function requestCard(request) {
+    const id = request.correlationId;
+    const key = "request/" + id;
+    const call = request.toolCall || {};
+    const li = el("li", { class: "request", "data-correlation-id": id },
+      el("span", { class: "agent-path" }, request.agentPath),
+      el("span", { class: "summary" }, request.summary),
+      el("span", { class: "tool" }, call.name),
+      el("code", { class: "args" }, JSON.stringify(call.args)),
+      el("span", { class: "buttons" },
+        el("button", { type: "button", class: "confirm allow-once", "data-focus-key": key + "/once",
+          "aria-label": "Allow once: " + request.summary, onclick: () => answer(id, { kind: "proceedOnce" }) }, "Allow once"),
+        el("button", { type: "button", class: "allow-always", "data-focus-key": key + "/always",
+          "aria-label": "Always allow " + call.name + " for " + request.agentPath, onclick: () => answer(id, { kind: "proceedAlways" }) }, "Always"),
+        el("button", { type: "button", class: "reject", "data-focus-key": key + "/reject",
+          "aria-label": "Reject: " + request.summary, onclick: () => toggleRequestForm(key) }, "Reject…")),
+    );
+    if (openForms.get(key) === "reject") {
+      li.append(reasonForm(key + "/reason", "Reason (the sub-agent reads it)", "Reject",
+        (reason) => answer(id, { kind: "reject", reason }), () => toggleRequestForm(key)));
+    }
+    return li;
+  }
+
+  function toggleRequestForm(key) {
+    const opening = openForms.get(key) !== "reject";
+    if (opening) openForms.set(key, "reject"); else openForms.delete(key);
+    renderRequests();
+    const target = opening ? document.querySelector(`[data-focus-key="${CSS.escape(key + "/reason")}"]`) : null;
+    if (target) target.focus();
+  }
+
+  async function answer(id, outcome) {
+    show("");
+    try {
+      await api("POST", "/confirmations/" + encodeURIComponent(id), { outcome });
+      openForms.delete("request/" + id);
+      requests.delete(id);
+      renderRequests();
     } catch (error) {
       if (error.message !== "unauthorized") show(error.message);
     }

@@ -4,10 +4,10 @@
 
 use crate::agents::set_agent_categories;
 use crate::events::ServerEvent;
-use crate::shapes::{SetView, confirm_all_json, confirmed_json, wake_json};
+use crate::shapes::{SetView, confirm_all_json, confirmed_json, scheduled_wake_json, wake_json};
 use crate::{AppState, ServerError};
 use assent_changeset::parse_tool_calls;
-use assent_confirm::WakeRequest;
+use assent_confirm::{CancellationToken, ScheduledWake, Scheduler, Session, WakeRequest};
 use assent_domain::{ChangeDecision, ChangeSet, ChangeSetStatus, OffsetDateTime, Uuid};
 use assent_journal_host::{NewTask, create_task, load_task};
 use assent_store::{SqliteConnection, StoreError, audit, change_sets, decisions};
@@ -140,7 +140,13 @@ pub(crate) async fn show_task(
     ok(task)
 }
 
-/// `POST /api/wakes {agentId, taskId, toolCalls, runKey?, threadId?}`.
+/// `POST /api/wakes {agentId, taskId, toolCalls, runKey?, threadId?, subAgent?,
+/// delegated?}`.
+///
+/// With `subAgent` (a name, or a path such as `researcher/helper`) or `delegated:
+/// true` (the sub-agent is then named after `agentId`), the wake is a sub-agent's: its
+/// queued calls are put to the server's session over the confirmation bus, and the
+/// request waits (at most the bus's timeout per question) until a person answers.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct WakeBody {
@@ -149,16 +155,36 @@ pub(crate) struct WakeBody {
     tool_calls: Value,
     run_key: Option<String>,
     thread_id: Option<String>,
+    sub_agent: Option<String>,
+    delegated: Option<bool>,
+}
+
+impl WakeBody {
+    /// The sub-agent's path below the bus root, when this is a delegated wake.
+    fn sub_agent(&self) -> Result<Option<String>, ServerError> {
+        match (self.delegated, &self.sub_agent) {
+            (Some(false), Some(_)) => Err(ServerError::BadRequest(
+                "subAgent names a sub-agent, but delegated is false".to_owned(),
+            )),
+            (_, Some(path)) => Ok(Some(path.clone())),
+            (Some(true), None) => Ok(Some(self.agent_id.clone())),
+            (Some(false) | None, None) => Ok(None),
+        }
+    }
 }
 
 pub(crate) async fn wake(State(state): State<AppState>, body: Body<WakeBody>) -> ApiResult {
     let Json(body) = body?;
+    let sub_agent = body.sub_agent()?;
     let calls = parse_tool_calls(&body.tool_calls)
         .map_err(|e| ServerError::BadRequest(format!("toolCalls: {e}")))?;
     let run_key = body.run_key.unwrap_or_else(|| Uuid::new_v4().to_string());
     let mut request = WakeRequest::new(body.agent_id, body.task_id, run_key, calls);
     if let Some(thread) = body.thread_id {
         request.thread_id = thread;
+    }
+    if let Some(path) = sub_agent {
+        return delegated_wake(&state, &path, request).await;
     }
     let outcome = state.engine.wakes().wake(request, now()).await?;
     if let Some(set) = &outcome.change_set {
@@ -167,6 +193,37 @@ pub(crate) async fn wake(State(state): State<AppState>, body: Body<WakeBody>) ->
             .publish(ServerEvent::created(&SetView::of(set)));
     }
     ok(wake_json(&outcome))
+}
+
+/// A sub-agent's wake: written like any other (so the change set is on screen while
+/// its questions wait), then each queued call confirmed through a bus derived from the
+/// server's at `path`. Without a bus the session is headless: every call that needs a
+/// person is refused and stays pending.
+async fn delegated_wake(state: &AppState, path: &str, request: WakeRequest) -> ApiResult {
+    let session = match &state.delegation {
+        Some(delegation) => Session::Delegated(delegation.agent_bus(path)?),
+        None => Session::Headless,
+    };
+    let scheduler = Scheduler::new(state.engine.clone(), session);
+    let agent_path = scheduler.agent_path(&request.agent_id).to_owned();
+    let now = now();
+    let wake = state.engine.wakes().wake(request, now).await?;
+    let mut calls = Vec::new();
+    if let Some(set) = &wake.change_set {
+        state
+            .events
+            .publish(ServerEvent::created(&SetView::of(set)));
+        // Nothing cancels the token: a client that goes away drops this future, and
+        // the bus withdraws the open question.
+        calls = scheduler
+            .confirm_pending(set, &CancellationToken::new(), now)
+            .await?;
+        publish_update(state, set.id).await;
+    }
+    ok(scheduled_wake_json(
+        &ScheduledWake { wake, calls },
+        &agent_path,
+    ))
 }
 
 /// `GET /api/change-sets?taskId=&agentId=&status=`.

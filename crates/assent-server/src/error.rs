@@ -22,8 +22,9 @@ pub enum ServerError {
     /// The thing the path names does not exist (404).
     #[error("{0}")]
     NotFound(String),
-    /// The request contradicts this server's state, such as a sync batch claiming the
-    /// server's own host id (409).
+    /// The request conflicts with this server's state or with what already happened:
+    /// a sync batch claiming the server's own host id, a second answer to a delegated
+    /// request (409).
     #[error("{0}")]
     Conflict(String),
     /// The body is over the request-size limit (413).

@@ -2,6 +2,7 @@
 //! them as server-sent events until the client goes away or the server shuts down.
 
 use crate::shapes::SetView;
+use assent_confirm::{ConfirmationRequest, ConfirmationResolution};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use serde_json::{Value, json};
@@ -14,25 +15,39 @@ const EVENT_BUFFER: usize = 256;
 
 /// Something reviewers' screens should learn about at once.
 ///
-/// New kinds (e.g. delegated confirmation requests) are new variants with their own
-/// SSE event name.
+/// New kinds are new variants with their own SSE event name.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerEvent {
     /// A wake queued a new change set.
     ChangeSetCreated(Value),
     /// A decision changed a change set.
     ChangeSetUpdated(Value),
+    /// A sub-agent asks the server's session to confirm a call (the bus's request).
+    ConfirmationRequested(Value),
+    /// A delegated request stopped waiting: answered, or withdrawn (timed out,
+    /// cancelled, its asker gone, the server stopping).
+    ConfirmationResolved(Value),
 }
 
 impl ServerEvent {
     /// A created set, in the API's change-set shape.
     pub fn created(set: &SetView<'_>) -> Self {
-        Self::ChangeSetCreated(set_json(set))
+        Self::ChangeSetCreated(wire_json(set))
     }
 
     /// An updated set, in the API's change-set shape.
     pub fn updated(set: &SetView<'_>) -> Self {
-        Self::ChangeSetUpdated(set_json(set))
+        Self::ChangeSetUpdated(wire_json(set))
+    }
+
+    /// A sub-agent's request, in the bus's wire shape.
+    pub fn confirmation_requested(request: &ConfirmationRequest) -> Self {
+        Self::ConfirmationRequested(wire_json(request))
+    }
+
+    /// A request that stopped waiting, in the bus's wire shape.
+    pub fn confirmation_resolved(resolution: &ConfirmationResolution) -> Self {
+        Self::ConfirmationResolved(wire_json(resolution))
     }
 
     /// The SSE `event:` name.
@@ -40,13 +55,17 @@ impl ServerEvent {
         match self {
             Self::ChangeSetCreated(_) => "changeSetCreated",
             Self::ChangeSetUpdated(_) => "changeSetUpdated",
+            Self::ConfirmationRequested(_) => "confirmationRequested",
+            Self::ConfirmationResolved(_) => "confirmationResolved",
         }
     }
 
-    /// The SSE `data:` payload.
+    /// The SSE `data:` payload: `{changeSet}`, `{request}` or `{resolution}`.
     pub fn data(&self) -> Value {
         match self {
             Self::ChangeSetCreated(set) | Self::ChangeSetUpdated(set) => json!({"changeSet": set}),
+            Self::ConfirmationRequested(request) => json!({"request": request}),
+            Self::ConfirmationResolved(resolution) => json!({"resolution": resolution}),
         }
     }
 
@@ -57,9 +76,9 @@ impl ServerEvent {
     }
 }
 
-fn set_json(set: &SetView<'_>) -> Value {
-    // A view of plain strings and JSON values always serializes.
-    serde_json::to_value(set).unwrap_or(Value::Null)
+fn wire_json(value: &impl serde::Serialize) -> Value {
+    // Views and bus messages of plain strings and JSON values always serialize.
+    serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
 /// The publishing side of the event stream, and the signal that ends every stream on
@@ -93,6 +112,17 @@ impl EventBus {
     /// Ends every open stream, now and for streams opened later.
     pub fn close(&self) {
         self.closing.send_replace(true);
+    }
+
+    /// Completes once [`Self::close`] was called.
+    pub async fn closed(&self) {
+        let mut closing = self.closing.subscribe();
+        // `self` holds the sender, so `changed` cannot fail while we wait.
+        while !*closing.borrow_and_update() {
+            if closing.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     /// A stream of SSE events: `ready` first, then every published event, until the

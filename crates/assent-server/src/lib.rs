@@ -11,11 +11,17 @@
 //! - [`ServerError`]: every failure, answered as RFC 9457 problem details.
 //! - Device sync over HTTP (`POST /api/sync`, [`SyncExchange`]): the peer that `assent
 //!   sync --peer` exchanges batches with, under its own body limit.
+//! - Delegated confirmation: with [`Server::with_bus`] the server is the parent session
+//!   of sub-agents — their requests are server-sent events and
+//!   `GET /api/confirmations`, a person answers with
+//!   `POST /api/confirmations/{correlationId}`, and `POST /api/wakes` with `subAgent`
+//!   runs a sub-agent's wake that waits for those answers.
 //!
 //! No engine logic lives here: a handler parses, calls a service, and renders.
 
 mod agents;
 mod api;
+mod delegation;
 mod error;
 mod events;
 mod page;
@@ -24,11 +30,12 @@ mod sync;
 pub mod token;
 
 pub use agents::{AgentView, set_agent_categories};
+pub use delegation::DEFAULT_BUS_ROOT;
 pub use error::ServerError;
 pub use events::{EventBus, ServerEvent};
 pub use sync::{DEFAULT_SYNC_BODY_LIMIT, SyncExchange};
 
-use assent_confirm::Engine;
+use assent_confirm::{ConfirmationBus, Engine};
 use assent_store::StoreError;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -36,6 +43,7 @@ use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use delegation::Delegation;
 use sqlx::Sqlite;
 use sqlx::pool::PoolConnection;
 use std::future::Future;
@@ -58,6 +66,8 @@ pub(crate) struct AppState {
     engine: Engine,
     token: Arc<str>,
     events: EventBus,
+    /// The parent side of the confirmation bus, when sub-agents may ask this server.
+    delegation: Option<Delegation>,
 }
 
 impl AppState {
@@ -89,6 +99,7 @@ impl Server {
                 engine,
                 token: Arc::from(token.into()),
                 events: EventBus::new(),
+                delegation: None,
             },
             body_limit: DEFAULT_BODY_LIMIT,
             sync_body_limit: DEFAULT_SYNC_BODY_LIMIT,
@@ -106,6 +117,17 @@ impl Server {
     #[must_use]
     pub fn with_sync_body_limit(mut self, bytes: usize) -> Self {
         self.sync_body_limit = bytes;
+        self
+    }
+
+    /// The same server as the parent session of `bus`: while it runs, it listens to the
+    /// bus (requests become server-sent events and `GET /api/confirmations`), people
+    /// answer through `POST /api/confirmations/{correlationId}`, and delegated wakes
+    /// (`POST /api/wakes` with `subAgent`) ask through buses derived from it. Without a
+    /// bus, delegated wakes are refused fail-closed and nothing is pending.
+    #[must_use]
+    pub fn with_bus(mut self, bus: ConfirmationBus) -> Self {
+        self.state.delegation = Some(Delegation::new(bus));
         self
     }
 
@@ -151,6 +173,8 @@ impl Server {
             .route("/sync/host", get(sync::host))
             .route("/sync/peers", get(sync::peers))
             .route("/conflicts", get(sync::conflicts))
+            .route("/confirmations", get(delegation::list))
+            .route("/confirmations/{id}", post(delegation::answer))
             .fallback(api::not_found)
             // `layer`, not `route_layer`: unknown `/api` paths need the token too, so
             // that a stranger learns nothing about which routes exist.
@@ -167,25 +191,41 @@ impl Server {
     }
 
     /// Serves on `listener` until `shutdown` completes, then stops accepting, ends the
-    /// event streams and waits for requests in flight.
+    /// event streams, stops listening to the confirmation bus (so that delegated wakes
+    /// still waiting end fail-closed rather than hold the shutdown) and waits for
+    /// requests in flight.
     pub async fn run(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let events = self.state.events.clone();
+        let forwarding = self
+            .state
+            .delegation
+            .as_ref()
+            .map(|delegation| delegation.forward(events.clone()));
+        let closing = events.clone();
         let signal = async move {
             shutdown.await;
             tracing::info!("shutting down");
-            events.close();
+            closing.close();
         };
-        axum::serve(listener, self.router())
+        let served = axum::serve(listener, self.router())
             .with_graceful_shutdown(signal)
             .await
             .map_err(|source| ServerError::Io {
                 context: "serving failed".to_owned(),
                 source,
-            })
+            });
+        // Serving can also end by failing; the forwarder ends only when told.
+        events.close();
+        if let Some(forwarding) = forwarding
+            && let Err(error) = forwarding.await
+        {
+            tracing::error!(%error, "the confirmation forwarder failed");
+        }
+        served
     }
 }
 

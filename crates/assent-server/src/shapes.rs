@@ -1,7 +1,9 @@
 //! The JSON shapes of change sets, wakes and confirmations, shared by the API and the
 //! command line's `--json` output so that both always agree.
 
-use assent_confirm::{ConfirmAllResult, ConfirmOutcome, ItemResult, WakeOutcome};
+use assent_confirm::{
+    CallResult, ConfirmAllResult, ConfirmOutcome, ItemResult, ScheduledWake, WakeOutcome,
+};
 use assent_domain::{ChangeDecision, ChangeSet, OffsetDateTime, Uuid, Verdict};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -95,6 +97,38 @@ pub fn wake_json(outcome: &WakeOutcome) -> Value {
         "changeSetId": outcome.change_set.as_ref().map(|s| s.id),
         "responses": outcome.responses,
     })
+}
+
+/// A sub-agent's wake: [`wake_json`] plus `agentPath` and `calls`, one per queued call:
+/// `{itemIndex, toolName, strategy, outcome, correlationIds, result, reply}`, where
+/// `result` is `applied`, `rejected`, `waiting` or `refused` and `reply` is the text
+/// for the model.
+pub fn scheduled_wake_json(scheduled: &ScheduledWake, agent_path: &str) -> Value {
+    let mut body = wake_json(&scheduled.wake);
+    let calls: Vec<Value> = scheduled
+        .calls
+        .iter()
+        .map(|call| {
+            let result = match &call.result {
+                CallResult::Applied(_) => "applied",
+                CallResult::Rejected(_) => "rejected",
+                CallResult::Waiting { .. } => "waiting",
+                CallResult::Refused(_) => "refused",
+            };
+            json!({
+                "itemIndex": call.item_index,
+                "toolName": call.tool_name,
+                "strategy": call.strategy,
+                "outcome": call.outcome,
+                "correlationIds": call.correlation_ids,
+                "result": result,
+                "reply": call.reply(),
+            })
+        })
+        .collect();
+    body["agentPath"] = json!(agent_path);
+    body["calls"] = Value::Array(calls);
+    body
 }
 
 /// `{"decision", "message"}` of one confirmation.

@@ -359,3 +359,69 @@ fn the_wire_format_is_camel_case() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn every_request_that_stops_waiting_is_announced_once_with_how_it_ended() {
+    let bus = bus(60);
+    let mut resolutions = bus.resolutions();
+    let child = bus.derive("researcher").unwrap();
+    // Watching resolutions is not listening: nobody to ask is still an immediate denial.
+    assert_eq!(
+        spawn_ask(child.clone()).await.unwrap(),
+        ConfirmationOutcome::unanswered(NOBODY_TO_ASK)
+    );
+    let mut parent = bus.subscribe();
+
+    let answered = spawn_ask(child.clone());
+    let id = id_of(&parent.recv().await.unwrap());
+    bus.respond(&id, ConfirmationOutcome::reject("no")).unwrap();
+    answered.await.unwrap();
+    let first = resolutions.recv().await.unwrap();
+    assert_eq!(
+        first,
+        ConfirmationResolution {
+            correlation_id: id,
+            agent_path: "lead/researcher".into(),
+            outcome: ConfirmationOutcome::reject("no"),
+        }
+    );
+
+    let timed_out = spawn_ask(child.clone());
+    let id = id_of(&parent.recv().await.unwrap());
+    assert!(matches!(
+        timed_out.await.unwrap(),
+        ConfirmationOutcome::Unanswered { .. }
+    ));
+    let second = resolutions.recv().await.unwrap();
+    assert_eq!(second.correlation_id, id);
+    assert_eq!(second.outcome.kind(), "unanswered");
+
+    let cancel = CancellationToken::new();
+    let asking = {
+        let (child, cancel) = (child.clone(), cancel.clone());
+        tokio::spawn(async move { child.ask(request("x"), &cancel).await.unwrap() })
+    };
+    let id = id_of(&parent.recv().await.unwrap());
+    cancel.cancel();
+    assert_eq!(asking.await.unwrap(), ConfirmationOutcome::Cancelled);
+    let third = resolutions.recv().await.unwrap();
+    assert_eq!(
+        (third.correlation_id, third.outcome),
+        (id, ConfirmationOutcome::Cancelled)
+    );
+
+    let abandoned = spawn_ask(child);
+    let id = id_of(&parent.recv().await.unwrap());
+    drop(parent);
+    abandoned.await.unwrap();
+    let fourth = resolutions.recv().await.unwrap();
+    assert_eq!(fourth.correlation_id, id);
+    assert_eq!(
+        fourth.outcome,
+        ConfirmationOutcome::unanswered(PARENT_STOPPED_LISTENING)
+    );
+    assert!(
+        resolutions.try_recv().is_err(),
+        "each request is announced once"
+    );
+}

@@ -1,7 +1,7 @@
 //! The JSON API end to end: authentication, the review flow, live events, problem
 //! details for bad input (which changes nothing), the size limit and shutdown.
 
-use crate::support::{TOKEN, TestServer, read};
+use crate::support::{TOKEN, TestServer, next_event, read};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -393,32 +393,6 @@ async fn a_body_over_the_limit_gets_413() {
     let (_, sets) = server.get("/api/change-sets").await;
     assert_eq!(sets, json!([]));
     server.stop().await.expect("clean stop");
-}
-
-/// Reads SSE blocks from `response` until one names `event`; returns its data.
-async fn next_event(response: &mut reqwest::Response, buffer: &mut String, event: &str) -> Value {
-    loop {
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            let name = block
-                .lines()
-                .find_map(|l| l.strip_prefix("event: ").or(l.strip_prefix("event:")));
-            if name.map(str::trim) == Some(event) {
-                let data: String = block
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect();
-                return serde_json::from_str(&data).expect("JSON data");
-            }
-        }
-        let chunk = response
-            .chunk()
-            .await
-            .expect("read the stream")
-            .expect("the stream stays open");
-        buffer.push_str(std::str::from_utf8(&chunk).expect("utf-8"));
-    }
 }
 
 #[tokio::test]

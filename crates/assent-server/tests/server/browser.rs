@@ -1,6 +1,7 @@
 //! The review page in headless Chromium, driven through chromedriver (WebDriver):
 //! log in, see the pending items, confirm one, reject one with a reason, see both
-//! resolved and the task changed, and an agent's markup shown as text, never run.
+//! resolved and the task changed, and an agent's markup shown as text, never run; a
+//! sub-agent's request in the "Sub-agents are asking" panel, allowed once from there.
 //!
 //! Chromium and chromedriver come from Debian (`cargo xtask ci` installs them when
 //! missing). Without them the test says so and passes, except under `CI=true`, where
@@ -397,6 +398,81 @@ async fn a_change_made_elsewhere_appears_without_reload() {
         )
         .await;
     find(&client, &format!("{card} li[data-index=\"0\"].confirmed")).await;
+
+    client.close().await.expect("close the browser");
+    server.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn a_sub_agents_request_is_shown_as_text_and_allowed_once_from_the_page() {
+    if !browser_available() {
+        return;
+    }
+    let server = TestServer::start_delegating().await;
+    let task = server.agent_and_task("Delegated in the browser").await;
+    let (_driver, client) = start_driver().await;
+    client.goto(&server.base).await.expect("open the page");
+    find(&client, "#token")
+        .await
+        .send_keys(&format!("{TOKEN}\u{E007}"))
+        .await
+        .expect("log in with Enter");
+    wait_until(&client, "document.body.dataset.live === 'true'").await;
+    assert!(
+        !find(&client, "#asking")
+            .await
+            .is_displayed()
+            .await
+            .expect("visibility"),
+        "the panel is hidden while nobody asks"
+    );
+
+    let calls = json!([{"id": "call_1", "type": "function", "function": {
+        "name": "add_checklist_item",
+        "arguments": json!({"title": XSS_TITLE}).to_string(),
+    }}]);
+    let wake = server.spawn_delegated_wake("researcher", &task, calls);
+    let request = "#requests li.request";
+    assert_eq!(
+        text_of(&client, &format!("{request} .agent-path")).await,
+        "review/researcher"
+    );
+    assert_eq!(
+        text_of(&client, &format!("{request} .tool")).await,
+        "add_checklist_item"
+    );
+    assert!(
+        text_of(&client, &format!("{request} .summary"))
+            .await
+            .contains(XSS_TITLE)
+    );
+    assert_eq!(
+        text_of(&client, &format!("{request} .args")).await,
+        json!({"title": XSS_TITLE}).to_string()
+    );
+    let images = client
+        .find_all(Locator::Css("#asking img"))
+        .await
+        .expect("query");
+    assert!(images.is_empty(), "the sub-agent's text became markup");
+    assert!(
+        client.get_alert_text().await.is_err(),
+        "an alert dialog is open"
+    );
+    let png = client.screenshot().await.expect("screenshot");
+    std::fs::write(screenshot_path("review-delegated.png"), png).expect("write screenshot");
+
+    click(&client, &format!("{request} button.allow-once")).await;
+    let (status, body) = wake.await.expect("the wake task does not panic");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["calls"][0]["result"], "applied", "{body}");
+    wait_until(
+        &client,
+        "document.querySelectorAll('#requests li.request').length === 0 && document.getElementById('asking').hidden",
+    )
+    .await;
+    let (_, shown) = server.get(&format!("/api/tasks/{task}")).await;
+    assert_eq!(shown["checklist"][0]["title"], XSS_TITLE, "{shown}");
 
     client.close().await.expect("close the browser");
     server.stop().await.expect("clean stop");

@@ -1,7 +1,8 @@
 //! A real server per test: a fresh SQLite file, a random loopback port, a known token,
 //! and a client that talks to it.
 
-use assent_server::{Server, ServerError, journal_engine};
+use assent_confirm::{BusConfig, ConfirmationBus};
+use assent_server::{DEFAULT_BUS_ROOT, Server, ServerError, journal_engine};
 use assent_store::Store;
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::{Value, json};
@@ -52,6 +53,40 @@ impl TestServer {
             task: Some(task),
             _dir: dir,
         }
+    }
+
+    /// Starts a server that is the parent session of sub-agents: it owns a confirmation
+    /// bus with the default wait timeout.
+    pub async fn start_delegating() -> Self {
+        let bus = ConfirmationBus::new(DEFAULT_BUS_ROOT, BusConfig::default()).expect("a bus");
+        Self::start_with(|server| server.with_bus(bus)).await
+    }
+
+    /// The event stream, read up to its `ready` event; keep `buffer` for
+    /// [`next_event`].
+    pub async fn events(&self, buffer: &mut String) -> Response {
+        let mut stream = self
+            .request(Method::GET, "/api/events")
+            .send()
+            .await
+            .expect("subscribe");
+        next_event(&mut stream, buffer, "ready").await;
+        stream
+    }
+
+    /// Posts a sub-agent's wake (`subAgent`) of `triage` on `task` with `calls` in its
+    /// own task, since it waits until its questions are answered; yields status and
+    /// body.
+    pub fn spawn_delegated_wake(
+        &self,
+        sub_agent: &str,
+        task: &str,
+        calls: Value,
+    ) -> JoinHandle<(u16, Value)> {
+        let request = self.request(Method::POST, "/api/wakes").json(&json!({
+            "agentId": "triage", "taskId": task, "toolCalls": calls, "subAgent": sub_agent,
+        }));
+        tokio::spawn(async move { read(request.send().await.expect("send")).await })
     }
 
     /// A request to `path` with the bearer token.
@@ -135,4 +170,34 @@ pub async fn read(response: Response) -> (u16, Value) {
     let status = response.status().as_u16();
     let text = response.text().await.expect("body");
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Reads SSE blocks from `response` until one names `event`; returns its data.
+pub async fn next_event(
+    response: &mut reqwest::Response,
+    buffer: &mut String,
+    event: &str,
+) -> Value {
+    loop {
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let name = block
+                .lines()
+                .find_map(|l| l.strip_prefix("event: ").or(l.strip_prefix("event:")));
+            if name.map(str::trim) == Some(event) {
+                let data: String = block
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect();
+                return serde_json::from_str(&data).expect("JSON data");
+            }
+        }
+        let chunk = response
+            .chunk()
+            .await
+            .expect("read the stream")
+            .expect("the stream stays open");
+        buffer.push_str(std::str::from_utf8(&chunk).expect("utf-8"));
+    }
 }
