@@ -32,7 +32,7 @@ use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use sqlx::Sqlite;
+use sqlx::Any;
 use sqlx::pool::PoolConnection;
 use std::future::Future;
 use std::sync::Arc;
@@ -58,7 +58,7 @@ pub(crate) struct AppState {
 
 impl AppState {
     /// A pooled connection for reads.
-    async fn connection(&self) -> Result<PoolConnection<Sqlite>, ServerError> {
+    async fn connection(&self) -> Result<PoolConnection<Any>, ServerError> {
         Ok(self
             .engine
             .store()
