@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use assent_changeset::{ToolCall, parse_tool_calls};
-use assent_confirm::{Engine, LocalCall, TaskHost, WakeOutcome, WakeRequest};
+use assent_confirm::{ConfirmationService, Engine, LocalCall, TaskHost, WakeOutcome, WakeRequest};
 use assent_domain::{OffsetDateTime, Uuid};
 use assent_journal::TaskSnapshot;
 use assent_journal_host::{JournalHost, NewTask, TaskEntities, create_task};
@@ -311,6 +311,48 @@ impl TestApp {
     /// The database URL (to open a second store on the same database).
     pub fn url(&self) -> String {
         self.url.clone()
+    }
+
+    /// The confirmation services of `count` engines, each with a one-connection pool of
+    /// its own on this app's database, as `count` processes would be: the database's
+    /// writer lock, not an in-process mutex, decides between them.
+    pub async fn separate_confirmation_services(&self, count: usize) -> Vec<ConfirmationService> {
+        let mut services = Vec::with_capacity(count);
+        for i in 0..count {
+            let store = Store::open_with(StoreOptions {
+                host_id: format!("device-{i}"),
+                max_connections: 1,
+                ..StoreOptions::new(self.url())
+            })
+            .await
+            .unwrap();
+            let host = Arc::new(JournalHost::new(format!("device-{i}")));
+            services.push(
+                Engine::new(store, Arc::new(assent_journal::catalog()), host).confirmations(),
+            );
+        }
+        services
+    }
+
+    /// The standard scene on this device (and its agent on `peer`), a wake proposing
+    /// priority P0, and this device's state sent to `peer`: the task and the set.
+    pub async fn propose_and_send_to(&self, peer: &TestApp) -> (String, Uuid) {
+        let task = self.scene().await;
+        peer.agent("agent-1", &["work"]).await;
+        let set = self
+            .wake(
+                &task,
+                &[(
+                    "update_task_priority",
+                    serde_json::json!({"priority": "P0"}),
+                )],
+            )
+            .await
+            .change_set
+            .expect("a proposal")
+            .id;
+        self.send_to(peer).await;
+        (task, set)
     }
 
     /// Creates or updates an agent allowed `categories`.

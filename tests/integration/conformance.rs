@@ -2,22 +2,16 @@
 //! (`assent_tests::backends`: SQLite always, PostgreSQL when `ASSENT_TEST_POSTGRES_URL`
 //! names a server), each on a fresh database of its own.
 
-use assent_confirm::ConfirmError;
+use crate::concurrency;
 use assent_domain::{ChangeItemStatus, ChangeSetStatus, Uuid, Verdict};
 use assent_store::delegation::{self, Grant, Revocation};
 use assent_store::outbox::{self, entity};
-use assent_store::{Store, StoreOptions, audit, change_sets, decisions};
+use assent_store::{Store, audit, change_sets, decisions};
 use assent_tests::{NOW, TestApp, TestBackend, backends};
 use assent_tools::AuditKind;
 use serde_json::json;
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use time::Duration;
-
-async fn count(app: &TestApp, sql: &'static str) -> i64 {
-    let mut conn = app.store.pool().acquire().await.unwrap();
-    sqlx::query_scalar(sql).fetch_one(&mut *conn).await.unwrap()
-}
 
 /// A wake of `agent-1` proposing a title, a priority and a checklist item.
 async fn three_item_set(app: &TestApp) -> (String, Uuid) {
@@ -116,58 +110,10 @@ async fn a_wake_is_confirmed_edited_and_rejected_item_by_item() {
 /// would be), confirm one item at the same moment.
 async fn concurrent_confirmations_apply_once(backend: &TestBackend) {
     let app = TestApp::on(backend).await;
-    let (_, set) = three_item_set(&app).await;
-    let mut services = Vec::new();
-    for i in 0..8 {
-        let store = Store::open_with(StoreOptions {
-            host_id: format!("device-{i}"),
-            max_connections: 1,
-            ..StoreOptions::new(app.url())
-        })
-        .await
-        .unwrap();
-        let host = Arc::new(assent_journal_host::JournalHost::new(format!("device-{i}")));
-        services.push(
-            assent_confirm::Engine::new(store, Arc::new(assent_journal::catalog()), host)
-                .confirmations(),
-        );
-    }
-    let barrier = Arc::new(tokio::sync::Barrier::new(services.len()));
-    let handles: Vec<_> = services
-        .into_iter()
-        .map(|service| {
-            let barrier = barrier.clone();
-            tokio::spawn(async move {
-                barrier.wait().await;
-                service.confirm_item(set, 2, NOW).await.map(|_| ())
-            })
-        })
-        .collect();
-    let mut results: Vec<Result<(), ConfirmError>> = Vec::new();
-    for handle in handles {
-        results.push(handle.await.expect("no panic"));
-    }
-    assert_eq!(
-        results.iter().filter(|r| r.is_ok()).count(),
-        1,
-        "{results:?}"
-    );
-    for err in results.iter().filter_map(|r| r.as_ref().err()) {
-        assert!(err.is_conflict(), "the others get a conflict, got: {err}");
-    }
-    assert_eq!(
-        count(&app, "SELECT COUNT(*) FROM applied_operations").await,
-        1
-    );
-    assert_eq!(
-        count(
-            &app,
-            "SELECT COUNT(*) FROM checklist_items WHERE title = 'Call the bank'"
-        )
-        .await,
-        1
-    );
-    assert_eq!(count(&app, "SELECT COUNT(*) FROM decisions").await, 1);
+    let set = concurrency::one_item_set(&app).await;
+    let services = app.separate_confirmation_services(8).await;
+    let results = concurrency::race(services, set).await;
+    concurrency::assert_applied_once(&app, set, results).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -295,18 +241,7 @@ async fn delegation_grants_are_stored_matched_and_revoked() {
 
 /// Propose on A, send to B, confirm on B, send back: both devices agree.
 async fn two_devices_converge(a: TestApp, b: TestApp) {
-    let task = a.scene().await;
-    b.agent("agent-1", &["work"]).await;
-    let set = a
-        .wake(
-            &task,
-            &[("update_task_priority", json!({"priority": "P0"}))],
-        )
-        .await
-        .change_set
-        .expect("a proposal")
-        .id;
-    a.send_to(&b).await;
+    let (task, set) = a.propose_and_send_to(&b).await;
     b.engine
         .confirmations()
         .confirm_item(set, 0, NOW + Duration::minutes(1))

@@ -22,18 +22,7 @@ fn minutes(n: i64) -> OffsetDateTime {
 async fn two_devices_with_a_proposal() -> (TestApp, TestApp, String, Uuid) {
     let a = TestApp::device("device-a").await;
     let b = TestApp::device("device-b").await;
-    let task = a.scene().await;
-    b.agent("agent-1", &["work"]).await;
-    let set = a
-        .wake(
-            &task,
-            &[("update_task_priority", json!({"priority": "P0"}))],
-        )
-        .await
-        .change_set
-        .expect("a proposal")
-        .id;
-    a.send_to(&b).await;
+    let (task, set) = a.propose_and_send_to(&b).await;
     (a, b, task, set)
 }
 
