@@ -6,7 +6,7 @@ use crate::concurrency;
 use assent_domain::{ChangeItemStatus, ChangeSetStatus, Uuid, Verdict};
 use assent_store::delegation::{self, Grant, Revocation};
 use assent_store::outbox::{self, entity};
-use assent_store::{Store, audit, change_sets, decisions};
+use assent_store::{Backend, Store, audit, change_sets, decisions};
 use assent_tests::{NOW, TestApp, TestBackend, backends};
 use assent_tools::AuditKind;
 use serde_json::json;
@@ -123,9 +123,11 @@ async fn concurrent_confirmations_from_separate_pools_apply_once() {
     }
 }
 
-/// Two senders claim at the same time: while the first claim is still open, the second
-/// gets other rows (PostgreSQL: `SKIP LOCKED`) or waits for the first (SQLite's one
-/// writer), and no row is claimed twice.
+/// Two senders claim at the same time. On PostgreSQL the second claims while the
+/// first claim is still open and gets the other rows (`SKIP LOCKED`: without it the
+/// second would block on the first's row locks, or, without locks, claim the same
+/// rows); on SQLite the second waits for the first's write lock. No row is claimed
+/// twice.
 async fn two_claimers_never_share_a_row(backend: &TestBackend) {
     let app = TestApp::on(backend).await;
     let mut tx = app.store.begin_write().await.unwrap();
@@ -142,23 +144,39 @@ async fn two_claimers_never_share_a_row(backend: &TestBackend) {
     }
     tx.commit().await.unwrap();
     let other = Store::open(&app.url()).await.unwrap();
-
-    let mut first = app.store.begin_claim().await.unwrap();
-    let first_claim = outbox::claim_batch(&mut first, 4, NOW, Duration::minutes(5))
-        .await
-        .unwrap();
-    let second = tokio::spawn(async move {
+    let claim_on_other = async move {
         let mut tx = other.begin_claim().await.unwrap();
+        if other.backend() == Backend::Postgres {
+            // A claim that waited on the first one's row locks would wait forever (the
+            // first commits after it): fail instead, as the missing `SKIP LOCKED`.
+            sqlx::query("SET LOCAL lock_timeout = '10s'")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+        }
         let claimed = outbox::claim_batch(&mut tx, 4, NOW, Duration::minutes(5))
             .await
             .unwrap();
         tx.commit().await.unwrap();
         claimed
-    });
-    // Let the second claimer reach its SELECT while the first still holds its rows.
-    tokio::task::yield_now().await;
-    first.commit().await.unwrap();
-    let second_claim = second.await.unwrap();
+    };
+
+    let mut first = app.store.begin_claim().await.unwrap();
+    let first_claim = outbox::claim_batch(&mut first, 4, NOW, Duration::minutes(5))
+        .await
+        .unwrap();
+    let second_claim = match app.store.backend() {
+        Backend::Postgres => {
+            let claimed = claim_on_other.await;
+            first.commit().await.unwrap();
+            claimed
+        }
+        Backend::Sqlite => {
+            let second = tokio::spawn(claim_on_other);
+            first.commit().await.unwrap();
+            second.await.unwrap()
+        }
+    };
 
     let first_ids: BTreeSet<i64> = first_claim.iter().map(|m| m.id).collect();
     let second_ids: BTreeSet<i64> = second_claim.iter().map(|m| m.id).collect();
