@@ -1,15 +1,16 @@
-//! Test support shared by Assent's integration scenarios: a fresh SQLite file per test,
-//! an engine over the reference journal, and hosts that misbehave on purpose.
+//! Test support shared by Assent's integration scenarios: a fresh SQLite file (or, for
+//! the conformance suite, a fresh PostgreSQL database) per test, an engine over the
+//! reference journal, and hosts that misbehave on purpose.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use assent_changeset::{ToolCall, parse_tool_calls};
-use assent_confirm::{Engine, LocalCall, TaskHost, WakeOutcome, WakeRequest};
+use assent_confirm::{ConfirmationService, Engine, LocalCall, TaskHost, WakeOutcome, WakeRequest};
 use assent_domain::{OffsetDateTime, Uuid};
 use assent_journal::TaskSnapshot;
 use assent_journal_host::{JournalHost, NewTask, TaskEntities, create_task};
 use assent_store::sync::{self, ImportReport};
-use assent_store::{SqliteConnection, Store, StoreError, StoreOptions};
+use assent_store::{AnyConnection, Store, StoreError, StoreOptions};
 use assent_sync::SyncBatch;
 use assent_tools::{
     AgentPolicy, BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
@@ -68,10 +69,10 @@ struct FaultyHandler {
     inner: JournalHost,
 }
 
-impl ToolHandler<SqliteConnection> for FaultyHandler {
+impl ToolHandler<AnyConnection> for FaultyHandler {
     fn execute<'a>(
         &'a self,
-        ctx: &'a mut SqliteConnection,
+        ctx: &'a mut AnyConnection,
         invocation: &'a ToolInvocation,
     ) -> BoxFuture<'a, Result<ToolOutcome, ToolsError>> {
         Box::pin(async move {
@@ -102,7 +103,7 @@ impl ToolHandler<SqliteConnection> for FaultyHandler {
 }
 
 impl TaskHost for TestHost {
-    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<SqliteConnection>> {
+    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
         if tool_name == self.faulty.tool {
             Some(&self.faulty)
         } else {
@@ -110,13 +111,13 @@ impl TaskHost for TestHost {
         }
     }
 
-    fn resolver(&self) -> &dyn CategoryResolver<SqliteConnection> {
+    fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
         self.inner.resolver()
     }
 
     fn snapshot<'a>(
         &'a self,
-        conn: &'a mut SqliteConnection,
+        conn: &'a mut AnyConnection,
         task_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<TaskSnapshot>, String>> {
         self.inner.snapshot(conn, task_id)
@@ -124,7 +125,7 @@ impl TaskHost for TestHost {
 
     fn handle_local<'a>(
         &'a self,
-        conn: &'a mut SqliteConnection,
+        conn: &'a mut AnyConnection,
         call: LocalCall<'a>,
     ) -> BoxFuture<'a, Result<String, String>> {
         self.inner.handle_local(conn, call)
@@ -146,10 +147,85 @@ pub fn tool_calls(calls: &[(&str, Value)]) -> Vec<ToolCall> {
     parse_tool_calls(&document).unwrap()
 }
 
-/// A fresh database file with an engine over it.
+/// The environment variable naming a PostgreSQL server for the conformance suite
+/// (`postgres://user@host:port/database`; every test creates a database of its own).
+pub const POSTGRES_URL_VAR: &str = "ASSENT_TEST_POSTGRES_URL";
+
+/// A database server the conformance suite runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TestBackend {
+    /// A fresh SQLite file per test.
+    Sqlite,
+    /// A fresh database per test on the PostgreSQL server at this URL.
+    Postgres(String),
+}
+
+impl TestBackend {
+    /// A fresh, empty database on this backend: its URL, and the directory that holds
+    /// it (SQLite) or nothing in it (PostgreSQL).
+    pub async fn fresh_database(&self) -> (String, TempDir) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = match self {
+            Self::Sqlite => format!("sqlite://{}/assent.db", dir.path().display()),
+            Self::Postgres(server) => fresh_postgres_database(server).await,
+        };
+        (url, dir)
+    }
+}
+
+/// The backends every conformance scenario runs on: SQLite always, PostgreSQL when
+/// [`POSTGRES_URL_VAR`] is set. Without it the PostgreSQL half says it was skipped,
+/// except under `CI=true`, where a missing server is a failure (`.ci/run` starts one).
+#[allow(
+    clippy::print_stderr,
+    reason = "a skipped half must be visible in the test output"
+)]
+pub fn backends() -> Vec<TestBackend> {
+    let mut backends = vec![TestBackend::Sqlite];
+    match std::env::var(POSTGRES_URL_VAR) {
+        Ok(url) if !url.trim().is_empty() => backends.push(TestBackend::Postgres(url)),
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!(
+                "{POSTGRES_URL_VAR} is not set under CI=true: .ci/run starts a PostgreSQL server and sets it"
+            )
+        }
+        _ => eprintln!("PostgreSQL half skipped: {POSTGRES_URL_VAR} is not set"),
+    }
+    backends
+}
+
+/// Creates a uniquely named database on the server at `server_url`; returns its URL.
+pub async fn fresh_postgres_database(server_url: &str) -> String {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let name = format!("assent_test_{}", Uuid::new_v4().simple());
+    let mut admin = sqlx::AnyConnection::connect(server_url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {server_url}: {e}"));
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+    let (without_query, query) = server_url
+        .split_once('?')
+        .map_or((server_url, None), |(url, query)| (url, Some(query)));
+    let server = without_query
+        .rsplit_once('/')
+        .filter(|(server, _)| server.contains("://"))
+        .map_or(without_query, |(server, _)| server);
+    match query {
+        Some(query) => format!("{server}/{name}?{query}"),
+        None => format!("{server}/{name}"),
+    }
+}
+
+/// A fresh database with an engine over it.
 pub struct TestApp {
-    /// Keeps the directory (and the database file) alive.
+    /// Keeps the directory (and a SQLite database file) alive.
     pub dir: TempDir,
+    /// The database's URL (to open a second store on it).
+    pub url: String,
     /// The store.
     pub store: Store,
     /// The engine.
@@ -177,12 +253,31 @@ impl TestApp {
         Self::build(host, "no_such_tool", Fault::Fail, 0).await
     }
 
+    /// A fresh app whose handlers all behave, on `backend`.
+    pub async fn on(backend: &TestBackend) -> Self {
+        Self::device_on(backend, "device-a").await
+    }
+
+    /// A fresh device `host` on `backend`.
+    pub async fn device_on(backend: &TestBackend, host: &str) -> Self {
+        Self::build_on(backend, host, "no_such_tool", Fault::Fail, 0).await
+    }
+
     async fn build(host_id: &str, tool: &str, fault: Fault, times: usize) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}/assent.db", dir.path().display());
+        Self::build_on(&TestBackend::Sqlite, host_id, tool, fault, times).await
+    }
+
+    async fn build_on(
+        backend: &TestBackend,
+        host_id: &str,
+        tool: &str,
+        fault: Fault,
+        times: usize,
+    ) -> Self {
+        let (url, dir) = backend.fresh_database().await;
         let store = Store::open_with(StoreOptions {
             host_id: host_id.into(),
-            ..StoreOptions::new(url)
+            ..StoreOptions::new(url.clone())
         })
         .await
         .expect("store opens");
@@ -205,6 +300,7 @@ impl TestApp {
         );
         Self {
             dir,
+            url,
             store,
             engine,
             failures_left,
@@ -212,9 +308,51 @@ impl TestApp {
         }
     }
 
-    /// The database URL (to open a second store on the same file).
+    /// The database URL (to open a second store on the same database).
     pub fn url(&self) -> String {
-        format!("sqlite://{}/assent.db", self.dir.path().display())
+        self.url.clone()
+    }
+
+    /// The confirmation services of `count` engines, each with a one-connection pool of
+    /// its own on this app's database, as `count` processes would be: the database's
+    /// writer lock, not an in-process mutex, decides between them.
+    pub async fn separate_confirmation_services(&self, count: usize) -> Vec<ConfirmationService> {
+        let mut services = Vec::with_capacity(count);
+        for i in 0..count {
+            let store = Store::open_with(StoreOptions {
+                host_id: format!("device-{i}"),
+                max_connections: 1,
+                ..StoreOptions::new(self.url())
+            })
+            .await
+            .unwrap();
+            let host = Arc::new(JournalHost::new(format!("device-{i}")));
+            services.push(
+                Engine::new(store, Arc::new(assent_journal::catalog()), host).confirmations(),
+            );
+        }
+        services
+    }
+
+    /// The standard scene on this device (and its agent on `peer`), a wake proposing
+    /// priority P0, and this device's state sent to `peer`: the task and the set.
+    pub async fn propose_and_send_to(&self, peer: &TestApp) -> (String, Uuid) {
+        let task = self.scene().await;
+        peer.agent("agent-1", &["work"]).await;
+        let set = self
+            .wake(
+                &task,
+                &[(
+                    "update_task_priority",
+                    serde_json::json!({"priority": "P0"}),
+                )],
+            )
+            .await
+            .change_set
+            .expect("a proposal")
+            .id;
+        self.send_to(peer).await;
+        (task, set)
     }
 
     /// Creates or updates an agent allowed `categories`.

@@ -2,7 +2,7 @@
 
 use assent_confirm::{ConfirmError, ConfirmationService};
 use assent_domain::Uuid;
-use assent_store::{Store, StoreOptions, decisions};
+use assent_store::decisions;
 use assent_tests::{NOW, TestApp};
 use serde_json::json;
 use std::sync::Arc;
@@ -12,7 +12,11 @@ async fn count(app: &TestApp, sql: &'static str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(&mut *conn).await.unwrap()
 }
 
-async fn assert_applied_once(app: &TestApp, set: Uuid, results: Vec<Result<(), ConfirmError>>) {
+pub(crate) async fn assert_applied_once(
+    app: &TestApp,
+    set: Uuid,
+    results: Vec<Result<(), ConfirmError>>,
+) {
     let ok = results.iter().filter(|r| r.is_ok()).count();
     assert_eq!(ok, 1, "exactly one confirmation wins: {results:?}");
     for err in results.iter().filter_map(|r| r.as_ref().err()) {
@@ -50,7 +54,7 @@ async fn assert_applied_once(app: &TestApp, set: Uuid, results: Vec<Result<(), C
 }
 
 /// A set with one checklist addition waiting.
-async fn one_item_set(app: &TestApp) -> Uuid {
+pub(crate) async fn one_item_set(app: &TestApp) -> Uuid {
     let task = app.scene().await;
     app.wake(
         &task,
@@ -63,7 +67,10 @@ async fn one_item_set(app: &TestApp) -> Uuid {
 }
 
 /// Every service confirms item 0 of `set` at the same moment.
-async fn race(services: Vec<ConfirmationService>, set: Uuid) -> Vec<Result<(), ConfirmError>> {
+pub(crate) async fn race(
+    services: Vec<ConfirmationService>,
+    set: Uuid,
+) -> Vec<Result<(), ConfirmError>> {
     let barrier = Arc::new(tokio::sync::Barrier::new(services.len()));
     let handles: Vec<_> = services
         .into_iter()
@@ -97,21 +104,7 @@ async fn sixteen_concurrent_confirmations_of_one_item_apply_it_once() {
 async fn sixteen_separate_stores_on_one_file_apply_it_once() {
     let app = TestApp::spawn().await;
     let set = one_item_set(&app).await;
-    let mut services = Vec::new();
-    for i in 0..16 {
-        let store = Store::open_with(StoreOptions {
-            host_id: format!("device-{i}"),
-            max_connections: 1,
-            ..StoreOptions::new(app.url())
-        })
-        .await
-        .unwrap();
-        let host = Arc::new(assent_journal_host::JournalHost::new(format!("device-{i}")));
-        services.push(
-            assent_confirm::Engine::new(store, Arc::new(assent_journal::catalog()), host)
-                .confirmations(),
-        );
-    }
+    let services = app.separate_confirmation_services(16).await;
     let results = race(services, set).await;
     assert_applied_once(&app, set, results).await;
 }

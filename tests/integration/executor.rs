@@ -3,7 +3,7 @@
 use assent_confirm::TaskHost;
 use assent_domain::OperationId;
 use assent_journal_host::JournalHost;
-use assent_store::{AuditedExecutor, ExecutionOutcome, ExecutionRequest, SqliteConnection};
+use assent_store::{AnyConnection, AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use assent_tests::{NOW, TestApp};
 use assent_tools::{
     AgentPolicy, AuditRecord, AuditSink, BoxFuture, ExecutionTarget, ToolInvocation, ToolRegistry,
@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 /// An audit trail whose every write fails.
 struct BrokenAudit;
 
-impl AuditSink<SqliteConnection> for BrokenAudit {
+impl AuditSink<AnyConnection> for BrokenAudit {
     fn record<'a>(
         &'a self,
-        _: &'a mut SqliteConnection,
+        _: &'a mut AnyConnection,
         _: &'a AuditRecord,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async { Err("disk full".to_owned()) })
@@ -34,7 +34,7 @@ impl Fixture {
     /// Runs `tool` with `args` on the task, unconfirmed, under `policy`.
     async fn run(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut AnyConnection,
         policy: &AgentPolicy,
         tool: &str,
         args: Value,

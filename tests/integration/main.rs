@@ -1,11 +1,12 @@
 //! The one integration test binary of Assent: cross-crate scenarios against a real
-//! SQLite file per test.
+//! SQLite file per test, and the conformance suite that runs on PostgreSQL too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bad_input;
 mod concurrency;
 mod confirmation;
+mod conformance;
 mod delegation;
 mod executor;
 mod outbox;

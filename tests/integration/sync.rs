@@ -22,18 +22,7 @@ fn minutes(n: i64) -> OffsetDateTime {
 async fn two_devices_with_a_proposal() -> (TestApp, TestApp, String, Uuid) {
     let a = TestApp::device("device-a").await;
     let b = TestApp::device("device-b").await;
-    let task = a.scene().await;
-    b.agent("agent-1", &["work"]).await;
-    let set = a
-        .wake(
-            &task,
-            &[("update_task_priority", json!({"priority": "P0"}))],
-        )
-        .await
-        .change_set
-        .expect("a proposal")
-        .id;
-    a.send_to(&b).await;
+    let (task, set) = a.propose_and_send_to(&b).await;
     (a, b, task, set)
 }
 
@@ -336,6 +325,36 @@ async fn run_steps(steps: &[Step]) -> (TestApp, TestApp) {
         }
     }
     (a, b)
+}
+
+/// Both devices agree on when a set was resolved even when its decisions were made out
+/// of time order (clocks differ between devices and can step back): found by the
+/// property below.
+#[tokio::test]
+async fn a_set_resolved_by_decisions_out_of_time_order_gets_one_resolution_time() {
+    let decide = |index, minute| Step::Decide {
+        on_b: true,
+        set: 1,
+        index,
+        verdict: Verdict::Confirmed,
+        minute,
+    };
+    let steps = [
+        Step::Propose {
+            on_b: false,
+            priority: 0,
+        },
+        Step::Propose {
+            on_b: true,
+            priority: 2,
+        },
+        decide(0, 26),
+        decide(1, 0),
+    ];
+    let (a, b) = run_steps(&steps).await;
+    a.send_to(&b).await;
+    b.send_to(&a).await;
+    assert_eq!(a.synced_state().await, b.synced_state().await);
 }
 
 proptest! {

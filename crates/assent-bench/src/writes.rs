@@ -22,7 +22,7 @@ use assent_journal_host::{JournalHost, NewTask, create_task};
 use assent_store::{Durability, ExecutionOutcome, Store, StoreOptions, timefmt};
 use assent_tools::AgentPolicy;
 use serde_json::json;
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
@@ -273,12 +273,12 @@ pub async fn persistence(
 
 const ENQUEUE: &str =
     "INSERT INTO outbox (entity_type, entity_id, payload, status, attempts, created_at, updated_at)
-     VALUES (?1, ?2, ?3, 'pending', 0, ?4, ?4)
+     VALUES ($1, $2, $3, 'pending', 0, $4, $4)
      ON CONFLICT (entity_type, entity_id) WHERE status = 'pending'
      DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at";
 
 async fn enqueue(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     entity_type: &str,
     entity_id: &str,
     payload: &str,
@@ -317,7 +317,7 @@ fn set_payload(set: &str, task: &str, run: &str, titles: &[String]) -> String {
 /// The rows of one change set with an `add_checklist_item` item per title, and one
 /// outbox row carrying the set with its items (`payload`, from [`set_payload`]).
 async fn insert_set(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     set: &str,
     task: &str,
     run: &str,
@@ -327,7 +327,7 @@ async fn insert_set(
     let now = timefmt::format(NOW);
     sqlx::query(
         "INSERT INTO change_sets (id, agent_id, task_id, thread_id, run_key, status, created_at, vector_clock)
-         VALUES (?1, ?2, ?3, ?4, ?4, 'pending', ?5, '{}')",
+         VALUES ($1, $2, $3, $4, $4, 'pending', $5, '{}')",
     )
     .bind(set)
     .bind(AGENT)
@@ -339,7 +339,7 @@ async fn insert_set(
     for (index, title) in titles.iter().enumerate() {
         sqlx::query(
             "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status)
-             VALUES (?1, ?2, 'add_checklist_item', ?3, ?4, 'pending')",
+             VALUES ($1, $2, 'add_checklist_item', $3, $4, 'pending')",
         )
         .bind(set)
         .bind(index as i64)
@@ -528,7 +528,7 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
     let mut tx = store.begin_write().await?;
     sqlx::query(
         "INSERT INTO checklist_items (id, task_id, position, title, is_checked)
-         VALUES (?1, ?2, ?3, ?4, 0)",
+         VALUES ($1, $2, $3, $4, 0)",
     )
     .bind(&item.checklist_item)
     .bind(task)
@@ -536,7 +536,7 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
     .bind(&item.title)
     .execute(&mut *tx)
     .await?;
-    sqlx::query("UPDATE tasks SET vector_clock = ?1, updated_at = ?2 WHERE id = ?3")
+    sqlx::query("UPDATE tasks SET vector_clock = $1, updated_at = $2 WHERE id = $3")
         .bind(&clock)
         .bind(&now)
         .bind(task)
@@ -550,7 +550,7 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, task_id, kind, args,
                                         success, created_at)
-             VALUES (?1, ?2, 'add_checklist_item', ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
+             VALUES ($1, $2, 'add_checklist_item', $3, $4, $5, $6, $7, $8) RETURNING id",
         )
         .bind(&item.operation)
         .bind(&item.run_key)
@@ -566,7 +566,7 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
     }
     sqlx::query(
         "INSERT INTO applied_operations (operation_id, tool_name, task_id, message, applied_at)
-         VALUES (?1, 'add_checklist_item', ?2, 'Checklist item added.', ?3)",
+         VALUES ($1, 'add_checklist_item', $2, 'Checklist item added.', $3)",
     )
     .bind(&item.operation)
     .bind(task)
@@ -576,7 +576,7 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
     sqlx::query(
         "INSERT INTO decisions (id, change_set_id, item_index, agent_id, task_id, tool_name, verdict,
                                 human_summary, args, created_at, vector_clock)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'add_checklist_item', 'confirmed', ?6, ?7, ?8, ?9)",
+         VALUES ($1, $2, $3, $4, $5, 'add_checklist_item', 'confirmed', $6, $7, $8, $9)",
     )
     .bind(&item.decision)
     .bind(set)
@@ -598,7 +598,7 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
     )
     .await?;
     sqlx::query(
-        "UPDATE change_items SET status = 'confirmed' WHERE change_set_id = ?1 AND item_index = ?2",
+        "UPDATE change_items SET status = 'confirmed' WHERE change_set_id = $1 AND item_index = $2",
     )
     .bind(set)
     .bind(index)
@@ -612,7 +612,7 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
         &now,
     )
     .await?;
-    sqlx::query("UPDATE change_sets SET status = ?1, vector_clock = ?2 WHERE id = ?3")
+    sqlx::query("UPDATE change_sets SET status = $1, vector_clock = $2 WHERE id = $3")
         .bind(status)
         .bind(&clock)
         .bind(set)

@@ -7,7 +7,7 @@ use crate::commands::{Ctx, Output};
 use crate::render;
 use assent_journal_host::TaskEntities;
 use assent_store::sync::{self, ConflictRecord, ImportReport};
-use assent_store::{SqliteConnection, StoreError};
+use assent_store::{AnyConnection, StoreError};
 use assent_sync::SyncBatch;
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -65,7 +65,7 @@ pub struct SyncFileArgs {
 /// A pooled connection, for the read-only commands.
 async fn read_connection(
     ctx: &Ctx,
-) -> Result<impl std::ops::DerefMut<Target = SqliteConnection>, CliError> {
+) -> Result<impl std::ops::DerefMut<Target = AnyConnection>, CliError> {
     Ok(ctx
         .store()
         .pool()

@@ -1,5 +1,6 @@
 //! The `assent` binary end to end: the scripted contract (flags, `--json` shapes, exit
-//! codes, one-line errors) on a fresh database per test, with the clock fixed; `peer`:
+//! codes, one-line errors) on a fresh database per test, with the clock fixed; eight
+//! processes over one database, on every backend of the conformance suite; `peer`:
 //! `assent sync --peer` against a real `assent serve` server in the test process.
 
 #[path = "cli/peer.rs"]
@@ -14,17 +15,24 @@ const NOW: &str = "2026-03-02T09:00:00Z";
 /// A temporary database and a way to run `assent` against it.
 struct Cli {
     dir: tempfile::TempDir,
+    db: String,
 }
 
 impl Cli {
     fn new() -> Self {
-        Self {
-            dir: tempfile::tempdir().expect("temp dir"),
-        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = format!("sqlite://{}/t.db", dir.path().display());
+        Self { dir, db }
+    }
+
+    /// A fresh database on `backend`.
+    async fn on(backend: &assent_tests::TestBackend) -> Self {
+        let (db, dir) = backend.fresh_database().await;
+        Self { dir, db }
     }
 
     fn db(&self) -> String {
-        format!("sqlite://{}/t.db", self.dir.path().display())
+        self.db.clone()
     }
 
     /// Runs `assent --db <db> --now <NOW> args...` with `stdin`.
@@ -508,4 +516,111 @@ fn two_devices_pair_through_batch_files() {
         1,
         "is not a valid batch",
     );
+}
+
+/// Processes confirming at once.
+const PROCESSES: usize = 8;
+const SETS: usize = 10;
+const ITEMS_PER_SET: usize = 10;
+
+/// `SETS` tasks, each with a change set of `ITEMS_PER_SET` checklist additions.
+fn seed(cli: &Cli) -> Vec<(String, String)> {
+    cli.json(
+        &["agent", "create", "--id", "a", "--categories", "work"],
+        "",
+    );
+    (0..SETS)
+        .map(|s| {
+            let task = cli.json(
+                &["task", "create", "--title", &format!("T{s}"), "--category", "work"],
+                "",
+            )["id"]
+                .as_str()
+                .expect("task id")
+                .to_owned();
+            let calls: Vec<Value> = (0..ITEMS_PER_SET)
+                .map(|i| {
+                    serde_json::json!({"id": format!("call_{i}"), "type": "function",
+                        "function": {"name": "add_checklist_item",
+                                     "arguments": serde_json::json!({"title": format!("item {s}.{i}")}).to_string()}})
+                })
+                .collect();
+            let wake = cli.json(
+                &["wake", "--agent", "a", "--task", &task],
+                &Value::Array(calls).to_string(),
+            );
+            let set = wake["changeSetId"].as_str().expect("a set").to_owned();
+            (task, set)
+        })
+        .collect()
+}
+
+/// One process per `confirm SET --all`, `PROCESSES` workers each going through every
+/// set: returns how many items each confirmation reported confirmed.
+fn race(cli: &Cli, sets: &[(String, String)]) -> usize {
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..PROCESSES)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut confirmed = 0;
+                    for (_, set) in sets {
+                        let out = cli.run(&["--json", "confirm", set, "--all"]);
+                        let report: Value =
+                            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                                panic!("{e}: {}", String::from_utf8_lossy(&out.stderr))
+                            });
+                        for item in report["items"].as_array().expect("items") {
+                            match item["result"].as_str() {
+                                Some("confirmed") => confirmed += 1,
+                                Some("skipped") => {}
+                                _ => assert_eq!(
+                                    item["conflict"], true,
+                                    "a losing confirmation is a conflict: {item}"
+                                ),
+                            }
+                        }
+                    }
+                    confirmed
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|worker| worker.join().expect("worker"))
+            .sum()
+    })
+}
+
+async fn eight_processes_on(backend: &assent_tests::TestBackend) {
+    let cli = Cli::on(backend).await;
+    let sets = seed(&cli);
+    let confirmed = tokio::task::block_in_place(|| race(&cli, &sets));
+    assert_eq!(confirmed, SETS * ITEMS_PER_SET, "{backend:?}");
+    for (s, (task, _)) in sets.iter().enumerate() {
+        let shown = cli.json(&["task", "show", task], "");
+        let mut titles: Vec<&str> = shown["checklist"]
+            .as_array()
+            .expect("checklist")
+            .iter()
+            .map(|item| item["title"].as_str().expect("title"))
+            .collect();
+        titles.sort_unstable();
+        let mut expected: Vec<String> = (0..ITEMS_PER_SET)
+            .map(|i| format!("item {s}.{i}"))
+            .collect();
+        expected.sort_unstable();
+        assert_eq!(
+            titles, expected,
+            "every item applied exactly once ({backend:?})"
+        );
+    }
+    let pending = cli.json(&["pending"], "");
+    assert_eq!(pending, serde_json::json!([]), "nothing left open");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_processes_confirming_the_same_hundred_items_apply_each_once() {
+    for backend in assent_tests::backends() {
+        eight_processes_on(&backend).await;
+    }
 }

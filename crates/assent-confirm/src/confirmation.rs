@@ -12,7 +12,7 @@ use crate::{ConfirmError, Engine};
 use assent_changeset::{Redundancy, RedundancyCheck};
 use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OperationId, Verdict};
 use assent_store::{
-    AuditedExecutor, ExecutionOutcome, ExecutionRequest, SqliteAuditSink, SqliteConnection, agents,
+    AnyConnection, AuditedExecutor, ExecutionOutcome, ExecutionRequest, StoreAuditSink, agents,
     change_sets,
 };
 use assent_tools::{AgentPolicy, ExecutionTarget, ToolInvocation, ToolsError};
@@ -154,7 +154,7 @@ impl ConfirmationService {
     /// writes decisions, statuses and outbox messages.
     async fn record(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut AnyConnection,
         set: &mut ChangeSet,
         indexes: &[usize],
         verdicts: Verdicts,
@@ -266,7 +266,7 @@ impl ConfirmationService {
             now,
         };
         let resolver = engine.host.resolver();
-        let executor = AuditedExecutor::new(resolver, &SqliteAuditSink);
+        let executor = AuditedExecutor::new(resolver, &StoreAuditSink);
         let execution = executor
             .execute(
                 &mut tx,

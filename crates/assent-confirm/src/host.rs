@@ -1,7 +1,7 @@
 //! What a host application provides so the engine can act on its data.
 
 use assent_journal::TaskSnapshot;
-use assent_store::SqliteConnection;
+use assent_store::AnyConnection;
 use assent_tools::{BoxFuture, CategoryResolver, ToolHandler};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -27,22 +27,22 @@ pub struct LocalCall<'a> {
 /// commit together.
 pub trait TaskHost: Send + Sync {
     /// The handler of a (singular) tool, if the host has one.
-    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<SqliteConnection>>;
+    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>>;
 
     /// Category and vector clock of target entities.
-    fn resolver(&self) -> &dyn CategoryResolver<SqliteConnection>;
+    fn resolver(&self) -> &dyn CategoryResolver<AnyConnection>;
 
     /// The task's current state; `Ok(None)` when it does not exist.
     fn snapshot<'a>(
         &'a self,
-        conn: &'a mut SqliteConnection,
+        conn: &'a mut AnyConnection,
         task_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<TaskSnapshot>, String>>;
 
     /// Handles a local tool; the text is the reply to the agent.
     fn handle_local<'a>(
         &'a self,
-        conn: &'a mut SqliteConnection,
+        conn: &'a mut AnyConnection,
         call: LocalCall<'a>,
     ) -> BoxFuture<'a, Result<String, String>>;
 }

@@ -23,7 +23,7 @@ use crate::strategy::{
 use crate::{CancellationToken, ConfirmError, ConfirmOutcome, Engine, WakeOutcome, WakeRequest};
 use assent_changeset::reply;
 use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet};
-use assent_store::SqliteConnection;
+use assent_store::AnyConnection;
 use assent_store::delegation::{self, Delegation, Grant};
 use serde_json::Value;
 use std::future::Future;
@@ -458,7 +458,7 @@ impl Scheduler {
 /// Links `decision` to the delegated question it answers (called inside the decision's
 /// transaction by the confirmation service).
 pub(crate) async fn record_attributed(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     attribution: &Attribution,
     decision: &ChangeDecision,
     now: OffsetDateTime,

@@ -4,7 +4,7 @@ use crate::{ConfirmError, Engine, LocalCall};
 use assent_changeset::{CallPlan, ChangeSetBuilder, PlannerConfig, ToolCall, WakePlanner, reply};
 use assent_domain::{ChangeSet, OperationId};
 use assent_store::{
-    AuditedExecutor, ExecutionOutcome, ExecutionRequest, SqliteAuditSink, SqliteConnection, agents,
+    AnyConnection, AuditedExecutor, ExecutionOutcome, ExecutionRequest, StoreAuditSink, agents,
     change_sets, decisions, operations,
 };
 use assent_tools::{AgentPolicy, ExecutionTarget, TargetCategory, ToolInvocation};
@@ -202,7 +202,7 @@ impl WakeService {
     /// savepoint so a failing host leaves nothing half-written.
     async fn handle_local_once(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut AnyConnection,
         request: &WakeRequest,
         tool_name: &str,
         args: &Value,
@@ -246,14 +246,14 @@ impl WakeService {
 
     async fn execute_now(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut AnyConnection,
         policy: &AgentPolicy,
         request: &WakeRequest,
         invocations: Vec<(String, Value)>,
         now: OffsetDateTime,
     ) -> Result<String, ConfirmError> {
         let engine = &self.engine;
-        let executor = AuditedExecutor::new(engine.host.resolver(), &SqliteAuditSink);
+        let executor = AuditedExecutor::new(engine.host.resolver(), &StoreAuditSink);
         let mut lines = Vec::with_capacity(invocations.len());
         for (tool_name, args) in invocations {
             let Some(spec) = engine.registry.get(&tool_name) else {

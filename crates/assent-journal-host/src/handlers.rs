@@ -15,7 +15,7 @@ use assent_journal::{TaskSnapshot, format_due_date, parse_estimate_minutes, tool
 use assent_store::StoreError;
 use assent_tools::{BoxFuture, ToolHandler, ToolInvocation, ToolOutcome, ToolsError};
 use serde_json::Value;
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 /// The tools that have a handler: every singular, non-local tool of the catalog.
 pub(crate) const HANDLED_TOOLS: &[&str] = &[
@@ -74,10 +74,10 @@ enum Change {
     Unchanged(String),
 }
 
-impl ToolHandler<SqliteConnection> for JournalToolHandler {
+impl ToolHandler<AnyConnection> for JournalToolHandler {
     fn execute<'a>(
         &'a self,
-        ctx: &'a mut SqliteConnection,
+        ctx: &'a mut AnyConnection,
         invocation: &'a ToolInvocation,
     ) -> BoxFuture<'a, Result<ToolOutcome, ToolsError>> {
         Box::pin(async move {
@@ -94,7 +94,7 @@ impl ToolHandler<SqliteConnection> for JournalToolHandler {
 impl JournalToolHandler {
     async fn run(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut AnyConnection,
         inv: &ToolInvocation,
     ) -> Result<ToolOutcome, Failure> {
         if inv.tool_name != self.tool {
@@ -163,7 +163,7 @@ fn text_arg(args: &Value, key: &str, max: usize) -> Result<String, Failure> {
 
 /// Updates one column of the task.
 async fn set_column(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     task_id: &str,
     sql: &'static str,
     value: Option<&str>,
@@ -177,7 +177,7 @@ async fn set_column(
 }
 
 async fn set_title(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -188,7 +188,7 @@ async fn set_title(
     set_column(
         conn,
         &task.id,
-        "UPDATE tasks SET title = ?1 WHERE id = ?2",
+        "UPDATE tasks SET title = $1 WHERE id = $2",
         Some(&title),
     )
     .await?;
@@ -196,7 +196,7 @@ async fn set_title(
 }
 
 async fn set_estimate(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -213,7 +213,7 @@ async fn set_estimate(
             "Estimate is already {minutes} minutes."
         )));
     }
-    sqlx::query("UPDATE tasks SET estimate_minutes = ?1 WHERE id = ?2")
+    sqlx::query("UPDATE tasks SET estimate_minutes = $1 WHERE id = $2")
         .bind(i64::from(minutes))
         .bind(&task.id)
         .execute(conn)
@@ -224,7 +224,7 @@ async fn set_estimate(
 }
 
 async fn set_due_date(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -237,7 +237,7 @@ async fn set_due_date(
     set_column(
         conn,
         &task.id,
-        "UPDATE tasks SET due_date = ?1 WHERE id = ?2",
+        "UPDATE tasks SET due_date = $1 WHERE id = $2",
         Some(&text),
     )
     .await?;
@@ -245,7 +245,7 @@ async fn set_due_date(
 }
 
 async fn set_priority(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -259,7 +259,7 @@ async fn set_priority(
     set_column(
         conn,
         &task.id,
-        "UPDATE tasks SET priority = ?1 WHERE id = ?2",
+        "UPDATE tasks SET priority = $1 WHERE id = $2",
         Some(&priority),
     )
     .await?;
@@ -267,7 +267,7 @@ async fn set_priority(
 }
 
 async fn set_status(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -292,7 +292,7 @@ async fn set_status(
     if task.status == status && status_reason(conn, &task.id).await?.as_deref() == reason {
         return Ok(Change::Unchanged(format!("Status is already {status}.")));
     }
-    sqlx::query("UPDATE tasks SET status = ?1, status_reason = ?2 WHERE id = ?3")
+    sqlx::query("UPDATE tasks SET status = $1, status_reason = $2 WHERE id = $3")
         .bind(&status)
         .bind(reason)
         .bind(&task.id)
@@ -302,7 +302,7 @@ async fn set_status(
 }
 
 async fn assign_label(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -313,7 +313,7 @@ async fn assign_label(
         return Ok(already(existing));
     }
     let inserted = sqlx::query(
-        "INSERT INTO task_labels (task_id, label) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+        "INSERT INTO task_labels (task_id, label) VALUES ($1, $2) ON CONFLICT DO NOTHING",
     )
     .bind(&task.id)
     .bind(&label)
@@ -327,7 +327,7 @@ async fn assign_label(
 }
 
 async fn add_checklist_item(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -335,14 +335,14 @@ async fn add_checklist_item(
     // person confirms; a confirmed addition is always added.
     let title = text_arg(args, "title", MAX_TITLE_CHARS)?;
     let position: i64 = sqlx::query_scalar(
-        "SELECT COALESCE(MAX(position) + 1, 0) FROM checklist_items WHERE task_id = ?1",
+        "SELECT COALESCE(MAX(position) + 1, 0) FROM checklist_items WHERE task_id = $1",
     )
     .bind(&task.id)
     .fetch_one(&mut *conn)
     .await?;
     sqlx::query(
         "INSERT INTO checklist_items (id, task_id, position, title, is_checked)
-         VALUES (?1, ?2, ?3, ?4, 0)",
+         VALUES ($1, $2, $3, $4, 0)",
     )
     .bind(uuid::Uuid::new_v4().to_string())
     .bind(&task.id)
@@ -356,7 +356,7 @@ async fn add_checklist_item(
 }
 
 async fn update_checklist_item(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -403,10 +403,12 @@ async fn update_checklist_item(
         ),
     };
     sqlx::query(
-        "UPDATE checklist_items SET title = ?1, is_checked = ?2 WHERE id = ?3 AND task_id = ?4",
+        "UPDATE checklist_items SET title = $1, is_checked = $2 WHERE id = $3 AND task_id = $4",
     )
     .bind(new_title.as_deref().unwrap_or(&item.title))
-    .bind(new_checked.unwrap_or(item.is_checked))
+    // An integer column (0/1) in both dialects: the `Any` driver would send a bool as
+    // PostgreSQL's BOOLEAN.
+    .bind(i64::from(new_checked.unwrap_or(item.is_checked)))
     .bind(id)
     .bind(&task.id)
     .execute(conn)
@@ -429,7 +431,7 @@ fn is_language_code(code: &str) -> bool {
 }
 
 async fn set_language(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -446,7 +448,7 @@ async fn set_language(
     set_column(
         conn,
         &task.id,
-        "UPDATE tasks SET language = ?1 WHERE id = ?2",
+        "UPDATE tasks SET language = $1 WHERE id = $2",
         Some(code),
     )
     .await?;

@@ -10,7 +10,7 @@ use assent_journal::{TaskSnapshot, tool};
 use assent_store::timefmt;
 use assent_tools::{BoxFuture, CategoryResolver, ToolHandler};
 use serde_json::Value;
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 /// The reference task journal as a host of the engine.
 #[derive(Debug, Clone)]
@@ -46,20 +46,20 @@ impl JournalHost {
 }
 
 impl TaskHost for JournalHost {
-    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<SqliteConnection>> {
+    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
         self.handlers
             .iter()
             .find(|h| h.tool == tool_name)
-            .map(|h| h as &dyn ToolHandler<SqliteConnection>)
+            .map(|h| h as &dyn ToolHandler<AnyConnection>)
     }
 
-    fn resolver(&self) -> &dyn CategoryResolver<SqliteConnection> {
+    fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
         &self.resolver
     }
 
     fn snapshot<'a>(
         &'a self,
-        conn: &'a mut SqliteConnection,
+        conn: &'a mut AnyConnection,
         task_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<TaskSnapshot>, String>> {
         Box::pin(async move { load_task(conn, task_id).await.map_err(|e| e.to_string()) })
@@ -67,7 +67,7 @@ impl TaskHost for JournalHost {
 
     fn handle_local<'a>(
         &'a self,
-        conn: &'a mut SqliteConnection,
+        conn: &'a mut AnyConnection,
         call: LocalCall<'a>,
     ) -> BoxFuture<'a, Result<String, String>> {
         Box::pin(async move {
@@ -84,15 +84,15 @@ impl TaskHost for JournalHost {
 #[derive(Debug, Clone, Copy)]
 struct TaskResolver;
 
-impl CategoryResolver<SqliteConnection> for TaskResolver {
+impl CategoryResolver<AnyConnection> for TaskResolver {
     fn category_of<'a>(
         &'a self,
-        ctx: &'a mut SqliteConnection,
+        ctx: &'a mut AnyConnection,
         entity_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, String>> {
         Box::pin(async move {
             let category: Option<Option<String>> =
-                sqlx::query_scalar("SELECT category FROM tasks WHERE id = ?1")
+                sqlx::query_scalar("SELECT category FROM tasks WHERE id = $1")
                     .bind(entity_id)
                     .fetch_optional(ctx)
                     .await
@@ -103,7 +103,7 @@ impl CategoryResolver<SqliteConnection> for TaskResolver {
 
     fn vector_clock_of<'a>(
         &'a self,
-        ctx: &'a mut SqliteConnection,
+        ctx: &'a mut AnyConnection,
         entity_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<VectorClock>, String>> {
         Box::pin(async move {
@@ -115,7 +115,7 @@ impl CategoryResolver<SqliteConnection> for TaskResolver {
 }
 
 /// `update_report`: replaces the agent's report on the task.
-async fn update_report(conn: &mut SqliteConnection, call: LocalCall<'_>) -> Result<String, String> {
+async fn update_report(conn: &mut AnyConnection, call: LocalCall<'_>) -> Result<String, String> {
     let markdown = match call.args.get("markdown") {
         Some(Value::String(markdown)) => markdown,
         Some(other) => {
@@ -126,7 +126,7 @@ async fn update_report(conn: &mut SqliteConnection, call: LocalCall<'_>) -> Resu
         None => return Err("missing argument `markdown`".to_owned()),
     };
     sqlx::query(
-        "INSERT INTO agent_reports (agent_id, task_id, markdown, updated_at) VALUES (?1, ?2, ?3, ?4)
+        "INSERT INTO agent_reports (agent_id, task_id, markdown, updated_at) VALUES ($1, $2, $3, $4)
          ON CONFLICT (agent_id, task_id) DO UPDATE SET markdown = excluded.markdown, updated_at = excluded.updated_at",
     )
     .bind(call.agent_id)
@@ -141,7 +141,7 @@ async fn update_report(conn: &mut SqliteConnection, call: LocalCall<'_>) -> Resu
 
 /// `record_observations`: one row per (non-blank) observation.
 async fn record_observations(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     call: LocalCall<'_>,
 ) -> Result<String, String> {
     let observations = match call.args.get("observations") {
@@ -165,7 +165,7 @@ async fn record_observations(
     let mut recorded = 0_usize;
     for observation in observations.into_iter().filter(|o| !o.is_empty()) {
         sqlx::query(
-            "INSERT INTO agent_observations (agent_id, task_id, observation, created_at) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO agent_observations (agent_id, task_id, observation, created_at) VALUES ($1, $2, $3, $4)",
         )
         .bind(call.agent_id)
         .bind(call.task_id)
@@ -214,7 +214,7 @@ mod tests {
 
     async fn call(
         host: &JournalHost,
-        conn: &mut SqliteConnection,
+        conn: &mut AnyConnection,
         tool: &str,
         task_id: &str,
         args: Value,
@@ -225,7 +225,7 @@ mod tests {
             .await
     }
 
-    async fn seed(conn: &mut SqliteConnection, id: &str) -> TaskSnapshot {
+    async fn seed(conn: &mut AnyConnection, id: &str) -> TaskSnapshot {
         let new = NewTask {
             title: "Fix login bug".to_owned(),
             category: Some("work".to_owned()),

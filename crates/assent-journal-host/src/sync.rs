@@ -5,8 +5,8 @@
 //! come from the merge, not from this device, and nothing is enqueued in the outbox
 //! (the state came from a peer).
 
-use assent_store::SqliteConnection;
 use assent_store::sync::HostEntities;
+use assent_store::{AnyConnection, Backend};
 use assent_sync::EntityVersion;
 use assent_tools::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -61,8 +61,27 @@ const EXPORT: &str = "SELECT id, vector_clock, updated_at, json_object(
     ) AS state
     FROM tasks ORDER BY id";
 
-async fn export_tasks(conn: &mut SqliteConnection) -> Result<Vec<EntityVersion>, String> {
-    let rows = sqlx::query(EXPORT)
+/// [`EXPORT`] in PostgreSQL's JSON functions (the same content; `::text` because the
+/// `Any` driver has no JSON type).
+const EXPORT_POSTGRES: &str = "SELECT id, vector_clock, updated_at, json_build_object(
+        'title', title, 'status', status, 'statusReason', status_reason, 'priority', priority,
+        'estimateMinutes', estimate_minutes, 'dueDate', due_date, 'language', language,
+        'category', category, 'createdAt', created_at,
+        'labels', (SELECT COALESCE(json_agg(label ORDER BY lower(label), label), '[]'::json)
+                   FROM task_labels WHERE task_id = tasks.id),
+        'checklist', (SELECT COALESCE(json_agg(json_build_object('id', id, 'position', position,
+                                                                 'title', title, 'isChecked', is_checked)
+                                               ORDER BY position, id), '[]'::json)
+                      FROM checklist_items WHERE task_id = tasks.id)
+    )::text AS state
+    FROM tasks ORDER BY id";
+
+async fn export_tasks(conn: &mut AnyConnection) -> Result<Vec<EntityVersion>, String> {
+    let export = match Backend::of(conn) {
+        Backend::Sqlite => EXPORT,
+        Backend::Postgres => EXPORT_POSTGRES,
+    };
+    let rows = sqlx::query(export)
         .fetch_all(conn)
         .await
         .map_err(|e| format!("cannot read tasks: {e}"))?;
@@ -89,7 +108,7 @@ async fn export_tasks(conn: &mut SqliteConnection) -> Result<Vec<EntityVersion>,
         .collect()
 }
 
-async fn write_task(conn: &mut SqliteConnection, version: &EntityVersion) -> Result<(), String> {
+async fn write_task(conn: &mut AnyConnection, version: &EntityVersion) -> Result<(), String> {
     let id = &version.entity_id;
     if version.entity_type != TASK_ENTITY {
         return Err(format!(
@@ -103,7 +122,7 @@ async fn write_task(conn: &mut SqliteConnection, version: &EntityVersion) -> Res
     sqlx::query(
         "INSERT INTO tasks (id, title, status, status_reason, priority, estimate_minutes, due_date, language,
                             category, vector_clock, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
          ON CONFLICT (id) DO UPDATE SET title = excluded.title, status = excluded.status,
              status_reason = excluded.status_reason, priority = excluded.priority,
              estimate_minutes = excluded.estimate_minutes, due_date = excluded.due_date,
@@ -126,27 +145,27 @@ async fn write_task(conn: &mut SqliteConnection, version: &EntityVersion) -> Res
     .execute(&mut *conn)
     .await
     .map_err(db)?;
-    sqlx::query("DELETE FROM task_labels WHERE task_id = ?1")
+    sqlx::query("DELETE FROM task_labels WHERE task_id = $1")
         .bind(id)
         .execute(&mut *conn)
         .await
         .map_err(db)?;
     for label in &task.labels {
-        sqlx::query("INSERT INTO task_labels (task_id, label) VALUES (?1, ?2)")
+        sqlx::query("INSERT INTO task_labels (task_id, label) VALUES ($1, $2)")
             .bind(id)
             .bind(label)
             .execute(&mut *conn)
             .await
             .map_err(db)?;
     }
-    sqlx::query("DELETE FROM checklist_items WHERE task_id = ?1")
+    sqlx::query("DELETE FROM checklist_items WHERE task_id = $1")
         .bind(id)
         .execute(&mut *conn)
         .await
         .map_err(db)?;
     for item in &task.checklist {
         sqlx::query(
-            "INSERT INTO checklist_items (id, task_id, position, title, is_checked) VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO checklist_items (id, task_id, position, title, is_checked) VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(&item.id)
         .bind(id)
@@ -163,14 +182,14 @@ async fn write_task(conn: &mut SqliteConnection, version: &EntityVersion) -> Res
 impl HostEntities for TaskEntities {
     fn export<'a>(
         &'a self,
-        conn: &'a mut SqliteConnection,
+        conn: &'a mut AnyConnection,
     ) -> BoxFuture<'a, Result<Vec<EntityVersion>, String>> {
         Box::pin(export_tasks(conn))
     }
 
     fn write<'a>(
         &'a self,
-        conn: &'a mut SqliteConnection,
+        conn: &'a mut AnyConnection,
         version: &'a EntityVersion,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(write_task(conn, version))

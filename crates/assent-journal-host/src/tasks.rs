@@ -8,10 +8,10 @@ use assent_journal::{
     ChecklistItem, TASK_PRIORITIES, TASK_STATUSES, TaskSnapshot, format_due_date,
     normalize_priority, normalize_status,
 };
-use assent_store::{outbox, timefmt};
+use assent_store::{Backend, outbox, timefmt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sqlx::{Row, SqliteConnection};
+use sqlx::{AnyConnection, Row};
 use time::{Date, OffsetDateTime};
 
 /// Longest task or checklist item title, in characters.
@@ -106,7 +106,7 @@ pub(crate) fn parse_due_date(text: &str) -> Result<Date, String> {
 /// the outbox `task` message. Returns the task as stored.
 #[tracing::instrument(skip(conn, new), fields(title = %new.title))]
 pub async fn create_task(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: &str,
     new: &NewTask,
     host_id: &str,
@@ -152,7 +152,7 @@ pub async fn create_task(
         .collect::<Result<Vec<_>, _>>()
         .map_err(|r| invalid("checklist", r))?;
 
-    let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM tasks WHERE id = ?1")
+    let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM tasks WHERE id = $1")
         .bind(id)
         .fetch_optional(&mut *conn)
         .await?;
@@ -163,7 +163,7 @@ pub async fn create_task(
     sqlx::query(
         "INSERT INTO tasks (id, title, status, priority, estimate_minutes, due_date, category,
                             vector_clock, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '{}', ?8, ?8)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, '{}', $8, $8)",
     )
     .bind(id)
     .bind(&title)
@@ -176,7 +176,7 @@ pub async fn create_task(
     .execute(&mut *conn)
     .await?;
     for label in &labels {
-        sqlx::query("INSERT INTO task_labels (task_id, label) VALUES (?1, ?2)")
+        sqlx::query("INSERT INTO task_labels (task_id, label) VALUES ($1, $2)")
             .bind(id)
             .bind(label)
             .execute(&mut *conn)
@@ -185,7 +185,7 @@ pub async fn create_task(
     for (position, title) in checklist.iter().enumerate() {
         sqlx::query(
             "INSERT INTO checklist_items (id, task_id, position, title, is_checked)
-             VALUES (?1, ?2, ?3, ?4, 0)",
+             VALUES ($1, $2, $3, $4, 0)",
         )
         .bind(uuid::Uuid::new_v4().to_string())
         .bind(id)
@@ -207,25 +207,37 @@ pub(crate) fn same_label(a: &str, b: &str) -> bool {
 /// Task `id` as it is now (labels sorted ignoring case, checklist in order);
 /// `Ok(None)` when it does not exist.
 pub async fn load_task(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: &str,
 ) -> Result<Option<TaskSnapshot>, JournalError> {
     // One statement for the row, its labels and its checklist: a confirmation loads
     // the task three times, and every statement is a round trip to the connection's
     // worker thread (the benchmark's profile, `cargo xtask bench`).
-    let row = sqlx::query(
-        "SELECT title, status, priority, estimate_minutes, due_date, language, category,
+    let sql = match Backend::of(conn) {
+        Backend::Sqlite => {
+            "SELECT title, status, priority, estimate_minutes, due_date, language, category,
                 (SELECT json_group_array(label ORDER BY label)
                    FROM task_labels WHERE task_id = tasks.id) AS labels,
                 (SELECT json_group_array(json_object('id', id, 'title', title,
                                                      'isChecked', json(iif(is_checked, 'true', 'false')))
                                          ORDER BY position, id)
                    FROM checklist_items WHERE task_id = tasks.id) AS checklist
-         FROM tasks WHERE id = ?1",
-    )
-    .bind(id)
-    .fetch_optional(&mut *conn)
-    .await?;
+         FROM tasks WHERE id = $1"
+        }
+        // The same JSON text: labels ordered ignoring case as SQLite's NOCASE column
+        // does, `json_agg` of no rows is NULL, and the `Any` driver reads JSON as text.
+        Backend::Postgres => {
+            "SELECT title, status, priority, estimate_minutes, due_date, language, category,
+                (SELECT COALESCE(json_agg(label ORDER BY lower(label), label), '[]'::json)::text
+                   FROM task_labels WHERE task_id = tasks.id) AS labels,
+                (SELECT COALESCE(json_agg(json_build_object('id', id, 'title', title,
+                                                            'isChecked', is_checked = 1)
+                                          ORDER BY position, id), '[]'::json)::text
+                   FROM checklist_items WHERE task_id = tasks.id) AS checklist
+         FROM tasks WHERE id = $1"
+        }
+    };
+    let row = sqlx::query(sql).bind(id).fetch_optional(&mut *conn).await?;
     let Some(row) = row else {
         return Ok(None);
     };
@@ -262,10 +274,10 @@ pub async fn load_task(
 
 /// Task `id`'s vector clock; `Ok(None)` when the task does not exist.
 pub async fn task_vector_clock(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: &str,
 ) -> Result<Option<VectorClock>, JournalError> {
-    let text: Option<String> = sqlx::query_scalar("SELECT vector_clock FROM tasks WHERE id = ?1")
+    let text: Option<String> = sqlx::query_scalar("SELECT vector_clock FROM tasks WHERE id = $1")
         .bind(id)
         .fetch_optional(&mut *conn)
         .await?;
@@ -282,11 +294,11 @@ pub async fn task_vector_clock(
 
 /// Task `id`'s status reason (`None` also when the task does not exist).
 pub(crate) async fn status_reason(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: &str,
 ) -> Result<Option<String>, JournalError> {
     let reason: Option<Option<String>> =
-        sqlx::query_scalar("SELECT status_reason FROM tasks WHERE id = ?1")
+        sqlx::query_scalar("SELECT status_reason FROM tasks WHERE id = $1")
             .bind(id)
             .fetch_optional(&mut *conn)
             .await?;
@@ -297,7 +309,7 @@ pub(crate) async fn status_reason(
 /// `updated_at` to `now` and enqueues its new state for sync (replacing an unsent
 /// message for the task). Returns the task as it is now.
 pub(crate) async fn touch(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: &str,
     host_id: &str,
     now: OffsetDateTime,
@@ -305,7 +317,7 @@ pub(crate) async fn touch(
     let not_found = || JournalError::TaskNotFound(id.to_owned());
     let mut clock = task_vector_clock(conn, id).await?.ok_or_else(not_found)?;
     clock.tick(host_id);
-    sqlx::query("UPDATE tasks SET vector_clock = ?1, updated_at = ?2 WHERE id = ?3")
+    sqlx::query("UPDATE tasks SET vector_clock = $1, updated_at = $2 WHERE id = $3")
         .bind(json!(clock).to_string())
         .bind(timefmt::format(now))
         .bind(id)

@@ -10,7 +10,7 @@ use assent_changeset::parse_tool_calls;
 use assent_confirm::{CancellationToken, ScheduledWake, Scheduler, Session, WakeRequest};
 use assent_domain::{ChangeDecision, ChangeSet, ChangeSetStatus, OffsetDateTime, Uuid};
 use assent_journal_host::{NewTask, create_task, load_task};
-use assent_store::{SqliteConnection, StoreError, audit, change_sets, decisions};
+use assent_store::{AnyConnection, StoreError, audit, change_sets, decisions};
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -65,7 +65,7 @@ fn parse_limit(text: Option<&str>, default: u32) -> Result<u32, ServerError> {
 
 /// The set with `id` and its decisions, or 404.
 async fn load_with_decisions(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: Uuid,
 ) -> Result<(ChangeSet, Vec<ChangeDecision>), ServerError> {
     let set = change_sets::load(conn, id)

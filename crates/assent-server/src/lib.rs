@@ -44,7 +44,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use delegation::Delegation;
-use sqlx::Sqlite;
+use sqlx::Any;
 use sqlx::pool::PoolConnection;
 use std::future::Future;
 use std::sync::Arc;
@@ -72,7 +72,7 @@ pub(crate) struct AppState {
 
 impl AppState {
     /// A pooled connection for reads.
-    async fn connection(&self) -> Result<PoolConnection<Sqlite>, ServerError> {
+    async fn connection(&self) -> Result<PoolConnection<Any>, ServerError> {
         Ok(self
             .engine
             .store()

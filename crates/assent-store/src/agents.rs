@@ -3,12 +3,12 @@
 use crate::{StoreError, timefmt};
 use assent_tools::{AgentPolicy, RuleAction, ToolRule};
 use serde_json::{Value, json};
-use sqlx::{Row, SqliteConnection};
+use sqlx::{AnyConnection, Row};
 use time::OffsetDateTime;
 
 /// Creates the agent or replaces its policy.
 pub async fn upsert(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     agent_id: &str,
     policy: &AgentPolicy,
     now: OffsetDateTime,
@@ -21,7 +21,7 @@ pub async fn upsert(
         .collect();
     let now = timefmt::format(now);
     sqlx::query(
-        "INSERT INTO agents (id, categories, rules, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4)
+        "INSERT INTO agents (id, categories, rules, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
          ON CONFLICT (id) DO UPDATE SET categories = excluded.categories, rules = excluded.rules, updated_at = excluded.updated_at",
     )
     .bind(agent_id)
@@ -35,10 +35,10 @@ pub async fn upsert(
 
 /// The agent's policy, or `None` when no such agent exists.
 pub async fn policy(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     agent_id: &str,
 ) -> Result<Option<AgentPolicy>, StoreError> {
-    let Some(row) = sqlx::query("SELECT categories, rules FROM agents WHERE id = ?1")
+    let Some(row) = sqlx::query("SELECT categories, rules FROM agents WHERE id = $1")
         .bind(agent_id)
         .fetch_optional(conn)
         .await?

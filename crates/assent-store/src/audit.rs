@@ -5,13 +5,13 @@ use crate::{StoreError, timefmt};
 use assent_domain::{OperationId, VectorClock};
 use assent_tools::AuditRecord;
 use serde_json::Value;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
 
 const TABLE: &str = "audit_records";
 
 /// Appends a record and its outbox message; returns the record's row id.
-pub async fn insert(conn: &mut SqliteConnection, record: &AuditRecord) -> Result<i64, StoreError> {
+pub async fn insert(conn: &mut AnyConnection, record: &AuditRecord) -> Result<i64, StoreError> {
     let id = insert_row(conn, record, None).await?;
     outbox::enqueue(
         conn,
@@ -27,14 +27,14 @@ pub async fn insert(conn: &mut SqliteConnection, record: &AuditRecord) -> Result
 /// The record's row, without an outbox message; `origin` is the writing device's host
 /// id and its id there, `None` for a record written on this device.
 pub(crate) async fn insert_row(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     record: &AuditRecord,
     origin: Option<(&str, i64)>,
 ) -> Result<i64, StoreError> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, task_id, kind, args, success, detail,
                                     vector_clock, created_at, origin_host, origin_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) RETURNING id",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
     )
     .bind(record.operation_id.as_str())
     .bind(&record.run_key)
@@ -43,7 +43,8 @@ pub(crate) async fn insert_row(
     .bind(&record.task_id)
     .bind(record.kind.as_str())
     .bind(record.args.to_string())
-    .bind(record.success)
+    // 0/1 in an integer column on both backends (`Any` reads SQLite integers as such).
+    .bind(record.success.map(i64::from))
     .bind(record.detail.as_deref())
     .bind(record.vector_clock.as_ref().map(|c| serde_json::json!(c).to_string()))
     .bind(timefmt::format(record.created_at))
@@ -54,7 +55,7 @@ pub(crate) async fn insert_row(
     Ok(id)
 }
 
-pub(crate) fn decode(row: &SqliteRow) -> Result<AuditRecord, StoreError> {
+pub(crate) fn decode(row: &AnyRow) -> Result<AuditRecord, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(TABLE, e);
     let kind: String = row.try_get("kind")?;
     let args: String = row.try_get("args")?;
@@ -68,7 +69,9 @@ pub(crate) fn decode(row: &SqliteRow) -> Result<AuditRecord, StoreError> {
         task_id: row.try_get("task_id")?,
         kind: kind.parse().map_err(corrupt)?,
         args: serde_json::from_str::<Value>(&args).map_err(|e| corrupt(e.to_string()))?,
-        success: row.try_get("success")?,
+        success: row
+            .try_get::<Option<i64>, _>("success")?
+            .map(|success| success != 0),
         detail: row.try_get("detail")?,
         vector_clock: clock
             .map(|c| serde_json::from_str::<VectorClock>(&c))
@@ -92,7 +95,7 @@ pub enum AuditFilter {
 /// Records matching `filter`, in the order they were written (at most `limit`, the
 /// newest ones).
 pub async fn list(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     filter: &AuditFilter,
     limit: u32,
 ) -> Result<Vec<AuditRecord>, StoreError> {
@@ -100,14 +103,14 @@ pub async fn list(
     // One static statement per filter, each searching its own index.
     let query = match filter {
         AuditFilter::All => sqlx::query(
-            "SELECT * FROM (SELECT * FROM audit_records ORDER BY id DESC LIMIT ?1) ORDER BY id",
+            "SELECT * FROM (SELECT * FROM audit_records ORDER BY id DESC LIMIT $1) AS recent ORDER BY id",
         ),
         AuditFilter::Task(task) => sqlx::query(
-            "SELECT * FROM (SELECT * FROM audit_records WHERE task_id = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id",
+            "SELECT * FROM (SELECT * FROM audit_records WHERE task_id = $1 ORDER BY id DESC LIMIT $2) AS recent ORDER BY id",
         )
         .bind(task.as_str()),
         AuditFilter::Run(run) => sqlx::query(
-            "SELECT * FROM (SELECT * FROM audit_records WHERE run_key = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id",
+            "SELECT * FROM (SELECT * FROM audit_records WHERE run_key = $1 ORDER BY id DESC LIMIT $2) AS recent ORDER BY id",
         )
         .bind(run.as_str()),
     };

@@ -4,8 +4,8 @@ use crate::outbox::{self, entity};
 use crate::{StoreError, timefmt};
 use assent_domain::{ChangeItem, ChangeItemStatus, ChangeSet, ChangeSetStatus, VectorClock};
 use serde_json::{Value, json};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -30,7 +30,7 @@ pub struct PendingFilter {
 }
 
 async fn enqueue_set(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     set: &ChangeSet,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -40,7 +40,7 @@ async fn enqueue_set(
 /// Inserts a new set with its items (and its outbox message).
 #[tracing::instrument(skip_all, fields(change_set = %set.id, items = set.items.len()))]
 pub async fn insert(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     set: &ChangeSet,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -51,13 +51,13 @@ pub async fn insert(
 /// The rows of a new set and its items, without an outbox message (sync writes what
 /// another device sent).
 pub(crate) async fn insert_rows(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     set: &ChangeSet,
 ) -> Result<(), StoreError> {
     let clock = json!(set.vector_clock).to_string();
     sqlx::query(
         "INSERT INTO change_sets (id, agent_id, task_id, thread_id, run_key, status, created_at, resolved_at, vector_clock)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(set.id.to_string())
     .bind(&set.agent_id)
@@ -73,7 +73,7 @@ pub(crate) async fn insert_rows(
     for (index, item) in set.items.iter().enumerate() {
         sqlx::query(
             "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value, vector_clock)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(set.id.to_string())
         .bind(index as i64)
@@ -93,7 +93,7 @@ pub(crate) async fn insert_rows(
 /// at `changed_items`, each with its outbox message.
 #[tracing::instrument(skip_all, fields(change_set = %set.id, status = %set.status))]
 pub async fn update_status(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     set: &ChangeSet,
     changed_items: &[usize],
     now: OffsetDateTime,
@@ -118,13 +118,13 @@ pub async fn update_status(
 
 /// [`update_status`] without the outbox messages; a changed item takes the set's clock.
 pub(crate) async fn write_status(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     set: &ChangeSet,
     changed_items: &[usize],
 ) -> Result<(), StoreError> {
     let clock = json!(set.vector_clock).to_string();
     sqlx::query(
-        "UPDATE change_sets SET status = ?1, resolved_at = ?2, vector_clock = ?3 WHERE id = ?4",
+        "UPDATE change_sets SET status = $1, resolved_at = $2, vector_clock = $3 WHERE id = $4",
     )
     .bind(set.status.as_str())
     .bind(set.resolved_at.map(timefmt::format))
@@ -137,7 +137,7 @@ pub(crate) async fn write_status(
             continue;
         };
         sqlx::query(
-            "UPDATE change_items SET status = ?1, vector_clock = ?2 WHERE change_set_id = ?3 AND item_index = ?4",
+            "UPDATE change_items SET status = $1, vector_clock = $2 WHERE change_set_id = $3 AND item_index = $4",
         )
         .bind(item.status.as_str())
         .bind(&clock)
@@ -149,7 +149,7 @@ pub(crate) async fn write_status(
     Ok(())
 }
 
-fn decode_set(row: &SqliteRow, items: Vec<ChangeItem>) -> Result<ChangeSet, StoreError> {
+fn decode_set(row: &AnyRow, items: Vec<ChangeItem>) -> Result<ChangeSet, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(TABLE, e);
     let id: String = row.try_get("id")?;
     let status: String = row.try_get("status")?;
@@ -171,7 +171,7 @@ fn decode_set(row: &SqliteRow, items: Vec<ChangeItem>) -> Result<ChangeSet, Stor
     })
 }
 
-fn decode_item(row: &SqliteRow) -> Result<ChangeItem, StoreError> {
+fn decode_item(row: &AnyRow) -> Result<ChangeItem, StoreError> {
     let corrupt = |e: String| StoreError::corrupt("change_items", e);
     let args: String = row.try_get("args")?;
     let status: String = row.try_get("status")?;
@@ -188,9 +188,9 @@ fn decode_item(row: &SqliteRow) -> Result<ChangeItem, StoreError> {
     })
 }
 
-async fn load_items(conn: &mut SqliteConnection, id: &str) -> Result<Vec<ChangeItem>, StoreError> {
+async fn load_items(conn: &mut AnyConnection, id: &str) -> Result<Vec<ChangeItem>, StoreError> {
     let rows =
-        sqlx::query("SELECT * FROM change_items WHERE change_set_id = ?1 ORDER BY item_index")
+        sqlx::query("SELECT * FROM change_items WHERE change_set_id = $1 ORDER BY item_index")
             .bind(id)
             .fetch_all(conn)
             .await?;
@@ -199,8 +199,8 @@ async fn load_items(conn: &mut SqliteConnection, id: &str) -> Result<Vec<ChangeI
 
 /// The sets of `rows`, each with its items.
 async fn with_items(
-    conn: &mut SqliteConnection,
-    rows: &[SqliteRow],
+    conn: &mut AnyConnection,
+    rows: &[AnyRow],
 ) -> Result<Vec<ChangeSet>, StoreError> {
     let mut sets = Vec::with_capacity(rows.len());
     for row in rows {
@@ -212,9 +212,9 @@ async fn with_items(
 }
 
 /// The set with `id` (deleted sets are not found).
-pub async fn load(conn: &mut SqliteConnection, id: Uuid) -> Result<Option<ChangeSet>, StoreError> {
+pub async fn load(conn: &mut AnyConnection, id: Uuid) -> Result<Option<ChangeSet>, StoreError> {
     let id_text = id.to_string();
-    let Some(row) = sqlx::query("SELECT * FROM change_sets WHERE id = ?1 AND deleted_at IS NULL")
+    let Some(row) = sqlx::query("SELECT * FROM change_sets WHERE id = $1 AND deleted_at IS NULL")
         .bind(&id_text)
         .fetch_optional(&mut *conn)
         .await?
@@ -226,7 +226,7 @@ pub async fn load(conn: &mut SqliteConnection, id: Uuid) -> Result<Option<Change
 }
 
 /// Like [`load`], but a missing set is an error.
-pub async fn require(conn: &mut SqliteConnection, id: Uuid) -> Result<ChangeSet, StoreError> {
+pub async fn require(conn: &mut AnyConnection, id: Uuid) -> Result<ChangeSet, StoreError> {
     load(conn, id)
         .await?
         .ok_or(StoreError::ChangeSetNotFound(id))
@@ -235,19 +235,21 @@ pub async fn require(conn: &mut SqliteConnection, id: Uuid) -> Result<ChangeSet,
 /// Open sets (pending or partially resolved, not deleted), newest first.
 #[tracing::instrument(skip(conn))]
 pub async fn pending(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     filter: &PendingFilter,
 ) -> Result<Vec<ChangeSet>, StoreError> {
     // One static statement per filter shape, so SQLite can use the partial indexes
-    // (an `?1 IS NULL OR task_id = ?1` predicate would defeat them).
-    let limit = filter.limit.map_or(-1, i64::from);
+    // (an `$1 IS NULL OR task_id = $1` predicate would defeat them).
+    // No limit: the largest one (PostgreSQL refuses SQLite's `LIMIT -1`).
+    let limit = filter.limit.map_or(i64::MAX, i64::from);
     let query = match (&filter.task_id, &filter.agent_id) {
         (Some(task), Some(agent)) => sqlx::query(concat!(
             "SELECT * FROM change_sets WHERE ",
             open_sets!(),
-            // `+agent_id`: search the task's index (a task has few open sets; an
-            // agent may have many), not the agent's, which ties on cost.
-            " AND task_id = ?1 AND +agent_id = ?2 ORDER BY created_at DESC, id DESC LIMIT ?3"
+            // `agent_id || ''`: search the task's index (a task has few open sets; an
+            // agent may have many), not the agent's, which ties on cost. (SQLite's
+            // `+agent_id` idiom is no text operator in PostgreSQL.)
+            " AND task_id = $1 AND agent_id || '' = $2 ORDER BY created_at DESC, id DESC LIMIT $3"
         ))
         .bind(task.clone())
         .bind(agent.clone())
@@ -255,21 +257,21 @@ pub async fn pending(
         (Some(task), None) => sqlx::query(concat!(
             "SELECT * FROM change_sets WHERE ",
             open_sets!(),
-            " AND task_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2"
+            " AND task_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
         ))
         .bind(task.clone())
         .bind(limit),
         (None, Some(agent)) => sqlx::query(concat!(
             "SELECT * FROM change_sets WHERE ",
             open_sets!(),
-            " AND agent_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2"
+            " AND agent_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
         ))
         .bind(agent.clone())
         .bind(limit),
         (None, None) => sqlx::query(concat!(
             "SELECT * FROM change_sets WHERE ",
             open_sets!(),
-            " ORDER BY created_at DESC, id DESC LIMIT ?1"
+            " ORDER BY created_at DESC, id DESC LIMIT $1"
         ))
         .bind(limit),
     };
@@ -279,12 +281,12 @@ pub async fn pending(
 
 /// Ids of open sets created before `cutoff`, oldest first.
 pub async fn open_created_before(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     cutoff: OffsetDateTime,
 ) -> Result<Vec<Uuid>, StoreError> {
     let ids: Vec<String> = sqlx::query_scalar(
         "SELECT id FROM change_sets
-         WHERE status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL AND created_at < ?1
+         WHERE status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL AND created_at < $1
          ORDER BY created_at",
     )
     .bind(timefmt::format(cutoff))
@@ -301,20 +303,20 @@ pub async fn open_created_before(
 /// that asks now and then.
 #[tracing::instrument(skip(conn))]
 pub async fn with_status(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     status: ChangeSetStatus,
     filter: &PendingFilter,
 ) -> Result<Vec<ChangeSet>, StoreError> {
     let rows = sqlx::query(
         "SELECT * FROM change_sets
-         WHERE status = ?1 AND deleted_at IS NULL
-           AND (?2 IS NULL OR task_id = ?2) AND (?3 IS NULL OR agent_id = ?3)
-         ORDER BY created_at DESC, id DESC LIMIT ?4",
+         WHERE status = $1 AND deleted_at IS NULL
+           AND ($2 IS NULL OR task_id = $2) AND ($3 IS NULL OR agent_id = $3)
+         ORDER BY created_at DESC, id DESC LIMIT $4",
     )
     .bind(status.as_str())
     .bind(filter.task_id.as_deref())
     .bind(filter.agent_id.as_deref())
-    .bind(filter.limit.map_or(-1, i64::from))
+    .bind(filter.limit.map_or(i64::MAX, i64::from))
     .fetch_all(&mut *conn)
     .await?;
     with_items(conn, &rows).await

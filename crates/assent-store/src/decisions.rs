@@ -4,8 +4,8 @@ use crate::outbox::{self, entity};
 use crate::{StoreError, timefmt};
 use assent_domain::{ChangeDecision, VectorClock, Verdict};
 use serde_json::{Value, json};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -15,7 +15,7 @@ const TABLE: &str = "decisions";
 /// item violates a unique index and fails: exactly-once holds even against a bug above.
 #[tracing::instrument(skip_all, fields(decision = %decision.id, verdict = %decision.verdict))]
 pub async fn insert(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     decision: &ChangeDecision,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -35,14 +35,14 @@ pub async fn insert(
 /// The decision's row, without an outbox message; `origin_host` is `None` for a
 /// decision made on this device.
 pub(crate) async fn insert_row(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     decision: &ChangeDecision,
     origin_host: Option<&str>,
 ) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO decisions (id, change_set_id, item_index, agent_id, task_id, tool_name, verdict, reason,
                                 edited_args, human_summary, args, created_at, vector_clock, origin_host)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
     )
     .bind(decision.id.to_string())
     .bind(decision.change_set_id.to_string())
@@ -63,7 +63,7 @@ pub(crate) async fn insert_row(
     Ok(())
 }
 
-pub(crate) fn decode(row: &SqliteRow) -> Result<ChangeDecision, StoreError> {
+pub(crate) fn decode(row: &AnyRow) -> Result<ChangeDecision, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(TABLE, e);
     let json =
         |text: String| serde_json::from_str::<Value>(&text).map_err(|e| corrupt(e.to_string()));
@@ -96,7 +96,7 @@ pub(crate) fn decode(row: &SqliteRow) -> Result<ChangeDecision, StoreError> {
 /// The agent's most recent decisions (on `task_id` when given), newest first.
 #[tracing::instrument(skip(conn))]
 pub async fn recent(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     agent_id: &str,
     task_id: Option<&str>,
     limit: u32,
@@ -104,8 +104,8 @@ pub async fn recent(
     let rows = match task_id {
         Some(task) => {
             sqlx::query(
-                "SELECT * FROM decisions WHERE agent_id = ?1 AND task_id = ?2
-                 ORDER BY created_at DESC, rowid DESC LIMIT ?3",
+                "SELECT * FROM decisions WHERE agent_id = $1 AND task_id = $2
+                 ORDER BY created_at DESC, rowid DESC LIMIT $3",
             )
             .bind(agent_id)
             .bind(task)
@@ -114,7 +114,7 @@ pub async fn recent(
             .await?
         }
         None => {
-            sqlx::query("SELECT * FROM decisions WHERE agent_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2")
+            sqlx::query("SELECT * FROM decisions WHERE agent_id = $1 ORDER BY created_at DESC, rowid DESC LIMIT $2")
                 .bind(agent_id)
                 .bind(i64::from(limit))
                 .fetch_all(conn)
@@ -126,11 +126,11 @@ pub async fn recent(
 
 /// Every decision about one set, oldest first.
 pub async fn for_change_set(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     change_set_id: Uuid,
 ) -> Result<Vec<ChangeDecision>, StoreError> {
     let rows =
-        sqlx::query("SELECT * FROM decisions WHERE change_set_id = ?1 ORDER BY created_at, rowid")
+        sqlx::query("SELECT * FROM decisions WHERE change_set_id = $1 ORDER BY created_at, rowid")
             .bind(change_set_id.to_string())
             .fetch_all(conn)
             .await?;

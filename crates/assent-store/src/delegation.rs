@@ -5,8 +5,8 @@
 use crate::{StoreError, outbox, timefmt};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -88,13 +88,13 @@ const GRANTS: &str = "grants";
 /// Stores a grant and its outbox message.
 #[tracing::instrument(skip_all, fields(grant = %grant.id, agent = %grant.agent_path, tool = %grant.tool_name))]
 pub async fn insert_grant(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     grant: &Grant,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO grants (id, agent_path, tool_name, args_pattern, correlation_id, created_at, revoked_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(grant.id.to_string())
     .bind(&grant.agent_path)
@@ -109,7 +109,7 @@ pub async fn insert_grant(
 }
 
 async fn enqueue_grant(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     grant: &Grant,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -117,7 +117,7 @@ async fn enqueue_grant(
     outbox::enqueue(conn, GRANT_ENTITY, &grant.id.to_string(), &payload, now).await
 }
 
-fn decode_grant(row: &SqliteRow) -> Result<Grant, StoreError> {
+fn decode_grant(row: &AnyRow) -> Result<Grant, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(GRANTS, e);
     let id: String = row.try_get("id")?;
     let pattern: Option<String> = row.try_get("args_pattern")?;
@@ -140,12 +140,12 @@ fn decode_grant(row: &SqliteRow) -> Result<Grant, StoreError> {
 
 /// The active grants of `agent_path` for `tool_name`, oldest first.
 pub async fn active_grants(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     agent_path: &str,
     tool_name: &str,
 ) -> Result<Vec<Grant>, StoreError> {
     let rows = sqlx::query(
-        "SELECT * FROM grants WHERE agent_path = ?1 AND tool_name = ?2 AND revoked_at IS NULL
+        "SELECT * FROM grants WHERE agent_path = $1 AND tool_name = $2 AND revoked_at IS NULL
          ORDER BY created_at, id",
     )
     .bind(agent_path)
@@ -157,7 +157,7 @@ pub async fn active_grants(
 
 /// The first active grant of `agent_path` for `tool_name` that covers `args`.
 pub async fn covering_grant(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     agent_path: &str,
     tool_name: &str,
     args: &Value,
@@ -170,14 +170,14 @@ pub async fn covering_grant(
 
 /// Grants matching `filter`, oldest first.
 pub async fn list_grants(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     filter: &GrantFilter,
 ) -> Result<Vec<Grant>, StoreError> {
     // One static statement: NULL parameters switch a filter off.
     let rows = sqlx::query(
         "SELECT * FROM grants
-         WHERE (?1 IS NULL OR agent_path = ?1) AND (?2 IS NULL OR tool_name = ?2)
-           AND (?3 OR revoked_at IS NULL)
+         WHERE ($1 IS NULL OR agent_path = $1) AND ($2 IS NULL OR tool_name = $2)
+           AND ($3 OR revoked_at IS NULL)
          ORDER BY created_at, id",
     )
     .bind(filter.agent_path.as_deref())
@@ -191,11 +191,11 @@ pub async fn list_grants(
 /// Revokes grant `id` (and queues the change for other devices).
 #[tracing::instrument(skip(conn))]
 pub async fn revoke_grant(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: Uuid,
     now: OffsetDateTime,
 ) -> Result<Revocation, StoreError> {
-    let Some(row) = sqlx::query("SELECT * FROM grants WHERE id = ?1")
+    let Some(row) = sqlx::query("SELECT * FROM grants WHERE id = $1")
         .bind(id.to_string())
         .fetch_optional(&mut *conn)
         .await?
@@ -206,7 +206,7 @@ pub async fn revoke_grant(
     if grant.revoked_at.is_some() {
         return Ok(Revocation::AlreadyRevoked(grant));
     }
-    sqlx::query("UPDATE grants SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL")
+    sqlx::query("UPDATE grants SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
         .bind(id.to_string())
         .bind(timefmt::format(now))
         .execute(&mut *conn)
@@ -248,14 +248,14 @@ const DELEGATIONS: &str = "delegations";
 /// Records a delegation and its outbox message.
 #[tracing::instrument(skip_all, fields(correlation_id = %delegation.correlation_id, outcome = %delegation.outcome))]
 pub async fn record(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     delegation: &Delegation,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO delegations (correlation_id, agent_path, change_set_id, item_index, tool_name, outcome,
                                   reason, decision_id, grant_id, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(&delegation.correlation_id)
     .bind(&delegation.agent_path)
@@ -281,7 +281,7 @@ pub async fn record(
     .await
 }
 
-fn decode_delegation(row: &SqliteRow) -> Result<Delegation, StoreError> {
+fn decode_delegation(row: &AnyRow) -> Result<Delegation, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(DELEGATIONS, e);
     let uuid = |text: String| Uuid::parse_str(&text).map_err(|e| corrupt(e.to_string()));
     let set: String = row.try_get("change_set_id")?;
@@ -305,11 +305,11 @@ fn decode_delegation(row: &SqliteRow) -> Result<Delegation, StoreError> {
 
 /// Every delegation about one change set, oldest first.
 pub async fn for_change_set(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     change_set_id: Uuid,
 ) -> Result<Vec<Delegation>, StoreError> {
     let rows = sqlx::query(
-        "SELECT * FROM delegations WHERE change_set_id = ?1 ORDER BY item_index, created_at, rowid",
+        "SELECT * FROM delegations WHERE change_set_id = $1 ORDER BY item_index, created_at, rowid",
     )
     .bind(change_set_id.to_string())
     .fetch_all(conn)

@@ -14,7 +14,7 @@ use assent_tools::{
     AgentPolicy, AuditKind, AuditRecord, AuditSink, BoxFuture, CategoryResolver, RuleAction,
     TargetCategory, ToolHandler, ToolInvocation, ToolSpec,
 };
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -24,12 +24,12 @@ use time::OffsetDateTime;
 /// Writes audit records to the store's `audit_records` table, each in its own
 /// savepoint so a failed write cannot poison the surrounding transaction.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SqliteAuditSink;
+pub struct StoreAuditSink;
 
-impl AuditSink<SqliteConnection> for SqliteAuditSink {
+impl AuditSink<AnyConnection> for StoreAuditSink {
     fn record<'a>(
         &'a self,
-        ctx: &'a mut SqliteConnection,
+        ctx: &'a mut AnyConnection,
         record: &'a AuditRecord,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
@@ -64,7 +64,7 @@ pub struct ExecutionRequest<'a> {
     /// The tool.
     pub spec: &'a ToolSpec,
     /// Its handler, if the host has one.
-    pub handler: Option<&'a dyn ToolHandler<SqliteConnection>>,
+    pub handler: Option<&'a dyn ToolHandler<AnyConnection>>,
     /// The call, with its deterministic operation id.
     pub invocation: ToolInvocation,
     /// A person confirmed it (an `ask` rule is then satisfied).
@@ -122,8 +122,8 @@ impl ExecutionOutcome {
 
 /// Runs tools under policy, with an audit trail.
 pub struct AuditedExecutor<'h> {
-    resolver: &'h dyn CategoryResolver<SqliteConnection>,
-    audit: &'h dyn AuditSink<SqliteConnection>,
+    resolver: &'h dyn CategoryResolver<AnyConnection>,
+    audit: &'h dyn AuditSink<AnyConnection>,
 }
 
 /// Polls a future, turning a panic inside it into an error.
@@ -152,13 +152,13 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
 impl<'h> AuditedExecutor<'h> {
     /// An executor resolving targets with `resolver` and auditing to `audit`.
     pub fn new(
-        resolver: &'h dyn CategoryResolver<SqliteConnection>,
-        audit: &'h dyn AuditSink<SqliteConnection>,
+        resolver: &'h dyn CategoryResolver<AnyConnection>,
+        audit: &'h dyn AuditSink<AnyConnection>,
     ) -> Self {
         Self { resolver, audit }
     }
 
-    async fn write_audit(&self, conn: &mut SqliteConnection, record: AuditRecord) {
+    async fn write_audit(&self, conn: &mut AnyConnection, record: AuditRecord) {
         if let Err(error) = self.audit.record(conn, &record).await {
             tracing::warn!(
                 operation_id = %record.operation_id,
@@ -196,7 +196,7 @@ impl<'h> AuditedExecutor<'h> {
 
     async fn policy_denial(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut AnyConnection,
         req: &ExecutionRequest<'_>,
     ) -> Option<String> {
         let task_id = &req.invocation.target.task_id;
@@ -226,7 +226,7 @@ impl<'h> AuditedExecutor<'h> {
     )]
     pub async fn execute(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut AnyConnection,
         req: ExecutionRequest<'_>,
     ) -> Result<ExecutionOutcome, StoreError> {
         if let Some(reason) = self.policy_denial(conn, &req).await {
@@ -314,7 +314,7 @@ impl<'h> AuditedExecutor<'h> {
 
     async fn fail(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut AnyConnection,
         req: &ExecutionRequest<'_>,
         error: String,
     ) -> Result<ExecutionOutcome, StoreError> {

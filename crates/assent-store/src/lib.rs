@@ -1,19 +1,21 @@
-//! Persistence of Assent on SQLite (sqlx): change sets and their items, decisions, the
-//! audit trail, applied operations and the sync outbox, plus the audited executor that
-//! runs tools inside the caller's write transaction.
+//! Persistence of Assent on SQLite or PostgreSQL (sqlx's `Any` driver, the [`Backend`]
+//! chosen once from the URL scheme): change sets and their items, decisions, the audit
+//! trail, applied operations and the sync outbox, plus the audited executor that runs
+//! tools inside the caller's write transaction.
 //!
 //! Every write that another device must learn about enqueues an outbox message in the
 //! same transaction ([`outbox::enqueue`]), so a rollback leaves neither the row nor its
-//! message behind. Functions that take `&mut SqliteConnection` compose inside one
-//! transaction opened with [`Store::begin_write`] (`BEGIN IMMEDIATE`, so concurrent
-//! writers queue on the lock instead of failing late).
+//! message behind. Functions that take `&mut AnyConnection` compose inside one
+//! transaction opened with [`Store::begin_write`] (`BEGIN IMMEDIATE` on SQLite, an
+//! advisory writer lock on PostgreSQL, so concurrent writers, in this process or
+//! another, queue on the lock instead of failing late).
 //!
 //! Device sync ([`sync`]) exports this device's synced state as an
 //! [`assent_sync::SyncBatch`] and merges a peer's batch by executing the pure plan of
 //! [`assent_sync::plan_merge`] in one transaction; host-owned rows (journal tasks)
 //! take part through [`sync::HostEntities`].
 //!
-//! Durability: WAL journal, `synchronous = FULL` by default (a committed decision
+//! Durability on SQLite: WAL journal, `synchronous = FULL` by default (a committed decision
 //! survives power loss, not only a crash of the process; [`Durability`] names the
 //! trade-off), foreign keys on, a 10 s busy timeout.
 
@@ -35,8 +37,8 @@ pub mod sync;
 pub mod timefmt;
 
 pub use error::StoreError;
-pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest, SqliteAuditSink};
-pub use store::{Durability, Store, StoreOptions};
+pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest, StoreAuditSink};
+pub use store::{Backend, Durability, Store, StoreOptions};
 
 /// The connection type the store's functions and the host's handlers work on.
-pub use sqlx::SqliteConnection;
+pub use sqlx::AnyConnection;

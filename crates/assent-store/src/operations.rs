@@ -3,16 +3,16 @@
 
 use crate::{StoreError, timefmt};
 use assent_domain::OperationId;
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 use time::OffsetDateTime;
 
 /// The message recorded when `operation_id` was applied, if it was.
 pub async fn applied(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     operation_id: &OperationId,
 ) -> Result<Option<String>, StoreError> {
     Ok(
-        sqlx::query_scalar("SELECT message FROM applied_operations WHERE operation_id = ?1")
+        sqlx::query_scalar("SELECT message FROM applied_operations WHERE operation_id = $1")
             .bind(operation_id.as_str())
             .fetch_optional(conn)
             .await?,
@@ -22,7 +22,7 @@ pub async fn applied(
 /// Records that `operation_id` was applied. Returns false when it already was (the
 /// caller must then not apply it).
 pub async fn record_applied(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     operation_id: &OperationId,
     tool_name: &str,
     task_id: &str,
@@ -31,7 +31,7 @@ pub async fn record_applied(
 ) -> Result<bool, StoreError> {
     let inserted = sqlx::query(
         "INSERT INTO applied_operations (operation_id, tool_name, task_id, message, applied_at)
-         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (operation_id) DO NOTHING",
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (operation_id) DO NOTHING",
     )
     .bind(operation_id.as_str())
     .bind(tool_name)

@@ -5,10 +5,10 @@
 //! each message sent or failed; failures are retried until `max_attempts`, then kept
 //! as `dead` for a person to look at.
 
-use crate::{StoreError, timefmt};
+use crate::{Backend, StoreError, timefmt};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::{Row, SqliteConnection};
+use sqlx::{AnyConnection, Row};
 use time::{Duration, OffsetDateTime};
 
 /// The kinds of entity the outbox carries.
@@ -67,7 +67,7 @@ pub enum FailureDisposition {
 /// value) for `entity_type`/`entity_id`, replacing the payload of an unsent message for
 /// the same entity.
 pub async fn enqueue(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     entity_type: &str,
     entity_id: &str,
     payload: &(impl Serialize + ?Sized),
@@ -79,7 +79,7 @@ pub async fn enqueue(
     let now = timefmt::format(now);
     sqlx::query(
         "INSERT INTO outbox (entity_type, entity_id, payload, status, attempts, created_at, updated_at)
-         VALUES (?1, ?2, ?3, 'pending', 0, ?4, ?4)
+         VALUES ($1, $2, $3, 'pending', 0, $4, $4)
          ON CONFLICT (entity_type, entity_id) WHERE status = 'pending'
          DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at",
     )
@@ -92,7 +92,7 @@ pub async fn enqueue(
     Ok(())
 }
 
-fn decode(row: &sqlx::sqlite::SqliteRow) -> Result<OutboxMessage, StoreError> {
+fn decode(row: &sqlx::any::AnyRow) -> Result<OutboxMessage, StoreError> {
     let payload: String = row.try_get("payload")?;
     let created_at: String = row.try_get("created_at")?;
     let updated_at: String = row.try_get("updated_at")?;
@@ -109,22 +109,34 @@ fn decode(row: &sqlx::sqlite::SqliteRow) -> Result<OutboxMessage, StoreError> {
     })
 }
 
+/// Deliverable messages, oldest first; SQLite's single writer lock keeps two
+/// claimers apart.
+const CLAIMABLE: &str = "SELECT * FROM outbox
+     WHERE status = 'pending' OR (status = 'inFlight' AND claimed_until < $1)
+     ORDER BY id LIMIT $2";
+
+/// [`CLAIMABLE`] on a shared PostgreSQL: the rows stay locked until the claim commits,
+/// and a concurrent claimer skips them instead of waiting and claiming them again.
+const CLAIMABLE_SKIP_LOCKED: &str = "SELECT * FROM outbox
+     WHERE status = 'pending' OR (status = 'inFlight' AND claimed_until < $1)
+     ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED";
+
 /// Claims up to `limit` deliverable messages (pending, or in flight with an expired
-/// lease), oldest first, leasing them until `now + lease`. Run it in a write
-/// transaction so two senders never claim the same message.
+/// lease), oldest first, leasing them until `now + lease`. Run it in
+/// [`crate::Store::begin_claim`]'s transaction (or a write transaction) so two senders
+/// never claim the same message, from one process or several.
 #[tracing::instrument(skip(conn))]
 pub async fn claim_batch(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     limit: u32,
     now: OffsetDateTime,
     lease: Duration,
 ) -> Result<Vec<OutboxMessage>, StoreError> {
     let now_text = timefmt::format(now);
-    let rows = sqlx::query(
-        "SELECT * FROM outbox
-         WHERE status = 'pending' OR (status = 'inFlight' AND claimed_until < ?1)
-         ORDER BY id LIMIT ?2",
-    )
+    let rows = sqlx::query(match Backend::of(conn) {
+        Backend::Sqlite => CLAIMABLE,
+        Backend::Postgres => CLAIMABLE_SKIP_LOCKED,
+    })
     .bind(&now_text)
     .bind(i64::from(limit))
     .fetch_all(&mut *conn)
@@ -133,7 +145,7 @@ pub async fn claim_batch(
     let mut claimed = Vec::with_capacity(rows.len());
     for row in &rows {
         let mut message = decode(row)?;
-        sqlx::query("UPDATE outbox SET status = 'inFlight', claimed_until = ?1, updated_at = ?2 WHERE id = ?3")
+        sqlx::query("UPDATE outbox SET status = 'inFlight', claimed_until = $1, updated_at = $2 WHERE id = $3")
             .bind(&until)
             .bind(&now_text)
             .bind(message.id)
@@ -149,7 +161,7 @@ pub async fn claim_batch(
 /// Marks delivered messages sent.
 #[tracing::instrument(skip(conn))]
 pub async fn mark_sent(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     ids: &[i64],
     now: OffsetDateTime,
 ) -> Result<u64, StoreError> {
@@ -157,7 +169,7 @@ pub async fn mark_sent(
     let mut marked = 0;
     for id in ids {
         marked += sqlx::query(
-            "UPDATE outbox SET status = 'sent', claimed_until = NULL, updated_at = ?1 WHERE id = ?2 AND status = 'inFlight'",
+            "UPDATE outbox SET status = 'sent', claimed_until = NULL, updated_at = $1 WHERE id = $2 AND status = 'inFlight'",
         )
         .bind(&now)
         .bind(id)
@@ -172,14 +184,14 @@ pub async fn mark_sent(
 /// `max_attempts` times, unless a newer message for the same entity supersedes it.
 #[tracing::instrument(skip(conn))]
 pub async fn mark_failed(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: i64,
     error: &str,
     max_attempts: i64,
     now: OffsetDateTime,
 ) -> Result<FailureDisposition, StoreError> {
     let now = timefmt::format(now);
-    let row = sqlx::query("SELECT entity_type, entity_id, attempts FROM outbox WHERE id = ?1")
+    let row = sqlx::query("SELECT entity_type, entity_id, attempts FROM outbox WHERE id = $1")
         .bind(id)
         .fetch_optional(&mut *conn)
         .await?;
@@ -190,7 +202,7 @@ pub async fn mark_failed(
         (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
     let attempts = attempts + 1;
     let newer: Option<i64> = sqlx::query_scalar(
-        "SELECT id FROM outbox WHERE entity_type = ?1 AND entity_id = ?2 AND status = 'pending' AND id <> ?3",
+        "SELECT id FROM outbox WHERE entity_type = $1 AND entity_id = $2 AND status = 'pending' AND id <> $3",
     )
     .bind(&entity_type)
     .bind(&entity_id)
@@ -205,7 +217,7 @@ pub async fn mark_failed(
         ("pending", FailureDisposition::WillRetry)
     };
     sqlx::query(
-        "UPDATE outbox SET status = ?1, attempts = ?2, last_error = ?3, claimed_until = NULL, updated_at = ?4 WHERE id = ?5",
+        "UPDATE outbox SET status = $1, attempts = $2, last_error = $3, claimed_until = NULL, updated_at = $4 WHERE id = $5",
     )
     .bind(status)
     .bind(attempts)
@@ -220,10 +232,10 @@ pub async fn mark_failed(
 
 /// The messages not yet delivered (pending, in flight, dead), oldest first.
 pub async fn undelivered(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     limit: u32,
 ) -> Result<Vec<OutboxMessage>, StoreError> {
-    let rows = sqlx::query("SELECT * FROM outbox WHERE status <> 'sent' ORDER BY id LIMIT ?1")
+    let rows = sqlx::query("SELECT * FROM outbox WHERE status <> 'sent' ORDER BY id LIMIT $1")
         .bind(i64::from(limit))
         .fetch_all(conn)
         .await?;
@@ -231,7 +243,7 @@ pub async fn undelivered(
 }
 
 /// How many rows the outbox holds, whatever their status.
-pub async fn count(conn: &mut SqliteConnection) -> Result<i64, StoreError> {
+pub async fn count(conn: &mut AnyConnection) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar("SELECT COUNT(*) FROM outbox")
         .fetch_one(conn)
         .await?)

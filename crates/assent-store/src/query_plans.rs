@@ -57,7 +57,7 @@ const CASES: &[Case] = &[
         sql: &[
             "SELECT * FROM change_sets WHERE ",
             OPEN,
-            " AND task_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2",
+            " AND task_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
         ],
         binds: &[Bind::Text("task-1"), Bind::Int(-1)],
         table: "change_sets",
@@ -70,7 +70,7 @@ const CASES: &[Case] = &[
         sql: &[
             "SELECT * FROM change_sets WHERE ",
             OPEN,
-            " AND agent_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2",
+            " AND agent_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
         ],
         binds: &[Bind::Text("agent-1"), Bind::Int(-1)],
         table: "change_sets",
@@ -83,7 +83,7 @@ const CASES: &[Case] = &[
         sql: &[
             "SELECT * FROM change_sets WHERE ",
             OPEN,
-            " AND task_id = ?1 AND +agent_id = ?2 ORDER BY created_at DESC, id DESC LIMIT ?3",
+            " AND task_id = $1 AND agent_id || '' = $2 ORDER BY created_at DESC, id DESC LIMIT $3",
         ],
         binds: &[Bind::Text("task-1"), Bind::Text("agent-1"), Bind::Int(-1)],
         table: "change_sets",
@@ -96,7 +96,7 @@ const CASES: &[Case] = &[
         name: "expiry scan",
         source: CHANGE_SETS_RS,
         sql: &["SELECT id FROM change_sets
-         WHERE status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL AND created_at < ?1
+         WHERE status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL AND created_at < $1
          ORDER BY created_at"],
         binds: &[Bind::Text("2026-03-01T12:00:00.000000Z")],
         table: "change_sets",
@@ -107,7 +107,7 @@ const CASES: &[Case] = &[
         name: "recent decisions by agent",
         source: DECISIONS_RS,
         sql: &[
-            "SELECT * FROM decisions WHERE agent_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2",
+            "SELECT * FROM decisions WHERE agent_id = $1 ORDER BY created_at DESC, rowid DESC LIMIT $2",
         ],
         binds: &[Bind::Text("agent-1"), Bind::Int(200)],
         table: "decisions",
@@ -118,8 +118,8 @@ const CASES: &[Case] = &[
         name: "recent decisions by agent and task",
         source: DECISIONS_RS,
         sql: &[
-            "SELECT * FROM decisions WHERE agent_id = ?1 AND task_id = ?2
-                 ORDER BY created_at DESC, rowid DESC LIMIT ?3",
+            "SELECT * FROM decisions WHERE agent_id = $1 AND task_id = $2
+                 ORDER BY created_at DESC, rowid DESC LIMIT $3",
         ],
         binds: &[Bind::Text("agent-1"), Bind::Text("task-1"), Bind::Int(200)],
         table: "decisions",
@@ -130,7 +130,7 @@ const CASES: &[Case] = &[
         name: "audit by task",
         source: AUDIT_RS,
         sql: &[
-            "SELECT * FROM (SELECT * FROM audit_records WHERE task_id = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id",
+            "SELECT * FROM (SELECT * FROM audit_records WHERE task_id = $1 ORDER BY id DESC LIMIT $2) AS recent ORDER BY id",
         ],
         binds: &[Bind::Text("task-1"), Bind::Int(100)],
         table: "audit_records",
@@ -142,7 +142,7 @@ const CASES: &[Case] = &[
         name: "audit by run",
         source: AUDIT_RS,
         sql: &[
-            "SELECT * FROM (SELECT * FROM audit_records WHERE run_key = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id",
+            "SELECT * FROM (SELECT * FROM audit_records WHERE run_key = $1 ORDER BY id DESC LIMIT $2) AS recent ORDER BY id",
         ],
         binds: &[Bind::Text("run-1"), Bind::Int(100)],
         table: "audit_records",

@@ -1,17 +1,70 @@
-//! Opening the database: connection options, durability settings, migrations.
+//! Opening the database: the backend chosen from the URL, connection settings,
+//! durability, migrations, and the write transaction.
 
 use crate::StoreError;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool, Transaction};
-use std::str::FromStr;
+use sqlx::any::AnyPoolOptions;
+use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 use std::time::Duration;
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
+static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
+static POSTGRES_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+
+/// Which database a store runs on, chosen once from the URL scheme. The SQL is shared;
+/// the few places where the dialects differ ask this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite:` URLs: one file (or memory), one writer at a time.
+    Sqlite,
+    /// `postgres:` / `postgresql:` URLs: a server shared by several processes.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend a URL names, by its scheme.
+    pub fn from_url(url: &str) -> Option<Self> {
+        let scheme = url.split_once(':').map(|(scheme, _)| scheme)?;
+        match scheme {
+            "sqlite" => Some(Self::Sqlite),
+            "postgres" | "postgresql" => Some(Self::Postgres),
+            _ => None,
+        }
+    }
+
+    /// The backend behind an open connection (or a transaction, through deref).
+    pub fn of(conn: &AnyConnection) -> Self {
+        if conn.backend_name().eq_ignore_ascii_case("postgresql") {
+            Self::Postgres
+        } else {
+            Self::Sqlite
+        }
+    }
+
+    /// What a claim query appends so that concurrent claimers on a shared server skip
+    /// each other's rows instead of claiming them twice. SQLite needs nothing: the
+    /// claim runs under its single write lock.
+    pub fn skip_locked(self) -> &'static str {
+        match self {
+            Self::Sqlite => "",
+            Self::Postgres => " FOR UPDATE SKIP LOCKED",
+        }
+    }
+
+    fn migrator(self) -> &'static sqlx::migrate::Migrator {
+        match self {
+            Self::Sqlite => &SQLITE_MIGRATOR,
+            Self::Postgres => &POSTGRES_MIGRATOR,
+        }
+    }
+}
+
+/// An arbitrary constant naming Assent's writer lock among PostgreSQL advisory locks.
+const WRITER_LOCK_KEY: i64 = 0x4153_5345_4e54; // "ASSENT"
 
 /// How to open a store.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
-    /// `sqlite://path/to/file.db` (created when missing) or `sqlite::memory:`.
+    /// `sqlite://path/to/file.db` (created when missing), `sqlite::memory:`, or
+    /// `postgres://user@host:port/database` (the database must exist).
     pub url: String,
     /// This device's id in vector clocks. Empty (the default): the id stored in the
     /// database, generated (a uuid) on its first open. A given id is stored on the
@@ -26,7 +79,8 @@ pub struct StoreOptions {
     pub durability: Durability,
 }
 
-/// What a committed transaction survives (SQLite's `synchronous` setting, in WAL mode).
+/// What a committed transaction survives (SQLite's `synchronous` setting, in WAL mode;
+/// PostgreSQL keeps its server's own settings).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Durability {
     /// `synchronous = FULL`: the WAL is synced on every commit, so a committed decision
@@ -44,13 +98,6 @@ impl Durability {
         match self {
             Self::Full => "FULL",
             Self::Normal => "NORMAL",
-        }
-    }
-
-    fn synchronous(self) -> SqliteSynchronous {
-        match self {
-            Self::Full => SqliteSynchronous::Full,
-            Self::Normal => SqliteSynchronous::Normal,
         }
     }
 }
@@ -72,7 +119,8 @@ impl StoreOptions {
 /// The database of one Assent installation.
 #[derive(Debug, Clone)]
 pub struct Store {
-    pool: SqlitePool,
+    pool: AnyPool,
+    backend: Backend,
     host_id: String,
 }
 
@@ -85,39 +133,44 @@ impl Store {
     /// Opens with explicit options.
     #[tracing::instrument(skip_all, fields(url = %options.url))]
     pub async fn open_with(options: StoreOptions) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
         let open_error = |source| StoreError::Open {
             url: options.url.clone(),
             source,
         };
-        let connect = SqliteConnectOptions::from_str(&options.url)
-            .map_err(open_error)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(options.durability.synchronous())
-            .foreign_keys(true)
-            .busy_timeout(options.busy_timeout);
-        // Each connection to an in-memory database is a database of its own: one
-        // connection, or the migrations and the data would land in different ones.
-        let in_memory = options.url.contains(":memory:") || options.url.contains("mode=memory");
-        let max_connections = if in_memory {
-            1
-        } else {
-            options.max_connections.max(1)
-        };
-        let pool = SqlitePoolOptions::new()
-            .max_connections(max_connections)
-            .connect_with(connect)
-            .await
-            .map_err(open_error)?;
-        MIGRATOR.run(&pool).await?;
+        let backend = Backend::from_url(&options.url).ok_or_else(|| {
+            open_error(sqlx::Error::Configuration(
+                "the URL scheme must be sqlite:, postgres: or postgresql:".into(),
+            ))
+        })?;
+        let pool = match backend {
+            Backend::Sqlite => open_sqlite(&options).await,
+            Backend::Postgres => {
+                AnyPoolOptions::new()
+                    .max_connections(options.max_connections.max(1))
+                    .connect(&options.url)
+                    .await
+            }
+        }
+        .map_err(open_error)?;
+        backend.migrator().run(&pool).await?;
         let host_id = device_host_id(&pool, options.host_id).await?;
-        tracing::debug!(%host_id, "store open and migrated");
-        Ok(Self { pool, host_id })
+        tracing::debug!(%host_id, ?backend, "store open and migrated");
+        Ok(Self {
+            pool,
+            backend,
+            host_id,
+        })
     }
 
     /// The connection pool, for reads.
-    pub fn pool(&self) -> &SqlitePool {
+    pub fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// The database this store runs on.
+    pub fn backend(&self) -> Backend {
+        self.backend
     }
 
     /// This device's id in vector clocks.
@@ -125,10 +178,33 @@ impl Store {
         &self.host_id
     }
 
-    /// A write transaction holding SQLite's write lock from its first statement
-    /// (`BEGIN IMMEDIATE`): whatever it reads stays true until it commits.
-    pub async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    /// A write transaction holding the database's writer lock from its first statement,
+    /// so whatever it reads stays true until it commits and concurrent writers, from
+    /// this process or another, queue instead of deciding the same item twice. SQLite:
+    /// `BEGIN IMMEDIATE`. PostgreSQL: `BEGIN` plus a transaction-scoped advisory lock
+    /// that every writer takes, the same one-writer-at-a-time rule.
+    pub async fn begin_write(&self) -> Result<Transaction<'static, Any>, StoreError> {
+        match self.backend {
+            Backend::Sqlite => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?),
+            Backend::Postgres => {
+                let mut tx = self.pool.begin().await?;
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(WRITER_LOCK_KEY)
+                    .execute(&mut *tx)
+                    .await?;
+                Ok(tx)
+            }
+        }
+    }
+
+    /// A transaction for claiming queued work (the outbox) without the writer lock:
+    /// on PostgreSQL two claimers run side by side and `FOR UPDATE SKIP LOCKED` keeps
+    /// them off each other's rows; SQLite has one writer anyway (`BEGIN IMMEDIATE`).
+    pub async fn begin_claim(&self) -> Result<Transaction<'static, Any>, StoreError> {
+        match self.backend {
+            Backend::Sqlite => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?),
+            Backend::Postgres => Ok(self.pool.begin().await?),
+        }
     }
 
     /// Closes the pool, waiting for connections to finish.
@@ -137,10 +213,49 @@ impl Store {
     }
 }
 
+/// A pool on a SQLite file: WAL, the chosen durability, foreign keys and the busy
+/// timeout, set on every connection (the `Any` driver takes only a URL).
+async fn open_sqlite(options: &StoreOptions) -> Result<AnyPool, sqlx::Error> {
+    // Each connection to an in-memory database is a database of its own: one
+    // connection, or the migrations and the data would land in different ones.
+    let in_memory = options.url.contains(":memory:") || options.url.contains("mode=memory");
+    let max_connections = if in_memory {
+        1
+    } else {
+        options.max_connections.max(1)
+    };
+    let url = if in_memory || options.url.contains("mode=") {
+        options.url.clone()
+    } else if options.url.contains('?') {
+        format!("{}&mode=rwc", options.url)
+    } else {
+        format!("{}?mode=rwc", options.url)
+    };
+    // The busy timeout first: switching to WAL needs the lock another opener may hold.
+    let pragmas = format!(
+        "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; PRAGMA foreign_keys = ON;",
+        options.busy_timeout.as_millis(),
+        options.durability.as_str()
+    );
+    AnyPoolOptions::new()
+        .max_connections(max_connections)
+        .after_connect(move |conn, _| {
+            let pragmas = pragmas.clone();
+            Box::pin(async move {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(pragmas))
+                    .execute(conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .connect(&url)
+        .await
+}
+
 /// The host id to use: `given`, or (when blank) the one stored in the database,
 /// storing one on the first open. Two processes racing on a new database agree,
 /// because only the first insert lands; later opens only read.
-async fn device_host_id(pool: &SqlitePool, given: String) -> Result<String, StoreError> {
+async fn device_host_id(pool: &AnyPool, given: String) -> Result<String, StoreError> {
     let read =
         || sqlx::query_scalar::<_, String>("SELECT host_id FROM sync_device WHERE singleton = 1");
     let stored = match read().fetch_optional(pool).await? {
@@ -151,7 +266,7 @@ async fn device_host_id(pool: &SqlitePool, given: String) -> Result<String, Stor
             } else {
                 given.clone()
             };
-            sqlx::query("INSERT INTO sync_device (singleton, host_id) VALUES (1, ?1) ON CONFLICT DO NOTHING")
+            sqlx::query("INSERT INTO sync_device (singleton, host_id) VALUES (1, $1) ON CONFLICT DO NOTHING")
                 .bind(&candidate)
                 .execute(pool)
                 .await?;
@@ -195,6 +310,31 @@ mod tests {
             .await
             .expect("opens");
         assert_ne!(other.host_id(), id, "every database is a device of its own");
+    }
+
+    #[test]
+    fn the_backend_is_chosen_from_the_url_scheme() {
+        assert_eq!(Backend::from_url("sqlite://a.db"), Some(Backend::Sqlite));
+        assert_eq!(Backend::from_url("sqlite::memory:"), Some(Backend::Sqlite));
+        assert_eq!(
+            Backend::from_url("postgres://u@h/db"),
+            Some(Backend::Postgres)
+        );
+        assert_eq!(
+            Backend::from_url("postgresql://u@h/db"),
+            Some(Backend::Postgres)
+        );
+        assert_eq!(Backend::from_url("mysql://u@h/db"), None);
+        assert_eq!(Backend::from_url("assent.db"), None);
+    }
+
+    #[tokio::test]
+    async fn an_unknown_scheme_is_a_clear_error() {
+        let err = Store::open("mysql://u@h/db").await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot open database mysql://u@h/db: error with configuration: the URL scheme must be sqlite:, postgres: or postgresql:"
+        );
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@ use assent_sync::{
 };
 use assent_tools::BoxFuture;
 use serde::{Deserialize, Serialize};
-use sqlx::{Row, SqliteConnection};
+use sqlx::{AnyConnection, Row};
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
@@ -29,13 +29,13 @@ pub trait HostEntities: Send + Sync {
     /// Every synced row of the host.
     fn export<'a>(
         &'a self,
-        conn: &'a mut SqliteConnection,
+        conn: &'a mut AnyConnection,
     ) -> BoxFuture<'a, Result<Vec<EntityVersion>, String>>;
 
     /// Writes `version` over the local row (creating it when missing).
     fn write<'a>(
         &'a self,
-        conn: &'a mut SqliteConnection,
+        conn: &'a mut AnyConnection,
         version: &'a EntityVersion,
     ) -> BoxFuture<'a, Result<(), String>>;
 }
@@ -86,7 +86,7 @@ const DRAIN_BATCH: u32 = 500;
 /// have equal states).
 #[tracing::instrument(skip(conn, host))]
 pub async fn local_state(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     host_id: &str,
     host: &dyn HostEntities,
 ) -> Result<SyncState, StoreError> {
@@ -139,7 +139,7 @@ pub async fn local_state(
 /// it queued is in the batch. Run it in a write transaction.
 #[tracing::instrument(skip(conn, host))]
 pub async fn export(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     host_id: &str,
     host: &dyn HostEntities,
     batch_id: Uuid,
@@ -176,7 +176,7 @@ pub async fn export(
 /// written; a batch merged before changes nothing.
 #[tracing::instrument(skip(conn, host, batch), fields(batch = %batch.batch_id, from = %batch.from_host))]
 pub async fn import(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     host_id: &str,
     host: &dyn HostEntities,
     batch: &SyncBatch,
@@ -188,7 +188,7 @@ pub async fn import(
         ..ImportReport::default()
     };
     let seen: Option<String> =
-        sqlx::query_scalar("SELECT batch_id FROM sync_applied_batches WHERE batch_id = ?1")
+        sqlx::query_scalar("SELECT batch_id FROM sync_applied_batches WHERE batch_id = $1")
             .bind(batch.batch_id.to_string())
             .fetch_optional(&mut *conn)
             .await?;
@@ -206,7 +206,7 @@ pub async fn import(
                 report.change_sets_inserted += 1;
             }
             SyncOp::DemoteDecision(conflict) => {
-                sqlx::query("DELETE FROM decisions WHERE id = ?1")
+                sqlx::query("DELETE FROM decisions WHERE id = $1")
                     .bind(conflict.loser.decision.id.to_string())
                     .execute(&mut *conn)
                     .await?;
@@ -239,7 +239,7 @@ pub async fn import(
     }
     let now_text = timefmt::format(now);
     sqlx::query(
-        "INSERT INTO sync_applied_batches (batch_id, from_host, applied_at) VALUES (?1, ?2, ?3)",
+        "INSERT INTO sync_applied_batches (batch_id, from_host, applied_at) VALUES ($1, $2, $3)",
     )
     .bind(batch.batch_id.to_string())
     .bind(&batch.from_host)
@@ -247,9 +247,9 @@ pub async fn import(
     .execute(&mut *conn)
     .await?;
     sqlx::query(
-        "INSERT INTO sync_peers (host_id, last_batch_id, last_merged_at, batches_merged) VALUES (?1, ?2, ?3, 1)
+        "INSERT INTO sync_peers (host_id, last_batch_id, last_merged_at, batches_merged) VALUES ($1, $2, $3, 1)
          ON CONFLICT (host_id) DO UPDATE SET last_batch_id = excluded.last_batch_id,
-             last_merged_at = excluded.last_merged_at, batches_merged = batches_merged + 1",
+             last_merged_at = excluded.last_merged_at, batches_merged = sync_peers.batches_merged + 1",
     )
     .bind(&batch.from_host)
     .bind(batch.batch_id.to_string())
@@ -272,7 +272,7 @@ pub async fn import(
 }
 
 async fn record_conflict(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     conflict: &Conflict,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -282,7 +282,7 @@ async fn record_conflict(
     sqlx::query(
         "INSERT INTO sync_conflicts (decision_id, change_set_id, item_index, task_id, origin_host, decision,
                                      winner_decision_id, winner_host, winner_verdict, recorded_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(loser.decision.id.to_string())
     .bind(conflict.change_set_id.to_string())
@@ -300,7 +300,7 @@ async fn record_conflict(
 }
 
 /// Every recorded conflict, oldest item first.
-pub async fn conflicts(conn: &mut SqliteConnection) -> Result<Vec<ConflictRecord>, StoreError> {
+pub async fn conflicts(conn: &mut AnyConnection) -> Result<Vec<ConflictRecord>, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(CONFLICTS, e);
     let rows =
         sqlx::query("SELECT * FROM sync_conflicts ORDER BY change_set_id, item_index, decision_id")
@@ -352,7 +352,7 @@ pub struct Peer {
 }
 
 /// The devices this one has merged batches from, by host id.
-pub async fn peers(conn: &mut SqliteConnection) -> Result<Vec<Peer>, StoreError> {
+pub async fn peers(conn: &mut AnyConnection) -> Result<Vec<Peer>, StoreError> {
     const PEERS: &str = "sync_peers";
     let rows = sqlx::query("SELECT * FROM sync_peers ORDER BY host_id")
         .fetch_all(conn)

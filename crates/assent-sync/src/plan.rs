@@ -499,14 +499,19 @@ fn merge_set(
         .into_iter()
         .flatten()
         .any(|s| s.status == ChangeSetStatus::Expired);
+    // A device that resolved the set stamped it with its own clock at the deciding
+    // action, which need not be the latest decision time (clocks differ between devices
+    // and can step back). Keeping the earliest stamp any side already wrote, and deriving
+    // one from the decisions only when no side has one, gives every device the same
+    // answer whichever batch it merges first.
     let resolved_elsewhere = [ours, theirs]
         .into_iter()
         .flatten()
         .filter_map(|s| s.resolved_at)
-        .max();
+        .min();
     (merged.status, merged.resolved_at) = if all_decided {
-        let at = last_decided
-            .or(resolved_elsewhere)
+        let at = resolved_elsewhere
+            .or(last_decided)
             .unwrap_or(merged.created_at);
         (ChangeSetStatus::Resolved, Some(at))
     } else if expired {

@@ -1,0 +1,320 @@
+//! The conformance suite: the same store- and engine-level scenarios on every backend
+//! (`assent_tests::backends`: SQLite always, PostgreSQL when `ASSENT_TEST_POSTGRES_URL`
+//! names a server), each on a fresh database of its own.
+
+use crate::concurrency;
+use assent_domain::{ChangeItemStatus, ChangeSetStatus, Uuid, Verdict};
+use assent_store::delegation::{self, Grant, Revocation};
+use assent_store::outbox::{self, entity};
+use assent_store::{Backend, Store, audit, change_sets, decisions};
+use assent_tests::{NOW, TestApp, TestBackend, backends};
+use assent_tools::AuditKind;
+use serde_json::json;
+use std::collections::BTreeSet;
+use time::Duration;
+
+/// A wake of `agent-1` proposing a title, a priority and a checklist item.
+async fn three_item_set(app: &TestApp) -> (String, Uuid) {
+    let task = app.scene().await;
+    let set = app
+        .wake(
+            &task,
+            &[
+                ("set_task_title", json!({"title": "Fix the login bug"})),
+                ("update_task_priority", json!({"priority": "P0"})),
+                ("add_checklist_item", json!({"title": "Call the bank"})),
+            ],
+        )
+        .await
+        .change_set
+        .expect("a proposal");
+    assert_eq!(set.items.len(), 3);
+    (task, set.id)
+}
+
+async fn wake_then_confirm_edit_and_reject(backend: &TestBackend) {
+    let app = TestApp::on(backend).await;
+    let (task, set) = three_item_set(&app).await;
+    assert_eq!(
+        app.load(&task).await.title,
+        "Fix login bug",
+        "nothing ran yet"
+    );
+    let service = app.engine.confirmations();
+    service.confirm_item(set, 0, NOW).await.unwrap();
+    service
+        .edit_and_confirm(set, 1, json!({"priority": "P2"}), NOW)
+        .await
+        .unwrap();
+    service
+        .reject_item(set, 2, Some("not now".into()), NOW)
+        .await
+        .unwrap();
+
+    let task_now = app.load(&task).await;
+    assert_eq!(task_now.title, "Fix the login bug");
+    assert_eq!(task_now.priority.as_deref(), Some("P2"));
+    assert_eq!(task_now.labels, vec!["bug".to_owned()]);
+    let titles: Vec<_> = task_now
+        .checklist
+        .iter()
+        .map(|c| c.title.as_str())
+        .collect();
+    assert_eq!(titles, ["Buy groceries", "Walk dog"]);
+
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let stored = change_sets::require(&mut conn, set).await.unwrap();
+    assert_eq!(stored.status, ChangeSetStatus::Resolved);
+    let statuses: Vec<_> = stored.items.iter().map(|item| item.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            ChangeItemStatus::Confirmed,
+            ChangeItemStatus::Confirmed,
+            ChangeItemStatus::Rejected
+        ]
+    );
+    let history = decisions::for_change_set(&mut conn, set).await.unwrap();
+    let verdicts: Vec<_> = history.iter().map(|d| d.verdict).collect();
+    assert_eq!(
+        verdicts,
+        [Verdict::Confirmed, Verdict::Confirmed, Verdict::Rejected]
+    );
+    assert!(history[1].edited_args.is_some(), "the edit is recorded");
+
+    let trail = audit::list(&mut conn, &audit::AuditFilter::Task(task.clone()), 100)
+        .await
+        .unwrap();
+    let results = trail
+        .iter()
+        .filter(|r| r.kind == AuditKind::Result && r.success == Some(true))
+        .count();
+    assert_eq!(results, 2, "two applications audited: {trail:?}");
+    drop(conn);
+    let prompt = service
+        .history("agent-1", Some(&task), 20)
+        .await
+        .unwrap()
+        .expect("a history");
+    assert!(prompt.contains("not now"), "{prompt}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wake_is_confirmed_edited_and_rejected_item_by_item() {
+    for backend in backends() {
+        wake_then_confirm_edit_and_reject(&backend).await;
+    }
+}
+
+/// Eight engines, each with a pool of its own on the same database (as eight processes
+/// would be), confirm one item at the same moment.
+async fn concurrent_confirmations_apply_once(backend: &TestBackend) {
+    let app = TestApp::on(backend).await;
+    let set = concurrency::one_item_set(&app).await;
+    let services = app.separate_confirmation_services(8).await;
+    let results = concurrency::race(services, set).await;
+    concurrency::assert_applied_once(&app, set, results).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_confirmations_from_separate_pools_apply_once() {
+    for backend in backends() {
+        concurrent_confirmations_apply_once(&backend).await;
+    }
+}
+
+/// Two senders claim at the same time. On PostgreSQL the second claims while the
+/// first claim is still open and gets the other rows (`SKIP LOCKED`: without it the
+/// second would block on the first's row locks, or, without locks, claim the same
+/// rows); on SQLite the second waits for the first's write lock. No row is claimed
+/// twice.
+async fn two_claimers_never_share_a_row(backend: &TestBackend) {
+    let app = TestApp::on(backend).await;
+    let mut tx = app.store.begin_write().await.unwrap();
+    for i in 0..6 {
+        outbox::enqueue(
+            &mut tx,
+            entity::TASK,
+            &format!("t{i}"),
+            &json!({"i": i}),
+            NOW,
+        )
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+    let other = Store::open(&app.url()).await.unwrap();
+    let claim_on_other = async move {
+        let mut tx = other.begin_claim().await.unwrap();
+        if other.backend() == Backend::Postgres {
+            // A claim that waited on the first one's row locks would wait forever (the
+            // first commits after it): fail instead, as the missing `SKIP LOCKED`.
+            sqlx::query("SET LOCAL lock_timeout = '10s'")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+        }
+        let claimed = outbox::claim_batch(&mut tx, 4, NOW, Duration::minutes(5))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        claimed
+    };
+
+    let mut first = app.store.begin_claim().await.unwrap();
+    let first_claim = outbox::claim_batch(&mut first, 4, NOW, Duration::minutes(5))
+        .await
+        .unwrap();
+    let second_claim = match app.store.backend() {
+        Backend::Postgres => {
+            let claimed = claim_on_other.await;
+            first.commit().await.unwrap();
+            claimed
+        }
+        Backend::Sqlite => {
+            let second = tokio::spawn(claim_on_other);
+            first.commit().await.unwrap();
+            second.await.unwrap()
+        }
+    };
+
+    let first_ids: BTreeSet<i64> = first_claim.iter().map(|m| m.id).collect();
+    let second_ids: BTreeSet<i64> = second_claim.iter().map(|m| m.id).collect();
+    assert_eq!(first_ids.len(), 4);
+    assert!(
+        first_ids.is_disjoint(&second_ids),
+        "{first_ids:?} / {second_ids:?}"
+    );
+    assert_eq!(
+        first_ids.len() + second_ids.len(),
+        6,
+        "every row claimed once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_outbox_claimers_never_claim_the_same_row() {
+    for backend in backends() {
+        two_claimers_never_share_a_row(&backend).await;
+    }
+}
+
+async fn grants_are_stored_used_and_revoked(backend: &TestBackend) {
+    let app = TestApp::on(backend).await;
+    let grant = Grant {
+        id: Uuid::new_v4(),
+        agent_path: "lead/researcher".into(),
+        tool_name: "add_checklist_item".into(),
+        args_pattern: Some(json!({"title": "Call the bank"})),
+        correlation_id: "c-1".into(),
+        created_at: NOW,
+        revoked_at: None,
+    };
+    let mut tx = app.store.begin_write().await.unwrap();
+    delegation::insert_grant(&mut tx, &grant, NOW)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let covering = delegation::covering_grant(
+        &mut conn,
+        "lead/researcher",
+        "add_checklist_item",
+        &json!({"title": "Call the bank"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(covering, Some(grant.clone()));
+    let other_args = delegation::covering_grant(
+        &mut conn,
+        "lead/researcher",
+        "add_checklist_item",
+        &json!({"title": "Something else"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(other_args, None);
+    drop(conn);
+
+    let mut tx = app.store.begin_write().await.unwrap();
+    let revoked = delegation::revoke_grant(&mut tx, grant.id, NOW)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert!(matches!(revoked, Revocation::Revoked(_)), "{revoked:?}");
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let active = delegation::active_grants(&mut conn, "lead/researcher", "add_checklist_item")
+        .await
+        .unwrap();
+    assert!(active.is_empty(), "{active:?}");
+}
+
+#[tokio::test]
+async fn delegation_grants_are_stored_matched_and_revoked() {
+    for backend in backends() {
+        grants_are_stored_used_and_revoked(&backend).await;
+    }
+}
+
+/// Propose on A, send to B, confirm on B, send back: both devices agree.
+async fn two_devices_converge(a: TestApp, b: TestApp) {
+    let (task, set) = a.propose_and_send_to(&b).await;
+    b.engine
+        .confirmations()
+        .confirm_item(set, 0, NOW + Duration::minutes(1))
+        .await
+        .expect("B confirms");
+    let report = b.send_to(&a).await;
+    assert!(report.conflicts.is_empty(), "{report:?}");
+    assert_eq!(a.load(&task).await.priority.as_deref(), Some("P0"));
+    assert_eq!(a.load(&task).await, b.load(&task).await);
+    assert_eq!(a.synced_state().await, b.synced_state().await);
+    let again = a.send_to(&b).await;
+    assert!(again.conflicts.is_empty(), "{again:?}");
+    assert_eq!(a.synced_state().await, b.synced_state().await);
+}
+
+#[tokio::test]
+async fn sync_export_and_import_converge_on_every_backend() {
+    for backend in backends() {
+        two_devices_converge(
+            TestApp::device_on(&backend, "device-a").await,
+            TestApp::device_on(&backend, "device-b").await,
+        )
+        .await;
+    }
+}
+
+/// A SQLite device and a PostgreSQL device of one person sync with each other.
+#[tokio::test]
+async fn a_sqlite_device_and_a_postgres_device_converge() {
+    for backend in backends() {
+        if matches!(backend, TestBackend::Postgres(_)) {
+            two_devices_converge(
+                TestApp::device_on(&TestBackend::Sqlite, "laptop").await,
+                TestApp::device_on(&backend, "server").await,
+            )
+            .await;
+        }
+    }
+}
+
+/// Numbered placeholders bind by number on SQLite too: `$2` before `$1`, one used twice.
+#[tokio::test]
+async fn numbered_placeholders_bind_by_number() {
+    for backend in backends() {
+        let app = TestApp::on(&backend).await;
+        let mut conn = app.store.pool().acquire().await.unwrap();
+        let (second, first, again): (String, String, String) = sqlx::query_as("SELECT $2, $1, $2")
+            .bind("one")
+            .bind("two")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            (second.as_str(), first.as_str(), again.as_str()),
+            ("two", "one", "two")
+        );
+    }
+}
