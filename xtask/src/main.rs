@@ -7,7 +7,10 @@
 //! - `ci`: the gate CI runs (`.ci/run`): `cargo fmt --check`, `cargo clippy -D warnings`,
 //!   `cargo test`, then `bench --quick`, stopping at the first failing step. Before the
 //!   tests it installs Debian's `chromium` and `chromium-driver` when
-//!   `/usr/bin/chromedriver` is missing (the review page's browser tests need them).
+//!   `/usr/bin/chromedriver` is missing (the review page's browser tests need them), and
+//!   unless `ASSENT_TEST_POSTGRES_URL` names a server, the tests run with a throwaway
+//!   PostgreSQL started by `.ci/postgres.sh` (installed from Debian's packages when
+//!   missing) for the cross-backend conformance suite.
 //! - `bench`: the benchmark report, the `assent-bench` binary in the release profile:
 //!   the engine against the bare driver writing the same rows, queries at scale,
 //!   memory; a table on stdout and `target/bench/results.json`. Performance claims live
@@ -39,7 +42,8 @@ usage: cargo xtask <task>
 tasks:
   ci       cargo fmt --check, cargo clippy -D warnings, cargo test, bench --quick
            (stops at the first failure; installs chromium and chromium-driver for the
-           browser tests when missing)
+           browser tests when missing; tests run with a throwaway PostgreSQL unless
+           ASSENT_TEST_POSTGRES_URL is set)
   bench    the benchmark report (release build): table on stdout, target/bench/results.json
            --quick: a small smoke run in the dev profile, asserting nothing about speed
 ";
@@ -127,14 +131,60 @@ fn main() -> ExitCode {
 
 fn ci() -> anyhow::Result<()> {
     for (i, step) in CI_STEPS.iter().enumerate() {
-        if step.first() == Some(&"test") {
+        let result = if step.first() == Some(&"test") {
             ensure_browser()?;
-        }
-        run_cargo(step)
+            run_tests_with_postgres(step)
+        } else {
+            run_cargo(step)
+        };
+        result
             .with_context(|| format!("ci stopped at step {} of {}", i + 1, CI_STEPS.len() + 1))?;
     }
     bench_quick().context("ci stopped at its last step, bench --quick")?;
     eprintln!("==> ci: all steps passed");
+    Ok(())
+}
+
+/// Runs the test step with a PostgreSQL server for the cross-backend tests: the one in
+/// `ASSENT_TEST_POSTGRES_URL` when set, else a throwaway one that `.ci/postgres.sh`
+/// installs (Debian's package, when missing), starts on loopback and deletes when the
+/// tests end. Outside CI, on a machine that can neither run nor install PostgreSQL, the
+/// tests run without it and say that its half was skipped; under `CI=true` they fail.
+fn run_tests_with_postgres(step: &[&str]) -> anyhow::Result<()> {
+    if std::env::var_os("ASSENT_TEST_POSTGRES_URL").is_some() {
+        return run_cargo(step);
+    }
+    let on_ci = std::env::var("CI").as_deref() == Ok("true");
+    let installed = std::fs::read_dir("/usr/lib/postgresql").is_ok_and(|versions| {
+        versions
+            .flatten()
+            .any(|v| v.path().join("bin/initdb").exists())
+    });
+    let installable = Command::new("apt-get").arg("--version").output().is_ok();
+    if !on_ci && !installed && !installable {
+        eprintln!(
+            "==> warning: PostgreSQL is neither installed nor installable; its tests will be skipped"
+        );
+        return run_cargo(step);
+    }
+    eprintln!("==> source .ci/postgres.sh && cargo {}", step.join(" "));
+    // The script's EXIT trap stops and deletes the server when this shell ends, whatever
+    // the tests' outcome; `set -e` makes a server that fails to start fail the step.
+    let status = Command::new("bash")
+        .arg("-c")
+        .arg("set -e; source .ci/postgres.sh; \"$@\"")
+        .arg("xtask-ci")
+        .arg(cargo())
+        .args(step)
+        .current_dir(project_root())
+        .status()
+        .context("could not start bash for the PostgreSQL test server")?;
+    if !status.success() {
+        bail!(
+            "`cargo {}` (with PostgreSQL) exited with {status}",
+            step.join(" ")
+        );
+    }
     Ok(())
 }
 
