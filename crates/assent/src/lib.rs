@@ -9,4 +9,5 @@ pub use assent_domain as domain;
 pub use assent_journal as journal;
 pub use assent_journal_host as journal_host;
 pub use assent_store as store;
+pub use assent_sync as sync;
 pub use assent_tools as tools;
