@@ -90,6 +90,18 @@ impl Ctx {
     pub(crate) fn store(&self) -> &Store {
         self.engine.store()
     }
+
+    /// A pooled connection for reads and single statements.
+    pub(crate) async fn connection(
+        &self,
+    ) -> Result<impl std::ops::DerefMut<Target = assent_store::AnyConnection>, CliError> {
+        Ok(self
+            .store()
+            .pool()
+            .acquire()
+            .await
+            .map_err(StoreError::from)?)
+    }
 }
 
 /// The engine over `store`: the journal's catalog, the journal as host.
@@ -177,12 +189,7 @@ pub async fn task_create(ctx: &Ctx, args: TaskCreateArgs) -> Result<Output, CliE
 
 /// `assent task show`.
 pub async fn task_show(ctx: &Ctx, args: TaskShowArgs) -> Result<Output, CliError> {
-    let mut conn = ctx
-        .store()
-        .pool()
-        .acquire()
-        .await
-        .map_err(StoreError::from)?;
+    let mut conn = ctx.connection().await?;
     let task = load_task(&mut conn, args.id.trim())
         .await?
         .ok_or_else(|| CliError::failed(format!("no task {:?}", args.id)))?;
@@ -259,12 +266,7 @@ pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
         agent_id: args.agent,
         limit: None,
     };
-    let mut conn = ctx
-        .store()
-        .pool()
-        .acquire()
-        .await
-        .map_err(StoreError::from)?;
+    let mut conn = ctx.connection().await?;
     let sets = change_sets::pending(&mut conn, &filter).await?;
     let listed: Vec<SetView<'_>> = sets.iter().map(SetView::of).collect();
     Output::either(ctx.json, &listed, || render::pending(&sets))
@@ -387,24 +389,14 @@ pub async fn audit_trail(ctx: &Ctx, args: AuditArgs) -> Result<Output, CliError>
         (None, Some(run)) => audit::AuditFilter::Run(run),
         (None, None) => audit::AuditFilter::All,
     };
-    let mut conn = ctx
-        .store()
-        .pool()
-        .acquire()
-        .await
-        .map_err(StoreError::from)?;
+    let mut conn = ctx.connection().await?;
     let records = audit::list(&mut conn, &filter, args.limit).await?;
     Output::either(ctx.json, &records, || render::audit(&records))
 }
 
 /// `assent outbox`.
 pub async fn outbox_messages(ctx: &Ctx, args: OutboxArgs) -> Result<Output, CliError> {
-    let mut conn = ctx
-        .store()
-        .pool()
-        .acquire()
-        .await
-        .map_err(StoreError::from)?;
+    let mut conn = ctx.connection().await?;
     let messages = outbox::undelivered(&mut conn, args.limit).await?;
     Output::either(ctx.json, &messages, || render::outbox(&messages))
 }
@@ -433,12 +425,7 @@ pub async fn grants(ctx: &Ctx, args: GrantsArgs) -> Result<Output, CliError> {
         tool_name: args.tool,
         include_revoked: args.all,
     };
-    let mut conn = ctx
-        .store()
-        .pool()
-        .acquire()
-        .await
-        .map_err(StoreError::from)?;
+    let mut conn = ctx.connection().await?;
     let grants = delegation::list_grants(&mut conn, &filter).await?;
     Output::either(ctx.json, &grants, || render::grants(&grants))
 }

@@ -6,8 +6,8 @@ use crate::CliError;
 use crate::commands::{Ctx, Output};
 use crate::render;
 use assent_journal_host::TaskEntities;
+use assent_store::StoreError;
 use assent_store::sync::{self, ConflictRecord, ImportReport};
-use assent_store::{AnyConnection, StoreError};
 use assent_sync::SyncBatch;
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -62,18 +62,6 @@ pub struct SyncFileArgs {
     pub file: PathBuf,
 }
 
-/// A pooled connection, for the read-only commands.
-async fn read_connection(
-    ctx: &Ctx,
-) -> Result<impl std::ops::DerefMut<Target = AnyConnection>, CliError> {
-    Ok(ctx
-        .store()
-        .pool()
-        .acquire()
-        .await
-        .map_err(StoreError::from)?)
-}
-
 fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
@@ -105,7 +93,7 @@ pub async fn sync(ctx: &Ctx, args: SyncArgs) -> Result<Output, CliError> {
             Output::either(ctx.json, &json!({ "hostId": host }), || host.clone())
         }
         SyncCommand::Peers => {
-            let peers = sync::peers(&mut *read_connection(ctx).await?).await?;
+            let peers = sync::peers(&mut *ctx.connection().await?).await?;
             Output::either(ctx.json, &peers, || render::peers(&peers))
         }
     }
@@ -199,6 +187,6 @@ async fn import(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
 
 /// Runs `assent conflicts`.
 pub async fn conflicts(ctx: &Ctx) -> Result<Output, CliError> {
-    let records: Vec<ConflictRecord> = sync::conflicts(&mut *read_connection(ctx).await?).await?;
+    let records: Vec<ConflictRecord> = sync::conflicts(&mut *ctx.connection().await?).await?;
     Output::either(ctx.json, &records, || render::conflicts(&records))
 }
