@@ -113,8 +113,7 @@ async fn enqueue_grant(
     grant: &Grant,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    let payload = serde_json::to_value(grant).map_err(|e| StoreError::corrupt(GRANTS, e))?;
-    outbox::enqueue(conn, GRANT_ENTITY, &grant.id.to_string(), &payload, now).await
+    outbox::enqueue(conn, GRANT_ENTITY, &grant.id.to_string(), grant, now).await
 }
 
 fn decode_grant(row: &AnyRow) -> Result<Grant, StoreError> {
@@ -269,13 +268,11 @@ pub async fn record(
     .bind(timefmt::format(delegation.created_at))
     .execute(&mut *conn)
     .await?;
-    let payload =
-        serde_json::to_value(delegation).map_err(|e| StoreError::corrupt(DELEGATIONS, e))?;
     outbox::enqueue(
         conn,
         DELEGATION_ENTITY,
         &delegation.correlation_id,
-        &payload,
+        delegation,
         now,
     )
     .await
