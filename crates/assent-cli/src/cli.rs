@@ -122,6 +122,8 @@ pub enum DbCommand {
     Sync(crate::sync_commands::SyncArgs),
     /// Decisions that lost to an earlier one on another device.
     Conflicts,
+    /// API tokens of `assent serve` and their roles: list them, `add`, or `revoke ID`.
+    Tokens(crate::tokens_commands::TokensArgs),
 }
 
 /// `assent grants [--agent PATH] [--tool NAME] [--all]` and `assent grants revoke ID`.

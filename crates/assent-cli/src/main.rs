@@ -16,6 +16,7 @@ mod peer_sync;
 mod render;
 mod serve;
 mod sync_commands;
+mod tokens_commands;
 
 use assent_confirm::ConfirmError;
 use assent_journal_host::JournalError;
@@ -166,11 +167,14 @@ fn write_stdout(text: &str) {
     } else {
         "\n"
     };
+    // Agent-written text (titles, summaries, arguments) reaches a person's terminal:
+    // escape sequences and bidi controls are shown, never obeyed.
+    let text = render::visible(text);
     let _ = write!(stdout, "{text}{newline}").and_then(|()| stdout.flush());
 }
 
 fn fail(error: &CliError) -> ExitCode {
-    eprintln!("error: {}", error.one_line());
+    eprintln!("error: {}", render::visible(&error.one_line()));
     ExitCode::from(error.exit_code())
 }
 

@@ -46,6 +46,33 @@ pub fn duration(d: Duration) -> String {
     }
 }
 
+/// Whether a person reading `c` in a terminal could be misled by it: C0 and C1
+/// controls (escape sequences erase and hide lines, a carriage return overwrites one)
+/// and the Unicode bidirectional controls (they reorder what is shown). Newlines and
+/// tabs are layout, not tricks.
+fn misleads(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every character that [`misleads`] a reader written as a visible
+/// `\uXXXX` escape. In JSON strings that escape means the same character, so output
+/// for machines stays valid and unchanged in meaning.
+pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(misleads) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if misleads(c) {
+            shown.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            shown.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(shown)
+}
+
 /// `text` cut to `max` characters, with `…` when cut; on one line.
 fn cut(text: &str, max: usize) -> String {
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -65,7 +92,7 @@ fn value(v: &Value) -> String {
 }
 
 /// Left-aligned columns, two spaces apart; the last column is not padded.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -533,6 +560,20 @@ mod tests {
         assert_eq!(duration(Duration::hours(36)), "1d12h");
         assert_eq!(duration(Duration::seconds(90)), "1m30s");
         assert_eq!(duration(Duration::ZERO), "0s");
+    }
+
+    #[test]
+    fn controls_and_bidi_marks_are_shown_as_escapes() {
+        let title = "Fix\u{1b}[2K bug\u{0}\r\u{202e}evil\u{2069}\u{9b}";
+        assert_eq!(
+            visible(title),
+            "Fix\\u001b[2K bug\\u0000\\u000d\\u202eevil\\u2069\\u009b"
+        );
+        assert_eq!(visible("two\nlines\tand ünïcode"), "two\nlines\tand ünïcode");
+        // The escapes keep JSON valid and equal in meaning.
+        let json = serde_json::json!({"title": "a\u{202e}b\u{1b}"}).to_string();
+        let parsed: Value = serde_json::from_str(&visible(&json)).expect("still JSON");
+        assert_eq!(parsed["title"], "a\u{202e}b\u{1b}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! publishes the changed set on the event bus.
 
 use crate::agents::set_agent_categories;
+use crate::auth::Principal;
 use crate::events::ServerEvent;
 use crate::shapes::{SetView, confirm_all_json, confirmed_json, scheduled_wake_json, wake_json};
 use crate::{AppState, ServerError};
@@ -13,7 +14,7 @@ use assent_journal_host::{NewTask, create_task, load_task};
 use assent_store::{AnyConnection, StoreError, audit, change_sets, decisions};
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -173,8 +174,13 @@ impl WakeBody {
     }
 }
 
-pub(crate) async fn wake(State(state): State<AppState>, body: Body<WakeBody>) -> ApiResult {
+pub(crate) async fn wake(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    body: Body<WakeBody>,
+) -> ApiResult {
     let Json(body) = body?;
+    caller.may_act_for(&body.agent_id)?;
     let sub_agent = body.sub_agent()?;
     let calls = parse_tool_calls(&body.tool_calls)
         .map_err(|e| ServerError::BadRequest(format!("toolCalls: {e}")))?;
@@ -237,12 +243,13 @@ pub(crate) struct SetsQuery {
 
 pub(crate) async fn list_change_sets(
     State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     query: Params<SetsQuery>,
 ) -> ApiResult {
     let Query(query) = query?;
     let filter = change_sets::PendingFilter {
         task_id: query.task_id,
-        agent_id: query.agent_id,
+        agent_id: caller.scope_agent(query.agent_id)?,
         limit: None,
     };
     let status = match query.status.as_deref().map(str::trim) {
@@ -273,12 +280,17 @@ pub(crate) async fn list_change_sets(
 /// `GET /api/change-sets/{id}`.
 pub(crate) async fn show_change_set(
     State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     id: Result<Path<String>, PathRejection>,
 ) -> ApiResult {
     let Path(id) = id?;
     let id = parse_set_id(&id)?;
     let mut conn = state.connection().await?;
     let (set, decided) = load_with_decisions(&mut conn, id).await?;
+    // Another agent's set is not this agent's business, not even that it exists.
+    if caller.confined_to().is_some_and(|own| own != set.agent_id) {
+        return Err(ServerError::NotFound(format!("no change set {id}")));
+    }
     ok(SetView::of(&set).with_reasons(&decided))
 }
 
@@ -404,13 +416,17 @@ pub(crate) struct DecisionsQuery {
 }
 
 impl DecisionsQuery {
-    /// The agent (required) and the limit (default 20).
-    fn agent_and_limit(&self) -> Result<(&str, u32), ServerError> {
-        let agent = self
+    /// The agent (required, except that an agent token defaults to its own; checked
+    /// against the token) and the limit (default 20).
+    fn agent_and_limit(&self, caller: &Principal) -> Result<(String, u32), ServerError> {
+        let asked = self
             .agent_id
             .as_deref()
             .map(str::trim)
             .filter(|a| !a.is_empty())
+            .map(str::to_owned);
+        let agent = caller
+            .scope_agent(asked)?
             .ok_or_else(|| ServerError::BadRequest("agentId is required".to_owned()))?;
         let limit = parse_limit(self.limit.as_deref(), DEFAULT_DECISIONS)?;
         Ok((agent, limit))
@@ -420,12 +436,13 @@ impl DecisionsQuery {
 /// `GET /api/decisions?agentId=&taskId=&limit=`: newest first.
 pub(crate) async fn list_decisions(
     State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     query: Params<DecisionsQuery>,
 ) -> ApiResult {
     let Query(query) = query?;
-    let (agent, limit) = query.agent_and_limit()?;
+    let (agent, limit) = query.agent_and_limit(&caller)?;
     let mut conn = state.connection().await?;
-    let list = decisions::recent(&mut conn, agent, query.task_id.as_deref(), limit).await?;
+    let list = decisions::recent(&mut conn, &agent, query.task_id.as_deref(), limit).await?;
     ok(list)
 }
 
@@ -433,14 +450,15 @@ pub(crate) async fn list_decisions(
 /// there are no decisions yet).
 pub(crate) async fn history(
     State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     query: Params<DecisionsQuery>,
 ) -> ApiResult {
     let Query(query) = query?;
-    let (agent, limit) = query.agent_and_limit()?;
+    let (agent, limit) = query.agent_and_limit(&caller)?;
     let section = state
         .engine
         .confirmations()
-        .history(agent, query.task_id.as_deref(), limit)
+        .history(&agent, query.task_id.as_deref(), limit)
         .await?;
     Ok((
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
@@ -482,9 +500,15 @@ pub(crate) async fn not_found() -> ServerError {
     ServerError::NotFound("no such API route".to_owned())
 }
 
-/// `{"status": "ok"}`, for checking a token (`GET /api/session`).
-pub(crate) async fn session() -> Response {
-    Json(json!({"status": "ok"})).into_response()
+/// `{"status": "ok", "role", "agentId"}`, for checking a token and learning what it
+/// may do (`GET /api/session`).
+pub(crate) async fn session(Extension(caller): Extension<Principal>) -> Response {
+    Json(json!({
+        "status": "ok",
+        "role": caller.role,
+        "agentId": caller.agent_id,
+    }))
+    .into_response()
 }
 
 /// The clock of a request.

@@ -19,6 +19,10 @@ pub enum ServerError {
     /// No valid `Authorization: Bearer` token (401).
     #[error("missing or wrong bearer token")]
     Unauthorized,
+    /// The token is valid but its role may not do this (403): an agent token on a
+    /// decision route, or acting for another agent.
+    #[error("{0}")]
+    Forbidden(String),
     /// The thing the path names does not exist (404).
     #[error("{0}")]
     NotFound(String),
@@ -69,11 +73,13 @@ impl ServerError {
         match self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Confirm(error) => confirm_status(error),
             Self::Journal(error) => journal_status(error),
+            Self::Store(StoreError::InvalidToken(_)) => StatusCode::BAD_REQUEST,
             Self::Token(_) | Self::Store(_) | Self::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

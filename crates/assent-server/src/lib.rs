@@ -21,6 +21,7 @@
 
 mod agents;
 mod api;
+pub mod auth;
 mod delegation;
 mod error;
 mod events;
@@ -28,6 +29,7 @@ mod page;
 pub mod shapes;
 mod sync;
 pub mod token;
+mod tokens;
 
 pub use agents::{AgentView, set_agent_categories};
 pub use delegation::DEFAULT_BUS_ROOT;
@@ -38,10 +40,8 @@ pub use sync::{DEFAULT_SYNC_BODY_LIMIT, SyncExchange};
 use assent_confirm::{ConfirmationBus, Engine};
 use assent_store::StoreError;
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::header;
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::routing::{get, post};
 use delegation::Delegation;
 use sqlx::Any;
@@ -138,14 +138,18 @@ impl Server {
 
     /// The application: the API, the page and their layers.
     pub fn router(&self) -> Router {
-        let api = Router::new()
+        // Grouped by the least role that may call them (see `auth`). An agent token
+        // reaches only the first group, and there only what concerns its own agent.
+        let agent_routes = Router::new()
             .route("/session", get(api::session))
-            .route("/agents", post(api::create_agent))
-            .route("/tasks", post(api::create_new_task))
-            .route("/tasks/{id}", get(api::show_task))
             .route("/wakes", post(api::wake))
             .route("/change-sets", get(api::list_change_sets))
             .route("/change-sets/{id}", get(api::show_change_set))
+            .route("/decisions", get(api::list_decisions))
+            .route("/history", get(api::history));
+        let reviewer_routes = Router::new()
+            .route("/tasks", post(api::create_new_task))
+            .route("/tasks/{id}", get(api::show_task))
             .route("/change-sets/{id}/confirm-all", post(api::confirm_all))
             .route("/change-sets/{id}/dismiss", post(api::dismiss))
             .route(
@@ -161,10 +165,13 @@ impl Server {
                 "/change-sets/{id}/items/{index}/defer",
                 post(api::defer_item),
             )
-            .route("/decisions", get(api::list_decisions))
-            .route("/history", get(api::history))
             .route("/audit", get(api::audit_trail))
             .route("/events", get(api::events))
+            .route("/confirmations", get(delegation::list))
+            .route("/confirmations/{id}", post(delegation::answer))
+            .route_layer(middleware::from_fn(auth::require_reviewer));
+        let admin_routes = Router::new()
+            .route("/agents", post(api::create_agent))
             // A batch is a device's whole state: the innermost body limit wins.
             .route(
                 "/sync",
@@ -173,14 +180,18 @@ impl Server {
             .route("/sync/host", get(sync::host))
             .route("/sync/peers", get(sync::peers))
             .route("/conflicts", get(sync::conflicts))
-            .route("/confirmations", get(delegation::list))
-            .route("/confirmations/{id}", post(delegation::answer))
+            .route("/tokens", get(tokens::list).post(tokens::add))
+            .route("/tokens/{id}/revoke", post(tokens::revoke))
+            .route_layer(middleware::from_fn(auth::require_admin));
+        let api = agent_routes
+            .merge(reviewer_routes)
+            .merge(admin_routes)
             .fallback(api::not_found)
             // `layer`, not `route_layer`: unknown `/api` paths need the token too, so
             // that a stranger learns nothing about which routes exist.
             .layer(middleware::from_fn_with_state(
                 self.state.clone(),
-                require_token,
+                auth::authenticate,
             ));
         Router::new()
             .merge(page::routes())
@@ -226,43 +237,5 @@ impl Server {
             tracing::error!(%error, "the confirmation forwarder failed");
         }
         served
-    }
-}
-
-/// Lets a request through only with `Authorization: Bearer <token>`.
-async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
-    match presented {
-        Some(token) if same_secret(token.trim().as_bytes(), state.token.as_bytes()) => {
-            next.run(request).await
-        }
-        _ => ServerError::Unauthorized.into_response(),
-    }
-}
-
-/// Compares two secrets in time that depends on their lengths only.
-fn same_secret(presented: &[u8], expected: &[u8]) -> bool {
-    presented.len() == expected.len()
-        && presented
-            .iter()
-            .zip(expected)
-            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-            == 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secrets_match_only_when_equal() {
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abd", b"abc"));
-        assert!(!same_secret(b"ab", b"abc"));
-        assert!(!same_secret(b"", b"abc"));
     }
 }

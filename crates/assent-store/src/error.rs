@@ -25,6 +25,9 @@ pub enum StoreError {
         /// What could not be decoded.
         reason: String,
     },
+    /// A token cannot be made as asked.
+    #[error("{0}")]
+    InvalidToken(String),
     /// No change set has this id.
     #[error("no change set {0}")]
     ChangeSetNotFound(Uuid),

@@ -35,6 +35,7 @@ pub mod operations;
 pub mod outbox;
 pub mod sync;
 pub mod timefmt;
+pub mod tokens;
 
 pub use error::StoreError;
 pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest, StoreAuditSink};

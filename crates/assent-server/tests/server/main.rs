@@ -4,6 +4,7 @@
 //! headless Chromium through WebDriver (`browser`), and device sync over HTTP (`sync`).
 
 mod api;
+mod roles;
 mod browser;
 mod delegated;
 mod support;

@@ -1,0 +1,65 @@
+//! `/api/tokens`: admins make, list and revoke the API's tokens (the same as `assent
+//! tokens`). A secret is in the answer that made it, and nowhere else ever after.
+
+use crate::{AppState, ServerError};
+use assent_domain::OffsetDateTime;
+use assent_store::StoreError;
+use assent_store::tokens::{self, Role};
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+/// `POST /api/tokens {role, agentId?}`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct NewToken {
+    role: String,
+    agent_id: Option<String>,
+}
+
+/// `201 {id, role, agentId, createdAt, revokedAt, secret}`.
+pub(crate) async fn add(
+    State(state): State<AppState>,
+    body: Result<Json<NewToken>, JsonRejection>,
+) -> Result<Response, ServerError> {
+    let Json(body) = body?;
+    let role: Role = body.role.parse()?;
+    let mut tx = state.engine.store().begin_write().await?;
+    let issued = tokens::issue(
+        &mut tx,
+        role,
+        body.agent_id.as_deref(),
+        OffsetDateTime::now_utc(),
+    )
+    .await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    tracing::info!(token = %issued.token.id, role = %role, "token issued");
+    let mut view = serde_json::to_value(&issued.token).unwrap_or_default();
+    view["secret"] = json!(issued.secret);
+    Ok((StatusCode::CREATED, Json(view)).into_response())
+}
+
+/// `GET /api/tokens`: every token, never a secret.
+pub(crate) async fn list(State(state): State<AppState>) -> Result<Response, ServerError> {
+    let mut conn = state.connection().await?;
+    Ok(Json(tokens::list(&mut conn).await?).into_response())
+}
+
+/// `POST /api/tokens/{id}/revoke`.
+pub(crate) async fn revoke(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ServerError> {
+    let Path(id) = id?;
+    let mut tx = state.engine.store().begin_write().await?;
+    let revoked = tokens::revoke(&mut tx, &id, OffsetDateTime::now_utc()).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    match revoked {
+        Some(token) => Ok(Json(token).into_response()),
+        None => Err(ServerError::NotFound(format!("no token {id:?}"))),
+    }
+}
