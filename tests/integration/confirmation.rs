@@ -1,10 +1,10 @@
 //! A person's decisions: confirm, edit, reject, defer, confirm all, dismiss, expire,
 //! history; failures and policy at confirmation time.
 
-use assent_confirm::{ConfirmError, ItemResult};
+use assent_confirm::{ConfirmError, ItemResult, WakeRequest};
 use assent_domain::{ChangeItemStatus, ChangeSetStatus, Uuid, Verdict};
 use assent_store::{ExecutionOutcome, audit, change_sets, decisions, operations};
-use assent_tests::{Fault, NOW, TestApp};
+use assent_tests::{Fault, NOW, TestApp, tool_calls};
 use serde_json::json;
 use std::sync::atomic::Ordering;
 use time::Duration;
@@ -171,11 +171,13 @@ async fn an_operation_already_applied_is_not_applied_again() {
     // decision was written: the id is recorded, the item is still pending.
     let mut conn = app.store.pool().acquire().await.unwrap();
     let stored = change_sets::require(&mut conn, set).await.unwrap();
-    let op = assent_domain::OperationId::derive(
+    let op = assent_domain::OperationId::for_proposal(
         &stored.run_key,
         "add_checklist_item",
         &stored.items[0].args,
-        &[task.as_str()],
+        &task,
+        set,
+        0,
     );
     drop(conn);
     let mut tx = app.store.begin_write().await.unwrap();
@@ -207,6 +209,37 @@ async fn an_operation_already_applied_is_not_applied_again() {
         2,
         "not added a second time"
     );
+}
+
+#[tokio::test]
+async fn a_reused_run_key_still_applies_every_confirmed_proposal() {
+    // BLOCKED → OPEN → BLOCKED under one run key: the third proposal equals the first
+    // in run key, tool, arguments and task, and must still be applied.
+    let app = TestApp::spawn().await;
+    let task = app.scene().await;
+    let run = "reused-run-key";
+    for status in ["BLOCKED", "OPEN", "BLOCKED"] {
+        let calls = tool_calls(&[("set_task_status", json!({"status": status}))]);
+        let wake = app
+            .engine
+            .wakes()
+            .wake(WakeRequest::new("agent-1", task.as_str(), run, calls), NOW)
+            .await
+            .unwrap();
+        let set = wake.change_set.expect("queued").id;
+        let outcome = app
+            .engine
+            .confirmations()
+            .confirm_item(set, 0, NOW)
+            .await
+            .unwrap();
+        assert!(
+            matches!(outcome.execution, ExecutionOutcome::Applied { .. }),
+            "{status}: {:?}",
+            outcome.execution
+        );
+        assert_eq!(app.load(&task).await.status, status);
+    }
 }
 
 #[tokio::test]

@@ -251,11 +251,13 @@ impl ConfirmationService {
         };
         let invocation = ToolInvocation {
             tool_name: spec.name.clone(),
-            operation_id: OperationId::derive(
+            operation_id: OperationId::for_proposal(
                 &set.run_key,
                 &spec.name,
                 &args,
-                &[set.task_id.as_str()],
+                &set.task_id,
+                set.id,
+                index,
             ),
             args,
             run_key: set.run_key.clone(),

@@ -46,30 +46,47 @@ fn line(decision: &ChangeDecision) -> String {
     }
 }
 
+/// The longest line one decision may take: a long reason or summary is cut with `…`
+/// here, so that it can neither crowd the older decisions out of the section nor,
+/// alone, outgrow it.
+pub const MAX_HISTORY_LINE_CHARS: usize = 400;
+
+/// Shortest room worth a cut line; with less left, the section ends.
+const MIN_CUT_LINE_CHARS: usize = 24;
+
+/// `text` cut to at most `max` characters, the last of them `…` when cut.
+fn cut(text: String, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text;
+    }
+    text.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
+}
+
 /// Renders `decisions` (newest first, as the store returns them) as the prompt section:
-/// at most [`MAX_HISTORY_ENTRIES`] lines and [`MAX_HISTORY_TOKENS`] tokens; older lines
-/// are dropped first. `None` when there is nothing to show.
+/// at most [`MAX_HISTORY_ENTRIES`] lines and [`MAX_HISTORY_TOKENS`] tokens. Newer
+/// decisions are kept first: each line is cut to [`MAX_HISTORY_LINE_CHARS`], and the
+/// line that no longer fits whole is cut to the room left, ending the section. `None`
+/// only when there is nothing to show.
 pub fn render_history(decisions: &[ChangeDecision]) -> Option<String> {
+    // The estimate rounds characters up to tokens, so staying within this many
+    // characters keeps the whole section within the token budget.
+    let budget = MAX_HISTORY_TOKENS * 4;
     let mut text = format!("{HISTORY_HEADING}\n\n{INTRO}\n");
     let mut shown = 0;
     for decision in decisions.iter().take(MAX_HISTORY_ENTRIES) {
-        let mut next = line(decision);
-        // A single pathological line (a huge summary) is shortened rather than
-        // allowed to blow the budget or hide every other decision.
-        let room = (MAX_HISTORY_TOKENS * 4).saturating_sub(text.chars().count() + 1);
-        if shown == 0 && next.chars().count() > room {
-            next = next
-                .chars()
-                .take(room.saturating_sub(1))
-                .collect::<String>()
-                + "…";
-        }
-        if estimate_tokens(&text) + estimate_tokens(&next) + 1 > MAX_HISTORY_TOKENS {
+        let next = cut(line(decision), MAX_HISTORY_LINE_CHARS);
+        // One character for the newline before the line.
+        let room = budget.saturating_sub(text.chars().count() + 1);
+        let fits = next.chars().count() <= room;
+        if !fits && room < MIN_CUT_LINE_CHARS {
             break;
         }
         text.push('\n');
-        text.push_str(&next);
+        text.push_str(&cut(next, room));
         shown += 1;
+        if !fits {
+            break;
+        }
     }
     (shown > 0).then_some(text)
 }
@@ -158,6 +175,35 @@ mod tests {
         let text = render_history(&many).expect("some");
         assert_eq!(text.lines().filter(|l| l.starts_with("- ")).count(), 20);
         assert!(text.contains("#0") && text.contains("#19") && !text.contains("#20"));
+    }
+
+    #[test]
+    fn a_long_reason_is_cut_and_the_older_decisions_stay() {
+        let long = "x".repeat(1_800);
+        let text = render_history(&[
+            decision(Verdict::Rejected, "Set priority to P0", Some(&long), None),
+            decision(Verdict::Confirmed, "Set priority to P2", None, None),
+            decision(Verdict::Rejected, "Set priority to P1", Some("no"), None),
+        ])
+        .expect("the section stays");
+        let body: Vec<&str> = text.lines().filter(|l| l.starts_with("- ")).collect();
+        assert_eq!(body.len(), 3, "{text}");
+        assert!(body[0].starts_with("- ✗ update_task_priority: Set priority to P0 — rejected (reason: \"xxx"));
+        assert!(body[0].ends_with('…'));
+        assert_eq!(body[0].chars().count(), MAX_HISTORY_LINE_CHARS);
+        assert_eq!(body[2], "- ✗ update_task_priority: Set priority to P1 — rejected (reason: \"no\")");
+        assert!(estimate_tokens(&text) <= MAX_HISTORY_TOKENS);
+    }
+
+    #[test]
+    fn the_line_that_no_longer_fits_is_cut_to_the_room_left() {
+        let long = "y".repeat(390);
+        let many: Vec<_> = (0..10)
+            .map(|_| decision(Verdict::Rejected, "Set priority to P0", Some(&long), None))
+            .collect();
+        let text = render_history(&many).expect("some");
+        assert_eq!(estimate_tokens(&text), MAX_HISTORY_TOKENS, "filled exactly: {text}");
+        assert!(text.ends_with('…'));
     }
 
     proptest! {

@@ -45,6 +45,24 @@ impl OperationId {
         Self(hex)
     }
 
+    /// The id of confirming item `item_index` of change set `change_set_id`: unique to
+    /// that proposal, so that two proposals that happen to agree in run key, tool,
+    /// arguments and target (a status set, changed back, and set again) are two
+    /// operations, while a confirmation retried after a crash is still the same one.
+    pub fn for_proposal(
+        run_key: &str,
+        tool_name: &str,
+        args: &Value,
+        target_id: &str,
+        change_set_id: uuid::Uuid,
+        item_index: usize,
+    ) -> Self {
+        // The proposal joins the run key (length-prefixed as a whole), so no proposal
+        // id can equal the id of an immediate call, which has no proposal.
+        let run = format!("{run_key}\u{0}proposal:{change_set_id}#{item_index}");
+        Self::derive(&run, tool_name, args, &[target_id])
+    }
+
     /// Wraps an id read back from storage.
     pub fn from_stored(hex: String) -> Self {
         Self(hex)
@@ -67,6 +85,37 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::{Map, json};
+
+    #[test]
+    fn a_proposal_id_is_unique_to_its_set_and_item() {
+        let args = json!({"status": "BLOCKED"});
+        let set = uuid::Uuid::from_u128(1);
+        let first = OperationId::for_proposal("run", "set_task_status", &args, "t1", set, 0);
+        assert_eq!(
+            first,
+            OperationId::for_proposal("run", "set_task_status", &args, "t1", set, 0),
+            "a retry of the same confirmation is the same operation"
+        );
+        assert_ne!(
+            first,
+            OperationId::for_proposal("run", "set_task_status", &args, "t1", set, 1)
+        );
+        assert_ne!(
+            first,
+            OperationId::for_proposal(
+                "run",
+                "set_task_status",
+                &args,
+                "t1",
+                uuid::Uuid::from_u128(2),
+                0
+            )
+        );
+        assert_ne!(
+            first,
+            OperationId::derive("run", "set_task_status", &args, &["t1"])
+        );
+    }
 
     #[test]
     fn known_shape_and_sensitivity() {
