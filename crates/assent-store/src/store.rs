@@ -148,6 +148,7 @@ impl Store {
             Backend::Postgres => {
                 AnyPoolOptions::new()
                     .max_connections(options.max_connections.max(1))
+                    .after_release(|conn, _| Box::pin(release_clean(conn)))
                     .connect(&options.url)
                     .await
             }
@@ -213,9 +214,78 @@ impl Store {
     }
 }
 
+/// Whether a connection coming back to the pool may serve again. A transaction dropped
+/// without commit leaves a rollback queued; when that rollback fails (SQLite already
+/// rolled back on its own after `SQLITE_FULL`, say), the driver still counts the
+/// transaction as open and would refuse every later `BEGIN` on this connection. Such a
+/// connection is closed instead, and the pool opens a fresh one.
+async fn release_clean(conn: &mut AnyConnection) -> Result<bool, sqlx::Error> {
+    use sqlx::Connection;
+    if !conn.is_in_transaction() {
+        return Ok(true);
+    }
+    // The ping runs after the queued rollback, so the depth is settled afterwards.
+    conn.ping().await?;
+    if conn.is_in_transaction() {
+        tracing::warn!("a connection's rollback failed; closing it");
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// The file behind a SQLite URL, or `None` for an in-memory database.
+fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let path = path.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" || url.contains("mode=memory") {
+        return None;
+    }
+    Some(std::path::PathBuf::from(path))
+}
+
+/// Refuses, at once and in one sentence, a file that SQLite would fail on slowly (a
+/// pool retrying for its whole acquire timeout) or, worse, treat as a new database:
+/// one that is not a SQLite database, or that this process may not write.
+fn check_sqlite_file(path: &std::path::Path) -> Result<(), sqlx::Error> {
+    use std::io::Read;
+    const HEADER: &[u8; 16] = b"SQLite format 3\0";
+    let refuse = |why: String| Err(sqlx::Error::Configuration(why.into()));
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return refuse(format!("{} cannot be read: {error}", path.display())),
+    };
+    let metadata = file.metadata().map_err(sqlx::Error::Io)?;
+    if metadata.is_dir() {
+        return refuse(format!("{} is a directory, not a database file", path.display()));
+    }
+    // An empty file is what SQLite itself makes of a new database.
+    if metadata.len() > 0 {
+        let mut header = [0_u8; 16];
+        let read = file.read(&mut header).map_err(sqlx::Error::Io)?;
+        if read < header.len() || &header != HEADER {
+            return refuse(format!(
+                "{} is not a SQLite database (it does not start with the SQLite header); nothing was changed",
+                path.display()
+            ));
+        }
+    }
+    if let Err(error) = std::fs::OpenOptions::new().append(true).open(path) {
+        return refuse(format!(
+            "{} cannot be written ({error}); Assent needs write access to its database",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
 /// A pool on a SQLite file: WAL, the chosen durability, foreign keys and the busy
 /// timeout, set on every connection (the `Any` driver takes only a URL).
 async fn open_sqlite(options: &StoreOptions) -> Result<AnyPool, sqlx::Error> {
+    use sqlx::Connection;
     // Each connection to an in-memory database is a database of its own: one
     // connection, or the migrations and the data would land in different ones.
     let in_memory = options.url.contains(":memory:") || options.url.contains("mode=memory");
@@ -237,8 +307,19 @@ async fn open_sqlite(options: &StoreOptions) -> Result<AnyPool, sqlx::Error> {
         options.busy_timeout.as_millis(),
         options.durability.as_str()
     );
+    if let Some(path) = sqlite_file(&options.url) {
+        check_sqlite_file(&path)?;
+        // One connection first: whatever else is wrong with the file fails here, once
+        // and at once, not as a pool retrying until its acquire timeout.
+        let mut probe = AnyConnection::connect(&url).await?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(pragmas.clone()))
+            .execute(&mut probe)
+            .await?;
+        probe.close().await?;
+    }
     AnyPoolOptions::new()
         .max_connections(max_connections)
+        .after_release(|conn, _| Box::pin(release_clean(conn)))
         .after_connect(move |conn, _| {
             let pragmas = pragmas.clone();
             Box::pin(async move {
@@ -310,6 +391,86 @@ mod tests {
             .await
             .expect("opens");
         assert_ne!(other.host_id(), id, "every database is a device of its own");
+    }
+
+    #[tokio::test]
+    async fn a_write_after_the_disk_was_full_succeeds() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut options =
+            StoreOptions::new(format!("sqlite://{}/full.db", dir.path().display()));
+        // One connection, so the write after the failure gets the very connection that
+        // failed (unless it was rightly replaced).
+        options.max_connections = 1;
+        let store = Store::open_with(options).await.expect("opens");
+        sqlx::query("CREATE TABLE filler (x BLOB)")
+            .execute(store.pool())
+            .await
+            .expect("a table to fill");
+        let mut tx = store.begin_write().await.expect("write tx");
+        sqlx::raw_sql("PRAGMA max_page_count = 1;")
+            .execute(&mut *tx)
+            .await
+            .expect("limit the file to its current size");
+        let mut full = None;
+        for _ in 0..100 {
+            if let Err(error) = sqlx::query("INSERT INTO filler VALUES (zeroblob(100000))")
+                .execute(&mut *tx)
+                .await
+            {
+                full = Some(error);
+                break;
+            }
+        }
+        let full = full.expect("the disk fills up");
+        assert!(full.to_string().contains("full"), "{full}");
+        drop(tx);
+
+        // The disk has room again; the next writer must not find the store stuck.
+        let mut tx = store.begin_write().await.expect("a write transaction again");
+        sqlx::raw_sql("PRAGMA max_page_count = 1073741823; INSERT INTO filler VALUES (1);")
+            .execute(&mut *tx)
+            .await
+            .expect("write");
+        tx.commit().await.expect("commit");
+    }
+
+    #[tokio::test]
+    async fn a_file_that_is_not_a_database_is_refused_at_once_and_kept() {
+        let dir = tempfile::tempdir().expect("dir");
+        for (name, content) in [
+            ("one-byte.db", b"x".to_vec()),
+            ("text.db", b"this is a text file, not a database\n".repeat(100)),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, &content).expect("write");
+            let started = std::time::Instant::now();
+            let err = Store::open(&format!("sqlite://{}", path.display()))
+                .await
+                .unwrap_err();
+            assert!(started.elapsed() < Duration::from_secs(2), "fails at once");
+            let text = err.to_string();
+            assert!(text.contains("is not a SQLite database"), "{text}");
+            assert!(!text.contains('\n'), "one line: {text}");
+            assert_eq!(std::fs::read(&path).expect("read"), content, "left as it was");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_read_only_database_is_refused_at_once() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("ro.db");
+        let url = format!("sqlite://{}", path.display());
+        Store::open(&url).await.expect("made").close().await;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).expect("chmod");
+        // Root may write anyway; only where the permission bites is there a refusal.
+        if std::fs::OpenOptions::new().append(true).open(&path).is_ok() {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let err = Store::open(&url).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(2), "fails at once");
+        assert!(err.to_string().contains("cannot be written"), "{err}");
     }
 
     #[test]
