@@ -13,6 +13,7 @@ const INTRO: &str = "The following shows how the user responded to your recent s
 
 /// A deliberately conservative token estimate: about four characters per token,
 /// rounded up, counting characters rather than bytes.
+#[cfg(test)]
 fn estimate_tokens(text: &str) -> usize {
     text.chars().count().div_ceil(4)
 }
