@@ -69,11 +69,9 @@ pub struct ConfirmAllResult {
     pub items: Vec<(usize, String, ItemResult)>,
 }
 
-/// A person's reason, trimmed; a blank one is no reason.
-fn clean_reason(reason: Option<String>) -> Option<String> {
-    reason
-        .map(|r| r.trim().to_owned())
-        .filter(|r| !r.is_empty())
+/// A person's reason, trimmed and bounded (see [`assent_domain::clean_reason`]).
+fn clean_reason(reason: Option<String>) -> Result<Option<String>, ConfirmError> {
+    Ok(assent_domain::clean_reason(reason)?)
 }
 
 /// A person's decisions on change sets.
@@ -354,7 +352,7 @@ impl ConfirmationService {
         reason: Option<String>,
         now: OffsetDateTime,
     ) -> Result<ChangeDecision, ConfirmError> {
-        let reason = clean_reason(reason);
+        let reason = clean_reason(reason)?;
         self.decide(change_set_id, index, Verdict::Rejected, reason, now)
             .await
     }
@@ -445,7 +443,7 @@ impl ConfirmationService {
         reason: Option<String>,
         now: OffsetDateTime,
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
-        let reason = clean_reason(reason);
+        let reason = clean_reason(reason)?;
         let mut tx = self.engine.store.begin_write().await?;
         let mut set = change_sets::require(&mut tx, change_set_id).await?;
         let open: Vec<usize> = set.open_indexes().collect();

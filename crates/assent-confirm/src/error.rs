@@ -25,6 +25,9 @@ pub enum ConfirmError {
     /// concurrently, expired). Retrying changes nothing.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A person's reason cannot be kept as given (too long).
+    #[error("invalid reason: {0}")]
+    InvalidReason(String),
     /// Edited arguments do not satisfy the tool's schema.
     #[error("invalid arguments for {tool}: {problems}")]
     InvalidArgs {
@@ -108,6 +111,7 @@ impl ConfirmError {
                 index,
                 len,
             },
+            too_long @ DomainError::ReasonTooLong { .. } => Self::InvalidReason(too_long.to_string()),
             other @ (DomainError::AlreadyDecided { .. }
             | DomainError::InvalidTransition { .. }
             | DomainError::SetExpired { .. }

@@ -86,3 +86,41 @@ mod tests {
         }
     }
 }
+
+/// The longest reason a person may give for a decision, in characters. Reasons are
+/// shown on every screen and in the agent's next prompt; one of a megabyte would
+/// crowd out everything else there, and in every stream that carries it.
+pub const MAX_REASON_CHARS: usize = 4096;
+
+/// A person's reason, trimmed; a blank one is no reason, one over
+/// [`MAX_REASON_CHARS`] is refused.
+pub fn clean_reason(reason: Option<String>) -> Result<Option<String>, crate::DomainError> {
+    let Some(reason) = reason.map(|r| r.trim().to_owned()).filter(|r| !r.is_empty()) else {
+        return Ok(None);
+    };
+    let chars = reason.chars().count();
+    if chars > MAX_REASON_CHARS {
+        return Err(crate::DomainError::ReasonTooLong { chars });
+    }
+    Ok(Some(reason))
+}
+
+#[cfg(test)]
+mod reason_tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_trimmed_and_bounded() {
+        assert_eq!(clean_reason(None), Ok(None));
+        assert_eq!(clean_reason(Some("  ".into())), Ok(None));
+        assert_eq!(clean_reason(Some(" no ".into())), Ok(Some("no".into())));
+        let longest = "é".repeat(MAX_REASON_CHARS);
+        assert_eq!(clean_reason(Some(longest.clone())), Ok(Some(longest)));
+        assert_eq!(
+            clean_reason(Some("x".repeat(MAX_REASON_CHARS + 1))),
+            Err(crate::DomainError::ReasonTooLong {
+                chars: MAX_REASON_CHARS + 1
+            })
+        );
+    }
+}

@@ -12,6 +12,12 @@ pub enum DomainError {
         /// The set that would have been empty.
         change_set_id: Uuid,
     },
+    /// A person's reason is longer than [`crate::MAX_REASON_CHARS`].
+    #[error("the reason is {chars} characters long; at most {max} are kept", max = crate::MAX_REASON_CHARS)]
+    ReasonTooLong {
+        /// How long the reason given was.
+        chars: usize,
+    },
     /// The index does not name an item of the set.
     #[error("change set {change_set_id} has no item {index} (it has {len} item(s))")]
     ItemOutOfRange {

@@ -23,7 +23,7 @@ mod vector_clock;
 
 pub use canonical::canonical_json;
 pub use change_set::{ChangeItem, ChangeSet, NewChangeSet};
-pub use decision::ChangeDecision;
+pub use decision::{ChangeDecision, MAX_REASON_CHARS, clean_reason};
 pub use error::DomainError;
 pub use operation_id::OperationId;
 pub use status::{ChangeItemStatus, ChangeSetStatus, DerivedStatus, Verdict, derive_set_status};

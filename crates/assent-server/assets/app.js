@@ -12,6 +12,7 @@
     ["other", "Other", () => true],
   ];
   const OPEN = new Set(["pending", "deferred"]);
+  const OPEN_SET = new Set(["pending", "partiallyResolved"]);
 
   let token = sessionStorage.getItem(TOKEN_KEY);
   let stream = null;
@@ -24,6 +25,28 @@
 
   const $ = (id) => document.getElementById(id);
 
+  // Characters that make text lie to its reader: controls (other than newline and tab)
+  // and the Unicode bidirectional controls, which reorder what is shown.
+  const MISLEADING = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+  // A string as nodes: text, with every misleading character marked as a visible code.
+  function marked(value) {
+    const nodes = [];
+    let last = 0;
+    for (const match of value.matchAll(MISLEADING)) {
+      if (match.index > last) nodes.push(value.slice(last, match.index));
+      const code = "U+" + match[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+      const mark = document.createElement("span");
+      mark.className = "ctl";
+      mark.title = "hidden character " + code + " in the agent's text";
+      mark.textContent = code;
+      nodes.push(mark);
+      last = match.index + match[0].length;
+    }
+    if (last < value.length) nodes.push(value.slice(last));
+    return nodes;
+  }
+
   // An element with text children only; strings become text nodes.
   function el(tag, props, ...children) {
     const node = document.createElement(tag);
@@ -33,7 +56,11 @@
       else if (key === "hidden") node.hidden = value;
       else node.setAttribute(key, String(value));
     }
-    for (const child of children) if (child !== null && child !== undefined) node.append(child);
+    for (const child of children) {
+      if (child === null || child === undefined) continue;
+      if (typeof child === "string") node.append(...marked(child));
+      else node.append(child);
+    }
     return node;
   }
 
@@ -59,6 +86,11 @@
     const candidate = $("token").value.trim();
     const check = await fetch("/api/session", { headers: { Authorization: "Bearer " + candidate } });
     if (!check.ok) { $("login-error").textContent = "That token was not accepted."; return; }
+    const session = await check.json();
+    if (session.role === "agent") {
+      $("login-error").textContent = "That is an agent's token (agent " + session.agentId + "): it cannot review. Use a reviewer's or an admin's token.";
+      return;
+    }
     token = candidate;
     sessionStorage.setItem(TOKEN_KEY, token);
     $("token").value = "";
@@ -73,6 +105,7 @@
     stream = null;
     sets.clear(); tasks.clear(); requests.clear();
     $("review").hidden = true; $("logout").hidden = true; $("login").hidden = false;
+    $("role").hidden = true;
     $("login-error").textContent = message || "";
     setLive(false);
     $("token").focus();
@@ -80,6 +113,9 @@
 
   async function start() {
     $("login").hidden = true; $("review").hidden = false; $("logout").hidden = false;
+    const session = await api("GET", "/session");
+    $("role").textContent = "signed in as " + session.role;
+    $("role").hidden = false;
     await reload();
     follow();
   }
@@ -147,7 +183,12 @@
     if (name === "ready") { setLive(true); return; }
     if (name === "resync") { await reload(); return; }
     if (name === "changeSetCreated" || name === "changeSetUpdated") {
-      await upsert(JSON.parse(data.join("\n")).changeSet);
+      // Events name the set; its content is fetched, so a stalled stream holds no sets.
+      const { id } = JSON.parse(data.join("\n")).changeSet;
+      let set;
+      try { set = await api("GET", "/change-sets/" + encodeURIComponent(id)); }
+      catch (error) { show("Could not load change set " + id + ": " + error.message); return; }
+      if (OPEN_SET.has(set.status) || sets.has(id)) await upsert(set);
     } else if (name === "confirmationRequested") {
       const request = JSON.parse(data.join("\n")).request;
       requests.set(request.correlationId, request);

@@ -76,20 +76,9 @@ async fn load_with_decisions(
     Ok((set, decided))
 }
 
-/// The set as it is now, published to live screens after a decision changed it. The
-/// decision has committed by then: failing to announce it is logged, never answered
-/// as a failed request.
-async fn publish_update(state: &AppState, id: Uuid) {
-    let loaded = match state.connection().await {
-        Ok(mut conn) => load_with_decisions(&mut conn, id).await,
-        Err(error) => Err(error),
-    };
-    match loaded {
-        Ok((set, decided)) => state.events.publish(ServerEvent::updated(
-            &SetView::of(&set).with_reasons(&decided),
-        )),
-        Err(error) => tracing::warn!(change_set = %id, %error, "cannot announce the update"),
-    }
+/// Tells live screens that a decision changed the set; they fetch it.
+fn publish_update(state: &AppState, id: Uuid) {
+    state.events.publish(ServerEvent::updated(id));
 }
 
 /// `POST /api/agents {id, categories}`.
@@ -196,7 +185,7 @@ pub(crate) async fn wake(
     if let Some(set) = &outcome.change_set {
         state
             .events
-            .publish(ServerEvent::created(&SetView::of(set)));
+            .publish(ServerEvent::created(set));
     }
     ok(wake_json(&outcome))
 }
@@ -218,13 +207,13 @@ async fn delegated_wake(state: &AppState, path: &str, request: WakeRequest) -> A
     if let Some(set) = &wake.change_set {
         state
             .events
-            .publish(ServerEvent::created(&SetView::of(set)));
+            .publish(ServerEvent::created(set));
         // Nothing cancels the token: a client that goes away drops this future, and
         // the bus withdraws the open question.
         calls = scheduler
             .confirm_pending(set, &CancellationToken::new(), now)
             .await?;
-        publish_update(state, set.id).await;
+        publish_update(state, set.id);
     }
     ok(scheduled_wake_json(
         &ScheduledWake { wake, calls },
@@ -309,7 +298,7 @@ pub(crate) async fn confirm_item(State(state): State<AppState>, path: ItemPath) 
         .confirmations()
         .confirm_item(set, index, now())
         .await?;
-    publish_update(&state, set).await;
+    publish_update(&state, set);
     ok(confirmed_json(&outcome))
 }
 
@@ -332,7 +321,7 @@ pub(crate) async fn reject_item(
         .confirmations()
         .reject_item(set, index, body.reason, now())
         .await?;
-    publish_update(&state, set).await;
+    publish_update(&state, set);
     ok(decision)
 }
 
@@ -360,7 +349,7 @@ pub(crate) async fn edit_item(
         .confirmations()
         .edit_and_confirm(set, index, body.args, now())
         .await?;
-    publish_update(&state, set).await;
+    publish_update(&state, set);
     ok(confirmed_json(&outcome))
 }
 
@@ -372,7 +361,7 @@ pub(crate) async fn defer_item(State(state): State<AppState>, path: ItemPath) ->
         .confirmations()
         .defer_item(set, index, now())
         .await?;
-    publish_update(&state, set).await;
+    publish_update(&state, set);
     ok(decision)
 }
 
@@ -384,7 +373,7 @@ pub(crate) async fn confirm_all(
     let Path(id) = id?;
     let set = parse_set_id(&id)?;
     let result = state.engine.confirmations().confirm_all(set, now()).await?;
-    publish_update(&state, set).await;
+    publish_update(&state, set);
     ok(confirm_all_json(&result))
 }
 
@@ -402,7 +391,7 @@ pub(crate) async fn dismiss(
         .confirmations()
         .dismiss(set, body.reason, now())
         .await?;
-    publish_update(&state, set).await;
+    publish_update(&state, set);
     ok(decisions)
 }
 

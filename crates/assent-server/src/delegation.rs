@@ -229,9 +229,8 @@ fn checked_answer(
             Ok(ConfirmationOutcome::ProceedWithEdits { args })
         }
         ConfirmationOutcome::Reject { reason } => Ok(ConfirmationOutcome::Reject {
-            reason: reason
-                .map(|r| r.trim().to_owned())
-                .filter(|r| !r.is_empty()),
+            reason: assent_domain::clean_reason(reason)
+                .map_err(|error| ServerError::BadRequest(format!("outcome.reason: {error}")))?,
         }),
         other @ (ConfirmationOutcome::Deferred { .. }
         | ConfirmationOutcome::Cancelled

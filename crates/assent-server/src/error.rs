@@ -31,6 +31,9 @@ pub enum ServerError {
     /// request (409).
     #[error("{0}")]
     Conflict(String),
+    /// The request body did not arrive within the server's body-read timeout (408).
+    #[error("{0}")]
+    Timeout(String),
     /// The body is over the request-size limit (413).
     #[error("{0}")]
     TooLarge(String),
@@ -77,6 +80,7 @@ impl ServerError {
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Confirm(error) => confirm_status(error),
             Self::Journal(error) => journal_status(error),
             Self::Store(StoreError::InvalidToken(_)) => StatusCode::BAD_REQUEST,
@@ -96,6 +100,7 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         | ConfirmError::NoInteractiveSession => StatusCode::CONFLICT,
         ConfirmError::InvalidArgs { .. }
         | ConfirmError::MissingCorrelationId
+        | ConfirmError::InvalidReason(_)
         | ConfirmError::InvalidAgentName(_)
         | ConfirmError::UnknownAgent(_)
         | ConfirmError::UnknownTask(_)
@@ -159,9 +164,23 @@ impl IntoResponse for ServerError {
     }
 }
 
+/// Whether the body behind a rejection stopped arriving (the server's body-read timeout).
+fn body_timed_out(rejection: &JsonRejection) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(rejection);
+    while let Some(error) = cause {
+        if error.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
+}
+
 impl From<JsonRejection> for ServerError {
     fn from(rejection: JsonRejection) -> Self {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        if body_timed_out(&rejection) {
+            Self::Timeout("the request body did not arrive in time".to_owned())
+        } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             Self::TooLarge("the request body is over the size limit".to_owned())
         } else {
             Self::BadRequest(format!("invalid JSON body: {}", rejection.body_text()))

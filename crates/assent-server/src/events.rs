@@ -1,8 +1,8 @@
 //! Live updates: the events the server publishes, and `GET /api/events`, which streams
 //! them as server-sent events until the client goes away or the server shuts down.
 
-use crate::shapes::SetView;
 use assent_confirm::{ConfirmationRequest, ConfirmationResolution};
+use assent_domain::{ChangeSet, Uuid};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use serde_json::{Value, json};
@@ -10,7 +10,9 @@ use std::convert::Infallible;
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 
-/// How many events a slow subscriber may fall behind before it is told to resync.
+/// How many events a slow subscriber may fall behind before it is told to resync. Set
+/// events name a set rather than carry it, so this bounds what a stalled client holds
+/// to a few kilobytes (delegated requests carry one tool call each).
 const EVENT_BUFFER: usize = 256;
 
 /// Something reviewers' screens should learn about at once.
@@ -18,9 +20,11 @@ const EVENT_BUFFER: usize = 256;
 /// New kinds are new variants with their own SSE event name.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerEvent {
-    /// A wake queued a new change set.
+    /// A wake queued a new change set: `{id, agentId, taskId, status}`; its content is
+    /// at `GET /api/change-sets/{id}`.
     ChangeSetCreated(Value),
-    /// A decision changed a change set.
+    /// A change set was written (a decision, expiry, a sync import, a write by another
+    /// process): `{id}`.
     ChangeSetUpdated(Value),
     /// A sub-agent asks the server's session to confirm a call (the bus's request).
     ConfirmationRequested(Value),
@@ -30,14 +34,19 @@ pub enum ServerEvent {
 }
 
 impl ServerEvent {
-    /// A created set, in the API's change-set shape.
-    pub fn created(set: &SetView<'_>) -> Self {
-        Self::ChangeSetCreated(wire_json(set))
+    /// A created set, named with what a page needs to decide whether to fetch it.
+    pub fn created(set: &ChangeSet) -> Self {
+        Self::ChangeSetCreated(json!({
+            "id": set.id,
+            "agentId": set.agent_id,
+            "taskId": set.task_id,
+            "status": set.status,
+        }))
     }
 
-    /// An updated set, in the API's change-set shape.
-    pub fn updated(set: &SetView<'_>) -> Self {
-        Self::ChangeSetUpdated(wire_json(set))
+    /// A set that was written.
+    pub fn updated(id: Uuid) -> Self {
+        Self::ChangeSetUpdated(json!({ "id": id }))
     }
 
     /// A sub-agent's request, in the bus's wire shape.

@@ -25,6 +25,7 @@ pub mod auth;
 mod delegation;
 mod error;
 mod events;
+mod feed;
 mod page;
 pub mod shapes;
 mod sync;
@@ -48,10 +49,38 @@ use sqlx::Any;
 use sqlx::pool::PoolConnection;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 /// The largest request body accepted (4 MiB, as for `assent wake`); larger ones get 413.
 pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
+
+/// How slow clients, many clients and other processes are handled: see
+/// [`Server::with_limits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// A connection that has not sent a request's headers by then is closed.
+    pub header_read_timeout: Duration,
+    /// A request whose body has not arrived by then is answered 408.
+    pub body_read_timeout: Duration,
+    /// Connections served at once; further ones wait in the listen queue.
+    pub max_connections: usize,
+    /// How often the change feed is read for writes by other processes.
+    pub feed_interval: Duration,
+}
+
+impl Default for ServerLimits {
+    /// 10 s for headers, 30 s for a body, 512 connections, the feed every second.
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_connections: 512,
+            feed_interval: Duration::from_secs(1),
+        }
+    }
+}
 
 /// The engine over `store` with the reference task journal as host: what `assent
 /// serve` and the command line run.
@@ -89,6 +118,7 @@ pub struct Server {
     state: AppState,
     body_limit: usize,
     sync_body_limit: usize,
+    limits: ServerLimits,
 }
 
 impl Server {
@@ -103,7 +133,15 @@ impl Server {
             },
             body_limit: DEFAULT_BODY_LIMIT,
             sync_body_limit: DEFAULT_SYNC_BODY_LIMIT,
+            limits: ServerLimits::default(),
         }
+    }
+
+    /// The same server with other [`ServerLimits`].
+    #[must_use]
+    pub fn with_limits(mut self, limits: ServerLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The same server with another request-size limit, in bytes.
@@ -197,6 +235,7 @@ impl Server {
             .merge(page::routes())
             .nest("/api", api)
             .layer(DefaultBodyLimit::max(self.body_limit))
+            .layer(RequestBodyTimeoutLayer::new(self.limits.body_read_timeout))
             .layer(TraceLayer::new_for_http())
             .with_state(self.state.clone())
     }
@@ -204,7 +243,8 @@ impl Server {
     /// Serves on `listener` until `shutdown` completes, then stops accepting, ends the
     /// event streams, stops listening to the confirmation bus (so that delegated wakes
     /// still waiting end fail-closed rather than hold the shutdown) and waits for
-    /// requests in flight.
+    /// requests in flight. While it serves, it follows the change feed so that open
+    /// pages learn of writes made by other processes.
     pub async fn run(
         self,
         listener: tokio::net::TcpListener,
@@ -216,26 +256,79 @@ impl Server {
             .delegation
             .as_ref()
             .map(|delegation| delegation.forward(events.clone()));
-        let closing = events.clone();
-        let signal = async move {
-            shutdown.await;
-            tracing::info!("shutting down");
-            closing.close();
-        };
-        let served = axum::serve(listener, self.router())
-            .with_graceful_shutdown(signal)
-            .await
-            .map_err(|source| ServerError::Io {
-                context: "serving failed".to_owned(),
-                source,
-            });
-        // Serving can also end by failing; the forwarder ends only when told.
+        let feed = tokio::spawn(feed::follow(
+            self.state.engine.store().clone(),
+            events.clone(),
+            self.limits.feed_interval,
+        ));
+        let served = self.serve(listener, shutdown).await;
+        // Serving can also end by failing; the forwarder and the feed end only when told.
         events.close();
         if let Some(forwarding) = forwarding
             && let Err(error) = forwarding.await
         {
             tracing::error!(%error, "the confirmation forwarder failed");
         }
+        if let Err(error) = feed.await {
+            tracing::error!(%error, "the change feed follower failed");
+        }
         served
+    }
+
+    /// The accept loop: one HTTP/1 connection per task, at most
+    /// [`ServerLimits::max_connections`] at once, each with a header-read timeout.
+    async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let app = self.router();
+        let events = self.state.events.clone();
+        let slots = Arc::new(tokio::sync::Semaphore::new(self.limits.max_connections.max(1)));
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(self.limits.header_read_timeout);
+        let shutdown = std::pin::pin!(shutdown);
+        let mut shutdown = shutdown;
+        loop {
+            let slot = tokio::select! {
+                slot = slots.clone().acquire_owned() => slot,
+                () = &mut shutdown => break,
+            };
+            // The semaphore is never closed.
+            let Ok(slot) = slot else { break };
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        // Out of file descriptors, say: wait a little rather than spin.
+                        tracing::warn!(%error, "accepting a connection failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let app = app.clone();
+            let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
+                use tower::ServiceExt;
+                app.clone().oneshot(request.map(axum::body::Body::new))
+            });
+            let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let connection = graceful.watch(connection);
+            tokio::spawn(async move {
+                if let Err(error) = connection.await {
+                    tracing::debug!(%peer, %error, "connection ended with an error");
+                }
+                drop(slot);
+            });
+        }
+        tracing::info!("shutting down");
+        // Open event streams would keep the graceful shutdown waiting forever.
+        events.close();
+        graceful.shutdown().await;
+        Ok(())
     }
 }

@@ -28,6 +28,7 @@ mod query_plans;
 
 pub mod agents;
 pub mod audit;
+pub mod change_feed;
 pub mod change_sets;
 pub mod decisions;
 pub mod delegation;

@@ -4,6 +4,7 @@
 //! headless Chromium through WebDriver (`browser`), and device sync over HTTP (`sync`).
 
 mod api;
+mod limits;
 mod roles;
 mod browser;
 mod delegated;

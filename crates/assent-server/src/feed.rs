@@ -1,0 +1,67 @@
+//! Following the change feed: writes made by other processes (a CLI run, another
+//! server, a sync import) reach open pages as `changeSetUpdated` events within about
+//! one poll interval.
+
+use crate::events::{EventBus, ServerEvent};
+use assent_store::{Store, change_feed};
+use std::time::Duration;
+
+/// Feed entries read per poll; a burst larger than this is read over several polls.
+const BATCH: i64 = 1_000;
+/// Polls between prunings of the feed.
+const PRUNE_EVERY: u32 = 600;
+
+/// Reads the feed every `interval` and announces each written set, until `events`
+/// closes. Failures are logged and retried at the next poll: a database that is busy
+/// or briefly unreachable must not end live updates.
+pub(crate) async fn follow(store: Store, events: EventBus, interval: Duration) {
+    let mut position = None;
+    let mut polls = 0_u32;
+    let closed = events.closed();
+    let mut closed = std::pin::pin!(closed);
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            () = &mut closed => return,
+        }
+        let span = tracing::debug_span!("change_feed_poll");
+        let _entered = span.enter();
+        let mut conn = match store.pool().acquire().await {
+            Ok(conn) => conn,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the change feed");
+                continue;
+            }
+        };
+        let after = match position {
+            Some(after) => after,
+            // Start at the end: what happened before the server started is on the page
+            // when it loads.
+            None => match change_feed::latest(&mut conn).await {
+                Ok(latest) => {
+                    position = Some(latest);
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read the change feed");
+                    continue;
+                }
+            },
+        };
+        match change_feed::since(&mut conn, after, BATCH).await {
+            Ok((sets, next)) => {
+                for id in sets {
+                    events.publish(ServerEvent::updated(id));
+                }
+                position = Some(next);
+            }
+            Err(error) => tracing::warn!(%error, "cannot read the change feed"),
+        }
+        polls = polls.wrapping_add(1);
+        if polls % PRUNE_EVERY == 0
+            && let Err(error) = change_feed::prune(&mut conn).await
+        {
+            tracing::debug!(%error, "cannot prune the change feed");
+        }
+    }
+}
