@@ -58,7 +58,7 @@ pub(crate) async fn follow(store: Store, events: EventBus, interval: Duration) {
             Err(error) => tracing::warn!(%error, "cannot read the change feed"),
         }
         polls = polls.wrapping_add(1);
-        if polls % PRUNE_EVERY == 0
+        if polls.is_multiple_of(PRUNE_EVERY)
             && let Err(error) = change_feed::prune(&mut conn).await
         {
             tracing::debug!(%error, "cannot prune the change feed");
