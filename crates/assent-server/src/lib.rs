@@ -28,6 +28,7 @@ mod page;
 pub mod shapes;
 mod sync;
 pub mod token;
+mod tools;
 
 pub use agents::{AgentView, set_agent_categories};
 pub use delegation::DEFAULT_BUS_ROOT;
@@ -144,6 +145,7 @@ impl Server {
             .route("/tasks", post(api::create_new_task))
             .route("/tasks/{id}", get(api::show_task))
             .route("/wakes", post(api::wake))
+            .route("/tools", get(tools::list))
             .route("/change-sets", get(api::list_change_sets))
             .route("/change-sets/{id}", get(api::show_change_set))
             .route("/change-sets/{id}/confirm-all", post(api::confirm_all))
