@@ -322,56 +322,13 @@ fn provider_executed_calls_and_notifications_need_no_answer() {
     assert_eq!((parsed.calls.len(), parsed.elements), (1, 3));
 }
 
-/// For each dialect: a document with an element of a type nobody documents, and one
-/// that holds no call. Both refused, forced or detected, with one line naming what
+/// For each dialect: a document with an element of a type nobody documents
+/// (`<name>.unknown.json`), and one that holds no call (`<name>.call-less.json`). Both refused, forced or detected, with one line naming what
 /// was wrong.
 #[test]
 fn unknown_elements_and_call_less_documents_are_refused_in_every_dialect() {
-    let unknown = [
-        (
-            Dialect::OpenAi,
-            json!({"role": "assistant", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}},
-            {"id": "c2", "type": "frobnicate"}]}),
-        ),
-        (
-            Dialect::Responses,
-            json!({"object": "response", "output": [
-            {"type": "function_call", "call_id": "c1", "name": "t", "arguments": "{}"},
-            {"type": "frobnicate"}]}),
-        ),
-        (
-            Dialect::Anthropic,
-            json!({"role": "assistant", "content": [
-            {"type": "tool_use", "id": "c1", "name": "t", "input": {}},
-            {"type": "frobnicate"}]}),
-        ),
-        (
-            Dialect::Gemini,
-            json!({"role": "model", "parts": [
-            {"functionCall": {"name": "t", "args": {}}},
-            {"frobnicate": {}}]}),
-        ),
-        (
-            Dialect::LangChain,
-            json!({"type": "ai", "tool_calls": [
-            {"name": "t", "args": {}, "id": "c1", "type": "tool_call"},
-            {"type": "frobnicate"}]}),
-        ),
-        (
-            Dialect::Vercel,
-            json!({"role": "assistant", "content": [
-            {"type": "tool-call", "toolCallId": "c1", "toolName": "t", "input": {}},
-            {"type": "frobnicate"}]}),
-        ),
-        (
-            Dialect::Mcp,
-            json!([
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t"}},
-            {"jsonrpc": "2.0", "id": 2, "method": "frobnicate"}]),
-        ),
-    ];
-    for (dialect, document) in unknown {
+    for dialect in Dialect::ALL {
+        let document = fixture(&format!("{dialect}.unknown.json"));
         for format in [None, Some(dialect)] {
             let err = parse_calls(&document, format).expect_err("refused");
             let text = err.to_string();
@@ -383,39 +340,8 @@ fn unknown_elements_and_call_less_documents_are_refused_in_every_dialect() {
             );
         }
     }
-    let call_less = [
-        (
-            Dialect::OpenAi,
-            json!({"role": "assistant", "content": "Nothing to do."}),
-        ),
-        (
-            Dialect::Responses,
-            json!({"object": "response", "output": [
-            {"type": "reasoning", "summary": []},
-            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}]}),
-        ),
-        (
-            Dialect::Anthropic,
-            json!({"type": "message", "role": "assistant", "content": [{"type": "text", "text": "Done."}]}),
-        ),
-        (
-            Dialect::Gemini,
-            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Done."}]}}]}),
-        ),
-        (
-            Dialect::LangChain,
-            json!({"type": "ai", "content": "Done.", "tool_calls": [], "invalid_tool_calls": []}),
-        ),
-        (
-            Dialect::Vercel,
-            json!({"role": "assistant", "content": [{"type": "text", "text": "Done."}]}),
-        ),
-        (
-            Dialect::Mcp,
-            json!([{"jsonrpc": "2.0", "method": "notifications/initialized"}]),
-        ),
-    ];
-    for (dialect, document) in call_less {
+    for dialect in Dialect::ALL {
+        let document = fixture(&format!("{dialect}.call-less.json"));
         for format in [None, Some(dialect)] {
             let err = parse_calls(&document, format).expect_err("refused");
             assert!(

@@ -6,5 +6,6 @@
 mod api;
 mod browser;
 mod delegated;
+mod dialects;
 mod support;
 mod sync;
