@@ -7,7 +7,6 @@ use serde_json::{Map, Value, json};
 
 /// Block types each dialect documents as carrying no call for Assent to answer: text,
 /// reasoning, results, and calls that the provider's own servers run.
-const OPENAI_NO_CALL: &[&str] = &[];
 const RESPONSES_NO_CALL: &[&str] = &[
     "message",
     "reasoning",
@@ -93,9 +92,10 @@ const GEMINI_METADATA: &[&str] = &[
 
 fn no_call_types(dialect: Dialect) -> &'static [&'static str] {
     match dialect {
-        Dialect::OpenAi => OPENAI_NO_CALL,
+        // Lists mixing OpenAI calls and Anthropic blocks were read before the other
+        // dialects came; they still are.
+        Dialect::OpenAi | Dialect::Anthropic => ANTHROPIC_NO_CALL,
         Dialect::Responses => RESPONSES_NO_CALL,
-        Dialect::Anthropic => ANTHROPIC_NO_CALL,
         Dialect::Vercel => VERCEL_NO_CALL,
         Dialect::LangChain => LANGCHAIN_NO_CALL,
         Dialect::Gemini => GEMINI_NO_CALL,
@@ -190,6 +190,16 @@ fn signature(element: &Value) -> Option<Dialect> {
     }
 }
 
+/// Whether calls of `a` and `b` may share one list: the same dialect, or the OpenAI
+/// Chat and Anthropic pair, which one list could mix before any other dialect was read.
+fn legacy_mix(a: Dialect, b: Dialect) -> bool {
+    a == b
+        || matches!(
+            (a, b),
+            (Dialect::OpenAi, Dialect::Anthropic) | (Dialect::Anthropic, Dialect::OpenAi)
+        )
+}
+
 fn detect_list(list: &[Value]) -> Result<Dialect, ChangesetError> {
     let mut found: Option<(usize, Dialect)> = None;
     for (index, element) in list.iter().enumerate() {
@@ -198,7 +208,7 @@ fn detect_list(list: &[Value]) -> Result<Dialect, ChangesetError> {
         };
         match found {
             None => found = Some((index, dialect)),
-            Some((first_index, first)) if first != dialect => {
+            Some((first_index, first)) if !legacy_mix(first, dialect) => {
                 return Err(ChangesetError::MixedDialects {
                     index,
                     dialect: dialect.title(),
@@ -398,7 +408,9 @@ pub(super) fn element(
         }
     };
     let call = match (dialect, kind) {
-        (Dialect::OpenAi, Some("function") | None) if map.contains_key("function") => {
+        (Dialect::OpenAi | Dialect::Anthropic, Some("function") | None)
+            if map.contains_key("function") =>
+        {
             openai_call(map, index)?
         }
         (Dialect::Responses, Some("function_call")) => ToolCall {
@@ -416,7 +428,7 @@ pub(super) fn element(
         }
         // A Responses input message may leave out its type.
         (Dialect::Responses, None) if map.contains_key("role") => return Ok(Element::NoCall),
-        (Dialect::Anthropic, Some("tool_use")) => ToolCall {
+        (Dialect::Anthropic | Dialect::OpenAi, Some("tool_use")) => ToolCall {
             id: text_field(map, "id", index)?.to_owned(),
             name: text_field(map, "name", index)?.to_owned(),
             arguments: ToolArguments::Value(map.get("input").cloned().unwrap_or(Value::Null)),

@@ -364,6 +364,18 @@ fn unknown_elements_and_call_less_documents_are_refused_in_every_dialect() {
 
 #[test]
 fn mixed_and_unanswerable_documents_are_refused() {
+    // OpenAI calls and Anthropic blocks shared a list before: still read, in the
+    // dialect of the first call.
+    let legacy = parse_calls(
+        &json!([
+            {"id": "a", "type": "function", "function": {"name": "t", "arguments": "{}"}},
+            {"type": "text", "text": "and"},
+            {"type": "tool_use", "id": "b", "name": "t", "input": {}}
+        ]),
+        None,
+    )
+    .expect("read as before");
+    assert_eq!((legacy.dialect, legacy.calls.len()), (Dialect::OpenAi, 2));
     let err = parse_calls(
         &json!([
             {"type": "tool_use", "id": "a", "name": "t", "input": {}},
