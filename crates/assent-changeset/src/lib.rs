@@ -1,7 +1,11 @@
 //! Pure planning of one agent wake: which tool calls run now, which wait for a person,
 //! which are refused, and what the agent is told about each.
 //!
-//! - [`parse_tool_calls`]: OpenAI `tool_calls` or Anthropic `tool_use` blocks → [`ToolCall`]s.
+//! - [`parse_calls`]: a wake's document in any [`Dialect`] (OpenAI Chat and Responses,
+//!   Anthropic, Gemini, LangChain, Vercel AI SDK, MCP) → [`ToolCall`]s, every element
+//!   accounted for; [`parse_tool_calls`] when the dialect does not matter.
+//! - [`reply_messages`]: the wake's replies as that dialect's tool-result messages;
+//!   [`tool_definitions`]: the tools an agent may call as an SDK's `tools` parameter.
 //! - [`WakePlanner`]: routes each call in order (validation, policy, batch explosion,
 //!   redundancy, duplicates, the per-set cap) and answers with a [`PlannedCall`].
 //! - [`ChangeSetBuilder`]: accumulates the deferred items of the wake and builds the
@@ -14,13 +18,19 @@
 
 mod builder;
 mod calls;
+mod definitions;
+mod dialect;
 mod error;
 mod planner;
 mod redundancy;
+mod replies;
 pub mod reply;
 
 pub use builder::{AddOutcome, ChangeSetBuilder, DEFAULT_MAX_ITEMS_PER_SET};
 pub use calls::{ToolArguments, ToolCall, parse_tool_calls};
+pub use definitions::tool_definitions;
+pub use dialect::{CallOrigin, Dialect, ParsedCalls, derived_gemini_id, parse_calls};
 pub use error::ChangesetError;
 pub use planner::{CallPlan, PlannedCall, PlannerConfig, WakePlanner};
 pub use redundancy::{Redundancy, RedundancyCheck};
+pub use replies::{CallReply, reply_messages};

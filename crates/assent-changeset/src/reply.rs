@@ -133,3 +133,56 @@ pub fn delegated_rejected(reason: Option<&str>) -> String {
 pub fn delegated_not_run(reason: &str) -> String {
     format!("Not run: {reason}. The proposal stays queued for user review.")
 }
+/// The openings of the replies that refuse a call: nothing of it was queued or run
+/// because it was wrong, denied or over a limit (unknown tool, invalid arguments,
+/// policy, the cap, invented ids, a failed run, a parent's rejection).
+const REFUSALS: &[&str] = &[
+    "Error: ",
+    "Denied by policy: ",
+    "Not queued: ",
+    "Rejected ",
+    "Not run: ",
+    "Nothing to execute: ",
+];
+
+/// Whether `text` (a whole reply, perhaps several lines for a batch) refuses its call,
+/// judged by its first line: what SDK replies mark as an error (`is_error`,
+/// `isError`, `status: "error"`). A reply that queued, skipped or ran something is
+/// not a refusal even when later lines refuse some of a batch's elements.
+pub fn is_refusal(text: &str) -> bool {
+    REFUSALS.iter().any(|opening| text.starts_with(opening))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_told_from_the_rest() {
+        for refused in [
+            unknown_tool("x"),
+            invalid_args("t", "bad"),
+            denied("no"),
+            cap_reached(3, 1),
+            invented_ids(&["c9".to_owned()]),
+            delegated_rejected(Some("no")),
+            delegated_not_run("nobody answered"),
+            "Error: t failed: boom. Nothing was changed.".to_owned(),
+        ] {
+            assert!(is_refusal(&refused), "{refused}");
+        }
+        for fine in [
+            QUEUED.to_owned(),
+            batch_queued(2),
+            batch_queued(0),
+            skipped("priority is already P1"),
+            DUPLICATE.to_owned(),
+            recently_rejected(None),
+            delegated_applied("Done."),
+            granted_applied("Done."),
+            format!("{}\n{}", batch_queued(1), cap_reached(1, 1)),
+        ] {
+            assert!(!is_refusal(&fine), "{fine}");
+        }
+    }
+}

@@ -4,6 +4,7 @@
 //! Values whose failure the contract maps to exit code 1 (change-set ids, edited
 //! arguments, due dates) are taken as text here and parsed by the commands.
 
+use assent_changeset::Dialect;
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -124,6 +125,25 @@ pub enum DbCommand {
     Conflicts,
     /// API tokens of `assent serve` and their roles: list them, `add`, or `revoke ID`.
     Tokens(crate::tokens_commands::TokensArgs),
+    /// The tools an agent may call, as JSON ready for an SDK's `tools` parameter.
+    Tools(ToolsArgs),
+}
+
+/// `assent tools --agent A [--format NAME]`.
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    /// The agent whose policy decides which tools are listed.
+    #[arg(long)]
+    pub agent: String,
+    /// openai, responses or anthropic (their `tools` array), gemini (one `Tool`) or
+    /// mcp (a `tools/list` result).
+    #[arg(long, value_name = "NAME", default_value = "openai", value_parser = parse_dialect)]
+    pub format: Dialect,
+}
+
+fn parse_dialect(text: &str) -> Result<Dialect, String> {
+    text.parse()
+        .map_err(|e: assent_changeset::ChangesetError| e.to_string())
 }
 
 /// `assent grants [--agent PATH] [--tool NAME] [--all]` and `assent grants revoke ID`.
@@ -230,10 +250,18 @@ pub struct WakeArgs {
     /// The task the wake is about.
     #[arg(long)]
     pub task: String,
-    /// The tool calls: an OpenAI `tool_calls` array or Anthropic `tool_use` blocks;
-    /// `-` or absent: stdin.
+    /// The tool calls, as an SDK wrote them (OpenAI Chat or Responses, Anthropic,
+    /// Gemini, LangChain, Vercel AI SDK, MCP); `-` or absent: stdin.
     #[arg(long, value_name = "FILE")]
     pub calls: Option<PathBuf>,
+    /// Read the calls in this dialect instead of the one their shape shows: openai,
+    /// responses, anthropic, gemini, langchain, vercel or mcp.
+    #[arg(long, value_name = "NAME", value_parser = parse_dialect)]
+    pub format: Option<Dialect>,
+    /// With --json, write `messages` (the replies as tool-result messages) in this
+    /// dialect instead of the calls' own.
+    #[arg(long, value_name = "NAME", value_parser = parse_dialect)]
+    pub reply_format: Option<Dialect>,
     /// The run key (default: a fresh uuid).
     #[arg(long, value_name = "K")]
     pub run_key: Option<String>,

@@ -6,17 +6,17 @@ use crate::CliError;
 use crate::cli::{
     AgentCommand, AgentCreateArgs, AuditArgs, Cli, Command, ConfirmArgs, DbCommand, DismissArgs,
     EditArgs, ExpireArgs, GrantsArgs, GrantsCommand, HistoryArgs, ItemArgs, OutboxArgs,
-    PendingArgs, RejectArgs, TaskCommand, TaskCreateArgs, TaskShowArgs, WakeArgs,
+    PendingArgs, RejectArgs, TaskCommand, TaskCreateArgs, TaskShowArgs, ToolsArgs, WakeArgs,
 };
 use crate::{demo, demo_delegated, render, serve};
-use assent_changeset::{ToolCall, parse_tool_calls};
+use assent_changeset::{Dialect, ParsedCalls, parse_calls, tool_definitions};
 use assent_confirm::{ConfirmError, DEFAULT_EXPIRY_TTL, Engine, ItemResult, WakeRequest};
 use assent_domain::OffsetDateTime;
 use assent_journal_host::{NewTask, create_task, load_task};
 use assent_server::set_agent_categories;
-use assent_server::shapes::{SetView, confirm_all_json, confirmed_json, wake_json};
+use assent_server::shapes::{SetView, confirm_all_json, confirmed_json, wake_json, wake_messages};
 use assent_store::delegation::{self, Revocation};
-use assent_store::{Store, StoreError, audit, change_sets, outbox};
+use assent_store::{Store, StoreError, agents, audit, change_sets, outbox};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::io::Read;
@@ -121,7 +121,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
     };
     // Read the wake's input before touching the database: a bad document changes nothing.
     let calls = match &command {
-        DbCommand::Wake(args) => Some(read_calls(args.calls.as_deref())?),
+        DbCommand::Wake(args) => Some(read_calls(args.calls.as_deref(), args.format)?),
         _ => None,
     };
     let now = cli.now.unwrap_or_else(OffsetDateTime::now_utc);
@@ -130,7 +130,10 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Agent(AgentCommand::Create(args)) => agent_create(&ctx, args).await,
         DbCommand::Task(TaskCommand::Create(args)) => task_create(&ctx, args).await,
         DbCommand::Task(TaskCommand::Show(args)) => task_show(&ctx, args).await,
-        DbCommand::Wake(args) => wake(&ctx, args, calls.unwrap_or_default()).await,
+        DbCommand::Wake(args) => match calls {
+            Some(parsed) => wake(&ctx, args, parsed).await,
+            None => Err(CliError::failed("no tool calls read")),
+        },
         DbCommand::Pending(args) => pending(&ctx, args).await,
         DbCommand::Confirm(args) => confirm(&ctx, args).await,
         DbCommand::Reject(args) => reject(&ctx, args).await,
@@ -145,6 +148,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Sync(args) => crate::sync_commands::sync(&ctx, args).await,
         DbCommand::Conflicts => crate::sync_commands::conflicts(&ctx).await,
         DbCommand::Tokens(args) => crate::tokens_commands::tokens(&ctx, args).await,
+        DbCommand::Tools(args) => tools(&ctx, args).await,
     };
     ctx.store().close().await;
     output
@@ -198,8 +202,8 @@ pub async fn task_show(ctx: &Ctx, args: TaskShowArgs) -> Result<Output, CliError
 }
 
 /// Reads and parses the tool calls of a wake from `path` (stdin for `None` or `-`),
-/// at most [`MAX_CALLS_BYTES`].
-pub fn read_calls(path: Option<&Path>) -> Result<Vec<ToolCall>, CliError> {
+/// at most [`MAX_CALLS_BYTES`], in `format` or the dialect their shape shows.
+pub fn read_calls(path: Option<&Path>, format: Option<Dialect>) -> Result<ParsedCalls, CliError> {
     let (source, bytes) = match path.filter(|p| p.as_os_str() != "-") {
         Some(path) => {
             let source = path.display().to_string();
@@ -228,7 +232,7 @@ pub fn read_calls(path: Option<&Path>) -> Result<Vec<ToolCall>, CliError> {
     }
     let document: Value = serde_json::from_slice(&bytes)
         .map_err(|e| CliError::failed(format!("tool calls in {source} are not valid JSON: {e}")))?;
-    parse_tool_calls(&document)
+    parse_calls(&document, format)
         .map_err(|e| CliError::failed(format!("tool calls in {source}: {e}")))
 }
 
@@ -248,16 +252,35 @@ fn read_limited(reader: impl Read, source: &str) -> Result<Vec<u8>, CliError> {
 }
 
 /// `assent wake`.
-pub async fn wake(ctx: &Ctx, args: WakeArgs, calls: Vec<ToolCall>) -> Result<Output, CliError> {
+///
+/// With `--json`, `messages` holds the replies as the tool-result messages of the
+/// calls' dialect (or `--reply-format`'s), beside the unchanged `responses`.
+pub async fn wake(ctx: &Ctx, args: WakeArgs, parsed: ParsedCalls) -> Result<Output, CliError> {
     let run_key = args.run_key.unwrap_or_else(|| Uuid::new_v4().to_string());
-    let mut request = WakeRequest::new(args.agent, args.task, run_key, calls);
+    let mut request = WakeRequest::new(args.agent, args.task, run_key, parsed.calls.clone());
     if let Some(thread) = args.thread {
         request.thread_id = thread;
     }
     let outcome = ctx.engine.wakes().wake(request.clone(), ctx.now).await?;
-    Output::either(ctx.json, &wake_json(&outcome), || {
-        render::wake(&request, &outcome)
-    })
+    let mut body = wake_json(&outcome);
+    if ctx.json {
+        let format = args.reply_format.unwrap_or(parsed.dialect);
+        body["messages"] = wake_messages(&parsed, format, &outcome).map_err(|e| {
+            CliError::failed(format!("the wake's replies do not answer its calls: {e}"))
+        })?;
+    }
+    Output::either(ctx.json, &body, || render::wake(&request, &outcome))
+}
+
+/// `assent tools`: always JSON, since it is meant to be passed to an SDK as it is.
+pub async fn tools(ctx: &Ctx, args: ToolsArgs) -> Result<Output, CliError> {
+    let mut conn = ctx.connection().await?;
+    let policy = agents::policy(&mut conn, args.agent.trim())
+        .await?
+        .ok_or_else(|| CliError::failed(format!("no agent {:?}", args.agent)))?;
+    let definitions = tool_definitions(ctx.engine.registry(), &policy, args.format)
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    Output::json(&definitions)
 }
 
 /// `assent pending`.

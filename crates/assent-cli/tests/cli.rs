@@ -143,11 +143,19 @@ fn wake_review_and_exit_codes() {
         .map(|r| r["toolCallId"].as_str().expect("id"))
         .collect();
     assert_eq!(ids, ["call_1", "call_2"]);
+    let mut keys: Vec<&str> = wake
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
     assert_eq!(
-        wake.as_object().map(|o| o.len()),
-        Some(2),
-        "exactly changeSetId and responses"
+        keys,
+        ["changeSetId", "messages", "responses"],
+        "responses as before, and the replies as OpenAI tool messages"
     );
+    assert_eq!(wake["messages"][0]["tool_call_id"], "call_1");
 
     let pending = cli.json(&["pending", "--task", &task], "");
     let item = &pending[0]["items"][0];
@@ -623,4 +631,103 @@ async fn eight_processes_confirming_the_same_hundred_items_apply_each_once() {
     for backend in assent_tests::backends() {
         eight_processes_on(&backend).await;
     }
+}
+
+const DIALECTS: [&str; 7] = [
+    "openai",
+    "responses",
+    "anthropic",
+    "gemini",
+    "langchain",
+    "vercel",
+    "mcp",
+];
+
+fn dialect_fixture(name: &str) -> String {
+    let path = format!(
+        "{}/../assent-changeset/fixtures/dialects/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn every_dialect_in_and_its_messages_out() {
+    let cli = Cli::new();
+    cli.agent_and_task();
+    for dialect in DIALECTS {
+        let task = cli.json(
+            &["task", "create", "--title", dialect, "--category", "work"],
+            "",
+        );
+        let task = task["id"].as_str().expect("task id");
+        let input = dialect_fixture(&format!("{dialect}.in.json"));
+        let wake = cli.json(&["wake", "--agent", "a", "--task", task], &input);
+        let expected: Value =
+            serde_json::from_str(&dialect_fixture(&format!("{dialect}.out.json"))).expect("JSON");
+        assert_eq!(wake["messages"], expected, "{dialect}");
+        assert_eq!(
+            wake["responses"].as_array().map(Vec::len),
+            Some(2),
+            "{dialect}"
+        );
+        let forced = cli.json(
+            &[
+                "wake",
+                "--agent",
+                "a",
+                "--task",
+                task,
+                "--format",
+                dialect,
+                "--reply-format",
+                "responses",
+            ],
+            &input,
+        );
+        assert_eq!(
+            forced["messages"][1]["type"], "function_call_output",
+            "{dialect}"
+        );
+    }
+    let tools = cli.json(&["tools", "--agent", "a", "--format", "anthropic"], "");
+    assert!(
+        tools.as_array().expect("anthropic's tools array")[0]["input_schema"].is_object(),
+        "{tools}"
+    );
+    // Always JSON, even without --json.
+    let plain = cli.run(&["tools", "--agent", "a", "--format", "mcp"]);
+    let listed: Value = serde_json::from_slice(&plain.stdout).expect("JSON");
+    assert!(listed["tools"][0]["annotations"].is_object());
+    assert_fails(&cli.run(&["tools", "--agent", "ghost"]), 1, "no agent");
+    assert_fails(
+        &cli.run(&["tools", "--agent", "a", "--format", "vercel"]),
+        1,
+        "vercel",
+    );
+    assert_eq!(
+        code(&cli.run(&["tools", "--agent", "a", "--format", "cohere"])),
+        2
+    );
+}
+
+#[test]
+fn unknown_elements_and_call_less_documents_change_nothing_in_every_dialect() {
+    let cli = Cli::new();
+    let task = cli.agent_and_task();
+    let outbox_before = cli.json(&["outbox"], "");
+    let wake = ["wake", "--agent", "a", "--task", task.as_str()];
+    for dialect in DIALECTS {
+        let unknown = dialect_fixture(&format!("{dialect}.unknown.json"));
+        assert_fails(&cli.run_with(&wake, &unknown), 1, "\"frobnicate\"");
+        let call_less = dialect_fixture(&format!("{dialect}.call-less.json"));
+        assert_fails(&cli.run_with(&wake, &call_less), 1, "no tool call");
+        let mut forced = wake.to_vec();
+        forced.extend(["--format", dialect]);
+        assert_fails(&cli.run_with(&forced, &unknown), 1, "#1");
+        assert_fails(&cli.run_with(&forced, &call_less), 1, "no tool call");
+    }
+    assert_eq!(cli.json(&["outbox"], ""), outbox_before);
+    assert_eq!(cli.json(&["pending"], ""), serde_json::json!([]));
+    assert_eq!(cli.json(&["audit"], ""), serde_json::json!([]));
 }

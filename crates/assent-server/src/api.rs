@@ -6,8 +6,9 @@ use crate::agents::set_agent_categories;
 use crate::auth::Principal;
 use crate::events::ServerEvent;
 use crate::shapes::{SetView, confirm_all_json, confirmed_json, scheduled_wake_json, wake_json};
+use crate::tools;
 use crate::{AppState, ServerError};
-use assent_changeset::parse_tool_calls;
+use assent_changeset::{Dialect, ParsedCalls};
 use assent_confirm::{CancellationToken, ScheduledWake, Scheduler, Session, WakeRequest};
 use assent_domain::{ChangeDecision, ChangeSet, ChangeSetStatus, OffsetDateTime, Uuid};
 use assent_journal_host::{NewTask, create_task, load_task};
@@ -131,7 +132,9 @@ pub(crate) async fn show_task(
 }
 
 /// `POST /api/wakes {agentId, taskId, toolCalls, runKey?, threadId?, subAgent?,
-/// delegated?}`.
+/// delegated?, format?, replyFormat?}`: `toolCalls` in any SDK dialect (`format`
+/// forces one); the answer's `messages` are the replies in `replyFormat` or the
+/// calls' dialect.
 ///
 /// With `subAgent` (a name, or a path such as `researcher/helper`) or `delegated:
 /// true` (the sub-agent is then named after `agentId`), the wake is a sub-agent's: its
@@ -147,6 +150,8 @@ pub(crate) struct WakeBody {
     thread_id: Option<String>,
     sub_agent: Option<String>,
     delegated: Option<bool>,
+    format: Option<String>,
+    reply_format: Option<String>,
 }
 
 impl WakeBody {
@@ -171,15 +176,16 @@ pub(crate) async fn wake(
     let Json(body) = body?;
     caller.may_act_for(&body.agent_id)?;
     let sub_agent = body.sub_agent()?;
-    let calls = parse_tool_calls(&body.tool_calls)
-        .map_err(|e| ServerError::BadRequest(format!("toolCalls: {e}")))?;
+    let parsed = tools::read_calls(&body.tool_calls, body.format.as_deref())?;
+    let reply_format = tools::dialect(body.reply_format.as_deref(), "replyFormat")?;
     let run_key = body.run_key.unwrap_or_else(|| Uuid::new_v4().to_string());
+    let calls = parsed.calls.clone();
     let mut request = WakeRequest::new(body.agent_id, body.task_id, run_key, calls);
     if let Some(thread) = body.thread_id {
         request.thread_id = thread;
     }
     if let Some(path) = sub_agent {
-        return delegated_wake(&state, &path, request).await;
+        return delegated_wake(&state, &path, request, &parsed, reply_format).await;
     }
     let outcome = state.engine.wakes().wake(request, now()).await?;
     if let Some(set) = &outcome.change_set {
@@ -187,14 +193,26 @@ pub(crate) async fn wake(
             .events
             .publish(ServerEvent::created(set));
     }
-    ok(wake_json(&outcome))
+    ok(tools::add_messages(
+        wake_json(&outcome),
+        &parsed,
+        reply_format,
+        &outcome,
+    )?)
 }
 
 /// A sub-agent's wake: written like any other (so the change set is on screen while
 /// its questions wait), then each queued call confirmed through a bus derived from the
 /// server's at `path`. Without a bus the session is headless: every call that needs a
 /// person is refused and stays pending.
-async fn delegated_wake(state: &AppState, path: &str, request: WakeRequest) -> ApiResult {
+/// Its `messages` answer with the wake's immediate replies, like `responses`.
+async fn delegated_wake(
+    state: &AppState,
+    path: &str,
+    request: WakeRequest,
+    parsed: &ParsedCalls,
+    reply_format: Option<Dialect>,
+) -> ApiResult {
     let session = match &state.delegation {
         Some(delegation) => Session::Delegated(delegation.agent_bus(path)?),
         None => Session::Headless,
@@ -215,10 +233,14 @@ async fn delegated_wake(state: &AppState, path: &str, request: WakeRequest) -> A
             .await?;
         publish_update(state, set.id);
     }
-    ok(scheduled_wake_json(
-        &ScheduledWake { wake, calls },
-        &agent_path,
-    ))
+    let scheduled = ScheduledWake { wake, calls };
+    let body = scheduled_wake_json(&scheduled, &agent_path);
+    ok(tools::add_messages(
+        body,
+        parsed,
+        reply_format,
+        &scheduled.wake,
+    )?)
 }
 
 /// `GET /api/change-sets?taskId=&agentId=&status=`.

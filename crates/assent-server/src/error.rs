@@ -49,6 +49,9 @@ pub enum ServerError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The server broke one of its own invariants (500; details in the log).
+    #[error("{0}")]
+    Internal(String),
     /// Reading or writing a file, or serving on a socket, failed.
     #[error("{context}: {source}")]
     Io {
@@ -84,7 +87,9 @@ impl ServerError {
             Self::Confirm(error) => confirm_status(error),
             Self::Journal(error) => journal_status(error),
             Self::Store(StoreError::InvalidToken(_)) => StatusCode::BAD_REQUEST,
-            Self::Token(_) | Self::Store(_) | Self::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Token(_) | Self::Store(_) | Self::Internal(_) | Self::Io { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 }

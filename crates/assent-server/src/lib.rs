@@ -31,6 +31,7 @@ pub mod shapes;
 mod sync;
 pub mod token;
 mod tokens;
+mod tools;
 
 pub use agents::{AgentView, set_agent_categories};
 pub use delegation::DEFAULT_BUS_ROOT;
@@ -181,6 +182,7 @@ impl Server {
         let agent_routes = Router::new()
             .route("/session", get(api::session))
             .route("/wakes", post(api::wake))
+            .route("/tools", get(tools::list))
             .route("/change-sets", get(api::list_change_sets))
             .route("/change-sets/{id}", get(api::show_change_set))
             .route("/decisions", get(api::list_decisions))

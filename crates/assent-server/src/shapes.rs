@@ -1,6 +1,7 @@
 //! The JSON shapes of change sets, wakes and confirmations, shared by the API and the
 //! command line's `--json` output so that both always agree.
 
+use assent_changeset::{CallReply, ChangesetError, Dialect, ParsedCalls, reply_messages};
 use assent_confirm::{
     CallResult, ConfirmAllResult, ConfirmOutcome, ItemResult, ScheduledWake, WakeOutcome,
 };
@@ -91,12 +92,32 @@ impl<'a> SetView<'a> {
     }
 }
 
-/// `{"changeSetId", "responses": [{"toolCallId", "content"}]}`.
+/// `{"changeSetId", "responses": [{"toolCallId", "content"}]}` (callers add
+/// `messages` from [`wake_messages`]).
 pub fn wake_json(outcome: &WakeOutcome) -> Value {
     json!({
         "changeSetId": outcome.change_set.as_ref().map(|s| s.id),
         "responses": outcome.responses,
     })
+}
+
+/// The wake's replies as the messages the caller appends to its conversation, in
+/// `format` (the `messages` of a wake's JSON; `responses` stays as it is). One answer
+/// per call of `parsed`, which the wake's responses follow one by one.
+pub fn wake_messages(
+    parsed: &ParsedCalls,
+    format: Dialect,
+    outcome: &WakeOutcome,
+) -> Result<Value, ChangesetError> {
+    let replies: Vec<CallReply<'_>> = outcome
+        .responses
+        .iter()
+        .map(|r| CallReply {
+            tool_call_id: &r.tool_call_id,
+            content: &r.content,
+        })
+        .collect();
+    reply_messages(parsed, format, &replies)
 }
 
 /// A sub-agent's wake: [`wake_json`] plus `agentPath` and `calls`, one per queued call:

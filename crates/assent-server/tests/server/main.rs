@@ -8,5 +8,6 @@ mod limits;
 mod roles;
 mod browser;
 mod delegated;
+mod dialects;
 mod support;
 mod sync;

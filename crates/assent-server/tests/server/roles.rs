@@ -95,6 +95,7 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         (Method::GET, "/api/change-sets?agentId=other".to_owned()),
         (Method::GET, "/api/decisions?agentId=other".to_owned()),
         (Method::GET, "/api/history?agentId=other".to_owned()),
+        (Method::GET, "/api/tools?agentId=other".to_owned()),
     ];
     let allowed: Vec<(Method, String)> = vec![
         (Method::GET, "/api/session".to_owned()),
@@ -103,6 +104,7 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         (Method::GET, format!("/api/change-sets/{own_set}")),
         (Method::GET, "/api/decisions".to_owned()),
         (Method::GET, "/api/history".to_owned()),
+        (Method::GET, "/api/tools".to_owned()),
     ];
     let walked: Vec<&str> = forbidden
         .iter()
