@@ -569,7 +569,10 @@ mod tests {
             visible(title),
             "Fix\\u001b[2K bug\\u0000\\u000d\\u202eevil\\u2069\\u009b"
         );
-        assert_eq!(visible("two\nlines\tand ünïcode"), "two\nlines\tand ünïcode");
+        assert_eq!(
+            visible("two\nlines\tand ünïcode"),
+            "two\nlines\tand ünïcode"
+        );
         // The escapes keep JSON valid and equal in meaning.
         let json = serde_json::json!({"title": "a\u{202e}b\u{1b}"}).to_string();
         let parsed: Value = serde_json::from_str(&visible(&json)).expect("still JSON");

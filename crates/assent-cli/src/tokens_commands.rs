@@ -90,8 +90,7 @@ pub async fn tokens(ctx: &Ctx, args: TokensArgs) -> Result<Output, CliError> {
 
 fn render_list(list: &[ApiToken]) -> String {
     if list.is_empty() {
-        return "No tokens beyond the one `assent serve` was started with (an admin's)"
-            .to_owned();
+        return "No tokens beyond the one `assent serve` was started with (an admin's)".to_owned();
     }
     let rows: Vec<Vec<String>> = list
         .iter()

@@ -731,3 +731,47 @@ fn unknown_elements_and_call_less_documents_change_nothing_in_every_dialect() {
     assert_eq!(cli.json(&["pending"], ""), serde_json::json!([]));
     assert_eq!(cli.json(&["audit"], ""), serde_json::json!([]));
 }
+
+#[test]
+fn agent_text_reaches_the_terminal_as_visible_escapes() {
+    let cli = Cli::new();
+    let task = cli.agent_and_task();
+    let calls = r#"[{"id":"c1","type":"function","function":{"name":"add_checklist_item","arguments":"{\"title\":\"Backup\\u001b[2K\\u001b[8m hidden \\u202eesrever\\u0000\"}"}}]"#;
+    let out = cli.run_with(&["wake", "--agent", "a", "--task", &task], calls);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let pending = cli.run(&["pending", "--task", &task]);
+    assert_eq!(code(&pending), 0);
+    let shown = String::from_utf8(pending.stdout).expect("utf-8");
+    assert!(
+        !shown
+            .chars()
+            .any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{202e}'),
+        "raw control or bidi characters reached the terminal: {shown:?}"
+    );
+    assert!(
+        shown.contains("Backup\\u001b[2K\\u001b[8m hidden \\u202eesrever\\u0000"),
+        "{shown}"
+    );
+    // Under --json the same escapes keep the document valid, the text unchanged.
+    let sets = cli.json(&["pending", "--task", &task], "");
+    let args = sets[0]["items"][0]["args"]["title"]
+        .as_str()
+        .expect("title");
+    assert_eq!(args, "Backup\u{1b}[2K\u{1b}[8m hidden \u{202e}esrever\u{0}");
+}
+
+#[test]
+fn a_file_that_is_not_a_database_fails_at_once_in_one_line() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("notes.db");
+    std::fs::write(&path, "x").expect("write");
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", &format!("sqlite://{}", path.display()), "pending"])
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("runs");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_fails(&out, 1, "is not a SQLite database");
+    assert_eq!(std::fs::read(&path).expect("read"), b"x", "left as it was");
+}

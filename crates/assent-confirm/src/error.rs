@@ -111,7 +111,9 @@ impl ConfirmError {
                 index,
                 len,
             },
-            too_long @ DomainError::ReasonTooLong { .. } => Self::InvalidReason(too_long.to_string()),
+            too_long @ DomainError::ReasonTooLong { .. } => {
+                Self::InvalidReason(too_long.to_string())
+            }
             other @ (DomainError::AlreadyDecided { .. }
             | DomainError::InvalidTransition { .. }
             | DomainError::SetExpired { .. }

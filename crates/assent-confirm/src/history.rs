@@ -189,10 +189,17 @@ mod tests {
         .expect("the section stays");
         let body: Vec<&str> = text.lines().filter(|l| l.starts_with("- ")).collect();
         assert_eq!(body.len(), 3, "{text}");
-        assert!(body[0].starts_with("- ✗ update_task_priority: Set priority to P0 — rejected (reason: \"xxx"));
+        assert!(
+            body[0].starts_with(
+                "- ✗ update_task_priority: Set priority to P0 — rejected (reason: \"xxx"
+            )
+        );
         assert!(body[0].ends_with('…'));
         assert_eq!(body[0].chars().count(), MAX_HISTORY_LINE_CHARS);
-        assert_eq!(body[2], "- ✗ update_task_priority: Set priority to P1 — rejected (reason: \"no\")");
+        assert_eq!(
+            body[2],
+            "- ✗ update_task_priority: Set priority to P1 — rejected (reason: \"no\")"
+        );
         assert!(estimate_tokens(&text) <= MAX_HISTORY_TOKENS);
     }
 
@@ -203,7 +210,11 @@ mod tests {
             .map(|_| decision(Verdict::Rejected, "Set priority to P0", Some(&long), None))
             .collect();
         let text = render_history(&many).expect("some");
-        assert_eq!(estimate_tokens(&text), MAX_HISTORY_TOKENS, "filled exactly: {text}");
+        assert_eq!(
+            estimate_tokens(&text),
+            MAX_HISTORY_TOKENS,
+            "filled exactly: {text}"
+        );
         assert!(text.ends_with('…'));
     }
 

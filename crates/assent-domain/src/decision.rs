@@ -95,7 +95,10 @@ pub const MAX_REASON_CHARS: usize = 4096;
 /// A person's reason, trimmed; a blank one is no reason, one over
 /// [`MAX_REASON_CHARS`] is refused.
 pub fn clean_reason(reason: Option<String>) -> Result<Option<String>, crate::DomainError> {
-    let Some(reason) = reason.map(|r| r.trim().to_owned()).filter(|r| !r.is_empty()) else {
+    let Some(reason) = reason
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty())
+    else {
         return Ok(None);
     };
     let chars = reason.chars().count();

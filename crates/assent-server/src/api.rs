@@ -189,9 +189,7 @@ pub(crate) async fn wake(
     }
     let outcome = state.engine.wakes().wake(request, now()).await?;
     if let Some(set) = &outcome.change_set {
-        state
-            .events
-            .publish(ServerEvent::created(set));
+        state.events.publish(ServerEvent::created(set));
     }
     ok(tools::add_messages(
         wake_json(&outcome),
@@ -223,9 +221,7 @@ async fn delegated_wake(
     let wake = state.engine.wakes().wake(request, now).await?;
     let mut calls = Vec::new();
     if let Some(set) = &wake.change_set {
-        state
-            .events
-            .publish(ServerEvent::created(set));
+        state.events.publish(ServerEvent::created(set));
         // Nothing cancels the token: a client that goes away drops this future, and
         // the bus withdraws the open question.
         calls = scheduler

@@ -286,7 +286,9 @@ impl Server {
     ) -> Result<(), ServerError> {
         let app = self.router();
         let events = self.state.events.clone();
-        let slots = Arc::new(tokio::sync::Semaphore::new(self.limits.max_connections.max(1)));
+        let slots = Arc::new(tokio::sync::Semaphore::new(
+            self.limits.max_connections.max(1),
+        ));
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
@@ -318,7 +320,8 @@ impl Server {
                 use tower::ServiceExt;
                 app.clone().oneshot(request.map(axum::body::Body::new))
             });
-            let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let connection =
+                builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             let connection = graceful.watch(connection);
             tokio::spawn(async move {
                 if let Err(error) = connection.await {

@@ -85,6 +85,10 @@ mod tests {
         let (none, same) = since(&mut conn, position, 100).await.expect("read");
         assert!(none.is_empty());
         assert_eq!(same, position);
-        assert_eq!(prune(&mut conn).await.expect("prune"), 0, "few entries are kept");
+        assert_eq!(
+            prune(&mut conn).await.expect("prune"),
+            0,
+            "few entries are kept"
+        );
     }
 }

@@ -260,7 +260,10 @@ fn check_sqlite_file(path: &std::path::Path) -> Result<(), sqlx::Error> {
     };
     let metadata = file.metadata().map_err(sqlx::Error::Io)?;
     if metadata.is_dir() {
-        return refuse(format!("{} is a directory, not a database file", path.display()));
+        return refuse(format!(
+            "{} is a directory, not a database file",
+            path.display()
+        ));
     }
     // An empty file is what SQLite itself makes of a new database.
     if metadata.len() > 0 {
@@ -396,8 +399,7 @@ mod tests {
     #[tokio::test]
     async fn a_write_after_the_disk_was_full_succeeds() {
         let dir = tempfile::tempdir().expect("dir");
-        let mut options =
-            StoreOptions::new(format!("sqlite://{}/full.db", dir.path().display()));
+        let mut options = StoreOptions::new(format!("sqlite://{}/full.db", dir.path().display()));
         // One connection, so the write after the failure gets the very connection that
         // failed (unless it was rightly replaced).
         options.max_connections = 1;
@@ -426,7 +428,10 @@ mod tests {
         drop(tx);
 
         // The disk has room again; the next writer must not find the store stuck.
-        let mut tx = store.begin_write().await.expect("a write transaction again");
+        let mut tx = store
+            .begin_write()
+            .await
+            .expect("a write transaction again");
         sqlx::raw_sql("PRAGMA max_page_count = 1073741823; INSERT INTO filler VALUES (1);")
             .execute(&mut *tx)
             .await
@@ -439,7 +444,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         for (name, content) in [
             ("one-byte.db", b"x".to_vec()),
-            ("text.db", b"this is a text file, not a database\n".repeat(100)),
+            (
+                "text.db",
+                b"this is a text file, not a database\n".repeat(100),
+            ),
         ] {
             let path = dir.path().join(name);
             std::fs::write(&path, &content).expect("write");
@@ -451,7 +459,11 @@ mod tests {
             let text = err.to_string();
             assert!(text.contains("is not a SQLite database"), "{text}");
             assert!(!text.contains('\n'), "one line: {text}");
-            assert_eq!(std::fs::read(&path).expect("read"), content, "left as it was");
+            assert_eq!(
+                std::fs::read(&path).expect("read"),
+                content,
+                "left as it was"
+            );
         }
     }
 

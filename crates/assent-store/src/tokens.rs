@@ -254,13 +254,12 @@ mod tests {
         assert_eq!(found, issued.token);
         assert_eq!(found.agent_id.as_deref(), Some("triage"));
 
-        let stored: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM api_tokens WHERE secret_hash = $1 OR id = $1",
-        )
-        .bind(&issued.secret)
-        .fetch_one(&mut *conn)
-        .await
-        .expect("count");
+        let stored: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM api_tokens WHERE secret_hash = $1 OR id = $1")
+                .bind(&issued.secret)
+                .fetch_one(&mut *conn)
+                .await
+                .expect("count");
         assert_eq!(stored, 0, "the secret itself is never stored");
 
         let revoked = revoke(&mut conn, &issued.token.id, at(2))
@@ -279,14 +278,21 @@ mod tests {
             .expect("revoke")
             .expect("known");
         assert_eq!(again.revoked_at, Some(at(2)), "the first revocation stays");
-        assert!(revoke(&mut conn, "nope", at(3)).await.expect("ok").is_none());
+        assert!(
+            revoke(&mut conn, "nope", at(3))
+                .await
+                .expect("ok")
+                .is_none()
+        );
     }
 
     #[tokio::test]
     async fn agent_tokens_need_a_known_agent_and_others_take_none() {
         let store = Store::open("sqlite::memory:").await.expect("opens");
         let mut conn = store.pool().acquire().await.expect("conn");
-        let err = issue(&mut conn, Role::Agent, None, at(0)).await.unwrap_err();
+        let err = issue(&mut conn, Role::Agent, None, at(0))
+            .await
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
             "an agent token needs the agent it acts for (--agent)"
@@ -303,7 +309,9 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("only agent tokens"), "{err}");
         assert!(list(&mut conn).await.expect("list").is_empty());
-        let admin = issue(&mut conn, Role::Admin, None, at(0)).await.expect("ok");
+        let admin = issue(&mut conn, Role::Admin, None, at(0))
+            .await
+            .expect("ok");
         assert_eq!(list(&mut conn).await.expect("list"), vec![admin.token]);
         assert!("owner".parse::<Role>().is_err());
     }

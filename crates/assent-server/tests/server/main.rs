@@ -4,10 +4,10 @@
 //! headless Chromium through WebDriver (`browser`), and device sync over HTTP (`sync`).
 
 mod api;
-mod limits;
-mod roles;
 mod browser;
 mod delegated;
 mod dialects;
+mod limits;
+mod roles;
 mod support;
 mod sync;

@@ -54,7 +54,10 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
     let task = server.agent_and_task("Roles").await;
     let own_set = server.propose(&task).await;
     let (status, _) = server
-        .post("/api/agents", json!({"id": "other", "categories": ["work"]}))
+        .post(
+            "/api/agents",
+            json!({"id": "other", "categories": ["work"]}),
+        )
         .await;
     assert_eq!(status, 201);
     let (status, other) = server
@@ -74,7 +77,10 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         (Method::POST, "/api/agents".to_owned()),
         (Method::POST, "/api/tasks".to_owned()),
         (Method::GET, format!("/api/tasks/{task}")),
-        (Method::POST, format!("/api/change-sets/{own_set}/confirm-all")),
+        (
+            Method::POST,
+            format!("/api/change-sets/{own_set}/confirm-all"),
+        ),
         (Method::POST, format!("/api/change-sets/{own_set}/dismiss")),
         (Method::POST, item("confirm")),
         (Method::POST, item("reject")),
@@ -112,7 +118,10 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         .map(|(_, path)| path.as_str())
         .collect();
     let routes = registered_routes();
-    assert!(routes.len() >= 25, "the router's routes are read: {routes:?}");
+    assert!(
+        routes.len() >= 25,
+        "the router's routes are read: {routes:?}"
+    );
     for route in routes {
         let pattern: Vec<&str> = route.split('/').collect();
         let covered = walked.iter().any(|path| {
@@ -198,9 +207,7 @@ async fn a_reviewer_decides_but_does_not_configure_and_revoked_tokens_open_nothi
     let (status, _) = call(&server, &reviewer, Method::GET, "/api/session").await;
     assert_eq!(status, 401, "a revoked token opens nothing");
 
-    let (status, body) = server
-        .post("/api/tokens", json!({"role": "agent"}))
-        .await;
+    let (status, body) = server.post("/api/tokens", json!({"role": "agent"})).await;
     assert_eq!(status, 400, "an agent token needs its agent: {body}");
     server.stop().await.expect("clean stop");
 }
