@@ -270,9 +270,8 @@ mod tests {
     #[test]
     fn endless_garbage_is_refused_without_reading_it_all() {
         let read = Arc::new(AtomicU64::new(0));
-        let error = parse_batch(Zeros(read.clone()), MAX_BATCH_BYTES, "/dev/zero")
-            .err()
-            .expect("refused");
+        let error =
+            parse_batch(Zeros(read.clone()), MAX_BATCH_BYTES, "/dev/zero").expect_err("refused");
         assert!(
             error.one_line().contains("is not a valid batch"),
             "{}",
@@ -292,7 +291,7 @@ mod tests {
                 Ok(buf.len())
             }
         }
-        let error = parse_batch(Blanks, 1 << 20, "-").err().expect("refused");
+        let error = parse_batch(Blanks, 1 << 20, "-").expect_err("refused");
         assert!(
             error.one_line().contains("is larger than"),
             "{}",
