@@ -536,6 +536,18 @@ fn two_devices_pair_through_batch_files() {
         1,
         "is not a valid batch",
     );
+    // A batch refused by the checks: one error line, and the refusal on record.
+    let exported = a.dir.path().join("checked.json");
+    a.json(&["sync", "export", exported.to_str().expect("path")], "");
+    let mut forged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&exported).expect("read")).expect("json");
+    forged["createdAt"] = serde_json::json!("0001-01-01T00:00:00Z");
+    std::fs::write(&exported, forged.to_string()).expect("write");
+    assert_fails(
+        &b.run(&["sync", "import", exported.to_str().expect("path")]),
+        1,
+        "it is before 2000-01-01T00:00:00Z",
+    );
     // An endless input is refused at its first byte, not read to the 256 MiB limit.
     let started = std::time::Instant::now();
     assert_fails(

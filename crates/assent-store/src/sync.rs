@@ -450,7 +450,8 @@ pub async fn record_refusal(
     )
     .await?;
     tx.commit().await?;
-    tracing::warn!(batch = %batch.batch_id, from = %batch.from_host, %error, "sync batch refused");
+    // The caller reports the refusal itself (the CLI's one error line, a 400).
+    tracing::info!(batch = %batch.batch_id, from = %batch.from_host, %error, "sync batch refused");
     Ok(())
 }
 
