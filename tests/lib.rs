@@ -40,6 +40,8 @@ const TABLES: &[&str] = &[
     "sync_conflicts",
     "sync_applied_batches",
     "sync_peers",
+    // Not `sync_imports`: the log of imports, which every import writes (a replay and,
+    // in its own transaction, a refusal too); it records the attempt, it is no state.
 ];
 
 /// The fixed clock of the scenarios.

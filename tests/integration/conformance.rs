@@ -318,3 +318,88 @@ async fn numbered_placeholders_bind_by_number() {
         );
     }
 }
+
+/// The imports' log and the claims of `sync --peer` on every backend: merges and
+/// refusals are recorded; a batch that did not get through puts its outbox messages
+/// back (superseded where the entity was written meanwhile, so one unsent message per
+/// entity remains), and one that did marks them sent.
+async fn imports_are_recorded_and_claims_released(backend: &TestBackend) {
+    use assent_journal_host::TaskEntities;
+    use assent_store::sync::{self, ImportOutcome};
+    let a = TestApp::device_on(backend, "device-a").await;
+    let b = TestApp::device_on(backend, "device-b").await;
+    let (task, _set) = a.propose_and_send_to(&b).await;
+    let mut bad = a.export().await;
+    bad.created_at = time::macros::datetime!(0001-01-01 00:00 UTC);
+    let error = b.import(&bad).await.expect_err("refused");
+    sync::record_refusal(&b.store, &bad, &error, NOW)
+        .await
+        .unwrap();
+    let mut conn = b.store.pool().acquire().await.unwrap();
+    let log = sync::imports(&mut conn, 10).await.unwrap();
+    let outcomes: Vec<_> = log.iter().map(|r| r.outcome).collect();
+    assert_eq!(outcomes, [ImportOutcome::Refused, ImportOutcome::Merged]);
+    assert_eq!(log[0].batch_id, bad.batch_id);
+    assert!(log[0].detail.contains("before 2000"), "{}", log[0].detail);
+    drop(conn);
+
+    let set = a
+        .wake(&task, &[("update_task_estimate", json!({"minutes": 45}))])
+        .await
+        .change_set
+        .expect("a proposal")
+        .id;
+    let claim = || async {
+        let mut tx = a.store.begin_write().await.unwrap();
+        let export = sync::export_claiming(
+            &mut tx,
+            a.store.host_id(),
+            &TaskEntities,
+            Uuid::new_v4(),
+            NOW,
+            Duration::minutes(5),
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        export
+    };
+    let export = claim().await;
+    // Written while the batch is away: the set's claimed message is superseded.
+    a.engine
+        .confirmations()
+        .reject_item(set, 0, None, NOW)
+        .await
+        .unwrap();
+    let mut tx = a.store.begin_write().await.unwrap();
+    sync::release_export(&mut tx, &export).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut conn = a.store.pool().acquire().await.unwrap();
+    let queued = outbox::undelivered(&mut conn, 100).await.unwrap();
+    assert!(queued.iter().all(|m| m.status == "pending"), "{queued:?}");
+    let entities: BTreeSet<_> = queued
+        .iter()
+        .map(|m| (m.entity_type.clone(), m.entity_id.clone()))
+        .collect();
+    assert_eq!(
+        entities.len(),
+        queued.len(),
+        "one unsent message per entity"
+    );
+    assert!(entities.contains(&(entity::CHANGE_SET.to_owned(), set.to_string())));
+    drop(conn);
+
+    let export = claim().await;
+    let mut tx = a.store.begin_write().await.unwrap();
+    sync::mark_exported(&mut tx, &export, NOW).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut conn = a.store.pool().acquire().await.unwrap();
+    assert_eq!(outbox::undelivered(&mut conn, 100).await.unwrap(), []);
+}
+
+#[tokio::test]
+async fn sync_imports_and_outbox_claims_on_every_backend() {
+    for backend in backends() {
+        imports_are_recorded_and_claims_released(&backend).await;
+    }
+}

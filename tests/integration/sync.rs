@@ -388,3 +388,187 @@ proptest! {
         });
     }
 }
+
+/// What a batch is refused for, as strictly as the local writes it stands for: each
+/// case is an honest batch (device A confirmed its proposal) changed in one way. Every
+/// refusal names what is wrong and where, and changes nothing on the receiver.
+#[tokio::test]
+async fn an_import_is_checked_as_strictly_as_the_local_writes_it_stands_for() {
+    let (a, b, _task, set) = two_devices_with_a_proposal().await;
+    let proposal = a.export().await;
+    a.engine
+        .confirmations()
+        .confirm_item(set, 0, minutes(1))
+        .await
+        .expect("A confirms");
+    let honest = a.export().await;
+    type Change = fn(&mut assent_sync::SyncBatch);
+    let cases: [(&str, Change, &str); 7] = [
+        (
+            "a 10,000-item set",
+            |batch| {
+                let mut set = batch.state.change_sets[0].clone();
+                set.id = Uuid::from_u128(1);
+                set.items = vec![set.items[0].clone(); 10_000];
+                set.items[0].status = ChangeItemStatus::Pending;
+                batch.state.change_sets.push(set);
+            },
+            "has 10000 items; a change set holds at most 25",
+        ),
+        (
+            "a set on a task that does not exist",
+            |batch| {
+                let mut set = batch.state.change_sets[0].clone();
+                set.id = Uuid::from_u128(2);
+                set.task_id = "no-such-task".into();
+                set.items[0].status = ChangeItemStatus::Pending;
+                batch.state.change_sets.push(set);
+            },
+            "is about task \"no-such-task\", which neither this device nor the batch has",
+        ),
+        (
+            "an item confirmed with no decision",
+            |batch| batch.state.decisions.clear(),
+            "item 0 of change set",
+        ),
+        (
+            "a task whose title and category changed with no audit record",
+            |batch| {
+                let task = &mut batch.state.entities[0];
+                task.state["title"] = json!("Pay the invoice to account 666");
+                task.state["category"] = json!("finance");
+                task.vector_clock.tick("device-a");
+            },
+            "which no audit record of that host accounts for",
+        ),
+        (
+            "the same, with a forged audit record for the write",
+            |batch| {
+                let task = &mut batch.state.entities[0];
+                task.state["category"] = json!("finance");
+                task.vector_clock.tick("device-a");
+                let clock = task.vector_clock.clone();
+                let mut forged = batch.state.audit_records.last().cloned().expect("a record");
+                forged.origin_id += 100;
+                forged.record.kind = AuditKind::Result;
+                forged.record.success = Some(true);
+                forged.record.vector_clock = Some(clock);
+                batch.state.audit_records.push(forged);
+            },
+            "a task's category never changes",
+        ),
+        (
+            "a clock entry at u64::MAX for the receiving device",
+            |batch| {
+                batch.state.decisions[0].decision.vector_clock =
+                    [("device-b".to_owned(), u64::MAX)].into_iter().collect();
+            },
+            "vector clock entry \"device-b\" = 18446744073709551615",
+        ),
+        (
+            "a decision dated year 0001",
+            |batch| {
+                batch.state.decisions[0].decision.created_at =
+                    time::macros::datetime!(0001-01-01 00:00 UTC);
+            },
+            "has createdAt 0001-01-01T00:00:00Z: it is before 2000-01-01T00:00:00Z",
+        ),
+    ];
+    let mut accepted = Vec::new();
+    for (case, change, expected) in cases {
+        let mut batch = honest.clone();
+        batch.batch_id = Uuid::new_v4();
+        change(&mut batch);
+        // Each case on a receiver of its own, so that one accepted batch cannot make
+        // the next one fail for another reason.
+        let receiver = TestApp::device("device-b").await;
+        receiver.agent("agent-1", &["work"]).await;
+        receiver
+            .import(&proposal)
+            .await
+            .expect("the proposal merges");
+        let before = receiver.fingerprint().await;
+        match receiver.import(&batch).await {
+            Ok(_) => accepted.push(case),
+            Err(error) => {
+                assert!(error.to_string().contains(expected), "{case}: {error}");
+                assert_eq!(
+                    receiver.fingerprint().await,
+                    before,
+                    "{case} changed nothing"
+                );
+            }
+        }
+    }
+    assert_eq!(
+        accepted,
+        Vec::<&str>::new(),
+        "batches that should be refused"
+    );
+    // The honest batch still merges, and every import is on record.
+    b.import(&honest).await.expect("the honest batch merges");
+    b.import(&honest).await.expect("and again, as a replay");
+    let mut conn = b.store.pool().acquire().await.unwrap();
+    let log = assent_store::sync::imports(&mut conn, 10).await.unwrap();
+    let outcomes: Vec<_> = log.iter().map(|r| (r.batch_id, r.outcome)).collect();
+    use assent_store::sync::ImportOutcome::{Merged, Replayed};
+    assert_eq!(
+        outcomes[..2],
+        [(honest.batch_id, Replayed), (honest.batch_id, Merged)]
+    );
+    assert!(
+        log.iter()
+            .all(|r| r.from_host == "device-a" && r.imported_at == NOW)
+    );
+}
+
+/// A refused batch leaves its refusal in the imports' log (written apart, after the
+/// rollback), naming the batch, its sender and why.
+#[tokio::test]
+async fn a_refused_import_is_recorded_and_nothing_else() {
+    let (a, b, _task, _set) = two_devices_with_a_proposal().await;
+    let mut batch = a.export().await;
+    batch.created_at = time::macros::datetime!(0001-01-01 00:00 UTC);
+    let before = b.fingerprint().await;
+    let error = b.import(&batch).await.expect_err("refused");
+    assent_store::sync::record_refusal(&b.store, &batch, &error, NOW)
+        .await
+        .unwrap();
+    assert_eq!(b.fingerprint().await, before);
+    let mut conn = b.store.pool().acquire().await.unwrap();
+    let log = assent_store::sync::imports(&mut conn, 10).await.unwrap();
+    assert_eq!(log[0].batch_id, batch.batch_id);
+    assert_eq!(log[0].outcome, assent_store::sync::ImportOutcome::Refused);
+    assert!(
+        log[0].detail.contains("the batch header has createdAt"),
+        "{}",
+        log[0].detail
+    );
+}
+
+/// The sync format is a contract: a batch exported by the release before these checks
+/// (`assent sync export` of 0.1.0 at commit 1823a0d: a task created, a wake of four
+/// proposals confirmed, edited, rejected and deferred, a second wake pending) still
+/// merges whole on a fresh device, and a second time as a replay.
+#[tokio::test]
+async fn a_batch_exported_by_the_previous_release_still_imports() {
+    let text = include_str!("../fixtures/sync-batch-format1-release-0.1.0.json");
+    let batch: assent_sync::SyncBatch = serde_json::from_str(text).expect("format 1 parses");
+    let fresh = TestApp::device("device-fresh").await;
+    let report = fresh.import(&batch).await.expect("it merges");
+    assert_eq!(
+        (
+            report.change_sets_inserted,
+            report.decisions_inserted,
+            report.audit_records_inserted,
+            report.entities_written,
+            report.conflicts.len()
+        ),
+        (2, 4, 4, 1, 0),
+        "{report:?}"
+    );
+    assert!(fresh.import(&batch).await.expect("a replay").replayed);
+    let task = fresh.load("b9400a77-7c9a-4e09-b919-c23e92c45029").await;
+    assert_eq!(task.title, "Q1 financial report");
+    assert_eq!(task.priority.as_deref(), Some("P0"));
+}

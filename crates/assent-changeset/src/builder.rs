@@ -3,9 +3,10 @@
 use assent_domain::{ChangeItem, ChangeSet, NewChangeSet, OffsetDateTime, Uuid, canonical_json};
 use std::collections::HashSet;
 
-/// The default cap on items per change set. Past it proposals are refused (never
+/// The default cap on items per change set, the largest there is
+/// ([`assent_domain::MAX_ITEMS_PER_SET`]). Past it proposals are refused (never
 /// executed unconfirmed), so a runaway agent cannot bury the reviewer.
-pub const DEFAULT_MAX_ITEMS_PER_SET: usize = 25;
+pub const DEFAULT_MAX_ITEMS_PER_SET: usize = assent_domain::MAX_ITEMS_PER_SET;
 
 /// What happened to an item offered to the builder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,10 +56,11 @@ impl ChangeSetBuilder {
         }
     }
 
-    /// The same builder with another cap (at least 1).
+    /// The same builder with another cap (at least 1, at most
+    /// [`assent_domain::MAX_ITEMS_PER_SET`]: device sync refuses a larger set).
     #[must_use]
     pub fn with_max_items(mut self, max_items: usize) -> Self {
-        self.max_items = max_items.max(1);
+        self.max_items = max_items.clamp(1, assent_domain::MAX_ITEMS_PER_SET);
         self
     }
 

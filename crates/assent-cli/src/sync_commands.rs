@@ -7,7 +7,7 @@ use crate::commands::{Ctx, Output};
 use crate::render;
 use assent_journal_host::TaskEntities;
 use assent_store::StoreError;
-use assent_store::sync::{self, ConflictRecord, ImportReport};
+use assent_store::sync::{self, ConflictRecord};
 use assent_sync::SyncBatch;
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -153,25 +153,62 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), CliError> {
     Ok(())
 }
 
-fn read_batch(file: &Path) -> Result<SyncBatch, CliError> {
-    let name = file.display();
-    let mut text = String::new();
-    let read = if is_stdio(file) {
-        std::io::stdin()
-            .take(MAX_BATCH_BYTES + 1)
-            .read_to_string(&mut text)
-    } else {
-        std::fs::File::open(file)
-            .and_then(|f| f.take(MAX_BATCH_BYTES + 1).read_to_string(&mut text))
-    };
-    read.map_err(|e| CliError::failed(format!("cannot read sync batch {name}: {e}")))?;
-    if text.len() as u64 > MAX_BATCH_BYTES {
-        return Err(CliError::failed(format!(
-            "sync batch {name} is larger than {MAX_BATCH_BYTES} bytes"
-        )));
+/// A reader that fails once more than `left` bytes have been asked of it, so that an
+/// endless input (`/dev/zero`, a pipe) is refused after the limit instead of read on.
+struct Bounded<R> {
+    inner: R,
+    left: u64,
+    limit: u64,
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            // One byte more means too much; nothing more means the end.
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(std::io::Error::other(format!(
+                    "it is larger than {} bytes",
+                    self.limit
+                ))),
+            };
+        }
+        let room = usize::try_from(self.left)
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
+        let n = self.inner.read(&mut buf[..room])?;
+        self.left -= n as u64;
+        Ok(n)
     }
-    serde_json::from_str(&text)
-        .map_err(|e| CliError::failed(format!("sync batch {name} is not a valid batch: {e}")))
+}
+
+/// Parses a batch from `input` as it streams in, reading at most `limit` bytes: input
+/// that is not a batch is refused at its first wrong byte, and the only memory held is
+/// the batch being built.
+fn parse_batch(input: impl Read, limit: u64, name: &str) -> Result<SyncBatch, CliError> {
+    let reader = std::io::BufReader::new(Bounded {
+        inner: input,
+        left: limit,
+        limit,
+    });
+    serde_json::from_reader(reader).map_err(|e| {
+        if e.is_io() {
+            CliError::failed(format!("cannot read sync batch {name}: {e}"))
+        } else {
+            CliError::failed(format!("sync batch {name} is not a valid batch: {e}"))
+        }
+    })
+}
+
+fn read_batch(file: &Path) -> Result<SyncBatch, CliError> {
+    let name = file.display().to_string();
+    if is_stdio(file) {
+        return parse_batch(std::io::stdin().lock(), MAX_BATCH_BYTES, &name);
+    }
+    let input = std::fs::File::open(file)
+        .map_err(|e| CliError::failed(format!("cannot read sync batch {name}: {e}")))?;
+    parse_batch(input, MAX_BATCH_BYTES, &name)
 }
 
 async fn import(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
@@ -179,14 +216,96 @@ async fn import(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
     let batch = read_batch(file)?;
     let store = ctx.store();
     let mut tx = store.begin_write().await?;
-    let report: ImportReport =
-        sync::import(&mut tx, store.host_id(), &TaskEntities, &batch, ctx.now).await?;
+    let report = match sync::import(&mut tx, store.host_id(), &TaskEntities, &batch, ctx.now).await
+    {
+        Ok(report) => report,
+        Err(error) => {
+            drop(tx);
+            refused(store, &batch, &error, ctx.now).await;
+            return Err(error.into());
+        }
+    };
     tx.commit().await.map_err(StoreError::from)?;
     Output::either(ctx.json, &report, || render::imported(&report))
+}
+
+/// Records the refusal of `batch` in the imports' log, after the import's transaction
+/// rolled back; a failure to record it is logged, the refusal reported either way.
+pub async fn refused(
+    store: &assent_store::Store,
+    batch: &SyncBatch,
+    error: &StoreError,
+    now: time::OffsetDateTime,
+) {
+    if let Err(record) = sync::record_refusal(store, batch, error, now).await {
+        tracing::warn!(%record, "could not record the refused sync batch");
+    }
 }
 
 /// Runs `assent conflicts`.
 pub async fn conflicts(ctx: &Ctx) -> Result<Output, CliError> {
     let records: Vec<ConflictRecord> = sync::conflicts(&mut *ctx.connection().await?).await?;
     Output::either(ctx.json, &records, || render::conflicts(&records))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// An endless input that counts the bytes read from it, like `/dev/zero`.
+    struct Zeros(Arc<AtomicU64>);
+
+    impl Read for Zeros {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            buf.fill(0);
+            self.0.fetch_add(buf.len() as u64, Ordering::SeqCst);
+            Ok(buf.len())
+        }
+    }
+
+    /// An endless input that is not JSON is refused at its first byte, having read
+    /// no more than one buffer of it.
+    #[test]
+    fn endless_garbage_is_refused_without_reading_it_all() {
+        let read = Arc::new(AtomicU64::new(0));
+        let error =
+            parse_batch(Zeros(read.clone()), MAX_BATCH_BYTES, "/dev/zero").expect_err("refused");
+        assert!(
+            error.one_line().contains("is not a valid batch"),
+            "{}",
+            error.one_line()
+        );
+        assert!(read.load(Ordering::SeqCst) <= 64 * 1024, "{read:?}");
+    }
+
+    /// Endless blanks are valid JSON so far: refused once past the limit, with the
+    /// limit named, and never held in memory.
+    #[test]
+    fn endless_blanks_are_refused_at_the_limit() {
+        struct Blanks;
+        impl Read for Blanks {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                buf.fill(b' ');
+                Ok(buf.len())
+            }
+        }
+        let error = parse_batch(Blanks, 1 << 20, "-").expect_err("refused");
+        assert!(
+            error.one_line().contains("is larger than"),
+            "{}",
+            error.one_line()
+        );
+    }
+
+    /// A batch up to the limit reads; one byte more does not.
+    #[test]
+    fn the_limit_is_exact() {
+        let text = r#"{"formatVersion":1,"batchId":"00000000-0000-0000-0000-000000000001","fromHost":"h","createdAt":"2026-03-01T12:00:00Z","changeSets":[],"decisions":[],"conflictLosers":[],"auditRecords":[],"entities":[]}"#;
+        let limit = text.len() as u64;
+        assert!(parse_batch(text.as_bytes(), limit, "f").is_ok());
+        let longer = format!("{text} ");
+        assert!(parse_batch(longer.as_bytes(), limit, "f").is_err());
+    }
 }

@@ -16,35 +16,55 @@ const NOW: &str = "2026-03-02T09:00:00Z";
 struct Cli {
     dir: tempfile::TempDir,
     db: String,
+    /// The `--now` of every command.
+    now: String,
 }
 
 impl Cli {
     fn new() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = format!("sqlite://{}/t.db", dir.path().display());
-        Self { dir, db }
+        Self {
+            dir,
+            db,
+            now: NOW.to_owned(),
+        }
     }
 
     /// A fresh database on `backend`.
     async fn on(backend: &assent_tests::TestBackend) -> Self {
         let (db, dir) = backend.fresh_database().await;
-        Self { dir, db }
+        Self {
+            dir,
+            db,
+            now: NOW.to_owned(),
+        }
+    }
+
+    /// The same, its commands' clock fixed at the current time instead of [`NOW`]: for
+    /// a device that syncs with a server on the real clock (an import refuses times
+    /// more than a day ahead of the importer's clock).
+    fn at_the_current_time(mut self) -> Self {
+        self.now = time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .expect("the current time as RFC 3339");
+        self
     }
 
     fn db(&self) -> String {
         self.db.clone()
     }
 
-    /// Runs `assent --db <db> --now <NOW> args...` with `stdin`.
+    /// Runs `assent --db <db> --now <now> args...` with `stdin`.
     fn run_with(&self, args: &[&str], stdin: &str) -> Output {
         self.run_in_env(args, stdin, &[])
     }
 
-    /// Runs `assent --db <db> --now <NOW> args...` with `stdin` and the environment
+    /// Runs `assent --db <db> --now <now> args...` with `stdin` and the environment
     /// variables `env` (and no `ASSENT_PEER_TOKEN` unless `env` sets it).
     fn run_in_env(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Output {
         let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
-            .args(["--db", &self.db(), "--now", NOW])
+            .args(["--db", &self.db(), "--now", &self.now])
             .args(args)
             .env_remove("RUST_LOG")
             .env_remove("ASSENT_PEER_TOKEN")
@@ -524,6 +544,26 @@ fn two_devices_pair_through_batch_files() {
         1,
         "is not a valid batch",
     );
+    // A batch refused by the checks: one error line, and the refusal on record.
+    let exported = a.dir.path().join("checked.json");
+    a.json(&["sync", "export", exported.to_str().expect("path")], "");
+    let mut forged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&exported).expect("read")).expect("json");
+    forged["createdAt"] = serde_json::json!("0001-01-01T00:00:00Z");
+    std::fs::write(&exported, forged.to_string()).expect("write");
+    assert_fails(
+        &b.run(&["sync", "import", exported.to_str().expect("path")]),
+        1,
+        "it is before 2000-01-01T00:00:00Z",
+    );
+    // An endless input is refused at its first byte, not read to the 256 MiB limit.
+    let started = std::time::Instant::now();
+    assert_fails(
+        &a.run(&["sync", "import", "/dev/zero"]),
+        1,
+        "sync batch /dev/zero is not a valid batch",
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
 
 /// Processes confirming at once.

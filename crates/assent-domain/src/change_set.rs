@@ -7,6 +7,11 @@ use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
+/// The most items one change set holds: a wake proposes no more (past it, proposals are
+/// refused, so a runaway agent cannot bury the reviewer), and device sync refuses a set
+/// with more, so no way in makes a larger one.
+pub const MAX_ITEMS_PER_SET: usize = 25;
+
 /// One proposed mutation: a single tool call waiting for a person.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -22,7 +22,7 @@ mod status;
 mod vector_clock;
 
 pub use canonical::canonical_json;
-pub use change_set::{ChangeItem, ChangeSet, NewChangeSet};
+pub use change_set::{ChangeItem, ChangeSet, MAX_ITEMS_PER_SET, NewChangeSet};
 pub use decision::{ChangeDecision, MAX_REASON_CHARS, clean_reason};
 pub use error::DomainError;
 pub use operation_id::OperationId;

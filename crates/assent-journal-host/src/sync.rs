@@ -3,8 +3,14 @@
 //!
 //! A merged version replaces the local rows as they are: its clock and `updated_at`
 //! come from the merge, not from this device, and nothing is enqueued in the outbox
-//! (the state came from a peer).
+//! (the state came from a peer). Before that it passes the field rules of a local
+//! write, and a task this device has keeps its category and creation time (no tool
+//! changes them; the category decides which agents may touch the task).
 
+use crate::tasks::{
+    MAX_LABEL_CHARS, MAX_REASON_CHARS, MAX_TITLE_CHARS, clean_text, parse_due_date, valid_estimate,
+    valid_priority, valid_status,
+};
 use assent_store::sync::HostEntities;
 use assent_store::{AnyConnection, Backend};
 use assent_sync::EntityVersion;
@@ -118,7 +124,30 @@ async fn write_task(conn: &mut AnyConnection, version: &EntityVersion) -> Result
     }
     let task: TaskState = serde_json::from_value(version.state.clone())
         .map_err(|e| format!("task {id}: invalid content: {e}"))?;
+    check_content(&task).map_err(|(field, reason)| format!("task {id}: {field} {reason}"))?;
     let db = |e: sqlx::Error| format!("cannot write task {id}: {e}");
+    let fixed: Option<(Option<String>, String)> =
+        sqlx::query_as("SELECT category, created_at FROM tasks WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db)?;
+    if let Some((category, created_at)) = fixed {
+        // No tool changes these: the category decides which agents may touch the task,
+        // so a batch that changes it would widen an agent's reach with no tool call.
+        if category != task.category {
+            return Err(format!(
+                "task {id}: category is {category:?} here and {:?} in the batch; a task's category never changes",
+                task.category
+            ));
+        }
+        if created_at != task.created_at {
+            return Err(format!(
+                "task {id}: createdAt is {created_at:?} here and {:?} in the batch; it never changes",
+                task.created_at
+            ));
+        }
+    }
     sqlx::query(
         "INSERT INTO tasks (id, title, status, status_reason, priority, estimate_minutes, due_date, language,
                             category, vector_clock, created_at, updated_at)
@@ -175,6 +204,56 @@ async fn write_task(conn: &mut AnyConnection, version: &EntityVersion) -> Result
         .execute(&mut *conn)
         .await
         .map_err(db)?;
+    }
+    Ok(())
+}
+
+/// The field rules of the local writes (`create_task` and the tools) for a task that
+/// arrives in a sync batch: the field that breaks one, and how.
+fn check_content(task: &TaskState) -> Result<(), (&'static str, String)> {
+    clean_text(&task.title, MAX_TITLE_CHARS).map_err(|r| ("title", r))?;
+    valid_status(&task.status).map_err(|r| ("status", r))?;
+    if let Some(reason) = &task.status_reason {
+        let chars = reason.chars().count();
+        if chars > MAX_REASON_CHARS {
+            return Err((
+                "statusReason",
+                format!("must be at most {MAX_REASON_CHARS} characters (got {chars})"),
+            ));
+        }
+    }
+    if let Some(priority) = &task.priority {
+        valid_priority(priority).map_err(|r| ("priority", r))?;
+    }
+    if let Some(minutes) = task.estimate_minutes {
+        u32::try_from(minutes)
+            .map_err(|e| e.to_string())
+            .and_then(valid_estimate)
+            .map_err(|r| ("estimateMinutes", r))?;
+    }
+    if let Some(due) = &task.due_date {
+        parse_due_date(due).map_err(|r| ("dueDate", r))?;
+    }
+    if task
+        .category
+        .as_deref()
+        .is_some_and(|c| c.trim().is_empty())
+    {
+        return Err(("category", "must not be blank".to_owned()));
+    }
+    assent_store::timefmt::parse("tasks", &task.created_at)
+        .map_err(|e| ("createdAt", e.to_string()))?;
+    for label in &task.labels {
+        clean_text(label, MAX_LABEL_CHARS).map_err(|r| ("labels", r))?;
+    }
+    for item in &task.checklist {
+        clean_text(&item.title, MAX_TITLE_CHARS).map_err(|r| ("checklist", r))?;
+        if !matches!(item.is_checked, 0 | 1) {
+            return Err((
+                "checklist",
+                format!("isChecked must be 0 or 1 (got {})", item.is_checked),
+            ));
+        }
     }
     Ok(())
 }

@@ -59,9 +59,17 @@ pub(crate) async fn exchange(
     }
     let now = OffsetDateTime::now_utc();
     let mut tx = store.begin_write().await?;
-    let report = sync::import(&mut tx, host_id, &TaskEntities, &batch, now)
-        .await
-        .map_err(refused)?;
+    let report = match sync::import(&mut tx, host_id, &TaskEntities, &batch, now).await {
+        Ok(report) => report,
+        Err(error) => {
+            // The import's own record rolled back with it: record the refusal apart.
+            drop(tx);
+            if let Err(record) = sync::record_refusal(store, &batch, &error, now).await {
+                tracing::warn!(%record, "could not record the refused sync batch");
+            }
+            return Err(refused(error));
+        }
+    };
     let answer = sync::export(&mut tx, host_id, &TaskEntities, Uuid::new_v4(), now).await?;
     tx.commit().await.map_err(StoreError::from)?;
     tracing::info!(

@@ -5,7 +5,9 @@
 //! [`crate::Store::begin_write`]), so an HTTP handler can call them as the CLI does. An
 //! import runs every operation of its plan in that transaction: a refused batch, or a
 //! failure halfway, leaves nothing behind. A batch already merged is recognised by its
-//! id and changes nothing; merging its content again would plan nothing anyway.
+//! id and changes nothing; merging its content again would plan nothing anyway. Every
+//! import is itself recorded (`sync_imports`: which batch, from which device, when,
+//! merged, replayed or refused), the refusals by [`record_refusal`] after the rollback.
 
 use crate::outbox;
 use crate::{StoreError, audit, change_sets, decisions, timefmt};
@@ -145,30 +147,100 @@ pub async fn export(
     batch_id: Uuid,
     now: OffsetDateTime,
 ) -> Result<SyncBatch, StoreError> {
+    let export = export_claiming(conn, host_id, host, batch_id, now, Duration::ZERO).await?;
+    mark_exported(conn, &export, now).await?;
+    Ok(export.batch)
+}
+
+/// A batch whose outbox messages are claimed (in flight) but not yet marked sent: what
+/// `assent sync --peer` holds while the batch is on the network, outside any
+/// transaction. [`mark_exported`] marks them sent once the peer has the batch,
+/// [`release_export`] puts them back when it does not; after a crash in between their
+/// lease runs out and the next export claims them again.
+#[derive(Debug, Clone)]
+pub struct ClaimedExport {
+    /// The batch.
+    pub batch: SyncBatch,
+    /// The outbox messages it covers.
+    claimed: Vec<i64>,
+}
+
+/// Exports this device's state as batch `batch_id` and claims every deliverable outbox
+/// message for `lease` (all of them are in the batch, since both happen in the
+/// caller's transaction). A write made after the caller commits queues a new message
+/// rather than changing a claimed one, so marking the claimed ones sent later loses
+/// nothing.
+#[tracing::instrument(skip(conn, host))]
+pub async fn export_claiming(
+    conn: &mut AnyConnection,
+    host_id: &str,
+    host: &dyn HostEntities,
+    batch_id: Uuid,
+    now: OffsetDateTime,
+    lease: Duration,
+) -> Result<ClaimedExport, StoreError> {
     let state = local_state(conn, host_id, host).await?;
-    let mut drained = 0;
+    let mut claimed = Vec::new();
     loop {
-        let claimed = outbox::claim_batch(conn, DRAIN_BATCH, now, Duration::ZERO).await?;
-        if claimed.is_empty() {
+        let batch = outbox::claim_batch(conn, DRAIN_BATCH, now, lease).await?;
+        if batch.is_empty() {
             break;
         }
-        let ids: Vec<i64> = claimed.iter().map(|m| m.id).collect();
-        drained += outbox::mark_sent(conn, &ids, now).await?;
+        claimed.extend(batch.iter().map(|m| m.id));
     }
     tracing::info!(
         change_sets = state.change_sets.len(),
         decisions = state.decisions.len(),
         entities = state.entities.len(),
-        drained,
+        claimed = claimed.len(),
         "sync batch exported"
     );
-    Ok(SyncBatch {
-        format_version: FORMAT_VERSION,
-        batch_id,
-        from_host: host_id.to_owned(),
-        created_at: now,
-        state,
+    Ok(ClaimedExport {
+        batch: SyncBatch {
+            format_version: FORMAT_VERSION,
+            batch_id,
+            from_host: host_id.to_owned(),
+            created_at: now,
+            state,
+        },
+        claimed,
     })
+}
+
+/// Puts the outbox messages of `export` back in the queue: the batch never reached its
+/// receiver. A message whose entity was written again meanwhile (a newer message is
+/// queued) is superseded instead, so the queue keeps one unsent message per entity.
+pub async fn release_export(
+    conn: &mut AnyConnection,
+    export: &ClaimedExport,
+) -> Result<(), StoreError> {
+    for id in &export.claimed {
+        sqlx::query(
+            "UPDATE outbox SET status = CASE WHEN EXISTS (
+                     SELECT 1 FROM outbox AS newer WHERE newer.entity_type = outbox.entity_type
+                         AND newer.entity_id = outbox.entity_id AND newer.status = 'pending')
+                 THEN 'sent' ELSE 'pending' END,
+                 claimed_until = NULL
+             WHERE id = $1 AND status = 'inFlight'",
+        )
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Marks the outbox messages of `export` sent: the batch reached its receiver. Returns
+/// how many were still in flight (a message whose lease ran out and that another
+/// export claimed is that export's to mark).
+pub async fn mark_exported(
+    conn: &mut AnyConnection,
+    export: &ClaimedExport,
+    now: OffsetDateTime,
+) -> Result<u64, StoreError> {
+    let drained = outbox::mark_sent(conn, &export.claimed, now).await?;
+    tracing::debug!(drained, "outbox drained by a sync export");
+    Ok(drained)
 }
 
 /// Merges `batch` into this device's state, in the caller's write transaction. A
@@ -195,10 +267,18 @@ pub async fn import(
     if seen.is_some() {
         tracing::info!("sync batch already merged");
         report.replayed = true;
+        record_import(
+            conn,
+            batch,
+            ImportOutcome::Replayed,
+            &report_json(&report)?,
+            now,
+        )
+        .await?;
         return Ok(report);
     }
     let local = local_state(conn, host_id, host).await?;
-    let plan = plan_merge(&local, batch, host_id)?;
+    let plan = plan_merge(&local, batch, host_id, now)?;
     for op in &plan.ops {
         match op {
             SyncOp::InsertChangeSet(set) => {
@@ -267,8 +347,145 @@ pub async fn import(
             "conflicting decisions on one item: the earlier stays in force"
         );
     }
+    record_import(
+        conn,
+        batch,
+        ImportOutcome::Merged,
+        &report_json(&report)?,
+        now,
+    )
+    .await?;
     tracing::info!(operations = plan.ops.len(), "sync batch merged");
     Ok(report)
+}
+
+fn report_json(report: &ImportReport) -> Result<String, StoreError> {
+    serde_json::to_string(report).map_err(|e| StoreError::corrupt(IMPORTS, e))
+}
+
+const IMPORTS: &str = "sync_imports";
+
+/// What came of an import, as [`ImportRecord::outcome`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ImportOutcome {
+    /// The batch was merged.
+    Merged,
+    /// The batch had been merged before; nothing changed.
+    Replayed,
+    /// The batch was refused; nothing changed.
+    Refused,
+}
+
+impl ImportOutcome {
+    /// The name stored and shown.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Merged => "merged",
+            Self::Replayed => "replayed",
+            Self::Refused => "refused",
+        }
+    }
+}
+
+/// One import this device was asked to make: which batch, from which device, when,
+/// and what came of it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportRecord {
+    /// The batch.
+    pub batch_id: Uuid,
+    /// The device it claims to come from.
+    pub from_host: String,
+    /// When that device says it exported it.
+    #[serde(with = "time::serde::rfc3339")]
+    pub batch_created_at: OffsetDateTime,
+    /// When this device was asked to merge it.
+    #[serde(with = "time::serde::rfc3339")]
+    pub imported_at: OffsetDateTime,
+    /// What came of it.
+    pub outcome: ImportOutcome,
+    /// A merge's report (JSON text), or why the batch was refused.
+    pub detail: String,
+}
+
+async fn record_import(
+    conn: &mut AnyConnection,
+    batch: &SyncBatch,
+    outcome: ImportOutcome,
+    detail: &str,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO sync_imports (batch_id, from_host, batch_created_at, imported_at, outcome, detail)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(batch.batch_id.to_string())
+    .bind(&batch.from_host)
+    .bind(timefmt::format(batch.created_at))
+    .bind(timefmt::format(now))
+    .bind(outcome.as_str())
+    .bind(detail)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Records that `batch` was refused with `error`, in a write transaction of its own:
+/// run it after the import's transaction rolled back (which took its own record with
+/// it). The refused batch's content is not kept, only who sent which batch when.
+pub async fn record_refusal(
+    store: &crate::Store,
+    batch: &SyncBatch,
+    error: &StoreError,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    let mut tx = store.begin_write().await?;
+    record_import(
+        &mut tx,
+        batch,
+        ImportOutcome::Refused,
+        &error.to_string(),
+        now,
+    )
+    .await?;
+    tx.commit().await?;
+    // The caller reports the refusal itself (the CLI's one error line, a 400).
+    tracing::info!(batch = %batch.batch_id, from = %batch.from_host, %error, "sync batch refused");
+    Ok(())
+}
+
+/// The imports this device was asked to make, newest first (at most `limit`).
+pub async fn imports(
+    conn: &mut AnyConnection,
+    limit: u32,
+) -> Result<Vec<ImportRecord>, StoreError> {
+    let corrupt = |e: String| StoreError::corrupt(IMPORTS, e);
+    let rows = sqlx::query("SELECT * FROM sync_imports ORDER BY id DESC LIMIT $1")
+        .bind(i64::from(limit))
+        .fetch_all(conn)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let batch: String = row.try_get("batch_id")?;
+            let created: String = row.try_get("batch_created_at")?;
+            let imported: String = row.try_get("imported_at")?;
+            let outcome: String = row.try_get("outcome")?;
+            Ok(ImportRecord {
+                batch_id: Uuid::parse_str(&batch).map_err(|e| corrupt(e.to_string()))?,
+                from_host: row.try_get("from_host")?,
+                batch_created_at: timefmt::parse(IMPORTS, &created)?,
+                imported_at: timefmt::parse(IMPORTS, &imported)?,
+                outcome: match outcome.as_str() {
+                    "merged" => ImportOutcome::Merged,
+                    "replayed" => ImportOutcome::Replayed,
+                    "refused" => ImportOutcome::Refused,
+                    other => return Err(corrupt(format!("unknown outcome {other:?}"))),
+                },
+                detail: row.try_get("detail")?,
+            })
+        })
+        .collect()
 }
 
 async fn record_conflict(

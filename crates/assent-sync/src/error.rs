@@ -76,4 +76,90 @@ pub enum SyncError {
         /// What is wrong.
         problem: String,
     },
+    /// A change set holds more items than a wake may propose.
+    #[error("change set {change_set_id} has {items} items; a change set holds at most {max}")]
+    TooManyItems {
+        /// The set.
+        change_set_id: Uuid,
+        /// How many items it has.
+        items: usize,
+        /// [`assent_domain::MAX_ITEMS_PER_SET`].
+        max: usize,
+    },
+    /// A change set new to this device is about a task that neither this device nor the
+    /// batch has.
+    #[error(
+        "change set {change_set_id} is about task {task_id:?}, which neither this device nor the batch has"
+    )]
+    UnknownTask {
+        /// The set.
+        change_set_id: Uuid,
+        /// Its task.
+        task_id: String,
+    },
+    /// An item of the batch is decided, but no decision on it is known: an item is only
+    /// ever decided by a person's decision, which travels with it.
+    #[error(
+        "item {item_index} of change set {change_set_id} is {status}, but neither this device nor the batch has a decision on it"
+    )]
+    UndecidedItem {
+        /// The set.
+        change_set_id: Uuid,
+        /// The item.
+        item_index: usize,
+        /// Its status in the batch.
+        status: String,
+    },
+    /// A vector clock claims writes that cannot have happened: more writes of this
+    /// device than it has made, or an absurd counter.
+    #[error("{what} has vector clock entry {host:?} = {counter}: {problem}")]
+    ImplausibleClock {
+        /// Where (a change set, a decision, an audit record, an entity).
+        what: String,
+        /// The clock entry's host.
+        host: String,
+        /// Its counter.
+        counter: u64,
+        /// Why it cannot be.
+        problem: String,
+    },
+    /// A decision's reason is longer than a person may give one here.
+    #[error("decision {decision_id} has a reason of {chars} characters; at most {max} are kept")]
+    ReasonTooLong {
+        /// The decision.
+        decision_id: uuid::Uuid,
+        /// How long its reason is.
+        chars: usize,
+        /// [`assent_domain::MAX_REASON_CHARS`].
+        max: usize,
+    },
+    /// A time is before [`crate::EARLIEST_TIME`] or further ahead of this device's
+    /// clock than [`crate::MAX_CLOCK_SKEW`].
+    #[error("{what} has {field} {value}: {problem}")]
+    ImplausibleTime {
+        /// Where (the batch header, a change set, a decision, ...).
+        what: String,
+        /// The field.
+        field: String,
+        /// Its value (RFC 3339).
+        value: String,
+        /// Why it cannot be.
+        problem: String,
+    },
+    /// A host entity's version carries a write that no audit record accounts for:
+    /// every write of a task after its creation is a tool call, audited with the
+    /// task's clock.
+    #[error(
+        "{entity_type} {entity_id:?} carries write {counter} of host {host:?}, which no audit record of that host accounts for"
+    )]
+    UnauditedWrite {
+        /// The entity's type.
+        entity_type: String,
+        /// Its id.
+        entity_id: String,
+        /// The host the write is attributed to.
+        host: String,
+        /// The write's counter in the entity's clock.
+        counter: u64,
+    },
 }

@@ -14,15 +14,21 @@
 //!   the earlier by (time, host id, decision id) wins and the other is kept as a
 //!   [`Conflict`].
 //!
+//! - A batch is checked as strictly as the local writes it stands for (item caps, the
+//!   tasks and decisions it refers to, plausible clocks and times, an audit record
+//!   behind every task write) before anything of it is planned.
+//!
 //! Merging is idempotent (a replayed batch plans nothing) and its result does not
 //! depend on the order batches arrive in; both are property-tested.
 
 mod batch;
+mod check;
 mod error;
 mod plan;
 
 pub use batch::{
     EntityVersion, FORMAT_VERSION, SyncBatch, SyncState, SyncedAuditRecord, SyncedDecision,
 };
+pub use check::{EARLIEST_TIME, MAX_CLOCK_COUNTER, MAX_CLOCK_SKEW};
 pub use error::SyncError;
 pub use plan::{Conflict, SyncOp, SyncPlan, plan_merge};

@@ -252,9 +252,9 @@ impl<'a> Finals<'a> {
 ///   earlier by (time, host id, decision id) stays in force; each other one is a
 ///   [`Conflict`]: a local one is demoted, an incoming one only recorded.
 /// - **Audit records** are merged by union, keyed by (host, id there).
-/// - **Host entities**: incoming newer → take it; local newer or equal with the same
-///   content → keep. Concurrent (or equal clocks with different content): the version
-///   that has seen more writes of the device whose decision won a conflict about the
+/// - **Host entities**: incoming newer → take it; local newer or equal → keep (other
+///   content under an equal clock is no write: every write ticks the clock).
+///   Concurrent: the version that has seen more writes of the device whose decision won a conflict about the
 ///   entity's task (so the task ends with the winner's change, not the loser's); then
 ///   the later `updatedAt`; then the larger canonical content. The result carries the
 ///   merged clock, so it dominates both and the next exchange settles both devices.
@@ -262,8 +262,10 @@ pub fn plan_merge(
     local: &SyncState,
     batch: &SyncBatch,
     local_host: &str,
+    now: OffsetDateTime,
 ) -> Result<SyncPlan, SyncError> {
     check_header(batch, local_host)?;
+    crate::check::check_batch(local, batch, local_host, now)?;
     let incoming = &batch.state;
 
     let local_sets: BTreeMap<Uuid, &ChangeSet> =
@@ -302,6 +304,16 @@ pub fn plan_merge(
             Some(set) if d.decision.item_index >= set.items.len() => {
                 Some(format!("has only {} item(s)", set.items.len()))
             }
+            Some(set) if set.task_id != d.decision.task_id => Some(format!(
+                "is about task {:?}, not {:?}",
+                set.task_id, d.decision.task_id
+            )),
+            Some(set) if set.items[d.decision.item_index].tool_name != d.decision.tool_name => {
+                Some(format!(
+                    "proposes {:?}, not {:?}",
+                    set.items[d.decision.item_index].tool_name, d.decision.tool_name
+                ))
+            }
             Some(_) => None,
         };
         if let Some(problem) = problem {
@@ -329,6 +341,18 @@ pub fn plan_merge(
     }
     for all in finals.by_item.values_mut() {
         all.sort_by(|a, b| a.precedence_key().cmp(&b.precedence_key()));
+    }
+    for set in &incoming.change_sets {
+        let undecided = set.items.iter().enumerate().find(|(index, item)| {
+            item.status.is_decided() && !finals.by_item.contains_key(&(set.id, *index))
+        });
+        if let Some((item_index, item)) = undecided {
+            return Err(SyncError::UndecidedItem {
+                change_set_id: set.id,
+                item_index,
+                status: item.status.as_str().to_owned(),
+            });
+        }
     }
 
     let (demoted, inserted, recorded) =
@@ -539,13 +563,10 @@ fn merge_entity(
     };
     match theirs.vector_clock.compare(&ours.vector_clock) {
         ClockOrdering::After => Some(theirs.clone()),
-        ClockOrdering::Before => None,
-        ClockOrdering::Equal
-            if ours.state == theirs.state && ours.updated_at == theirs.updated_at =>
-        {
-            None
-        }
-        ClockOrdering::Equal | ClockOrdering::Concurrent => {
+        // Equal clocks have seen the same writes: other content under them is no write
+        // (every write ticks the clock), so it is never taken.
+        ClockOrdering::Before | ClockOrdering::Equal => None,
+        ClockOrdering::Concurrent => {
             let pick = match prefer(ours, theirs, winner_hosts) {
                 Ordering::Less => theirs,
                 _ => ours,

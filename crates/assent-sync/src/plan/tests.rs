@@ -8,6 +8,8 @@ use time::Duration;
 use time::macros::datetime;
 
 const T0: OffsetDateTime = datetime!(2026-03-01 12:00 UTC);
+/// The receiving device's clock when it merges.
+const NOW: OffsetDateTime = datetime!(2026-03-02 12:00 UTC);
 const SET: Uuid = Uuid::from_u128(0x5e7);
 const TASK: &str = "task-1";
 
@@ -44,7 +46,7 @@ impl Device {
     }
 
     fn import(&mut self, batch: &SyncBatch) -> SyncPlan {
-        let plan = plan_merge(&self.state, batch, &self.host).expect("batch merges");
+        let plan = plan_merge(&self.state, batch, &self.host, NOW).expect("batch merges");
         apply(&mut self.state, &plan);
         plan
     }
@@ -100,12 +102,39 @@ impl Device {
         }
     }
 
+    /// A tool call writes `value` into the task, as the audited executor runs it: the
+    /// task's clock ticks and a result audit record carries the clock after it.
     fn edit_task(&mut self, value: u8, at: OffsetDateTime) {
         let host = self.host.clone();
         let task = self.task();
         task.state = json!({"value": value});
         task.vector_clock.tick(&host);
         task.updated_at = at;
+        let clock = task.vector_clock.clone();
+        let written_here = self
+            .state
+            .audit_records
+            .iter()
+            .filter(|a| a.origin_host == host)
+            .count();
+        let origin_id = i64::try_from(written_here).expect("few records") + 1;
+        self.state.audit_records.push(SyncedAuditRecord {
+            origin_host: host,
+            origin_id,
+            record: assent_tools::AuditRecord {
+                operation_id: assent_domain::OperationId::from_stored(format!("op-{origin_id}")),
+                run_key: "run".into(),
+                tool_name: "set_value".into(),
+                agent_id: "agent".into(),
+                task_id: TASK.into(),
+                kind: assent_tools::AuditKind::Result,
+                args: json!({"value": value}),
+                success: Some(true),
+                detail: None,
+                vector_clock: Some(clock),
+                created_at: at,
+            },
+        });
     }
 }
 
@@ -280,11 +309,11 @@ fn bad_batches_are_refused_with_the_reason() {
     let local = shared();
     let mut batch = a.export();
     assert!(matches!(
-        plan_merge(&local, &batch, "A"),
+        plan_merge(&local, &batch, "A", NOW),
         Err(SyncError::FromThisHost { .. })
     ));
     batch.format_version = 99;
-    let err = plan_merge(&local, &batch, "B").unwrap_err();
+    let err = plan_merge(&local, &batch, "B", NOW).unwrap_err();
     assert_eq!(
         err.to_string(),
         "sync batch format 99 is not supported (this build reads format 1)"
@@ -292,21 +321,25 @@ fn bad_batches_are_refused_with_the_reason() {
     let mut batch = a.export();
     batch.state.change_sets[0].items[1].args = json!({"value": 42});
     assert_eq!(
-        plan_merge(&local, &batch, "B").unwrap_err().to_string(),
+        plan_merge(&local, &batch, "B", NOW)
+            .unwrap_err()
+            .to_string(),
         format!("change set {SET} differs from the local one in item 1")
     );
     a.decide(0, Verdict::Confirmed, 1, T0);
     let mut batch = a.export();
     batch.state.decisions[0].decision.item_index = 9;
     assert!(matches!(
-        plan_merge(&local, &batch, "B"),
+        plan_merge(&local, &batch, "B", NOW),
         Err(SyncError::DanglingDecision { item_index: 9, .. })
     ));
     let mut batch = a.export();
     let twice = batch.state.entities[0].clone();
     batch.state.entities.push(twice);
     assert_eq!(
-        plan_merge(&local, &batch, "B").unwrap_err().to_string(),
+        plan_merge(&local, &batch, "B", NOW)
+            .unwrap_err()
+            .to_string(),
         "sync batch lists task \"task-1\" twice"
     );
 }
@@ -428,7 +461,7 @@ proptest! {
         let (mut a, mut b) = run(&steps);
         let batch = a.export();
         b.import(&batch);
-        let replay = plan_merge(&b.state, &batch, "B").expect("merges");
+        let replay = plan_merge(&b.state, &batch, "B", NOW).expect("merges");
         prop_assert!(replay.is_empty(), "{:?}", replay);
     }
 
@@ -445,4 +478,158 @@ proptest! {
         prop_assert_eq!(&a1.state.conflict_losers, &b1.state.conflict_losers);
         prop_assert_eq!(&a1.state.entities, &b1.state.entities);
     }
+}
+
+/// Device A's export after a person confirmed item 0 there (so it carries a decision,
+/// a task write and its audit record), and device B's state before it.
+fn a_confirmed_batch() -> (SyncBatch, SyncState) {
+    let mut a = Device::new("A", &shared());
+    a.decide(0, Verdict::Confirmed, 7, T0 + Duration::minutes(1));
+    (a.export(), shared())
+}
+
+fn refusal(local: &SyncState, batch: &SyncBatch) -> String {
+    match plan_merge(local, batch, "B", NOW) {
+        Ok(plan) => panic!("the batch merges: {plan:?}"),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[test]
+fn an_honest_batch_passes_every_check() {
+    let (batch, local) = a_confirmed_batch();
+    let plan = plan_merge(&local, &batch, "B", NOW).expect("merges");
+    assert!(!plan.is_empty());
+    // And a fresh device takes it whole, the task's creation included.
+    let plan = plan_merge(&SyncState::default(), &batch, "B", NOW).expect("merges");
+    assert!(!plan.is_empty());
+}
+
+#[test]
+fn a_set_larger_than_a_wake_may_propose_is_refused() {
+    let (mut batch, local) = a_confirmed_batch();
+    let mut set = batch.state.change_sets[0].clone();
+    set.id = Uuid::from_u128(0xb16);
+    let item = set.items[0].clone();
+    set.items = vec![item; 10_000];
+    set.items
+        .iter_mut()
+        .for_each(|i| i.status = ChangeItemStatus::Pending);
+    batch.state.change_sets.push(set);
+    assert_eq!(
+        refusal(&local, &batch),
+        "change set 00000000-0000-0000-0000-000000000b16 has 10000 items; a change set holds at most 25"
+    );
+}
+
+#[test]
+fn a_set_on_a_task_nobody_has_is_refused() {
+    let (mut batch, local) = a_confirmed_batch();
+    let mut set = batch.state.change_sets[0].clone();
+    set.id = Uuid::from_u128(0x6057);
+    set.task_id = "ghost".into();
+    set.items
+        .iter_mut()
+        .for_each(|i| i.status = ChangeItemStatus::Pending);
+    batch.state.change_sets.push(set);
+    assert_eq!(
+        refusal(&local, &batch),
+        "change set 00000000-0000-0000-0000-000000006057 is about task \"ghost\", which neither this device nor the batch has"
+    );
+    // A decision about a set of another task is refused too.
+    let (mut batch, local) = a_confirmed_batch();
+    batch.state.decisions[0].decision.task_id = "other".into();
+    assert!(
+        refusal(&local, &batch).contains("which is about task \"task-1\", not \"other\""),
+        "{}",
+        refusal(&local, &batch)
+    );
+}
+
+#[test]
+fn a_decided_item_without_a_decision_is_refused() {
+    let (mut batch, local) = a_confirmed_batch();
+    batch.state.change_sets[0].items[2].status = ChangeItemStatus::Confirmed;
+    assert_eq!(
+        refusal(&local, &batch),
+        format!(
+            "item 2 of change set {SET} is confirmed, but neither this device nor the batch has a decision on it"
+        )
+    );
+}
+
+#[test]
+fn a_task_changed_without_its_audit_record_is_refused() {
+    let (mut batch, local) = a_confirmed_batch();
+    batch.state.audit_records.clear();
+    assert_eq!(
+        refusal(&local, &batch),
+        "task \"task-1\" carries write 1 of host \"A\", which no audit record of that host accounts for"
+    );
+    // A second, unaudited write on top of the audited one.
+    let (mut batch, local) = a_confirmed_batch();
+    let task = &mut batch.state.entities[0];
+    task.state = json!({"value": 99, "category": "finance"});
+    task.vector_clock.tick("A");
+    assert!(refusal(&local, &batch).contains("carries write 2 of host \"A\""));
+    // Content changed under the same clock: not a write, so the local version stays.
+    let (mut batch, mut local) = a_confirmed_batch();
+    let mut b = Device::new("B", &local);
+    b.import(&batch);
+    local = b.state.clone();
+    batch.state.entities[0].state = json!({"value": 99});
+    batch.state.entities[0].updated_at = T0 + Duration::hours(2);
+    batch.batch_id = Uuid::from_u128(0xfeed);
+    let plan = plan_merge(&local, &batch, "B", NOW).expect("merges");
+    assert!(
+        !plan
+            .ops
+            .iter()
+            .any(|op| matches!(op, SyncOp::WriteEntity(_))),
+        "{plan:?}"
+    );
+}
+
+#[test]
+fn implausible_clocks_are_refused() {
+    let (mut batch, local) = a_confirmed_batch();
+    batch.state.decisions[0].decision.vector_clock =
+        [("B".to_owned(), u64::MAX)].into_iter().collect();
+    let decision = batch.state.decisions[0].decision.id;
+    assert_eq!(
+        refusal(&local, &batch),
+        format!(
+            "decision {decision} has vector clock entry \"B\" = {}: no device makes that many writes (at most 4294967296)",
+            u64::MAX
+        )
+    );
+    let (mut batch, local) = a_confirmed_batch();
+    batch.state.change_sets[0].vector_clock.tick("B");
+    assert_eq!(
+        refusal(&local, &batch),
+        format!(
+            "change set {SET} has vector clock entry \"B\" = 1: that is this device, which has issued only 0"
+        )
+    );
+}
+
+#[test]
+fn implausible_times_are_refused() {
+    let (mut batch, local) = a_confirmed_batch();
+    batch.state.decisions[0].decision.created_at = datetime!(0001-01-01 00:00 UTC);
+    let decision = batch.state.decisions[0].decision.id;
+    assert_eq!(
+        refusal(&local, &batch),
+        format!(
+            "decision {decision} has createdAt 0001-01-01T00:00:00Z: it is before 2000-01-01T00:00:00Z"
+        )
+    );
+    let (mut batch, local) = a_confirmed_batch();
+    batch.state.change_sets[0].created_at = NOW + Duration::days(2);
+    assert_eq!(
+        refusal(&local, &batch),
+        format!(
+            "change set {SET} has createdAt 2026-03-04T12:00:00Z: it is more than 1d after this device's clock (2026-03-02T12:00:00Z)"
+        )
+    );
 }
