@@ -144,6 +144,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Grants(args) => grants(&ctx, args).await,
         DbCommand::Sync(args) => crate::sync_commands::sync(&ctx, args).await,
         DbCommand::Conflicts => crate::sync_commands::conflicts(&ctx).await,
+        DbCommand::Webhooks(args) => crate::webhook_commands::webhooks(&ctx, args).await,
     };
     ctx.store().close().await;
     output

@@ -16,6 +16,7 @@ mod peer_sync;
 mod render;
 mod serve;
 mod sync_commands;
+mod webhook_commands;
 
 use assent_confirm::ConfirmError;
 use assent_journal_host::JournalError;

@@ -47,7 +47,7 @@ pub fn duration(d: Duration) -> String {
 }
 
 /// `text` cut to `max` characters, with `…` when cut; on one line.
-fn cut(text: &str, max: usize) -> String {
+pub(crate) fn cut(text: &str, max: usize) -> String {
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if text.chars().count() <= max {
         return text;
@@ -65,7 +65,7 @@ fn value(v: &Value) -> String {
 }
 
 /// Left-aligned columns, two spaces apart; the last column is not padded.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
