@@ -28,6 +28,7 @@ mod page;
 pub mod shapes;
 mod sync;
 pub mod token;
+mod webhooks;
 
 pub use agents::{AgentView, set_agent_categories};
 pub use delegation::DEFAULT_BUS_ROOT;
@@ -175,6 +176,7 @@ impl Server {
             .route("/conflicts", get(sync::conflicts))
             .route("/confirmations", get(delegation::list))
             .route("/confirmations/{id}", post(delegation::answer))
+            .merge(webhooks::routes())
             .fallback(api::not_found)
             // `layer`, not `route_layer`: unknown `/api` paths need the token too, so
             // that a stranger learns nothing about which routes exist.
@@ -204,7 +206,7 @@ impl Server {
             .state
             .delegation
             .as_ref()
-            .map(|delegation| delegation.forward(events.clone()));
+            .map(|delegation| delegation.forward(events.clone(), self.state.engine.store().clone()));
         let closing = events.clone();
         let signal = async move {
             shutdown.await;
