@@ -79,7 +79,10 @@ fn install() -> Result<PathBuf, String> {
     if imports_standardwebhooks(&pip) {
         Ok(pip)
     } else {
-        Err(format!("{} still cannot import standardwebhooks", pip.display()))
+        Err(format!(
+            "{} still cannot import standardwebhooks",
+            pip.display()
+        ))
     }
 }
 
@@ -187,7 +190,11 @@ impl Receiver {
     }
 
     /// Waits up to `limit` for `predicate` over everything received; returns it.
-    pub async fn wait_for(&self, limit: Duration, predicate: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    pub async fn wait_for(
+        &self,
+        limit: Duration,
+        predicate: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
         let start = std::time::Instant::now();
         loop {
             let received = self.received();

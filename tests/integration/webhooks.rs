@@ -62,7 +62,10 @@ async fn deliver_until(sender: &Sender, store: &Store, done: impl Fn(&[Delivery]
         if done(&rows) {
             return;
         }
-        assert!(start.elapsed() < PATIENCE, "deliveries never settled: {rows:#?}");
+        assert!(
+            start.elapsed() < PATIENCE,
+            "deliveries never settled: {rows:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
@@ -119,7 +122,10 @@ async fn every_event_reaches_a_verifying_receiver_with_its_set_and_a_link() {
         .await
         .unwrap();
     deliver_until(&sender, &app.store, |rows| {
-        all_delivered(rows) && rows.iter().any(|d| d.event_type == event::CHANGE_SET_EXPIRED)
+        all_delivered(rows)
+            && rows
+                .iter()
+                .any(|d| d.event_type == event::CHANGE_SET_EXPIRED)
     })
     .await;
     // A set is announced as expiring once.
@@ -153,10 +159,17 @@ async fn every_event_reaches_a_verifying_receiver_with_its_set_and_a_link() {
         assert_eq!(data["agentId"], "agent-1");
         assert_eq!(data["target"]["taskId"], task.as_str());
         assert_eq!(data["items"][0]["toolName"], "set_task_title");
-        assert!(data["items"][0]["summary"].as_str().is_some_and(|s| !s.is_empty()));
+        assert!(
+            data["items"][0]["summary"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty())
+        );
         assert_eq!(
             data["reviewUrl"],
-            format!("{PUBLIC_URL}/#change-set-{}", data["changeSetId"].as_str().unwrap())
+            format!(
+                "{PUBLIC_URL}/#change-set-{}",
+                data["changeSetId"].as_str().unwrap()
+            )
         );
     }
     let warned = all
@@ -173,11 +186,20 @@ async fn every_event_reaches_a_verifying_receiver_with_its_set_and_a_link() {
     for record in &slack {
         assert_eq!(record["verified"], true, "{record}");
         let body = &record["body"];
-        assert_eq!(body["blocks"][0]["text"]["text"], "*Agent agent-1 suggests 1 change*");
-        assert!(body["blocks"][1]["text"]["text"].as_str().is_some_and(|t| t.starts_with("• ")));
-        assert!(body["blocks"][2]["elements"][0]["url"]
-            .as_str()
-            .is_some_and(|u| u.starts_with(PUBLIC_URL)));
+        assert_eq!(
+            body["blocks"][0]["text"]["text"],
+            "*Agent agent-1 suggests 1 change*"
+        );
+        assert!(
+            body["blocks"][1]["text"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("• "))
+        );
+        assert!(
+            body["blocks"][2]["elements"][0]["url"]
+                .as_str()
+                .is_some_and(|u| u.starts_with(PUBLIC_URL))
+        );
     }
 }
 
@@ -206,7 +228,10 @@ async fn failures_and_timeouts_are_retried_with_the_same_id_and_shown_escaped() 
     let failed = rows.iter().find(|d| d.subscription_id == flaky).unwrap();
     assert_eq!(failed.last_status, Some(500));
     let error = failed.last_error.as_deref().unwrap();
-    assert!(error.starts_with("HTTP 500: boom\\n\\u{1b}[31mred"), "{error}");
+    assert!(
+        error.starts_with("HTTP 500: boom\\n\\u{1b}[31mred"),
+        "{error}"
+    );
     assert!(!error.chars().any(char::is_control), "{error:?}");
     let timed_out = rows.iter().find(|d| d.subscription_id == slow).unwrap();
     assert_eq!(timed_out.last_error.as_deref(), Some("timed out"));
@@ -218,12 +243,19 @@ async fn failures_and_timeouts_are_retried_with_the_same_id_and_shown_escaped() 
 
     deliver_until(&sender, &app.store, all_delivered).await;
     let rows = deliveries(&app.store).await;
-    let attempts: BTreeMap<Uuid, i64> = rows.iter().map(|d| (d.subscription_id, d.attempts)).collect();
+    let attempts: BTreeMap<Uuid, i64> = rows
+        .iter()
+        .map(|d| (d.subscription_id, d.attempts))
+        .collect();
     assert_eq!(attempts, BTreeMap::from([(flaky, 3), (slow, 2)]));
     for (name, count) in [("flaky", 3), ("slow", 2)] {
         let received = receiver.received_by(name);
         assert_eq!(received.len(), count, "{received:#?}");
-        assert!(received.iter().all(|r| r["verified"] == true && r["id"] == received[0]["id"]));
+        assert!(
+            received
+                .iter()
+                .all(|r| r["verified"] == true && r["id"] == received[0]["id"])
+        );
         assert_eq!(received[0]["id"].as_str(), Some(rows[0].event_id.as_str()));
     }
 }
@@ -258,7 +290,10 @@ async fn a_receiver_down_across_a_restart_gets_the_event_afterwards_with_the_sam
     let received = receiver.received_by("late");
     assert_eq!(received.len(), 1, "{received:#?}");
     assert_eq!(received[0]["verified"], true);
-    assert_eq!(received[0]["id"].as_str(), Some(queued[0].event_id.as_str()));
+    assert_eq!(
+        received[0]["id"].as_str(),
+        Some(queued[0].event_id.as_str())
+    );
 }
 
 #[tokio::test]
@@ -277,14 +312,22 @@ async fn out_of_attempts_is_dead_lettered_visible_and_redeliverable() {
             ..SenderConfig::default()
         },
     );
-    deliver_until(&sender, &app.store, |rows| rows.iter().all(|d| d.status == "dead")).await;
+    deliver_until(&sender, &app.store, |rows| {
+        rows.iter().all(|d| d.status == "dead")
+    })
+    .await;
     let dead = {
         let mut conn = app.store.pool().acquire().await.unwrap();
         webhooks::deliveries(&mut conn, true, 10).await.unwrap()
     };
     assert_eq!(dead.len(), 1);
     assert_eq!((dead[0].attempts, dead[0].last_status), (2, Some(500)));
-    assert!(dead[0].last_error.as_deref().is_some_and(|e| e.contains("\\u{1b}")));
+    assert!(
+        dead[0]
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("\\u{1b}"))
+    );
     // Nothing more is attempted on its own.
     sender.deliver_due().await.unwrap();
     assert_eq!(receiver.received_by("dead").len(), 2);
@@ -292,13 +335,21 @@ async fn out_of_attempts_is_dead_lettered_visible_and_redeliverable() {
     receiver.configure("dead", &secret, 0, 0, 0);
     {
         let mut conn = app.store.pool().acquire().await.unwrap();
-        assert!(webhooks::redeliver(&mut conn, dead[0].id, NOW).await.unwrap());
+        assert!(
+            webhooks::redeliver(&mut conn, dead[0].id, NOW)
+                .await
+                .unwrap()
+        );
         assert!(!webhooks::redeliver(&mut conn, 999_999, NOW).await.unwrap());
     }
     deliver_until(&sender, &app.store, all_delivered).await;
     let received = receiver.received_by("dead");
     assert_eq!(received.len(), 3);
-    assert!(received.iter().all(|r| r["id"].as_str() == Some(dead[0].event_id.as_str())));
+    assert!(
+        received
+            .iter()
+            .all(|r| r["id"].as_str() == Some(dead[0].event_id.as_str()))
+    );
     assert_eq!(received[2]["verified"], true);
 }
 
@@ -397,7 +448,9 @@ async fn a_decision_does_not_wait_for_ten_hanging_receivers() {
     }));
     // Every receiver is holding a delivery open before the first decision.
     let hanging = receiver
-        .wait_for(PATIENCE, |r| r.iter().filter(|r| r["action"] == "hang").count() >= 10)
+        .wait_for(PATIENCE, |r| {
+            r.iter().filter(|r| r["action"] == "hang").count() >= 10
+        })
         .await;
     assert!(hanging.len() >= 10, "{hanging:#?}");
     let loaded = decide(&app, &sets).await;
@@ -416,7 +469,10 @@ async fn a_decision_does_not_wait_for_ten_hanging_receivers() {
         10 * DECISIONS
     );
     let slowest = loaded.iter().max().copied().unwrap();
-    assert!(slowest < Duration::from_secs(2), "slowest decision {slowest:?}");
+    assert!(
+        slowest < Duration::from_secs(2),
+        "slowest decision {slowest:?}"
+    );
     let (loaded, baseline) = (median(loaded), median(baseline));
     assert!(
         loaded <= baseline * 4 + Duration::from_millis(50),
@@ -450,14 +506,20 @@ async fn events_nobody_wants_write_nothing_and_filters_apply() {
         agent_id: None,
         ..other_agent.clone()
     };
-    webhooks::insert_subscription(&mut conn, &other_agent, NOW).await.unwrap();
+    webhooks::insert_subscription(&mut conn, &other_agent, NOW)
+        .await
+        .unwrap();
     let resolved_sub = webhooks::insert_subscription(&mut conn, &resolved_only, NOW)
         .await
         .unwrap();
     drop(conn);
     let set = propose(&app, &task, "Still unwatched").await;
     assert!(deliveries(&app.store).await.is_empty());
-    app.engine.confirmations().confirm_item(set, 0, NOW).await.unwrap();
+    app.engine
+        .confirmations()
+        .confirm_item(set, 0, NOW)
+        .await
+        .unwrap();
     let rows = deliveries(&app.store).await;
     assert_eq!(rows.len(), 1);
     assert_eq!(
@@ -470,12 +532,22 @@ async fn events_nobody_wants_write_nothing_and_filters_apply() {
     let listed = serde_json::to_string(&webhooks::subscriptions(&mut conn).await.unwrap()).unwrap();
     assert!(!listed.contains(&secret) && !listed.contains("whsec_"));
     assert_eq!(
-        webhooks::signing_secret(&mut conn, resolved_sub.id).await.unwrap(),
+        webhooks::signing_secret(&mut conn, resolved_sub.id)
+            .await
+            .unwrap(),
         Some(secret)
     );
     // Removing a subscription drops its queued deliveries.
-    assert!(webhooks::remove_subscription(&mut conn, resolved_sub.id).await.unwrap());
-    assert!(!webhooks::remove_subscription(&mut conn, resolved_sub.id).await.unwrap());
+    assert!(
+        webhooks::remove_subscription(&mut conn, resolved_sub.id)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !webhooks::remove_subscription(&mut conn, resolved_sub.id)
+            .await
+            .unwrap()
+    );
     drop(conn);
     assert!(deliveries(&app.store).await.is_empty());
 }

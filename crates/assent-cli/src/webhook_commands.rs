@@ -150,8 +150,8 @@ pub async fn webhooks(ctx: &Ctx, args: WebhooksArgs) -> Result<Output, CliError>
         }
         Some(WebhooksCommand::Test(test)) => {
             let id = parse_id(&test.id)?;
-            let sender = Sender::new(ctx.store().clone(), SenderConfig::default())
-                .map_err(webhook_error)?;
+            let sender =
+                Sender::new(ctx.store().clone(), SenderConfig::default()).map_err(webhook_error)?;
             let result = sender.test(id).await.map_err(webhook_error)?;
             let value = json!({"id": id, "ok": result.ok, "status": result.status, "detail": result.detail});
             let output = Output::either(ctx.json, &value, || {
@@ -178,11 +178,16 @@ pub async fn webhooks(ctx: &Ctx, args: WebhooksArgs) -> Result<Output, CliError>
         Some(WebhooksCommand::Redeliver(again)) => {
             let mut conn = ctx.connection().await?;
             if !webhooks::redeliver(&mut conn, again.id, ctx.now).await? {
-                return Err(CliError::failed(format!("no webhook delivery {}", again.id)));
+                return Err(CliError::failed(format!(
+                    "no webhook delivery {}",
+                    again.id
+                )));
             }
-            Output::either(ctx.json, &json!({"id": again.id, "status": "pending"}), || {
-                format!("Delivery {} queued again", again.id)
-            })
+            Output::either(
+                ctx.json,
+                &json!({"id": again.id, "status": "pending"}),
+                || format!("Delivery {} queued again", again.id),
+            )
         }
         Some(WebhooksCommand::Deliver(deliver)) => {
             let config = SenderConfig {
@@ -213,7 +218,10 @@ async fn add_subscription(ctx: &Ctx, add: AddArgs) -> Result<Output, CliError> {
     let url = validate_url(&add.url, add.allow_http).map_err(webhook_error)?;
     let events = validate_events(&add.events).map_err(webhook_error)?;
     let format = Format::parse(&add.format).map_err(webhook_error)?;
-    let agent = add.agent.map(|a| a.trim().to_owned()).filter(|a| !a.is_empty());
+    let agent = add
+        .agent
+        .map(|a| a.trim().to_owned())
+        .filter(|a| !a.is_empty());
     let secret = generate_secret();
     let new = NewSubscription {
         url: url.to_string(),
@@ -286,12 +294,24 @@ fn deliveries_text(rows: &[Delivery], failed: bool) -> String {
                 d.attempts.to_string(),
                 d.last_status.map(|s| s.to_string()).unwrap_or_default(),
                 // Stored escaped and truncated by the sender; cut again for the table.
-                render::cut(&assent_webhooks::safe_text(d.last_error.as_deref().unwrap_or("")), 60),
+                render::cut(
+                    &assent_webhooks::safe_text(d.last_error.as_deref().unwrap_or("")),
+                    60,
+                ),
             ]
         })
         .collect();
     render::table(
-        &["ID", "EVENT", "WEBHOOK-ID", "URL", "STATUS", "ATTEMPTS", "HTTP", "LAST ERROR"],
+        &[
+            "ID",
+            "EVENT",
+            "WEBHOOK-ID",
+            "URL",
+            "STATUS",
+            "ATTEMPTS",
+            "HTTP",
+            "LAST ERROR",
+        ],
         &rows,
     )
 }

@@ -202,11 +202,9 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let events = self.state.events.clone();
-        let forwarding = self
-            .state
-            .delegation
-            .as_ref()
-            .map(|delegation| delegation.forward(events.clone(), self.state.engine.store().clone()));
+        let forwarding = self.state.delegation.as_ref().map(|delegation| {
+            delegation.forward(events.clone(), self.state.engine.store().clone())
+        });
         let closing = events.clone();
         let signal = async move {
             shutdown.await;

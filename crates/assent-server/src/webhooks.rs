@@ -38,7 +38,9 @@ pub(crate) fn routes() -> Router<AppState> {
 fn refused(error: WebhookError) -> ServerError {
     match error {
         WebhookError::Store(error) => ServerError::Store(error),
-        WebhookError::NoSubscription(id) => ServerError::NotFound(format!("no webhook subscription {id}")),
+        WebhookError::NoSubscription(id) => {
+            ServerError::NotFound(format!("no webhook subscription {id}"))
+        }
         WebhookError::Client(reason) => ServerError::Token(reason),
         other => ServerError::BadRequest(other.to_string()),
     }
@@ -46,8 +48,9 @@ fn refused(error: WebhookError) -> ServerError {
 
 fn subscription_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ServerError> {
     let Path(text) = path.map_err(|e| ServerError::BadRequest(e.body_text()))?;
-    Uuid::parse_str(&text)
-        .map_err(|e| ServerError::BadRequest(format!("invalid webhook subscription id {text:?}: {e}")))
+    Uuid::parse_str(&text).map_err(|e| {
+        ServerError::BadRequest(format!("invalid webhook subscription id {text:?}: {e}"))
+    })
 }
 
 async fn list(State(state): State<AppState>) -> Result<Response, ServerError> {
@@ -80,7 +83,10 @@ async fn add(
         url: url.to_string(),
         events,
         format: format.as_str().to_owned(),
-        agent_id: body.agent_id.map(|a| a.trim().to_owned()).filter(|a| !a.is_empty()),
+        agent_id: body
+            .agent_id
+            .map(|a| a.trim().to_owned())
+            .filter(|a| !a.is_empty()),
         secret: secret.clone(),
     };
     let mut conn = state.connection().await?;
@@ -104,7 +110,9 @@ async fn remove(
     let removed = webhooks::remove_subscription(&mut tx, id).await?;
     tx.commit().await.map_err(StoreError::from)?;
     if !removed {
-        return Err(ServerError::NotFound(format!("no webhook subscription {id}")));
+        return Err(ServerError::NotFound(format!(
+            "no webhook subscription {id}"
+        )));
     }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -114,10 +122,13 @@ async fn test(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ServerError> {
     let id = subscription_id(path)?;
-    let sender = Sender::new(state.engine.store().clone(), SenderConfig::default()).map_err(refused)?;
+    let sender =
+        Sender::new(state.engine.store().clone(), SenderConfig::default()).map_err(refused)?;
     let result = sender.test(id).await.map_err(refused)?;
-    Ok(Json(json!({"id": id, "ok": result.ok, "status": result.status, "detail": result.detail}))
-        .into_response())
+    Ok(
+        Json(json!({"id": id, "ok": result.ok, "status": result.status, "detail": result.detail}))
+            .into_response(),
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -134,7 +145,12 @@ async fn deliveries(
 ) -> Result<Response, ServerError> {
     let Query(query) = query.map_err(|e| ServerError::BadRequest(e.body_text()))?;
     let mut conn = state.connection().await?;
-    let rows = webhooks::deliveries(&mut conn, query.failed, query.limit.unwrap_or(100).min(1000)).await?;
+    let rows = webhooks::deliveries(
+        &mut conn,
+        query.failed,
+        query.limit.unwrap_or(100).min(1000),
+    )
+    .await?;
     Ok(Json(rows).into_response())
 }
 
@@ -156,7 +172,9 @@ pub(crate) fn confirmation_requested(store: &Store, request: &ConfirmationReques
     let store = store.clone();
     let details = &request.details;
     let agent_id = details["agentId"].as_str().map(str::to_owned);
-    let change_set_id = details["changeSetId"].as_str().and_then(|id| Uuid::parse_str(id).ok());
+    let change_set_id = details["changeSetId"]
+        .as_str()
+        .and_then(|id| Uuid::parse_str(id).ok());
     let data = json!({
         "correlationId": request.correlation_id,
         "agentPath": request.agent_path,

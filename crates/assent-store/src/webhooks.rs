@@ -587,11 +587,13 @@ pub async fn warn_expiring(
     for id in ids {
         let id = parse_uuid("change_sets", &id)?;
         let set = crate::change_sets::require(conn, id).await?;
-        sqlx::query("INSERT INTO webhook_expiry_warnings (change_set_id, warned_at) VALUES ($1, $2)")
-            .bind(id.to_string())
-            .bind(timefmt::format(now))
-            .execute(&mut *conn)
-            .await?;
+        sqlx::query(
+            "INSERT INTO webhook_expiry_warnings (change_set_id, warned_at) VALUES ($1, $2)",
+        )
+        .bind(id.to_string())
+        .bind(timefmt::format(now))
+        .execute(&mut *conn)
+        .await?;
         let mut data = change_set_data(&set);
         data["expiresAt"] = json!(timefmt::format(set.created_at + ttl));
         let new = NewEvent {

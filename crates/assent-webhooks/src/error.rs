@@ -12,7 +12,9 @@ pub enum WebhookError {
         reason: String,
     },
     /// An event type no subscription can ask for.
-    #[error("unknown webhook event {0:?} (known: changeSet.created, changeSet.resolved, changeSet.expiring, changeSet.expired, confirmation.requested)")]
+    #[error(
+        "unknown webhook event {0:?} (known: changeSet.created, changeSet.resolved, changeSet.expiring, changeSet.expired, confirmation.requested)"
+    )]
     UnknownEvent(String),
     /// A format other than `standard` or `slack`.
     #[error("unknown webhook format {0:?} (known: standard, slack)")]

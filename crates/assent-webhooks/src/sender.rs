@@ -92,7 +92,10 @@ pub struct Sender {
 
 /// The review page's link for `change_set_id` under `public_url`.
 pub fn review_link(public_url: &str, change_set_id: &str) -> String {
-    format!("{}/#change-set-{change_set_id}", public_url.trim_end_matches('/'))
+    format!(
+        "{}/#change-set-{change_set_id}",
+        public_url.trim_end_matches('/')
+    )
 }
 
 /// A receiver's answer or an error, made safe to store and show: at most 200
@@ -104,7 +107,9 @@ pub fn safe_text(text: &str) -> String {
             out.push('…');
             break;
         }
-        if c.is_control() || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
+        if c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -116,7 +121,8 @@ pub fn safe_text(text: &str) -> String {
 /// A number in `[0, 1)` from the system's random generator (through a v4 UUID).
 fn jitter() -> f64 {
     let bytes = Uuid::new_v4().into_bytes();
-    f64::from(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])) / (f64::from(u32::MAX) + 1.0)
+    f64::from(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+        / (f64::from(u32::MAX) + 1.0)
 }
 
 impl Sender {
@@ -139,8 +145,7 @@ impl Sender {
     /// The lease on a claimed delivery: longer than any attempt can take, so a live
     /// worker never loses its claim; a dead worker's claim runs out after it.
     fn lease(&self) -> time::Duration {
-        time::Duration::try_from(self.config.timeout).unwrap_or(time::Duration::MINUTE)
-            * 2
+        time::Duration::try_from(self.config.timeout).unwrap_or(time::Duration::MINUTE) * 2
             + time::Duration::seconds(30)
     }
 
@@ -325,7 +330,12 @@ impl Sender {
             .post(&delivery.url, &delivery.secret, &delivery.event_id, &body)
             .await;
         let now = OffsetDateTime::now_utc();
-        let mut conn = self.store.pool().acquire().await.map_err(assent_store::StoreError::from)?;
+        let mut conn = self
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?;
         if attempt.ok {
             let status = attempt.status.unwrap_or(200);
             webhooks::record_delivered(&mut conn, delivery.id, status, now).await?;
@@ -334,8 +344,15 @@ impl Sender {
         }
         let failed = delivery.attempts + 1;
         let retry_at = (failed < self.config.max_attempts).then(|| now + backoff(failed, jitter()));
-        webhooks::record_failed(&mut conn, delivery.id, attempt.status, &attempt.detail, retry_at, now)
-            .await?;
+        webhooks::record_failed(
+            &mut conn,
+            delivery.id,
+            attempt.status,
+            &attempt.detail,
+            retry_at,
+            now,
+        )
+        .await?;
         match retry_at {
             Some(at) => {
                 tracing::warn!(detail = %attempt.detail, retry_at = %at, "webhook delivery failed; will retry");
@@ -352,7 +369,12 @@ impl Sender {
     /// and reports how the receiver answered.
     #[tracing::instrument(skip(self))]
     pub async fn test(&self, id: Uuid) -> Result<TestResult, WebhookError> {
-        let mut conn = self.store.pool().acquire().await.map_err(assent_store::StoreError::from)?;
+        let mut conn = self
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?;
         let subscription = webhooks::subscription(&mut conn, id)
             .await?
             .ok_or(WebhookError::NoSubscription(id))?;
@@ -369,7 +391,9 @@ impl Sender {
         let format = Format::parse(&subscription.format).unwrap_or(Format::Standard);
         let body = self.body(format, &payload);
         let message_id = format!("msg_{}", Uuid::new_v4().simple());
-        let attempt = self.post(&subscription.url, &secret, &message_id, &body).await;
+        let attempt = self
+            .post(&subscription.url, &secret, &message_id, &body)
+            .await;
         Ok(TestResult {
             ok: attempt.ok,
             status: attempt.status,
@@ -393,7 +417,10 @@ mod tests {
 
     #[test]
     fn links_point_at_the_set_on_the_review_page() {
-        assert_eq!(review_link("https://a.example/", "s1"), "https://a.example/#change-set-s1");
+        assert_eq!(
+            review_link("https://a.example/", "s1"),
+            "https://a.example/#change-set-s1"
+        );
     }
 
     #[test]

@@ -32,7 +32,10 @@ pub fn sign(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> Option<Strin
     mac.update(timestamp.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);
-    Some(format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes())))
+    Some(format!(
+        "v1,{}",
+        STANDARD.encode(mac.finalize().into_bytes())
+    ))
 }
 
 #[cfg(test)]

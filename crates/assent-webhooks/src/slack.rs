@@ -21,7 +21,10 @@ fn headline(event_type: &str, data: &Value) -> String {
         "changeSet.expired" => format!("{items} {noun} by agent {agent} expired undecided"),
         "confirmation.requested" => {
             let path = data["agentPath"].as_str().unwrap_or(agent);
-            format!("Sub-agent {path} asks to run {}", data["toolName"].as_str().unwrap_or("a tool"))
+            format!(
+                "Sub-agent {path} asks to run {}",
+                data["toolName"].as_str().unwrap_or("a tool")
+            )
         }
         other => format!("Assent: {other}"),
     }
@@ -52,9 +55,11 @@ pub fn slack_body(payload: &Value, link: Option<&str>) -> Value {
     if let Some(summary) = data["summary"].as_str() {
         lines.push(escape_mrkdwn(summary));
     }
-    let mut blocks = vec![json!({"type": "section", "text": {"type": "mrkdwn", "text": format!("*{title}*")}})];
+    let mut blocks =
+        vec![json!({"type": "section", "text": {"type": "mrkdwn", "text": format!("*{title}*")}})];
     if !lines.is_empty() {
-        blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": lines.join("\n")}}));
+        blocks
+            .push(json!({"type": "section", "text": {"type": "mrkdwn", "text": lines.join("\n")}}));
     }
     if let Some(link) = link {
         blocks.push(json!({
@@ -80,10 +85,24 @@ mod tests {
             "items": [{"summary": "Set priority <!channel> to P0", "status": "pending"}],
         }});
         let body = slack_body(&payload, Some("https://assent.example/#change-set-1"));
-        assert_eq!(body["blocks"][0]["text"]["text"], "*Agent triage suggests 1 change*");
-        assert_eq!(body["blocks"][1]["text"]["text"], "• Set priority &lt;!channel&gt; to P0 (pending)");
-        assert_eq!(body["blocks"][2]["elements"][0]["url"], "https://assent.example/#change-set-1");
+        assert_eq!(
+            body["blocks"][0]["text"]["text"],
+            "*Agent triage suggests 1 change*"
+        );
+        assert_eq!(
+            body["blocks"][1]["text"]["text"],
+            "• Set priority &lt;!channel&gt; to P0 (pending)"
+        );
+        assert_eq!(
+            body["blocks"][2]["elements"][0]["url"],
+            "https://assent.example/#change-set-1"
+        );
         assert!(body["text"].as_str().is_some_and(|t| t.contains("review")));
-        assert_eq!(slack_body(&payload, None)["blocks"].as_array().map(Vec::len), Some(2));
+        assert_eq!(
+            slack_body(&payload, None)["blocks"]
+                .as_array()
+                .map(Vec::len),
+            Some(2)
+        );
     }
 }

@@ -57,7 +57,9 @@ pub fn validate_url(text: &str, allow_http: bool) -> Result<Url, WebhookError> {
         "http" => Err(invalid(
             "plain http:// only to loopback (127.0.0.1, ::1, localhost); use https:// or --allow-http",
         )),
-        _ => Err(invalid("only https:// (or http:// to loopback) is delivered to")),
+        _ => Err(invalid(
+            "only https:// (or http:// to loopback) is delivered to",
+        )),
     }
 }
 
@@ -106,8 +108,14 @@ mod tests {
 
     #[test]
     fn events_are_known_types_without_repeats() {
-        let events = ["changeSet.created".to_owned(), " changeSet.created".to_owned()];
-        assert_eq!(validate_events(&events).ok(), Some(vec!["changeSet.created".to_owned()]));
+        let events = [
+            "changeSet.created".to_owned(),
+            " changeSet.created".to_owned(),
+        ];
+        assert_eq!(
+            validate_events(&events).ok(),
+            Some(vec!["changeSet.created".to_owned()])
+        );
         assert!(validate_events(&["item.failed".to_owned()]).is_err());
         assert_eq!(validate_events(&[]).ok(), Some(vec![]));
     }

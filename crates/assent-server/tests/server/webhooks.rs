@@ -17,11 +17,23 @@ async fn webhooks_over_the_api_and_a_sub_agents_question_delivered() {
     let server = TestServer::start_delegating().await;
 
     for (body, why) in [
-        (json!({"url": "http://example.com/hook"}), "plain http beyond loopback"),
-        (json!({"url": receiver.url("x"), "events": ["item.failed"]}), "an unknown event"),
-        (json!({"url": receiver.url("x"), "format": "teams"}), "an unknown format"),
+        (
+            json!({"url": "http://example.com/hook"}),
+            "plain http beyond loopback",
+        ),
+        (
+            json!({"url": receiver.url("x"), "events": ["item.failed"]}),
+            "an unknown event",
+        ),
+        (
+            json!({"url": receiver.url("x"), "format": "teams"}),
+            "an unknown format",
+        ),
         (json!({"url": "not a url"}), "not a URL"),
-        (json!({"url": receiver.url("x"), "extra": 1}), "an unknown field"),
+        (
+            json!({"url": receiver.url("x"), "extra": 1}),
+            "an unknown field",
+        ),
     ] {
         let (status, problem) = server.post("/api/webhooks", body).await;
         assert_eq!(status, 400, "{why}: {problem}");
@@ -47,7 +59,9 @@ async fn webhooks_over_the_api_and_a_sub_agents_question_delivered() {
     assert_eq!(listed[0]["id"], id.as_str());
     assert!(!listed.to_string().contains("whsec_"), "{listed}");
 
-    let (status, tested) = server.post(&format!("/api/webhooks/{id}/test"), json!({})).await;
+    let (status, tested) = server
+        .post(&format!("/api/webhooks/{id}/test"), json!({}))
+        .await;
     assert_eq!((status, &tested["ok"]), (200, &json!(true)), "{tested}");
     let received = receiver.received_by("api");
     assert_eq!(received[0]["body"]["type"], "webhook.test");
@@ -101,17 +115,42 @@ async fn webhooks_over_the_api_and_a_sub_agents_question_delivered() {
     assert_eq!(dead, json!([]));
     let delivery = rows[0]["id"].as_i64().unwrap();
     let (status, again) = server
-        .post(&format!("/api/webhooks/deliveries/{delivery}/redeliver"), json!({}))
+        .post(
+            &format!("/api/webhooks/deliveries/{delivery}/redeliver"),
+            json!({}),
+        )
         .await;
     assert_eq!((status, &again["status"]), (200, &json!("pending")));
-    let (status, _) = server.post("/api/webhooks/deliveries/999999/redeliver", json!({})).await;
+    let (status, _) = server
+        .post("/api/webhooks/deliveries/999999/redeliver", json!({}))
+        .await;
     assert_eq!(status, 404);
 
     let remove = |path: String| server.request(Method::DELETE, &path).send();
-    assert_eq!(remove(format!("/api/webhooks/{id}")).await.unwrap().status(), 204);
-    assert_eq!(remove(format!("/api/webhooks/{id}")).await.unwrap().status(), 404);
-    assert_eq!(remove("/api/webhooks/not-a-uuid".into()).await.unwrap().status(), 400);
-    let (status, _) = server.post(&format!("/api/webhooks/{id}/test"), json!({})).await;
+    assert_eq!(
+        remove(format!("/api/webhooks/{id}"))
+            .await
+            .unwrap()
+            .status(),
+        204
+    );
+    assert_eq!(
+        remove(format!("/api/webhooks/{id}"))
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    assert_eq!(
+        remove("/api/webhooks/not-a-uuid".into())
+            .await
+            .unwrap()
+            .status(),
+        400
+    );
+    let (status, _) = server
+        .post(&format!("/api/webhooks/{id}/test"), json!({}))
+        .await;
     assert_eq!(status, 404);
     let anonymous = server
         .client
