@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod receiver;
+
 use assent_changeset::{ToolCall, parse_tool_calls};
 use assent_confirm::{ConfirmationService, Engine, LocalCall, TaskHost, WakeOutcome, WakeRequest};
 use assent_domain::{OffsetDateTime, Uuid};

@@ -13,3 +13,4 @@ mod outbox;
 mod properties;
 mod sync;
 mod wake;
+mod webhooks;

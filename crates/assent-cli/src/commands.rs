@@ -149,6 +149,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Conflicts => crate::sync_commands::conflicts(&ctx).await,
         DbCommand::Tokens(args) => crate::tokens_commands::tokens(&ctx, args).await,
         DbCommand::Tools(args) => tools(&ctx, args).await,
+        DbCommand::Webhooks(args) => crate::webhook_commands::webhooks(&ctx, args).await,
     };
     ctx.store().close().await;
     output

@@ -17,6 +17,7 @@ mod render;
 mod serve;
 mod sync_commands;
 mod tokens_commands;
+mod webhook_commands;
 
 use assent_confirm::ConfirmError;
 use assent_journal_host::JournalError;

@@ -74,7 +74,7 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// `text` cut to `max` characters, with `…` when cut; on one line.
-fn cut(text: &str, max: usize) -> String {
+pub(crate) fn cut(text: &str, max: usize) -> String {
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if text.chars().count() <= max {
         return text;

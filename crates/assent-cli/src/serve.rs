@@ -14,6 +14,14 @@ use std::time::Duration;
 /// Resolves the token, opens the database, listens on `--addr` and serves until a
 /// shutdown signal; returns what to print when it has stopped.
 pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
+    // Checked before anything listens: a wrong link would be in every event.
+    let public_url = args
+        .public_url
+        .as_deref()
+        .map(|url| assent_webhooks::validate_url(url, true))
+        .transpose()
+        .map_err(|e| CliError::Usage(format!("--public-url: {e}")))?
+        .map(|url| url.to_string());
     let store = Store::open(db).await?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
@@ -55,7 +63,26 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
         },
     )?;
     let server = Server::new(engine(store.clone()), token.token).with_bus(bus);
-    server.run(listener, shutdown_signal()).await?;
+    // The webhook sender runs beside the server and stops after it.
+    let sender = assent_webhooks::Sender::new(
+        store.clone(),
+        assent_webhooks::SenderConfig {
+            public_url,
+            expiry: crate::webhook_commands::expiry(args.expiry_ttl, args.expiry_warning),
+            ..assent_webhooks::SenderConfig::default()
+        },
+    )
+    .map_err(|e| CliError::failed(e.to_string()))?;
+    let (stop_sender, sender_stopped) = tokio::sync::oneshot::channel::<()>();
+    let sending = tokio::spawn(sender.run(async {
+        let _ = sender_stopped.await;
+    }));
+    let served = server.run(listener, shutdown_signal()).await;
+    let _ = stop_sender.send(());
+    if let Err(error) = sending.await {
+        tracing::error!(%error, "the webhook sender failed");
+    }
+    served?;
     store.close().await;
     Ok("Stopped".to_owned())
 }

@@ -5,6 +5,8 @@
 
 #[path = "cli/peer.rs"]
 mod peer;
+#[path = "cli/webhooks.rs"]
+mod webhooks;
 
 use serde_json::Value;
 use std::io::Write;

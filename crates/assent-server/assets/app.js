@@ -231,10 +231,16 @@
     return parts.join(" · ");
   }
 
+  let scrolledToLink = false;
+
   function renderAll() {
     const container = $("sets");
     container.replaceChildren(...[...sets.values()].sort((a, b) => b.createdAt.localeCompare(a.createdAt)).map(card));
     $("empty").hidden = sets.size > 0;
+    // A webhook's link (`#change-set-<id>`) names a card that exists only once drawn;
+    // scroll to it the first time only, not on every later update.
+    const linked = !scrolledToLink && location.hash.startsWith("#change-set-") && document.getElementById(location.hash.slice(1));
+    if (linked) { linked.scrollIntoView(); scrolledToLink = true; }
   }
 
   function renderSet(id) {
@@ -252,7 +258,7 @@
     const task = tasks.get(set.taskId);
     const open = set.items.filter((i) => OPEN.has(i.status)).length;
     const n = set.items.length;
-    const node = el("article", { class: "card", "data-set-id": set.id, "aria-label": "Change set for " + (task ? task.title : set.taskId) },
+    const node = el("article", { class: "card", id: "change-set-" + set.id, "data-set-id": set.id, "aria-label": "Change set for " + (task ? task.title : set.taskId) },
       el("h3", { class: "task-title" }, task ? task.title : set.taskId),
       el("p", { class: "task-state" }, taskLine(task)),
       el("p", { class: "suggests" },

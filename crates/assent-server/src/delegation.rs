@@ -79,7 +79,7 @@ impl Delegation {
     /// Subscribes to the bus and publishes every request and resolution on `events`
     /// until the event bus closes. The subscription is dropped then, so the bus no
     /// longer counts the server as listening and every open wait ends fail-closed.
-    pub(crate) fn forward(&self, events: EventBus) -> JoinHandle<()> {
+    pub(crate) fn forward(&self, events: EventBus, store: assent_store::Store) -> JoinHandle<()> {
         // Both subscriptions are taken here, before the server accepts a request, so
         // that nothing asked once it runs goes unannounced.
         let mut resolutions = self.bus.resolutions();
@@ -92,6 +92,7 @@ impl Delegation {
                         Some(request) => {
                             tracing::info!(agent = %request.agent_path, tool = %request.tool_call.name, "delegated confirmation requested");
                             events.publish(ServerEvent::confirmation_requested(&request));
+                            crate::webhooks::confirmation_requested(&store, &request);
                         }
                         None => break,
                     },

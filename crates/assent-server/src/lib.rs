@@ -32,6 +32,7 @@ mod sync;
 pub mod token;
 mod tokens;
 mod tools;
+mod webhooks;
 
 pub use agents::{AgentView, set_agent_categories};
 pub use delegation::DEFAULT_BUS_ROOT;
@@ -222,6 +223,7 @@ impl Server {
             .route("/conflicts", get(sync::conflicts))
             .route("/tokens", get(tokens::list).post(tokens::add))
             .route("/tokens/{id}/revoke", post(tokens::revoke))
+            .merge(webhooks::routes())
             .route_layer(middleware::from_fn(auth::require_admin));
         let api = agent_routes
             .merge(reviewer_routes)
@@ -253,11 +255,9 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let events = self.state.events.clone();
-        let forwarding = self
-            .state
-            .delegation
-            .as_ref()
-            .map(|delegation| delegation.forward(events.clone()));
+        let forwarding = self.state.delegation.as_ref().map(|delegation| {
+            delegation.forward(events.clone(), self.state.engine.store().clone())
+        });
         let feed = tokio::spawn(feed::follow(
             self.state.engine.store().clone(),
             events.clone(),

@@ -1,6 +1,7 @@
 //! Change sets and their items, in two relational tables.
 
 use crate::outbox::{self, entity};
+use crate::webhooks;
 use crate::{StoreError, timefmt};
 use assent_domain::{ChangeItem, ChangeItemStatus, ChangeSet, ChangeSetStatus, VectorClock};
 use serde_json::{Value, json};
@@ -45,7 +46,9 @@ pub async fn insert(
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
     insert_rows(conn, set).await?;
-    enqueue_set(conn, set, now).await
+    enqueue_set(conn, set, now).await?;
+    webhooks::enqueue_set_event(conn, webhooks::event::CHANGE_SET_CREATED, set, now).await?;
+    Ok(())
 }
 
 /// The rows of a new set and its items, without an outbox message (sync writes what
@@ -113,7 +116,11 @@ pub async fn update_status(
         )
         .await?;
     }
-    enqueue_set(conn, set, now).await
+    enqueue_set(conn, set, now).await?;
+    if let Some(event) = webhooks::status_event(set, changed_items) {
+        webhooks::enqueue_set_event(conn, event, set, now).await?;
+    }
+    Ok(())
 }
 
 /// [`update_status`] without the outbox messages; a changed item takes the set's clock.

@@ -15,6 +15,10 @@
 //! [`assent_sync::plan_merge`] in one transaction; host-owned rows (journal tasks)
 //! take part through [`sync::HostEntities`].
 //!
+//! Webhooks ([`webhooks`]): a change set created, resolved or expired writes its event
+//! and one delivery per interested subscription in the same transaction; the sender
+//! (assent-webhooks) claims due deliveries like the outbox's.
+//!
 //! Durability on SQLite: WAL journal, `synchronous = FULL` by default (a committed decision
 //! survives power loss, not only a crash of the process; [`Durability`] names the
 //! trade-off), foreign keys on, a 10 s busy timeout.
@@ -37,6 +41,7 @@ pub mod outbox;
 pub mod sync;
 pub mod timefmt;
 pub mod tokens;
+pub mod webhooks;
 
 pub use error::StoreError;
 pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest, StoreAuditSink};

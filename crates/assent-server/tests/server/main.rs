@@ -1,7 +1,8 @@
 //! The review server's integration tests, in one binary: the JSON API against a real
 //! server on a random port over a real SQLite file (`api`), sub-agents asking the
 //! server's session over the confirmation bus (`delegated`), the review page in
-//! headless Chromium through WebDriver (`browser`), and device sync over HTTP (`sync`).
+//! headless Chromium through WebDriver (`browser`), device sync over HTTP (`sync`), and
+//! webhook subscriptions with a real receiver (`webhooks`).
 
 mod api;
 mod browser;
@@ -11,3 +12,4 @@ mod limits;
 mod roles;
 mod support;
 mod sync;
+mod webhooks;

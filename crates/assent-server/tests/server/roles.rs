@@ -37,7 +37,11 @@ async fn call(server: &TestServer, secret: &str, method: Method, path: &str) -> 
 /// Every route path registered in the server's router, from its source: the test
 /// below must name each one, so a new route cannot skip the role check unseen.
 fn registered_routes() -> Vec<String> {
-    let source = include_str!("../../src/lib.rs");
+    let source = [
+        include_str!("../../src/lib.rs"),
+        include_str!("../../src/webhooks.rs"),
+    ]
+    .concat();
     source
         .split(".route(\n")
         .skip(1)
@@ -97,6 +101,15 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         (Method::GET, "/api/tokens".to_owned()),
         (Method::POST, "/api/tokens".to_owned()),
         (Method::POST, "/api/tokens/any/revoke".to_owned()),
+        (Method::GET, "/api/webhooks".to_owned()),
+        (Method::POST, "/api/webhooks".to_owned()),
+        (Method::GET, "/api/webhooks/deliveries".to_owned()),
+        (
+            Method::POST,
+            "/api/webhooks/deliveries/1/redeliver".to_owned(),
+        ),
+        (Method::DELETE, "/api/webhooks/any".to_owned()),
+        (Method::POST, "/api/webhooks/any/test".to_owned()),
         // Its own agent's routes, but for another agent.
         (Method::GET, "/api/change-sets?agentId=other".to_owned()),
         (Method::GET, "/api/decisions?agentId=other".to_owned()),

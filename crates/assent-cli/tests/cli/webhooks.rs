@@ -1,0 +1,152 @@
+//! `assent webhooks`: the contract of add (`--json` keys, the secret shown once), list,
+//! remove, test, deliveries, redeliver and deliver; refused URLs, events and formats
+//! change nothing. Delivery to a real receiver is covered by the integration tests.
+
+use super::{CALLS, Cli, assert_fails, code};
+use serde_json::Value;
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn webhooks_are_added_listed_without_secrets_delivered_and_removed() {
+    let cli = Cli::new();
+    let empty = cli.run(&["webhooks"]);
+    assert_eq!(code(&empty), 0);
+    assert!(stdout(&empty).contains("No webhooks"));
+
+    assert_fails(
+        &cli.run(&["webhooks", "add", "http://example.com/hook"]),
+        1,
+        "--allow-http",
+    );
+    assert_fails(
+        &cli.run(&["webhooks", "add", "ftp://127.0.0.1/x"]),
+        1,
+        "invalid webhook URL",
+    );
+    assert_fails(
+        &cli.run(&[
+            "webhooks",
+            "add",
+            "https://example.com/h",
+            "--events",
+            "item.failed",
+        ]),
+        1,
+        "unknown webhook event",
+    );
+    assert_fails(
+        &cli.run(&[
+            "webhooks",
+            "add",
+            "https://example.com/h",
+            "--format",
+            "teams",
+        ]),
+        1,
+        "unknown webhook format",
+    );
+    assert_eq!(cli.json(&["webhooks"], ""), serde_json::json!([]));
+
+    // Port 9 (discard) on loopback: nothing listens, so every attempt fails.
+    let added = cli.json(
+        &[
+            "webhooks",
+            "add",
+            "http://127.0.0.1:9/hook",
+            "--events",
+            "changeSet.created,changeSet.resolved",
+        ],
+        "",
+    );
+    let keys: Vec<&str> = added
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["events", "format", "id", "secret", "url"]);
+    let secret = added["secret"].as_str().expect("secret");
+    assert!(secret.starts_with("whsec_"));
+    assert_eq!(
+        added["events"],
+        serde_json::json!(["changeSet.created", "changeSet.resolved"])
+    );
+    let id = added["id"].as_str().expect("id").to_owned();
+    let text = cli.run(&[
+        "webhooks",
+        "add",
+        "http://example.com/h",
+        "--allow-http",
+        "--format",
+        "slack",
+        "--agent",
+        "a",
+    ]);
+    assert_eq!(code(&text), 0);
+    assert!(stdout(&text).contains("shown only this once"));
+
+    let listed = cli.json(&["webhooks"], "");
+    assert_eq!(listed.as_array().map(Vec::len), Some(2));
+    assert_eq!(listed[1]["agentId"], "a");
+    let table = stdout(&cli.run(&["webhooks"]));
+    for shown in [listed.to_string(), table] {
+        assert!(
+            !shown.contains("whsec_") && !shown.contains(secret),
+            "{shown}"
+        );
+    }
+    let other = listed[1]["id"].as_str().expect("id").to_owned();
+    assert_eq!(code(&cli.run(&["webhooks", "remove", &other])), 0);
+    assert_fails(
+        &cli.run(&["webhooks", "remove", &other]),
+        1,
+        "no webhook subscription",
+    );
+    assert_fails(
+        &cli.run(&["webhooks", "remove", "nope"]),
+        1,
+        "invalid webhook subscription id",
+    );
+
+    let task = cli.agent_and_task();
+    assert_eq!(
+        code(&cli.run_with(&["wake", "--agent", "a", "--task", &task], CALLS)),
+        0
+    );
+    let queued = cli.json(&["webhooks", "deliveries"], "");
+    assert_eq!(queued.as_array().map(Vec::len), Some(1), "{queued}");
+    assert_eq!(queued[0]["eventType"], "changeSet.created");
+    assert_eq!(queued[0]["status"], "pending");
+    let report = cli.json(&["webhooks", "deliver"], "");
+    assert_eq!(report["retrying"], 1, "{report}");
+    let failed = cli.json(&["webhooks", "deliveries"], "");
+    assert_eq!(failed[0]["attempts"], 1);
+    assert_eq!(failed[0]["lastError"], "cannot connect");
+    assert_eq!(
+        cli.json(&["webhooks", "deliveries", "--failed"], ""),
+        serde_json::json!([])
+    );
+    let delivery = failed[0]["id"].as_i64().expect("id").to_string();
+    assert_eq!(
+        cli.json(&["webhooks", "redeliver", &delivery], "")["status"],
+        "pending"
+    );
+    assert_fails(
+        &cli.run(&["webhooks", "redeliver", "999999"]),
+        1,
+        "no webhook delivery",
+    );
+
+    let tested = cli.run(&["--json", "webhooks", "test", &id]);
+    assert_eq!(code(&tested), 1);
+    let body: Value = serde_json::from_slice(&tested.stdout).expect("JSON");
+    assert_eq!(body["ok"], false);
+    assert_eq!(code(&cli.run(&["webhooks", "remove", &id])), 0);
+    assert_eq!(
+        cli.json(&["webhooks", "deliveries"], ""),
+        serde_json::json!([])
+    );
+}

@@ -1,0 +1,609 @@
+//! Webhook subscriptions, their events and the delivery queue.
+//!
+//! An event is written in the transaction of the write that caused it
+//! ([`enqueue_event`], called by [`crate::change_sets`] for created, resolved and
+//! expired sets), and only when a subscription wants it: one `webhook_events` row and
+//! one `webhook_deliveries` row per matching subscription. Without subscriptions a
+//! decision pays one indexed read of an empty table and writes nothing more.
+//!
+//! A worker claims due deliveries ([`claim_due`], a lease like the outbox's, with
+//! `FOR UPDATE SKIP LOCKED` on PostgreSQL), sends them outside any transaction and
+//! records the outcome ([`record_delivered`], [`record_failed`]). A claim whose worker
+//! died runs out and is claimed again with the same event id. The signing secret is
+//! stored with the subscription (every delivery needs it) and read only by
+//! [`claim_due`] and [`signing_secret`]: [`Subscription`] has no field for it.
+
+use crate::{Backend, StoreError, timefmt};
+use assent_domain::{ChangeSet, ChangeSetStatus};
+use serde::Serialize;
+use serde_json::{Value, json};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
+use time::{Duration, OffsetDateTime};
+use uuid::Uuid;
+
+const SUBSCRIPTIONS: &str = "webhook_subscriptions";
+const DELIVERIES: &str = "webhook_deliveries";
+
+/// The event types a subscription can ask for.
+pub mod event {
+    /// A wake queued a change set for review.
+    pub const CHANGE_SET_CREATED: &str = "changeSet.created";
+    /// Every item of a set is decided.
+    pub const CHANGE_SET_RESOLVED: &str = "changeSet.resolved";
+    /// A set is still open a configured time before its TTL runs out (once per set).
+    pub const CHANGE_SET_EXPIRING: &str = "changeSet.expiring";
+    /// A set expired undecided.
+    pub const CHANGE_SET_EXPIRED: &str = "changeSet.expired";
+    /// A sub-agent asks its parent to confirm a call.
+    pub const CONFIRMATION_REQUESTED: &str = "confirmation.requested";
+    /// Sent by `assent webhooks test` only; never stored.
+    pub const TEST: &str = "webhook.test";
+
+    /// Every type a subscription may name.
+    pub const ALL: [&str; 5] = [
+        CHANGE_SET_CREATED,
+        CHANGE_SET_RESOLVED,
+        CHANGE_SET_EXPIRING,
+        CHANGE_SET_EXPIRED,
+        CONFIRMATION_REQUESTED,
+    ];
+}
+
+/// A subscription as listed: everything but its secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Subscription {
+    /// Its id (`assent webhooks remove ID`).
+    pub id: Uuid,
+    /// Where deliveries are posted.
+    pub url: String,
+    /// The event types it wants; empty means all of them.
+    pub events: Vec<String>,
+    /// `standard` (Standard Webhooks JSON) or `slack` (an incoming-webhook body).
+    pub format: String,
+    /// Only events about this agent's sets, when set.
+    pub agent_id: Option<String>,
+    /// When it was added.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+impl Subscription {
+    /// Whether an event of `event_type` about `agent_id`'s set goes to this subscription.
+    pub fn wants(&self, event_type: &str, agent_id: Option<&str>) -> bool {
+        let type_ok = self.events.is_empty() || self.events.iter().any(|e| e == event_type);
+        let agent_ok = match (&self.agent_id, agent_id) {
+            (None, _) => true,
+            (Some(wanted), Some(agent)) => wanted == agent,
+            (Some(_), None) => false,
+        };
+        type_ok && agent_ok
+    }
+}
+
+/// A subscription to add, with the secret its deliveries are signed with.
+#[derive(Debug, Clone)]
+pub struct NewSubscription {
+    /// Where deliveries are posted (validated by the caller).
+    pub url: String,
+    /// The event types; empty for all.
+    pub events: Vec<String>,
+    /// `standard` or `slack`.
+    pub format: String,
+    /// Only this agent's sets.
+    pub agent_id: Option<String>,
+    /// `whsec_…`.
+    pub secret: String,
+}
+
+/// One delivery as listed (`assent webhooks deliveries`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    /// Its id (`assent webhooks redeliver ID`).
+    pub id: i64,
+    /// The event's id: the `webhook-id` header of every attempt.
+    pub event_id: String,
+    /// The event type.
+    pub event_type: String,
+    /// The subscription.
+    pub subscription_id: Uuid,
+    /// Its URL.
+    pub url: String,
+    /// `pending`, `inFlight`, `delivered` or `dead`.
+    pub status: String,
+    /// Attempts made so far.
+    pub attempts: i64,
+    /// The receiver's last HTTP status, if it answered.
+    pub last_status: Option<i64>,
+    /// The last error, escaped and truncated by the sender.
+    pub last_error: Option<String>,
+    /// When the next attempt is due (pending ones).
+    #[serde(with = "time::serde::rfc3339")]
+    pub next_attempt_at: OffsetDateTime,
+    /// When a receiver accepted it.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub delivered_at: Option<OffsetDateTime>,
+    /// When the event was written.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// A claimed delivery, with what sending it needs.
+#[derive(Debug, Clone)]
+pub struct ClaimedDelivery {
+    /// The delivery's id.
+    pub id: i64,
+    /// The event id (`webhook-id`).
+    pub event_id: String,
+    /// The event type.
+    pub event_type: String,
+    /// The event, `{type, timestamp, data}`.
+    pub payload: Value,
+    /// The subscription's URL.
+    pub url: String,
+    /// Its format.
+    pub format: String,
+    /// Its signing secret (`whsec_…`).
+    pub secret: String,
+    /// Attempts before this one.
+    pub attempts: i64,
+}
+
+fn parse_uuid(table: &'static str, text: &str) -> Result<Uuid, StoreError> {
+    Uuid::parse_str(text).map_err(|e| StoreError::corrupt(table, e))
+}
+
+fn decode_subscription(row: &AnyRow) -> Result<Subscription, StoreError> {
+    let id: String = row.try_get("id")?;
+    let events: String = row.try_get("events")?;
+    let created_at: String = row.try_get("created_at")?;
+    Ok(Subscription {
+        id: parse_uuid(SUBSCRIPTIONS, &id)?,
+        url: row.try_get("url")?,
+        events: serde_json::from_str(&events).map_err(|e| StoreError::corrupt(SUBSCRIPTIONS, e))?,
+        format: row.try_get("format")?,
+        agent_id: row.try_get("agent_id")?,
+        created_at: timefmt::parse(SUBSCRIPTIONS, &created_at)?,
+    })
+}
+
+/// The columns of a listed subscription: never the secret.
+const SUBSCRIPTION_COLUMNS: &str = "id, url, events, format, agent_id, created_at";
+
+/// Adds a subscription; returns it as listed.
+pub async fn insert_subscription(
+    conn: &mut AnyConnection,
+    new: &NewSubscription,
+    now: OffsetDateTime,
+) -> Result<Subscription, StoreError> {
+    let subscription = Subscription {
+        id: Uuid::new_v4(),
+        url: new.url.clone(),
+        events: new.events.clone(),
+        format: new.format.clone(),
+        agent_id: new.agent_id.clone(),
+        created_at: now,
+    };
+    sqlx::query(
+        "INSERT INTO webhook_subscriptions (id, url, events, format, agent_id, secret, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(subscription.id.to_string())
+    .bind(&subscription.url)
+    .bind(json!(subscription.events).to_string())
+    .bind(&subscription.format)
+    .bind(&subscription.agent_id)
+    .bind(&new.secret)
+    .bind(timefmt::format(now))
+    .execute(conn)
+    .await?;
+    Ok(subscription)
+}
+
+/// Every subscription, oldest first.
+pub async fn subscriptions(conn: &mut AnyConnection) -> Result<Vec<Subscription>, StoreError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {SUBSCRIPTION_COLUMNS} FROM webhook_subscriptions ORDER BY created_at, id"
+    )))
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(decode_subscription).collect()
+}
+
+/// One subscription, if it exists.
+pub async fn subscription(
+    conn: &mut AnyConnection,
+    id: Uuid,
+) -> Result<Option<Subscription>, StoreError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {SUBSCRIPTION_COLUMNS} FROM webhook_subscriptions WHERE id = $1"
+    )))
+    .bind(id.to_string())
+    .fetch_optional(conn)
+    .await?;
+    row.as_ref().map(decode_subscription).transpose()
+}
+
+/// The secret subscription `id` signs with: for the sender and `webhooks test` only,
+/// never for display.
+pub async fn signing_secret(
+    conn: &mut AnyConnection,
+    id: Uuid,
+) -> Result<Option<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT secret FROM webhook_subscriptions WHERE id = $1")
+            .bind(id.to_string())
+            .fetch_optional(conn)
+            .await?,
+    )
+}
+
+/// Removes a subscription and its deliveries (pending ones are never sent). Returns
+/// whether it existed.
+pub async fn remove_subscription(conn: &mut AnyConnection, id: Uuid) -> Result<bool, StoreError> {
+    let id = id.to_string();
+    sqlx::query("DELETE FROM webhook_deliveries WHERE subscription_id = $1")
+        .bind(&id)
+        .execute(&mut *conn)
+        .await?;
+    let removed = sqlx::query("DELETE FROM webhook_subscriptions WHERE id = $1")
+        .bind(&id)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    Ok(removed > 0)
+}
+
+/// An event about to be written.
+#[derive(Debug, Clone)]
+pub struct NewEvent<'a> {
+    /// One of [`event`]'s types.
+    pub event_type: &'a str,
+    /// The agent whose set it concerns (subscriptions filtered by agent match on it).
+    pub agent_id: Option<&'a str>,
+    /// The set it concerns, if any.
+    pub change_set_id: Option<Uuid>,
+    /// The event's `data`.
+    pub data: Value,
+}
+
+/// Writes `new` for every subscription that wants it, in the caller's transaction.
+/// Returns the event id, or `None` when no subscription wants it (nothing written).
+#[tracing::instrument(skip_all, fields(event = new.event_type))]
+pub async fn enqueue_event(
+    conn: &mut AnyConnection,
+    new: NewEvent<'_>,
+    now: OffsetDateTime,
+) -> Result<Option<String>, StoreError> {
+    let wanting: Vec<Uuid> = subscriptions(conn)
+        .await?
+        .into_iter()
+        .filter(|s| s.wants(new.event_type, new.agent_id))
+        .map(|s| s.id)
+        .collect();
+    if wanting.is_empty() {
+        return Ok(None);
+    }
+    let id = format!("msg_{}", Uuid::new_v4().simple());
+    let at = timefmt::format(now);
+    let payload = json!({
+        "type": new.event_type,
+        "timestamp": now.format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|_| at.clone()),
+        "data": new.data,
+    });
+    sqlx::query(
+        "INSERT INTO webhook_events (id, event_type, change_set_id, payload, created_at)
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(&id)
+    .bind(new.event_type)
+    .bind(new.change_set_id.map(|id| id.to_string()))
+    .bind(payload.to_string())
+    .bind(&at)
+    .execute(&mut *conn)
+    .await?;
+    for subscription in &wanting {
+        sqlx::query(
+            "INSERT INTO webhook_deliveries (event_id, subscription_id, status, attempts, next_attempt_at, created_at, updated_at)
+             VALUES ($1, $2, 'pending', 0, $3, $3, $3)",
+        )
+        .bind(&id)
+        .bind(subscription.to_string())
+        .bind(&at)
+        .execute(&mut *conn)
+        .await?;
+    }
+    tracing::debug!(deliveries = wanting.len(), "webhook event queued");
+    Ok(Some(id))
+}
+
+/// The `data` of a change-set event: the set, its agent and target, and its items.
+pub fn change_set_data(set: &ChangeSet) -> Value {
+    let items: Vec<Value> = set
+        .items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            json!({
+                "index": index,
+                "toolName": item.tool_name,
+                "summary": item.human_summary,
+                "status": item.status,
+            })
+        })
+        .collect();
+    json!({
+        "changeSetId": set.id,
+        "agentId": set.agent_id,
+        "target": {"taskId": set.task_id},
+        "status": set.status,
+        "createdAt": timefmt::format(set.created_at),
+        "resolvedAt": set.resolved_at.map(timefmt::format),
+        "items": items,
+    })
+}
+
+/// Queues `event_type` about `set`.
+pub async fn enqueue_set_event(
+    conn: &mut AnyConnection,
+    event_type: &str,
+    set: &ChangeSet,
+    now: OffsetDateTime,
+) -> Result<Option<String>, StoreError> {
+    let new = NewEvent {
+        event_type,
+        agent_id: Some(&set.agent_id),
+        change_set_id: Some(set.id),
+        data: change_set_data(set),
+    };
+    enqueue_event(conn, new, now).await
+}
+
+/// The event a status write causes, if any: called by [`crate::change_sets`] with the
+/// items the write decided (a decision only ever decides open items, so a resolved set
+/// with decided items has just been resolved).
+pub(crate) fn status_event(set: &ChangeSet, changed_items: &[usize]) -> Option<&'static str> {
+    match set.status {
+        ChangeSetStatus::Resolved if !changed_items.is_empty() => Some(event::CHANGE_SET_RESOLVED),
+        ChangeSetStatus::Expired => Some(event::CHANGE_SET_EXPIRED),
+        _ => None,
+    }
+}
+
+/// Due deliveries: pending and due, or in flight with a lease run out.
+const DUE: &str = "SELECT id FROM webhook_deliveries
+     WHERE (status = 'pending' AND next_attempt_at <= $1) OR (status = 'inFlight' AND claimed_until < $1)
+     ORDER BY next_attempt_at, id LIMIT $2";
+
+/// [`DUE`] on a shared PostgreSQL: concurrent workers skip each other's rows.
+const DUE_SKIP_LOCKED: &str = "SELECT id FROM webhook_deliveries
+     WHERE (status = 'pending' AND next_attempt_at <= $1) OR (status = 'inFlight' AND claimed_until < $1)
+     ORDER BY next_attempt_at, id LIMIT $2 FOR UPDATE SKIP LOCKED";
+
+/// Claims up to `limit` due deliveries, leasing them until `now + lease`. Run it in
+/// [`crate::Store::begin_claim`]'s transaction, so two workers (in one process or
+/// several) never claim the same delivery at once.
+#[tracing::instrument(skip(conn))]
+pub async fn claim_due(
+    conn: &mut AnyConnection,
+    limit: u32,
+    now: OffsetDateTime,
+    lease: Duration,
+) -> Result<Vec<ClaimedDelivery>, StoreError> {
+    let now_text = timefmt::format(now);
+    let ids: Vec<i64> = sqlx::query_scalar(match Backend::of(conn) {
+        Backend::Sqlite => DUE,
+        Backend::Postgres => DUE_SKIP_LOCKED,
+    })
+    .bind(&now_text)
+    .bind(i64::from(limit))
+    .fetch_all(&mut *conn)
+    .await?;
+    let until = timefmt::format(now + lease);
+    let mut claimed = Vec::with_capacity(ids.len());
+    for id in ids {
+        sqlx::query(
+            "UPDATE webhook_deliveries SET status = 'inFlight', claimed_until = $1, updated_at = $2 WHERE id = $3",
+        )
+        .bind(&until)
+        .bind(&now_text)
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+        let row = sqlx::query(
+            "SELECT d.id, d.event_id, d.attempts, e.event_type, e.payload, s.url, s.format, s.secret
+             FROM webhook_deliveries d
+             JOIN webhook_events e ON e.id = d.event_id
+             JOIN webhook_subscriptions s ON s.id = d.subscription_id
+             WHERE d.id = $1",
+        )
+        .bind(id)
+        .fetch_one(&mut *conn)
+        .await?;
+        let payload: String = row.try_get("payload")?;
+        claimed.push(ClaimedDelivery {
+            id,
+            event_id: row.try_get("event_id")?,
+            event_type: row.try_get("event_type")?,
+            payload: serde_json::from_str(&payload)
+                .map_err(|e| StoreError::corrupt("webhook_events", e))?,
+            url: row.try_get("url")?,
+            format: row.try_get("format")?,
+            secret: row.try_get("secret")?,
+            attempts: row.try_get("attempts")?,
+        });
+    }
+    tracing::debug!(claimed = claimed.len(), "webhook deliveries claimed");
+    Ok(claimed)
+}
+
+/// Records that the receiver accepted delivery `id` with `status`. Returns false when
+/// the delivery is no longer in flight (its lease ran out and another worker has it,
+/// or its subscription was removed).
+pub async fn record_delivered(
+    conn: &mut AnyConnection,
+    id: i64,
+    status: u16,
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let now = timefmt::format(now);
+    let updated = sqlx::query(
+        "UPDATE webhook_deliveries
+         SET status = 'delivered', attempts = attempts + 1, last_status = $1, last_error = NULL,
+             claimed_until = NULL, delivered_at = $2, updated_at = $2
+         WHERE id = $3 AND status = 'inFlight'",
+    )
+    .bind(i64::from(status))
+    .bind(&now)
+    .bind(id)
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(updated > 0)
+}
+
+/// Records a failed attempt of delivery `id`: retried at `retry_at`, or dead-lettered
+/// when it is `None`. `error` must already be safe to show (escaped, truncated).
+pub async fn record_failed(
+    conn: &mut AnyConnection,
+    id: i64,
+    status: Option<u16>,
+    error: &str,
+    retry_at: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let now_text = timefmt::format(now);
+    let (next_status, next_at) = match retry_at {
+        Some(at) => ("pending", timefmt::format(at)),
+        None => ("dead", now_text.clone()),
+    };
+    let updated = sqlx::query(
+        "UPDATE webhook_deliveries
+         SET status = $1, attempts = attempts + 1, last_status = $2, last_error = $3,
+             claimed_until = NULL, next_attempt_at = $4, updated_at = $5
+         WHERE id = $6 AND status = 'inFlight'",
+    )
+    .bind(next_status)
+    .bind(status.map(i64::from))
+    .bind(error)
+    .bind(&next_at)
+    .bind(&now_text)
+    .bind(id)
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(updated > 0)
+}
+
+/// Puts delivery `id` back in the queue, due now, with a fresh count of attempts (a
+/// person's redelivery of a dead or delivered one). Returns false for an unknown id.
+pub async fn redeliver(
+    conn: &mut AnyConnection,
+    id: i64,
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let now = timefmt::format(now);
+    let updated = sqlx::query(
+        "UPDATE webhook_deliveries
+         SET status = 'pending', attempts = 0, next_attempt_at = $1, claimed_until = NULL, updated_at = $1
+         WHERE id = $2",
+    )
+    .bind(&now)
+    .bind(id)
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(updated > 0)
+}
+
+fn decode_delivery(row: &AnyRow) -> Result<Delivery, StoreError> {
+    let subscription_id: String = row.try_get("subscription_id")?;
+    let next_attempt_at: String = row.try_get("next_attempt_at")?;
+    let delivered_at: Option<String> = row.try_get("delivered_at")?;
+    let created_at: String = row.try_get("created_at")?;
+    Ok(Delivery {
+        id: row.try_get("id")?,
+        event_id: row.try_get("event_id")?,
+        event_type: row.try_get("event_type")?,
+        subscription_id: parse_uuid(DELIVERIES, &subscription_id)?,
+        url: row.try_get("url")?,
+        status: row.try_get("status")?,
+        attempts: row.try_get("attempts")?,
+        last_status: row.try_get("last_status")?,
+        last_error: row.try_get("last_error")?,
+        next_attempt_at: timefmt::parse(DELIVERIES, &next_attempt_at)?,
+        delivered_at: delivered_at
+            .map(|t| timefmt::parse(DELIVERIES, &t))
+            .transpose()?,
+        created_at: timefmt::parse(DELIVERIES, &created_at)?,
+    })
+}
+
+/// Deliveries, newest first: all, or only the dead ones (`failed`).
+pub async fn deliveries(
+    conn: &mut AnyConnection,
+    failed: bool,
+    limit: u32,
+) -> Result<Vec<Delivery>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT d.id, d.event_id, e.event_type, d.subscription_id, s.url, d.status, d.attempts,
+                d.last_status, d.last_error, d.next_attempt_at, d.delivered_at, d.created_at
+         FROM webhook_deliveries d
+         JOIN webhook_events e ON e.id = d.event_id
+         JOIN webhook_subscriptions s ON s.id = d.subscription_id
+         WHERE ($1 = 0 OR d.status = 'dead')
+         ORDER BY d.id DESC LIMIT $2",
+    )
+    .bind(i64::from(failed))
+    .bind(i64::from(limit))
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(decode_delivery).collect()
+}
+
+/// Open sets within `warn_before` of their TTL (`created_at + ttl`) that were not yet
+/// warned about: each is marked warned and gets a `changeSet.expiring` event (for the
+/// subscriptions that want one), so a set is warned about once. Run it in a write
+/// transaction. Returns the sets warned about.
+pub async fn warn_expiring(
+    conn: &mut AnyConnection,
+    ttl: Duration,
+    warn_before: Duration,
+    now: OffsetDateTime,
+) -> Result<Vec<Uuid>, StoreError> {
+    let ids: Vec<String> = sqlx::query_scalar(
+        "SELECT id FROM change_sets
+         WHERE status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL AND created_at < $1
+           AND id NOT IN (SELECT change_set_id FROM webhook_expiry_warnings)
+         ORDER BY created_at",
+    )
+    .bind(timefmt::format(now - ttl + warn_before))
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut warned = Vec::with_capacity(ids.len());
+    for id in ids {
+        let id = parse_uuid("change_sets", &id)?;
+        let set = crate::change_sets::require(conn, id).await?;
+        sqlx::query(
+            "INSERT INTO webhook_expiry_warnings (change_set_id, warned_at) VALUES ($1, $2)",
+        )
+        .bind(id.to_string())
+        .bind(timefmt::format(now))
+        .execute(&mut *conn)
+        .await?;
+        let mut data = change_set_data(&set);
+        data["expiresAt"] = json!(timefmt::format(set.created_at + ttl));
+        let new = NewEvent {
+            event_type: event::CHANGE_SET_EXPIRING,
+            agent_id: Some(&set.agent_id),
+            change_set_id: Some(set.id),
+            data,
+        };
+        enqueue_event(conn, new, now).await?;
+        warned.push(id);
+    }
+    Ok(warned)
+}

@@ -1,0 +1,34 @@
+//! The one error type of the webhook sender.
+
+/// Adding, testing or delivering a webhook failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The receiver's URL cannot be used.
+    #[error("invalid webhook URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An event type no subscription can ask for.
+    #[error(
+        "unknown webhook event {0:?} (known: changeSet.created, changeSet.resolved, changeSet.expiring, changeSet.expired, confirmation.requested)"
+    )]
+    UnknownEvent(String),
+    /// A format other than `standard` or `slack`.
+    #[error("unknown webhook format {0:?} (known: standard, slack)")]
+    UnknownFormat(String),
+    /// A stored secret is not `whsec_` and base64.
+    #[error("webhook secret of subscription {0} is not a whsec_ base64 key")]
+    BadSecret(String),
+    /// No subscription has this id.
+    #[error("no webhook subscription {0}")]
+    NoSubscription(uuid::Uuid),
+    /// The HTTP client could not be built.
+    #[error("cannot build the webhook HTTP client: {0}")]
+    Client(String),
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] assent_store::StoreError),
+}

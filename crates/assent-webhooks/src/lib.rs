@@ -1,0 +1,25 @@
+//! Assent's webhook sender: it takes due deliveries from the database's queue
+//! (`assent_store::webhooks`), posts them signed the Standard Webhooks way (or as a
+//! Slack incoming-webhook body), and records each outcome, retrying with exponential
+//! backoff and jitter until the attempts run out and the delivery is dead-lettered.
+//!
+//! The events themselves are written by the store in the transactions that cause them;
+//! this crate only sends. Nothing here holds a database transaction or lock while a
+//! receiver is being waited on, so a slow receiver delays nobody's decision, and every
+//! delivery is its own task with its own timeout, so it delays no other delivery.
+
+mod error;
+mod retry;
+mod sender;
+mod signing;
+mod slack;
+mod target;
+
+pub use error::WebhookError;
+pub use retry::{DEFAULT_MAX_ATTEMPTS, FIRST_RETRY, MAX_BACKOFF, backoff};
+pub use sender::{
+    DEFAULT_TIMEOUT, DeliveryReport, Sender, SenderConfig, TestResult, review_link, safe_text,
+};
+pub use signing::{SECRET_PREFIX, generate_secret, sign};
+pub use slack::slack_body;
+pub use target::{Format, validate_events, validate_url};

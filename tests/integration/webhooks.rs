@@ -1,0 +1,553 @@
+//! Webhooks end to end: events written with the change sets' own writes, delivered by
+//! the sender to a real receiver on loopback that verifies every signature with the
+//! `standardwebhooks` package (not Assent's code); retries after 500s and timeouts with
+//! the same `webhook-id`, a receiver down across a restart, dead letters and their
+//! redelivery, no second delivery after a 2xx (two senders racing, on every backend),
+//! and a decision that does not wait for ten hanging receivers.
+
+use assent_domain::Uuid;
+use assent_store::Store;
+use assent_store::webhooks::{self, Delivery, NewSubscription, event};
+use assent_tests::receiver::{Receiver, python};
+use assent_tests::{NOW, TestApp, backends};
+use assent_webhooks::{Sender, SenderConfig, generate_secret};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use time::OffsetDateTime;
+
+/// Bounds the wait for something that should happen within seconds; measures nothing.
+const PATIENCE: Duration = Duration::from_secs(30);
+const PUBLIC_URL: &str = "https://assent.example";
+
+async fn subscribe(store: &Store, url: &str, events: &[&str], format: &str) -> (Uuid, String) {
+    let secret = generate_secret();
+    let new = NewSubscription {
+        url: url.to_owned(),
+        events: events.iter().map(|e| (*e).to_owned()).collect(),
+        format: format.to_owned(),
+        agent_id: None,
+        secret: secret.clone(),
+    };
+    let mut conn = store.pool().acquire().await.unwrap();
+    let added = webhooks::insert_subscription(&mut conn, &new, NOW)
+        .await
+        .unwrap();
+    (added.id, secret)
+}
+
+fn sender(store: &Store, config: SenderConfig) -> Sender {
+    Sender::new(
+        store.clone(),
+        SenderConfig {
+            public_url: Some(PUBLIC_URL.to_owned()),
+            poll_interval: Duration::from_millis(100),
+            ..config
+        },
+    )
+    .unwrap()
+}
+
+async fn deliveries(store: &Store) -> Vec<Delivery> {
+    let mut conn = store.pool().acquire().await.unwrap();
+    webhooks::deliveries(&mut conn, false, 1000).await.unwrap()
+}
+
+/// Runs one-shot passes until `done` holds for the deliveries (or patience runs out).
+async fn deliver_until(sender: &Sender, store: &Store, done: impl Fn(&[Delivery]) -> bool) {
+    let start = Instant::now();
+    loop {
+        sender.deliver_due().await.unwrap();
+        let rows = deliveries(store).await;
+        if done(&rows) {
+            return;
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "deliveries never settled: {rows:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn all_delivered(rows: &[Delivery]) -> bool {
+    !rows.is_empty() && rows.iter().all(|d| d.status == "delivered")
+}
+
+async fn propose(app: &TestApp, task: &str, title: &str) -> Uuid {
+    app.wake(task, &[("set_task_title", json!({"title": title}))])
+        .await
+        .change_set
+        .expect("a set")
+        .id
+}
+
+#[tokio::test]
+async fn every_event_reaches_a_verifying_receiver_with_its_set_and_a_link() {
+    let Some(python) = python() else { return };
+    let receiver = Receiver::start(&python, 0);
+    let app = TestApp::spawn().await;
+    let (_, secret) = subscribe(&app.store, &receiver.url("all"), &[], "standard").await;
+    receiver.configure("all", &secret, 0, 0, 0);
+    let (_, slack_secret) = subscribe(
+        &app.store,
+        &receiver.url("slack"),
+        &[event::CHANGE_SET_CREATED],
+        "slack",
+    )
+    .await;
+    receiver.configure("slack", &slack_secret, 0, 0, 0);
+    let task = app.scene().await;
+
+    let resolved = propose(&app, &task, "First title").await;
+    app.engine
+        .confirmations()
+        .confirm_item(resolved, 0, NOW)
+        .await
+        .unwrap();
+    let expiring = propose(&app, &task, "Second title").await;
+    // Sets were made at NOW, long before today: the second is inside its last day.
+    let ttl = time::Duration::days(7);
+    let sender = sender(
+        &app.store,
+        SenderConfig {
+            expiry: Some((time::Duration::days(30_000), time::Duration::days(29_999))),
+            ..SenderConfig::default()
+        },
+    );
+    deliver_until(&sender, &app.store, all_delivered).await;
+    app.engine
+        .confirmations()
+        .expire(OffsetDateTime::now_utc(), ttl)
+        .await
+        .unwrap();
+    deliver_until(&sender, &app.store, |rows| {
+        all_delivered(rows)
+            && rows
+                .iter()
+                .any(|d| d.event_type == event::CHANGE_SET_EXPIRED)
+    })
+    .await;
+    // A set is announced as expiring once.
+    sender.deliver_due().await.unwrap();
+
+    // Deliveries run concurrently, so they arrive in any order.
+    let all = receiver.received_by("all");
+    let mut types: Vec<(&str, &str)> = all
+        .iter()
+        .map(|r| {
+            (
+                r["body"]["type"].as_str().unwrap(),
+                r["body"]["data"]["changeSetId"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    types.sort_unstable();
+    let (resolved, expiring) = (resolved.to_string(), expiring.to_string());
+    let mut expected = vec![
+        (event::CHANGE_SET_CREATED, resolved.as_str()),
+        (event::CHANGE_SET_RESOLVED, resolved.as_str()),
+        (event::CHANGE_SET_CREATED, expiring.as_str()),
+        (event::CHANGE_SET_EXPIRING, expiring.as_str()),
+        (event::CHANGE_SET_EXPIRED, expiring.as_str()),
+    ];
+    expected.sort_unstable();
+    assert_eq!(types, expected, "{all:#?}");
+    for record in &all {
+        assert_eq!(record["verified"], true, "{record}");
+        let data = &record["body"]["data"];
+        assert_eq!(data["agentId"], "agent-1");
+        assert_eq!(data["target"]["taskId"], task.as_str());
+        assert_eq!(data["items"][0]["toolName"], "set_task_title");
+        assert!(
+            data["items"][0]["summary"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty())
+        );
+        assert_eq!(
+            data["reviewUrl"],
+            format!(
+                "{PUBLIC_URL}/#change-set-{}",
+                data["changeSetId"].as_str().unwrap()
+            )
+        );
+    }
+    let warned = all
+        .iter()
+        .find(|r| r["body"]["type"] == event::CHANGE_SET_EXPIRING)
+        .unwrap();
+    assert!(warned["body"]["data"]["expiresAt"].is_string(), "{warned}");
+    let ids: std::collections::BTreeSet<&str> =
+        all.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), all.len(), "one id per event");
+
+    let slack = receiver.received_by("slack");
+    assert_eq!(slack.len(), 2, "{slack:#?}");
+    for record in &slack {
+        assert_eq!(record["verified"], true, "{record}");
+        let body = &record["body"];
+        assert_eq!(
+            body["blocks"][0]["text"]["text"],
+            "*Agent agent-1 suggests 1 change*"
+        );
+        assert!(
+            body["blocks"][1]["text"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("• "))
+        );
+        assert!(
+            body["blocks"][2]["elements"][0]["url"]
+                .as_str()
+                .is_some_and(|u| u.starts_with(PUBLIC_URL))
+        );
+    }
+}
+
+#[tokio::test]
+async fn failures_and_timeouts_are_retried_with_the_same_id_and_shown_escaped() {
+    let Some(python) = python() else { return };
+    let receiver = Receiver::start(&python, 0);
+    let app = TestApp::spawn().await;
+    let (flaky, secret) = subscribe(&app.store, &receiver.url("flaky"), &[], "standard").await;
+    receiver.configure("flaky", &secret, 2, 0, 0);
+    let (slow, slow_secret) = subscribe(&app.store, &receiver.url("slow"), &[], "standard").await;
+    receiver.configure("slow", &slow_secret, 0, 1, 5);
+    let task = app.scene().await;
+    propose(&app, &task, "Retried title").await;
+    let sender = sender(
+        &app.store,
+        SenderConfig {
+            timeout: Duration::from_secs(1),
+            ..SenderConfig::default()
+        },
+    );
+
+    let first = sender.deliver_due().await.unwrap();
+    assert_eq!(first.retrying, 2, "{first:?}");
+    let rows = deliveries(&app.store).await;
+    let failed = rows.iter().find(|d| d.subscription_id == flaky).unwrap();
+    assert_eq!(failed.last_status, Some(500));
+    let error = failed.last_error.as_deref().unwrap();
+    assert!(
+        error.starts_with("HTTP 500: boom\\n\\u{1b}[31mred"),
+        "{error}"
+    );
+    assert!(!error.chars().any(char::is_control), "{error:?}");
+    let timed_out = rows.iter().find(|d| d.subscription_id == slow).unwrap();
+    assert_eq!(timed_out.last_error.as_deref(), Some("timed out"));
+    assert_eq!(timed_out.last_status, None);
+    // The first retry is due within 5 s.
+    for row in &rows {
+        assert!(row.next_attempt_at <= OffsetDateTime::now_utc() + time::Duration::seconds(5));
+    }
+
+    deliver_until(&sender, &app.store, all_delivered).await;
+    let rows = deliveries(&app.store).await;
+    let attempts: BTreeMap<Uuid, i64> = rows
+        .iter()
+        .map(|d| (d.subscription_id, d.attempts))
+        .collect();
+    assert_eq!(attempts, BTreeMap::from([(flaky, 3), (slow, 2)]));
+    for (name, count) in [("flaky", 3), ("slow", 2)] {
+        let received = receiver.received_by(name);
+        assert_eq!(received.len(), count, "{received:#?}");
+        assert!(
+            received
+                .iter()
+                .all(|r| r["verified"] == true && r["id"] == received[0]["id"])
+        );
+        assert_eq!(received[0]["id"].as_str(), Some(rows[0].event_id.as_str()));
+    }
+}
+
+#[tokio::test]
+async fn a_receiver_down_across_a_restart_gets_the_event_afterwards_with_the_same_id() {
+    let Some(python) = python() else { return };
+    let port = {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        free.local_addr().unwrap().port()
+    };
+    let app = TestApp::spawn().await;
+    let url = format!("http://127.0.0.1:{port}/hook/late");
+    let (_, secret) = subscribe(&app.store, &url, &[], "standard").await;
+    let task = app.scene().await;
+    propose(&app, &task, "Delivered later").await;
+    {
+        let before = sender(&app.store, SenderConfig::default());
+        let report = before.deliver_due().await.unwrap();
+        assert_eq!(report.retrying, 1, "{report:?}");
+    }
+    let queued = deliveries(&app.store).await;
+    assert_eq!(queued[0].last_error.as_deref(), Some("cannot connect"));
+
+    // The process stops; a new one opens the database; the receiver comes up.
+    app.store.close().await;
+    let restarted = Store::open(&app.url()).await.unwrap();
+    let receiver = Receiver::start(&python, port);
+    receiver.configure("late", &secret, 0, 0, 0);
+    let after = sender(&restarted, SenderConfig::default());
+    deliver_until(&after, &restarted, all_delivered).await;
+    let received = receiver.received_by("late");
+    assert_eq!(received.len(), 1, "{received:#?}");
+    assert_eq!(received[0]["verified"], true);
+    assert_eq!(
+        received[0]["id"].as_str(),
+        Some(queued[0].event_id.as_str())
+    );
+}
+
+#[tokio::test]
+async fn out_of_attempts_is_dead_lettered_visible_and_redeliverable() {
+    let Some(python) = python() else { return };
+    let receiver = Receiver::start(&python, 0);
+    let app = TestApp::spawn().await;
+    let (_, secret) = subscribe(&app.store, &receiver.url("dead"), &[], "standard").await;
+    receiver.configure("dead", &secret, 1000, 0, 0);
+    let task = app.scene().await;
+    propose(&app, &task, "Never accepted").await;
+    let sender = sender(
+        &app.store,
+        SenderConfig {
+            max_attempts: 2,
+            ..SenderConfig::default()
+        },
+    );
+    deliver_until(&sender, &app.store, |rows| {
+        rows.iter().all(|d| d.status == "dead")
+    })
+    .await;
+    let dead = {
+        let mut conn = app.store.pool().acquire().await.unwrap();
+        webhooks::deliveries(&mut conn, true, 10).await.unwrap()
+    };
+    assert_eq!(dead.len(), 1);
+    assert_eq!((dead[0].attempts, dead[0].last_status), (2, Some(500)));
+    assert!(
+        dead[0]
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("\\u{1b}"))
+    );
+    // Nothing more is attempted on its own.
+    sender.deliver_due().await.unwrap();
+    assert_eq!(receiver.received_by("dead").len(), 2);
+
+    receiver.configure("dead", &secret, 0, 0, 0);
+    {
+        let mut conn = app.store.pool().acquire().await.unwrap();
+        assert!(
+            webhooks::redeliver(&mut conn, dead[0].id, NOW)
+                .await
+                .unwrap()
+        );
+        assert!(!webhooks::redeliver(&mut conn, 999_999, NOW).await.unwrap());
+    }
+    deliver_until(&sender, &app.store, all_delivered).await;
+    let received = receiver.received_by("dead");
+    assert_eq!(received.len(), 3);
+    assert!(
+        received
+            .iter()
+            .all(|r| r["id"].as_str() == Some(dead[0].event_id.as_str()))
+    );
+    assert_eq!(received[2]["verified"], true);
+}
+
+#[tokio::test]
+async fn two_senders_on_every_backend_deliver_each_event_once() {
+    let Some(python) = python() else { return };
+    let receiver = Receiver::start(&python, 0);
+    for backend in backends() {
+        let app = TestApp::on(&backend).await;
+        let name = format!("once-{}", Uuid::new_v4().simple());
+        let (_, secret) = subscribe(&app.store, &receiver.url(&name), &[], "standard").await;
+        receiver.configure(&name, &secret, 0, 0, 0);
+        let task = app.scene().await;
+        for i in 0..6 {
+            propose(&app, &task, &format!("Title {i}")).await;
+        }
+        // Two processes' senders, each on a pool of its own, racing for the same rows.
+        let other = Store::open(&app.url()).await.unwrap();
+        let (one, two) = (
+            sender(&app.store, SenderConfig::default()),
+            sender(&other, SenderConfig::default()),
+        );
+        let (a, b) = tokio::join!(one.deliver_due(), two.deliver_due());
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(a.delivered + b.delivered, 6, "{backend:?}: {a:?} {b:?}");
+        // Running on, they find nothing more to send.
+        let stop = tokio::time::sleep(Duration::from_millis(600));
+        tokio::join!(one.clone().run(stop), async {
+            two.deliver_due().await.unwrap();
+        });
+        let received = receiver.received_by(&name);
+        assert_eq!(received.len(), 6, "{backend:?}: {received:#?}");
+        let ids: std::collections::BTreeSet<&str> =
+            received.iter().map(|r| r["id"].as_str().unwrap()).collect();
+        assert_eq!(ids.len(), 6);
+        assert!(deliveries(&app.store).await.iter().all(|d| d.attempts == 1));
+    }
+}
+
+/// Confirms the single item of each of `sets`; returns each decision's latency.
+async fn decide(app: &TestApp, sets: &[Uuid]) -> Vec<Duration> {
+    let mut latencies = Vec::with_capacity(sets.len());
+    for &set in sets {
+        let start = Instant::now();
+        app.engine
+            .confirmations()
+            .confirm_item(set, 0, NOW)
+            .await
+            .unwrap();
+        latencies.push(start.elapsed());
+    }
+    latencies
+}
+
+fn median(mut values: Vec<Duration>) -> Duration {
+    values.sort();
+    values[values.len() / 2]
+}
+
+#[tokio::test]
+async fn a_decision_does_not_wait_for_ten_hanging_receivers() {
+    let Some(python) = python() else { return };
+    let receiver = Receiver::start(&python, 0);
+    const DECISIONS: usize = 8;
+
+    // The same decisions without any subscription: the baseline.
+    let quiet = TestApp::spawn().await;
+    let task = quiet.scene().await;
+    let mut sets = Vec::new();
+    for i in 0..DECISIONS {
+        sets.push(propose(&quiet, &task, &format!("Quiet {i}")).await);
+    }
+    let baseline = decide(&quiet, &sets).await;
+
+    let app = TestApp::spawn().await;
+    for i in 0..10 {
+        let name = format!("hang-{i}");
+        let (_, secret) = subscribe(&app.store, &receiver.url(&name), &[], "standard").await;
+        receiver.configure(&name, &secret, 0, 1000, 60);
+    }
+    let task = app.scene().await;
+    let mut sets = Vec::new();
+    for i in 0..DECISIONS {
+        sets.push(propose(&app, &task, &format!("Loud {i}")).await);
+    }
+    let sender = sender(
+        &app.store,
+        SenderConfig {
+            timeout: Duration::from_secs(60),
+            ..SenderConfig::default()
+        },
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(sender.run(async {
+        let _ = stopped.await;
+    }));
+    // Every receiver is holding a delivery open before the first decision.
+    let hanging = receiver
+        .wait_for(PATIENCE, |r| {
+            r.iter().filter(|r| r["action"] == "hang").count() >= 10
+        })
+        .await;
+    assert!(hanging.len() >= 10, "{hanging:#?}");
+    let loaded = decide(&app, &sets).await;
+    let _ = stop.send(());
+    running.await.unwrap();
+
+    // Each decision wrote its resolved event and ten deliveries, and none waited for
+    // a receiver: the slowest is far below the receivers' minute, and the typical one
+    // is of the baseline's order.
+    assert_eq!(
+        deliveries(&app.store)
+            .await
+            .iter()
+            .filter(|d| d.event_type == event::CHANGE_SET_RESOLVED)
+            .count(),
+        10 * DECISIONS
+    );
+    let slowest = loaded.iter().max().copied().unwrap();
+    assert!(
+        slowest < Duration::from_secs(2),
+        "slowest decision {slowest:?}"
+    );
+    let (loaded, baseline) = (median(loaded), median(baseline));
+    assert!(
+        loaded <= baseline * 4 + Duration::from_millis(50),
+        "median decision {loaded:?} with hanging receivers, {baseline:?} without"
+    );
+}
+
+#[tokio::test]
+async fn events_nobody_wants_write_nothing_and_filters_apply() {
+    let app = TestApp::spawn().await;
+    let task = app.scene().await;
+    propose(&app, &task, "Unwatched").await;
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhook_events")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(events, 0);
+
+    // Only resolved events, only of another agent: a new set is not for it.
+    let secret = generate_secret();
+    let other_agent = NewSubscription {
+        url: "https://example.invalid/hook".into(),
+        events: vec![event::CHANGE_SET_CREATED.into()],
+        format: "standard".into(),
+        agent_id: Some("someone-else".into()),
+        secret: secret.clone(),
+    };
+    let resolved_only = NewSubscription {
+        events: vec![event::CHANGE_SET_RESOLVED.into()],
+        agent_id: None,
+        ..other_agent.clone()
+    };
+    webhooks::insert_subscription(&mut conn, &other_agent, NOW)
+        .await
+        .unwrap();
+    let resolved_sub = webhooks::insert_subscription(&mut conn, &resolved_only, NOW)
+        .await
+        .unwrap();
+    drop(conn);
+    let set = propose(&app, &task, "Still unwatched").await;
+    assert!(deliveries(&app.store).await.is_empty());
+    app.engine
+        .confirmations()
+        .confirm_item(set, 0, NOW)
+        .await
+        .unwrap();
+    let rows = deliveries(&app.store).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0].subscription_id, rows[0].event_type.as_str()),
+        (resolved_sub.id, event::CHANGE_SET_RESOLVED)
+    );
+
+    // The secret is stored for signing but listed nowhere.
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let listed = serde_json::to_string(&webhooks::subscriptions(&mut conn).await.unwrap()).unwrap();
+    assert!(!listed.contains(&secret) && !listed.contains("whsec_"));
+    assert_eq!(
+        webhooks::signing_secret(&mut conn, resolved_sub.id)
+            .await
+            .unwrap(),
+        Some(secret)
+    );
+    // Removing a subscription drops its queued deliveries.
+    assert!(
+        webhooks::remove_subscription(&mut conn, resolved_sub.id)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !webhooks::remove_subscription(&mut conn, resolved_sub.id)
+            .await
+            .unwrap()
+    );
+    drop(conn);
+    assert!(deliveries(&app.store).await.is_empty());
+}
