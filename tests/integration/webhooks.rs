@@ -551,3 +551,108 @@ async fn events_nobody_wants_write_nothing_and_filters_apply() {
     drop(conn);
     assert!(deliveries(&app.store).await.is_empty());
 }
+
+#[tokio::test]
+async fn a_dead_workers_claim_runs_out_and_concurrent_claims_are_disjoint_on_every_backend() {
+    for backend in backends() {
+        let app = TestApp::on(&backend).await;
+        subscribe(&app.store, "https://example.invalid/hook", &[], "standard").await;
+        let task = app.scene().await;
+        for i in 0..4 {
+            propose(&app, &task, &format!("Claimed {i}")).await;
+        }
+        let now = OffsetDateTime::now_utc();
+        let lease = time::Duration::seconds(60);
+        // Two workers at once: on PostgreSQL the second skips the first's locked rows
+        // instead of waiting for them; on SQLite the writer lock puts it after.
+        let other = Store::open(&app.url()).await.unwrap();
+        let mut first = app.store.begin_claim().await.unwrap();
+        let mine = webhooks::claim_due(&mut first, 2, now, lease)
+            .await
+            .unwrap();
+        let theirs = match backend {
+            assent_tests::TestBackend::Postgres(_) => {
+                let mut second = other.begin_claim().await.unwrap();
+                let theirs = webhooks::claim_due(&mut second, 10, now, lease)
+                    .await
+                    .unwrap();
+                second.commit().await.unwrap();
+                first.commit().await.unwrap();
+                theirs
+            }
+            assent_tests::TestBackend::Sqlite => {
+                first.commit().await.unwrap();
+                let mut second = other.begin_claim().await.unwrap();
+                let theirs = webhooks::claim_due(&mut second, 10, now, lease)
+                    .await
+                    .unwrap();
+                second.commit().await.unwrap();
+                theirs
+            }
+        };
+        assert_eq!((mine.len(), theirs.len()), (2, 2), "{backend:?}");
+        assert!(mine.iter().all(|m| theirs.iter().all(|t| t.id != m.id)));
+        // Nothing is left while the leases hold; once they run out (the workers died
+        // without a word), the same deliveries are claimed again with the same ids.
+        let mut conn = app.store.pool().acquire().await.unwrap();
+        assert!(!webhooks::any_due(&mut conn, now).await.unwrap());
+        drop(conn);
+        let later = now + lease + time::Duration::seconds(1);
+        let mut tx = app.store.begin_claim().await.unwrap();
+        let again = webhooks::claim_due(&mut tx, 10, later, lease)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let ids = |claims: &[webhooks::ClaimedDelivery]| {
+            let mut ids: Vec<(i64, String)> =
+                claims.iter().map(|c| (c.id, c.event_id.clone())).collect();
+            ids.sort();
+            ids
+        };
+        let before = ids(&[mine, theirs].concat());
+        assert_eq!(ids(&again), before, "{backend:?}");
+        // A late answer from the first owner no longer counts once it is reclaimed
+        // and delivered by the second.
+        let mut conn = app.store.pool().acquire().await.unwrap();
+        assert!(
+            webhooks::record_delivered(&mut conn, again[0].id, 204, later)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !webhooks::record_delivered(&mut conn, again[0].id, 204, later)
+                .await
+                .unwrap()
+        );
+    }
+}
+
+#[tokio::test]
+async fn events_another_process_writes_are_delivered_by_the_running_sender() {
+    let Some(python) = python() else { return };
+    let receiver = Receiver::start(&python, 0);
+    let app = TestApp::spawn().await;
+    let (_, secret) = subscribe(&app.store, &receiver.url("poll"), &[], "standard").await;
+    receiver.configure("poll", &secret, 0, 0, 0);
+    // The server's sender runs on its own pool...
+    let serving = Store::open(&app.url()).await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(
+        Sender::new(serving, SenderConfig::default())
+            .unwrap()
+            .run(async {
+                let _ = stopped.await;
+            }),
+    );
+    // ...while another "process" (the app's own pool) proposes a change.
+    let task = app.scene().await;
+    let set = propose(&app, &task, "From elsewhere").await;
+    let received = receiver
+        .wait_for(Duration::from_secs(5), |r| !r.is_empty())
+        .await;
+    let _ = stop.send(());
+    running.await.unwrap();
+    assert_eq!(received.len(), 1, "not delivered within 5 s: {received:#?}");
+    assert_eq!(received[0]["body"]["data"]["changeSetId"], set.to_string());
+    assert_eq!(received[0]["verified"], true);
+}

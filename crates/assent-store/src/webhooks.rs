@@ -383,6 +383,17 @@ const DUE_SKIP_LOCKED: &str = "SELECT id FROM webhook_deliveries
      WHERE (status = 'pending' AND next_attempt_at <= $1) OR (status = 'inFlight' AND claimed_until < $1)
      ORDER BY next_attempt_at, id LIMIT $2 FOR UPDATE SKIP LOCKED";
 
+/// Whether any delivery is due: a read, so that an idle sender polling every second
+/// never takes the writer lock (SQLite's claim is `BEGIN IMMEDIATE`).
+pub async fn any_due(conn: &mut AnyConnection, now: OffsetDateTime) -> Result<bool, StoreError> {
+    let found: Option<i64> = sqlx::query_scalar(DUE)
+        .bind(timefmt::format(now))
+        .bind(1_i64)
+        .fetch_optional(conn)
+        .await?;
+    Ok(found.is_some())
+}
+
 /// Claims up to `limit` due deliveries, leasing them until `now + lease`. Run it in
 /// [`crate::Store::begin_claim`]'s transaction, so two workers (in one process or
 /// several) never claim the same delivery at once.
@@ -564,6 +575,28 @@ pub async fn deliveries(
     rows.iter().map(decode_delivery).collect()
 }
 
+/// Open sets created before `$1` and not yet announced as expiring.
+const UNWARNED: &str =
+    "status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL AND created_at < $1
+     AND id NOT IN (SELECT change_set_id FROM webhook_expiry_warnings)";
+
+/// Whether [`warn_expiring`] has anything to do: a read, so that a sender polling every
+/// second takes the writer lock only when there is something to write.
+pub async fn expiring_due(
+    conn: &mut AnyConnection,
+    ttl: Duration,
+    warn_before: Duration,
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let found: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT id FROM change_sets WHERE {UNWARNED} LIMIT 1"
+    )))
+    .bind(timefmt::format(now - ttl + warn_before))
+    .fetch_optional(conn)
+    .await?;
+    Ok(found.is_some())
+}
+
 /// Open sets within `warn_before` of their TTL (`created_at + ttl`) that were not yet
 /// warned about: each is marked warned and gets a `changeSet.expiring` event (for the
 /// subscriptions that want one), so a set is warned about once. Run it in a write
@@ -574,12 +607,9 @@ pub async fn warn_expiring(
     warn_before: Duration,
     now: OffsetDateTime,
 ) -> Result<Vec<Uuid>, StoreError> {
-    let ids: Vec<String> = sqlx::query_scalar(
-        "SELECT id FROM change_sets
-         WHERE status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL AND created_at < $1
-           AND id NOT IN (SELECT change_set_id FROM webhook_expiry_warnings)
-         ORDER BY created_at",
-    )
+    let ids: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT id FROM change_sets WHERE {UNWARNED} ORDER BY created_at"
+    )))
     .bind(timefmt::format(now - ttl + warn_before))
     .fetch_all(&mut *conn)
     .await?;

@@ -142,6 +142,18 @@ impl Sender {
         })
     }
 
+    /// A pooled connection for reads and single statements.
+    async fn connection(
+        &self,
+    ) -> Result<impl std::ops::DerefMut<Target = assent_store::AnyConnection>, WebhookError> {
+        Ok(self
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?)
+    }
+
     /// The lease on a claimed delivery: longer than any attempt can take, so a live
     /// worker never loses its claim; a dead worker's claim runs out after it.
     fn lease(&self) -> time::Duration {
@@ -154,6 +166,12 @@ impl Sender {
         let Some((ttl, warn_before)) = self.config.expiry else {
             return Ok(0);
         };
+        {
+            let mut conn = self.connection().await?;
+            if !webhooks::expiring_due(&mut conn, ttl, warn_before, now).await? {
+                return Ok(0);
+            }
+        }
         let mut tx = self.store.begin_write().await?;
         let warned = webhooks::warn_expiring(&mut tx, ttl, warn_before, now).await?;
         tx.commit().await.map_err(assent_store::StoreError::from)?;
@@ -162,9 +180,15 @@ impl Sender {
 
     async fn claim(&self, limit: usize) -> Result<Vec<ClaimedDelivery>, WebhookError> {
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        let now = OffsetDateTime::now_utc();
+        {
+            let mut conn = self.connection().await?;
+            if !webhooks::any_due(&mut conn, now).await? {
+                return Ok(Vec::new());
+            }
+        }
         let mut tx = self.store.begin_claim().await?;
-        let claimed =
-            webhooks::claim_due(&mut tx, limit, OffsetDateTime::now_utc(), self.lease()).await?;
+        let claimed = webhooks::claim_due(&mut tx, limit, now, self.lease()).await?;
         tx.commit().await.map_err(assent_store::StoreError::from)?;
         Ok(claimed)
     }
@@ -330,12 +354,7 @@ impl Sender {
             .post(&delivery.url, &delivery.secret, &delivery.event_id, &body)
             .await;
         let now = OffsetDateTime::now_utc();
-        let mut conn = self
-            .store
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?;
+        let mut conn = self.connection().await?;
         if attempt.ok {
             let status = attempt.status.unwrap_or(200);
             webhooks::record_delivered(&mut conn, delivery.id, status, now).await?;
@@ -369,12 +388,7 @@ impl Sender {
     /// and reports how the receiver answered.
     #[tracing::instrument(skip(self))]
     pub async fn test(&self, id: Uuid) -> Result<TestResult, WebhookError> {
-        let mut conn = self
-            .store
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?;
+        let mut conn = self.connection().await?;
         let subscription = webhooks::subscription(&mut conn, id)
             .await?
             .ok_or(WebhookError::NoSubscription(id))?;
