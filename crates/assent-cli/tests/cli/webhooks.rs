@@ -90,7 +90,12 @@ fn webhooks_are_added_listed_without_secrets_delivered_and_removed() {
 
     let listed = cli.json(&["webhooks"], "");
     assert_eq!(listed.as_array().map(Vec::len), Some(2));
-    assert_eq!(listed[1]["agentId"], "a");
+    // Both were made at the fixed --now: find the Slack one rather than rely on order.
+    let slack = listed
+        .as_array()
+        .and_then(|all| all.iter().find(|s| s["format"] == "slack"))
+        .expect("the slack subscription");
+    assert_eq!(slack["agentId"], "a");
     let table = stdout(&cli.run(&["webhooks"]));
     for shown in [listed.to_string(), table] {
         assert!(
@@ -98,7 +103,7 @@ fn webhooks_are_added_listed_without_secrets_delivered_and_removed() {
             "{shown}"
         );
     }
-    let other = listed[1]["id"].as_str().expect("id").to_owned();
+    let other = slack["id"].as_str().expect("id").to_owned();
     assert_eq!(code(&cli.run(&["webhooks", "remove", &other])), 0);
     assert_fails(
         &cli.run(&["webhooks", "remove", &other]),
