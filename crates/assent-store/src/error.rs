@@ -17,6 +17,19 @@ pub enum StoreError {
     /// Applying migrations failed.
     #[error("cannot migrate database: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The database was migrated by a newer release of Assent.
+    #[error(
+        "the database has schema version {found}, newer than this release knows ({known}): use a newer assent"
+    )]
+    NewerSchema {
+        /// The newest migration the database ran.
+        found: i64,
+        /// The newest this release has.
+        known: i64,
+    },
+    /// A host's name cannot name its migration table.
+    #[error("host name {0:?} must be ASCII letters, digits and underscores")]
+    InvalidHostName(String),
     /// A stored value could not be decoded (corrupt or written by a newer version).
     #[error("corrupt row in {table}: {reason}")]
     Corrupt {

@@ -45,7 +45,9 @@ pub mod webhooks;
 
 pub use error::StoreError;
 pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest, StoreAuditSink};
-pub use store::{Backend, Durability, Store, StoreOptions};
+pub use store::{
+    Backend, Durability, HostMigration, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Store, StoreOptions,
+};
 
 /// The connection type the store's functions and the host's handlers work on.
 pub use sqlx::AnyConnection;

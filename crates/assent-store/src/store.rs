@@ -6,8 +6,51 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 use std::time::Duration;
 
-static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
-static POSTGRES_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use std::sync::LazyLock;
+
+/// Every engine migration ever shipped, as the files are (the upgrade test replays the
+/// old ones; [`Backend::migrator`] is what a store runs).
+pub static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/sqlite");
+/// The PostgreSQL twin of [`SQLITE_MIGRATIONS`].
+pub static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/postgres");
+
+/// Migration 0002 created the journal's tables when the journal was the only host. It
+/// stays in the directory (released databases recorded it) but the engine no longer
+/// runs it: the journal host creates its tables as its own migration.
+const JOURNAL_TABLES_VERSION: i64 = 2;
+
+fn engine_migrator(all: &Migrator) -> Migrator {
+    let mut migrator = Migrator::with_migrations(
+        all.iter()
+            .filter(|m| m.version != JOURNAL_TABLES_VERSION)
+            .cloned()
+            .collect(),
+    );
+    // Databases that ran 0002 must still open; a database from a *newer* release is
+    // refused by `refuse_newer_schema` instead.
+    migrator.set_ignore_missing(true);
+    migrator
+}
+
+static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| engine_migrator(&SQLITE_MIGRATIONS));
+static POSTGRES_MIGRATOR: LazyLock<Migrator> =
+    LazyLock::new(|| engine_migrator(&POSTGRES_MIGRATIONS));
+
+/// One of a host's own migrations (its tables), applied after the engine's, once per
+/// database, in version order, and recorded per host (`_assent_<host>_migrations`);
+/// like the engine's, a shipped migration is never edited (its checksum is checked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostMigration {
+    /// Increasing from 1 within the host.
+    pub version: i64,
+    /// What it does, e.g. `tasks`.
+    pub description: &'static str,
+    /// The SQL on SQLite.
+    pub sqlite: &'static str,
+    /// The SQL on PostgreSQL.
+    pub postgres: &'static str,
+}
 
 /// Which database a store runs on, chosen once from the URL scheme. The SQL is shared;
 /// the few places where the dialects differ ask this.
@@ -49,7 +92,8 @@ impl Backend {
         }
     }
 
-    fn migrator(self) -> &'static sqlx::migrate::Migrator {
+    /// The engine's migrations this store runs (every shipped one but 0002).
+    pub fn migrator(self) -> &'static Migrator {
         match self {
             Self::Sqlite => &SQLITE_MIGRATOR,
             Self::Postgres => &POSTGRES_MIGRATOR,
@@ -154,6 +198,7 @@ impl Store {
             }
         }
         .map_err(open_error)?;
+        refuse_newer_schema(&pool, backend).await?;
         backend.migrator().run(&pool).await?;
         let host_id = device_host_id(&pool, options.host_id).await?;
         tracing::debug!(%host_id, ?backend, "store open and migrated");
@@ -162,6 +207,44 @@ impl Store {
             backend,
             host_id,
         })
+    }
+
+    /// Applies the migrations of the host named `host` that this database has not run
+    /// yet (a host's tables live beside the engine's). Idempotent; the engine calls it
+    /// when it is built over this store.
+    #[tracing::instrument(skip(self, migrations), fields(count = migrations.len()))]
+    pub async fn migrate_host(
+        &self,
+        host: &str,
+        migrations: &[HostMigration],
+    ) -> Result<(), StoreError> {
+        if host.is_empty() || !host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(StoreError::InvalidHostName(host.to_owned()));
+        }
+        if migrations.is_empty() {
+            return Ok(());
+        }
+        let mut migrator = Migrator::with_migrations(
+            migrations
+                .iter()
+                .map(|m| {
+                    let sql = match self.backend {
+                        Backend::Sqlite => m.sqlite,
+                        Backend::Postgres => m.postgres,
+                    };
+                    Migration::new(
+                        m.version,
+                        m.description.into(),
+                        MigrationType::Simple,
+                        sqlx::SqlStr::from_static(sql),
+                        false,
+                    )
+                })
+                .collect(),
+        );
+        migrator.dangerous_set_table_name(format!("_assent_{host}_migrations"));
+        migrator.run(&self.pool).await?;
+        Ok(())
     }
 
     /// The connection pool, for reads.
@@ -287,6 +370,24 @@ fn check_sqlite_file(path: &std::path::Path) -> Result<(), sqlx::Error> {
 
 /// A pool on a SQLite file: WAL, the chosen durability, foreign keys and the busy
 /// timeout, set on every connection (the `Any` driver takes only a URL).
+/// A database migrated by a newer release has engine migrations this one does not
+/// know; running on it would write rows in a shape that release does not expect.
+async fn refuse_newer_schema(pool: &AnyPool, backend: Backend) -> Result<(), StoreError> {
+    let newest_known = backend.migrator().iter().map(|m| m.version).max().unwrap_or(0);
+    // A fresh database has no table yet: nothing to compare.
+    let applied: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
+        .fetch_one(pool)
+        .await
+        .unwrap_or(None);
+    match applied {
+        Some(version) if version > newest_known => Err(StoreError::NewerSchema {
+            found: version,
+            known: newest_known,
+        }),
+        _ => Ok(()),
+    }
+}
+
 async fn open_sqlite(options: &StoreOptions) -> Result<AnyPool, sqlx::Error> {
     use sqlx::Connection;
     // Each connection to an in-memory database is a database of its own: one
