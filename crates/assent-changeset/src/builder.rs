@@ -1,6 +1,8 @@
 //! Accumulates the deferred proposals of one wake into a change set.
 
-use assent_domain::{ChangeItem, ChangeSet, NewChangeSet, OffsetDateTime, Uuid, canonical_json};
+use assent_domain::{
+    ChangeItem, ChangeSet, NewChangeSet, OffsetDateTime, Target, Uuid, canonical_json,
+};
 use std::collections::HashSet;
 
 /// The default cap on items per change set, the largest there is
@@ -25,7 +27,7 @@ pub enum AddOutcome {
 #[derive(Debug, Clone)]
 pub struct ChangeSetBuilder {
     agent_id: String,
-    task_id: String,
+    target: Target,
     thread_id: String,
     run_key: String,
     max_items: usize,
@@ -41,13 +43,13 @@ impl ChangeSetBuilder {
     /// An empty builder for one wake, capped at [`DEFAULT_MAX_ITEMS_PER_SET`].
     pub fn new(
         agent_id: impl Into<String>,
-        task_id: impl Into<String>,
+        target: Target,
         thread_id: impl Into<String>,
         run_key: impl Into<String>,
     ) -> Self {
         Self {
             agent_id: agent_id.into(),
-            task_id: task_id.into(),
+            target,
             thread_id: thread_id.into(),
             run_key: run_key.into(),
             max_items: DEFAULT_MAX_ITEMS_PER_SET,
@@ -82,9 +84,9 @@ impl ChangeSetBuilder {
         &self.agent_id
     }
 
-    /// The task the set would change.
-    pub fn task_id(&self) -> &str {
-        &self.task_id
+    /// The entity the set would change.
+    pub fn target(&self) -> &Target {
+        &self.target
     }
 
     /// The wake run.
@@ -139,7 +141,7 @@ impl ChangeSetBuilder {
         ChangeSet::new(NewChangeSet {
             id,
             agent_id: self.agent_id,
-            task_id: self.task_id,
+            target: self.target,
             thread_id: self.thread_id,
             run_key: self.run_key,
             items: self.items,
@@ -164,13 +166,13 @@ mod tests {
 
     #[test]
     fn empty_build_yields_nothing() {
-        let b = ChangeSetBuilder::new("a", "t", "th", "r");
+        let b = ChangeSetBuilder::new("a", Target::new("task", "t"), "th", "r");
         assert!(b.build(Uuid::nil(), NOW).is_none());
     }
 
     #[test]
     fn keeps_order_and_drops_duplicates_ignoring_summary_and_key_order() {
-        let mut b = ChangeSetBuilder::new("a", "t", "th", "r");
+        let mut b = ChangeSetBuilder::new("a", Target::new("task", "t"), "th", "r");
         assert_eq!(
             b.add(item("x", json!({"a": 1, "b": 2}), "one")),
             AddOutcome::Added
@@ -191,7 +193,7 @@ mod tests {
         let pending = item("x", json!({"a": 1}), "p");
         let mut rejected = item("y", json!({}), "r");
         rejected.status = ChangeItemStatus::Rejected;
-        let mut b = ChangeSetBuilder::new("a", "t", "th", "r").with_pending([&pending, &rejected]);
+        let mut b = ChangeSetBuilder::new("a", Target::new("task", "t"), "th", "r").with_pending([&pending, &rejected]);
         assert_eq!(
             b.add(item("x", json!({"a": 1}), "again")),
             AddOutcome::Duplicate
@@ -201,7 +203,7 @@ mod tests {
 
     #[test]
     fn cap_refuses_past_the_limit() {
-        let mut b = ChangeSetBuilder::new("a", "t", "th", "r").with_max_items(2);
+        let mut b = ChangeSetBuilder::new("a", Target::new("task", "t"), "th", "r").with_max_items(2);
         for i in 0..2 {
             assert_eq!(b.add(item("x", json!({"i": i}), "s")), AddOutcome::Added);
         }
@@ -214,6 +216,6 @@ mod tests {
             AddOutcome::Duplicate
         );
         assert_eq!(b.len(), 2);
-        assert_eq!(ChangeSetBuilder::new("a", "t", "th", "r").max_items(), 25);
+        assert_eq!(ChangeSetBuilder::new("a", Target::new("task", "t"), "th", "r").max_items(), 25);
     }
 }

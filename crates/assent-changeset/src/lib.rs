@@ -10,10 +10,11 @@
 //!   redundancy, duplicates, the per-set cap) and answers with a [`PlannedCall`].
 //! - [`ChangeSetBuilder`]: accumulates the deferred items of the wake and builds the
 //!   [`assent_domain::ChangeSet`].
-//! - [`RedundancyCheck`] (ADR 0009): proposals that would change nothing are skipped
-//!   with feedback for the model.
+//! - Redundancy (ADR 0009): proposals the target's host says would change nothing
+//!   ([`TargetState::redundancy`]) are skipped with feedback for the model. The rules
+//!   are the host's; this crate names no tool.
 //!
-//! No I/O, no clock, no async runtime: the task snapshot, earlier pending items, recent
+//! No I/O, no clock, no async runtime: the target's state, earlier pending items, recent
 //! rejections, ids and `now` come in as arguments.
 
 mod builder;
@@ -22,7 +23,6 @@ mod definitions;
 mod dialect;
 mod error;
 mod planner;
-mod redundancy;
 mod replies;
 pub mod reply;
 
@@ -32,5 +32,6 @@ pub use definitions::tool_definitions;
 pub use dialect::{CallOrigin, Dialect, ParsedCalls, derived_gemini_id, parse_calls};
 pub use error::ChangesetError;
 pub use planner::{CallPlan, PlannedCall, PlannerConfig, WakePlanner};
-pub use redundancy::{Redundancy, RedundancyCheck};
+/// Re-exported from `assent-tools`, where a host's rules answer with it.
+pub use assent_tools::{Redundancy, TargetState};
 pub use replies::{CallReply, reply_messages};

@@ -1,12 +1,10 @@
 //! Routing the tool calls of one wake (ADR 0006, ADR 0009), as a pure function of the
 //! calls and the state handed in.
 
-use crate::redundancy::{Redundancy, RedundancyCheck};
 use crate::{AddOutcome, ChangeSetBuilder, ToolArguments, ToolCall, reply};
-use assent_domain::{ChangeDecision, ChangeItem, OffsetDateTime, Verdict, canonical_json};
-use assent_journal::TaskSnapshot;
+use assent_domain::{ChangeDecision, ChangeItem, OffsetDateTime, Target, Verdict, canonical_json};
 use assent_tools::{
-    AgentPolicy, PolicyDecision, SummaryContext, TargetCategory, ToolMode, ToolRegistry, ToolSpec,
+    AgentPolicy, PolicyDecision, Redundancy, SummaryContext, TargetCategory, TargetState, ToolMode, ToolRegistry, ToolSpec,
     ToolsError,
 };
 use serde_json::Value;
@@ -68,7 +66,7 @@ pub struct WakePlanner<'a> {
     registry: &'a ToolRegistry,
     policy: &'a AgentPolicy,
     category: TargetCategory,
-    snapshot: Option<&'a TaskSnapshot>,
+    snapshot: Option<&'a dyn TargetState>,
     decisions: &'a [ChangeDecision],
     now: OffsetDateTime,
     config: PlannerConfig,
@@ -143,7 +141,7 @@ impl<'a> WakePlanner<'a> {
     /// The same planner, comparing proposals with `snapshot` (`None`: it is missing or
     /// failed to load, so every proposal is kept).
     #[must_use]
-    pub fn with_snapshot(mut self, snapshot: Option<&'a TaskSnapshot>) -> Self {
+    pub fn with_snapshot(mut self, snapshot: Option<&'a dyn TargetState>) -> Self {
         self.snapshot = snapshot;
         self
     }
@@ -299,17 +297,20 @@ impl<'a> WakePlanner<'a> {
         tool_name: &str,
         args: Value,
     ) -> Result<(), NotQueued> {
-        match RedundancyCheck::new(self.snapshot).check(tool_name, &args) {
+        let verdict = self
+            .snapshot
+            .map_or(Redundancy::Keep, |state| state.redundancy(tool_name, &args));
+        match verdict {
             Redundancy::Keep => {}
             Redundancy::AlreadyTrue(detail) => return Err(NotQueued::AlreadyTrue(detail)),
             Redundancy::InventedId(id) => return Err(NotQueued::Invented(id)),
         }
-        if let Some(rejection) = self.recent_rejection(builder.task_id(), tool_name, &args) {
+        if let Some(rejection) = self.recent_rejection(builder.target(), tool_name, &args) {
             return Err(NotQueued::RecentlyRejected(rejection.reason.clone()));
         }
         let context = self.snapshot.map(|s| s as &dyn SummaryContext);
         let summary = self.registry.summarize(tool_name, &args, context);
-        let before = self.snapshot.and_then(|s| s.before_value(tool_name, &args));
+        let before = self.snapshot.and_then(|s| s.before(tool_name, &args));
         match builder.add(ChangeItem::new(tool_name, args, summary).with_before(before)) {
             AddOutcome::Added => Ok(()),
             AddOutcome::Duplicate => Err(NotQueued::Duplicate),
@@ -317,10 +318,10 @@ impl<'a> WakePlanner<'a> {
         }
     }
 
-    /// The newest rejection of exactly this proposal on this task within the window.
+    /// The newest rejection of exactly this proposal on this target within the window.
     fn recent_rejection(
         &self,
-        task_id: &str,
+        target: &Target,
         tool_name: &str,
         args: &Value,
     ) -> Option<&'a ChangeDecision> {
@@ -330,7 +331,8 @@ impl<'a> WakePlanner<'a> {
             .iter()
             .filter(|d| {
                 d.verdict == Verdict::Rejected
-                    && d.task_id == task_id
+                    && d.target_id == target.id
+                    && d.target_kind == target.kind
                     && d.tool_name == tool_name
                     && d.created_at >= since
                     && canonical_json(&d.args) == canonical

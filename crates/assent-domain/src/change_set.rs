@@ -1,7 +1,7 @@
 //! A change set: the proposals of one agent wake, each decided on its own.
 
 use crate::status::{ChangeItemStatus, ChangeSetStatus, Verdict, derive_set_status};
-use crate::{DomainError, VectorClock};
+use crate::{DomainError, Target, VectorClock};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
@@ -55,7 +55,7 @@ impl ChangeItem {
     }
 }
 
-/// The proposals of one agent wake about one task.
+/// The proposals of one agent wake about one target.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChangeSet {
@@ -63,8 +63,12 @@ pub struct ChangeSet {
     pub id: Uuid,
     /// The agent that proposed it.
     pub agent_id: String,
-    /// The task (journal entity) it would change.
-    pub task_id: String,
+    /// The kind of entity it would change, as its host names it.
+    #[serde(default = "crate::target::legacy_target_kind")]
+    pub target_kind: String,
+    /// The entity it would change (`taskId` in batches of release 0.1.0).
+    #[serde(alias = "taskId")]
+    pub target_id: String,
     /// The conversation thread of the wake.
     pub thread_id: String,
     /// The wake run; part of every operation id derived from this set.
@@ -91,8 +95,8 @@ pub struct NewChangeSet {
     pub id: Uuid,
     /// The proposing agent.
     pub agent_id: String,
-    /// The task it would change.
-    pub task_id: String,
+    /// The entity it would change.
+    pub target: Target,
     /// The wake's thread.
     pub thread_id: String,
     /// The wake's run key.
@@ -114,7 +118,8 @@ impl ChangeSet {
         let mut set = Self {
             id: new.id,
             agent_id: new.agent_id,
-            task_id: new.task_id,
+            target_kind: new.target.kind,
+            target_id: new.target.id,
             thread_id: new.thread_id,
             run_key: new.run_key,
             status: ChangeSetStatus::Pending,
@@ -125,6 +130,11 @@ impl ChangeSet {
         };
         set.rederive_status(new.created_at);
         Ok(set)
+    }
+
+    /// The entity it would change.
+    pub fn target(&self) -> Target {
+        Target::new(&self.target_kind, &self.target_id)
     }
 
     /// The item at `index`, or an error naming the set and its length.
@@ -229,7 +239,7 @@ mod tests {
         ChangeSet::new(NewChangeSet {
             id: Uuid::nil(),
             agent_id: "agent".into(),
-            task_id: "task".into(),
+            target: Target::new("task", "task"),
             thread_id: "thread".into(),
             run_key: "run".into(),
             items: (0..n)
@@ -245,7 +255,7 @@ mod tests {
         let err = ChangeSet::new(NewChangeSet {
             id: Uuid::nil(),
             agent_id: "a".into(),
-            task_id: "t".into(),
+            target: Target::new("task", "t"),
             thread_id: "th".into(),
             run_key: "r".into(),
             items: vec![],
@@ -320,13 +330,25 @@ mod tests {
     }
 
     #[test]
+    fn a_set_of_release_0_1_0_is_about_a_task() {
+        let mut v = serde_json::to_value(set_with(1)).expect("serialises");
+        let object = v.as_object_mut().expect("object");
+        object.remove("targetKind");
+        let id = object.remove("targetId").expect("targetId");
+        object.insert("taskId".into(), id);
+        let set: ChangeSet = serde_json::from_value(v).expect("decodes");
+        assert_eq!(set.target(), Target::new("task", "task"));
+    }
+
+    #[test]
     fn wire_format_is_camel_case() {
         let set = set_with(1);
         let v = serde_json::to_value(&set).expect("serialises");
         for key in [
             "id",
             "agentId",
-            "taskId",
+            "targetKind",
+            "targetId",
             "threadId",
             "runKey",
             "status",

@@ -18,8 +18,12 @@ pub struct ChangeDecision {
     pub item_index: usize,
     /// The agent that proposed it (denormalised for history queries).
     pub agent_id: String,
-    /// The task it concerned (denormalised for history queries).
-    pub task_id: String,
+    /// The kind of entity it concerned (denormalised for history queries).
+    #[serde(default = "crate::target::legacy_target_kind")]
+    pub target_kind: String,
+    /// The entity it concerned (`taskId` in batches of release 0.1.0).
+    #[serde(alias = "taskId")]
+    pub target_id: String,
     /// The item's tool.
     pub tool_name: String,
     /// What was decided.
@@ -69,7 +73,8 @@ mod tests {
                 change_set_id: Uuid::from_u128(7),
                 item_index: index,
                 agent_id: "agent".into(),
-                task_id: "task".into(),
+                target_kind: "task".into(),
+                target_id: "task".into(),
                 tool_name: "update_task_estimate".into(),
                 verdict,
                 reason,

@@ -9,6 +9,7 @@
 //! - [`ChangeSet`] / [`ChangeItem`]: the proposals of one agent wake, and their
 //!   statuses; [`derive_set_status`] is the single rule deriving a set's status from
 //!   its items.
+//! - [`Target`]: what a change set is about, a host's entity (kind and id).
 //! - [`ChangeDecision`]: a person's verdict on one item, kept as history.
 //! - [`VectorClock`]: causality between devices for sync.
 //! - [`OperationId`] and [`canonical_json`]: deterministic operation ids (ADR 0004).
@@ -19,6 +20,7 @@ mod decision;
 mod error;
 mod operation_id;
 mod status;
+mod target;
 mod vector_clock;
 
 pub use canonical::canonical_json;
@@ -27,6 +29,7 @@ pub use decision::{ChangeDecision, MAX_REASON_CHARS, clean_reason};
 pub use error::DomainError;
 pub use operation_id::OperationId;
 pub use status::{ChangeItemStatus, ChangeSetStatus, DerivedStatus, Verdict, derive_set_status};
+pub use target::{LEGACY_TARGET_KIND, Target, legacy_target_kind};
 pub use vector_clock::{ClockOrdering, VectorClock};
 
 /// Re-exported so that dependants name the same time and id types as the domain.

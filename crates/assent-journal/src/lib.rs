@@ -6,6 +6,7 @@
 //! plain values handed in by whoever loaded them.
 
 mod catalog;
+mod redundancy;
 mod snapshot;
 
 pub use catalog::{

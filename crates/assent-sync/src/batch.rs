@@ -11,7 +11,11 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 /// The batch format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest format still read: release 0.1.0's, whose rows name a `taskId` where
+/// format 2 names a target (`targetKind`, `targetId`); its rows are all about tasks.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 
 /// A decision, with the device that made it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,9 +61,13 @@ pub struct EntityVersion {
     pub entity_type: String,
     /// Its id.
     pub entity_id: String,
-    /// The task it belongs to (for a task, its own id): decision conflicts on this
-    /// task's items steer the merge of concurrent versions.
-    pub task_id: String,
+    /// The kind of target it belongs to (for a journal task, `task`).
+    #[serde(default = "assent_domain::legacy_target_kind")]
+    pub target_kind: String,
+    /// The target it belongs to (for a task, its own id; `taskId` in format 1):
+    /// decision conflicts on this target's items steer the merge of concurrent versions.
+    #[serde(alias = "taskId")]
+    pub target_id: String,
     /// Ticked on every local write.
     pub vector_clock: VectorClock,
     /// When it was last written.

@@ -42,14 +42,15 @@ pub(crate) fn check_batch(
     check_entity_writes(local, &batch.state)
 }
 
-/// Caps (a wake's item cap) and references (a set new here is about a known task).
+/// Caps (a wake's item cap) and references: a set new here about a kind of target
+/// that some host syncs (a journal task) is about one this device or the batch has.
+/// Targets of kinds nobody syncs (a remote service's) cannot be checked here.
 fn check_sets(local: &SyncState, incoming: &SyncState) -> Result<(), SyncError> {
     let local_sets: BTreeSet<_> = local.change_sets.iter().map(|s| s.id).collect();
-    let tasks: BTreeSet<&str> = local
-        .entities
-        .iter()
-        .chain(&incoming.entities)
-        .map(|e| e.task_id.as_str())
+    let entities = || local.entities.iter().chain(&incoming.entities);
+    let synced_kinds: BTreeSet<&str> = entities().map(|e| e.target_kind.as_str()).collect();
+    let targets: BTreeSet<(&str, &str)> = entities()
+        .map(|e| (e.target_kind.as_str(), e.target_id.as_str()))
         .collect();
     for set in &incoming.change_sets {
         if set.items.len() > MAX_ITEMS_PER_SET {
@@ -59,10 +60,15 @@ fn check_sets(local: &SyncState, incoming: &SyncState) -> Result<(), SyncError> 
                 max: MAX_ITEMS_PER_SET,
             });
         }
-        if !local_sets.contains(&set.id) && !tasks.contains(set.task_id.as_str()) {
-            return Err(SyncError::UnknownTask {
+        let target = (set.target_kind.as_str(), set.target_id.as_str());
+        if !local_sets.contains(&set.id)
+            && synced_kinds.contains(target.0)
+            && !targets.contains(&target)
+        {
+            return Err(SyncError::UnknownTarget {
                 change_set_id: set.id,
-                task_id: set.task_id.clone(),
+                target_kind: set.target_kind.clone(),
+                target_id: set.target_id.clone(),
             });
         }
     }
@@ -226,14 +232,19 @@ fn check_clocks(
 /// after the call. The one exception is the creation of an entity new to this device
 /// (creating a task is no tool call): one write, the first of its host.
 fn check_entity_writes(local: &SyncState, incoming: &SyncState) -> Result<(), SyncError> {
-    let audited: BTreeSet<(&str, &str, u64)> = local
+    let audited: BTreeSet<(&str, &str, &str, u64)> = local
         .audit_records
         .iter()
         .chain(&incoming.audit_records)
         .filter(|a| a.record.kind == AuditKind::Result && a.record.success == Some(true))
         .filter_map(|a| {
             let counter = a.record.vector_clock.as_ref()?.get(&a.origin_host);
-            Some((a.origin_host.as_str(), a.record.task_id.as_str(), counter))
+            Some((
+                a.origin_host.as_str(),
+                a.record.target_kind.as_str(),
+                a.record.target_id.as_str(),
+                counter,
+            ))
         })
         .collect();
     let local_entities: BTreeMap<(&str, &str), &EntityVersion> = local
@@ -247,7 +258,12 @@ fn check_entity_writes(local: &SyncState, incoming: &SyncState) -> Result<(), Sy
             .copied();
         let mut unaudited = theirs.vector_clock.entries().filter(|(host, counter)| {
             *counter > ours.map_or(0, |o| o.vector_clock.get(host))
-                && !audited.contains(&(*host, theirs.task_id.as_str(), *counter))
+                && !audited.contains(&(
+                    *host,
+                    theirs.target_kind.as_str(),
+                    theirs.target_id.as_str(),
+                    *counter,
+                ))
         });
         let offending = match unaudited.next() {
             Some((_, 1)) if ours.is_none() => unaudited.next(),

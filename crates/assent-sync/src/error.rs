@@ -6,11 +6,15 @@ use uuid::Uuid;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SyncError {
     /// The batch was written by a newer (or unknown) format.
-    #[error("sync batch format {found} is not supported (this build reads format {supported})")]
+    #[error(
+        "sync batch format {found} is not supported (this build reads formats {oldest} to {supported})"
+    )]
     UnsupportedFormat {
         /// The batch's format.
         found: u32,
-        /// The one this build reads.
+        /// The oldest this build reads.
+        oldest: u32,
+        /// The newest this build reads (and writes).
         supported: u32,
     },
     /// The batch claims to come from this device: either it is this device's own
@@ -86,16 +90,18 @@ pub enum SyncError {
         /// [`assent_domain::MAX_ITEMS_PER_SET`].
         max: usize,
     },
-    /// A change set new to this device is about a task that neither this device nor the
-    /// batch has.
+    /// A change set new to this device is about a synced entity (of a kind some host
+    /// syncs) that neither this device nor the batch has.
     #[error(
-        "change set {change_set_id} is about task {task_id:?}, which neither this device nor the batch has"
+        "change set {change_set_id} is about {target_kind} {target_id:?}, which neither this device nor the batch has"
     )]
-    UnknownTask {
+    UnknownTarget {
         /// The set.
         change_set_id: Uuid,
-        /// Its task.
-        task_id: String,
+        /// The kind of its target.
+        target_kind: String,
+        /// Its target.
+        target_id: String,
     },
     /// An item of the batch is decided, but no decision on it is known: an item is only
     /// ever decided by a person's decision, which travels with it.

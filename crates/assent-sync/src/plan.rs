@@ -6,7 +6,7 @@
 //! sorted by key within a kind.
 
 use crate::{
-    EntityVersion, FORMAT_VERSION, SyncBatch, SyncError, SyncState, SyncedAuditRecord,
+    EntityVersion, FORMAT_VERSION, OLDEST_FORMAT_VERSION, SyncBatch, SyncError, SyncState, SyncedAuditRecord,
     SyncedDecision,
 };
 use assent_domain::{
@@ -25,8 +25,12 @@ pub struct Conflict {
     pub change_set_id: Uuid,
     /// The item.
     pub item_index: usize,
-    /// The task the item would change.
-    pub task_id: String,
+    /// The kind of target the item would change.
+    #[serde(default = "assent_domain::legacy_target_kind")]
+    pub target_kind: String,
+    /// The target the item would change.
+    #[serde(alias = "taskId")]
+    pub target_id: String,
     /// The decision in force.
     pub winner_id: Uuid,
     /// The device that made it.
@@ -109,9 +113,10 @@ fn status_rank(status: ChangeItemStatus) -> (u8, &'static str) {
 }
 
 fn check_header(batch: &SyncBatch, local_host: &str) -> Result<(), SyncError> {
-    if batch.format_version != FORMAT_VERSION {
+    if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&batch.format_version) {
         return Err(SyncError::UnsupportedFormat {
             found: batch.format_version,
+            oldest: OLDEST_FORMAT_VERSION,
             supported: FORMAT_VERSION,
         });
     }
@@ -193,7 +198,8 @@ fn check_header(batch: &SyncBatch, local_host: &str) -> Result<(), SyncError> {
 fn divergent_field(local: &ChangeSet, incoming: &ChangeSet) -> Option<String> {
     let header = [
         ("agentId", local.agent_id == incoming.agent_id),
-        ("taskId", local.task_id == incoming.task_id),
+        ("targetKind", local.target_kind == incoming.target_kind),
+        ("targetId", local.target_id == incoming.target_id),
         ("threadId", local.thread_id == incoming.thread_id),
         ("runKey", local.run_key == incoming.run_key),
         ("createdAt", local.created_at == incoming.created_at),
@@ -226,13 +232,16 @@ impl<'a> Finals<'a> {
         self.by_item.get(&key).and_then(|all| all.first().copied())
     }
 
-    /// Host ids of the winners of conflicts about each task.
-    fn conflict_winner_hosts(&self) -> BTreeMap<&'a str, BTreeSet<&'a str>> {
-        let mut hosts: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    /// Host ids of the winners of conflicts about each target.
+    fn conflict_winner_hosts(&self) -> BTreeMap<(&'a str, &'a str), BTreeSet<&'a str>> {
+        let mut hosts: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
         for all in self.by_item.values().filter(|all| all.len() > 1) {
             let winner = all[0];
             hosts
-                .entry(winner.decision.task_id.as_str())
+                .entry((
+                    winner.decision.target_kind.as_str(),
+                    winner.decision.target_id.as_str(),
+                ))
                 .or_default()
                 .insert(winner.origin_host.as_str());
         }
@@ -304,10 +313,15 @@ pub fn plan_merge(
             Some(set) if d.decision.item_index >= set.items.len() => {
                 Some(format!("has only {} item(s)", set.items.len()))
             }
-            Some(set) if set.task_id != d.decision.task_id => Some(format!(
-                "is about task {:?}, not {:?}",
-                set.task_id, d.decision.task_id
-            )),
+            Some(set)
+                if set.target_id != d.decision.target_id
+                    || set.target_kind != d.decision.target_kind =>
+            {
+                Some(format!(
+                    "is about {} {:?}, not {} {:?}",
+                    set.target_kind, set.target_id, d.decision.target_kind, d.decision.target_id
+                ))
+            }
             Some(set) if set.items[d.decision.item_index].tool_name != d.decision.tool_name => {
                 Some(format!(
                     "proposes {:?}, not {:?}",
@@ -415,7 +429,8 @@ fn decision_ops(
         let conflict = |loser: &SyncedDecision| Conflict {
             change_set_id: key.0,
             item_index: key.1,
-            task_id: loser.decision.task_id.clone(),
+            target_kind: loser.decision.target_kind.clone(),
+            target_id: loser.decision.target_id.clone(),
             winner_id: winner.decision.id,
             winner_host: winner.origin_host.clone(),
             winner_verdict: winner.decision.verdict,
@@ -480,7 +495,7 @@ fn entity_writes(local: &SyncState, incoming: &SyncState, finals: &Finals<'_>) -
         .filter_map(|theirs| {
             let key = (theirs.entity_type.as_str(), theirs.entity_id.as_str());
             let hosts = winner_hosts
-                .get(theirs.task_id.as_str())
+                .get(&(theirs.target_kind.as_str(), theirs.target_id.as_str()))
                 .unwrap_or(&no_hosts);
             merge_entity(local_entities.get(&key).copied(), theirs, hosts)
         })

@@ -52,8 +52,12 @@ pub struct AuditRecord {
     pub tool_name: String,
     /// The agent on whose behalf it ran.
     pub agent_id: String,
-    /// The task it targeted.
-    pub task_id: String,
+    /// The kind of entity it targeted.
+    #[serde(default = "assent_domain::legacy_target_kind")]
+    pub target_kind: String,
+    /// The entity it targeted (`taskId` in batches of release 0.1.0).
+    #[serde(alias = "taskId")]
+    pub target_id: String,
     /// Which step this is.
     pub kind: AuditKind,
     /// The arguments.

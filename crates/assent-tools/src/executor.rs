@@ -7,7 +7,7 @@
 //! runtime.
 
 use crate::{AuditRecord, ToolsError};
-use assent_domain::{OperationId, VectorClock};
+use assent_domain::{OperationId, Target, VectorClock};
 use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
@@ -20,8 +20,8 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub struct ExecutionTarget {
     /// The agent.
     pub agent_id: String,
-    /// The task (journal entity).
-    pub task_id: String,
+    /// The host's entity.
+    pub target: Target,
 }
 
 /// One call, ready for a handler.
@@ -62,20 +62,22 @@ pub trait ToolHandler<Ctx: ?Sized>: Send + Sync {
     ) -> BoxFuture<'a, Result<ToolOutcome, ToolsError>>;
 }
 
-/// Facts about the target entity the executor needs before and after a call.
+/// Facts about the target entity the executor needs before and after a call (the host
+/// answers for every kind of target it serves).
 pub trait CategoryResolver<Ctx: ?Sized>: Send + Sync {
     /// The entity's category: `Ok(None)` when it has none or does not exist.
     fn category_of<'a>(
         &'a self,
         ctx: &'a mut Ctx,
-        entity_id: &'a str,
+        target: &'a Target,
     ) -> BoxFuture<'a, Result<Option<String>, String>>;
 
-    /// The entity's vector clock, read after a successful mutation.
+    /// The entity's vector clock, read after a successful mutation (`Ok(None)` for a
+    /// target whose host keeps no clock, e.g. a remote service).
     fn vector_clock_of<'a>(
         &'a self,
         ctx: &'a mut Ctx,
-        entity_id: &'a str,
+        target: &'a Target,
     ) -> BoxFuture<'a, Result<Option<VectorClock>, String>>;
 }
 

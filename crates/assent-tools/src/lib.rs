@@ -10,12 +10,15 @@
 //!   executor (in the store) drives. They are generic over the host's context (for
 //!   example a database transaction), so this crate stays free of I/O and of any async
 //!   runtime.
+//! - [`TargetState`], [`Redundancy`]: a target's state as its host loads it, and the
+//!   host's verdict on whether a proposal would change it.
 
 mod audit;
 mod error;
 mod executor;
 mod policy;
 mod registry;
+mod state;
 
 pub use audit::{AuditKind, AuditRecord};
 pub use error::ToolsError;
@@ -23,6 +26,7 @@ pub use executor::{
     AuditSink, BoxFuture, CategoryResolver, ExecutionTarget, ToolHandler, ToolInvocation,
     ToolOutcome,
 };
+pub use state::{Redundancy, Stateless, TargetState};
 pub use policy::{AgentPolicy, PolicyDecision, RuleAction, TargetCategory, ToolRule};
 pub use registry::{
     BatchSpec, SummaryContext, SummaryFn, ToolMode, ToolRegistry, ToolSpec, fallback_summary,

@@ -3,7 +3,7 @@
 use super::*;
 use crate::parse_tool_calls;
 use assent_domain::Uuid;
-use assent_journal::{ChecklistItem, catalog};
+use assent_journal::{ChecklistItem, TaskSnapshot, catalog};
 use assent_tools::{RuleAction, ToolRule};
 use proptest::prelude::*;
 use serde_json::json;
@@ -46,7 +46,7 @@ fn openai(id: &str, name: &str, args: &str) -> ToolCall {
 }
 
 fn builder() -> ChangeSetBuilder {
-    ChangeSetBuilder::new("agent-1", "task-1", "thread-1", "run-1")
+    ChangeSetBuilder::new("agent-1", Target::new("task", "task-1"), "thread-1", "run-1")
 }
 
 struct Fixture {
@@ -71,7 +71,7 @@ impl Fixture {
             TargetCategory::Known("work".into()),
             NOW,
         )
-        .with_snapshot(Some(&self.snapshot))
+        .with_snapshot(Some(&self.snapshot as &dyn TargetState))
     }
 
     fn reply(&self, b: &mut ChangeSetBuilder, name: &str, args: &str) -> String {
@@ -367,7 +367,8 @@ fn rejection(args: Value, reason: Option<&str>, at: OffsetDateTime) -> ChangeDec
         change_set_id: Uuid::from_u128(2),
         item_index: 0,
         agent_id: "agent-1".into(),
-        task_id: "task-1".into(),
+        target_kind: "task".into(),
+        target_id: "task-1".into(),
         tool_name: "update_task_priority".into(),
         verdict: Verdict::Rejected,
         reason: reason.map(str::to_owned),

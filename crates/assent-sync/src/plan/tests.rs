@@ -83,7 +83,8 @@ impl Device {
             change_set_id: SET,
             item_index: index,
             agent_id: "agent".into(),
-            task_id: TASK.into(),
+            target_kind: "task".into(),
+            target_id: TASK.into(),
             tool_name: "set_value".into(),
             verdict,
             reason: None,
@@ -126,7 +127,8 @@ impl Device {
                 run_key: "run".into(),
                 tool_name: "set_value".into(),
                 agent_id: "agent".into(),
-                task_id: TASK.into(),
+                target_kind: "task".into(),
+                target_id: TASK.into(),
                 kind: assent_tools::AuditKind::Result,
                 args: json!({"value": value}),
                 success: Some(true),
@@ -176,7 +178,8 @@ fn shared() -> SyncState {
     let set = ChangeSet::new(NewChangeSet {
         id: SET,
         agent_id: "agent".into(),
-        task_id: TASK.into(),
+        target: assent_domain::Target::new("task", TASK),
+        
         thread_id: "thread".into(),
         run_key: "run".into(),
         items: (0..3)
@@ -190,7 +193,8 @@ fn shared() -> SyncState {
         entities: vec![EntityVersion {
             entity_type: "task".into(),
             entity_id: TASK.into(),
-            task_id: TASK.into(),
+            target_kind: "task".into(),
+            target_id: TASK.into(),
             vector_clock: VectorClock::default(),
             updated_at: T0,
             state: json!({"value": 0}),
@@ -316,7 +320,7 @@ fn bad_batches_are_refused_with_the_reason() {
     let err = plan_merge(&local, &batch, "B", NOW).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "sync batch format 99 is not supported (this build reads format 1)"
+        "sync batch format 99 is not supported (this build reads formats 1 to 2)"
     );
     let mut batch = a.export();
     batch.state.change_sets[0].items[1].args = json!({"value": 42});
@@ -527,7 +531,7 @@ fn a_set_on_a_task_nobody_has_is_refused() {
     let (mut batch, local) = a_confirmed_batch();
     let mut set = batch.state.change_sets[0].clone();
     set.id = Uuid::from_u128(0x6057);
-    set.task_id = "ghost".into();
+    set.target_id = "ghost".into();
     set.items
         .iter_mut()
         .for_each(|i| i.status = ChangeItemStatus::Pending);
@@ -538,9 +542,9 @@ fn a_set_on_a_task_nobody_has_is_refused() {
     );
     // A decision about a set of another task is refused too.
     let (mut batch, local) = a_confirmed_batch();
-    batch.state.decisions[0].decision.task_id = "other".into();
+    batch.state.decisions[0].decision.target_id = "other".into();
     assert!(
-        refusal(&local, &batch).contains("which is about task \"task-1\", not \"other\""),
+        refusal(&local, &batch).contains("which is about task \"task-1\", not task \"other\""),
         "{}",
         refusal(&local, &batch)
     );

@@ -1,46 +1,22 @@
-//! Redundant proposal suppression (ADR 0009): a proposal that is already true is not
-//! shown to a person; the agent is told what the state already is.
+//! The journal's redundancy rules (ADR 0009): a proposal that is already true of the
+//! task is not shown to a person; the agent is told what the state already is. They
+//! are the journal's, so they live here: the planner names no tool and only asks the
+//! target's state ([`TargetState`]).
 
-use assent_journal::{
-    TaskSnapshot, normalize_priority, normalize_status, parse_due_date, parse_estimate_minutes,
-    tool,
+use crate::catalog::{
+    normalize_priority, normalize_status, parse_due_date, parse_estimate_minutes, tool,
 };
+use crate::snapshot::TaskSnapshot;
+use assent_tools::{Redundancy, TargetState};
 use serde_json::Value;
-
-/// What the check concluded about one proposal.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Redundancy {
-    /// It would change something (or we cannot tell): keep it.
-    Keep,
-    /// It is already true; the detail reads e.g. `priority is already P1`.
-    AlreadyTrue(String),
-    /// It names a checklist item that does not exist: the model invented the id.
-    InventedId(String),
-}
-
-/// Compares proposals with the task's current state. Without a snapshot (missing, or
-/// it failed to load) every proposal is kept: we never drop a legitimate change
-/// because of a transient error.
-#[derive(Debug, Clone, Copy)]
-pub struct RedundancyCheck<'a> {
-    snapshot: Option<&'a TaskSnapshot>,
-}
 
 fn same_text(a: &str, b: &str) -> bool {
     a.trim().to_lowercase() == b.trim().to_lowercase()
 }
 
-impl<'a> RedundancyCheck<'a> {
-    /// A check against `snapshot`, or a keep-everything check when it is `None`.
-    pub fn new(snapshot: Option<&'a TaskSnapshot>) -> Self {
-        Self { snapshot }
-    }
-
-    /// Checks one (already exploded, already validated) proposal.
-    pub fn check(&self, tool_name: &str, args: &Value) -> Redundancy {
-        let Some(task) = self.snapshot else {
-            return Redundancy::Keep;
-        };
+impl TargetState for TaskSnapshot {
+    fn redundancy(&self, tool_name: &str, args: &Value) -> Redundancy {
+        let task = self;
         let text = |key: &str| args.get(key).and_then(Value::as_str);
         let already = |detail: String| Redundancy::AlreadyTrue(detail);
         match tool_name {
@@ -122,12 +98,16 @@ impl<'a> RedundancyCheck<'a> {
             _ => Redundancy::Keep,
         }
     }
+
+    fn before(&self, tool_name: &str, args: &Value) -> Option<Value> {
+        self.before_value(tool_name, args)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use assent_journal::ChecklistItem;
+    use crate::ChecklistItem;
     use serde_json::json;
     use time::macros::date;
 
@@ -157,8 +137,7 @@ mod tests {
     }
 
     fn check(tool: &str, args: Value) -> Redundancy {
-        let t = task();
-        RedundancyCheck::new(Some(&t)).check(tool, &args)
+        task().redundancy(tool, &args)
     }
 
     fn already(s: &str) -> Redundancy {
@@ -270,33 +249,16 @@ mod tests {
     }
 
     #[test]
-    fn no_snapshot_keeps_everything() {
-        let none = RedundancyCheck::new(None);
-        assert_eq!(
-            none.check(tool::UPDATE_TASK_PRIORITY, &json!({"priority": "P1"})),
-            Redundancy::Keep
-        );
-        assert_eq!(
-            none.check(
-                tool::UPDATE_CHECKLIST_ITEM,
-                &json!({"id": "nope", "isChecked": true})
-            ),
-            Redundancy::Keep
-        );
-    }
-
-    #[test]
     fn unset_fields_keep() {
         let empty = TaskSnapshot::default();
-        let c = RedundancyCheck::new(Some(&empty));
         assert_eq!(
-            c.check(tool::UPDATE_TASK_ESTIMATE, &json!({"minutes": 120})),
+            empty.redundancy(tool::UPDATE_TASK_ESTIMATE, &json!({"minutes": 120})),
             Redundancy::Keep
         );
         assert_eq!(
-            c.check(tool::UPDATE_TASK_PRIORITY, &json!({"priority": "P1"})),
+            empty.redundancy(tool::UPDATE_TASK_PRIORITY, &json!({"priority": "P1"})),
             Redundancy::Keep
         );
-        assert_eq!(c.check("unknown", &json!({})), Redundancy::Keep);
+        assert_eq!(empty.redundancy("unknown", &json!({})), Redundancy::Keep);
     }
 }

@@ -1,0 +1,53 @@
+//! A target's state as its host sees it, and what the host says about a proposal
+//! given that state: whether it would change anything (ADR 0009's redundancy rules)
+//! and what value it would replace (the review page's "before").
+//!
+//! The rules belong to the host that knows its data (the journal's are in
+//! `assent-journal`); the planner and the confirmation service only ask. A host with
+//! no rules keeps every proposal.
+
+use crate::SummaryContext;
+use serde_json::Value;
+use std::fmt;
+
+/// What a host concluded about one proposal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redundancy {
+    /// It would change something (or the host cannot tell): keep it.
+    Keep,
+    /// It is already true; the detail reads e.g. `priority is already P1`.
+    AlreadyTrue(String),
+    /// It names a sub-entity that does not exist (the model invented the id); the
+    /// text is that id.
+    InventedId(String),
+}
+
+/// One target's current state, loaded by its host inside the engine's transaction;
+/// summaries may look things up in it ([`SummaryContext`]).
+pub trait TargetState: SummaryContext + fmt::Debug + Send + Sync {
+    /// Whether `tool_name(args)` (one exploded, validated proposal) would change this
+    /// state. The default keeps everything.
+    fn redundancy(&self, tool_name: &str, args: &Value) -> Redundancy {
+        let _ = (tool_name, args);
+        Redundancy::Keep
+    }
+
+    /// The value the proposal would replace, shown beside the new one for review.
+    fn before(&self, tool_name: &str, args: &Value) -> Option<Value> {
+        let _ = (tool_name, args);
+        None
+    }
+}
+
+/// The state of a target whose host keeps none the engine could compare with (every
+/// proposal is kept, no "before" is shown).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stateless;
+
+impl SummaryContext for Stateless {
+    fn title_of(&self, _entity_id: &str) -> Option<String> {
+        None
+    }
+}
+
+impl TargetState for Stateless {}
