@@ -2,8 +2,8 @@
 
 use crate::outbox::{self, entity};
 use crate::{StoreError, timefmt};
-use assent_domain::{OperationId, VectorClock};
-use assent_tools::AuditRecord;
+use assent_domain::{OperationId, Target, VectorClock};
+use assent_tools::{AuditRecord, AuditSink, BoxFuture};
 use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
@@ -32,15 +32,16 @@ pub(crate) async fn insert_row(
     origin: Option<(&str, i64)>,
 ) -> Result<i64, StoreError> {
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, task_id, kind, args, success, detail,
+        "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, target_kind, target_id, kind, args, success, detail,
                                     vector_clock, created_at, origin_host, origin_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
     )
     .bind(record.operation_id.as_str())
     .bind(&record.run_key)
     .bind(&record.tool_name)
     .bind(&record.agent_id)
-    .bind(&record.task_id)
+    .bind(&record.target_kind)
+    .bind(&record.target_id)
     .bind(record.kind.as_str())
     .bind(record.args.to_string())
     // 0/1 in an integer column on both backends (`Any` reads SQLite integers as such).
@@ -66,7 +67,8 @@ pub(crate) fn decode(row: &AnyRow) -> Result<AuditRecord, StoreError> {
         run_key: row.try_get("run_key")?,
         tool_name: row.try_get("tool_name")?,
         agent_id: row.try_get("agent_id")?,
-        task_id: row.try_get("task_id")?,
+        target_kind: row.try_get("target_kind")?,
+        target_id: row.try_get("target_id")?,
         kind: kind.parse().map_err(corrupt)?,
         args: serde_json::from_str::<Value>(&args).map_err(|e| corrupt(e.to_string()))?,
         success: row
@@ -86,8 +88,8 @@ pub(crate) fn decode(row: &AnyRow) -> Result<AuditRecord, StoreError> {
 pub enum AuditFilter {
     /// Everything, oldest first.
     All,
-    /// The records of one task.
-    Task(String),
+    /// The records about one target.
+    Target(Target),
     /// The records of one wake run.
     Run(String),
 }
@@ -105,10 +107,11 @@ pub async fn list(
         AuditFilter::All => sqlx::query(
             "SELECT * FROM (SELECT * FROM audit_records ORDER BY id DESC LIMIT $1) AS recent ORDER BY id",
         ),
-        AuditFilter::Task(task) => sqlx::query(
-            "SELECT * FROM (SELECT * FROM audit_records WHERE task_id = $1 ORDER BY id DESC LIMIT $2) AS recent ORDER BY id",
+        AuditFilter::Target(target) => sqlx::query(
+            "SELECT * FROM (SELECT * FROM audit_records WHERE target_kind = $1 AND target_id = $2 ORDER BY id DESC LIMIT $3) AS recent ORDER BY id",
         )
-        .bind(task.as_str()),
+        .bind(target.kind.as_str())
+        .bind(target.id.as_str()),
         AuditFilter::Run(run) => sqlx::query(
             "SELECT * FROM (SELECT * FROM audit_records WHERE run_key = $1 ORDER BY id DESC LIMIT $2) AS recent ORDER BY id",
         )
@@ -116,4 +119,40 @@ pub async fn list(
     };
     let rows = query.bind(limit).fetch_all(conn).await?;
     rows.iter().map(decode).collect()
+}
+
+/// Writes audit records to the store's `audit_records` table, each in its own
+/// savepoint so a failed write cannot poison the surrounding transaction.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StoreAuditSink;
+
+impl AuditSink<AnyConnection> for StoreAuditSink {
+    fn record<'a>(
+        &'a self,
+        ctx: &'a mut AnyConnection,
+        record: &'a AuditRecord,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            sqlx::query("SAVEPOINT assent_audit")
+                .execute(&mut *ctx)
+                .await
+                .map_err(|e| e.to_string())?;
+            match insert(ctx, record).await {
+                Ok(_) => {
+                    sqlx::query("RELEASE assent_audit")
+                        .execute(&mut *ctx)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok(())
+                }
+                Err(e) => {
+                    let _ = sqlx::query("ROLLBACK TO assent_audit")
+                        .execute(&mut *ctx)
+                        .await;
+                    let _ = sqlx::query("RELEASE assent_audit").execute(&mut *ctx).await;
+                    Err(e.to_string())
+                }
+            }
+        })
+    }
 }

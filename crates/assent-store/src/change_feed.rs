@@ -69,7 +69,7 @@ mod tests {
         let start = latest(&mut conn).await.expect("latest");
         let id = Uuid::from_u128(7);
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO change_sets (id, agent_id, task_id, thread_id, run_key, status, created_at)
+            "INSERT INTO change_sets (id, agent_id, target_id, thread_id, run_key, status, created_at)
              VALUES ('{id}', 'a', 't', 'th', 'r', 'pending', '2026-11-23T10:00:00.000000Z');
              INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status)
              VALUES ('{id}', 0, 'tool', '{{}}', 's', 'pending');

@@ -3,7 +3,9 @@
 use crate::outbox::{self, entity};
 use crate::webhooks;
 use crate::{StoreError, timefmt};
-use assent_domain::{ChangeItem, ChangeItemStatus, ChangeSet, ChangeSetStatus, VectorClock};
+use assent_domain::{
+    ChangeItem, ChangeItemStatus, ChangeSet, ChangeSetStatus, Target, VectorClock,
+};
 use serde_json::{Value, json};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
@@ -22,8 +24,8 @@ macro_rules! open_sets {
 /// Which open sets to list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PendingFilter {
-    /// Only sets about this task.
-    pub task_id: Option<String>,
+    /// Only sets about this target.
+    pub target: Option<Target>,
     /// Only sets of this agent.
     pub agent_id: Option<String>,
     /// At most this many sets (newest first); `None` for all.
@@ -59,12 +61,13 @@ pub(crate) async fn insert_rows(
 ) -> Result<(), StoreError> {
     let clock = json!(set.vector_clock).to_string();
     sqlx::query(
-        "INSERT INTO change_sets (id, agent_id, task_id, thread_id, run_key, status, created_at, resolved_at, vector_clock)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        "INSERT INTO change_sets (id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, resolved_at, vector_clock)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(set.id.to_string())
     .bind(&set.agent_id)
-    .bind(&set.task_id)
+    .bind(&set.target_kind)
+    .bind(&set.target_id)
     .bind(&set.thread_id)
     .bind(&set.run_key)
     .bind(set.status.as_str())
@@ -166,7 +169,8 @@ fn decode_set(row: &AnyRow, items: Vec<ChangeItem>) -> Result<ChangeSet, StoreEr
     Ok(ChangeSet {
         id: Uuid::parse_str(&id).map_err(|e| corrupt(e.to_string()))?,
         agent_id: row.try_get("agent_id")?,
-        task_id: row.try_get("task_id")?,
+        target_kind: row.try_get("target_kind")?,
+        target_id: row.try_get("target_id")?,
         thread_id: row.try_get("thread_id")?,
         run_key: row.try_get("run_key")?,
         status: status.parse::<ChangeSetStatus>().map_err(corrupt)?,
@@ -246,27 +250,30 @@ pub async fn pending(
     filter: &PendingFilter,
 ) -> Result<Vec<ChangeSet>, StoreError> {
     // One static statement per filter shape, so SQLite can use the partial indexes
-    // (an `$1 IS NULL OR task_id = $1` predicate would defeat them).
+    // (an `$1 IS NULL OR target_id = $1` predicate would defeat them).
     // No limit: the largest one (PostgreSQL refuses SQLite's `LIMIT -1`).
     let limit = filter.limit.map_or(i64::MAX, i64::from);
-    let query = match (&filter.task_id, &filter.agent_id) {
-        (Some(task), Some(agent)) => sqlx::query(concat!(
+    let query = match (&filter.target, &filter.agent_id) {
+        (Some(target), Some(agent)) => sqlx::query(concat!(
             "SELECT * FROM change_sets WHERE ",
             open_sets!(),
-            // `agent_id || ''`: search the task's index (a task has few open sets; an
-            // agent may have many), not the agent's, which ties on cost. (SQLite's
+            // `agent_id || ''`: search the target's index (a target has few open sets;
+            // an agent may have many), not the agent's, which ties on cost. (SQLite's
             // `+agent_id` idiom is no text operator in PostgreSQL.)
-            " AND task_id = $1 AND agent_id || '' = $2 ORDER BY created_at DESC, id DESC LIMIT $3"
+            " AND target_kind = $1 AND target_id = $2 AND agent_id || '' = $3",
+            " ORDER BY created_at DESC, id DESC LIMIT $4"
         ))
-        .bind(task.clone())
+        .bind(target.kind.clone())
+        .bind(target.id.clone())
         .bind(agent.clone())
         .bind(limit),
-        (Some(task), None) => sqlx::query(concat!(
+        (Some(target), None) => sqlx::query(concat!(
             "SELECT * FROM change_sets WHERE ",
             open_sets!(),
-            " AND task_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
+            " AND target_kind = $1 AND target_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3"
         ))
-        .bind(task.clone())
+        .bind(target.kind.clone())
+        .bind(target.id.clone())
         .bind(limit),
         (None, Some(agent)) => sqlx::query(concat!(
             "SELECT * FROM change_sets WHERE ",
@@ -304,7 +311,7 @@ pub async fn open_created_before(
         .collect()
 }
 
-/// Sets (not deleted) whose status is `status`, narrowed by the task and agent of
+/// Sets (not deleted) whose status is `status`, narrowed by the target and agent of
 /// `filter`, newest first. For the open statuses [`pending`] is the indexed query;
 /// listing resolved or expired sets scans the table, which is fine for a review screen
 /// that asks now and then.
@@ -317,11 +324,12 @@ pub async fn with_status(
     let rows = sqlx::query(
         "SELECT * FROM change_sets
          WHERE status = $1 AND deleted_at IS NULL
-           AND ($2 IS NULL OR task_id = $2) AND ($3 IS NULL OR agent_id = $3)
-         ORDER BY created_at DESC, id DESC LIMIT $4",
+           AND ($2 IS NULL OR (target_kind = $2 AND target_id = $3)) AND ($4 IS NULL OR agent_id = $4)
+         ORDER BY created_at DESC, id DESC LIMIT $5",
     )
     .bind(status.as_str())
-    .bind(filter.task_id.as_deref())
+    .bind(filter.target.as_ref().map(|t| t.kind.as_str()))
+    .bind(filter.target.as_ref().map(|t| t.id.as_str()))
     .bind(filter.agent_id.as_deref())
     .bind(filter.limit.map_or(i64::MAX, i64::from))
     .fetch_all(&mut *conn)

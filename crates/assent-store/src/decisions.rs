@@ -2,7 +2,7 @@
 
 use crate::outbox::{self, entity};
 use crate::{StoreError, timefmt};
-use assent_domain::{ChangeDecision, VectorClock, Verdict};
+use assent_domain::{ChangeDecision, Target, VectorClock, Verdict};
 use serde_json::{Value, json};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
@@ -40,15 +40,16 @@ pub(crate) async fn insert_row(
     origin_host: Option<&str>,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO decisions (id, change_set_id, item_index, agent_id, task_id, tool_name, verdict, reason,
+        "INSERT INTO decisions (id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict, reason,
                                 edited_args, human_summary, args, created_at, vector_clock, origin_host)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
     )
     .bind(decision.id.to_string())
     .bind(decision.change_set_id.to_string())
     .bind(decision.item_index as i64)
     .bind(&decision.agent_id)
-    .bind(&decision.task_id)
+    .bind(&decision.target_kind)
+    .bind(&decision.target_id)
     .bind(&decision.tool_name)
     .bind(decision.verdict.as_str())
     .bind(decision.reason.as_deref())
@@ -80,7 +81,8 @@ pub(crate) fn decode(row: &AnyRow) -> Result<ChangeDecision, StoreError> {
         change_set_id: Uuid::parse_str(&set).map_err(|e| corrupt(e.to_string()))?,
         item_index: usize::try_from(index).map_err(|e| corrupt(e.to_string()))?,
         agent_id: row.try_get("agent_id")?,
-        task_id: row.try_get("task_id")?,
+        target_kind: row.try_get("target_kind")?,
+        target_id: row.try_get("target_id")?,
         tool_name: row.try_get("tool_name")?,
         verdict: verdict.parse::<Verdict>().map_err(corrupt)?,
         reason: row.try_get("reason")?,
@@ -93,22 +95,23 @@ pub(crate) fn decode(row: &AnyRow) -> Result<ChangeDecision, StoreError> {
     })
 }
 
-/// The agent's most recent decisions (on `task_id` when given), newest first.
+/// The agent's most recent decisions (about `target` when given), newest first.
 #[tracing::instrument(skip(conn))]
 pub async fn recent(
     conn: &mut AnyConnection,
     agent_id: &str,
-    task_id: Option<&str>,
+    target: Option<&Target>,
     limit: u32,
 ) -> Result<Vec<ChangeDecision>, StoreError> {
-    let rows = match task_id {
-        Some(task) => {
+    let rows = match target {
+        Some(target) => {
             sqlx::query(
-                "SELECT * FROM decisions WHERE agent_id = $1 AND task_id = $2
-                 ORDER BY created_at DESC, rowid DESC LIMIT $3",
+                "SELECT * FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3
+                 ORDER BY created_at DESC, rowid DESC LIMIT $4",
             )
             .bind(agent_id)
-            .bind(task)
+            .bind(target.kind.as_str())
+            .bind(target.id.as_str())
             .bind(i64::from(limit))
             .fetch_all(conn)
             .await?

@@ -1,7 +1,8 @@
 //! Persistence of Assent on SQLite or PostgreSQL (sqlx's `Any` driver, the [`Backend`]
 //! chosen once from the URL scheme): change sets and their items, decisions, the audit
-//! trail, applied operations and the sync outbox, plus the audited executor that runs
-//! tools inside the caller's write transaction.
+//! trail, applied operations and the sync outbox, each a function on the caller's
+//! connection. It knows no host and runs no tool: the engine (assent-confirm) drives
+//! hosts; a host's own tables come with its migrations ([`Store::migrate_host`]).
 //!
 //! Every write that another device must learn about enqueues an outbox message in the
 //! same transaction ([`outbox::enqueue`]), so a rollback leaves neither the row nor its
@@ -12,7 +13,7 @@
 //!
 //! Device sync ([`sync`]) exports this device's synced state as an
 //! [`assent_sync::SyncBatch`] and merges a peer's batch by executing the pure plan of
-//! [`assent_sync::plan_merge`] in one transaction; host-owned rows (journal tasks)
+//! [`assent_sync::plan_merge`] in one transaction; host-owned rows (a journal's tasks)
 //! take part through [`sync::HostEntities`].
 //!
 //! Webhooks ([`webhooks`]): a change set created, resolved or expired writes its event
@@ -24,7 +25,6 @@
 //! trade-off), foreign keys on, a 10 s busy timeout.
 
 mod error;
-mod executor;
 mod store;
 
 #[cfg(test)]
@@ -44,7 +44,7 @@ pub mod tokens;
 pub mod webhooks;
 
 pub use error::StoreError;
-pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest, StoreAuditSink};
+pub use audit::StoreAuditSink;
 pub use store::{
     Backend, Durability, HostMigration, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Store, StoreOptions,
 };

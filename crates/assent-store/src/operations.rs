@@ -2,7 +2,7 @@
 //! retried confirmation apply nothing twice.
 
 use crate::{StoreError, timefmt};
-use assent_domain::OperationId;
+use assent_domain::{OperationId, Target};
 use sqlx::AnyConnection;
 use time::OffsetDateTime;
 
@@ -25,17 +25,18 @@ pub async fn record_applied(
     conn: &mut AnyConnection,
     operation_id: &OperationId,
     tool_name: &str,
-    task_id: &str,
+    target: &Target,
     message: &str,
     now: OffsetDateTime,
 ) -> Result<bool, StoreError> {
     let inserted = sqlx::query(
-        "INSERT INTO applied_operations (operation_id, tool_name, task_id, message, applied_at)
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (operation_id) DO NOTHING",
+        "INSERT INTO applied_operations (operation_id, tool_name, target_kind, target_id, message, applied_at)
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (operation_id) DO NOTHING",
     )
     .bind(operation_id.as_str())
     .bind(tool_name)
-    .bind(task_id)
+    .bind(target.kind.as_str())
+    .bind(target.id.as_str())
     .bind(message)
     .bind(timefmt::format(now))
     .execute(conn)

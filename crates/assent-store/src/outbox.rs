@@ -21,8 +21,6 @@ pub mod entity {
     pub const DECISION: &str = "changeDecision";
     /// An audit record.
     pub const AUDIT_RECORD: &str = "auditRecord";
-    /// A journal task.
-    pub const TASK: &str = "task";
 }
 
 /// One message of the queue.

@@ -3,7 +3,7 @@
 //! index, for the absence of full table scans and, where the rows come from a big
 //! table, of a full sort.
 //!
-//! This backs "pending sets of a task and recent decisions of an agent (and task) stay
+//! This backs "pending sets of a target and recent decisions of an agent (and target) stay
 //! fast with a million rows" without timing anything: a plan that searches a
 //! (partial) index reads the matching rows only, whatever the table's size. The store
 //! never runs `ANALYZE`, so SQLite plans from its fixed defaults and the plan on an
@@ -52,16 +52,16 @@ enum Bind {
 
 const CASES: &[Case] = &[
     Case {
-        name: "pending sets by task",
+        name: "pending sets by target",
         source: CHANGE_SETS_RS,
         sql: &[
             "SELECT * FROM change_sets WHERE ",
             OPEN,
-            " AND task_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+            " AND target_kind = $1 AND target_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3",
         ],
-        binds: &[Bind::Text("task-1"), Bind::Int(-1)],
+        binds: &[Bind::Text("task"), Bind::Text("task-1"), Bind::Int(-1)],
         table: "change_sets",
-        index: "change_sets_open_by_task",
+        index: "change_sets_open_by_target",
         full_sort_allowed: false,
     },
     Case {
@@ -78,18 +78,19 @@ const CASES: &[Case] = &[
         full_sort_allowed: false,
     },
     Case {
-        name: "pending sets by task and agent",
+        name: "pending sets by target and agent",
         source: CHANGE_SETS_RS,
         sql: &[
             "SELECT * FROM change_sets WHERE ",
             OPEN,
-            " AND task_id = $1 AND agent_id || '' = $2 ORDER BY created_at DESC, id DESC LIMIT $3",
+            " AND target_kind = $1 AND target_id = $2 AND agent_id || '' = $3",
+            " ORDER BY created_at DESC, id DESC LIMIT $4",
         ],
-        binds: &[Bind::Text("task-1"), Bind::Text("agent-1"), Bind::Int(-1)],
+        binds: &[Bind::Text("task"), Bind::Text("task-1"), Bind::Text("agent-1"), Bind::Int(-1)],
         table: "change_sets",
-        // A task has few open sets, an agent may have many across its tasks; the unary
+        // A target has few open sets, an agent may have many across its targets; the unary
         // `+` keeps SQLite from choosing the agent's index on a cost tie.
-        index: "change_sets_open_by_task",
+        index: "change_sets_open_by_target",
         full_sort_allowed: false,
     },
     Case {
@@ -115,26 +116,26 @@ const CASES: &[Case] = &[
         full_sort_allowed: false,
     },
     Case {
-        name: "recent decisions by agent and task",
+        name: "recent decisions by agent and target",
         source: DECISIONS_RS,
         sql: &[
-            "SELECT * FROM decisions WHERE agent_id = $1 AND task_id = $2
-                 ORDER BY created_at DESC, rowid DESC LIMIT $3",
+            "SELECT * FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3
+                 ORDER BY created_at DESC, rowid DESC LIMIT $4",
         ],
-        binds: &[Bind::Text("agent-1"), Bind::Text("task-1"), Bind::Int(200)],
+        binds: &[Bind::Text("agent-1"), Bind::Text("task"), Bind::Text("task-1"), Bind::Int(200)],
         table: "decisions",
-        index: "decisions_recent_by_agent_task",
+        index: "decisions_recent_by_agent_target",
         full_sort_allowed: false,
     },
     Case {
-        name: "audit by task",
+        name: "audit by target",
         source: AUDIT_RS,
         sql: &[
-            "SELECT * FROM (SELECT * FROM audit_records WHERE task_id = $1 ORDER BY id DESC LIMIT $2) AS recent ORDER BY id",
+            "SELECT * FROM (SELECT * FROM audit_records WHERE target_kind = $1 AND target_id = $2 ORDER BY id DESC LIMIT $3) AS recent ORDER BY id",
         ],
-        binds: &[Bind::Text("task-1"), Bind::Int(100)],
+        binds: &[Bind::Text("task"), Bind::Text("task-1"), Bind::Int(100)],
         table: "audit_records",
-        index: "audit_records_by_task",
+        index: "audit_records_by_target",
         // The outer query re-sorts the at most `limit` rows of the subquery.
         full_sort_allowed: true,
     },
@@ -257,7 +258,7 @@ fn the_plan_check_catches_a_full_scan_and_a_full_sort() {
     assert_eq!(
         problems(case, &bad),
         [
-            "no step starts with \"SEARCH change_sets USING INDEX change_sets_open_by_task (\"",
+            "no step starts with \"SEARCH change_sets USING INDEX change_sets_open_by_target (\"",
             "full scan: \"SCAN change_sets\"",
             "sorts every matching row: \"USE TEMP B-TREE FOR ORDER BY\"",
         ]

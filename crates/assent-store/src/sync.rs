@@ -497,14 +497,15 @@ async fn record_conflict(
     let decision =
         serde_json::to_string(&loser.decision).map_err(|e| StoreError::corrupt(CONFLICTS, e))?;
     sqlx::query(
-        "INSERT INTO sync_conflicts (decision_id, change_set_id, item_index, task_id, origin_host, decision,
+        "INSERT INTO sync_conflicts (decision_id, change_set_id, item_index, target_kind, target_id, origin_host, decision,
                                      winner_decision_id, winner_host, winner_verdict, recorded_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(loser.decision.id.to_string())
     .bind(conflict.change_set_id.to_string())
     .bind(conflict.item_index as i64)
-    .bind(&conflict.task_id)
+    .bind(&conflict.target_kind)
+    .bind(&conflict.target_id)
     .bind(&loser.origin_host)
     .bind(decision)
     .bind(conflict.winner_id.to_string())
@@ -534,7 +535,8 @@ pub async fn conflicts(conn: &mut AnyConnection) -> Result<Vec<ConflictRecord>, 
             let conflict = Conflict {
                 change_set_id: Uuid::parse_str(&set).map_err(|e| corrupt(e.to_string()))?,
                 item_index: usize::try_from(index).map_err(|e| corrupt(e.to_string()))?,
-                task_id: row.try_get("task_id")?,
+                target_kind: row.try_get("target_kind")?,
+                target_id: row.try_get("target_id")?,
                 winner_id: Uuid::parse_str(&winner).map_err(|e| corrupt(e.to_string()))?,
                 winner_host: row.try_get("winner_host")?,
                 winner_verdict: verdict.parse().map_err(corrupt)?,

@@ -320,6 +320,16 @@ pub async fn enqueue_event(
     Ok(Some(id))
 }
 
+/// A webhook's `target`: the host's kind and id, and for the journal's tasks also
+/// `taskId` (the field release 0.1.0's receivers read).
+fn target_json(set: &ChangeSet) -> Value {
+    let mut target = json!({"kind": set.target_kind, "id": set.target_id});
+    if set.target_kind == assent_domain::LEGACY_TARGET_KIND {
+        target["taskId"] = json!(set.target_id);
+    }
+    target
+}
+
 /// The `data` of a change-set event: the set, its agent and target, and its items.
 pub fn change_set_data(set: &ChangeSet) -> Value {
     let items: Vec<Value> = set
@@ -338,7 +348,7 @@ pub fn change_set_data(set: &ChangeSet) -> Value {
     json!({
         "changeSetId": set.id,
         "agentId": set.agent_id,
-        "target": {"taskId": set.task_id},
+        "target": target_json(set),
         "status": set.status,
         "createdAt": timefmt::format(set.created_at),
         "resolvedAt": set.resolved_at.map(timefmt::format),

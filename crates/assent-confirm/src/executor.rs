@@ -8,7 +8,7 @@
 //! reads the mutated entity's vector clock and audits the result. Audit write failures
 //! are logged and never change the outcome.
 
-use crate::{StoreError, audit, operations};
+use assent_store::{StoreError, operations};
 use assent_domain::VectorClock;
 use assent_tools::{
     AgentPolicy, AuditKind, AuditRecord, AuditSink, BoxFuture, CategoryResolver, RuleAction,
@@ -20,42 +20,6 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use time::OffsetDateTime;
-
-/// Writes audit records to the store's `audit_records` table, each in its own
-/// savepoint so a failed write cannot poison the surrounding transaction.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct StoreAuditSink;
-
-impl AuditSink<AnyConnection> for StoreAuditSink {
-    fn record<'a>(
-        &'a self,
-        ctx: &'a mut AnyConnection,
-        record: &'a AuditRecord,
-    ) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            sqlx::query("SAVEPOINT assent_audit")
-                .execute(&mut *ctx)
-                .await
-                .map_err(|e| e.to_string())?;
-            match audit::insert(ctx, record).await {
-                Ok(_) => {
-                    sqlx::query("RELEASE assent_audit")
-                        .execute(&mut *ctx)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    Ok(())
-                }
-                Err(e) => {
-                    let _ = sqlx::query("ROLLBACK TO assent_audit")
-                        .execute(&mut *ctx)
-                        .await;
-                    let _ = sqlx::query("RELEASE assent_audit").execute(&mut *ctx).await;
-                    Err(e.to_string())
-                }
-            }
-        })
-    }
-}
 
 /// One call to execute.
 pub struct ExecutionRequest<'a> {
