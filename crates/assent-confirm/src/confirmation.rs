@@ -8,14 +8,11 @@
 //! the item and set statuses, the audit records and their outbox messages before it
 //! commits. A failing handler leaves no decision and the item pending.
 
+use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use crate::{ConfirmError, Engine};
-use assent_changeset::{Redundancy, RedundancyCheck};
-use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OperationId, Verdict};
-use assent_store::{
-    AnyConnection, AuditedExecutor, ExecutionOutcome, ExecutionRequest, StoreAuditSink, agents,
-    change_sets,
-};
-use assent_tools::{AgentPolicy, ExecutionTarget, ToolInvocation, ToolsError};
+use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OperationId, Target, Verdict};
+use assent_store::{AnyConnection, StoreAuditSink, agents, change_sets};
+use assent_tools::{AgentPolicy, ExecutionTarget, Redundancy, ToolInvocation, ToolsError};
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
@@ -136,7 +133,8 @@ impl ConfirmationService {
             change_set_id: set.id,
             item_index: index,
             agent_id: set.agent_id.clone(),
-            task_id: set.task_id.clone(),
+            target_kind: set.target_kind.clone(),
+            target_id: set.target_id.clone(),
             tool_name: item.tool_name.clone(),
             verdict: v.verdict,
             reason: v.reason.clone(),
@@ -236,14 +234,18 @@ impl ConfirmationService {
         let policy = agents::policy(&mut tx, &set.agent_id)
             .await?
             .unwrap_or_else(AgentPolicy::default);
-        let snapshot = match engine.host.snapshot(&mut tx, &set.task_id).await {
+        let target = set.target();
+        let snapshot = match engine.host.snapshot(&mut tx, &target).await {
             Ok(snapshot) => snapshot,
             Err(error) => {
                 tracing::warn!(%error, "snapshot failed to load; confirming without the redundancy re-check");
                 None
             }
         };
-        let already_true = match RedundancyCheck::new(snapshot.as_ref()).check(&spec.name, &args) {
+        let redundancy = snapshot
+            .as_ref()
+            .map_or(Redundancy::Keep, |state| state.redundancy(&spec.name, &args));
+        let already_true = match redundancy {
             Redundancy::AlreadyTrue(detail) => Some(detail),
             Redundancy::Keep | Redundancy::InventedId(_) => None,
         };
@@ -253,7 +255,7 @@ impl ConfirmationService {
                 &set.run_key,
                 &spec.name,
                 &args,
-                &set.task_id,
+                &set.target_id,
                 set.id,
                 index,
             ),
@@ -261,7 +263,7 @@ impl ConfirmationService {
             run_key: set.run_key.clone(),
             target: ExecutionTarget {
                 agent_id: set.agent_id.clone(),
-                task_id: set.task_id.clone(),
+                target,
             },
             now,
         };
@@ -489,13 +491,13 @@ impl ConfirmationService {
         Ok(ids)
     }
 
-    /// The `## Recent User Decisions` section for the agent's next wake (on `task_id`
-    /// when given), or `None` when there are no decisions.
+    /// The `## Recent User Decisions` section for the agent's next wake (about
+    /// `target` when given), or `None` when there are no decisions.
     #[tracing::instrument(skip(self))]
     pub async fn history(
         &self,
         agent_id: &str,
-        task_id: Option<&str>,
+        target: Option<&Target>,
         limit: u32,
     ) -> Result<Option<String>, ConfirmError> {
         let mut conn = self
@@ -506,7 +508,7 @@ impl ConfirmationService {
             .await
             .map_err(ConfirmError::from)?;
         let decisions =
-            assent_store::decisions::recent(&mut conn, agent_id, task_id, limit).await?;
+            assent_store::decisions::recent(&mut conn, agent_id, target, limit).await?;
         Ok(crate::render_history(&decisions))
     }
 }

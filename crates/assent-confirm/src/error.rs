@@ -50,9 +50,9 @@ pub enum ConfirmError {
     /// No agent with this id.
     #[error("unknown agent {0:?} (create it first)")]
     UnknownAgent(String),
-    /// No task with this id.
-    #[error("unknown task {0:?}")]
-    UnknownTask(String),
+    /// The host has no such target (reads e.g. `unknown task "t1"`).
+    #[error("unknown {} {:?}", .0.kind, .0.id)]
+    UnknownTarget(assent_domain::Target),
     /// The item names a tool the catalog does not know.
     #[error("unknown tool {0:?}")]
     UnknownTool(String),

@@ -11,7 +11,7 @@
 use assent_store::{StoreError, operations};
 use assent_domain::VectorClock;
 use assent_tools::{
-    AgentPolicy, AuditKind, AuditRecord, AuditSink, BoxFuture, CategoryResolver, RuleAction,
+    AgentPolicy, AuditKind, AuditRecord, AuditSink, CategoryResolver, RuleAction,
     TargetCategory, ToolHandler, ToolInvocation, ToolSpec,
 };
 use sqlx::AnyConnection;
@@ -140,7 +140,8 @@ impl<'h> AuditedExecutor<'h> {
             run_key: inv.run_key.clone(),
             tool_name: inv.tool_name.clone(),
             agent_id: inv.target.agent_id.clone(),
-            task_id: inv.target.task_id.clone(),
+            target_kind: inv.target.target.kind.clone(),
+            target_id: inv.target.target.id.clone(),
             kind,
             args: inv.args.clone(),
             success: None,
@@ -163,8 +164,8 @@ impl<'h> AuditedExecutor<'h> {
         conn: &mut AnyConnection,
         req: &ExecutionRequest<'_>,
     ) -> Option<String> {
-        let task_id = &req.invocation.target.task_id;
-        let category = match self.resolver.category_of(conn, task_id).await {
+        let target = &req.invocation.target.target;
+        let category = match self.resolver.category_of(conn, target).await {
             Ok(Some(category)) => TargetCategory::Known(category),
             Ok(None) => TargetCategory::Missing,
             Err(e) => TargetCategory::LookupFailed(e),
@@ -186,7 +187,7 @@ impl<'h> AuditedExecutor<'h> {
     /// the executor's own bookkeeping; the caller should then roll back.
     #[tracing::instrument(
         skip_all,
-        fields(tool = %req.invocation.tool_name, operation_id = %req.invocation.operation_id, task = %req.invocation.target.task_id)
+        fields(tool = %req.invocation.tool_name, operation_id = %req.invocation.operation_id, target = %req.invocation.target.target)
     )]
     pub async fn execute(
         &self,
@@ -247,14 +248,14 @@ impl<'h> AuditedExecutor<'h> {
             conn,
             operation_id,
             &inv.tool_name,
-            &inv.target.task_id,
+            &inv.target.target,
             &outcome.message,
             req.now,
         )
         .await?;
         let vector_clock = match self
             .resolver
-            .vector_clock_of(conn, &inv.target.task_id)
+            .vector_clock_of(conn, &inv.target.target)
             .await
         {
             Ok(clock) => clock,

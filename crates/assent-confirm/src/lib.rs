@@ -14,12 +14,16 @@
 //!   [`ConfirmationBus`] (sub-agent), auto-approve (a standing grant), or refuse
 //!   (headless) — and its outcome applied through the confirmation service.
 //!
-//! The host application plugs in through [`TaskHost`].
+//! - [`AuditedExecutor`]: every path that runs a tool goes through it (policy again,
+//!   audit before and after, the handler in a savepoint).
+//!
+//! A service plugs in through [`Host`]: its targets, tools, state and tables.
 
 mod bus;
 mod cancel;
 mod confirmation;
 mod error;
+mod executor;
 mod history;
 mod host;
 mod scheduler;
@@ -37,7 +41,8 @@ pub use confirmation::{
 };
 pub use error::ConfirmError;
 pub use history::{HISTORY_HEADING, MAX_HISTORY_ENTRIES, MAX_HISTORY_TOKENS, render_history};
-pub use host::{LocalCall, TaskHost};
+pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
+pub use host::{Host, LoadedState, LocalCall};
 pub use scheduler::{
     CallResult, DEFAULT_EXECUTION_TIMEOUT, MAX_PROMPTS_PER_CALL, ScheduledCall, ScheduledWake,
     Scheduler, Session,
@@ -57,17 +62,34 @@ use std::sync::Arc;
 pub struct Engine {
     store: Store,
     registry: Arc<ToolRegistry>,
-    host: Arc<dyn TaskHost>,
+    host: Arc<dyn Host>,
 }
 
 impl Engine {
-    /// An engine over `store`, with the tools of `registry` handled by `host`.
-    pub fn new(store: Store, registry: Arc<ToolRegistry>, host: Arc<dyn TaskHost>) -> Self {
+    /// An engine over `store` whose host's tables already exist (see [`Engine::open`]),
+    /// with the tools of `registry` handled by `host`.
+    pub fn new(store: Store, registry: Arc<ToolRegistry>, host: Arc<dyn Host>) -> Self {
         Self {
             store,
             registry,
             host,
         }
+    }
+
+    /// Applies the host's migrations to `store` (those it has not run yet), then builds
+    /// the engine: what a service calls once at start.
+    pub async fn open(
+        store: Store,
+        registry: Arc<ToolRegistry>,
+        host: Arc<dyn Host>,
+    ) -> Result<Self, ConfirmError> {
+        store.migrate_host(host.name(), host.migrations()).await?;
+        Ok(Self::new(store, registry, host))
+    }
+
+    /// The host.
+    pub fn host(&self) -> &dyn Host {
+        self.host.as_ref()
     }
 
     /// The store.

@@ -245,7 +245,8 @@ impl Scheduler {
                 change_set_id: set.id,
                 item_index: index,
                 agent_id: set.agent_id.clone(),
-                task_id: set.task_id.clone(),
+                target_kind: set.target_kind.clone(),
+                target_id: set.target_id.clone(),
                 note: note.take(),
             };
             let attribution = Attribution {

@@ -25,8 +25,12 @@ pub struct ConfirmationDetails {
     pub item_index: usize,
     /// The agent whose policy applies.
     pub agent_id: String,
-    /// The task the call changes.
-    pub task_id: String,
+    /// The kind of target the call changes.
+    #[serde(default = "assent_domain::legacy_target_kind")]
+    pub target_kind: String,
+    /// The target the call changes.
+    #[serde(alias = "taskId")]
+    pub target_id: String,
     /// Why the person is asked again (an edit that failed validation), if so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -183,7 +187,8 @@ pub(crate) mod tests {
             change_set_id: Uuid::new_v4(),
             item_index: 0,
             agent_id: "researcher".into(),
-            task_id: "t1".into(),
+            target_kind: "task".into(),
+            target_id: "t1".into(),
             note: None,
         }
     }

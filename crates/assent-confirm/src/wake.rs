@@ -1,11 +1,11 @@
 //! One agent wake: plan the tool calls, run what may run now, queue the rest.
 
+use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use crate::{ConfirmError, Engine, LocalCall};
 use assent_changeset::{CallPlan, ChangeSetBuilder, PlannerConfig, ToolCall, WakePlanner, reply};
-use assent_domain::{ChangeSet, OperationId};
+use assent_domain::{ChangeSet, OperationId, Target};
 use assent_store::{
-    AnyConnection, AuditedExecutor, ExecutionOutcome, ExecutionRequest, StoreAuditSink, agents,
-    change_sets, decisions, operations,
+    AnyConnection, StoreAuditSink, agents, change_sets, decisions, operations,
 };
 use assent_tools::{AgentPolicy, ExecutionTarget, TargetCategory, ToolInvocation};
 use serde::Serialize;
@@ -21,8 +21,8 @@ const REJECTION_LOOKBACK: u32 = 200;
 pub struct WakeRequest {
     /// The agent.
     pub agent_id: String,
-    /// The task the wake is about.
-    pub task_id: String,
+    /// What the wake is about: one target of the engine's host.
+    pub target: Target,
     /// The conversation thread.
     pub thread_id: String,
     /// The run; part of every operation id of the wake.
@@ -42,14 +42,14 @@ impl WakeRequest {
     /// default planner settings and cap.
     pub fn new(
         agent_id: impl Into<String>,
-        task_id: impl Into<String>,
+        target: Target,
         run_key: impl Into<String>,
         calls: Vec<ToolCall>,
     ) -> Self {
         let run_key = run_key.into();
         Self {
             agent_id: agent_id.into(),
-            task_id: task_id.into(),
+            target,
             thread_id: run_key.clone(),
             run_key,
             calls,
@@ -95,7 +95,7 @@ impl WakeService {
     /// run through the audited executor, local calls go to the host, deferred calls
     /// become one change set. Per-call problems (unknown tool, bad arguments, policy
     /// denial) are replies, not errors; an error means nothing was written.
-    #[tracing::instrument(skip_all, fields(agent = %request.agent_id, task = %request.task_id, run = %request.run_key, calls = request.calls.len()))]
+    #[tracing::instrument(skip_all, fields(agent = %request.agent_id, target = %request.target, run = %request.run_key, calls = request.calls.len()))]
     pub async fn wake(
         &self,
         request: WakeRequest,
@@ -106,18 +106,18 @@ impl WakeService {
         let policy = agents::policy(&mut tx, &request.agent_id)
             .await?
             .ok_or_else(|| ConfirmError::UnknownAgent(request.agent_id.clone()))?;
-        let snapshot = match engine.host.snapshot(&mut tx, &request.task_id).await {
+        let snapshot = match engine.host.snapshot(&mut tx, &request.target).await {
             Ok(Some(snapshot)) => Some(snapshot),
-            Ok(None) => return Err(ConfirmError::UnknownTask(request.task_id.clone())),
+            Ok(None) => return Err(ConfirmError::UnknownTarget(request.target.clone())),
             Err(error) => {
-                tracing::warn!(%error, "task snapshot failed to load; proposals are kept unfiltered");
+                tracing::warn!(%error, "target state failed to load; proposals are kept unfiltered");
                 None
             }
         };
         let category = match engine
             .host
             .resolver()
-            .category_of(&mut tx, &request.task_id)
+            .category_of(&mut tx, &request.target)
             .await
         {
             Ok(Some(category)) => TargetCategory::Known(category),
@@ -127,7 +127,7 @@ impl WakeService {
         let pending = change_sets::pending(
             &mut tx,
             &change_sets::PendingFilter {
-                task_id: Some(request.task_id.clone()),
+                target: Some(request.target.clone()),
                 ..Default::default()
             },
         )
@@ -135,21 +135,21 @@ impl WakeService {
         let recent = decisions::recent(
             &mut tx,
             &request.agent_id,
-            Some(&request.task_id),
+            Some(&request.target),
             REJECTION_LOOKBACK,
         )
         .await?;
 
         let mut builder = ChangeSetBuilder::new(
             &request.agent_id,
-            &request.task_id,
+            request.target.clone(),
             &request.thread_id,
             &request.run_key,
         )
         .with_max_items(request.max_items)
         .with_pending(pending.iter().flat_map(|s| s.items.iter()));
         let plans = WakePlanner::new(&engine.registry, &policy, category, now)
-            .with_snapshot(snapshot.as_ref())
+            .with_snapshot(snapshot.as_deref())
             .with_decisions(&recent)
             .with_config(request.planner.clone())
             .plan(&request.calls, &mut builder);
@@ -208,14 +208,15 @@ impl WakeService {
         args: &Value,
         now: OffsetDateTime,
     ) -> Result<String, ConfirmError> {
-        let task_id = request.task_id.as_str();
-        let operation_id = OperationId::derive(&request.run_key, tool_name, args, &[task_id]);
+        let target = &request.target;
+        let operation_id =
+            OperationId::derive(&request.run_key, tool_name, args, &[target.id.as_str()]);
         if let Some(reply) = operations::applied(conn, &operation_id).await? {
             return Ok(reply);
         }
         let call = LocalCall {
             agent_id: &request.agent_id,
-            task_id,
+            target,
             tool_name,
             args,
             now,
@@ -228,7 +229,7 @@ impl WakeService {
                 sqlx::query("RELEASE assent_local")
                     .execute(&mut *conn)
                     .await?;
-                operations::record_applied(conn, &operation_id, tool_name, task_id, &reply, now)
+                operations::record_applied(conn, &operation_id, tool_name, target, &reply, now)
                     .await?;
                 Ok(reply)
             }
@@ -265,14 +266,14 @@ impl WakeService {
                     &request.run_key,
                     &tool_name,
                     &args,
-                    &[request.task_id.as_str()],
+                    &[request.target.id.as_str()],
                 ),
                 tool_name: tool_name.clone(),
                 args,
                 run_key: request.run_key.clone(),
                 target: ExecutionTarget {
                     agent_id: request.agent_id.clone(),
-                    task_id: request.task_id.clone(),
+                    target: request.target.clone(),
                 },
                 now,
             };
