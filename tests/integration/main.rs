@@ -12,5 +12,6 @@ mod executor;
 mod outbox;
 mod properties;
 mod sync;
+mod upgrade;
 mod wake;
 mod webhooks;

@@ -22,11 +22,13 @@
 mod error;
 mod handlers;
 mod host;
+mod migrations;
 mod sync;
 mod tasks;
 
 pub use error::JournalError;
 pub use host::JournalHost;
+pub use migrations::MIGRATIONS;
 pub use sync::{TASK_ENTITY, TaskEntities};
 pub use tasks::{NewTask, create_task, load_task, task_vector_clock};
 
