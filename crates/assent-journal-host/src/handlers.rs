@@ -104,7 +104,10 @@ impl JournalToolHandler {
             )
             .into());
         }
-        let task_id = inv.target.task_id.as_str();
+        let task_id = inv.target.target.id.as_str();
+        if inv.target.target.kind != crate::TASK_KIND {
+            return Err(JournalError::TaskNotFound(task_id.to_owned()).into());
+        }
         let task = load_task(conn, task_id)
             .await?
             .ok_or_else(|| JournalError::TaskNotFound(task_id.to_owned()))?;

@@ -1,16 +1,36 @@
-//! [`JournalHost`]: the journal as the engine's [`TaskHost`] — its handlers, the
-//! category resolver, snapshots, and the local tools (the agent's report and
-//! observations).
+//! [`JournalHost`]: the journal as a [`Host`] of the engine — its targets (kind
+//! [`TASK_KIND`]), handlers, the category resolver, snapshots with the journal's
+//! redundancy rules, the local tools (the agent's report and observations), its synced
+//! tasks and its tables.
 
 use crate::handlers::{HANDLED_TOOLS, JournalToolHandler};
+use crate::sync::TaskEntities;
 use crate::tasks::{load_task, task_vector_clock};
-use assent_confirm::{LocalCall, TaskHost};
-use assent_domain::VectorClock;
-use assent_journal::{TaskSnapshot, tool};
-use assent_store::timefmt;
-use assent_tools::{BoxFuture, CategoryResolver, ToolHandler};
+use assent_confirm::{ConfirmError, Engine, Host, LoadedState, LocalCall};
+use assent_domain::{Target, VectorClock};
+use assent_journal::tool;
+use assent_store::sync::HostEntities;
+use assent_store::{HostMigration, Store, timefmt};
+use assent_tools::{BoxFuture, CategoryResolver, TargetState, ToolHandler};
+use std::sync::Arc;
 use serde_json::Value;
 use sqlx::AnyConnection;
+
+/// The kind of the journal's targets: a wake, a change set and a decision about a task
+/// name it with its id.
+pub const TASK_KIND: &str = "task";
+
+/// The target naming the task `task_id`.
+pub fn task_target(task_id: impl Into<String>) -> Target {
+    Target::new(TASK_KIND, task_id)
+}
+
+/// The engine over `store` with the journal as its host (its tables migrated first):
+/// what the CLI, the review server's tests and the examples compose.
+pub async fn journal_engine(store: Store) -> Result<Engine, ConfirmError> {
+    let host = JournalHost::new(store.host_id());
+    Engine::open(store, Arc::new(assent_journal::catalog()), Arc::new(host)).await
+}
 
 /// The reference task journal as a host of the engine.
 #[derive(Debug, Clone)]
@@ -45,7 +65,15 @@ impl JournalHost {
     }
 }
 
-impl TaskHost for JournalHost {
+impl Host for JournalHost {
+    fn name(&self) -> &str {
+        "journal"
+    }
+
+    fn migrations(&self) -> &[HostMigration] {
+        crate::MIGRATIONS
+    }
+
     fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
         self.handlers
             .iter()
@@ -60,9 +88,21 @@ impl TaskHost for JournalHost {
     fn snapshot<'a>(
         &'a self,
         conn: &'a mut AnyConnection,
-        task_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<TaskSnapshot>, String>> {
-        Box::pin(async move { load_task(conn, task_id).await.map_err(|e| e.to_string()) })
+        target: &'a Target,
+    ) -> BoxFuture<'a, Result<LoadedState, String>> {
+        Box::pin(async move {
+            if target.kind != TASK_KIND {
+                return Ok(None);
+            }
+            let task = load_task(conn, &target.id)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(task.map(|task| Box::new(task) as Box<dyn TargetState>))
+        })
+    }
+
+    fn entities(&self) -> Option<&dyn HostEntities> {
+        Some(&TaskEntities)
     }
 
     fn handle_local<'a>(
@@ -88,12 +128,15 @@ impl CategoryResolver<AnyConnection> for TaskResolver {
     fn category_of<'a>(
         &'a self,
         ctx: &'a mut AnyConnection,
-        entity_id: &'a str,
+        target: &'a Target,
     ) -> BoxFuture<'a, Result<Option<String>, String>> {
         Box::pin(async move {
+            if target.kind != TASK_KIND {
+                return Ok(None);
+            }
             let category: Option<Option<String>> =
                 sqlx::query_scalar("SELECT category FROM tasks WHERE id = $1")
-                    .bind(entity_id)
+                    .bind(target.id.as_str())
                     .fetch_optional(ctx)
                     .await
                     .map_err(|e| e.to_string())?;
@@ -104,10 +147,13 @@ impl CategoryResolver<AnyConnection> for TaskResolver {
     fn vector_clock_of<'a>(
         &'a self,
         ctx: &'a mut AnyConnection,
-        entity_id: &'a str,
+        target: &'a Target,
     ) -> BoxFuture<'a, Result<Option<VectorClock>, String>> {
         Box::pin(async move {
-            task_vector_clock(ctx, entity_id)
+            if target.kind != TASK_KIND {
+                return Ok(None);
+            }
+            task_vector_clock(ctx, &target.id)
                 .await
                 .map_err(|e| e.to_string())
         })
@@ -130,7 +176,7 @@ async fn update_report(conn: &mut AnyConnection, call: LocalCall<'_>) -> Result<
          ON CONFLICT (agent_id, task_id) DO UPDATE SET markdown = excluded.markdown, updated_at = excluded.updated_at",
     )
     .bind(call.agent_id)
-    .bind(call.task_id)
+    .bind(call.target.id.as_str())
     .bind(markdown)
     .bind(timefmt::format(call.now))
     .execute(conn)
@@ -168,7 +214,7 @@ async fn record_observations(
             "INSERT INTO agent_observations (agent_id, task_id, observation, created_at) VALUES ($1, $2, $3, $4)",
         )
         .bind(call.agent_id)
-        .bind(call.task_id)
+        .bind(call.target.id.as_str())
         .bind(observation)
         .bind(&now)
         .execute(&mut *conn)
@@ -206,7 +252,7 @@ mod tests {
             run_key: "run".to_owned(),
             target: ExecutionTarget {
                 agent_id: "agent".to_owned(),
-                task_id: task_id.to_owned(),
+                target: task_target(task_id),
             },
             now: NOW + Duration::minutes(minutes_later),
         }
@@ -225,7 +271,7 @@ mod tests {
             .await
     }
 
-    async fn seed(conn: &mut AnyConnection, id: &str) -> TaskSnapshot {
+    async fn seed(conn: &mut AnyConnection, id: &str) -> assent_journal::TaskSnapshot {
         let new = NewTask {
             title: "Fix login bug".to_owned(),
             category: Some("work".to_owned()),
@@ -357,7 +403,7 @@ mod tests {
             let pending = outbox::undelivered(&mut tx, 100).await.expect("outbox");
             let t1: Vec<_> = pending.iter().filter(|m| m.entity_id == "t1").collect();
             assert_eq!(t1.len(), 1, "{tool}: one pending message for the task");
-            assert_eq!(t1[0].entity_type, outbox::entity::TASK);
+            assert_eq!(t1[0].entity_type, crate::TASK_ENTITY);
             assert_eq!(t1[0].payload["vectorClock"], json!(clock), "{tool}");
             assert_eq!(pending.len(), 2, "{tool}: t2's message is untouched");
         }
@@ -668,20 +714,33 @@ mod tests {
         .expect("created");
         let resolver = host.resolver();
         assert_eq!(
-            resolver.category_of(&mut tx, "t1").await,
+            resolver.category_of(&mut tx, &task_target("t1")).await,
             Ok(Some("work".to_owned()))
         );
-        assert_eq!(resolver.category_of(&mut tx, "plain").await, Ok(None));
-        assert_eq!(resolver.category_of(&mut tx, "ghost").await, Ok(None));
-        let clock = resolver
-            .vector_clock_of(&mut tx, "t1")
+        assert_eq!(resolver.category_of(&mut tx, &task_target("plain")).await, Ok(None));
+        assert_eq!(resolver.category_of(&mut tx, &task_target("ghost")).await, Ok(None));
+        let clock = resolver.vector_clock_of(&mut tx, &task_target("t1"))
             .await
             .expect("clock")
             .expect("exists");
         assert_eq!(clock.get(HOST), 1);
-        assert_eq!(resolver.vector_clock_of(&mut tx, "ghost").await, Ok(None));
-        assert_eq!(host.snapshot(&mut tx, "t1").await, Ok(Some(seeded)));
-        assert_eq!(host.snapshot(&mut tx, "ghost").await, Ok(None));
+        assert_eq!(resolver.vector_clock_of(&mut tx, &task_target("ghost")).await, Ok(None));
+        let state = host
+            .snapshot(&mut tx, &task_target("t1"))
+            .await
+            .expect("loads")
+            .expect("exists");
+        assert_eq!(format!("{state:?}"), format!("{seeded:?}"));
+        assert!(
+            host.snapshot(&mut tx, &task_target("ghost"))
+                .await
+                .expect("loads")
+                .is_none()
+        );
+        // A target of another kind is no task of the journal.
+        let other = Target::new("invoice", "t1");
+        assert!(host.snapshot(&mut tx, &other).await.expect("loads").is_none());
+        assert_eq!(resolver.category_of(&mut tx, &other).await, Ok(None));
     }
 
     #[tokio::test]
@@ -736,10 +795,11 @@ mod tests {
         let db = TestDb::open().await;
         let mut tx = db.store.begin_write().await.expect("tx");
         let host = JournalHost::new(HOST);
-        fn local<'a>(tool_name: &'a str, args: &'a Value) -> LocalCall<'a> {
+        let t1 = task_target("t1");
+        fn local<'a>(target: &'a Target, tool_name: &'a str, args: &'a Value) -> LocalCall<'a> {
             LocalCall {
                 agent_id: "agent",
-                task_id: "t1",
+                target,
                 tool_name,
                 args,
                 now: NOW,
@@ -749,7 +809,7 @@ mod tests {
         let second = json!({"markdown": "# Findings\nLogin fails on Safari."});
         for args in [&first, &second] {
             let reply = host
-                .handle_local(&mut tx, local(tool::UPDATE_REPORT, args))
+                .handle_local(&mut tx, local(&t1, tool::UPDATE_REPORT, args))
                 .await;
             assert_eq!(reply.as_deref(), Ok("Report updated."));
         }
@@ -764,12 +824,12 @@ mod tests {
         let observations =
             json!({"observations": ["User prefers short titles", "  ", "Deadline is firm"]});
         let reply = host
-            .handle_local(&mut tx, local(tool::RECORD_OBSERVATIONS, &observations))
+            .handle_local(&mut tx, local(&t1, tool::RECORD_OBSERVATIONS, &observations))
             .await;
         assert_eq!(reply.as_deref(), Ok("Recorded 2 observations."));
         let one = json!({"observations": ["Third"]});
         let reply = host
-            .handle_local(&mut tx, local(tool::RECORD_OBSERVATIONS, &one))
+            .handle_local(&mut tx, local(&t1, tool::RECORD_OBSERVATIONS, &one))
             .await;
         assert_eq!(reply.as_deref(), Ok("Recorded 1 observation."));
         let stored: Vec<String> =
@@ -784,18 +844,18 @@ mod tests {
 
         let bad = json!({"observations": [1]});
         let reply = host
-            .handle_local(&mut tx, local(tool::RECORD_OBSERVATIONS, &bad))
+            .handle_local(&mut tx, local(&t1, tool::RECORD_OBSERVATIONS, &bad))
             .await;
         assert_eq!(
             reply,
             Err("argument `observations` must hold strings (got 1)".to_owned())
         );
         let reply = host
-            .handle_local(&mut tx, local(tool::UPDATE_REPORT, &json!({})))
+            .handle_local(&mut tx, local(&t1, tool::UPDATE_REPORT, &json!({})))
             .await;
         assert_eq!(reply, Err("missing argument `markdown`".to_owned()));
         let reply = host
-            .handle_local(&mut tx, local(tool::SET_TASK_TITLE, &json!({"title": "x"})))
+            .handle_local(&mut tx, local(&t1, tool::SET_TASK_TITLE, &json!({"title": "x"})))
             .await;
         assert_eq!(
             reply,

@@ -3,7 +3,7 @@
 //! Tasks live in their own tables (`tasks`, `task_labels`, `checklist_items`) in the
 //! same SQLite database as the engine's change sets and decisions, so a person's
 //! confirmation and the change it causes commit — or roll back — in one transaction.
-//! [`JournalHost`] implements [`assent_confirm::TaskHost`]: a handler for every
+//! [`JournalHost`] implements [`assent_confirm::Host`] for targets of kind `task`: a handler for every
 //! singular tool of the journal's catalog, the category/vector-clock resolver the
 //! audited executor checks policy with, task snapshots for redundancy checks and
 //! review, and the local tools (the agent's report and observations).
@@ -27,7 +27,7 @@ mod sync;
 mod tasks;
 
 pub use error::JournalError;
-pub use host::JournalHost;
+pub use host::{JournalHost, TASK_KIND, journal_engine, task_target};
 pub use migrations::MIGRATIONS;
 pub use sync::{TASK_ENTITY, TaskEntities};
 pub use tasks::{NewTask, create_task, load_task, task_vector_clock};
@@ -55,6 +55,10 @@ mod test_support {
             let dir = tempfile::tempdir().expect("temp dir");
             let url = format!("sqlite://{}/t.db", dir.path().display());
             let store = Store::open(&url).await.expect("store opens");
+            store
+                .migrate_host("journal", crate::MIGRATIONS)
+                .await
+                .expect("journal tables");
             Self { store, _dir: dir }
         }
     }

@@ -102,7 +102,8 @@ async fn export_tasks(conn: &mut AnyConnection) -> Result<Vec<EntityVersion>, St
             let updated_at = get("updated_at")?;
             Ok(EntityVersion {
                 entity_type: TASK_ENTITY.to_owned(),
-                task_id: id.clone(),
+                target_kind: TASK_ENTITY.to_owned(),
+                target_id: id.clone(),
                 vector_clock: serde_json::from_str(&get("vector_clock")?)
                     .map_err(|e| bad("vector clock", &e))?,
                 updated_at: assent_store::timefmt::parse("tasks", &updated_at)

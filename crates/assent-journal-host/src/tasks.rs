@@ -330,7 +330,7 @@ pub(crate) async fn touch(
         vector_clock: &clock,
         status_reason: reason.as_deref(),
     };
-    outbox::enqueue(conn, outbox::entity::TASK, id, &payload, now).await?;
+    outbox::enqueue(conn, crate::TASK_ENTITY, id, &payload, now).await?;
     Ok(snapshot)
 }
 
@@ -403,7 +403,7 @@ mod tests {
 
         let pending = outbox::undelivered(&mut tx, 10).await.expect("outbox");
         assert_eq!(pending.len(), 1);
-        assert_eq!(pending[0].entity_type, outbox::entity::TASK);
+        assert_eq!(pending[0].entity_type, crate::TASK_ENTITY);
         assert_eq!(pending[0].entity_id, "t1");
         assert_eq!(pending[0].payload["title"], "Fix login bug");
         assert_eq!(pending[0].payload["vectorClock"], json!({"h1": 1}));
