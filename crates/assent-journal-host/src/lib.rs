@@ -22,6 +22,8 @@
 mod error;
 mod handlers;
 mod host;
+#[cfg(feature = "http")]
+pub mod http;
 mod migrations;
 mod sync;
 mod tasks;

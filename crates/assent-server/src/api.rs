@@ -10,9 +10,10 @@ use crate::tools;
 use crate::{AppState, ServerError};
 use assent_changeset::{Dialect, ParsedCalls};
 use assent_confirm::{CancellationToken, ScheduledWake, Scheduler, Session, WakeRequest};
-use assent_domain::{ChangeDecision, ChangeSet, ChangeSetStatus, OffsetDateTime, Uuid};
-use assent_journal_host::{NewTask, create_task, load_task};
-use assent_store::{AnyConnection, StoreError, audit, change_sets, decisions};
+use assent_domain::{
+    ChangeDecision, ChangeSet, ChangeSetStatus, LEGACY_TARGET_KIND, OffsetDateTime, Target, Uuid,
+};
+use assent_store::{AnyConnection, audit, change_sets, decisions};
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Extension, Path, Query, State};
@@ -103,35 +104,7 @@ pub(crate) async fn create_agent(
     }
 }
 
-/// `POST /api/tasks {title, category, status?, priority?, estimateMinutes?, dueDate?,
-/// labels?, checklist?}`.
-pub(crate) async fn create_new_task(
-    State(state): State<AppState>,
-    body: Body<NewTask>,
-) -> ApiResult {
-    let Json(new) = body?;
-    let store = state.engine.store();
-    let id = Uuid::new_v4().to_string();
-    let mut tx = store.begin_write().await?;
-    let task = create_task(&mut tx, &id, &new, store.host_id(), now()).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    created(task)
-}
-
-/// `GET /api/tasks/{id}`.
-pub(crate) async fn show_task(
-    State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-) -> ApiResult {
-    let Path(id) = id?;
-    let mut conn = state.connection().await?;
-    let task = load_task(&mut conn, id.trim())
-        .await?
-        .ok_or_else(|| ServerError::NotFound(format!("no task {id:?}")))?;
-    ok(task)
-}
-
-/// `POST /api/wakes {agentId, taskId, toolCalls, runKey?, threadId?, subAgent?,
+/// `POST /api/wakes {agentId, taskId | targetKind + targetId, toolCalls, runKey?, threadId?, subAgent?,
 /// delegated?, format?, replyFormat?}`: `toolCalls` in any SDK dialect (`format`
 /// forces one); the answer's `messages` are the replies in `replyFormat` or the
 /// calls' dialect.
@@ -144,7 +117,8 @@ pub(crate) async fn show_task(
 #[serde(rename_all = "camelCase")]
 pub(crate) struct WakeBody {
     agent_id: String,
-    task_id: String,
+    #[serde(flatten)]
+    target: TargetParams,
     tool_calls: Value,
     run_key: Option<String>,
     thread_id: Option<String>,
@@ -180,7 +154,11 @@ pub(crate) async fn wake(
     let reply_format = tools::dialect(body.reply_format.as_deref(), "replyFormat")?;
     let run_key = body.run_key.unwrap_or_else(|| Uuid::new_v4().to_string());
     let calls = parsed.calls.clone();
-    let mut request = WakeRequest::new(body.agent_id, body.task_id, run_key, calls);
+    let target = body
+        .target
+        .target()?
+        .ok_or_else(|| ServerError::BadRequest("taskId (or targetKind and targetId) is required".to_owned()))?;
+    let mut request = WakeRequest::new(body.agent_id, target, run_key, calls);
     if let Some(thread) = body.thread_id {
         request.thread_id = thread;
     }
@@ -239,11 +217,46 @@ async fn delegated_wake(
     )?)
 }
 
-/// `GET /api/change-sets?taskId=&agentId=&status=`.
+/// Which target a request is about: `taskId` (a journal task, the spelling of release
+/// 0.1.0) or `targetKind` and `targetId` (any host's).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TargetParams {
+    task_id: Option<String>,
+    target_kind: Option<String>,
+    target_id: Option<String>,
+}
+
+impl TargetParams {
+    /// The target named, `None` when none is.
+    pub(crate) fn target(&self) -> Result<Option<Target>, ServerError> {
+        let text = |value: &Option<String>| {
+            value
+                .as_deref()
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        match (text(&self.task_id), text(&self.target_kind), text(&self.target_id)) {
+            (None, None, None) => Ok(None),
+            (Some(task), None, None) => Ok(Some(Target::new(LEGACY_TARGET_KIND, task))),
+            (None, Some(kind), Some(id)) => Ok(Some(Target::new(kind, id))),
+            (Some(_), _, _) => Err(ServerError::BadRequest(
+                "name the target once: taskId, or targetKind and targetId".to_owned(),
+            )),
+            (None, _, _) => Err(ServerError::BadRequest(
+                "targetKind and targetId go together".to_owned(),
+            )),
+        }
+    }
+}
+
+/// `GET /api/change-sets?taskId=|targetKind=&targetId=&agentId=&status=`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct SetsQuery {
-    task_id: Option<String>,
+    #[serde(flatten)]
+    target: TargetParams,
     agent_id: Option<String>,
     status: Option<String>,
 }
@@ -255,7 +268,7 @@ pub(crate) async fn list_change_sets(
 ) -> ApiResult {
     let Query(query) = query?;
     let filter = change_sets::PendingFilter {
-        task_id: query.task_id,
+        target: query.target.target()?,
         agent_id: caller.scope_agent(query.agent_id)?,
         limit: None,
     };
@@ -418,7 +431,8 @@ pub(crate) async fn dismiss(
 #[serde(rename_all = "camelCase")]
 pub(crate) struct DecisionsQuery {
     agent_id: Option<String>,
-    task_id: Option<String>,
+    #[serde(flatten)]
+    target: TargetParams,
     limit: Option<String>,
 }
 
@@ -449,7 +463,8 @@ pub(crate) async fn list_decisions(
     let Query(query) = query?;
     let (agent, limit) = query.agent_and_limit(&caller)?;
     let mut conn = state.connection().await?;
-    let list = decisions::recent(&mut conn, &agent, query.task_id.as_deref(), limit).await?;
+    let target = query.target.target()?;
+    let list = decisions::recent(&mut conn, &agent, target.as_ref(), limit).await?;
     ok(list)
 }
 
@@ -462,10 +477,11 @@ pub(crate) async fn history(
 ) -> ApiResult {
     let Query(query) = query?;
     let (agent, limit) = query.agent_and_limit(&caller)?;
+    let target = query.target.target()?;
     let section = state
         .engine
         .confirmations()
-        .history(&agent, query.task_id.as_deref(), limit)
+        .history(&agent, target.as_ref(), limit)
         .await?;
     Ok((
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
@@ -478,7 +494,8 @@ pub(crate) async fn history(
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct AuditQuery {
-    task_id: Option<String>,
+    #[serde(flatten)]
+    target: TargetParams,
     limit: Option<String>,
 }
 
@@ -489,8 +506,8 @@ pub(crate) async fn audit_trail(
 ) -> ApiResult {
     let Query(query) = query?;
     let limit = parse_limit(query.limit.as_deref(), MAX_LIST)?;
-    let filter = match query.task_id {
-        Some(task) => audit::AuditFilter::Task(task),
+    let filter = match query.target.target()? {
+        Some(target) => audit::AuditFilter::Target(target),
         None => audit::AuditFilter::All,
     };
     let mut conn = state.connection().await?;

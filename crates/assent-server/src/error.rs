@@ -2,7 +2,6 @@
 //! problem-details response.
 
 use assent_confirm::ConfirmError;
-use assent_journal_host::JournalError;
 use assent_store::StoreError;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
@@ -43,9 +42,6 @@ pub enum ServerError {
     /// An engine service refused or failed.
     #[error(transparent)]
     Confirm(#[from] ConfirmError),
-    /// The journal refused or failed.
-    #[error(transparent)]
-    Journal(#[from] JournalError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -85,7 +81,6 @@ impl ServerError {
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Confirm(error) => confirm_status(error),
-            Self::Journal(error) => journal_status(error),
             Self::Store(StoreError::InvalidToken(_)) => StatusCode::BAD_REQUEST,
             Self::Token(_) | Self::Store(_) | Self::Internal(_) | Self::Io { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -108,23 +103,12 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         | ConfirmError::InvalidReason(_)
         | ConfirmError::InvalidAgentName(_)
         | ConfirmError::UnknownAgent(_)
-        | ConfirmError::UnknownTask(_)
+        | ConfirmError::UnknownTarget(_)
         | ConfirmError::UnknownTool(_)
         | ConfirmError::Calls(_) => StatusCode::BAD_REQUEST,
         ConfirmError::PolicyDenied(_) => StatusCode::FORBIDDEN,
         ConfirmError::ExecutionTimedOut { .. } => StatusCode::GATEWAY_TIMEOUT,
         ConfirmError::HandlerFailed { .. } | ConfirmError::Store(_) => {
-            StatusCode::INTERNAL_SERVER_ERROR
-        }
-    }
-}
-
-fn journal_status(error: &JournalError) -> StatusCode {
-    match error {
-        JournalError::TaskNotFound(_) => StatusCode::NOT_FOUND,
-        JournalError::TaskExists(_) => StatusCode::CONFLICT,
-        JournalError::InvalidTask { .. } => StatusCode::BAD_REQUEST,
-        JournalError::Corrupt { .. } | JournalError::Store(_) | JournalError::Database(_) => {
             StatusCode::INTERNAL_SERVER_ERROR
         }
     }

@@ -39,7 +39,9 @@ impl ServerEvent {
         Self::ChangeSetCreated(json!({
             "id": set.id,
             "agentId": set.agent_id,
-            "taskId": set.task_id,
+            "targetKind": set.target_kind,
+            "targetId": set.target_id,
+            "taskId": crate::shapes::task_id_of(set),
             "status": set.status,
         }))
     }

@@ -42,6 +42,7 @@ pub use sync::{DEFAULT_SYNC_BODY_LIMIT, SyncExchange};
 
 use assent_confirm::{ConfirmationBus, Engine};
 use assent_store::StoreError;
+use assent_store::tokens::Role;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
@@ -84,13 +85,6 @@ impl Default for ServerLimits {
     }
 }
 
-/// The engine over `store` with the reference task journal as host: what `assent
-/// serve` and the command line run.
-pub fn journal_engine(store: assent_store::Store) -> Engine {
-    let host = assent_journal_host::JournalHost::new(store.host_id());
-    Engine::new(store, Arc::new(assent_journal::catalog()), Arc::new(host))
-}
-
 /// What every handler shares.
 #[derive(Clone)]
 pub(crate) struct AppState {
@@ -118,6 +112,7 @@ impl AppState {
 #[derive(Clone)]
 pub struct Server {
     state: AppState,
+    host_routes: Vec<(Role, Router<Engine>)>,
     body_limit: usize,
     sync_body_limit: usize,
     limits: ServerLimits,
@@ -133,10 +128,20 @@ impl Server {
                 events: EventBus::new(),
                 delegation: None,
             },
+            host_routes: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
             sync_body_limit: DEFAULT_SYNC_BODY_LIMIT,
             limits: ServerLimits::default(),
         }
+    }
+
+    /// The same server with a host's own routes under `/api` (e.g. the journal's
+    /// `/api/tasks`), mounted with the routes `role` may call, behind the same token
+    /// check: the server knows no host, whoever composes one adds its routes here.
+    #[must_use]
+    pub fn with_routes(mut self, role: Role, routes: Router<Engine>) -> Self {
+        self.host_routes.push((role, routes));
+        self
     }
 
     /// The same server with other [`ServerLimits`].
@@ -180,6 +185,14 @@ impl Server {
     pub fn router(&self) -> Router {
         // Grouped by the least role that may call them (see `auth`). An agent token
         // reaches only the first group, and there only what concerns its own agent.
+        let host_routes = |role: Role| {
+            self.host_routes
+                .iter()
+                .filter(move |(r, _)| *r == role)
+                .fold(Router::new(), |all, (_, routes)| {
+                    all.merge(routes.clone().with_state(self.state.engine.clone()))
+                })
+        };
         let agent_routes = Router::new()
             .route("/session", get(api::session))
             .route("/wakes", post(api::wake))
@@ -187,10 +200,10 @@ impl Server {
             .route("/change-sets", get(api::list_change_sets))
             .route("/change-sets/{id}", get(api::show_change_set))
             .route("/decisions", get(api::list_decisions))
-            .route("/history", get(api::history));
+            .route("/history", get(api::history))
+            .merge(host_routes(Role::Agent));
         let reviewer_routes = Router::new()
-            .route("/tasks", post(api::create_new_task))
-            .route("/tasks/{id}", get(api::show_task))
+            .merge(host_routes(Role::Reviewer))
             .route("/change-sets/{id}/confirm-all", post(api::confirm_all))
             .route("/change-sets/{id}/dismiss", post(api::dismiss))
             .route(
@@ -224,6 +237,7 @@ impl Server {
             .route("/tokens", get(tokens::list).post(tokens::add))
             .route("/tokens/{id}/revoke", post(tokens::revoke))
             .merge(webhooks::routes())
+            .merge(host_routes(Role::Admin))
             .route_layer(middleware::from_fn(auth::require_admin));
         let api = agent_routes
             .merge(reviewer_routes)

@@ -31,7 +31,14 @@ pub struct SetItemView<'a> {
     pub reason: Option<&'a str>,
 }
 
-/// A change set: `{id, agentId, taskId, status, createdAt, items}`.
+/// The id a journal task's views have always carried as `taskId`; absent for other
+/// hosts' targets, which carry only `targetKind` and `targetId`.
+pub fn task_id_of(set: &ChangeSet) -> Option<&str> {
+    (set.target_kind == assent_domain::LEGACY_TARGET_KIND).then_some(set.target_id.as_str())
+}
+
+/// A change set: `{id, agentId, targetKind, targetId, taskId (a journal task's),
+/// status, createdAt, items}`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SetView<'a> {
@@ -39,8 +46,13 @@ pub struct SetView<'a> {
     pub id: Uuid,
     /// The proposing agent.
     pub agent_id: &'a str,
-    /// The task it would change.
-    pub task_id: &'a str,
+    /// The kind of target it would change.
+    pub target_kind: &'a str,
+    /// The target it would change.
+    pub target_id: &'a str,
+    /// The target's id when it is a journal task (the field of release 0.1.0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<&'a str>,
     /// `pending`, `partiallyResolved`, `resolved` or `expired`.
     pub status: &'a str,
     /// When the wake produced it.
@@ -56,7 +68,9 @@ impl<'a> SetView<'a> {
         Self {
             id: set.id,
             agent_id: &set.agent_id,
-            task_id: &set.task_id,
+            target_kind: &set.target_kind,
+            target_id: &set.target_id,
+            task_id: task_id_of(set),
             status: set.status.as_str(),
             created_at: set.created_at,
             items: set

@@ -9,7 +9,6 @@
 
 use crate::{AppState, ServerError};
 use assent_domain::{OffsetDateTime, Uuid};
-use assent_journal_host::TaskEntities;
 use assent_store::StoreError;
 use assent_store::sync::{self, ImportReport};
 use assent_sync::{SyncBatch, SyncError};
@@ -59,7 +58,8 @@ pub(crate) async fn exchange(
     }
     let now = OffsetDateTime::now_utc();
     let mut tx = store.begin_write().await?;
-    let report = match sync::import(&mut tx, host_id, &TaskEntities, &batch, now).await {
+    let entities = state.engine.host().entities().unwrap_or(&sync::NoEntities);
+    let report = match sync::import(&mut tx, host_id, entities, &batch, now).await {
         Ok(report) => report,
         Err(error) => {
             // The import's own record rolled back with it: record the refusal apart.
@@ -70,7 +70,7 @@ pub(crate) async fn exchange(
             return Err(refused(error));
         }
     };
-    let answer = sync::export(&mut tx, host_id, &TaskEntities, Uuid::new_v4(), now).await?;
+    let answer = sync::export(&mut tx, host_id, entities, Uuid::new_v4(), now).await?;
     tx.commit().await.map_err(StoreError::from)?;
     tracing::info!(
         replayed = report.replayed,
@@ -87,7 +87,7 @@ pub(crate) async fn exchange(
 
 /// An import's failure as the caller's fault where the batch is to blame: a batch that
 /// cannot be merged (400, or 409 for this device's own host id) or a host entity the
-/// journal cannot write (400); anything else stays an internal error.
+/// host cannot write (400); anything else stays an internal error.
 fn refused(error: StoreError) -> ServerError {
     match error {
         StoreError::Sync(error @ SyncError::FromThisHost { .. }) => {

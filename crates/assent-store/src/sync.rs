@@ -42,6 +42,34 @@ pub trait HostEntities: Send + Sync {
     ) -> BoxFuture<'a, Result<(), String>>;
 }
 
+/// The entities of a host that syncs none (a remote service's targets live elsewhere):
+/// it exports nothing and refuses to write an incoming entity, so a batch carrying one
+/// is refused rather than silently dropped.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoEntities;
+
+impl HostEntities for NoEntities {
+    fn export<'a>(
+        &'a self,
+        _conn: &'a mut AnyConnection,
+    ) -> BoxFuture<'a, Result<Vec<EntityVersion>, String>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    fn write<'a>(
+        &'a self,
+        _conn: &'a mut AnyConnection,
+        version: &'a EntityVersion,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            Err(format!(
+                "this device's host syncs no entities, not {} {:?}",
+                version.entity_type, version.entity_id
+            ))
+        })
+    }
+}
+
 /// What an import did (also on the wire: `POST /api/sync` answers with it).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

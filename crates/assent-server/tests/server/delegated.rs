@@ -305,7 +305,8 @@ async fn a_bus_nobody_listens_to_denies_at_once() {
     let dir = tempfile::tempdir().expect("directory");
     let url = format!("sqlite://{}", dir.path().join("review.db").display());
     let store = assent_store::Store::open(&url).await.expect("database");
-    let router = assent_server::Server::new(assent_server::journal_engine(store.clone()), TOKEN)
+    let router = crate::support::journal_server(&store)
+        .await
         .with_bus(bus)
         .router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -93,7 +93,9 @@ async fn a_write_by_another_process_reaches_the_event_stream() {
         .database_url
         .to_string();
     let other = Store::open(&url).await.expect("a second opener");
-    let engine = assent_server::journal_engine(other.clone());
+    let engine = assent_journal_host::journal_engine(other.clone())
+        .await
+        .expect("journal engine");
     let calls = assent_changeset::parse_tool_calls(&json!([
         {"id": "c", "type": "function", "function": {"name": "update_task_priority", "arguments": "{\"priority\":\"P1\"}"}}
     ]))

@@ -40,6 +40,8 @@ fn registered_routes() -> Vec<String> {
     let source = [
         include_str!("../../src/lib.rs"),
         include_str!("../../src/webhooks.rs"),
+        // The journal's routes, mounted by whoever composes it (here, the tests' server).
+        include_str!("../../../assent-journal-host/src/http.rs"),
     ]
     .concat();
     source

@@ -2,7 +2,9 @@
 //! and a client that talks to it.
 
 use assent_confirm::{BusConfig, ConfirmationBus};
-use assent_server::{DEFAULT_BUS_ROOT, Server, ServerError, journal_engine};
+use assent_journal_host::journal_engine;
+use assent_server::{DEFAULT_BUS_ROOT, Server, ServerError};
+use assent_store::tokens::Role;
 use assent_store::Store;
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::{Value, json};
@@ -36,7 +38,7 @@ impl TestServer {
         let dir = tempfile::tempdir().expect("temporary directory");
         let url = format!("sqlite://{}", dir.path().join("review.db").display());
         let store = Store::open(&url).await.expect("open the database");
-        let server = configure(Server::new(journal_engine(store.clone()), TOKEN));
+        let server = configure(journal_server(&store).await);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind a random port");
@@ -200,4 +202,10 @@ pub async fn next_event(
             .expect("the stream stays open");
         buffer.push_str(std::str::from_utf8(&chunk).expect("utf-8"));
     }
+}
+
+/// The server `assent serve` composes: the journal's engine and its `/api/tasks` routes.
+pub async fn journal_server(store: &Store) -> Server {
+    let engine = journal_engine(store.clone()).await.expect("journal engine");
+    Server::new(engine, TOKEN).with_routes(Role::Reviewer, assent_journal_host::http::routes())
 }
