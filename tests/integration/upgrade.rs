@@ -240,10 +240,7 @@ async fn assert_upgraded(pool: &AnyPool, backend: Backend, before: &Snapshot) {
         versions(pool, "_sqlx_migrations").await,
         (1..=8).collect::<Vec<_>>()
     );
-    assert_eq!(
-        versions(pool, "_assent_journal_migrations").await,
-        vec![1]
-    );
+    assert_eq!(versions(pool, "_assent_journal_migrations").await, vec![1]);
 }
 
 /// Opens the store (engine migrations) and runs the journal host's migrations.
@@ -285,10 +282,7 @@ async fn postgres_twin(fixture_url: &str, pg_url: &str) {
 
 /// The fixture's tables, each after the tables its foreign keys name.
 async fn foreign_key_order(sqlite: &AnyPool) -> Vec<String> {
-    let mut left: Vec<String> = tables(sqlite, Backend::Sqlite)
-        .await
-        .into_iter()
-        .collect();
+    let mut left: Vec<String> = tables(sqlite, Backend::Sqlite).await.into_iter().collect();
     let mut order = Vec::new();
     while !left.is_empty() {
         let mut next = Vec::new();
@@ -369,7 +363,9 @@ async fn copy_table(sqlite: &AnyPool, pg: &AnyPool, table: &str) {
         let mut query = sqlx::query(AssertSqlSafe(insert.clone()));
         for (i, (name, data_type, _)) in copied.iter().enumerate() {
             query = match data_type.as_str() {
-                "bigint" | "integer" | "smallint" => query.bind(row.try_get::<Option<i64>, _>(i).unwrap()),
+                "bigint" | "integer" | "smallint" => {
+                    query.bind(row.try_get::<Option<i64>, _>(i).unwrap())
+                }
                 "text" => query.bind(row.try_get::<Option<String>, _>(i).unwrap()),
                 other => panic!("{table}.{name}: no copy for PostgreSQL type {other}"),
             };
@@ -473,7 +469,9 @@ async fn a_new_database_gets_the_journal_tables_from_the_journal_host_only() {
             vec![1]
         );
         assert!(
-            !versions(store.pool(), "_sqlx_migrations").await.contains(&2),
+            !versions(store.pool(), "_sqlx_migrations")
+                .await
+                .contains(&2),
             "the engine ran the journal's old migration 0002"
         );
         store.close().await;
