@@ -7,10 +7,14 @@
 pub mod receiver;
 
 use assent_changeset::{ToolCall, parse_tool_calls};
-use assent_confirm::{ConfirmationService, Engine, LocalCall, TaskHost, WakeOutcome, WakeRequest};
+use assent_confirm::{
+    ConfirmationService, Engine, Host, LoadedState, LocalCall, WakeOutcome, WakeRequest,
+};
 use assent_domain::{OffsetDateTime, Uuid};
 use assent_journal::TaskSnapshot;
-use assent_journal_host::{JournalHost, NewTask, TaskEntities, create_task};
+use assent_journal_host::{JournalHost, NewTask, TaskEntities, create_task, task_target};
+use assent_store::HostMigration;
+use assent_store::sync::HostEntities;
 use assent_store::sync::{self, ImportReport};
 use assent_store::{AnyConnection, Store, StoreError, StoreOptions};
 use assent_sync::SyncBatch;
@@ -106,7 +110,19 @@ impl ToolHandler<AnyConnection> for FaultyHandler {
     }
 }
 
-impl TaskHost for TestHost {
+impl Host for TestHost {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn migrations(&self) -> &[HostMigration] {
+        self.inner.migrations()
+    }
+
+    fn entities(&self) -> Option<&dyn HostEntities> {
+        self.inner.entities()
+    }
+
     fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
         if tool_name == self.faulty.tool {
             Some(&self.faulty)
@@ -122,9 +138,9 @@ impl TaskHost for TestHost {
     fn snapshot<'a>(
         &'a self,
         conn: &'a mut AnyConnection,
-        task_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<TaskSnapshot>, String>> {
-        self.inner.snapshot(conn, task_id)
+        target: &'a assent_domain::Target,
+    ) -> BoxFuture<'a, Result<LoadedState, String>> {
+        self.inner.snapshot(conn, target)
     }
 
     fn handle_local<'a>(
@@ -297,11 +313,13 @@ impl TestApp {
                 inner: JournalHost::new(host_id),
             },
         };
-        let engine = Engine::new(
+        let engine = Engine::open(
             store.clone(),
             Arc::new(assent_journal::catalog()),
             Arc::new(host),
-        );
+        )
+        .await
+        .expect("the journal's tables");
         Self {
             dir,
             url,
@@ -423,7 +441,7 @@ impl TestApp {
         let run = Uuid::new_v4().to_string();
         self.engine
             .wakes()
-            .wake(WakeRequest::new("agent-1", task_id, run, calls), NOW)
+            .wake(WakeRequest::new("agent-1", task_target(task_id), run, calls), NOW)
             .await
     }
 

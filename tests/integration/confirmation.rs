@@ -3,7 +3,8 @@
 
 use assent_confirm::{ConfirmError, ItemResult, WakeRequest};
 use assent_domain::{ChangeItemStatus, ChangeSetStatus, Uuid, Verdict};
-use assent_store::{ExecutionOutcome, audit, change_sets, decisions, operations};
+use assent_confirm::ExecutionOutcome;
+use assent_store::{audit, change_sets, decisions, operations};
 use assent_tests::{Fault, NOW, TestApp, tool_calls};
 use serde_json::json;
 use std::sync::atomic::Ordering;
@@ -40,7 +41,7 @@ async fn confirm_applies_once_and_records_everything() {
     assert_eq!(stored.vector_clock.get("device-a"), 2);
     let recorded = decisions::for_change_set(&mut conn, set).await.unwrap();
     assert_eq!(recorded.len(), 1);
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Task(task.clone()), 100)
+    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())), 100)
         .await
         .unwrap();
     assert_eq!(
@@ -140,7 +141,7 @@ async fn a_failing_handler_leaves_no_decision_and_the_item_pending_and_a_retry_w
         );
         let stored = change_sets::require(&mut conn, set).await.unwrap();
         assert_eq!(stored.items[0].status, ChangeItemStatus::Pending);
-        let trail = audit::list(&mut conn, &audit::AuditFilter::Task(task.clone()), 100)
+        let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())), 100)
             .await
             .unwrap();
         assert_eq!(
@@ -185,7 +186,7 @@ async fn an_operation_already_applied_is_not_applied_again() {
         &mut tx,
         &op,
         "add_checklist_item",
-        &task,
+        &assent_journal_host::task_target(&task),
         "Checklist item added.",
         NOW,
     )
@@ -223,7 +224,7 @@ async fn a_reused_run_key_still_applies_every_confirmed_proposal() {
         let wake = app
             .engine
             .wakes()
-            .wake(WakeRequest::new("agent-1", task.as_str(), run, calls), NOW)
+            .wake(WakeRequest::new("agent-1", assent_journal_host::task_target(&task), run, calls), NOW)
             .await
             .unwrap();
         let set = wake.change_set.expect("queued").id;
@@ -278,7 +279,7 @@ async fn edit_validates_and_keeps_both_args() {
     assert_eq!(outcome.decision.edited_args, Some(json!({"minutes": 90})));
     assert_eq!(app.load(&task).await.estimate_minutes, Some(90));
     let history = service
-        .history("agent-1", Some(&task), 20)
+        .history("agent-1", Some(&assent_journal_host::task_target(&task)), 20)
         .await
         .unwrap()
         .unwrap();
@@ -361,7 +362,7 @@ async fn reject_defer_dismiss_and_history() {
     );
 
     let history = service
-        .history("agent-1", Some(&task), 20)
+        .history("agent-1", Some(&assent_journal_host::task_target(&task)), 20)
         .await
         .unwrap()
         .unwrap();
@@ -454,7 +455,7 @@ async fn policy_is_enforced_again_at_confirmation_time() {
         "the handler never ran"
     );
     let mut conn = app.store.pool().acquire().await.unwrap();
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Task(task.clone()), 100)
+    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())), 100)
         .await
         .unwrap();
     assert_eq!(trail.last().unwrap().kind.as_str(), "policyDenied");

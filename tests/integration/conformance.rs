@@ -82,7 +82,7 @@ async fn wake_then_confirm_edit_and_reject(backend: &TestBackend) {
     );
     assert!(history[1].edited_args.is_some(), "the edit is recorded");
 
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Task(task.clone()), 100)
+    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())), 100)
         .await
         .unwrap();
     let results = trail
@@ -92,7 +92,7 @@ async fn wake_then_confirm_edit_and_reject(backend: &TestBackend) {
     assert_eq!(results, 2, "two applications audited: {trail:?}");
     drop(conn);
     let prompt = service
-        .history("agent-1", Some(&task), 20)
+        .history("agent-1", Some(&assent_journal_host::task_target(&task)), 20)
         .await
         .unwrap()
         .expect("a history");
@@ -134,7 +134,7 @@ async fn two_claimers_never_share_a_row(backend: &TestBackend) {
     for i in 0..6 {
         outbox::enqueue(
             &mut tx,
-            entity::TASK,
+            assent_journal_host::TASK_ENTITY,
             &format!("t{i}"),
             &json!({"i": i}),
             NOW,

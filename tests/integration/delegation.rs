@@ -72,7 +72,7 @@ async fn sub_agent_wake_cancellable(
 ) -> ScheduledWake {
     let request = WakeRequest::new(
         "agent-1",
-        task,
+        assent_journal_host::task_target(task),
         Uuid::new_v4().to_string(),
         tool_calls(calls),
     );
@@ -162,7 +162,7 @@ async fn a_parent_confirms_and_the_decision_is_audited_and_attributed_to_the_age
     let decided = decisions::for_change_set(&mut conn, set).await.unwrap();
     assert_eq!(decided.len(), 1);
     assert_eq!(decided[0].verdict, Verdict::Confirmed);
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Task(task.clone()), 100)
+    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())), 100)
         .await
         .unwrap();
     assert_eq!(
@@ -393,7 +393,7 @@ async fn a_grant_never_widens_the_category_allowlist() {
     assert_eq!(app.load(&task).await.priority.as_deref(), Some("P1"));
     assert_eq!(item_status(&app, set.id).await, ChangeItemStatus::Pending);
     let mut conn = app.store.pool().acquire().await.unwrap();
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Task(task), 100)
+    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task)), 100)
         .await
         .unwrap();
     assert_eq!(trail.last().unwrap().kind.as_str(), "policyDenied");
@@ -574,7 +574,7 @@ async fn many_sub_agents_ask_at_once_and_each_gets_its_own_answer() {
         workers.push(tokio::spawn(async move {
             let request = WakeRequest::new(
                 "agent-1",
-                &task,
+                assent_journal_host::task_target(&task),
                 Uuid::new_v4().to_string(),
                 tool_calls(&priority("P0")),
             );

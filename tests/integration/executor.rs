@@ -1,9 +1,10 @@
 //! The audited executor on its own: audit failures never change an outcome.
 
-use assent_confirm::TaskHost;
+use assent_confirm::Host;
 use assent_domain::OperationId;
 use assent_journal_host::JournalHost;
-use assent_store::{AnyConnection, AuditedExecutor, ExecutionOutcome, ExecutionRequest};
+use assent_confirm::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
+use assent_store::AnyConnection;
 use assent_tests::{NOW, TestApp};
 use assent_tools::{
     AgentPolicy, AuditRecord, AuditSink, BoxFuture, ExecutionTarget, ToolInvocation, ToolRegistry,
@@ -47,7 +48,7 @@ impl Fixture {
             run_key: "run-x".into(),
             target: ExecutionTarget {
                 agent_id: "agent-1".into(),
-                task_id: self.task.clone(),
+                target: assent_journal_host::task_target(&self.task),
             },
             now: NOW,
         };

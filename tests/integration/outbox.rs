@@ -24,7 +24,7 @@ async fn a_rollback_leaves_no_outbox_row_behind() {
         ..set.clone()
     };
     change_sets::insert(&mut tx, &copy, NOW).await.unwrap();
-    outbox::enqueue(&mut tx, entity::TASK, &task, &json!({"x": 1}), NOW)
+    outbox::enqueue(&mut tx, assent_journal_host::TASK_ENTITY, &task, &json!({"x": 1}), NOW)
         .await
         .unwrap();
     tx.rollback().await.unwrap();
@@ -70,7 +70,7 @@ async fn every_replicated_write_is_enqueued_and_unsent_messages_are_replaced() {
     assert_eq!(of(entity::CHANGE_ITEM), 2);
     assert_eq!(of(entity::DECISION), 2);
     assert_eq!(of(entity::AUDIT_RECORD), 2);
-    assert_eq!(of(entity::TASK), 1);
+    assert_eq!(of(assent_journal_host::TASK_ENTITY), 1);
     let set_message = messages
         .iter()
         .find(|m| m.entity_type == entity::CHANGE_SET)
@@ -86,7 +86,7 @@ async fn claim_send_fail_retry_and_dead_letters() {
     for i in 0..3 {
         outbox::enqueue(
             &mut tx,
-            entity::TASK,
+            assent_journal_host::TASK_ENTITY,
             &format!("t{i}"),
             &json!({"v": i}),
             NOW,
@@ -136,7 +136,7 @@ async fn claim_send_fail_retry_and_dead_letters() {
 
     // A newer write while t1 waits for its retry replaces the unsent payload.
     let mut tx = app.store.begin_write().await.unwrap();
-    outbox::enqueue(&mut tx, entity::TASK, "t1", &json!({"v": "newer"}), NOW)
+    outbox::enqueue(&mut tx, assent_journal_host::TASK_ENTITY, "t1", &json!({"v": "newer"}), NOW)
         .await
         .unwrap();
     let retry = outbox::claim_batch(&mut tx, 10, NOW, Duration::minutes(5))

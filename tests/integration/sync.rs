@@ -47,7 +47,7 @@ async fn propose_on_a_confirm_on_b_and_a_sees_it_after_one_round() {
     let history = decisions::for_change_set(&mut conn, set).await.unwrap();
     assert_eq!(history.len(), 1);
     assert_eq!(history[0].verdict, Verdict::Confirmed);
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Task(task.clone()), 100)
+    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())), 100)
         .await
         .unwrap();
     assert!(
@@ -61,7 +61,7 @@ async fn propose_on_a_confirm_on_b_and_a_sees_it_after_one_round() {
     let prompt = a
         .engine
         .confirmations()
-        .history("agent-1", Some(&task), 20)
+        .history("agent-1", Some(&assent_journal_host::task_target(&task)), 20)
         .await
         .unwrap()
         .expect("a history");
@@ -420,7 +420,7 @@ async fn an_import_is_checked_as_strictly_as_the_local_writes_it_stands_for() {
             |batch| {
                 let mut set = batch.state.change_sets[0].clone();
                 set.id = Uuid::from_u128(2);
-                set.task_id = "no-such-task".into();
+                set.target_id = "no-such-task".into();
                 set.items[0].status = ChangeItemStatus::Pending;
                 batch.state.change_sets.push(set);
             },
