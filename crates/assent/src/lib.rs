@@ -6,7 +6,9 @@
 pub use assent_changeset as changeset;
 pub use assent_confirm as confirm;
 pub use assent_domain as domain;
+#[cfg(feature = "journal")]
 pub use assent_journal as journal;
+#[cfg(feature = "journal")]
 pub use assent_journal_host as journal_host;
 pub use assent_store as store;
 pub use assent_sync as sync;
