@@ -5,6 +5,7 @@
 //! arguments, due dates) are taken as text here and parsed by the commands.
 
 use assent_changeset::Dialect;
+use assent_domain::{LEGACY_TARGET_KIND, Target};
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -155,6 +156,24 @@ pub struct ToolsArgs {
     pub format: Dialect,
 }
 
+/// `KIND:ID`, e.g. `invoice:42`: any host's target (the id may hold colons, the
+/// kind may not).
+fn parse_target(text: &str) -> Result<Target, String> {
+    match text.split_once(':') {
+        Some((kind, id)) if !kind.trim().is_empty() && !id.trim().is_empty() => {
+            Ok(Target::new(kind.trim(), id.trim()))
+        }
+        _ => Err(format!("{text:?} is not KIND:ID (e.g. task:42)")),
+    }
+}
+
+/// The target of `--task ID` (a journal task) or `--target KIND:ID`, if either.
+fn target_of(task: Option<&String>, target: Option<&Target>) -> Option<Target> {
+    target
+        .cloned()
+        .or_else(|| task.map(|id| Target::new(LEGACY_TARGET_KIND, id.trim())))
+}
+
 fn parse_dialect(text: &str) -> Result<Dialect, String> {
     text.parse()
         .map_err(|e: assent_changeset::ChangesetError| e.to_string())
@@ -257,13 +276,17 @@ pub struct TaskShowArgs {
 
 /// `assent wake`.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("about").required(true).args(["task", "target"])))]
 pub struct WakeArgs {
     /// The agent.
     #[arg(long)]
     pub agent: String,
-    /// The task the wake is about.
+    /// The task the wake is about (a journal task; same as --target task:ID).
     #[arg(long)]
-    pub task: String,
+    pub task: Option<String>,
+    /// The target the wake is about, as KIND:ID (any host's, e.g. invoice:42).
+    #[arg(long, value_name = "KIND:ID", value_parser = parse_target)]
+    pub target: Option<Target>,
     /// The tool calls, as an SDK wrote them (OpenAI Chat or Responses, Anthropic,
     /// Gemini, LangChain, Vercel AI SDK, MCP); `-` or absent: stdin.
     #[arg(long, value_name = "FILE")]
@@ -284,15 +307,32 @@ pub struct WakeArgs {
     pub thread: Option<String>,
 }
 
+impl WakeArgs {
+    /// The target named by `--task` or `--target`.
+    pub fn about(&self) -> Option<Target> {
+        target_of(self.task.as_ref(), self.target.as_ref())
+    }
+}
+
 /// `assent pending`.
 #[derive(Debug, Args)]
 pub struct PendingArgs {
     /// Only sets about this task.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "target")]
     pub task: Option<String>,
+    /// Only sets about this target, as KIND:ID.
+    #[arg(long, value_name = "KIND:ID", value_parser = parse_target)]
+    pub target: Option<Target>,
     /// Only sets of this agent.
     #[arg(long)]
     pub agent: Option<String>,
+}
+
+impl PendingArgs {
+    /// The target named by `--task` or `--target`.
+    pub fn about(&self) -> Option<Target> {
+        target_of(self.task.as_ref(), self.target.as_ref())
+    }
 }
 
 /// `assent confirm`.
@@ -364,25 +404,45 @@ pub struct HistoryArgs {
     #[arg(long)]
     pub agent: String,
     /// Only decisions about this task.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "target")]
     pub task: Option<String>,
+    /// Only decisions about this target, as KIND:ID.
+    #[arg(long, value_name = "KIND:ID", value_parser = parse_target)]
+    pub target: Option<Target>,
     /// At most this many decisions.
     #[arg(long, default_value_t = 20)]
     pub limit: u32,
+}
+
+impl HistoryArgs {
+    /// The target named by `--task` or `--target`.
+    pub fn about(&self) -> Option<Target> {
+        target_of(self.task.as_ref(), self.target.as_ref())
+    }
 }
 
 /// `assent audit`.
 #[derive(Debug, Args)]
 pub struct AuditArgs {
     /// Only records about this task.
-    #[arg(long, conflicts_with = "run")]
+    #[arg(long, conflicts_with_all = ["run", "target"])]
     pub task: Option<String>,
+    /// Only records about this target, as KIND:ID.
+    #[arg(long, value_name = "KIND:ID", value_parser = parse_target, conflicts_with = "run")]
+    pub target: Option<Target>,
     /// Only records of this wake run.
     #[arg(long)]
     pub run: Option<String>,
     /// At most this many (the newest).
     #[arg(long, default_value_t = 500)]
     pub limit: u32,
+}
+
+impl AuditArgs {
+    /// The target named by `--task` or `--target`.
+    pub fn about(&self) -> Option<Target> {
+        target_of(self.task.as_ref(), self.target.as_ref())
+    }
 }
 
 /// `assent outbox`.

@@ -81,7 +81,7 @@ impl Ctx {
     pub async fn open(url: &str, now: OffsetDateTime, json: bool) -> Result<Self, CliError> {
         let store = Store::open(url).await?;
         Ok(Self {
-            engine: engine(store),
+            engine: engine(store).await?,
             now,
             json,
         })
@@ -104,9 +104,10 @@ impl Ctx {
     }
 }
 
-/// The engine over `store`: the journal's catalog, the journal as host.
-pub fn engine(store: Store) -> Engine {
-    assent_server::journal_engine(store)
+/// The engine over `store`: the journal's catalog, the journal as host (its tables
+/// migrated on first use). The CLI is where the journal is composed with the engine.
+pub async fn engine(store: Store) -> Result<Engine, CliError> {
+    Ok(assent_journal_host::journal_engine(store).await?)
 }
 
 /// Runs the parsed command line.
@@ -257,8 +258,11 @@ fn read_limited(reader: impl Read, source: &str) -> Result<Vec<u8>, CliError> {
 /// With `--json`, `messages` holds the replies as the tool-result messages of the
 /// calls' dialect (or `--reply-format`'s), beside the unchanged `responses`.
 pub async fn wake(ctx: &Ctx, args: WakeArgs, parsed: ParsedCalls) -> Result<Output, CliError> {
+    let target = args
+        .about()
+        .ok_or_else(|| CliError::Usage("name the target: --task ID or --target KIND:ID".to_owned()))?;
     let run_key = args.run_key.unwrap_or_else(|| Uuid::new_v4().to_string());
-    let mut request = WakeRequest::new(args.agent, args.task, run_key, parsed.calls.clone());
+    let mut request = WakeRequest::new(args.agent, target, run_key, parsed.calls.clone());
     if let Some(thread) = args.thread {
         request.thread_id = thread;
     }
@@ -287,7 +291,7 @@ pub async fn tools(ctx: &Ctx, args: ToolsArgs) -> Result<Output, CliError> {
 /// `assent pending`.
 pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
     let filter = change_sets::PendingFilter {
-        task_id: args.task,
+        target: args.about(),
         agent_id: args.agent,
         limit: None,
     };
@@ -400,7 +404,7 @@ pub async fn history(ctx: &Ctx, args: HistoryArgs) -> Result<Output, CliError> {
     let section = ctx
         .engine
         .confirmations()
-        .history(&args.agent, args.task.as_deref(), args.limit)
+        .history(&args.agent, args.about().as_ref(), args.limit)
         .await?;
     Output::either(ctx.json, &json!({"history": section}), || {
         render::history(section.as_deref(), &args.agent)
@@ -409,8 +413,8 @@ pub async fn history(ctx: &Ctx, args: HistoryArgs) -> Result<Output, CliError> {
 
 /// `assent audit`.
 pub async fn audit_trail(ctx: &Ctx, args: AuditArgs) -> Result<Output, CliError> {
-    let filter = match (args.task, args.run) {
-        (Some(task), _) => audit::AuditFilter::Task(task),
+    let filter = match (args.about(), args.run) {
+        (Some(target), _) => audit::AuditFilter::Target(target),
         (None, Some(run)) => audit::AuditFilter::Run(run),
         (None, None) => audit::AuditFilter::All,
     };

@@ -12,7 +12,7 @@ use assent_changeset::{ToolArguments, ToolCall, parse_tool_calls};
 use assent_confirm::{Engine, WakeOutcome, WakeRequest};
 use assent_domain::{ChangeSet, OffsetDateTime, Uuid};
 use assent_journal::tool;
-use assent_journal_host::{NewTask, create_task, load_task};
+use assent_journal_host::{NewTask, create_task, load_task, task_target};
 use assent_store::{Store, StoreError, agents, audit, outbox};
 use assent_tools::AgentPolicy;
 use serde_json::{Value, json};
@@ -81,7 +81,7 @@ async fn wake(
     now: OffsetDateTime,
 ) -> Result<(WakeRequest, WakeOutcome), CliError> {
     let calls = parse_tool_calls(document).map_err(|e| CliError::failed(e.to_string()))?;
-    let mut request = WakeRequest::new(AGENT, task_id, run_key, calls);
+    let mut request = WakeRequest::new(AGENT, task_target(task_id), run_key, calls);
     request.thread_id = format!("thread-{run_key}");
     let outcome = engine.wakes().wake(request.clone(), now).await?;
     Ok((request, outcome))
@@ -114,7 +114,7 @@ pub(crate) async fn on_fresh_store(
 }
 
 async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> {
-    let engine = engine(store.clone());
+    let engine = engine(store.clone()).await?;
     let decisions = engine.confirmations();
     let mut now = start;
     let mut s = Story::default();
@@ -255,7 +255,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     s.block(render::task(&task));
 
     s.heading("The audit trail");
-    let records = audit::list(&mut conn, &audit::AuditFilter::Task(task_id.clone()), 100).await?;
+    let records = audit::list(&mut conn, &audit::AuditFilter::Target(task_target(task_id.clone())), 100).await?;
     s.say("Every execution writes an action record before the handler runs and a result after:");
     s.gap();
     s.block(render::audit(&records));
@@ -269,7 +269,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     drop(conn);
 
     s.heading("What the agent's next wake sees");
-    let history = decisions.history(AGENT, Some(&task_id), 20).await?;
+    let history = decisions.history(AGENT, Some(&task_target(&task_id)), 20).await?;
     s.say("This section goes into the agent's next prompt:");
     s.gap();
     s.block(render::history(history.as_deref(), AGENT));

@@ -15,7 +15,7 @@ use assent_confirm::{
     Scheduler, Session, WakeRequest,
 };
 use assent_domain::{OffsetDateTime, Uuid};
-use assent_journal_host::{NewTask, create_task};
+use assent_journal_host::{NewTask, create_task, task_target};
 use assent_store::delegation::{self, GrantFilter};
 use assent_store::{Store, StoreError, agents, audit};
 use assent_tools::AgentPolicy;
@@ -51,9 +51,9 @@ async fn sub_agent_wake(
     now: OffsetDateTime,
 ) -> Result<ScheduledWake, CliError> {
     let calls = parse_tool_calls(calls).map_err(|e| CliError::failed(e.to_string()))?;
-    let request = WakeRequest::new(AGENT, task_id, Uuid::new_v4().to_string(), calls);
+    let request = WakeRequest::new(AGENT, task_target(task_id), Uuid::new_v4().to_string(), calls);
     Ok(
-        Scheduler::new(engine(store.clone()), Session::Delegated(bus.clone()))
+        Scheduler::new(engine(store.clone()).await?, Session::Delegated(bus.clone()))
             .wake(request, &CancellationToken::new(), now)
             .await?,
     )
@@ -179,8 +179,8 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     s.block(render::grants(&grants));
 
     s.heading("The audit trail: delegated confirmations run through the same executor");
-    let mut records = audit::list(&mut conn, &audit::AuditFilter::Task(task_id), 100).await?;
-    records.extend(audit::list(&mut conn, &audit::AuditFilter::Task(second_task), 100).await?);
+    let mut records = audit::list(&mut conn, &audit::AuditFilter::Target(task_target(task_id)), 100).await?;
+    records.extend(audit::list(&mut conn, &audit::AuditFilter::Target(task_target(second_task)), 100).await?);
     s.block(render::audit(&records));
     Ok(s.text)
 }

@@ -174,9 +174,9 @@ pub fn task(task: &TaskSnapshot) -> String {
 /// The replies of a wake, call by call, and what was queued.
 pub fn wake(request: &WakeRequest, outcome: &WakeOutcome) -> String {
     let mut text = format!(
-        "Wake of agent {} on task {} (run {}): {} call(s)\n",
+        "Wake of agent {} on {} (run {}): {} call(s)\n",
         request.agent_id,
-        request.task_id,
+        request.target,
         request.run_key,
         request.calls.len()
     );
@@ -224,11 +224,11 @@ fn item_line(index: usize, item: &ChangeItem) -> String {
 /// A change set: a header line, then one line per item.
 pub fn change_set(set: &ChangeSet) -> String {
     let mut text = format!(
-        "Change set {} ({})\n  agent {}, task {}, created {}\n",
+        "Change set {} ({})\n  agent {}, {}, created {}\n",
         set.id,
         set.status,
         set.agent_id,
-        set.task_id,
+        set.target(),
         time(set.created_at)
     );
     for (index, item) in set.items.iter().enumerate() {

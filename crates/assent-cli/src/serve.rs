@@ -8,6 +8,7 @@ use assent_confirm::{BusConfig, ConfirmationBus};
 use assent_server::token::{TokenOrigin, resolve_token};
 use assent_server::{DEFAULT_BUS_ROOT, Server};
 use assent_store::Store;
+use assent_store::tokens::Role;
 use std::io::Write;
 use std::time::Duration;
 
@@ -62,7 +63,10 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
             wait_timeout: Duration::from_secs(args.delegation_timeout),
         },
     )?;
-    let server = Server::new(engine(store.clone()), token.token).with_bus(bus);
+    // The server knows no host: the journal's own routes (`/api/tasks`) come with it.
+    let server = Server::new(engine(store.clone()).await?, token.token)
+        .with_routes(Role::Reviewer, assent_journal_host::http::routes())
+        .with_bus(bus);
     // The webhook sender runs beside the server and stops after it.
     let sender = assent_webhooks::Sender::new(
         store.clone(),
