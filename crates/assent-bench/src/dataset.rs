@@ -171,8 +171,8 @@ async fn insert_batch(store: &Store, range: std::ops::Range<usize>) -> anyhow::R
     let set_rows: Vec<usize> = range.clone().collect();
     for chunk in set_rows.chunks(ROWS_PER_INSERT) {
         let sql = values_sql(
-            "INSERT INTO change_sets (id, agent_id, task_id, thread_id, run_key, status, created_at, resolved_at)",
-            8,
+            "INSERT INTO change_sets (id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, resolved_at)",
+            9,
             chunk.len(),
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -182,6 +182,7 @@ async fn insert_batch(store: &Store, range: std::ops::Range<usize>) -> anyhow::R
             query = query
                 .bind(set_id(n))
                 .bind(agent_id(n % AGENTS))
+                .bind("task")
                 .bind(task_id(n / SETS_PER_TASK))
                 .bind(format!("thread-{n}"))
                 .bind(format!("run-{n}"))
@@ -219,9 +220,9 @@ async fn insert_batch(store: &Store, range: std::ops::Range<usize>) -> anyhow::R
     }
     for chunk in items.chunks(ROWS_PER_INSERT) {
         let sql = values_sql(
-            "INSERT INTO decisions (id, change_set_id, item_index, agent_id, task_id, tool_name, verdict, reason,
+            "INSERT INTO decisions (id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict, reason,
                                     human_summary, args, created_at)",
-            11,
+            12,
             chunk.len(),
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -234,6 +235,7 @@ async fn insert_batch(store: &Store, range: std::ops::Range<usize>) -> anyhow::R
                 .bind(set_id(n))
                 .bind(i as i64)
                 .bind(agent_id(n % AGENTS))
+                .bind("task")
                 .bind(task_id(n / SETS_PER_TASK))
                 .bind("add_checklist_item")
                 .bind(row.verdict())

@@ -66,14 +66,19 @@ impl PlanningFixture {
         &self,
     ) -> Result<(Vec<assent_changeset::PlannedCall>, Option<ChangeSet>), ChangesetError> {
         let calls = parse_tool_calls(&self.document)?;
-        let mut builder = ChangeSetBuilder::new(AGENT, TASK, "thread-1", "wake-0042");
+        let mut builder = ChangeSetBuilder::new(
+            AGENT,
+            assent_journal_host::task_target(TASK),
+            "thread-1",
+            "wake-0042",
+        );
         let planned = WakePlanner::new(
             &self.registry,
             &self.policy,
             TargetCategory::Known("work".to_owned()),
             NOW,
         )
-        .with_snapshot(Some(&self.snapshot))
+        .with_snapshot(Some(&self.snapshot as &dyn assent_changeset::TargetState))
         .with_decisions(&self.decisions)
         .plan(&calls, &mut builder);
         Ok((planned, builder.build(Uuid::nil(), NOW)))
@@ -130,7 +135,8 @@ fn history() -> Vec<ChangeDecision> {
                 change_set_id: Uuid::from_u128(1000 + i / 5),
                 item_index: (i % 5) as usize,
                 agent_id: AGENT.into(),
-                task_id: TASK.into(),
+                target_kind: "task".into(),
+                target_id: TASK.into(),
                 tool_name: tool.into(),
                 verdict,
                 reason: (verdict == Verdict::Rejected).then(|| "Out of scope".to_owned()),

@@ -81,10 +81,10 @@ pub async fn measure(
     let (mut pending, mut recent, mut rendered) = (Vec::new(), Vec::new(), Vec::new());
     let (mut open_sets, mut full_histories) = (0, 0);
     for n in 0..warmup + samples {
-        let task = dataset::task_id(picks.next(scale.tasks()));
+        let target = assent_journal_host::task_target(dataset::task_id(picks.next(scale.tasks())));
         let agent = dataset::agent_id(picks.next(AGENTS));
         let filter = PendingFilter {
-            task_id: Some(task.clone()),
+            target: Some(target.clone()),
             ..PendingFilter::default()
         };
 
@@ -94,18 +94,18 @@ pub async fn measure(
 
         let start = Instant::now();
         let found =
-            decisions::recent(&mut conn, &agent, Some(&task), MAX_HISTORY_ENTRIES as u32).await?;
+            decisions::recent(&mut conn, &agent, Some(&target), MAX_HISTORY_ENTRIES as u32).await?;
         let recent_time = start.elapsed();
 
         let start = Instant::now();
         let section = history
-            .history(&agent, Some(&task), MAX_HISTORY_ENTRIES as u32)
+            .history(&agent, Some(&target), MAX_HISTORY_ENTRIES as u32)
             .await?;
         let render_time = start.elapsed();
 
         ensure!(
             section.is_some() != found.is_empty(),
-            "the history section and the decisions disagree for {agent} on {task}"
+            "the history section and the decisions disagree for {agent} on {target}"
         );
         if n >= warmup {
             open_sets += sets.len();

@@ -15,11 +15,11 @@
 use crate::measure::{median, quartiles};
 use anyhow::{Context, ensure};
 use assent_changeset::{DEFAULT_MAX_ITEMS_PER_SET, ToolArguments, ToolCall};
-use assent_confirm::{Engine, WakeRequest};
+use assent_confirm::{Engine, ExecutionOutcome, WakeRequest};
 use assent_domain::{ChangeItem, ChangeSet, NewChangeSet, Uuid};
 use assent_journal::tool;
 use assent_journal_host::{JournalHost, NewTask, create_task};
-use assent_store::{Durability, ExecutionOutcome, Store, StoreOptions, timefmt};
+use assent_store::{Durability, Store, StoreOptions, timefmt};
 use assent_tools::AgentPolicy;
 use serde_json::json;
 use sqlx::AnyConnection;
@@ -103,6 +103,9 @@ impl Db {
             ..StoreOptions::new(url)
         })
         .await?;
+        store
+            .migrate_host("journal", assent_journal_host::MIGRATIONS)
+            .await?;
         let mut tx = store.begin_write().await?;
         assent_store::agents::upsert(&mut tx, AGENT, &AgentPolicy::new(["work"]), NOW).await?;
         tx.commit().await?;
@@ -122,6 +125,8 @@ impl Db {
         Ok(id)
     }
 
+    /// The journal's engine; the bench's stores are opened through [`Self::open`],
+    /// which runs the journal's migrations once.
     fn engine(&self) -> Engine {
         Engine::new(
             self.store.clone(),
@@ -227,7 +232,7 @@ fn change_set(set: usize) -> anyhow::Result<ChangeSet> {
     Ok(ChangeSet::new(NewChangeSet {
         id: Uuid::new_v4(),
         agent_id: AGENT.into(),
-        task_id: "task-1".into(),
+        target: assent_journal_host::task_target("task-1"),
         thread_id: run.clone(),
         run_key: run,
         items,
@@ -326,8 +331,8 @@ async fn insert_set(
 ) -> anyhow::Result<()> {
     let now = timefmt::format(NOW);
     sqlx::query(
-        "INSERT INTO change_sets (id, agent_id, task_id, thread_id, run_key, status, created_at, vector_clock)
-         VALUES ($1, $2, $3, $4, $4, 'pending', $5, '{}')",
+        "INSERT INTO change_sets (id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, vector_clock)
+         VALUES ($1, $2, 'task', $3, $4, $4, 'pending', $5, '{}')",
     )
     .bind(set)
     .bind(AGENT)
@@ -409,7 +414,12 @@ async fn queue(db: &Db, engine: &Engine, set: usize) -> anyhow::Result<Vec<(Uuid
     let outcome = engine
         .wakes()
         .wake(
-            WakeRequest::new(AGENT, &task, Uuid::new_v4().to_string(), vec![call]),
+            WakeRequest::new(
+                AGENT,
+                assent_journal_host::task_target(&task),
+                Uuid::new_v4().to_string(),
+                vec![call],
+            ),
             NOW,
         )
         .await?;
@@ -470,7 +480,7 @@ async fn queue_baseline(db: &Db, set: usize) -> anyhow::Result<Vec<BaselineItem>
         );
         let audit = |kind: &str, rest: &str| {
             format!(
-                r#"{{"operationId":"{operation}","runKey":"{run}","toolName":"add_checklist_item","agentId":"{AGENT}","taskId":"{task}","kind":"{kind}","args":{args},{rest}"createdAt":"{now}"}}"#
+                r#"{{"operationId":"{operation}","runKey":"{run}","toolName":"add_checklist_item","agentId":"{AGENT}","targetKind":"task","targetId":"{task}","kind":"{kind}","args":{args},{rest}"createdAt":"{now}"}}"#
             )
         };
         let audit_payloads = [
@@ -486,7 +496,7 @@ async fn queue_baseline(db: &Db, set: usize) -> anyhow::Result<Vec<BaselineItem>
             ),
         ];
         let decision_payload = format!(
-            r#"{{"id":"{decision}","changeSetId":"{id}","itemIndex":{index},"agentId":"{AGENT}","taskId":"{task}","toolName":"add_checklist_item","verdict":"confirmed","reason":null,"editedArgs":null,"humanSummary":"{quoted_summary}","args":{args},"createdAt":"{now}","vectorClock":{clock}}}"#
+            r#"{{"id":"{decision}","changeSetId":"{id}","itemIndex":{index},"agentId":"{AGENT}","targetKind":"task","targetId":"{task}","toolName":"add_checklist_item","verdict":"confirmed","reason":null,"editedArgs":null,"humanSummary":"{quoted_summary}","args":{args},"createdAt":"{now}","vectorClock":{clock}}}"#
         );
         let item_payload =
             format!(r#"{{"changeSetId":"{id}","itemIndex":{index},"status":"confirmed"}}"#);
@@ -548,9 +558,9 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
         .zip(&item.audit_payloads)
     {
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, task_id, kind, args,
+            "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, target_kind, target_id, kind, args,
                                         success, created_at)
-             VALUES ($1, $2, 'add_checklist_item', $3, $4, $5, $6, $7, $8) RETURNING id",
+             VALUES ($1, $2, 'add_checklist_item', $3, 'task', $4, $5, $6, $7, $8) RETURNING id",
         )
         .bind(&item.operation)
         .bind(&item.run_key)
@@ -565,8 +575,8 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
         enqueue(&mut tx, "auditRecord", &id.to_string(), payload, &now).await?;
     }
     sqlx::query(
-        "INSERT INTO applied_operations (operation_id, tool_name, task_id, message, applied_at)
-         VALUES ($1, 'add_checklist_item', $2, 'Checklist item added.', $3)",
+        "INSERT INTO applied_operations (operation_id, tool_name, target_kind, target_id, message, applied_at)
+         VALUES ($1, 'add_checklist_item', 'task', $2, 'Checklist item added.', $3)",
     )
     .bind(&item.operation)
     .bind(task)
@@ -574,9 +584,9 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
     .execute(&mut *tx)
     .await?;
     sqlx::query(
-        "INSERT INTO decisions (id, change_set_id, item_index, agent_id, task_id, tool_name, verdict,
+        "INSERT INTO decisions (id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict,
                                 human_summary, args, created_at, vector_clock)
-         VALUES ($1, $2, $3, $4, $5, 'add_checklist_item', 'confirmed', $6, $7, $8, $9)",
+         VALUES ($1, $2, $3, $4, 'task', $5, 'add_checklist_item', 'confirmed', $6, $7, $8, $9)",
     )
     .bind(&item.decision)
     .bind(set)

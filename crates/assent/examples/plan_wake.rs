@@ -15,7 +15,8 @@
 use assent::changeset::{CallPlan, ChangeSetBuilder, PlannedCall, WakePlanner, parse_tool_calls};
 use assent::domain::{ChangeItem, ChangeSet, OffsetDateTime, Uuid};
 use assent::journal::{ChecklistItem, TaskSnapshot, catalog};
-use assent::tools::{AgentPolicy, TargetCategory};
+use assent::journal_host::task_target;
+use assent::tools::{AgentPolicy, TargetCategory, TargetState};
 use serde_json::{Value, json};
 
 const AGENT_ID: &str = "agent-triage";
@@ -35,9 +36,9 @@ fn main() {
     let calls = parse_tool_calls(&model_tool_calls()).expect("the model sent a list of tool calls");
 
     let now = OffsetDateTime::now_utc();
-    let mut builder = ChangeSetBuilder::new(AGENT_ID, TASK_ID, THREAD_ID, RUN_KEY);
+    let mut builder = ChangeSetBuilder::new(AGENT_ID, task_target(TASK_ID), THREAD_ID, RUN_KEY);
     let planned = WakePlanner::new(&registry, &policy, category, now)
-        .with_snapshot(Some(&snapshot))
+        .with_snapshot(Some(&snapshot as &dyn TargetState))
         .plan(&calls, &mut builder);
     let change_set = builder.build(Uuid::new_v4(), now);
 

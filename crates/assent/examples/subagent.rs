@@ -16,7 +16,7 @@ use assent::confirm::{
     WakeRequest,
 };
 use assent::domain::{OffsetDateTime, Uuid};
-use assent::journal_host::{JournalHost, NewTask, create_task, load_task};
+use assent::journal_host::{JournalHost, NewTask, create_task, load_task, task_target};
 use assent::store::{Store, agents, delegation};
 use assent::tools::AgentPolicy;
 use serde_json::json;
@@ -27,11 +27,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let store = Store::open(&format!("sqlite://{}/subagent.db", dir.path().display())).await?;
     let now = OffsetDateTime::now_utc();
-    let engine = Engine::new(
+    // `Engine::open` creates the journal's tables (its own migrations) on first use.
+    let engine = Engine::open(
         store.clone(),
         Arc::new(assent::journal::catalog()),
         Arc::new(JournalHost::new(store.host_id())),
-    );
+    )
+    .await?;
 
     // The sub-agent's policy and a task it may change.
     let task_id = Uuid::new_v4().to_string();
@@ -68,7 +70,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let session = Session::Delegated(parent.derive("researcher")?);
     let scheduled = Scheduler::new(engine, session)
         .wake(
-            WakeRequest::new("researcher", &task_id, "run-1", calls),
+            WakeRequest::new("researcher", task_target(&task_id), "run-1", calls),
             &CancellationToken::new(),
             now,
         )

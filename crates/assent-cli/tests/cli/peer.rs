@@ -7,7 +7,9 @@
 
 use super::{CALLS, Cli, assert_fails, code};
 use assent_journal_host::TaskEntities;
-use assent_server::{Server, ServerError, journal_engine};
+use assent_journal_host::journal_engine;
+use assent_server::{Server, ServerError};
+use assent_store::tokens::Role;
 use assent_store::Store;
 use assent_sync::SyncState;
 use serde_json::{Value, json};
@@ -46,15 +48,17 @@ impl PeerDevice {
             .enable_all()
             .build()
             .expect("runtime");
-        let (store, listener) = runtime.block_on(async {
+        let (store, engine, listener) = runtime.block_on(async {
             let store = Store::open(url).await.expect("open the database");
+            let engine = journal_engine(store.clone()).await.expect("journal engine");
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .expect("bind a random port");
-            (store, listener)
+            (store, engine, listener)
         });
         let base = format!("http://{}", listener.local_addr().expect("address"));
-        let server = Server::new(journal_engine(store.clone()), TOKEN);
+        let server = Server::new(engine, TOKEN)
+            .with_routes(Role::Reviewer, assent_journal_host::http::routes());
         let (stop, stopped) = oneshot::channel::<()>();
         let server = runtime.spawn(server.run(listener, async {
             let _ = stopped.await;
