@@ -2,8 +2,12 @@
 //! `cargo test` is the only gate.
 //!
 //! - every `.rs` file under `crates/`, `xtask/` and `tests/` opens with a `//!` comment;
-//! - the pure crates (`assent-domain`, `assent-changeset`) know nothing of `sqlx` or
-//!   `tokio`, neither in their manifests nor in their resolved dependency graph;
+//! - the pure crates (`assent-domain`, `assent-tools`, `assent-journal`,
+//!   `assent-changeset`, `assent-sync`) know nothing of `sqlx` or `tokio`, neither in
+//!   their manifests nor in their resolved dependency graph;
+//! - the engine's crates (changeset, sync, store, confirm, webhooks, server, the facade
+//!   without its `journal` feature, the example service) resolve no `assent-journal*`
+//!   crate: the journal is one host, composed in by the CLI;
 //! - every crate under `crates/` has `[lints] workspace = true` and a `src/lib.rs` or
 //!   `src/main.rs`.
 //!
@@ -87,36 +91,9 @@ fn pure_crates_do_not_declare_sqlx_or_tokio() {
 
 #[test]
 fn pure_crates_do_not_pull_in_sqlx_or_tokio() {
-    let root = project_root();
     let mut offenders = Vec::new();
     for krate in PURE_CRATES {
-        let args = ["tree", "-p", krate, "-e", "normal", "--prefix", "none"];
-        let output = Command::new(cargo())
-            .args(args)
-            .current_dir(&root)
-            .output()
-            .unwrap_or_else(|err| panic!("could not start `cargo {}`: {err}", args.join(" ")));
-        assert!(
-            output.status.success(),
-            "`cargo {}` failed ({}):\n{}",
-            args.join(" "),
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let tree = String::from_utf8_lossy(&output.stdout);
-        let mut found: Vec<&str> = tree
-            .lines()
-            .map(|line| line.trim().trim_end_matches(" (*)"))
-            .filter(|line| line.split_whitespace().next().is_some_and(is_forbidden))
-            .collect();
-        found.sort_unstable();
-        found.dedup();
-        for line in found {
-            let name = line.split_whitespace().next().unwrap_or(line);
-            offenders.push(format!(
-                "{krate} pulls in {line} (see `cargo tree -p {krate} -e normal -i {name}`)"
-            ));
-        }
+        offenders.extend(forbidden_in_tree(&["-p", krate], is_forbidden));
     }
     assert!(
         offenders.is_empty(),
@@ -125,6 +102,83 @@ fn pure_crates_do_not_pull_in_sqlx_or_tokio() {
         FORBIDDEN_IN_PURE.join(" or "),
         bullets(&offenders)
     );
+}
+
+/// The engine and its faces know no particular host: the journal is composed in by
+/// the CLI (and the facade's default `journal` feature), never imported below it.
+const HOST_FREE: &[&[&str]] = &[
+    &["-p", "assent-domain"],
+    &["-p", "assent-tools"],
+    &["-p", "assent-changeset"],
+    &["-p", "assent-sync"],
+    &["-p", "assent-store"],
+    &["-p", "assent-confirm"],
+    &["-p", "assent-webhooks"],
+    &["-p", "assent-server"],
+    &["-p", "assent", "--no-default-features"],
+];
+
+/// The crate family of the reference journal host.
+fn is_journal(name: &str) -> bool {
+    name.starts_with("assent-journal")
+}
+
+#[test]
+fn the_engine_depends_on_no_host() {
+    let mut offenders = Vec::new();
+    for selection in HOST_FREE {
+        offenders.extend(forbidden_in_tree(selection, is_journal));
+    }
+    // The example service proves a service can gate its tools without the journal.
+    let example = project_root().join("examples/invoicing/Cargo.toml");
+    if example.exists() {
+        offenders.extend(forbidden_in_tree(
+            &["-p", "assent-example-invoicing"],
+            is_journal,
+        ));
+    }
+    assert!(
+        offenders.is_empty(),
+        "the engine's crates must not depend, even indirectly, on the journal host:\n{}",
+        bullets(&offenders)
+    );
+}
+
+/// The packages `cargo tree <selection> -e normal` resolves whose name `forbidden`
+/// matches, each as a line naming where it came from.
+fn forbidden_in_tree(selection: &[&str], forbidden: fn(&str) -> bool) -> Vec<String> {
+    let mut args = vec!["tree"];
+    args.extend_from_slice(selection);
+    args.extend_from_slice(&["-e", "normal", "--prefix", "none"]);
+    let output = Command::new(cargo())
+        .args(&args)
+        .current_dir(project_root())
+        .output()
+        .unwrap_or_else(|err| panic!("could not start `cargo {}`: {err}", args.join(" ")));
+    assert!(
+        output.status.success(),
+        "`cargo {}` failed ({}):\n{}",
+        args.join(" "),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let tree = String::from_utf8_lossy(&output.stdout);
+    let mut found: Vec<&str> = tree
+        .lines()
+        .skip(1) // the selected package itself
+        .map(|line| line.trim().trim_end_matches(" (*)"))
+        .filter(|line| line.split_whitespace().next().is_some_and(forbidden))
+        .collect();
+    found.sort_unstable();
+    found.dedup();
+    let selected = selection.join(" ");
+    found
+        .into_iter()
+        .map(|line| {
+            let name = line.split_whitespace().next().unwrap_or(line);
+            format!("{selected} pulls in {line} (see `cargo tree {selected} -e normal -i {name}`)")
+        })
+        .collect()
 }
 
 #[test]

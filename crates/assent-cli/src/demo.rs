@@ -108,6 +108,8 @@ pub(crate) async fn on_fresh_store(
         .map_err(|e| CliError::failed(format!("cannot create a temporary directory: {e}")))?;
     let url = format!("sqlite://{}", dir.path().join("demo.db").display());
     let store = Store::open(&url).await?;
+    // Composing the journal's engine creates its tables before the story adds tasks.
+    engine(store.clone()).await?;
     let story = tell(&store).await;
     store.close().await;
     story

@@ -247,6 +247,8 @@ impl Scheduler {
                 agent_id: set.agent_id.clone(),
                 target_kind: set.target_kind.clone(),
                 target_id: set.target_id.clone(),
+                task_id: (set.target_kind == assent_domain::LEGACY_TARGET_KIND)
+                    .then(|| set.target_id.clone()),
                 note: note.take(),
             };
             let attribution = Attribution {

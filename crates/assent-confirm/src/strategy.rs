@@ -29,8 +29,11 @@ pub struct ConfirmationDetails {
     #[serde(default = "assent_domain::legacy_target_kind")]
     pub target_kind: String,
     /// The target the call changes.
-    #[serde(alias = "taskId")]
     pub target_id: String,
+    /// The target's id when it is a journal task: the field the bus's details and the
+    /// `confirmation.requested` webhook have carried since release 0.1.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
     /// Why the person is asked again (an edit that failed validation), if so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -189,6 +192,7 @@ pub(crate) mod tests {
             agent_id: "researcher".into(),
             target_kind: "task".into(),
             target_id: "t1".into(),
+            task_id: Some("t1".into()),
             note: None,
         }
     }

@@ -128,7 +128,9 @@
     for (const set of open) sets.set(set.id, set);
     requests.clear();
     for (const request of waiting) requests.set(request.correlationId, request);
-    await Promise.all([...new Set(open.map((s) => s.taskId))].map(refreshTask));
+    // Only the journal's targets (sets with a taskId) have a task to show beside them;
+    // other hosts' sets show their target's kind and id.
+    await Promise.all([...new Set(open.map((s) => s.taskId).filter(Boolean))].map(refreshTask));
     renderAll();
     renderRequests();
   }
@@ -140,7 +142,7 @@
 
   async function upsert(set) {
     sets.set(set.id, set);
-    await refreshTask(set.taskId);
+    if (set.taskId) await refreshTask(set.taskId);
     renderSet(set.id);
   }
 
@@ -255,11 +257,12 @@
   }
 
   function card(set) {
-    const task = tasks.get(set.taskId);
+    const task = set.taskId ? tasks.get(set.taskId) : undefined;
+    const name = task ? task.title : set.taskId || set.targetKind + " " + set.targetId;
     const open = set.items.filter((i) => OPEN.has(i.status)).length;
     const n = set.items.length;
-    const node = el("article", { class: "card", id: "change-set-" + set.id, "data-set-id": set.id, "aria-label": "Change set for " + (task ? task.title : set.taskId) },
-      el("h3", { class: "task-title" }, task ? task.title : set.taskId),
+    const node = el("article", { class: "card", id: "change-set-" + set.id, "data-set-id": set.id, "aria-label": "Change set for " + name },
+      el("h3", { class: "task-title" }, name),
       el("p", { class: "task-state" }, taskLine(task)),
       el("p", { class: "suggests" },
         `Agent ${set.agentId} suggests ${n} change${n === 1 ? "" : "s"}` + (open < n ? ` (${open} open, set ${set.status})` : "")),

@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// The `/webhooks` routes, to nest under `/api`.
 pub(crate) fn routes() -> Router<AppState> {
@@ -167,6 +167,16 @@ async fn redeliver(
 }
 
 /// Writes a `confirmation.requested` event for `request` (for the subscriptions that
+/// The `target` of a `confirmation.requested` event, as a change set event names it:
+/// kind and id, plus `taskId` for the journal's tasks.
+fn confirmation_target(details: &Value) -> Value {
+    let mut target = json!({"kind": details["targetKind"], "id": details["targetId"]});
+    if !details["taskId"].is_null() {
+        target["taskId"] = details["taskId"].clone();
+    }
+    target
+}
+
 /// want one), in a task of its own so the forwarder never waits on the database.
 pub(crate) fn confirmation_requested(store: &Store, request: &ConfirmationRequest) {
     let store = store.clone();
@@ -184,7 +194,7 @@ pub(crate) fn confirmation_requested(store: &Store, request: &ConfirmationReques
         "summary": request.summary,
         "changeSetId": change_set_id,
         "itemIndex": details["itemIndex"],
-        "target": {"taskId": details["taskId"]},
+        "target": confirmation_target(&details),
     });
     tokio::spawn(async move {
         let written = async {
