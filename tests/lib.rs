@@ -441,7 +441,10 @@ impl TestApp {
         let run = Uuid::new_v4().to_string();
         self.engine
             .wakes()
-            .wake(WakeRequest::new("agent-1", task_target(task_id), run, calls), NOW)
+            .wake(
+                WakeRequest::new("agent-1", task_target(task_id), run, calls),
+                NOW,
+            )
             .await
     }
 

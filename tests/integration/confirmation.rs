@@ -1,9 +1,9 @@
 //! A person's decisions: confirm, edit, reject, defer, confirm all, dismiss, expire,
 //! history; failures and policy at confirmation time.
 
+use assent_confirm::ExecutionOutcome;
 use assent_confirm::{ConfirmError, ItemResult, WakeRequest};
 use assent_domain::{ChangeItemStatus, ChangeSetStatus, Uuid, Verdict};
-use assent_confirm::ExecutionOutcome;
 use assent_store::{audit, change_sets, decisions, operations};
 use assent_tests::{Fault, NOW, TestApp, tool_calls};
 use serde_json::json;
@@ -41,9 +41,13 @@ async fn confirm_applies_once_and_records_everything() {
     assert_eq!(stored.vector_clock.get("device-a"), 2);
     let recorded = decisions::for_change_set(&mut conn, set).await.unwrap();
     assert_eq!(recorded.len(), 1);
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())), 100)
-        .await
-        .unwrap();
+    let trail = audit::list(
+        &mut conn,
+        &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())),
+        100,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         trail.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>(),
         ["action", "result"]
@@ -141,9 +145,13 @@ async fn a_failing_handler_leaves_no_decision_and_the_item_pending_and_a_retry_w
         );
         let stored = change_sets::require(&mut conn, set).await.unwrap();
         assert_eq!(stored.items[0].status, ChangeItemStatus::Pending);
-        let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())), 100)
-            .await
-            .unwrap();
+        let trail = audit::list(
+            &mut conn,
+            &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())),
+            100,
+        )
+        .await
+        .unwrap();
         assert_eq!(
             trail.last().unwrap().success,
             Some(false),
@@ -224,7 +232,15 @@ async fn a_reused_run_key_still_applies_every_confirmed_proposal() {
         let wake = app
             .engine
             .wakes()
-            .wake(WakeRequest::new("agent-1", assent_journal_host::task_target(&task), run, calls), NOW)
+            .wake(
+                WakeRequest::new(
+                    "agent-1",
+                    assent_journal_host::task_target(&task),
+                    run,
+                    calls,
+                ),
+                NOW,
+            )
             .await
             .unwrap();
         let set = wake.change_set.expect("queued").id;
@@ -279,7 +295,11 @@ async fn edit_validates_and_keeps_both_args() {
     assert_eq!(outcome.decision.edited_args, Some(json!({"minutes": 90})));
     assert_eq!(app.load(&task).await.estimate_minutes, Some(90));
     let history = service
-        .history("agent-1", Some(&assent_journal_host::task_target(&task)), 20)
+        .history(
+            "agent-1",
+            Some(&assent_journal_host::task_target(&task)),
+            20,
+        )
         .await
         .unwrap()
         .unwrap();
@@ -362,7 +382,11 @@ async fn reject_defer_dismiss_and_history() {
     );
 
     let history = service
-        .history("agent-1", Some(&assent_journal_host::task_target(&task)), 20)
+        .history(
+            "agent-1",
+            Some(&assent_journal_host::task_target(&task)),
+            20,
+        )
         .await
         .unwrap()
         .unwrap();
@@ -455,9 +479,13 @@ async fn policy_is_enforced_again_at_confirmation_time() {
         "the handler never ran"
     );
     let mut conn = app.store.pool().acquire().await.unwrap();
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())), 100)
-        .await
-        .unwrap();
+    let trail = audit::list(
+        &mut conn,
+        &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())),
+        100,
+    )
+    .await
+    .unwrap();
     assert_eq!(trail.last().unwrap().kind.as_str(), "policyDenied");
     assert_eq!(
         trail.last().unwrap().detail.as_deref(),

@@ -82,9 +82,13 @@ async fn wake_then_confirm_edit_and_reject(backend: &TestBackend) {
     );
     assert!(history[1].edited_args.is_some(), "the edit is recorded");
 
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())), 100)
-        .await
-        .unwrap();
+    let trail = audit::list(
+        &mut conn,
+        &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())),
+        100,
+    )
+    .await
+    .unwrap();
     let results = trail
         .iter()
         .filter(|r| r.kind == AuditKind::Result && r.success == Some(true))
@@ -92,7 +96,11 @@ async fn wake_then_confirm_edit_and_reject(backend: &TestBackend) {
     assert_eq!(results, 2, "two applications audited: {trail:?}");
     drop(conn);
     let prompt = service
-        .history("agent-1", Some(&assent_journal_host::task_target(&task)), 20)
+        .history(
+            "agent-1",
+            Some(&assent_journal_host::task_target(&task)),
+            20,
+        )
         .await
         .unwrap()
         .expect("a history");

@@ -162,9 +162,13 @@ async fn a_parent_confirms_and_the_decision_is_audited_and_attributed_to_the_age
     let decided = decisions::for_change_set(&mut conn, set).await.unwrap();
     assert_eq!(decided.len(), 1);
     assert_eq!(decided[0].verdict, Verdict::Confirmed);
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())), 100)
-        .await
-        .unwrap();
+    let trail = audit::list(
+        &mut conn,
+        &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())),
+        100,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         trail.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>(),
         ["action", "result"]
@@ -393,9 +397,13 @@ async fn a_grant_never_widens_the_category_allowlist() {
     assert_eq!(app.load(&task).await.priority.as_deref(), Some("P1"));
     assert_eq!(item_status(&app, set.id).await, ChangeItemStatus::Pending);
     let mut conn = app.store.pool().acquire().await.unwrap();
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task)), 100)
-        .await
-        .unwrap();
+    let trail = audit::list(
+        &mut conn,
+        &audit::AuditFilter::Target(assent_journal_host::task_target(task)),
+        100,
+    )
+    .await
+    .unwrap();
     assert_eq!(trail.last().unwrap().kind.as_str(), "policyDenied");
 }
 

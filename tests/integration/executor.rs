@@ -1,9 +1,9 @@
 //! The audited executor on its own: audit failures never change an outcome.
 
 use assent_confirm::Host;
+use assent_confirm::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use assent_domain::OperationId;
 use assent_journal_host::JournalHost;
-use assent_confirm::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use assent_store::AnyConnection;
 use assent_tests::{NOW, TestApp};
 use assent_tools::{

@@ -24,9 +24,15 @@ async fn a_rollback_leaves_no_outbox_row_behind() {
         ..set.clone()
     };
     change_sets::insert(&mut tx, &copy, NOW).await.unwrap();
-    outbox::enqueue(&mut tx, assent_journal_host::TASK_ENTITY, &task, &json!({"x": 1}), NOW)
-        .await
-        .unwrap();
+    outbox::enqueue(
+        &mut tx,
+        assent_journal_host::TASK_ENTITY,
+        &task,
+        &json!({"x": 1}),
+        NOW,
+    )
+    .await
+    .unwrap();
     tx.rollback().await.unwrap();
     assert_eq!(app.fingerprint().await, before);
 
@@ -136,9 +142,15 @@ async fn claim_send_fail_retry_and_dead_letters() {
 
     // A newer write while t1 waits for its retry replaces the unsent payload.
     let mut tx = app.store.begin_write().await.unwrap();
-    outbox::enqueue(&mut tx, assent_journal_host::TASK_ENTITY, "t1", &json!({"v": "newer"}), NOW)
-        .await
-        .unwrap();
+    outbox::enqueue(
+        &mut tx,
+        assent_journal_host::TASK_ENTITY,
+        "t1",
+        &json!({"v": "newer"}),
+        NOW,
+    )
+    .await
+    .unwrap();
     let retry = outbox::claim_batch(&mut tx, 10, NOW, Duration::minutes(5))
         .await
         .unwrap();

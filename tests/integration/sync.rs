@@ -47,9 +47,13 @@ async fn propose_on_a_confirm_on_b_and_a_sees_it_after_one_round() {
     let history = decisions::for_change_set(&mut conn, set).await.unwrap();
     assert_eq!(history.len(), 1);
     assert_eq!(history[0].verdict, Verdict::Confirmed);
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())), 100)
-        .await
-        .unwrap();
+    let trail = audit::list(
+        &mut conn,
+        &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())),
+        100,
+    )
+    .await
+    .unwrap();
     assert!(
         trail
             .iter()
@@ -61,7 +65,11 @@ async fn propose_on_a_confirm_on_b_and_a_sees_it_after_one_round() {
     let prompt = a
         .engine
         .confirmations()
-        .history("agent-1", Some(&assent_journal_host::task_target(&task)), 20)
+        .history(
+            "agent-1",
+            Some(&assent_journal_host::task_target(&task)),
+            20,
+        )
         .await
         .unwrap()
         .expect("a history");

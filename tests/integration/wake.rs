@@ -73,9 +73,13 @@ async fn a_wake_queues_deferred_runs_immediate_and_answers_every_call() {
 
     // The immediate call went through the audited executor.
     assert_eq!(app.load(&task).await.language.as_deref(), Some("en"));
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())), 100)
-        .await
-        .unwrap();
+    let trail = audit::list(
+        &mut conn,
+        &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())),
+        100,
+    )
+    .await
+    .unwrap();
     let kinds: Vec<_> = trail
         .iter()
         .map(|r| (r.tool_name.as_str(), r.kind.as_str()))
@@ -213,7 +217,12 @@ async fn a_retried_wake_applies_nothing_twice() {
     let wakes = app.engine.wakes();
     let wake = || {
         wakes.wake(
-            assent_confirm::WakeRequest::new("agent-1", assent_journal_host::task_target(&task), "run-fixed", calls.clone()),
+            assent_confirm::WakeRequest::new(
+                "agent-1",
+                assent_journal_host::task_target(&task),
+                "run-fixed",
+                calls.clone(),
+            ),
             NOW,
         )
     };

@@ -193,7 +193,8 @@ mod tests {
         let pending = item("x", json!({"a": 1}), "p");
         let mut rejected = item("y", json!({}), "r");
         rejected.status = ChangeItemStatus::Rejected;
-        let mut b = ChangeSetBuilder::new("a", Target::new("task", "t"), "th", "r").with_pending([&pending, &rejected]);
+        let mut b = ChangeSetBuilder::new("a", Target::new("task", "t"), "th", "r")
+            .with_pending([&pending, &rejected]);
         assert_eq!(
             b.add(item("x", json!({"a": 1}), "again")),
             AddOutcome::Duplicate
@@ -203,7 +204,8 @@ mod tests {
 
     #[test]
     fn cap_refuses_past_the_limit() {
-        let mut b = ChangeSetBuilder::new("a", Target::new("task", "t"), "th", "r").with_max_items(2);
+        let mut b =
+            ChangeSetBuilder::new("a", Target::new("task", "t"), "th", "r").with_max_items(2);
         for i in 0..2 {
             assert_eq!(b.add(item("x", json!({"i": i}), "s")), AddOutcome::Added);
         }
@@ -216,6 +218,9 @@ mod tests {
             AddOutcome::Duplicate
         );
         assert_eq!(b.len(), 2);
-        assert_eq!(ChangeSetBuilder::new("a", Target::new("task", "t"), "th", "r").max_items(), 25);
+        assert_eq!(
+            ChangeSetBuilder::new("a", Target::new("task", "t"), "th", "r").max_items(),
+            25
+        );
     }
 }

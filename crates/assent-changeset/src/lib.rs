@@ -14,6 +14,9 @@
 //!   ([`TargetState::redundancy`]) are skipped with feedback for the model. The rules
 //!   are the host's; this crate names no tool.
 //!
+//! - [`render_history`]: decisions as the `## Recent User Decisions` section of the
+//!   agent's next prompt, worded beside the replies.
+//!
 //! No I/O, no clock, no async runtime: the target's state, earlier pending items, recent
 //! rejections, ids and `now` come in as arguments.
 
@@ -22,16 +25,18 @@ mod calls;
 mod definitions;
 mod dialect;
 mod error;
+mod history;
 mod planner;
 mod replies;
 pub mod reply;
 
+/// Re-exported from `assent-tools`, where a host's rules answer with it.
+pub use assent_tools::{Redundancy, TargetState};
 pub use builder::{AddOutcome, ChangeSetBuilder, DEFAULT_MAX_ITEMS_PER_SET};
 pub use calls::{ToolArguments, ToolCall, parse_tool_calls};
 pub use definitions::tool_definitions;
 pub use dialect::{CallOrigin, Dialect, ParsedCalls, derived_gemini_id, parse_calls};
 pub use error::ChangesetError;
+pub use history::{HISTORY_HEADING, MAX_HISTORY_ENTRIES, MAX_HISTORY_TOKENS, render_history};
 pub use planner::{CallPlan, PlannedCall, PlannerConfig, WakePlanner};
-/// Re-exported from `assent-tools`, where a host's rules answer with it.
-pub use assent_tools::{Redundancy, TargetState};
 pub use replies::{CallReply, reply_messages};

@@ -4,8 +4,8 @@
 use crate::{AddOutcome, ChangeSetBuilder, ToolArguments, ToolCall, reply};
 use assent_domain::{ChangeDecision, ChangeItem, OffsetDateTime, Target, Verdict, canonical_json};
 use assent_tools::{
-    AgentPolicy, PolicyDecision, Redundancy, SummaryContext, TargetCategory, TargetState, ToolMode, ToolRegistry, ToolSpec,
-    ToolsError,
+    AgentPolicy, PolicyDecision, Redundancy, SummaryContext, TargetCategory, TargetState, ToolMode,
+    ToolRegistry, ToolSpec, ToolsError,
 };
 use serde_json::Value;
 use time::Duration;

@@ -258,9 +258,9 @@ fn read_limited(reader: impl Read, source: &str) -> Result<Vec<u8>, CliError> {
 /// With `--json`, `messages` holds the replies as the tool-result messages of the
 /// calls' dialect (or `--reply-format`'s), beside the unchanged `responses`.
 pub async fn wake(ctx: &Ctx, args: WakeArgs, parsed: ParsedCalls) -> Result<Output, CliError> {
-    let target = args
-        .about()
-        .ok_or_else(|| CliError::Usage("name the target: --task ID or --target KIND:ID".to_owned()))?;
+    let target = args.about().ok_or_else(|| {
+        CliError::Usage("name the target: --task ID or --target KIND:ID".to_owned())
+    })?;
     let run_key = args.run_key.unwrap_or_else(|| Uuid::new_v4().to_string());
     let mut request = WakeRequest::new(args.agent, target, run_key, parsed.calls.clone());
     if let Some(thread) = args.thread {

@@ -257,7 +257,12 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     s.block(render::task(&task));
 
     s.heading("The audit trail");
-    let records = audit::list(&mut conn, &audit::AuditFilter::Target(task_target(task_id.clone())), 100).await?;
+    let records = audit::list(
+        &mut conn,
+        &audit::AuditFilter::Target(task_target(task_id.clone())),
+        100,
+    )
+    .await?;
     s.say("Every execution writes an action record before the handler runs and a result after:");
     s.gap();
     s.block(render::audit(&records));
@@ -271,7 +276,9 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     drop(conn);
 
     s.heading("What the agent's next wake sees");
-    let history = decisions.history(AGENT, Some(&task_target(&task_id)), 20).await?;
+    let history = decisions
+        .history(AGENT, Some(&task_target(&task_id)), 20)
+        .await?;
     s.say("This section goes into the agent's next prompt:");
     s.gap();
     s.block(render::history(history.as_deref(), AGENT));

@@ -51,12 +51,18 @@ async fn sub_agent_wake(
     now: OffsetDateTime,
 ) -> Result<ScheduledWake, CliError> {
     let calls = parse_tool_calls(calls).map_err(|e| CliError::failed(e.to_string()))?;
-    let request = WakeRequest::new(AGENT, task_target(task_id), Uuid::new_v4().to_string(), calls);
-    Ok(
-        Scheduler::new(engine(store.clone()).await?, Session::Delegated(bus.clone()))
-            .wake(request, &CancellationToken::new(), now)
-            .await?,
+    let request = WakeRequest::new(
+        AGENT,
+        task_target(task_id),
+        Uuid::new_v4().to_string(),
+        calls,
+    );
+    Ok(Scheduler::new(
+        engine(store.clone()).await?,
+        Session::Delegated(bus.clone()),
     )
+    .wake(request, &CancellationToken::new(), now)
+    .await?)
 }
 
 fn replies(s: &mut Story, scheduled: &ScheduledWake) {
@@ -179,8 +185,20 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     s.block(render::grants(&grants));
 
     s.heading("The audit trail: delegated confirmations run through the same executor");
-    let mut records = audit::list(&mut conn, &audit::AuditFilter::Target(task_target(task_id)), 100).await?;
-    records.extend(audit::list(&mut conn, &audit::AuditFilter::Target(task_target(second_task)), 100).await?);
+    let mut records = audit::list(
+        &mut conn,
+        &audit::AuditFilter::Target(task_target(task_id)),
+        100,
+    )
+    .await?;
+    records.extend(
+        audit::list(
+            &mut conn,
+            &audit::AuditFilter::Target(task_target(second_task)),
+            100,
+        )
+        .await?,
+    );
     s.block(render::audit(&records));
     Ok(s.text)
 }

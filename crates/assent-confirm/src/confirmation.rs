@@ -242,9 +242,9 @@ impl ConfirmationService {
                 None
             }
         };
-        let redundancy = snapshot
-            .as_ref()
-            .map_or(Redundancy::Keep, |state| state.redundancy(&spec.name, &args));
+        let redundancy = snapshot.as_ref().map_or(Redundancy::Keep, |state| {
+            state.redundancy(&spec.name, &args)
+        });
         let already_true = match redundancy {
             Redundancy::AlreadyTrue(detail) => Some(detail),
             Redundancy::Keep | Redundancy::InventedId(_) => None,
@@ -507,8 +507,7 @@ impl ConfirmationService {
             .acquire()
             .await
             .map_err(ConfirmError::from)?;
-        let decisions =
-            assent_store::decisions::recent(&mut conn, agent_id, target, limit).await?;
+        let decisions = assent_store::decisions::recent(&mut conn, agent_id, target, limit).await?;
         Ok(crate::render_history(&decisions))
     }
 }

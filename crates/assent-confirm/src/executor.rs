@@ -8,11 +8,11 @@
 //! reads the mutated entity's vector clock and audits the result. Audit write failures
 //! are logged and never change the outcome.
 
-use assent_store::{StoreError, operations};
 use assent_domain::VectorClock;
+use assent_store::{StoreError, operations};
 use assent_tools::{
-    AgentPolicy, AuditKind, AuditRecord, AuditSink, CategoryResolver, RuleAction,
-    TargetCategory, ToolHandler, ToolInvocation, ToolSpec,
+    AgentPolicy, AuditKind, AuditRecord, AuditSink, CategoryResolver, RuleAction, TargetCategory,
+    ToolHandler, ToolInvocation, ToolSpec,
 };
 use sqlx::AnyConnection;
 use std::future::Future;

@@ -24,12 +24,15 @@ mod cancel;
 mod confirmation;
 mod error;
 mod executor;
-mod history;
 mod host;
 mod scheduler;
 mod strategy;
 mod wake;
 
+/// Re-exported from `assent-changeset`, where the prompt texts are worded.
+pub use assent_changeset::{
+    HISTORY_HEADING, MAX_HISTORY_ENTRIES, MAX_HISTORY_TOKENS, render_history,
+};
 pub use bus::{
     AgentBus, BusConfig, ConfirmationBus, ConfirmationOutcome, ConfirmationRequest,
     ConfirmationResolution, ConfirmationResponse, DEFAULT_WAIT_TIMEOUT, NOBODY_TO_ASK,
@@ -40,7 +43,6 @@ pub use confirmation::{
     ConfirmAllResult, ConfirmOutcome, ConfirmationService, DEFAULT_EXPIRY_TTL, ItemResult,
 };
 pub use error::ConfirmError;
-pub use history::{HISTORY_HEADING, MAX_HISTORY_ENTRIES, MAX_HISTORY_TOKENS, render_history};
 pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 pub use host::{Host, LoadedState, LocalCall};
 pub use scheduler::{

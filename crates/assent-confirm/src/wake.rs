@@ -4,9 +4,7 @@ use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use crate::{ConfirmError, Engine, LocalCall};
 use assent_changeset::{CallPlan, ChangeSetBuilder, PlannerConfig, ToolCall, WakePlanner, reply};
 use assent_domain::{ChangeSet, OperationId, Target};
-use assent_store::{
-    AnyConnection, StoreAuditSink, agents, change_sets, decisions, operations,
-};
+use assent_store::{AnyConnection, StoreAuditSink, agents, change_sets, decisions, operations};
 use assent_tools::{AgentPolicy, ExecutionTarget, TargetCategory, ToolInvocation};
 use serde::Serialize;
 use serde_json::Value;

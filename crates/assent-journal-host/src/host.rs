@@ -12,9 +12,9 @@ use assent_journal::tool;
 use assent_store::sync::HostEntities;
 use assent_store::{HostMigration, Store, timefmt};
 use assent_tools::{BoxFuture, CategoryResolver, TargetState, ToolHandler};
-use std::sync::Arc;
 use serde_json::Value;
 use sqlx::AnyConnection;
+use std::sync::Arc;
 
 /// The kind of the journal's targets: a wake, a change set and a decision about a task
 /// name it with its id.
@@ -717,14 +717,26 @@ mod tests {
             resolver.category_of(&mut tx, &task_target("t1")).await,
             Ok(Some("work".to_owned()))
         );
-        assert_eq!(resolver.category_of(&mut tx, &task_target("plain")).await, Ok(None));
-        assert_eq!(resolver.category_of(&mut tx, &task_target("ghost")).await, Ok(None));
-        let clock = resolver.vector_clock_of(&mut tx, &task_target("t1"))
+        assert_eq!(
+            resolver.category_of(&mut tx, &task_target("plain")).await,
+            Ok(None)
+        );
+        assert_eq!(
+            resolver.category_of(&mut tx, &task_target("ghost")).await,
+            Ok(None)
+        );
+        let clock = resolver
+            .vector_clock_of(&mut tx, &task_target("t1"))
             .await
             .expect("clock")
             .expect("exists");
         assert_eq!(clock.get(HOST), 1);
-        assert_eq!(resolver.vector_clock_of(&mut tx, &task_target("ghost")).await, Ok(None));
+        assert_eq!(
+            resolver
+                .vector_clock_of(&mut tx, &task_target("ghost"))
+                .await,
+            Ok(None)
+        );
         let state = host
             .snapshot(&mut tx, &task_target("t1"))
             .await
@@ -739,7 +751,12 @@ mod tests {
         );
         // A target of another kind is no task of the journal.
         let other = Target::new("invoice", "t1");
-        assert!(host.snapshot(&mut tx, &other).await.expect("loads").is_none());
+        assert!(
+            host.snapshot(&mut tx, &other)
+                .await
+                .expect("loads")
+                .is_none()
+        );
         assert_eq!(resolver.category_of(&mut tx, &other).await, Ok(None));
     }
 
@@ -824,7 +841,10 @@ mod tests {
         let observations =
             json!({"observations": ["User prefers short titles", "  ", "Deadline is firm"]});
         let reply = host
-            .handle_local(&mut tx, local(&t1, tool::RECORD_OBSERVATIONS, &observations))
+            .handle_local(
+                &mut tx,
+                local(&t1, tool::RECORD_OBSERVATIONS, &observations),
+            )
             .await;
         assert_eq!(reply.as_deref(), Ok("Recorded 2 observations."));
         let one = json!({"observations": ["Third"]});
@@ -855,7 +875,10 @@ mod tests {
             .await;
         assert_eq!(reply, Err("missing argument `markdown`".to_owned()));
         let reply = host
-            .handle_local(&mut tx, local(&t1, tool::SET_TASK_TITLE, &json!({"title": "x"})))
+            .handle_local(
+                &mut tx,
+                local(&t1, tool::SET_TASK_TITLE, &json!({"title": "x"})),
+            )
             .await;
         assert_eq!(
             reply,

@@ -31,9 +31,15 @@ async fn create(
     let store = engine.store();
     let id = Uuid::new_v4().to_string();
     let mut tx = store.begin_write().await?;
-    let task = create_task(&mut tx, &id, &new, store.host_id(), OffsetDateTime::now_utc())
-        .await
-        .map_err(server_error)?;
+    let task = create_task(
+        &mut tx,
+        &id,
+        &new,
+        store.host_id(),
+        OffsetDateTime::now_utc(),
+    )
+    .await
+    .map_err(server_error)?;
     tx.commit()
         .await
         .map_err(|e| ServerError::Store(e.into()))?;

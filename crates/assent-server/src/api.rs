@@ -154,10 +154,9 @@ pub(crate) async fn wake(
     let reply_format = tools::dialect(body.reply_format.as_deref(), "replyFormat")?;
     let run_key = body.run_key.unwrap_or_else(|| Uuid::new_v4().to_string());
     let calls = parsed.calls.clone();
-    let target = body
-        .target
-        .target()?
-        .ok_or_else(|| ServerError::BadRequest("taskId (or targetKind and targetId) is required".to_owned()))?;
+    let target = body.target.target()?.ok_or_else(|| {
+        ServerError::BadRequest("taskId (or targetKind and targetId) is required".to_owned())
+    })?;
     let mut request = WakeRequest::new(body.agent_id, target, run_key, calls);
     if let Some(thread) = body.thread_id {
         request.thread_id = thread;
@@ -237,7 +236,11 @@ impl TargetParams {
                 .filter(|v| !v.is_empty())
                 .map(str::to_owned)
         };
-        match (text(&self.task_id), text(&self.target_kind), text(&self.target_id)) {
+        match (
+            text(&self.task_id),
+            text(&self.target_kind),
+            text(&self.target_id),
+        ) {
             (None, None, None) => Ok(None),
             (Some(task), None, None) => Ok(Some(Target::new(LEGACY_TARGET_KIND, task))),
             (None, Some(kind), Some(id)) => Ok(Some(Target::new(kind, id))),

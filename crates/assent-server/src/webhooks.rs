@@ -194,7 +194,7 @@ pub(crate) fn confirmation_requested(store: &Store, request: &ConfirmationReques
         "summary": request.summary,
         "changeSetId": change_set_id,
         "itemIndex": details["itemIndex"],
-        "target": confirmation_target(&details),
+        "target": confirmation_target(details),
     });
     tokio::spawn(async move {
         let written = async {

@@ -43,8 +43,8 @@ pub mod timefmt;
 pub mod tokens;
 pub mod webhooks;
 
-pub use error::StoreError;
 pub use audit::StoreAuditSink;
+pub use error::StoreError;
 pub use store::{
     Backend, Durability, HostMigration, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Store, StoreOptions,
 };

@@ -86,7 +86,12 @@ const CASES: &[Case] = &[
             " AND target_kind = $1 AND target_id = $2 AND agent_id || '' = $3",
             " ORDER BY created_at DESC, id DESC LIMIT $4",
         ],
-        binds: &[Bind::Text("task"), Bind::Text("task-1"), Bind::Text("agent-1"), Bind::Int(-1)],
+        binds: &[
+            Bind::Text("task"),
+            Bind::Text("task-1"),
+            Bind::Text("agent-1"),
+            Bind::Int(-1),
+        ],
         table: "change_sets",
         // A target has few open sets, an agent may have many across its targets; the unary
         // `+` keeps SQLite from choosing the agent's index on a cost tie.
@@ -122,7 +127,12 @@ const CASES: &[Case] = &[
             "SELECT * FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3
                  ORDER BY created_at DESC, rowid DESC LIMIT $4",
         ],
-        binds: &[Bind::Text("agent-1"), Bind::Text("task"), Bind::Text("task-1"), Bind::Int(200)],
+        binds: &[
+            Bind::Text("agent-1"),
+            Bind::Text("task"),
+            Bind::Text("task-1"),
+            Bind::Int(200),
+        ],
         table: "decisions",
         index: "decisions_recent_by_agent_target",
         full_sort_allowed: false,

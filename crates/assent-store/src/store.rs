@@ -373,7 +373,12 @@ fn check_sqlite_file(path: &std::path::Path) -> Result<(), sqlx::Error> {
 /// A database migrated by a newer release has engine migrations this one does not
 /// know; running on it would write rows in a shape that release does not expect.
 async fn refuse_newer_schema(pool: &AnyPool, backend: Backend) -> Result<(), StoreError> {
-    let newest_known = backend.migrator().iter().map(|m| m.version).max().unwrap_or(0);
+    let newest_known = backend
+        .migrator()
+        .iter()
+        .map(|m| m.version)
+        .max()
+        .unwrap_or(0);
     // A fresh database has no table yet: nothing to compare.
     let applied: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
         .fetch_one(pool)

@@ -27,7 +27,8 @@ mod error;
 mod plan;
 
 pub use batch::{
-    EntityVersion, FORMAT_VERSION, OLDEST_FORMAT_VERSION, SyncBatch, SyncState, SyncedAuditRecord, SyncedDecision,
+    EntityVersion, FORMAT_VERSION, OLDEST_FORMAT_VERSION, SyncBatch, SyncState, SyncedAuditRecord,
+    SyncedDecision,
 };
 pub use check::{EARLIEST_TIME, MAX_CLOCK_COUNTER, MAX_CLOCK_SKEW};
 pub use error::SyncError;

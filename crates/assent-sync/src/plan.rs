@@ -6,8 +6,8 @@
 //! sorted by key within a kind.
 
 use crate::{
-    EntityVersion, FORMAT_VERSION, OLDEST_FORMAT_VERSION, SyncBatch, SyncError, SyncState, SyncedAuditRecord,
-    SyncedDecision,
+    EntityVersion, FORMAT_VERSION, OLDEST_FORMAT_VERSION, SyncBatch, SyncError, SyncState,
+    SyncedAuditRecord, SyncedDecision,
 };
 use assent_domain::{
     ChangeItemStatus, ChangeSet, ChangeSetStatus, ClockOrdering, OffsetDateTime, Uuid, Verdict,

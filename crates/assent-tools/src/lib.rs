@@ -26,8 +26,8 @@ pub use executor::{
     AuditSink, BoxFuture, CategoryResolver, ExecutionTarget, ToolHandler, ToolInvocation,
     ToolOutcome,
 };
-pub use state::{Redundancy, Stateless, TargetState};
 pub use policy::{AgentPolicy, PolicyDecision, RuleAction, TargetCategory, ToolRule};
 pub use registry::{
     BatchSpec, SummaryContext, SummaryFn, ToolMode, ToolRegistry, ToolSpec, fallback_summary,
 };
+pub use state::{Redundancy, Stateless, TargetState};

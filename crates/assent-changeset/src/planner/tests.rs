@@ -46,7 +46,12 @@ fn openai(id: &str, name: &str, args: &str) -> ToolCall {
 }
 
 fn builder() -> ChangeSetBuilder {
-    ChangeSetBuilder::new("agent-1", Target::new("task", "task-1"), "thread-1", "run-1")
+    ChangeSetBuilder::new(
+        "agent-1",
+        Target::new("task", "task-1"),
+        "thread-1",
+        "run-1",
+    )
 }
 
 struct Fixture {

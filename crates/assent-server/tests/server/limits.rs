@@ -103,7 +103,12 @@ async fn a_write_by_another_process_reaches_the_event_stream() {
     let wake = engine
         .wakes()
         .wake(
-            assent_confirm::WakeRequest::new("triage", assent_journal_host::task_target(task.as_str()), "run-elsewhere", calls),
+            assent_confirm::WakeRequest::new(
+                "triage",
+                assent_journal_host::task_target(task.as_str()),
+                "run-elsewhere",
+                calls,
+            ),
             time::OffsetDateTime::now_utc(),
         )
         .await

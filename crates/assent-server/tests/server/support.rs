@@ -4,8 +4,8 @@
 use assent_confirm::{BusConfig, ConfirmationBus};
 use assent_journal_host::journal_engine;
 use assent_server::{DEFAULT_BUS_ROOT, Server, ServerError};
-use assent_store::tokens::Role;
 use assent_store::Store;
+use assent_store::tokens::Role;
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;

@@ -179,7 +179,7 @@ fn shared() -> SyncState {
         id: SET,
         agent_id: "agent".into(),
         target: assent_domain::Target::new("task", TASK),
-        
+
         thread_id: "thread".into(),
         run_key: "run".into(),
         items: (0..3)
