@@ -8,6 +8,7 @@
 //! the item and set statuses, the audit records and their outbox messages before it
 //! commits. A failing handler leaves no decision and the item pending.
 
+use crate::attribution::Attribution;
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use crate::{ConfirmError, Engine};
 use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OperationId, Target, Verdict};
@@ -78,15 +79,6 @@ pub struct ConfirmationService {
     /// Set when the decisions answer a sub-agent's question: each decision is then
     /// linked to the asking agent path in the same transaction.
     attribution: Option<Attribution>,
-}
-
-/// On whose question a decision is made (a delegated confirmation).
-#[derive(Debug, Clone)]
-pub(crate) struct Attribution {
-    pub(crate) agent_path: String,
-    pub(crate) correlation_id: String,
-    pub(crate) outcome: &'static str,
-    pub(crate) grant_id: Option<Uuid>,
 }
 
 /// What a person decided, before it is written.
@@ -165,7 +157,7 @@ impl ConfirmationService {
             let decision = Self::decision(set, index, &verdicts, now);
             assent_store::decisions::insert(conn, &decision, now).await?;
             if let Some(attribution) = &self.attribution {
-                crate::scheduler::record_attributed(conn, attribution, &decision, now).await?;
+                crate::attribution::record_attributed(conn, attribution, &decision, now).await?;
             }
             written.push(decision);
         }

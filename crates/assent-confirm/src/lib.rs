@@ -19,6 +19,7 @@
 //!
 //! A service plugs in through [`Host`]: its targets, tools, state and tables.
 
+mod attribution;
 mod bus;
 mod cancel;
 mod confirmation;

@@ -15,7 +15,7 @@
 //! runs, and no rejection the person never made enters the agent's history.
 
 use crate::bus::{AgentBus, ConfirmationOutcome, ToolCallRequest};
-use crate::confirmation::Attribution;
+use crate::attribution::Attribution;
 use crate::strategy::{
     AutoApprove, ConfirmationDetails, ConfirmationStrategy, DeferToChangeSet, Delegated,
     NonInteractive,
@@ -23,7 +23,6 @@ use crate::strategy::{
 use crate::{CancellationToken, ConfirmError, ConfirmOutcome, Engine, WakeOutcome, WakeRequest};
 use assent_changeset::reply;
 use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet};
-use assent_store::AnyConnection;
 use assent_store::delegation::{self, Delegation, Grant};
 use serde_json::Value;
 use std::future::Future;
@@ -455,54 +454,6 @@ impl Scheduler {
         .await?;
         tx.commit().await?;
         Ok(())
-    }
-}
-
-/// Links `decision` to the delegated question it answers (called inside the decision's
-/// transaction by the confirmation service).
-pub(crate) async fn record_attributed(
-    conn: &mut AnyConnection,
-    attribution: &Attribution,
-    decision: &ChangeDecision,
-    now: OffsetDateTime,
-) -> Result<(), ConfirmError> {
-    let record = attribution.record(
-        decision.change_set_id,
-        decision.item_index,
-        &decision.tool_name,
-        now,
-    );
-    let record = Delegation {
-        reason: decision.reason.clone(),
-        decision_id: Some(decision.id),
-        ..record
-    };
-    delegation::record(conn, &record, now).await?;
-    Ok(())
-}
-
-impl Attribution {
-    /// The delegation record of this question about item `index`, with no reason and
-    /// no decision yet.
-    fn record(
-        &self,
-        change_set_id: Uuid,
-        index: usize,
-        tool_name: &str,
-        now: OffsetDateTime,
-    ) -> Delegation {
-        Delegation {
-            correlation_id: self.correlation_id.clone(),
-            agent_path: self.agent_path.clone(),
-            change_set_id,
-            item_index: index,
-            tool_name: tool_name.to_owned(),
-            outcome: self.outcome.to_owned(),
-            reason: None,
-            decision_id: None,
-            grant_id: self.grant_id,
-            created_at: now,
-        }
     }
 }
 
