@@ -6,7 +6,7 @@
 //! The clock is fixed (`--now` moves it), so the story reads the same every time
 //! except for the generated ids.
 
-use crate::commands::engine;
+use crate::context::engine;
 use crate::{CliError, render};
 use assent_changeset::{ToolArguments, ToolCall, parse_tool_calls};
 use assent_confirm::{Engine, WakeOutcome, WakeRequest};

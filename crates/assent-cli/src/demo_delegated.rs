@@ -6,7 +6,7 @@
 //! The parent's person is scripted here; `assent serve` will put a real one behind the
 //! same bus.
 
-use crate::commands::engine;
+use crate::context::engine;
 use crate::demo::{DEMO_START, Story, call, on_fresh_store};
 use crate::{CliError, render};
 use assent_changeset::parse_tool_calls;

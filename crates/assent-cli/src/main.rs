@@ -9,14 +9,19 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod cli;
-mod commands;
+mod context;
+mod decision_commands;
 mod demo;
 mod demo_delegated;
+mod dispatch;
 mod peer_sync;
+mod record_commands;
 mod render;
 mod serve;
 mod sync_commands;
+mod task_commands;
 mod tokens_commands;
+mod wake_commands;
 mod webhook_commands;
 
 use assent_confirm::ConfirmError;
@@ -135,7 +140,7 @@ fn main() -> ExitCode {
             )));
         }
     };
-    match runtime.block_on(commands::run(cli)) {
+    match runtime.block_on(dispatch::run(cli)) {
         Ok(output) => {
             write_stdout(&output.stdout);
             match output.failure {

@@ -15,7 +15,7 @@
 //! `Authorization` header.
 
 use crate::CliError;
-use crate::commands::{Ctx, Output};
+use crate::context::{Ctx, Output};
 use crate::render;
 use crate::sync_commands::{batch_summary, refused};
 use assent_journal_host::TaskEntities;

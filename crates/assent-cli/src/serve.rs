@@ -3,7 +3,7 @@
 
 use crate::CliError;
 use crate::cli::ServeArgs;
-use crate::commands::engine;
+use crate::context::engine;
 use assent_confirm::{BusConfig, ConfirmationBus};
 use assent_server::token::{TokenOrigin, resolve_token};
 use assent_server::{DEFAULT_BUS_ROOT, Server};

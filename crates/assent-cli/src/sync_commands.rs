@@ -3,7 +3,7 @@
 //! peer's `assent serve`) lives in [`crate::peer_sync`].
 
 use crate::CliError;
-use crate::commands::{Ctx, Output};
+use crate::context::{Ctx, Output};
 use crate::render;
 use assent_journal_host::TaskEntities;
 use assent_store::StoreError;

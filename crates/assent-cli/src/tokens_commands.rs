@@ -2,7 +2,7 @@
 //! secret printed once), list them (never a secret), revoke one.
 
 use crate::CliError;
-use crate::commands::{Ctx, Output};
+use crate::context::{Ctx, Output};
 use crate::render;
 use assent_store::StoreError;
 use assent_store::tokens::{self, ApiToken, Role};

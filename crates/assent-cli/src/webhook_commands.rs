@@ -4,7 +4,7 @@
 
 use crate::CliError;
 use crate::cli::parse_duration;
-use crate::commands::{Ctx, Output};
+use crate::context::{Ctx, Output};
 use crate::render;
 use assent_store::StoreError;
 use assent_store::webhooks::{self, Delivery, NewSubscription, Subscription};

@@ -14,8 +14,8 @@
 //! cancelled one leave the item pending for review with the reason recorded: nothing
 //! runs, and no rejection the person never made enters the agent's history.
 
-use crate::bus::{AgentBus, ConfirmationOutcome, ToolCallRequest};
 use crate::attribution::Attribution;
+use crate::bus::{AgentBus, ConfirmationOutcome, ToolCallRequest};
 use crate::strategy::{
     AutoApprove, ConfirmationDetails, ConfirmationStrategy, DeferToChangeSet, Delegated,
     NonInteractive,

@@ -1,0 +1,125 @@
+//! A person's decisions: `assent pending`, `confirm`, `reject`, `edit`, `defer`,
+//! `dismiss` and `expire`.
+
+use crate::CliError;
+use crate::cli::{
+    ConfirmArgs, DismissArgs, EditArgs, ExpireArgs, ItemArgs, PendingArgs, RejectArgs,
+};
+use crate::context::{Ctx, Output};
+use crate::render;
+use assent_confirm::{DEFAULT_EXPIRY_TTL, ItemResult};
+use assent_server::shapes::{SetView, confirm_all_json, confirmed_json};
+use assent_store::change_sets;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// `assent pending`.
+pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
+    let filter = change_sets::PendingFilter {
+        target: args.about(),
+        agent_id: args.agent,
+        limit: None,
+    };
+    let mut conn = ctx.connection().await?;
+    let sets = change_sets::pending(&mut conn, &filter).await?;
+    let listed: Vec<SetView<'_>> = sets.iter().map(SetView::of).collect();
+    Output::either(ctx.json, &listed, || render::pending(&sets))
+}
+
+/// A change-set id from the command line.
+fn set_id(text: &str) -> Result<Uuid, CliError> {
+    Uuid::parse_str(text.trim())
+        .map_err(|e| CliError::failed(format!("invalid change set id {text:?}: {e}")))
+}
+
+/// `assent confirm`.
+pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
+    let set = set_id(&args.set)?;
+    let service = ctx.engine.confirmations();
+    match args.index {
+        Some(index) if !args.all => {
+            let outcome = service.confirm_item(set, index, ctx.now).await?;
+            Output::either(ctx.json, &confirmed_json(&outcome), || {
+                render::confirmed(index, &outcome)
+            })
+        }
+        _ => {
+            let result = service.confirm_all(set, ctx.now).await?;
+            let failed = result
+                .items
+                .iter()
+                .filter(|(_, _, r)| matches!(r, ItemResult::Failed(_)))
+                .count();
+            let mut output = Output::either(ctx.json, &confirm_all_json(&result), || {
+                render::confirm_all(&result)
+            })?;
+            if failed > 0 {
+                output.failure = Some(CliError::failed(format!(
+                    "{failed} of {} item(s) could not be confirmed",
+                    result.items.len()
+                )));
+            }
+            Ok(output)
+        }
+    }
+}
+
+/// `assent reject`.
+pub async fn reject(ctx: &Ctx, args: RejectArgs) -> Result<Output, CliError> {
+    let set = set_id(&args.item.set)?;
+    let decision = ctx
+        .engine
+        .confirmations()
+        .reject_item(set, args.item.index, args.reason, ctx.now)
+        .await?;
+    Output::either(ctx.json, &decision, || render::decision(&decision))
+}
+
+/// `assent edit`.
+pub async fn edit(ctx: &Ctx, args: EditArgs) -> Result<Output, CliError> {
+    let set = set_id(&args.item.set)?;
+    let new_args: Value = serde_json::from_str(&args.args)
+        .map_err(|e| CliError::failed(format!("--args is not valid JSON: {e}")))?;
+    if !new_args.is_object() {
+        return Err(CliError::failed("--args must be a JSON object"));
+    }
+    let outcome = ctx
+        .engine
+        .confirmations()
+        .edit_and_confirm(set, args.item.index, new_args, ctx.now)
+        .await?;
+    Output::either(ctx.json, &confirmed_json(&outcome), || {
+        render::confirmed(args.item.index, &outcome)
+    })
+}
+
+/// `assent defer`.
+pub async fn defer(ctx: &Ctx, args: ItemArgs) -> Result<Output, CliError> {
+    let set = set_id(&args.set)?;
+    let decision = ctx
+        .engine
+        .confirmations()
+        .defer_item(set, args.index, ctx.now)
+        .await?;
+    Output::either(ctx.json, &decision, || render::decision(&decision))
+}
+
+/// `assent dismiss`.
+pub async fn dismiss(ctx: &Ctx, args: DismissArgs) -> Result<Output, CliError> {
+    let set = set_id(&args.set)?;
+    let decisions = ctx
+        .engine
+        .confirmations()
+        .dismiss(set, args.reason, ctx.now)
+        .await?;
+    Output::either(ctx.json, &decisions, || render::decisions(&decisions))
+}
+
+/// `assent expire`.
+pub async fn expire(ctx: &Ctx, args: ExpireArgs) -> Result<Output, CliError> {
+    let ttl = args.ttl.unwrap_or(DEFAULT_EXPIRY_TTL);
+    let expired = ctx.engine.confirmations().expire(ctx.now, ttl).await?;
+    Output::either(ctx.json, &json!({"expired": expired}), || {
+        render::expired(&expired, ttl)
+    })
+}

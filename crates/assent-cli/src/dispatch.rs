@@ -1,0 +1,60 @@
+//! From the parsed command line to the command that runs it: one function per command,
+//! each opening nothing itself but the context, calling the engine and handing back what
+//! to print (JSON with `--json`, text from [`crate::render`] otherwise) or a
+//! [`CliError`] that decides the exit code.
+
+use crate::CliError;
+use crate::cli::{AgentCommand, Cli, Command, DbCommand, TaskCommand};
+use crate::context::{Ctx, Output};
+use crate::decision_commands::{confirm, defer, dismiss, edit, expire, pending, reject};
+use crate::record_commands::{audit_trail, grants, history, outbox_messages};
+use crate::task_commands::{agent_create, task_create, task_show};
+use crate::wake_commands::{read_calls, tools, wake};
+use crate::{demo, demo_delegated, serve};
+use assent_domain::OffsetDateTime;
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> Result<Output, CliError> {
+    let command = match cli.command {
+        Command::Demo(args) if args.delegated => {
+            return demo_delegated::run(cli.now).await.map(Output::text);
+        }
+        Command::Demo(_) => return demo::run(cli.now).await.map(Output::text),
+        Command::Serve(args) => return serve::run(&cli.db, args).await.map(Output::text),
+        Command::Db(command) => command,
+    };
+    // Read the wake's input before touching the database: a bad document changes nothing.
+    let calls = match &command {
+        DbCommand::Wake(args) => Some(read_calls(args.calls.as_deref(), args.format)?),
+        _ => None,
+    };
+    let now = cli.now.unwrap_or_else(OffsetDateTime::now_utc);
+    let ctx = Ctx::open(&cli.db, now, cli.json).await?;
+    let output = match command {
+        DbCommand::Agent(AgentCommand::Create(args)) => agent_create(&ctx, args).await,
+        DbCommand::Task(TaskCommand::Create(args)) => task_create(&ctx, args).await,
+        DbCommand::Task(TaskCommand::Show(args)) => task_show(&ctx, args).await,
+        DbCommand::Wake(args) => match calls {
+            Some(parsed) => wake(&ctx, args, parsed).await,
+            None => Err(CliError::failed("no tool calls read")),
+        },
+        DbCommand::Pending(args) => pending(&ctx, args).await,
+        DbCommand::Confirm(args) => confirm(&ctx, args).await,
+        DbCommand::Reject(args) => reject(&ctx, args).await,
+        DbCommand::Edit(args) => edit(&ctx, args).await,
+        DbCommand::Defer(args) => defer(&ctx, args).await,
+        DbCommand::Dismiss(args) => dismiss(&ctx, args).await,
+        DbCommand::Expire(args) => expire(&ctx, args).await,
+        DbCommand::History(args) => history(&ctx, args).await,
+        DbCommand::Audit(args) => audit_trail(&ctx, args).await,
+        DbCommand::Outbox(args) => outbox_messages(&ctx, args).await,
+        DbCommand::Grants(args) => grants(&ctx, args).await,
+        DbCommand::Sync(args) => crate::sync_commands::sync(&ctx, args).await,
+        DbCommand::Conflicts => crate::sync_commands::conflicts(&ctx).await,
+        DbCommand::Tokens(args) => crate::tokens_commands::tokens(&ctx, args).await,
+        DbCommand::Tools(args) => tools(&ctx, args).await,
+        DbCommand::Webhooks(args) => crate::webhook_commands::webhooks(&ctx, args).await,
+    };
+    ctx.store().close().await;
+    output
+}

@@ -1,0 +1,103 @@
+//! `assent wake` (a wake's tool calls, read in any SDK's dialect) and `assent tools`
+//! (the tool definitions an agent may call).
+
+use crate::CliError;
+use crate::cli::{ToolsArgs, WakeArgs};
+use crate::context::{Ctx, Output};
+use crate::render;
+use assent_changeset::{Dialect, ParsedCalls, parse_calls, tool_definitions};
+use assent_confirm::WakeRequest;
+use assent_server::shapes::{wake_json, wake_messages};
+use assent_store::agents;
+use serde_json::Value;
+use std::io::Read;
+use std::path::Path;
+use uuid::Uuid;
+
+/// The most tool-call input a wake reads (4 MiB).
+pub const MAX_CALLS_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Reads and parses the tool calls of a wake from `path` (stdin for `None` or `-`),
+/// at most [`MAX_CALLS_BYTES`], in `format` or the dialect their shape shows.
+pub fn read_calls(path: Option<&Path>, format: Option<Dialect>) -> Result<ParsedCalls, CliError> {
+    let (source, bytes) = match path.filter(|p| p.as_os_str() != "-") {
+        Some(path) => {
+            let source = path.display().to_string();
+            let file = std::fs::File::open(path).map_err(|e| {
+                CliError::failed(format!("cannot read tool calls from {source}: {e}"))
+            })?;
+            let bytes = read_limited(file, &source)?;
+            (source, bytes)
+        }
+        None => {
+            let stdin = std::io::stdin();
+            if std::io::IsTerminal::is_terminal(&stdin) {
+                return Err(CliError::failed(
+                    "no tool calls: pipe them into stdin or pass --calls FILE",
+                ));
+            }
+            let source = "stdin".to_owned();
+            let bytes = read_limited(stdin.lock(), &source)?;
+            (source, bytes)
+        }
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(CliError::failed(format!(
+            "no tool calls: {source} is empty"
+        )));
+    }
+    let document: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| CliError::failed(format!("tool calls in {source} are not valid JSON: {e}")))?;
+    parse_calls(&document, format)
+        .map_err(|e| CliError::failed(format!("tool calls in {source}: {e}")))
+}
+
+fn read_limited(reader: impl Read, source: &str) -> Result<Vec<u8>, CliError> {
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_CALLS_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| CliError::failed(format!("cannot read tool calls from {source}: {e}")))?;
+    if bytes.len() as u64 > MAX_CALLS_BYTES {
+        return Err(CliError::failed(format!(
+            "tool calls in {source} exceed the limit of {} MiB",
+            MAX_CALLS_BYTES / (1024 * 1024)
+        )));
+    }
+    Ok(bytes)
+}
+
+/// `assent wake`.
+///
+/// With `--json`, `messages` holds the replies as the tool-result messages of the
+/// calls' dialect (or `--reply-format`'s), beside the unchanged `responses`.
+pub async fn wake(ctx: &Ctx, args: WakeArgs, parsed: ParsedCalls) -> Result<Output, CliError> {
+    let target = args.about().ok_or_else(|| {
+        CliError::Usage("name the target: --task ID or --target KIND:ID".to_owned())
+    })?;
+    let run_key = args.run_key.unwrap_or_else(|| Uuid::new_v4().to_string());
+    let mut request = WakeRequest::new(args.agent, target, run_key, parsed.calls.clone());
+    if let Some(thread) = args.thread {
+        request.thread_id = thread;
+    }
+    let outcome = ctx.engine.wakes().wake(request.clone(), ctx.now).await?;
+    let mut body = wake_json(&outcome);
+    if ctx.json {
+        let format = args.reply_format.unwrap_or(parsed.dialect);
+        body["messages"] = wake_messages(&parsed, format, &outcome).map_err(|e| {
+            CliError::failed(format!("the wake's replies do not answer its calls: {e}"))
+        })?;
+    }
+    Output::either(ctx.json, &body, || render::wake(&request, &outcome))
+}
+
+/// `assent tools`: always JSON, since it is meant to be passed to an SDK as it is.
+pub async fn tools(ctx: &Ctx, args: ToolsArgs) -> Result<Output, CliError> {
+    let mut conn = ctx.connection().await?;
+    let policy = agents::policy(&mut conn, args.agent.trim())
+        .await?
+        .ok_or_else(|| CliError::failed(format!("no agent {:?}", args.agent)))?;
+    let definitions = tool_definitions(ctx.engine.registry(), &policy, args.format)
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    Output::json(&definitions)
+}
