@@ -1,10 +1,14 @@
 //! Creating an agent or replacing its categories, for `POST /api/agents` and
 //! `assent agent create` alike.
 
-use crate::ServerError;
+use crate::api::{ApiResult, Body, created, now, ok};
+use crate::{AppState, ServerError};
 use assent_domain::OffsetDateTime;
 use assent_store::{Store, StoreError, agents};
 use assent_tools::AgentPolicy;
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
 use serde::Serialize;
 
 /// An agent after it was written: `{id, categories}`.
@@ -57,4 +61,25 @@ pub async fn set_agent_categories(
         categories: policy.allowed_categories().map(str::to_owned).collect(),
         created: existing.is_none(),
     })
+}
+
+/// `POST /api/agents {id, categories}`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct AgentBody {
+    id: String,
+    categories: Vec<String>,
+}
+
+pub(crate) async fn create_agent(
+    State(state): State<AppState>,
+    body: Body<AgentBody>,
+) -> ApiResult {
+    let Json(body) = body?;
+    let agent =
+        set_agent_categories(state.engine.store(), &body.id, &body.categories, now()).await?;
+    if agent.created {
+        created(agent)
+    } else {
+        ok(agent)
+    }
 }

@@ -22,6 +22,8 @@
 mod agents;
 mod api;
 pub mod auth;
+mod change_sets;
+mod decisions;
 mod delegation;
 mod error;
 mod events;
@@ -32,6 +34,7 @@ mod sync;
 pub mod token;
 mod tokens;
 mod tools;
+mod wakes;
 mod webhooks;
 
 pub use agents::{AgentView, set_agent_categories};
@@ -195,37 +198,43 @@ impl Server {
         };
         let agent_routes = Router::new()
             .route("/session", get(api::session))
-            .route("/wakes", post(api::wake))
+            .route("/wakes", post(wakes::wake))
             .route("/tools", get(tools::list))
-            .route("/change-sets", get(api::list_change_sets))
-            .route("/change-sets/{id}", get(api::show_change_set))
-            .route("/decisions", get(api::list_decisions))
-            .route("/history", get(api::history))
+            .route("/change-sets", get(change_sets::list_change_sets))
+            .route("/change-sets/{id}", get(change_sets::show_change_set))
+            .route("/decisions", get(decisions::list_decisions))
+            .route("/history", get(decisions::history))
             .merge(host_routes(Role::Agent));
         let reviewer_routes = Router::new()
             .merge(host_routes(Role::Reviewer))
-            .route("/change-sets/{id}/confirm-all", post(api::confirm_all))
-            .route("/change-sets/{id}/dismiss", post(api::dismiss))
+            .route(
+                "/change-sets/{id}/confirm-all",
+                post(change_sets::confirm_all),
+            )
+            .route("/change-sets/{id}/dismiss", post(change_sets::dismiss))
             .route(
                 "/change-sets/{id}/items/{index}/confirm",
-                post(api::confirm_item),
+                post(change_sets::confirm_item),
             )
             .route(
                 "/change-sets/{id}/items/{index}/reject",
-                post(api::reject_item),
+                post(change_sets::reject_item),
             )
-            .route("/change-sets/{id}/items/{index}/edit", post(api::edit_item))
+            .route(
+                "/change-sets/{id}/items/{index}/edit",
+                post(change_sets::edit_item),
+            )
             .route(
                 "/change-sets/{id}/items/{index}/defer",
-                post(api::defer_item),
+                post(change_sets::defer_item),
             )
-            .route("/audit", get(api::audit_trail))
+            .route("/audit", get(decisions::audit_trail))
             .route("/events", get(api::events))
             .route("/confirmations", get(delegation::list))
             .route("/confirmations/{id}", post(delegation::answer))
             .route_layer(middleware::from_fn(auth::require_reviewer));
         let admin_routes = Router::new()
-            .route("/agents", post(api::create_agent))
+            .route("/agents", post(agents::create_agent))
             // A batch is a device's whole state: the innermost body limit wins.
             .route(
                 "/sync",

@@ -1,0 +1,192 @@
+//! `/api/change-sets`: listing and showing sets, and a person's decisions on their
+//! items (confirm, reject, edit, defer, confirm all, dismiss).
+
+use crate::api::{
+    ApiResult, Body, Params, TargetParams, load_with_decisions, now, ok, parse_index, parse_set_id,
+    publish_update,
+};
+use crate::auth::Principal;
+use crate::shapes::{SetView, confirm_all_json, confirmed_json};
+use crate::{AppState, ServerError};
+use assent_domain::{ChangeSet, ChangeSetStatus, Uuid};
+use assent_store::{change_sets, decisions};
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Extension, Path, Query, State};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// `GET /api/change-sets?taskId=|targetKind=&targetId=&agentId=&status=`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SetsQuery {
+    #[serde(flatten)]
+    target: TargetParams,
+    agent_id: Option<String>,
+    status: Option<String>,
+}
+
+pub(crate) async fn list_change_sets(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    query: Params<SetsQuery>,
+) -> ApiResult {
+    let Query(query) = query?;
+    let filter = change_sets::PendingFilter {
+        target: query.target.target()?,
+        agent_id: caller.scope_agent(query.agent_id)?,
+        limit: None,
+    };
+    let status = match query.status.as_deref().map(str::trim) {
+        None | Some("" | "open") => None,
+        Some(text) => Some(text.parse::<ChangeSetStatus>().map_err(|_| {
+            ServerError::BadRequest(format!(
+                "invalid status {text:?}: expected open, pending, partiallyResolved, resolved or expired"
+            ))
+        })?),
+    };
+    let mut conn = state.connection().await?;
+    let sets: Vec<ChangeSet> = match status {
+        None => change_sets::pending(&mut conn, &filter).await?,
+        Some(status) => change_sets::with_status(&mut conn, status, &filter).await?,
+    };
+    let mut decided = Vec::with_capacity(sets.len());
+    for set in &sets {
+        decided.push(decisions::for_change_set(&mut conn, set.id).await?);
+    }
+    let views: Vec<SetView<'_>> = sets
+        .iter()
+        .zip(&decided)
+        .map(|(set, decided)| SetView::of(set).with_reasons(decided))
+        .collect();
+    ok(views)
+}
+
+/// `GET /api/change-sets/{id}`.
+pub(crate) async fn show_change_set(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    id: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let Path(id) = id?;
+    let id = parse_set_id(&id)?;
+    let mut conn = state.connection().await?;
+    let (set, decided) = load_with_decisions(&mut conn, id).await?;
+    // Another agent's set is not this agent's business, not even that it exists.
+    if caller.confined_to().is_some_and(|own| own != set.agent_id) {
+        return Err(ServerError::NotFound(format!("no change set {id}")));
+    }
+    ok(SetView::of(&set).with_reasons(&decided))
+}
+
+type ItemPath = Result<Path<(String, String)>, PathRejection>;
+
+fn item_path(path: ItemPath) -> Result<(Uuid, usize), ServerError> {
+    let Path((set, index)) = path?;
+    Ok((parse_set_id(&set)?, parse_index(&index)?))
+}
+
+/// `POST /api/change-sets/{id}/items/{index}/confirm`.
+pub(crate) async fn confirm_item(State(state): State<AppState>, path: ItemPath) -> ApiResult {
+    let (set, index) = item_path(path)?;
+    let outcome = state
+        .engine
+        .confirmations()
+        .confirm_item(set, index, now())
+        .await?;
+    publish_update(&state, set);
+    ok(confirmed_json(&outcome))
+}
+
+/// `{reason?}` of a rejection or dismissal.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ReasonBody {
+    reason: Option<String>,
+}
+
+/// `POST /api/change-sets/{id}/items/{index}/reject {reason}`.
+pub(crate) async fn reject_item(
+    State(state): State<AppState>,
+    path: ItemPath,
+    body: Body<ReasonBody>,
+) -> ApiResult {
+    let (set, index) = item_path(path)?;
+    let Json(body) = body?;
+    let decision = state
+        .engine
+        .confirmations()
+        .reject_item(set, index, body.reason, now())
+        .await?;
+    publish_update(&state, set);
+    ok(decision)
+}
+
+/// `{args}` of an edit.
+#[derive(Debug, Deserialize)]
+pub(crate) struct EditBody {
+    args: Value,
+}
+
+/// `POST /api/change-sets/{id}/items/{index}/edit {args}`.
+pub(crate) async fn edit_item(
+    State(state): State<AppState>,
+    path: ItemPath,
+    body: Body<EditBody>,
+) -> ApiResult {
+    let (set, index) = item_path(path)?;
+    let Json(body) = body?;
+    if !body.args.is_object() {
+        return Err(ServerError::BadRequest(
+            "args must be a JSON object".to_owned(),
+        ));
+    }
+    let outcome = state
+        .engine
+        .confirmations()
+        .edit_and_confirm(set, index, body.args, now())
+        .await?;
+    publish_update(&state, set);
+    ok(confirmed_json(&outcome))
+}
+
+/// `POST /api/change-sets/{id}/items/{index}/defer`.
+pub(crate) async fn defer_item(State(state): State<AppState>, path: ItemPath) -> ApiResult {
+    let (set, index) = item_path(path)?;
+    let decision = state
+        .engine
+        .confirmations()
+        .defer_item(set, index, now())
+        .await?;
+    publish_update(&state, set);
+    ok(decision)
+}
+
+/// `POST /api/change-sets/{id}/confirm-all`.
+pub(crate) async fn confirm_all(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let Path(id) = id?;
+    let set = parse_set_id(&id)?;
+    let result = state.engine.confirmations().confirm_all(set, now()).await?;
+    publish_update(&state, set);
+    ok(confirm_all_json(&result))
+}
+
+/// `POST /api/change-sets/{id}/dismiss {reason}`.
+pub(crate) async fn dismiss(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+    body: Body<ReasonBody>,
+) -> ApiResult {
+    let Path(id) = id?;
+    let set = parse_set_id(&id)?;
+    let Json(body) = body?;
+    let decisions = state
+        .engine
+        .confirmations()
+        .dismiss(set, body.reason, now())
+        .await?;
+    publish_update(&state, set);
+    ok(decisions)
+}

@@ -1,0 +1,99 @@
+//! What was decided and done: `/api/decisions`, `/api/history` (the prompt section)
+//! and `/api/audit`.
+
+use crate::api::{ApiResult, DEFAULT_DECISIONS, MAX_LIST, Params, TargetParams, ok, parse_limit};
+use crate::auth::Principal;
+use crate::{AppState, ServerError};
+use assent_store::{audit, decisions};
+use axum::extract::{Extension, Query, State};
+use axum::http::header;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+
+/// `?agentId=&taskId=&limit=` of the decision routes.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DecisionsQuery {
+    agent_id: Option<String>,
+    #[serde(flatten)]
+    target: TargetParams,
+    limit: Option<String>,
+}
+
+impl DecisionsQuery {
+    /// The agent (required, except that an agent token defaults to its own; checked
+    /// against the token) and the limit (default 20).
+    fn agent_and_limit(&self, caller: &Principal) -> Result<(String, u32), ServerError> {
+        let asked = self
+            .agent_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned);
+        let agent = caller
+            .scope_agent(asked)?
+            .ok_or_else(|| ServerError::BadRequest("agentId is required".to_owned()))?;
+        let limit = parse_limit(self.limit.as_deref(), DEFAULT_DECISIONS)?;
+        Ok((agent, limit))
+    }
+}
+
+/// `GET /api/decisions?agentId=&taskId=&limit=`: newest first.
+pub(crate) async fn list_decisions(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    query: Params<DecisionsQuery>,
+) -> ApiResult {
+    let Query(query) = query?;
+    let (agent, limit) = query.agent_and_limit(&caller)?;
+    let mut conn = state.connection().await?;
+    let target = query.target.target()?;
+    let list = decisions::recent(&mut conn, &agent, target.as_ref(), limit).await?;
+    ok(list)
+}
+
+/// `GET /api/history?agentId=&taskId=`: the prompt section as `text/plain` (empty when
+/// there are no decisions yet).
+pub(crate) async fn history(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    query: Params<DecisionsQuery>,
+) -> ApiResult {
+    let Query(query) = query?;
+    let (agent, limit) = query.agent_and_limit(&caller)?;
+    let target = query.target.target()?;
+    let section = state
+        .engine
+        .confirmations()
+        .history(&agent, target.as_ref(), limit)
+        .await?;
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        section.unwrap_or_default(),
+    )
+        .into_response())
+}
+
+/// `?taskId=&limit=` of the audit route.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AuditQuery {
+    #[serde(flatten)]
+    target: TargetParams,
+    limit: Option<String>,
+}
+
+/// `GET /api/audit?taskId=`: the audit trail, oldest first (the newest `limit`).
+pub(crate) async fn audit_trail(
+    State(state): State<AppState>,
+    query: Params<AuditQuery>,
+) -> ApiResult {
+    let Query(query) = query?;
+    let limit = parse_limit(query.limit.as_deref(), MAX_LIST)?;
+    let filter = match query.target.target()? {
+        Some(target) => audit::AuditFilter::Target(target),
+        None => audit::AuditFilter::All,
+    };
+    let mut conn = state.connection().await?;
+    ok(audit::list(&mut conn, &filter, limit).await?)
+}
