@@ -296,7 +296,7 @@ impl TestApp {
     ) -> Self {
         let (url, dir) = backend.fresh_database().await;
         let store = Store::open_with(StoreOptions {
-            host_id: host_id.into(),
+            device_id: host_id.into(),
             ..StoreOptions::new(url.clone())
         })
         .await
@@ -342,7 +342,7 @@ impl TestApp {
         let mut services = Vec::with_capacity(count);
         for i in 0..count {
             let store = Store::open_with(StoreOptions {
-                host_id: format!("device-{i}"),
+                device_id: format!("device-{i}"),
                 max_connections: 1,
                 ..StoreOptions::new(self.url())
             })
@@ -395,7 +395,7 @@ impl TestApp {
     pub async fn task(&self, new: NewTask) -> String {
         let id = Uuid::new_v4().to_string();
         let mut tx = self.store.begin_write().await.unwrap();
-        create_task(&mut tx, &id, &new, self.store.host_id(), NOW)
+        create_task(&mut tx, &id, &new, self.store.device_id(), NOW)
             .await
             .unwrap();
         tx.commit().await.unwrap();
@@ -453,7 +453,7 @@ impl TestApp {
         let mut tx = self.store.begin_write().await.unwrap();
         let batch = sync::export(
             &mut tx,
-            self.store.host_id(),
+            self.store.device_id(),
             &TaskEntities,
             Uuid::new_v4(),
             NOW,
@@ -468,7 +468,7 @@ impl TestApp {
     /// Merges `batch` into this device's state, in one write transaction.
     pub async fn import(&self, batch: &SyncBatch) -> Result<ImportReport, StoreError> {
         let mut tx = self.store.begin_write().await?;
-        let report = sync::import(&mut tx, self.store.host_id(), &TaskEntities, batch, NOW).await?;
+        let report = sync::import(&mut tx, self.store.device_id(), &TaskEntities, batch, NOW).await?;
         tx.commit().await?;
         Ok(report)
     }
@@ -483,7 +483,7 @@ impl TestApp {
     /// they agree.
     pub async fn synced_state(&self) -> String {
         let mut conn = self.store.pool().acquire().await.unwrap();
-        let state = sync::local_state(&mut conn, self.store.host_id(), &TaskEntities)
+        let state = sync::local_state(&mut conn, self.store.device_id(), &TaskEntities)
             .await
             .unwrap();
         serde_json::to_string_pretty(&state).unwrap()

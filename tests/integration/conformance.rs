@@ -361,7 +361,7 @@ async fn imports_are_recorded_and_claims_released(backend: &TestBackend) {
         let mut tx = a.store.begin_write().await.unwrap();
         let export = sync::export_claiming(
             &mut tx,
-            a.store.host_id(),
+            a.store.device_id(),
             &TaskEntities,
             Uuid::new_v4(),
             NOW,

@@ -98,7 +98,7 @@ impl Db {
         let dir = tempfile::tempdir().context("temporary directory")?;
         let url = format!("sqlite://{}/bench.db", dir.path().display());
         let store = Store::open_with(StoreOptions {
-            host_id: HOST.into(),
+            device_id: HOST.into(),
             durability,
             ..StoreOptions::new(url)
         })

@@ -38,7 +38,7 @@ async fn new_task(store: &Store, title: &str, now: OffsetDateTime) -> Result<Str
         priority: Some("P2".to_owned()),
         ..NewTask::default()
     };
-    create_task(&mut tx, &id, &new, store.host_id(), now).await?;
+    create_task(&mut tx, &id, &new, store.device_id(), now).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(id)
 }

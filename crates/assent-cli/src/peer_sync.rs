@@ -248,7 +248,7 @@ async fn run_with(
         .await
         .map_err(in_time("host id"))??;
     let store = ctx.store();
-    let host_id = store.host_id();
+    let host_id = store.device_id();
     if peer_host == host_id {
         return Err(CliError::failed(format!(
             "peer {} is this device itself (host id {host_id}); point --peer at another device's `assent serve`",

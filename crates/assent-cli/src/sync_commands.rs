@@ -89,7 +89,7 @@ pub async fn sync(ctx: &Ctx, args: SyncArgs) -> Result<Output, CliError> {
         SyncCommand::Export(args) => export(ctx, &args.file).await,
         SyncCommand::Import(args) => import(ctx, &args.file).await,
         SyncCommand::Host => {
-            let host = ctx.store().host_id().to_owned();
+            let host = ctx.store().device_id().to_owned();
             Output::either(ctx.json, &json!({ "hostId": host }), || host.clone())
         }
         SyncCommand::Peers => {
@@ -104,7 +104,7 @@ async fn export(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
     let mut tx = store.begin_write().await?;
     let batch = sync::export(
         &mut tx,
-        store.host_id(),
+        store.device_id(),
         &TaskEntities,
         Uuid::new_v4(),
         ctx.now,
@@ -216,7 +216,7 @@ async fn import(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
     let batch = read_batch(file)?;
     let store = ctx.store();
     let mut tx = store.begin_write().await?;
-    let report = match sync::import(&mut tx, store.host_id(), &TaskEntities, &batch, ctx.now).await
+    let report = match sync::import(&mut tx, store.device_id(), &TaskEntities, &batch, ctx.now).await
     {
         Ok(report) => report,
         Err(error) => {

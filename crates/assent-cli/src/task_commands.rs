@@ -43,7 +43,7 @@ pub async fn task_create(ctx: &Ctx, args: TaskCreateArgs) -> Result<Output, CliE
     let id = Uuid::new_v4().to_string();
     let store = ctx.store();
     let mut tx = store.begin_write().await?;
-    let task = create_task(&mut tx, &id, &new, store.host_id(), ctx.now).await?;
+    let task = create_task(&mut tx, &id, &new, store.device_id(), ctx.now).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Output::either(ctx.json, &task, || render::task(&task))
 }

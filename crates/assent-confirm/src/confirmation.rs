@@ -151,7 +151,7 @@ impl ConfirmationService {
         for &index in indexes {
             set.apply_verdict(index, verdicts.verdict, now)?;
         }
-        set.vector_clock.tick(self.engine.store.host_id());
+        set.vector_clock.tick(self.engine.store.device_id());
         let mut written = Vec::with_capacity(indexes.len());
         for &index in indexes {
             let decision = Self::decision(set, index, &verdicts, now);
@@ -474,7 +474,7 @@ impl ConfirmationService {
         for &id in &ids {
             let mut set = change_sets::require(&mut tx, id).await?;
             if set.expire() {
-                set.vector_clock.tick(self.engine.store.host_id());
+                set.vector_clock.tick(self.engine.store.device_id());
                 change_sets::update_status(&mut tx, &set, &[], now).await?;
             }
         }

@@ -181,7 +181,7 @@ impl WakeService {
         }
         let mut change_set = builder.build(request.change_set_id, now);
         if let Some(set) = &mut change_set {
-            set.vector_clock.tick(self.engine.store.host_id());
+            set.vector_clock.tick(self.engine.store.device_id());
             change_sets::insert(&mut tx, set, now).await?;
         }
         tx.commit().await?;

@@ -28,7 +28,7 @@ pub fn task_target(task_id: impl Into<String>) -> Target {
 /// The engine over `store` with the journal as its host (its tables migrated first):
 /// what the CLI, the review server's tests and the examples compose.
 pub async fn journal_engine(store: Store) -> Result<Engine, ConfirmError> {
-    let host = JournalHost::new(store.host_id());
+    let host = JournalHost::new(store.device_id());
     Engine::open(store, Arc::new(assent_journal::catalog()), Arc::new(host)).await
 }
 
@@ -60,7 +60,7 @@ impl JournalHost {
     }
 
     /// This device's id in vector clocks.
-    pub fn host_id(&self) -> &str {
+    pub fn device_id(&self) -> &str {
         &self.host_id
     }
 }

@@ -35,7 +35,7 @@ async fn create(
         &mut tx,
         &id,
         &new,
-        store.host_id(),
+        store.device_id(),
         OffsetDateTime::now_utc(),
     )
     .await

@@ -47,7 +47,7 @@ pub(crate) async fn exchange(
     span.record("batch", tracing::field::display(batch.batch_id));
     span.record("from", batch.from_host.as_str());
     let store = state.engine.store();
-    let host_id = store.host_id();
+    let host_id = store.device_id();
     // Checked before the write lock: a device pointed at itself must not wait on its
     // own lock, and the store would refuse it anyway.
     if batch.from_host == host_id {
@@ -103,7 +103,7 @@ fn refused(error: StoreError) -> ServerError {
 
 /// `GET /api/sync/host`: `{hostId}`, as `assent sync host --json` prints it.
 pub(crate) async fn host(State(state): State<AppState>) -> Response {
-    Json(json!({ "hostId": state.engine.store().host_id() })).into_response()
+    Json(json!({ "hostId": state.engine.store().device_id() })).into_response()
 }
 
 /// `GET /api/sync/peers`: the devices merged from, as `assent sync peers --json`.

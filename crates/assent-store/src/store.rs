@@ -113,7 +113,7 @@ pub struct StoreOptions {
     /// This device's id in vector clocks. Empty (the default): the id stored in the
     /// database, generated (a uuid) on its first open. A given id is stored on the
     /// first open and otherwise used as is (tests and benchmarks name their devices).
-    pub host_id: String,
+    pub device_id: String,
     /// How long a writer waits for the lock before failing.
     pub busy_timeout: Duration,
     /// Pool size.
@@ -152,7 +152,7 @@ impl StoreOptions {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
-            host_id: String::new(),
+            device_id: String::new(),
             busy_timeout: Duration::from_secs(10),
             max_connections: 8,
             durability: Durability::Full,
@@ -165,7 +165,7 @@ impl StoreOptions {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
-    host_id: String,
+    device_id: String,
 }
 
 impl Store {
@@ -200,12 +200,12 @@ impl Store {
         .map_err(open_error)?;
         refuse_newer_schema(&pool, backend).await?;
         backend.migrator().run(&pool).await?;
-        let host_id = device_host_id(&pool, options.host_id).await?;
-        tracing::debug!(%host_id, ?backend, "store open and migrated");
+        let device_id = stored_device_id(&pool, options.device_id).await?;
+        tracing::debug!(%device_id, ?backend, "store open and migrated");
         Ok(Self {
             pool,
             backend,
-            host_id,
+            device_id,
         })
     }
 
@@ -257,9 +257,16 @@ impl Store {
         self.backend
     }
 
-    /// This device's id in vector clocks.
+    /// This device's id in vector clocks and sync batches (the `host` of their wire
+    /// format, which predates hosts as plug-ins).
+    pub fn device_id(&self) -> &str {
+        &self.device_id
+    }
+
+    /// The old name of [`Store::device_id`].
+    #[deprecated(note = "a device is not a host: use `device_id`")]
     pub fn host_id(&self) -> &str {
-        &self.host_id
+        &self.device_id
     }
 
     /// A write transaction holding the database's writer lock from its first statement,
@@ -445,7 +452,7 @@ async fn open_sqlite(options: &StoreOptions) -> Result<AnyPool, sqlx::Error> {
 /// The host id to use: `given`, or (when blank) the one stored in the database,
 /// storing one on the first open. Two processes racing on a new database agree,
 /// because only the first insert lands; later opens only read.
-async fn device_host_id(pool: &AnyPool, given: String) -> Result<String, StoreError> {
+async fn stored_device_id(pool: &AnyPool, given: String) -> Result<String, StoreError> {
     let read =
         || sqlx::query_scalar::<_, String>("SELECT host_id FROM sync_device WHERE singleton = 1");
     let stored = match read().fetch_optional(pool).await? {
@@ -491,15 +498,15 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let url = format!("sqlite://{}/a.db", dir.path().display());
         let first = Store::open(&url).await.expect("opens");
-        let id = first.host_id().to_owned();
+        let id = first.device_id().to_owned();
         first.close().await;
         assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
         let again = Store::open(&url).await.expect("reopens");
-        assert_eq!(again.host_id(), id);
+        assert_eq!(again.device_id(), id);
         let other = Store::open(&format!("sqlite://{}/b.db", dir.path().display()))
             .await
             .expect("opens");
-        assert_ne!(other.host_id(), id, "every database is a device of its own");
+        assert_ne!(other.device_id(), id, "every database is a device of its own");
     }
 
     #[tokio::test]

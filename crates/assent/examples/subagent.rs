@@ -31,7 +31,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::open(
         store.clone(),
         Arc::new(assent::journal::catalog()),
-        Arc::new(JournalHost::new(store.host_id())),
+        Arc::new(JournalHost::new(store.device_id())),
     )
     .await?;
 
@@ -45,7 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         priority: Some("P2".to_owned()),
         ..NewTask::default()
     };
-    create_task(&mut tx, &task_id, &new, store.host_id(), now).await?;
+    create_task(&mut tx, &task_id, &new, store.device_id(), now).await?;
     tx.commit().await?;
 
     // The parent's interactive session: it listens, shows each question, and confirms.

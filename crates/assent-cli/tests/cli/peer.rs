@@ -107,7 +107,7 @@ impl PeerDevice {
     }
 
     fn host_id(&self) -> String {
-        self.store.host_id().to_owned()
+        self.store.device_id().to_owned()
     }
 
     /// Device B's synced state, canonical.
@@ -141,7 +141,7 @@ impl PeerDevice {
 
 async fn synced_state(store: &Store) -> SyncState {
     let mut conn = store.pool().acquire().await.expect("a connection");
-    assent_store::sync::local_state(&mut conn, store.host_id(), &TaskEntities)
+    assent_store::sync::local_state(&mut conn, store.device_id(), &TaskEntities)
         .await
         .expect("the synced state")
 }

@@ -15,7 +15,7 @@ async fn export(store: &Store) -> SyncBatch {
     let mut tx = store.begin_write().await.expect("write");
     let batch = assent_store::sync::export(
         &mut tx,
-        store.host_id(),
+        store.device_id(),
         &TaskEntities,
         uuid::Uuid::new_v4(),
         time::OffsetDateTime::now_utc(),
@@ -28,7 +28,7 @@ async fn export(store: &Store) -> SyncBatch {
 
 async fn state(store: &Store) -> SyncState {
     let mut conn = store.pool().acquire().await.expect("connection");
-    assent_store::sync::local_state(&mut conn, store.host_id(), &TaskEntities)
+    assent_store::sync::local_state(&mut conn, store.device_id(), &TaskEntities)
         .await
         .expect("state")
 }
@@ -52,7 +52,7 @@ async fn a_batch_is_merged_and_answered_with_this_devices_state() {
     let b = TestServer::start().await;
     let (status, host) = b.get("/api/sync/host").await;
     assert_eq!(status, 200);
-    assert_eq!(host, json!({"hostId": b.store.host_id()}));
+    assert_eq!(host, json!({"hostId": b.store.device_id()}));
     let (_, conflicts) = b.get("/api/conflicts").await;
     assert_eq!(conflicts, json!([]));
 
@@ -63,7 +63,7 @@ async fn a_batch_is_merged_and_answered_with_this_devices_state() {
     assert_eq!(answer["report"]["replayed"], false);
     assert_eq!(answer["report"]["changeSetsInserted"], 1);
     assert_eq!(answer["report"]["entitiesWritten"], 1);
-    assert_eq!(answer["batch"]["fromHost"], b.store.host_id());
+    assert_eq!(answer["batch"]["fromHost"], b.store.device_id());
     assert_eq!(
         answer["batch"]["changeSets"][0]["id"],
         set.as_str(),
@@ -81,7 +81,7 @@ async fn a_batch_is_merged_and_answered_with_this_devices_state() {
     assert_eq!(replay["report"]["replayed"], true);
     assert_eq!(state(&b.store).await, after, "a replay changes nothing");
     let (_, peers) = b.get("/api/sync/peers").await;
-    assert_eq!(peers[0]["hostId"], a.store.host_id());
+    assert_eq!(peers[0]["hostId"], a.store.device_id());
     assert_eq!(peers[0]["batchesMerged"], 1, "replays are not counted");
     a.stop().await.expect("clean stop");
     b.stop().await.expect("clean stop");
@@ -102,7 +102,7 @@ async fn a_bad_batch_is_refused_and_changes_nothing() {
     let good = serde_json::to_value(export(&a.store).await).expect("JSON");
 
     let mut own_host = good.clone();
-    own_host["fromHost"] = json!(b.store.host_id());
+    own_host["fromHost"] = json!(b.store.device_id());
     let mut newer_format = good.clone();
     newer_format["formatVersion"] = json!(99);
     let mut bad_task = good.clone();
