@@ -49,7 +49,7 @@ pub use scheduler::{
     CallResult, DEFAULT_EXECUTION_TIMEOUT, MAX_PROMPTS_PER_CALL, ScheduledCall, ScheduledWake,
     Scheduler, Session,
 };
-pub use simple::{HostError, SimpleHost};
+pub use simple::{HostError, IntoToolOutcome, SimpleHost};
 /// The SQL toolkit the engine runs on: a host's handlers and resolver work on its
 /// [`AnyConnection`](sqlx::AnyConnection), and a service uses this very version
 /// rather than declaring its own.

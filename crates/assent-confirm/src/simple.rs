@@ -15,40 +15,56 @@ use assent_store::{AnyConnection, HostMigration};
 use assent_tools::{
     BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
 };
+use std::marker::PhantomData;
 
 /// Any error a closure of a [`SimpleHost`] returns; its text is what the person and the
 /// audit trail read.
 pub type HostError = Box<dyn std::error::Error + Send + Sync>;
 
-type HandlerFn = dyn for<'a> Fn(
-        &'a mut AnyConnection,
-        &'a ToolInvocation,
-    ) -> BoxFuture<'a, Result<ToolOutcome, HostError>>
-    + Send
-    + Sync;
+/// What a handler closure of a [`SimpleHost`] returns: a [`ToolOutcome`], or just its
+/// message (a `String` or `&'static str`) for a handler that changed something.
+pub trait IntoToolOutcome: Send {
+    /// The outcome reported to the executor.
+    fn into_outcome(self) -> ToolOutcome;
+}
 
-type CategoryFn = dyn for<'a> Fn(&'a mut AnyConnection, &'a Target) -> BoxFuture<'a, Result<Option<String>, HostError>>
-    + Send
-    + Sync;
+impl IntoToolOutcome for ToolOutcome {
+    fn into_outcome(self) -> ToolOutcome {
+        self
+    }
+}
+
+impl IntoToolOutcome for String {
+    fn into_outcome(self) -> ToolOutcome {
+        ToolOutcome {
+            message: self,
+            mutated: true,
+        }
+    }
+}
+
+impl IntoToolOutcome for &'static str {
+    fn into_outcome(self) -> ToolOutcome {
+        self.to_owned().into_outcome()
+    }
+}
 
 /// A host assembled from its name, migrations, one closure per tool and one that
 /// answers a target's category: see the module documentation.
 pub struct SimpleHost {
     name: String,
     migrations: Vec<HostMigration>,
-    handlers: Vec<(String, ClosureHandler)>,
-    resolver: ClosureResolver,
+    handlers: Vec<(String, Box<dyn ToolHandler<AnyConnection>>)>,
+    resolver: Box<dyn CategoryResolver<AnyConnection>>,
 }
 
 impl std::fmt::Debug for SimpleHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tools: Vec<&str> = self.handlers.iter().map(|(t, _)| t.as_str()).collect();
         f.debug_struct("SimpleHost")
             .field("name", &self.name)
             .field("migrations", &self.migrations.len())
-            .field(
-                "tools",
-                &self.handlers.iter().map(|(t, _)| t).collect::<Vec<_>>(),
-            )
+            .field("tools", &tools)
             .finish_non_exhaustive()
     }
 }
@@ -62,37 +78,53 @@ impl SimpleHost {
             name: name.into(),
             migrations: Vec::new(),
             handlers: Vec::new(),
-            resolver: ClosureResolver(Box::new(|_, _| Box::pin(async { Ok(None) }))),
+            resolver: Box::new(ClosureResolver(no_category)),
         }
     }
 
-    /// Adds a migration of the host's own tables (versions increasing from 1).
-    pub fn migration(mut self, migration: HostMigration) -> Self {
-        self.migrations.push(migration);
+    /// Adds the next migration of the host's own tables: `sqlite` runs on SQLite,
+    /// `postgres` on PostgreSQL (often the same text). Its version is its place in the
+    /// order of calls, so keep them append-only like the engine's own.
+    pub fn migration(
+        mut self,
+        description: &'static str,
+        sqlite: &'static str,
+        postgres: &'static str,
+    ) -> Self {
+        let version = i64::try_from(self.migrations.len()).map_or(i64::MAX, |n| n + 1);
+        self.migrations.push(HostMigration {
+            version,
+            description,
+            sqlite,
+            postgres,
+        });
         self
     }
 
-    /// Handles calls of `tool` (a confirmed or immediate call of a tool in the
-    /// registry) with `handler`; a later handler of the same tool replaces it.
-    pub fn handler<F>(mut self, tool: impl Into<String>, handler: F) -> Self
+    /// Handles calls of `tool` (a tool of the engine's registry, once confirmed, or at
+    /// once when immediate) with `handler`; a later handler of the same tool replaces
+    /// it.
+    pub fn handler<F, O>(mut self, tool: impl Into<String>, handler: F) -> Self
     where
         F: for<'a> Fn(
                 &'a mut AnyConnection,
                 &'a ToolInvocation,
-            ) -> BoxFuture<'a, Result<ToolOutcome, HostError>>
+            ) -> BoxFuture<'a, Result<O, HostError>>
             + Send
             + Sync
             + 'static,
+        O: IntoToolOutcome + 'static,
     {
         let tool = tool.into();
         self.handlers.retain(|(name, _)| *name != tool);
-        self.handlers.push((tool, ClosureHandler(Box::new(handler))));
+        let handler = ClosureHandler(handler, PhantomData);
+        self.handlers.push((tool, Box::new(handler)));
         self
     }
 
-    /// Answers a target's category (checked against the agent's allowlist before a
-    /// call is queued and again before it runs): `Ok(None)` when the target has none or
-    /// does not exist.
+    /// Answers a target's category (checked against the agent's allowlist when a call
+    /// is proposed and again before it runs): `Ok(None)` when the target has none or
+    /// does not exist, and the call is denied.
     pub fn category<F>(mut self, category: F) -> Self
     where
         F: for<'a> Fn(
@@ -103,7 +135,7 @@ impl SimpleHost {
             + Sync
             + 'static,
     {
-        self.resolver = ClosureResolver(Box::new(category));
+        self.resolver = Box::new(ClosureResolver(category));
         self
     }
 }
@@ -121,17 +153,24 @@ impl Host for SimpleHost {
         self.handlers
             .iter()
             .find(|(name, _)| name == tool_name)
-            .map(|(_, handler)| handler as &dyn ToolHandler<AnyConnection>)
+            .map(|(_, handler)| handler.as_ref())
     }
 
     fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
-        &self.resolver
+        self.resolver.as_ref()
     }
 }
 
-struct ClosureHandler(Box<HandlerFn>);
+/// A handler closure and the type its future yields.
+struct ClosureHandler<F, O>(F, PhantomData<fn() -> O>);
 
-impl ToolHandler<AnyConnection> for ClosureHandler {
+impl<F, O> ToolHandler<AnyConnection> for ClosureHandler<F, O>
+where
+    F: for<'a> Fn(&'a mut AnyConnection, &'a ToolInvocation) -> BoxFuture<'a, Result<O, HostError>>
+        + Send
+        + Sync,
+    O: IntoToolOutcome,
+{
     fn execute<'a>(
         &'a self,
         ctx: &'a mut AnyConnection,
@@ -139,17 +178,37 @@ impl ToolHandler<AnyConnection> for ClosureHandler {
     ) -> BoxFuture<'a, Result<ToolOutcome, ToolsError>> {
         let run = (self.0)(ctx, invocation);
         Box::pin(async move {
-            run.await.map_err(|error| ToolsError::HandlerFailed {
-                tool: invocation.tool_name.clone(),
-                message: error.to_string(),
-            })
+            match run.await {
+                Ok(output) => Ok(output.into_outcome()),
+                Err(error) => Err(ToolsError::HandlerFailed {
+                    tool: invocation.tool_name.clone(),
+                    message: error.to_string(),
+                }),
+            }
         })
     }
 }
 
-struct ClosureResolver(Box<CategoryFn>);
+/// The category of every target of a host nobody told otherwise: none.
+fn no_category<'a>(
+    _conn: &'a mut AnyConnection,
+    _target: &'a Target,
+) -> BoxFuture<'a, Result<Option<String>, HostError>> {
+    Box::pin(async { Ok(None) })
+}
 
-impl CategoryResolver<AnyConnection> for ClosureResolver {
+/// A category closure; the host keeps no vector clocks.
+struct ClosureResolver<F>(F);
+
+impl<F> CategoryResolver<AnyConnection> for ClosureResolver<F>
+where
+    F: for<'a> Fn(
+            &'a mut AnyConnection,
+            &'a Target,
+        ) -> BoxFuture<'a, Result<Option<String>, HostError>>
+        + Send
+        + Sync,
+{
     fn category_of<'a>(
         &'a self,
         ctx: &'a mut AnyConnection,
