@@ -104,7 +104,7 @@ impl SimpleHost {
     /// Handles calls of `tool` (a tool of the engine's registry, once confirmed, or at
     /// once when immediate) with `handler`; a later handler of the same tool replaces
     /// it.
-    pub fn handler<F, O>(mut self, tool: impl Into<String>, handler: F) -> Self
+    pub fn handle<F, O>(mut self, tool: impl Into<String>, handler: F) -> Self
     where
         F: for<'a> Fn(
                 &'a mut AnyConnection,
@@ -224,5 +224,213 @@ where
         _target: &'a Target,
     ) -> BoxFuture<'a, Result<Option<VectorClock>, String>> {
         Box::pin(async { Ok(None) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ConfirmError, Engine, WakeRequest};
+    use assent_changeset::parse_tool_calls;
+    use assent_domain::{ChangeItemStatus, OffsetDateTime};
+    use assent_store::{Store, agents, change_sets};
+    use assent_tools::{AgentPolicy, ToolMode, ToolRegistry, ToolSpec};
+    use serde_json::json;
+    use std::sync::Arc;
+
+    const NOTES: &str =
+        "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT NOT NULL, category TEXT NOT NULL)";
+    const SEED: &str = "INSERT INTO notes VALUES ('n1', 'draft', 'notes')";
+
+    /// A notes host whose `set_body` writes the body, then fails when it is `fail`.
+    fn notes_host() -> SimpleHost {
+        SimpleHost::new("notes")
+            .migration("notes", NOTES, NOTES)
+            .handle("set_body", |tx, call| {
+                Box::pin(async move {
+                    let body = call.args["body"].as_str().ok_or("no body")?;
+                    sqlx::query("UPDATE notes SET body = $1 WHERE id = $2")
+                        .bind(body)
+                        .bind(&call.target.target.id)
+                        .execute(tx)
+                        .await?;
+                    if body == "fail" {
+                        return Err("the body may not be fail".into());
+                    }
+                    Ok(format!("Body set to {body}."))
+                })
+            })
+    }
+
+    fn with_category(host: SimpleHost) -> SimpleHost {
+        host.category(|tx, note| {
+            Box::pin(async move {
+                let query = sqlx::query_scalar("SELECT category FROM notes WHERE id = $1");
+                Ok(query.bind(&note.id).fetch_optional(tx).await?)
+            })
+        })
+    }
+
+    async fn engine(host: SimpleHost) -> (Store, Engine) {
+        let mut tools = ToolRegistry::new();
+        tools
+            .register(ToolSpec {
+                name: "set_body".into(),
+                description: "Replace a note's body.".into(),
+                args_schema: json!({"type": "object", "required": ["body"],
+                    "properties": {"body": {"type": "string"}}}),
+                mode: ToolMode::Deferred,
+                batch: None,
+                summary: None,
+            })
+            .expect("the tool registers");
+        let store = Store::open("sqlite::memory:").await.expect("store");
+        let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host))
+            .await
+            .expect("engine");
+        let now = OffsetDateTime::now_utc();
+        let mut conn = store.pool().acquire().await.expect("connection");
+        agents::upsert(&mut conn, "scribe", &AgentPolicy::new(["notes"]), now)
+            .await
+            .expect("agent");
+        sqlx::query(SEED).execute(&mut *conn).await.expect("seed");
+        (store, engine)
+    }
+
+    async fn propose(engine: &Engine, body: &str) -> crate::WakeOutcome {
+        let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
+            "name": "set_body", "input": {"body": body}}]))
+        .expect("calls");
+        let request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
+        engine
+            .wakes()
+            .wake(request, OffsetDateTime::now_utc())
+            .await
+            .expect("wake")
+    }
+
+    async fn body(store: &Store) -> String {
+        sqlx::query_scalar("SELECT body FROM notes WHERE id = 'n1'")
+            .fetch_one(store.pool())
+            .await
+            .expect("body")
+    }
+
+    #[tokio::test]
+    async fn a_confirmed_proposal_runs_the_closure_on_the_hosts_table() {
+        let (store, engine) = engine(with_category(notes_host())).await;
+        let wake = propose(&engine, "final").await;
+        let set = wake.change_set.expect("a change set");
+        assert_eq!(set.items[0].status, ChangeItemStatus::Pending);
+        assert_eq!(
+            body(&store).await,
+            "draft",
+            "nothing runs before a person agrees"
+        );
+
+        let outcome = engine
+            .confirmations()
+            .confirm_item(set.id, 0, OffsetDateTime::now_utc())
+            .await
+            .expect("confirmed");
+        assert_eq!(outcome.message(), "Body set to final.");
+        assert!(matches!(
+            outcome.execution,
+            crate::ExecutionOutcome::Applied {
+                mutated: true,
+                vector_clock: None,
+                ..
+            }
+        ));
+        assert_eq!(body(&store).await, "final");
+    }
+
+    #[tokio::test]
+    async fn a_failing_closure_keeps_nothing_it_wrote_and_the_item_pending() {
+        let (store, engine) = engine(with_category(notes_host())).await;
+        let set = propose(&engine, "fail")
+            .await
+            .change_set
+            .expect("a change set");
+        let error = engine
+            .confirmations()
+            .confirm_item(set.id, 0, OffsetDateTime::now_utc())
+            .await
+            .expect_err("the handler fails");
+        match error {
+            ConfirmError::HandlerFailed { tool, error } => {
+                assert_eq!(tool, "set_body");
+                assert!(error.contains("the body may not be fail"), "{error}");
+            }
+            other => panic!("expected a handler failure, got {other:?}"),
+        }
+        assert_eq!(body(&store).await, "draft");
+        let mut conn = store.pool().acquire().await.expect("connection");
+        let set = change_sets::load(&mut conn, set.id)
+            .await
+            .expect("read")
+            .expect("the set");
+        assert_eq!(set.items[0].status, ChangeItemStatus::Pending);
+    }
+
+    #[tokio::test]
+    async fn without_a_category_closure_every_call_is_denied() {
+        let (store, engine) = engine(notes_host()).await;
+        let wake = propose(&engine, "final").await;
+        assert!(wake.change_set.is_none());
+        assert!(
+            wake.responses[0].content.starts_with("Denied by policy"),
+            "{}",
+            wake.responses[0].content
+        );
+        assert_eq!(body(&store).await, "draft");
+    }
+
+    #[tokio::test]
+    async fn migrations_are_numbered_in_order_and_run_once() {
+        let host = notes_host().migration(
+            "tags",
+            "CREATE TABLE tags (note TEXT NOT NULL)",
+            "CREATE TABLE tags (note TEXT NOT NULL)",
+        );
+        let versions: Vec<i64> = host.migrations().iter().map(|m| m.version).collect();
+        assert_eq!(versions, [1, 2]);
+        let store = Store::open("sqlite::memory:").await.expect("store");
+        let host = Arc::new(host);
+        let registry = Arc::new(ToolRegistry::new());
+        for _ in 0..2 {
+            Engine::open(store.clone(), registry.clone(), host.clone())
+                .await
+                .expect("opens, and opens again");
+        }
+        sqlx::query("INSERT INTO tags VALUES ('n1')")
+            .execute(store.pool())
+            .await
+            .expect("the second migration ran");
+    }
+
+    #[tokio::test]
+    async fn a_later_handler_of_a_tool_replaces_the_earlier_one() {
+        let host = notes_host()
+            .handle("set_body", |_, _| Box::pin(async { Ok("Nothing to do.") }))
+            .handle("archive", |_, _| Box::pin(async { Ok("Archived.") }));
+        assert!(host.handler("archive").is_some());
+        assert!(host.handler("delete").is_none());
+        assert_eq!(
+            format!("{host:?}"),
+            r#"SimpleHost { name: "notes", migrations: 1, tools: ["set_body", "archive"], .. }"#
+        );
+        let (store, engine) = engine(with_category(host)).await;
+        let set = propose(&engine, "final")
+            .await
+            .change_set
+            .expect("a change set");
+        let outcome = engine
+            .confirmations()
+            .confirm_item(set.id, 0, OffsetDateTime::now_utc())
+            .await
+            .expect("confirmed");
+        assert_eq!(outcome.message(), "Nothing to do.");
+        assert_eq!(body(&store).await, "draft", "the first handler never ran");
     }
 }

@@ -18,7 +18,7 @@ const AGENT: &str = "billing-agent";
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let host = SimpleHost::new("invoicing")
         .migration("invoices", INVOICES, INVOICES)
-        .handler("refund_invoice", |tx, call| {
+        .handle("refund_invoice", |tx, call| {
             Box::pin(async move {
                 let cents = call.args["amountCents"].as_i64().ok_or("no amount")?;
                 let id = &call.target.target.id;
@@ -63,7 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("after confirm (customer, amount, refunded): {row:?}");
     let filter = audit::AuditFilter::Target(invoice.clone());
     for record in audit::list(&mut *store.pool().acquire().await?, &filter, 10).await? {
-        println!("audit: {} {:?}", record.kind.as_str(), record.detail);
+        println!("audit: {}", json!(record));
     }
     let history = person.history(AGENT, Some(&invoice), 10).await?;
     println!("{}", history.unwrap_or_default());
