@@ -63,7 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("after confirm (customer, amount, refunded): {row:?}");
     let filter = audit::AuditFilter::Target(invoice.clone());
     for record in audit::list(&mut *store.pool().acquire().await?, &filter, 10).await? {
-        println!("audit: {}", json!(record));
+        println!("audit: {:?} {:?}", record.kind, record.detail);
     }
     let history = person.history(AGENT, Some(&invoice), 10).await?;
     println!("{}", history.unwrap_or_default());
