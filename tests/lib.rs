@@ -468,7 +468,8 @@ impl TestApp {
     /// Merges `batch` into this device's state, in one write transaction.
     pub async fn import(&self, batch: &SyncBatch) -> Result<ImportReport, StoreError> {
         let mut tx = self.store.begin_write().await?;
-        let report = sync::import(&mut tx, self.store.device_id(), &TaskEntities, batch, NOW).await?;
+        let report =
+            sync::import(&mut tx, self.store.device_id(), &TaskEntities, batch, NOW).await?;
         tx.commit().await?;
         Ok(report)
     }

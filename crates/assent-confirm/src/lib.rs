@@ -17,7 +17,8 @@
 //! - [`AuditedExecutor`]: every path that runs a tool goes through it (policy again,
 //!   audit before and after, the handler in a savepoint).
 //!
-//! A service plugs in through [`Host`]: its targets, tools, state and tables.
+//! A service plugs in through [`Host`]: its targets, tools, state and tables; a few
+//! closures make one with [`SimpleHost`].
 
 mod attribution;
 mod bus;
@@ -27,6 +28,7 @@ mod error;
 mod executor;
 mod host;
 mod scheduler;
+mod simple;
 mod strategy;
 mod wake;
 
@@ -50,6 +52,11 @@ pub use scheduler::{
     CallResult, DEFAULT_EXECUTION_TIMEOUT, MAX_PROMPTS_PER_CALL, ScheduledCall, ScheduledWake,
     Scheduler, Session,
 };
+pub use simple::{HostError, IntoToolOutcome, SimpleHost};
+/// The SQL toolkit the engine runs on: a host's handlers and resolver work on its
+/// [`AnyConnection`](sqlx::AnyConnection), and a service uses this very version
+/// rather than declaring its own.
+pub use sqlx;
 pub use strategy::{
     AutoApprove, ConfirmationDetails, ConfirmationStrategy, DeferToChangeSet, Delegated,
     NonInteractive,

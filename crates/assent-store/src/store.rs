@@ -506,7 +506,11 @@ mod tests {
         let other = Store::open(&format!("sqlite://{}/b.db", dir.path().display()))
             .await
             .expect("opens");
-        assert_ne!(other.device_id(), id, "every database is a device of its own");
+        assert_ne!(
+            other.device_id(),
+            id,
+            "every database is a device of its own"
+        );
     }
 
     #[tokio::test]

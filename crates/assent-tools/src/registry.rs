@@ -68,6 +68,30 @@ impl fmt::Debug for ToolSpec {
 }
 
 impl ToolSpec {
+    /// A singular tool routed by `mode`, with the fallback summary (`tool(arg keys)`).
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        mode: ToolMode,
+        args_schema: Value,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            args_schema,
+            mode,
+            batch: None,
+            summary: None,
+        }
+    }
+
+    /// The same tool, summarised for a person by `summary`.
+    #[must_use]
+    pub fn with_summary(mut self, summary: SummaryFn) -> Self {
+        self.summary = Some(summary);
+        self
+    }
+
     /// The summary of a call of this tool.
     pub fn summarize(&self, args: &Value, context: Option<&dyn SummaryContext>) -> String {
         match self.summary {

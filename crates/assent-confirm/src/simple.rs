@@ -1,0 +1,436 @@
+//! [`SimpleHost`]: a [`Host`] built from closures, for a service that gates a few tools
+//! of its own without writing three trait impls of boxed futures.
+//!
+//! Each closure gets the engine's connection (inside its transaction, so what it writes
+//! commits with the decision) and returns `Box::pin(async move { ... })`. Errors are
+//! boxed, so `?` works on any error (a query, a parse); a handler's error becomes
+//! [`ToolsError::HandlerFailed`] and rolls back what it wrote, a resolver's error
+//! denies the call (fail-closed). Such a host keeps no vector clocks, has no local
+//! tools, syncs no entities, and keeps every proposal (it has no state to compare
+//! with); a service that needs those implements [`Host`] itself.
+
+use crate::Host;
+use assent_domain::{Target, VectorClock};
+use assent_store::{AnyConnection, HostMigration};
+use assent_tools::{
+    BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
+};
+use std::marker::PhantomData;
+
+/// Any error a closure of a [`SimpleHost`] returns; its text is what the person and the
+/// audit trail read.
+pub type HostError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a handler closure of a [`SimpleHost`] returns: a [`ToolOutcome`], or just its
+/// message (a `String` or `&'static str`) for a handler that changed something.
+pub trait IntoToolOutcome: Send {
+    /// The outcome reported to the executor.
+    fn into_outcome(self) -> ToolOutcome;
+}
+
+impl IntoToolOutcome for ToolOutcome {
+    fn into_outcome(self) -> ToolOutcome {
+        self
+    }
+}
+
+impl IntoToolOutcome for String {
+    fn into_outcome(self) -> ToolOutcome {
+        ToolOutcome {
+            message: self,
+            mutated: true,
+        }
+    }
+}
+
+impl IntoToolOutcome for &'static str {
+    fn into_outcome(self) -> ToolOutcome {
+        self.to_owned().into_outcome()
+    }
+}
+
+/// A host assembled from its name, migrations, one closure per tool and one that
+/// answers a target's category: see the module documentation.
+pub struct SimpleHost {
+    name: String,
+    migrations: Vec<HostMigration>,
+    handlers: Vec<(String, Box<dyn ToolHandler<AnyConnection>>)>,
+    resolver: Box<dyn CategoryResolver<AnyConnection>>,
+}
+
+impl std::fmt::Debug for SimpleHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tools: Vec<&str> = self.handlers.iter().map(|(t, _)| t.as_str()).collect();
+        f.debug_struct("SimpleHost")
+            .field("name", &self.name)
+            .field("migrations", &self.migrations.len())
+            .field("tools", &tools)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimpleHost {
+    /// A host named `name` (ASCII letters, digits, underscores: it names the table of
+    /// its migrations) with no tables and no tools, whose targets have no category
+    /// until [`SimpleHost::category`] says otherwise (so every call is denied).
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            migrations: Vec::new(),
+            handlers: Vec::new(),
+            resolver: Box::new(ClosureResolver(no_category)),
+        }
+    }
+
+    /// Adds the next migration of the host's own tables: `sqlite` runs on SQLite,
+    /// `postgres` on PostgreSQL (often the same text). Its version is its place in the
+    /// order of calls, so keep them append-only like the engine's own.
+    pub fn migration(
+        mut self,
+        description: &'static str,
+        sqlite: &'static str,
+        postgres: &'static str,
+    ) -> Self {
+        let version = i64::try_from(self.migrations.len()).map_or(i64::MAX, |n| n + 1);
+        self.migrations.push(HostMigration {
+            version,
+            description,
+            sqlite,
+            postgres,
+        });
+        self
+    }
+
+    /// Handles calls of `tool` (a tool of the engine's registry, once confirmed, or at
+    /// once when immediate) with `handler`; a later handler of the same tool replaces
+    /// it.
+    pub fn handle<F, O>(mut self, tool: impl Into<String>, handler: F) -> Self
+    where
+        F: for<'a> Fn(
+                &'a mut AnyConnection,
+                &'a ToolInvocation,
+            ) -> BoxFuture<'a, Result<O, HostError>>
+            + Send
+            + Sync
+            + 'static,
+        O: IntoToolOutcome + 'static,
+    {
+        let tool = tool.into();
+        self.handlers.retain(|(name, _)| *name != tool);
+        let handler = ClosureHandler(handler, PhantomData);
+        self.handlers.push((tool, Box::new(handler)));
+        self
+    }
+
+    /// Answers a target's category (checked against the agent's allowlist when a call
+    /// is proposed and again before it runs): `Ok(None)` when the target has none or
+    /// does not exist, and the call is denied.
+    pub fn category<F>(mut self, category: F) -> Self
+    where
+        F: for<'a> Fn(
+                &'a mut AnyConnection,
+                &'a Target,
+            ) -> BoxFuture<'a, Result<Option<String>, HostError>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.resolver = Box::new(ClosureResolver(category));
+        self
+    }
+}
+
+impl Host for SimpleHost {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn migrations(&self) -> &[HostMigration] {
+        &self.migrations
+    }
+
+    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
+        self.handlers
+            .iter()
+            .find(|(name, _)| name == tool_name)
+            .map(|(_, handler)| handler.as_ref())
+    }
+
+    fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
+        self.resolver.as_ref()
+    }
+}
+
+/// A handler closure and the type its future yields.
+struct ClosureHandler<F, O>(F, PhantomData<fn() -> O>);
+
+impl<F, O> ToolHandler<AnyConnection> for ClosureHandler<F, O>
+where
+    F: for<'a> Fn(&'a mut AnyConnection, &'a ToolInvocation) -> BoxFuture<'a, Result<O, HostError>>
+        + Send
+        + Sync,
+    O: IntoToolOutcome,
+{
+    fn execute<'a>(
+        &'a self,
+        ctx: &'a mut AnyConnection,
+        invocation: &'a ToolInvocation,
+    ) -> BoxFuture<'a, Result<ToolOutcome, ToolsError>> {
+        let run = (self.0)(ctx, invocation);
+        Box::pin(async move {
+            match run.await {
+                Ok(output) => Ok(output.into_outcome()),
+                Err(error) => Err(ToolsError::HandlerFailed {
+                    tool: invocation.tool_name.clone(),
+                    message: error.to_string(),
+                }),
+            }
+        })
+    }
+}
+
+/// The category of every target of a host nobody told otherwise: none.
+fn no_category<'a>(
+    _conn: &'a mut AnyConnection,
+    _target: &'a Target,
+) -> BoxFuture<'a, Result<Option<String>, HostError>> {
+    Box::pin(async { Ok(None) })
+}
+
+/// A category closure; the host keeps no vector clocks.
+struct ClosureResolver<F>(F);
+
+impl<F> CategoryResolver<AnyConnection> for ClosureResolver<F>
+where
+    F: for<'a> Fn(
+            &'a mut AnyConnection,
+            &'a Target,
+        ) -> BoxFuture<'a, Result<Option<String>, HostError>>
+        + Send
+        + Sync,
+{
+    fn category_of<'a>(
+        &'a self,
+        ctx: &'a mut AnyConnection,
+        target: &'a Target,
+    ) -> BoxFuture<'a, Result<Option<String>, String>> {
+        let lookup = (self.0)(ctx, target);
+        Box::pin(async move { lookup.await.map_err(|error| error.to_string()) })
+    }
+
+    fn vector_clock_of<'a>(
+        &'a self,
+        _ctx: &'a mut AnyConnection,
+        _target: &'a Target,
+    ) -> BoxFuture<'a, Result<Option<VectorClock>, String>> {
+        Box::pin(async { Ok(None) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ConfirmError, Engine, WakeRequest};
+    use assent_changeset::parse_tool_calls;
+    use assent_domain::{ChangeItemStatus, OffsetDateTime};
+    use assent_store::{Store, agents, change_sets};
+    use assent_tools::{AgentPolicy, ToolMode, ToolRegistry, ToolSpec};
+    use serde_json::json;
+    use std::sync::Arc;
+
+    const NOTES: &str =
+        "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT NOT NULL, category TEXT NOT NULL)";
+    const SEED: &str = "INSERT INTO notes VALUES ('n1', 'draft', 'notes')";
+
+    /// A notes host whose `set_body` writes the body, then fails when it is `fail`.
+    fn notes_host() -> SimpleHost {
+        SimpleHost::new("notes")
+            .migration("notes", NOTES, NOTES)
+            .handle("set_body", |tx, call| {
+                Box::pin(async move {
+                    let body = call.args["body"].as_str().ok_or("no body")?;
+                    sqlx::query("UPDATE notes SET body = $1 WHERE id = $2")
+                        .bind(body)
+                        .bind(&call.target.target.id)
+                        .execute(tx)
+                        .await?;
+                    if body == "fail" {
+                        return Err("the body may not be fail".into());
+                    }
+                    Ok(format!("Body set to {body}."))
+                })
+            })
+    }
+
+    fn with_category(host: SimpleHost) -> SimpleHost {
+        host.category(|tx, note| {
+            Box::pin(async move {
+                let query = sqlx::query_scalar("SELECT category FROM notes WHERE id = $1");
+                Ok(query.bind(&note.id).fetch_optional(tx).await?)
+            })
+        })
+    }
+
+    async fn engine(host: SimpleHost) -> (Store, Engine) {
+        let mut tools = ToolRegistry::new();
+        tools
+            .register(ToolSpec {
+                name: "set_body".into(),
+                description: "Replace a note's body.".into(),
+                args_schema: json!({"type": "object", "required": ["body"],
+                    "properties": {"body": {"type": "string"}}}),
+                mode: ToolMode::Deferred,
+                batch: None,
+                summary: None,
+            })
+            .expect("the tool registers");
+        let store = Store::open("sqlite::memory:").await.expect("store");
+        let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host))
+            .await
+            .expect("engine");
+        let now = OffsetDateTime::now_utc();
+        let mut conn = store.pool().acquire().await.expect("connection");
+        agents::upsert(&mut conn, "scribe", &AgentPolicy::new(["notes"]), now)
+            .await
+            .expect("agent");
+        sqlx::query(SEED).execute(&mut *conn).await.expect("seed");
+        (store, engine)
+    }
+
+    async fn propose(engine: &Engine, body: &str) -> crate::WakeOutcome {
+        let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
+            "name": "set_body", "input": {"body": body}}]))
+        .expect("calls");
+        let request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
+        engine
+            .wakes()
+            .wake(request, OffsetDateTime::now_utc())
+            .await
+            .expect("wake")
+    }
+
+    async fn body(store: &Store) -> String {
+        sqlx::query_scalar("SELECT body FROM notes WHERE id = 'n1'")
+            .fetch_one(store.pool())
+            .await
+            .expect("body")
+    }
+
+    #[tokio::test]
+    async fn a_confirmed_proposal_runs_the_closure_on_the_hosts_table() {
+        let (store, engine) = engine(with_category(notes_host())).await;
+        let wake = propose(&engine, "final").await;
+        let set = wake.change_set.expect("a change set");
+        assert_eq!(set.items[0].status, ChangeItemStatus::Pending);
+        assert_eq!(
+            body(&store).await,
+            "draft",
+            "nothing runs before a person agrees"
+        );
+
+        let outcome = engine
+            .confirmations()
+            .confirm_item(set.id, 0, OffsetDateTime::now_utc())
+            .await
+            .expect("confirmed");
+        assert_eq!(outcome.message(), "Body set to final.");
+        assert!(matches!(
+            outcome.execution,
+            crate::ExecutionOutcome::Applied {
+                mutated: true,
+                vector_clock: None,
+                ..
+            }
+        ));
+        assert_eq!(body(&store).await, "final");
+    }
+
+    #[tokio::test]
+    async fn a_failing_closure_keeps_nothing_it_wrote_and_the_item_pending() {
+        let (store, engine) = engine(with_category(notes_host())).await;
+        let set = propose(&engine, "fail")
+            .await
+            .change_set
+            .expect("a change set");
+        let error = engine
+            .confirmations()
+            .confirm_item(set.id, 0, OffsetDateTime::now_utc())
+            .await
+            .expect_err("the handler fails");
+        match error {
+            ConfirmError::HandlerFailed { tool, error } => {
+                assert_eq!(tool, "set_body");
+                assert!(error.contains("the body may not be fail"), "{error}");
+            }
+            other => panic!("expected a handler failure, got {other:?}"),
+        }
+        assert_eq!(body(&store).await, "draft");
+        let mut conn = store.pool().acquire().await.expect("connection");
+        let set = change_sets::load(&mut conn, set.id)
+            .await
+            .expect("read")
+            .expect("the set");
+        assert_eq!(set.items[0].status, ChangeItemStatus::Pending);
+    }
+
+    #[tokio::test]
+    async fn without_a_category_closure_every_call_is_denied() {
+        let (store, engine) = engine(notes_host()).await;
+        let wake = propose(&engine, "final").await;
+        assert!(wake.change_set.is_none());
+        assert!(
+            wake.responses[0].content.starts_with("Denied by policy"),
+            "{}",
+            wake.responses[0].content
+        );
+        assert_eq!(body(&store).await, "draft");
+    }
+
+    #[tokio::test]
+    async fn migrations_are_numbered_in_order_and_run_once() {
+        let host = notes_host().migration(
+            "tags",
+            "CREATE TABLE tags (note TEXT NOT NULL)",
+            "CREATE TABLE tags (note TEXT NOT NULL)",
+        );
+        let versions: Vec<i64> = host.migrations().iter().map(|m| m.version).collect();
+        assert_eq!(versions, [1, 2]);
+        let store = Store::open("sqlite::memory:").await.expect("store");
+        let host = Arc::new(host);
+        let registry = Arc::new(ToolRegistry::new());
+        for _ in 0..2 {
+            Engine::open(store.clone(), registry.clone(), host.clone())
+                .await
+                .expect("opens, and opens again");
+        }
+        sqlx::query("INSERT INTO tags VALUES ('n1')")
+            .execute(store.pool())
+            .await
+            .expect("the second migration ran");
+    }
+
+    #[tokio::test]
+    async fn a_later_handler_of_a_tool_replaces_the_earlier_one() {
+        let host = notes_host()
+            .handle("set_body", |_, _| Box::pin(async { Ok("Nothing to do.") }))
+            .handle("archive", |_, _| Box::pin(async { Ok("Archived.") }));
+        assert!(host.handler("archive").is_some());
+        assert!(host.handler("delete").is_none());
+        assert_eq!(
+            format!("{host:?}"),
+            r#"SimpleHost { name: "notes", migrations: 1, tools: ["set_body", "archive"], .. }"#
+        );
+        let (store, engine) = engine(with_category(host)).await;
+        let set = propose(&engine, "final")
+            .await
+            .change_set
+            .expect("a change set");
+        let outcome = engine
+            .confirmations()
+            .confirm_item(set.id, 0, OffsetDateTime::now_utc())
+            .await
+            .expect("confirmed");
+        assert_eq!(outcome.message(), "Nothing to do.");
+        assert_eq!(body(&store).await, "draft", "the first handler never ran");
+    }
+}
