@@ -35,10 +35,15 @@ impl TestServer {
 
     /// Starts a server configured by `configure`.
     pub async fn start_with(configure: impl FnOnce(Server) -> Server) -> Self {
+        Self::start_composed(async |store| configure(journal_server(&store).await)).await
+    }
+
+    /// Starts the server `compose` builds over a fresh database: any host's engine.
+    pub async fn start_composed(compose: impl AsyncFnOnce(Store) -> Server) -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
         let url = format!("sqlite://{}", dir.path().join("review.db").display());
         let store = Store::open(&url).await.expect("open the database");
-        let server = configure(journal_server(&store).await);
+        let server = compose(store.clone()).await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind a random port");

@@ -527,6 +527,28 @@ fn a_set_larger_than_a_wake_may_propose_is_refused() {
 }
 
 #[test]
+fn a_set_on_a_target_of_a_kind_nobody_syncs_is_taken() {
+    // A remote service's targets (an MCP server, an invoice elsewhere) are no synced
+    // entity, so no device can vouch for them; the set itself still merges.
+    let (mut batch, local) = a_confirmed_batch();
+    let mut set = batch.state.change_sets[0].clone();
+    set.id = Uuid::from_u128(0x1e55);
+    set.target_kind = "invoice".into();
+    set.target_id = "INV-1".into();
+    set.items
+        .iter_mut()
+        .for_each(|i| i.status = ChangeItemStatus::Pending);
+    batch.state.change_sets.push(set);
+    let plan = plan_merge(&local, &batch, "B", NOW).expect("merges");
+    assert!(
+        plan.ops
+            .iter()
+            .any(|op| matches!(op, SyncOp::InsertChangeSet(s) if s.id == Uuid::from_u128(0x1e55))),
+        "{plan:?}"
+    );
+}
+
+#[test]
 fn a_set_on_a_task_nobody_has_is_refused() {
     let (mut batch, local) = a_confirmed_batch();
     let mut set = batch.state.change_sets[0].clone();
