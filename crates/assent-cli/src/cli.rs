@@ -75,17 +75,10 @@ pub struct ServeArgs {
     /// before it is denied, in seconds (1 to 86400).
     #[arg(long, value_name = "SECS", default_value_t = assent_confirm::DEFAULT_WAIT_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub delegation_timeout: u64,
-    /// This server's address as webhook receivers reach it (e.g.
-    /// `https://assent.example`); webhook events link to their set on its review page.
-    #[arg(long, value_name = "URL")]
-    pub public_url: Option<String>,
-    /// Announce open sets this long before their TTL with `changeSet.expiring`
-    /// (default 1d; `0s` announces nothing).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub expiry_warning: Option<Duration>,
-    /// The TTL open sets have (what `assent expire` applies; default 7d).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub expiry_ttl: Option<Duration>,
+    /// The webhook sender that runs beside the server (`--public-url`,
+    /// `--expiry-warning`, `--expiry-ttl`, as `assent webhooks deliver` takes them).
+    #[command(flatten)]
+    pub delivery: crate::webhook_commands::DeliverArgs,
 }
 
 /// `assent demo`.

@@ -16,13 +16,7 @@ use std::time::Duration;
 /// shutdown signal; returns what to print when it has stopped.
 pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     // Checked before anything listens: a wrong link would be in every event.
-    let public_url = args
-        .public_url
-        .as_deref()
-        .map(|url| assent_webhooks::validate_url(url, true))
-        .transpose()
-        .map_err(|e| CliError::Usage(format!("--public-url: {e}")))?
-        .map(|url| url.to_string());
+    let sender_config = args.delivery.sender_config()?;
     let store = Store::open(db).await?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
@@ -68,15 +62,8 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
         .with_routes(Role::Reviewer, assent_journal_host::http::routes())
         .with_bus(bus);
     // The webhook sender runs beside the server and stops after it.
-    let sender = assent_webhooks::Sender::new(
-        store.clone(),
-        assent_webhooks::SenderConfig {
-            public_url,
-            expiry: crate::webhook_commands::expiry(args.expiry_ttl, args.expiry_warning),
-            ..assent_webhooks::SenderConfig::default()
-        },
-    )
-    .map_err(|e| CliError::failed(e.to_string()))?;
+    let sender = assent_webhooks::Sender::new(store.clone(), sender_config)
+        .map_err(|e| CliError::failed(e.to_string()))?;
     let (stop_sender, sender_stopped) = tokio::sync::oneshot::channel::<()>();
     let sending = tokio::spawn(sender.run(async {
         let _ = sender_stopped.await;

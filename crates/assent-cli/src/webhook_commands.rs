@@ -96,16 +96,37 @@ pub struct DeliveriesArgs {
 /// `assent webhooks deliver`.
 #[derive(Debug, Args)]
 pub struct DeliverArgs {
-    /// The review server's address as receivers reach it; events link to their set.
+    /// The review server's address as webhook receivers reach it (e.g.
+    /// `https://assent.example`); events link to their set on its review page.
     #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
-    /// Announce open sets this long before their TTL (`changeSet.expiring`); `0s`
-    /// announces nothing.
+    /// Announce open sets this long before their TTL with `changeSet.expiring`
+    /// (default 1d; `0s` announces nothing).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub expiry_warning: Option<Duration>,
-    /// The TTL that `assent expire` applies (default 7d).
+    /// The TTL open sets have (what `assent expire` applies; default 7d).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub expiry_ttl: Option<Duration>,
+}
+
+impl DeliverArgs {
+    /// The sender's configuration. A `--public-url` that is not an absolute http(s)
+    /// URL is a usage error, checked before anything runs: a wrong link would be in
+    /// every event.
+    pub fn sender_config(self) -> Result<SenderConfig, CliError> {
+        let public_url = self
+            .public_url
+            .as_deref()
+            .map(|url| assent_webhooks::validate_url(url, true))
+            .transpose()
+            .map_err(|e| CliError::Usage(format!("--public-url: {e}")))?
+            .map(|url| url.to_string());
+        Ok(SenderConfig {
+            public_url,
+            expiry: expiry(self.expiry_ttl, self.expiry_warning),
+            ..SenderConfig::default()
+        })
+    }
 }
 
 /// The sender's expiry warning from the command line's durations.
@@ -191,10 +212,8 @@ pub async fn webhooks(ctx: &Ctx, args: WebhooksArgs) -> Result<Output, CliError>
         }
         Some(WebhooksCommand::Deliver(deliver)) => {
             let config = SenderConfig {
-                public_url: deliver.public_url,
                 timeout: DEFAULT_TIMEOUT,
-                expiry: expiry(deliver.expiry_ttl, deliver.expiry_warning),
-                ..SenderConfig::default()
+                ..deliver.sender_config()?
             };
             let sender = Sender::new(ctx.store().clone(), config).map_err(webhook_error)?;
             let report = sender.deliver_due().await.map_err(webhook_error)?;
