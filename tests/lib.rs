@@ -512,3 +512,20 @@ impl TestApp {
         out
     }
 }
+
+/// The name of every SDK dialect, as the golden fixtures and `--format` spell them.
+pub fn dialect_names() -> impl Iterator<Item = &'static str> {
+    assent_changeset::Dialect::ALL
+        .into_iter()
+        .map(assent_changeset::Dialect::name)
+}
+
+/// The golden dialect fixture `name` of assent-changeset (`<dialect>.in.json`,
+/// `.out.json`, `.unknown.json`, `.call-less.json`), as text.
+pub fn dialect_fixture(name: &str) -> String {
+    let path = format!(
+        "{}/../crates/assent-changeset/fixtures/dialects/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}

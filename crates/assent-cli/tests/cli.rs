@@ -675,38 +675,22 @@ async fn eight_processes_confirming_the_same_hundred_items_apply_each_once() {
     }
 }
 
-const DIALECTS: [&str; 7] = [
-    "openai",
-    "responses",
-    "anthropic",
-    "gemini",
-    "langchain",
-    "vercel",
-    "mcp",
-];
-
-fn dialect_fixture(name: &str) -> String {
-    let path = format!(
-        "{}/../assent-changeset/fixtures/dialects/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
 #[test]
 fn every_dialect_in_and_its_messages_out() {
     let cli = Cli::new();
     cli.agent_and_task();
-    for dialect in DIALECTS {
+    for dialect in assent_tests::dialect_names() {
         let task = cli.json(
             &["task", "create", "--title", dialect, "--category", "work"],
             "",
         );
         let task = task["id"].as_str().expect("task id");
-        let input = dialect_fixture(&format!("{dialect}.in.json"));
+        let input = assent_tests::dialect_fixture(&format!("{dialect}.in.json"));
         let wake = cli.json(&["wake", "--agent", "a", "--task", task], &input);
-        let expected: Value =
-            serde_json::from_str(&dialect_fixture(&format!("{dialect}.out.json"))).expect("JSON");
+        let expected: Value = serde_json::from_str(&assent_tests::dialect_fixture(&format!(
+            "{dialect}.out.json"
+        )))
+        .expect("JSON");
         assert_eq!(wake["messages"], expected, "{dialect}");
         assert_eq!(
             wake["responses"].as_array().map(Vec::len),
@@ -759,10 +743,10 @@ fn unknown_elements_and_call_less_documents_change_nothing_in_every_dialect() {
     let task = cli.agent_and_task();
     let outbox_before = cli.json(&["outbox"], "");
     let wake = ["wake", "--agent", "a", "--task", task.as_str()];
-    for dialect in DIALECTS {
-        let unknown = dialect_fixture(&format!("{dialect}.unknown.json"));
+    for dialect in assent_tests::dialect_names() {
+        let unknown = assent_tests::dialect_fixture(&format!("{dialect}.unknown.json"));
         assert_fails(&cli.run_with(&wake, &unknown), 1, "\"frobnicate\"");
-        let call_less = dialect_fixture(&format!("{dialect}.call-less.json"));
+        let call_less = assent_tests::dialect_fixture(&format!("{dialect}.call-less.json"));
         assert_fails(&cli.run_with(&wake, &call_less), 1, "no tool call");
         let mut forced = wake.to_vec();
         forced.extend(["--format", dialect]);

@@ -5,23 +5,9 @@
 use crate::support::TestServer;
 use serde_json::{Value, json};
 
-const DIALECTS: [&str; 7] = [
-    "openai",
-    "responses",
-    "anthropic",
-    "gemini",
-    "langchain",
-    "vercel",
-    "mcp",
-];
-
 fn fixture(name: &str) -> Value {
-    let path = format!(
-        "{}/../assent-changeset/fixtures/dialects/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    let text = assent_tests::dialect_fixture(name);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 async fn new_task(server: &TestServer, title: &str) -> String {
@@ -36,7 +22,7 @@ async fn new_task(server: &TestServer, title: &str) -> String {
 async fn each_dialect_is_answered_in_its_own_messages() {
     let server = TestServer::start().await;
     server.agent_and_task("setup").await;
-    for dialect in DIALECTS {
+    for dialect in assent_tests::dialect_names() {
         // A fresh task each time, so the first call is queued, not a duplicate.
         let task = new_task(&server, dialect).await;
         let (status, wake) = server
@@ -81,7 +67,7 @@ async fn each_dialect_is_answered_in_its_own_messages() {
 async fn unknown_elements_and_call_less_documents_change_nothing() {
     let server = TestServer::start().await;
     let task = server.agent_and_task("Untouched").await;
-    for dialect in DIALECTS {
+    for dialect in assent_tests::dialect_names() {
         for (kind, needle) in [("unknown", "frobnicate"), ("call-less", "no tool call")] {
             let (status, problem) = server
                 .post(
