@@ -656,3 +656,63 @@ async fn events_another_process_writes_are_delivered_by_the_running_sender() {
     assert_eq!(received[0]["body"]["data"]["changeSetId"], set.to_string());
     assert_eq!(received[0]["verified"], true);
 }
+
+#[tokio::test]
+async fn delivered_webhooks_are_forgotten_after_the_retention_and_nothing_else_is() {
+    let app = TestApp::spawn().await;
+    subscribe(&app.store, "https://receiver.example/hook", &[], "standard").await;
+    let task = app.scene().await;
+    propose(&app, &task, "Delivered long ago").await;
+    {
+        let mut tx = app.store.begin_write().await.unwrap();
+        let claimed = webhooks::claim_due(&mut tx, 10, NOW, time::Duration::minutes(5))
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 1);
+        assert!(
+            webhooks::record_delivered(&mut tx, claimed[0].id, 204, NOW)
+                .await
+                .unwrap()
+        );
+        tx.commit().await.unwrap();
+    }
+    // Written after the claim: still pending when the sender prunes.
+    propose(&app, &task, "Not yet delivered").await;
+    let sender = sender(&app.store, SenderConfig::default());
+
+    // Within the retention nothing goes.
+    assert_eq!(
+        sender.prune(NOW + time::Duration::days(29)).await.unwrap(),
+        0
+    );
+    assert_eq!(deliveries(&app.store).await.len(), 2);
+
+    assert_eq!(
+        sender.prune(NOW + time::Duration::days(31)).await.unwrap(),
+        1
+    );
+    let left = deliveries(&app.store).await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].status, "pending");
+    let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhook_events")
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(events, 1, "the delivered event went with its delivery");
+
+    let keep_all = Sender::new(
+        app.store.clone(),
+        SenderConfig {
+            retention: None,
+            ..SenderConfig::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        keep_all
+            .prune(NOW + time::Duration::days(3650))
+            .await
+            .unwrap(),
+        0
+    );
+}

@@ -486,6 +486,33 @@ pub async fn record_delivered(
     Ok(updated > 0)
 }
 
+/// Forgets deliveries delivered before `before`, and the events no delivery refers to
+/// any more that were written before it; pending, in-flight and dead deliveries (and
+/// their events) stay, dead letters until a person redelivers or removes them. Returns
+/// how many deliveries were forgotten.
+#[tracing::instrument(skip(conn))]
+pub async fn prune_delivered(
+    conn: &mut AnyConnection,
+    before: OffsetDateTime,
+) -> Result<u64, StoreError> {
+    let before = timefmt::format(before);
+    let deliveries = sqlx::query(
+        "DELETE FROM webhook_deliveries WHERE status = 'delivered' AND delivered_at < $1",
+    )
+    .bind(&before)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    sqlx::query(
+        "DELETE FROM webhook_events WHERE created_at < $1
+           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id)",
+    )
+    .bind(&before)
+    .execute(&mut *conn)
+    .await?;
+    Ok(deliveries)
+}
+
 /// Records a failed attempt of delivery `id`: retried at `retry_at`, or dead-lettered
 /// when it is `None`. `error` must already be safe to show (escaped, truncated).
 pub async fn record_failed(

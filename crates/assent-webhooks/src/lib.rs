@@ -18,7 +18,8 @@ mod target;
 pub use error::WebhookError;
 pub use retry::{DEFAULT_MAX_ATTEMPTS, FIRST_RETRY, MAX_BACKOFF, backoff};
 pub use sender::{
-    DEFAULT_TIMEOUT, DeliveryReport, Sender, SenderConfig, TestResult, review_link, safe_text,
+    DEFAULT_RETENTION, DEFAULT_TIMEOUT, DeliveryReport, Sender, SenderConfig, TestResult,
+    review_link, safe_text,
 };
 pub use signing::{SECRET_PREFIX, generate_secret, sign};
 pub use slack::slack_body;

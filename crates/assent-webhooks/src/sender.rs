@@ -2,8 +2,8 @@
 //! timeout, record the outcome.
 
 use crate::{Format, WebhookError, backoff, sign, slack_body};
-use assent_store::Store;
 use assent_store::webhooks::{self, ClaimedDelivery, event};
+use assent_store::{Store, StoreError};
 use serde_json::{Value, json};
 use std::future::Future;
 use std::sync::Arc;
@@ -36,7 +36,17 @@ pub struct SenderConfig {
     /// `(ttl, warn_before)`: open sets get `changeSet.expiring` once, `warn_before`
     /// before `created_at + ttl`. `None` warns about nothing.
     pub expiry: Option<(time::Duration, time::Duration)>,
+    /// Delivered deliveries (and their events) older than this are forgotten by the
+    /// running sender, so the queue does not grow forever; dead letters stay. `None`
+    /// keeps everything.
+    pub retention: Option<time::Duration>,
 }
+
+/// How long delivered webhooks are kept by default.
+pub const DEFAULT_RETENTION: time::Duration = time::Duration::days(30);
+
+/// How often the running sender forgets old deliveries.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
 impl Default for SenderConfig {
     fn default() -> Self {
@@ -47,6 +57,7 @@ impl Default for SenderConfig {
             poll_interval: Duration::from_secs(1),
             max_in_flight: 32,
             expiry: None,
+            retention: Some(DEFAULT_RETENTION),
         }
     }
 }
@@ -234,6 +245,7 @@ impl Sender {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut tasks: JoinSet<Result<Option<bool>, WebhookError>> = JoinSet::new();
         tracing::info!(poll = ?self.config.poll_interval, "webhook sender running");
+        let mut pruned_at: Option<std::time::Instant> = None;
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
@@ -246,6 +258,12 @@ impl Sender {
             }
             if let Err(error) = self.warn_expiring(OffsetDateTime::now_utc()).await {
                 tracing::error!(%error, "warning about expiring sets failed");
+            }
+            if pruned_at.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+                pruned_at = Some(std::time::Instant::now());
+                if let Err(error) = self.prune(OffsetDateTime::now_utc()).await {
+                    tracing::error!(%error, "forgetting old webhook deliveries failed");
+                }
             }
             let room = self.config.max_in_flight.saturating_sub(tasks.len());
             if room == 0 {
@@ -263,6 +281,20 @@ impl Sender {
         }
         tasks.shutdown().await;
         tracing::info!("webhook sender stopped");
+    }
+
+    /// Forgets deliveries delivered longer than the retention ago; how many.
+    pub async fn prune(&self, now: OffsetDateTime) -> Result<u64, WebhookError> {
+        let Some(retention) = self.config.retention else {
+            return Ok(0);
+        };
+        let mut tx = self.store.begin_write().await?;
+        let pruned = webhooks::prune_delivered(&mut tx, now - retention).await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        if pruned > 0 {
+            tracing::info!(pruned, "old webhook deliveries forgotten");
+        }
+        Ok(pruned)
     }
 
     /// The body of `payload` in `format`, with the review link added.
