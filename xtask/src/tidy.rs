@@ -115,6 +115,7 @@ const HOST_FREE: &[&[&str]] = &[
     &["-p", "assent-confirm"],
     &["-p", "assent-webhooks"],
     &["-p", "assent-server"],
+    &["-p", "assent-mcp"],
     &["-p", "assent", "--no-default-features"],
 ];
 

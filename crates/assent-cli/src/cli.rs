@@ -51,6 +51,9 @@ pub enum Command {
     Demo(DemoArgs),
     /// Serve the review page and the JSON API over the database of --db.
     Serve(ServeArgs),
+    /// Gate an MCP server: serve MCP on stdin/stdout in front of `-- CMD ARGS`, whose
+    /// read-only tools run at once and whose other calls wait for a person.
+    Mcp(crate::mcp_commands::McpArgs),
     /// The commands that work on the database of --db.
     #[command(flatten)]
     Db(DbCommand),

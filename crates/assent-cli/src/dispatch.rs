@@ -21,6 +21,11 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         }
         Command::Demo(_) => return demo::run(cli.now).await.map(Output::text),
         Command::Serve(args) => return serve::run(&cli.db, args).await.map(Output::text),
+        Command::Mcp(args) => {
+            return crate::mcp_commands::run(&cli.db, args)
+                .await
+                .map(|()| Output::text(String::new()));
+        }
         Command::Db(command) => command,
     };
     // Read the wake's input before touching the database: a bad document changes nothing.

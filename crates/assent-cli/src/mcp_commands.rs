@@ -1,0 +1,52 @@
+//! `assent mcp`: the MCP gateway on stdin/stdout in front of an upstream MCP server.
+//! Nothing else may write to stdout while it serves: it is the protocol's channel.
+
+use crate::CliError;
+use assent_mcp::{GatewayOptions, McpError};
+use assent_store::Store;
+use clap::Args;
+use std::time::Duration;
+
+/// `assent mcp --server NAME --agent A [--category C] [--wait SECS] -- CMD [ARGS...]`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The upstream server's name: the target id (`mcp`, NAME) of its queued calls.
+    #[arg(long, value_name = "NAME")]
+    pub server: String,
+    /// The agent whose policy (categories, allow|ask|deny rules) gates the calls.
+    #[arg(long, value_name = "AGENT")]
+    pub agent: String,
+    /// The category of the server's target, checked against the agent's allowlist.
+    #[arg(long, default_value = "mcp", value_name = "CATEGORY")]
+    pub category: String,
+    /// Hold a queued call up to SECS seconds (with progress notifications) and answer
+    /// with the real result if a person confirms in time, the rejection if rejected.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub wait: Option<u64>,
+    /// The upstream MCP server's command and arguments, after `--`.
+    #[arg(last = true, required = true, num_args = 1.., value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// Serves until the client leaves; an upstream that fails to start or stops is an
+/// error (exit 1).
+pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
+    let Some((command, command_args)) = args.command.split_first() else {
+        return Err(CliError::Usage(
+            "the upstream command is missing after --".into(),
+        ));
+    };
+    let store = Store::open(db).await?;
+    let options = GatewayOptions {
+        server: args.server,
+        agent: args.agent,
+        category: args.category,
+        wait: args.wait.map(Duration::from_secs),
+    };
+    let served = assent_mcp::run(store.clone(), options, command, command_args).await;
+    store.close().await;
+    served.map_err(|error| match error {
+        McpError::EmptyServerName => CliError::Usage(error.to_string()),
+        other => CliError::Failed(other.into()),
+    })
+}

@@ -1,0 +1,107 @@
+//! A tiny MCP server over stdio for the gateway's tests and benchmark: `read_note`
+//! (read-only) reads a file, `append_note` appends a line to one, so a second run of
+//! the same call shows as a second line.
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::sync::Arc;
+
+struct Notes;
+
+fn tool(name: &str, description: &str, schema: Value, read_only: bool) -> Tool {
+    let Value::Object(schema) = schema else {
+        return Tool::new(name.to_owned(), description.to_owned(), Arc::default());
+    };
+    Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema))
+        .with_annotations(ToolAnnotations::default().read_only(read_only))
+}
+
+fn text_arg<'a>(request: &'a CallToolRequestParams, key: &str) -> Result<&'a str, ErrorData> {
+    request
+        .arguments
+        .as_ref()
+        .and_then(|args| args.get(key))
+        .and_then(Value::as_str)
+        .ok_or_else(|| ErrorData::invalid_params(format!("{key} is required"), None))
+}
+
+impl ServerHandler for Notes {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let path = json!({"type": "string", "minLength": 1});
+        Ok(ListToolsResult::with_all_items(vec![
+            tool(
+                "read_note",
+                "Read a note file.",
+                json!({"type": "object", "required": ["path"], "properties": {"path": path}}),
+                true,
+            ),
+            tool(
+                "append_note",
+                "Append a line to a note file.",
+                json!({"type": "object", "required": ["path", "text"],
+                    "properties": {"path": path, "text": {"type": "string"}}}),
+                false,
+            ),
+        ]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let path = text_arg(&request, "path")?;
+        let result = match request.name.as_ref() {
+            "read_note" => match std::fs::read_to_string(path) {
+                Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+                Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                    "cannot read {path}: {e}"
+                ))]),
+            },
+            "append_note" => {
+                let text = text_arg(&request, "text")?;
+                let written = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .and_then(|mut file| writeln!(file, "{text}"));
+                match written {
+                    Ok(()) => CallToolResult::success(vec![ContentBlock::text(format!(
+                        "Appended to {path}."
+                    ))]),
+                    Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                        "cannot write {path}: {e}"
+                    ))]),
+                }
+            }
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {other:?}"),
+                    None,
+                ));
+            }
+        };
+        Ok(result.into())
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let server = Notes.serve(rmcp::transport::stdio()).await?;
+    server.waiting().await?;
+    Ok(())
+}

@@ -1,0 +1,43 @@
+//! What can go wrong starting or running the gateway.
+
+/// The gateway's errors.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The upstream server did not start or did not complete the MCP handshake.
+    #[error("the upstream MCP server `{command}` failed to start: {reason}")]
+    UpstreamStart {
+        /// The command line.
+        command: String,
+        /// Why.
+        reason: String,
+    },
+    /// The upstream server exited or closed its pipes while the gateway served.
+    #[error("the upstream MCP server `{command}` stopped; queued items stay for the next gateway")]
+    UpstreamStopped {
+        /// The command line.
+        command: String,
+    },
+    /// The upstream's tool list could not be read or turned into a catalog.
+    #[error("the upstream's tool {tool:?} cannot be gated: {reason}")]
+    Catalog {
+        /// The tool.
+        tool: String,
+        /// Why.
+        reason: String,
+    },
+    /// `--agent` names no agent of the database.
+    #[error("no agent {0:?} (create it with `assent agent create --id {0} --categories mcp`)")]
+    UnknownAgent(String),
+    /// `--server` is empty.
+    #[error("the server name must not be empty")]
+    EmptyServerName,
+    /// The client side of the protocol failed.
+    #[error("the MCP client connection failed: {0}")]
+    Client(String),
+    /// The engine failed.
+    #[error(transparent)]
+    Confirm(#[from] assent_confirm::ConfirmError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] assent_store::StoreError),
+}

@@ -1,0 +1,373 @@
+//! The MCP server the client talks to: the upstream's tools, gated.
+
+use crate::McpError;
+use crate::catalog::{TOOL_TITLE, registry, route, title};
+use crate::host::McpHost;
+use crate::upstream::{Upstream, UpstreamCaller};
+use assent_changeset::parse_tool_calls;
+use assent_confirm::{Engine, WakeRequest};
+use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, Verdict};
+use assent_store::{Store, agents, change_sets, decisions, operations};
+use assent_tools::RuleAction;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::Instrument;
+
+/// The first line of the reply to a queued call.
+pub const QUEUED: &str = "Proposal queued for user review.";
+
+/// How often a waiting call looks at its item, and the gateway at its jobs.
+const POLL: Duration = Duration::from_millis(200);
+
+/// How often a waiting call tells the client it is still waiting.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// What `assent mcp` was told.
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    /// The server's name: the target id of its calls.
+    pub server: String,
+    /// The agent whose policy gates the calls.
+    pub agent: String,
+    /// The category of the server's target (checked against the agent's allowlist).
+    pub category: String,
+    /// How long a queued call waits for a person before it answers that it is queued.
+    pub wait: Option<Duration>,
+}
+
+/// The gateway: see the module documentation. Cloning shares it.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    caller: Arc<UpstreamCaller>,
+    target: Target,
+    options: GatewayOptions,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// The gateway of `upstream` over `store`: builds the catalog and the host and
+    /// opens the engine; the agent must exist.
+    pub async fn open(
+        store: Store,
+        upstream: Arc<Upstream>,
+        options: GatewayOptions,
+    ) -> Result<Self, McpError> {
+        if options.server.trim().is_empty() {
+            return Err(McpError::EmptyServerName);
+        }
+        let mut conn = store
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?;
+        if agents::policy(&mut conn, &options.agent).await?.is_none() {
+            return Err(McpError::UnknownAgent(options.agent.clone()));
+        }
+        drop(conn);
+        let registry = registry(upstream.tools())?;
+        let caller = Arc::new(UpstreamCaller::new(upstream));
+        let host = McpHost::new(&options.server, &options.category, caller.clone());
+        let target = host.target();
+        let engine = Engine::open(store, Arc::new(registry), Arc::new(host)).await?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                caller,
+                target,
+                options,
+            }),
+        })
+    }
+
+    /// The engine (for a confirmation in this process).
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Runs the gateway's periodic work; called at least once a second while it serves.
+    /// With the execution ledger this is where `engine.run_due_jobs(now)` runs approved
+    /// calls of this server; today a confirmation runs the call inline.
+    pub async fn tick(&self, now: OffsetDateTime) {
+        let _ = now;
+    }
+
+    /// The upstream's tools the agent may see: every one its rules do not deny.
+    pub async fn visible_tools(&self) -> Result<Vec<Tool>, McpError> {
+        let policy = self.policy().await?;
+        let registry = self.inner.engine.registry();
+        Ok(self
+            .inner
+            .caller
+            .upstream()
+            .tools()
+            .iter()
+            .filter(|tool| {
+                registry
+                    .get(&tool.name)
+                    .is_some_and(|spec| route(&policy, spec) != RuleAction::Deny)
+            })
+            .cloned()
+            .collect())
+    }
+
+    async fn policy(&self) -> Result<assent_tools::AgentPolicy, McpError> {
+        let mut conn = self
+            .inner
+            .engine
+            .store()
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?;
+        agents::policy(&mut conn, &self.inner.options.agent)
+            .await?
+            .ok_or_else(|| McpError::UnknownAgent(self.inner.options.agent.clone()))
+    }
+
+    /// One call of the client: refused, run now, or queued (and perhaps waited for).
+    pub async fn call(
+        &self,
+        tool_name: &str,
+        args: Value,
+        progress: Option<&RequestContext<RoleServer>>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let inner = &self.inner;
+        let Some(tool) = inner
+            .caller
+            .upstream()
+            .tools()
+            .iter()
+            .find(|t| t.name == tool_name)
+        else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool {tool_name:?}"),
+                None,
+            ));
+        };
+        let registry = inner.engine.registry();
+        if let Err(error) = registry.validate_args(tool_name, &args) {
+            return Ok(error_result(error.to_string()));
+        }
+        let policy = self.policy().await.map_err(internal)?;
+        if let Some(spec) = registry.get(tool_name)
+            && route(&policy, spec) == RuleAction::Deny
+        {
+            return Ok(error_result(format!(
+                "Tool {tool_name} is denied by policy"
+            )));
+        }
+        let run_key = format!("mcp-{}", Uuid::new_v4());
+        let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "call-1",
+            "name": tool_name, "input": args.clone()}]))
+        .map_err(|e| internal(e.to_string()))?;
+        let request = WakeRequest::new(
+            inner.options.agent.clone(),
+            inner.target.clone(),
+            run_key.clone(),
+            calls,
+        );
+        let now = OffsetDateTime::now_utc();
+        let wake = TOOL_TITLE
+            .scope(title(tool), inner.engine.wakes().wake(request, now))
+            .await
+            .map_err(internal)?;
+        let reply = wake
+            .responses
+            .first()
+            .map(|r| r.content.clone())
+            .unwrap_or_default();
+        let Some(set) = wake.change_set else {
+            let operation =
+                OperationId::derive(&run_key, tool_name, &args, &[inner.target.id.as_str()]);
+            return Ok(match inner.caller.take_result(&operation) {
+                Some(result) => result,
+                None => error_result(reply),
+            });
+        };
+        let queued = format!("{reply}\nChange set {}, item 0.", set.id);
+        match inner.options.wait {
+            Some(wait) => self.wait_for(set.id, wait, queued, progress).await,
+            None => Ok(CallToolResult::success(vec![ContentBlock::text(queued)])),
+        }
+    }
+
+    /// Holds a queued call until a person decides or `wait` runs out.
+    async fn wait_for(
+        &self,
+        set_id: Uuid,
+        wait: Duration,
+        queued: String,
+        context: Option<&RequestContext<RoleServer>>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let started = tokio::time::Instant::now();
+        let token = context.and_then(|c| c.meta.get_progress_token());
+        let mut last_progress = started;
+        let mut step = 0.0;
+        while started.elapsed() < wait {
+            tokio::time::sleep(POLL).await;
+            if let Some(result) = self.decided(set_id).await.map_err(internal)? {
+                return Ok(result);
+            }
+            if let (Some(token), Some(context)) = (&token, context)
+                && last_progress.elapsed() >= PROGRESS_EVERY
+            {
+                last_progress = tokio::time::Instant::now();
+                step += 1.0;
+                let mut note = ProgressNotificationParam::new(token.clone(), step);
+                note.message = Some("Waiting for a person to review the call.".to_owned());
+                let _ = context.peer.notify_progress(note).await;
+            }
+        }
+        Ok(CallToolResult::success(vec![ContentBlock::text(queued)]))
+    }
+
+    /// The answer for a queued call once a person decided its item, `None` while open.
+    async fn decided(&self, set_id: Uuid) -> Result<Option<CallToolResult>, McpError> {
+        let store = self.inner.engine.store();
+        let mut conn = store
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?;
+        let Some(set) = change_sets::load(&mut conn, set_id).await? else {
+            return Ok(Some(error_result(
+                "The proposal no longer exists.".to_owned(),
+            )));
+        };
+        let Some(item) = set.items.first() else {
+            return Ok(None);
+        };
+        match item.status {
+            ChangeItemStatus::Pending | ChangeItemStatus::Deferred => Ok(None),
+            ChangeItemStatus::Confirmed => {
+                let operation = OperationId::for_proposal(
+                    &set.run_key,
+                    &item.tool_name,
+                    &item.args,
+                    &set.target_id,
+                    set.id,
+                    0,
+                );
+                if let Some(result) = self.inner.caller.take_result(&operation) {
+                    return Ok(Some(result));
+                }
+                let message = operations::applied(&mut conn, &operation).await?;
+                let text = message.unwrap_or_else(|| "Confirmed and applied.".to_owned());
+                Ok(Some(CallToolResult::success(vec![ContentBlock::text(
+                    text,
+                )])))
+            }
+            ChangeItemStatus::Rejected | ChangeItemStatus::Retracted => {
+                let history = decisions::for_change_set(&mut conn, set_id).await?;
+                let reason = history
+                    .iter()
+                    .rev()
+                    .find(|d| d.item_index == 0 && d.verdict != Verdict::Confirmed)
+                    .and_then(|d| d.reason.clone())
+                    .unwrap_or_else(|| "no reason given".to_owned());
+                Ok(Some(error_result(format!(
+                    "Rejected by the user: {reason}"
+                ))))
+            }
+        }
+    }
+}
+
+fn error_result(text: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+fn internal(error: impl std::fmt::Display) -> ErrorData {
+    ErrorData::internal_error(error.to_string(), None)
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                format!("assent-mcp ({})", self.inner.options.server),
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "Read-only tools run at once; every other call is queued for a person to \
+                 review in Assent and answered with the change set id.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.visible_tools().await.map_err(internal)?;
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let span = tracing::info_span!("mcp_call", tool = %request.name);
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let result = self
+            .call(&request.name, args, Some(&context))
+            .instrument(span)
+            .await?;
+        Ok(result.into())
+    }
+}
+
+/// Serves the client on stdin/stdout in front of `command args` until the client
+/// leaves (`Ok`) or the upstream stops (an error saying so; queued items stay).
+pub async fn run(
+    store: Store,
+    options: GatewayOptions,
+    command: &str,
+    args: &[String],
+) -> Result<(), McpError> {
+    let upstream = Arc::new(Upstream::spawn(command, args).await?);
+    let gateway = Gateway::open(store, upstream.clone(), options).await?;
+    let server = gateway
+        .clone()
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| McpError::Client(e.to_string()))?;
+    let mut ticks = tokio::time::interval(POLL);
+    let cancel = server.cancellation_token();
+    let mut waiting = std::pin::pin!(server.waiting());
+    loop {
+        tokio::select! {
+            quit = &mut waiting => {
+                return quit.map(|_| ()).map_err(|e| McpError::Client(e.to_string()));
+            }
+            _ = ticks.tick() => {
+                if upstream.is_closed() {
+                    cancel.cancel();
+                    return Err(McpError::UpstreamStopped { command: upstream.command().to_owned() });
+                }
+                gateway.tick(OffsetDateTime::now_utc()).await;
+            }
+        }
+    }
+}
