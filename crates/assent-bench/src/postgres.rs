@@ -155,11 +155,12 @@ async fn measure(url: &str, items: usize) -> anyhow::Result<PostgresResult> {
             done??;
         }
         let elapsed = start.elapsed();
-        let bumped: i64 =
-            sqlx::query_scalar("SELECT COALESCE(SUM(n), 0) FROM counters WHERE id LIKE $1")
-                .bind(format!("c-{writers}-%"))
-                .fetch_one(&mut *conn)
-                .await?;
+        let bumped: i64 = sqlx::query_scalar(
+            "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM counters WHERE id LIKE $1",
+        )
+        .bind(format!("c-{writers}-%"))
+        .fetch_one(&mut *conn)
+        .await?;
         let confirmations = writers * items;
         ensure!(
             bumped == confirmations as i64,
