@@ -1,12 +1,14 @@
 //! Applying a person's decisions, exactly once.
 //!
-//! Every decision runs in one `BEGIN IMMEDIATE` transaction that re-reads the set, so
+//! Every decision runs in one write transaction (`BEGIN IMMEDIATE`; on PostgreSQL under
+//! the lock of the set's target) that re-reads the set, so
 //! of two concurrent confirmations of one item (on this device or through another
 //! process) the second sees the first's result and is refused with a conflict. A
 //! confirmation claims the item only while it is still `pending` (or `deferred`), runs
 //! the policy and the handler through the audited executor, and writes the decision,
 //! the item and set statuses, the audit records and their outbox messages before it
-//! commits. A failing handler leaves no decision and the item pending.
+//! commits. A failing handler leaves no decision and the item pending. Confirm-all
+//! decides a whole set in one commit, each item inside its own savepoint.
 
 use crate::attribution::Attribution;
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
