@@ -2,12 +2,14 @@
 //! history; failures and policy at confirmation time.
 
 use assent_confirm::ExecutionOutcome;
-use assent_confirm::{ConfirmError, ItemResult, WakeRequest};
-use assent_domain::{ChangeItemStatus, ChangeSetStatus, Uuid, Verdict};
-use assent_store::{audit, change_sets, decisions, operations};
+use assent_confirm::{ConfirmError, Engine, ItemResult, SimpleHost, WakeRequest};
+use assent_domain::{ChangeItemStatus, ChangeSetStatus, Target, Uuid, Verdict};
+use assent_store::{agents, audit, change_sets, decisions, operations};
 use assent_tests::{Fault, NOW, TestApp, tool_calls};
+use assent_tools::{AgentPolicy, ToolMode, ToolRegistry, ToolSpec};
 use serde_json::json;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use time::Duration;
 
 async fn queued(app: &TestApp, task: &str, calls: &[(&str, serde_json::Value)]) -> Uuid {
@@ -537,5 +539,132 @@ async fn expiry_hides_stale_sets_from_the_pending_view() {
     assert!(
         err.is_conflict() && err.to_string().contains("expired"),
         "{err}"
+    );
+}
+
+/// A host whose `note` tool writes a row and then fails when its arguments ask for it;
+/// every call first records how many decisions a connection other than the writer's
+/// can see (what has been committed so far).
+fn noting_host(store: assent_store::Store, seen: Arc<Mutex<Vec<i64>>>) -> SimpleHost {
+    const NOTES: &str = "CREATE TABLE notes (text TEXT NOT NULL)";
+    SimpleHost::new("notes")
+        .migration("notes", NOTES, NOTES)
+        .handle("note", move |tx, call| {
+            let (store, seen) = (store.clone(), seen.clone());
+            Box::pin(async move {
+                let committed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM decisions")
+                    .fetch_one(store.pool())
+                    .await?;
+                seen.lock().expect("lock").push(committed);
+                let text = call.args["text"].as_str().unwrap_or_default().to_owned();
+                sqlx::query("INSERT INTO notes (text) VALUES ($1)")
+                    .bind(&text)
+                    .execute(tx)
+                    .await?;
+                if call.args["fail"] == json!(true) {
+                    return Err("the notebook is full".into());
+                }
+                Ok(format!("Noted {text}."))
+            })
+        })
+        .category(|_, _| Box::pin(async { Ok(Some("notes".to_owned())) }))
+}
+
+#[tokio::test]
+async fn confirm_all_is_one_commit_and_each_item_is_atomic_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/notes.db", dir.path().display());
+    let store = assent_store::Store::open(&url).await.unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut tools = ToolRegistry::new();
+    let schema = json!({"type": "object", "required": ["text"],
+        "properties": {"text": {"type": "string"}, "fail": {"type": "boolean"}}});
+    tools
+        .register(ToolSpec::new(
+            "note",
+            "Write a note.",
+            ToolMode::Deferred,
+            schema,
+        ))
+        .unwrap();
+    let host = noting_host(store.clone(), seen.clone());
+    let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host))
+        .await
+        .unwrap();
+    let policy = AgentPolicy::new(["notes"]);
+    agents::upsert(
+        &mut *store.pool().acquire().await.unwrap(),
+        "scribe",
+        &policy,
+        NOW,
+    )
+    .await
+    .unwrap();
+    let calls = assent_changeset::parse_tool_calls(&json!([
+        {"type": "tool_use", "id": "c1", "name": "note", "input": {"text": "a"}},
+        {"type": "tool_use", "id": "c2", "name": "note", "input": {"text": "b", "fail": true}},
+        {"type": "tool_use", "id": "c3", "name": "note", "input": {"text": "c"}},
+    ]))
+    .unwrap();
+    let target = Target::new("notebook", "n-1");
+    let wake = engine
+        .wakes()
+        .wake(WakeRequest::new("scribe", target, "run-1", calls), NOW)
+        .await
+        .unwrap();
+    let set = wake.change_set.expect("queued").id;
+
+    let result = engine.confirmations().confirm_all(set, NOW).await.unwrap();
+    let shapes: Vec<&str> = result
+        .items
+        .iter()
+        .map(|(_, _, r)| match r {
+            ItemResult::Confirmed(_) => "confirmed",
+            ItemResult::Failed(_) => "failed",
+            ItemResult::Skipped(_) => "skipped",
+        })
+        .collect();
+    assert_eq!(shapes, ["confirmed", "failed", "confirmed"]);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [0, 0, 0],
+        "no decision was committed while the set was confirmed: one commit at the end"
+    );
+    let notes: Vec<String> = sqlx::query_scalar("SELECT text FROM notes ORDER BY text")
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        notes,
+        ["a", "c"],
+        "the failed item's write was rolled back alone"
+    );
+    let mut conn = store.pool().acquire().await.unwrap();
+    let now = change_sets::require(&mut conn, set).await.unwrap();
+    let statuses: Vec<ChangeItemStatus> = now.items.iter().map(|i| i.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            ChangeItemStatus::Confirmed,
+            ChangeItemStatus::Pending,
+            ChangeItemStatus::Confirmed
+        ]
+    );
+    assert_eq!(now.status, ChangeSetStatus::PartiallyResolved);
+    let decided: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM decisions")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(decided, 2);
+    let failed: Vec<Option<String>> = sqlx::query_scalar(
+        "SELECT detail FROM audit_records WHERE kind = 'result' AND success = 0",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        failed,
+        [Some("note failed: the notebook is full".to_owned())],
+        "the failed item's audit record stays"
     );
 }

@@ -23,7 +23,9 @@
 
 mod dataset;
 mod measure;
+mod postgres;
 mod queries;
+mod raw;
 mod writes;
 
 use anyhow::{Context, bail};
@@ -96,6 +98,12 @@ struct Report {
     planning: Planning,
     persistence: writes::PairResult,
     confirmation: Vec<writes::PairResult>,
+    /// Confirm-all of 25-item sets, synchronous = FULL.
+    confirm_all: writes::ConfirmAllResult,
+    /// Concurrent writers on PostgreSQL; `None` when no server was given.
+    postgres: Option<postgres::PostgresResult>,
+    /// Why the PostgreSQL part did not run, when it did not.
+    postgres_skipped: Option<String>,
     dataset_generated_now: bool,
     /// Memory once the data set was generated or found.
     memory_after_load: Option<Memory>,
@@ -110,6 +118,14 @@ struct Report {
 struct Targets {
     /// Confirmations ≥ 0.5 of the baseline, at every durability.
     confirmation_half_of_baseline: bool,
+    /// A confirmation at FULL ≥ 0.5 of raw SQLite doing the same writes.
+    confirmation_half_of_raw_sqlite: bool,
+    /// A wake of 25 calls persisted ≥ 0.7 of raw SQLite doing the same writes.
+    persistence_within_70_percent_of_raw_sqlite: bool,
+    /// Confirm-all of a 25-item set at FULL ≥ 5,000 items per second.
+    confirm_all_items_per_second: bool,
+    /// PostgreSQL: 8 writers on distinct targets ≥ 6x one writer (`None`: not run).
+    postgres_eight_writers_six_times_one: Option<bool>,
     /// Wake planning ≥ 100,000 calls per second.
     planning_calls_per_second: bool,
     /// Every query's p99 ≤ 1 ms on the full data set.
@@ -121,7 +137,10 @@ struct Targets {
 impl Targets {
     fn of(
         planning: &Planning,
+        persistence: &writes::PairResult,
         confirmation: &[writes::PairResult],
+        confirm_all: &writes::ConfirmAllResult,
+        postgres: Option<&postgres::PostgresResult>,
         stages: &[queries::StageResult],
     ) -> Self {
         let full = stages.last();
@@ -138,6 +157,16 @@ impl Targets {
         };
         Self {
             confirmation_half_of_baseline: confirmation.iter().all(|r| r.ratio >= 0.5),
+            confirmation_half_of_raw_sqlite: confirmation
+                .iter()
+                .filter(|r| r.durability == Durability::Full.as_str())
+                .all(|r| r.ratio_to_raw_sqlite >= 0.5),
+            persistence_within_70_percent_of_raw_sqlite: persistence.ratio_to_raw_sqlite >= 0.7,
+            confirm_all_items_per_second: confirm_all.items_per_second >= 5_000.0,
+            postgres_eight_writers_six_times_one: postgres.and_then(|p| {
+                let eight = p.writers.iter().find(|w| w.writers == 8)?;
+                Some(eight.ratio_to_one_writer >= 6.0)
+            }),
             planning_calls_per_second: planning.calls_per_second >= PLANNING_TARGET,
             query_p99_within_1ms: p99s.is_some_and(|p| p.iter().all(|&us| us <= 1_000.0)),
             memory_growth: current(full)
@@ -195,6 +224,23 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
         confirmation
             .push(writes::confirmation(durability, config.rounds, config.confirmed_sets).await?);
     }
+    eprintln!("confirm-all, synchronous = FULL ...");
+    let confirm_all =
+        writes::confirm_all(Durability::Full, config.rounds, config.confirmed_sets).await?;
+    let (postgres, postgres_skipped) = match std::env::var(postgres::URL_VAR) {
+        _ if config.quick => (None, Some("--quick".to_owned())),
+        Ok(url) if !url.is_empty() => {
+            eprintln!("PostgreSQL, 1 to 8 writers ...");
+            (Some(postgres::writers(&url, 20).await?), None)
+        }
+        _ => (
+            None,
+            Some(format!(
+                "{} is not set (`source .ci/postgres.sh` starts a server)",
+                postgres::URL_VAR
+            )),
+        ),
+    };
     let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/sqlite");
     let data = dataset::ensure(&out.join("data"), config.scale, &migrations).await?;
     let memory_after_load = Memory::now();
@@ -204,7 +250,14 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
         let scale = config.scale.stage(*percent);
         stages.push(queries::measure(path, *percent, scale, config.query_samples).await?);
     }
-    let targets = Targets::of(&planning, &confirmation, &stages);
+    let targets = Targets::of(
+        &planning,
+        &persistence,
+        &confirmation,
+        &confirm_all,
+        postgres.as_ref(),
+        &stages,
+    );
     Ok(Report {
         commit: commit(),
         cores: std::thread::available_parallelism().map_or(1, usize::from),
@@ -214,6 +267,9 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
         planning,
         persistence,
         confirmation,
+        confirm_all,
+        postgres,
+        postgres_skipped,
         dataset_generated_now: data.generated,
         memory_after_load,
         queries: stages,
@@ -308,13 +364,26 @@ fn print_table(report: &Report) {
     );
     println!();
     println!(
-        "{:<44} {:>12} {:>12} {:>16}",
-        "per second (median of rounds)", "assent", "baseline", "assent/baseline"
+        "{:<40} {:>9} {:>9} {:>9} {:>18} {:>18}",
+        "per second (median of rounds)",
+        "assent",
+        "sqlx",
+        "raw",
+        "assent/sqlx",
+        "assent/raw SQLite"
     );
     let pair = |name: String, r: &writes::PairResult| {
         println!(
-            "{name:<44} {:>12.0} {:>12.0} {:>8.2} ({:.2}–{:.2})",
-            r.assent_per_second, r.baseline_per_second, r.ratio, r.ratio_q1, r.ratio_q3
+            "{name:<40} {:>9.0} {:>9.0} {:>9.0} {:>5.2} ({:.2}–{:.2}) {:>5.2} ({:.2}–{:.2})",
+            r.assent_per_second,
+            r.baseline_per_second,
+            r.raw_sqlite_per_second,
+            r.ratio,
+            r.ratio_q1,
+            r.ratio_q3,
+            r.ratio_to_raw_sqlite,
+            r.ratio_to_raw_sqlite_q1,
+            r.ratio_to_raw_sqlite_q3
         );
     };
     pair(
@@ -327,10 +396,43 @@ fn print_table(report: &Report) {
     for r in &report.confirmation {
         pair(format!("item confirmed, sync {}", r.durability), r);
     }
+    let c = &report.confirm_all;
     println!(
-        "(ratio: median over {} round(s), quartiles in brackets; target ≥ 0.50 for confirmations)",
+        "{:<40} {:>9.0} {:>9} {:>9.0} {:>18} {:>5.2}",
+        format!(
+            "items, confirm-all of {}, sync {}",
+            c.items_per_set, c.durability
+        ),
+        c.items_per_second,
+        "",
+        c.raw_sqlite_items_per_second,
+        "",
+        c.ratio_to_raw_sqlite
+    );
+    println!(
+        "(ratio: median over {} round(s), quartiles in brackets; raw: rusqlite, prepared statements, the same rows and bytes)",
         report.persistence.rounds
     );
+    match (&report.postgres, &report.postgres_skipped) {
+        (Some(p), _) => {
+            println!();
+            for w in &p.writers {
+                println!(
+                    "{:<40} {:>9.0} confirmations/s  {:>5.2}x one writer",
+                    format!(
+                        "PostgreSQL, {} writer(s), {} ms handler",
+                        w.writers, p.handler_ms
+                    ),
+                    w.confirmations_per_second,
+                    w.ratio_to_one_writer
+                );
+            }
+        }
+        (None, why) => println!(
+            "PostgreSQL writers skipped: {}",
+            why.as_deref().unwrap_or("no server")
+        ),
+    }
     println!();
     println!(
         "{:<24} {:>18} {:>18} {:>18}  memory after the stage",
@@ -364,7 +466,12 @@ fn print_table(report: &Report) {
     };
     let t = &report.targets;
     println!(
-        "targets: confirmation ≥ 0.50 of baseline {}; planning ≥ 100,000 calls/s {}; query p99 ≤ 1 ms {}; memory 10 % → 100 %: {}",
+        "targets: confirmation ≥ 0.50 of raw SQLite {}; wake ≥ 0.70 of raw SQLite {}; confirm-all ≥ 5,000 items/s {}; PostgreSQL 8 writers ≥ 6x one {}; confirmation ≥ 0.50 of sqlx {}; planning ≥ 100,000 calls/s {}; query p99 ≤ 1 ms {}; memory 10 % → 100 %: {}",
+        met(t.confirmation_half_of_raw_sqlite),
+        met(t.persistence_within_70_percent_of_raw_sqlite),
+        met(t.confirm_all_items_per_second),
+        t.postgres_eight_writers_six_times_one
+            .map_or("not run", met),
         met(t.confirmation_half_of_baseline),
         met(t.planning_calls_per_second),
         met(t.query_p99_within_1ms),

@@ -13,6 +13,7 @@
 //! that both see the same load; every round checks that both wrote the same rows.
 
 use crate::measure::{median, quartiles};
+use crate::raw::Raw;
 use anyhow::{Context, ensure};
 use assent_changeset::{DEFAULT_MAX_ITEMS_PER_SET, ToolArguments, ToolCall};
 use assent_confirm::{Engine, ExecutionOutcome, WakeRequest};
@@ -31,7 +32,7 @@ use time::macros::datetime;
 
 const NOW: OffsetDateTime = datetime!(2026-03-01 12:00 UTC);
 const HOST: &str = "device-a";
-const AGENT: &str = "agent-1";
+pub(crate) const AGENT: &str = "agent-1";
 const ITEMS: usize = DEFAULT_MAX_ITEMS_PER_SET;
 
 /// Every table either side writes, for the same-rows check.
@@ -59,21 +60,28 @@ pub struct PairResult {
     pub ratio: f64,
     pub ratio_q1: f64,
     pub ratio_q3: f64,
+    /// The limit: raw SQLite (rusqlite, prepared statements) doing the same writes.
+    pub raw_sqlite_per_second: f64,
+    /// Median over rounds of `assent ops/s ÷ raw SQLite ops/s`, with its quartiles.
+    pub ratio_to_raw_sqlite: f64,
+    pub ratio_to_raw_sqlite_q1: f64,
+    pub ratio_to_raw_sqlite_q3: f64,
 }
 
 impl PairResult {
-    fn from_rounds(
-        durability: Durability,
-        operations: usize,
-        rounds: &[(Duration, Duration)],
-    ) -> Self {
-        let assent: Vec<Duration> = rounds.iter().map(|r| r.0).collect();
-        let baseline: Vec<Duration> = rounds.iter().map(|r| r.1).collect();
-        let ratios: Vec<f64> = rounds
-            .iter()
-            .map(|(a, b)| b.as_secs_f64() / a.as_secs_f64())
-            .collect();
-        let [q1, mid, q3] = quartiles(&ratios);
+    fn from_rounds(durability: Durability, operations: usize, rounds: &[Times]) -> Self {
+        let assent: Vec<Duration> = rounds.iter().map(|r| r.assent).collect();
+        let baseline: Vec<Duration> = rounds.iter().map(|r| r.sqlx).collect();
+        let raw: Vec<Duration> = rounds.iter().map(|r| r.raw).collect();
+        let ratios = |side: fn(&Times) -> Duration| -> [f64; 3] {
+            let ratios: Vec<f64> = rounds
+                .iter()
+                .map(|r| side(r).as_secs_f64() / r.assent.as_secs_f64())
+                .collect();
+            quartiles(&ratios)
+        };
+        let [q1, mid, q3] = ratios(|r| r.sqlx);
+        let [raw_q1, raw_mid, raw_q3] = ratios(|r| r.raw);
         Self {
             durability: durability.as_str(),
             rounds: rounds.len(),
@@ -83,13 +91,25 @@ impl PairResult {
             ratio: mid,
             ratio_q1: q1,
             ratio_q3: q3,
+            raw_sqlite_per_second: crate::measure::per_second(median(&raw)),
+            ratio_to_raw_sqlite: raw_mid,
+            ratio_to_raw_sqlite_q1: raw_q1,
+            ratio_to_raw_sqlite_q3: raw_q3,
         }
     }
 }
 
+/// The median time of one operation in a round, per side.
+#[derive(Debug, Clone, Copy)]
+pub struct Times {
+    assent: Duration,
+    sqlx: Duration,
+    raw: Duration,
+}
+
 /// A fresh database in its own directory (deleted on drop), with the benchmark's agent.
 struct Db {
-    _dir: TempDir,
+    dir: TempDir,
     store: Store,
 }
 
@@ -109,7 +129,12 @@ impl Db {
         let mut tx = store.begin_write().await?;
         assent_store::agents::upsert(&mut tx, AGENT, &AgentPolicy::new(["work"]), NOW).await?;
         tx.commit().await?;
-        Ok(Self { _dir: dir, store })
+        Ok(Self { dir, store })
+    }
+
+    /// A raw SQLite connection to this database (for the raw side of a pair).
+    fn raw(&self, durability: Durability) -> anyhow::Result<Raw> {
+        Raw::open(&self.dir.path().join("bench.db"), durability)
     }
 
     async fn task(&self) -> anyhow::Result<String> {
@@ -181,37 +206,46 @@ fn titles(set: usize) -> Vec<String> {
     (0..ITEMS).map(|i| format!("Set {set} step {i}")).collect()
 }
 
-fn summary(title: &str) -> String {
+pub(crate) fn summary(title: &str) -> String {
     format!("Add checklist item \"{title}\"")
 }
 
-/// Alternates `assent` and `baseline` operation by operation (who goes first swaps
-/// every time) and keeps the timings after `warmup`.
-async fn alternate<A, B>(
+/// Alternates `assent`, the sqlx `baseline` and the `raw` SQLite side operation by
+/// operation (the order reverses every time) and keeps the timings after `warmup`.
+async fn alternate<A, B, R>(
     operations: usize,
     warmup: usize,
     mut assent: A,
     mut baseline: B,
-) -> anyhow::Result<(Duration, Duration)>
+    mut raw: R,
+) -> anyhow::Result<Times>
 where
     A: AsyncFnMut(usize) -> anyhow::Result<Duration>,
     B: AsyncFnMut(usize) -> anyhow::Result<Duration>,
+    R: FnMut(usize) -> anyhow::Result<Duration>,
 {
-    let (mut a_times, mut b_times) = (Vec::new(), Vec::new());
+    let (mut a_times, mut b_times, mut r_times) = (Vec::new(), Vec::new(), Vec::new());
     for n in 0..warmup + operations {
-        let (a, b) = if n % 2 == 0 {
+        let (a, b, r) = if n % 2 == 0 {
             let a = assent(n).await?;
-            (a, baseline(n).await?)
-        } else {
             let b = baseline(n).await?;
-            (assent(n).await?, b)
+            (a, b, raw(n)?)
+        } else {
+            let r = raw(n)?;
+            let b = baseline(n).await?;
+            (assent(n).await?, b, r)
         };
         if n >= warmup {
             a_times.push(a);
             b_times.push(b);
+            r_times.push(r);
         }
     }
-    Ok((median(&a_times), median(&b_times)))
+    Ok(Times {
+        assent: median(&a_times),
+        sqlx: median(&b_times),
+        raw: median(&r_times),
+    })
 }
 
 // ---------------------------------------------------------------------------------
@@ -250,7 +284,15 @@ pub async fn persistence(
     let mut results = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let (assent_db, baseline_db) = (Db::open(durability).await?, Db::open(durability).await?);
+        let raw_db = Db::open(durability).await?;
+        let mut raw_conn = raw_db.raw(durability)?;
         let store = &assent_db.store;
+        let raw = |n: usize| {
+            let titles = titles(n);
+            let (set, run) = (Uuid::new_v4().to_string(), Uuid::new_v4().to_string());
+            let payload = set_payload(&set, "task-1", &run, &titles);
+            raw_conn.insert_set(&set, &run, &titles, &payload, &timefmt::format(NOW))
+        };
         let assent = async |n: usize| {
             let set = change_set(n)?;
             let start = Instant::now();
@@ -270,17 +312,43 @@ pub async fn persistence(
             tx.commit().await?;
             Ok(start.elapsed())
         };
-        results.push(alternate(sets, sets / 10, assent, baseline).await?);
+        results.push(alternate(sets, sets / 10, assent, baseline, raw).await?);
         same_rows(&assent_db, &baseline_db).await?;
+        same_rows(&assent_db, &raw_db).await?;
     }
     Ok(PairResult::from_rounds(durability, sets, &results))
 }
 
-const ENQUEUE: &str =
+pub(crate) const ENQUEUE: &str =
     "INSERT INTO outbox (entity_type, entity_id, payload, status, attempts, created_at, updated_at)
      VALUES ($1, $2, $3, 'pending', 0, $4, $4)
      ON CONFLICT (entity_type, entity_id) WHERE status = 'pending'
      DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at";
+
+pub(crate) const INSERT_SET: &str =
+    "INSERT INTO change_sets (id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, vector_clock)
+     VALUES ($1, $2, 'task', $3, $4, $4, 'pending', $5, '{}')";
+pub(crate) const INSERT_ITEM: &str =
+    "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status)
+     VALUES ($1, $2, 'add_checklist_item', $3, $4, 'pending')";
+pub(crate) const INSERT_CHECKLIST_ITEM: &str = "INSERT INTO checklist_items (id, task_id, position, title, is_checked) VALUES ($1, $2, $3, $4, 0)";
+pub(crate) const TOUCH_TASK: &str =
+    "UPDATE tasks SET vector_clock = $1, updated_at = $2 WHERE id = $3";
+pub(crate) const INSERT_AUDIT: &str =
+    "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, target_kind, target_id, kind, args,
+                                success, created_at)
+     VALUES ($1, $2, 'add_checklist_item', $3, 'task', $4, $5, $6, $7, $8) RETURNING id";
+pub(crate) const INSERT_APPLIED: &str =
+    "INSERT INTO applied_operations (operation_id, tool_name, target_kind, target_id, message, applied_at)
+     VALUES ($1, 'add_checklist_item', 'task', $2, 'Checklist item added.', $3)";
+pub(crate) const INSERT_DECISION: &str =
+    "INSERT INTO decisions (id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict,
+                            human_summary, args, created_at, vector_clock)
+     VALUES ($1, $2, $3, $4, 'task', $5, 'add_checklist_item', 'confirmed', $6, $7, $8, $9)";
+pub(crate) const CONFIRM_ITEM: &str =
+    "UPDATE change_items SET status = 'confirmed' WHERE change_set_id = $1 AND item_index = $2";
+pub(crate) const SET_STATUS: &str =
+    "UPDATE change_sets SET status = $1, vector_clock = $2 WHERE id = $3";
 
 async fn enqueue(
     conn: &mut AnyConnection,
@@ -330,28 +398,22 @@ async fn insert_set(
     payload: &str,
 ) -> anyhow::Result<()> {
     let now = timefmt::format(NOW);
-    sqlx::query(
-        "INSERT INTO change_sets (id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, vector_clock)
-         VALUES ($1, $2, 'task', $3, $4, $4, 'pending', $5, '{}')",
-    )
-    .bind(set)
-    .bind(AGENT)
-    .bind(task)
-    .bind(run)
-    .bind(&now)
-    .execute(&mut *conn)
-    .await?;
-    for (index, title) in titles.iter().enumerate() {
-        sqlx::query(
-            "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status)
-             VALUES ($1, $2, 'add_checklist_item', $3, $4, 'pending')",
-        )
+    sqlx::query(INSERT_SET)
         .bind(set)
-        .bind(index as i64)
-        .bind(format!(r#"{{"title":"{title}"}}"#))
-        .bind(summary(title))
+        .bind(AGENT)
+        .bind(task)
+        .bind(run)
+        .bind(&now)
         .execute(&mut *conn)
         .await?;
+    for (index, title) in titles.iter().enumerate() {
+        sqlx::query(INSERT_ITEM)
+            .bind(set)
+            .bind(index as i64)
+            .bind(format!(r#"{{"title":"{title}"}}"#))
+            .bind(summary(title))
+            .execute(&mut *conn)
+            .await?;
     }
     enqueue(conn, "changeSet", set, payload, &now).await
 }
@@ -369,13 +431,19 @@ pub async fn confirmation(
     let mut results = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let (assent_db, baseline_db) = (Db::open(durability).await?, Db::open(durability).await?);
+        let raw_db = Db::open(durability).await?;
         let engine = assent_db.engine();
         let mut assent_items = Vec::with_capacity(operations);
         let mut baseline_items = Vec::with_capacity(operations);
+        let mut raw_items = Vec::with_capacity(operations);
         for set in 0..sets {
             assent_items.extend(queue(&assent_db, &engine, set).await?);
             baseline_items.extend(queue_baseline(&baseline_db, set).await?);
+            raw_items.extend(queue_baseline(&raw_db, set).await?);
         }
+        let mut raw_conn = raw_db.raw(durability)?;
+        let now = timefmt::format(NOW);
+        let raw = |n: usize| raw_conn.confirm(&[&raw_items[n]], &now);
         let engine = &engine;
         let assent = async |n: usize| {
             let (set, index) = assent_items[n];
@@ -396,8 +464,9 @@ pub async fn confirmation(
         let baseline_items = &baseline_items;
         let baseline = async |n: usize| confirm_baseline(baseline_store, &baseline_items[n]).await;
         let warmup = ITEMS.min(operations / 5);
-        results.push(alternate(operations - warmup, warmup, assent, baseline).await?);
+        results.push(alternate(operations - warmup, warmup, assent, baseline, raw).await?);
         same_rows(&assent_db, &baseline_db).await?;
+        same_rows(&assent_db, &raw_db).await?;
     }
     Ok(PairResult::from_rounds(durability, operations, &results))
 }
@@ -434,21 +503,28 @@ async fn queue(db: &Db, engine: &Engine, set: usize) -> anyhow::Result<Vec<(Uuid
 
 /// One queued item of the baseline and what its confirmation writes, prepared
 /// before the clock starts: ids, and outbox payloads as large as Assent's.
-struct BaselineItem {
-    task: String,
-    set: String,
-    index: usize,
-    title: String,
-    run_key: String,
-    checklist_item: String,
-    operation: String,
-    decision: String,
+pub(crate) struct BaselineItem {
+    pub task: String,
+    pub set: String,
+    pub index: usize,
+    pub title: String,
+    pub run_key: String,
+    pub checklist_item: String,
+    pub operation: String,
+    pub decision: String,
+    /// `{"title": …}`, the item's arguments.
+    pub args: String,
+    pub summary: String,
+    /// The task's and the set's clock after this confirmation.
+    pub clock: String,
+    /// The set's status after this confirmation.
+    pub set_status: &'static str,
     /// The task with its checklist so far, as the journal replicates it.
-    task_payload: String,
-    audit_payloads: [String; 2],
-    decision_payload: String,
-    item_payload: String,
-    set_payload: Arc<str>,
+    pub task_payload: String,
+    pub audit_payloads: [String; 2],
+    pub decision_payload: String,
+    pub item_payload: String,
+    pub set_payload: Arc<str>,
 }
 
 /// The baseline: the same rows as a wake, on a fresh task.
@@ -501,6 +577,14 @@ async fn queue_baseline(db: &Db, set: usize) -> anyhow::Result<Vec<BaselineItem>
         let item_payload =
             format!(r#"{{"changeSetId":"{id}","itemIndex":{index},"status":"confirmed"}}"#);
         items.push(BaselineItem {
+            summary: summary(&title),
+            clock,
+            set_status: if index + 1 == ITEMS {
+                "resolved"
+            } else {
+                "partiallyResolved"
+            },
+            args,
             task: task.clone(),
             set: id.clone(),
             index,
@@ -524,30 +608,21 @@ async fn queue_baseline(db: &Db, set: usize) -> anyhow::Result<Vec<BaselineItem>
 /// statuses, and their outbox rows.
 async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<Duration> {
     let now = timefmt::format(NOW);
-    let args = format!(r#"{{"title":"{}"}}"#, item.title);
+    let (args, clock, status) = (&item.args, &item.clock, item.set_status);
     let index = item.index as i64;
     let task = item.task.as_str();
     let set = item.set.as_str();
-    let clock = format!(r#"{{"{HOST}":{}}}"#, index + 2);
-    let status = if item.index + 1 == ITEMS {
-        "resolved"
-    } else {
-        "partiallyResolved"
-    };
     let start = Instant::now();
     let mut tx = store.begin_write().await?;
-    sqlx::query(
-        "INSERT INTO checklist_items (id, task_id, position, title, is_checked)
-         VALUES ($1, $2, $3, $4, 0)",
-    )
-    .bind(&item.checklist_item)
-    .bind(task)
-    .bind(index)
-    .bind(&item.title)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query("UPDATE tasks SET vector_clock = $1, updated_at = $2 WHERE id = $3")
-        .bind(&clock)
+    sqlx::query(INSERT_CHECKLIST_ITEM)
+        .bind(&item.checklist_item)
+        .bind(task)
+        .bind(index)
+        .bind(&item.title)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(TOUCH_TASK)
+        .bind(clock)
         .bind(&now)
         .bind(task)
         .execute(&mut *tx)
@@ -557,48 +632,37 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
         .into_iter()
         .zip(&item.audit_payloads)
     {
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, target_kind, target_id, kind, args,
-                                        success, created_at)
-             VALUES ($1, $2, 'add_checklist_item', $3, 'task', $4, $5, $6, $7, $8) RETURNING id",
-        )
-        .bind(&item.operation)
-        .bind(&item.run_key)
-        .bind(AGENT)
-        .bind(task)
-        .bind(kind)
-        .bind(&args)
-        .bind(success)
-        .bind(&now)
-        .fetch_one(&mut *tx)
-        .await?;
+        let id: i64 = sqlx::query_scalar(INSERT_AUDIT)
+            .bind(&item.operation)
+            .bind(&item.run_key)
+            .bind(AGENT)
+            .bind(task)
+            .bind(kind)
+            .bind(args)
+            .bind(success)
+            .bind(&now)
+            .fetch_one(&mut *tx)
+            .await?;
         enqueue(&mut tx, "auditRecord", &id.to_string(), payload, &now).await?;
     }
-    sqlx::query(
-        "INSERT INTO applied_operations (operation_id, tool_name, target_kind, target_id, message, applied_at)
-         VALUES ($1, 'add_checklist_item', 'task', $2, 'Checklist item added.', $3)",
-    )
-    .bind(&item.operation)
-    .bind(task)
-    .bind(&now)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(
-        "INSERT INTO decisions (id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict,
-                                human_summary, args, created_at, vector_clock)
-         VALUES ($1, $2, $3, $4, 'task', $5, 'add_checklist_item', 'confirmed', $6, $7, $8, $9)",
-    )
-    .bind(&item.decision)
-    .bind(set)
-    .bind(index)
-    .bind(AGENT)
-    .bind(task)
-    .bind(summary(&item.title))
-    .bind(&args)
-    .bind(&now)
-    .bind(&clock)
-    .execute(&mut *tx)
-    .await?;
+    sqlx::query(INSERT_APPLIED)
+        .bind(&item.operation)
+        .bind(task)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(INSERT_DECISION)
+        .bind(&item.decision)
+        .bind(set)
+        .bind(index)
+        .bind(AGENT)
+        .bind(task)
+        .bind(&item.summary)
+        .bind(args)
+        .bind(&now)
+        .bind(clock)
+        .execute(&mut *tx)
+        .await?;
     enqueue(
         &mut tx,
         "changeDecision",
@@ -607,13 +671,11 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
         &now,
     )
     .await?;
-    sqlx::query(
-        "UPDATE change_items SET status = 'confirmed' WHERE change_set_id = $1 AND item_index = $2",
-    )
-    .bind(set)
-    .bind(index)
-    .execute(&mut *tx)
-    .await?;
+    sqlx::query(CONFIRM_ITEM)
+        .bind(set)
+        .bind(index)
+        .execute(&mut *tx)
+        .await?;
     enqueue(
         &mut tx,
         "changeItem",
@@ -622,13 +684,92 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
         &now,
     )
     .await?;
-    sqlx::query("UPDATE change_sets SET status = $1, vector_clock = $2 WHERE id = $3")
+    sqlx::query(SET_STATUS)
         .bind(status)
-        .bind(&clock)
+        .bind(clock)
         .bind(set)
         .execute(&mut *tx)
         .await?;
     enqueue(&mut tx, "changeSet", set, &item.set_payload, &now).await?;
     tx.commit().await?;
     Ok(start.elapsed())
+}
+
+// ---------------------------------------------------------------------------------
+// Confirm-all.
+
+/// Confirm-all of sets of 25 items: items confirmed per second, Assent against raw
+/// SQLite writing the same confirmations of a set in one transaction.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfirmAllResult {
+    pub durability: &'static str,
+    pub rounds: usize,
+    pub sets_per_round: usize,
+    pub items_per_set: usize,
+    pub items_per_second: f64,
+    pub raw_sqlite_items_per_second: f64,
+    /// Median over rounds of `assent items/s ÷ raw SQLite items/s`.
+    pub ratio_to_raw_sqlite: f64,
+}
+
+/// `sets` sets of 25 items confirmed with `confirm_all` per round, set by set
+/// alternating with raw SQLite.
+pub async fn confirm_all(
+    durability: Durability,
+    rounds: usize,
+    sets: usize,
+) -> anyhow::Result<ConfirmAllResult> {
+    let (mut assent_times, mut raw_times, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let (assent_db, raw_db) = (Db::open(durability).await?, Db::open(durability).await?);
+        let engine = assent_db.engine();
+        let (mut assent_sets, mut raw_sets) = (Vec::new(), Vec::new());
+        for set in 0..sets {
+            assent_sets.push(queue(&assent_db, &engine, set).await?[0].0);
+            raw_sets.push(queue_baseline(&raw_db, set).await?);
+        }
+        let mut raw_conn = raw_db.raw(durability)?;
+        let now = timefmt::format(NOW);
+        let (mut a_round, mut r_round) = (Vec::new(), Vec::new());
+        for (n, (set, raw_items)) in assent_sets.iter().zip(&raw_sets).enumerate() {
+            let raw_items: Vec<&BaselineItem> = raw_items.iter().collect();
+            let raw = if n % 2 == 1 {
+                Some(raw_conn.confirm(&raw_items, &now)?)
+            } else {
+                None
+            };
+            let start = Instant::now();
+            let result = engine.confirmations().confirm_all(*set, NOW).await?;
+            a_round.push(start.elapsed());
+            let confirmed = result
+                .items
+                .iter()
+                .filter(|(_, _, r)| matches!(r, assent_confirm::ItemResult::Confirmed(_)))
+                .count();
+            ensure!(
+                confirmed == ITEMS,
+                "confirm-all confirmed {confirmed} items"
+            );
+            r_round.push(match raw {
+                Some(raw) => raw,
+                None => raw_conn.confirm(&raw_items, &now)?,
+            });
+        }
+        same_rows(&assent_db, &raw_db).await?;
+        let (a, r) = (median(&a_round), median(&r_round));
+        ratios.push(r.as_secs_f64() / a.as_secs_f64());
+        assent_times.push(a);
+        raw_times.push(r);
+    }
+    let per_second = |t: &[Duration]| ITEMS as f64 * crate::measure::per_second(median(t));
+    Ok(ConfirmAllResult {
+        durability: durability.as_str(),
+        rounds,
+        sets_per_round: sets,
+        items_per_set: ITEMS,
+        items_per_second: per_second(&assent_times),
+        raw_sqlite_items_per_second: per_second(&raw_times),
+        ratio_to_raw_sqlite: quartiles(&ratios)[1],
+    })
 }

@@ -1,22 +1,27 @@
 //! Applying a person's decisions, exactly once.
 //!
-//! Every decision runs in one `BEGIN IMMEDIATE` transaction that re-reads the set, so
+//! Every decision runs in one write transaction (`BEGIN IMMEDIATE`; on PostgreSQL under
+//! the lock of the set's target) that re-reads the set, so
 //! of two concurrent confirmations of one item (on this device or through another
 //! process) the second sees the first's result and is refused with a conflict. A
 //! confirmation claims the item only while it is still `pending` (or `deferred`), runs
 //! the policy and the handler through the audited executor, and writes the decision,
 //! the item and set statuses, the audit records and their outbox messages before it
-//! commits. A failing handler leaves no decision and the item pending.
+//! commits. A failing handler leaves no decision and the item pending. Confirm-all
+//! decides a whole set in one commit, each item inside its own savepoint.
 
 use crate::attribution::Attribution;
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use crate::{ConfirmError, Engine};
 use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OperationId, Target, Verdict};
-use assent_store::{AnyConnection, StoreAuditSink, agents, change_sets};
+use assent_store::{AnyConnection, Backend, StoreAuditSink, agents, change_sets};
 use assent_tools::{AgentPolicy, ExecutionTarget, Redundancy, ToolInvocation, ToolsError};
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
+
+/// A write transaction of the store.
+type WriteTx = sqlx::Transaction<'static, sqlx::Any>;
 
 /// Pending sets older than this expire (plan, section 9).
 pub const DEFAULT_EXPIRY_TTL: Duration = Duration::days(7);
@@ -190,6 +195,28 @@ impl ConfirmationService {
             .await
     }
 
+    /// The write transaction for decisions on set `change_set_id`: on PostgreSQL it
+    /// locks the set's target, not the database (see [`Store::begin_write_on`]), so
+    /// decisions on other targets proceed side by side; exactly-once still holds,
+    /// because the set is re-read under that lock and a second final decision of an
+    /// item would break a unique index.
+    ///
+    /// [`Store::begin_write_on`]: assent_store::Store::begin_write_on
+    async fn begin_on_set(&self, change_set_id: Uuid) -> Result<WriteTx, ConfirmError> {
+        let store = &self.engine.store;
+        if store.backend() == Backend::Sqlite {
+            return Ok(store.begin_write().await?);
+        }
+        let mut conn = store.pool().acquire().await.map_err(ConfirmError::from)?;
+        let target = change_sets::target_of(&mut conn, change_set_id).await?;
+        drop(conn);
+        Ok(match target {
+            Some(target) => store.begin_write_on(&target).await?,
+            // No such set: the caller's read under the lock reports it.
+            None => store.begin_write().await?,
+        })
+    }
+
     async fn confirm(
         &self,
         change_set_id: Uuid,
@@ -197,9 +224,34 @@ impl ConfirmationService {
         edited_args: Option<Value>,
         now: OffsetDateTime,
     ) -> Result<ConfirmOutcome, ConfirmError> {
-        let engine = &self.engine;
-        let mut tx = engine.store.begin_write().await?;
+        let mut tx = self.begin_on_set(change_set_id).await?;
         let mut set = change_sets::require(&mut tx, change_set_id).await?;
+        let attempt = self
+            .confirm_in(&mut tx, &mut set, index, edited_args, now)
+            .await?;
+        // A refusal keeps its audit records (the denial, the failed handler's result).
+        tx.commit().await?;
+        if attempt.is_ok() {
+            tracing::info!(index, "item confirmed");
+        }
+        attempt
+    }
+
+    /// Confirms item `index` of `set` (read in `conn`'s transaction, under its lock)
+    /// inside that transaction; the caller commits. `Err`: nothing of the item may
+    /// stay, roll back. `Ok(Err(refusal))`: the policy or the handler refused, and only
+    /// the audit records were written (they stay). `Ok(Ok(outcome))`: decided, and
+    /// `set` holds the new statuses.
+    async fn confirm_in(
+        &self,
+        conn: &mut AnyConnection,
+        set: &mut ChangeSet,
+        index: usize,
+        edited_args: Option<Value>,
+        now: OffsetDateTime,
+    ) -> Result<Result<ConfirmOutcome, ConfirmError>, ConfirmError> {
+        let engine = &self.engine;
+        let tx = conn;
         set.check_verdict(index, Verdict::Confirmed)?;
         let item = set.items[index].clone();
         let spec = engine
@@ -223,11 +275,11 @@ impl ConfirmationService {
         }
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         // An unknown agent has no allowed categories: fail closed.
-        let policy = agents::policy(&mut tx, &set.agent_id)
+        let policy = agents::policy(tx, &set.agent_id)
             .await?
             .unwrap_or_else(AgentPolicy::default);
         let target = set.target();
-        let snapshot = match engine.host.snapshot(&mut tx, &target).await {
+        let snapshot = match engine.host.snapshot(tx, &target).await {
             Ok(snapshot) => snapshot,
             Err(error) => {
                 tracing::warn!(%error, "snapshot failed to load; confirming without the redundancy re-check");
@@ -263,7 +315,7 @@ impl ConfirmationService {
         let executor = AuditedExecutor::new(resolver, &StoreAuditSink);
         let execution = executor
             .execute(
-                &mut tx,
+                tx,
                 ExecutionRequest {
                     policy: &policy,
                     spec,
@@ -276,23 +328,17 @@ impl ConfirmationService {
             )
             .await?;
         match execution {
-            ExecutionOutcome::Denied { reason } => {
-                // Keep the audited denial; the item stays pending.
-                tx.commit().await?;
-                Err(ConfirmError::PolicyDenied(reason))
-            }
-            ExecutionOutcome::Failed { error } => {
-                tx.commit().await?;
-                Err(ConfirmError::HandlerFailed {
-                    tool: spec.name.clone(),
-                    error,
-                })
-            }
+            // Keep the audited denial; the item stays pending.
+            ExecutionOutcome::Denied { reason } => Ok(Err(ConfirmError::PolicyDenied(reason))),
+            ExecutionOutcome::Failed { error } => Ok(Err(ConfirmError::HandlerFailed {
+                tool: spec.name.clone(),
+                error,
+            })),
             execution => {
                 let mut decisions = self
                     .record(
-                        &mut tx,
-                        &mut set,
+                        tx,
+                        set,
                         &[index],
                         Verdicts {
                             verdict: Verdict::Confirmed,
@@ -302,12 +348,10 @@ impl ConfirmationService {
                         now,
                     )
                     .await?;
-                tx.commit().await?;
-                tracing::info!(index, "item confirmed");
-                Ok(ConfirmOutcome {
+                Ok(Ok(ConfirmOutcome {
                     decision: decisions.remove(0),
                     execution,
-                })
+                }))
             }
         }
     }
@@ -320,7 +364,7 @@ impl ConfirmationService {
         reason: Option<String>,
         now: OffsetDateTime,
     ) -> Result<ChangeDecision, ConfirmError> {
-        let mut tx = self.engine.store.begin_write().await?;
+        let mut tx = self.begin_on_set(change_set_id).await?;
         let mut set = change_sets::require(&mut tx, change_set_id).await?;
         set.check_verdict(index, verdict)?;
         let mut decisions = self
@@ -375,46 +419,30 @@ impl ConfirmationService {
             .await
     }
 
-    /// Confirms every pending item, in order, re-reading the set before each so every
-    /// handler sees what the previous one committed. Continues past failures; one
-    /// result per item. Deferred items are skipped: a person put them aside.
+    /// Confirms every pending item, in order, in one transaction: one durable commit
+    /// for the whole set (group commit) instead of one per item. Each item is atomic
+    /// on its own inside it (a savepoint): a failing handler, a denial or any error
+    /// rolls back that item's writes only (a refusal keeps its audit records), and the
+    /// next handler sees what the previous ones wrote. Continues past failures; one
+    /// result per item, returned only once the commit is durable (if the commit fails,
+    /// nothing was decided and the error is returned). Deferred items are skipped: a
+    /// person put them aside.
     #[tracing::instrument(skip(self), fields(change_set = %change_set_id))]
     pub async fn confirm_all(
         &self,
         change_set_id: Uuid,
         now: OffsetDateTime,
     ) -> Result<ConfirmAllResult, ConfirmError> {
-        let mut conn = self
-            .engine
-            .store
-            .pool()
-            .acquire()
-            .await
-            .map_err(ConfirmError::from)?;
-        let len = change_sets::require(&mut conn, change_set_id)
-            .await?
-            .items
-            .len();
-        drop(conn);
-        let mut items = Vec::with_capacity(len);
-        for index in 0..len {
-            let mut conn = self
-                .engine
-                .store
-                .pool()
-                .acquire()
-                .await
-                .map_err(ConfirmError::from)?;
-            let fresh = change_sets::require(&mut conn, change_set_id).await?;
-            drop(conn);
-            let item = &fresh.items[index];
+        let mut tx = self.begin_on_set(change_set_id).await?;
+        let mut set = change_sets::require(&mut tx, change_set_id).await?;
+        let mut items = Vec::with_capacity(set.items.len());
+        for index in 0..set.items.len() {
+            let item = &set.items[index];
             let summary = item.human_summary.clone();
             let result = match item.status {
                 ChangeItemStatus::Pending => {
-                    match self.confirm(change_set_id, index, None, now).await {
-                        Ok(outcome) => ItemResult::Confirmed(Box::new(outcome)),
-                        Err(error) => ItemResult::Failed(error),
-                    }
+                    self.confirm_one_of_all(&mut tx, &mut set, index, now)
+                        .await?
                 }
                 ChangeItemStatus::Deferred => {
                     ItemResult::Skipped("deferred; confirm it on its own".to_owned())
@@ -423,10 +451,49 @@ impl ConfirmationService {
             };
             items.push((index, summary, result));
         }
+        tx.commit().await?;
+        let confirmed = items
+            .iter()
+            .filter(|(_, _, r)| matches!(r, ItemResult::Confirmed(_)))
+            .count();
+        tracing::info!(confirmed, "items confirmed in one commit");
         Ok(ConfirmAllResult {
             change_set_id,
             items,
         })
+    }
+
+    /// One item of [`Self::confirm_all`], inside its own savepoint. `Err` only when
+    /// the savepoint itself fails: the whole transaction is then lost.
+    async fn confirm_one_of_all(
+        &self,
+        conn: &mut AnyConnection,
+        set: &mut ChangeSet,
+        index: usize,
+        now: OffsetDateTime,
+    ) -> Result<ItemResult, ConfirmError> {
+        let statement = |sql: &'static str| sqlx::query(sql);
+        statement("SAVEPOINT assent_item")
+            .execute(&mut *conn)
+            .await?;
+        match self.confirm_in(conn, set, index, None, now).await {
+            Ok(attempt) => {
+                statement("RELEASE assent_item").execute(&mut *conn).await?;
+                Ok(match attempt {
+                    Ok(outcome) => ItemResult::Confirmed(Box::new(outcome)),
+                    Err(refusal) => ItemResult::Failed(refusal),
+                })
+            }
+            Err(error) => {
+                statement("ROLLBACK TO assent_item")
+                    .execute(&mut *conn)
+                    .await?;
+                statement("RELEASE assent_item").execute(&mut *conn).await?;
+                // What the item changed in memory went with its writes.
+                *set = change_sets::require(conn, set.id).await?;
+                Ok(ItemResult::Failed(error))
+            }
+        }
     }
 
     /// Rejects every open item of the set with `reason`, in one transaction.
@@ -438,7 +505,7 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
         let reason = clean_reason(reason)?;
-        let mut tx = self.engine.store.begin_write().await?;
+        let mut tx = self.begin_on_set(change_set_id).await?;
         let mut set = change_sets::require(&mut tx, change_set_id).await?;
         let open: Vec<usize> = set.open_indexes().collect();
         let Some(&first) = open.first() else {

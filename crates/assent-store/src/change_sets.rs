@@ -243,6 +243,17 @@ pub async fn require(conn: &mut AnyConnection, id: Uuid) -> Result<ChangeSet, St
         .ok_or(StoreError::ChangeSetNotFound(id))
 }
 
+/// The target of set `id`, or `None` when there is no such set. A set's target never
+/// changes, so this may be read before the transaction that locks it.
+pub async fn target_of(conn: &mut AnyConnection, id: Uuid) -> Result<Option<Target>, StoreError> {
+    let row: Option<(String, String)> =
+        sqlx::query_as("SELECT target_kind, target_id FROM change_sets WHERE id = $1")
+            .bind(id.to_string())
+            .fetch_optional(conn)
+            .await?;
+    Ok(row.map(|(kind, id)| Target::new(kind, id)))
+}
+
 /// Open sets (pending or partially resolved, not deleted), newest first.
 #[tracing::instrument(skip(conn))]
 pub async fn pending(

@@ -2,6 +2,7 @@
 //! durability, migrations, and the write transaction.
 
 use crate::StoreError;
+use assent_domain::Target;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 use std::time::Duration;
@@ -103,6 +104,9 @@ impl Backend {
 
 /// An arbitrary constant naming Assent's writer lock among PostgreSQL advisory locks.
 const WRITER_LOCK_KEY: i64 = 0x4153_5345_4e54; // "ASSENT"
+/// The first half of the two-key advisory locks of single targets (a space apart from
+/// the one-key writer lock); the second half is the hash of the target.
+const TARGET_LOCK_CLASS: i32 = 0x4153_5354; // "ASST"
 
 /// How to open a store.
 #[derive(Debug, Clone)]
@@ -283,6 +287,35 @@ impl Store {
                     .bind(WRITER_LOCK_KEY)
                     .execute(&mut *tx)
                     .await?;
+                Ok(tx)
+            }
+        }
+    }
+
+    /// A write transaction that changes only `target` and what hangs off it (its change
+    /// sets, their items and decisions, audit and outbox rows): decisions on a set.
+    /// SQLite: the same `BEGIN IMMEDIATE` as [`Store::begin_write`] (one writer at a
+    /// time is SQLite's own rule). PostgreSQL: the writer lock in shared mode, so that
+    /// writers of different targets run side by side while a [`Store::begin_write`]
+    /// (which holds it exclusively: sync imports, expiry, tokens, webhooks, wakes)
+    /// still excludes them all, plus an exclusive lock on the target, so two writers of
+    /// one target queue and whatever the second reads is what the first committed.
+    pub async fn begin_write_on(
+        &self,
+        target: &Target,
+    ) -> Result<Transaction<'static, Any>, StoreError> {
+        match self.backend {
+            Backend::Sqlite => self.begin_write().await,
+            Backend::Postgres => {
+                let mut tx = self.pool.begin().await?;
+                sqlx::query(
+                    "SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2, hashtext($3))",
+                )
+                .bind(WRITER_LOCK_KEY)
+                .bind(TARGET_LOCK_CLASS)
+                .bind(format!("{}\u{1f}{}", target.kind, target.id))
+                .execute(&mut *tx)
+                .await?;
                 Ok(tx)
             }
         }
