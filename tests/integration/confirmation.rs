@@ -593,7 +593,7 @@ async fn confirm_all_is_one_commit_and_each_item_is_atomic_on_its_own() {
         .unwrap();
     let policy = AgentPolicy::new(["notes"]);
     agents::upsert(
-        &mut *store.pool().acquire().await.unwrap(),
+        &mut store.pool().acquire().await.unwrap(),
         "scribe",
         &policy,
         NOW,
