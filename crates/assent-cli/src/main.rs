@@ -14,6 +14,7 @@ mod decision_commands;
 mod demo;
 mod demo_delegated;
 mod dispatch;
+mod jobs_commands;
 mod peer_sync;
 mod record_commands;
 mod render;

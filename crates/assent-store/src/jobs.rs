@@ -134,6 +134,35 @@ pub struct Job {
     pub updated_at: OffsetDateTime,
 }
 
+impl Job {
+    /// The job as `assent jobs --json` and the API list it: `id`, `changeSetId`,
+    /// `itemIndex`, `toolName`, `args`, `status`, `attempts`, `lastError`.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "id": self.id,
+            "changeSetId": self.change_set_id,
+            "itemIndex": self.item_index,
+            "toolName": self.tool_name,
+            "args": self.args,
+            "status": self.status.as_str(),
+            "attempts": self.attempts,
+            "lastError": self.last_error,
+        })
+    }
+
+    /// How its item's execution stands, as item views show it beside the item's own
+    /// status: `jobId`, `status`, `attempts`, `lastError`, `result`.
+    pub fn execution_json(&self) -> Value {
+        serde_json::json!({
+            "jobId": self.id,
+            "status": self.status.as_str(),
+            "attempts": self.attempts,
+            "lastError": self.last_error,
+            "result": self.result,
+        })
+    }
+}
+
 /// How an item's effect lands, as the wake recorded it (see [`mark_external`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExternalItem {
