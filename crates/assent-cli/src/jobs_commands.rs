@@ -79,9 +79,10 @@ pub async fn jobs(ctx: &Ctx, args: JobsArgs) -> Result<Output, CliError> {
             };
             (job, done)
         }
-        Some(JobsCommand::Retry(retry)) => {
-            (engine.retry_job(retry.id, ctx.now).await?, "due to run again")
-        }
+        Some(JobsCommand::Retry(retry)) => (
+            engine.retry_job(retry.id, ctx.now).await?,
+            "due to run again",
+        ),
         Some(JobsCommand::Retract(retract)) => {
             (engine.retract_job(retract.id, ctx.now).await?, "retracted")
         }
@@ -110,7 +111,15 @@ fn render_list(list: &[Job]) -> String {
         })
         .collect();
     render::table(
-        &["ID", "ITEM", "TOOL", "STATUS", "ATTEMPTS", "SINCE", "LAST ERROR"],
+        &[
+            "ID",
+            "ITEM",
+            "TOOL",
+            "STATUS",
+            "ATTEMPTS",
+            "SINCE",
+            "LAST ERROR",
+        ],
         &rows,
     )
 }

@@ -1,13 +1,13 @@
 //! Human output: tasks, wakes, change sets, decisions, the audit trail and the outbox
 //! as text for a person (the `--json` output is the types' own serialization).
 
-use assent_store::jobs::{Job, JobStatus};
 use assent_confirm::{ConfirmAllResult, ConfirmOutcome, ItemResult, WakeOutcome, WakeRequest};
 use assent_domain::{
     ChangeDecision, ChangeItem, ChangeSet, OffsetDateTime, Uuid, Verdict, canonical_json,
 };
 use assent_journal::TaskSnapshot;
 use assent_store::delegation::Grant;
+use assent_store::jobs::{Job, JobStatus};
 use assent_store::outbox::OutboxMessage;
 use assent_tools::AuditRecord;
 use serde_json::Value;
