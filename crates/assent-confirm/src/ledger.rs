@@ -152,7 +152,7 @@ enum Claim {
     Nothing,
     /// Claimed and settled at once (refused by policy, unknown tool).
     Settled,
-    Ready(Job),
+    Ready(Box<Job>),
 }
 
 impl Engine {
@@ -199,7 +199,7 @@ impl Engine {
             match self.claim(now, &mut run).await? {
                 Claim::Nothing => break,
                 Claim::Settled => {}
-                Claim::Ready(job) => self.execute_job(job, now, &mut run).await?,
+                Claim::Ready(job) => self.execute_job(*job, now, &mut run).await?,
             }
         }
         Ok(run)
@@ -340,7 +340,7 @@ impl Engine {
             )
             .await;
         tx.commit().await?;
-        Ok(Claim::Ready(job))
+        Ok(Claim::Ready(Box::new(job)))
     }
 
     /// Calls the tool with no transaction open, then records the outcome.
