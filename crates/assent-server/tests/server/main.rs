@@ -8,6 +8,7 @@ mod api;
 mod browser;
 mod delegated;
 mod dialects;
+mod jobs;
 mod limits;
 mod roles;
 mod support;
