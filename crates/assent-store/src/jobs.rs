@@ -331,6 +331,21 @@ pub async fn for_change_set(
     rows.iter().map(decode).collect()
 }
 
+/// The job of item `index` of set `change_set_id`, if it has one.
+pub async fn for_item(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    index: usize,
+) -> Result<Option<Job>, StoreError> {
+    let row =
+        sqlx::query("SELECT * FROM execution_jobs WHERE change_set_id = $1 AND item_index = $2")
+            .bind(change_set_id.to_string())
+            .bind(index as i64)
+            .fetch_optional(conn)
+            .await?;
+    row.as_ref().map(decode).transpose()
+}
+
 /// Every job (retracted ones only when `include_retracted`), oldest first, at most
 /// `limit`.
 pub async fn list(

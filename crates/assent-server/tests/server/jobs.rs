@@ -82,6 +82,15 @@ async fn a_confirmed_external_item_runs_within_two_seconds_and_shows_its_run() {
     assert_eq!(item["execution"]["result"], "receiver said posted");
     assert_eq!(receiver.effects.lock().expect("lock").len(), 1);
 
+    let (_, decided) = call(
+        Method::GET,
+        "/api/decisions?agentId=poster".to_owned(),
+        json!({}),
+    )
+    .await;
+    assert_eq!(decided[0]["verdict"], "confirmed", "{decided}");
+    assert_eq!(decided[0]["execution"]["status"], "applied", "{decided}");
+
     let (status, jobs) = call(Method::GET, "/api/jobs".to_owned(), json!({})).await;
     assert_eq!(status, 200, "{jobs}");
     let job = &jobs[0];
