@@ -37,3 +37,15 @@ CREATE TABLE execution_jobs (
 );
 CREATE INDEX execution_jobs_due ON execution_jobs (host, due_at) WHERE status = 'approved';
 CREATE INDEX execution_jobs_leased ON execution_jobs (host, lease_until) WHERE status = 'running';
+
+-- A job's new status reaches open review pages like any write to its set.
+CREATE FUNCTION change_feed_job_status() RETURNS trigger AS $$
+BEGIN
+    INSERT INTO change_feed (change_set_id) VALUES (NEW.change_set_id);
+    RETURN NULL;
+END;
+$$ LANGUAGE plpgsql;
+
+CREATE TRIGGER change_feed_job_status AFTER UPDATE OF status ON execution_jobs
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+    EXECUTE FUNCTION change_feed_job_status();

@@ -37,3 +37,10 @@ CREATE TABLE execution_jobs (
 );
 CREATE INDEX execution_jobs_due ON execution_jobs (host, due_at) WHERE status = 'approved';
 CREATE INDEX execution_jobs_leased ON execution_jobs (host, lease_until) WHERE status = 'running';
+
+-- A job's new status reaches open review pages like any write to its set.
+CREATE TRIGGER change_feed_job_status AFTER UPDATE OF status ON execution_jobs
+WHEN OLD.status IS NOT NEW.status
+BEGIN
+    INSERT INTO change_feed (change_set_id) VALUES (NEW.change_set_id);
+END;

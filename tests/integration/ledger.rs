@@ -4,7 +4,7 @@
 use assent_confirm::{ConfirmError, Engine, ExecutionOutcome, JobSettings, Resolution};
 use assent_domain::Target;
 use assent_store::jobs::{self, Job, JobStatus};
-use assent_store::{Store, agents, audit};
+use assent_store::{Store, agents, audit, change_feed};
 use assent_tests::external::{self, CATEGORY, HttpHost, Receiver, TOOL};
 use assent_tests::{TestApp, TestBackend, backends, tool_calls};
 use assent_tools::{AgentPolicy, AuditKind};
@@ -109,8 +109,15 @@ async fn a_process_without_the_host_confirms_and_the_host_runs_it_once() {
     // Another host's executor does not touch it.
     assert_eq!(app.engine.run_due_jobs(now).await.unwrap().claimed, 0);
 
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let before = change_feed::latest(&mut conn).await.unwrap();
+    drop(conn);
     let run = http.run_due_jobs(now).await.unwrap();
     assert_eq!((run.claimed, run.applied), (1, 1), "{run:?}");
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let (written, _) = change_feed::since(&mut conn, before, 100).await.unwrap();
+    assert_eq!(written, [set], "open pages learn of the run");
+    drop(conn);
     let done = job(&app.store, id).await;
     assert_eq!(done.status, JobStatus::Applied);
     assert_eq!(done.result.as_deref(), Some("receiver said posted"));
