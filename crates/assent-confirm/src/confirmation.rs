@@ -6,7 +6,10 @@
 //! confirmation claims the item only while it is still `pending` (or `deferred`), runs
 //! the policy and the handler through the audited executor, and writes the decision,
 //! the item and set statuses, the audit records and their outbox messages before it
-//! commits. A failing handler leaves no decision and the item pending.
+//! commits. A failing handler leaves no decision and the item pending. An item of a
+//! tool whose effect lies outside the database is confirmed into the execution ledger
+//! instead: the decision and a job, committed together, run later by an executor of
+//! the item's host (see `ledger`).
 
 use crate::attribution::Attribution;
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
@@ -206,34 +209,9 @@ impl ConfirmationService {
         set.check_verdict(index, Verdict::Confirmed)?;
         let item = set.items[index].clone();
         if let Some(external) = jobs::external_item(&mut tx, change_set_id, index).await? {
-            if let Some(args) = &edited_args {
-                self.validate_edit(&item.tool_name, args)?;
-            }
-            let job_id = self
-                .queue_job(&mut tx, &set, index, edited_args.as_ref(), &external, now)
-                .await?;
-            let mut decisions = self
-                .record(
-                    &mut tx,
-                    &mut set,
-                    &[index],
-                    Verdicts {
-                        verdict: Verdict::Confirmed,
-                        reason: None,
-                        edited_args,
-                    },
-                    now,
-                )
-                .await?;
-            tx.commit().await?;
-            tracing::info!(index, %job_id, "external item approved; its job is queued");
-            return Ok(ConfirmOutcome {
-                decision: decisions.remove(0),
-                execution: ExecutionOutcome::Queued {
-                    job_id,
-                    host: external.host,
-                },
-            });
+            return self
+                .confirm_external(tx, set, index, edited_args, external, now)
+                .await;
         }
         let spec = engine
             .registry
@@ -350,6 +328,43 @@ impl ConfirmationService {
                     problems: other.to_string(),
                 },
             })
+    }
+
+    /// Confirms external item `index` (see [`crate::Effect::External`]): the decision
+    /// and its execution job, committed together; nothing runs here, so neither the
+    /// host's handler nor its resolver is needed.
+    async fn confirm_external(
+        &self,
+        mut tx: sqlx::Transaction<'static, sqlx::Any>,
+        mut set: ChangeSet,
+        index: usize,
+        edited_args: Option<Value>,
+        external: jobs::ExternalItem,
+        now: OffsetDateTime,
+    ) -> Result<ConfirmOutcome, ConfirmError> {
+        if let Some(args) = &edited_args {
+            self.validate_edit(&set.items[index].tool_name, args)?;
+        }
+        let job_id = self
+            .queue_job(&mut tx, &set, index, edited_args.as_ref(), &external, now)
+            .await?;
+        let verdicts = Verdicts {
+            verdict: Verdict::Confirmed,
+            reason: None,
+            edited_args,
+        };
+        let mut decisions = self
+            .record(&mut tx, &mut set, &[index], verdicts, now)
+            .await?;
+        tx.commit().await?;
+        tracing::info!(index, %job_id, "external item approved; its job is queued");
+        Ok(ConfirmOutcome {
+            decision: decisions.remove(0),
+            execution: ExecutionOutcome::Queued {
+                job_id,
+                host: external.host,
+            },
+        })
     }
 
     /// Writes the execution job of external item `index` (no handler runs here: an
