@@ -9,6 +9,7 @@ mod confirmation;
 mod conformance;
 mod delegation;
 mod executor;
+mod ledger;
 mod outbox;
 mod properties;
 mod sync;

@@ -138,6 +138,9 @@ pub enum DbCommand {
     Webhooks(crate::webhook_commands::WebhooksArgs),
     /// The tools an agent may call, as JSON ready for an SDK's `tools` parameter.
     Tools(ToolsArgs),
+    /// The execution ledger: jobs of confirmed items with external effects; settle one
+    /// in doubt (`resolve ID --happened|--rerun`), `retry` or `retract` a failed one.
+    Jobs(crate::jobs_commands::JobsArgs),
 }
 
 /// `assent tools --agent A [--format NAME]`.

@@ -9,7 +9,7 @@ use crate::context::{Ctx, Output};
 use crate::render;
 use assent_confirm::{DEFAULT_EXPIRY_TTL, ItemResult};
 use assent_server::shapes::{SetView, confirm_all_json, confirmed_json};
-use assent_store::change_sets;
+use assent_store::{change_sets, jobs};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -22,8 +22,16 @@ pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
     };
     let mut conn = ctx.connection().await?;
     let sets = change_sets::pending(&mut conn, &filter).await?;
-    let listed: Vec<SetView<'_>> = sets.iter().map(SetView::of).collect();
-    Output::either(ctx.json, &listed, || render::pending(&sets))
+    let mut ran = Vec::with_capacity(sets.len());
+    for set in &sets {
+        ran.push(jobs::for_change_set(&mut conn, set.id).await?);
+    }
+    let listed: Vec<SetView<'_>> = sets
+        .iter()
+        .zip(&ran)
+        .map(|(set, ran)| SetView::of(set).with_jobs(ran))
+        .collect();
+    Output::either(ctx.json, &listed, || render::pending(&sets, &ran))
 }
 
 /// A change-set id from the command line.

@@ -15,6 +15,7 @@ mod demo;
 mod demo_delegated;
 mod dispatch;
 mod mcp_commands;
+mod jobs_commands;
 mod peer_sync;
 mod record_commands;
 mod render;

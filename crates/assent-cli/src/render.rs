@@ -7,6 +7,7 @@ use assent_domain::{
 };
 use assent_journal::TaskSnapshot;
 use assent_store::delegation::Grant;
+use assent_store::jobs::{Job, JobStatus};
 use assent_store::outbox::OutboxMessage;
 use assent_tools::AuditRecord;
 use serde_json::Value;
@@ -238,12 +239,42 @@ pub fn change_set(set: &ChangeSet) -> String {
     text
 }
 
-/// The sets of `assent pending`.
-pub fn pending(sets: &[ChangeSet]) -> String {
+/// The sets of `assent pending`, each confirmed item of an external tool followed by
+/// how its run stands (`ran` holds each set's jobs).
+pub fn pending(sets: &[ChangeSet], ran: &[Vec<Job>]) -> String {
     if sets.is_empty() {
         return "No change sets wait for review".to_owned();
     }
-    sets.iter().map(change_set).collect::<Vec<_>>().join("\n")
+    sets.iter()
+        .zip(ran)
+        .map(|(set, jobs)| {
+            let mut text = change_set(set);
+            for job in jobs {
+                text.push_str(&execution(job));
+                text.push('\n');
+            }
+            text
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// How the run of a confirmed external item stands: `  [1] run: in doubt (attempt 2):
+/// the executor stopped ...`.
+pub fn execution(job: &Job) -> String {
+    let detail = match (job.status, &job.last_error, &job.result) {
+        (JobStatus::Applied, _, Some(result)) => format!(": {result}"),
+        (JobStatus::Applied, _, None) => String::new(),
+        (_, Some(error), _) => format!(": {error}"),
+        _ => String::new(),
+    };
+    format!(
+        "  [{}] run: {} (attempt {}, job {}){detail}",
+        job.item_index,
+        job.status.label(),
+        job.attempts,
+        job.id
+    )
 }
 
 fn mark(verdict: Verdict, edited: bool) -> &'static str {

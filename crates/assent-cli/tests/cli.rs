@@ -3,6 +3,8 @@
 //! processes over one database, on every backend of the conformance suite; `peer`:
 //! `assent sync --peer` against a real `assent serve` server in the test process.
 
+#[path = "cli/jobs.rs"]
+mod jobs;
 #[path = "cli/peer.rs"]
 mod peer;
 #[path = "cli/webhooks.rs"]

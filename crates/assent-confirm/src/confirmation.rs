@@ -8,13 +8,16 @@
 //! the policy and the handler through the audited executor, and writes the decision,
 //! the item and set statuses, the audit records and their outbox messages before it
 //! commits. A failing handler leaves no decision and the item pending. Confirm-all
-//! decides a whole set in one commit, each item inside its own savepoint.
+//! decides a whole set in one commit, each item inside its own savepoint. An item of a
+//! tool whose effect lies outside the database is confirmed into the execution ledger
+//! instead: the decision and a job, committed together, run later by an executor of
+//! the item's host (see `ledger`).
 
 use crate::attribution::Attribution;
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use crate::{ConfirmError, Engine};
 use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OperationId, Target, Verdict};
-use assent_store::{AnyConnection, Backend, StoreAuditSink, agents, change_sets};
+use assent_store::{AnyConnection, Backend, StoreAuditSink, agents, change_sets, jobs};
 use assent_tools::{AgentPolicy, ExecutionTarget, Redundancy, ToolInvocation, ToolsError};
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
@@ -48,6 +51,9 @@ impl ConfirmOutcome {
             }
             ExecutionOutcome::Denied { reason } => format!("Denied: {reason}"),
             ExecutionOutcome::Failed { error } => format!("Failed: {error}"),
+            ExecutionOutcome::Queued { job_id, host } => {
+                format!("Approved; it runs when an executor of {host} claims job {job_id}.")
+            }
         }
     }
 }
@@ -254,24 +260,17 @@ impl ConfirmationService {
         let tx = conn;
         set.check_verdict(index, Verdict::Confirmed)?;
         let item = set.items[index].clone();
+        if let Some(external) = jobs::external_item(tx, set.id, index).await? {
+            return self
+                .confirm_external(tx, set, index, edited_args, external, now)
+                .await;
+        }
         let spec = engine
             .registry
             .get(&item.tool_name)
             .ok_or_else(|| ConfirmError::UnknownTool(item.tool_name.clone()))?;
         if let Some(args) = &edited_args {
-            engine
-                .registry
-                .validate_args(&spec.name, args)
-                .map_err(|e| match e {
-                    ToolsError::InvalidArgs { tool, problems } => ConfirmError::InvalidArgs {
-                        tool,
-                        problems: problems.join("; "),
-                    },
-                    other => ConfirmError::InvalidArgs {
-                        tool: spec.name.clone(),
-                        problems: other.to_string(),
-                    },
-                })?;
+            self.validate_edit(&spec.name, args)?;
         }
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         // An unknown agent has no allowed categories: fail closed.
@@ -354,6 +353,108 @@ impl ConfirmationService {
                 }))
             }
         }
+    }
+
+    /// Checks a person's edited arguments against the tool's schema (a tool this
+    /// process does not know cannot be edited here).
+    fn validate_edit(&self, tool_name: &str, args: &Value) -> Result<(), ConfirmError> {
+        self.engine
+            .registry
+            .validate_args(tool_name, args)
+            .map_err(|e| match e {
+                ToolsError::InvalidArgs { tool, problems } => ConfirmError::InvalidArgs {
+                    tool,
+                    problems: problems.join("; "),
+                },
+                ToolsError::UnknownTool { name } => ConfirmError::UnknownTool(name),
+                other => ConfirmError::InvalidArgs {
+                    tool: tool_name.to_owned(),
+                    problems: other.to_string(),
+                },
+            })
+    }
+
+    /// Confirms external item `index` (see [`crate::Effect::External`]) in `conn`'s
+    /// transaction: the decision and its execution job, committed together by the
+    /// caller; nothing runs here, so neither the host's handler nor its resolver is
+    /// needed.
+    async fn confirm_external(
+        &self,
+        conn: &mut AnyConnection,
+        set: &mut ChangeSet,
+        index: usize,
+        edited_args: Option<Value>,
+        external: jobs::ExternalItem,
+        now: OffsetDateTime,
+    ) -> Result<Result<ConfirmOutcome, ConfirmError>, ConfirmError> {
+        if let Some(args) = &edited_args {
+            self.validate_edit(&set.items[index].tool_name, args)?;
+        }
+        let job_id = self
+            .queue_job(conn, set, index, edited_args.as_ref(), &external, now)
+            .await?;
+        let verdicts = Verdicts {
+            verdict: Verdict::Confirmed,
+            reason: None,
+            edited_args,
+        };
+        let mut decisions = self.record(conn, set, &[index], verdicts, now).await?;
+        tracing::info!(index, %job_id, "external item approved; its job is queued");
+        Ok(Ok(ConfirmOutcome {
+            decision: decisions.remove(0),
+            execution: ExecutionOutcome::Queued {
+                job_id,
+                host: external.host,
+            },
+        }))
+    }
+
+    /// Writes the execution job of external item `index` (no handler runs here: an
+    /// executor of the item's host claims it later).
+    async fn queue_job(
+        &self,
+        conn: &mut AnyConnection,
+        set: &ChangeSet,
+        index: usize,
+        edited_args: Option<&Value>,
+        external: &jobs::ExternalItem,
+        now: OffsetDateTime,
+    ) -> Result<Uuid, ConfirmError> {
+        let item = &set.items[index];
+        let args = edited_args.unwrap_or(&item.args).clone();
+        let job = jobs::Job {
+            id: Uuid::new_v4(),
+            operation_id: OperationId::for_proposal(
+                &set.run_key,
+                &item.tool_name,
+                &args,
+                &set.target_id,
+                set.id,
+                index,
+            ),
+            change_set_id: set.id,
+            item_index: index,
+            host: external.host.clone(),
+            tool_name: item.tool_name.clone(),
+            args,
+            agent_id: set.agent_id.clone(),
+            target: set.target(),
+            run_key: set.run_key.clone(),
+            idempotent: external.idempotent,
+            status: jobs::JobStatus::Approved,
+            attempts: 0,
+            attempt_limit: self.engine.jobs.attempt_limit,
+            doubts: 0,
+            last_error: None,
+            result: None,
+            due_at: now,
+            started_at: None,
+            lease_until: None,
+            created_at: now,
+            updated_at: now,
+        };
+        jobs::insert(conn, &job).await?;
+        Ok(job.id)
     }
 
     async fn decide(

@@ -89,6 +89,9 @@ pub enum ConfirmError {
         /// The execution timeout.
         seconds: u64,
     },
+    /// No execution job with this id.
+    #[error("no job {0}")]
+    JobNotFound(Uuid),
     /// No grant with this id.
     #[error("no grant {0}")]
     GrantNotFound(Uuid),

@@ -72,6 +72,14 @@ pub enum ExecutionOutcome {
         /// What went wrong.
         error: String,
     },
+    /// The tool's effect is external: confirming recorded a job in the execution
+    /// ledger, which an executor of `host` runs (policy, audit and call happen then).
+    Queued {
+        /// The job.
+        job_id: uuid::Uuid,
+        /// The host whose executors run it.
+        host: String,
+    },
 }
 
 impl ExecutionOutcome {
@@ -91,7 +99,7 @@ pub struct AuditedExecutor<'h> {
 }
 
 /// Polls a future, turning a panic inside it into an error.
-struct CatchUnwind<F>(F);
+pub(crate) struct CatchUnwind<F>(pub(crate) F);
 
 impl<F: Future + Unpin> Future for CatchUnwind<F> {
     type Output = Result<F::Output, String>;
@@ -122,7 +130,7 @@ impl<'h> AuditedExecutor<'h> {
         Self { resolver, audit }
     }
 
-    async fn write_audit(&self, conn: &mut AnyConnection, record: AuditRecord) {
+    pub(crate) async fn write_audit(&self, conn: &mut AnyConnection, record: AuditRecord) {
         if let Err(error) = self.audit.record(conn, &record).await {
             tracing::warn!(
                 operation_id = %record.operation_id,
@@ -133,7 +141,7 @@ impl<'h> AuditedExecutor<'h> {
         }
     }
 
-    fn record(req: &ExecutionRequest<'_>, kind: AuditKind) -> AuditRecord {
+    pub(crate) fn record(req: &ExecutionRequest<'_>, kind: AuditKind) -> AuditRecord {
         let inv = &req.invocation;
         AuditRecord {
             operation_id: inv.operation_id.clone(),
@@ -151,7 +159,11 @@ impl<'h> AuditedExecutor<'h> {
         }
     }
 
-    fn result_record(req: &ExecutionRequest<'_>, success: bool, detail: String) -> AuditRecord {
+    pub(crate) fn result_record(
+        req: &ExecutionRequest<'_>,
+        success: bool,
+        detail: String,
+    ) -> AuditRecord {
         AuditRecord {
             success: Some(success),
             detail: Some(detail),
@@ -159,7 +171,7 @@ impl<'h> AuditedExecutor<'h> {
         }
     }
 
-    async fn policy_denial(
+    pub(crate) async fn policy_denial(
         &self,
         conn: &mut AnyConnection,
         req: &ExecutionRequest<'_>,

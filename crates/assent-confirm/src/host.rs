@@ -9,12 +9,87 @@
 //! inside the engine's transaction, so a confirmed change and its decision commit
 //! together.
 
-use assent_domain::Target;
+use assent_domain::{OperationId, Target};
 use assent_store::sync::HostEntities;
 use assent_store::{AnyConnection, HostMigration};
 use assent_tools::{BoxFuture, CategoryResolver, Stateless, TargetState, ToolHandler};
 use serde_json::Value;
 use time::OffsetDateTime;
+
+/// Where a tool's effect lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// In the engine's database: the handler runs in the confirming transaction, so
+    /// the change and its decision commit together.
+    Transactional,
+    /// Outside it (HTTP, e-mail, an MCP server's tool): confirming records a job in the
+    /// execution ledger, and an executor of the host runs it through its
+    /// [`ExternalHandler`], exactly once or visibly in doubt.
+    External {
+        /// Running it twice with the same idempotency key has the effect of running it
+        /// once: a job in doubt is then simply retried.
+        idempotent: bool,
+    },
+}
+
+/// One run of an external tool.
+#[derive(Debug, Clone, Copy)]
+pub struct ExternalCall<'a> {
+    /// The item's operation id: the idempotency key to hand to the remote side.
+    pub operation_id: &'a OperationId,
+    /// The tool.
+    pub tool_name: &'a str,
+    /// The arguments (a person's edit when there was one).
+    pub args: &'a Value,
+    /// What it is about.
+    pub target: &'a Target,
+    /// The agent that proposed it.
+    pub agent_id: &'a str,
+    /// 1 for the first attempt; a reconciliation sees the last attempt's number.
+    pub attempt: u32,
+}
+
+/// Why an external call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExternalError {
+    /// Worth trying again later (a timeout, a 503): retried with backoff up to a limit.
+    Retryable(String),
+    /// Trying again will not help (a 400, a refusal): the job fails at once.
+    Permanent(String),
+}
+
+impl std::fmt::Display for ExternalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Retryable(e) | Self::Permanent(e) => f.write_str(e),
+        }
+    }
+}
+
+/// The answer to "did operation X happen?".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reconciliation {
+    /// It did; the text is its result.
+    Happened(String),
+    /// It did not: safe to run again.
+    DidNotHappen,
+    /// Nobody can tell: the job stays in doubt until a person settles it.
+    Unknown,
+}
+
+/// Runs one external tool of a host.
+pub trait ExternalHandler: Send + Sync {
+    /// Runs the effect; the text is the result shown with the decision. No database
+    /// lock is held while it runs.
+    fn call<'a>(&'a self, call: ExternalCall<'a>) -> BoxFuture<'a, Result<String, ExternalError>>;
+
+    /// "Did operation `call.operation_id` happen?", asked when a lease ran out with no
+    /// outcome. The default cannot tell.
+    fn reconcile<'a>(&'a self, call: ExternalCall<'a>) -> BoxFuture<'a, Reconciliation> {
+        let _ = call;
+        Box::pin(async { Reconciliation::Unknown })
+    }
+}
 
 /// A call of a local tool (the agent's own output, e.g. its report).
 #[derive(Debug, Clone, Copy)]
@@ -76,6 +151,19 @@ pub trait Host: Send + Sync {
 
     /// The entities it syncs between devices, if any.
     fn entities(&self) -> Option<&dyn HostEntities> {
+        None
+    }
+
+    /// Where `tool_name`'s effect lands; the wake records it on the item, so whoever
+    /// confirms it later needs no host. Default: in the database.
+    fn effect(&self, tool_name: &str) -> Effect {
+        let _ = tool_name;
+        Effect::Transactional
+    }
+
+    /// The handler of an external tool (see [`Effect::External`]), if the host has one.
+    fn external(&self, tool_name: &str) -> Option<&dyn ExternalHandler> {
+        let _ = tool_name;
         None
     }
 }

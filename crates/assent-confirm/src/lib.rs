@@ -14,6 +14,11 @@
 //!   [`ConfirmationBus`] (sub-agent), auto-approve (a standing grant), or refuse
 //!   (headless) — and its outcome applied through the confirmation service.
 //!
+//! - The execution ledger ([`Engine::run_due_jobs`]): a confirmed item of a tool whose
+//!   effect lies outside the database ([`Effect::External`]) becomes a job that an
+//!   executor of its host claims, runs through the host's [`ExternalHandler`] with no
+//!   lock held, and records: exactly once, or visibly in doubt.
+//!
 //! - [`AuditedExecutor`]: every path that runs a tool goes through it (policy again,
 //!   audit before and after, the handler in a savepoint).
 //!
@@ -27,6 +32,7 @@ mod confirmation;
 mod error;
 mod executor;
 mod host;
+mod ledger;
 mod scheduler;
 mod simple;
 mod strategy;
@@ -47,7 +53,11 @@ pub use confirmation::{
 };
 pub use error::ConfirmError;
 pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
-pub use host::{Host, LoadedState, LocalCall};
+pub use host::{
+    Effect, ExternalCall, ExternalError, ExternalHandler, Host, LoadedState, LocalCall,
+    Reconciliation,
+};
+pub use ledger::{HAPPENED_BY_PERSON, JobRun, JobSettings, Resolution};
 pub use scheduler::{
     CallResult, DEFAULT_EXECUTION_TIMEOUT, MAX_PROMPTS_PER_CALL, ScheduledCall, ScheduledWake,
     Scheduler, Session,
@@ -73,6 +83,7 @@ pub struct Engine {
     store: Store,
     registry: Arc<ToolRegistry>,
     host: Arc<dyn Host>,
+    jobs: JobSettings,
 }
 
 impl Engine {
@@ -83,6 +94,7 @@ impl Engine {
             store,
             registry,
             host,
+            jobs: JobSettings::default(),
         }
     }
 

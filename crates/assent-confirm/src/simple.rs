@@ -9,7 +9,7 @@
 //! tools, syncs no entities, and keeps every proposal (it has no state to compare
 //! with); a service that needs those implements [`Host`] itself.
 
-use crate::Host;
+use crate::{Effect, ExternalHandler, Host};
 use assent_domain::{Target, VectorClock};
 use assent_store::{AnyConnection, HostMigration};
 use assent_tools::{
@@ -55,16 +55,19 @@ pub struct SimpleHost {
     name: String,
     migrations: Vec<HostMigration>,
     handlers: Vec<(String, Box<dyn ToolHandler<AnyConnection>>)>,
+    externals: Vec<(String, bool, Box<dyn ExternalHandler>)>,
     resolver: Box<dyn CategoryResolver<AnyConnection>>,
 }
 
 impl std::fmt::Debug for SimpleHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let tools: Vec<&str> = self.handlers.iter().map(|(t, _)| t.as_str()).collect();
+        let externals: Vec<&str> = self.externals.iter().map(|(t, _, _)| t.as_str()).collect();
         f.debug_struct("SimpleHost")
             .field("name", &self.name)
             .field("migrations", &self.migrations.len())
             .field("tools", &tools)
+            .field("externals", &externals)
             .finish_non_exhaustive()
     }
 }
@@ -78,6 +81,7 @@ impl SimpleHost {
             name: name.into(),
             migrations: Vec::new(),
             handlers: Vec::new(),
+            externals: Vec::new(),
             resolver: Box::new(ClosureResolver(no_category)),
         }
     }
@@ -122,6 +126,23 @@ impl SimpleHost {
         self
     }
 
+    /// Runs `tool` outside the database with `handler` (an HTTP call, an e-mail): a
+    /// confirmed call becomes a job of the execution ledger, run by
+    /// [`Engine::run_due_jobs`](crate::Engine::run_due_jobs) with the operation id as
+    /// idempotency key. `idempotent`: running it twice with one key has the effect of
+    /// running it once (a job in doubt is then simply retried).
+    pub fn external(
+        mut self,
+        tool: impl Into<String>,
+        idempotent: bool,
+        handler: impl ExternalHandler + 'static,
+    ) -> Self {
+        let tool = tool.into();
+        self.externals.retain(|(name, _, _)| *name != tool);
+        self.externals.push((tool, idempotent, Box::new(handler)));
+        self
+    }
+
     /// Answers a target's category (checked against the agent's allowlist when a call
     /// is proposed and again before it runs): `Ok(None)` when the target has none or
     /// does not exist, and the call is denied.
@@ -158,6 +179,22 @@ impl Host for SimpleHost {
 
     fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
         self.resolver.as_ref()
+    }
+
+    fn effect(&self, tool_name: &str) -> Effect {
+        self.externals
+            .iter()
+            .find(|(name, _, _)| name == tool_name)
+            .map_or(Effect::Transactional, |&(_, idempotent, _)| {
+                Effect::External { idempotent }
+            })
+    }
+
+    fn external(&self, tool_name: &str) -> Option<&dyn ExternalHandler> {
+        self.externals
+            .iter()
+            .find(|(name, _, _)| name == tool_name)
+            .map(|(_, _, handler)| handler.as_ref())
     }
 }
 
@@ -345,6 +382,58 @@ mod tests {
         assert_eq!(body(&store).await, "final");
     }
 
+    /// Counts its calls and answers with the idempotency key it got.
+    struct Mailer(std::sync::atomic::AtomicU32);
+
+    impl ExternalHandler for Mailer {
+        fn call<'a>(
+            &'a self,
+            call: crate::ExternalCall<'a>,
+        ) -> BoxFuture<'a, Result<String, crate::ExternalError>> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let key = call.operation_id.as_str().to_owned();
+            Box::pin(async move { Ok(format!("sent with key {key}")) })
+        }
+    }
+
+    #[tokio::test]
+    async fn an_external_tool_is_confirmed_into_a_job_and_run_by_the_executor() {
+        let host = with_category(notes_host()).external("set_body", true, Mailer(0.into()));
+        assert_eq!(
+            host.effect("set_body"),
+            Effect::External { idempotent: true }
+        );
+        assert_eq!(host.effect("other"), Effect::Transactional);
+        let (store, engine) = engine(host).await;
+        let set = propose(&engine, "final").await.change_set.expect("a set");
+        let now = OffsetDateTime::now_utc();
+        let outcome = engine
+            .confirmations()
+            .confirm_item(set.id, 0, now)
+            .await
+            .expect("confirmed");
+        assert!(
+            matches!(outcome.execution, crate::ExecutionOutcome::Queued { .. }),
+            "{outcome:?}"
+        );
+        assert_eq!(
+            body(&store).await,
+            "draft",
+            "the transactional handler never runs"
+        );
+        let run = engine.run_due_jobs(now).await.expect("runs");
+        assert_eq!((run.claimed, run.applied), (1, 1), "{run:?}");
+        let mut conn = store.pool().acquire().await.expect("connection");
+        let job = assent_store::jobs::for_item(&mut conn, set.id, 0)
+            .await
+            .expect("read")
+            .expect("a job");
+        assert_eq!(
+            job.result,
+            Some(format!("sent with key {}", job.operation_id.as_str()))
+        );
+    }
+
     #[tokio::test]
     async fn a_failing_closure_keeps_nothing_it_wrote_and_the_item_pending() {
         let (store, engine) = engine(with_category(notes_host())).await;
@@ -418,7 +507,7 @@ mod tests {
         assert!(host.handler("delete").is_none());
         assert_eq!(
             format!("{host:?}"),
-            r#"SimpleHost { name: "notes", migrations: 1, tools: ["set_body", "archive"], .. }"#
+            r#"SimpleHost { name: "notes", migrations: 1, tools: ["set_body", "archive"], externals: [], .. }"#
         );
         let (store, engine) = engine(with_category(host)).await;
         let set = propose(&engine, "final")

@@ -1,10 +1,12 @@
 //! One agent wake: plan the tool calls, run what may run now, queue the rest.
 
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
-use crate::{ConfirmError, Engine, LocalCall};
+use crate::{ConfirmError, Effect, Engine, LocalCall};
 use assent_changeset::{CallPlan, ChangeSetBuilder, PlannerConfig, ToolCall, WakePlanner, reply};
 use assent_domain::{ChangeSet, OperationId, Target};
-use assent_store::{AnyConnection, StoreAuditSink, agents, change_sets, decisions, operations};
+use assent_store::{
+    AnyConnection, StoreAuditSink, agents, change_sets, decisions, jobs, operations,
+};
 use assent_tools::{AgentPolicy, ExecutionTarget, TargetCategory, ToolInvocation};
 use serde::Serialize;
 use serde_json::Value;
@@ -183,6 +185,7 @@ impl WakeService {
         if let Some(set) = &mut change_set {
             set.vector_clock.tick(self.engine.store.device_id());
             change_sets::insert(&mut tx, set, now).await?;
+            self.mark_external_items(&mut tx, set).await?;
         }
         tx.commit().await?;
         tracing::info!(
@@ -193,6 +196,26 @@ impl WakeService {
             change_set,
             responses,
         })
+    }
+
+    /// Records on each queued item of an external tool which host serves it, so a
+    /// process without that host can confirm it (into the execution ledger).
+    async fn mark_external_items(
+        &self,
+        conn: &mut AnyConnection,
+        set: &ChangeSet,
+    ) -> Result<(), ConfirmError> {
+        let host = &self.engine.host;
+        for (index, item) in set.items.iter().enumerate() {
+            if let Effect::External { idempotent } = host.effect(&item.tool_name) {
+                let external = jobs::ExternalItem {
+                    host: host.name().to_owned(),
+                    idempotent,
+                };
+                jobs::mark_external(conn, set.id, index, &external).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Runs a local tool at most once per run (a retried wake with the same run key
@@ -297,6 +320,7 @@ impl WakeService {
                 ExecutionOutcome::Failed { error } => {
                     format!("Error: {tool_name} failed: {error}. Nothing was changed.")
                 }
+                ExecutionOutcome::Queued { job_id, .. } => format!("Queued as job {job_id}."),
             });
         }
         if lines.is_empty() {

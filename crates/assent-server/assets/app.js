@@ -126,6 +126,16 @@
     const [open, waiting] = await Promise.all([api("GET", "/change-sets"), api("GET", "/confirmations")]);
     sets.clear();
     for (const set of open) sets.set(set.id, set);
+    // Sets resolved by a confirmation whose external run still needs watching or a
+    // person's answer (in doubt, failed) stay on the page.
+    let jobs = [];
+    try { jobs = await api("GET", "/jobs"); } catch (error) { jobs = []; }
+    const unsettled = new Set(jobs.filter((j) => j.status !== "applied").map((j) => j.changeSetId));
+    for (const id of unsettled) {
+      if (!sets.has(id)) {
+        try { sets.set(id, await api("GET", "/change-sets/" + encodeURIComponent(id))); } catch (error) { /* gone */ }
+      }
+    }
     requests.clear();
     for (const request of waiting) requests.set(request.correlationId, request);
     // Only the journal's targets (sets with a taskId) have a task to show beside them;
@@ -295,6 +305,7 @@
         item.reason ? el("span", { class: "change reason-text" }, "Reason: " + item.reason) : null),
       el("span", { class: "badge " + item.status }, item.status),
     );
+    if (item.execution) li.append(execution(set, item));
     if (OPEN.has(item.status)) {
       li.append(el("span", { class: "buttons" },
         el("button", { type: "button", class: "confirm", "data-focus-key": key + "/confirm", "aria-label": "Confirm: " + item.humanSummary, title: "Confirm", onclick: () => act(set, path + "/confirm") }, "✓"),
@@ -309,6 +320,37 @@
       }
     }
     return li;
+  }
+
+  // A confirmed item of a tool with an external effect: how its run stands, and what a
+  // person may do about it (settle one in doubt; retry or retract a failed one).
+  const RUN_LABELS = { approved: "approved", running: "running", applied: "applied", failed: "failed", inDoubt: "in doubt", retracted: "retracted" };
+
+  function execution(set, item) {
+    const run = item.execution;
+    const key = set.id + "/" + item.index + "/job";
+    const job = (verb, label, body) => el("button", { type: "button", "data-focus-key": key + "/" + label,
+      onclick: () => jobAct(set, run.jobId, "/" + verb, body) }, label);
+    const detail = run.status === "applied" ? run.result : run.lastError;
+    return el("span", { class: "execution " + run.status },
+      el("span", { class: "badge " + run.status }, "run: " + (RUN_LABELS[run.status] || run.status) + " (attempt " + run.attempts + ")"),
+      detail ? el("span", { class: "change" }, detail) : null,
+      run.status === "inDoubt" ? el("span", { class: "buttons" },
+        job("resolve", "It happened", { resolution: "happened" }),
+        job("resolve", "Run it again", { resolution: "rerun" })) : null,
+      run.status === "failed" ? el("span", { class: "buttons" },
+        job("retry", "Retry"),
+        job("retract", "Retract")) : null);
+  }
+
+  async function jobAct(set, jobId, suffix, body) {
+    show("");
+    try {
+      await api("POST", "/jobs/" + encodeURIComponent(jobId) + suffix, body === undefined ? {} : body);
+      await upsert(await api("GET", "/change-sets/" + encodeURIComponent(set.id)));
+    } catch (error) {
+      if (error.message !== "unauthorized") show(error.message);
+    }
   }
 
   function reasonForm(key, label, verb, submit, cancel) {

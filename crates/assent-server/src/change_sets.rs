@@ -9,7 +9,7 @@ use crate::auth::Principal;
 use crate::shapes::{SetView, confirm_all_json, confirmed_json};
 use crate::{AppState, ServerError};
 use assent_domain::{ChangeSet, ChangeSetStatus, Uuid};
-use assent_store::{change_sets, decisions};
+use assent_store::{change_sets, decisions, jobs};
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, Query, State};
@@ -51,13 +51,16 @@ pub(crate) async fn list_change_sets(
         Some(status) => change_sets::with_status(&mut conn, status, &filter).await?,
     };
     let mut decided = Vec::with_capacity(sets.len());
+    let mut ran = Vec::with_capacity(sets.len());
     for set in &sets {
         decided.push(decisions::for_change_set(&mut conn, set.id).await?);
+        ran.push(jobs::for_change_set(&mut conn, set.id).await?);
     }
     let views: Vec<SetView<'_>> = sets
         .iter()
         .zip(&decided)
-        .map(|(set, decided)| SetView::of(set).with_reasons(decided))
+        .zip(&ran)
+        .map(|((set, decided), ran)| SetView::of(set).with_reasons(decided).with_jobs(ran))
         .collect();
     ok(views)
 }
@@ -76,7 +79,8 @@ pub(crate) async fn show_change_set(
     if caller.confined_to().is_some_and(|own| own != set.agent_id) {
         return Err(ServerError::NotFound(format!("no change set {id}")));
     }
-    ok(SetView::of(&set).with_reasons(&decided))
+    let ran = jobs::for_change_set(&mut conn, id).await?;
+    ok(SetView::of(&set).with_reasons(&decided).with_jobs(&ran))
 }
 
 type ItemPath = Result<Path<(String, String)>, PathRejection>;

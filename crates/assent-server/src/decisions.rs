@@ -4,7 +4,8 @@
 use crate::api::{ApiResult, DEFAULT_DECISIONS, MAX_LIST, Params, TargetParams, ok, parse_limit};
 use crate::auth::Principal;
 use crate::{AppState, ServerError};
-use assent_store::{audit, decisions};
+use assent_domain::Verdict;
+use assent_store::{audit, decisions, jobs};
 use axum::extract::{Extension, Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -49,7 +50,20 @@ pub(crate) async fn list_decisions(
     let mut conn = state.connection().await?;
     let target = query.target.target()?;
     let list = decisions::recent(&mut conn, &agent, target.as_ref(), limit).await?;
-    ok(list)
+    // A confirmation of an external tool's item carries how its run stands.
+    let mut shown = Vec::with_capacity(list.len());
+    for decision in &list {
+        let mut value =
+            serde_json::to_value(decision).map_err(|e| ServerError::Internal(e.to_string()))?;
+        if decision.verdict == Verdict::Confirmed
+            && let Some(job) =
+                jobs::for_item(&mut conn, decision.change_set_id, decision.item_index).await?
+        {
+            value["execution"] = job.execution_json();
+        }
+        shown.push(value);
+    }
+    ok(shown)
 }
 
 /// `GET /api/history?agentId=&taskId=`: the prompt section as `text/plain` (empty when

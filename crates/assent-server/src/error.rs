@@ -94,7 +94,8 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         ConfirmError::ChangeSetNotFound(_)
         | ConfirmError::ItemNotFound { .. }
         | ConfirmError::UnknownCorrelationId(_)
-        | ConfirmError::GrantNotFound(_) => StatusCode::NOT_FOUND,
+        | ConfirmError::GrantNotFound(_)
+        | ConfirmError::JobNotFound(_) => StatusCode::NOT_FOUND,
         ConfirmError::Conflict(_)
         | ConfirmError::DuplicateCorrelationId(_)
         | ConfirmError::NoInteractiveSession => StatusCode::CONFLICT,

@@ -28,6 +28,7 @@ mod delegation;
 mod error;
 mod events;
 mod feed;
+mod jobs;
 mod page;
 pub mod shapes;
 mod sync;
@@ -74,6 +75,8 @@ pub struct ServerLimits {
     pub max_connections: usize,
     /// How often the change feed is read for writes by other processes.
     pub feed_interval: Duration,
+    /// How often the engine's host's due jobs (the execution ledger) are run.
+    pub jobs_interval: Duration,
 }
 
 impl Default for ServerLimits {
@@ -84,6 +87,7 @@ impl Default for ServerLimits {
             body_read_timeout: Duration::from_secs(30),
             max_connections: 512,
             feed_interval: Duration::from_secs(1),
+            jobs_interval: Duration::from_millis(500),
         }
     }
 }
@@ -228,6 +232,10 @@ impl Server {
                 "/change-sets/{id}/items/{index}/defer",
                 post(change_sets::defer_item),
             )
+            .route("/jobs", get(jobs::list))
+            .route("/jobs/{id}/resolve", post(jobs::resolve))
+            .route("/jobs/{id}/retry", post(jobs::retry))
+            .route("/jobs/{id}/retract", post(jobs::retract))
             .route("/audit", get(decisions::audit_trail))
             .route("/events", get(api::events))
             .route("/confirmations", get(delegation::list))
@@ -286,6 +294,13 @@ impl Server {
             events.clone(),
             self.limits.feed_interval,
         ));
+        // Confirmed items of the engine's host's external tools run within about one
+        // poll of their confirmation, from whichever process confirmed them.
+        let executor = tokio::spawn(jobs::execute(
+            self.state.engine.clone(),
+            events.clone(),
+            self.limits.jobs_interval,
+        ));
         let served = self.serve(listener, shutdown).await;
         // Serving can also end by failing; the forwarder and the feed end only when told.
         events.close();
@@ -296,6 +311,9 @@ impl Server {
         }
         if let Err(error) = feed.await {
             tracing::error!(%error, "the change feed follower failed");
+        }
+        if let Err(error) = executor.await {
+            tracing::error!(%error, "the job executor failed");
         }
         served
     }

@@ -6,6 +6,7 @@ use assent_confirm::{
     CallResult, ConfirmAllResult, ConfirmOutcome, ItemResult, ScheduledWake, WakeOutcome,
 };
 use assent_domain::{ChangeDecision, ChangeSet, OffsetDateTime, Uuid, Verdict};
+use assent_store::jobs::Job;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -29,6 +30,11 @@ pub struct SetItemView<'a> {
     /// [`SetView::with_reasons`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'a str>,
+    /// For a confirmed item of a tool with an external effect, how its run stands:
+    /// `{jobId, status: approved|running|applied|failed|inDoubt|retracted, attempts,
+    /// lastError, result}` (see [`SetView::with_jobs`]); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<Value>,
 }
 
 /// The id a journal task's views have always carried as `taskId`; absent for other
@@ -85,6 +91,7 @@ impl<'a> SetView<'a> {
                     status: item.status.as_str(),
                     before: item.before.as_ref(),
                     reason: None,
+                    execution: None,
                 })
                 .collect(),
         }
@@ -100,6 +107,20 @@ impl<'a> SetView<'a> {
                     Verdict::Rejected => decision.reason.as_deref(),
                     _ => None,
                 };
+            }
+        }
+        self
+    }
+}
+
+impl SetView<'_> {
+    /// The same view with each item's execution job (the set's, from
+    /// [`assent_store::jobs::for_change_set`]).
+    #[must_use]
+    pub fn with_jobs(mut self, jobs: &[Job]) -> Self {
+        for job in jobs {
+            if let Some(item) = self.items.get_mut(job.item_index) {
+                item.execution = Some(job.execution_json());
             }
         }
         self

@@ -1,5 +1,6 @@
 //! The change feed: which change sets were written, by any process, in order. Triggers
-//! fill it (migration 0005), so every write path, sync imports included, is seen; the
+//! fill it (migration 0005; a job's status change in the execution ledger too, 0009),
+//! so every write path, sync imports included, is seen; the
 //! review server reads it to tell open pages about writes made by a CLI run or another
 //! server.
 

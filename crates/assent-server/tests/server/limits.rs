@@ -15,6 +15,7 @@ fn quick_limits() -> ServerLimits {
         body_read_timeout: Duration::from_millis(300),
         max_connections: 2,
         feed_interval: Duration::from_millis(100),
+        ..ServerLimits::default()
     }
 }
 

@@ -9,6 +9,7 @@ mod browser;
 mod delegated;
 mod dialects;
 mod hosts;
+mod jobs;
 mod limits;
 mod roles;
 mod support;

@@ -1,0 +1,541 @@
+//! The execution ledger's engine side: running the jobs of confirmed items whose
+//! tool's effect lies outside the database ([`Effect::External`](crate::Effect)).
+//!
+//! An executor ([`Engine::run_due_jobs`]) works in three short transactions per job,
+//! none of which takes the writer lock, and holds none while the tool runs:
+//!
+//! 1. claim: the job becomes `running` with a lease and one more attempt; the policy
+//!    is checked again (a denial fails the job, audited) and the action is audited;
+//!    commit.
+//! 2. call the host's [`ExternalHandler`](crate::ExternalHandler) with the operation id
+//!    as idempotency key.
+//! 3. outcome: applied with its result (and the applied operation), or the error (due
+//!    again after a backoff, or failed), with the result audit record; commit.
+//!
+//! A crash between 1 and 3 leaves a `running` job whose lease runs out: the next
+//! executor marks it in doubt and asks the host to reconcile it. Nothing that may have
+//! happened runs again silently.
+
+use crate::executor::{AuditedExecutor, CatchUnwind, ExecutionRequest};
+use crate::host::{ExternalCall, ExternalError, Reconciliation};
+use crate::{ConfirmError, Engine};
+use assent_store::jobs::{self, Job, JobStatus};
+use assent_store::{AnyConnection, StoreAuditSink, agents, operations};
+use assent_tools::{
+    AgentPolicy, AuditKind, AuditRecord, AuditSink, ExecutionTarget, ToolInvocation,
+};
+use time::{Duration, OffsetDateTime};
+use uuid::Uuid;
+
+/// How an executor runs jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobSettings {
+    /// How long a claim holds: a call still running after it is given up (in doubt),
+    /// and a job whose executor died is found in doubt this long after its claim.
+    pub lease: Duration,
+    /// Attempts for retryable errors before the job fails (and again after a person
+    /// retries it).
+    pub attempt_limit: u32,
+    /// The wait after the first retryable error; it doubles per attempt.
+    pub backoff: Duration,
+    /// The longest wait between attempts.
+    pub max_backoff: Duration,
+}
+
+impl Default for JobSettings {
+    fn default() -> Self {
+        Self {
+            lease: Duration::seconds(60),
+            attempt_limit: 5,
+            backoff: Duration::seconds(2),
+            max_backoff: Duration::minutes(5),
+        }
+    }
+}
+
+impl JobSettings {
+    fn backoff_after(&self, attempt: u32) -> Duration {
+        let factor = 1_i32 << attempt.saturating_sub(1).min(16);
+        (self.backoff * factor).min(self.max_backoff)
+    }
+}
+
+/// What one [`Engine::run_due_jobs`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobRun {
+    /// Jobs claimed (each one attempt).
+    pub claimed: usize,
+    /// Jobs that took effect (by a call or a reconciliation).
+    pub applied: usize,
+    /// Jobs due again later after a retryable error.
+    pub retried: usize,
+    /// Jobs failed for good (permanent error, retries used up, policy denial).
+    pub failed: usize,
+    /// Jobs found in doubt (a lease ran out, or a call outlived its lease).
+    pub in_doubt: usize,
+    /// In-doubt jobs made due again (the host said it did not happen, or the tool is
+    /// idempotent).
+    pub rerun: usize,
+}
+
+/// How a person settles a job in doubt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// It happened: record it as applied.
+    Happened,
+    /// It did not (or running it again is fine): run it again.
+    Rerun,
+}
+
+/// The text recorded when a person settles a job as having happened.
+pub const HAPPENED_BY_PERSON: &str = "a person recorded that it happened";
+
+fn audit_record(job: &Job, kind: AuditKind, now: OffsetDateTime) -> AuditRecord {
+    AuditRecord {
+        operation_id: job.operation_id.clone(),
+        run_key: job.run_key.clone(),
+        tool_name: job.tool_name.clone(),
+        agent_id: job.agent_id.clone(),
+        target_kind: job.target.kind.clone(),
+        target_id: job.target.id.clone(),
+        kind,
+        args: job.args.clone(),
+        success: None,
+        detail: None,
+        vector_clock: None,
+        created_at: now,
+    }
+}
+
+async fn write_result(
+    conn: &mut AnyConnection,
+    job: &Job,
+    success: bool,
+    detail: &str,
+    now: OffsetDateTime,
+) {
+    let record = AuditRecord {
+        success: Some(success),
+        detail: Some(detail.to_owned()),
+        ..audit_record(job, AuditKind::Result, now)
+    };
+    if let Err(error) = StoreAuditSink.record(conn, &record).await {
+        tracing::warn!(job = %job.id, %error, "audit write failed; the outcome stands");
+    }
+}
+
+/// Records job `job`'s effect as applied with `result` (the call's, a reconciliation's
+/// or a person's), with its applied operation and result audit record.
+async fn record_applied(
+    conn: &mut AnyConnection,
+    job: &Job,
+    result: &str,
+    now: OffsetDateTime,
+) -> Result<bool, ConfirmError> {
+    if !jobs::record_applied(conn, job.id, job.attempts, result, now).await? {
+        return Ok(false);
+    }
+    operations::record_applied(
+        conn,
+        &job.operation_id,
+        &job.tool_name,
+        &job.target,
+        result,
+        now,
+    )
+    .await?;
+    write_result(conn, job, true, result, now).await;
+    Ok(true)
+}
+
+enum Claim {
+    Nothing,
+    /// Claimed and settled at once (refused by policy, unknown tool).
+    Settled,
+    Ready(Box<Job>),
+}
+
+impl Engine {
+    /// Uses `settings` for the jobs this engine runs.
+    pub fn with_job_settings(mut self, settings: JobSettings) -> Self {
+        self.jobs = settings;
+        self
+    }
+
+    /// The settings of this engine's executor.
+    pub fn job_settings(&self) -> JobSettings {
+        self.jobs
+    }
+
+    /// Runs what is due for this engine's host: in-doubt jobs are reconciled, then due
+    /// jobs are claimed and run one by one (see the module documentation). Returns the
+    /// counts. Any process with the host's handlers may call it, as often as it likes;
+    /// an idle call is one read.
+    #[tracing::instrument(skip(self), fields(host = self.host.name()))]
+    pub async fn run_due_jobs(&self, now: OffsetDateTime) -> Result<JobRun, ConfirmError> {
+        let host = self.host.name();
+        let mut run = JobRun::default();
+        {
+            let mut conn = self.store.pool().acquire().await?;
+            if !jobs::any_due(&mut conn, host, now).await? {
+                return Ok(run);
+            }
+        }
+        let mut tx = self.store.begin_claim().await?;
+        let expired = jobs::expire_leases(&mut tx, host, now).await?;
+        tx.commit().await?;
+        for job in &expired {
+            tracing::warn!(job = %job.id, tool = %job.tool_name, attempt = job.attempts, "lease ran out with no outcome: in doubt");
+        }
+        run.in_doubt += expired.len();
+        let in_doubt = {
+            let mut conn = self.store.pool().acquire().await?;
+            jobs::in_doubt_due(&mut conn, host, now).await?
+        };
+        for job in in_doubt {
+            self.reconcile(job, now, &mut run).await?;
+        }
+        loop {
+            match self.claim(now, &mut run).await? {
+                Claim::Nothing => break,
+                Claim::Settled => {}
+                Claim::Ready(job) => self.execute_job(*job, now, &mut run).await?,
+            }
+        }
+        Ok(run)
+    }
+
+    fn external_call<'a>(job: &'a Job) -> ExternalCall<'a> {
+        ExternalCall {
+            operation_id: &job.operation_id,
+            tool_name: &job.tool_name,
+            args: &job.args,
+            target: &job.target,
+            agent_id: &job.agent_id,
+            attempt: job.attempts,
+        }
+    }
+
+    #[tracing::instrument(skip_all, fields(job = %job.id, tool = %job.tool_name, operation_id = %job.operation_id))]
+    async fn reconcile(
+        &self,
+        job: Job,
+        now: OffsetDateTime,
+        run: &mut JobRun,
+    ) -> Result<(), ConfirmError> {
+        let answer = match self.host.external(&job.tool_name) {
+            Some(handler) => handler.reconcile(Self::external_call(&job)).await,
+            None => Reconciliation::Unknown,
+        };
+        let mut tx = self.store.begin_claim().await?;
+        match answer {
+            Reconciliation::Happened(result) => {
+                tracing::info!("reconciled: it happened");
+                if record_applied(&mut tx, &job, &result, now).await? {
+                    run.applied += 1;
+                }
+            }
+            Reconciliation::DidNotHappen => {
+                tracing::info!("reconciled: it did not happen; due again");
+                if jobs::transition(
+                    &mut tx,
+                    job.id,
+                    JobStatus::InDoubt,
+                    JobStatus::Approved,
+                    None,
+                    0,
+                    now,
+                )
+                .await?
+                {
+                    run.rerun += 1;
+                }
+            }
+            Reconciliation::Unknown if job.idempotent => {
+                tracing::info!("idempotent tool: due again");
+                if jobs::transition(
+                    &mut tx,
+                    job.id,
+                    JobStatus::InDoubt,
+                    JobStatus::Approved,
+                    None,
+                    0,
+                    now,
+                )
+                .await?
+                {
+                    run.rerun += 1;
+                }
+            }
+            Reconciliation::Unknown => {
+                tracing::info!("the host cannot tell: stays in doubt for a person");
+                jobs::postpone(&mut tx, job.id, now + self.jobs.lease).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Claims the next due job, checks the policy and audits the action, in one short
+    /// transaction.
+    #[tracing::instrument(skip_all)]
+    async fn claim(&self, now: OffsetDateTime, run: &mut JobRun) -> Result<Claim, ConfirmError> {
+        let mut tx = self.store.begin_claim().await?;
+        let Some(job) = jobs::claim_next(&mut tx, self.host.name(), now, self.jobs.lease).await?
+        else {
+            tx.commit().await?;
+            return Ok(Claim::Nothing);
+        };
+        run.claimed += 1;
+        tracing::info!(job = %job.id, tool = %job.tool_name, attempt = job.attempts, "job claimed");
+        let Some(spec) = self.registry.get(&job.tool_name) else {
+            let error = format!("unknown tool {:?}", job.tool_name);
+            jobs::record_error(&mut tx, job.id, job.attempts, &error, None, now).await?;
+            write_result(&mut tx, &job, false, &error, now).await;
+            tx.commit().await?;
+            run.failed += 1;
+            return Ok(Claim::Settled);
+        };
+        let policy = agents::policy(&mut tx, &job.agent_id)
+            .await?
+            .unwrap_or_else(AgentPolicy::default);
+        let request = ExecutionRequest {
+            policy: &policy,
+            spec,
+            handler: None,
+            invocation: ToolInvocation {
+                tool_name: job.tool_name.clone(),
+                operation_id: job.operation_id.clone(),
+                args: job.args.clone(),
+                run_key: job.run_key.clone(),
+                target: ExecutionTarget {
+                    agent_id: job.agent_id.clone(),
+                    target: job.target.clone(),
+                },
+                now,
+            },
+            confirmed_by_person: true,
+            already_true: None,
+            now,
+        };
+        let executor = AuditedExecutor::new(self.host.resolver(), &StoreAuditSink);
+        if let Some(reason) = executor.policy_denial(&mut tx, &request).await {
+            tracing::info!(%reason, "policy denied the job");
+            let record = AuditRecord {
+                detail: Some(reason.clone()),
+                success: Some(false),
+                ..AuditedExecutor::record(&request, AuditKind::PolicyDenied)
+            };
+            executor.write_audit(&mut tx, record).await;
+            let error = format!("denied by policy: {reason}");
+            jobs::record_error(&mut tx, job.id, job.attempts, &error, None, now).await?;
+            tx.commit().await?;
+            run.failed += 1;
+            return Ok(Claim::Settled);
+        }
+        executor
+            .write_audit(
+                &mut tx,
+                AuditedExecutor::record(&request, AuditKind::Action),
+            )
+            .await;
+        tx.commit().await?;
+        Ok(Claim::Ready(Box::new(job)))
+    }
+
+    /// Calls the tool with no transaction open, then records the outcome.
+    #[tracing::instrument(skip_all, fields(job = %job.id, tool = %job.tool_name, operation_id = %job.operation_id, attempt = job.attempts))]
+    async fn execute_job(
+        &self,
+        job: Job,
+        now: OffsetDateTime,
+        run: &mut JobRun,
+    ) -> Result<(), ConfirmError> {
+        let lease = std::time::Duration::try_from(self.jobs.lease).unwrap_or_default();
+        let outcome = match self.host.external(&job.tool_name) {
+            None => Some(Err(ExternalError::Permanent(format!(
+                "host {} has no external handler for {}",
+                self.host.name(),
+                job.tool_name
+            )))),
+            Some(handler) => {
+                let call = CatchUnwind(handler.call(Self::external_call(&job)));
+                match tokio::time::timeout(lease, call).await {
+                    Ok(Ok(result)) => Some(result),
+                    Ok(Err(panic)) => Some(Err(ExternalError::Permanent(panic))),
+                    Err(_) => None,
+                }
+            }
+        };
+        self.record_outcome(&job, outcome, now, run).await
+    }
+
+    #[tracing::instrument(skip_all, fields(job = %job.id))]
+    async fn record_outcome(
+        &self,
+        job: &Job,
+        outcome: Option<Result<String, ExternalError>>,
+        now: OffsetDateTime,
+        run: &mut JobRun,
+    ) -> Result<(), ConfirmError> {
+        let mut tx = self.store.begin_claim().await?;
+        let landed = match outcome {
+            None => {
+                let why = format!(
+                    "the call did not finish within the lease ({} s): the effect may have happened",
+                    self.jobs.lease.whole_seconds()
+                );
+                tracing::warn!("{why}");
+                let landed =
+                    jobs::record_in_doubt(&mut tx, job.id, job.attempts, &why, now).await?;
+                run.in_doubt += usize::from(landed);
+                landed
+            }
+            Some(Ok(result)) => {
+                let landed = record_applied(&mut tx, job, &result, now).await?;
+                tracing::info!(landed, "job applied");
+                run.applied += usize::from(landed);
+                landed
+            }
+            Some(Err(error)) => {
+                let retry_at = match &error {
+                    ExternalError::Retryable(_) if job.attempts < job.attempt_limit => {
+                        Some(now + self.jobs.backoff_after(job.attempts))
+                    }
+                    _ => None,
+                };
+                let text = error.to_string();
+                tracing::warn!(error = %text, retry = retry_at.is_some(), "job call failed");
+                let landed =
+                    jobs::record_error(&mut tx, job.id, job.attempts, &text, retry_at, now).await?;
+                if landed {
+                    write_result(&mut tx, job, false, &text, now).await;
+                    if retry_at.is_some() {
+                        run.retried += 1;
+                    } else {
+                        run.failed += 1;
+                    }
+                }
+                landed
+            }
+        };
+        if !landed {
+            tracing::warn!(
+                "the attempt no longer owns the job (settled meanwhile); outcome dropped"
+            );
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn require_job(&self, conn: &mut AnyConnection, id: Uuid) -> Result<Job, ConfirmError> {
+        jobs::load(conn, id)
+            .await?
+            .ok_or(ConfirmError::JobNotFound(id))
+    }
+
+    /// Settles job `id`, which must be in doubt: a person says it happened (recorded as
+    /// applied) or that it should run again. A conflict when it is not in doubt.
+    #[tracing::instrument(skip(self))]
+    pub async fn resolve_job(
+        &self,
+        id: Uuid,
+        resolution: Resolution,
+        now: OffsetDateTime,
+    ) -> Result<Job, ConfirmError> {
+        let mut tx = self.store.begin_claim().await?;
+        let job = self.require_job(&mut tx, id).await?;
+        let settled = job.status == JobStatus::InDoubt
+            && match resolution {
+                Resolution::Happened => {
+                    record_applied(&mut tx, &job, HAPPENED_BY_PERSON, now).await?
+                }
+                Resolution::Rerun => {
+                    jobs::transition(
+                        &mut tx,
+                        id,
+                        JobStatus::InDoubt,
+                        JobStatus::Approved,
+                        None,
+                        0,
+                        now,
+                    )
+                    .await?
+                }
+            };
+        if !settled {
+            return Err(ConfirmError::Conflict(format!(
+                "job {id} is {}, not in doubt",
+                job.status.label()
+            )));
+        }
+        let job = self.require_job(&mut tx, id).await?;
+        tx.commit().await?;
+        tracing::info!(?resolution, "job in doubt settled by a person");
+        Ok(job)
+    }
+
+    /// Runs failed job `id` again, with a fresh retry budget. A conflict when it has
+    /// not failed.
+    #[tracing::instrument(skip(self))]
+    pub async fn retry_job(&self, id: Uuid, now: OffsetDateTime) -> Result<Job, ConfirmError> {
+        self.leave_failed(id, JobStatus::Approved, self.jobs.attempt_limit, now)
+            .await
+    }
+
+    /// Withdraws failed job `id`: it never runs. A conflict when it has not failed.
+    #[tracing::instrument(skip(self))]
+    pub async fn retract_job(&self, id: Uuid, now: OffsetDateTime) -> Result<Job, ConfirmError> {
+        self.leave_failed(id, JobStatus::Retracted, 0, now).await
+    }
+
+    async fn leave_failed(
+        &self,
+        id: Uuid,
+        to: JobStatus,
+        extra_attempts: u32,
+        now: OffsetDateTime,
+    ) -> Result<Job, ConfirmError> {
+        let mut tx = self.store.begin_claim().await?;
+        let job = self.require_job(&mut tx, id).await?;
+        if !jobs::transition(
+            &mut tx,
+            id,
+            JobStatus::Failed,
+            to,
+            None,
+            extra_attempts,
+            now,
+        )
+        .await?
+        {
+            return Err(ConfirmError::Conflict(format!(
+                "job {id} is {}, not failed",
+                job.status.label()
+            )));
+        }
+        let job = self.require_job(&mut tx, id).await?;
+        tx.commit().await?;
+        tracing::info!(status = %job.status, "failed job settled by a person");
+        Ok(job)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_up_to_its_cap() {
+        let settings = JobSettings {
+            backoff: Duration::seconds(2),
+            max_backoff: Duration::seconds(10),
+            ..JobSettings::default()
+        };
+        assert_eq!(settings.backoff_after(1), Duration::seconds(2));
+        assert_eq!(settings.backoff_after(2), Duration::seconds(4));
+        assert_eq!(settings.backoff_after(3), Duration::seconds(8));
+        assert_eq!(settings.backoff_after(4), Duration::seconds(10));
+        assert_eq!(settings.backoff_after(40), Duration::seconds(10));
+    }
+}

@@ -1,0 +1,619 @@
+//! The execution ledger: one job per confirmed item whose tool's effect lies outside
+//! the database (an HTTP call, an e-mail, an MCP server's tool).
+//!
+//! A job moves `approved` → `running` (claimed with a lease, committed before the
+//! call) → `applied` or, on an error, back to `approved` (a retry, later) or `failed`.
+//! A `running` job whose lease ran out with no outcome is `inDoubt`: the effect may or
+//! may not have happened, and nothing runs it again until the host reconciles it or a
+//! person settles it. Every transition is a conditional `UPDATE` on the status it
+//! leaves (and, for outcomes, on the attempt that claimed it), so two executors, a
+//! late outcome and a person's answer can race without a job running twice at once or
+//! an outcome landing on the wrong attempt. None of them needs the writer lock: run
+//! them in [`crate::Store::begin_claim`]'s transaction.
+
+use crate::{Backend, StoreError, timefmt};
+use assent_domain::{OperationId, Target};
+use serde_json::Value;
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
+use std::fmt;
+use std::str::FromStr;
+use time::{Duration, OffsetDateTime};
+use uuid::Uuid;
+
+const TABLE: &str = "execution_jobs";
+
+/// Where a job stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobStatus {
+    /// Confirmed, waiting for an executor of its host.
+    Approved,
+    /// Claimed: an executor holds its lease and may be calling the tool now.
+    Running,
+    /// The effect happened; the result is recorded.
+    Applied,
+    /// It failed for good (a permanent error, or retries used up); a person may retry
+    /// or retract it.
+    Failed,
+    /// A lease ran out with no outcome: the effect may have happened.
+    InDoubt,
+    /// A person withdrew a failed job; it never runs.
+    Retracted,
+}
+
+impl JobStatus {
+    /// The name in the database and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approved => "approved",
+            Self::Running => "running",
+            Self::Applied => "applied",
+            Self::Failed => "failed",
+            Self::InDoubt => "inDoubt",
+            Self::Retracted => "retracted",
+        }
+    }
+
+    /// Words for a person (`in doubt`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::InDoubt => "in doubt",
+            other => other.as_str(),
+        }
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobStatus {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "approved" => Self::Approved,
+            "running" => Self::Running,
+            "applied" => Self::Applied,
+            "failed" => Self::Failed,
+            "inDoubt" => Self::InDoubt,
+            "retracted" => Self::Retracted,
+            other => return Err(format!("unknown job status {other:?}")),
+        })
+    }
+}
+
+/// One job of the ledger.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// Its id.
+    pub id: Uuid,
+    /// The item's operation id: the idempotency key handed to the tool.
+    pub operation_id: OperationId,
+    /// The confirmed item's set.
+    pub change_set_id: Uuid,
+    /// The item's index in its set.
+    pub item_index: usize,
+    /// The host whose executors run it ([`Host::name`](../../assent_confirm)).
+    pub host: String,
+    /// The tool.
+    pub tool_name: String,
+    /// The arguments to run it with (a person's edit when there was one).
+    pub args: Value,
+    /// The agent that proposed it.
+    pub agent_id: String,
+    /// What it is about.
+    pub target: Target,
+    /// The run that proposed it.
+    pub run_key: String,
+    /// The host declared the tool idempotent: a job in doubt is simply retried.
+    pub idempotent: bool,
+    /// Where it stands.
+    pub status: JobStatus,
+    /// Claims so far (the number of the current or last attempt).
+    pub attempts: u32,
+    /// Retryable errors are retried while `attempts` is below this.
+    pub attempt_limit: u32,
+    /// How often a lease ran out on it with no outcome.
+    pub doubts: u32,
+    /// The last error, or why it is in doubt.
+    pub last_error: Option<String>,
+    /// The tool's result text once applied.
+    pub result: Option<String>,
+    /// When it may be claimed (next attempt).
+    pub due_at: OffsetDateTime,
+    /// When the last attempt started.
+    pub started_at: Option<OffsetDateTime>,
+    /// Until when the last claim holds.
+    pub lease_until: Option<OffsetDateTime>,
+    /// When the item was confirmed.
+    pub created_at: OffsetDateTime,
+    /// The last transition.
+    pub updated_at: OffsetDateTime,
+}
+
+impl Job {
+    /// The job as `assent jobs --json` and the API list it: `id`, `changeSetId`,
+    /// `itemIndex`, `toolName`, `args`, `status`, `attempts`, `lastError`.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "id": self.id,
+            "changeSetId": self.change_set_id,
+            "itemIndex": self.item_index,
+            "toolName": self.tool_name,
+            "args": self.args,
+            "status": self.status.as_str(),
+            "attempts": self.attempts,
+            "lastError": self.last_error,
+        })
+    }
+
+    /// How its item's execution stands, as item views show it beside the item's own
+    /// status: `jobId`, `status`, `attempts`, `lastError`, `result`.
+    pub fn execution_json(&self) -> Value {
+        serde_json::json!({
+            "jobId": self.id,
+            "status": self.status.as_str(),
+            "attempts": self.attempts,
+            "lastError": self.last_error,
+            "result": self.result,
+        })
+    }
+}
+
+/// How an item's effect lands, as the wake recorded it (see [`mark_external`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalItem {
+    /// The host that serves it.
+    pub host: String,
+    /// The host declared the tool idempotent.
+    pub idempotent: bool,
+}
+
+/// Records that item `index` of set `change_set_id` has an external effect served by
+/// `host` (the wake does, in its transaction). Items never marked are transactional.
+pub async fn mark_external(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    index: usize,
+    item: &ExternalItem,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE change_items SET effect = $1, host = $2 WHERE change_set_id = $3 AND item_index = $4",
+    )
+    .bind(if item.idempotent {
+        "externalIdempotent"
+    } else {
+        "external"
+    })
+    .bind(&item.host)
+    .bind(change_set_id.to_string())
+    .bind(index as i64)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The external effect of an item, or `None` when it is transactional.
+pub async fn external_item(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    index: usize,
+) -> Result<Option<ExternalItem>, StoreError> {
+    let row = sqlx::query(
+        "SELECT effect, host FROM change_items WHERE change_set_id = $1 AND item_index = $2",
+    )
+    .bind(change_set_id.to_string())
+    .bind(index as i64)
+    .fetch_optional(conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let effect: Option<String> = row.try_get("effect")?;
+    let host: Option<String> = row.try_get("host")?;
+    Ok(match (effect, host) {
+        (Some(effect), Some(host)) => Some(ExternalItem {
+            host,
+            idempotent: effect == "externalIdempotent",
+        }),
+        _ => None,
+    })
+}
+
+/// Inserts a new job (the confirming transaction does, beside the decision).
+#[tracing::instrument(skip_all, fields(job = %job.id, operation_id = %job.operation_id))]
+pub async fn insert(conn: &mut AnyConnection, job: &Job) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO execution_jobs (id, operation_id, change_set_id, item_index, host, tool_name, args,
+             agent_id, target_kind, target_id, run_key, idempotent, status, attempts, attempt_limit,
+             doubts, last_error, result, due_at, started_at, lease_until, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)",
+    )
+    .bind(job.id.to_string())
+    .bind(job.operation_id.as_str())
+    .bind(job.change_set_id.to_string())
+    .bind(job.item_index as i64)
+    .bind(&job.host)
+    .bind(&job.tool_name)
+    .bind(job.args.to_string())
+    .bind(&job.agent_id)
+    .bind(&job.target.kind)
+    .bind(&job.target.id)
+    .bind(&job.run_key)
+    .bind(i64::from(job.idempotent))
+    .bind(job.status.as_str())
+    .bind(i64::from(job.attempts))
+    .bind(i64::from(job.attempt_limit))
+    .bind(i64::from(job.doubts))
+    .bind(job.last_error.as_deref())
+    .bind(job.result.as_deref())
+    .bind(timefmt::format(job.due_at))
+    .bind(job.started_at.map(timefmt::format))
+    .bind(job.lease_until.map(timefmt::format))
+    .bind(timefmt::format(job.created_at))
+    .bind(timefmt::format(job.updated_at))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+fn count(row: &AnyRow, column: &str) -> Result<u32, StoreError> {
+    let value: i64 = row.try_get(column)?;
+    u32::try_from(value).map_err(|e| StoreError::corrupt(TABLE, format!("{column}: {e}")))
+}
+
+fn decode(row: &AnyRow) -> Result<Job, StoreError> {
+    let corrupt = |e: String| StoreError::corrupt(TABLE, e);
+    let uuid = |column: &str| -> Result<Uuid, StoreError> {
+        let text: String = row.try_get(column)?;
+        Uuid::parse_str(&text).map_err(|e| corrupt(e.to_string()))
+    };
+    let time = |column: &str| -> Result<Option<OffsetDateTime>, StoreError> {
+        let text: Option<String> = row.try_get(column)?;
+        text.map(|t| timefmt::parse(TABLE, &t)).transpose()
+    };
+    let required = |column: &str| -> Result<OffsetDateTime, StoreError> {
+        time(column)?.ok_or_else(|| corrupt(format!("{column} is empty")))
+    };
+    let args: String = row.try_get("args")?;
+    let status: String = row.try_get("status")?;
+    let index: i64 = row.try_get("item_index")?;
+    let idempotent: i64 = row.try_get("idempotent")?;
+    Ok(Job {
+        id: uuid("id")?,
+        operation_id: OperationId::from_stored(row.try_get("operation_id")?),
+        change_set_id: uuid("change_set_id")?,
+        item_index: usize::try_from(index).map_err(|e| corrupt(e.to_string()))?,
+        host: row.try_get("host")?,
+        tool_name: row.try_get("tool_name")?,
+        args: serde_json::from_str(&args).map_err(|e| corrupt(e.to_string()))?,
+        agent_id: row.try_get("agent_id")?,
+        target: Target::new(
+            row.try_get::<String, _>("target_kind")?,
+            row.try_get::<String, _>("target_id")?,
+        ),
+        run_key: row.try_get("run_key")?,
+        idempotent: idempotent != 0,
+        status: status.parse().map_err(corrupt)?,
+        attempts: count(row, "attempts")?,
+        attempt_limit: count(row, "attempt_limit")?,
+        doubts: count(row, "doubts")?,
+        last_error: row.try_get("last_error")?,
+        result: row.try_get("result")?,
+        due_at: required("due_at")?,
+        started_at: time("started_at")?,
+        lease_until: time("lease_until")?,
+        created_at: required("created_at")?,
+        updated_at: required("updated_at")?,
+    })
+}
+
+/// The job with `id`.
+pub async fn load(conn: &mut AnyConnection, id: Uuid) -> Result<Option<Job>, StoreError> {
+    let row = sqlx::query("SELECT * FROM execution_jobs WHERE id = $1")
+        .bind(id.to_string())
+        .fetch_optional(conn)
+        .await?;
+    row.as_ref().map(decode).transpose()
+}
+
+/// The jobs of one set's items, by item index.
+pub async fn for_change_set(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+) -> Result<Vec<Job>, StoreError> {
+    let rows =
+        sqlx::query("SELECT * FROM execution_jobs WHERE change_set_id = $1 ORDER BY item_index")
+            .bind(change_set_id.to_string())
+            .fetch_all(conn)
+            .await?;
+    rows.iter().map(decode).collect()
+}
+
+/// The job of item `index` of set `change_set_id`, if it has one.
+pub async fn for_item(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    index: usize,
+) -> Result<Option<Job>, StoreError> {
+    let row =
+        sqlx::query("SELECT * FROM execution_jobs WHERE change_set_id = $1 AND item_index = $2")
+            .bind(change_set_id.to_string())
+            .bind(index as i64)
+            .fetch_optional(conn)
+            .await?;
+    row.as_ref().map(decode).transpose()
+}
+
+/// Every job (retracted ones only when `include_retracted`), oldest first, at most
+/// `limit`.
+pub async fn list(
+    conn: &mut AnyConnection,
+    include_retracted: bool,
+    limit: u32,
+) -> Result<Vec<Job>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT * FROM execution_jobs WHERE ($1 = 1 OR status <> 'retracted')
+         ORDER BY created_at, id LIMIT $2",
+    )
+    .bind(i64::from(include_retracted))
+    .bind(i64::from(limit))
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(decode).collect()
+}
+
+macro_rules! lease_ran_out {
+    () => {
+        "SELECT id FROM execution_jobs WHERE host = $1 AND status = 'running' AND lease_until < $2 ORDER BY lease_until"
+    };
+}
+macro_rules! next_due {
+    () => {
+        "SELECT id FROM execution_jobs WHERE host = $1 AND status = 'approved' AND due_at <= $2 ORDER BY due_at, id LIMIT 1"
+    };
+}
+const LEASE_RAN_OUT: &str = lease_ran_out!();
+/// [`LEASE_RAN_OUT`] on a shared PostgreSQL: concurrent executors skip each other's rows.
+const LEASE_RAN_OUT_SKIP_LOCKED: &str = concat!(lease_ran_out!(), " FOR UPDATE SKIP LOCKED");
+const NEXT_DUE: &str = next_due!();
+/// [`NEXT_DUE`] on a shared PostgreSQL.
+const NEXT_DUE_SKIP_LOCKED: &str = concat!(next_due!(), " FOR UPDATE SKIP LOCKED");
+
+/// Marks the running jobs of `host` whose lease ran out before `now` as in doubt and
+/// returns them. An executor calls it before claiming.
+#[tracing::instrument(skip(conn))]
+pub async fn expire_leases(
+    conn: &mut AnyConnection,
+    host: &str,
+    now: OffsetDateTime,
+) -> Result<Vec<Job>, StoreError> {
+    let now_text = timefmt::format(now);
+    let ids: Vec<String> = sqlx::query_scalar(match Backend::of(conn) {
+        Backend::Sqlite => LEASE_RAN_OUT,
+        Backend::Postgres => LEASE_RAN_OUT_SKIP_LOCKED,
+    })
+    .bind(host)
+    .bind(&now_text)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut expired = Vec::with_capacity(ids.len());
+    for id in ids {
+        let changed = sqlx::query(
+            "UPDATE execution_jobs SET status = 'inDoubt', doubts = doubts + 1, updated_at = $1, due_at = $1,
+                 last_error = 'the executor stopped before recording an outcome: the effect may have happened'
+             WHERE id = $2 AND status = 'running' AND lease_until < $1",
+        )
+        .bind(&now_text)
+        .bind(&id)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+        if changed == 1 {
+            let id = Uuid::parse_str(&id).map_err(|e| StoreError::corrupt(TABLE, e))?;
+            if let Some(job) = load(conn, id).await? {
+                expired.push(job);
+            }
+        }
+    }
+    Ok(expired)
+}
+
+/// Claims the next due approved job of `host`: `running`, one more attempt, leased
+/// until `now + lease`. On PostgreSQL concurrent claimers skip each other's rows.
+#[tracing::instrument(skip(conn))]
+pub async fn claim_next(
+    conn: &mut AnyConnection,
+    host: &str,
+    now: OffsetDateTime,
+    lease: Duration,
+) -> Result<Option<Job>, StoreError> {
+    let now_text = timefmt::format(now);
+    let id: Option<String> = sqlx::query_scalar(match Backend::of(conn) {
+        Backend::Sqlite => NEXT_DUE,
+        Backend::Postgres => NEXT_DUE_SKIP_LOCKED,
+    })
+    .bind(host)
+    .bind(&now_text)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(id) = id else { return Ok(None) };
+    let changed = sqlx::query(
+        "UPDATE execution_jobs SET status = 'running', attempts = attempts + 1, started_at = $1,
+             lease_until = $2, updated_at = $1
+         WHERE id = $3 AND status = 'approved'",
+    )
+    .bind(&now_text)
+    .bind(timefmt::format(now + lease))
+    .bind(&id)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if changed == 0 {
+        return Ok(None);
+    }
+    let id = Uuid::parse_str(&id).map_err(|e| StoreError::corrupt(TABLE, e))?;
+    load(conn, id).await
+}
+
+/// Records that attempt `attempt` of job `id` took effect with `result`. Lands while
+/// that attempt is running or in doubt (a late outcome settles the doubt); returns
+/// false otherwise (a person settled it meanwhile, or a later attempt owns it).
+pub async fn record_applied(
+    conn: &mut AnyConnection,
+    id: Uuid,
+    attempt: u32,
+    result: &str,
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let changed = sqlx::query(
+        "UPDATE execution_jobs SET status = 'applied', result = $1, lease_until = NULL, updated_at = $2
+         WHERE id = $3 AND attempts = $4 AND status IN ('running', 'inDoubt')",
+    )
+    .bind(result)
+    .bind(timefmt::format(now))
+    .bind(id.to_string())
+    .bind(i64::from(attempt))
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(changed == 1)
+}
+
+/// Records that attempt `attempt` of running job `id` failed with `error`: due again at
+/// `retry_at` when given, otherwise failed. Returns false when that attempt no longer
+/// owns the job.
+pub async fn record_error(
+    conn: &mut AnyConnection,
+    id: Uuid,
+    attempt: u32,
+    error: &str,
+    retry_at: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let now_text = timefmt::format(now);
+    let changed = sqlx::query(
+        "UPDATE execution_jobs SET status = $1, last_error = $2, due_at = $3, lease_until = NULL, updated_at = $4
+         WHERE id = $5 AND attempts = $6 AND status = 'running'",
+    )
+    .bind(if retry_at.is_some() {
+        JobStatus::Approved.as_str()
+    } else {
+        JobStatus::Failed.as_str()
+    })
+    .bind(error)
+    .bind(retry_at.map_or_else(|| now_text.clone(), timefmt::format))
+    .bind(&now_text)
+    .bind(id.to_string())
+    .bind(i64::from(attempt))
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(changed == 1)
+}
+
+/// Marks attempt `attempt` of running job `id` in doubt at once (its call outlived the
+/// lease, so nobody knows whether it happened).
+pub async fn record_in_doubt(
+    conn: &mut AnyConnection,
+    id: Uuid,
+    attempt: u32,
+    why: &str,
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let changed = sqlx::query(
+        "UPDATE execution_jobs SET status = 'inDoubt', doubts = doubts + 1, last_error = $1, updated_at = $2, due_at = $2
+         WHERE id = $3 AND attempts = $4 AND status = 'running'",
+    )
+    .bind(why)
+    .bind(timefmt::format(now))
+    .bind(id.to_string())
+    .bind(i64::from(attempt))
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(changed == 1)
+}
+
+/// Moves job `id` from `from` to `to` (approved ones become due at `now`; `result` is
+/// kept when given; `extra_attempts` raises the retry budget). Returns false when the
+/// job is not in `from`.
+pub async fn transition(
+    conn: &mut AnyConnection,
+    id: Uuid,
+    from: JobStatus,
+    to: JobStatus,
+    result: Option<&str>,
+    extra_attempts: u32,
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let now_text = timefmt::format(now);
+    let changed = sqlx::query(
+        "UPDATE execution_jobs SET status = $1, result = COALESCE($2, result), due_at = $3, updated_at = $3,
+             attempt_limit = CASE WHEN attempts + $4 > attempt_limit THEN attempts + $4 ELSE attempt_limit END,
+             lease_until = NULL
+         WHERE id = $5 AND status = $6",
+    )
+    .bind(to.as_str())
+    .bind(result)
+    .bind(&now_text)
+    .bind(i64::from(extra_attempts))
+    .bind(id.to_string())
+    .bind(from.as_str())
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(changed == 1)
+}
+
+/// The in-doubt jobs of `host` due for a reconciliation (one just gone in doubt, or
+/// one whose host could not tell a while ago: see [`postpone`]).
+pub async fn in_doubt_due(
+    conn: &mut AnyConnection,
+    host: &str,
+    now: OffsetDateTime,
+) -> Result<Vec<Job>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT * FROM execution_jobs WHERE host = $1 AND status = 'inDoubt' AND due_at <= $2
+         ORDER BY due_at, id",
+    )
+    .bind(host)
+    .bind(timefmt::format(now))
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(decode).collect()
+}
+
+/// Asks again about in-doubt job `id` no sooner than `until`.
+pub async fn postpone(
+    conn: &mut AnyConnection,
+    id: Uuid,
+    until: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE execution_jobs SET due_at = $1 WHERE id = $2 AND status = 'inDoubt'")
+        .bind(timefmt::format(until))
+        .bind(id.to_string())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Whether any job of `host` is due or its lease ran out: a read, so an idle executor
+/// polling every second never takes a lock.
+pub async fn any_due(
+    conn: &mut AnyConnection,
+    host: &str,
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let found: Option<String> = sqlx::query_scalar(
+        "SELECT id FROM execution_jobs WHERE host = $1
+           AND ((status IN ('approved', 'inDoubt') AND due_at <= $2) OR (status = 'running' AND lease_until < $2))
+         LIMIT 1",
+    )
+    .bind(host)
+    .bind(timefmt::format(now))
+    .fetch_optional(conn)
+    .await?;
+    Ok(found.is_some())
+}
