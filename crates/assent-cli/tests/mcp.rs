@@ -5,8 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
-use assent_domain::{OffsetDateTime, Uuid};
-use assent_mcp::{Gateway, GatewayOptions, QUEUED, Upstream};
+use assent_domain::Uuid;
+use assent_mcp::QUEUED;
 use assent_store::{Store, change_sets};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::RunningService;
@@ -15,7 +15,6 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 
 fn target_dir() -> PathBuf {
@@ -108,30 +107,38 @@ fn set_id(reply: &str) -> Uuid {
     reply[start..start + 36].parse().expect("a uuid")
 }
 
-/// Confirms through the engine API of a second gateway of the same server (the
-/// process that can reach the upstream runs the call; see the ledger seam).
-async fn confirm_in_process(db: &str, upstream: &[String], set: Uuid) -> String {
-    let store = Store::open(db).await.expect("the store");
-    let (command, args) = upstream.split_first().expect("a command");
-    let upstream = Arc::new(Upstream::spawn(command, args).await.expect("the upstream"));
-    let options = GatewayOptions {
-        server: "notes".into(),
-        agent: "bot".into(),
-        category: "mcp".into(),
-        wait: None,
-    };
-    let gateway = Gateway::open(store.clone(), upstream, options)
-        .await
-        .expect("a gateway");
-    let outcome = gateway
-        .engine()
-        .confirmations()
-        .confirm_item(set, 0, OffsetDateTime::now_utc())
-        .await
-        .expect("confirmed");
-    let message = outcome.message().to_owned();
-    store.close().await;
-    message
+/// Confirms item 0 of `set` with `assent confirm`, a process that has no MCP host and
+/// reaches no upstream: the decision and an execution job are recorded, and the running
+/// gateway's executor makes the call; waits (at most 10 s) until `path` holds
+/// `expected`, which it must then keep (the call runs once).
+async fn confirm_and_see(db: &str, set: Uuid, path: &std::path::Path, expected: &str) {
+    let out = assent(db, &["confirm", &set.to_string(), "0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("Approved"), "{said}");
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(path).ok().as_deref() != Some(expected) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the gateway never ran the approved call: {:?}",
+            std::fs::read_to_string(path).ok()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A second run would append or write again within the gateway's next ticks.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        std::fs::read_to_string(path).ok().as_deref(),
+        Some(expected),
+        "the approved call ran more than once"
+    );
+    let jobs = assent(db, &["--json", "jobs", "--all"]);
+    let jobs = String::from_utf8_lossy(&jobs.stdout);
+    assert!(jobs.contains("\"applied\""), "{jobs}");
 }
 
 #[tokio::test]
@@ -172,9 +179,7 @@ async fn read_only_passes_a_write_waits_for_a_person_and_runs_once_when_confirme
         .expect_err("an unknown tool is an error");
     assert!(unknown.to_string().contains("drop_table"), "{unknown}");
 
-    let message = confirm_in_process(&s.db, &upstream, set_id(&reply)).await;
-    assert!(message.contains("Appended"), "{message}");
-    assert_eq!(std::fs::read_to_string(&note).expect("written"), "one\n");
+    confirm_and_see(&s.db, set_id(&reply), &note, "one\n").await;
     client.cancel().await.expect("the client leaves");
 }
 
@@ -297,7 +302,6 @@ async fn the_npm_filesystem_server_reads_at_once_and_writes_after_confirmation()
     let reply = text(&queued);
     assert!(reply.starts_with(QUEUED), "{reply}");
     assert!(!target.exists(), "queued, not written");
-    confirm_in_process(&s.db, &upstream, set_id(&reply)).await;
-    assert_eq!(std::fs::read_to_string(&target).expect("written"), "hi");
+    confirm_and_see(&s.db, set_id(&reply), &target, "hi").await;
     client.cancel().await.expect("the client leaves");
 }

@@ -7,6 +7,7 @@ use crate::upstream::{Upstream, UpstreamCaller};
 use assent_changeset::parse_tool_calls;
 use assent_confirm::{Engine, WakeRequest};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, Verdict};
+use assent_store::jobs::{self, JobStatus};
 use assent_store::{Store, agents, change_sets, decisions, operations};
 use assent_tools::RuleAction;
 use rmcp::model::{
@@ -85,8 +86,24 @@ impl Gateway {
         }
         drop(conn);
         let registry = registry(upstream.tools())?;
+        let idempotent = upstream
+            .tools()
+            .iter()
+            .filter(|tool| {
+                tool.annotations
+                    .as_ref()
+                    .and_then(|a| a.idempotent_hint)
+                    .unwrap_or(false)
+            })
+            .map(|tool| tool.name.to_string())
+            .collect();
         let caller = Arc::new(UpstreamCaller::new(upstream));
-        let host = McpHost::new(&options.server, &options.category, caller.clone());
+        let host = McpHost::new(
+            &options.server,
+            &options.category,
+            caller.clone(),
+            idempotent,
+        );
         let target = host.target();
         let engine = Engine::open(store, Arc::new(registry), Arc::new(host)).await?;
         Ok(Self {
@@ -104,11 +121,13 @@ impl Gateway {
         &self.inner.engine
     }
 
-    /// Runs the gateway's periodic work; called at least once a second while it serves.
-    /// With the execution ledger this is where `engine.run_due_jobs(now)` runs approved
-    /// calls of this server; today a confirmation runs the call inline.
+    /// Runs the gateway's periodic work; called at least five times a second while it
+    /// serves: the execution ledger's jobs of this server (approved by a person from
+    /// anywhere) run here, so a confirmation takes effect within a second.
     pub async fn tick(&self, now: OffsetDateTime) {
-        let _ = now;
+        if let Err(error) = self.inner.engine.run_due_jobs(now).await {
+            tracing::error!(%error, "running this server's approved calls failed");
+        }
     }
 
     /// The upstream's tools the agent may see: every one its rules do not deny.
@@ -260,6 +279,26 @@ impl Gateway {
         match item.status {
             ChangeItemStatus::Pending | ChangeItemStatus::Deferred => Ok(None),
             ChangeItemStatus::Confirmed => {
+                if let Some(job) = jobs::for_item(&mut conn, set.id, 0).await? {
+                    return Ok(match job.status {
+                        JobStatus::Applied => Some(
+                            self.inner
+                                .caller
+                                .take_result(&job.operation_id)
+                                .unwrap_or_else(|| {
+                                    CallToolResult::success(vec![ContentBlock::text(
+                                        job.result.unwrap_or_default(),
+                                    )])
+                                }),
+                        ),
+                        JobStatus::Failed | JobStatus::Retracted => Some(error_result(format!(
+                            "Approved, but the call failed: {}",
+                            job.last_error.as_deref().unwrap_or("no error recorded")
+                        ))),
+                        // Approved, running or in doubt: keep waiting.
+                        _ => None,
+                    });
+                }
                 let operation = OperationId::for_proposal(
                     &set.run_key,
                     &item.tool_name,

@@ -1,20 +1,23 @@
 //! The engine's host for MCP calls: target kind `mcp`, one target per server.
 //!
-//! THE LEDGER SEAM: until the execution ledger lands, a confirmed call runs inline,
-//! inside the confirming transaction, through [`InlineUpstream`] (a `ToolHandler` over
-//! [`UpstreamCaller::call`]). With the ledger, [`McpHost`] declares every tool
-//! `Effect::External` (idempotent when the tool's `idempotentHint` says so) and returns
-//! the caller from `external()`; `handler()` then returns `None`, and the gateway's
-//! tick runs `engine.run_due_jobs(now)`.
+//! Every tool's effect lies outside the database, so [`McpHost`] declares it
+//! `Effect::External` (idempotent when the tool's `idempotentHint` says so): a
+//! confirmation, from whatever process, records the decision and an execution job, and
+//! the gateway's executor (`Gateway::tick`, `engine.run_due_jobs`) runs the upstream
+//! call through [`UpstreamCaller`] with the item's operation id as the idempotency key —
+//! exactly once, or visibly in doubt. A read-only tool called at once still runs inline
+//! in the wake ([`InlineUpstream`]), like any immediate call.
 
 use crate::catalog::TARGET_KIND;
 use crate::upstream::UpstreamCaller;
-use assent_confirm::Host;
+use crate::upstream::UpstreamError;
+use assent_confirm::{Effect, ExternalCall, ExternalError, ExternalHandler, Host, Reconciliation};
 use assent_domain::{Target, VectorClock};
 use assent_store::AnyConnection;
 use assent_tools::{
     BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
 };
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The host's name for server `server`: `mcp_` and the name with every character
@@ -27,8 +30,7 @@ pub fn host_name(server: &str) -> String {
     format!("mcp_{tail}")
 }
 
-/// Runs a confirmed (or immediate) call on the upstream inline: the one adapter the
-/// execution ledger replaces.
+/// Runs an immediate (read-only) call on the upstream inline, within the wake.
 #[derive(Debug)]
 pub struct InlineUpstream(pub Arc<UpstreamCaller>);
 
@@ -61,25 +63,59 @@ impl ToolHandler<AnyConnection> for InlineUpstream {
     }
 }
 
+/// Runs an approved call on the upstream for the execution ledger, with the item's
+/// operation id as the idempotency key and no database lock held.
+#[derive(Debug)]
+pub struct LedgerUpstream(pub Arc<UpstreamCaller>);
+
+impl ExternalHandler for LedgerUpstream {
+    fn call<'a>(&'a self, call: ExternalCall<'a>) -> BoxFuture<'a, Result<String, ExternalError>> {
+        Box::pin(async move {
+            self.0
+                .call(call.operation_id, call.tool_name, call.args)
+                .await
+                .map_err(|error| match error {
+                    UpstreamError::Retryable(text) => ExternalError::Retryable(text),
+                    UpstreamError::Permanent(text) => ExternalError::Permanent(text),
+                })
+        })
+    }
+
+    fn reconcile<'a>(&'a self, _call: ExternalCall<'a>) -> BoxFuture<'a, Reconciliation> {
+        // MCP has no way to ask a server whether a call happened.
+        Box::pin(async { Reconciliation::Unknown })
+    }
+}
+
 /// The host of one gated MCP server: see the module documentation.
 #[derive(Debug)]
 pub struct McpHost {
     name: String,
     resolver: ServerCategory,
     inline: InlineUpstream,
+    ledger: LedgerUpstream,
+    idempotent: BTreeSet<String>,
 }
 
 impl McpHost {
     /// The host of server `server`, whose target (`mcp`, `server`) has `category`, and
-    /// whose calls `caller` runs.
-    pub fn new(server: &str, category: &str, caller: Arc<UpstreamCaller>) -> Self {
+    /// whose calls `caller` runs; the tools named in `idempotent` (their
+    /// `idempotentHint`) are simply run again when a crash leaves them in doubt.
+    pub fn new(
+        server: &str,
+        category: &str,
+        caller: Arc<UpstreamCaller>,
+        idempotent: BTreeSet<String>,
+    ) -> Self {
         Self {
             name: host_name(server),
             resolver: ServerCategory {
                 server: server.to_owned(),
                 category: category.to_owned(),
             },
-            inline: InlineUpstream(caller),
+            inline: InlineUpstream(caller.clone()),
+            ledger: LedgerUpstream(caller),
+            idempotent,
         }
     }
 
@@ -96,6 +132,16 @@ impl Host for McpHost {
 
     fn handler(&self, _tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
         Some(&self.inline)
+    }
+
+    fn effect(&self, tool_name: &str) -> Effect {
+        Effect::External {
+            idempotent: self.idempotent.contains(tool_name),
+        }
+    }
+
+    fn external(&self, _tool_name: &str) -> Option<&dyn ExternalHandler> {
+        Some(&self.ledger)
     }
 
     fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {

@@ -9,9 +9,9 @@
 //! - [`Upstream`]: the child server, its tools, and calls of them.
 //! - [`UpstreamCaller`]: the upstream call shaped as the execution ledger's external
 //!   handler (operation id as idempotency key, retryable or permanent errors).
-//! - [`McpHost`]: the engine's [`assent_confirm::Host`] for target kind `mcp`; today it
-//!   runs a confirmed call inline through [`InlineUpstream`], the one adapter to swap
-//!   for the ledger's `external()` and `run_due_jobs`.
+//! - [`McpHost`]: the engine's [`assent_confirm::Host`] for target kind `mcp`: every
+//!   tool's effect is external, so a confirmed call runs through the execution ledger
+//!   ([`LedgerUpstream`]); an immediate read-only call runs inline ([`InlineUpstream`]).
 //! - [`Gateway`]: the MCP server the client talks to; [`run`] wires it all together.
 
 mod catalog;
@@ -23,5 +23,5 @@ mod upstream;
 pub use catalog::{TARGET_KIND, registry, route};
 pub use error::McpError;
 pub use gateway::{Gateway, GatewayOptions, QUEUED, run};
-pub use host::{InlineUpstream, McpHost, host_name};
+pub use host::{InlineUpstream, LedgerUpstream, McpHost, host_name};
 pub use upstream::{Upstream, UpstreamCaller, UpstreamError, result_text};
