@@ -103,6 +103,19 @@ async fn a_process_without_the_host_confirms_and_the_host_runs_it_once() {
     );
     assert_eq!(job(&app.store, id).await.status, JobStatus::Approved);
     assert_eq!(receiver.effects.lock().unwrap().len(), 0, "nothing ran yet");
+    let history = |engine: &Engine| {
+        let engine = engine.clone();
+        async move {
+            engine
+                .confirmations()
+                .history(AGENT, None, 20)
+                .await
+                .unwrap()
+                .unwrap_or_default()
+        }
+    };
+    let said = history(&app.engine).await;
+    assert!(said.contains("— confirmed (run: approved)"), "{said}");
     let again = app.engine.confirmations().confirm_item(set, 0, now).await;
     assert!(matches!(again, Err(ConfirmError::Conflict(_))), "{again:?}");
 
@@ -123,6 +136,8 @@ async fn a_process_without_the_host_confirms_and_the_host_runs_it_once() {
     assert_eq!(done.result.as_deref(), Some("receiver said posted"));
     assert_eq!(done.attempts, 1);
     assert_eq!(receiver.count(done.operation_id.as_str()), 1);
+    let said = history(&app.engine).await;
+    assert!(said.contains("— confirmed (run: applied)"), "{said}");
     assert_eq!(http.run_due_jobs(now).await.unwrap(), Default::default());
     assert_eq!(receiver.count(done.operation_id.as_str()), 1, "once");
 

@@ -23,7 +23,15 @@ fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn line(decision: &ChangeDecision) -> String {
+fn line(decision: &ChangeDecision, run: Option<&str>) -> String {
+    let line = verdict_line(decision);
+    match run {
+        Some(run) => format!("{line} ({})", one_line(run)),
+        None => line,
+    }
+}
+
+fn verdict_line(decision: &ChangeDecision) -> String {
     let subject = one_line(&format!(
         "{}: {}",
         decision.tool_name, decision.human_summary
@@ -69,13 +77,27 @@ fn cut(text: String, max: usize) -> String {
 /// line that no longer fits whole is cut to the room left, ending the section. `None`
 /// only when there is nothing to show.
 pub fn render_history(decisions: &[ChangeDecision]) -> Option<String> {
+    render_history_with_runs(decisions, |_| None)
+}
+
+/// [`render_history`], with what became of each confirmed call whose effect lies
+/// outside the database: `run_of` names it (e.g. `run: applied`, `run: failed: …`), and
+/// it follows the decision on its line. Decisions it says nothing about read as
+/// [`render_history`] renders them.
+pub fn render_history_with_runs(
+    decisions: &[ChangeDecision],
+    run_of: impl Fn(&ChangeDecision) -> Option<String>,
+) -> Option<String> {
     // The estimate rounds characters up to tokens, so staying within this many
     // characters keeps the whole section within the token budget.
     let budget = MAX_HISTORY_TOKENS * 4;
     let mut text = format!("{HISTORY_HEADING}\n\n{INTRO}\n");
     let mut shown = 0;
     for decision in decisions.iter().take(MAX_HISTORY_ENTRIES) {
-        let next = cut(line(decision), MAX_HISTORY_LINE_CHARS);
+        let next = cut(
+            line(decision, run_of(decision).as_deref()),
+            MAX_HISTORY_LINE_CHARS,
+        );
         // One character for the newline before the line.
         let room = budget.saturating_sub(text.chars().count() + 1);
         let fits = next.chars().count() <= room;
@@ -227,5 +249,26 @@ mod tests {
             prop_assert!(estimate_tokens(&text) <= MAX_HISTORY_TOKENS, "{} tokens", estimate_tokens(&text));
             prop_assert!(text.lines().filter(|l| l.starts_with("- ")).count() <= MAX_HISTORY_ENTRIES);
         }
+    }
+
+    #[test]
+    fn a_run_follows_its_decision_and_other_lines_read_as_before() {
+        let mut confirmed = decision(Verdict::Confirmed, "Refund 25 EUR", None, None);
+        confirmed.id = Uuid::from_u128(1);
+        let rejected = decision(Verdict::Rejected, "Refund 90 EUR", Some("no"), None);
+        let both = [confirmed.clone(), rejected.clone()];
+        let plain = render_history(&both).expect("a section");
+        let with_runs = render_history_with_runs(&both, |d| {
+            (d.id == confirmed.id).then(|| "run: failed: the\nbank said no".to_owned())
+        })
+        .expect("a section");
+        assert_eq!(
+            with_runs,
+            plain.replacen(
+                "— confirmed",
+                "— confirmed (run: failed: the bank said no)",
+                1
+            )
+        );
     }
 }

@@ -37,6 +37,9 @@ pub use calls::{ToolArguments, ToolCall, parse_tool_calls};
 pub use definitions::tool_definitions;
 pub use dialect::{CallOrigin, Dialect, ParsedCalls, derived_gemini_id, parse_calls};
 pub use error::ChangesetError;
-pub use history::{HISTORY_HEADING, MAX_HISTORY_ENTRIES, MAX_HISTORY_TOKENS, render_history};
+pub use history::{
+    HISTORY_HEADING, MAX_HISTORY_ENTRIES, MAX_HISTORY_TOKENS, render_history,
+    render_history_with_runs,
+};
 pub use planner::{CallPlan, PlannedCall, PlannerConfig, WakePlanner};
 pub use replies::{CallReply, reply_messages};

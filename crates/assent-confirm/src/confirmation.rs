@@ -668,6 +668,25 @@ impl ConfirmationService {
             .await
             .map_err(ConfirmError::from)?;
         let decisions = assent_store::decisions::recent(&mut conn, agent_id, target, limit).await?;
-        Ok(crate::render_history(&decisions))
+        // What became of the confirmed calls that ran outside the database: the model
+        // learns that an approved refund failed, not only that it was approved.
+        let confirmed: Vec<(Uuid, usize)> = decisions
+            .iter()
+            .filter(|d| d.verdict == Verdict::Confirmed)
+            .map(|d| (d.change_set_id, d.item_index))
+            .collect();
+        let runs = jobs::runs_of(&mut conn, &confirmed).await?;
+        Ok(assent_changeset::render_history_with_runs(
+            &decisions,
+            |d| {
+                let (.., status, error) = runs
+                    .iter()
+                    .find(|(set, index, ..)| (*set, *index) == (d.change_set_id, d.item_index))?;
+                Some(match (status, error) {
+                    (jobs::JobStatus::Failed, Some(error)) => format!("run: failed: {error}"),
+                    (status, _) => format!("run: {}", status.label()),
+                })
+            },
+        ))
     }
 }

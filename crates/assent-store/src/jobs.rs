@@ -331,6 +331,45 @@ pub async fn for_change_set(
     rows.iter().map(decode).collect()
 }
 
+/// The status and last error of the jobs of the items `items` name (set, index), in
+/// one query: what the decision history shows beside a confirmed external item.
+pub async fn runs_of(
+    conn: &mut AnyConnection,
+    items: &[(Uuid, usize)],
+) -> Result<Vec<(Uuid, usize, JobStatus, Option<String>)>, StoreError> {
+    let mut sets: Vec<String> = items.iter().map(|(set, _)| set.to_string()).collect();
+    sets.sort_unstable();
+    sets.dedup();
+    if sets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let placeholders: Vec<String> = (1..=sets.len()).map(|n| format!("${n}")).collect();
+    let sql = format!(
+        "SELECT change_set_id, item_index, status, last_error FROM execution_jobs WHERE change_set_id IN ({})",
+        placeholders.join(", ")
+    );
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for set in &sets {
+        query = query.bind(set.as_str());
+    }
+    let mut runs = Vec::new();
+    for row in query.fetch_all(conn).await? {
+        let set: String = row.try_get("change_set_id")?;
+        let set = Uuid::parse_str(&set).map_err(|e| StoreError::corrupt(TABLE, e))?;
+        let index: i64 = row.try_get("item_index")?;
+        let index = usize::try_from(index).map_err(|e| StoreError::corrupt(TABLE, e))?;
+        if !items.contains(&(set, index)) {
+            continue;
+        }
+        let status: String = row.try_get("status")?;
+        let status = status
+            .parse::<JobStatus>()
+            .map_err(|e| StoreError::corrupt(TABLE, e))?;
+        runs.push((set, index, status, row.try_get("last_error")?));
+    }
+    Ok(runs)
+}
+
 /// The job of item `index` of set `change_set_id`, if it has one.
 pub async fn for_item(
     conn: &mut AnyConnection,
