@@ -530,3 +530,28 @@ pub fn dialect_fixture(name: &str) -> String {
     );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
+
+/// The fields of a job in `assent jobs --json` and `GET /api/jobs` (a contract others
+/// script against), sorted.
+pub const JOB_FIELDS: [&str; 8] = [
+    "args",
+    "attempts",
+    "changeSetId",
+    "id",
+    "itemIndex",
+    "lastError",
+    "status",
+    "toolName",
+];
+
+/// The keys of the JSON object `value`, sorted.
+pub fn sorted_keys(value: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = value
+        .as_object()
+        .expect("a JSON object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    keys
+}

@@ -670,19 +670,14 @@ impl ConfirmationService {
         let decisions = assent_store::decisions::recent(&mut conn, agent_id, target, limit).await?;
         // What became of the confirmed calls that ran outside the database: the model
         // learns that an approved refund failed, not only that it was approved.
-        let confirmed: Vec<(Uuid, usize)> = decisions
-            .iter()
-            .filter(|d| d.verdict == Verdict::Confirmed)
-            .map(|d| (d.change_set_id, d.item_index))
-            .collect();
-        let runs = jobs::runs_of(&mut conn, &confirmed).await?;
+        let runs = jobs::for_confirmations(&mut conn, &decisions).await?;
         Ok(assent_changeset::render_history_with_runs(
             &decisions,
             |d| {
-                let (.., status, error) = runs
+                let job = runs
                     .iter()
-                    .find(|(set, index, ..)| (*set, *index) == (d.change_set_id, d.item_index))?;
-                Some(match (status, error) {
+                    .find(|j| (j.change_set_id, j.item_index) == (d.change_set_id, d.item_index))?;
+                Some(match (job.status, &job.last_error) {
                     (jobs::JobStatus::Failed, Some(error)) => format!("run: failed: {error}"),
                     (status, _) => format!("run: {}", status.label()),
                 })

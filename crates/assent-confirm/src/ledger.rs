@@ -126,6 +126,25 @@ async fn write_result(
 
 /// Records job `job`'s effect as applied with `result` (the call's, a reconciliation's
 /// or a person's), with its applied operation and result audit record.
+/// Makes job `job`, in doubt, due again: it is safe (or, for an idempotent tool,
+/// harmless) to run it once more. False when it is no longer in doubt.
+async fn due_again(
+    conn: &mut AnyConnection,
+    job: &Job,
+    now: OffsetDateTime,
+) -> Result<bool, ConfirmError> {
+    Ok(jobs::transition(
+        conn,
+        job.id,
+        JobStatus::InDoubt,
+        JobStatus::Approved,
+        None,
+        0,
+        now,
+    )
+    .await?)
+}
+
 async fn record_applied(
     conn: &mut AnyConnection,
     job: &Job,
@@ -237,33 +256,13 @@ impl Engine {
             }
             Reconciliation::DidNotHappen => {
                 tracing::info!("reconciled: it did not happen; due again");
-                if jobs::transition(
-                    &mut tx,
-                    job.id,
-                    JobStatus::InDoubt,
-                    JobStatus::Approved,
-                    None,
-                    0,
-                    now,
-                )
-                .await?
-                {
+                if due_again(&mut tx, &job, now).await? {
                     run.rerun += 1;
                 }
             }
             Reconciliation::Unknown if job.idempotent => {
                 tracing::info!("idempotent tool: due again");
-                if jobs::transition(
-                    &mut tx,
-                    job.id,
-                    JobStatus::InDoubt,
-                    JobStatus::Approved,
-                    None,
-                    0,
-                    now,
-                )
-                .await?
-                {
+                if due_again(&mut tx, &job, now).await? {
                     run.rerun += 1;
                 }
             }

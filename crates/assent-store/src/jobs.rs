@@ -12,7 +12,7 @@
 //! them in [`crate::Store::begin_claim`]'s transaction.
 
 use crate::{Backend, StoreError, timefmt};
-use assent_domain::{OperationId, Target};
+use assent_domain::{ChangeDecision, OperationId, Target, Verdict};
 use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
@@ -331,12 +331,18 @@ pub async fn for_change_set(
     rows.iter().map(decode).collect()
 }
 
-/// The status and last error of the jobs of the items `items` name (set, index), in
-/// one query: what the decision history shows beside a confirmed external item.
-pub async fn runs_of(
+/// The jobs of the items that `decisions` confirmed, in one query (an item without a
+/// job, a transactional one, has none in the answer): what decision lists and the
+/// decision history show beside a confirmed external call.
+pub async fn for_confirmations(
     conn: &mut AnyConnection,
-    items: &[(Uuid, usize)],
-) -> Result<Vec<(Uuid, usize, JobStatus, Option<String>)>, StoreError> {
+    decisions: &[ChangeDecision],
+) -> Result<Vec<Job>, StoreError> {
+    let items: Vec<(Uuid, usize)> = decisions
+        .iter()
+        .filter(|d| d.verdict == Verdict::Confirmed)
+        .map(|d| (d.change_set_id, d.item_index))
+        .collect();
     let mut sets: Vec<String> = items.iter().map(|(set, _)| set.to_string()).collect();
     sets.sort_unstable();
     sets.dedup();
@@ -345,29 +351,21 @@ pub async fn runs_of(
     }
     let placeholders: Vec<String> = (1..=sets.len()).map(|n| format!("${n}")).collect();
     let sql = format!(
-        "SELECT change_set_id, item_index, status, last_error FROM execution_jobs WHERE change_set_id IN ({})",
+        "SELECT * FROM execution_jobs WHERE change_set_id IN ({})",
         placeholders.join(", ")
     );
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for set in &sets {
         query = query.bind(set.as_str());
     }
-    let mut runs = Vec::new();
+    let mut found = Vec::new();
     for row in query.fetch_all(conn).await? {
-        let set: String = row.try_get("change_set_id")?;
-        let set = Uuid::parse_str(&set).map_err(|e| StoreError::corrupt(TABLE, e))?;
-        let index: i64 = row.try_get("item_index")?;
-        let index = usize::try_from(index).map_err(|e| StoreError::corrupt(TABLE, e))?;
-        if !items.contains(&(set, index)) {
-            continue;
+        let job = decode(&row)?;
+        if items.contains(&(job.change_set_id, job.item_index)) {
+            found.push(job);
         }
-        let status: String = row.try_get("status")?;
-        let status = status
-            .parse::<JobStatus>()
-            .map_err(|e| StoreError::corrupt(TABLE, e))?;
-        runs.push((set, index, status, row.try_get("last_error")?));
     }
-    Ok(runs)
+    Ok(found)
 }
 
 /// The job of item `index` of set `change_set_id`, if it has one.

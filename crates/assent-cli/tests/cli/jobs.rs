@@ -50,26 +50,7 @@ async fn the_cli_confirms_an_external_item_lists_its_job_and_settles_it_in_doubt
     );
     let listed = cli.json(&["jobs"], "");
     let job = &listed[0];
-    let mut fields: Vec<&str> = job
-        .as_object()
-        .expect("object")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    fields.sort_unstable();
-    assert_eq!(
-        fields,
-        [
-            "args",
-            "attempts",
-            "changeSetId",
-            "id",
-            "itemIndex",
-            "lastError",
-            "status",
-            "toolName"
-        ]
-    );
+    assert_eq!(assent_tests::sorted_keys(job), assent_tests::JOB_FIELDS);
     assert_eq!(job["status"], "approved");
     assert_eq!(job["toolName"], TOOL);
     assert_eq!(job["changeSetId"], Value::String(set.clone()));

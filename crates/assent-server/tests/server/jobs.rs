@@ -94,26 +94,7 @@ async fn a_confirmed_external_item_runs_within_two_seconds_and_shows_its_run() {
     let (status, jobs) = call(Method::GET, "/api/jobs".to_owned(), json!({})).await;
     assert_eq!(status, 200, "{jobs}");
     let job = &jobs[0];
-    let mut fields: Vec<&str> = job
-        .as_object()
-        .expect("object")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    fields.sort_unstable();
-    assert_eq!(
-        fields,
-        [
-            "args",
-            "attempts",
-            "changeSetId",
-            "id",
-            "itemIndex",
-            "lastError",
-            "status",
-            "toolName"
-        ]
-    );
+    assert_eq!(assent_tests::sorted_keys(job), assent_tests::JOB_FIELDS);
     assert_eq!(
         (job["status"].as_str(), job["attempts"].as_u64()),
         (Some("applied"), Some(1))
