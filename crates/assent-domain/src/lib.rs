@@ -13,12 +13,15 @@
 //! - [`ChangeDecision`]: a person's verdict on one item, kept as history.
 //! - [`VectorClock`]: causality between devices for sync.
 //! - [`OperationId`] and [`canonical_json`]: deterministic operation ids (ADR 0004).
+//! - [`head_and_tail`] and [`one_line`]: agent text as a reviewer sees it, cut at both
+//!   ends and on one line, never hidden.
 
 mod canonical;
 mod change_set;
 mod decision;
 mod error;
 mod operation_id;
+mod shown;
 mod status;
 mod target;
 mod vector_clock;
@@ -28,6 +31,7 @@ pub use change_set::{ChangeItem, ChangeSet, MAX_ITEMS_PER_SET, NewChangeSet};
 pub use decision::{ChangeDecision, MAX_REASON_CHARS, clean_reason};
 pub use error::DomainError;
 pub use operation_id::OperationId;
+pub use shown::{head_and_tail, misleads, one_line};
 pub use status::{ChangeItemStatus, ChangeSetStatus, DerivedStatus, Verdict, derive_set_status};
 pub use target::{LEGACY_TARGET_KIND, Target, legacy_target_kind};
 pub use vector_clock::{ClockOrdering, VectorClock};
