@@ -211,6 +211,7 @@ async fn grants_are_stored_used_and_revoked(backend: &TestBackend) {
     let app = TestApp::on(backend).await;
     let grant = Grant {
         id: Uuid::new_v4(),
+        agent_id: Some("agent-1".into()),
         agent_path: "lead/researcher".into(),
         tool_name: "add_checklist_item".into(),
         args_pattern: Some(json!({"title": "Call the bank"})),
@@ -227,6 +228,7 @@ async fn grants_are_stored_used_and_revoked(backend: &TestBackend) {
     let mut conn = app.store.pool().acquire().await.unwrap();
     let covering = delegation::covering_grant(
         &mut conn,
+        "agent-1",
         "lead/researcher",
         "add_checklist_item",
         &json!({"title": "Call the bank"}),
@@ -236,6 +238,7 @@ async fn grants_are_stored_used_and_revoked(backend: &TestBackend) {
     assert_eq!(covering, Some(grant.clone()));
     let other_args = delegation::covering_grant(
         &mut conn,
+        "agent-1",
         "lead/researcher",
         "add_checklist_item",
         &json!({"title": "Something else"}),
@@ -243,6 +246,17 @@ async fn grants_are_stored_used_and_revoked(backend: &TestBackend) {
     .await
     .unwrap();
     assert_eq!(other_args, None);
+    // Another agent naming the same sub-agent path is not covered.
+    let other_agent = delegation::covering_grant(
+        &mut conn,
+        "agent-2",
+        "lead/researcher",
+        "add_checklist_item",
+        &json!({"title": "Call the bank"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(other_agent, None);
     drop(conn);
 
     let mut tx = app.store.begin_write().await.unwrap();
@@ -252,10 +266,110 @@ async fn grants_are_stored_used_and_revoked(backend: &TestBackend) {
     tx.commit().await.unwrap();
     assert!(matches!(revoked, Revocation::Revoked(_)), "{revoked:?}");
     let mut conn = app.store.pool().acquire().await.unwrap();
-    let active = delegation::active_grants(&mut conn, "lead/researcher", "add_checklist_item")
+    let active = delegation::active_grants(
+        &mut conn,
+        "agent-1",
+        "lead/researcher",
+        "add_checklist_item",
+    )
+    .await
+    .unwrap();
+    assert!(active.is_empty(), "{active:?}");
+}
+
+/// A grant given before grants were bound to agents: migration 0011 takes the agent of
+/// the change set whose answer created it, so it keeps working for that agent only; a
+/// grant whose answer cannot be found covers nothing.
+async fn grants_from_before_0011_are_bound_to_their_agent(backend: &TestBackend) {
+    let app = TestApp::on(backend).await;
+    let (_task, set) = three_item_set(&app).await;
+    let old_grant = |correlation_id: &str| Grant {
+        id: Uuid::new_v4(),
+        agent_id: None,
+        agent_path: "lead/researcher".into(),
+        tool_name: "add_checklist_item".into(),
+        args_pattern: None,
+        correlation_id: correlation_id.into(),
+        created_at: NOW,
+        revoked_at: None,
+    };
+    let (answered, orphan) = (old_grant("c-answered"), old_grant("c-gone"));
+    let mut tx = app.store.begin_write().await.unwrap();
+    delegation::record(
+        &mut tx,
+        &delegation::Delegation {
+            correlation_id: "c-answered".into(),
+            agent_path: "lead/researcher".into(),
+            change_set_id: set,
+            item_index: 2,
+            tool_name: "add_checklist_item".into(),
+            outcome: "proceedAlways".into(),
+            reason: None,
+            decision_id: None,
+            grant_id: None,
+            created_at: NOW,
+        },
+        NOW,
+    )
+    .await
+    .unwrap();
+    delegation::insert_grant(&mut tx, &answered, NOW)
         .await
         .unwrap();
-    assert!(active.is_empty(), "{active:?}");
+    delegation::insert_grant(&mut tx, &orphan, NOW)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    // Take the database back to before 0011, then open it with this release again.
+    for statement in [
+        "DROP INDEX grants_active_by_agent",
+        "ALTER TABLE grants DROP COLUMN agent_id",
+        "ALTER TABLE execution_jobs DROP COLUMN owner_device",
+        "DELETE FROM _sqlx_migrations WHERE version = 11",
+    ] {
+        sqlx::query(statement)
+            .execute(app.store.pool())
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    let reopened = Store::open(&app.url).await.expect("migrates again");
+    let mut conn = reopened.pool().acquire().await.unwrap();
+    let mut covering = Vec::new();
+    for agent in ["agent-1", "agent-2"] {
+        let args = json!({"title": "x"});
+        covering.push(
+            delegation::covering_grant(
+                &mut conn,
+                agent,
+                "lead/researcher",
+                "add_checklist_item",
+                &args,
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    let found = covering[0].clone().expect("still works for its own agent");
+    assert_eq!(found.id, answered.id);
+    assert_eq!(found.agent_id.as_deref(), Some("agent-1"));
+    assert_eq!(covering[1], None, "not for another agent");
+    let all = delegation::list_grants(&mut conn, &delegation::GrantFilter::default())
+        .await
+        .unwrap();
+    let unbound = all.iter().find(|g| g.id == orphan.id).expect("kept");
+    assert_eq!(
+        unbound.agent_id, None,
+        "its answer is gone: it covers nothing"
+    );
+    drop(conn);
+    reopened.close().await;
+}
+
+#[tokio::test]
+async fn grants_given_before_they_were_bound_to_agents_keep_working_for_their_own() {
+    for backend in backends() {
+        grants_from_before_0011_are_bound_to_their_agent(&backend).await;
+    }
 }
 
 #[tokio::test]

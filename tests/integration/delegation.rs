@@ -89,6 +89,7 @@ async fn grant_researcher(app: &TestApp, tool: &str) {
         &mut tx,
         &delegation::Grant {
             id: Uuid::new_v4(),
+            agent_id: Some("agent-1".into()),
             agent_path: "lead/researcher".into(),
             tool_name: tool.into(),
             args_pattern: None,

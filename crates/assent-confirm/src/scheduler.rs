@@ -215,7 +215,14 @@ impl Scheduler {
         };
         let grant = {
             let mut conn = self.engine.store().pool().acquire().await?;
-            delegation::covering_grant(&mut conn, &agent_path, &call.name, &call.args).await?
+            delegation::covering_grant(
+                &mut conn,
+                &set.agent_id,
+                &agent_path,
+                &call.name,
+                &call.args,
+            )
+            .await?
         };
         let strategy: Box<dyn ConfirmationStrategy> = match &grant {
             Some(_) => Box::new(AutoApprove),
@@ -419,6 +426,7 @@ impl Scheduler {
     ) -> Result<(), ConfirmError> {
         let grant = Grant {
             id: Uuid::new_v4(),
+            agent_id: Some(set.agent_id.clone()),
             agent_path: attribution.agent_path.clone(),
             tool_name: set.items[index].tool_name.clone(),
             args_pattern,

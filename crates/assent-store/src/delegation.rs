@@ -21,6 +21,11 @@ pub const DELEGATION_ENTITY: &str = "delegation";
 pub struct Grant {
     /// Its id (`assent grants revoke ID`).
     pub id: Uuid,
+    /// The agent it was given to: the one whose change set the answer decided. A grant
+    /// covers only this agent's calls, whatever sub-agent path another agent names.
+    /// `None` only for a grant from before grants were bound to agents whose answer
+    /// cannot be found any more; it covers nothing.
+    pub agent_id: Option<String>,
     /// The agent path it is for (`root/child`), exactly.
     pub agent_path: String,
     /// The tool it is for, exactly.
@@ -86,15 +91,15 @@ pub enum Revocation {
 const GRANTS: &str = "grants";
 
 /// Stores a grant and its outbox message.
-#[tracing::instrument(skip_all, fields(grant = %grant.id, agent = %grant.agent_path, tool = %grant.tool_name))]
+#[tracing::instrument(skip_all, fields(grant = %grant.id, agent = ?grant.agent_id, path = %grant.agent_path, tool = %grant.tool_name))]
 pub async fn insert_grant(
     conn: &mut AnyConnection,
     grant: &Grant,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO grants (id, agent_path, tool_name, args_pattern, correlation_id, created_at, revoked_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        "INSERT INTO grants (id, agent_path, tool_name, args_pattern, correlation_id, created_at, revoked_at, agent_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(grant.id.to_string())
     .bind(&grant.agent_path)
@@ -103,6 +108,7 @@ pub async fn insert_grant(
     .bind(&grant.correlation_id)
     .bind(timefmt::format(grant.created_at))
     .bind(grant.revoked_at.map(timefmt::format))
+    .bind(grant.agent_id.as_deref())
     .execute(&mut *conn)
     .await?;
     enqueue_grant(conn, grant, now).await
@@ -124,6 +130,7 @@ fn decode_grant(row: &AnyRow) -> Result<Grant, StoreError> {
     let revoked_at: Option<String> = row.try_get("revoked_at")?;
     Ok(Grant {
         id: Uuid::parse_str(&id).map_err(|e| corrupt(e.to_string()))?,
+        agent_id: row.try_get("agent_id")?,
         agent_path: row.try_get("agent_path")?,
         tool_name: row.try_get("tool_name")?,
         args_pattern: pattern
@@ -137,16 +144,19 @@ fn decode_grant(row: &AnyRow) -> Result<Grant, StoreError> {
     })
 }
 
-/// The active grants of `agent_path` for `tool_name`, oldest first.
+/// The active grants given to agent `agent_id` at `agent_path` for `tool_name`, oldest
+/// first. Both must match: the path alone is chosen by whoever calls (`subAgent`).
 pub async fn active_grants(
     conn: &mut AnyConnection,
+    agent_id: &str,
     agent_path: &str,
     tool_name: &str,
 ) -> Result<Vec<Grant>, StoreError> {
     let rows = sqlx::query(
-        "SELECT * FROM grants WHERE agent_path = $1 AND tool_name = $2 AND revoked_at IS NULL
+        "SELECT * FROM grants WHERE agent_id = $1 AND agent_path = $2 AND tool_name = $3 AND revoked_at IS NULL
          ORDER BY created_at, id",
     )
+    .bind(agent_id)
     .bind(agent_path)
     .bind(tool_name)
     .fetch_all(conn)
@@ -154,14 +164,16 @@ pub async fn active_grants(
     rows.iter().map(decode_grant).collect()
 }
 
-/// The first active grant of `agent_path` for `tool_name` that covers `args`.
+/// The first active grant of agent `agent_id` at `agent_path` for `tool_name` that
+/// covers `args`.
 pub async fn covering_grant(
     conn: &mut AnyConnection,
+    agent_id: &str,
     agent_path: &str,
     tool_name: &str,
     args: &Value,
 ) -> Result<Option<Grant>, StoreError> {
-    Ok(active_grants(conn, agent_path, tool_name)
+    Ok(active_grants(conn, agent_id, agent_path, tool_name)
         .await?
         .into_iter()
         .find(|grant| grant.covers(args)))
@@ -335,6 +347,7 @@ mod tests {
     fn a_revoked_grant_covers_nothing() {
         let mut grant = Grant {
             id: Uuid::new_v4(),
+            agent_id: Some("lead".into()),
             agent_path: "lead/researcher".into(),
             tool_name: "update_task_priority".into(),
             args_pattern: None,
