@@ -7,14 +7,18 @@
 //! reasoning, message, …), or the whole document is refused with an error naming the
 //! element's index. A document without a single call is refused too.
 //!
-//! The replies go back in the same dialect ([`crate::replies`]).
+//! The replies go back in the same dialect ([`crate::replies`]), naming each call by
+//! its id exactly as it was sent ([`SentId`]).
 
+mod ids;
 mod read;
 
+pub use ids::SentId;
 pub use read::derived_gemini_id;
 
 use crate::{ChangesetError, ToolCall};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;
@@ -105,9 +109,9 @@ impl FromStr for Dialect {
 pub struct CallOrigin {
     /// The element's index in the document (Gemini: parts numbered across contents).
     pub element: usize,
-    /// The call's id exactly as sent (an MCP request id may be a number); `Null` when
+    /// The call's id exactly as sent (an MCP request id may be a number); `None` when
     /// the call had none and [`ToolCall::id`] was derived from its position.
-    pub sent_id: Value,
+    pub sent_id: Option<SentId>,
 }
 
 /// A document read: its dialect, its calls in order, and how every element was
@@ -133,7 +137,7 @@ impl ParsedCalls {
 
 /// One element of a document, read.
 enum Element {
-    Call(ToolCall, Value),
+    Call(ToolCall, Option<SentId>),
     NoCall,
 }
 
@@ -141,9 +145,43 @@ enum Element {
 /// when `format` is `None`. Refuses a document in no known dialect, an element of an
 /// unknown type, a malformed call (naming its index), two calls with one id, and a
 /// document holding no call at all.
+///
+/// A [`Value`] has already lost what an MCP request id past 64 bits, or written as
+/// `1.0` or `1e3`, looked like, so such an id is refused here rather than answered
+/// altered; [`parse_calls_str`] reads the document's text and answers any id exactly.
 pub fn parse_calls(
     document: &Value,
     format: Option<Dialect>,
+) -> Result<ParsedCalls, ChangesetError> {
+    parse(document, format, None)
+}
+
+/// [`parse_calls`] on the document's JSON text, keeping every id exactly as sent: an
+/// MCP request id is kept as its JSON token (`18446744073709551616000`, `-7`, `1e3`,
+/// `"req-2"`), so that [`crate::exact_reply_messages`] repeats it token for token.
+pub fn parse_calls_str(text: &str, format: Option<Dialect>) -> Result<ParsedCalls, ChangesetError> {
+    let document: Value =
+        serde_json::from_str(text).map_err(|e| ChangesetError::NotJson(e.to_string()))?;
+    let dialect = match format {
+        Some(dialect) => dialect,
+        None => read::detect(&document)?,
+    };
+    // Only MCP ids may be numbers; every other dialect's ids are strings, which a
+    // `Value` holds exactly.
+    let tokens = if dialect == Dialect::Mcp {
+        ids::tokens(text, &document).map_err(|e| ChangesetError::NotJson(e.to_string()))?
+    } else {
+        Vec::new()
+    };
+    parse(&document, Some(dialect), Some(&tokens))
+}
+
+/// The reading behind [`parse_calls`] and [`parse_calls_str`]; `tokens` holds the raw
+/// `id` of each top-level element when the document's text was at hand.
+fn parse(
+    document: &Value,
+    format: Option<Dialect>,
+    tokens: Option<&[Option<Box<RawValue>>]>,
 ) -> Result<ParsedCalls, ChangesetError> {
     let dialect = match format {
         Some(dialect) => dialect,
@@ -154,7 +192,10 @@ pub fn parse_calls(
     let mut origins = Vec::new();
     let mut seen = HashSet::new();
     for (index, element) in elements.iter().enumerate() {
-        match read::element(dialect, element, index)? {
+        let token = tokens
+            .and_then(|tokens| tokens.get(index))
+            .and_then(Option::as_deref);
+        match read::element(dialect, element, index, token)? {
             Element::Call(call, sent_id) => {
                 if !seen.insert(call.id.clone()) {
                     return Err(ChangesetError::DuplicateCallId { index, id: call.id });

@@ -5,6 +5,9 @@
 /// arguments are not errors: they become a reply to the agent.)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChangesetError {
+    /// The document's text is not JSON.
+    #[error("tool calls are not valid JSON: {0}")]
+    NotJson(String),
     /// The document is in no known dialect.
     #[error(
         "tool calls must be OpenAI tool_calls or Responses output, Anthropic content blocks, a Gemini Content, a LangChain AIMessage, Vercel AI SDK tool-call parts or MCP tools/call requests, got {found}"
@@ -85,5 +88,17 @@ pub enum ChangesetError {
         expected: String,
         /// The reply's id (empty when the reply is missing).
         found: String,
+    },
+    /// A call's id is a number that a `serde_json::Value` cannot hold as it was sent
+    /// (past 64 bits, or written as `1.0` or `1e3`): its reply can only be written as
+    /// JSON text, never as a `Value` that would name another id.
+    #[error(
+        "reply #{index}: id {id} cannot be written exactly in a JSON value; write the replies as JSON text"
+    )]
+    InexactId {
+        /// Position of the call.
+        index: usize,
+        /// The id as it was sent.
+        id: String,
     },
 }

@@ -3,8 +3,10 @@
 //!
 //! - [`parse_calls`]: a wake's document in any [`Dialect`] (OpenAI Chat and Responses,
 //!   Anthropic, Gemini, LangChain, Vercel AI SDK, MCP) → [`ToolCall`]s, every element
-//!   accounted for; [`parse_tool_calls`] when the dialect does not matter.
-//! - [`reply_messages`]: the wake's replies as that dialect's tool-result messages;
+//!   accounted for; [`parse_tool_calls`] when the dialect does not matter;
+//!   [`parse_calls_str`] reads the document's text, keeping every id as sent.
+//! - [`reply_messages`]: the wake's replies as that dialect's tool-result messages
+//!   ([`exact_reply_messages`]: as JSON text, each id repeated token for token);
 //!   [`tool_definitions`]: the tools an agent may call as an SDK's `tools` parameter.
 //! - [`WakePlanner`]: routes each call in order (validation, policy, batch explosion,
 //!   redundancy, duplicates, the per-set cap) and answers with a [`PlannedCall`].
@@ -35,11 +37,13 @@ pub use assent_tools::{Redundancy, TargetState};
 pub use builder::{AddOutcome, ChangeSetBuilder, DEFAULT_MAX_ITEMS_PER_SET};
 pub use calls::{ToolArguments, ToolCall, parse_tool_calls};
 pub use definitions::tool_definitions;
-pub use dialect::{CallOrigin, Dialect, ParsedCalls, derived_gemini_id, parse_calls};
+pub use dialect::{
+    CallOrigin, Dialect, ParsedCalls, SentId, derived_gemini_id, parse_calls, parse_calls_str,
+};
 pub use error::ChangesetError;
 pub use history::{
-    HISTORY_HEADING, MAX_HISTORY_ENTRIES, MAX_HISTORY_TOKENS, render_history,
-    render_history_with_runs,
+    HISTORY_HEADING, MAX_HISTORY_ENTRIES, MAX_HISTORY_LINE_CHARS, MAX_HISTORY_TOKENS,
+    MAX_RUN_ERROR_CHARS, RunStatus, render_history, render_history_with_runs,
 };
 pub use planner::{CallPlan, PlannedCall, PlannerConfig, WakePlanner};
-pub use replies::{CallReply, reply_messages};
+pub use replies::{CallReply, ReplyMessages, exact_reply_messages, reply_messages};

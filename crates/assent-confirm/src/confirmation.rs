@@ -452,6 +452,7 @@ impl ConfirmationService {
             lease_until: None,
             created_at: now,
             updated_at: now,
+            owner_device: None,
         };
         jobs::insert(conn, &job).await?;
         Ok(job.id)
@@ -674,12 +675,19 @@ impl ConfirmationService {
         Ok(assent_changeset::render_history_with_runs(
             &decisions,
             |d| {
+                use assent_changeset::RunStatus as Run;
+                use jobs::JobStatus;
                 let job = runs
                     .iter()
                     .find(|j| (j.change_set_id, j.item_index) == (d.change_set_id, d.item_index))?;
-                Some(match (job.status, &job.last_error) {
-                    (jobs::JobStatus::Failed, Some(error)) => format!("run: failed: {error}"),
-                    (status, _) => format!("run: {}", status.label()),
+                // Every status named: a new one has to choose its words here.
+                Some(match job.status {
+                    JobStatus::Approved => Run::NotRunYet,
+                    JobStatus::Running => Run::Running,
+                    JobStatus::Applied => Run::Ran,
+                    JobStatus::Failed => Run::Failed(job.last_error.clone()),
+                    JobStatus::InDoubt => Run::InDoubt,
+                    JobStatus::Retracted => Run::Retracted,
                 })
             },
         ))

@@ -50,8 +50,9 @@ pub fn head_and_tail(text: &str, max_chars: usize) -> Cow<'_, str> {
 }
 
 /// Whether `c` could mislead a reader: C0 and C1 controls (escape sequences, carriage
-/// returns, newlines), the Unicode bidirectional controls and marks, and invisible
-/// format characters (zero-width spaces and joiners, the byte-order mark).
+/// returns, newlines), the Unicode line and paragraph separators, the bidirectional
+/// controls and marks, and invisible format characters (zero-width spaces and joiners,
+/// the byte-order mark).
 pub fn misleads(c: char) -> bool {
     c.is_control()
         || matches!(
@@ -59,6 +60,7 @@ pub fn misleads(c: char) -> bool {
             '\u{061C}'
                 | '\u{200B}'..='\u{200F}'
                 | '\u{202A}'..='\u{202E}'
+                | '\u{2028}'..='\u{2029}'
                 | '\u{2060}'..='\u{2069}'
                 | '\u{FEFF}'
                 | '\u{FFF9}'..='\u{FFFB}'
@@ -112,13 +114,17 @@ mod tests {
             .and_then(|rest| rest.split(' ').next())
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
-        assert_eq!(cut + shown.chars().count() - cut_marker(cut).chars().count(), 532);
+        assert_eq!(
+            cut + shown.chars().count() - cut_marker(cut).chars().count(),
+            532
+        );
     }
 
     #[test]
     fn carriage_returns_and_escapes_are_not_passed_through() {
         assert_eq!(one_line("a\r\nb\u{1b}[2K"), "a⏎b\\u{1b}[2K");
         assert_eq!(one_line("zero\u{200B}width"), "zero\\u{200b}width");
+        assert_eq!(one_line("a\u{2028}b"), "a\\u{2028}b");
     }
 
     proptest! {

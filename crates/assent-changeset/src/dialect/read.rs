@@ -1,8 +1,9 @@
 //! Reading each dialect: which dialect a document's shape shows, where its elements
 //! are, and what each element is (a call, a block known to carry none, or an error).
 
-use super::{Dialect, Element, describe};
+use super::{Dialect, Element, SentId, describe};
 use crate::{ChangesetError, ToolArguments, ToolCall};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 /// Block types each dialect documents as carrying no call for Assent to answer: text,
@@ -380,11 +381,13 @@ fn parts_of<'a>(content: &'a Value, what: &str) -> Result<Vec<&'a Value>, Change
     }
 }
 
-/// What one element is, read as `dialect`.
+/// What one element is, read as `dialect`; `token` is its `id` as written in the
+/// document's text, when that was read.
 pub(super) fn element(
     dialect: Dialect,
     value: &Value,
     index: usize,
+    token: Option<&RawValue>,
 ) -> Result<Element, ChangesetError> {
     let Some(map) = value.as_object() else {
         return Err(malformed(
@@ -394,7 +397,7 @@ pub(super) fn element(
     };
     match dialect {
         Dialect::Gemini => return gemini_part(map, index),
-        Dialect::Mcp => return mcp_request(map, index),
+        Dialect::Mcp => return mcp_request(map, index, token),
         _ => {}
     }
     let kind = match map.get("type") {
@@ -480,8 +483,8 @@ pub(super) fn element(
             ));
         }
     };
-    let sent_id = Value::String(call.id.clone());
-    Ok(Element::Call(call, sent_id))
+    let sent_id = SentId::string(&call.id);
+    Ok(Element::Call(call, Some(sent_id)))
 }
 
 fn text_arguments(value: Option<&Value>) -> ToolArguments {
@@ -523,10 +526,11 @@ fn gemini_part(map: &Map<String, Value>, index: usize) -> Result<Element, Change
         };
         let name = text_field(call, "name", index)?.to_owned();
         let (id, sent_id) = match call.get("id") {
-            None | Some(Value::Null) => (derived_gemini_id(index), Value::Null),
+            None | Some(Value::Null) => (derived_gemini_id(index), None),
             Some(_) => {
                 let id = text_field(call, "id", index)?.to_owned();
-                (id.clone(), Value::String(id))
+                let sent_id = SentId::string(&id);
+                (id, Some(sent_id))
             }
         };
         let arguments = match call.get("args") {
@@ -564,7 +568,15 @@ pub fn derived_gemini_id(index: usize) -> String {
     format!("gemini-call-{index}")
 }
 
-fn mcp_request(map: &Map<String, Value>, index: usize) -> Result<Element, ChangesetError> {
+/// An MCP `tools/call` request. Its id is answered exactly as sent: from `token`, the
+/// id as written in the text, when the text was read; otherwise from the `Value`, which
+/// holds a string or an integer within 64 bits exactly and any other number perhaps
+/// altered, so such a number is refused rather than answered as another id.
+fn mcp_request(
+    map: &Map<String, Value>,
+    index: usize,
+    token: Option<&RawValue>,
+) -> Result<Element, ChangesetError> {
     if map.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(malformed(
             index,
@@ -597,12 +609,36 @@ fn mcp_request(map: &Map<String, Value>, index: usize) -> Result<Element, Change
             format!("method \"{method}\" is not tools/call"),
         ));
     }
-    let (call_id, sent_id) = match id {
-        Some(Value::String(text)) if !text.trim().is_empty() => {
-            (text.clone(), Value::String(text.clone()))
+    // The text's token, when it is the id the `Value` holds (it always is: both read the
+    // same text, the last of a repeated key counting).
+    let token = token.filter(|token| {
+        let quoted = token.get().starts_with('"');
+        matches!(
+            (id, quoted),
+            (Some(Value::String(_)), true) | (Some(Value::Number(_)), false)
+        )
+    });
+    let (call_id, sent_id) = match (id, token) {
+        (Some(Value::String(text)), _) if !text.trim().is_empty() => (
+            text.clone(),
+            token.map_or_else(|| SentId::string(text), SentId::from_token),
+        ),
+        // Read from the text: any number, as it was written.
+        (Some(Value::Number(_)), Some(token)) => {
+            (token.get().to_owned(), SentId::from_token(token))
         }
-        Some(number @ Value::Number(n)) => (n.to_string(), number.clone()),
-        Some(other @ Value::String(_)) | Some(other) => {
+        (Some(number @ Value::Number(n)), None) => match SentId::from_value(number) {
+            Some(sent_id) => (n.to_string(), sent_id),
+            None => {
+                return Err(malformed(
+                    index,
+                    format!(
+                        "\"id\" {n} cannot be answered exactly as sent: send a string or an integer within 64 bits"
+                    ),
+                ));
+            }
+        },
+        (Some(other), _) => {
             return Err(malformed(
                 index,
                 format!(
@@ -611,7 +647,7 @@ fn mcp_request(map: &Map<String, Value>, index: usize) -> Result<Element, Change
                 ),
             ));
         }
-        None => {
+        (None, _) => {
             return Err(malformed(
                 index,
                 "a tools/call request needs an \"id\" to be answered",
@@ -631,7 +667,7 @@ fn mcp_request(map: &Map<String, Value>, index: usize) -> Result<Element, Change
             name: text_field(params, "name", index)?.to_owned(),
             arguments: ToolArguments::Value(arguments),
         },
-        sent_id,
+        Some(sent_id),
     ))
 }
 

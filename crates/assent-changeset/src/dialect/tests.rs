@@ -5,7 +5,7 @@
 //! `ASSENT_BLESS=1 cargo test -p assent-changeset` rewrites the `.out.json` files.
 
 use super::*;
-use crate::{CallReply, ToolArguments, reply, reply_messages};
+use crate::{CallReply, ToolArguments, exact_reply_messages, reply, reply_messages};
 use proptest::prelude::*;
 use serde_json::json;
 use std::path::PathBuf;
@@ -167,7 +167,7 @@ fn golden_fixtures_round_trip_in_every_dialect() {
         let sent: Vec<Option<Value>> = parsed
             .origins
             .iter()
-            .map(|o| (!o.sent_id.is_null()).then(|| o.sent_id.clone()))
+            .map(|o| o.sent_id.as_ref().and_then(SentId::to_value))
             .collect();
         let ids: Vec<Option<Value>> = answered.iter().map(|(id, _)| id.clone()).collect();
         assert_eq!(ids, sent, "{dialect}");
@@ -248,7 +248,7 @@ fn the_other_shapes_of_each_dialect() {
         assert_eq!(parsed.dialect, dialect, "{document}");
         assert_eq!(parsed.calls.len(), 1, "{document}");
         assert_eq!(parsed.calls[0].name, "t");
-        if dialect != Dialect::Gemini || parsed.origins[0].sent_id != Value::Null {
+        if dialect != Dialect::Gemini || parsed.origins[0].sent_id.is_some() {
             assert_eq!(parsed.calls[0].id, "c1", "{document}");
         }
     }
@@ -260,7 +260,7 @@ fn gemini_calls_without_an_id_get_one_from_their_position() {
     let first = parse_calls(&document, None).expect("parses");
     assert_eq!(first.calls[0].id, "gemini-call-1");
     assert_eq!(first.calls[0].id, derived_gemini_id(1));
-    assert_eq!(first.origins[0].sent_id, Value::Null);
+    assert_eq!(first.origins[0].sent_id, None);
     assert_eq!(first.calls[1].id, "fc-7");
     assert_eq!(
         parse_calls(&document, None).expect("parses"),
@@ -285,12 +285,177 @@ fn gemini_calls_without_an_id_get_one_from_their_position() {
 fn mcp_ids_keep_their_type_in_the_answer() {
     let parsed = parse_calls(&fixture("mcp.in.json"), None).expect("parses");
     assert_eq!(parsed.calls[0].id, "1");
-    assert_eq!(parsed.origins[0].sent_id, json!(1));
+    let sent = parsed.origins[0].sent_id.as_ref().expect("an id");
+    assert_eq!(
+        (sent.json().as_ref(), sent.to_value()),
+        ("1", Some(json!(1)))
+    );
     assert_eq!(parsed.elements, 3, "the notification is an element too");
     assert_eq!(parsed.non_calls(), 1);
     let messages = render(&parsed, Dialect::Mcp);
     assert_eq!(messages[0]["id"], json!(1));
     assert_eq!(messages[1]["id"], json!("req-2"));
+}
+
+/// One MCP `tools/call` request whose id is `token`, written as JSON text.
+fn mcp_request_text(token: &str) -> String {
+    format!(
+        r#"{{"jsonrpc": "2.0", "id":  {token} , "method": "tools/call", "params": {{"name": "t", "arguments": {{"n": 1e3}}}}}}"#
+    )
+}
+
+/// The replies to every call of `parsed` (queued), as MCP JSON text.
+fn exact_mcp_text(parsed: &ParsedCalls) -> String {
+    let replies: Vec<CallReply<'_>> = parsed
+        .calls
+        .iter()
+        .map(|call| CallReply {
+            tool_call_id: &call.id,
+            content: reply::QUEUED,
+        })
+        .collect();
+    exact_reply_messages(parsed, Dialect::Mcp, &replies)
+        .expect("replies render")
+        .to_string()
+}
+
+/// The `id` tokens of the responses in an MCP reply's text, as written.
+fn answered_tokens(text: &str) -> Vec<String> {
+    let value: Value = serde_json::from_str(text).expect("the replies are JSON");
+    ids::tokens(text, &value)
+        .expect("ids")
+        .into_iter()
+        .map(|token| token.expect("every response has an id").get().to_owned())
+        .collect()
+}
+
+/// Issue 22: an id past 2^64 came back as `1.8446744073709552e+22`. Read from the
+/// text, every id is answered token for token, in a request and in a batch.
+#[test]
+fn mcp_ids_are_answered_token_for_token() {
+    let tokens = [
+        "18446744073709551616000",
+        "-18446744073709551616000",
+        "123456789012345678901234567890123456789012345678901234567890",
+        "18446744073709551615",
+        "18446744073709551616",
+        "-9223372036854775808",
+        "-9223372036854775809",
+        "0",
+        "-0",
+        "7",
+        "1.0",
+        "1e3",
+        "1E+3",
+        "-2.50e-7",
+        r#""req-2""#,
+        r#""1""#,
+        r#""\u0041b""#,
+        r#""quote \" and ünïcode 🚀""#,
+    ];
+    for token in tokens {
+        let text = mcp_request_text(token);
+        let parsed = parse_calls_str(&text, None).unwrap_or_else(|e| panic!("{token}: {e}"));
+        let sent = parsed.origins[0].sent_id.as_ref().expect("an id");
+        assert_eq!(sent.json(), token);
+        let answered = exact_mcp_text(&parsed);
+        assert_eq!(answered_tokens(&answered), [token], "{answered}");
+        if !token.starts_with('"') {
+            assert_eq!(
+                parsed.calls[0].id, token,
+                "the call's id is the number as sent"
+            );
+        }
+        // The same with the text forced as MCP, and in a batch beside a string id.
+        assert_eq!(
+            parse_calls_str(&text, Some(Dialect::Mcp)).expect("forced"),
+            parsed
+        );
+        let other = if token == r#""req-2""# {
+            r#""x""#
+        } else {
+            r#""req-2""#
+        };
+        let batch = format!(
+            "[{}, {{\"jsonrpc\": \"2.0\", \"method\": \"notifications/progress\"}}, {}]",
+            mcp_request_text(token),
+            mcp_request_text(other)
+        );
+        let parsed = parse_calls_str(&batch, None).unwrap_or_else(|e| panic!("{token}: {e}"));
+        let answered = exact_mcp_text(&parsed);
+        assert_eq!(answered_tokens(&answered), [token, other], "{answered}");
+    }
+}
+
+/// An id a `Value` holds exactly reads and answers the same from the text and from the
+/// `Value`, and writes the same text; any other is never answered altered: refused
+/// when read from a `Value`, and refused as a `Value` reply.
+#[test]
+fn an_id_a_value_cannot_hold_is_refused_rather_than_altered() {
+    for token in [
+        "18446744073709551616000",
+        "-18446744073709551616000",
+        "1.0",
+        "1e3",
+        "-0",
+    ] {
+        let text = mcp_request_text(token);
+        let document: Value = serde_json::from_str(&text).expect("JSON");
+        let err = parse_calls(&document, None).expect_err(token);
+        assert!(
+            err.to_string()
+                .contains("cannot be answered exactly as sent"),
+            "{token}: {err}"
+        );
+        let parsed = parse_calls_str(&text, None).expect("read from the text");
+        let replies = [CallReply {
+            tool_call_id: &parsed.calls[0].id,
+            content: reply::QUEUED,
+        }];
+        let err = reply_messages(&parsed, Dialect::Mcp, &replies).expect_err(token);
+        assert_eq!(
+            err,
+            ChangesetError::InexactId {
+                index: 0,
+                id: token.to_owned()
+            }
+        );
+        // Other dialects name the call by its id as a string.
+        let messages = reply_messages(&parsed, Dialect::OpenAi, &replies).expect("OpenAI");
+        assert_eq!(messages[0]["tool_call_id"], token);
+    }
+    for token in [
+        "7",
+        "-7",
+        "18446744073709551615",
+        "-9223372036854775808",
+        r#""c1""#,
+    ] {
+        let text = mcp_request_text(token);
+        let document: Value = serde_json::from_str(&text).expect("JSON");
+        let from_value = parse_calls(&document, None).expect(token);
+        let from_text = parse_calls_str(&text, None).expect(token);
+        assert_eq!(from_value, from_text, "{token}");
+        let messages = render(&from_text, Dialect::Mcp);
+        assert_eq!(messages.to_string(), exact_mcp_text(&from_text), "{token}");
+        assert_eq!(answered_tokens(&messages.to_string()), [token]);
+    }
+    assert!(matches!(
+        parse_calls_str("[{\"jsonrpc\": ", None),
+        Err(ChangesetError::NotJson(_))
+    ));
+}
+
+/// A key given twice counts once, the last time, in the `Value` and in the token.
+#[test]
+fn a_repeated_id_key_counts_the_last_time() {
+    let text = r#"{"jsonrpc": "2.0", "id": "first", "method": "tools/call", "params": {"name": "t"}, "id": 18446744073709551616001}"#;
+    let parsed = parse_calls_str(text, None).expect("parses");
+    assert_eq!(parsed.calls[0].id, "18446744073709551616001");
+    assert_eq!(
+        answered_tokens(&exact_mcp_text(&parsed)),
+        ["18446744073709551616001"]
+    );
 }
 
 #[test]
@@ -462,7 +627,8 @@ proptest! {
             prop_assert_eq!(calls + no_calls, elements.len());
             prop_assert_eq!(parsed.calls.len(), calls);
             for (origin, call) in parsed.origins.iter().zip(&parsed.calls) {
-                prop_assert_eq!(origin.sent_id.as_str(), Some(call.id.as_str()));
+                let sent = origin.sent_id.as_ref().and_then(SentId::to_value);
+                prop_assert_eq!(sent.as_ref().and_then(Value::as_str), Some(call.id.as_str()));
             }
             for format in Dialect::ALL {
                 prop_assert_eq!(answers(format, &render(&parsed, format)).len(), calls);
@@ -471,6 +637,57 @@ proptest! {
             // Refused: no call, an unknown or broken element, a block of another
             // dialect than its calls', or a repeated id; said in one line.
             prop_assert!(!err.to_string().contains('\n'));
+        }
+    }
+}
+
+/// A JSON number token: an integer of any length, or with a fraction or an exponent.
+fn number_token() -> impl Strategy<Value = String> {
+    (
+        prop_oneof![Just(""), Just("-")],
+        prop_oneof![Just("0".to_owned()), "[1-9][0-9]{0,70}"],
+        prop::option::of("\\.[0-9]{1,6}"),
+        prop::option::of("[eE][+-]?[0-9]{1,2}"),
+    )
+        .prop_map(|(sign, digits, fraction, exponent)| {
+            format!(
+                "{sign}{digits}{}{}",
+                fraction.unwrap_or_default(),
+                exponent.unwrap_or_default()
+            )
+        })
+}
+
+proptest! {
+    /// Any number an MCP request is sent with is answered as that token, and the call
+    /// is named by it; a `Value` reply exists exactly when a `Value` holds the id as
+    /// sent, and then reads as the text does.
+    #[test]
+    fn any_number_id_is_answered_as_sent(token in number_token(), batch in any::<bool>()) {
+        let text = if batch {
+            format!("[{}]", mcp_request_text(&token))
+        } else {
+            mcp_request_text(&token)
+        };
+        let parsed = parse_calls_str(&text, None).expect("parses");
+        prop_assert_eq!(&parsed.calls[0].id, &token);
+        let answered = exact_mcp_text(&parsed);
+        prop_assert_eq!(answered_tokens(&answered), [token.clone()]);
+
+        let as_value: Value = serde_json::from_str(&token).expect("a number");
+        // What a `Value` would write for it (not `as_value == token`, which would
+        // compare the number with a JSON string).
+        let written = as_value.to_string();
+        let held = written == token;
+        let replies = [CallReply { tool_call_id: &parsed.calls[0].id, content: reply::QUEUED }];
+        match reply_messages(&parsed, Dialect::Mcp, &replies) {
+            Ok(messages) => {
+                prop_assert!(held, "{token} answered as a Value");
+                prop_assert_eq!(messages.to_string(), answered);
+            }
+            Err(err) => {
+                prop_assert!(!held || !(as_value.is_i64() || as_value.is_u64()), "{token}: {err}");
+            }
         }
     }
 }
