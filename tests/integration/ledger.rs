@@ -64,6 +64,16 @@ async fn job(store: &Store, id: Uuid) -> Job {
     jobs::load(&mut conn, id).await.unwrap().expect("job")
 }
 
+/// The decision history the agent's next wake is shown.
+async fn said(engine: &Engine) -> String {
+    engine
+        .confirmations()
+        .history(AGENT, None, 20)
+        .await
+        .unwrap()
+        .unwrap_or_default()
+}
+
 fn queued(outcome: &ExecutionOutcome) -> Uuid {
     match outcome {
         ExecutionOutcome::Queued { job_id, host } => {
@@ -115,7 +125,7 @@ async fn a_process_without_the_host_confirms_and_the_host_runs_it_once() {
         }
     };
     let said = history(&app.engine).await;
-    assert!(said.contains("— confirmed (run: approved)"), "{said}");
+    assert!(said.contains("— confirmed, not run yet"), "{said}");
     let again = app.engine.confirmations().confirm_item(set, 0, now).await;
     assert!(matches!(again, Err(ConfirmError::Conflict(_))), "{again:?}");
 
@@ -137,7 +147,7 @@ async fn a_process_without_the_host_confirms_and_the_host_runs_it_once() {
     assert_eq!(done.attempts, 1);
     assert_eq!(receiver.count(done.operation_id.as_str()), 1);
     let said = history(&app.engine).await;
-    assert!(said.contains("— confirmed (run: applied)"), "{said}");
+    assert!(said.contains("— confirmed, ran"), "{said}");
     assert_eq!(http.run_due_jobs(now).await.unwrap(), Default::default());
     assert_eq!(receiver.count(done.operation_id.as_str()), 1, "once");
 
@@ -196,6 +206,12 @@ async fn a_lapsed_lease_is_in_doubt_until_a_person_settles_it() {
             .contains("may have happened")
     );
     assert_eq!(receiver.effects.lock().unwrap().len(), 0);
+    let history = said(&app.engine).await;
+    assert_eq!(
+        history.matches("— confirmed, in doubt").count(),
+        2,
+        "{history}"
+    );
 
     let happened = app
         .engine
@@ -359,8 +375,18 @@ async fn retryable_errors_back_off_then_fail_and_a_person_retries_or_retracts() 
             .starts_with("denied by policy"),
         "{denied:?}"
     );
+    let history = said(&app.engine).await;
+    assert!(
+        history.contains("— confirmed, failed: denied by policy"),
+        "{history}"
+    );
     let retracted = app.engine.retract_job(id, now).await.unwrap();
     assert_eq!(retracted.status, JobStatus::Retracted);
+    let history = said(&app.engine).await;
+    assert!(
+        history.contains("— confirmed, retracted: will not run"),
+        "{history}"
+    );
     let mut conn = app.store.pool().acquire().await.unwrap();
     assert!(jobs::list(&mut conn, false, 10).await.unwrap().is_empty());
     assert_eq!(
@@ -510,4 +536,131 @@ async fn executors_killed_at_random_lose_nothing_and_never_run_twice_silently() 
             "{backend:?}: kills left {doubts} and {more_doubts} jobs in doubt"
         );
     }
+}
+
+/// Devices A and B, each with the HTTP host's engine, and a note proposed on A and
+/// synced to B; B rejects it first, A confirms it later. Returns A, B, A's engine, B's
+/// engine, the set and A's job.
+async fn a_confirms_what_b_rejected_earlier(
+    receiver: &Receiver,
+) -> (TestApp, TestApp, Engine, Engine, Uuid, Uuid) {
+    let a = TestApp::device("device-a").await;
+    let b = TestApp::device("device-b").await;
+    let host = || HttpHost::new(&receiver.url, false, false);
+    let on_a = external::engine(a.store.clone(), host(), settings(30_000)).await;
+    let on_b = external::engine(b.store.clone(), host(), settings(30_000)).await;
+    allow(&a.store, &[CATEGORY]).await;
+    allow(&b.store, &[CATEGORY]).await;
+    let start = assent_tests::NOW;
+    let set = propose(&on_a, "run-sync", &["pay"], start).await;
+    a.send_to(&b).await;
+    on_b.confirmations()
+        .reject_item(
+            set,
+            0,
+            Some("not this one".into()),
+            start + Duration::minutes(1),
+        )
+        .await
+        .expect("B rejects");
+    let confirmed = on_a
+        .confirmations()
+        .confirm_item(set, 0, start + Duration::minutes(2))
+        .await
+        .expect("A confirms");
+    let id = queued(&confirmed.execution);
+    (a, b, on_a, on_b, set, id)
+}
+
+#[tokio::test]
+async fn a_rejection_that_wins_a_sync_conflict_retracts_the_job_before_it_runs() {
+    let receiver = Receiver::start(false, StdDuration::ZERO);
+    let (a, b, on_a, _on_b, set, id) = a_confirms_what_b_rejected_earlier(&receiver).await;
+
+    let report = b.send_to(&a).await;
+    assert_eq!(report.conflicts.len(), 1, "{report:?}");
+    assert_eq!(report.jobs_stopped, 1, "{report:?}");
+    let stopped = job(&a.store, id).await;
+    assert_eq!(stopped.status, JobStatus::Retracted);
+    assert!(
+        stopped
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("rejected") && e.contains("device-b")),
+        "{stopped:?}"
+    );
+    // A's executor never runs it, now or later.
+    let later = assent_tests::NOW + Duration::hours(1);
+    assert_eq!(on_a.run_due_jobs(later).await.unwrap().claimed, 0);
+    assert_eq!(receiver.effects.lock().unwrap().len(), 0, "never ran");
+    let mut conn = a.store.pool().acquire().await.unwrap();
+    let shown = assent_store::change_sets::require(&mut conn, set)
+        .await
+        .unwrap();
+    assert_eq!(shown.items[0].status.as_str(), "rejected");
+    let trail = audit::list(&mut conn, &audit::AuditFilter::Run("run-sync".into()), 10)
+        .await
+        .unwrap();
+    assert!(
+        trail.iter().any(|r| r.kind == AuditKind::Result
+            && r.success == Some(false)
+            && r.detail
+                .as_deref()
+                .is_some_and(|d| d.starts_with("not run:"))),
+        "audited: {trail:?}"
+    );
+    drop(conn);
+
+    // B learns that the item is external, and how its job stands; B never runs it.
+    a.send_to(&b).await;
+    let mut conn = b.store.pool().acquire().await.unwrap();
+    let external = jobs::external_item(&mut conn, set, 0).await.unwrap();
+    assert_eq!(external.map(|e| e.host), Some(external::HOST.to_owned()));
+    let copy = jobs::load(&mut conn, id).await.unwrap().expect("a copy");
+    assert_eq!(copy.status, JobStatus::Retracted);
+    assert_eq!(copy.owner_device.as_deref(), Some("device-a"));
+}
+
+#[tokio::test]
+async fn a_job_that_ran_before_the_losing_sync_goes_in_doubt_and_never_runs_again() {
+    let receiver = Receiver::start(false, StdDuration::ZERO);
+    let (a, b, on_a, on_b, set, id) = a_confirms_what_b_rejected_earlier(&receiver).await;
+    let ran = on_a
+        .run_due_jobs(assent_tests::NOW + Duration::minutes(2))
+        .await
+        .unwrap();
+    assert_eq!(ran.applied, 1, "{ran:?}");
+
+    b.send_to(&a).await;
+    let doubted = job(&a.store, id).await;
+    assert_eq!(doubted.status, JobStatus::InDoubt, "{doubted:?}");
+    let later = assent_tests::NOW + Duration::hours(1);
+    let run = on_a.run_due_jobs(later).await.unwrap();
+    assert_eq!((run.claimed, run.rerun), (0, 0), "{run:?}");
+    let rerun = on_a.resolve_job(id, Resolution::Rerun, later).await;
+    assert!(matches!(rerun, Err(ConfirmError::Conflict(_))), "{rerun:?}");
+    assert_eq!(
+        receiver.count(doubted.operation_id.as_str()),
+        1,
+        "ran once, never again"
+    );
+    // It did happen: a person may say so.
+    let settled = on_a
+        .resolve_job(id, Resolution::Happened, later)
+        .await
+        .unwrap();
+    assert_eq!(settled.status, JobStatus::Applied);
+
+    // On B the copy is shown but cannot be settled there.
+    a.send_to(&b).await;
+    let elsewhere = on_b.resolve_job(id, Resolution::Happened, later).await;
+    assert!(
+        matches!(&elsewhere, Err(ConfirmError::Conflict(why)) if why.contains("device-a")),
+        "{elsewhere:?}"
+    );
+    let mut conn = b.store.pool().acquire().await.unwrap();
+    let shown = assent_store::change_sets::require(&mut conn, set)
+        .await
+        .unwrap();
+    assert_eq!(shown.items[0].status.as_str(), "rejected");
 }

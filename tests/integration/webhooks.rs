@@ -3,15 +3,20 @@
 //! `standardwebhooks` package (not Assent's code); retries after 500s and timeouts with
 //! the same `webhook-id`, a receiver down across a restart, dead letters and their
 //! redelivery, no second delivery after a 2xx (two senders racing, on every backend),
-//! and a decision that does not wait for ten hanging receivers.
+//! a decision that does not wait for ten hanging receivers, and `item.failed` /
+//! `item.inDoubt` written with the ledger's own moves of a job.
 
-use assent_domain::Uuid;
+use assent_confirm::{Engine, JobSettings};
+use assent_domain::{Target, Uuid};
 use assent_store::Store;
+use assent_store::jobs;
 use assent_store::webhooks::{self, Delivery, NewSubscription, event};
+use assent_tests::external::{self, CATEGORY, HttpHost, TOOL};
 use assent_tests::receiver::{Receiver, python};
-use assent_tests::{NOW, TestApp, backends};
-use assent_webhooks::{Sender, SenderConfig, generate_secret};
-use serde_json::json;
+use assent_tests::{NOW, TestApp, backends, tool_calls};
+use assent_tools::AgentPolicy;
+use assent_webhooks::{Sender, SenderConfig, generate_secret, slack_body};
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use time::OffsetDateTime;
@@ -89,7 +94,7 @@ async fn every_event_reaches_a_verifying_receiver_with_its_set_and_a_link() {
     let app = TestApp::spawn().await;
     let (_, secret) = subscribe(&app.store, &receiver.url("all"), &[], "standard").await;
     receiver.configure("all", &secret, 0, 0, 0);
-    let (_, slack_secret) = subscribe(
+    let (slack_id, slack_secret) = subscribe(
         &app.store,
         &receiver.url("slack"),
         &[event::CHANGE_SET_CREATED],
@@ -177,6 +182,11 @@ async fn every_event_reaches_a_verifying_receiver_with_its_set_and_a_link() {
         .find(|r| r["body"]["type"] == event::CHANGE_SET_EXPIRING)
         .unwrap();
     assert!(warned["body"]["data"]["expiresAt"].is_string(), "{warned}");
+    assert_eq!(
+        warned["body"]["data"]["items"][0]["args"],
+        json!({"title": "Second title"}),
+        "machines get every argument whole"
+    );
     let ids: std::collections::BTreeSet<&str> =
         all.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), all.len(), "one id per event");
@@ -190,10 +200,11 @@ async fn every_event_reaches_a_verifying_receiver_with_its_set_and_a_link() {
             body["blocks"][0]["text"]["text"],
             "*Agent agent-1 suggests 1 change*"
         );
+        let item = body["blocks"][1]["text"]["text"].as_str().unwrap();
+        assert!(item.starts_with("• "), "{item}");
         assert!(
-            body["blocks"][1]["text"]["text"]
-                .as_str()
-                .is_some_and(|t| t.starts_with("• "))
+            item.contains("\n    ◦ title: "),
+            "arguments are shown: {item}"
         );
         assert!(
             body["blocks"][2]["elements"][0]["url"]
@@ -201,6 +212,18 @@ async fn every_event_reaches_a_verifying_receiver_with_its_set_and_a_link() {
                 .is_some_and(|u| u.starts_with(PUBLIC_URL))
         );
     }
+    // A Slack URL is listed masked, yet deliveries and tests go to the whole one.
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let listed = webhooks::subscription(&mut conn, slack_id)
+        .await
+        .unwrap()
+        .unwrap();
+    drop(conn);
+    assert_ne!(listed.url, receiver.url("slack"));
+    assert!(listed.url.contains("/…"), "{}", listed.url);
+    let tested = sender.test(slack_id).await.unwrap();
+    assert!(tested.ok, "{tested:?}");
+    assert_eq!(receiver.received_by("slack").len(), 3);
 }
 
 #[tokio::test]
@@ -715,4 +738,241 @@ async fn delivered_webhooks_are_forgotten_after_the_retention_and_nothing_else_i
             .unwrap(),
         0
     );
+}
+
+/// The events written so far: type and payload, oldest first.
+async fn written_events(store: &Store) -> Vec<(String, Value)> {
+    let mut conn = store.pool().acquire().await.unwrap();
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT event_type, payload FROM webhook_events ORDER BY created_at, id")
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+    rows.into_iter()
+        .map(|(kind, payload)| (kind, serde_json::from_str(&payload).unwrap()))
+        .collect()
+}
+
+/// An HTTP endpoint that refuses every request with a 400: a permanent error.
+fn refusing_endpoint() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buffer = [0; 4096];
+            let _ = stream.read(&mut buffer);
+            let _ = stream.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 11\r\nConnection: close\r\n\r\nno such box",
+            );
+        }
+    });
+    url
+}
+
+/// An HTTP host's engine on `store` posting to `url`, and a confirmed external item of
+/// agent `poster`: its set.
+async fn confirmed_note(store: &Store, url: &str, lease_ms: i64, text: &str) -> (Engine, Uuid) {
+    let engine = external::engine(
+        store.clone(),
+        HttpHost::new(url, false, false),
+        JobSettings {
+            lease: time::Duration::milliseconds(lease_ms),
+            attempt_limit: 2,
+            backoff: time::Duration::minutes(10),
+            max_backoff: time::Duration::minutes(10),
+        },
+    )
+    .await;
+    let mut conn = store.pool().acquire().await.unwrap();
+    assent_store::agents::upsert(
+        &mut conn,
+        "poster",
+        &AgentPolicy::new([CATEGORY]),
+        OffsetDateTime::now_utc(),
+    )
+    .await
+    .unwrap();
+    drop(conn);
+    let now = OffsetDateTime::now_utc();
+    let request = assent_confirm::WakeRequest::new(
+        "poster",
+        Target::new("endpoint", "e1"),
+        format!("run-{text}"),
+        tool_calls(&[(TOOL, json!({ "text": text }))]),
+    );
+    let set = engine
+        .wakes()
+        .wake(request, now)
+        .await
+        .unwrap()
+        .change_set
+        .expect("queued")
+        .id;
+    engine
+        .confirmations()
+        .confirm_item(set, 0, now)
+        .await
+        .unwrap();
+    (engine, set)
+}
+
+/// Subscriptions to the ledger's events: one to both (standard), one only to doubts
+/// (Slack), one to everything about another agent. Their ids, in that order.
+async fn job_subscribers(store: &Store) -> (Uuid, Uuid, Uuid) {
+    let (both, _) = subscribe(
+        store,
+        "https://example.invalid/all",
+        &[event::ITEM_FAILED, event::ITEM_IN_DOUBT],
+        "standard",
+    )
+    .await;
+    let (doubts, _) = subscribe(
+        store,
+        "https://hooks.slack.com/services/T/B/x",
+        &[event::ITEM_IN_DOUBT],
+        "slack",
+    )
+    .await;
+    let other_agent = NewSubscription {
+        url: "https://example.invalid/other".into(),
+        events: vec![],
+        format: "standard".into(),
+        agent_id: Some("someone-else".into()),
+        secret: generate_secret(),
+    };
+    let mut conn = store.pool().acquire().await.unwrap();
+    let other = webhooks::insert_subscription(&mut conn, &other_agent, NOW)
+        .await
+        .unwrap();
+    (both, doubts, other.id)
+}
+
+#[tokio::test]
+async fn a_job_that_fails_for_good_is_announced_as_item_failed_and_a_retry_is_not() {
+    let app = TestApp::spawn().await;
+    let (both, _, _) = job_subscribers(&app.store).await;
+
+    // A retryable error is retried, not announced; a 400 fails the job for good.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let (retrying, _) = confirmed_note(&app.store, &closed_url, 30_000, "later").await;
+    let run = retrying
+        .run_due_jobs(OffsetDateTime::now_utc())
+        .await
+        .unwrap();
+    assert_eq!(run.retried, 1, "{run:?}");
+    assert!(written_events(&app.store).await.is_empty());
+    let (refused, failed_set) =
+        confirmed_note(&app.store, &refusing_endpoint(), 30_000, "refused").await;
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let job = jobs::for_item(&mut conn, failed_set, 0)
+        .await
+        .unwrap()
+        .unwrap();
+    drop(conn);
+    // Only the refused note is due now (the other waits out its backoff).
+    let run = refused
+        .run_due_jobs(OffsetDateTime::now_utc())
+        .await
+        .unwrap();
+    assert_eq!((run.claimed, run.failed), (1, 1), "{run:?}");
+
+    let events = written_events(&app.store).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let (kind, failed) = &events[0];
+    assert_eq!(kind, event::ITEM_FAILED);
+    let data = &failed["data"];
+    assert_eq!(data["changeSetId"], failed_set.to_string());
+    assert_eq!(data["jobId"], job.id.to_string());
+    assert_eq!(
+        (&data["itemIndex"], &data["agentId"], &data["toolName"]),
+        (&json!(0), &json!("poster"), &json!(TOOL))
+    );
+    assert_eq!(data["args"], json!({"text": "refused"}));
+    assert_eq!(data["summary"], "Post \"refused\"");
+    assert_eq!(
+        (&data["status"], &data["attempts"]),
+        (&json!("failed"), &json!(1))
+    );
+    assert_eq!(data["lastError"], "400: no such box");
+    assert_eq!(data["target"], json!({"kind": "endpoint", "id": "e1"}));
+    let rows = deliveries(&app.store).await;
+    let to: Vec<Uuid> = rows.iter().map(|d| d.subscription_id).collect();
+    assert_eq!(to, [both], "only the subscription that wants failures");
+    let slack = slack_body(failed, None)["blocks"].to_string();
+    assert!(slack.contains("failed: post_note"), "{slack}");
+    assert!(slack.contains("assent jobs retry"), "{slack}");
+}
+
+#[tokio::test]
+async fn a_job_that_goes_in_doubt_is_announced_as_item_in_doubt_once() {
+    let app = TestApp::spawn().await;
+    let (both, doubts, _) = job_subscribers(&app.store).await;
+
+    // A call that outlives its lease is in doubt at once.
+    let slow = external::Receiver::start(false, Duration::from_secs(2));
+    let (executor, outlived_set) = confirmed_note(&app.store, &slow.url, 300, "slow").await;
+    let run = executor
+        .run_due_jobs(OffsetDateTime::now_utc())
+        .await
+        .unwrap();
+    assert_eq!(run.in_doubt, 1, "{run:?}");
+    // An executor that dies after its claim leaves a job found in doubt later.
+    let (_, lapsed_set) = confirmed_note(&app.store, &slow.url, 300, "lapsed").await;
+    let now = OffsetDateTime::now_utc();
+    let mut tx = app.store.begin_claim().await.unwrap();
+    let claimed = jobs::claim_next(&mut tx, external::HOST, now, time::Duration::seconds(1))
+        .await
+        .unwrap()
+        .expect("claimed");
+    tx.commit().await.unwrap();
+    assert_eq!(claimed.change_set_id, lapsed_set);
+    let later = now + time::Duration::seconds(2);
+    let run = executor.run_due_jobs(later).await.unwrap();
+    assert_eq!(run.in_doubt, 1, "{run:?}");
+    // Asked again, the host still cannot tell: still in doubt, not announced again.
+    executor
+        .run_due_jobs(later + time::Duration::minutes(5))
+        .await
+        .unwrap();
+
+    let events = written_events(&app.store).await;
+    let about: Vec<(&str, &Value)> = events
+        .iter()
+        .map(|(kind, payload)| (kind.as_str(), &payload["data"]["changeSetId"]))
+        .collect();
+    assert_eq!(
+        about,
+        [
+            (event::ITEM_IN_DOUBT, &json!(outlived_set.to_string())),
+            (event::ITEM_IN_DOUBT, &json!(lapsed_set.to_string())),
+        ],
+        "{events:#?}"
+    );
+    let why = |index: usize| {
+        events[index].1["data"]["lastError"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(
+        why(0).contains("did not finish within the lease"),
+        "{}",
+        why(0)
+    );
+    assert!(why(1).contains("executor stopped"), "{}", why(1));
+    assert_eq!(events[1].1["data"]["status"], "inDoubt");
+    let rows = deliveries(&app.store).await;
+    let mut to: Vec<Uuid> = rows.iter().map(|d| d.subscription_id).collect();
+    to.sort_unstable();
+    let mut expected = vec![both, both, doubts, doubts];
+    expected.sort_unstable();
+    assert_eq!(to, expected, "the other agent's subscription gets none");
+    assert!(rows.iter().all(|d| !d.url.contains("/services/")), "masked");
+    let slack = slack_body(&events[1].1, None)["blocks"].to_string();
+    assert!(slack.contains("is in doubt"), "{slack}");
+    assert!(slack.contains("◦ text: lapsed"), "{slack}");
+    assert!(slack.contains("assent jobs resolve"), "{slack}");
 }

@@ -31,7 +31,8 @@ pub struct WebhooksArgs {
 /// `assent webhooks ...`.
 #[derive(Debug, Subcommand)]
 pub enum WebhooksCommand {
-    /// Subscribe URL to events; prints the id and, only this once, the signing secret.
+    /// Subscribe URL to events; prints the id and, only this once, the signing secret
+    /// (a Slack URL is shown masked here and everywhere else: it is a secret too).
     Add(AddArgs),
     /// Remove a subscription; its undelivered events are dropped.
     Remove(IdArgs),
@@ -53,7 +54,8 @@ pub struct AddArgs {
     #[arg(value_name = "URL")]
     pub url: String,
     /// Comma-separated event types (changeSet.created, changeSet.resolved,
-    /// changeSet.expiring, changeSet.expired, confirmation.requested); default: all.
+    /// changeSet.expiring, changeSet.expired, confirmation.requested, item.failed,
+    /// item.inDoubt); default: all.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub events: Vec<String>,
     /// `standard` (Standard Webhooks JSON) or `slack` (a Slack incoming-webhook body).
@@ -233,6 +235,8 @@ pub async fn webhooks(ctx: &Ctx, args: WebhooksArgs) -> Result<Output, CliError>
     }
 }
 
+/// Adds a subscription. What it prints names the URL as every listing does (a Slack URL
+/// masked: terminals and CI logs keep what they print), and the secret this only time.
 async fn add_subscription(ctx: &Ctx, add: AddArgs) -> Result<Output, CliError> {
     let url = validate_url(&add.url, add.allow_http).map_err(webhook_error)?;
     let events = validate_events(&add.events).map_err(webhook_error)?;

@@ -15,12 +15,16 @@
 //! A crash between 1 and 3 leaves a `running` job whose lease runs out: the next
 //! executor marks it in doubt and asks the host to reconcile it. Nothing that may have
 //! happened runs again silently.
+//!
+//! A job that fails for good or goes in doubt needs a person, so the transaction that
+//! moves it there also queues the `item.failed` or `item.inDoubt` webhook
+//! ([`webhooks::enqueue_job_event`]).
 
 use crate::executor::{AuditedExecutor, CatchUnwind, ExecutionRequest};
 use crate::host::{ExternalCall, ExternalError, Reconciliation};
 use crate::{ConfirmError, Engine};
 use assent_store::jobs::{self, Job, JobStatus};
-use assent_store::{AnyConnection, StoreAuditSink, agents, operations};
+use assent_store::{AnyConnection, StoreAuditSink, agents, operations, webhooks};
 use assent_tools::{
     AgentPolicy, AuditKind, AuditRecord, AuditSink, ExecutionTarget, ToolInvocation,
 };
@@ -202,6 +206,10 @@ impl Engine {
         }
         let mut tx = self.store.begin_claim().await?;
         let expired = jobs::expire_leases(&mut tx, host, now).await?;
+        for job in &expired {
+            let why = job.last_error.as_deref().unwrap_or_default();
+            webhooks::enqueue_job_event(&mut tx, job, JobStatus::InDoubt, why, now).await?;
+        }
         tx.commit().await?;
         for job in &expired {
             tracing::warn!(job = %job.id, tool = %job.tool_name, attempt = job.attempts, "lease ran out with no outcome: in doubt");
@@ -290,6 +298,7 @@ impl Engine {
         let Some(spec) = self.registry.get(&job.tool_name) else {
             let error = format!("unknown tool {:?}", job.tool_name);
             jobs::record_error(&mut tx, job.id, job.attempts, &error, None, now).await?;
+            webhooks::enqueue_job_event(&mut tx, &job, JobStatus::Failed, &error, now).await?;
             write_result(&mut tx, &job, false, &error, now).await;
             tx.commit().await?;
             run.failed += 1;
@@ -328,6 +337,7 @@ impl Engine {
             executor.write_audit(&mut tx, record).await;
             let error = format!("denied by policy: {reason}");
             jobs::record_error(&mut tx, job.id, job.attempts, &error, None, now).await?;
+            webhooks::enqueue_job_event(&mut tx, &job, JobStatus::Failed, &error, now).await?;
             tx.commit().await?;
             run.failed += 1;
             return Ok(Claim::Settled);
@@ -387,6 +397,10 @@ impl Engine {
                 tracing::warn!("{why}");
                 let landed =
                     jobs::record_in_doubt(&mut tx, job.id, job.attempts, &why, now).await?;
+                if landed {
+                    webhooks::enqueue_job_event(&mut tx, job, JobStatus::InDoubt, &why, now)
+                        .await?;
+                }
                 run.in_doubt += usize::from(landed);
                 landed
             }
@@ -412,6 +426,8 @@ impl Engine {
                     if retry_at.is_some() {
                         run.retried += 1;
                     } else {
+                        webhooks::enqueue_job_event(&mut tx, job, JobStatus::Failed, &text, now)
+                            .await?;
                         run.failed += 1;
                     }
                 }
@@ -433,6 +449,29 @@ impl Engine {
             .ok_or(ConfirmError::JobNotFound(id))
     }
 
+    /// Job `id`, which a person may settle here: this device's own (a copy synced from
+    /// another device is settled where its executor runs), and, when `to_run`, of an
+    /// item still confirmed (a sync merge may have put an earlier rejection in force).
+    async fn require_settleable_job(
+        &self,
+        conn: &mut AnyConnection,
+        id: Uuid,
+        to_run: bool,
+    ) -> Result<Job, ConfirmError> {
+        let job = self.require_job(conn, id).await?;
+        if let Some(owner) = &job.owner_device {
+            return Err(ConfirmError::Conflict(format!(
+                "job {id} is run by device {owner:?}; settle it there"
+            )));
+        }
+        if to_run && !jobs::item_confirmed(conn, &job).await? {
+            return Err(ConfirmError::Conflict(format!(
+                "job {id}'s item is no longer confirmed (an earlier decision won a sync conflict); it cannot run again"
+            )));
+        }
+        Ok(job)
+    }
+
     /// Settles job `id`, which must be in doubt: a person says it happened (recorded as
     /// applied) or that it should run again. A conflict when it is not in doubt.
     #[tracing::instrument(skip(self))]
@@ -443,7 +482,9 @@ impl Engine {
         now: OffsetDateTime,
     ) -> Result<Job, ConfirmError> {
         let mut tx = self.store.begin_claim().await?;
-        let job = self.require_job(&mut tx, id).await?;
+        let job = self
+            .require_settleable_job(&mut tx, id, resolution == Resolution::Rerun)
+            .await?;
         let settled = job.status == JobStatus::InDoubt
             && match resolution {
                 Resolution::Happened => {
@@ -496,7 +537,9 @@ impl Engine {
         now: OffsetDateTime,
     ) -> Result<Job, ConfirmError> {
         let mut tx = self.store.begin_claim().await?;
-        let job = self.require_job(&mut tx, id).await?;
+        let job = self
+            .require_settleable_job(&mut tx, id, to == JobStatus::Approved)
+            .await?;
         if !jobs::transition(
             &mut tx,
             id,

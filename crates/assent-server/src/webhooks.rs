@@ -53,6 +53,8 @@ fn subscription_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, Se
     })
 }
 
+/// Every subscription, without secrets; a Slack URL (itself a secret) comes masked from
+/// the store, under the same `url` field.
 async fn list(State(state): State<AppState>) -> Result<Response, ServerError> {
     let mut conn = state.connection().await?;
     Ok(Json(webhooks::subscriptions(&mut conn).await?).into_response())

@@ -132,6 +132,9 @@ pub struct Job {
     pub created_at: OffsetDateTime,
     /// The last transition.
     pub updated_at: OffsetDateTime,
+    /// The device whose executor runs it, for a copy synced from another device;
+    /// `None` for this device's own. Only the owner runs or settles a job.
+    pub owner_device: Option<String>,
 }
 
 impl Job {
@@ -227,8 +230,8 @@ pub async fn insert(conn: &mut AnyConnection, job: &Job) -> Result<(), StoreErro
     sqlx::query(
         "INSERT INTO execution_jobs (id, operation_id, change_set_id, item_index, host, tool_name, args,
              agent_id, target_kind, target_id, run_key, idempotent, status, attempts, attempt_limit,
-             doubts, last_error, result, due_at, started_at, lease_until, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)",
+             doubts, last_error, result, due_at, started_at, lease_until, created_at, updated_at, owner_device)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)",
     )
     .bind(job.id.to_string())
     .bind(job.operation_id.as_str())
@@ -253,6 +256,7 @@ pub async fn insert(conn: &mut AnyConnection, job: &Job) -> Result<(), StoreErro
     .bind(job.lease_until.map(timefmt::format))
     .bind(timefmt::format(job.created_at))
     .bind(timefmt::format(job.updated_at))
+    .bind(job.owner_device.as_deref())
     .execute(conn)
     .await?;
     Ok(())
@@ -306,7 +310,85 @@ fn decode(row: &AnyRow) -> Result<Job, StoreError> {
         lease_until: time("lease_until")?,
         created_at: required("created_at")?,
         updated_at: required("updated_at")?,
+        owner_device: row.try_get("owner_device")?,
     })
+}
+
+/// Every job, this device's own and copies of other devices', for a sync export.
+pub(crate) async fn all(conn: &mut AnyConnection) -> Result<Vec<Job>, StoreError> {
+    let rows = sqlx::query("SELECT * FROM execution_jobs ORDER BY id")
+        .fetch_all(conn)
+        .await?;
+    rows.iter().map(decode).collect()
+}
+
+/// Writes `copy`, another device's job as its owner last wrote it, over the local copy
+/// (or as a new row). This device's own jobs are never written over.
+pub(crate) async fn write_copy(conn: &mut AnyConnection, copy: &Job) -> Result<(), StoreError> {
+    let changed = sqlx::query(
+        "UPDATE execution_jobs SET status = $1, attempts = $2, attempt_limit = $3, doubts = $4,
+             last_error = $5, result = $6, updated_at = $7, due_at = $7, lease_until = NULL
+         WHERE id = $8 AND owner_device = $9",
+    )
+    .bind(copy.status.as_str())
+    .bind(i64::from(copy.attempts))
+    .bind(i64::from(copy.attempt_limit))
+    .bind(i64::from(copy.doubts))
+    .bind(copy.last_error.as_deref())
+    .bind(copy.result.as_deref())
+    .bind(timefmt::format(copy.updated_at))
+    .bind(copy.id.to_string())
+    .bind(copy.owner_device.as_deref())
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if changed == 0 {
+        insert(conn, copy).await?;
+    }
+    Ok(())
+}
+
+/// Stops this device's job `id`, whose confirmation a sync merge demoted: a job that
+/// never ran (approved) or failed is retracted; one running or applied, whose effect
+/// may have happened, goes in doubt. Either way `note` says why. Returns the job as it
+/// now stands, or `None` when it was already retracted or is not this device's.
+pub(crate) async fn stop_demoted(
+    conn: &mut AnyConnection,
+    id: Uuid,
+    note: &str,
+    now: OffsetDateTime,
+) -> Result<Option<Job>, StoreError> {
+    let now_text = timefmt::format(now);
+    let changed = sqlx::query(
+        "UPDATE execution_jobs SET
+             status = CASE WHEN status IN ('approved', 'failed') THEN 'retracted' ELSE 'inDoubt' END,
+             doubts = doubts + CASE WHEN status IN ('running', 'applied') THEN 1 ELSE 0 END,
+             last_error = $1, updated_at = $2, due_at = $2
+         WHERE id = $3 AND owner_device IS NULL AND status <> 'retracted'",
+    )
+    .bind(note)
+    .bind(&now_text)
+    .bind(id.to_string())
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if changed == 0 {
+        return Ok(None);
+    }
+    load(conn, id).await
+}
+
+/// Whether job `job`'s item is still confirmed: a merge may have put an earlier
+/// rejection in force, after which nothing may run it again.
+pub async fn item_confirmed(conn: &mut AnyConnection, job: &Job) -> Result<bool, StoreError> {
+    let status: Option<String> = sqlx::query_scalar(
+        "SELECT status FROM change_items WHERE change_set_id = $1 AND item_index = $2",
+    )
+    .bind(job.change_set_id.to_string())
+    .bind(job.item_index as i64)
+    .fetch_optional(conn)
+    .await?;
+    Ok(status.as_deref() == Some("confirmed"))
 }
 
 /// The job with `id`.
@@ -401,14 +483,25 @@ pub async fn list(
     rows.iter().map(decode).collect()
 }
 
+/// The condition under which this device's executor touches a job: its own (not a
+/// copy from another device), and its item still confirmed (a sync merge may have put
+/// an earlier rejection in force; such a job waits for a person, whatever its host
+/// reconciles).
+macro_rules! own_confirmed {
+    () => {
+        " AND owner_device IS NULL AND NOT EXISTS (SELECT 1 FROM change_items i
+           WHERE i.change_set_id = execution_jobs.change_set_id AND i.item_index = execution_jobs.item_index
+             AND i.status <> 'confirmed')"
+    };
+}
 macro_rules! lease_ran_out {
     () => {
-        "SELECT id FROM execution_jobs WHERE host = $1 AND status = 'running' AND lease_until < $2 ORDER BY lease_until"
+        "SELECT id FROM execution_jobs WHERE host = $1 AND status = 'running' AND lease_until < $2 AND owner_device IS NULL ORDER BY lease_until"
     };
 }
 macro_rules! next_due {
     () => {
-        "SELECT id FROM execution_jobs WHERE host = $1 AND status = 'approved' AND due_at <= $2 ORDER BY due_at, id LIMIT 1"
+        concat!("SELECT id FROM execution_jobs WHERE host = $1 AND status = 'approved' AND due_at <= $2", own_confirmed!(), " ORDER BY due_at, id LIMIT 1")
     };
 }
 const LEASE_RAN_OUT: &str = lease_ran_out!();
@@ -611,10 +704,11 @@ pub async fn in_doubt_due(
     host: &str,
     now: OffsetDateTime,
 ) -> Result<Vec<Job>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT * FROM execution_jobs WHERE host = $1 AND status = 'inDoubt' AND due_at <= $2
-         ORDER BY due_at, id",
-    )
+    let rows = sqlx::query(concat!(
+        "SELECT * FROM execution_jobs WHERE host = $1 AND status = 'inDoubt' AND due_at <= $2",
+        own_confirmed!(),
+        " ORDER BY due_at, id"
+    ))
     .bind(host)
     .bind(timefmt::format(now))
     .fetch_all(conn)
@@ -644,9 +738,12 @@ pub async fn any_due(
     now: OffsetDateTime,
 ) -> Result<bool, StoreError> {
     let found: Option<String> = sqlx::query_scalar(
-        "SELECT id FROM execution_jobs WHERE host = $1
-           AND ((status IN ('approved', 'inDoubt') AND due_at <= $2) OR (status = 'running' AND lease_until < $2))
-         LIMIT 1",
+        concat!(
+            "SELECT id FROM execution_jobs WHERE host = $1
+           AND ((status IN ('approved', 'inDoubt') AND due_at <= $2) OR (status = 'running' AND lease_until < $2))",
+            own_confirmed!(),
+            " LIMIT 1"
+        ),
     )
     .bind(host)
     .bind(timefmt::format(now))

@@ -9,13 +9,16 @@
 //! import is itself recorded (`sync_imports`: which batch, from which device, when,
 //! merged, replayed or refused), the refusals by [`record_refusal`] after the rollback.
 
+use crate::jobs::{self, Job};
 use crate::outbox;
 use crate::{StoreError, audit, change_sets, decisions, timefmt};
+use assent_domain::{OperationId, Target};
 use assent_sync::{
     Conflict, EntityVersion, FORMAT_VERSION, SyncBatch, SyncOp, SyncState, SyncedAuditRecord,
-    SyncedDecision, plan_merge,
+    SyncedDecision, SyncedEffect, SyncedJob, plan_merge,
 };
 use assent_tools::BoxFuture;
+use assent_tools::{AuditKind, AuditRecord};
 use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Row};
 use time::{Duration, OffsetDateTime};
@@ -92,6 +95,13 @@ pub struct ImportReport {
     pub audit_records_inserted: usize,
     /// Host entities (tasks) written.
     pub entities_written: usize,
+    /// Copies of other devices' jobs written (new, or a newer status).
+    #[serde(default)]
+    pub jobs_written: usize,
+    /// This device's jobs stopped because a merge demoted their confirmation (retracted,
+    /// or in doubt when the effect may have happened).
+    #[serde(default)]
+    pub jobs_stopped: usize,
 }
 
 /// A recorded conflict, as `assent conflicts` shows it.
@@ -161,8 +171,130 @@ pub async fn local_state(
         });
     }
     state.entities = host.export(conn).await.map_err(StoreError::HostEntity)?;
+    let rows = sqlx::query(
+        "SELECT i.change_set_id, i.item_index, i.effect, i.host FROM change_items i
+         JOIN change_sets s ON s.id = i.change_set_id
+         WHERE s.deleted_at IS NULL AND i.effect IS NOT NULL AND i.host IS NOT NULL",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in &rows {
+        let set: String = row.try_get("change_set_id")?;
+        let index: i64 = row.try_get("item_index")?;
+        state.effects.push(SyncedEffect {
+            change_set_id: Uuid::parse_str(&set)
+                .map_err(|e| StoreError::corrupt("change_items", e))?,
+            item_index: usize::try_from(index)
+                .map_err(|e| StoreError::corrupt("change_items", e))?,
+            effect: row.try_get("effect")?,
+            host: row.try_get("host")?,
+        });
+    }
+    state.jobs = jobs::all(conn)
+        .await?
+        .into_iter()
+        .map(|job| synced_job(job, host_id))
+        .collect();
     state.sort();
     Ok(state)
+}
+
+/// A job as it travels: owned by this device unless it is a copy of another's.
+fn synced_job(job: Job, host_id: &str) -> SyncedJob {
+    SyncedJob {
+        owner_host: job.owner_device.unwrap_or_else(|| host_id.to_owned()),
+        id: job.id,
+        operation_id: job.operation_id.as_str().to_owned(),
+        change_set_id: job.change_set_id,
+        item_index: job.item_index,
+        host: job.host,
+        tool_name: job.tool_name,
+        args: job.args,
+        agent_id: job.agent_id,
+        target_kind: job.target.kind,
+        target_id: job.target.id,
+        run_key: job.run_key,
+        idempotent: job.idempotent,
+        status: job.status.as_str().to_owned(),
+        attempts: job.attempts,
+        attempt_limit: job.attempt_limit,
+        doubts: job.doubts,
+        last_error: job.last_error,
+        result: job.result,
+        created_at: job.created_at,
+        updated_at: job.updated_at,
+    }
+}
+
+/// The local copy of another device's job (checked by the plan: its status is one of
+/// the ledger's).
+fn job_copy(job: &SyncedJob) -> Result<Job, StoreError> {
+    Ok(Job {
+        id: job.id,
+        operation_id: OperationId::from_stored(job.operation_id.clone()),
+        change_set_id: job.change_set_id,
+        item_index: job.item_index,
+        host: job.host.clone(),
+        tool_name: job.tool_name.clone(),
+        args: job.args.clone(),
+        agent_id: job.agent_id.clone(),
+        target: Target::new(job.target_kind.clone(), job.target_id.clone()),
+        run_key: job.run_key.clone(),
+        idempotent: job.idempotent,
+        status: job
+            .status
+            .parse()
+            .map_err(|e| StoreError::corrupt("execution_jobs", e))?,
+        attempts: job.attempts,
+        attempt_limit: job.attempt_limit,
+        doubts: job.doubts,
+        last_error: job.last_error.clone(),
+        result: job.result.clone(),
+        due_at: job.updated_at,
+        started_at: None,
+        lease_until: None,
+        created_at: job.created_at,
+        updated_at: job.updated_at,
+        owner_device: Some(job.owner_host.clone()),
+    })
+}
+
+/// Stops this device's job of a demoted confirmation and audits why (a result record
+/// that did not succeed, with the note), in the import's transaction.
+async fn stop_demoted_job(
+    conn: &mut AnyConnection,
+    job_id: Uuid,
+    note: &str,
+    now: OffsetDateTime,
+) -> Result<Option<Job>, StoreError> {
+    let Some(job) = jobs::stop_demoted(conn, job_id, note, now).await? else {
+        return Ok(None);
+    };
+    let detail = match job.status {
+        jobs::JobStatus::Retracted => format!("not run: {note}"),
+        _ => format!("in doubt: {note}; the effect may have happened"),
+    };
+    tracing::warn!(job = %job.id, status = %job.status, %detail, "a demoted confirmation's job was stopped");
+    if job.status == jobs::JobStatus::InDoubt {
+        // Subscribers hear of it as of any other job gone in doubt.
+        crate::webhooks::enqueue_job_event(conn, &job, job.status, note, now).await?;
+    }
+    let record = AuditRecord {
+        operation_id: job.operation_id.clone(),
+        run_key: job.run_key.clone(),
+        tool_name: job.tool_name.clone(),
+        agent_id: job.agent_id.clone(),
+        target_kind: job.target.kind.clone(),
+        target_id: job.target.id.clone(),
+        kind: AuditKind::Result,
+        args: job.args.clone(),
+        success: Some(false),
+        detail: Some(detail),
+        vector_clock: None,
+        created_at: now,
+    };
+    audit::insert_row(conn, &record, None).await?;
+    Ok(Some(job))
 }
 
 /// Exports this device's state as batch `batch_id`, and drains the outbox: everything
@@ -342,6 +474,27 @@ pub async fn import(
                     .await
                     .map_err(StoreError::HostEntity)?;
                 report.entities_written += 1;
+            }
+            SyncOp::MarkExternal(effect) => {
+                sqlx::query(
+                    "UPDATE change_items SET effect = $1, host = $2
+                     WHERE change_set_id = $3 AND item_index = $4 AND effect IS NULL",
+                )
+                .bind(&effect.effect)
+                .bind(&effect.host)
+                .bind(effect.change_set_id.to_string())
+                .bind(effect.item_index as i64)
+                .execute(&mut *conn)
+                .await?;
+            }
+            SyncOp::WriteJob(copy) => {
+                jobs::write_copy(conn, &job_copy(copy)?).await?;
+                report.jobs_written += 1;
+            }
+            SyncOp::StopDemotedJob { job_id, note } => {
+                if stop_demoted_job(conn, *job_id, note, now).await?.is_some() {
+                    report.jobs_stopped += 1;
+                }
             }
         }
     }

@@ -2,9 +2,11 @@
 //!
 //! An event is written in the transaction of the write that caused it
 //! ([`enqueue_event`], called by [`crate::change_sets`] for created, resolved and
-//! expired sets), and only when a subscription wants it: one `webhook_events` row and
-//! one `webhook_deliveries` row per matching subscription. Without subscriptions a
-//! decision pays one indexed read of an empty table and writes nothing more.
+//! expired sets, and [`enqueue_job_event`], called by the execution ledger when a
+//! confirmed external item's job fails or goes in doubt), and only when a subscription
+//! wants it: one `webhook_events` row and one `webhook_deliveries` row per matching
+//! subscription. Without subscriptions a decision pays one indexed read of an empty
+//! table and writes nothing more.
 //!
 //! A worker claims due deliveries ([`claim_due`], a lease like the outbox's, with
 //! `FOR UPDATE SKIP LOCKED` on PostgreSQL), sends them outside any transaction and
@@ -12,13 +14,20 @@
 //! died runs out and is claimed again with the same event id. The signing secret is
 //! stored with the subscription (every delivery needs it) and read only by
 //! [`claim_due`] and [`signing_secret`]: [`Subscription`] has no field for it.
+//!
+//! A Slack incoming-webhook URL is a secret too: whoever has it posts into the channel.
+//! It is stored whole and read whole only by [`claim_due`] and [`receiver_url`];
+//! everything listed ([`Subscription`], [`Delivery`]) carries it masked
+//! ([`shown_url`]), so no listing, JSON answer or log line can give it away.
 
+use crate::jobs::{Job, JobStatus};
 use crate::{Backend, StoreError, timefmt};
 use assent_domain::{ChangeSet, ChangeSetStatus};
 use serde::Serialize;
 use serde_json::{Value, json};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
+use std::borrow::Cow;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
@@ -37,26 +46,36 @@ pub mod event {
     pub const CHANGE_SET_EXPIRED: &str = "changeSet.expired";
     /// A sub-agent asks its parent to confirm a call.
     pub const CONFIRMATION_REQUESTED: &str = "confirmation.requested";
+    /// A confirmed item's external effect failed for good (a permanent error, retries
+    /// used up, a policy that no longer allows it): a person may retry or retract it.
+    pub const ITEM_FAILED: &str = "item.failed";
+    /// A confirmed item's external call has no outcome (its executor stopped, or the
+    /// call outlived its lease): it may have happened, and only a person can say.
+    pub const ITEM_IN_DOUBT: &str = "item.inDoubt";
     /// Sent by `assent webhooks test` only; never stored.
     pub const TEST: &str = "webhook.test";
 
     /// Every type a subscription may name.
-    pub const ALL: [&str; 5] = [
+    pub const ALL: [&str; 7] = [
         CHANGE_SET_CREATED,
         CHANGE_SET_RESOLVED,
         CHANGE_SET_EXPIRING,
         CHANGE_SET_EXPIRED,
         CONFIRMATION_REQUESTED,
+        ITEM_FAILED,
+        ITEM_IN_DOUBT,
     ];
 }
 
-/// A subscription as listed: everything but its secret.
+/// A subscription as listed: everything but its secret, and its URL as it may be
+/// shown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Subscription {
     /// Its id (`assent webhooks remove ID`).
     pub id: Uuid,
-    /// Where deliveries are posted.
+    /// Where deliveries are posted, as [`shown_url`] shows it: a Slack URL masked
+    /// (the sender reads the whole one with [`receiver_url`]).
     pub url: String,
     /// The event types it wants; empty means all of them.
     pub events: Vec<String>,
@@ -109,7 +128,7 @@ pub struct Delivery {
     pub event_type: String,
     /// The subscription.
     pub subscription_id: Uuid,
-    /// Its URL.
+    /// Its URL, as [`shown_url`] shows it.
     pub url: String,
     /// `pending`, `inFlight`, `delivered` or `dead`.
     pub status: String,
@@ -151,6 +170,55 @@ pub struct ClaimedDelivery {
     pub attempts: i64,
 }
 
+/// Characters of a secret URL left at its end, so a person can tell two apart.
+const SHOWN_TAIL_CHARS: usize = 4;
+
+/// The host of `url` (between `://` and the path), if it names one.
+fn url_host(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host = &rest[..end];
+    let host = host.rsplit_once(':').map_or(host, |(name, _port)| name);
+    (!host.is_empty()).then_some(host)
+}
+
+/// Whether `url` is itself a credential: Slack's incoming webhooks (and anything else
+/// on slack.com) post into a channel for whoever holds the URL, signature or not.
+pub fn is_secret_url(url: &str, format: &str) -> bool {
+    format == "slack"
+        || url_host(url).is_some_and(|host| {
+            let host = host.to_ascii_lowercase();
+            host == "slack.com" || host.ends_with(".slack.com")
+        })
+}
+
+/// `url` masked: its scheme and host, then `…/` and its last four characters
+/// (`https://hooks.slack.com/…/Xy9Z`), enough to tell subscriptions apart and too
+/// little to post with. A URL with a short path keeps none of it.
+pub fn masked_url(url: &str) -> String {
+    let origin = url.split_once("://").map(|(scheme, rest)| {
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        (format!("{scheme}://{}", &rest[..end]), &rest[end..])
+    });
+    let (origin, path) = origin.unwrap_or_else(|| (String::new(), url));
+    let path_chars = path.chars().count();
+    if path_chars <= 2 * SHOWN_TAIL_CHARS {
+        return format!("{origin}/…");
+    }
+    let tail: String = path.chars().skip(path_chars - SHOWN_TAIL_CHARS).collect();
+    format!("{origin}/…/{tail}")
+}
+
+/// `url` as listings, JSON answers and logs may show it: masked ([`masked_url`]) when
+/// it is a secret ([`is_secret_url`]), whole otherwise.
+pub fn shown_url<'a>(url: &'a str, format: &str) -> Cow<'a, str> {
+    if is_secret_url(url, format) {
+        Cow::Owned(masked_url(url))
+    } else {
+        Cow::Borrowed(url)
+    }
+}
+
 fn parse_uuid(table: &'static str, text: &str) -> Result<Uuid, StoreError> {
     Uuid::parse_str(text).map_err(|e| StoreError::corrupt(table, e))
 }
@@ -159,11 +227,13 @@ fn decode_subscription(row: &AnyRow) -> Result<Subscription, StoreError> {
     let id: String = row.try_get("id")?;
     let events: String = row.try_get("events")?;
     let created_at: String = row.try_get("created_at")?;
+    let url: String = row.try_get("url")?;
+    let format: String = row.try_get("format")?;
     Ok(Subscription {
         id: parse_uuid(SUBSCRIPTIONS, &id)?,
-        url: row.try_get("url")?,
+        url: shown_url(&url, &format).into_owned(),
         events: serde_json::from_str(&events).map_err(|e| StoreError::corrupt(SUBSCRIPTIONS, e))?,
-        format: row.try_get("format")?,
+        format,
         agent_id: row.try_get("agent_id")?,
         created_at: timefmt::parse(SUBSCRIPTIONS, &created_at)?,
     })
@@ -172,7 +242,7 @@ fn decode_subscription(row: &AnyRow) -> Result<Subscription, StoreError> {
 /// The columns of a listed subscription: never the secret.
 const SUBSCRIPTION_COLUMNS: &str = "id, url, events, format, agent_id, created_at";
 
-/// Adds a subscription; returns it as listed.
+/// Adds a subscription; returns it as listed (its URL masked when it is a secret).
 pub async fn insert_subscription(
     conn: &mut AnyConnection,
     new: &NewSubscription,
@@ -180,7 +250,7 @@ pub async fn insert_subscription(
 ) -> Result<Subscription, StoreError> {
     let subscription = Subscription {
         id: Uuid::new_v4(),
-        url: new.url.clone(),
+        url: shown_url(&new.url, &new.format).into_owned(),
         events: new.events.clone(),
         format: new.format.clone(),
         agent_id: new.agent_id.clone(),
@@ -191,7 +261,7 @@ pub async fn insert_subscription(
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(subscription.id.to_string())
-    .bind(&subscription.url)
+    .bind(&new.url)
     .bind(json!(subscription.events).to_string())
     .bind(&subscription.format)
     .bind(&subscription.agent_id)
@@ -240,6 +310,20 @@ pub async fn signing_secret(
     )
 }
 
+/// The whole URL subscription `id` posts to: for the sender and `webhooks test` only,
+/// never for display (a Slack URL is a secret; [`Subscription::url`] is masked).
+pub async fn receiver_url(
+    conn: &mut AnyConnection,
+    id: Uuid,
+) -> Result<Option<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT url FROM webhook_subscriptions WHERE id = $1")
+            .bind(id.to_string())
+            .fetch_optional(conn)
+            .await?,
+    )
+}
+
 /// Removes a subscription and its deliveries (pending ones are never sent). Returns
 /// whether it existed.
 pub async fn remove_subscription(conn: &mut AnyConnection, id: Uuid) -> Result<bool, StoreError> {
@@ -269,6 +353,20 @@ pub struct NewEvent<'a> {
     pub data: Value,
 }
 
+/// The subscriptions that want an event of `event_type` about `agent_id`'s set.
+async fn wanting(
+    conn: &mut AnyConnection,
+    event_type: &str,
+    agent_id: Option<&str>,
+) -> Result<Vec<Uuid>, StoreError> {
+    Ok(subscriptions(conn)
+        .await?
+        .into_iter()
+        .filter(|s| s.wants(event_type, agent_id))
+        .map(|s| s.id)
+        .collect())
+}
+
 /// Writes `new` for every subscription that wants it, in the caller's transaction.
 /// Returns the event id, or `None` when no subscription wants it (nothing written).
 #[tracing::instrument(skip_all, fields(event = new.event_type))]
@@ -277,12 +375,17 @@ pub async fn enqueue_event(
     new: NewEvent<'_>,
     now: OffsetDateTime,
 ) -> Result<Option<String>, StoreError> {
-    let wanting: Vec<Uuid> = subscriptions(conn)
-        .await?
-        .into_iter()
-        .filter(|s| s.wants(new.event_type, new.agent_id))
-        .map(|s| s.id)
-        .collect();
+    let wanting = wanting(conn, new.event_type, new.agent_id).await?;
+    write_event(conn, &wanting, new, now).await
+}
+
+/// Writes `new` and one delivery for each of `wanting`; nothing when it is empty.
+async fn write_event(
+    conn: &mut AnyConnection,
+    wanting: &[Uuid],
+    new: NewEvent<'_>,
+    now: OffsetDateTime,
+) -> Result<Option<String>, StoreError> {
     if wanting.is_empty() {
         return Ok(None);
     }
@@ -305,7 +408,7 @@ pub async fn enqueue_event(
     .bind(&at)
     .execute(&mut *conn)
     .await?;
-    for subscription in &wanting {
+    for subscription in wanting {
         sqlx::query(
             "INSERT INTO webhook_deliveries (event_id, subscription_id, status, attempts, next_attempt_at, created_at, updated_at)
              VALUES ($1, $2, 'pending', 0, $3, $3, $3)",
@@ -322,15 +425,16 @@ pub async fn enqueue_event(
 
 /// A webhook's `target`: the host's kind and id, and for the journal's tasks also
 /// `taskId` (the field release 0.1.0's receivers read).
-fn target_json(set: &ChangeSet) -> Value {
-    let mut target = json!({"kind": set.target_kind, "id": set.target_id});
-    if set.target_kind == assent_domain::LEGACY_TARGET_KIND {
-        target["taskId"] = json!(set.target_id);
+fn target_json(kind: &str, id: &str) -> Value {
+    let mut target = json!({"kind": kind, "id": id});
+    if kind == assent_domain::LEGACY_TARGET_KIND {
+        target["taskId"] = json!(id);
     }
     target
 }
 
-/// The `data` of a change-set event: the set, its agent and target, and its items.
+/// The `data` of a change-set event: the set, its agent and target, and its items with
+/// their arguments whole (a summary may cut them; receivers and Slack show them).
 pub fn change_set_data(set: &ChangeSet) -> Value {
     let items: Vec<Value> = set
         .items
@@ -340,6 +444,7 @@ pub fn change_set_data(set: &ChangeSet) -> Value {
             json!({
                 "index": index,
                 "toolName": item.tool_name,
+                "args": item.args,
                 "summary": item.human_summary,
                 "status": item.status,
             })
@@ -348,7 +453,7 @@ pub fn change_set_data(set: &ChangeSet) -> Value {
     json!({
         "changeSetId": set.id,
         "agentId": set.agent_id,
-        "target": target_json(set),
+        "target": target_json(&set.target_kind, &set.target_id),
         "status": set.status,
         "createdAt": timefmt::format(set.created_at),
         "resolvedAt": set.resolved_at.map(timefmt::format),
@@ -370,6 +475,58 @@ pub async fn enqueue_set_event(
         data: change_set_data(set),
     };
     enqueue_event(conn, new, now).await
+}
+
+/// Queues `item.failed` or `item.inDoubt` about `job`, which the caller's transaction
+/// has just moved to `status` with `error` as its last error (the ledger does, beside
+/// the move, so the event exists exactly when the move commits). Other statuses
+/// announce nothing. `data` is the item as `confirmation.requested` names a call
+/// (`changeSetId`, `itemIndex`, `agentId`, `target`, `toolName`, `args` whole, the
+/// item's `summary`) and the job (`jobId`, `status`, `attempts`, `lastError`).
+#[tracing::instrument(skip_all, fields(job = %job.id, status = %status))]
+pub async fn enqueue_job_event(
+    conn: &mut AnyConnection,
+    job: &Job,
+    status: JobStatus,
+    error: &str,
+    now: OffsetDateTime,
+) -> Result<Option<String>, StoreError> {
+    let event_type = match status {
+        JobStatus::Failed => event::ITEM_FAILED,
+        JobStatus::InDoubt => event::ITEM_IN_DOUBT,
+        _ => return Ok(None),
+    };
+    let wanting = wanting(conn, event_type, Some(&job.agent_id)).await?;
+    if wanting.is_empty() {
+        return Ok(None);
+    }
+    let summary: Option<String> = sqlx::query_scalar(
+        "SELECT human_summary FROM change_items WHERE change_set_id = $1 AND item_index = $2",
+    )
+    .bind(job.change_set_id.to_string())
+    .bind(i64::try_from(job.item_index).unwrap_or(i64::MAX))
+    .fetch_optional(&mut *conn)
+    .await?;
+    let data = json!({
+        "changeSetId": job.change_set_id,
+        "itemIndex": job.item_index,
+        "agentId": job.agent_id,
+        "target": target_json(&job.target.kind, &job.target.id),
+        "toolName": job.tool_name,
+        "args": job.args,
+        "summary": summary,
+        "jobId": job.id,
+        "status": status.as_str(),
+        "attempts": job.attempts,
+        "lastError": error,
+    });
+    let new = NewEvent {
+        event_type,
+        agent_id: Some(&job.agent_id),
+        change_set_id: Some(job.change_set_id),
+        data,
+    };
+    write_event(conn, &wanting, new, now).await
 }
 
 /// The event a status write causes, if any: called by [`crate::change_sets`] with the
@@ -572,12 +729,14 @@ fn decode_delivery(row: &AnyRow) -> Result<Delivery, StoreError> {
     let next_attempt_at: String = row.try_get("next_attempt_at")?;
     let delivered_at: Option<String> = row.try_get("delivered_at")?;
     let created_at: String = row.try_get("created_at")?;
+    let url: String = row.try_get("url")?;
+    let format: String = row.try_get("format")?;
     Ok(Delivery {
         id: row.try_get("id")?,
         event_id: row.try_get("event_id")?,
         event_type: row.try_get("event_type")?,
         subscription_id: parse_uuid(DELIVERIES, &subscription_id)?,
-        url: row.try_get("url")?,
+        url: shown_url(&url, &format).into_owned(),
         status: row.try_get("status")?,
         attempts: row.try_get("attempts")?,
         last_status: row.try_get("last_status")?,
@@ -597,7 +756,7 @@ pub async fn deliveries(
     limit: u32,
 ) -> Result<Vec<Delivery>, StoreError> {
     let rows = sqlx::query(
-        "SELECT d.id, d.event_id, e.event_type, d.subscription_id, s.url, d.status, d.attempts,
+        "SELECT d.id, d.event_id, e.event_type, d.subscription_id, s.url, s.format, d.status, d.attempts,
                 d.last_status, d.last_error, d.next_attempt_at, d.delivered_at, d.created_at
          FROM webhook_deliveries d
          JOIN webhook_events e ON e.id = d.event_id
@@ -673,4 +832,53 @@ pub async fn warn_expiring(
         warned.push(id);
     }
     Ok(warned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slack_urls_are_shown_masked_and_others_whole() {
+        let slack = "https://hooks.slack.com/services/T000/B000/abcdefghWXYZ";
+        for (url, format, shown) in [
+            (slack, "slack", "https://hooks.slack.com/…/WXYZ"),
+            (slack, "standard", "https://hooks.slack.com/…/WXYZ"),
+            (
+                "https://proxy.example/slack/relay/0123456789",
+                "slack",
+                "https://proxy.example/…/6789",
+            ),
+            (
+                "https://HOOKS.Slack.com:443/x",
+                "standard",
+                "https://HOOKS.Slack.com:443/…",
+            ),
+            (
+                "https://receiver.example/hook",
+                "standard",
+                "https://receiver.example/hook",
+            ),
+            (
+                "https://notslack.com/hook",
+                "standard",
+                "https://notslack.com/hook",
+            ),
+            ("not a url at all", "slack", "/…/ all"),
+            ("", "slack", "/…"),
+        ] {
+            assert_eq!(shown_url(url, format), shown, "{url} ({format})");
+        }
+        assert!(!masked_url(slack).contains("B000"));
+        // Bad input never panics, whatever its characters.
+        for odd in [
+            "https://",
+            "://",
+            "https://h/ééééééééééé",
+            "x://\u{202e}/…/…",
+        ] {
+            let _ = masked_url(odd);
+            let _ = is_secret_url(odd, "standard");
+        }
+    }
 }

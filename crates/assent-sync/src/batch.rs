@@ -77,6 +77,86 @@ pub struct EntityVersion {
     pub state: Value,
 }
 
+/// An item whose effect lies outside the database (the execution ledger), as the wake
+/// recorded it on the device that planned it: every device shows it as external.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncedEffect {
+    /// The item's set.
+    pub change_set_id: Uuid,
+    /// The item.
+    pub item_index: usize,
+    /// `external`, or `externalIdempotent` when the host declared the tool idempotent.
+    pub effect: String,
+    /// The host whose executors run the item's job.
+    pub host: String,
+}
+
+/// The names [`SyncedEffect::effect`] may take.
+pub const EFFECTS: &[&str] = &["external", "externalIdempotent"];
+
+/// A job of the execution ledger, as its owner last wrote it. Jobs travel so that every
+/// device shows how a confirmed external item's run stands; only the owner (the device
+/// whose decision created it) ever runs or settles it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncedJob {
+    /// The device whose executor owns the job.
+    pub owner_host: String,
+    /// Its id.
+    pub id: Uuid,
+    /// The item's operation id (the idempotency key).
+    pub operation_id: String,
+    /// The item's set.
+    pub change_set_id: Uuid,
+    /// The item.
+    pub item_index: usize,
+    /// The host whose executors run it.
+    pub host: String,
+    /// The tool.
+    pub tool_name: String,
+    /// The arguments it runs with (a person's edit when there was one).
+    pub args: Value,
+    /// The agent that proposed it.
+    pub agent_id: String,
+    /// The kind of target.
+    pub target_kind: String,
+    /// The target.
+    pub target_id: String,
+    /// The run that proposed it.
+    pub run_key: String,
+    /// The host declared the tool idempotent.
+    pub idempotent: bool,
+    /// One of [`JOB_STATUSES`].
+    pub status: String,
+    /// Claims so far.
+    pub attempts: u32,
+    /// Retryable errors are retried while `attempts` is below this.
+    pub attempt_limit: u32,
+    /// How often a lease ran out with no outcome.
+    pub doubts: u32,
+    /// The last error, or why it is in doubt.
+    pub last_error: Option<String>,
+    /// The tool's result once applied.
+    pub result: Option<String>,
+    /// When the item was confirmed.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// Its owner's last transition: a newer one replaces an older copy.
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+/// The statuses a [`SyncedJob`] may have (as the ledger names them).
+pub const JOB_STATUSES: &[&str] = &[
+    "approved",
+    "running",
+    "applied",
+    "failed",
+    "inDoubt",
+    "retracted",
+];
+
 /// Everything one device syncs: its change sets, every decision it knows (including
 /// those that lost a conflict), its audit trail and its host entities.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -92,6 +172,14 @@ pub struct SyncState {
     pub audit_records: Vec<SyncedAuditRecord>,
     /// Host entities (journal tasks).
     pub entities: Vec<EntityVersion>,
+    /// Items with an external effect. Absent in batches of devices from before the
+    /// execution ledger travelled, and left out when empty so that such devices read
+    /// ours unchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<SyncedEffect>,
+    /// Jobs of the execution ledger, this device's own and copies of other devices'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<SyncedJob>,
 }
 
 impl SyncState {
@@ -105,6 +193,9 @@ impl SyncState {
             .sort_by(|a, b| (&a.origin_host, a.origin_id).cmp(&(&b.origin_host, b.origin_id)));
         self.entities
             .sort_by(|a, b| (&a.entity_type, &a.entity_id).cmp(&(&b.entity_type, &b.entity_id)));
+        self.effects
+            .sort_by_key(|e| (e.change_set_id, e.item_index));
+        self.jobs.sort_by_key(|j| j.id);
     }
 }
 

@@ -6,7 +6,7 @@
 //! batch is wrong (a set id, an item index, a field), and a refused batch plans no
 //! operation.
 
-use crate::{EntityVersion, SyncBatch, SyncError, SyncState};
+use crate::{EFFECTS, EntityVersion, JOB_STATUSES, SyncBatch, SyncError, SyncState};
 use assent_domain::{MAX_ITEMS_PER_SET, MAX_REASON_CHARS, OffsetDateTime, VectorClock};
 use assent_tools::AuditKind;
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,7 +39,81 @@ pub(crate) fn check_batch(
     check_reasons(&batch.state)?;
     check_times(batch, now)?;
     check_clocks(local, &batch.state, local_host)?;
-    check_entity_writes(local, &batch.state)
+    check_entity_writes(local, &batch.state)?;
+    check_ledger(local, &batch.state, now)
+}
+
+/// Effects and jobs name an item that this device or the batch has, with the tool the
+/// item proposes; their names are the ledger's own; a job's owner is named and its
+/// last transition is not in the future (a copy dated ahead would never be replaced).
+fn check_ledger(
+    local: &SyncState,
+    incoming: &SyncState,
+    now: OffsetDateTime,
+) -> Result<(), SyncError> {
+    let sets: BTreeMap<_, _> = local
+        .change_sets
+        .iter()
+        .chain(&incoming.change_sets)
+        .map(|s| (s.id, s))
+        .collect();
+    let tool_of = |set_id, index: usize| -> Result<&str, String> {
+        let set = sets
+            .get(&set_id)
+            .ok_or_else(|| format!("neither device has change set {set_id}"))?;
+        set.items
+            .get(index)
+            .map(|item| item.tool_name.as_str())
+            .ok_or_else(|| format!("change set {set_id} has only {} item(s)", set.items.len()))
+    };
+    let invalid = |what: String, problem: String| SyncError::InvalidLedgerRow { what, problem };
+    let mut effects = BTreeSet::new();
+    for e in &incoming.effects {
+        let what = format!(
+            "the effect of item {} of change set {}",
+            e.item_index, e.change_set_id
+        );
+        tool_of(e.change_set_id, e.item_index).map_err(|p| invalid(what.clone(), p))?;
+        if !EFFECTS.contains(&e.effect.as_str()) {
+            return Err(invalid(what, format!("unknown effect {:?}", e.effect)));
+        }
+        if e.host.trim().is_empty() {
+            return Err(invalid(what, "its host is blank".to_owned()));
+        }
+        if !effects.insert((e.change_set_id, e.item_index)) {
+            return Err(SyncError::Duplicate { what });
+        }
+    }
+    let mut jobs = BTreeSet::new();
+    for job in &incoming.jobs {
+        let what = format!("job {}", job.id);
+        let tool =
+            tool_of(job.change_set_id, job.item_index).map_err(|p| invalid(what.clone(), p))?;
+        let problem = if tool != job.tool_name {
+            Some(format!(
+                "it runs {:?}, but its item proposes {tool:?}",
+                job.tool_name
+            ))
+        } else if !JOB_STATUSES.contains(&job.status.as_str()) {
+            Some(format!("unknown status {:?}", job.status))
+        } else if job.owner_host.trim().is_empty() {
+            Some("its owner is blank".to_owned())
+        } else if job.updated_at > now + MAX_CLOCK_SKEW {
+            Some(format!(
+                "its last transition {} is in the future",
+                job.updated_at
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(invalid(what, problem));
+        }
+        if !jobs.insert(job.id) {
+            return Err(SyncError::Duplicate { what });
+        }
+    }
+    Ok(())
 }
 
 /// Caps (a wake's item cap) and references: a set new here about a kind of target

@@ -70,6 +70,15 @@ pub enum SyncError {
         /// The first differing immutable field.
         field: String,
     },
+    /// An item effect or a job of the execution ledger is malformed or refers to an
+    /// item neither device has.
+    #[error("{what} of the execution ledger is invalid: {problem}")]
+    InvalidLedgerRow {
+        /// Which row (`job ID`, `the effect of item N of change set ID`).
+        what: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// A host entity of the batch is malformed.
     #[error("entity {entity_type} {entity_id:?} is invalid: {problem}")]
     InvalidEntity {

@@ -18,6 +18,11 @@
 //!   tasks and decisions it refers to, plausible clocks and times, an audit record
 //!   behind every task write) before anything of it is planned.
 //!
+//! - Jobs of the execution ledger travel with the items' effects so that every device
+//!   shows an external item's run; only the device that owns a job runs it, and only
+//!   its owner's newer copy replaces it elsewhere. A confirmation demoted by a merge
+//!   stops its own job ([`SyncOp::StopDemotedJob`]): never run, or in doubt.
+//!
 //! Merging is idempotent (a replayed batch plans nothing) and its result does not
 //! depend on the order batches arrive in; both are property-tested.
 
@@ -27,8 +32,8 @@ mod error;
 mod plan;
 
 pub use batch::{
-    EntityVersion, FORMAT_VERSION, OLDEST_FORMAT_VERSION, SyncBatch, SyncState, SyncedAuditRecord,
-    SyncedDecision,
+    EFFECTS, EntityVersion, FORMAT_VERSION, JOB_STATUSES, OLDEST_FORMAT_VERSION, SyncBatch,
+    SyncState, SyncedAuditRecord, SyncedDecision, SyncedEffect, SyncedJob,
 };
 pub use check::{EARLIEST_TIME, MAX_CLOCK_COUNTER, MAX_CLOCK_SKEW};
 pub use error::SyncError;

@@ -7,7 +7,7 @@
 
 use crate::{
     EntityVersion, FORMAT_VERSION, OLDEST_FORMAT_VERSION, SyncBatch, SyncError, SyncState,
-    SyncedAuditRecord, SyncedDecision,
+    SyncedAuditRecord, SyncedDecision, SyncedEffect, SyncedJob,
 };
 use assent_domain::{
     ChangeItemStatus, ChangeSet, ChangeSetStatus, ClockOrdering, OffsetDateTime, Uuid, Verdict,
@@ -74,6 +74,20 @@ pub enum SyncOp {
     InsertAuditRecord(SyncedAuditRecord),
     /// A host entity's merged version, to write over the local one.
     WriteEntity(EntityVersion),
+    /// An item this device holds as transactional is external (it does not know yet).
+    MarkExternal(SyncedEffect),
+    /// Another device's job, new here or newer than the local copy: write the copy.
+    /// This device never runs it.
+    WriteJob(SyncedJob),
+    /// This device's own job of a confirmation that a merge just demoted: one that has
+    /// not run (approved, failed) never will (retracted); one that may have run is in
+    /// doubt with `note`, for a person. Never left approved.
+    StopDemotedJob {
+        /// The job.
+        job_id: Uuid,
+        /// Why, for the job's last error and the audit trail.
+        note: String,
+    },
 }
 
 /// What a merge will do.
@@ -410,7 +424,82 @@ pub fn plan_merge(
     ops.extend(updated_sets);
     ops.extend(new_audit_records(local, incoming, local_host));
     ops.extend(entity_writes(local, incoming, &finals));
+    ops.extend(ledger_ops(local, incoming, local_host, &ops));
     Ok(SyncPlan { ops })
+}
+
+/// The execution ledger's part of a merge, after the decisions it follows from:
+/// effects this device lacks, newer copies of other devices' jobs, and this device's
+/// jobs whose confirmation `planned` demotes.
+///
+/// A job is only ever changed elsewhere by a copy from its owner that is newer (by
+/// `updatedAt`), never by a copy of this device's own. A job whose item already has
+/// another job here (both devices confirmed it) is not copied: each device's own
+/// stands, and the operation id they share is the idempotency key of both.
+fn ledger_ops(
+    local: &SyncState,
+    incoming: &SyncState,
+    local_host: &str,
+    planned: &[SyncOp],
+) -> Vec<SyncOp> {
+    let mut ops = Vec::new();
+    let local_effects: BTreeSet<(Uuid, usize)> = local
+        .effects
+        .iter()
+        .map(|e| (e.change_set_id, e.item_index))
+        .collect();
+    let mut effects: Vec<&SyncedEffect> = incoming
+        .effects
+        .iter()
+        .filter(|e| !local_effects.contains(&(e.change_set_id, e.item_index)))
+        .collect();
+    effects.sort_by_key(|e| (e.change_set_id, e.item_index));
+    ops.extend(effects.into_iter().cloned().map(SyncOp::MarkExternal));
+
+    let local_jobs: BTreeMap<(Uuid, usize), &SyncedJob> = local
+        .jobs
+        .iter()
+        .map(|j| ((j.change_set_id, j.item_index), j))
+        .collect();
+    let mut copies: Vec<&SyncedJob> = incoming
+        .jobs
+        .iter()
+        .filter(|theirs| theirs.owner_host != local_host)
+        .filter(
+            |theirs| match local_jobs.get(&(theirs.change_set_id, theirs.item_index)) {
+                None => true,
+                Some(ours) => {
+                    ours.id == theirs.id
+                        && ours.owner_host == theirs.owner_host
+                        && ours.updated_at < theirs.updated_at
+                }
+            },
+        )
+        .collect();
+    copies.sort_by_key(|j| j.id);
+    ops.extend(copies.into_iter().cloned().map(SyncOp::WriteJob));
+
+    for op in planned {
+        let SyncOp::DemoteDecision(conflict) = op else {
+            continue;
+        };
+        if !conflict.loser_change_stays() {
+            continue;
+        }
+        let own = local_jobs
+            .get(&(conflict.change_set_id, conflict.item_index))
+            .filter(|job| job.owner_host == local_host && job.status != "retracted");
+        if let Some(job) = own {
+            ops.push(SyncOp::StopDemotedJob {
+                job_id: job.id,
+                note: format!(
+                    "a {} made on device {} before this confirmation won a sync conflict",
+                    conflict.winner_verdict, conflict.winner_host
+                ),
+            });
+        }
+    }
+    ops
 }
 
 /// What the union of decisions changes locally: local decisions in force that lose

@@ -6,14 +6,16 @@ pub enum WebhookError {
     /// The receiver's URL cannot be used.
     #[error("invalid webhook URL {url:?}: {reason}")]
     InvalidUrl {
-        /// The URL given.
+        /// The URL given, masked when it is a secret (a Slack URL): errors reach logs
+        /// and API answers.
         url: String,
         /// What is wrong with it.
         reason: String,
     },
     /// An event type no subscription can ask for.
     #[error(
-        "unknown webhook event {0:?} (known: changeSet.created, changeSet.resolved, changeSet.expiring, changeSet.expired, confirmation.requested)"
+        "unknown webhook event {0:?} (known: {known})",
+        known = assent_store::webhooks::event::ALL.join(", ")
     )]
     UnknownEvent(String),
     /// A format other than `standard` or `slack`.

@@ -129,6 +129,52 @@ pub fn safe_text(text: &str) -> String {
     out
 }
 
+/// The fields of a Standard Webhooks body that receivers show people as they are:
+/// written by an agent (`summary`) or a remote tool (`lastError`).
+const HUMAN_TEXT_FIELDS: [&str; 2] = ["summary", "lastError"];
+
+/// Puts `object`'s human text fields on one line with nothing hidden, as every review
+/// surface shows them (a receiver printing a summary must not print an agent's fake
+/// second line). They stay whole: JSON has no length limit. `args`, ids and everything
+/// else machines read stay exactly as written.
+fn one_line_fields(object: &mut serde_json::Map<String, Value>) {
+    for key in HUMAN_TEXT_FIELDS {
+        if let Some(Value::String(text)) = object.get_mut(key)
+            && let std::borrow::Cow::Owned(shown) = assent_domain::one_line(text)
+        {
+            *text = shown;
+        }
+    }
+}
+
+/// The body of `payload` in `format`, with the review link under `public_url` added.
+fn shaped_body(format: Format, payload: &Value, public_url: Option<&str>) -> Value {
+    let link = public_url.and_then(|url| {
+        payload["data"]["changeSetId"]
+            .as_str()
+            .map(|id| review_link(url, id))
+    });
+    match format {
+        Format::Slack => slack_body(payload, link.as_deref()),
+        Format::Standard => {
+            let mut body = payload.clone();
+            if let Some(data) = body["data"].as_object_mut() {
+                one_line_fields(data);
+                if let Some(items) = data.get_mut("items").and_then(Value::as_array_mut) {
+                    items
+                        .iter_mut()
+                        .filter_map(Value::as_object_mut)
+                        .for_each(one_line_fields);
+                }
+                if let Some(link) = link {
+                    data.insert("reviewUrl".to_owned(), Value::String(link));
+                }
+            }
+            body
+        }
+    }
+}
+
 /// A number in `[0, 1)` from the system's random generator (through a v4 UUID).
 fn jitter() -> f64 {
     let bytes = Uuid::new_v4().into_bytes();
@@ -299,21 +345,7 @@ impl Sender {
 
     /// The body of `payload` in `format`, with the review link added.
     fn body(&self, format: Format, payload: &Value) -> Value {
-        let link = self.config.public_url.as_deref().and_then(|url| {
-            payload["data"]["changeSetId"]
-                .as_str()
-                .map(|id| review_link(url, id))
-        });
-        match format {
-            Format::Slack => slack_body(payload, link.as_deref()),
-            Format::Standard => {
-                let mut body = payload.clone();
-                if let (Some(link), Some(data)) = (link, body["data"].as_object_mut()) {
-                    data.insert("reviewUrl".to_owned(), Value::String(link));
-                }
-                body
-            }
-        }
+        shaped_body(format, payload, self.config.public_url.as_deref())
     }
 
     /// Posts `payload` to `url`, signed with `secret` as message `id`.
@@ -427,6 +459,10 @@ impl Sender {
         let secret = webhooks::signing_secret(&mut conn, id)
             .await?
             .ok_or(WebhookError::NoSubscription(id))?;
+        // The listed URL may be masked (a Slack URL is a secret); post to the whole one.
+        let url = webhooks::receiver_url(&mut conn, id)
+            .await?
+            .ok_or(WebhookError::NoSubscription(id))?;
         drop(conn);
         let now = OffsetDateTime::now_utc();
         let payload = json!({
@@ -437,9 +473,7 @@ impl Sender {
         let format = Format::parse(&subscription.format).unwrap_or(Format::Standard);
         let body = self.body(format, &payload);
         let message_id = format!("msg_{}", Uuid::new_v4().simple());
-        let attempt = self
-            .post(&subscription.url, &secret, &message_id, &body)
-            .await;
+        let attempt = self.post(&url, &secret, &message_id, &body).await;
         Ok(TestResult {
             ok: attempt.ok,
             status: attempt.status,
@@ -467,6 +501,34 @@ mod tests {
             review_link("https://a.example/", "s1"),
             "https://a.example/#change-set-s1"
         );
+    }
+
+    #[test]
+    fn standard_bodies_keep_arguments_whole_and_summaries_on_one_line() {
+        let content = format!("{}\nssh-ed25519 AAAA attacker@evil", "x".repeat(5000));
+        let args = json!({"path": "/home/u/\u{202E}x", "content": content});
+        let payload = json!({"type": "changeSet.created", "data": {
+            "changeSetId": "s1",
+            "summary": "Refund 5000 cents\nRefund 0 cents (confirmed)",
+            "items": [{"index": 0, "args": args, "summary": "a\u{202E}b\nc", "status": "pending"}],
+        }});
+        let body = shaped_body(Format::Standard, &payload, Some("https://a.example"));
+        assert_eq!(
+            body["data"]["items"][0]["args"], args,
+            "machines get them whole"
+        );
+        assert_eq!(body["data"]["items"][0]["summary"], "a\\u{202e}b⏎c");
+        assert_eq!(
+            body["data"]["summary"],
+            "Refund 5000 cents⏎Refund 0 cents (confirmed)"
+        );
+        assert_eq!(
+            body["data"]["reviewUrl"],
+            "https://a.example/#change-set-s1"
+        );
+        assert_eq!(body["type"], "changeSet.created");
+        let slack = shaped_body(Format::Slack, &payload, None);
+        assert!(slack["blocks"].is_array());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! its format.
 
 use crate::WebhookError;
-use assent_store::webhooks::event;
+use assent_store::webhooks::{event, shown_url};
 use reqwest::Url;
 use std::net::IpAddr;
 
@@ -35,10 +35,11 @@ impl Format {
 }
 
 /// Checks a receiver URL: absolute `https://`, or `http://` to a loopback host unless
-/// `allow_http`; a host, no credentials, no fragment.
+/// `allow_http`; a host, no credentials, no fragment. A refused Slack URL is named
+/// masked in the error.
 pub fn validate_url(text: &str, allow_http: bool) -> Result<Url, WebhookError> {
     let invalid = |reason: &str| WebhookError::InvalidUrl {
-        url: text.to_owned(),
+        url: shown_url(text, Format::Standard.as_str()).into_owned(),
         reason: reason.to_owned(),
     };
     let url = Url::parse(text.trim()).map_err(|e| invalid(&e.to_string()))?;
@@ -104,6 +105,14 @@ mod tests {
         ] {
             assert!(validate_url(bad, true).is_err(), "{bad} accepted");
         }
+        let refused = validate_url("http://hooks.slack.com/services/T/B/s3cretWXYZ", false)
+            .map(|url| url.to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("http://hooks.slack.com/…/WXYZ") && !refused.contains("s3cret"),
+            "{refused}"
+        );
     }
 
     #[test]
@@ -116,7 +125,11 @@ mod tests {
             validate_events(&events).ok(),
             Some(vec!["changeSet.created".to_owned()])
         );
-        assert!(validate_events(&["item.failed".to_owned()]).is_err());
+        assert!(validate_events(&["item.exploded".to_owned()]).is_err());
+        let failures = ["item.failed".to_owned(), "item.inDoubt".to_owned()];
+        assert_eq!(validate_events(&failures).ok(), Some(failures.to_vec()));
+        let unknown = validate_events(&["x".to_owned()]).unwrap_err().to_string();
+        assert!(unknown.contains("item.failed, item.inDoubt"), "{unknown}");
         assert_eq!(validate_events(&[]).ok(), Some(vec![]));
     }
 }

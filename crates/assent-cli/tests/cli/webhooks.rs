@@ -1,6 +1,7 @@
 //! `assent webhooks`: the contract of add (`--json` keys, the secret shown once), list,
 //! remove, test, deliveries, redeliver and deliver; refused URLs, events and formats
-//! change nothing. Delivery to a real receiver is covered by the integration tests.
+//! change nothing; a Slack URL is never shown whole. Delivery to a real receiver is
+//! covered by the integration tests.
 
 use super::{CALLS, Cli, assert_fails, code};
 use serde_json::Value;
@@ -32,7 +33,7 @@ fn webhooks_are_added_listed_without_secrets_delivered_and_removed() {
             "add",
             "https://example.com/h",
             "--events",
-            "item.failed",
+            "item.exploded",
         ]),
         1,
         "unknown webhook event",
@@ -154,4 +155,55 @@ fn webhooks_are_added_listed_without_secrets_delivered_and_removed() {
         cli.json(&["webhooks", "deliveries"], ""),
         serde_json::json!([])
     );
+}
+
+#[test]
+fn a_slack_url_is_a_secret_shown_masked_everywhere() {
+    let cli = Cli::new();
+    let url = "https://hooks.slack.com/services/T000/B000/s3cretTOKENwxyz";
+    let masked = "https://hooks.slack.com/…/wxyz";
+    let added = cli.json(
+        &[
+            "webhooks",
+            "add",
+            url,
+            "--format",
+            "slack",
+            "--events",
+            "changeSet.created,item.failed,item.inDoubt",
+        ],
+        "",
+    );
+    assert_eq!(added["url"], masked, "{added}");
+    assert_eq!(
+        added["events"],
+        serde_json::json!(["changeSet.created", "item.failed", "item.inDoubt"])
+    );
+    let text = cli.run(&["webhooks", "add", url, "--format", "slack"]);
+    assert_eq!(code(&text), 0);
+    assert!(stdout(&text).contains(masked), "{}", stdout(&text));
+
+    let listed = cli.json(&["webhooks"], "");
+    assert_eq!(listed[0]["url"], masked, "the field keeps its name");
+    let table = stdout(&cli.run(&["webhooks"]));
+    assert!(table.contains(masked), "{table}");
+
+    let task = cli.agent_and_task();
+    assert_eq!(
+        code(&cli.run_with(&["wake", "--agent", "a", "--task", &task], CALLS)),
+        0
+    );
+    let deliveries = cli.json(&["webhooks", "deliveries"], "");
+    assert_eq!(deliveries[0]["url"], masked, "{deliveries}");
+    let deliveries_table = stdout(&cli.run(&["webhooks", "deliveries"]));
+    for shown in [
+        added.to_string(),
+        stdout(&text),
+        listed.to_string(),
+        table,
+        deliveries.to_string(),
+        deliveries_table,
+    ] {
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
 }

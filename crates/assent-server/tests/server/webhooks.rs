@@ -1,7 +1,8 @@
 //! `/api/webhooks` against a real server and a real receiver (verifying with the
 //! `standardwebhooks` package): add (the only answer with the secret; bad URLs and
 //! events refused), list without secrets, test, a sub-agent's question delivered as
-//! `confirmation.requested`, deliveries, redelivery and removal.
+//! `confirmation.requested`, deliveries, redelivery and removal; a Slack URL answered
+//! masked.
 
 use crate::support::{TestServer, next_event};
 use assent_tests::receiver::{Receiver, python};
@@ -22,7 +23,7 @@ async fn webhooks_over_the_api_and_a_sub_agents_question_delivered() {
             "plain http beyond loopback",
         ),
         (
-            json!({"url": receiver.url("x"), "events": ["item.failed"]}),
+            json!({"url": receiver.url("x"), "events": ["item.exploded"]}),
             "an unknown event",
         ),
         (
@@ -159,5 +160,40 @@ async fn webhooks_over_the_api_and_a_sub_agents_question_delivered() {
         .await
         .unwrap();
     assert_eq!(anonymous.status(), 401);
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_slack_url_is_answered_masked_and_posted_to_whole() {
+    let server = TestServer::start().await;
+    let url = "https://hooks.slack.com/services/T000/B000/s3cretTOKENwxyz";
+    let masked = "https://hooks.slack.com/…/wxyz";
+    let (status, added) = server
+        .post(
+            "/api/webhooks",
+            json!({"url": url, "format": "slack", "events": ["item.failed", "item.inDoubt"]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{added}");
+    assert_eq!(added["url"], masked);
+    assert!(
+        added["secret"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("whsec_"))
+    );
+    let (status, listed) = server.get("/api/webhooks").await;
+    assert_eq!(status, 200);
+    assert_eq!(listed[0]["url"], masked, "the field keeps its name");
+    for shown in [added.to_string(), listed.to_string()] {
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+    // The whole URL stays stored: it is what the sender posts to.
+    let id: assent_domain::Uuid = listed[0]["id"].as_str().unwrap().parse().unwrap();
+    let mut conn = server.store.pool().acquire().await.unwrap();
+    let whole = assent_store::webhooks::receiver_url(&mut conn, id)
+        .await
+        .unwrap();
+    assert_eq!(whole.as_deref(), Some(url));
+    drop(conn);
     server.stop().await.unwrap();
 }

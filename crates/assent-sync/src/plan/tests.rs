@@ -168,9 +168,180 @@ fn apply(state: &mut SyncState, plan: &SyncPlan) {
                     .retain(|x| (&x.entity_type, &x.entity_id) != (&e.entity_type, &e.entity_id));
                 state.entities.push(e.clone());
             }
+            SyncOp::MarkExternal(effect) => state.effects.push(effect.clone()),
+            SyncOp::WriteJob(copy) => {
+                state.jobs.retain(|j| j.id != copy.id);
+                state.jobs.push(copy.clone());
+            }
+            SyncOp::StopDemotedJob { job_id, note } => {
+                let job = state
+                    .jobs
+                    .iter_mut()
+                    .find(|j| j.id == *job_id)
+                    .expect("stops a known job");
+                job.status = if matches!(job.status.as_str(), "approved" | "failed") {
+                    "retracted".to_owned()
+                } else {
+                    "inDoubt".to_owned()
+                };
+                job.last_error = Some(note.clone());
+                job.updated_at = NOW;
+            }
         }
     }
     state.sort();
+}
+
+impl Device {
+    /// Item `index` is external here, and this device's confirmation of it created a
+    /// job with `status`, last changed at `at`.
+    fn job(&mut self, index: usize, status: &str, at: OffsetDateTime) -> Uuid {
+        let id = Uuid::from_u128(0x70b0 + index as u128);
+        self.state.effects.push(SyncedEffect {
+            change_set_id: SET,
+            item_index: index,
+            effect: "external".into(),
+            host: "mail".into(),
+        });
+        self.state.jobs.push(SyncedJob {
+            owner_host: self.host.clone(),
+            id,
+            operation_id: format!("op-{index}"),
+            change_set_id: SET,
+            item_index: index,
+            host: "mail".into(),
+            tool_name: "set_value".into(),
+            args: json!({"value": index}),
+            agent_id: "agent".into(),
+            target_kind: "task".into(),
+            target_id: TASK.into(),
+            run_key: "run".into(),
+            idempotent: false,
+            status: status.into(),
+            attempts: 0,
+            attempt_limit: 5,
+            doubts: 0,
+            last_error: None,
+            result: None,
+            created_at: at,
+            updated_at: at,
+        });
+        self.state.sort();
+        id
+    }
+
+    fn job_status(&self, id: Uuid) -> &str {
+        &self
+            .state
+            .jobs
+            .iter()
+            .find(|j| j.id == id)
+            .expect("the job")
+            .status
+    }
+}
+
+#[test]
+fn a_demoted_confirmation_stops_its_own_job_never_leaving_it_approved() {
+    for (status, stopped) in [
+        ("approved", "retracted"),
+        ("failed", "retracted"),
+        ("running", "inDoubt"),
+        ("applied", "inDoubt"),
+    ] {
+        let mut a = Device::new("A", &shared());
+        let mut b = Device::new("B", &shared());
+        // B rejected first; A confirmed later, and its job stands at `status`.
+        b.decide(0, Verdict::Rejected, 0, T0 + Duration::minutes(1));
+        a.decide(0, Verdict::Confirmed, 7, T0 + Duration::minutes(2));
+        let job = a.job(0, status, T0 + Duration::minutes(2));
+        let plan = a.import(&b.export());
+        assert!(
+            plan.ops.iter().any(|op| matches!(op,
+                SyncOp::StopDemotedJob { job_id, note } if *job_id == job && note.contains("rejected"))),
+            "{status}: {plan:?}"
+        );
+        assert_eq!(a.job_status(job), stopped, "{status}");
+        assert_eq!(a.set().items[0].status, ChangeItemStatus::Rejected);
+
+        // B learns of the job and how it stands; it never owns or stops it.
+        let plan = b.import(&a.export());
+        assert!(
+            !plan
+                .ops
+                .iter()
+                .any(|op| matches!(op, SyncOp::StopDemotedJob { .. })),
+            "{plan:?}"
+        );
+        assert_eq!(b.job_status(job), stopped);
+        assert_eq!(b.state.effects, a.state.effects);
+        assert!(b.import(&a.export()).is_empty(), "a replay changes nothing");
+    }
+}
+
+#[test]
+fn a_later_rejection_that_loses_leaves_the_job_alone() {
+    let mut a = Device::new("A", &shared());
+    let mut b = Device::new("B", &shared());
+    a.decide(0, Verdict::Confirmed, 7, T0 + Duration::minutes(1));
+    let job = a.job(0, "approved", T0 + Duration::minutes(1));
+    b.decide(0, Verdict::Rejected, 0, T0 + Duration::minutes(2));
+    let plan = a.import(&b.export());
+    assert!(
+        !plan
+            .ops
+            .iter()
+            .any(|op| matches!(op, SyncOp::StopDemotedJob { .. })),
+        "{plan:?}"
+    );
+    assert_eq!(a.job_status(job), "approved");
+}
+
+#[test]
+fn only_the_owners_newer_copy_of_a_job_replaces_another_devices() {
+    let mut a = Device::new("A", &shared());
+    let mut b = Device::new("B", &shared());
+    a.decide(0, Verdict::Confirmed, 7, T0 + Duration::minutes(1));
+    let job = a.job(0, "approved", T0 + Duration::minutes(1));
+    b.import(&a.export());
+    assert_eq!(b.job_status(job), "approved");
+
+    // The owner ran it: the newer copy replaces B's.
+    let ran = a.state.jobs.iter_mut().find(|j| j.id == job).expect("job");
+    ran.status = "applied".into();
+    ran.updated_at = T0 + Duration::minutes(3);
+    b.import(&a.export());
+    assert_eq!(b.job_status(job), "applied");
+
+    // A copy that B sends back, even altered and dated later, never changes A's own.
+    let echoed = b.state.jobs.iter_mut().find(|j| j.id == job).expect("job");
+    echoed.status = "retracted".into();
+    echoed.updated_at = T0 + Duration::minutes(5);
+    let plan = a.import(&b.export());
+    assert!(
+        !plan.ops.iter().any(|op| matches!(op, SyncOp::WriteJob(_))),
+        "{plan:?}"
+    );
+    assert_eq!(a.job_status(job), "applied");
+}
+
+#[test]
+fn a_job_for_an_item_nobody_has_or_with_an_unknown_status_is_refused() {
+    let mut a = Device::new("A", &shared());
+    a.decide(0, Verdict::Confirmed, 7, T0 + Duration::minutes(1));
+    a.job(0, "approved", T0 + Duration::minutes(1));
+    let mut batch = a.export();
+    batch.state.jobs[0].status = "sleeping".into();
+    let refused = plan_merge(&shared(), &batch, "B", NOW).expect_err("refused");
+    assert!(refused.to_string().contains("unknown status"), "{refused}");
+    let mut batch = a.export();
+    batch.state.jobs[0].item_index = 9;
+    let refused = plan_merge(&shared(), &batch, "B", NOW).expect_err("refused");
+    assert!(refused.to_string().contains("only 3 item(s)"), "{refused}");
+    let mut batch = a.export();
+    batch.state.effects[0].effect = "magic".into();
+    let refused = plan_merge(&shared(), &batch, "B", NOW).expect_err("refused");
+    assert!(refused.to_string().contains("unknown effect"), "{refused}");
 }
 
 /// One set of three items about one task, both devices start from it.
