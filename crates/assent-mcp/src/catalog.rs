@@ -66,7 +66,8 @@ pub(crate) fn title(tool: &Tool) -> String {
 }
 
 /// `Write File(path: "/tmp/a", content: "hello")`: the tool's title and its
-/// arguments, long values cut.
+/// arguments, each on one line and a long one cut in the middle, so that where a path
+/// ends and what was appended to a content stay in sight.
 fn summary(args: &Value, _context: Option<&dyn SummaryContext>) -> String {
     let Ok(title) = TOOL_TITLE.try_with(Clone::clone) else {
         return fallback_summary("call", args);
@@ -78,12 +79,12 @@ fn summary(args: &Value, _context: Option<&dyn SummaryContext>) -> String {
         .iter()
         .map(|(key, value)| {
             let text = value.to_string();
-            let cut: String = text.chars().take(SUMMARY_VALUE_CHARS).collect();
-            if cut.len() < text.len() {
-                format!("{key}: {cut}…")
-            } else {
-                format!("{key}: {text}")
-            }
+            let shown = assent_domain::head_and_tail(&text, SUMMARY_VALUE_CHARS);
+            format!(
+                "{}: {}",
+                assent_domain::one_line(key),
+                assent_domain::one_line(&shown)
+            )
         })
         .collect();
     format!("{title}({})", parts.join(", "))
@@ -159,13 +160,21 @@ mod tests {
         let text = TOOL_TITLE
             .scope("Write File".to_owned(), async { summary(&args, None) })
             .await;
+        let content =
+            assent_domain::head_and_tail(&args["content"].to_string(), SUMMARY_VALUE_CHARS)
+                .into_owned();
         assert_eq!(
             text,
-            format!(
-                "Write File(content: \"{}…, path: \"/tmp/a\")",
-                "x".repeat(SUMMARY_VALUE_CHARS - 1)
-            )
+            format!("Write File(content: {content}, path: \"/tmp/a\")")
         );
+        assert!(content.ends_with("xx\""), "{content}");
+        let appended = json!({"path": format!("/home/u/{}/.ssh/authorized_keys", "d".repeat(200)),
+            "content": format!("{}\nssh-ed25519 AAAA attacker@evil", "k".repeat(300))});
+        let text = TOOL_TITLE
+            .scope("Write File".to_owned(), async { summary(&appended, None) })
+            .await;
+        assert!(text.contains("attacker@evil\""), "{text}");
+        assert!(text.contains(".ssh/authorized_keys\""), "{text}");
         assert_eq!(summary(&args, None), "call(content, path)");
     }
 }
