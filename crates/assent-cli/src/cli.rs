@@ -104,8 +104,10 @@ pub enum DbCommand {
     Task(TaskCommand),
     /// Run one agent wake: its tool calls run now, are queued for review, or refused.
     Wake(WakeArgs),
-    /// List the change sets waiting for review.
+    /// List the change sets waiting for review (long values cut, both ends kept).
     Pending(PendingArgs),
+    /// Show a change set, or one of its items, with every argument whole.
+    Show(ShowArgs),
     /// Confirm (and apply) one item, or every pending item with --all.
     Confirm(ConfirmArgs),
     /// Reject one item.
@@ -215,6 +217,32 @@ pub struct GrantRevokeArgs {
 pub enum AgentCommand {
     /// Create an agent, or replace the categories of an existing one.
     Create(AgentCreateArgs),
+    /// Let the agent run TOOL without asking (its rule for TOOL, replaced).
+    Allow(AgentRuleArgs),
+    /// Make the agent's calls of TOOL wait for a person (its rule for TOOL, replaced).
+    Ask(AgentRuleArgs),
+    /// Refuse the agent's calls of TOOL (its rule for TOOL, replaced).
+    Deny(AgentRuleArgs),
+    /// Show an agent: its categories and its rules by tool.
+    Show(AgentShowArgs),
+    /// List every agent: its categories and how many rules it has.
+    List,
+}
+
+/// `assent agent allow|ask|deny AGENT TOOL`.
+#[derive(Debug, Args)]
+pub struct AgentRuleArgs {
+    /// The agent's id.
+    pub agent: String,
+    /// The tool's name, or a pattern where `*` matches any run of characters.
+    pub tool: String,
+}
+
+/// `assent agent show AGENT`.
+#[derive(Debug, Args)]
+pub struct AgentShowArgs {
+    /// The agent's id.
+    pub agent: String,
 }
 
 /// `assent agent create`.
@@ -332,6 +360,15 @@ impl PendingArgs {
     pub fn about(&self) -> Option<Target> {
         target_of(self.task.as_ref(), self.target.as_ref())
     }
+}
+
+/// `assent show SET [IDX]`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The change set's id.
+    pub set: String,
+    /// Only this item.
+    pub index: Option<usize>,
 }
 
 /// `assent confirm`.
@@ -546,6 +583,14 @@ mod tests {
         ]));
         assert!(!parses(&["--token", "t", "host"]));
         assert!(!parses(&[]), "`assent sync` alone shows its help");
+    }
+
+    #[test]
+    fn show_takes_a_set_and_maybe_an_item() {
+        assert!(Cli::try_parse_from(["assent", "show"]).is_err());
+        assert!(Cli::try_parse_from(["assent", "show", "s"]).is_ok());
+        assert!(Cli::try_parse_from(["assent", "show", "s", "1"]).is_ok());
+        assert!(Cli::try_parse_from(["assent", "show", "s", "x"]).is_err());
     }
 
     #[test]

@@ -1,15 +1,15 @@
-//! A person's decisions: `assent pending`, `confirm`, `reject`, `edit`, `defer`,
-//! `dismiss` and `expire`.
+//! A person's decisions: `assent pending` and `show` (what there is to decide),
+//! `confirm`, `reject`, `edit`, `defer`, `dismiss` and `expire`.
 
 use crate::CliError;
 use crate::cli::{
-    ConfirmArgs, DismissArgs, EditArgs, ExpireArgs, ItemArgs, PendingArgs, RejectArgs,
+    ConfirmArgs, DismissArgs, EditArgs, ExpireArgs, ItemArgs, PendingArgs, RejectArgs, ShowArgs,
 };
 use crate::context::{Ctx, Output};
 use crate::render;
-use assent_confirm::{DEFAULT_EXPIRY_TTL, ItemResult};
+use assent_confirm::{ConfirmError, DEFAULT_EXPIRY_TTL, ItemResult};
 use assent_server::shapes::{SetView, confirm_all_json, confirmed_json};
-use assent_store::{change_sets, jobs};
+use assent_store::{change_sets, decisions, jobs};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -32,6 +32,34 @@ pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
         .map(|(set, ran)| SetView::of(set).with_jobs(ran))
         .collect();
     Output::either(ctx.json, &listed, || render::pending(&sets, &ran))
+}
+
+/// `assent show SET [IDX]`: what `pending` lists in a line, whole, so a person can
+/// read every argument before deciding. `--json` gives the set as the API's
+/// `GET /api/change-sets/{id}` does, or the one item as `pending --json` lists it.
+pub async fn show(ctx: &Ctx, args: ShowArgs) -> Result<Output, CliError> {
+    let id = set_id(&args.set)?;
+    let mut conn = ctx.connection().await?;
+    let set = change_sets::load(&mut conn, id)
+        .await?
+        .ok_or(ConfirmError::ChangeSetNotFound(id))?;
+    if let Some(index) = args.index
+        && index >= set.items.len()
+    {
+        return Err(CliError::from(ConfirmError::ItemNotFound {
+            change_set_id: id,
+            index,
+            len: set.items.len(),
+        }));
+    }
+    let decided = decisions::for_change_set(&mut conn, id).await?;
+    let ran = jobs::for_change_set(&mut conn, id).await?;
+    let mut view = SetView::of(&set).with_reasons(&decided).with_jobs(&ran);
+    let text = || render::show(&set, args.index, &ran, &decided);
+    match args.index {
+        Some(index) => Output::either(ctx.json, &view.items.swap_remove(index), text),
+        None => Output::either(ctx.json, &view, text),
+    }
 }
 
 /// A change-set id from the command line.

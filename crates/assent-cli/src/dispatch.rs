@@ -6,12 +6,15 @@
 use crate::CliError;
 use crate::cli::{AgentCommand, Cli, Command, DbCommand, TaskCommand};
 use crate::context::{Ctx, Output};
-use crate::decision_commands::{confirm, defer, dismiss, edit, expire, pending, reject};
+use crate::decision_commands::{confirm, defer, dismiss, edit, expire, pending, reject, show};
 use crate::record_commands::{audit_trail, grants, history, outbox_messages};
-use crate::task_commands::{agent_create, task_create, task_show};
+use crate::task_commands::{
+    agent_create, agent_list, agent_rule, agent_show, task_create, task_show,
+};
 use crate::wake_commands::{read_calls, tools, wake};
 use crate::{demo, demo_delegated, serve};
 use assent_domain::OffsetDateTime;
+use assent_tools::RuleAction;
 
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<Output, CliError> {
@@ -37,6 +40,15 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
     let ctx = Ctx::open(&cli.db, now, cli.json).await?;
     let output = match command {
         DbCommand::Agent(AgentCommand::Create(args)) => agent_create(&ctx, args).await,
+        DbCommand::Agent(AgentCommand::Allow(args)) => {
+            agent_rule(&ctx, args, RuleAction::Allow).await
+        }
+        DbCommand::Agent(AgentCommand::Ask(args)) => agent_rule(&ctx, args, RuleAction::Ask).await,
+        DbCommand::Agent(AgentCommand::Deny(args)) => {
+            agent_rule(&ctx, args, RuleAction::Deny).await
+        }
+        DbCommand::Agent(AgentCommand::Show(args)) => agent_show(&ctx, args).await,
+        DbCommand::Agent(AgentCommand::List) => agent_list(&ctx).await,
         DbCommand::Task(TaskCommand::Create(args)) => task_create(&ctx, args).await,
         DbCommand::Task(TaskCommand::Show(args)) => task_show(&ctx, args).await,
         DbCommand::Wake(args) => match calls {
@@ -44,6 +56,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             None => Err(CliError::failed("no tool calls read")),
         },
         DbCommand::Pending(args) => pending(&ctx, args).await,
+        DbCommand::Show(args) => show(&ctx, args).await,
         DbCommand::Confirm(args) => confirm(&ctx, args).await,
         DbCommand::Reject(args) => reject(&ctx, args).await,
         DbCommand::Edit(args) => edit(&ctx, args).await,

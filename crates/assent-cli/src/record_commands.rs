@@ -5,6 +5,7 @@ use crate::cli::{AuditArgs, GrantsArgs, GrantsCommand, HistoryArgs, OutboxArgs};
 use crate::context::{Ctx, Output};
 use crate::render;
 use assent_confirm::ConfirmError;
+use assent_server::shapes::AuditView;
 use assent_store::delegation::{self, Revocation};
 use assent_store::{StoreError, audit, outbox};
 use serde_json::json;
@@ -31,7 +32,9 @@ pub async fn audit_trail(ctx: &Ctx, args: AuditArgs) -> Result<Output, CliError>
     };
     let mut conn = ctx.connection().await?;
     let records = audit::list(&mut conn, &filter, args.limit).await?;
-    Output::either(ctx.json, &records, || render::audit(&records))
+    Output::either(ctx.json, &AuditView::all(&records), || {
+        render::audit(&records)
+    })
 }
 
 /// `assent outbox`.

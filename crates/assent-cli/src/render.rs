@@ -4,6 +4,7 @@
 use assent_confirm::{ConfirmAllResult, ConfirmOutcome, ItemResult, WakeOutcome, WakeRequest};
 use assent_domain::{
     ChangeDecision, ChangeItem, ChangeSet, OffsetDateTime, Uuid, Verdict, canonical_json,
+    head_and_tail, one_line,
 };
 use assent_journal::TaskSnapshot;
 use assent_store::delegation::Grant;
@@ -74,13 +75,21 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(shown)
 }
 
-/// `text` cut to `max` characters, with `…` when cut; on one line.
+/// `text` on one line of a person's terminal, at most about `max` characters of it:
+/// a longer text keeps its head and its tail around a marker saying how many characters
+/// were left out ([`head_and_tail`]), because what is appended to a value, or where a
+/// path ends, is what a reviewer must not miss. What is kept is made [`visible`]
+/// before it is put on one line, so controls read as the same escapes as everywhere
+/// else on the terminal (and a newline as `⏎`).
 pub(crate) fn cut(text: &str, max: usize) -> String {
-    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if text.chars().count() <= max {
-        return text;
-    }
-    text.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
+    shown(text, max).0
+}
+
+/// [`cut`], and whether anything was left out (the caller then says where to see it).
+fn shown(text: &str, max: usize) -> (String, bool) {
+    let was_cut = text.chars().count() > max;
+    let kept = head_and_tail(text, max);
+    (one_line(&visible(&kept)).into_owned(), was_cut)
 }
 
 /// A JSON value for a person: strings bare, `null` as `none`, the rest as JSON.
@@ -210,33 +219,66 @@ pub fn replies(request: &WakeRequest, outcome: &WakeOutcome) -> String {
     text
 }
 
-fn item_line(index: usize, item: &ChangeItem) -> String {
+/// How much of an item's summary a list line shows before cutting it.
+const SUMMARY_CHARS: usize = 100;
+/// How much of an argument's value (or an item's earlier value) a list line shows.
+const VALUE_CHARS: usize = 100;
+/// How much of an argument's name a list line shows.
+const KEY_CHARS: usize = 40;
+
+/// One item of a list: its line (status, summary, the value it replaces), then every
+/// argument on a line of its own, since the summary is the host's wording and may
+/// leave an argument out or cut it. A cut value keeps both ends, and the item then
+/// says how to see it whole.
+fn item_lines(set: Uuid, index: usize, item: &ChangeItem) -> String {
+    let (summary, mut was_cut) = shown(&item.human_summary, SUMMARY_CHARS);
     let before = match &item.before {
-        Some(before) => format!("  (now: {})", cut(&value(before), 40)),
+        Some(before) => {
+            let (text, cut) = shown(&value(before), VALUE_CHARS);
+            was_cut |= cut;
+            format!("  (now: {text})")
+        }
         None => String::new(),
     };
-    format!(
-        "  [{index}] {:<10} {}{before}",
-        item.status.as_str(),
-        cut(&item.human_summary, 80)
-    )
+    let mut text = format!("  [{index}] {:<10} {summary}{before}", item.status.as_str());
+    let args: Vec<(String, &Value)> = match &item.args {
+        Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), v)).collect(),
+        Value::Null => Vec::new(),
+        other => vec![("args".to_owned(), other)],
+    };
+    for (key, arg) in args {
+        let (key, key_cut) = shown(&key, KEY_CHARS);
+        let (arg, arg_cut) = shown(&value(arg), VALUE_CHARS);
+        was_cut |= key_cut || arg_cut;
+        text.push_str(&format!("\n        {key}: {arg}"));
+    }
+    if was_cut {
+        text.push_str(&format!(
+            "\n        (cut to fit; every argument whole: assent show {set} {index})"
+        ));
+    }
+    text
 }
 
-/// A change set: a header line, then one line per item.
+/// A change set: a header line, then each item with its arguments.
 pub fn change_set(set: &ChangeSet) -> String {
-    let mut text = format!(
+    let mut text = set_header(set);
+    for (index, item) in set.items.iter().enumerate() {
+        text.push_str(&item_lines(set.id, index, item));
+        text.push('\n');
+    }
+    text
+}
+
+fn set_header(set: &ChangeSet) -> String {
+    format!(
         "Change set {} ({})\n  agent {}, {}, created {}\n",
         set.id,
         set.status,
         set.agent_id,
-        set.target(),
+        one_line(&visible(&set.target().to_string())),
         time(set.created_at)
-    );
-    for (index, item) in set.items.iter().enumerate() {
-        text.push_str(&item_line(index, item));
-        text.push('\n');
-    }
-    text
+    )
 }
 
 /// The sets of `assent pending`, each confirmed item of an external tool followed by
@@ -259,9 +301,86 @@ pub fn pending(sets: &[ChangeSet], ran: &[Vec<Job>]) -> String {
         .join("\n")
 }
 
-/// How the run of a confirmed external item stands: `  [1] run: in doubt (attempt 2):
-/// the executor stopped ...`.
+/// `assent show`: the set's header, then each item (only item `only` when given) with
+/// everything a person decides on, nothing cut: its summary, every argument whole,
+/// the value it replaces, why it was rejected, how its run stands. Agent text keeps
+/// its lines, each behind a `│` gutter, so no value can print a line that passes for
+/// the command's own.
+pub fn show(
+    set: &ChangeSet,
+    only: Option<usize>,
+    jobs: &[Job],
+    decisions: &[ChangeDecision],
+) -> String {
+    let mut text = set_header(set);
+    for (index, item) in set.items.iter().enumerate() {
+        if only.is_some_and(|only| only != index) {
+            continue;
+        }
+        text.push_str(&format!(
+            "\n  [{index}] {}  {}\n",
+            item.status.as_str(),
+            one_line(&visible(&item.tool_name))
+        ));
+        text.push_str(&format!(
+            "    summary  {}\n",
+            one_line(&visible(&item.human_summary))
+        ));
+        // The last word on an item wins, as on the page.
+        let last = decisions.iter().rev().find(|d| d.item_index == index);
+        if let Some(reason) = last
+            .filter(|d| d.verdict == Verdict::Rejected)
+            .and_then(|d| d.reason.as_deref())
+        {
+            text.push_str(&format!("    reason   {}\n", one_line(&visible(reason))));
+        }
+        if let Some(job) = jobs.iter().find(|j| j.item_index == index) {
+            text.push_str(&format!("    run      {}\n", one_line(&visible(&run(job)))));
+        }
+        match &item.args {
+            Value::Object(map) if map.is_empty() => text.push_str("    args     none\n"),
+            Value::Object(map) => {
+                text.push_str(&format!("    args     {}\n", map.len()));
+                for (key, arg) in map {
+                    text.push_str(&whole(&format!("      {}", one_line(&visible(key))), arg));
+                }
+            }
+            other => text.push_str(&whole("    args", other)),
+        }
+        if let Some(before) = &item.before {
+            text.push_str(&whole("    before", before));
+        }
+    }
+    text
+}
+
+/// `label (string, N chars)` or `label (JSON)`, then the value whole, one `│` line per
+/// line of it: a string as written (a final newline shows as a last empty line), any
+/// other value as indented JSON.
+fn whole(label: &str, value: &Value) -> String {
+    let (kind, body) = match value {
+        Value::String(s) => (format!("string, {} chars", s.chars().count()), s.clone()),
+        other => (
+            "JSON".to_owned(),
+            serde_json::to_string_pretty(other).unwrap_or_else(|_| canonical_json(other)),
+        ),
+    };
+    let mut text = format!("{label} ({kind})\n");
+    let gutter = " ".repeat(label.len() - label.trim_start().len() + 2);
+    for line in body.split('\n') {
+        text.push_str(&format!("{gutter}│ {}\n", one_line(&visible(line))));
+    }
+    text
+}
+
+/// How the run of a confirmed external item stands: `  [1] run: in doubt (attempt 2,
+/// job …): the executor stopped ...`.
 pub fn execution(job: &Job) -> String {
+    format!("  [{}] run: {}", job.item_index, run(job))
+}
+
+/// `in doubt (attempt 2, job …): the executor stopped ...`.
+fn run(job: &Job) -> String {
     let detail = match (job.status, &job.last_error, &job.result) {
         (JobStatus::Applied, _, Some(result)) => format!(": {result}"),
         (JobStatus::Applied, _, None) => String::new(),
@@ -269,8 +388,7 @@ pub fn execution(job: &Job) -> String {
         _ => String::new(),
     };
     format!(
-        "  [{}] run: {} (attempt {}, job {}){detail}",
-        job.item_index,
+        "{} (attempt {}, job {}){detail}",
         job.status.label(),
         job.attempts,
         job.id
@@ -616,7 +734,79 @@ mod tests {
             .iter()
             .map(|r| r.iter().map(|c| cut(c, 10)).collect())
             .collect();
-        assert_eq!(table(&["N", "TEXT"], &rows), "N   TEXT\n1   a b\n22  c");
-        assert_eq!(cut("abcdef", 4), "abc…");
+        assert_eq!(table(&["N", "TEXT"], &rows), "N   TEXT\n1   a⏎b\n22  c");
+    }
+
+    #[test]
+    fn a_cut_keeps_both_ends_and_says_how_much_it_left_out() {
+        let path = format!("/home/u/{}/.ssh/authorized_keys", "d".repeat(200));
+        let (text, was_cut) = shown(&path, 60);
+        assert!(was_cut);
+        assert!(text.starts_with("/home/u/"), "{text}");
+        assert!(text.ends_with("/.ssh/authorized_keys"), "{text}");
+        assert!(text.contains("chars cut"), "{text}");
+        assert_eq!(shown("short", 60), ("short".to_owned(), false));
+        // One line, controls escaped as everywhere else on the terminal.
+        assert_eq!(cut("a\nb\u{1b}[2K", 60), "a⏎b\\u001b[2K");
+    }
+
+    fn set_of(args: Value, summary: &str) -> ChangeSet {
+        ChangeSet::new(assent_domain::NewChangeSet {
+            id: Uuid::nil(),
+            agent_id: "a".to_owned(),
+            target: assent_domain::Target::new("files", "laptop"),
+            thread_id: "t".to_owned(),
+            run_key: "r".to_owned(),
+            items: vec![ChangeItem::new("write_file", args, summary)],
+            created_at: OffsetDateTime::UNIX_EPOCH,
+        })
+        .expect("a set")
+    }
+
+    #[test]
+    fn a_listed_item_shows_every_argument_and_where_to_see_it_whole() {
+        let content = format!("{}\nssh-ed25519 AAAA attacker@evil", "k".repeat(300));
+        let set = set_of(
+            serde_json::json!({"path": "/tmp/a", "content": content, "mode": 384}),
+            "Write File(…)",
+        );
+        let text = change_set(&set);
+        assert!(text.contains("        path: /tmp/a\n"), "{text}");
+        assert!(text.contains("        mode: 384\n"), "{text}");
+        assert!(text.contains("⏎ssh-ed25519 AAAA attacker@evil\n"), "{text}");
+        assert!(
+            text.contains(&format!("assent show {} 0", Uuid::nil())),
+            "{text}"
+        );
+        let short = set_of(serde_json::json!({"path": "/tmp/a"}), "Write /tmp/a");
+        assert!(
+            !change_set(&short).contains("assent show"),
+            "nothing was cut"
+        );
+    }
+
+    #[test]
+    fn show_prints_each_argument_whole_behind_a_gutter() {
+        let content = format!("{}\nssh-ed25519 AAAA attacker@evil\n", "k".repeat(300));
+        let set = set_of(
+            serde_json::json!({"content": content, "mode": {"octal": "600"}}),
+            "Write File(…)",
+        );
+        let text = show(&set, Some(0), &[], &[]);
+        assert!(
+            text.contains("      content (string, 332 chars)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("        │ {}\n", "k".repeat(300))),
+            "{text}"
+        );
+        assert!(
+            text.contains("        │ ssh-ed25519 AAAA attacker@evil\n        │ \n"),
+            "the final newline is a last empty line: {text}"
+        );
+        assert!(text.contains("      mode (JSON)\n"), "{text}");
+        assert!(text.contains("        │   \"octal\": \"600\"\n"), "{text}");
+        assert!(show(&set, Some(1), &[], &[]).ends_with("created 1970-01-01 00:00:00Z\n"));
     }
 }

@@ -1,12 +1,16 @@
-//! `assent agent create`, `assent task create|show`: the agents and the journal's tasks.
+//! `assent agent create|allow|ask|deny|show|list`, `assent task create|show`: the agents
+//! and their policies, and the journal's tasks.
 
 use crate::CliError;
-use crate::cli::{AgentCreateArgs, TaskCreateArgs, TaskShowArgs};
+use crate::cli::{AgentCreateArgs, AgentRuleArgs, AgentShowArgs, TaskCreateArgs, TaskShowArgs};
 use crate::context::{Ctx, Output};
 use crate::render;
 use assent_journal_host::{NewTask, create_task, load_task};
-use assent_server::set_agent_categories;
+use assent_server::{
+    AgentView, ServerError, agent_view, agent_views, set_agent_categories, set_agent_rule,
+};
 use assent_store::StoreError;
+use assent_tools::RuleAction;
 use time::Date;
 use uuid::Uuid;
 
@@ -17,6 +21,91 @@ pub async fn agent_create(ctx: &Ctx, args: AgentCreateArgs) -> Result<Output, Cl
     Output::either(ctx.json, &agent, || {
         render::agent(&agent.id, &categories, agent.created)
     })
+}
+
+/// `assent agent allow|ask|deny AGENT TOOL`: sets the agent's rule for TOOL. An unknown
+/// agent is exit 1 (as for `assent tools`), a blank tool exit 2.
+pub async fn agent_rule(
+    ctx: &Ctx,
+    args: AgentRuleArgs,
+    action: RuleAction,
+) -> Result<Output, CliError> {
+    let (agent, changed) = set_agent_rule(ctx.store(), &args.agent, &args.tool, action, ctx.now)
+        .await
+        .map_err(|error| match error {
+            ServerError::BadRequest(message) => CliError::Usage(message),
+            other => CliError::from(other),
+        })?;
+    Output::either(ctx.json, &agent, || {
+        let note = if changed {
+            "from its next wake on"
+        } else {
+            "it already was; nothing changed"
+        };
+        format!(
+            "Agent {}: {} {} ({note})",
+            agent.id,
+            action.as_str(),
+            args.tool.trim()
+        )
+    })
+}
+
+/// `assent agent show AGENT`.
+pub async fn agent_show(ctx: &Ctx, args: AgentShowArgs) -> Result<Output, CliError> {
+    let agent = agent_view(ctx.store(), &args.agent).await?;
+    Output::either(ctx.json, &agent, || render_agent(&agent))
+}
+
+/// `assent agent list`.
+pub async fn agent_list(ctx: &Ctx) -> Result<Output, CliError> {
+    let agents = agent_views(ctx.store()).await?;
+    Output::either(ctx.json, &agents, || render_agents(&agents))
+}
+
+fn render_agent(agent: &AgentView) -> String {
+    let mut text = format!(
+        "Agent {}\n  categories  {}\n  created     {}\n  updated     {}\n",
+        agent.id,
+        agent.categories.join(", "),
+        render::time(agent.created_at),
+        render::time(agent.updated_at),
+    );
+    if agent.rules.is_empty() {
+        text.push_str(
+            "  rules       none: each tool as its mode says (deferred tools ask a person)",
+        );
+    } else {
+        text.push_str("  rules\n");
+        let rows: Vec<Vec<String>> = agent
+            .rules
+            .iter()
+            .map(|rule| vec![rule.action.to_owned(), rule.tool.clone()])
+            .collect();
+        text.push_str(&render::indent(
+            &render::table(&["ACTION", "TOOL"], &rows),
+            "    ",
+        ));
+    }
+    text
+}
+
+fn render_agents(agents: &[AgentView]) -> String {
+    if agents.is_empty() {
+        return "No agents: create one with `assent agent create --id ID --categories C`"
+            .to_owned();
+    }
+    let rows: Vec<Vec<String>> = agents
+        .iter()
+        .map(|agent| {
+            vec![
+                agent.id.clone(),
+                agent.categories.join(","),
+                agent.rules.len().to_string(),
+            ]
+        })
+        .collect();
+    render::table(&["ID", "CATEGORIES", "RULES"], &rows)
 }
 
 /// Parses `YYYY-MM-DD`.

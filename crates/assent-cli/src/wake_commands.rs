@@ -5,11 +5,10 @@ use crate::CliError;
 use crate::cli::{ToolsArgs, WakeArgs};
 use crate::context::{Ctx, Output};
 use crate::render;
-use assent_changeset::{Dialect, ParsedCalls, parse_calls, tool_definitions};
+use assent_changeset::{ChangesetError, Dialect, ParsedCalls, parse_calls_str, tool_definitions};
 use assent_confirm::WakeRequest;
-use assent_server::shapes::{wake_json, wake_messages};
+use assent_server::shapes::{WakeWithMessages, wake_json, wake_messages};
 use assent_store::agents;
-use serde_json::Value;
 use std::io::Read;
 use std::path::Path;
 use uuid::Uuid;
@@ -18,7 +17,8 @@ use uuid::Uuid;
 pub const MAX_CALLS_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Reads and parses the tool calls of a wake from `path` (stdin for `None` or `-`),
-/// at most [`MAX_CALLS_BYTES`], in `format` or the dialect their shape shows.
+/// at most [`MAX_CALLS_BYTES`], in `format` or the dialect their shape shows. They
+/// are read from their text, so that an MCP request id is answered exactly as sent.
 pub fn read_calls(path: Option<&Path>, format: Option<Dialect>) -> Result<ParsedCalls, CliError> {
     let (source, bytes) = match path.filter(|p| p.as_os_str() != "-") {
         Some(path) => {
@@ -46,10 +46,16 @@ pub fn read_calls(path: Option<&Path>, format: Option<Dialect>) -> Result<Parsed
             "no tool calls: {source} is empty"
         )));
     }
-    let document: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| CliError::failed(format!("tool calls in {source} are not valid JSON: {e}")))?;
-    parse_calls(&document, format)
-        .map_err(|e| CliError::failed(format!("tool calls in {source}: {e}")))
+    let not_json = |detail: &dyn std::fmt::Display| {
+        CliError::failed(format!(
+            "tool calls in {source} are not valid JSON: {detail}"
+        ))
+    };
+    let text = std::str::from_utf8(&bytes).map_err(|e| not_json(&e))?;
+    parse_calls_str(text, format).map_err(|e| match e {
+        ChangesetError::NotJson(detail) => not_json(&detail),
+        other => CliError::failed(format!("tool calls in {source}: {other}")),
+    })
 }
 
 fn read_limited(reader: impl Read, source: &str) -> Result<Vec<u8>, CliError> {
@@ -70,7 +76,8 @@ fn read_limited(reader: impl Read, source: &str) -> Result<Vec<u8>, CliError> {
 /// `assent wake`.
 ///
 /// With `--json`, `messages` holds the replies as the tool-result messages of the
-/// calls' dialect (or `--reply-format`'s), beside the unchanged `responses`.
+/// calls' dialect (or `--reply-format`'s), beside the unchanged `responses`, each id
+/// exactly as its call sent it.
 pub async fn wake(ctx: &Ctx, args: WakeArgs, parsed: ParsedCalls) -> Result<Output, CliError> {
     let target = args.about().ok_or_else(|| {
         CliError::Usage("name the target: --task ID or --target KIND:ID".to_owned())
@@ -81,14 +88,14 @@ pub async fn wake(ctx: &Ctx, args: WakeArgs, parsed: ParsedCalls) -> Result<Outp
         request.thread_id = thread;
     }
     let outcome = ctx.engine.wakes().wake(request.clone(), ctx.now).await?;
-    let mut body = wake_json(&outcome);
-    if ctx.json {
-        let format = args.reply_format.unwrap_or(parsed.dialect);
-        body["messages"] = wake_messages(&parsed, format, &outcome).map_err(|e| {
-            CliError::failed(format!("the wake's replies do not answer its calls: {e}"))
-        })?;
+    if !ctx.json {
+        return Ok(Output::text(render::wake(&request, &outcome)));
     }
-    Output::either(ctx.json, &body, || render::wake(&request, &outcome))
+    let format = args.reply_format.unwrap_or(parsed.dialect);
+    let messages = wake_messages(&parsed, format, &outcome).map_err(|e| {
+        CliError::failed(format!("the wake's replies do not answer its calls: {e}"))
+    })?;
+    Output::json(&WakeWithMessages::new(wake_json(&outcome), messages))
 }
 
 /// `assent tools`: always JSON, since it is meant to be passed to an SDK as it is.

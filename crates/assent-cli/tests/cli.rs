@@ -1,12 +1,22 @@
 //! The `assent` binary end to end: the scripted contract (flags, `--json` shapes, exit
 //! codes, one-line errors) on a fresh database per test, with the clock fixed; eight
 //! processes over one database, on every backend of the conformance suite; `peer`:
-//! `assent sync --peer` against a real `assent serve` server in the test process.
+//! `assent sync --peer` against a real `assent serve` server in the test process;
+//! `contract`: no `--json` output loses a field of the previous release; `review`:
+//! `pending` and `show` hide no argument.
 
+#[path = "cli/agent_rules.rs"]
+mod agent_rules;
+#[path = "cli/contract.rs"]
+mod contract;
+#[path = "cli/dialects.rs"]
+mod dialects;
 #[path = "cli/jobs.rs"]
 mod jobs;
 #[path = "cli/peer.rs"]
 mod peer;
+#[path = "cli/review.rs"]
+mod review;
 #[path = "cli/webhooks.rs"]
 mod webhooks;
 
@@ -403,6 +413,7 @@ fn seed_grant(cli: &Cli, agent_path: &str, tool: &str) -> String {
         let store = assent_store::Store::open(&cli.db()).await.expect("opens");
         let grant = assent_store::delegation::Grant {
             id: uuid::Uuid::new_v4(),
+            agent_id: Some("agent-x".into()),
             agent_path: agent_path.into(),
             tool_name: tool.into(),
             args_pattern: Some(serde_json::json!({"priority": "P0"})),

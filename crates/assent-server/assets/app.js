@@ -22,6 +22,8 @@
   const openForms = new Map();
   // Delegated requests waiting for an answer, by correlation id.
   const requests = new Map();
+  // Rows whose "everything, whole" part is open, kept across re-renders.
+  const expanded = new Set();
 
   const $ = (id) => document.getElementById(id);
 
@@ -230,6 +232,56 @@
     return keys.length === 1 ? text(args[keys[0]]) : text(args);
   }
 
+  // How many characters of a summary or a value a row shows; the rest is one click away.
+  const SHOWN_CHARS = 160;
+
+  // `value` when it has at most `max` characters; otherwise its head and its tail around
+  // a marker saying how many characters were left out, the same cut as the command
+  // line's (assent_domain::head_and_tail): what is appended to a value, or where a path
+  // ends, stays in sight.
+  function headAndTail(value, max) {
+    const chars = [...value];
+    if (chars.length <= max) return value;
+    const marker = (n) => " …[" + n + " chars cut]… ";
+    const kept = Math.max(max - [...marker(chars.length)].length, 2);
+    const head = Math.floor(kept / 2);
+    const tail = kept - head;
+    return chars.slice(0, head).join("") + marker(chars.length - head - tail) + chars.slice(chars.length - tail).join("");
+  }
+
+  // What a person decides on, cut to fit a row without hiding anything: `short(value)`
+  // cuts to head and tail and remembers that it did; `full()` is then a <details> with
+  // every part whole (its open state survives re-renders), or null when nothing was cut.
+  function shortened(key, parts) {
+    let cut = false;
+    // On one line, as the command line shows it: a newline in agent text is a ⏎.
+    const short = (value) => {
+      const shown = headAndTail(value, SHOWN_CHARS);
+      if (shown !== value) cut = true;
+      return shown.replace(/\n/g, "⏎");
+    };
+    const full = () => {
+      if (!cut) return null;
+      const rows = parts().flatMap(([label, value]) => [
+        el("dt", {}, label),
+        el("dd", {}, el("pre", {}, typeof value === "string" ? value : JSON.stringify(value, null, 2))),
+      ]);
+      const details = el("details", { class: "full",
+        ontoggle: (e) => { if (e.target.open) expanded.add(key); else expanded.delete(key); } },
+        el("summary", { class: "more", "data-focus-key": key + "/full" }, "Cut to fit: show everything whole"),
+        el("dl", {}, ...rows));
+      if (expanded.has(key)) details.open = true;
+      return details;
+    };
+    return { short, full };
+  }
+
+  // An item's or a request's arguments as [name, value] pairs (a non-object as one).
+  function argPairs(args) {
+    if (args && typeof args === "object" && !Array.isArray(args)) return Object.entries(args);
+    return args === undefined || args === null ? [] : [["arguments", args]];
+  }
+
   function taskLine(task) {
     if (!task) return "";
     const parts = ["status " + task.status];
@@ -295,16 +347,28 @@
     return node;
   }
 
+  // One item: its summary, and the value it replaces → the value it sets (an item with
+  // several arguments shows each on a line of its own, so none hides behind another).
   function row(set, item) {
     const key = set.id + "/" + item.index;
     const path = "/items/" + item.index;
+    const args = argPairs(item.args);
+    const known = item.before !== undefined && item.before !== null;
+    const { short, full } = shortened(key, () => [["Summary", item.humanSummary], ...args,
+      ...(known ? [["Before", item.before]] : [])]);
+    const changes = args.length <= 1
+      ? [el("span", { class: "change" }, short(known ? text(item.before) : "—") + " → " + short(after(item.args)))]
+      : [known ? el("span", { class: "change" }, "Before: " + short(text(item.before))) : null,
+        ...args.map(([name, value]) => el("span", { class: "change arg" }, short(name) + ": " + short(text(value))))];
     const li = el("li", { class: "item " + item.status, "data-index": item.index },
       el("span", { class: "text" },
-        el("span", { class: "summary" }, item.humanSummary),
-        el("span", { class: "change" }, (item.before === undefined || item.before === null ? "—" : text(item.before)) + " → " + after(item.args)),
+        el("span", { class: "summary" }, short(item.humanSummary)),
+        ...changes,
         item.reason ? el("span", { class: "change reason-text" }, "Reason: " + item.reason) : null),
       el("span", { class: "badge " + item.status }, item.status),
     );
+    const whole = full();
+    if (whole) li.append(whole);
     if (item.execution) li.append(execution(set, item));
     if (OPEN.has(item.status)) {
       li.append(el("span", { class: "buttons" },
@@ -419,11 +483,19 @@
     const id = request.correlationId;
     const key = "request/" + id;
     const call = request.toolCall || {};
+    const args = argPairs(call.args);
+    const { short, full } = shortened(key, () => [["Summary", request.summary], ...args]);
+    const json = JSON.stringify(call.args) || "";
+    // Short arguments as the call's JSON; long ones one per line, each cut to fit.
+    const shownArgs = json.length <= SHOWN_CHARS
+      ? el("code", { class: "args" }, json)
+      : el("code", { class: "args" }, ...args.flatMap(([name, value], i) =>
+        [i > 0 ? "\n" : null, short(name) + ": " + short(text(value))]));
     const li = el("li", { class: "request", "data-correlation-id": id },
       el("span", { class: "agent-path" }, request.agentPath),
-      el("span", { class: "summary" }, request.summary),
+      el("span", { class: "summary" }, short(request.summary)),
       el("span", { class: "tool" }, call.name),
-      el("code", { class: "args" }, JSON.stringify(call.args)),
+      shownArgs,
       el("span", { class: "buttons" },
         el("button", { type: "button", class: "confirm allow-once", "data-focus-key": key + "/once",
           "aria-label": "Allow once: " + request.summary, onclick: () => answer(id, { kind: "proceedOnce" }) }, "Allow once"),
@@ -432,6 +504,8 @@
         el("button", { type: "button", class: "reject", "data-focus-key": key + "/reject",
           "aria-label": "Reject: " + request.summary, onclick: () => toggleRequestForm(key) }, "Reject…")),
     );
+    const whole = full();
+    if (whole) li.append(whole);
     if (openForms.get(key) === "reject") {
       li.append(reasonForm(key + "/reason", "Reason (the sub-agent reads it)", "Reject",
         (reason) => answer(id, { kind: "reject", reason }), () => toggleRequestForm(key)));

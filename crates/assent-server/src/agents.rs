@@ -1,26 +1,82 @@
-//! Creating an agent or replacing its categories, for `POST /api/agents` and
-//! `assent agent create` alike.
+//! Agents and their policies, for `POST /api/agents`, `PUT /api/agents/{id}/rules/{tool}`
+//! and `assent agent create|allow|ask|deny|show|list` alike.
 
 use crate::api::{ApiResult, Body, created, now, ok};
 use crate::{AppState, ServerError};
 use assent_domain::OffsetDateTime;
 use assent_store::{Store, StoreError, agents};
-use assent_tools::AgentPolicy;
+use assent_tools::{AgentPolicy, RuleAction, ToolRule};
 use axum::Json;
-use axum::extract::State;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
 use serde::Deserialize;
 use serde::Serialize;
 
-/// An agent after it was written: `{id, categories}`.
+/// An agent: `{id, categories, rules: [{tool, action}], createdAt, updatedAt}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct AgentView {
     /// The agent's id, trimmed.
     pub id: String,
     /// The categories it may change, in policy order.
     pub categories: Vec<String>,
+    /// Its rules by tool, in the order they were first set.
+    pub rules: Vec<RuleView>,
+    /// When it was created.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// When its policy was last changed.
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
     /// Whether it did not exist before (not part of the JSON).
     #[serde(skip)]
     pub created: bool,
+}
+
+/// One rule of an agent: `{tool, action}`, the tool a name or a `*` pattern.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleView {
+    /// The tool's name, or a pattern where `*` matches any run of characters.
+    pub tool: String,
+    /// `allow`, `ask` or `deny`.
+    pub action: &'static str,
+}
+
+impl AgentView {
+    /// The view of a stored agent.
+    pub fn of(agent: &agents::Agent) -> Self {
+        Self {
+            id: agent.id.clone(),
+            categories: agent
+                .policy
+                .allowed_categories()
+                .map(str::to_owned)
+                .collect(),
+            rules: agent
+                .policy
+                .rules()
+                .iter()
+                .map(|rule| RuleView {
+                    tool: rule.pattern().to_owned(),
+                    action: rule.action().as_str(),
+                })
+                .collect(),
+            created_at: agent.created_at,
+            updated_at: agent.updated_at,
+            created: false,
+        }
+    }
+}
+
+/// Reads back agent `id` after a write in `conn`'s transaction.
+async fn written(
+    conn: &mut assent_store::AnyConnection,
+    id: &str,
+) -> Result<AgentView, ServerError> {
+    agents::get(conn, id)
+        .await?
+        .map(|agent| AgentView::of(&agent))
+        .ok_or_else(|| ServerError::Internal(format!("agent {id:?} vanished after its write")))
 }
 
 /// Creates agent `id` with `categories`, or replaces the categories of an existing one
@@ -55,12 +111,81 @@ pub async fn set_agent_categories(
         .flat_map(|old| old.rules().iter().cloned())
         .fold(AgentPolicy::new(categories), AgentPolicy::with_rule);
     agents::upsert(&mut tx, id, &policy, now).await?;
+    let view = written(&mut tx, id).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(AgentView {
-        id: id.to_owned(),
-        categories: policy.allowed_categories().map(str::to_owned).collect(),
         created: existing.is_none(),
+        ..view
     })
+}
+
+/// Sets agent `id`'s rule for `tool` (a name or a `*` pattern) to `action`, replacing
+/// the rule it had for exactly that pattern; its next wake routes by it. Setting the
+/// rule it already has writes nothing. Returns the agent and whether it changed.
+/// An unknown agent is [`ServerError::NotFound`]; a blank tool [`ServerError::BadRequest`].
+pub async fn set_agent_rule(
+    store: &Store,
+    id: &str,
+    tool: &str,
+    action: RuleAction,
+    now: OffsetDateTime,
+) -> Result<(AgentView, bool), ServerError> {
+    let id = id.trim();
+    let rule =
+        ToolRule::new(tool.trim(), action).map_err(|e| ServerError::BadRequest(e.to_string()))?;
+    let mut tx = store.begin_write().await?;
+    let Some(old) = agents::policy(&mut tx, id).await? else {
+        return Err(no_agent(id));
+    };
+    let mut replaced = false;
+    let mut rules = Vec::with_capacity(old.rules().len() + 1);
+    for existing in old.rules() {
+        if existing.pattern() != rule.pattern() {
+            rules.push(existing.clone());
+        } else if !replaced {
+            // In the place of the first rule for this pattern; any later ones go.
+            rules.push(rule.clone());
+            replaced = true;
+        }
+    }
+    if !replaced {
+        rules.push(rule);
+    }
+    let policy = rules.into_iter().fold(
+        AgentPolicy::new(old.allowed_categories()),
+        AgentPolicy::with_rule,
+    );
+    let changed = policy != old;
+    if changed {
+        agents::upsert(&mut tx, id, &policy, now).await?;
+    }
+    let view = written(&mut tx, id).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok((view, changed))
+}
+
+/// Agent `id`, or [`ServerError::NotFound`].
+pub async fn agent_view(store: &Store, id: &str) -> Result<AgentView, ServerError> {
+    let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
+    let id = id.trim();
+    agents::get(&mut conn, id)
+        .await?
+        .map(|agent| AgentView::of(&agent))
+        .ok_or_else(|| no_agent(id))
+}
+
+/// Every agent, by id.
+pub async fn agent_views(store: &Store) -> Result<Vec<AgentView>, ServerError> {
+    let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
+    Ok(agents::list(&mut conn)
+        .await?
+        .iter()
+        .map(AgentView::of)
+        .collect())
+}
+
+fn no_agent(id: &str) -> ServerError {
+    ServerError::NotFound(format!("no agent {id:?}"))
 }
 
 /// `POST /api/agents {id, categories}`.
@@ -82,4 +207,26 @@ pub(crate) async fn create_agent(
     } else {
         ok(agent)
     }
+}
+
+/// `PUT /api/agents/{id}/rules/{tool} {action}`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RuleBody {
+    action: String,
+}
+
+pub(crate) async fn set_rule(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    body: Body<RuleBody>,
+) -> ApiResult {
+    let Path((id, tool)) = path?;
+    let Json(body) = body?;
+    let action: RuleAction = body
+        .action
+        .trim()
+        .parse()
+        .map_err(ServerError::BadRequest)?;
+    let (agent, _) = set_agent_rule(state.engine.store(), &id, &tool, action, now()).await?;
+    ok(agent)
 }

@@ -3,6 +3,7 @@
 
 use crate::api::{ApiResult, DEFAULT_DECISIONS, MAX_LIST, Params, TargetParams, ok, parse_limit};
 use crate::auth::Principal;
+use crate::shapes::AuditView;
 use crate::{AppState, ServerError};
 use assent_domain::Verdict;
 use assent_store::{audit, decisions, jobs};
@@ -111,5 +112,6 @@ pub(crate) async fn audit_trail(
         None => audit::AuditFilter::All,
     };
     let mut conn = state.connection().await?;
-    ok(audit::list(&mut conn, &filter, limit).await?)
+    let records = audit::list(&mut conn, &filter, limit).await?;
+    ok(AuditView::all(&records))
 }

@@ -38,7 +38,9 @@ mod tools;
 mod wakes;
 mod webhooks;
 
-pub use agents::{AgentView, set_agent_categories};
+pub use agents::{
+    AgentView, RuleView, agent_view, agent_views, set_agent_categories, set_agent_rule,
+};
 pub use delegation::DEFAULT_BUS_ROOT;
 pub use error::ServerError;
 pub use events::{EventBus, ServerEvent};
@@ -50,7 +52,7 @@ use assent_store::tokens::Role;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use delegation::Delegation;
 use sqlx::Any;
 use sqlx::pool::PoolConnection;
@@ -243,6 +245,7 @@ impl Server {
             .route_layer(middleware::from_fn(auth::require_reviewer));
         let admin_routes = Router::new()
             .route("/agents", post(agents::create_agent))
+            .route("/agents/{id}/rules/{tool}", put(agents::set_rule))
             // A batch is a device's whole state: the innermost body limit wins.
             .route(
                 "/sync",

@@ -1,14 +1,19 @@
-//! The JSON shapes of change sets, wakes and confirmations, shared by the API and the
-//! command line's `--json` output so that both always agree.
+//! The JSON shapes of change sets, wakes, confirmations and audit records, shared by
+//! the API and the command line's `--json` output so that both always agree.
 
-use assent_changeset::{CallReply, ChangesetError, Dialect, ParsedCalls, reply_messages};
+use assent_changeset::{
+    CallReply, ChangesetError, Dialect, ParsedCalls, ReplyMessages, exact_reply_messages,
+};
 use assent_confirm::{
     CallResult, ConfirmAllResult, ConfirmOutcome, ItemResult, ScheduledWake, WakeOutcome,
 };
 use assent_domain::{ChangeDecision, ChangeSet, OffsetDateTime, Uuid, Verdict};
 use assent_store::jobs::Job;
-use serde::Serialize;
+use assent_tools::AuditRecord;
+use serde::ser::Error as _;
+use serde::{Serialize, Serializer};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 /// One item of a change set: `{index, toolName, args, humanSummary, status, before?}`.
 #[derive(Debug, Serialize)]
@@ -127,8 +132,39 @@ impl SetView<'_> {
     }
 }
 
+/// One record of the audit trail: the record's own fields, and `taskId` beside
+/// `targetKind` and `targetId` when the target is a journal task, as release 0.1.0
+/// had it (and as [`SetView`] keeps it). The record itself stays as sync batches carry
+/// it; only the views add the field.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditView<'a> {
+    /// The record, field by field.
+    #[serde(flatten)]
+    pub record: &'a AuditRecord,
+    /// The target's id when it is a journal task (the field of release 0.1.0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<&'a str>,
+}
+
+impl<'a> AuditView<'a> {
+    /// The view of `record`.
+    pub fn of(record: &'a AuditRecord) -> Self {
+        let is_task = record.target_kind == assent_domain::LEGACY_TARGET_KIND;
+        Self {
+            record,
+            task_id: is_task.then_some(record.target_id.as_str()),
+        }
+    }
+
+    /// The views of `records`, in their order.
+    pub fn all(records: &'a [AuditRecord]) -> Vec<Self> {
+        records.iter().map(Self::of).collect()
+    }
+}
+
 /// `{"changeSetId", "responses": [{"toolCallId", "content"}]}` (callers add
-/// `messages` from [`wake_messages`]).
+/// `messages` from [`wake_messages`], with [`WakeWithMessages`]).
 pub fn wake_json(outcome: &WakeOutcome) -> Value {
     json!({
         "changeSetId": outcome.change_set.as_ref().map(|s| s.id),
@@ -138,12 +174,15 @@ pub fn wake_json(outcome: &WakeOutcome) -> Value {
 
 /// The wake's replies as the messages the caller appends to its conversation, in
 /// `format` (the `messages` of a wake's JSON; `responses` stays as it is). One answer
-/// per call of `parsed`, which the wake's responses follow one by one.
+/// per call of `parsed`, which the wake's responses follow one by one. Each id is the
+/// one its call was sent with, token for token (an MCP request id may be any JSON
+/// number), so write them with serde_json, as [`WakeWithMessages`] does, and never
+/// through a [`Value`].
 pub fn wake_messages(
     parsed: &ParsedCalls,
     format: Dialect,
     outcome: &WakeOutcome,
-) -> Result<Value, ChangesetError> {
+) -> Result<ReplyMessages, ChangesetError> {
     let replies: Vec<CallReply<'_>> = outcome
         .responses
         .iter()
@@ -152,7 +191,45 @@ pub fn wake_messages(
             content: &r.content,
         })
         .collect();
-    reply_messages(parsed, format, &replies)
+    exact_reply_messages(parsed, format, &replies)
+}
+
+/// A wake's JSON ([`wake_json`] or [`scheduled_wake_json`]) with its `messages` from
+/// [`wake_messages`], to be written with serde_json: the keys in the order a [`Value`]
+/// writes them, every id in `messages` exactly as its call sent it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WakeWithMessages {
+    body: Value,
+    messages: ReplyMessages,
+}
+
+impl WakeWithMessages {
+    /// `body` (an object) with `messages` added.
+    pub fn new(body: Value, messages: ReplyMessages) -> Self {
+        Self { body, messages }
+    }
+}
+
+impl Serialize for WakeWithMessages {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        /// One field: the body's, or the messages.
+        #[derive(Serialize)]
+        #[serde(untagged)]
+        enum Field<'a> {
+            Body(&'a Value),
+            Messages(&'a ReplyMessages),
+        }
+        let body = self
+            .body
+            .as_object()
+            .ok_or_else(|| S::Error::custom("a wake's JSON is not an object"))?;
+        let mut fields: BTreeMap<&str, Field<'_>> = body
+            .iter()
+            .map(|(key, value)| (key.as_str(), Field::Body(value)))
+            .collect();
+        fields.insert("messages", Field::Messages(&self.messages));
+        fields.serialize(serializer)
+    }
 }
 
 /// A sub-agent's wake: [`wake_json`] plus `agentPath` and `calls`, one per queued call:

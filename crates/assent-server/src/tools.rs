@@ -3,8 +3,9 @@
 //! answering of `POST /api/wakes`' calls in the dialect they came in.
 
 use crate::auth::Principal;
+use crate::shapes::WakeWithMessages;
 use crate::{AppState, ServerError};
-use assent_changeset::{Dialect, ParsedCalls, parse_calls, tool_definitions};
+use assent_changeset::{Dialect, ParsedCalls, parse_calls_str, tool_definitions};
 use assent_confirm::WakeOutcome;
 use assent_store::agents;
 use axum::Json;
@@ -13,6 +14,7 @@ use axum::extract::{Extension, Query, State};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// `GET /api/tools?agentId=&format=`; `format` defaults to `openai`.
 #[derive(Debug, Deserialize)]
@@ -51,27 +53,28 @@ pub(crate) fn dialect(name: Option<&str>, field: &str) -> Result<Option<Dialect>
     .transpose()
 }
 
-/// A wake's `toolCalls` read in `format` (or the dialect their shape shows).
+/// A wake's `toolCalls` read in `format` (or the dialect their shape shows) from their
+/// JSON text, so that an MCP request id is answered exactly as sent.
 pub(crate) fn read_calls(
-    tool_calls: &Value,
+    tool_calls: &RawValue,
     format: Option<&str>,
 ) -> Result<ParsedCalls, ServerError> {
     let format = dialect(format, "format")?;
-    parse_calls(tool_calls, format).map_err(|e| ServerError::BadRequest(format!("toolCalls: {e}")))
+    parse_calls_str(tool_calls.get(), format)
+        .map_err(|e| ServerError::BadRequest(format!("toolCalls: {e}")))
 }
 
 /// `body` (a wake's answer) with `messages`: the replies in `reply_format`, or in the
-/// dialect the calls came in.
+/// dialect the calls came in, each id as its call sent it.
 pub(crate) fn add_messages(
-    mut body: Value,
+    body: Value,
     parsed: &ParsedCalls,
     reply_format: Option<Dialect>,
     outcome: &WakeOutcome,
-) -> Result<Value, ServerError> {
+) -> Result<WakeWithMessages, ServerError> {
     let format = reply_format.unwrap_or(parsed.dialect);
     let messages = crate::shapes::wake_messages(parsed, format, outcome).map_err(|e| {
         ServerError::Internal(format!("the wake's replies do not answer its calls: {e}"))
     })?;
-    body["messages"] = messages;
-    Ok(body)
+    Ok(WakeWithMessages::new(body, messages))
 }

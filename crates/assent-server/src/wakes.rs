@@ -13,12 +13,13 @@ use assent_domain::Uuid;
 use axum::Json;
 use axum::extract::{Extension, State};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// `POST /api/wakes {agentId, taskId | targetKind + targetId, toolCalls, runKey?, threadId?, subAgent?,
 /// delegated?, format?, replyFormat?}`: `toolCalls` in any SDK dialect (`format`
 /// forces one); the answer's `messages` are the replies in `replyFormat` or the
-/// calls' dialect.
+/// calls' dialect. `toolCalls` is kept as its JSON text, so that an MCP request id
+/// (`18446744073709551616000`, `1e3`) is answered token for token.
 ///
 /// With `subAgent` (a name, or a path such as `researcher/helper`) or `delegated:
 /// true` (the sub-agent is then named after `agentId`), the wake is a sub-agent's: its
@@ -30,7 +31,7 @@ pub(crate) struct WakeBody {
     agent_id: String,
     #[serde(flatten)]
     target: TargetParams,
-    tool_calls: Value,
+    tool_calls: Box<RawValue>,
     run_key: Option<String>,
     thread_id: Option<String>,
     sub_agent: Option<String>,

@@ -3,6 +3,7 @@
 use crate::{StoreError, timefmt};
 use assent_tools::{AgentPolicy, RuleAction, ToolRule};
 use serde_json::{Value, json};
+use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 use time::OffsetDateTime;
 
@@ -33,18 +34,49 @@ pub async fn upsert(
     Ok(())
 }
 
+/// An agent as stored: its id, its policy and when it was created and last changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agent {
+    /// The agent's id.
+    pub id: String,
+    /// Its categories and rules.
+    pub policy: AgentPolicy,
+    /// When it was created.
+    pub created_at: OffsetDateTime,
+    /// When its policy was last written.
+    pub updated_at: OffsetDateTime,
+}
+
 /// The agent's policy, or `None` when no such agent exists.
 pub async fn policy(
     conn: &mut AnyConnection,
     agent_id: &str,
 ) -> Result<Option<AgentPolicy>, StoreError> {
-    let Some(row) = sqlx::query("SELECT categories, rules FROM agents WHERE id = $1")
+    Ok(get(conn, agent_id).await?.map(|agent| agent.policy))
+}
+
+/// The agent `agent_id`, or `None` when no such agent exists.
+pub async fn get(conn: &mut AnyConnection, agent_id: &str) -> Result<Option<Agent>, StoreError> {
+    sqlx::query("SELECT id, categories, rules, created_at, updated_at FROM agents WHERE id = $1")
         .bind(agent_id)
         .fetch_optional(conn)
         .await?
-    else {
-        return Ok(None);
-    };
+        .as_ref()
+        .map(from_row)
+        .transpose()
+}
+
+/// Every agent, by id.
+pub async fn list(conn: &mut AnyConnection) -> Result<Vec<Agent>, StoreError> {
+    sqlx::query("SELECT id, categories, rules, created_at, updated_at FROM agents ORDER BY id")
+        .fetch_all(conn)
+        .await?
+        .iter()
+        .map(from_row)
+        .collect()
+}
+
+fn from_row(row: &AnyRow) -> Result<Agent, StoreError> {
     let categories: String = row.try_get("categories")?;
     let rules: String = row.try_get("rules")?;
     let categories: Vec<String> =
@@ -63,5 +95,10 @@ pub async fn policy(
             ToolRule::new(pattern, action).map_err(|e| StoreError::corrupt("agents", e))?,
         );
     }
-    Ok(Some(policy))
+    Ok(Agent {
+        id: row.try_get("id")?,
+        policy,
+        created_at: timefmt::parse("agents", &row.try_get::<String, _>("created_at")?)?,
+        updated_at: timefmt::parse("agents", &row.try_get::<String, _>("updated_at")?)?,
+    })
 }

@@ -1,7 +1,8 @@
 //! The review page in headless Chromium, driven through chromedriver (WebDriver):
 //! log in, see the pending items, confirm one, reject one with a reason, see both
 //! resolved and the task changed, and an agent's markup shown as text, never run; a
-//! sub-agent's request in the "Sub-agents are asking" panel, allowed once from there.
+//! sub-agent's request in the "Sub-agents are asking" panel, allowed once from there;
+//! long arguments of an item and of a request shown by both ends, then opened whole.
 //!
 //! Chromium and chromedriver come from Debian (`cargo xtask ci` installs them when
 //! missing). Without them the test says so and passes, except under `CI=true`, where
@@ -474,6 +475,115 @@ async fn a_sub_agents_request_is_shown_as_text_and_allowed_once_from_the_page() 
     let (_, shown) = server.get(&format!("/api/tasks/{task}")).await;
     assert_eq!(shown["checklist"][0]["title"], XSS_TITLE, "{shown}");
 
+    client.close().await.expect("close the browser");
+    server.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn long_arguments_show_both_ends_and_open_whole() {
+    use crate::review::{APPENDED_KEY, files_server, long_content, long_path, propose_write};
+    if !browser_available() {
+        return;
+    }
+    let server = files_server().await;
+    let (path, content) = (long_path(), long_content());
+    let set = propose_write(&server, &json!({"path": path, "content": content})).await;
+    let (_driver, client) = start_driver().await;
+    client.goto(&server.base).await.expect("open the page");
+    find(&client, "#token")
+        .await
+        .send_keys(&format!("{TOKEN}\u{E007}"))
+        .await
+        .expect("log in with Enter");
+    let item = format!("[data-set-id=\"{set}\"] li[data-index=\"0\"]");
+    find(&client, &format!("{item} .change.arg")).await;
+
+    // In the row: each argument on its own line, both ends of the long ones in sight.
+    let lines = texts_of(&client, &format!("{item} .change.arg")).await;
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("content: ssh-ed25519"), "{lines:?}");
+    assert!(lines[0].ends_with(APPENDED_KEY), "{lines:?}");
+    assert!(lines[1].starts_with("path: /home/u/"), "{lines:?}");
+    assert!(lines[1].ends_with("/.ssh/authorized_keys"), "{lines:?}");
+    assert!(lines.iter().all(|l| l.contains("chars cut")), "{lines:?}");
+    let full = format!("{item} details.full");
+    assert!(
+        !find(&client, &format!("{full} pre"))
+            .await
+            .is_displayed()
+            .await
+            .expect("visibility"),
+        "whole values wait behind a click"
+    );
+
+    // One click shows everything whole, and it stays open when the row is drawn again.
+    click(&client, &format!("{full} summary")).await;
+    let whole = json!([
+        "Write File(path: /home/u/dddddddddddddddddddddddddddddddddddddddddddddddddddd…)",
+        content,
+        path
+    ]);
+    let check = format!(
+        "JSON.stringify([...document.querySelectorAll('{item} details.full[open] pre')].map((p) => p.textContent)) === JSON.stringify({whole})"
+    );
+    wait_until(&client, &check).await;
+    client.set_window_size(390, 844).await.expect("phone size");
+    wait_until(
+        &client,
+        "document.documentElement.scrollWidth <= window.innerWidth",
+    )
+    .await;
+    let png = client.screenshot().await.expect("screenshot");
+    std::fs::write(screenshot_path("review-long-arguments.png"), png).expect("write screenshot");
+    let (status, body) = server
+        .post(&format!("/api/change-sets/{set}/items/0/defer"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    find(&client, &format!("{item}.deferred")).await;
+    wait_until(&client, &check).await;
+
+    client.close().await.expect("close the browser");
+    server.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn a_sub_agents_long_request_shows_both_ends_and_opens_whole() {
+    use crate::review::APPENDED_KEY;
+    if !browser_available() {
+        return;
+    }
+    let server = TestServer::start_delegating().await;
+    let task = server.agent_and_task("Delegated, long").await;
+    let (_driver, client) = start_driver().await;
+    client.goto(&server.base).await.expect("open the page");
+    find(&client, "#token")
+        .await
+        .send_keys(&format!("{TOKEN}\u{E007}"))
+        .await
+        .expect("log in with Enter");
+    wait_until(&client, "document.body.dataset.live === 'true'").await;
+
+    let title = format!("Review {} {APPENDED_KEY}", "x".repeat(300));
+    let calls = json!([{"id": "call_1", "type": "function", "function": {
+        "name": "add_checklist_item",
+        "arguments": json!({"title": title}).to_string(),
+    }}]);
+    let wake = server.spawn_delegated_wake("researcher", &task, calls);
+    let request = "#requests li.request";
+    let args = text_of(&client, &format!("{request} .args")).await;
+    assert!(args.starts_with("title: Review xxx"), "{args}");
+    assert!(args.ends_with(APPENDED_KEY), "{args}");
+    assert!(args.contains("chars cut"), "{args}");
+    click(&client, &format!("{request} details.full summary")).await;
+    let check = format!(
+        "[...document.querySelectorAll('{request} details.full[open] pre')].some((p) => p.textContent === {})",
+        json!(title)
+    );
+    wait_until(&client, &check).await;
+
+    click(&client, &format!("{request} button.allow-once")).await;
+    let (status, body) = wake.await.expect("the wake task does not panic");
+    assert_eq!(status, 200, "{body}");
     client.close().await.expect("close the browser");
     server.stop().await.expect("clean stop");
 }

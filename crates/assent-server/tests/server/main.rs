@@ -1,16 +1,20 @@
 //! The review server's integration tests, in one binary: the JSON API against a real
 //! server on a random port over a real SQLite file (`api`), sub-agents asking the
 //! server's session over the confirmation bus (`delegated`), the review page in
-//! headless Chromium through WebDriver (`browser`), device sync over HTTP (`sync`), and
+//! headless Chromium through WebDriver (`browser`), device sync over HTTP (`sync`), long
+//! arguments whole in every item view and `taskId` in the audit trail (`review`), and
 //! webhook subscriptions with a real receiver (`webhooks`).
 
+mod agent_rules;
 mod api;
 mod browser;
 mod delegated;
 mod dialects;
+mod grants;
 mod hosts;
 mod jobs;
 mod limits;
+mod review;
 mod roles;
 mod support;
 mod sync;

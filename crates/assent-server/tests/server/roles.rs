@@ -81,6 +81,7 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
     let item = |action: &str| format!("/api/change-sets/{own_set}/items/0/{action}");
     let forbidden: Vec<(Method, String)> = vec![
         (Method::POST, "/api/agents".to_owned()),
+        (Method::PUT, "/api/agents/triage/rules/any".to_owned()),
         (Method::POST, "/api/tasks".to_owned()),
         (Method::GET, format!("/api/tasks/{task}")),
         (
