@@ -52,7 +52,8 @@ pub enum Command {
     /// Serve the review page and the JSON API over the database of --db.
     Serve(ServeArgs),
     /// Gate an MCP server: serve MCP on stdin/stdout in front of `-- CMD ARGS`, whose
-    /// read-only tools run at once and whose other calls wait for a person.
+    /// calls wait for a person unless the agent's rules (or, with --trust hints, the
+    /// server's read-only hints) let them run at once.
     Mcp(crate::mcp_commands::McpArgs),
     /// The commands that work on the database of --db.
     #[command(flatten)]

@@ -2,12 +2,13 @@
 //! Nothing else may write to stdout while it serves: it is the protocol's channel.
 
 use crate::CliError;
-use assent_mcp::{GatewayOptions, McpError};
+use assent_mcp::{GatewayOptions, McpError, Trust};
 use assent_store::Store;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use std::time::Duration;
 
-/// `assent mcp --server NAME --agent A [--category C] [--wait SECS] -- CMD [ARGS...]`.
+/// `assent mcp --server NAME --agent A [--category C] [--wait SECS] [--trust hints|none]
+/// -- CMD [ARGS...]`.
 #[derive(Debug, Args)]
 pub struct McpArgs {
     /// The upstream server's name: the target id (`mcp`, NAME) of its queued calls.
@@ -23,9 +24,33 @@ pub struct McpArgs {
     /// with the real result if a person confirms in time, the rejection if rejected.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub wait: Option<u64>,
+    /// Whose word lets a tool run without a person: `none` (the default), only the
+    /// agent's allow rules; `hints`, also the upstream's annotations (`readOnlyHint`
+    /// runs a tool at once unless `destructiveHint` contradicts it, `idempotentHint`
+    /// lets a call left in doubt run again).
+    #[arg(long, value_enum, default_value_t = TrustArg::None, value_name = "TRUST")]
+    pub trust: TrustArg,
     /// The upstream MCP server's command and arguments, after `--`.
     #[arg(last = true, required = true, num_args = 1.., value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// The values of `--trust`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TrustArg {
+    /// Annotations are passed on to the client and never obeyed.
+    None,
+    /// Annotations route tools and make them retryable.
+    Hints,
+}
+
+impl From<TrustArg> for Trust {
+    fn from(value: TrustArg) -> Self {
+        match value {
+            TrustArg::None => Self::None,
+            TrustArg::Hints => Self::Hints,
+        }
+    }
 }
 
 /// Serves until the client leaves; an upstream that fails to start or stops is an
@@ -42,6 +67,7 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
         agent: args.agent,
         category: args.category,
         wait: args.wait.map(Duration::from_secs),
+        trust: args.trust.into(),
     };
     let served = assent_mcp::run(store.clone(), options, command, command_args).await;
     store.close().await;

@@ -1,20 +1,24 @@
-//! `assent mcp` as a process, driven by a real MCP client (rmcp) over stdio, in front
-//! of the in-tree fixture server (`assent-mcp-fixture`) and of the npm
-//! `@modelcontextprotocol/server-filesystem` (installed under `target/mcp-npm`; skipped
-//! with a note when impossible, a failure under `CI=true`).
+//! `assent mcp` as a process, driven by real MCP clients over stdio — rmcp, and the
+//! official Python SDK (the `mcp` package from PyPI, result validation on, through
+//! `mcp_client.py`; installed into `target/mcp-venv`) — in front of the in-tree fixture
+//! server (`assent-mcp-fixture`) and of the npm `@modelcontextprotocol/server-filesystem`
+//! (installed under `target/debug/mcp-npm`). An install that is impossible skips its
+//! tests with a note, and is a failure under `CI=true`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use assent_domain::Uuid;
-use assent_mcp::QUEUED;
-use assent_store::{Store, change_sets};
+use assent_mcp::{DEFERRED_NOTE, QUEUED};
+use assent_store::{Store, agents, change_sets};
+use assent_tools::{AgentPolicy, RuleAction, ToolRule};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 fn target_dir() -> PathBuf {
@@ -142,18 +146,21 @@ async fn confirm_and_see(db: &str, set: Uuid, path: &std::path::Path, expected: 
 }
 
 #[tokio::test]
-async fn read_only_passes_a_write_waits_for_a_person_and_runs_once_when_confirmed() {
+async fn trusted_read_only_passes_a_write_waits_for_a_person_and_runs_once_when_confirmed() {
     let s = setup();
     let note = s.dir.path().join("note.txt");
     let existing = s.dir.path().join("existing.txt");
     std::fs::write(&existing, "hello\n").expect("a file to read");
     let upstream = vec![fixture().display().to_string()];
-    let client = gateway(&s.db, &[], &upstream).await;
+    let client = gateway(&s.db, &["--trust", "hints"], &upstream).await;
 
     let tools = client.peer().list_all_tools().await.expect("tools/list");
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["append_note", "read_note"]);
+    assert_eq!(
+        names,
+        ["append_note", "erase_note", "read_note", "stat_note"]
+    );
 
     let read = call(&client, "read_note", json!({"path": existing})).await;
     assert_eq!(read.is_error, Some(false));
@@ -269,7 +276,7 @@ fn filesystem_server() -> Option<PathBuf> {
 }
 
 #[tokio::test]
-async fn the_npm_filesystem_server_reads_at_once_and_writes_after_confirmation() {
+async fn the_npm_filesystem_server_reads_at_once_when_trusted_and_writes_after_confirmation() {
     let Some(server) = filesystem_server() else {
         return;
     };
@@ -278,7 +285,7 @@ async fn the_npm_filesystem_server_reads_at_once_and_writes_after_confirmation()
     let root = root.canonicalize().expect("the root");
     std::fs::write(root.join("readme.txt"), "from disk").expect("a file to read");
     let upstream = vec![server.display().to_string(), root.display().to_string()];
-    let client = gateway(&s.db, &[], &upstream).await;
+    let client = gateway(&s.db, &["--trust", "hints"], &upstream).await;
     let tools = client.peer().list_all_tools().await.expect("tools/list");
     assert!(tools.iter().any(|t| t.name == "write_file"));
     let reader = tools
@@ -304,4 +311,467 @@ async fn the_npm_filesystem_server_reads_at_once_and_writes_after_confirmation()
     assert!(!target.exists(), "queued, not written");
     confirm_and_see(&s.db, set_id(&reply), &target, "hi").await;
     client.cancel().await.expect("the client leaves");
+}
+
+/// Replaces the rules of agent `bot` (categories `mcp`) in the database.
+async fn set_rules(db: &str, rules: &[(&str, RuleAction)]) {
+    let mut policy = AgentPolicy::new(["mcp"]);
+    for (pattern, action) in rules {
+        policy = policy.with_rule(ToolRule::new(*pattern, *action).expect("a rule"));
+    }
+    let store = Store::open(db).await.expect("the store");
+    let mut conn = store.pool().acquire().await.expect("a connection");
+    agents::upsert(
+        &mut conn,
+        "bot",
+        &policy,
+        assent_domain::OffsetDateTime::now_utc(),
+    )
+    .await
+    .expect("the rules are written");
+    drop(conn);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn by_default_annotations_are_shown_but_only_the_agents_rules_run_a_tool_at_once() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    std::fs::write(&note, "hello\n").expect("a note");
+    let upstream = vec![fixture().display().to_string()];
+    let client = gateway(&s.db, &[], &upstream).await;
+
+    let tools = client.peer().list_all_tools().await.expect("tools/list");
+    let read = tools
+        .iter()
+        .find(|t| t.name == "read_note")
+        .expect("listed");
+    assert_eq!(
+        read.annotations.as_ref().and_then(|a| a.read_only_hint),
+        Some(true),
+        "the annotations are passed on"
+    );
+    for tool in &tools {
+        assert_eq!(tool.output_schema, None, "{} is deferred", tool.name);
+        let description = tool.description.as_deref().unwrap_or_default();
+        assert!(description.ends_with(DEFERRED_NOTE), "{description}");
+    }
+    let queued = call(&client, "read_note", json!({"path": note})).await;
+    assert_eq!(queued.is_error, Some(false));
+    assert!(text(&queued).starts_with(QUEUED), "{}", text(&queued));
+
+    // The operator's word: an allow rule runs the tool at once, listed as the upstream
+    // lists it, its structured result passed through.
+    set_rules(&s.db, &[("stat_note", RuleAction::Allow)]).await;
+    let tools = client.peer().list_all_tools().await.expect("tools/list");
+    let stat = tools
+        .iter()
+        .find(|t| t.name == "stat_note")
+        .expect("listed");
+    assert!(stat.output_schema.is_some(), "{stat:?}");
+    assert_eq!(
+        stat.description.as_deref(),
+        Some("The size of a note file.")
+    );
+    let result = call(&client, "stat_note", json!({"path": note})).await;
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    assert_eq!(
+        result.structured_content,
+        Some(json!({"path": note, "bytes": 6}))
+    );
+
+    // The rules change after the listing promised a structured result: the queued
+    // call is answered as an error (so a client that checks results accepts it).
+    set_rules(&s.db, &[("stat_note", RuleAction::Ask)]).await;
+    let result = call(&client, "stat_note", json!({"path": note})).await;
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    assert!(text(&result).starts_with(QUEUED), "{}", text(&result));
+    assert!(
+        text(&result).contains("list the tools again"),
+        "{}",
+        text(&result)
+    );
+    let tools = client.peer().list_all_tools().await.expect("tools/list");
+    let stat = tools
+        .iter()
+        .find(|t| t.name == "stat_note")
+        .expect("listed");
+    assert_eq!(stat.output_schema, None);
+    client.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn trusted_hints_run_a_read_at_once_but_not_one_also_marked_destructive() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    std::fs::write(&note, "hello\n").expect("a note");
+    let upstream = vec![fixture().display().to_string()];
+    let client = gateway(&s.db, &["--trust", "hints"], &upstream).await;
+
+    let read = call(&client, "read_note", json!({"path": note})).await;
+    assert_eq!(text(&read), "hello\n");
+    let erase = call(&client, "erase_note", json!({"path": note})).await;
+    assert_eq!(erase.is_error, Some(false));
+    assert!(text(&erase).starts_with(QUEUED), "{}", text(&erase));
+    assert!(
+        note.exists(),
+        "readOnlyHint with destructiveHint is deferred"
+    );
+    let tools = client.peer().list_all_tools().await.expect("tools/list");
+    let erase = tools
+        .iter()
+        .find(|t| t.name == "erase_note")
+        .expect("listed");
+    assert!(
+        erase
+            .description
+            .as_deref()
+            .is_some_and(|d| d.ends_with(DEFERRED_NOTE)),
+        "{erase:?}"
+    );
+    client.cancel().await.expect("the client leaves");
+}
+
+/// Whether `python` imports the `mcp` package, version 2.3 or later.
+fn imports_mcp(python: &Path) -> bool {
+    Command::new(python)
+        .args([
+            "-c",
+            "import importlib.metadata as m, mcp.client.stdio\n\
+             v = tuple(int(x) for x in m.version('mcp').split('.')[:2])\n\
+             raise SystemExit(v < (2, 3))",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn run(command: &mut Command) -> Result<(), String> {
+    let output = command
+        .output()
+        .map_err(|e| format!("cannot run {command:?}: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{command:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+/// A Python with the official `mcp` package, installed on first use into
+/// `target/mcp-venv`.
+fn install_mcp() -> Result<PathBuf, String> {
+    let venv = target_dir()
+        .parent()
+        .ok_or("no target directory")?
+        .join("mcp-venv");
+    let python = venv.join("bin/python");
+    if imports_mcp(&python) {
+        return Ok(python);
+    }
+    let system = ["python3", "python"]
+        .into_iter()
+        .find(|p| Command::new(p).arg("--version").output().is_ok())
+        .ok_or("no python3 on PATH")?;
+    run(Command::new(system).arg("-m").arg("venv").arg(&venv))?;
+    run(Command::new(&python).args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "mcp>=2.3",
+    ]))?;
+    if imports_mcp(&python) {
+        Ok(python)
+    } else {
+        Err(format!("{} still cannot import mcp 2.3", python.display()))
+    }
+}
+
+/// The Python to run `mcp_client.py` with, or `None` (with a note) when the package
+/// cannot be installed outside CI. Under `CI=true` that is a failure.
+fn official_python() -> Option<PathBuf> {
+    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match PYTHON.get_or_init(install_mcp) {
+        Ok(python) => Some(python.clone()),
+        Err(why) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("the gateway's Python client tests need the mcp package under CI=true: {why}")
+        }
+        Err(why) => {
+            eprintln!("skipped: cannot install the mcp package from PyPI: {why}");
+            None
+        }
+    }
+}
+
+/// Runs the official Python client (`mcp_client.py`) against the gateway
+/// `assent --db DB mcp --server notes --agent bot EXTRA -- UPSTREAM`, making `calls` in
+/// order; its report, after checking that no answer failed the client's validation.
+async fn python_client(
+    python: &Path,
+    db: &str,
+    extra: &[&str],
+    upstream: &[String],
+    calls: Value,
+) -> Value {
+    let mut args: Vec<String> = ["--db", db, "mcp", "--server", "notes", "--agent", "bot"]
+        .iter()
+        .chain(extra)
+        .map(|s| (*s).to_owned())
+        .collect();
+    args.push("--".to_owned());
+    args.extend(upstream.iter().cloned());
+    let plan = json!({"command": env!("CARGO_BIN_EXE_assent"), "args": args, "calls": calls});
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(python)
+            .arg(script)
+            .arg(plan.to_string())
+            .env_remove("RUST_LOG")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the Python client finishes within two minutes")
+    .expect("the Python client runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    for call in report["calls"].as_array().expect("calls") {
+        assert!(
+            call.get("clientError").is_none(),
+            "the official client refused an answer: {report:#}"
+        );
+    }
+    report
+}
+
+/// The listing of `name` in a Python client's report.
+fn listed<'a>(report: &'a Value, name: &str) -> Option<&'a Value> {
+    report["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|tool| tool["name"] == name)
+}
+
+#[tokio::test]
+async fn the_official_python_client_accepts_reads_queued_writes_and_denials() {
+    let Some(python) = official_python() else {
+        return;
+    };
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    std::fs::write(&note, "hello\n").expect("a note");
+    set_rules(&s.db, &[("erase_note", RuleAction::Deny)]).await;
+    let upstream = vec![fixture().display().to_string()];
+    let report = python_client(
+        &python,
+        &s.db,
+        &["--trust", "hints"],
+        &upstream,
+        json!([
+            {"tool": "read_note", "arguments": {"path": note}},
+            {"tool": "stat_note", "arguments": {"path": note}},
+            {"tool": "append_note", "arguments": {"path": note, "text": "one"}},
+            {"tool": "erase_note", "arguments": {"path": note}},
+        ]),
+    )
+    .await;
+    let stat = listed(&report, "stat_note").expect("stat_note is listed");
+    assert!(stat["outputSchema"].is_object(), "{report:#}");
+    let append = listed(&report, "append_note").expect("append_note is listed");
+    assert!(append["outputSchema"].is_null(), "{report:#}");
+    assert!(
+        append["description"]
+            .as_str()
+            .is_some_and(|d| d.ends_with(DEFERRED_NOTE)),
+        "{report:#}"
+    );
+    assert!(
+        listed(&report, "erase_note").is_none(),
+        "denied, not listed"
+    );
+    let calls = &report["calls"];
+    assert_eq!(calls[0]["text"], "hello\n", "{report:#}");
+    assert_eq!(
+        calls[1]["structuredContent"],
+        json!({"path": note, "bytes": 6}),
+        "{report:#}"
+    );
+    assert_eq!(calls[2]["isError"], false, "{report:#}");
+    assert!(
+        calls[2]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with(QUEUED)),
+        "{report:#}"
+    );
+    assert_eq!(calls[3]["isError"], true, "{report:#}");
+    assert!(
+        calls[3]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("denied")),
+        "{report:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("hello\n")
+    );
+}
+
+/// Confirms the first change set that comes up pending, then rejects the next one.
+async fn confirm_then_reject(db: String) {
+    let store = Store::open(&db).await.expect("the store");
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let mut conn = store.pool().acquire().await.expect("a connection");
+        let open = change_sets::pending(&mut conn, &change_sets::PendingFilter::default())
+            .await
+            .expect("pending");
+        drop(conn);
+        if let Some(set) = open.iter().find(|set| !seen.contains(&set.id)) {
+            let id = set.id.to_string();
+            let out = if seen.is_empty() {
+                assent(&db, &["confirm", &id, "0"])
+            } else {
+                assent(&db, &["reject", &id, "0", "--reason", "not that line"])
+            };
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            seen.push(set.id);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    store.close().await;
+}
+
+#[tokio::test]
+async fn the_official_python_client_accepts_every_answer_of_a_waited_call() {
+    let Some(python) = official_python() else {
+        return;
+    };
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    let decider = tokio::spawn(confirm_then_reject(s.db.clone()));
+    let report = python_client(
+        &python,
+        &s.db,
+        &["--wait", "30"],
+        &upstream,
+        json!([
+            {"tool": "append_note", "arguments": {"path": note, "text": "one"}},
+            {"tool": "append_note", "arguments": {"path": note, "text": "two"}},
+        ]),
+    )
+    .await;
+    decider.await.expect("confirmed and rejected");
+    let calls = &report["calls"];
+    assert_eq!(calls[0]["isError"], false, "{report:#}");
+    assert_eq!(
+        calls[0]["structuredContent"],
+        json!({"path": note, "bytes": 4}),
+        "the upstream's own result once confirmed: {report:#}"
+    );
+    assert_eq!(calls[1]["isError"], true, "{report:#}");
+    assert!(
+        calls[1]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("not that line")),
+        "{report:#}"
+    );
+
+    // Nobody decides within the wait: the call is answered that it is queued.
+    let report = python_client(
+        &python,
+        &s.db,
+        &["--wait", "1"],
+        &upstream,
+        json!([{"tool": "append_note", "arguments": {"path": note, "text": "three"}}]),
+    )
+    .await;
+    let call = &report["calls"][0];
+    assert_eq!(call["isError"], false, "{report:#}");
+    assert!(
+        call["text"].as_str().is_some_and(|t| t.starts_with(QUEUED)),
+        "{report:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\n")
+    );
+}
+
+#[tokio::test]
+async fn the_official_python_client_accepts_the_npm_filesystem_servers_answers() {
+    let Some(python) = official_python() else {
+        return;
+    };
+    let Some(server) = filesystem_server() else {
+        return;
+    };
+    let s = setup();
+    let root = s.dir.path().canonicalize().expect("the root");
+    std::fs::write(root.join("readme.txt"), "from disk").expect("a file to read");
+    let upstream = vec![server.display().to_string(), root.display().to_string()];
+    let target = root.join("written.txt");
+    let report = python_client(
+        &python,
+        &s.db,
+        &["--trust", "hints", "--wait", "1"],
+        &upstream,
+        json!([
+            {"tool": "read_text_file", "arguments": {"path": root.join("readme.txt")}},
+            {"tool": "write_file", "arguments": {"path": target, "content": "hi"}},
+        ]),
+    )
+    .await;
+    let read = listed(&report, "read_text_file").expect("read_text_file is listed");
+    assert!(read["outputSchema"].is_object(), "{report:#}");
+    let write = listed(&report, "write_file").expect("write_file is listed");
+    assert!(write["outputSchema"].is_null(), "{report:#}");
+    let calls = &report["calls"];
+    assert_eq!(
+        calls[0]["structuredContent"]["content"], "from disk",
+        "{report:#}"
+    );
+    assert_eq!(calls[1]["isError"], false, "{report:#}");
+    assert!(
+        calls[1]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with(QUEUED)),
+        "{report:#}"
+    );
+    assert!(!target.exists(), "queued, not written");
+
+    // Under the default trust the read is queued too, and still a valid answer.
+    let report = python_client(
+        &python,
+        &s.db,
+        &[],
+        &upstream,
+        json!([{"tool": "read_text_file", "arguments": {"path": root.join("readme.txt")}}]),
+    )
+    .await;
+    assert!(
+        listed(&report, "read_text_file").expect("listed")["outputSchema"].is_null(),
+        "{report:#}"
+    );
+    assert!(
+        report["calls"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with(QUEUED)),
+        "{report:#}"
+    );
 }

@@ -1,5 +1,6 @@
-//! The upstream's tools as the engine's catalog: read-only tools run at once, every
-//! other tool is deferred to a person, and the agent's rules override both.
+//! The upstream's tools as the engine's catalog: by default every tool is deferred to a
+//! person; under `--trust hints` a tool the upstream calls read-only (and not also
+//! destructive) runs at once; the agent's rules override both.
 
 use crate::McpError;
 use assent_tools::{
@@ -21,18 +22,38 @@ tokio::task_local! {
     pub(crate) static TOOL_TITLE: String;
 }
 
-/// Routing from the annotations alone: `readOnlyHint: true` runs at once.
-fn mode(tool: &Tool) -> ToolMode {
-    let read_only = tool
-        .annotations
-        .as_ref()
-        .and_then(|a| a.read_only_hint)
-        .unwrap_or(false);
-    if read_only {
+/// Whose word decides what a tool may do without a person: the operator's alone
+/// (`none`, the default), or also the upstream's annotations (`hints`). Annotations are
+/// hints from the server, not guarantees; under `none` they are passed on to the client
+/// and never obeyed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Trust {
+    /// Every tool is deferred and none is retried from its hints; only the agent's
+    /// rules let a tool run at once.
+    #[default]
+    None,
+    /// `readOnlyHint: true` runs a tool at once unless `destructiveHint: true`
+    /// contradicts it (then it is deferred); `idempotentHint: true` makes an approved
+    /// call that a crash left in doubt simply run again.
+    Hints,
+}
+
+/// Routing from the annotations, when `trust` lets them count.
+fn mode(tool: &Tool, trust: Trust) -> ToolMode {
+    let hints = tool.annotations.as_ref();
+    let read_only = hints.and_then(|a| a.read_only_hint) == Some(true);
+    let destructive = hints.and_then(|a| a.destructive_hint) == Some(true);
+    if trust == Trust::Hints && read_only && !destructive {
         ToolMode::Immediate
     } else {
         ToolMode::Deferred
     }
+}
+
+/// Whether a call of `tool` that a crash left in doubt may simply run again: its
+/// `idempotentHint`, when `trust` lets it count.
+pub fn idempotent(tool: &Tool, trust: Trust) -> bool {
+    trust == Trust::Hints && tool.annotations.as_ref().and_then(|a| a.idempotent_hint) == Some(true)
 }
 
 /// The routing of `tool` for the agent of `policy`: its rules first, then the mode.
@@ -40,21 +61,50 @@ pub fn route(policy: &AgentPolicy, spec: &ToolSpec) -> RuleAction {
     policy.route(spec)
 }
 
-/// The catalog of `tools`: each with its description and input schema, routed by its
-/// `readOnlyHint`, summarised as `title(key: value, ...)`.
-pub fn registry(tools: &[Tool]) -> Result<ToolRegistry, McpError> {
+/// The catalog of `tools`: each with its description and input schema, deferred or
+/// (under `--trust hints`, by its annotations) immediate, summarised as
+/// `title(key: value, ...)`.
+pub fn registry(tools: &[Tool], trust: Trust) -> Result<ToolRegistry, McpError> {
     let mut registry = ToolRegistry::new();
     for tool in tools {
         let description = tool.description.as_deref().unwrap_or_default();
         let schema = Value::Object((*tool.input_schema).clone());
-        let spec = ToolSpec::new(tool.name.to_string(), description, mode(tool), schema)
-            .with_summary(summary);
+        let spec = ToolSpec::new(
+            tool.name.to_string(),
+            description,
+            mode(tool, trust),
+            schema,
+        )
+        .with_summary(summary);
         registry.register(spec).map_err(|e| McpError::Catalog {
             tool: tool.name.to_string(),
             reason: e.to_string(),
         })?;
     }
     Ok(registry)
+}
+
+/// What a deferred tool's description says after the upstream's own text.
+pub const DEFERRED_NOTE: &str = "(Through Assent: a call of this tool waits for a person's \
+review; the answer says it is queued, with the change set id, and the tool's result, as \
+text, arrives only after review.)";
+
+/// `tool` as the client sees it when the agent's calls of it are `action`: a tool that
+/// runs at once as the upstream listed it (its structured result is passed through); a
+/// deferred one without its `outputSchema`, since no answer before the review can hold
+/// the structured result it promises, and with [`DEFERRED_NOTE`] in its description.
+pub fn listed(tool: &Tool, action: RuleAction) -> Tool {
+    let mut tool = tool.clone();
+    if action == RuleAction::Ask {
+        tool.output_schema = None;
+        tool.description = Some(match tool.description.as_deref() {
+            Some(text) if !text.trim().is_empty() => {
+                format!("{}\n\n{DEFERRED_NOTE}", text.trim_end()).into()
+            }
+            _ => DEFERRED_NOTE.into(),
+        });
+    }
+    tool
 }
 
 /// The title a person reads for `tool`: its title, its annotations' title, its name.
@@ -110,39 +160,100 @@ mod tests {
         tool
     }
 
+    fn modes(tools: &[Tool], trust: Trust) -> Vec<ToolMode> {
+        let registry = registry(tools, trust).expect("a catalog");
+        tools
+            .iter()
+            .map(|tool| registry.get(&tool.name).expect("registered").mode)
+            .collect()
+    }
+
     #[test]
-    fn only_a_read_only_hint_runs_at_once() {
+    fn by_default_no_hint_runs_a_tool_at_once() {
         let tools = [
             tool("read_file", Some(true)),
             tool("write_file", Some(false)),
             tool("move_file", None),
         ];
-        let registry = registry(&tools).expect("a catalog");
-        let modes: Vec<ToolMode> = ["read_file", "write_file", "move_file"]
-            .iter()
-            .map(|name| registry.get(name).expect("registered").mode)
-            .collect();
+        assert_eq!(modes(&tools, Trust::None), [ToolMode::Deferred; 3]);
+    }
+
+    #[test]
+    fn trusted_hints_run_a_read_only_tool_at_once_unless_also_destructive() {
+        let contradictory = tool("wipe", None)
+            .with_annotations(ToolAnnotations::default().read_only(true).destructive(true));
+        let tools = [
+            tool("read_file", Some(true)),
+            tool("write_file", Some(false)),
+            tool("move_file", None),
+            contradictory,
+        ];
         assert_eq!(
-            modes,
-            [ToolMode::Immediate, ToolMode::Deferred, ToolMode::Deferred]
+            modes(&tools, Trust::Hints),
+            [
+                ToolMode::Immediate,
+                ToolMode::Deferred,
+                ToolMode::Deferred,
+                ToolMode::Deferred
+            ]
+        );
+    }
+
+    #[test]
+    fn an_idempotent_hint_counts_only_when_hints_are_trusted() {
+        let retried =
+            tool("put", None).with_annotations(ToolAnnotations::default().idempotent(true));
+        assert!(!idempotent(&retried, Trust::None));
+        assert!(idempotent(&retried, Trust::Hints));
+        assert!(!idempotent(&tool("append", None), Trust::Hints));
+    }
+
+    #[test]
+    fn a_deferred_tool_is_listed_without_its_output_schema() {
+        let Value::Object(output) = json!({"type": "object", "required": ["content"],
+            "properties": {"content": {"type": "string"}}})
+        else {
+            unreachable!("an object literal")
+        };
+        let mut original = tool("write_file", Some(false));
+        original.output_schema = Some(Arc::new(output));
+        let now = listed(&original, RuleAction::Allow);
+        assert_eq!(now, original);
+        let later = listed(&original, RuleAction::Ask);
+        assert_eq!(later.output_schema, None);
+        assert_eq!(later.input_schema, original.input_schema);
+        assert_eq!(later.annotations, original.annotations);
+        let description = later.description.as_deref().unwrap_or_default();
+        assert!(description.starts_with("A tool.\n\n"), "{description}");
+        assert!(description.ends_with(DEFERRED_NOTE), "{description}");
+        let bare = Tool::new("x", "", original.input_schema.clone());
+        assert_eq!(
+            listed(&bare, RuleAction::Ask).description.as_deref(),
+            Some(DEFERRED_NOTE)
         );
     }
 
     #[test]
     fn the_agents_rules_override_the_hint() {
-        let registry = registry(&[tool("read_file", Some(true))]).expect("a catalog");
-        let spec = registry.get("read_file").expect("registered");
+        let trusted = registry(&[tool("read_file", Some(true))], Trust::Hints).expect("a catalog");
+        let spec = trusted.get("read_file").expect("registered");
         let ask = assent_tools::ToolRule::new("read_*", RuleAction::Ask).expect("rule");
         let deny = assent_tools::ToolRule::new("*", RuleAction::Deny).expect("rule");
         let policy = AgentPolicy::new(["mcp"]);
         assert_eq!(route(&policy, spec), RuleAction::Allow);
         assert_eq!(route(&policy.clone().with_rule(ask), spec), RuleAction::Ask);
         assert_eq!(route(&policy.with_rule(deny), spec), RuleAction::Deny);
+        let untrusted = registry(&[tool("read_file", Some(true))], Trust::None).expect("a catalog");
+        let spec = untrusted.get("read_file").expect("registered");
+        let allow = assent_tools::ToolRule::new("read_*", RuleAction::Allow).expect("rule");
+        let policy = AgentPolicy::new(["mcp"]);
+        assert_eq!(route(&policy, spec), RuleAction::Ask);
+        assert_eq!(route(&policy.with_rule(allow), spec), RuleAction::Allow);
     }
 
     #[test]
     fn arguments_are_checked_against_the_input_schema() {
-        let registry = registry(&[tool("write_file", None)]).expect("a catalog");
+        let registry = registry(&[tool("write_file", None)], Trust::None).expect("a catalog");
         assert!(
             registry
                 .validate_args("write_file", &json!({"path": "a"}))

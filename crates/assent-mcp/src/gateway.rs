@@ -1,7 +1,7 @@
 //! The MCP server the client talks to: the upstream's tools, gated.
 
 use crate::McpError;
-use crate::catalog::{TOOL_TITLE, registry, route, title};
+use crate::catalog::{TOOL_TITLE, Trust, idempotent, listed, registry, route, title};
 use crate::host::McpHost;
 use crate::upstream::{Upstream, UpstreamCaller};
 use assent_changeset::parse_tool_calls;
@@ -18,7 +18,8 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -42,6 +43,8 @@ pub struct GatewayOptions {
     pub category: String,
     /// How long a queued call waits for a person before it answers that it is queued.
     pub wait: Option<Duration>,
+    /// Whether the upstream's annotations may let a tool run at once or be retried.
+    pub trust: Trust,
 }
 
 /// The gateway: see the module documentation. Cloning shares it.
@@ -55,6 +58,9 @@ struct Inner {
     caller: Arc<UpstreamCaller>,
     target: Target,
     options: GatewayOptions,
+    /// The tools the client was last told have an `outputSchema` (they ran at once
+    /// when listed); see [`Gateway::keep_promise`].
+    promised: Mutex<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -85,16 +91,11 @@ impl Gateway {
             return Err(McpError::UnknownAgent(options.agent.clone()));
         }
         drop(conn);
-        let registry = registry(upstream.tools())?;
+        let registry = registry(upstream.tools(), options.trust)?;
         let idempotent = upstream
             .tools()
             .iter()
-            .filter(|tool| {
-                tool.annotations
-                    .as_ref()
-                    .and_then(|a| a.idempotent_hint)
-                    .unwrap_or(false)
-            })
+            .filter(|tool| idempotent(tool, options.trust))
             .map(|tool| tool.name.to_string())
             .collect();
         let caller = Arc::new(UpstreamCaller::new(upstream));
@@ -112,6 +113,7 @@ impl Gateway {
                 caller,
                 target,
                 options,
+                promised: Mutex::new(BTreeSet::new()),
             }),
         })
     }
@@ -130,7 +132,9 @@ impl Gateway {
         }
     }
 
-    /// The upstream's tools the agent may see: every one its rules do not deny.
+    /// The upstream's tools the agent may see: every one its rules do not deny, a
+    /// deferred one without its output schema and with a note that its result comes
+    /// after review ([`listed`]).
     pub async fn visible_tools(&self) -> Result<Vec<Tool>, McpError> {
         let policy = self.policy().await?;
         let registry = self.inner.engine.registry();
@@ -140,12 +144,10 @@ impl Gateway {
             .upstream()
             .tools()
             .iter()
-            .filter(|tool| {
-                registry
-                    .get(&tool.name)
-                    .is_some_and(|spec| route(&policy, spec) != RuleAction::Deny)
+            .filter_map(|tool| {
+                let action = route(&policy, registry.get(&tool.name)?);
+                (action != RuleAction::Deny).then(|| listed(tool, action))
             })
-            .cloned()
             .collect())
     }
 
@@ -228,6 +230,42 @@ impl Gateway {
             Some(wait) => self.wait_for(set.id, wait, queued, progress).await,
             None => Ok(CallToolResult::success(vec![ContentBlock::text(queued)])),
         }
+    }
+
+    /// Keeps the listing's promise to a client that checks results: a tool listed with
+    /// an `outputSchema` (it ran at once then) that the agent's rules now defer gets
+    /// an answer without structured content (the queue receipt), so that answer is
+    /// turned into an error result saying so, which no client checks against the
+    /// schema; the `bool` says whether that happened, so the client is told the list
+    /// changed. Any other result is returned as it is.
+    pub async fn keep_promise(
+        &self,
+        tool_name: &str,
+        mut result: CallToolResult,
+    ) -> (CallToolResult, bool) {
+        let promised = self
+            .inner
+            .promised
+            .lock()
+            .is_ok_and(|promised| promised.contains(tool_name));
+        if !promised || result.is_error == Some(true) || result.structured_content.is_some() {
+            return (result, false);
+        }
+        let deferred = match (
+            self.policy().await,
+            self.inner.engine.registry().get(tool_name),
+        ) {
+            (Ok(policy), Some(spec)) => route(&policy, spec) == RuleAction::Ask,
+            _ => false,
+        };
+        if deferred {
+            result.is_error = Some(true);
+            result.content.push(ContentBlock::text(format!(
+                "Tool {tool_name} now waits for a person's review, so this answer has no \
+                 structured result; list the tools again."
+            )));
+        }
+        (result, deferred)
     }
 
     /// Holds a queued call until a person decides or `wait` runs out.
@@ -342,15 +380,28 @@ fn internal(error: impl std::fmt::Display) -> ErrorData {
 
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                format!("assent-mcp ({})", self.inner.options.server),
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions(
-                "Read-only tools run at once; every other call is queued for a person to \
-                 review in Assent and answered with the change set id.",
-            )
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            format!("assent-mcp ({})", self.inner.options.server),
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(match self.inner.options.trust {
+            Trust::None => {
+                "Calls are queued for a person to review in Assent and answered with \
+                     the change set id, except those of tools the operator allowed to run \
+                     at once."
+            }
+            Trust::Hints => {
+                "Tools the server marks read-only (and not destructive) run at once; \
+                     every other call is queued for a person to review in Assent and \
+                     answered with the change set id."
+            }
+        })
     }
 
     async fn list_tools(
@@ -359,6 +410,13 @@ impl ServerHandler for Gateway {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let tools = self.visible_tools().await.map_err(internal)?;
+        if let Ok(mut promised) = self.inner.promised.lock() {
+            *promised = tools
+                .iter()
+                .filter(|tool| tool.output_schema.is_some())
+                .map(|tool| tool.name.to_string())
+                .collect();
+        }
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -373,6 +431,10 @@ impl ServerHandler for Gateway {
             .call(&request.name, args, Some(&context))
             .instrument(span)
             .await?;
+        let (result, broken) = self.keep_promise(&request.name, result).await;
+        if broken {
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
         Ok(result.into())
     }
 }

@@ -1,12 +1,14 @@
 //! The engine's host for MCP calls: target kind `mcp`, one target per server.
 //!
 //! Every tool's effect lies outside the database, so [`McpHost`] declares it
-//! `Effect::External` (idempotent when the tool's `idempotentHint` says so): a
+//! `Effect::External` (idempotent when the tool's `idempotentHint` says so and the
+//! operator trusts hints, `--trust hints`): a
 //! confirmation, from whatever process, records the decision and an execution job, and
 //! the gateway's executor (`Gateway::tick`, `engine.run_due_jobs`) runs the upstream
 //! call through [`UpstreamCaller`] with the item's operation id as the idempotency key —
-//! exactly once, or visibly in doubt. A read-only tool called at once still runs inline
-//! in the wake ([`InlineUpstream`]), like any immediate call.
+//! exactly once, or visibly in doubt. A tool that runs at once (an allow rule, or a
+//! trusted read-only hint) still runs inline in the wake ([`InlineUpstream`]), like any
+//! immediate call.
 
 use crate::catalog::TARGET_KIND;
 use crate::upstream::UpstreamCaller;
@@ -30,7 +32,7 @@ pub fn host_name(server: &str) -> String {
     format!("mcp_{tail}")
 }
 
-/// Runs an immediate (read-only) call on the upstream inline, within the wake.
+/// Runs an immediate call on the upstream inline, within the wake.
 #[derive(Debug)]
 pub struct InlineUpstream(pub Arc<UpstreamCaller>);
 
@@ -99,8 +101,9 @@ pub struct McpHost {
 
 impl McpHost {
     /// The host of server `server`, whose target (`mcp`, `server`) has `category`, and
-    /// whose calls `caller` runs; the tools named in `idempotent` (their
-    /// `idempotentHint`) are simply run again when a crash leaves them in doubt.
+    /// whose calls `caller` runs; the tools named in `idempotent` (their trusted
+    /// `idempotentHint`, see `catalog::idempotent`) are simply run again when a crash
+    /// leaves them in doubt.
     pub fn new(
         server: &str,
         category: &str,

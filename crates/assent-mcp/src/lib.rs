@@ -2,9 +2,12 @@
 //!
 //! The gateway is an MCP server for the client (on stdin/stdout) and an MCP client of
 //! the upstream server it starts as a child ([`Upstream`]). It lists the upstream's
-//! tools, runs read-only ones at once (audited, under the agent's policy) and queues
-//! every other call as an item of a change set on target kind `mcp`, id the server's
-//! name, where `assent pending` and the review page show it like any other item.
+//! tools and queues every call as an item of a change set on target kind `mcp`, id the
+//! server's name, where `assent pending` and the review page show it like any other
+//! item; a tool runs at once (audited, under the agent's policy) only when the agent's
+//! rules allow it or, under [`Trust::Hints`], when the upstream marks it read-only and
+//! not destructive. A deferred tool is listed without its `outputSchema` ([`listed`]),
+//! so that every answer of its calls is valid for a client that checks results.
 //!
 //! - [`Upstream`]: the child server, its tools, and calls of them.
 //! - [`UpstreamCaller`]: the upstream call shaped as the execution ledger's external
@@ -20,7 +23,7 @@ mod gateway;
 mod host;
 mod upstream;
 
-pub use catalog::{TARGET_KIND, registry, route};
+pub use catalog::{DEFERRED_NOTE, TARGET_KIND, Trust, idempotent, listed, registry, route};
 pub use error::McpError;
 pub use gateway::{Gateway, GatewayOptions, QUEUED, run};
 pub use host::{InlineUpstream, LedgerUpstream, McpHost, host_name};

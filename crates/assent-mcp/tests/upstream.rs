@@ -12,13 +12,16 @@ async fn the_fixture_lists_its_tools_and_answers_a_read() {
     let upstream = Upstream::spawn(fixture, &[])
         .await
         .expect("the fixture starts");
-    let mut tools: Vec<(String, Option<bool>)> = upstream
+    let mut tools: Vec<(String, Option<bool>, Option<bool>, bool)> = upstream
         .tools()
         .iter()
         .map(|t| {
+            let hints = t.annotations.as_ref();
             (
                 t.name.to_string(),
-                t.annotations.as_ref().and_then(|a| a.read_only_hint),
+                hints.and_then(|a| a.read_only_hint),
+                hints.and_then(|a| a.destructive_hint),
+                t.output_schema.is_some(),
             )
         })
         .collect();
@@ -26,8 +29,10 @@ async fn the_fixture_lists_its_tools_and_answers_a_read() {
     assert_eq!(
         tools,
         [
-            ("append_note".to_owned(), Some(false)),
-            ("read_note".to_owned(), Some(true)),
+            ("append_note".to_owned(), Some(false), None, true),
+            ("erase_note".to_owned(), Some(true), Some(true), false),
+            ("read_note".to_owned(), Some(true), None, false),
+            ("stat_note".to_owned(), Some(true), None, true),
         ]
     );
 
@@ -39,6 +44,14 @@ async fn the_fixture_lists_its_tools_and_answers_a_read() {
         .await
         .expect("a read answers");
     assert_eq!(result_text(&read), "hello\n");
+    let stat = upstream
+        .call("stat_note", &json!({"path": path}))
+        .await
+        .expect("a stat answers");
+    assert_eq!(
+        stat.structured_content,
+        Some(json!({"path": path, "bytes": 6}))
+    );
 
     let missing = upstream
         .call("read_note", &json!({"path": dir.path().join("absent.txt")}))

@@ -1,6 +1,9 @@
 //! A tiny MCP server over stdio for the gateway's tests and benchmark: `read_note`
 //! (read-only) reads a file, `append_note` appends a line to one, so a second run of
-//! the same call shows as a second line.
+//! the same call shows as a second line, and answers with structured content (it
+//! declares an `outputSchema`), `stat_note` (read-only, with an `outputSchema`) gives a
+//! file's size as structured content, and `erase_note` deletes a file while its
+//! annotations contradict each other (read-only and destructive).
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
@@ -14,12 +17,35 @@ use std::sync::Arc;
 
 struct Notes;
 
+fn object(schema: Value) -> Arc<serde_json::Map<String, Value>> {
+    match schema {
+        Value::Object(schema) => Arc::new(schema),
+        _ => Arc::default(),
+    }
+}
+
 fn tool(name: &str, description: &str, schema: Value, read_only: bool) -> Tool {
-    let Value::Object(schema) = schema else {
-        return Tool::new(name.to_owned(), description.to_owned(), Arc::default());
-    };
-    Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema))
+    Tool::new(name.to_owned(), description.to_owned(), object(schema))
         .with_annotations(ToolAnnotations::default().read_only(read_only))
+}
+
+/// `{path, bytes}`: where a note is and its size afterwards.
+fn size_schema() -> Value {
+    json!({"type": "object", "required": ["path", "bytes"],
+        "properties": {"path": {"type": "string"}, "bytes": {"type": "integer"}}})
+}
+
+fn size_result(path: &str, text: String) -> CallToolResult {
+    match std::fs::metadata(path) {
+        Ok(meta) => {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+            result.structured_content = Some(json!({"path": path, "bytes": meta.len()}));
+            result
+        }
+        Err(e) => {
+            CallToolResult::error(vec![ContentBlock::text(format!("cannot stat {path}: {e}"))])
+        }
+    }
 }
 
 fn text_arg<'a>(request: &'a CallToolRequestParams, key: &str) -> Result<&'a str, ErrorData> {
@@ -55,7 +81,22 @@ impl ServerHandler for Notes {
                 json!({"type": "object", "required": ["path", "text"],
                     "properties": {"path": path, "text": {"type": "string"}}}),
                 false,
-            ),
+            )
+            .with_raw_output_schema(object(size_schema())),
+            tool(
+                "stat_note",
+                "The size of a note file.",
+                json!({"type": "object", "required": ["path"], "properties": {"path": path}}),
+                true,
+            )
+            .with_raw_output_schema(object(size_schema())),
+            tool(
+                "erase_note",
+                "Delete a note file.",
+                json!({"type": "object", "required": ["path"], "properties": {"path": path}}),
+                true,
+            )
+            .with_annotations(ToolAnnotations::default().read_only(true).destructive(true)),
         ]))
     }
 
@@ -80,14 +121,21 @@ impl ServerHandler for Notes {
                     .open(path)
                     .and_then(|mut file| writeln!(file, "{text}"));
                 match written {
-                    Ok(()) => CallToolResult::success(vec![ContentBlock::text(format!(
-                        "Appended to {path}."
-                    ))]),
+                    Ok(()) => size_result(path, format!("Appended to {path}.")),
                     Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
                         "cannot write {path}: {e}"
                     ))]),
                 }
             }
+            "stat_note" => size_result(path, format!("Size of {path}.")),
+            "erase_note" => match std::fs::remove_file(path) {
+                Ok(()) => {
+                    CallToolResult::success(vec![ContentBlock::text(format!("Deleted {path}."))])
+                }
+                Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                    "cannot delete {path}: {e}"
+                ))]),
+            },
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool {other:?}"),

@@ -1,0 +1,70 @@
+"""The official Python MCP client in front of `assent mcp`, for the gateway's tests: the
+`mcp` package from PyPI (the Python SDK, not Assent's code), whose `ClientSession`
+checks every successful tool result against the tool's `outputSchema` as listed.
+
+Usage: python mcp_client.py PLAN_JSON
+
+PLAN_JSON: {"command": "...", "args": ["..."], "calls": [{"tool": "...", "arguments": {...}}]}
+    starts COMMAND ARGS over stdio (the gateway, which starts its upstream), lists the
+    tools, makes each call in order and prints one JSON object on stdout:
+    {"tools": [{"name", "description", "outputSchema", "annotations"}],
+     "calls": [{"isError", "text", "structuredContent", "progress"} or {"clientError"}]}
+    A client-side error (an invalid result, a protocol error) is caught and reported as
+    the call's "clientError", so the test that runs this script can assert there is none.
+"""
+
+import asyncio
+import json
+import sys
+
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+
+def text_of(result):
+    return "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+async def call(session, step):
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append(message or str(value))
+
+    try:
+        result = await session.call_tool(
+            step["tool"], step.get("arguments") or {}, progress_callback=on_progress
+        )
+    except Exception as error:  # noqa: BLE001 - every client-side failure is reported
+        return {"clientError": f"{type(error).__name__}: {error}"}
+    return {
+        "isError": bool(result.is_error),
+        "text": text_of(result),
+        "structuredContent": result.structured_content,
+        "progress": len(progress),
+    }
+
+
+async def main(plan):
+    server = StdioServerParameters(command=plan["command"], args=plan["args"])
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            listed = await session.list_tools()
+            tools = [
+                {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "outputSchema": tool.output_schema,
+                    "annotations": tool.annotations.model_dump(by_alias=True, exclude_none=True)
+                    if tool.annotations
+                    else None,
+                }
+                for tool in listed.tools
+            ]
+            calls = [await call(session, step) for step in plan["calls"]]
+    print(json.dumps({"tools": tools, "calls": calls}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(json.loads(sys.argv[1])))
