@@ -87,6 +87,41 @@ fn render_agent(agent: &AgentView) -> String {
             "    ",
         ));
     }
+    if !agent.tools.is_empty() {
+        // A gateway agent's tools as its server described them: the annotations are
+        // the server's word, obeyed only under `--trust hints`.
+        text.push_str("\n  tools through hosts\n");
+        let rows: Vec<Vec<String>> = agent
+            .tools
+            .iter()
+            .map(|tool| {
+                let field = |key: &str| match &tool[key] {
+                    serde_json::Value::String(s) => render::visible(s).into_owned(),
+                    serde_json::Value::Null => "-".to_owned(),
+                    other => assent_domain::canonical_json(other),
+                };
+                let changed = if tool["changed"] == true {
+                    "CHANGED: asked again until allowed".to_owned()
+                } else {
+                    "pinned".to_owned()
+                };
+                vec![
+                    field("host"),
+                    field("tool"),
+                    field("trust"),
+                    changed,
+                    field("annotations"),
+                ]
+            })
+            .collect();
+        text.push_str(&render::indent(
+            &render::table(
+                &["HOST", "TOOL", "TRUST", "DEFINITION", "ANNOTATIONS"],
+                &rows,
+            ),
+            "    ",
+        ));
+    }
     text
 }
 

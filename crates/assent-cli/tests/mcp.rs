@@ -159,7 +159,7 @@ async fn trusted_read_only_passes_a_write_waits_for_a_person_and_runs_once_when_
     names.sort_unstable();
     assert_eq!(
         names,
-        ["append_note", "erase_note", "read_note", "stat_note"]
+        ["append_note", "erase_note", "pull_rug", "read_note", "stat_note"]
     );
 
     let read = call(&client, "read_note", json!({"path": existing})).await;
@@ -773,5 +773,113 @@ async fn the_official_python_client_accepts_the_npm_filesystem_servers_answers()
             .as_str()
             .is_some_and(|t| t.starts_with(QUEUED)),
         "{report:#}"
+    );
+}
+
+/// Waits (at most 10 s) until `path` holds `expected`.
+async fn file_becomes(path: &Path, expected: &str) {
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(path).ok().as_deref() != Some(expected) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{} never became {expected:?}: {:?}",
+            path.display(),
+            std::fs::read_to_string(path).ok()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn succeeded(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn a_tool_whose_definition_changes_is_asked_about_again_until_a_person_allows_it() {
+    let setup = setup();
+    let note = setup.dir.path().join("pinned.txt");
+    let path = note.display().to_string();
+    for tool in ["append_note", "pull_rug"] {
+        succeeded(&assent(&setup.db, &["agent", "allow", "bot", tool]));
+    }
+    let upstream = [fixture().display().to_string()];
+    let client = gateway(&setup.db, &[], &upstream).await;
+    // Allowed, and pinned as first seen: it runs at once.
+    let ran = call(&client, "append_note", json!({"path": path, "text": "one"})).await;
+    assert!(!text(&ran).contains(QUEUED), "{}", text(&ran));
+    file_becomes(&note, "one\n").await;
+
+    // The server describes the tool differently under the same name, and says so.
+    call(&client, "pull_rug", json!({"path": path})).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let asked = call(&client, "append_note", json!({"path": path, "text": "two"})).await;
+    let reply = text(&asked);
+    assert!(
+        reply.contains(QUEUED),
+        "the allow went with the old definition: {reply}"
+    );
+    let shown: Value = serde_json::from_str(&succeeded(&assent(
+        &setup.db,
+        &["--json", "agent", "show", "bot"],
+    )))
+    .expect("JSON");
+    let pinned = shown["tools"]
+        .as_array()
+        .and_then(|tools| tools.iter().find(|t| t["tool"] == "append_note"))
+        .unwrap_or_else(|| panic!("the gateway's tools are shown: {shown}"));
+    assert_eq!(pinned["changed"], true, "{shown}");
+    assert_eq!(pinned["trust"], "none", "{shown}");
+    let said = succeeded(&assent(&setup.db, &["agent", "show", "bot"]));
+    assert!(said.contains("CHANGED"), "{said}");
+
+    // Another process edits the queued item against the schema the gateway recorded:
+    // an edit outside it is refused and changes nothing; a valid one runs once.
+    let set = set_id(&reply).to_string();
+    let bad = json!({"path": path, "text": 5}).to_string();
+    let refused = assent(&setup.db, &["edit", &set, "0", "--args", &bad]);
+    assert!(
+        !refused.status.success(),
+        "an edit outside the schema is refused"
+    );
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("append_note") && why.contains("text"), "{why}");
+    let good = json!({"path": path, "text": "edited"}).to_string();
+    succeeded(&assent(&setup.db, &["edit", &set, "0", "--args", &good]));
+    file_becomes(&note, "one\nedited\n").await;
+
+    // A person allows it again: the new definition is accepted and runs at once.
+    succeeded(&assent(
+        &setup.db,
+        &["agent", "allow", "bot", "append_note"],
+    ));
+    let ran = call(
+        &client,
+        "append_note",
+        json!({"path": path, "text": "three"}),
+    )
+    .await;
+    assert!(!text(&ran).contains(QUEUED), "{}", text(&ran));
+    file_becomes(&note, "one\nedited\nthree\n").await;
+    client.cancel().await.expect("the client leaves");
+
+    // The pin outlives the gateway: a new one whose server is back to the old
+    // definition (a change too) asks again.
+    let client = gateway(&setup.db, &[], &upstream).await;
+    let asked = call(
+        &client,
+        "append_note",
+        json!({"path": path, "text": "four"}),
+    )
+    .await;
+    assert!(text(&asked).contains(QUEUED), "{}", text(&asked));
+    client.cancel().await.expect("the client leaves");
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\nedited\nthree\n")
     );
 }

@@ -17,8 +17,11 @@ use crate::attribution::Attribution;
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use crate::{ConfirmError, Engine};
 use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OperationId, Target, Verdict};
-use assent_store::{AnyConnection, Backend, StoreAuditSink, agents, change_sets, jobs};
-use assent_tools::{AgentPolicy, ExecutionTarget, Redundancy, ToolInvocation, ToolsError};
+use assent_store::{AnyConnection, Backend, StoreAuditSink, agents, change_sets, host_tools, jobs};
+use assent_tools::{
+    AgentPolicy, ExecutionTarget, Redundancy, ToolInvocation, ToolMode, ToolRegistry, ToolSpec,
+    ToolsError,
+};
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
@@ -374,6 +377,42 @@ impl ConfirmationService {
             })
     }
 
+    /// Checks a person's edit of an external item: against this process's registry
+    /// when it knows the tool, otherwise against the input schema its host recorded in
+    /// the database (`host_tools`), so that an MCP gateway's item is edited, and an
+    /// edit outside the tool's schema refused, from any process.
+    async fn validate_external_edit(
+        &self,
+        conn: &mut AnyConnection,
+        host: &str,
+        tool_name: &str,
+        args: &Value,
+    ) -> Result<(), ConfirmError> {
+        if self.engine.registry.get(tool_name).is_some() {
+            return self.validate_edit(tool_name, args);
+        }
+        let Some(tool) = host_tools::get(conn, host, tool_name).await? else {
+            return Err(ConfirmError::UnknownTool(tool_name.to_owned()));
+        };
+        let mut registry = ToolRegistry::new();
+        let spec = ToolSpec::new(tool_name, "", ToolMode::Deferred, tool.input_schema);
+        let invalid = |problems: String| ConfirmError::InvalidArgs {
+            tool: tool_name.to_owned(),
+            problems,
+        };
+        registry.register(spec).map_err(|e| {
+            invalid(format!(
+                "the input schema {host} recorded for it does not compile: {e}"
+            ))
+        })?;
+        registry
+            .validate_args(tool_name, args)
+            .map_err(|e| match e {
+                ToolsError::InvalidArgs { problems, .. } => invalid(problems.join("; ")),
+                other => invalid(other.to_string()),
+            })
+    }
+
     /// Confirms external item `index` (see [`crate::Effect::External`]) in `conn`'s
     /// transaction: the decision and its execution job, committed together by the
     /// caller; nothing runs here, so neither the host's handler nor its resolver is
@@ -388,7 +427,8 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<Result<ConfirmOutcome, ConfirmError>, ConfirmError> {
         if let Some(args) = &edited_args {
-            self.validate_edit(&set.items[index].tool_name, args)?;
+            self.validate_external_edit(conn, &external.host, &set.items[index].tool_name, args)
+                .await?;
         }
         let job_id = self
             .queue_job(conn, set, index, edited_args.as_ref(), &external, now)

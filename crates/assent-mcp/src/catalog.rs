@@ -8,6 +8,7 @@ use assent_tools::{
 };
 use rmcp::model::Tool;
 use serde_json::Value;
+use std::collections::BTreeSet;
 
 /// The target kind of every gated MCP call; the target id is the server's name.
 pub const TARGET_KIND: &str = "mcp";
@@ -38,6 +39,16 @@ pub enum Trust {
     Hints,
 }
 
+impl Trust {
+    /// The name `--trust` takes and the catalog records: `none` or `hints`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Hints => "hints",
+        }
+    }
+}
+
 /// Routing from the annotations, when `trust` lets them count.
 fn mode(tool: &Tool, trust: Trust) -> ToolMode {
     let hints = tool.annotations.as_ref();
@@ -63,19 +74,24 @@ pub fn route(policy: &AgentPolicy, spec: &ToolSpec) -> RuleAction {
 
 /// The catalog of `tools`: each with its description and input schema, deferred or
 /// (under `--trust hints`, by its annotations) immediate, summarised as
-/// `title(key: value, ...)`.
-pub fn registry(tools: &[Tool], trust: Trust) -> Result<ToolRegistry, McpError> {
+/// `title(key: value, ...)`. A tool in `review` (its definition changed since a person
+/// accepted it) is asked about whatever the agent's rules allow ([`ToolMode::Review`]).
+pub fn registry(
+    tools: &[Tool],
+    trust: Trust,
+    review: &BTreeSet<String>,
+) -> Result<ToolRegistry, McpError> {
     let mut registry = ToolRegistry::new();
     for tool in tools {
         let description = tool.description.as_deref().unwrap_or_default();
         let schema = Value::Object((*tool.input_schema).clone());
-        let spec = ToolSpec::new(
-            tool.name.to_string(),
-            description,
-            mode(tool, trust),
-            schema,
-        )
-        .with_summary(summary);
+        let mode = if review.contains(tool.name.as_ref()) {
+            ToolMode::Review
+        } else {
+            mode(tool, trust)
+        };
+        let spec =
+            ToolSpec::new(tool.name.to_string(), description, mode, schema).with_summary(summary);
         registry.register(spec).map_err(|e| McpError::Catalog {
             tool: tool.name.to_string(),
             reason: e.to_string(),
@@ -161,7 +177,7 @@ mod tests {
     }
 
     fn modes(tools: &[Tool], trust: Trust) -> Vec<ToolMode> {
-        let registry = registry(tools, trust).expect("a catalog");
+        let registry = registry(tools, trust, &BTreeSet::new()).expect("a catalog");
         tools
             .iter()
             .map(|tool| registry.get(&tool.name).expect("registered").mode)
@@ -235,7 +251,12 @@ mod tests {
 
     #[test]
     fn the_agents_rules_override_the_hint() {
-        let trusted = registry(&[tool("read_file", Some(true))], Trust::Hints).expect("a catalog");
+        let trusted = registry(
+            &[tool("read_file", Some(true))],
+            Trust::Hints,
+            &BTreeSet::new(),
+        )
+        .expect("a catalog");
         let spec = trusted.get("read_file").expect("registered");
         let ask = assent_tools::ToolRule::new("read_*", RuleAction::Ask).expect("rule");
         let deny = assent_tools::ToolRule::new("*", RuleAction::Deny).expect("rule");
@@ -243,7 +264,12 @@ mod tests {
         assert_eq!(route(&policy, spec), RuleAction::Allow);
         assert_eq!(route(&policy.clone().with_rule(ask), spec), RuleAction::Ask);
         assert_eq!(route(&policy.with_rule(deny), spec), RuleAction::Deny);
-        let untrusted = registry(&[tool("read_file", Some(true))], Trust::None).expect("a catalog");
+        let untrusted = registry(
+            &[tool("read_file", Some(true))],
+            Trust::None,
+            &BTreeSet::new(),
+        )
+        .expect("a catalog");
         let spec = untrusted.get("read_file").expect("registered");
         let allow = assent_tools::ToolRule::new("read_*", RuleAction::Allow).expect("rule");
         let policy = AgentPolicy::new(["mcp"]);
@@ -253,7 +279,8 @@ mod tests {
 
     #[test]
     fn arguments_are_checked_against_the_input_schema() {
-        let registry = registry(&[tool("write_file", None)], Trust::None).expect("a catalog");
+        let registry = registry(&[tool("write_file", None)], Trust::None, &BTreeSet::new())
+            .expect("a catalog");
         assert!(
             registry
                 .validate_args("write_file", &json!({"path": "a"}))

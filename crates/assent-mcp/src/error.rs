@@ -31,6 +31,14 @@ pub enum McpError {
     /// `--server` is empty.
     #[error("the server name must not be empty")]
     EmptyServerName,
+    /// Listing the upstream's tools again (it said they changed) failed.
+    #[error("listing the tools of `{command}` again failed: {reason}")]
+    UpstreamRelist {
+        /// The upstream's command line.
+        command: String,
+        /// Why.
+        reason: String,
+    },
     /// The client side of the protocol failed.
     #[error("the MCP client connection failed: {0}")]
     Client(String),

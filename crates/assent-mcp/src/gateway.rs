@@ -2,11 +2,12 @@
 
 use crate::McpError;
 use crate::catalog::{TOOL_TITLE, Trust, idempotent, listed, registry, route, title};
-use crate::host::McpHost;
+use crate::host::{McpHost, host_name};
 use crate::upstream::{Upstream, UpstreamCaller};
 use assent_changeset::parse_tool_calls;
 use assent_confirm::{Engine, WakeRequest};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, Verdict};
+use assent_store::host_tools::{self, HostTool, ListedTool};
 use assent_store::jobs::{self, JobStatus};
 use assent_store::{Store, agents, change_sets, decisions, operations};
 use assent_tools::RuleAction;
@@ -19,7 +20,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -54,7 +55,13 @@ pub struct Gateway {
 }
 
 struct Inner {
-    engine: Engine,
+    /// The engine over the catalog as last checked; rebuilt when the upstream's tools
+    /// or a pin change (see [`Gateway::sync_catalog`]).
+    engine: RwLock<Engine>,
+    /// The tools asked about whatever the rules say: their definition changed since
+    /// a person accepted it.
+    review: Mutex<BTreeSet<String>>,
+    host: Arc<McpHost>,
     caller: Arc<UpstreamCaller>,
     target: Target,
     options: GatewayOptions,
@@ -90,26 +97,30 @@ impl Gateway {
         if agents::policy(&mut conn, &options.agent).await?.is_none() {
             return Err(McpError::UnknownAgent(options.agent.clone()));
         }
+        let tools = upstream.tools();
+        let catalog = record_catalog(&mut conn, &options, &tools).await?;
         drop(conn);
-        let registry = registry(upstream.tools(), options.trust)?;
-        let idempotent = upstream
-            .tools()
+        let review = review_of(&catalog);
+        let registry = registry(&tools, options.trust, &review)?;
+        let idempotent = tools
             .iter()
             .filter(|tool| idempotent(tool, options.trust))
             .map(|tool| tool.name.to_string())
             .collect();
         let caller = Arc::new(UpstreamCaller::new(upstream));
-        let host = McpHost::new(
+        let host = Arc::new(McpHost::new(
             &options.server,
             &options.category,
             caller.clone(),
             idempotent,
-        );
+        ));
         let target = host.target();
-        let engine = Engine::open(store, Arc::new(registry), Arc::new(host)).await?;
+        let engine = Engine::open(store, Arc::new(registry), host.clone()).await?;
         Ok(Self {
             inner: Arc::new(Inner {
-                engine,
+                engine: RwLock::new(engine),
+                review: Mutex::new(review),
+                host,
                 caller,
                 target,
                 options,
@@ -118,16 +129,62 @@ impl Gateway {
         })
     }
 
-    /// The engine (for a confirmation in this process).
-    pub fn engine(&self) -> &Engine {
-        &self.inner.engine
+    /// Brings the catalog up to date before a listing or a call: lists the upstream's
+    /// tools again when `relist` (a client's `tools/list`) or when the upstream said
+    /// they changed, records them (a new definition is not pinned), and rebuilds the
+    /// engine when a definition changed or a person accepted one (`assent agent
+    /// allow`, from any process). One read of the catalog otherwise.
+    #[tracing::instrument(skip(self), fields(server = %self.inner.options.server))]
+    pub async fn sync_catalog(&self, relist: bool) -> Result<(), McpError> {
+        let inner = &self.inner;
+        let upstream = inner.caller.upstream();
+        let relisted = if relist || upstream.take_tools_changed() {
+            Some(upstream.relist().await?)
+        } else {
+            None
+        };
+        let store = self.engine().store().clone();
+        let mut conn = store
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?;
+        let catalog = match &relisted {
+            Some(tools) => record_catalog(&mut conn, &inner.options, tools).await?,
+            None => host_tools::for_host(&mut conn, &host_name(&inner.options.server)).await?,
+        };
+        drop(conn);
+        let review = review_of(&catalog);
+        let unchanged = inner.review.lock().is_ok_and(|current| *current == review);
+        if unchanged && relisted.is_none() {
+            return Ok(());
+        }
+        let tools = upstream.tools();
+        let registry = registry(&tools, inner.options.trust, &review)?;
+        let engine = Engine::new(store, Arc::new(registry), inner.host.clone());
+        if let Ok(mut current) = inner.engine.write() {
+            *current = engine;
+        }
+        if let Ok(mut current) = inner.review.lock() {
+            *current = review;
+        }
+        Ok(())
+    }
+
+    /// The engine over the catalog as last checked (for a confirmation in this
+    /// process).
+    pub fn engine(&self) -> Engine {
+        match self.inner.engine.read() {
+            Ok(engine) => engine.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
     }
 
     /// Runs the gateway's periodic work; called at least five times a second while it
     /// serves: the execution ledger's jobs of this server (approved by a person from
     /// anywhere) run here, so a confirmation takes effect within a second.
     pub async fn tick(&self, now: OffsetDateTime) {
-        if let Err(error) = self.inner.engine.run_due_jobs(now).await {
+        if let Err(error) = self.engine().run_due_jobs(now).await {
             tracing::error!(%error, "running this server's approved calls failed");
         }
     }
@@ -137,7 +194,8 @@ impl Gateway {
     /// after review ([`listed`]).
     pub async fn visible_tools(&self) -> Result<Vec<Tool>, McpError> {
         let policy = self.policy().await?;
-        let registry = self.inner.engine.registry();
+        let engine = self.engine();
+        let registry = engine.registry();
         Ok(self
             .inner
             .caller
@@ -153,8 +211,7 @@ impl Gateway {
 
     async fn policy(&self) -> Result<assent_tools::AgentPolicy, McpError> {
         let mut conn = self
-            .inner
-            .engine
+            .engine()
             .store()
             .pool()
             .acquire()
@@ -173,11 +230,12 @@ impl Gateway {
         progress: Option<&RequestContext<RoleServer>>,
     ) -> Result<CallToolResult, ErrorData> {
         let inner = &self.inner;
+        self.sync_catalog(false).await.map_err(internal)?;
         let Some(tool) = inner
             .caller
             .upstream()
             .tools()
-            .iter()
+            .into_iter()
             .find(|t| t.name == tool_name)
         else {
             return Err(ErrorData::invalid_params(
@@ -185,7 +243,8 @@ impl Gateway {
                 None,
             ));
         };
-        let registry = inner.engine.registry();
+        let engine = self.engine();
+        let registry = engine.registry();
         if let Err(error) = registry.validate_args(tool_name, &args) {
             return Ok(error_result(error.to_string()));
         }
@@ -209,7 +268,7 @@ impl Gateway {
         );
         let now = OffsetDateTime::now_utc();
         let wake = TOOL_TITLE
-            .scope(title(tool), inner.engine.wakes().wake(request, now))
+            .scope(title(&tool), engine.wakes().wake(request, now))
             .await
             .map_err(internal)?;
         let reply = wake
@@ -251,10 +310,8 @@ impl Gateway {
         if !promised || result.is_error == Some(true) || result.structured_content.is_some() {
             return (result, false);
         }
-        let deferred = match (
-            self.policy().await,
-            self.inner.engine.registry().get(tool_name),
-        ) {
+        let engine = self.engine();
+        let deferred = match (self.policy().await, engine.registry().get(tool_name)) {
             (Ok(policy), Some(spec)) => route(&policy, spec) == RuleAction::Ask,
             _ => false,
         };
@@ -300,7 +357,8 @@ impl Gateway {
 
     /// The answer for a queued call once a person decided its item, `None` while open.
     async fn decided(&self, set_id: Uuid) -> Result<Option<CallToolResult>, McpError> {
-        let store = self.inner.engine.store();
+        let engine = self.engine();
+        let store = engine.store();
         let mut conn = store
             .pool()
             .acquire()
@@ -370,6 +428,50 @@ impl Gateway {
     }
 }
 
+/// Records `tools` as the catalog of the gateway's host in the database, so edits of
+/// its items are checked against their schemas from any process and a definition
+/// that changed since a person accepted it is caught.
+async fn record_catalog(
+    conn: &mut assent_store::AnyConnection,
+    options: &GatewayOptions,
+    tools: &[Tool],
+) -> Result<Vec<HostTool>, McpError> {
+    let definitions: Vec<(String, Value, Value)> = tools
+        .iter()
+        .map(|tool| {
+            let definition = serde_json::to_value(tool).unwrap_or(Value::Null);
+            let schema = Value::Object((*tool.input_schema).clone());
+            (tool.name.to_string(), definition, schema)
+        })
+        .collect();
+    let listed: Vec<ListedTool<'_>> = definitions
+        .iter()
+        .map(|(name, definition, input_schema)| ListedTool {
+            name,
+            definition,
+            input_schema,
+        })
+        .collect();
+    Ok(host_tools::record_catalog(
+        conn,
+        &host_name(&options.server),
+        Some(&options.agent),
+        Some(options.trust.as_str()),
+        &listed,
+        OffsetDateTime::now_utc(),
+    )
+    .await?)
+}
+
+/// The tools whose definition changed since a person accepted it.
+fn review_of(catalog: &[HostTool]) -> BTreeSet<String> {
+    catalog
+        .iter()
+        .filter(|tool| tool.changed())
+        .map(|tool| tool.tool_name.clone())
+        .collect()
+}
+
 fn error_result(text: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
 }
@@ -409,6 +511,7 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.sync_catalog(true).await.map_err(internal)?;
         let tools = self.visible_tools().await.map_err(internal)?;
         if let Ok(mut promised) = self.inner.promised.lock() {
             *promised = tools

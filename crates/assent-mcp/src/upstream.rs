@@ -3,26 +3,42 @@
 use crate::McpError;
 use assent_domain::OperationId;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, Tool};
-use rmcp::service::{RunningService, ServiceError};
+use rmcp::service::{NotificationContext, RunningService, ServiceError};
 use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use tracing::Instrument;
 
-/// A started upstream server and the tools it listed at start.
+/// A started upstream server and the tools it listed last.
 pub struct Upstream {
     command: String,
-    service: RunningService<RoleClient, ()>,
-    tools: Vec<Tool>,
+    service: RunningService<RoleClient, UpstreamEvents>,
+    tools: RwLock<Vec<Tool>>,
+}
+
+/// What the upstream tells the gateway unasked: that its tools changed
+/// (`notifications/tools/list_changed`), so the gateway lists them again before the
+/// next call and checks each definition against the one a person accepted.
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamEvents {
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for UpstreamEvents {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::info!("the upstream says its tools changed");
+        self.tools_changed.store(true, Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
             .field("command", &self.command)
-            .field("tools", &self.tools.len())
+            .field("tools", &self.tools().len())
             .finish_non_exhaustive()
     }
 }
@@ -52,7 +68,10 @@ impl Upstream {
         let mut child = tokio::process::Command::new(command);
         child.args(args);
         let transport = TokioChildProcess::new(child).map_err(|e| start_error(e.to_string()))?;
-        let service = ().serve(transport).await.map_err(|e| start_error(e.to_string()))?;
+        let service = UpstreamEvents::default()
+            .serve(transport)
+            .await
+            .map_err(|e| start_error(e.to_string()))?;
         let tools = service
             .peer()
             .list_all_tools()
@@ -61,7 +80,7 @@ impl Upstream {
         Ok(Self {
             command: line,
             service,
-            tools,
+            tools: RwLock::new(tools),
         })
     }
 
@@ -70,9 +89,37 @@ impl Upstream {
         &self.command
     }
 
-    /// The tools it listed at start.
-    pub fn tools(&self) -> &[Tool] {
-        &self.tools
+    /// The tools it listed last.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.tools
+            .read()
+            .map(|tools| tools.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether it said its tools changed since the last call of this (and forgets it).
+    pub fn take_tools_changed(&self) -> bool {
+        self.service
+            .service()
+            .tools_changed
+            .swap(false, Ordering::SeqCst)
+    }
+
+    /// Lists its tools again; they replace the ones listed before.
+    pub async fn relist(&self) -> Result<Vec<Tool>, McpError> {
+        let tools =
+            self.service
+                .peer()
+                .list_all_tools()
+                .await
+                .map_err(|e| McpError::UpstreamRelist {
+                    command: self.command.clone(),
+                    reason: e.to_string(),
+                })?;
+        if let Ok(mut listed) = self.tools.write() {
+            listed.clone_from(&tools);
+        }
+        Ok(tools)
     }
 
     /// Whether its connection has closed (the process exited or closed its pipes).

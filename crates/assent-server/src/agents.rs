@@ -4,7 +4,7 @@
 use crate::api::{ApiResult, Body, created, now, ok};
 use crate::{AppState, ServerError};
 use assent_domain::OffsetDateTime;
-use assent_store::{Store, StoreError, agents};
+use assent_store::{Store, StoreError, agents, host_tools};
 use assent_tools::{AgentPolicy, RuleAction, ToolRule};
 use axum::Json;
 use axum::extract::rejection::PathRejection;
@@ -28,6 +28,12 @@ pub struct AgentView {
     /// When its policy was last changed.
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
+    /// For an agent that meets tools through a host's catalog (an MCP gateway's
+    /// `--agent`): each tool with its host, trust, description, annotations and
+    /// whether its definition `changed` since a person accepted it
+    /// ([`host_tools::HostTool::to_json`]); left out for other agents.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<serde_json::Value>,
     /// Whether it did not exist before (not part of the JSON).
     #[serde(skip)]
     pub created: bool,
@@ -63,8 +69,21 @@ impl AgentView {
                 .collect(),
             created_at: agent.created_at,
             updated_at: agent.updated_at,
+            tools: Vec::new(),
             created: false,
         }
+    }
+
+    /// The view of a stored agent with the host tools it meets.
+    async fn read(
+        conn: &mut assent_store::AnyConnection,
+        agent: &agents::Agent,
+    ) -> Result<Self, ServerError> {
+        let tools = host_tools::for_agent(conn, &agent.id).await?;
+        Ok(Self {
+            tools: tools.iter().map(host_tools::HostTool::to_json).collect(),
+            ..Self::of(agent)
+        })
     }
 }
 
@@ -73,10 +92,10 @@ async fn written(
     conn: &mut assent_store::AnyConnection,
     id: &str,
 ) -> Result<AgentView, ServerError> {
-    agents::get(conn, id)
+    let agent = agents::get(conn, id)
         .await?
-        .map(|agent| AgentView::of(&agent))
-        .ok_or_else(|| ServerError::Internal(format!("agent {id:?} vanished after its write")))
+        .ok_or_else(|| ServerError::Internal(format!("agent {id:?} vanished after its write")))?;
+    AgentView::read(conn, &agent).await
 }
 
 /// Creates agent `id` with `categories`, or replaces the categories of an existing one
@@ -155,9 +174,14 @@ pub async fn set_agent_rule(
         AgentPolicy::new(old.allowed_categories()),
         AgentPolicy::with_rule,
     );
-    let changed = policy != old;
+    let mut changed = policy != old;
     if changed {
         agents::upsert(&mut tx, id, &policy, now).await?;
+    }
+    if action == RuleAction::Allow {
+        // Allowing a tool again accepts its current definition: one that changed
+        // after it was first seen is asked about until a person does.
+        changed |= host_tools::accept(&mut tx, id, tool.trim()).await? > 0;
     }
     let view = written(&mut tx, id).await?;
     tx.commit().await.map_err(StoreError::from)?;
@@ -168,20 +192,20 @@ pub async fn set_agent_rule(
 pub async fn agent_view(store: &Store, id: &str) -> Result<AgentView, ServerError> {
     let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
     let id = id.trim();
-    agents::get(&mut conn, id)
+    let agent = agents::get(&mut conn, id)
         .await?
-        .map(|agent| AgentView::of(&agent))
-        .ok_or_else(|| no_agent(id))
+        .ok_or_else(|| no_agent(id))?;
+    AgentView::read(&mut conn, &agent).await
 }
 
 /// Every agent, by id.
 pub async fn agent_views(store: &Store) -> Result<Vec<AgentView>, ServerError> {
     let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
-    Ok(agents::list(&mut conn)
-        .await?
-        .iter()
-        .map(AgentView::of)
-        .collect())
+    let mut views = Vec::new();
+    for agent in agents::list(&mut conn).await? {
+        views.push(AgentView::read(&mut conn, &agent).await?);
+    }
+    Ok(views)
 }
 
 fn no_agent(id: &str) -> ServerError {

@@ -183,17 +183,20 @@ impl AgentPolicy {
     }
 
     /// The routing for `tool` from the rules alone: deny over ask over allow among the
-    /// matching rules, else the tool's mode (deferred → ask, otherwise allow).
+    /// matching rules, else the tool's mode (deferred → ask, otherwise allow). A tool
+    /// in [`ToolMode::Review`] is asked about even when a rule allows it.
     pub fn route(&self, tool: &ToolSpec) -> RuleAction {
-        self.rules
+        let ruled = self
+            .rules
             .iter()
             .filter(|r| r.matches(&tool.name))
             .map(ToolRule::action)
-            .max()
-            .unwrap_or(match tool.mode {
-                ToolMode::Deferred => RuleAction::Ask,
-                ToolMode::Immediate | ToolMode::Local => RuleAction::Allow,
-            })
+            .max();
+        match tool.mode {
+            ToolMode::Review => ruled.map_or(RuleAction::Ask, |action| action.max(RuleAction::Ask)),
+            ToolMode::Deferred => ruled.unwrap_or(RuleAction::Ask),
+            ToolMode::Immediate | ToolMode::Local => ruled.unwrap_or(RuleAction::Allow),
+        }
     }
 
     /// The full decision: the category check first (a denial there wins), then the
@@ -216,6 +219,18 @@ impl AgentPolicy {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_tool_under_review_is_asked_about_even_when_a_rule_allows_it() {
+        let changed = tool("write_file", ToolMode::Review);
+        let allowed = AgentPolicy::new(["mcp"])
+            .with_rule(ToolRule::new("write_file", RuleAction::Allow).expect("a rule"));
+        assert_eq!(allowed.route(&changed), RuleAction::Ask);
+        assert_eq!(AgentPolicy::new(["mcp"]).route(&changed), RuleAction::Ask);
+        let denied = AgentPolicy::new(["mcp"])
+            .with_rule(ToolRule::new("write_*", RuleAction::Deny).expect("a rule"));
+        assert_eq!(denied.route(&changed), RuleAction::Deny);
+    }
 
     fn tool(name: &str, mode: ToolMode) -> ToolSpec {
         ToolSpec {

@@ -14,6 +14,10 @@ pub enum ToolMode {
     Deferred,
     /// The agent's own output (report, observations): handed back to the host.
     Local,
+    /// Queued for a person whatever the agent's rules allow (a deny rule still
+    /// refuses it): for a tool whose definition changed since a person accepted it,
+    /// so an "allow" given to the old definition does not carry over to the new one.
+    Review,
 }
 
 /// A batch tool is exploded into one item per element of `array_key`, each running
