@@ -159,7 +159,13 @@ async fn trusted_read_only_passes_a_write_waits_for_a_person_and_runs_once_when_
     names.sort_unstable();
     assert_eq!(
         names,
-        ["append_note", "erase_note", "pull_rug", "read_note", "stat_note"]
+        [
+            "append_note",
+            "erase_note",
+            "pull_rug",
+            "read_note",
+            "stat_note"
+        ]
     );
 
     let read = call(&client, "read_note", json!({"path": existing})).await;
