@@ -22,3 +22,14 @@ CREATE TABLE host_tools (
     PRIMARY KEY (host, tool_name)
 );
 CREATE INDEX host_tools_by_agent ON host_tools (agent_id, tool_name);
+
+-- The operator's word that a tool is idempotent for an agent (`assent agent idempotent
+-- AGENT TOOL`): an approved call of it that a crash left in doubt simply runs again.
+-- A host's own hints (an MCP server's idempotentHint) count only under `--trust
+-- hints`; this is how an operator says so without trusting the server.
+CREATE TABLE agent_idempotent_tools (
+    agent_id   TEXT NOT NULL,
+    tool_name  TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (agent_id, tool_name)
+);

@@ -224,6 +224,9 @@ pub enum AgentCommand {
     Ask(AgentRuleArgs),
     /// Refuse the agent's calls of TOOL (its rule for TOOL, replaced).
     Deny(AgentRuleArgs),
+    /// Say that the agent's calls of TOOL are idempotent: an approved call that a crash
+    /// left in doubt simply runs again (--off takes it back).
+    Idempotent(AgentIdempotentArgs),
     /// Show an agent: its categories and its rules by tool.
     Show(AgentShowArgs),
     /// List every agent: its categories and how many rules it has.
@@ -237,6 +240,18 @@ pub struct AgentRuleArgs {
     pub agent: String,
     /// The tool's name, or a pattern where `*` matches any run of characters.
     pub tool: String,
+}
+
+/// `assent agent idempotent AGENT TOOL [--off]`.
+#[derive(Debug, Args)]
+pub struct AgentIdempotentArgs {
+    /// The agent's id.
+    pub agent: String,
+    /// The tool's name.
+    pub tool: String,
+    /// Take the word back: a call of TOOL left in doubt waits for a person again.
+    #[arg(long)]
+    pub off: bool,
 }
 
 /// `assent agent show AGENT`.

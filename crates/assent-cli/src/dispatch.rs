@@ -9,7 +9,7 @@ use crate::context::{Ctx, Output};
 use crate::decision_commands::{confirm, defer, dismiss, edit, expire, pending, reject, show};
 use crate::record_commands::{audit_trail, grants, history, outbox_messages};
 use crate::task_commands::{
-    agent_create, agent_list, agent_rule, agent_show, task_create, task_show,
+    agent_create, agent_idempotent, agent_list, agent_rule, agent_show, task_create, task_show,
 };
 use crate::wake_commands::{read_calls, tools, wake};
 use crate::{demo, demo_delegated, serve};
@@ -47,6 +47,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Agent(AgentCommand::Deny(args)) => {
             agent_rule(&ctx, args, RuleAction::Deny).await
         }
+        DbCommand::Agent(AgentCommand::Idempotent(args)) => agent_idempotent(&ctx, args).await,
         DbCommand::Agent(AgentCommand::Show(args)) => agent_show(&ctx, args).await,
         DbCommand::Agent(AgentCommand::List) => agent_list(&ctx).await,
         DbCommand::Task(TaskCommand::Create(args)) => task_create(&ctx, args).await,

@@ -1,13 +1,17 @@
-//! `assent agent create|allow|ask|deny|show|list`, `assent task create|show`: the agents
+//! `assent agent create|allow|ask|deny|idempotent|show|list`, `assent task create|show`: the agents
 //! and their policies, and the journal's tasks.
 
 use crate::CliError;
-use crate::cli::{AgentCreateArgs, AgentRuleArgs, AgentShowArgs, TaskCreateArgs, TaskShowArgs};
+use crate::cli::{
+    AgentCreateArgs, AgentIdempotentArgs, AgentRuleArgs, AgentShowArgs, TaskCreateArgs,
+    TaskShowArgs,
+};
 use crate::context::{Ctx, Output};
 use crate::render;
 use assent_journal_host::{NewTask, create_task, load_task};
 use assent_server::{
-    AgentView, ServerError, agent_view, agent_views, set_agent_categories, set_agent_rule,
+    AgentView, ServerError, agent_view, agent_views, set_agent_categories, set_agent_idempotent,
+    set_agent_rule,
 };
 use assent_store::StoreError;
 use assent_tools::RuleAction;
@@ -51,6 +55,32 @@ pub async fn agent_rule(
     })
 }
 
+/// `assent agent idempotent AGENT TOOL [--off]`: the operator's word that a call of
+/// TOOL left in doubt may simply run again (an MCP gateway under `--trust none` takes
+/// no server's word for it). Unknown agent exit 1, blank tool exit 2.
+pub async fn agent_idempotent(ctx: &Ctx, args: AgentIdempotentArgs) -> Result<Output, CliError> {
+    let (agent, changed) =
+        set_agent_idempotent(ctx.store(), &args.agent, &args.tool, !args.off, ctx.now)
+            .await
+            .map_err(|error| match error {
+                ServerError::BadRequest(message) => CliError::Usage(message),
+                other => CliError::from(other),
+            })?;
+    Output::either(ctx.json, &agent, || {
+        let said = if args.off {
+            "may not run again when in doubt"
+        } else {
+            "is idempotent: run again when in doubt"
+        };
+        let note = if changed {
+            "from the gateway's next call on"
+        } else {
+            "it already was; nothing changed"
+        };
+        format!("Agent {}: {} {said} ({note})", agent.id, args.tool.trim())
+    })
+}
+
 /// `assent agent show AGENT`.
 pub async fn agent_show(ctx: &Ctx, args: AgentShowArgs) -> Result<Output, CliError> {
     let agent = agent_view(ctx.store(), &args.agent).await?;
@@ -85,6 +115,12 @@ fn render_agent(agent: &AgentView) -> String {
         text.push_str(&render::indent(
             &render::table(&["ACTION", "TOOL"], &rows),
             "    ",
+        ));
+    }
+    if !agent.idempotent_tools.is_empty() {
+        text.push_str(&format!(
+            "\n  idempotent  {} (in doubt: run again)",
+            agent.idempotent_tools.join(", ")
         ));
     }
     if !agent.tools.is_empty() {

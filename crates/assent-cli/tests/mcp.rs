@@ -889,3 +889,69 @@ async fn a_tool_whose_definition_changes_is_asked_about_again_until_a_person_all
         Some("one\nedited\nthree\n")
     );
 }
+
+#[tokio::test]
+async fn idempotent_retries_take_the_operators_word_not_the_servers() {
+    let setup = setup();
+    let path = setup.dir.path().join("retried.txt").display().to_string();
+    let upstream = [fixture().display().to_string()];
+    let effect_of = |reply: String| {
+        let db = setup.db.clone();
+        async move {
+            let store = Store::open(&db).await.expect("the database");
+            let mut conn = store.pool().acquire().await.expect("a connection");
+            let external = assent_store::jobs::external_item(&mut conn, set_id(&reply), 0)
+                .await
+                .expect("read")
+                .expect("an external item");
+            drop(conn);
+            store.close().await;
+            external.idempotent
+        }
+    };
+    // Unknown agents and blank tools are refused and change nothing.
+    assert_eq!(
+        assent(&setup.db, &["agent", "idempotent", "ghost", "append_note"])
+            .status
+            .code(),
+        Some(1)
+    );
+    assert_eq!(
+        assent(&setup.db, &["agent", "idempotent", "bot", " "])
+            .status
+            .code(),
+        Some(2)
+    );
+
+    let client = gateway(&setup.db, &[], &upstream).await;
+    let before = call(&client, "append_note", json!({"path": path, "text": "a"})).await;
+    assert!(!effect_of(text(&before)).await, "no word, no retry");
+
+    let said = succeeded(&assent(
+        &setup.db,
+        &["agent", "idempotent", "bot", "append_note"],
+    ));
+    assert!(said.contains("idempotent"), "{said}");
+    let again = succeeded(&assent(
+        &setup.db,
+        &["agent", "idempotent", "bot", "append_note"],
+    ));
+    assert!(again.contains("nothing changed"), "{again}");
+    let shown: Value = serde_json::from_str(&succeeded(&assent(
+        &setup.db,
+        &["--json", "agent", "show", "bot"],
+    )))
+    .expect("JSON");
+    assert_eq!(shown["idempotentTools"], json!(["append_note"]), "{shown}");
+    // The running gateway takes the word from its next call on.
+    let after = call(&client, "append_note", json!({"path": path, "text": "b"})).await;
+    assert!(effect_of(text(&after)).await, "the operator's word counts");
+
+    succeeded(&assent(
+        &setup.db,
+        &["agent", "idempotent", "bot", "append_note", "--off"],
+    ));
+    let taken_back = call(&client, "append_note", json!({"path": path, "text": "c"})).await;
+    assert!(!effect_of(text(&taken_back)).await, "taken back");
+    client.cancel().await.expect("the client leaves");
+}

@@ -61,7 +61,8 @@ struct Inner {
     /// The tools asked about whatever the rules say: their definition changed since
     /// a person accepted it.
     review: Mutex<BTreeSet<String>>,
-    host: Arc<McpHost>,
+    /// The tools the operator said are idempotent (`assent agent idempotent`).
+    operator_idempotent: Mutex<BTreeSet<String>>,
     caller: Arc<UpstreamCaller>,
     target: Target,
     options: GatewayOptions,
@@ -99,20 +100,16 @@ impl Gateway {
         }
         let tools = upstream.tools();
         let catalog = record_catalog(&mut conn, &options, &tools).await?;
+        let operator_idempotent = host_tools::idempotent_tools(&mut conn, &options.agent).await?;
         drop(conn);
         let review = review_of(&catalog);
         let registry = registry(&tools, options.trust, &review)?;
-        let idempotent = tools
-            .iter()
-            .filter(|tool| idempotent(tool, options.trust))
-            .map(|tool| tool.name.to_string())
-            .collect();
         let caller = Arc::new(UpstreamCaller::new(upstream));
         let host = Arc::new(McpHost::new(
             &options.server,
             &options.category,
             caller.clone(),
-            idempotent,
+            retried(&tools, options.trust, &operator_idempotent),
         ));
         let target = host.target();
         let engine = Engine::open(store, Arc::new(registry), host.clone()).await?;
@@ -120,7 +117,7 @@ impl Gateway {
             inner: Arc::new(Inner {
                 engine: RwLock::new(engine),
                 review: Mutex::new(review),
-                host,
+                operator_idempotent: Mutex::new(operator_idempotent),
                 caller,
                 target,
                 options,
@@ -153,20 +150,36 @@ impl Gateway {
             Some(tools) => record_catalog(&mut conn, &inner.options, tools).await?,
             None => host_tools::for_host(&mut conn, &host_name(&inner.options.server)).await?,
         };
+        let operator_idempotent =
+            host_tools::idempotent_tools(&mut conn, &inner.options.agent).await?;
         drop(conn);
         let review = review_of(&catalog);
-        let unchanged = inner.review.lock().is_ok_and(|current| *current == review);
-        if unchanged && relisted.is_none() {
+        let same_review = inner.review.lock().is_ok_and(|current| *current == review);
+        let same_word = inner
+            .operator_idempotent
+            .lock()
+            .is_ok_and(|current| *current == operator_idempotent);
+        if same_review && same_word && relisted.is_none() {
             return Ok(());
         }
         let tools = upstream.tools();
-        let registry = registry(&tools, inner.options.trust, &review)?;
-        let engine = Engine::new(store, Arc::new(registry), inner.host.clone());
+        let options = &inner.options;
+        let registry = registry(&tools, options.trust, &review)?;
+        let host = McpHost::new(
+            &options.server,
+            &options.category,
+            inner.caller.clone(),
+            retried(&tools, options.trust, &operator_idempotent),
+        );
+        let engine = Engine::new(store, Arc::new(registry), Arc::new(host));
         if let Ok(mut current) = inner.engine.write() {
             *current = engine;
         }
         if let Ok(mut current) = inner.review.lock() {
             *current = review;
+        }
+        if let Ok(mut current) = inner.operator_idempotent.lock() {
+            *current = operator_idempotent;
         }
         Ok(())
     }
@@ -461,6 +474,16 @@ async fn record_catalog(
         OffsetDateTime::now_utc(),
     )
     .await?)
+}
+
+/// The tools whose calls left in doubt simply run again: those the operator said are
+/// idempotent, and under `--trust hints` those the upstream calls idempotent.
+fn retried(tools: &[Tool], trust: Trust, operator: &BTreeSet<String>) -> BTreeSet<String> {
+    tools
+        .iter()
+        .filter(|tool| idempotent(tool, trust) || operator.contains(tool.name.as_ref()))
+        .map(|tool| tool.name.to_string())
+        .collect()
 }
 
 /// The tools whose definition changed since a person accepted it.

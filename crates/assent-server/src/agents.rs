@@ -34,6 +34,10 @@ pub struct AgentView {
     /// ([`host_tools::HostTool::to_json`]); left out for other agents.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<serde_json::Value>,
+    /// The tools the operator said are idempotent for it (`assent agent idempotent`):
+    /// a call left in doubt runs again. Left out when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub idempotent_tools: Vec<String>,
     /// Whether it did not exist before (not part of the JSON).
     #[serde(skip)]
     pub created: bool,
@@ -70,6 +74,7 @@ impl AgentView {
             created_at: agent.created_at,
             updated_at: agent.updated_at,
             tools: Vec::new(),
+            idempotent_tools: Vec::new(),
             created: false,
         }
     }
@@ -80,8 +85,10 @@ impl AgentView {
         agent: &agents::Agent,
     ) -> Result<Self, ServerError> {
         let tools = host_tools::for_agent(conn, &agent.id).await?;
+        let idempotent = host_tools::idempotent_tools(conn, &agent.id).await?;
         Ok(Self {
             tools: tools.iter().map(host_tools::HostTool::to_json).collect(),
+            idempotent_tools: idempotent.into_iter().collect(),
             ..Self::of(agent)
         })
     }
@@ -183,6 +190,33 @@ pub async fn set_agent_rule(
         // after it was first seen is asked about until a person does.
         changed |= host_tools::accept(&mut tx, id, tool.trim()).await? > 0;
     }
+    let view = written(&mut tx, id).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok((view, changed))
+}
+
+/// Records (or takes back, with `idempotent` false) the operator's word that agent
+/// `id`'s calls of `tool` are idempotent, so that one a crash left in doubt runs again
+/// instead of waiting for a person. Returns the agent and whether it changed. An
+/// unknown agent is [`ServerError::NotFound`]; a blank tool [`ServerError::BadRequest`].
+pub async fn set_agent_idempotent(
+    store: &Store,
+    id: &str,
+    tool: &str,
+    idempotent: bool,
+    now: OffsetDateTime,
+) -> Result<(AgentView, bool), ServerError> {
+    let (id, tool) = (id.trim(), tool.trim());
+    if tool.is_empty() {
+        return Err(ServerError::BadRequest(
+            "the tool's name must not be blank".to_owned(),
+        ));
+    }
+    let mut tx = store.begin_write().await?;
+    if agents::get(&mut tx, id).await?.is_none() {
+        return Err(no_agent(id));
+    }
+    let changed = host_tools::set_idempotent(&mut tx, id, tool, idempotent, now).await?;
     let view = written(&mut tx, id).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok((view, changed))

@@ -39,7 +39,8 @@ mod wakes;
 mod webhooks;
 
 pub use agents::{
-    AgentView, RuleView, agent_view, agent_views, set_agent_categories, set_agent_rule,
+    AgentView, RuleView, agent_view, agent_views, set_agent_categories, set_agent_idempotent,
+    set_agent_rule,
 };
 pub use delegation::DEFAULT_BUS_ROOT;
 pub use error::ServerError;

@@ -224,6 +224,51 @@ pub async fn accept(
     Ok(accepted)
 }
 
+/// Records (or, with `idempotent` false, takes back) the operator's word that agent
+/// `agent_id`'s calls of `tool_name` are idempotent: one that a crash left in doubt may
+/// simply run again. Returns whether anything changed.
+#[tracing::instrument(skip(conn))]
+pub async fn set_idempotent(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    tool_name: &str,
+    idempotent: bool,
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let changed = if idempotent {
+        sqlx::query(
+            "INSERT INTO agent_idempotent_tools (agent_id, tool_name, created_at) VALUES ($1, $2, $3)
+             ON CONFLICT (agent_id, tool_name) DO NOTHING",
+        )
+        .bind(agent_id)
+        .bind(tool_name)
+        .bind(timefmt::format(now))
+        .execute(conn)
+        .await?
+    } else {
+        sqlx::query("DELETE FROM agent_idempotent_tools WHERE agent_id = $1 AND tool_name = $2")
+            .bind(agent_id)
+            .bind(tool_name)
+            .execute(conn)
+            .await?
+    };
+    Ok(changed.rows_affected() > 0)
+}
+
+/// The tools the operator said are idempotent for agent `agent_id`, by name.
+pub async fn idempotent_tools(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+) -> Result<std::collections::BTreeSet<String>, StoreError> {
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT tool_name FROM agent_idempotent_tools WHERE agent_id = $1 ORDER BY tool_name",
+    )
+    .bind(agent_id)
+    .fetch_all(conn)
+    .await?;
+    Ok(names.into_iter().collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
