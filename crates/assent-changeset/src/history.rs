@@ -376,7 +376,7 @@ mod tests {
         assert_eq!(
             body,
             [
-                "- ✓ update_task_priority: Refund 25 EUR — confirmed, failed: timeout⏎- ✓ transfer_all: Send everything — confirmed, ran⏎ - ✗ x\\u{202e}y"
+                "- ✓ update_task_priority: Refund 25 EUR — confirmed, failed: timeout⏎- ✓ transfer_all: Send everything — confirmed, ran⏎\\u{2028}- ✗ x\\u{202e}y"
             ],
             "{text}"
         );

@@ -369,6 +369,12 @@
     );
     const whole = full();
     if (whole) li.append(whole);
+    // The tool's definition changed since a person allowed it (an MCP server described
+    // it anew under the same name): say so beside the decision it asks for.
+    if (item.toolChanged) {
+      li.append(el("span", { class: "badge tool-changed", title: "Its server changed how it describes this tool since a person allowed it; `assent agent allow` accepts the new definition." },
+        "tool changed since allowed"));
+    }
     if (item.execution) li.append(execution(set, item));
     if (OPEN.has(item.status)) {
       li.append(el("span", { class: "buttons" },

@@ -9,7 +9,7 @@ use crate::auth::Principal;
 use crate::shapes::{SetView, confirm_all_json, confirmed_json};
 use crate::{AppState, ServerError};
 use assent_domain::{ChangeSet, ChangeSetStatus, Uuid};
-use assent_store::{change_sets, decisions, jobs};
+use assent_store::{change_sets, decisions, host_tools, jobs};
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, Query, State};
@@ -52,15 +52,23 @@ pub(crate) async fn list_change_sets(
     };
     let mut decided = Vec::with_capacity(sets.len());
     let mut ran = Vec::with_capacity(sets.len());
+    let mut changed = Vec::with_capacity(sets.len());
     for set in &sets {
         decided.push(decisions::for_change_set(&mut conn, set.id).await?);
         ran.push(jobs::for_change_set(&mut conn, set.id).await?);
+        changed.push(host_tools::changed_items(&mut conn, set.id).await?);
     }
     let views: Vec<SetView<'_>> = sets
         .iter()
         .zip(&decided)
         .zip(&ran)
-        .map(|((set, decided), ran)| SetView::of(set).with_reasons(decided).with_jobs(ran))
+        .zip(&changed)
+        .map(|(((set, decided), ran), changed)| {
+            SetView::of(set)
+                .with_reasons(decided)
+                .with_jobs(ran)
+                .with_changed_tools(changed)
+        })
         .collect();
     ok(views)
 }
@@ -80,7 +88,11 @@ pub(crate) async fn show_change_set(
         return Err(ServerError::NotFound(format!("no change set {id}")));
     }
     let ran = jobs::for_change_set(&mut conn, id).await?;
-    ok(SetView::of(&set).with_reasons(&decided).with_jobs(&ran))
+    let changed = host_tools::changed_items(&mut conn, id).await?;
+    ok(SetView::of(&set)
+        .with_reasons(&decided)
+        .with_jobs(&ran)
+        .with_changed_tools(&changed))
 }
 
 type ItemPath = Result<Path<(String, String)>, PathRejection>;

@@ -40,6 +40,11 @@ pub struct SetItemView<'a> {
     /// lastError, result}` (see [`SetView::with_jobs`]); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution: Option<Value>,
+    /// Its tool's definition changed since a person accepted it (an MCP server that
+    /// described the tool anew under the same name; see [`SetView::with_changed_tools`]):
+    /// `true`, else absent.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tool_changed: bool,
 }
 
 /// The id a journal task's views have always carried as `taskId`; absent for other
@@ -97,6 +102,7 @@ impl<'a> SetView<'a> {
                     before: item.before.as_ref(),
                     reason: None,
                     execution: None,
+                    tool_changed: false,
                 })
                 .collect(),
         }
@@ -126,6 +132,17 @@ impl SetView<'_> {
         for job in jobs {
             if let Some(item) = self.items.get_mut(job.item_index) {
                 item.execution = Some(job.execution_json());
+            }
+        }
+        self
+    }
+
+    /// Marks the items at `indexes` (from `host_tools::changed_items`) as items of a
+    /// tool whose definition changed since a person accepted it.
+    pub fn with_changed_tools(mut self, indexes: &[usize]) -> Self {
+        for index in indexes {
+            if let Some(item) = self.items.get_mut(*index) {
+                item.tool_changed = true;
             }
         }
         self

@@ -224,6 +224,27 @@ pub async fn accept(
     Ok(accepted)
 }
 
+/// The indexes of the items of set `change_set_id` whose tool's definition changed
+/// since a person accepted it (its host recorded the tool: an MCP gateway's item).
+pub async fn changed_items(
+    conn: &mut AnyConnection,
+    change_set_id: uuid::Uuid,
+) -> Result<Vec<usize>, StoreError> {
+    let indexes: Vec<i64> = sqlx::query_scalar(
+        "SELECT i.item_index FROM change_items i
+         JOIN host_tools t ON t.host = i.host AND t.tool_name = i.tool_name
+         WHERE i.change_set_id = $1 AND t.hash <> t.pinned_hash
+         ORDER BY i.item_index",
+    )
+    .bind(change_set_id.to_string())
+    .fetch_all(conn)
+    .await?;
+    indexes
+        .into_iter()
+        .map(|index| usize::try_from(index).map_err(|e| StoreError::corrupt("change_items", e)))
+        .collect()
+}
+
 /// Records (or, with `idempotent` false, takes back) the operator's word that agent
 /// `agent_id`'s calls of `tool_name` are idempotent: one that a crash left in doubt may
 /// simply run again. Returns whether anything changed.
