@@ -12,7 +12,7 @@ use assent_domain::VectorClock;
 use assent_store::{StoreError, operations};
 use assent_tools::{
     AgentPolicy, AuditKind, AuditRecord, AuditSink, CategoryResolver, RuleAction, TargetCategory,
-    ToolHandler, ToolInvocation, ToolSpec,
+    ToolHandler, ToolInvocation, ToolOutcome, ToolSpec,
 };
 use sqlx::AnyConnection;
 use std::future::Future;
@@ -206,59 +206,107 @@ impl<'h> AuditedExecutor<'h> {
         conn: &mut AnyConnection,
         req: ExecutionRequest<'_>,
     ) -> Result<ExecutionOutcome, StoreError> {
-        if let Some(reason) = self.policy_denial(conn, &req).await {
+        if let Some(settled) = self.admit(conn, &req).await? {
+            return Ok(settled);
+        }
+        let Some(handler) = req.handler else {
+            return self.missing_handler(conn, &req).await;
+        };
+        sqlx::query("SAVEPOINT assent_handler")
+            .execute(&mut *conn)
+            .await?;
+        let result = match CatchUnwind(handler.execute(conn, &req.invocation)).await {
+            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(panic) => Err(panic),
+        };
+        if result.is_err() {
+            tracing::warn!("handler failed; its writes are rolled back");
+            sqlx::query("ROLLBACK TO assent_handler")
+                .execute(&mut *conn)
+                .await?;
+        }
+        sqlx::query("RELEASE assent_handler")
+            .execute(&mut *conn)
+            .await?;
+        self.conclude(conn, &req, result).await
+    }
+
+    /// Everything before the call, in `conn`'s transaction: the policy (a denial is
+    /// audited and settles the call), the action audit record, and the calls that need
+    /// no handler (already true, already applied). `None`: the call may run now.
+    pub(crate) async fn admit(
+        &self,
+        conn: &mut AnyConnection,
+        req: &ExecutionRequest<'_>,
+    ) -> Result<Option<ExecutionOutcome>, StoreError> {
+        if let Some(reason) = self.policy_denial(conn, req).await {
             tracing::info!(%reason, "policy denied the call");
             let record = AuditRecord {
                 detail: Some(reason.clone()),
                 success: Some(false),
-                ..Self::record(&req, AuditKind::PolicyDenied)
+                ..Self::record(req, AuditKind::PolicyDenied)
             };
             self.write_audit(conn, record).await;
-            return Ok(ExecutionOutcome::Denied { reason });
+            return Ok(Some(ExecutionOutcome::Denied { reason }));
         }
-        self.write_audit(conn, Self::record(&req, AuditKind::Action))
+        self.write_audit(conn, Self::record(req, AuditKind::Action))
             .await;
-
         if let Some(detail) = req.already_true.clone() {
             self.write_audit(
                 conn,
-                Self::result_record(&req, true, format!("already true: {detail}")),
+                Self::result_record(req, true, format!("already true: {detail}")),
             )
             .await;
-            return Ok(ExecutionOutcome::AlreadyTrue { detail });
+            return Ok(Some(ExecutionOutcome::AlreadyTrue { detail }));
         }
-        let operation_id = &req.invocation.operation_id;
-        if let Some(message) = operations::applied(conn, operation_id).await? {
+        if let Some(message) = operations::applied(conn, &req.invocation.operation_id).await? {
             self.write_audit(
                 conn,
-                Self::result_record(&req, true, format!("already applied: {message}")),
+                Self::result_record(req, true, format!("already applied: {message}")),
             )
             .await;
-            return Ok(ExecutionOutcome::AlreadyApplied { message });
+            return Ok(Some(ExecutionOutcome::AlreadyApplied { message }));
         }
-        let Some(handler) = req.handler else {
-            let error = format!("no handler is registered for {}", req.spec.name);
-            self.write_audit(conn, Self::result_record(&req, false, error.clone()))
-                .await;
-            return Ok(ExecutionOutcome::Failed { error });
-        };
+        if req.handler.is_none() {
+            return self.missing_handler(conn, req).await.map(Some);
+        }
+        Ok(None)
+    }
 
-        sqlx::query("SAVEPOINT assent_handler")
-            .execute(&mut *conn)
-            .await?;
-        let result = CatchUnwind(handler.execute(conn, &req.invocation)).await;
+    async fn missing_handler(
+        &self,
+        conn: &mut AnyConnection,
+        req: &ExecutionRequest<'_>,
+    ) -> Result<ExecutionOutcome, StoreError> {
+        let error = format!("no handler is registered for {}", req.spec.name);
+        self.write_audit(conn, Self::result_record(req, false, error.clone()))
+            .await;
+        Ok(ExecutionOutcome::Failed { error })
+    }
+
+    /// Everything after the call, in `conn`'s transaction: a success is recorded as
+    /// applied (once per operation id) with the target's clock in its result record; a
+    /// failure (its writes already rolled back, or made outside any transaction) only
+    /// in its result record.
+    pub(crate) async fn conclude(
+        &self,
+        conn: &mut AnyConnection,
+        req: &ExecutionRequest<'_>,
+        result: Result<ToolOutcome, String>,
+    ) -> Result<ExecutionOutcome, StoreError> {
         let outcome = match result {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(error)) => return self.fail(conn, &req, error.to_string()).await,
-            Err(panic) => return self.fail(conn, &req, panic).await,
+            Ok(outcome) => outcome,
+            Err(error) => {
+                self.write_audit(conn, Self::result_record(req, false, error.clone()))
+                    .await;
+                return Ok(ExecutionOutcome::Failed { error });
+            }
         };
-        sqlx::query("RELEASE assent_handler")
-            .execute(&mut *conn)
-            .await?;
         let inv = &req.invocation;
         operations::record_applied(
             conn,
-            operation_id,
+            &inv.operation_id,
             &inv.tool_name,
             &inv.target.target,
             &outcome.message,
@@ -278,7 +326,7 @@ impl<'h> AuditedExecutor<'h> {
         };
         let record = AuditRecord {
             vector_clock: vector_clock.clone(),
-            ..Self::result_record(&req, true, outcome.message.clone())
+            ..Self::result_record(req, true, outcome.message.clone())
         };
         self.write_audit(conn, record).await;
         tracing::info!(mutated = outcome.mutated, "tool applied");
@@ -287,23 +335,5 @@ impl<'h> AuditedExecutor<'h> {
             mutated: outcome.mutated,
             vector_clock,
         })
-    }
-
-    async fn fail(
-        &self,
-        conn: &mut AnyConnection,
-        req: &ExecutionRequest<'_>,
-        error: String,
-    ) -> Result<ExecutionOutcome, StoreError> {
-        tracing::warn!(%error, "handler failed; its writes are rolled back");
-        sqlx::query("ROLLBACK TO assent_handler")
-            .execute(&mut *conn)
-            .await?;
-        sqlx::query("RELEASE assent_handler")
-            .execute(&mut *conn)
-            .await?;
-        self.write_audit(conn, Self::result_record(req, false, error.clone()))
-            .await;
-        Ok(ExecutionOutcome::Failed { error })
     }
 }

@@ -1,6 +1,6 @@
 //! One agent wake: plan the tool calls, run what may run now, queue the rest.
 
-use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
+use crate::executor::{AuditedExecutor, CatchUnwind, ExecutionOutcome, ExecutionRequest};
 use crate::{ConfirmError, Effect, Engine, LocalCall};
 use assent_changeset::{CallPlan, ChangeSetBuilder, PlannerConfig, ToolCall, WakePlanner, reply};
 use assent_domain::{ChangeSet, OperationId, Target};
@@ -154,32 +154,33 @@ impl WakeService {
             .with_config(request.planner.clone())
             .plan(&request.calls, &mut builder);
 
-        let mut responses = Vec::with_capacity(plans.len());
+        let mut answers = Vec::with_capacity(plans.len());
         for planned in plans {
-            let content = match planned.plan {
-                CallPlan::Reply(text) => text,
+            let lines = match planned.plan {
+                CallPlan::Reply(text) => vec![Line::Said(text)],
                 CallPlan::Execute {
                     invocations,
                     malformed,
                 } => {
-                    let mut text = self
+                    let mut lines = self
                         .execute_now(&mut tx, &policy, &request, invocations, now)
                         .await?;
-                    if malformed > 0 {
-                        text.push('\n');
-                        text.push_str(&reply::malformed_skipped(malformed));
+                    if lines.is_empty() {
+                        lines.push(Line::Said(
+                            "Nothing to execute: every element was malformed.".to_owned(),
+                        ));
                     }
-                    text
+                    if malformed > 0 {
+                        lines.push(Line::Said(reply::malformed_skipped(malformed)));
+                    }
+                    lines
                 }
-                CallPlan::HandleLocally { args } => {
+                CallPlan::HandleLocally { args } => vec![Line::Said(
                     self.handle_local_once(&mut tx, &request, &planned.tool_name, &args, now)
-                        .await?
-                }
+                        .await?,
+                )],
             };
-            responses.push(ToolResponse {
-                tool_call_id: planned.tool_call_id,
-                content,
-            });
+            answers.push((planned.tool_call_id, lines));
         }
         let mut change_set = builder.build(request.change_set_id, now);
         if let Some(set) = &mut change_set {
@@ -188,6 +189,20 @@ impl WakeService {
             self.mark_external_items(&mut tx, set).await?;
         }
         tx.commit().await?;
+        let mut responses = Vec::with_capacity(answers.len());
+        for (tool_call_id, lines) in answers {
+            let mut said = Vec::with_capacity(lines.len());
+            for line in lines {
+                said.push(match line {
+                    Line::Said(text) => text,
+                    Line::Outside(call) => self.run_outside(&policy, call, now).await?,
+                });
+            }
+            responses.push(ToolResponse {
+                tool_call_id,
+                content: said.join("\n"),
+            });
+        }
         tracing::info!(
             queued = change_set.as_ref().map_or(0, |s| s.items.len()),
             "wake planned"
@@ -273,13 +288,13 @@ impl WakeService {
         request: &WakeRequest,
         invocations: Vec<(String, Value)>,
         now: OffsetDateTime,
-    ) -> Result<String, ConfirmError> {
+    ) -> Result<Vec<Line>, ConfirmError> {
         let engine = &self.engine;
         let executor = AuditedExecutor::new(engine.host.resolver(), &StoreAuditSink);
         let mut lines = Vec::with_capacity(invocations.len());
         for (tool_name, args) in invocations {
             let Some(spec) = engine.registry.get(&tool_name) else {
-                lines.push(reply::unknown_tool(&tool_name));
+                lines.push(Line::Said(reply::unknown_tool(&tool_name)));
                 continue;
             };
             let invocation = ToolInvocation {
@@ -298,34 +313,101 @@ impl WakeService {
                 },
                 now,
             };
-            let outcome = executor
-                .execute(
-                    conn,
-                    ExecutionRequest {
-                        policy,
-                        spec,
-                        handler: engine.host.handler(&tool_name),
-                        invocation,
-                        confirmed_by_person: false,
-                        already_true: None,
-                        now,
-                    },
-                )
-                .await?;
-            lines.push(match outcome {
-                ExecutionOutcome::Applied { message, .. }
-                | ExecutionOutcome::AlreadyApplied { message } => message,
-                ExecutionOutcome::AlreadyTrue { detail } => reply::skipped(&detail),
-                ExecutionOutcome::Denied { reason } => reply::denied(&reason),
-                ExecutionOutcome::Failed { error } => {
-                    format!("Error: {tool_name} failed: {error}. Nothing was changed.")
+            let execution = ExecutionRequest {
+                policy,
+                spec,
+                handler: engine.host.handler(&tool_name),
+                invocation,
+                confirmed_by_person: false,
+                already_true: None,
+                now,
+            };
+            // A tool whose effect lies outside the database never runs inside this
+            // transaction (it would hold the writer lock for as long as the call
+            // takes): admitted and audited here, called after the commit.
+            let outcome = if matches!(engine.host.effect(&tool_name), Effect::External { .. }) {
+                match executor.admit(conn, &execution).await? {
+                    Some(settled) => settled,
+                    None => {
+                        lines.push(Line::Outside(Box::new(execution.invocation)));
+                        continue;
+                    }
                 }
-                ExecutionOutcome::Queued { job_id, .. } => format!("Queued as job {job_id}."),
-            });
+            } else {
+                executor.execute(conn, execution).await?
+            };
+            lines.push(Line::Said(said(&tool_name, outcome)));
         }
-        if lines.is_empty() {
-            lines.push("Nothing to execute: every element was malformed.".to_owned());
+        Ok(lines)
+    }
+
+    /// Runs an admitted call of an external tool after the wake's commit: on a pooled
+    /// connection outside any transaction, so no lock is held while it runs, bounded by
+    /// the engine's lease (a call that outlives it is reported as possibly done); its
+    /// result is recorded in a short transaction of its own.
+    #[tracing::instrument(skip_all, fields(tool = %invocation.tool_name, operation_id = %invocation.operation_id))]
+    async fn run_outside(
+        &self,
+        policy: &AgentPolicy,
+        invocation: Box<ToolInvocation>,
+        now: OffsetDateTime,
+    ) -> Result<String, ConfirmError> {
+        let engine = &self.engine;
+        let tool_name = invocation.tool_name.clone();
+        let (Some(spec), Some(handler)) = (
+            engine.registry.get(&tool_name),
+            engine.host.handler(&tool_name),
+        ) else {
+            return Ok(reply::unknown_tool(&tool_name));
+        };
+        let limit = std::time::Duration::try_from(engine.jobs.lease).unwrap_or_default();
+        let mut conn = engine.store.pool().acquire().await?;
+        let called =
+            tokio::time::timeout(limit, CatchUnwind(handler.execute(&mut conn, &invocation))).await;
+        drop(conn);
+        let result = match called {
+            Ok(Ok(Ok(outcome))) => Ok(outcome),
+            Ok(Ok(Err(error))) => Err(error.to_string()),
+            Ok(Err(panic)) => Err(panic),
+            Err(_) => Err(format!(
+                "the call did not finish within {} s; it may have happened",
+                limit.as_secs()
+            )),
+        };
+        let execution = ExecutionRequest {
+            policy,
+            spec,
+            handler: Some(handler),
+            invocation: *invocation,
+            confirmed_by_person: false,
+            already_true: None,
+            now,
+        };
+        let executor = AuditedExecutor::new(engine.host.resolver(), &StoreAuditSink);
+        let mut tx = engine.store.begin_write().await?;
+        let outcome = executor.conclude(&mut tx, &execution, result).await?;
+        tx.commit().await?;
+        Ok(said(&tool_name, outcome))
+    }
+}
+
+/// One line of the answer to an executed call: said already, or an external tool's
+/// call admitted in the wake's transaction and run after its commit.
+enum Line {
+    Said(String),
+    Outside(Box<ToolInvocation>),
+}
+
+/// What the agent reads of an executed call.
+fn said(tool_name: &str, outcome: ExecutionOutcome) -> String {
+    match outcome {
+        ExecutionOutcome::Applied { message, .. }
+        | ExecutionOutcome::AlreadyApplied { message } => message,
+        ExecutionOutcome::AlreadyTrue { detail } => reply::skipped(&detail),
+        ExecutionOutcome::Denied { reason } => reply::denied(&reason),
+        ExecutionOutcome::Failed { error } => {
+            format!("Error: {tool_name} failed: {error}. Nothing was changed.")
         }
-        Ok(lines.join("\n"))
+        ExecutionOutcome::Queued { job_id, .. } => format!("Queued as job {job_id}."),
     }
 }

@@ -28,7 +28,7 @@ fn cut_marker(cut_chars: usize) -> String {
 /// ```
 /// # use assent_domain::head_and_tail;
 /// let path = "/home/me/projects/a/very/long/path/that/ends/in/.ssh/authorized_keys";
-/// let shown = head_and_tail(path, 48);
+/// let shown = head_and_tail(path, 60);
 /// assert!(shown.starts_with("/home/me"));
 /// assert!(shown.ends_with(".ssh/authorized_keys"));
 /// assert!(shown.contains("chars cut"));
