@@ -2,13 +2,13 @@
 //! Nothing else may write to stdout while it serves: it is the protocol's channel.
 
 use crate::CliError;
-use assent_mcp::{GatewayOptions, McpError, Trust};
+use assent_mcp::{Deadlines, GatewayOptions, McpError, Trust};
 use assent_store::Store;
 use clap::{Args, ValueEnum};
 use std::time::Duration;
 
 /// `assent mcp --server NAME --agent A [--category C] [--wait SECS] [--trust hints|none]
-/// -- CMD [ARGS...]`.
+/// [--call-timeout SECS] [--start-timeout SECS] -- CMD [ARGS...]`.
 #[derive(Debug, Args)]
 pub struct McpArgs {
     /// The upstream server's name: the target id (`mcp`, NAME) of its queued calls.
@@ -30,6 +30,17 @@ pub struct McpArgs {
     /// lets a call left in doubt run again).
     #[arg(long, value_enum, default_value_t = TrustArg::None, value_name = "TRUST")]
     pub trust: TrustArg,
+    /// The longest wait for the upstream's answer to one call; an approved call that
+    /// gets none in time is in doubt (unless its tool is idempotent), never run again
+    /// silently.
+    #[arg(long, default_value_t = 60, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub call_timeout: u64,
+    /// The longest wait for the upstream to start (the MCP handshake and its tool
+    /// list); then `assent mcp` exits 1.
+    #[arg(long, default_value_t = 30, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub start_timeout: u64,
     /// The upstream MCP server's command and arguments, after `--`.
     #[arg(last = true, required = true, num_args = 1.., value_name = "CMD")]
     pub command: Vec<String>,
@@ -53,8 +64,8 @@ impl From<TrustArg> for Trust {
     }
 }
 
-/// Serves until the client leaves; an upstream that fails to start or stops is an
-/// error (exit 1).
+/// Serves until the client leaves; an upstream that fails to start (in time) or stops,
+/// or a server name whose host another server uses, is an error (exit 1).
 pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
     let Some((command, command_args)) = args.command.split_first() else {
         return Err(CliError::Usage(
@@ -68,6 +79,10 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
         category: args.category,
         wait: args.wait.map(Duration::from_secs),
         trust: args.trust.into(),
+        deadlines: Deadlines {
+            start: Duration::from_secs(args.start_timeout),
+            call: Duration::from_secs(args.call_timeout),
+        },
     };
     let served = assent_mcp::run(store.clone(), options, command, command_args).await;
     store.close().await;

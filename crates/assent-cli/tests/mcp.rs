@@ -26,18 +26,23 @@ fn target_dir() -> PathBuf {
     exe.parent().expect("the profile directory").to_path_buf()
 }
 
-/// The fixture server, built beside `assent` when it is not there yet.
-fn fixture() -> PathBuf {
-    let path = target_dir().join("assent-mcp-fixture");
+/// The test server `name` of assent-mcp, built beside `assent` when it is not there yet.
+fn server_bin(name: &str) -> PathBuf {
+    let path = target_dir().join(name);
     if !path.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
-            .args(["build", "-p", "assent-mcp", "--bin", "assent-mcp-fixture"])
+            .args(["build", "-p", "assent-mcp", "--bin", name])
             .status()
             .expect("cargo runs");
-        assert!(status.success(), "the fixture builds");
+        assert!(status.success(), "{name} builds");
     }
     path
+}
+
+/// The fixture server.
+fn fixture() -> PathBuf {
+    server_bin("assent-mcp-fixture")
 }
 
 fn assent(db: &str, args: &[&str]) -> std::process::Output {
@@ -846,6 +851,15 @@ async fn a_tool_whose_definition_changes_is_asked_about_again_until_a_person_all
     // Another process edits the queued item against the schema the gateway recorded:
     // an edit outside it is refused and changes nothing; a valid one runs once.
     let set = set_id(&reply).to_string();
+    // The review page's views mark the item (`toolChanged`).
+    let store = Store::open(&setup.db).await.expect("the database");
+    let mut conn = store.pool().acquire().await.expect("a connection");
+    let marked = assent_store::host_tools::changed_items(&mut conn, set_id(&reply))
+        .await
+        .expect("read");
+    drop(conn);
+    store.close().await;
+    assert_eq!(marked, [0]);
     let bad = json!({"path": path, "text": 5}).to_string();
     let refused = assent(&setup.db, &["edit", &set, "0", "--args", &bad]);
     assert!(
@@ -953,5 +967,387 @@ async fn idempotent_retries_take_the_operators_word_not_the_servers() {
     ));
     let taken_back = call(&client, "append_note", json!({"path": path, "text": "c"})).await;
     assert!(!effect_of(text(&taken_back)).await, "taken back");
+    client.cancel().await.expect("the client leaves");
+}
+
+// Issue 24: the gateway under faults.
+
+/// The misbehaving server (`assent-mcp-faulty`).
+fn faulty() -> PathBuf {
+    server_bin("assent-mcp-faulty")
+}
+
+/// `assent mcp --server SERVER --agent bot EXTRA -- UPSTREAM` with an rmcp client.
+async fn gateway_of(
+    db: &str,
+    server: &str,
+    extra: &[&str],
+    upstream: &[String],
+) -> RunningService<RoleClient, ()> {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_assent"));
+    command
+        .args(["--db", db, "mcp", "--server", server, "--agent", "bot"])
+        .args(extra)
+        .arg("--")
+        .args(upstream)
+        .env_remove("RUST_LOG")
+        .kill_on_drop(true);
+    let transport = TokioChildProcess::new(command).expect("the gateway starts");
+    ().serve(transport).await.expect("the MCP handshake")
+}
+
+/// The job of item 0 of `set`, as `assent --json jobs --all` shows it.
+fn job_of(db: &str, set: Uuid) -> Option<Value> {
+    let listed: Value =
+        serde_json::from_str(&succeeded(&assent(db, &["--json", "jobs", "--all"]))).expect("JSON");
+    listed
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|job| job["changeSetId"] == set.to_string())
+        .cloned()
+}
+
+/// Waits (at most 10 s) until the job of item 0 of `set` has `status`; returns it.
+async fn job_becomes(db: &str, set: Uuid, status: &str) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let job = job_of(db, set);
+        if let Some(job) = job.as_ref().filter(|job| job["status"] == status) {
+            return job.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the job never became {status}: {job:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn servers_whose_names_differ_only_in_punctuation_never_run_each_others_calls() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    let dashed = gateway_of(&s.db, "my-files", &[], &upstream).await;
+    let queued = call(&dashed, "append_note", json!({"path": note, "text": "one"})).await;
+    let set = set_id(&text(&queued));
+    dashed.cancel().await.expect("the client leaves");
+
+    // Only the other server's gateway runs while the person confirms: it must leave the
+    // call alone (it used to claim it as its own, as both were host `mcp_my_files`).
+    let underscored = gateway_of(&s.db, "my_files", &[], &upstream).await;
+    succeeded(&assent(&s.db, &["confirm", &set.to_string(), "0"]));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!note.exists(), "another server's gateway ran the call");
+    assert_eq!(job_of(&s.db, set).expect("a job")["status"], "approved");
+    underscored.cancel().await.expect("the client leaves");
+
+    let dashed = gateway_of(&s.db, "my-files", &[], &upstream).await;
+    file_becomes(&note, "one\n").await;
+    job_becomes(&s.db, set, "applied").await;
+    dashed.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn a_server_name_whose_host_another_server_used_is_refused_at_start() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    let client = gateway_of(&s.db, "my-files", &[], &upstream).await;
+    let queued = call(&client, "append_note", json!({"path": note, "text": "one"})).await;
+    let set = set_id(&text(&queued));
+    client.cancel().await.expect("the client leaves");
+    // As an older release recorded it: `my-files` under host `mcp_my_files`.
+    let store = Store::open(&s.db).await.expect("the store");
+    let mut conn = store.pool().acquire().await.expect("a connection");
+    let legacy = assent_store::jobs::ExternalItem {
+        host: "mcp_my_files".to_owned(),
+        idempotent: false,
+    };
+    assent_store::jobs::mark_external(&mut conn, set, 0, &legacy)
+        .await
+        .expect("marked");
+    drop(conn);
+    store.close().await;
+
+    let refused = |db: &str| {
+        let out = assent(
+            db,
+            &["mcp", "--server", "my_files", "--agent", "bot", "--"]
+                .into_iter()
+                .chain([upstream[0].as_str()])
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("\"my-files\""), "{stderr}");
+        assert!(stderr.contains("mcp_my_files"), "{stderr}");
+        assert!(out.stdout.is_empty());
+    };
+    refused(&s.db); // a pending item
+    succeeded(&assent(&s.db, &["confirm", &set.to_string(), "0"]));
+    refused(&s.db); // its job
+}
+
+#[tokio::test]
+async fn the_operation_id_reaches_the_upstream_in_meta() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let meta = s.dir.path().join("note.txt.meta");
+    let upstream = vec![fixture().display().to_string()];
+    let client = gateway(&s.db, &[], &upstream).await;
+    let queued = call(&client, "append_note", json!({"path": note, "text": "one"})).await;
+    let set = set_id(&text(&queued));
+    confirm_and_see(&s.db, set, &note, "one\n").await;
+    let store = Store::open(&s.db).await.expect("the store");
+    let mut conn = store.pool().acquire().await.expect("a connection");
+    let job = assent_store::jobs::for_item(&mut conn, set, 0)
+        .await
+        .expect("read")
+        .expect("a job");
+    drop(conn);
+    store.close().await;
+    let sent = std::fs::read_to_string(&meta).expect("the fixture saw the call");
+    assert_eq!(sent, format!("{}\n", job.operation_id.as_str()));
+
+    // An immediate call carries its own.
+    succeeded(&assent(&s.db, &["agent", "allow", "bot", "append_note"]));
+    let ran = call(&client, "append_note", json!({"path": note, "text": "two"})).await;
+    assert_eq!(ran.is_error, Some(false), "{}", text(&ran));
+    let sent = std::fs::read_to_string(&meta).expect("the fixture saw the call");
+    let lines: Vec<&str> = sent.lines().collect();
+    assert_eq!(lines.len(), 2, "{sent}");
+    assert!(lines[1] != "-" && lines[1] != lines[0], "{sent}");
+    client.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn an_upstream_that_dies_after_the_effect_leaves_the_call_in_doubt_never_run_again() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let dying = vec![faulty().display().to_string(), "die".to_owned()];
+    let client = gateway(&s.db, &[], &dying).await;
+    let queued = call(&client, "append_note", json!({"path": note, "text": "one"})).await;
+    let set = set_id(&text(&queued));
+    succeeded(&assent(&s.db, &["confirm", &set.to_string(), "0"]));
+    file_becomes(&note, "one\n").await;
+    let job = job_becomes(&s.db, set, "inDoubt").await;
+    assert!(
+        job["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("may have taken effect")),
+        "{job}"
+    );
+    drop(client);
+
+    // The next gateway, in front of a healthy server, leaves it to a person.
+    let upstream = vec![fixture().display().to_string()];
+    let client = gateway(&s.db, &[], &upstream).await;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\n"),
+        "the call ran again"
+    );
+    assert_eq!(job_of(&s.db, set).expect("a job")["status"], "inDoubt");
+    client.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn a_call_that_outlives_the_call_timeout_is_in_doubt_or_an_error() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let hanging = vec![faulty().display().to_string(), "hang".to_owned()];
+    let client = gateway(&s.db, &["--call-timeout", "1"], &hanging).await;
+    let queued = call(&client, "append_note", json!({"path": note, "text": "one"})).await;
+    let set = set_id(&text(&queued));
+    succeeded(&assent(&s.db, &["confirm", &set.to_string(), "0"]));
+    let job = job_becomes(&s.db, set, "inDoubt").await;
+    assert!(
+        job["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("timeout")),
+        "{job}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\n")
+    );
+
+    // An immediate call is answered with an error once the timeout runs out.
+    succeeded(&assent(&s.db, &["agent", "allow", "bot", "append_note"]));
+    let started = std::time::Instant::now();
+    let ran = call(&client, "append_note", json!({"path": note, "text": "two"})).await;
+    assert_eq!(ran.is_error, Some(true), "{}", text(&ran));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    client.cancel().await.expect("the client leaves");
+}
+
+#[test]
+fn an_upstream_that_never_answers_initialize_is_one_line_and_exit_1_within_the_start_timeout() {
+    let s = setup();
+    let mute = faulty().display().to_string();
+    let started = std::time::Instant::now();
+    let out = assent(
+        &s.db,
+        &[
+            "mcp",
+            "--server",
+            "x",
+            "--agent",
+            "bot",
+            "--start-timeout",
+            "2",
+            "--",
+            &mute,
+            "mute",
+        ],
+    );
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--start-timeout"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_idempotent_call_whose_upstream_dies_is_retried_not_left_in_doubt() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    succeeded(&assent(
+        &s.db,
+        &["agent", "idempotent", "bot", "append_note"],
+    ));
+    let dying = vec![faulty().display().to_string(), "die".to_owned()];
+    let client = gateway(&s.db, &[], &dying).await;
+    let queued = call(&client, "append_note", json!({"path": note, "text": "one"})).await;
+    let set = set_id(&text(&queued));
+    succeeded(&assent(&s.db, &["confirm", &set.to_string(), "0"]));
+    file_becomes(&note, "one\n").await;
+    let job = job_becomes(&s.db, set, "approved").await;
+    assert_eq!(job["attempts"], 1, "{job}");
+    drop(client);
+
+    // By the operator's word running it again is harmless: the next gateway does.
+    let upstream = vec![fixture().display().to_string()];
+    let client = gateway(&s.db, &[], &upstream).await;
+    file_becomes(&note, "one\none\n").await;
+    job_becomes(&s.db, set, "applied").await;
+    client.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn a_waiting_client_hears_that_its_confirmed_call_is_in_doubt() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let hanging = vec![faulty().display().to_string(), "hang".to_owned()];
+    let client = gateway(&s.db, &["--wait", "30", "--call-timeout", "1"], &hanging).await;
+    let decider = tokio::spawn(confirm_then_reject(s.db.clone()));
+    let started = std::time::Instant::now();
+    let answer = call(&client, "append_note", json!({"path": note, "text": "one"})).await;
+    assert_eq!(answer.is_error, Some(true), "{}", text(&answer));
+    assert!(text(&answer).contains("in doubt"), "{}", text(&answer));
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\n")
+    );
+    decider.abort();
+    client.cancel().await.expect("the client leaves");
+}
+
+/// Runs `assent ARGS` on `db` with `stdin`, and requires success.
+fn assent_with_input(db: &str, args: &[&str], stdin: &str) -> String {
+    use std::io::Write as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("assent runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("written");
+    succeeded(&child.wait_with_output().expect("it ends"))
+}
+
+#[tokio::test]
+async fn while_an_immediate_call_hangs_other_processes_wake_confirm_and_serve() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    succeeded(&assent(&s.db, &["agent", "allow", "bot", "append_note"]));
+    let hanging = vec![faulty().display().to_string(), "hang".to_owned()];
+    let client = gateway(&s.db, &["--call-timeout", "30"], &hanging).await;
+    let peer = client.peer().clone();
+    let path = note.display().to_string();
+    let hung = tokio::spawn(async move {
+        let Value::Object(args) = json!({"path": path, "text": "one"}) else {
+            unreachable!()
+        };
+        peer.call_tool(CallToolRequestParams::new("append_note").with_arguments(args))
+            .await
+    });
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(&note).ok().as_deref() != Some("one\n") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the call reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!hung.is_finished(), "the upstream never answers");
+
+    // Meanwhile another process writes: an agent, a task, a wake and a confirmation,
+    // each well within SQLite's 10 s busy timeout (they failed with "database is
+    // locked" while the call held the wake's transaction).
+    let busy = std::time::Instant::now();
+    succeeded(&assent(
+        &s.db,
+        &["agent", "create", "--id", "triage", "--categories", "work"],
+    ));
+    let task: Value = serde_json::from_str(&succeeded(&assent(
+        &s.db,
+        &[
+            "--json",
+            "task",
+            "create",
+            "--title",
+            "Meanwhile",
+            "--category",
+            "work",
+        ],
+    )))
+    .expect("JSON");
+    let task = task["id"].as_str().expect("a task id").to_owned();
+    let calls = r#"[{"id":"call_1","type":"function","function":{"name":"update_task_priority","arguments":"{\"priority\":\"P0\"}"}}]"#;
+    let woke: Value = serde_json::from_str(&assent_with_input(
+        &s.db,
+        &["--json", "wake", "--agent", "triage", "--task", &task],
+        calls,
+    ))
+    .expect("JSON");
+    let set = woke["changeSetId"].as_str().expect("queued").to_owned();
+    succeeded(&assent(&s.db, &["confirm", &set, "0"]));
+    assert!(
+        busy.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        busy.elapsed()
+    );
+    assert!(!hung.is_finished(), "the call still hangs");
+    hung.abort();
     client.cancel().await.expect("the client leaves");
 }

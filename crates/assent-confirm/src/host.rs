@@ -56,12 +56,17 @@ pub enum ExternalError {
     Retryable(String),
     /// Trying again will not help (a 400, a refusal): the job fails at once.
     Permanent(String),
+    /// The request went out and no answer came (the connection broke after it was
+    /// sent, a timeout): the effect may have happened, so the job goes in doubt for a
+    /// person, unless the tool is idempotent (then it is retried like
+    /// [`ExternalError::Retryable`]).
+    InDoubt(String),
 }
 
 impl std::fmt::Display for ExternalError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Retryable(e) | Self::Permanent(e) => f.write_str(e),
+            Self::Retryable(e) | Self::Permanent(e) | Self::InDoubt(e) => f.write_str(e),
         }
     }
 }

@@ -10,7 +10,9 @@
 //! 2. call the host's [`ExternalHandler`](crate::ExternalHandler) with the operation id
 //!    as idempotency key.
 //! 3. outcome: applied with its result (and the applied operation), or the error (due
-//!    again after a backoff, or failed), with the result audit record; commit.
+//!    again after a backoff, or failed; [`ExternalError::InDoubt`], a call that went
+//!    out and got no answer, is in doubt unless the tool is idempotent), with the
+//!    result audit record; commit.
 //!
 //! A crash between 1 and 3 leaves a `running` job whose lease runs out: the next
 //! executor marks it in doubt and asks the host to reconcile it. Nothing that may have
@@ -169,6 +171,24 @@ async fn record_applied(
     .await?;
     write_result(conn, job, true, result, now).await;
     Ok(true)
+}
+
+/// Records that attempt `job.attempts` of `job` ended with no outcome (`why`): in doubt,
+/// with its `item.inDoubt` webhook.
+async fn record_doubt(
+    conn: &mut AnyConnection,
+    job: &Job,
+    why: &str,
+    now: OffsetDateTime,
+    run: &mut JobRun,
+) -> Result<bool, ConfirmError> {
+    tracing::warn!("{why}");
+    let landed = jobs::record_in_doubt(conn, job.id, job.attempts, why, now).await?;
+    if landed {
+        webhooks::enqueue_job_event(conn, job, JobStatus::InDoubt, why, now).await?;
+    }
+    run.in_doubt += usize::from(landed);
+    Ok(landed)
 }
 
 enum Claim {
@@ -394,15 +414,10 @@ impl Engine {
                     "the call did not finish within the lease ({} s): the effect may have happened",
                     self.jobs.lease.whole_seconds()
                 );
-                tracing::warn!("{why}");
-                let landed =
-                    jobs::record_in_doubt(&mut tx, job.id, job.attempts, &why, now).await?;
-                if landed {
-                    webhooks::enqueue_job_event(&mut tx, job, JobStatus::InDoubt, &why, now)
-                        .await?;
-                }
-                run.in_doubt += usize::from(landed);
-                landed
+                record_doubt(&mut tx, job, &why, now, run).await?
+            }
+            Some(Err(ExternalError::InDoubt(why))) if !job.idempotent => {
+                record_doubt(&mut tx, job, &why, now, run).await?
             }
             Some(Ok(result)) => {
                 let landed = record_applied(&mut tx, job, &result, now).await?;
@@ -411,8 +426,11 @@ impl Engine {
                 landed
             }
             Some(Err(error)) => {
+                // An idempotent tool's call left in doubt is simply retried.
                 let retry_at = match &error {
-                    ExternalError::Retryable(_) if job.attempts < job.attempt_limit => {
+                    ExternalError::Retryable(_) | ExternalError::InDoubt(_)
+                        if job.attempts < job.attempt_limit =>
+                    {
                         Some(now + self.jobs.backoff_after(job.attempts))
                     }
                     _ => None,

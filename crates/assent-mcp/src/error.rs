@@ -28,6 +28,19 @@ pub enum McpError {
     /// `--agent` names no agent of the database.
     #[error("no agent {0:?} (create it with `assent agent create --id {0} --categories mcp`)")]
     UnknownAgent(String),
+    /// `--server` names a server whose host another server of the database already
+    /// uses (an older release gave `my-files` and `my_files` one host).
+    #[error(
+        "the server name {server:?} maps to host {host}, which server {other:?} already uses in this database; choose another --server name"
+    )]
+    HostTaken {
+        /// The name asked for.
+        server: String,
+        /// Its host.
+        host: String,
+        /// The server whose jobs or items that host holds.
+        other: String,
+    },
     /// `--server` is empty.
     #[error("the server name must not be empty")]
     EmptyServerName,

@@ -2,8 +2,8 @@
 
 use crate::McpError;
 use crate::catalog::{TOOL_TITLE, Trust, idempotent, listed, registry, route, title};
-use crate::host::{McpHost, host_name};
-use crate::upstream::{Upstream, UpstreamCaller};
+use crate::host::{McpHost, check_host_free, host_name};
+use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
 use assent_changeset::parse_tool_calls;
 use assent_confirm::{Engine, WakeRequest};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, Verdict};
@@ -46,6 +46,8 @@ pub struct GatewayOptions {
     pub wait: Option<Duration>,
     /// Whether the upstream's annotations may let a tool run at once or be retried.
     pub trust: Trust,
+    /// How long the upstream may take to start and to answer a call.
+    pub deadlines: Deadlines,
 }
 
 /// The gateway: see the module documentation. Cloning shares it.
@@ -195,9 +197,15 @@ impl Gateway {
 
     /// Runs the gateway's periodic work; called at least five times a second while it
     /// serves: the execution ledger's jobs of this server (approved by a person from
-    /// anywhere) run here, so a confirmation takes effect within a second.
+    /// anywhere) run here, so a confirmation takes effect within a second. A job's
+    /// lease outlasts the call deadline, so `--call-timeout` is what bounds a call.
     pub async fn tick(&self, now: OffsetDateTime) {
-        if let Err(error) = self.engine().run_due_jobs(now).await {
+        let engine = self.engine();
+        let mut settings = engine.job_settings();
+        if let Ok(call) = time::Duration::try_from(self.inner.options.deadlines.call) {
+            settings.lease = settings.lease.max(call + time::Duration::seconds(5));
+        }
+        if let Err(error) = engine.with_job_settings(settings).run_due_jobs(now).await {
             tracing::error!(%error, "running this server's approved calls failed");
         }
     }
@@ -404,7 +412,14 @@ impl Gateway {
                             "Approved, but the call failed: {}",
                             job.last_error.as_deref().unwrap_or("no error recorded")
                         ))),
-                        // Approved, running or in doubt: keep waiting.
+                        // Nobody knows whether it happened, and nothing runs it again
+                        // (an idempotent one is rerun: keep waiting for that).
+                        JobStatus::InDoubt if !job.idempotent => Some(error_result(format!(
+                            "Approved, but whether the call took effect is unknown (in doubt) \
+                             until a person settles it: {}",
+                            job.last_error.as_deref().unwrap_or("no error recorded")
+                        ))),
+                        // Approved or running: keep waiting.
                         _ => None,
                     });
                 }
@@ -566,14 +581,16 @@ impl ServerHandler for Gateway {
 }
 
 /// Serves the client on stdin/stdout in front of `command args` until the client
-/// leaves (`Ok`) or the upstream stops (an error saying so; queued items stay).
+/// leaves (`Ok`) or the upstream stops (an error saying so; queued items stay). A
+/// server name whose host another server of the database uses is refused first.
 pub async fn run(
     store: Store,
     options: GatewayOptions,
     command: &str,
     args: &[String],
 ) -> Result<(), McpError> {
-    let upstream = Arc::new(Upstream::spawn(command, args).await?);
+    check_host_free(&store, &options.server).await?;
+    let upstream = Arc::new(Upstream::start(command, args, options.deadlines).await?);
     let gateway = Gateway::open(store, upstream.clone(), options).await?;
     let server = gateway
         .clone()

@@ -1,38 +1,92 @@
 //! The engine's host for MCP calls: target kind `mcp`, one target per server.
 //!
 //! Every tool's effect lies outside the database, so [`McpHost`] declares it
-//! `Effect::External` (idempotent when the tool's `idempotentHint` says so and the
-//! operator trusts hints, `--trust hints`): a
-//! confirmation, from whatever process, records the decision and an execution job, and
-//! the gateway's executor (`Gateway::tick`, `engine.run_due_jobs`) runs the upstream
-//! call through [`UpstreamCaller`] with the item's operation id as the idempotency key —
-//! exactly once, or visibly in doubt. A tool that runs at once (an allow rule, or a
-//! trusted read-only hint) still runs inline in the wake ([`InlineUpstream`]), like any
-//! immediate call.
+//! `Effect::External` (idempotent when the operator said so, `assent agent idempotent`,
+//! or under `--trust hints` when the tool's `idempotentHint` says so): a confirmation,
+//! from whatever process, records the decision and an execution job, and the gateway's
+//! executor (`Gateway::tick`, `engine.run_due_jobs`) runs the upstream call through
+//! [`UpstreamCaller`] with the item's operation id as the idempotency key — exactly
+//! once, or visibly in doubt. A tool that runs at once (an allow rule, or a trusted
+//! read-only hint) is called by [`InlineUpstream`] after the wake's commit, so no
+//! database lock is held while the upstream works.
 
+use crate::McpError;
 use crate::catalog::TARGET_KIND;
 use crate::upstream::UpstreamCaller;
 use crate::upstream::UpstreamError;
 use assent_confirm::{Effect, ExternalCall, ExternalError, ExternalHandler, Host, Reconciliation};
 use assent_domain::{Target, VectorClock};
 use assent_store::AnyConnection;
+use assent_store::{change_sets, jobs};
 use assent_tools::{
     BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// The host's name for server `server`: `mcp_` and the name with every character
-/// other than an ASCII letter or digit turned into `_`.
+/// The host's name for server `server`, one per name (two servers never share a host,
+/// so neither claims the other's jobs): `mcp_` and the name when it is made of ASCII
+/// letters, digits and `_` (as before); otherwise `mcpx_` and the name with `_`
+/// doubled and every other character outside ASCII letters and digits written as
+/// `_`, its code point in hex, `_` (`my-files` → `mcpx_my_2d_files`). Host names
+/// are ASCII letters, digits and `_`, as the store requires.
 pub fn host_name(server: &str) -> String {
-    let tail: String = server
+    let plain = server
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    format!("mcp_{tail}")
+        .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        return format!("mcp_{server}");
+    }
+    let mut name = String::from("mcpx_");
+    for c in server.chars() {
+        match c {
+            '_' => name.push_str("__"),
+            c if c.is_ascii_alphanumeric() => name.push(c),
+            c => name.push_str(&format!("_{:x}_", u32::from(c))),
+        }
+    }
+    name
 }
 
-/// Runs an immediate call on the upstream inline, within the wake.
+/// Refuses server name `server` when its host already serves another server in this
+/// database (its jobs or pending items name another `mcp` target): an older release
+/// mapped names like `my-files` and `my_files` to the same host.
+pub async fn check_host_free(store: &assent_store::Store, server: &str) -> Result<(), McpError> {
+    let host = host_name(server);
+    let mut conn = store
+        .pool()
+        .acquire()
+        .await
+        .map_err(assent_store::StoreError::from)?;
+    let ours = Target::new(TARGET_KIND, server.to_owned());
+    let taken = |target: &Target| McpError::HostTaken {
+        server: server.to_owned(),
+        host: host.clone(),
+        other: target.id.clone(),
+    };
+    for job in jobs::list(&mut conn, true, u32::MAX).await? {
+        if job.host == host && job.target != ours {
+            return Err(taken(&job.target));
+        }
+    }
+    let pending = change_sets::pending(&mut conn, &change_sets::PendingFilter::default()).await?;
+    for set in pending {
+        let target = Target::new(set.target_kind.clone(), set.target_id.clone());
+        if target == ours {
+            continue;
+        }
+        for index in 0..set.items.len() {
+            let item = jobs::external_item(&mut conn, set.id, index).await?;
+            if item.is_some_and(|item| item.host == host) {
+                return Err(taken(&target));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs an immediate call on the upstream: the engine calls it after the wake's commit,
+/// outside any transaction (the connection it is given is not used).
 #[derive(Debug)]
 pub struct InlineUpstream(pub Arc<UpstreamCaller>);
 
@@ -79,6 +133,7 @@ impl ExternalHandler for LedgerUpstream {
                 .map_err(|error| match error {
                     UpstreamError::Retryable(text) => ExternalError::Retryable(text),
                     UpstreamError::Permanent(text) => ExternalError::Permanent(text),
+                    UpstreamError::InDoubt(text) => ExternalError::InDoubt(text),
                 })
         })
     }
@@ -186,6 +241,50 @@ mod tests {
     #[test]
     fn a_host_name_is_letters_digits_and_underscores() {
         assert_eq!(host_name("files"), "mcp_files");
-        assert_eq!(host_name("my-files.v2"), "mcp_my_files_v2");
+        assert_eq!(host_name("my_files"), "mcp_my_files");
+        assert_eq!(host_name("my-files.v2"), "mcpx_my_2d_files_2e_v2");
+        assert_eq!(host_name("my_files.v2"), "mcpx_my__files_2e_v2");
+        assert_eq!(host_name("n\u{f6}tes"), "mcpx_n_f6_tes");
+        for name in ["files", "my-files.v2", "n\u{f6}tes", "a b"] {
+            let host = host_name(name);
+            assert!(
+                host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+                "{host}"
+            );
+        }
+    }
+
+    #[test]
+    fn different_names_never_share_a_host() {
+        let names = [
+            "my-files",
+            "my_files",
+            "my.files",
+            "my files",
+            "myfiles",
+            "my__files",
+            "my_2d_files",
+            "mcpx_my",
+            "x_my",
+            "my-2d-files",
+            "_2d_",
+            "-",
+            "__",
+            "_",
+            "_5f_",
+            "a_b",
+            "a__b",
+            "a-_b",
+            "a_-b",
+            "\u{e9}",
+            "e\u{301}",
+            "x_2d_",
+        ];
+        let mut hosts = std::collections::BTreeMap::new();
+        for name in names {
+            if let Some(other) = hosts.insert(host_name(name), name) {
+                panic!("{name:?} and {other:?} share host {}", host_name(name));
+            }
+        }
     }
 }

@@ -11,7 +11,9 @@
 //!
 //! - [`Upstream`]: the child server, its tools, and calls of them.
 //! - [`UpstreamCaller`]: the upstream call shaped as the execution ledger's external
-//!   handler (operation id as idempotency key, retryable or permanent errors).
+//!   handler (operation id as idempotency key, in the request's `_meta` as
+//!   [`OPERATION_ID_META`]; retryable, permanent or in-doubt errors, each call bounded
+//!   by [`Deadlines`]).
 //! - [`McpHost`]: the engine's [`assent_confirm::Host`] for target kind `mcp`: every
 //!   tool's effect is external, so a confirmed call runs through the execution ledger
 //!   ([`LedgerUpstream`]); an immediate read-only call runs inline ([`InlineUpstream`]).
@@ -26,5 +28,7 @@ mod upstream;
 pub use catalog::{DEFERRED_NOTE, TARGET_KIND, Trust, idempotent, listed, registry, route};
 pub use error::McpError;
 pub use gateway::{Gateway, GatewayOptions, QUEUED, run};
-pub use host::{InlineUpstream, LedgerUpstream, McpHost, host_name};
-pub use upstream::{Upstream, UpstreamCaller, UpstreamError, result_text};
+pub use host::{InlineUpstream, LedgerUpstream, McpHost, check_host_free, host_name};
+pub use upstream::{
+    Deadlines, OPERATION_ID_META, Upstream, UpstreamCaller, UpstreamError, result_text,
+};

@@ -2,21 +2,50 @@
 
 use crate::McpError;
 use assent_domain::OperationId;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, Tool};
-use rmcp::service::{NotificationContext, RunningService, ServiceError};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
+    RequestMetaObject, ServerResult, Tool,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 use tracing::Instrument;
+
+/// The key of a call's `_meta` that carries the operation id (the idempotency key) to
+/// the upstream.
+pub const OPERATION_ID_META: &str = "assent/operationId";
 
 /// A started upstream server and the tools it listed last.
 pub struct Upstream {
     command: String,
     service: RunningService<RoleClient, UpstreamEvents>,
     tools: RwLock<Vec<Tool>>,
+    call_timeout: Duration,
+}
+
+/// How long the gateway waits for its upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// For the start: the MCP handshake and the first `tools/list`.
+    pub start: Duration,
+    /// For the answer to one `tools/call`; a call of an approved item that outlives it
+    /// is in doubt.
+    pub call: Duration,
+}
+
+impl Default for Deadlines {
+    /// 30 s to start, 60 s per call.
+    fn default() -> Self {
+        Self {
+            start: Duration::from_secs(30),
+            call: Duration::from_secs(60),
+        }
+    }
 }
 
 /// What the upstream tells the gateway unasked: that its tools changed
@@ -46,17 +75,32 @@ impl std::fmt::Debug for Upstream {
 /// Why an upstream call failed, in the execution ledger's terms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UpstreamError {
-    /// It may succeed later (the server is gone, the pipe broke, a timeout).
+    /// It was not sent (the server was gone before the request was written): it may
+    /// succeed later.
     #[error("{0}")]
     Retryable(String),
     /// It will fail again (the tool answered with an error).
     #[error("{0}")]
     Permanent(String),
+    /// It was sent, and no answer came (the server died, the pipe broke, the call
+    /// timed out): the effect may have happened.
+    #[error("{0}")]
+    InDoubt(String),
 }
 
 impl Upstream {
-    /// Starts `command` with `args`, completes the MCP handshake and reads its tools.
+    /// Starts `command` with `args` under the default [`Deadlines`].
     pub async fn spawn(command: &str, args: &[String]) -> Result<Self, McpError> {
+        Self::start(command, args, Deadlines::default()).await
+    }
+
+    /// Starts `command` with `args`, completes the MCP handshake and reads its tools,
+    /// all within `deadlines.start`; its calls are bounded by `deadlines.call`.
+    pub async fn start(
+        command: &str,
+        args: &[String],
+        deadlines: Deadlines,
+    ) -> Result<Self, McpError> {
         let line = std::iter::once(command)
             .chain(args.iter().map(String::as_str))
             .collect::<Vec<_>>()
@@ -66,21 +110,33 @@ impl Upstream {
             reason,
         };
         let mut child = tokio::process::Command::new(command);
-        child.args(args);
+        child.args(args).kill_on_drop(true);
         let transport = TokioChildProcess::new(child).map_err(|e| start_error(e.to_string()))?;
-        let service = UpstreamEvents::default()
-            .serve(transport)
+        let handshake = async {
+            let service = UpstreamEvents::default()
+                .serve(transport)
+                .await
+                .map_err(|e| start_error(e.to_string()))?;
+            let tools = service
+                .peer()
+                .list_all_tools()
+                .await
+                .map_err(|e| start_error(format!("tools/list failed: {e}")))?;
+            Ok::<_, McpError>((service, tools))
+        };
+        let (service, tools) = tokio::time::timeout(deadlines.start, handshake)
             .await
-            .map_err(|e| start_error(e.to_string()))?;
-        let tools = service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| start_error(format!("tools/list failed: {e}")))?;
+            .map_err(|_| {
+                start_error(format!(
+                    "no answer to initialize and tools/list within {} s (--start-timeout)",
+                    deadlines.start.as_secs_f64()
+                ))
+            })??;
         Ok(Self {
             command: line,
             service,
             tools: RwLock::new(tools),
+            call_timeout: deadlines.call,
         })
     }
 
@@ -105,17 +161,22 @@ impl Upstream {
             .swap(false, Ordering::SeqCst)
     }
 
-    /// Lists its tools again; they replace the ones listed before.
+    /// Lists its tools again, within the call deadline; they replace the ones listed
+    /// before.
     pub async fn relist(&self) -> Result<Vec<Tool>, McpError> {
-        let tools =
-            self.service
-                .peer()
-                .list_all_tools()
-                .await
-                .map_err(|e| McpError::UpstreamRelist {
-                    command: self.command.clone(),
-                    reason: e.to_string(),
-                })?;
+        let failed = |reason: String| McpError::UpstreamRelist {
+            command: self.command.clone(),
+            reason,
+        };
+        let tools = tokio::time::timeout(self.call_timeout, self.service.peer().list_all_tools())
+            .await
+            .map_err(|_| {
+                failed(format!(
+                    "no answer within {} s",
+                    self.call_timeout.as_secs_f64()
+                ))
+            })?
+            .map_err(|e| failed(e.to_string()))?;
         if let Ok(mut listed) = self.tools.write() {
             listed.clone_from(&tools);
         }
@@ -127,26 +188,66 @@ impl Upstream {
         self.service.is_closed()
     }
 
-    /// Calls `tool` with `args` (an object, or nothing).
+    /// Calls `tool` with `args` (an object, or nothing); see [`Upstream::call_as`].
     pub async fn call(&self, tool: &str, args: &Value) -> Result<CallToolResult, UpstreamError> {
+        self.call_as(None, tool, args).await
+    }
+
+    /// Calls `tool` with `args` (an object, or nothing) on behalf of `operation`, whose
+    /// id travels in the request's `_meta` as [`OPERATION_ID_META`], waiting at most the
+    /// call deadline. An error before the request is handed to the connection is
+    /// retryable; once it is, a lost connection or a timeout leaves the call in doubt,
+    /// and a JSON-RPC error from the server is permanent.
+    pub async fn call_as(
+        &self,
+        operation: Option<&OperationId>,
+        tool: &str,
+        args: &Value,
+    ) -> Result<CallToolResult, UpstreamError> {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Value::Object(map) = args {
             params = params.with_arguments(map.clone());
         }
-        self.service
+        if let Some(operation) = operation {
+            let mut meta = RequestMetaObject::new();
+            meta.insert(OPERATION_ID_META.to_owned(), operation.as_str().into());
+            params.meta = Some(meta);
+        }
+        let unsent = |why: String| {
+            UpstreamError::Retryable(format!(
+                "the upstream server `{}` was not reachable for {tool} (nothing was sent): {why}",
+                self.command
+            ))
+        };
+        if self.is_closed() {
+            return Err(unsent("its connection is closed".to_owned()));
+        }
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = self
+            .service
             .peer()
-            .call_tool(params)
+            .send_request_with_option(request, PeerRequestOptions::with_timeout(self.call_timeout))
             .await
-            .map_err(|error| match error {
-                ServiceError::McpError(error) => UpstreamError::Permanent(format!(
-                    "the upstream refused {tool}: {}",
-                    error.message
-                )),
-                other => UpstreamError::Retryable(format!(
-                    "the upstream server `{}` did not answer {tool}: {other}",
-                    self.command
-                )),
-            })
+            .map_err(|error| unsent(error.to_string()))?;
+        match handle.await_response().await {
+            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(ServerResult::EmptyResult(_)) => Ok(CallToolResult::default()),
+            Ok(other) => Err(UpstreamError::InDoubt(format!(
+                "the upstream server `{}` answered {tool} with something other than a tool \
+                 result ({other:?}): the call may have taken effect",
+                self.command
+            ))),
+            Err(ServiceError::McpError(error)) => Err(UpstreamError::Permanent(format!(
+                "the upstream refused {tool}: {}",
+                error.message
+            ))),
+            Err(ServiceError::TransportSend(error)) => Err(unsent(error.to_string())),
+            Err(other) => Err(UpstreamError::InDoubt(format!(
+                "the upstream server `{}` did not answer {tool} ({other}): the call may have \
+                 taken effect",
+                self.command
+            ))),
+        }
     }
 }
 
@@ -166,10 +267,11 @@ pub fn result_text(result: &CallToolResult) -> String {
 }
 
 /// The upstream call shaped as the execution ledger's `ExternalHandler::call`: the
-/// operation id is the idempotency key, the result text is what is recorded, an error
-/// is retryable or permanent. It keeps each call's full result (all content blocks,
-/// structured content, `isError`) by operation id until the gateway hands it to the
-/// client, so an immediate call passes through unchanged.
+/// operation id is the idempotency key (sent in the request's `_meta`), the result text
+/// is what is recorded, an error is retryable, permanent or in doubt. It keeps each
+/// call's full result (all content blocks, structured content, `isError`) by operation
+/// id until the gateway hands it to the client, so an immediate call passes through
+/// unchanged.
 pub struct UpstreamCaller {
     upstream: Arc<Upstream>,
     results: Mutex<HashMap<String, CallToolResult>>,
@@ -209,7 +311,11 @@ impl UpstreamCaller {
             tool = tool_name,
             operation = operation_id.as_str()
         );
-        let result = self.upstream.call(tool_name, args).instrument(span).await?;
+        let result = self
+            .upstream
+            .call_as(Some(operation_id), tool_name, args)
+            .instrument(span)
+            .await?;
         let text = result_text(&result);
         let failed = result.is_error == Some(true);
         if let Ok(mut results) = self.results.lock() {

@@ -5,6 +5,10 @@
 //! file's size as structured content, and `erase_note` deletes a file while its
 //! annotations contradict each other (read-only and destructive).
 //!
+//! `append_note` also appends the operation id the gateway sends in the request's
+//! `_meta` (`assent/operationId`, or `-` when there is none) as a line of `PATH.meta`,
+//! so tests see the idempotency key arrive.
+//!
 //! It can also pull the rug, as an untrusted server might: after a call of `pull_rug`
 //! (read-only; it then sends `notifications/tools/list_changed`), `append_note`
 //! describes itself differently under the same name.
@@ -73,6 +77,20 @@ fn text_arg<'a>(request: &'a CallToolRequestParams, key: &str) -> Result<&'a str
         .and_then(|args| args.get(key))
         .and_then(Value::as_str)
         .ok_or_else(|| ErrorData::invalid_params(format!("{key} is required"), None))
+}
+
+/// Appends the operation id in the request's `_meta` (or `-`) to `PATH.meta`.
+fn record_operation(path: &str, context: &RequestContext<RoleServer>) {
+    let operation = context
+        .meta
+        .get("assent/operationId")
+        .and_then(Value::as_str)
+        .unwrap_or("-");
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(format!("{path}.meta"))
+        .and_then(|mut file| writeln!(file, "{operation}"));
 }
 
 impl ServerHandler for Notes {
@@ -149,6 +167,7 @@ impl ServerHandler for Notes {
             },
             "append_note" => {
                 let text = text_arg(&request, "text")?;
+                record_operation(path, &context);
                 let written = std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
