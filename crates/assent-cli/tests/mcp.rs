@@ -166,6 +166,7 @@ async fn trusted_read_only_passes_a_write_waits_for_a_person_and_runs_once_when_
         names,
         [
             "append_note",
+            "crash",
             "erase_note",
             "pull_rug",
             "read_note",
@@ -1349,5 +1350,93 @@ async fn while_an_immediate_call_hangs_other_processes_wake_confirm_and_serve() 
     );
     assert!(!hung.is_finished(), "the call still hangs");
     hung.abort();
+    client.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn a_dead_upstream_is_started_again_and_a_call_after_the_restart_works() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    std::fs::write(&note, "hello\n").expect("a file to read");
+    for tool in ["read_note", "crash"] {
+        succeeded(&assent(&s.db, &["agent", "allow", "bot", tool]));
+    }
+    let upstream = [fixture().display().to_string()];
+    let client = gateway(&s.db, &[], &upstream).await;
+    let read = call(&client, "read_note", json!({"path": note})).await;
+    assert_eq!(text(&read), "hello\n");
+
+    // The server dies mid-call: the call is answered with an error, the gateway stays.
+    let crashed = call(&client, "crash", json!({"path": note})).await;
+    assert_eq!(crashed.is_error, Some(true), "{}", text(&crashed));
+    // It is started again (after 1 s) and serves the next call.
+    let started = std::time::Instant::now();
+    loop {
+        let again = call(&client, "read_note", json!({"path": note})).await;
+        if again.is_error != Some(true) {
+            assert_eq!(text(&again), "hello\n");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "never restarted: {}",
+            text(&again)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    client.cancel().await.expect("the client leaves");
+}
+
+/// A gateway whose process id is known, so a test can kill it.
+async fn killable_gateway(
+    db: &str,
+    extra: &[&str],
+    upstream: &[String],
+) -> (RunningService<RoleClient, ()>, u32) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_assent"));
+    command
+        .args(["--db", db, "mcp", "--server", "notes", "--agent", "bot"])
+        .args(extra)
+        .arg("--")
+        .args(upstream)
+        .env_remove("RUST_LOG");
+    let transport = TokioChildProcess::new(command).expect("the gateway starts");
+    let pid = transport.id().expect("a process id");
+    (().serve(transport).await.expect("the MCP handshake"), pid)
+}
+
+#[tokio::test]
+async fn a_gateway_killed_while_a_job_runs_never_runs_it_twice() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let hanging = vec![faulty().display().to_string(), "hang".to_owned()];
+    let (client, pid) = killable_gateway(&s.db, &["--call-timeout", "2"], &hanging).await;
+    let queued = call(&client, "append_note", json!({"path": note, "text": "one"})).await;
+    let set = set_id(&text(&queued));
+    succeeded(&assent(&s.db, &["confirm", &set.to_string(), "0"]));
+    // The job runs: the effect happened, the answer never comes. Kill the gateway now.
+    file_becomes(&note, "one\n").await;
+    let killed = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    drop(client);
+
+    // A new gateway, in front of a healthy server, finds the job's lease run out: in
+    // doubt, for a person; the call is never made again.
+    let upstream = vec![fixture().display().to_string()];
+    let client = gateway(&s.db, &[], &upstream).await;
+    let job = job_becomes(&s.db, set, "inDoubt").await;
+    assert!(
+        job["lastError"].as_str().is_some_and(|e| !e.is_empty()),
+        "{job}"
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\n"),
+        "the call ran again"
+    );
     client.cancel().await.expect("the client leaves");
 }

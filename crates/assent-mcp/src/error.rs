@@ -11,12 +11,6 @@ pub enum McpError {
         /// Why.
         reason: String,
     },
-    /// The upstream server exited or closed its pipes while the gateway served.
-    #[error("the upstream MCP server `{command}` stopped; queued items stay for the next gateway")]
-    UpstreamStopped {
-        /// The command line.
-        command: String,
-    },
     /// The upstream's tool list could not be read or turned into a catalog.
     #[error("the upstream's tool {tool:?} cannot be gated: {reason}")]
     Catalog {

@@ -198,12 +198,13 @@ impl Gateway {
     /// Runs the gateway's periodic work; called at least five times a second while it
     /// serves: the execution ledger's jobs of this server (approved by a person from
     /// anywhere) run here, so a confirmation takes effect within a second. A job's
-    /// lease outlasts the call deadline, so `--call-timeout` is what bounds a call.
+    /// lease is the call deadline and 5 s more: `--call-timeout` is what bounds a call,
+    /// and a job whose gateway died mid-call is found in doubt soon after.
     pub async fn tick(&self, now: OffsetDateTime) {
         let engine = self.engine();
         let mut settings = engine.job_settings();
         if let Ok(call) = time::Duration::try_from(self.inner.options.deadlines.call) {
-            settings.lease = settings.lease.max(call + time::Duration::seconds(5));
+            settings.lease = call + time::Duration::seconds(5);
         }
         if let Err(error) = engine.with_job_settings(settings).run_due_jobs(now).await {
             tracing::error!(%error, "running this server's approved calls failed");
@@ -598,8 +599,8 @@ pub async fn run(
         .await
         .map_err(|e| McpError::Client(e.to_string()))?;
     let mut ticks = tokio::time::interval(POLL);
-    let cancel = server.cancellation_token();
     let mut waiting = std::pin::pin!(server.waiting());
+    let mut supervisor = Supervisor::default();
     loop {
         tokio::select! {
             quit = &mut waiting => {
@@ -607,10 +608,71 @@ pub async fn run(
             }
             _ = ticks.tick() => {
                 if upstream.is_closed() {
-                    cancel.cancel();
-                    return Err(McpError::UpstreamStopped { command: upstream.command().to_owned() });
+                    // Approved jobs wait while the server is down (they would burn
+                    // their attempts); immediate calls fail at once, naming it.
+                    supervisor.revive(&gateway, &upstream).await;
+                    continue;
                 }
+                supervisor.up();
                 gateway.tick(OffsetDateTime::now_utc()).await;
+            }
+        }
+    }
+}
+
+/// The first wait before an upstream that stopped is started again; it doubles up to
+/// [`RESTART_MAX`] while starts keep failing.
+const RESTART_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between two starts of a stopped upstream.
+const RESTART_MAX: Duration = Duration::from_secs(60);
+
+/// Restarts a stopped upstream with backoff (1 s doubling to 60 s).
+#[derive(Debug)]
+struct Supervisor {
+    backoff: Duration,
+    next_try: Option<tokio::time::Instant>,
+}
+
+impl Default for Supervisor {
+    fn default() -> Self {
+        Self {
+            backoff: RESTART_FIRST,
+            next_try: None,
+        }
+    }
+}
+
+impl Supervisor {
+    /// The upstream runs: the next stop waits the first backoff again.
+    fn up(&mut self) {
+        self.backoff = RESTART_FIRST;
+        self.next_try = None;
+    }
+
+    /// The upstream is down: starts it again once its backoff has passed, then checks
+    /// its tools against their pins.
+    #[tracing::instrument(skip_all, fields(upstream = %upstream.command()))]
+    async fn revive(&mut self, gateway: &Gateway, upstream: &Upstream) {
+        let now = tokio::time::Instant::now();
+        let Some(next_try) = self.next_try else {
+            tracing::warn!(retry_in = ?self.backoff, "the upstream server stopped; it will be started again");
+            self.next_try = Some(now + self.backoff);
+            return;
+        };
+        if now < next_try {
+            return;
+        }
+        match upstream.restart().await {
+            Ok(()) => {
+                self.up();
+                if let Err(error) = gateway.sync_catalog(true).await {
+                    tracing::error!(%error, "the restarted server's tools could not be checked");
+                }
+            }
+            Err(error) => {
+                self.backoff = (self.backoff * 2).min(RESTART_MAX);
+                tracing::warn!(%error, retry_in = ?self.backoff, "the upstream server did not start again");
+                self.next_try = Some(tokio::time::Instant::now() + self.backoff);
             }
         }
     }

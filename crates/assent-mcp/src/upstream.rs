@@ -20,13 +20,18 @@ use tracing::Instrument;
 /// the upstream.
 pub const OPERATION_ID_META: &str = "assent/operationId";
 
-/// A started upstream server and the tools it listed last.
+/// A started upstream server and the tools it listed last. A server that stops can be
+/// started again in place ([`Upstream::restart`]); calls always go to the current one.
 pub struct Upstream {
     command: String,
-    service: RunningService<RoleClient, UpstreamEvents>,
+    program: String,
+    args: Vec<String>,
+    service: RwLock<Arc<Connection>>,
     tools: RwLock<Vec<Tool>>,
-    call_timeout: Duration,
+    deadlines: Deadlines,
 }
+
+type Connection = RunningService<RoleClient, UpstreamEvents>;
 
 /// How long the gateway waits for its upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,39 +110,44 @@ impl Upstream {
             .chain(args.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
-        let start_error = |reason: String| McpError::UpstreamStart {
-            command: line.clone(),
-            reason,
-        };
-        let mut child = tokio::process::Command::new(command);
-        child.args(args).kill_on_drop(true);
-        let transport = TokioChildProcess::new(child).map_err(|e| start_error(e.to_string()))?;
-        let handshake = async {
-            let service = UpstreamEvents::default()
-                .serve(transport)
-                .await
-                .map_err(|e| start_error(e.to_string()))?;
-            let tools = service
-                .peer()
-                .list_all_tools()
-                .await
-                .map_err(|e| start_error(format!("tools/list failed: {e}")))?;
-            Ok::<_, McpError>((service, tools))
-        };
-        let (service, tools) = tokio::time::timeout(deadlines.start, handshake)
-            .await
-            .map_err(|_| {
-                start_error(format!(
-                    "no answer to initialize and tools/list within {} s (--start-timeout)",
-                    deadlines.start.as_secs_f64()
-                ))
-            })??;
+        let (service, tools) = connect(command, args, &line, deadlines.start).await?;
         Ok(Self {
             command: line,
-            service,
+            program: command.to_owned(),
+            args: args.to_vec(),
+            service: RwLock::new(Arc::new(service)),
             tools: RwLock::new(tools),
-            call_timeout: deadlines.call,
+            deadlines,
         })
+    }
+
+    /// Starts the server again after it stopped, within the start deadline; its tools
+    /// are listed again (the caller checks them against their pins).
+    #[tracing::instrument(skip(self), fields(upstream = %self.command))]
+    pub async fn restart(&self) -> Result<(), McpError> {
+        let (service, tools) = connect(
+            &self.program,
+            &self.args,
+            &self.command,
+            self.deadlines.start,
+        )
+        .await?;
+        if let Ok(mut current) = self.service.write() {
+            *current = Arc::new(service);
+        }
+        if let Ok(mut listed) = self.tools.write() {
+            *listed = tools;
+        }
+        tracing::info!("the upstream server was started again");
+        Ok(())
+    }
+
+    /// The connection to the server as it runs now.
+    fn service(&self) -> Arc<Connection> {
+        match self.service.read() {
+            Ok(service) => service.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
     }
 
     /// The command line it was started with.
@@ -155,7 +165,7 @@ impl Upstream {
 
     /// Whether it said its tools changed since the last call of this (and forgets it).
     pub fn take_tools_changed(&self) -> bool {
-        self.service
+        self.service()
             .service()
             .tools_changed
             .swap(false, Ordering::SeqCst)
@@ -168,12 +178,13 @@ impl Upstream {
             command: self.command.clone(),
             reason,
         };
-        let tools = tokio::time::timeout(self.call_timeout, self.service.peer().list_all_tools())
+        let service = self.service();
+        let tools = tokio::time::timeout(self.deadlines.call, service.peer().list_all_tools())
             .await
             .map_err(|_| {
                 failed(format!(
                     "no answer within {} s",
-                    self.call_timeout.as_secs_f64()
+                    self.deadlines.call.as_secs_f64()
                 ))
             })?
             .map_err(|e| failed(e.to_string()))?;
@@ -185,7 +196,10 @@ impl Upstream {
 
     /// Whether its connection has closed (the process exited or closed its pipes).
     pub fn is_closed(&self) -> bool {
-        self.service.is_closed()
+        // `RunningService::is_closed` only sees a cancellation: a server that exited
+        // shows as its transport closing.
+        let service = self.service();
+        service.is_closed() || service.peer().is_transport_closed()
     }
 
     /// Calls `tool` with `args` (an object, or nothing); see [`Upstream::call_as`].
@@ -224,9 +238,12 @@ impl Upstream {
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = self
-            .service
+            .service()
             .peer()
-            .send_request_with_option(request, PeerRequestOptions::with_timeout(self.call_timeout))
+            .send_request_with_option(
+                request,
+                PeerRequestOptions::with_timeout(self.deadlines.call),
+            )
             .await
             .map_err(|error| unsent(error.to_string()))?;
         match handle.await_response().await {
@@ -249,6 +266,44 @@ impl Upstream {
             ))),
         }
     }
+}
+
+/// Starts `program` with `args` (`line` names it in errors), completes the MCP
+/// handshake and lists its tools, all within `deadline`. The child is killed when its
+/// connection is dropped.
+async fn connect(
+    program: &str,
+    args: &[String],
+    line: &str,
+    deadline: Duration,
+) -> Result<(Connection, Vec<Tool>), McpError> {
+    let start_error = |reason: String| McpError::UpstreamStart {
+        command: line.to_owned(),
+        reason,
+    };
+    let mut child = tokio::process::Command::new(program);
+    child.args(args).kill_on_drop(true);
+    let transport = TokioChildProcess::new(child).map_err(|e| start_error(e.to_string()))?;
+    let handshake = async {
+        let service = UpstreamEvents::default()
+            .serve(transport)
+            .await
+            .map_err(|e| start_error(e.to_string()))?;
+        let tools = service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| start_error(format!("tools/list failed: {e}")))?;
+        Ok::<_, McpError>((service, tools))
+    };
+    tokio::time::timeout(deadline, handshake)
+        .await
+        .map_err(|_| {
+            start_error(format!(
+                "no answer to initialize and tools/list within {} s (--start-timeout)",
+                deadline.as_secs_f64()
+            ))
+        })?
 }
 
 /// The text blocks of a tool result, one per line (other blocks are named by kind).

@@ -30,6 +30,7 @@ async fn the_fixture_lists_its_tools_and_answers_a_read() {
         tools,
         [
             ("append_note".to_owned(), Some(false), None, true),
+            ("crash".to_owned(), Some(true), None, false),
             ("erase_note".to_owned(), Some(true), Some(true), false),
             ("pull_rug".to_owned(), Some(true), None, false),
             ("read_note".to_owned(), Some(true), None, false),
