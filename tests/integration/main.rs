@@ -12,6 +12,7 @@ mod executor;
 mod ledger;
 mod outbox;
 mod properties;
+mod stored_results;
 mod sync;
 mod upgrade;
 mod wake;

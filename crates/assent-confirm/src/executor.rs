@@ -8,7 +8,7 @@
 //! reads the mutated entity's vector clock and audits the result. Audit write failures
 //! are logged and never change the outcome.
 
-use assent_domain::VectorClock;
+use assent_domain::{VectorClock, stored_result};
 use assent_store::{StoreError, operations};
 use assent_tools::{
     AgentPolicy, AuditKind, AuditRecord, AuditSink, CategoryResolver, RuleAction, TargetCategory,
@@ -289,6 +289,10 @@ impl<'h> AuditedExecutor<'h> {
     /// applied (once per operation id) with the target's clock in its result record; a
     /// failure (its writes already rolled back, or made outside any transaction) only
     /// in its result record.
+    ///
+    /// Both records keep the message as [`stored_result`] bounds it (a 10 MiB read is
+    /// stored as its first 64 KiB and a marker with its size and hash); the outcome
+    /// returned carries it whole, for the agent or client that called.
     pub(crate) async fn conclude(
         &self,
         conn: &mut AnyConnection,
@@ -298,18 +302,20 @@ impl<'h> AuditedExecutor<'h> {
         let outcome = match result {
             Ok(outcome) => outcome,
             Err(error) => {
-                self.write_audit(conn, Self::result_record(req, false, error.clone()))
+                let stored = stored_result(&error).into_owned();
+                self.write_audit(conn, Self::result_record(req, false, stored))
                     .await;
                 return Ok(ExecutionOutcome::Failed { error });
             }
         };
         let inv = &req.invocation;
+        let stored = stored_result(&outcome.message);
         operations::record_applied(
             conn,
             &inv.operation_id,
             &inv.tool_name,
             &inv.target.target,
-            &outcome.message,
+            &stored,
             req.now,
         )
         .await?;
@@ -326,7 +332,7 @@ impl<'h> AuditedExecutor<'h> {
         };
         let record = AuditRecord {
             vector_clock: vector_clock.clone(),
-            ..Self::result_record(req, true, outcome.message.clone())
+            ..Self::result_record(req, true, stored.into_owned())
         };
         self.write_audit(conn, record).await;
         tracing::info!(mutated = outcome.mutated, "tool applied");

@@ -25,6 +25,7 @@
 use crate::executor::{AuditedExecutor, CatchUnwind, ExecutionRequest};
 use crate::host::{ExternalCall, ExternalError, Reconciliation};
 use crate::{ConfirmError, Engine};
+use assent_domain::stored_result;
 use assent_store::jobs::{self, Job, JobStatus};
 use assent_store::{AnyConnection, StoreAuditSink, agents, operations, webhooks};
 use assent_tools::{
@@ -113,6 +114,7 @@ fn audit_record(job: &Job, kind: AuditKind, now: OffsetDateTime) -> AuditRecord 
     }
 }
 
+/// Audits job `job`'s result (or error) `detail`, bounded by [`stored_result`].
 async fn write_result(
     conn: &mut AnyConnection,
     job: &Job,
@@ -122,7 +124,7 @@ async fn write_result(
 ) {
     let record = AuditRecord {
         success: Some(success),
-        detail: Some(detail.to_owned()),
+        detail: Some(stored_result(detail).into_owned()),
         ..audit_record(job, AuditKind::Result, now)
     };
     if let Err(error) = StoreAuditSink.record(conn, &record).await {
@@ -130,8 +132,6 @@ async fn write_result(
     }
 }
 
-/// Records job `job`'s effect as applied with `result` (the call's, a reconciliation's
-/// or a person's), with its applied operation and result audit record.
 /// Makes job `job`, in doubt, due again: it is safe (or, for an idempotent tool,
 /// harmless) to run it once more. False when it is no longer in doubt.
 async fn due_again(
@@ -151,13 +151,19 @@ async fn due_again(
     .await?)
 }
 
+/// Records job `job`'s effect as applied with `result` (the call's, a reconciliation's
+/// or a person's), with its applied operation and result audit record. All three keep
+/// `result` as [`stored_result`] bounds it (jobs and audit records are synced): whoever
+/// reads the result back from the job (a gateway whose call another process ran)
+/// gets that bounded copy, not the whole text.
 async fn record_applied(
     conn: &mut AnyConnection,
     job: &Job,
     result: &str,
     now: OffsetDateTime,
 ) -> Result<bool, ConfirmError> {
-    if !jobs::record_applied(conn, job.id, job.attempts, result, now).await? {
+    let result = stored_result(result);
+    if !jobs::record_applied(conn, job.id, job.attempts, &result, now).await? {
         return Ok(false);
     }
     operations::record_applied(
@@ -165,11 +171,11 @@ async fn record_applied(
         &job.operation_id,
         &job.tool_name,
         &job.target,
-        result,
+        &result,
         now,
     )
     .await?;
-    write_result(conn, job, true, result, now).await;
+    write_result(conn, job, true, &result, now).await;
     Ok(true)
 }
 
@@ -417,6 +423,7 @@ impl Engine {
                 record_doubt(&mut tx, job, &why, now, run).await?
             }
             Some(Err(ExternalError::InDoubt(why))) if !job.idempotent => {
+                let why = assent_domain::stored_result(&why);
                 record_doubt(&mut tx, job, &why, now, run).await?
             }
             Some(Ok(result)) => {
@@ -435,7 +442,8 @@ impl Engine {
                     }
                     _ => None,
                 };
-                let text = error.to_string();
+                // A host's error may be as large as a result: stored bounded too.
+                let text = assent_domain::stored_result(&error.to_string()).into_owned();
                 tracing::warn!(error = %text, retry = retry_at.is_some(), "job call failed");
                 let landed =
                     jobs::record_error(&mut tx, job.id, job.attempts, &text, retry_at, now).await?;

@@ -15,6 +15,9 @@
 //! - [`OperationId`] and [`canonical_json`]: deterministic operation ids (ADR 0004).
 //! - [`head_and_tail`] and [`one_line`]: agent text as a reviewer sees it, cut at both
 //!   ends and on one line, never hidden.
+//! - [`stored_result`]: a tool's result text as it is stored (audit trail, applied
+//!   operations, jobs), at most [`MAX_STORED_RESULT_BYTES`], a cut marked with the
+//!   whole text's size and SHA-256.
 
 mod canonical;
 mod change_set;
@@ -23,6 +26,7 @@ mod error;
 mod operation_id;
 mod shown;
 mod status;
+mod stored;
 mod target;
 mod vector_clock;
 
@@ -33,6 +37,7 @@ pub use error::DomainError;
 pub use operation_id::OperationId;
 pub use shown::{head_and_tail, misleads, one_line};
 pub use status::{ChangeItemStatus, ChangeSetStatus, DerivedStatus, Verdict, derive_set_status};
+pub use stored::{MAX_STORED_RESULT_BYTES, stored_result};
 pub use target::{LEGACY_TARGET_KIND, Target, legacy_target_kind};
 pub use vector_clock::{ClockOrdering, VectorClock};
 

@@ -6,7 +6,11 @@ use assent_domain::{OperationId, Target};
 use sqlx::AnyConnection;
 use time::OffsetDateTime;
 
-/// The message recorded when `operation_id` was applied, if it was.
+/// The message recorded when `operation_id` was applied, if it was. The engine stores
+/// it bounded ([`assent_domain::stored_result`]: at most 64 KiB, a cut one ending with
+/// the whole text's size and SHA-256), so a retried wake that finds its call already
+/// applied answers with that stored copy, not with the whole text the first call
+/// returned.
 pub async fn applied(
     conn: &mut AnyConnection,
     operation_id: &OperationId,
