@@ -1440,3 +1440,41 @@ async fn a_gateway_killed_while_a_job_runs_never_runs_it_twice() {
     );
     client.cancel().await.expect("the client leaves");
 }
+
+#[tokio::test]
+async fn a_clients_cancellation_ends_an_immediate_call_and_reaches_the_upstream() {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    succeeded(&assent(&s.db, &["agent", "allow", "bot", "append_note"]));
+    let hanging = vec![faulty().display().to_string(), "hang".to_owned()];
+    // The call deadline is long: only the cancellation can end the call soon.
+    let client = gateway(&s.db, &["--call-timeout", "60"], &hanging).await;
+    let Value::Object(args) = json!({"path": note, "text": "one"}) else {
+        unreachable!()
+    };
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("append_note").with_arguments(args),
+    ));
+    let handle = client
+        .peer()
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await
+        .expect("sent");
+    file_becomes(&note, "one\n").await;
+    handle
+        .cancel(Some("the user pressed stop".to_owned()))
+        .await
+        .expect("cancelled");
+    let cancelled = s.dir.path().join("note.txt.cancelled");
+    let started = std::time::Instant::now();
+    while !cancelled.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the upstream never heard of the cancellation"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client.cancel().await.expect("the client leaves");
+}

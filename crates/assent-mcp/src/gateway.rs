@@ -569,10 +569,18 @@ impl ServerHandler for Gateway {
     ) -> Result<CallToolResponse, ErrorData> {
         let span = tracing::info_span!("mcp_call", tool = %request.name);
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let result = self
+        // A client's notifications/cancelled ends the call here: its future (a wake, an
+        // upstream call after the wake's commit) is dropped, and the upstream is told.
+        let call = self
             .call(&request.name, args, Some(&context))
-            .instrument(span)
-            .await?;
+            .instrument(span);
+        let result = tokio::select! {
+            result = call => result?,
+            () = context.ct.cancelled() => {
+                tracing::info!(tool = %request.name, "the client cancelled the call");
+                return Err(ErrorData::internal_error("the client cancelled the call", None));
+            }
+        };
         let (result, broken) = self.keep_promise(&request.name, result).await;
         if broken {
             let _ = context.peer.notify_tool_list_changed().await;

@@ -246,7 +246,15 @@ impl Upstream {
             )
             .await
             .map_err(|error| unsent(error.to_string()))?;
-        match handle.await_response().await {
+        // Dropped before its answer (the client cancelled the call that waits on it):
+        // the server is told, as the client told the gateway.
+        let mut unanswered = CancelOnDrop {
+            peer: handle.peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let answer = handle.await_response().await;
+        unanswered.id = None;
+        match answer {
             Ok(ServerResult::CallToolResult(result)) => Ok(result),
             Ok(ServerResult::EmptyResult(_)) => Ok(CallToolResult::default()),
             Ok(other) => Err(UpstreamError::InDoubt(format!(
@@ -265,6 +273,35 @@ impl Upstream {
                 self.command
             ))),
         }
+    }
+}
+
+/// Tells the server that a call it was sent is cancelled, when the future waiting for
+/// its answer is dropped before the answer came (a client's `notifications/cancelled`
+/// drops the gateway's call).
+struct CancelOnDrop {
+    peer: rmcp::service::Peer<RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let (Some(id), Ok(runtime)) = (self.id.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let peer = self.peer.clone();
+        runtime.spawn(async move {
+            let cancelled = rmcp::model::CancelledNotification::new(
+                rmcp::model::CancelledNotificationParam::new(
+                    Some(id),
+                    Some("cancelled by the client".to_owned()),
+                ),
+            );
+            if let Err(error) = peer.send_notification(cancelled.into()).await {
+                tracing::debug!(%error, "the upstream could not be told of a cancellation");
+            }
+        });
     }
 }
 

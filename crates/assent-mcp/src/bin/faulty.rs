@@ -4,15 +4,16 @@
 //! - `die`: lists `append_note` (as the fixture does) and, when it is called, appends
 //!   the line to the file and exits without answering, as a server that crashes
 //!   after its effect would;
-//! - `hang`: the same, but stays silent instead of exiting (a call that never ends);
+//! - `hang`: the same, but stays silent instead of exiting (a call that never ends); a
+//!   `notifications/cancelled` it receives is noted as a line of `PATH.cancelled`;
 //! - `mute`: never answers anything, not even `initialize`; it exits when its input
 //!   closes.
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CancelledNotificationParam, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use std::io::Write;
@@ -27,7 +28,11 @@ enum Fault {
     Hang,
 }
 
-struct Faulty(Fault);
+struct Faulty {
+    fault: Fault,
+    /// The file of the last call, where a cancellation of it is noted.
+    last_path: std::sync::Mutex<Option<String>>,
+}
 
 impl ServerHandler for Faulty {
     fn get_info(&self) -> ServerConfig {
@@ -52,6 +57,21 @@ impl ServerHandler for Faulty {
         )]))
     }
 
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        let path = self.last_path.lock().ok().and_then(|last| last.clone());
+        if let Some(path) = path {
+            let _ = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(format!("{path}.cancelled"))
+                .and_then(|mut file| writeln!(file, "{}", notification.reason.unwrap_or_default()));
+        }
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -71,7 +91,10 @@ impl ServerHandler for Faulty {
             .append(true)
             .open(arg("path"))
             .and_then(|mut file| writeln!(file, "{}", arg("text")));
-        match self.0 {
+        if let Ok(mut last) = self.last_path.lock() {
+            *last = Some(arg("path"));
+        }
+        match self.fault {
             Fault::Die => std::process::exit(3),
             Fault::Hang => std::future::pending().await,
         }
@@ -92,7 +115,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         other => return Err(format!("unknown mode {other:?}: die, hang or mute").into()),
     };
-    let server = Faulty(fault).serve(rmcp::transport::stdio()).await?;
+    let faulty = Faulty {
+        fault,
+        last_path: std::sync::Mutex::new(None),
+    };
+    let server = faulty.serve(rmcp::transport::stdio()).await?;
     server.waiting().await?;
     Ok(())
 }
