@@ -1478,3 +1478,31 @@ async fn a_clients_cancellation_ends_an_immediate_call_and_reaches_the_upstream(
     }
     client.cancel().await.expect("the client leaves");
 }
+
+#[test]
+fn the_upstreams_stderr_goes_to_the_gateways_log_with_the_servers_name() {
+    let s = setup();
+    let noisy = faulty().display().to_string();
+    let out = assent(
+        &s.db,
+        &[
+            "mcp",
+            "--server",
+            "loud-one",
+            "--agent",
+            "bot",
+            "--start-timeout",
+            "2",
+            "--",
+            &noisy,
+            "noisy",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let forwarded = stderr
+        .lines()
+        .find(|line| line.contains("listening for nobody"))
+        .unwrap_or_else(|| panic!("the server's line is logged: {stderr}"));
+    assert!(forwarded.contains("loud-one"), "{forwarded}");
+}

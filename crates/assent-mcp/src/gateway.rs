@@ -599,7 +599,13 @@ pub async fn run(
     args: &[String],
 ) -> Result<(), McpError> {
     check_host_free(&store, &options.server).await?;
-    let upstream = Arc::new(Upstream::start(command, args, options.deadlines).await?);
+    // Everything the gateway logs, its upstream's stderr included, names the server.
+    let span = tracing::warn_span!("mcp_gateway", server = %options.server);
+    let upstream = Arc::new(
+        Upstream::start(command, args, options.deadlines)
+            .instrument(span.clone())
+            .await?,
+    );
     let gateway = Gateway::open(store, upstream.clone(), options).await?;
     let server = gateway
         .clone()
@@ -618,7 +624,7 @@ pub async fn run(
                 if upstream.is_closed() {
                     // Approved jobs wait while the server is down (they would burn
                     // their attempts); immediate calls fail at once, naming it.
-                    supervisor.revive(&gateway, &upstream).await;
+                    supervisor.revive(&gateway, &upstream).instrument(span.clone()).await;
                     continue;
                 }
                 supervisor.up();

@@ -276,6 +276,23 @@ impl Upstream {
     }
 }
 
+/// Writes each line the server prints on its stderr to the gateway's log (at `warn`,
+/// the default level, so a server's complaints stay as visible as when they went
+/// straight to the terminal), in the caller's span: the gateway's names the server.
+fn forward_stderr(stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncBufReadExt as _;
+    let span = tracing::Span::current();
+    tokio::spawn(
+        async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::warn!(target: "assent_mcp::upstream_stderr", "{}", assent_domain::one_line(&line));
+            }
+        }
+        .instrument(span),
+    );
+}
+
 /// Tells the server that a call it was sent is cancelled, when the future waiting for
 /// its answer is dropped before the answer came (a client's `notifications/cancelled`
 /// drops the gateway's call).
@@ -320,7 +337,13 @@ async fn connect(
     };
     let mut child = tokio::process::Command::new(program);
     child.args(args).kill_on_drop(true);
-    let transport = TokioChildProcess::new(child).map_err(|e| start_error(e.to_string()))?;
+    let (transport, stderr) = TokioChildProcess::builder(child)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| start_error(e.to_string()))?;
+    if let Some(stderr) = stderr {
+        forward_stderr(stderr);
+    }
     let handshake = async {
         let service = UpstreamEvents::default()
             .serve(transport)

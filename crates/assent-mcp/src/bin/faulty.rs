@@ -7,7 +7,8 @@
 //! - `hang`: the same, but stays silent instead of exiting (a call that never ends); a
 //!   `notifications/cancelled` it receives is noted as a line of `PATH.cancelled`;
 //! - `mute`: never answers anything, not even `initialize`; it exits when its input
-//!   closes.
+//!   closes;
+//! - `noisy`: as `mute`, after a line on its stderr.
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelledNotificationParam, ListToolsResult,
@@ -107,13 +108,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fault = match mode.as_str() {
         "die" => Fault::Die,
         "hang" => Fault::Hang,
+        "noisy" => {
+            // Says something on stderr, then never answers, like `mute`.
+            writeln!(std::io::stderr(), "faulty server: listening for nobody")?;
+            let mut input = tokio::io::stdin();
+            tokio::io::copy(&mut input, &mut tokio::io::sink()).await?;
+            return Ok(());
+        }
         "mute" => {
             // Reads (so the client's writes never block) and never answers.
             let mut input = tokio::io::stdin();
             tokio::io::copy(&mut input, &mut tokio::io::sink()).await?;
             return Ok(());
         }
-        other => return Err(format!("unknown mode {other:?}: die, hang or mute").into()),
+        other => return Err(format!("unknown mode {other:?}: die, hang, mute or noisy").into()),
     };
     let faulty = Faulty {
         fault,
