@@ -621,3 +621,91 @@ async fn sync_imports_and_outbox_claims_on_every_backend() {
         imports_are_recorded_and_claims_released(&backend).await;
     }
 }
+
+/// A set named by the start of its id (issue 25): a whole id as it is, 8 or more hex
+/// digits (any case, with the id's dashes or none) when exactly one set that is not
+/// deleted has them; fewer digits or anything but hex and dashes is refused before
+/// any query.
+async fn set_ids_resolve_from_their_prefixes(backend: &TestBackend) {
+    use assent_domain::{ChangeItem, ChangeSet, NewChangeSet, Target};
+    use assent_store::StoreError;
+    let app = TestApp::on(backend).await;
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let ids = [
+        "0000000a-0000-4000-8000-000000000001",
+        "0000000a-0000-4000-8000-100000000002",
+        "0000000b-0000-4000-8000-000000000003",
+    ]
+    .map(|id| Uuid::parse_str(id).unwrap());
+    for id in ids {
+        let set = ChangeSet::new(NewChangeSet {
+            id,
+            agent_id: "agent-1".to_owned(),
+            target: Target::new("files", "laptop"),
+            thread_id: "t".to_owned(),
+            run_key: "r".to_owned(),
+            items: vec![ChangeItem::new("write_file", json!({}), "Write")],
+            created_at: NOW,
+        })
+        .unwrap();
+        change_sets::insert(&mut conn, &set, NOW).await.unwrap();
+    }
+    sqlx::query("UPDATE change_sets SET deleted_at = $1 WHERE id = $2")
+        .bind("2026-03-02T09:00:00Z")
+        .bind(ids[2].to_string())
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+
+    let unknown = Uuid::new_v4();
+    for (text, expected) in [
+        (ids[0].to_string(), ids[0]),
+        (format!(" {} ", ids[1].simple()), ids[1]),
+        (unknown.to_string(), unknown),
+        ("0000000a-0000-4000-8000-1".to_owned(), ids[1]),
+        ("0000000A0000400080000".to_owned(), ids[0]),
+    ] {
+        let resolved = change_sets::resolve_id(&mut conn, &text).await;
+        assert_eq!(resolved.unwrap(), expected, "{text:?} on {backend:?}");
+    }
+    for prefix in ["0000000a", "0000000A-", "0000000a-0000-4000-8000-"] {
+        match change_sets::resolve_id(&mut conn, prefix).await {
+            Err(StoreError::AmbiguousChangeSetId { matches: 2, .. }) => {}
+            other => panic!("{prefix:?} on {backend:?}: {other:?}"),
+        }
+    }
+    for prefix in ["0000000b", "0000000c", "ffffffff-ffff"] {
+        match change_sets::resolve_id(&mut conn, prefix).await {
+            Err(error @ StoreError::NoChangeSetWithPrefix(_)) => {
+                assert!(error.to_string().starts_with("no change set"), "{error}");
+            }
+            other => panic!("{prefix:?} on {backend:?}: {other:?}"),
+        }
+    }
+    for text in [
+        "0000000",
+        "0000000a%",
+        "0000000a_",
+        "000-0000a",
+        "0000000g",
+        "' OR 1=1 --",
+        "",
+    ] {
+        match change_sets::resolve_id(&mut conn, text).await {
+            Err(error @ StoreError::InvalidChangeSetId { .. }) => {
+                assert!(
+                    error.to_string().starts_with("invalid change set id"),
+                    "{error}"
+                );
+            }
+            other => panic!("{text:?} on {backend:?}: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn set_ids_resolve_from_their_prefixes_on_every_backend() {
+    for backend in backends() {
+        set_ids_resolve_from_their_prefixes(&backend).await;
+    }
+}

@@ -11,6 +11,7 @@ mod delegation;
 mod executor;
 mod ledger;
 mod outbox;
+mod outcome;
 mod properties;
 mod stored_results;
 mod sync;

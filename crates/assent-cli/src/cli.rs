@@ -381,7 +381,7 @@ impl PendingArgs {
 /// `assent show SET [IDX]`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The change set's id.
+    /// The change set's id, or its first 8 or more hex digits.
     pub set: String,
     /// Only this item.
     pub index: Option<usize>,
@@ -390,7 +390,7 @@ pub struct ShowArgs {
 /// `assent confirm`.
 #[derive(Debug, Args)]
 pub struct ConfirmArgs {
-    /// The change set's id.
+    /// The change set's id, or its first 8 or more hex digits.
     pub set: String,
     /// The item's index.
     #[arg(required_unless_present = "all", conflicts_with = "all")]
@@ -403,7 +403,7 @@ pub struct ConfirmArgs {
 /// One item of one set.
 #[derive(Debug, Args)]
 pub struct ItemArgs {
-    /// The change set's id.
+    /// The change set's id, or its first 8 or more hex digits.
     pub set: String,
     /// The item's index.
     pub index: usize,
@@ -434,7 +434,7 @@ pub struct EditArgs {
 /// `assent dismiss`.
 #[derive(Debug, Args)]
 pub struct DismissArgs {
-    /// The change set's id.
+    /// The change set's id, or its first 8 or more hex digits.
     pub set: String,
     /// Why; the agent sees it in its next wake.
     #[arg(long)]

@@ -38,7 +38,7 @@ pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
 /// read every argument before deciding. `--json` gives the set as the API's
 /// `GET /api/change-sets/{id}` does, or the one item as `pending --json` lists it.
 pub async fn show(ctx: &Ctx, args: ShowArgs) -> Result<Output, CliError> {
-    let id = set_id(&args.set)?;
+    let id = set_id(ctx, &args.set).await?;
     let mut conn = ctx.connection().await?;
     let set = change_sets::load(&mut conn, id)
         .await?
@@ -62,15 +62,20 @@ pub async fn show(ctx: &Ctx, args: ShowArgs) -> Result<Output, CliError> {
     }
 }
 
-/// A change-set id from the command line.
-fn set_id(text: &str) -> Result<Uuid, CliError> {
-    Uuid::parse_str(text.trim())
-        .map_err(|e| CliError::failed(format!("invalid change set id {text:?}: {e}")))
+/// The change set a command line names: its whole id, or the first 8 or more hex
+/// digits of exactly one set's id (an ambiguous prefix is a usage error, exit 2).
+async fn set_id(ctx: &Ctx, text: &str) -> Result<Uuid, CliError> {
+    // A whole id needs no connection.
+    if let Ok(id) = Uuid::parse_str(text.trim()) {
+        return Ok(id);
+    }
+    let mut conn = ctx.connection().await?;
+    Ok(change_sets::resolve_id(&mut conn, text).await?)
 }
 
 /// `assent confirm`.
 pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
-    let set = set_id(&args.set)?;
+    let set = set_id(ctx, &args.set).await?;
     let service = ctx.engine.confirmations();
     match args.index {
         Some(index) if !args.all => {
@@ -102,7 +107,7 @@ pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
 
 /// `assent reject`.
 pub async fn reject(ctx: &Ctx, args: RejectArgs) -> Result<Output, CliError> {
-    let set = set_id(&args.item.set)?;
+    let set = set_id(ctx, &args.item.set).await?;
     let decision = ctx
         .engine
         .confirmations()
@@ -113,7 +118,7 @@ pub async fn reject(ctx: &Ctx, args: RejectArgs) -> Result<Output, CliError> {
 
 /// `assent edit`.
 pub async fn edit(ctx: &Ctx, args: EditArgs) -> Result<Output, CliError> {
-    let set = set_id(&args.item.set)?;
+    let set = set_id(ctx, &args.item.set).await?;
     let new_args: Value = serde_json::from_str(&args.args)
         .map_err(|e| CliError::failed(format!("--args is not valid JSON: {e}")))?;
     if !new_args.is_object() {
@@ -131,7 +136,7 @@ pub async fn edit(ctx: &Ctx, args: EditArgs) -> Result<Output, CliError> {
 
 /// `assent defer`.
 pub async fn defer(ctx: &Ctx, args: ItemArgs) -> Result<Output, CliError> {
-    let set = set_id(&args.set)?;
+    let set = set_id(ctx, &args.set).await?;
     let decision = ctx
         .engine
         .confirmations()
@@ -142,7 +147,7 @@ pub async fn defer(ctx: &Ctx, args: ItemArgs) -> Result<Output, CliError> {
 
 /// `assent dismiss`.
 pub async fn dismiss(ctx: &Ctx, args: DismissArgs) -> Result<Output, CliError> {
-    let set = set_id(&args.set)?;
+    let set = set_id(ctx, &args.set).await?;
     let decisions = ctx
         .engine
         .confirmations()

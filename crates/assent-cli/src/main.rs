@@ -100,7 +100,10 @@ impl From<ConfirmError> for CliError {
 
 impl From<StoreError> for CliError {
     fn from(error: StoreError) -> Self {
-        Self::Failed(error.into())
+        match error {
+            StoreError::AmbiguousChangeSetId { .. } => Self::Usage(error.to_string()),
+            other => Self::Failed(other.into()),
+        }
     }
 }
 

@@ -3,7 +3,8 @@
 //! processes over one database, on every backend of the conformance suite; `peer`:
 //! `assent sync --peer` against a real `assent serve` server in the test process;
 //! `contract`: no `--json` output loses a field of the previous release; `review`:
-//! `pending` and `show` hide no argument.
+//! `pending` and `show` hide no argument; `set_prefixes`: a set named by the start of
+//! its id.
 
 #[path = "cli/agent_rules.rs"]
 mod agent_rules;
@@ -17,6 +18,8 @@ mod jobs;
 mod peer;
 #[path = "cli/review.rs"]
 mod review;
+#[path = "cli/set_prefixes.rs"]
+mod set_prefixes;
 #[path = "cli/webhooks.rs"]
 mod webhooks;
 

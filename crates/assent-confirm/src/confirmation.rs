@@ -89,7 +89,7 @@ fn clean_reason(reason: Option<String>) -> Result<Option<String>, ConfirmError> 
 /// A person's decisions on change sets.
 #[derive(Clone)]
 pub struct ConfirmationService {
-    engine: Engine,
+    pub(crate) engine: Engine,
     /// Set when the decisions answer a sub-agent's question: each decision is then
     /// linked to the asking agent path in the same transaction.
     attribution: Option<Attribution>,

@@ -5,7 +5,9 @@
 //!   change set, all in one write transaction.
 //! - [`ConfirmationService`]: a person's decisions — confirm (exactly once, through the
 //!   policy-enforcing executor, re-validated against the current state), edit and
-//!   confirm, reject with a reason, defer, confirm all, dismiss, expire.
+//!   confirm, reject with a reason, defer, confirm all, dismiss, expire; and what
+//!   became of a set ([`ConfirmationService::outcome`], [`SetOutcome`]), awaited by
+//!   the agent with [`ConfirmationService::wait_outcome`], woken by the change feed.
 //! - [`render_history`]: decisions rendered as the `## Recent User Decisions` section
 //!   of the agent's next prompt.
 //!
@@ -33,6 +35,7 @@ mod error;
 mod executor;
 mod host;
 mod ledger;
+mod outcome;
 mod scheduler;
 mod simple;
 mod strategy;
@@ -58,6 +61,7 @@ pub use host::{
     Reconciliation,
 };
 pub use ledger::{HAPPENED_BY_PERSON, JobRun, JobSettings, Resolution};
+pub use outcome::{DecisionOutcome, ItemOutcome, OUTCOME_POLL_INTERVAL, RunOutcome, SetOutcome};
 pub use scheduler::{
     CallResult, DEFAULT_EXECUTION_TIMEOUT, MAX_PROMPTS_PER_CALL, ScheduledCall, ScheduledWake,
     Scheduler, Session,

@@ -10,7 +10,7 @@ use crate::auth::Principal;
 use crate::events::ServerEvent;
 use crate::{AppState, ServerError};
 use assent_domain::{ChangeDecision, ChangeSet, LEGACY_TARGET_KIND, OffsetDateTime, Target, Uuid};
-use assent_store::{AnyConnection, change_sets, decisions};
+use assent_store::{AnyConnection, StoreError, change_sets, decisions};
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Extension, Query, State};
@@ -38,9 +38,29 @@ pub(crate) fn created(value: impl serde::Serialize) -> ApiResult {
     Ok((StatusCode::CREATED, Json(value)).into_response())
 }
 
+/// A change set's whole id.
 pub(crate) fn parse_set_id(text: &str) -> Result<Uuid, ServerError> {
     Uuid::parse_str(text.trim())
         .map_err(|e| ServerError::BadRequest(format!("invalid change set id {text:?}: {e}")))
+}
+
+/// The change set a path names: its whole id, or the first 8 or more hex digits of
+/// exactly one set's id (404 when none has them, 400 when several do).
+pub(crate) async fn resolve_set_id(state: &AppState, text: &str) -> Result<Uuid, ServerError> {
+    // A whole id needs no connection.
+    if let Ok(id) = Uuid::parse_str(text.trim()) {
+        return Ok(id);
+    }
+    let mut conn = state.connection().await?;
+    change_sets::resolve_id(&mut conn, text)
+        .await
+        .map_err(|error| match error {
+            StoreError::NoChangeSetWithPrefix(_) => ServerError::NotFound(error.to_string()),
+            StoreError::InvalidChangeSetId { .. } | StoreError::AmbiguousChangeSetId { .. } => {
+                ServerError::BadRequest(error.to_string())
+            }
+            other => ServerError::Store(other),
+        })
 }
 
 pub(crate) fn parse_index(text: &str) -> Result<usize, ServerError> {

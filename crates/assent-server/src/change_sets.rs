@@ -3,7 +3,7 @@
 
 use crate::api::{
     ApiResult, Body, Params, TargetParams, load_with_decisions, now, ok, parse_index, parse_set_id,
-    publish_update,
+    publish_update, resolve_set_id,
 };
 use crate::auth::Principal;
 use crate::shapes::{SetView, confirm_all_json, confirmed_json};
@@ -80,7 +80,12 @@ pub(crate) async fn show_change_set(
     id: Result<Path<String>, PathRejection>,
 ) -> ApiResult {
     let Path(id) = id?;
-    let id = parse_set_id(&id)?;
+    // An agent names its sets by their whole ids: a prefix would tell it whether other
+    // agents' sets begin so.
+    let id = match caller.confined_to() {
+        Some(_) => parse_set_id(&id)?,
+        None => resolve_set_id(&state, &id).await?,
+    };
     let mut conn = state.connection().await?;
     let (set, decided) = load_with_decisions(&mut conn, id).await?;
     // Another agent's set is not this agent's business, not even that it exists.
@@ -97,14 +102,15 @@ pub(crate) async fn show_change_set(
 
 type ItemPath = Result<Path<(String, String)>, PathRejection>;
 
-fn item_path(path: ItemPath) -> Result<(Uuid, usize), ServerError> {
+async fn item_path(state: &AppState, path: ItemPath) -> Result<(Uuid, usize), ServerError> {
     let Path((set, index)) = path?;
-    Ok((parse_set_id(&set)?, parse_index(&index)?))
+    let set = resolve_set_id(state, &set).await?;
+    Ok((set, parse_index(&index)?))
 }
 
 /// `POST /api/change-sets/{id}/items/{index}/confirm`.
 pub(crate) async fn confirm_item(State(state): State<AppState>, path: ItemPath) -> ApiResult {
-    let (set, index) = item_path(path)?;
+    let (set, index) = item_path(&state, path).await?;
     let outcome = state
         .engine
         .confirmations()
@@ -126,7 +132,7 @@ pub(crate) async fn reject_item(
     path: ItemPath,
     body: Body<ReasonBody>,
 ) -> ApiResult {
-    let (set, index) = item_path(path)?;
+    let (set, index) = item_path(&state, path).await?;
     let Json(body) = body?;
     let decision = state
         .engine
@@ -149,7 +155,7 @@ pub(crate) async fn edit_item(
     path: ItemPath,
     body: Body<EditBody>,
 ) -> ApiResult {
-    let (set, index) = item_path(path)?;
+    let (set, index) = item_path(&state, path).await?;
     let Json(body) = body?;
     if !body.args.is_object() {
         return Err(ServerError::BadRequest(
@@ -167,7 +173,7 @@ pub(crate) async fn edit_item(
 
 /// `POST /api/change-sets/{id}/items/{index}/defer`.
 pub(crate) async fn defer_item(State(state): State<AppState>, path: ItemPath) -> ApiResult {
-    let (set, index) = item_path(path)?;
+    let (set, index) = item_path(&state, path).await?;
     let decision = state
         .engine
         .confirmations()
@@ -183,7 +189,7 @@ pub(crate) async fn confirm_all(
     id: Result<Path<String>, PathRejection>,
 ) -> ApiResult {
     let Path(id) = id?;
-    let set = parse_set_id(&id)?;
+    let set = resolve_set_id(&state, &id).await?;
     let result = state.engine.confirmations().confirm_all(set, now()).await?;
     publish_update(&state, set);
     ok(confirm_all_json(&result))
@@ -196,7 +202,7 @@ pub(crate) async fn dismiss(
     body: Body<ReasonBody>,
 ) -> ApiResult {
     let Path(id) = id?;
-    let set = parse_set_id(&id)?;
+    let set = resolve_set_id(&state, &id).await?;
     let Json(body) = body?;
     let decisions = state
         .engine

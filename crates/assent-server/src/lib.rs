@@ -29,6 +29,7 @@ mod error;
 mod events;
 mod feed;
 mod jobs;
+mod outcome;
 mod page;
 pub mod shapes;
 mod sync;
@@ -209,6 +210,7 @@ impl Server {
             .route("/tools", get(tools::list))
             .route("/change-sets", get(change_sets::list_change_sets))
             .route("/change-sets/{id}", get(change_sets::show_change_set))
+            .route("/change-sets/{id}/outcome", get(outcome::show_outcome))
             .route("/decisions", get(decisions::list_decisions))
             .route("/history", get(decisions::history))
             .merge(host_routes(Role::Agent));

@@ -236,6 +236,67 @@ pub async fn load(conn: &mut AnyConnection, id: Uuid) -> Result<Option<ChangeSet
     decode_set(&row, items).map(Some)
 }
 
+/// The fewest hex digits a prefix of a set's id must give.
+pub const MIN_PREFIX_DIGITS: usize = 8;
+
+/// The id `text` names: a whole id (as [`Uuid::parse_str`] reads it, with no query), or
+/// the first [`MIN_PREFIX_DIGITS`] or more hex digits of exactly one set's id (not
+/// deleted), in any case, with or without its dashes. Anything else is
+/// [`StoreError::InvalidChangeSetId`]; a prefix no set has is
+/// [`StoreError::NoChangeSetWithPrefix`], one several sets share
+/// [`StoreError::AmbiguousChangeSetId`].
+pub async fn resolve_id(conn: &mut AnyConnection, text: &str) -> Result<Uuid, StoreError> {
+    let trimmed = text.trim();
+    if let Ok(id) = Uuid::parse_str(trimmed) {
+        return Ok(id);
+    }
+    let prefix = id_prefix(trimmed).ok_or_else(|| StoreError::InvalidChangeSetId {
+        text: text.to_owned(),
+        reason: format!("expected a UUID, or its first {MIN_PREFIX_DIGITS} or more hex digits"),
+    })?;
+    // `prefix` is hex digits and dashes only: nothing in it is special to LIKE.
+    let (first, matches): (Option<String>, i64) = sqlx::query_as(
+        "SELECT MIN(id), COUNT(*) FROM change_sets WHERE id LIKE $1 AND deleted_at IS NULL",
+    )
+    .bind(format!("{prefix}%"))
+    .fetch_one(conn)
+    .await?;
+    match (first, matches) {
+        (Some(id), 1) => Uuid::parse_str(&id).map_err(|e| StoreError::corrupt(TABLE, e)),
+        (_, 0) | (None, _) => Err(StoreError::NoChangeSetWithPrefix(prefix)),
+        (_, matches) => Err(StoreError::AmbiguousChangeSetId { prefix, matches }),
+    }
+}
+
+/// `text` as the start of a set id's text (lowercase, dashes where the id has them),
+/// when it is [`MIN_PREFIX_DIGITS`] or more hex digits, with no dashes or with each of
+/// its dashes where an id's text has one.
+fn id_prefix(text: &str) -> Option<String> {
+    const DASHES: [usize; 4] = [8, 13, 18, 23];
+    let text = text.to_ascii_lowercase();
+    let bare = text.bytes().all(|b| b.is_ascii_hexdigit());
+    let shaped = text.len() <= 36
+        && text.bytes().enumerate().all(|(i, b)| {
+            if DASHES.contains(&i) {
+                b == b'-'
+            } else {
+                b.is_ascii_hexdigit()
+            }
+        });
+    let digits: String = text.chars().filter(|c| *c != '-').collect();
+    if !(bare || shaped) || digits.len() < MIN_PREFIX_DIGITS || digits.len() > 32 {
+        return None;
+    }
+    let mut prefix = String::with_capacity(36);
+    for (i, digit) in digits.chars().enumerate() {
+        if matches!(i, 8 | 12 | 16 | 20) {
+            prefix.push('-');
+        }
+        prefix.push(digit);
+    }
+    Some(prefix)
+}
+
 /// Like [`load`], but a missing set is an error.
 pub async fn require(conn: &mut AnyConnection, id: Uuid) -> Result<ChangeSet, StoreError> {
     load(conn, id)
@@ -346,4 +407,36 @@ pub async fn with_status(
     .fetch_all(&mut *conn)
     .await?;
     with_items(conn, &rows).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::id_prefix;
+
+    #[test]
+    fn prefixes_are_hex_digits_with_the_ids_dashes() {
+        let cases = [
+            ("0123ABCD", Some("0123abcd")),
+            ("0123abcd-", Some("0123abcd")),
+            ("0123abcd-ef", Some("0123abcd-ef")),
+            ("0123abcdef01", Some("0123abcd-ef01")),
+            ("0123abcdef012", Some("0123abcd-ef01-2")),
+            (
+                "0123abcd-ef01-2345-6789-abcdef01234",
+                Some("0123abcd-ef01-2345-6789-abcdef01234"),
+            ),
+            ("0123abc", None),
+            ("0123abc-", None),
+            ("0123-abcd", None),
+            ("0123abcd_", None),
+            ("0123abcd%", None),
+            ("0123abcg", None),
+            ("", None),
+            ("0123abcd-ef01-2345-6789-abcdef0123456", None),
+            ("0123abcdef0123456789abcdef01234567", None),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(id_prefix(text).as_deref(), expected, "{text:?}");
+        }
+    }
 }

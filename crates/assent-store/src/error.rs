@@ -44,6 +44,25 @@ pub enum StoreError {
     /// No change set has this id.
     #[error("no change set {0}")]
     ChangeSetNotFound(Uuid),
+    /// Text that is neither a change set's id nor 8 or more of its first hex digits.
+    #[error("invalid change set id {text:?}: {reason}")]
+    InvalidChangeSetId {
+        /// The text given.
+        text: String,
+        /// Why it names no set.
+        reason: String,
+    },
+    /// No change set's id starts with this prefix.
+    #[error("no change set has an id starting with {0}")]
+    NoChangeSetWithPrefix(String),
+    /// More than one change set's id starts with this prefix.
+    #[error("{matches} change sets have ids starting with {prefix}: give more of the id")]
+    AmbiguousChangeSetId {
+        /// The prefix, as matched.
+        prefix: String,
+        /// How many sets it matches.
+        matches: i64,
+    },
     /// A sync batch cannot be merged; nothing was written.
     #[error(transparent)]
     Sync(#[from] assent_sync::SyncError),

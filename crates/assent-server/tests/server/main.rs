@@ -2,8 +2,10 @@
 //! server on a random port over a real SQLite file (`api`), sub-agents asking the
 //! server's session over the confirmation bus (`delegated`), the review page in
 //! headless Chromium through WebDriver (`browser`), device sync over HTTP (`sync`), long
-//! arguments whole in every item view and `taskId` in the audit trail (`review`), and
-//! webhook subscriptions with a real receiver (`webhooks`).
+//! arguments whole in every item view and `taskId` in the audit trail (`review`),
+//! webhook subscriptions with a real receiver (`webhooks`), and the agent's long poll
+//! for a set's outcome (`outcome`); a set named by the start of its id
+//! (`set_prefixes`).
 
 mod agent_rules;
 mod api;
@@ -14,8 +16,10 @@ mod grants;
 mod hosts;
 mod jobs;
 mod limits;
+mod outcome;
 mod review;
 mod roles;
+mod set_prefixes;
 mod support;
 mod sync;
 mod webhooks;

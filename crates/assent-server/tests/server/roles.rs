@@ -122,12 +122,14 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         (Method::GET, "/api/decisions?agentId=other".to_owned()),
         (Method::GET, "/api/history?agentId=other".to_owned()),
         (Method::GET, "/api/tools?agentId=other".to_owned()),
+        (Method::GET, format!("/api/change-sets/{other_set}/outcome")),
     ];
     let allowed: Vec<(Method, String)> = vec![
         (Method::GET, "/api/session".to_owned()),
         (Method::POST, "/api/wakes".to_owned()),
         (Method::GET, "/api/change-sets".to_owned()),
         (Method::GET, format!("/api/change-sets/{own_set}")),
+        (Method::GET, format!("/api/change-sets/{own_set}/outcome")),
         (Method::GET, "/api/decisions".to_owned()),
         (Method::GET, "/api/history".to_owned()),
         (Method::GET, "/api/tools".to_owned()),
