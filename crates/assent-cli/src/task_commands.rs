@@ -27,6 +27,15 @@ pub async fn agent_create(ctx: &Ctx, args: AgentCreateArgs) -> Result<Output, Cl
     })
 }
 
+/// A server-side refusal of the input (a blank tool) is a usage error on the command
+/// line (exit 2); every other error keeps its own exit code.
+fn usage_on_bad_input(error: ServerError) -> CliError {
+    match error {
+        ServerError::BadRequest(message) => CliError::Usage(message),
+        other => CliError::from(other),
+    }
+}
+
 /// `assent agent allow|ask|deny AGENT TOOL`: sets the agent's rule for TOOL. An unknown
 /// agent is exit 1 (as for `assent tools`), a blank tool exit 2.
 pub async fn agent_rule(
@@ -36,10 +45,7 @@ pub async fn agent_rule(
 ) -> Result<Output, CliError> {
     let (agent, changed) = set_agent_rule(ctx.store(), &args.agent, &args.tool, action, ctx.now)
         .await
-        .map_err(|error| match error {
-            ServerError::BadRequest(message) => CliError::Usage(message),
-            other => CliError::from(other),
-        })?;
+        .map_err(usage_on_bad_input)?;
     Output::either(ctx.json, &agent, || {
         let note = if changed {
             "from its next wake on"
@@ -62,10 +68,7 @@ pub async fn agent_idempotent(ctx: &Ctx, args: AgentIdempotentArgs) -> Result<Ou
     let (agent, changed) =
         set_agent_idempotent(ctx.store(), &args.agent, &args.tool, !args.off, ctx.now)
             .await
-            .map_err(|error| match error {
-                ServerError::BadRequest(message) => CliError::Usage(message),
-                other => CliError::from(other),
-            })?;
+            .map_err(usage_on_bad_input)?;
     Output::either(ctx.json, &agent, || {
         let said = if args.off {
             "may not run again when in doubt"

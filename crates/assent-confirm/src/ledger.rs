@@ -97,23 +97,6 @@ pub enum Resolution {
 /// The text recorded when a person settles a job as having happened.
 pub const HAPPENED_BY_PERSON: &str = "a person recorded that it happened";
 
-fn audit_record(job: &Job, kind: AuditKind, now: OffsetDateTime) -> AuditRecord {
-    AuditRecord {
-        operation_id: job.operation_id.clone(),
-        run_key: job.run_key.clone(),
-        tool_name: job.tool_name.clone(),
-        agent_id: job.agent_id.clone(),
-        target_kind: job.target.kind.clone(),
-        target_id: job.target.id.clone(),
-        kind,
-        args: job.args.clone(),
-        success: None,
-        detail: None,
-        vector_clock: None,
-        created_at: now,
-    }
-}
-
 /// Audits job `job`'s result (or error) `detail`, bounded by [`stored_result`].
 async fn write_result(
     conn: &mut AnyConnection,
@@ -125,7 +108,7 @@ async fn write_result(
     let record = AuditRecord {
         success: Some(success),
         detail: Some(stored_result(detail).into_owned()),
-        ..audit_record(job, AuditKind::Result, now)
+        ..job.audit_record(AuditKind::Result, now)
     };
     if let Err(error) = StoreAuditSink.record(conn, &record).await {
         tracing::warn!(job = %job.id, %error, "audit write failed; the outcome stands");

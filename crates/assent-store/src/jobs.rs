@@ -13,6 +13,7 @@
 
 use crate::{Backend, StoreError, timefmt};
 use assent_domain::{ChangeDecision, OperationId, Target, Verdict};
+use assent_tools::{AuditKind, AuditRecord};
 use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
@@ -151,6 +152,25 @@ impl Job {
             "attempts": self.attempts,
             "lastError": self.last_error,
         })
+    }
+
+    /// An audit record of `kind` about this job's call, written at `now` (its success
+    /// and detail left for the caller to fill in).
+    pub fn audit_record(&self, kind: AuditKind, now: OffsetDateTime) -> AuditRecord {
+        AuditRecord {
+            operation_id: self.operation_id.clone(),
+            run_key: self.run_key.clone(),
+            tool_name: self.tool_name.clone(),
+            agent_id: self.agent_id.clone(),
+            target_kind: self.target.kind.clone(),
+            target_id: self.target.id.clone(),
+            kind,
+            args: self.args.clone(),
+            success: None,
+            detail: None,
+            vector_clock: None,
+            created_at: now,
+        }
     }
 
     /// How its item's execution stands, as item views show it beside the item's own

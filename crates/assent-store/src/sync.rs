@@ -280,18 +280,9 @@ async fn stop_demoted_job(
         crate::webhooks::enqueue_job_event(conn, &job, job.status, note, now).await?;
     }
     let record = AuditRecord {
-        operation_id: job.operation_id.clone(),
-        run_key: job.run_key.clone(),
-        tool_name: job.tool_name.clone(),
-        agent_id: job.agent_id.clone(),
-        target_kind: job.target.kind.clone(),
-        target_id: job.target.id.clone(),
-        kind: AuditKind::Result,
-        args: job.args.clone(),
         success: Some(false),
         detail: Some(detail),
-        vector_clock: None,
-        created_at: now,
+        ..job.audit_record(AuditKind::Result, now)
     };
     audit::insert_row(conn, &record, None).await?;
     Ok(Some(job))
