@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod external;
+pub mod pypi;
 pub mod receiver;
 
 use assent_changeset::{ToolCall, parse_tool_calls};

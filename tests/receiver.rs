@@ -4,6 +4,7 @@
 //! a virtual environment under `target/webhook-venv`; when that is impossible the
 //! tests say so and skip, except under `CI=true`, where it is a failure.
 
+use crate::pypi::{self, Package};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -18,89 +19,21 @@ fn target_dir() -> PathBuf {
     )
 }
 
-fn imports_standardwebhooks(python: &std::path::Path) -> bool {
-    Command::new(python)
-        .args(["-c", "import standardwebhooks"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn run(command: &mut Command) -> Result<(), String> {
-    let output = command
-        .output()
-        .map_err(|e| format!("cannot run {command:?}: {e}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{command:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
-    }
-}
-
-/// A Python with `standardwebhooks`, installing it on first use.
-fn install() -> Result<PathBuf, String> {
-    let venv = target_dir().join("webhook-venv");
-    let python = venv.join("bin/python");
-    if imports_standardwebhooks(&python) {
-        return Ok(python);
-    }
-    let system = ["python3", "python"]
-        .into_iter()
-        .find(|p| Command::new(p).arg("--version").output().is_ok())
-        .ok_or("no python3 on PATH")?;
-    let venv_made = run(Command::new(system).arg("-m").arg("venv").arg(&venv));
-    let pip = match venv_made {
-        Ok(()) => run(Command::new(&python).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "standardwebhooks",
-        ]))
-        .map(|()| python.clone()),
-        // No venv module (Debian without python3-venv): the user's site-packages.
-        Err(why) => run(Command::new(system).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--user",
-            "--disable-pip-version-check",
-            "standardwebhooks",
-        ]))
-        .map(|()| PathBuf::from(system))
-        .map_err(|e| format!("{why}; then {e}")),
-    }?;
-    if imports_standardwebhooks(&pip) {
-        Ok(pip)
-    } else {
-        Err(format!(
-            "{} still cannot import standardwebhooks",
-            pip.display()
-        ))
-    }
-}
-
 /// The Python to run the receiver with, or `None` (with a note) when the package
 /// cannot be installed outside CI. Under `CI=true` that is a failure.
-#[allow(clippy::print_stderr, reason = "a skipped test must say so")]
 pub fn python() -> Option<PathBuf> {
     static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match PYTHON.get_or_init(install) {
-        Ok(python) => Some(python.clone()),
-        Err(why) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("the webhook tests need the standardwebhooks package under CI=true: {why}")
-        }
-        Err(why) => {
-            eprintln!("webhook receiver tests skipped: {why}");
-            None
-        }
-    }
+    let venv = target_dir().join("webhook-venv");
+    let package = Package {
+        requirement: "standardwebhooks",
+        probe: "import standardwebhooks",
+        venv: &venv,
+    };
+    pypi::required(
+        &PYTHON,
+        || pypi::install(&package),
+        "the webhook receiver tests",
+    )
 }
 
 /// A running receiver; killed when dropped.

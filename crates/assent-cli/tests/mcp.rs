@@ -10,6 +10,7 @@
 use assent_domain::Uuid;
 use assent_mcp::{DEFERRED_NOTE, QUEUED};
 use assent_store::{Store, agents, change_sets};
+use assent_tests::pypi::{self, Package};
 use assent_tools::{AgentPolicy, RuleAction, ToolRule};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::RunningService;
@@ -444,80 +445,23 @@ async fn trusted_hints_run_a_read_at_once_but_not_one_also_marked_destructive() 
     client.cancel().await.expect("the client leaves");
 }
 
-/// Whether `python` imports the `mcp` package, version 2.3 or later.
-fn imports_mcp(python: &Path) -> bool {
-    Command::new(python)
-        .args([
-            "-c",
-            "import importlib.metadata as m, mcp.client.stdio\n\
-             v = tuple(int(x) for x in m.version('mcp').split('.')[:2])\n\
-             raise SystemExit(v < (2, 3))",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn run(command: &mut Command) -> Result<(), String> {
-    let output = command
-        .output()
-        .map_err(|e| format!("cannot run {command:?}: {e}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{command:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
-    }
-}
-
-/// A Python with the official `mcp` package, installed on first use into
-/// `target/mcp-venv`.
-fn install_mcp() -> Result<PathBuf, String> {
-    let venv = target_dir()
-        .parent()
-        .ok_or("no target directory")?
-        .join("mcp-venv");
-    let python = venv.join("bin/python");
-    if imports_mcp(&python) {
-        return Ok(python);
-    }
-    let system = ["python3", "python"]
-        .into_iter()
-        .find(|p| Command::new(p).arg("--version").output().is_ok())
-        .ok_or("no python3 on PATH")?;
-    run(Command::new(system).arg("-m").arg("venv").arg(&venv))?;
-    run(Command::new(&python).args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "mcp>=2.3",
-    ]))?;
-    if imports_mcp(&python) {
-        Ok(python)
-    } else {
-        Err(format!("{} still cannot import mcp 2.3", python.display()))
-    }
-}
-
-/// The Python to run `mcp_client.py` with, or `None` (with a note) when the package
+/// The Python to run `mcp_client.py` with (the official `mcp` package, 2.3 or later,
+/// installed on first use into `target/mcp-venv`), or `None` (with a note) when it
 /// cannot be installed outside CI. Under `CI=true` that is a failure.
 fn official_python() -> Option<PathBuf> {
     static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match PYTHON.get_or_init(install_mcp) {
-        Ok(python) => Some(python.clone()),
-        Err(why) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("the gateway's Python client tests need the mcp package under CI=true: {why}")
-        }
-        Err(why) => {
-            eprintln!("skipped: cannot install the mcp package from PyPI: {why}");
-            None
-        }
-    }
+    let venv = target_dir().parent().map(|target| target.join("mcp-venv"));
+    let install = || {
+        let venv = venv.ok_or("no target directory")?;
+        pypi::install(&Package {
+            requirement: "mcp>=2.3",
+            probe: "import importlib.metadata as m, mcp.client.stdio\n\
+                    v = tuple(int(x) for x in m.version('mcp').split('.')[:2])\n\
+                    raise SystemExit(v < (2, 3))",
+            venv: &venv,
+        })
+    };
+    pypi::required(&PYTHON, install, "the gateway's Python client tests")
 }
 
 /// Runs the official Python client (`mcp_client.py`) against the gateway

@@ -189,15 +189,10 @@ async fn unknown_agents_bad_actions_and_other_roles_are_refused() {
     assert_eq!(status, 400, "a blank tool: {body}");
 
     for role in ["agent", "reviewer"] {
-        let (status, made) = server
-            .post(
-                "/api/tokens",
-                json!({"role": role, "agentId": (role == "agent").then_some("triage")}),
-            )
+        let secret = server
+            .token(role, (role == "agent").then_some("triage"))
             .await;
-        assert_eq!(status, 201, "{made}");
-        let secret = made["secret"].as_str().expect("secret");
-        let (status, _, body) = put(&server, secret, path, json!({"action": "allow"})).await;
+        let (status, _, body) = put(&server, &secret, path, json!({"action": "allow"})).await;
         assert_eq!(status, 403, "{role}: {body}");
     }
     let (_, _, unchanged) = put(&server, admin, path, json!({"action": "ask"})).await;

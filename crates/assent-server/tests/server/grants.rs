@@ -18,15 +18,6 @@ fn priority_call(priority: &str) -> Value {
     }}])
 }
 
-/// An agent token for `agent`, made through the admin API.
-async fn agent_token(server: &TestServer, agent: &str) -> String {
-    let (status, body) = server
-        .post("/api/tokens", json!({"role": "agent", "agentId": agent}))
-        .await;
-    assert_eq!(status, 201, "{body}");
-    body["secret"].as_str().expect("secret").to_owned()
-}
-
 /// A task in `work` and agent `id` allowed to change it.
 async fn agent_with_task(server: &TestServer, id: &str) -> String {
     let (status, body) = server
@@ -94,8 +85,8 @@ async fn another_agent_cannot_ride_a_grant_by_naming_the_same_sub_agent_or_the_a
     let first_task = agent_with_task(&server, "a1").await;
     let second_task = agent_with_task(&server, "a2").await;
     let (a1, a2) = (
-        agent_token(&server, "a1").await,
-        agent_token(&server, "a2").await,
+        server.token("agent", Some("a1")).await,
+        server.token("agent", Some("a2")).await,
     );
     let mut buffer = String::new();
     let mut stream = server.events(&mut buffer).await;

@@ -6,26 +6,10 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-async fn token(server: &TestServer, role: &str, agent: Option<&str>) -> String {
-    let (status, body) = server
-        .post("/api/tokens", json!({"role": role, "agentId": agent}))
-        .await;
-    assert_eq!(status, 201, "{body}");
-    body["secret"].as_str().expect("secret").to_owned()
-}
-
 async fn call(server: &TestServer, secret: &str, method: Method, path: &str) -> (u16, Value) {
-    read(
-        server
-            .client
-            .request(method, format!("{}{path}", server.base))
-            .bearer_auth(secret)
-            .json(&json!({"reason": "not now"}))
-            .send()
-            .await
-            .expect("send"),
-    )
-    .await
+    server
+        .send_as(secret, method, path, &json!({"reason": "not now"}))
+        .await
 }
 
 #[tokio::test]
@@ -33,8 +17,8 @@ async fn an_agents_long_poll_returns_within_a_second_of_a_reviewers_decision() {
     let server = TestServer::start().await;
     let task = server.agent_and_task("Outcome").await;
     let set = server.propose(&task).await;
-    let agent = token(&server, "agent", Some("triage")).await;
-    let reviewer = token(&server, "reviewer", None).await;
+    let agent = server.token("agent", Some("triage")).await;
+    let reviewer = server.token("reviewer", None).await;
     let outcome = format!("/api/change-sets/{set}/outcome");
 
     // Without `wait`, at once.

@@ -1,19 +1,9 @@
 //! Tokens with roles: an agent's token walks every route of the API and decides
 //! nothing; a reviewer decides but does not configure; revoked tokens open nothing.
 
-use crate::support::{TestServer, read};
+use crate::support::TestServer;
 use reqwest::Method;
 use serde_json::{Value, json};
-
-/// Makes a token through the admin API; returns its secret.
-async fn token(server: &TestServer, role: &str, agent: Option<&str>) -> String {
-    let (status, body) = server
-        .post("/api/tokens", json!({"role": role, "agentId": agent}))
-        .await;
-    assert_eq!(status, 201, "{body}");
-    assert_eq!(body["role"], role);
-    body["secret"].as_str().expect("secret").to_owned()
-}
 
 async fn call(server: &TestServer, secret: &str, method: Method, path: &str) -> (u16, Value) {
     let body = json!({
@@ -21,17 +11,7 @@ async fn call(server: &TestServer, secret: &str, method: Method, path: &str) -> 
         "args": {}, "categories": ["work"], "id": "a", "role": "admin",
         "outcome": {"kind": "proceedOnce"},
     });
-    read(
-        server
-            .client
-            .request(method, format!("{}{path}", server.base))
-            .bearer_auth(secret)
-            .json(&body)
-            .send()
-            .await
-            .expect("send"),
-    )
-    .await
+    server.send_as(secret, method, path, &body).await
 }
 
 /// Every route path registered in the server's router, from its source: the test
@@ -76,7 +56,7 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         .await;
     assert_eq!(status, 200, "{other}");
     let other_set = other["changeSetId"].as_str().expect("set").to_owned();
-    let agent = token(&server, "agent", Some("triage")).await;
+    let agent = server.token("agent", Some("triage")).await;
 
     let item = |action: &str| format!("/api/change-sets/{own_set}/items/0/{action}");
     let forbidden: Vec<(Method, String)> = vec![
@@ -203,7 +183,7 @@ async fn a_reviewer_decides_but_does_not_configure_and_revoked_tokens_open_nothi
     let server = TestServer::start().await;
     let task = server.agent_and_task("Reviewer").await;
     let set = server.propose(&task).await;
-    let reviewer = token(&server, "reviewer", None).await;
+    let reviewer = server.token("reviewer", None).await;
     let (status, body) = call(
         &server,
         &reviewer,

@@ -101,15 +101,12 @@ async fn a_set_is_decided_by_the_first_eight_digits_of_its_id() {
     assert_eq!(status, 200, "{body}");
 
     // An agent's token: the whole id, never a prefix.
-    let (status, token) = server
-        .post("/api/tokens", json!({"role": "agent", "agentId": "triage"}))
-        .await;
-    assert_eq!(status, 201, "{token}");
+    let token = server.token("agent", Some("triage")).await;
     let as_agent = |path: String| {
         server
             .client
             .request(Method::GET, format!("{}{path}", server.base))
-            .bearer_auth(token["secret"].as_str().expect("secret"))
+            .bearer_auth(&token)
             .send()
     };
     let (status, _) = read(

@@ -103,6 +103,37 @@ impl TestServer {
             .bearer_auth(TOKEN)
     }
 
+    /// A token of `role` (for `agent`, a token of agent `agent`) made through the admin
+    /// API; returns its secret.
+    pub async fn token(&self, role: &str, agent: Option<&str>) -> String {
+        let (status, body) = self
+            .post("/api/tokens", json!({"role": role, "agentId": agent}))
+            .await;
+        assert_eq!(status, 201, "{body}");
+        assert_eq!(body["role"], role);
+        body["secret"].as_str().expect("secret").to_owned()
+    }
+
+    /// `METHOD path` with the token `secret` and a JSON `body`: status and JSON body.
+    pub async fn send_as(
+        &self,
+        secret: &str,
+        method: Method,
+        path: &str,
+        body: &Value,
+    ) -> (u16, Value) {
+        read(
+            self.client
+                .request(method, format!("{}{path}", self.base))
+                .bearer_auth(secret)
+                .json(body)
+                .send()
+                .await
+                .expect("send"),
+        )
+        .await
+    }
+
     /// `GET path` with the token: status and JSON body.
     pub async fn get(&self, path: &str) -> (u16, Value) {
         read(self.request(Method::GET, path).send().await.expect("send")).await
