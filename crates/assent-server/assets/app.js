@@ -13,6 +13,11 @@
   ];
   const OPEN = new Set(["pending", "deferred"]);
   const OPEN_SET = new Set(["pending", "partiallyResolved"]);
+  // Decided for good (assent_domain::ChangeItemStatus::is_decided); pending and
+  // deferred items are still open.
+  const DECIDED = new Set(["confirmed", "rejected", "retracted"]);
+  // An item's status in people's words; its class keeps the wire name.
+  const ITEM_WORDS = { pending: "waiting", confirmed: "confirmed", rejected: "rejected", deferred: "put off", retracted: "withdrawn" };
 
   let token = sessionStorage.getItem(TOKEN_KEY);
   let stream = null;
@@ -221,15 +226,46 @@
 
   // ---- rendering --------------------------------------------------------------------
 
-  function text(value) {
-    if (value === null || value === undefined) return "none";
-    return typeof value === "string" ? value : JSON.stringify(value);
+  // A set's status in people's words: how many of its items are decided.
+  function setWords(set) {
+    const n = set.items.length;
+    const decided = set.items.filter((i) => DECIDED.has(i.status)).length;
+    const putOff = set.items.filter((i) => i.status === "deferred").length;
+    const count = decided + " of " + n + " decided" + (putOff ? ", " + putOff + " put off" : "");
+    switch (set.status) {
+      case "pending": return "waiting for you: " + count;
+      case "partiallyResolved": return count;
+      case "resolved": return "all decided";
+      case "expired": return "expired";
+      default: return set.status;
+    }
   }
 
-  // The value a change would set: the only argument, or all of them.
-  function after(args) {
-    const keys = Object.keys(args || {});
-    return keys.length === 1 ? text(args[keys[0]]) : text(args);
+  // A value with nothing inside it: text, a number, a boolean or nothing at all.
+  function plain(value) {
+    return value === null || value === undefined || typeof value !== "object";
+  }
+
+  function plainText(value) {
+    if (value === null || value === undefined) return "none";
+    return typeof value === "string" ? value : String(value);
+  }
+
+  // A value as people read it, by its type, as nodes for el(): text as text, numbers
+  // and booleans as written, a list of plain values as one comma-separated line (a list
+  // of anything else as a list), an object as `key: value` lines, nested ones indented.
+  // Never as JSON. `cut` fits each piece of text to its place (see `shortened`).
+  function shown(value, cut) {
+    if (plain(value)) return [cut(plainText(value))];
+    if (Array.isArray(value)) {
+      if (value.length === 0) return ["(empty list)"];
+      if (value.every(plain)) return [cut(value.map(plainText).join(", "))];
+      return [el("ul", { class: "value-list" }, ...value.map((v) => el("li", {}, ...shown(v, cut))))];
+    }
+    const entries = Object.entries(value);
+    if (entries.length === 0) return ["(nothing)"];
+    return [el("span", { class: "value-object" }, ...entries.map(([key, v]) =>
+      el("span", { class: "value-line" }, cut(key) + ": ", ...shown(v, cut))))];
   }
 
   // How many characters of a summary or a value a row shows; the rest is one click away.
@@ -326,8 +362,8 @@
     const node = el("article", { class: "card", id: "change-set-" + set.id, "data-set-id": set.id, "aria-label": "Change set for " + name },
       el("h3", { class: "task-title" }, name),
       el("p", { class: "task-state" }, taskLine(task)),
-      el("p", { class: "suggests" },
-        `Agent ${set.agentId} suggests ${n} change${n === 1 ? "" : "s"}` + (open < n ? ` (${open} open, set ${set.status})` : "")),
+      el("p", { class: "suggests" }, `Agent ${set.agentId} suggests ${n} change${n === 1 ? "" : "s"}`),
+      el("p", { class: "set-status " + set.status }, setWords(set)),
     );
     if (open > 0) {
       node.append(el("div", { class: "set-actions" },
@@ -356,16 +392,18 @@
     const known = item.before !== undefined && item.before !== null;
     const { short, full } = shortened(key, () => [["Summary", item.humanSummary], ...args,
       ...(known ? [["Before", item.before]] : [])]);
+    // The value a change would set: its only argument, or all of them.
+    const after = args.length === 1 ? args[0][1] : item.args;
     const changes = args.length <= 1
-      ? [el("span", { class: "change" }, short(known ? text(item.before) : "—") + " → " + short(after(item.args)))]
-      : [known ? el("span", { class: "change" }, "Before: " + short(text(item.before))) : null,
-        ...args.map(([name, value]) => el("span", { class: "change arg" }, short(name) + ": " + short(text(value))))];
+      ? [el("span", { class: "change" }, ...(known ? shown(item.before, short) : ["—"]), " → ", ...shown(after, short))]
+      : [known ? el("span", { class: "change" }, "Before: ", ...shown(item.before, short)) : null,
+        ...args.map(([name, value]) => el("span", { class: "change arg" }, short(name) + ": ", ...shown(value, short)))];
     const li = el("li", { class: "item " + item.status, "data-index": item.index },
       el("span", { class: "text" },
         el("span", { class: "summary" }, short(item.humanSummary)),
         ...changes,
         item.reason ? el("span", { class: "change reason-text" }, "Reason: " + item.reason) : null),
-      el("span", { class: "badge " + item.status }, item.status),
+      el("span", { class: "badge " + item.status }, ITEM_WORDS[item.status] || item.status),
     );
     const whole = full();
     if (whole) li.append(whole);
@@ -491,12 +529,9 @@
     const call = request.toolCall || {};
     const args = argPairs(call.args);
     const { short, full } = shortened(key, () => [["Summary", request.summary], ...args]);
-    const json = JSON.stringify(call.args) || "";
-    // Short arguments as the call's JSON; long ones one per line, each cut to fit.
-    const shownArgs = json.length <= SHOWN_CHARS
-      ? el("code", { class: "args" }, json)
-      : el("code", { class: "args" }, ...args.flatMap(([name, value], i) =>
-        [i > 0 ? "\n" : null, short(name) + ": " + short(text(value))]));
+    // One argument a line, each value by its type and cut to fit.
+    const shownArgs = el("span", { class: "args" }, ...args.map(([name, value]) =>
+      el("span", { class: "value-line" }, short(name) + ": ", ...shown(value, short))));
     const li = el("li", { class: "request", "data-correlation-id": id },
       el("span", { class: "agent-path" }, request.agentPath),
       el("span", { class: "summary" }, short(request.summary)),

@@ -10,6 +10,7 @@ use crate::auth::Principal;
 use crate::events::ServerEvent;
 use crate::{AppState, ServerError};
 use assent_domain::{ChangeDecision, ChangeSet, LEGACY_TARGET_KIND, OffsetDateTime, Target, Uuid};
+use assent_store::tokens::Role;
 use assent_store::{AnyConnection, StoreError, change_sets, decisions};
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -138,9 +139,24 @@ impl TargetParams {
     }
 }
 
-/// `GET /api/events`: server-sent events.
-pub(crate) async fn events(State(state): State<AppState>) -> Response {
-    state.events.response().into_response()
+/// `GET /api/events`: server-sent events. A reviewer or an admin hears every event; an
+/// agent token only what concerns its own agent's sets (see
+/// [`crate::events::EventBus::agent_stream`]).
+pub(crate) async fn events(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+) -> ApiResult {
+    match (caller.role, caller.agent_id) {
+        (Role::Reviewer | Role::Admin, _) => Ok(state.events.response().into_response()),
+        (Role::Agent, Some(agent_id)) => Ok(state
+            .events
+            .agent_response(state.engine.store().clone(), agent_id)
+            .into_response()),
+        // Every agent token names its agent; one that does not hears nothing.
+        (Role::Agent, None) => Err(ServerError::Forbidden(
+            "this agent token names no agent".to_owned(),
+        )),
+    }
 }
 
 /// Any other `/api` path.

@@ -213,6 +213,8 @@ impl Server {
             .route("/change-sets/{id}/outcome", get(outcome::show_outcome))
             .route("/decisions", get(decisions::list_decisions))
             .route("/history", get(decisions::history))
+            // An agent hears of its own agent's sets only.
+            .route("/events", get(api::events))
             .merge(host_routes(Role::Agent));
         let reviewer_routes = Router::new()
             .merge(host_routes(Role::Reviewer))
@@ -242,7 +244,6 @@ impl Server {
             .route("/jobs/{id}/retry", post(jobs::retry))
             .route("/jobs/{id}/retract", post(jobs::retract))
             .route("/audit", get(decisions::audit_trail))
-            .route("/events", get(api::events))
             .route("/confirmations", get(delegation::list))
             .route("/confirmations/{id}", post(delegation::answer))
             .route_layer(middleware::from_fn(auth::require_reviewer));

@@ -2,7 +2,9 @@
 //! log in, see the pending items, confirm one, reject one with a reason, see both
 //! resolved and the task changed, and an agent's markup shown as text, never run; a
 //! sub-agent's request in the "Sub-agents are asking" panel, allowed once from there;
-//! long arguments of an item and of a request shown by both ends, then opened whole.
+//! long arguments of an item and of a request shown by both ends, then opened whole;
+//! values shown by their type (an object as `key: value` lines, never JSON) and a set's
+//! status in people's words ("1 of 2 decided").
 //!
 //! Chromium and chromedriver come from Debian (`cargo xtask ci` installs them when
 //! missing). Without them the test says so and passes, except under `CI=true`, where
@@ -254,6 +256,10 @@ async fn a_reviewer_confirms_and_rejects_in_the_browser() {
         text_of(&client, &format!("{card} .suggests")).await,
         "Agent triage suggests 2 changes"
     );
+    assert_eq!(
+        text_of(&client, &format!("{card} .set-status")).await,
+        "waiting for you: 0 of 2 decided"
+    );
 
     // The agent's markup is text wherever it appears: the card title and the list.
     let xss_card = format!("[data-set-id=\"{xss_set}\"]");
@@ -285,6 +291,11 @@ async fn a_reviewer_confirms_and_rejects_in_the_browser() {
     )
     .await;
     find(&client, &format!("{card} li[data-index=\"0\"].confirmed")).await;
+    find(&client, &format!("{card} .set-status.partiallyResolved")).await;
+    assert_eq!(
+        text_of(&client, &format!("{card} .set-status")).await,
+        "1 of 2 decided"
+    );
 
     // ✗ on the checklist item, with a reason typed and submitted from the keyboard.
     click(
@@ -310,6 +321,11 @@ async fn a_reviewer_confirms_and_rejects_in_the_browser() {
     assert_eq!(
         texts_of(&client, &format!("{card} li.item .badge")).await,
         ["confirmed", "rejected"]
+    );
+    find(&client, &format!("{card} .set-status.resolved")).await;
+    assert_eq!(
+        text_of(&client, &format!("{card} .set-status")).await,
+        "all decided"
     );
     wait_until(
         &client,
@@ -449,7 +465,7 @@ async fn a_sub_agents_request_is_shown_as_text_and_allowed_once_from_the_page() 
     );
     assert_eq!(
         text_of(&client, &format!("{request} .args")).await,
-        json!({"title": XSS_TITLE}).to_string()
+        format!("title: {XSS_TITLE}")
     );
     let images = client
         .find_all(Locator::Css("#asking img"))
@@ -584,6 +600,80 @@ async fn a_sub_agents_long_request_shows_both_ends_and_opens_whole() {
     click(&client, &format!("{request} button.allow-once")).await;
     let (status, body) = wake.await.expect("the wake task does not panic");
     assert_eq!(status, 200, "{body}");
+    client.close().await.expect("close the browser");
+    server.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn values_show_by_their_type_and_never_as_json() {
+    use crate::review::{files_server, propose_write};
+    if !browser_available() {
+        return;
+    }
+    let server = files_server().await;
+    let args = json!({
+        "path": "/tmp/notes.txt",
+        "content": "hello",
+        "options": {"mode": 420, "backup": true, "owner": {"name": "u", "groups": ["staff", "wheel"]}},
+    });
+    let set = propose_write(&server, &args).await;
+    let (_driver, client) = start_driver().await;
+    client.goto(&server.base).await.expect("open the page");
+    find(&client, "#token")
+        .await
+        .send_keys(&format!("{TOKEN}\u{E007}"))
+        .await
+        .expect("log in with Enter");
+    let card = format!("[data-set-id=\"{set}\"]");
+    let item = format!("{card} li[data-index=\"0\"]");
+    find(&client, &format!("{item} .change.arg")).await;
+    assert_eq!(
+        text_of(&client, &format!("{card} .set-status")).await,
+        "waiting for you: 0 of 1 decided"
+    );
+    assert_eq!(text_of(&client, &format!("{item} .badge")).await, "waiting");
+
+    // Each argument on its line; the object as `key: value` lines, the nested object
+    // indented under its key, a list of text as one line.
+    let lines = texts_of(&client, &format!("{item} .change.arg")).await;
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0], "content: hello");
+    assert_eq!(lines[2], "path: /tmp/notes.txt");
+    let mut options: Vec<&str> = lines[1].lines().map(str::trim).collect();
+    assert_eq!(options.first(), Some(&"options:"), "{lines:?}");
+    options.sort_unstable();
+    assert_eq!(
+        options,
+        [
+            "backup: true",
+            "groups: staff, wheel",
+            "mode: 420",
+            "name: u",
+            "options:",
+            "owner:"
+        ],
+        "{lines:?}"
+    );
+    find(&client, &format!("{item} .value-object .value-object")).await;
+    let shown = text_of(&client, "#sets").await;
+    assert!(
+        !shown.contains('{') && !shown.contains('"'),
+        "no JSON reaches the person: {shown}"
+    );
+
+    let (status, body) = server
+        .post(&format!("/api/change-sets/{set}/items/0/defer"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    find(&client, &format!("{item}.deferred")).await;
+    assert_eq!(text_of(&client, &format!("{item} .badge")).await, "put off");
+    assert_eq!(
+        text_of(&client, &format!("{card} .set-status")).await,
+        "waiting for you: 0 of 1 decided, 1 put off"
+    );
+    let png = client.screenshot().await.expect("screenshot");
+    std::fs::write(screenshot_path("review-typed-values.png"), png).expect("write screenshot");
+
     client.close().await.expect("close the browser");
     server.stop().await.expect("clean stop");
 }

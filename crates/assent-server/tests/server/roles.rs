@@ -1,9 +1,11 @@
 //! Tokens with roles: an agent's token walks every route of the API and decides
-//! nothing; a reviewer decides but does not configure; revoked tokens open nothing.
+//! nothing, and its event stream tells it of its own agent's sets only; a reviewer
+//! decides but does not configure; revoked tokens open nothing.
 
-use crate::support::TestServer;
+use crate::support::{TestServer, next_event};
 use reqwest::Method;
 use serde_json::{Value, json};
+use std::time::Duration;
 
 async fn call(server: &TestServer, secret: &str, method: Method, path: &str) -> (u16, Value) {
     let body = json!({
@@ -78,7 +80,6 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         (Method::POST, "/api/jobs/any/resolve".to_owned()),
         (Method::POST, "/api/jobs/any/retry".to_owned()),
         (Method::POST, "/api/jobs/any/retract".to_owned()),
-        (Method::GET, "/api/events".to_owned()),
         (Method::GET, "/api/confirmations".to_owned()),
         (Method::POST, "/api/confirmations/some-id".to_owned()),
         (Method::POST, "/api/sync".to_owned()),
@@ -113,6 +114,8 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         (Method::GET, "/api/decisions".to_owned()),
         (Method::GET, "/api/history".to_owned()),
         (Method::GET, "/api/tools".to_owned()),
+        // A stream of its own agent's sets only (see the test below).
+        (Method::GET, "/api/events".to_owned()),
     ];
     let walked: Vec<&str> = forbidden
         .iter()
@@ -142,6 +145,19 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         assert_eq!(status, 403, "{method} {path}: {body}");
     }
     for (method, path) in &allowed {
+        if path == "/api/events" {
+            // A stream does not end: its status is all there is to read here.
+            let status = server
+                .client
+                .get(format!("{}{path}", server.base))
+                .bearer_auth(&agent)
+                .send()
+                .await
+                .expect("subscribe")
+                .status();
+            assert_eq!(status, 200, "{method} {path}");
+            continue;
+        }
         let (status, body) = call(&server, &agent, method.clone(), path).await;
         assert!(
             status != 403 && status != 401,
@@ -211,5 +227,163 @@ async fn a_reviewer_decides_but_does_not_configure_and_revoked_tokens_open_nothi
 
     let (status, body) = server.post("/api/tokens", json!({"role": "agent"})).await;
     assert_eq!(status, 400, "an agent token needs its agent: {body}");
+    server.stop().await.expect("clean stop");
+}
+
+/// A wake of agent `other` on `task`; returns its set's id.
+async fn other_agents_set(server: &TestServer, task: &str) -> String {
+    let (status, body) = server
+        .post(
+            "/api/wakes",
+            json!({"agentId": "other", "taskId": task, "toolCalls": [
+                {"id": "c", "type": "function", "function": {"name": "update_task_priority", "arguments": "{\"priority\":\"P3\"}"}}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body["changeSetId"].as_str().expect("set").to_owned()
+}
+
+/// Every event (name and data) `stream` carries until `enough` says so, and then for
+/// `linger` more, so that whatever should not come has had its chance to.
+async fn hear(
+    stream: &mut reqwest::Response,
+    buffer: &mut String,
+    enough: impl Fn(&[(String, Value)]) -> bool,
+    linger: Duration,
+) -> Vec<(String, Value)> {
+    let mut heard = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut until = None;
+    loop {
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let Some(name) = block.lines().find_map(|l| l.strip_prefix("event:")) else {
+                continue; // a keep-alive comment
+            };
+            let data: String = block
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            heard.push((
+                name.trim().to_owned(),
+                serde_json::from_str(&data).expect("JSON data"),
+            ));
+        }
+        if until.is_none() && enough(&heard) {
+            until = Some(tokio::time::Instant::now() + linger);
+        }
+        match tokio::time::timeout_at(until.unwrap_or(deadline), stream.chunk()).await {
+            Ok(chunk) => {
+                let chunk = chunk
+                    .expect("read the stream")
+                    .expect("the stream stays open");
+                buffer.push_str(std::str::from_utf8(&chunk).expect("utf-8"));
+            }
+            Err(_) if until.is_some() => return heard,
+            Err(_) => panic!("the expected events did not come; heard {heard:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_agent_token_hears_of_its_own_agents_sets_only() {
+    let server = TestServer::start_delegating().await;
+    let task = server.agent_and_task("Events").await;
+    let (status, _) = server
+        .post(
+            "/api/agents",
+            json!({"id": "other", "categories": ["work"]}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    // Sets made before the stream opens: their agent is read when they are written.
+    let own_old = server.propose(&task).await;
+    let other_old = other_agents_set(&server, &task).await;
+
+    let agent = server.token("agent", Some("triage")).await;
+    let mut stream = server
+        .client
+        .get(format!("{}/api/events", server.base))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .expect("subscribe");
+    assert_eq!(stream.status(), 200);
+    let mut buffer = String::new();
+    next_event(&mut stream, &mut buffer, "ready").await;
+    let mut reviewer_buffer = String::new();
+    let mut reviewer = server.events(&mut reviewer_buffer).await;
+
+    let decide = async |set: &str, index: usize, verb: &str| {
+        let (status, body) = server
+            .post(
+                &format!("/api/change-sets/{set}/items/{index}/{verb}"),
+                json!({"reason": "not now"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{verb} {set}/{index}: {body}");
+    };
+    decide(&other_old, 0, "confirm").await;
+    decide(&own_old, 0, "confirm").await;
+    // Sets made while it listens: their agent is in the creation event.
+    let other_new = other_agents_set(&server, &task).await;
+    let later = server.agent_and_task("Events, later").await;
+    let own_new = server.propose(&later).await;
+    decide(&other_new, 0, "reject").await;
+    decide(&own_new, 0, "reject").await;
+
+    // A sub-agent of its own agent asks the server's session: a reviewer hears the
+    // request and its answer; the agent's token hears neither.
+    let calls = json!([{"id": "call_1", "type": "function", "function": {
+        "name": "add_checklist_item", "arguments": "{\"title\":\"Asked\"}",
+    }}]);
+    let wake = server.spawn_delegated_wake("researcher", &task, calls);
+    let asked = next_event(&mut reviewer, &mut reviewer_buffer, "confirmationRequested").await;
+    let id = asked["request"]["correlationId"]
+        .as_str()
+        .expect("correlation id")
+        .to_owned();
+    let (status, answered) = server
+        .post(
+            &format!("/api/confirmations/{id}"),
+            json!({"outcome": {"kind": "proceedOnce"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answered}");
+    let (status, body) = wake.await.expect("the wake task does not panic");
+    assert_eq!(status, 200, "{body}");
+    next_event(&mut reviewer, &mut reviewer_buffer, "confirmationResolved").await;
+
+    let is = |name: &str, set: &str| {
+        let (name, set) = (name.to_owned(), set.to_owned());
+        move |(heard, data): &(String, Value)| *heard == name && data["changeSet"]["id"] == set
+    };
+    let heard = hear(
+        &mut stream,
+        &mut buffer,
+        |heard| {
+            heard.iter().any(is("changeSetUpdated", &own_old))
+                && heard.iter().any(is("changeSetCreated", &own_new))
+                && heard.iter().any(is("changeSetUpdated", &own_new))
+        },
+        // Writes reach the change feed's follower within a second; it announces them again.
+        Duration::from_millis(1_500),
+    )
+    .await;
+    for (name, data) in &heard {
+        assert!(
+            name == "changeSetCreated" || name == "changeSetUpdated",
+            "an agent hears of sets only: {name} {data}"
+        );
+        let set = data["changeSet"]["id"].as_str().expect("a set's id");
+        assert!(
+            set != other_old && set != other_new,
+            "another agent's set reached the agent: {name} {data}"
+        );
+        let (_, shown) = server.get(&format!("/api/change-sets/{set}")).await;
+        assert_eq!(shown["agentId"], "triage", "{name} {data}");
+    }
     server.stop().await.expect("clean stop");
 }
