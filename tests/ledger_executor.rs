@@ -1,16 +1,37 @@
 //! An executor process for the execution ledger's crash tests: it runs the jobs of the
-//! example HTTP host (`tests/external.rs`) until it is killed.
+//! example HTTP host (`tests/external.rs`) until it is killed, or, with `transactional`,
+//! the worker of the book host (`tests/book.rs`), whose handler runs in the claim's
+//! transaction.
 //!
 //! `ledger-executor DATABASE_URL RECEIVER_URL IDEMPOTENT(0|1) RECONCILES(0|1) LEASE_MS`
+//! `ledger-executor transactional DATABASE_URL STARTED_LOG PAUSE_MS`
 
 use assent_confirm::JobSettings;
 use assent_store::Store;
+use assent_tests::book;
 use assent_tests::external::{self, HttpHost};
 use time::{Duration, OffsetDateTime};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [mode, url, started_log, pause_ms] = args.as_slice()
+        && mode == "transactional"
+    {
+        let pause_ms: u64 = pause_ms.parse().map_err(|e| format!("PAUSE_MS: {e}"))?;
+        let store = Store::open(url).await.map_err(|e| e.to_string())?;
+        let host = book::host(
+            std::time::Duration::from_millis(pause_ms),
+            Some(started_log.into()),
+        );
+        let engine = book::engine(store, host, JobSettings::default()).await;
+        return engine
+            .worker()
+            .poll_interval(std::time::Duration::from_millis(5))
+            .run(std::future::pending())
+            .await
+            .map_err(|e| e.to_string());
+    }
     let [url, receiver, idempotent, reconciles, lease_ms] = args.as_slice() else {
         return Err(
             "usage: ledger-executor DATABASE_URL RECEIVER_URL IDEMPOTENT RECONCILES LEASE_MS"

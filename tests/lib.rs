@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod book;
 pub mod external;
 pub mod pypi;
 pub mod receiver;

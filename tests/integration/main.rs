@@ -8,6 +8,7 @@ mod concurrency;
 mod confirmation;
 mod conformance;
 mod delegation;
+mod elsewhere;
 mod executor;
 mod ledger;
 mod outbox;

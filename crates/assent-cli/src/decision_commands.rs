@@ -9,7 +9,7 @@ use crate::context::{Ctx, Output};
 use crate::render;
 use assent_confirm::{ConfirmError, DEFAULT_EXPIRY_TTL, ItemResult};
 use assent_server::shapes::{SetView, confirm_all_json, confirmed_json};
-use assent_store::{change_sets, decisions, jobs};
+use assent_store::{change_sets, decisions, host_tools, jobs};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -54,12 +54,36 @@ pub async fn show(ctx: &Ctx, args: ShowArgs) -> Result<Output, CliError> {
     }
     let decided = decisions::for_change_set(&mut conn, id).await?;
     let ran = jobs::for_change_set(&mut conn, id).await?;
+    let mut tools = Vec::with_capacity(set.items.len());
+    for (index, item) in set.items.iter().enumerate() {
+        tools.push(served_tool(&mut conn, id, index, &item.tool_name).await?);
+    }
     let mut view = SetView::of(&set).with_reasons(&decided).with_jobs(&ran);
-    let text = || render::show(&set, args.index, &ran, &decided);
+    let text = || render::show(&set, args.index, &ran, &decided, &tools);
     match args.index {
         Some(index) => Output::either(ctx.json, &view.items.swap_remove(index), text),
         None => Output::either(ctx.json, &view, text),
     }
+}
+
+/// Which host serves item `index` and what it stored about the item's tool.
+async fn served_tool(
+    conn: &mut assent_store::AnyConnection,
+    set: Uuid,
+    index: usize,
+    tool: &str,
+) -> Result<render::ServedTool, CliError> {
+    let Some(host) = jobs::served_item(conn, set, index)
+        .await?
+        .and_then(|s| s.host)
+    else {
+        return Ok(render::ServedTool::Unrecorded);
+    };
+    Ok(match host_tools::get(conn, &host, tool).await? {
+        Some(stored) => render::ServedTool::Stored(Box::new(stored)),
+        None if host_tools::registered(conn, &host).await? => render::ServedTool::Unlisted(host),
+        None => render::ServedTool::NeverRegistered(host),
+    })
 }
 
 /// The change set a command line names: its whole id, or the first 8 or more hex

@@ -8,6 +8,7 @@ use assent_domain::{
 };
 use assent_journal::TaskSnapshot;
 use assent_store::delegation::Grant;
+use assent_store::host_tools::HostTool;
 use assent_store::jobs::{Job, JobStatus};
 use assent_store::outbox::OutboxMessage;
 use assent_tools::AuditRecord;
@@ -311,6 +312,7 @@ pub fn show(
     only: Option<usize>,
     jobs: &[Job],
     decisions: &[ChangeDecision],
+    tools: &[ServedTool],
 ) -> String {
     let mut text = set_header(set);
     for (index, item) in set.items.iter().enumerate() {
@@ -326,6 +328,12 @@ pub fn show(
             "    summary  {}\n",
             one_line(&visible(&item.human_summary))
         ));
+        if let Some(tool) = tools.get(index) {
+            text.push_str(&tool.line());
+            if let (Some(_), ServedTool::Stored(stored)) = (only, tool) {
+                text.push_str(&whole("    schema", &stored.input_schema));
+            }
+        }
         // The last word on an item wins, as on the page.
         let last = decisions.iter().rev().find(|d| d.item_index == index);
         if let Some(reason) = last
@@ -352,6 +360,38 @@ pub fn show(
         }
     }
     text
+}
+
+/// What the database knows of an item's tool, for `assent show`.
+#[derive(Debug)]
+pub enum ServedTool {
+    /// The item names no host (written before hosts were recorded, or synced).
+    Unrecorded,
+    /// Its host stored the tool when its engine opened.
+    Stored(Box<HostTool>),
+    /// Its host registered, but not this tool.
+    Unlisted(String),
+    /// Its host never opened an engine on this database.
+    NeverRegistered(String),
+}
+
+impl ServedTool {
+    /// `    host     invoicing: Refund an invoice.`, or what is missing; nothing for
+    /// an item that names no host.
+    fn line(&self) -> String {
+        let said = match self {
+            Self::Unrecorded => return String::new(),
+            Self::Stored(tool) => {
+                let description = tool.definition["description"].as_str().unwrap_or_default();
+                format!("{}: {}", tool.host, description)
+            }
+            Self::Unlisted(host) => format!("{host} (it never listed this tool)"),
+            Self::NeverRegistered(host) => {
+                format!("{host} (never registered in this database: its schema is unknown here)")
+            }
+        };
+        format!("    host     {}\n", one_line(&visible(&said)))
+    }
 }
 
 /// `label (string, N chars)` or `label (JSON)`, then the value whole, one `│` line per
@@ -792,7 +832,7 @@ mod tests {
             serde_json::json!({"content": content, "mode": {"octal": "600"}}),
             "Write File(…)",
         );
-        let text = show(&set, Some(0), &[], &[]);
+        let text = show(&set, Some(0), &[], &[], &[]);
         assert!(
             text.contains("      content (string, 332 chars)\n"),
             "{text}"
@@ -807,6 +847,6 @@ mod tests {
         );
         assert!(text.contains("      mode (JSON)\n"), "{text}");
         assert!(text.contains("        │   \"octal\": \"600\"\n"), "{text}");
-        assert!(show(&set, Some(1), &[], &[]).ends_with("created 1970-01-01 00:00:00Z\n"));
+        assert!(show(&set, Some(1), &[], &[], &[]).ends_with("created 1970-01-01 00:00:00Z\n"));
     }
 }

@@ -19,8 +19,7 @@ use crate::{ConfirmError, Engine};
 use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OperationId, Target, Verdict};
 use assent_store::{AnyConnection, Backend, StoreAuditSink, agents, change_sets, host_tools, jobs};
 use assent_tools::{
-    AgentPolicy, ExecutionTarget, Redundancy, ToolInvocation, ToolMode, ToolRegistry, ToolSpec,
-    ToolsError,
+    AgentPolicy, ExecutionTarget, ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
 };
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
@@ -263,9 +262,9 @@ impl ConfirmationService {
         let tx = conn;
         set.check_verdict(index, Verdict::Confirmed)?;
         let item = set.items[index].clone();
-        if let Some(external) = jobs::external_item(tx, set.id, index).await? {
+        if let Some(queued) = self.queued_elsewhere(tx, set.id, index).await? {
             return self
-                .confirm_external(tx, set, index, edited_args, external, now)
+                .confirm_queued(tx, set, index, edited_args, queued, now)
                 .await;
         }
         let spec = engine
@@ -281,20 +280,8 @@ impl ConfirmationService {
             .await?
             .unwrap_or_else(AgentPolicy::default);
         let target = set.target();
-        let snapshot = match engine.host.snapshot(tx, &target).await {
-            Ok(snapshot) => snapshot,
-            Err(error) => {
-                tracing::warn!(%error, "snapshot failed to load; confirming without the redundancy re-check");
-                None
-            }
-        };
-        let redundancy = snapshot.as_ref().map_or(Redundancy::Keep, |state| {
-            state.redundancy(&spec.name, &args)
-        });
-        let already_true = match redundancy {
-            Redundancy::AlreadyTrue(detail) => Some(detail),
-            Redundancy::Keep | Redundancy::InventedId(_) => None,
-        };
+        let already_true =
+            crate::host::already_true(engine.host.as_ref(), tx, &target, &spec.name, &args).await;
         let invocation = ToolInvocation {
             tool_name: spec.name.clone(),
             operation_id: OperationId::for_proposal(
@@ -377,10 +364,36 @@ impl ConfirmationService {
             })
     }
 
-    /// Checks a person's edit of an external item: against this process's registry
-    /// when it knows the tool, otherwise against the input schema its host recorded in
-    /// the database (`host_tools`), so that an MCP gateway's item is edited, and an
-    /// edit outside the tool's schema refused, from any process.
+    /// Whether item `index` is confirmed into the execution ledger rather than applied
+    /// here: its effect lies outside the database, or its host is not this engine's
+    /// (a transactional item of another service, confirmed from the CLI, the page or
+    /// any process without that service's code). `None`: the handler runs here, in
+    /// the confirming transaction (an item of this engine's host, or one whose host
+    /// was never recorded: written before release 0.2, or synced).
+    async fn queued_elsewhere(
+        &self,
+        conn: &mut AnyConnection,
+        change_set_id: Uuid,
+        index: usize,
+    ) -> Result<Option<jobs::ExternalItem>, ConfirmError> {
+        let Some(served) = jobs::served_item(conn, change_set_id, index).await? else {
+            return Ok(None);
+        };
+        Ok(match (served.host, served.external) {
+            (Some(host), Some(idempotent)) => Some(jobs::ExternalItem { host, idempotent }),
+            (Some(host), None) if host != self.engine.host.name() => Some(jobs::ExternalItem {
+                host,
+                idempotent: false,
+            }),
+            _ => None,
+        })
+    }
+
+    /// Checks a person's edit of a queued item: against this process's registry when
+    /// the item's host is this engine's, otherwise against the input schema its host
+    /// recorded in the database (`host_tools`), so that another service's or an MCP
+    /// gateway's item is edited, and an edit outside the tool's schema refused, from
+    /// any process.
     async fn validate_external_edit(
         &self,
         conn: &mut AnyConnection,
@@ -388,11 +401,23 @@ impl ConfirmationService {
         tool_name: &str,
         args: &Value,
     ) -> Result<(), ConfirmError> {
-        if self.engine.registry.get(tool_name).is_some() {
+        if host == self.engine.host.name() && self.engine.registry.get(tool_name).is_some() {
             return self.validate_edit(tool_name, args);
         }
         let Some(tool) = host_tools::get(conn, host, tool_name).await? else {
-            return Err(ConfirmError::UnknownTool(tool_name.to_owned()));
+            let why = if host_tools::registered(conn, host).await? {
+                format!("host {host:?} has recorded no tool of that name in this database")
+            } else {
+                format!(
+                    "host {host:?} has never registered its tools in this database (its engine has not opened here)"
+                )
+            };
+            return Err(ConfirmError::InvalidArgs {
+                tool: tool_name.to_owned(),
+                problems: format!(
+                    "{why}, so an edit cannot be checked; confirm it as proposed or reject it"
+                ),
+            });
         };
         let mut registry = ToolRegistry::new();
         let spec = ToolSpec::new(tool_name, "", ToolMode::Deferred, tool.input_schema);
@@ -413,11 +438,11 @@ impl ConfirmationService {
             })
     }
 
-    /// Confirms external item `index` (see [`crate::Effect::External`]) in `conn`'s
-    /// transaction: the decision and its execution job, committed together by the
-    /// caller; nothing runs here, so neither the host's handler nor its resolver is
-    /// needed.
-    async fn confirm_external(
+    /// Confirms queued item `index` (an external one, see [`crate::Effect::External`],
+    /// or one of another host) in `conn`'s transaction: the decision and its execution
+    /// job, committed together by the caller; nothing runs here, so neither the host's
+    /// handler nor its resolver is needed. The host's worker runs the job.
+    async fn confirm_queued(
         &self,
         conn: &mut AnyConnection,
         set: &mut ChangeSet,
@@ -439,7 +464,7 @@ impl ConfirmationService {
             edited_args,
         };
         let mut decisions = self.record(conn, set, &[index], verdicts, now).await?;
-        tracing::info!(index, %job_id, "external item approved; its job is queued");
+        tracing::info!(index, %job_id, host = %external.host, "item approved; its job is queued for its host");
         Ok(Ok(ConfirmOutcome {
             decision: decisions.remove(0),
             execution: ExecutionOutcome::Queued {

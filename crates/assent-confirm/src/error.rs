@@ -95,6 +95,9 @@ pub enum ConfirmError {
     /// No grant with this id.
     #[error("no grant {0}")]
     GrantNotFound(Uuid),
+    /// A worker's settings were refused (the webhook sender's, say).
+    #[error("invalid worker settings: {0}")]
+    InvalidWorker(String),
 }
 
 impl ConfirmError {

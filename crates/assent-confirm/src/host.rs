@@ -12,7 +12,7 @@
 use assent_domain::{OperationId, Target};
 use assent_store::sync::HostEntities;
 use assent_store::{AnyConnection, HostMigration};
-use assent_tools::{BoxFuture, CategoryResolver, Stateless, TargetState, ToolHandler};
+use assent_tools::{BoxFuture, CategoryResolver, Redundancy, Stateless, TargetState, ToolHandler};
 use serde_json::Value;
 use time::OffsetDateTime;
 
@@ -166,9 +166,40 @@ pub trait Host: Send + Sync {
         Effect::Transactional
     }
 
+    /// Whether [`crate::Engine::open`] writes this host's tools (its registry) to the
+    /// database, where any process reads them to show the host's items and check
+    /// edits of them. A host that records its own catalog, pinning definitions it
+    /// does not trust (the MCP gateway), answers false. Default: true.
+    fn records_catalog_on_open(&self) -> bool {
+        true
+    }
+
     /// The handler of an external tool (see [`Effect::External`]), if the host has one.
     fn external(&self, tool_name: &str) -> Option<&dyn ExternalHandler> {
         let _ = tool_name;
         None
+    }
+}
+
+/// The re-check before a confirmed call runs: `Some(detail)` when `host` finds the
+/// change already true on `target` now (nothing is to run). A snapshot that fails to
+/// load suppresses nothing.
+pub(crate) async fn already_true(
+    host: &dyn Host,
+    conn: &mut AnyConnection,
+    target: &Target,
+    tool_name: &str,
+    args: &Value,
+) -> Option<String> {
+    let snapshot = match host.snapshot(conn, target).await {
+        Ok(snapshot) => snapshot,
+        Err(error) => {
+            tracing::warn!(%error, "snapshot failed to load; running without the redundancy re-check");
+            None
+        }
+    };
+    match snapshot?.redundancy(tool_name, args) {
+        Redundancy::AlreadyTrue(detail) => Some(detail),
+        Redundancy::Keep | Redundancy::InventedId(_) => None,
     }
 }

@@ -22,15 +22,13 @@
 //! moves it there also queues the `item.failed` or `item.inDoubt` webhook
 //! ([`webhooks::enqueue_job_event`]).
 
-use crate::executor::{AuditedExecutor, CatchUnwind, ExecutionRequest};
-use crate::host::{ExternalCall, ExternalError, Reconciliation};
+use crate::executor::{AuditedExecutor, CatchUnwind, ExecutionOutcome, ExecutionRequest};
+use crate::host::{Effect, ExternalCall, ExternalError, Reconciliation};
 use crate::{ConfirmError, Engine};
 use assent_domain::stored_result;
 use assent_store::jobs::{self, Job, JobStatus};
 use assent_store::{AnyConnection, StoreAuditSink, agents, operations, webhooks};
-use assent_tools::{
-    AgentPolicy, AuditKind, AuditRecord, AuditSink, ExecutionTarget, ToolInvocation,
-};
+use assent_tools::{AgentPolicy, AuditKind, AuditRecord, AuditSink};
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
@@ -313,6 +311,10 @@ impl Engine {
             run.failed += 1;
             return Ok(Claim::Settled);
         };
+        if self.host.effect(&job.tool_name) == Effect::Transactional {
+            self.apply_claimed(tx, &job, spec, now, run).await?;
+            return Ok(Claim::Settled);
+        }
         let policy = agents::policy(&mut tx, &job.agent_id)
             .await?
             .unwrap_or_else(AgentPolicy::default);
@@ -320,17 +322,7 @@ impl Engine {
             policy: &policy,
             spec,
             handler: None,
-            invocation: ToolInvocation {
-                tool_name: job.tool_name.clone(),
-                operation_id: job.operation_id.clone(),
-                args: job.args.clone(),
-                run_key: job.run_key.clone(),
-                target: ExecutionTarget {
-                    agent_id: job.agent_id.clone(),
-                    target: job.target.clone(),
-                },
-                now,
-            },
+            invocation: job.invocation(now),
             confirmed_by_person: true,
             already_true: None,
             now,
@@ -359,6 +351,84 @@ impl Engine {
             .await;
         tx.commit().await?;
         Ok(Claim::Ready(Box::new(job)))
+    }
+
+    /// Runs claimed job `job` of a transactional tool (an item of this host confirmed
+    /// in another process) in its claim's transaction `tx`, under its target's lock:
+    /// the re-check against the target's state, the policy, the handler (in a
+    /// savepoint), the applied operation, the audit records and the job's `applied`
+    /// commit together, or none of them does. A crash or an error before the commit
+    /// leaves the job approved for the next run: exactly once with no idempotency
+    /// key. A denial or a failing handler fails the job (its writes rolled back, the
+    /// failure audited, `item.failed` queued); a person may retry it.
+    #[tracing::instrument(skip_all, fields(job = %job.id, tool = %job.tool_name, operation_id = %job.operation_id, attempt = job.attempts))]
+    async fn apply_claimed(
+        &self,
+        mut tx: sqlx::Transaction<'static, sqlx::Any>,
+        job: &Job,
+        spec: &assent_tools::ToolSpec,
+        now: OffsetDateTime,
+        run: &mut JobRun,
+    ) -> Result<(), ConfirmError> {
+        assent_store::Store::lock_target(&mut tx, &job.target).await?;
+        let policy = agents::policy(&mut tx, &job.agent_id)
+            .await?
+            .unwrap_or_else(AgentPolicy::default);
+        let already_true = crate::host::already_true(
+            self.host.as_ref(),
+            &mut tx,
+            &job.target,
+            &job.tool_name,
+            &job.args,
+        )
+        .await;
+        let executor = AuditedExecutor::new(self.host.resolver(), &StoreAuditSink);
+        let execution = executor
+            .execute(
+                &mut tx,
+                ExecutionRequest {
+                    policy: &policy,
+                    spec,
+                    handler: self.host.handler(&job.tool_name),
+                    invocation: job.invocation(now),
+                    confirmed_by_person: true,
+                    already_true,
+                    now,
+                },
+            )
+            .await?;
+        let error = match execution {
+            ExecutionOutcome::Applied { message, .. }
+            | ExecutionOutcome::AlreadyApplied { message } => {
+                jobs::record_applied(&mut tx, job.id, job.attempts, &stored_result(&message), now)
+                    .await?;
+                None
+            }
+            ExecutionOutcome::AlreadyTrue { detail } => {
+                let message = format!("Confirmed without a change: {detail}.");
+                jobs::record_applied(&mut tx, job.id, job.attempts, &message, now).await?;
+                None
+            }
+            ExecutionOutcome::Denied { reason } => Some(format!("denied by policy: {reason}")),
+            ExecutionOutcome::Failed { error } => Some(stored_result(&error).into_owned()),
+            ExecutionOutcome::Queued { .. } => {
+                Some("a transactional tool cannot be queued again".to_owned())
+            }
+        };
+        match &error {
+            None => run.applied += 1,
+            Some(error) => {
+                tracing::warn!(%error, "job failed");
+                jobs::record_error(&mut tx, job.id, job.attempts, error, None, now).await?;
+                webhooks::enqueue_job_event(&mut tx, job, JobStatus::Failed, error, now).await?;
+                run.failed += 1;
+            }
+        }
+        tx.commit().await?;
+        if error.is_none() {
+            tracing::info!("job applied in its claim's transaction");
+        }
+        Ok(())
     }
 
     /// Calls the tool with no transaction open, then records the outcome.

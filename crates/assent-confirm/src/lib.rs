@@ -30,6 +30,7 @@
 mod attribution;
 mod bus;
 mod cancel;
+mod catalog;
 mod confirmation;
 mod error;
 mod executor;
@@ -40,6 +41,7 @@ mod scheduler;
 mod simple;
 mod strategy;
 mod wake;
+mod worker;
 
 /// Re-exported from `assent-changeset`, where the prompt texts are worded.
 pub use assent_changeset::{
@@ -76,8 +78,9 @@ pub use strategy::{
     NonInteractive,
 };
 pub use wake::{ToolResponse, WakeOutcome, WakeRequest, WakeService};
+pub use worker::{DEFAULT_WORKER_POLL, Worker};
 
-use assent_store::Store;
+use assent_store::{Store, host_tools};
 use assent_tools::ToolRegistry;
 use std::sync::Arc;
 
@@ -102,15 +105,66 @@ impl Engine {
         }
     }
 
-    /// Applies the host's migrations to `store` (those it has not run yet), then builds
-    /// the engine: what a service calls once at start.
+    /// Applies the host's migrations to `store` (those it has not run yet), records the
+    /// host's catalog in it (so that any process validates edits of the host's items
+    /// and shows its tools), then builds the engine: what a service calls once at
+    /// start.
     pub async fn open(
         store: Store,
         registry: Arc<ToolRegistry>,
         host: Arc<dyn Host>,
     ) -> Result<Self, ConfirmError> {
         store.migrate_host(host.name(), host.migrations()).await?;
-        Ok(Self::new(store, registry, host))
+        let engine = Self::new(store, registry, host);
+        if engine.host.records_catalog_on_open() {
+            engine
+                .record_catalog(time::OffsetDateTime::now_utc())
+                .await?;
+        }
+        Ok(engine)
+    }
+
+    /// Writes the host's tools as `host_tools` rows: name, description, input schema,
+    /// mode, effect and (through the row's hash) a definition hash. Only definitions
+    /// that changed are rewritten: an engine that opens again only reads.
+    #[tracing::instrument(skip(self), fields(host = self.host.name()))]
+    pub async fn record_catalog(&self, now: time::OffsetDateTime) -> Result<(), ConfirmError> {
+        let definitions: Vec<(&str, serde_json::Value)> = self
+            .registry
+            .iter()
+            .map(|spec| {
+                (
+                    spec.name.as_str(),
+                    catalog::definition(spec, self.host.effect(&spec.name)),
+                )
+            })
+            .collect();
+        let listed: Vec<host_tools::ListedTool<'_>> = definitions
+            .iter()
+            .map(|(name, definition)| host_tools::ListedTool {
+                name,
+                definition,
+                input_schema: &definition["inputSchema"],
+            })
+            .collect();
+        let recorded = {
+            let mut conn = self.store.pool().acquire().await?;
+            host_tools::for_host(&mut conn, self.host.name()).await?
+        };
+        let unchanged = |tool: &host_tools::ListedTool<'_>| {
+            let hash = host_tools::definition_hash(tool.definition);
+            recorded
+                .iter()
+                .any(|r| r.tool_name == tool.name && r.hash == hash && !r.changed())
+        };
+        if listed.iter().all(unchanged) {
+            return Ok(());
+        }
+        let mut tx = self.store.begin_write().await?;
+        host_tools::record_own_catalog(&mut tx, self.host.name(), &listed, now).await?;
+        tx.commit().await?;
+        tracing::info!(tools = listed.len(), "host catalog recorded");
+        Ok(())
     }
 
     /// The host.

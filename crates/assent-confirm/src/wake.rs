@@ -185,7 +185,7 @@ impl WakeService {
         let mut change_set = builder.build(request.change_set_id, now);
         if let Some(set) = &mut change_set {
             set.vector_clock.tick(self.engine.store.device_id());
-            change_sets::insert(&mut tx, set, now).await?;
+            change_sets::insert_served(&mut tx, set, Some(self.engine.host.name()), now).await?;
             self.mark_external_items(&mut tx, set).await?;
         }
         tx.commit().await?;

@@ -188,6 +188,12 @@ impl Host for McpHost {
         &self.name
     }
 
+    /// The gateway records the upstream's catalog itself, pinned (`record_catalog`):
+    /// an untrusted server's new definition must not be accepted by opening.
+    fn records_catalog_on_open(&self) -> bool {
+        false
+    }
+
     fn handler(&self, _tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
         Some(&self.inline)
     }

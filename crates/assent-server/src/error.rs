@@ -109,9 +109,9 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         | ConfirmError::Calls(_) => StatusCode::BAD_REQUEST,
         ConfirmError::PolicyDenied(_) => StatusCode::FORBIDDEN,
         ConfirmError::ExecutionTimedOut { .. } => StatusCode::GATEWAY_TIMEOUT,
-        ConfirmError::HandlerFailed { .. } | ConfirmError::Store(_) => {
-            StatusCode::INTERNAL_SERVER_ERROR
-        }
+        ConfirmError::HandlerFailed { .. }
+        | ConfirmError::Store(_)
+        | ConfirmError::InvalidWorker(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

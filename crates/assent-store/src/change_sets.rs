@@ -40,24 +40,37 @@ async fn enqueue_set(
     outbox::enqueue(conn, entity::CHANGE_SET, &set.id.to_string(), set, now).await
 }
 
-/// Inserts a new set with its items (and its outbox message).
-#[tracing::instrument(skip_all, fields(change_set = %set.id, items = set.items.len()))]
+/// Inserts a new set with its items (and its outbox message), served by no host in
+/// particular.
 pub async fn insert(
     conn: &mut AnyConnection,
     set: &ChangeSet,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    insert_rows(conn, set).await?;
+    insert_served(conn, set, None, now).await
+}
+
+/// Inserts a new set whose items `host` serves (a wake's: the host's name is written
+/// on every item, so a process without that host knows whose worker runs it).
+#[tracing::instrument(skip_all, fields(change_set = %set.id, items = set.items.len()))]
+pub async fn insert_served(
+    conn: &mut AnyConnection,
+    set: &ChangeSet,
+    host: Option<&str>,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    insert_rows(conn, set, host).await?;
     enqueue_set(conn, set, now).await?;
     webhooks::enqueue_set_event(conn, webhooks::event::CHANGE_SET_CREATED, set, now).await?;
     Ok(())
 }
 
 /// The rows of a new set and its items, without an outbox message (sync writes what
-/// another device sent).
+/// another device sent, with no host: see [`insert_served`]).
 pub(crate) async fn insert_rows(
     conn: &mut AnyConnection,
     set: &ChangeSet,
+    host: Option<&str>,
 ) -> Result<(), StoreError> {
     let clock = json!(set.vector_clock).to_string();
     sqlx::query(
@@ -78,8 +91,8 @@ pub(crate) async fn insert_rows(
     .await?;
     for (index, item) in set.items.iter().enumerate() {
         sqlx::query(
-            "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value, vector_clock)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value, vector_clock, host)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(set.id.to_string())
         .bind(index as i64)
@@ -89,6 +102,7 @@ pub(crate) async fn insert_rows(
         .bind(item.status.as_str())
         .bind(item.before.as_ref().map(Value::to_string))
         .bind(&clock)
+        .bind(host)
         .execute(&mut *conn)
         .await?;
     }

@@ -144,6 +144,50 @@ pub async fn record_catalog(
     Ok(catalog)
 }
 
+/// Records the catalog of an engine's own host (its `ToolRegistry`, written when its
+/// engine opens): unlike an MCP server's, the definition is the service's own code, so
+/// the pin follows it and a new release's definition is never [`HostTool::changed`].
+/// Tools it no longer lists are kept, as in [`record_catalog`].
+#[tracing::instrument(skip(conn, tools), fields(tools = tools.len()))]
+pub async fn record_own_catalog(
+    conn: &mut AnyConnection,
+    host: &str,
+    tools: &[ListedTool<'_>],
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    let now = timefmt::format(now);
+    for tool in tools {
+        sqlx::query(
+            "INSERT INTO host_tools (host, tool_name, definition, input_schema, hash,
+                                     pinned_hash, first_seen_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $5, $6, $6)
+             ON CONFLICT (host, tool_name) DO UPDATE SET definition = excluded.definition,
+                 input_schema = excluded.input_schema, hash = excluded.hash,
+                 pinned_hash = excluded.hash, updated_at = excluded.updated_at
+             WHERE host_tools.hash <> excluded.hash",
+        )
+        .bind(host)
+        .bind(tool.name)
+        .bind(tool.definition.to_string())
+        .bind(tool.input_schema.to_string())
+        .bind(definition_hash(tool.definition))
+        .bind(&now)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Whether `host` ever recorded a catalog in this database (its engine opened here).
+pub async fn registered(conn: &mut AnyConnection, host: &str) -> Result<bool, StoreError> {
+    let found: Option<String> =
+        sqlx::query_scalar("SELECT tool_name FROM host_tools WHERE host = $1 LIMIT 1")
+            .bind(host)
+            .fetch_optional(conn)
+            .await?;
+    Ok(found.is_some())
+}
+
 fn decode(row: &AnyRow) -> Result<HostTool, StoreError> {
     let json = |column: &str| -> Result<Value, StoreError> {
         let text: String = row.try_get(column)?;

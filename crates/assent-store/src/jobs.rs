@@ -13,7 +13,7 @@
 
 use crate::{Backend, StoreError, timefmt};
 use assent_domain::{ChangeDecision, OperationId, Target, Verdict};
-use assent_tools::{AuditKind, AuditRecord};
+use assent_tools::{AuditKind, AuditRecord, ExecutionTarget, ToolInvocation};
 use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
@@ -173,6 +173,21 @@ impl Job {
         }
     }
 
+    /// The call this job runs, as the audited executor takes it.
+    pub fn invocation(&self, now: OffsetDateTime) -> ToolInvocation {
+        ToolInvocation {
+            tool_name: self.tool_name.clone(),
+            operation_id: self.operation_id.clone(),
+            args: self.args.clone(),
+            run_key: self.run_key.clone(),
+            target: ExecutionTarget {
+                agent_id: self.agent_id.clone(),
+                target: self.target.clone(),
+            },
+            now,
+        }
+    }
+
     /// How its item's execution stands, as item views show it beside the item's own
     /// status: `jobId`, `status`, `attempts`, `lastError`, `result`.
     pub fn execution_json(&self) -> Value {
@@ -219,12 +234,23 @@ pub async fn mark_external(
     Ok(())
 }
 
-/// The external effect of an item, or `None` when it is transactional.
-pub async fn external_item(
+/// Which host serves an item and where its effect lands, as the wake recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedItem {
+    /// The host whose wake queued it; `None` for an item written before hosts were
+    /// recorded on every item, or synced from another device.
+    pub host: Option<String>,
+    /// `Some(idempotent)` when its effect lies outside the database; `None` when the
+    /// host's handler writes it in a transaction.
+    pub external: Option<bool>,
+}
+
+/// Who serves item `index` of set `change_set_id`, or `None` when there is no such item.
+pub async fn served_item(
     conn: &mut AnyConnection,
     change_set_id: Uuid,
     index: usize,
-) -> Result<Option<ExternalItem>, StoreError> {
+) -> Result<Option<ServedItem>, StoreError> {
     let row = sqlx::query(
         "SELECT effect, host FROM change_items WHERE change_set_id = $1 AND item_index = $2",
     )
@@ -234,12 +260,23 @@ pub async fn external_item(
     .await?;
     let Some(row) = row else { return Ok(None) };
     let effect: Option<String> = row.try_get("effect")?;
-    let host: Option<String> = row.try_get("host")?;
-    Ok(match (effect, host) {
-        (Some(effect), Some(host)) => Some(ExternalItem {
-            host,
-            idempotent: effect == "externalIdempotent",
-        }),
+    Ok(Some(ServedItem {
+        host: row.try_get("host")?,
+        external: effect.map(|effect| effect == "externalIdempotent"),
+    }))
+}
+
+/// The external effect of an item, or `None` when it is transactional.
+pub async fn external_item(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    index: usize,
+) -> Result<Option<ExternalItem>, StoreError> {
+    Ok(match served_item(conn, change_set_id, index).await? {
+        Some(ServedItem {
+            host: Some(host),
+            external: Some(idempotent),
+        }) => Some(ExternalItem { host, idempotent }),
         _ => None,
     })
 }

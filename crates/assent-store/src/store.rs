@@ -308,17 +308,28 @@ impl Store {
             Backend::Sqlite => self.begin_write().await,
             Backend::Postgres => {
                 let mut tx = self.pool.begin().await?;
-                sqlx::query(
-                    "SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2, hashtext($3))",
-                )
-                .bind(WRITER_LOCK_KEY)
-                .bind(TARGET_LOCK_CLASS)
-                .bind(format!("{}\u{1f}{}", target.kind, target.id))
-                .execute(&mut *tx)
-                .await?;
+                Self::lock_target(&mut tx, target).await?;
                 Ok(tx)
             }
         }
+    }
+
+    /// Takes, inside `conn`'s open transaction, the locks [`Store::begin_write_on`]
+    /// takes for `target`: a claimed job whose handler writes the target in the
+    /// claim's own transaction queues behind (and before) decisions on it. SQLite:
+    /// nothing to do, its transaction already excludes every other writer.
+    pub async fn lock_target(conn: &mut AnyConnection, target: &Target) -> Result<(), StoreError> {
+        if Backend::of(conn) == Backend::Postgres {
+            sqlx::query(
+                "SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2, hashtext($3))",
+            )
+            .bind(WRITER_LOCK_KEY)
+            .bind(TARGET_LOCK_CLASS)
+            .bind(format!("{}\u{1f}{}", target.kind, target.id))
+            .execute(&mut *conn)
+            .await?;
+        }
+        Ok(())
     }
 
     /// A transaction for claiming queued work (the outbox) without the writer lock:

@@ -1,21 +1,28 @@
 //! An invoicing service whose agent may refund invoices, but only once a person agrees.
+//!
+//! `invoicing`: the agent proposes a refund and awaits the answer, which a person gives
+//! anywhere (`assent confirm` in another terminal, the review page, the API); this
+//! service's worker then applies it. `invoicing work`: only the worker, until Ctrl-C.
 
 use assent::changeset::parse_tool_calls;
 use assent::confirm::{Engine, SimpleHost, WakeRequest, sqlx};
 use assent::domain::{OffsetDateTime, Target};
-use assent::store::{Store, agents, audit};
+use assent::store::{Store, agents};
 use assent::tools::{AgentPolicy, ToolMode::Deferred, ToolRegistry, ToolSpec};
 use serde_json::json;
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 const INVOICES: &str = "CREATE TABLE invoices (id TEXT PRIMARY KEY, customer TEXT NOT NULL, \
     amount_cents BIGINT NOT NULL, refunded_cents BIGINT NOT NULL, category TEXT NOT NULL)";
+const SEED: &str = "INSERT INTO invoices VALUES ('INV-1', 'ACME', 12000, 0, 'billing') \
+    ON CONFLICT DO NOTHING";
 const REFUND: &str = "UPDATE invoices SET refunded_cents = refunded_cents + $1 WHERE id = $2";
-const ROW: &str = "SELECT customer, amount_cents, refunded_cents FROM invoices WHERE id = 'INV-1'";
+const REFUNDED: &str = "SELECT refunded_cents FROM invoices WHERE id = 'INV-1'";
 const AGENT: &str = "billing-agent";
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let db = std::env::var("ASSENT_DATABASE_URL").unwrap_or("sqlite://invoicing.db".into());
     let host = SimpleHost::new("invoicing")
         .migration("invoices", INVOICES, INVOICES)
         .handle("refund_invoice", |tx, call| {
@@ -37,30 +44,52 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let spec = ToolSpec::new("refund_invoice", "Refund an invoice.", Deferred, schema);
     let mut tools = ToolRegistry::new();
     tools.register(spec.with_summary(|args, _| format!("Refund {} cents", args["amountCents"])))?;
-    let store = Store::open("sqlite::memory:").await?;
+    let store = Store::open(&db).await?;
     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
     let (now, policy) = (OffsetDateTime::now_utc(), AgentPolicy::new(["billing"]));
     agents::upsert(&mut *store.pool().acquire().await?, AGENT, &policy, now).await?;
-    let seed = "INSERT INTO invoices VALUES ('INV-1', 'ACME', 12000, 0, 'billing')";
-    sqlx::query(seed).execute(store.pool()).await?;
+    sqlx::query(SEED).execute(store.pool()).await?;
 
+    // The service's side: applies what people confirm, wherever they do it.
+    let stop = async { tokio::signal::ctrl_c().await.unwrap_or_default() };
+    let worker = tokio::spawn(engine.worker().run(stop));
+    if std::env::args().nth(1).as_deref() == Some("work") {
+        return Ok(worker.await??);
+    }
     let invoice = Target::new("invoice", "INV-1");
     let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "call_1",
         "name": "refund_invoice", "input": {"amountCents": 2500}}]))?;
     let request = WakeRequest::new(AGENT, invoice.clone(), "run-1", calls);
     let wake = engine.wakes().wake(request, now).await?;
     println!("agent reads: {}", wake.responses[0].content);
+    let set = wake.change_set.ok_or("nothing queued")?.id;
+    println!("a person answers, e.g. in another terminal:");
+    println!(
+        "  assent --db {db} confirm {} 0",
+        &set.simple().to_string()[..8]
+    );
 
-    let set = wake.change_set.ok_or("nothing queued")?;
+    // The agent awaits the person; a confirmed refund is applied by the worker first.
     let person = engine.confirmations();
-    person.confirm_item(set.id, 0, now).await?;
-    let row: (String, i64, i64) = sqlx::query_as(ROW).fetch_one(store.pool()).await?;
-    println!("after confirm (customer, amount, refunded): {row:?}");
-    let filter = audit::AuditFilter::Target(invoice.clone());
-    for record in audit::list(&mut *store.pool().acquire().await?, &filter, 10).await? {
-        println!("audit: {:?} {:?}", record.kind, record.detail);
-    }
-    let history = person.history(AGENT, Some(&invoice), 10).await?;
-    println!("{}", history.unwrap_or_default());
+    let outcome = person.wait_outcome(set, Duration::from_secs(3600)).await?;
+    let item = &outcome.items[0];
+    let said = item
+        .result
+        .clone()
+        .or(item.decision.as_ref().and_then(|d| d.reason.clone()));
+    println!(
+        "agent learns: {} ({})",
+        item.status,
+        said.unwrap_or_default()
+    );
+    let refunded: i64 = sqlx::query_scalar(REFUNDED).fetch_one(store.pool()).await?;
+    println!("INV-1 refunded so far: {refunded} cents");
+    println!(
+        "{}",
+        person
+            .history(AGENT, Some(&invoice), 10)
+            .await?
+            .unwrap_or_default()
+    );
     Ok(())
 }
