@@ -14,6 +14,7 @@ mod ledger;
 mod outbox;
 mod outcome;
 mod properties;
+mod stale;
 mod stored_results;
 mod sync;
 mod upgrade;

@@ -311,7 +311,11 @@ impl<'a> WakePlanner<'a> {
         let context = self.snapshot.map(|s| s as &dyn SummaryContext);
         let summary = self.registry.summarize(tool_name, &args, context);
         let before = self.snapshot.and_then(|s| s.before(tool_name, &args));
-        match builder.add(ChangeItem::new(tool_name, args, summary).with_before(before)) {
+        let fingerprint = self.snapshot.and_then(|s| s.fingerprint(tool_name, &args));
+        let item = ChangeItem::new(tool_name, args, summary)
+            .with_before(before)
+            .with_fingerprint(fingerprint);
+        match builder.add(item) {
             AddOutcome::Added => Ok(()),
             AddOutcome::Duplicate => Err(NotQueued::Duplicate),
             AddOutcome::CapReached => Err(NotQueued::CapReached),

@@ -42,6 +42,9 @@ pub enum CliError {
     Usage(String),
     /// The item or set is not in a state that allows this (exit 3).
     Conflict(String),
+    /// The target changed since the item was proposed; the item was refreshed for a
+    /// new review (exit 4).
+    Stale(String),
     /// Anything else (exit 1).
     Failed(anyhow::Error),
 }
@@ -58,13 +61,16 @@ impl CliError {
             Self::Failed(_) => 1,
             Self::Usage(_) => 2,
             Self::Conflict(_) => 3,
+            Self::Stale(_) => 4,
         }
     }
 
     /// The message, on one line.
     pub fn one_line(&self) -> String {
         let text = match self {
-            Self::Usage(message) | Self::Conflict(message) => message.clone(),
+            Self::Usage(message) | Self::Conflict(message) | Self::Stale(message) => {
+                message.clone()
+            }
             Self::Failed(error) => chain(error),
         };
         text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -90,6 +96,9 @@ fn chain(error: &anyhow::Error) -> String {
 
 impl From<ConfirmError> for CliError {
     fn from(error: ConfirmError) -> Self {
+        if let ConfirmError::TargetChanged(detail) = &error {
+            return Self::Stale(detail.clone());
+        }
         if error.is_conflict() {
             Self::Conflict(error.to_string())
         } else {

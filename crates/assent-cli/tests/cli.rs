@@ -4,7 +4,7 @@
 //! `assent sync --peer` against a real `assent serve` server in the test process;
 //! `contract`: no `--json` output loses a field of the previous release; `review`:
 //! `pending` and `show` hide no argument; `set_prefixes`: a set named by the start of
-//! its id.
+//! its id; `stale`: a target changed since the proposal (exit 4).
 
 #[path = "cli/agent_rules.rs"]
 mod agent_rules;
@@ -20,6 +20,8 @@ mod peer;
 mod review;
 #[path = "cli/set_prefixes.rs"]
 mod set_prefixes;
+#[path = "cli/stale.rs"]
+mod stale;
 #[path = "cli/webhooks.rs"]
 mod webhooks;
 

@@ -280,8 +280,36 @@ impl ConfirmationService {
             .await?
             .unwrap_or_else(AgentPolicy::default);
         let target = set.target();
-        let already_true =
-            crate::host::already_true(engine.host.as_ref(), tx, &target, &spec.name, &args).await;
+        let recheck = crate::host::recheck(
+            engine.host.as_ref(),
+            tx,
+            &target,
+            &spec.name,
+            &args,
+            &item.args,
+            item.fingerprint.as_ref(),
+        )
+        .await;
+        if let Some(stale) = recheck.stale {
+            // Refused, and the item refreshed: a new confirmation applies to the
+            // target as it is now.
+            change_sets::mark_stale(
+                tx,
+                set.id,
+                index,
+                &stale.detail,
+                stale.before.as_ref(),
+                stale.fingerprint.as_ref(),
+            )
+            .await?;
+            let stored = &mut set.items[index];
+            stored.before = stale.before;
+            stored.fingerprint = stale.fingerprint;
+            stored.stale_detail = Some(stale.detail.clone());
+            tracing::info!(index, detail = %stale.detail, "target changed since proposed: refused");
+            return Ok(Err(ConfirmError::TargetChanged(stale.detail)));
+        }
+        let already_true = recheck.already_true;
         let invocation = ToolInvocation {
             tool_name: spec.name.clone(),
             operation_id: OperationId::for_proposal(

@@ -95,6 +95,11 @@ pub enum ConfirmError {
     /// No grant with this id.
     #[error("no grant {0}")]
     GrantNotFound(Uuid),
+    /// The fields the item touches changed since it was proposed: nothing ran, and the
+    /// item (still open) now shows the target as it is; confirming it again applies to
+    /// that. The text is `target changed since proposed: …; review and confirm again`.
+    #[error("{0}")]
+    TargetChanged(String),
     /// A worker's settings were refused (the webhook sender's, say).
     #[error("invalid worker settings: {0}")]
     InvalidWorker(String),

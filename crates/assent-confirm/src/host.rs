@@ -181,25 +181,65 @@ pub trait Host: Send + Sync {
     }
 }
 
-/// The re-check before a confirmed call runs: `Some(detail)` when `host` finds the
-/// change already true on `target` now (nothing is to run). A snapshot that fails to
-/// load suppresses nothing.
-pub(crate) async fn already_true(
+/// What the target's state says about a confirmed call just before it runs.
+#[derive(Debug, Default)]
+pub(crate) struct Recheck {
+    /// The change is already true (nothing is to run): why.
+    pub already_true: Option<String>,
+    /// The fields the call touches changed since it was proposed.
+    pub stale: Option<Stale>,
+}
+
+/// A target that changed under a proposal: the line a person reads, and what to
+/// refresh the item with.
+#[derive(Debug)]
+pub(crate) struct Stale {
+    pub detail: String,
+    pub before: Option<Value>,
+    pub fingerprint: Option<Value>,
+}
+
+/// The re-check before a confirmed call runs, on one snapshot of `target`: is the
+/// change already true (for `args`, the effective arguments), and did the fields the
+/// proposal touches (fingerprinted with `proposed`, the arguments it was proposed with)
+/// change since `fingerprint` was taken. A snapshot that fails to load finds neither:
+/// nothing is suppressed, and the guard is skipped with a warning.
+pub(crate) async fn recheck(
     host: &dyn Host,
     conn: &mut AnyConnection,
     target: &Target,
     tool_name: &str,
     args: &Value,
-) -> Option<String> {
+    proposed: &Value,
+    fingerprint: Option<&Value>,
+) -> Recheck {
     let snapshot = match host.snapshot(conn, target).await {
         Ok(snapshot) => snapshot,
         Err(error) => {
-            tracing::warn!(%error, "snapshot failed to load; running without the redundancy re-check");
+            tracing::warn!(%error, "snapshot failed to load; running without the redundancy and stale-target checks");
             None
         }
     };
-    match snapshot?.redundancy(tool_name, args) {
+    let Some(state) = snapshot else {
+        return Recheck::default();
+    };
+    let already_true = match state.redundancy(tool_name, args) {
         Redundancy::AlreadyTrue(detail) => Some(detail),
         Redundancy::Keep | Redundancy::InventedId(_) => None,
+    };
+    // A change that is already true changes nothing, whatever happened meanwhile.
+    let stale = fingerprint
+        .filter(|_| already_true.is_none())
+        .and_then(|then| {
+            let now = state.fingerprint(tool_name, proposed);
+            (now.as_ref() != Some(then)).then(|| Stale {
+                detail: assent_domain::stale_detail(then, now.as_ref().unwrap_or(&Value::Null)),
+                before: state.before(tool_name, proposed),
+                fingerprint: now,
+            })
+        });
+    Recheck {
+        already_true,
+        stale,
     }
 }

@@ -81,6 +81,8 @@ pub struct JobRun {
     /// In-doubt jobs made due again (the host said it did not happen, or the tool is
     /// idempotent).
     pub rerun: usize,
+    /// Jobs retracted because their target changed since the proposal.
+    pub stale: usize,
 }
 
 /// How a person settles a job in doubt.
@@ -374,14 +376,28 @@ impl Engine {
         let policy = agents::policy(&mut tx, &job.agent_id)
             .await?
             .unwrap_or_else(AgentPolicy::default);
-        let already_true = crate::host::already_true(
+        let set = assent_store::change_sets::require(&mut tx, job.change_set_id).await?;
+        let Some(item) = set.items.get(job.item_index) else {
+            return Err(ConfirmError::ItemNotFound {
+                change_set_id: set.id,
+                index: job.item_index,
+                len: set.items.len(),
+            });
+        };
+        let recheck = crate::host::recheck(
             self.host.as_ref(),
             &mut tx,
             &job.target,
             &job.tool_name,
             &job.args,
+            &item.args,
+            item.fingerprint.as_ref(),
         )
         .await;
+        if let Some(stale) = recheck.stale {
+            return self.retract_stale(tx, job, stale, now, run).await;
+        }
+        let already_true = recheck.already_true;
         let executor = AuditedExecutor::new(self.host.resolver(), &StoreAuditSink);
         let execution = executor
             .execute(
@@ -428,6 +444,46 @@ impl Engine {
         if error.is_none() {
             tracing::info!("job applied in its claim's transaction");
         }
+        Ok(())
+    }
+
+    /// Retracts claimed job `job` in its claim's transaction `tx`: its target changed
+    /// since the proposal (`stale`), so nothing runs. The item shows the target as it
+    /// is now, the result audit record and `item.stale` say why, and a person decides
+    /// again (a new proposal, or `assent undo` of whatever changed it).
+    async fn retract_stale(
+        &self,
+        mut tx: sqlx::Transaction<'static, sqlx::Any>,
+        job: &Job,
+        stale: crate::host::Stale,
+        now: OffsetDateTime,
+        run: &mut JobRun,
+    ) -> Result<(), ConfirmError> {
+        tracing::warn!(detail = %stale.detail, "target changed since proposed: the job is retracted");
+        assent_store::change_sets::mark_stale(
+            &mut tx,
+            job.change_set_id,
+            job.item_index,
+            &stale.detail,
+            stale.before.as_ref(),
+            stale.fingerprint.as_ref(),
+        )
+        .await?;
+        jobs::transition(
+            &mut tx,
+            job.id,
+            JobStatus::Running,
+            JobStatus::Retracted,
+            None,
+            0,
+            now,
+        )
+        .await?;
+        jobs::record_note(&mut tx, job.id, &stale.detail).await?;
+        write_result(&mut tx, job, false, &stale.detail, now).await;
+        webhooks::enqueue_stale_event(&mut tx, job, &stale.detail, now).await?;
+        tx.commit().await?;
+        run.stale += 1;
         Ok(())
     }
 

@@ -29,6 +29,16 @@ pub struct ChangeItem {
     /// `OPEN → GROOMED`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<Value>,
+    /// What the fields the call would touch held when it was proposed (the host's
+    /// fingerprint): a confirmation, and the run of its job, refuse to apply it when
+    /// the target's fields no longer match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<Value>,
+    /// Set when the target changed since the proposal (see [`stale_detail`]): why, in
+    /// one line. The item's `before` and `fingerprint` were refreshed then, so a new
+    /// confirmation applies to the target as it is now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_detail: Option<String>,
 }
 
 impl ChangeItem {
@@ -44,6 +54,8 @@ impl ChangeItem {
             human_summary: human_summary.into(),
             status: ChangeItemStatus::Pending,
             before: None,
+            fingerprint: None,
+            stale_detail: None,
         }
     }
 
@@ -51,6 +63,13 @@ impl ChangeItem {
     #[must_use]
     pub fn with_before(mut self, before: Option<Value>) -> Self {
         self.before = before;
+        self
+    }
+
+    /// The same item, carrying the fingerprint of the fields it would touch.
+    #[must_use]
+    pub fn with_fingerprint(mut self, fingerprint: Option<Value>) -> Self {
+        self.fingerprint = fingerprint;
         self
     }
 }
@@ -226,9 +245,68 @@ impl ChangeSet {
     }
 }
 
+/// The one line a person reads when a target changed between a proposal and its
+/// confirmation (or its run): each field of the fingerprint that differs, `priority was
+/// P2, now P1`, or `it was X, now Y` for a fingerprint that is a single value.
+pub fn stale_detail(then: &Value, now: &Value) -> String {
+    fn shown(value: Option<&Value>) -> String {
+        match value {
+            None | Some(Value::Null) => "none".to_owned(),
+            Some(Value::String(text)) => crate::one_line(text).into_owned(),
+            Some(other) => crate::one_line(&other.to_string()).into_owned(),
+        }
+    }
+    let changes: Vec<String> = match (then, now) {
+        (Value::Object(then), Value::Object(now)) => {
+            let mut keys: Vec<&String> = then.keys().chain(now.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            keys.into_iter()
+                .filter(|key| then.get(*key) != now.get(*key))
+                .map(|key| {
+                    format!(
+                        "{} was {}, now {}",
+                        crate::one_line(key),
+                        shown(then.get(key)),
+                        shown(now.get(key))
+                    )
+                })
+                .collect()
+        }
+        _ => vec![format!(
+            "it was {}, now {}",
+            shown(Some(then)),
+            shown(Some(now))
+        )],
+    };
+    let changes = if changes.is_empty() {
+        "its fields differ".to_owned()
+    } else {
+        changes.join(", ")
+    };
+    format!("target changed since proposed: {changes}; review and confirm again")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stale_detail_names_each_field_that_changed() {
+        use serde_json::json;
+        assert_eq!(
+            stale_detail(&json!({"priority": "P2"}), &json!({"priority": "P1"})),
+            "target changed since proposed: priority was P2, now P1; review and confirm again"
+        );
+        assert_eq!(
+            stale_detail(&json!({"a": 1, "b": 2}), &json!({"a": 1, "b": null})),
+            "target changed since proposed: b was 2, now none; review and confirm again"
+        );
+        assert_eq!(
+            stale_detail(&json!("Old"), &json!("New\nline")),
+            "target changed since proposed: it was Old, now New⏎line; review and confirm again"
+        );
+    }
     use proptest::prelude::*;
     use serde_json::json;
     use time::macros::datetime;

@@ -31,7 +31,7 @@ mod target;
 mod vector_clock;
 
 pub use canonical::canonical_json;
-pub use change_set::{ChangeItem, ChangeSet, MAX_ITEMS_PER_SET, NewChangeSet};
+pub use change_set::{ChangeItem, ChangeSet, MAX_ITEMS_PER_SET, NewChangeSet, stale_detail};
 pub use decision::{ChangeDecision, MAX_REASON_CHARS, clean_reason};
 pub use error::DomainError;
 pub use operation_id::OperationId;

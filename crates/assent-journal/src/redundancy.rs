@@ -102,6 +102,10 @@ impl TargetState for TaskSnapshot {
     fn before(&self, tool_name: &str, args: &Value) -> Option<Value> {
         self.before_value(tool_name, args)
     }
+
+    fn fingerprint(&self, tool_name: &str, args: &Value) -> Option<Value> {
+        self.fingerprint_of(tool_name, args)
+    }
 }
 
 #[cfg(test)]

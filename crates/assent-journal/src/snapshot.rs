@@ -72,6 +72,27 @@ impl TaskSnapshot {
     }
 }
 
+impl TaskSnapshot {
+    /// The fields `tool_name(args)` would touch, by name (the stale-target guard's
+    /// fingerprint): the value a setter replaces under its field's name, a checklist
+    /// item's title and check mark. Tools that only add (a label, a checklist item) or
+    /// remove touch nothing that could have changed under them: `None`.
+    pub fn fingerprint_of(&self, tool_name: &str, args: &Value) -> Option<Value> {
+        let field = match tool_name {
+            tool::SET_TASK_TITLE => "title",
+            tool::UPDATE_TASK_ESTIMATE => "estimateMinutes",
+            tool::UPDATE_TASK_DUE_DATE => "dueDate",
+            tool::UPDATE_TASK_PRIORITY => "priority",
+            tool::SET_TASK_STATUS => "status",
+            tool::SET_TASK_LANGUAGE => "language",
+            // Already an object of field names.
+            tool::UPDATE_CHECKLIST_ITEM => return self.before_value(tool_name, args),
+            _ => return None,
+        };
+        Some(json!({ field: self.before_value(tool_name, args)? }))
+    }
+}
+
 impl SummaryContext for TaskSnapshot {
     fn title_of(&self, entity_id: &str) -> Option<String> {
         self.checklist_item(entity_id).map(|i| i.title.clone())

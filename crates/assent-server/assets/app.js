@@ -413,6 +413,11 @@
       li.append(el("span", { class: "badge tool-changed", title: "Its server changed how it describes this tool since a person allowed it; `assent agent allow` accepts the new definition." },
         "tool changed since allowed"));
     }
+    // The target changed since the proposal: nothing was applied to what it became,
+    // and the change above already shows the target as it is now.
+    if (item.stale) {
+      li.append(el("span", { class: "change stale" }, "Changed since proposed: " + (item.staleDetail || "")));
+    }
     if (item.execution) li.append(execution(set, item));
     if (OPEN.has(item.status)) {
       li.append(el("span", { class: "buttons" },

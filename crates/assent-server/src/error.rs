@@ -97,6 +97,7 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         | ConfirmError::GrantNotFound(_)
         | ConfirmError::JobNotFound(_) => StatusCode::NOT_FOUND,
         ConfirmError::Conflict(_)
+        | ConfirmError::TargetChanged(_)
         | ConfirmError::DuplicateCorrelationId(_)
         | ConfirmError::NoInteractiveSession => StatusCode::CONFLICT,
         ConfirmError::InvalidArgs { .. }

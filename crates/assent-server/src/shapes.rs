@@ -45,6 +45,13 @@ pub struct SetItemView<'a> {
     /// `true`, else absent.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub tool_changed: bool,
+    /// The target changed since the proposal (found when it was confirmed or when its
+    /// job was to run): nothing was applied to what it became, and `before` shows the
+    /// target as it was found then.
+    pub stale: bool,
+    /// Why, in one line (`target changed since proposed: priority was P2, now P1; …`);
+    /// null when not stale.
+    pub stale_detail: Option<&'a str>,
 }
 
 /// The id a journal task's views have always carried as `taskId`; absent for other
@@ -103,6 +110,8 @@ impl<'a> SetView<'a> {
                     reason: None,
                     execution: None,
                     tool_changed: false,
+                    stale: item.stale_detail.is_some(),
+                    stale_detail: item.stale_detail.as_deref(),
                 })
                 .collect(),
         }

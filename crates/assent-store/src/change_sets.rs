@@ -91,8 +91,8 @@ pub(crate) async fn insert_rows(
     .await?;
     for (index, item) in set.items.iter().enumerate() {
         sqlx::query(
-            "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value, vector_clock, host)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value, vector_clock, host, fingerprint, stale_detail)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(set.id.to_string())
         .bind(index as i64)
@@ -103,6 +103,8 @@ pub(crate) async fn insert_rows(
         .bind(item.before.as_ref().map(Value::to_string))
         .bind(&clock)
         .bind(host)
+        .bind(item.fingerprint.as_ref().map(Value::to_string))
+        .bind(item.stale_detail.as_deref())
         .execute(&mut *conn)
         .await?;
     }
@@ -201,6 +203,7 @@ fn decode_item(row: &AnyRow) -> Result<ChangeItem, StoreError> {
     let args: String = row.try_get("args")?;
     let status: String = row.try_get("status")?;
     let before: Option<String> = row.try_get("before_value")?;
+    let fingerprint: Option<String> = row.try_get("fingerprint")?;
     Ok(ChangeItem {
         tool_name: row.try_get("tool_name")?,
         args: serde_json::from_str(&args).map_err(|e| corrupt(e.to_string()))?,
@@ -210,7 +213,111 @@ fn decode_item(row: &AnyRow) -> Result<ChangeItem, StoreError> {
             .map(|b| serde_json::from_str(&b))
             .transpose()
             .map_err(|e| corrupt(e.to_string()))?,
+        fingerprint: fingerprint
+            .map(|f| serde_json::from_str(&f))
+            .transpose()
+            .map_err(|e| corrupt(e.to_string()))?,
+        stale_detail: row.try_get("stale_detail")?,
     })
+}
+
+/// Marks item `index` of set `change_set_id` stale (`detail`) and refreshes what it was
+/// proposed against: `before` and `fingerprint` as the target holds them now, so that a
+/// new confirmation applies to the target as it is.
+pub async fn mark_stale(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    index: usize,
+    detail: &str,
+    before: Option<&Value>,
+    fingerprint: Option<&Value>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE change_items SET stale_detail = $1, before_value = $2, fingerprint = $3
+         WHERE change_set_id = $4 AND item_index = $5",
+    )
+    .bind(detail)
+    .bind(before.map(Value::to_string))
+    .bind(fingerprint.map(Value::to_string))
+    .bind(change_set_id.to_string())
+    .bind(index as i64)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// What an undo set reverses: an applied item of another set.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Undoes {
+    /// The set of the item undone.
+    pub change_set_id: Uuid,
+    /// Its index.
+    pub item_index: usize,
+    /// The operation id it was applied under.
+    pub operation_id: String,
+}
+
+/// Records that set `change_set_id` reverses `undoes`.
+pub async fn set_undoes(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    undoes: &Undoes,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE change_sets SET undoes = $1 WHERE id = $2")
+        .bind(json!(undoes).to_string())
+        .bind(change_set_id.to_string())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// What set `change_set_id` reverses, when it is an undo set.
+pub async fn undoes(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+) -> Result<Option<Undoes>, StoreError> {
+    let text: Option<Option<String>> =
+        sqlx::query_scalar("SELECT undoes FROM change_sets WHERE id = $1")
+            .bind(change_set_id.to_string())
+            .fetch_optional(conn)
+            .await?;
+    text.flatten()
+        .map(|text| {
+            serde_json::from_str(&text)
+                .map_err(|e| StoreError::corrupt(TABLE, format!("undoes: {e}")))
+        })
+        .transpose()
+}
+
+/// The undo sets of item `index` of set `change_set_id`, oldest first: `(id, status of
+/// its one item)`.
+pub async fn undone_by(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    index: usize,
+) -> Result<Vec<(Uuid, ChangeItemStatus)>, StoreError> {
+    let pattern = json!({"changeSetId": change_set_id, "itemIndex": index}).to_string();
+    // The link is JSON text written by `set_undoes`: its first two fields, in order,
+    // then the comma before the third (so item 1 does not match item 10).
+    let prefix = format!("{},%", &pattern[..pattern.len() - 1]);
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT s.id, i.status FROM change_sets s JOIN change_items i ON i.change_set_id = s.id
+         WHERE s.undoes LIKE $1 AND i.item_index = 0 ORDER BY s.created_at",
+    )
+    .bind(prefix)
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter()
+        .map(|(id, status)| {
+            Ok((
+                Uuid::parse_str(&id).map_err(|e| StoreError::corrupt(TABLE, e.to_string()))?,
+                status
+                    .parse::<ChangeItemStatus>()
+                    .map_err(|e| StoreError::corrupt(TABLE, e))?,
+            ))
+        })
+        .collect()
 }
 
 async fn load_items(conn: &mut AnyConnection, id: &str) -> Result<Vec<ChangeItem>, StoreError> {

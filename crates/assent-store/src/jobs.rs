@@ -754,6 +754,16 @@ pub async fn transition(
     Ok(changed == 1)
 }
 
+/// Writes `note` as job `id`'s last error (why it stopped: a retraction's reason).
+pub async fn record_note(conn: &mut AnyConnection, id: Uuid, note: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE execution_jobs SET last_error = $1 WHERE id = $2")
+        .bind(note)
+        .bind(id.to_string())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// The in-doubt jobs of `host` due for a reconciliation (one just gone in doubt, or
 /// one whose host could not tell a while ago: see [`postpone`]).
 pub async fn in_doubt_due(

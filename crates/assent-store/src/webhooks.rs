@@ -52,11 +52,14 @@ pub mod event {
     /// A confirmed item's external call has no outcome (its executor stopped, or the
     /// call outlived its lease): it may have happened, and only a person can say.
     pub const ITEM_IN_DOUBT: &str = "item.inDoubt";
+    /// A confirmed item's target changed between the proposal and its job's run:
+    /// nothing ran, the job is retracted, and the item shows the target as it is.
+    pub const ITEM_STALE: &str = "item.stale";
     /// Sent by `assent webhooks test` only; never stored.
     pub const TEST: &str = "webhook.test";
 
     /// Every type a subscription may name.
-    pub const ALL: [&str; 7] = [
+    pub const ALL: [&str; 8] = [
         CHANGE_SET_CREATED,
         CHANGE_SET_RESOLVED,
         CHANGE_SET_EXPIRING,
@@ -64,6 +67,7 @@ pub mod event {
         CONFIRMATION_REQUESTED,
         ITEM_FAILED,
         ITEM_IN_DOUBT,
+        ITEM_STALE,
     ];
 }
 
@@ -496,6 +500,37 @@ pub async fn enqueue_job_event(
         JobStatus::InDoubt => event::ITEM_IN_DOUBT,
         _ => return Ok(None),
     };
+    enqueue_item_event(conn, job, event_type, status, error, now).await
+}
+
+/// Queues `item.stale` about `job`, which the caller's transaction has just retracted
+/// because its target changed since the proposal (`detail`); the same `data` as
+/// [`enqueue_job_event`]'s, with `detail` as `lastError`.
+pub async fn enqueue_stale_event(
+    conn: &mut AnyConnection,
+    job: &Job,
+    detail: &str,
+    now: OffsetDateTime,
+) -> Result<Option<String>, StoreError> {
+    enqueue_item_event(
+        conn,
+        job,
+        event::ITEM_STALE,
+        JobStatus::Retracted,
+        detail,
+        now,
+    )
+    .await
+}
+
+async fn enqueue_item_event(
+    conn: &mut AnyConnection,
+    job: &Job,
+    event_type: &'static str,
+    status: JobStatus,
+    error: &str,
+    now: OffsetDateTime,
+) -> Result<Option<String>, StoreError> {
     let wanting = wanting(conn, event_type, Some(&job.agent_id)).await?;
     if wanting.is_empty() {
         return Ok(None);

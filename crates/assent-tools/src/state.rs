@@ -37,6 +37,17 @@ pub trait TargetState: SummaryContext + fmt::Debug + Send + Sync {
         let _ = (tool_name, args);
         None
     }
+
+    /// What the fields `tool_name(args)` would touch hold now: taken when the call is
+    /// proposed, stored with the item, and compared again when it is confirmed and when
+    /// its job runs; a difference means the target changed meanwhile and the item is
+    /// not applied to what it has become. Fields, not whole objects (an unrelated edit
+    /// of the same target changes nothing here), and content, not timestamps. An
+    /// object keyed by field name gives the clearest message (`priority was P2, now
+    /// P1`). `None`: nothing to guard. The default is [`TargetState::before`].
+    fn fingerprint(&self, tool_name: &str, args: &Value) -> Option<Value> {
+        self.before(tool_name, args)
+    }
 }
 
 /// The state of a target whose host keeps none the engine could compare with (every
