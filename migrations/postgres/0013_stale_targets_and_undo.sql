@@ -10,3 +10,5 @@
 ALTER TABLE change_items ADD COLUMN fingerprint TEXT;
 ALTER TABLE change_items ADD COLUMN stale_detail TEXT;
 ALTER TABLE change_sets ADD COLUMN undoes TEXT;
+-- The agent's history marks an item undone: its undo sets are few, found by agent.
+CREATE INDEX change_sets_undoing ON change_sets (agent_id) WHERE undoes IS NOT NULL;

@@ -90,6 +90,7 @@ mod tests {
                     mode,
                     batch: None,
                     summary: None,
+                    compensation: None,
                 })
                 .expect("registers");
         }

@@ -42,6 +42,9 @@ pub enum RunStatus {
     /// Withdrawn (by a person after it failed, or by a sync that stopped it before it
     /// ran); it will not run: `— confirmed, retracted: will not run`.
     Retracted,
+    /// It was applied, then reversed by an undo a person confirmed (`assent undo`):
+    /// `— confirmed, undone by the user`.
+    Undone,
 }
 
 /// The most characters of a run's error shown on its line: its head and its tail stay
@@ -57,6 +60,7 @@ impl RunStatus {
             Self::Ran => "ran",
             Self::InDoubt => "in doubt",
             Self::Retracted => "retracted: will not run",
+            Self::Undone => "undone by the user",
             Self::Failed(error) => {
                 // The error is the host's or an upstream's text: one line, nothing
                 // hidden, so that it cannot print a decision line of its own, and cut

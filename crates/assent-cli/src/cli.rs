@@ -117,6 +117,9 @@ pub enum DbCommand {
     Edit(EditArgs),
     /// Put one item off; it stays open.
     Defer(ItemArgs),
+    /// Propose the reversal of an applied item as a new change set for review (exit 3
+    /// when it is not applied, 1 when its tool declares no compensation).
+    Undo(ItemArgs),
     /// Reject every open item of a change set.
     Dismiss(DismissArgs),
     /// Expire open change sets older than a time to live.

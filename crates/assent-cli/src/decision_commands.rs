@@ -59,6 +59,7 @@ pub async fn show(ctx: &Ctx, args: ShowArgs) -> Result<Output, CliError> {
         tools.push(served_tool(&mut conn, id, index, &item.tool_name).await?);
     }
     let mut view = SetView::of(&set).with_reasons(&decided).with_jobs(&ran);
+    view.undoes = change_sets::undoes(&mut conn, id).await?;
     let text = || render::show(&set, args.index, &ran, &decided, &tools);
     match args.index {
         Some(index) => Output::either(ctx.json, &view.items.swap_remove(index), text),
@@ -167,6 +168,28 @@ pub async fn defer(ctx: &Ctx, args: ItemArgs) -> Result<Output, CliError> {
         .defer_item(set, args.index, ctx.now)
         .await?;
     Output::either(ctx.json, &decision, || render::decision(&decision))
+}
+
+/// `assent undo SET IDX`: the reversal of an applied item, proposed as a new change set
+/// (`--json`: the set as `show --json` gives it, with `undoes`).
+pub async fn undo(ctx: &Ctx, args: ItemArgs) -> Result<Output, CliError> {
+    let set = set_id(ctx, &args.set).await?;
+    let undo = ctx
+        .engine
+        .confirmations()
+        .undo(set, args.index, ctx.now)
+        .await?;
+    let mut conn = ctx.connection().await?;
+    let mut view = SetView::of(&undo);
+    view.undoes = change_sets::undoes(&mut conn, undo.id).await?;
+    Output::either(ctx.json, &view, || {
+        format!(
+            "Proposed the undo as change set {} ({}); confirm it with `assent confirm {} 0`.\n",
+            undo.id,
+            assent_domain::one_line(&render::visible(&undo.items[0].human_summary)),
+            &undo.id.simple().to_string()[..8]
+        )
+    })
 }
 
 /// `assent dismiss`.

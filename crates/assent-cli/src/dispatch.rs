@@ -6,7 +6,9 @@
 use crate::CliError;
 use crate::cli::{AgentCommand, Cli, Command, DbCommand, TaskCommand};
 use crate::context::{Ctx, Output};
-use crate::decision_commands::{confirm, defer, dismiss, edit, expire, pending, reject, show};
+use crate::decision_commands::{
+    confirm, defer, dismiss, edit, expire, pending, reject, show, undo,
+};
 use crate::record_commands::{audit_trail, grants, history, outbox_messages};
 use crate::task_commands::{
     agent_create, agent_idempotent, agent_list, agent_rule, agent_show, task_create, task_show,
@@ -62,6 +64,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Reject(args) => reject(&ctx, args).await,
         DbCommand::Edit(args) => edit(&ctx, args).await,
         DbCommand::Defer(args) => defer(&ctx, args).await,
+        DbCommand::Undo(args) => undo(&ctx, args).await,
         DbCommand::Dismiss(args) => dismiss(&ctx, args).await,
         DbCommand::Expire(args) => expire(&ctx, args).await,
         DbCommand::History(args) => history(&ctx, args).await,

@@ -210,7 +210,7 @@ impl ConfirmationService {
     /// item would break a unique index.
     ///
     /// [`Store::begin_write_on`]: assent_store::Store::begin_write_on
-    async fn begin_on_set(&self, change_set_id: Uuid) -> Result<WriteTx, ConfirmError> {
+    pub(crate) async fn begin_on_set(&self, change_set_id: Uuid) -> Result<WriteTx, ConfirmError> {
         let store = &self.engine.store;
         if store.backend() == Backend::Sqlite {
             return Ok(store.begin_write().await?);
@@ -765,11 +765,18 @@ impl ConfirmationService {
         // What became of the confirmed calls that ran outside the database: the model
         // learns that an approved refund failed, not only that it was approved.
         let runs = jobs::for_confirmations(&mut conn, &decisions).await?;
+        let undone = change_sets::undone_for_agent(&mut conn, agent_id).await?;
         Ok(assent_changeset::render_history_with_runs(
             &decisions,
             |d| {
                 use assent_changeset::RunStatus as Run;
                 use jobs::JobStatus;
+                let reversed = |u: &change_sets::Undoes| {
+                    (u.change_set_id, u.item_index) == (d.change_set_id, d.item_index)
+                };
+                if d.verdict == Verdict::Confirmed && undone.iter().any(reversed) {
+                    return Some(Run::Undone);
+                }
                 let job = runs
                     .iter()
                     .find(|j| (j.change_set_id, j.item_index) == (d.change_set_id, d.item_index))?;

@@ -100,6 +100,10 @@ pub enum ConfirmError {
     /// that. The text is `target changed since proposed: …; review and confirm again`.
     #[error("{0}")]
     TargetChanged(String),
+    /// An applied item whose tool declares no compensation (or none that what was
+    /// recorded allows) cannot be undone through Assent.
+    #[error("{0}")]
+    NoCompensation(String),
     /// A worker's settings were refused (the webhook sender's, say).
     #[error("invalid worker settings: {0}")]
     InvalidWorker(String),

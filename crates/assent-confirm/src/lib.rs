@@ -40,6 +40,7 @@ mod outcome;
 mod scheduler;
 mod simple;
 mod strategy;
+mod undo;
 mod wake;
 mod worker;
 

@@ -166,7 +166,7 @@ impl ConfirmationService {
     }
 }
 
-async fn read_outcome(
+pub(crate) async fn read_outcome(
     conn: &mut AnyConnection,
     change_set_id: Uuid,
 ) -> Result<SetOutcome, ConfirmError> {
@@ -214,7 +214,7 @@ async fn read_outcome(
 
 /// The operation id the confirmation of `decision`'s item ran under (the person's
 /// edit when there was one).
-fn operation_id(set: &ChangeSet, decision: &ChangeDecision) -> OperationId {
+pub(crate) fn operation_id(set: &ChangeSet, decision: &ChangeDecision) -> OperationId {
     let item = &set.items[decision.item_index];
     OperationId::for_proposal(
         &set.run_key,

@@ -319,6 +319,7 @@ mod tests {
                 mode: ToolMode::Deferred,
                 batch: None,
                 summary: None,
+                compensation: None,
             })
             .expect("the tool registers");
         let store = Store::open("sqlite::memory:").await.expect("store");

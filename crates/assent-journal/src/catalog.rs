@@ -158,6 +158,7 @@ fn spec(
         mode,
         batch: None,
         summary,
+        compensation: None,
     }
 }
 
@@ -352,9 +353,47 @@ pub fn register_catalog(registry: &mut ToolRegistry) -> Result<(), ToolsError> {
         ),
     ];
     for spec in specs {
+        let spec = match compensation(&spec.name) {
+            Some(compensation) => spec.with_compensation(compensation),
+            None => spec,
+        };
         registry.register(spec)?;
     }
     Ok(())
+}
+
+/// How each setter is undone (`assent undo`): the same tool, back to the value it
+/// replaced (`before`, recorded with the item and refreshed if the task changed before
+/// it was applied). Nothing before (no due date, no estimate) cannot be set back with
+/// these tools, so there is no compensation then; tools that add have none (their
+/// reverse is another tool the journal does not offer).
+fn compensation(tool_name: &str) -> Option<assent_tools::CompensationFn> {
+    fn back_to(tool: &str, field: &str, before: Option<&Value>) -> Option<(String, Value)> {
+        let before = before.filter(|value| !value.is_null())?;
+        Some((tool.to_owned(), json!({ field: before })))
+    }
+    Some(match tool_name {
+        tool::SET_TASK_TITLE => |_, before, _| back_to(tool::SET_TASK_TITLE, "title", before),
+        tool::UPDATE_TASK_ESTIMATE => {
+            |_, before, _| back_to(tool::UPDATE_TASK_ESTIMATE, "minutes", before)
+        }
+        tool::UPDATE_TASK_DUE_DATE => {
+            |_, before, _| back_to(tool::UPDATE_TASK_DUE_DATE, "dueDate", before)
+        }
+        tool::UPDATE_TASK_PRIORITY => {
+            |_, before, _| back_to(tool::UPDATE_TASK_PRIORITY, "priority", before)
+        }
+        tool::SET_TASK_STATUS => |_, before, _| back_to(tool::SET_TASK_STATUS, "status", before),
+        tool::UPDATE_CHECKLIST_ITEM => |args, before, _| {
+            let before = before?;
+            Some((
+                tool::UPDATE_CHECKLIST_ITEM.to_owned(),
+                json!({"id": args.get("id")?, "title": before.get("title")?,
+                       "isChecked": before.get("isChecked")?}),
+            ))
+        },
+        _ => return None,
+    })
 }
 
 /// A registry holding exactly the journal's tools.
@@ -374,6 +413,61 @@ mod tests {
 
     fn summary(tool: &str, args: Value) -> String {
         catalog().summarize(tool, &args, None)
+    }
+
+    #[test]
+    fn setters_are_undone_back_to_the_value_they_replaced() {
+        let c = catalog();
+        let undo = |tool: &str, args: Value, before: Option<Value>| {
+            c.require(tool)
+                .expect("present")
+                .compensate(&args, before.as_ref(), "")
+        };
+        assert_eq!(
+            undo(
+                tool::UPDATE_TASK_PRIORITY,
+                json!({"priority": "P0"}),
+                Some(json!("P2"))
+            ),
+            Some((
+                tool::UPDATE_TASK_PRIORITY.to_owned(),
+                json!({"priority": "P2"})
+            ))
+        );
+        assert_eq!(
+            undo(
+                tool::UPDATE_CHECKLIST_ITEM,
+                json!({"id": "c1", "isChecked": true}),
+                Some(json!({"title": "Buy", "isChecked": false}))
+            ),
+            Some((
+                tool::UPDATE_CHECKLIST_ITEM.to_owned(),
+                json!({"id": "c1", "title": "Buy", "isChecked": false})
+            ))
+        );
+        assert_eq!(
+            undo(
+                tool::UPDATE_TASK_DUE_DATE,
+                json!({"dueDate": "2026-01-01"}),
+                Some(Value::Null)
+            ),
+            None
+        );
+        assert_eq!(
+            undo(tool::ADD_CHECKLIST_ITEM, json!({"title": "x"}), None),
+            None
+        );
+        // The undo of an undo is the same tool again.
+        let (tool, args) = undo(
+            tool::SET_TASK_TITLE,
+            json!({"title": "B"}),
+            Some(json!("A")),
+        )
+        .unwrap();
+        assert_eq!(
+            undo(&tool, args, Some(json!("B"))),
+            Some((tool::SET_TASK_TITLE.to_owned(), json!({"title": "B"})))
+        );
     }
 
     #[test]

@@ -183,6 +183,26 @@ pub(crate) async fn defer_item(State(state): State<AppState>, path: ItemPath) ->
     ok(decision)
 }
 
+/// `POST /api/change-sets/{id}/items/{index}/undo`: proposes the reversal of an applied
+/// item as a new change set (201, the set as `GET /api/change-sets/{id}` shows it,
+/// with `undoes`); 409 when the item is not applied, 400 when its tool declares no
+/// compensation.
+pub(crate) async fn undo_item(State(state): State<AppState>, path: ItemPath) -> ApiResult {
+    let (set, index) = item_path(&state, path).await?;
+    let undo = state.engine.confirmations().undo(set, index, now()).await?;
+    state.events.publish(crate::ServerEvent::created(&undo));
+    let mut view = SetView::of(&undo);
+    let mut conn = state
+        .engine
+        .store()
+        .pool()
+        .acquire()
+        .await
+        .map_err(assent_store::StoreError::from)?;
+    view.undoes = change_sets::undoes(&mut conn, undo.id).await?;
+    crate::api::created(view)
+}
+
 /// `POST /api/change-sets/{id}/confirm-all`.
 pub(crate) async fn confirm_all(
     State(state): State<AppState>,

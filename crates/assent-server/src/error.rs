@@ -107,6 +107,7 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         | ConfirmError::UnknownAgent(_)
         | ConfirmError::UnknownTarget(_)
         | ConfirmError::UnknownTool(_)
+        | ConfirmError::NoCompensation(_)
         | ConfirmError::Calls(_) => StatusCode::BAD_REQUEST,
         ConfirmError::PolicyDenied(_) => StatusCode::FORBIDDEN,
         ConfirmError::ExecutionTimedOut { .. } => StatusCode::GATEWAY_TIMEOUT,

@@ -239,6 +239,10 @@ impl Server {
                 "/change-sets/{id}/items/{index}/defer",
                 post(change_sets::defer_item),
             )
+            .route(
+                "/change-sets/{id}/items/{index}/undo",
+                post(change_sets::undo_item),
+            )
             .route("/jobs", get(jobs::list))
             .route("/jobs/{id}/resolve", post(jobs::resolve))
             .route("/jobs/{id}/retry", post(jobs::retry))

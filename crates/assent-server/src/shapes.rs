@@ -83,6 +83,10 @@ pub struct SetView<'a> {
     pub created_at: OffsetDateTime,
     /// Its items, in order.
     pub items: Vec<SetItemView<'a>>,
+    /// For a set that reverses an applied item (`assent undo`): `{changeSetId,
+    /// itemIndex, operationId}` of that item; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undoes: Option<assent_store::change_sets::Undoes>,
 }
 
 impl<'a> SetView<'a> {
@@ -96,6 +100,7 @@ impl<'a> SetView<'a> {
             task_id: task_id_of(set),
             status: set.status.as_str(),
             created_at: set.created_at,
+            undoes: None,
             items: set
                 .items
                 .iter()

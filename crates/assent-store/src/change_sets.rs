@@ -290,32 +290,25 @@ pub async fn undoes(
         .transpose()
 }
 
-/// The undo sets of item `index` of set `change_set_id`, oldest first: `(id, status of
-/// its one item)`.
-pub async fn undone_by(
+/// What the confirmed undo sets of agent `agent_id` reversed: the items its history
+/// shows as undone.
+pub async fn undone_for_agent(
     conn: &mut AnyConnection,
-    change_set_id: Uuid,
-    index: usize,
-) -> Result<Vec<(Uuid, ChangeItemStatus)>, StoreError> {
-    let pattern = json!({"changeSetId": change_set_id, "itemIndex": index}).to_string();
-    // The link is JSON text written by `set_undoes`: its first two fields, in order,
-    // then the comma before the third (so item 1 does not match item 10).
-    let prefix = format!("{},%", &pattern[..pattern.len() - 1]);
-    let rows: Vec<(String, String)> = sqlx::query_as(
-        "SELECT s.id, i.status FROM change_sets s JOIN change_items i ON i.change_set_id = s.id
-         WHERE s.undoes LIKE $1 AND i.item_index = 0 ORDER BY s.created_at",
+    agent_id: &str,
+) -> Result<Vec<Undoes>, StoreError> {
+    let links: Vec<String> = sqlx::query_scalar(
+        "SELECT s.undoes FROM change_sets s
+         JOIN change_items i ON i.change_set_id = s.id AND i.item_index = 0
+         WHERE s.agent_id = $1 AND s.undoes IS NOT NULL AND i.status = 'confirmed'",
     )
-    .bind(prefix)
+    .bind(agent_id)
     .fetch_all(conn)
     .await?;
-    rows.into_iter()
-        .map(|(id, status)| {
-            Ok((
-                Uuid::parse_str(&id).map_err(|e| StoreError::corrupt(TABLE, e.to_string()))?,
-                status
-                    .parse::<ChangeItemStatus>()
-                    .map_err(|e| StoreError::corrupt(TABLE, e))?,
-            ))
+    links
+        .iter()
+        .map(|text| {
+            serde_json::from_str(text)
+                .map_err(|e| StoreError::corrupt(TABLE, format!("undoes: {e}")))
         })
         .collect()
 }

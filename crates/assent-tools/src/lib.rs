@@ -28,6 +28,7 @@ pub use executor::{
 };
 pub use policy::{AgentPolicy, PolicyDecision, RuleAction, TargetCategory, ToolRule};
 pub use registry::{
-    BatchSpec, SummaryContext, SummaryFn, ToolMode, ToolRegistry, ToolSpec, fallback_summary,
+    BatchSpec, CompensationFn, SummaryContext, SummaryFn, ToolMode, ToolRegistry, ToolSpec,
+    fallback_summary,
 };
 pub use state::{Redundancy, Stateless, TargetState};

@@ -240,6 +240,7 @@ mod tests {
             mode,
             batch: None,
             summary: None,
+            compensation: None,
         }
     }
 

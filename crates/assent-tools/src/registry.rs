@@ -44,6 +44,13 @@ pub trait SummaryContext {
 /// Makes the text a person reads for one call of the tool.
 pub type SummaryFn = fn(args: &Value, context: Option<&dyn SummaryContext>) -> String;
 
+/// How to reverse an applied call: from its (effective) arguments, the value it
+/// replaced (`before`, as recorded when it was applied) and its result text, the call
+/// that puts things back, `(tool, args)`; `None` when what was recorded does not allow
+/// it (nothing was there before, say). `assent undo` proposes that call for review.
+pub type CompensationFn =
+    fn(args: &Value, before: Option<&Value>, result: &str) -> Option<(String, Value)>;
+
 /// One tool: its contract with the model and how Assent routes it.
 #[derive(Clone)]
 pub struct ToolSpec {
@@ -59,6 +66,9 @@ pub struct ToolSpec {
     pub batch: Option<BatchSpec>,
     /// The human summary of a call; `None` falls back to `tool(arg keys)`.
     pub summary: Option<SummaryFn>,
+    /// How to reverse an applied call (see [`CompensationFn`]); `None`: it cannot be
+    /// undone through Assent.
+    pub compensation: Option<CompensationFn>,
 }
 
 impl fmt::Debug for ToolSpec {
@@ -86,6 +96,7 @@ impl ToolSpec {
             mode,
             batch: None,
             summary: None,
+            compensation: None,
         }
     }
 
@@ -94,6 +105,24 @@ impl ToolSpec {
     pub fn with_summary(mut self, summary: SummaryFn) -> Self {
         self.summary = Some(summary);
         self
+    }
+
+    /// This tool, reversible by `compensation`.
+    #[must_use]
+    pub fn with_compensation(mut self, compensation: CompensationFn) -> Self {
+        self.compensation = Some(compensation);
+        self
+    }
+
+    /// The call that reverses an applied call of this tool, if it declares one and what
+    /// was recorded allows it.
+    pub fn compensate(
+        &self,
+        args: &Value,
+        before: Option<&Value>,
+        result: &str,
+    ) -> Option<(String, Value)> {
+        self.compensation?(args, before, result)
     }
 
     /// The summary of a call of this tool.
@@ -281,6 +310,7 @@ mod tests {
             mode: ToolMode::Deferred,
             batch: None,
             summary: Some(|args, _| format!("Set title to {}", args["title"])),
+            compensation: None,
         }
     }
 

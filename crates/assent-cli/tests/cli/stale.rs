@@ -1,7 +1,7 @@
 //! The stale-target guard from the command line (issue 28): a priority changed between
 //! a proposal and its confirmation makes `assent confirm` exit 4 with one line and
 //! change nothing; the item shows the target as it is now, and a second confirmation
-//! applies.
+//! applies. `assent undo` proposes an applied change's reversal for review.
 
 use super::{Cli, assert_fails, code};
 
@@ -41,4 +41,37 @@ fn a_priority_changed_since_the_proposal_exits_4_and_a_second_confirm_applies() 
     assert_eq!(code(&cli.run(&["confirm", &set, "0"])), 0);
     let shown = cli.json(&["task", "show", &task], "");
     assert_eq!(shown["priority"], "P0");
+}
+
+#[test]
+fn assent_undo_proposes_the_old_priority_back_and_refuses_what_it_cannot_undo() {
+    let cli = Cli::new();
+    let task = cli.agent_and_task();
+    let wake = cli.json(&["wake", "--agent", "a", "--task", &task], &priority("P0"));
+    let set = wake["changeSetId"].as_str().expect("a set").to_owned();
+    assert_fails(
+        &cli.run(&["undo", &set, "0"]),
+        3,
+        "is not applied (pending)",
+    );
+    assert_eq!(code(&cli.run(&["confirm", &set, "0"])), 0);
+
+    let undo = cli.json(&["undo", &set, "0"], "");
+    assert_eq!(undo["status"], "pending");
+    assert_eq!(undo["undoes"]["changeSetId"], set.as_str());
+    assert_eq!(undo["undoes"]["itemIndex"], 0);
+    assert_eq!(undo["items"][0]["args"]["priority"], "P2");
+    let undo = undo["id"].as_str().expect("an id").to_owned();
+    assert_eq!(code(&cli.run(&["confirm", &undo, "0"])), 0);
+    assert_eq!(cli.json(&["task", "show", &task], "")["priority"], "P2");
+
+    let label = r#"[{"id":"c","type":"function","function":{"name":"add_checklist_item","arguments":"{\"title\":\"Call Bob\"}"}}]"#;
+    let added = cli.json(&["wake", "--agent", "a", "--task", &task], label);
+    let added = added["changeSetId"].as_str().expect("a set").to_owned();
+    assert_eq!(code(&cli.run(&["confirm", &added, "0"])), 0);
+    assert_fails(
+        &cli.run(&["undo", &added, "0"]),
+        1,
+        "add_checklist_item declares no compensation",
+    );
 }

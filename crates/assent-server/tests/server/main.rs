@@ -22,4 +22,5 @@ mod roles;
 mod set_prefixes;
 mod support;
 mod sync;
+mod undo;
 mod webhooks;

@@ -75,6 +75,7 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         (Method::POST, item("reject")),
         (Method::POST, item("edit")),
         (Method::POST, item("defer")),
+        (Method::POST, item("undo")),
         (Method::GET, "/api/audit".to_owned()),
         (Method::GET, "/api/jobs".to_owned()),
         (Method::POST, "/api/jobs/any/resolve".to_owned()),
@@ -231,12 +232,13 @@ async fn a_reviewer_decides_but_does_not_configure_and_revoked_tokens_open_nothi
 }
 
 /// A wake of agent `other` on `task`; returns its set's id.
-async fn other_agents_set(server: &TestServer, task: &str) -> String {
+async fn other_agents_set(server: &TestServer, task: &str, priority: &str) -> String {
+    let arguments = json!({ "priority": priority }).to_string();
     let (status, body) = server
         .post(
             "/api/wakes",
             json!({"agentId": "other", "taskId": task, "toolCalls": [
-                {"id": "c", "type": "function", "function": {"name": "update_task_priority", "arguments": "{\"priority\":\"P3\"}"}}
+                {"id": "c", "type": "function", "function": {"name": "update_task_priority", "arguments": arguments}}
             ]}),
         )
         .await;
@@ -300,7 +302,7 @@ async fn an_agent_token_hears_of_its_own_agents_sets_only() {
     assert_eq!(status, 201);
     // Sets made before the stream opens: their agent is read when they are written.
     let own_old = server.propose(&task).await;
-    let other_old = other_agents_set(&server, &task).await;
+    let other_old = other_agents_set(&server, &task, "P3").await;
 
     let agent = server.token("agent", Some("triage")).await;
     let mut stream = server
@@ -326,9 +328,11 @@ async fn an_agent_token_hears_of_its_own_agents_sets_only() {
         assert_eq!(status, 200, "{verb} {set}/{index}: {body}");
     };
     decide(&other_old, 0, "confirm").await;
-    decide(&own_old, 0, "confirm").await;
+    // Its checklist item: the priority changed under its other item (the other
+    // agent's P3), which the stale-target guard would refuse.
+    decide(&own_old, 1, "confirm").await;
     // Sets made while it listens: their agent is in the creation event.
-    let other_new = other_agents_set(&server, &task).await;
+    let other_new = other_agents_set(&server, &task, "P2").await;
     let later = server.agent_and_task("Events, later").await;
     let own_new = server.propose(&later).await;
     decide(&other_new, 0, "reject").await;
