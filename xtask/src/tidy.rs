@@ -6,7 +6,8 @@
 //!   `assent-changeset`, `assent-sync`) know nothing of `sqlx` or `tokio`, neither in
 //!   their manifests nor in their resolved dependency graph;
 //! - the engine's crates (changeset, sync, store, confirm, webhooks, server, the facade
-//!   without its `journal` feature, the example service) resolve no `assent-journal*`
+//!   without its `journal` feature, the MCP gateway, the rig adapter, the example
+//!   service) resolve no `assent-journal*`
 //!   crate: the journal is one host, composed in by the CLI;
 //! - every crate under `crates/` has `[lints] workspace = true` and a `src/lib.rs` or
 //!   `src/main.rs`.
@@ -116,6 +117,7 @@ const HOST_FREE: &[&[&str]] = &[
     &["-p", "assent-webhooks"],
     &["-p", "assent-server"],
     &["-p", "assent-mcp"],
+    &["-p", "assent-rig"],
     &["-p", "assent", "--no-default-features"],
 ];
 
