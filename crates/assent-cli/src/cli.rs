@@ -51,9 +51,10 @@ pub enum Command {
     Demo(DemoArgs),
     /// Serve the review page and the JSON API over the database of --db.
     Serve(ServeArgs),
-    /// Gate an MCP server: serve MCP on stdin/stdout in front of `-- CMD ARGS`, whose
-    /// calls wait for a person unless the agent's rules (or, with --trust hints, the
-    /// server's read-only hints) let them run at once.
+    /// Gate MCP servers: serve MCP (on stdin/stdout, or over Streamable HTTP with --http)
+    /// in front of `-- CMD ARGS` or of every server of `--config FILE`, whose calls wait
+    /// for a person unless the agent's rules (or, with --trust hints, the server's
+    /// read-only hints) let them run at once.
     Mcp(crate::mcp_commands::McpArgs),
     /// The commands that work on the database of --db.
     #[command(flatten)]

@@ -1,19 +1,50 @@
-//! `assent mcp`: the MCP gateway on stdin/stdout in front of an upstream MCP server.
-//! Nothing else may write to stdout while it serves: it is the protocol's channel.
+//! `assent mcp`: the MCP gateway, on stdin/stdout or over Streamable HTTP, in front of
+//! one upstream MCP server or of every server of a client's configuration file.
+//! Nothing else may write to stdout while it serves on stdio: it is the protocol's
+//! channel.
 
 use crate::CliError;
-use assent_mcp::{Deadlines, GatewayOptions, McpError, Trust};
+use assent_mcp::{Deadlines, Downstream, GatewayOptions, HttpDownstream, McpError, Trust};
 use assent_store::Store;
 use clap::{Args, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
-/// `assent mcp --server NAME --agent A [--category C] [--wait SECS] [--trust hints|none]
-/// [--call-timeout SECS] [--start-timeout SECS] -- CMD [ARGS...]`.
+/// `assent mcp (--server NAME -- CMD [ARGS...] | --config FILE) --agent A
+/// [--category C] [--wait SECS] [--trust hints|none] [--call-timeout SECS]
+/// [--start-timeout SECS] [--http ADDR [--allowed-host HOST]...]`.
 #[derive(Debug, Args)]
 pub struct McpArgs {
     /// The upstream server's name: the target id (`mcp`, NAME) of its queued calls.
-    #[arg(long, value_name = "NAME")]
-    pub server: String,
+    #[arg(
+        long,
+        value_name = "NAME",
+        required_unless_present = "config",
+        conflicts_with = "config"
+    )]
+    pub server: Option<String>,
+    /// Gate every server of a client's MCP configuration file (`{"mcpServers": {NAME:
+    /// {"command", "args", "env"} | {"url", "headers"}}}`, as Claude Desktop, Cursor
+    /// and VS Code keep it) behind one endpoint, their tools named `NAME__tool`; an
+    /// entry's `"assent": {"trust": "hints", "category": C}` sets its trust and
+    /// category. A server that cannot be started is logged and skipped.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Serve MCP over Streamable HTTP at `http://ADDR/mcp` instead of stdin/stdout;
+    /// every request needs an agent token of --agent (`Authorization: Bearer`).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+    /// A host name (or `host:port`) requests over --http may name in `Host`; repeat
+    /// for more. Without it only loopback names are accepted (`localhost`,
+    /// `127.0.0.1`, `::1`), against DNS rebinding.
+    #[arg(long = "allowed-host", value_name = "HOST", requires = "http")]
+    pub allowed_hosts: Vec<String>,
+    /// The review server's address as people reach it (e.g. `https://assent.example`):
+    /// a queued call's answer carries its review page's link in `_meta`
+    /// (`assent/reviewUrl`), beside its change set id (`assent/changeSetId`).
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
     /// The agent whose policy (categories, allow|ask|deny rules) gates the calls.
     #[arg(long, value_name = "AGENT")]
     pub agent: String,
@@ -28,7 +59,9 @@ pub struct McpArgs {
     /// agent's allow rules; `hints`, also the upstream's annotations (`readOnlyHint`
     /// runs a tool at once unless `destructiveHint` contradicts it, `idempotentHint`
     /// lets a call left in doubt run again).
-    #[arg(long, value_enum, default_value_t = TrustArg::None, value_name = "TRUST")]
+    /// With --config, each server's trust is its entry's (`"assent": {"trust": "hints"}`).
+    #[arg(long, value_enum, default_value_t = TrustArg::None, value_name = "TRUST",
+          conflicts_with = "config")]
     pub trust: TrustArg,
     /// The longest wait for the upstream's answer to one call; an approved call that
     /// gets none in time is in doubt (unless its tool is idempotent), never run again
@@ -42,7 +75,8 @@ pub struct McpArgs {
           value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub start_timeout: u64,
     /// The upstream MCP server's command and arguments, after `--`.
-    #[arg(last = true, required = true, num_args = 1.., value_name = "CMD")]
+    #[arg(last = true, num_args = 1.., value_name = "CMD", required_unless_present = "config",
+          conflicts_with = "config")]
     pub command: Vec<String>,
 }
 
@@ -64,17 +98,39 @@ impl From<TrustArg> for Trust {
     }
 }
 
-/// Serves until the client leaves; an upstream that fails to start (in time) or stops,
-/// or a server name whose host another server uses, is an error (exit 1).
+/// Serves until the client leaves (stdio) or ctrl-c (HTTP); an upstream that fails to
+/// start (in time), or a server name whose host another server uses, is an error
+/// (exit 1) — with --config only when no server at all could be started.
 pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
-    let Some((command, command_args)) = args.command.split_first() else {
-        return Err(CliError::Usage(
-            "the upstream command is missing after --".into(),
-        ));
+    let downstream = match args.http {
+        None => Downstream::Stdio,
+        Some(addr) => Downstream::Http(HttpDownstream {
+            addr,
+            allowed_hosts: args.allowed_hosts.clone(),
+        }),
     };
+    let config = match &args.config {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                CliError::Usage(format!("cannot read --config {}: {e}", path.display()))
+            })?;
+            Some(
+                assent_mcp::config::parse(&text)
+                    .map_err(|e| CliError::Usage(format!("--config {}: {e}", path.display())))?,
+            )
+        }
+    };
+    if let Some(url) = &args.public_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(CliError::Usage(format!(
+            "--public-url {url:?} is not an http:// or https:// URL"
+        )));
+    }
     let store = Store::open(db).await?;
     let options = GatewayOptions {
-        server: args.server,
+        server: args.server.unwrap_or_default(),
         agent: args.agent,
         category: args.category,
         wait: args.wait.map(Duration::from_secs),
@@ -83,8 +139,19 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
             start: Duration::from_secs(args.start_timeout),
             call: Duration::from_secs(args.call_timeout),
         },
+        public_url: args.public_url,
     };
-    let served = assent_mcp::run(store.clone(), options, command, command_args).await;
+    let served = match config {
+        Some(config) => assent_mcp::run_config(store.clone(), options, config, downstream).await,
+        None => match args.command.split_first() {
+            Some((command, command_args)) => {
+                assent_mcp::run_one(store.clone(), options, command, command_args, downstream).await
+            }
+            None => Err(McpError::Client(
+                "the upstream command is missing after --".into(),
+            )),
+        },
+    };
     store.close().await;
     served.map_err(|error| match error {
         McpError::EmptyServerName => CliError::Usage(error.to_string()),

@@ -328,6 +328,9 @@ pub fn show(
             "    summary  {}\n",
             one_line(&visible(&item.human_summary))
         ));
+        if let Some(detail) = &item.stale_detail {
+            text.push_str(&format!("    stale    {}\n", one_line(&visible(detail))));
+        }
         if let Some(tool) = tools.get(index) {
             text.push_str(&tool.line());
             if let (Some(_), ServedTool::Stored(stored)) = (only, tool) {

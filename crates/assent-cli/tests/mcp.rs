@@ -22,6 +22,11 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+/// `assent mcp --config` (many servers, one endpoint), Streamable HTTP upstreams and
+/// the gateway served over Streamable HTTP.
+#[path = "mcp/gateways.rs"]
+mod gateways;
+
 fn target_dir() -> PathBuf {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_assent"));
     exe.parent().expect("the profile directory").to_path_buf()
@@ -482,6 +487,12 @@ async fn python_client(
     args.push("--".to_owned());
     args.extend(upstream.iter().cloned());
     let plan = json!({"command": env!("CARGO_BIN_EXE_assent"), "args": args, "calls": calls});
+    run_python(python, plan).await
+}
+
+/// Runs the official Python client (`mcp_client.py`) with `plan`; its report, after
+/// checking that no answer failed the client's validation.
+async fn run_python(python: &Path, plan: Value) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
     let out = tokio::time::timeout(
         Duration::from_secs(120),

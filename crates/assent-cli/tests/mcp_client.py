@@ -5,8 +5,9 @@ checks every successful tool result against the tool's `outputSchema` as listed.
 Usage: python mcp_client.py PLAN_JSON
 
 PLAN_JSON: {"command": "...", "args": ["..."], "calls": [{"tool": "...", "arguments": {...}}]}
-    starts COMMAND ARGS over stdio (the gateway, which starts its upstream), lists the
-    tools, makes each call in order and prints one JSON object on stdout:
+    starts COMMAND ARGS over stdio (the gateway, which starts its upstream), or with
+    {"url": "...", "headers": {...}} instead of command and args connects to the gateway
+    over Streamable HTTP; lists the tools, makes each call in order and prints one JSON object on stdout:
     {"tools": [{"name", "description", "outputSchema", "annotations"}],
      "calls": [{"isError", "text", "structuredContent", "progress"} or {"clientError"}]}
     A client-side error (an invalid result, a protocol error) is caught and reported as
@@ -45,9 +46,19 @@ async def call(session, step):
     }
 
 
+def connect(plan):
+    if "url" in plan:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        client = create_mcp_http_client(headers=plan.get("headers") or {})
+        return streamable_http_client(plan["url"], http_client=client)
+    return stdio_client(StdioServerParameters(command=plan["command"], args=plan["args"]))
+
+
 async def main(plan):
-    server = StdioServerParameters(command=plan["command"], args=plan["args"])
-    async with stdio_client(server) as (read, write):
+    async with connect(plan) as streams:
+        read, write = streams[0], streams[1]
         async with ClientSession(read, write) as session:
             await session.initialize()
             listed = await session.list_tools()

@@ -46,6 +46,11 @@ pub enum McpError {
         /// Why.
         reason: String,
     },
+    /// No server of the configuration file could be started.
+    #[error(
+        "no MCP server of the configuration could be started (each one's reason is logged above)"
+    )]
+    NoServer,
     /// The client side of the protocol failed.
     #[error("the MCP client connection failed: {0}")]
     Client(String),

@@ -2,7 +2,7 @@
 
 use crate::McpError;
 use crate::catalog::{TOOL_TITLE, Trust, idempotent, listed, registry, route, title};
-use crate::host::{McpHost, check_host_free, host_name};
+use crate::host::{McpHost, host_name};
 use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
 use assent_changeset::parse_tool_calls;
 use assent_confirm::{Engine, WakeRequest};
@@ -12,12 +12,13 @@ use assent_store::jobs::{self, JobStatus};
 use assent_store::{Store, agents, change_sets, decisions, operations};
 use assent_tools::RuleAction;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, DetailedTask, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
+    MetaObject, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Task, TaskPayload, TaskStatus, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, RwLock};
@@ -28,7 +29,7 @@ use tracing::Instrument;
 pub const QUEUED: &str = "Proposal queued for user review.";
 
 /// How often a waiting call looks at its item, and the gateway at its jobs.
-const POLL: Duration = Duration::from_millis(200);
+pub(crate) const POLL: Duration = Duration::from_millis(200);
 
 /// How often a waiting call tells the client it is still waiting.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -48,6 +49,9 @@ pub struct GatewayOptions {
     pub trust: Trust,
     /// How long the upstream may take to start and to answer a call.
     pub deadlines: Deadlines,
+    /// The review server's address as people reach it (`--public-url`): a queued
+    /// call's `_meta` links to its set on the review page.
+    pub public_url: Option<String>,
 }
 
 /// The gateway: see the module documentation. Cloning shares it.
@@ -186,6 +190,16 @@ impl Gateway {
         Ok(())
     }
 
+    /// The server's name.
+    pub fn server(&self) -> &str {
+        &self.inner.options.server
+    }
+
+    /// Whether the server's annotations count.
+    pub fn trust(&self) -> Trust {
+        self.inner.options.trust
+    }
+
     /// The engine over the catalog as last checked (for a confirmation in this
     /// process).
     pub fn engine(&self) -> Engine {
@@ -251,6 +265,25 @@ impl Gateway {
         args: Value,
         progress: Option<&RequestContext<RoleServer>>,
     ) -> Result<CallToolResult, ErrorData> {
+        match self.call_or_task(tool_name, args, progress, false).await? {
+            Called::Done(result) => Ok(result),
+            Called::Task(task) => Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+                "{QUEUED}\nTask {}.",
+                task.task_id
+            ))])),
+        }
+    }
+
+    /// [`Gateway::call`]; when `as_task` (the client declared the tasks extension) a
+    /// queued call is answered at once with a task naming its item (never held by
+    /// `--wait`), whose state [`Gateway::task`] reads from the database.
+    async fn call_or_task(
+        &self,
+        tool_name: &str,
+        args: Value,
+        progress: Option<&RequestContext<RoleServer>>,
+        as_task: bool,
+    ) -> Result<Called, ErrorData> {
         let inner = &self.inner;
         self.sync_catalog(false).await.map_err(internal)?;
         let Some(tool) = inner
@@ -268,15 +301,15 @@ impl Gateway {
         let engine = self.engine();
         let registry = engine.registry();
         if let Err(error) = registry.validate_args(tool_name, &args) {
-            return Ok(error_result(error.to_string()));
+            return Ok(Called::Done(error_result(error.to_string())));
         }
         let policy = self.policy().await.map_err(internal)?;
         if let Some(spec) = registry.get(tool_name)
             && route(&policy, spec) == RuleAction::Deny
         {
-            return Ok(error_result(format!(
+            return Ok(Called::Done(error_result(format!(
                 "Tool {tool_name} is denied by policy"
-            )));
+            ))));
         }
         let run_key = format!("mcp-{}", Uuid::new_v4());
         let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "call-1",
@@ -301,16 +334,169 @@ impl Gateway {
         let Some(set) = wake.change_set else {
             let operation =
                 OperationId::derive(&run_key, tool_name, &args, &[inner.target.id.as_str()]);
-            return Ok(match inner.caller.take_result(&operation) {
+            return Ok(Called::Done(match inner.caller.take_result(&operation) {
                 Some(result) => result,
                 None => error_result(reply),
-            });
+            }));
         };
-        let queued = format!("{reply}\nChange set {}, item 0.", set.id);
-        match inner.options.wait {
-            Some(wait) => self.wait_for(set.id, wait, queued, progress).await,
-            None => Ok(CallToolResult::success(vec![ContentBlock::text(queued)])),
+        if as_task {
+            let task = Task::new(
+                task_id(set.id, 0),
+                TaskStatus::Working,
+                rfc3339(set.created_at),
+                rfc3339(now),
+            )
+            .with_status_message(WAITING)
+            .with_poll_interval_ms(TASK_POLL_MS);
+            return Ok(Called::Task(task));
         }
+        let mut queued = CallToolResult::success(vec![ContentBlock::text(format!(
+            "{reply}\nChange set {}, item 0.",
+            set.id
+        ))]);
+        queued.meta = Some(self.receipt_meta(set.id));
+        let result = match inner.options.wait {
+            Some(wait) => self.wait_for(set.id, wait, queued, progress).await?,
+            None => queued,
+        };
+        Ok(Called::Done(result))
+    }
+
+    /// The `_meta` of a queued call's receipt: `assent/changeSetId` and `assent/item`,
+    /// and with a public URL the review page's link as `assent/reviewUrl`.
+    fn receipt_meta(&self, set: Uuid) -> MetaObject {
+        let mut meta = serde_json::Map::new();
+        meta.insert(CHANGE_SET_META.to_owned(), json!(set.to_string()));
+        meta.insert("assent/item".to_owned(), json!(0));
+        if let Some(public) = &self.inner.options.public_url {
+            meta.insert(
+                REVIEW_URL_META.to_owned(),
+                json!(format!(
+                    "{}/#change-set-{set}",
+                    public.trim_end_matches('/')
+                )),
+            );
+        }
+        MetaObject(meta)
+    }
+
+    /// The state of task `task_id` (`SET/ITEM`, see [`task_id`]) when it is a call of
+    /// this server, read from the database, so it survives a restart of the gateway:
+    /// `working` while the item is pending, deferred, approved or running;
+    /// `completed` with the upstream's result once applied (the full result while
+    /// this process still holds it, else the recorded text); `failed` with the
+    /// person's reason when rejected, or the error when the run failed or is in doubt.
+    pub async fn task(&self, task_id: &str) -> Result<Option<GetTaskResult>, McpError> {
+        let Some(set_id) = self.own_task(task_id).await? else {
+            return Ok(None);
+        };
+        let created = {
+            let mut conn = self
+                .engine()
+                .store()
+                .pool()
+                .acquire()
+                .await
+                .map_err(assent_store::StoreError::from)?;
+            change_sets::load(&mut conn, set_id)
+                .await?
+                .map(|set| set.created_at)
+        };
+        let now = OffsetDateTime::now_utc();
+        let (payload, message) = match self.decided(set_id).await? {
+            None => (TaskPayload::Working, WAITING),
+            Some(result) if result.is_error == Some(true) => {
+                let mut error = serde_json::Map::new();
+                error.insert("code".to_owned(), json!(TASK_FAILED_CODE));
+                error.insert(
+                    "message".to_owned(),
+                    json!(crate::upstream::result_text(&result)),
+                );
+                (TaskPayload::Failed { error }, "Failed.")
+            }
+            Some(result) => {
+                let Value::Object(result) = serde_json::to_value(&result).map_err(|e| {
+                    McpError::Client(format!("a tool result did not serialize: {e}"))
+                })?
+                else {
+                    return Err(McpError::Client("a tool result is not an object".into()));
+                };
+                (TaskPayload::Completed { result }, "Applied.")
+            }
+        };
+        let task = Task::new(
+            task_id,
+            payload.status(),
+            rfc3339(created.unwrap_or(now)),
+            rfc3339(now),
+        )
+        .with_status_message(message)
+        .with_poll_interval_ms(TASK_POLL_MS);
+        Ok(Some(GetTaskResult::new(DetailedTask::new(task, payload))))
+    }
+
+    /// Withdraws the call of task `task_id` while a person has not decided it yet:
+    /// the item is rejected with the reason [`CANCELLED_BY_AGENT`] (a decision like
+    /// any other, in the audit trail); a decided one is left as it is (cancellation is
+    /// cooperative). `None` when the task is not a call of this server.
+    pub async fn cancel_task_of(&self, task_id: &str) -> Result<Option<()>, McpError> {
+        let Some(set_id) = self.own_task(task_id).await? else {
+            return Ok(None);
+        };
+        let engine = self.engine();
+        let open = {
+            let mut conn = engine
+                .store()
+                .pool()
+                .acquire()
+                .await
+                .map_err(assent_store::StoreError::from)?;
+            change_sets::load(&mut conn, set_id)
+                .await?
+                .and_then(|set| set.items.first().map(|item| item.status))
+                .is_some_and(|status| {
+                    matches!(
+                        status,
+                        ChangeItemStatus::Pending | ChangeItemStatus::Deferred
+                    )
+                })
+        };
+        if open {
+            let rejected = engine
+                .confirmations()
+                .reject_item(
+                    set_id,
+                    0,
+                    Some(CANCELLED_BY_AGENT.to_owned()),
+                    OffsetDateTime::now_utc(),
+                )
+                .await;
+            match rejected {
+                Ok(_) | Err(assent_confirm::ConfirmError::Conflict(_)) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(Some(()))
+    }
+
+    /// The change set of task `task_id` when it names item 0 of a set of this server.
+    async fn own_task(&self, task_id: &str) -> Result<Option<Uuid>, McpError> {
+        let Some((set_id, 0)) = parse_task_id(task_id) else {
+            return Ok(None);
+        };
+        let mut conn = self
+            .engine()
+            .store()
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?;
+        let ours = change_sets::load(&mut conn, set_id)
+            .await?
+            .is_some_and(|set| {
+                set.target_kind == self.inner.target.kind && set.target_id == self.inner.target.id
+            });
+        Ok(ours.then_some(set_id))
     }
 
     /// Keeps the listing's promise to a client that checks results: a tool listed with
@@ -352,7 +538,7 @@ impl Gateway {
         &self,
         set_id: Uuid,
         wait: Duration,
-        queued: String,
+        queued: CallToolResult,
         context: Option<&RequestContext<RoleServer>>,
     ) -> Result<CallToolResult, ErrorData> {
         let started = tokio::time::Instant::now();
@@ -374,7 +560,7 @@ impl Gateway {
                 let _ = context.peer.notify_progress(note).await;
             }
         }
-        Ok(CallToolResult::success(vec![ContentBlock::text(queued)]))
+        Ok(queued)
     }
 
     /// The answer for a queued call once a person decided its item, `None` while open.
@@ -511,6 +697,49 @@ fn review_of(catalog: &[HostTool]) -> BTreeSet<String> {
         .collect()
 }
 
+/// What a call came to: an answer, or (for a client that declared the tasks
+/// extension) a task for a queued call.
+enum Called {
+    Done(CallToolResult),
+    Task(Task),
+}
+
+/// The key of a queued call's `_meta` that holds its change set id.
+pub const CHANGE_SET_META: &str = "assent/changeSetId";
+
+/// The key of a queued call's `_meta` that holds its review page's link (with
+/// `--public-url`).
+pub const REVIEW_URL_META: &str = "assent/reviewUrl";
+
+/// The reason written when an agent cancels its task before a person decided it.
+pub const CANCELLED_BY_AGENT: &str = "cancelled by the agent";
+
+/// A task's status message while its call waits.
+const WAITING: &str = "Waiting for a person to review the call.";
+
+/// How often a client should poll a task, in milliseconds.
+const TASK_POLL_MS: u64 = 1000;
+
+/// The JSON-RPC error code of a failed task (rejected, or its run failed): in the
+/// range the JSON-RPC specification leaves to servers.
+pub const TASK_FAILED_CODE: i64 = -32000;
+
+/// The task id of item `index` of change set `set`: `SET/INDEX`.
+pub fn task_id(set: Uuid, index: usize) -> String {
+    format!("{set}/{index}")
+}
+
+/// The change set and item a task id names.
+pub fn parse_task_id(task_id: &str) -> Option<(Uuid, usize)> {
+    let (set, index) = task_id.split_once('/')?;
+    Some((set.parse().ok()?, index.parse().ok()?))
+}
+
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
 fn error_result(text: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
 }
@@ -525,6 +754,7 @@ impl ServerHandler for Gateway {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -550,15 +780,7 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.sync_catalog(true).await.map_err(internal)?;
-        let tools = self.visible_tools().await.map_err(internal)?;
-        if let Ok(mut promised) = self.inner.promised.lock() {
-            *promised = tools
-                .iter()
-                .filter(|tool| tool.output_schema.is_some())
-                .map(|tool| tool.name.to_string())
-                .collect();
-        }
+        let tools = self.list_for_client().await.map_err(internal)?;
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -567,15 +789,78 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let span = tracing::info_span!("mcp_call", tool = %request.name);
+        self.answer_call(request, context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.task(&request.task_id)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| unknown_task(&request.task_id))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel_task_of(&request.task_id)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| unknown_task(&request.task_id))
+    }
+}
+
+/// The error for a task id that names no call of the gateway's servers.
+pub(crate) fn unknown_task(task_id: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("unknown task {task_id:?}"), None)
+}
+
+impl Gateway {
+    /// The answer to a client's `tools/list`: the catalog brought up to date (the
+    /// upstream listed again) and the tools the agent may see, remembering which were
+    /// promised an `outputSchema` ([`Gateway::keep_promise`]).
+    pub async fn list_for_client(&self) -> Result<Vec<Tool>, McpError> {
+        self.sync_catalog(true).await?;
+        let tools = self.visible_tools().await?;
+        if let Ok(mut promised) = self.inner.promised.lock() {
+            *promised = tools
+                .iter()
+                .filter(|tool| tool.output_schema.is_some())
+                .map(|tool| tool.name.to_string())
+                .collect();
+        }
+        Ok(tools)
+    }
+
+    /// The answer to a client's `tools/call` of one of this server's tools (its name as
+    /// the upstream lists it).
+    pub async fn answer_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let span = tracing::info_span!("mcp_call", server = %self.inner.options.server, tool = %request.name);
         let args = Value::Object(request.arguments.unwrap_or_default());
         // A client's notifications/cancelled ends the call here: its future (a wake, an
         // upstream call after the wake's commit) is dropped, and the upstream is told.
+        let as_task = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks());
         let call = self
-            .call(&request.name, args, Some(&context))
+            .call_or_task(&request.name, args, Some(&context), as_task)
             .instrument(span);
         let result = tokio::select! {
-            result = call => result?,
+            result = call => match result? {
+                Called::Done(result) => result,
+                Called::Task(task) => {
+                    return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
+                }
+            },
             () = context.ct.cancelled() => {
                 tracing::info!(tool = %request.name, "the client cancelled the call");
                 return Err(ErrorData::internal_error("the client cancelled the call", None));
@@ -589,105 +874,17 @@ impl ServerHandler for Gateway {
     }
 }
 
-/// Serves the client on stdin/stdout in front of `command args` until the client
-/// leaves (`Ok`) or the upstream stops (an error saying so; queued items stay). A
-/// server name whose host another server of the database uses is refused first.
-pub async fn run(
-    store: Store,
-    options: GatewayOptions,
-    command: &str,
-    args: &[String],
-) -> Result<(), McpError> {
-    check_host_free(&store, &options.server).await?;
-    // Everything the gateway logs, its upstream's stderr included, names the server.
-    let span = tracing::warn_span!("mcp_gateway", server = %options.server);
-    let upstream = Arc::new(
-        Upstream::start(command, args, options.deadlines)
-            .instrument(span.clone())
-            .await?,
-    );
-    let gateway = Gateway::open(store, upstream.clone(), options).await?;
-    let server = gateway
-        .clone()
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| McpError::Client(e.to_string()))?;
-    let mut ticks = tokio::time::interval(POLL);
-    let mut waiting = std::pin::pin!(server.waiting());
-    let mut supervisor = Supervisor::default();
-    loop {
-        tokio::select! {
-            quit = &mut waiting => {
-                return quit.map(|_| ()).map_err(|e| McpError::Client(e.to_string()));
-            }
-            _ = ticks.tick() => {
-                if upstream.is_closed() {
-                    // Approved jobs wait while the server is down (they would burn
-                    // their attempts); immediate calls fail at once, naming it.
-                    supervisor.revive(&gateway, &upstream).instrument(span.clone()).await;
-                    continue;
-                }
-                supervisor.up();
-                gateway.tick(OffsetDateTime::now_utc()).await;
-            }
-        }
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The first wait before an upstream that stopped is started again; it doubles up to
-/// [`RESTART_MAX`] while starts keep failing.
-const RESTART_FIRST: Duration = Duration::from_secs(1);
-/// The longest wait between two starts of a stopped upstream.
-const RESTART_MAX: Duration = Duration::from_secs(60);
-
-/// Restarts a stopped upstream with backoff (1 s doubling to 60 s).
-#[derive(Debug)]
-struct Supervisor {
-    backoff: Duration,
-    next_try: Option<tokio::time::Instant>,
-}
-
-impl Default for Supervisor {
-    fn default() -> Self {
-        Self {
-            backoff: RESTART_FIRST,
-            next_try: None,
-        }
-    }
-}
-
-impl Supervisor {
-    /// The upstream runs: the next stop waits the first backoff again.
-    fn up(&mut self) {
-        self.backoff = RESTART_FIRST;
-        self.next_try = None;
-    }
-
-    /// The upstream is down: starts it again once its backoff has passed, then checks
-    /// its tools against their pins.
-    #[tracing::instrument(skip_all, fields(upstream = %upstream.command()))]
-    async fn revive(&mut self, gateway: &Gateway, upstream: &Upstream) {
-        let now = tokio::time::Instant::now();
-        let Some(next_try) = self.next_try else {
-            tracing::warn!(retry_in = ?self.backoff, "the upstream server stopped; it will be started again");
-            self.next_try = Some(now + self.backoff);
-            return;
-        };
-        if now < next_try {
-            return;
-        }
-        match upstream.restart().await {
-            Ok(()) => {
-                self.up();
-                if let Err(error) = gateway.sync_catalog(true).await {
-                    tracing::error!(%error, "the restarted server's tools could not be checked");
-                }
-            }
-            Err(error) => {
-                self.backoff = (self.backoff * 2).min(RESTART_MAX);
-                tracing::warn!(%error, retry_in = ?self.backoff, "the upstream server did not start again");
-                self.next_try = Some(tokio::time::Instant::now() + self.backoff);
-            }
-        }
+    #[test]
+    fn a_task_id_names_a_set_and_an_item() {
+        let set = Uuid::new_v4();
+        assert_eq!(parse_task_id(&task_id(set, 0)), Some((set, 0)));
+        assert_eq!(parse_task_id(&task_id(set, 3)), Some((set, 3)));
+        assert_eq!(parse_task_id(&set.to_string()), None);
+        assert_eq!(parse_task_id("x/0"), None);
+        assert_eq!(parse_task_id(&format!("{set}/-1")), None);
     }
 }

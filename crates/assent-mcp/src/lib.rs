@@ -17,18 +17,31 @@
 //! - [`McpHost`]: the engine's [`assent_confirm::Host`] for target kind `mcp`: every
 //!   tool's effect is external, so a confirmed call runs through the execution ledger
 //!   ([`LedgerUpstream`]); an immediate read-only call runs inline ([`InlineUpstream`]).
-//! - [`Gateway`]: the MCP server the client talks to; [`run`] wires it all together.
+//! - [`Gateway`]: the MCP server the client talks to for one upstream; [`Gateways`]:
+//!   every server of a configuration file ([`config`]) behind one endpoint, tools
+//!   named `SERVER__tool`; [`run`] and [`run_config`] wire it all together, served on
+//!   stdio or over Streamable HTTP ([`Downstream`]).
 
 mod catalog;
+pub mod config;
 mod error;
 mod gateway;
 mod host;
+mod serve;
 mod upstream;
 
 pub use catalog::{DEFERRED_NOTE, TARGET_KIND, Trust, idempotent, listed, registry, route};
 pub use error::McpError;
-pub use gateway::{Gateway, GatewayOptions, QUEUED, run};
+pub use gateway::{
+    CANCELLED_BY_AGENT, CHANGE_SET_META, Gateway, GatewayOptions, QUEUED, REVIEW_URL_META,
+    TASK_FAILED_CODE, parse_task_id, task_id,
+};
 pub use host::{InlineUpstream, LedgerUpstream, McpHost, check_host_free, host_name};
+pub use serve::{
+    Downstream, Gateways, HttpDownstream, MCP_PATH, Supervision, mount_config, run, run_config,
+    run_one,
+};
 pub use upstream::{
-    Deadlines, OPERATION_ID_META, Upstream, UpstreamCaller, UpstreamError, result_text,
+    Deadlines, OPERATION_ID_META, Upstream, UpstreamCaller, UpstreamError, http_transport,
+    result_text,
 };

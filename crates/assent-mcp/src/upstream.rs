@@ -1,6 +1,8 @@
-//! The upstream MCP server: a child process spoken to over stdio with rmcp's client.
+//! The upstream MCP server, spoken to with rmcp's client: a child process over stdio,
+//! or a Streamable HTTP endpoint (reqwest over rustls with ring and webpki's roots).
 
 use crate::McpError;
+use crate::config::UpstreamSource;
 use assent_domain::OperationId;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
@@ -24,8 +26,7 @@ pub const OPERATION_ID_META: &str = "assent/operationId";
 /// started again in place ([`Upstream::restart`]); calls always go to the current one.
 pub struct Upstream {
     command: String,
-    program: String,
-    args: Vec<String>,
+    source: UpstreamSource,
     service: RwLock<Arc<Connection>>,
     tools: RwLock<Vec<Tool>>,
     deadlines: Deadlines,
@@ -106,15 +107,23 @@ impl Upstream {
         args: &[String],
         deadlines: Deadlines,
     ) -> Result<Self, McpError> {
-        let line = std::iter::once(command)
-            .chain(args.iter().map(String::as_str))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let (service, tools) = connect(command, args, &line, deadlines.start).await?;
-        Ok(Self {
-            command: line,
+        let source = UpstreamSource::Command {
             program: command.to_owned(),
             args: args.to_vec(),
+            env: std::collections::BTreeMap::new(),
+        };
+        Self::open(source, deadlines).await
+    }
+
+    /// Starts (a command) or reaches (a URL) the server of `source`, completes the MCP
+    /// handshake and reads its tools, all within `deadlines.start`; its calls are
+    /// bounded by `deadlines.call`.
+    pub async fn open(source: UpstreamSource, deadlines: Deadlines) -> Result<Self, McpError> {
+        let line = source.describe();
+        let (service, tools) = connect(&source, &line, deadlines.start).await?;
+        Ok(Self {
+            command: line,
+            source,
             service: RwLock::new(Arc::new(service)),
             tools: RwLock::new(tools),
             deadlines,
@@ -125,13 +134,7 @@ impl Upstream {
     /// are listed again (the caller checks them against their pins).
     #[tracing::instrument(skip(self), fields(upstream = %self.command))]
     pub async fn restart(&self) -> Result<(), McpError> {
-        let (service, tools) = connect(
-            &self.program,
-            &self.args,
-            &self.command,
-            self.deadlines.start,
-        )
-        .await?;
+        let (service, tools) = connect(&self.source, &self.command, self.deadlines.start).await?;
         if let Ok(mut current) = self.service.write() {
             *current = Arc::new(service);
         }
@@ -150,7 +153,7 @@ impl Upstream {
         }
     }
 
-    /// The command line it was started with.
+    /// The command line it was started with, or its URL.
     pub fn command(&self) -> &str {
         &self.command
     }
@@ -210,8 +213,9 @@ impl Upstream {
     /// Calls `tool` with `args` (an object, or nothing) on behalf of `operation`, whose
     /// id travels in the request's `_meta` as [`OPERATION_ID_META`], waiting at most the
     /// call deadline. An error before the request is handed to the connection is
-    /// retryable; once it is, a lost connection or a timeout leaves the call in doubt,
-    /// and a JSON-RPC error from the server is permanent.
+    /// retryable (as is a failed write to a child's stdin); once it is, a lost
+    /// connection, a failed HTTP POST or a timeout leaves the call in doubt, and a
+    /// JSON-RPC error from the server is permanent.
     pub async fn call_as(
         &self,
         operation: Option<&OperationId>,
@@ -266,7 +270,14 @@ impl Upstream {
                 "the upstream refused {tool}: {}",
                 error.message
             ))),
-            Err(ServiceError::TransportSend(error)) => Err(unsent(error.to_string())),
+            // Over stdio a failed write never reached the server. Over HTTP the POST
+            // may have been read (a reset after the body was sent, a 5xx after the
+            // tool ran): the call may have taken effect.
+            Err(ServiceError::TransportSend(error))
+                if matches!(self.source, UpstreamSource::Command { .. }) =>
+            {
+                Err(unsent(error.to_string()))
+            }
             Err(other) => Err(UpstreamError::InDoubt(format!(
                 "the upstream server `{}` did not answer {tool} ({other}): the call may have \
                  taken effect",
@@ -322,12 +333,11 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Starts `program` with `args` (`line` names it in errors), completes the MCP
-/// handshake and lists its tools, all within `deadline`. The child is killed when its
+/// Starts the server of `source` (`line` names it in errors), completes the MCP
+/// handshake and lists its tools, all within `deadline`. A child is killed when its
 /// connection is dropped.
 async fn connect(
-    program: &str,
-    args: &[String],
+    source: &UpstreamSource,
     line: &str,
     deadline: Duration,
 ) -> Result<(Connection, Vec<Tool>), McpError> {
@@ -335,20 +345,26 @@ async fn connect(
         command: line.to_owned(),
         reason,
     };
-    let mut child = tokio::process::Command::new(program);
-    child.args(args).kill_on_drop(true);
-    let (transport, stderr) = TokioChildProcess::builder(child)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| start_error(e.to_string()))?;
-    if let Some(stderr) = stderr {
-        forward_stderr(stderr);
-    }
     let handshake = async {
-        let service = UpstreamEvents::default()
-            .serve(transport)
-            .await
-            .map_err(|e| start_error(e.to_string()))?;
+        let service = match source {
+            UpstreamSource::Command { program, args, env } => {
+                let mut child = tokio::process::Command::new(program);
+                child.args(args).envs(env).kill_on_drop(true);
+                let (transport, stderr) = TokioChildProcess::builder(child)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| start_error(e.to_string()))?;
+                if let Some(stderr) = stderr {
+                    forward_stderr(stderr);
+                }
+                UpstreamEvents::default().serve(transport).await
+            }
+            UpstreamSource::Http { url, headers } => {
+                let transport = http_transport(url, headers).map_err(start_error)?;
+                UpstreamEvents::default().serve(transport).await
+            }
+        }
+        .map_err(|e| start_error(e.to_string()))?;
         let tools = service
             .peer()
             .list_all_tools()
@@ -364,6 +380,43 @@ async fn connect(
                 deadline.as_secs_f64()
             ))
         })?
+}
+
+/// rmcp's Streamable HTTP client transport to `url`, sending `headers` with every
+/// request, over reqwest with rustls (ring, webpki's roots: no system OpenSSL, no
+/// aws-lc-rs; HTTP/1.1).
+pub fn http_transport(
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut custom = HashMap::new();
+    for (name, value) in headers {
+        let name = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|e| format!("header {name:?}: {e}"))?;
+        let value = http::HeaderValue::from_str(value)
+            .map_err(|e| format!("the value of header {name}: {e}"))?;
+        custom.insert(name, value);
+    }
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+    Ok(rmcp::transport::StreamableHttpClientTransport::with_client(
+        client, config,
+    ))
 }
 
 /// The text blocks of a tool result, one per line (other blocks are named by kind).

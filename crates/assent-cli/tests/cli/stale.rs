@@ -38,6 +38,13 @@ fn a_priority_changed_since_the_proposal_exits_4_and_a_second_confirm_applies() 
         "{item}"
     );
 
+    let text = cli.run(&["show", &set, "0"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("    stale    target changed since proposed: priority was P2, now P3"),
+        "{text}"
+    );
+
     assert_eq!(code(&cli.run(&["confirm", &set, "0"])), 0);
     let shown = cli.json(&["task", "show", &task], "");
     assert_eq!(shown["priority"], "P0");

@@ -12,6 +12,9 @@
 //! `crash` (read-only) ends the server at once without answering, as a server that
 //! dies would.
 //!
+//! With `--http ADDR` it serves the same tools over Streamable HTTP instead (see
+//! `serve_http`).
+//!
 //! It can also pull the rug, as an untrusted server might: after a call of `pull_rug`
 //! (read-only; it then sends `notifications/tools/list_changed`), `append_note`
 //! describes itself differently under the same name.
@@ -214,7 +217,67 @@ impl ServerHandler for Notes {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(at) = args.iter().position(|a| a == "--http") {
+        let addr = args.get(at + 1).ok_or("--http needs an address")?;
+        let header = args
+            .iter()
+            .position(|a| a == "--require-header")
+            .and_then(|at| args.get(at + 1))
+            .and_then(|h| h.split_once('='))
+            .map(|(name, value)| (name.to_owned(), value.to_owned()));
+        return serve_http(addr, header).await;
+    }
     let server = Notes::default().serve(rmcp::transport::stdio()).await?;
     server.waiting().await?;
+    Ok(())
+}
+
+/// `--http ADDR [--require-header NAME=VALUE]`: the same tools over Streamable HTTP at
+/// `http://ADDR/mcp` (a fresh server per session); prints `http://BOUND/mcp` on stdout
+/// once listening. With `--require-header`, a request without that header is 401.
+async fn serve_http(
+    addr: &str,
+    header: Option<(String, String)>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let service = StreamableHttpService::new(
+        || Ok(Notes::default()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let header = Arc::new(header);
+    let router =
+        axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let header = header.clone();
+                    async move {
+                        if let Some((name, value)) = header.as_ref()
+                            && request
+                                .headers()
+                                .get(name.as_str())
+                                .and_then(|v| v.to_str().ok())
+                                != Some(value.as_str())
+                        {
+                            return axum::response::IntoResponse::into_response((
+                                axum::http::StatusCode::UNAUTHORIZED,
+                                format!("header {name} missing"),
+                            ));
+                        }
+                        next.run(request).await
+                    }
+                },
+            ));
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let mut out = std::io::stdout();
+    writeln!(out, "http://{bound}/mcp")?;
+    out.flush()?;
+    axum::serve(listener, router).await?;
     Ok(())
 }

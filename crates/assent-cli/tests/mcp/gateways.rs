@@ -1,0 +1,788 @@
+//! `assent mcp --config FILE`: every server of a client's `mcpServers` map behind one
+//! endpoint, tools named `NAME__tool`, each server with its own trust, a broken one
+//! reported and skipped; upstreams reached over Streamable HTTP with the file's
+//! headers; and the gateway itself served over Streamable HTTP behind an agent token.
+
+use super::*;
+use std::sync::{Arc, Mutex};
+
+/// Writes `{"mcpServers": servers}` to `mcp.json` in `dir`.
+fn config_file(dir: &Path, servers: Value) -> PathBuf {
+    let path = dir.join("mcp.json");
+    std::fs::write(&path, json!({"mcpServers": servers}).to_string()).expect("the config");
+    path
+}
+
+/// The gateway `assent --db DB mcp --config FILE --agent bot EXTRA` on stdio, with an
+/// rmcp client; what it logs on stderr collects in the returned buffer.
+async fn config_gateway(
+    db: &str,
+    config: &Path,
+    extra: &[&str],
+) -> (RunningService<RoleClient, ()>, Arc<Mutex<String>>) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_assent"));
+    command
+        .args(["--db", db, "mcp", "--config"])
+        .arg(config)
+        .args(["--agent", "bot"])
+        .args(extra)
+        .env_remove("RUST_LOG");
+    let (transport, stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the gateway starts");
+    let log = Arc::new(Mutex::new(String::new()));
+    if let Some(stderr) = stderr {
+        let log = log.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt as _;
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                log.lock().expect("the log").push_str(&format!("{line}\n"));
+            }
+        });
+    }
+    let client = ().serve(transport).await.expect("the MCP handshake");
+    (client, log)
+}
+
+/// The fixture server over Streamable HTTP on a free loopback port (`EXTRA` passed on,
+/// e.g. `--require-header NAME=VALUE`), and its URL.
+async fn http_fixture(extra: &[&str]) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = tokio::process::Command::new(fixture())
+        .args(["--http", "127.0.0.1:0"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the HTTP fixture starts");
+    let stdout = child.stdout.take().expect("its stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let url = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("the fixture says where it listens")
+        .expect("a line")
+        .expect("a URL");
+    (child, url)
+}
+
+fn names(tools: &[rmcp::model::Tool]) -> Vec<String> {
+    let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    names.sort_unstable();
+    names
+}
+
+#[tokio::test]
+async fn one_config_serves_every_server_under_its_name_with_its_own_trust() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let existing = s.dir.path().join("existing.txt");
+    std::fs::write(&existing, "hello\n").expect("a file to read");
+    let fixture = fixture().display().to_string();
+    let config = config_file(
+        s.dir.path(),
+        json!({
+            "notes": {"command": fixture, "assent": {"trust": "hints"}},
+            "strict": {"command": fixture},
+            "broken": {"command": s.dir.path().join("no-such-server")},
+            "odd": {"url": "ftp://example.invalid/mcp"},
+        }),
+    );
+    let (client, log) =
+        config_gateway(&s.db, &config, &["--public-url", "https://assent.example/"]).await;
+    let tools = client.peer().list_all_tools().await.expect("tools/list");
+    let names = names(&tools);
+    assert!(names.contains(&"notes__read_note".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&"strict__append_note".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("notes__") || n.starts_with("strict__")),
+        "{names:?}"
+    );
+    assert_eq!(names.len(), 12, "{names:?}");
+
+    // Trusted hints: the read runs at once; the same tool of the strict server waits.
+    let read = call(&client, "notes__read_note", json!({"path": existing})).await;
+    assert_eq!(text(&read), "hello\n");
+    let strict = call(&client, "strict__read_note", json!({"path": existing})).await;
+    assert!(text(&strict).starts_with(QUEUED), "{}", text(&strict));
+
+    let queued = call(
+        &client,
+        "notes__append_note",
+        json!({"path": note, "text": "one"}),
+    )
+    .await;
+    let reply = text(&queued);
+    assert!(reply.starts_with(QUEUED), "{reply}");
+    // The receipt names its set and links to its review page in `_meta`.
+    let meta = queued.meta.as_ref().expect("_meta").0.clone();
+    let set = set_id(&reply);
+    assert_eq!(meta[assent_mcp::CHANGE_SET_META], json!(set.to_string()));
+    assert_eq!(
+        meta[assent_mcp::REVIEW_URL_META],
+        json!(format!("https://assent.example/#change-set-{set}"))
+    );
+    let pending = assent(&s.db, &["--json", "pending"]);
+    let pending: Value = serde_json::from_slice(&pending.stdout).expect("JSON");
+    let targets: Vec<String> = pending
+        .as_array()
+        .expect("sets")
+        .iter()
+        .map(|set| set["targetId"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(targets.contains(&"notes".to_owned()), "{pending:#}");
+    assert!(targets.contains(&"strict".to_owned()), "{pending:#}");
+    // The call is queued under the upstream's own tool name.
+    assert!(
+        pending.to_string().contains("\"append_note\""),
+        "{pending:#}"
+    );
+    confirm_and_see(&s.db, set_id(&reply), &note, "one\n").await;
+
+    let unknown = client
+        .peer()
+        .call_tool(CallToolRequestParams::new("broken__read_note"))
+        .await
+        .expect_err("a skipped server has no tools");
+    assert!(
+        unknown.to_string().contains("broken__read_note"),
+        "{unknown}"
+    );
+    client.cancel().await.expect("the client leaves");
+    let log = log.lock().expect("the log").clone();
+    for skipped in ["broken", "odd"] {
+        assert!(
+            log.lines()
+                .any(|line| line.contains(skipped) && line.contains("skipped")),
+            "{skipped} is reported: {log}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_config_whose_servers_all_fail_is_one_error_and_exit_1() {
+    let s = setup();
+    let config = config_file(
+        s.dir.path(),
+        json!({"gone": {"command": s.dir.path().join("no-such-server")}}),
+    );
+    let out = assent(
+        &s.db,
+        &[
+            "mcp",
+            "--config",
+            &config.display().to_string(),
+            "--agent",
+            "bot",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("gone"), "{err}");
+    let out = assent(
+        &s.db,
+        &["mcp", "--config", "/no/such/file.json", "--agent", "bot"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a missing file is a usage error"
+    );
+    let out = assent(
+        &s.db,
+        &[
+            "mcp",
+            "--config",
+            &config.display().to_string(),
+            "--agent",
+            "bot",
+            "--server",
+            "x",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--config and --server exclude each other"
+    );
+}
+
+#[tokio::test]
+async fn a_streamable_http_upstream_is_reached_by_url_with_the_configs_headers() {
+    let s = setup();
+    let (_server, url) = http_fixture(&["--require-header", "X-Api-Key=s3cret"]).await;
+    let note = s.dir.path().join("note.txt");
+    let existing = s.dir.path().join("existing.txt");
+    std::fs::write(&existing, "over http\n").expect("a file to read");
+    let config = config_file(
+        s.dir.path(),
+        json!({
+            "remote": {"type": "http", "url": url, "headers": {"X-Api-Key": "s3cret"},
+                       "assent": {"trust": "hints"}},
+            "nokey": {"url": url},
+        }),
+    );
+    let (client, log) = config_gateway(&s.db, &config, &[]).await;
+    let tools = client.peer().list_all_tools().await.expect("tools/list");
+    let names = names(&tools);
+    assert!(names.contains(&"remote__read_note".to_owned()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("nokey__")), "{names:?}");
+    let read = call(&client, "remote__read_note", json!({"path": existing})).await;
+    assert_eq!(text(&read), "over http\n");
+    let queued = call(
+        &client,
+        "remote__append_note",
+        json!({"path": note, "text": "one"}),
+    )
+    .await;
+    let reply = text(&queued);
+    assert!(reply.starts_with(QUEUED), "{reply}");
+    assert!(!note.exists());
+    confirm_and_see(&s.db, set_id(&reply), &note, "one\n").await;
+    // The operation id reached the HTTP upstream in `_meta` too.
+    let meta = std::fs::read_to_string(format!("{}.meta", note.display())).expect("meta");
+    assert!(!meta.trim().is_empty() && meta.trim() != "-", "{meta}");
+    client.cancel().await.expect("the client leaves");
+    let log = log.lock().expect("the log").clone();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("nokey") && line.contains("skipped")),
+        "{log}"
+    );
+}
+
+/// A free loopback port (bound and released; the gateway binds it next).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a port")
+        .local_addr()
+        .expect("its address")
+        .port()
+}
+
+/// An agent token of agent `agent`: its secret.
+fn agent_token(db: &str, agent: &str) -> String {
+    let out = assent(
+        db,
+        &[
+            "--json", "tokens", "add", "--role", "agent", "--agent", agent,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let made: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    made["secret"].as_str().expect("a secret").to_owned()
+}
+
+/// `assent mcp ... --http 127.0.0.1:PORT` started, once it answers; its URL.
+async fn http_gateway(db: &str, args: &[String]) -> (tokio::process::Child, String) {
+    let port = free_port();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", db, "mcp", "--agent", "bot", "--http"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the gateway starts");
+    let url = format!("http://127.0.0.1:{port}{}", assent_mcp::MCP_PATH);
+    let started = std::time::Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the gateway never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, url)
+}
+
+/// The status of a bare `initialize` POST to `url` with `headers`.
+async fn initialize_status(url: &str, headers: &[(&str, &str)]) -> u16 {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"}}}),
+        );
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.expect("an answer").status().as_u16()
+}
+
+#[tokio::test]
+async fn the_gateway_over_http_needs_an_agent_token_of_its_agent_and_a_loopback_host() {
+    let s = setup();
+    let other = assent(
+        &s.db,
+        &["agent", "create", "--id", "other", "--categories", "mcp"],
+    );
+    assert!(other.status.success());
+    let secret = agent_token(&s.db, "bot");
+    let others = agent_token(&s.db, "other");
+    let fixture = fixture().display().to_string();
+    let config = config_file(
+        s.dir.path(),
+        json!({"notes": {"command": fixture, "assent": {"trust": "hints"}}}),
+    );
+    let (_gateway, url) = http_gateway(
+        &s.db,
+        &["--config".to_owned(), config.display().to_string()],
+    )
+    .await;
+    let bearer = format!("Bearer {secret}");
+    assert_eq!(initialize_status(&url, &[]).await, 401);
+    assert_eq!(
+        initialize_status(&url, &[("Authorization", "Bearer nope")]).await,
+        401
+    );
+    let theirs = format!("Bearer {others}");
+    assert_eq!(
+        initialize_status(&url, &[("Authorization", &theirs)]).await,
+        403,
+        "another agent's token"
+    );
+    assert_eq!(
+        initialize_status(
+            &url,
+            &[("Authorization", &bearer), ("Host", "evil.example")]
+        )
+        .await,
+        403,
+        "a Host outside the allowed ones"
+    );
+    assert_eq!(
+        initialize_status(&url, &[("Authorization", &bearer)]).await,
+        200
+    );
+
+    // rmcp's client over Streamable HTTP, with the token.
+    let transport =
+        assent_mcp::http_transport(&url, &[("Authorization".to_owned(), bearer.clone())].into())
+            .expect("a transport");
+    let client = ().serve(transport).await.expect("the MCP handshake");
+    let existing = s.dir.path().join("existing.txt");
+    std::fs::write(&existing, "hello\n").expect("a file to read");
+    let read = call(&client, "notes__read_note", json!({"path": existing})).await;
+    assert_eq!(text(&read), "hello\n");
+    let note = s.dir.path().join("note.txt");
+    let queued = call(
+        &client,
+        "notes__append_note",
+        json!({"path": note, "text": "one"}),
+    )
+    .await;
+    let reply = text(&queued);
+    assert!(reply.starts_with(QUEUED), "{reply}");
+    confirm_and_see(&s.db, set_id(&reply), &note, "one\n").await;
+    client.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn the_official_python_client_uses_one_config_of_the_npm_server_and_an_http_upstream_over_http()
+ {
+    let Some(python) = official_python() else {
+        return;
+    };
+    let Some(server) = filesystem_server() else {
+        return;
+    };
+    let s = setup();
+    let root = s.dir.path().canonicalize().expect("the root");
+    std::fs::write(root.join("readme.txt"), "from disk").expect("a file to read");
+    let (_upstream, remote) = http_fixture(&[]).await;
+    let config = config_file(
+        &root,
+        json!({
+            "files": {"command": server, "args": [root], "assent": {"trust": "hints"}},
+            "remote": {"url": remote, "assent": {"trust": "hints"}},
+        }),
+    );
+    let secret = agent_token(&s.db, "bot");
+    let target = root.join("written.txt");
+    let note = root.join("note.txt");
+    let calls = json!([
+        {"tool": "files__read_text_file", "arguments": {"path": root.join("readme.txt")}},
+        {"tool": "remote__read_note", "arguments": {"path": root.join("readme.txt")}},
+        {"tool": "files__write_file", "arguments": {"path": target, "content": "hi"}},
+        {"tool": "remote__append_note", "arguments": {"path": note, "text": "one"}},
+    ]);
+
+    // Over stdio: reads pass, writes are queued; a person confirms, the result arrives.
+    let plan = json!({"command": env!("CARGO_BIN_EXE_assent"),
+        "args": ["--db", s.db, "mcp", "--config", config, "--agent", "bot", "--wait", "30"],
+        "calls": calls});
+    let confirmer = tokio::spawn(confirm_each(s.db.clone(), 2));
+    let report = run_python(&python, plan).await;
+    confirmer.await.expect("the confirmations");
+    let calls_made = &report["calls"];
+    assert_eq!(
+        calls_made[0]["structuredContent"]["content"], "from disk",
+        "{report:#}"
+    );
+    assert_eq!(calls_made[1]["text"], "from disk", "{report:#}");
+    assert_eq!(calls_made[2]["isError"], false, "{report:#}");
+    assert_eq!(calls_made[3]["isError"], false, "{report:#}");
+    assert_eq!(std::fs::read_to_string(&target).ok().as_deref(), Some("hi"));
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\n")
+    );
+
+    // Over Streamable HTTP with the agent's token; refused without one.
+    let (_gateway, url) = http_gateway(
+        &s.db,
+        &["--config".to_owned(), config.display().to_string()],
+    )
+    .await;
+    let plan = json!({"url": url, "headers": {"Authorization": format!("Bearer {secret}")},
+        "calls": [{"tool": "files__read_text_file",
+                   "arguments": {"path": root.join("readme.txt")}},
+                  {"tool": "remote__append_note", "arguments": {"path": note, "text": "two"}}]});
+    let report = run_python(&python, plan).await;
+    assert!(listed(&report, "files__write_file").is_some(), "{report:#}");
+    assert_eq!(
+        report["calls"][0]["structuredContent"]["content"], "from disk",
+        "{report:#}"
+    );
+    assert!(
+        report["calls"][1]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with(QUEUED)),
+        "{report:#}"
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
+    let refused = tokio::process::Command::new(&python)
+        .arg(script)
+        .arg(json!({"url": url, "calls": []}).to_string())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("the Python client runs");
+    assert!(!refused.status.success(), "refused without a token");
+}
+
+/// Confirms the next `count` pending sets, as a person at the CLI would.
+async fn confirm_each(db: String, count: usize) {
+    let store = Store::open(&db).await.expect("the store");
+    let mut seen = Vec::new();
+    let started = std::time::Instant::now();
+    while seen.len() < count {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "never saw {count} sets"
+        );
+        let mut conn = store.pool().acquire().await.expect("a connection");
+        let open = change_sets::pending(&mut conn, &change_sets::PendingFilter::default())
+            .await
+            .expect("pending");
+        drop(conn);
+        if let Some(set) = open.iter().find(|set| !seen.contains(&set.id)) {
+            let out = assent(&db, &["confirm", &set.id.to_string(), "0"]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            seen.push(set.id);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    store.close().await;
+}
+
+/// A client that declares the tasks extension (`io.modelcontextprotocol/tasks`).
+#[derive(Clone)]
+struct TaskClient;
+
+impl rmcp::ClientHandler for TaskClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::builder()
+                .enable_tasks()
+                .build(),
+            rmcp::model::Implementation::new("task-client", "0"),
+        )
+    }
+}
+
+/// The gateway of the fixture as server `notes`, with a client that declares tasks.
+async fn task_gateway(db: &str) -> RunningService<RoleClient, TaskClient> {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_assent"));
+    command
+        .args([
+            "--db", db, "mcp", "--server", "notes", "--agent", "bot", "--wait", "30", "--",
+        ])
+        .arg(fixture())
+        .env_remove("RUST_LOG");
+    let transport = TokioChildProcess::new(command).expect("the gateway starts");
+    TaskClient
+        .serve(transport)
+        .await
+        .expect("the MCP handshake")
+}
+
+/// Calls `tool` expecting a task; its id.
+async fn task_of(
+    client: &RunningService<RoleClient, TaskClient>,
+    tool: &str,
+    args: Value,
+) -> String {
+    let Value::Object(args) = args else {
+        panic!("arguments are an object")
+    };
+    let answer = client
+        .peer()
+        .call_tool_once(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .expect("an answer");
+    let rmcp::model::CallToolResponse::Task(created) = answer else {
+        panic!("a task, not {answer:?}")
+    };
+    assert_eq!(created.task.status, rmcp::model::TaskStatus::Working);
+    created.task.task_id
+}
+
+async fn task_state(
+    client: &RunningService<RoleClient, TaskClient>,
+    id: &str,
+) -> rmcp::model::DetailedTask {
+    client
+        .peer()
+        .get_task(rmcp::model::GetTaskParams::new(id.to_owned()))
+        .await
+        .expect("tasks/get")
+        .task
+}
+
+/// Polls task `id` (at most 10 s) until it leaves `working`.
+async fn task_ends(
+    client: &RunningService<RoleClient, TaskClient>,
+    id: &str,
+) -> rmcp::model::DetailedTask {
+    let started = std::time::Instant::now();
+    loop {
+        let task = task_state(client, id).await;
+        if task.status() != rmcp::model::TaskStatus::Working {
+            return task;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "still working: {task:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_task_of_a_queued_call_survives_a_restart_and_ends_completed_failed_or_cancelled() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let client = task_gateway(&s.db).await;
+    // Queued, answered at once with a task (not held by --wait).
+    let started = std::time::Instant::now();
+    let id = task_of(&client, "append_note", json!({"path": note, "text": "one"})).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let (set, index) = assent_mcp::parse_task_id(&id).expect("SET/ITEM");
+    assert_eq!(index, 0);
+    assert_eq!(
+        task_state(&client, &id).await.status(),
+        rmcp::model::TaskStatus::Working
+    );
+    let rejected = task_of(&client, "append_note", json!({"path": note, "text": "two"})).await;
+    let cancelled = task_of(
+        &client,
+        "append_note",
+        json!({"path": note, "text": "three"}),
+    )
+    .await;
+    client.cancel().await.expect("the client leaves");
+
+    // The gateway restarts; the tasks are in the database.
+    let client = task_gateway(&s.db).await;
+    assert_eq!(
+        task_state(&client, &id).await.status(),
+        rmcp::model::TaskStatus::Working
+    );
+    let out = assent(&s.db, &["confirm", &set.to_string(), "0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done = task_ends(&client, &id).await;
+    let rmcp::model::TaskPayload::Completed { result } = &done.payload else {
+        panic!("completed, not {done:?}")
+    };
+    assert_eq!(result["isError"], json!(false), "{result:?}");
+    assert!(
+        !result["content"].as_array().expect("content").is_empty(),
+        "{result:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\n")
+    );
+
+    let (other, _) = assent_mcp::parse_task_id(&rejected).expect("SET/ITEM");
+    let out = assent(
+        &s.db,
+        &[
+            "reject",
+            &other.to_string(),
+            "0",
+            "--reason",
+            "not that line",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let failed = task_ends(&client, &rejected).await;
+    let rmcp::model::TaskPayload::Failed { error } = &failed.payload else {
+        panic!("failed, not {failed:?}")
+    };
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not that line")),
+        "{error:?}"
+    );
+
+    client
+        .peer()
+        .cancel_task(rmcp::model::CancelTaskParams::new(cancelled.clone()))
+        .await
+        .expect("tasks/cancel");
+    let withdrawn = task_ends(&client, &cancelled).await;
+    let rmcp::model::TaskPayload::Failed { error } = &withdrawn.payload else {
+        panic!("failed, not {withdrawn:?}")
+    };
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(assent_mcp::CANCELLED_BY_AGENT)),
+        "{error:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\n")
+    );
+    let unknown = client
+        .peer()
+        .get_task(rmcp::model::GetTaskParams::new(format!(
+            "{}/0",
+            Uuid::new_v4()
+        )))
+        .await;
+    assert!(unknown.is_err(), "{unknown:?}");
+    client.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn a_config_gateway_answers_tasks_of_each_server() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let fixture = fixture().display().to_string();
+    let config = config_file(
+        s.dir.path(),
+        json!({"notes": {"command": fixture}, "other": {"command": fixture}}),
+    );
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_assent"));
+    command
+        .args(["--db", &s.db, "mcp", "--config"])
+        .arg(&config)
+        .args(["--agent", "bot"])
+        .env_remove("RUST_LOG");
+    let transport = TokioChildProcess::new(command).expect("the gateway starts");
+    let client = TaskClient
+        .serve(transport)
+        .await
+        .expect("the MCP handshake");
+    let first = task_of(
+        &client,
+        "other__append_note",
+        json!({"path": note, "text": "a"}),
+    )
+    .await;
+    let second = task_of(
+        &client,
+        "notes__append_note",
+        json!({"path": note, "text": "b"}),
+    )
+    .await;
+    assert_eq!(
+        task_state(&client, &first).await.status(),
+        rmcp::model::TaskStatus::Working
+    );
+    let (set, _) = assent_mcp::parse_task_id(&second).expect("SET/ITEM");
+    let out = assent(&s.db, &["confirm", &set.to_string(), "0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done = task_ends(&client, &second).await;
+    assert_eq!(
+        done.status(),
+        rmcp::model::TaskStatus::Completed,
+        "{done:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&note).ok().as_deref(), Some("b\n"));
+    client
+        .peer()
+        .cancel_task(rmcp::model::CancelTaskParams::new(first.clone()))
+        .await
+        .expect("tasks/cancel");
+    assert_eq!(
+        task_ends(&client, &first).await.status(),
+        rmcp::model::TaskStatus::Failed
+    );
+    client.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn an_http_upstream_that_dies_during_an_approved_call_leaves_it_in_doubt() {
+    let s = setup();
+    let (_server, url) = http_fixture(&[]).await;
+    let config = config_file(s.dir.path(), json!({"remote": {"url": url}}));
+    // The server's answer stream ends without an answer; rmcp's client tries to resume
+    // it until the call deadline.
+    let (client, _log) = config_gateway(&s.db, &config, &["--call-timeout", "2"]).await;
+    let queued = call(
+        &client,
+        "remote__crash",
+        json!({"path": s.dir.path().join("x")}),
+    )
+    .await;
+    let reply = text(&queued);
+    assert!(reply.starts_with(QUEUED), "{reply}");
+    let set = set_id(&reply);
+    let out = assent(&s.db, &["confirm", &set.to_string(), "0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The POST reached the server, which died before answering: never retried silently.
+    let job = job_becomes(&s.db, set, "inDoubt").await;
+    assert_eq!(job["attempts"], json!(1), "{job:#}");
+    client.cancel().await.expect("the client leaves");
+}
