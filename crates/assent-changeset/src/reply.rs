@@ -133,6 +133,36 @@ pub fn delegated_rejected(reason: Option<&str>) -> String {
 pub fn delegated_not_run(reason: &str) -> String {
     format!("Not run: {reason}. The proposal stays queued for user review.")
 }
+/// A call a person rejected, answered to a caller that waited for the decision (the
+/// MCP gateway's `--wait`, the rig hook's `wait`); `no reason given` without one.
+pub fn waited_rejected(reason: Option<&str>) -> String {
+    let reason = reason
+        .map(str::trim)
+        .filter(|reason| !reason.is_empty())
+        .unwrap_or("no reason given");
+    format!("Rejected by the user: {reason}")
+}
+
+/// An approved call whose run failed for good (or was withdrawn), to a waiting caller.
+pub fn waited_failed(error: Option<&str>) -> String {
+    format!(
+        "Approved, but the call failed: {}",
+        error.unwrap_or("no error recorded")
+    )
+}
+
+/// An approved call whose run may or may not have happened, to a waiting caller.
+pub fn waited_in_doubt(error: Option<&str>) -> String {
+    format!(
+        "Approved, but whether the call took effect is unknown (in doubt) until a person settles it: {}",
+        error.unwrap_or("no error recorded")
+    )
+}
+
+/// An approved call that took effect with no result text known (confirmed as already
+/// true), to a waiting caller.
+pub const WAITED_APPLIED: &str = "Confirmed and applied.";
+
 /// The openings of the replies that refuse a call: nothing of it was queued or run
 /// because it was wrong, denied or over a limit (unknown tool, invalid arguments,
 /// policy, the cap, invented ids, a failed run, a parent's rejection).
@@ -156,6 +186,28 @@ pub fn is_refusal(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_waiting_caller_reads_the_decision_in_the_same_words_at_every_door() {
+        assert_eq!(
+            waited_rejected(Some(" not now ")),
+            "Rejected by the user: not now"
+        );
+        assert_eq!(
+            waited_rejected(Some("  ")),
+            "Rejected by the user: no reason given"
+        );
+        assert_eq!(
+            waited_rejected(None),
+            "Rejected by the user: no reason given"
+        );
+        assert_eq!(
+            waited_failed(Some("503")),
+            "Approved, but the call failed: 503"
+        );
+        assert!(waited_in_doubt(None).ends_with("until a person settles it: no error recorded"));
+        assert!(is_refusal(&waited_rejected(None)));
+    }
 
     #[test]
     fn refusals_are_told_from_the_rest() {

@@ -4,7 +4,7 @@ use crate::McpError;
 use crate::catalog::{TOOL_TITLE, Trust, idempotent, listed, registry, route, title};
 use crate::host::{McpHost, host_name};
 use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
-use assent_changeset::parse_tool_calls;
+use assent_changeset::{parse_tool_calls, reply};
 use assent_confirm::{Engine, WakeRequest};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, Verdict};
 use assent_store::host_tools::{self, HostTool, ListedTool};
@@ -595,17 +595,14 @@ impl Gateway {
                                     )])
                                 }),
                         ),
-                        JobStatus::Failed | JobStatus::Retracted => Some(error_result(format!(
-                            "Approved, but the call failed: {}",
-                            job.last_error.as_deref().unwrap_or("no error recorded")
-                        ))),
+                        JobStatus::Failed | JobStatus::Retracted => Some(error_result(
+                            reply::waited_failed(job.last_error.as_deref()),
+                        )),
                         // Nobody knows whether it happened, and nothing runs it again
                         // (an idempotent one is rerun: keep waiting for that).
-                        JobStatus::InDoubt if !job.idempotent => Some(error_result(format!(
-                            "Approved, but whether the call took effect is unknown (in doubt) \
-                             until a person settles it: {}",
-                            job.last_error.as_deref().unwrap_or("no error recorded")
-                        ))),
+                        JobStatus::InDoubt if !job.idempotent => Some(error_result(
+                            reply::waited_in_doubt(job.last_error.as_deref()),
+                        )),
                         // Approved or running: keep waiting.
                         _ => None,
                     });
@@ -622,7 +619,7 @@ impl Gateway {
                     return Ok(Some(result));
                 }
                 let message = operations::applied(&mut conn, &operation).await?;
-                let text = message.unwrap_or_else(|| "Confirmed and applied.".to_owned());
+                let text = message.unwrap_or_else(|| reply::WAITED_APPLIED.to_owned());
                 Ok(Some(CallToolResult::success(vec![ContentBlock::text(
                     text,
                 )])))
@@ -633,10 +630,9 @@ impl Gateway {
                     .iter()
                     .rev()
                     .find(|d| d.item_index == 0 && d.verdict != Verdict::Confirmed)
-                    .and_then(|d| d.reason.clone())
-                    .unwrap_or_else(|| "no reason given".to_owned());
-                Ok(Some(error_result(format!(
-                    "Rejected by the user: {reason}"
+                    .and_then(|d| d.reason.clone());
+                Ok(Some(error_result(reply::waited_rejected(
+                    reason.as_deref(),
                 ))))
             }
         }

@@ -1,18 +1,14 @@
 //! What a waiting model reads once the person decided: the same words the MCP
-//! gateway's `--wait` answers with (`Rejected by the user: REASON`, …), so prompts and
-//! services that match on them work for both doors.
-//!
-//! FIXME: these texts are worded here and in `assent-mcp`'s gateway, not in
-//! `assent_changeset::reply` where reply texts belong; moving them there is a change
-//! to that crate (see NOTES-FOR-LEAD.md).
+//! gateway's `--wait` answers with (`Rejected by the user: REASON`, …), worded in
+//! `assent_changeset::reply`, so prompts and services that match on them work for both
+//! doors.
 
 use crate::Answer;
 use assent_confirm::{ItemOutcome, SetOutcome};
 use assent_domain::ChangeItemStatus;
 use assent_store::jobs::JobStatus;
 
-/// A confirmed item whose handler's text is not known (confirmed as already true).
-const CONFIRMED: &str = "Confirmed and applied.";
+use assent_changeset::reply;
 
 /// What the model reads about a settled set, one line per item; `None` while the set
 /// is not settled.
@@ -34,33 +30,30 @@ fn of_item(item: &ItemOutcome) -> Answer {
     match item.status {
         ChangeItemStatus::Confirmed => match &item.run {
             Some(run) => match run.status {
-                JobStatus::Failed | JobStatus::Retracted => error(format!(
-                    "Approved, but the call failed: {}",
-                    run.last_error.as_deref().unwrap_or("no error recorded")
-                )),
-                JobStatus::InDoubt => error(format!(
-                    "Approved, but whether the call took effect is unknown (in doubt) \
-                     until a person settles it: {}",
-                    run.last_error.as_deref().unwrap_or("no error recorded")
-                )),
-                JobStatus::Applied | JobStatus::Approved | JobStatus::Running => {
-                    success(item.result.clone().unwrap_or_else(|| CONFIRMED.to_owned()))
+                JobStatus::Failed | JobStatus::Retracted => {
+                    error(reply::waited_failed(run.last_error.as_deref()))
                 }
+                JobStatus::InDoubt => error(reply::waited_in_doubt(run.last_error.as_deref())),
+                JobStatus::Applied | JobStatus::Approved | JobStatus::Running => success(
+                    item.result
+                        .clone()
+                        .unwrap_or_else(|| reply::WAITED_APPLIED.to_owned()),
+                ),
             },
-            None => success(item.result.clone().unwrap_or_else(|| CONFIRMED.to_owned())),
+            None => success(
+                item.result
+                    .clone()
+                    .unwrap_or_else(|| reply::WAITED_APPLIED.to_owned()),
+            ),
         },
         ChangeItemStatus::Rejected | ChangeItemStatus::Retracted => {
             let reason = item
                 .decision
                 .as_ref()
-                .and_then(|decision| decision.reason.as_deref())
-                .filter(|reason| !reason.trim().is_empty())
-                .unwrap_or("no reason given");
-            error(format!("Rejected by the user: {reason}"))
+                .and_then(|decision| decision.reason.as_deref());
+            error(reply::waited_rejected(reason))
         }
-        ChangeItemStatus::Pending | ChangeItemStatus::Deferred => {
-            success(assent_changeset::reply::QUEUED.to_owned())
-        }
+        ChangeItemStatus::Pending | ChangeItemStatus::Deferred => success(reply::QUEUED.to_owned()),
     }
 }
 
