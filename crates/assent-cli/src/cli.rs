@@ -84,6 +84,21 @@ pub struct ServeArgs {
     /// `--expiry-warning`, `--expiry-ttl`, as `assent webhooks deliver` takes them).
     #[command(flatten)]
     pub delivery: crate::webhook_commands::DeliverArgs,
+    /// Also serve the MCP gateway at `/mcp`, in front of every server of this client
+    /// configuration file (as `assent mcp --config FILE --http`); needs --mcp-agent.
+    #[arg(long, value_name = "FILE", requires = "mcp_agent")]
+    pub mcp_config: Option<std::path::PathBuf>,
+    /// The agent of `/mcp`: only its agent tokens may call it, and its policy gates the
+    /// calls.
+    #[arg(long, value_name = "AGENT", requires = "mcp_config")]
+    pub mcp_agent: Option<String>,
+    /// A host name `/mcp` answers besides loopback (repeatable).
+    #[arg(
+        long = "mcp-allowed-host",
+        value_name = "HOST",
+        requires = "mcp_config"
+    )]
+    pub mcp_allowed_hosts: Vec<String>,
 }
 
 /// `assent demo`.
@@ -208,6 +223,29 @@ pub struct GrantsArgs {
 pub enum GrantsCommand {
     /// Revoke a grant: the agent is asked again from its next call on.
     Revoke(GrantRevokeArgs),
+    /// Suggest `allow` rules from the decision history (tools confirmed unchanged at
+    /// least --min times, never edited, rejected or undone), or apply one (--apply ID).
+    Suggest(GrantsSuggestArgs),
+}
+
+/// `assent grants suggest [--agent A] [--since 30d] [--min N] [--apply ID [--for 30d]]`.
+#[derive(Debug, Args)]
+pub struct GrantsSuggestArgs {
+    /// Only this agent's tools.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// The window of history read: decisions made this long ago or since.
+    #[arg(long, value_parser = parse_span, default_value = "30d")]
+    pub since: Duration,
+    /// Unchanged confirmations a tool needs at least.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub min: u32,
+    /// Create the rule of this suggestion (its id, as listed).
+    #[arg(long, value_name = "ID")]
+    pub apply: Option<String>,
+    /// How long a suggested rule lasts once applied.
+    #[arg(long = "for", value_name = "SPAN", value_parser = parse_span, default_value = "30d")]
+    pub for_span: Duration,
 }
 
 /// `assent grants revoke`.
@@ -235,15 +273,52 @@ pub enum AgentCommand {
     Show(AgentShowArgs),
     /// List every agent: its categories and how many rules it has.
     List,
+    /// Replay the agent's past decisions of TOOL as if RULE had been in force: how
+    /// many calls would have run unasked, and every rejection and edit it would have
+    /// let through.
+    Backtest(AgentBacktestArgs),
 }
 
-/// `assent agent allow|ask|deny AGENT TOOL`.
+/// `assent agent allow|ask|deny AGENT TOOL [--for SPAN]`.
 #[derive(Debug, Args)]
 pub struct AgentRuleArgs {
     /// The agent's id.
     pub agent: String,
     /// The tool's name, or a pattern where `*` matches any run of characters.
     pub tool: String,
+    /// The rule expires after this long (e.g. `30d`, `12h`, `90m`); then the tool's
+    /// mode decides again. Without it the rule stays until replaced.
+    #[arg(long = "for", value_name = "SPAN", value_parser = parse_span)]
+    pub for_span: Option<Duration>,
+}
+
+/// `assent agent backtest AGENT TOOL allow|ask|deny [--since 30d]`.
+#[derive(Debug, Args)]
+pub struct AgentBacktestArgs {
+    /// The agent's id.
+    pub agent: String,
+    /// The tool's name, or a pattern where `*` matches any run of characters.
+    pub tool: String,
+    /// The rule to replay: allow, ask or deny.
+    #[arg(value_parser = parse_rule_action)]
+    pub rule: assent_tools::RuleAction,
+    /// The window of history replayed: decisions made this long ago or since.
+    #[arg(long, value_parser = parse_span, default_value = "30d")]
+    pub since: Duration,
+}
+
+/// Parses a rule's action: `allow`, `ask` or `deny`.
+fn parse_rule_action(text: &str) -> Result<assent_tools::RuleAction, String> {
+    text.trim().parse()
+}
+
+/// Parses a span of time longer than zero, as [`parse_duration`] reads it (`30d`,
+/// `12h`, `90m`).
+fn parse_span(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        span if span.is_positive() => Ok(span),
+        _ => Err(format!("expected a span longer than zero, got {text:?}")),
+    }
 }
 
 /// `assent agent idempotent AGENT TOOL [--off]`.

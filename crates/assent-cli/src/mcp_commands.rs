@@ -98,6 +98,18 @@ impl From<TrustArg> for Trust {
     }
 }
 
+/// The client configuration file at `path`, given as `flag` (`--config`, `assent serve
+/// --mcp-config`); unreadable or malformed is a usage error naming both.
+pub fn read_config(
+    flag: &str,
+    path: &std::path::Path,
+) -> Result<assent_mcp::config::ServersConfig, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::Usage(format!("cannot read {flag} {}: {e}", path.display())))?;
+    assent_mcp::config::parse(&text)
+        .map_err(|e| CliError::Usage(format!("{flag} {}: {e}", path.display())))
+}
+
 /// Serves until the client leaves (stdio) or ctrl-c (HTTP); an upstream that fails to
 /// start (in time), or a server name whose host another server uses, is an error
 /// (exit 1) — with --config only when no server at all could be started.
@@ -111,15 +123,7 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
     };
     let config = match &args.config {
         None => None,
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                CliError::Usage(format!("cannot read --config {}: {e}", path.display()))
-            })?;
-            Some(
-                assent_mcp::config::parse(&text)
-                    .map_err(|e| CliError::Usage(format!("--config {}: {e}", path.display())))?,
-            )
-        }
+        Some(path) => Some(read_config("--config", path)?),
     };
     if let Some(url) = &args.public_url
         && !(url.starts_with("http://") || url.starts_with("https://"))

@@ -16,7 +16,12 @@ use std::time::Duration;
 /// shutdown signal; returns what to print when it has stopped.
 pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     // Checked before anything listens: a wrong link would be in every event.
+    let public_url = args.delivery.public_url.clone();
     let sender_config = args.delivery.sender_config()?;
+    let mcp_config = match &args.mcp_config {
+        Some(path) => Some(crate::mcp_commands::read_config("--mcp-config", path)?),
+        None => None,
+    };
     let store = Store::open(db).await?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
@@ -24,6 +29,28 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     let addr = listener
         .local_addr()
         .map_err(|e| CliError::failed(format!("cannot read the listening address: {e}")))?;
+    // The gateway's servers start now: one that cannot is logged and skipped, none at
+    // all is an error before anything is served.
+    let mcp = match (mcp_config, args.mcp_agent) {
+        (Some(config), Some(agent)) => {
+            let servers = config.servers.len();
+            let options = assent_mcp::GatewayOptions {
+                server: String::new(),
+                agent: agent.clone(),
+                category: assent_mcp::TARGET_KIND.to_owned(),
+                wait: None,
+                trust: assent_mcp::Trust::None,
+                deadlines: assent_mcp::Deadlines::default(),
+                public_url,
+            };
+            let (router, supervision) =
+                assent_mcp::mount_config(store.clone(), options, config, args.mcp_allowed_hosts)
+                    .await
+                    .map_err(|e| CliError::Failed(e.into()))?;
+            Some((router, supervision, agent, servers))
+        }
+        _ => None,
+    };
     // Only now, with nothing left that can fail before the banner: a token generated
     // and stored by a start that then failed would never be shown to anyone.
     let token = resolve_token(args.token.as_deref(), db)?;
@@ -44,6 +71,12 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
             token.token
         )),
     }
+    if let Some((_, _, agent, servers)) = &mcp {
+        banner.push_str(&format!(
+            "MCP gateway at http://{addr}{} for agent tokens of {agent:?} ({servers} server(s) configured)\n",
+            assent_mcp::MCP_PATH
+        ));
+    }
     if !addr.ip().is_loopback() {
         banner.push_str(
             "Warning: listening beyond loopback over plain HTTP; put TLS in front of it\n",
@@ -58,9 +91,15 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
         },
     )?;
     // The server knows no host: the journal's own routes (`/api/tasks`) come with it.
-    let server = Server::new(engine(store.clone()).await?, token.token)
+    let mut server = Server::new(engine(store.clone()).await?, token.token)
         .with_routes(Role::Reviewer, assent_journal_host::http::routes())
         .with_bus(bus);
+    // Its servers are supervised for as long as the review server runs.
+    let mut supervision = None;
+    if let Some((router, supervised, _, _)) = mcp {
+        server = server.with_service(router);
+        supervision = Some(supervised);
+    }
     // The webhook sender runs beside the server and stops after it.
     let sender = assent_webhooks::Sender::new(store.clone(), sender_config)
         .map_err(|e| CliError::failed(e.to_string()))?;
@@ -69,6 +108,7 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
         let _ = sender_stopped.await;
     }));
     let served = server.run(listener, shutdown_signal()).await;
+    drop(supervision);
     let _ = stop_sender.send(());
     if let Err(error) = sending.await {
         tracing::error!(%error, "the webhook sender failed");

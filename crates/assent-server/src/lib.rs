@@ -124,6 +124,9 @@ impl AppState {
 pub struct Server {
     state: AppState,
     host_routes: Vec<(Role, Router<Engine>)>,
+    /// Routes outside `/api` that authenticate their callers themselves (the MCP
+    /// gateway at `/mcp`, which takes agent tokens of its own agent).
+    services: Vec<Router>,
     body_limit: usize,
     sync_body_limit: usize,
     limits: ServerLimits,
@@ -140,6 +143,7 @@ impl Server {
                 delegation: None,
             },
             host_routes: Vec::new(),
+            services: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
             sync_body_limit: DEFAULT_SYNC_BODY_LIMIT,
             limits: ServerLimits::default(),
@@ -152,6 +156,16 @@ impl Server {
     #[must_use]
     pub fn with_routes(mut self, role: Role, routes: Router<Engine>) -> Self {
         self.host_routes.push((role, routes));
+        self
+    }
+
+    /// The same server with `service` mounted beside `/api`, outside its token check:
+    /// a service that authenticates its callers itself (the MCP gateway at `/mcp`,
+    /// `assent serve --mcp-config`). The server's body limits, timeouts and request
+    /// spans still apply.
+    #[must_use]
+    pub fn with_service(mut self, service: Router) -> Self {
+        self.services.push(service);
         self
     }
 
@@ -277,13 +291,18 @@ impl Server {
                 self.state.clone(),
                 auth::authenticate,
             ));
+        let services = self
+            .services
+            .iter()
+            .fold(Router::new(), |all, service| all.merge(service.clone()));
         Router::new()
             .merge(page::routes())
             .nest("/api", api)
+            .with_state(self.state.clone())
+            .merge(services)
             .layer(DefaultBodyLimit::max(self.body_limit))
             .layer(RequestBodyTimeoutLayer::new(self.limits.body_read_timeout))
             .layer(TraceLayer::new_for_http())
-            .with_state(self.state.clone())
     }
 
     /// Serves on `listener` until `shutdown` completes, then stops accepting, ends the

@@ -394,6 +394,76 @@ async fn the_gateway_over_http_needs_an_agent_token_of_its_agent_and_a_loopback_
 }
 
 #[tokio::test]
+async fn assent_serve_mounts_the_gateway_at_mcp_beside_the_review_api() {
+    let s = setup();
+    let secret = agent_token(&s.db, "bot");
+    let fixture = fixture().display().to_string();
+    let config = config_file(
+        s.dir.path(),
+        json!({"notes": {"command": fixture, "assent": {"trust": "hints"}}}),
+    );
+    let port = free_port();
+    let admin = "an-admin-token-of-enough-length-0123456789";
+    let _server = tokio::process::Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", &s.db, "serve", "--addr"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["--token", admin, "--mcp-agent", "bot", "--mcp-config"])
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("assent serve starts");
+    let started = std::time::Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let url = format!("http://127.0.0.1:{port}{}", assent_mcp::MCP_PATH);
+    let bearer = format!("Bearer {secret}");
+    assert_eq!(initialize_status(&url, &[]).await, 401);
+    let admin_bearer = format!("Bearer {admin}");
+    assert_eq!(
+        initialize_status(&url, &[("Authorization", &admin_bearer)]).await,
+        401,
+        "the review server's admin token is not an agent token of the gateway"
+    );
+    let session = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/api/session"))
+        .header("Authorization", &admin_bearer)
+        .send()
+        .await
+        .expect("the review API answers");
+    assert_eq!(
+        session.status().as_u16(),
+        200,
+        "the review API is still there"
+    );
+
+    let transport =
+        assent_mcp::http_transport(&url, &[("Authorization".to_owned(), bearer)].into())
+            .expect("a transport");
+    let client = ().serve(transport).await.expect("the MCP handshake");
+    let note = s.dir.path().join("served.txt");
+    let queued = call(
+        &client,
+        "notes__append_note",
+        json!({"path": note, "text": "from serve"}),
+    )
+    .await;
+    let reply = text(&queued);
+    assert!(reply.starts_with(QUEUED), "{reply}");
+    confirm_and_see(&s.db, set_id(&reply), &note, "from serve\n").await;
+    client.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
 async fn the_official_python_client_uses_one_config_of_the_npm_server_and_an_http_upstream_over_http()
  {
     let Some(python) = official_python() else {
