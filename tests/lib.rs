@@ -557,3 +557,18 @@ pub fn sorted_keys(value: &Value) -> Vec<&str> {
     keys.sort_unstable();
     keys
 }
+
+/// A small deterministic generator of random delays for the crash tests (no
+/// dependency for a few numbers; a seed gives the same kills every run).
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    /// The next number below `bound`.
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % bound
+    }
+}

@@ -8,7 +8,7 @@ use assent_domain::ChangeItemStatus;
 use assent_store::jobs::{self, JobStatus};
 use assent_store::{Store, agents, audit, change_sets};
 use assent_tests::book::{self, AGENT, HOST};
-use assent_tests::{TestBackend, backends};
+use assent_tests::{Lcg, TestBackend, backends};
 use assent_tools::{AgentPolicy, AuditKind};
 use serde_json::json;
 use std::process::{Command, Stdio};
@@ -312,19 +312,6 @@ async fn the_agent_awaiting_the_outcome_learns_it_within_a_second_of_the_decisio
         "the agent learnt it {:?} after the decision",
         returned.duration_since(decided)
     );
-}
-
-/// A small deterministic generator (no dependency for a few random delays).
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % bound
-    }
 }
 
 const ROUNDS: usize = 25;

@@ -6,7 +6,7 @@ use assent_domain::Target;
 use assent_store::jobs::{self, Job, JobStatus};
 use assent_store::{Store, agents, audit, change_feed};
 use assent_tests::external::{self, CATEGORY, HttpHost, Receiver, TOOL};
-use assent_tests::{TestApp, TestBackend, backends, tool_calls};
+use assent_tests::{Lcg, TestApp, TestBackend, backends, tool_calls};
 use assent_tools::{AgentPolicy, AuditKind};
 use serde_json::json;
 use std::collections::HashMap;
@@ -396,19 +396,6 @@ async fn retryable_errors_back_off_then_fail_and_a_person_retries_or_retracts() 
             .claimed,
         0
     );
-}
-
-/// A small deterministic generator (no dependency for a few random delays).
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % bound
-    }
 }
 
 const ROUNDS: usize = 25;

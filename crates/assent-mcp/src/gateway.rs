@@ -245,14 +245,22 @@ impl Gateway {
             .collect())
     }
 
-    async fn policy(&self) -> Result<assent_tools::AgentPolicy, McpError> {
-        let mut conn = self
+    /// A pooled connection of the gateway's store, held only for a short read.
+    async fn connection(
+        &self,
+    ) -> Result<assent_confirm::sqlx::pool::PoolConnection<assent_confirm::sqlx::Any>, McpError>
+    {
+        Ok(self
             .engine()
             .store()
             .pool()
             .acquire()
             .await
-            .map_err(assent_store::StoreError::from)?;
+            .map_err(assent_store::StoreError::from)?)
+    }
+
+    async fn policy(&self) -> Result<assent_tools::AgentPolicy, McpError> {
+        let mut conn = self.connection().await?;
         agents::policy(&mut conn, &self.inner.options.agent)
             .await?
             .ok_or_else(|| McpError::UnknownAgent(self.inner.options.agent.clone()))
@@ -391,13 +399,7 @@ impl Gateway {
             return Ok(None);
         };
         let created = {
-            let mut conn = self
-                .engine()
-                .store()
-                .pool()
-                .acquire()
-                .await
-                .map_err(assent_store::StoreError::from)?;
+            let mut conn = self.connection().await?;
             change_sets::load(&mut conn, set_id)
                 .await?
                 .map(|set| set.created_at)
@@ -484,13 +486,7 @@ impl Gateway {
         let Some((set_id, 0)) = parse_task_id(task_id) else {
             return Ok(None);
         };
-        let mut conn = self
-            .engine()
-            .store()
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?;
+        let mut conn = self.connection().await?;
         let ours = change_sets::load(&mut conn, set_id)
             .await?
             .is_some_and(|set| {
