@@ -79,7 +79,27 @@ const BENCH: &[&str] = &[
 /// workspace selected: features are then unified exactly as for `cargo test
 /// --workspace`, so CI reuses the dependencies its tests built (`cargo run -p
 /// assent-bench` alone would resolve other features and rebuild sqlx & co.).
-const BENCH_QUICK_BUILD: &[&str] = &["build", "--quiet", "--workspace", "--bin", "assent-bench"];
+const BENCH_QUICK_BUILD: &[&str] = &[
+    "build",
+    "--quiet",
+    "--workspace",
+    "--bin",
+    "assent-bench",
+    "--bin",
+    "assent-mcp-fixture",
+];
+
+/// The MCP fixture server the benchmark's gateway comparison calls, built beside the
+/// release `assent-bench`.
+const BENCH_FIXTURE: &[&str] = &[
+    "build",
+    "--release",
+    "--quiet",
+    "-p",
+    "assent-mcp",
+    "--bin",
+    "assent-mcp-fixture",
+];
 
 /// Builds and runs the quick benchmark (see [`BENCH_QUICK_BUILD`]).
 fn bench_quick() -> anyhow::Result<()> {
@@ -105,7 +125,7 @@ fn main() -> ExitCode {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match args.as_slice() {
         ["ci"] => ci(),
-        ["bench"] => run_cargo(BENCH),
+        ["bench"] => run_cargo(BENCH_FIXTURE).and_then(|()| run_cargo(BENCH)),
         ["bench", "--quick"] => bench_quick(),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");

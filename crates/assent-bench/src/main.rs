@@ -8,7 +8,10 @@
 //! 3. and 4. the confirmation path, end to end, against the bare driver writing the same
 //!    rows, with the durability Assent ships (`synchronous = FULL`) and with `NORMAL`;
 //! 5. queries at scale (p50/p99), as the history grows to the full data set;
-//! 6. the process's peak memory while loading and querying.
+//! 6. the process's peak memory while loading and querying;
+//! 7. the MCP gateway's cost: an immediate call through it against the same call made
+//!    directly to the upstream (`mcpGateway`; skipped with a note when the fixture
+//!    server is not built beside this binary).
 //!
 //! Shared 2-core machines drift from run to run, so the claims are ratios measured in
 //! the same run; absolute figures describe this machine at this moment only.
@@ -22,6 +25,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod dataset;
+mod gateway;
 mod measure;
 mod postgres;
 mod queries;
@@ -50,6 +54,8 @@ struct Config {
     confirmed_sets: usize,
     scale: dataset::Scale,
     query_samples: usize,
+    /// Immediate MCP calls timed per side (after as many again to warm up).
+    gateway_calls: usize,
 }
 
 impl Config {
@@ -62,6 +68,7 @@ impl Config {
         confirmed_sets: 8,
         scale: dataset::Scale::new(100_000),
         query_samples: 2_000,
+        gateway_calls: 1_000,
     };
     const QUICK: Self = Self {
         quick: true,
@@ -72,6 +79,7 @@ impl Config {
         confirmed_sets: 8,
         scale: dataset::Scale::new(1_000),
         query_samples: 100,
+        gateway_calls: 20,
     };
 }
 
@@ -108,6 +116,11 @@ struct Report {
     /// Memory once the data set was generated or found.
     memory_after_load: Option<Memory>,
     queries: Vec<queries::StageResult>,
+    /// The MCP gateway's cost per immediate call; `None` when skipped.
+    mcp_gateway: Option<gateway::GatewayResult>,
+    /// Why the gateway was not measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mcp_gateway_skipped: Option<String>,
     targets: Targets,
     seconds: f64,
 }
@@ -241,6 +254,20 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
             )),
         ),
     };
+    let (mcp_gateway, mcp_gateway_skipped) = match gateway::fixture_beside_me() {
+        Some(fixture) => {
+            eprintln!("the MCP gateway against its upstream ...");
+            let calls = config.gateway_calls;
+            (Some(gateway::measure(&fixture, calls, calls).await?), None)
+        }
+        None => (
+            None,
+            Some(
+                "assent-mcp-fixture is not built beside assent-bench (cargo xtask bench builds it)"
+                    .to_owned(),
+            ),
+        ),
+    };
     let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/sqlite");
     let data = dataset::ensure(&out.join("data"), config.scale, &migrations).await?;
     let memory_after_load = Memory::now();
@@ -273,6 +300,8 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
         dataset_generated_now: data.generated,
         memory_after_load,
         queries: stages,
+        mcp_gateway,
+        mcp_gateway_skipped,
         targets,
         seconds: started.elapsed().as_secs_f64(),
     })
@@ -464,6 +493,25 @@ fn print_table(report: &Report) {
         (false, true) => "met",
         (false, false) => "missed",
     };
+    match (&report.mcp_gateway, &report.mcp_gateway_skipped) {
+        (Some(g), _) => println!(
+            "MCP gateway, immediate call over {} ({} calls each, gateway database at synchronous = {}): direct p50 {:.0} µs p99 {:.0} µs; through the gateway p50 {:.0} µs p99 {:.0} µs; added p50 {:.0} µs (target ≤ 1,000 µs: {}), p99 {:.0} µs",
+            g.over,
+            g.calls,
+            g.synchronous,
+            g.direct_p50_us,
+            g.direct_p99_us,
+            g.gateway_p50_us,
+            g.gateway_p99_us,
+            g.added_p50_us,
+            met(g.added_p50_us <= 1_000.0),
+            g.added_p99_us,
+        ),
+        (None, why) => println!(
+            "MCP gateway: not measured ({})",
+            why.as_deref().unwrap_or("skipped")
+        ),
+    }
     let t = &report.targets;
     println!(
         "targets: confirmation ≥ 0.50 of raw SQLite {}; wake ≥ 0.70 of raw SQLite {}; confirm-all ≥ 5,000 items/s {}; PostgreSQL 8 writers ≥ 6x one {}; confirmation ≥ 0.50 of sqlx {}; planning ≥ 100,000 calls/s {}; query p99 ≤ 1 ms {}; memory 10 % → 100 %: {}",
