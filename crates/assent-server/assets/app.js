@@ -419,6 +419,13 @@
       li.append(el("span", { class: "change stale" }, "Changed since proposed: " + (item.staleDetail || "")));
     }
     if (item.execution) li.append(execution(set, item));
+    // An applied item whose tool declares its reversal: propose it as a new set, which
+    // a person then reviews like any other.
+    if (item.undoable) {
+      li.append(el("span", { class: "buttons" },
+        el("button", { type: "button", class: "undo", "data-focus-key": key + "/undo", "aria-label": "Undo: " + item.humanSummary,
+          title: "Propose the reversal of this change for review", onclick: () => undo(set, path + "/undo") }, "Undo")));
+    }
     if (OPEN.has(item.status)) {
       li.append(el("span", { class: "buttons" },
         el("button", { type: "button", class: "confirm", "data-focus-key": key + "/confirm", "aria-label": "Confirm: " + item.humanSummary, title: "Confirm", onclick: () => act(set, path + "/confirm") }, "✓"),
@@ -509,6 +516,19 @@
     try {
       await api("POST", "/change-sets/" + encodeURIComponent(set.id) + suffix, body === undefined ? undefined : body);
       for (const key of [...openForms.keys()]) if (key.startsWith(set.id)) openForms.delete(key);
+      await upsert(await api("GET", "/change-sets/" + encodeURIComponent(set.id)));
+    } catch (error) {
+      if (error.message !== "unauthorized") show(error.message);
+    }
+  }
+
+  // Proposes an applied item's reversal: the new set is shown at once (the event that
+  // announces it may come later), and the original is read again.
+  async function undo(set, suffix) {
+    show("");
+    try {
+      const reversal = await api("POST", "/change-sets/" + encodeURIComponent(set.id) + suffix);
+      await upsert(reversal);
       await upsert(await api("GET", "/change-sets/" + encodeURIComponent(set.id)));
     } catch (error) {
       if (error.message !== "unauthorized") show(error.message);

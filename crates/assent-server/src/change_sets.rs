@@ -68,6 +68,7 @@ pub(crate) async fn list_change_sets(
                 .with_reasons(decided)
                 .with_jobs(ran)
                 .with_changed_tools(changed)
+                .with_undoable(|tool, args, before| reversible(&state, tool, args, before))
         })
         .collect();
     ok(views)
@@ -97,7 +98,19 @@ pub(crate) async fn show_change_set(
     ok(SetView::of(&set)
         .with_reasons(&decided)
         .with_jobs(&ran)
-        .with_changed_tools(&changed))
+        .with_changed_tools(&changed)
+        .with_undoable(|tool, args, before| reversible(&state, tool, args, before)))
+}
+
+/// Whether this server's engine can reverse `tool(args)`, which replaced `before`
+/// (`assent undo`; the result text is not known here, and no compensation of the
+/// journal reads it).
+fn reversible(state: &AppState, tool: &str, args: &Value, before: Option<&Value>) -> bool {
+    state
+        .engine
+        .registry()
+        .get(tool)
+        .is_some_and(|spec| spec.compensate(args, before, "").is_some())
 }
 
 type ItemPath = Result<Path<(String, String)>, PathRejection>;

@@ -52,6 +52,11 @@ pub struct SetItemView<'a> {
     /// Why, in one line (`target changed since proposed: priority was P2, now P1; …`);
     /// null when not stale.
     pub stale_detail: Option<&'a str>,
+    /// A confirmed item whose tool declares how to reverse it and whose run (if it has
+    /// a job) is applied: `POST …/items/{index}/undo` may propose its reversal (see
+    /// [`SetView::with_undoable`]). `true`, else absent.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub undoable: bool,
 }
 
 /// The id a journal task's views have always carried as `taskId`; absent for other
@@ -117,6 +122,7 @@ impl<'a> SetView<'a> {
                     tool_changed: false,
                     stale: item.stale_detail.is_some(),
                     stale_detail: item.stale_detail.as_deref(),
+                    undoable: false,
                 })
                 .collect(),
         }
@@ -147,6 +153,26 @@ impl SetView<'_> {
             if let Some(item) = self.items.get_mut(job.item_index) {
                 item.execution = Some(job.execution_json());
             }
+        }
+        self
+    }
+
+    /// Marks the confirmed items that may be undone: `reversible(tool, args, before)`
+    /// (the engine's registry declares a compensation that what was recorded allows)
+    /// and their job, if any, applied. Call after [`SetView::with_jobs`].
+    #[must_use]
+    pub fn with_undoable(
+        mut self,
+        reversible: impl Fn(&str, &Value, Option<&Value>) -> bool,
+    ) -> Self {
+        for item in &mut self.items {
+            let ran = item
+                .execution
+                .as_ref()
+                .is_none_or(|run| run["status"] == "applied");
+            item.undoable = item.status == "confirmed"
+                && ran
+                && reversible(item.tool_name, item.args, item.before);
         }
         self
     }

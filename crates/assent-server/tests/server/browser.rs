@@ -677,3 +677,80 @@ async fn values_show_by_their_type_and_never_as_json() {
     client.close().await.expect("close the browser");
     server.stop().await.expect("clean stop");
 }
+
+#[tokio::test]
+async fn an_applied_change_is_undone_from_the_page_through_a_new_set() {
+    if !browser_available() {
+        return;
+    }
+    let server = TestServer::start().await;
+    let task = server.agent_and_task("Undo me").await;
+    // A priority to go back to: the proposal below replaces P2.
+    let calls = serde_json::json!([{"id": "c", "type": "function", "function": {
+        "name": "update_task_priority", "arguments": "{\"priority\":\"P2\"}"}}]);
+    let (_, wake) = server
+        .post(
+            "/api/wakes",
+            serde_json::json!({"agentId": "triage", "taskId": task, "toolCalls": calls}),
+        )
+        .await;
+    let first = wake["changeSetId"].as_str().expect("a set");
+    let (status, _) = server
+        .post(
+            &format!("/api/change-sets/{first}/items/0/confirm"),
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let set = server.propose(&task).await;
+    let (status, _) = server
+        .post(
+            &format!("/api/change-sets/{set}/items/0/confirm"),
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, 200);
+
+    let (_driver, client) = start_driver().await;
+    client.goto(&server.base).await.expect("open the page");
+    find(&client, "#token")
+        .await
+        .send_keys(TOKEN)
+        .await
+        .expect("type the token");
+    click(&client, "#login button[type=submit]").await;
+    let card = format!("[data-set-id=\"{set}\"]");
+    // The confirmed priority offers Undo; the pending checklist item does not.
+    click(&client, &format!("{card} li[data-index=\"0\"] button.undo")).await;
+    let reversal = "li.item.pending .summary";
+    wait_until(
+        &client,
+        &format!(
+            "[...document.querySelectorAll('#sets {reversal}')].some(e => e.textContent === 'Undo: Set priority to P2')"
+        ),
+    )
+    .await;
+    assert!(
+        client
+            .find_all(Locator::Css(&format!(
+                "{card} li[data-index=\"1\"] button.undo"
+            )))
+            .await
+            .expect("query")
+            .is_empty(),
+        "a pending item has no Undo"
+    );
+    let (_, sets) = server.get("/api/change-sets?agentId=triage").await;
+    let undo = sets
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|s| {
+            s["undoes"]["changeSetId"] == set.as_str()
+                || s["items"][0]["humanSummary"] == "Undo: Set priority to P2"
+        })
+        .expect("the reversal is a pending set");
+    assert_eq!(undo["items"][0]["args"]["priority"], "P2");
+    client.close().await.expect("close the browser");
+    server.stop().await.expect("clean stop");
+}
