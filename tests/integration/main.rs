@@ -17,6 +17,7 @@ mod properties;
 mod stale;
 mod stored_results;
 mod sync;
+mod trust;
 mod undo;
 mod upgrade;
 mod wake;

@@ -277,6 +277,9 @@ pub enum AgentCommand {
     /// many calls would have run unasked, and every rejection and edit it would have
     /// let through.
     Backtest(AgentBacktestArgs),
+    /// Each shadow rule of the agent (`--shadow`): its agreement with the decisions
+    /// people made since it was set, and every disagreement.
+    ShadowReport(AgentShadowReportArgs),
 }
 
 /// `assent agent allow|ask|deny AGENT TOOL [--for SPAN]`.
@@ -290,6 +293,18 @@ pub struct AgentRuleArgs {
     /// mode decides again. Without it the rule stays until replaced.
     #[arg(long = "for", value_name = "SPAN", value_parser = parse_span)]
     pub for_span: Option<Duration>,
+    /// Try the rule without effect: calls are routed as before (a person is still
+    /// asked) and `assent agent shadow-report` compares it with their decisions. The
+    /// same command without --shadow promotes it.
+    #[arg(long, conflicts_with = "for_span")]
+    pub shadow: bool,
+}
+
+/// `assent agent shadow-report AGENT`.
+#[derive(Debug, Args)]
+pub struct AgentShadowReportArgs {
+    /// The agent's id.
+    pub agent: String,
 }
 
 /// `assent agent backtest AGENT TOOL allow|ask|deny [--since 30d]`.

@@ -11,7 +11,8 @@ use crate::decision_commands::{
 };
 use crate::record_commands::{audit_trail, grants, history, outbox_messages};
 use crate::task_commands::{
-    agent_create, agent_idempotent, agent_list, agent_rule, agent_show, task_create, task_show,
+    agent_backtest, agent_create, agent_idempotent, agent_list, agent_rule, agent_show,
+    task_create, task_show,
 };
 use crate::wake_commands::{read_calls, tools, wake};
 use crate::{demo, demo_delegated, serve};
@@ -52,6 +53,10 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Agent(AgentCommand::Idempotent(args)) => agent_idempotent(&ctx, args).await,
         DbCommand::Agent(AgentCommand::Show(args)) => agent_show(&ctx, args).await,
         DbCommand::Agent(AgentCommand::List) => agent_list(&ctx).await,
+        DbCommand::Agent(AgentCommand::Backtest(args)) => agent_backtest(&ctx, args).await,
+        DbCommand::Agent(AgentCommand::ShadowReport(args)) => {
+            crate::task_commands::agent_shadow_report(&ctx, args).await
+        }
         DbCommand::Task(TaskCommand::Create(args)) => task_create(&ctx, args).await,
         DbCommand::Task(TaskCommand::Show(args)) => task_show(&ctx, args).await,
         DbCommand::Wake(args) => match calls {

@@ -1,13 +1,16 @@
 //! What happened: `assent history`, `audit`, `outbox` and `grants`.
 
 use crate::CliError;
-use crate::cli::{AuditArgs, GrantsArgs, GrantsCommand, HistoryArgs, OutboxArgs};
+use crate::cli::{
+    AuditArgs, GrantsArgs, GrantsCommand, GrantsSuggestArgs, HistoryArgs, OutboxArgs,
+};
 use crate::context::{Ctx, Output};
 use crate::render;
 use assent_confirm::ConfirmError;
 use assent_server::shapes::AuditView;
 use assent_store::delegation::{self, Revocation};
-use assent_store::{StoreError, audit, outbox};
+use assent_store::{StoreError, agents, audit, decisions, outbox};
+use assent_tools::{GrantSuggestion, RuleAction, SuggestOptions, suggest_grants};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -46,6 +49,9 @@ pub async fn outbox_messages(ctx: &Ctx, args: OutboxArgs) -> Result<Output, CliE
 
 /// `assent grants` and `assent grants revoke ID`.
 pub async fn grants(ctx: &Ctx, args: GrantsArgs) -> Result<Output, CliError> {
+    if let Some(GrantsCommand::Suggest(suggest)) = args.command {
+        return grants_suggest(ctx, suggest).await;
+    }
     if let Some(GrantsCommand::Revoke(revoke)) = args.command {
         let id = Uuid::parse_str(revoke.id.trim())
             .map_err(|e| CliError::failed(format!("invalid grant id {:?}: {e}", revoke.id)))?;
@@ -71,4 +77,103 @@ pub async fn grants(ctx: &Ctx, args: GrantsArgs) -> Result<Output, CliError> {
     let mut conn = ctx.connection().await?;
     let grants = delegation::list_grants(&mut conn, &filter).await?;
     Output::either(ctx.json, &grants, || render::grants(&grants))
+}
+
+/// `assent grants suggest`: `allow` rules the decision history supports, each with its
+/// evidence; with `--apply ID`, that suggestion's rule, created with its expiry. A tool
+/// the agent's rules already allow is not suggested. An unknown id is exit 1.
+async fn grants_suggest(ctx: &Ctx, args: GrantsSuggestArgs) -> Result<Output, CliError> {
+    let agent = args.agent.as_deref().map(str::trim);
+    let since = ctx.now - args.since;
+    let mut conn = ctx.connection().await?;
+    let calls = decisions::past_calls(&mut conn, agent, since).await?;
+    let options = SuggestOptions {
+        min_confirmed: args.min,
+        expiry: args.for_span,
+        now: ctx.now,
+    };
+    let mut suggestions = Vec::new();
+    for suggestion in suggest_grants(&calls, &options) {
+        let policy = agents::policy_at(&mut conn, &suggestion.agent, ctx.now).await?;
+        if policy.is_some_and(|p| p.ruled(&suggestion.tool) != Some(RuleAction::Allow)) {
+            suggestions.push(suggestion);
+        }
+    }
+    drop(conn);
+    let Some(id) = args.apply.as_deref().map(str::trim) else {
+        return Output::either(ctx.json, &suggestions, || {
+            render_suggestions(&suggestions, args.min)
+        });
+    };
+    let Some(chosen) = suggestions.into_iter().find(|s| s.id == id) else {
+        return Err(CliError::failed(format!(
+            "no grant suggestion {id:?} (see `assent grants suggest` with the same --agent, --since and --min; an applied one is no longer listed)"
+        )));
+    };
+    let (agent, _) = crate::task_commands::set_expiring_rule(
+        ctx,
+        &chosen.agent,
+        &chosen.tool,
+        RuleAction::Allow,
+        chosen.expires_at,
+    )
+    .await?;
+    let shown = json!({
+        "applied": chosen,
+        "agent": crate::task_commands::with_expiries(ctx, &agent).await?,
+    });
+    Output::either(ctx.json, &shown, || {
+        format!(
+            "Agent {}: allow {} until {} (suggestion {}, from its next wake on)",
+            chosen.agent,
+            chosen.tool,
+            render::time(chosen.expires_at),
+            chosen.id
+        )
+    })
+}
+
+fn render_suggestions(suggestions: &[GrantSuggestion], min: u32) -> String {
+    if suggestions.is_empty() {
+        return format!(
+            "No suggestions: no tool was confirmed unchanged {min} times or more without an edit, rejection or undo in the window"
+        );
+    }
+    let rows: Vec<Vec<String>> = suggestions
+        .iter()
+        .map(|s| {
+            let e = &s.evidence;
+            vec![
+                s.id.clone(),
+                s.agent.clone(),
+                s.tool.clone(),
+                s.rule.to_owned(),
+                e.confirmed_unchanged.to_string(),
+                e.reviewers.to_string(),
+                format!(
+                    "{} .. {}",
+                    render::time(e.first_at),
+                    render::time(e.last_at)
+                ),
+                render::time(s.expires_at),
+            ]
+        })
+        .collect();
+    let mut text = render::table(
+        &[
+            "ID",
+            "AGENT",
+            "TOOL",
+            "RULE",
+            "UNCHANGED",
+            "REVIEWERS",
+            "DECIDED",
+            "EXPIRES",
+        ],
+        &rows,
+    );
+    text.push_str(
+        "\n(none was edited, rejected or undone in the window; apply one with `assent grants suggest --apply ID`)",
+    );
+    text
 }

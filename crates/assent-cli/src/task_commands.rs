@@ -1,10 +1,12 @@
-//! `assent agent create|allow|ask|deny|idempotent|show|list`, `assent task create|show`: the agents
-//! and their policies, and the journal's tasks.
+//! `assent agent create|allow|ask|deny|idempotent|show|list|backtest|shadow-report`,
+//! `assent task create|show`: the agents and their policies (rules that may expire,
+//! shadow rules tried without effect, a rule replayed against the history), and the
+//! journal's tasks.
 
 use crate::CliError;
 use crate::cli::{
-    AgentCreateArgs, AgentIdempotentArgs, AgentRuleArgs, AgentShowArgs, TaskCreateArgs,
-    TaskShowArgs,
+    AgentBacktestArgs, AgentCreateArgs, AgentIdempotentArgs, AgentRuleArgs, AgentShadowReportArgs,
+    AgentShowArgs, TaskCreateArgs, TaskShowArgs,
 };
 use crate::context::{Ctx, Output};
 use crate::render;
@@ -13,9 +15,10 @@ use assent_server::{
     AgentView, ServerError, agent_view, agent_views, set_agent_categories, set_agent_idempotent,
     set_agent_rule,
 };
-use assent_store::StoreError;
-use assent_tools::RuleAction;
-use time::Date;
+use assent_store::{StoreError, agents, decisions, host_tools};
+use assent_tools::{Backtest, RuleAction, ShadowReport, ToolRule};
+use serde_json::{Value, json};
+use time::{Date, OffsetDateTime};
 use uuid::Uuid;
 
 /// `assent agent create`.
@@ -36,29 +39,231 @@ fn usage_on_bad_input(error: ServerError) -> CliError {
     }
 }
 
-/// `assent agent allow|ask|deny AGENT TOOL`: sets the agent's rule for TOOL. An unknown
-/// agent is exit 1 (as for `assent tools`), a blank tool exit 2.
+/// `assent agent allow|ask|deny AGENT TOOL [--for SPAN]`: sets the agent's rule for
+/// TOOL, until now + SPAN when given. An unknown agent is exit 1 (as for `assent
+/// tools`), a blank tool exit 2.
 pub async fn agent_rule(
     ctx: &Ctx,
     args: AgentRuleArgs,
     action: RuleAction,
 ) -> Result<Output, CliError> {
-    let (agent, changed) = set_agent_rule(ctx.store(), &args.agent, &args.tool, action, ctx.now)
-        .await
-        .map_err(usage_on_bad_input)?;
-    Output::either(ctx.json, &agent, || {
+    if args.shadow {
+        return agent_shadow_rule(ctx, args, action).await;
+    }
+    let (agent, mut changed) = match args.for_span {
+        None => set_agent_rule(ctx.store(), &args.agent, &args.tool, action, ctx.now)
+            .await
+            .map_err(usage_on_bad_input)?,
+        Some(span) => {
+            let until = ctx.now + span;
+            set_expiring_rule(ctx, &args.agent, &args.tool, action, until).await?
+        }
+    };
+    // A rule set for real promotes (replaces) a shadow rule for the same pattern.
+    let mut tx = ctx.store().begin_write().await?;
+    changed |= agents::remove_shadow_rule(&mut tx, &agent.id, args.tool.trim(), ctx.now).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    let shown = with_expiries(ctx, &agent).await?;
+    let until = args.for_span.map(|span| ctx.now + span);
+    Output::either(ctx.json, &shown, || {
         let note = if changed {
             "from its next wake on"
         } else {
             "it already was; nothing changed"
         };
+        let until = until.map_or_else(String::new, |at| format!(" until {}", render::time(at)));
         format!(
-            "Agent {}: {} {} ({note})",
+            "Agent {}: {} {}{until} ({note})",
             agent.id,
             action.as_str(),
             args.tool.trim()
         )
     })
+}
+
+/// `assent agent allow|ask|deny AGENT TOOL --shadow`: a rule tried without effect.
+async fn agent_shadow_rule(
+    ctx: &Ctx,
+    args: AgentRuleArgs,
+    action: RuleAction,
+) -> Result<Output, CliError> {
+    let (id, tool) = (args.agent.trim(), args.tool.trim());
+    let rule = ToolRule::new(tool, action).map_err(|e| CliError::Usage(e.to_string()))?;
+    let mut tx = ctx.store().begin_write().await?;
+    let Some(changed) = agents::set_shadow_rule(&mut tx, id, rule, ctx.now).await? else {
+        return Err(CliError::from(ServerError::NotFound(format!(
+            "no agent {id:?}"
+        ))));
+    };
+    tx.commit().await.map_err(StoreError::from)?;
+    let agent = agent_view(ctx.store(), id).await?;
+    let shown = with_expiries(ctx, &agent).await?;
+    Output::either(ctx.json, &shown, || {
+        let note = if changed {
+            "nothing changes: a person is still asked; see `assent agent shadow-report`"
+        } else {
+            "it already was; nothing changed"
+        };
+        format!(
+            "Agent {}: shadow {} {tool} ({note})",
+            agent.id,
+            action.as_str()
+        )
+    })
+}
+
+/// `assent agent shadow-report AGENT`: each shadow rule against the decisions people
+/// made since it was set. Unknown agent exit 1.
+pub async fn agent_shadow_report(
+    ctx: &Ctx,
+    args: AgentShadowReportArgs,
+) -> Result<Output, CliError> {
+    let id = args.agent.trim();
+    let mut conn = ctx.connection().await?;
+    let Some(shadows) = agents::shadow_rules(&mut conn, id).await? else {
+        return Err(CliError::from(ServerError::NotFound(format!(
+            "no agent {id:?}"
+        ))));
+    };
+    let mut reports = Vec::with_capacity(shadows.len());
+    if let Some(earliest) = shadows.iter().map(|s| s.since).min() {
+        let calls = decisions::past_calls(&mut conn, Some(id), earliest).await?;
+        for shadow in &shadows {
+            reports.push(assent_tools::shadow_report(
+                &calls,
+                id,
+                &shadow.rule,
+                shadow.since,
+            ));
+        }
+    }
+    Output::either(ctx.json, &reports, || render_shadow_reports(id, &reports))
+}
+
+fn render_shadow_reports(agent: &str, reports: &[ShadowReport]) -> String {
+    if reports.is_empty() {
+        return format!(
+            "Agent {agent} has no shadow rules: try one with `assent agent allow {agent} TOOL --shadow`"
+        );
+    }
+    let mut text = String::new();
+    for report in reports {
+        let rate = report.agreement_rate.map_or_else(
+            || "no decisions yet".to_owned(),
+            |rate| format!("{:.0}% agreement", rate * 100.0),
+        );
+        text.push_str(&format!(
+            "Shadow {} {} since {}: {} of {} decisions agreed ({rate})\n",
+            report.rule,
+            report.tool,
+            render::time(report.since),
+            report.agreed,
+            report.decisions,
+        ));
+        if !report.disagreements.is_empty() {
+            let rows: Vec<Vec<String>> = report
+                .disagreements
+                .iter()
+                .map(|d| {
+                    let said = d
+                        .person_reason
+                        .as_deref()
+                        .map_or_else(String::new, |r| format!(" (\"{}\")", render::visible(r)));
+                    vec![
+                        render::time(d.at),
+                        format!("{}/{}", d.change_set_id, d.item_index),
+                        d.outcome.to_owned(),
+                        format!("{}{said}", d.reason),
+                    ]
+                })
+                .collect();
+            text.push_str(&render::indent(
+                &render::table(&["DECIDED", "ITEM", "OUTCOME", "REASON"], &rows),
+                "    ",
+            ));
+            text.push('\n');
+        }
+    }
+    text.trim_end().to_owned()
+}
+
+/// Sets agent `agent`'s rule for `tool` to `action` until `until`, in one write
+/// transaction (an `allow` accepts the tool's current definition, as without an
+/// expiry). Returns the agent and whether anything changed. Unknown agent exit 1,
+/// blank tool exit 2.
+pub(crate) async fn set_expiring_rule(
+    ctx: &Ctx,
+    agent: &str,
+    tool: &str,
+    action: RuleAction,
+    until: OffsetDateTime,
+) -> Result<(AgentView, bool), CliError> {
+    let (agent, tool) = (agent.trim(), tool.trim());
+    let rule = ToolRule::new(tool, action)
+        .map_err(|e| CliError::Usage(e.to_string()))?
+        .until(until);
+    let mut tx = ctx.store().begin_write().await?;
+    let Some(mut changed) = agents::set_rule(&mut tx, agent, rule, ctx.now).await? else {
+        return Err(CliError::from(ServerError::NotFound(format!(
+            "no agent {agent:?}"
+        ))));
+    };
+    if action == RuleAction::Allow {
+        changed |= host_tools::accept(&mut tx, agent, tool).await? > 0;
+    }
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok((agent_view(ctx.store(), agent).await?, changed))
+}
+
+/// The agent's view as JSON, each rule with its `expiresAt` and whether it has
+/// `expired` at the command's `now` (both left out for a rule that never expires),
+/// and its `shadowRules` `[{tool, action, since}]` (left out when there are none).
+pub(crate) async fn with_expiries(ctx: &Ctx, view: &AgentView) -> Result<Value, CliError> {
+    let expiries = expiries(ctx, &view.id).await?;
+    let mut shown = serde_json::to_value(view).map_err(|e| CliError::failed(e.to_string()))?;
+    let mut conn = ctx.connection().await?;
+    let shadows = agents::shadow_rules(&mut conn, view.id.trim())
+        .await?
+        .unwrap_or_default();
+    if !shadows.is_empty() {
+        shown["shadowRules"] = shadows
+            .iter()
+            .map(|s| {
+                json!({"tool": s.rule.pattern(), "action": s.rule.action().as_str(),
+                    "since": rfc3339(s.since)})
+            })
+            .collect();
+    }
+    if let Some(rules) = shown["rules"].as_array_mut() {
+        for (rule, expiry) in rules.iter_mut().zip(&expiries) {
+            if let Some(at) = expiry {
+                rule["expiresAt"] = json!(rfc3339(*at));
+                rule["expired"] = json!(*at <= ctx.now);
+            }
+        }
+    }
+    Ok(shown)
+}
+
+/// The expiry of each of agent `id`'s rules, in the order of its view's rules.
+async fn expiries(ctx: &Ctx, id: &str) -> Result<Vec<Option<OffsetDateTime>>, CliError> {
+    let mut conn = ctx.connection().await?;
+    let agent = agents::get(&mut conn, id.trim()).await?;
+    Ok(agent
+        .map(|agent| {
+            agent
+                .policy
+                .rules()
+                .iter()
+                .map(ToolRule::expires_at)
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| at.unix_timestamp().to_string())
 }
 
 /// `assent agent idempotent AGENT TOOL [--off]`: the operator's word that a call of
@@ -87,16 +292,107 @@ pub async fn agent_idempotent(ctx: &Ctx, args: AgentIdempotentArgs) -> Result<Ou
 /// `assent agent show AGENT`.
 pub async fn agent_show(ctx: &Ctx, args: AgentShowArgs) -> Result<Output, CliError> {
     let agent = agent_view(ctx.store(), &args.agent).await?;
-    Output::either(ctx.json, &agent, || render_agent(&agent))
+    let shown = with_expiries(ctx, &agent).await?;
+    let expiries = expiries(ctx, &agent.id).await?;
+    Output::either(ctx.json, &shown, || {
+        let mut text = render_agent(&agent, &expiries, ctx.now);
+        for shadow in shown["shadowRules"].as_array().into_iter().flatten() {
+            let field = |key: &str| shadow[key].as_str().unwrap_or_default().to_owned();
+            text.push_str(&format!(
+                "\n  shadow      {} {} since {} (no effect; see `assent agent shadow-report {}`)",
+                field("action"),
+                field("tool"),
+                field("since"),
+                agent.id
+            ));
+        }
+        text
+    })
 }
 
 /// `assent agent list`.
 pub async fn agent_list(ctx: &Ctx) -> Result<Output, CliError> {
     let agents = agent_views(ctx.store()).await?;
-    Output::either(ctx.json, &agents, || render_agents(&agents))
+    let mut shown = Vec::with_capacity(agents.len());
+    for agent in &agents {
+        shown.push(with_expiries(ctx, agent).await?);
+    }
+    Output::either(ctx.json, &shown, || render_agents(&agents))
 }
 
-fn render_agent(agent: &AgentView) -> String {
+/// `assent agent backtest AGENT TOOL RULE [--since SPAN]`: the agent's final decisions
+/// of TOOL in the window, replayed as if RULE had been in force. Unknown agent exit 1,
+/// blank tool exit 2.
+pub async fn agent_backtest(ctx: &Ctx, args: AgentBacktestArgs) -> Result<Output, CliError> {
+    let agent = args.agent.trim();
+    let rule =
+        ToolRule::new(args.tool.trim(), args.rule).map_err(|e| CliError::Usage(e.to_string()))?;
+    let mut conn = ctx.connection().await?;
+    if agents::get(&mut conn, agent).await?.is_none() {
+        return Err(CliError::from(ServerError::NotFound(format!(
+            "no agent {agent:?}"
+        ))));
+    }
+    let since = ctx.now - args.since;
+    let calls = decisions::past_calls(&mut conn, Some(agent), since).await?;
+    let result = assent_tools::backtest(&calls, agent, &rule);
+    let mut shown = serde_json::to_value(&result).map_err(|e| CliError::failed(e.to_string()))?;
+    shown["since"] = json!(rfc3339(since));
+    Output::either(ctx.json, &shown, || render_backtest(&result, since))
+}
+
+fn render_backtest(result: &Backtest, since: OffsetDateTime) -> String {
+    let mut text = format!(
+        "Backtest: {} {} for agent {} since {}\n  calls decided  {}\n",
+        result.rule,
+        result.tool,
+        result.agent,
+        render::time(since),
+        result.calls
+    );
+    match result.rule {
+        "allow" => text.push_str(&format!("  run unasked    {}\n", result.would_run_unasked)),
+        "ask" => text.push_str(&format!("  still asked    {}\n", result.would_ask)),
+        _ => text.push_str(&format!(
+            "  refused        {} ({} of them a person confirmed)\n",
+            result.would_refuse, result.confirmed_but_refused
+        )),
+    }
+    if result.let_through.is_empty() {
+        if result.rule == "allow" {
+            text.push_str("  let through    none: no rejection, edit or undo in the window");
+        }
+        return text.trim_end().to_owned();
+    }
+    text.push_str("  let through\n");
+    let rows: Vec<Vec<String>> = result
+        .let_through
+        .iter()
+        .map(|l| {
+            let said = l
+                .person_reason
+                .as_deref()
+                .map_or_else(String::new, |r| format!(" (\"{}\")", render::visible(r)));
+            vec![
+                render::time(l.at),
+                format!("{}/{}", l.change_set_id, l.item_index),
+                l.outcome.to_owned(),
+                format!("{}{said}", l.reason),
+            ]
+        })
+        .collect();
+    text.push_str(&render::indent(
+        &render::table(&["DECIDED", "ITEM", "OUTCOME", "REASON"], &rows),
+        "    ",
+    ));
+    text
+}
+
+fn render_agent(
+    agent: &AgentView,
+    expiries: &[Option<OffsetDateTime>],
+    now: OffsetDateTime,
+) -> String {
     let mut text = format!(
         "Agent {}\n  categories  {}\n  created     {}\n  updated     {}\n",
         agent.id,
@@ -110,15 +406,31 @@ fn render_agent(agent: &AgentView) -> String {
         );
     } else {
         text.push_str("  rules\n");
+        let expiring = expiries.iter().any(Option::is_some);
         let rows: Vec<Vec<String>> = agent
             .rules
             .iter()
-            .map(|rule| vec![rule.action.to_owned(), rule.tool.clone()])
+            .enumerate()
+            .map(|(index, rule)| {
+                let mut row = vec![rule.action.to_owned(), rule.tool.clone()];
+                if expiring {
+                    row.push(match expiries.get(index).copied().flatten() {
+                        None => "never".to_owned(),
+                        Some(at) if at <= now => {
+                            format!("{} (expired: the tool's mode decides)", render::time(at))
+                        }
+                        Some(at) => render::time(at),
+                    });
+                }
+                row
+            })
             .collect();
-        text.push_str(&render::indent(
-            &render::table(&["ACTION", "TOOL"], &rows),
-            "    ",
-        ));
+        let header: &[&str] = if expiring {
+            &["ACTION", "TOOL", "EXPIRES"]
+        } else {
+            &["ACTION", "TOOL"]
+        };
+        text.push_str(&render::indent(&render::table(header, &rows), "    "));
     }
     if !agent.idempotent_tools.is_empty() {
         text.push_str(&format!(

@@ -4,7 +4,8 @@
 //! `assent sync --peer` against a real `assent serve` server in the test process;
 //! `contract`: no `--json` output loses a field of the previous release; `review`:
 //! `pending` and `show` hide no argument; `set_prefixes`: a set named by the start of
-//! its id; `stale`: a target changed since the proposal (exit 4).
+//! its id; `stale`: a target changed since the proposal (exit 4), and undo; `trust`:
+//! expiring rules, grant suggestions, backtests and shadow rules.
 
 #[path = "cli/agent_rules.rs"]
 mod agent_rules;
@@ -22,6 +23,8 @@ mod review;
 mod set_prefixes;
 #[path = "cli/stale.rs"]
 mod stale;
+#[path = "cli/trust.rs"]
+mod trust;
 #[path = "cli/webhooks.rs"]
 mod webhooks;
 

@@ -1,4 +1,7 @@
-//! Agents and their execution policies.
+//! Agents and their execution policies. A rule's expiry (`assent agent allow A T --for
+//! 30d`) is kept in its JSON as `expiresAt`; [`policy_at`] leaves out the rules expired
+//! at a given time. Shadow rules (`--shadow`), tried without effect, are kept apart in
+//! `shadow_rules`, where no router reads them.
 
 use crate::{StoreError, timefmt};
 use assent_tools::{AgentPolicy, RuleAction, ToolRule};
@@ -18,7 +21,13 @@ pub async fn upsert(
     let rules: Vec<Value> = policy
         .rules()
         .iter()
-        .map(|r| json!({"pattern": r.pattern(), "action": r.action().as_str()}))
+        .map(|r| {
+            let mut rule = json!({"pattern": r.pattern(), "action": r.action().as_str()});
+            if let Some(at) = r.expires_at() {
+                rule["expiresAt"] = json!(timefmt::format(at));
+            }
+            rule
+        })
         .collect();
     let now = timefmt::format(now);
     sqlx::query(
@@ -47,12 +56,65 @@ pub struct Agent {
     pub updated_at: OffsetDateTime,
 }
 
-/// The agent's policy, or `None` when no such agent exists.
+/// The agent's policy in force now (on the system clock: its rules expired by now left
+/// out), or `None` when no such agent exists. Callers that have a `now` of their own
+/// should prefer [`policy_at`].
 pub async fn policy(
     conn: &mut AnyConnection,
     agent_id: &str,
 ) -> Result<Option<AgentPolicy>, StoreError> {
-    Ok(get(conn, agent_id).await?.map(|agent| agent.policy))
+    policy_at(conn, agent_id, OffsetDateTime::now_utc()).await
+}
+
+/// The agent's policy in force at `now`: its rules expired by then left out (the
+/// tool's mode decides again), or `None` when no such agent exists. [`get`] keeps them.
+pub async fn policy_at(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    now: OffsetDateTime,
+) -> Result<Option<AgentPolicy>, StoreError> {
+    Ok(get(conn, agent_id)
+        .await?
+        .map(|agent| agent.policy.in_force(now)))
+}
+
+/// Sets agent `agent_id`'s rule for `rule`'s pattern to `rule` (its expiry included),
+/// in the place of the rule it had for exactly that pattern, keeping its categories
+/// and other rules (expired ones included). Returns `None` for an unknown agent, else
+/// whether anything changed (setting the rule it has writes nothing).
+pub async fn set_rule(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    rule: ToolRule,
+    now: OffsetDateTime,
+) -> Result<Option<bool>, StoreError> {
+    let Some(agent) = get(conn, agent_id).await? else {
+        return Ok(None);
+    };
+    let old = agent.policy;
+    let mut replaced = false;
+    let mut rules = Vec::with_capacity(old.rules().len() + 1);
+    for existing in old.rules() {
+        if existing.pattern() != rule.pattern() {
+            rules.push(existing.clone());
+        } else if !replaced {
+            // In the place of the first rule for this pattern; any later ones go.
+            rules.push(rule.clone());
+            replaced = true;
+        }
+    }
+    if !replaced {
+        rules.push(rule);
+    }
+    let policy = rules.into_iter().fold(
+        AgentPolicy::new(old.allowed_categories()),
+        AgentPolicy::with_rule,
+    );
+    let changed = policy != old;
+    if changed {
+        upsert(conn, agent_id, &policy, now).await?;
+    }
+    Ok(Some(changed))
 }
 
 /// The agent `agent_id`, or `None` when no such agent exists.
@@ -91,9 +153,12 @@ fn from_row(row: &AnyRow) -> Result<Agent, StoreError> {
             .unwrap_or_default()
             .parse()
             .map_err(|e: String| StoreError::corrupt("agents", e))?;
-        policy = policy.with_rule(
-            ToolRule::new(pattern, action).map_err(|e| StoreError::corrupt("agents", e))?,
-        );
+        let mut parsed =
+            ToolRule::new(pattern, action).map_err(|e| StoreError::corrupt("agents", e))?;
+        if let Some(at) = rule["expiresAt"].as_str() {
+            parsed = parsed.until(timefmt::parse("agents", at)?);
+        }
+        policy = policy.with_rule(parsed);
     }
     Ok(Agent {
         id: row.try_get("id")?,
@@ -101,4 +166,240 @@ fn from_row(row: &AnyRow) -> Result<Agent, StoreError> {
         created_at: timefmt::parse("agents", &row.try_get::<String, _>("created_at")?)?,
         updated_at: timefmt::parse("agents", &row.try_get::<String, _>("updated_at")?)?,
     })
+}
+
+/// A rule tried without effect (`assent agent allow A T --shadow`): it never routes a
+/// call; its report compares it with what people decided since `since`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShadowRule {
+    /// The rule it would be.
+    pub rule: ToolRule,
+    /// When it was set.
+    pub since: OffsetDateTime,
+}
+
+/// Agent `agent_id`'s shadow rules, in the order first set, or `None` for an unknown
+/// agent.
+pub async fn shadow_rules(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+) -> Result<Option<Vec<ShadowRule>>, StoreError> {
+    let text: Option<String> = sqlx::query_scalar("SELECT shadow_rules FROM agents WHERE id = $1")
+        .bind(agent_id)
+        .fetch_optional(conn)
+        .await?;
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let rules: Vec<Value> =
+        serde_json::from_str(&text).map_err(|e| StoreError::corrupt("agents", e))?;
+    rules
+        .iter()
+        .map(|rule| {
+            let action: RuleAction = rule["action"]
+                .as_str()
+                .unwrap_or_default()
+                .parse()
+                .map_err(|e: String| StoreError::corrupt("agents", e))?;
+            let pattern = rule["pattern"].as_str().unwrap_or_default();
+            Ok(ShadowRule {
+                rule: ToolRule::new(pattern, action)
+                    .map_err(|e| StoreError::corrupt("agents", e))?,
+                since: timefmt::parse("agents", rule["since"].as_str().unwrap_or_default())?,
+            })
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+async fn write_shadow_rules(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    rules: &[ShadowRule],
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    let json: Vec<Value> = rules
+        .iter()
+        .map(|s| {
+            json!({"pattern": s.rule.pattern(), "action": s.rule.action().as_str(),
+                "since": timefmt::format(s.since)})
+        })
+        .collect();
+    sqlx::query("UPDATE agents SET shadow_rules = $1, updated_at = $2 WHERE id = $3")
+        .bind(Value::Array(json).to_string())
+        .bind(timefmt::format(now))
+        .bind(agent_id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Sets agent `agent_id`'s shadow rule for `rule`'s pattern, from `now` on (the same
+/// rule again keeps its start). `None` for an unknown agent, else whether it changed.
+pub async fn set_shadow_rule(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    rule: ToolRule,
+    now: OffsetDateTime,
+) -> Result<Option<bool>, StoreError> {
+    let Some(mut rules) = shadow_rules(conn, agent_id).await? else {
+        return Ok(None);
+    };
+    if rules.iter().any(|s| s.rule == rule) {
+        return Ok(Some(false));
+    }
+    let shadow = ShadowRule { rule, since: now };
+    match rules
+        .iter_mut()
+        .find(|s| s.rule.pattern() == shadow.rule.pattern())
+    {
+        Some(existing) => *existing = shadow,
+        None => rules.push(shadow),
+    }
+    write_shadow_rules(conn, agent_id, &rules, now).await?;
+    Ok(Some(true))
+}
+
+/// Removes agent `agent_id`'s shadow rule for `pattern` (a rule set for real promotes
+/// it); whether there was one.
+pub async fn remove_shadow_rule(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    pattern: &str,
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let Some(mut rules) = shadow_rules(conn, agent_id).await? else {
+        return Ok(false);
+    };
+    let before = rules.len();
+    rules.retain(|s| s.rule.pattern() != pattern);
+    if rules.len() == before {
+        return Ok(false);
+    }
+    write_shadow_rules(conn, agent_id, &rules, now).await?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Store;
+    use time::Duration;
+    use time::macros::datetime;
+
+    const T0: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
+
+    #[tokio::test]
+    async fn an_expiring_rule_round_trips_and_drops_out_of_the_policy_in_force() {
+        let store = Store::open("sqlite::memory:").await.expect("opens");
+        let mut conn = store.pool().acquire().await.expect("conn");
+        let rule = |action| ToolRule::new("set_title", action).expect("a rule");
+        assert_eq!(
+            set_rule(&mut conn, "a", rule(RuleAction::Allow), T0)
+                .await
+                .expect("set"),
+            None,
+            "no such agent"
+        );
+        upsert(&mut conn, "a", &AgentPolicy::new(["work"]), T0)
+            .await
+            .expect("agent");
+        let expiring = rule(RuleAction::Allow).until(T0 + Duration::days(30));
+        assert_eq!(
+            set_rule(&mut conn, "a", expiring.clone(), T0)
+                .await
+                .expect("set"),
+            Some(true)
+        );
+        assert_eq!(
+            set_rule(&mut conn, "a", expiring.clone(), T0)
+                .await
+                .expect("again"),
+            Some(false)
+        );
+        let stored = get(&mut conn, "a").await.expect("read").expect("found");
+        assert_eq!(stored.policy.rules(), std::slice::from_ref(&expiring));
+
+        let day = |n| T0 + Duration::days(n);
+        let before = policy_at(&mut conn, "a", day(29)).await.expect("read");
+        assert_eq!(before.expect("found").rules(), [expiring]);
+        let after = policy_at(&mut conn, "a", day(30)).await.expect("read");
+        assert!(after.expect("found").rules().is_empty());
+        // The stored agent keeps it for `agent show`; a permanent rule replaces it.
+        assert_eq!(
+            set_rule(&mut conn, "a", rule(RuleAction::Allow), day(31))
+                .await
+                .expect("set"),
+            Some(true)
+        );
+        let stored = get(&mut conn, "a").await.expect("read").expect("found");
+        assert_eq!(stored.policy.rules()[0].expires_at(), None);
+    }
+
+    #[tokio::test]
+    async fn shadow_rules_are_kept_apart_from_the_policy() {
+        let store = Store::open("sqlite::memory:").await.expect("opens");
+        let mut conn = store.pool().acquire().await.expect("conn");
+        let allow = ToolRule::new("set_title", RuleAction::Allow).expect("a rule");
+        assert_eq!(
+            set_shadow_rule(&mut conn, "a", allow.clone(), T0)
+                .await
+                .expect("set"),
+            None
+        );
+        upsert(&mut conn, "a", &AgentPolicy::new(["work"]), T0)
+            .await
+            .expect("agent");
+        let later = T0 + Duration::hours(1);
+        assert_eq!(
+            set_shadow_rule(&mut conn, "a", allow.clone(), T0)
+                .await
+                .expect("set"),
+            Some(true)
+        );
+        assert_eq!(
+            set_shadow_rule(&mut conn, "a", allow.clone(), later)
+                .await
+                .expect("again"),
+            Some(false),
+            "the same rule keeps its start"
+        );
+        let shadows = shadow_rules(&mut conn, "a")
+            .await
+            .expect("read")
+            .expect("agent");
+        assert_eq!(
+            shadows,
+            [ShadowRule {
+                rule: allow,
+                since: T0
+            }]
+        );
+        let policy = policy_at(&mut conn, "a", later)
+            .await
+            .expect("read")
+            .expect("agent");
+        assert!(policy.rules().is_empty(), "a shadow rule never routes");
+        // Rewriting the policy keeps the shadow rules; promotion removes one.
+        upsert(&mut conn, "a", &AgentPolicy::new(["home"]), later)
+            .await
+            .expect("agent");
+        assert_eq!(
+            shadow_rules(&mut conn, "a")
+                .await
+                .expect("read")
+                .map(|s| s.len()),
+            Some(1)
+        );
+        assert!(
+            remove_shadow_rule(&mut conn, "a", "set_title", later)
+                .await
+                .expect("rm")
+        );
+        assert!(
+            !remove_shadow_rule(&mut conn, "a", "set_title", later)
+                .await
+                .expect("rm")
+        );
+    }
 }

@@ -3,6 +3,7 @@
 use crate::outbox::{self, entity};
 use crate::{StoreError, timefmt};
 use assent_domain::{ChangeDecision, Target, VectorClock, Verdict};
+use assent_tools::{PastCall, PastOutcome};
 use serde_json::{Value, json};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
@@ -138,4 +139,88 @@ pub async fn for_change_set(
             .fetch_all(conn)
             .await?;
     rows.iter().map(decode).collect()
+}
+
+/// The final decisions (confirmed or rejected) made at or after `since`, of agent
+/// `agent` when given, oldest first, as the history's pure readers take them
+/// ([`assent_tools::suggest_grants`], [`assent_tools::backtest`]): a confirmation with
+/// changed arguments is an edit, and an item a confirmed undo set reverses is undone.
+/// The undo sets' own decisions are left out: a person proposed those, not the agent.
+///
+/// Decisions do not record the person yet: a call's `reviewer` is the device it was
+/// decided on (its `origin_host` once synced, `local` for this one), so `reviewers`
+/// counts deciding devices, a lower bound on the people.
+pub async fn past_calls(
+    conn: &mut AnyConnection,
+    agent: Option<&str>,
+    since: OffsetDateTime,
+) -> Result<Vec<PastCall>, StoreError> {
+    let since = timefmt::format(since);
+    let rows = match agent {
+        Some(agent) => {
+            sqlx::query(
+                "SELECT id, change_set_id, item_index, agent_id, tool_name, verdict, reason, edited_args, origin_host, created_at
+                 FROM decisions WHERE agent_id = $1 AND created_at >= $2 AND verdict IN ('confirmed', 'rejected')
+                 AND change_set_id NOT IN (SELECT id FROM change_sets WHERE undoes IS NOT NULL)
+                 ORDER BY created_at, rowid",
+            )
+            .bind(agent)
+            .bind(since)
+            .fetch_all(&mut *conn)
+            .await?
+        }
+        None => {
+            sqlx::query(
+                "SELECT id, change_set_id, item_index, agent_id, tool_name, verdict, reason, edited_args, origin_host, created_at
+                 FROM decisions WHERE created_at >= $1 AND verdict IN ('confirmed', 'rejected')
+                 AND change_set_id NOT IN (SELECT id FROM change_sets WHERE undoes IS NOT NULL)
+                 ORDER BY created_at, rowid",
+            )
+            .bind(since)
+            .fetch_all(&mut *conn)
+            .await?
+        }
+    };
+    let links: Vec<String> = sqlx::query_scalar(
+        "SELECT s.undoes FROM change_sets s
+         JOIN change_items i ON i.change_set_id = s.id AND i.item_index = 0
+         WHERE s.undoes IS NOT NULL AND i.status = 'confirmed'",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut undone = std::collections::BTreeSet::new();
+    for link in links {
+        let undoes: crate::change_sets::Undoes = serde_json::from_str(&link)
+            .map_err(|e| StoreError::corrupt("change_sets", format!("undoes: {e}")))?;
+        undone.insert((undoes.change_set_id.to_string(), undoes.item_index));
+    }
+    let corrupt = |e: String| StoreError::corrupt(TABLE, e);
+    rows.iter()
+        .map(|row| {
+            let change_set_id: String = row.try_get("change_set_id")?;
+            let index: i64 = row.try_get("item_index")?;
+            let item_index = usize::try_from(index).map_err(|e| corrupt(e.to_string()))?;
+            let verdict: String = row.try_get("verdict")?;
+            let edited: Option<String> = row.try_get("edited_args")?;
+            let outcome = match (verdict.parse::<Verdict>().map_err(corrupt)?, edited) {
+                (Verdict::Rejected, _) => PastOutcome::Rejected,
+                (_, Some(_)) => PastOutcome::Edited,
+                (_, None) => PastOutcome::ConfirmedUnchanged,
+            };
+            let origin: Option<String> = row.try_get("origin_host")?;
+            let created_at: String = row.try_get("created_at")?;
+            Ok(PastCall {
+                decision_id: row.try_get("id")?,
+                undone: undone.contains(&(change_set_id.clone(), item_index)),
+                change_set_id,
+                item_index,
+                agent_id: row.try_get("agent_id")?,
+                tool_name: row.try_get("tool_name")?,
+                outcome,
+                reason: row.try_get("reason")?,
+                reviewer: Some(origin.unwrap_or_else(|| "local".to_owned())),
+                at: timefmt::parse(TABLE, &created_at)?,
+            })
+        })
+        .collect()
 }

@@ -5,7 +5,10 @@
 //!   (with the `jsonschema` crate), human summaries, and export as OpenAI or Anthropic
 //!   tool definitions.
 //! - [`AgentPolicy`]: fail-closed execution policy (ADR 0004): a category allowlist per
-//!   agent plus `allow | ask | deny` rules by tool name pattern.
+//!   agent plus `allow | ask | deny` rules by tool name pattern, each until an expiry
+//!   or for good.
+//! - [`suggest_grants`], [`backtest`]: what a person's past decisions say about a rule
+//!   (issue 29), computed from a list of [`PastCall`]s the store loads.
 //! - [`ToolHandler`], [`AuditSink`], [`CategoryResolver`]: the traits the audited
 //!   executor (in the store) drives. They are generic over the host's context (for
 //!   example a database transaction), so this crate stays free of I/O and of any async
@@ -16,6 +19,7 @@
 mod audit;
 mod error;
 mod executor;
+mod history;
 mod policy;
 mod registry;
 mod state;
@@ -25,6 +29,10 @@ pub use error::ToolsError;
 pub use executor::{
     AuditSink, BoxFuture, CategoryResolver, ExecutionTarget, ToolHandler, ToolInvocation,
     ToolOutcome,
+};
+pub use history::{
+    Backtest, Disagreement, GrantEvidence, GrantSuggestion, LetThrough, PastCall, PastOutcome,
+    ShadowReport, SuggestOptions, backtest, shadow_report, suggest_grants, suggestion_id,
 };
 pub use policy::{AgentPolicy, PolicyDecision, RuleAction, TargetCategory, ToolRule};
 pub use registry::{

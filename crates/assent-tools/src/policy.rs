@@ -3,6 +3,7 @@
 
 use crate::{ToolMode, ToolSpec, ToolsError};
 use std::collections::BTreeSet;
+use time::OffsetDateTime;
 
 /// What a rule (or a tool's mode) says about a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -41,11 +42,12 @@ impl std::str::FromStr for RuleAction {
 }
 
 /// A per-agent rule: tools whose name matches `pattern` (`*` matches any run of
-/// characters) get `action`.
+/// characters) get `action`, until `expires_at` when it has one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolRule {
     pattern: String,
     action: RuleAction,
+    expires_at: Option<OffsetDateTime>,
 }
 
 impl ToolRule {
@@ -58,7 +60,30 @@ impl ToolRule {
                 reason: "a pattern must not be empty".into(),
             });
         }
-        Ok(Self { pattern, action })
+        Ok(Self {
+            pattern,
+            action,
+            expires_at: None,
+        })
+    }
+
+    /// The same rule, in force until `expires_at` (exclusive) only.
+    #[must_use]
+    pub fn until(self, expires_at: OffsetDateTime) -> Self {
+        Self {
+            expires_at: Some(expires_at),
+            ..self
+        }
+    }
+
+    /// When the rule stops applying; `None` for a rule that never expires.
+    pub fn expires_at(&self) -> Option<OffsetDateTime> {
+        self.expires_at
+    }
+
+    /// Whether the rule still applies at `now`: it has no expiry, or `now` is before it.
+    pub fn is_in_force(&self, now: OffsetDateTime) -> bool {
+        self.expires_at.is_none_or(|at| now < at)
     }
 
     /// Whether the rule covers `tool_name`.
@@ -170,6 +195,32 @@ impl AgentPolicy {
         &self.rules
     }
 
+    /// The policy as it stands at `now`: the same categories, without the rules that
+    /// expired by then (a tool they covered falls back to the other rules or its mode).
+    #[must_use]
+    pub fn in_force(&self, now: OffsetDateTime) -> Self {
+        Self {
+            allowed_categories: self.allowed_categories.clone(),
+            rules: self
+                .rules
+                .iter()
+                .filter(|rule| rule.is_in_force(now))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// What the rules alone say about a tool named `tool_name` (deny over ask over
+    /// allow among the matching rules), or `None` when no rule matches: the tool's
+    /// mode decides then.
+    pub fn ruled(&self, tool_name: &str) -> Option<RuleAction> {
+        self.rules
+            .iter()
+            .filter(|r| r.matches(tool_name))
+            .map(ToolRule::action)
+            .max()
+    }
+
     /// The category allowlist, fail-closed: unknown or failed lookups deny.
     pub fn check_category(&self, target: &TargetCategory) -> Result<(), String> {
         match target {
@@ -186,12 +237,7 @@ impl AgentPolicy {
     /// matching rules, else the tool's mode (deferred → ask, otherwise allow). A tool
     /// in [`ToolMode::Review`] is asked about even when a rule allows it.
     pub fn route(&self, tool: &ToolSpec) -> RuleAction {
-        let ruled = self
-            .rules
-            .iter()
-            .filter(|r| r.matches(&tool.name))
-            .map(ToolRule::action)
-            .max();
+        let ruled = self.ruled(&tool.name);
         match tool.mode {
             ToolMode::Review => ruled.map_or(RuleAction::Ask, |action| action.max(RuleAction::Ask)),
             ToolMode::Deferred => ruled.unwrap_or(RuleAction::Ask),
@@ -246,6 +292,34 @@ mod tests {
 
     fn known(c: &str) -> TargetCategory {
         TargetCategory::Known(c.into())
+    }
+
+    #[test]
+    fn an_expired_rule_no_longer_applies_and_the_mode_decides_again() {
+        let at = |hour: u8| {
+            time::macros::datetime!(2026-03-02 00:00 UTC) + time::Duration::hours(i64::from(hour))
+        };
+        let deferred = tool("set_task_status", ToolMode::Deferred);
+        let rule = ToolRule::new("set_task_status", RuleAction::Allow)
+            .expect("a rule")
+            .until(at(12));
+        assert_eq!(rule.expires_at(), Some(at(12)));
+        assert!(rule.is_in_force(at(11)));
+        assert!(!rule.is_in_force(at(12)), "the expiry is exclusive");
+        let policy = AgentPolicy::new(["work"])
+            .with_rule(rule)
+            .with_rule(ToolRule::new("other", RuleAction::Deny).expect("a rule"));
+        assert_eq!(policy.in_force(at(11)).route(&deferred), RuleAction::Allow);
+        let later = policy.in_force(at(13));
+        assert_eq!(later.route(&deferred), RuleAction::Ask);
+        assert_eq!(later.rules().len(), 1, "the permanent rule stays");
+        assert_eq!(later.ruled("other"), Some(RuleAction::Deny));
+        assert_eq!(later.ruled("set_task_status"), None);
+        assert_eq!(
+            later.allowed_categories().collect::<Vec<_>>(),
+            ["work"],
+            "the categories stay"
+        );
     }
 
     #[test]

@@ -1,0 +1,12 @@
+-- Policy that grows with trust (issue 29). Append-only: never edit a shipped migration.
+--
+-- A rule's expiry (`assent agent allow A T --for 30d`) lives in the agent's `rules`
+-- JSON as `expiresAt`.
+-- `shadow_rules`: rules tried without effect (`assent agent allow A T --shadow`), as a
+-- JSON array of {pattern, action, since}. Kept apart from `rules` so that no reader of
+-- `rules` (an older binary included) can ever route by one.
+ALTER TABLE agents ADD COLUMN shadow_rules TEXT NOT NULL DEFAULT '[]';
+-- Grant suggestions read every agent's final decisions over a window (`assent grants
+-- suggest` without --agent) by scanning them: an occasional report, not worth an
+-- index that every decision would pay for. One agent's window (--agent, backtests,
+-- shadow reports) uses decisions_recent_by_agent.
