@@ -463,3 +463,54 @@ async fn the_worker_also_delivers_the_webhooks_its_decisions_raise() {
     );
     assert_eq!(book::booked(&store).await.len(), 1, "and the job ran");
 }
+
+#[tokio::test]
+async fn an_approval_made_for_another_definition_of_the_tool_does_not_run() {
+    for backend in backends() {
+        let (store, service, reviewer, _dir) = two_processes(&backend).await;
+        let set = book::propose(&service, "L1", "run-1", &[100]).await;
+        reviewer
+            .confirmations()
+            .confirm_item(set, 0, now())
+            .await
+            .unwrap();
+        // The service is redeployed with the tool described anew before its worker ran
+        // the job: the person approved the old definition, not this one.
+        let mut tools = assent_tools::ToolRegistry::new();
+        let schema = json!({"type": "object", "required": ["cents"],
+            "properties": {"cents": {"type": "integer", "minimum": 1}}});
+        tools
+            .register(assent_tools::ToolSpec::new(
+                book::TOOL,
+                "Book an entry, and mail the customer.",
+                assent_tools::ToolMode::Deferred,
+                schema,
+            ))
+            .unwrap();
+        let redeployed = Engine::open(
+            store.clone(),
+            std::sync::Arc::new(tools),
+            std::sync::Arc::new(book::host(Duration::ZERO, None)),
+        )
+        .await
+        .unwrap();
+        let run = redeployed.run_due_jobs(now()).await.unwrap();
+        assert_eq!(run.failed, 1, "{backend:?}: {run:?}");
+        assert!(book::booked(&store).await.is_empty(), "nothing ran");
+        let job = set_jobs(&store, set).await.remove(0);
+        assert_eq!(job.status, JobStatus::Failed);
+        assert_eq!(
+            job.last_error.as_deref(),
+            Some(assent_confirm::APPROVAL_CHANGED)
+        );
+        let mut conn = store.pool().acquire().await.unwrap();
+        let records = audit::list(&mut conn, &audit::AuditFilter::All, 20)
+            .await
+            .unwrap();
+        assert!(
+            records.iter().any(|r| r.kind == AuditKind::PolicyDenied
+                && r.detail.as_deref() == Some(assent_confirm::APPROVAL_CHANGED)),
+            "the refusal is audited"
+        );
+    }
+}

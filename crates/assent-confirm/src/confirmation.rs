@@ -99,6 +99,8 @@ struct Verdicts {
     verdict: Verdict,
     reason: Option<String>,
     edited_args: Option<Value>,
+    /// A confirmation's digest of the action it approved.
+    approval_digest: Option<String>,
 }
 
 impl Verdicts {
@@ -107,6 +109,7 @@ impl Verdicts {
             verdict,
             reason,
             edited_args: None,
+            approval_digest: None,
         }
     }
 }
@@ -168,7 +171,13 @@ impl ConfirmationService {
         let mut written = Vec::with_capacity(indexes.len());
         for &index in indexes {
             let decision = Self::decision(set, index, &verdicts, now);
-            assent_store::decisions::insert(conn, &decision, now).await?;
+            assent_store::decisions::insert_approved(
+                conn,
+                &decision,
+                verdicts.approval_digest.as_deref(),
+                now,
+            )
+            .await?;
             if let Some(attribution) = &self.attribution {
                 crate::attribution::record_attributed(conn, attribution, &decision, now).await?;
             }
@@ -310,6 +319,12 @@ impl ConfirmationService {
             return Ok(Err(ConfirmError::TargetChanged(stale.detail)));
         }
         let already_true = recheck.already_true;
+        let approval_digest = assent_domain::approval_digest(
+            &spec.name,
+            &args,
+            set.items[index].fingerprint.as_ref(),
+            engine.definition_hash(&spec.name).as_deref(),
+        );
         let invocation = ToolInvocation {
             tool_name: spec.name.clone(),
             operation_id: OperationId::for_proposal(
@@ -361,6 +376,7 @@ impl ConfirmationService {
                             verdict: Verdict::Confirmed,
                             reason: None,
                             edited_args,
+                            approval_digest: Some(approval_digest),
                         },
                         now,
                     )
@@ -483,13 +499,14 @@ impl ConfirmationService {
             self.validate_external_edit(conn, &external.host, &set.items[index].tool_name, args)
                 .await?;
         }
-        let job_id = self
+        let (job_id, approval_digest) = self
             .queue_job(conn, set, index, edited_args.as_ref(), &external, now)
             .await?;
         let verdicts = Verdicts {
             verdict: Verdict::Confirmed,
             reason: None,
             edited_args,
+            approval_digest: Some(approval_digest),
         };
         let mut decisions = self.record(conn, set, &[index], verdicts, now).await?;
         tracing::info!(index, %job_id, host = %external.host, "item approved; its job is queued for its host");
@@ -502,8 +519,9 @@ impl ConfirmationService {
         }))
     }
 
-    /// Writes the execution job of external item `index` (no handler runs here: an
-    /// executor of the item's host claims it later).
+    /// Writes the execution job of queued item `index` (no handler runs here: an
+    /// executor of the item's host claims it later); returns it and the digest of the
+    /// action approved.
     async fn queue_job(
         &self,
         conn: &mut AnyConnection,
@@ -512,9 +530,19 @@ impl ConfirmationService {
         edited_args: Option<&Value>,
         external: &jobs::ExternalItem,
         now: OffsetDateTime,
-    ) -> Result<Uuid, ConfirmError> {
+    ) -> Result<(Uuid, String), ConfirmError> {
         let item = &set.items[index];
         let args = edited_args.unwrap_or(&item.args).clone();
+        // What the person approves, bound to the definition the item's host recorded.
+        let definition = host_tools::get(conn, &external.host, &item.tool_name)
+            .await?
+            .map(|tool| tool.hash);
+        let approval_digest = assent_domain::approval_digest(
+            &item.tool_name,
+            &args,
+            item.fingerprint.as_ref(),
+            definition.as_deref(),
+        );
         let job = jobs::Job {
             id: Uuid::new_v4(),
             operation_id: OperationId::for_proposal(
@@ -546,9 +574,10 @@ impl ConfirmationService {
             created_at: now,
             updated_at: now,
             owner_device: None,
+            approval_digest: Some(approval_digest.clone()),
         };
         jobs::insert(conn, &job).await?;
-        Ok(job.id)
+        Ok((job.id, approval_digest))
     }
 
     async fn decide(

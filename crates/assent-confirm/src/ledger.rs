@@ -27,7 +27,7 @@ use crate::host::{Effect, ExternalCall, ExternalError, Reconciliation};
 use crate::{ConfirmError, Engine};
 use assent_domain::stored_result;
 use assent_store::jobs::{self, Job, JobStatus};
-use assent_store::{AnyConnection, StoreAuditSink, agents, operations, webhooks};
+use assent_store::{AnyConnection, StoreAuditSink, agents, host_tools, operations, webhooks};
 use assent_tools::{AgentPolicy, AuditKind, AuditRecord, AuditSink};
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
@@ -178,6 +178,60 @@ async fn record_doubt(
     }
     run.in_doubt += usize::from(landed);
     Ok(landed)
+}
+
+/// What a job's run is refused with when its approval no longer matches.
+pub const APPROVAL_CHANGED: &str = "what was approved no longer matches what would run (its arguments, the target's fields or the tool's definition changed since it was approved); nothing ran";
+
+/// Why job `job`'s approval no longer binds what would run now (its item's
+/// `fingerprint` as stored, the tool's definition as its host recorded it), or `None`:
+/// the digest the person's confirmation stored is recomputed
+/// ([`assent_domain::approval_digest`]). A job without one (from before migration
+/// 0015, or a copy from another device) is not checked.
+async fn approval_mismatch(
+    conn: &mut AnyConnection,
+    job: &Job,
+    fingerprint: Option<&serde_json::Value>,
+) -> Result<Option<&'static str>, ConfirmError> {
+    let Some(approved) = &job.approval_digest else {
+        return Ok(None);
+    };
+    let definition = host_tools::get(conn, &job.host, &job.tool_name)
+        .await?
+        .map(|tool| tool.hash);
+    let now = assent_domain::approval_digest(
+        &job.tool_name,
+        &job.args,
+        fingerprint,
+        definition.as_deref(),
+    );
+    Ok((now != *approved).then_some(APPROVAL_CHANGED))
+}
+
+/// Fails claimed job `job` in its claim's transaction `tx` because its approval no
+/// longer matches (`why`): audited as a refusal, `item.failed` queued; a person
+/// decides again (retract it, or propose anew).
+async fn refuse_unapproved(
+    mut tx: sqlx::Transaction<'static, sqlx::Any>,
+    job: &Job,
+    why: &str,
+    now: OffsetDateTime,
+    run: &mut JobRun,
+) -> Result<(), ConfirmError> {
+    tracing::warn!(job = %job.id, "{why}");
+    let record = AuditRecord {
+        success: Some(false),
+        detail: Some(why.to_owned()),
+        ..job.audit_record(AuditKind::PolicyDenied, now)
+    };
+    if let Err(error) = StoreAuditSink.record(&mut tx, &record).await {
+        tracing::warn!(job = %job.id, %error, "audit write failed; the refusal stands");
+    }
+    jobs::record_error(&mut tx, job.id, job.attempts, why, None, now).await?;
+    webhooks::enqueue_job_event(&mut tx, job, JobStatus::Failed, why, now).await?;
+    tx.commit().await?;
+    run.failed += 1;
+    Ok(())
 }
 
 enum Claim {
@@ -345,6 +399,17 @@ impl Engine {
             run.failed += 1;
             return Ok(Claim::Settled);
         }
+        if job.approval_digest.is_some() {
+            let set = assent_store::change_sets::require(&mut tx, job.change_set_id).await?;
+            let fingerprint = set
+                .items
+                .get(job.item_index)
+                .and_then(|item| item.fingerprint.as_ref());
+            if let Some(why) = approval_mismatch(&mut tx, &job, fingerprint).await? {
+                refuse_unapproved(tx, &job, why, now, run).await?;
+                return Ok(Claim::Settled);
+            }
+        }
         executor
             .write_audit(
                 &mut tx,
@@ -396,6 +461,9 @@ impl Engine {
         .await;
         if let Some(stale) = recheck.stale {
             return self.retract_stale(tx, job, stale, now, run).await;
+        }
+        if let Some(why) = approval_mismatch(&mut tx, job, item.fingerprint.as_ref()).await? {
+            return refuse_unapproved(tx, job, why, now, run).await;
         }
         let already_true = recheck.already_true;
         let executor = AuditedExecutor::new(self.host.resolver(), &StoreAuditSink);

@@ -63,7 +63,7 @@ pub use host::{
     Effect, ExternalCall, ExternalError, ExternalHandler, Host, LoadedState, LocalCall,
     Reconciliation,
 };
-pub use ledger::{HAPPENED_BY_PERSON, JobRun, JobSettings, Resolution};
+pub use ledger::{APPROVAL_CHANGED, HAPPENED_BY_PERSON, JobRun, JobSettings, Resolution};
 pub use outcome::{DecisionOutcome, ItemOutcome, OUTCOME_POLL_INTERVAL, RunOutcome, SetOutcome};
 pub use scheduler::{
     CallResult, DEFAULT_EXECUTION_TIMEOUT, MAX_PROMPTS_PER_CALL, ScheduledCall, ScheduledWake,
@@ -123,6 +123,18 @@ impl Engine {
                 .await?;
         }
         Ok(engine)
+    }
+
+    /// The hash of `tool_name`'s definition as [`Engine::record_catalog`] stores it
+    /// (what an approval digest binds), `None` for a tool this engine does not have or
+    /// a host that records its catalog itself.
+    pub fn definition_hash(&self, tool_name: &str) -> Option<String> {
+        if !self.host.records_catalog_on_open() {
+            return None;
+        }
+        let spec = self.registry.get(tool_name)?;
+        let definition = catalog::definition(spec, self.host.effect(tool_name));
+        Some(host_tools::definition_hash(&definition))
     }
 
     /// Writes the host's tools as `host_tools` rows: name, description, input schema,

@@ -19,6 +19,7 @@
 //!   operations, jobs), at most [`MAX_STORED_RESULT_BYTES`], a cut marked with the
 //!   whole text's size and SHA-256.
 
+mod approval;
 mod canonical;
 mod change_set;
 mod decision;
@@ -30,6 +31,7 @@ mod stored;
 mod target;
 mod vector_clock;
 
+pub use approval::approval_digest;
 pub use canonical::canonical_json;
 pub use change_set::{ChangeItem, ChangeSet, MAX_ITEMS_PER_SET, NewChangeSet, stale_detail};
 pub use decision::{ChangeDecision, MAX_REASON_CHARS, clean_reason};

@@ -20,7 +20,19 @@ pub async fn insert(
     decision: &ChangeDecision,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    insert_row(conn, decision, None).await?;
+    insert_approved(conn, decision, None, now).await
+}
+
+/// Inserts a decision made on this device with the digest of the action it approved
+/// (a confirmation's; see [`assent_domain::approval_digest`]), and its outbox message.
+/// The digest stays on this device: sync carries the decision without it.
+pub async fn insert_approved(
+    conn: &mut AnyConnection,
+    decision: &ChangeDecision,
+    approval_digest: Option<&str>,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    insert_row(conn, decision, None, approval_digest).await?;
     // Serialized straight into the outbox payload: no intermediate `Value` tree on the
     // confirmation's hot path.
     outbox::enqueue(
@@ -39,11 +51,12 @@ pub(crate) async fn insert_row(
     conn: &mut AnyConnection,
     decision: &ChangeDecision,
     origin_host: Option<&str>,
+    approval_digest: Option<&str>,
 ) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO decisions (id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict, reason,
-                                edited_args, human_summary, args, created_at, vector_clock, origin_host)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                                edited_args, human_summary, args, created_at, vector_clock, origin_host, approval_digest)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
     )
     .bind(decision.id.to_string())
     .bind(decision.change_set_id.to_string())
@@ -60,6 +73,7 @@ pub(crate) async fn insert_row(
     .bind(timefmt::format(decision.created_at))
     .bind(json!(decision.vector_clock).to_string())
     .bind(origin_host)
+    .bind(approval_digest)
     .execute(&mut *conn)
     .await?;
     Ok(())

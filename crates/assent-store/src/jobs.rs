@@ -136,6 +136,10 @@ pub struct Job {
     /// The device whose executor runs it, for a copy synced from another device;
     /// `None` for this device's own. Only the owner runs or settles a job.
     pub owner_device: Option<String>,
+    /// What the person approved, bound to the exact action
+    /// ([`assent_domain::approval_digest`]); the executor recomputes it before the run.
+    /// `None` for jobs from before migration 0015 and copies from other devices.
+    pub approval_digest: Option<String>,
 }
 
 impl Job {
@@ -287,8 +291,9 @@ pub async fn insert(conn: &mut AnyConnection, job: &Job) -> Result<(), StoreErro
     sqlx::query(
         "INSERT INTO execution_jobs (id, operation_id, change_set_id, item_index, host, tool_name, args,
              agent_id, target_kind, target_id, run_key, idempotent, status, attempts, attempt_limit,
-             doubts, last_error, result, due_at, started_at, lease_until, created_at, updated_at, owner_device)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)",
+             doubts, last_error, result, due_at, started_at, lease_until, created_at, updated_at, owner_device,
+             approval_digest)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)",
     )
     .bind(job.id.to_string())
     .bind(job.operation_id.as_str())
@@ -314,6 +319,7 @@ pub async fn insert(conn: &mut AnyConnection, job: &Job) -> Result<(), StoreErro
     .bind(timefmt::format(job.created_at))
     .bind(timefmt::format(job.updated_at))
     .bind(job.owner_device.as_deref())
+    .bind(job.approval_digest.as_deref())
     .execute(conn)
     .await?;
     Ok(())
@@ -368,6 +374,7 @@ fn decode(row: &AnyRow) -> Result<Job, StoreError> {
         created_at: required("created_at")?,
         updated_at: required("updated_at")?,
         owner_device: row.try_get("owner_device")?,
+        approval_digest: row.try_get("approval_digest")?,
     })
 }
 

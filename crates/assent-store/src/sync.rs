@@ -256,6 +256,7 @@ fn job_copy(job: &SyncedJob) -> Result<Job, StoreError> {
         created_at: job.created_at,
         updated_at: job.updated_at,
         owner_device: Some(job.owner_host.clone()),
+        approval_digest: None,
     })
 }
 
@@ -445,7 +446,7 @@ pub async fn import(
                 report.conflicts.push(conflict.clone());
             }
             SyncOp::InsertDecision(d) => {
-                decisions::insert_row(conn, &d.decision, Some(&d.origin_host)).await?;
+                decisions::insert_row(conn, &d.decision, Some(&d.origin_host), None).await?;
                 report.decisions_inserted += 1;
             }
             SyncOp::RecordConflict(conflict) => {

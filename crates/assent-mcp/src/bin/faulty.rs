@@ -12,7 +12,7 @@
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelledNotificationParam, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -51,11 +51,16 @@ impl ServerHandler for Faulty {
         let Value::Object(schema) = schema else {
             return Err(ErrorData::internal_error("a schema is an object", None));
         };
-        Ok(ListToolsResult::with_all_items(vec![Tool::new(
-            "append_note",
-            "Append a line to a note file.",
-            Arc::new(schema),
-        )]))
+        // Listed exactly as the fixture lists it (the same definition hash), so a job
+        // approved here may run on the fixture that replaces it.
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new(
+                "append_note",
+                "Append a line to a note file.",
+                Arc::new(schema),
+            )
+            .with_annotations(ToolAnnotations::default().read_only(false)),
+        ]))
     }
 
     async fn on_cancelled(
