@@ -101,7 +101,7 @@ pub async fn wake(ctx: &Ctx, args: WakeArgs, parsed: ParsedCalls) -> Result<Outp
 /// `assent tools`: always JSON, since it is meant to be passed to an SDK as it is.
 pub async fn tools(ctx: &Ctx, args: ToolsArgs) -> Result<Output, CliError> {
     let mut conn = ctx.connection().await?;
-    let policy = agents::policy(&mut conn, args.agent.trim())
+    let policy = agents::policy_at(&mut conn, args.agent.trim(), ctx.now)
         .await?
         .ok_or_else(|| CliError::failed(format!("no agent {:?}", args.agent)))?;
     let definitions = tool_definitions(ctx.engine.registry(), &policy, args.format)

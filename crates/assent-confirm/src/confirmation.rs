@@ -285,7 +285,7 @@ impl ConfirmationService {
         }
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         // An unknown agent has no allowed categories: fail closed.
-        let policy = agents::policy(tx, &set.agent_id)
+        let policy = agents::policy_at(tx, &set.agent_id, now)
             .await?
             .unwrap_or_else(AgentPolicy::default);
         let target = set.target();

@@ -371,7 +371,7 @@ impl Engine {
             self.apply_claimed(tx, &job, spec, now, run).await?;
             return Ok(Claim::Settled);
         }
-        let policy = agents::policy(&mut tx, &job.agent_id)
+        let policy = agents::policy_at(&mut tx, &job.agent_id, now)
             .await?
             .unwrap_or_else(AgentPolicy::default);
         let request = ExecutionRequest {
@@ -438,7 +438,7 @@ impl Engine {
         run: &mut JobRun,
     ) -> Result<(), ConfirmError> {
         assent_store::Store::lock_target(&mut tx, &job.target).await?;
-        let policy = agents::policy(&mut tx, &job.agent_id)
+        let policy = agents::policy_at(&mut tx, &job.agent_id, now)
             .await?
             .unwrap_or_else(AgentPolicy::default);
         let set = assent_store::change_sets::require(&mut tx, job.change_set_id).await?;

@@ -103,7 +103,7 @@ impl WakeService {
     ) -> Result<WakeOutcome, ConfirmError> {
         let engine = &self.engine;
         let mut tx = engine.store.begin_write().await?;
-        let policy = agents::policy(&mut tx, &request.agent_id)
+        let policy = agents::policy_at(&mut tx, &request.agent_id, now)
             .await?
             .ok_or_else(|| ConfirmError::UnknownAgent(request.agent_id.clone()))?;
         let snapshot = match engine.host.snapshot(&mut tx, &request.target).await {
