@@ -92,24 +92,7 @@ pub async fn set_rule(
         return Ok(None);
     };
     let old = agent.policy;
-    let mut replaced = false;
-    let mut rules = Vec::with_capacity(old.rules().len() + 1);
-    for existing in old.rules() {
-        if existing.pattern() != rule.pattern() {
-            rules.push(existing.clone());
-        } else if !replaced {
-            // In the place of the first rule for this pattern; any later ones go.
-            rules.push(rule.clone());
-            replaced = true;
-        }
-    }
-    if !replaced {
-        rules.push(rule);
-    }
-    let policy = rules.into_iter().fold(
-        AgentPolicy::new(old.allowed_categories()),
-        AgentPolicy::with_rule,
-    );
+    let policy = old.clone().with_rule_replaced(rule);
     let changed = policy != old;
     if changed {
         upsert(conn, agent_id, &policy, now).await?;

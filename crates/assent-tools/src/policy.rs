@@ -185,6 +185,27 @@ impl AgentPolicy {
         self
     }
 
+    /// The same policy with `rule` as the rule for its pattern: in the place of the
+    /// first rule for that pattern (any later ones go), or last when there was none.
+    #[must_use]
+    pub fn with_rule_replaced(mut self, rule: ToolRule) -> Self {
+        let mut replaced = false;
+        let mut rules = Vec::with_capacity(self.rules.len() + 1);
+        for existing in self.rules.drain(..) {
+            if existing.pattern() != rule.pattern() {
+                rules.push(existing);
+            } else if !replaced {
+                rules.push(rule.clone());
+                replaced = true;
+            }
+        }
+        if !replaced {
+            rules.push(rule);
+        }
+        self.rules = rules;
+        self
+    }
+
     /// The allowed categories.
     pub fn allowed_categories(&self) -> impl Iterator<Item = &str> {
         self.allowed_categories.iter().map(String::as_str)
@@ -264,6 +285,24 @@ impl AgentPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replaced_rule_keeps_the_first_place_of_its_pattern() {
+        let rule = |pattern: &str, action| ToolRule::new(pattern, action).unwrap();
+        let policy = AgentPolicy::new(["work"])
+            .with_rule(rule("a", RuleAction::Allow))
+            .with_rule(rule("b", RuleAction::Ask))
+            .with_rule(rule("a", RuleAction::Deny));
+        let replaced = policy.with_rule_replaced(rule("a", RuleAction::Ask));
+        let shown: Vec<(&str, RuleAction)> = replaced
+            .rules()
+            .iter()
+            .map(|r| (r.pattern(), r.action()))
+            .collect();
+        assert_eq!(shown, [("a", RuleAction::Ask), ("b", RuleAction::Ask)]);
+        let added = replaced.with_rule_replaced(rule("c", RuleAction::Allow));
+        assert_eq!(added.rules().last().map(ToolRule::pattern), Some("c"));
+    }
     use serde_json::json;
 
     #[test]
