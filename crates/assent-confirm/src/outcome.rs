@@ -204,9 +204,19 @@ pub(crate) async fn read_outcome(
     let settled = items.iter().all(|item| {
         item.status.is_decided() && item.run.as_ref().is_none_or(RunOutcome::is_settled)
     });
+    // The set's row and its items are read by two statements, outside a transaction:
+    // a decision committed between them would leave a stored status older than the
+    // items. The status derived from the items read is the one they agree with.
+    let status = assent_domain::derive_set_status(
+        set.status,
+        items.iter().map(|item| item.status),
+        set.resolved_at,
+        set.created_at,
+    )
+    .status;
     Ok(SetOutcome {
         change_set_id,
-        status: set.status,
+        status,
         settled,
         items,
     })
