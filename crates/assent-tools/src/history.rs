@@ -170,11 +170,12 @@ pub fn suggest_grants(calls: &[PastCall], options: &SuggestOptions) -> Vec<Grant
         .collect()
 }
 
-/// A past call a backtested rule would have let run though a person stopped, changed
-/// or reversed it.
+/// A past call a rule treats otherwise than the person did: one a backtested rule
+/// would have let run though a person stopped, changed or reversed it
+/// ([`LetThrough`]), or one a shadow rule disagreed with ([`Disagreement`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LetThrough {
+pub struct CallAgainstRule {
     /// The decision's id.
     pub decision_id: String,
     /// The set of the item.
@@ -183,9 +184,9 @@ pub struct LetThrough {
     pub item_index: usize,
     /// The tool called.
     pub tool: String,
-    /// `rejected`, `edited` or `undone`.
+    /// What the person did: `confirmed`, `rejected`, `edited` or `undone`.
     pub outcome: &'static str,
-    /// Why it counts: what the person did, in words.
+    /// Why it counts: what the person did and the rule would have done, in words.
     pub reason: String,
     /// The reason the person gave, when they gave one.
     pub person_reason: Option<String>,
@@ -193,6 +194,28 @@ pub struct LetThrough {
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
 }
+
+impl CallAgainstRule {
+    fn of(call: &PastCall, outcome: &'static str, reason: &str) -> Self {
+        Self {
+            decision_id: call.decision_id.clone(),
+            change_set_id: call.change_set_id.clone(),
+            item_index: call.item_index,
+            tool: call.tool_name.clone(),
+            outcome,
+            reason: reason.to_owned(),
+            person_reason: call.reason.clone(),
+            at: call.at,
+        }
+    }
+}
+
+/// A past call a backtested rule would have let run (`outcome`: `rejected`, `edited`
+/// or `undone`).
+pub type LetThrough = CallAgainstRule;
+
+/// A decision a shadow rule disagreed with.
+pub type Disagreement = CallAgainstRule;
 
 /// A rule replayed against an agent's past calls.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -275,39 +298,7 @@ fn let_through(call: &PastCall) -> Option<LetThrough> {
         ),
         (PastOutcome::ConfirmedUnchanged, false) => return None,
     };
-    Some(LetThrough {
-        decision_id: call.decision_id.clone(),
-        change_set_id: call.change_set_id.clone(),
-        item_index: call.item_index,
-        tool: call.tool_name.clone(),
-        outcome,
-        reason: reason.to_owned(),
-        person_reason: call.reason.clone(),
-        at: call.at,
-    })
-}
-
-/// One decision a shadow rule disagreed with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Disagreement {
-    /// The decision's id.
-    pub decision_id: String,
-    /// The set of the item.
-    pub change_set_id: String,
-    /// The item's index.
-    pub item_index: usize,
-    /// The tool called.
-    pub tool: String,
-    /// What the person did: `confirmed`, `rejected`, `edited` or `undone`.
-    pub outcome: &'static str,
-    /// What the rule would have done instead, in words.
-    pub reason: String,
-    /// The reason the person gave, when they gave one.
-    pub person_reason: Option<String>,
-    /// When it was decided.
-    #[serde(with = "time::serde::rfc3339")]
-    pub at: OffsetDateTime,
+    Some(CallAgainstRule::of(call, outcome, reason))
 }
 
 /// A shadow rule measured against the decisions people made while it was set.
@@ -368,34 +359,21 @@ pub fn shadow_report(
 fn disagreement(call: &PastCall, action: RuleAction) -> Option<Disagreement> {
     let (outcome, reason) = match action {
         RuleAction::Ask => return None,
-        RuleAction::Allow => {
-            let through = let_through(call)?;
-            (through.outcome, through.reason)
-        }
+        RuleAction::Allow => return let_through(call),
         RuleAction::Deny => match (call.outcome, call.undone) {
             (PastOutcome::Rejected, _) => return None,
             (PastOutcome::ConfirmedUnchanged, true) => return None,
             (PastOutcome::ConfirmedUnchanged, false) => (
                 "confirmed",
-                "a person confirmed it; it would have been refused".to_owned(),
+                "a person confirmed it; it would have been refused",
             ),
             (PastOutcome::Edited, _) => (
                 "edited",
-                "a person confirmed it with changed arguments; it would have been refused"
-                    .to_owned(),
+                "a person confirmed it with changed arguments; it would have been refused",
             ),
         },
     };
-    Some(Disagreement {
-        decision_id: call.decision_id.clone(),
-        change_set_id: call.change_set_id.clone(),
-        item_index: call.item_index,
-        tool: call.tool_name.clone(),
-        outcome,
-        reason,
-        person_reason: call.reason.clone(),
-        at: call.at,
-    })
+    Some(CallAgainstRule::of(call, outcome, reason))
 }
 
 #[cfg(test)]

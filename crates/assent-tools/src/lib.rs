@@ -31,8 +31,9 @@ pub use executor::{
     ToolOutcome,
 };
 pub use history::{
-    Backtest, Disagreement, GrantEvidence, GrantSuggestion, LetThrough, PastCall, PastOutcome,
-    ShadowReport, SuggestOptions, backtest, shadow_report, suggest_grants, suggestion_id,
+    Backtest, CallAgainstRule, Disagreement, GrantEvidence, GrantSuggestion, LetThrough, PastCall,
+    PastOutcome, ShadowReport, SuggestOptions, backtest, shadow_report, suggest_grants,
+    suggestion_id,
 };
 pub use policy::{AgentPolicy, PolicyDecision, RuleAction, TargetCategory, ToolRule};
 pub use registry::{
