@@ -10,6 +10,7 @@ mod conformance;
 mod delegation;
 mod elsewhere;
 mod executor;
+mod hold;
 mod ledger;
 mod outbox;
 mod outcome;

@@ -269,6 +269,10 @@ pub enum AgentCommand {
     /// Say that the agent's calls of TOOL are idempotent: an approved call that a crash
     /// left in doubt simply runs again (--off takes it back).
     Idempotent(AgentIdempotentArgs),
+    /// Hold the agent's confirmed calls of TOOL for SECS seconds before they run: until
+    /// then a person may cancel them (`assent jobs cancel ID`, the page's Undo). 0
+    /// removes the hold.
+    Hold(AgentHoldArgs),
     /// Show an agent: its categories and its rules by tool.
     Show(AgentShowArgs),
     /// List every agent: its categories and how many rules it has.
@@ -346,6 +350,17 @@ pub struct AgentIdempotentArgs {
     /// Take the word back: a call of TOOL left in doubt waits for a person again.
     #[arg(long)]
     pub off: bool,
+}
+
+/// `assent agent hold AGENT TOOL SECS`.
+#[derive(Debug, Args)]
+pub struct AgentHoldArgs {
+    /// The agent's id.
+    pub agent: String,
+    /// The tool's name.
+    pub tool: String,
+    /// How long a confirmed call waits, in seconds (0 removes the hold).
+    pub seconds: u32,
 }
 
 /// `assent agent show AGENT`.

@@ -51,6 +51,9 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             agent_rule(&ctx, args, RuleAction::Deny).await
         }
         DbCommand::Agent(AgentCommand::Idempotent(args)) => agent_idempotent(&ctx, args).await,
+        DbCommand::Agent(AgentCommand::Hold(args)) => {
+            crate::task_commands::agent_hold(&ctx, args).await
+        }
         DbCommand::Agent(AgentCommand::Show(args)) => agent_show(&ctx, args).await,
         DbCommand::Agent(AgentCommand::List) => agent_list(&ctx).await,
         DbCommand::Agent(AgentCommand::Backtest(args)) => agent_backtest(&ctx, args).await,

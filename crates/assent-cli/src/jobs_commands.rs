@@ -1,6 +1,8 @@
 //! `assent jobs`: the execution ledger — the jobs of confirmed items whose tool's effect
-//! lies outside the database — and a person's answers to the ones that need one:
-//! settle one in doubt (`resolve --happened|--rerun`), retry or retract a failed one.
+//! lies outside the database, whose host is another process, or whose tool is held —
+//! and a person's answers to the ones that need one: settle one in doubt (`resolve
+//! --happened|--rerun`), retry or retract a failed one, cancel a held one within its
+//! window; and `run`, this host's due jobs now.
 
 use crate::CliError;
 use crate::context::{Ctx, Output};
@@ -33,6 +35,23 @@ pub enum JobsCommand {
     Retry(JobIdArgs),
     /// Withdraw a failed job: it never runs (exit 3 when it has not failed).
     Retract(JobIdArgs),
+    /// Take back a confirmation still in its hold window (`assent agent hold`): it
+    /// never runs, and the item ends rejected, "Cancelled during the hold window"
+    /// (exit 3 once it started or finished).
+    Cancel(JobIdArgs),
+    /// Run the due jobs of this database's own host (the task journal) now: held
+    /// confirmations whose window ended, and items confirmed for it elsewhere.
+    /// `assent serve` does this all the time.
+    Run(JobsRunArgs),
+}
+
+/// `assent jobs run [--wait]`.
+#[derive(Debug, Args)]
+pub struct JobsRunArgs {
+    /// Also wait for the held jobs of this host still in their window, and run each
+    /// when its window ends (until none is left).
+    #[arg(long)]
+    pub wait: bool,
 }
 
 /// `assent jobs resolve ID --happened|--rerun`.
@@ -86,9 +105,58 @@ pub async fn jobs(ctx: &Ctx, args: JobsArgs) -> Result<Output, CliError> {
         Some(JobsCommand::Retract(retract)) => {
             (engine.retract_job(retract.id, ctx.now).await?, "retracted")
         }
+        Some(JobsCommand::Cancel(cancel)) => (
+            engine.cancel_job(cancel.id, ctx.now).await?,
+            "cancelled within its hold window; the item is rejected",
+        ),
+        Some(JobsCommand::Run(run)) => return run_due(ctx, run.wait).await,
     };
     Output::either(ctx.json, &job.to_json(), || {
         format!("Job {} ({}): {done}", job.id, job.tool_name)
+    })
+}
+
+/// `assent jobs run [--wait]`: this host's due jobs, once or (with `wait`) until no
+/// held job of the host is left in its window. The clock starts at the command's
+/// `now` (`--now`) and runs on in real time.
+async fn run_due(ctx: &Ctx, wait: bool) -> Result<Output, CliError> {
+    let engine = &ctx.engine;
+    let host = engine.host().name().to_owned();
+    let started = std::time::Instant::now();
+    let clock = || ctx.now + started.elapsed();
+    let mut total = assent_confirm::JobRun::default();
+    loop {
+        total += engine.run_due_jobs(clock()).await?;
+        if !wait {
+            break;
+        }
+        let next_hold = {
+            let mut conn = ctx.connection().await?;
+            jobs::list(&mut conn, false, u32::MAX)
+                .await?
+                .into_iter()
+                .filter(|job| job.scheduled() && job.host == host && job.owner_device.is_none())
+                .map(|job| job.due_at)
+                .min()
+        };
+        let Some(due) = next_hold else { break };
+        let pause = (due - clock()).clamp(time::Duration::ZERO, time::Duration::SECOND);
+        tokio::time::sleep(pause.unsigned_abs()).await;
+    }
+    let json = serde_json::json!({
+        "claimed": total.claimed,
+        "applied": total.applied,
+        "retried": total.retried,
+        "failed": total.failed,
+        "inDoubt": total.in_doubt,
+        "rerun": total.rerun,
+        "stale": total.stale,
+    });
+    Output::either(ctx.json, &json, || {
+        format!(
+            "Jobs of {host}: {} claimed, {} applied, {} failed, {} in doubt, {} stale",
+            total.claimed, total.applied, total.failed, total.in_doubt, total.stale
+        )
     })
 }
 
@@ -103,7 +171,11 @@ fn render_list(list: &[Job]) -> String {
                 job.id.to_string(),
                 format!("{}:{}", job.change_set_id, job.item_index),
                 job.tool_name.clone(),
-                job.status.label().to_owned(),
+                if job.scheduled() {
+                    format!("{} until {}", jobs::SCHEDULED, render::time(job.due_at))
+                } else {
+                    job.status.label().to_owned()
+                },
                 job.attempts.to_string(),
                 render::time(job.updated_at),
                 job.last_error.clone().unwrap_or_default(),

@@ -422,8 +422,18 @@ pub fn execution(job: &Job) -> String {
     format!("  [{}] run: {}", job.item_index, run(job))
 }
 
-/// `in doubt (attempt 2, job …): the executor stopped ...`.
+/// `in doubt (attempt 2, job …): the executor stopped ...`, or for a held confirmation
+/// `scheduled until … (job …; cancel: assent jobs cancel …)`.
 fn run(job: &Job) -> String {
+    if job.scheduled() {
+        return format!(
+            "{} until {} (job {}; cancel: assent jobs cancel {})",
+            job.status_name(),
+            time(job.due_at),
+            job.id,
+            job.id
+        );
+    }
     let detail = match (job.status, &job.last_error, &job.result) {
         (JobStatus::Applied, _, Some(result)) => format!(": {result}"),
         (JobStatus::Applied, _, None) => String::new(),

@@ -5,8 +5,8 @@
 
 use crate::CliError;
 use crate::cli::{
-    AgentBacktestArgs, AgentCreateArgs, AgentIdempotentArgs, AgentRuleArgs, AgentShadowReportArgs,
-    AgentShowArgs, TaskCreateArgs, TaskShowArgs,
+    AgentBacktestArgs, AgentCreateArgs, AgentHoldArgs, AgentIdempotentArgs, AgentRuleArgs,
+    AgentShadowReportArgs, AgentShowArgs, TaskCreateArgs, TaskShowArgs,
 };
 use crate::context::{Ctx, Output};
 use crate::render;
@@ -289,6 +289,34 @@ pub async fn agent_idempotent(ctx: &Ctx, args: AgentIdempotentArgs) -> Result<Ou
     })
 }
 
+/// `assent agent hold AGENT TOOL SECS`: a confirmed call of TOOL waits SECS seconds,
+/// cancellable (`assent jobs cancel`), before it runs; 0 removes the window. Unknown
+/// agent exit 1, blank tool exit 2.
+pub async fn agent_hold(ctx: &Ctx, args: AgentHoldArgs) -> Result<Output, CliError> {
+    let (agent, changed) =
+        assent_server::set_agent_hold(ctx.store(), &args.agent, &args.tool, args.seconds, ctx.now)
+            .await
+            .map_err(usage_on_bad_input)?;
+    let shown = with_expiries(ctx, &agent).await?;
+    Output::either(ctx.json, &shown, || {
+        let tool = args.tool.trim();
+        let said = if args.seconds == 0 {
+            format!("confirmed calls of {tool} run at once")
+        } else {
+            format!(
+                "confirmed calls of {tool} wait {} s, cancellable, before they run",
+                args.seconds
+            )
+        };
+        let note = if changed {
+            ""
+        } else {
+            " (it already was; nothing changed)"
+        };
+        format!("Agent {}: {said}{note}", agent.id)
+    })
+}
+
 /// `assent agent show AGENT`.
 pub async fn agent_show(ctx: &Ctx, args: AgentShowArgs) -> Result<Output, CliError> {
     let agent = agent_view(ctx.store(), &args.agent).await?;
@@ -431,6 +459,12 @@ fn render_agent(
             &["ACTION", "TOOL"]
         };
         text.push_str(&render::indent(&render::table(header, &rows), "    "));
+    }
+    for hold in &agent.holds {
+        text.push_str(&format!(
+            "\n  hold        {} {} s (a confirmation waits this long, cancellable, before it runs)",
+            hold.tool, hold.seconds
+        ));
     }
     if !agent.idempotent_tools.is_empty() {
         text.push_str(&format!(

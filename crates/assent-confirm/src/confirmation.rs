@@ -56,6 +56,12 @@ impl ConfirmOutcome {
             ExecutionOutcome::Queued { job_id, host } => {
                 format!("Approved; it runs when an executor of {host} claims job {job_id}.")
             }
+            ExecutionOutcome::Scheduled {
+                job_id, not_before, ..
+            } => format!(
+                "Confirmed and held until {}: it runs then unless cancelled (job {job_id}).",
+                assent_store::timefmt::format(*not_before)
+            ),
         }
     }
 }
@@ -80,6 +86,24 @@ pub struct ConfirmAllResult {
     pub items: Vec<(usize, String, ItemResult)>,
 }
 
+/// Refuses another decision on item `index` while its confirmation waits out a hold
+/// window: it is taken back only by cancelling its job.
+async fn refuse_held(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    index: usize,
+) -> Result<(), ConfirmError> {
+    match jobs::for_item(conn, change_set_id, index).await? {
+        Some(job) if job.scheduled() => Err(ConfirmError::Conflict(format!(
+            "item {index} is confirmed and held until {}; to take it back, cancel job {} (assent jobs cancel {})",
+            assent_store::timefmt::format(job.due_at),
+            job.id,
+            job.id
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// A person's reason, trimmed and bounded (see [`assent_domain::clean_reason`]).
 fn clean_reason(reason: Option<String>) -> Result<Option<String>, ConfirmError> {
     Ok(assent_domain::clean_reason(reason)?)
@@ -95,16 +119,16 @@ pub struct ConfirmationService {
 }
 
 /// What a person decided, before it is written.
-struct Verdicts {
-    verdict: Verdict,
-    reason: Option<String>,
-    edited_args: Option<Value>,
+pub(crate) struct Verdicts {
+    pub(crate) verdict: Verdict,
+    pub(crate) reason: Option<String>,
+    pub(crate) edited_args: Option<Value>,
     /// A confirmation's digest of the action it approved.
-    approval_digest: Option<String>,
+    pub(crate) approval_digest: Option<String>,
 }
 
 impl Verdicts {
-    fn plain(verdict: Verdict, reason: Option<String>) -> Self {
+    pub(crate) fn plain(verdict: Verdict, reason: Option<String>) -> Self {
         Self {
             verdict,
             reason,
@@ -156,7 +180,7 @@ impl ConfirmationService {
 
     /// Applies verdicts to `indexes` of `set` (already checked), ticks its clock, and
     /// writes decisions, statuses and outbox messages.
-    async fn record(
+    pub(crate) async fn record(
         &self,
         conn: &mut AnyConnection,
         set: &mut ChangeSet,
@@ -270,6 +294,7 @@ impl ConfirmationService {
         let engine = &self.engine;
         let tx = conn;
         set.check_verdict(index, Verdict::Confirmed)?;
+        refuse_held(tx, set.id, index).await?;
         let item = set.items[index].clone();
         if let Some(queued) = self.queued_elsewhere(tx, set.id, index).await? {
             return self
@@ -317,6 +342,15 @@ impl ConfirmationService {
             stored.stale_detail = Some(stale.detail.clone());
             tracing::info!(index, detail = %stale.detail, "target changed since proposed: refused");
             return Ok(Err(ConfirmError::TargetChanged(stale.detail)));
+        }
+        if let Some(hold) = agents::hold_for(tx, &set.agent_id, &spec.name).await? {
+            let own = jobs::ExternalItem {
+                host: engine.host.name().to_owned(),
+                idempotent: false,
+            };
+            return self
+                .schedule(tx, set, index, edited_args, own, hold, now)
+                .await;
         }
         let already_true = recheck.already_true;
         let approval_digest = assent_domain::approval_digest(
@@ -499,9 +533,16 @@ impl ConfirmationService {
             self.validate_external_edit(conn, &external.host, &set.items[index].tool_name, args)
                 .await?;
         }
-        let (job_id, approval_digest) = self
-            .queue_job(conn, set, index, edited_args.as_ref(), &external, now)
+        let tool_name = &set.items[index].tool_name;
+        if let Some(hold) = agents::hold_for(conn, &set.agent_id, tool_name).await? {
+            return self
+                .schedule(conn, set, index, edited_args, external, hold, now)
+                .await;
+        }
+        let (job, approval_digest) = self
+            .queue_job(conn, set, index, edited_args.as_ref(), &external, None, now)
             .await?;
+        let job_id = job.id;
         let verdicts = Verdicts {
             verdict: Verdict::Confirmed,
             reason: None,
@@ -519,9 +560,56 @@ impl ConfirmationService {
         }))
     }
 
+    /// Confirms item `index` of a held tool (`assent agent hold`) in `conn`'s
+    /// transaction: a held job of `served`'s host, due when the window `hold` ends.
+    /// No decision is written: the claim at the window's end writes it, unless a
+    /// person cancels the job first ([`Engine::cancel_job`]), and until then the item
+    /// stays pending (no other decision is taken on it; see [`refuse_held`]). The
+    /// outcome's decision is the one the claim will write.
+    #[allow(clippy::too_many_arguments)]
+    async fn schedule(
+        &self,
+        conn: &mut AnyConnection,
+        set: &ChangeSet,
+        index: usize,
+        edited_args: Option<Value>,
+        served: jobs::ExternalItem,
+        hold: Duration,
+        now: OffsetDateTime,
+    ) -> Result<Result<ConfirmOutcome, ConfirmError>, ConfirmError> {
+        let (job, approval_digest) = self
+            .queue_job(
+                conn,
+                set,
+                index,
+                edited_args.as_ref(),
+                &served,
+                Some(hold),
+                now,
+            )
+            .await?;
+        assent_store::webhooks::enqueue_hold_event(conn, &job, false, now).await?;
+        let verdicts = Verdicts {
+            verdict: Verdict::Confirmed,
+            reason: None,
+            edited_args,
+            approval_digest: Some(approval_digest),
+        };
+        tracing::info!(index, job = %job.id, not_before = %job.due_at, "item confirmed; held until its window ends");
+        Ok(Ok(ConfirmOutcome {
+            decision: Self::decision(set, index, &verdicts, now),
+            execution: ExecutionOutcome::Scheduled {
+                job_id: job.id,
+                host: served.host,
+                not_before: job.due_at,
+            },
+        }))
+    }
+
     /// Writes the execution job of queued item `index` (no handler runs here: an
-    /// executor of the item's host claims it later); returns it and the digest of the
-    /// action approved.
+    /// executor of the item's host claims it later), held until `now + hold` when the
+    /// tool is held; returns it and the digest of the action approved.
+    #[allow(clippy::too_many_arguments)]
     async fn queue_job(
         &self,
         conn: &mut AnyConnection,
@@ -529,8 +617,9 @@ impl ConfirmationService {
         index: usize,
         edited_args: Option<&Value>,
         external: &jobs::ExternalItem,
+        hold: Option<Duration>,
         now: OffsetDateTime,
-    ) -> Result<(Uuid, String), ConfirmError> {
+    ) -> Result<(jobs::Job, String), ConfirmError> {
         let item = &set.items[index];
         let args = edited_args.unwrap_or(&item.args).clone();
         // What the person approves, bound to the definition the item's host recorded.
@@ -568,16 +657,17 @@ impl ConfirmationService {
             doubts: 0,
             last_error: None,
             result: None,
-            due_at: now,
+            due_at: now + hold.unwrap_or(Duration::ZERO),
             started_at: None,
             lease_until: None,
             created_at: now,
             updated_at: now,
             owner_device: None,
             approval_digest: Some(approval_digest.clone()),
+            held: hold.is_some(),
         };
-        jobs::insert(conn, &job).await?;
-        Ok((job.id, approval_digest))
+        let id = jobs::insert_or_revive(conn, &job).await?;
+        Ok((jobs::Job { id, ..job }, approval_digest))
     }
 
     async fn decide(
@@ -591,6 +681,7 @@ impl ConfirmationService {
         let mut tx = self.begin_on_set(change_set_id).await?;
         let mut set = change_sets::require(&mut tx, change_set_id).await?;
         set.check_verdict(index, verdict)?;
+        refuse_held(&mut tx, change_set_id, index).await?;
         let mut decisions = self
             .record(
                 &mut tx,
@@ -659,19 +750,29 @@ impl ConfirmationService {
     ) -> Result<ConfirmAllResult, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
         let mut set = change_sets::require(&mut tx, change_set_id).await?;
+        let held: Vec<jobs::Job> = jobs::for_change_set(&mut tx, change_set_id)
+            .await?
+            .into_iter()
+            .filter(jobs::Job::scheduled)
+            .collect();
         let mut items = Vec::with_capacity(set.items.len());
         for index in 0..set.items.len() {
             let item = &set.items[index];
             let summary = item.human_summary.clone();
-            let result = match item.status {
-                ChangeItemStatus::Pending => {
+            let held = held.iter().find(|job| job.item_index == index);
+            let result = match (item.status, held) {
+                (ChangeItemStatus::Pending, Some(job)) => ItemResult::Skipped(format!(
+                    "confirmed already; held until {}",
+                    assent_store::timefmt::format(job.due_at)
+                )),
+                (ChangeItemStatus::Pending, None) => {
                     self.confirm_one_of_all(&mut tx, &mut set, index, now)
                         .await?
                 }
-                ChangeItemStatus::Deferred => {
+                (ChangeItemStatus::Deferred, _) => {
                     ItemResult::Skipped("deferred; confirm it on its own".to_owned())
                 }
-                decided => ItemResult::Skipped(format!("already {decided}")),
+                (decided, _) => ItemResult::Skipped(format!("already {decided}")),
             };
             items.push((index, summary, result));
         }
@@ -720,7 +821,9 @@ impl ConfirmationService {
         }
     }
 
-    /// Rejects every open item of the set with `reason`, in one transaction.
+    /// Rejects every open item of the set with `reason`, in one transaction. An item
+    /// confirmed and still in its hold window is left alone: it is taken back by
+    /// cancelling its job ([`Engine::cancel_job`]).
     #[tracing::instrument(skip(self, reason), fields(change_set = %change_set_id))]
     pub async fn dismiss(
         &self,
@@ -731,7 +834,16 @@ impl ConfirmationService {
         let reason = clean_reason(reason)?;
         let mut tx = self.begin_on_set(change_set_id).await?;
         let mut set = change_sets::require(&mut tx, change_set_id).await?;
-        let open: Vec<usize> = set.open_indexes().collect();
+        let held: Vec<usize> = jobs::for_change_set(&mut tx, change_set_id)
+            .await?
+            .iter()
+            .filter(|job| job.scheduled())
+            .map(|job| job.item_index)
+            .collect();
+        let open: Vec<usize> = set
+            .open_indexes()
+            .filter(|index| !held.contains(index))
+            .collect();
         let Some(&first) = open.first() else {
             return Err(ConfirmError::Conflict(format!(
                 "change set {change_set_id} has no open items"

@@ -80,6 +80,17 @@ pub enum ExecutionOutcome {
         /// The host whose executors run it.
         host: String,
     },
+    /// The tool is held (`assent agent hold`): confirming recorded a job that waits
+    /// out the window, cancellable until `not_before`. The confirmation becomes a
+    /// decision, and the call runs, when an executor of `host` claims it then.
+    Scheduled {
+        /// The job (`assent jobs cancel ID` takes the confirmation back).
+        job_id: uuid::Uuid,
+        /// The host whose executors run it.
+        host: String,
+        /// When the window ends.
+        not_before: time::OffsetDateTime,
+    },
 }
 
 impl ExecutionOutcome {

@@ -22,10 +22,11 @@
 //! moves it there also queues the `item.failed` or `item.inDoubt` webhook
 //! ([`webhooks::enqueue_job_event`]).
 
+use crate::confirmation::Verdicts;
 use crate::executor::{AuditedExecutor, CatchUnwind, ExecutionOutcome, ExecutionRequest};
 use crate::host::{Effect, ExternalCall, ExternalError, Reconciliation};
 use crate::{ConfirmError, Engine};
-use assent_domain::stored_result;
+use assent_domain::{Verdict, stored_result};
 use assent_store::jobs::{self, Job, JobStatus};
 use assent_store::{AnyConnection, StoreAuditSink, agents, host_tools, operations, webhooks};
 use assent_tools::{AgentPolicy, AuditKind, AuditRecord, AuditSink};
@@ -83,6 +84,18 @@ pub struct JobRun {
     pub rerun: usize,
     /// Jobs retracted because their target changed since the proposal.
     pub stale: usize,
+}
+
+impl std::ops::AddAssign for JobRun {
+    fn add_assign(&mut self, other: Self) {
+        self.claimed += other.claimed;
+        self.applied += other.applied;
+        self.retried += other.retried;
+        self.failed += other.failed;
+        self.in_doubt += other.in_doubt;
+        self.rerun += other.rerun;
+        self.stale += other.stale;
+    }
 }
 
 /// How a person settles a job in doubt.
@@ -234,6 +247,15 @@ async fn refuse_unapproved(
     Ok(())
 }
 
+/// Why a held job's confirmation did not become a decision when its window ended.
+enum HoldEnd {
+    /// The target changed since the proposal: the item stays pending, refreshed.
+    Stale(crate::host::Stale),
+    /// The item can no longer be confirmed (decided on another device meanwhile, its
+    /// set expired): why.
+    Undecidable(String),
+}
+
 enum Claim {
     Nothing,
     /// Claimed and settled at once (refused by policy, unknown tool).
@@ -358,6 +380,27 @@ impl Engine {
         };
         run.claimed += 1;
         tracing::info!(job = %job.id, tool = %job.tool_name, attempt = job.attempts, "job claimed");
+        // The first claim of a held job: its window has ended, uncancelled.
+        if job.held && job.attempts == 1 {
+            assent_store::Store::lock_target(&mut tx, &job.target).await?;
+            match self.end_hold(&mut tx, &job, now).await? {
+                None => {}
+                Some(HoldEnd::Stale(stale)) => {
+                    self.retract_stale(tx, &job, stale, now, run).await?;
+                    return Ok(Claim::Settled);
+                }
+                Some(HoldEnd::Undecidable(why)) => {
+                    tracing::warn!(job = %job.id, %why, "held confirmation cannot be decided: retracted");
+                    let retracted = JobStatus::Retracted;
+                    jobs::transition(&mut tx, job.id, JobStatus::Running, retracted, None, 0, now)
+                        .await?;
+                    jobs::record_note(&mut tx, job.id, &why).await?;
+                    write_result(&mut tx, &job, false, &why, now).await;
+                    tx.commit().await?;
+                    return Ok(Claim::Settled);
+                }
+            }
+        }
         let Some(spec) = self.registry.get(&job.tool_name) else {
             let error = format!("unknown tool {:?}", job.tool_name);
             jobs::record_error(&mut tx, job.id, job.attempts, &error, None, now).await?;
@@ -495,7 +538,7 @@ impl Engine {
             }
             ExecutionOutcome::Denied { reason } => Some(format!("denied by policy: {reason}")),
             ExecutionOutcome::Failed { error } => Some(stored_result(&error).into_owned()),
-            ExecutionOutcome::Queued { .. } => {
+            ExecutionOutcome::Queued { .. } | ExecutionOutcome::Scheduled { .. } => {
                 Some("a transactional tool cannot be queued again".to_owned())
             }
         };
@@ -513,6 +556,84 @@ impl Engine {
             tracing::info!("job applied in its claim's transaction");
         }
         Ok(())
+    }
+
+    /// Turns held job `job`'s confirmation into a decision, in its first claim's
+    /// transaction `conn` under its target's lock, now that its window has ended: the
+    /// item must still be pending and its target as proposed. `Some`: why not (nothing
+    /// written).
+    async fn end_hold(
+        &self,
+        conn: &mut AnyConnection,
+        job: &Job,
+        now: OffsetDateTime,
+    ) -> Result<Option<HoldEnd>, ConfirmError> {
+        let mut set = assent_store::change_sets::require(conn, job.change_set_id).await?;
+        if let Err(why) = set.check_verdict(job.item_index, Verdict::Confirmed) {
+            return Ok(Some(HoldEnd::Undecidable(format!(
+                "not run at the end of its hold window: {why}"
+            ))));
+        }
+        let item = &set.items[job.item_index];
+        let recheck = crate::host::recheck(
+            self.host.as_ref(),
+            conn,
+            &job.target,
+            &job.tool_name,
+            &job.args,
+            &item.args,
+            item.fingerprint.as_ref(),
+        )
+        .await;
+        if let Some(stale) = recheck.stale {
+            return Ok(Some(HoldEnd::Stale(stale)));
+        }
+        let verdicts = Verdicts {
+            verdict: Verdict::Confirmed,
+            reason: None,
+            edited_args: (job.args != item.args).then(|| job.args.clone()),
+            approval_digest: job.approval_digest.clone(),
+        };
+        self.confirmations()
+            .record(conn, &mut set, &[job.item_index], verdicts, now)
+            .await?;
+        tracing::info!(job = %job.id, "hold window ended: the confirmation is decided");
+        Ok(None)
+    }
+
+    /// Cancels held job `id` within its hold window ([`ExecutionOutcome::Scheduled`]):
+    /// nothing runs, and its item ends rejected with [`jobs::CANCELLED_IN_HOLD`] as
+    /// the reason, which the agent reads. A conflict once the window has ended (the
+    /// job was claimed: it runs or ran) or the job was settled; of a cancel and the
+    /// claim at the window's end exactly one wins.
+    #[tracing::instrument(skip(self))]
+    pub async fn cancel_job(&self, id: Uuid, now: OffsetDateTime) -> Result<Job, ConfirmError> {
+        // The job's row first, then its target's lock: the order of the claim at the
+        // window's end, so that the two never wait on each other in a circle.
+        let mut tx = self.store.begin_claim().await?;
+        let job = self.require_settleable_job(&mut tx, id, false).await?;
+        if !jobs::cancel_held(&mut tx, id, now).await? {
+            return Err(ConfirmError::Conflict(format!(
+                "job {id} is {}: only a confirmation still in its hold window can be cancelled",
+                job.status_name()
+            )));
+        }
+        assent_store::Store::lock_target(&mut tx, &job.target).await?;
+        let confirmations = self.confirmations();
+        let change_set_id = job.change_set_id;
+        let mut set = assent_store::change_sets::require(&mut tx, change_set_id).await?;
+        set.check_verdict(job.item_index, Verdict::Rejected)?;
+        let reason = Some(jobs::CANCELLED_IN_HOLD.to_owned());
+        let verdicts = Verdicts::plain(Verdict::Rejected, reason);
+        confirmations
+            .record(&mut tx, &mut set, &[job.item_index], verdicts, now)
+            .await?;
+        webhooks::enqueue_hold_event(&mut tx, &job, true, now).await?;
+        write_result(&mut tx, &job, false, jobs::CANCELLED_IN_HOLD, now).await;
+        let job = self.require_job(&mut tx, id).await?;
+        tx.commit().await?;
+        tracing::info!("held confirmation cancelled within its window");
+        Ok(job)
     }
 
     /// Retracts claimed job `job` in its claim's transaction `tx`: its target changed

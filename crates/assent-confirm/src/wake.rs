@@ -408,6 +408,8 @@ fn said(tool_name: &str, outcome: ExecutionOutcome) -> String {
         ExecutionOutcome::Failed { error } => {
             format!("Error: {tool_name} failed: {error}. Nothing was changed.")
         }
-        ExecutionOutcome::Queued { job_id, .. } => format!("Queued as job {job_id}."),
+        ExecutionOutcome::Queued { job_id, .. } | ExecutionOutcome::Scheduled { job_id, .. } => {
+            format!("Queued as job {job_id}.")
+        }
     }
 }

@@ -426,7 +426,9 @@
         el("button", { type: "button", class: "undo", "data-focus-key": key + "/undo", "aria-label": "Undo: " + item.humanSummary,
           title: "Propose the reversal of this change for review", onclick: () => undo(set, path + "/undo") }, "Undo")));
     }
-    if (OPEN.has(item.status)) {
+    // A held confirmation is taken back with its Undo, not decided again.
+    const held = item.execution && item.execution.status === "scheduled";
+    if (OPEN.has(item.status) && !held) {
       li.append(el("span", { class: "buttons" },
         el("button", { type: "button", class: "confirm", "data-focus-key": key + "/confirm", "aria-label": "Confirm: " + item.humanSummary, title: "Confirm", onclick: () => act(set, path + "/confirm") }, "✓"),
         el("button", { type: "button", class: "reject", "data-focus-key": key + "/reject", "aria-label": "Reject: " + item.humanSummary, title: "Reject", onclick: () => toggleForm(key, "reject") }, "✗"),
@@ -444,7 +446,22 @@
 
   // A confirmed item of a tool with an external effect: how its run stands, and what a
   // person may do about it (settle one in doubt; retry or retract a failed one).
-  const RUN_LABELS = { approved: "approved", running: "running", applied: "applied", failed: "failed", inDoubt: "in doubt", retracted: "retracted" };
+  const RUN_LABELS = { approved: "approved", running: "running", applied: "applied", failed: "failed", inDoubt: "in doubt", retracted: "retracted", scheduled: "held" };
+
+  // Seconds left of a held confirmation's window (at least 0).
+  function secondsLeft(notBefore) {
+    return Math.max(0, Math.ceil((Date.parse(notBefore) - Date.now()) / 1000));
+  }
+
+  // Redraws the "Undo (12 s)" buttons once a second while any window is open; a
+  // button whose window has ended disappears with the job's next update.
+  setInterval(() => {
+    for (const button of document.querySelectorAll("button.cancel-hold")) {
+      const left = secondsLeft(button.dataset.notBefore);
+      button.textContent = `Undo (${left} s)`;
+      button.disabled = left === 0;
+    }
+  }, 1000);
 
   function execution(set, item) {
     const run = item.execution;
@@ -452,6 +469,17 @@
     const job = (verb, label, body) => el("button", { type: "button", "data-focus-key": key + "/" + label,
       onclick: () => jobAct(set, run.jobId, "/" + verb, body) }, label);
     const detail = run.status === "applied" ? run.result : run.lastError;
+    if (run.status === "scheduled") {
+      // Confirmed, held: it runs when the window ends unless a person takes it back.
+      const left = secondsLeft(run.notBefore);
+      const button = el("button", { type: "button", class: "cancel-hold", "data-not-before": run.notBefore, "data-focus-key": key + "/cancel",
+        "aria-label": "Undo the confirmation of: " + item.humanSummary, title: "Cancel before it runs: the item ends rejected",
+        onclick: () => jobAct(set, run.jobId, "/cancel") }, `Undo (${left} s)`);
+      button.disabled = left === 0;
+      return el("span", { class: "execution scheduled" },
+        el("span", { class: "badge scheduled" }, "confirmed; runs at " + new Date(run.notBefore).toLocaleTimeString()),
+        el("span", { class: "buttons" }, button));
+    }
     return el("span", { class: "execution " + run.status },
       el("span", { class: "badge " + run.status }, "run: " + (RUN_LABELS[run.status] || run.status) + " (attempt " + run.attempts + ")"),
       detail ? el("span", { class: "change" }, detail) : null,

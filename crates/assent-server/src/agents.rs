@@ -38,6 +38,11 @@ pub struct AgentView {
     /// a call left in doubt runs again. Left out when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub idempotent_tools: Vec<String>,
+    /// Its hold windows (`assent agent hold`): `[{tool, seconds}]`, by tool; a
+    /// confirmed call of such a tool waits that long, cancellable, before it runs.
+    /// Left out when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<HoldView>,
     /// Whether it did not exist before (not part of the JSON).
     #[serde(skip)]
     pub created: bool,
@@ -50,6 +55,15 @@ pub struct RuleView {
     pub tool: String,
     /// `allow`, `ask` or `deny`.
     pub action: &'static str,
+}
+
+/// One hold window of an agent: `{tool, seconds}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HoldView {
+    /// The tool's name.
+    pub tool: String,
+    /// How long a confirmation of it waits before it runs.
+    pub seconds: u32,
 }
 
 impl AgentView {
@@ -75,6 +89,7 @@ impl AgentView {
             updated_at: agent.updated_at,
             tools: Vec::new(),
             idempotent_tools: Vec::new(),
+            holds: Vec::new(),
             created: false,
         }
     }
@@ -86,9 +101,14 @@ impl AgentView {
     ) -> Result<Self, ServerError> {
         let tools = host_tools::for_agent(conn, &agent.id).await?;
         let idempotent = host_tools::idempotent_tools(conn, &agent.id).await?;
+        let holds = agents::holds(conn, &agent.id).await?;
         Ok(Self {
             tools: tools.iter().map(host_tools::HostTool::to_json).collect(),
             idempotent_tools: idempotent.into_iter().collect(),
+            holds: holds
+                .into_iter()
+                .map(|(tool, seconds)| HoldView { tool, seconds })
+                .collect(),
             ..Self::of(agent)
         })
     }
@@ -103,6 +123,29 @@ async fn written(
         .await?
         .ok_or_else(|| ServerError::Internal(format!("agent {id:?} vanished after its write")))?;
     AgentView::read(conn, &agent).await
+}
+
+/// Sets agent `id`'s hold window for `tool` to `seconds` (0 removes it): its confirmed
+/// calls of `tool` then wait that long, cancellable, before they run. Returns the agent
+/// and whether it changed. Unknown agent 404; blank tool 400.
+pub async fn set_agent_hold(
+    store: &Store,
+    id: &str,
+    tool: &str,
+    seconds: u32,
+    now: OffsetDateTime,
+) -> Result<(AgentView, bool), ServerError> {
+    let (id, tool) = (id.trim(), tool.trim());
+    if tool.is_empty() {
+        return Err(ServerError::BadRequest("tool must not be blank".to_owned()));
+    }
+    let mut tx = store.begin_write().await?;
+    let changed = agents::set_hold(&mut tx, id, tool, seconds, now)
+        .await?
+        .ok_or_else(|| no_agent(id))?;
+    let view = written(&mut tx, id).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok((view, changed))
 }
 
 /// Creates agent `id` with `categories`, or replaces the categories of an existing one
@@ -269,5 +312,24 @@ pub(crate) async fn set_rule(
         .parse()
         .map_err(ServerError::BadRequest)?;
     let (agent, _) = set_agent_rule(state.engine.store(), &id, &tool, action, now()).await?;
+    ok(agent)
+}
+
+/// `PUT /api/agents/{id}/holds/{tool} {seconds}`: the agent's hold window for `tool`
+/// (0 removes it).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HoldBody {
+    seconds: u32,
+}
+
+pub(crate) async fn set_hold(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    body: Body<HoldBody>,
+) -> ApiResult {
+    let Path((id, tool)) = path?;
+    let Json(body) = body?;
+    let (agent, _) = set_agent_hold(state.engine.store(), &id, &tool, body.seconds, now()).await?;
     ok(agent)
 }

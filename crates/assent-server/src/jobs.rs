@@ -82,6 +82,17 @@ pub(crate) async fn retract(
     settled(&state, &job)
 }
 
+/// `POST /api/jobs/{id}/cancel`: takes back a confirmation still in its hold window
+/// (the item ends rejected; 409 once the job started or finished).
+pub(crate) async fn cancel(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let Path(id) = id?;
+    let job = state.engine.cancel_job(parse_job_id(&id)?, now()).await?;
+    settled(&state, &job)
+}
+
 /// Runs the due jobs of the engine's host every `interval` until `events` closes.
 /// Failures are logged and retried at the next poll.
 pub(crate) async fn execute(engine: Engine, events: EventBus, interval: Duration) {

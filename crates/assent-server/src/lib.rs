@@ -40,8 +40,8 @@ mod wakes;
 mod webhooks;
 
 pub use agents::{
-    AgentView, RuleView, agent_view, agent_views, set_agent_categories, set_agent_idempotent,
-    set_agent_rule,
+    AgentView, HoldView, RuleView, agent_view, agent_views, set_agent_categories, set_agent_hold,
+    set_agent_idempotent, set_agent_rule,
 };
 pub use delegation::DEFAULT_BUS_ROOT;
 pub use error::ServerError;
@@ -261,6 +261,7 @@ impl Server {
             .route("/jobs/{id}/resolve", post(jobs::resolve))
             .route("/jobs/{id}/retry", post(jobs::retry))
             .route("/jobs/{id}/retract", post(jobs::retract))
+            .route("/jobs/{id}/cancel", post(jobs::cancel))
             .route("/audit", get(decisions::audit_trail))
             .route("/confirmations", get(delegation::list))
             .route("/confirmations/{id}", post(delegation::answer))
@@ -268,6 +269,7 @@ impl Server {
         let admin_routes = Router::new()
             .route("/agents", post(agents::create_agent))
             .route("/agents/{id}/rules/{tool}", put(agents::set_rule))
+            .route("/agents/{id}/holds/{tool}", put(agents::set_hold))
             // A batch is a device's whole state: the innermost body limit wins.
             .route(
                 "/sync",

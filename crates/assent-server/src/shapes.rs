@@ -323,7 +323,25 @@ pub fn scheduled_wake_json(scheduled: &ScheduledWake, agent_path: &str) -> Value
 
 /// `{"decision", "message"}` of one confirmation.
 pub fn confirmed_json(outcome: &ConfirmOutcome) -> Value {
-    json!({"decision": outcome.decision, "message": outcome.message()})
+    let mut shown = json!({"decision": outcome.decision, "message": outcome.message()});
+    if let Some(scheduled) = scheduled_json(outcome) {
+        shown["scheduled"] = scheduled;
+    }
+    shown
+}
+
+/// `{"jobId", "notBefore"}` of a confirmation held by its tool's hold window: the
+/// decision is written when the window ends, unless the job is cancelled first.
+fn scheduled_json(outcome: &ConfirmOutcome) -> Option<Value> {
+    match &outcome.execution {
+        assent_confirm::ExecutionOutcome::Scheduled {
+            job_id, not_before, ..
+        } => Some(json!({
+            "jobId": job_id,
+            "notBefore": assent_store::timefmt::format(*not_before),
+        })),
+        _ => None,
+    }
 }
 
 /// `{"changeSetId", "items": [{"index", "humanSummary", "result", "message", …}]}` of a
@@ -333,10 +351,16 @@ pub fn confirm_all_json(result: &ConfirmAllResult) -> Value {
         .items
         .iter()
         .map(|(index, summary, item)| match item {
-            ItemResult::Confirmed(outcome) => json!({
-                "index": index, "humanSummary": summary, "result": "confirmed",
-                "decision": outcome.decision, "message": outcome.message(),
-            }),
+            ItemResult::Confirmed(outcome) => {
+                let mut shown = json!({
+                    "index": index, "humanSummary": summary, "result": "confirmed",
+                    "decision": outcome.decision, "message": outcome.message(),
+                });
+                if let Some(scheduled) = scheduled_json(outcome) {
+                    shown["scheduled"] = scheduled;
+                }
+                shown
+            }
             ItemResult::Skipped(why) => json!({
                 "index": index, "humanSummary": summary, "result": "skipped", "message": why,
             }),

@@ -263,6 +263,101 @@ pub async fn remove_shadow_rule(
     Ok(true)
 }
 
+/// Agent `agent_id`'s per-tool settings (migration 0016) as stored: a JSON object keyed
+/// by tool name, or `None` for an unknown agent.
+async fn tool_settings(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+) -> Result<Option<serde_json::Map<String, Value>>, StoreError> {
+    let text: Option<String> = sqlx::query_scalar("SELECT tool_settings FROM agents WHERE id = $1")
+        .bind(agent_id)
+        .fetch_optional(conn)
+        .await?;
+    let Some(text) = text else { return Ok(None) };
+    match serde_json::from_str(&text).map_err(|e| StoreError::corrupt("agents", e))? {
+        Value::Object(settings) => Ok(Some(settings)),
+        other => Err(StoreError::corrupt(
+            "agents",
+            format!("tool_settings is not an object: {other}"),
+        )),
+    }
+}
+
+/// Agent `agent_id`'s hold windows (`assent agent hold`): tool name and seconds, by
+/// tool name; empty for an unknown agent.
+pub async fn holds(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+) -> Result<Vec<(String, u32)>, StoreError> {
+    let settings = tool_settings(conn, agent_id).await?.unwrap_or_default();
+    let mut holds: Vec<(String, u32)> = settings
+        .iter()
+        .filter_map(|(tool, setting)| {
+            let seconds = setting.get("holdSeconds")?.as_u64()?;
+            Some((tool.clone(), u32::try_from(seconds).ok()?))
+        })
+        .filter(|(_, seconds)| *seconds > 0)
+        .collect();
+    holds.sort();
+    Ok(holds)
+}
+
+/// How long a confirmation of `tool_name` proposed by `agent_id` is held before it
+/// runs, or `None` when it runs at once.
+pub async fn hold_for(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    tool_name: &str,
+) -> Result<Option<time::Duration>, StoreError> {
+    Ok(holds(conn, agent_id)
+        .await?
+        .into_iter()
+        .find(|(tool, _)| tool == tool_name)
+        .map(|(_, seconds)| time::Duration::seconds(i64::from(seconds))))
+}
+
+/// Sets agent `agent_id`'s hold window for `tool_name` to `seconds` (0 removes it),
+/// keeping its other settings. `None` for an unknown agent, else whether it changed.
+pub async fn set_hold(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    tool_name: &str,
+    seconds: u32,
+    now: OffsetDateTime,
+) -> Result<Option<bool>, StoreError> {
+    let Some(mut settings) = tool_settings(conn, agent_id).await? else {
+        return Ok(None);
+    };
+    let before = settings.clone();
+    let entry = settings
+        .entry(tool_name.to_owned())
+        .or_insert_with(|| json!({}));
+    let Value::Object(setting) = entry else {
+        return Err(StoreError::corrupt(
+            "agents",
+            format!("tool_settings[{tool_name:?}] is not an object"),
+        ));
+    };
+    if seconds == 0 {
+        setting.remove("holdSeconds");
+    } else {
+        setting.insert("holdSeconds".to_owned(), json!(seconds));
+    }
+    if setting.is_empty() {
+        settings.remove(tool_name);
+    }
+    if settings == before {
+        return Ok(Some(false));
+    }
+    sqlx::query("UPDATE agents SET tool_settings = $1, updated_at = $2 WHERE id = $3")
+        .bind(Value::Object(settings).to_string())
+        .bind(timefmt::format(now))
+        .bind(agent_id)
+        .execute(conn)
+        .await?;
+    Ok(Some(true))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,6 +478,66 @@ mod tests {
             !remove_shadow_rule(&mut conn, "a", "set_title", later)
                 .await
                 .expect("rm")
+        );
+    }
+
+    #[tokio::test]
+    async fn hold_windows_are_set_per_tool_and_removed_by_zero() {
+        let store = Store::open("sqlite::memory:").await.expect("opens");
+        let mut conn = store.pool().acquire().await.expect("conn");
+        assert_eq!(
+            set_hold(&mut conn, "a", "set_title", 12, T0)
+                .await
+                .expect("set"),
+            None,
+            "an unknown agent"
+        );
+        upsert(&mut conn, "a", &AgentPolicy::new(["work"]), T0)
+            .await
+            .expect("agent");
+        assert_eq!(
+            set_hold(&mut conn, "a", "set_title", 12, T0)
+                .await
+                .expect("set"),
+            Some(true)
+        );
+        assert_eq!(
+            set_hold(&mut conn, "a", "set_title", 12, T0)
+                .await
+                .expect("again"),
+            Some(false)
+        );
+        set_hold(&mut conn, "a", "delete", 30, T0)
+            .await
+            .expect("set");
+        assert_eq!(
+            holds(&mut conn, "a").await.expect("read"),
+            [("delete".to_owned(), 30), ("set_title".to_owned(), 12)]
+        );
+        assert_eq!(
+            hold_for(&mut conn, "a", "set_title").await.expect("read"),
+            Some(Duration::seconds(12))
+        );
+        assert_eq!(hold_for(&mut conn, "a", "other").await.expect("read"), None);
+        // Rewriting the policy keeps the holds; zero removes one.
+        upsert(&mut conn, "a", &AgentPolicy::new(["home"]), T0)
+            .await
+            .expect("agent");
+        assert_eq!(
+            set_hold(&mut conn, "a", "set_title", 0, T0)
+                .await
+                .expect("rm"),
+            Some(true)
+        );
+        assert_eq!(
+            holds(&mut conn, "a").await.expect("read"),
+            [("delete".to_owned(), 30)]
+        );
+        assert_eq!(
+            set_hold(&mut conn, "a", "set_title", 0, T0)
+                .await
+                .expect("rm"),
+            Some(false)
         );
     }
 }

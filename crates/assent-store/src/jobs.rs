@@ -24,6 +24,12 @@ use uuid::Uuid;
 
 const TABLE: &str = "execution_jobs";
 
+/// The status a held job shows until its window ends ([`Job::status_name`]).
+pub const SCHEDULED: &str = "scheduled";
+
+/// Why a held confirmation that a person cancelled ended rejected: the agent reads it.
+pub const CANCELLED_IN_HOLD: &str = "Cancelled during the hold window";
+
 /// Where a job stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum JobStatus {
@@ -140,22 +146,51 @@ pub struct Job {
     /// ([`assent_domain::approval_digest`]); the executor recomputes it before the run.
     /// `None` for jobs from before migration 0015 and copies from other devices.
     pub approval_digest: Option<String>,
+    /// The confirmation waits out its tool's hold window (`assent agent hold`): until
+    /// the job is first claimed at `due_at`, no decision exists and a person may
+    /// cancel it ([`cancel_held`]). Stays true once the window has ended.
+    pub held: bool,
 }
 
 impl Job {
+    /// Whether the job waits out a hold window now: held, and not claimed yet (its
+    /// confirmation is not a decision yet, and a person may still cancel it).
+    pub fn scheduled(&self) -> bool {
+        self.held && self.status == JobStatus::Approved && self.attempts == 0
+    }
+
+    /// Its status as JSON and people see it: `scheduled` while it waits out a hold
+    /// window (stored as `approved`), else [`JobStatus::as_str`].
+    pub fn status_name(&self) -> &'static str {
+        if self.scheduled() {
+            SCHEDULED
+        } else {
+            self.status.as_str()
+        }
+    }
+
+    /// Adds `notBefore` to a scheduled job's JSON: when its hold window ends.
+    fn with_hold(&self, mut json: Value) -> Value {
+        if self.scheduled() {
+            json["notBefore"] = Value::String(timefmt::format(self.due_at));
+        }
+        json
+    }
+
     /// The job as `assent jobs --json` and the API list it: `id`, `changeSetId`,
-    /// `itemIndex`, `toolName`, `args`, `status`, `attempts`, `lastError`.
+    /// `itemIndex`, `toolName`, `args`, `status`, `attempts`, `lastError`, and
+    /// `notBefore` while it is `scheduled`.
     pub fn to_json(&self) -> Value {
-        serde_json::json!({
+        self.with_hold(serde_json::json!({
             "id": self.id,
             "changeSetId": self.change_set_id,
             "itemIndex": self.item_index,
             "toolName": self.tool_name,
             "args": self.args,
-            "status": self.status.as_str(),
+            "status": self.status_name(),
             "attempts": self.attempts,
             "lastError": self.last_error,
-        })
+        }))
     }
 
     /// An audit record of `kind` about this job's call, written at `now` (its success
@@ -193,15 +228,16 @@ impl Job {
     }
 
     /// How its item's execution stands, as item views show it beside the item's own
-    /// status: `jobId`, `status`, `attempts`, `lastError`, `result`.
+    /// status: `jobId`, `status`, `attempts`, `lastError`, `result`, and `notBefore`
+    /// while it is `scheduled`.
     pub fn execution_json(&self) -> Value {
-        serde_json::json!({
+        self.with_hold(serde_json::json!({
             "jobId": self.id,
-            "status": self.status.as_str(),
+            "status": self.status_name(),
             "attempts": self.attempts,
             "lastError": self.last_error,
             "result": self.result,
-        })
+        }))
     }
 }
 
@@ -292,8 +328,8 @@ pub async fn insert(conn: &mut AnyConnection, job: &Job) -> Result<(), StoreErro
         "INSERT INTO execution_jobs (id, operation_id, change_set_id, item_index, host, tool_name, args,
              agent_id, target_kind, target_id, run_key, idempotent, status, attempts, attempt_limit,
              doubts, last_error, result, due_at, started_at, lease_until, created_at, updated_at, owner_device,
-             approval_digest)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)",
+             approval_digest, held)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)",
     )
     .bind(job.id.to_string())
     .bind(job.operation_id.as_str())
@@ -320,6 +356,7 @@ pub async fn insert(conn: &mut AnyConnection, job: &Job) -> Result<(), StoreErro
     .bind(timefmt::format(job.updated_at))
     .bind(job.owner_device.as_deref())
     .bind(job.approval_digest.as_deref())
+    .bind(i64::from(job.held))
     .execute(conn)
     .await?;
     Ok(())
@@ -375,14 +412,19 @@ fn decode(row: &AnyRow) -> Result<Job, StoreError> {
         updated_at: required("updated_at")?,
         owner_device: row.try_get("owner_device")?,
         approval_digest: row.try_get("approval_digest")?,
+        held: row.try_get::<i64, _>("held")? != 0,
     })
 }
 
 /// Every job, this device's own and copies of other devices', for a sync export.
 pub(crate) async fn all(conn: &mut AnyConnection) -> Result<Vec<Job>, StoreError> {
-    let rows = sqlx::query("SELECT * FROM execution_jobs ORDER BY id")
-        .fetch_all(conn)
-        .await?;
+    // A job still in its hold window is not a decision yet: it stays on this device.
+    let rows = sqlx::query(
+        "SELECT * FROM execution_jobs WHERE NOT (held = 1 AND status = 'approved' AND attempts = 0)
+         ORDER BY id",
+    )
+    .fetch_all(conn)
+    .await?;
     rows.iter().map(decode).collect()
 }
 
@@ -551,11 +593,13 @@ pub async fn list(
 /// copy from another device), and its item still confirmed (a sync merge may have put
 /// an earlier rejection in force; such a job waits for a person, whatever its host
 /// reconciles).
+/// A held job not claimed yet has a pending item (its confirmation becomes a decision
+/// when it is claimed, which checks the item first).
 macro_rules! own_confirmed {
     () => {
-        " AND owner_device IS NULL AND NOT EXISTS (SELECT 1 FROM change_items i
+        " AND owner_device IS NULL AND ((held = 1 AND attempts = 0) OR NOT EXISTS (SELECT 1 FROM change_items i
            WHERE i.change_set_id = execution_jobs.change_set_id AND i.item_index = execution_jobs.item_index
-             AND i.status <> 'confirmed')"
+             AND i.status <> 'confirmed'))"
     };
 }
 macro_rules! lease_ran_out {
@@ -759,6 +803,54 @@ pub async fn transition(
     .await?
     .rows_affected();
     Ok(changed == 1)
+}
+
+/// Cancels held job `id` while it waits out its hold window: retracted, with
+/// [`CANCELLED_IN_HOLD`] as its note. Returns false when it is not waiting (claimed
+/// when its window ended, or settled): of a cancel and the claim at the window's end,
+/// exactly one wins, whichever updates the row first.
+pub async fn cancel_held(
+    conn: &mut AnyConnection,
+    id: Uuid,
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let now_text = timefmt::format(now);
+    let changed = sqlx::query(
+        "UPDATE execution_jobs SET status = 'retracted', last_error = $1, updated_at = $2
+         WHERE id = $3 AND status = 'approved' AND held = 1 AND attempts = 0",
+    )
+    .bind(CANCELLED_IN_HOLD)
+    .bind(&now_text)
+    .bind(id.to_string())
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(changed == 1)
+}
+
+/// Writes `job` as item `job.item_index`'s job: a new row, or over the item's retracted
+/// one, which never ran (a held job found stale at the end of its window leaves its
+/// item pending, and one item has one job row). Keeps the retracted row's id, so
+/// copies on other devices are written over, not doubled; returns the id in force.
+pub async fn insert_or_revive(conn: &mut AnyConnection, job: &Job) -> Result<Uuid, StoreError> {
+    let existing: Option<String> = sqlx::query_scalar(
+        "SELECT id FROM execution_jobs WHERE change_set_id = $1 AND item_index = $2 AND status = 'retracted'",
+    )
+    .bind(job.change_set_id.to_string())
+    .bind(job.item_index as i64)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(existing) = existing else {
+        insert(conn, job).await?;
+        return Ok(job.id);
+    };
+    let id = Uuid::parse_str(&existing).map_err(|e| StoreError::corrupt(TABLE, e))?;
+    sqlx::query("DELETE FROM execution_jobs WHERE id = $1")
+        .bind(&existing)
+        .execute(&mut *conn)
+        .await?;
+    insert(conn, &Job { id, ..job.clone() }).await?;
+    Ok(id)
 }
 
 /// Writes `note` as job `id`'s last error (why it stopped: a retraction's reason).

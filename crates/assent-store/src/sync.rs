@@ -257,6 +257,7 @@ fn job_copy(job: &SyncedJob) -> Result<Job, StoreError> {
         updated_at: job.updated_at,
         owner_device: Some(job.owner_host.clone()),
         approval_digest: None,
+        held: false,
     })
 }
 

@@ -55,11 +55,17 @@ pub mod event {
     /// A confirmed item's target changed between the proposal and its job's run:
     /// nothing ran, the job is retracted, and the item shows the target as it is.
     pub const ITEM_STALE: &str = "item.stale";
+    /// A confirmed item of a held tool waits out its hold window (`notBefore` in its
+    /// data): it may still be cancelled.
+    pub const ITEM_SCHEDULED: &str = "item.scheduled";
+    /// A held confirmation was cancelled within its window: the item ends rejected and
+    /// nothing ran.
+    pub const ITEM_CANCELLED: &str = "item.cancelled";
     /// Sent by `assent webhooks test` only; never stored.
     pub const TEST: &str = "webhook.test";
 
     /// Every type a subscription may name.
-    pub const ALL: [&str; 8] = [
+    pub const ALL: [&str; 10] = [
         CHANGE_SET_CREATED,
         CHANGE_SET_RESOLVED,
         CHANGE_SET_EXPIRING,
@@ -68,6 +74,8 @@ pub mod event {
         ITEM_FAILED,
         ITEM_IN_DOUBT,
         ITEM_STALE,
+        ITEM_SCHEDULED,
+        ITEM_CANCELLED,
     ];
 }
 
@@ -500,7 +508,7 @@ pub async fn enqueue_job_event(
         JobStatus::InDoubt => event::ITEM_IN_DOUBT,
         _ => return Ok(None),
     };
-    enqueue_item_event(conn, job, event_type, status, error, now).await
+    enqueue_item_event(conn, job, event_type, status.as_str(), error, now).await
 }
 
 /// Queues `item.stale` about `job`, which the caller's transaction has just retracted
@@ -516,18 +524,37 @@ pub async fn enqueue_stale_event(
         conn,
         job,
         event::ITEM_STALE,
-        JobStatus::Retracted,
+        JobStatus::Retracted.as_str(),
         detail,
         now,
     )
     .await
 }
 
+/// Queues `item.scheduled` (the caller's transaction has just written held job `job`,
+/// due at the end of its window) or `item.cancelled` (it has just cancelled it); the
+/// same `data` as [`enqueue_job_event`]'s, with `notBefore` when scheduled.
+pub async fn enqueue_hold_event(
+    conn: &mut AnyConnection,
+    job: &Job,
+    cancelled: bool,
+    now: OffsetDateTime,
+) -> Result<Option<String>, StoreError> {
+    if cancelled {
+        let status = JobStatus::Retracted.as_str();
+        let note = crate::jobs::CANCELLED_IN_HOLD;
+        enqueue_item_event(conn, job, event::ITEM_CANCELLED, status, note, now).await
+    } else {
+        let status = crate::jobs::SCHEDULED;
+        enqueue_item_event(conn, job, event::ITEM_SCHEDULED, status, "", now).await
+    }
+}
+
 async fn enqueue_item_event(
     conn: &mut AnyConnection,
     job: &Job,
     event_type: &'static str,
-    status: JobStatus,
+    status: &str,
     error: &str,
     now: OffsetDateTime,
 ) -> Result<Option<String>, StoreError> {
@@ -542,7 +569,7 @@ async fn enqueue_item_event(
     .bind(i64::try_from(job.item_index).unwrap_or(i64::MAX))
     .fetch_optional(&mut *conn)
     .await?;
-    let data = json!({
+    let mut data = json!({
         "changeSetId": job.change_set_id,
         "itemIndex": job.item_index,
         "agentId": job.agent_id,
@@ -551,10 +578,13 @@ async fn enqueue_item_event(
         "args": job.args,
         "summary": summary,
         "jobId": job.id,
-        "status": status.as_str(),
+        "status": status,
         "attempts": job.attempts,
         "lastError": error,
     });
+    if event_type == event::ITEM_SCHEDULED {
+        data["notBefore"] = json!(timefmt::format(job.due_at));
+    }
     let new = NewEvent {
         event_type,
         agent_id: Some(&job.agent_id),

@@ -82,3 +82,68 @@ fn assent_undo_proposes_the_old_priority_back_and_refuses_what_it_cannot_undo() 
         "add_checklist_item declares no compensation",
     );
 }
+
+#[test]
+fn a_held_confirmation_cancelled_in_its_window_never_runs_and_one_not_cancelled_runs_once() {
+    let cli = Cli::new();
+    let task = cli.agent_and_task();
+    let held = cli.json(&["agent", "hold", "a", "update_task_priority", "1"], "");
+    assert_eq!(
+        held["holds"],
+        serde_json::json!([{"tool": "update_task_priority", "seconds": 1}])
+    );
+    let shown = cli.run(&["agent", "show", "a"]);
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("hold        update_task_priority 1 s"),
+        "{shown:?}"
+    );
+
+    // Cancelled within its window: the item ends rejected, nothing runs.
+    let wake = cli.json(&["wake", "--agent", "a", "--task", &task], &priority("P0"));
+    let set = wake["changeSetId"].as_str().expect("a set").to_owned();
+    let confirmed = cli.json(&["confirm", &set, "0"], "");
+    let job = confirmed["scheduled"]["jobId"]
+        .as_str()
+        .expect("a held job")
+        .to_owned();
+    assert!(
+        confirmed["scheduled"]["notBefore"].is_string(),
+        "{confirmed}"
+    );
+    let pending = String::from_utf8_lossy(&cli.run(&["pending"]).stdout).into_owned();
+    assert!(pending.contains("run: scheduled until"), "{pending}");
+    assert_fails(&cli.run(&["confirm", &set, "0"]), 3, "held until");
+    assert_eq!(code(&cli.run(&["jobs", "cancel", &job])), 0);
+    assert_fails(
+        &cli.run(&["jobs", "cancel", &job]),
+        3,
+        "only a confirmation still in its hold window",
+    );
+    let item = cli.json(&["show", &set, "0"], "");
+    assert_eq!(item["status"], "rejected");
+    assert_eq!(item["reason"], "Cancelled during the hold window");
+    cli.json(&["jobs", "run", "--wait"], "");
+    assert_eq!(cli.json(&["task", "show", &task], "")["priority"], "P2");
+
+    // Not cancelled: it runs once when the window ends.
+    let wake = cli.json(&["wake", "--agent", "a", "--task", &task], &priority("P1"));
+    let set = wake["changeSetId"].as_str().expect("a set").to_owned();
+    let confirmed = cli.json(&["confirm", &set, "0"], "");
+    let job = confirmed["scheduled"]["jobId"]
+        .as_str()
+        .expect("a held job")
+        .to_owned();
+    let ran = cli.json(&["jobs", "run", "--wait"], "");
+    assert_eq!(ran["applied"], 1, "{ran}");
+    assert_eq!(cli.json(&["task", "show", &task], "")["priority"], "P1");
+    assert_eq!(cli.json(&["show", &set, "0"], "")["status"], "confirmed");
+    assert_fails(&cli.run(&["jobs", "cancel", &job]), 3, "applied");
+    assert_eq!(cli.json(&["jobs", "run"], "")["applied"], 0, "it ran once");
+
+    assert_eq!(
+        cli.json(&["agent", "hold", "a", "update_task_priority", "0"], "")
+            .get("holds"),
+        None,
+        "0 removes the hold"
+    );
+}

@@ -64,6 +64,7 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
     let forbidden: Vec<(Method, String)> = vec![
         (Method::POST, "/api/agents".to_owned()),
         (Method::PUT, "/api/agents/triage/rules/any".to_owned()),
+        (Method::PUT, "/api/agents/triage/holds/any".to_owned()),
         (Method::POST, "/api/tasks".to_owned()),
         (Method::GET, format!("/api/tasks/{task}")),
         (
@@ -81,6 +82,7 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         (Method::POST, "/api/jobs/any/resolve".to_owned()),
         (Method::POST, "/api/jobs/any/retry".to_owned()),
         (Method::POST, "/api/jobs/any/retract".to_owned()),
+        (Method::POST, "/api/jobs/any/cancel".to_owned()),
         (Method::GET, "/api/confirmations".to_owned()),
         (Method::POST, "/api/confirmations/some-id".to_owned()),
         (Method::POST, "/api/sync".to_owned()),
