@@ -302,6 +302,10 @@ pub struct AgentRuleArgs {
     /// same command without --shadow promotes it.
     #[arg(long, conflicts_with = "for_span")]
     pub shadow: bool,
+    /// With `ask`: an item of TOOL is applied only after N confirmations by distinct
+    /// people (1, the default, is one person). Each call replaces the number.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub approvals: Option<u32>,
 }
 
 /// `assent agent shadow-report AGENT`.
@@ -507,6 +511,22 @@ pub struct ConfirmArgs {
     /// Confirm every pending item, in order (deferred items are skipped).
     #[arg(long)]
     pub all: bool,
+    /// Who approves, as a quorum (`agent ask … --approvals N`) counts people: defaults
+    /// to the OS user. Local database access is trusted as a whole.
+    #[arg(long = "as", value_name = "NAME")]
+    pub reviewer: Option<String>,
+}
+
+/// The identity a quorum counts for a decision made here: `--as NAME`, else the OS
+/// user (`USER`, `USERNAME`), else `local`.
+pub fn reviewer(named: Option<&str>) -> String {
+    named
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .or_else(|| std::env::var("USERNAME").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "local".to_owned())
 }
 
 /// One item of one set.
@@ -538,6 +558,9 @@ pub struct EditArgs {
     /// The arguments to apply instead of the proposal (a JSON object).
     #[arg(long, value_name = "JSON")]
     pub args: String,
+    /// Who edits (the edit is their approval under a quorum): defaults to the OS user.
+    #[arg(long = "as", value_name = "NAME")]
+    pub reviewer: Option<String>,
 }
 
 /// `assent dismiss`.

@@ -9,7 +9,7 @@ use crate::context::{Ctx, Output};
 use crate::render;
 use assent_confirm::{ConfirmError, DEFAULT_EXPIRY_TTL, ItemResult};
 use assent_server::shapes::{SetView, confirm_all_json, confirmed_json};
-use assent_store::{change_sets, decisions, host_tools, jobs};
+use assent_store::{approvals, change_sets, decisions, host_tools, jobs};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -23,15 +23,18 @@ pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
     let mut conn = ctx.connection().await?;
     let sets = change_sets::pending(&mut conn, &filter).await?;
     let mut ran = Vec::with_capacity(sets.len());
+    let mut quorums = Vec::with_capacity(sets.len());
     for set in &sets {
         ran.push(jobs::for_change_set(&mut conn, set.id).await?);
+        quorums.push(approvals::quorum_of(&mut conn, set).await?);
     }
     let listed: Vec<SetView<'_>> = sets
         .iter()
         .zip(&ran)
-        .map(|(set, ran)| SetView::of(set).with_jobs(ran))
+        .zip(&quorums)
+        .map(|((set, ran), quorum)| SetView::of(set).with_jobs(ran).with_quorum(quorum))
         .collect();
-    Output::either(ctx.json, &listed, || render::pending(&sets, &ran))
+    Output::either(ctx.json, &listed, || render::pending(&sets, &ran, &quorums))
 }
 
 /// `assent show SET [IDX]`: what `pending` lists in a line, whole, so a person can
@@ -58,7 +61,11 @@ pub async fn show(ctx: &Ctx, args: ShowArgs) -> Result<Output, CliError> {
     for (index, item) in set.items.iter().enumerate() {
         tools.push(served_tool(&mut conn, id, index, &item.tool_name).await?);
     }
-    let mut view = SetView::of(&set).with_reasons(&decided).with_jobs(&ran);
+    let quorum = approvals::quorum_of(&mut conn, &set).await?;
+    let mut view = SetView::of(&set)
+        .with_reasons(&decided)
+        .with_jobs(&ran)
+        .with_quorum(&quorum);
     view.undoes = change_sets::undoes(&mut conn, id).await?;
     let text = || render::show(&set, args.index, &ran, &decided, &tools);
     match args.index {
@@ -101,7 +108,10 @@ async fn set_id(ctx: &Ctx, text: &str) -> Result<Uuid, CliError> {
 /// `assent confirm`.
 pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
     let set = set_id(ctx, &args.set).await?;
-    let service = ctx.engine.confirmations();
+    let service = ctx
+        .engine
+        .confirmations()
+        .by(crate::cli::reviewer(args.reviewer.as_deref()));
     match args.index {
         Some(index) if !args.all => {
             let outcome = service.confirm_item(set, index, ctx.now).await?;
@@ -152,6 +162,7 @@ pub async fn edit(ctx: &Ctx, args: EditArgs) -> Result<Output, CliError> {
     let outcome = ctx
         .engine
         .confirmations()
+        .by(crate::cli::reviewer(args.reviewer.as_deref()))
         .edit_and_confirm(set, args.item.index, new_args, ctx.now)
         .await?;
     Output::either(ctx.json, &confirmed_json(&outcome), || {

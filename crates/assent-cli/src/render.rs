@@ -1,12 +1,15 @@
 //! Human output: tasks, wakes, change sets, decisions, the audit trail and the outbox
 //! as text for a person (the `--json` output is the types' own serialization).
 
-use assent_confirm::{ConfirmAllResult, ConfirmOutcome, ItemResult, WakeOutcome, WakeRequest};
+use assent_confirm::{
+    ConfirmAllResult, ConfirmOutcome, ExecutionOutcome, ItemResult, WakeOutcome, WakeRequest,
+};
 use assent_domain::{
     ChangeDecision, ChangeItem, ChangeSet, OffsetDateTime, Uuid, Verdict, canonical_json,
     head_and_tail, one_line,
 };
 use assent_journal::TaskSnapshot;
+use assent_store::approvals::{Quorum, Revision};
 use assent_store::delegation::Grant;
 use assent_store::host_tools::HostTool;
 use assent_store::jobs::{Job, JobStatus};
@@ -284,17 +287,28 @@ fn set_header(set: &ChangeSet) -> String {
 
 /// The sets of `assent pending`, each confirmed item of an external tool followed by
 /// how its run stands (`ran` holds each set's jobs).
-pub fn pending(sets: &[ChangeSet], ran: &[Vec<Job>]) -> String {
+pub fn pending(sets: &[ChangeSet], ran: &[Vec<Job>], quorums: &[Quorum]) -> String {
     if sets.is_empty() {
         return "No change sets wait for review".to_owned();
     }
     sets.iter()
         .zip(ran)
-        .map(|(set, jobs)| {
+        .zip(quorums)
+        .map(|((set, jobs), quorum)| {
             let mut text = change_set(set);
             for job in jobs {
                 text.push_str(&execution(job));
                 text.push('\n');
+            }
+            for (index, needed, revision) in &quorum.items {
+                if set
+                    .items
+                    .get(*index)
+                    .is_some_and(|item| item.status.is_open())
+                {
+                    text.push_str(&approvals_line(*index, *needed, revision));
+                    text.push('\n');
+                }
             }
             text
         })
@@ -416,6 +430,20 @@ fn whole(label: &str, value: &Value) -> String {
     text
 }
 
+/// `  [0] 1 of 2 approvals (by alice)`: an open item's quorum.
+fn approvals_line(index: usize, needed: u32, revision: &Revision) -> String {
+    let by: Vec<&str> = revision.approvals.iter().map(|a| a.by.as_str()).collect();
+    let who = if by.is_empty() {
+        String::new()
+    } else {
+        format!(" (by {})", by.join(", "))
+    };
+    format!(
+        "  [{index}] {} of {needed} approvals{who}",
+        revision.approvals.len()
+    )
+}
+
 /// How the run of a confirmed external item stands: `  [1] run: in doubt (attempt 2,
 /// job …): the executor stopped ...`.
 pub fn execution(job: &Job) -> String {
@@ -461,9 +489,13 @@ fn mark(verdict: Verdict, edited: bool) -> &'static str {
 /// A confirmation: what was decided and what the handler said.
 pub fn confirmed(index: usize, outcome: &ConfirmOutcome) -> String {
     let d = &outcome.decision;
+    let verb = match outcome.execution {
+        ExecutionOutcome::AwaitingApprovals { .. } => "approved",
+        _ => "confirmed",
+    };
     let how = match &d.edited_args {
-        Some(args) => format!("confirmed with edits {}", canonical_json(args)),
-        None => "confirmed".to_owned(),
+        Some(args) => format!("{verb} with edits {}", canonical_json(args)),
+        None => verb.to_owned(),
     };
     format!(
         "{} [{index}] {} — {how}: {}",

@@ -47,6 +47,11 @@ pub async fn agent_rule(
     args: AgentRuleArgs,
     action: RuleAction,
 ) -> Result<Output, CliError> {
+    if args.approvals.is_some() && (action != RuleAction::Ask || args.shadow) {
+        return Err(CliError::Usage(
+            "--approvals goes with `assent agent ask` (not --shadow): how many people confirm each call".to_owned(),
+        ));
+    }
     if args.shadow {
         return agent_shadow_rule(ctx, args, action).await;
     }
@@ -62,7 +67,14 @@ pub async fn agent_rule(
     // A rule set for real promotes (replaces) a shadow rule for the same pattern.
     let mut tx = ctx.store().begin_write().await?;
     changed |= agents::remove_shadow_rule(&mut tx, &agent.id, args.tool.trim(), ctx.now).await?;
+    if let Some(needed) = args.approvals {
+        let tool = args.tool.trim();
+        changed |= agents::set_approvals_needed(&mut tx, &agent.id, tool, needed, ctx.now)
+            .await?
+            .unwrap_or(false);
+    }
     tx.commit().await.map_err(StoreError::from)?;
+    let agent = agent_view(ctx.store(), &agent.id).await?;
     let shown = with_expiries(ctx, &agent).await?;
     let until = args.for_span.map(|span| ctx.now + span);
     Output::either(ctx.json, &shown, || {
@@ -459,6 +471,12 @@ fn render_agent(
             &["ACTION", "TOOL"]
         };
         text.push_str(&render::indent(&render::table(header, &rows), "    "));
+    }
+    for quorum in &agent.quorums {
+        text.push_str(&format!(
+            "\n  quorum      {} needs {} approvals by distinct people",
+            quorum.tool, quorum.approvals
+        ));
     }
     for hold in &agent.holds {
         text.push_str(&format!(

@@ -17,7 +17,9 @@ use crate::attribution::Attribution;
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use crate::{ConfirmError, Engine};
 use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OperationId, Target, Verdict};
-use assent_store::{AnyConnection, Backend, StoreAuditSink, agents, change_sets, host_tools, jobs};
+use assent_store::{
+    AnyConnection, Backend, StoreAuditSink, agents, approvals, change_sets, host_tools, jobs,
+};
 use assent_tools::{
     AgentPolicy, ExecutionTarget, ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
 };
@@ -56,6 +58,20 @@ impl ConfirmOutcome {
             ExecutionOutcome::Queued { job_id, host } => {
                 format!("Approved; it runs when an executor of {host} claims job {job_id}.")
             }
+            ExecutionOutcome::AwaitingApprovals { approvals, needed } => format!(
+                "Approved: {approvals} of {needed} approvals; it runs once {} more {} approve{}.",
+                *needed as usize - approvals,
+                if *needed as usize - approvals == 1 {
+                    "person"
+                } else {
+                    "people"
+                },
+                if *needed as usize - approvals == 1 {
+                    "s"
+                } else {
+                    ""
+                }
+            ),
             ExecutionOutcome::Scheduled {
                 job_id, not_before, ..
             } => format!(
@@ -86,6 +102,38 @@ pub struct ConfirmAllResult {
     pub items: Vec<(usize, String, ItemResult)>,
 }
 
+/// What a confirmation of an item with a quorum amounts to ([`ConfirmationService::gather`]).
+enum Gathered {
+    /// Enough people approved (or one is enough): confirm with these arguments.
+    Met {
+        edited_args: Option<Value>,
+        approval: Option<PendingApproval>,
+    },
+    /// Recorded as one approval, short of the quorum: the outcome to return.
+    Waiting(Box<ConfirmOutcome>),
+}
+
+/// An approval to record.
+struct PendingApproval {
+    revision: i64,
+    by: String,
+    args: Value,
+    at: OffsetDateTime,
+}
+
+impl PendingApproval {
+    async fn record(
+        &self,
+        conn: &mut AnyConnection,
+        change_set_id: Uuid,
+        index: usize,
+    ) -> Result<(), ConfirmError> {
+        let (revision, by, args, at) = (self.revision, &self.by, &self.args, self.at);
+        approvals::record(conn, change_set_id, index, revision, by, args, at).await?;
+        Ok(())
+    }
+}
+
 /// Refuses another decision on item `index` while its confirmation waits out a hold
 /// window: it is taken back only by cancelling its job.
 async fn refuse_held(
@@ -113,6 +161,9 @@ fn clean_reason(reason: Option<String>) -> Result<Option<String>, ConfirmError> 
 #[derive(Clone)]
 pub struct ConfirmationService {
     pub(crate) engine: Engine,
+    /// Who decides (a token's id, `--as`, the OS user): needed for a tool whose items
+    /// need more than one person's approval, and recorded with each approval.
+    reviewer: Option<String>,
     /// Set when the decisions answer a sub-agent's question: each decision is then
     /// linked to the asking agent path in the same transaction.
     attribution: Option<Attribution>,
@@ -143,8 +194,17 @@ impl ConfirmationService {
     pub fn new(engine: Engine) -> Self {
         Self {
             engine,
+            reviewer: None,
             attribution: None,
         }
+    }
+
+    /// This service, deciding as `reviewer`: the identity a quorum counts (`assent
+    /// agent ask … --approvals N` needs that many distinct ones).
+    #[must_use]
+    pub fn by(mut self, reviewer: impl Into<String>) -> Self {
+        self.reviewer = Some(reviewer.into());
+        self
     }
 
     /// This service, recording every decision as the answer to a delegated question.
@@ -343,7 +403,18 @@ impl ConfirmationService {
             tracing::info!(index, detail = %stale.detail, "target changed since proposed: refused");
             return Ok(Err(ConfirmError::TargetChanged(stale.detail)));
         }
+        let (edited_args, approval) = match self.gather(tx, set, index, edited_args, now).await? {
+            Gathered::Met {
+                edited_args,
+                approval,
+            } => (edited_args, approval),
+            Gathered::Waiting(outcome) => return Ok(Ok(*outcome)),
+        };
+        let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         if let Some(hold) = agents::hold_for(tx, &set.agent_id, &spec.name).await? {
+            if let Some(approval) = approval {
+                approval.record(tx, set.id, index).await?;
+            }
             let own = jobs::ExternalItem {
                 host: engine.host.name().to_owned(),
                 idempotent: false,
@@ -401,6 +472,9 @@ impl ConfirmationService {
                 error,
             })),
             execution => {
+                if let Some(approval) = approval {
+                    approval.record(tx, set.id, index).await?;
+                }
                 let mut decisions = self
                     .record(
                         tx,
@@ -421,6 +495,95 @@ impl ConfirmationService {
                 }))
             }
         }
+    }
+
+    /// Counts this confirmation toward item `index`'s quorum, when its tool needs more
+    /// than one person (`agents::approvals_needed`). An edit starts a new revision
+    /// (approvals of the old arguments no longer count; the edit is its editor's
+    /// approval). Short of the quorum, the approval is recorded and `item.approved`
+    /// queued: [`Gathered::Waiting`]. Meeting it: [`Gathered::Met`] with the
+    /// arguments to run (the revision's, an edit when they differ from the proposal)
+    /// and the approval to record beside the decision once the confirmation succeeds.
+    /// Runs in the deciding transaction, under the item's lock, so of two approvals
+    /// racing to meet a quorum the second finds the item decided.
+    async fn gather(
+        &self,
+        conn: &mut AnyConnection,
+        set: &ChangeSet,
+        index: usize,
+        edited_args: Option<Value>,
+        now: OffsetDateTime,
+    ) -> Result<Gathered, ConfirmError> {
+        let item = &set.items[index];
+        let needed = agents::approvals_needed(conn, &set.agent_id, &item.tool_name).await?;
+        if needed <= 1 {
+            return Ok(Gathered::Met {
+                edited_args,
+                approval: None,
+            });
+        }
+        let Some(by) = self.reviewer.clone() else {
+            return Err(ConfirmError::Conflict(format!(
+                "{} needs {needed} approvals by distinct people: say who approves (--as NAME on the CLI, a reviewer token over the API)",
+                item.tool_name
+            )));
+        };
+        let mut revision = approvals::current(conn, set.id, index).await?;
+        let current_args = revision.args.clone().unwrap_or_else(|| item.args.clone());
+        let args = match edited_args {
+            Some(edited) if edited != current_args => {
+                revision = approvals::Revision {
+                    number: revision.number + 1,
+                    args: Some(edited.clone()),
+                    approvals: Vec::new(),
+                };
+                edited
+            }
+            _ => current_args,
+        };
+        if revision.approved_by(&by) {
+            return Err(ConfirmError::Conflict(format!(
+                "{by} has approved item {index} already: it needs {needed} approvals by distinct people ({} so far)",
+                revision.approvals.len()
+            )));
+        }
+        let approval = PendingApproval {
+            revision: revision.number,
+            by,
+            args,
+            at: now,
+        };
+        let count = revision.approvals.len() + 1;
+        if count < needed as usize {
+            approval.record(conn, set.id, index).await?;
+            revision.args = Some(approval.args.clone());
+            revision.approvals.push(approvals::Approval {
+                by: approval.by.clone(),
+                at: now,
+            });
+            assent_store::webhooks::enqueue_approval_event(
+                conn, set, index, &revision, needed, now,
+            )
+            .await?;
+            tracing::info!(index, by = %approval.by, count, needed, "approval recorded, short of the quorum");
+            let verdicts = Verdicts {
+                verdict: Verdict::Confirmed,
+                reason: None,
+                edited_args: (approval.args != item.args).then(|| approval.args.clone()),
+                approval_digest: None,
+            };
+            return Ok(Gathered::Waiting(Box::new(ConfirmOutcome {
+                decision: Self::decision(set, index, &verdicts, now),
+                execution: ExecutionOutcome::AwaitingApprovals {
+                    approvals: count,
+                    needed,
+                },
+            })));
+        }
+        Ok(Gathered::Met {
+            edited_args: (approval.args != item.args).then(|| approval.args.clone()),
+            approval: Some(approval),
+        })
     }
 
     /// Checks a person's edited arguments against the tool's schema (a tool this
@@ -532,6 +695,16 @@ impl ConfirmationService {
         if let Some(args) = &edited_args {
             self.validate_external_edit(conn, &external.host, &set.items[index].tool_name, args)
                 .await?;
+        }
+        let (edited_args, approval) = match self.gather(conn, set, index, edited_args, now).await? {
+            Gathered::Met {
+                edited_args,
+                approval,
+            } => (edited_args, approval),
+            Gathered::Waiting(outcome) => return Ok(Ok(*outcome)),
+        };
+        if let Some(approval) = approval {
+            approval.record(conn, set.id, index).await?;
         }
         let tool_name = &set.items[index].tool_name;
         if let Some(hold) = agents::hold_for(conn, &set.agent_id, tool_name).await? {

@@ -91,6 +91,15 @@ pub enum ExecutionOutcome {
         /// When the window ends.
         not_before: time::OffsetDateTime,
     },
+    /// The tool needs more than one person (`assent agent ask … --approvals N`): this
+    /// confirmation counted as one approval, short of the quorum. No decision was
+    /// written and nothing ran; the item stays pending.
+    AwaitingApprovals {
+        /// Approvals of the item's current revision so far, this one included.
+        approvals: usize,
+        /// How many it needs.
+        needed: u32,
+    },
 }
 
 impl ExecutionOutcome {

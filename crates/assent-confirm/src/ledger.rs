@@ -538,7 +538,9 @@ impl Engine {
             }
             ExecutionOutcome::Denied { reason } => Some(format!("denied by policy: {reason}")),
             ExecutionOutcome::Failed { error } => Some(stored_result(&error).into_owned()),
-            ExecutionOutcome::Queued { .. } | ExecutionOutcome::Scheduled { .. } => {
+            ExecutionOutcome::Queued { .. }
+            | ExecutionOutcome::Scheduled { .. }
+            | ExecutionOutcome::AwaitingApprovals { .. } => {
                 Some("a transactional tool cannot be queued again".to_owned())
             }
         };

@@ -411,5 +411,8 @@ fn said(tool_name: &str, outcome: ExecutionOutcome) -> String {
         ExecutionOutcome::Queued { job_id, .. } | ExecutionOutcome::Scheduled { job_id, .. } => {
             format!("Queued as job {job_id}.")
         }
+        ExecutionOutcome::AwaitingApprovals { approvals, needed } => {
+            format!("Waiting for approvals: {approvals} of {needed}.")
+        }
     }
 }

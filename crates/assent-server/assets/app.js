@@ -418,6 +418,12 @@
     if (item.stale) {
       li.append(el("span", { class: "change stale" }, "Changed since proposed: " + (item.staleDetail || "")));
     }
+    // A tool that needs more than one person: how far its current revision is.
+    if (item.approvalsNeeded && OPEN.has(item.status)) {
+      const by = (item.approvals || []).map((a) => a.by).join(", ");
+      li.append(el("span", { class: "badge approvals", title: by ? "Approved by " + by : "No approval yet" },
+        `${(item.approvals || []).length} of ${item.approvalsNeeded} approvals`));
+    }
     if (item.execution) li.append(execution(set, item));
     // An applied item whose tool declares its reversal: propose it as a new set, which
     // a person then reviews like any other.

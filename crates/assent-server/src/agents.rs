@@ -43,6 +43,11 @@ pub struct AgentView {
     /// Left out when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub holds: Vec<HoldView>,
+    /// Its quorums (`assent agent ask … --approvals N`): `[{tool, approvals}]`, by
+    /// tool; an item of such a tool runs after that many people confirmed it. Left out
+    /// when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quorums: Vec<QuorumView>,
     /// Whether it did not exist before (not part of the JSON).
     #[serde(skip)]
     pub created: bool,
@@ -64,6 +69,15 @@ pub struct HoldView {
     pub tool: String,
     /// How long a confirmation of it waits before it runs.
     pub seconds: u32,
+}
+
+/// One quorum of an agent: `{tool, approvals}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QuorumView {
+    /// The tool's name.
+    pub tool: String,
+    /// How many distinct people must confirm an item of it.
+    pub approvals: u32,
 }
 
 impl AgentView {
@@ -90,6 +104,7 @@ impl AgentView {
             tools: Vec::new(),
             idempotent_tools: Vec::new(),
             holds: Vec::new(),
+            quorums: Vec::new(),
             created: false,
         }
     }
@@ -102,12 +117,17 @@ impl AgentView {
         let tools = host_tools::for_agent(conn, &agent.id).await?;
         let idempotent = host_tools::idempotent_tools(conn, &agent.id).await?;
         let holds = agents::holds(conn, &agent.id).await?;
+        let quorums = agents::quorums(conn, &agent.id).await?;
         Ok(Self {
             tools: tools.iter().map(host_tools::HostTool::to_json).collect(),
             idempotent_tools: idempotent.into_iter().collect(),
             holds: holds
                 .into_iter()
                 .map(|(tool, seconds)| HoldView { tool, seconds })
+                .collect(),
+            quorums: quorums
+                .into_iter()
+                .map(|(tool, approvals)| QuorumView { tool, approvals })
                 .collect(),
             ..Self::of(agent)
         })
@@ -297,6 +317,8 @@ pub(crate) async fn create_agent(
 #[derive(Debug, Deserialize)]
 pub(crate) struct RuleBody {
     action: String,
+    /// With `ask`: how many distinct people confirm each call (1 removes a quorum).
+    approvals: Option<u32>,
 }
 
 pub(crate) async fn set_rule(
@@ -311,8 +333,22 @@ pub(crate) async fn set_rule(
         .trim()
         .parse()
         .map_err(ServerError::BadRequest)?;
-    let (agent, _) = set_agent_rule(state.engine.store(), &id, &tool, action, now()).await?;
-    ok(agent)
+    let store = state.engine.store();
+    let Some(needed) = body.approvals else {
+        let (agent, _) = set_agent_rule(store, &id, &tool, action, now()).await?;
+        return ok(agent);
+    };
+    if action != RuleAction::Ask || needed == 0 {
+        return Err(ServerError::BadRequest(
+            "approvals goes with the action ask and is at least 1".to_owned(),
+        ));
+    }
+    let (agent, _) = set_agent_rule(store, &id, &tool, action, now()).await?;
+    let mut tx = store.begin_write().await?;
+    agents::set_approvals_needed(&mut tx, &agent.id, tool.trim(), needed, now()).await?;
+    let view = written(&mut tx, &agent.id).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    ok(view)
 }
 
 /// `PUT /api/agents/{id}/holds/{tool} {seconds}`: the agent's hold window for `tool`

@@ -25,6 +25,12 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// Who decides, as a quorum counts people (`assent agent ask … --approvals N`): the
+    /// token's id, or `admin` for the server's own token.
+    pub fn identity(&self) -> String {
+        self.token_id.clone().unwrap_or_else(|| "admin".to_owned())
+    }
+
     /// The agent this caller is confined to, when it holds an agent token.
     pub fn confined_to(&self) -> Option<&str> {
         match self.role {

@@ -9,7 +9,7 @@ use crate::auth::Principal;
 use crate::shapes::{SetView, confirm_all_json, confirmed_json};
 use crate::{AppState, ServerError};
 use assent_domain::{ChangeSet, ChangeSetStatus, Uuid};
-use assent_store::{change_sets, decisions, host_tools, jobs};
+use assent_store::{approvals, change_sets, decisions, host_tools, jobs};
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, Query, State};
@@ -53,22 +53,26 @@ pub(crate) async fn list_change_sets(
     let mut decided = Vec::with_capacity(sets.len());
     let mut ran = Vec::with_capacity(sets.len());
     let mut changed = Vec::with_capacity(sets.len());
+    let mut quorums = Vec::with_capacity(sets.len());
     for set in &sets {
         decided.push(decisions::for_change_set(&mut conn, set.id).await?);
         ran.push(jobs::for_change_set(&mut conn, set.id).await?);
         changed.push(host_tools::changed_items(&mut conn, set.id).await?);
+        quorums.push(approvals::quorum_of(&mut conn, set).await?);
     }
     let views: Vec<SetView<'_>> = sets
         .iter()
         .zip(&decided)
         .zip(&ran)
         .zip(&changed)
-        .map(|(((set, decided), ran), changed)| {
+        .zip(&quorums)
+        .map(|((((set, decided), ran), changed), quorum)| {
             SetView::of(set)
                 .with_reasons(decided)
                 .with_jobs(ran)
                 .with_changed_tools(changed)
                 .with_undoable(|tool, args, before| reversible(&state, tool, args, before))
+                .with_quorum(quorum)
         })
         .collect();
     ok(views)
@@ -95,11 +99,13 @@ pub(crate) async fn show_change_set(
     }
     let ran = jobs::for_change_set(&mut conn, id).await?;
     let changed = host_tools::changed_items(&mut conn, id).await?;
+    let quorum = approvals::quorum_of(&mut conn, &set).await?;
     ok(SetView::of(&set)
         .with_reasons(&decided)
         .with_jobs(&ran)
         .with_changed_tools(&changed)
-        .with_undoable(|tool, args, before| reversible(&state, tool, args, before)))
+        .with_undoable(|tool, args, before| reversible(&state, tool, args, before))
+        .with_quorum(&quorum))
 }
 
 /// Whether this server's engine can reverse `tool(args)`, which replaced `before`
@@ -122,11 +128,16 @@ async fn item_path(state: &AppState, path: ItemPath) -> Result<(Uuid, usize), Se
 }
 
 /// `POST /api/change-sets/{id}/items/{index}/confirm`.
-pub(crate) async fn confirm_item(State(state): State<AppState>, path: ItemPath) -> ApiResult {
+pub(crate) async fn confirm_item(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    path: ItemPath,
+) -> ApiResult {
     let (set, index) = item_path(&state, path).await?;
     let outcome = state
         .engine
         .confirmations()
+        .by(caller.identity())
         .confirm_item(set, index, now())
         .await?;
     publish_update(&state, set);
@@ -165,6 +176,7 @@ pub(crate) struct EditBody {
 /// `POST /api/change-sets/{id}/items/{index}/edit {args}`.
 pub(crate) async fn edit_item(
     State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     path: ItemPath,
     body: Body<EditBody>,
 ) -> ApiResult {
@@ -178,6 +190,7 @@ pub(crate) async fn edit_item(
     let outcome = state
         .engine
         .confirmations()
+        .by(caller.identity())
         .edit_and_confirm(set, index, body.args, now())
         .await?;
     publish_update(&state, set);
@@ -219,11 +232,13 @@ pub(crate) async fn undo_item(State(state): State<AppState>, path: ItemPath) -> 
 /// `POST /api/change-sets/{id}/confirm-all`.
 pub(crate) async fn confirm_all(
     State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     id: Result<Path<String>, PathRejection>,
 ) -> ApiResult {
     let Path(id) = id?;
     let set = resolve_set_id(&state, &id).await?;
-    let result = state.engine.confirmations().confirm_all(set, now()).await?;
+    let confirmations = state.engine.confirmations().by(caller.identity());
+    let result = confirmations.confirm_all(set, now()).await?;
     publish_update(&state, set);
     ok(confirm_all_json(&result))
 }

@@ -57,6 +57,14 @@ pub struct SetItemView<'a> {
     /// [`SetView::with_undoable`]). `true`, else absent.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub undoable: bool,
+    /// For an item whose tool needs more than one person (`assent agent ask …
+    /// --approvals N`): who approved its current revision, `[{by, at}]` (see
+    /// [`SetView::with_quorum`]). Absent for other items.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<Vec<Value>>,
+    /// How many distinct people must approve it; absent when one is enough.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approvals_needed: Option<u32>,
 }
 
 /// The id a journal task's views have always carried as `taskId`; absent for other
@@ -123,6 +131,8 @@ impl<'a> SetView<'a> {
                     stale: item.stale_detail.is_some(),
                     stale_detail: item.stale_detail.as_deref(),
                     undoable: false,
+                    approvals: None,
+                    approvals_needed: None,
                 })
                 .collect(),
         }
@@ -173,6 +183,24 @@ impl SetView<'_> {
             item.undoable = item.status == "confirmed"
                 && ran
                 && reversible(item.tool_name, item.args, item.before);
+        }
+        self
+    }
+
+    /// The same view with its items' quorums ([`assent_store::approvals::quorum_of`]).
+    #[must_use]
+    pub fn with_quorum(mut self, quorum: &assent_store::approvals::Quorum) -> Self {
+        for (index, needed, revision) in &quorum.items {
+            if let Some(item) = self.items.get_mut(*index) {
+                item.approvals_needed = Some(*needed);
+                item.approvals = Some(
+                    revision
+                        .approvals
+                        .iter()
+                        .map(|a| json!({"by": a.by, "at": assent_store::timefmt::format(a.at)}))
+                        .collect(),
+                );
+            }
         }
         self
     }

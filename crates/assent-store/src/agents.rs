@@ -283,23 +283,76 @@ async fn tool_settings(
     }
 }
 
+/// Agent `agent_id`'s tools whose setting `key` is a number above zero, with it, by
+/// tool name; empty for an unknown agent.
+async fn numbered_settings(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    key: &str,
+) -> Result<Vec<(String, u32)>, StoreError> {
+    let settings = tool_settings(conn, agent_id).await?.unwrap_or_default();
+    let mut found: Vec<(String, u32)> = settings
+        .iter()
+        .filter_map(|(tool, setting)| {
+            let number = setting.get(key)?.as_u64()?;
+            Some((tool.clone(), u32::try_from(number).ok()?))
+        })
+        .filter(|(_, number)| *number > 0)
+        .collect();
+    found.sort();
+    Ok(found)
+}
+
+/// Sets agent `agent_id`'s setting `key` of `tool_name` to `value` (`None` removes
+/// it), keeping its other settings. `None` for an unknown agent, else whether it
+/// changed.
+async fn set_tool_setting(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    tool_name: &str,
+    key: &str,
+    value: Option<u32>,
+    now: OffsetDateTime,
+) -> Result<Option<bool>, StoreError> {
+    let Some(mut settings) = tool_settings(conn, agent_id).await? else {
+        return Ok(None);
+    };
+    let before = settings.clone();
+    let entry = settings
+        .entry(tool_name.to_owned())
+        .or_insert_with(|| json!({}));
+    let Value::Object(setting) = entry else {
+        return Err(StoreError::corrupt(
+            "agents",
+            format!("tool_settings[{tool_name:?}] is not an object"),
+        ));
+    };
+    match value {
+        Some(value) => setting.insert(key.to_owned(), json!(value)),
+        None => setting.remove(key),
+    };
+    if setting.is_empty() {
+        settings.remove(tool_name);
+    }
+    if settings == before {
+        return Ok(Some(false));
+    }
+    sqlx::query("UPDATE agents SET tool_settings = $1, updated_at = $2 WHERE id = $3")
+        .bind(Value::Object(settings).to_string())
+        .bind(timefmt::format(now))
+        .bind(agent_id)
+        .execute(conn)
+        .await?;
+    Ok(Some(true))
+}
+
 /// Agent `agent_id`'s hold windows (`assent agent hold`): tool name and seconds, by
 /// tool name; empty for an unknown agent.
 pub async fn holds(
     conn: &mut AnyConnection,
     agent_id: &str,
 ) -> Result<Vec<(String, u32)>, StoreError> {
-    let settings = tool_settings(conn, agent_id).await?.unwrap_or_default();
-    let mut holds: Vec<(String, u32)> = settings
-        .iter()
-        .filter_map(|(tool, setting)| {
-            let seconds = setting.get("holdSeconds")?.as_u64()?;
-            Some((tool.clone(), u32::try_from(seconds).ok()?))
-        })
-        .filter(|(_, seconds)| *seconds > 0)
-        .collect();
-    holds.sort();
-    Ok(holds)
+    numbered_settings(conn, agent_id, HOLD_SECONDS).await
 }
 
 /// How long a confirmation of `tool_name` proposed by `agent_id` is held before it
@@ -325,38 +378,53 @@ pub async fn set_hold(
     seconds: u32,
     now: OffsetDateTime,
 ) -> Result<Option<bool>, StoreError> {
-    let Some(mut settings) = tool_settings(conn, agent_id).await? else {
-        return Ok(None);
-    };
-    let before = settings.clone();
-    let entry = settings
-        .entry(tool_name.to_owned())
-        .or_insert_with(|| json!({}));
-    let Value::Object(setting) = entry else {
-        return Err(StoreError::corrupt(
-            "agents",
-            format!("tool_settings[{tool_name:?}] is not an object"),
-        ));
-    };
-    if seconds == 0 {
-        setting.remove("holdSeconds");
-    } else {
-        setting.insert("holdSeconds".to_owned(), json!(seconds));
-    }
-    if setting.is_empty() {
-        settings.remove(tool_name);
-    }
-    if settings == before {
-        return Ok(Some(false));
-    }
-    sqlx::query("UPDATE agents SET tool_settings = $1, updated_at = $2 WHERE id = $3")
-        .bind(Value::Object(settings).to_string())
-        .bind(timefmt::format(now))
-        .bind(agent_id)
-        .execute(conn)
-        .await?;
-    Ok(Some(true))
+    let value = (seconds > 0).then_some(seconds);
+    set_tool_setting(conn, agent_id, tool_name, HOLD_SECONDS, value, now).await
 }
+
+/// Agent `agent_id`'s quorums (`assent agent ask … --approvals N`): the tools whose
+/// items need more than one person's confirmation, with how many, by tool name.
+pub async fn quorums(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+) -> Result<Vec<(String, u32)>, StoreError> {
+    Ok(numbered_settings(conn, agent_id, APPROVALS)
+        .await?
+        .into_iter()
+        .filter(|(_, needed)| *needed > 1)
+        .collect())
+}
+
+/// How many distinct people must confirm an item of `tool_name` proposed by
+/// `agent_id`: 1 unless a quorum is set.
+pub async fn approvals_needed(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    tool_name: &str,
+) -> Result<u32, StoreError> {
+    Ok(quorums(conn, agent_id)
+        .await?
+        .into_iter()
+        .find(|(tool, _)| tool == tool_name)
+        .map_or(1, |(_, needed)| needed))
+}
+
+/// Sets how many distinct people must confirm agent `agent_id`'s items of
+/// `tool_name` (1 removes the quorum). `None` for an unknown agent, else whether it
+/// changed.
+pub async fn set_approvals_needed(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    tool_name: &str,
+    needed: u32,
+    now: OffsetDateTime,
+) -> Result<Option<bool>, StoreError> {
+    let value = (needed > 1).then_some(needed);
+    set_tool_setting(conn, agent_id, tool_name, APPROVALS, value, now).await
+}
+
+const HOLD_SECONDS: &str = "holdSeconds";
+const APPROVALS: &str = "approvals";
 
 #[cfg(test)]
 mod tests {

@@ -31,6 +31,7 @@ mod store;
 mod query_plans;
 
 pub mod agents;
+pub mod approvals;
 pub mod audit;
 pub mod change_feed;
 pub mod change_sets;

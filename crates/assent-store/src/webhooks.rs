@@ -61,11 +61,14 @@ pub mod event {
     /// A held confirmation was cancelled within its window: the item ends rejected and
     /// nothing ran.
     pub const ITEM_CANCELLED: &str = "item.cancelled";
+    /// An item that needs more than one person's confirmation got one more, short of
+    /// its quorum (`approvals` and `approvalsNeeded` in its data).
+    pub const ITEM_APPROVED: &str = "item.approved";
     /// Sent by `assent webhooks test` only; never stored.
     pub const TEST: &str = "webhook.test";
 
     /// Every type a subscription may name.
-    pub const ALL: [&str; 10] = [
+    pub const ALL: [&str; 11] = [
         CHANGE_SET_CREATED,
         CHANGE_SET_RESOLVED,
         CHANGE_SET_EXPIRING,
@@ -76,6 +79,7 @@ pub mod event {
         ITEM_STALE,
         ITEM_SCHEDULED,
         ITEM_CANCELLED,
+        ITEM_APPROVED,
     ];
 }
 
@@ -529,6 +533,45 @@ pub async fn enqueue_stale_event(
         now,
     )
     .await
+}
+
+/// Queues `item.approved` about item `index` of `set`: `revision` has one more
+/// approval, short of `needed`. `data`: `changeSetId`, `itemIndex`, `agentId`,
+/// `target`, `toolName`, `args` (the revision's), `summary`, `approvals` `[{by, at}]`
+/// and `approvalsNeeded`.
+pub async fn enqueue_approval_event(
+    conn: &mut AnyConnection,
+    set: &ChangeSet,
+    index: usize,
+    revision: &crate::approvals::Revision,
+    needed: u32,
+    now: OffsetDateTime,
+) -> Result<Option<String>, StoreError> {
+    let Some(item) = set.items.get(index) else {
+        return Ok(None);
+    };
+    let approvals: Vec<Value> = revision
+        .approvals
+        .iter()
+        .map(|a| json!({"by": a.by, "at": timefmt::format(a.at)}))
+        .collect();
+    let new = NewEvent {
+        event_type: event::ITEM_APPROVED,
+        agent_id: Some(&set.agent_id),
+        change_set_id: Some(set.id),
+        data: json!({
+            "changeSetId": set.id,
+            "itemIndex": index,
+            "agentId": set.agent_id,
+            "target": target_json(&set.target_kind, &set.target_id),
+            "toolName": item.tool_name,
+            "args": revision.args.as_ref().unwrap_or(&item.args),
+            "summary": item.human_summary,
+            "approvals": approvals,
+            "approvalsNeeded": needed,
+        }),
+    };
+    enqueue_event(conn, new, now).await
 }
 
 /// Queues `item.scheduled` (the caller's transaction has just written held job `job`,

@@ -147,3 +147,87 @@ fn a_held_confirmation_cancelled_in_its_window_never_runs_and_one_not_cancelled_
         "0 removes the hold"
     );
 }
+
+#[test]
+fn a_quorum_of_two_counts_each_person_once_and_an_edit_starts_a_new_revision() {
+    let cli = Cli::new();
+    let task = cli.agent_and_task();
+    assert_fails(
+        &cli.run(&[
+            "agent",
+            "allow",
+            "a",
+            "update_task_priority",
+            "--approvals",
+            "2",
+        ]),
+        2,
+        "--approvals goes with `assent agent ask`",
+    );
+    let agent = cli.json(
+        &[
+            "agent",
+            "ask",
+            "a",
+            "update_task_priority",
+            "--approvals",
+            "2",
+        ],
+        "",
+    );
+    assert_eq!(
+        agent["quorums"],
+        serde_json::json!([{"tool": "update_task_priority", "approvals": 2}])
+    );
+    let wake = cli.json(&["wake", "--agent", "a", "--task", &task], &priority("P0"));
+    let set = wake["changeSetId"].as_str().expect("a set").to_owned();
+
+    let first = cli.json(&["confirm", &set, "0", "--as", "alice"], "");
+    assert!(
+        first["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1 of 2 approvals")),
+        "{first}"
+    );
+    let pending = String::from_utf8_lossy(&cli.run(&["pending"]).stdout).into_owned();
+    assert!(
+        pending.contains("[0] 1 of 2 approvals (by alice)"),
+        "{pending}"
+    );
+    assert_fails(
+        &cli.run(&["confirm", &set, "0", "--as", "alice"]),
+        3,
+        "alice has approved item 0 already",
+    );
+    // Bob edits: a new revision, his approval of it; alice's no longer counts.
+    let edited = cli.json(
+        &[
+            "edit",
+            &set,
+            "0",
+            "--args",
+            r#"{"priority":"P1"}"#,
+            "--as",
+            "bob",
+        ],
+        "",
+    );
+    assert!(
+        edited["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1 of 2 approvals")),
+        "{edited}"
+    );
+    let item = cli.json(&["show", &set, "0"], "");
+    assert_eq!(item["approvalsNeeded"], 2);
+    assert_eq!(item["approvals"][0]["by"], "bob", "{item}");
+    assert_eq!(cli.json(&["task", "show", &task], "")["priority"], "P2");
+
+    cli.json(&["confirm", &set, "0", "--as", "alice"], "");
+    assert_eq!(
+        cli.json(&["task", "show", &task], "")["priority"],
+        "P1",
+        "the revision's arguments run"
+    );
+    assert_eq!(cli.json(&["show", &set, "0"], "")["status"], "confirmed");
+}

@@ -1,7 +1,8 @@
 //! Approvals that stay true over the API (issue 28): a confirmation of an item whose
 //! target changed since the proposal is 409 with the one-line detail and a refreshed
 //! item; `POST …/items/{index}/undo` proposes an applied change's reversal (201), 409
-//! for an item that is not applied.
+//! for an item that is not applied. A quorum (issue 29): two reviewer tokens, each
+//! counted once, the last two racing.
 
 use crate::support::TestServer;
 use serde_json::json;
@@ -54,4 +55,123 @@ async fn a_stale_item_is_409_and_an_applied_one_is_undone_through_a_new_set() {
     assert_eq!(status, 200);
     let (_, shown) = server.get(&format!("/api/tasks/{task}")).await;
     assert_eq!(shown["priority"], "P3", "{shown}");
+}
+
+/// Sets agent `triage`'s rule for `update_task_priority` to `ask` with `approvals`.
+async fn require_approvals(server: &TestServer, secret: &str, approvals: u32) -> u16 {
+    let path = "/api/agents/triage/rules/update_task_priority";
+    let body = json!({"action": "ask", "approvals": approvals});
+    server
+        .send_as(secret, reqwest::Method::PUT, path, &body)
+        .await
+        .0
+}
+
+#[tokio::test]
+async fn a_quorum_of_two_reviewers_applies_once_and_counts_each_reviewer_once() {
+    let server = TestServer::start().await;
+    let task = server.agent_and_task("Quorum").await;
+    let (alice, bob) = (
+        server.token("reviewer", None).await,
+        server.token("reviewer", None).await,
+    );
+    assert_eq!(
+        require_approvals(&server, &alice, 2).await,
+        403,
+        "admin only"
+    );
+    assert_eq!(
+        require_approvals(&server, crate::support::TOKEN, 2).await,
+        200
+    );
+    let set = propose_priority(&server, &task, "P0").await;
+    let confirm = format!("/api/change-sets/{set}/items/0/confirm");
+    let post = reqwest::Method::POST;
+
+    let (status, first) = server
+        .send_as(&alice, post.clone(), &confirm, &json!({}))
+        .await;
+    assert_eq!(status, 200, "{first}");
+    assert!(
+        first["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1 of 2 approvals")),
+        "{first}"
+    );
+    let (_, shown) = server.get(&format!("/api/change-sets/{set}")).await;
+    let item = &shown["items"][0];
+    assert_eq!(item["status"], "pending");
+    assert_eq!(item["approvalsNeeded"], 2);
+    assert_eq!(
+        item["approvals"].as_array().map(Vec::len),
+        Some(1),
+        "{item}"
+    );
+    let (_, task_now) = server.get(&format!("/api/tasks/{task}")).await;
+    assert_ne!(task_now["priority"], "P0", "nothing ran at one approval");
+
+    let (status, again) = server
+        .send_as(&alice, post.clone(), &confirm, &json!({}))
+        .await;
+    assert_eq!(status, 409, "the same reviewer twice: {again}");
+
+    let (status, second) = server
+        .send_as(&bob, post.clone(), &confirm, &json!({}))
+        .await;
+    assert_eq!(status, 200, "{second}");
+    let (_, task_now) = server.get(&format!("/api/tasks/{task}")).await;
+    assert_eq!(task_now["priority"], "P0");
+    let (_, shown) = server.get(&format!("/api/change-sets/{set}")).await;
+    assert_eq!(shown["items"][0]["status"], "confirmed");
+    assert_eq!(
+        shown["items"][0]["approvals"].as_array().map(Vec::len),
+        Some(2)
+    );
+}
+
+#[tokio::test]
+async fn of_the_last_two_approvals_racing_one_applies_and_the_other_is_409() {
+    let server = TestServer::start().await;
+    let task = server.agent_and_task("Race").await;
+    assert_eq!(
+        require_approvals(&server, crate::support::TOKEN, 2).await,
+        200
+    );
+    let reviewers = [
+        server.token("reviewer", None).await,
+        server.token("reviewer", None).await,
+        server.token("reviewer", None).await,
+    ];
+    for _ in 0..3 {
+        let set = propose_priority(&server, &task, "P0").await;
+        let confirm = format!("/api/change-sets/{set}/items/0/confirm");
+        let post = reqwest::Method::POST;
+        let (status, _) = server
+            .send_as(&reviewers[0], post.clone(), &confirm, &json!({}))
+            .await;
+        assert_eq!(status, 200);
+        let empty = json!({});
+        let (b, c) = tokio::join!(
+            server.send_as(&reviewers[1], post.clone(), &confirm, &empty),
+            server.send_as(&reviewers[2], post.clone(), &confirm, &empty)
+        );
+        let mut statuses = [b.0, c.0];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 409], "{b:?} {c:?}");
+        let (_, decisions) = server.get("/api/decisions?agentId=triage&limit=100").await;
+        let finals = decisions.as_array().map_or(0, |all| {
+            all.iter()
+                .filter(|d| d["changeSetId"] == set.as_str())
+                .count()
+        });
+        assert_eq!(finals, 1, "one decision: {decisions}");
+        // Back to another priority for the next round.
+        let reset = propose_priority(&server, &task, "P3").await;
+        for reviewer in &reviewers[..2] {
+            let path = format!("/api/change-sets/{reset}/items/0/confirm");
+            server
+                .send_as(reviewer, post.clone(), &path, &json!({}))
+                .await;
+        }
+    }
 }

@@ -1,0 +1,185 @@
+//! Partial confirmations of items that need more than one person (a quorum, `assent
+//! agent ask AGENT TOOL --approvals N`; migration 0017). An item's approvals are kept
+//! per revision: an edit starts a new one with the edited arguments, and only the
+//! current revision's approvals count. The confirmation that meets the quorum writes
+//! the item's one decision as any confirmation does.
+
+use crate::{StoreError, timefmt};
+use serde_json::Value;
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+const TABLE: &str = "approvals";
+
+/// One person's approval: who, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    /// A token's id, `--as`, or the OS user.
+    pub by: String,
+    /// When.
+    pub at: OffsetDateTime,
+}
+
+/// An item's current revision and the approvals it has.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Revision {
+    /// 0 before any approval or edit; each edit adds one.
+    pub number: i64,
+    /// The arguments this revision runs with (`None`: the proposal's, or no approval
+    /// yet).
+    pub args: Option<Value>,
+    /// Who approved it, first first.
+    pub approvals: Vec<Approval>,
+}
+
+impl Revision {
+    /// Whether `by` has approved this revision.
+    pub fn approved_by(&self, by: &str) -> bool {
+        self.approvals.iter().any(|a| a.by == by)
+    }
+}
+
+fn decode(row: &AnyRow) -> Result<(usize, i64, String, Approval), StoreError> {
+    let index: i64 = row.try_get("item_index")?;
+    let at: String = row.try_get("created_at")?;
+    Ok((
+        usize::try_from(index).map_err(|e| StoreError::corrupt(TABLE, e))?,
+        row.try_get("revision")?,
+        row.try_get("args")?,
+        Approval {
+            by: row.try_get("approved_by")?,
+            at: timefmt::parse(TABLE, &at)?,
+        },
+    ))
+}
+
+/// Folds rows of one item, ordered by revision then time, into its latest revision.
+fn latest(rows: impl Iterator<Item = (i64, String, Approval)>) -> Result<Revision, StoreError> {
+    let mut revision = Revision::default();
+    for (number, args, approval) in rows {
+        if number != revision.number || revision.args.is_none() {
+            revision = Revision {
+                number,
+                args: Some(serde_json::from_str(&args).map_err(|e| StoreError::corrupt(TABLE, e))?),
+                approvals: Vec::new(),
+            };
+        }
+        revision.approvals.push(approval);
+    }
+    Ok(revision)
+}
+
+const SELECT: &str = "SELECT item_index, revision, approved_by, args, created_at FROM approvals";
+
+/// Item `index` of set `change_set_id`: its current revision and its approvals.
+pub async fn current(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    index: usize,
+) -> Result<Revision, StoreError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "{SELECT} WHERE change_set_id = $1 AND item_index = $2 ORDER BY revision, created_at, approved_by"
+    )))
+    .bind(change_set_id.to_string())
+    .bind(index as i64)
+    .fetch_all(conn)
+    .await?;
+    let decoded = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+    latest(decoded.into_iter().map(|(_, n, args, a)| (n, args, a)))
+}
+
+/// The current revision of every item of set `change_set_id` that has approvals, by
+/// item index.
+pub async fn for_change_set(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+) -> Result<Vec<(usize, Revision)>, StoreError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "{SELECT} WHERE change_set_id = $1 ORDER BY item_index, revision, created_at, approved_by"
+    )))
+    .bind(change_set_id.to_string())
+    .fetch_all(conn)
+    .await?;
+    let decoded = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+    let mut items: Vec<(usize, Revision)> = Vec::new();
+    let mut start = 0;
+    while start < decoded.len() {
+        let index = decoded[start].0;
+        let end = decoded[start..]
+            .iter()
+            .position(|row| row.0 != index)
+            .map_or(decoded.len(), |n| start + n);
+        let rows = decoded[start..end]
+            .iter()
+            .map(|(_, n, args, a)| (*n, args.clone(), a.clone()));
+        items.push((index, latest(rows)?));
+        start = end;
+    }
+    Ok(items)
+}
+
+/// Records `by`'s approval of revision `revision` of item `index`, which runs with
+/// `args`. The same person twice on one revision breaks the primary key: the caller
+/// checks first and says so.
+pub async fn record(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    index: usize,
+    revision: i64,
+    by: &str,
+    args: &Value,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO approvals (change_set_id, item_index, revision, approved_by, args, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(change_set_id.to_string())
+    .bind(index as i64)
+    .bind(revision)
+    .bind(by)
+    .bind(args.to_string())
+    .bind(timefmt::format(now))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// What a set's views show of its items' quorums: for each item whose tool needs more
+/// than one person, or that has approvals, how many it needs and who approved its
+/// current revision.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Quorum {
+    /// `(item index, approvals needed, current revision)`, by item index.
+    pub items: Vec<(usize, u32, Revision)>,
+}
+
+/// The quorum state of `set`'s items (two reads: its agent's quorums, its approvals).
+pub async fn quorum_of(
+    conn: &mut AnyConnection,
+    set: &assent_domain::ChangeSet,
+) -> Result<Quorum, StoreError> {
+    let quorums = crate::agents::quorums(conn, &set.agent_id).await?;
+    let mut revisions = if quorums.is_empty() {
+        Vec::new()
+    } else {
+        for_change_set(conn, set.id).await?
+    };
+    let mut items = Vec::new();
+    for (index, item) in set.items.iter().enumerate() {
+        let needed = quorums
+            .iter()
+            .find(|(tool, _)| *tool == item.tool_name)
+            .map_or(1, |(_, needed)| *needed);
+        let revision = revisions
+            .iter()
+            .position(|(i, _)| *i == index)
+            .map(|at| revisions.swap_remove(at).1);
+        if needed > 1 || revision.is_some() {
+            items.push((index, needed, revision.unwrap_or_default()));
+        }
+    }
+    Ok(Quorum { items })
+}
