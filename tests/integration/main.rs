@@ -15,6 +15,7 @@ mod ledger;
 mod outbox;
 mod outcome;
 mod properties;
+mod shadow;
 mod stale;
 mod stored_results;
 mod sync;

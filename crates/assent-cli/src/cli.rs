@@ -547,6 +547,9 @@ pub struct RejectArgs {
     /// Why; the agent sees it in its next wake.
     #[arg(long)]
     pub reason: Option<String>,
+    /// Who rejects (recorded with the decision): defaults to the OS user.
+    #[arg(long = "as", value_name = "NAME")]
+    pub reviewer: Option<String>,
 }
 
 /// `assent edit`.

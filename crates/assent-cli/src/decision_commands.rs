@@ -146,6 +146,7 @@ pub async fn reject(ctx: &Ctx, args: RejectArgs) -> Result<Output, CliError> {
     let decision = ctx
         .engine
         .confirmations()
+        .by(crate::cli::reviewer(args.reviewer.as_deref()))
         .reject_item(set, args.item.index, args.reason, ctx.now)
         .await?;
     Output::either(ctx.json, &decision, || render::decision(&decision))
@@ -209,6 +210,7 @@ pub async fn dismiss(ctx: &Ctx, args: DismissArgs) -> Result<Output, CliError> {
     let decisions = ctx
         .engine
         .confirmations()
+        .by(crate::cli::reviewer(None))
         .dismiss(set, args.reason, ctx.now)
         .await?;
     Output::either(ctx.json, &decisions, || render::decisions(&decisions))

@@ -21,7 +21,8 @@ use assent_store::{
     AnyConnection, Backend, StoreAuditSink, agents, approvals, change_sets, host_tools, jobs,
 };
 use assent_tools::{
-    AgentPolicy, ExecutionTarget, ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
+    AgentPolicy, ExecutionTarget, PastOutcome, ToolInvocation, ToolMode, ToolRegistry, ToolSpec,
+    ToolsError,
 };
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
@@ -100,6 +101,24 @@ pub struct ConfirmAllResult {
     pub change_set_id: Uuid,
     /// `(index, human summary, result)`.
     pub items: Vec<(usize, String, ItemResult)>,
+}
+
+/// `{rule, agreed}` of the first of `shadows` covering `decision`'s tool: what that
+/// rule would have done beside what the person did, as it is decided.
+fn shadow_verdict(shadows: &[agents::ShadowRule], decision: &ChangeDecision) -> Option<Value> {
+    let shadow = shadows
+        .iter()
+        .find(|s| s.rule.matches(&decision.tool_name))?;
+    let outcome = match (decision.verdict, &decision.edited_args) {
+        (Verdict::Rejected, _) => PastOutcome::Rejected,
+        (_, Some(_)) => PastOutcome::Edited,
+        (_, None) => PastOutcome::ConfirmedUnchanged,
+    };
+    let action = shadow.rule.action();
+    Some(serde_json::json!({
+        "rule": action.as_str(),
+        "agreed": assent_tools::shadow_agrees(action, outcome),
+    }))
 }
 
 /// What a confirmation of an item with a quorum amounts to ([`ConfirmationService::gather`]).
@@ -252,16 +271,23 @@ impl ConfirmationService {
             set.apply_verdict(index, verdicts.verdict, now)?;
         }
         set.vector_clock.tick(self.engine.store.device_id());
+        // What the agent's shadow rules would have done (a person's verdicts only).
+        let shadows = match verdicts.verdict {
+            Verdict::Confirmed | Verdict::Rejected => agents::shadow_rules(conn, &set.agent_id)
+                .await?
+                .unwrap_or_default(),
+            Verdict::Deferred | Verdict::Retracted => Vec::new(),
+        };
         let mut written = Vec::with_capacity(indexes.len());
         for &index in indexes {
             let decision = Self::decision(set, index, &verdicts, now);
-            assent_store::decisions::insert_approved(
-                conn,
-                &decision,
-                verdicts.approval_digest.as_deref(),
-                now,
-            )
-            .await?;
+            let shadow = shadow_verdict(&shadows, &decision);
+            let facts = assent_store::decisions::LocalFacts {
+                approval_digest: verdicts.approval_digest.as_deref(),
+                decided_by: self.reviewer.as_deref(),
+                shadow: shadow.as_ref(),
+            };
+            assent_store::decisions::insert_decided(conn, &decision, &facts, now).await?;
             if let Some(attribution) = &self.attribution {
                 crate::attribution::record_attributed(conn, attribution, &decision, now).await?;
             }

@@ -153,6 +153,7 @@ pub(crate) struct ReasonBody {
 /// `POST /api/change-sets/{id}/items/{index}/reject {reason}`.
 pub(crate) async fn reject_item(
     State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     path: ItemPath,
     body: Body<ReasonBody>,
 ) -> ApiResult {
@@ -161,6 +162,7 @@ pub(crate) async fn reject_item(
     let decision = state
         .engine
         .confirmations()
+        .by(caller.identity())
         .reject_item(set, index, body.reason, now())
         .await?;
     publish_update(&state, set);
@@ -246,6 +248,7 @@ pub(crate) async fn confirm_all(
 /// `POST /api/change-sets/{id}/dismiss {reason}`.
 pub(crate) async fn dismiss(
     State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     id: Result<Path<String>, PathRejection>,
     body: Body<ReasonBody>,
 ) -> ApiResult {
@@ -255,6 +258,7 @@ pub(crate) async fn dismiss(
     let decisions = state
         .engine
         .confirmations()
+        .by(caller.identity())
         .dismiss(set, body.reason, now())
         .await?;
     publish_update(&state, set);

@@ -53,10 +53,15 @@ pub(crate) async fn list_decisions(
     let list = decisions::recent(&mut conn, &agent, target.as_ref(), limit).await?;
     // A confirmation of an external tool's item carries how its run stands.
     let runs = jobs::for_confirmations(&mut conn, &list).await?;
+    // What a shadow rule of the agent said beside each decision it covered.
+    let shadows = decisions::shadows_of(&mut conn, &list).await?;
     let mut shown = Vec::with_capacity(list.len());
     for decision in &list {
         let mut value =
             serde_json::to_value(decision).map_err(|e| ServerError::Internal(e.to_string()))?;
+        if let Some((_, shadow)) = shadows.iter().find(|(id, _)| *id == decision.id) {
+            value["shadow"] = shadow.clone();
+        }
         if decision.verdict == Verdict::Confirmed
             && let Some(job) = runs.iter().find(|j| {
                 (j.change_set_id, j.item_index) == (decision.change_set_id, decision.item_index)

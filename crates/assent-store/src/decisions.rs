@@ -32,7 +32,34 @@ pub async fn insert_approved(
     approval_digest: Option<&str>,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    insert_row(conn, decision, None, approval_digest).await?;
+    let facts = LocalFacts {
+        approval_digest,
+        ..LocalFacts::default()
+    };
+    insert_decided(conn, decision, &facts, now).await
+}
+
+/// What a decision made on this device records beside itself and never syncs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalFacts<'a> {
+    /// A confirmation's digest of the action it approved
+    /// ([`assent_domain::approval_digest`]).
+    pub approval_digest: Option<&'a str>,
+    /// Who decided (a token's id, `--as`, the OS user), when known.
+    pub decided_by: Option<&'a str>,
+    /// What a shadow rule of the agent said about it: `{rule, agreed}`.
+    pub shadow: Option<&'a Value>,
+}
+
+/// Inserts a decision made on this device with its [`LocalFacts`], and its outbox
+/// message.
+pub async fn insert_decided(
+    conn: &mut AnyConnection,
+    decision: &ChangeDecision,
+    facts: &LocalFacts<'_>,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    insert_row(conn, decision, None, facts).await?;
     // Serialized straight into the outbox payload: no intermediate `Value` tree on the
     // confirmation's hot path.
     outbox::enqueue(
@@ -51,12 +78,13 @@ pub(crate) async fn insert_row(
     conn: &mut AnyConnection,
     decision: &ChangeDecision,
     origin_host: Option<&str>,
-    approval_digest: Option<&str>,
+    facts: &LocalFacts<'_>,
 ) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO decisions (id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict, reason,
-                                edited_args, human_summary, args, created_at, vector_clock, origin_host, approval_digest)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+                                edited_args, human_summary, args, created_at, vector_clock, origin_host, approval_digest,
+                                decided_by, shadow)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
     )
     .bind(decision.id.to_string())
     .bind(decision.change_set_id.to_string())
@@ -73,7 +101,9 @@ pub(crate) async fn insert_row(
     .bind(timefmt::format(decision.created_at))
     .bind(json!(decision.vector_clock).to_string())
     .bind(origin_host)
-    .bind(approval_digest)
+    .bind(facts.approval_digest)
+    .bind(facts.decided_by)
+    .bind(facts.shadow.map(Value::to_string))
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -161,9 +191,9 @@ pub async fn for_change_set(
 /// changed arguments is an edit, and an item a confirmed undo set reverses is undone.
 /// The undo sets' own decisions are left out: a person proposed those, not the agent.
 ///
-/// Decisions do not record the person yet: a call's `reviewer` is the device it was
-/// decided on (its `origin_host` once synced, `local` for this one), so `reviewers`
-/// counts deciding devices, a lower bound on the people.
+/// A call's `reviewer` is the person who decided it when the decision names one
+/// (`decided_by`), else the device it was decided on (its `origin_host` once synced,
+/// `local` for this one), so `reviewers` is a lower bound on the people.
 pub async fn past_calls(
     conn: &mut AnyConnection,
     agent: Option<&str>,
@@ -173,7 +203,7 @@ pub async fn past_calls(
     let rows = match agent {
         Some(agent) => {
             sqlx::query(
-                "SELECT id, change_set_id, item_index, agent_id, tool_name, verdict, reason, edited_args, origin_host, created_at
+                "SELECT id, change_set_id, item_index, agent_id, tool_name, verdict, reason, edited_args, origin_host, decided_by, created_at
                  FROM decisions WHERE agent_id = $1 AND created_at >= $2 AND verdict IN ('confirmed', 'rejected')
                  AND change_set_id NOT IN (SELECT id FROM change_sets WHERE undoes IS NOT NULL)
                  ORDER BY created_at, rowid",
@@ -185,7 +215,7 @@ pub async fn past_calls(
         }
         None => {
             sqlx::query(
-                "SELECT id, change_set_id, item_index, agent_id, tool_name, verdict, reason, edited_args, origin_host, created_at
+                "SELECT id, change_set_id, item_index, agent_id, tool_name, verdict, reason, edited_args, origin_host, decided_by, created_at
                  FROM decisions WHERE created_at >= $1 AND verdict IN ('confirmed', 'rejected')
                  AND change_set_id NOT IN (SELECT id FROM change_sets WHERE undoes IS NOT NULL)
                  ORDER BY created_at, rowid",
@@ -222,6 +252,7 @@ pub async fn past_calls(
                 (_, None) => PastOutcome::ConfirmedUnchanged,
             };
             let origin: Option<String> = row.try_get("origin_host")?;
+            let decided_by: Option<String> = row.try_get("decided_by")?;
             let created_at: String = row.try_get("created_at")?;
             Ok(PastCall {
                 decision_id: row.try_get("id")?,
@@ -232,9 +263,40 @@ pub async fn past_calls(
                 tool_name: row.try_get("tool_name")?,
                 outcome,
                 reason: row.try_get("reason")?,
-                reviewer: Some(origin.unwrap_or_else(|| "local".to_owned())),
+                reviewer: Some(decided_by.or(origin).unwrap_or_else(|| "local".to_owned())),
                 at: timefmt::parse(TABLE, &created_at)?,
             })
+        })
+        .collect()
+}
+
+/// The shadow verdicts (`{rule, agreed}`) recorded beside `decisions`, by decision id
+/// (one query; decisions no shadow rule covered are left out).
+pub async fn shadows_of(
+    conn: &mut AnyConnection,
+    decisions: &[ChangeDecision],
+) -> Result<Vec<(Uuid, Value)>, StoreError> {
+    if decisions.is_empty() {
+        return Ok(Vec::new());
+    }
+    let placeholders: Vec<String> = (1..=decisions.len()).map(|n| format!("${n}")).collect();
+    let sql = format!(
+        "SELECT id, shadow FROM decisions WHERE shadow IS NOT NULL AND id IN ({})",
+        placeholders.join(", ")
+    );
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for decision in decisions {
+        query = query.bind(decision.id.to_string());
+    }
+    let rows = query.fetch_all(conn).await?;
+    rows.iter()
+        .map(|row| {
+            let id: String = row.try_get("id")?;
+            let shadow: String = row.try_get("shadow")?;
+            Ok((
+                Uuid::parse_str(&id).map_err(|e| StoreError::corrupt(TABLE, e))?,
+                serde_json::from_str(&shadow).map_err(|e| StoreError::corrupt(TABLE, e))?,
+            ))
         })
         .collect()
 }

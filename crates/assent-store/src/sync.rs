@@ -447,7 +447,8 @@ pub async fn import(
                 report.conflicts.push(conflict.clone());
             }
             SyncOp::InsertDecision(d) => {
-                decisions::insert_row(conn, &d.decision, Some(&d.origin_host), None).await?;
+                decisions::insert_row(conn, &d.decision, Some(&d.origin_host), &Default::default())
+                    .await?;
                 report.decisions_inserted += 1;
             }
             SyncOp::RecordConflict(conflict) => {

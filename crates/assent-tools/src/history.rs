@@ -286,7 +286,14 @@ pub fn backtest(calls: &[PastCall], agent: &str, rule: &ToolRule) -> Backtest {
 
 /// The call as a [`LetThrough`], when a person stopped, changed or reversed it.
 fn let_through(call: &PastCall) -> Option<LetThrough> {
-    let (outcome, reason) = match (call.outcome, call.undone) {
+    let (outcome, reason) = let_through_why(call.outcome, call.undone)?;
+    Some(CallAgainstRule::of(call, outcome, reason))
+}
+
+/// Why an `allow` would have let a call decided `outcome` (and `undone` or not)
+/// through against the person's word, or `None` when they agree.
+fn let_through_why(outcome: PastOutcome, undone: bool) -> Option<(&'static str, &'static str)> {
+    Some(match (outcome, undone) {
         (PastOutcome::Rejected, _) => ("rejected", "a person rejected it; it would have run"),
         (PastOutcome::Edited, _) => (
             "edited",
@@ -297,8 +304,44 @@ fn let_through(call: &PastCall) -> Option<LetThrough> {
             "a person confirmed it, then undid it; it would have run without the first look",
         ),
         (PastOutcome::ConfirmedUnchanged, false) => return None,
-    };
-    Some(CallAgainstRule::of(call, outcome, reason))
+    })
+}
+
+/// Why a `deny` would have refused a call decided `outcome` against the person's word,
+/// or `None` when they agree.
+fn refused_why(outcome: PastOutcome, undone: bool) -> Option<(&'static str, &'static str)> {
+    Some(match (outcome, undone) {
+        (PastOutcome::Rejected, _) | (PastOutcome::ConfirmedUnchanged, true) => return None,
+        (PastOutcome::ConfirmedUnchanged, false) => (
+            "confirmed",
+            "a person confirmed it; it would have been refused",
+        ),
+        (PastOutcome::Edited, _) => (
+            "edited",
+            "a person confirmed it with changed arguments; it would have been refused",
+        ),
+    })
+}
+
+/// Why rule `action` disagrees with a person's decision `outcome` (and a later undo),
+/// or `None` when it agrees (an `ask` always does: it asks).
+fn disagreement_why(
+    action: RuleAction,
+    outcome: PastOutcome,
+    undone: bool,
+) -> Option<(&'static str, &'static str)> {
+    match action {
+        RuleAction::Ask => None,
+        RuleAction::Allow => let_through_why(outcome, undone),
+        RuleAction::Deny => refused_why(outcome, undone),
+    }
+}
+
+/// Whether a shadow rule `action` agrees with a decision `outcome` as it is made
+/// (nothing undone yet): what the decision records beside itself. The shadow report
+/// also counts an undo that comes later.
+pub fn shadow_agrees(action: RuleAction, outcome: PastOutcome) -> bool {
+    disagreement_why(action, outcome, false).is_none()
 }
 
 /// A shadow rule measured against the decisions people made while it was set.
@@ -357,22 +400,7 @@ pub fn shadow_report(
 
 /// The call as a [`Disagreement`] with a rule of `action`, when it is one.
 fn disagreement(call: &PastCall, action: RuleAction) -> Option<Disagreement> {
-    let (outcome, reason) = match action {
-        RuleAction::Ask => return None,
-        RuleAction::Allow => return let_through(call),
-        RuleAction::Deny => match (call.outcome, call.undone) {
-            (PastOutcome::Rejected, _) => return None,
-            (PastOutcome::ConfirmedUnchanged, true) => return None,
-            (PastOutcome::ConfirmedUnchanged, false) => (
-                "confirmed",
-                "a person confirmed it; it would have been refused",
-            ),
-            (PastOutcome::Edited, _) => (
-                "edited",
-                "a person confirmed it with changed arguments; it would have been refused",
-            ),
-        },
-    };
+    let (outcome, reason) = disagreement_why(action, call.outcome, call.undone)?;
     Some(CallAgainstRule::of(call, outcome, reason))
 }
 
@@ -599,5 +627,19 @@ mod tests {
         assert_eq!(shadow_report(&history, "a", &ask, since).agreed, 4);
         let none = shadow_report(&history, "a", &allow, T0 + Duration::days(1));
         assert_eq!((none.decisions, none.agreement_rate), (0, None));
+    }
+
+    #[test]
+    fn a_shadow_verdict_at_decision_time_agrees_as_the_report_does_before_any_undo() {
+        use PastOutcome::{ConfirmedUnchanged, Edited, Rejected};
+        for outcome in [ConfirmedUnchanged, Edited, Rejected] {
+            assert!(shadow_agrees(RuleAction::Ask, outcome), "ask always agrees");
+        }
+        assert!(shadow_agrees(RuleAction::Allow, ConfirmedUnchanged));
+        assert!(!shadow_agrees(RuleAction::Allow, Edited));
+        assert!(!shadow_agrees(RuleAction::Allow, Rejected));
+        assert!(shadow_agrees(RuleAction::Deny, Rejected));
+        assert!(!shadow_agrees(RuleAction::Deny, ConfirmedUnchanged));
+        assert!(!shadow_agrees(RuleAction::Deny, Edited));
     }
 }

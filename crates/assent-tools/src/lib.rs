@@ -32,8 +32,8 @@ pub use executor::{
 };
 pub use history::{
     Backtest, CallAgainstRule, Disagreement, GrantEvidence, GrantSuggestion, LetThrough, PastCall,
-    PastOutcome, ShadowReport, SuggestOptions, backtest, shadow_report, suggest_grants,
-    suggestion_id,
+    PastOutcome, ShadowReport, SuggestOptions, backtest, shadow_agrees, shadow_report,
+    suggest_grants, suggestion_id,
 };
 pub use policy::{AgentPolicy, PolicyDecision, RuleAction, TargetCategory, ToolRule};
 pub use registry::{
