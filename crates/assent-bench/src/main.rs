@@ -139,6 +139,8 @@ struct Targets {
     confirm_all_items_per_second: bool,
     /// PostgreSQL: 8 writers on distinct targets ≥ 6x one writer (`None`: not run).
     postgres_eight_writers_six_times_one: Option<bool>,
+    /// PostgreSQL: 8 concurrent wakes on distinct targets ≥ 6x one (`None`: not run).
+    postgres_eight_wakes_six_times_one: Option<bool>,
     /// Wake planning ≥ 100,000 calls per second.
     planning_calls_per_second: bool,
     /// Every query's p99 ≤ 1 ms on the full data set.
@@ -178,6 +180,10 @@ impl Targets {
             confirm_all_items_per_second: confirm_all.items_per_second >= 5_000.0,
             postgres_eight_writers_six_times_one: postgres.and_then(|p| {
                 let eight = p.writers.iter().find(|w| w.writers == 8)?;
+                Some(eight.ratio_to_one_writer >= 6.0)
+            }),
+            postgres_eight_wakes_six_times_one: postgres.and_then(|p| {
+                let eight = p.wake_writers.iter().find(|w| w.writers == 8)?;
                 Some(eight.ratio_to_one_writer >= 6.0)
             }),
             planning_calls_per_second: planning.calls_per_second >= PLANNING_TARGET,
@@ -456,6 +462,14 @@ fn print_table(report: &Report) {
                     w.ratio_to_one_writer
                 );
             }
+            for w in &p.wake_writers {
+                println!(
+                    "{:<40} {:>9.0} wakes/s          {:>5.2}x one writer",
+                    format!("PostgreSQL, {} concurrent wake(s)", w.writers),
+                    w.wakes_per_second,
+                    w.ratio_to_one_writer
+                );
+            }
         }
         (None, why) => println!(
             "PostgreSQL writers skipped: {}",
@@ -514,12 +528,13 @@ fn print_table(report: &Report) {
     }
     let t = &report.targets;
     println!(
-        "targets: confirmation ≥ 0.50 of raw SQLite {}; wake ≥ 0.70 of raw SQLite {}; confirm-all ≥ 5,000 items/s {}; PostgreSQL 8 writers ≥ 6x one {}; confirmation ≥ 0.50 of sqlx {}; planning ≥ 100,000 calls/s {}; query p99 ≤ 1 ms {}; memory 10 % → 100 %: {}",
+        "targets: confirmation ≥ 0.50 of raw SQLite {}; wake ≥ 0.70 of raw SQLite {}; confirm-all ≥ 5,000 items/s {}; PostgreSQL 8 writers ≥ 6x one {}, 8 wakes ≥ 6x one {}; confirmation ≥ 0.50 of sqlx {}; planning ≥ 100,000 calls/s {}; query p99 ≤ 1 ms {}; memory 10 % → 100 %: {}",
         met(t.confirmation_half_of_raw_sqlite),
         met(t.persistence_within_70_percent_of_raw_sqlite),
         met(t.confirm_all_items_per_second),
         t.postgres_eight_writers_six_times_one
             .map_or("not run", met),
+        t.postgres_eight_wakes_six_times_one.map_or("not run", met),
         met(t.confirmation_half_of_baseline),
         met(t.planning_calls_per_second),
         met(t.query_p99_within_1ms),

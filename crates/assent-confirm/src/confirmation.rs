@@ -59,20 +59,15 @@ impl ConfirmOutcome {
             ExecutionOutcome::Queued { job_id, host } => {
                 format!("Approved; it runs when an executor of {host} claims job {job_id}.")
             }
-            ExecutionOutcome::AwaitingApprovals { approvals, needed } => format!(
-                "Approved: {approvals} of {needed} approvals; it runs once {} more {} approve{}.",
-                *needed as usize - approvals,
-                if *needed as usize - approvals == 1 {
-                    "person"
+            ExecutionOutcome::AwaitingApprovals { approvals, needed } => {
+                let left = (*needed as usize).saturating_sub(*approvals);
+                let who = if left == 1 {
+                    "1 more person approves".to_owned()
                 } else {
-                    "people"
-                },
-                if *needed as usize - approvals == 1 {
-                    "s"
-                } else {
-                    ""
-                }
-            ),
+                    format!("{left} more people approve")
+                };
+                format!("Approved: {approvals} of {needed} approvals; it runs once {who}.")
+            }
             ExecutionOutcome::Scheduled {
                 job_id, not_before, ..
             } => format!(

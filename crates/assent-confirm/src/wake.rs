@@ -102,7 +102,10 @@ impl WakeService {
         now: OffsetDateTime,
     ) -> Result<WakeOutcome, ConfirmError> {
         let engine = &self.engine;
-        let mut tx = engine.store.begin_write().await?;
+        // Everything a wake writes hangs off its target (its sets, their items, audit
+        // and outbox rows, applied operations): on PostgreSQL it locks that target, so
+        // wakes and decisions on other targets run side by side.
+        let mut tx = engine.store.begin_write_on(&request.target).await?;
         let policy = agents::policy_at(&mut tx, &request.agent_id, now)
             .await?
             .ok_or_else(|| ConfirmError::UnknownAgent(request.agent_id.clone()))?;
@@ -384,7 +387,8 @@ impl WakeService {
             now,
         };
         let executor = AuditedExecutor::new(engine.host.resolver(), &StoreAuditSink);
-        let mut tx = engine.store.begin_write().await?;
+        let target = &execution.invocation.target.target;
+        let mut tx = engine.store.begin_write_on(target).await?;
         let outcome = executor.conclude(&mut tx, &execution, result).await?;
         tx.commit().await?;
         Ok(said(&tool_name, outcome))

@@ -293,11 +293,11 @@ impl Store {
     }
 
     /// A write transaction that changes only `target` and what hangs off it (its change
-    /// sets, their items and decisions, audit and outbox rows): decisions on a set.
+    /// sets, their items and decisions, audit and outbox rows): decisions on a set, wakes.
     /// SQLite: the same `BEGIN IMMEDIATE` as [`Store::begin_write`] (one writer at a
     /// time is SQLite's own rule). PostgreSQL: the writer lock in shared mode, so that
     /// writers of different targets run side by side while a [`Store::begin_write`]
-    /// (which holds it exclusively: sync imports, expiry, tokens, webhooks, wakes)
+    /// (which holds it exclusively: sync imports, expiry, tokens, webhooks)
     /// still excludes them all, plus an exclusive lock on the target, so two writers of
     /// one target queue and whatever the second reads is what the first committed.
     pub async fn begin_write_on(
