@@ -1,5 +1,6 @@
 //! The `assent` binary end to end: the scripted contract (flags, `--json` shapes, exit
-//! codes, one-line errors) on a fresh database per test, with the clock fixed; eight
+//! codes, one-line errors) on a fresh database per test, with the clock fixed; `guide`:
+//! every `sh runnable` block of `docs/guide/` runs as written; eight
 //! processes over one database, on every backend of the conformance suite; `peer`:
 //! `assent sync --peer` against a real `assent serve` server in the test process;
 //! `contract`: no `--json` output loses a field of the previous release; `review`:
@@ -13,6 +14,8 @@ mod agent_rules;
 mod contract;
 #[path = "cli/dialects.rs"]
 mod dialects;
+#[path = "cli/guide.rs"]
+mod guide;
 #[path = "cli/jobs.rs"]
 mod jobs;
 #[path = "cli/peer.rs"]

@@ -1,4 +1,5 @@
-//! The README's "Gate your own tools" section is this example: its Rust block is
+//! The guide's "Gate your own tools" section (docs/guide/own-tools.md, where README's
+//! five-minute start links) is this example: its Rust block is
 //! `src/main.rs` byte for byte, its `[dependencies]` are this crate's (bar the path) and
 //! within what the issue allows, and its printed output is what the binary prints.
 
@@ -19,14 +20,14 @@ fn read(relative: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The fenced blocks (info string, body) of the README section `heading`, which ends at
+/// The fenced blocks (info string, body) of the guide's section `heading`, which ends at
 /// the next `## ` heading outside a fence.
 fn section_blocks(readme: &str, heading: &str) -> Vec<(String, String)> {
     let mut lines = readme.lines().skip_while(|line| *line != heading);
     assert_eq!(
         lines.next(),
         Some(heading),
-        "README has no line {heading:?}"
+        "the guide has no line {heading:?}"
     );
     let mut blocks = Vec::new();
     let mut open: Option<(String, String)> = None;
@@ -84,24 +85,27 @@ fn without_path(spec: &str) -> String {
 
 #[test]
 fn the_readme_shows_main_rs_byte_for_byte() {
-    let blocks = section_blocks(&read("../../README.md"), HEADING);
+    let blocks = section_blocks(&read("../../docs/guide/own-tools.md"), HEADING);
     let main = read("src/main.rs");
     assert!(
         block(&blocks, "rust") == main,
-        "the ```rust block under {HEADING:?} in README.md differs from \
-         examples/invoicing/src/main.rs; copy the file into the README"
+        "the ```rust block under {HEADING:?} in docs/guide/own-tools.md differs from \
+         examples/invoicing/src/main.rs; copy the file into the guide"
     );
 }
 
 #[test]
 fn the_readme_dependencies_are_this_crates_and_few() {
-    let blocks = section_blocks(&read("../../README.md"), HEADING);
+    let blocks = section_blocks(&read("../../docs/guide/own-tools.md"), HEADING);
     let shown = dependencies(block(&blocks, "toml"));
     let own = dependencies(&read("Cargo.toml"));
     for name in shown.keys() {
-        assert!(ALLOWED.contains(&name.as_str()), "README asks for {name:?}");
+        assert!(
+            ALLOWED.contains(&name.as_str()),
+            "the guide asks for {name:?}"
+        );
     }
-    let assent = shown.get("assent").expect("README depends on assent");
+    let assent = shown.get("assent").expect("the guide depends on assent");
     assert!(assent.contains("default-features = false"), "{assent}");
     let normalize = |deps: &BTreeMap<String, String>| -> BTreeMap<String, String> {
         deps.iter()
@@ -111,7 +115,11 @@ fn the_readme_dependencies_are_this_crates_and_few() {
             })
             .collect()
     };
-    assert_eq!(normalize(&shown), normalize(&own), "README vs Cargo.toml");
+    assert_eq!(
+        normalize(&shown),
+        normalize(&own),
+        "the guide vs Cargo.toml"
+    );
 }
 
 /// The `assent` binary built beside this example (`cargo test --workspace` builds it);
@@ -262,18 +270,18 @@ fn the_example_runs_the_whole_story_and_prints_what_the_readme_says() {
             "missing {expected:?} in:\n{printed}"
         );
     }
-    let blocks = section_blocks(&read("../../README.md"), HEADING);
+    let blocks = section_blocks(&read("../../docs/guide/own-tools.md"), HEADING);
     let shown = block(&blocks, "text");
     let shown_set = shown
         .split_whitespace()
         .skip_while(|word| *word != "confirm")
         .nth(1)
-        .expect("README's output names a set");
+        .expect("the guide's output names a set");
     let printed = printed.replace(&db, "sqlite://invoicing.db").replace(
         &format!("confirm {set} 0"),
         &format!("confirm {shown_set} 0"),
     );
-    assert_eq!(shown, printed, "README's output vs the binary's");
+    assert_eq!(shown, printed, "the guide's output vs the binary's");
 }
 
 /// `POST path` with `token` and an empty JSON body; the status code.
