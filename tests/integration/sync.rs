@@ -26,6 +26,42 @@ async fn two_devices_with_a_proposal() -> (TestApp, TestApp, String, Uuid) {
     (a, b, task, set)
 }
 
+/// A confirmation refused because the target changed refreshes the item's `before`:
+/// the next exchange carries the refresh instead of refusing the set as divergent, and
+/// both devices end with the same item (found by the interleaving property below).
+#[tokio::test]
+async fn a_stale_refresh_on_one_device_syncs_to_the_other() {
+    let (a, b, task, set) = two_devices_with_a_proposal().await;
+    let other = a
+        .wake(
+            &task,
+            &[("update_task_priority", json!({"priority": "P3"}))],
+        )
+        .await
+        .change_set
+        .expect("a second proposal")
+        .id;
+    let person = a.engine.confirmations();
+    person
+        .confirm_item(other, 0, minutes(1))
+        .await
+        .expect("P3 applies");
+    let refused = person.confirm_item(set, 0, minutes(2)).await;
+    assert!(refused.is_err(), "stale: {refused:?}");
+
+    a.send_to(&b).await;
+    b.send_to(&a).await;
+    assert_eq!(a.synced_state().await, b.synced_state().await);
+    let mut conn = b.store.pool().acquire().await.unwrap();
+    let item = change_sets::require(&mut conn, set)
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    assert!(item.stale_detail.is_some(), "{item:?}");
+    assert_eq!(item.before, Some(json!("P3")));
+}
+
 #[tokio::test]
 async fn propose_on_a_confirm_on_b_and_a_sees_it_after_one_round() {
     let (a, b, task, set) = two_devices_with_a_proposal().await;

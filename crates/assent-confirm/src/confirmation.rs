@@ -21,8 +21,7 @@ use assent_store::{
     AnyConnection, Backend, StoreAuditSink, agents, approvals, change_sets, host_tools, jobs,
 };
 use assent_tools::{
-    AgentPolicy, ExecutionTarget, PastOutcome, ToolInvocation, ToolMode, ToolRegistry, ToolSpec,
-    ToolsError,
+    ExecutionTarget, PastOutcome, ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
 };
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
@@ -156,14 +155,18 @@ async fn refuse_held(
     index: usize,
 ) -> Result<(), ConfirmError> {
     match jobs::for_item(conn, change_set_id, index).await? {
-        Some(job) if job.scheduled() => Err(ConfirmError::Conflict(format!(
-            "item {index} is confirmed and held until {}; to take it back, cancel job {} (assent jobs cancel {})",
-            assent_store::timefmt::format(job.due_at),
-            job.id,
-            job.id
-        ))),
+        Some(job) if job.scheduled() => Err(held(index, job.id, job.due_at)),
         _ => Ok(()),
     }
+}
+
+/// The refusal of a decision on item `index`, confirmed and held by job `job` until
+/// `until`.
+fn held(index: usize, job: Uuid, until: OffsetDateTime) -> ConfirmError {
+    ConfirmError::Conflict(format!(
+        "item {index} is confirmed and held until {}; to take it back, cancel job {job} (assent jobs cancel {job})",
+        assent_store::timefmt::format(until),
+    ))
 }
 
 /// A person's reason, trimmed and bounded (see [`assent_domain::clean_reason`]).
@@ -190,6 +193,8 @@ pub(crate) struct Verdicts {
     pub(crate) edited_args: Option<Value>,
     /// A confirmation's digest of the action it approved.
     pub(crate) approval_digest: Option<String>,
+    /// The agent's shadow rules when the caller read them already (`None`: read them).
+    pub(crate) shadows: Option<Vec<agents::ShadowRule>>,
 }
 
 impl Verdicts {
@@ -199,6 +204,7 @@ impl Verdicts {
             reason,
             edited_args: None,
             approval_digest: None,
+            shadows: None,
         }
     }
 }
@@ -259,7 +265,7 @@ impl ConfirmationService {
         conn: &mut AnyConnection,
         set: &mut ChangeSet,
         indexes: &[usize],
-        verdicts: Verdicts,
+        mut verdicts: Verdicts,
         now: OffsetDateTime,
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
         for &index in indexes {
@@ -267,11 +273,12 @@ impl ConfirmationService {
         }
         set.vector_clock.tick(self.engine.store.device_id());
         // What the agent's shadow rules would have done (a person's verdicts only).
-        let shadows = match verdicts.verdict {
-            Verdict::Confirmed | Verdict::Rejected => agents::shadow_rules(conn, &set.agent_id)
+        let shadows = match (verdicts.verdict, verdicts.shadows.take()) {
+            (Verdict::Deferred | Verdict::Retracted, _) => Vec::new(),
+            (_, Some(read)) => read,
+            (_, None) => agents::shadow_rules(conn, &set.agent_id)
                 .await?
                 .unwrap_or_default(),
-            Verdict::Deferred | Verdict::Retracted => Vec::new(),
         };
         let mut written = Vec::with_capacity(indexes.len());
         for &index in indexes {
@@ -375,9 +382,12 @@ impl ConfirmationService {
         let engine = &self.engine;
         let tx = conn;
         set.check_verdict(index, Verdict::Confirmed)?;
-        refuse_held(tx, set.id, index).await?;
+        let served = jobs::served_item(tx, set.id, index).await?;
+        if let Some((job, until)) = served.as_ref().and_then(|served| served.held) {
+            return Err(held(index, job, until));
+        }
         let item = set.items[index].clone();
-        if let Some(queued) = self.queued_elsewhere(tx, set.id, index).await? {
+        if let Some(queued) = self.queued_elsewhere(served) {
             return self
                 .confirm_queued(tx, set, index, edited_args, queued, now)
                 .await;
@@ -391,9 +401,9 @@ impl ConfirmationService {
         }
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         // An unknown agent has no allowed categories: fail closed.
-        let policy = agents::policy_at(tx, &set.agent_id, now)
+        let (policy, settings) = agents::policy_and_settings_at(tx, &set.agent_id, &spec.name, now)
             .await?
-            .unwrap_or_else(AgentPolicy::default);
+            .unwrap_or_default();
         let target = set.target();
         let recheck = crate::host::recheck(
             engine.host.as_ref(),
@@ -424,7 +434,11 @@ impl ConfirmationService {
             tracing::info!(index, detail = %stale.detail, "target changed since proposed: refused");
             return Ok(Err(ConfirmError::TargetChanged(stale.detail)));
         }
-        let (edited_args, approval) = match self.gather(tx, set, index, edited_args, now).await? {
+        let needed = settings.approvals_needed;
+        let (edited_args, approval) = match self
+            .gather(tx, set, index, edited_args, needed, now)
+            .await?
+        {
             Gathered::Met {
                 edited_args,
                 approval,
@@ -432,7 +446,7 @@ impl ConfirmationService {
             Gathered::Waiting(outcome) => return Ok(Ok(*outcome)),
         };
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
-        if let Some(hold) = agents::hold_for(tx, &set.agent_id, &spec.name).await? {
+        if let Some(hold) = settings.hold {
             if let Some(approval) = approval {
                 approval.record(tx, set.id, index).await?;
             }
@@ -506,6 +520,7 @@ impl ConfirmationService {
                             reason: None,
                             edited_args,
                             approval_digest: Some(approval_digest),
+                            shadows: Some(settings.shadow_rules),
                         },
                         now,
                     )
@@ -519,7 +534,7 @@ impl ConfirmationService {
     }
 
     /// Counts this confirmation toward item `index`'s quorum, when its tool needs more
-    /// than one person (`agents::approvals_needed`). An edit starts a new revision
+    /// than one person (`needed`, from `agents::tool_settings_for`). An edit starts a new revision
     /// (approvals of the old arguments no longer count; the edit is its editor's
     /// approval). Short of the quorum, the approval is recorded and `item.approved`
     /// queued: [`Gathered::Waiting`]. Meeting it: [`Gathered::Met`] with the
@@ -533,10 +548,10 @@ impl ConfirmationService {
         set: &ChangeSet,
         index: usize,
         edited_args: Option<Value>,
+        needed: u32,
         now: OffsetDateTime,
     ) -> Result<Gathered, ConfirmError> {
         let item = &set.items[index];
-        let needed = agents::approvals_needed(conn, &set.agent_id, &item.tool_name).await?;
         if needed <= 1 {
             return Ok(Gathered::Met {
                 edited_args,
@@ -592,6 +607,7 @@ impl ConfirmationService {
                 reason: None,
                 edited_args: (approval.args != item.args).then(|| approval.args.clone()),
                 approval_digest: None,
+                shadows: None,
             };
             return Ok(Gathered::Waiting(Box::new(ConfirmOutcome {
                 decision: Self::decision(set, index, &verdicts, now),
@@ -632,23 +648,16 @@ impl ConfirmationService {
     /// any process without that service's code). `None`: the handler runs here, in
     /// the confirming transaction (an item of this engine's host, or one whose host
     /// was never recorded: written before release 0.2, or synced).
-    async fn queued_elsewhere(
-        &self,
-        conn: &mut AnyConnection,
-        change_set_id: Uuid,
-        index: usize,
-    ) -> Result<Option<jobs::ExternalItem>, ConfirmError> {
-        let Some(served) = jobs::served_item(conn, change_set_id, index).await? else {
-            return Ok(None);
-        };
-        Ok(match (served.host, served.external) {
+    fn queued_elsewhere(&self, served: Option<jobs::ServedItem>) -> Option<jobs::ExternalItem> {
+        let served = served?;
+        match (served.host, served.external) {
             (Some(host), Some(idempotent)) => Some(jobs::ExternalItem { host, idempotent }),
             (Some(host), None) if host != self.engine.host.name() => Some(jobs::ExternalItem {
                 host,
                 idempotent: false,
             }),
             _ => None,
-        })
+        }
     }
 
     /// Checks a person's edit of a queued item: against this process's registry when
@@ -717,7 +726,13 @@ impl ConfirmationService {
             self.validate_external_edit(conn, &external.host, &set.items[index].tool_name, args)
                 .await?;
         }
-        let (edited_args, approval) = match self.gather(conn, set, index, edited_args, now).await? {
+        let tool_name = &set.items[index].tool_name;
+        let settings = agents::tool_settings_for(conn, &set.agent_id, tool_name).await?;
+        let needed = settings.approvals_needed;
+        let (edited_args, approval) = match self
+            .gather(conn, set, index, edited_args, needed, now)
+            .await?
+        {
             Gathered::Met {
                 edited_args,
                 approval,
@@ -727,8 +742,7 @@ impl ConfirmationService {
         if let Some(approval) = approval {
             approval.record(conn, set.id, index).await?;
         }
-        let tool_name = &set.items[index].tool_name;
-        if let Some(hold) = agents::hold_for(conn, &set.agent_id, tool_name).await? {
+        if let Some(hold) = settings.hold {
             return self
                 .schedule(conn, set, index, edited_args, external, hold, now)
                 .await;
@@ -742,6 +756,7 @@ impl ConfirmationService {
             reason: None,
             edited_args,
             approval_digest: Some(approval_digest),
+            shadows: Some(settings.shadow_rules),
         };
         let mut decisions = self.record(conn, set, &[index], verdicts, now).await?;
         tracing::info!(index, %job_id, host = %external.host, "item approved; its job is queued for its host");
@@ -788,6 +803,7 @@ impl ConfirmationService {
             reason: None,
             edited_args,
             approval_digest: Some(approval_digest),
+            shadows: None,
         };
         tracing::info!(index, job = %job.id, not_before = %job.due_at, "item confirmed; held until its window ends");
         Ok(Ok(ConfirmOutcome {

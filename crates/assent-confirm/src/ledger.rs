@@ -595,6 +595,7 @@ impl Engine {
             reason: None,
             edited_args: (job.args != item.args).then(|| job.args.clone()),
             approval_digest: job.approval_digest.clone(),
+            shadows: None,
         };
         self.confirmations()
             .record(conn, &mut set, &[job.item_index], verdicts, now)

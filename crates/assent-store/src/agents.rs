@@ -171,11 +171,12 @@ pub async fn shadow_rules(
         .bind(agent_id)
         .fetch_optional(conn)
         .await?;
-    let Some(text) = text else {
-        return Ok(None);
-    };
+    text.as_deref().map(parse_shadow_rules).transpose()
+}
+
+fn parse_shadow_rules(text: &str) -> Result<Vec<ShadowRule>, StoreError> {
     let rules: Vec<Value> =
-        serde_json::from_str(&text).map_err(|e| StoreError::corrupt("agents", e))?;
+        serde_json::from_str(text).map_err(|e| StoreError::corrupt("agents", e))?;
     rules
         .iter()
         .map(|rule| {
@@ -191,8 +192,7 @@ pub async fn shadow_rules(
                 since: timefmt::parse("agents", rule["since"].as_str().unwrap_or_default())?,
             })
         })
-        .collect::<Result<_, _>>()
-        .map(Some)
+        .collect()
 }
 
 async fn write_shadow_rules(
@@ -273,14 +273,97 @@ async fn tool_settings(
         .bind(agent_id)
         .fetch_optional(conn)
         .await?;
-    let Some(text) = text else { return Ok(None) };
-    match serde_json::from_str(&text).map_err(|e| StoreError::corrupt("agents", e))? {
-        Value::Object(settings) => Ok(Some(settings)),
+    text.as_deref().map(parse_tool_settings).transpose()
+}
+
+fn parse_tool_settings(text: &str) -> Result<serde_json::Map<String, Value>, StoreError> {
+    match serde_json::from_str(text).map_err(|e| StoreError::corrupt("agents", e))? {
+        Value::Object(settings) => Ok(settings),
         other => Err(StoreError::corrupt(
             "agents",
             format!("tool_settings is not an object: {other}"),
         )),
     }
+}
+
+/// What an agent's settings say about one of its tools, read together (one statement
+/// on a confirmation's path). The default: no hold, one approval, no shadow rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSettings {
+    /// Its hold window (`assent agent hold`), when it has one.
+    pub hold: Option<time::Duration>,
+    /// How many distinct people must confirm an item of it (1 without a quorum).
+    pub approvals_needed: u32,
+    /// The agent's shadow rules (all of them: a decision finds the one covering it).
+    pub shadow_rules: Vec<ShadowRule>,
+}
+
+impl Default for ToolSettings {
+    fn default() -> Self {
+        Self {
+            hold: None,
+            approvals_needed: 1,
+            shadow_rules: Vec::new(),
+        }
+    }
+}
+
+/// Agent `agent_id`'s settings for `tool_name` (the defaults for an unknown agent).
+pub async fn tool_settings_for(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    tool_name: &str,
+) -> Result<ToolSettings, StoreError> {
+    let row = sqlx::query("SELECT tool_settings, shadow_rules FROM agents WHERE id = $1")
+        .bind(agent_id)
+        .fetch_optional(conn)
+        .await?;
+    match row {
+        Some(row) => settings_from_row(&row, tool_name),
+        None => Ok(ToolSettings::default()),
+    }
+}
+
+/// The agent's policy in force at `now` ([`policy_at`]) and its settings for
+/// `tool_name` ([`tool_settings_for`]), in one read; `None` for an unknown agent.
+pub async fn policy_and_settings_at(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    tool_name: &str,
+    now: OffsetDateTime,
+) -> Result<Option<(AgentPolicy, ToolSettings)>, StoreError> {
+    let row = sqlx::query(
+        "SELECT id, categories, rules, created_at, updated_at, tool_settings, shadow_rules
+         FROM agents WHERE id = $1",
+    )
+    .bind(agent_id)
+    .fetch_optional(conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let agent = from_row(&row)?;
+    Ok(Some((
+        agent.policy.in_force(now),
+        settings_from_row(&row, tool_name)?,
+    )))
+}
+
+fn settings_from_row(row: &AnyRow, tool_name: &str) -> Result<ToolSettings, StoreError> {
+    let settings: String = row.try_get("tool_settings")?;
+    let shadows: String = row.try_get("shadow_rules")?;
+    let settings = parse_tool_settings(&settings)?;
+    let number = |key: &str| {
+        settings
+            .get(tool_name)
+            .and_then(|setting| setting.get(key))
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n > 0)
+    };
+    Ok(ToolSettings {
+        hold: number(HOLD_SECONDS).map(|s| time::Duration::seconds(i64::from(s))),
+        approvals_needed: number(APPROVALS).unwrap_or(1),
+        shadow_rules: parse_shadow_rules(&shadows)?,
+    })
 }
 
 /// Agent `agent_id`'s tools whose setting `key` is a number above zero, with it, by
@@ -355,20 +438,6 @@ pub async fn holds(
     numbered_settings(conn, agent_id, HOLD_SECONDS).await
 }
 
-/// How long a confirmation of `tool_name` proposed by `agent_id` is held before it
-/// runs, or `None` when it runs at once.
-pub async fn hold_for(
-    conn: &mut AnyConnection,
-    agent_id: &str,
-    tool_name: &str,
-) -> Result<Option<time::Duration>, StoreError> {
-    Ok(holds(conn, agent_id)
-        .await?
-        .into_iter()
-        .find(|(tool, _)| tool == tool_name)
-        .map(|(_, seconds)| time::Duration::seconds(i64::from(seconds))))
-}
-
 /// Sets agent `agent_id`'s hold window for `tool_name` to `seconds` (0 removes it),
 /// keeping its other settings. `None` for an unknown agent, else whether it changed.
 pub async fn set_hold(
@@ -393,20 +462,6 @@ pub async fn quorums(
         .into_iter()
         .filter(|(_, needed)| *needed > 1)
         .collect())
-}
-
-/// How many distinct people must confirm an item of `tool_name` proposed by
-/// `agent_id`: 1 unless a quorum is set.
-pub async fn approvals_needed(
-    conn: &mut AnyConnection,
-    agent_id: &str,
-    tool_name: &str,
-) -> Result<u32, StoreError> {
-    Ok(quorums(conn, agent_id)
-        .await?
-        .into_iter()
-        .find(|(tool, _)| tool == tool_name)
-        .map_or(1, |(_, needed)| needed))
 }
 
 /// Sets how many distinct people must confirm agent `agent_id`'s items of
@@ -582,11 +637,10 @@ mod tests {
             holds(&mut conn, "a").await.expect("read"),
             [("delete".to_owned(), 30), ("set_title".to_owned(), 12)]
         );
-        assert_eq!(
-            hold_for(&mut conn, "a", "set_title").await.expect("read"),
-            Some(Duration::seconds(12))
-        );
-        assert_eq!(hold_for(&mut conn, "a", "other").await.expect("read"), None);
+        let set_title = tool_settings_for(&mut conn, "a", "set_title").await;
+        assert_eq!(set_title.expect("read").hold, Some(Duration::seconds(12)));
+        let other = tool_settings_for(&mut conn, "a", "other").await;
+        assert_eq!(other.expect("read"), ToolSettings::default());
         // Rewriting the policy keeps the holds; zero removes one.
         upsert(&mut conn, "a", &AgentPolicy::new(["home"]), T0)
             .await

@@ -162,11 +162,17 @@ pub(crate) async fn write_status(
         let Some(item) = set.items.get(index) else {
             continue;
         };
+        // A merge may bring the stale-target guard's refresh of the item too.
         sqlx::query(
-            "UPDATE change_items SET status = $1, vector_clock = $2 WHERE change_set_id = $3 AND item_index = $4",
+            "UPDATE change_items SET status = $1, vector_clock = $2, stale_detail = $3, before_value = $4,
+                 fingerprint = $5
+             WHERE change_set_id = $6 AND item_index = $7",
         )
         .bind(item.status.as_str())
         .bind(&clock)
+        .bind(item.stale_detail.as_deref())
+        .bind(item.before.as_ref().map(Value::to_string))
+        .bind(item.fingerprint.as_ref().map(Value::to_string))
         .bind(set.id.to_string())
         .bind(index as i64)
         .execute(&mut *conn)

@@ -283,6 +283,9 @@ pub struct ServedItem {
     /// `Some(idempotent)` when its effect lies outside the database; `None` when the
     /// host's handler writes it in a transaction.
     pub external: Option<bool>,
+    /// Its confirmation waiting out a hold window, when it has one: the job's id and
+    /// when the window ends ([`Job::scheduled`]).
+    pub held: Option<(Uuid, OffsetDateTime)>,
 }
 
 /// Who serves item `index` of set `change_set_id`, or `None` when there is no such item.
@@ -292,7 +295,11 @@ pub async fn served_item(
     index: usize,
 ) -> Result<Option<ServedItem>, StoreError> {
     let row = sqlx::query(
-        "SELECT effect, host FROM change_items WHERE change_set_id = $1 AND item_index = $2",
+        "SELECT i.effect, i.host, j.id AS held_job, j.due_at AS held_until
+         FROM change_items i LEFT JOIN execution_jobs j
+           ON j.change_set_id = i.change_set_id AND j.item_index = i.item_index
+          AND j.held = 1 AND j.status = 'approved' AND j.attempts = 0
+         WHERE i.change_set_id = $1 AND i.item_index = $2",
     )
     .bind(change_set_id.to_string())
     .bind(index as i64)
@@ -300,9 +307,19 @@ pub async fn served_item(
     .await?;
     let Some(row) = row else { return Ok(None) };
     let effect: Option<String> = row.try_get("effect")?;
+    let held_job: Option<String> = row.try_get("held_job")?;
+    let held_until: Option<String> = row.try_get("held_until")?;
+    let held = match (held_job, held_until) {
+        (Some(id), Some(until)) => Some((
+            Uuid::parse_str(&id).map_err(|e| StoreError::corrupt(TABLE, e))?,
+            timefmt::parse(TABLE, &until)?,
+        )),
+        _ => None,
+    };
     Ok(Some(ServedItem {
         host: row.try_get("host")?,
         external: effect.map(|effect| effect == "externalIdempotent"),
+        held,
     }))
 }
 
@@ -316,6 +333,7 @@ pub async fn external_item(
         Some(ServedItem {
             host: Some(host),
             external: Some(idempotent),
+            ..
         }) => Some(ExternalItem { host, idempotent }),
         _ => None,
     })

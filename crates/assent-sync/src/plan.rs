@@ -209,6 +209,8 @@ fn check_header(batch: &SyncBatch, local_host: &str) -> Result<(), SyncError> {
 
 /// The first immutable field in which two versions of one set differ. A `before` of
 /// JSON `null` and a missing one are the same: the wire format drops a null `before`.
+/// An item refreshed by the stale-target guard (`staleDetail` on either side) may
+/// differ in `before`.
 fn divergent_field(local: &ChangeSet, incoming: &ChangeSet) -> Option<String> {
     let header = [
         ("agentId", local.agent_id == incoming.agent_id),
@@ -227,11 +229,15 @@ fn divergent_field(local: &ChangeSet, incoming: &ChangeSet) -> Option<String> {
         .iter()
         .zip(&incoming.items)
         .position(|(a, b)| {
+            let refreshed = a.stale_detail.is_some() || b.stale_detail.is_some();
             a.tool_name != b.tool_name
                 || a.args != b.args
                 || a.human_summary != b.human_summary
-                || a.before.as_ref().filter(|v| !v.is_null())
-                    != b.before.as_ref().filter(|v| !v.is_null())
+                // A stale-target refusal refreshes `before` to the target as it was
+                // found (see `merge_set`): only an item never refreshed keeps it fixed.
+                || (!refreshed
+                    && a.before.as_ref().filter(|v| !v.is_null())
+                        != b.before.as_ref().filter(|v| !v.is_null()))
         })
         .map(|index| format!("item {index}"))
 }
@@ -405,7 +411,12 @@ pub fn plan_merge(
                     .iter()
                     .zip(&merged.items)
                     .enumerate()
-                    .filter(|(_, (a, b))| a.status != b.status)
+                    .filter(|(_, (a, b))| {
+                        a.status != b.status
+                            || a.stale_detail != b.stale_detail
+                            || a.before != b.before
+                            || a.fingerprint != b.fingerprint
+                    })
                     .map(|(i, _)| i)
                     .collect();
                 updated_sets.push(SyncOp::UpdateChangeSet {
@@ -604,6 +615,26 @@ fn merge_set(
     let mut last_decided: Option<OffsetDateTime> = None;
     for (index, item) in merged.items.iter_mut().enumerate() {
         let key = (base.id, index);
+        // The stale-target guard's refresh (what the target was found to be when a
+        // confirmation was refused): a refreshed item beats one never refreshed, and of
+        // two refreshes the same one is kept on every device.
+        let refresh = [ours, theirs]
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.items.get(index))
+            .filter(|i| i.stale_detail.is_some())
+            .max_by_key(|i| {
+                (
+                    i.stale_detail.clone(),
+                    i.fingerprint.as_ref().map(serde_json::Value::to_string),
+                    i.before.as_ref().map(serde_json::Value::to_string),
+                )
+            });
+        if let Some(refreshed) = refresh {
+            item.before = refreshed.before.clone();
+            item.fingerprint = refreshed.fingerprint.clone();
+            item.stale_detail = refreshed.stale_detail.clone();
+        }
         if let Some(winner) = finals.winner(key) {
             item.status = winner.decision.verdict.item_status();
             last_decided = last_decided.max(Some(winner.decision.created_at));

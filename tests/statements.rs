@@ -1,0 +1,133 @@
+//! Statements per decision and per wake item on SQLite, counted from the events sqlx
+//! emits for every statement it runs (target `sqlx::query`), and held under stated
+//! bounds: a change that adds round trips to the hot paths fails here, and one that
+//! removes them lowers the bound (issue 26). The figures are printed for the report.
+
+use assent_changeset::{ToolArguments, ToolCall};
+use assent_tests::TestApp;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use time::OffsetDateTime;
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+
+/// Statements one confirmation of a transactional journal item may take (33 today:
+/// the set and its items re-read under the lock, the item's host and hold, the agent's
+/// policy and tool settings in one read, the journal's reads of the task for the
+/// stale check, the category and its handler, two audit records each in a savepoint
+/// with its outbox message, the applied operation, the decision, the statuses and their
+/// outbox messages). The next cut is the audit savepoints (4) and the journal's
+/// repeated reads of the task (4).
+const PER_CONFIRMATION: usize = 33;
+/// Statements a wake of 25 deferred calls may take per call (1.3 today: one read of
+/// each kind, then one insert per item).
+const PER_WAKE_ITEM: usize = 2;
+
+/// Counts sqlx's statement events.
+struct Statements(Arc<AtomicUsize>);
+
+/// The `summary` field of a statement event (its first words).
+struct Summary(String);
+
+impl tracing::field::Visit for Summary {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "summary" {
+            self.0 = format!("{value:?}");
+        }
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "summary" {
+            self.0 = value.to_owned();
+        }
+    }
+}
+
+impl<S: Subscriber> Layer<S> for Statements {
+    fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
+        if event.metadata().target() == "sqlx::query" {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            // `SHOW_STATEMENTS=1 cargo test --test statements -- --nocapture` lists them.
+            if std::env::var_os("SHOW_STATEMENTS").is_some() {
+                let mut summary = Summary(String::new());
+                event.record(&mut summary);
+                println!("SQL {}", summary.0);
+            }
+        }
+    }
+}
+
+fn priority(n: usize) -> ToolCall {
+    let arguments = json!({"title": format!("Step {n}")}).to_string();
+    ToolCall {
+        id: format!("call_{n}"),
+        name: "add_checklist_item".into(),
+        arguments: ToolArguments::Text(arguments),
+    }
+}
+
+#[tokio::test]
+async fn a_confirmation_and_a_wake_item_stay_within_their_statements() {
+    let counted = Arc::new(AtomicUsize::new(0));
+    let subscriber = tracing_subscriber::registry().with(Statements(counted.clone()));
+    tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+    let statements = |during: usize| counted.load(Ordering::SeqCst) - during;
+
+    let app = TestApp::spawn().await;
+    let task = app.scene().await;
+    let calls: Vec<ToolCall> = (0..25).map(priority).collect();
+
+    let before = counted.load(Ordering::SeqCst);
+    let wake = app.wake_calls(&task, calls).await.expect("woke");
+    let wake_statements = statements(before);
+    let set = wake.change_set.expect("queued");
+    assert_eq!(set.items.len(), 25);
+
+    let mut per_confirmation = Vec::new();
+    for index in 0..5 {
+        let before = counted.load(Ordering::SeqCst);
+        app.engine
+            .confirmations()
+            .confirm_item(set.id, index, OffsetDateTime::now_utc())
+            .await
+            .expect("confirmed");
+        per_confirmation.push(statements(before));
+    }
+    let before = counted.load(Ordering::SeqCst);
+    let all = app
+        .engine
+        .confirmations()
+        .confirm_all(set.id, OffsetDateTime::now_utc())
+        .await
+        .expect("confirmed the rest");
+    let confirm_all = statements(before);
+    let rest = all.items.len() - 5;
+
+    println!(
+        "statements: wake of 25 deferred calls {wake_statements} ({:.1} per call); one confirmation {per_confirmation:?}; confirm-all of {rest} items {confirm_all} ({:.1} per item)",
+        wake_statements as f64 / 25.0,
+        confirm_all as f64 / rest as f64
+    );
+    assert!(
+        wake_statements > 25,
+        "the counter sees sqlx's statements ({wake_statements})"
+    );
+    assert!(
+        wake_statements <= 25 * PER_WAKE_ITEM,
+        "a wake of 25 calls took {wake_statements} statements (bound {})",
+        25 * PER_WAKE_ITEM
+    );
+    for count in &per_confirmation {
+        assert!(
+            *count <= PER_CONFIRMATION,
+            "a confirmation took {count} statements (bound {PER_CONFIRMATION})"
+        );
+    }
+    // Per item a savepoint and its release instead of the set's re-read; once per set
+    // the set, its items and its held jobs.
+    let bound = rest * PER_CONFIRMATION + 4;
+    assert!(
+        confirm_all <= bound,
+        "confirm-all of {rest} items took {confirm_all} statements (bound {bound})"
+    );
+}
