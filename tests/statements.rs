@@ -3,6 +3,9 @@
 //! bounds: a change that adds round trips to the hot paths fails here, and one that
 //! removes them lowers the bound (issue 26). The figures are printed for the report.
 
+// The figures (and, with `SHOW_STATEMENTS`, each statement) are this test's report.
+#![allow(clippy::print_stdout)]
+
 use assent_changeset::{ToolArguments, ToolCall};
 use assent_tests::TestApp;
 use serde_json::json;
