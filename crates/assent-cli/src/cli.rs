@@ -4,6 +4,7 @@
 //! Values whose failure the contract maps to exit code 1 (change-set ids, edited
 //! arguments, due dates) are taken as text here and parsed by the commands.
 
+use crate::duration::parse_duration;
 use assent_changeset::Dialect;
 use assent_domain::{LEGACY_TARGET_KIND, Target};
 use clap::{Args, Parser, Subcommand};
@@ -605,41 +606,6 @@ fn parse_now(text: &str) -> Result<OffsetDateTime, String> {
         .map_err(|e| format!("expected an RFC 3339 time such as 2026-03-01T09:00:00Z ({e})"))
 }
 
-/// Parses a duration such as `7d`, `12h`, `30m`, `90s` or `1d12h`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("expected a duration such as 7d, 12h, 30m or 90s, got {text:?}");
-    let text = text.trim();
-    if text.is_empty() {
-        return Err(bad());
-    }
-    let mut total = Duration::ZERO;
-    let mut digits = String::new();
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let amount: i64 = digits.parse().map_err(|_| bad())?;
-        // Bound every part so the arithmetic cannot overflow (about a hundred years).
-        if amount > 100 * 366 * 86_400 {
-            return Err(bad());
-        }
-        let part = match c {
-            'd' => Duration::days(amount),
-            'h' => Duration::hours(amount),
-            'm' => Duration::minutes(amount),
-            's' => Duration::seconds(amount),
-            _ => return Err(bad()),
-        };
-        total = total.checked_add(part).ok_or_else(bad)?;
-        digits.clear();
-    }
-    if !digits.is_empty() {
-        return Err(bad());
-    }
-    Ok(total)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -648,19 +614,6 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn durations() {
-        let ok = |t: &str| parse_duration(t).ok();
-        assert_eq!(ok("7d"), Some(Duration::days(7)));
-        assert_eq!(ok("12h"), Some(Duration::hours(12)));
-        assert_eq!(ok("30m"), Some(Duration::minutes(30)));
-        assert_eq!(ok("90s"), Some(Duration::seconds(90)));
-        assert_eq!(ok("1d12h"), Some(Duration::hours(36)));
-        for bad in ["", "7", "d", "7x", "-7d", "7 d", "99999999999999999999d"] {
-            assert_eq!(ok(bad), None, "{bad:?}");
-        }
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub mod change_feed;
 pub mod change_sets;
 pub mod decisions;
 pub mod delegation;
+pub mod expiry_warnings;
 pub mod host_tools;
 pub mod jobs;
 pub mod operations;
