@@ -22,15 +22,12 @@ use time::{Duration, OffsetDateTime};
     after_help = "Exit codes: 0 ok, 1 error, 2 usage, 3 conflict (already decided, changed concurrently).\nTry `assent demo` for the whole story."
 )]
 pub struct Cli {
-    /// The database (created and migrated when missing).
-    #[arg(
-        long,
-        global = true,
-        env = "ASSENT_DATABASE_URL",
-        default_value = "sqlite://assent.db",
-        value_name = "URL"
-    )]
-    pub db: String,
+    /// The database (created and migrated when missing); default: the URL in
+    /// ASSENT_DATABASE_URL, else sqlite://assent.db.
+    // Not clap's `env`: `demo` refuses a --db it would ignore, which it can only tell
+    // from the environment's when the flag alone fills this field.
+    #[arg(long, global = true, value_name = "URL")]
+    pub db: Option<String>,
 
     /// Fix the clock (RFC 3339), for scripts and tests; default: the current time.
     #[arg(long, global = true, value_name = "RFC3339", value_parser = parse_now)]
@@ -48,7 +45,8 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// The whole story on a fresh temporary database (ignores --db).
+    /// The whole story on a fresh temporary database, told as text (refuses --db and
+    /// --json).
     Demo(DemoArgs),
     /// Serve the review page and the JSON API over the database of --db.
     Serve(ServeArgs),
@@ -623,7 +621,7 @@ mod tests {
         for cli in [before, after] {
             let cli = cli.expect("parses");
             assert!(cli.json);
-            assert_eq!(cli.db, "sqlite::memory:");
+            assert_eq!(cli.db.as_deref(), Some("sqlite::memory:"));
         }
     }
 

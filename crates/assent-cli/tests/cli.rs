@@ -321,6 +321,35 @@ fn global_flags_after_the_subcommand_and_expire() {
 }
 
 #[test]
+fn the_demo_refuses_the_flags_it_would_ignore() {
+    for (flags, named) in [
+        (&["--db", "sqlite::memory:"][..], "--db"),
+        (&["--json"][..], "--json"),
+        (&["--delegated", "--json"][..], "--json"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+            .arg("demo")
+            .args(flags)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 2, "{flags:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{flags:?}: no story is told");
+        assert!(
+            stderr.starts_with("error: `assent demo`") && stderr.contains(named),
+            "{flags:?}: {stderr}"
+        );
+    }
+    // The environment's database is meant for every command: the demo runs anyway.
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .arg("demo")
+        .env("ASSENT_DATABASE_URL", "sqlite::memory:")
+        .output()
+        .expect("runs");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn the_demo_tells_the_whole_story() {
     let out = Command::new(env!("CARGO_BIN_EXE_assent"))
         .args(["demo"])
