@@ -647,6 +647,19 @@ mod tests {
     }
 
     #[test]
+    fn the_help_of_sync_peer_offers_https() {
+        let command = Cli::command();
+        let sync = command.find_subcommand("sync").expect("sync");
+        let peer = sync
+            .get_arguments()
+            .find(|a| a.get_id() == "peer")
+            .expect("--peer");
+        let help = peer.get_help().expect("help").to_string();
+        assert!(help.contains("https://"), "{help}");
+        assert!(!help.contains("Plain HTTP only"), "{help}");
+    }
+
+    #[test]
     fn show_takes_a_set_and_maybe_an_item() {
         assert!(Cli::try_parse_from(["assent", "show"]).is_err());
         assert!(Cli::try_parse_from(["assent", "show", "s"]).is_ok());

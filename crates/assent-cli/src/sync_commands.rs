@@ -26,8 +26,9 @@ pub struct SyncArgs {
     /// Sync through batch files instead, or show this device's sync identity.
     #[command(subcommand)]
     pub command: Option<SyncCommand>,
-    /// A peer's `assent serve` (e.g. `http://127.0.0.1:7700`): send this device's batch,
-    /// merge the peer's answer, both ways in one round trip. Plain HTTP only.
+    /// A peer's `assent serve` (`https://HOST:PORT`, or `http://` on loopback or over an
+    /// SSH tunnel: plain HTTP carries the token unencrypted): send this device's batch,
+    /// merge the peer's answer, both ways in one round trip.
     #[arg(long, value_name = "URL")]
     pub peer: Option<String>,
     /// The peer's API token (the one its `assent serve` printed); never printed.
