@@ -10,6 +10,7 @@
 
 mod cli;
 mod context;
+mod database;
 mod decision_commands;
 mod demo;
 mod demo_delegated;

@@ -321,6 +321,35 @@ fn global_flags_after_the_subcommand_and_expire() {
 }
 
 #[test]
+fn an_unreachable_postgres_is_reported_in_time_without_its_password() {
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", "postgres://u:hunter2@127.0.0.1:1/x", "pending"])
+        .env("ASSENT_CONNECT_TIMEOUT", "1")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(code(&out), 1, "{stderr}");
+    assert!(
+        stderr.contains("error: could not connect to PostgreSQL at 127.0.0.1:1 within 1 s: "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", "postgres://u@127.0.0.1:1/x", "pending"])
+        .env("ASSENT_CONNECT_TIMEOUT", "soon")
+        .output()
+        .expect("runs");
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn the_demo_refuses_the_flags_it_would_ignore() {
     for (flags, named) in [
         (&["--db", "sqlite::memory:"][..], "--db"),

@@ -49,7 +49,8 @@ pub mod webhooks;
 pub use audit::StoreAuditSink;
 pub use error::StoreError;
 pub use store::{
-    Backend, Durability, HostMigration, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Store, StoreOptions,
+    Backend, DEFAULT_CONNECT_TIMEOUT, Durability, HostMigration, POSTGRES_MIGRATIONS,
+    SQLITE_MIGRATIONS, Store, StoreOptions,
 };
 
 /// The connection type the store's functions and the host's handlers work on.
