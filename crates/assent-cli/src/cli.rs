@@ -167,7 +167,8 @@ pub enum DbCommand {
 /// `assent tools --agent A [--format NAME]`.
 #[derive(Debug, Args)]
 pub struct ToolsArgs {
-    /// The agent whose policy decides which tools are listed.
+    /// The agent whose policy decides which tools are listed: the journal's, or for an
+    /// agent of `assent mcp`, its upstream's as the gateway last listed them.
     #[arg(long)]
     pub agent: String,
     /// openai, responses or anthropic (their `tools` array), gemini (one `Tool`) or

@@ -3,6 +3,7 @@
 //! destructive) runs at once; the agent's rules override both.
 
 use crate::McpError;
+use assent_store::host_tools::HostTool;
 use assent_tools::{
     AgentPolicy, RuleAction, SummaryContext, ToolMode, ToolRegistry, ToolSpec, fallback_summary,
 };
@@ -83,21 +84,58 @@ pub fn registry(
 ) -> Result<ToolRegistry, McpError> {
     let mut registry = ToolRegistry::new();
     for tool in tools {
-        let description = tool.description.as_deref().unwrap_or_default();
-        let schema = Value::Object((*tool.input_schema).clone());
-        let mode = if review.contains(tool.name.as_ref()) {
-            ToolMode::Review
-        } else {
-            mode(tool, trust)
-        };
-        let spec =
-            ToolSpec::new(tool.name.to_string(), description, mode, schema).with_summary(summary);
-        registry.register(spec).map_err(|e| McpError::Catalog {
-            tool: tool.name.to_string(),
-            reason: e.to_string(),
-        })?;
+        register(
+            &mut registry,
+            tool,
+            trust,
+            review.contains(tool.name.as_ref()),
+        )?;
     }
     Ok(registry)
+}
+
+/// The catalog a gateway last recorded for its agent ([`HostTool`]s, each with its
+/// host's trust and review state), as the engine's registry: what another process
+/// (`assent tools`) lists for the agent without starting the upstream. Tools of several
+/// gateways meet in one registry, so a name two of them list is an error.
+pub fn recorded_registry(recorded: &[HostTool]) -> Result<ToolRegistry, McpError> {
+    let mut registry = ToolRegistry::new();
+    for tool in recorded {
+        let listed: Tool =
+            serde_json::from_value(tool.definition.clone()).map_err(|e| McpError::Catalog {
+                tool: tool.tool_name.clone(),
+                reason: format!("its recorded definition is not an MCP tool: {e}"),
+            })?;
+        let trust = match tool.trust.as_deref() {
+            Some(name) if name == Trust::Hints.as_str() => Trust::Hints,
+            _ => Trust::None,
+        };
+        register(&mut registry, &listed, trust, tool.changed())?;
+    }
+    Ok(registry)
+}
+
+/// Adds `tool` to `registry`: deferred or (under `--trust hints`, by its annotations)
+/// immediate, or [`ToolMode::Review`] when it is `in_review`.
+fn register(
+    registry: &mut ToolRegistry,
+    tool: &Tool,
+    trust: Trust,
+    in_review: bool,
+) -> Result<(), McpError> {
+    let description = tool.description.as_deref().unwrap_or_default();
+    let schema = Value::Object((*tool.input_schema).clone());
+    let mode = if in_review {
+        ToolMode::Review
+    } else {
+        mode(tool, trust)
+    };
+    let spec =
+        ToolSpec::new(tool.name.to_string(), description, mode, schema).with_summary(summary);
+    registry.register(spec).map_err(|e| McpError::Catalog {
+        tool: tool.name.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// What a deferred tool's description says after the upstream's own text.
@@ -182,6 +220,51 @@ mod tests {
             .iter()
             .map(|tool| registry.get(&tool.name).expect("registered").mode)
             .collect()
+    }
+
+    fn recorded(tool: &Tool, trust: Trust, changed: bool) -> HostTool {
+        let definition = serde_json::to_value(tool).expect("a tool as JSON");
+        let hash = assent_store::host_tools::definition_hash(&definition);
+        HostTool {
+            host: "mcp_notes".into(),
+            tool_name: tool.name.to_string(),
+            agent_id: Some("bot".into()),
+            trust: Some(trust.as_str().into()),
+            input_schema: definition["inputSchema"].clone(),
+            definition,
+            pinned_hash: if changed {
+                "older".into()
+            } else {
+                hash.clone()
+            },
+            hash,
+            first_seen_at: time::OffsetDateTime::UNIX_EPOCH,
+            updated_at: time::OffsetDateTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn a_recorded_catalog_routes_as_its_gateway_did() {
+        let read = tool("read_file", Some(true));
+        let write = tool("write_file", None);
+        let catalog = [
+            recorded(&read, Trust::Hints, false),
+            recorded(&write, Trust::Hints, false),
+            recorded(&tool("edit_file", Some(true)), Trust::Hints, true),
+            recorded(&tool("list_dir", Some(true)), Trust::None, false),
+        ];
+        let registry = recorded_registry(&catalog).expect("a catalog");
+        let mode = |name: &str| registry.get(name).expect("registered").mode;
+        assert_eq!(mode("read_file"), ToolMode::Immediate);
+        assert_eq!(mode("write_file"), ToolMode::Deferred);
+        assert_eq!(mode("edit_file"), ToolMode::Review);
+        assert_eq!(mode("list_dir"), ToolMode::Deferred);
+        assert_eq!(
+            registry.get("read_file").expect("registered").args_schema,
+            Value::Object((*read.input_schema).clone())
+        );
+        let twice = [catalog[0].clone(), catalog[0].clone()];
+        assert!(recorded_registry(&twice).is_err(), "a name listed twice");
     }
 
     #[test]
