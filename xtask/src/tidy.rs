@@ -280,7 +280,7 @@ fn no_two_files_of_a_crate_import_each_other() {
     }
     assert!(
         offenders.is_empty(),
-        "these files of one crate import each other; move what both need to a module both \\
+        "these files of one crate import each other; move what both need to a module both \
          can depend on:\n{}",
         bullets(&offenders)
     );
