@@ -23,7 +23,8 @@ use time::{Duration, OffsetDateTime};
 )]
 pub struct Cli {
     /// The database (created and migrated when missing); default: the URL in
-    /// ASSENT_DATABASE_URL, else sqlite://assent.db.
+    /// ASSENT_DATABASE_URL, else assent.db in the user's data directory
+    /// (~/.local/share/assent on Linux), or ./assent.db where one already exists.
     // Not clap's `env`: `demo` refuses a --db it would ignore, which it can only tell
     // from the environment's when the flag alone fills this field.
     #[arg(long, global = true, value_name = "URL")]

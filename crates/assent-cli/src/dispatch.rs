@@ -19,13 +19,6 @@ use crate::{demo, demo_delegated, serve};
 use assent_domain::OffsetDateTime;
 use assent_tools::RuleAction;
 
-/// The database to open: `--db`, else `ASSENT_DATABASE_URL`, else `assent.db` here.
-fn database_url(flag: Option<String>) -> String {
-    flag.or_else(|| std::env::var("ASSENT_DATABASE_URL").ok())
-        .filter(|url| !url.trim().is_empty())
-        .unwrap_or_else(|| "sqlite://assent.db".to_owned())
-}
-
 /// `demo` runs on a fresh temporary database and prints a story for a person: a `--db`
 /// or `--json` it would silently ignore is refused, so nobody believes their own
 /// database was used or scripts against text. (`ASSENT_DATABASE_URL` is not refused:
@@ -50,15 +43,15 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
     if let Command::Demo(_) = cli.command {
         refuse_flags_the_demo_ignores(&cli)?;
     }
-    let db = || database_url(cli.db.clone());
+    let db = || crate::database::locate(cli.db.clone());
     let command = match cli.command {
         Command::Demo(args) if args.delegated => {
             return demo_delegated::run(cli.now).await.map(Output::text);
         }
         Command::Demo(_) => return demo::run(cli.now).await.map(Output::text),
-        Command::Serve(args) => return serve::run(&db(), args).await.map(Output::text),
+        Command::Serve(args) => return serve::run(&db()?, args).await.map(Output::text),
         Command::Mcp(args) => {
-            return crate::mcp_commands::run(&db(), args)
+            return crate::mcp_commands::run(&db()?, args)
                 .await
                 .map(|()| Output::text(String::new()));
         }
@@ -70,7 +63,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         _ => None,
     };
     let now = cli.now.unwrap_or_else(OffsetDateTime::now_utc);
-    let ctx = Ctx::open(&db(), now, cli.json).await?;
+    let ctx = Ctx::open(&db()?, now, cli.json).await?;
     let output = match command {
         DbCommand::Agent(AgentCommand::Create(args)) => agent_create(&ctx, args).await,
         DbCommand::Agent(AgentCommand::Allow(args)) => {
