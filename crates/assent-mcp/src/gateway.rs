@@ -4,7 +4,7 @@ use crate::McpError;
 use crate::catalog::{TOOL_TITLE, Trust, idempotent, listed, registry, route, title};
 use crate::host::{McpHost, host_name};
 use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
-use assent_changeset::{parse_tool_calls, reply};
+use assent_changeset::{ToolArguments, ToolCall, reply};
 use assent_confirm::{Engine, WakeRequest};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, Verdict};
 use assent_store::host_tools::{self, HostTool, ListedTool};
@@ -320,14 +320,18 @@ impl Gateway {
             ))));
         }
         let run_key = format!("mcp-{}", Uuid::new_v4());
-        let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "call-1",
-            "name": tool_name, "input": args.clone()}]))
-        .map_err(|e| internal(e.to_string()))?;
+        // The call is already typed: handed to the engine as it is, not written as some
+        // dialect's JSON only to be parsed back.
+        let call = ToolCall {
+            id: "call-1".to_owned(),
+            name: tool_name.to_owned(),
+            arguments: ToolArguments::Value(args.clone()),
+        };
         let request = WakeRequest::new(
             inner.options.agent.clone(),
             inner.target.clone(),
             run_key.clone(),
-            calls,
+            vec![call],
         );
         let now = OffsetDateTime::now_utc();
         let wake = TOOL_TITLE
