@@ -4,25 +4,13 @@
 
 use crate::McpError;
 use assent_store::host_tools::HostTool;
-use assent_tools::{
-    AgentPolicy, RuleAction, SummaryContext, ToolMode, ToolRegistry, ToolSpec, fallback_summary,
-};
+use assent_tools::{AgentPolicy, RuleAction, ToolMode, ToolRegistry, ToolSpec};
 use rmcp::model::Tool;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// The target kind of every gated MCP call; the target id is the server's name.
 pub const TARGET_KIND: &str = "mcp";
-
-/// The longest argument value a summary shows before cutting it.
-const SUMMARY_VALUE_CHARS: usize = 60;
-
-tokio::task_local! {
-    /// The title (or name) of the tool whose call is being planned. A summary is a
-    /// plain `fn` of the arguments, and the gateway's tools are only known at run
-    /// time, so the gateway scopes the name around each wake (one call per wake).
-    pub(crate) static TOOL_TITLE: String;
-}
 
 /// Whose word decides what a tool may do without a person: the operator's alone
 /// (`none`, the default), or also the upstream's annotations (`hints`). Annotations are
@@ -130,8 +118,10 @@ fn register(
     } else {
         mode(tool, trust)
     };
+    // The title is the spec's data: every summary of a call (a wake's, an edit's, an
+    // undo's, in any process) names the tool as the upstream titled it.
     let spec =
-        ToolSpec::new(tool.name.to_string(), description, mode, schema).with_summary(summary);
+        ToolSpec::new(tool.name.to_string(), description, mode, schema).with_title(title(tool));
     registry.register(spec).map_err(|e| McpError::Catalog {
         tool: tool.name.to_string(),
         reason: e.to_string(),
@@ -167,31 +157,6 @@ pub(crate) fn title(tool: &Tool) -> String {
         .clone()
         .or_else(|| tool.annotations.as_ref().and_then(|a| a.title.clone()))
         .unwrap_or_else(|| tool.name.to_string())
-}
-
-/// `Write File(path: "/tmp/a", content: "hello")`: the tool's title and its
-/// arguments, each on one line and a long one cut in the middle, so that where a path
-/// ends and what was appended to a content stay in sight.
-fn summary(args: &Value, _context: Option<&dyn SummaryContext>) -> String {
-    let Ok(title) = TOOL_TITLE.try_with(Clone::clone) else {
-        return fallback_summary("call", args);
-    };
-    let Value::Object(map) = args else {
-        return format!("{title}()");
-    };
-    let parts: Vec<String> = map
-        .iter()
-        .map(|(key, value)| {
-            let text = value.to_string();
-            let shown = assent_domain::head_and_tail(&text, SUMMARY_VALUE_CHARS);
-            format!(
-                "{}: {}",
-                assent_domain::one_line(key),
-                assent_domain::one_line(&shown)
-            )
-        })
-        .collect();
-    format!("{title}({})", parts.join(", "))
 }
 
 #[cfg(test)]
@@ -375,27 +340,23 @@ mod tests {
         assert!(error.to_string().contains("write_file"), "{error}");
     }
 
-    #[tokio::test]
-    async fn a_summary_names_the_tool_and_its_arguments() {
+    #[test]
+    fn a_summary_names_the_tool_by_its_title_and_shows_its_arguments() {
+        let mut titled = tool("write_file", None);
+        titled.title = Some("Write File".into());
+        let registry = registry(
+            &[titled, tool("read_file", None)],
+            Trust::None,
+            &BTreeSet::new(),
+        )
+        .expect("a catalog");
         let args = json!({"path": "/tmp/a", "content": "x".repeat(100)});
-        let text = TOOL_TITLE
-            .scope("Write File".to_owned(), async { summary(&args, None) })
-            .await;
-        let content =
-            assent_domain::head_and_tail(&args["content"].to_string(), SUMMARY_VALUE_CHARS)
-                .into_owned();
+        let text = registry.summarize("write_file", &args, None);
+        assert!(text.starts_with("Write File(content: \"xxx"), "{text}");
+        assert!(text.ends_with("xx\", path: \"/tmp/a\")"), "{text}");
         assert_eq!(
-            text,
-            format!("Write File(content: {content}, path: \"/tmp/a\")")
+            registry.summarize("read_file", &json!({"path": "/a"}), None),
+            "read_file(path: \"/a\")"
         );
-        assert!(content.ends_with("xx\""), "{content}");
-        let appended = json!({"path": format!("/home/u/{}/.ssh/authorized_keys", "d".repeat(200)),
-            "content": format!("{}\nssh-ed25519 AAAA attacker@evil", "k".repeat(300))});
-        let text = TOOL_TITLE
-            .scope("Write File".to_owned(), async { summary(&appended, None) })
-            .await;
-        assert!(text.contains("attacker@evil\""), "{text}");
-        assert!(text.contains(".ssh/authorized_keys\""), "{text}");
-        assert_eq!(summary(&args, None), "call(content, path)");
     }
 }

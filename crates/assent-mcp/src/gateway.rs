@@ -1,7 +1,7 @@
 //! The MCP server the client talks to: the upstream's tools, gated.
 
 use crate::McpError;
-use crate::catalog::{TOOL_TITLE, Trust, idempotent, listed, registry, route, title};
+use crate::catalog::{Trust, idempotent, listed, registry, route};
 use crate::host::{McpHost, host_name};
 use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
 use assent_changeset::{ToolArguments, ToolCall, reply};
@@ -294,18 +294,18 @@ impl Gateway {
     ) -> Result<Called, ErrorData> {
         let inner = &self.inner;
         self.sync_catalog(false).await.map_err(internal)?;
-        let Some(tool) = inner
+        if !inner
             .caller
             .upstream()
             .tools()
-            .into_iter()
-            .find(|t| t.name == tool_name)
-        else {
+            .iter()
+            .any(|t| t.name == tool_name)
+        {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool {tool_name:?}"),
                 None,
             ));
-        };
+        }
         let engine = self.engine();
         let registry = engine.registry();
         if let Err(error) = registry.validate_args(tool_name, &args) {
@@ -334,10 +334,7 @@ impl Gateway {
             vec![call],
         );
         let now = OffsetDateTime::now_utc();
-        let wake = TOOL_TITLE
-            .scope(title(&tool), engine.wakes().wake(request, now))
-            .await
-            .map_err(internal)?;
+        let wake = engine.wakes().wake(request, now).await.map_err(internal)?;
         let reply = wake
             .responses
             .first()
