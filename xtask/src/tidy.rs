@@ -10,7 +10,11 @@
 //!   service) resolve no `assent-journal*`
 //!   crate: the journal is one host, composed in by the CLI;
 //! - every crate under `crates/` has `[lints] workspace = true` and a `src/lib.rs` or
-//!   `src/main.rs`.
+//!   `src/main.rs`;
+//! - no two files of a crate name each other (`crate::a` in `b.rs`, `crate::b` in
+//!   `a.rs`): what both need moves to a module both can depend on. Paths are read from
+//!   code lines (comments and doc links are not imports); `super::` is not followed,
+//!   since inside a file's `mod tests` it names the file itself.
 //!
 //! Manifests are read line by line (no TOML parser): enough for the manifests we write,
 //! and the resolved-graph check (`cargo tree`) backs up the manifest one.
@@ -235,6 +239,53 @@ fn every_crate_has_a_documented_root() {
     );
 }
 
+#[test]
+fn no_two_files_of_a_crate_import_each_other() {
+    let root = project_root();
+    let mut src_dirs: Vec<PathBuf> = crate_dirs(&root).iter().map(|d| d.join("src")).collect();
+    src_dirs.push(root.join("xtask/src"));
+    let mut offenders = Vec::new();
+    for src in src_dirs {
+        let mut files = Vec::new();
+        collect_rs_files(&src, &mut files);
+        let modules: Vec<(Vec<String>, PathBuf)> = files
+            .into_iter()
+            .filter_map(|file| Some((module_path(&src, &file)?, file)))
+            .collect();
+        let known: Vec<&[String]> = modules.iter().map(|(m, _)| m.as_slice()).collect();
+        let mut edges: Vec<(usize, usize)> = Vec::new();
+        for (from, (module, file)) in modules.iter().enumerate() {
+            for path in crate_paths(&read(file)) {
+                let Some(to) = resolve_module(&known, &path) else {
+                    continue;
+                };
+                let other = known[to];
+                // A file and its own submodules are one unit: the parent declares the child.
+                if to != from && !other.starts_with(module) && !module.starts_with(other) {
+                    edges.push((from, to));
+                }
+            }
+        }
+        edges.sort_unstable();
+        edges.dedup();
+        for &(a, b) in &edges {
+            if a < b && edges.binary_search(&(b, a)).is_ok() {
+                offenders.push(format!(
+                    "{} <-> {}",
+                    relative(&root, &modules[a].1),
+                    relative(&root, &modules[b].1)
+                ));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "these files of one crate import each other; move what both need to a module both \
+         can depend on:\n{}",
+        bullets(&offenders)
+    );
+}
+
 // Checks of the line-based helpers themselves, so a rule cannot pass by parsing nothing.
 
 #[test]
@@ -316,6 +367,51 @@ fn workspace_lints_detection() {
 
 /// Whether a pure crate may not depend on the crate `name`: `sqlx`, `tokio`, or one of
 /// their family (`sqlx-core`, `tokio-util`, ...).
+#[test]
+fn crate_paths_from_code() {
+    fn check(text: &str, expect: &[&str]) {
+        let found: Vec<String> = crate_paths(text).iter().map(|p| p.join("::")).collect();
+        assert_eq!(found, expect, "{text:?}");
+    }
+    check("use crate::a::B;\n", &["a::B"]);
+    check(
+        "use crate::{a, b::{C, d::E}, self};\n",
+        &["a", "b::C", "b::d::E", "self"],
+    );
+    check(
+        "let x = crate::measure::per_second(1);\n",
+        &["measure::per_second"],
+    );
+    check(
+        "//! Lives in [`crate::peer_sync`].\n/// See crate::a.\n",
+        &[],
+    );
+    check(
+        "pub(crate) fn f() {}\nuse my_crate::x;\n$crate::y!();\n",
+        &[],
+    );
+    check("use crate::a; // and crate::b\n", &["a"]);
+    check(
+        "use crate::w::{\n    A, B,\n    c::D,\n};\n",
+        &["w::A", "w::B", "w::c::D"],
+    );
+}
+
+#[test]
+fn module_paths_of_files() {
+    let src = Path::new("/c/src");
+    let check = |file: &str, expect: Option<&str>| {
+        let found = module_path(src, &src.join(file)).map(|m| m.join("::"));
+        assert_eq!(found.as_deref(), expect, "{file}");
+    };
+    check("lib.rs", None);
+    check("main.rs", None);
+    check("bin/tool.rs", None);
+    check("cli.rs", Some("cli"));
+    check("a/mod.rs", Some("a"));
+    check("a/b.rs", Some("a::b"));
+}
+
 fn is_forbidden(name: &str) -> bool {
     FORBIDDEN_IN_PURE.iter().any(|f| name.starts_with(f))
 }
@@ -429,6 +525,110 @@ fn table_header(line: &str) -> Option<&str> {
 
 fn unquote(s: &str) -> &str {
     s.trim().trim_matches(|c| c == '"' || c == '\'')
+}
+
+/// The module a file under `src` is, as path segments: `None` for a crate root
+/// (`lib.rs`, `main.rs`) and for `src/bin/`, whose files are crate roots of their own.
+fn module_path(src: &Path, file: &Path) -> Option<Vec<String>> {
+    let rel = file.strip_prefix(src).ok()?.with_extension("");
+    let mut segments: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if segments.first().is_some_and(|s| s == "bin") {
+        return None;
+    }
+    if segments.last().is_some_and(|s| s == "mod") {
+        segments.pop();
+    }
+    match segments.as_slice() {
+        [] => None,
+        [only] if only == "lib" || only == "main" => None,
+        _ => Some(segments),
+    }
+}
+
+/// The index in `known` of the longest module that begins `path` (`a::b::Item` is in
+/// `a::b` when there is such a file, else in `a`).
+fn resolve_module(known: &[&[String]], path: &[String]) -> Option<usize> {
+    known
+        .iter()
+        .enumerate()
+        .filter(|(_, module)| path.starts_with(module))
+        .max_by_key(|(_, module)| module.len())
+        .map(|(index, _)| index)
+}
+
+/// Every path after `crate::` in the code of `text`, with `use` groups expanded
+/// (`crate::{a, b::C}` gives `a` and `b::C`). Comment lines and the comment at the end
+/// of a line are skipped: a doc link is not an import.
+fn crate_paths(text: &str) -> Vec<Vec<String>> {
+    // Whole text rather than line by line: a `use` group often spans lines.
+    let code: String = text
+        .lines()
+        .map(|line| line.split_once("//").map_or(line, |(code, _)| code))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut paths = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("crate::") {
+        let before = rest[..at].chars().next_back();
+        let after = &rest[at + "crate::".len()..];
+        if !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+            let mut chars = after.chars().peekable();
+            use_tree(&mut chars, &mut Vec::new(), &mut paths);
+        }
+        rest = after;
+    }
+    paths
+}
+
+/// Reads one `use` tree (`a::b`, `a::{b, c::d}`, `{a, b}`, `a::*`) from `chars`,
+/// adding each full path under `prefix` to `out`.
+fn use_tree(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+    prefix: &mut Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) {
+    let depth = prefix.len();
+    loop {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.next_if_eq(&'{').is_some() {
+            loop {
+                use_tree(chars, prefix, out);
+                while chars.next_if(|c| c.is_whitespace()).is_some() {}
+                if chars.next_if_eq(&',').is_none() {
+                    break;
+                }
+                while chars.next_if(|c| c.is_whitespace()).is_some() {}
+                if chars.peek() == Some(&'}') {
+                    break;
+                }
+            }
+            chars.next_if_eq(&'}');
+            prefix.truncate(depth);
+            return;
+        }
+        let mut ident = String::new();
+        while let Some(c) = chars.next_if(|c| c.is_alphanumeric() || *c == '_') {
+            ident.push(c);
+        }
+        if ident.is_empty() {
+            break;
+        }
+        prefix.push(ident);
+        let mut probe = chars.clone();
+        if probe.next() == Some(':') && probe.next() == Some(':') {
+            chars.next();
+            chars.next();
+        } else {
+            break;
+        }
+    }
+    if prefix.len() > depth {
+        out.push(prefix.clone());
+    }
+    prefix.truncate(depth);
 }
 
 /// The directories under `crates/`, sorted.

@@ -24,6 +24,7 @@
 // A benchmark report is for a person at a terminal.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod baseline;
 mod dataset;
 mod gateway;
 mod measure;

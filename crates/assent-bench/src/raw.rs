@@ -5,7 +5,7 @@
 //! shares. No async runtime, no worker thread, no `Any` conversions: what is left is
 //! SQLite and the disk.
 
-use crate::writes::{
+use crate::baseline::{
     AGENT, BaselineItem, CONFIRM_ITEM, ENQUEUE, INSERT_APPLIED, INSERT_AUDIT,
     INSERT_CHECKLIST_ITEM, INSERT_DECISION, INSERT_ITEM, INSERT_SET, SET_STATUS, TOUCH_TASK,
     summary,

@@ -12,6 +12,11 @@
 //! `Store` (same schema, same durability), and alternate operation by operation so
 //! that both see the same load; every round checks that both wrote the same rows.
 
+use crate::baseline::{
+    AGENT, BaselineItem, CONFIRM_ITEM, ENQUEUE, INSERT_APPLIED, INSERT_AUDIT,
+    INSERT_CHECKLIST_ITEM, INSERT_DECISION, INSERT_ITEM, INSERT_SET, SET_STATUS, TOUCH_TASK,
+    summary,
+};
 use crate::measure::{median, quartiles};
 use crate::raw::Raw;
 use anyhow::{Context, ensure};
@@ -32,7 +37,6 @@ use time::macros::datetime;
 
 const NOW: OffsetDateTime = datetime!(2026-03-01 12:00 UTC);
 const HOST: &str = "device-a";
-pub(crate) const AGENT: &str = "agent-1";
 const ITEMS: usize = DEFAULT_MAX_ITEMS_PER_SET;
 
 /// Every table either side writes, for the same-rows check.
@@ -206,10 +210,6 @@ fn titles(set: usize) -> Vec<String> {
     (0..ITEMS).map(|i| format!("Set {set} step {i}")).collect()
 }
 
-pub(crate) fn summary(title: &str) -> String {
-    format!("Add checklist item \"{title}\"")
-}
-
 /// Alternates `assent`, the sqlx `baseline` and the `raw` SQLite side operation by
 /// operation (the order reverses every time) and keeps the timings after `warmup`.
 async fn alternate<A, B, R>(
@@ -318,37 +318,6 @@ pub async fn persistence(
     }
     Ok(PairResult::from_rounds(durability, sets, &results))
 }
-
-pub(crate) const ENQUEUE: &str =
-    "INSERT INTO outbox (entity_type, entity_id, payload, status, attempts, created_at, updated_at)
-     VALUES ($1, $2, $3, 'pending', 0, $4, $4)
-     ON CONFLICT (entity_type, entity_id) WHERE status = 'pending'
-     DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at";
-
-pub(crate) const INSERT_SET: &str =
-    "INSERT INTO change_sets (id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, vector_clock)
-     VALUES ($1, $2, 'task', $3, $4, $4, 'pending', $5, '{}')";
-pub(crate) const INSERT_ITEM: &str =
-    "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status)
-     VALUES ($1, $2, 'add_checklist_item', $3, $4, 'pending')";
-pub(crate) const INSERT_CHECKLIST_ITEM: &str = "INSERT INTO checklist_items (id, task_id, position, title, is_checked) VALUES ($1, $2, $3, $4, 0)";
-pub(crate) const TOUCH_TASK: &str =
-    "UPDATE tasks SET vector_clock = $1, updated_at = $2 WHERE id = $3";
-pub(crate) const INSERT_AUDIT: &str =
-    "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, target_kind, target_id, kind, args,
-                                success, created_at)
-     VALUES ($1, $2, 'add_checklist_item', $3, 'task', $4, $5, $6, $7, $8) RETURNING id";
-pub(crate) const INSERT_APPLIED: &str =
-    "INSERT INTO applied_operations (operation_id, tool_name, target_kind, target_id, message, applied_at)
-     VALUES ($1, 'add_checklist_item', 'task', $2, 'Checklist item added.', $3)";
-pub(crate) const INSERT_DECISION: &str =
-    "INSERT INTO decisions (id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict,
-                            human_summary, args, created_at, vector_clock)
-     VALUES ($1, $2, $3, $4, 'task', $5, 'add_checklist_item', 'confirmed', $6, $7, $8, $9)";
-pub(crate) const CONFIRM_ITEM: &str =
-    "UPDATE change_items SET status = 'confirmed' WHERE change_set_id = $1 AND item_index = $2";
-pub(crate) const SET_STATUS: &str =
-    "UPDATE change_sets SET status = $1, vector_clock = $2 WHERE id = $3";
 
 async fn enqueue(
     conn: &mut AnyConnection,
@@ -499,32 +468,6 @@ async fn queue(db: &Db, engine: &Engine, set: usize) -> anyhow::Result<Vec<(Uuid
         set.items.len()
     );
     Ok((0..ITEMS).map(|index| (set.id, index)).collect())
-}
-
-/// One queued item of the baseline and what its confirmation writes, prepared
-/// before the clock starts: ids, and outbox payloads as large as Assent's.
-pub(crate) struct BaselineItem {
-    pub task: String,
-    pub set: String,
-    pub index: usize,
-    pub title: String,
-    pub run_key: String,
-    pub checklist_item: String,
-    pub operation: String,
-    pub decision: String,
-    /// `{"title": …}`, the item's arguments.
-    pub args: String,
-    pub summary: String,
-    /// The task's and the set's clock after this confirmation.
-    pub clock: String,
-    /// The set's status after this confirmation.
-    pub set_status: &'static str,
-    /// The task with its checklist so far, as the journal replicates it.
-    pub task_payload: String,
-    pub audit_payloads: [String; 2],
-    pub decision_payload: String,
-    pub item_payload: String,
-    pub set_payload: Arc<str>,
 }
 
 /// The baseline: the same rows as a wake, on a fresh task.

@@ -90,6 +90,7 @@ mod tests {
                     mode,
                     batch: None,
                     summary: None,
+                    title: None,
                     compensation: None,
                 })
                 .expect("registers");

@@ -4,6 +4,7 @@
 //! Values whose failure the contract maps to exit code 1 (change-set ids, edited
 //! arguments, due dates) are taken as text here and parsed by the commands.
 
+use crate::duration::parse_duration;
 use assent_changeset::Dialect;
 use assent_domain::{LEGACY_TARGET_KIND, Target};
 use clap::{Args, Parser, Subcommand};
@@ -21,15 +22,13 @@ use time::{Duration, OffsetDateTime};
     after_help = "Exit codes: 0 ok, 1 error, 2 usage, 3 conflict (already decided, changed concurrently).\nTry `assent demo` for the whole story."
 )]
 pub struct Cli {
-    /// The database (created and migrated when missing).
-    #[arg(
-        long,
-        global = true,
-        env = "ASSENT_DATABASE_URL",
-        default_value = "sqlite://assent.db",
-        value_name = "URL"
-    )]
-    pub db: String,
+    /// The database (created and migrated when missing); default: the URL in
+    /// ASSENT_DATABASE_URL, else assent.db in the user's data directory
+    /// (~/.local/share/assent on Linux), or ./assent.db where one already exists.
+    // Not clap's `env`: `demo` refuses a --db it would ignore, which it can only tell
+    // from the environment's when the flag alone fills this field.
+    #[arg(long, global = true, value_name = "URL")]
+    pub db: Option<String>,
 
     /// Fix the clock (RFC 3339), for scripts and tests; default: the current time.
     #[arg(long, global = true, value_name = "RFC3339", value_parser = parse_now)]
@@ -47,7 +46,8 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// The whole story on a fresh temporary database (ignores --db).
+    /// The whole story on a fresh temporary database, told as text (refuses --db and
+    /// --json).
     Demo(DemoArgs),
     /// Serve the review page and the JSON API over the database of --db.
     Serve(ServeArgs),
@@ -168,7 +168,8 @@ pub enum DbCommand {
 /// `assent tools --agent A [--format NAME]`.
 #[derive(Debug, Args)]
 pub struct ToolsArgs {
-    /// The agent whose policy decides which tools are listed.
+    /// The agent whose policy decides which tools are listed: the journal's, or for an
+    /// agent of `assent mcp`, its upstream's as the gateway last listed them.
     #[arg(long)]
     pub agent: String,
     /// openai, responses or anthropic (their `tools` array), gemini (one `Tool`) or
@@ -646,41 +647,6 @@ fn parse_now(text: &str) -> Result<OffsetDateTime, String> {
         .map_err(|e| format!("expected an RFC 3339 time such as 2026-03-01T09:00:00Z ({e})"))
 }
 
-/// Parses a duration such as `7d`, `12h`, `30m`, `90s` or `1d12h`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("expected a duration such as 7d, 12h, 30m or 90s, got {text:?}");
-    let text = text.trim();
-    if text.is_empty() {
-        return Err(bad());
-    }
-    let mut total = Duration::ZERO;
-    let mut digits = String::new();
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let amount: i64 = digits.parse().map_err(|_| bad())?;
-        // Bound every part so the arithmetic cannot overflow (about a hundred years).
-        if amount > 100 * 366 * 86_400 {
-            return Err(bad());
-        }
-        let part = match c {
-            'd' => Duration::days(amount),
-            'h' => Duration::hours(amount),
-            'm' => Duration::minutes(amount),
-            's' => Duration::seconds(amount),
-            _ => return Err(bad()),
-        };
-        total = total.checked_add(part).ok_or_else(bad)?;
-        digits.clear();
-    }
-    if !digits.is_empty() {
-        return Err(bad());
-    }
-    Ok(total)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -692,26 +658,13 @@ mod tests {
     }
 
     #[test]
-    fn durations() {
-        let ok = |t: &str| parse_duration(t).ok();
-        assert_eq!(ok("7d"), Some(Duration::days(7)));
-        assert_eq!(ok("12h"), Some(Duration::hours(12)));
-        assert_eq!(ok("30m"), Some(Duration::minutes(30)));
-        assert_eq!(ok("90s"), Some(Duration::seconds(90)));
-        assert_eq!(ok("1d12h"), Some(Duration::hours(36)));
-        for bad in ["", "7", "d", "7x", "-7d", "7 d", "99999999999999999999d"] {
-            assert_eq!(ok(bad), None, "{bad:?}");
-        }
-    }
-
-    #[test]
     fn global_flags_go_before_or_after_the_subcommand() {
         let before = Cli::try_parse_from(["assent", "--json", "--db", "sqlite::memory:", "outbox"]);
         let after = Cli::try_parse_from(["assent", "outbox", "--json", "--db", "sqlite::memory:"]);
         for cli in [before, after] {
             let cli = cli.expect("parses");
             assert!(cli.json);
-            assert_eq!(cli.db, "sqlite::memory:");
+            assert_eq!(cli.db.as_deref(), Some("sqlite::memory:"));
         }
     }
 
@@ -734,6 +687,19 @@ mod tests {
         ]));
         assert!(!parses(&["--token", "t", "host"]));
         assert!(!parses(&[]), "`assent sync` alone shows its help");
+    }
+
+    #[test]
+    fn the_help_of_sync_peer_offers_https() {
+        let command = Cli::command();
+        let sync = command.find_subcommand("sync").expect("sync");
+        let peer = sync
+            .get_arguments()
+            .find(|a| a.get_id() == "peer")
+            .expect("--peer");
+        let help = peer.get_help().expect("help").to_string();
+        assert!(help.contains("https://"), "{help}");
+        assert!(!help.contains("Plain HTTP only"), "{help}");
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub struct Ctx {
 impl Ctx {
     /// Opens (creating and migrating when missing) the database at `url`.
     pub async fn open(url: &str, now: OffsetDateTime, json: bool) -> Result<Self, CliError> {
-        let store = Store::open(url).await?;
+        let store = crate::database::open_store(url).await?;
         Ok(Self {
             engine: engine(store).await?,
             now,

@@ -19,16 +19,39 @@ use crate::{demo, demo_delegated, serve};
 use assent_domain::OffsetDateTime;
 use assent_tools::RuleAction;
 
+/// `demo` runs on a fresh temporary database and prints a story for a person: a `--db`
+/// or `--json` it would silently ignore is refused, so nobody believes their own
+/// database was used or scripts against text. (`ASSENT_DATABASE_URL` is not refused:
+/// it is meant for every command, and the demo touches no database of the user's.)
+fn refuse_flags_the_demo_ignores(cli: &Cli) -> Result<(), CliError> {
+    let demo = "`assent demo` tells its story as text, on a fresh temporary database";
+    if cli.db.is_some() {
+        return Err(CliError::Usage(format!(
+            "{demo}: it does not use --db; run it without --db"
+        )));
+    }
+    if cli.json {
+        return Err(CliError::Usage(format!(
+            "{demo}: it has no --json output; run it without --json"
+        )));
+    }
+    Ok(())
+}
+
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<Output, CliError> {
+    if let Command::Demo(_) = cli.command {
+        refuse_flags_the_demo_ignores(&cli)?;
+    }
+    let db = || crate::database::locate(cli.db.clone());
     let command = match cli.command {
         Command::Demo(args) if args.delegated => {
             return demo_delegated::run(cli.now).await.map(Output::text);
         }
         Command::Demo(_) => return demo::run(cli.now).await.map(Output::text),
-        Command::Serve(args) => return serve::run(&cli.db, args).await.map(Output::text),
+        Command::Serve(args) => return serve::run(&db()?, args).await.map(Output::text),
         Command::Mcp(args) => {
-            return crate::mcp_commands::run(&cli.db, args)
+            return crate::mcp_commands::run(&db()?, args)
                 .await
                 .map(|()| Output::text(String::new()));
         }
@@ -40,7 +63,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         _ => None,
     };
     let now = cli.now.unwrap_or_else(OffsetDateTime::now_utc);
-    let ctx = Ctx::open(&cli.db, now, cli.json).await?;
+    let ctx = Ctx::open(&db()?, now, cli.json).await?;
     let output = match command {
         DbCommand::Agent(AgentCommand::Create(args)) => agent_create(&ctx, args).await,
         DbCommand::Agent(AgentCommand::Allow(args)) => {

@@ -10,16 +10,19 @@
 
 mod cli;
 mod context;
+mod database;
 mod decision_commands;
 mod demo;
 mod demo_delegated;
 mod dispatch;
+mod duration;
 mod jobs_commands;
 mod mcp_commands;
 mod peer_sync;
 mod record_commands;
 mod render;
 mod serve;
+mod sync_batches;
 mod sync_commands;
 mod task_commands;
 mod tokens_commands;

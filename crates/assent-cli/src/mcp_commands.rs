@@ -5,7 +5,6 @@
 
 use crate::CliError;
 use assent_mcp::{Deadlines, Downstream, GatewayOptions, HttpDownstream, McpError, Trust};
-use assent_store::Store;
 use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -132,7 +131,7 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
             "--public-url {url:?} is not an http:// or https:// URL"
         )));
     }
-    let store = Store::open(db).await?;
+    let store = crate::database::open_store(db).await?;
     let options = GatewayOptions {
         server: args.server.unwrap_or_default(),
         agent: args.agent,

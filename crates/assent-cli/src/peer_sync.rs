@@ -17,7 +17,7 @@
 use crate::CliError;
 use crate::context::{Ctx, Output};
 use crate::render;
-use crate::sync_commands::{batch_summary, refused};
+use crate::sync_batches::{batch_summary, refused};
 use assent_journal_host::TaskEntities;
 use assent_server::{DEFAULT_SYNC_BODY_LIMIT, SyncExchange};
 use assent_store::StoreError;

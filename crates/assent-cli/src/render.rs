@@ -146,13 +146,21 @@ pub fn indent(text: &str, prefix: &str) -> String {
         .join("\n")
 }
 
-/// After `agent create`.
+/// After `agent create`. A category is a task category of the journal, except
+/// `mcp`, the target kind of the MCP gateway's calls: that one is no task category.
 pub fn agent(id: &str, categories: &[&str], created: bool) -> String {
     let verb = if created { "Created" } else { "Updated" };
-    format!(
-        "{verb} agent {id}: it may change tasks in {}",
-        categories.join(", ")
-    )
+    let (servers, tasks): (Vec<&str>, Vec<&str>) = categories
+        .iter()
+        .partition(|c| **c == assent_mcp::TARGET_KIND);
+    let mut may = Vec::new();
+    if !tasks.is_empty() || servers.is_empty() {
+        may.push(format!("change tasks in {}", tasks.join(", ")));
+    }
+    if !servers.is_empty() {
+        may.push("call the tools of the MCP servers it meets through `assent mcp`".to_owned());
+    }
+    format!("{verb} agent {id}: it may {}", may.join(", and "))
 }
 
 /// A task, field by field (unset fields are left out).
@@ -787,6 +795,22 @@ pub fn peers(peers: &[assent_store::sync::Peer]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_agent_is_told_what_it_may_change() {
+        assert_eq!(
+            agent("a", &["work", "home"], true),
+            "Created agent a: it may change tasks in work, home"
+        );
+        assert_eq!(
+            agent("bot", &["mcp"], false),
+            "Updated agent bot: it may call the tools of the MCP servers it meets through `assent mcp`"
+        );
+        assert_eq!(
+            agent("both", &["work", "mcp"], true),
+            "Created agent both: it may change tasks in work, and call the tools of the MCP servers it meets through `assent mcp`"
+        );
+    }
 
     #[test]
     fn durations_read_like_the_flag() {

@@ -7,7 +7,6 @@ use crate::context::engine;
 use assent_confirm::{BusConfig, ConfirmationBus};
 use assent_server::token::{TokenOrigin, resolve_token};
 use assent_server::{DEFAULT_BUS_ROOT, Server};
-use assent_store::Store;
 use assent_store::tokens::Role;
 use std::io::Write;
 use std::time::Duration;
@@ -22,7 +21,7 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
         Some(path) => Some(crate::mcp_commands::read_config("--mcp-config", path)?),
         None => None,
     };
-    let store = Store::open(db).await?;
+    let store = crate::database::open_store(db).await?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .map_err(|e| CliError::failed(format!("cannot listen on {}: {e}", args.addr)))?;

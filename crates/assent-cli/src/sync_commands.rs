@@ -5,6 +5,7 @@
 use crate::CliError;
 use crate::context::{Ctx, Output};
 use crate::render;
+use crate::sync_batches::{batch_summary, refused};
 use assent_journal_host::TaskEntities;
 use assent_store::StoreError;
 use assent_store::sync::{self, ConflictRecord};
@@ -25,8 +26,9 @@ pub struct SyncArgs {
     /// Sync through batch files instead, or show this device's sync identity.
     #[command(subcommand)]
     pub command: Option<SyncCommand>,
-    /// A peer's `assent serve` (e.g. `http://127.0.0.1:7700`): send this device's batch,
-    /// merge the peer's answer, both ways in one round trip. Plain HTTP only.
+    /// A peer's `assent serve` (`https://HOST:PORT`, or `http://` on loopback or over an
+    /// SSH tunnel: plain HTTP carries the token unencrypted): send this device's batch,
+    /// merge the peer's answer, both ways in one round trip.
     #[arg(long, value_name = "URL")]
     pub peer: Option<String>,
     /// The peer's API token (the one its `assent serve` printed); never printed.
@@ -124,18 +126,6 @@ async fn export(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
     Output::either(ctx.json, &summary, || render::exported(&batch, file))
 }
 
-/// What a batch holds, as `sync export --json` and `sync --peer --json` print it.
-pub fn batch_summary(batch: &SyncBatch) -> serde_json::Value {
-    json!({
-        "batchId": batch.batch_id,
-        "fromHost": batch.from_host,
-        "changeSets": batch.state.change_sets.len(),
-        "decisions": batch.state.decisions.len(),
-        "auditRecords": batch.state.audit_records.len(),
-        "entities": batch.state.entities.len(),
-    })
-}
-
 /// Writes `text` to `path` through a temporary file in the same directory, so a crash
 /// never leaves a half-written batch under the final name.
 fn write_atomically(path: &Path, text: &str) -> Result<(), CliError> {
@@ -227,19 +217,6 @@ async fn import(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
         };
     tx.commit().await.map_err(StoreError::from)?;
     Output::either(ctx.json, &report, || render::imported(&report))
-}
-
-/// Records the refusal of `batch` in the imports' log, after the import's transaction
-/// rolled back; a failure to record it is logged, the refusal reported either way.
-pub async fn refused(
-    store: &assent_store::Store,
-    batch: &SyncBatch,
-    error: &StoreError,
-    now: time::OffsetDateTime,
-) {
-    if let Err(record) = sync::record_refusal(store, batch, error, now).await {
-        tracing::warn!(%record, "could not record the refused sync batch");
-    }
 }
 
 /// Runs `assent conflicts`.

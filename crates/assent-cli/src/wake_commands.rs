@@ -8,7 +8,7 @@ use crate::render;
 use assent_changeset::{ChangesetError, Dialect, ParsedCalls, parse_calls_str, tool_definitions};
 use assent_confirm::WakeRequest;
 use assent_server::shapes::{WakeWithMessages, wake_json, wake_messages};
-use assent_store::agents;
+use assent_store::{agents, host_tools};
 use std::io::Read;
 use std::path::Path;
 use uuid::Uuid;
@@ -99,12 +99,25 @@ pub async fn wake(ctx: &Ctx, args: WakeArgs, parsed: ParsedCalls) -> Result<Outp
 }
 
 /// `assent tools`: always JSON, since it is meant to be passed to an SDK as it is.
+///
+/// An agent that meets its tools through an MCP gateway (`assent mcp --agent`) is
+/// shown the upstream's tools as the gateway last recorded them, not the journal's:
+/// those are the tools its calls can reach. Any other agent gets the journal's.
 pub async fn tools(ctx: &Ctx, args: ToolsArgs) -> Result<Output, CliError> {
     let mut conn = ctx.connection().await?;
-    let policy = agents::policy_at(&mut conn, args.agent.trim(), ctx.now)
+    let agent = args.agent.trim();
+    let policy = agents::policy_at(&mut conn, agent, ctx.now)
         .await?
         .ok_or_else(|| CliError::failed(format!("no agent {:?}", args.agent)))?;
-    let definitions = tool_definitions(ctx.engine.registry(), &policy, args.format)
-        .map_err(|e| CliError::failed(e.to_string()))?;
+    let recorded = host_tools::for_agent(&mut conn, agent).await?;
+    drop(conn);
+    let definitions = if recorded.is_empty() {
+        tool_definitions(ctx.engine.registry(), &policy, args.format)
+    } else {
+        let registry = assent_mcp::recorded_registry(&recorded)
+            .map_err(|e| CliError::failed(e.to_string()))?;
+        tool_definitions(&registry, &policy, args.format)
+    }
+    .map_err(|e| CliError::failed(e.to_string()))?;
     Output::json(&definitions)
 }

@@ -3,8 +3,8 @@
 //! cron; `assent serve` runs it continuously).
 
 use crate::CliError;
-use crate::cli::parse_duration;
 use crate::context::{Ctx, Output};
+use crate::duration::parse_duration;
 use crate::render;
 use assent_store::StoreError;
 use assent_store::webhooks::{self, Delivery, NewSubscription, Subscription};

@@ -324,6 +324,127 @@ fn global_flags_after_the_subcommand_and_expire() {
 }
 
 #[test]
+fn an_unreachable_postgres_is_reported_in_time_without_its_password() {
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", "postgres://u:hunter2@127.0.0.1:1/x", "pending"])
+        .env("ASSENT_CONNECT_TIMEOUT", "1")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(code(&out), 1, "{stderr}");
+    assert!(
+        stderr.contains("error: could not connect to PostgreSQL at 127.0.0.1:1 within 1 s: "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", "postgres://u@127.0.0.1:1/x", "pending"])
+        .env("ASSENT_CONNECT_TIMEOUT", "soon")
+        .output()
+        .expect("runs");
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Runs `assent args...` in `cwd` with no database named, `HOME` and `XDG_DATA_HOME`
+/// under `home`.
+fn run_without_db(cwd: &std::path::Path, home: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(args)
+        .current_dir(cwd)
+        .env("HOME", home)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env_remove("ASSENT_DATABASE_URL")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("runs")
+}
+
+#[test]
+fn the_default_database_lives_in_the_data_directory_unless_one_is_here() {
+    let home = tempfile::tempdir().expect("home");
+    let cwd = tempfile::tempdir().expect("cwd");
+    let create = ["agent", "create", "--id", "a", "--categories", "work"];
+    let out = run_without_db(cwd.path(), home.path(), &create);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let default = home.path().join("data/assent/assent.db");
+    assert!(default.is_file(), "created with its folder");
+    assert!(!cwd.path().join("assent.db").exists());
+
+    // A database left in the current directory by an earlier release is still used.
+    let here = format!("sqlite://{}", cwd.path().join("assent.db").display());
+    let out = run_without_db(
+        cwd.path(),
+        home.path(),
+        &[
+            "--db",
+            &here,
+            "agent",
+            "create",
+            "--id",
+            "here",
+            "--categories",
+            "work",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run_without_db(cwd.path(), home.path(), &["--json", "agent", "list"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 0, "{stderr}");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.contains("\"here\"") && !listed.contains("\"a\""),
+        "{listed}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("note: using ./assent.db in the current directory; the default is now ")
+            && stderr.contains(&default.display().to_string()),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_demo_refuses_the_flags_it_would_ignore() {
+    for (flags, named) in [
+        (&["--db", "sqlite::memory:"][..], "--db"),
+        (&["--json"][..], "--json"),
+        (&["--delegated", "--json"][..], "--json"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+            .arg("demo")
+            .args(flags)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 2, "{flags:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{flags:?}: no story is told");
+        assert!(
+            stderr.starts_with("error: `assent demo`") && stderr.contains(named),
+            "{flags:?}: {stderr}"
+        );
+    }
+    // The environment's database is meant for every command: the demo runs anyway.
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .arg("demo")
+        .env("ASSENT_DATABASE_URL", "sqlite::memory:")
+        .output()
+        .expect("runs");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn the_demo_tells_the_whole_story() {
     let out = Command::new(env!("CARGO_BIN_EXE_assent"))
         .args(["demo"])

@@ -179,6 +179,21 @@ async fn trusted_read_only_passes_a_write_waits_for_a_person_and_runs_once_when_
             "stat_note"
         ]
     );
+    // Another process lists the same tools for the gateway's agent, from the catalog
+    // the gateway recorded, not the journal's.
+    let listed: Value = serde_json::from_str(&succeeded(&assent(
+        &s.db,
+        &["tools", "--agent", "bot", "--format", "mcp"],
+    )))
+    .expect("JSON");
+    let mut recorded: Vec<&str> = listed["tools"]
+        .as_array()
+        .expect("a tools/list result")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    recorded.sort_unstable();
+    assert_eq!(recorded, names);
 
     let read = call(&client, "read_note", json!({"path": existing})).await;
     assert_eq!(read.is_error, Some(false));

@@ -319,6 +319,7 @@ mod tests {
                 mode: ToolMode::Deferred,
                 batch: None,
                 summary: None,
+                title: None,
                 compensation: None,
             })
             .expect("the tool registers");

@@ -158,6 +158,7 @@ fn spec(
         mode,
         batch: None,
         summary,
+        title: None,
         compensation: None,
     }
 }

@@ -3,25 +3,14 @@
 //! destructive) runs at once; the agent's rules override both.
 
 use crate::McpError;
-use assent_tools::{
-    AgentPolicy, RuleAction, SummaryContext, ToolMode, ToolRegistry, ToolSpec, fallback_summary,
-};
+use assent_store::host_tools::HostTool;
+use assent_tools::{AgentPolicy, RuleAction, ToolMode, ToolRegistry, ToolSpec};
 use rmcp::model::Tool;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// The target kind of every gated MCP call; the target id is the server's name.
 pub const TARGET_KIND: &str = "mcp";
-
-/// The longest argument value a summary shows before cutting it.
-const SUMMARY_VALUE_CHARS: usize = 60;
-
-tokio::task_local! {
-    /// The title (or name) of the tool whose call is being planned. A summary is a
-    /// plain `fn` of the arguments, and the gateway's tools are only known at run
-    /// time, so the gateway scopes the name around each wake (one call per wake).
-    pub(crate) static TOOL_TITLE: String;
-}
 
 /// Whose word decides what a tool may do without a person: the operator's alone
 /// (`none`, the default), or also the upstream's annotations (`hints`). Annotations are
@@ -83,21 +72,60 @@ pub fn registry(
 ) -> Result<ToolRegistry, McpError> {
     let mut registry = ToolRegistry::new();
     for tool in tools {
-        let description = tool.description.as_deref().unwrap_or_default();
-        let schema = Value::Object((*tool.input_schema).clone());
-        let mode = if review.contains(tool.name.as_ref()) {
-            ToolMode::Review
-        } else {
-            mode(tool, trust)
-        };
-        let spec =
-            ToolSpec::new(tool.name.to_string(), description, mode, schema).with_summary(summary);
-        registry.register(spec).map_err(|e| McpError::Catalog {
-            tool: tool.name.to_string(),
-            reason: e.to_string(),
-        })?;
+        register(
+            &mut registry,
+            tool,
+            trust,
+            review.contains(tool.name.as_ref()),
+        )?;
     }
     Ok(registry)
+}
+
+/// The catalog a gateway last recorded for its agent ([`HostTool`]s, each with its
+/// host's trust and review state), as the engine's registry: what another process
+/// (`assent tools`) lists for the agent without starting the upstream. Tools of several
+/// gateways meet in one registry, so a name two of them list is an error.
+pub fn recorded_registry(recorded: &[HostTool]) -> Result<ToolRegistry, McpError> {
+    let mut registry = ToolRegistry::new();
+    for tool in recorded {
+        let listed: Tool =
+            serde_json::from_value(tool.definition.clone()).map_err(|e| McpError::Catalog {
+                tool: tool.tool_name.clone(),
+                reason: format!("its recorded definition is not an MCP tool: {e}"),
+            })?;
+        let trust = match tool.trust.as_deref() {
+            Some(name) if name == Trust::Hints.as_str() => Trust::Hints,
+            _ => Trust::None,
+        };
+        register(&mut registry, &listed, trust, tool.changed())?;
+    }
+    Ok(registry)
+}
+
+/// Adds `tool` to `registry`: deferred or (under `--trust hints`, by its annotations)
+/// immediate, or [`ToolMode::Review`] when it is `in_review`.
+fn register(
+    registry: &mut ToolRegistry,
+    tool: &Tool,
+    trust: Trust,
+    in_review: bool,
+) -> Result<(), McpError> {
+    let description = tool.description.as_deref().unwrap_or_default();
+    let schema = Value::Object((*tool.input_schema).clone());
+    let mode = if in_review {
+        ToolMode::Review
+    } else {
+        mode(tool, trust)
+    };
+    // The title is the spec's data: every summary of a call (a wake's, an edit's, an
+    // undo's, in any process) names the tool as the upstream titled it.
+    let spec =
+        ToolSpec::new(tool.name.to_string(), description, mode, schema).with_title(title(tool));
+    registry.register(spec).map_err(|e| McpError::Catalog {
+        tool: tool.name.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// What a deferred tool's description says after the upstream's own text.
@@ -131,31 +159,6 @@ pub(crate) fn title(tool: &Tool) -> String {
         .unwrap_or_else(|| tool.name.to_string())
 }
 
-/// `Write File(path: "/tmp/a", content: "hello")`: the tool's title and its
-/// arguments, each on one line and a long one cut in the middle, so that where a path
-/// ends and what was appended to a content stay in sight.
-fn summary(args: &Value, _context: Option<&dyn SummaryContext>) -> String {
-    let Ok(title) = TOOL_TITLE.try_with(Clone::clone) else {
-        return fallback_summary("call", args);
-    };
-    let Value::Object(map) = args else {
-        return format!("{title}()");
-    };
-    let parts: Vec<String> = map
-        .iter()
-        .map(|(key, value)| {
-            let text = value.to_string();
-            let shown = assent_domain::head_and_tail(&text, SUMMARY_VALUE_CHARS);
-            format!(
-                "{}: {}",
-                assent_domain::one_line(key),
-                assent_domain::one_line(&shown)
-            )
-        })
-        .collect();
-    format!("{title}({})", parts.join(", "))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +185,51 @@ mod tests {
             .iter()
             .map(|tool| registry.get(&tool.name).expect("registered").mode)
             .collect()
+    }
+
+    fn recorded(tool: &Tool, trust: Trust, changed: bool) -> HostTool {
+        let definition = serde_json::to_value(tool).expect("a tool as JSON");
+        let hash = assent_store::host_tools::definition_hash(&definition);
+        HostTool {
+            host: "mcp_notes".into(),
+            tool_name: tool.name.to_string(),
+            agent_id: Some("bot".into()),
+            trust: Some(trust.as_str().into()),
+            input_schema: definition["inputSchema"].clone(),
+            definition,
+            pinned_hash: if changed {
+                "older".into()
+            } else {
+                hash.clone()
+            },
+            hash,
+            first_seen_at: time::OffsetDateTime::UNIX_EPOCH,
+            updated_at: time::OffsetDateTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn a_recorded_catalog_routes_as_its_gateway_did() {
+        let read = tool("read_file", Some(true));
+        let write = tool("write_file", None);
+        let catalog = [
+            recorded(&read, Trust::Hints, false),
+            recorded(&write, Trust::Hints, false),
+            recorded(&tool("edit_file", Some(true)), Trust::Hints, true),
+            recorded(&tool("list_dir", Some(true)), Trust::None, false),
+        ];
+        let registry = recorded_registry(&catalog).expect("a catalog");
+        let mode = |name: &str| registry.get(name).expect("registered").mode;
+        assert_eq!(mode("read_file"), ToolMode::Immediate);
+        assert_eq!(mode("write_file"), ToolMode::Deferred);
+        assert_eq!(mode("edit_file"), ToolMode::Review);
+        assert_eq!(mode("list_dir"), ToolMode::Deferred);
+        assert_eq!(
+            registry.get("read_file").expect("registered").args_schema,
+            Value::Object((*read.input_schema).clone())
+        );
+        let twice = [catalog[0].clone(), catalog[0].clone()];
+        assert!(recorded_registry(&twice).is_err(), "a name listed twice");
     }
 
     #[test]
@@ -292,27 +340,23 @@ mod tests {
         assert!(error.to_string().contains("write_file"), "{error}");
     }
 
-    #[tokio::test]
-    async fn a_summary_names_the_tool_and_its_arguments() {
+    #[test]
+    fn a_summary_names_the_tool_by_its_title_and_shows_its_arguments() {
+        let mut titled = tool("write_file", None);
+        titled.title = Some("Write File".into());
+        let registry = registry(
+            &[titled, tool("read_file", None)],
+            Trust::None,
+            &BTreeSet::new(),
+        )
+        .expect("a catalog");
         let args = json!({"path": "/tmp/a", "content": "x".repeat(100)});
-        let text = TOOL_TITLE
-            .scope("Write File".to_owned(), async { summary(&args, None) })
-            .await;
-        let content =
-            assent_domain::head_and_tail(&args["content"].to_string(), SUMMARY_VALUE_CHARS)
-                .into_owned();
+        let text = registry.summarize("write_file", &args, None);
+        assert!(text.starts_with("Write File(content: \"xxx"), "{text}");
+        assert!(text.ends_with("xx\", path: \"/tmp/a\")"), "{text}");
         assert_eq!(
-            text,
-            format!("Write File(content: {content}, path: \"/tmp/a\")")
+            registry.summarize("read_file", &json!({"path": "/a"}), None),
+            "read_file(path: \"/a\")"
         );
-        assert!(content.ends_with("xx\""), "{content}");
-        let appended = json!({"path": format!("/home/u/{}/.ssh/authorized_keys", "d".repeat(200)),
-            "content": format!("{}\nssh-ed25519 AAAA attacker@evil", "k".repeat(300))});
-        let text = TOOL_TITLE
-            .scope("Write File".to_owned(), async { summary(&appended, None) })
-            .await;
-        assert!(text.contains("attacker@evil\""), "{text}");
-        assert!(text.contains(".ssh/authorized_keys\""), "{text}");
-        assert_eq!(summary(&args, None), "call(content, path)");
     }
 }

@@ -1,10 +1,10 @@
 //! The MCP server the client talks to: the upstream's tools, gated.
 
 use crate::McpError;
-use crate::catalog::{TOOL_TITLE, Trust, idempotent, listed, registry, route, title};
+use crate::catalog::{Trust, idempotent, listed, registry, route};
 use crate::host::{McpHost, host_name};
 use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
-use assent_changeset::{parse_tool_calls, reply};
+use assent_changeset::{ToolArguments, ToolCall, reply};
 use assent_confirm::{Engine, WakeRequest};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, Verdict};
 use assent_store::host_tools::{self, HostTool, ListedTool};
@@ -294,18 +294,18 @@ impl Gateway {
     ) -> Result<Called, ErrorData> {
         let inner = &self.inner;
         self.sync_catalog(false).await.map_err(internal)?;
-        let Some(tool) = inner
+        if !inner
             .caller
             .upstream()
             .tools()
-            .into_iter()
-            .find(|t| t.name == tool_name)
-        else {
+            .iter()
+            .any(|t| t.name == tool_name)
+        {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool {tool_name:?}"),
                 None,
             ));
-        };
+        }
         let engine = self.engine();
         let registry = engine.registry();
         if let Err(error) = registry.validate_args(tool_name, &args) {
@@ -320,20 +320,21 @@ impl Gateway {
             ))));
         }
         let run_key = format!("mcp-{}", Uuid::new_v4());
-        let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "call-1",
-            "name": tool_name, "input": args.clone()}]))
-        .map_err(|e| internal(e.to_string()))?;
+        // The call is already typed: handed to the engine as it is, not written as some
+        // dialect's JSON only to be parsed back.
+        let call = ToolCall {
+            id: "call-1".to_owned(),
+            name: tool_name.to_owned(),
+            arguments: ToolArguments::Value(args.clone()),
+        };
         let request = WakeRequest::new(
             inner.options.agent.clone(),
             inner.target.clone(),
             run_key.clone(),
-            calls,
+            vec![call],
         );
         let now = OffsetDateTime::now_utc();
-        let wake = TOOL_TITLE
-            .scope(title(&tool), engine.wakes().wake(request, now))
-            .await
-            .map_err(internal)?;
+        let wake = engine.wakes().wake(request, now).await.map_err(internal)?;
         let reply = wake
             .responses
             .first()

@@ -30,7 +30,9 @@ mod host;
 mod serve;
 mod upstream;
 
-pub use catalog::{DEFERRED_NOTE, TARGET_KIND, Trust, idempotent, listed, registry, route};
+pub use catalog::{
+    DEFERRED_NOTE, TARGET_KIND, Trust, idempotent, listed, recorded_registry, registry, route,
+};
 pub use error::McpError;
 pub use gateway::{
     CANCELLED_BY_AGENT, CHANGE_SET_META, Gateway, GatewayOptions, QUEUED, REVIEW_URL_META,

@@ -14,6 +14,21 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    /// A PostgreSQL server could not be reached within the connect timeout. `server` is
+    /// `host:port` only: the URL may hold a password.
+    #[error(
+        "could not connect to PostgreSQL at {server} within {}: {source}",
+        seconds(*within)
+    )]
+    Unreachable {
+        /// `host:port`.
+        server: String,
+        /// How long it was tried.
+        within: std::time::Duration,
+        /// The last failure.
+        #[source]
+        source: sqlx::Error,
+    },
     /// Applying migrations failed.
     #[error("cannot migrate database: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -80,5 +95,14 @@ impl StoreError {
             table,
             reason: reason.to_string(),
         }
+    }
+}
+
+/// A timeout as people write it: `10 s`, `1.5 s`.
+fn seconds(span: std::time::Duration) -> String {
+    if span.subsec_millis() == 0 {
+        format!("{} s", span.as_secs())
+    } else {
+        format!("{:.1} s", span.as_secs_f64())
     }
 }

@@ -37,6 +37,7 @@ pub mod change_feed;
 pub mod change_sets;
 pub mod decisions;
 pub mod delegation;
+pub mod expiry_warnings;
 pub mod host_tools;
 pub mod jobs;
 pub mod operations;
@@ -49,7 +50,8 @@ pub mod webhooks;
 pub use audit::StoreAuditSink;
 pub use error::StoreError;
 pub use store::{
-    Backend, Durability, HostMigration, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Store, StoreOptions,
+    Backend, DEFAULT_CONNECT_TIMEOUT, Durability, HostMigration, POSTGRES_MIGRATIONS,
+    SQLITE_MIGRATIONS, Store, StoreOptions,
 };
 
 /// The connection type the store's functions and the host's handlers work on.

@@ -125,7 +125,16 @@ pub struct StoreOptions {
     /// What a commit survives; [`Durability::Full`] unless a caller knowingly trades
     /// it for speed (the benchmarks measure both).
     pub durability: Durability,
+    /// How long opening a PostgreSQL store keeps trying to reach its server before
+    /// failing with [`StoreError::Unreachable`]: a server that is down is reported in
+    /// seconds, with its cause, not as a pool timing out after 30 s of silence. (The
+    /// pool's own acquire timeout stays sqlx's: once open, waiting for a connection
+    /// means waiting for other writers, not for the network.)
+    pub connect_timeout: Duration,
 }
+
+/// [`StoreOptions::connect_timeout`] unless a caller sets it.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a committed transaction survives (SQLite's `synchronous` setting, in WAL mode;
 /// PostgreSQL keeps its server's own settings).
@@ -152,7 +161,7 @@ impl Durability {
 
 impl StoreOptions {
     /// Defaults for `url`: the database's own host id, 10 s busy timeout, 8 connections,
-    /// [`Durability::Full`].
+    /// [`Durability::Full`], [`DEFAULT_CONNECT_TIMEOUT`].
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
@@ -160,7 +169,54 @@ impl StoreOptions {
             busy_timeout: Duration::from_secs(10),
             max_connections: 8,
             durability: Durability::Full,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         }
+    }
+
+    /// The `host:port` of a PostgreSQL URL (port 5432 when it names none), without the
+    /// user or the password, for messages about reaching the server; `None` for SQLite.
+    pub fn postgres_server(&self) -> Option<String> {
+        postgres_server(&self.url)
+    }
+}
+
+/// See [`StoreOptions::postgres_server`].
+fn postgres_server(url: &str) -> Option<String> {
+    let rest = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))?;
+    let rest = rest.split('?').next().unwrap_or_default();
+    // The last `@` ends the user info, whatever a careless password holds before it.
+    let after_user = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    let authority = after_user.split('/').next().unwrap_or_default();
+    let authority = if authority.is_empty() {
+        "localhost"
+    } else {
+        authority
+    };
+    let port_given = match authority.rfind(']') {
+        Some(end) => authority[end..].contains(':'),
+        None => authority.contains(':'),
+    };
+    Some(if port_given {
+        authority.to_owned()
+    } else {
+        format!("{authority}:5432")
+    })
+}
+
+/// `url` with its password, if any, replaced by `***`, for messages and logs.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let query_at = rest.find('?').unwrap_or(rest.len());
+    let Some(at) = rest[..query_at].rfind('@') else {
+        return url.to_owned();
+    };
+    match rest[..at].split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        None => url.to_owned(),
     }
 }
 
@@ -183,7 +239,7 @@ impl Store {
     pub async fn open_with(options: StoreOptions) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let open_error = |source| StoreError::Open {
-            url: options.url.clone(),
+            url: without_password(&options.url),
             source,
         };
         let backend = Backend::from_url(&options.url).ok_or_else(|| {
@@ -194,6 +250,7 @@ impl Store {
         let pool = match backend {
             Backend::Sqlite => open_sqlite(&options).await,
             Backend::Postgres => {
+                reach_postgres(&options).await?;
                 AnyPoolOptions::new()
                     .max_connections(options.max_connections.max(1))
                     .after_release(|conn, _| Box::pin(release_clean(conn)))
@@ -444,6 +501,65 @@ async fn refuse_newer_schema(pool: &AnyPool, backend: Backend) -> Result<(), Sto
     }
 }
 
+/// Connects once to the server of a PostgreSQL `options.url`, retrying while the
+/// failure may pass (the server not up yet, or refusing connections while it starts)
+/// until `options.connect_timeout`. A pool would retry as well, but silently and then
+/// report only that it timed out; this keeps the last cause. Other failures (a wrong
+/// password, a missing database) are reported at once.
+async fn reach_postgres(options: &StoreOptions) -> Result<(), StoreError> {
+    use sqlx::Connection;
+    let server = postgres_server(&options.url).unwrap_or_default();
+    let within = options.connect_timeout;
+    tracing::info!(%server, ?within, "connecting to PostgreSQL");
+    let deadline = tokio::time::Instant::now() + within;
+    let mut pause = Duration::from_millis(100);
+    let unreachable = |source| StoreError::Unreachable {
+        server: server.clone(),
+        within,
+        source,
+    };
+    loop {
+        match tokio::time::timeout_at(deadline, AnyConnection::connect(&options.url)).await {
+            Ok(Ok(conn)) => {
+                // Only a probe: the pool opens its own connections.
+                let _ = conn.close().await;
+                return Ok(());
+            }
+            Ok(Err(error)) if !may_pass(&error) => {
+                return Err(StoreError::Open {
+                    url: without_password(&options.url),
+                    source: error,
+                });
+            }
+            Ok(Err(error)) => {
+                let now = tokio::time::Instant::now();
+                if now + pause >= deadline {
+                    return Err(unreachable(error));
+                }
+                tracing::debug!(%server, %error, "PostgreSQL not reachable yet");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            Err(_elapsed) => {
+                return Err(unreachable(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no answer",
+                ))));
+            }
+        }
+    }
+}
+
+/// Whether a failure to connect may pass by itself: the network (refused, unreachable,
+/// a name not resolved yet) or a server still starting (SQLSTATE 57P03).
+fn may_pass(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(db) => db.code().as_deref() == Some("57P03"),
+        _ => false,
+    }
+}
+
 async fn open_sqlite(options: &StoreOptions) -> Result<AnyPool, sqlx::Error> {
     use sqlx::Connection;
     // Each connection to an in-memory database is a database of its own: one
@@ -673,11 +789,57 @@ mod tests {
 
     #[tokio::test]
     async fn a_bad_url_is_a_clear_error() {
-        let err = Store::open("postgres://nowhere/db").await.unwrap_err();
+        let mut options = StoreOptions::new("postgres://nowhere.invalid/db");
+        options.connect_timeout = Duration::from_secs(1);
+        let err = Store::open_with(options).await.unwrap_err();
         assert!(
-            err.to_string()
-                .starts_with("cannot open database postgres://nowhere/db"),
+            err.to_string().starts_with(
+                "could not connect to PostgreSQL at nowhere.invalid:5432 within 1 s: "
+            ),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_is_given_up_on_in_time_without_the_password() {
+        let mut options = StoreOptions::new("postgres://u:hunter2@127.0.0.1:1/x");
+        options.connect_timeout = Duration::from_secs(1);
+        let started = std::time::Instant::now();
+        let err = Store::open_with(options).await.unwrap_err().to_string();
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            err.starts_with("could not connect to PostgreSQL at 127.0.0.1:1 within 1 s: "),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn a_postgres_url_names_its_server_and_hides_its_password() {
+        let server = |url: &str| postgres_server(url);
+        assert_eq!(
+            server("postgres://u:p@db:6543/x").as_deref(),
+            Some("db:6543")
+        );
+        assert_eq!(
+            server("postgresql://db/x?sslmode=require").as_deref(),
+            Some("db:5432")
+        );
+        assert_eq!(
+            server("postgres://u:p/@h@[::1]/x").as_deref(),
+            Some("[::1]:5432")
+        );
+        assert_eq!(server("postgres:///x").as_deref(), Some("localhost:5432"));
+        assert_eq!(server("sqlite://a.db"), None);
+        assert_eq!(
+            without_password("postgres://u:secret@db:5432/x"),
+            "postgres://u:***@db:5432/x"
+        );
+        assert_eq!(without_password("postgres://u@db/x"), "postgres://u@db/x");
+        assert_eq!(without_password("sqlite://a.db"), "sqlite://a.db");
     }
 }

@@ -1,8 +1,8 @@
 //! Webhook subscriptions, their events and the delivery queue.
 //!
 //! An event is written in the transaction of the write that caused it
-//! ([`enqueue_event`], called by [`crate::change_sets`] for created, resolved and
-//! expired sets, and [`enqueue_job_event`], called by the execution ledger when a
+//! ([`enqueue_event`], called by [`crate::change_sets`] for created and resolved sets,
+//! by [`crate::expiry_warnings`] for sets about to expire, and [`enqueue_job_event`], called by the execution ledger when a
 //! confirmed external item's job fails or goes in doubt), and only when a subscription
 //! wants it: one `webhook_events` row and one `webhook_deliveries` row per matching
 //! subscription. Without subscriptions a decision pays one indexed read of an empty
@@ -877,69 +877,6 @@ pub async fn deliveries(
     .fetch_all(conn)
     .await?;
     rows.iter().map(decode_delivery).collect()
-}
-
-/// Open sets created before `$1` and not yet announced as expiring.
-const UNWARNED: &str =
-    "status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL AND created_at < $1
-     AND id NOT IN (SELECT change_set_id FROM webhook_expiry_warnings)";
-
-/// Whether [`warn_expiring`] has anything to do: a read, so that a sender polling every
-/// second takes the writer lock only when there is something to write.
-pub async fn expiring_due(
-    conn: &mut AnyConnection,
-    ttl: Duration,
-    warn_before: Duration,
-    now: OffsetDateTime,
-) -> Result<bool, StoreError> {
-    let found: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT id FROM change_sets WHERE {UNWARNED} LIMIT 1"
-    )))
-    .bind(timefmt::format(now - ttl + warn_before))
-    .fetch_optional(conn)
-    .await?;
-    Ok(found.is_some())
-}
-
-/// Open sets within `warn_before` of their TTL (`created_at + ttl`) that were not yet
-/// warned about: each is marked warned and gets a `changeSet.expiring` event (for the
-/// subscriptions that want one), so a set is warned about once. Run it in a write
-/// transaction. Returns the sets warned about.
-pub async fn warn_expiring(
-    conn: &mut AnyConnection,
-    ttl: Duration,
-    warn_before: Duration,
-    now: OffsetDateTime,
-) -> Result<Vec<Uuid>, StoreError> {
-    let ids: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT id FROM change_sets WHERE {UNWARNED} ORDER BY created_at"
-    )))
-    .bind(timefmt::format(now - ttl + warn_before))
-    .fetch_all(&mut *conn)
-    .await?;
-    let mut warned = Vec::with_capacity(ids.len());
-    for id in ids {
-        let id = parse_uuid("change_sets", &id)?;
-        let set = crate::change_sets::require(conn, id).await?;
-        sqlx::query(
-            "INSERT INTO webhook_expiry_warnings (change_set_id, warned_at) VALUES ($1, $2)",
-        )
-        .bind(id.to_string())
-        .bind(timefmt::format(now))
-        .execute(&mut *conn)
-        .await?;
-        let mut data = change_set_data(&set);
-        data["expiresAt"] = json!(timefmt::format(set.created_at + ttl));
-        let new = NewEvent {
-            event_type: event::CHANGE_SET_EXPIRING,
-            agent_id: Some(&set.agent_id),
-            change_set_id: Some(set.id),
-            data,
-        };
-        enqueue_event(conn, new, now).await?;
-        warned.push(id);
-    }
-    Ok(warned)
 }
 
 #[cfg(test)]

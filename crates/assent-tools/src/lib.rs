@@ -38,6 +38,6 @@ pub use history::{
 pub use policy::{AgentPolicy, PolicyDecision, RuleAction, TargetCategory, ToolRule};
 pub use registry::{
     BatchSpec, CompensationFn, SummaryContext, SummaryFn, ToolMode, ToolRegistry, ToolSpec,
-    fallback_summary,
+    fallback_summary, titled_summary,
 };
 pub use state::{Redundancy, Stateless, TargetState};

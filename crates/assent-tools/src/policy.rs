@@ -325,6 +325,7 @@ mod tests {
             mode,
             batch: None,
             summary: None,
+            title: None,
             compensation: None,
         }
     }

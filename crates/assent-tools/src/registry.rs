@@ -64,8 +64,13 @@ pub struct ToolSpec {
     pub mode: ToolMode,
     /// Present for batch tools.
     pub batch: Option<BatchSpec>,
-    /// The human summary of a call; `None` falls back to `tool(arg keys)`.
+    /// The human summary of a call; `None` falls back to [`titled_summary`] for a tool
+    /// with a [`title`](Self::title), else to `tool(arg keys)`.
     pub summary: Option<SummaryFn>,
+    /// How a person names the tool, when its host gives it a name for people (an MCP
+    /// tool's `title`): data of the spec, so a summary made in any process, at any
+    /// time (a wake, an edit, an undo), names the tool the same way.
+    pub title: Option<String>,
     /// How to reverse an applied call (see [`CompensationFn`]); `None`: it cannot be
     /// undone through Assent.
     pub compensation: Option<CompensationFn>,
@@ -96,8 +101,17 @@ impl ToolSpec {
             mode,
             batch: None,
             summary: None,
+            title: None,
             compensation: None,
         }
+    }
+
+    /// The same tool, named `title` for a person and, without a summary of its own,
+    /// summarised by [`titled_summary`].
+    #[must_use]
+    pub fn with_title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
     }
 
     /// The same tool, summarised for a person by `summary`.
@@ -127,11 +141,38 @@ impl ToolSpec {
 
     /// The summary of a call of this tool.
     pub fn summarize(&self, args: &Value, context: Option<&dyn SummaryContext>) -> String {
-        match self.summary {
-            Some(summary) => summary(args, context),
-            None => fallback_summary(&self.name, args),
+        match (self.summary, &self.title) {
+            (Some(summary), _) => summary(args, context),
+            (None, Some(title)) => titled_summary(title, args),
+            (None, None) => fallback_summary(&self.name, args),
         }
     }
+}
+
+/// The longest argument value a [`titled_summary`] shows before cutting it.
+pub const SUMMARY_VALUE_CHARS: usize = 60;
+
+/// `Write File(path: "/tmp/a", content: "hello")`: the summary of a titled tool
+/// nobody wrote one for (an MCP server's), its title and its arguments, each on one
+/// line and a long one cut in the middle, so that where a path ends and what was
+/// appended to a content stay in sight.
+pub fn titled_summary(title: &str, args: &Value) -> String {
+    let Value::Object(map) = args else {
+        return format!("{title}()");
+    };
+    let parts: Vec<String> = map
+        .iter()
+        .map(|(key, value)| {
+            let text = value.to_string();
+            let shown = assent_domain::head_and_tail(&text, SUMMARY_VALUE_CHARS);
+            format!(
+                "{}: {}",
+                assent_domain::one_line(key),
+                assent_domain::one_line(&shown)
+            )
+        })
+        .collect();
+    format!("{title}({})", parts.join(", "))
 }
 
 /// `tool(arg keys)`: the summary of a tool nobody wrote one for.
@@ -297,6 +338,29 @@ impl ToolRegistry {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_titled_tool_is_summarised_by_its_title_and_arguments() {
+        let spec =
+            ToolSpec::new("write_file", "", ToolMode::Deferred, json!({})).with_title("Write File");
+        let args = json!({"path": "/tmp/a", "content": "x".repeat(100)});
+        let content =
+            assent_domain::head_and_tail(&args["content"].to_string(), SUMMARY_VALUE_CHARS)
+                .into_owned();
+        assert_eq!(
+            spec.summarize(&args, None),
+            format!("Write File(content: {content}, path: \"/tmp/a\")")
+        );
+        assert!(content.ends_with("xx\""), "{content}");
+        let appended = json!({"path": format!("/home/u/{}/.ssh/authorized_keys", "d".repeat(200)),
+            "content": format!("{}\nssh-ed25519 AAAA attacker@evil", "k".repeat(300))});
+        let text = spec.summarize(&appended, None);
+        assert!(text.contains("attacker@evil\""), "{text}");
+        assert!(text.contains(".ssh/authorized_keys\""), "{text}");
+        assert_eq!(spec.summarize(&json!(3), None), "Write File()");
+        let untitled = ToolSpec::new("write_file", "", ToolMode::Deferred, json!({}));
+        assert_eq!(untitled.summarize(&args, None), "write_file(content, path)");
+    }
+
     fn title_tool() -> ToolSpec {
         ToolSpec {
             name: "set_title".into(),
@@ -310,6 +374,7 @@ mod tests {
             mode: ToolMode::Deferred,
             batch: None,
             summary: Some(|args, _| format!("Set title to {}", args["title"])),
+            title: None,
             compensation: None,
         }
     }

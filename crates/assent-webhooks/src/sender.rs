@@ -2,6 +2,7 @@
 //! timeout, record the outcome.
 
 use crate::{Format, WebhookError, backoff, sign, slack_body};
+use assent_store::expiry_warnings;
 use assent_store::webhooks::{self, ClaimedDelivery, event};
 use assent_store::{Store, StoreError};
 use serde_json::{Value, json};
@@ -225,12 +226,12 @@ impl Sender {
         };
         {
             let mut conn = self.connection().await?;
-            if !webhooks::expiring_due(&mut conn, ttl, warn_before, now).await? {
+            if !expiry_warnings::expiring_due(&mut conn, ttl, warn_before, now).await? {
                 return Ok(0);
             }
         }
         let mut tx = self.store.begin_write().await?;
-        let warned = webhooks::warn_expiring(&mut tx, ttl, warn_before, now).await?;
+        let warned = expiry_warnings::warn_expiring(&mut tx, ttl, warn_before, now).await?;
         tx.commit().await.map_err(assent_store::StoreError::from)?;
         Ok(warned.len())
     }

@@ -1,0 +1,197 @@
+//! The database a command works on: where it is (`--db`, `ASSENT_DATABASE_URL`, else
+//! `assent.db` in the user's data directory), and opening it with a connect timeout
+//! people can set (`ASSENT_CONNECT_TIMEOUT`) and a word on stderr while a PostgreSQL
+//! server keeps them waiting, so an unreachable server is neither silent nor slow to
+//! report.
+
+use crate::CliError;
+use crate::duration::parse_duration;
+use assent_store::{DEFAULT_CONNECT_TIMEOUT, Store, StoreOptions};
+use etcetera::app_strategy::{AppStrategy, AppStrategyArgs, choose_app_strategy};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The database's file name, in the data directory (and, before, the current one).
+const FILE_NAME: &str = "assent.db";
+
+/// The URL of the database to open: `flag` (`--db`), else `ASSENT_DATABASE_URL`, else
+/// `assent.db` in the user's data directory (created with its folder on first use).
+///
+/// Releases before this one kept the default database in the current directory: when
+/// `./assent.db` exists and nothing names a database, it is still used, with a note
+/// on stderr, so nobody's decisions seem to vanish.
+pub fn locate(flag: Option<String>) -> Result<String, CliError> {
+    let env = std::env::var("ASSENT_DATABASE_URL").ok();
+    let legacy = Path::new(FILE_NAME).is_file();
+    let choice = choose(flag, env, legacy, data_dir)?;
+    if let Some(note) = &choice.note {
+        eprintln!("{note}");
+    }
+    if let Some(dir) = &choice.create {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            CliError::failed(format!(
+                "cannot create the data directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+    }
+    Ok(choice.url)
+}
+
+/// What [`locate`] decided.
+#[derive(Debug, PartialEq)]
+struct Choice {
+    url: String,
+    /// A line for stderr.
+    note: Option<String>,
+    /// A folder to create before opening.
+    create: Option<PathBuf>,
+}
+
+/// [`locate`]'s decision, without its I/O: `legacy` is whether `./assent.db` exists,
+/// `data_dir` the user's data directory for Assent (asked only when needed).
+fn choose(
+    flag: Option<String>,
+    env: Option<String>,
+    legacy: bool,
+    data_dir: impl FnOnce() -> Result<PathBuf, CliError>,
+) -> Result<Choice, CliError> {
+    let named = flag.or(env).filter(|url| !url.trim().is_empty());
+    if let Some(url) = named {
+        return Ok(Choice {
+            url,
+            note: None,
+            create: None,
+        });
+    }
+    let dir = data_dir()?;
+    let default = dir.join(FILE_NAME);
+    if legacy {
+        return Ok(Choice {
+            url: format!("sqlite://{FILE_NAME}"),
+            note: Some(format!(
+                "note: using ./{FILE_NAME} in the current directory; the default is now {} \
+                 (move the file there, or name one with --db or ASSENT_DATABASE_URL)",
+                default.display()
+            )),
+            create: None,
+        });
+    }
+    Ok(Choice {
+        url: format!("sqlite://{}", default.display()),
+        note: None,
+        create: Some(dir),
+    })
+}
+
+/// Assent's folder in the platform's data directory: `$XDG_DATA_HOME/assent`, else
+/// `~/.local/share/assent` on Linux.
+fn data_dir() -> Result<PathBuf, CliError> {
+    let strategy = choose_app_strategy(AppStrategyArgs {
+        top_level_domain: "org".into(),
+        author: "assent".into(),
+        app_name: "assent".into(),
+    })
+    .map_err(|e| {
+        CliError::failed(format!(
+            "no default database: {e}; name one with --db or ASSENT_DATABASE_URL"
+        ))
+    })?;
+    Ok(strategy.data_dir())
+}
+
+/// How long opening waits in silence before saying what it waits for: most opens
+/// take milliseconds, and a line on every command would be noise.
+const NOTICE_AFTER: Duration = Duration::from_secs(1);
+
+/// Opens (creating and migrating when missing) the database at `url`.
+pub async fn open_store(url: &str) -> Result<Store, CliError> {
+    let mut options = StoreOptions::new(url);
+    options.connect_timeout = connect_timeout(std::env::var("ASSENT_CONNECT_TIMEOUT").ok())?;
+    let Some(server) = options.postgres_server() else {
+        return Ok(Store::open_with(options).await?);
+    };
+    let opening = Store::open_with(options);
+    tokio::pin!(opening);
+    let store = tokio::select! {
+        store = &mut opening => store?,
+        () = tokio::time::sleep(NOTICE_AFTER) => {
+            eprintln!("connecting to PostgreSQL at {server}…");
+            opening.await?
+        }
+    };
+    Ok(store)
+}
+
+/// The connect timeout `ASSENT_CONNECT_TIMEOUT` sets: seconds (`10`) or a duration
+/// (`10s`, `1m`); unset or blank, the store's default.
+fn connect_timeout(setting: Option<String>) -> Result<Duration, CliError> {
+    let Some(text) = setting.filter(|t| !t.trim().is_empty()) else {
+        return Ok(DEFAULT_CONNECT_TIMEOUT);
+    };
+    let text = text.trim();
+    let seconds = match text.parse::<u64>() {
+        Ok(seconds) => Some(seconds),
+        Err(_) => parse_duration(text)
+            .ok()
+            .and_then(|span| u64::try_from(span.whole_seconds()).ok()),
+    };
+    match seconds {
+        Some(seconds) if seconds > 0 => Ok(Duration::from_secs(seconds)),
+        _ => Err(CliError::Usage(format!(
+            "ASSENT_CONNECT_TIMEOUT={text:?}: expected seconds, such as 10 or 10s"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_database_named_wins_then_the_current_directorys_then_the_data_directory() {
+        let dir = || Ok(PathBuf::from("/home/u/.local/share/assent"));
+        let no_dir = || -> Result<PathBuf, CliError> { panic!("the data directory is not asked") };
+        let url = |choice: Result<Choice, CliError>| choice.ok().map(|c| c.url);
+        let flag = Some("sqlite://f.db".to_owned());
+        let env = Some("sqlite://e.db".to_owned());
+        assert_eq!(
+            url(choose(flag.clone(), env.clone(), true, no_dir)).as_deref(),
+            Some("sqlite://f.db")
+        );
+        assert_eq!(
+            url(choose(None, env, true, no_dir)).as_deref(),
+            Some("sqlite://e.db")
+        );
+        let fresh = choose(None, Some(" ".into()), false, dir).expect("a choice");
+        assert_eq!(
+            fresh,
+            Choice {
+                url: "sqlite:///home/u/.local/share/assent/assent.db".into(),
+                note: None,
+                create: Some(PathBuf::from("/home/u/.local/share/assent")),
+            }
+        );
+        let legacy = choose(None, None, true, dir).expect("a choice");
+        assert_eq!(legacy.url, "sqlite://assent.db");
+        assert_eq!(legacy.create, None);
+        let note = legacy.note.expect("a note");
+        assert!(
+            note.starts_with("note: using ./assent.db in the current directory; the default is now /home/u/.local/share/assent/assent.db"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn connect_timeouts() {
+        let read = |s: Option<&str>| connect_timeout(s.map(str::to_owned)).ok();
+        assert_eq!(read(None), Some(DEFAULT_CONNECT_TIMEOUT));
+        assert_eq!(read(Some(" ")), Some(DEFAULT_CONNECT_TIMEOUT));
+        assert_eq!(read(Some("3")), Some(Duration::from_secs(3)));
+        assert_eq!(read(Some("10s")), Some(Duration::from_secs(10)));
+        assert_eq!(read(Some("1m")), Some(Duration::from_secs(60)));
+        for bad in ["0", "0s", "soon", "-1", "1.5"] {
+            assert_eq!(read(Some(bad)), None, "{bad:?}");
+        }
+    }
+}
