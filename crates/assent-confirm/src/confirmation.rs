@@ -115,16 +115,16 @@ fn shadow_verdict(shadows: &[agents::ShadowRule], decision: &ChangeDecision) -> 
     }))
 }
 
-/// What a confirmation of an item with a quorum amounts to ([`ConfirmationService::gather`]).
-enum Gathered {
-    /// Enough people approved (or one is enough): confirm with these arguments.
-    Met {
-        edited_args: Option<Value>,
-        approval: Option<PendingApproval>,
-    },
-    /// Recorded as one approval, short of the quorum: the outcome to return.
-    Waiting(Box<ConfirmOutcome>),
+/// A confirmation that meets its item's quorum (or needs none): the arguments to run
+/// and the approval to record once it succeeds ([`ConfirmationService::gather`]).
+struct Met {
+    edited_args: Option<Value>,
+    approval: Option<PendingApproval>,
 }
+
+/// A confirmation recorded as one approval short of its item's quorum: the outcome to
+/// return.
+type Waiting = Box<ConfirmOutcome>;
 
 /// An approval to record.
 struct PendingApproval {
@@ -435,15 +435,15 @@ impl ConfirmationService {
             return Ok(Err(ConfirmError::TargetChanged(stale.detail)));
         }
         let needed = settings.approvals_needed;
-        let (edited_args, approval) = match self
+        let Met {
+            edited_args,
+            approval,
+        } = match self
             .gather(tx, set, index, edited_args, needed, now)
             .await?
         {
-            Gathered::Met {
-                edited_args,
-                approval,
-            } => (edited_args, approval),
-            Gathered::Waiting(outcome) => return Ok(Ok(*outcome)),
+            Ok(met) => met,
+            Err(waiting) => return Ok(Ok(*waiting)),
         };
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         if let Some(hold) = settings.hold {
@@ -537,7 +537,7 @@ impl ConfirmationService {
     /// than one person (`needed`, from `agents::tool_settings_for`). An edit starts a new revision
     /// (approvals of the old arguments no longer count; the edit is its editor's
     /// approval). Short of the quorum, the approval is recorded and `item.approved`
-    /// queued: [`Gathered::Waiting`]. Meeting it: [`Gathered::Met`] with the
+    /// queued: the outcome to return, as `Err`. Meeting it: [`Met`] with the
     /// arguments to run (the revision's, an edit when they differ from the proposal)
     /// and the approval to record beside the decision once the confirmation succeeds.
     /// Runs in the deciding transaction, under the item's lock, so of two approvals
@@ -550,13 +550,13 @@ impl ConfirmationService {
         edited_args: Option<Value>,
         needed: u32,
         now: OffsetDateTime,
-    ) -> Result<Gathered, ConfirmError> {
+    ) -> Result<Result<Met, Waiting>, ConfirmError> {
         let item = &set.items[index];
         if needed <= 1 {
-            return Ok(Gathered::Met {
+            return Ok(Ok(Met {
                 edited_args,
                 approval: None,
-            });
+            }));
         }
         let Some(by) = self.reviewer.clone() else {
             return Err(ConfirmError::Conflict(format!(
@@ -609,7 +609,7 @@ impl ConfirmationService {
                 approval_digest: None,
                 shadows: None,
             };
-            return Ok(Gathered::Waiting(Box::new(ConfirmOutcome {
+            return Ok(Err(Box::new(ConfirmOutcome {
                 decision: Self::decision(set, index, &verdicts, now),
                 execution: ExecutionOutcome::AwaitingApprovals {
                     approvals: count,
@@ -617,10 +617,10 @@ impl ConfirmationService {
                 },
             })));
         }
-        Ok(Gathered::Met {
+        Ok(Ok(Met {
             edited_args: (approval.args != item.args).then(|| approval.args.clone()),
             approval: Some(approval),
-        })
+        }))
     }
 
     /// Checks a person's edited arguments against the tool's schema (a tool this
@@ -729,15 +729,15 @@ impl ConfirmationService {
         let tool_name = &set.items[index].tool_name;
         let settings = agents::tool_settings_for(conn, &set.agent_id, tool_name).await?;
         let needed = settings.approvals_needed;
-        let (edited_args, approval) = match self
+        let Met {
+            edited_args,
+            approval,
+        } = match self
             .gather(conn, set, index, edited_args, needed, now)
             .await?
         {
-            Gathered::Met {
-                edited_args,
-                approval,
-            } => (edited_args, approval),
-            Gathered::Waiting(outcome) => return Ok(Ok(*outcome)),
+            Ok(met) => met,
+            Err(waiting) => return Ok(Ok(*waiting)),
         };
         if let Some(approval) = approval {
             approval.record(conn, set.id, index).await?;

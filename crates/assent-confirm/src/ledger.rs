@@ -492,16 +492,7 @@ impl Engine {
                 len: set.items.len(),
             });
         };
-        let recheck = crate::host::recheck(
-            self.host.as_ref(),
-            &mut tx,
-            &job.target,
-            &job.tool_name,
-            &job.args,
-            &item.args,
-            item.fingerprint.as_ref(),
-        )
-        .await;
+        let recheck = self.recheck_job(&mut tx, job, item).await;
         if let Some(stale) = recheck.stale {
             return self.retract_stale(tx, job, stale, now, run).await;
         }
@@ -560,6 +551,26 @@ impl Engine {
         Ok(())
     }
 
+    /// Job `job`'s call checked against its target as it is now, beside its item's
+    /// proposal and fingerprint (`item`).
+    async fn recheck_job(
+        &self,
+        conn: &mut AnyConnection,
+        job: &Job,
+        item: &assent_domain::ChangeItem,
+    ) -> crate::host::Recheck {
+        crate::host::recheck(
+            self.host.as_ref(),
+            conn,
+            &job.target,
+            &job.tool_name,
+            &job.args,
+            &item.args,
+            item.fingerprint.as_ref(),
+        )
+        .await
+    }
+
     /// Turns held job `job`'s confirmation into a decision, in its first claim's
     /// transaction `conn` under its target's lock, now that its window has ended: the
     /// item must still be pending and its target as proposed. `Some`: why not (nothing
@@ -577,16 +588,7 @@ impl Engine {
             ))));
         }
         let item = &set.items[job.item_index];
-        let recheck = crate::host::recheck(
-            self.host.as_ref(),
-            conn,
-            &job.target,
-            &job.tool_name,
-            &job.args,
-            &item.args,
-            item.fingerprint.as_ref(),
-        )
-        .await;
+        let recheck = self.recheck_job(conn, job, item).await;
         if let Some(stale) = recheck.stale {
             return Ok(Some(HoldEnd::Stale(stale)));
         }

@@ -754,3 +754,58 @@ async fn an_applied_change_is_undone_from_the_page_through_a_new_set() {
     client.close().await.expect("close the browser");
     server.stop().await.expect("clean stop");
 }
+
+/// A held tool's confirmation offers "Undo (N s)" on the page while its window runs;
+/// clicking it cancels the job and the item ends rejected (issue 28).
+#[tokio::test]
+async fn a_held_confirmation_is_taken_back_with_the_pages_undo_button() {
+    if !browser_available() {
+        return;
+    }
+    let server = TestServer::start().await;
+    let task = server.agent_and_task("Hold me").await;
+    let (status, held) = server
+        .send_as(
+            TOKEN,
+            reqwest::Method::PUT,
+            "/api/agents/triage/holds/update_task_priority",
+            &serde_json::json!({"seconds": 300}),
+        )
+        .await;
+    assert_eq!(status, 200, "{held}");
+    let set = server.propose(&task).await;
+
+    let (_driver, client) = start_driver().await;
+    client.goto(&server.base).await.expect("open the page");
+    find(&client, "#token")
+        .await
+        .send_keys(TOKEN)
+        .await
+        .expect("type the token");
+    click(&client, "#login button[type=submit]").await;
+    let item = format!("[data-set-id=\"{set}\"] li[data-index=\"0\"]");
+    click(&client, &format!("{item} button.confirm")).await;
+    wait_until(
+        &client,
+        &format!(
+            "[...document.querySelectorAll('{item} button.cancel-hold')].some(b => /^Undo \\(\\d+ s\\)$/.test(b.textContent))"
+        ),
+    )
+    .await;
+    click(&client, &format!("{item} button.cancel-hold")).await;
+    wait_until(
+        &client,
+        &format!("document.querySelector('{item}') && document.querySelector('{item}').classList.contains('rejected')"),
+    )
+    .await;
+    let (_, shown) = server.get(&format!("/api/change-sets/{set}")).await;
+    assert_eq!(shown["items"][0]["status"], "rejected");
+    assert_eq!(
+        shown["items"][0]["reason"],
+        "Cancelled during the hold window"
+    );
+    let (_, task_now) = server.get(&format!("/api/tasks/{task}")).await;
+    assert_ne!(task_now["priority"], "P0", "nothing ran");
+    client.close().await.expect("close the browser");
+    server.stop().await.expect("clean stop");
+}
