@@ -65,6 +65,11 @@ pub async fn insert_served(
     Ok(())
 }
 
+/// The columns of one `change_items` row [`insert_rows`] binds.
+const ITEM_COLUMNS: usize = 11;
+/// Rows per `INSERT` of a set's items (well under both backends' bind limits).
+const ITEMS_PER_INSERT: usize = 50;
+
 /// The rows of a new set and its items, without an outbox message (sync writes what
 /// another device sent, with no host: see [`insert_served`]).
 pub(crate) async fn insert_rows(
@@ -89,24 +94,41 @@ pub(crate) async fn insert_rows(
     .bind(&clock)
     .execute(&mut *conn)
     .await?;
-    for (index, item) in set.items.iter().enumerate() {
-        sqlx::query(
+    // One statement for a set's items (a set holds at most 25; longer ones, which only
+    // a bad batch could bring, go in chunks): each row of a wake is not a round trip.
+    let set_id = set.id.to_string();
+    let items: Vec<(usize, &ChangeItem)> = set.items.iter().enumerate().collect();
+    for chunk in items.chunks(ITEMS_PER_INSERT) {
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|row| {
+                let first = row * ITEM_COLUMNS + 1;
+                let params: Vec<String> = (first..first + ITEM_COLUMNS)
+                    .map(|n| format!("${n}"))
+                    .collect();
+                format!("({})", params.join(", "))
+            })
+            .collect();
+        let sql = format!(
             "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value, vector_clock, host, fingerprint, stale_detail)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(set.id.to_string())
-        .bind(index as i64)
-        .bind(&item.tool_name)
-        .bind(item.args.to_string())
-        .bind(&item.human_summary)
-        .bind(item.status.as_str())
-        .bind(item.before.as_ref().map(Value::to_string))
-        .bind(&clock)
-        .bind(host)
-        .bind(item.fingerprint.as_ref().map(Value::to_string))
-        .bind(item.stale_detail.as_deref())
-        .execute(&mut *conn)
-        .await?;
+             VALUES {}",
+            rows.join(", ")
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (index, item) in chunk {
+            query = query
+                .bind(set_id.as_str())
+                .bind(*index as i64)
+                .bind(item.tool_name.as_str())
+                .bind(item.args.to_string())
+                .bind(item.human_summary.as_str())
+                .bind(item.status.as_str())
+                .bind(item.before.as_ref().map(Value::to_string))
+                .bind(clock.as_str())
+                .bind(host)
+                .bind(item.fingerprint.as_ref().map(Value::to_string))
+                .bind(item.stale_detail.as_deref());
+        }
+        query.execute(&mut *conn).await?;
     }
     Ok(())
 }
