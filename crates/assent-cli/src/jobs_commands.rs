@@ -171,11 +171,7 @@ fn render_list(list: &[Job]) -> String {
                 job.id.to_string(),
                 format!("{}:{}", job.change_set_id, job.item_index),
                 job.tool_name.clone(),
-                if job.scheduled() {
-                    format!("{} until {}", jobs::SCHEDULED, render::time(job.due_at))
-                } else {
-                    job.status.label().to_owned()
-                },
+                render::job_status(job),
                 job.attempts.to_string(),
                 render::time(job.updated_at),
                 job.last_error.clone().unwrap_or_default(),

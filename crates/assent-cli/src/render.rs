@@ -458,14 +458,23 @@ pub fn execution(job: &Job) -> String {
     format!("  [{}] run: {}", job.item_index, run(job))
 }
 
+/// A job's status for people: `in doubt`, or `scheduled until …` while it waits out a
+/// hold window.
+pub fn job_status(job: &Job) -> String {
+    if job.scheduled() {
+        format!("{} until {}", job.status_name(), time(job.due_at))
+    } else {
+        job.status.label().to_owned()
+    }
+}
+
 /// `in doubt (attempt 2, job …): the executor stopped ...`, or for a held confirmation
 /// `scheduled until … (job …; cancel: assent jobs cancel …)`.
 fn run(job: &Job) -> String {
     if job.scheduled() {
         return format!(
-            "{} until {} (job {}; cancel: assent jobs cancel {})",
-            job.status_name(),
-            time(job.due_at),
+            "{} (job {}; cancel: assent jobs cancel {})",
+            job_status(job),
             job.id,
             job.id
         );

@@ -103,11 +103,7 @@ fn shadow_verdict(shadows: &[agents::ShadowRule], decision: &ChangeDecision) -> 
     let shadow = shadows
         .iter()
         .find(|s| s.rule.matches(&decision.tool_name))?;
-    let outcome = match (decision.verdict, &decision.edited_args) {
-        (Verdict::Rejected, _) => PastOutcome::Rejected,
-        (_, Some(_)) => PastOutcome::Edited,
-        (_, None) => PastOutcome::ConfirmedUnchanged,
-    };
+    let outcome = PastOutcome::of(decision.verdict, decision.edited_args.is_some())?;
     let action = shadow.rule.action();
     Some(serde_json::json!({
         "rule": action.as_str(),

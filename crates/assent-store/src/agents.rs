@@ -351,14 +351,7 @@ fn settings_from_row(row: &AnyRow, tool_name: &str) -> Result<ToolSettings, Stor
     let settings: String = row.try_get("tool_settings")?;
     let shadows: String = row.try_get("shadow_rules")?;
     let settings = parse_tool_settings(&settings)?;
-    let number = |key: &str| {
-        settings
-            .get(tool_name)
-            .and_then(|setting| setting.get(key))
-            .and_then(Value::as_u64)
-            .and_then(|n| u32::try_from(n).ok())
-            .filter(|n| *n > 0)
-    };
+    let number = |key: &str| setting_number(settings.get(tool_name)?, key);
     Ok(ToolSettings {
         hold: number(HOLD_SECONDS).map(|s| time::Duration::seconds(i64::from(s))),
         approvals_needed: number(APPROVALS).unwrap_or(1),
@@ -376,14 +369,16 @@ async fn numbered_settings(
     let settings = tool_settings(conn, agent_id).await?.unwrap_or_default();
     let mut found: Vec<(String, u32)> = settings
         .iter()
-        .filter_map(|(tool, setting)| {
-            let number = setting.get(key)?.as_u64()?;
-            Some((tool.clone(), u32::try_from(number).ok()?))
-        })
-        .filter(|(_, number)| *number > 0)
+        .filter_map(|(tool, setting)| Some((tool.clone(), setting_number(setting, key)?)))
         .collect();
     found.sort();
     Ok(found)
+}
+
+/// A tool's setting `key` (`holdSeconds`, `approvals`) when it is a number above zero.
+fn setting_number(setting: &Value, key: &str) -> Option<u32> {
+    let number = u32::try_from(setting.get(key)?.as_u64()?).ok()?;
+    (number > 0).then_some(number)
 }
 
 /// Sets agent `agent_id`'s setting `key` of `tool_name` to `value` (`None` removes

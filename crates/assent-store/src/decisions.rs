@@ -246,11 +246,9 @@ pub async fn past_calls(
             let item_index = usize::try_from(index).map_err(|e| corrupt(e.to_string()))?;
             let verdict: String = row.try_get("verdict")?;
             let edited: Option<String> = row.try_get("edited_args")?;
-            let outcome = match (verdict.parse::<Verdict>().map_err(corrupt)?, edited) {
-                (Verdict::Rejected, _) => PastOutcome::Rejected,
-                (_, Some(_)) => PastOutcome::Edited,
-                (_, None) => PastOutcome::ConfirmedUnchanged,
-            };
+            let verdict = verdict.parse::<Verdict>().map_err(corrupt)?;
+            let outcome = PastOutcome::of(verdict, edited.is_some())
+                .ok_or_else(|| corrupt(format!("{verdict} is not a person's final verdict")))?;
             let origin: Option<String> = row.try_get("origin_host")?;
             let decided_by: Option<String> = row.try_get("decided_by")?;
             let created_at: String = row.try_get("created_at")?;

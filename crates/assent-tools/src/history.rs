@@ -19,6 +19,20 @@ pub enum PastOutcome {
     Rejected,
 }
 
+impl PastOutcome {
+    /// The outcome of a final decision `verdict` (edited when it changed the
+    /// arguments); `None` for a verdict no person's outcome is (deferred, retracted).
+    pub fn of(verdict: assent_domain::Verdict, edited: bool) -> Option<Self> {
+        use assent_domain::Verdict;
+        match (verdict, edited) {
+            (Verdict::Rejected, _) => Some(Self::Rejected),
+            (Verdict::Confirmed, true) => Some(Self::Edited),
+            (Verdict::Confirmed, false) => Some(Self::ConfirmedUnchanged),
+            (Verdict::Deferred | Verdict::Retracted, _) => None,
+        }
+    }
+}
+
 /// One decided call of an agent, as the history holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PastCall {

@@ -200,6 +200,17 @@ async fn type_into(client: &Client, css: &str, keys: &str) {
     panic!("could not type into {css}: {last_error}");
 }
 
+/// Opens the page at `base` and logs in with the server's token (Enter in the token
+/// field; the first test clicks the button).
+async fn log_in(client: &Client, base: &str) {
+    client.goto(base).await.expect("open the page");
+    find(client, "#token")
+        .await
+        .send_keys(&format!("{TOKEN}\u{E007}"))
+        .await
+        .expect("log in with Enter");
+}
+
 /// Waits until `script` (a JS expression) is true in the page.
 async fn wait_until(client: &Client, script: &str) {
     for _ in 0..200 {
@@ -428,12 +439,7 @@ async fn a_sub_agents_request_is_shown_as_text_and_allowed_once_from_the_page() 
     let server = TestServer::start_delegating().await;
     let task = server.agent_and_task("Delegated in the browser").await;
     let (_driver, client) = start_driver().await;
-    client.goto(&server.base).await.expect("open the page");
-    find(&client, "#token")
-        .await
-        .send_keys(&format!("{TOKEN}\u{E007}"))
-        .await
-        .expect("log in with Enter");
+    log_in(&client, &server.base).await;
     wait_until(&client, "document.body.dataset.live === 'true'").await;
     assert!(
         !find(&client, "#asking")
@@ -505,12 +511,7 @@ async fn long_arguments_show_both_ends_and_open_whole() {
     let (path, content) = (long_path(), long_content());
     let set = propose_write(&server, &json!({"path": path, "content": content})).await;
     let (_driver, client) = start_driver().await;
-    client.goto(&server.base).await.expect("open the page");
-    find(&client, "#token")
-        .await
-        .send_keys(&format!("{TOKEN}\u{E007}"))
-        .await
-        .expect("log in with Enter");
+    log_in(&client, &server.base).await;
     let item = format!("[data-set-id=\"{set}\"] li[data-index=\"0\"]");
     find(&client, &format!("{item} .change.arg")).await;
 
@@ -571,12 +572,7 @@ async fn a_sub_agents_long_request_shows_both_ends_and_opens_whole() {
     let server = TestServer::start_delegating().await;
     let task = server.agent_and_task("Delegated, long").await;
     let (_driver, client) = start_driver().await;
-    client.goto(&server.base).await.expect("open the page");
-    find(&client, "#token")
-        .await
-        .send_keys(&format!("{TOKEN}\u{E007}"))
-        .await
-        .expect("log in with Enter");
+    log_in(&client, &server.base).await;
     wait_until(&client, "document.body.dataset.live === 'true'").await;
 
     let title = format!("Review {} {APPENDED_KEY}", "x".repeat(300));
@@ -618,12 +614,7 @@ async fn values_show_by_their_type_and_never_as_json() {
     });
     let set = propose_write(&server, &args).await;
     let (_driver, client) = start_driver().await;
-    client.goto(&server.base).await.expect("open the page");
-    find(&client, "#token")
-        .await
-        .send_keys(&format!("{TOKEN}\u{E007}"))
-        .await
-        .expect("log in with Enter");
+    log_in(&client, &server.base).await;
     let card = format!("[data-set-id=\"{set}\"]");
     let item = format!("{card} li[data-index=\"0\"]");
     find(&client, &format!("{item} .change.arg")).await;
@@ -712,13 +703,7 @@ async fn an_applied_change_is_undone_from_the_page_through_a_new_set() {
     assert_eq!(status, 200);
 
     let (_driver, client) = start_driver().await;
-    client.goto(&server.base).await.expect("open the page");
-    find(&client, "#token")
-        .await
-        .send_keys(TOKEN)
-        .await
-        .expect("type the token");
-    click(&client, "#login button[type=submit]").await;
+    log_in(&client, &server.base).await;
     let card = format!("[data-set-id=\"{set}\"]");
     // The confirmed priority offers Undo; the pending checklist item does not.
     click(&client, &format!("{card} li[data-index=\"0\"] button.undo")).await;
@@ -776,13 +761,7 @@ async fn a_held_confirmation_is_taken_back_with_the_pages_undo_button() {
     let set = server.propose(&task).await;
 
     let (_driver, client) = start_driver().await;
-    client.goto(&server.base).await.expect("open the page");
-    find(&client, "#token")
-        .await
-        .send_keys(TOKEN)
-        .await
-        .expect("type the token");
-    click(&client, "#login button[type=submit]").await;
+    log_in(&client, &server.base).await;
     let item = format!("[data-set-id=\"{set}\"] li[data-index=\"0\"]");
     click(&client, &format!("{item} button.confirm")).await;
     wait_until(
