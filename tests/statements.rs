@@ -15,18 +15,22 @@ use time::OffsetDateTime;
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
-/// Statements one confirmation of a transactional journal item may take (33 today:
-/// the set and its items re-read under the lock, the item's host and hold, the agent's
-/// policy and tool settings in one read, the journal's reads of the task for the
-/// stale check, the category and its handler, two audit records each in a savepoint
-/// with its outbox message, the applied operation, the decision, the statuses and their
-/// outbox messages). The next cut is the audit savepoints (4) and the journal's
-/// repeated reads of the task (4).
-const PER_CONFIRMATION: usize = 33;
-/// Statements a wake of 25 deferred calls may take in all (9 today: the agent, the
-/// task, its category, the open sets and recent decisions, then the set, its 25 items
-/// in one multi-row insert, its outbox message and the webhook subscribers' read).
-const WAKE_OF_25: usize = 9;
+/// Statements one confirmation of a transactional journal item may take (31 today:
+/// `BEGIN` and `COMMIT`, the set and its items re-read under the lock, the item's host
+/// and hold, the agent's policy and tool settings in one read, the journal's reads of
+/// the task for the stale check, the category and its handler, two audit records with
+/// their outbox messages, the applied operation, the decision, the statuses and their
+/// outbox messages). `BEGIN` and `COMMIT` are counted since the SQLite writer runs
+/// them as statements of its own (group commit); before, sqlx's transaction manager ran
+/// them unseen, and the same confirmation counted 33 with two savepoints per audit
+/// record, which SQLite does not need. The next cut is the journal's repeated reads of
+/// the task (4).
+const PER_CONFIRMATION: usize = 31;
+/// Statements a wake of 25 deferred calls may take in all (11 today: `BEGIN`, the
+/// agent, the task, its category, the open sets and recent decisions, then the set,
+/// its 25 items in one multi-row insert, its outbox message, the webhook subscribers'
+/// read and `COMMIT`).
+const WAKE_OF_25: usize = 11;
 
 /// Counts sqlx's statement events.
 struct Statements(Arc<AtomicUsize>);

@@ -9,7 +9,9 @@
 //!    rows, with the durability Assent ships (`synchronous = FULL`) and with `NORMAL`;
 //! 5. queries at scale (p50/p99), as the history grows to the full data set;
 //! 6. the process's peak memory while loading and querying;
-//! 7. the MCP gateway's cost: an immediate call through it against the same call made
+//! 7. concurrent confirmations on one SQLite file (1, 2, 4, 8 writers), with and without
+//!    group commit, and the WAL syncs (fsyncs) per decision;
+//! 8. the MCP gateway's cost: an immediate call through it against the same call made
 //!    directly to the upstream (`mcpGateway`; skipped with a note when the fixture
 //!    server is not built beside this binary).
 //!
@@ -57,6 +59,8 @@ struct Config {
     query_samples: usize,
     /// Immediate MCP calls timed per side (after as many again to warm up).
     gateway_calls: usize,
+    /// Items each writer confirms in the concurrent-confirmation measurement.
+    concurrent_items: usize,
 }
 
 impl Config {
@@ -70,6 +74,7 @@ impl Config {
         scale: dataset::Scale::new(100_000),
         query_samples: 2_000,
         gateway_calls: 1_000,
+        concurrent_items: 25,
     };
     const QUICK: Self = Self {
         quick: true,
@@ -81,6 +86,7 @@ impl Config {
         scale: dataset::Scale::new(1_000),
         query_samples: 100,
         gateway_calls: 20,
+        concurrent_items: 5,
     };
 }
 
@@ -109,6 +115,9 @@ struct Report {
     confirmation: Vec<writes::PairResult>,
     /// Confirm-all of 25-item sets, synchronous = FULL.
     confirm_all: writes::ConfirmAllResult,
+    /// 1, 2, 4 and 8 confirmations at once on one SQLite file, with and without group
+    /// commit, with the WAL syncs per decision.
+    concurrent_confirmation: writes::ConcurrentResult,
     /// Concurrent writers on PostgreSQL; `None` when no server was given.
     postgres: Option<postgres::PostgresResult>,
     /// Why the PostgreSQL part did not run, when it did not.
@@ -138,6 +147,8 @@ struct Targets {
     persistence_within_70_percent_of_raw_sqlite: bool,
     /// Confirm-all of a 25-item set at FULL ≥ 5,000 items per second.
     confirm_all_items_per_second: bool,
+    /// SQLite, FULL: 8 concurrent confirmations of different sets ≥ 4x one's rate.
+    eight_confirmations_four_times_one: bool,
     /// PostgreSQL: 8 writers on distinct targets ≥ 6x one writer (`None`: not run).
     postgres_eight_writers_six_times_one: Option<bool>,
     /// PostgreSQL: 8 concurrent wakes on distinct targets ≥ 6x one (`None`: not run).
@@ -156,6 +167,7 @@ impl Targets {
         persistence: &writes::PairResult,
         confirmation: &[writes::PairResult],
         confirm_all: &writes::ConfirmAllResult,
+        concurrent: &writes::ConcurrentResult,
         postgres: Option<&postgres::PostgresResult>,
         stages: &[queries::StageResult],
     ) -> Self {
@@ -179,6 +191,7 @@ impl Targets {
                 .all(|r| r.ratio_to_raw_sqlite >= 0.5),
             persistence_within_70_percent_of_raw_sqlite: persistence.ratio_to_raw_sqlite >= 0.7,
             confirm_all_items_per_second: confirm_all.items_per_second >= 5_000.0,
+            eight_confirmations_four_times_one: concurrent.eight_writers_vs_one >= 4.0,
             postgres_eight_writers_six_times_one: postgres.and_then(|p| {
                 let eight = p.writers.iter().find(|w| w.writers == 8)?;
                 Some(eight.ratio_to_one_writer >= 6.0)
@@ -247,6 +260,10 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
     eprintln!("confirm-all, synchronous = FULL ...");
     let confirm_all =
         writes::confirm_all(Durability::Full, config.rounds, config.confirmed_sets).await?;
+    eprintln!("concurrent confirmations (group commit), synchronous = FULL ...");
+    let concurrent_confirmation =
+        writes::concurrent_confirmations(Durability::Full, config.rounds, config.concurrent_items)
+            .await?;
     let (postgres, postgres_skipped) = match std::env::var(postgres::URL_VAR) {
         _ if config.quick => (None, Some("--quick".to_owned())),
         Ok(url) if !url.is_empty() => {
@@ -289,6 +306,7 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
         &persistence,
         &confirmation,
         &confirm_all,
+        &concurrent_confirmation,
         postgres.as_ref(),
         &stages,
     );
@@ -302,6 +320,7 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
         persistence,
         confirmation,
         confirm_all,
+        concurrent_confirmation,
         postgres,
         postgres_skipped,
         dataset_generated_now: data.generated,
@@ -449,6 +468,20 @@ fn print_table(report: &Report) {
         "(ratio: median over {} round(s), quartiles in brackets; raw: rusqlite, prepared statements, the same rows and bytes)",
         report.persistence.rounds
     );
+    let c = &report.concurrent_confirmation;
+    println!();
+    for (grouped, alone) in c.with_group_commit.iter().zip(&c.without_group_commit) {
+        println!(
+            "{:<40} {:>9.0} confirmations/s, {:.2} fsyncs per decision; without group commit {:.0}/s",
+            format!(
+                "SQLite, {} concurrent confirmation(s), sync {}",
+                grouped.writers, c.durability
+            ),
+            grouped.confirmations_per_second,
+            grouped.fsyncs_per_decision.unwrap_or(f64::NAN),
+            alone.confirmations_per_second,
+        );
+    }
     match (&report.postgres, &report.postgres_skipped) {
         (Some(p), _) => {
             println!();
@@ -529,10 +562,12 @@ fn print_table(report: &Report) {
     }
     let t = &report.targets;
     println!(
-        "targets: confirmation ≥ 0.50 of raw SQLite {}; wake ≥ 0.70 of raw SQLite {}; confirm-all ≥ 5,000 items/s {}; PostgreSQL 8 writers ≥ 6x one {}, 8 wakes ≥ 6x one {}; confirmation ≥ 0.50 of sqlx {}; planning ≥ 100,000 calls/s {}; query p99 ≤ 1 ms {}; memory 10 % → 100 %: {}",
+        "targets: confirmation ≥ 0.50 of raw SQLite {}; wake ≥ 0.70 of raw SQLite {}; confirm-all ≥ 5,000 items/s {}; SQLite 8 concurrent confirmations ≥ 4x one {} ({:.2}x); PostgreSQL 8 writers ≥ 6x one {}, 8 wakes ≥ 6x one {}; confirmation ≥ 0.50 of sqlx {}; planning ≥ 100,000 calls/s {}; query p99 ≤ 1 ms {}; memory 10 % → 100 %: {}",
         met(t.confirmation_half_of_raw_sqlite),
         met(t.persistence_within_70_percent_of_raw_sqlite),
         met(t.confirm_all_items_per_second),
+        met(t.eight_confirmations_four_times_one),
+        report.concurrent_confirmation.eight_writers_vs_one,
         t.postgres_eight_writers_six_times_one
             .map_or("not run", met),
         t.postgres_eight_wakes_six_times_one.map_or("not run", met),

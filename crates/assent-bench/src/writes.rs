@@ -119,11 +119,16 @@ struct Db {
 
 impl Db {
     async fn open(durability: Durability) -> anyhow::Result<Self> {
+        Self::open_with(durability, true).await
+    }
+
+    async fn open_with(durability: Durability, group_commit: bool) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir().context("temporary directory")?;
         let url = format!("sqlite://{}/bench.db", dir.path().display());
         let store = Store::open_with(StoreOptions {
             device_id: HOST.into(),
             durability,
+            group_commit,
             ..StoreOptions::new(url)
         })
         .await?;
@@ -715,4 +720,143 @@ pub async fn confirm_all(
         raw_sqlite_items_per_second: per_second(&raw_times),
         ratio_to_raw_sqlite: quartiles(&ratios)[1],
     })
+}
+
+// ---------------------------------------------------------------------------------
+// Concurrent confirmations (group commit).
+
+/// How many confirmations run at once in [`concurrent_confirmations`].
+pub const CONCURRENT_WRITERS: [usize; 4] = [1, 2, 4, 8];
+
+/// Confirmations of different sets at once on one SQLite file, `FULL`: 1, 2, 4 and 8
+/// writers, each confirming the items of a set of its own one by one.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConcurrentResult {
+    pub durability: &'static str,
+    pub rounds: usize,
+    pub items_per_writer: usize,
+    pub with_group_commit: Vec<Concurrency>,
+    /// The same with each confirmation committing on its own (`group_commit: false`).
+    pub without_group_commit: Vec<Concurrency>,
+    /// Confirmations per second of 8 writers ÷ of 1 writer, with group commit.
+    pub eight_writers_vs_one: f64,
+}
+
+/// One number of concurrent writers, medians over rounds.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Concurrency {
+    pub writers: usize,
+    pub confirmations_per_second: f64,
+    /// `COMMIT`s per confirmation: each one sync of the WAL at `FULL` (checkpoints add
+    /// their own, not counted). `None` without group commit, which does not count them
+    /// (one per confirmation).
+    pub fsyncs_per_decision: Option<f64>,
+}
+
+/// 1, 2, 4 and 8 writers confirming `items` items each, with and without group
+/// commit, alternating per round.
+pub async fn concurrent_confirmations(
+    durability: Durability,
+    rounds: usize,
+    items: usize,
+) -> anyhow::Result<ConcurrentResult> {
+    let items = items.min(ITEMS);
+    let mut grouped: Vec<Vec<(f64, f64)>> = vec![Vec::new(); CONCURRENT_WRITERS.len()];
+    let mut alone: Vec<Vec<f64>> = vec![Vec::new(); CONCURRENT_WRITERS.len()];
+    for _ in 0..rounds {
+        for (slot, &writers) in CONCURRENT_WRITERS.iter().enumerate() {
+            for group_commit in [true, false] {
+                let (rate, fsyncs) =
+                    confirm_concurrently(durability, group_commit, writers, items).await?;
+                if group_commit {
+                    grouped[slot].push((rate, fsyncs.unwrap_or(f64::NAN)));
+                } else {
+                    alone[slot].push(rate);
+                }
+            }
+        }
+    }
+    let median_of = |values: Vec<f64>| quartiles(&values)[1];
+    let with_group_commit: Vec<Concurrency> = CONCURRENT_WRITERS
+        .iter()
+        .zip(grouped)
+        .map(|(&writers, runs)| Concurrency {
+            writers,
+            confirmations_per_second: median_of(runs.iter().map(|r| r.0).collect()),
+            fsyncs_per_decision: Some(median_of(runs.iter().map(|r| r.1).collect())),
+        })
+        .collect();
+    let without_group_commit = CONCURRENT_WRITERS
+        .iter()
+        .zip(alone)
+        .map(|(&writers, runs)| Concurrency {
+            writers,
+            confirmations_per_second: median_of(runs),
+            fsyncs_per_decision: None,
+        })
+        .collect();
+    let rate = |writers: usize| {
+        with_group_commit
+            .iter()
+            .find(|c| c.writers == writers)
+            .map_or(f64::NAN, |c| c.confirmations_per_second)
+    };
+    Ok(ConcurrentResult {
+        durability: durability.as_str(),
+        rounds,
+        items_per_writer: items,
+        eight_writers_vs_one: rate(8) / rate(1),
+        with_group_commit,
+        without_group_commit,
+    })
+}
+
+/// One run: `writers` tasks on a fresh database, each confirming `items` items of its
+/// own set; confirmations per second and (with group commit) commits per confirmation.
+async fn confirm_concurrently(
+    durability: Durability,
+    group_commit: bool,
+    writers: usize,
+    items: usize,
+) -> anyhow::Result<(f64, Option<f64>)> {
+    let db = Db::open_with(durability, group_commit).await?;
+    let engine = db.engine();
+    let mut sets = Vec::with_capacity(writers);
+    for set in 0..writers {
+        sets.push(queue(&db, &engine, set).await?[0].0);
+    }
+    let before = db.store.group_commits();
+    let start = Instant::now();
+    let tasks: Vec<_> = sets
+        .into_iter()
+        .map(|set| {
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                for index in 0..items {
+                    let outcome = engine.confirmations().confirm_item(set, index, NOW).await?;
+                    ensure!(
+                        matches!(
+                            outcome.execution,
+                            ExecutionOutcome::Applied { mutated: true, .. }
+                        ),
+                        "confirmation did not apply: {:?}",
+                        outcome.execution
+                    );
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.context("a writer stopped")??;
+    }
+    let elapsed = start.elapsed();
+    let decisions = (writers * items) as f64;
+    let fsyncs = match (before, db.store.group_commits()) {
+        (Some(before), Some(after)) => Some((after.commits - before.commits) as f64 / decisions),
+        _ => None,
+    };
+    Ok((decisions / elapsed.as_secs_f64(), fsyncs))
 }

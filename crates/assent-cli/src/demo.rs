@@ -144,7 +144,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     };
     let task_id = Uuid::new_v4().to_string();
     let task = create_task(&mut tx, &task_id, &new, store.device_id(), now).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     s.say(render::agent(AGENT, &["work"], true));
     s.say("(its policy: it may only change tasks in the categories it was given)");
     s.gap();

@@ -39,7 +39,7 @@ async fn new_task(store: &Store, title: &str, now: OffsetDateTime) -> Result<Str
         ..NewTask::default()
     };
     create_task(&mut tx, &id, &new, store.device_id(), now).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     Ok(id)
 }
 
@@ -86,7 +86,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     let researcher = parent.derive(AGENT)?;
     let mut tx = store.begin_write().await?;
     agents::upsert(&mut tx, AGENT, &AgentPolicy::new(["work"]), now).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     let task_id = new_task(store, "Prepare the Q1 board report", now).await?;
     s.say(format!(
         "The parent session owns the bus \"lead\"; the sub-agent only gets a bus derived from it, \

@@ -20,7 +20,6 @@ use crate::render;
 use crate::sync_batches::{batch_summary, refused};
 use assent_journal_host::TaskEntities;
 use assent_server::{DEFAULT_SYNC_BODY_LIMIT, SyncExchange};
-use assent_store::StoreError;
 use assent_store::sync;
 use assent_sync::SyncBatch;
 use reqwest::{StatusCode, Url};
@@ -206,7 +205,7 @@ async fn release(store: &assent_store::Store, export: &sync::ClaimedExport) {
     let released = async {
         let mut tx = store.begin_write().await?;
         sync::release_export(&mut tx, export).await?;
-        tx.commit().await.map_err(StoreError::from)
+        tx.commit().await
     }
     .await;
     if let Err(error) = released {
@@ -268,7 +267,7 @@ async fn run_with(
         lease,
     )
     .await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     let batch = &export.batch;
     let outcome: Result<_, CliError> = async {
         // The round trip, with nothing locked here.
@@ -287,7 +286,7 @@ async fn run_with(
         match sync::import(&mut tx, host_id, &TaskEntities, &answer.batch, ctx.now).await {
             Ok(merged) => {
                 sync::mark_exported(&mut tx, &export, ctx.now).await?;
-                tx.commit().await.map_err(StoreError::from)?;
+                tx.commit().await?;
                 Ok((answer, merged))
             }
             Err(error) => {

@@ -9,7 +9,7 @@ use crate::render;
 use assent_confirm::ConfirmError;
 use assent_server::shapes::AuditView;
 use assent_store::delegation::{self, Revocation};
-use assent_store::{StoreError, agents, audit, decisions, outbox};
+use assent_store::{agents, audit, decisions, outbox};
 use assent_tools::{GrantSuggestion, RuleAction, SuggestOptions, suggest_grants};
 use serde_json::json;
 use uuid::Uuid;
@@ -57,7 +57,7 @@ pub async fn grants(ctx: &Ctx, args: GrantsArgs) -> Result<Output, CliError> {
             .map_err(|e| CliError::failed(format!("invalid grant id {:?}: {e}", revoke.id)))?;
         let mut tx = ctx.store().begin_write().await?;
         let revocation = delegation::revoke_grant(&mut tx, id, ctx.now).await?;
-        tx.commit().await.map_err(StoreError::from)?;
+        tx.commit().await?;
         return match revocation {
             Revocation::Revoked(grant) => {
                 Output::either(ctx.json, &grant, || render::grant_revoked(&grant))

@@ -7,7 +7,6 @@ use crate::context::{Ctx, Output};
 use crate::render;
 use crate::sync_batches::{batch_summary, refused};
 use assent_journal_host::TaskEntities;
-use assent_store::StoreError;
 use assent_store::sync::{self, ConflictRecord};
 use assent_sync::SyncBatch;
 use clap::{Args, Subcommand};
@@ -116,11 +115,11 @@ async fn export(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
         .map_err(|e| CliError::failed(format!("cannot write the sync batch as JSON: {e}")))?;
     if is_stdio(file) {
         // The batch is the output; the outbox counts as drained once it is written.
-        tx.commit().await.map_err(StoreError::from)?;
+        tx.commit().await?;
         return Ok(Output::text(text));
     }
     write_atomically(file, &text)?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     let mut summary = batch_summary(&batch);
     summary["file"] = json!(file.display().to_string());
     Output::either(ctx.json, &summary, || render::exported(&batch, file))
@@ -215,7 +214,7 @@ async fn import(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
                 return Err(error.into());
             }
         };
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     Output::either(ctx.json, &report, || render::imported(&report))
 }
 

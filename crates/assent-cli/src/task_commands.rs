@@ -15,7 +15,7 @@ use assent_server::{
     AgentView, ServerError, agent_view, agent_views, set_agent_categories, set_agent_idempotent,
     set_agent_rule,
 };
-use assent_store::{StoreError, agents, decisions, host_tools};
+use assent_store::{agents, decisions, host_tools};
 use assent_tools::{Backtest, RuleAction, ShadowReport, ToolRule};
 use serde_json::{Value, json};
 use time::{Date, OffsetDateTime};
@@ -73,7 +73,7 @@ pub async fn agent_rule(
             .await?
             .unwrap_or(false);
     }
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     let agent = agent_view(ctx.store(), &agent.id).await?;
     let shown = with_expiries(ctx, &agent).await?;
     let until = args.for_span.map(|span| ctx.now + span);
@@ -107,7 +107,7 @@ async fn agent_shadow_rule(
             "no agent {id:?}"
         ))));
     };
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     let agent = agent_view(ctx.store(), id).await?;
     let shown = with_expiries(ctx, &agent).await?;
     Output::either(ctx.json, &shown, || {
@@ -223,7 +223,7 @@ pub(crate) async fn set_expiring_rule(
     if action == RuleAction::Allow {
         changed |= host_tools::accept(&mut tx, agent, tool).await? > 0;
     }
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     Ok((agent_view(ctx.store(), agent).await?, changed))
 }
 
@@ -571,7 +571,7 @@ pub async fn task_create(ctx: &Ctx, args: TaskCreateArgs) -> Result<Output, CliE
     let store = ctx.store();
     let mut tx = store.begin_write().await?;
     let task = create_task(&mut tx, &id, &new, store.device_id(), ctx.now).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     Output::either(ctx.json, &task, || render::task(&task))
 }
 

@@ -4,7 +4,6 @@
 use crate::CliError;
 use crate::context::{Ctx, Output};
 use crate::render;
-use assent_store::StoreError;
 use assent_store::tokens::{self, ApiToken, Role};
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -58,7 +57,7 @@ pub async fn tokens(ctx: &Ctx, args: TokensArgs) -> Result<Output, CliError> {
             let role: Role = add.role.parse()?;
             let mut tx = ctx.store().begin_write().await?;
             let issued = tokens::issue(&mut tx, role, add.agent.as_deref(), ctx.now).await?;
-            tx.commit().await.map_err(StoreError::from)?;
+            tx.commit().await?;
             let mut view = serde_json::to_value(&issued.token).unwrap_or_default();
             view["secret"] = json!(issued.secret);
             Output::either(ctx.json, &view, || {
@@ -77,7 +76,7 @@ pub async fn tokens(ctx: &Ctx, args: TokensArgs) -> Result<Output, CliError> {
         Some(TokensCommand::Revoke(revoke)) => {
             let mut tx = ctx.store().begin_write().await?;
             let revoked = tokens::revoke(&mut tx, &revoke.id, ctx.now).await?;
-            tx.commit().await.map_err(StoreError::from)?;
+            tx.commit().await?;
             match revoked {
                 Some(token) => Output::either(ctx.json, &token, || {
                     format!("Revoked token {} ({} token)", token.id, token.role)

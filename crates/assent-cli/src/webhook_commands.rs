@@ -6,7 +6,6 @@ use crate::CliError;
 use crate::context::{Ctx, Output};
 use crate::duration::parse_duration;
 use crate::render;
-use assent_store::StoreError;
 use assent_store::webhooks::{self, Delivery, NewSubscription, Subscription};
 use assent_webhooks::{
     DEFAULT_TIMEOUT, Format, Sender, SenderConfig, WebhookError, generate_secret, validate_events,
@@ -163,7 +162,7 @@ pub async fn webhooks(ctx: &Ctx, args: WebhooksArgs) -> Result<Output, CliError>
             let id = parse_id(&remove.id)?;
             let mut tx = ctx.store().begin_write().await?;
             let removed = webhooks::remove_subscription(&mut tx, id).await?;
-            tx.commit().await.map_err(StoreError::from)?;
+            tx.commit().await?;
             if !removed {
                 return Err(CliError::failed(format!("no webhook subscription {id}")));
             }

@@ -28,7 +28,7 @@ use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
 /// A write transaction of the store.
-type WriteTx = sqlx::Transaction<'static, sqlx::Any>;
+use assent_store::WriteTx;
 
 /// Pending sets older than this expire (plan, section 9).
 pub const DEFAULT_EXPIRY_TTL: Duration = Duration::days(7);

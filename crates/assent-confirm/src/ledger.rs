@@ -225,7 +225,7 @@ async fn approval_mismatch(
 /// longer matches (`why`): audited as a refusal, `item.failed` queued; a person
 /// decides again (retract it, or propose anew).
 async fn refuse_unapproved(
-    mut tx: sqlx::Transaction<'static, sqlx::Any>,
+    mut tx: assent_store::WriteTx,
     job: &Job,
     why: &str,
     now: OffsetDateTime,
@@ -474,7 +474,7 @@ impl Engine {
     #[tracing::instrument(skip_all, fields(job = %job.id, tool = %job.tool_name, operation_id = %job.operation_id, attempt = job.attempts))]
     async fn apply_claimed(
         &self,
-        mut tx: sqlx::Transaction<'static, sqlx::Any>,
+        mut tx: assent_store::WriteTx,
         job: &Job,
         spec: &assent_tools::ToolSpec,
         now: OffsetDateTime,
@@ -647,7 +647,7 @@ impl Engine {
     /// again (a new proposal, or `assent undo` of whatever changed it).
     async fn retract_stale(
         &self,
-        mut tx: sqlx::Transaction<'static, sqlx::Any>,
+        mut tx: assent_store::WriteTx,
         job: &Job,
         stale: crate::host::Stale,
         now: OffsetDateTime,

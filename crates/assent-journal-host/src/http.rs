@@ -40,9 +40,7 @@ async fn create(
     )
     .await
     .map_err(server_error)?;
-    tx.commit()
-        .await
-        .map_err(|e| ServerError::Store(e.into()))?;
+    tx.commit().await.map_err(ServerError::Store)?;
     Ok((StatusCode::CREATED, Json(task)).into_response())
 }
 

@@ -164,7 +164,7 @@ pub async fn set_agent_hold(
         .await?
         .ok_or_else(|| no_agent(id))?;
     let view = written(&mut tx, id).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     Ok((view, changed))
 }
 
@@ -201,7 +201,7 @@ pub async fn set_agent_categories(
         .fold(AgentPolicy::new(categories), AgentPolicy::with_rule);
     agents::upsert(&mut tx, id, &policy, now).await?;
     let view = written(&mut tx, id).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     Ok(AgentView {
         created: existing.is_none(),
         ..view
@@ -237,7 +237,7 @@ pub async fn set_agent_rule(
         changed |= host_tools::accept(&mut tx, id, tool.trim()).await? > 0;
     }
     let view = written(&mut tx, id).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     Ok((view, changed))
 }
 
@@ -264,7 +264,7 @@ pub async fn set_agent_idempotent(
     }
     let changed = host_tools::set_idempotent(&mut tx, id, tool, idempotent, now).await?;
     let view = written(&mut tx, id).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     Ok((view, changed))
 }
 
@@ -347,7 +347,7 @@ pub(crate) async fn set_rule(
     let mut tx = store.begin_write().await?;
     agents::set_approvals_needed(&mut tx, &agent.id, tool.trim(), needed, now()).await?;
     let view = written(&mut tx, &agent.id).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     ok(view)
 }
 

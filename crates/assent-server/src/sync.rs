@@ -71,7 +71,7 @@ pub(crate) async fn exchange(
         }
     };
     let answer = sync::export(&mut tx, host_id, entities, Uuid::new_v4(), now).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     tracing::info!(
         replayed = report.replayed,
         conflicts = report.conflicts.len(),

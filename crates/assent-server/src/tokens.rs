@@ -3,7 +3,6 @@
 
 use crate::{AppState, ServerError};
 use assent_domain::OffsetDateTime;
-use assent_store::StoreError;
 use assent_store::tokens::{self, Role};
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
@@ -36,7 +35,7 @@ pub(crate) async fn add(
         OffsetDateTime::now_utc(),
     )
     .await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     tracing::info!(token = %issued.token.id, role = %role, "token issued");
     let mut view = serde_json::to_value(&issued.token).unwrap_or_default();
     view["secret"] = json!(issued.secret);
@@ -57,7 +56,7 @@ pub(crate) async fn revoke(
     let Path(id) = id?;
     let mut tx = state.engine.store().begin_write().await?;
     let revoked = tokens::revoke(&mut tx, &id, OffsetDateTime::now_utc()).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     match revoked {
         Some(token) => Ok(Json(token).into_response()),
         None => Err(ServerError::NotFound(format!("no token {id:?}"))),

@@ -11,8 +11,8 @@
 use crate::{AppState, ServerError};
 use assent_confirm::ConfirmationRequest;
 use assent_domain::{OffsetDateTime, Uuid};
+use assent_store::Store;
 use assent_store::webhooks::{self, NewEvent, NewSubscription, event};
-use assent_store::{Store, StoreError};
 use assent_webhooks::{
     Format, Sender, SenderConfig, WebhookError, generate_secret, validate_events, validate_url,
 };
@@ -110,7 +110,7 @@ async fn remove(
     let id = subscription_id(path)?;
     let mut tx = state.engine.store().begin_write().await?;
     let removed = webhooks::remove_subscription(&mut tx, id).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    tx.commit().await?;
     if !removed {
         return Err(ServerError::NotFound(format!(
             "no webhook subscription {id}"
@@ -208,7 +208,7 @@ pub(crate) fn confirmation_requested(store: &Store, request: &ConfirmationReques
                 data,
             };
             webhooks::enqueue_event(&mut tx, new, OffsetDateTime::now_utc()).await?;
-            tx.commit().await.map_err(StoreError::from)
+            tx.commit().await
         };
         if let Err(error) = written.await {
             tracing::error!(%error, "writing the confirmation.requested webhook event failed");

@@ -1,7 +1,7 @@
 //! The audit trail: what the executor did, in order.
 
 use crate::outbox::{self, entity};
-use crate::{StoreError, timefmt};
+use crate::{Backend, StoreError, timefmt};
 use assent_domain::{OperationId, Target, VectorClock};
 use assent_tools::{AuditRecord, AuditSink, BoxFuture};
 use serde_json::Value;
@@ -13,6 +13,16 @@ const TABLE: &str = "audit_records";
 /// Appends a record and its outbox message; returns the record's row id.
 pub async fn insert(conn: &mut AnyConnection, record: &AuditRecord) -> Result<i64, StoreError> {
     let id = insert_row(conn, record, None).await?;
+    enqueue(conn, id, record).await?;
+    Ok(id)
+}
+
+/// The outbox message of record `id`.
+async fn enqueue(
+    conn: &mut AnyConnection,
+    id: i64,
+    record: &AuditRecord,
+) -> Result<(), StoreError> {
     outbox::enqueue(
         conn,
         entity::AUDIT_RECORD,
@@ -20,8 +30,7 @@ pub async fn insert(conn: &mut AnyConnection, record: &AuditRecord) -> Result<i6
         record,
         record.created_at,
     )
-    .await?;
-    Ok(id)
+    .await
 }
 
 /// The record's row, without an outbox message; `origin` is the writing device's host
@@ -121,10 +130,31 @@ pub async fn list(
     rows.iter().map(decode).collect()
 }
 
-/// Writes audit records to the store's `audit_records` table, each in its own
-/// savepoint so a failed write cannot poison the surrounding transaction.
+/// Writes audit records to the store's `audit_records` table without ever failing the
+/// surrounding transaction: a record that cannot be written leaves nothing behind (not
+/// its row without its outbox message) and the caller's writes go on. On PostgreSQL,
+/// where a failed statement aborts the whole transaction, each record is written in
+/// its own savepoint. SQLite undoes a failed statement by itself, so there the
+/// savepoint's two extra statements per record are saved and a row whose outbox
+/// message failed is deleted again.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StoreAuditSink;
+
+/// [`StoreAuditSink`] on SQLite.
+async fn insert_or_nothing(
+    conn: &mut AnyConnection,
+    record: &AuditRecord,
+) -> Result<(), StoreError> {
+    let id = insert_row(conn, record, None).await?;
+    if let Err(error) = enqueue(conn, id, record).await {
+        sqlx::query("DELETE FROM audit_records WHERE id = $1")
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+        return Err(error);
+    }
+    Ok(())
+}
 
 impl AuditSink<AnyConnection> for StoreAuditSink {
     fn record<'a>(
@@ -133,6 +163,11 @@ impl AuditSink<AnyConnection> for StoreAuditSink {
         record: &'a AuditRecord,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
+            if Backend::of(ctx) == Backend::Sqlite {
+                return insert_or_nothing(ctx, record)
+                    .await
+                    .map_err(|e| e.to_string());
+            }
             sqlx::query("SAVEPOINT assent_audit")
                 .execute(&mut *ctx)
                 .await
@@ -154,5 +189,65 @@ impl AuditSink<AnyConnection> for StoreAuditSink {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Store;
+    use assent_tools::AuditKind;
+
+    fn record() -> AuditRecord {
+        AuditRecord {
+            operation_id: OperationId::from_stored("ab".repeat(16)),
+            run_key: "run".into(),
+            tool_name: "set_task_status".into(),
+            agent_id: "agent".into(),
+            target_kind: "task".into(),
+            target_id: "t1".into(),
+            kind: AuditKind::Action,
+            args: serde_json::json!({"status": "done"}),
+            success: None,
+            detail: None,
+            vector_clock: None,
+            created_at: time::OffsetDateTime::UNIX_EPOCH,
+        }
+    }
+
+    async fn count(conn: &mut AnyConnection, table: &str) -> i64 {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+            .fetch_one(conn)
+            .await
+            .expect("counts")
+    }
+
+    #[tokio::test]
+    async fn a_record_that_cannot_be_written_leaves_nothing_and_the_transaction_goes_on() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("audit.db").display());
+        let store = Store::open(&url).await.expect("opens");
+        let mut tx = store.begin_write().await.expect("begins");
+        StoreAuditSink
+            .record(&mut tx, &record())
+            .await
+            .expect("a record is written");
+        // From now on the record's outbox message fails, after its row was inserted.
+        sqlx::raw_sql(
+            "CREATE TEMP TRIGGER refuse AFTER INSERT ON outbox WHEN NEW.entity_type = 'auditRecord'
+             BEGIN SELECT RAISE(ABORT, 'outbox refused'); END;",
+        )
+        .execute(&mut *tx)
+        .await
+        .expect("creates the trigger");
+        let refused = StoreAuditSink.record(&mut tx, &record()).await;
+        assert!(refused.is_err_and(|e| e.contains("outbox refused")));
+        assert_eq!(
+            count(&mut tx, "audit_records").await,
+            1,
+            "no row without its message"
+        );
+        assert_eq!(count(&mut tx, "outbox").await, 1);
+        tx.commit().await.expect("the transaction still commits");
     }
 }

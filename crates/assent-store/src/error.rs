@@ -84,6 +84,13 @@ pub enum StoreError {
     /// A host failed to export or write one of its synced entities.
     #[error("host entity sync failed: {0}")]
     HostEntity(String),
+    /// No write could start within the busy timeout: other writers of this process held
+    /// the database all that time.
+    #[error("no write could start within {}: other writers held the database", seconds(*.0))]
+    WriterBusy(std::time::Duration),
+    /// The commit shared by a group of writes failed: none of them was written.
+    #[error("the commit shared with other writes failed, nothing of this write was kept: {0}")]
+    GroupCommitFailed(String),
     /// Any other database error.
     #[error(transparent)]
     Database(#[from] sqlx::Error),

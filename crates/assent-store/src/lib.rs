@@ -26,6 +26,7 @@
 
 mod error;
 mod store;
+mod writer;
 
 #[cfg(test)]
 mod query_plans;
@@ -53,6 +54,7 @@ pub use store::{
     Backend, DEFAULT_CONNECT_TIMEOUT, Durability, HostMigration, POSTGRES_MIGRATIONS,
     SQLITE_MIGRATIONS, Store, StoreOptions,
 };
+pub use writer::{GroupCommits, WriteTx};
 
 /// The connection type the store's functions and the host's handlers work on.
 pub use sqlx::AnyConnection;

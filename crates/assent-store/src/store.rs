@@ -2,9 +2,11 @@
 //! durability, migrations, and the write transaction.
 
 use crate::StoreError;
+use crate::writer::{GroupCommits, WriteTx, Writer};
 use assent_domain::Target;
 use sqlx::any::AnyPoolOptions;
-use sqlx::{Any, AnyConnection, AnyPool, Transaction};
+use sqlx::{AnyConnection, AnyPool};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -131,6 +133,11 @@ pub struct StoreOptions {
     /// pool's own acquire timeout stays sqlx's: once open, waiting for a connection
     /// means waiting for other writers, not for the network.)
     pub connect_timeout: Duration,
+    /// SQLite file: run this process's write transactions on one writer connection and
+    /// commit those that queue together in one `COMMIT` (one WAL sync), each still
+    /// answered only once durable. On by default; off, each transaction commits on its
+    /// own pool connection. No effect on PostgreSQL or an in-memory database.
+    pub group_commit: bool,
 }
 
 /// [`StoreOptions::connect_timeout`] unless a caller sets it.
@@ -170,6 +177,7 @@ impl StoreOptions {
             max_connections: 8,
             durability: Durability::Full,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            group_commit: true,
         }
     }
 
@@ -226,6 +234,8 @@ pub struct Store {
     pool: AnyPool,
     backend: Backend,
     device_id: String,
+    /// The group-commit writer of a SQLite file.
+    pub(crate) writer: Option<Arc<Writer>>,
 }
 
 impl Store {
@@ -247,8 +257,9 @@ impl Store {
                 "the URL scheme must be sqlite:, postgres: or postgresql:".into(),
             ))
         })?;
+        let mut writer = None;
         let pool = match backend {
-            Backend::Sqlite => open_sqlite(&options).await,
+            Backend::Sqlite => open_sqlite(&options, &mut writer).await,
             Backend::Postgres => {
                 reach_postgres(&options).await?;
                 AnyPoolOptions::new()
@@ -267,6 +278,7 @@ impl Store {
             pool,
             backend,
             device_id,
+            writer,
         })
     }
 
@@ -335,18 +347,31 @@ impl Store {
     /// this process or another, queue instead of deciding the same item twice. SQLite:
     /// `BEGIN IMMEDIATE`. PostgreSQL: `BEGIN` plus a transaction-scoped advisory lock
     /// that every writer takes, the same one-writer-at-a-time rule.
-    pub async fn begin_write(&self) -> Result<Transaction<'static, Any>, StoreError> {
-        match self.backend {
-            Backend::Sqlite => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?),
-            Backend::Postgres => {
+    ///
+    /// On a SQLite file with [`StoreOptions::group_commit`] (the default), the
+    /// transaction is a savepoint on the process's writer connection and may share its
+    /// `COMMIT` with writers that queued behind it; [`WriteTx::commit`] still returns
+    /// only once that commit is durable, and a rollback undoes this transaction alone.
+    pub async fn begin_write(&self) -> Result<WriteTx, StoreError> {
+        match (self.backend, &self.writer) {
+            (Backend::Sqlite, Some(writer)) => writer.begin().await,
+            (Backend::Sqlite, None) => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?.into()),
+            (Backend::Postgres, _) => {
                 let mut tx = self.pool.begin().await?;
                 sqlx::query("SELECT pg_advisory_xact_lock($1)")
                     .bind(WRITER_LOCK_KEY)
                     .execute(&mut *tx)
                     .await?;
-                Ok(tx)
+                Ok(tx.into())
             }
         }
+    }
+
+    /// The commits of this store's group-commit writer so far (`None` without one:
+    /// PostgreSQL, an in-memory database, group commit off): how many writes shared
+    /// how many WAL syncs.
+    pub fn group_commits(&self) -> Option<GroupCommits> {
+        self.writer.as_ref().map(|writer| writer.commits())
     }
 
     /// A write transaction that changes only `target` and what hangs off it (its change
@@ -357,16 +382,13 @@ impl Store {
     /// (which holds it exclusively: sync imports, expiry, tokens, webhooks)
     /// still excludes them all, plus an exclusive lock on the target, so two writers of
     /// one target queue and whatever the second reads is what the first committed.
-    pub async fn begin_write_on(
-        &self,
-        target: &Target,
-    ) -> Result<Transaction<'static, Any>, StoreError> {
+    pub async fn begin_write_on(&self, target: &Target) -> Result<WriteTx, StoreError> {
         match self.backend {
             Backend::Sqlite => self.begin_write().await,
             Backend::Postgres => {
                 let mut tx = self.pool.begin().await?;
                 Self::lock_target(&mut tx, target).await?;
-                Ok(tx)
+                Ok(tx.into())
             }
         }
     }
@@ -392,15 +414,18 @@ impl Store {
     /// A transaction for claiming queued work (the outbox) without the writer lock:
     /// on PostgreSQL two claimers run side by side and `FOR UPDATE SKIP LOCKED` keeps
     /// them off each other's rows; SQLite has one writer anyway (`BEGIN IMMEDIATE`).
-    pub async fn begin_claim(&self) -> Result<Transaction<'static, Any>, StoreError> {
+    pub async fn begin_claim(&self) -> Result<WriteTx, StoreError> {
         match self.backend {
-            Backend::Sqlite => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?),
-            Backend::Postgres => Ok(self.pool.begin().await?),
+            Backend::Sqlite => self.begin_write().await,
+            Backend::Postgres => Ok(self.pool.begin().await?.into()),
         }
     }
 
-    /// Closes the pool, waiting for connections to finish.
+    /// Closes the pool and the writer, waiting for connections to finish.
     pub async fn close(&self) {
+        if let Some(writer) = &self.writer {
+            writer.close().await;
+        }
         self.pool.close().await;
     }
 }
@@ -560,7 +585,10 @@ fn may_pass(error: &sqlx::Error) -> bool {
     }
 }
 
-async fn open_sqlite(options: &StoreOptions) -> Result<AnyPool, sqlx::Error> {
+async fn open_sqlite(
+    options: &StoreOptions,
+    writer: &mut Option<Arc<Writer>>,
+) -> Result<AnyPool, sqlx::Error> {
     use sqlx::Connection;
     // Each connection to an in-memory database is a database of its own: one
     // connection, or the migrations and the data would land in different ones.
@@ -591,7 +619,11 @@ async fn open_sqlite(options: &StoreOptions) -> Result<AnyPool, sqlx::Error> {
         sqlx::raw_sql(sqlx::AssertSqlSafe(pragmas.clone()))
             .execute(&mut probe)
             .await?;
-        probe.close().await?;
+        if options.group_commit {
+            *writer = Some(Writer::new(probe, options.busy_timeout));
+        } else {
+            probe.close().await?;
+        }
     }
     AnyPoolOptions::new()
         .max_connections(max_connections)

@@ -2,9 +2,9 @@
 //! timeout, record the outcome.
 
 use crate::{Format, WebhookError, backoff, sign, slack_body};
+use assent_store::Store;
 use assent_store::expiry_warnings;
 use assent_store::webhooks::{self, ClaimedDelivery, event};
-use assent_store::{Store, StoreError};
 use serde_json::{Value, json};
 use std::future::Future;
 use std::sync::Arc;
@@ -232,7 +232,7 @@ impl Sender {
         }
         let mut tx = self.store.begin_write().await?;
         let warned = expiry_warnings::warn_expiring(&mut tx, ttl, warn_before, now).await?;
-        tx.commit().await.map_err(assent_store::StoreError::from)?;
+        tx.commit().await?;
         Ok(warned.len())
     }
 
@@ -247,7 +247,7 @@ impl Sender {
         }
         let mut tx = self.store.begin_claim().await?;
         let claimed = webhooks::claim_due(&mut tx, limit, now, self.lease()).await?;
-        tx.commit().await.map_err(assent_store::StoreError::from)?;
+        tx.commit().await?;
         Ok(claimed)
     }
 
@@ -337,7 +337,7 @@ impl Sender {
         };
         let mut tx = self.store.begin_write().await?;
         let pruned = webhooks::prune_delivered(&mut tx, now - retention).await?;
-        tx.commit().await.map_err(StoreError::from)?;
+        tx.commit().await?;
         if pruned > 0 {
             tracing::info!(pruned, "old webhook deliveries forgotten");
         }
