@@ -13,22 +13,34 @@
 //!    group commit, and the WAL syncs (fsyncs) per decision;
 //! 8. the MCP gateway's cost: an immediate call through it against the same call made
 //!    directly to the upstream (`mcpGateway`; skipped with a note when the fixture
-//!    server is not built beside this binary).
+//!    server is not built beside this binary);
+//! 8. what the SQLite driver costs per statement (`drivers`): a point read and an insert
+//!    in a transaction through sqlx's `Any` pool (the store today), a held `Any`
+//!    connection, sqlx's native SQLite pool and connection, and rusqlite;
+//! 9. LangGraph's interrupt/resume decisions per second with its SQLite checkpointer,
+//!    installed from PyPI into `DIR/langgraph-venv` (`langgraph`; skipped with a note
+//!    when Python, venv or pip fails, and in `--quick`), beside Assent's confirmations
+//!    at `synchronous = FULL`.
 //!
 //! Shared 2-core machines drift from run to run, so the claims are ratios measured in
 //! the same run; absolute figures describe this machine at this moment only.
 //! `--quick` is a small run for CI: it asserts nothing about speed, only that every
 //! measurement ran and measured something.
 //!
-//! Usage: `assent-bench [--quick] [--out DIR]` (default `DIR`: the workspace's
-//! `target/bench`). `cargo xtask bench` runs it in the release profile.
+//! Usage: `assent-bench [--quick] [--out DIR] [--only PART,...]` (default `DIR`: the
+//! workspace's `target/bench`). `--only` runs some parts of the report (of `planning`,
+//! `persistence`, `confirmation` (with confirm-all), `concurrent`, `postgres`, `gateway`, `queries`,
+//! `drivers`, `langgraph`) and judges no targets. `cargo xtask bench` runs it in the
+//! release profile.
 
 // A benchmark report is for a person at a terminal.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod baseline;
 mod dataset;
+mod drivers;
 mod gateway;
+mod langgraph;
 mod measure;
 mod postgres;
 mod queries;
@@ -61,6 +73,10 @@ struct Config {
     gateway_calls: usize,
     /// Items each writer confirms in the concurrent-confirmation measurement.
     concurrent_items: usize,
+    /// The SQLite drivers' statements.
+    drivers: drivers::Counts,
+    /// LangGraph resumes timed (0: not run).
+    langgraph_decisions: usize,
 }
 
 impl Config {
@@ -75,6 +91,8 @@ impl Config {
         query_samples: 2_000,
         gateway_calls: 1_000,
         concurrent_items: 25,
+        drivers: drivers::Counts::FULL,
+        langgraph_decisions: 2_000,
     };
     const QUICK: Self = Self {
         quick: true,
@@ -87,6 +105,9 @@ impl Config {
         query_samples: 100,
         gateway_calls: 20,
         concurrent_items: 5,
+        drivers: drivers::Counts::QUICK,
+        // PyPI is no dependency of CI's smoke run.
+        langgraph_decisions: 0,
     };
 }
 
@@ -110,19 +131,28 @@ struct Report {
     load_before: Option<String>,
     load_after: Option<String>,
     config: Config,
-    planning: Planning,
-    persistence: writes::PairResult,
+    /// The parts run when `--only` chose some (absent: all of them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    only: Option<Vec<&'static str>>,
+    // A part left out by `--only` is absent from results.json.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    planning: Option<Planning>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    persistence: Option<writes::PairResult>,
     confirmation: Vec<writes::PairResult>,
     /// Confirm-all of 25-item sets, synchronous = FULL.
-    confirm_all: writes::ConfirmAllResult,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    confirm_all: Option<writes::ConfirmAllResult>,
     /// 1, 2, 4 and 8 confirmations at once on one SQLite file, with and without group
     /// commit, with the WAL syncs per decision.
-    concurrent_confirmation: writes::ConcurrentResult,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    concurrent_confirmation: Option<writes::ConcurrentResult>,
     /// Concurrent writers on PostgreSQL; `None` when no server was given.
     postgres: Option<postgres::PostgresResult>,
     /// Why the PostgreSQL part did not run, when it did not.
     postgres_skipped: Option<String>,
-    dataset_generated_now: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dataset_generated_now: Option<bool>,
     /// Memory once the data set was generated or found.
     memory_after_load: Option<Memory>,
     queries: Vec<queries::StageResult>,
@@ -131,8 +161,55 @@ struct Report {
     /// Why the gateway was not measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     mcp_gateway_skipped: Option<String>,
-    targets: Targets,
+    /// What the SQLite driver costs per statement; `None` when left out by `--only`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drivers: Option<drivers::DriversResult>,
+    /// LangGraph's interrupt/resume decisions per second; `None` when skipped.
+    langgraph: Option<langgraph::LangGraphResult>,
+    /// Why LangGraph was not measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    langgraph_skipped: Option<String>,
+    /// Judged only when every part ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    targets: Option<Targets>,
     seconds: f64,
+}
+
+/// The parts of the report, as `--only` names them.
+const PARTS: &[&str] = &[
+    "planning",
+    "persistence",
+    "confirmation",
+    "concurrent",
+    "postgres",
+    "gateway",
+    "queries",
+    "drivers",
+    "langgraph",
+];
+
+/// The parts a run does: all, or those `--only` named.
+#[derive(Debug, Clone)]
+struct Parts(Option<Vec<&'static str>>);
+
+impl Parts {
+    fn parse(list: &str) -> anyhow::Result<Self> {
+        let mut parts = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let Some(part) = PARTS.iter().find(|p| **p == name) else {
+                bail!("unknown part `{name}` (parts: {})", PARTS.join(", "));
+            };
+            parts.push(*part);
+        }
+        if parts.is_empty() {
+            bail!("--only needs parts (of {})", PARTS.join(", "));
+        }
+        Ok(Self(Some(parts)))
+    }
+
+    fn has(&self, part: &str) -> bool {
+        self.0.as_ref().is_none_or(|p| p.contains(&part))
+    }
 }
 
 /// Where the run stands against the targets.
@@ -213,6 +290,7 @@ const PLANNING_TARGET: f64 = 100_000.0;
 
 fn main() -> anyhow::Result<()> {
     let mut quick = false;
+    let mut parts = Parts(None);
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let workspace = workspace.canonicalize().unwrap_or(workspace);
     let mut out = workspace.join("target/bench");
@@ -221,10 +299,14 @@ fn main() -> anyhow::Result<()> {
         match arg.as_str() {
             "--quick" => quick = true,
             "--out" => out = args.next().context("--out needs a directory")?.into(),
+            "--only" => parts = Parts::parse(&args.next().context("--only needs parts")?)?,
             // `cargo test --benches`/`cargo bench` may pass this; it changes nothing.
             "--bench" => {}
             other => {
-                bail!("unknown argument `{other}` (usage: assent-bench [--quick] [--out DIR])")
+                bail!(
+                    "unknown argument `{other}` (usage: assent-bench [--quick] [--out DIR] [--only PART,...]; parts: {})",
+                    PARTS.join(", ")
+                )
             }
         }
     }
@@ -234,7 +316,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("tokio runtime")?;
-    let report = runtime.block_on(run(config, &out, started))?;
+    let report = runtime.block_on(run(config, &parts, &out, started))?;
     print_table(&report);
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let json = out.join("results.json");
@@ -244,28 +326,56 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Report> {
+async fn run(
+    config: Config,
+    parts: &Parts,
+    out: &Path,
+    started: Instant,
+) -> anyhow::Result<Report> {
+    const LEFT_OUT: &str = "not in --only";
     let load_before = load_average();
-    eprintln!("wake planning ...");
-    let planning = planning(config)?;
-    eprintln!("wake persistence ...");
-    let persistence =
-        writes::persistence(Durability::Full, config.rounds, config.persisted_sets).await?;
+    let planning = if parts.has("planning") {
+        eprintln!("wake planning ...");
+        Some(planning(config)?)
+    } else {
+        None
+    };
+    let persistence = if parts.has("persistence") {
+        eprintln!("wake persistence ...");
+        Some(writes::persistence(Durability::Full, config.rounds, config.persisted_sets).await?)
+    } else {
+        None
+    };
     let mut confirmation = Vec::new();
-    for durability in [Durability::Full, Durability::Normal] {
-        eprintln!("confirmation, synchronous = {} ...", durability.as_str());
-        confirmation
-            .push(writes::confirmation(durability, config.rounds, config.confirmed_sets).await?);
+    let mut confirm_all = None;
+    if parts.has("confirmation") {
+        for durability in [Durability::Full, Durability::Normal] {
+            eprintln!("confirmation, synchronous = {} ...", durability.as_str());
+            confirmation.push(
+                writes::confirmation(durability, config.rounds, config.confirmed_sets).await?,
+            );
+        }
+        eprintln!("confirm-all, synchronous = FULL ...");
+        confirm_all = Some(
+            writes::confirm_all(Durability::Full, config.rounds, config.confirmed_sets).await?,
+        );
     }
-    eprintln!("confirm-all, synchronous = FULL ...");
-    let confirm_all =
-        writes::confirm_all(Durability::Full, config.rounds, config.confirmed_sets).await?;
-    eprintln!("concurrent confirmations (group commit), synchronous = FULL ...");
-    let concurrent_confirmation =
-        writes::concurrent_confirmations(Durability::Full, config.rounds, config.concurrent_items)
-            .await?;
+    let concurrent_confirmation = if parts.has("concurrent") {
+        eprintln!("concurrent confirmations (group commit), synchronous = FULL ...");
+        Some(
+            writes::concurrent_confirmations(
+                Durability::Full,
+                config.rounds,
+                config.concurrent_items,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
     let (postgres, postgres_skipped) = match std::env::var(postgres::URL_VAR) {
         _ if config.quick => (None, Some("--quick".to_owned())),
+        _ if !parts.has("postgres") => (None, Some(LEFT_OUT.to_owned())),
         Ok(url) if !url.is_empty() => {
             eprintln!("PostgreSQL, 1 to 8 writers ...");
             (Some(postgres::writers(&url, 20).await?), None)
@@ -279,6 +389,7 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
         ),
     };
     let (mcp_gateway, mcp_gateway_skipped) = match gateway::fixture_beside_me() {
+        _ if !parts.has("gateway") => (None, Some(LEFT_OUT.to_owned())),
         Some(fixture) => {
             eprintln!("the MCP gateway against its upstream ...");
             let calls = config.gateway_calls;
@@ -292,30 +403,75 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
             ),
         ),
     };
-    let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/sqlite");
-    let data = dataset::ensure(&out.join("data"), config.scale, &migrations).await?;
-    let memory_after_load = Memory::now();
+    let mut dataset_generated_now = None;
+    let mut memory_after_load = None;
     let mut stages = Vec::new();
-    for (percent, path) in &data.stages {
-        eprintln!("queries at {percent} % of the history ...");
-        let scale = config.scale.stage(*percent);
-        stages.push(queries::measure(path, *percent, scale, config.query_samples).await?);
+    if parts.has("queries") {
+        let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/sqlite");
+        let data = dataset::ensure(&out.join("data"), config.scale, &migrations).await?;
+        dataset_generated_now = Some(data.generated);
+        memory_after_load = Memory::now();
+        for (percent, path) in &data.stages {
+            eprintln!("queries at {percent} % of the history ...");
+            let scale = config.scale.stage(*percent);
+            stages.push(queries::measure(path, *percent, scale, config.query_samples).await?);
+        }
     }
-    let targets = Targets::of(
+    let drivers = if parts.has("drivers") {
+        eprintln!("SQLite drivers, per statement ...");
+        Some(drivers::measure(config.drivers).await?)
+    } else {
+        None
+    };
+    let (langgraph, langgraph_skipped) = if config.langgraph_decisions == 0 {
+        (None, Some("--quick".to_owned()))
+    } else if !parts.has("langgraph") {
+        (None, Some(LEFT_OUT.to_owned()))
+    } else {
+        eprintln!("LangGraph interrupt/resume (a virtual environment from PyPI) ...");
+        match langgraph::measure(out, config.langgraph_decisions) {
+            Ok(mut result) => {
+                let full = confirmation
+                    .iter()
+                    .find(|r| r.durability == Durability::Full.as_str());
+                result.assent_confirmations_per_second = full.map(|r| r.assent_per_second);
+                result.ratio_assent_to_langgraph =
+                    full.map(|r| r.assent_per_second / result.decisions_per_second);
+                (Some(result), None)
+            }
+            Err(error) => {
+                eprintln!("  LangGraph skipped: {error:#}");
+                (None, Some(format!("{error:#}")))
+            }
+        }
+    };
+    let targets = match (
         &planning,
         &persistence,
-        &confirmation,
         &confirm_all,
         &concurrent_confirmation,
-        postgres.as_ref(),
-        &stages,
-    );
+        parts.0.is_none(),
+    ) {
+        (Some(planning), Some(persistence), Some(confirm_all), Some(concurrent), true) => {
+            Some(Targets::of(
+                planning,
+                persistence,
+                &confirmation,
+                confirm_all,
+                concurrent,
+                postgres.as_ref(),
+                &stages,
+            ))
+        }
+        _ => None,
+    };
     Ok(Report {
         commit: commit(),
         cores: std::thread::available_parallelism().map_or(1, usize::from),
         load_before,
         load_after: load_average(),
         config,
+        only: parts.0.clone(),
         planning,
         persistence,
         confirmation,
@@ -323,11 +479,14 @@ async fn run(config: Config, out: &Path, started: Instant) -> anyhow::Result<Rep
         concurrent_confirmation,
         postgres,
         postgres_skipped,
-        dataset_generated_now: data.generated,
+        dataset_generated_now,
         memory_after_load,
         queries: stages,
         mcp_gateway,
         mcp_gateway_skipped,
+        drivers,
+        langgraph,
+        langgraph_skipped,
         targets,
         seconds: started.elapsed().as_secs_f64(),
     })
@@ -407,80 +566,37 @@ fn print_table(report: &Report) {
         &report.commit[..report.commit.len().min(12)],
         report.cores
     );
-    println!();
-    let p = &report.planning;
-    println!(
-        "{:<44} {:>12.0} calls/s  {:>6.2}x the target (100,000)  ({:.1} µs per wake of {})",
-        "wake planning, one core",
-        p.calls_per_second,
-        p.ratio_to_target,
-        p.wake_us,
-        p.calls_per_wake
-    );
-    println!();
-    println!(
-        "{:<40} {:>9} {:>9} {:>9} {:>18} {:>18}",
-        "per second (median of rounds)",
-        "assent",
-        "sqlx",
-        "raw",
-        "assent/sqlx",
-        "assent/raw SQLite"
-    );
-    let pair = |name: String, r: &writes::PairResult| {
-        println!(
-            "{name:<40} {:>9.0} {:>9.0} {:>9.0} {:>5.2} ({:.2}–{:.2}) {:>5.2} ({:.2}–{:.2})",
-            r.assent_per_second,
-            r.baseline_per_second,
-            r.raw_sqlite_per_second,
-            r.ratio,
-            r.ratio_q1,
-            r.ratio_q3,
-            r.ratio_to_raw_sqlite,
-            r.ratio_to_raw_sqlite_q1,
-            r.ratio_to_raw_sqlite_q3
-        );
-    };
-    pair(
-        format!(
-            "wake persisted (25 items), sync {}",
-            report.persistence.durability
-        ),
-        &report.persistence,
-    );
-    for r in &report.confirmation {
-        pair(format!("item confirmed, sync {}", r.durability), r);
+    if let Some(only) = &report.only {
+        println!("only: {}", only.join(", "));
     }
-    let c = &report.confirm_all;
-    println!(
-        "{:<40} {:>9.0} {:>9} {:>9.0} {:>18} {:>5.2}",
-        format!(
-            "items, confirm-all of {}, sync {}",
-            c.items_per_set, c.durability
-        ),
-        c.items_per_second,
-        "",
-        c.raw_sqlite_items_per_second,
-        "",
-        c.ratio_to_raw_sqlite
-    );
-    println!(
-        "(ratio: median over {} round(s), quartiles in brackets; raw: rusqlite, prepared statements, the same rows and bytes)",
-        report.persistence.rounds
-    );
-    let c = &report.concurrent_confirmation;
-    println!();
-    for (grouped, alone) in c.with_group_commit.iter().zip(&c.without_group_commit) {
+    if let Some(p) = &report.planning {
+        println!();
         println!(
-            "{:<40} {:>9.0} confirmations/s, {:.2} fsyncs per decision; without group commit {:.0}/s",
-            format!(
-                "SQLite, {} concurrent confirmation(s), sync {}",
-                grouped.writers, c.durability
-            ),
-            grouped.confirmations_per_second,
-            grouped.fsyncs_per_decision.unwrap_or(f64::NAN),
-            alone.confirmations_per_second,
+            "{:<44} {:>12.0} calls/s  {:>6.2}x the target (100,000)  ({:.1} µs per wake of {})",
+            "wake planning, one core",
+            p.calls_per_second,
+            p.ratio_to_target,
+            p.wake_us,
+            p.calls_per_wake
         );
+    }
+    if report.persistence.is_some() || !report.confirmation.is_empty() {
+        print_writes(report);
+    }
+    if let Some(c) = &report.concurrent_confirmation {
+        println!();
+        for (grouped, alone) in c.with_group_commit.iter().zip(&c.without_group_commit) {
+            println!(
+                "{:<40} {:>9.0} confirmations/s, {:.2} fsyncs per decision; without group commit {:.0}/s",
+                format!(
+                    "SQLite, {} concurrent confirmation(s), sync {}",
+                    grouped.writers, c.durability
+                ),
+                grouped.confirmations_per_second,
+                grouped.fsyncs_per_decision.unwrap_or(f64::NAN),
+                alone.confirmations_per_second,
+            );
+        }
     }
     match (&report.postgres, &report.postgres_skipped) {
         (Some(p), _) => {
@@ -510,31 +626,33 @@ fn print_table(report: &Report) {
             why.as_deref().unwrap_or("no server")
         ),
     }
-    println!();
-    println!(
-        "{:<24} {:>18} {:>18} {:>18}  memory after the stage",
-        "queries, p50 / p99 µs", "pending of task", "recent 20 (agent)", "history section"
-    );
-    for s in &report.queries {
-        let l = |l: &queries::Latency| format!("{:.0} / {:.0}", l.p50_us, l.p99_us);
+    if let Some(generated) = report.dataset_generated_now {
+        println!();
         println!(
-            "{:<24} {:>18} {:>18} {:>18}  {}",
-            format!("{} sets, {} decisions", s.change_sets, s.decisions),
-            l(&s.pending_sets_of_task),
-            l(&s.recent_decisions_of_agent_for_task),
-            l(&s.render_history),
-            kib(s.memory)
+            "{:<24} {:>18} {:>18} {:>18}  memory after the stage",
+            "queries, p50 / p99 µs", "pending of task", "recent 20 (agent)", "history section"
+        );
+        for s in &report.queries {
+            let l = |l: &queries::Latency| format!("{:.0} / {:.0}", l.p50_us, l.p99_us);
+            println!(
+                "{:<24} {:>18} {:>18} {:>18}  {}",
+                format!("{} sets, {} decisions", s.change_sets, s.decisions),
+                l(&s.pending_sets_of_task),
+                l(&s.recent_decisions_of_agent_for_task),
+                l(&s.render_history),
+                kib(s.memory)
+            );
+        }
+        println!(
+            "data set {}; memory once loaded: {}",
+            if generated {
+                "generated now"
+            } else {
+                "from the cache"
+            },
+            kib(report.memory_after_load)
         );
     }
-    println!(
-        "data set {}; memory once loaded: {}",
-        if report.dataset_generated_now {
-            "generated now"
-        } else {
-            "from the cache"
-        },
-        kib(report.memory_after_load)
-    );
     let met = |ok: bool| match (report.config.quick, ok) {
         // A dev-profile smoke run says nothing about the targets.
         (true, _) => "not judged (--quick)",
@@ -560,29 +678,181 @@ fn print_table(report: &Report) {
             why.as_deref().unwrap_or("skipped")
         ),
     }
-    let t = &report.targets;
-    println!(
-        "targets: confirmation ≥ 0.50 of raw SQLite {}; wake ≥ 0.70 of raw SQLite {}; confirm-all ≥ 5,000 items/s {}; SQLite 8 concurrent confirmations ≥ 4x one {} ({:.2}x); PostgreSQL 8 writers ≥ 6x one {}, 8 wakes ≥ 6x one {}; confirmation ≥ 0.50 of sqlx {}; planning ≥ 100,000 calls/s {}; query p99 ≤ 1 ms {}; memory 10 % → 100 %: {}",
-        met(t.confirmation_half_of_raw_sqlite),
-        met(t.persistence_within_70_percent_of_raw_sqlite),
-        met(t.confirm_all_items_per_second),
-        met(t.eight_confirmations_four_times_one),
-        report.concurrent_confirmation.eight_writers_vs_one,
-        t.postgres_eight_writers_six_times_one
-            .map_or("not run", met),
-        t.postgres_eight_wakes_six_times_one.map_or("not run", met),
-        met(t.confirmation_half_of_baseline),
-        met(t.planning_calls_per_second),
-        met(t.query_p99_within_1ms),
-        t.memory_growth
-            .map_or_else(|| "n/a".to_owned(), |g| format!("{g:.2}x")),
-    );
+    if let Some(d) = &report.drivers {
+        print_drivers(d, met);
+    }
+    print_langgraph(report);
+    if let Some(t) = &report.targets {
+        println!(
+            "targets: confirmation ≥ 0.50 of raw SQLite {}; wake ≥ 0.70 of raw SQLite {}; confirm-all ≥ 5,000 items/s {}; SQLite 8 concurrent confirmations ≥ 4x one {}; PostgreSQL 8 writers ≥ 6x one {}, 8 wakes ≥ 6x one {}; confirmation ≥ 0.50 of sqlx {}; planning ≥ 100,000 calls/s {}; query p99 ≤ 1 ms {}; memory 10 % → 100 %: {}",
+            met(t.confirmation_half_of_raw_sqlite),
+            met(t.persistence_within_70_percent_of_raw_sqlite),
+            met(t.confirm_all_items_per_second),
+            met(t.eight_confirmations_four_times_one),
+            t.postgres_eight_writers_six_times_one
+                .map_or("not run", met),
+            t.postgres_eight_wakes_six_times_one.map_or("not run", met),
+            met(t.confirmation_half_of_baseline),
+            met(t.planning_calls_per_second),
+            met(t.query_p99_within_1ms),
+            t.memory_growth
+                .map_or_else(|| "n/a".to_owned(), |g| format!("{g:.2}x")),
+        );
+    }
     println!(
         "({:.0} s in all; load average {} before, {} after; absolute figures describe this machine now, the ratios are the result)",
         report.seconds,
         report.load_before.as_deref().unwrap_or("n/a"),
         report.load_after.as_deref().unwrap_or("n/a"),
     );
+}
+
+/// The write paths against sqlx and raw SQLite.
+fn print_writes(report: &Report) {
+    println!();
+    println!(
+        "{:<40} {:>9} {:>9} {:>9} {:>18} {:>18}",
+        "per second (median of rounds)",
+        "assent",
+        "sqlx",
+        "raw",
+        "assent/sqlx",
+        "assent/raw SQLite"
+    );
+    let pair = |name: String, r: &writes::PairResult| {
+        println!(
+            "{name:<40} {:>9.0} {:>9.0} {:>9.0} {:>5.2} ({:.2}–{:.2}) {:>5.2} ({:.2}–{:.2})",
+            r.assent_per_second,
+            r.baseline_per_second,
+            r.raw_sqlite_per_second,
+            r.ratio,
+            r.ratio_q1,
+            r.ratio_q3,
+            r.ratio_to_raw_sqlite,
+            r.ratio_to_raw_sqlite_q1,
+            r.ratio_to_raw_sqlite_q3
+        );
+    };
+    if let Some(p) = &report.persistence {
+        pair(
+            format!("wake persisted (25 items), sync {}", p.durability),
+            p,
+        );
+    }
+    for r in &report.confirmation {
+        pair(format!("item confirmed, sync {}", r.durability), r);
+    }
+    if let Some(c) = &report.confirm_all {
+        println!(
+            "{:<40} {:>9.0} {:>9} {:>9.0} {:>18} {:>5.2}",
+            format!(
+                "items, confirm-all of {}, sync {}",
+                c.items_per_set, c.durability
+            ),
+            c.items_per_second,
+            "",
+            c.raw_sqlite_items_per_second,
+            "",
+            c.ratio_to_raw_sqlite
+        );
+    }
+    println!(
+        "(ratio: median over {} round(s), quartiles in brackets; raw: rusqlite, prepared statements, the same rows and bytes)",
+        report.config.rounds
+    );
+}
+
+/// The SQLite drivers, per statement, and the read target.
+fn print_drivers(d: &drivers::DriversResult, met: impl Fn(bool) -> &'static str) {
+    let c = &d.counts;
+    println!();
+    println!(
+        "{:<40} {:>26} {:>34}",
+        "SQLite driver, per statement",
+        format!("point read ({} rows)", c.rows),
+        format!("insert, {} per transaction", c.inserts_per_transaction),
+    );
+    println!(
+        "{:<40} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8}",
+        format!(
+            "(journal {}, synchronous {})",
+            d.journal_mode, d.synchronous
+        ),
+        "p50 µs",
+        "p99 µs",
+        "per s",
+        "p50 µs",
+        "p99 µs",
+        "per s",
+        "÷ raw"
+    );
+    let raw = drivers::DriversResult::of(&d.insert_in_transaction, "rusqlite");
+    for (read, insert) in d.point_read.iter().zip(&d.insert_in_transaction) {
+        println!(
+            "{:<40} {:>8.1} {:>8.1} {:>9.0} {:>8.1} {:>8.1} {:>9.0} {:>8.2}",
+            drivers::label(read.driver),
+            read.p50_us,
+            read.p99_us,
+            read.per_second,
+            insert.p50_us,
+            insert.p99_us,
+            insert.per_second,
+            raw.map_or(f64::NAN, |r| r.per_second / insert.per_second),
+        );
+    }
+    let store = drivers::DriversResult::of(&d.point_read, "anyPool");
+    let native = drivers::DriversResult::of(&d.point_read, "sqlitePool");
+    let judge = |r: Option<&drivers::DriverLatency>| {
+        r.map_or("n/a", |r| met(r.p50_us <= READ_P50_TARGET_US))
+    };
+    println!(
+        "(reads: {} per driver over {} round(s), the drivers taking turns; inserts: {} per driver; ÷ raw: rusqlite's inserts/s ÷ the driver's) read p50 ≤ 50 µs: AnyPool {}, SqlitePool {}",
+        c.reads * c.rounds,
+        c.rounds,
+        c.transactions * c.inserts_per_transaction * c.rounds,
+        judge(store),
+        judge(native),
+    );
+}
+
+/// The target for a read's p50, in µs.
+const READ_P50_TARGET_US: f64 = 50.0;
+
+/// LangGraph's decisions beside Assent's confirmations at FULL.
+fn print_langgraph(report: &Report) {
+    println!();
+    match (&report.langgraph, &report.langgraph_skipped) {
+        (Some(l), _) => {
+            println!(
+                "{:<40} {:>9.0} decisions/s (resume p50 {:.0} µs, p99 {:.0} µs; {} decisions; LangGraph {}, SqliteSaver {}, SQLite {}: journal {}, synchronous {}, durability \"{}\")",
+                "LangGraph interrupt/resume, SqliteSaver",
+                l.decisions_per_second,
+                l.resume_p50_us,
+                l.resume_p99_us,
+                l.decisions,
+                l.langgraph_version,
+                l.checkpoint_sqlite_version,
+                l.sqlite_version,
+                l.journal_mode,
+                l.synchronous,
+                l.durability,
+            );
+            match (
+                l.assent_confirmations_per_second,
+                l.ratio_assent_to_langgraph,
+            ) {
+                (Some(assent), Some(ratio)) => println!(
+                    "{:<40} {:>9.0} confirmations/s  {ratio:.2}x LangGraph",
+                    "Assent item confirmed, sync FULL", assent
+                ),
+                _ => println!("Assent's confirmations did not run: no ratio"),
+            }
+        }
+        (None, why) => println!(
+            "LangGraph: not measured ({})",
+            why.as_deref().unwrap_or("skipped")
+        ),
+    }
 }
 
 #[cfg(test)]
