@@ -619,13 +619,9 @@ async fn open_sqlite(
         sqlx::raw_sql(sqlx::AssertSqlSafe(pragmas.clone()))
             .execute(&mut probe)
             .await?;
-        if options.group_commit {
-            *writer = Some(Writer::new(probe, options.busy_timeout));
-        } else {
-            probe.close().await?;
-        }
+        probe.close().await?;
     }
-    AnyPoolOptions::new()
+    let pool = AnyPoolOptions::new()
         .max_connections(max_connections)
         .after_release(|conn, _| Box::pin(release_clean(conn)))
         .after_connect(move |conn, _| {
@@ -638,7 +634,11 @@ async fn open_sqlite(
             })
         })
         .connect(&url)
-        .await
+        .await?;
+    if options.group_commit && sqlite_file(&options.url).is_some() {
+        *writer = Some(Writer::new(pool.clone(), options.busy_timeout));
+    }
+    Ok(pool)
 }
 
 /// The host id to use: `given`, or (when blank) the one stored in the database,
