@@ -3,8 +3,13 @@
 //! the worker of the book host (`tests/book.rs`), whose handler runs in the claim's
 //! transaction.
 //!
+//! With `confirm`, it is a reviewer instead: one task per pending set of the book host
+//! confirms the set's items one by one, all at once (on SQLite they share commits), and
+//! appends `SET INDEX` to CONFIRMED_LOG once a confirmation was answered.
+//!
 //! `ledger-executor DATABASE_URL RECEIVER_URL IDEMPOTENT(0|1) RECONCILES(0|1) LEASE_MS`
 //! `ledger-executor transactional DATABASE_URL STARTED_LOG PAUSE_MS`
+//! `ledger-executor confirm DATABASE_URL CONFIRMED_LOG`
 
 use assent_confirm::JobSettings;
 use assent_store::Store;
@@ -15,6 +20,11 @@ use time::{Duration, OffsetDateTime};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [mode, url, confirmed_log] = args.as_slice()
+        && mode == "confirm"
+    {
+        return confirm_concurrently(url, confirmed_log.into()).await;
+    }
     if let [mode, url, started_log, pause_ms] = args.as_slice()
         && mode == "transactional"
     {
@@ -55,4 +65,47 @@ async fn main() -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+}
+
+async fn confirm_concurrently(url: &str, confirmed_log: std::path::PathBuf) -> Result<(), String> {
+    use std::io::Write;
+    let store = Store::open(url).await.map_err(|e| e.to_string())?;
+    let reviewer = book::elsewhere(store.clone()).await;
+    let mut conn = store.pool().acquire().await.map_err(|e| e.to_string())?;
+    let sets = assent_store::change_sets::pending(&mut conn, &Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    drop(conn);
+    let log = std::sync::Arc::new(std::sync::Mutex::new(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&confirmed_log)
+            .map_err(|e| e.to_string())?,
+    ));
+    let tasks: Vec<_> = sets
+        .into_iter()
+        .map(|set| {
+            let (reviewer, log) = (reviewer.clone(), log.clone());
+            tokio::spawn(async move {
+                for (index, item) in set.items.iter().enumerate() {
+                    if item.status != assent_domain::ChangeItemStatus::Pending {
+                        continue;
+                    }
+                    reviewer
+                        .confirmations()
+                        .confirm_item(set.id, index, OffsetDateTime::now_utc())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let mut log = log.lock().map_err(|e| e.to_string())?;
+                    writeln!(log, "{} {index}", set.id).map_err(|e| e.to_string())?;
+                }
+                Ok::<_, String>(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.map_err(|e| e.to_string())??;
+    }
+    Ok(())
 }

@@ -514,3 +514,89 @@ async fn an_approval_made_for_another_definition_of_the_tool_does_not_run() {
         );
     }
 }
+
+/// Every item of `sets` is decided whole or not at all: its status, its one final
+/// decision and its job together. Every confirmation a reviewer was answered (a line of
+/// `confirmed_log`) is among the decided. Returns how many items are decided.
+async fn whole_or_nothing(store: &Store, sets: &[Uuid], confirmed_log: &std::path::Path) -> usize {
+    let answered = std::fs::read_to_string(confirmed_log).unwrap_or_default();
+    let mut conn = store.pool().acquire().await.unwrap();
+    let mut decided = 0;
+    for &set in sets {
+        let items = change_sets::require(&mut conn, set).await.unwrap().items;
+        let decisions = assent_store::decisions::for_change_set(&mut conn, set)
+            .await
+            .unwrap();
+        let jobs = jobs::for_change_set(&mut conn, set).await.unwrap();
+        for (index, item) in items.iter().enumerate() {
+            let confirmed = item.status == ChangeItemStatus::Confirmed;
+            let decisions = decisions.iter().filter(|d| d.item_index == index).count();
+            let jobs = jobs.iter().filter(|j| j.item_index == index).count();
+            assert_eq!(
+                (decisions, jobs),
+                if confirmed { (1, 1) } else { (0, 0) },
+                "item {index} of {set} is {:?} with {decisions} decision(s) and {jobs} job(s)",
+                item.status
+            );
+            decided += usize::from(confirmed);
+            if answered.contains(&format!("{set} {index}\n")) {
+                assert!(confirmed, "item {index} of {set} was answered, then lost");
+            }
+        }
+    }
+    decided
+}
+
+#[tokio::test]
+async fn reviewers_killed_while_confirming_at_once_keep_every_answered_decision_whole() {
+    const SETS: usize = 8;
+    const ITEMS: usize = 25;
+    for (seed, backend) in backends().iter().enumerate() {
+        let (url, dir) = backend.fresh_database().await;
+        let store = Store::open(&url).await.unwrap();
+        let service = book::engine(
+            store.clone(),
+            book::host(Duration::ZERO, None),
+            JobSettings::default(),
+        )
+        .await;
+        let amounts: Vec<i64> = (1..=ITEMS as i64).collect();
+        let mut sets = Vec::new();
+        for n in 0..SETS {
+            sets.push(
+                book::propose(&service, &format!("L{n}"), &format!("run-{n}"), &amounts).await,
+            );
+        }
+        let log = dir.path().join("confirmed.log");
+        let reviewer = || {
+            Command::new(env!("CARGO_BIN_EXE_ledger-executor"))
+                .args(["confirm", url.as_str(), &log.display().to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("the reviewer starts")
+        };
+        let mut random = Lcg(31 + seed as u64);
+        let mut kills_midway = 0;
+        for _ in 0..8 {
+            let mut child = reviewer();
+            tokio::time::sleep(Duration::from_millis(20 + random.below(60))).await;
+            child.kill().expect("SIGKILL");
+            child.wait().expect("reaped");
+            let decided = whole_or_nothing(&store, &sets, &log).await;
+            kills_midway += usize::from(decided > 0 && decided < SETS * ITEMS);
+        }
+        let status = reviewer().wait().expect("the last reviewer ends");
+        assert!(status.success(), "{backend:?}: {status}");
+        assert_eq!(
+            whole_or_nothing(&store, &sets, &log).await,
+            SETS * ITEMS,
+            "{backend:?}: every item decided in the end"
+        );
+        // Otherwise the test proves nothing.
+        assert!(
+            kills_midway > 0,
+            "{backend:?}: no kill landed while the reviewers were confirming"
+        );
+    }
+}
