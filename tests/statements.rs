@@ -15,17 +15,21 @@ use time::OffsetDateTime;
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
-/// Statements one confirmation of a transactional journal item may take (31 today:
+/// Statements one confirmation of a transactional journal item may take (28 today:
 /// `BEGIN` and `COMMIT`, the set and its items re-read under the lock, the item's host
-/// and hold, the agent's policy and tool settings in one read, the journal's reads of
-/// the task for the stale check, the category and its handler, two audit records with
-/// their outbox messages, the applied operation, the decision, the statuses and their
-/// outbox messages). `BEGIN` and `COMMIT` are counted since the SQLite writer runs
-/// them as statements of its own (group commit); before, sqlx's transaction manager ran
-/// them unseen, and the same confirmation counted 33 with two savepoints per audit
-/// record, which SQLite does not need. The next cut is the journal's repeated reads of
-/// the task (4).
-const PER_CONFIRMATION: usize = 31;
+/// and hold, the agent's policy and tool settings in one read, the journal's read of
+/// the task for the stale check, the category, the applied-operation check, two audit
+/// records with their outbox messages, the handler in its savepoint (the task, the
+/// checklist's next position, the insert, the task with its clock in one read, the
+/// clock's update, the task's outbox message), the applied operation, the clock for
+/// the result record, the decision and its message, the statuses, and the item's and
+/// the set's messages in one insert). `BEGIN` and `COMMIT` are counted since group
+/// commit runs them as statements of its own; before, sqlx's transaction manager ran
+/// them unseen, and the same confirmation counted 33, with two savepoints per audit
+/// record (SQLite does not need them), two more reads of the task in the journal's
+/// `touch` and one outbox statement per message. Next: the task read three times
+/// (stale check, category, handler) and the clock read after the handler.
+const PER_CONFIRMATION: usize = 28;
 /// Statements a wake of 25 deferred calls may take in all (11 today: `BEGIN`, the
 /// agent, the task, its category, the open sets and recent decisions, then the set,
 /// its 25 items in one multi-row insert, its outbox message, the webhook subscribers'

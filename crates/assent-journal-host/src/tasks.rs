@@ -210,12 +210,28 @@ pub async fn load_task(
     conn: &mut AnyConnection,
     id: &str,
 ) -> Result<Option<TaskSnapshot>, JournalError> {
+    Ok(load_task_row(conn, id).await?.map(|row| row.snapshot))
+}
+
+/// A task's row as [`touch`] needs it: the snapshot, and its vector clock and status
+/// reason read in the same statement.
+struct TaskRow {
+    snapshot: TaskSnapshot,
+    vector_clock: String,
+    status_reason: Option<String>,
+}
+
+async fn load_task_row(
+    conn: &mut AnyConnection,
+    id: &str,
+) -> Result<Option<TaskRow>, JournalError> {
     // One statement for the row, its labels and its checklist: a confirmation loads
     // the task three times, and every statement is a round trip to the connection's
     // worker thread (the benchmark's profile, `cargo xtask bench`).
     let sql = match Backend::of(conn) {
         Backend::Sqlite => {
             "SELECT title, status, priority, estimate_minutes, due_date, language, category,
+                vector_clock, status_reason,
                 (SELECT json_group_array(label ORDER BY label)
                    FROM task_labels WHERE task_id = tasks.id) AS labels,
                 (SELECT json_group_array(json_object('id', id, 'title', title,
@@ -228,6 +244,7 @@ pub async fn load_task(
         // does, `json_agg` of no rows is NULL, and the `Any` driver reads JSON as text.
         Backend::Postgres => {
             "SELECT title, status, priority, estimate_minutes, due_date, language, category,
+                vector_clock, status_reason,
                 (SELECT COALESCE(json_agg(label ORDER BY lower(label), label), '[]'::json)::text
                    FROM task_labels WHERE task_id = tasks.id) AS labels,
                 (SELECT COALESCE(json_agg(json_build_object('id', id, 'title', title,
@@ -258,7 +275,7 @@ pub async fn load_task(
     let checklist: String = row.try_get("checklist")?;
     let checklist: Vec<ChecklistItem> = serde_json::from_str(&checklist)
         .map_err(|e| JournalError::corrupt("checklist_items", format!("task {id}: {e}")))?;
-    Ok(Some(TaskSnapshot {
+    let snapshot = TaskSnapshot {
         id: id.to_owned(),
         title: row.try_get("title")?,
         status: row.try_get("status")?,
@@ -269,6 +286,11 @@ pub async fn load_task(
         category: row.try_get("category")?,
         labels,
         checklist,
+    };
+    Ok(Some(TaskRow {
+        snapshot,
+        vector_clock: row.try_get("vector_clock")?,
+        status_reason: row.try_get("status_reason")?,
     }))
 }
 
@@ -281,15 +303,16 @@ pub async fn task_vector_clock(
         .bind(id)
         .fetch_optional(&mut *conn)
         .await?;
-    text.map(|text| {
-        serde_json::from_str::<VectorClock>(&text).map_err(|e| {
-            JournalError::corrupt(
-                "tasks",
-                format!("task {id}: bad vector clock {text:?}: {e}"),
-            )
-        })
+    text.map(|text| parse_vector_clock(id, &text)).transpose()
+}
+
+fn parse_vector_clock(id: &str, text: &str) -> Result<VectorClock, JournalError> {
+    serde_json::from_str::<VectorClock>(text).map_err(|e| {
+        JournalError::corrupt(
+            "tasks",
+            format!("task {id}: bad vector clock {text:?}: {e}"),
+        )
     })
-    .transpose()
 }
 
 /// Task `id`'s status reason (`None` also when the task does not exist).
@@ -314,8 +337,15 @@ pub(crate) async fn touch(
     host_id: &str,
     now: OffsetDateTime,
 ) -> Result<TaskSnapshot, JournalError> {
-    let not_found = || JournalError::TaskNotFound(id.to_owned());
-    let mut clock = task_vector_clock(conn, id).await?.ok_or_else(not_found)?;
+    // One read: the clock's update below changes nothing the snapshot shows.
+    let TaskRow {
+        snapshot,
+        vector_clock,
+        status_reason: reason,
+    } = load_task_row(conn, id)
+        .await?
+        .ok_or_else(|| JournalError::TaskNotFound(id.to_owned()))?;
+    let mut clock = parse_vector_clock(id, &vector_clock)?;
     clock.tick(host_id);
     sqlx::query("UPDATE tasks SET vector_clock = $1, updated_at = $2 WHERE id = $3")
         .bind(json!(clock).to_string())
@@ -323,8 +353,6 @@ pub(crate) async fn touch(
         .bind(id)
         .execute(&mut *conn)
         .await?;
-    let snapshot = load_task(conn, id).await?.ok_or_else(not_found)?;
-    let reason = status_reason(conn, id).await?;
     let payload = TaskPayload {
         snapshot: &snapshot,
         vector_clock: &clock,

@@ -40,6 +40,11 @@ async fn enqueue_set(
     outbox::enqueue(conn, entity::CHANGE_SET, &set.id.to_string(), set, now).await
 }
 
+/// The outbox payload of `set`, as [`enqueue_set`] writes it.
+fn set_payload(set: &ChangeSet) -> Result<String, StoreError> {
+    serde_json::to_string(set).map_err(|e| StoreError::corrupt("outbox", e))
+}
+
 /// Inserts a new set with its items (and its outbox message), served by no host in
 /// particular.
 pub async fn insert(
@@ -143,21 +148,20 @@ pub async fn update_status(
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
     write_status(conn, set, changed_items).await?;
-    for &index in changed_items {
-        let Some(item) = set.items.get(index) else {
-            continue;
-        };
-        let payload = json!({"changeSetId": set.id, "itemIndex": index, "status": item.status});
-        outbox::enqueue(
-            conn,
-            entity::CHANGE_ITEM,
-            &format!("{}:{index}", set.id),
-            &payload,
-            now,
-        )
-        .await?;
-    }
-    enqueue_set(conn, set, now).await?;
+    let mut messages: Vec<outbox::Message<'_>> = changed_items
+        .iter()
+        .filter_map(|&index| {
+            let item = set.items.get(index)?;
+            let payload = json!({"changeSetId": set.id, "itemIndex": index, "status": item.status});
+            Some((
+                entity::CHANGE_ITEM,
+                format!("{}:{index}", set.id),
+                payload.to_string(),
+            ))
+        })
+        .collect();
+    messages.push((entity::CHANGE_SET, set.id.to_string(), set_payload(set)?));
+    outbox::enqueue_many(conn, &messages, now).await?;
     if let Some(event) = webhooks::status_event(set, changed_items) {
         webhooks::enqueue_set_event(conn, event, set, now).await?;
     }

@@ -90,6 +90,49 @@ pub async fn enqueue(
     Ok(())
 }
 
+/// One message of [`enqueue_many`]: entity type, entity id, payload.
+pub type Message<'a> = (&'a str, String, String);
+
+/// [`enqueue`] of several messages of distinct entities in one statement (per 100):
+/// a decision's item and set messages are one round trip, not one each.
+pub async fn enqueue_many(
+    conn: &mut AnyConnection,
+    messages: &[Message<'_>],
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    const PER_STATEMENT: usize = 100;
+    let now = timefmt::format(now);
+    for chunk in messages.chunks(PER_STATEMENT) {
+        // `$1` is the time of every row; each row has three parameters of its own.
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|row| {
+                let first = 2 + row * 3;
+                format!(
+                    "(${first}, ${}, ${}, 'pending', 0, $1, $1)",
+                    first + 1,
+                    first + 2
+                )
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO outbox (entity_type, entity_id, payload, status, attempts, created_at, updated_at)
+             VALUES {}
+             ON CONFLICT (entity_type, entity_id) WHERE status = 'pending'
+             DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at",
+            rows.join(", ")
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.as_str());
+        for (entity_type, entity_id, payload) in chunk {
+            query = query
+                .bind(*entity_type)
+                .bind(entity_id.as_str())
+                .bind(payload.as_str());
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
 fn decode(row: &sqlx::any::AnyRow) -> Result<OutboxMessage, StoreError> {
     let payload: String = row.try_get("payload")?;
     let created_at: String = row.try_get("created_at")?;
@@ -245,4 +288,39 @@ pub async fn count(conn: &mut AnyConnection) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar("SELECT COUNT(*) FROM outbox")
         .fetch_one(conn)
         .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Store;
+
+    #[tokio::test]
+    async fn many_messages_in_one_statement_replace_a_pending_one_like_enqueue() {
+        let store = Store::open("sqlite::memory:").await.expect("opens");
+        let mut conn = store.pool().acquire().await.expect("connection");
+        let now = OffsetDateTime::UNIX_EPOCH;
+        enqueue(
+            &mut conn,
+            "changeSet",
+            "a",
+            &serde_json::json!({"v": 1}),
+            now,
+        )
+        .await
+        .expect("enqueued");
+        let messages: Vec<Message<'_>> = (0..150)
+            .map(|n| ("changeItem", format!("a:{n}"), format!("{{\"n\":{n}}}")))
+            .chain([("changeSet", "a".to_owned(), "{\"v\":2}".to_owned())])
+            .collect();
+        enqueue_many(&mut conn, &messages, now)
+            .await
+            .expect("enqueued");
+        let all = undelivered(&mut conn, 1_000).await.expect("read");
+        assert_eq!(all.len(), 151, "150 new messages, one replaced");
+        assert_eq!(all[0].entity_id, "a");
+        assert_eq!(all[0].payload, serde_json::json!({"v": 2}));
+        assert_eq!(all[150].entity_id, "a:149");
+        assert_eq!(all[150].payload, serde_json::json!({"n": 149}));
+    }
 }
