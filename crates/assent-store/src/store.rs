@@ -2,7 +2,7 @@
 //! durability, migrations, and the write transaction.
 
 use crate::StoreError;
-use crate::writer::{GroupCommits, WriteTx, Writer};
+use crate::writer::{GroupCommits, Joining, WriteTx, Writer};
 use assent_domain::Target;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyConnection, AnyPool};
@@ -353,8 +353,13 @@ impl Store {
     /// `COMMIT` with writers that queued behind it; [`WriteTx::commit`] still returns
     /// only once that commit is durable, and a rollback undoes this transaction alone.
     pub async fn begin_write(&self) -> Result<WriteTx, StoreError> {
+        self.begin_sqlite_or_locked(Joining::Batch).await
+    }
+
+    /// [`Store::begin_write`], joining an open batch or not.
+    async fn begin_sqlite_or_locked(&self, joining: Joining) -> Result<WriteTx, StoreError> {
         match (self.backend, &self.writer) {
-            (Backend::Sqlite, Some(writer)) => writer.begin().await,
+            (Backend::Sqlite, Some(writer)) => writer.begin(joining).await,
             (Backend::Sqlite, None) => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?.into()),
             (Backend::Postgres, _) => {
                 let mut tx = self.pool.begin().await?;
@@ -414,9 +419,12 @@ impl Store {
     /// A transaction for claiming queued work (the outbox) without the writer lock:
     /// on PostgreSQL two claimers run side by side and `FOR UPDATE SKIP LOCKED` keeps
     /// them off each other's rows; SQLite has one writer anyway (`BEGIN IMMEDIATE`).
+    ///
+    /// With group commit, a claim does not join writes that finished before it: a
+    /// transactional handler runs inside the claim, and their answers would wait for it.
     pub async fn begin_claim(&self) -> Result<WriteTx, StoreError> {
         match self.backend {
-            Backend::Sqlite => self.begin_write().await,
+            Backend::Sqlite => self.begin_sqlite_or_locked(Joining::Alone).await,
             Backend::Postgres => Ok(self.pool.begin().await?.into()),
         }
     }

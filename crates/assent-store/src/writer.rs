@@ -204,6 +204,15 @@ async fn run(conn: &mut AnyConnection, sql: &'static str) -> Result<(), sqlx::Er
     sqlx::query(sql).execute(conn).await.map(drop)
 }
 
+/// Whether a write may join a batch that is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Joining {
+    /// Joins it: the usual write, short.
+    Batch,
+    /// Starts a batch of its own (see [`Writer::begin`]).
+    Alone,
+}
+
 /// Counts a writer waiting for the connection while it lives; a waiter given up on
 /// (its future dropped) makes sure a batch left open for it still commits.
 struct Waiting(Arc<Writer>, bool);
@@ -250,7 +259,12 @@ impl Writer {
 
     /// Joins (or opens) the batch: the connection, with this member's savepoint open.
     #[tracing::instrument(level = "debug", skip_all)]
-    pub(crate) async fn begin(self: &Arc<Self>) -> Result<WriteTx, StoreError> {
+    ///
+    /// `Joining::Alone` first commits a batch left open for it: its writes start a batch
+    /// of their own. For work that may hold the connection long (a job's claim, whose
+    /// transactional handler runs inside it): writes that finished before it are not
+    /// kept waiting for it to end.
+    pub(crate) async fn begin(self: &Arc<Self>, joining: Joining) -> Result<WriteTx, StoreError> {
         self.waiting.fetch_add(1, Ordering::AcqRel);
         let mut waiting = Waiting(self.clone(), true);
         let acquired =
@@ -262,6 +276,9 @@ impl Writer {
         let Ok(mut slot) = acquired else {
             return Err(StoreError::WriterBusy(self.busy_timeout));
         };
+        if joining == Joining::Alone && slot.batch.is_some() && !slot.abandoned {
+            self.commit_batch(&mut slot).await;
+        }
         match self.open_member(&mut slot).await {
             Ok(()) => Ok(WriteTx(Some(Kind::Member(slot, self.clone())))),
             Err(error) => {
@@ -536,6 +553,36 @@ mod tests {
         released.send(()).expect("second waits");
         first.await.expect("joins").expect("commits");
         second.await.expect("joins").expect("commits");
+        assert_eq!(committed(&store).await, [1, 2]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_does_not_keep_writes_that_finished_before_it_waiting() {
+        let (_dir, store) = store().await;
+        let mut first = store.begin_write().await.expect("begins");
+        insert(&mut first, 1).await;
+        let store2 = store.clone();
+        let (held, hold) = tokio::sync::oneshot::channel::<()>();
+        let (released, release) = tokio::sync::oneshot::channel::<()>();
+        let claim = tokio::spawn(async move {
+            let mut tx = store2.begin_claim().await.expect("begins");
+            held.send(()).expect("test waits");
+            release.await.expect("test releases");
+            insert(&mut tx, 2).await;
+            tx.commit().await
+        });
+        until_waiting(&store, 1).await;
+        let first = tokio::spawn(first.commit());
+        hold.await.expect("the claim holds the connection");
+        // The claim committed the batch it was handed before it began its own.
+        tokio::time::timeout(Duration::from_secs(10), first)
+            .await
+            .expect("answered while the claim still runs")
+            .expect("joins")
+            .expect("commits");
+        assert_eq!(committed(&store).await, [1]);
+        released.send(()).expect("the claim waits");
+        claim.await.expect("joins").expect("commits");
         assert_eq!(committed(&store).await, [1, 2]);
     }
 
