@@ -354,19 +354,43 @@ async fn load_items(conn: &mut AnyConnection, id: &str) -> Result<Vec<ChangeItem
     rows.iter().map(decode_item).collect()
 }
 
-/// The sets of `rows`, each with its items.
+/// The sets of `rows`, each with its items: the items of up to [`SETS_PER_ITEM_READ`]
+/// sets in one statement, not one statement per set (a list of 100 open sets is two
+/// round trips to the database, not 101).
 async fn with_items(
     conn: &mut AnyConnection,
     rows: &[AnyRow],
 ) -> Result<Vec<ChangeSet>, StoreError> {
-    let mut sets = Vec::with_capacity(rows.len());
-    for row in rows {
-        let id: String = row.try_get("id")?;
-        let items = load_items(conn, &id).await?;
-        sets.push(decode_set(row, items)?);
+    let ids = rows
+        .iter()
+        .map(|row| row.try_get::<String, _>("id"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut items: std::collections::HashMap<String, Vec<ChangeItem>> =
+        std::collections::HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(SETS_PER_ITEM_READ) {
+        let params: Vec<String> = (1..=chunk.len()).map(|n| format!("${n}")).collect();
+        let sql = format!(
+            "SELECT * FROM change_items WHERE change_set_id IN ({}) ORDER BY change_set_id, item_index",
+            params.join(", ")
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for id in chunk {
+            query = query.bind(id.as_str());
+        }
+        for row in query.fetch_all(&mut *conn).await? {
+            let set: String = row.try_get("change_set_id")?;
+            items.entry(set).or_default().push(decode_item(&row)?);
+        }
     }
-    Ok(sets)
+    rows.iter()
+        .zip(&ids)
+        .map(|(row, id)| decode_set(row, items.remove(id).unwrap_or_default()))
+        .collect()
 }
+
+/// How many sets' items [`with_items`] reads in one statement (SQLite allows 32,766
+/// parameters, PostgreSQL 65,535).
+const SETS_PER_ITEM_READ: usize = 500;
 
 /// The set with `id` (deleted sets are not found).
 pub async fn load(conn: &mut AnyConnection, id: Uuid) -> Result<Option<ChangeSet>, StoreError> {
@@ -557,7 +581,47 @@ pub async fn with_status(
 
 #[cfg(test)]
 mod tests {
-    use super::id_prefix;
+    use super::*;
+    use crate::Store;
+    use assent_domain::NewChangeSet;
+
+    #[tokio::test]
+    async fn open_sets_come_with_their_own_items_in_order() {
+        let store = Store::open("sqlite::memory:").await.expect("opens");
+        let mut conn = store.pool().acquire().await.expect("connection");
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let mut ids = Vec::new();
+        for (n, count) in [3_usize, 1, 2].into_iter().enumerate() {
+            let items = (0..count)
+                .map(|i| ChangeItem::new("t", serde_json::json!({"i": i}), format!("{n}/{i}")))
+                .collect();
+            let set = ChangeSet::new(NewChangeSet {
+                id: Uuid::new_v4(),
+                agent_id: "a".into(),
+                target: Target::new("task", format!("t{n}")),
+                thread_id: "th".into(),
+                run_key: format!("r{n}"),
+                items,
+                created_at: now + time::Duration::seconds(n as i64),
+            })
+            .expect("a set");
+            insert(&mut conn, &set, now).await.expect("inserted");
+            ids.push((set.id, count, n));
+        }
+        let open = pending(&mut conn, &PendingFilter::default())
+            .await
+            .expect("read");
+        assert_eq!(open.len(), 3);
+        for set in &open {
+            let (_, count, n) = ids
+                .iter()
+                .find(|(id, ..)| *id == set.id)
+                .expect("one of ours");
+            let summaries: Vec<&str> = set.items.iter().map(|i| i.human_summary.as_str()).collect();
+            let expected: Vec<String> = (0..*count).map(|i| format!("{n}/{i}")).collect();
+            assert_eq!(summaries, expected, "set {n}");
+        }
+    }
 
     #[test]
     fn prefixes_are_hex_digits_with_the_ids_dashes() {

@@ -258,12 +258,12 @@ impl Writer {
     }
 
     /// Joins (or opens) the batch: the connection, with this member's savepoint open.
-    #[tracing::instrument(level = "debug", skip_all)]
     ///
     /// `Joining::Alone` first commits a batch left open for it: its writes start a batch
     /// of their own. For work that may hold the connection long (a job's claim, whose
     /// transactional handler runs inside it): writes that finished before it are not
     /// kept waiting for it to end.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub(crate) async fn begin(self: &Arc<Self>, joining: Joining) -> Result<WriteTx, StoreError> {
         self.waiting.fetch_add(1, Ordering::AcqRel);
         let mut waiting = Waiting(self.clone(), true);
