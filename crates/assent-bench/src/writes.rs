@@ -422,17 +422,8 @@ pub async fn confirmation(
         let assent = async |n: usize| {
             let (set, index) = assent_items[n];
             let start = Instant::now();
-            let outcome = engine.confirmations().confirm_item(set, index, NOW).await?;
-            let elapsed = start.elapsed();
-            ensure!(
-                matches!(
-                    outcome.execution,
-                    ExecutionOutcome::Applied { mutated: true, .. }
-                ),
-                "confirmation did not apply: {:?}",
-                outcome.execution
-            );
-            Ok(elapsed)
+            confirm_applied(engine, set, index).await?;
+            Ok(start.elapsed())
         };
         let baseline_store = &baseline_db.store;
         let baseline_items = &baseline_items;
@@ -443,6 +434,20 @@ pub async fn confirmation(
         same_rows(&assent_db, &raw_db).await?;
     }
     Ok(PairResult::from_rounds(durability, operations, &results))
+}
+
+/// Confirms item `index` of `set`; an error unless it applied and changed the task.
+async fn confirm_applied(engine: &Engine, set: Uuid, index: usize) -> anyhow::Result<()> {
+    let outcome = engine.confirmations().confirm_item(set, index, NOW).await?;
+    ensure!(
+        matches!(
+            outcome.execution,
+            ExecutionOutcome::Applied { mutated: true, .. }
+        ),
+        "confirmation did not apply: {:?}",
+        outcome.execution
+    );
+    Ok(())
 }
 
 /// Assent: a wake on a fresh task queues 25 `add_checklist_item` proposals (a batch).
@@ -835,15 +840,7 @@ async fn confirm_concurrently(
             let engine = engine.clone();
             tokio::spawn(async move {
                 for index in 0..items {
-                    let outcome = engine.confirmations().confirm_item(set, index, NOW).await?;
-                    ensure!(
-                        matches!(
-                            outcome.execution,
-                            ExecutionOutcome::Applied { mutated: true, .. }
-                        ),
-                        "confirmation did not apply: {:?}",
-                        outcome.execution
-                    );
+                    confirm_applied(&engine, set, index).await?;
                 }
                 anyhow::Ok(())
             })

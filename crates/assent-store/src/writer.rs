@@ -529,21 +529,41 @@ mod tests {
         );
     }
 
+    /// A write of row `id` in a task of its own (a claim's when `claim`), which queues
+    /// for the connection, then holds it until the test sends on `release`. Also
+    /// returns what it sends once it holds the connection.
+    fn held_write(
+        store: &Store,
+        id: i64,
+        claim: bool,
+    ) -> (
+        tokio::task::JoinHandle<Result<(), StoreError>>,
+        tokio::sync::oneshot::Receiver<()>,
+        tokio::sync::oneshot::Sender<()>,
+    ) {
+        let store = store.clone();
+        let (held, hold) = tokio::sync::oneshot::channel::<()>();
+        let (released, release) = tokio::sync::oneshot::channel::<()>();
+        let write = tokio::spawn(async move {
+            let mut tx = if claim {
+                store.begin_claim().await?
+            } else {
+                store.begin_write().await?
+            };
+            held.send(()).expect("test waits");
+            release.await.expect("test releases");
+            insert(&mut tx, id).await;
+            tx.commit().await
+        });
+        (write, hold, released)
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_member_is_not_visible_until_the_shared_commit() {
         let (_dir, store) = store().await;
         let mut first = store.begin_write().await.expect("begins");
         insert(&mut first, 1).await;
-        let store2 = store.clone();
-        let (held, hold) = tokio::sync::oneshot::channel::<()>();
-        let (released, release) = tokio::sync::oneshot::channel::<()>();
-        let second = tokio::spawn(async move {
-            let mut tx = store2.begin_write().await.expect("begins");
-            held.send(()).expect("test waits");
-            release.await.expect("test releases");
-            insert(&mut tx, 2).await;
-            tx.commit().await
-        });
+        let (second, hold, released) = held_write(&store, 2, false);
         until_waiting(&store, 1).await;
         let first = tokio::spawn(first.commit());
         hold.await.expect("second holds the connection");
@@ -561,16 +581,7 @@ mod tests {
         let (_dir, store) = store().await;
         let mut first = store.begin_write().await.expect("begins");
         insert(&mut first, 1).await;
-        let store2 = store.clone();
-        let (held, hold) = tokio::sync::oneshot::channel::<()>();
-        let (released, release) = tokio::sync::oneshot::channel::<()>();
-        let claim = tokio::spawn(async move {
-            let mut tx = store2.begin_claim().await.expect("begins");
-            held.send(()).expect("test waits");
-            release.await.expect("test releases");
-            insert(&mut tx, 2).await;
-            tx.commit().await
-        });
+        let (claim, hold, released) = held_write(&store, 2, true);
         until_waiting(&store, 1).await;
         let first = tokio::spawn(first.commit());
         hold.await.expect("the claim holds the connection");
