@@ -516,6 +516,10 @@ pub struct ConfirmArgs {
     /// to the OS user. Local database access is trusted as a whole.
     #[arg(long = "as", value_name = "NAME")]
     pub reviewer: Option<String>,
+    /// The item's revision you were shown (`pending` and `show` print it once an edit
+    /// or a refresh moved it): refused, exit 3, when it moved since.
+    #[arg(long, value_name = "N", conflicts_with = "all")]
+    pub revision: Option<u32>,
 }
 
 /// The identity a quorum counts for a decision made here: `--as NAME`, else the OS
@@ -565,6 +569,9 @@ pub struct EditArgs {
     /// Who edits (the edit is their approval under a quorum): defaults to the OS user.
     #[arg(long = "as", value_name = "NAME")]
     pub reviewer: Option<String>,
+    /// The item's revision you were shown: refused, exit 3, when it moved since.
+    #[arg(long, value_name = "N")]
+    pub revision: Option<u32>,
 }
 
 /// `assent dismiss`.

@@ -67,7 +67,7 @@ pub async fn show(ctx: &Ctx, args: ShowArgs) -> Result<Output, CliError> {
         .with_jobs(&ran)
         .with_quorum(&quorum);
     view.undoes = change_sets::undoes(&mut conn, id).await?;
-    let text = || render::show(&set, args.index, &ran, &decided, &tools);
+    let text = || render::show(&set, args.index, &ran, &decided, &tools, &quorum);
     match args.index {
         Some(index) => Output::either(ctx.json, &view.items.swap_remove(index), text),
         None => Output::either(ctx.json, &view, text),
@@ -108,10 +108,13 @@ async fn set_id(ctx: &Ctx, text: &str) -> Result<Uuid, CliError> {
 /// `assent confirm`.
 pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
     let set = set_id(ctx, &args.set).await?;
-    let service = ctx
+    let mut service = ctx
         .engine
         .confirmations()
         .by(crate::cli::reviewer(args.reviewer.as_deref()));
+    if let Some(revision) = args.revision {
+        service = service.shown_revision(revision);
+    }
     match args.index {
         Some(index) if !args.all => {
             let outcome = service.confirm_item(set, index, ctx.now).await?;
@@ -160,10 +163,14 @@ pub async fn edit(ctx: &Ctx, args: EditArgs) -> Result<Output, CliError> {
     if !new_args.is_object() {
         return Err(CliError::failed("--args must be a JSON object"));
     }
-    let outcome = ctx
+    let mut service = ctx
         .engine
         .confirmations()
-        .by(crate::cli::reviewer(args.reviewer.as_deref()))
+        .by(crate::cli::reviewer(args.reviewer.as_deref()));
+    if let Some(revision) = args.revision {
+        service = service.shown_revision(revision);
+    }
+    let outcome = service
         .edit_and_confirm(set, args.item.index, new_args, ctx.now)
         .await?;
     Output::either(ctx.json, &confirmed_json(&outcome), || {

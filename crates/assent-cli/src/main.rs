@@ -102,6 +102,9 @@ impl From<ConfirmError> for CliError {
         if let ConfirmError::TargetChanged(detail) = &error {
             return Self::Stale(detail.clone());
         }
+        if let ConfirmError::InvalidRule(_) = &error {
+            return Self::Usage(error.to_string());
+        }
         if error.is_conflict() {
             Self::Conflict(error.to_string())
         } else {

@@ -242,7 +242,7 @@ const KEY_CHARS: usize = 40;
 /// argument on a line of its own, since the summary is the host's wording and may
 /// leave an argument out or cut it. A cut value keeps both ends, and the item then
 /// says how to see it whole.
-fn item_lines(set: Uuid, index: usize, item: &ChangeItem) -> String {
+fn item_lines(set: Uuid, index: usize, item: &ChangeItem, revision: Option<&Revision>) -> String {
     let (summary, mut was_cut) = shown(&item.human_summary, SUMMARY_CHARS);
     let before = match &item.before {
         Some(before) => {
@@ -253,7 +253,18 @@ fn item_lines(set: Uuid, index: usize, item: &ChangeItem) -> String {
         None => String::new(),
     };
     let mut text = format!("  [{index}] {:<10} {summary}{before}", item.status.as_str());
-    let args: Vec<(String, &Value)> = match &item.args {
+    let edit = edited(item, revision);
+    if item.revision > 0 {
+        text.push_str(&format!("\n        revision {}", item.revision));
+    }
+    if let Some((_, by)) = &edit {
+        text.push_str(&format!(
+            "\n        edited by {}: these arguments run, not the agent's (assent show {set} {index})",
+            one_line(&visible(by))
+        ));
+    }
+    let runs = edit.map_or(&item.args, |(args, _)| args);
+    let args: Vec<(String, &Value)> = match runs {
         Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), v)).collect(),
         Value::Null => Vec::new(),
         other => vec![("args".to_owned(), other)],
@@ -272,11 +283,30 @@ fn item_lines(set: Uuid, index: usize, item: &ChangeItem) -> String {
     text
 }
 
+/// The arguments item `item` runs with when a person's edit under a quorum replaced the
+/// agent's (its current `revision`'s), and who edited.
+fn edited<'r>(item: &ChangeItem, revision: Option<&'r Revision>) -> Option<(&'r Value, String)> {
+    let revision = revision?;
+    let args = revision.args.as_ref().filter(|args| **args != item.args)?;
+    let by = revision
+        .edited_by
+        .clone()
+        .unwrap_or_else(|| "a person".to_owned());
+    Some((args, by))
+}
+
 /// A change set: a header line, then each item with its arguments.
 pub fn change_set(set: &ChangeSet) -> String {
+    change_set_shown(set, None)
+}
+
+/// [`change_set`], each item showing the arguments its current revision runs with
+/// (`quorum`'s, where a person edited them).
+fn change_set_shown(set: &ChangeSet, quorum: Option<&Quorum>) -> String {
     let mut text = set_header(set);
     for (index, item) in set.items.iter().enumerate() {
-        text.push_str(&item_lines(set.id, index, item));
+        let revision = quorum.and_then(|q| revision_of(q, index));
+        text.push_str(&item_lines(set.id, index, item, revision));
         text.push('\n');
     }
     text
@@ -303,7 +333,7 @@ pub fn pending(sets: &[ChangeSet], ran: &[Vec<Job>], quorums: &[Quorum]) -> Stri
         .zip(ran)
         .zip(quorums)
         .map(|((set, jobs), quorum)| {
-            let mut text = change_set(set);
+            let mut text = change_set_shown(set, Some(quorum));
             for job in jobs {
                 text.push_str(&execution(job));
                 text.push('\n');
@@ -335,6 +365,7 @@ pub fn show(
     jobs: &[Job],
     decisions: &[ChangeDecision],
     tools: &[ServedTool],
+    quorum: &Quorum,
 ) -> String {
     let mut text = set_header(set);
     for (index, item) in set.items.iter().enumerate() {
@@ -353,6 +384,37 @@ pub fn show(
         if let Some(detail) = &item.stale_detail {
             text.push_str(&format!("    stale    {}\n", one_line(&visible(detail))));
         }
+        let revision = revision_of(quorum, index);
+        if let Some((needed, revision)) = quorum
+            .items
+            .iter()
+            .find(|(i, _, _)| *i == index)
+            .map(|(_, needed, revision)| (needed, revision))
+        {
+            let by: Vec<&str> = revision.approvals.iter().map(|a| a.by.as_str()).collect();
+            text.push_str(&format!(
+                "    approvals {} of {needed}{}\n",
+                by.len(),
+                if by.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (by {})", one_line(&visible(&by.join(", "))))
+                }
+            ));
+        }
+        if item.revision > 0 {
+            text.push_str(&format!(
+                "    revision {} (confirm with --revision {})\n",
+                item.revision, item.revision
+            ));
+        }
+        let edit = edited(item, revision);
+        if let Some((_, by)) = &edit {
+            text.push_str(&format!(
+                "    edited   by {}: the args below run, not the agent's\n",
+                one_line(&visible(by))
+            ));
+        }
         if let Some(tool) = tools.get(index) {
             text.push_str(&tool.line());
             if let (Some(_), ServedTool::Stored(stored)) = (only, tool) {
@@ -370,7 +432,10 @@ pub fn show(
         if let Some(job) = jobs.iter().find(|j| j.item_index == index) {
             text.push_str(&format!("    run      {}\n", one_line(&visible(&run(job)))));
         }
-        match &item.args {
+        if edit.is_some() {
+            text.push_str(&whole("    proposed", &item.args));
+        }
+        match edit.map_or(&item.args, |(args, _)| args) {
             Value::Object(map) if map.is_empty() => text.push_str("    args     none\n"),
             Value::Object(map) => {
                 text.push_str(&format!("    args     {}\n", map.len()));
@@ -436,6 +501,15 @@ fn whole(label: &str, value: &Value) -> String {
         text.push_str(&format!("{gutter}│ {}\n", one_line(&visible(line))));
     }
     text
+}
+
+/// Item `index`'s current revision in `quorum`, when it has one there.
+fn revision_of(quorum: &Quorum, index: usize) -> Option<&Revision> {
+    quorum
+        .items
+        .iter()
+        .find(|(i, _, _)| *i == index)
+        .map(|(_, _, revision)| revision)
 }
 
 /// `  [0] 1 of 2 approvals (by alice)`: an open item's quorum.
@@ -910,7 +984,7 @@ mod tests {
             serde_json::json!({"content": content, "mode": {"octal": "600"}}),
             "Write File(…)",
         );
-        let text = show(&set, Some(0), &[], &[], &[]);
+        let text = show(&set, Some(0), &[], &[], &[], &Quorum::default());
         assert!(
             text.contains("      content (string, 332 chars)\n"),
             "{text}"
@@ -925,6 +999,9 @@ mod tests {
         );
         assert!(text.contains("      mode (JSON)\n"), "{text}");
         assert!(text.contains("        │   \"octal\": \"600\"\n"), "{text}");
-        assert!(show(&set, Some(1), &[], &[], &[]).ends_with("created 1970-01-01 00:00:00Z\n"));
+        assert!(
+            show(&set, Some(1), &[], &[], &[], &Quorum::default())
+                .ends_with("created 1970-01-01 00:00:00Z\n")
+        );
     }
 }

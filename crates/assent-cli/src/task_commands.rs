@@ -10,12 +10,13 @@ use crate::cli::{
 };
 use crate::context::{Ctx, Output};
 use crate::render;
+use assent_confirm::RuleChange;
 use assent_journal_host::{NewTask, create_task, load_task};
 use assent_server::{
-    AgentView, ServerError, agent_view, agent_views, set_agent_categories, set_agent_idempotent,
-    set_agent_rule,
+    AgentView, ServerError, agent_view, agent_views, change_agent_rule, set_agent_categories,
+    set_agent_idempotent,
 };
-use assent_store::{agents, decisions, host_tools};
+use assent_store::{agents, decisions};
 use assent_tools::{Backtest, RuleAction, ShadowReport, ToolRule};
 use serde_json::{Value, json};
 use time::{Date, OffsetDateTime};
@@ -55,25 +56,14 @@ pub async fn agent_rule(
     if args.shadow {
         return agent_shadow_rule(ctx, args, action).await;
     }
-    let (agent, mut changed) = match args.for_span {
-        None => set_agent_rule(ctx.store(), &args.agent, &args.tool, action, ctx.now)
-            .await
-            .map_err(usage_on_bad_input)?,
-        Some(span) => {
-            let until = ctx.now + span;
-            set_expiring_rule(ctx, &args.agent, &args.tool, action, until).await?
-        }
+    let change = RuleChange {
+        until: args.for_span.map(|span| ctx.now + span),
+        approvals: args.approvals,
+        ..RuleChange::new(args.tool.trim(), action)
     };
-    // A rule set for real promotes (replaces) a shadow rule for the same pattern.
-    let mut tx = ctx.store().begin_write().await?;
-    changed |= agents::remove_shadow_rule(&mut tx, &agent.id, args.tool.trim(), ctx.now).await?;
-    if let Some(needed) = args.approvals {
-        let tool = args.tool.trim();
-        changed |= agents::set_approvals_needed(&mut tx, &agent.id, tool, needed, ctx.now)
-            .await?
-            .unwrap_or(false);
-    }
-    tx.commit().await?;
+    let (agent, changed) = change_agent_rule(&ctx.engine, &args.agent, &change, ctx.now)
+        .await
+        .map_err(usage_on_bad_input)?;
     let agent = agent_view(ctx.store(), &agent.id).await?;
     let shown = with_expiries(ctx, &agent).await?;
     let until = args.for_span.map(|span| ctx.now + span);
@@ -210,21 +200,13 @@ pub(crate) async fn set_expiring_rule(
     action: RuleAction,
     until: OffsetDateTime,
 ) -> Result<(AgentView, bool), CliError> {
-    let (agent, tool) = (agent.trim(), tool.trim());
-    let rule = ToolRule::new(tool, action)
-        .map_err(|e| CliError::Usage(e.to_string()))?
-        .until(until);
-    let mut tx = ctx.store().begin_write().await?;
-    let Some(mut changed) = agents::set_rule(&mut tx, agent, rule, ctx.now).await? else {
-        return Err(CliError::from(ServerError::NotFound(format!(
-            "no agent {agent:?}"
-        ))));
+    let change = RuleChange {
+        until: Some(until),
+        ..RuleChange::new(tool.trim(), action)
     };
-    if action == RuleAction::Allow {
-        changed |= host_tools::accept(&mut tx, agent, tool).await? > 0;
-    }
-    tx.commit().await?;
-    Ok((agent_view(ctx.store(), agent).await?, changed))
+    change_agent_rule(&ctx.engine, agent, &change, ctx.now)
+        .await
+        .map_err(usage_on_bad_input)
 }
 
 /// The agent's view as JSON, each rule with its `expiresAt` and whether it has

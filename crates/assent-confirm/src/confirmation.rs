@@ -21,7 +21,8 @@ use assent_store::{
     AnyConnection, Backend, StoreAuditSink, agents, approvals, change_sets, host_tools, jobs,
 };
 use assent_tools::{
-    ExecutionTarget, PastOutcome, ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
+    ExecutionTarget, PastOutcome, PolicyDecision, RuleAction, TargetCategory, ToolInvocation,
+    ToolMode, ToolRegistry, ToolSpec, ToolsError,
 };
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
@@ -180,6 +181,9 @@ pub struct ConfirmationService {
     /// Set when the decisions answer a sub-agent's question: each decision is then
     /// linked to the asking agent path in the same transaction.
     attribution: Option<Attribution>,
+    /// The item revision the person was shown (`--revision N`, the API's `revision`):
+    /// a confirmation is refused once the item moved past it.
+    shown_revision: Option<u32>,
 }
 
 /// What a person decided, before it is written.
@@ -212,7 +216,33 @@ impl ConfirmationService {
             engine,
             reviewer: None,
             attribution: None,
+            shown_revision: None,
         }
+    }
+
+    /// This service, confirming what the person was shown: revision `revision` of the
+    /// item ([`assent_domain::ChangeItem::revision`]). A confirmation of an item whose
+    /// revision moved since (another person's edit under a quorum, a stale-target
+    /// refresh) is refused with a conflict and counts for nothing.
+    #[must_use]
+    pub fn shown_revision(mut self, revision: u32) -> Self {
+        self.shown_revision = Some(revision);
+        self
+    }
+
+    /// Refuses a confirmation of `set`'s item `index` when it moved past the revision
+    /// the person was shown.
+    fn check_shown_revision(&self, set: &ChangeSet, index: usize) -> Result<(), ConfirmError> {
+        let Some(shown) = self.shown_revision else {
+            return Ok(());
+        };
+        let now = set.items[index].revision;
+        if now == shown {
+            return Ok(());
+        }
+        Err(ConfirmError::Conflict(format!(
+            "item {index} changed since it was shown (revision {shown}, now {now}: edited by another person or refreshed against its target); nothing was counted: look at it again and decide on revision {now}"
+        )))
     }
 
     /// This service, deciding as `reviewer`: the identity a quorum counts (`assent
@@ -378,6 +408,7 @@ impl ConfirmationService {
         let engine = &self.engine;
         let tx = conn;
         set.check_verdict(index, Verdict::Confirmed)?;
+        self.check_shown_revision(set, index)?;
         let served = jobs::served_item(tx, set.id, index).await?;
         if let Some((job, until)) = served.as_ref().and_then(|served| served.held) {
             return Err(held(index, job, until));
@@ -427,10 +458,25 @@ impl ConfirmationService {
             stored.before = stale.before;
             stored.fingerprint = stale.fingerprint;
             stored.stale_detail = Some(stale.detail.clone());
+            stored.revision += 1;
             tracing::info!(index, detail = %stale.detail, "target changed since proposed: refused");
             return Ok(Err(ConfirmError::TargetChanged(stale.detail)));
         }
-        let needed = settings.approvals_needed;
+        let needed = settings.approvals_needed.max(item.approvals_needed());
+        // The decision point answers before an approval is counted or a window starts,
+        // so nothing is written or sent for a call the policy refuses; a plain
+        // confirmation is refused by the executor, before it writes anything either.
+        if needed > 1 || settings.hold.is_some() {
+            let category = match engine.host.resolver().category_of(tx, &target).await {
+                Ok(Some(category)) => TargetCategory::Known(category),
+                Ok(None) => TargetCategory::Missing,
+                Err(error) => TargetCategory::LookupFailed(error),
+            };
+            if let PolicyDecision::Deny { reason } = policy.decide(spec, &category) {
+                tracing::info!(index, %reason, "policy refused the confirmation before it counted");
+                return Ok(Err(ConfirmError::PolicyDenied(reason)));
+            }
+        }
         let Met {
             edited_args,
             approval,
@@ -560,7 +606,7 @@ impl ConfirmationService {
                 item.tool_name
             )));
         };
-        let mut revision = approvals::current(conn, set.id, index).await?;
+        let mut revision = approvals::current(conn, set.id, index, item.revision).await?;
         let current_args = revision.args.clone().unwrap_or_else(|| item.args.clone());
         let args = match edited_args {
             Some(edited) if edited != current_args => {
@@ -568,7 +614,12 @@ impl ConfirmationService {
                     number: revision.number + 1,
                     args: Some(edited.clone()),
                     approvals: Vec::new(),
+                    edited_by: Some(by.clone()),
                 };
+                let number = u32::try_from(revision.number).map_err(|_| {
+                    ConfirmError::Conflict(format!("item {index} has too many revisions"))
+                })?;
+                change_sets::set_revision(conn, set.id, index, number).await?;
                 edited
             }
             _ => current_args,
@@ -723,8 +774,21 @@ impl ConfirmationService {
                 .await?;
         }
         let tool_name = &set.items[index].tool_name;
-        let settings = agents::tool_settings_for(conn, &set.agent_id, tool_name).await?;
-        let needed = settings.approvals_needed;
+        // An unknown agent has no rules here; its job's claim refuses it (fail closed).
+        let (policy, settings) =
+            agents::policy_and_settings_at(conn, &set.agent_id, tool_name, now)
+                .await?
+                .unwrap_or_default();
+        // The rules answer first (the category is its host's to resolve, at the claim):
+        // no approval, job or webhook for a tool they deny.
+        if policy.ruled(tool_name) == Some(RuleAction::Deny) {
+            let reason = format!("Tool {tool_name} is denied by policy");
+            tracing::info!(index, %reason, "policy refused the confirmation before it counted");
+            return Ok(Err(ConfirmError::PolicyDenied(reason)));
+        }
+        let needed = settings
+            .approvals_needed
+            .max(set.items[index].approvals_needed());
         let Met {
             edited_args,
             approval,

@@ -104,6 +104,10 @@ pub enum ConfirmError {
     /// recorded allows) cannot be undone through Assent.
     #[error("{0}")]
     NoCompensation(String),
+    /// A rule that cannot be set as given (a blank pattern, approvals without `ask`):
+    /// nothing was written.
+    #[error("invalid rule: {0}")]
+    InvalidRule(String),
     /// A worker's settings were refused (the webhook sender's, say).
     #[error("invalid worker settings: {0}")]
     InvalidWorker(String),

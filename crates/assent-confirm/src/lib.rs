@@ -24,6 +24,9 @@
 //! - [`AuditedExecutor`]: every path that runs a tool goes through it (policy again,
 //!   audit before and after, the handler in a savepoint).
 //!
+//! - [`Engine::change_rule`]: an agent's rule changed the same way, in one transaction,
+//!   whichever door (CLI, API, a suggestion applied) it came through.
+//!
 //! A service plugs in through [`Host`]: its targets, tools, state and tables; a few
 //! closures make one with [`SimpleHost`].
 
@@ -37,6 +40,7 @@ mod executor;
 mod host;
 mod ledger;
 mod outcome;
+mod rules;
 mod scheduler;
 mod simple;
 mod strategy;
@@ -65,6 +69,7 @@ pub use host::{
 };
 pub use ledger::{APPROVAL_CHANGED, HAPPENED_BY_PERSON, JobRun, JobSettings, Resolution};
 pub use outcome::{DecisionOutcome, ItemOutcome, OUTCOME_POLL_INTERVAL, RunOutcome, SetOutcome};
+pub use rules::RuleChange;
 pub use scheduler::{
     CallResult, DEFAULT_EXECUTION_TIMEOUT, MAX_PROMPTS_PER_CALL, ScheduledCall, ScheduledWake,
     Scheduler, Session,

@@ -106,7 +106,7 @@ impl WakeService {
         // and outbox rows, applied operations): on PostgreSQL it locks that target, so
         // wakes and decisions on other targets run side by side.
         let mut tx = engine.store.begin_write_on(&request.target).await?;
-        let policy = agents::policy_at(&mut tx, &request.agent_id, now)
+        let (policy, settings) = agents::rules_at(&mut tx, &request.agent_id, now)
             .await?
             .ok_or_else(|| ConfirmError::UnknownAgent(request.agent_id.clone()))?;
         let snapshot = match engine.host.snapshot(&mut tx, &request.target).await {
@@ -187,6 +187,12 @@ impl WakeService {
         }
         let mut change_set = builder.build(request.change_set_id, now);
         if let Some(set) = &mut change_set {
+            // The quorum each item needs is fixed now and travels with it, so every
+            // device enforces it (it only grows with the settings in force later).
+            for item in &mut set.items {
+                let needed = settings.requirements(&item.tool_name).approvals_needed;
+                item.approvals_needed = (needed > 1).then_some(needed);
+            }
             set.vector_clock.tick(self.engine.store.device_id());
             change_sets::insert_served(&mut tx, set, Some(self.engine.host.name()), now).await?;
             self.mark_external_items(&mut tx, set).await?;

@@ -39,6 +39,18 @@ pub struct ChangeItem {
     /// confirmation applies to the target as it is now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_detail: Option<String>,
+    /// How many distinct people must confirm it, fixed when it was proposed (the
+    /// agent's quorum for its tool then). It travels with the item, so every device
+    /// enforces it, even one where the agent has no such setting; `None`: one person
+    /// (or an item from before quorums were fixed at proposal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals_needed: Option<u32>,
+    /// The item's current revision on this device: an edit under a quorum and a
+    /// stale-target refresh each start a new one. A confirmation may name the revision
+    /// it was shown and is refused once it moved. Not part of the wire: approvals stay
+    /// on the device they were given on.
+    #[serde(skip)]
+    pub revision: u32,
 }
 
 impl ChangeItem {
@@ -56,7 +68,14 @@ impl ChangeItem {
             before: None,
             fingerprint: None,
             stale_detail: None,
+            approvals_needed: None,
+            revision: 0,
         }
+    }
+
+    /// How many people must confirm it: what it was proposed with, at least one.
+    pub fn approvals_needed(&self) -> u32 {
+        self.approvals_needed.unwrap_or(1).max(1)
     }
 
     /// The same item, carrying the value it would replace.

@@ -418,6 +418,12 @@
     if (item.stale) {
       li.append(el("span", { class: "change stale" }, "Changed since proposed: " + (item.staleDetail || "")));
     }
+    // A person's edit under a quorum: the arguments above are the ones that run, and the
+    // next approver is told whose they are (the agent's stay in the full view).
+    if (item.editedBy) {
+      li.append(el("span", { class: "badge edited", title: "The agent proposed: " + plainText(item.proposedArgs) },
+        "edited by " + item.editedBy));
+    }
     // A tool that needs more than one person: how far its current revision is.
     if (item.approvalsNeeded && OPEN.has(item.status)) {
       const by = (item.approvals || []).map((a) => a.by).join(", ");
@@ -436,7 +442,7 @@
     const held = item.execution && item.execution.status === "scheduled";
     if (OPEN.has(item.status) && !held) {
       li.append(el("span", { class: "buttons" },
-        el("button", { type: "button", class: "confirm", "data-focus-key": key + "/confirm", "aria-label": "Confirm: " + item.humanSummary, title: "Confirm", onclick: () => act(set, path + "/confirm") }, "✓"),
+        el("button", { type: "button", class: "confirm", "data-focus-key": key + "/confirm", "aria-label": "Confirm: " + item.humanSummary, title: "Confirm", onclick: () => act(set, path + "/confirm", { revision: item.revision || 0 }) }, "✓"),
         el("button", { type: "button", class: "reject", "data-focus-key": key + "/reject", "aria-label": "Reject: " + item.humanSummary, title: "Reject", onclick: () => toggleForm(key, "reject") }, "✗"),
         el("button", { type: "button", class: "edit", "data-focus-key": key + "/edit", "aria-label": "Edit: " + item.humanSummary, onclick: () => toggleForm(key, "edit") }, "Edit"),
       ));
@@ -528,7 +534,7 @@
         let args;
         try { args = JSON.parse(area.value); } catch (error) { show("The arguments are not valid JSON: " + error.message); return; }
         drafts.delete(key + "/args");
-        act(set, "/items/" + item.index + "/edit", { args });
+        act(set, "/items/" + item.index + "/edit", { args, revision: item.revision || 0 });
       }, onkeydown: (e) => { if (e.key === "Escape") toggleForm(key, "edit"); } },
       area,
       el("span", { class: "row" },
@@ -552,7 +558,11 @@
       for (const key of [...openForms.keys()]) if (key.startsWith(set.id)) openForms.delete(key);
       await upsert(await api("GET", "/change-sets/" + encodeURIComponent(set.id)));
     } catch (error) {
-      if (error.message !== "unauthorized") show(error.message);
+      if (error.message === "unauthorized") return;
+      show(error.message);
+      // A refusal may come from a change made elsewhere (an edit, a refresh): show the
+      // item as it is now, so the next decision is on what runs.
+      try { await upsert(await api("GET", "/change-sets/" + encodeURIComponent(set.id))); } catch (_) { /* shown above */ }
     }
   }
 

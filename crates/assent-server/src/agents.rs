@@ -3,9 +3,10 @@
 
 use crate::api::{ApiResult, Body, created, now, ok};
 use crate::{AppState, ServerError};
+use assent_confirm::{ConfirmError, Engine, RuleChange};
 use assent_domain::OffsetDateTime;
 use assent_store::{Store, StoreError, agents, host_tools};
-use assent_tools::{AgentPolicy, RuleAction, ToolRule};
+use assent_tools::{AgentPolicy, RuleAction};
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
@@ -208,37 +209,36 @@ pub async fn set_agent_categories(
     })
 }
 
-/// Sets agent `id`'s rule for `tool` (a name or a `*` pattern) to `action`, replacing
-/// the rule it had for exactly that pattern; its next wake routes by it. Setting the
-/// rule it already has writes nothing. Returns the agent and whether it changed.
-/// An unknown agent is [`ServerError::NotFound`]; a blank tool [`ServerError::BadRequest`].
+/// Sets agent `id`'s rule as `change` says ([`Engine::change_rule`]: the rule, its
+/// quorum, the shadow rule it promotes, in one transaction, as every door does); its
+/// next wake routes by it. Setting the rule it already has writes nothing. Returns the
+/// agent and whether it changed. An unknown agent is [`ServerError::NotFound`]; a blank
+/// tool or approvals without `ask` [`ServerError::BadRequest`].
+pub async fn change_agent_rule(
+    engine: &Engine,
+    id: &str,
+    change: &RuleChange,
+    now: OffsetDateTime,
+) -> Result<(AgentView, bool), ServerError> {
+    let id = id.trim();
+    let changed = match engine.change_rule(id, change, now).await {
+        Ok(changed) => changed,
+        Err(ConfirmError::UnknownAgent(_)) => return Err(no_agent(id)),
+        Err(ConfirmError::InvalidRule(why)) => return Err(ServerError::BadRequest(why)),
+        Err(other) => return Err(other.into()),
+    };
+    Ok((agent_view(engine.store(), id).await?, changed))
+}
+
+/// [`change_agent_rule`] with the rule `action` for `tool`, for good.
 pub async fn set_agent_rule(
-    store: &Store,
+    engine: &Engine,
     id: &str,
     tool: &str,
     action: RuleAction,
     now: OffsetDateTime,
 ) -> Result<(AgentView, bool), ServerError> {
-    let id = id.trim();
-    let rule =
-        ToolRule::new(tool.trim(), action).map_err(|e| ServerError::BadRequest(e.to_string()))?;
-    let mut tx = store.begin_write().await?;
-    let Some(old) = agents::policy(&mut tx, id).await? else {
-        return Err(no_agent(id));
-    };
-    let policy = old.clone().with_rule_replaced(rule);
-    let mut changed = policy != old;
-    if changed {
-        agents::upsert(&mut tx, id, &policy, now).await?;
-    }
-    if action == RuleAction::Allow {
-        // Allowing a tool again accepts its current definition: one that changed
-        // after it was first seen is asked about until a person does.
-        changed |= host_tools::accept(&mut tx, id, tool.trim()).await? > 0;
-    }
-    let view = written(&mut tx, id).await?;
-    tx.commit().await?;
-    Ok((view, changed))
+    change_agent_rule(engine, id, &RuleChange::new(tool, action), now).await
 }
 
 /// Records (or takes back, with `idempotent` false) the operator's word that agent
@@ -333,22 +333,12 @@ pub(crate) async fn set_rule(
         .trim()
         .parse()
         .map_err(ServerError::BadRequest)?;
-    let store = state.engine.store();
-    let Some(needed) = body.approvals else {
-        let (agent, _) = set_agent_rule(store, &id, &tool, action, now()).await?;
-        return ok(agent);
+    let change = RuleChange {
+        approvals: body.approvals,
+        ..RuleChange::new(tool, action)
     };
-    if action != RuleAction::Ask || needed == 0 {
-        return Err(ServerError::BadRequest(
-            "approvals goes with the action ask and is at least 1".to_owned(),
-        ));
-    }
-    let (agent, _) = set_agent_rule(store, &id, &tool, action, now()).await?;
-    let mut tx = store.begin_write().await?;
-    agents::set_approvals_needed(&mut tx, &agent.id, tool.trim(), needed, now()).await?;
-    let view = written(&mut tx, &agent.id).await?;
-    tx.commit().await?;
-    ok(view)
+    let (agent, _) = change_agent_rule(&state.engine, &id, &change, now()).await?;
+    ok(agent)
 }
 
 /// `PUT /api/agents/{id}/holds/{tool} {seconds}`: the agent's hold window for `tool`

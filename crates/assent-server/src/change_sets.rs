@@ -127,17 +127,49 @@ async fn item_path(state: &AppState, path: ItemPath) -> Result<(Uuid, usize), Se
     Ok((set, parse_index(&index)?))
 }
 
-/// `POST /api/change-sets/{id}/items/{index}/confirm`.
+/// `{revision?}` of a confirmation: the item revision the person was shown.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ConfirmBody {
+    revision: Option<u32>,
+}
+
+/// The body of a confirmation: none (as before revisions), or `{revision}`.
+fn confirm_body(bytes: &[u8]) -> Result<ConfirmBody, ServerError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(ConfirmBody::default());
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        ServerError::BadRequest(format!(
+            "invalid confirmation body: {e} (expected nothing, or {{\"revision\": N}})"
+        ))
+    })
+}
+
+/// The confirmations of `caller`, bound to the revision it was shown when it said.
+fn confirmations_of(
+    state: &AppState,
+    caller: &Principal,
+    revision: Option<u32>,
+) -> assent_confirm::ConfirmationService {
+    let service = state.engine.confirmations().by(caller.identity());
+    match revision {
+        Some(revision) => service.shown_revision(revision),
+        None => service,
+    }
+}
+
+/// `POST /api/change-sets/{id}/items/{index}/confirm {revision?}`: 409 when the item's
+/// revision moved past the one named.
 pub(crate) async fn confirm_item(
     State(state): State<AppState>,
     Extension(caller): Extension<Principal>,
     path: ItemPath,
+    body: axum::body::Bytes,
 ) -> ApiResult {
     let (set, index) = item_path(&state, path).await?;
-    let outcome = state
-        .engine
-        .confirmations()
-        .by(caller.identity())
+    let body = confirm_body(&body)?;
+    let outcome = confirmations_of(&state, &caller, body.revision)
         .confirm_item(set, index, now())
         .await?;
     publish_update(&state, set);
@@ -169,10 +201,13 @@ pub(crate) async fn reject_item(
     ok(decision)
 }
 
-/// `{args}` of an edit.
+/// `{args, revision?}` of an edit.
 #[derive(Debug, Deserialize)]
 pub(crate) struct EditBody {
     args: Value,
+    /// The item revision the person was shown.
+    #[serde(default)]
+    revision: Option<u32>,
 }
 
 /// `POST /api/change-sets/{id}/items/{index}/edit {args}`.
@@ -189,10 +224,7 @@ pub(crate) async fn edit_item(
             "args must be a JSON object".to_owned(),
         ));
     }
-    let outcome = state
-        .engine
-        .confirmations()
-        .by(caller.identity())
+    let outcome = confirmations_of(&state, &caller, body.revision)
         .edit_and_confirm(set, index, body.args, now())
         .await?;
     publish_update(&state, set);

@@ -40,8 +40,8 @@ mod wakes;
 mod webhooks;
 
 pub use agents::{
-    AgentView, HoldView, QuorumView, RuleView, agent_view, agent_views, set_agent_categories,
-    set_agent_hold, set_agent_idempotent, set_agent_rule,
+    AgentView, HoldView, QuorumView, RuleView, agent_view, agent_views, change_agent_rule,
+    set_agent_categories, set_agent_hold, set_agent_idempotent, set_agent_rule,
 };
 pub use delegation::DEFAULT_BUS_ROOT;
 pub use error::ServerError;

@@ -23,8 +23,19 @@ pub struct SetItemView<'a> {
     pub index: usize,
     /// The tool that runs when it is confirmed.
     pub tool_name: &'a str,
-    /// The proposed arguments.
+    /// The arguments a confirmation runs: the current revision's (a person's edit under
+    /// a quorum), else the proposal's.
     pub args: &'a Value,
+    /// The agent's own arguments, when a person's edit replaced them in `args`; absent
+    /// otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proposed_args: Option<&'a Value>,
+    /// Who edited `args`, when a person did; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edited_by: Option<&'a str>,
+    /// The item's current revision: a confirmation names the one it was shown
+    /// (`revision` in the confirm body) and is refused (409) once it moved.
+    pub revision: u32,
     /// What a person reads.
     pub human_summary: &'a str,
     /// `pending`, `confirmed`, `rejected`, `deferred` or `retracted`.
@@ -122,6 +133,9 @@ impl<'a> SetView<'a> {
                     index,
                     tool_name: &item.tool_name,
                     args: &item.args,
+                    proposed_args: None,
+                    edited_by: None,
+                    revision: item.revision,
                     human_summary: &item.human_summary,
                     status: item.status.as_str(),
                     before: item.before.as_ref(),
@@ -154,7 +168,32 @@ impl<'a> SetView<'a> {
     }
 }
 
-impl SetView<'_> {
+impl<'a> SetView<'a> {
+    /// The same view with its items' quorums ([`assent_store::approvals::quorum_of`]):
+    /// who approved, how many are needed, and the arguments the current revision runs
+    /// with when a person's edit changed them (with who edited).
+    #[must_use]
+    pub fn with_quorum(mut self, quorum: &'a assent_store::approvals::Quorum) -> Self {
+        for (index, needed, revision) in &quorum.items {
+            if let Some(item) = self.items.get_mut(*index) {
+                item.approvals_needed = Some(*needed);
+                item.approvals = Some(
+                    revision
+                        .approvals
+                        .iter()
+                        .map(|a| json!({"by": a.by, "at": assent_store::timefmt::format(a.at)}))
+                        .collect(),
+                );
+                if let Some(args) = revision.args.as_ref().filter(|args| *args != item.args) {
+                    item.proposed_args = Some(item.args);
+                    item.args = args;
+                    item.edited_by = revision.edited_by.as_deref();
+                }
+            }
+        }
+        self
+    }
+
     /// The same view with each item's execution job (the set's, from
     /// [`assent_store::jobs::for_change_set`]).
     #[must_use]
@@ -183,24 +222,6 @@ impl SetView<'_> {
             item.undoable = item.status == "confirmed"
                 && ran
                 && reversible(item.tool_name, item.args, item.before);
-        }
-        self
-    }
-
-    /// The same view with its items' quorums ([`assent_store::approvals::quorum_of`]).
-    #[must_use]
-    pub fn with_quorum(mut self, quorum: &assent_store::approvals::Quorum) -> Self {
-        for (index, needed, revision) in &quorum.items {
-            if let Some(item) = self.items.get_mut(*index) {
-                item.approvals_needed = Some(*needed);
-                item.approvals = Some(
-                    revision
-                        .approvals
-                        .iter()
-                        .map(|a| json!({"by": a.by, "at": assent_store::timefmt::format(a.at)}))
-                        .collect(),
-                );
-            }
         }
         self
     }

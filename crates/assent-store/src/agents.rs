@@ -4,7 +4,7 @@
 //! `shadow_rules`, where no router reads them.
 
 use crate::{StoreError, timefmt};
-use assent_tools::{AgentPolicy, RuleAction, ToolRule};
+use assent_tools::{AgentPolicy, RuleAction, ToolRule, ToolSettingEntry, ToolSettingsTable};
 use serde_json::{Value, json};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
@@ -347,16 +347,65 @@ pub async fn policy_and_settings_at(
     )))
 }
 
+/// The agent's policy in force at `now` and all its per-tool settings (quorums, holds),
+/// in one read: what the decision point needs for any of its tools. `None` for an
+/// unknown agent.
+pub async fn rules_at(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    now: OffsetDateTime,
+) -> Result<Option<(AgentPolicy, ToolSettingsTable)>, StoreError> {
+    let row = sqlx::query(
+        "SELECT id, categories, rules, created_at, updated_at, tool_settings
+         FROM agents WHERE id = $1",
+    )
+    .bind(agent_id)
+    .fetch_optional(conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let agent = from_row(&row)?;
+    let settings: String = row.try_get("tool_settings")?;
+    Ok(Some((
+        agent.policy.in_force(now),
+        settings_table(&parse_tool_settings(&settings)?),
+    )))
+}
+
 fn settings_from_row(row: &AnyRow, tool_name: &str) -> Result<ToolSettings, StoreError> {
     let settings: String = row.try_get("tool_settings")?;
     let shadows: String = row.try_get("shadow_rules")?;
-    let settings = parse_tool_settings(&settings)?;
-    let number = |key: &str| setting_number(settings.get(tool_name)?, key);
+    let needs = settings_table(&parse_tool_settings(&settings)?).requirements(tool_name);
     Ok(ToolSettings {
-        hold: number(HOLD_SECONDS).map(|s| time::Duration::seconds(i64::from(s))),
-        approvals_needed: number(APPROVALS).unwrap_or(1),
+        hold: needs.hold,
+        approvals_needed: needs.approvals_needed,
         shadow_rules: parse_shadow_rules(&shadows)?,
     })
+}
+
+/// The stored settings as the decision point reads them: each key a tool name or a
+/// pattern, matched as rules are.
+fn settings_table(settings: &serde_json::Map<String, Value>) -> ToolSettingsTable {
+    ToolSettingsTable::new(
+        settings
+            .iter()
+            .map(|(pattern, setting)| ToolSettingEntry {
+                pattern: pattern.clone(),
+                approvals: setting_number(setting, APPROVALS),
+                hold_seconds: setting_number(setting, HOLD_SECONDS),
+            })
+            .collect(),
+    )
+}
+
+/// Agent `agent_id`'s per-tool settings (quorums, holds) as the decision point reads
+/// them; empty for an unknown agent.
+pub async fn settings_of(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+) -> Result<ToolSettingsTable, StoreError> {
+    Ok(settings_table(
+        &tool_settings(conn, agent_id).await?.unwrap_or_default(),
+    ))
 }
 
 /// Agent `agent_id`'s tools whose setting `key` is a number above zero, with it, by

@@ -25,13 +25,16 @@ pub struct Approval {
 /// An item's current revision and the approvals it has.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Revision {
-    /// 0 before any approval or edit; each edit adds one.
+    /// 0 before any approval or edit; each edit and each stale-target refresh adds one.
     pub number: i64,
     /// The arguments this revision runs with (`None`: the proposal's, or no approval
     /// yet).
     pub args: Option<Value>,
     /// Who approved it, first first.
     pub approvals: Vec<Approval>,
+    /// Who last changed the arguments (the first approver of the revision an edit
+    /// started), when a person did.
+    pub edited_by: Option<String>,
 }
 
 impl Revision {
@@ -55,29 +58,51 @@ fn decode(row: &AnyRow) -> Result<(usize, i64, String, Approval), StoreError> {
     ))
 }
 
-/// Folds rows of one item, ordered by revision then time, into its latest revision.
-fn latest(rows: impl Iterator<Item = (i64, String, Approval)>) -> Result<Revision, StoreError> {
+/// Folds rows of one item, ordered by revision then time, into its latest revision;
+/// `item_revision` (the item's own counter) is later when a stale-target refresh
+/// started a revision nobody approved yet: the arguments carry over, the approvals do
+/// not.
+fn latest(
+    rows: impl Iterator<Item = (i64, String, Approval)>,
+    item_revision: i64,
+) -> Result<Revision, StoreError> {
     let mut revision = Revision::default();
     for (number, args, approval) in rows {
         if number != revision.number || revision.args.is_none() {
+            let args: Value =
+                serde_json::from_str(&args).map_err(|e| StoreError::corrupt(TABLE, e))?;
+            let edited = revision.args.as_ref().is_some_and(|before| *before != args)
+                || (revision.args.is_none() && number > 0);
+            let edited_by = if edited {
+                Some(approval.by.clone())
+            } else {
+                revision.edited_by.take()
+            };
             revision = Revision {
                 number,
-                args: Some(serde_json::from_str(&args).map_err(|e| StoreError::corrupt(TABLE, e))?),
+                args: Some(args),
                 approvals: Vec::new(),
+                edited_by,
             };
         }
         revision.approvals.push(approval);
+    }
+    if item_revision > revision.number {
+        revision.number = item_revision;
+        revision.approvals.clear();
     }
     Ok(revision)
 }
 
 const SELECT: &str = "SELECT item_index, revision, approved_by, args, created_at FROM approvals";
 
-/// Item `index` of set `change_set_id`: its current revision and its approvals.
+/// Item `index` of set `change_set_id`, whose own revision counter is `item_revision`
+/// ([`assent_domain::ChangeItem::revision`]): its current revision and its approvals.
 pub async fn current(
     conn: &mut AnyConnection,
     change_set_id: Uuid,
     index: usize,
+    item_revision: u32,
 ) -> Result<Revision, StoreError> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "{SELECT} WHERE change_set_id = $1 AND item_index = $2 ORDER BY revision, created_at, approved_by"
@@ -87,15 +112,18 @@ pub async fn current(
     .fetch_all(conn)
     .await?;
     let decoded = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
-    latest(decoded.into_iter().map(|(_, n, args, a)| (n, args, a)))
+    latest(
+        decoded.into_iter().map(|(_, n, args, a)| (n, args, a)),
+        i64::from(item_revision),
+    )
 }
 
-/// The current revision of every item of set `change_set_id` that has approvals, by
-/// item index.
+/// The current revision of every item of `set` that has approvals, by item index.
 pub async fn for_change_set(
     conn: &mut AnyConnection,
-    change_set_id: Uuid,
+    set: &assent_domain::ChangeSet,
 ) -> Result<Vec<(usize, Revision)>, StoreError> {
+    let change_set_id = set.id;
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "{SELECT} WHERE change_set_id = $1 ORDER BY item_index, revision, created_at, approved_by"
     )))
@@ -114,7 +142,8 @@ pub async fn for_change_set(
         let rows = decoded[start..end]
             .iter()
             .map(|(_, n, args, a)| (*n, args.clone(), a.clone()));
-        items.push((index, latest(rows)?));
+        let item_revision = set.items.get(index).map_or(0, |item| item.revision);
+        items.push((index, latest(rows, i64::from(item_revision))?));
         start = end;
     }
     Ok(items)
@@ -156,29 +185,46 @@ pub struct Quorum {
     pub items: Vec<(usize, u32, Revision)>,
 }
 
-/// The quorum state of `set`'s items (two reads: its agent's quorums, its approvals).
+/// The quorum state of `set`'s items (two reads: its agent's settings, its approvals).
+/// An item needs what it was proposed with or what the settings in force say, the
+/// larger (matched by pattern as every path matches it).
 pub async fn quorum_of(
     conn: &mut AnyConnection,
     set: &assent_domain::ChangeSet,
 ) -> Result<Quorum, StoreError> {
-    let quorums = crate::agents::quorums(conn, &set.agent_id).await?;
-    let mut revisions = if quorums.is_empty() {
+    let settings = crate::agents::settings_of(conn, &set.agent_id).await?;
+    let needs: Vec<u32> = set
+        .items
+        .iter()
+        .map(|item| {
+            settings
+                .requirements(&item.tool_name)
+                .approvals_needed
+                .max(item.approvals_needed())
+        })
+        .collect();
+    let quorums = needs.iter().any(|needed| *needed > 1);
+    let mut revisions = if !quorums {
         Vec::new()
     } else {
-        for_change_set(conn, set.id).await?
+        for_change_set(conn, set).await?
     };
     let mut items = Vec::new();
-    for (index, item) in set.items.iter().enumerate() {
-        let needed = quorums
-            .iter()
-            .find(|(tool, _)| *tool == item.tool_name)
-            .map_or(1, |(_, needed)| *needed);
+    for (index, needed) in needs.iter().copied().enumerate() {
         let revision = revisions
             .iter()
             .position(|(i, _)| *i == index)
             .map(|at| revisions.swap_remove(at).1);
         if needed > 1 || revision.is_some() {
-            items.push((index, needed, revision.unwrap_or_default()));
+            let number = set.items.get(index).map_or(0, |item| item.revision);
+            items.push((
+                index,
+                needed,
+                revision.unwrap_or_else(|| Revision {
+                    number: i64::from(number),
+                    ..Revision::default()
+                }),
+            ));
         }
     }
     Ok(Quorum { items })

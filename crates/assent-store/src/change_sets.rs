@@ -71,7 +71,7 @@ pub async fn insert_served(
 }
 
 /// The columns of one `change_items` row [`insert_rows`] binds.
-const ITEM_COLUMNS: usize = 11;
+const ITEM_COLUMNS: usize = 12;
 /// Rows per `INSERT` of a set's items (well under both backends' bind limits).
 const ITEMS_PER_INSERT: usize = 50;
 
@@ -114,7 +114,7 @@ pub(crate) async fn insert_rows(
             })
             .collect();
         let sql = format!(
-            "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value, vector_clock, host, fingerprint, stale_detail)
+            "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value, vector_clock, host, fingerprint, stale_detail, approvals_needed)
              VALUES {}",
             rows.join(", ")
         );
@@ -131,7 +131,8 @@ pub(crate) async fn insert_rows(
                 .bind(clock.as_str())
                 .bind(host)
                 .bind(item.fingerprint.as_ref().map(Value::to_string))
-                .bind(item.stale_detail.as_deref());
+                .bind(item.stale_detail.as_deref())
+                .bind(item.approvals_needed.map(i64::from));
         }
         query.execute(&mut *conn).await?;
     }
@@ -250,12 +251,19 @@ fn decode_item(row: &AnyRow) -> Result<ChangeItem, StoreError> {
             .transpose()
             .map_err(|e| corrupt(e.to_string()))?,
         stale_detail: row.try_get("stale_detail")?,
+        approvals_needed: row
+            .try_get::<Option<i64>, _>("approvals_needed")?
+            .map(|n| u32::try_from(n).map_err(|e| corrupt(e.to_string())))
+            .transpose()?,
+        revision: u32::try_from(row.try_get::<i64, _>("revision")?)
+            .map_err(|e| corrupt(e.to_string()))?,
     })
 }
 
 /// Marks item `index` of set `change_set_id` stale (`detail`) and refreshes what it was
 /// proposed against: `before` and `fingerprint` as the target holds them now, so that a
-/// new confirmation applies to the target as it is.
+/// new confirmation applies to the target as it is. The refresh starts a new revision:
+/// approvals given for the target as it was no longer count.
 pub async fn mark_stale(
     conn: &mut AnyConnection,
     change_set_id: Uuid,
@@ -265,7 +273,8 @@ pub async fn mark_stale(
     fingerprint: Option<&Value>,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "UPDATE change_items SET stale_detail = $1, before_value = $2, fingerprint = $3
+        "UPDATE change_items SET stale_detail = $1, before_value = $2, fingerprint = $3,
+             revision = revision + 1
          WHERE change_set_id = $4 AND item_index = $5",
     )
     .bind(detail)
@@ -649,4 +658,23 @@ mod tests {
             assert_eq!(id_prefix(text).as_deref(), expected, "{text:?}");
         }
     }
+}
+
+/// Starts revision `revision` of item `index` of set `change_set_id` (an edit under a
+/// quorum): approvals of earlier ones no longer count.
+pub async fn set_revision(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    index: usize,
+    revision: u32,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE change_items SET revision = $1 WHERE change_set_id = $2 AND item_index = $3",
+    )
+    .bind(i64::from(revision))
+    .bind(change_set_id.to_string())
+    .bind(index as i64)
+    .execute(conn)
+    .await?;
+    Ok(())
 }

@@ -35,7 +35,10 @@ pub use history::{
     PastOutcome, ShadowReport, SuggestOptions, backtest, shadow_agrees, shadow_report,
     suggest_grants, suggestion_id,
 };
-pub use policy::{AgentPolicy, PolicyDecision, RuleAction, TargetCategory, ToolRule};
+pub use policy::{
+    AgentPolicy, CallVerdict, PolicyDecision, Requirements, RuleAction, TargetCategory, ToolRule,
+    ToolSettingEntry, ToolSettingsTable, decide_call, name_matches,
+};
 pub use registry::{
     BatchSpec, CompensationFn, SummaryContext, SummaryFn, ToolMode, ToolRegistry, ToolSpec,
     fallback_summary, titled_summary,

@@ -3,7 +3,7 @@
 
 use crate::{ToolMode, ToolSpec, ToolsError};
 use std::collections::BTreeSet;
-use time::OffsetDateTime;
+use time::{Duration, OffsetDateTime};
 
 /// What a rule (or a tool's mode) says about a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -86,9 +86,9 @@ impl ToolRule {
         self.expires_at.is_none_or(|at| now < at)
     }
 
-    /// Whether the rule covers `tool_name`.
+    /// Whether the rule covers `tool_name` ([`name_matches`], as for every setting).
     pub fn matches(&self, tool_name: &str) -> bool {
-        glob_matches(&self.pattern, tool_name)
+        name_matches(&self.pattern, tool_name)
     }
 
     /// The pattern.
@@ -100,6 +100,14 @@ impl ToolRule {
     pub fn action(&self) -> RuleAction {
         self.action
     }
+}
+
+/// Whether a rule's or a tool setting's `pattern` covers the tool named `name`: the one
+/// function that decides it for rules, quorums, holds and shadow rules alike, so a
+/// setting can never be accepted for a pattern and then looked up by exact name.
+/// `*` matches any run of characters; everything else matches itself.
+pub fn name_matches(pattern: &str, name: &str) -> bool {
+    glob_matches(pattern, name)
 }
 
 /// `*`-only glob matching, iterative (no backtracking blow-up on long names).
@@ -282,6 +290,103 @@ impl AgentPolicy {
     }
 }
 
+/// An agent's per-tool settings beyond allow/ask/deny (`assent agent ask … --approvals
+/// N`, `assent agent hold`), each keyed by a name pattern matched as rules are
+/// ([`name_matches`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolSettingsTable {
+    entries: Vec<ToolSettingEntry>,
+}
+
+/// One pattern's settings: a quorum and a hold window, each absent when not set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSettingEntry {
+    /// The tool name or pattern the settings cover.
+    pub pattern: String,
+    /// How many distinct people must confirm (none set: one).
+    pub approvals: Option<u32>,
+    /// The hold window in seconds (none set: no window).
+    pub hold_seconds: Option<u32>,
+}
+
+/// What a call of one tool needs from people before it runs, by the settings in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Requirements {
+    /// Distinct people who must confirm it (at least 1).
+    pub approvals_needed: u32,
+    /// How long a confirmation waits before it runs, when the tool is held.
+    pub hold: Option<Duration>,
+}
+
+impl Default for Requirements {
+    fn default() -> Self {
+        Self {
+            approvals_needed: 1,
+            hold: None,
+        }
+    }
+}
+
+impl ToolSettingsTable {
+    /// A table of `entries`.
+    pub fn new(entries: Vec<ToolSettingEntry>) -> Self {
+        Self { entries }
+    }
+
+    /// The entries, as stored.
+    pub fn entries(&self) -> &[ToolSettingEntry] {
+        &self.entries
+    }
+
+    /// What a call of `tool_name` needs: of every entry whose pattern covers it, the
+    /// largest quorum and the longest hold (the strictest setting wins, as deny wins
+    /// among rules).
+    pub fn requirements(&self, tool_name: &str) -> Requirements {
+        let covering = || {
+            self.entries
+                .iter()
+                .filter(|entry| name_matches(&entry.pattern, tool_name))
+        };
+        Requirements {
+            approvals_needed: covering()
+                .filter_map(|entry| entry.approvals)
+                .max()
+                .unwrap_or(1)
+                .max(1),
+            hold: covering()
+                .filter_map(|entry| entry.hold_seconds)
+                .filter(|seconds| *seconds > 0)
+                .max()
+                .map(|seconds| Duration::seconds(i64::from(seconds))),
+        }
+    }
+}
+
+/// The decision point's answer for one call: may it run, and what it needs first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallVerdict {
+    /// Run, ask or deny (with the reason), by the category and the rules.
+    pub decision: PolicyDecision,
+    /// What a confirmation needs (quorum, hold), by the settings.
+    pub requirements: Requirements,
+}
+
+/// The one decision point: what the agent's rules and settings in force say about a
+/// call of `tool` on a target of category `target`. Every path (wake, confirmation,
+/// confirm-all, a job's claim, the gateway) asks it, so no rule can be in force on one
+/// path and ignored on another.
+pub fn decide_call(
+    policy: &AgentPolicy,
+    settings: &ToolSettingsTable,
+    tool: &ToolSpec,
+    target: &TargetCategory,
+) -> CallVerdict {
+    CallVerdict {
+        decision: policy.decide(tool, target),
+        requirements: settings.requirements(&tool.name),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -423,5 +528,59 @@ mod tests {
         );
         let allow_all = base.with_rule(rule("*", RuleAction::Allow));
         assert_eq!(allow_all.route(&deferred), RuleAction::Allow);
+    }
+
+    #[test]
+    fn a_setting_on_a_pattern_covers_what_a_rule_on_it_covers() {
+        let entry = |pattern: &str, approvals, hold_seconds| ToolSettingEntry {
+            pattern: pattern.into(),
+            approvals,
+            hold_seconds,
+        };
+        let table = ToolSettingsTable::new(vec![
+            entry("update_task_*", Some(2), None),
+            entry("update_task_estimate", None, Some(30)),
+            entry("*", Some(3), Some(0)),
+        ]);
+        let needs = table.requirements("update_task_estimate");
+        assert_eq!(
+            needs.approvals_needed, 3,
+            "the strictest quorum covering it"
+        );
+        assert_eq!(needs.hold, Some(Duration::seconds(30)));
+        let table = ToolSettingsTable::new(vec![entry("update_task_*", Some(2), Some(10))]);
+        assert_eq!(
+            table.requirements("update_task_priority"),
+            Requirements {
+                approvals_needed: 2,
+                hold: Some(Duration::seconds(10))
+            }
+        );
+        assert_eq!(table.requirements("set_title"), Requirements::default());
+        assert_eq!(
+            ToolSettingsTable::default().requirements("x"),
+            Requirements::default()
+        );
+    }
+
+    proptest::proptest! {
+        /// The invariant of the decision point: a quorum set on a pattern binds exactly
+        /// the tools a rule on that same pattern covers.
+        #[test]
+        fn settings_and_rules_match_names_the_same_way(
+            pattern in "[a-c_*]{1,6}",
+            name in "[a-c_]{0,6}",
+        ) {
+            let rule = ToolRule::new(pattern.clone(), RuleAction::Ask).expect("non-empty");
+            let table = ToolSettingsTable::new(vec![ToolSettingEntry {
+                pattern: pattern.clone(),
+                approvals: Some(2),
+                hold_seconds: None,
+            }]);
+            proptest::prop_assert_eq!(
+                rule.matches(&name),
+                table.requirements(&name).approvals_needed == 2
+            );
+        }
     }
 }
