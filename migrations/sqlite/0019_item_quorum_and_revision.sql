@@ -10,3 +10,9 @@
 -- confirmation that names the revision it was shown is refused once it moved.
 ALTER TABLE change_items ADD COLUMN approvals_needed INTEGER;
 ALTER TABLE change_items ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+
+-- `allowed_by`: on the records of a call that ran without a person, what let it run
+-- (`{"rule": {pattern, action, expiresAt?}}`, `{"mode": "immediate"}`, `{"grant": id}`),
+-- so the trail says why each unasked run was allowed. NULL for calls a person
+-- confirmed, and for records written before this migration.
+ALTER TABLE audit_records ADD COLUMN allowed_by TEXT;

@@ -63,6 +63,7 @@ impl Fixture {
                     confirmed_by_person: false,
                     already_true: None,
                     now: NOW,
+                    allowed_by: None,
                 },
             )
             .await

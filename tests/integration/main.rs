@@ -7,6 +7,7 @@ mod bad_input;
 mod concurrency;
 mod confirmation;
 mod conformance;
+mod consent;
 mod delegation;
 mod elsewhere;
 mod executor;

@@ -124,19 +124,34 @@ pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
         }
         _ => {
             let result = service.confirm_all(set, ctx.now).await?;
-            let failed = result
+            let failures: Vec<&ConfirmError> = result
                 .items
                 .iter()
-                .filter(|(_, _, r)| matches!(r, ItemResult::Failed(_)))
-                .count();
+                .filter_map(|(_, _, r)| match r {
+                    ItemResult::Failed(error) => Some(error),
+                    _ => None,
+                })
+                .collect();
+            let failed = failures.len();
             let mut output = Output::either(ctx.json, &confirm_all_json(&result), || {
                 render::confirm_all(&result)
             })?;
             if failed > 0 {
-                output.failure = Some(CliError::failed(format!(
+                let message = format!(
                     "{failed} of {} item(s) could not be confirmed",
                     result.items.len()
-                )));
+                );
+                // Only stale targets: exit 4 as for one item, so a script refreshes.
+                let all_stale = failures
+                    .iter()
+                    .all(|error| matches!(error, ConfirmError::TargetChanged(_)));
+                output.failure = Some(if all_stale {
+                    CliError::Stale(format!(
+                        "{message}: the target changed since proposed; review and confirm again"
+                    ))
+                } else {
+                    CliError::failed(message)
+                });
             }
             Ok(output)
         }

@@ -252,8 +252,13 @@ fn item_lines(set: Uuid, index: usize, item: &ChangeItem, revision: Option<&Revi
         }
         None => String::new(),
     };
-    let mut text = format!("  [{index}] {:<10} {summary}{before}", item.status.as_str());
     let edit = edited(item, revision);
+    // The summary is the host's wording of the agent's proposal, not of an edit.
+    let proposed = if edit.is_some() { " (as proposed)" } else { "" };
+    let mut text = format!(
+        "  [{index}] {:<10} {summary}{proposed}{before}",
+        item.status.as_str()
+    );
     if item.revision > 0 {
         text.push_str(&format!("\n        revision {}", item.revision));
     }

@@ -10,6 +10,8 @@
 
 #[path = "cli/agent_rules.rs"]
 mod agent_rules;
+#[path = "cli/consent.rs"]
+mod consent;
 #[path = "cli/contract.rs"]
 mod contract;
 #[path = "cli/dialects.rs"]

@@ -538,6 +538,12 @@ impl ConfirmationService {
                     confirmed_by_person: true,
                     already_true,
                     now,
+                    // A standing grant answered instead of a person: the trail says so.
+                    allowed_by: self
+                        .attribution
+                        .as_ref()
+                        .and_then(|a| a.grant_id)
+                        .map(|grant| serde_json::json!({ "grant": grant })),
                 },
             )
             .await?;

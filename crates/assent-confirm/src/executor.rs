@@ -38,6 +38,9 @@ pub struct ExecutionRequest<'a> {
     pub already_true: Option<String>,
     /// The time of the audit records.
     pub now: OffsetDateTime,
+    /// What lets it run without a person (a rule, the tool's mode, a grant), written
+    /// on its audit records; `None` for a call a person confirmed.
+    pub allowed_by: Option<serde_json::Value>,
 }
 
 /// How an execution ended.
@@ -176,6 +179,7 @@ impl<'h> AuditedExecutor<'h> {
             detail: None,
             vector_clock: None,
             created_at: req.now,
+            allowed_by: req.allowed_by.clone(),
         }
     }
 

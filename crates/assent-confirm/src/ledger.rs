@@ -425,6 +425,7 @@ impl Engine {
             confirmed_by_person: true,
             already_true: None,
             now,
+            allowed_by: None,
         };
         let executor = AuditedExecutor::new(self.host.resolver(), &StoreAuditSink);
         if let Some(reason) = executor.policy_denial(&mut tx, &request).await {
@@ -512,6 +513,7 @@ impl Engine {
                     confirmed_by_person: true,
                     already_true,
                     now,
+                    allowed_by: None,
                 },
             )
             .await?;

@@ -330,6 +330,7 @@ impl WakeService {
                 confirmed_by_person: false,
                 already_true: None,
                 now,
+                allowed_by: policy.allowed_by(spec),
             };
             // A tool whose effect lies outside the database never runs inside this
             // transaction (it would hold the writer lock for as long as the call
@@ -391,6 +392,7 @@ impl WakeService {
             confirmed_by_person: false,
             already_true: None,
             now,
+            allowed_by: policy.allowed_by(spec),
         };
         let executor = AuditedExecutor::new(engine.host.resolver(), &StoreAuditSink);
         let target = &execution.invocation.target.target;

@@ -42,8 +42,8 @@ pub(crate) async fn insert_row(
 ) -> Result<i64, StoreError> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, target_kind, target_id, kind, args, success, detail,
-                                    vector_clock, created_at, origin_host, origin_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
+                                    vector_clock, created_at, origin_host, origin_id, allowed_by)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id",
     )
     .bind(record.operation_id.as_str())
     .bind(&record.run_key)
@@ -60,6 +60,7 @@ pub(crate) async fn insert_row(
     .bind(timefmt::format(record.created_at))
     .bind(origin.map(|(host, _)| host))
     .bind(origin.map(|(_, id)| id))
+    .bind(record.allowed_by.as_ref().map(Value::to_string))
     .fetch_one(&mut *conn)
     .await?;
     Ok(id)
@@ -71,6 +72,7 @@ pub(crate) fn decode(row: &AnyRow) -> Result<AuditRecord, StoreError> {
     let args: String = row.try_get("args")?;
     let clock: Option<String> = row.try_get("vector_clock")?;
     let created_at: String = row.try_get("created_at")?;
+    let allowed_by: Option<String> = row.try_get("allowed_by")?;
     Ok(AuditRecord {
         operation_id: OperationId::from_stored(row.try_get("operation_id")?),
         run_key: row.try_get("run_key")?,
@@ -89,6 +91,10 @@ pub(crate) fn decode(row: &AnyRow) -> Result<AuditRecord, StoreError> {
             .transpose()
             .map_err(|e| corrupt(e.to_string()))?,
         created_at: timefmt::parse(TABLE, &created_at)?,
+        allowed_by: allowed_by
+            .map(|text| serde_json::from_str::<Value>(&text))
+            .transpose()
+            .map_err(|e| corrupt(e.to_string()))?,
     })
 }
 
@@ -212,6 +218,7 @@ mod tests {
             detail: None,
             vector_clock: None,
             created_at: time::OffsetDateTime::UNIX_EPOCH,
+            allowed_by: None,
         }
     }
 

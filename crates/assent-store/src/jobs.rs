@@ -209,6 +209,7 @@ impl Job {
             detail: None,
             vector_clock: None,
             created_at: now,
+            allowed_by: None,
         }
     }
 

@@ -71,4 +71,9 @@ pub struct AuditRecord {
     /// When it was written.
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
+    /// For a call that ran without a person: what let it run (`{"rule": {"pattern",
+    /// "action", "expiresAt"?}}`, `{"mode": "immediate"}`, `{"grant": ID}`). Absent for
+    /// a call a person confirmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_by: Option<Value>,
 }

@@ -250,6 +250,31 @@ impl AgentPolicy {
             .max()
     }
 
+    /// What lets `tool` run without a person, for the audit trail (`allowedBy`): the
+    /// allowing rule with its pattern and expiry, or the tool's mode when no rule
+    /// covers it; `None` when the rules and mode would ask or deny.
+    pub fn allowed_by(&self, tool: &ToolSpec) -> Option<serde_json::Value> {
+        if self.route(tool) != RuleAction::Allow {
+            return None;
+        }
+        let rule = self
+            .rules
+            .iter()
+            .find(|rule| rule.action() == RuleAction::Allow && rule.matches(&tool.name));
+        Some(match rule {
+            Some(rule) => {
+                let mut shown = serde_json::json!({"pattern": rule.pattern(), "action": "allow"});
+                if let Some(at) = rule.expires_at()
+                    && let Ok(at) = at.format(&time::format_description::well_known::Rfc3339)
+                {
+                    shown["expiresAt"] = serde_json::Value::String(at);
+                }
+                serde_json::json!({ "rule": shown })
+            }
+            None => serde_json::json!({"mode": "immediate"}),
+        })
+    }
+
     /// The category allowlist, fail-closed: unknown or failed lookups deny.
     pub fn check_category(&self, target: &TargetCategory) -> Result<(), String> {
         match target {

@@ -135,6 +135,7 @@ impl Device {
                 detail: None,
                 vector_clock: Some(clock),
                 created_at: at,
+                allowed_by: None,
             },
         });
     }

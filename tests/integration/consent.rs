@@ -1,0 +1,206 @@
+//! What a person sets is what is enforced, on every backend and every device (issue
+//! 37): a quorum on a pattern binds every tool it covers (SQLite and PostgreSQL); the
+//! quorum an item was proposed with travels with it, so a device without the setting
+//! still asks for it; one rule change (the engine's) has one effect, in one
+//! transaction, whichever door it came through.
+
+use assent_confirm::{ConfirmError, ExecutionOutcome, RuleChange};
+use assent_store::{agents, change_sets};
+use assent_tests::{NOW, TestApp, backends};
+use assent_tools::RuleAction;
+use serde_json::json;
+use time::Duration;
+
+fn minutes(n: i64) -> time::OffsetDateTime {
+    NOW + Duration::minutes(n)
+}
+
+fn awaits(outcome: &ExecutionOutcome, approvals: usize) {
+    assert_eq!(
+        *outcome,
+        ExecutionOutcome::AwaitingApprovals {
+            approvals,
+            needed: 2
+        },
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_quorum_on_a_pattern_binds_every_tool_it_covers_on_every_backend() {
+    for backend in backends() {
+        let app = TestApp::on(&backend).await;
+        let task = app.scene().await;
+        let change = RuleChange {
+            approvals: Some(2),
+            ..RuleChange::new("update_task_*", RuleAction::Ask)
+        };
+        assert!(
+            app.engine
+                .change_rule("agent-1", &change, minutes(0))
+                .await
+                .unwrap()
+        );
+        let set = app
+            .wake(
+                &task,
+                &[("update_task_priority", json!({"priority": "P0"}))],
+            )
+            .await
+            .change_set
+            .expect("queued")
+            .id;
+        let alice = app.engine.confirmations().by("alice");
+        let first = alice.confirm_item(set, 0, minutes(1)).await.unwrap();
+        awaits(&first.execution, 1);
+        assert_eq!(app.load(&task).await.priority.as_deref(), Some("P1"));
+        let bob = app.engine.confirmations().by("bob");
+        bob.confirm_item(set, 0, minutes(2)).await.unwrap();
+        assert_eq!(
+            app.load(&task).await.priority.as_deref(),
+            Some("P0"),
+            "{backend:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_quorum_an_item_was_proposed_with_travels_to_a_device_without_the_setting() {
+    let a = TestApp::device("device-a").await;
+    let b = TestApp::device("device-b").await;
+    let task = a.scene().await;
+    b.agent("agent-1", &["work"]).await;
+    let quorum = RuleChange {
+        approvals: Some(2),
+        ..RuleChange::new("update_task_priority", RuleAction::Ask)
+    };
+    a.engine
+        .change_rule("agent-1", &quorum, minutes(0))
+        .await
+        .unwrap();
+    let set = a
+        .wake(
+            &task,
+            &[("update_task_priority", json!({"priority": "P0"}))],
+        )
+        .await
+        .change_set
+        .expect("queued");
+    assert_eq!(set.items[0].approvals_needed, Some(2));
+    a.send_to(&b).await;
+
+    // B has no quorum setting of its own; the item still needs two people there.
+    let mut conn = b.store.pool().acquire().await.unwrap();
+    let arrived = change_sets::require(&mut conn, set.id).await.unwrap();
+    assert_eq!(arrived.items[0].approvals_needed, Some(2));
+    assert!(
+        agents::quorums(&mut conn, "agent-1")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    drop(conn);
+    let alice = b.engine.confirmations().by("alice");
+    let first = alice.confirm_item(set.id, 0, minutes(1)).await.unwrap();
+    awaits(&first.execution, 1);
+    assert_eq!(b.load(&task).await.priority.as_deref(), Some("P1"));
+    // Nobody named: a quorum cannot be counted, and nothing runs.
+    let anonymous = b
+        .engine
+        .confirmations()
+        .confirm_item(set.id, 0, minutes(2))
+        .await;
+    assert!(
+        matches!(anonymous, Err(ConfirmError::Conflict(ref why)) if why.contains("needs 2 approvals")),
+        "{anonymous:?}"
+    );
+    let bob = b.engine.confirmations().by("bob");
+    bob.confirm_item(set.id, 0, minutes(3)).await.unwrap();
+    assert_eq!(b.load(&task).await.priority.as_deref(), Some("P0"));
+}
+
+#[tokio::test]
+async fn a_rule_change_writes_its_rule_quorum_and_shadow_removal_together_or_nothing() {
+    for backend in backends() {
+        let app = TestApp::on(&backend).await;
+        app.scene().await;
+        let engine = &app.engine;
+        let mut conn = app.store.pool().acquire().await.unwrap();
+        let shadow =
+            assent_tools::ToolRule::new("update_task_priority", RuleAction::Allow).unwrap();
+        agents::set_shadow_rule(&mut conn, "agent-1", shadow, minutes(0))
+            .await
+            .unwrap();
+        drop(conn);
+
+        let refused = engine
+            .change_rule(
+                "agent-1",
+                &RuleChange {
+                    approvals: Some(2),
+                    ..RuleChange::new("update_task_priority", RuleAction::Allow)
+                },
+                minutes(1),
+            )
+            .await;
+        assert!(
+            matches!(refused, Err(ConfirmError::InvalidRule(_))),
+            "{refused:?}"
+        );
+        let unknown = engine
+            .change_rule(
+                "nobody",
+                &RuleChange::new("x", RuleAction::Deny),
+                minutes(1),
+            )
+            .await;
+        assert!(
+            matches!(unknown, Err(ConfirmError::UnknownAgent(_))),
+            "{unknown:?}"
+        );
+        let mut conn = app.store.pool().acquire().await.unwrap();
+        assert_eq!(
+            agents::shadow_rules(&mut conn, "agent-1")
+                .await
+                .unwrap()
+                .map(|s| s.len()),
+            Some(1),
+            "a refused change wrote nothing"
+        );
+        drop(conn);
+
+        let change = RuleChange {
+            approvals: Some(3),
+            ..RuleChange::new("update_task_priority", RuleAction::Ask)
+        };
+        assert!(
+            engine
+                .change_rule("agent-1", &change, minutes(2))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !engine
+                .change_rule("agent-1", &change, minutes(3))
+                .await
+                .unwrap(),
+            "the same change again changes nothing"
+        );
+        let mut conn = app.store.pool().acquire().await.unwrap();
+        assert_eq!(
+            agents::shadow_rules(&mut conn, "agent-1").await.unwrap(),
+            Some(Vec::new()),
+            "the rule set for real promoted the shadow rule"
+        );
+        assert_eq!(
+            agents::quorums(&mut conn, "agent-1").await.unwrap(),
+            vec![("update_task_priority".to_owned(), 3)]
+        );
+        let policy = agents::policy(&mut conn, "agent-1").await.unwrap().unwrap();
+        assert_eq!(
+            policy.ruled("update_task_priority"),
+            Some(RuleAction::Ask),
+            "{backend:?}"
+        );
+    }
+}
