@@ -13,6 +13,7 @@ mod elsewhere;
 mod executor;
 mod hold;
 mod ledger;
+mod matrix;
 mod outbox;
 mod outcome;
 mod properties;

@@ -1,0 +1,461 @@
+//! The enforcement matrix (issue 37, `../shared/THREATS.md`): every rule kind × every
+//! way of naming a tool × every path a call or a decision takes, one row each, on
+//! SQLite and PostgreSQL. A row is the proof that a rule holds on that path; a rule
+//! accepted and shown as in force but ignored on one path fails its row.
+//!
+//! [`the_matrix_names_every_kind_naming_and_path`] keeps it complete: a rule kind, a
+//! naming or a path without its rows (or a written reason why a row cannot exist)
+//! fails it, and [`kind_of_action`] stops compiling when the policy gains an action,
+//! so adding a rule kind or a path means adding its rows.
+//!
+//! Rows elsewhere, for the doors this engine-level matrix does not drive: the CLI's and
+//! the API's doors in `crates/assent-cli/tests/cli/consent.rs` (revisions, patterns,
+//! the policy answering first) and the server's tests; `SERVER__tool` names through the
+//! MCP gateway's own tests; a held confirmation across devices in `hold.rs`.
+
+use assent_confirm::WakeRequest;
+use assent_confirm::{ConfirmError, ExecutionOutcome, ItemResult, RuleChange};
+use assent_store::{agents, audit, decisions};
+use assent_tests::{NOW, TestApp, TestBackend, backends};
+use assent_tools::{AuditKind, RuleAction, ToolRule};
+use serde_json::json;
+use time::{Duration, OffsetDateTime};
+use uuid::Uuid;
+
+/// A kind of rule a person sets about an agent's tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Allow,
+    Ask,
+    Deny,
+    /// `agent ask … --approvals 2`.
+    Quorum,
+    /// `agent hold … 30`.
+    Hold,
+    /// `agent allow … --shadow`: tried without effect.
+    Shadow,
+    /// A grant suggestion applied (`grants suggest --apply`): an allow that expires.
+    Suggestion,
+}
+
+const KINDS: [Kind; 7] = [
+    Kind::Allow,
+    Kind::Ask,
+    Kind::Deny,
+    Kind::Quorum,
+    Kind::Hold,
+    Kind::Shadow,
+    Kind::Suggestion,
+];
+
+/// Every action the policy knows has its kind here: a new one fails to compile until
+/// it has its rows.
+fn kind_of_action(action: RuleAction) -> Kind {
+    match action {
+        RuleAction::Allow => Kind::Allow,
+        RuleAction::Ask => Kind::Ask,
+        RuleAction::Deny => Kind::Deny,
+    }
+}
+
+/// How the rule names the tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Naming {
+    Exact,
+    Pattern,
+}
+
+const NAMINGS: [Naming; 2] = [Naming::Exact, Naming::Pattern];
+
+impl Naming {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Exact => "update_task_priority",
+            Self::Pattern => "update_task_*",
+        }
+    }
+}
+
+/// A path a call or its decision takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// The rule is in force when the agent proposes.
+    Wake,
+    /// The call was queued before the rule; a person confirms it after.
+    Confirm,
+    /// The same, through confirm-all.
+    ConfirmAll,
+    /// A held confirmation's job, claimed when its window ends, the rule set meanwhile.
+    Claim,
+    /// Proposed on another device without the rule, synced here, confirmed here.
+    Sync,
+}
+
+const PATHS: [Path; 5] = [
+    Path::Wake,
+    Path::Confirm,
+    Path::ConfirmAll,
+    Path::Claim,
+    Path::Sync,
+];
+
+/// What the row asserts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// Runs without a person; its audit record names what allowed it.
+    RunsUnasked,
+    /// Queued for a person; nothing runs.
+    Queued,
+    /// Queued, and fixed at proposal to need two people.
+    QueuedForTwo,
+    /// Refused; nothing queued or run.
+    Refused,
+    /// The person's confirmation applies it.
+    Applies,
+    /// The confirmation applies it, and the decision records the shadow rule's verdict.
+    AppliesWithShadowVerdict,
+    /// One person's confirmation counts, short of two: nothing runs.
+    AwaitsSecondPerson,
+    /// The confirmation waits out the window: nothing runs before it ends.
+    Scheduled,
+    /// The row cannot exist, for the reason given.
+    NotApplicable(&'static str),
+}
+
+/// The matrix itself: what `kind` does on `path` (the same for every naming).
+fn expect(kind: Kind, path: Path) -> Expect {
+    use Expect::*;
+    match (kind, path) {
+        (Kind::Allow | Kind::Suggestion, Path::Wake) => RunsUnasked,
+        (Kind::Ask | Kind::Hold | Kind::Shadow, Path::Wake) => Queued,
+        (Kind::Quorum, Path::Wake) => QueuedForTwo,
+        (Kind::Deny, _) => Refused,
+        (Kind::Quorum, Path::Confirm | Path::ConfirmAll | Path::Sync) => AwaitsSecondPerson,
+        (Kind::Quorum, Path::Claim) => NotApplicable(
+            "a held job is one whole confirmation: a quorum set after it was scheduled binds later confirmations",
+        ),
+        (Kind::Hold, Path::Confirm | Path::ConfirmAll | Path::Sync) => Scheduled,
+        (Kind::Hold, Path::Claim) => Applies,
+        (Kind::Shadow, Path::Confirm | Path::ConfirmAll | Path::Sync) => AppliesWithShadowVerdict,
+        (Kind::Allow | Kind::Ask | Kind::Suggestion | Kind::Shadow, _) => Applies,
+    }
+}
+
+/// Sets `kind` for `naming` on `app`'s `agent` at `at`.
+async fn set_rule(app: &TestApp, agent: &str, kind: Kind, naming: Naming, at: OffsetDateTime) {
+    let name = naming.name();
+    let engine = &app.engine;
+    let change = |action| RuleChange::new(name, action);
+    match kind {
+        Kind::Allow | Kind::Ask | Kind::Deny => {
+            let action = match kind {
+                Kind::Allow => RuleAction::Allow,
+                Kind::Ask => RuleAction::Ask,
+                _ => RuleAction::Deny,
+            };
+            assert_eq!(kind_of_action(action), kind);
+            engine
+                .change_rule(agent, &change(action), at)
+                .await
+                .unwrap();
+        }
+        Kind::Quorum => {
+            let quorum = RuleChange {
+                approvals: Some(2),
+                ..change(RuleAction::Ask)
+            };
+            engine.change_rule(agent, &quorum, at).await.unwrap();
+        }
+        Kind::Suggestion => {
+            let suggested = RuleChange {
+                until: Some(at + Duration::days(30)),
+                ..change(RuleAction::Allow)
+            };
+            engine.change_rule(agent, &suggested, at).await.unwrap();
+        }
+        Kind::Hold => {
+            let mut conn = app.store.pool().acquire().await.unwrap();
+            agents::set_hold(&mut conn, agent, name, 30, at)
+                .await
+                .unwrap()
+                .expect("the agent exists");
+        }
+        Kind::Shadow => {
+            let mut conn = app.store.pool().acquire().await.unwrap();
+            let rule = ToolRule::new(name, RuleAction::Allow).unwrap();
+            agents::set_shadow_rule(&mut conn, agent, rule, at)
+                .await
+                .unwrap()
+                .expect("the agent exists");
+        }
+    }
+}
+
+fn at(minutes: i64) -> OffsetDateTime {
+    NOW + Duration::minutes(minutes)
+}
+
+/// A new task of agent-1's (P1) on `app`.
+async fn task(app: &TestApp) -> String {
+    app.task(assent_journal_host::NewTask {
+        title: "Matrix".into(),
+        category: Some("work".into()),
+        priority: Some("P1".into()),
+        ..Default::default()
+    })
+    .await
+}
+
+/// `agent` proposes P0 for `task`: the set, when one was queued, and the reply.
+async fn propose(
+    app: &TestApp,
+    agent: &str,
+    task: &str,
+) -> (Option<assent_domain::ChangeSet>, String) {
+    let calls = assent_tests::tool_calls(&[("update_task_priority", json!({"priority": "P0"}))]);
+    let request = WakeRequest::new(
+        agent,
+        assent_journal_host::task_target(task),
+        Uuid::new_v4().to_string(),
+        calls,
+    );
+    let outcome = app.engine.wakes().wake(request, NOW).await.unwrap();
+    let reply = outcome.responses[0].content.clone();
+    (outcome.change_set, reply)
+}
+
+/// What a person's confirmation led to, as the row compares it.
+enum Confirmed {
+    Outcome(ExecutionOutcome),
+    Refused(ConfirmError),
+}
+
+async fn confirm(app: &TestApp, set: Uuid, all: bool, when: OffsetDateTime) -> Confirmed {
+    let person = app.engine.confirmations().by("alice");
+    if all {
+        let mut result = person.confirm_all(set, when).await.unwrap();
+        return match result.items.remove(0).2 {
+            ItemResult::Confirmed(outcome) => Confirmed::Outcome(outcome.execution),
+            ItemResult::Failed(error) => Confirmed::Refused(error),
+            ItemResult::Skipped(why) => panic!("skipped: {why}"),
+        };
+    }
+    match person.confirm_item(set, 0, when).await {
+        Ok(outcome) => Confirmed::Outcome(outcome.execution),
+        Err(error) => Confirmed::Refused(error),
+    }
+}
+
+/// Checks one row on `app` (and `peer`, the other device of the sync path).
+async fn row(app: &TestApp, peer: &TestApp, kind: Kind, naming: Naming, path: Path) {
+    let here = format!("{kind:?} × {naming:?} × {path:?}");
+    // Each path has an agent of its own: a rule is the agent's, and one path's rule
+    // must not route another path's proposal.
+    let agent = &agent_of(path);
+    let expected = expect(kind, path);
+    if let Expect::NotApplicable(_) = expected {
+        return;
+    }
+    let task = task(if path == Path::Sync { peer } else { app }).await;
+
+    match path {
+        Path::Wake => {
+            set_rule(app, agent, kind, naming, at(0)).await;
+            let (set, reply) = propose(app, agent, &task).await;
+            match expected {
+                Expect::RunsUnasked => {
+                    assert!(set.is_none(), "{here}: {reply}");
+                    assert_eq!(
+                        app.load(&task).await.priority.as_deref(),
+                        Some("P0"),
+                        "{here}"
+                    );
+                    let mut conn = app.store.pool().acquire().await.unwrap();
+                    let trail = audit::list(
+                        &mut conn,
+                        &audit::AuditFilter::Target(assent_journal_host::task_target(&task)),
+                        10,
+                    )
+                    .await
+                    .unwrap();
+                    let result = trail
+                        .iter()
+                        .find(|r| r.kind == AuditKind::Result)
+                        .unwrap_or_else(|| panic!("{here}: a result record"));
+                    let allowed = result.allowed_by.as_ref().expect("allowedBy");
+                    assert_eq!(allowed["rule"]["pattern"], naming.name(), "{here}");
+                }
+                Expect::Queued | Expect::QueuedForTwo => {
+                    let set = set.unwrap_or_else(|| panic!("{here}: queued: {reply}"));
+                    let needed = (expected == Expect::QueuedForTwo).then_some(2);
+                    assert_eq!(set.items[0].approvals_needed, needed, "{here}");
+                    assert_eq!(
+                        app.load(&task).await.priority.as_deref(),
+                        Some("P1"),
+                        "{here}"
+                    );
+                }
+                Expect::Refused => {
+                    assert!(set.is_none(), "{here}");
+                    assert!(reply.contains("denied by policy"), "{here}: {reply}");
+                    assert_eq!(
+                        app.load(&task).await.priority.as_deref(),
+                        Some("P1"),
+                        "{here}"
+                    );
+                }
+                other => panic!("{here}: no wake row for {other:?}"),
+            }
+        }
+        Path::Confirm | Path::ConfirmAll | Path::Sync => {
+            let (deciding, set) = if path == Path::Sync {
+                let set = propose(peer, agent, &task)
+                    .await
+                    .0
+                    .expect("queued on the other device");
+                peer.send_to(app).await;
+                (app, set.id)
+            } else {
+                (app, propose(app, agent, &task).await.0.expect("queued").id)
+            };
+            set_rule(deciding, agent, kind, naming, at(1)).await;
+            let confirmed = confirm(deciding, set, path == Path::ConfirmAll, at(2)).await;
+            let now = deciding.load(&task).await.priority;
+            match (expected, confirmed) {
+                (Expect::Applies, Confirmed::Outcome(outcome)) => {
+                    assert!(outcome.is_success(), "{here}: {outcome:?}");
+                    assert_eq!(now.as_deref(), Some("P0"), "{here}");
+                }
+                (Expect::AppliesWithShadowVerdict, Confirmed::Outcome(outcome)) => {
+                    assert!(outcome.is_success(), "{here}: {outcome:?}");
+                    assert_eq!(now.as_deref(), Some("P0"), "{here}");
+                    let mut conn = deciding.store.pool().acquire().await.unwrap();
+                    let decided = decisions::for_change_set(&mut conn, set).await.unwrap();
+                    let shadows = decisions::shadows_of(&mut conn, &decided).await.unwrap();
+                    assert!(!shadows.is_empty(), "{here}: a shadow verdict recorded");
+                }
+                (Expect::Refused, Confirmed::Refused(ConfirmError::PolicyDenied(_))) => {
+                    assert_eq!(now.as_deref(), Some("P1"), "{here}");
+                }
+                (Expect::AwaitsSecondPerson, Confirmed::Outcome(outcome)) => {
+                    assert!(
+                        matches!(
+                            outcome,
+                            ExecutionOutcome::AwaitingApprovals { needed: 2, .. }
+                        ),
+                        "{here}: {outcome:?}"
+                    );
+                    assert_eq!(now.as_deref(), Some("P1"), "{here}");
+                }
+                (Expect::Scheduled, Confirmed::Outcome(outcome)) => {
+                    assert!(
+                        matches!(outcome, ExecutionOutcome::Scheduled { .. }),
+                        "{here}: {outcome:?}"
+                    );
+                    assert_eq!(now.as_deref(), Some("P1"), "{here}");
+                }
+                (expected, Confirmed::Outcome(outcome)) => {
+                    panic!("{here}: expected {expected:?}, got {outcome:?}")
+                }
+                (expected, Confirmed::Refused(error)) => {
+                    panic!("{here}: expected {expected:?}, refused: {error}")
+                }
+            }
+        }
+        Path::Claim => {
+            // Held by exact name; the row's rule comes while the window runs.
+            let mut conn = app.store.pool().acquire().await.unwrap();
+            agents::set_hold(&mut conn, agent, "update_task_priority", 30, at(0))
+                .await
+                .unwrap();
+            drop(conn);
+            let set = propose(app, agent, &task).await.0.expect("queued").id;
+            let Confirmed::Outcome(ExecutionOutcome::Scheduled { not_before, .. }) =
+                confirm(app, set, false, at(1)).await
+            else {
+                panic!("{here}: a held confirmation");
+            };
+            set_rule(app, agent, kind, naming, at(1) + Duration::SECOND).await;
+            let early = app.engine.run_due_jobs(not_before - Duration::SECOND).await;
+            assert_eq!(
+                early.unwrap().claimed,
+                0,
+                "{here}: nothing before the window ends"
+            );
+            let run = app
+                .engine
+                .run_due_jobs(not_before + Duration::SECOND)
+                .await
+                .unwrap();
+            let now = app.load(&task).await.priority;
+            match expected {
+                Expect::Applies => {
+                    assert_eq!(run.applied, 1, "{here}: {run:?}");
+                    assert_eq!(now.as_deref(), Some("P0"), "{here}");
+                }
+                Expect::Refused => {
+                    assert_eq!(run.applied, 0, "{here}: {run:?}");
+                    assert_eq!(now.as_deref(), Some("P1"), "{here}");
+                }
+                other => panic!("{here}: no claim row for {other:?}"),
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_rule_kind_holds_on_every_path_for_every_naming() {
+    for backend in backends() {
+        for kind in KINDS {
+            for naming in NAMINGS {
+                // One pair of devices per rule: rules are per agent, and each row
+                // works on a task of its own.
+                let (app, peer) = devices(&backend).await;
+                for path in PATHS {
+                    row(&app, &peer, kind, naming, path).await;
+                }
+            }
+        }
+    }
+}
+
+/// Device A with an agent per path (no rules) and device B with the same agent, on `backend`.
+async fn devices(backend: &TestBackend) -> (TestApp, TestApp) {
+    let app = TestApp::device_on(backend, "device-a").await;
+    let peer = TestApp::device_on(backend, "device-b").await;
+    for path in PATHS {
+        app.agent(&agent_of(path), &["work"]).await;
+        peer.agent(&agent_of(path), &["work"]).await;
+    }
+    (app, peer)
+}
+
+fn agent_of(path: Path) -> String {
+    format!("agent-{path:?}").to_lowercase()
+}
+
+#[test]
+fn the_matrix_names_every_kind_naming_and_path() {
+    let mut rows = 0;
+    let mut gaps = Vec::new();
+    for kind in KINDS {
+        for path in PATHS {
+            match expect(kind, path) {
+                Expect::NotApplicable(why) => {
+                    assert!(!why.trim().is_empty(), "{kind:?} × {path:?}: say why");
+                    gaps.push((kind, path));
+                }
+                _ => rows += NAMINGS.len(),
+            }
+        }
+    }
+    // Every action of the policy is a kind of the matrix.
+    for action in [RuleAction::Allow, RuleAction::Ask, RuleAction::Deny] {
+        assert!(KINDS.contains(&kind_of_action(action)));
+    }
+    assert_eq!(
+        rows + gaps.len() * NAMINGS.len(),
+        KINDS.len() * PATHS.len() * NAMINGS.len()
+    );
+    assert!(gaps.len() <= 1, "gaps need a reason each: {gaps:?}");
+}
