@@ -145,6 +145,7 @@ fn history() -> Vec<ChangeDecision> {
                 args,
                 created_at: NOW - time::Duration::hours(i64::try_from(i).unwrap_or(0) + 1),
                 vector_clock: VectorClock::default(),
+                decided_by: None,
             }
         })
         .collect()

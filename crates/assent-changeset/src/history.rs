@@ -212,6 +212,7 @@ mod tests {
             args: json!({"priority": "P2"}),
             created_at: OffsetDateTime::UNIX_EPOCH,
             vector_clock: VectorClock::default(),
+            decided_by: None,
         }
     }
 

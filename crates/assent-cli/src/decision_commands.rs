@@ -62,8 +62,10 @@ pub async fn show(ctx: &Ctx, args: ShowArgs) -> Result<Output, CliError> {
         tools.push(served_tool(&mut conn, id, index, &item.tool_name).await?);
     }
     let quorum = approvals::quorum_of(&mut conn, &set).await?;
+    let shadows = decisions::shadows_of(&mut conn, &decided).await?;
     let mut view = SetView::of(&set)
         .with_reasons(&decided)
+        .with_shadows(&decided, &shadows)
         .with_jobs(&ran)
         .with_quorum(&quorum);
     view.undoes = change_sets::undoes(&mut conn, id).await?;

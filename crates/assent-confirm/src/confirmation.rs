@@ -281,6 +281,7 @@ impl ConfirmationService {
             args: item.args.clone(),
             created_at: now,
             vector_clock: set.vector_clock.clone(),
+            decided_by: None,
         }
     }
 
@@ -308,7 +309,10 @@ impl ConfirmationService {
         };
         let mut written = Vec::with_capacity(indexes.len());
         for &index in indexes {
-            let decision = Self::decision(set, index, &verdicts, now);
+            let decision = ChangeDecision {
+                decided_by: self.reviewer.clone(),
+                ..Self::decision(set, index, &verdicts, now)
+            };
             let shadow = shadow_verdict(&shadows, &decision);
             let facts = assent_store::decisions::LocalFacts {
                 approval_digest: verdicts.approval_digest.as_deref(),

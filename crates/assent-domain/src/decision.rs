@@ -44,6 +44,11 @@ pub struct ChangeDecision {
     /// Causality for cross-device sync.
     #[serde(default)]
     pub vector_clock: VectorClock,
+    /// Who decided (a token's id, `--as`, the OS user), when known: every view of a
+    /// decision names the person. It travels with the decision, so another device's
+    /// trail says who decided there too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
 }
 
 impl ChangeDecision {
@@ -83,6 +88,7 @@ mod tests {
                 args: json!({"minutes": 60}),
                 created_at: OffsetDateTime::from_unix_timestamp(secs).expect("in range"),
                 vector_clock: VectorClock::default(),
+                decided_by: None,
             };
             let v = serde_json::to_value(&decision).expect("serialises");
             prop_assert!(v.get("changeSetId").is_some() && v.get("itemIndex").is_some());

@@ -100,8 +100,10 @@ pub(crate) async fn show_change_set(
     let ran = jobs::for_change_set(&mut conn, id).await?;
     let changed = host_tools::changed_items(&mut conn, id).await?;
     let quorum = approvals::quorum_of(&mut conn, &set).await?;
+    let shadows = decisions::shadows_of(&mut conn, &decided).await?;
     ok(SetView::of(&set)
         .with_reasons(&decided)
+        .with_shadows(&decided, &shadows)
         .with_jobs(&ran)
         .with_changed_tools(&changed)
         .with_undoable(|tool, args, before| reversible(&state, tool, args, before))

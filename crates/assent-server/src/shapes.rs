@@ -76,6 +76,13 @@ pub struct SetItemView<'a> {
     /// How many distinct people must approve it; absent when one is enough.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approvals_needed: Option<u32>,
+    /// Who made its last decision, when known (see [`SetView::with_reasons`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<&'a str>,
+    /// What a shadow rule of the agent said beside its last decision, `{rule, agreed}`
+    /// (see [`SetView::with_shadows`]); absent when none covered it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<&'a Value>,
 }
 
 /// The id a journal task's views have always carried as `taskId`; absent for other
@@ -147,17 +154,20 @@ impl<'a> SetView<'a> {
                     undoable: false,
                     approvals: None,
                     approvals_needed: None,
+                    decided_by: None,
+                    shadow: None,
                 })
                 .collect(),
         }
     }
 
-    /// The same view with each rejected item's reason taken from `decisions` (the
-    /// set's, oldest first: the last word on an item wins).
+    /// The same view with each rejected item's reason, and who decided each item,
+    /// taken from `decisions` (the set's, oldest first: the last word on an item wins).
     #[must_use]
     pub fn with_reasons(mut self, decisions: &'a [ChangeDecision]) -> Self {
         for decision in decisions {
             if let Some(item) = self.items.get_mut(decision.item_index) {
+                item.decided_by = decision.decided_by.as_deref();
                 item.reason = match decision.verdict {
                     Verdict::Rejected => decision.reason.as_deref(),
                     _ => None,
@@ -189,6 +199,26 @@ impl<'a> SetView<'a> {
                     item.args = args;
                     item.edited_by = revision.edited_by.as_deref();
                 }
+            }
+        }
+        self
+    }
+
+    /// The same view with the shadow verdict recorded beside each item's last decision
+    /// (`shadows` from `decisions::shadows_of` over `decisions`, the set's, oldest
+    /// first).
+    #[must_use]
+    pub fn with_shadows(
+        mut self,
+        decisions: &[ChangeDecision],
+        shadows: &'a [(Uuid, Value)],
+    ) -> Self {
+        for decision in decisions {
+            if let Some(item) = self.items.get_mut(decision.item_index) {
+                item.shadow = shadows
+                    .iter()
+                    .find(|(id, _)| *id == decision.id)
+                    .map(|(_, shadow)| shadow);
             }
         }
         self

@@ -102,7 +102,7 @@ pub(crate) async fn insert_row(
     .bind(json!(decision.vector_clock).to_string())
     .bind(origin_host)
     .bind(facts.approval_digest)
-    .bind(facts.decided_by)
+    .bind(facts.decided_by.or(decision.decided_by.as_deref()))
     .bind(facts.shadow.map(Value::to_string))
     .execute(&mut *conn)
     .await?;
@@ -137,6 +137,7 @@ pub(crate) fn decode(row: &AnyRow) -> Result<ChangeDecision, StoreError> {
         created_at: timefmt::parse(TABLE, &created_at)?,
         vector_clock: serde_json::from_str::<VectorClock>(&clock)
             .map_err(|e| corrupt(e.to_string()))?,
+        decided_by: row.try_get("decided_by")?,
     })
 }
 

@@ -382,6 +382,7 @@ fn rejection(args: Value, reason: Option<&str>, at: OffsetDateTime) -> ChangeDec
         args,
         created_at: at,
         vector_clock: Default::default(),
+        decided_by: None,
     }
 }
 

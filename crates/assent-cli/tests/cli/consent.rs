@@ -372,3 +372,29 @@ fn confirm_all_exits_4_when_every_item_it_could_not_confirm_was_stale() {
     assert_eq!(code(&cli.run(&["confirm", &set, "--all"])), 0, "refreshed");
     assert_eq!(cli.json(&["task", "show", &task], "")["priority"], "P0");
 }
+
+#[test]
+fn every_json_view_of_a_decision_names_who_decided_and_show_gives_the_shadow_verdict() {
+    let cli = Cli::new();
+    let task = cli.agent_and_task();
+    cli.json(
+        &["agent", "allow", "a", "update_task_priority", "--shadow"],
+        "",
+    );
+    let set = propose(&cli, &task, "P0");
+    let rejected = cli.json(
+        &["reject", &set, "0", "--reason", "not now", "--as", "bob"],
+        "",
+    );
+    assert_eq!(rejected["decidedBy"], "bob", "{rejected}");
+    let item = cli.json(&["show", &set, "0"], "");
+    assert_eq!(item["decidedBy"], "bob", "{item}");
+    assert_eq!(
+        item["shadow"],
+        serde_json::json!({"rule": "allow", "agreed": false}),
+        "{item}"
+    );
+    let other = propose(&cli, &task, "P3");
+    let confirmed = cli.json(&["confirm", &other, "0", "--as", "carol"], "");
+    assert_eq!(confirmed["decision"]["decidedBy"], "carol", "{confirmed}");
+}

@@ -93,6 +93,7 @@ impl Device {
             args: json!({"value": 0}),
             created_at: at,
             vector_clock: set.vector_clock.clone(),
+            decided_by: None,
         };
         self.state.decisions.push(SyncedDecision {
             origin_host: host,
