@@ -131,7 +131,6 @@ async fn item_path(state: &AppState, path: ItemPath) -> Result<(Uuid, usize), Se
 
 /// `{revision?}` of a confirmation: the item revision the person was shown.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct ConfirmBody {
     revision: Option<u32>,
 }

@@ -175,3 +175,65 @@ async fn of_the_last_two_approvals_racing_one_applies_and_the_other_is_409() {
         }
     }
 }
+
+#[tokio::test]
+async fn an_edit_under_a_quorum_is_shown_and_a_confirmation_of_an_older_revision_is_409() {
+    let server = TestServer::start().await;
+    let task = server.agent_and_task("Revision").await;
+    // A quorum set on a pattern over the API binds the tool it covers.
+    let (status, agent) = server
+        .send_as(
+            crate::support::TOKEN,
+            reqwest::Method::PUT,
+            "/api/agents/triage/rules/update_task_*",
+            &json!({"action": "ask", "approvals": 2}),
+        )
+        .await;
+    assert_eq!(status, 200, "{agent}");
+    let (alice, bob) = (
+        server.token("reviewer", None).await,
+        server.token("reviewer", None).await,
+    );
+    let set = propose_priority(&server, &task, "P0").await;
+    let item = format!("/api/change-sets/{set}/items/0");
+    let post = reqwest::Method::POST;
+    let (status, edited) = server
+        .send_as(
+            &alice,
+            post.clone(),
+            &format!("{item}/edit"),
+            &json!({"args": {"priority": "P3"}, "revision": 0}),
+        )
+        .await;
+    assert_eq!(status, 200, "{edited}");
+    assert!(
+        edited["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1 of 2 approvals")),
+        "a pattern's quorum: {edited}"
+    );
+    let (_, shown) = server.get(&format!("/api/change-sets/{set}")).await;
+    let shown = &shown["items"][0];
+    assert_eq!(shown["args"], json!({"priority": "P3"}), "{shown}");
+    assert_eq!(shown["proposedArgs"], json!({"priority": "P0"}));
+    assert_eq!(shown["revision"], 1);
+    assert!(shown["editedBy"].is_string(), "{shown}");
+
+    let confirm = format!("{item}/confirm");
+    let (status, stale) = server
+        .send_as(&bob, post.clone(), &confirm, &json!({"revision": 0}))
+        .await;
+    assert_eq!(status, 409, "{stale}");
+    let (_, task_now) = server.get(&format!("/api/tasks/{task}")).await;
+    assert_ne!(task_now["priority"], "P3", "nothing counted");
+    let (status, bad) = server
+        .send_as(&bob, post.clone(), &confirm, &json!({"revision": "one"}))
+        .await;
+    assert_eq!(status, 400, "{bad}");
+    let (status, applied) = server
+        .send_as(&bob, post, &confirm, &json!({"revision": 1}))
+        .await;
+    assert_eq!(status, 200, "{applied}");
+    let (_, task_now) = server.get(&format!("/api/tasks/{task}")).await;
+    assert_eq!(task_now["priority"], "P3", "the edited revision ran");
+}
