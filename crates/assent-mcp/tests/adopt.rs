@@ -69,7 +69,7 @@ async fn each_agents_gateway_takes_over_only_its_own_calls_and_the_pins() {
                 host_tools::record_catalog(
                     &mut conn,
                     "mcp_files",
-                    Some("cursor"),
+                    Some("desktop"),
                     Some("none"),
                     &[listed],
                     now,
@@ -94,11 +94,22 @@ async fn each_agents_gateway_takes_over_only_its_own_calls_and_the_pins() {
             "another agent's call stays for its own gateway"
         );
         let mut conn = store.pool().acquire().await.expect("a connection");
-        let catalog = host_tools::for_host(&mut conn, &ours).await.expect("read");
+        let mut catalog = host_tools::for_host(&mut conn, &ours).await.expect("read");
+        // The bare name, for no agent: what a bare-named item was approved against.
+        let bare = catalog.remove(0);
+        assert_eq!(bare.tool_name, "append_note");
+        assert_eq!(bare.agent_id, None);
         assert_eq!(catalog.len(), 1, "{catalog:?}");
         assert_eq!(catalog[0].tool_name, "files__append_note");
         assert_eq!(catalog[0].agent_id.as_deref(), Some("desktop"));
         assert!(catalog[0].changed(), "a redefinition stays unaccepted");
+        let listed = host_tools::for_agent(&mut conn, "desktop")
+            .await
+            .expect("read");
+        assert_eq!(
+            listed, catalog,
+            "the old host's entry is no longer desktop's"
+        );
         drop(conn);
 
         // Then cursor's single-server gateway: its call, its own catalog.

@@ -50,7 +50,10 @@ pub async fn holds(
 /// the new host), and copies `from`'s catalog to `to` with each tool's name prefixed
 /// by `tool_prefix` (empty for none), keeping its pin, so a definition a person
 /// accepted stays accepted and one that changed stays changed. Entries `to` already
-/// has are kept. Run it in a write transaction: the moves are one step.
+/// has are kept; `from`'s entries stop naming the agent. With a prefix, the entries are
+/// also copied under their own names for no agent: what an item recorded under such a
+/// name was approved against. Run it in a write
+/// transaction: the moves are one step.
 pub async fn rehost(
     conn: &mut AnyConnection,
     from: &str,
@@ -99,5 +102,28 @@ pub async fn rehost(
     .execute(&mut *conn)
     .await?
     .rows_affected();
+    // The items recorded under the bare names keep finding their tool's definition
+    // (an approval's digest names its hash); no agent meets the tool by that name.
+    if !tool_prefix.is_empty() {
+        sqlx::query(
+            "INSERT INTO host_tools (host, tool_name, agent_id, trust, definition, input_schema,
+                                     hash, pinned_hash, first_seen_at, updated_at)
+             SELECT $1, tool_name, NULL, trust, definition, input_schema, hash, pinned_hash,
+                    first_seen_at, updated_at
+             FROM host_tools WHERE host = $2
+             ON CONFLICT (host, tool_name) DO NOTHING",
+        )
+        .bind(to)
+        .bind(from)
+        .execute(&mut *conn)
+        .await?;
+    }
+    // The old host's entries are no longer the agent's: its tools are listed once, as
+    // the new host's (`assent tools`, `agent show`), and accepted there.
+    sqlx::query("UPDATE host_tools SET agent_id = NULL WHERE host = $1 AND agent_id = $2")
+        .bind(from)
+        .bind(agent_id)
+        .execute(&mut *conn)
+        .await?;
     Ok(Rehosted { items, jobs, tools })
 }

@@ -896,9 +896,9 @@ fn agents(db: &str, ids: &[&str]) {
     }
 }
 
-/// Records item 0 of `set` as the previous release did: its job's host named after
-/// the server alone (`mcp_NAME`), whatever the agent.
-async fn as_the_previous_release(db: &str, set: Uuid, server: &str) {
+/// Records item 0 of `set` of agent `agent` as the previous release did: its job's
+/// host, and its server's catalog, named after the server alone (`mcp_NAME`).
+async fn as_the_previous_release(db: &str, agent: &str, set: Uuid, server: &str) {
     let store = Store::open(db).await.expect("the store");
     let mut conn = store.pool().acquire().await.expect("a connection");
     let legacy = assent_store::jobs::ExternalItem {
@@ -908,6 +908,12 @@ async fn as_the_previous_release(db: &str, set: Uuid, server: &str) {
     assent_store::jobs::mark_external(&mut conn, set, 0, &legacy)
         .await
         .expect("marked");
+    assent_confirm::sqlx::query("UPDATE host_tools SET host = $1 WHERE host = $2")
+        .bind(&legacy.host)
+        .bind(assent_mcp::gateway_host(agent, server))
+        .execute(&mut *conn)
+        .await
+        .expect("the catalog moved");
     drop(conn);
     store.close().await;
 }
@@ -1021,8 +1027,8 @@ async fn calls_the_previous_release_recorded_run_once_on_their_own_agents_gatewa
         .await,
     ));
     desktop.cancel().await.expect("the client leaves");
-    as_the_previous_release(&s.db, one, "notes").await;
-    as_the_previous_release(&s.db, two, "notes").await;
+    as_the_previous_release(&s.db, "desktop", one, "notes").await;
+    as_the_previous_release(&s.db, "desktop", two, "notes").await;
     succeeded(&assent(&s.db, &["confirm", &one.to_string(), "0"]));
     assert_eq!(job_host(&s.db, one).await, "mcp_notes");
 
