@@ -82,8 +82,8 @@ pub fn registry(
     Ok(registry)
 }
 
-/// The catalog of server `server`'s gateway, whose client calls the upstream's tools
-/// by `prefix` and their name (`SERVER__` behind a `--config` gateway, empty for a
+/// The catalog of a server's gateway (`server_prefix`: `SERVER__`), whose client calls
+/// the upstream's tools by `prefix` and their name (`SERVER__` behind a `--config` gateway, empty for a
 /// single server): [`registry`] of the tools so named (`review` names them so too).
 /// Each tool is also registered under the other mode's name (the upstream's bare name
 /// behind `--config`, `SERVER__tool` for a single server) unless a tool already has
@@ -93,14 +93,14 @@ pub fn registry(
 /// client call reaches the other name: the gateway takes only the names it lists.
 pub(crate) fn gateway_registry(
     tools: &[Tool],
-    server: &str,
+    server_prefix: &str,
     prefix: &str,
     trust: Trust,
     review: &BTreeSet<String>,
 ) -> Result<ToolRegistry, McpError> {
     let mut registry = ToolRegistry::new();
     let other_prefix = if prefix.is_empty() {
-        crate::config::namespaced(server, "")
+        server_prefix.to_owned()
     } else {
         String::new()
     };

@@ -139,7 +139,8 @@ impl Gateway {
         let operator_idempotent = host_tools::idempotent_tools(&mut conn, &options.agent).await?;
         drop(conn);
         let review = review_of(&catalog);
-        let registry = gateway_registry(&tools, &options.server, &prefix, options.trust, &review)?;
+        let server_prefix = crate::config::namespaced(&options.server, "");
+        let registry = gateway_registry(&tools, &server_prefix, &prefix, options.trust, &review)?;
         let caller = Arc::new(UpstreamCaller::with_prefix(
             upstream,
             crate::config::namespaced(&options.server, ""),
@@ -217,7 +218,7 @@ impl Gateway {
         let options = &inner.options;
         let registry = gateway_registry(
             &tools,
-            &options.server,
+            &crate::config::namespaced(&options.server, ""),
             &inner.prefix,
             options.trust,
             &review,
