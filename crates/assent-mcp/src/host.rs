@@ -169,7 +169,7 @@ impl ToolHandler<AnyConnection> for InlineUpstream {
                     self.0.keep_result(
                         &invocation.operation_id,
                         rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
-                            format!("Error: {error}."),
+                            format!("Error: {}.", error.to_string().trim_end_matches('.')),
                         )]),
                     );
                     Err(ToolsError::HandlerFailed {
