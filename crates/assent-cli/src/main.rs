@@ -178,10 +178,35 @@ fn init_tracing() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // Only fails when a subscriber is already set, which nothing here does.
     let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(RedactedStderr::default)
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(filter)
         .try_init();
+}
+
+/// One log line for stderr, written there when the subscriber is done with it, with
+/// every URL's userinfo and query values redacted (`assent_mcp::redact`): libraries
+/// quote the URLs they were given (rmcp's transport errors, reqwest's), and a
+/// configuration's URL may hold a password or an API key.
+#[derive(Default)]
+struct RedactedStderr(Vec<u8>);
+
+impl Write for RedactedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for RedactedStderr {
+    fn drop(&mut self) {
+        let line = assent_mcp::redact::redact(&String::from_utf8_lossy(&self.0));
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
 }
 
 /// Prints `text` with a final newline; a closed pipe (`assent audit | head`) is not an

@@ -118,6 +118,7 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
         Some(addr) => Downstream::Http(HttpDownstream {
             addr,
             allowed_hosts: args.allowed_hosts.clone(),
+            limits: assent_server::ServerLimits::default(),
         }),
     };
     let config = match &args.config {
@@ -130,6 +131,12 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
         return Err(CliError::Usage(format!(
             "--public-url {url:?} is not an http:// or https:// URL"
         )));
+    }
+    // Refused before the database is opened: a bad name changes nothing.
+    if let Some(server) = &args.server
+        && let Some(problem) = assent_mcp::config::server_name_problem(server)
+    {
+        return Err(CliError::Usage(format!("--server: {problem}")));
     }
     let store = crate::database::open_store(db).await?;
     let options = GatewayOptions {
@@ -157,7 +164,7 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
     };
     store.close().await;
     served.map_err(|error| match error {
-        McpError::EmptyServerName => CliError::Usage(error.to_string()),
+        McpError::BadServerName(_) => CliError::Usage(error.to_string()),
         other => CliError::Failed(other.into()),
     })
 }

@@ -1476,3 +1476,27 @@ fn the_upstreams_stderr_goes_to_the_gateways_log_with_the_servers_name() {
         .unwrap_or_else(|| panic!("the server's line is logged: {stderr}"));
     assert!(forwarded.contains("loud-one"), "{forwarded}");
 }
+
+#[tokio::test]
+async fn a_down_upstreams_error_names_the_server_once() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    std::fs::write(&note, "hello\n").expect("a file to read");
+    for tool in ["read_note", "crash"] {
+        succeeded(&assent(&s.db, &["agent", "allow", "bot", tool]));
+    }
+    let upstream = [fixture().display().to_string()];
+    let client = gateway(&s.db, &[], &upstream).await;
+    let crashed = call(&client, "crash", json!({"path": note})).await;
+    assert_eq!(crashed.is_error, Some(true), "{}", text(&crashed));
+    // Within the second before it is started again, the server is down.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let down = call(&client, "read_note", json!({"path": note})).await;
+    assert_eq!(down.is_error, Some(true), "{}", text(&down));
+    assert_eq!(
+        text(&down),
+        "Error: the upstream server \"notes\" was not reachable for read_note (nothing was \
+         sent): its connection is closed."
+    );
+    client.cancel().await.expect("the client leaves");
+}

@@ -82,18 +82,57 @@ pub fn registry(
     Ok(registry)
 }
 
+/// The catalog of a server's gateway (`server_prefix`: `SERVER__`), whose client calls
+/// the upstream's tools by `prefix` and their name (`SERVER__` behind a `--config` gateway, empty for a
+/// single server): [`registry`] of the tools so named (`review` names them so too).
+/// Each tool is also registered under the other mode's name (the upstream's bare name
+/// behind `--config`, `SERVER__tool` for a single server) unless a tool already has
+/// that name: the two modes share the agent's host for the server, so a job of an item
+/// recorded under the other name (by an earlier release, or before the operator
+/// switched between `--server` and `--config`) still finds its tool when it runs. No
+/// client call reaches the other name: the gateway takes only the names it lists.
+pub(crate) fn gateway_registry(
+    tools: &[Tool],
+    server_prefix: &str,
+    prefix: &str,
+    trust: Trust,
+    review: &BTreeSet<String>,
+) -> Result<ToolRegistry, McpError> {
+    let mut registry = ToolRegistry::new();
+    let other_prefix = if prefix.is_empty() {
+        server_prefix.to_owned()
+    } else {
+        String::new()
+    };
+    for (own, other) in [(prefix, false), (other_prefix.as_str(), true)] {
+        for tool in tools {
+            let mut named = tool.clone();
+            named.name = format!("{own}{}", tool.name).into();
+            if other && registry.get(&named.name).is_some() {
+                continue;
+            }
+            let in_review = review.contains(&format!("{prefix}{}", tool.name));
+            register(&mut registry, &named, trust, in_review)?;
+        }
+    }
+    Ok(registry)
+}
+
 /// The catalog a gateway last recorded for its agent ([`HostTool`]s, each with its
 /// host's trust and review state), as the engine's registry: what another process
-/// (`assent tools`) lists for the agent without starting the upstream. Tools of several
-/// gateways meet in one registry, so a name two of them list is an error.
+/// (`assent tools`) lists for the agent without starting the upstream, each tool under
+/// the name it was recorded by (the client's: `SERVER__tool` behind a `--config`
+/// gateway). Tools of several gateways meet in one registry, so a name two of them
+/// list is an error.
 pub fn recorded_registry(recorded: &[HostTool]) -> Result<ToolRegistry, McpError> {
     let mut registry = ToolRegistry::new();
     for tool in recorded {
-        let listed: Tool =
+        let mut listed: Tool =
             serde_json::from_value(tool.definition.clone()).map_err(|e| McpError::Catalog {
                 tool: tool.tool_name.clone(),
                 reason: format!("its recorded definition is not an MCP tool: {e}"),
             })?;
+        listed.name = tool.tool_name.clone().into();
         let trust = match tool.trust.as_deref() {
             Some(name) if name == Trust::Hints.as_str() => Trust::Hints,
             _ => Trust::None,

@@ -38,14 +38,15 @@ pub enum UpstreamSource {
 }
 
 impl UpstreamSource {
-    /// The command line or the URL, as errors and logs name the server.
+    /// The command line or the URL, as errors and logs name the server, with the
+    /// URL's secrets redacted ([`crate::redact`]).
     pub fn describe(&self) -> String {
         match self {
             Self::Command { program, args, .. } => std::iter::once(program.as_str())
                 .chain(args.iter().map(String::as_str))
                 .collect::<Vec<_>>()
                 .join(" "),
-            Self::Http { url, .. } => url.clone(),
+            Self::Http { url, .. } => crate::redact::redact(url),
         }
     }
 }
@@ -136,11 +137,34 @@ pub fn parse(text: &str) -> Result<ServersConfig, ConfigError> {
     Ok(config)
 }
 
-/// Whether `name` can name a server: non-empty, ASCII letters, digits, `_`, `-` and
-/// `.` (so its tools' names stay valid MCP tool names), and no `__`.
+/// Why `name` cannot name a server of any gateway (`--server` or an entry of a
+/// configuration file), or `None`: it is non-empty, neither starts nor ends with `_`,
+/// and holds no `__`. A server's tools are named `NAME__tool` behind a `--config`
+/// gateway, split at the first `__`: only such a name makes that split give back the
+/// server (`s_` + `_echo` would be `s___echo`, read as server `s`, tool `_echo`).
+pub fn server_name_problem(name: &str) -> Option<String> {
+    if name.trim().is_empty() {
+        return Some("the server name is empty".to_owned());
+    }
+    if name.starts_with('_') || name.ends_with('_') {
+        return Some(format!(
+            "the server name {name:?} starts or ends with `_`, which would run into the `{NAMESPACE_SEPARATOR}` between it and its tools' names"
+        ));
+    }
+    if name.contains(NAMESPACE_SEPARATOR) {
+        return Some(format!(
+            "the server name {name:?} contains `{NAMESPACE_SEPARATOR}`, which separates it from its tools' names"
+        ));
+    }
+    None
+}
+
+/// Whether `name` can name a server of a configuration file: [`server_name_problem`],
+/// and only ASCII letters, digits, `_`, `-` and `.` (so its tools' names stay valid
+/// MCP tool names).
 fn check_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("the server name is empty".to_owned());
+    if let Some(problem) = server_name_problem(name) {
+        return Err(problem);
     }
     if !name
         .chars()
@@ -149,11 +173,6 @@ fn check_name(name: &str) -> Result<(), String> {
         return Err(
             "a server name may hold only ASCII letters, digits, `_`, `-` and `.`".to_owned(),
         );
-    }
-    if name.contains(NAMESPACE_SEPARATOR) {
-        return Err(format!(
-            "a server name may not contain `{NAMESPACE_SEPARATOR}`, which separates it from its tools' names"
-        ));
     }
     Ok(())
 }
@@ -230,11 +249,13 @@ pub fn namespaced(server: &str, tool: &str) -> String {
     format!("{server}{NAMESPACE_SEPARATOR}{tool}")
 }
 
-/// The server and tool a namespaced tool name names (split at the first `__`, since a
-/// server name holds none).
+/// The server and tool a namespaced tool name names, split at the first `__`: a
+/// server name holds none and does not end with `_` ([`server_name_problem`]), so the
+/// first `__` is the one after it, whatever the tool's name (`s__` + `_echo`); a
+/// server part that no server may be named is no split.
 pub fn split_namespaced(name: &str) -> Option<(&str, &str)> {
     name.split_once(NAMESPACE_SEPARATOR)
-        .filter(|(server, tool)| !server.is_empty() && !tool.is_empty())
+        .filter(|(server, tool)| server_name_problem(server).is_none() && !tool.is_empty())
 }
 
 #[cfg(test)]
@@ -336,5 +357,46 @@ mod tests {
         assert_eq!(split_namespaced("files_x"), None);
         assert_eq!(split_namespaced("__x"), None);
         assert_eq!(split_namespaced("x__"), None);
+        // A tool whose name starts with `_` stays its server's.
+        assert_eq!(namespaced("s", "_echo"), "s___echo");
+        assert_eq!(split_namespaced("s___echo"), Some(("s", "_echo")));
+    }
+
+    #[test]
+    fn a_server_name_that_would_split_two_ways_is_refused() {
+        for bad in ["s_", "_s", "_", "a__b", "", " "] {
+            assert!(server_name_problem(bad).is_some(), "{bad:?}");
+        }
+        for good in ["s", "my_files", "my-files", "a_b_c", "v1.2"] {
+            assert_eq!(server_name_problem(good), None, "{good:?}");
+        }
+        let parsed = parse(
+            &json!({"mcpServers": {
+                "s_": {"command": "a"},
+                "_s": {"command": "a"},
+                "s": {"command": "a"}
+            }})
+            .to_string(),
+        )
+        .expect("a map");
+        let broken: Vec<&str> = parsed.broken.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(broken, ["_s", "s_"]);
+        assert!(
+            parsed
+                .broken
+                .iter()
+                .all(|b| b.reason.contains("starts or ends with `_`")),
+            "{parsed:?}"
+        );
+        // Every split of a namespaced name gives back the server it was made of.
+        for server in ["s", "a_b", "x-y"] {
+            for tool in ["_echo", "echo_", "__x", "a__b", "_"] {
+                assert_eq!(
+                    split_namespaced(&namespaced(server, tool)),
+                    Some((server, tool)),
+                    "{server} {tool}"
+                );
+            }
+        }
     }
 }

@@ -35,9 +35,10 @@ pub enum McpError {
         /// The server whose jobs or items that host holds.
         other: String,
     },
-    /// `--server` is empty.
-    #[error("the server name must not be empty")]
-    EmptyServerName,
+    /// The server's name is empty or would split two ways behind a `--config`
+    /// gateway (see `config::server_name_problem`).
+    #[error("{0}")]
+    BadServerName(String),
     /// Listing the upstream's tools again (it said they changed) failed.
     #[error("listing the tools of `{command}` again failed: {reason}")]
     UpstreamRelist {

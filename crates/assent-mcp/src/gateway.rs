@@ -1,8 +1,8 @@
 //! The MCP server the client talks to: the upstream's tools, gated.
 
 use crate::McpError;
-use crate::catalog::{Trust, idempotent, listed, registry, route};
-use crate::host::{McpHost, host_name};
+use crate::catalog::{Trust, gateway_registry, idempotent, listed, route};
+use crate::host::{McpHost, adopt_legacy, gateway_host};
 use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
 use assent_changeset::{ToolArguments, ToolCall, reply};
 use assent_confirm::{Engine, WakeRequest};
@@ -75,7 +75,18 @@ struct Inner {
     /// The tools the client was last told have an `outputSchema` (they ran at once
     /// when listed); see [`Gateway::keep_promise`].
     promised: Mutex<BTreeSet<String>>,
+    /// What the client's name of a tool adds to the upstream's: `SERVER__` behind a
+    /// `--config` gateway ([`crate::Gateways`]), nothing for a single server. Rules,
+    /// items, the catalog and every other record name a tool as the client does.
+    prefix: String,
+    /// When the previous release's host was last looked at for calls of this agent
+    /// that arrived since (a sync from a device of that release): see [`adopt_legacy`].
+    adopted_at: Mutex<Option<std::time::Instant>>,
 }
+
+/// How often a running gateway looks for its agent's calls under the previous
+/// release's host name.
+const ADOPT_EVERY: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,8 +104,20 @@ impl Gateway {
         upstream: Arc<Upstream>,
         options: GatewayOptions,
     ) -> Result<Self, McpError> {
-        if options.server.trim().is_empty() {
-            return Err(McpError::EmptyServerName);
+        Self::open_with_prefix(store, upstream, options, String::new()).await
+    }
+
+    /// [`Gateway::open`] for one server of a `--config` gateway: its tools are named
+    /// `prefix` and the upstream's name (`SERVER__tool`) for the client and in every
+    /// record; the upstream is called by its own name.
+    pub(crate) async fn open_with_prefix(
+        store: Store,
+        upstream: Arc<Upstream>,
+        options: GatewayOptions,
+        prefix: String,
+    ) -> Result<Self, McpError> {
+        if let Some(problem) = crate::config::server_name_problem(&options.server) {
+            return Err(McpError::BadServerName(problem));
         }
         let mut conn = store
             .pool()
@@ -104,18 +127,36 @@ impl Gateway {
         if agents::policy(&mut conn, &options.agent).await?.is_none() {
             return Err(McpError::UnknownAgent(options.agent.clone()));
         }
+        drop(conn);
+        adopt_legacy(&store, &options.agent, &options.server, &prefix, true).await?;
+        let mut conn = store
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?;
         let tools = upstream.tools();
-        let catalog = record_catalog(&mut conn, &options, &tools).await?;
+        let catalog = record_catalog(&mut conn, &options, &prefix, &tools).await?;
         let operator_idempotent = host_tools::idempotent_tools(&mut conn, &options.agent).await?;
         drop(conn);
         let review = review_of(&catalog);
-        let registry = registry(&tools, options.trust, &review)?;
-        let caller = Arc::new(UpstreamCaller::new(upstream));
+        let server_prefix = crate::config::namespaced(&options.server, "");
+        let registry = gateway_registry(&tools, &server_prefix, &prefix, options.trust, &review)?;
+        let caller = Arc::new(UpstreamCaller::with_prefix(
+            upstream,
+            crate::config::namespaced(&options.server, ""),
+        ));
         let host = Arc::new(McpHost::new(
+            &options.agent,
             &options.server,
             &options.category,
             caller.clone(),
-            retried(&tools, options.trust, &operator_idempotent),
+            retried(
+                &tools,
+                &options.server,
+                &prefix,
+                options.trust,
+                &operator_idempotent,
+            ),
         ));
         let target = host.target();
         let engine = Engine::open(store, Arc::new(registry), host.clone()).await?;
@@ -128,6 +169,8 @@ impl Gateway {
                 target,
                 options,
                 promised: Mutex::new(BTreeSet::new()),
+                prefix,
+                adopted_at: Mutex::new(Some(std::time::Instant::now())),
             }),
         })
     }
@@ -153,8 +196,11 @@ impl Gateway {
             .await
             .map_err(assent_store::StoreError::from)?;
         let catalog = match &relisted {
-            Some(tools) => record_catalog(&mut conn, &inner.options, tools).await?,
-            None => host_tools::for_host(&mut conn, &host_name(&inner.options.server)).await?,
+            Some(tools) => record_catalog(&mut conn, &inner.options, &inner.prefix, tools).await?,
+            None => {
+                let host = gateway_host(&inner.options.agent, &inner.options.server);
+                host_tools::for_host(&mut conn, &host).await?
+            }
         };
         let operator_idempotent =
             host_tools::idempotent_tools(&mut conn, &inner.options.agent).await?;
@@ -170,12 +216,25 @@ impl Gateway {
         }
         let tools = upstream.tools();
         let options = &inner.options;
-        let registry = registry(&tools, options.trust, &review)?;
+        let registry = gateway_registry(
+            &tools,
+            &crate::config::namespaced(&options.server, ""),
+            &inner.prefix,
+            options.trust,
+            &review,
+        )?;
         let host = McpHost::new(
+            &options.agent,
             &options.server,
             &options.category,
             inner.caller.clone(),
-            retried(&tools, options.trust, &operator_idempotent),
+            retried(
+                &tools,
+                &options.server,
+                &inner.prefix,
+                options.trust,
+                &operator_idempotent,
+            ),
         );
         let engine = Engine::new(store, Arc::new(registry), Arc::new(host));
         if let Ok(mut current) = inner.engine.write() {
@@ -215,6 +274,7 @@ impl Gateway {
     /// lease is the call deadline and 5 s more: `--call-timeout` is what bounds a call,
     /// and a job whose gateway died mid-call is found in doubt soon after.
     pub async fn tick(&self, now: OffsetDateTime) {
+        self.adopt_now_and_then().await;
         let engine = self.engine();
         let mut settings = engine.job_settings();
         if let Ok(call) = time::Duration::try_from(self.inner.options.deadlines.call) {
@@ -225,6 +285,41 @@ impl Gateway {
         }
     }
 
+    /// Every [`ADOPT_EVERY`], takes over this agent's calls that arrived under the
+    /// previous release's host name since the last look ([`adopt_legacy`]: one read
+    /// when there are none).
+    async fn adopt_now_and_then(&self) {
+        let inner = &self.inner;
+        let due = inner.adopted_at.lock().is_ok_and(|mut last| {
+            let due = last.is_none_or(|at| at.elapsed() >= ADOPT_EVERY);
+            if due {
+                *last = Some(std::time::Instant::now());
+            }
+            due
+        });
+        if !due {
+            return;
+        }
+        let store = self.engine().store().clone();
+        let options = &inner.options;
+        if let Err(error) = adopt_legacy(
+            &store,
+            &options.agent,
+            &options.server,
+            &inner.prefix,
+            false,
+        )
+        .await
+        {
+            tracing::error!(%error, "looking for calls under the previous release's host failed");
+        }
+    }
+
+    /// The upstream's tools as the client names them (see [`Inner::prefix`]).
+    fn client_tools(&self) -> Vec<Tool> {
+        client_tools(&self.inner.caller.upstream().tools(), &self.inner.prefix)
+    }
+
     /// The upstream's tools the agent may see: every one its rules do not deny, a
     /// deferred one without its output schema and with a note that its result comes
     /// after review ([`listed`]).
@@ -233,10 +328,7 @@ impl Gateway {
         let engine = self.engine();
         let registry = engine.registry();
         Ok(self
-            .inner
-            .caller
-            .upstream()
-            .tools()
+            .client_tools()
             .iter()
             .filter_map(|tool| {
                 let action = route(&policy, registry.get(&tool.name)?);
@@ -294,13 +386,7 @@ impl Gateway {
     ) -> Result<Called, ErrorData> {
         let inner = &self.inner;
         self.sync_catalog(false).await.map_err(internal)?;
-        if !inner
-            .caller
-            .upstream()
-            .tools()
-            .iter()
-            .any(|t| t.name == tool_name)
-        {
+        if !self.client_tools().iter().any(|t| t.name == tool_name) {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool {tool_name:?}"),
                 None,
@@ -482,7 +568,9 @@ impl Gateway {
         Ok(Some(()))
     }
 
-    /// The change set of task `task_id` when it names item 0 of a set of this server.
+    /// The change set of task `task_id` when it names item 0 of a set of this agent on
+    /// this server: another agent's task is unknown here, exactly like one that does
+    /// not exist (its gateway shares this server's name, not its calls).
     async fn own_task(&self, task_id: &str) -> Result<Option<Uuid>, McpError> {
         let Some((set_id, 0)) = parse_task_id(task_id) else {
             return Ok(None);
@@ -491,7 +579,9 @@ impl Gateway {
         let ours = change_sets::load(&mut conn, set_id)
             .await?
             .is_some_and(|set| {
-                set.target_kind == self.inner.target.kind && set.target_id == self.inner.target.id
+                set.target_kind == self.inner.target.kind
+                    && set.target_id == self.inner.target.id
+                    && set.agent_id == self.inner.options.agent
             });
         Ok(ours.then_some(set_id))
     }
@@ -639,9 +729,14 @@ impl Gateway {
 /// Records `tools` as the catalog of the gateway's host in the database, so edits of
 /// its items are checked against their schemas from any process and a definition
 /// that changed since a person accepted it is caught.
+///
+/// Each tool is recorded under the name the client calls it by (`prefix` and the
+/// upstream's name), with its definition as the upstream gave it: the pin is a hash of
+/// the upstream's words, so it stays the same whatever the gateway calls the tool.
 async fn record_catalog(
     conn: &mut assent_store::AnyConnection,
     options: &GatewayOptions,
+    prefix: &str,
     tools: &[Tool],
 ) -> Result<Vec<HostTool>, McpError> {
     let definitions: Vec<(String, Value, Value)> = tools
@@ -649,7 +744,7 @@ async fn record_catalog(
         .map(|tool| {
             let definition = serde_json::to_value(tool).unwrap_or(Value::Null);
             let schema = Value::Object((*tool.input_schema).clone());
-            (tool.name.to_string(), definition, schema)
+            (format!("{prefix}{}", tool.name), definition, schema)
         })
         .collect();
     let listed: Vec<ListedTool<'_>> = definitions
@@ -662,7 +757,7 @@ async fn record_catalog(
         .collect();
     Ok(host_tools::record_catalog(
         conn,
-        &host_name(&options.server),
+        &gateway_host(&options.agent, &options.server),
         Some(&options.agent),
         Some(options.trust.as_str()),
         &listed,
@@ -672,12 +767,40 @@ async fn record_catalog(
 }
 
 /// The tools whose calls left in doubt simply run again: those the operator said are
-/// idempotent, and under `--trust hints` those the upstream calls idempotent.
-fn retried(tools: &[Tool], trust: Trust, operator: &BTreeSet<String>) -> BTreeSet<String> {
+/// idempotent (by the name the client calls them, `prefix` and the upstream's name),
+/// and under `--trust hints` those the upstream calls idempotent. The tool's name in
+/// the other mode (see `catalog::gateway_registry`) is in the set too, for the jobs of
+/// items recorded under it; the operator's word for a bare name does not cover a
+/// namespaced tool (it may be another server's).
+fn retried(
+    tools: &[Tool],
+    server: &str,
+    prefix: &str,
+    trust: Trust,
+    operator: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    let mut retried = BTreeSet::new();
+    for tool in tools {
+        let client = format!("{prefix}{}", tool.name);
+        if idempotent(tool, trust) || operator.contains(&client) {
+            retried.insert(tool.name.to_string());
+            retried.insert(crate::config::namespaced(server, &tool.name));
+        }
+    }
+    retried
+}
+
+/// `tools` as the client names them: `prefix` and each one's name.
+fn client_tools(tools: &[Tool], prefix: &str) -> Vec<Tool> {
     tools
         .iter()
-        .filter(|tool| idempotent(tool, trust) || operator.contains(tool.name.as_ref()))
-        .map(|tool| tool.name.to_string())
+        .map(|tool| {
+            let mut tool = tool.clone();
+            if !prefix.is_empty() {
+                tool.name = format!("{prefix}{}", tool.name).into();
+            }
+            tool
+        })
         .collect()
 }
 
@@ -831,7 +954,7 @@ impl Gateway {
     }
 
     /// The answer to a client's `tools/call` of one of this server's tools (its name as
-    /// the upstream lists it).
+    /// the client calls it: `SERVER__tool` behind a `--config` gateway).
     pub async fn answer_call(
         &self,
         request: CallToolRequestParams,

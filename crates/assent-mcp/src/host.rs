@@ -24,12 +24,36 @@ use assent_tools::{
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// The host's name for server `server`, one per name (two servers never share a host,
-/// so neither claims the other's jobs): `mcp_` and the name when it is made of ASCII
-/// letters, digits and `_` (as before); otherwise `mcpx_` and the name with `_`
-/// doubled and every other character outside ASCII letters and digits written as
-/// `_`, its code point in hex, `_` (`my-files` → `mcpx_my_2d_files`). Host names
-/// are ASCII letters, digits and `_`, as the store requires.
+/// The host of agent `agent`'s gateway for server `server`: `mcpa_`, the agent's id,
+/// `_x_`, the server's name, each written as [`host_name`] writes a name after its
+/// prefix (ASCII letters and digits as they are, `_` doubled, any other character
+/// `_`, its code point in lowercase hex, `_`). Two gateways share a host only when
+/// they serve the same agent and the same server: agents that call their servers by
+/// one name never claim each other's jobs (`_x_` is never part of a written name,
+/// whose `_` is followed by `_` or a hex digit, so the split is unambiguous).
+pub fn gateway_host(agent: &str, server: &str) -> String {
+    format!("mcpa_{}_x_{}", escaped(agent), escaped(server))
+}
+
+/// `name` with `_` doubled and every character other than ASCII letters and digits
+/// written as `_`, its code point in hex, `_`.
+fn escaped(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        match c {
+            '_' => out.push_str("__"),
+            c if c.is_ascii_alphanumeric() => out.push(c),
+            c => out.push_str(&format!("_{:x}_", u32::from(c))),
+        }
+    }
+    out
+}
+
+/// The host the previous release named after server `server` alone, whatever the
+/// agent (see [`gateway_host`] for today's): `mcp_` and the name when it is made of
+/// ASCII letters, digits and `_`; otherwise `mcpx_` and the name written as
+/// [`gateway_host`] writes it (`my-files` → `mcpx_my_2d_files`). A gateway takes
+/// over its own agent's items and jobs of that host ([`adopt_legacy`]).
 pub fn host_name(server: &str) -> String {
     let plain = server
         .chars()
@@ -37,15 +61,44 @@ pub fn host_name(server: &str) -> String {
     if plain {
         return format!("mcp_{server}");
     }
-    let mut name = String::from("mcpx_");
-    for c in server.chars() {
-        match c {
-            '_' => name.push_str("__"),
-            c if c.is_ascii_alphanumeric() => name.push(c),
-            c => name.push_str(&format!("_{:x}_", u32::from(c))),
+    format!("mcpx_{}", escaped(server))
+}
+
+/// Moves what the previous release's host of `server` ([`host_name`]) holds for agent
+/// `agent` on the server's target to the gateway's own host ([`gateway_host`]): its
+/// items and jobs (so a call queued or confirmed before the upgrade runs, once, on
+/// this agent's gateway and no other) and, with their pins, its catalog (tool names
+/// prefixed with `tool_prefix`, `SERVER__` behind a `--config` gateway). One write
+/// transaction when there is something to move; `catalog` copies the catalog even
+/// when no item or job is left (at the gateway's start).
+pub async fn adopt_legacy(
+    store: &assent_store::Store,
+    agent: &str,
+    server: &str,
+    tool_prefix: &str,
+    catalog: bool,
+) -> Result<(), McpError> {
+    let legacy = host_name(server);
+    let target = Target::new(TARGET_KIND, server.to_owned());
+    if !catalog {
+        let mut conn = store
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?;
+        if !assent_store::rehost::holds(&mut conn, &legacy, agent, &target).await? {
+            return Ok(());
         }
     }
-    name
+    let ours = gateway_host(agent, server);
+    let mut tx = store.begin_write().await?;
+    let moved =
+        assent_store::rehost::rehost(&mut tx, &legacy, &ours, agent, &target, tool_prefix).await?;
+    tx.commit().await?;
+    if moved.items + moved.jobs > 0 {
+        tracing::info!(from = %legacy, to = %ours, items = moved.items, jobs = moved.jobs, "took over this agent's calls from the previous release's host");
+    }
+    Ok(())
 }
 
 /// Refuses server name `server` when its host already serves another server in this
@@ -110,10 +163,20 @@ impl ToolHandler<AnyConnection> for InlineUpstream {
                     message,
                     mutated: true,
                 }),
-                Err(error) => Err(ToolsError::HandlerFailed {
-                    tool: invocation.tool_name.clone(),
-                    message: error.to_string(),
-                }),
+                Err(error) => {
+                    // The client reads the gateway's words once, not wrapped again in
+                    // the engine's "TOOL failed:" (the engine's record keeps those).
+                    self.0.keep_result(
+                        &invocation.operation_id,
+                        rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                            format!("Error: {}.", error.to_string().trim_end_matches('.')),
+                        )]),
+                    );
+                    Err(ToolsError::HandlerFailed {
+                        tool: invocation.tool_name.clone(),
+                        message: error.to_string(),
+                    })
+                }
             }
         })
     }
@@ -155,18 +218,19 @@ pub struct McpHost {
 }
 
 impl McpHost {
-    /// The host of server `server`, whose target (`mcp`, `server`) has `category`, and
-    /// whose calls `caller` runs; the tools named in `idempotent` (their trusted
+    /// The host of agent `agent`'s server `server` ([`gateway_host`]), whose target
+    /// (`mcp`, `server`) has `category`, and whose calls `caller` runs; the tools named in `idempotent` (their trusted
     /// `idempotentHint`, see `catalog::idempotent`) are simply run again when a crash
     /// leaves them in doubt.
     pub fn new(
+        agent: &str,
         server: &str,
         category: &str,
         caller: Arc<UpstreamCaller>,
         idempotent: BTreeSet<String>,
     ) -> Self {
         Self {
-            name: host_name(server),
+            name: gateway_host(agent, server),
             resolver: ServerCategory {
                 server: server.to_owned(),
                 category: category.to_owned(),
@@ -257,6 +321,33 @@ mod tests {
                 host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
                 "{host}"
             );
+        }
+    }
+
+    #[test]
+    fn a_gateways_host_names_its_agent_and_its_server() {
+        assert_eq!(gateway_host("desktop", "files"), "mcpa_desktop_x_files");
+        assert_eq!(gateway_host("cursor", "files"), "mcpa_cursor_x_files");
+        assert_eq!(gateway_host("a_x", "b"), "mcpa_a__x_x_b");
+        assert_eq!(gateway_host("a", "x_b"), "mcpa_a_x_x__b");
+        assert_eq!(gateway_host("my-bot", "n.s"), "mcpa_my_2d_bot_x_n_2e_s");
+        let names = [
+            "a", "a_x", "x_b", "a_x_b", "x", "_x_", "a-x", "my_files", "my-files", "b", "", "_",
+            "x_", "_x",
+        ];
+        let mut hosts = std::collections::BTreeMap::new();
+        for agent in names {
+            for server in names {
+                let host = gateway_host(agent, server);
+                assert!(
+                    host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+                    "{host}"
+                );
+                assert!(host.starts_with("mcpa_"), "never a previous release's name");
+                if let Some(other) = hosts.insert(host.clone(), (agent, server)) {
+                    panic!("{:?} and {other:?} share host {host}", (agent, server));
+                }
+            }
         }
     }
 

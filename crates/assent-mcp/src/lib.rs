@@ -27,6 +27,7 @@ pub mod config;
 mod error;
 mod gateway;
 mod host;
+pub mod redact;
 mod serve;
 mod upstream;
 
@@ -38,7 +39,9 @@ pub use gateway::{
     CANCELLED_BY_AGENT, CHANGE_SET_META, Gateway, GatewayOptions, QUEUED, REVIEW_URL_META,
     TASK_FAILED_CODE, parse_task_id, task_id,
 };
-pub use host::{InlineUpstream, LedgerUpstream, McpHost, check_host_free, host_name};
+pub use host::{
+    InlineUpstream, LedgerUpstream, McpHost, adopt_legacy, check_host_free, gateway_host, host_name,
+};
 pub use serve::{
     Downstream, Gateways, HttpDownstream, MCP_PATH, Supervision, mount_config, run, run_config,
     run_one,

@@ -45,6 +45,10 @@ pub struct HttpDownstream {
     /// only (`localhost`, `127.0.0.1`, `::1`), rmcp's protection against DNS
     /// rebinding.
     pub allowed_hosts: Vec<String>,
+    /// The limits of `assent serve`'s accept loop, which serves the gateway too: a
+    /// connection that sends no headers in time is closed, and at most so many are
+    /// served at once (`ServerLimits::default()` in `assent mcp --http`).
+    pub limits: assent_server::ServerLimits,
 }
 
 /// The path the gateway is served at over HTTP.
@@ -58,20 +62,24 @@ struct Served {
 }
 
 /// Starts the server of `source` as `options.server` and opens its gateway.
+///
+/// `prefix` is what the client's name of each of its tools adds to the upstream's
+/// (`NAME__` behind a `--config` gateway, empty for a single server).
 async fn start(
     store: Store,
     options: GatewayOptions,
     source: UpstreamSource,
+    prefix: String,
 ) -> Result<Served, McpError> {
     check_host_free(&store, &options.server).await?;
     // Everything the gateway logs, its upstream's stderr included, names the server.
     let span = tracing::warn_span!("mcp_gateway", server = %options.server);
     let upstream = Arc::new(
-        Upstream::open(source, options.deadlines)
+        Upstream::open_as(&options.server, source, options.deadlines)
             .instrument(span.clone())
             .await?,
     );
-    let gateway = Gateway::open(store, upstream.clone(), options).await?;
+    let gateway = Gateway::open_with_prefix(store, upstream.clone(), options, prefix).await?;
     Ok(Served {
         gateway,
         upstream,
@@ -105,7 +113,7 @@ pub async fn run_one(
         args: args.to_vec(),
         env: BTreeMap::new(),
     };
-    let served = start(store.clone(), options, source).await?;
+    let served = start(store.clone(), options, source, String::new()).await?;
     let handler = served.gateway.clone();
     serve(store, agent, handler, vec![served], downstream).await
 }
@@ -171,7 +179,8 @@ async fn start_all(
     config: ServersConfig,
 ) -> Result<Vec<Served>, McpError> {
     for broken in &config.broken {
-        tracing::error!(server = %broken.name, reason = %broken.reason, "this MCP server is skipped: its entry cannot be served");
+        let reason = crate::redact::redact(&broken.reason);
+        tracing::error!(server = %broken.name, %reason, "this MCP server is skipped: its entry cannot be served");
     }
     let mut starting = tokio::task::JoinSet::new();
     for entry in config.servers {
@@ -185,13 +194,20 @@ async fn start_all(
             ..template.clone()
         };
         let store = store.clone();
-        starting.spawn(async move { (entry.name, start(store, options, entry.source).await) });
+        let prefix = namespaced(&entry.name, "");
+        starting.spawn(async move {
+            (
+                entry.name,
+                start(store, options, entry.source, prefix).await,
+            )
+        });
     }
     let mut served = Vec::new();
     while let Some(started) = starting.join_next().await {
         match started {
             Ok((_, Ok(one))) => served.push(one),
             Ok((name, Err(error))) => {
+                let error = crate::redact::redact(&error.to_string());
                 tracing::error!(server = %name, %error, "this MCP server is skipped: it did not start");
             }
             Err(error) => tracing::error!(%error, "starting an MCP server panicked"),
@@ -256,9 +272,10 @@ async fn supervise(served: Served) {
     }
 }
 
-/// Serves `handler` at [`MCP_PATH`] over Streamable HTTP until ctrl-c: every request
-/// carries an agent token of `agent` (`Authorization: Bearer`), else 401; a `Host`
-/// outside the allowed hosts is refused by rmcp (403).
+/// Serves `handler` at [`MCP_PATH`] over Streamable HTTP until ctrl-c, through `assent
+/// serve`'s accept loop with `http.limits` (`assent_server::accept_loop`): every
+/// request carries an agent token of `agent` (`Authorization: Bearer`), else 401; a
+/// `Host` outside the allowed hosts is refused by rmcp (403).
 async fn serve_http<H>(
     store: Store,
     agent: String,
@@ -276,11 +293,12 @@ where
         .local_addr()
         .map_err(|e| McpError::Client(e.to_string()))?;
     tracing::info!(address = %local, "serving MCP over Streamable HTTP at http://{local}{MCP_PATH}");
-    // Open event streams would hold a graceful shutdown forever: ctrl-c ends it.
+    // Open event streams would hold a graceful shutdown forever: ctrl-c ends it, the
+    // loop itself is never told to stop.
+    let served =
+        assent_server::accept_loop(listener, router, http.limits, std::future::pending(), || {});
     tokio::select! {
-        served = axum::serve(listener, router) => {
-            served.map_err(|e| McpError::Client(e.to_string()))
-        }
+        served = served => served.map_err(|e| McpError::Client(e.to_string())),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }
@@ -450,11 +468,9 @@ impl ServerHandler for Gateways {
     ) -> Result<ListToolsResult, ErrorData> {
         let mut all: Vec<Tool> = Vec::new();
         for (name, gateway) in self.servers.iter() {
+            // Each server's gateway names its tools `NAME__tool` itself.
             match gateway.list_for_client().await {
-                Ok(tools) => all.extend(tools.into_iter().map(|mut tool| {
-                    tool.name = namespaced(name, &tool.name).into();
-                    tool
-                })),
+                Ok(tools) => all.extend(tools),
                 Err(error) => {
                     tracing::warn!(server = %name, %error, "this server's tools are left out of the listing");
                 }
@@ -465,7 +481,7 @@ impl ServerHandler for Gateways {
 
     async fn call_tool(
         &self,
-        mut request: CallToolRequestParams,
+        request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let unknown = || {
@@ -478,14 +494,14 @@ impl ServerHandler for Gateways {
                 None,
             )
         };
-        let Some((server, tool)) = split_namespaced(&request.name) else {
+        let Some((server, _)) = split_namespaced(&request.name) else {
             return Err(unknown());
         };
         let Some(gateway) = self.servers.get(server) else {
             return Err(unknown());
         };
-        let tool = tool.to_owned();
-        request.name = tool.into();
+        // The server's gateway takes the name as the client gave it: its rules, items
+        // and records are per server (`NAME__tool`); it calls the upstream by its own.
         gateway.answer_call(request, context).await
     }
 

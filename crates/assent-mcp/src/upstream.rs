@@ -3,6 +3,7 @@
 
 use crate::McpError;
 use crate::config::UpstreamSource;
+use crate::redact::redact;
 use assent_domain::OperationId;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
@@ -25,6 +26,9 @@ pub const OPERATION_ID_META: &str = "assent/operationId";
 /// A started upstream server and the tools it listed last. A server that stops can be
 /// started again in place ([`Upstream::restart`]); calls always go to the current one.
 pub struct Upstream {
+    /// The server's name as the gateway serves it (`--server`, a configuration's
+    /// key): what the errors a client or a person reads name it by.
+    name: String,
     command: String,
     source: UpstreamSource,
     service: RwLock<Arc<Connection>>,
@@ -119,9 +123,21 @@ impl Upstream {
     /// handshake and reads its tools, all within `deadlines.start`; its calls are
     /// bounded by `deadlines.call`.
     pub async fn open(source: UpstreamSource, deadlines: Deadlines) -> Result<Self, McpError> {
+        let name = source.describe();
+        Self::open_as(&name, source, deadlines).await
+    }
+
+    /// [`Upstream::open`] for the gateway's server `name`: errors of its calls name it
+    /// so, not by its command line or URL.
+    pub async fn open_as(
+        name: &str,
+        source: UpstreamSource,
+        deadlines: Deadlines,
+    ) -> Result<Self, McpError> {
         let line = source.describe();
         let (service, tools) = connect(&source, &line, deadlines.start).await?;
         Ok(Self {
+            name: name.to_owned(),
             command: line,
             source,
             service: RwLock::new(Arc::new(service)),
@@ -190,7 +206,7 @@ impl Upstream {
                     self.deadlines.call.as_secs_f64()
                 ))
             })?
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(redact(&e.to_string())))?;
         if let Ok(mut listed) = self.tools.write() {
             listed.clone_from(&tools);
         }
@@ -233,8 +249,9 @@ impl Upstream {
         }
         let unsent = |why: String| {
             UpstreamError::Retryable(format!(
-                "the upstream server `{}` was not reachable for {tool} (nothing was sent): {why}",
-                self.command
+                "the upstream server {:?} was not reachable for {tool} (nothing was sent): {}",
+                self.name,
+                redact(&why)
             ))
         };
         if self.is_closed() {
@@ -262,13 +279,14 @@ impl Upstream {
             Ok(ServerResult::CallToolResult(result)) => Ok(result),
             Ok(ServerResult::EmptyResult(_)) => Ok(CallToolResult::default()),
             Ok(other) => Err(UpstreamError::InDoubt(format!(
-                "the upstream server `{}` answered {tool} with something other than a tool \
-                 result ({other:?}): the call may have taken effect",
-                self.command
+                "the upstream server {:?} answered {tool} with something other than a tool \
+                 result ({}): the call may have taken effect",
+                self.name,
+                redact(&format!("{other:?}"))
             ))),
             Err(ServiceError::McpError(error)) => Err(UpstreamError::Permanent(format!(
                 "the upstream refused {tool}: {}",
-                error.message
+                redact(&error.message)
             ))),
             // Over stdio a failed write never reached the server. Over HTTP the POST
             // may have been read (a reset after the body was sent, a 5xx after the
@@ -279,9 +297,10 @@ impl Upstream {
                 Err(unsent(error.to_string()))
             }
             Err(other) => Err(UpstreamError::InDoubt(format!(
-                "the upstream server `{}` did not answer {tool} ({other}): the call may have \
+                "the upstream server {:?} did not answer {tool} ({}): the call may have \
                  taken effect",
-                self.command
+                self.name,
+                redact(&other.to_string())
             ))),
         }
     }
@@ -297,7 +316,7 @@ fn forward_stderr(stderr: tokio::process::ChildStderr) {
         async move {
             let mut lines = tokio::io::BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                tracing::warn!(target: "assent_mcp::upstream_stderr", "{}", assent_domain::one_line(&line));
+                tracing::warn!(target: "assent_mcp::upstream_stderr", "{}", redact(&assent_domain::one_line(&line)));
             }
         }
         .instrument(span),
@@ -343,7 +362,7 @@ async fn connect(
 ) -> Result<(Connection, Vec<Tool>), McpError> {
     let start_error = |reason: String| McpError::UpstreamStart {
         command: line.to_owned(),
-        reason,
+        reason: redact(&reason),
     };
     let handshake = async {
         let service = match source {
@@ -443,6 +462,10 @@ pub fn result_text(result: &CallToolResult) -> String {
 pub struct UpstreamCaller {
     upstream: Arc<Upstream>,
     results: Mutex<HashMap<String, CallToolResult>>,
+    /// `SERVER__`: taken off a tool's name (one the upstream does not list as it is)
+    /// before the upstream is called, so a call named as a `--config` gateway names it
+    /// reaches the upstream's own tool.
+    prefix: String,
 }
 
 impl std::fmt::Debug for UpstreamCaller {
@@ -456,9 +479,17 @@ impl std::fmt::Debug for UpstreamCaller {
 impl UpstreamCaller {
     /// A caller of `upstream`.
     pub fn new(upstream: Arc<Upstream>) -> Self {
+        Self::with_prefix(upstream, String::new())
+    }
+
+    /// A caller of `upstream` for a gateway whose tools may be named `prefix` and the
+    /// upstream's name (`SERVER__tool`); any other name (the upstream's own) is called
+    /// as it is.
+    pub fn with_prefix(upstream: Arc<Upstream>, prefix: String) -> Self {
         Self {
             upstream,
             results: Mutex::new(HashMap::new()),
+            prefix,
         }
     }
 
@@ -474,6 +505,7 @@ impl UpstreamCaller {
         tool_name: &str,
         args: &Value,
     ) -> Result<String, UpstreamError> {
+        let tool_name = self.upstream_name(tool_name);
         let span = tracing::info_span!(
             "mcp_upstream_call",
             tool = tool_name,
@@ -493,6 +525,30 @@ impl UpstreamCaller {
             Err(UpstreamError::Permanent(text))
         } else {
             Ok(text)
+        }
+    }
+
+    /// The upstream's name of the tool the gateway calls `tool_name`.
+    fn upstream_name<'a>(&self, tool_name: &'a str) -> &'a str {
+        match tool_name.strip_prefix(&self.prefix) {
+            Some(bare)
+                if !self.prefix.is_empty()
+                    && !self.upstream.tools().iter().any(|t| t.name == tool_name) =>
+            {
+                bare
+            }
+            _ => tool_name,
+        }
+    }
+
+    /// Keeps `result` as the answer of call `operation_id` unless the upstream's own
+    /// answer is kept already (an immediate call that failed before the upstream
+    /// answered: the gateway's own words, said once).
+    pub fn keep_result(&self, operation_id: &OperationId, result: CallToolResult) {
+        if let Ok(mut results) = self.results.lock() {
+            results
+                .entry(operation_id.as_str().to_owned())
+                .or_insert(result);
         }
     }
 

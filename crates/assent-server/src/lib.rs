@@ -350,8 +350,8 @@ impl Server {
         served
     }
 
-    /// The accept loop: one HTTP/1 connection per task, at most
-    /// [`ServerLimits::max_connections`] at once, each with a header-read timeout.
+    /// The accept loop ([`accept_loop`]) serving this server's router; open event
+    /// streams are closed before the graceful stop waits for connections.
     async fn serve(
         self,
         listener: tokio::net::TcpListener,
@@ -359,54 +359,68 @@ impl Server {
     ) -> Result<(), ServerError> {
         let app = self.router();
         let events = self.state.events.clone();
-        let slots = Arc::new(tokio::sync::Semaphore::new(
-            self.limits.max_connections.max(1),
-        ));
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(self.limits.header_read_timeout);
-        let shutdown = std::pin::pin!(shutdown);
-        let mut shutdown = shutdown;
-        loop {
-            let slot = tokio::select! {
-                slot = slots.clone().acquire_owned() => slot,
-                () = &mut shutdown => break,
-            };
-            // The semaphore is never closed.
-            let Ok(slot) = slot else { break };
-            let (stream, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(error) => {
-                        // Out of file descriptors, say: wait a little rather than spin.
-                        tracing::warn!(%error, "accepting a connection failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                },
-                () = &mut shutdown => break,
-            };
-            let app = app.clone();
-            let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
-                use tower::ServiceExt;
-                app.clone().oneshot(request.map(axum::body::Body::new))
-            });
-            let connection =
-                builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            let connection = graceful.watch(connection);
-            tokio::spawn(async move {
-                if let Err(error) = connection.await {
-                    tracing::debug!(%peer, %error, "connection ended with an error");
-                }
-                drop(slot);
-            });
-        }
-        tracing::info!("shutting down");
         // Open event streams would keep the graceful shutdown waiting forever.
-        events.close();
-        graceful.shutdown().await;
-        Ok(())
+        accept_loop(listener, app, self.limits, shutdown, move || events.close()).await
     }
+}
+
+/// The accept loop of `assent serve`, and of every other door served over HTTP (`assent
+/// mcp --http`): `app` on `listener`, one HTTP/1 connection per task, at most
+/// [`ServerLimits::max_connections`] at once (further ones wait in the listen queue),
+/// each closed when it has not sent a request's headers within
+/// [`ServerLimits::header_read_timeout`]. When `shutdown` completes, no connection is
+/// accepted any more, `before_drain` runs (to end what would keep a connection open
+/// forever, such as event streams), and the open connections are stopped gracefully.
+pub async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    before_drain: impl FnOnce(),
+) -> Result<(), ServerError> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    let shutdown = std::pin::pin!(shutdown);
+    let mut shutdown = shutdown;
+    loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot,
+            () = &mut shutdown => break,
+        };
+        // The semaphore is never closed.
+        let Ok(slot) = slot else { break };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors, say: wait a little rather than spin.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
+            use tower::ServiceExt;
+            app.clone().oneshot(request.map(axum::body::Body::new))
+        });
+        let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%peer, %error, "connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    tracing::info!("shutting down");
+    before_drain();
+    graceful.shutdown().await;
+    Ok(())
 }

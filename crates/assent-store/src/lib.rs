@@ -43,6 +43,7 @@ pub mod host_tools;
 pub mod jobs;
 pub mod operations;
 pub mod outbox;
+pub mod rehost;
 pub mod sync;
 pub mod timefmt;
 pub mod tokens;

@@ -138,9 +138,10 @@ async fn one_config_serves_every_server_under_its_name_with_its_own_trust() {
         .collect();
     assert!(targets.contains(&"notes".to_owned()), "{pending:#}");
     assert!(targets.contains(&"strict".to_owned()), "{pending:#}");
-    // The call is queued under the upstream's own tool name.
+    // The call is queued under the name the client calls it by, its server's own
+    // (rules for it are per server).
     assert!(
-        pending.to_string().contains("\"append_note\""),
+        pending.to_string().contains("\"notes__append_note\""),
         "{pending:#}"
     );
     confirm_and_see(&s.db, set_id(&reply), &note, "one\n").await;
@@ -855,4 +856,335 @@ async fn an_http_upstream_that_dies_during_an_approved_call_leaves_it_in_doubt()
     let job = job_becomes(&s.db, set, "inDoubt").await;
     assert_eq!(job["attempts"], json!(1), "{job:#}");
     client.cancel().await.expect("the client leaves");
+}
+
+// Issue 37: whose calls, named how.
+
+/// `assent --db DB mcp --agent AGENT ARGS...` on stdio, with `client` as its MCP client.
+async fn gateway_as<C: rmcp::ClientHandler>(
+    client: C,
+    db: &str,
+    agent: &str,
+    args: &[String],
+) -> RunningService<RoleClient, C> {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_assent"));
+    command
+        .args(["--db", db, "mcp", "--agent", agent])
+        .args(args)
+        .env_remove("RUST_LOG")
+        .kill_on_drop(true);
+    let transport = TokioChildProcess::new(command).expect("the gateway starts");
+    client.serve(transport).await.expect("the MCP handshake")
+}
+
+/// `--server NAME -- FIXTURE`.
+fn single(server: &str) -> Vec<String> {
+    vec![
+        "--server".to_owned(),
+        server.to_owned(),
+        "--".to_owned(),
+        fixture().display().to_string(),
+    ]
+}
+
+fn agents(db: &str, ids: &[&str]) {
+    for id in ids {
+        succeeded(&assent(
+            db,
+            &["agent", "create", "--id", id, "--categories", "mcp"],
+        ));
+    }
+}
+
+/// Records item 0 of `set` of agent `agent` as the previous release did: its job's
+/// host, and its server's catalog, named after the server alone (`mcp_NAME`).
+async fn as_the_previous_release(db: &str, agent: &str, set: Uuid, server: &str) {
+    let store = Store::open(db).await.expect("the store");
+    let mut conn = store.pool().acquire().await.expect("a connection");
+    let legacy = assent_store::jobs::ExternalItem {
+        host: format!("mcp_{server}"),
+        idempotent: false,
+    };
+    assent_store::jobs::mark_external(&mut conn, set, 0, &legacy)
+        .await
+        .expect("marked");
+    assent_confirm::sqlx::query("UPDATE host_tools SET host = $1 WHERE host = $2")
+        .bind(&legacy.host)
+        .bind(assent_mcp::gateway_host(agent, server))
+        .execute(&mut *conn)
+        .await
+        .expect("the catalog moved");
+    drop(conn);
+    store.close().await;
+}
+
+/// The host whose executors run the job of item 0 of `set`.
+async fn job_host(db: &str, set: Uuid) -> String {
+    let store = Store::open(db).await.expect("the store");
+    let mut conn = store.pool().acquire().await.expect("a connection");
+    let job = assent_store::jobs::for_item(&mut conn, set, 0)
+        .await
+        .expect("read")
+        .expect("a job");
+    drop(conn);
+    store.close().await;
+    job.host
+}
+
+#[tokio::test]
+async fn two_agents_gateways_of_one_server_name_run_and_answer_only_their_own_calls() {
+    let s = setup();
+    agents(&s.db, &["desktop", "cursor"]);
+    let note = s.dir.path().join("note.txt");
+    let desktop = gateway_as(TaskClient, &s.db, "desktop", &single("files")).await;
+    let first = task_of(
+        &desktop,
+        "append_note",
+        json!({"path": note, "text": "one"}),
+    )
+    .await;
+    let second = task_of(
+        &desktop,
+        "append_note",
+        json!({"path": note, "text": "two"}),
+    )
+    .await;
+    desktop.cancel().await.expect("the client leaves");
+
+    // Cursor's gateway of its own `files`: desktop's tasks are unknown to it, with the
+    // very error of a task that does not exist, and its cancel changes nothing.
+    let cursor = gateway_as(TaskClient, &s.db, "cursor", &single("files")).await;
+    let missing = format!("{}/0", Uuid::new_v4());
+    let nowhere = cursor
+        .peer()
+        .get_task(rmcp::model::GetTaskParams::new(missing.clone()))
+        .await
+        .expect_err("no such task")
+        .to_string();
+    assert!(nowhere.contains("unknown task"), "{nowhere}");
+    for id in [&first, &second] {
+        let read = cursor
+            .peer()
+            .get_task(rmcp::model::GetTaskParams::new(id.clone()))
+            .await
+            .expect_err("another agent's task is unknown")
+            .to_string();
+        assert_eq!(read, nowhere.replace(&missing, id));
+    }
+    let cancelled = cursor
+        .peer()
+        .cancel_task(rmcp::model::CancelTaskParams::new(second.clone()))
+        .await
+        .expect_err("another agent's task cannot be cancelled")
+        .to_string();
+    assert!(cancelled.contains("unknown task"), "{cancelled}");
+    let (second_set, _) = assent_mcp::parse_task_id(&second).expect("SET/ITEM");
+    let pending = succeeded(&assent(&s.db, &["--json", "pending"]));
+    assert!(
+        pending.contains(&second_set.to_string()),
+        "still pending: {pending}"
+    );
+
+    // Desktop's call confirmed while only cursor's gateway runs: it stays unrun.
+    let (set, _) = assent_mcp::parse_task_id(&first).expect("SET/ITEM");
+    succeeded(&assent(&s.db, &["confirm", &set.to_string(), "0"]));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!note.exists(), "another agent's gateway ran the call");
+    assert_eq!(job_of(&s.db, set).expect("a job")["status"], "approved");
+    cursor.cancel().await.expect("the client leaves");
+
+    let desktop = gateway_as(TaskClient, &s.db, "desktop", &single("files")).await;
+    file_becomes(&note, "one\n").await;
+    job_becomes(&s.db, set, "applied").await;
+    desktop.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn calls_the_previous_release_recorded_run_once_on_their_own_agents_gateway() {
+    let s = setup();
+    agents(&s.db, &["desktop", "cursor"]);
+    let note = s.dir.path().join("note.txt");
+    let fixture = fixture().display().to_string();
+    let config = config_file(s.dir.path(), json!({"notes": {"command": fixture}}));
+    let config_args = vec!["--config".to_owned(), config.display().to_string()];
+    // Queued under the upstream's bare name on target `notes`, then recorded as the
+    // previous release recorded them (a `--config` gateway's items were bare-named).
+    let desktop = gateway_as((), &s.db, "desktop", &single("notes")).await;
+    let one = set_id(&text(
+        &call(
+            &desktop,
+            "append_note",
+            json!({"path": note, "text": "one"}),
+        )
+        .await,
+    ));
+    let two = set_id(&text(
+        &call(
+            &desktop,
+            "append_note",
+            json!({"path": note, "text": "two"}),
+        )
+        .await,
+    ));
+    desktop.cancel().await.expect("the client leaves");
+    as_the_previous_release(&s.db, "desktop", one, "notes").await;
+    as_the_previous_release(&s.db, "desktop", two, "notes").await;
+    succeeded(&assent(&s.db, &["confirm", &one.to_string(), "0"]));
+    assert_eq!(job_host(&s.db, one).await, "mcp_notes");
+
+    // Cursor's gateway of its own `notes` leaves desktop's calls alone.
+    let cursor = gateway_as((), &s.db, "cursor", &config_args).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!note.exists(), "another agent's gateway ran the call");
+    assert_eq!(job_of(&s.db, one).expect("a job")["status"], "approved");
+    cursor.cancel().await.expect("the client leaves");
+
+    // Desktop's gateway takes them over: the confirmed one runs once, and the other,
+    // bare-named behind --config, is still confirmed and run.
+    let desktop = gateway_as((), &s.db, "desktop", &config_args).await;
+    file_becomes(&note, "one\n").await;
+    job_becomes(&s.db, one, "applied").await;
+    assert_eq!(job_host(&s.db, one).await, "mcpa_desktop_x_notes");
+    succeeded(&assent(&s.db, &["confirm", &two.to_string(), "0"]));
+    file_becomes(&note, "one\ntwo\n").await;
+    job_becomes(&s.db, two, "applied").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\ntwo\n"),
+        "a call ran twice"
+    );
+    desktop.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn a_config_gateways_rules_name_each_servers_tool_as_the_client_does() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let fixture = fixture().display().to_string();
+    let config = config_file(
+        s.dir.path(),
+        json!({"notes": {"command": fixture}, "prod": {"command": fixture}}),
+    );
+    // A rule for the upstream's bare name covers no server's tool behind --config.
+    succeeded(&assent(&s.db, &["agent", "allow", "bot", "append_note"]));
+    let (client, _log) = config_gateway(&s.db, &config, &[]).await;
+    for server in ["notes", "prod"] {
+        let queued = call(
+            &client,
+            &format!("{server}__append_note"),
+            json!({"path": note, "text": server}),
+        )
+        .await;
+        assert!(text(&queued).starts_with(QUEUED), "{}", text(&queued));
+    }
+    assert!(!note.exists(), "a bare rule let a namespaced tool run");
+
+    // The name the client sees lets that server's tool run at once, and only it.
+    succeeded(&assent(
+        &s.db,
+        &["agent", "allow", "bot", "notes__append_note"],
+    ));
+    let ran = call(
+        &client,
+        "notes__append_note",
+        json!({"path": note, "text": "now"}),
+    )
+    .await;
+    assert_ne!(ran.is_error, Some(true), "{}", text(&ran));
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("now\n")
+    );
+    let queued = call(
+        &client,
+        "prod__append_note",
+        json!({"path": note, "text": "later"}),
+    )
+    .await;
+    assert!(text(&queued).starts_with(QUEUED), "{}", text(&queued));
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("now\n")
+    );
+
+    // Items, and what a person reviews, name the tool as the client does; a queued
+    // one runs on its own server when confirmed.
+    let pending = succeeded(&assent(&s.db, &["--json", "pending"]));
+    assert!(pending.contains("\"prod__append_note\""), "{pending}");
+    assert!(!pending.contains("\"append_note\""), "{pending}");
+    confirm_and_see(&s.db, set_id(&text(&queued)), &note, "now\nlater\n").await;
+    client.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn a_server_name_that_would_split_two_ways_is_refused() {
+    let s = setup();
+    let fixture = fixture().display().to_string();
+    for bad in ["s_", "_s", "a__b"] {
+        let out = assent(
+            &s.db,
+            &["mcp", "--server", bad, "--agent", "bot", "--", &fixture],
+        );
+        assert_eq!(out.status.code(), Some(2), "--server {bad}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(&format!("{bad:?}")), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(out.stdout.is_empty());
+    }
+    // In a configuration file: reported and skipped, the others served.
+    let config = config_file(
+        s.dir.path(),
+        json!({"s_": {"command": fixture}, "s": {"command": fixture}}),
+    );
+    let (client, log) = config_gateway(&s.db, &config, &[]).await;
+    let tools = client.peer().list_all_tools().await.expect("tools/list");
+    let names = names(&tools);
+    assert!(names.iter().all(|n| n.starts_with("s__")), "{names:?}");
+    let unknown = client
+        .peer()
+        .call_tool(CallToolRequestParams::new("s___append_note"))
+        .await
+        .expect_err("no server `s_`, and `s` has no tool `_append_note`");
+    assert!(unknown.to_string().contains("s___append_note"), "{unknown}");
+    client.cancel().await.expect("the client leaves");
+    let log = log.lock().expect("the log").clone();
+    assert!(
+        log.lines().any(|line| line.contains("s_")
+            && line.contains("skipped")
+            && line.contains("starts or ends with `_`")),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn a_failing_servers_url_secrets_are_not_logged() {
+    let s = setup();
+    let fixture = fixture().display().to_string();
+    let port = free_port();
+    let config = config_file(
+        s.dir.path(),
+        json!({
+            "remote": {"url": format!("http://alice:pa55word@127.0.0.1:{port}/mcp?api_key=s3cret&v=1")},
+            "odd": {"url": "ftp://bob:hunter2@example.invalid/?token=t0ken"},
+            "notes": {"command": fixture},
+        }),
+    );
+    let (client, log) = config_gateway(&s.db, &config, &[]).await;
+    client.cancel().await.expect("the client leaves");
+    let log = log.lock().expect("the log").clone();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("remote") && line.contains("did not start")),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "http://***@127.0.0.1:{port}/mcp?api_key=***&v=***"
+        )),
+        "{log}"
+    );
+    for secret in ["alice", "pa55word", "s3cret", "bob", "hunter2", "t0ken"] {
+        assert!(!log.contains(secret), "{secret} is logged: {log}");
+    }
 }
