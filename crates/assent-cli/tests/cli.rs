@@ -4,7 +4,8 @@
 //! processes over one database, on every backend of the conformance suite; `peer`:
 //! `assent sync --peer` against a real `assent serve` server in the test process;
 //! `contract`: no `--json` output loses a field of the previous release; `review`:
-//! `pending` and `show` hide no argument; `set_prefixes`: a set named by the start of
+//! `pending` and `show` hide no argument; `private_files`: the default database and its
+//! folder are their user's alone; `set_prefixes`: a set named by the start of
 //! its id; `stale`: a target changed since the proposal (exit 4), and undo; `trust`:
 //! expiring rules, grant suggestions, backtests and shadow rules.
 
@@ -20,6 +21,8 @@ mod guide;
 mod jobs;
 #[path = "cli/peer.rs"]
 mod peer;
+#[path = "cli/private_files.rs"]
+mod private_files;
 #[path = "cli/review.rs"]
 mod review;
 #[path = "cli/set_prefixes.rs"]

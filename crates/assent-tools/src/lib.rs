@@ -31,9 +31,9 @@ pub use executor::{
     ToolOutcome,
 };
 pub use history::{
-    Backtest, CallAgainstRule, Disagreement, GrantEvidence, GrantSuggestion, LetThrough, PastCall,
+    Backtest, CallAgainstRule, Disagreement, GrantEvidence, GrantSuggestion, InForce, LetThrough, PastCall,
     PastOutcome, ShadowReport, SuggestOptions, backtest, shadow_agrees, shadow_report,
-    suggest_grants, suggestion_id,
+    suggest_grants, suggestion_id, ToolDefinition,
 };
 pub use policy::{AgentPolicy, PolicyDecision, RuleAction, TargetCategory, ToolRule};
 pub use registry::{
