@@ -523,8 +523,8 @@ pub fn confirmed(index: usize, outcome: &ConfirmOutcome) -> String {
     format!(
         "{} [{index}] {} — {how}: {}",
         mark(d.verdict, d.edited_args.is_some()),
-        one_line(&d.human_summary),
-        one_line(&outcome.message())
+        one_line(&visible(&d.human_summary)),
+        one_line(&visible(&outcome.message()))
     )
 }
 
@@ -533,13 +533,13 @@ pub fn decision(d: &ChangeDecision) -> String {
     let reason = d
         .reason
         .as_deref()
-        .map(|r| format!(" (reason: \"{}\")", one_line(r)))
+        .map(|r| format!(" (reason: \"{}\")", one_line(&visible(r))))
         .unwrap_or_default();
     format!(
         "{} [{}] {} — {}{reason}",
         mark(d.verdict, d.edited_args.is_some()),
         d.item_index,
-        one_line(&d.human_summary),
+        one_line(&visible(&d.human_summary)),
         d.verdict
     )
 }
@@ -561,10 +561,10 @@ pub fn confirm_all(result: &ConfirmAllResult) -> String {
         .map(|(index, summary, item)| match item {
             ItemResult::Confirmed(outcome) => confirmed(*index, outcome),
             ItemResult::Skipped(why) => {
-                format!("· [{index}] {} — skipped: {why}", one_line(summary))
+                format!("· [{index}] {} — skipped: {why}", one_line(&visible(summary)))
             }
             ItemResult::Failed(error) => {
-                format!("! [{index}] {} — failed: {error}", one_line(summary))
+                format!("! [{index}] {} — failed: {error}", one_line(&visible(summary)))
             }
         })
         .collect::<Vec<_>>()

@@ -218,7 +218,7 @@ fn wake_review_and_exit_codes() {
     assert_fails(&cli.run(&["reject", &set, "5"]), 1, "has no item 5");
     assert_fails(
         &cli.run(&["confirm", "not-a-uuid", "0"]),
-        1,
+        2,
         "invalid change set id",
     );
 

@@ -188,7 +188,9 @@ pub async fn for_change_set(
 /// The statement of [`past_calls`] with its filter `$filter` on `decisions d`: each final
 /// decision with whether a standing grant made it (a delegation record links it to a
 /// grant: no person looked at the call), and the definition in force of the item's
-/// tool when its host recorded one (since when, and whether a person accepted it).
+/// tool when an upstream's catalog recorded one for an agent (since when, and whether a
+/// person accepted it). An engine's own catalog (no agent) is left out: its definitions
+/// are the service's own code, pinned as they are, and change only with a release.
 macro_rules! past_calls_sql {
     ($filter:literal) => {
         concat!(
@@ -198,7 +200,7 @@ macro_rules! past_calls_sql {
                     t.defined_at, t.hash AS tool_hash, t.pinned_hash AS tool_pinned_hash
              FROM decisions d
              LEFT JOIN change_items i ON i.change_set_id = d.change_set_id AND i.item_index = d.item_index
-             LEFT JOIN host_tools t ON t.host = i.host AND t.tool_name = i.tool_name
+             LEFT JOIN host_tools t ON t.host = i.host AND t.tool_name = i.tool_name AND t.agent_id IS NOT NULL
              WHERE ",
             $filter,
             " AND d.verdict IN ('confirmed', 'rejected')

@@ -206,7 +206,7 @@ async fn pending_names_the_tool_beside_its_title_and_results_show_no_invisible_c
     );
     let invisible = |text: &str| {
         text.chars()
-            .any(|c| (c != '\n' && c != '\t' && assent_domain::misleads(c)))
+            .any(|c| c != '\n' && c != '\t' && assent_domain::misleads(c))
     };
     assert!(!invisible(&listed), "{listed:?}");
     let confirmed = tokio::task::block_in_place(|| stdout(&cli.run(&["confirm", &set, "0"])));
