@@ -144,11 +144,14 @@ const NOTICE_AFTER: Duration = Duration::from_secs(1);
 pub async fn open_store(url: &str) -> Result<Store, CliError> {
     let mut options = StoreOptions::new(url);
     options.connect_timeout = connect_timeout(std::env::var("ASSENT_CONNECT_TIMEOUT").ok())?;
-    if let Some(warning) = options.sqlite_file().as_deref().and_then(readable_by_others) {
-        eprintln!("{warning}");
-    }
     let Some(server) = options.postgres_server() else {
-        return Ok(Store::open_with(options).await?);
+        // Warned about once it opened: a file that is no database holds nothing of ours.
+        let file = options.sqlite_file();
+        let store = Store::open_with(options).await?;
+        if let Some(warning) = file.as_deref().and_then(readable_by_others) {
+            eprintln!("{warning}");
+        }
+        return Ok(store);
     };
     let opening = Store::open_with(options);
     tokio::pin!(opening);

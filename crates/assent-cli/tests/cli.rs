@@ -504,7 +504,7 @@ fn bad_calls_get_one_line_error_replies_and_change_nothing() {
     let set = queued["changeSetId"].as_str().expect("set id").to_owned();
     let outbox_before = cli.json(&["outbox"], "");
     assert_fails(&cli.run(&["confirm", &set, "9"]), 1, "has no item 9");
-    assert_fails(&cli.run(&["confirm", "not-a-uuid", "0"]), 1, "not-a-uuid");
+    assert_fails(&cli.run(&["confirm", "not-a-uuid", "0"]), 2, "not-a-uuid");
     assert_fails(
         &cli.run(&["edit", &set, "0", "--args", "{\"priority\": 5}"]),
         1,
