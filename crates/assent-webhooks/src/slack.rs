@@ -383,7 +383,7 @@ mod tests {
         );
         assert_eq!(
             body["blocks"][1]["text"]["text"],
-            "• Delete a file\n    ◦ path: /etc/passwd"
+            "• delete_file: Delete a file\n    ◦ path: /etc/passwd"
         );
     }
 
