@@ -13,8 +13,8 @@ use assent_store::{agents, audit, decisions, host_tools, outbox};
 use assent_tools::{
     AgentPolicy, GrantSuggestion, InForce, RuleAction, SuggestOptions, suggest_grants,
 };
-use std::collections::{BTreeMap, BTreeSet};
 use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
 /// `assent history`.

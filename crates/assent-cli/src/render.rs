@@ -561,10 +561,16 @@ pub fn confirm_all(result: &ConfirmAllResult) -> String {
         .map(|(index, summary, item)| match item {
             ItemResult::Confirmed(outcome) => confirmed(*index, outcome),
             ItemResult::Skipped(why) => {
-                format!("· [{index}] {} — skipped: {why}", one_line(&visible(summary)))
+                format!(
+                    "· [{index}] {} — skipped: {why}",
+                    one_line(&visible(summary))
+                )
             }
             ItemResult::Failed(error) => {
-                format!("! [{index}] {} — failed: {error}", one_line(&visible(summary)))
+                format!(
+                    "! [{index}] {} — failed: {error}",
+                    one_line(&visible(summary))
+                )
             }
         })
         .collect::<Vec<_>>()

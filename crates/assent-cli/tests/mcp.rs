@@ -879,7 +879,9 @@ async fn a_tool_whose_definition_changes_is_asked_about_again_until_a_person_all
 fn suggested(db: &str, min: &str) -> Value {
     let out = assent(
         db,
-        &["--json", "grants", "suggest", "--agent", "bot", "--min", min],
+        &[
+            "--json", "grants", "suggest", "--agent", "bot", "--min", min,
+        ],
     );
     serde_json::from_str(&succeeded(&out)).expect("JSON")
 }
@@ -911,7 +913,12 @@ async fn a_suggestion_counts_no_decision_from_before_a_redefinition_and_never_ac
     // The server describes the tool anew under the same name.
     call(&client, "pull_rug", json!({"path": path})).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let asked = call(&client, "append_note", json!({"path": path, "text": "four"})).await;
+    let asked = call(
+        &client,
+        "append_note",
+        json!({"path": path, "text": "four"}),
+    )
+    .await;
     let reply = text(&asked);
     assert!(reply.contains(QUEUED), "{reply}");
     assert_eq!(
@@ -927,7 +934,10 @@ async fn a_suggestion_counts_no_decision_from_before_a_redefinition_and_never_ac
     let after = suggested(&setup.db, "1");
     let s = &after[0];
     assert_eq!(
-        (&s["evidence"]["confirmedUnchanged"], &s["evidence"]["beforeDefinition"]),
+        (
+            &s["evidence"]["confirmedUnchanged"],
+            &s["evidence"]["beforeDefinition"]
+        ),
         (&json!(1), &json!(3)),
         "{after}"
     );
@@ -935,7 +945,9 @@ async fn a_suggestion_counts_no_decision_from_before_a_redefinition_and_never_ac
     let id = s["id"].as_str().expect("an id");
     let refused = assent(
         &setup.db,
-        &["grants", "suggest", "--agent", "bot", "--min", "1", "--apply", id],
+        &[
+            "grants", "suggest", "--agent", "bot", "--min", "1", "--apply", id,
+        ],
     );
     assert_eq!(refused.status.code(), Some(3));
     let why = String::from_utf8_lossy(&refused.stderr);
@@ -954,7 +966,12 @@ async fn a_suggestion_counts_no_decision_from_before_a_redefinition_and_never_ac
         .unwrap_or_else(|| panic!("the gateway's tools are shown: {shown}"));
     assert_eq!(tool["changed"], true, "still CHANGED: {shown}");
     assert_eq!(shown["rules"], json!([]), "no rule was written: {shown}");
-    let asked = call(&client, "append_note", json!({"path": path, "text": "five"})).await;
+    let asked = call(
+        &client,
+        "append_note",
+        json!({"path": path, "text": "five"}),
+    )
+    .await;
     assert!(text(&asked).contains(QUEUED), "{}", text(&asked));
     client.cancel().await.expect("the client leaves");
 }

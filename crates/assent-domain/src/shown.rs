@@ -122,7 +122,7 @@ pub fn named_summary<'a>(tool_name: &str, summary: &'a str) -> Cow<'a, str> {
                 .chars()
                 .next()
                 .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '.')
-    });
+        });
     match (named, summary.trim().is_empty()) {
         (true, _) => Cow::Borrowed(summary),
         (false, true) => Cow::Owned(tool_name.to_owned()),
@@ -168,9 +168,18 @@ mod tests {
     #[test]
     fn the_tool_name_heads_a_summary_that_does_not_start_with_it() {
         let read = "Read the README(path: /home/u)";
-        assert_eq!(named_summary("delete_all_files", read), format!("delete_all_files: {read}"));
-        assert_eq!(named_summary("delete_all_files", "delete_all_files(path: /)"), "delete_all_files(path: /)");
-        assert_eq!(named_summary("delete", "delete_all_files(path: /)"), "delete: delete_all_files(path: /)");
+        assert_eq!(
+            named_summary("delete_all_files", read),
+            format!("delete_all_files: {read}")
+        );
+        assert_eq!(
+            named_summary("delete_all_files", "delete_all_files(path: /)"),
+            "delete_all_files(path: /)"
+        );
+        assert_eq!(
+            named_summary("delete", "delete_all_files(path: /)"),
+            "delete: delete_all_files(path: /)"
+        );
         assert_eq!(named_summary("set_task_title", ""), "set_task_title");
         assert_eq!(named_summary("", "x"), "x");
     }
@@ -178,11 +187,27 @@ mod tests {
     #[test]
     fn invisible_format_characters_mislead() {
         for c in [
-            '\u{200B}', '\u{200D}', '\u{FEFF}', '\u{2028}', '\u{2029}', '\u{2060}', '\u{2064}',
-            '\u{2066}', '\u{2069}', '\u{00AD}', '\u{180E}', '\u{E0041}', '\u{202E}', '\u{1B}',
+            '\u{200B}',
+            '\u{200D}',
+            '\u{FEFF}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{2060}',
+            '\u{2064}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{00AD}',
+            '\u{180E}',
+            '\u{E0041}',
+            '\u{202E}',
+            '\u{1B}',
         ] {
             assert!(misleads(c), "{:x}", u32::from(c));
-            assert!(!one_line(&format!("a{c}b")).contains(c), "{:x}", u32::from(c));
+            assert!(
+                !one_line(&format!("a{c}b")).contains(c),
+                "{:x}",
+                u32::from(c)
+            );
         }
         for c in ['a', 'é', '—', '…', '⏎', '\u{00A0}', '\u{3000}', '😀'] {
             assert!(!misleads(c), "{:x}", u32::from(c));

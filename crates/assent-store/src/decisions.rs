@@ -227,21 +227,17 @@ pub async fn past_calls(
     let since = timefmt::format(since);
     let rows = match agent {
         Some(agent) => {
-            sqlx::query(
-                past_calls_sql!("d.agent_id = $1 AND d.created_at >= $2"),
-            )
-            .bind(agent)
-            .bind(since)
-            .fetch_all(&mut *conn)
-            .await?
+            sqlx::query(past_calls_sql!("d.agent_id = $1 AND d.created_at >= $2"))
+                .bind(agent)
+                .bind(since)
+                .fetch_all(&mut *conn)
+                .await?
         }
         None => {
-            sqlx::query(
-                past_calls_sql!("d.created_at >= $1"),
-            )
-            .bind(since)
-            .fetch_all(&mut *conn)
-            .await?
+            sqlx::query(past_calls_sql!("d.created_at >= $1"))
+                .bind(since)
+                .fetch_all(&mut *conn)
+                .await?
         }
     };
     let links: Vec<String> = sqlx::query_scalar(

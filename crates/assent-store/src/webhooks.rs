@@ -982,7 +982,11 @@ mod tests {
                 "standard",
                 "https://hooks.example/a?api_key=…;…#frag=…",
             ),
-            ("https://receiver.example/hook?", "standard", "https://receiver.example/hook?"),
+            (
+                "https://receiver.example/hook?",
+                "standard",
+                "https://receiver.example/hook?",
+            ),
         ] {
             assert_eq!(shown_url(url, format), shown, "{url} ({format})");
         }

@@ -847,7 +847,10 @@ mod tests {
             (T0, T0 + Duration::minutes(1)),
             "a person's decisions only"
         );
-        assert!(suggest(&history, 3).is_empty(), "two of a person's, not eight");
+        assert!(
+            suggest(&history, 3).is_empty(),
+            "two of a person's, not eight"
+        );
         assert_eq!(suggest(&history, 2)[0].evidence.automatic, 6);
         // A person's undo of an automatic call is a person's word: it spoils the tool.
         history[5].undone = true;
@@ -856,7 +859,14 @@ mod tests {
 
     #[test]
     fn decisions_about_an_earlier_definition_do_not_count_and_a_changed_one_is_refused() {
-        let mut history = calls("a", "send_money", PastOutcome::ConfirmedUnchanged, 0, 3, "ann");
+        let mut history = calls(
+            "a",
+            "send_money",
+            PastOutcome::ConfirmedUnchanged,
+            0,
+            3,
+            "ann",
+        );
         let redefined = ToolDefinition {
             since: T0 + Duration::minutes(5),
             accepted: false,
@@ -866,13 +876,26 @@ mod tests {
         }
         let all = evidence(&history);
         assert_eq!(
-            (all[&("a", "send_money")].confirmed_unchanged, all[&("a", "send_money")].before_definition),
+            (
+                all[&("a", "send_money")].confirmed_unchanged,
+                all[&("a", "send_money")].before_definition
+            ),
             (0, 3)
         );
-        assert!(suggest(&history, 1).is_empty(), "the old evidence does not count");
+        assert!(
+            suggest(&history, 1).is_empty(),
+            "the old evidence does not count"
+        );
         // Confirmations of the new definition count, but it is not accepted yet: the
         // suggestion is listed and refused, naming the changed definition.
-        let mut fresh = calls("a", "send_money", PastOutcome::ConfirmedUnchanged, 10, 2, "ann");
+        let mut fresh = calls(
+            "a",
+            "send_money",
+            PastOutcome::ConfirmedUnchanged,
+            10,
+            2,
+            "ann",
+        );
         for call in &mut fresh {
             call.definition = Some(redefined);
         }
@@ -881,19 +904,34 @@ mod tests {
         assert_eq!(suggested.len(), 1);
         assert_eq!(suggested[0].evidence.before_definition, 3);
         assert_eq!(suggested[0].evidence.first_at, T0 + Duration::minutes(10));
-        assert!(suggested[0].replaces.as_ref().is_some_and(|r| r.definition_changed));
+        assert!(
+            suggested[0]
+                .replaces
+                .as_ref()
+                .is_some_and(|r| r.definition_changed)
+        );
         let why = suggested[0].refused.as_deref().expect("refused");
         assert!(why.contains("definition of send_money changed"), "{why}");
         // Accepted by a person: no longer refused.
         for call in &mut history {
-            call.definition = Some(ToolDefinition { accepted: true, ..redefined });
+            call.definition = Some(ToolDefinition {
+                accepted: true,
+                ..redefined
+            });
         }
         assert_eq!(suggest(&history, 2)[0].refused, None);
     }
 
     #[test]
     fn a_suggestion_names_what_it_replaces_and_never_weakens_a_deny_quorum_or_hold() {
-        let history = calls("a", "send_money", PastOutcome::ConfirmedUnchanged, 0, 1, "ann");
+        let history = calls(
+            "a",
+            "send_money",
+            PastOutcome::ConfirmedUnchanged,
+            0,
+            1,
+            "ann",
+        );
         let rule = |pattern: &str, action| ToolRule::new(pattern, action).expect("a rule");
         let with = |policy: AgentPolicy, approvals: u32, hold: Option<u32>| {
             let suggested = suggest_grants(&history, &options(1), |_, tool| {
@@ -908,8 +946,14 @@ mod tests {
         let ask = none.clone().with_rule(rule("send_money", RuleAction::Ask));
         let (replaces, refused) = with(ask.clone(), 1, None);
         let replaces = replaces.expect("the ask rule");
-        assert_eq!((replaces.rule, replaces.pattern.as_deref()), (Some("ask"), Some("send_money")));
-        assert_eq!(refused, None, "a plain ask of the tool is what a suggestion replaces");
+        assert_eq!(
+            (replaces.rule, replaces.pattern.as_deref()),
+            (Some("ask"), Some("send_money"))
+        );
+        assert_eq!(
+            refused, None,
+            "a plain ask of the tool is what a suggestion replaces"
+        );
 
         let (replaces, refused) = with(ask.clone(), 2, None);
         assert_eq!(replaces.expect("the quorum").approvals, Some(2));
@@ -921,7 +965,10 @@ mod tests {
 
         let deny = none.clone().with_rule(rule("send_*", RuleAction::Deny));
         let (replaces, refused) = with(deny, 1, None);
-        assert_eq!(replaces.expect("the deny").pattern.as_deref(), Some("send_*"));
+        assert_eq!(
+            replaces.expect("the deny").pattern.as_deref(),
+            Some("send_*")
+        );
         assert!(refused.expect("refused").contains("deny rule for send_*"));
 
         let pattern_ask = none.with_rule(rule("send_*", RuleAction::Ask));
@@ -930,7 +977,10 @@ mod tests {
         // Its own ask and a pattern's: the pattern's would still decide.
         let both = pattern_ask.with_rule(rule("send_money", RuleAction::Ask));
         let (replaces, refused) = with(both, 1, None);
-        assert_eq!(replaces.expect("the asks").pattern.as_deref(), Some("send_*"));
+        assert_eq!(
+            replaces.expect("the asks").pattern.as_deref(),
+            Some("send_*")
+        );
         assert!(refused.expect("refused").contains("changes nothing"));
     }
 }

@@ -31,9 +31,9 @@ pub use executor::{
     ToolOutcome,
 };
 pub use history::{
-    Backtest, CallAgainstRule, Disagreement, GrantEvidence, GrantSuggestion, InForce, LetThrough, PastCall,
-    PastOutcome, ShadowReport, SuggestOptions, backtest, shadow_agrees, shadow_report,
-    suggest_grants, suggestion_id, ToolDefinition,
+    Backtest, CallAgainstRule, Disagreement, GrantEvidence, GrantSuggestion, InForce, LetThrough,
+    PastCall, PastOutcome, ShadowReport, SuggestOptions, ToolDefinition, backtest, shadow_agrees,
+    shadow_report, suggest_grants, suggestion_id,
 };
 pub use policy::{AgentPolicy, PolicyDecision, RuleAction, TargetCategory, ToolRule};
 pub use registry::{

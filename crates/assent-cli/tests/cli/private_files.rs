@@ -43,7 +43,11 @@ fn a_fresh_default_database_and_its_folder_are_private_and_a_readable_one_is_war
         &["agent", "create", "--id", "a", "--categories", "work"],
     );
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let folder = home.path().join("data").join("assent");
     let db = folder.join("assent.db");
     assert_eq!(mode(&folder), 0o700, "the folder");
@@ -57,7 +61,11 @@ fn a_fresh_default_database_and_its_folder_are_private_and_a_readable_one_is_war
     }
     let listed = assent_at_home(home.path(), &["agent", "list"]);
     assert_eq!(code(&listed), 0);
-    assert!(listed.stderr.is_empty(), "{}", String::from_utf8_lossy(&listed.stderr));
+    assert!(
+        listed.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
 
     // A database a release before this one left readable by everyone: one line of
     // warning, the command still runs, and the file is not changed behind its owner.

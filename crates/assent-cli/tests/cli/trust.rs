@@ -102,7 +102,10 @@ fn six_unchanged_confirmations_suggest_an_allow_that_runs_the_next_call_at_once(
             "firstAt": rfc3339(now), "lastAt": rfc3339(now)})
     );
     // Nothing is in force for the tool (its mode decides): it replaces nothing.
-    assert_eq!((&s["replaces"], &s["refused"]), (&Value::Null, &Value::Null));
+    assert_eq!(
+        (&s["replaces"], &s["refused"]),
+        (&Value::Null, &Value::Null)
+    );
     let id = s["id"].as_str().expect("an id");
     assert!(id.starts_with("sg_"), "{id}");
     // The id is the same in every run; a higher bar, another agent, none.
@@ -406,8 +409,8 @@ fn a_suggestion_never_weakens_a_quorum_hold_or_deny_and_says_what_it_would_repla
     let id = s["id"].as_str().expect("an id");
     let why = s["refused"].as_str().expect("refused");
     assert!(why.contains("needs 2 approvals"), "{why}");
-    let text = String::from_utf8_lossy(&cli.run(&["grants", "suggest", "--min", "1"]).stdout)
-        .into_owned();
+    let text =
+        String::from_utf8_lossy(&cli.run(&["grants", "suggest", "--min", "1"]).stdout).into_owned();
     assert!(
         text.contains("REPLACES") && text.contains("2 approvals (refused)"),
         "{text}"
@@ -525,7 +528,10 @@ async fn automatic_approvals_are_reported_apart_and_never_counted_as_a_persons()
     store.close().await;
 
     let listed = tokio::task::block_in_place(|| suggestions(&cli, "3"));
-    assert!(listed.is_empty(), "two of a person's, not eight: {listed:?}");
+    assert!(
+        listed.is_empty(),
+        "two of a person's, not eight: {listed:?}"
+    );
     let listed = tokio::task::block_in_place(|| suggestions(&cli, "2"));
     let evidence = &listed[0]["evidence"];
     assert_eq!(
@@ -550,7 +556,15 @@ fn a_backtested_allow_lists_an_edit_made_under_a_quorum() {
     let set = propose(&cli, &task, "set_task_title", json!({"title": "Draft"}));
     ok(
         &cli,
-        &["edit", &set, "0", "--args", r#"{"title": "Better"}"#, "--as", "alice"],
+        &[
+            "edit",
+            &set,
+            "0",
+            "--args",
+            r#"{"title": "Better"}"#,
+            "--as",
+            "alice",
+        ],
     );
     let item = cli.json(&["show", &set, "0"], "");
     if item["status"] != "confirmed" {

@@ -215,7 +215,12 @@ fn a_receivers_query_token_is_redacted_in_every_listing() {
     let cli = Cli::new();
     let url = "https://receiver.example/hook?token=s3cr3tTOKEN&v=2";
     let added = cli.run(&["webhooks", "add", url]);
-    assert_eq!(code(&added), 0, "{}", String::from_utf8_lossy(&added.stderr));
+    assert_eq!(
+        code(&added),
+        0,
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
     let said = stdout(&added);
     assert!(
         said.contains("https://receiver.example/hook?token=…&v=…"),
