@@ -895,6 +895,8 @@ async fn a_suggestion_counts_no_decision_from_before_a_redefinition_and_never_ac
     let setup = setup();
     let note = setup.dir.path().join("evidence.txt");
     let path = note.display().to_string();
+    // The rug is pulled by a call that runs at once.
+    succeeded(&assent(&setup.db, &["agent", "allow", "bot", "pull_rug"]));
     let upstream = [fixture().display().to_string()];
     let client = gateway(&setup.db, &[], &upstream).await;
     let mut written = String::new();
@@ -965,7 +967,11 @@ async fn a_suggestion_counts_no_decision_from_before_a_redefinition_and_never_ac
         .and_then(|tools| tools.iter().find(|t| t["tool"] == "append_note"))
         .unwrap_or_else(|| panic!("the gateway's tools are shown: {shown}"));
     assert_eq!(tool["changed"], true, "still CHANGED: {shown}");
-    assert_eq!(shown["rules"], json!([]), "no rule was written: {shown}");
+    assert_eq!(
+        shown["rules"],
+        json!([{"tool": "pull_rug", "action": "allow"}]),
+        "no rule was written: {shown}"
+    );
     let asked = call(
         &client,
         "append_note",
