@@ -4,7 +4,7 @@
 
 use assent_store::decisions;
 use assent_tests::{NOW, TestApp, backends};
-use assent_tools::{PastOutcome, SuggestOptions, suggest_grants};
+use assent_tools::{InForce, PastOutcome, SuggestOptions, suggest_grants};
 use serde_json::json;
 use time::Duration;
 
@@ -56,9 +56,17 @@ async fn past_calls_feed_a_suggestion_for_the_tool_always_confirmed_unchanged() 
                 expiry: Duration::days(30),
                 now: NOW,
             },
+            |_, _| InForce::default(),
+        );
+        // A person decided each (no grant), and the journal's own definitions follow
+        // its code: none is an earlier definition's (issue 37).
+        assert!(
+            calls.iter().all(|c| !c.automatic && c.definition.is_none()),
+            "{calls:?}"
         );
         assert_eq!(suggestions.len(), 1, "{suggestions:?}");
         assert_eq!(suggestions[0].tool, "add_checklist_item");
         assert_eq!(suggestions[0].evidence.confirmed_unchanged, 6);
+        assert_eq!(suggestions[0].evidence.automatic, 0);
     }
 }

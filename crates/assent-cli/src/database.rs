@@ -28,7 +28,7 @@ pub fn locate(flag: Option<String>) -> Result<String, CliError> {
         eprintln!("{note}");
     }
     if let Some(dir) = &choice.create {
-        std::fs::create_dir_all(dir).map_err(|e| {
+        create_private_dir(dir).map_err(|e| {
             CliError::failed(format!(
                 "cannot create the data directory {}: {e}",
                 dir.display()
@@ -36,6 +36,42 @@ pub fn locate(flag: Option<String>) -> Result<String, CliError> {
         })?;
     }
     Ok(choice.url)
+}
+
+/// Creates `dir` (and any missing parent) for its owner alone (0700 on Unix, whatever
+/// the umask): the default database in it holds webhook signing secrets and every
+/// argument and result (issue 37). A folder that exists is left as it is.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// The line for stderr when the SQLite database file at `path` exists and every local
+/// user may read it (its mode lets others read, as a umask of 022 left files of
+/// releases before this one); `None` otherwise. The file is not changed: who else
+/// needs it is the owner's call.
+fn readable_by_others(path: &Path) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).ok()?.permissions().mode();
+        (mode & 0o004 != 0).then(|| {
+            format!(
+                "warning: {} is readable by every local user (mode {:o}) and holds webhook secrets and every argument and result; make it private with `chmod 600 {}`",
+                path.display(),
+                mode & 0o777,
+                path.display()
+            )
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
 }
 
 /// What [`locate`] decided.
@@ -109,7 +145,13 @@ pub async fn open_store(url: &str) -> Result<Store, CliError> {
     let mut options = StoreOptions::new(url);
     options.connect_timeout = connect_timeout(std::env::var("ASSENT_CONNECT_TIMEOUT").ok())?;
     let Some(server) = options.postgres_server() else {
-        return Ok(Store::open_with(options).await?);
+        // Warned about once it opened: a file that is no database holds nothing of ours.
+        let file = options.sqlite_file();
+        let store = Store::open_with(options).await?;
+        if let Some(warning) = file.as_deref().and_then(readable_by_others) {
+            eprintln!("{warning}");
+        }
+        return Ok(store);
     };
     let opening = Store::open_with(options);
     tokio::pin!(opening);

@@ -116,7 +116,11 @@ impl From<ConfirmError> for CliError {
 impl From<StoreError> for CliError {
     fn from(error: StoreError) -> Self {
         match error {
-            StoreError::AmbiguousChangeSetId { .. } => Self::Usage(error.to_string()),
+            // A set id the command line got wrong (too short, not hex, shared by
+            // several sets) is a usage error on every command that takes one.
+            StoreError::AmbiguousChangeSetId { .. } | StoreError::InvalidChangeSetId { .. } => {
+                Self::Usage(error.to_string())
+            }
             other => Self::Failed(other.into()),
         }
     }

@@ -9,9 +9,12 @@ use crate::render;
 use assent_confirm::ConfirmError;
 use assent_server::shapes::AuditView;
 use assent_store::delegation::{self, Revocation};
-use assent_store::{agents, audit, decisions, outbox};
-use assent_tools::{GrantSuggestion, RuleAction, SuggestOptions, suggest_grants};
+use assent_store::{agents, audit, decisions, host_tools, outbox};
+use assent_tools::{
+    AgentPolicy, GrantSuggestion, InForce, RuleAction, SuggestOptions, suggest_grants,
+};
 use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
 /// `assent history`.
@@ -80,8 +83,10 @@ pub async fn grants(ctx: &Ctx, args: GrantsArgs) -> Result<Output, CliError> {
 }
 
 /// `assent grants suggest`: `allow` rules the decision history supports, each with its
-/// evidence; with `--apply ID`, that suggestion's rule, created with its expiry. A tool
-/// the agent's rules already allow is not suggested. An unknown id is exit 1.
+/// evidence and what it `replaces`; with `--apply ID`, that suggestion's rule, created
+/// with its expiry. A tool the agent's rules already allow is not suggested. An unknown
+/// id is exit 1; a suggestion that would weaken a deny, quorum or hold in force, or
+/// accept a changed definition, is refused with exit 3 and nothing is written.
 async fn grants_suggest(ctx: &Ctx, args: GrantsSuggestArgs) -> Result<Output, CliError> {
     let agent = args.agent.as_deref().map(str::trim);
     let since = ctx.now - args.since;
@@ -92,14 +97,39 @@ async fn grants_suggest(ctx: &Ctx, args: GrantsSuggestArgs) -> Result<Output, Cl
         expiry: args.for_span,
         now: ctx.now,
     };
-    let mut suggestions = Vec::new();
-    for suggestion in suggest_grants(&calls, &options) {
-        let policy = agents::policy_at(&mut conn, &suggestion.agent, ctx.now).await?;
-        if policy.is_some_and(|p| p.ruled(&suggestion.tool) != Some(RuleAction::Allow)) {
-            suggestions.push(suggestion);
+    // What is in force for each pair the history names, read before the pure function
+    // decides (one read per pair; the agent's policy and the tool's settings together).
+    let pairs: BTreeSet<(&str, &str)> = calls
+        .iter()
+        .map(|c| (c.agent_id.as_str(), c.tool_name.as_str()))
+        .collect();
+    let mut in_force: BTreeMap<(String, String), (AgentPolicy, InForce)> = BTreeMap::new();
+    for (agent, tool) in pairs {
+        if let Some((policy, settings)) =
+            agents::policy_and_settings_at(&mut conn, agent, tool, ctx.now).await?
+        {
+            let hold = settings
+                .hold
+                .map(|h| u32::try_from(h.whole_seconds()).unwrap_or(u32::MAX));
+            let now = InForce::of(&policy, tool, settings.approvals_needed, hold);
+            in_force.insert((agent.to_owned(), tool.to_owned()), (policy, now));
         }
     }
     drop(conn);
+    let suggestions: Vec<GrantSuggestion> = suggest_grants(&calls, &options, |agent, tool| {
+        in_force
+            .get(&(agent.to_owned(), tool.to_owned()))
+            .map(|(_, now)| now.clone())
+            .unwrap_or_default()
+    })
+    .into_iter()
+    .filter(|s| {
+        // An unknown agent gets no rule; a tool its rules already allow needs none.
+        in_force
+            .get(&(s.agent.clone(), s.tool.clone()))
+            .is_some_and(|(policy, _)| policy.ruled(&s.tool) != Some(RuleAction::Allow))
+    })
+    .collect();
     let Some(id) = args.apply.as_deref().map(str::trim) else {
         return Output::either(ctx.json, &suggestions, || {
             render_suggestions(&suggestions, args.min)
@@ -110,6 +140,26 @@ async fn grants_suggest(ctx: &Ctx, args: GrantsSuggestArgs) -> Result<Output, Cl
             "no grant suggestion {id:?} (see `assent grants suggest` with the same --agent, --since and --min; an applied one is no longer listed)"
         )));
     };
+    if let Some(why) = &chosen.refused {
+        return Err(CliError::Conflict(format!(
+            "grant suggestion {id} not applied: {why}"
+        )));
+    }
+    // Applying an allow accepts the tool's current definition; the suggestion was
+    // refused above when that definition is a changed one. Read again here, just
+    // before the write, so a catalog recorded since the listing is not accepted.
+    let mut conn = ctx.connection().await?;
+    let changed = host_tools::for_agent(&mut conn, &chosen.agent)
+        .await?
+        .into_iter()
+        .any(|t| t.tool_name == chosen.tool && t.changed());
+    drop(conn);
+    if changed {
+        return Err(CliError::Conflict(format!(
+            "grant suggestion {id} not applied: the definition of {} changed since a person accepted it; a suggestion never accepts it (review it with `assent agent show {}`, then `assent agent allow {} {}`)",
+            chosen.tool, chosen.agent, chosen.agent, chosen.tool
+        )));
+    }
     let (agent, _) = crate::task_commands::set_expiring_rule(
         ctx,
         &chosen.agent,
@@ -133,6 +183,32 @@ async fn grants_suggest(ctx: &Ctx, args: GrantsSuggestArgs) -> Result<Output, Cl
     })
 }
 
+/// What a suggestion would replace, in a few words (`-` for nothing: the tool's mode).
+fn render_replaces(suggestion: &GrantSuggestion) -> String {
+    let Some(now) = &suggestion.replaces else {
+        return "-".to_owned();
+    };
+    let mut parts = Vec::new();
+    if let (Some(rule), Some(pattern)) = (now.rule, &now.pattern) {
+        parts.push(format!("{rule} {pattern}"));
+    }
+    if let Some(needed) = now.approvals {
+        parts.push(format!("{needed} approvals"));
+    }
+    if let Some(seconds) = now.hold_seconds {
+        parts.push(format!("hold {seconds} s"));
+    }
+    if now.definition_changed {
+        parts.push("CHANGED definition".to_owned());
+    }
+    let refused = if suggestion.refused.is_some() {
+        " (refused)"
+    } else {
+        ""
+    };
+    format!("{}{refused}", parts.join(", "))
+}
+
 fn render_suggestions(suggestions: &[GrantSuggestion], min: u32) -> String {
     if suggestions.is_empty() {
         return format!(
@@ -149,6 +225,7 @@ fn render_suggestions(suggestions: &[GrantSuggestion], min: u32) -> String {
                 s.tool.clone(),
                 s.rule.to_owned(),
                 e.confirmed_unchanged.to_string(),
+                e.automatic.to_string(),
                 e.reviewers.to_string(),
                 format!(
                     "{} .. {}",
@@ -156,6 +233,7 @@ fn render_suggestions(suggestions: &[GrantSuggestion], min: u32) -> String {
                     render::time(e.last_at)
                 ),
                 render::time(s.expires_at),
+                render_replaces(s),
             ]
         })
         .collect();
@@ -166,14 +244,16 @@ fn render_suggestions(suggestions: &[GrantSuggestion], min: u32) -> String {
             "TOOL",
             "RULE",
             "UNCHANGED",
+            "AUTOMATIC",
             "REVIEWERS",
             "DECIDED",
             "EXPIRES",
+            "REPLACES",
         ],
         &rows,
     );
     text.push_str(
-        "\n(none was edited, rejected or undone in the window; apply one with `assent grants suggest --apply ID`)",
+        "\n(none was edited, rejected or undone in the window; UNCHANGED counts a person's confirmations of the tool's current definition, AUTOMATIC the calls a standing grant approved; apply one with `assent grants suggest --apply ID`)",
     );
     text
 }

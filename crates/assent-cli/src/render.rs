@@ -6,7 +6,7 @@ use assent_confirm::{
 };
 use assent_domain::{
     ChangeDecision, ChangeItem, ChangeSet, OffsetDateTime, Uuid, Verdict, canonical_json,
-    head_and_tail, one_line,
+    head_and_tail, named_summary, one_line,
 };
 use assent_journal::TaskSnapshot;
 use assent_store::approvals::{Quorum, Revision};
@@ -52,13 +52,12 @@ pub fn duration(d: Duration) -> String {
     }
 }
 
-/// Whether a person reading `c` in a terminal could be misled by it: C0 and C1
-/// controls (escape sequences erase and hide lines, a carriage return overwrites one)
-/// and the Unicode bidirectional controls (they reorder what is shown). Newlines and
-/// tabs are layout, not tricks.
+/// Whether a person reading `c` in a terminal could be misled by it: what
+/// [`assent_domain::misleads`] says for every surface (controls, bidi controls,
+/// invisible format characters), except that newlines and tabs are the terminal's
+/// layout, not tricks.
 fn misleads(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t')
-        || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    c != '\n' && c != '\t' && assent_domain::misleads(c)
 }
 
 /// `text` with every character that [`misleads`] a reader written as a visible
@@ -71,7 +70,10 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
     let mut shown = String::with_capacity(text.len() + 16);
     for c in text.chars() {
         if misleads(c) {
-            shown.push_str(&format!("\\u{:04x}", u32::from(c)));
+            // UTF-16 units, as JSON spells a character beyond the first plane.
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                shown.push_str(&format!("\\u{unit:04x}"));
+            }
         } else {
             shown.push(c);
         }
@@ -243,7 +245,9 @@ const KEY_CHARS: usize = 40;
 /// leave an argument out or cut it. A cut value keeps both ends, and the item then
 /// says how to see it whole.
 fn item_lines(set: Uuid, index: usize, item: &ChangeItem, revision: Option<&Revision>) -> String {
-    let (summary, mut was_cut) = shown(&item.human_summary, SUMMARY_CHARS);
+    // The tool's name, always: a host's summary may start with a title of its choosing.
+    let named = named_summary(&item.tool_name, &item.human_summary);
+    let (summary, mut was_cut) = shown(&named, SUMMARY_CHARS);
     let before = match &item.before {
         Some(before) => {
             let (text, cut) = shown(&value(before), VALUE_CHARS);
@@ -593,11 +597,13 @@ pub fn confirmed(index: usize, outcome: &ConfirmOutcome) -> String {
         Some(args) => format!("{verb} with edits {}", canonical_json(args)),
         None => verb.to_owned(),
     };
+    // One line per item, whatever the agent's summary or the handler's message holds:
+    // a newline in either could print a line that reads as another result.
     format!(
         "{} [{index}] {} — {how}: {}",
         mark(d.verdict, d.edited_args.is_some()),
-        d.human_summary,
-        outcome.message()
+        one_line(&visible(&d.human_summary)),
+        one_line(&visible(&outcome.message()))
     )
 }
 
@@ -606,13 +612,13 @@ pub fn decision(d: &ChangeDecision) -> String {
     let reason = d
         .reason
         .as_deref()
-        .map(|r| format!(" (reason: \"{r}\")"))
+        .map(|r| format!(" (reason: \"{}\")", one_line(&visible(r))))
         .unwrap_or_default();
     format!(
         "{} [{}] {} — {}{reason}",
         mark(d.verdict, d.edited_args.is_some()),
         d.item_index,
-        d.human_summary,
+        one_line(&visible(&d.human_summary)),
         d.verdict
     )
 }
@@ -633,8 +639,18 @@ pub fn confirm_all(result: &ConfirmAllResult) -> String {
         .iter()
         .map(|(index, summary, item)| match item {
             ItemResult::Confirmed(outcome) => confirmed(*index, outcome),
-            ItemResult::Skipped(why) => format!("· [{index}] {summary} — skipped: {why}"),
-            ItemResult::Failed(error) => format!("! [{index}] {summary} — failed: {error}"),
+            ItemResult::Skipped(why) => {
+                format!(
+                    "· [{index}] {} — skipped: {why}",
+                    one_line(&visible(summary))
+                )
+            }
+            ItemResult::Failed(error) => {
+                format!(
+                    "! [{index}] {} — failed: {error}",
+                    one_line(&visible(summary))
+                )
+            }
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -923,6 +939,18 @@ mod tests {
         let json = serde_json::json!({"title": "a\u{202e}b\u{1b}"}).to_string();
         let parsed: Value = serde_json::from_str(&visible(&json)).expect("still JSON");
         assert_eq!(parsed["title"], "a\u{202e}b\u{1b}");
+    }
+
+    #[test]
+    fn invisible_format_characters_are_shown_as_escapes_and_keep_json_valid() {
+        let text = "a\u{200b}b\u{feff}c\u{2028}d\u{2029}e\u{2060}f\u{2066}g\u{e0041}h";
+        assert_eq!(
+            visible(text),
+            "a\\u200bb\\ufeffc\\u2028d\\u2029e\\u2060f\\u2066g\\udb40\\udc41h"
+        );
+        let json = serde_json::json!({"summary": text}).to_string();
+        let parsed: Value = serde_json::from_str(&visible(&json)).expect("still JSON");
+        assert_eq!(parsed["summary"], text);
     }
 
     #[test]

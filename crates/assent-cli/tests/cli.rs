@@ -4,7 +4,8 @@
 //! processes over one database, on every backend of the conformance suite; `peer`:
 //! `assent sync --peer` against a real `assent serve` server in the test process;
 //! `contract`: no `--json` output loses a field of the previous release; `review`:
-//! `pending` and `show` hide no argument; `set_prefixes`: a set named by the start of
+//! `pending` and `show` hide no argument; `private_files`: the default database and its
+//! folder are their user's alone; `set_prefixes`: a set named by the start of
 //! its id; `stale`: a target changed since the proposal (exit 4), and undo; `trust`:
 //! expiring rules, grant suggestions, backtests and shadow rules.
 
@@ -22,6 +23,8 @@ mod guide;
 mod jobs;
 #[path = "cli/peer.rs"]
 mod peer;
+#[path = "cli/private_files.rs"]
+mod private_files;
 #[path = "cli/review.rs"]
 mod review;
 #[path = "cli/set_prefixes.rs"]
@@ -217,7 +220,7 @@ fn wake_review_and_exit_codes() {
     assert_fails(&cli.run(&["reject", &set, "5"]), 1, "has no item 5");
     assert_fails(
         &cli.run(&["confirm", "not-a-uuid", "0"]),
-        1,
+        2,
         "invalid change set id",
     );
 
@@ -503,7 +506,7 @@ fn bad_calls_get_one_line_error_replies_and_change_nothing() {
     let set = queued["changeSetId"].as_str().expect("set id").to_owned();
     let outbox_before = cli.json(&["outbox"], "");
     assert_fails(&cli.run(&["confirm", &set, "9"]), 1, "has no item 9");
-    assert_fails(&cli.run(&["confirm", "not-a-uuid", "0"]), 1, "not-a-uuid");
+    assert_fails(&cli.run(&["confirm", "not-a-uuid", "0"]), 2, "not-a-uuid");
     assert_fails(
         &cli.run(&["edit", &set, "0", "--args", "{\"priority\": 5}"]),
         1,

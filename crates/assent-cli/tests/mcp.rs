@@ -875,6 +875,113 @@ async fn a_tool_whose_definition_changes_is_asked_about_again_until_a_person_all
     );
 }
 
+/// `grants suggest --agent bot --min MIN --json` on `db`.
+fn suggested(db: &str, min: &str) -> Value {
+    let out = assent(
+        db,
+        &[
+            "--json", "grants", "suggest", "--agent", "bot", "--min", min,
+        ],
+    );
+    serde_json::from_str(&succeeded(&out)).expect("JSON")
+}
+
+/// Issue 37: three confirmations of `append_note`, then its server redefines it. The
+/// old confirmations are no evidence for the new definition, and applying a
+/// suggestion never accepts a changed definition: nothing is written, the tool stays
+/// CHANGED and its next call still waits for a person.
+#[tokio::test]
+async fn a_suggestion_counts_no_decision_from_before_a_redefinition_and_never_accepts_one() {
+    let setup = setup();
+    let note = setup.dir.path().join("evidence.txt");
+    let path = note.display().to_string();
+    // The rug is pulled by a call that runs at once.
+    succeeded(&assent(&setup.db, &["agent", "allow", "bot", "pull_rug"]));
+    let upstream = [fixture().display().to_string()];
+    let client = gateway(&setup.db, &[], &upstream).await;
+    let mut written = String::new();
+    for line in ["one", "two", "three"] {
+        let asked = call(&client, "append_note", json!({"path": path, "text": line})).await;
+        let reply = text(&asked);
+        assert!(reply.contains(QUEUED), "{reply}");
+        written.push_str(line);
+        written.push('\n');
+        confirm_and_see(&setup.db, set_id(&reply), &note, &written).await;
+    }
+    let before = suggested(&setup.db, "3");
+    assert_eq!(before[0]["tool"], "append_note", "{before}");
+    assert_eq!(before[0]["evidence"]["confirmedUnchanged"], 3, "{before}");
+
+    // The server describes the tool anew under the same name.
+    call(&client, "pull_rug", json!({"path": path})).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let asked = call(
+        &client,
+        "append_note",
+        json!({"path": path, "text": "four"}),
+    )
+    .await;
+    let reply = text(&asked);
+    assert!(reply.contains(QUEUED), "{reply}");
+    assert_eq!(
+        suggested(&setup.db, "1"),
+        json!([]),
+        "the old definition's confirmations do not count"
+    );
+
+    // One confirmation of the new definition counts, but the suggestion never
+    // accepts the changed definition.
+    written.push_str("four\n");
+    confirm_and_see(&setup.db, set_id(&reply), &note, &written).await;
+    let after = suggested(&setup.db, "1");
+    let s = &after[0];
+    assert_eq!(
+        (
+            &s["evidence"]["confirmedUnchanged"],
+            &s["evidence"]["beforeDefinition"]
+        ),
+        (&json!(1), &json!(3)),
+        "{after}"
+    );
+    assert_eq!(s["replaces"]["definitionChanged"], true, "{after}");
+    let id = s["id"].as_str().expect("an id");
+    let refused = assent(
+        &setup.db,
+        &[
+            "grants", "suggest", "--agent", "bot", "--min", "1", "--apply", id,
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(3));
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        why.contains("definition of append_note changed since a person accepted it"),
+        "{why}"
+    );
+    let shown: Value = serde_json::from_str(&succeeded(&assent(
+        &setup.db,
+        &["--json", "agent", "show", "bot"],
+    )))
+    .expect("JSON");
+    let tool = shown["tools"]
+        .as_array()
+        .and_then(|tools| tools.iter().find(|t| t["tool"] == "append_note"))
+        .unwrap_or_else(|| panic!("the gateway's tools are shown: {shown}"));
+    assert_eq!(tool["changed"], true, "still CHANGED: {shown}");
+    assert_eq!(
+        shown["rules"],
+        json!([{"tool": "pull_rug", "action": "allow"}]),
+        "no rule was written: {shown}"
+    );
+    let asked = call(
+        &client,
+        "append_note",
+        json!({"path": path, "text": "five"}),
+    )
+    .await;
+    assert!(text(&asked).contains(QUEUED), "{}", text(&asked));
+    client.cancel().await.expect("the client leaves");
+}
+
 #[tokio::test]
 async fn idempotent_retries_take_the_operators_word_not_the_servers() {
     let setup = setup();

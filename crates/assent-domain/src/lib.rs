@@ -37,7 +37,7 @@ pub use change_set::{ChangeItem, ChangeSet, MAX_ITEMS_PER_SET, NewChangeSet, sta
 pub use decision::{ChangeDecision, MAX_REASON_CHARS, clean_reason};
 pub use error::DomainError;
 pub use operation_id::OperationId;
-pub use shown::{head_and_tail, misleads, one_line};
+pub use shown::{head_and_tail, misleads, named_summary, one_line};
 pub use status::{ChangeItemStatus, ChangeSetStatus, DerivedStatus, Verdict, derive_set_status};
 pub use stored::{MAX_STORED_RESULT_BYTES, stored_result};
 pub use target::{LEGACY_TARGET_KIND, Target, legacy_target_kind};

@@ -51,19 +51,28 @@ pub fn head_and_tail(text: &str, max_chars: usize) -> Cow<'_, str> {
 
 /// Whether `c` could mislead a reader: C0 and C1 controls (escape sequences, carriage
 /// returns, newlines), the Unicode line and paragraph separators, the bidirectional
-/// controls and marks, and invisible format characters (zero-width spaces and joiners,
-/// the byte-order mark).
+/// controls and marks, and invisible format characters (the soft hyphen, zero-width
+/// spaces and joiners, word joiners and invisible operators, the byte-order mark,
+/// interlinear annotations, and the tag characters that spell hidden ASCII).
+///
+/// The one definition every review surface uses (issue 37): the CLI's terminal
+/// output, webhook and Slack bodies, and the review page (whose script carries the same
+/// list; a test of the server compares them). A surface that lays out several lines
+/// treats only the newline and the tab as layout.
 pub fn misleads(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
-            '\u{061C}'
+            '\u{00AD}'
+                | '\u{061C}'
+                | '\u{180E}'
                 | '\u{200B}'..='\u{200F}'
                 | '\u{202A}'..='\u{202E}'
                 | '\u{2028}'..='\u{2029}'
                 | '\u{2060}'..='\u{2069}'
                 | '\u{FEFF}'
                 | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{E0000}'..='\u{E007F}'
         )
 }
 
@@ -90,6 +99,35 @@ pub fn one_line(text: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(shown)
+}
+
+/// An item as a review surface heads it: the summary its host wrote, behind the name
+/// of the tool that will run (`delete_all_files: Read the README(path: …)`), unless
+/// the summary already starts with that name (`write_file(path: …)`). A host writes
+/// the summary, and an MCP server's summary starts with the tool's *title*, which the
+/// server chooses: the name is what rules match and what runs, so a person always
+/// sees it (issue 37).
+///
+/// ```
+/// # use assent_domain::named_summary;
+/// assert_eq!(named_summary("delete_all_files", "Read the README(path: x)"), "delete_all_files: Read the README(path: x)");
+/// assert_eq!(named_summary("write_file", "write_file(path: x)"), "write_file(path: x)");
+/// assert_eq!(named_summary("write", "write_file(path: x)"), "write: write_file(path: x)");
+/// ```
+pub fn named_summary<'a>(tool_name: &str, summary: &'a str) -> Cow<'a, str> {
+    // No name to show (a body without one): the summary as it is.
+    let named = tool_name.is_empty()
+        || summary.strip_prefix(tool_name).is_some_and(|rest| {
+            !rest
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '.')
+        });
+    match (named, summary.trim().is_empty()) {
+        (true, _) => Cow::Borrowed(summary),
+        (false, true) => Cow::Owned(tool_name.to_owned()),
+        (false, false) => Cow::Owned(format!("{tool_name}: {summary}")),
+    }
 }
 
 #[cfg(test)]
@@ -125,6 +163,55 @@ mod tests {
         assert_eq!(one_line("a\r\nb\u{1b}[2K"), "a⏎b\\u{1b}[2K");
         assert_eq!(one_line("zero\u{200B}width"), "zero\\u{200b}width");
         assert_eq!(one_line("a\u{2028}b"), "a\\u{2028}b");
+    }
+
+    #[test]
+    fn the_tool_name_heads_a_summary_that_does_not_start_with_it() {
+        let read = "Read the README(path: /home/u)";
+        assert_eq!(
+            named_summary("delete_all_files", read),
+            format!("delete_all_files: {read}")
+        );
+        assert_eq!(
+            named_summary("delete_all_files", "delete_all_files(path: /)"),
+            "delete_all_files(path: /)"
+        );
+        assert_eq!(
+            named_summary("delete", "delete_all_files(path: /)"),
+            "delete: delete_all_files(path: /)"
+        );
+        assert_eq!(named_summary("set_task_title", ""), "set_task_title");
+        assert_eq!(named_summary("", "x"), "x");
+    }
+
+    #[test]
+    fn invisible_format_characters_mislead() {
+        for c in [
+            '\u{200B}',
+            '\u{200D}',
+            '\u{FEFF}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{2060}',
+            '\u{2064}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{00AD}',
+            '\u{180E}',
+            '\u{E0041}',
+            '\u{202E}',
+            '\u{1B}',
+        ] {
+            assert!(misleads(c), "{:x}", u32::from(c));
+            assert!(
+                !one_line(&format!("a{c}b")).contains(c),
+                "{:x}",
+                u32::from(c)
+            );
+        }
+        for c in ['a', 'é', '—', '…', '⏎', '\u{00A0}', '\u{3000}', '😀'] {
+            assert!(!misleads(c), "{:x}", u32::from(c));
+        }
     }
 
     proptest! {

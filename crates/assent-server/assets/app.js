@@ -32,9 +32,12 @@
 
   const $ = (id) => document.getElementById(id);
 
-  // Characters that make text lie to its reader: controls (other than newline and tab)
-  // and the Unicode bidirectional controls, which reorder what is shown.
-  const MISLEADING = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  // Characters that make text lie to its reader: controls (other than newline and tab),
+  // the Unicode bidirectional controls, which reorder what is shown, and invisible
+  // format characters (zero-width, byte-order mark, line separators, tags), which hide
+  // text. The domain's `misleads` is the one definition; a test of the server compares
+  // this list with it, character by character.
+  const MISLEADING = /[\u{0}-\u{8}\u{b}-\u{1f}\u{7f}-\u{9f}\u{ad}\u{61c}\u{180e}\u{200b}-\u{200f}\u{202a}-\u{202e}\u{2028}-\u{2029}\u{2060}-\u{2069}\u{feff}\u{fff9}-\u{fffb}\u{e0000}-\u{e007f}]/gu;
 
   // A string as nodes: text, with every misleading character marked as a visible code.
   function marked(value) {
@@ -400,6 +403,10 @@
         ...args.map(([name, value]) => el("span", { class: "change arg" }, short(name) + ": ", ...shown(value, short)))];
     const li = el("li", { class: "item " + item.status, "data-index": item.index },
       el("span", { class: "text" },
+        // The tool's name, always: a host's summary may start with a title of its
+        // choosing ("Read the README" on delete_all_files).
+        el("code", { class: "tool-name" }, item.toolName),
+        " ",
         el("span", { class: "summary" }, short(item.humanSummary)),
         ...changes,
         item.reason ? el("span", { class: "change reason-text" }, "Reason: " + item.reason) : null),
@@ -435,16 +442,16 @@
     // a person then reviews like any other.
     if (item.undoable) {
       li.append(el("span", { class: "buttons" },
-        el("button", { type: "button", class: "undo", "data-focus-key": key + "/undo", "aria-label": "Undo: " + item.humanSummary,
+        el("button", { type: "button", class: "undo", "data-focus-key": key + "/undo", "aria-label": "Undo: " + item.toolName + ": " + item.humanSummary,
           title: "Propose the reversal of this change for review", onclick: () => undo(set, path + "/undo") }, "Undo")));
     }
     // A held confirmation is taken back with its Undo, not decided again.
     const held = item.execution && item.execution.status === "scheduled";
     if (OPEN.has(item.status) && !held) {
       li.append(el("span", { class: "buttons" },
-        el("button", { type: "button", class: "confirm", "data-focus-key": key + "/confirm", "aria-label": "Confirm: " + item.humanSummary, title: "Confirm", onclick: () => act(set, path + "/confirm", { revision: item.revision || 0 }) }, "✓"),
-        el("button", { type: "button", class: "reject", "data-focus-key": key + "/reject", "aria-label": "Reject: " + item.humanSummary, title: "Reject", onclick: () => toggleForm(key, "reject") }, "✗"),
-        el("button", { type: "button", class: "edit", "data-focus-key": key + "/edit", "aria-label": "Edit: " + item.humanSummary, onclick: () => toggleForm(key, "edit") }, "Edit"),
+        el("button", { type: "button", class: "confirm", "data-focus-key": key + "/confirm", "aria-label": "Confirm: " + item.toolName + ": " + item.humanSummary, title: "Confirm", onclick: () => act(set, path + "/confirm", { revision: item.revision || 0 }) }, "✓"),
+        el("button", { type: "button", class: "reject", "data-focus-key": key + "/reject", "aria-label": "Reject: " + item.toolName + ": " + item.humanSummary, title: "Reject", onclick: () => toggleForm(key, "reject") }, "✗"),
+        el("button", { type: "button", class: "edit", "data-focus-key": key + "/edit", "aria-label": "Edit: " + item.toolName + ": " + item.humanSummary, onclick: () => toggleForm(key, "edit") }, "Edit"),
       ));
       if (openForms.get(key) === "reject") {
         li.append(reasonForm(key + "/reason", "Reason (the agent reads it next time)", "Reject",
@@ -485,7 +492,7 @@
       // Confirmed, held: it runs when the window ends unless a person takes it back.
       const left = secondsLeft(run.notBefore);
       const button = el("button", { type: "button", class: "cancel-hold", "data-not-before": run.notBefore, "data-focus-key": key + "/cancel",
-        "aria-label": "Undo the confirmation of: " + item.humanSummary, title: "Cancel before it runs: the item ends rejected",
+        "aria-label": "Undo the confirmation of: " + item.toolName + ": " + item.humanSummary, title: "Cancel before it runs: the item ends rejected",
         onclick: () => jobAct(set, run.jobId, "/cancel") }, `Undo (${left} s)`);
       button.disabled = left === 0;
       return el("span", { class: "execution scheduled" },

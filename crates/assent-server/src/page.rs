@@ -55,3 +55,59 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     ];
     (headers, body).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::APP_JS;
+    use std::collections::BTreeSet;
+
+    /// The code points of one `\u{X}` escape at the start of `text`, and what follows.
+    fn escape(text: &str) -> (u32, &str) {
+        let rest = text.strip_prefix("\\u{").expect("a \\u{…} escape");
+        let (hex, rest) = rest.split_once('}').expect("a closing brace");
+        (u32::from_str_radix(hex, 16).expect("hex"), rest)
+    }
+
+    /// The characters the page's `MISLEADING` class names (its `\u{X}` and `\u{X}-\u{Y}`).
+    fn page_misleading() -> BTreeSet<u32> {
+        let start = APP_JS
+            .find("const MISLEADING = /[")
+            .expect("the page's list")
+            + "const MISLEADING = /[".len();
+        let class = &APP_JS[start..];
+        let class = &class[..class.find("]/gu;").expect("the end of the list")];
+        let mut codes = BTreeSet::new();
+        let mut rest = class;
+        while !rest.is_empty() {
+            let (first, after) = escape(rest);
+            let (last, after) = match after.strip_prefix('-') {
+                Some(range) => escape(range),
+                None => (first, after),
+            };
+            codes.extend(first..=last);
+            rest = after;
+        }
+        codes
+    }
+
+    #[test]
+    fn the_page_marks_exactly_what_the_domain_calls_misleading() {
+        let page = page_misleading();
+        for code in 0..=u32::from(char::MAX) {
+            let Some(c) = char::from_u32(code) else {
+                continue;
+            };
+            // A newline and a tab are the page's layout (pre-wrapped values).
+            let expected = c != '\n' && c != '\t' && assent_domain::misleads(c);
+            assert_eq!(page.contains(&code), expected, "U+{code:04X}");
+        }
+    }
+
+    #[test]
+    fn every_item_row_shows_the_tool_name_beside_the_summary() {
+        // A host's summary may start with a title of its choosing: the row names the
+        // tool that will run, and so do the buttons' labels.
+        assert!(APP_JS.contains(r#"el("code", { class: "tool-name" }, item.toolName)"#));
+        assert!(APP_JS.contains(r#""Confirm: " + item.toolName + ": " + item.humanSummary"#));
+    }
+}

@@ -3,7 +3,7 @@
 use crate::outbox::{self, entity};
 use crate::{StoreError, timefmt};
 use assent_domain::{ChangeDecision, Target, VectorClock, Verdict};
-use assent_tools::{PastCall, PastOutcome};
+use assent_tools::{PastCall, PastOutcome, ToolDefinition};
 use serde_json::{Value, json};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
@@ -186,6 +186,31 @@ pub async fn for_change_set(
     rows.iter().map(decode).collect()
 }
 
+/// The statement of [`past_calls`] with its filter `$filter` on `decisions d`: each final
+/// decision with whether a standing grant made it (a delegation record links it to a
+/// grant: no person looked at the call), and the definition in force of the item's
+/// tool when an upstream's catalog recorded one for an agent (since when, and whether a
+/// person accepted it). An engine's own catalog (no agent) is left out: its definitions
+/// are the service's own code, pinned as they are, and change only with a release.
+macro_rules! past_calls_sql {
+    ($filter:literal) => {
+        concat!(
+            "SELECT d.id, d.change_set_id, d.item_index, d.agent_id, d.tool_name, d.verdict, d.reason,
+                    d.edited_args, d.origin_host, d.decided_by, d.created_at,
+                    (SELECT MIN(g.grant_id) FROM delegations g WHERE g.decision_id = d.id) AS grant_id,
+                    t.defined_at, t.hash AS tool_hash, t.pinned_hash AS tool_pinned_hash
+             FROM decisions d
+             LEFT JOIN change_items i ON i.change_set_id = d.change_set_id AND i.item_index = d.item_index
+             LEFT JOIN host_tools t ON t.host = i.host AND t.tool_name = i.tool_name AND t.agent_id IS NOT NULL
+             WHERE ",
+            $filter,
+            " AND d.verdict IN ('confirmed', 'rejected')
+             AND d.change_set_id NOT IN (SELECT id FROM change_sets WHERE undoes IS NOT NULL)
+             ORDER BY d.created_at, d.rowid"
+        )
+    };
+}
+
 /// The final decisions (confirmed or rejected) made at or after `since`, of agent
 /// `agent` when given, oldest first, as the history's pure readers take them
 /// ([`assent_tools::suggest_grants`], [`assent_tools::backtest`]): a confirmation with
@@ -203,27 +228,17 @@ pub async fn past_calls(
     let since = timefmt::format(since);
     let rows = match agent {
         Some(agent) => {
-            sqlx::query(
-                "SELECT id, change_set_id, item_index, agent_id, tool_name, verdict, reason, edited_args, origin_host, decided_by, created_at
-                 FROM decisions WHERE agent_id = $1 AND created_at >= $2 AND verdict IN ('confirmed', 'rejected')
-                 AND change_set_id NOT IN (SELECT id FROM change_sets WHERE undoes IS NOT NULL)
-                 ORDER BY created_at, rowid",
-            )
-            .bind(agent)
-            .bind(since)
-            .fetch_all(&mut *conn)
-            .await?
+            sqlx::query(past_calls_sql!("d.agent_id = $1 AND d.created_at >= $2"))
+                .bind(agent)
+                .bind(since)
+                .fetch_all(&mut *conn)
+                .await?
         }
         None => {
-            sqlx::query(
-                "SELECT id, change_set_id, item_index, agent_id, tool_name, verdict, reason, edited_args, origin_host, decided_by, created_at
-                 FROM decisions WHERE created_at >= $1 AND verdict IN ('confirmed', 'rejected')
-                 AND change_set_id NOT IN (SELECT id FROM change_sets WHERE undoes IS NOT NULL)
-                 ORDER BY created_at, rowid",
-            )
-            .bind(since)
-            .fetch_all(&mut *conn)
-            .await?
+            sqlx::query(past_calls_sql!("d.created_at >= $1"))
+                .bind(since)
+                .fetch_all(&mut *conn)
+                .await?
         }
     };
     let links: Vec<String> = sqlx::query_scalar(
@@ -253,7 +268,20 @@ pub async fn past_calls(
             let origin: Option<String> = row.try_get("origin_host")?;
             let decided_by: Option<String> = row.try_get("decided_by")?;
             let created_at: String = row.try_get("created_at")?;
+            let grant_id: Option<String> = row.try_get("grant_id")?;
+            let defined_at: Option<String> = row.try_get("defined_at")?;
+            let tool_hash: Option<String> = row.try_get("tool_hash")?;
+            let tool_pinned: Option<String> = row.try_get("tool_pinned_hash")?;
+            let definition = match (defined_at, tool_hash, tool_pinned) {
+                (Some(since), Some(hash), Some(pinned)) => Some(ToolDefinition {
+                    since: timefmt::parse("host_tools", &since)?,
+                    accepted: hash == pinned,
+                }),
+                _ => None,
+            };
             Ok(PastCall {
+                automatic: grant_id.is_some(),
+                definition,
                 decision_id: row.try_get("id")?,
                 undone: undone.contains(&(change_set_id.clone(), item_index)),
                 change_set_id,

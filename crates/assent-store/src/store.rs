@@ -186,6 +186,13 @@ impl StoreOptions {
     pub fn postgres_server(&self) -> Option<String> {
         postgres_server(&self.url)
     }
+
+    /// The file of a SQLite URL, `None` for PostgreSQL or an in-memory database.
+    pub fn sqlite_file(&self) -> Option<std::path::PathBuf> {
+        (Backend::from_url(&self.url) == Some(Backend::Sqlite))
+            .then(|| sqlite_file(&self.url))
+            .flatten()
+    }
 }
 
 /// See [`StoreOptions::postgres_server`].
@@ -470,6 +477,22 @@ fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
     Some(std::path::PathBuf::from(path))
 }
 
+/// Creates a missing database file readable and writable by its owner alone (0600 on
+/// Unix, whatever the umask), before SQLite opens it: it holds webhook signing
+/// secrets, the Slack URL and every argument and result (issue 37). SQLite gives the
+/// `-wal` and `-shm` files it makes beside it the database file's mode. An existing
+/// file is left as it is; when this fails (no folder, no right to write), SQLite's own
+/// open reports why as before.
+fn create_private(path: &std::path::Path) {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    if let Err(error) = options.open(path) {
+        tracing::debug!(%error, path = %path.display(), "database file not created ahead of SQLite");
+    }
+}
+
 /// Refuses, at once and in one sentence, a file that SQLite would fail on slowly (a
 /// pool retrying for its whole acquire timeout) or, worse, treat as a new database:
 /// one that is not a SQLite database, or that this process may not write.
@@ -621,6 +644,9 @@ async fn open_sqlite(
     );
     if let Some(path) = sqlite_file(&options.url) {
         check_sqlite_file(&path)?;
+        if !options.url.contains("mode=") || options.url.contains("mode=rwc") {
+            create_private(&path);
+        }
         // One connection first: whatever else is wrong with the file fails here, once
         // and at once, not as a pool retrying until its acquire timeout.
         let mut probe = AnyConnection::connect(&url).await?;

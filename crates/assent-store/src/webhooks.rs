@@ -18,7 +18,9 @@
 //! A Slack incoming-webhook URL is a secret too: whoever has it posts into the channel.
 //! It is stored whole and read whole only by [`claim_due`] and [`receiver_url`];
 //! everything listed ([`Subscription`], [`Delivery`]) carries it masked
-//! ([`shown_url`]), so no listing, JSON answer or log line can give it away.
+//! ([`shown_url`]), so no listing, JSON answer or log line can give it away. Any
+//! other URL is listed with its user info and query values redacted
+//! ([`redacted_url`]): a generic receiver's `?token=` authenticates just the same.
 
 use crate::jobs::{Job, JobStatus};
 use crate::{Backend, StoreError, timefmt};
@@ -226,13 +228,61 @@ pub fn masked_url(url: &str) -> String {
 }
 
 /// `url` as listings, JSON answers and logs may show it: masked ([`masked_url`]) when
-/// it is a secret ([`is_secret_url`]), whole otherwise.
+/// it is a secret ([`is_secret_url`]), else with its credentials redacted
+/// ([`redacted_url`]).
 pub fn shown_url<'a>(url: &'a str, format: &str) -> Cow<'a, str> {
-    if is_secret_url(url, format) {
-        Cow::Owned(masked_url(url))
+    let redacted = redacted_url(url);
+    if is_secret_url(&redacted, format) {
+        Cow::Owned(masked_url(&redacted))
     } else {
-        Cow::Borrowed(url)
+        redacted
     }
+}
+
+/// `url` without the credentials a receiver's URL may carry (issue 37): the user info
+/// (`user:pass@`) becomes `…@` and each query value `…`, its name kept
+/// (`?token=…&v=…`), so a listing tells receivers apart without giving away what
+/// authenticates to them. A fragment goes the same way as a query.
+pub fn redacted_url(url: &str) -> Cow<'_, str> {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
+    };
+    let authority_end = if scheme.is_some() {
+        rest.find(['/', '?', '#']).unwrap_or(rest.len())
+    } else {
+        0
+    };
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((_, host)) => Cow::Owned(format!("…@{host}")),
+        None => Cow::Borrowed(authority),
+    };
+    let query_start = tail.find(['?', '#']).unwrap_or(tail.len());
+    let (path, query) = tail.split_at(query_start);
+    let mut hidden = String::with_capacity(query.len());
+    let mut rest = query;
+    while let Some(mark) = rest.chars().next() {
+        // `?` or `#` opens a part; `&` and `;` separate its pairs.
+        hidden.push(mark);
+        rest = &rest[mark.len_utf8()..];
+        let end = rest.find(['&', ';', '#']).unwrap_or(rest.len());
+        let (pair, after) = rest.split_at(end);
+        match pair.split_once('=') {
+            Some((name, _)) => {
+                hidden.push_str(name);
+                hidden.push_str("=…");
+            }
+            None if pair.is_empty() => {}
+            None => hidden.push('…'),
+        }
+        rest = after;
+    }
+    if matches!(authority, Cow::Borrowed(_)) && hidden == query {
+        return Cow::Borrowed(url);
+    }
+    let scheme = scheme.map_or_else(String::new, |s| format!("{s}://"));
+    Cow::Owned(format!("{scheme}{authority}{path}{hidden}"))
 }
 
 fn parse_uuid(table: &'static str, text: &str) -> Result<Uuid, StoreError> {
@@ -911,6 +961,32 @@ mod tests {
             ),
             ("not a url at all", "slack", "/…/ all"),
             ("", "slack", "/…"),
+            // Credentials in a receiver's URL are redacted, names kept (issue 37).
+            (
+                "https://receiver.example/hook?token=s3cret&v=2",
+                "standard",
+                "https://receiver.example/hook?token=…&v=…",
+            ),
+            (
+                "https://ann:pa55@receiver.example/hook?s3cret",
+                "standard",
+                "https://…@receiver.example/hook?…",
+            ),
+            (
+                "https://u:pa55@hooks.slack.com/services/T000/B000/abcdefghWXYZ",
+                "standard",
+                "https://…@hooks.slack.com/…/WXYZ",
+            ),
+            (
+                "https://hooks.example/a?api_key=s3cret;x#frag=s3cret",
+                "standard",
+                "https://hooks.example/a?api_key=…;…#frag=…",
+            ),
+            (
+                "https://receiver.example/hook?",
+                "standard",
+                "https://receiver.example/hook?",
+            ),
         ] {
             assert_eq!(shown_url(url, format), shown, "{url} ({format})");
         }
@@ -924,6 +1000,7 @@ mod tests {
         ] {
             let _ = masked_url(odd);
             let _ = is_secret_url(odd, "standard");
+            assert!(!redacted_url(&format!("{odd}?k=s3cret")).contains("s3cret"));
         }
     }
 }

@@ -3,7 +3,7 @@
 //! decided, and a shadow rule's agreement with the people who did decide. Pure: the store loads the [`PastCall`]s, `now` is an argument, and the same
 //! input gives the same output in the same order.
 
-use crate::policy::{RuleAction, ToolRule};
+use crate::policy::{AgentPolicy, RuleAction, ToolRule};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use time::{Duration, OffsetDateTime};
@@ -57,6 +57,31 @@ pub struct PastCall {
     pub reviewer: Option<String>,
     /// When it was decided.
     pub at: OffsetDateTime,
+    /// Whether no person decided it: a standing grant (an "always" answer) approved
+    /// it. Grant suggestions report such calls beside a person's decisions and never
+    /// count them as one (issue 37).
+    pub automatic: bool,
+    /// The definition of the call's tool in force now, when its host recorded one.
+    pub definition: Option<ToolDefinition>,
+}
+
+/// The definition of a host's tool in force now, as the host's catalog records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolDefinition {
+    /// Since when the host lists this definition: decisions made before it were
+    /// about another one.
+    pub since: OffsetDateTime,
+    /// Whether a person accepted it (false: it changed since, `agent show` marks it
+    /// CHANGED and every call of it is asked about).
+    pub accepted: bool,
+}
+
+impl PastCall {
+    /// Whether the decision was made about the tool's definition in force now (or its
+    /// host records no definition).
+    fn of_current_definition(&self) -> bool {
+        self.definition.is_none_or(|d| self.at >= d.since)
+    }
 }
 
 /// The stable id of the suggestion to allow `tool` for `agent`: the same pair gives the
@@ -81,11 +106,12 @@ pub struct SuggestOptions {
     pub now: OffsetDateTime,
 }
 
-/// What the history says about one agent's calls of one tool.
+/// What the history says about one agent's calls of one tool. Only decisions a person
+/// made about the tool's current definition are counted as theirs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GrantEvidence {
-    /// Calls confirmed with the agent's own arguments.
+    /// Calls a person confirmed with the agent's own arguments.
     pub confirmed_unchanged: u32,
     /// Calls confirmed after a person changed the arguments.
     pub edited: u32,
@@ -95,6 +121,12 @@ pub struct GrantEvidence {
     pub undone: u32,
     /// Distinct known deciders among these calls.
     pub reviewers: u32,
+    /// Calls of the current definition no person decided (a standing grant approved
+    /// them): reported, never counted as confirmations.
+    pub automatic: u32,
+    /// Decisions about an earlier definition of the tool (its host redefined it
+    /// since): not counted at all.
+    pub before_definition: u32,
     /// The first decision.
     #[serde(with = "time::serde::rfc3339")]
     pub first_at: OffsetDateTime,
@@ -118,11 +150,108 @@ pub struct GrantSuggestion {
     /// When the rule would expire if applied now.
     #[serde(with = "time::serde::rfc3339")]
     pub expires_at: OffsetDateTime,
+    /// What is in force for the tool now, which the rule would replace (`null` when
+    /// nothing is: the tool's mode decides).
+    pub replaces: Option<InForce>,
+    /// Why applying it is refused, when it is: it would weaken a deny, quorum or hold
+    /// in force, change nothing, or accept a changed definition.
+    pub refused: Option<String>,
     /// Why.
     pub evidence: GrantEvidence,
 }
 
-/// The evidence of every (agent, tool) pair in `calls`, by agent then tool.
+/// What is in force for one agent's tool: what an `allow` suggestion would replace.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InForce {
+    /// The action of the rules that decide the tool (deny over ask over allow), when a
+    /// rule does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'static str>,
+    /// The pattern of the first rule with that action.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// How many distinct people must confirm a call (a quorum, above 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<u32>,
+    /// The hold window a confirmed call waits out, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold_seconds: Option<u32>,
+    /// Whether the tool's definition changed since a person accepted it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub definition_changed: bool,
+}
+
+impl InForce {
+    /// What `policy` (the rules in force) and the tool's settings (its quorum
+    /// `approvals_needed`, its `hold` in seconds) say about `tool`.
+    pub fn of(policy: &AgentPolicy, tool: &str, approvals_needed: u32, hold: Option<u32>) -> Self {
+        let action = policy.ruled(tool);
+        // Among the rules that decide, one of another pattern first: an allow of the
+        // tool alone would replace only its own rule, and leave that one deciding.
+        let pattern = action.and_then(|action| {
+            let deciding = || {
+                policy
+                    .rules()
+                    .iter()
+                    .filter(move |r| r.action() == action && r.matches(tool))
+            };
+            deciding()
+                .find(|r| r.pattern() != tool)
+                .or_else(|| deciding().next())
+                .map(|r| r.pattern().to_owned())
+        });
+        Self {
+            rule: action.map(RuleAction::as_str),
+            pattern,
+            approvals: (approvals_needed > 1).then_some(approvals_needed),
+            hold_seconds: hold.filter(|s| *s > 0),
+            definition_changed: false,
+        }
+    }
+
+    fn is_nothing(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Why an `allow` of exactly `tool` may not replace this, or `None` when it may:
+    /// a suggestion never weakens a deny, a quorum or a hold, never accepts a changed
+    /// definition (a person allows that explicitly), and is not applied when a rule
+    /// of another pattern would still decide the tool.
+    pub fn refusal(&self, agent: &str, tool: &str) -> Option<String> {
+        let pattern = self.pattern.as_deref().unwrap_or(tool);
+        if self.rule == Some(RuleAction::Deny.as_str()) {
+            return Some(format!(
+                "agent {agent} has a deny rule for {pattern} in force; a suggestion never weakens it"
+            ));
+        }
+        if let Some(needed) = self.approvals {
+            return Some(format!(
+                "{tool} of agent {agent} needs {needed} approvals; a suggestion never weakens a quorum (change it with `assent agent ask {agent} {tool} --approvals N` first)"
+            ));
+        }
+        if let Some(seconds) = self.hold_seconds {
+            return Some(format!(
+                "{tool} of agent {agent} is held {seconds} s after a confirmation; a suggestion never weakens a hold (remove it with `assent agent hold {agent} {tool} 0` first)"
+            ));
+        }
+        if self.definition_changed {
+            return Some(format!(
+                "the definition of {tool} changed since a person accepted it; a suggestion never accepts it (review it with `assent agent show {agent}`, then `assent agent allow {agent} {tool}`)"
+            ));
+        }
+        if self.rule == Some(RuleAction::Ask.as_str()) && pattern != tool {
+            return Some(format!(
+                "agent {agent}'s ask rule for {pattern} would still decide {tool} (deny over ask over allow): an allow of {tool} alone changes nothing"
+            ));
+        }
+        None
+    }
+}
+
+/// The evidence of every (agent, tool) pair in `calls`, by agent then tool: a call
+/// about an earlier definition of its tool counts only as `before_definition`, an
+/// automatic one as `automatic` (and its undo, a person's word, as `undone`).
 fn evidence(calls: &[PastCall]) -> BTreeMap<(&str, &str), GrantEvidence> {
     let mut by_pair: BTreeMap<(&str, &str), (GrantEvidence, BTreeSet<&str>)> = BTreeMap::new();
     for call in calls {
@@ -135,17 +264,30 @@ fn evidence(calls: &[PastCall]) -> BTreeMap<(&str, &str), GrantEvidence> {
                     rejected: 0,
                     undone: 0,
                     reviewers: 0,
+                    automatic: 0,
+                    before_definition: 0,
                     first_at: call.at,
                     last_at: call.at,
                 };
                 (evidence, BTreeSet::new())
             });
+        if !call.of_current_definition() {
+            evidence.before_definition += 1;
+            continue;
+        }
+        evidence.undone += u32::from(call.undone);
+        if call.automatic {
+            evidence.automatic += 1;
+            continue;
+        }
         match call.outcome {
             PastOutcome::ConfirmedUnchanged => evidence.confirmed_unchanged += 1,
             PastOutcome::Edited => evidence.edited += 1,
             PastOutcome::Rejected => evidence.rejected += 1,
         }
-        evidence.undone += u32::from(call.undone);
+        if evidence.confirmed_unchanged + evidence.edited + evidence.rejected == 1 {
+            (evidence.first_at, evidence.last_at) = (call.at, call.at);
+        }
         evidence.first_at = evidence.first_at.min(call.at);
         evidence.last_at = evidence.last_at.max(call.at);
         if let Some(reviewer) = &call.reviewer {
@@ -163,8 +305,22 @@ fn evidence(calls: &[PastCall]) -> BTreeMap<(&str, &str), GrantEvidence> {
 
 /// `allow` rules for the tools whose calls a person confirmed unchanged at least
 /// `min_confirmed` times and never edited, rejected or undid, among `calls` (the
-/// window is the caller's choice), by agent then tool.
-pub fn suggest_grants(calls: &[PastCall], options: &SuggestOptions) -> Vec<GrantSuggestion> {
+/// window is the caller's choice), by agent then tool. Only a person's decisions about
+/// the tool's definition in force count (automatic approvals and decisions about an
+/// earlier definition are reported, not counted). `in_force` says what is in force
+/// for an (agent, tool) pair now (nothing when it has no answer): each suggestion
+/// names it as what it `replaces`, and says why applying it is `refused` when it
+/// would weaken it or accept a changed definition.
+pub fn suggest_grants(
+    calls: &[PastCall],
+    options: &SuggestOptions,
+    in_force: impl Fn(&str, &str) -> InForce,
+) -> Vec<GrantSuggestion> {
+    let changed: BTreeSet<(&str, &str)> = calls
+        .iter()
+        .filter(|c| c.definition.is_some_and(|d| !d.accepted))
+        .map(|c| (c.agent_id.as_str(), c.tool_name.as_str()))
+        .collect();
     evidence(calls)
         .into_iter()
         .filter(|(_, e)| {
@@ -173,13 +329,19 @@ pub fn suggest_grants(calls: &[PastCall], options: &SuggestOptions) -> Vec<Grant
                 && e.rejected == 0
                 && e.undone == 0
         })
-        .map(|((agent, tool), evidence)| GrantSuggestion {
-            id: suggestion_id(agent, tool),
-            agent: agent.to_owned(),
-            tool: tool.to_owned(),
-            rule: RuleAction::Allow.as_str(),
-            expires_at: options.now + options.expiry,
-            evidence,
+        .map(|((agent, tool), evidence)| {
+            let mut now = in_force(agent, tool);
+            now.definition_changed |= changed.contains(&(agent, tool));
+            GrantSuggestion {
+                id: suggestion_id(agent, tool),
+                agent: agent.to_owned(),
+                tool: tool.to_owned(),
+                rule: RuleAction::Allow.as_str(),
+                expires_at: options.now + options.expiry,
+                refused: now.refusal(agent, tool),
+                replaces: (!now.is_nothing()).then_some(now),
+                evidence,
+            }
         })
         .collect()
 }
@@ -447,6 +609,8 @@ mod tests {
                 reason: None,
                 reviewer: Some(reviewer.to_owned()),
                 at: T0 + Duration::minutes(minute),
+                automatic: false,
+                definition: None,
             })
             .collect()
     }
@@ -457,6 +621,11 @@ mod tests {
             expiry: Duration::days(30),
             now: T0 + Duration::days(1),
         }
+    }
+
+    /// The suggestions from `history` at `min`, with nothing in force for any tool.
+    fn suggest(history: &[PastCall], min: u32) -> Vec<GrantSuggestion> {
+        suggest_grants(history, &options(min), |_, _| InForce::default())
     }
 
     #[test]
@@ -493,7 +662,7 @@ mod tests {
             "ann",
         ));
         history.extend(calls("a", "delete", PastOutcome::Rejected, 20, 1, "ann"));
-        let suggested = suggest_grants(&history, &options(5));
+        let suggested = suggest(&history, 5);
         assert_eq!(suggested.len(), 1, "{suggested:?}");
         let s = &suggested[0];
         assert_eq!(
@@ -501,6 +670,7 @@ mod tests {
             ("a", "set_title", "allow")
         );
         assert_eq!(s.id, suggestion_id("a", "set_title"));
+        assert_eq!((&s.replaces, &s.refused), (&None, &None));
         assert_eq!(s.expires_at, T0 + Duration::days(31));
         assert_eq!(
             s.evidence,
@@ -510,14 +680,16 @@ mod tests {
                 rejected: 0,
                 undone: 0,
                 reviewers: 2,
+                automatic: 0,
+                before_definition: 0,
                 first_at: T0,
                 last_at: T0 + Duration::minutes(11),
             }
         );
         // Not enough at a higher bar; the same answer from the history in another order.
-        assert!(suggest_grants(&history, &options(7)).is_empty());
+        assert!(suggest(&history, 7).is_empty());
         history.reverse();
-        assert_eq!(suggest_grants(&history, &options(5)), suggested);
+        assert_eq!(suggest(&history, 5), suggested);
     }
 
     #[test]
@@ -541,7 +713,7 @@ mod tests {
         ));
         history.extend(calls("b", "t", PastOutcome::Edited, 9, 1, "ann"));
         history[12].undone = true; // one of c's
-        let suggested = suggest_grants(&history, &options(5));
+        let suggested = suggest(&history, 5);
         let agents: Vec<&str> = suggested.iter().map(|s| s.agent.as_str()).collect();
         assert_eq!(agents, ["a"]);
         let all = evidence(&history);
@@ -655,5 +827,160 @@ mod tests {
         assert!(shadow_agrees(RuleAction::Deny, Rejected));
         assert!(!shadow_agrees(RuleAction::Deny, ConfirmedUnchanged));
         assert!(!shadow_agrees(RuleAction::Deny, Edited));
+    }
+
+    #[test]
+    fn automatic_approvals_are_reported_and_never_counted_as_a_persons() {
+        // Two narrow "always" answers by a person, then six calls a grant approved.
+        let mut history = calls("a", "send", PastOutcome::ConfirmedUnchanged, 0, 2, "ann");
+        let mut granted = calls("a", "send", PastOutcome::ConfirmedUnchanged, 10, 6, "ann");
+        for call in &mut granted {
+            call.automatic = true;
+            call.reviewer = None;
+        }
+        history.extend(granted);
+        let all = evidence(&history);
+        let e = &all[&("a", "send")];
+        assert_eq!((e.confirmed_unchanged, e.automatic, e.reviewers), (2, 6, 1));
+        assert_eq!(
+            (e.first_at, e.last_at),
+            (T0, T0 + Duration::minutes(1)),
+            "a person's decisions only"
+        );
+        assert!(
+            suggest(&history, 3).is_empty(),
+            "two of a person's, not eight"
+        );
+        assert_eq!(suggest(&history, 2)[0].evidence.automatic, 6);
+        // A person's undo of an automatic call is a person's word: it spoils the tool.
+        history[5].undone = true;
+        assert!(suggest(&history, 2).is_empty());
+    }
+
+    #[test]
+    fn decisions_about_an_earlier_definition_do_not_count_and_a_changed_one_is_refused() {
+        let mut history = calls(
+            "a",
+            "send_money",
+            PastOutcome::ConfirmedUnchanged,
+            0,
+            3,
+            "ann",
+        );
+        let redefined = ToolDefinition {
+            since: T0 + Duration::minutes(5),
+            accepted: false,
+        };
+        for call in &mut history {
+            call.definition = Some(redefined);
+        }
+        let all = evidence(&history);
+        assert_eq!(
+            (
+                all[&("a", "send_money")].confirmed_unchanged,
+                all[&("a", "send_money")].before_definition
+            ),
+            (0, 3)
+        );
+        assert!(
+            suggest(&history, 1).is_empty(),
+            "the old evidence does not count"
+        );
+        // Confirmations of the new definition count, but it is not accepted yet: the
+        // suggestion is listed and refused, naming the changed definition.
+        let mut fresh = calls(
+            "a",
+            "send_money",
+            PastOutcome::ConfirmedUnchanged,
+            10,
+            2,
+            "ann",
+        );
+        for call in &mut fresh {
+            call.definition = Some(redefined);
+        }
+        history.extend(fresh);
+        let suggested = suggest(&history, 2);
+        assert_eq!(suggested.len(), 1);
+        assert_eq!(suggested[0].evidence.before_definition, 3);
+        assert_eq!(suggested[0].evidence.first_at, T0 + Duration::minutes(10));
+        assert!(
+            suggested[0]
+                .replaces
+                .as_ref()
+                .is_some_and(|r| r.definition_changed)
+        );
+        let why = suggested[0].refused.as_deref().expect("refused");
+        assert!(why.contains("definition of send_money changed"), "{why}");
+        // Accepted by a person: no longer refused.
+        for call in &mut history {
+            call.definition = Some(ToolDefinition {
+                accepted: true,
+                ..redefined
+            });
+        }
+        assert_eq!(suggest(&history, 2)[0].refused, None);
+    }
+
+    #[test]
+    fn a_suggestion_names_what_it_replaces_and_never_weakens_a_deny_quorum_or_hold() {
+        let history = calls(
+            "a",
+            "send_money",
+            PastOutcome::ConfirmedUnchanged,
+            0,
+            1,
+            "ann",
+        );
+        let rule = |pattern: &str, action| ToolRule::new(pattern, action).expect("a rule");
+        let with = |policy: AgentPolicy, approvals: u32, hold: Option<u32>| {
+            let suggested = suggest_grants(&history, &options(1), |_, tool| {
+                InForce::of(&policy, tool, approvals, hold)
+            });
+            let s = suggested.into_iter().next().expect("one suggestion");
+            (s.replaces, s.refused)
+        };
+        let none = AgentPolicy::new(["work"]);
+        assert_eq!(with(none.clone(), 1, None), (None, None));
+
+        let ask = none.clone().with_rule(rule("send_money", RuleAction::Ask));
+        let (replaces, refused) = with(ask.clone(), 1, None);
+        let replaces = replaces.expect("the ask rule");
+        assert_eq!(
+            (replaces.rule, replaces.pattern.as_deref()),
+            (Some("ask"), Some("send_money"))
+        );
+        assert_eq!(
+            refused, None,
+            "a plain ask of the tool is what a suggestion replaces"
+        );
+
+        let (replaces, refused) = with(ask.clone(), 2, None);
+        assert_eq!(replaces.expect("the quorum").approvals, Some(2));
+        assert!(refused.expect("refused").contains("needs 2 approvals"));
+
+        let (replaces, refused) = with(ask, 1, Some(30));
+        assert_eq!(replaces.expect("the hold").hold_seconds, Some(30));
+        assert!(refused.expect("refused").contains("held 30 s"));
+
+        let deny = none.clone().with_rule(rule("send_*", RuleAction::Deny));
+        let (replaces, refused) = with(deny, 1, None);
+        assert_eq!(
+            replaces.expect("the deny").pattern.as_deref(),
+            Some("send_*")
+        );
+        assert!(refused.expect("refused").contains("deny rule for send_*"));
+
+        let pattern_ask = none.with_rule(rule("send_*", RuleAction::Ask));
+        let (_, refused) = with(pattern_ask.clone(), 1, None);
+        assert!(refused.expect("refused").contains("changes nothing"));
+        // Its own ask and a pattern's: the pattern's would still decide.
+        let both = pattern_ask.with_rule(rule("send_money", RuleAction::Ask));
+        let (replaces, refused) = with(both, 1, None);
+        assert_eq!(
+            replaces.expect("the asks").pattern.as_deref(),
+            Some("send_*")
+        );
+        assert!(refused.expect("refused").contains("changes nothing"));
     }
 }

@@ -31,9 +31,9 @@ pub use executor::{
     ToolOutcome,
 };
 pub use history::{
-    Backtest, CallAgainstRule, Disagreement, GrantEvidence, GrantSuggestion, LetThrough, PastCall,
-    PastOutcome, ShadowReport, SuggestOptions, backtest, shadow_agrees, shadow_report,
-    suggest_grants, suggestion_id,
+    Backtest, CallAgainstRule, Disagreement, GrantEvidence, GrantSuggestion, InForce, LetThrough,
+    PastCall, PastOutcome, ShadowReport, SuggestOptions, ToolDefinition, backtest, shadow_agrees,
+    shadow_report, suggest_grants, suggestion_id,
 };
 pub use policy::{
     AgentPolicy, CallVerdict, PolicyDecision, Requirements, RuleAction, TargetCategory, ToolRule,

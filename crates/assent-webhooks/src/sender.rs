@@ -119,9 +119,7 @@ pub fn safe_text(text: &str) -> String {
             out.push('…');
             break;
         }
-        if c.is_control()
-            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-        {
+        if assent_domain::misleads(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -492,6 +490,11 @@ mod tests {
         assert_eq!(safe_text("ok"), "ok");
         assert_eq!(safe_text("a\nb\u{1b}[31m"), "a\\nb\\u{1b}[31m");
         assert_eq!(safe_text("x\u{202e}y"), "x\\u{202e}y");
+        // Every character the domain calls misleading, the invisible ones too.
+        assert_eq!(
+            safe_text("a\u{feff}b\u{2028}c\u{2060}d"),
+            "a\\u{feff}b\\u{2028}c\\u{2060}d"
+        );
         let long = "y".repeat(500);
         assert_eq!(safe_text(&long).chars().count(), BODY_KEEP_CHARS + 1);
     }

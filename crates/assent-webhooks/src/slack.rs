@@ -11,7 +11,7 @@
 //! sight). What does not fit is never dropped silently: the message says what was cut
 //! and names the command that shows the item whole.
 
-use assent_domain::{head_and_tail, one_line};
+use assent_domain::{head_and_tail, named_summary, one_line};
 use serde_json::{Value, json};
 use std::borrow::Cow;
 
@@ -107,11 +107,14 @@ fn argument_lines(args: &Value) -> Vec<(String, bool)> {
 /// An item's section: its summary (and status), each argument on a line of its own,
 /// and, when anything was cut to fit, a line saying what and how to see it whole.
 fn item_text(item: &Value, show: &str) -> String {
+    // The tool's name, always (issue 37): a host's summary may start with a title of
+    // its choosing ("Read the README" on `delete_all_files`).
+    let tool = item["toolName"].as_str().unwrap_or("");
     let summary = match item["summary"].as_str() {
-        Some(summary) => summary,
-        None => item["toolName"].as_str().unwrap_or(""),
+        Some(summary) => named_summary(tool, summary),
+        None => std::borrow::Cow::Borrowed(tool),
     };
-    let (summary, mut cut) = field(summary, TEXT_CHARS);
+    let (summary, mut cut) = field(&summary, TEXT_CHARS);
     let mut text = match item["status"].as_str() {
         Some(status) => format!("• {summary} ({})", field(status, NAME_CHARS).0),
         None => format!("• {summary}"),
@@ -254,6 +257,21 @@ mod tests {
     }
 
     #[test]
+    fn the_tool_name_is_shown_beside_a_title_and_invisible_characters_are_escaped() {
+        let payload = json!({"type": "changeSet.created", "data": {
+            "changeSetId": "s1", "agentId": "triage",
+            "items": [{"index": 0, "toolName": "delete_all_files",
+                "summary": "Read\u{200B} the\u{FEFF} README\u{2060}(path: /)", "status": "pending"}],
+        }});
+        let body = slack_body(&payload, None);
+        let item = body["blocks"][1]["text"]["text"].as_str().unwrap_or("");
+        assert_eq!(
+            item,
+            "• delete_all_files: Read\\u{200b} the\\u{feff} README\\u{2060}(path: /) (pending)"
+        );
+    }
+
+    #[test]
     fn agent_text_cannot_print_a_line_of_its_own_or_reverse_a_name() {
         let payload = json!({"type": "changeSet.created", "data": {
             "changeSetId": "s1",
@@ -271,7 +289,7 @@ mod tests {
         let first = item.lines().next().unwrap_or("");
         assert_eq!(
             first,
-            "• Refund 5000 cents⏎Refund 0 cents (confirmed) (pending)"
+            "• refund\\u{202e}: Refund 5000 cents⏎Refund 0 cents (confirmed) (pending)"
         );
         assert!(item.contains("◦ file: invoice_\\u{202e}fdp.exe"), "{item}");
         assert_eq!(
@@ -365,7 +383,7 @@ mod tests {
         );
         assert_eq!(
             body["blocks"][1]["text"]["text"],
-            "• Delete a file\n    ◦ path: /etc/passwd"
+            "• delete_file: Delete a file\n    ◦ path: /etc/passwd"
         );
     }
 

@@ -1,7 +1,7 @@
 //! A set is named by its whole id or by the first 8 or more hex digits of it (issue 25):
 //! a unique prefix works wherever a set id is taken, a shorter one is an invalid id
-//! (exit 1), one no set has is `no change set` (exit 1), one several sets share is a
-//! usage error (exit 2) saying how many.
+//! (a usage error, exit 2), one no set has is `no change set` (exit 1), one several
+//! sets share is a usage error (exit 2) saying how many.
 
 use super::{Cli, assert_fails, code};
 use assent_domain::{
@@ -63,16 +63,27 @@ fn a_set_is_confirmed_by_the_first_eight_digits_of_its_id() {
     let item = cli.json(&["show", &dashless, "1"], "");
     assert_eq!(item["status"], "deferred", "without its dashes: {item}");
 
-    assert_fails(
-        &cli.run(&["confirm", &set[..7], "1"]),
-        1,
-        "invalid change set id",
-    );
+    // Too short, or not hex: a usage error (exit 2) on every command taking a set id
+    // (issue 37), and nothing is decided.
+    let short = &set[..7];
+    for command in [
+        vec!["confirm", short, "1"],
+        vec!["confirm", short, "--all"],
+        vec!["reject", short, "1"],
+        vec!["edit", short, "1", "--args", "{}"],
+        vec!["defer", short, "1"],
+        vec!["undo", short, "0"],
+        vec!["dismiss", short],
+        vec!["show", short],
+    ] {
+        assert_fails(&cli.run(&command), 2, "invalid change set id");
+    }
     assert_fails(
         &cli.run(&["confirm", &format!("{}%", &set[..8]), "1"]),
-        1,
+        2,
         "invalid change set id",
     );
+    assert_eq!(cli.json(&["show", &set, "1"], "")["status"], "deferred");
     let other = if set.starts_with('f') { "e" } else { "f" };
     assert_fails(
         &cli.run(&["reject", &format!("{other}{}", &set[1..8]), "1"]),

@@ -5,6 +5,9 @@
 //! rule's expiry against the system clock.
 
 use super::{Cli, assert_fails, code};
+use assent_domain::Uuid;
+use assent_store::delegation::{self, Delegation, Grant};
+use assent_store::{Store, decisions};
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
@@ -95,7 +98,13 @@ fn six_unchanged_confirmations_suggest_an_allow_that_runs_the_next_call_at_once(
     assert_eq!(
         s["evidence"],
         json!({"confirmedUnchanged": 6, "edited": 0, "rejected": 0, "undone": 0,
-            "reviewers": 1, "firstAt": rfc3339(now), "lastAt": rfc3339(now)})
+            "reviewers": 1, "automatic": 0, "beforeDefinition": 0,
+            "firstAt": rfc3339(now), "lastAt": rfc3339(now)})
+    );
+    // Nothing is in force for the tool (its mode decides): it replaces nothing.
+    assert_eq!(
+        (&s["replaces"], &s["refused"]),
+        (&Value::Null, &Value::Null)
     );
     let id = s["id"].as_str().expect("an id");
     assert!(id.starts_with("sg_"), "{id}");
@@ -370,5 +379,206 @@ fn a_shadow_rule_changes_nothing_reports_its_agreement_and_is_promoted() {
     assert_eq!(
         code(&cli.run(&["agent", "allow", "a", "x", "--shadow", "--for", "1d"])),
         2
+    );
+}
+
+/// The suggestions `grants suggest --min MIN` lists, as JSON.
+fn suggestions(cli: &Cli, min: &str) -> Vec<Value> {
+    let listed = cli.json(&["grants", "suggest", "--min", min], "");
+    listed.as_array().expect("an array").clone()
+}
+
+#[test]
+fn a_suggestion_never_weakens_a_quorum_hold_or_deny_and_says_what_it_would_replace() {
+    let (cli, _) = at_the_current_second();
+    let task = cli.agent_and_task();
+    confirm_titles(&cli, &task, 0, 1);
+    // A quorum of 2, set after the one confirmation (issue 37's new user).
+    ok(
+        &cli,
+        &["agent", "ask", "a", "set_task_title", "--approvals", "2"],
+    );
+    let before = cli.json(&["agent", "show", "a"], "");
+    let listed = suggestions(&cli, "1");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let s = &listed[0];
+    assert_eq!(
+        s["replaces"],
+        json!({"rule": "ask", "pattern": "set_task_title", "approvals": 2})
+    );
+    let id = s["id"].as_str().expect("an id");
+    let why = s["refused"].as_str().expect("refused");
+    assert!(why.contains("needs 2 approvals"), "{why}");
+    let text =
+        String::from_utf8_lossy(&cli.run(&["grants", "suggest", "--min", "1"]).stdout).into_owned();
+    assert!(
+        text.contains("REPLACES") && text.contains("2 approvals (refused)"),
+        "{text}"
+    );
+    assert_fails(
+        &cli.run(&["grants", "suggest", "--min", "1", "--apply", id]),
+        3,
+        "needs 2 approvals; a suggestion never weakens a quorum",
+    );
+    // Nothing written: the quorum stands and the next call waits for a person.
+    assert_eq!(cli.json(&["agent", "show", "a"], ""), before);
+    propose(&cli, &task, "set_task_title", json!({"title": "Waits"}));
+
+    // A hold: named and refused the same way.
+    ok(
+        &cli,
+        &["agent", "ask", "a", "set_task_title", "--approvals", "1"],
+    );
+    ok(&cli, &["agent", "hold", "a", "set_task_title", "30"]);
+    let s = &suggestions(&cli, "1")[0];
+    assert_eq!(s["replaces"]["holdSeconds"], 30, "{s}");
+    assert_fails(
+        &cli.run(&["grants", "suggest", "--min", "1", "--apply", id]),
+        3,
+        "is held 30 s",
+    );
+    ok(&cli, &["agent", "hold", "a", "set_task_title", "0"]);
+
+    // A deny by pattern: an exact allow would not even take effect, and is refused.
+    ok(&cli, &["agent", "deny", "a", "set_task_*"]);
+    let s = &suggestions(&cli, "1")[0];
+    assert_eq!(
+        s["replaces"],
+        json!({"rule": "deny", "pattern": "set_task_*"})
+    );
+    assert_fails(
+        &cli.run(&["grants", "suggest", "--min", "1", "--apply", id]),
+        3,
+        "deny rule for set_task_*",
+    );
+    let shown = cli.json(&["agent", "show", "a"], "");
+    assert!(
+        shown["rules"]
+            .as_array()
+            .is_some_and(|rules| rules.iter().all(|r| r["action"] != "allow")),
+        "no allow was written: {shown}"
+    );
+
+    // An ask of another pattern would still decide: refused as changing nothing.
+    ok(&cli, &["agent", "ask", "a", "set_task_*"]);
+    assert_fails(
+        &cli.run(&["grants", "suggest", "--min", "1", "--apply", id]),
+        3,
+        "changes nothing",
+    );
+    // A plain ask of the tool alone is what a suggestion replaces, and says so.
+    ok(&cli, &["agent", "allow", "a", "set_task_*"]);
+    let s = &suggestions(&cli, "1")[0];
+    assert_eq!(s["refused"], Value::Null, "{s}");
+    let applied = cli.json(&["grants", "suggest", "--min", "1", "--apply", id], "");
+    assert_eq!(
+        applied["applied"]["replaces"],
+        json!({"rule": "ask", "pattern": "set_task_title"})
+    );
+    let ran = wake(&cli, &task, "set_task_title", json!({"title": "Ran"}));
+    assert!(ran["changeSetId"].is_null(), "nothing queued: {ran}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automatic_approvals_are_reported_apart_and_never_counted_as_a_persons() {
+    let (cli, now) = at_the_current_second();
+    let task = tokio::task::block_in_place(|| cli.agent_and_task());
+    tokio::task::block_in_place(|| confirm_titles(&cli, &task, 0, 8));
+    // Two narrow "always" answers by a person, then six calls their grant approved:
+    // linked as the scheduler links a grant's decisions (a delegation record naming
+    // the grant), with no person on them.
+    let store = Store::open(&cli.db()).await.expect("the database");
+    let mut conn = store.pool().acquire().await.expect("a connection");
+    let calls = decisions::past_calls(&mut conn, Some("a"), now - Duration::days(1))
+        .await
+        .expect("the history");
+    assert_eq!(calls.len(), 8);
+    let grant = Grant {
+        id: Uuid::new_v4(),
+        agent_id: Some("a".into()),
+        agent_path: "a".into(),
+        tool_name: "set_task_title".into(),
+        args_pattern: Some(json!({"title": "Title 1"})),
+        correlation_id: "answer-1".into(),
+        created_at: now,
+        revoked_at: None,
+    };
+    delegation::insert_grant(&mut conn, &grant, now)
+        .await
+        .expect("the grant");
+    for call in &calls[2..] {
+        let decision = Uuid::parse_str(&call.decision_id).expect("a decision id");
+        let record = Delegation {
+            correlation_id: format!("granted-{decision}"),
+            agent_path: "a".into(),
+            change_set_id: Uuid::parse_str(&call.change_set_id).expect("a set id"),
+            item_index: call.item_index,
+            tool_name: call.tool_name.clone(),
+            outcome: "granted".into(),
+            reason: None,
+            decision_id: Some(decision),
+            grant_id: Some(grant.id),
+            created_at: now,
+        };
+        delegation::record(&mut conn, &record, now)
+            .await
+            .expect("the delegation");
+    }
+    drop(conn);
+    store.close().await;
+
+    let listed = tokio::task::block_in_place(|| suggestions(&cli, "3"));
+    assert!(
+        listed.is_empty(),
+        "two of a person's, not eight: {listed:?}"
+    );
+    let listed = tokio::task::block_in_place(|| suggestions(&cli, "2"));
+    let evidence = &listed[0]["evidence"];
+    assert_eq!(
+        (&evidence["confirmedUnchanged"], &evidence["automatic"]),
+        (&json!(2), &json!(6)),
+        "{evidence}"
+    );
+    let text = tokio::task::block_in_place(|| {
+        String::from_utf8_lossy(&cli.run(&["grants", "suggest", "--min", "2"]).stdout).into_owned()
+    });
+    assert!(text.contains("AUTOMATIC"), "{text}");
+}
+
+#[test]
+fn a_backtested_allow_lists_an_edit_made_under_a_quorum() {
+    let (cli, _) = at_the_current_second();
+    let task = cli.agent_and_task();
+    ok(
+        &cli,
+        &["agent", "ask", "a", "set_task_title", "--approvals", "2"],
+    );
+    let set = propose(&cli, &task, "set_task_title", json!({"title": "Draft"}));
+    ok(
+        &cli,
+        &[
+            "edit",
+            &set,
+            "0",
+            "--args",
+            r#"{"title": "Better"}"#,
+            "--as",
+            "alice",
+        ],
+    );
+    let item = cli.json(&["show", &set, "0"], "");
+    if item["status"] != "confirmed" {
+        ok(&cli, &["confirm", &set, "0", "--as", "bob"]);
+    }
+    assert_eq!(cli.json(&["show", &set, "0"], "")["status"], "confirmed");
+    let replay = cli.json(&["agent", "backtest", "a", "set_task_title", "allow"], "");
+    let through = replay["letThrough"].as_array().expect("an array");
+    assert_eq!(through.len(), 1, "{replay}");
+    assert_eq!(through[0]["outcome"], "edited");
+    assert!(
+        through[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("it would have run as the agent proposed it")),
+        "{replay}"
     );
 }

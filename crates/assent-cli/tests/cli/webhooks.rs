@@ -207,3 +207,48 @@ fn a_slack_url_is_a_secret_shown_masked_everywhere() {
         assert!(!shown.contains("s3cret"), "{shown}");
     }
 }
+
+/// Issue 37: a generic receiver's credentials (`?token=`, `user:pass@` is refused at
+/// add) never appear in `webhooks add`, the listing or the deliveries, in text or JSON.
+#[test]
+fn a_receivers_query_token_is_redacted_in_every_listing() {
+    let cli = Cli::new();
+    let url = "https://receiver.example/hook?token=s3cr3tTOKEN&v=2";
+    let added = cli.run(&["webhooks", "add", url]);
+    assert_eq!(
+        code(&added),
+        0,
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let said = stdout(&added);
+    assert!(
+        said.contains("https://receiver.example/hook?token=…&v=…"),
+        "{said}"
+    );
+    let added = cli.json(&["webhooks", "add", url], "");
+    assert_eq!(added["url"], "https://receiver.example/hook?token=…&v=…");
+    let listed = cli.run(&["webhooks"]);
+    let json = cli.json(&["webhooks"], "");
+    let task = cli.agent_and_task();
+    cli.json(&["wake", "--agent", "a", "--task", &task], CALLS);
+    let deliveries = cli.run(&["webhooks", "deliveries"]);
+    let deliveries_json = cli.json(&["webhooks", "deliveries"], "");
+    for shown in [
+        stdout(&listed),
+        json.to_string(),
+        stdout(&deliveries),
+        deliveries_json.to_string(),
+    ] {
+        assert!(shown.contains("token=…&v=…"), "{shown}");
+        assert!(!shown.contains("s3cr3tTOKEN"), "{shown}");
+    }
+    assert!(
+        deliveries_json.as_array().is_some_and(|d| !d.is_empty()),
+        "the wake queued deliveries: {deliveries_json}"
+    );
+    // Refused as before, user info in the URL, and the refusal does not repeat it.
+    let refused = cli.run(&["webhooks", "add", "https://ann:pa55@receiver.example/hook"]);
+    assert_fails(&refused, 1, "invalid webhook URL");
+    assert!(!String::from_utf8_lossy(&refused.stderr).contains("pa55"));
+}
