@@ -11,6 +11,7 @@ mod delegation;
 mod elsewhere;
 mod executor;
 mod hold;
+mod hold_sync;
 mod ledger;
 mod outbox;
 mod outcome;
