@@ -829,11 +829,11 @@ impl ConfirmationService {
         let item = &set.items[index];
         let args = edited_args.unwrap_or(&item.args).clone();
         // Who confirmed a held call travels with its job: the decision its window's end
-        // writes names them (`ledger::approvers`).
+        // writes names them.
         let approved_by = match hold {
             Some(_) => {
                 let reviewer = self.reviewer.as_deref();
-                crate::ledger::approvers(conn, set.id, index, &item.args, &args, reviewer).await?
+                approvals::approvers(conn, set.id, index, &item.args, &args, reviewer).await?
             }
             None => Vec::new(),
         };

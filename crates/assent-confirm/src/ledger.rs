@@ -247,36 +247,6 @@ async fn refuse_unapproved(
     Ok(())
 }
 
-/// Who confirms held item `index` of set `change_set_id` now, to record on its job
-/// (`approved_by`) and name in the decision its window's end writes: under a quorum
-/// every approver of the revision that runs `args` (the meeting approval is recorded
-/// before the job is written), `reviewer` last as the one who met it; otherwise the
-/// reviewer alone. Approvals of other arguments (an older revision) are not counted:
-/// they did not consent to what runs. `item_args` are the proposal's.
-pub(crate) async fn approvers(
-    conn: &mut AnyConnection,
-    change_set_id: Uuid,
-    index: usize,
-    item_args: &serde_json::Value,
-    args: &serde_json::Value,
-    reviewer: Option<&str>,
-) -> Result<Vec<String>, ConfirmError> {
-    let revision = assent_store::approvals::current(conn, change_set_id, index).await?;
-    let approved = revision.args.as_ref().unwrap_or(item_args);
-    let mut by: Vec<String> = if approved == args {
-        revision
-            .approvals
-            .into_iter()
-            .map(|a| a.by)
-            .filter(|by| Some(by.as_str()) != reviewer)
-            .collect()
-    } else {
-        Vec::new()
-    };
-    by.extend(reviewer.map(str::to_owned));
-    Ok(by)
-}
-
 /// Why a held job's confirmation did not become a decision when its window ended.
 enum HoldEnd {
     /// The target changed since the proposal: the item stays pending, refreshed.
