@@ -12,6 +12,7 @@ mod delegation;
 mod elsewhere;
 mod executor;
 mod hold;
+mod hold_sync;
 mod ledger;
 mod matrix;
 mod outbox;

@@ -552,8 +552,17 @@ pub fn job_status(job: &Job) -> String {
 }
 
 /// `in doubt (attempt 2, job …): the executor stopped ...`, or for a held confirmation
-/// `scheduled until … (job …; cancel: assent jobs cancel …)`.
+/// `scheduled until … (job …; cancel: assent jobs cancel …)` (for a copy of another
+/// device's, where to cancel it).
 fn run(job: &Job) -> String {
+    if let (true, Some(owner)) = (job.scheduled(), &job.owner_device) {
+        // A copy synced from the device that confirmed it: cancelled (and run) there.
+        return format!(
+            "{} (job {}; confirmed on device {owner}: cancel it there)",
+            job_status(job),
+            job.id
+        );
+    }
     if job.scheduled() {
         return format!(
             "{} (job {}; cancel: assent jobs cancel {})",

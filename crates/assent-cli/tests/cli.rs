@@ -7,7 +7,8 @@
 //! `pending` and `show` hide no argument; `private_files`: the default database and its
 //! folder are their user's alone; `set_prefixes`: a set named by the start of
 //! its id; `stale`: a target changed since the proposal (exit 4), and undo; `trust`:
-//! expiring rules, grant suggestions, backtests and shadow rules.
+//! expiring rules, grant suggestions, backtests and shadow rules; `hold_sync`: a held
+//! confirmation synced to another device is held there too.
 
 #[path = "cli/agent_rules.rs"]
 mod agent_rules;
@@ -19,6 +20,8 @@ mod contract;
 mod dialects;
 #[path = "cli/guide.rs"]
 mod guide;
+#[path = "cli/hold_sync.rs"]
+mod hold_sync;
 #[path = "cli/jobs.rs"]
 mod jobs;
 #[path = "cli/peer.rs"]

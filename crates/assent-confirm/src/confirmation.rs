@@ -902,6 +902,24 @@ impl ConfirmationService {
     ) -> Result<(jobs::Job, String), ConfirmError> {
         let item = &set.items[index];
         let args = edited_args.unwrap_or(&item.args).clone();
+        // Who confirmed a held call travels with its job: the decision its window's end
+        // writes names them.
+        let approved_by = match hold {
+            Some(_) => {
+                let reviewer = self.reviewer.as_deref();
+                approvals::approvers(
+                    conn,
+                    set.id,
+                    index,
+                    item.revision,
+                    &item.args,
+                    &args,
+                    reviewer,
+                )
+                .await?
+            }
+            None => Vec::new(),
+        };
         // What the person approves, bound to the definition the item's host recorded.
         let definition = host_tools::get(conn, &external.host, &item.tool_name)
             .await?
@@ -945,6 +963,7 @@ impl ConfirmationService {
             owner_device: None,
             approval_digest: Some(approval_digest.clone()),
             held: hold.is_some(),
+            approved_by,
         };
         let id = jobs::insert_or_revive(conn, &job).await?;
         Ok((jobs::Job { id, ..job }, approval_digest))

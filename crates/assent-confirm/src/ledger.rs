@@ -601,7 +601,13 @@ impl Engine {
             approval_digest: job.approval_digest.clone(),
             shadows: None,
         };
-        self.confirmations()
+        // The decision names who confirmed, as one made at once would: the person whose
+        // confirmation was held (under a quorum, the one who met it; the job keeps all).
+        let confirmations = match job.approved_by.last() {
+            Some(by) => self.confirmations().by(by.clone()),
+            None => self.confirmations(),
+        };
+        confirmations
             .record(conn, &mut set, &[job.item_index], verdicts, now)
             .await?;
         tracing::info!(job = %job.id, "hold window ended: the confirmation is decided");

@@ -118,6 +118,38 @@ pub async fn current(
     )
 }
 
+/// Who confirms held item `index` of set `change_set_id` now, as its job records them
+/// (`execution_jobs.approved_by`, migration 0020) for the decision its window's end
+/// writes: under a quorum every approver of the current revision when it runs `args`
+/// (the meeting approval is recorded before the job is written), `reviewer` last as
+/// the one who met it; otherwise the reviewer alone. Approvals of other arguments are
+/// left out: they did not consent to what runs. `item_revision` and `item_args` are
+/// the item's own.
+pub async fn approvers(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    index: usize,
+    item_revision: u32,
+    item_args: &Value,
+    args: &Value,
+    reviewer: Option<&str>,
+) -> Result<Vec<String>, StoreError> {
+    let revision = current(conn, change_set_id, index, item_revision).await?;
+    let approved = revision.args.as_ref().unwrap_or(item_args);
+    let mut by: Vec<String> = if approved == args {
+        revision
+            .approvals
+            .into_iter()
+            .map(|a| a.by)
+            .filter(|by| Some(by.as_str()) != reviewer)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    by.extend(reviewer.map(str::to_owned));
+    Ok(by)
+}
+
 /// The current revision of every item of `set` that has approvals, by item index.
 pub async fn for_change_set(
     conn: &mut AnyConnection,

@@ -150,6 +150,11 @@ pub struct Job {
     /// the job is first claimed at `due_at`, no decision exists and a person may
     /// cancel it ([`cancel_held`]). Stays true once the window has ended.
     pub held: bool,
+    /// Who confirmed a held job (migration 0020): the person, or under a quorum every
+    /// approver of the revision that met it, the one who met it last. The claim at
+    /// the window's end writes the decision naming the last one. Empty for a job that
+    /// is not held, or a confirmation that named nobody.
+    pub approved_by: Vec<String>,
 }
 
 impl Job {
@@ -169,10 +174,18 @@ impl Job {
         }
     }
 
-    /// Adds `notBefore` to a scheduled job's JSON: when its hold window ends.
+    /// Adds `notBefore` to a scheduled job's JSON (when its hold window ends),
+    /// `approvedBy` to a held one's (who confirmed it), and `ownerDevice` to a copy of
+    /// another device's job (where it runs, and where it is cancelled or settled).
     fn with_hold(&self, mut json: Value) -> Value {
         if self.scheduled() {
             json["notBefore"] = Value::String(timefmt::format(self.due_at));
+        }
+        if !self.approved_by.is_empty() {
+            json["approvedBy"] = serde_json::json!(self.approved_by);
+        }
+        if let Some(owner) = &self.owner_device {
+            json["ownerDevice"] = Value::String(owner.clone());
         }
         json
     }
@@ -347,8 +360,8 @@ pub async fn insert(conn: &mut AnyConnection, job: &Job) -> Result<(), StoreErro
         "INSERT INTO execution_jobs (id, operation_id, change_set_id, item_index, host, tool_name, args,
              agent_id, target_kind, target_id, run_key, idempotent, status, attempts, attempt_limit,
              doubts, last_error, result, due_at, started_at, lease_until, created_at, updated_at, owner_device,
-             approval_digest, held)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)",
+             approval_digest, held, approved_by)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)",
     )
     .bind(job.id.to_string())
     .bind(job.operation_id.as_str())
@@ -376,9 +389,15 @@ pub async fn insert(conn: &mut AnyConnection, job: &Job) -> Result<(), StoreErro
     .bind(job.owner_device.as_deref())
     .bind(job.approval_digest.as_deref())
     .bind(i64::from(job.held))
+    .bind(approved_by_text(&job.approved_by))
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// `approved_by` as stored: a JSON array, NULL when nobody is named.
+fn approved_by_text(approved_by: &[String]) -> Option<String> {
+    (!approved_by.is_empty()).then(|| serde_json::json!(approved_by).to_string())
 }
 
 fn count(row: &AnyRow, column: &str) -> Result<u32, StoreError> {
@@ -432,27 +451,32 @@ fn decode(row: &AnyRow) -> Result<Job, StoreError> {
         owner_device: row.try_get("owner_device")?,
         approval_digest: row.try_get("approval_digest")?,
         held: row.try_get::<i64, _>("held")? != 0,
+        approved_by: match row.try_get::<Option<String>, _>("approved_by")? {
+            Some(text) => serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?,
+            None => Vec::new(),
+        },
     })
 }
 
-/// Every job, this device's own and copies of other devices', for a sync export.
+/// Every job, this device's own and copies of other devices', for a sync export. A
+/// job still in its hold window travels too, though it is no decision yet: every
+/// device must show its item held and refuse to decide it (its owner alone runs it).
 pub(crate) async fn all(conn: &mut AnyConnection) -> Result<Vec<Job>, StoreError> {
-    // A job still in its hold window is not a decision yet: it stays on this device.
-    let rows = sqlx::query(
-        "SELECT * FROM execution_jobs WHERE NOT (held = 1 AND status = 'approved' AND attempts = 0)
-         ORDER BY id",
-    )
-    .fetch_all(conn)
-    .await?;
+    let rows = sqlx::query("SELECT * FROM execution_jobs ORDER BY id")
+        .fetch_all(conn)
+        .await?;
     rows.iter().map(decode).collect()
 }
 
 /// Writes `copy`, another device's job as its owner last wrote it, over the local copy
-/// (or as a new row). This device's own jobs are never written over.
+/// (or as a new row). This device's own jobs are never written over. The arguments,
+/// the hold and who confirmed are written too: the owner may have written a new
+/// confirmation over a retracted job's row ([`insert_or_revive`] keeps its id).
 pub(crate) async fn write_copy(conn: &mut AnyConnection, copy: &Job) -> Result<(), StoreError> {
     let changed = sqlx::query(
         "UPDATE execution_jobs SET status = $1, attempts = $2, attempt_limit = $3, doubts = $4,
-             last_error = $5, result = $6, updated_at = $7, due_at = $7, lease_until = NULL
+             last_error = $5, result = $6, updated_at = $7, due_at = $10, lease_until = NULL,
+             args = $11, held = $12, approved_by = $13, created_at = $14
          WHERE id = $8 AND owner_device = $9",
     )
     .bind(copy.status.as_str())
@@ -464,6 +488,11 @@ pub(crate) async fn write_copy(conn: &mut AnyConnection, copy: &Job) -> Result<(
     .bind(timefmt::format(copy.updated_at))
     .bind(copy.id.to_string())
     .bind(copy.owner_device.as_deref())
+    .bind(timefmt::format(copy.due_at))
+    .bind(copy.args.to_string())
+    .bind(i64::from(copy.held))
+    .bind(approved_by_text(&copy.approved_by))
+    .bind(timefmt::format(copy.created_at))
     .execute(&mut *conn)
     .await?
     .rows_affected();

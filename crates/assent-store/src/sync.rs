@@ -201,6 +201,7 @@ pub async fn local_state(
 
 /// A job as it travels: owned by this device unless it is a copy of another's.
 fn synced_job(job: Job, host_id: &str) -> SyncedJob {
+    let not_before = job.scheduled().then_some(job.due_at);
     SyncedJob {
         owner_host: job.owner_device.unwrap_or_else(|| host_id.to_owned()),
         id: job.id,
@@ -223,11 +224,15 @@ fn synced_job(job: Job, host_id: &str) -> SyncedJob {
         result: job.result,
         created_at: job.created_at,
         updated_at: job.updated_at,
+        held: job.held,
+        not_before,
+        approved_by: job.approved_by,
     }
 }
 
 /// The local copy of another device's job (checked by the plan: its status is one of
-/// the ledger's).
+/// the ledger's). A held one waiting out its window shows its item held here too, so
+/// no person decides it here; its owner alone claims it.
 fn job_copy(job: &SyncedJob) -> Result<Job, StoreError> {
     Ok(Job {
         id: job.id,
@@ -250,14 +255,17 @@ fn job_copy(job: &SyncedJob) -> Result<Job, StoreError> {
         doubts: job.doubts,
         last_error: job.last_error.clone(),
         result: job.result.clone(),
-        due_at: job.updated_at,
+        // A held copy is due when its window ends: what every view shows as
+        // `notBefore`. Copies are never claimed here, whatever their due time.
+        due_at: job.not_before.unwrap_or(job.updated_at),
         started_at: None,
         lease_until: None,
         created_at: job.created_at,
         updated_at: job.updated_at,
         owner_device: Some(job.owner_host.clone()),
         approval_digest: None,
-        held: false,
+        held: job.held,
+        approved_by: job.approved_by.clone(),
     })
 }
 

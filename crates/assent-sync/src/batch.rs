@@ -145,6 +145,32 @@ pub struct SyncedJob {
     /// Its owner's last transition: a newer one replaces an older copy.
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
+    /// The confirmation waits out its tool's hold window (or did): while the job is
+    /// `approved` and never claimed it is no decision yet, and every device shows the
+    /// item held and refuses to decide it; only its owner claims it at the window's
+    /// end. Absent (false) in batches from before held jobs travelled.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
+    /// When the hold window ends, while the job waits it out.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub not_before: Option<OffsetDateTime>,
+    /// Who confirmed a held job: the person, or under a quorum every approver of the
+    /// revision that met it, the one who met it last (the decision at the window's
+    /// end names that one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approved_by: Vec<String>,
+}
+
+impl SyncedJob {
+    /// Whether it waits out a hold window now: held, approved and never claimed (its
+    /// confirmation is not a decision yet).
+    pub fn scheduled(&self) -> bool {
+        self.held && self.status == "approved" && self.attempts == 0
+    }
 }
 
 /// The statuses a [`SyncedJob`] may have (as the ledger names them).

@@ -103,6 +103,14 @@ fn check_ledger(
                 "its last transition {} is in the future",
                 job.updated_at
             ))
+        } else if job.scheduled() && job.not_before.is_none() {
+            // A held job with no end to its window would hold its item on every device
+            // with nothing to show for how long.
+            Some("it waits out a hold window but names no notBefore".to_owned())
+        } else if job.not_before.is_some() && !job.held {
+            Some("it names a notBefore but is not held".to_owned())
+        } else if job.approved_by.iter().any(|by| by.trim().is_empty()) {
+            Some("one of its approvedBy identities is blank".to_owned())
         } else {
             None
         };

@@ -79,9 +79,10 @@ pub enum SyncOp {
     /// Another device's job, new here or newer than the local copy: write the copy.
     /// This device never runs it.
     WriteJob(SyncedJob),
-    /// This device's own job of a confirmation that a merge just demoted: one that has
-    /// not run (approved, failed) never will (retracted); one that may have run is in
-    /// doubt with `note`, for a person. Never left approved.
+    /// This device's own job of a confirmation that a merge just demoted, or of one
+    /// still held in its window whose item another device's decision just decided:
+    /// one that has not run (approved, failed) never will (retracted); one that may
+    /// have run is in doubt with `note`, for a person. Never left approved.
     StopDemotedJob {
         /// The job.
         job_id: Uuid,
@@ -490,6 +491,27 @@ fn ledger_ops(
     copies.sort_by_key(|j| j.id);
     ops.extend(copies.into_iter().cloned().map(SyncOp::WriteJob));
 
+    // A confirmation held here is no decision yet, so a final decision made on another
+    // device while it waited (the devices were apart) is in force now; the held job
+    // must never run after it, whatever its window says.
+    for op in planned {
+        let SyncOp::InsertDecision(d) = op else {
+            continue;
+        };
+        let key = (d.decision.change_set_id, d.decision.item_index);
+        let held_here = local_jobs
+            .get(&key)
+            .filter(|job| job.owner_host == local_host && job.scheduled());
+        if let (true, Some(job)) = (is_final(d.decision.verdict), held_here) {
+            ops.push(SyncOp::StopDemotedJob {
+                job_id: job.id,
+                note: format!(
+                    "a {} made on device {} decided the item while this confirmation was held",
+                    d.decision.verdict, d.origin_host
+                ),
+            });
+        }
+    }
     for op in planned {
         let SyncOp::DemoteDecision(conflict) = op else {
             continue;

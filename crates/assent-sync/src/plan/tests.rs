@@ -227,8 +227,28 @@ impl Device {
             result: None,
             created_at: at,
             updated_at: at,
+            held: false,
+            not_before: None,
+            approved_by: Vec::new(),
         });
         self.state.sort();
+        id
+    }
+
+    /// This device's person confirmed item `index` of a held tool at `at`: no decision,
+    /// a held job waiting out its window until `until` (as `ConfirmationService::schedule`
+    /// writes it).
+    fn hold(&mut self, index: usize, at: OffsetDateTime, until: OffsetDateTime) -> Uuid {
+        let id = self.job(index, "approved", at);
+        let job = self
+            .state
+            .jobs
+            .iter_mut()
+            .find(|j| j.id == id)
+            .expect("job");
+        job.held = true;
+        job.not_before = Some(until);
+        job.approved_by = vec!["alice".into()];
         id
     }
 
@@ -325,6 +345,71 @@ fn only_the_owners_newer_copy_of_a_job_replaces_another_devices() {
         "{plan:?}"
     );
     assert_eq!(a.job_status(job), "applied");
+}
+
+#[test]
+fn a_held_confirmation_travels_and_a_decision_made_elsewhere_meanwhile_stops_it() {
+    let mut a = Device::new("A", &shared());
+    let mut b = Device::new("B", &shared());
+    let until = T0 + Duration::minutes(5);
+    let job = a.hold(0, T0 + Duration::minutes(1), until);
+
+    // B learns of the held job as it is: held, with its window and who confirmed.
+    b.import(&a.export());
+    let copy = b.state.jobs.iter().find(|j| j.id == job).expect("copied");
+    assert!(copy.scheduled(), "{copy:?}");
+    assert_eq!(copy.not_before, Some(until));
+    assert_eq!(copy.approved_by, ["alice"]);
+    assert_eq!(copy.owner_host, "A");
+
+    // C rejected the item while apart from A: the held job must never run after it.
+    let mut c = Device::new("C", &shared());
+    c.decide(0, Verdict::Rejected, 0, T0 + Duration::minutes(2));
+    let plan = a.import(&c.export());
+    assert!(
+        plan.ops.iter().any(|op| matches!(op,
+            SyncOp::StopDemotedJob { job_id, note } if *job_id == job && note.contains("while this confirmation was held"))),
+        "{plan:?}"
+    );
+    assert_eq!(a.job_status(job), "retracted");
+    assert_eq!(a.set().items[0].status, ChangeItemStatus::Rejected);
+
+    // B's copy is never stopped by B (A owns it); A's retraction reaches it.
+    let plan = b.import(&c.export());
+    assert!(
+        !plan
+            .ops
+            .iter()
+            .any(|op| matches!(op, SyncOp::StopDemotedJob { .. })),
+        "{plan:?}"
+    );
+    b.import(&a.export());
+    assert_eq!(b.job_status(job), "retracted");
+}
+
+#[test]
+fn a_held_job_without_its_window_or_with_a_blank_approver_is_refused() {
+    let mut a = Device::new("A", &shared());
+    a.hold(0, T0 + Duration::minutes(1), T0 + Duration::minutes(5));
+    let mut batch = a.export();
+    batch.state.jobs[0].not_before = None;
+    let refused = plan_merge(&shared(), &batch, "B", NOW).expect_err("refused");
+    assert!(
+        refused.to_string().contains("names no notBefore"),
+        "{refused}"
+    );
+    let mut batch = a.export();
+    batch.state.jobs[0].approved_by = vec![" ".into()];
+    let refused = plan_merge(&shared(), &batch, "B", NOW).expect_err("refused");
+    assert!(refused.to_string().contains("approvedBy"), "{refused}");
+    // A batch from before held jobs travelled has none of the new fields: it reads.
+    let mut batch = serde_json::to_value(a.export()).expect("json");
+    for field in ["held", "notBefore", "approvedBy"] {
+        batch["jobs"][0].as_object_mut().expect("job").remove(field);
+    }
+    let old: SyncBatch = serde_json::from_value(batch).expect("reads");
+    assert!(!old.state.jobs[0].held);
+    plan_merge(&shared(), &old, "B", NOW).expect("merges");
 }
 
 #[test]

@@ -1,0 +1,13 @@
+-- Held confirmations across devices, and who confirmed them (issue 37, defects 3 and 17).
+-- Append-only: never edit a shipped migration.
+--
+-- `approved_by`: who confirmed a held job, as a JSON array of identities (a token's id
+-- over the API and the page, `--as` or the OS user on the CLI): the person, or under a
+-- quorum every approver of the revision that met it, the one who met it last. The
+-- claim at the window's end writes the decision naming the last one as `decided_by`,
+-- as a confirmation that runs at once does. It travels in sync with the job
+-- (`approvedBy`), as the job itself now does while it waits out its window (`held`,
+-- `notBefore`), so that every device shows the item held and refuses to decide it.
+-- NULL: a job that is not held, a confirmation that named nobody, or a job from
+-- before this migration.
+ALTER TABLE execution_jobs ADD COLUMN approved_by TEXT;
