@@ -51,6 +51,9 @@ pub enum Session {
 
 /// What became of one queued call.
 #[derive(Debug)]
+// One value per call, returned and matched at once, never stored in bulk: boxing the
+// decision would only change the public shape.
+#[allow(clippy::large_enum_variant)]
 pub enum CallResult {
     /// Confirmed and run.
     Applied(Box<ConfirmOutcome>),

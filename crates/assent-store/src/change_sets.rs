@@ -588,6 +588,25 @@ pub async fn with_status(
     with_items(conn, &rows).await
 }
 
+/// Starts revision `revision` of item `index` of set `change_set_id` (an edit under a
+/// quorum): approvals of earlier ones no longer count.
+pub async fn set_revision(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+    index: usize,
+    revision: u32,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE change_items SET revision = $1 WHERE change_set_id = $2 AND item_index = $3",
+    )
+    .bind(i64::from(revision))
+    .bind(change_set_id.to_string())
+    .bind(index as i64)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -658,23 +677,4 @@ mod tests {
             assert_eq!(id_prefix(text).as_deref(), expected, "{text:?}");
         }
     }
-}
-
-/// Starts revision `revision` of item `index` of set `change_set_id` (an edit under a
-/// quorum): approvals of earlier ones no longer count.
-pub async fn set_revision(
-    conn: &mut AnyConnection,
-    change_set_id: Uuid,
-    index: usize,
-    revision: u32,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE change_items SET revision = $1 WHERE change_set_id = $2 AND item_index = $3",
-    )
-    .bind(i64::from(revision))
-    .bind(change_set_id.to_string())
-    .bind(index as i64)
-    .execute(conn)
-    .await?;
-    Ok(())
 }
