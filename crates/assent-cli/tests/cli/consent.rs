@@ -18,6 +18,21 @@ fn propose(cli: &Cli, task: &str, to: &str) -> String {
     wake["changeSetId"].as_str().expect("a set").to_owned()
 }
 
+/// Puts `tool` (a name or pattern) of agent `a` under a quorum of `approvals`.
+fn quorum(cli: &Cli, tool: &str, approvals: &str) {
+    cli.json(&["agent", "ask", "a", tool, "--approvals", approvals], "");
+}
+
+/// Asserts a confirmation's JSON says it counted as one approval short of two.
+fn awaits_second(confirmed: &serde_json::Value) {
+    assert!(
+        confirmed["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1 of 2 approvals")),
+        "{confirmed}"
+    );
+}
+
 fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -27,17 +42,7 @@ fn an_edit_under_a_quorum_is_what_the_next_approver_sees_and_an_older_revision_c
 {
     let cli = Cli::new();
     let task = cli.agent_and_task();
-    cli.json(
-        &[
-            "agent",
-            "ask",
-            "a",
-            "update_task_priority",
-            "--approvals",
-            "2",
-        ],
-        "",
-    );
+    quorum(&cli, "update_task_priority", "2");
     let set = propose(&cli, &task, "P0");
     let fresh = cli.json(&["show", &set, "0"], "");
     assert_eq!(fresh["revision"], 0);
@@ -112,12 +117,7 @@ fn a_quorum_on_a_pattern_binds_every_tool_it_covers() {
     let set = propose(&cli, &task, "P0");
     assert_eq!(cli.json(&["show", &set, "0"], "")["approvalsNeeded"], 2);
     let first = cli.json(&["confirm", &set, "0", "--as", "alice"], "");
-    assert!(
-        first["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("1 of 2 approvals")),
-        "{first}"
-    );
+    awaits_second(&first);
     assert_eq!(
         cli.json(&["task", "show", &task], "")["priority"],
         "P2",
@@ -151,37 +151,12 @@ fn a_hold_on_a_pattern_holds_every_tool_it_covers() {
 fn a_quorum_set_after_the_proposal_still_applies_and_one_fixed_at_proposal_stays() {
     let cli = Cli::new();
     let task = cli.agent_and_task();
-    cli.json(
-        &[
-            "agent",
-            "ask",
-            "a",
-            "update_task_priority",
-            "--approvals",
-            "2",
-        ],
-        "",
-    );
+    quorum(&cli, "update_task_priority", "2");
     let set = propose(&cli, &task, "P0");
     // Lowering the setting afterwards does not lower what the item was proposed with.
-    cli.json(
-        &[
-            "agent",
-            "ask",
-            "a",
-            "update_task_priority",
-            "--approvals",
-            "1",
-        ],
-        "",
-    );
+    quorum(&cli, "update_task_priority", "1");
     let first = cli.json(&["confirm", &set, "0", "--as", "alice"], "");
-    assert!(
-        first["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("1 of 2 approvals")),
-        "{first}"
-    );
+    awaits_second(&first);
     assert_eq!(cli.json(&["task", "show", &task], "")["priority"], "P2");
 }
 
@@ -189,17 +164,7 @@ fn a_quorum_set_after_the_proposal_still_applies_and_one_fixed_at_proposal_stays
 fn a_stale_refresh_starts_a_new_revision_and_earlier_approvals_no_longer_count() {
     let cli = Cli::new();
     let task = cli.agent_and_task();
-    cli.json(
-        &[
-            "agent",
-            "ask",
-            "a",
-            "update_task_priority",
-            "--approvals",
-            "2",
-        ],
-        "",
-    );
+    quorum(&cli, "update_task_priority", "2");
     let set = propose(&cli, &task, "P0");
     cli.json(&["confirm", &set, "0", "--as", "alice"], "");
     // Meanwhile the task becomes P3 (two other people apply another proposal).
@@ -221,12 +186,7 @@ fn a_stale_refresh_starts_a_new_revision_and_earlier_approvals_no_longer_count()
         "alice approved P2 → P0, not P3 → P0: {item}"
     );
     let again = cli.json(&["confirm", &set, "0", "--as", "bob"], "");
-    assert!(
-        again["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("1 of 2 approvals")),
-        "{again}"
-    );
+    awaits_second(&again);
     assert_eq!(cli.json(&["task", "show", &task], "")["priority"], "P3");
     cli.json(&["confirm", &set, "0", "--as", "alice"], "");
     assert_eq!(cli.json(&["task", "show", &task], "")["priority"], "P0");
@@ -238,17 +198,7 @@ fn the_policy_answers_before_an_approval_or_a_hold_is_written() {
     let task = cli.agent_and_task();
     cli.json(&["agent", "hold", "a", "update_task_priority", "30"], "");
     let held = propose(&cli, &task, "P0");
-    cli.json(
-        &[
-            "agent",
-            "ask",
-            "a",
-            "update_task_estimate",
-            "--approvals",
-            "2",
-        ],
-        "",
-    );
+    quorum(&cli, "update_task_estimate", "2");
     let status = cli.json(
         &["wake", "--agent", "a", "--task", &task],
         r#"[{"id":"call_1","type":"function","function":{"name":"update_task_estimate","arguments":"{\"minutes\":90}"}}]"#,
