@@ -788,3 +788,58 @@ async fn a_held_confirmation_is_taken_back_with_the_pages_undo_button() {
     client.close().await.expect("close the browser");
     server.stop().await.expect("clean stop");
 }
+
+/// Issue 37: an edit under a quorum is what the next approver sees on the page (the
+/// edited arguments, who edited), and their ✓ confirms that revision.
+#[tokio::test]
+async fn the_next_approver_sees_an_edit_under_a_quorum_and_confirms_that_revision() {
+    if !browser_available() {
+        return;
+    }
+    let server = TestServer::start().await;
+    let task = server.agent_and_task("Two people").await;
+    let (status, rule) = server
+        .send_as(
+            TOKEN,
+            reqwest::Method::PUT,
+            "/api/agents/triage/rules/update_task_priority",
+            &json!({"action": "ask", "approvals": 2}),
+        )
+        .await;
+    assert_eq!(status, 200, "{rule}");
+    let set = server.propose(&task).await;
+    let alice = server.token("reviewer", None).await;
+    let (status, edited) = server
+        .send_as(
+            &alice,
+            reqwest::Method::POST,
+            &format!("/api/change-sets/{set}/items/0/edit"),
+            &json!({"args": {"priority": "P3"}, "revision": 0}),
+        )
+        .await;
+    assert_eq!(status, 200, "{edited}");
+
+    let (_driver, client) = start_driver().await;
+    log_in(&client, &server.base).await;
+    let item = format!("[data-set-id=\"{set}\"] li[data-index=\"0\"]");
+    find(&client, &format!("{item} .badge.edited")).await;
+    assert!(
+        text_of(&client, &format!("{item} .badge.edited"))
+            .await
+            .starts_with("edited by "),
+        "who edited is shown"
+    );
+    let row = text_of(&client, &item).await;
+    assert!(row.contains("P3"), "the page shows what runs: {row}");
+    assert!(row.contains("1 of 2 approvals"), "{row}");
+    click(&client, &format!("{item} button.confirm")).await;
+    wait_until(
+        &client,
+        &format!("document.querySelector('{item}') && document.querySelector('{item}').classList.contains('confirmed')"),
+    )
+    .await;
+    let (_, task_now) = server.get(&format!("/api/tasks/{task}")).await;
+    assert_eq!(task_now["priority"], "P3", "the revision shown ran");
+    client.close().await.expect("close the browser");
+    server.stop().await.expect("clean stop");
+}
