@@ -36,8 +36,8 @@ pub use history::{
     shadow_report, suggest_grants, suggestion_id,
 };
 pub use policy::{
-    AgentPolicy, CallVerdict, PolicyDecision, Requirements, RuleAction, TargetCategory, ToolRule,
-    ToolSettingEntry, ToolSettingsTable, decide_call, name_matches,
+    AgentPolicy, PolicyDecision, Requirements, RuleAction, TargetCategory, ToolRule,
+    ToolSettingEntry, ToolSettingsTable, name_matches,
 };
 pub use registry::{
     BatchSpec, CompensationFn, SummaryContext, SummaryFn, ToolMode, ToolRegistry, ToolSpec,

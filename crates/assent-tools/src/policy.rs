@@ -387,31 +387,6 @@ impl ToolSettingsTable {
     }
 }
 
-/// The decision point's answer for one call: may it run, and what it needs first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallVerdict {
-    /// Run, ask or deny (with the reason), by the category and the rules.
-    pub decision: PolicyDecision,
-    /// What a confirmation needs (quorum, hold), by the settings.
-    pub requirements: Requirements,
-}
-
-/// The one decision point: what the agent's rules and settings in force say about a
-/// call of `tool` on a target of category `target`. Every path (wake, confirmation,
-/// confirm-all, a job's claim, the gateway) asks it, so no rule can be in force on one
-/// path and ignored on another.
-pub fn decide_call(
-    policy: &AgentPolicy,
-    settings: &ToolSettingsTable,
-    tool: &ToolSpec,
-    target: &TargetCategory,
-) -> CallVerdict {
-    CallVerdict {
-        decision: policy.decide(tool, target),
-        requirements: settings.requirements(&tool.name),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
