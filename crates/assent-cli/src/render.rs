@@ -314,7 +314,9 @@ pub fn change_set(set: &ChangeSet) -> String {
 fn change_set_shown(set: &ChangeSet, quorum: Option<&Quorum>) -> String {
     let mut text = set_header(set);
     for (index, item) in set.items.iter().enumerate() {
-        let revision = quorum.and_then(|q| revision_of(q, index));
+        let revision = quorum
+            .and_then(|q| quorum_of_item(q, index))
+            .map(|(_, revision)| revision);
         text.push_str(&item_lines(set.id, index, item, revision));
         text.push('\n');
     }
@@ -393,22 +395,13 @@ pub fn show(
         if let Some(detail) = &item.stale_detail {
             text.push_str(&format!("    stale    {}\n", one_line(&visible(detail))));
         }
-        let revision = revision_of(quorum, index);
-        if let Some((needed, revision)) = quorum
-            .items
-            .iter()
-            .find(|(i, _, _)| *i == index)
-            .map(|(_, needed, revision)| (needed, revision))
-        {
-            let by: Vec<&str> = revision.approvals.iter().map(|a| a.by.as_str()).collect();
+        let quorum_item = quorum_of_item(quorum, index);
+        let revision = quorum_item.map(|(_, revision)| revision);
+        if let Some((needed, revision)) = quorum_item {
             text.push_str(&format!(
                 "    approvals {} of {needed}{}\n",
-                by.len(),
-                if by.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (by {})", one_line(&visible(&by.join(", "))))
-                }
+                revision.approvals.len(),
+                approved_by(revision)
             ));
         }
         if item.revision > 0 {
@@ -512,26 +505,30 @@ fn whole(label: &str, value: &Value) -> String {
     text
 }
 
-/// Item `index`'s current revision in `quorum`, when it has one there.
-fn revision_of(quorum: &Quorum, index: usize) -> Option<&Revision> {
+/// Item `index`'s approvals needed and current revision in `quorum`, when it is there.
+fn quorum_of_item(quorum: &Quorum, index: usize) -> Option<(u32, &Revision)> {
     quorum
         .items
         .iter()
         .find(|(i, _, _)| *i == index)
-        .map(|(_, _, revision)| revision)
+        .map(|(_, needed, revision)| (*needed, revision))
+}
+
+/// ` (by alice, bob)`, who approved `revision`, each name as text; empty before anyone.
+fn approved_by(revision: &Revision) -> String {
+    let by: Vec<&str> = revision.approvals.iter().map(|a| a.by.as_str()).collect();
+    if by.is_empty() {
+        return String::new();
+    }
+    format!(" (by {})", one_line(&visible(&by.join(", "))))
 }
 
 /// `  [0] 1 of 2 approvals (by alice)`: an open item's quorum.
 fn approvals_line(index: usize, needed: u32, revision: &Revision) -> String {
-    let by: Vec<&str> = revision.approvals.iter().map(|a| a.by.as_str()).collect();
-    let who = if by.is_empty() {
-        String::new()
-    } else {
-        format!(" (by {})", by.join(", "))
-    };
     format!(
-        "  [{index}] {} of {needed} approvals{who}",
-        revision.approvals.len()
+        "  [{index}] {} of {needed} approvals{}",
+        revision.approvals.len(),
+        approved_by(revision)
     )
 }
 
