@@ -618,7 +618,11 @@ impl HistoryArgs {
 
 /// `assent audit`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct AuditArgs {
+    /// Prove what ran, or print the chain's head, instead of listing.
+    #[command(subcommand)]
+    pub command: Option<AuditCommand>,
     /// Only records about this task.
     #[arg(long, conflicts_with_all = ["run", "target"])]
     pub task: Option<String>,
@@ -631,6 +635,31 @@ pub struct AuditArgs {
     /// At most this many (the newest).
     #[arg(long, default_value_t = 500)]
     pub limit: u32,
+}
+
+/// `assent audit verify|head`.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Prove what ran: the consent chain is intact, every chained row matches its
+    /// entry, and every effect had the consent its rules required when it ran. Exit
+    /// 0 when all holds, 1 with every violation listed.
+    Verify(AuditVerifyArgs),
+    /// Print the consent chain's head (its last hash and entry count), to write
+    /// down, publish or send, and give to `audit verify --head` later.
+    Head,
+}
+
+/// `assent audit verify`.
+#[derive(Debug, Args)]
+pub struct AuditVerifyArgs {
+    /// Check effects from this time on only (RFC 3339); the chain is always checked
+    /// whole.
+    #[arg(long, value_name = "TIME", value_parser = parse_now)]
+    pub since: Option<OffsetDateTime>,
+    /// A head written down before (`assent audit head`): fail unless the chain still
+    /// holds it.
+    #[arg(long, value_name = "HASH")]
+    pub head: Option<String>,
 }
 
 impl AuditArgs {

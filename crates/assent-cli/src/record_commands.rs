@@ -2,14 +2,14 @@
 
 use crate::CliError;
 use crate::cli::{
-    AuditArgs, GrantsArgs, GrantsCommand, GrantsSuggestArgs, HistoryArgs, OutboxArgs,
+    AuditArgs, AuditCommand, AuditVerifyArgs, GrantsArgs, GrantsCommand, GrantsSuggestArgs, HistoryArgs, OutboxArgs,
 };
 use crate::context::{Ctx, Output};
 use crate::render;
 use assent_confirm::ConfirmError;
 use assent_server::shapes::AuditView;
 use assent_store::delegation::{self, Revocation};
-use assent_store::{agents, audit, decisions, host_tools, outbox};
+use assent_store::{agents, audit, chain, decisions, host_tools, outbox, proof};
 use assent_tools::{
     AgentPolicy, GrantSuggestion, InForce, RuleAction, SuggestOptions, suggest_grants,
 };
@@ -31,6 +31,11 @@ pub async fn history(ctx: &Ctx, args: HistoryArgs) -> Result<Output, CliError> {
 
 /// `assent audit`.
 pub async fn audit_trail(ctx: &Ctx, args: AuditArgs) -> Result<Output, CliError> {
+    match args.command {
+        Some(AuditCommand::Verify(verify)) => return audit_verify(ctx, verify).await,
+        Some(AuditCommand::Head) => return audit_head(ctx).await,
+        None => {}
+    }
     let filter = match (args.about(), args.run) {
         (Some(target), _) => audit::AuditFilter::Target(target),
         (None, Some(run)) => audit::AuditFilter::Run(run),
@@ -40,6 +45,42 @@ pub async fn audit_trail(ctx: &Ctx, args: AuditArgs) -> Result<Output, CliError>
     let records = audit::list(&mut conn, &filter, args.limit).await?;
     Output::either(ctx.json, &AuditView::all(&records), || {
         render::audit(&records)
+    })
+}
+
+/// `assent audit verify`: exit 0 when the proof holds, 1 with every violation.
+async fn audit_verify(ctx: &Ctx, args: AuditVerifyArgs) -> Result<Output, CliError> {
+    let head = args.head.map(|h| h.trim().to_ascii_lowercase());
+    if let Some(head) = &head
+        && (head.len() != 64 || !head.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return Err(CliError::Usage(format!(
+            "--head {head:?} is not a head: expected the 64 hex digits `assent audit head` printed"
+        )));
+    }
+    let options = proof::VerifyOptions {
+        since: args.since,
+        head,
+    };
+    let mut conn = ctx.connection().await?;
+    let report = proof::verify(&mut conn, &options).await?;
+    let mut output = Output::either(ctx.json, &report, || render::proof(&report))?;
+    if !report.verified() {
+        output.failure = Some(CliError::failed(format!(
+            "the proof does not hold: {} violation(s)",
+            report.violations.len()
+        )));
+    }
+    Ok(output)
+}
+
+/// `assent audit head`.
+async fn audit_head(ctx: &Ctx) -> Result<Output, CliError> {
+    let mut conn = ctx.connection().await?;
+    let head = chain::head(&mut conn).await?;
+    let view = json!({"deviceId": head.device_id, "entries": head.entries, "head": head.hash});
+    Output::either(ctx.json, &view, || {
+        format!("{} {} entries (device {})", head.hash, head.entries, head.device_id)
     })
 }
 

@@ -1044,3 +1044,28 @@ mod tests {
         );
     }
 }
+
+/// `assent audit verify`: one line when the proof holds, else every violation.
+pub fn proof(report: &assent_store::proof::Report) -> String {
+    if report.verified() {
+        return format!(
+            "verified: {} entries on the chain of device {}, {} effect(s) checked, head {}",
+            report.entries, report.device_id, report.effects_checked, report.head
+        );
+    }
+    let mut out = format!(
+        "NOT verified: {} violation(s) ({} entries, {} effect(s) checked)\n",
+        report.violations.len(),
+        report.entries,
+        report.effects_checked
+    );
+    for violation in &report.violations {
+        out.push_str(&format!(
+            "  {} [{}] expected {}\n",
+            visible(&violation.entry),
+            violation.rule.as_str(),
+            visible(&violation.expected)
+        ));
+    }
+    out
+}

@@ -153,6 +153,29 @@
     await Promise.all([...new Set(open.map((s) => s.taskId).filter(Boolean))].map(refreshTask));
     renderAll();
     renderRequests();
+    refreshProof();
+  }
+
+  // The same proof as `assent audit verify`, run by the server: "verified", or the
+  // first thing it found wrong.
+  async function refreshProof() {
+    const badge = $("proof");
+    try {
+      const report = await api("GET", "/audit/verify");
+      if (report.verified) {
+        badge.textContent = "verified";
+        badge.title = report.entries + " entries, " + report.effectsChecked + " effects checked, head " + report.head;
+        badge.className = "proof ok";
+      } else {
+        const first = report.violations[0];
+        badge.textContent = "not verified: " + first.entry + " [" + first.rule + "] expected " + first.expected;
+        badge.title = report.violations.length + " violation(s): run assent audit verify";
+        badge.className = "proof bad";
+      }
+      badge.hidden = false;
+    } catch (error) {
+      badge.hidden = true;
+    }
   }
 
   async function refreshTask(taskId) {

@@ -6,7 +6,7 @@ use crate::auth::Principal;
 use crate::shapes::AuditView;
 use crate::{AppState, ServerError};
 use assent_domain::Verdict;
-use assent_store::{audit, decisions, jobs};
+use assent_store::{audit, chain, decisions, jobs, proof};
 use axum::extract::{Extension, Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -106,6 +106,22 @@ pub(crate) struct AuditQuery {
 }
 
 /// `GET /api/audit?taskId=`: the audit trail, oldest first (the newest `limit`).
+/// `GET /api/audit/head`: the consent chain's head (`deviceId`, `entries`, `head`),
+/// to write down, publish, or compare with `assent audit verify --head` later.
+pub(crate) async fn audit_head(State(state): State<AppState>) -> ApiResult {
+    let mut conn = state.connection().await?;
+    let head = chain::head(&mut conn).await?;
+    ok(serde_json::json!({"deviceId": head.device_id, "entries": head.entries, "head": head.hash}))
+}
+
+/// `GET /api/audit/verify`: the proof of `assent audit verify` (`verified`, the head,
+/// `effectsChecked` and every violation), run on the server's database.
+pub(crate) async fn audit_verify(State(state): State<AppState>) -> ApiResult {
+    let mut conn = state.connection().await?;
+    let report = proof::verify(&mut conn, &proof::VerifyOptions::default()).await?;
+    ok(report)
+}
+
 pub(crate) async fn audit_trail(
     State(state): State<AppState>,
     query: Params<AuditQuery>,

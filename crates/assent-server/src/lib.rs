@@ -263,6 +263,8 @@ impl Server {
             .route("/jobs/{id}/retract", post(jobs::retract))
             .route("/jobs/{id}/cancel", post(jobs::cancel))
             .route("/audit", get(decisions::audit_trail))
+            .route("/audit/head", get(decisions::audit_head))
+            .route("/audit/verify", get(decisions::audit_verify))
             .route("/confirmations", get(delegation::list))
             .route("/confirmations/{id}", post(delegation::answer))
             .route_layer(middleware::from_fn(auth::require_reviewer));

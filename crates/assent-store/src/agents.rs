@@ -3,7 +3,7 @@
 //! at a given time. Shadow rules (`--shadow`), tried without effect, are kept apart in
 //! `shadow_rules`, where no router reads them.
 
-use crate::{StoreError, timefmt};
+use crate::{StoreError, chain, timefmt};
 use assent_tools::{AgentPolicy, RuleAction, ToolRule, ToolSettingEntry, ToolSettingsTable};
 use serde_json::{Value, json};
 use sqlx::any::AnyRow;
@@ -29,7 +29,6 @@ pub async fn upsert(
             rule
         })
         .collect();
-    let now = timefmt::format(now);
     sqlx::query(
         "INSERT INTO agents (id, categories, rules, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
          ON CONFLICT (id) DO UPDATE SET categories = excluded.categories, rules = excluded.rules, updated_at = excluded.updated_at",
@@ -37,10 +36,10 @@ pub async fn upsert(
     .bind(agent_id)
     .bind(json!(categories).to_string())
     .bind(Value::Array(rules).to_string())
-    .bind(now)
-    .execute(conn)
+    .bind(timefmt::format(now))
+    .execute(&mut *conn)
     .await?;
-    Ok(())
+    chain::append_rules(conn, agent_id, now).await
 }
 
 /// An agent as stored: its id, its policy and when it was created and last changed.
@@ -212,9 +211,9 @@ async fn write_shadow_rules(
         .bind(Value::Array(json).to_string())
         .bind(timefmt::format(now))
         .bind(agent_id)
-        .execute(conn)
+        .execute(&mut *conn)
         .await?;
-    Ok(())
+    chain::append_rules(conn, agent_id, now).await
 }
 
 /// Sets agent `agent_id`'s shadow rule for `rule`'s pattern, from `now` on (the same
@@ -468,8 +467,9 @@ async fn set_tool_setting(
         .bind(Value::Object(settings).to_string())
         .bind(timefmt::format(now))
         .bind(agent_id)
-        .execute(conn)
+        .execute(&mut *conn)
         .await?;
+    chain::append_rules(conn, agent_id, now).await?;
     Ok(Some(true))
 }
 

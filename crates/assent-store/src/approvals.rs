@@ -4,7 +4,7 @@
 //! current revision's approvals count. The confirmation that meets the quorum writes
 //! the item's one decision as any confirmation does.
 
-use crate::{StoreError, timefmt};
+use crate::{StoreError, chain, timefmt};
 use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
@@ -203,9 +203,67 @@ pub async fn record(
     .bind(by)
     .bind(args.to_string())
     .bind(timefmt::format(now))
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
-    Ok(())
+    let entry = chain::Entry {
+        kind: chain::EntryKind::Approval,
+        subject: approval_subject(change_set_id, index, revision, by),
+        content: chain_content(change_set_id, index, revision, by, args, &timefmt::format(now)),
+    };
+    chain::append(conn, vec![entry], now).await
+}
+
+/// The chain subject of an approval: its primary key.
+pub fn approval_subject(change_set_id: Uuid, index: usize, revision: i64, by: &str) -> String {
+    format!("{change_set_id}:{index}:{revision}:{by}")
+}
+
+/// An approval's content on the consent chain: its whole row.
+pub fn chain_content(
+    change_set_id: Uuid,
+    index: usize,
+    revision: i64,
+    by: &str,
+    args: &Value,
+    created_at: &str,
+) -> Value {
+    serde_json::json!({
+        "changeSetId": change_set_id,
+        "itemIndex": index,
+        "revision": revision,
+        "approvedBy": by,
+        "args": args,
+        "createdAt": created_at,
+    })
+}
+
+/// Every approval row as `(subject, content)`, for [`crate::proof`].
+pub(crate) async fn all_for_proof(
+    conn: &mut AnyConnection,
+) -> Result<Vec<(String, Value)>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT change_set_id, item_index, revision, approved_by, args, created_at FROM approvals",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let corrupt = |e: String| StoreError::corrupt("approvals", e);
+            let set: String = row.try_get("change_set_id")?;
+            let set = Uuid::parse_str(&set).map_err(|e| corrupt(e.to_string()))?;
+            let index: i64 = row.try_get("item_index")?;
+            let index = usize::try_from(index).map_err(|e| corrupt(e.to_string()))?;
+            let revision: i64 = row.try_get("revision")?;
+            let by: String = row.try_get("approved_by")?;
+            let args: String = row.try_get("args")?;
+            let args: Value = serde_json::from_str(&args).map_err(|e| corrupt(e.to_string()))?;
+            let created_at: String = row.try_get("created_at")?;
+            Ok((
+                approval_subject(set, index, revision, &by),
+                chain_content(set, index, revision, &by, &args, &created_at),
+            ))
+        })
+        .collect()
 }
 
 /// What a set's views show of its items' quorums: for each item whose tool needs more

@@ -1,7 +1,7 @@
 //! The audit trail: what the executor did, in order.
 
 use crate::outbox::{self, entity};
-use crate::{Backend, StoreError, timefmt};
+use crate::{Backend, StoreError, chain, timefmt};
 use assent_domain::{OperationId, Target, VectorClock};
 use assent_tools::{AuditRecord, AuditSink, BoxFuture};
 use serde_json::Value;
@@ -63,7 +63,54 @@ pub(crate) async fn insert_row(
     .bind(record.allowed_by.as_ref().map(Value::to_string))
     .fetch_one(&mut *conn)
     .await?;
+    let entry = chain::Entry {
+        kind: chain::EntryKind::Audit,
+        subject: id.to_string(),
+        content: chain_content(id, record, origin),
+    };
+    chain::append(conn, vec![entry], record.created_at).await?;
     Ok(id)
+}
+
+/// An audit record's content on the consent chain: every column but its vector clock.
+pub fn chain_content(id: i64, record: &AuditRecord, origin: Option<(&str, i64)>) -> Value {
+    serde_json::json!({
+        "id": id,
+        "operationId": record.operation_id.as_str(),
+        "runKey": record.run_key,
+        "toolName": record.tool_name,
+        "agentId": record.agent_id,
+        "targetKind": record.target_kind,
+        "targetId": record.target_id,
+        "kind": record.kind.as_str(),
+        "args": record.args,
+        "success": record.success,
+        "detail": record.detail,
+        "createdAt": timefmt::format(record.created_at),
+        "originHost": origin.map(|(host, _)| host),
+        "originId": origin.map(|(_, id)| id),
+        "allowedBy": record.allowed_by,
+    })
+}
+
+/// Every audit record with its id and origin, for [`crate::proof`].
+pub(crate) async fn all_for_proof(
+    conn: &mut AnyConnection,
+) -> Result<Vec<(i64, AuditRecord, Option<(String, i64)>)>, StoreError> {
+    let rows = sqlx::query("SELECT * FROM audit_records ORDER BY id")
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let host: Option<String> = row.try_get("origin_host")?;
+            let origin_id: Option<i64> = row.try_get("origin_id")?;
+            Ok((
+                row.try_get("id")?,
+                decode(row)?,
+                host.zip(origin_id),
+            ))
+        })
+        .collect()
 }
 
 pub(crate) fn decode(row: &AnyRow) -> Result<AuditRecord, StoreError> {

@@ -1,7 +1,7 @@
 //! Decisions: the history a person leaves behind.
 
 use crate::outbox::{self, entity};
-use crate::{StoreError, timefmt};
+use crate::{StoreError, chain, timefmt};
 use assent_domain::{ChangeDecision, Target, VectorClock, Verdict};
 use assent_tools::{PastCall, PastOutcome, ToolDefinition};
 use serde_json::{Value, json};
@@ -106,7 +106,71 @@ pub(crate) async fn insert_row(
     .bind(facts.shadow.map(Value::to_string))
     .execute(&mut *conn)
     .await?;
-    Ok(())
+    let decided_by = facts.decided_by.or(decision.decided_by.as_deref());
+    let content = chain_content(decision, facts.approval_digest, decided_by, facts.shadow, origin_host);
+    chain::append(
+        conn,
+        vec![chain::Entry {
+            kind: chain::EntryKind::Decision,
+            subject: decision.id.to_string(),
+            content,
+        }],
+        decision.created_at,
+    )
+    .await
+}
+
+/// A decision row's content on the consent chain: every column but its vector clock
+/// (which sync may advance).
+pub fn chain_content(
+    decision: &ChangeDecision,
+    approval_digest: Option<&str>,
+    decided_by: Option<&str>,
+    shadow: Option<&Value>,
+    origin_host: Option<&str>,
+) -> Value {
+    json!({
+        "id": decision.id,
+        "changeSetId": decision.change_set_id,
+        "itemIndex": decision.item_index,
+        "agentId": decision.agent_id,
+        "targetKind": decision.target_kind,
+        "targetId": decision.target_id,
+        "toolName": decision.tool_name,
+        "verdict": decision.verdict.as_str(),
+        "reason": decision.reason,
+        "editedArgs": decision.edited_args,
+        "humanSummary": decision.human_summary,
+        "args": decision.args,
+        "createdAt": timefmt::format(decision.created_at),
+        "originHost": origin_host,
+        "approvalDigest": approval_digest,
+        "decidedBy": decided_by,
+        "shadow": shadow,
+    })
+}
+
+/// Every decision row with what its chain entry covers, for [`crate::proof`]:
+/// `(decision, approval digest, shadow, origin host)`.
+pub(crate) async fn all_for_proof(
+    conn: &mut AnyConnection,
+) -> Result<Vec<(ChangeDecision, Option<String>, Option<Value>, Option<String>)>, StoreError> {
+    let rows = sqlx::query("SELECT * FROM decisions").fetch_all(&mut *conn).await?;
+    rows.iter()
+        .map(|row| {
+            let shadow: Option<String> = row.try_get("shadow")?;
+            let shadow = shadow
+                .map(|text| serde_json::from_str::<Value>(&text))
+                .transpose()
+                .map_err(|e| StoreError::corrupt(TABLE, e.to_string()))?;
+            Ok((
+                decode(row)?,
+                row.try_get("approval_digest")?,
+                shadow,
+                row.try_get("origin_host")?,
+            ))
+        })
+        .collect()
 }
 
 pub(crate) fn decode(row: &AnyRow) -> Result<ChangeDecision, StoreError> {

@@ -2,7 +2,7 @@
 //! of every question a sub-agent's call raised, linking each resulting decision to the
 //! asking agent path.
 
-use crate::{StoreError, outbox, timefmt};
+use crate::{StoreError, chain, outbox, timefmt};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::any::AnyRow;
@@ -111,7 +111,37 @@ pub async fn insert_grant(
     .bind(grant.agent_id.as_deref())
     .execute(&mut *conn)
     .await?;
+    chain::append(conn, vec![grant_entry(grant)], now).await?;
     enqueue_grant(conn, grant, now).await
+}
+
+/// A grant's entry on the consent chain: its whole row as written.
+fn grant_entry(grant: &Grant) -> chain::Entry {
+    chain::Entry {
+        kind: chain::EntryKind::Grant,
+        subject: grant.id.to_string(),
+        content: grant_chain_content(grant),
+    }
+}
+
+/// What a grant's chain entry holds: its whole row.
+pub fn grant_chain_content(grant: &Grant) -> Value {
+    serde_json::json!({
+        "id": grant.id,
+        "agentId": grant.agent_id,
+        "agentPath": grant.agent_path,
+        "toolName": grant.tool_name,
+        "argsPattern": grant.args_pattern,
+        "correlationId": grant.correlation_id,
+        "createdAt": timefmt::format(grant.created_at),
+        "revokedAt": grant.revoked_at.map(timefmt::format),
+    })
+}
+
+/// Every grant, for [`crate::proof`].
+pub(crate) async fn all_for_proof(conn: &mut AnyConnection) -> Result<Vec<Grant>, StoreError> {
+    let rows = sqlx::query("SELECT * FROM grants").fetch_all(&mut *conn).await?;
+    rows.iter().map(decode_grant).collect()
 }
 
 async fn enqueue_grant(
@@ -223,6 +253,7 @@ pub async fn revoke_grant(
         .execute(&mut *conn)
         .await?;
     grant.revoked_at = Some(now);
+    chain::append(conn, vec![grant_entry(&grant)], now).await?;
     enqueue_grant(conn, &grant, now).await?;
     Ok(Revocation::Revoked(grant))
 }

@@ -11,7 +11,7 @@
 //! an outcome landing on the wrong attempt. None of them needs the writer lock: run
 //! them in [`crate::Store::begin_claim`]'s transaction.
 
-use crate::{Backend, StoreError, timefmt};
+use crate::{Backend, StoreError, chain, timefmt};
 use assent_domain::{ChangeDecision, OperationId, Target, Verdict};
 use assent_tools::{AuditKind, AuditRecord, ExecutionTarget, ToolInvocation};
 use serde_json::Value;
@@ -390,9 +390,58 @@ pub async fn insert(conn: &mut AnyConnection, job: &Job) -> Result<(), StoreErro
     .bind(job.approval_digest.as_deref())
     .bind(i64::from(job.held))
     .bind(approved_by_text(&job.approved_by))
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
-    Ok(())
+    chain::append(conn, vec![written_entry(job)], job.updated_at).await
+}
+
+/// The consent chain's entry for `job` as written whole (a new job, or another
+/// device's copy written over): what a proof compares with the row.
+fn written_entry(job: &Job) -> chain::Entry {
+    let mut content = chain_content(job);
+    content["status"] = Value::String(job.status.as_str().to_owned());
+    content["dueAt"] = Value::String(timefmt::format(job.due_at));
+    chain::Entry {
+        kind: chain::EntryKind::Job,
+        subject: job.id.to_string(),
+        content,
+    }
+}
+
+/// What a job's chain entry binds and its row keeps for good: the action, who
+/// approved it and under which digest (not its status, attempts, times or host,
+/// which move on; the status has entries of its own).
+pub fn chain_content(job: &Job) -> Value {
+    serde_json::json!({
+        "job": job.id,
+        "operationId": job.operation_id.as_str(),
+        "changeSetId": job.change_set_id,
+        "itemIndex": job.item_index,
+        "toolName": job.tool_name,
+        "args": job.args,
+        "agentId": job.agent_id,
+        "targetKind": job.target.kind,
+        "targetId": job.target.id,
+        "approvalDigest": job.approval_digest,
+        "approvedBy": job.approved_by,
+        "held": job.held,
+        "ownerDevice": job.owner_device,
+    })
+}
+
+/// Appends job `id`'s move to `status` to the consent chain.
+async fn chain_status(
+    conn: &mut AnyConnection,
+    id: &str,
+    status: JobStatus,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    let entry = chain::Entry {
+        kind: chain::EntryKind::Job,
+        subject: id.to_owned(),
+        content: serde_json::json!({"job": id, "status": status.as_str(), "at": timefmt::format(now)}),
+    };
+    chain::append(conn, vec![entry], now).await
 }
 
 /// `approved_by` as stored: a JSON array, NULL when nobody is named.
@@ -497,9 +546,9 @@ pub(crate) async fn write_copy(conn: &mut AnyConnection, copy: &Job) -> Result<(
     .await?
     .rows_affected();
     if changed == 0 {
-        insert(conn, copy).await?;
+        return insert(conn, copy).await;
     }
-    Ok(())
+    chain::append(conn, vec![written_entry(copy)], copy.updated_at).await
 }
 
 /// Stops this device's job `id`, whose confirmation a sync merge demoted: a job that
@@ -529,7 +578,11 @@ pub(crate) async fn stop_demoted(
     if changed == 0 {
         return Ok(None);
     }
-    load(conn, id).await
+    let job = load(conn, id).await?;
+    if let Some(job) = &job {
+        chain_status(conn, &id.to_string(), job.status, now).await?;
+    }
+    Ok(job)
 }
 
 /// Whether job `job`'s item is still confirmed: a merge may have put an earlier
@@ -697,6 +750,7 @@ pub async fn expire_leases(
         .await?
         .rows_affected();
         if changed == 1 {
+            chain_status(conn, &id, JobStatus::InDoubt, now).await?;
             let id = Uuid::parse_str(&id).map_err(|e| StoreError::corrupt(TABLE, e))?;
             if let Some(job) = load(conn, id).await? {
                 expired.push(job);
@@ -739,6 +793,7 @@ pub async fn claim_next(
     if changed == 0 {
         return Ok(None);
     }
+    chain_status(conn, &id, JobStatus::Running, now).await?;
     let id = Uuid::parse_str(&id).map_err(|e| StoreError::corrupt(TABLE, e))?;
     load(conn, id).await
 }
@@ -761,9 +816,12 @@ pub async fn record_applied(
     .bind(timefmt::format(now))
     .bind(id.to_string())
     .bind(i64::from(attempt))
-    .execute(conn)
+    .execute(&mut *conn)
     .await?
     .rows_affected();
+    if changed == 1 {
+        chain_status(conn, &id.to_string(), JobStatus::Applied, now).await?;
+    }
     Ok(changed == 1)
 }
 
@@ -779,23 +837,27 @@ pub async fn record_error(
     now: OffsetDateTime,
 ) -> Result<bool, StoreError> {
     let now_text = timefmt::format(now);
+    let next = if retry_at.is_some() {
+        JobStatus::Approved
+    } else {
+        JobStatus::Failed
+    };
     let changed = sqlx::query(
         "UPDATE execution_jobs SET status = $1, last_error = $2, due_at = $3, lease_until = NULL, updated_at = $4
          WHERE id = $5 AND attempts = $6 AND status = 'running'",
     )
-    .bind(if retry_at.is_some() {
-        JobStatus::Approved.as_str()
-    } else {
-        JobStatus::Failed.as_str()
-    })
+    .bind(next.as_str())
     .bind(error)
     .bind(retry_at.map_or_else(|| now_text.clone(), timefmt::format))
     .bind(&now_text)
     .bind(id.to_string())
     .bind(i64::from(attempt))
-    .execute(conn)
+    .execute(&mut *conn)
     .await?
     .rows_affected();
+    if changed == 1 {
+        chain_status(conn, &id.to_string(), next, now).await?;
+    }
     Ok(changed == 1)
 }
 
@@ -816,9 +878,12 @@ pub async fn record_in_doubt(
     .bind(timefmt::format(now))
     .bind(id.to_string())
     .bind(i64::from(attempt))
-    .execute(conn)
+    .execute(&mut *conn)
     .await?
     .rows_affected();
+    if changed == 1 {
+        chain_status(conn, &id.to_string(), JobStatus::InDoubt, now).await?;
+    }
     Ok(changed == 1)
 }
 
@@ -847,9 +912,12 @@ pub async fn transition(
     .bind(i64::from(extra_attempts))
     .bind(id.to_string())
     .bind(from.as_str())
-    .execute(conn)
+    .execute(&mut *conn)
     .await?
     .rows_affected();
+    if changed == 1 {
+        chain_status(conn, &id.to_string(), to, now).await?;
+    }
     Ok(changed == 1)
 }
 
@@ -870,9 +938,12 @@ pub async fn cancel_held(
     .bind(CANCELLED_IN_HOLD)
     .bind(&now_text)
     .bind(id.to_string())
-    .execute(conn)
+    .execute(&mut *conn)
     .await?
     .rows_affected();
+    if changed == 1 {
+        chain_status(conn, &id.to_string(), JobStatus::Retracted, now).await?;
+    }
     Ok(changed == 1)
 }
 

@@ -1,0 +1,385 @@
+//! The consent chain: every decision, approval, audit record, job status, rule change
+//! and grant this device writes, as an entry holding its canonical content and a
+//! SHA-256 over the previous entry's hash, its own position and content.
+//!
+//! Why a chain and not a checksum per row: editing, removing or reordering any entry
+//! breaks the hash of every entry after it, and a head written down elsewhere
+//! ([`head`], `assent audit head`) catches a tail rewritten as a whole. Why its own
+//! table rather than hash columns on each row: a job's status and an agent's rules
+//! are rows that change in place, and their history is what a proof needs (which
+//! rule was in force when a call ran). Each chained row keeps its entry's content,
+//! so a row edited behind the store's back no longer matches its entry
+//! ([`crate::proof`] compares them).
+//!
+//! Entries are appended by the store functions that write those rows, in the same
+//! transaction, so a rollback leaves neither. The writer lock every write holds
+//! (`BEGIN IMMEDIATE`, the advisory lock on PostgreSQL) keeps one appender at a time;
+//! a second one would break the primary key and fail rather than fork the chain.
+//!
+//! Chains are per device: a row imported from another device is entered on this
+//! device's chain with its origin named, and never rewrites the origin's chain.
+
+use crate::{StoreError, timefmt};
+use assent_domain::canonical_json;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use sqlx::{AnyConnection, Row};
+use time::OffsetDateTime;
+
+const TABLE: &str = "consent_chain";
+
+/// The `prev` of a chain's first entry.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// What an entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntryKind {
+    /// The first entry: where the chain begins and what it does not claim.
+    ChainBegins,
+    /// A decision row (`decisions`), by id.
+    Decision,
+    /// An approval toward a quorum (`approvals`).
+    Approval,
+    /// An audit record (`audit_records`), by id.
+    Audit,
+    /// A job written or moved to another status (`execution_jobs`).
+    Job,
+    /// An agent's categories, rules, shadow rules and tool settings after a change.
+    Rules,
+    /// A grant written or revoked (`grants`).
+    Grant,
+}
+
+impl EntryKind {
+    /// The kind as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ChainBegins => "chainBegins",
+            Self::Decision => "decision",
+            Self::Approval => "approval",
+            Self::Audit => "audit",
+            Self::Job => "job",
+            Self::Rules => "rules",
+            Self::Grant => "grant",
+        }
+    }
+
+    /// The kind stored as `text`, if it is one.
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            Self::ChainBegins,
+            Self::Decision,
+            Self::Approval,
+            Self::Audit,
+            Self::Job,
+            Self::Rules,
+            Self::Grant,
+        ]
+        .into_iter()
+        .find(|kind| kind.as_str() == text)
+    }
+}
+
+/// An entry to append: its kind, the key of the row it is about, and its content.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// What it records.
+    pub kind: EntryKind,
+    /// The row it is about (a decision's id, an audit record's id, a job's id, an
+    /// agent's id, `set:index:revision:approver` for an approval).
+    pub subject: String,
+    /// What was written, as JSON (stored canonical).
+    pub content: Value,
+}
+
+/// An entry as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainEntry {
+    /// The device whose chain it is on.
+    pub device_id: String,
+    /// Its position on that chain, from 1.
+    pub seq: u64,
+    /// Its kind as stored (unknown kinds are reported by the proof, not dropped).
+    pub kind: String,
+    /// The row it is about.
+    pub subject: String,
+    /// Its canonical content.
+    pub content: String,
+    /// The hash of the entry before it ([`GENESIS`] for the first).
+    pub prev: String,
+    /// Its own hash ([`entry_hash`]).
+    pub hash: String,
+    /// When it was written.
+    pub created_at: String,
+}
+
+impl ChainEntry {
+    /// The hash its fields call for, to compare with the stored one.
+    pub fn expected_hash(&self) -> String {
+        entry_hash(
+            &self.prev,
+            &self.device_id,
+            self.seq,
+            &self.kind,
+            &self.subject,
+            &self.content,
+        )
+    }
+}
+
+/// SHA-256 (hex) of an entry: each field prefixed by its length in bytes, so no
+/// field can absorb another's text.
+pub fn entry_hash(
+    prev: &str,
+    device_id: &str,
+    seq: u64,
+    kind: &str,
+    subject: &str,
+    content: &str,
+) -> String {
+    let mut hasher = Sha256::new();
+    for part in [prev, device_id, &seq.to_string(), kind, subject, content] {
+        hasher.update(format!("{}:", part.len()).as_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hex(&hasher.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(64), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+/// Where a device's chain stands: what to write down, publish or send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// The device.
+    pub device_id: String,
+    /// How many entries its chain has.
+    pub entries: u64,
+    /// The last entry's hash ([`GENESIS`] while the chain is empty).
+    pub hash: String,
+}
+
+/// This device's head.
+pub async fn head(conn: &mut AnyConnection) -> Result<Head, StoreError> {
+    let row = sqlx::query(
+        "SELECT d.host_id AS device,
+                (SELECT seq FROM consent_chain c WHERE c.device_id = d.host_id ORDER BY seq DESC LIMIT 1) AS seq,
+                (SELECT hash FROM consent_chain c WHERE c.device_id = d.host_id ORDER BY seq DESC LIMIT 1) AS hash
+         FROM sync_device d WHERE d.singleton = 1",
+    )
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| StoreError::corrupt(TABLE, "the database has no device id (sync_device is empty)"))?;
+    let seq: Option<i64> = row.try_get("seq")?;
+    Ok(Head {
+        device_id: row.try_get("device")?,
+        entries: seq.map_or(Ok(0), |s| {
+            u64::try_from(s).map_err(|e| StoreError::corrupt(TABLE, format!("seq {s}: {e}")))
+        })?,
+        hash: row
+            .try_get::<Option<String>, _>("hash")?
+            .unwrap_or_else(|| GENESIS.to_owned()),
+    })
+}
+
+/// Appends `entries` to this device's chain in the caller's transaction: one read of
+/// the head, one insert. The first append on a database also writes the chain's
+/// beginning (and the rules every agent had then, so a proof knows the rules in force
+/// from the first entry on).
+pub(crate) async fn append(
+    conn: &mut AnyConnection,
+    entries: Vec<Entry>,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let head = head(conn).await?;
+    let entries = if head.entries == 0 {
+        let mut first = beginning(conn).await?;
+        first.extend(entries);
+        first
+    } else {
+        entries
+    };
+    let created_at = timefmt::format(now);
+    let mut prev = head.hash;
+    let mut rows = Vec::with_capacity(entries.len());
+    for (offset, entry) in (1u64..).zip(entries) {
+        let seq = head.entries + offset;
+        let content = canonical_json(&entry.content);
+        let kind = entry.kind.as_str();
+        let hash = entry_hash(&prev, &head.device_id, seq, kind, &entry.subject, &content);
+        rows.push((seq, kind, entry.subject, content, std::mem::replace(&mut prev, hash.clone()), hash));
+    }
+    let mut sql = String::from(
+        "INSERT INTO consent_chain (device_id, seq, kind, subject, content, prev, hash, created_at) VALUES ",
+    );
+    for i in 0..rows.len() {
+        let p = i * 8;
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!(
+            "(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${})",
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4,
+            p + 5,
+            p + 6,
+            p + 7,
+            p + 8
+        ));
+    }
+    // Only placeholders are formatted in; every value is bound.
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for (seq, kind, subject, content, prev, hash) in rows {
+        let seq = i64::try_from(seq).map_err(|e| StoreError::corrupt(TABLE, e))?;
+        query = query
+            .bind(head.device_id.clone())
+            .bind(seq)
+            .bind(kind)
+            .bind(subject)
+            .bind(content)
+            .bind(prev)
+            .bind(hash)
+            .bind(created_at.clone());
+    }
+    query.execute(&mut *conn).await?;
+    Ok(())
+}
+
+/// The entries a chain starts with: where it begins (what the upgrade left
+/// unclaimed) and every agent's rules at that moment.
+async fn beginning(conn: &mut AnyConnection) -> Result<Vec<Entry>, StoreError> {
+    let origin = sqlx::query("SELECT audit_id_floor, had_history FROM consent_chain_origin WHERE singleton = 1")
+        .fetch_optional(&mut *conn)
+        .await?;
+    let (floor, had_history) = match origin {
+        Some(row) => (
+            row.try_get::<i64, _>("audit_id_floor")?,
+            row.try_get::<i64, _>("had_history")? != 0,
+        ),
+        None => (0, false),
+    };
+    let mut entries = vec![Entry {
+        kind: EntryKind::ChainBegins,
+        subject: String::new(),
+        content: json!({
+            "auditIdFloor": floor,
+            "reason": if had_history { "upgrade" } else { "newDatabase" },
+        }),
+    }];
+    let agents = sqlx::query("SELECT id, categories, rules, shadow_rules, tool_settings FROM agents ORDER BY id")
+        .fetch_all(&mut *conn)
+        .await?;
+    for row in &agents {
+        entries.push(rules_entry(row, None)?);
+    }
+    Ok(entries)
+}
+
+/// The rules entry of agent row `row` (`id, categories, rules, shadow_rules,
+/// tool_settings`), naming who changed them when known.
+pub(crate) fn rules_entry(row: &sqlx::any::AnyRow, by: Option<&str>) -> Result<Entry, StoreError> {
+    let content = rules_content(row)?;
+    let mut content = content;
+    if let Some(by) = by {
+        content["by"] = json!(by);
+    }
+    Ok(Entry {
+        kind: EntryKind::Rules,
+        subject: row.try_get("id")?,
+        content,
+    })
+}
+
+/// An agent row's policy as a rules entry's content (without `by`): what a proof
+/// compares with the row.
+pub fn rules_content(row: &sqlx::any::AnyRow) -> Result<Value, StoreError> {
+    let json = |column: &str| -> Result<Value, StoreError> {
+        let text: String = row.try_get(column)?;
+        serde_json::from_str(&text).map_err(|e| StoreError::corrupt("agents", format!("{column}: {e}")))
+    };
+    Ok(json!({
+        "agent": row.try_get::<String, _>("id")?,
+        "categories": json("categories")?,
+        "rules": json("rules")?,
+        "shadowRules": json("shadow_rules")?,
+        "toolSettings": json("tool_settings")?,
+    }))
+}
+
+/// Appends the rules entry of agent `agent_id` as it now stands.
+pub(crate) async fn append_rules(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    let row = sqlx::query("SELECT id, categories, rules, shadow_rules, tool_settings FROM agents WHERE id = $1")
+        .bind(agent_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some(row) = row else { return Ok(()) };
+    let entry = rules_entry(&row, None)?;
+    append(conn, vec![entry], now).await
+}
+
+/// Every entry of every device's chain, in chain order (device, then position).
+pub async fn entries(conn: &mut AnyConnection) -> Result<Vec<ChainEntry>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT device_id, seq, kind, subject, content, prev, hash, created_at FROM consent_chain ORDER BY device_id, seq",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let seq: i64 = row.try_get("seq")?;
+            Ok(ChainEntry {
+                device_id: row.try_get("device_id")?,
+                seq: u64::try_from(seq).map_err(|e| StoreError::corrupt(TABLE, format!("seq {seq}: {e}")))?,
+                kind: row.try_get("kind")?,
+                subject: row.try_get("subject")?,
+                content: row.try_get("content")?,
+                prev: row.try_get("prev")?,
+                hash: row.try_get("hash")?,
+                created_at: row.try_get("created_at")?,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hash_covers_every_field() {
+        let base = entry_hash(GENESIS, "dev", 1, "decision", "x", "{}");
+        assert_eq!(base.len(), 64);
+        assert_ne!(base, entry_hash(GENESIS, "dev", 2, "decision", "x", "{}"));
+        assert_ne!(base, entry_hash(GENESIS, "dev2", 1, "decision", "x", "{}"));
+        assert_ne!(base, entry_hash(GENESIS, "dev", 1, "audit", "x", "{}"));
+        assert_ne!(base, entry_hash(GENESIS, "dev", 1, "decision", "y", "{}"));
+        assert_ne!(base, entry_hash(GENESIS, "dev", 1, "decision", "x", "{\"a\":1}"));
+        // A field's text cannot move into its neighbour.
+        assert_ne!(
+            entry_hash(GENESIS, "dev", 1, "decision", "x\ny", "{}"),
+            entry_hash(GENESIS, "dev", 1, "decision", "x", "y\n{}")
+        );
+    }
+
+    #[test]
+    fn kinds_round_trip() {
+        for kind in ["chainBegins", "decision", "approval", "audit", "job", "rules", "grant"] {
+            assert_eq!(EntryKind::parse(kind).map(EntryKind::as_str), Some(kind));
+        }
+        assert_eq!(EntryKind::parse("other"), None);
+    }
+}

@@ -1,0 +1,845 @@
+//! Proof of consent (`assent audit verify`): given a database, check that the consent
+//! chain ([`crate::chain`]) is intact, that every chained row still says what its
+//! entry says, and that every effect that ran had the consent its rules required when
+//! it ran.
+//!
+//! [`verify`] reads what it needs (the I/O); [`check`] decides over plain values, so
+//! each rule of the proof is tested without a database. The rules, each a
+//! [`ProofRule`]:
+//! 1. the chain is intact: positions consecutive from 1, each `prev` the hash before
+//!    it, each hash what its fields call for, a checkpoint head (`--head`) on it;
+//! 2. rows match their entries: a decision, approval, audit record, job, agent's rules
+//!    or grant edited or removed behind the store's back no longer matches the entry
+//!    written with it, and a row written around the store has no entry;
+//! 3. every effect that ran (an audit `result` with success) traces to a confirmation
+//!    by named people (as many distinct ones as its quorum asked, none of them the
+//!    agent, all of them on the arguments that ran) or to what let it run unasked (a
+//!    rule in force at that moment by the chain's own history of the agent's rules, a
+//!    grant, the tool's declared mode with no rule asking or denying it);
+//! 4. a held confirmation ran after its window and was not cancelled first; nothing
+//!    ran after a rejection of its item was on the chain;
+//! 5. an operation took effect at most once, unless it went in doubt (a person or the
+//!    host settled it);
+//! 6. a job ran what its decision approved (the same approval digest and arguments).
+//!
+//! What it cannot prove, and says so in the guide: a chain recomputed as a whole by
+//! someone with write access to the file passes rules 1 and 2 unless its head was
+//! written down before (`assent audit head`); rows imported from another device are
+//! checked against this device's record of the import, not the origin's chain.
+
+use crate::chain::{self, ChainEntry, EntryKind, GENESIS, Head};
+use crate::jobs::{self, Job, JobStatus};
+use crate::{StoreError, approvals, audit, decisions, delegation, timefmt};
+use assent_domain::{ChangeDecision, OperationId, canonical_json};
+use assent_tools::{AuditKind, AuditRecord, name_matches};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::{AnyConnection, Row};
+use std::collections::{HashMap, HashSet};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// Which rule of the proof an entry or row broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ProofRule {
+    /// Rule 1: the chain is intact.
+    ChainIntact,
+    /// Rule 2: a row still says what its entry says.
+    RowMatchesEntry,
+    /// Rule 3: an effect had the consent it needed.
+    Consent,
+    /// Rule 4: a held confirmation ran after its window, uncancelled.
+    HoldWindow,
+    /// Rule 4: nothing ran after its item's rejection.
+    NoRunAfterRejection,
+    /// Rule 5: an operation took effect at most once.
+    AtMostOnce,
+    /// Rule 6: what ran is what was approved.
+    ApprovedAction,
+}
+
+impl ProofRule {
+    /// The rule as the report names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ChainIntact => "chainIntact",
+            Self::RowMatchesEntry => "rowMatchesEntry",
+            Self::Consent => "consent",
+            Self::HoldWindow => "holdWindow",
+            Self::NoRunAfterRejection => "noRunAfterRejection",
+            Self::AtMostOnce => "atMostOnce",
+            Self::ApprovedAction => "approvedAction",
+        }
+    }
+}
+
+/// One thing the proof found wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Violation {
+    /// The entry (`device#seq`) or, for a row with no entry, the row (`decision ID`).
+    pub entry: String,
+    /// The rule it broke.
+    pub rule: ProofRule,
+    /// What was expected, and what was found instead.
+    pub expected: String,
+}
+
+/// What [`verify`] checks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyOptions {
+    /// Check effects from this moment on only (the chain and rows are always checked
+    /// whole: a cut chain proves nothing).
+    pub since: Option<OffsetDateTime>,
+    /// A head written down before (`assent audit head`): the chain must still hold it.
+    pub head: Option<String>,
+}
+
+/// The proof's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// Whether every rule held (`violations` is empty).
+    pub verified: bool,
+    /// This device's head as verified.
+    pub device_id: String,
+    /// Entries on this device's chain.
+    pub entries: u64,
+    /// The last entry's hash.
+    pub head: String,
+    /// Effects (successful results) whose consent was checked.
+    pub effects_checked: u64,
+    /// Everything found wrong, in chain order; empty when the proof holds.
+    pub violations: Vec<Violation>,
+}
+
+impl Report {
+    /// Whether every rule held.
+    pub fn verified(&self) -> bool {
+        self.verified
+    }
+}
+
+/// Everything the proof reads, as plain values.
+#[derive(Debug, Clone, Default)]
+pub struct ProofInput {
+    /// This device's id.
+    pub device_id: String,
+    /// Every chain entry, in chain order.
+    pub entries: Vec<ChainEntry>,
+    /// Decision rows with their digest, shadow and origin host.
+    pub decisions: Vec<(ChangeDecision, Option<String>, Option<Value>, Option<String>)>,
+    /// Audit rows: id, record, origin.
+    pub audit: Vec<(i64, AuditRecord, Option<(String, i64)>)>,
+    /// Approval rows as `(subject, content)`.
+    pub approvals: Vec<(String, Value)>,
+    /// Job rows.
+    pub jobs: Vec<Job>,
+    /// Agent rows as rules contents.
+    pub agents: Vec<Value>,
+    /// Grant rows.
+    pub grants: Vec<delegation::Grant>,
+    /// Change sets' run keys.
+    pub run_keys: HashMap<Uuid, String>,
+    /// Items that need more than one person: `(set, index) → approvals needed`.
+    pub quorums: HashMap<(Uuid, usize), u32>,
+}
+
+/// Reads what the proof needs and checks it ([`check`]).
+#[tracing::instrument(skip_all)]
+pub async fn verify(conn: &mut AnyConnection, options: &VerifyOptions) -> Result<Report, StoreError> {
+    let head = chain::head(conn).await?;
+    let agents = sqlx::query("SELECT id, categories, rules, shadow_rules, tool_settings FROM agents")
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(chain::rules_content)
+        .collect::<Result<Vec<_>, _>>()?;
+    let run_keys = sqlx::query("SELECT id, run_key FROM change_sets")
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .filter_map(|row| {
+            let id: String = row.try_get("id").ok()?;
+            Some((Uuid::parse_str(&id).ok()?, row.try_get("run_key").ok()?))
+        })
+        .collect();
+    let quorums = sqlx::query(
+        "SELECT change_set_id, item_index, approvals_needed FROM change_items WHERE approvals_needed > 1",
+    )
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .filter_map(|row| {
+        let id: String = row.try_get("change_set_id").ok()?;
+        let index: i64 = row.try_get("item_index").ok()?;
+        let needed: i64 = row.try_get("approvals_needed").ok()?;
+        Some((
+            (Uuid::parse_str(&id).ok()?, usize::try_from(index).ok()?),
+            u32::try_from(needed).ok()?,
+        ))
+    })
+    .collect();
+    let input = ProofInput {
+        device_id: head.device_id.clone(),
+        entries: chain::entries(conn).await?,
+        decisions: decisions::all_for_proof(conn).await?,
+        audit: audit::all_for_proof(conn).await?,
+        approvals: approvals::all_for_proof(conn).await?,
+        jobs: jobs::all(conn).await?,
+        agents,
+        grants: delegation::all_for_proof(conn).await?,
+        run_keys,
+        quorums,
+    };
+    Ok(check(&input, &head, options))
+}
+
+/// An entry's place, as violations name it.
+fn place(entry: &ChainEntry) -> String {
+    format!("{}#{}", entry.device_id, entry.seq)
+}
+
+/// A decided item's run: what the chain says of one item.
+#[derive(Default)]
+struct ItemHistory<'a> {
+    /// Decision entries of the item, with their position on the chain.
+    decisions: Vec<(usize, Value)>,
+    /// Approval contents of the item.
+    approvals: Vec<&'a Value>,
+}
+
+/// Checks the proof's rules over `input` (pure).
+pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report {
+    let mut violations = Vec::new();
+    let mut own = 0u64;
+    // Rule 1, and each entry's content parsed once.
+    let mut contents: Vec<Option<Value>> = Vec::with_capacity(input.entries.len());
+    let mut expected: Option<(&str, u64, String)> = None;
+    for entry in &input.entries {
+        let (seq, prev) = match &expected {
+            Some((device, seq, hash)) if *device == entry.device_id => (seq + 1, hash.clone()),
+            _ => (1, GENESIS.to_owned()),
+        };
+        if entry.seq != seq {
+            violations.push(Violation {
+                entry: place(entry),
+                rule: ProofRule::ChainIntact,
+                expected: format!("position {seq} next (an entry is missing or out of order)"),
+            });
+        } else if entry.prev != prev {
+            violations.push(Violation {
+                entry: place(entry),
+                rule: ProofRule::ChainIntact,
+                expected: format!("prev {prev}, found {} (the entry before it was changed)", entry.prev),
+            });
+        }
+        if entry.hash != entry.expected_hash() {
+            violations.push(Violation {
+                entry: place(entry),
+                rule: ProofRule::ChainIntact,
+                expected: format!("hash {}, stored {} (the entry was edited)", entry.expected_hash(), entry.hash),
+            });
+        }
+        if seq == 1 && entry.seq == 1 && entry.kind != EntryKind::ChainBegins.as_str() {
+            violations.push(Violation {
+                entry: place(entry),
+                rule: ProofRule::ChainIntact,
+                expected: format!("the chain to begin with chainBegins, found {}", entry.kind),
+            });
+        }
+        if entry.device_id == input.device_id {
+            own += 1;
+        }
+        expected = Some((&entry.device_id, entry.seq, entry.hash.clone()));
+        contents.push(serde_json::from_str(&entry.content).ok());
+    }
+    if let Some(checkpoint) = &options.head
+        && !input
+            .entries
+            .iter()
+            .any(|e| e.device_id == input.device_id && &e.hash == checkpoint)
+    {
+        violations.push(Violation {
+            entry: format!("{}#head", input.device_id),
+            rule: ProofRule::ChainIntact,
+            expected: format!("the checkpoint head {checkpoint} on the chain (it was cut or rewritten)"),
+        });
+    }
+
+    let begins = input
+        .entries
+        .iter()
+        .zip(&contents)
+        .find(|(e, _)| e.device_id == input.device_id && e.kind == EntryKind::ChainBegins.as_str())
+        .and_then(|(_, c)| c.as_ref());
+    let audit_floor = begins.and_then(|c| c["auditIdFloor"].as_i64()).unwrap_or(0);
+    let new_database = begins.is_none_or(|c| c["reason"] == "newDatabase");
+
+    // Latest entry per (kind, subject), and each kind's entries in order.
+    let mut latest: HashMap<(&str, &str), (usize, &Value)> = HashMap::new();
+    for (i, (entry, content)) in input.entries.iter().zip(&contents).enumerate() {
+        let Some(content) = content else {
+            violations.push(Violation {
+                entry: place(entry),
+                rule: ProofRule::ChainIntact,
+                expected: "content that is JSON".into(),
+            });
+            continue;
+        };
+        latest.insert((&entry.kind, &entry.subject), (i, content));
+    }
+    let entry_of = |kind: EntryKind, subject: &str| latest.get(&(kind.as_str(), subject)).copied();
+    let mismatch = |violations: &mut Vec<Violation>, i: usize, what: &str, row: &Value, entry: &Value| {
+        if canonical_json(row) != canonical_json(entry) {
+            violations.push(Violation {
+                entry: place(&input.entries[i]),
+                rule: ProofRule::RowMatchesEntry,
+                expected: format!("{what} as entered: {}", differences(entry, row)),
+            });
+        }
+    };
+    let missing_row = |violations: &mut Vec<Violation>, i: usize, what: &str| {
+        violations.push(Violation {
+            entry: place(&input.entries[i]),
+            rule: ProofRule::RowMatchesEntry,
+            expected: format!("{what} to exist (its row was removed)"),
+        });
+    };
+    let no_entry = |violations: &mut Vec<Violation>, what: String| {
+        violations.push(Violation {
+            entry: what.clone(),
+            rule: ProofRule::RowMatchesEntry,
+            expected: format!("an entry on the chain for {what} (it was written around the store)"),
+        });
+    };
+
+    // Rule 2: rows against entries.
+    let mut seen: HashSet<(&str, String)> = HashSet::new();
+    for (decision, digest, shadow, origin) in &input.decisions {
+        let subject = decision.id.to_string();
+        let row = decisions::chain_content(
+            decision,
+            digest.as_deref(),
+            decision.decided_by.as_deref(),
+            shadow.as_ref(),
+            origin.as_deref(),
+        );
+        match entry_of(EntryKind::Decision, &subject) {
+            Some((i, content)) => mismatch(&mut violations, i, &format!("decision {subject}"), &row, content),
+            None if new_database => no_entry(&mut violations, format!("decision {subject}")),
+            None => {}
+        }
+        seen.insert((EntryKind::Decision.as_str(), subject));
+    }
+    for (id, record, origin) in &input.audit {
+        let subject = id.to_string();
+        let origin = origin.as_ref().map(|(host, id)| (host.as_str(), *id));
+        let row = audit::chain_content(*id, record, origin);
+        match entry_of(EntryKind::Audit, &subject) {
+            Some((i, content)) => mismatch(&mut violations, i, &format!("audit record {subject}"), &row, content),
+            None if *id > audit_floor => no_entry(&mut violations, format!("audit record {subject}")),
+            None => {}
+        }
+        seen.insert((EntryKind::Audit.as_str(), subject));
+    }
+    for (subject, row) in &input.approvals {
+        match entry_of(EntryKind::Approval, subject) {
+            Some((i, content)) => mismatch(&mut violations, i, &format!("approval {subject}"), row, content),
+            None if new_database => no_entry(&mut violations, format!("approval {subject}")),
+            None => {}
+        }
+        seen.insert((EntryKind::Approval.as_str(), subject.clone()));
+    }
+    // A job: its latest whole entry binds the action; its latest entry its status.
+    let mut job_written: HashMap<&str, &Value> = HashMap::new();
+    for (entry, content) in input.entries.iter().zip(&contents) {
+        if entry.kind == EntryKind::Job.as_str()
+            && let Some(content) = content
+            && content.get("operationId").is_some()
+        {
+            job_written.insert(&entry.subject, content);
+        }
+    }
+    for job in &input.jobs {
+        let subject = job.id.to_string();
+        let Some((i, last)) = entry_of(EntryKind::Job, &subject) else {
+            if new_database {
+                no_entry(&mut violations, format!("job {subject}"));
+            }
+            continue;
+        };
+        if let Some(written) = job_written.get(subject.as_str()) {
+            let mut bound = (*written).clone();
+            if let Some(map) = bound.as_object_mut() {
+                map.remove("status");
+                map.remove("dueAt");
+            }
+            mismatch(&mut violations, i, &format!("job {subject}"), &jobs::chain_content(job), &bound);
+        }
+        if last["status"] != job.status.as_str() {
+            violations.push(Violation {
+                entry: place(&input.entries[i]),
+                rule: ProofRule::RowMatchesEntry,
+                expected: format!(
+                    "job {subject} {} as entered, the row now says {}",
+                    last["status"],
+                    job.status.as_str()
+                ),
+            });
+        }
+        seen.insert((EntryKind::Job.as_str(), subject));
+    }
+    for row in &input.agents {
+        let subject = row["agent"].as_str().unwrap_or_default().to_owned();
+        match entry_of(EntryKind::Rules, &subject) {
+            Some((i, content)) => {
+                let mut entered = content.clone();
+                if let Some(map) = entered.as_object_mut() {
+                    map.remove("by");
+                }
+                mismatch(&mut violations, i, &format!("agent {subject}'s rules"), row, &entered);
+            }
+            None => no_entry(&mut violations, format!("agent {subject}'s rules")),
+        }
+        seen.insert((EntryKind::Rules.as_str(), subject));
+    }
+    for grant in &input.grants {
+        let subject = grant.id.to_string();
+        let row = delegation::grant_chain_content(grant);
+        match entry_of(EntryKind::Grant, &subject) {
+            Some((i, content)) => mismatch(&mut violations, i, &format!("grant {subject}"), &row, content),
+            None if new_database => no_entry(&mut violations, format!("grant {subject}")),
+            None => {}
+        }
+        seen.insert((EntryKind::Grant.as_str(), subject));
+    }
+    for ((kind, subject), (i, _)) in &latest {
+        let what = match EntryKind::parse(kind) {
+            Some(EntryKind::ChainBegins) | None => continue,
+            Some(EntryKind::Decision) => "decision",
+            Some(EntryKind::Approval) => "approval",
+            Some(EntryKind::Audit) => "audit record",
+            Some(EntryKind::Job) => "job",
+            Some(EntryKind::Rules) => "agent",
+            Some(EntryKind::Grant) => "grant",
+        };
+        if !seen.contains(&(*kind, (*subject).to_owned())) {
+            missing_row(&mut violations, *i, &format!("{what} {subject}"));
+        }
+    }
+
+    // Rules 3 to 6, over the chain's own record of what happened.
+    let mut items: HashMap<(String, u64), ItemHistory<'_>> = HashMap::new();
+    let mut by_operation: HashMap<String, (String, u64)> = HashMap::new();
+    let mut jobs_by_operation: HashMap<&str, (&str, &Value)> = HashMap::new();
+    let mut job_statuses: HashMap<&str, Vec<(usize, &str)>> = HashMap::new();
+    let mut rules_history: HashMap<&str, Vec<(usize, &Value)>> = HashMap::new();
+    let mut grants_history: HashMap<&str, Vec<(usize, &Value)>> = HashMap::new();
+    for (i, (entry, content)) in input.entries.iter().zip(&contents).enumerate() {
+        let Some(content) = content else { continue };
+        match EntryKind::parse(&entry.kind) {
+            Some(EntryKind::Decision) => {
+                let key = item_key(content);
+                let ran_with = content
+                    .get("editedArgs")
+                    .filter(|v| !v.is_null())
+                    .unwrap_or(&content["args"]);
+                if let (Some(set), Some(index)) = (
+                    content["changeSetId"].as_str().and_then(|s| Uuid::parse_str(s).ok()),
+                    content["itemIndex"].as_u64().and_then(|i| usize::try_from(i).ok()),
+                ) && let Some(run_key) = input.run_keys.get(&set)
+                {
+                    let operation = OperationId::for_proposal(
+                        run_key,
+                        content["toolName"].as_str().unwrap_or_default(),
+                        ran_with,
+                        content["targetId"].as_str().unwrap_or_default(),
+                        set,
+                        index,
+                    );
+                    by_operation.insert(operation.as_str().to_owned(), key.clone());
+                }
+                items.entry(key).or_default().decisions.push((i, content.clone()));
+            }
+            Some(EntryKind::Approval) => {
+                items.entry(item_key(content)).or_default().approvals.push(content);
+            }
+            Some(EntryKind::Job) => {
+                if let Some(operation) = content["operationId"].as_str() {
+                    jobs_by_operation.insert(operation, (&entry.subject, content));
+                    by_operation.insert(operation.to_owned(), item_key(content));
+                }
+                if let Some(status) = content["status"].as_str() {
+                    job_statuses.entry(&entry.subject).or_default().push((i, status));
+                }
+            }
+            Some(EntryKind::Rules) => rules_history.entry(&entry.subject).or_default().push((i, content)),
+            Some(EntryKind::Grant) => grants_history.entry(&entry.subject).or_default().push((i, content)),
+            _ => {}
+        }
+    }
+
+    let mut effects = 0u64;
+    let mut ran: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, (entry, content)) in input.entries.iter().zip(&contents).enumerate() {
+        let Some(record) = content else { continue };
+        if entry.kind != EntryKind::Audit.as_str()
+            || record["kind"] != AuditKind::Result.as_str()
+            || record["success"] != Value::Bool(true)
+            || record["id"].as_i64().is_none_or(|id| id <= audit_floor)
+            || !record["originHost"].is_null()
+        {
+            continue;
+        }
+        let at = record["createdAt"].as_str().unwrap_or_default();
+        let operation = record["operationId"].as_str().unwrap_or_default();
+        ran.entry(operation).or_default().push(i);
+        if let Some(since) = options.since
+            && at < timefmt::format(since).as_str()
+        {
+            continue;
+        }
+        effects += 1;
+        let fail = |violations: &mut Vec<Violation>, rule: ProofRule, expected: String| {
+            violations.push(Violation {
+                entry: place(entry),
+                rule,
+                expected,
+            });
+        };
+        let agent = record["agentId"].as_str().unwrap_or_default();
+        let tool = record["toolName"].as_str().unwrap_or_default();
+        let allowed_by = &record["allowedBy"];
+        let item = by_operation.get(operation);
+        // A grant answered instead of a person, on an item or unasked.
+        if let Some(grant) = allowed_by.get("grant") {
+            let grant = grant.as_str().unwrap_or_default();
+            let in_force = grants_history.get(grant).and_then(|h| {
+                h.iter().rev().find(|(g, _)| *g < i).map(|(_, c)| *c)
+            });
+            match in_force {
+                Some(g) if g["revokedAt"].is_null() && name_matches(g["toolName"].as_str().unwrap_or_default(), tool) => {}
+                Some(_) => fail(&mut violations, ProofRule::Consent, format!("grant {grant} in force for {tool} when it ran (it was revoked or is for another tool)")),
+                None => fail(&mut violations, ProofRule::Consent, format!("grant {grant} on the chain before {tool} ran")),
+            }
+            continue;
+        }
+        let Some(item) = item else {
+            // Ran unasked: the agent's rules in force then must have let it.
+            let rules = rules_history
+                .get(agent)
+                .and_then(|h| h.iter().rev().find(|(r, _)| *r < i).map(|(_, c)| *c));
+            let Some(rules) = rules else {
+                fail(&mut violations, ProofRule::Consent, format!("agent {agent}'s rules on the chain before {tool} ran unasked"));
+                continue;
+            };
+            if let Some(problem) = unasked_problem(rules, allowed_by, tool, at) {
+                fail(&mut violations, ProofRule::Consent, problem);
+            }
+            continue;
+        };
+        let history = items.get(item);
+        let confirmed = history.and_then(|h| {
+            h.decisions
+                .iter()
+                .find(|(_, d)| d["verdict"] == "confirmed")
+        });
+        let Some((_, decision)) = confirmed else {
+            fail(&mut violations, ProofRule::Consent, format!("a confirmation of item {}:{} on the chain ({tool} ran with none)", item.0, item.1));
+            continue;
+        };
+        let ran_with = decision
+            .get("editedArgs")
+            .filter(|v| !v.is_null())
+            .unwrap_or(&decision["args"]);
+        // Who consented: the decision's person, or the approvals of what ran.
+        let needed = input
+            .run_keys
+            .keys()
+            .find(|set| set.to_string() == item.0)
+            .and_then(|set| input.quorums.get(&(*set, usize::try_from(item.1).unwrap_or(usize::MAX))))
+            .copied()
+            .unwrap_or(1);
+        let job = jobs_by_operation.get(operation);
+        if needed > 1 {
+            let approvers: HashSet<&str> = history
+                .map(|h| {
+                    h.approvals
+                        .iter()
+                        .filter(|a| canonical_json(&a["args"]) == canonical_json(ran_with))
+                        .filter_map(|a| a["approvedBy"].as_str())
+                        .filter(|by| *by != agent)
+                        .collect()
+                })
+                .unwrap_or_default();
+            if (approvers.len() as u64) < u64::from(needed) {
+                fail(&mut violations, ProofRule::Consent, format!(
+                    "{needed} distinct people (not the agent) approving the arguments that ran, found {}",
+                    approvers.len()
+                ));
+            }
+        } else {
+            match decision["decidedBy"].as_str() {
+                Some(by) if by != agent && !by.is_empty() => {}
+                Some(by) => fail(&mut violations, ProofRule::Consent, format!("a person to confirm, not the agent {by}")),
+                None if job.is_some_and(|(_, j)| j["approvedBy"].as_array().is_some_and(|a| !a.is_empty())) => {}
+                None => fail(&mut violations, ProofRule::Consent, format!("the confirmation of item {}:{} to name who confirmed", item.0, item.1)),
+            }
+        }
+        // Rule 4: a rejection before the run.
+        if let Some(history) = history
+            && let Some((r, _)) = history
+                .decisions
+                .iter()
+                .find(|(r, d)| *r < i && (d["verdict"] == "rejected" || d["verdict"] == "retracted"))
+        {
+            fail(&mut violations, ProofRule::NoRunAfterRejection, format!(
+                "nothing to run after the rejection at {}", place(&input.entries[*r])
+            ));
+        }
+        if let Some((job_id, job)) = job {
+            if job["held"] == Value::Bool(true)
+                && let Some(due) = job["dueAt"].as_str()
+                && at < due
+            {
+                fail(&mut violations, ProofRule::HoldWindow, format!("the run after the hold window ended at {due}, it ran at {at}"));
+            }
+            if let Some(statuses) = job_statuses.get(job_id)
+                && statuses.iter().any(|(s, status)| *s < i && *status == JobStatus::Retracted.as_str())
+                && !statuses.iter().any(|(s, status)| *s < i && *status == JobStatus::Running.as_str())
+            {
+                fail(&mut violations, ProofRule::HoldWindow, "no run of a cancelled job".into());
+            }
+            // Rule 6: the job ran what the decision approved.
+            if !decision["approvalDigest"].is_null()
+                && !job["approvalDigest"].is_null()
+                && decision["approvalDigest"] != job["approvalDigest"]
+            {
+                fail(&mut violations, ProofRule::ApprovedAction, format!(
+                    "approval digest {} of the decision, the job carried {}",
+                    decision["approvalDigest"], job["approvalDigest"]
+                ));
+            }
+            if canonical_json(&job["args"]) != canonical_json(ran_with) {
+                fail(&mut violations, ProofRule::ApprovedAction, format!(
+                    "the job to run the approved arguments {}, it carried {}",
+                    canonical_json(ran_with),
+                    canonical_json(&job["args"])
+                ));
+            }
+        }
+    }
+    // Rule 5.
+    for (operation, runs) in &ran {
+        if runs.len() < 2 {
+            continue;
+        }
+        let doubted = jobs_by_operation.get(operation).is_some_and(|(job, _)| {
+            job_statuses
+                .get(job)
+                .is_some_and(|s| s.iter().any(|(_, status)| *status == JobStatus::InDoubt.as_str()))
+        });
+        if !doubted {
+            violations.push(Violation {
+                entry: place(&input.entries[runs[1]]),
+                rule: ProofRule::AtMostOnce,
+                expected: format!("operation {operation} to take effect once, it did {} times", runs.len()),
+            });
+        }
+    }
+
+    violations.sort_by(|a, b| a.entry.cmp(&b.entry));
+    Report {
+        verified: violations.is_empty(),
+        device_id: head.device_id.clone(),
+        entries: own,
+        head: head.hash.clone(),
+        effects_checked: effects,
+        violations,
+    }
+}
+
+/// The fields where `row` differs from `entered`: `field: entered X, row Y; …`.
+fn differences(entered: &Value, row: &Value) -> String {
+    let (Some(entered), Some(row)) = (entered.as_object(), row.as_object()) else {
+        return format!("{}, the row says {}", canonical_json(entered), canonical_json(row));
+    };
+    let mut fields: Vec<&String> = entered.keys().chain(row.keys()).collect();
+    fields.sort();
+    fields.dedup();
+    fields
+        .into_iter()
+        .filter(|f| entered.get(*f) != row.get(*f))
+        .map(|f| {
+            let shown = |v: Option<&Value>| v.map_or_else(|| "nothing".to_owned(), canonical_json);
+            format!("{f} {}, the row says {}", shown(entered.get(f)), shown(row.get(f)))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `(set, index)` of an entry about an item.
+fn item_key(content: &Value) -> (String, u64) {
+    (
+        content["changeSetId"].as_str().unwrap_or_default().to_owned(),
+        content["itemIndex"].as_u64().unwrap_or(u64::MAX),
+    )
+}
+
+/// Why a call that ran unasked at `at` was not let through by the agent's `rules`
+/// entry then in force, or `None` when it was: what the audit says allowed it (a rule
+/// of that pattern, or the tool's own mode) must be in force, and no rule in force
+/// may ask about or deny the tool (deny and ask win over allow).
+fn unasked_problem(rules: &Value, allowed_by: &Value, tool: &str, at: &str) -> Option<String> {
+    let in_force = |rule: &&Value| {
+        rule["expiresAt"]
+            .as_str()
+            .is_none_or(|expires| expires > at)
+    };
+    let list: Vec<&Value> = rules["rules"]
+        .as_array()
+        .map(|r| r.iter().filter(in_force).collect())
+        .unwrap_or_default();
+    let strictest = list
+        .iter()
+        .filter(|r| name_matches(r["pattern"].as_str().unwrap_or_default(), tool))
+        .filter_map(|r| r["action"].as_str())
+        .filter(|a| *a == "deny" || *a == "ask")
+        .max_by_key(|a| *a == "deny");
+    if let Some(action) = strictest {
+        return Some(format!("no rule to {action} {tool} when it ran unasked (one was in force)"));
+    }
+    if let Some(rule) = allowed_by.get("rule") {
+        let pattern = rule["pattern"].as_str().unwrap_or_default();
+        let found = list
+            .iter()
+            .any(|r| r["pattern"] == pattern && r["action"] == "allow" && name_matches(pattern, tool));
+        return (!found).then(|| format!("an allow rule {pattern:?} for {tool} in force when it ran (the agent's rules then had none)"));
+    }
+    if allowed_by.get("mode").is_some() {
+        return None;
+    }
+    Some(format!("a record of what let {tool} run unasked (allowedBy is {allowed_by})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_unasked_run_needs_its_allow_rule_in_force_and_no_stricter_one() {
+        let rules = json!({"rules": [{"pattern": "add_*", "action": "allow"}]});
+        let by_rule = json!({"rule": {"pattern": "add_*", "action": "allow"}});
+        assert_eq!(unasked_problem(&rules, &by_rule, "add_item", "2026-01-01T00:00:00.000000Z"), None);
+        let other = json!({"rule": {"pattern": "del_*", "action": "allow"}});
+        assert!(unasked_problem(&rules, &other, "add_item", "2026").is_some());
+        let denied = json!({"rules": [{"pattern": "add_*", "action": "allow"}, {"pattern": "add_item", "action": "deny"}]});
+        assert!(unasked_problem(&denied, &by_rule, "add_item", "2026").is_some());
+        let mode = json!({"mode": "immediate"});
+        assert_eq!(unasked_problem(&json!({"rules": []}), &mode, "x", "2026"), None);
+        let asked = json!({"rules": [{"pattern": "*", "action": "ask"}]});
+        assert!(unasked_problem(&asked, &mode, "x", "2026").is_some());
+        let expired = json!({"rules": [{"pattern": "x", "action": "allow", "expiresAt": "2025-01-01T00:00:00.000000Z"}]});
+        let by_x = json!({"rule": {"pattern": "x", "action": "allow"}});
+        assert!(unasked_problem(&expired, &by_x, "x", "2026-01-01T00:00:00.000000Z").is_some());
+        assert!(unasked_problem(&rules, &Value::Null, "add_item", "2026").is_some());
+    }
+
+    fn entry(seq: u64, prev: &str, kind: &str, subject: &str, content: &Value) -> ChainEntry {
+        let content = canonical_json(content);
+        let hash = chain::entry_hash(prev, "dev", seq, kind, subject, &content);
+        ChainEntry {
+            device_id: "dev".into(),
+            seq,
+            kind: kind.into(),
+            subject: subject.into(),
+            content,
+            prev: prev.into(),
+            hash,
+            created_at: "2026-01-01T00:00:00.000000Z".into(),
+        }
+    }
+
+    fn chain_of(contents: &[(&str, &str, Value)]) -> Vec<ChainEntry> {
+        let mut prev = GENESIS.to_owned();
+        contents
+            .iter()
+            .enumerate()
+            .map(|(i, (kind, subject, content))| {
+                let e = entry(i as u64 + 1, &prev, kind, subject, content);
+                prev = e.hash.clone();
+                e
+            })
+            .collect()
+    }
+
+    fn head_of(entries: &[ChainEntry]) -> Head {
+        Head {
+            device_id: "dev".into(),
+            entries: entries.len() as u64,
+            hash: entries.last().map_or(GENESIS.to_owned(), |e| e.hash.clone()),
+        }
+    }
+
+    fn rules_of(entries: &[ChainEntry]) -> ProofInput {
+        ProofInput {
+            device_id: "dev".into(),
+            entries: entries.to_vec(),
+            agents: vec![json!({"agent": "a", "categories": [], "rules": [], "shadowRules": [], "toolSettings": {}})],
+            ..ProofInput::default()
+        }
+    }
+
+    fn sample() -> Vec<ChainEntry> {
+        chain_of(&[
+            ("chainBegins", "", json!({"auditIdFloor": 0, "reason": "newDatabase"})),
+            ("rules", "a", json!({"agent": "a", "categories": [], "rules": [], "shadowRules": [], "toolSettings": {}})),
+        ])
+    }
+
+    #[test]
+    fn an_intact_chain_verifies() {
+        let entries = sample();
+        let report = check(&rules_of(&entries), &head_of(&entries), &VerifyOptions::default());
+        assert_eq!(report.violations, vec![]);
+        assert_eq!(report.entries, 2);
+    }
+
+    #[test]
+    fn an_edited_removed_or_reordered_entry_is_named() {
+        let entries = sample();
+        let mut edited = entries.clone();
+        edited[1].content = edited[1].content.replace("[]", "[1]");
+        let report = check(&rules_of(&edited), &head_of(&entries), &VerifyOptions::default());
+        assert!(report.violations.iter().any(|v| v.entry == "dev#2" && v.rule == ProofRule::ChainIntact));
+
+        let removed = vec![entries[1].clone()];
+        let report = check(&rules_of(&removed), &head_of(&entries), &VerifyOptions::default());
+        assert!(report.violations.iter().any(|v| v.entry == "dev#2" && v.rule == ProofRule::ChainIntact));
+
+        let reordered = vec![entries[1].clone(), entries[0].clone()];
+        let report = check(&rules_of(&reordered), &head_of(&entries), &VerifyOptions::default());
+        assert!(!report.verified());
+
+        let checkpoint = VerifyOptions {
+            head: Some("f".repeat(64)),
+            ..VerifyOptions::default()
+        };
+        let report = check(&rules_of(&entries), &head_of(&entries), &checkpoint);
+        assert!(report.violations.iter().any(|v| v.entry == "dev#head"));
+    }
+
+    #[test]
+    fn a_row_that_differs_from_its_entry_is_named() {
+        let entries = sample();
+        let mut input = rules_of(&entries);
+        input.agents[0]["rules"] = json!([{"pattern": "*", "action": "allow"}]);
+        let report = check(&input, &head_of(&entries), &VerifyOptions::default());
+        assert_eq!(report.violations.len(), 1);
+        assert_eq!(report.violations[0].entry, "dev#2");
+        assert_eq!(report.violations[0].rule, ProofRule::RowMatchesEntry);
+    }
+}
