@@ -29,7 +29,12 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 /// record (SQLite does not need them), two more reads of the task in the journal's
 /// `touch` and one outbox statement per message. Next: the task read three times
 /// (stale check, category, handler) and the clock read after the handler.
-const PER_CONFIRMATION: usize = 28;
+///
+/// 34 since the consent chain (issue 38): the decision and the two audit records are
+/// each entered on the chain with a read of its head and an insert (6 more). The
+/// write plan of issue 42 folds the entries into one multi-row insert with the head
+/// read beside the set's.
+const PER_CONFIRMATION: usize = 34;
 /// Statements a wake of 25 deferred calls may take in all (11 today: `BEGIN`, the
 /// agent, the task, its category, the open sets and recent decisions, then the set,
 /// its 25 items in one multi-row insert, its outbox message, the webhook subscribers'

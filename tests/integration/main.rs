@@ -17,6 +17,7 @@ mod ledger;
 mod matrix;
 mod outbox;
 mod outcome;
+mod proof;
 mod properties;
 mod shadow;
 mod stale;

@@ -2,7 +2,8 @@
 
 use crate::CliError;
 use crate::cli::{
-    AuditArgs, AuditCommand, AuditVerifyArgs, GrantsArgs, GrantsCommand, GrantsSuggestArgs, HistoryArgs, OutboxArgs,
+    AuditArgs, AuditCommand, AuditVerifyArgs, GrantsArgs, GrantsCommand, GrantsSuggestArgs,
+    HistoryArgs, OutboxArgs,
 };
 use crate::context::{Ctx, Output};
 use crate::render;
@@ -80,7 +81,10 @@ async fn audit_head(ctx: &Ctx) -> Result<Output, CliError> {
     let head = chain::head(&mut conn).await?;
     let view = json!({"deviceId": head.device_id, "entries": head.entries, "head": head.hash});
     Output::either(ctx.json, &view, || {
-        format!("{} {} entries (device {})", head.hash, head.entries, head.device_id)
+        format!(
+            "{} {} entries (device {})",
+            head.hash, head.entries, head.device_id
+        )
     })
 }
 

@@ -10,6 +10,7 @@ use assent_store::{
 use assent_tools::{AgentPolicy, ExecutionTarget, TargetCategory, ToolInvocation};
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::HashMap;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -158,6 +159,9 @@ impl WakeService {
             .plan(&request.calls, &mut builder);
 
         let mut answers = Vec::with_capacity(plans.len());
+        // How often each (tool, arguments) ran before in this run: a repeat is an
+        // operation of its own ([`OperationId::for_call`]).
+        let mut seen: HashMap<(String, String), usize> = HashMap::new();
         for planned in plans {
             let lines = match planned.plan {
                 CallPlan::Reply(text) => vec![Line::Said(text)],
@@ -166,7 +170,7 @@ impl WakeService {
                     malformed,
                 } => {
                     let mut lines = self
-                        .execute_now(&mut tx, &policy, &request, invocations, now)
+                        .execute_now(&mut tx, &policy, &request, invocations, &mut seen, now)
                         .await?;
                     if lines.is_empty() {
                         lines.push(Line::Said(
@@ -296,6 +300,7 @@ impl WakeService {
         policy: &AgentPolicy,
         request: &WakeRequest,
         invocations: Vec<(String, Value)>,
+        seen: &mut HashMap<(String, String), usize>,
         now: OffsetDateTime,
     ) -> Result<Vec<Line>, ConfirmError> {
         let engine = &self.engine;
@@ -306,13 +311,19 @@ impl WakeService {
                 lines.push(Line::Said(reply::unknown_tool(&tool_name)));
                 continue;
             };
+            let occurrence = seen
+                .entry((tool_name.clone(), assent_domain::canonical_json(&args)))
+                .or_insert(0);
+            let operation_id = OperationId::for_call(
+                &request.run_key,
+                &tool_name,
+                &args,
+                &request.target.id,
+                *occurrence,
+            );
+            *occurrence += 1;
             let invocation = ToolInvocation {
-                operation_id: OperationId::derive(
-                    &request.run_key,
-                    &tool_name,
-                    &args,
-                    &[request.target.id.as_str()],
-                ),
+                operation_id,
                 tool_name: tool_name.clone(),
                 args,
                 run_key: request.run_key.clone(),

@@ -63,6 +63,26 @@ impl OperationId {
         Self::derive(&run, tool_name, args, &[target_id])
     }
 
+    /// The id of the `occurrence`-th call (from 0) of the same tool with the same
+    /// arguments in one run of immediate calls: the first keeps [`OperationId::derive`]'s
+    /// id, so a retried run is still recognised; a repeat (`P1`, `P2`, `P1`) is an
+    /// operation of its own, never a second effect under the first one's id (which an
+    /// idempotent tool would drop, and which `audit verify` reports as one operation
+    /// taking effect twice).
+    pub fn for_call(
+        run_key: &str,
+        tool_name: &str,
+        args: &Value,
+        target_id: &str,
+        occurrence: usize,
+    ) -> Self {
+        if occurrence == 0 {
+            return Self::derive(run_key, tool_name, args, &[target_id]);
+        }
+        let run = format!("{run_key}\u{0}repeat:{occurrence}");
+        Self::derive(&run, tool_name, args, &[target_id])
+    }
+
     /// Wraps an id read back from storage.
     pub fn from_stored(hex: String) -> Self {
         Self(hex)
@@ -200,5 +220,16 @@ mod tests {
                 OperationId::derive("run", "tool", &json!({"v": b}), &["t"])
             );
         }
+    }
+
+    #[test]
+    fn a_repeated_call_in_one_run_is_an_operation_of_its_own() {
+        let args = serde_json::json!({"priority": "P1"});
+        let first = OperationId::for_call("run", "set", &args, "t", 0);
+        assert_eq!(first, OperationId::derive("run", "set", &args, &["t"]));
+        let again = OperationId::for_call("run", "set", &args, "t", 1);
+        assert_ne!(first, again);
+        assert_eq!(again, OperationId::for_call("run", "set", &args, "t", 1));
+        assert_ne!(again, OperationId::for_call("run", "set", &args, "t", 2));
     }
 }

@@ -208,7 +208,14 @@ pub async fn record(
     let entry = chain::Entry {
         kind: chain::EntryKind::Approval,
         subject: approval_subject(change_set_id, index, revision, by),
-        content: chain_content(change_set_id, index, revision, by, args, &timefmt::format(now)),
+        content: chain_content(
+            change_set_id,
+            index,
+            revision,
+            by,
+            args,
+            &timefmt::format(now),
+        ),
     };
     chain::append(conn, vec![entry], now).await
 }

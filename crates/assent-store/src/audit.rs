@@ -104,11 +104,7 @@ pub(crate) async fn all_for_proof(
         .map(|row| {
             let host: Option<String> = row.try_get("origin_host")?;
             let origin_id: Option<i64> = row.try_get("origin_id")?;
-            Ok((
-                row.try_get("id")?,
-                decode(row)?,
-                host.zip(origin_id),
-            ))
+            Ok((row.try_get("id")?, decode(row)?, host.zip(origin_id)))
         })
         .collect()
 }

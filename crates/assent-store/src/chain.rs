@@ -215,7 +215,14 @@ pub(crate) async fn append(
         let content = canonical_json(&entry.content);
         let kind = entry.kind.as_str();
         let hash = entry_hash(&prev, &head.device_id, seq, kind, &entry.subject, &content);
-        rows.push((seq, kind, entry.subject, content, std::mem::replace(&mut prev, hash.clone()), hash));
+        rows.push((
+            seq,
+            kind,
+            entry.subject,
+            content,
+            std::mem::replace(&mut prev, hash.clone()),
+            hash,
+        ));
     }
     let mut sql = String::from(
         "INSERT INTO consent_chain (device_id, seq, kind, subject, content, prev, hash, created_at) VALUES ",
@@ -258,9 +265,11 @@ pub(crate) async fn append(
 /// The entries a chain starts with: where it begins (what the upgrade left
 /// unclaimed) and every agent's rules at that moment.
 async fn beginning(conn: &mut AnyConnection) -> Result<Vec<Entry>, StoreError> {
-    let origin = sqlx::query("SELECT audit_id_floor, had_history FROM consent_chain_origin WHERE singleton = 1")
-        .fetch_optional(&mut *conn)
-        .await?;
+    let origin = sqlx::query(
+        "SELECT audit_id_floor, had_history FROM consent_chain_origin WHERE singleton = 1",
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
     let (floor, had_history) = match origin {
         Some(row) => (
             row.try_get::<i64, _>("audit_id_floor")?,
@@ -276,9 +285,11 @@ async fn beginning(conn: &mut AnyConnection) -> Result<Vec<Entry>, StoreError> {
             "reason": if had_history { "upgrade" } else { "newDatabase" },
         }),
     }];
-    let agents = sqlx::query("SELECT id, categories, rules, shadow_rules, tool_settings FROM agents ORDER BY id")
-        .fetch_all(&mut *conn)
-        .await?;
+    let agents = sqlx::query(
+        "SELECT id, categories, rules, shadow_rules, tool_settings FROM agents ORDER BY id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
     for row in &agents {
         entries.push(rules_entry(row, None)?);
     }
@@ -305,7 +316,8 @@ pub(crate) fn rules_entry(row: &sqlx::any::AnyRow, by: Option<&str>) -> Result<E
 pub fn rules_content(row: &sqlx::any::AnyRow) -> Result<Value, StoreError> {
     let json = |column: &str| -> Result<Value, StoreError> {
         let text: String = row.try_get(column)?;
-        serde_json::from_str(&text).map_err(|e| StoreError::corrupt("agents", format!("{column}: {e}")))
+        serde_json::from_str(&text)
+            .map_err(|e| StoreError::corrupt("agents", format!("{column}: {e}")))
     };
     Ok(json!({
         "agent": row.try_get::<String, _>("id")?,
@@ -322,10 +334,12 @@ pub(crate) async fn append_rules(
     agent_id: &str,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    let row = sqlx::query("SELECT id, categories, rules, shadow_rules, tool_settings FROM agents WHERE id = $1")
-        .bind(agent_id)
-        .fetch_optional(&mut *conn)
-        .await?;
+    let row = sqlx::query(
+        "SELECT id, categories, rules, shadow_rules, tool_settings FROM agents WHERE id = $1",
+    )
+    .bind(agent_id)
+    .fetch_optional(&mut *conn)
+    .await?;
     let Some(row) = row else { return Ok(()) };
     let entry = rules_entry(&row, None)?;
     append(conn, vec![entry], now).await
@@ -343,7 +357,8 @@ pub async fn entries(conn: &mut AnyConnection) -> Result<Vec<ChainEntry>, StoreE
             let seq: i64 = row.try_get("seq")?;
             Ok(ChainEntry {
                 device_id: row.try_get("device_id")?,
-                seq: u64::try_from(seq).map_err(|e| StoreError::corrupt(TABLE, format!("seq {seq}: {e}")))?,
+                seq: u64::try_from(seq)
+                    .map_err(|e| StoreError::corrupt(TABLE, format!("seq {seq}: {e}")))?,
                 kind: row.try_get("kind")?,
                 subject: row.try_get("subject")?,
                 content: row.try_get("content")?,
@@ -367,7 +382,10 @@ mod tests {
         assert_ne!(base, entry_hash(GENESIS, "dev2", 1, "decision", "x", "{}"));
         assert_ne!(base, entry_hash(GENESIS, "dev", 1, "audit", "x", "{}"));
         assert_ne!(base, entry_hash(GENESIS, "dev", 1, "decision", "y", "{}"));
-        assert_ne!(base, entry_hash(GENESIS, "dev", 1, "decision", "x", "{\"a\":1}"));
+        assert_ne!(
+            base,
+            entry_hash(GENESIS, "dev", 1, "decision", "x", "{\"a\":1}")
+        );
         // A field's text cannot move into its neighbour.
         assert_ne!(
             entry_hash(GENESIS, "dev", 1, "decision", "x\ny", "{}"),
@@ -377,7 +395,15 @@ mod tests {
 
     #[test]
     fn kinds_round_trip() {
-        for kind in ["chainBegins", "decision", "approval", "audit", "job", "rules", "grant"] {
+        for kind in [
+            "chainBegins",
+            "decision",
+            "approval",
+            "audit",
+            "job",
+            "rules",
+            "grant",
+        ] {
             assert_eq!(EntryKind::parse(kind).map(EntryKind::as_str), Some(kind));
         }
         assert_eq!(EntryKind::parse("other"), None);

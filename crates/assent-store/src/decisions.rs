@@ -107,7 +107,13 @@ pub(crate) async fn insert_row(
     .execute(&mut *conn)
     .await?;
     let decided_by = facts.decided_by.or(decision.decided_by.as_deref());
-    let content = chain_content(decision, facts.approval_digest, decided_by, facts.shadow, origin_host);
+    let content = chain_content(
+        decision,
+        facts.approval_digest,
+        decided_by,
+        facts.shadow,
+        origin_host,
+    );
     chain::append(
         conn,
         vec![chain::Entry {
@@ -154,8 +160,18 @@ pub fn chain_content(
 /// `(decision, approval digest, shadow, origin host)`.
 pub(crate) async fn all_for_proof(
     conn: &mut AnyConnection,
-) -> Result<Vec<(ChangeDecision, Option<String>, Option<Value>, Option<String>)>, StoreError> {
-    let rows = sqlx::query("SELECT * FROM decisions").fetch_all(&mut *conn).await?;
+) -> Result<
+    Vec<(
+        ChangeDecision,
+        Option<String>,
+        Option<Value>,
+        Option<String>,
+    )>,
+    StoreError,
+> {
+    let rows = sqlx::query("SELECT * FROM decisions")
+        .fetch_all(&mut *conn)
+        .await?;
     rows.iter()
         .map(|row| {
             let shadow: Option<String> = row.try_get("shadow")?;

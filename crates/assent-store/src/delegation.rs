@@ -140,7 +140,9 @@ pub fn grant_chain_content(grant: &Grant) -> Value {
 
 /// Every grant, for [`crate::proof`].
 pub(crate) async fn all_for_proof(conn: &mut AnyConnection) -> Result<Vec<Grant>, StoreError> {
-    let rows = sqlx::query("SELECT * FROM grants").fetch_all(&mut *conn).await?;
+    let rows = sqlx::query("SELECT * FROM grants")
+        .fetch_all(&mut *conn)
+        .await?;
     rows.iter().map(decode_grant).collect()
 }
 

@@ -129,7 +129,12 @@ pub struct ProofInput {
     /// Every chain entry, in chain order.
     pub entries: Vec<ChainEntry>,
     /// Decision rows with their digest, shadow and origin host.
-    pub decisions: Vec<(ChangeDecision, Option<String>, Option<Value>, Option<String>)>,
+    pub decisions: Vec<(
+        ChangeDecision,
+        Option<String>,
+        Option<Value>,
+        Option<String>,
+    )>,
     /// Audit rows: id, record, origin.
     pub audit: Vec<(i64, AuditRecord, Option<(String, i64)>)>,
     /// Approval rows as `(subject, content)`.
@@ -148,14 +153,18 @@ pub struct ProofInput {
 
 /// Reads what the proof needs and checks it ([`check`]).
 #[tracing::instrument(skip_all)]
-pub async fn verify(conn: &mut AnyConnection, options: &VerifyOptions) -> Result<Report, StoreError> {
+pub async fn verify(
+    conn: &mut AnyConnection,
+    options: &VerifyOptions,
+) -> Result<Report, StoreError> {
     let head = chain::head(conn).await?;
-    let agents = sqlx::query("SELECT id, categories, rules, shadow_rules, tool_settings FROM agents")
-        .fetch_all(&mut *conn)
-        .await?
-        .iter()
-        .map(chain::rules_content)
-        .collect::<Result<Vec<_>, _>>()?;
+    let agents =
+        sqlx::query("SELECT id, categories, rules, shadow_rules, tool_settings FROM agents")
+            .fetch_all(&mut *conn)
+            .await?
+            .iter()
+            .map(chain::rules_content)
+            .collect::<Result<Vec<_>, _>>()?;
     let run_keys = sqlx::query("SELECT id, run_key FROM change_sets")
         .fetch_all(&mut *conn)
         .await?
@@ -232,14 +241,21 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
             violations.push(Violation {
                 entry: place(entry),
                 rule: ProofRule::ChainIntact,
-                expected: format!("prev {prev}, found {} (the entry before it was changed)", entry.prev),
+                expected: format!(
+                    "prev {prev}, found {} (the entry before it was changed)",
+                    entry.prev
+                ),
             });
         }
         if entry.hash != entry.expected_hash() {
             violations.push(Violation {
                 entry: place(entry),
                 rule: ProofRule::ChainIntact,
-                expected: format!("hash {}, stored {} (the entry was edited)", entry.expected_hash(), entry.hash),
+                expected: format!(
+                    "hash {}, stored {} (the entry was edited)",
+                    entry.expected_hash(),
+                    entry.hash
+                ),
             });
         }
         if seq == 1 && entry.seq == 1 && entry.kind != EntryKind::ChainBegins.as_str() {
@@ -264,7 +280,9 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         violations.push(Violation {
             entry: format!("{}#head", input.device_id),
             rule: ProofRule::ChainIntact,
-            expected: format!("the checkpoint head {checkpoint} on the chain (it was cut or rewritten)"),
+            expected: format!(
+                "the checkpoint head {checkpoint} on the chain (it was cut or rewritten)"
+            ),
         });
     }
 
@@ -291,15 +309,16 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         latest.insert((&entry.kind, &entry.subject), (i, content));
     }
     let entry_of = |kind: EntryKind, subject: &str| latest.get(&(kind.as_str(), subject)).copied();
-    let mismatch = |violations: &mut Vec<Violation>, i: usize, what: &str, row: &Value, entry: &Value| {
-        if canonical_json(row) != canonical_json(entry) {
-            violations.push(Violation {
-                entry: place(&input.entries[i]),
-                rule: ProofRule::RowMatchesEntry,
-                expected: format!("{what} as entered: {}", differences(entry, row)),
-            });
-        }
-    };
+    let mismatch =
+        |violations: &mut Vec<Violation>, i: usize, what: &str, row: &Value, entry: &Value| {
+            if canonical_json(row) != canonical_json(entry) {
+                violations.push(Violation {
+                    entry: place(&input.entries[i]),
+                    rule: ProofRule::RowMatchesEntry,
+                    expected: format!("{what} as entered: {}", differences(entry, row)),
+                });
+            }
+        };
     let missing_row = |violations: &mut Vec<Violation>, i: usize, what: &str| {
         violations.push(Violation {
             entry: place(&input.entries[i]),
@@ -327,7 +346,13 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
             origin.as_deref(),
         );
         match entry_of(EntryKind::Decision, &subject) {
-            Some((i, content)) => mismatch(&mut violations, i, &format!("decision {subject}"), &row, content),
+            Some((i, content)) => mismatch(
+                &mut violations,
+                i,
+                &format!("decision {subject}"),
+                &row,
+                content,
+            ),
             None if new_database => no_entry(&mut violations, format!("decision {subject}")),
             None => {}
         }
@@ -338,15 +363,29 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         let origin = origin.as_ref().map(|(host, id)| (host.as_str(), *id));
         let row = audit::chain_content(*id, record, origin);
         match entry_of(EntryKind::Audit, &subject) {
-            Some((i, content)) => mismatch(&mut violations, i, &format!("audit record {subject}"), &row, content),
-            None if *id > audit_floor => no_entry(&mut violations, format!("audit record {subject}")),
+            Some((i, content)) => mismatch(
+                &mut violations,
+                i,
+                &format!("audit record {subject}"),
+                &row,
+                content,
+            ),
+            None if *id > audit_floor => {
+                no_entry(&mut violations, format!("audit record {subject}"))
+            }
             None => {}
         }
         seen.insert((EntryKind::Audit.as_str(), subject));
     }
     for (subject, row) in &input.approvals {
         match entry_of(EntryKind::Approval, subject) {
-            Some((i, content)) => mismatch(&mut violations, i, &format!("approval {subject}"), row, content),
+            Some((i, content)) => mismatch(
+                &mut violations,
+                i,
+                &format!("approval {subject}"),
+                row,
+                content,
+            ),
             None if new_database => no_entry(&mut violations, format!("approval {subject}")),
             None => {}
         }
@@ -376,7 +415,13 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                 map.remove("status");
                 map.remove("dueAt");
             }
-            mismatch(&mut violations, i, &format!("job {subject}"), &jobs::chain_content(job), &bound);
+            mismatch(
+                &mut violations,
+                i,
+                &format!("job {subject}"),
+                &jobs::chain_content(job),
+                &bound,
+            );
         }
         if last["status"] != job.status.as_str() {
             violations.push(Violation {
@@ -399,7 +444,13 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                 if let Some(map) = entered.as_object_mut() {
                     map.remove("by");
                 }
-                mismatch(&mut violations, i, &format!("agent {subject}'s rules"), row, &entered);
+                mismatch(
+                    &mut violations,
+                    i,
+                    &format!("agent {subject}'s rules"),
+                    row,
+                    &entered,
+                );
             }
             None => no_entry(&mut violations, format!("agent {subject}'s rules")),
         }
@@ -409,7 +460,13 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         let subject = grant.id.to_string();
         let row = delegation::grant_chain_content(grant);
         match entry_of(EntryKind::Grant, &subject) {
-            Some((i, content)) => mismatch(&mut violations, i, &format!("grant {subject}"), &row, content),
+            Some((i, content)) => mismatch(
+                &mut violations,
+                i,
+                &format!("grant {subject}"),
+                &row,
+                content,
+            ),
             None if new_database => no_entry(&mut violations, format!("grant {subject}")),
             None => {}
         }
@@ -447,8 +504,12 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                     .filter(|v| !v.is_null())
                     .unwrap_or(&content["args"]);
                 if let (Some(set), Some(index)) = (
-                    content["changeSetId"].as_str().and_then(|s| Uuid::parse_str(s).ok()),
-                    content["itemIndex"].as_u64().and_then(|i| usize::try_from(i).ok()),
+                    content["changeSetId"]
+                        .as_str()
+                        .and_then(|s| Uuid::parse_str(s).ok()),
+                    content["itemIndex"]
+                        .as_u64()
+                        .and_then(|i| usize::try_from(i).ok()),
                 ) && let Some(run_key) = input.run_keys.get(&set)
                 {
                     let operation = OperationId::for_proposal(
@@ -461,10 +522,18 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                     );
                     by_operation.insert(operation.as_str().to_owned(), key.clone());
                 }
-                items.entry(key).or_default().decisions.push((i, content.clone()));
+                items
+                    .entry(key)
+                    .or_default()
+                    .decisions
+                    .push((i, content.clone()));
             }
             Some(EntryKind::Approval) => {
-                items.entry(item_key(content)).or_default().approvals.push(content);
+                items
+                    .entry(item_key(content))
+                    .or_default()
+                    .approvals
+                    .push(content);
             }
             Some(EntryKind::Job) => {
                 if let Some(operation) = content["operationId"].as_str() {
@@ -472,11 +541,20 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                     by_operation.insert(operation.to_owned(), item_key(content));
                 }
                 if let Some(status) = content["status"].as_str() {
-                    job_statuses.entry(&entry.subject).or_default().push((i, status));
+                    job_statuses
+                        .entry(&entry.subject)
+                        .or_default()
+                        .push((i, status));
                 }
             }
-            Some(EntryKind::Rules) => rules_history.entry(&entry.subject).or_default().push((i, content)),
-            Some(EntryKind::Grant) => grants_history.entry(&entry.subject).or_default().push((i, content)),
+            Some(EntryKind::Rules) => rules_history
+                .entry(&entry.subject)
+                .or_default()
+                .push((i, content)),
+            Some(EntryKind::Grant) => grants_history
+                .entry(&entry.subject)
+                .or_default()
+                .push((i, content)),
             _ => {}
         }
     }
@@ -516,13 +594,25 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         // A grant answered instead of a person, on an item or unasked.
         if let Some(grant) = allowed_by.get("grant") {
             let grant = grant.as_str().unwrap_or_default();
-            let in_force = grants_history.get(grant).and_then(|h| {
-                h.iter().rev().find(|(g, _)| *g < i).map(|(_, c)| *c)
-            });
+            let in_force = grants_history
+                .get(grant)
+                .and_then(|h| h.iter().rev().find(|(g, _)| *g < i).map(|(_, c)| *c));
             match in_force {
-                Some(g) if g["revokedAt"].is_null() && name_matches(g["toolName"].as_str().unwrap_or_default(), tool) => {}
-                Some(_) => fail(&mut violations, ProofRule::Consent, format!("grant {grant} in force for {tool} when it ran (it was revoked or is for another tool)")),
-                None => fail(&mut violations, ProofRule::Consent, format!("grant {grant} on the chain before {tool} ran")),
+                Some(g)
+                    if g["revokedAt"].is_null()
+                        && name_matches(g["toolName"].as_str().unwrap_or_default(), tool) => {}
+                Some(_) => fail(
+                    &mut violations,
+                    ProofRule::Consent,
+                    format!(
+                        "grant {grant} in force for {tool} when it ran (it was revoked or is for another tool)"
+                    ),
+                ),
+                None => fail(
+                    &mut violations,
+                    ProofRule::Consent,
+                    format!("grant {grant} on the chain before {tool} ran"),
+                ),
             }
             continue;
         }
@@ -532,7 +622,11 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                 .get(agent)
                 .and_then(|h| h.iter().rev().find(|(r, _)| *r < i).map(|(_, c)| *c));
             let Some(rules) = rules else {
-                fail(&mut violations, ProofRule::Consent, format!("agent {agent}'s rules on the chain before {tool} ran unasked"));
+                fail(
+                    &mut violations,
+                    ProofRule::Consent,
+                    format!("agent {agent}'s rules on the chain before {tool} ran unasked"),
+                );
                 continue;
             };
             if let Some(problem) = unasked_problem(rules, allowed_by, tool, at) {
@@ -547,7 +641,14 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                 .find(|(_, d)| d["verdict"] == "confirmed")
         });
         let Some((_, decision)) = confirmed else {
-            fail(&mut violations, ProofRule::Consent, format!("a confirmation of item {}:{} on the chain ({tool} ran with none)", item.0, item.1));
+            fail(
+                &mut violations,
+                ProofRule::Consent,
+                format!(
+                    "a confirmation of item {}:{} on the chain ({tool} ran with none)",
+                    item.0, item.1
+                ),
+            );
             continue;
         };
         let ran_with = decision
@@ -559,7 +660,11 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
             .run_keys
             .keys()
             .find(|set| set.to_string() == item.0)
-            .and_then(|set| input.quorums.get(&(*set, usize::try_from(item.1).unwrap_or(usize::MAX))))
+            .and_then(|set| {
+                input
+                    .quorums
+                    .get(&(*set, usize::try_from(item.1).unwrap_or(usize::MAX)))
+            })
             .copied()
             .unwrap_or(1);
         let job = jobs_by_operation.get(operation);
@@ -575,59 +680,100 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                 })
                 .unwrap_or_default();
             if (approvers.len() as u64) < u64::from(needed) {
-                fail(&mut violations, ProofRule::Consent, format!(
-                    "{needed} distinct people (not the agent) approving the arguments that ran, found {}",
-                    approvers.len()
-                ));
+                fail(
+                    &mut violations,
+                    ProofRule::Consent,
+                    format!(
+                        "{needed} distinct people (not the agent) approving the arguments that ran, found {}",
+                        approvers.len()
+                    ),
+                );
             }
         } else {
             match decision["decidedBy"].as_str() {
                 Some(by) if by != agent && !by.is_empty() => {}
-                Some(by) => fail(&mut violations, ProofRule::Consent, format!("a person to confirm, not the agent {by}")),
-                None if job.is_some_and(|(_, j)| j["approvedBy"].as_array().is_some_and(|a| !a.is_empty())) => {}
-                None => fail(&mut violations, ProofRule::Consent, format!("the confirmation of item {}:{} to name who confirmed", item.0, item.1)),
+                Some(by) => fail(
+                    &mut violations,
+                    ProofRule::Consent,
+                    format!("a person to confirm, not the agent {by}"),
+                ),
+                None if job.is_some_and(|(_, j)| {
+                    j["approvedBy"].as_array().is_some_and(|a| !a.is_empty())
+                }) => {}
+                None => fail(
+                    &mut violations,
+                    ProofRule::Consent,
+                    format!(
+                        "the confirmation of item {}:{} to name who confirmed",
+                        item.0, item.1
+                    ),
+                ),
             }
         }
         // Rule 4: a rejection before the run.
         if let Some(history) = history
-            && let Some((r, _)) = history
-                .decisions
-                .iter()
-                .find(|(r, d)| *r < i && (d["verdict"] == "rejected" || d["verdict"] == "retracted"))
+            && let Some((r, _)) = history.decisions.iter().find(|(r, d)| {
+                *r < i && (d["verdict"] == "rejected" || d["verdict"] == "retracted")
+            })
         {
-            fail(&mut violations, ProofRule::NoRunAfterRejection, format!(
-                "nothing to run after the rejection at {}", place(&input.entries[*r])
-            ));
+            fail(
+                &mut violations,
+                ProofRule::NoRunAfterRejection,
+                format!(
+                    "nothing to run after the rejection at {}",
+                    place(&input.entries[*r])
+                ),
+            );
         }
         if let Some((job_id, job)) = job {
             if job["held"] == Value::Bool(true)
                 && let Some(due) = job["dueAt"].as_str()
                 && at < due
             {
-                fail(&mut violations, ProofRule::HoldWindow, format!("the run after the hold window ended at {due}, it ran at {at}"));
+                fail(
+                    &mut violations,
+                    ProofRule::HoldWindow,
+                    format!("the run after the hold window ended at {due}, it ran at {at}"),
+                );
             }
             if let Some(statuses) = job_statuses.get(job_id)
-                && statuses.iter().any(|(s, status)| *s < i && *status == JobStatus::Retracted.as_str())
-                && !statuses.iter().any(|(s, status)| *s < i && *status == JobStatus::Running.as_str())
+                && statuses
+                    .iter()
+                    .any(|(s, status)| *s < i && *status == JobStatus::Retracted.as_str())
+                && !statuses
+                    .iter()
+                    .any(|(s, status)| *s < i && *status == JobStatus::Running.as_str())
             {
-                fail(&mut violations, ProofRule::HoldWindow, "no run of a cancelled job".into());
+                fail(
+                    &mut violations,
+                    ProofRule::HoldWindow,
+                    "no run of a cancelled job".into(),
+                );
             }
             // Rule 6: the job ran what the decision approved.
             if !decision["approvalDigest"].is_null()
                 && !job["approvalDigest"].is_null()
                 && decision["approvalDigest"] != job["approvalDigest"]
             {
-                fail(&mut violations, ProofRule::ApprovedAction, format!(
-                    "approval digest {} of the decision, the job carried {}",
-                    decision["approvalDigest"], job["approvalDigest"]
-                ));
+                fail(
+                    &mut violations,
+                    ProofRule::ApprovedAction,
+                    format!(
+                        "approval digest {} of the decision, the job carried {}",
+                        decision["approvalDigest"], job["approvalDigest"]
+                    ),
+                );
             }
             if canonical_json(&job["args"]) != canonical_json(ran_with) {
-                fail(&mut violations, ProofRule::ApprovedAction, format!(
-                    "the job to run the approved arguments {}, it carried {}",
-                    canonical_json(ran_with),
-                    canonical_json(&job["args"])
-                ));
+                fail(
+                    &mut violations,
+                    ProofRule::ApprovedAction,
+                    format!(
+                        "the job to run the approved arguments {}, it carried {}",
+                        canonical_json(ran_with),
+                        canonical_json(&job["args"])
+                    ),
+                );
             }
         }
     }
@@ -637,15 +783,19 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
             continue;
         }
         let doubted = jobs_by_operation.get(operation).is_some_and(|(job, _)| {
-            job_statuses
-                .get(job)
-                .is_some_and(|s| s.iter().any(|(_, status)| *status == JobStatus::InDoubt.as_str()))
+            job_statuses.get(job).is_some_and(|s| {
+                s.iter()
+                    .any(|(_, status)| *status == JobStatus::InDoubt.as_str())
+            })
         });
         if !doubted {
             violations.push(Violation {
                 entry: place(&input.entries[runs[1]]),
                 rule: ProofRule::AtMostOnce,
-                expected: format!("operation {operation} to take effect once, it did {} times", runs.len()),
+                expected: format!(
+                    "operation {operation} to take effect once, it did {} times",
+                    runs.len()
+                ),
             });
         }
     }
@@ -664,7 +814,11 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
 /// The fields where `row` differs from `entered`: `field: entered X, row Y; …`.
 fn differences(entered: &Value, row: &Value) -> String {
     let (Some(entered), Some(row)) = (entered.as_object(), row.as_object()) else {
-        return format!("{}, the row says {}", canonical_json(entered), canonical_json(row));
+        return format!(
+            "{}, the row says {}",
+            canonical_json(entered),
+            canonical_json(row)
+        );
     };
     let mut fields: Vec<&String> = entered.keys().chain(row.keys()).collect();
     fields.sort();
@@ -674,7 +828,11 @@ fn differences(entered: &Value, row: &Value) -> String {
         .filter(|f| entered.get(*f) != row.get(*f))
         .map(|f| {
             let shown = |v: Option<&Value>| v.map_or_else(|| "nothing".to_owned(), canonical_json);
-            format!("{f} {}, the row says {}", shown(entered.get(f)), shown(row.get(f)))
+            format!(
+                "{f} {}, the row says {}",
+                shown(entered.get(f)),
+                shown(row.get(f))
+            )
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -683,7 +841,10 @@ fn differences(entered: &Value, row: &Value) -> String {
 /// `(set, index)` of an entry about an item.
 fn item_key(content: &Value) -> (String, u64) {
     (
-        content["changeSetId"].as_str().unwrap_or_default().to_owned(),
+        content["changeSetId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
         content["itemIndex"].as_u64().unwrap_or(u64::MAX),
     )
 }
@@ -709,19 +870,23 @@ fn unasked_problem(rules: &Value, allowed_by: &Value, tool: &str, at: &str) -> O
         .filter(|a| *a == "deny" || *a == "ask")
         .max_by_key(|a| *a == "deny");
     if let Some(action) = strictest {
-        return Some(format!("no rule to {action} {tool} when it ran unasked (one was in force)"));
+        return Some(format!(
+            "no rule to {action} {tool} when it ran unasked (one was in force)"
+        ));
     }
     if let Some(rule) = allowed_by.get("rule") {
         let pattern = rule["pattern"].as_str().unwrap_or_default();
-        let found = list
-            .iter()
-            .any(|r| r["pattern"] == pattern && r["action"] == "allow" && name_matches(pattern, tool));
+        let found = list.iter().any(|r| {
+            r["pattern"] == pattern && r["action"] == "allow" && name_matches(pattern, tool)
+        });
         return (!found).then(|| format!("an allow rule {pattern:?} for {tool} in force when it ran (the agent's rules then had none)"));
     }
     if allowed_by.get("mode").is_some() {
         return None;
     }
-    Some(format!("a record of what let {tool} run unasked (allowedBy is {allowed_by})"))
+    Some(format!(
+        "a record of what let {tool} run unasked (allowedBy is {allowed_by})"
+    ))
 }
 
 #[cfg(test)]
@@ -733,13 +898,19 @@ mod tests {
     fn an_unasked_run_needs_its_allow_rule_in_force_and_no_stricter_one() {
         let rules = json!({"rules": [{"pattern": "add_*", "action": "allow"}]});
         let by_rule = json!({"rule": {"pattern": "add_*", "action": "allow"}});
-        assert_eq!(unasked_problem(&rules, &by_rule, "add_item", "2026-01-01T00:00:00.000000Z"), None);
+        assert_eq!(
+            unasked_problem(&rules, &by_rule, "add_item", "2026-01-01T00:00:00.000000Z"),
+            None
+        );
         let other = json!({"rule": {"pattern": "del_*", "action": "allow"}});
         assert!(unasked_problem(&rules, &other, "add_item", "2026").is_some());
         let denied = json!({"rules": [{"pattern": "add_*", "action": "allow"}, {"pattern": "add_item", "action": "deny"}]});
         assert!(unasked_problem(&denied, &by_rule, "add_item", "2026").is_some());
         let mode = json!({"mode": "immediate"});
-        assert_eq!(unasked_problem(&json!({"rules": []}), &mode, "x", "2026"), None);
+        assert_eq!(
+            unasked_problem(&json!({"rules": []}), &mode, "x", "2026"),
+            None
+        );
         let asked = json!({"rules": [{"pattern": "*", "action": "ask"}]});
         assert!(unasked_problem(&asked, &mode, "x", "2026").is_some());
         let expired = json!({"rules": [{"pattern": "x", "action": "allow", "expiresAt": "2025-01-01T00:00:00.000000Z"}]});
@@ -780,7 +951,9 @@ mod tests {
         Head {
             device_id: "dev".into(),
             entries: entries.len() as u64,
-            hash: entries.last().map_or(GENESIS.to_owned(), |e| e.hash.clone()),
+            hash: entries
+                .last()
+                .map_or(GENESIS.to_owned(), |e| e.hash.clone()),
         }
     }
 
@@ -788,22 +961,36 @@ mod tests {
         ProofInput {
             device_id: "dev".into(),
             entries: entries.to_vec(),
-            agents: vec![json!({"agent": "a", "categories": [], "rules": [], "shadowRules": [], "toolSettings": {}})],
+            agents: vec![
+                json!({"agent": "a", "categories": [], "rules": [], "shadowRules": [], "toolSettings": {}}),
+            ],
             ..ProofInput::default()
         }
     }
 
     fn sample() -> Vec<ChainEntry> {
         chain_of(&[
-            ("chainBegins", "", json!({"auditIdFloor": 0, "reason": "newDatabase"})),
-            ("rules", "a", json!({"agent": "a", "categories": [], "rules": [], "shadowRules": [], "toolSettings": {}})),
+            (
+                "chainBegins",
+                "",
+                json!({"auditIdFloor": 0, "reason": "newDatabase"}),
+            ),
+            (
+                "rules",
+                "a",
+                json!({"agent": "a", "categories": [], "rules": [], "shadowRules": [], "toolSettings": {}}),
+            ),
         ])
     }
 
     #[test]
     fn an_intact_chain_verifies() {
         let entries = sample();
-        let report = check(&rules_of(&entries), &head_of(&entries), &VerifyOptions::default());
+        let report = check(
+            &rules_of(&entries),
+            &head_of(&entries),
+            &VerifyOptions::default(),
+        );
         assert_eq!(report.violations, vec![]);
         assert_eq!(report.entries, 2);
     }
@@ -813,15 +1000,37 @@ mod tests {
         let entries = sample();
         let mut edited = entries.clone();
         edited[1].content = edited[1].content.replace("[]", "[1]");
-        let report = check(&rules_of(&edited), &head_of(&entries), &VerifyOptions::default());
-        assert!(report.violations.iter().any(|v| v.entry == "dev#2" && v.rule == ProofRule::ChainIntact));
+        let report = check(
+            &rules_of(&edited),
+            &head_of(&entries),
+            &VerifyOptions::default(),
+        );
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.entry == "dev#2" && v.rule == ProofRule::ChainIntact)
+        );
 
         let removed = vec![entries[1].clone()];
-        let report = check(&rules_of(&removed), &head_of(&entries), &VerifyOptions::default());
-        assert!(report.violations.iter().any(|v| v.entry == "dev#2" && v.rule == ProofRule::ChainIntact));
+        let report = check(
+            &rules_of(&removed),
+            &head_of(&entries),
+            &VerifyOptions::default(),
+        );
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.entry == "dev#2" && v.rule == ProofRule::ChainIntact)
+        );
 
         let reordered = vec![entries[1].clone(), entries[0].clone()];
-        let report = check(&rules_of(&reordered), &head_of(&entries), &VerifyOptions::default());
+        let report = check(
+            &rules_of(&reordered),
+            &head_of(&entries),
+            &VerifyOptions::default(),
+        );
         assert!(!report.verified());
 
         let checkpoint = VerifyOptions {
