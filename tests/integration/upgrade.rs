@@ -5,7 +5,9 @@
 //! Every row of every table survives, the engine's rows now name a target of kind
 //! `task` with the old task id, and the journal host's migration changes nothing.
 
-use assent_store::{Backend, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Store, StoreError};
+use assent_store::{
+    Backend, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Store, StoreError, agents, proof,
+};
 use assent_tests::{TestBackend, backends};
 use sqlx::any::AnyPoolOptions;
 use sqlx::migrate::Migrator;
@@ -448,6 +450,32 @@ async fn a_database_of_the_release_before_targets_upgrades_and_keeps_every_row()
             upgraded,
             "a second open changed the database ({backend:?})"
         );
+        // The consent chain begins at the upgrade, claims nothing earlier, and the
+        // proof holds over the old history and what is written after it.
+        let mut conn = store.pool().acquire().await.unwrap();
+        let policy = assent_tools::AgentPolicy::new(["work"]);
+        agents::upsert(
+            &mut conn,
+            "after-upgrade",
+            &policy,
+            time::OffsetDateTime::now_utc(),
+        )
+        .await
+        .unwrap();
+        let report = proof::verify(&mut conn, &proof::VerifyOptions::default())
+            .await
+            .unwrap();
+        assert!(report.verified(), "{backend:?}: {:?}", report.violations);
+        assert_eq!(
+            report.effects_checked, 0,
+            "nothing before the upgrade is claimed"
+        );
+        let begins: String = sqlx::query_scalar("SELECT content FROM consent_chain WHERE seq = 1")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert!(begins.contains("\"reason\":\"upgrade\""), "{begins}");
+        drop(conn);
         store.close().await;
     }
 }

@@ -13,7 +13,7 @@ use assent_confirm::{Engine, WakeOutcome, WakeRequest};
 use assent_domain::{ChangeSet, OffsetDateTime, Uuid};
 use assent_journal::tool;
 use assent_journal_host::{NewTask, create_task, load_task, task_target};
-use assent_store::{Store, StoreError, agents, audit, outbox};
+use assent_store::{Store, StoreError, agents, audit, outbox, proof};
 use assent_tools::AgentPolicy;
 use serde_json::{Value, json};
 use time::Duration;
@@ -117,7 +117,9 @@ pub(crate) async fn on_fresh_store(
 
 async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> {
     let engine = engine(store.clone()).await?;
-    let decisions = engine.confirmations();
+    // The person deciding, named as `--as` names them: the proof at the end traces
+    // every effect to a named person.
+    let decisions = engine.confirmations().by("alice");
     let mut now = start;
     let mut s = Story::default();
     s.say("Assent demo: an LLM agent proposes changes to a task, and a person decides.");
@@ -210,10 +212,10 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
 
     s.heading("A person decides");
     now += Duration::minutes(10);
-    s.say(format!("At {}:", render::time(now)));
+    s.say(format!("At {}, alice:", render::time(now)));
     let priority = index_of(&set, tool::UPDATE_TASK_PRIORITY)?;
     let confirmed = decisions.confirm_item(set.id, priority, now).await?;
-    s.say(format!("  assent confirm <set> {priority}"));
+    s.say(format!("  assent confirm <set> {priority} --as alice"));
     s.block(format!("  {}", render::confirmed(priority, &confirmed)));
     let estimate = index_of(&set, tool::UPDATE_TASK_ESTIMATE)?;
     let edited = decisions
@@ -307,5 +309,13 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
         Some(set) => format!("Queued {} new item(s) for review.", set.items.len()),
         None => "Nothing new to review.".to_owned(),
     });
+
+    s.heading("Proving what ran");
+    let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
+    let report = proof::verify(&mut conn, &proof::VerifyOptions::default()).await?;
+    s.say("Every decision, audit record and rule change above is on a tamper-evident chain;");
+    s.say("`assent audit verify` checks it and that every effect had the consent it needed:");
+    s.gap();
+    s.block(render::proof(&report));
     Ok(s.text)
 }

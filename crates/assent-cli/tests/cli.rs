@@ -469,6 +469,8 @@ fn the_demo_tells_the_whole_story() {
         "The outbox",
         "## Recent User Decisions",
         "the user rejected this exact proposal recently",
+        "Proving what ran",
+        "verified: ",
     ] {
         assert!(text.contains(needle), "the demo should show {needle:?}");
     }
