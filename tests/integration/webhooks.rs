@@ -987,3 +987,77 @@ async fn a_job_that_goes_in_doubt_is_announced_as_item_in_doubt_once() {
     assert!(slack.contains("◦ text: lapsed"), "{slack}");
     assert!(slack.contains("assent jobs resolve"), "{slack}");
 }
+
+#[tokio::test]
+async fn the_consent_chains_head_is_sent_when_it_moved_at_most_once_an_hour() {
+    let app = TestApp::spawn().await;
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let new = NewSubscription {
+        url: "https://example.invalid/heads".into(),
+        events: vec![event::AUDIT_HEAD.to_owned()],
+        format: "standard".into(),
+        agent_id: None,
+        secret: generate_secret(),
+    };
+    webhooks::insert_subscription(&mut conn, &new, NOW)
+        .await
+        .unwrap();
+    drop(conn);
+    app.scene().await;
+    let sent = |at: OffsetDateTime| {
+        let store = app.store.clone();
+        async move {
+            let mut tx = store.begin_write().await.unwrap();
+            let due = webhooks::head_event_due(&mut tx, at).await.unwrap();
+            if let Some(head) = &due {
+                webhooks::enqueue_head_event(&mut tx, head, at)
+                    .await
+                    .unwrap();
+            }
+            tx.commit().await.unwrap();
+            due
+        }
+    };
+    let first = sent(NOW).await.expect("a head to send");
+    assert!(first.entries > 0);
+    assert_eq!(
+        sent(NOW + time::Duration::minutes(30)).await,
+        None,
+        "within the hour"
+    );
+    assert_eq!(
+        sent(NOW + time::Duration::hours(2)).await,
+        None,
+        "the head did not move"
+    );
+    let task = app.scene().await;
+    let set = app
+        .wake(
+            &task,
+            &[("update_task_priority", json!({"priority": "P0"}))],
+        )
+        .await
+        .change_set
+        .expect("queued")
+        .id;
+    app.engine
+        .confirmations()
+        .by("alice")
+        .confirm_item(set, 0, NOW)
+        .await
+        .unwrap();
+    let moved = sent(NOW + time::Duration::hours(3))
+        .await
+        .expect("the head moved");
+    assert_ne!(moved.hash, first.hash);
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let payloads: Vec<String> = sqlx::query_scalar(
+        "SELECT payload FROM webhook_events WHERE event_type = 'audit.head' ORDER BY created_at",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(payloads.len(), 2);
+    let last: Value = serde_json::from_str(&payloads[1]).unwrap();
+    assert_eq!(last["data"]["head"], moved.hash.as_str());
+}

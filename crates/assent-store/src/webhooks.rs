@@ -66,11 +66,14 @@ pub mod event {
     /// An item that needs more than one person's confirmation got one more, short of
     /// its quorum (`approvals` and `approvalsNeeded` in its data).
     pub const ITEM_APPROVED: &str = "item.approved";
+    /// The consent chain's head moved (`deviceId`, `entries`, `head` in its data): at
+    /// most once an hour, so a receiver keeps checkpoints for `audit verify --head`.
+    pub const AUDIT_HEAD: &str = "audit.head";
     /// Sent by `assent webhooks test` only; never stored.
     pub const TEST: &str = "webhook.test";
 
     /// Every type a subscription may name.
-    pub const ALL: [&str; 11] = [
+    pub const ALL: [&str; 12] = [
         CHANGE_SET_CREATED,
         CHANGE_SET_RESOLVED,
         CHANGE_SET_EXPIRING,
@@ -82,7 +85,57 @@ pub mod event {
         ITEM_SCHEDULED,
         ITEM_CANCELLED,
         ITEM_APPROVED,
+        AUDIT_HEAD,
     ];
+}
+
+/// How often at most [`event::AUDIT_HEAD`] is sent.
+pub const AUDIT_HEAD_EVERY: time::Duration = time::Duration::HOUR;
+
+/// Whether an [`event::AUDIT_HEAD`] is due: a subscription wants it, the last one is
+/// an hour old (or there was none) and the head moved since. A read, so a sender
+/// polling every second takes no lock; [`enqueue_head_event`] writes it.
+pub async fn head_event_due(
+    conn: &mut AnyConnection,
+    now: OffsetDateTime,
+) -> Result<Option<crate::chain::Head>, StoreError> {
+    if wanting(conn, event::AUDIT_HEAD, None).await?.is_empty() {
+        return Ok(None);
+    }
+    let last: Option<(String, String)> = sqlx::query_as(
+        "SELECT created_at, payload FROM webhook_events WHERE event_type = $1 ORDER BY created_at DESC LIMIT 1",
+    )
+    .bind(event::AUDIT_HEAD)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let head = crate::chain::head(conn).await?;
+    if head.entries == 0 {
+        return Ok(None);
+    }
+    if let Some((at, payload)) = last {
+        let at = timefmt::parse("webhook_events", &at)?;
+        let sent: Value = serde_json::from_str(&payload).unwrap_or_default();
+        if now - at < AUDIT_HEAD_EVERY || sent["data"]["head"] == head.hash.as_str() {
+            return Ok(None);
+        }
+    }
+    Ok(Some(head))
+}
+
+/// Writes an [`event::AUDIT_HEAD`] for `head` (from [`head_event_due`], in the caller's
+/// write transaction).
+pub async fn enqueue_head_event(
+    conn: &mut AnyConnection,
+    head: &crate::chain::Head,
+    now: OffsetDateTime,
+) -> Result<Option<String>, StoreError> {
+    let new = NewEvent {
+        event_type: event::AUDIT_HEAD,
+        agent_id: None,
+        change_set_id: None,
+        data: json!({"deviceId": head.device_id, "entries": head.entries, "head": head.hash}),
+    };
+    enqueue_event(conn, new, now).await
 }
 
 /// A subscription as listed: everything but its secret, and its URL as it may be

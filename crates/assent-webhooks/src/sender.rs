@@ -234,6 +234,22 @@ impl Sender {
         Ok(warned.len())
     }
 
+    /// Sends the consent chain's head when it moved, at most once an hour.
+    async fn announce_head(&self, now: OffsetDateTime) -> Result<(), WebhookError> {
+        let head = {
+            let mut conn = self.connection().await?;
+            webhooks::head_event_due(&mut conn, now).await?
+        };
+        let Some(head) = head else { return Ok(()) };
+        let mut tx = self.store.begin_write().await?;
+        // Checked again under the lock: another sender may have sent it meanwhile.
+        if webhooks::head_event_due(&mut tx, now).await?.is_some() {
+            webhooks::enqueue_head_event(&mut tx, &head, now).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn claim(&self, limit: usize) -> Result<Vec<ClaimedDelivery>, WebhookError> {
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
         let now = OffsetDateTime::now_utc();
@@ -258,6 +274,7 @@ impl Sender {
             expiring: self.warn_expiring(OffsetDateTime::now_utc()).await?,
             ..DeliveryReport::default()
         };
+        self.announce_head(OffsetDateTime::now_utc()).await?;
         loop {
             let batch = self.claim(self.config.max_in_flight.max(1)).await?;
             if batch.is_empty() {
@@ -303,6 +320,9 @@ impl Sender {
             }
             if let Err(error) = self.warn_expiring(OffsetDateTime::now_utc()).await {
                 tracing::error!(%error, "warning about expiring sets failed");
+            }
+            if let Err(error) = self.announce_head(OffsetDateTime::now_utc()).await {
+                tracing::error!(%error, "sending the consent chain's head failed");
             }
             if pruned_at.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
                 pruned_at = Some(std::time::Instant::now());

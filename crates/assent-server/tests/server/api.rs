@@ -175,6 +175,17 @@ async fn a_wake_is_reviewed_item_by_item_and_the_task_changes() {
         .filter_map(|r| r["kind"].as_str())
         .collect();
     assert!(kinds.len() >= 2, "an action and a result record: {kinds:?}");
+
+    // The proof of what ran, and the head to write down: the same as the CLI's.
+    let (status, head) = server.get("/api/audit/head").await;
+    assert_eq!(status, 200, "{head}");
+    assert_eq!(head["head"].as_str().map(str::len), Some(64), "{head}");
+    assert!(head["entries"].as_u64() > Some(0), "{head}");
+    let (status, proof) = server.get("/api/audit/verify").await;
+    assert_eq!(status, 200, "{proof}");
+    assert_eq!(proof["verified"], true, "{proof}");
+    assert_eq!(proof["head"], head["head"]);
+    assert!(proof["effectsChecked"].as_u64() > Some(0), "{proof}");
     server.stop().await.expect("clean stop");
 }
 
