@@ -30,7 +30,7 @@
 //! Usage: `assent-bench [--quick] [--out DIR] [--only PART,...]` (default `DIR`: the
 //! workspace's `target/bench`). `--only` runs some parts of the report (of `planning`,
 //! `persistence`, `confirmation` (with confirm-all), `concurrent`, `postgres`, `gateway`, `queries`,
-//! `drivers`, `langgraph`) and judges no targets. `cargo xtask bench` runs it in the
+//! `drivers`, `langgraph`, `proof`) and judges no targets. `cargo xtask bench` runs it in the
 //! release profile.
 
 // A benchmark report is for a person at a terminal.
@@ -43,6 +43,7 @@ mod gateway;
 mod langgraph;
 mod measure;
 mod postgres;
+mod proof;
 mod queries;
 mod raw;
 mod writes;
@@ -77,6 +78,8 @@ struct Config {
     drivers: drivers::Counts,
     /// LangGraph resumes timed (0: not run).
     langgraph_decisions: usize,
+    /// Audit records (each an entry of the consent chain) `audit verify` proves.
+    proof_records: usize,
 }
 
 impl Config {
@@ -93,6 +96,7 @@ impl Config {
         concurrent_items: 25,
         drivers: drivers::Counts::FULL,
         langgraph_decisions: 2_000,
+        proof_records: 1_000_000,
     };
     const QUICK: Self = Self {
         quick: true,
@@ -108,6 +112,7 @@ impl Config {
         drivers: drivers::Counts::QUICK,
         // PyPI is no dependency of CI's smoke run.
         langgraph_decisions: 0,
+        proof_records: 2_000,
     };
 }
 
@@ -169,6 +174,9 @@ struct Report {
     /// Why LangGraph was not measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     langgraph_skipped: Option<String>,
+    /// What `audit verify` costs, beside `PRAGMA integrity_check`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    proof: Option<proof::ProofResult>,
     /// Judged only when every part ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     targets: Option<Targets>,
@@ -186,6 +194,7 @@ const PARTS: &[&str] = &[
     "queries",
     "drivers",
     "langgraph",
+    "proof",
 ];
 
 /// The parts a run does: all, or those `--only` named.
@@ -445,6 +454,16 @@ async fn run(
             }
         }
     };
+    let proof = if parts.has("proof") {
+        eprintln!(
+            "audit verify over {} chained audit records ...",
+            config.proof_records
+        );
+        let dir = tempfile::tempdir()?;
+        Some(proof::measure(dir.path(), config.proof_records).await?)
+    } else {
+        None
+    };
     let targets = match (
         &planning,
         &persistence,
@@ -487,6 +506,7 @@ async fn run(
         drivers,
         langgraph,
         langgraph_skipped,
+        proof,
         targets,
         seconds: started.elapsed().as_secs_f64(),
     })
@@ -682,6 +702,18 @@ fn print_table(report: &Report) {
         print_drivers(d, met);
     }
     print_langgraph(report);
+    if let Some(p) = &report.proof {
+        println!();
+        println!(
+            "{:<40} {:>9.0} entries/s ({} entries in {:.2} s; PRAGMA integrity_check on the same file {:.2} s: {:.1}x its time)",
+            "audit verify, the consent chain",
+            p.entries_per_second,
+            p.entries,
+            p.verify_seconds,
+            p.integrity_check_seconds,
+            p.ratio_to_integrity_check,
+        );
+    }
     if let Some(t) = &report.targets {
         println!(
             "targets: confirmation ≥ 0.50 of raw SQLite {}; wake ≥ 0.70 of raw SQLite {}; confirm-all ≥ 5,000 items/s {}; SQLite 8 concurrent confirmations ≥ 4x one {}; PostgreSQL 8 writers ≥ 6x one {}, 8 wakes ≥ 6x one {}; confirmation ≥ 0.50 of sqlx {}; planning ≥ 100,000 calls/s {}; query p99 ≤ 1 ms {}; memory 10 % → 100 %: {}",
