@@ -10,7 +10,7 @@
 use assent_confirm::{RuleChange, WakeRequest};
 use assent_journal_host::task_target;
 use assent_store::proof::{self, ProofRule, Report, VerifyOptions};
-use assent_store::{AnyConnection, agents};
+use assent_store::{AnyConnection, agents, audit};
 use assent_tests::{Lcg, NOW, TestApp, TestBackend, backends, tool_calls};
 use assent_tools::RuleAction;
 use serde_json::{Value, json};
@@ -157,27 +157,25 @@ async fn step(
     }
 }
 
-/// Prints the audit trail and the decisions of `app`, to explain a failing seed.
-async fn dump(app: &TestApp) {
+/// The audit trail of `app`, to explain a failing seed.
+async fn trail(app: &TestApp) -> String {
     let mut conn = app.store.pool().acquire().await.unwrap();
-    let audit: Vec<(i64, String, String, String, Option<i64>, Option<String>, String)> = sqlx::query_as(
-        "SELECT id, operation_id, tool_name, kind, success, origin_host, run_key FROM audit_records ORDER BY id",
-    )
-    .fetch_all(&mut *conn)
-    .await
-    .unwrap();
-    for row in audit {
-        eprintln!("audit {row:?}");
-    }
-    let decided: Vec<(String, i64, String, Option<String>, Option<String>, String)> = sqlx::query_as(
-        "SELECT change_set_id, item_index, verdict, decided_by, origin_host, created_at FROM decisions ORDER BY created_at",
-    )
-    .fetch_all(&mut *conn)
-    .await
-    .unwrap();
-    for row in decided {
-        eprintln!("decision {row:?}");
-    }
+    audit::list(&mut conn, &audit::AuditFilter::All, 10_000)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {} {:?} run {}",
+                r.operation_id.as_str(),
+                r.tool_name,
+                r.kind.as_str(),
+                r.success,
+                r.run_key
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The violations of `report`, for a failure message.
@@ -220,13 +218,12 @@ async fn a_random_mix_of_every_path_verifies_on_every_device_and_backend() {
             for (name, app) in [("device-a", &a), ("device-b", &b)] {
                 let report = verify(app).await;
                 if !report.verified() {
-                    dump(app).await;
+                    panic!(
+                        "seed {seed} on {backend:?}, {name}: the proof does not hold:\n{}\nthe audit trail:\n{}",
+                        listed(&report),
+                        trail(app).await
+                    );
                 }
-                assert!(
-                    report.verified(),
-                    "seed {seed} on {backend:?}, {name}: the proof does not hold:\n{}",
-                    listed(&report)
-                );
                 assert!(report.entries > 0, "{name}: an empty chain");
             }
         }

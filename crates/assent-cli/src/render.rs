@@ -902,6 +902,31 @@ pub fn peers(peers: &[assent_store::sync::Peer]) -> String {
     table(&["HOST", "BATCHES", "LAST BATCH", "MERGED"], &rows)
 }
 
+/// `assent audit verify`: one line when the proof holds, else every violation.
+pub fn proof(report: &assent_store::proof::Report) -> String {
+    if report.verified() {
+        return format!(
+            "verified: {} entries on the chain of device {}, {} effect(s) checked, head {}",
+            report.entries, report.device_id, report.effects_checked, report.head
+        );
+    }
+    let mut out = format!(
+        "NOT verified: {} violation(s) ({} entries, {} effect(s) checked)\n",
+        report.violations.len(),
+        report.entries,
+        report.effects_checked
+    );
+    for violation in &report.violations {
+        out.push_str(&format!(
+            "  {} [{}] expected {}\n",
+            visible(&violation.entry),
+            violation.rule.as_str(),
+            visible(&violation.expected)
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1043,29 +1068,4 @@ mod tests {
                 .ends_with("created 1970-01-01 00:00:00Z\n")
         );
     }
-}
-
-/// `assent audit verify`: one line when the proof holds, else every violation.
-pub fn proof(report: &assent_store::proof::Report) -> String {
-    if report.verified() {
-        return format!(
-            "verified: {} entries on the chain of device {}, {} effect(s) checked, head {}",
-            report.entries, report.device_id, report.effects_checked, report.head
-        );
-    }
-    let mut out = format!(
-        "NOT verified: {} violation(s) ({} entries, {} effect(s) checked)\n",
-        report.violations.len(),
-        report.entries,
-        report.effects_checked
-    );
-    for violation in &report.violations {
-        out.push_str(&format!(
-            "  {} [{}] expected {}\n",
-            visible(&violation.entry),
-            violation.rule.as_str(),
-            visible(&violation.expected)
-        ));
-    }
-    out
 }

@@ -116,10 +116,37 @@ pub(crate) async fn audit_head(State(state): State<AppState>) -> ApiResult {
 
 /// `GET /api/audit/verify`: the proof of `assent audit verify` (`verified`, the head,
 /// `effectsChecked` and every violation), run on the server's database.
+/// Proven again when the head moved, or after this long even if it did not (a row
+/// edited behind the store's back moves no head).
+const PROOF_FRESH_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A proof with the head it proved and when.
+pub(crate) struct CachedProof {
+    head: String,
+    at: std::time::Instant,
+    report: proof::Report,
+}
+
 pub(crate) async fn audit_verify(State(state): State<AppState>) -> ApiResult {
+    // One proof at a time: concurrent page loads wait for it instead of each reading
+    // the whole database.
+    let mut cached = state.proof.lock().await;
     let mut conn = state.connection().await?;
+    let head = chain::head(&mut conn).await?.hash;
+    if let Some(last) = cached.as_ref()
+        && last.head == head
+        && last.at.elapsed() < PROOF_FRESH_FOR
+    {
+        return ok(&last.report);
+    }
     let report = proof::verify(&mut conn, &proof::VerifyOptions::default()).await?;
-    ok(report)
+    let body = ok(&report);
+    *cached = Some(CachedProof {
+        head,
+        at: std::time::Instant::now(),
+        report,
+    });
+    body
 }
 
 pub(crate) async fn audit_trail(

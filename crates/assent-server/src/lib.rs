@@ -104,6 +104,9 @@ pub(crate) struct AppState {
     events: EventBus,
     /// The parent side of the confirmation bus, when sub-agents may ask this server.
     delegation: Option<Delegation>,
+    /// The last proof of `GET /api/audit/verify`, reused while the chain's head stands
+    /// and it is fresh: every page load asks, and a proof reads the whole database.
+    proof: Arc<tokio::sync::Mutex<Option<decisions::CachedProof>>>,
 }
 
 impl AppState {
@@ -141,6 +144,7 @@ impl Server {
                 token: Arc::from(token.into()),
                 events: EventBus::new(),
                 delegation: None,
+                proof: Arc::default(),
             },
             host_routes: Vec::new(),
             services: Vec::new(),

@@ -93,10 +93,27 @@ pub fn chain_content(id: i64, record: &AuditRecord, origin: Option<(&str, i64)>)
     })
 }
 
-/// Every audit record with its id and origin, for [`crate::proof`].
-pub(crate) async fn all_for_proof(
-    conn: &mut AnyConnection,
-) -> Result<Vec<(i64, AuditRecord, Option<(String, i64)>)>, StoreError> {
+/// An audit row: its id, its record and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRow {
+    /// The row id.
+    pub id: i64,
+    /// The record.
+    pub record: AuditRecord,
+    /// The writing device's host id and its id there; `None` for this device's own.
+    pub origin: Option<(String, i64)>,
+}
+
+impl AuditRow {
+    /// Its content on the consent chain.
+    pub fn chain_content(&self) -> Value {
+        let origin = self.origin.as_ref().map(|(host, id)| (host.as_str(), *id));
+        chain_content(self.id, &self.record, origin)
+    }
+}
+
+/// Every audit row, for [`crate::proof`].
+pub(crate) async fn all_for_proof(conn: &mut AnyConnection) -> Result<Vec<AuditRow>, StoreError> {
     let rows = sqlx::query("SELECT * FROM audit_records ORDER BY id")
         .fetch_all(&mut *conn)
         .await?;
@@ -104,7 +121,11 @@ pub(crate) async fn all_for_proof(
         .map(|row| {
             let host: Option<String> = row.try_get("origin_host")?;
             let origin_id: Option<i64> = row.try_get("origin_id")?;
-            Ok((row.try_get("id")?, decode(row)?, host.zip(origin_id)))
+            Ok(AuditRow {
+                id: row.try_get("id")?,
+                record: decode(row)?,
+                origin: host.zip(origin_id),
+            })
         })
         .collect()
 }

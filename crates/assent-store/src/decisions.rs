@@ -156,19 +156,36 @@ pub fn chain_content(
     })
 }
 
-/// Every decision row with what its chain entry covers, for [`crate::proof`]:
-/// `(decision, approval digest, shadow, origin host)`.
+/// A decision row with the columns its chain entry covers beside the decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionRow {
+    /// The decision.
+    pub decision: ChangeDecision,
+    /// Its approval digest, when a confirmation on this device recorded one.
+    pub approval_digest: Option<String>,
+    /// What a shadow rule said about it.
+    pub shadow: Option<Value>,
+    /// The device it was imported from; `None` for this device's own.
+    pub origin_host: Option<String>,
+}
+
+impl DecisionRow {
+    /// Its content on the consent chain.
+    pub fn chain_content(&self) -> Value {
+        chain_content(
+            &self.decision,
+            self.approval_digest.as_deref(),
+            self.decision.decided_by.as_deref(),
+            self.shadow.as_ref(),
+            self.origin_host.as_deref(),
+        )
+    }
+}
+
+/// Every decision row, for [`crate::proof`].
 pub(crate) async fn all_for_proof(
     conn: &mut AnyConnection,
-) -> Result<
-    Vec<(
-        ChangeDecision,
-        Option<String>,
-        Option<Value>,
-        Option<String>,
-    )>,
-    StoreError,
-> {
+) -> Result<Vec<DecisionRow>, StoreError> {
     let rows = sqlx::query("SELECT * FROM decisions")
         .fetch_all(&mut *conn)
         .await?;
@@ -179,12 +196,12 @@ pub(crate) async fn all_for_proof(
                 .map(|text| serde_json::from_str::<Value>(&text))
                 .transpose()
                 .map_err(|e| StoreError::corrupt(TABLE, e.to_string()))?;
-            Ok((
-                decode(row)?,
-                row.try_get("approval_digest")?,
+            Ok(DecisionRow {
+                decision: decode(row)?,
+                approval_digest: row.try_get("approval_digest")?,
                 shadow,
-                row.try_get("origin_host")?,
-            ))
+                origin_host: row.try_get("origin_host")?,
+            })
         })
         .collect()
 }

@@ -30,8 +30,8 @@
 use crate::chain::{self, ChainEntry, EntryKind, GENESIS, Head};
 use crate::jobs::{self, Job, JobStatus};
 use crate::{StoreError, approvals, audit, decisions, delegation, timefmt};
-use assent_domain::{ChangeDecision, OperationId, canonical_json};
-use assent_tools::{AuditKind, AuditRecord, name_matches};
+use assent_domain::{OperationId, canonical_json};
+use assent_tools::{AuditKind, name_matches};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::{AnyConnection, Row};
@@ -128,15 +128,10 @@ pub struct ProofInput {
     pub device_id: String,
     /// Every chain entry, in chain order.
     pub entries: Vec<ChainEntry>,
-    /// Decision rows with their digest, shadow and origin host.
-    pub decisions: Vec<(
-        ChangeDecision,
-        Option<String>,
-        Option<Value>,
-        Option<String>,
-    )>,
-    /// Audit rows: id, record, origin.
-    pub audit: Vec<(i64, AuditRecord, Option<(String, i64)>)>,
+    /// Decision rows.
+    pub decisions: Vec<decisions::DecisionRow>,
+    /// Audit rows.
+    pub audit: Vec<audit::AuditRow>,
     /// Approval rows as `(subject, content)`.
     pub approvals: Vec<(String, Value)>,
     /// Job rows.
@@ -336,21 +331,14 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
 
     // Rule 2: rows against entries.
     let mut seen: HashSet<(&str, String)> = HashSet::new();
-    for (decision, digest, shadow, origin) in &input.decisions {
-        let subject = decision.id.to_string();
-        let row = decisions::chain_content(
-            decision,
-            digest.as_deref(),
-            decision.decided_by.as_deref(),
-            shadow.as_ref(),
-            origin.as_deref(),
-        );
+    for row in &input.decisions {
+        let subject = row.decision.id.to_string();
         match entry_of(EntryKind::Decision, &subject) {
             Some((i, content)) => mismatch(
                 &mut violations,
                 i,
                 &format!("decision {subject}"),
-                &row,
+                &row.chain_content(),
                 content,
             ),
             None if new_database => no_entry(&mut violations, format!("decision {subject}")),
@@ -358,19 +346,17 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         }
         seen.insert((EntryKind::Decision.as_str(), subject));
     }
-    for (id, record, origin) in &input.audit {
-        let subject = id.to_string();
-        let origin = origin.as_ref().map(|(host, id)| (host.as_str(), *id));
-        let row = audit::chain_content(*id, record, origin);
+    for row in &input.audit {
+        let subject = row.id.to_string();
         match entry_of(EntryKind::Audit, &subject) {
             Some((i, content)) => mismatch(
                 &mut violations,
                 i,
                 &format!("audit record {subject}"),
-                &row,
+                &row.chain_content(),
                 content,
             ),
-            None if *id > audit_floor => {
+            None if row.id > audit_floor => {
                 no_entry(&mut violations, format!("audit record {subject}"))
             }
             None => {}
