@@ -94,6 +94,7 @@ async fn confirm_concurrently(url: &str, confirmed_log: std::path::PathBuf) -> R
                     }
                     reviewer
                         .confirmations()
+                        .by("reviewer")
                         .confirm_item(set.id, index, OffsetDateTime::now_utc())
                         .await
                         .map_err(|e| e.to_string())?;

@@ -572,3 +572,23 @@ impl Lcg {
         (self.0 >> 33) % bound
     }
 }
+
+/// Panics unless `assent audit verify`'s proof holds on `store` (issue 38): the
+/// scenario left an intact chain, rows that match it, and consent for every effect.
+pub async fn assert_proven(store: &Store, scenario: &str) {
+    let mut conn = store.pool().acquire().await.expect("a connection");
+    let report =
+        assent_store::proof::verify(&mut conn, &assent_store::proof::VerifyOptions::default())
+            .await
+            .expect("the proof runs");
+    let listed: Vec<String> = report
+        .violations
+        .iter()
+        .map(|v| format!("{} [{}] {}", v.entry, v.rule.as_str(), v.expected))
+        .collect();
+    assert!(
+        report.verified(),
+        "{scenario}: the proof does not hold:\n{}",
+        listed.join("\n")
+    );
+}

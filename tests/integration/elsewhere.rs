@@ -339,6 +339,7 @@ async fn crash_rounds(backend: &TestBackend, seed: u64) {
         let set = book::propose(&service, "L1", &format!("run-{round}"), &[10, 20]).await;
         reviewer
             .confirmations()
+            .by("reviewer")
             .confirm_all(set, now())
             .await
             .unwrap();
@@ -393,6 +394,7 @@ async fn crash_rounds(backend: &TestBackend, seed: u64) {
         starts > booked.len(),
         "{backend:?}: no kill landed inside a handler's transaction ({starts} starts)"
     );
+    assent_tests::assert_proven(&store, &format!("{backend:?}: workers killed at random")).await;
 }
 
 #[tokio::test]
@@ -580,7 +582,10 @@ async fn reviewers_killed_while_confirming_at_once_keep_every_answered_decision_
         let mut kills_midway = 0;
         for _ in 0..8 {
             let mut child = reviewer();
-            tokio::time::sleep(Duration::from_millis(20 + random.below(60))).await;
+            // Wide enough that a kill lands after the first decisions on a loaded
+            // machine too (a reviewer process starts, opens the store and decides), and
+            // short of the whole run (200 items).
+            tokio::time::sleep(Duration::from_millis(40 + random.below(260))).await;
             child.kill().expect("SIGKILL");
             child.wait().expect("reaped");
             let decided = whole_or_nothing(&store, &sets, &log).await;
@@ -598,5 +603,6 @@ async fn reviewers_killed_while_confirming_at_once_keep_every_answered_decision_
             kills_midway > 0,
             "{backend:?}: no kill landed while the reviewers were confirming"
         );
+        assent_tests::assert_proven(&store, &format!("{backend:?}: reviewers killed")).await;
     }
 }

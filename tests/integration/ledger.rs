@@ -441,7 +441,12 @@ async fn crash_rounds(backend: &TestBackend, dedupe: bool, seed: u64) -> (usize,
         let texts = [format!("r{round}a"), format!("r{round}b")];
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let set = propose(&engine, &format!("run-{round}"), &texts, now).await;
-        engine.confirmations().confirm_all(set, now).await.unwrap();
+        engine
+            .confirmations()
+            .by("reviewer")
+            .confirm_all(set, now)
+            .await
+            .unwrap();
         confirmed += 2;
         let mut child = Command::new(executor)
             .args([
@@ -492,6 +497,7 @@ async fn crash_rounds(backend: &TestBackend, dedupe: bool, seed: u64) -> (usize,
     }
     let all = all_jobs(&store).await;
     assert_eq!(all.len(), confirmed, "no approved job is lost");
+    assent_tests::assert_proven(&store, "executors killed at random").await;
     let mut doubts = 0;
     for job in &all {
         let effects = receiver.count(job.operation_id.as_str());

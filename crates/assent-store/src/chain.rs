@@ -19,7 +19,7 @@
 //! Chains are per device: a row imported from another device is entered on this
 //! device's chain with its origin named, and never rewrites the origin's chain.
 
-use crate::{StoreError, timefmt};
+use crate::{Backend, StoreError, timefmt};
 use assent_domain::canonical_json;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -27,6 +27,10 @@ use sqlx::{AnyConnection, Row};
 use time::OffsetDateTime;
 
 const TABLE: &str = "consent_chain";
+
+/// An arbitrary constant naming the consent chain's lock among PostgreSQL advisory
+/// locks (a key apart from the writer lock's).
+const CHAIN_LOCK_KEY: i64 = 0x4153_5345_4e54_4348; // "ASSENTCH"
 
 /// The `prev` of a chain's first entry.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -198,6 +202,14 @@ pub(crate) async fn append(
 ) -> Result<(), StoreError> {
     if entries.is_empty() {
         return Ok(());
+    }
+    if Backend::of(conn) == Backend::Postgres {
+        // Writers of different targets run side by side on PostgreSQL: the chain is
+        // theirs to share, one appender at a time until each commits.
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(CHAIN_LOCK_KEY)
+            .execute(&mut *conn)
+            .await?;
     }
     let head = head(conn).await?;
     let entries = if head.entries == 0 {
