@@ -396,3 +396,32 @@ async fn editing_any_one_row_or_entry_is_caught_and_named() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_rule_change_is_entered_with_who_made_it_and_still_verifies() {
+    let app = TestApp::spawn().await;
+    app.scene().await;
+    let change = RuleChange {
+        by: Some("alice".into()),
+        ..RuleChange::new("update_task_*", RuleAction::Allow)
+    };
+    assert!(
+        app.engine
+            .change_rule("agent-1", &change, NOW)
+            .await
+            .unwrap()
+    );
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    let last: String = sqlx::query_scalar(
+        "SELECT content FROM consent_chain WHERE kind = 'rules' ORDER BY seq DESC LIMIT 1",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    drop(conn);
+    let last: Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(last["by"], "alice", "{last}");
+    assert_eq!(last["rules"][0]["pattern"], "update_task_*", "{last}");
+    let report = verify(&app).await;
+    assert!(report.verified(), "{}", listed(&report));
+}

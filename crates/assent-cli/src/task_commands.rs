@@ -59,6 +59,7 @@ pub async fn agent_rule(
     let change = RuleChange {
         until: args.for_span.map(|span| ctx.now + span),
         approvals: args.approvals,
+        by: Some(crate::cli::reviewer(None)),
         ..RuleChange::new(args.tool.trim(), action)
     };
     let (agent, changed) = change_agent_rule(&ctx.engine, &args.agent, &change, ctx.now)
@@ -202,6 +203,7 @@ pub(crate) async fn set_expiring_rule(
 ) -> Result<(AgentView, bool), CliError> {
     let change = RuleChange {
         until: Some(until),
+        by: Some(crate::cli::reviewer(None)),
         ..RuleChange::new(tool.trim(), action)
     };
     change_agent_rule(&ctx.engine, agent, &change, ctx.now)

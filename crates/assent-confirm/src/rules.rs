@@ -21,6 +21,9 @@ pub struct RuleChange {
     /// With [`RuleAction::Ask`]: how many distinct people confirm each call (1 removes
     /// a quorum); `None` leaves the quorum as it is.
     pub approvals: Option<u32>,
+    /// Who sets it (a token's id over the API, `--as` or the OS user on the CLI), for
+    /// the consent chain's record of the change; `None` when unknown.
+    pub by: Option<String>,
 }
 
 impl RuleChange {
@@ -31,6 +34,7 @@ impl RuleChange {
             action,
             until: None,
             approvals: None,
+            by: None,
         }
     }
 
@@ -91,6 +95,9 @@ impl Engine {
             // Allowing a tool again accepts its current definition: one that changed
             // after it was first seen is asked about until a person does.
             changed |= host_tools::accept(&mut tx, agent, &tool).await? > 0;
+        }
+        if changed && let Some(by) = change.by.as_deref() {
+            agents::record_changed_by(&mut tx, agent, by, now).await?;
         }
         tx.commit().await?;
         tracing::info!(changed, "rule set");

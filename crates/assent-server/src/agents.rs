@@ -2,6 +2,7 @@
 //! and `assent agent create|allow|ask|deny|show|list` alike.
 
 use crate::api::{ApiResult, Body, created, now, ok};
+use crate::auth::Principal;
 use crate::{AppState, ServerError};
 use assent_confirm::{ConfirmError, Engine, RuleChange};
 use assent_domain::OffsetDateTime;
@@ -9,7 +10,7 @@ use assent_store::{Store, StoreError, agents, host_tools};
 use assent_tools::{AgentPolicy, RuleAction};
 use axum::Json;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use serde::Deserialize;
 use serde::Serialize;
 
@@ -323,6 +324,7 @@ pub(crate) struct RuleBody {
 
 pub(crate) async fn set_rule(
     State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     path: Result<Path<(String, String)>, PathRejection>,
     body: Body<RuleBody>,
 ) -> ApiResult {
@@ -335,6 +337,7 @@ pub(crate) async fn set_rule(
         .map_err(ServerError::BadRequest)?;
     let change = RuleChange {
         approvals: body.approvals,
+        by: Some(caller.identity()),
         ..RuleChange::new(tool, action)
     };
     let (agent, _) = change_agent_rule(&state.engine, &id, &change, now()).await?;

@@ -77,6 +77,17 @@ pub async fn policy_at(
         .map(|agent| agent.policy.in_force(now)))
 }
 
+/// Enters on the consent chain that `by` made the change agent `agent_id`'s rules
+/// now show (its rules entry again, naming who).
+pub async fn record_changed_by(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    by: &str,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    chain::append_rules_by(conn, agent_id, Some(by), now).await
+}
+
 /// Sets agent `agent_id`'s rule for `rule`'s pattern to `rule` (its expiry included),
 /// in the place of the rule it had for exactly that pattern, keeping its categories
 /// and other rules (expired ones included). Returns `None` for an unknown agent, else

@@ -346,6 +346,16 @@ pub(crate) async fn append_rules(
     agent_id: &str,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
+    append_rules_by(conn, agent_id, None, now).await
+}
+
+/// [`append_rules`], naming who made the change when known.
+pub(crate) async fn append_rules_by(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    by: Option<&str>,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
     let row = sqlx::query(
         "SELECT id, categories, rules, shadow_rules, tool_settings FROM agents WHERE id = $1",
     )
@@ -353,7 +363,7 @@ pub(crate) async fn append_rules(
     .fetch_optional(&mut *conn)
     .await?;
     let Some(row) = row else { return Ok(()) };
-    let entry = rules_entry(&row, None)?;
+    let entry = rules_entry(&row, by)?;
     append(conn, vec![entry], now).await
 }
 

@@ -263,6 +263,12 @@ async fn a_reviewer_confirms_and_rejects_in_the_browser() {
         !login_form.is_displayed().await.expect("visibility"),
         "the login form is gone after logging in"
     );
+    // The header shows the server's proof of what ran (`assent audit verify`).
+    wait_until(
+        &client,
+        "document.getElementById('proof').textContent === 'verified'",
+    )
+    .await;
     assert_eq!(
         text_of(&client, &format!("{card} .suggests")).await,
         "Agent triage suggests 2 changes"
