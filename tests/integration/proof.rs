@@ -42,12 +42,12 @@ fn call(rng: &mut Lcg, n: u64) -> (&'static str, Value) {
     }
 }
 
-/// Open `(set, index)` pairs of `app`'s database.
-async fn open_items(app: &TestApp) -> Vec<(Uuid, usize)> {
+/// `(set, index)` of `app`'s items in one of `statuses` (SQL string literals).
+async fn items_in(app: &TestApp, statuses: &str) -> Vec<(Uuid, usize)> {
     let mut conn = app.store.pool().acquire().await.unwrap();
-    let rows: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT change_set_id, item_index FROM change_items WHERE status IN ('pending', 'deferred') ORDER BY change_set_id, item_index",
-    )
+    let rows: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT change_set_id, item_index FROM change_items WHERE status IN ({statuses}) ORDER BY change_set_id, item_index"
+    )))
     .fetch_all(&mut *conn)
     .await
     .unwrap();
@@ -56,18 +56,14 @@ async fn open_items(app: &TestApp) -> Vec<(Uuid, usize)> {
         .collect()
 }
 
-/// Confirmed `(set, index)` pairs, for undo.
+/// Items a person may still decide.
+async fn open_items(app: &TestApp) -> Vec<(Uuid, usize)> {
+    items_in(app, "'pending', 'deferred'").await
+}
+
+/// Confirmed items, for undo.
 async fn confirmed_items(app: &TestApp) -> Vec<(Uuid, usize)> {
-    let mut conn = app.store.pool().acquire().await.unwrap();
-    let rows: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT change_set_id, item_index FROM change_items WHERE status = 'confirmed' ORDER BY change_set_id, item_index",
-    )
-    .fetch_all(&mut *conn)
-    .await
-    .unwrap();
-    rows.into_iter()
-        .map(|(id, index)| (Uuid::parse_str(&id).unwrap(), index as usize))
-        .collect()
+    items_in(app, "'confirmed'").await
 }
 
 fn pick<T: Copy>(rng: &mut Lcg, items: &[T]) -> Option<T> {

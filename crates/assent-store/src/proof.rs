@@ -217,6 +217,36 @@ struct ItemHistory<'a> {
 /// Checks the proof's rules over `input` (pure).
 pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report {
     let mut violations = Vec::new();
+    let (contents, own) = chain_intact(input, options, &mut violations);
+    let begins = input
+        .entries
+        .iter()
+        .zip(&contents)
+        .find(|(e, _)| e.device_id == input.device_id && e.kind == EntryKind::ChainBegins.as_str())
+        .and_then(|(_, c)| c.as_ref());
+    let audit_floor = begins.and_then(|c| c["auditIdFloor"].as_i64()).unwrap_or(0);
+    let new_database = begins.is_none_or(|c| c["reason"] == "newDatabase");
+
+    rows_match(input, &contents, audit_floor, new_database, &mut violations);
+    let effects = effects_consented(input, &contents, audit_floor, options, &mut violations);
+    violations.sort_by(|a, b| a.entry.cmp(&b.entry));
+    Report {
+        verified: violations.is_empty(),
+        device_id: head.device_id.clone(),
+        entries: own,
+        head: head.hash.clone(),
+        effects_checked: effects,
+        violations,
+    }
+}
+
+/// Rule 1: positions, links and hashes, and the checkpoint head; returns each entry's
+/// content parsed (once, for the other rules) and how many entries are this device's.
+fn chain_intact(
+    input: &ProofInput,
+    options: &VerifyOptions,
+    violations: &mut Vec<Violation>,
+) -> (Vec<Option<Value>>, u64) {
     let mut own = 0u64;
     // Rule 1, and each entry's content parsed once.
     let mut contents: Vec<Option<Value>> = Vec::with_capacity(input.entries.len());
@@ -281,18 +311,21 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         });
     }
 
-    let begins = input
-        .entries
-        .iter()
-        .zip(&contents)
-        .find(|(e, _)| e.device_id == input.device_id && e.kind == EntryKind::ChainBegins.as_str())
-        .and_then(|(_, c)| c.as_ref());
-    let audit_floor = begins.and_then(|c| c["auditIdFloor"].as_i64()).unwrap_or(0);
-    let new_database = begins.is_none_or(|c| c["reason"] == "newDatabase");
+    (contents, own)
+}
 
+/// Rule 2: every chained row still says what its latest entry says, every entry's row
+/// exists, and rows written since the chain began have entries.
+fn rows_match(
+    input: &ProofInput,
+    contents: &[Option<Value>],
+    audit_floor: i64,
+    new_database: bool,
+    violations: &mut Vec<Violation>,
+) {
     // Latest entry per (kind, subject), and each kind's entries in order.
     let mut latest: HashMap<(&str, &str), (usize, &Value)> = HashMap::new();
-    for (i, (entry, content)) in input.entries.iter().zip(&contents).enumerate() {
+    for (i, (entry, content)) in input.entries.iter().zip(contents).enumerate() {
         let Some(content) = content else {
             violations.push(Violation {
                 entry: place(entry),
@@ -335,13 +368,13 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         let subject = row.decision.id.to_string();
         match entry_of(EntryKind::Decision, &subject) {
             Some((i, content)) => mismatch(
-                &mut violations,
+                violations,
                 i,
                 &format!("decision {subject}"),
                 &row.chain_content(),
                 content,
             ),
-            None if new_database => no_entry(&mut violations, format!("decision {subject}")),
+            None if new_database => no_entry(violations, format!("decision {subject}")),
             None => {}
         }
         seen.insert((EntryKind::Decision.as_str(), subject));
@@ -350,36 +383,30 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         let subject = row.id.to_string();
         match entry_of(EntryKind::Audit, &subject) {
             Some((i, content)) => mismatch(
-                &mut violations,
+                violations,
                 i,
                 &format!("audit record {subject}"),
                 &row.chain_content(),
                 content,
             ),
-            None if row.id > audit_floor => {
-                no_entry(&mut violations, format!("audit record {subject}"))
-            }
+            None if row.id > audit_floor => no_entry(violations, format!("audit record {subject}")),
             None => {}
         }
         seen.insert((EntryKind::Audit.as_str(), subject));
     }
     for (subject, row) in &input.approvals {
         match entry_of(EntryKind::Approval, subject) {
-            Some((i, content)) => mismatch(
-                &mut violations,
-                i,
-                &format!("approval {subject}"),
-                row,
-                content,
-            ),
-            None if new_database => no_entry(&mut violations, format!("approval {subject}")),
+            Some((i, content)) => {
+                mismatch(violations, i, &format!("approval {subject}"), row, content)
+            }
+            None if new_database => no_entry(violations, format!("approval {subject}")),
             None => {}
         }
         seen.insert((EntryKind::Approval.as_str(), subject.clone()));
     }
     // A job: its latest whole entry binds the action; its latest entry its status.
     let mut job_written: HashMap<&str, &Value> = HashMap::new();
-    for (entry, content) in input.entries.iter().zip(&contents) {
+    for (entry, content) in input.entries.iter().zip(contents) {
         if entry.kind == EntryKind::Job.as_str()
             && let Some(content) = content
             && content.get("operationId").is_some()
@@ -391,7 +418,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         let subject = job.id.to_string();
         let Some((i, last)) = entry_of(EntryKind::Job, &subject) else {
             if new_database {
-                no_entry(&mut violations, format!("job {subject}"));
+                no_entry(violations, format!("job {subject}"));
             }
             continue;
         };
@@ -402,7 +429,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                 map.remove("dueAt");
             }
             mismatch(
-                &mut violations,
+                violations,
                 i,
                 &format!("job {subject}"),
                 &jobs::chain_content(job),
@@ -431,14 +458,14 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                     map.remove("by");
                 }
                 mismatch(
-                    &mut violations,
+                    violations,
                     i,
                     &format!("agent {subject}'s rules"),
                     row,
                     &entered,
                 );
             }
-            None => no_entry(&mut violations, format!("agent {subject}'s rules")),
+            None => no_entry(violations, format!("agent {subject}'s rules")),
         }
         seen.insert((EntryKind::Rules.as_str(), subject));
     }
@@ -446,14 +473,10 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         let subject = grant.id.to_string();
         let row = delegation::grant_chain_content(grant);
         match entry_of(EntryKind::Grant, &subject) {
-            Some((i, content)) => mismatch(
-                &mut violations,
-                i,
-                &format!("grant {subject}"),
-                &row,
-                content,
-            ),
-            None if new_database => no_entry(&mut violations, format!("grant {subject}")),
+            Some((i, content)) => {
+                mismatch(violations, i, &format!("grant {subject}"), &row, content)
+            }
+            None if new_database => no_entry(violations, format!("grant {subject}")),
             None => {}
         }
         seen.insert((EntryKind::Grant.as_str(), subject));
@@ -469,10 +492,20 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
             Some(EntryKind::Grant) => "grant",
         };
         if !seen.contains(&(*kind, (*subject).to_owned())) {
-            missing_row(&mut violations, *i, &format!("{what} {subject}"));
+            missing_row(violations, *i, &format!("{what} {subject}"));
         }
     }
+}
 
+/// Rules 3 to 6 over the chain's own record of what happened; returns how many effects
+/// were checked.
+fn effects_consented(
+    input: &ProofInput,
+    contents: &[Option<Value>],
+    audit_floor: i64,
+    options: &VerifyOptions,
+    violations: &mut Vec<Violation>,
+) -> u64 {
     // Rules 3 to 6, over the chain's own record of what happened.
     let mut items: HashMap<(String, u64), ItemHistory<'_>> = HashMap::new();
     let mut by_operation: HashMap<String, (String, u64)> = HashMap::new();
@@ -480,7 +513,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
     let mut job_statuses: HashMap<&str, Vec<(usize, &str)>> = HashMap::new();
     let mut rules_history: HashMap<&str, Vec<(usize, &Value)>> = HashMap::new();
     let mut grants_history: HashMap<&str, Vec<(usize, &Value)>> = HashMap::new();
-    for (i, (entry, content)) in input.entries.iter().zip(&contents).enumerate() {
+    for (i, (entry, content)) in input.entries.iter().zip(contents).enumerate() {
         let Some(content) = content else { continue };
         match EntryKind::parse(&entry.kind) {
             Some(EntryKind::Decision) => {
@@ -547,7 +580,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
 
     let mut effects = 0u64;
     let mut ran: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, (entry, content)) in input.entries.iter().zip(&contents).enumerate() {
+    for (i, (entry, content)) in input.entries.iter().zip(contents).enumerate() {
         let Some(record) = content else { continue };
         if entry.kind != EntryKind::Audit.as_str()
             || record["kind"] != AuditKind::Result.as_str()
@@ -588,14 +621,14 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                     if g["revokedAt"].is_null()
                         && name_matches(g["toolName"].as_str().unwrap_or_default(), tool) => {}
                 Some(_) => fail(
-                    &mut violations,
+                    violations,
                     ProofRule::Consent,
                     format!(
                         "grant {grant} in force for {tool} when it ran (it was revoked or is for another tool)"
                     ),
                 ),
                 None => fail(
-                    &mut violations,
+                    violations,
                     ProofRule::Consent,
                     format!("grant {grant} on the chain before {tool} ran"),
                 ),
@@ -609,14 +642,14 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                 .and_then(|h| h.iter().rev().find(|(r, _)| *r < i).map(|(_, c)| *c));
             let Some(rules) = rules else {
                 fail(
-                    &mut violations,
+                    violations,
                     ProofRule::Consent,
                     format!("agent {agent}'s rules on the chain before {tool} ran unasked"),
                 );
                 continue;
             };
             if let Some(problem) = unasked_problem(rules, allowed_by, tool, at) {
-                fail(&mut violations, ProofRule::Consent, problem);
+                fail(violations, ProofRule::Consent, problem);
             }
             continue;
         };
@@ -628,7 +661,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         });
         let Some((_, decision)) = confirmed else {
             fail(
-                &mut violations,
+                violations,
                 ProofRule::Consent,
                 format!(
                     "a confirmation of item {}:{} on the chain ({tool} ran with none)",
@@ -667,7 +700,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                 .unwrap_or_default();
             if (approvers.len() as u64) < u64::from(needed) {
                 fail(
-                    &mut violations,
+                    violations,
                     ProofRule::Consent,
                     format!(
                         "{needed} distinct people (not the agent) approving the arguments that ran, found {}",
@@ -679,7 +712,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
             match decision["decidedBy"].as_str() {
                 Some(by) if by != agent && !by.is_empty() => {}
                 Some(by) => fail(
-                    &mut violations,
+                    violations,
                     ProofRule::Consent,
                     format!("a person to confirm, not the agent {by}"),
                 ),
@@ -687,7 +720,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                     j["approvedBy"].as_array().is_some_and(|a| !a.is_empty())
                 }) => {}
                 None => fail(
-                    &mut violations,
+                    violations,
                     ProofRule::Consent,
                     format!(
                         "the confirmation of item {}:{} to name who confirmed",
@@ -703,7 +736,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
             })
         {
             fail(
-                &mut violations,
+                violations,
                 ProofRule::NoRunAfterRejection,
                 format!(
                     "nothing to run after the rejection at {}",
@@ -717,7 +750,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                 && at < due
             {
                 fail(
-                    &mut violations,
+                    violations,
                     ProofRule::HoldWindow,
                     format!("the run after the hold window ended at {due}, it ran at {at}"),
                 );
@@ -731,7 +764,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                     .any(|(s, status)| *s < i && *status == JobStatus::Running.as_str())
             {
                 fail(
-                    &mut violations,
+                    violations,
                     ProofRule::HoldWindow,
                     "no run of a cancelled job".into(),
                 );
@@ -742,7 +775,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
                 && decision["approvalDigest"] != job["approvalDigest"]
             {
                 fail(
-                    &mut violations,
+                    violations,
                     ProofRule::ApprovedAction,
                     format!(
                         "approval digest {} of the decision, the job carried {}",
@@ -752,7 +785,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
             }
             if canonical_json(&job["args"]) != canonical_json(ran_with) {
                 fail(
-                    &mut violations,
+                    violations,
                     ProofRule::ApprovedAction,
                     format!(
                         "the job to run the approved arguments {}, it carried {}",
@@ -786,15 +819,7 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         }
     }
 
-    violations.sort_by(|a, b| a.entry.cmp(&b.entry));
-    Report {
-        verified: violations.is_empty(),
-        device_id: head.device_id.clone(),
-        entries: own,
-        head: head.hash.clone(),
-        effects_checked: effects,
-        violations,
-    }
+    effects
 }
 
 /// The fields where `row` differs from `entered`: `field: entered X, row Y; …`.
@@ -981,43 +1006,31 @@ mod tests {
         assert_eq!(report.entries, 2);
     }
 
+    /// Whether checking `entries` against the head of `intact` names a broken chain
+    /// at `place` (any place when `None`).
+    fn broken_at(entries: &[ChainEntry], intact: &[ChainEntry], place: Option<&str>) -> bool {
+        check(
+            &rules_of(entries),
+            &head_of(intact),
+            &VerifyOptions::default(),
+        )
+        .violations
+        .iter()
+        .any(|v| v.rule == ProofRule::ChainIntact && place.is_none_or(|p| v.entry == p))
+    }
+
     #[test]
     fn an_edited_removed_or_reordered_entry_is_named() {
         let entries = sample();
         let mut edited = entries.clone();
         edited[1].content = edited[1].content.replace("[]", "[1]");
-        let report = check(
-            &rules_of(&edited),
-            &head_of(&entries),
-            &VerifyOptions::default(),
-        );
-        assert!(
-            report
-                .violations
-                .iter()
-                .any(|v| v.entry == "dev#2" && v.rule == ProofRule::ChainIntact)
-        );
-
-        let removed = vec![entries[1].clone()];
-        let report = check(
-            &rules_of(&removed),
-            &head_of(&entries),
-            &VerifyOptions::default(),
-        );
-        assert!(
-            report
-                .violations
-                .iter()
-                .any(|v| v.entry == "dev#2" && v.rule == ProofRule::ChainIntact)
-        );
-
-        let reordered = vec![entries[1].clone(), entries[0].clone()];
-        let report = check(
-            &rules_of(&reordered),
-            &head_of(&entries),
-            &VerifyOptions::default(),
-        );
-        assert!(!report.verified());
+        assert!(broken_at(&edited, &entries, Some("dev#2")));
+        assert!(broken_at(&[entries[1].clone()], &entries, Some("dev#2")));
+        assert!(broken_at(
+            &[entries[1].clone(), entries[0].clone()],
+            &entries,
+            None
+        ));
 
         let checkpoint = VerifyOptions {
             head: Some("f".repeat(64)),
