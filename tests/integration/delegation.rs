@@ -185,6 +185,7 @@ async fn a_parent_confirms_and_the_decision_is_audited_and_attributed_to_the_age
     );
     assert_eq!(recorded[0].outcome, "proceedOnce");
     assert_eq!(recorded[0].decision_id, Some(decided[0].id));
+    assent_tests::assert_proven(&app.store, "a parent's confirmation").await;
 }
 
 #[tokio::test]
@@ -371,6 +372,7 @@ async fn always_stores_a_grant_used_on_the_next_call_until_revoked() {
             .all(|c| c.strategy == "delegated" && c.grant_id.is_none())
     );
     assert_eq!(app.load(&fourth).await.priority.as_deref(), Some("P2"));
+    assent_tests::assert_proven(&app.store, "grants used and revoked").await;
 }
 #[tokio::test]
 async fn a_grant_never_widens_the_category_allowlist() {

@@ -349,10 +349,18 @@ impl Scheduler {
         now: OffsetDateTime,
     ) -> Result<Step, ConfirmError> {
         attribution.outcome = recorded_kind(attribution.grant_id, &outcome);
+        // Who answered: the session the question went to (the parent of the agent
+        // path), named so that the decision says who consented (`audit verify`).
+        let session = attribution
+            .agent_path
+            .split('/')
+            .next()
+            .unwrap_or(&attribution.agent_path);
+        let service = self.engine.confirmations().by(format!("session:{session}"));
         let service = if recorded {
-            self.engine.confirmations().attributed(attribution.clone())
+            service.attributed(attribution.clone())
         } else {
-            self.engine.confirmations()
+            service
         };
         let applied = |result: Result<ConfirmOutcome, ConfirmError>| match result {
             Ok(done) => Ok(CallResult::Applied(Box::new(done))),
