@@ -172,6 +172,7 @@ async fn trusted_read_only_passes_a_write_waits_for_a_person_and_runs_once_when_
         names,
         [
             "append_note",
+            "assent_status",
             "crash",
             "erase_note",
             "pull_rug",
@@ -180,7 +181,9 @@ async fn trusted_read_only_passes_a_write_waits_for_a_person_and_runs_once_when_
         ]
     );
     // Another process lists the same tools for the gateway's agent, from the catalog
-    // the gateway recorded, not the journal's.
+    // the gateway recorded, not the journal's (the upstream's: not the gateway's own
+    // `assent_status`).
+    names.retain(|name| *name != assent_mcp::STATUS_TOOL);
     let listed: Value = serde_json::from_str(&succeeded(&assent(
         &s.db,
         &["tools", "--agent", "bot", "--format", "mcp"],
@@ -1606,4 +1609,150 @@ async fn a_down_upstreams_error_names_the_server_once() {
          sent): its connection is closed."
     );
     client.cancel().await.expect("the client leaves");
+}
+
+/// The gateway for agent `agent` (not `bot`) in front of `upstream`, with an rmcp client.
+async fn gateway_for_agent(
+    db: &str,
+    agent: &str,
+    upstream: &[String],
+) -> RunningService<RoleClient, ()> {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_assent"));
+    command
+        .args([
+            "--db", db, "mcp", "--server", "notes", "--agent", agent, "--",
+        ])
+        .args(upstream)
+        .env_remove("RUST_LOG")
+        .kill_on_drop(true);
+    let transport = TokioChildProcess::new(command).expect("the gateway starts");
+    ().serve(transport).await.expect("the MCP handshake")
+}
+
+#[tokio::test]
+async fn assent_status_tells_the_model_what_became_of_its_own_queued_calls_only() {
+    let Some(python) = official_python() else {
+        return;
+    };
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    // Another agent's call on a server of the same name: its id is unknown to `bot`.
+    succeeded(&assent(
+        &s.db,
+        &["agent", "create", "--id", "other", "--categories", "mcp"],
+    ));
+    let other = gateway_for_agent(&s.db, "other", &upstream).await;
+    let queued = call(&other, "append_note", json!({"path": note, "text": "x"})).await;
+    let others = set_id(&text(&queued)).to_string();
+    other.cancel().await.expect("the other client leaves");
+    let unknown = Uuid::new_v4().to_string();
+
+    let assent_bin = env!("CARGO_BIN_EXE_assent");
+    let status = |id: &str| json!({"tool": "assent_status", "arguments": {"changeSetId": id}});
+    let report = python_client(
+        &python,
+        &s.db,
+        &[],
+        &upstream,
+        json!([
+            {"tool": "append_note", "arguments": {"path": note, "text": "one"}},
+            status("{changeSetId}"),
+            {"run": [assent_bin, "--db", &s.db, "confirm", "{changeSetId}", "0"]},
+            {"tool": "assent_status", "arguments": {"changeSetId": "{changeSetId}"},
+             "until": {"run": "applied"}},
+            {"tool": "append_note", "arguments": {"path": note, "text": "two"}},
+            {"run": [assent_bin, "--db", &s.db, "reject", "{changeSetId}", "0",
+                     "--reason", "not twice"]},
+            status("{changeSetId}"),
+            status(&others),
+            status(&unknown),
+            {"tool": "assent_status", "arguments": {"changeSetId": "not-an-id"}},
+            {"tool": "assent_status", "arguments": {}},
+        ]),
+    )
+    .await;
+    let listed_status = listed(&report, "assent_status").expect("assent_status is listed");
+    assert_eq!(
+        listed_status["annotations"]["readOnlyHint"], true,
+        "{report:#}"
+    );
+    let calls = &report["calls"];
+    let receipt = calls[0]["text"].as_str().expect("a receipt");
+    let first = calls[0]["meta"]["assent/changeSetId"]
+        .as_str()
+        .expect("the receipt's change set id");
+    assert!(
+        receipt.contains(&format!(
+            "call assent_status with {{\"changeSetId\": \"{first}\"}}"
+        )),
+        "the receipt names the status tool: {receipt}"
+    );
+    assert_eq!(calls[1]["isError"], false, "{report:#}");
+    assert_eq!(
+        calls[1]["structuredContent"]["status"], "pending",
+        "{report:#}"
+    );
+    assert!(
+        calls[1]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Pending")),
+        "{report:#}"
+    );
+    assert_eq!(calls[2]["exit"], 0, "{report:#}");
+    assert_eq!(
+        calls[3]["structuredContent"]["status"], "confirmed",
+        "{report:#}"
+    );
+    assert_eq!(
+        calls[3]["structuredContent"]["run"], "applied",
+        "{report:#}"
+    );
+    assert!(
+        calls[3]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Result:")),
+        "the upstream's result text: {report:#}"
+    );
+    assert_eq!(calls[5]["exit"], 0, "{report:#}");
+    assert_eq!(
+        calls[6]["structuredContent"]["status"], "rejected",
+        "{report:#}"
+    );
+    assert_eq!(
+        calls[6]["structuredContent"]["reason"], "not twice",
+        "{report:#}"
+    );
+    assert!(
+        calls[6]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("not twice")),
+        "{report:#}"
+    );
+    // Another agent's set answers exactly as one that does not exist.
+    assert_eq!(calls[7]["isError"], true, "{report:#}");
+    assert_eq!(
+        calls[7]["text"],
+        format!("No call of this agent has change set id {others}"),
+        "{report:#}"
+    );
+    assert_eq!(
+        calls[8]["text"],
+        format!("No call of this agent has change set id {unknown}"),
+        "{report:#}"
+    );
+    assert!(calls[7]["structuredContent"].is_null(), "{report:#}");
+    for bad in [&calls[9], &calls[10]] {
+        assert_eq!(bad["isError"], true, "{report:#}");
+        assert!(
+            bad["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("changeSetId")),
+            "{report:#}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\n")
+    );
 }

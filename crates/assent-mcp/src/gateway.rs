@@ -3,6 +3,7 @@
 use crate::McpError;
 use crate::catalog::{Trust, gateway_registry, idempotent, listed, route};
 use crate::host::{McpHost, adopt_legacy, gateway_host};
+use crate::status::{STATUS_TOOL, requested_set, status_answer, status_tool, unknown_set};
 use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
 use assent_changeset::{ToolArguments, ToolCall, reply};
 use assent_confirm::{Engine, WakeRequest};
@@ -316,8 +317,12 @@ impl Gateway {
     }
 
     /// The upstream's tools as the client names them (see [`Inner::prefix`]).
+    /// An upstream tool named like the gateway's own [`STATUS_TOOL`] is left out: the
+    /// name answers the gateway's status, never reaches the upstream.
     fn client_tools(&self) -> Vec<Tool> {
-        client_tools(&self.inner.caller.upstream().tools(), &self.inner.prefix)
+        let mut tools = client_tools(&self.inner.caller.upstream().tools(), &self.inner.prefix);
+        tools.retain(|tool| tool.name != STATUS_TOOL);
+        tools
     }
 
     /// The upstream's tools the agent may see: every one its rules do not deny, a
@@ -446,8 +451,9 @@ impl Gateway {
             return Ok(Called::Task(task));
         }
         let mut queued = CallToolResult::success(vec![ContentBlock::text(format!(
-            "{reply}\nChange set {}, item 0.",
-            set.id
+            "{reply}\nChange set {id}, item 0.\nTo learn what a person decided, call \
+             {STATUS_TOOL} with {{\"changeSetId\": \"{id}\"}}.",
+            id = set.id
         ))]);
         queued.meta = Some(self.receipt_meta(set.id));
         let result = match inner.options.wait {
@@ -575,6 +581,11 @@ impl Gateway {
         let Some((set_id, 0)) = parse_task_id(task_id) else {
             return Ok(None);
         };
+        Ok(self.owns(set_id).await?.then_some(set_id))
+    }
+
+    /// Whether change set `set_id` is a call of this agent on this server.
+    async fn owns(&self, set_id: Uuid) -> Result<bool, McpError> {
         let mut conn = self.connection().await?;
         let ours = change_sets::load(&mut conn, set_id)
             .await?
@@ -583,7 +594,28 @@ impl Gateway {
                     && set.target_id == self.inner.target.id
                     && set.agent_id == self.inner.options.agent
             });
-        Ok(ours.then_some(set_id))
+        Ok(ours)
+    }
+
+    /// The answer of `assent_status` for change set `set_id` when it is a call of this
+    /// agent on this server (see [`crate::status`]), `None` otherwise: the engine's
+    /// outcome of the set, read after the ownership check.
+    pub async fn status_of(&self, set_id: Uuid) -> Result<Option<CallToolResult>, McpError> {
+        if !self.owns(set_id).await? {
+            return Ok(None);
+        }
+        let outcome = self.engine().confirmations().outcome(set_id).await?;
+        Ok(Some(status_answer(&outcome)))
+    }
+
+    /// The answer to an `assent_status` call with `args` on this server alone.
+    pub async fn status(&self, args: &Value) -> Result<CallToolResult, ErrorData> {
+        let set_id = match requested_set(args) {
+            Ok(set_id) => set_id,
+            Err(refused) => return Ok(refused),
+        };
+        let answer = self.status_of(set_id).await.map_err(internal)?;
+        Ok(answer.unwrap_or_else(|| unknown_set(set_id)))
     }
 
     /// Keeps the listing's promise to a client that checks results: a tool listed with
@@ -896,7 +928,8 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.list_for_client().await.map_err(internal)?;
+        let mut tools = self.list_for_client().await.map_err(internal)?;
+        tools.push(status_tool());
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -962,6 +995,9 @@ impl Gateway {
     ) -> Result<CallToolResponse, ErrorData> {
         let span = tracing::info_span!("mcp_call", server = %self.inner.options.server, tool = %request.name);
         let args = Value::Object(request.arguments.unwrap_or_default());
+        if request.name == STATUS_TOOL && self.inner.prefix.is_empty() {
+            return Ok(self.status(&args).instrument(span).await?.into());
+        }
         // A client's notifications/cancelled ends the call here: its future (a wake, an
         // upstream call after the wake's commit) is dropped, and the upstream is told.
         let as_task = context

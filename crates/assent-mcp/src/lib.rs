@@ -29,6 +29,7 @@ mod gateway;
 mod host;
 pub mod redact;
 mod serve;
+mod status;
 mod upstream;
 
 pub use catalog::{
@@ -46,6 +47,7 @@ pub use serve::{
     Downstream, Gateways, HttpDownstream, MCP_PATH, Supervision, mount_config, run, run_config,
     run_one,
 };
+pub use status::STATUS_TOOL;
 pub use upstream::{
     Deadlines, OPERATION_ID_META, Upstream, UpstreamCaller, UpstreamError, http_transport,
     result_text,

@@ -10,6 +10,7 @@ use crate::catalog::Trust;
 use crate::config::{ServersConfig, UpstreamSource, namespaced, split_namespaced};
 use crate::gateway::{Gateway, GatewayOptions, POLL, unknown_task};
 use crate::host::check_host_free;
+use crate::status::{STATUS_TOOL, requested_set, status_tool, unknown_set};
 use crate::upstream::Upstream;
 use assent_domain::OffsetDateTime;
 use assent_store::Store;
@@ -421,6 +422,28 @@ impl Gateways {
         }
     }
 
+    /// The answer to an `assent_status` call: the first server's gateway whose call
+    /// the set is answers; a set of no server of this agent is unknown.
+    pub async fn status(
+        &self,
+        args: &serde_json::Value,
+    ) -> Result<rmcp::model::CallToolResult, ErrorData> {
+        let set_id = match requested_set(args) {
+            Ok(set_id) => set_id,
+            Err(refused) => return Ok(refused),
+        };
+        for gateway in self.servers.values() {
+            let answer = gateway
+                .status_of(set_id)
+                .await
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            if let Some(answer) = answer {
+                return Ok(answer);
+            }
+        }
+        Ok(unknown_set(set_id))
+    }
+
     /// The gateway of server `name`.
     pub fn get(&self, name: &str) -> Option<&Gateway> {
         self.servers.get(name)
@@ -476,6 +499,7 @@ impl ServerHandler for Gateways {
                 }
             }
         }
+        all.push(status_tool());
         Ok(ListToolsResult::with_all_items(all))
     }
 
@@ -494,6 +518,11 @@ impl ServerHandler for Gateways {
                 None,
             )
         };
+        if request.name == STATUS_TOOL {
+            let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
+            let span = tracing::info_span!("mcp_status");
+            return Ok(self.status(&args).instrument(span).await?.into());
+        }
         let Some((server, _)) = split_namespaced(&request.name) else {
             return Err(unknown());
         };

@@ -99,12 +99,12 @@ async fn one_config_serves_every_server_under_its_name_with_its_own_trust() {
         "{names:?}"
     );
     assert!(
-        names
-            .iter()
-            .all(|n| n.starts_with("notes__") || n.starts_with("strict__")),
+        names.iter().all(|n| n.starts_with("notes__")
+            || n.starts_with("strict__")
+            || n == assent_mcp::STATUS_TOOL),
         "{names:?}"
     );
-    assert_eq!(names.len(), 12, "{names:?}");
+    assert_eq!(names.len(), 13, "{names:?}");
 
     // Trusted hints: the read runs at once; the same tool of the strict server waits.
     let read = call(&client, "notes__read_note", json!({"path": existing})).await;
@@ -143,6 +143,22 @@ async fn one_config_serves_every_server_under_its_name_with_its_own_trust() {
     assert!(
         pending.to_string().contains("\"notes__append_note\""),
         "{pending:#}"
+    );
+    // `assent_status` (one, for every server) finds the set among the servers' calls.
+    let status = call(
+        &client,
+        assent_mcp::STATUS_TOOL,
+        json!({"changeSetId": set.to_string()}),
+    )
+    .await;
+    assert_eq!(
+        status
+            .structured_content
+            .as_ref()
+            .map(|s| s["status"].clone()),
+        Some(json!("pending")),
+        "{}",
+        text(&status)
     );
     confirm_and_see(&s.db, set_id(&reply), &note, "one\n").await;
 
@@ -1140,7 +1156,12 @@ async fn a_server_name_that_would_split_two_ways_is_refused() {
     let (client, log) = config_gateway(&s.db, &config, &[]).await;
     let tools = client.peer().list_all_tools().await.expect("tools/list");
     let names = names(&tools);
-    assert!(names.iter().all(|n| n.starts_with("s__")), "{names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("s__") || n == assent_mcp::STATUS_TOOL),
+        "{names:?}"
+    );
     let unknown = client
         .peer()
         .call_tool(CallToolRequestParams::new("s___append_note"))
