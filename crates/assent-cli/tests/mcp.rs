@@ -1756,3 +1756,153 @@ async fn assent_status_tells_the_model_what_became_of_its_own_queued_calls_only(
         Some("one\n")
     );
 }
+
+/// Waits (at most 10 s) for the first pending change set on `db`; its id.
+async fn first_pending(db: &str) -> Uuid {
+    let store = Store::open(db).await.expect("the store");
+    let started = std::time::Instant::now();
+    let id = loop {
+        let mut conn = store.pool().acquire().await.expect("a connection");
+        let open = change_sets::pending(&mut conn, &change_sets::PendingFilter::default())
+            .await
+            .expect("pending");
+        drop(conn);
+        if let Some(set) = open.first() {
+            break set.id;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no call was queued"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    store.close().await;
+    id
+}
+
+/// Waits (at most 10 s) until item 0 of `set` is withdrawn because the client stopped
+/// waiting, and checks that a person can no longer confirm it.
+async fn withdrawn_for_the_client(db: &str, set: Uuid) {
+    let store = Store::open(db).await.expect("the store");
+    let started = std::time::Instant::now();
+    loop {
+        let mut conn = store.pool().acquire().await.expect("a connection");
+        let status = change_sets::load(&mut conn, set)
+            .await
+            .expect("a read")
+            .expect("the set")
+            .items[0]
+            .status;
+        if status == assent_domain::ChangeItemStatus::Retracted {
+            let history = assent_store::decisions::for_change_set(&mut conn, set)
+                .await
+                .expect("decisions");
+            let last = history.last().expect("a decision");
+            assert_eq!(last.verdict, assent_domain::Verdict::Retracted);
+            assert_eq!(last.reason.as_deref(), Some(assent_mcp::STOPPED_WAITING));
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the abandoned call is still {status:?}"
+        );
+        drop(conn);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    store.close().await;
+    let late = assent(db, &["confirm", &set.to_string(), "0"]);
+    assert!(
+        !late.status.success(),
+        "a withdrawn call cannot be confirmed"
+    );
+}
+
+/// Sends `append_note` without waiting for its answer; the request's handle.
+async fn send_append(
+    client: &RunningService<RoleClient, ()>,
+    note: &Path,
+) -> rmcp::service::RequestHandle<RoleClient> {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+    let Value::Object(args) = json!({"path": note, "text": "one"}) else {
+        unreachable!()
+    };
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("append_note").with_arguments(args),
+    ));
+    client
+        .peer()
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await
+        .expect("sent")
+}
+
+#[tokio::test]
+async fn a_held_call_the_client_cancels_is_withdrawn_and_never_runs() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    let client = gateway(&s.db, &["--wait", "30"], &upstream).await;
+    let handle = send_append(&client, &note).await;
+    let set = first_pending(&s.db).await;
+    handle
+        .cancel(Some("the user pressed stop".to_owned()))
+        .await
+        .expect("cancelled");
+    withdrawn_for_the_client(&s.db, set).await;
+    assert!(!note.exists(), "the withdrawn call never ran");
+    client.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn a_held_call_is_withdrawn_when_the_client_closes_stdio_and_a_receipt_is_not() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    // Answered with a receipt (no --wait): the model can follow it, it stays pending.
+    let client = gateway(&s.db, &[], &upstream).await;
+    let receipt = call(
+        &client,
+        "append_note",
+        json!({"path": note, "text": "kept"}),
+    )
+    .await;
+    let kept = set_id(&text(&receipt));
+    client.cancel().await.expect("the client leaves");
+
+    let client = gateway(&s.db, &["--wait", "30"], &upstream).await;
+    let _handle = send_append(&client, &note).await;
+    let started = std::time::Instant::now();
+    let held = loop {
+        let pending = succeeded(&assent(&s.db, &["--json", "pending"]));
+        let ids: Vec<Value> = serde_json::from_str::<Value>(&pending)
+            .expect("JSON")
+            .as_array()
+            .expect("sets")
+            .iter()
+            .map(|set| set["id"].clone())
+            .collect();
+        if let Some(other) = ids.iter().find(|id| **id != json!(kept.to_string())) {
+            break other
+                .as_str()
+                .expect("an id")
+                .parse::<Uuid>()
+                .expect("a uuid");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the held call was never queued"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // The client closes the gateway's stdin (and, the MCP stdio shutdown, sends SIGTERM
+    // if it does not exit soon): the held call is withdrawn before the process ends.
+    client.cancel().await.expect("the client leaves");
+    withdrawn_for_the_client(&s.db, held).await;
+    assert!(!note.exists(), "the withdrawn call never ran");
+    let still = succeeded(&assent(&s.db, &["--json", "pending"]));
+    assert!(
+        still.contains(&kept.to_string()),
+        "the receipt's call stays: {still}"
+    );
+}

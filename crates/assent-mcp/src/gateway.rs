@@ -83,6 +83,10 @@ struct Inner {
     /// When the previous release's host was last looked at for calls of this agent
     /// that arrived since (a sync from a device of that release): see [`adopt_legacy`].
     adopted_at: Mutex<Option<std::time::Instant>>,
+    /// The change sets of calls a client is waiting on right now (held by `--wait`,
+    /// not yet answered): withdrawn when the client stops waiting ([`Holding`]), and
+    /// by [`Gateway::withdraw_held`] when the client's session or stdio ends.
+    held: Mutex<BTreeSet<Uuid>>,
 }
 
 /// How often a running gateway looks for its agent's calls under the previous
@@ -172,6 +176,7 @@ impl Gateway {
                 promised: Mutex::new(BTreeSet::new()),
                 prefix,
                 adopted_at: Mutex::new(Some(std::time::Instant::now())),
+                held: Mutex::new(BTreeSet::new()),
             }),
         })
     }
@@ -664,9 +669,12 @@ impl Gateway {
         let token = context.and_then(|c| c.meta.get_progress_token());
         let mut last_progress = started;
         let mut step = 0.0;
+        // Dropped unanswered (the client cancelled, its session ended): withdrawn.
+        let holding = Holding::new(self.clone(), set_id);
         while started.elapsed() < wait {
             tokio::time::sleep(POLL).await;
             if let Some(result) = self.decided(set_id).await.map_err(internal)? {
+                holding.release();
                 return Ok(result);
             }
             if let (Some(token), Some(context)) = (&token, context)
@@ -679,7 +687,66 @@ impl Gateway {
                 let _ = context.peer.notify_progress(note).await;
             }
         }
+        // Answered with the receipt: the model can follow it (`assent_status`).
+        holding.release();
         Ok(queued)
+    }
+
+    /// Withdraws the call of change set `set_id` when it is still undecided: the
+    /// client stopped waiting for it ([`STOPPED_WAITING`]), so nobody would hear its
+    /// result. Through the engine's confirmation service (audited, webhooks); a call a
+    /// person decided meanwhile is left as it is.
+    #[tracing::instrument(skip(self), fields(server = %self.inner.options.server, change_set = %set_id))]
+    pub async fn withdraw_abandoned(&self, set_id: Uuid) -> Result<(), McpError> {
+        let engine = self.engine();
+        let open = {
+            let mut conn = self.connection().await?;
+            change_sets::load(&mut conn, set_id)
+                .await?
+                .and_then(|set| set.items.first().map(|item| item.status))
+                .is_some_and(|status| {
+                    matches!(
+                        status,
+                        ChangeItemStatus::Pending | ChangeItemStatus::Deferred
+                    )
+                })
+        };
+        if open {
+            let withdrawn = engine
+                .confirmations()
+                .withdraw_item(
+                    set_id,
+                    0,
+                    STOPPED_WAITING.to_owned(),
+                    OffsetDateTime::now_utc(),
+                )
+                .await;
+            match withdrawn {
+                Ok(_) => tracing::info!("the client stopped waiting: the call is withdrawn"),
+                Err(assent_confirm::ConfirmError::Conflict(_)) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        if let Ok(mut held) = self.inner.held.lock() {
+            held.remove(&set_id);
+        }
+        Ok(())
+    }
+
+    /// Withdraws every call a client is still waiting on ([`Gateway::withdraw_abandoned`]):
+    /// the client's stdio or session ended, or the gateway is stopping.
+    pub async fn withdraw_held(&self) {
+        let held: Vec<Uuid> = self
+            .inner
+            .held
+            .lock()
+            .map(|held| held.iter().copied().collect())
+            .unwrap_or_default();
+        for set_id in held {
+            if let Err(error) = self.withdraw_abandoned(set_id).await {
+                tracing::error!(%error, change_set = %set_id, "withdrawing a call nobody waits for failed");
+            }
+        }
     }
 
     /// The answer for a queued call once a person decided its item, `None` while open.
@@ -844,6 +911,58 @@ fn review_of(catalog: &[HostTool]) -> BTreeSet<String> {
         .map(|tool| tool.tool_name.clone())
         .collect()
 }
+
+/// A call a client is waiting on: registered in [`Inner::held`] while the wait lasts.
+/// Released when the call is answered (a decision, or the receipt); dropped
+/// unreleased (the client's cancellation, its request timeout or its session's end
+/// drops the waiting future) it withdraws the call on a task of its own. It stays in
+/// `held` until withdrawn, so [`Gateway::withdraw_held`] at the session's end finds it
+/// even when that task had no time to run.
+struct Holding {
+    gateway: Option<Gateway>,
+    set_id: Uuid,
+}
+
+impl Holding {
+    fn new(gateway: Gateway, set_id: Uuid) -> Self {
+        if let Ok(mut held) = gateway.inner.held.lock() {
+            held.insert(set_id);
+        }
+        Self {
+            gateway: Some(gateway),
+            set_id,
+        }
+    }
+
+    fn release(mut self) {
+        if let Some(gateway) = self.gateway.take()
+            && let Ok(mut held) = gateway.inner.held.lock()
+        {
+            held.remove(&self.set_id);
+        }
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        let Some(gateway) = self.gateway.take() else {
+            return;
+        };
+        let set_id = self.set_id;
+        tracing::info!(change_set = %set_id, "the client stopped waiting for a queued call");
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(error) = gateway.withdraw_abandoned(set_id).await {
+                    tracing::error!(%error, change_set = %set_id, "withdrawing a call nobody waits for failed");
+                }
+            });
+        }
+    }
+}
+
+/// The reason recorded when a call is withdrawn because its client stopped waiting
+/// for it (cancelled the request, timed out, or closed its session or stdio).
+pub const STOPPED_WAITING: &str = "the client stopped waiting";
 
 /// What a call came to: an answer, or (for a client that declared the tasks
 /// extension) a task for a queued call.

@@ -38,7 +38,7 @@ pub use catalog::{
 pub use error::McpError;
 pub use gateway::{
     CANCELLED_BY_AGENT, CHANGE_SET_META, Gateway, GatewayOptions, QUEUED, REVIEW_URL_META,
-    TASK_FAILED_CODE, parse_task_id, task_id,
+    STOPPED_WAITING, TASK_FAILED_CODE, parse_task_id, task_id,
 };
 pub use host::{
     InlineUpstream, LedgerUpstream, McpHost, adopt_legacy, check_host_free, gateway_host, host_name,

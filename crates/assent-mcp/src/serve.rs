@@ -233,6 +233,7 @@ async fn serve<H>(
 where
     H: ServerHandler + Clone + Send + Sync + 'static,
 {
+    let gateways: Vec<Gateway> = served.iter().map(|s| s.gateway.clone()).collect();
     let supervision = Supervision::of(served);
     let result = match downstream {
         Downstream::Stdio => {
@@ -240,14 +241,23 @@ where
                 .serve(rmcp::transport::stdio())
                 .await
                 .map_err(|e| McpError::Client(e.to_string()))?;
-            server
-                .waiting()
-                .await
-                .map(|_| ())
-                .map_err(|e| McpError::Client(e.to_string()))
+            // A client that closes stdin and does not wait long for the gateway to
+            // exit sends SIGTERM (the MCP stdio shutdown): the held calls are withdrawn
+            // below either way.
+            tokio::select! {
+                waited = server.waiting() => waited
+                    .map(|_| ())
+                    .map_err(|e| McpError::Client(e.to_string())),
+                () = stop_signal() => Ok(()),
+            }
         }
         Downstream::Http(http) => serve_http(store, agent, handler, http).await,
     };
+    // The client left (or the gateway is stopping): nobody hears the answers of the
+    // calls still held, so they are withdrawn before the process ends.
+    for gateway in &gateways {
+        gateway.withdraw_held().await;
+    }
     drop(supervision);
     result
 }
@@ -273,7 +283,7 @@ async fn supervise(served: Served) {
     }
 }
 
-/// Serves `handler` at [`MCP_PATH`] over Streamable HTTP until ctrl-c, through `assent
+/// Serves `handler` at [`MCP_PATH`] over Streamable HTTP until ctrl-c (or SIGTERM), through `assent
 /// serve`'s accept loop with `http.limits` (`assent_server::accept_loop`): every
 /// request carries an agent token of `agent` (`Authorization: Bearer`), else 401; a
 /// `Host` outside the allowed hosts is refused by rmcp (403).
@@ -300,7 +310,31 @@ where
         assent_server::accept_loop(listener, router, http.limits, std::future::pending(), || {});
     tokio::select! {
         served = served => served.map_err(|e| McpError::Client(e.to_string())),
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        () = stop_signal() => Ok(()),
+    }
+}
+
+/// Resolves on ctrl-c, or on SIGTERM on Unix.
+async fn stop_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
     }
 }
 
