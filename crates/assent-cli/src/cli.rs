@@ -270,6 +270,10 @@ pub enum AgentCommand {
     /// Say that the agent's calls of TOOL are idempotent: an approved call that a crash
     /// left in doubt simply runs again (--off takes it back).
     Idempotent(AgentIdempotentArgs),
+    /// Let the agent's MCP calls of TOOL that a person confirms after their chat ended
+    /// run in a later gateway session (by default they never run there; --off takes it
+    /// back).
+    RunAfterDisconnect(AgentIdempotentArgs),
     /// Hold the agent's confirmed calls of TOOL for SECS seconds before they run: until
     /// then a person may cancel them (`assent jobs cancel ID`, the page's Undo). 0
     /// removes the hold.
@@ -345,14 +349,14 @@ fn parse_span(text: &str) -> Result<Duration, String> {
     }
 }
 
-/// `assent agent idempotent AGENT TOOL [--off]`.
+/// `assent agent idempotent|run-after-disconnect AGENT TOOL [--off]`.
 #[derive(Debug, Args)]
 pub struct AgentIdempotentArgs {
     /// The agent's id.
     pub agent: String,
     /// The tool's name.
     pub tool: String,
-    /// Take the word back: a call of TOOL left in doubt waits for a person again.
+    /// Take the word back.
     #[arg(long)]
     pub off: bool,
 }

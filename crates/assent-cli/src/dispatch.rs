@@ -74,6 +74,15 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             agent_rule(&ctx, args, RuleAction::Deny).await
         }
         DbCommand::Agent(AgentCommand::Idempotent(args)) => agent_idempotent(&ctx, args).await,
+        DbCommand::Agent(AgentCommand::RunAfterDisconnect(args)) => {
+            crate::mcp_commands::agent_run_after_disconnect(
+                &ctx,
+                &args.agent,
+                &args.tool,
+                !args.off,
+            )
+            .await
+        }
         DbCommand::Agent(AgentCommand::Hold(args)) => {
             crate::task_commands::agent_hold(&ctx, args).await
         }

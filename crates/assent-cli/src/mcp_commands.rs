@@ -168,3 +168,44 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
         other => CliError::Failed(other.into()),
     })
 }
+
+/// `assent agent run-after-disconnect AGENT TOOL [--off]`: the operator's word that the
+/// agent's MCP calls of TOOL may run in a later gateway session when a person confirms
+/// them after their chat ended. Unknown agent exit 1, blank tool exit 2.
+pub async fn agent_run_after_disconnect(
+    ctx: &crate::context::Ctx,
+    agent: &str,
+    tool: &str,
+    on: bool,
+) -> Result<crate::context::Output, CliError> {
+    let (agent, tool) = (agent.trim(), tool.trim());
+    if tool.is_empty() {
+        return Err(CliError::Usage(
+            "the tool's name must not be blank".to_owned(),
+        ));
+    }
+    let mut tx = ctx.store().begin_write().await?;
+    if assent_store::agents::get(&mut tx, agent).await?.is_none() {
+        return Err(CliError::failed(format!(
+            "no agent {agent:?} on this database"
+        )));
+    }
+    let changed =
+        assent_store::mcp_sessions::set_run_after_disconnect(&mut tx, agent, tool, on, ctx.now)
+            .await?;
+    tx.commit().await?;
+    let shown = serde_json::json!({"agent": agent, "tool": tool, "runAfterDisconnect": on, "changed": changed});
+    crate::context::Output::either(ctx.json, &shown, || {
+        let said = if on {
+            "runs when confirmed after its chat ended"
+        } else {
+            "runs only in the chat that made it"
+        };
+        let note = if changed {
+            "from the gateway's next approved call on"
+        } else {
+            "it already did; nothing changed"
+        };
+        format!("Agent {agent}: {tool} {said} ({note})")
+    })
+}

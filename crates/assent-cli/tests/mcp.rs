@@ -387,7 +387,7 @@ async fn by_default_annotations_are_shown_but_only_the_agents_rules_run_a_tool_a
         Some(true),
         "the annotations are passed on"
     );
-    for tool in &tools {
+    for tool in tools.iter().filter(|t| t.name != assent_mcp::STATUS_TOOL) {
         assert_eq!(tool.output_schema, None, "{} is deferred", tool.name);
         let description = tool.description.as_deref().unwrap_or_default();
         assert!(description.ends_with(DEFERRED_NOTE), "{description}");
@@ -1110,6 +1110,11 @@ async fn servers_whose_names_differ_only_in_punctuation_never_run_each_others_ca
     let s = setup();
     let note = s.dir.path().join("note.txt");
     let upstream = vec![fixture().display().to_string()];
+    // Confirmed after its chat ended, the call runs in a later session only when marked.
+    succeeded(&assent(
+        &s.db,
+        &["agent", "run-after-disconnect", "bot", "append_note"],
+    ));
     let dashed = gateway_of(&s.db, "my-files", &[], &upstream).await;
     let queued = call(&dashed, "append_note", json!({"path": note, "text": "one"})).await;
     let set = set_id(&text(&queued));
@@ -1904,5 +1909,58 @@ async fn a_held_call_is_withdrawn_when_the_client_closes_stdio_and_a_receipt_is_
     assert!(
         still.contains(&kept.to_string()),
         "the receipt's call stays: {still}"
+    );
+}
+
+#[tokio::test]
+async fn a_call_confirmed_after_its_chat_ended_runs_in_no_later_session_unless_marked() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    // A receipt, then the chat ends; a person confirms the call afterwards.
+    let client = gateway(&s.db, &[], &upstream).await;
+    let receipt = call(&client, "append_note", json!({"path": note, "text": "one"})).await;
+    let first = set_id(&text(&receipt));
+    client.cancel().await.expect("the chat ends");
+    succeeded(&assent(&s.db, &["confirm", &first.to_string(), "0"]));
+    // The next session's gateway claims the job and refuses to run it.
+    let client = gateway(&s.db, &[], &upstream).await;
+    let failed = job_becomes(&s.db, first, "failed").await;
+    assert!(
+        failed["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("assent agent run-after-disconnect bot append_note")),
+        "{failed:#}"
+    );
+    assert!(!note.exists(), "the call of an ended chat never ran");
+
+    // Marked for the agent, such a call runs in a later session.
+    let marked = succeeded(&assent(
+        &s.db,
+        &["agent", "run-after-disconnect", "bot", "append_note"],
+    ));
+    assert!(marked.contains("append_note"), "{marked}");
+    let receipt = call(&client, "append_note", json!({"path": note, "text": "two"})).await;
+    let second = set_id(&text(&receipt));
+    client.cancel().await.expect("the chat ends");
+    succeeded(&assent(&s.db, &["confirm", &second.to_string(), "0"]));
+    let client = gateway(&s.db, &[], &upstream).await;
+    job_becomes(&s.db, second, "applied").await;
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("two\n")
+    );
+    client.cancel().await.expect("the client leaves");
+
+    // Another agent may not be marked where it does not exist: one line, exit 1.
+    let out = assent(
+        &s.db,
+        &["agent", "run-after-disconnect", "ghost", "append_note"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no agent \"ghost\" on this database"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

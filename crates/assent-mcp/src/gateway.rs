@@ -2,7 +2,7 @@
 
 use crate::McpError;
 use crate::catalog::{Trust, gateway_registry, idempotent, listed, route};
-use crate::host::{McpHost, adopt_legacy, gateway_host};
+use crate::host::{HEARTBEAT_EVERY, McpHost, SessionGuard, adopt_legacy, gateway_host};
 use crate::status::{STATUS_TOOL, requested_set, status_answer, status_tool, unknown_set};
 use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
 use assent_changeset::{ToolArguments, ToolCall, reply};
@@ -10,7 +10,7 @@ use assent_confirm::{Engine, WakeRequest};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, Verdict};
 use assent_store::host_tools::{self, HostTool, ListedTool};
 use assent_store::jobs::{self, JobStatus};
-use assent_store::{Store, agents, change_sets, decisions, operations};
+use assent_store::{Store, agents, change_sets, decisions, mcp_sessions, operations};
 use assent_tools::RuleAction;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
@@ -87,6 +87,12 @@ struct Inner {
     /// not yet answered): withdrawn when the client stops waiting ([`Holding`]), and
     /// by [`Gateway::withdraw_held`] when the client's session or stdio ends.
     held: Mutex<BTreeSet<Uuid>>,
+    /// This gateway's session (`assent_store::mcp_sessions`): the calls it queues are
+    /// recorded as its own, and an approved call of a session that ended runs here only
+    /// when the operator said so ([`crate::SessionGuard`]).
+    session: Uuid,
+    /// When the session last said it runs.
+    heartbeat: Mutex<std::time::Instant>,
 }
 
 /// How often a running gateway looks for its agent's calls under the previous
@@ -142,6 +148,15 @@ impl Gateway {
         let tools = upstream.tools();
         let catalog = record_catalog(&mut conn, &options, &prefix, &tools).await?;
         let operator_idempotent = host_tools::idempotent_tools(&mut conn, &options.agent).await?;
+        let session = Uuid::new_v4();
+        mcp_sessions::open(
+            &mut conn,
+            session,
+            &options.agent,
+            &options.server,
+            OffsetDateTime::now_utc(),
+        )
+        .await?;
         drop(conn);
         let review = review_of(&catalog);
         let server_prefix = crate::config::namespaced(&options.server, "");
@@ -150,19 +165,25 @@ impl Gateway {
             upstream,
             crate::config::namespaced(&options.server, ""),
         ));
-        let host = Arc::new(McpHost::new(
-            &options.agent,
-            &options.server,
-            &options.category,
-            caller.clone(),
-            retried(
-                &tools,
+        let host = Arc::new(
+            McpHost::new(
+                &options.agent,
                 &options.server,
-                &prefix,
-                options.trust,
-                &operator_idempotent,
-            ),
-        ));
+                &options.category,
+                caller.clone(),
+                retried(
+                    &tools,
+                    &options.server,
+                    &prefix,
+                    options.trust,
+                    &operator_idempotent,
+                ),
+            )
+            .with_session(SessionGuard {
+                store: store.clone(),
+                session,
+            }),
+        );
         let target = host.target();
         let engine = Engine::open(store, Arc::new(registry), host.clone()).await?;
         Ok(Self {
@@ -177,6 +198,8 @@ impl Gateway {
                 prefix,
                 adopted_at: Mutex::new(Some(std::time::Instant::now())),
                 held: Mutex::new(BTreeSet::new()),
+                session,
+                heartbeat: Mutex::new(std::time::Instant::now()),
             }),
         })
     }
@@ -241,7 +264,11 @@ impl Gateway {
                 options.trust,
                 &operator_idempotent,
             ),
-        );
+        )
+        .with_session(SessionGuard {
+            store: store.clone(),
+            session: inner.session,
+        });
         let engine = Engine::new(store, Arc::new(registry), Arc::new(host));
         if let Ok(mut current) = inner.engine.write() {
             *current = engine;
@@ -281,6 +308,7 @@ impl Gateway {
     /// and a job whose gateway died mid-call is found in doubt soon after.
     pub async fn tick(&self, now: OffsetDateTime) {
         self.adopt_now_and_then().await;
+        self.heartbeat(now).await;
         let engine = self.engine();
         let mut settings = engine.job_settings();
         if let Ok(call) = time::Duration::try_from(self.inner.options.deadlines.call) {
@@ -288,6 +316,29 @@ impl Gateway {
         }
         if let Err(error) = engine.with_job_settings(settings).run_due_jobs(now).await {
             tracing::error!(%error, "running this server's approved calls failed");
+        }
+    }
+
+    /// Every [`HEARTBEAT_EVERY`], records that this gateway's session still runs.
+    async fn heartbeat(&self, now: OffsetDateTime) {
+        let due = self.inner.heartbeat.lock().is_ok_and(|mut last| {
+            let due = last.elapsed() >= HEARTBEAT_EVERY;
+            if due {
+                *last = std::time::Instant::now();
+            }
+            due
+        });
+        if !due {
+            return;
+        }
+        let seen = match self.connection().await {
+            Ok(mut conn) => mcp_sessions::seen(&mut conn, self.inner.session, now)
+                .await
+                .map_err(McpError::from),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = seen {
+            tracing::error!(%error, "recording that this gateway's session runs failed");
         }
     }
 
@@ -454,6 +505,14 @@ impl Gateway {
             .with_status_message(WAITING)
             .with_poll_interval_ms(TASK_POLL_MS);
             return Ok(Called::Task(task));
+        }
+        // The call belongs to this chat: confirmed after it ended, it runs in no other
+        // session unless its tool is marked run-after-disconnect.
+        {
+            let mut conn = self.connection().await.map_err(internal)?;
+            mcp_sessions::record_call(&mut conn, set.id, inner.session)
+                .await
+                .map_err(internal)?;
         }
         let mut queued = CallToolResult::success(vec![ContentBlock::text(format!(
             "{reply}\nChange set {id}, item 0.\nTo learn what a person decided, call \
@@ -733,9 +792,27 @@ impl Gateway {
         Ok(())
     }
 
-    /// Withdraws every call a client is still waiting on ([`Gateway::withdraw_abandoned`]):
-    /// the client's stdio or session ended, or the gateway is stopping.
-    pub async fn withdraw_held(&self) {
+    /// Ends this gateway's session: its client left (stdio closed, SIGTERM) or the
+    /// gateway is stopping. Every call a client still waits on is withdrawn
+    /// ([`Gateway::withdraw_abandoned`]), and the session is recorded as ended, so an
+    /// approved call it made runs in no later session ([`crate::SessionGuard`]).
+    pub async fn end_session(&self) {
+        self.withdraw_held().await;
+        let ended = match self.connection().await {
+            Ok(mut conn) => {
+                mcp_sessions::end(&mut conn, self.inner.session, OffsetDateTime::now_utc())
+                    .await
+                    .map_err(McpError::from)
+            }
+            Err(error) => Err(error),
+        };
+        if let Err(error) = ended {
+            tracing::error!(%error, "recording the end of this gateway's session failed");
+        }
+    }
+
+    /// Withdraws every call a client is still waiting on ([`Gateway::withdraw_abandoned`]).
+    async fn withdraw_held(&self) {
         let held: Vec<Uuid> = self
             .inner
             .held

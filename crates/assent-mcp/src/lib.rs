@@ -41,7 +41,8 @@ pub use gateway::{
     STOPPED_WAITING, TASK_FAILED_CODE, parse_task_id, task_id,
 };
 pub use host::{
-    InlineUpstream, LedgerUpstream, McpHost, adopt_legacy, check_host_free, gateway_host, host_name,
+    HEARTBEAT_EVERY, InlineUpstream, LedgerUpstream, McpHost, SESSION_STALE, SessionGuard,
+    adopt_legacy, after_disconnect, check_host_free, gateway_host, host_name,
 };
 pub use serve::{
     Downstream, Gateways, HttpDownstream, MCP_PATH, Supervision, mount_config, run, run_config,

@@ -256,7 +256,7 @@ where
     // The client left (or the gateway is stopping): nobody hears the answers of the
     // calls still held, so they are withdrawn before the process ends.
     for gateway in &gateways {
-        gateway.withdraw_held().await;
+        gateway.end_session().await;
     }
     drop(supervision);
     result

@@ -930,6 +930,12 @@ async fn as_the_previous_release(db: &str, agent: &str, set: Uuid, server: &str)
         .execute(&mut *conn)
         .await
         .expect("the catalog moved");
+    // The previous release recorded no gateway sessions.
+    assent_confirm::sqlx::query("DELETE FROM mcp_session_calls WHERE change_set_id = $1")
+        .bind(set.to_string())
+        .execute(&mut *conn)
+        .await
+        .expect("the session forgotten");
     drop(conn);
     store.close().await;
 }
