@@ -1964,3 +1964,49 @@ async fn a_call_confirmed_after_its_chat_ended_runs_in_no_later_session_unless_m
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn a_waiting_model_is_told_that_a_person_changed_its_arguments() {
+    let Some(python) = official_python() else {
+        return;
+    };
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    let edited = json!({"path": note, "text": "edited"});
+    let db = s.db.clone();
+    let editor = tokio::spawn({
+        let edited = edited.to_string();
+        async move {
+            let set = first_pending(&db).await.to_string();
+            succeeded(&assent(&db, &["edit", &set, "0", "--args", &edited]));
+        }
+    });
+    let report = python_client(
+        &python,
+        &s.db,
+        &["--wait", "30"],
+        &upstream,
+        json!([{"tool": "append_note", "arguments": {"path": note, "text": "one"}}]),
+    )
+    .await;
+    editor.await.expect("edited");
+    let answer = &report["calls"][0];
+    assert_eq!(answer["isError"], false, "{report:#}");
+    let said = answer["text"].as_str().expect("text");
+    assert!(
+        said.starts_with(
+            "A person changed the arguments before it ran: text: \"one\" → \"edited\"\n"
+        ),
+        "{said}"
+    );
+    assert_eq!(
+        answer["meta"][assent_mcp::EDITED_META],
+        edited,
+        "{report:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("edited\n")
+    );
+}

@@ -3,7 +3,9 @@
 use crate::McpError;
 use crate::catalog::{Trust, gateway_registry, idempotent, listed, route};
 use crate::host::{HEARTBEAT_EVERY, McpHost, SessionGuard, adopt_legacy, gateway_host};
-use crate::status::{STATUS_TOOL, requested_set, status_answer, status_tool, unknown_set};
+use crate::status::{
+    STATUS_TOOL, requested_set, status_answer, status_tool, unknown_set, with_edit_notice,
+};
 use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
 use assent_changeset::{ToolArguments, ToolCall, reply};
 use assent_confirm::{Engine, WakeRequest};
@@ -848,16 +850,23 @@ impl Gateway {
             ChangeItemStatus::Confirmed => {
                 if let Some(job) = jobs::for_item(&mut conn, set.id, 0).await? {
                     return Ok(match job.status {
-                        JobStatus::Applied => Some(
-                            self.inner
+                        JobStatus::Applied => {
+                            let result = self
+                                .inner
                                 .caller
                                 .take_result(&job.operation_id)
                                 .unwrap_or_else(|| {
                                     CallToolResult::success(vec![ContentBlock::text(
-                                        job.result.unwrap_or_default(),
+                                        job.result.clone().unwrap_or_default(),
                                     )])
-                                }),
-                        ),
+                                });
+                            // The model is told a person changed what it asked for.
+                            Some(if job.args == item.args {
+                                result
+                            } else {
+                                with_edit_notice(result, &item.args, &job.args)
+                            })
+                        }
                         JobStatus::Failed | JobStatus::Retracted => Some(error_result(
                             reply::waited_failed(job.last_error.as_deref()),
                         )),

@@ -48,7 +48,7 @@ pub use serve::{
     Downstream, Gateways, HttpDownstream, MCP_PATH, Supervision, mount_config, run, run_config,
     run_one,
 };
-pub use status::STATUS_TOOL;
+pub use status::{EDITED_META, STATUS_TOOL};
 pub use upstream::{
     Deadlines, OPERATION_ID_META, Upstream, UpstreamCaller, UpstreamError, http_transport,
     result_text,

@@ -163,6 +163,97 @@ pub fn status_answer(outcome: &SetOutcome) -> CallToolResult {
     result
 }
 
+/// The key of a result's `_meta` that holds the arguments a call ran with when a
+/// person changed them before it ran.
+pub const EDITED_META: &str = "assent/edited";
+
+/// The longest a value is shown in [`edit_notice`] before it is cut (head and tail
+/// kept).
+const SHOWN_VALUE: usize = 80;
+
+/// The line that tells the model a person changed its arguments before the call ran:
+/// `A person changed the arguments before it ran: KEY: OLD → NEW; …` (a key added or
+/// removed says so), every key in order; values as compact JSON, long ones cut in
+/// the middle.
+pub fn edit_notice(proposed: &Value, ran: &Value) -> String {
+    let shown = |value: &Value| {
+        let text = value.to_string();
+        let chars: Vec<char> = text.chars().collect();
+        if chars.len() <= SHOWN_VALUE {
+            return text;
+        }
+        let half = SHOWN_VALUE / 2;
+        let head: String = chars[..half].iter().collect();
+        let tail: String = chars[chars.len() - half..].iter().collect();
+        format!("{head}…{tail}")
+    };
+    let changes: Vec<String> = match (proposed, ran) {
+        (Value::Object(before), Value::Object(after)) => {
+            let keys: std::collections::BTreeSet<&String> =
+                before.keys().chain(after.keys()).collect();
+            keys.into_iter()
+                .filter_map(|key| match (before.get(key), after.get(key)) {
+                    (Some(old), Some(new)) if old == new => None,
+                    (Some(old), Some(new)) => {
+                        Some(format!("{key}: {} → {}", shown(old), shown(new)))
+                    }
+                    (None, Some(new)) => Some(format!("{key} added: {}", shown(new))),
+                    (Some(old), None) => Some(format!("{key} removed (was {})", shown(old))),
+                    (None, None) => None,
+                })
+                .collect()
+        }
+        _ => vec![format!("{} → {}", shown(proposed), shown(ran))],
+    };
+    format!(
+        "A person changed the arguments before it ran: {}",
+        changes.join("; ")
+    )
+}
+
+/// `result` with [`edit_notice`] as its first text block and the arguments that ran
+/// in `_meta` under [`EDITED_META`].
+pub fn with_edit_notice(
+    mut result: CallToolResult,
+    proposed: &Value,
+    ran: &Value,
+) -> CallToolResult {
+    result
+        .content
+        .insert(0, ContentBlock::text(edit_notice(proposed, ran)));
+    let mut meta = result.meta.take().unwrap_or_default();
+    meta.0.insert(EDITED_META.to_owned(), ran.clone());
+    result.meta = Some(meta);
+    result
+}
+
 fn refused(text: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_edit_notice_names_every_changed_key_and_cuts_long_values() {
+        let proposed = json!({"path": "/notes/a.md", "content": "draft", "mode": "w"});
+        let ran = json!({"path": "/notes/b.md", "content": "draft", "append": true});
+        assert_eq!(
+            edit_notice(&proposed, &ran),
+            "A person changed the arguments before it ran: append added: true; mode removed \
+             (was \"w\"); path: \"/notes/a.md\" → \"/notes/b.md\""
+        );
+        let long = json!({"text": "x".repeat(500)});
+        let notice = edit_notice(&json!({"text": "y"}), &long);
+        assert!(notice.contains('…'), "{notice}");
+        assert!(notice.len() < 200, "{notice}");
+        let result = with_edit_notice(
+            CallToolResult::success(vec![ContentBlock::text("done")]),
+            &proposed,
+            &ran,
+        );
+        assert_eq!(result.content.len(), 2);
+        assert_eq!(result.meta.expect("_meta").0[EDITED_META], ran);
+    }
 }
