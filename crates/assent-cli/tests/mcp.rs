@@ -1590,6 +1590,10 @@ fn the_upstreams_stderr_goes_to_the_gateways_log_with_the_servers_name() {
         .find(|line| line.contains("listening for nobody"))
         .unwrap_or_else(|| panic!("the server's line is logged: {stderr}"));
     assert!(forwarded.contains("loud-one"), "{forwarded}");
+    assert!(
+        forwarded.contains("INFO") && !forwarded.contains("WARN"),
+        "a server's stderr is information, not a warning: {forwarded}"
+    );
 }
 
 #[tokio::test]

@@ -289,6 +289,11 @@ impl Gateway {
         &self.inner.options.server
     }
 
+    /// How long a queued call is held for a person (`--wait`).
+    pub fn wait(&self) -> Option<Duration> {
+        self.inner.options.wait
+    }
+
     /// Whether the server's annotations count.
     pub fn trust(&self) -> Trust {
         self.inner.options.trust
@@ -522,7 +527,13 @@ impl Gateway {
             id = set.id
         ))]);
         queued.meta = Some(self.receipt_meta(set.id));
-        let result = match inner.options.wait {
+        let client = progress.and_then(|context| {
+            context
+                .peer
+                .peer_info()
+                .map(|info| info.client_info.name.clone())
+        });
+        let result = match client_wait(inner.options.wait, client.as_deref()) {
             Some(wait) => self.wait_for(set.id, wait, queued, progress).await?,
             None => queued,
         };
@@ -998,6 +1009,34 @@ fn review_of(catalog: &[HostTool]) -> BTreeSet<String> {
         .collect()
 }
 
+/// The names (`initialize`'s `clientInfo.name`) of clients known to give up on a call
+/// after the TypeScript SDK's fixed 60 s request timeout: `claude-ai` is Claude
+/// Desktop.
+pub const SIXTY_SECOND_CLIENTS: &[&str] = &["claude-ai"];
+
+/// The longest `--wait` for a client in [`SIXTY_SECOND_CLIENTS`]: it gets the receipt
+/// before it gives up, so the call is not abandoned.
+pub const SIXTY_SECOND_WAIT: Duration = Duration::from_secs(55);
+
+/// How long a call of client `client` is held: `wait`, clamped to
+/// [`SIXTY_SECOND_WAIT`] (with a warning naming the client) for a client that gives
+/// up after 60 s.
+pub fn client_wait(wait: Option<Duration>, client: Option<&str>) -> Option<Duration> {
+    let wait = wait?;
+    match client {
+        Some(name) if wait > SIXTY_SECOND_WAIT && SIXTY_SECOND_CLIENTS.contains(&name) => {
+            tracing::warn!(
+                client = name,
+                "--wait {}s is past what client {name:?} waits for a call (60 s): its calls are held {}s",
+                wait.as_secs(),
+                SIXTY_SECOND_WAIT.as_secs()
+            );
+            Some(SIXTY_SECOND_WAIT)
+        }
+        _ => Some(wait),
+    }
+}
+
 /// A call a client is waiting on: registered in [`Inner::held`] while the wait lasts.
 /// Released when the call is answered (a decision, or the receipt); dropped
 /// unreleased (the client's cancellation, its request timeout or its session's end
@@ -1234,6 +1273,20 @@ impl Gateway {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_that_gives_up_after_60_s_is_held_55_s_at_most() {
+        let two_minutes = Some(Duration::from_secs(120));
+        assert_eq!(
+            client_wait(two_minutes, Some("claude-ai")),
+            Some(SIXTY_SECOND_WAIT)
+        );
+        assert_eq!(client_wait(two_minutes, Some("mcp")), two_minutes);
+        assert_eq!(client_wait(two_minutes, None), two_minutes);
+        let short = Some(Duration::from_secs(30));
+        assert_eq!(client_wait(short, Some("claude-ai")), short);
+        assert_eq!(client_wait(None, Some("claude-ai")), None);
+    }
 
     #[test]
     fn a_task_id_names_a_set_and_an_item() {

@@ -45,8 +45,8 @@ pub use host::{
     adopt_legacy, after_disconnect, check_host_free, gateway_host, host_name,
 };
 pub use serve::{
-    Downstream, Gateways, HttpDownstream, MCP_PATH, Supervision, mount_config, run, run_config,
-    run_one,
+    ANNOUNCE, Downstream, Gateways, HttpDownstream, MCP_PATH, Supervision, mount_config, run,
+    run_config, run_one,
 };
 pub use status::{EDITED_META, STATUS_TOOL};
 pub use upstream::{

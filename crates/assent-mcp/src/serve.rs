@@ -52,6 +52,10 @@ pub struct HttpDownstream {
     pub limits: assent_server::ServerLimits,
 }
 
+/// The log target of the lines an operator needs at start (the address `--http`
+/// listens on), logged at `info`; `assent` shows it by default.
+pub const ANNOUNCE: &str = "assent_mcp::announce";
+
 /// The path the gateway is served at over HTTP.
 pub const MCP_PATH: &str = "/mcp";
 
@@ -233,6 +237,17 @@ async fn serve<H>(
 where
     H: ServerHandler + Clone + Send + Sync + 'static,
 {
+    if let Some(wait) = gateways_wait(&served)
+        && wait >= Duration::from_secs(60)
+    {
+        tracing::warn!(
+            "--wait {}s is 60 s or more: clients built on the TypeScript MCP SDK (Claude \
+             Desktop, Cursor, VS Code) give up on a call after 60 s and the call is withdrawn; \
+             keep --wait under 60 (Claude Desktop's calls are held {}s at most)",
+            wait.as_secs(),
+            crate::gateway::SIXTY_SECOND_WAIT.as_secs()
+        );
+    }
     let gateways: Vec<Gateway> = served.iter().map(|s| s.gateway.clone()).collect();
     let supervision = Supervision::of(served);
     let result = match downstream {
@@ -260,6 +275,11 @@ where
     }
     drop(supervision);
     result
+}
+
+/// The `--wait` of the served gateways (all share it).
+fn gateways_wait(served: &[Served]) -> Option<Duration> {
+    served.first().and_then(|one| one.gateway.wait())
 }
 
 /// Five times a second: an upstream that stopped is started again (with backoff);
@@ -296,14 +316,14 @@ async fn serve_http<H>(
 where
     H: ServerHandler + Clone + Send + Sync + 'static,
 {
-    let router = http_router(store, agent, handler, http.allowed_hosts);
+    let router = http_router(store, agent.clone(), handler, http.allowed_hosts);
     let listener = tokio::net::TcpListener::bind(http.addr)
         .await
         .map_err(|e| McpError::Client(format!("cannot listen on {}: {e}", http.addr)))?;
     let local = listener
         .local_addr()
         .map_err(|e| McpError::Client(e.to_string()))?;
-    tracing::info!(address = %local, "serving MCP over Streamable HTTP at http://{local}{MCP_PATH}");
+    tracing::info!(target: ANNOUNCE, "listening on http://{local}{MCP_PATH} (agent {agent})");
     // Open event streams would hold a graceful shutdown forever: ctrl-c ends it, the
     // loop itself is never told to stop.
     let served =
