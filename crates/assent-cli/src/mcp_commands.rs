@@ -74,9 +74,22 @@ pub struct McpArgs {
           value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub start_timeout: u64,
     /// The upstream MCP server's command and arguments, after `--`.
-    #[arg(last = true, num_args = 1.., value_name = "CMD", required_unless_present = "config",
-          conflicts_with = "config")]
+    #[arg(last = true, num_args = 1.., value_name = "CMD",
+          required_unless_present_any = ["config", "upstream_command"],
+          conflicts_with_all = ["config", "upstream_command"])]
     pub command: Vec<String>,
+    /// The upstream MCP server's command, instead of `-- CMD ARGS` (for a launcher that
+    /// cannot pass `--` through, such as the MCP Inspector); its arguments with --arg.
+    #[arg(long = "command", value_name = "CMD", conflicts_with = "config")]
+    pub upstream_command: Option<String>,
+    /// One argument of --command's program; repeat for more, in order.
+    #[arg(
+        long = "arg",
+        value_name = "ARG",
+        allow_hyphen_values = true,
+        requires = "upstream_command"
+    )]
+    pub upstream_args: Vec<String>,
 }
 
 /// The values of `--trust`.
@@ -153,18 +166,32 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
     };
     let served = match config {
         Some(config) => assent_mcp::run_config(store.clone(), options, config, downstream).await,
-        None => match args.command.split_first() {
-            Some((command, command_args)) => {
-                assent_mcp::run_one(store.clone(), options, command, command_args, downstream).await
+        None => {
+            let upstream = match &args.upstream_command {
+                Some(command) => Some((command, args.upstream_args.as_slice())),
+                None => args.command.split_first(),
+            };
+            match upstream {
+                Some((command, command_args)) => {
+                    assent_mcp::run_one(store.clone(), options, command, command_args, downstream)
+                        .await
+                }
+                None => Err(McpError::Client(
+                    "the upstream command is missing after -- (or as --command)".into(),
+                )),
             }
-            None => Err(McpError::Client(
-                "the upstream command is missing after --".into(),
-            )),
-        },
+        }
     };
     store.close().await;
     served.map_err(|error| match error {
         McpError::BadServerName(_) => CliError::Usage(error.to_string()),
+        // The hint names the database: a client starts the gateway with a safe subset
+        // of the environment, so the agent is created where the gateway looks.
+        McpError::UnknownAgent(agent) => CliError::failed(format!(
+            "no agent {agent:?} on this database (create it with `assent --db {} agent create \
+             --id {agent} --categories mcp`)",
+            assent_mcp::redact::redact(db)
+        )),
         other => CliError::Failed(other.into()),
     })
 }

@@ -2014,3 +2014,63 @@ async fn a_waiting_model_is_told_that_a_person_changed_its_arguments() {
         Some("edited\n")
     );
 }
+
+#[test]
+fn the_upstream_may_be_given_as_command_and_args_and_an_unknown_agents_hint_names_the_db() {
+    let s = setup();
+    let noisy = faulty().display().to_string();
+    // `--command CMD --arg A` instead of `-- CMD A` (for launchers that eat `--`): the
+    // argument reaches the server, which prints and never answers.
+    let out = assent(
+        &s.db,
+        &[
+            "mcp",
+            "--server",
+            "loud-one",
+            "--agent",
+            "bot",
+            "--start-timeout",
+            "2",
+            "--command",
+            &noisy,
+            "--arg",
+            "noisy",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("listening for nobody"), "{stderr}");
+    // Both forms at once is a usage error.
+    let out = assent(
+        &s.db,
+        &[
+            "mcp",
+            "--server",
+            "x",
+            "--agent",
+            "bot",
+            "--command",
+            &noisy,
+            "--",
+            &noisy,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+
+    let fixture = fixture().display().to_string();
+    let out = assent(
+        &s.db,
+        &[
+            "mcp", "--server", "notes", "--agent", "ghost", "--", &fixture,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "no agent \"ghost\" on this database (create it with `assent --db {} agent create --id ghost --categories mcp`)",
+            s.db
+        )),
+        "{stderr}"
+    );
+}
