@@ -297,7 +297,17 @@ pub struct AgentRuleArgs {
     /// The agent's id.
     pub agent: String,
     /// The tool's name, or a pattern where `*` matches any run of characters.
-    pub tool: String,
+    #[arg(required_unless_present = "read_only_tools")]
+    pub tool: Option<String>,
+    /// With `allow` and no TOOL: allow the agent's MCP tools that their server marks
+    /// read-only and not destructive, as recorded by its gateway, after showing them
+    /// and asking y/N (a tool whose definition changes later is asked about again).
+    #[arg(long, conflicts_with_all = ["tool", "shadow", "approvals", "for_span"])]
+    pub read_only_tools: bool,
+    /// With --read-only-tools: allow them without asking (needed when stdin is not a
+    /// terminal).
+    #[arg(long, requires = "read_only_tools")]
+    pub yes: bool,
     /// The rule expires after this long (e.g. `30d`, `12h`, `90m`); then the tool's
     /// mode decides again. Without it the rule stays until replaced.
     #[arg(long = "for", value_name = "SPAN", value_parser = parse_span)]

@@ -66,6 +66,9 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
     let ctx = Ctx::open(&db()?, now, cli.json).await?;
     let output = match command {
         DbCommand::Agent(AgentCommand::Create(args)) => agent_create(&ctx, args).await,
+        DbCommand::Agent(AgentCommand::Allow(args)) if args.read_only_tools => {
+            crate::mcp_commands::allow_read_only_tools(&ctx, &args.agent, args.yes).await
+        }
         DbCommand::Agent(AgentCommand::Allow(args)) => {
             agent_rule(&ctx, args, RuleAction::Allow).await
         }

@@ -236,3 +236,96 @@ pub async fn agent_run_after_disconnect(
         format!("Agent {agent}: {tool} {said} ({note})")
     })
 }
+
+/// Whether the server of a recorded MCP tool marks it read-only and not destructive
+/// (its `annotations` as listed: hints, which a person may decide to trust).
+fn read_only_by_its_server(definition: &serde_json::Value) -> bool {
+    let hint = |name: &str| definition["annotations"][name].as_bool();
+    hint("readOnlyHint") == Some(true) && hint("destructiveHint") != Some(true)
+}
+
+/// `assent agent allow AGENT --read-only-tools [--yes]`: the agent's MCP tools whose
+/// server marks them read-only and not destructive (as the agent's gateways recorded
+/// them) are shown, and on a terminal's `y` (or with `--yes`) each is allowed exactly
+/// as `assent agent allow AGENT TOOL` does: its current definition accepted, so one
+/// that changes later is asked about again. Unknown agent exit 1; no terminal and no
+/// `--yes` exit 2; an answer other than `y` allows nothing.
+pub async fn allow_read_only_tools(
+    ctx: &crate::context::Ctx,
+    agent: &str,
+    yes: bool,
+) -> Result<crate::context::Output, CliError> {
+    use std::io::{BufRead as _, IsTerminal as _, Write as _};
+    let agent = agent.trim();
+    let tools: Vec<assent_store::host_tools::HostTool> = {
+        let mut conn = ctx.connection().await?;
+        if assent_store::agents::get(&mut conn, agent).await?.is_none() {
+            return Err(CliError::failed(format!(
+                "no agent {agent:?} on this database"
+            )));
+        }
+        assent_store::host_tools::for_agent(&mut conn, agent)
+            .await?
+            .into_iter()
+            .filter(|tool| read_only_by_its_server(&tool.definition))
+            .collect()
+    };
+    if tools.is_empty() {
+        return Ok(crate::context::Output::text(format!(
+            "Agent {agent}: no MCP tool recorded for it is marked read-only (and not \
+             destructive) by its server; start its gateway once (`assent mcp … --agent \
+             {agent}`) so its servers' tools are recorded"
+        )));
+    }
+    let mut stderr = std::io::stderr();
+    let _ = writeln!(
+        stderr,
+        "Tools of agent {agent}'s MCP servers that the servers mark read-only and not destructive:"
+    );
+    for tool in &tools {
+        let description = tool.definition["description"].as_str().unwrap_or_default();
+        let first_line = assent_domain::one_line(description.lines().next().unwrap_or_default());
+        let _ = writeln!(stderr, "  {}  {first_line}", tool.tool_name);
+    }
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(CliError::Usage(
+                "--read-only-tools asks y/N on a terminal: pass --yes to allow them without asking"
+                    .to_owned(),
+            ));
+        }
+        let _ = write!(
+            stderr,
+            "Allow these {} tools to run without a person, on their server's word? [y/N] ",
+            tools.len()
+        );
+        let _ = stderr.flush();
+        let mut answer = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut answer)
+            .map_err(|e| CliError::failed(format!("cannot read the answer: {e}")))?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            return Ok(crate::context::Output::text(format!(
+                "Agent {agent}: nothing allowed"
+            )));
+        }
+    }
+    let mut allowed = Vec::new();
+    for tool in &tools {
+        let change =
+            assent_confirm::RuleChange::new(&tool.tool_name, assent_tools::RuleAction::Allow);
+        assent_server::change_agent_rule(&ctx.engine, agent, &change, ctx.now)
+            .await
+            .map_err(CliError::from)?;
+        allowed.push(tool.tool_name.clone());
+    }
+    let shown = serde_json::json!({"agent": agent, "allowed": allowed});
+    crate::context::Output::either(ctx.json, &shown, || {
+        format!(
+            "Agent {agent}: allow {} (read-only by their server's word; one whose definition \
+             changes is asked about again)",
+            allowed.join(", ")
+        )
+    })
+}

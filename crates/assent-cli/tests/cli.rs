@@ -310,7 +310,10 @@ fn usage_errors_exit_2_on_one_line() {
     let help = cli.run(&["--help"]);
     assert_eq!(code(&help), 0);
     let help = String::from_utf8_lossy(&help.stdout);
-    assert!(help.contains("3 conflict") && help.contains("4 stale target"), "{help}");
+    assert!(
+        help.contains("3 conflict") && help.contains("4 stale target"),
+        "{help}"
+    );
 }
 
 #[test]

@@ -2074,3 +2074,60 @@ fn the_upstream_may_be_given_as_command_and_args_and_an_unknown_agents_hint_name
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn read_only_tools_are_allowed_once_knowingly_and_then_run_without_a_person() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    std::fs::write(&note, "hello\n").expect("a note");
+    let fixture = fixture().display().to_string();
+    let start = || {
+        assent(
+            &s.db,
+            &["mcp", "--server", "notes", "--agent", "bot", "--", &fixture],
+        )
+    };
+    // The first start (the client leaves before the handshake) points to the one-time
+    // allow, naming the tools the server marks read-only and not destructive.
+    let first = start();
+    let said = String::from_utf8_lossy(&first.stderr);
+    let pointer = said
+        .lines()
+        .find(|line| line.contains("assent agent allow bot --read-only-tools"))
+        .unwrap_or_else(|| panic!("the first start points to the allow: {said}"));
+    assert!(
+        pointer.contains("read_note") && pointer.contains("stat_note"),
+        "{pointer}"
+    );
+    assert!(!pointer.contains("erase_note"), "destructive: {pointer}");
+    assert!(!pointer.contains("append_note"), "not read-only: {pointer}");
+    // No terminal and no --yes: nothing is allowed.
+    let refused = assent(&s.db, &["agent", "allow", "bot", "--read-only-tools"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let allowed = succeeded(&assent(
+        &s.db,
+        &["agent", "allow", "bot", "--read-only-tools", "--yes"],
+    ));
+    assert!(
+        allowed.contains("read_note") && allowed.contains("stat_note"),
+        "{allowed}"
+    );
+    // Read-only and destructive (erase_note) is not among them.
+    assert!(!allowed.contains("erase_note"), "{allowed}");
+    let second = start();
+    assert!(
+        !String::from_utf8_lossy(&second.stderr).contains("--read-only-tools"),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let client = gateway(&s.db, &[], &[fixture.clone()]).await;
+    let read = call(&client, "read_note", json!({"path": note})).await;
+    assert_eq!(text(&read), "hello\n", "runs without a person");
+    let erase = call(&client, "erase_note", json!({"path": note})).await;
+    assert!(text(&erase).starts_with(QUEUED), "{}", text(&erase));
+    client.cancel().await.expect("the client leaves");
+    assert!(note.exists());
+    // Ask and deny take no --read-only-tools.
+    let out = assent(&s.db, &["agent", "deny", "bot", "--read-only-tools"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -137,9 +137,9 @@ impl Gateway {
             .acquire()
             .await
             .map_err(assent_store::StoreError::from)?;
-        if agents::policy(&mut conn, &options.agent).await?.is_none() {
+        let Some(policy) = agents::policy(&mut conn, &options.agent).await? else {
             return Err(McpError::UnknownAgent(options.agent.clone()));
-        }
+        };
         drop(conn);
         adopt_legacy(&store, &options.agent, &options.server, &prefix, true).await?;
         let mut conn = store
@@ -163,6 +163,7 @@ impl Gateway {
         let review = review_of(&catalog);
         let server_prefix = crate::config::namespaced(&options.server, "");
         let registry = gateway_registry(&tools, &server_prefix, &prefix, options.trust, &review)?;
+        point_to_read_only_allow(&tools, &registry, &policy, &options, &prefix);
         let caller = Arc::new(UpstreamCaller::with_prefix(
             upstream,
             crate::config::namespaced(&options.server, ""),
@@ -920,6 +921,46 @@ impl Gateway {
             }
         }
     }
+}
+
+/// At start, under `--trust none`: when tools the upstream marks read-only (and not
+/// destructive) wait for a person because no rule allows them, one line on stderr
+/// names them and the command that allows them once, knowingly.
+fn point_to_read_only_allow(
+    tools: &[Tool],
+    registry: &assent_tools::ToolRegistry,
+    policy: &assent_tools::AgentPolicy,
+    options: &GatewayOptions,
+    prefix: &str,
+) {
+    if options.trust != Trust::None {
+        return;
+    }
+    let waiting: Vec<String> = tools
+        .iter()
+        .filter(|tool| {
+            tool.annotations.as_ref().is_some_and(|hints| {
+                hints.read_only_hint == Some(true) && hints.destructive_hint != Some(true)
+            })
+        })
+        .map(|tool| format!("{prefix}{}", tool.name))
+        .filter(|name| {
+            registry
+                .get(name)
+                .is_some_and(|spec| route(policy, spec) == RuleAction::Ask)
+        })
+        .collect();
+    if waiting.is_empty() {
+        return;
+    }
+    tracing::warn!(
+        "{} tools of server {} are marked read-only by the server and wait for a person like \
+         writes ({}); to let them run at once, knowingly: assent agent allow {} --read-only-tools",
+        waiting.len(),
+        options.server,
+        waiting.join(", "),
+        options.agent
+    );
 }
 
 /// Records `tools` as the catalog of the gateway's host in the database, so edits of
