@@ -2120,7 +2120,7 @@ async fn read_only_tools_are_allowed_once_knowingly_and_then_run_without_a_perso
         "{}",
         String::from_utf8_lossy(&second.stderr)
     );
-    let client = gateway(&s.db, &[], &[fixture.clone()]).await;
+    let client = gateway(&s.db, &[], std::slice::from_ref(&fixture)).await;
     let read = call(&client, "read_note", json!({"path": note})).await;
     assert_eq!(text(&read), "hello\n", "runs without a person");
     let erase = call(&client, "erase_note", json!({"path": note})).await;
