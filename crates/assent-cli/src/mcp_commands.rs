@@ -206,11 +206,10 @@ pub async fn agent_run_after_disconnect(
     on: bool,
 ) -> Result<crate::context::Output, CliError> {
     let (agent, tool) = (agent.trim(), tool.trim());
-    if tool.is_empty() {
-        return Err(CliError::Usage(
-            "the tool's name must not be blank".to_owned(),
-        ));
-    }
+    // A name or pattern as a rule takes it (`*` for any run of characters): one that
+    // could match nothing is refused, not kept and ignored.
+    assent_tools::ToolRule::new(tool, assent_tools::RuleAction::Allow)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     let mut tx = ctx.store().begin_write().await?;
     if assent_store::agents::get(&mut tx, agent).await?.is_none() {
         return Err(CliError::failed(format!(

@@ -1938,12 +1938,15 @@ async fn a_call_confirmed_after_its_chat_ended_runs_in_no_later_session_unless_m
     );
     assert!(!note.exists(), "the call of an ended chat never ran");
 
-    // Marked for the agent, such a call runs in a later session.
+    // Marked for the agent (by a pattern, as rules name tools), such a call runs in a
+    // later session; a name that can match nothing is refused.
+    let blank = assent(&s.db, &["agent", "run-after-disconnect", "bot", " "]);
+    assert_eq!(blank.status.code(), Some(2));
     let marked = succeeded(&assent(
         &s.db,
-        &["agent", "run-after-disconnect", "bot", "append_note"],
+        &["agent", "run-after-disconnect", "bot", "append_*"],
     ));
-    assert!(marked.contains("append_note"), "{marked}");
+    assert!(marked.contains("append_*"), "{marked}");
     let receipt = call(&client, "append_note", json!({"path": note, "text": "two"})).await;
     let second = set_id(&text(&receipt));
     client.cancel().await.expect("the chat ends");

@@ -221,10 +221,12 @@ impl SessionGuard {
         let made_by = mcp_sessions::of_operation(&mut conn, call.operation_id.as_str())
             .await
             .map_err(unknown)?;
+        // Matched as rules are (`name_matches`): a pattern marks every tool it covers.
         let run_after = mcp_sessions::run_after_disconnect_tools(&mut conn, call.agent_id)
             .await
             .map_err(unknown)?
-            .contains(call.tool_name);
+            .iter()
+            .any(|marked| assent_tools::name_matches(marked, call.tool_name));
         after_disconnect(
             made_by.as_ref(),
             self.session,

@@ -251,21 +251,18 @@ where
     let gateways: Vec<Gateway> = served.iter().map(|s| s.gateway.clone()).collect();
     let supervision = Supervision::of(served);
     let result = match downstream {
-        Downstream::Stdio => {
-            let server = handler
-                .serve(rmcp::transport::stdio())
-                .await
-                .map_err(|e| McpError::Client(e.to_string()))?;
-            // A client that closes stdin and does not wait long for the gateway to
-            // exit sends SIGTERM (the MCP stdio shutdown): the held calls are withdrawn
-            // below either way.
-            tokio::select! {
+        // A client that closes stdin and does not wait long for the gateway to exit
+        // sends SIGTERM (the MCP stdio shutdown): the held calls are withdrawn below
+        // either way, and so is the session ended when the handshake failed.
+        Downstream::Stdio => match handler.serve(rmcp::transport::stdio()).await {
+            Err(error) => Err(McpError::Client(error.to_string())),
+            Ok(server) => tokio::select! {
                 waited = server.waiting() => waited
                     .map(|_| ())
                     .map_err(|e| McpError::Client(e.to_string())),
                 () = stop_signal() => Ok(()),
-            }
-        }
+            },
+        },
         Downstream::Http(http) => serve_http(store, agent, handler, http).await,
     };
     // The client left (or the gateway is stopping): nobody hears the answers of the
