@@ -2134,3 +2134,85 @@ async fn read_only_tools_are_allowed_once_knowingly_and_then_run_without_a_perso
     let out = assent(&s.db, &["agent", "deny", "bot", "--read-only-tools"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The `node_modules` of the official TypeScript SDK (`@modelcontextprotocol/sdk` from
+/// npm, installed once under the target directory), or `None` (with a note) when it
+/// cannot be installed outside CI. Under `CI=true` that is a failure.
+fn typescript_sdk() -> Option<PathBuf> {
+    let prefix = target_dir().join("mcp-npm-sdk");
+    let modules = prefix.join("node_modules");
+    if modules
+        .join("@modelcontextprotocol/sdk/package.json")
+        .exists()
+    {
+        return Some(modules);
+    }
+    let installed = Command::new("npm")
+        .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&prefix)
+        .arg("@modelcontextprotocol/sdk")
+        .status();
+    match installed {
+        Ok(status) if status.success() => Some(modules),
+        other => {
+            let why = format!("cannot install @modelcontextprotocol/sdk: {other:?}");
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+            eprintln!("skipped: {why}");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_typescript_sdks_request_timeout_withdraws_the_held_call() {
+    let Some(modules) = typescript_sdk() else {
+        return;
+    };
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = fixture().display().to_string();
+    let pending = tokio::spawn(first_pending_of(s.db.clone()));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client_ts.cjs");
+    let plan = json!({
+        "command": env!("CARGO_BIN_EXE_assent"),
+        "args": ["--db", s.db, "mcp", "--server", "notes", "--agent", "bot", "--wait", "30",
+                 "--", upstream],
+        "calls": [
+            // The SDK gives up after 2 s (its fixed 60 s, shortened) and says so.
+            {"tool": "append_note", "arguments": {"path": note, "text": "one"}, "timeoutMs": 2000},
+        ],
+    });
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new("node")
+            .arg(script)
+            .arg(plan.to_string())
+            .env("NODE_PATH", &modules)
+            .env_remove("RUST_LOG")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the TypeScript client finishes")
+    .expect("node runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    let tools = report["tools"].to_string();
+    assert!(tools.contains("assent_status"), "{report:#}");
+    assert_eq!(
+        report["calls"][0]["code"], -32001,
+        "a request timeout: {report:#}"
+    );
+    let set = pending.await.expect("a set was queued");
+    withdrawn_for_the_client(&s.db, set).await;
+    assert!(!note.exists(), "the abandoned call never ran");
+}
+
+/// [`first_pending`] on a task of its own.
+async fn first_pending_of(db: String) -> Uuid {
+    first_pending(&db).await
+}
