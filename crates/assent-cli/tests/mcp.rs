@@ -2,8 +2,10 @@
 //! official Python SDK (the `mcp` package from PyPI, result validation on, through
 //! `mcp_client.py`; installed into `target/mcp-venv`) — in front of the in-tree fixture
 //! server (`assent-mcp-fixture`) and of the npm `@modelcontextprotocol/server-filesystem`
-//! (installed under `target/debug/mcp-npm`). An install that is impossible skips its
-//! tests with a note, and is a failure under `CI=true`.
+//! (installed under `target/debug/mcp-npm`), and the official TypeScript SDK
+//! (`@modelcontextprotocol/sdk`, under `target/debug/mcp-npm-sdk`, through
+//! `mcp_client_ts.cjs`). An install that is impossible skips its tests with a note, and
+//! is a failure under `CI=true`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
