@@ -98,7 +98,11 @@ async fn the_cli_confirms_an_external_item_lists_its_job_and_settles_it_in_doubt
     assert_eq!(settled["status"], "applied");
     assert_eq!(settled["id"], id.as_str());
     assert_fails(&cli.run(&["jobs", "retract", &id[..8]]), 3, "not failed");
-    assert_fails(&cli.run(&["jobs", "retract", "abc"]), 2, "first 8 or more hex digits");
+    assert_fails(
+        &cli.run(&["jobs", "retract", "abc"]),
+        2,
+        "first 8 or more hex digits",
+    );
     assert_fails(
         &cli.run(&["jobs", "retry", "ffffffff"]),
         1,
