@@ -11,7 +11,12 @@
 //! Rows elsewhere, for the doors this engine-level matrix does not drive: the CLI's and
 //! the API's doors in `crates/assent-cli/tests/cli/consent.rs` (revisions, patterns,
 //! the policy answering first) and the server's tests; `SERVER__tool` names through the
-//! MCP gateway's own tests; a held confirmation across devices in `hold.rs`.
+//! MCP gateway's own tests; a held confirmation across devices in `hold.rs`; the
+//! gateway's run-after-disconnect mark (a call confirmed after its chat ended runs in no
+//! later session unless marked) in `crates/assent-cli/tests/mcp.rs`
+//! (`a_call_confirmed_after_its_chat_ended_runs_in_no_later_session_unless_marked`)
+//! and `assent_mcp::after_disconnect`'s unit test: it binds only MCP sessions, which
+//! this journal-host matrix has none of.
 
 use assent_confirm::WakeRequest;
 use assent_confirm::{ConfirmError, ExecutionOutcome, ItemResult, RuleChange};

@@ -19,7 +19,7 @@ use time::{Duration, OffsetDateTime};
     name = "assent",
     version,
     propagate_version = true,
-    after_help = "Exit codes: 0 ok, 1 error, 2 usage, 3 conflict (already decided, changed concurrently).\nTry `assent demo` for the whole story."
+    after_help = "Exit codes: 0 ok, 1 error, 2 usage, 3 conflict (already decided, changed concurrently), 4 stale target (it changed since the proposal; the item was refreshed for a new review).\nTry `assent demo` for the whole story."
 )]
 pub struct Cli {
     /// The database (created and migrated when missing); default: the URL in
@@ -270,6 +270,10 @@ pub enum AgentCommand {
     /// Say that the agent's calls of TOOL are idempotent: an approved call that a crash
     /// left in doubt simply runs again (--off takes it back).
     Idempotent(AgentIdempotentArgs),
+    /// Let the agent's MCP calls of TOOL that a person confirms after their chat ended
+    /// run in a later gateway session (by default they never run there; --off takes it
+    /// back).
+    RunAfterDisconnect(AgentIdempotentArgs),
     /// Hold the agent's confirmed calls of TOOL for SECS seconds before they run: until
     /// then a person may cancel them (`assent jobs cancel ID`, the page's Undo). 0
     /// removes the hold.
@@ -293,7 +297,17 @@ pub struct AgentRuleArgs {
     /// The agent's id.
     pub agent: String,
     /// The tool's name, or a pattern where `*` matches any run of characters.
-    pub tool: String,
+    #[arg(required_unless_present = "read_only_tools")]
+    pub tool: Option<String>,
+    /// With `allow` and no TOOL: allow the agent's MCP tools that their server marks
+    /// read-only and not destructive, as recorded by its gateway, after showing them
+    /// and asking y/N (a tool whose definition changes later is asked about again).
+    #[arg(long, conflicts_with_all = ["tool", "shadow", "approvals", "for_span"])]
+    pub read_only_tools: bool,
+    /// With --read-only-tools: allow them without asking (needed when stdin is not a
+    /// terminal).
+    #[arg(long, requires = "read_only_tools")]
+    pub yes: bool,
     /// The rule expires after this long (e.g. `30d`, `12h`, `90m`); then the tool's
     /// mode decides again. Without it the rule stays until replaced.
     #[arg(long = "for", value_name = "SPAN", value_parser = parse_span)]
@@ -345,14 +359,14 @@ fn parse_span(text: &str) -> Result<Duration, String> {
     }
 }
 
-/// `assent agent idempotent AGENT TOOL [--off]`.
+/// `assent agent idempotent|run-after-disconnect AGENT TOOL [--off]`.
 #[derive(Debug, Args)]
 pub struct AgentIdempotentArgs {
     /// The agent's id.
     pub agent: String,
     /// The tool's name.
     pub tool: String,
-    /// Take the word back: a call of TOOL left in doubt waits for a person again.
+    /// Take the word back.
     #[arg(long)]
     pub off: bool,
 }

@@ -66,6 +66,9 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
     let ctx = Ctx::open(&db()?, now, cli.json).await?;
     let output = match command {
         DbCommand::Agent(AgentCommand::Create(args)) => agent_create(&ctx, args).await,
+        DbCommand::Agent(AgentCommand::Allow(args)) if args.read_only_tools => {
+            crate::mcp_commands::allow_read_only_tools(&ctx, &args.agent, args.yes).await
+        }
         DbCommand::Agent(AgentCommand::Allow(args)) => {
             agent_rule(&ctx, args, RuleAction::Allow).await
         }
@@ -74,6 +77,15 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             agent_rule(&ctx, args, RuleAction::Deny).await
         }
         DbCommand::Agent(AgentCommand::Idempotent(args)) => agent_idempotent(&ctx, args).await,
+        DbCommand::Agent(AgentCommand::RunAfterDisconnect(args)) => {
+            crate::mcp_commands::agent_run_after_disconnect(
+                &ctx,
+                &args.agent,
+                &args.tool,
+                !args.off,
+            )
+            .await
+        }
         DbCommand::Agent(AgentCommand::Hold(args)) => {
             crate::task_commands::agent_hold(&ctx, args).await
         }

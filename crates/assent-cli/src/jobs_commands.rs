@@ -58,8 +58,8 @@ pub struct JobsRunArgs {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("answer").required(true).args(["happened", "rerun"])))]
 pub struct ResolveArgs {
-    /// The job's id (see `assent jobs`).
-    pub id: Uuid,
+    /// The job's id (see `assent jobs`), or its first 8 or more hex digits.
+    pub id: String,
     /// The effect happened: record the job as applied.
     #[arg(long)]
     pub happened: bool,
@@ -71,8 +71,8 @@ pub struct ResolveArgs {
 /// `assent jobs retry|retract ID`.
 #[derive(Debug, Args)]
 pub struct JobIdArgs {
-    /// The job's id (see `assent jobs`).
-    pub id: Uuid,
+    /// The job's id (see `assent jobs`), or its first 8 or more hex digits.
+    pub id: String,
 }
 
 /// Runs `assent jobs`.
@@ -91,7 +91,8 @@ pub async fn jobs(ctx: &Ctx, args: JobsArgs) -> Result<Output, CliError> {
             } else {
                 Resolution::Rerun
             };
-            let job = engine.resolve_job(resolve.id, resolution, ctx.now).await?;
+            let id = job_id(ctx, &resolve.id).await?;
+            let job = engine.resolve_job(id, resolution, ctx.now).await?;
             let done = match resolution {
                 Resolution::Happened => "recorded as applied",
                 Resolution::Rerun => "due to run again",
@@ -99,14 +100,19 @@ pub async fn jobs(ctx: &Ctx, args: JobsArgs) -> Result<Output, CliError> {
             (job, done)
         }
         Some(JobsCommand::Retry(retry)) => (
-            engine.retry_job(retry.id, ctx.now).await?,
+            engine
+                .retry_job(job_id(ctx, &retry.id).await?, ctx.now)
+                .await?,
             "due to run again",
         ),
         Some(JobsCommand::Retract(retract)) => {
-            (engine.retract_job(retract.id, ctx.now).await?, "retracted")
+            let id = job_id(ctx, &retract.id).await?;
+            (engine.retract_job(id, ctx.now).await?, "retracted")
         }
         Some(JobsCommand::Cancel(cancel)) => (
-            engine.cancel_job(cancel.id, ctx.now).await?,
+            engine
+                .cancel_job(job_id(ctx, &cancel.id).await?, ctx.now)
+                .await?,
             "cancelled within its hold window; the item is rejected",
         ),
         Some(JobsCommand::Run(run)) => return run_due(ctx, run.wait).await,
@@ -114,6 +120,47 @@ pub async fn jobs(ctx: &Ctx, args: JobsArgs) -> Result<Output, CliError> {
     Output::either(ctx.json, &job.to_json(), || {
         format!("Job {} ({}): {done}", job.id, job.tool_name)
     })
+}
+
+/// The fewest hex digits a job id's prefix needs, as for change set ids.
+const MIN_PREFIX_DIGITS: usize = 8;
+
+/// The job a command line names: its whole id, or the first 8 or more hex digits of
+/// exactly one job's id (dashes where the id has them, or none). Not an id nor such a
+/// prefix, or a prefix of several jobs' ids, is a usage error (exit 2); one of none
+/// exit 1.
+async fn job_id(ctx: &Ctx, text: &str) -> Result<Uuid, CliError> {
+    let text = text.trim();
+    if let Ok(id) = Uuid::parse_str(text) {
+        return Ok(id);
+    }
+    let prefix = text.to_ascii_lowercase();
+    let digits = prefix.chars().filter(char::is_ascii_hexdigit).count();
+    let shaped = prefix.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+    if !shaped || digits < MIN_PREFIX_DIGITS {
+        return Err(CliError::Usage(format!(
+            "job id {text:?}: expected a UUID, or its first {MIN_PREFIX_DIGITS} or more hex digits"
+        )));
+    }
+    let matches = |id: &Uuid| {
+        let whole = id.to_string();
+        whole.starts_with(&prefix) || whole.replace('-', "").starts_with(&prefix)
+    };
+    let all = {
+        let mut conn = ctx.connection().await?;
+        jobs::list(&mut conn, true, u32::MAX).await?
+    };
+    let found: Vec<Uuid> = all.iter().map(|job| job.id).filter(matches).collect();
+    match found.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(CliError::failed(format!(
+            "no job whose id starts with {text}"
+        ))),
+        several => Err(CliError::Usage(format!(
+            "job id prefix {text} names {} jobs: give more digits",
+            several.len()
+        ))),
+    }
 }
 
 /// `assent jobs run [--wait]`: this host's due jobs, once or (with `wait`) until no

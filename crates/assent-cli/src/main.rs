@@ -176,10 +176,15 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `warn`).
+/// Logs to stderr, filtered by `RUST_LOG` (default `warn`, and `info` for what an MCP
+/// gateway's upstream prints on its stderr and the address `assent mcp --http`
+/// listens on).
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(
+            "warn,assent_mcp::upstream_stderr=info,assent_mcp::announce=info",
+        )
+    });
     // Only fails when a subscriber is already set, which nothing here does.
     let _ = tracing_subscriber::fmt()
         .with_writer(RedactedStderr::default)

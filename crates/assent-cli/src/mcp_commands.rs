@@ -74,9 +74,22 @@ pub struct McpArgs {
           value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub start_timeout: u64,
     /// The upstream MCP server's command and arguments, after `--`.
-    #[arg(last = true, num_args = 1.., value_name = "CMD", required_unless_present = "config",
-          conflicts_with = "config")]
+    #[arg(last = true, num_args = 1.., value_name = "CMD",
+          required_unless_present_any = ["config", "upstream_command"],
+          conflicts_with_all = ["config", "upstream_command"])]
     pub command: Vec<String>,
+    /// The upstream MCP server's command, instead of `-- CMD ARGS` (for a launcher that
+    /// cannot pass `--` through, such as the MCP Inspector); its arguments with --arg.
+    #[arg(long = "command", value_name = "CMD", conflicts_with = "config")]
+    pub upstream_command: Option<String>,
+    /// One argument of --command's program; repeat for more, in order.
+    #[arg(
+        long = "arg",
+        value_name = "ARG",
+        allow_hyphen_values = true,
+        requires = "upstream_command"
+    )]
+    pub upstream_args: Vec<String>,
 }
 
 /// The values of `--trust`.
@@ -153,18 +166,165 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
     };
     let served = match config {
         Some(config) => assent_mcp::run_config(store.clone(), options, config, downstream).await,
-        None => match args.command.split_first() {
-            Some((command, command_args)) => {
-                assent_mcp::run_one(store.clone(), options, command, command_args, downstream).await
+        None => {
+            let upstream = match &args.upstream_command {
+                Some(command) => Some((command, args.upstream_args.as_slice())),
+                None => args.command.split_first(),
+            };
+            match upstream {
+                Some((command, command_args)) => {
+                    assent_mcp::run_one(store.clone(), options, command, command_args, downstream)
+                        .await
+                }
+                None => Err(McpError::Client(
+                    "the upstream command is missing after -- (or as --command)".into(),
+                )),
             }
-            None => Err(McpError::Client(
-                "the upstream command is missing after --".into(),
-            )),
-        },
+        }
     };
     store.close().await;
     served.map_err(|error| match error {
         McpError::BadServerName(_) => CliError::Usage(error.to_string()),
+        // The hint names the database: a client starts the gateway with a safe subset
+        // of the environment, so the agent is created where the gateway looks.
+        McpError::UnknownAgent(agent) => CliError::failed(format!(
+            "no agent {agent:?} on this database (create it with `assent --db {} agent create \
+             --id {agent} --categories mcp`)",
+            assent_mcp::redact::redact(db)
+        )),
         other => CliError::Failed(other.into()),
+    })
+}
+
+/// `assent agent run-after-disconnect AGENT TOOL [--off]`: the operator's word that the
+/// agent's MCP calls of TOOL may run in a later gateway session when a person confirms
+/// them after their chat ended. Unknown agent exit 1, blank tool exit 2.
+pub async fn agent_run_after_disconnect(
+    ctx: &crate::context::Ctx,
+    agent: &str,
+    tool: &str,
+    on: bool,
+) -> Result<crate::context::Output, CliError> {
+    let (agent, tool) = (agent.trim(), tool.trim());
+    // A name or pattern as a rule takes it (`*` for any run of characters): one that
+    // could match nothing is refused, not kept and ignored.
+    assent_tools::ToolRule::new(tool, assent_tools::RuleAction::Allow)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let mut tx = ctx.store().begin_write().await?;
+    if assent_store::agents::get(&mut tx, agent).await?.is_none() {
+        return Err(CliError::failed(format!(
+            "no agent {agent:?} on this database"
+        )));
+    }
+    let changed =
+        assent_store::mcp_sessions::set_run_after_disconnect(&mut tx, agent, tool, on, ctx.now)
+            .await?;
+    tx.commit().await?;
+    let shown = serde_json::json!({"agent": agent, "tool": tool, "runAfterDisconnect": on, "changed": changed});
+    crate::context::Output::either(ctx.json, &shown, || {
+        let said = if on {
+            "runs when confirmed after its chat ended"
+        } else {
+            "runs only in the chat that made it"
+        };
+        let note = if changed {
+            "from the gateway's next approved call on"
+        } else {
+            "it already did; nothing changed"
+        };
+        format!("Agent {agent}: {tool} {said} ({note})")
+    })
+}
+
+/// Whether the server of a recorded MCP tool marks it read-only and not destructive
+/// (its `annotations` as listed: hints, which a person may decide to trust).
+fn read_only_by_its_server(definition: &serde_json::Value) -> bool {
+    let hint = |name: &str| definition["annotations"][name].as_bool();
+    hint("readOnlyHint") == Some(true) && hint("destructiveHint") != Some(true)
+}
+
+/// `assent agent allow AGENT --read-only-tools [--yes]`: the agent's MCP tools whose
+/// server marks them read-only and not destructive (as the agent's gateways recorded
+/// them) are shown, and on a terminal's `y` (or with `--yes`) each is allowed exactly
+/// as `assent agent allow AGENT TOOL` does: its current definition accepted, so one
+/// that changes later is asked about again. Unknown agent exit 1; no terminal and no
+/// `--yes` exit 2; an answer other than `y` allows nothing.
+pub async fn allow_read_only_tools(
+    ctx: &crate::context::Ctx,
+    agent: &str,
+    yes: bool,
+) -> Result<crate::context::Output, CliError> {
+    use std::io::{BufRead as _, IsTerminal as _, Write as _};
+    let agent = agent.trim();
+    let tools: Vec<assent_store::host_tools::HostTool> = {
+        let mut conn = ctx.connection().await?;
+        if assent_store::agents::get(&mut conn, agent).await?.is_none() {
+            return Err(CliError::failed(format!(
+                "no agent {agent:?} on this database"
+            )));
+        }
+        assent_store::host_tools::for_agent(&mut conn, agent)
+            .await?
+            .into_iter()
+            .filter(|tool| read_only_by_its_server(&tool.definition))
+            .collect()
+    };
+    if tools.is_empty() {
+        return Ok(crate::context::Output::text(format!(
+            "Agent {agent}: no MCP tool recorded for it is marked read-only (and not \
+             destructive) by its server; start its gateway once (`assent mcp … --agent \
+             {agent}`) so its servers' tools are recorded"
+        )));
+    }
+    let mut stderr = std::io::stderr();
+    let _ = writeln!(
+        stderr,
+        "Tools of agent {agent}'s MCP servers that the servers mark read-only and not destructive:"
+    );
+    for tool in &tools {
+        let description = tool.definition["description"].as_str().unwrap_or_default();
+        let first_line = assent_domain::one_line(description.lines().next().unwrap_or_default());
+        let _ = writeln!(stderr, "  {}  {first_line}", tool.tool_name);
+    }
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(CliError::Usage(
+                "--read-only-tools asks y/N on a terminal: pass --yes to allow them without asking"
+                    .to_owned(),
+            ));
+        }
+        let _ = write!(
+            stderr,
+            "Allow these {} tools to run without a person, on their server's word? [y/N] ",
+            tools.len()
+        );
+        let _ = stderr.flush();
+        let mut answer = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut answer)
+            .map_err(|e| CliError::failed(format!("cannot read the answer: {e}")))?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            return Ok(crate::context::Output::text(format!(
+                "Agent {agent}: nothing allowed"
+            )));
+        }
+    }
+    let mut allowed = Vec::new();
+    for tool in &tools {
+        let change =
+            assent_confirm::RuleChange::new(&tool.tool_name, assent_tools::RuleAction::Allow);
+        assent_server::change_agent_rule(&ctx.engine, agent, &change, ctx.now)
+            .await
+            .map_err(CliError::from)?;
+        allowed.push(tool.tool_name.clone());
+    }
+    let shown = serde_json::json!({"agent": agent, "allowed": allowed});
+    crate::context::Output::either(ctx.json, &shown, || {
+        format!(
+            "Agent {agent}: allow {} (read-only by their server's word; one whose definition \
+             changes is asked about again)",
+            allowed.join(", ")
+        )
     })
 }

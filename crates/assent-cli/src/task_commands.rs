@@ -48,6 +48,11 @@ pub async fn agent_rule(
     args: AgentRuleArgs,
     action: RuleAction,
 ) -> Result<Output, CliError> {
+    let Some(tool) = args.tool.clone() else {
+        return Err(CliError::Usage(
+            "--read-only-tools goes with `assent agent allow AGENT` (and no TOOL)".to_owned(),
+        ));
+    };
     if args.approvals.is_some() && (action != RuleAction::Ask || args.shadow) {
         return Err(CliError::Usage(
             "--approvals goes with `assent agent ask` (not --shadow): how many people confirm each call".to_owned(),
@@ -60,7 +65,7 @@ pub async fn agent_rule(
         until: args.for_span.map(|span| ctx.now + span),
         approvals: args.approvals,
         by: Some(crate::cli::reviewer(None)),
-        ..RuleChange::new(args.tool.trim(), action)
+        ..RuleChange::new(tool.trim(), action)
     };
     let (agent, changed) = change_agent_rule(&ctx.engine, &args.agent, &change, ctx.now)
         .await
@@ -79,7 +84,7 @@ pub async fn agent_rule(
             "Agent {}: {} {}{until} ({note})",
             agent.id,
             action.as_str(),
-            args.tool.trim()
+            tool.trim()
         )
     })
 }
@@ -90,7 +95,8 @@ async fn agent_shadow_rule(
     args: AgentRuleArgs,
     action: RuleAction,
 ) -> Result<Output, CliError> {
-    let (id, tool) = (args.agent.trim(), args.tool.trim());
+    let tool = args.tool.as_deref().unwrap_or_default();
+    let (id, tool) = (args.agent.trim(), tool.trim());
     let rule = ToolRule::new(tool, action).map_err(|e| CliError::Usage(e.to_string()))?;
     let mut tx = ctx.store().begin_write().await?;
     let Some(changed) = agents::set_shadow_rule(&mut tx, id, rule, ctx.now).await? else {

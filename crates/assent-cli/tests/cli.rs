@@ -307,7 +307,13 @@ fn usage_errors_exit_2_on_one_line() {
     assert_fails(&cli.run(&["frobnicate"]), 2, "frobnicate");
     assert_fails(&cli.run(&["confirm", "x"]), 2, "required");
     assert_fails(&cli.run(&["expire", "--ttl", "7x"]), 2, "duration");
-    assert_eq!(code(&cli.run(&["--help"])), 0);
+    let help = cli.run(&["--help"]);
+    assert_eq!(code(&help), 0);
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("3 conflict") && help.contains("4 stale target"),
+        "{help}"
+    );
 }
 
 #[test]

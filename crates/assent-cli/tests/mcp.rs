@@ -2,8 +2,10 @@
 //! official Python SDK (the `mcp` package from PyPI, result validation on, through
 //! `mcp_client.py`; installed into `target/mcp-venv`) — in front of the in-tree fixture
 //! server (`assent-mcp-fixture`) and of the npm `@modelcontextprotocol/server-filesystem`
-//! (installed under `target/debug/mcp-npm`). An install that is impossible skips its
-//! tests with a note, and is a failure under `CI=true`.
+//! (installed under `target/debug/mcp-npm`), and the official TypeScript SDK
+//! (`@modelcontextprotocol/sdk`, under `target/debug/mcp-npm-sdk`, through
+//! `mcp_client_ts.cjs`). An install that is impossible skips its tests with a note, and
+//! is a failure under `CI=true`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
@@ -172,6 +174,7 @@ async fn trusted_read_only_passes_a_write_waits_for_a_person_and_runs_once_when_
         names,
         [
             "append_note",
+            "assent_status",
             "crash",
             "erase_note",
             "pull_rug",
@@ -180,7 +183,9 @@ async fn trusted_read_only_passes_a_write_waits_for_a_person_and_runs_once_when_
         ]
     );
     // Another process lists the same tools for the gateway's agent, from the catalog
-    // the gateway recorded, not the journal's.
+    // the gateway recorded, not the journal's (the upstream's: not the gateway's own
+    // `assent_status`).
+    names.retain(|name| *name != assent_mcp::STATUS_TOOL);
     let listed: Value = serde_json::from_str(&succeeded(&assent(
         &s.db,
         &["tools", "--agent", "bot", "--format", "mcp"],
@@ -384,7 +389,7 @@ async fn by_default_annotations_are_shown_but_only_the_agents_rules_run_a_tool_a
         Some(true),
         "the annotations are passed on"
     );
-    for tool in &tools {
+    for tool in tools.iter().filter(|t| t.name != assent_mcp::STATUS_TOOL) {
         assert_eq!(tool.output_schema, None, "{} is deferred", tool.name);
         let description = tool.description.as_deref().unwrap_or_default();
         assert!(description.ends_with(DEFERRED_NOTE), "{description}");
@@ -1107,6 +1112,11 @@ async fn servers_whose_names_differ_only_in_punctuation_never_run_each_others_ca
     let s = setup();
     let note = s.dir.path().join("note.txt");
     let upstream = vec![fixture().display().to_string()];
+    // Confirmed after its chat ended, the call runs in a later session only when marked.
+    succeeded(&assent(
+        &s.db,
+        &["agent", "run-after-disconnect", "bot", "append_note"],
+    ));
     let dashed = gateway_of(&s.db, "my-files", &[], &upstream).await;
     let queued = call(&dashed, "append_note", json!({"path": note, "text": "one"})).await;
     let set = set_id(&text(&queued));
@@ -1582,6 +1592,10 @@ fn the_upstreams_stderr_goes_to_the_gateways_log_with_the_servers_name() {
         .find(|line| line.contains("listening for nobody"))
         .unwrap_or_else(|| panic!("the server's line is logged: {stderr}"));
     assert!(forwarded.contains("loud-one"), "{forwarded}");
+    assert!(
+        forwarded.contains("INFO") && !forwarded.contains("WARN"),
+        "a server's stderr is information, not a warning: {forwarded}"
+    );
 }
 
 #[tokio::test]
@@ -1606,4 +1620,601 @@ async fn a_down_upstreams_error_names_the_server_once() {
          sent): its connection is closed."
     );
     client.cancel().await.expect("the client leaves");
+}
+
+/// The gateway for agent `agent` (not `bot`) in front of `upstream`, with an rmcp client.
+async fn gateway_for_agent(
+    db: &str,
+    agent: &str,
+    upstream: &[String],
+) -> RunningService<RoleClient, ()> {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_assent"));
+    command
+        .args([
+            "--db", db, "mcp", "--server", "notes", "--agent", agent, "--",
+        ])
+        .args(upstream)
+        .env_remove("RUST_LOG")
+        .kill_on_drop(true);
+    let transport = TokioChildProcess::new(command).expect("the gateway starts");
+    ().serve(transport).await.expect("the MCP handshake")
+}
+
+#[tokio::test]
+async fn assent_status_tells_the_model_what_became_of_its_own_queued_calls_only() {
+    let Some(python) = official_python() else {
+        return;
+    };
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    // Another agent's call on a server of the same name: its id is unknown to `bot`.
+    succeeded(&assent(
+        &s.db,
+        &["agent", "create", "--id", "other", "--categories", "mcp"],
+    ));
+    let other = gateway_for_agent(&s.db, "other", &upstream).await;
+    let queued = call(&other, "append_note", json!({"path": note, "text": "x"})).await;
+    let others = set_id(&text(&queued)).to_string();
+    other.cancel().await.expect("the other client leaves");
+    let unknown = Uuid::new_v4().to_string();
+
+    let assent_bin = env!("CARGO_BIN_EXE_assent");
+    let status = |id: &str| json!({"tool": "assent_status", "arguments": {"changeSetId": id}});
+    let report = python_client(
+        &python,
+        &s.db,
+        &[],
+        &upstream,
+        json!([
+            {"tool": "append_note", "arguments": {"path": note, "text": "one"}},
+            status("{changeSetId}"),
+            {"run": [assent_bin, "--db", &s.db, "confirm", "{changeSetId}", "0"]},
+            {"tool": "assent_status", "arguments": {"changeSetId": "{changeSetId}"},
+             "until": {"run": "applied"}},
+            {"tool": "append_note", "arguments": {"path": note, "text": "two"}},
+            {"run": [assent_bin, "--db", &s.db, "reject", "{changeSetId}", "0",
+                     "--reason", "not twice"]},
+            status("{changeSetId}"),
+            status(&others),
+            status(&unknown),
+            {"tool": "assent_status", "arguments": {"changeSetId": "not-an-id"}},
+            {"tool": "assent_status", "arguments": {}},
+        ]),
+    )
+    .await;
+    let listed_status = listed(&report, "assent_status").expect("assent_status is listed");
+    assert_eq!(
+        listed_status["annotations"]["readOnlyHint"], true,
+        "{report:#}"
+    );
+    let calls = &report["calls"];
+    let receipt = calls[0]["text"].as_str().expect("a receipt");
+    let first = calls[0]["meta"]["assent/changeSetId"]
+        .as_str()
+        .expect("the receipt's change set id");
+    assert!(
+        receipt.contains(&format!(
+            "call assent_status with {{\"changeSetId\": \"{first}\"}}"
+        )),
+        "the receipt names the status tool: {receipt}"
+    );
+    assert_eq!(calls[1]["isError"], false, "{report:#}");
+    assert_eq!(
+        calls[1]["structuredContent"]["status"], "pending",
+        "{report:#}"
+    );
+    assert!(
+        calls[1]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Pending")),
+        "{report:#}"
+    );
+    assert_eq!(calls[2]["exit"], 0, "{report:#}");
+    assert_eq!(
+        calls[3]["structuredContent"]["status"], "confirmed",
+        "{report:#}"
+    );
+    assert_eq!(
+        calls[3]["structuredContent"]["run"], "applied",
+        "{report:#}"
+    );
+    assert!(
+        calls[3]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Result:")),
+        "the upstream's result text: {report:#}"
+    );
+    assert_eq!(calls[5]["exit"], 0, "{report:#}");
+    assert_eq!(
+        calls[6]["structuredContent"]["status"], "rejected",
+        "{report:#}"
+    );
+    assert_eq!(
+        calls[6]["structuredContent"]["reason"], "not twice",
+        "{report:#}"
+    );
+    assert!(
+        calls[6]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("not twice")),
+        "{report:#}"
+    );
+    // Another agent's set answers exactly as one that does not exist.
+    assert_eq!(calls[7]["isError"], true, "{report:#}");
+    assert_eq!(
+        calls[7]["text"],
+        format!("No call of this agent has change set id {others}"),
+        "{report:#}"
+    );
+    assert_eq!(
+        calls[8]["text"],
+        format!("No call of this agent has change set id {unknown}"),
+        "{report:#}"
+    );
+    assert!(calls[7]["structuredContent"].is_null(), "{report:#}");
+    for bad in [&calls[9], &calls[10]] {
+        assert_eq!(bad["isError"], true, "{report:#}");
+        assert!(
+            bad["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("changeSetId")),
+            "{report:#}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\n")
+    );
+}
+
+/// Waits (at most 10 s) for the first pending change set on `db`; its id.
+async fn first_pending(db: &str) -> Uuid {
+    let store = Store::open(db).await.expect("the store");
+    let started = std::time::Instant::now();
+    let id = loop {
+        let mut conn = store.pool().acquire().await.expect("a connection");
+        let open = change_sets::pending(&mut conn, &change_sets::PendingFilter::default())
+            .await
+            .expect("pending");
+        drop(conn);
+        if let Some(set) = open.first() {
+            break set.id;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no call was queued"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    store.close().await;
+    id
+}
+
+/// Waits (at most 10 s) until item 0 of `set` is withdrawn because the client stopped
+/// waiting, and checks that a person can no longer confirm it.
+async fn withdrawn_for_the_client(db: &str, set: Uuid) {
+    let store = Store::open(db).await.expect("the store");
+    let started = std::time::Instant::now();
+    loop {
+        let mut conn = store.pool().acquire().await.expect("a connection");
+        let status = change_sets::load(&mut conn, set)
+            .await
+            .expect("a read")
+            .expect("the set")
+            .items[0]
+            .status;
+        if status == assent_domain::ChangeItemStatus::Retracted {
+            let history = assent_store::decisions::for_change_set(&mut conn, set)
+                .await
+                .expect("decisions");
+            let last = history.last().expect("a decision");
+            assert_eq!(last.verdict, assent_domain::Verdict::Retracted);
+            assert_eq!(last.reason.as_deref(), Some(assent_mcp::STOPPED_WAITING));
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the abandoned call is still {status:?}"
+        );
+        drop(conn);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    store.close().await;
+    let late = assent(db, &["confirm", &set.to_string(), "0"]);
+    assert!(
+        !late.status.success(),
+        "a withdrawn call cannot be confirmed"
+    );
+}
+
+/// Sends `append_note` without waiting for its answer; the request's handle.
+async fn send_append(
+    client: &RunningService<RoleClient, ()>,
+    note: &Path,
+) -> rmcp::service::RequestHandle<RoleClient> {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+    let Value::Object(args) = json!({"path": note, "text": "one"}) else {
+        unreachable!()
+    };
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("append_note").with_arguments(args),
+    ));
+    client
+        .peer()
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await
+        .expect("sent")
+}
+
+#[tokio::test]
+async fn a_held_call_the_client_cancels_is_withdrawn_and_never_runs() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    let client = gateway(&s.db, &["--wait", "30"], &upstream).await;
+    let handle = send_append(&client, &note).await;
+    let set = first_pending(&s.db).await;
+    handle
+        .cancel(Some("the user pressed stop".to_owned()))
+        .await
+        .expect("cancelled");
+    withdrawn_for_the_client(&s.db, set).await;
+    assert!(!note.exists(), "the withdrawn call never ran");
+    client.cancel().await.expect("the client leaves");
+}
+
+#[tokio::test]
+async fn a_held_call_is_withdrawn_when_the_client_closes_stdio_and_a_receipt_is_not() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    // Answered with a receipt (no --wait): the model can follow it, it stays pending.
+    let client = gateway(&s.db, &[], &upstream).await;
+    let receipt = call(
+        &client,
+        "append_note",
+        json!({"path": note, "text": "kept"}),
+    )
+    .await;
+    let kept = set_id(&text(&receipt));
+    client.cancel().await.expect("the client leaves");
+
+    let client = gateway(&s.db, &["--wait", "30"], &upstream).await;
+    let _handle = send_append(&client, &note).await;
+    let started = std::time::Instant::now();
+    let held = loop {
+        let pending = succeeded(&assent(&s.db, &["--json", "pending"]));
+        let ids: Vec<Value> = serde_json::from_str::<Value>(&pending)
+            .expect("JSON")
+            .as_array()
+            .expect("sets")
+            .iter()
+            .map(|set| set["id"].clone())
+            .collect();
+        if let Some(other) = ids.iter().find(|id| **id != json!(kept.to_string())) {
+            break other
+                .as_str()
+                .expect("an id")
+                .parse::<Uuid>()
+                .expect("a uuid");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the held call was never queued"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // The client closes the gateway's stdin (and, the MCP stdio shutdown, sends SIGTERM
+    // if it does not exit soon): the held call is withdrawn before the process ends.
+    client.cancel().await.expect("the client leaves");
+    withdrawn_for_the_client(&s.db, held).await;
+    assert!(!note.exists(), "the withdrawn call never ran");
+    let still = succeeded(&assent(&s.db, &["--json", "pending"]));
+    assert!(
+        still.contains(&kept.to_string()),
+        "the receipt's call stays: {still}"
+    );
+}
+
+#[tokio::test]
+async fn a_call_confirmed_after_its_chat_ended_runs_in_no_later_session_unless_marked() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    // A receipt, then the chat ends; a person confirms the call afterwards.
+    let client = gateway(&s.db, &[], &upstream).await;
+    let receipt = call(&client, "append_note", json!({"path": note, "text": "one"})).await;
+    let first = set_id(&text(&receipt));
+    client.cancel().await.expect("the chat ends");
+    succeeded(&assent(&s.db, &["confirm", &first.to_string(), "0"]));
+    // The next session's gateway claims the job and refuses to run it.
+    let client = gateway(&s.db, &[], &upstream).await;
+    let failed = job_becomes(&s.db, first, "failed").await;
+    assert!(
+        failed["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("assent agent run-after-disconnect bot append_note")),
+        "{failed:#}"
+    );
+    assert!(!note.exists(), "the call of an ended chat never ran");
+
+    // Marked for the agent (by a pattern, as rules name tools), such a call runs in a
+    // later session; a name that can match nothing is refused.
+    let blank = assent(&s.db, &["agent", "run-after-disconnect", "bot", " "]);
+    assert_eq!(blank.status.code(), Some(2));
+    let marked = succeeded(&assent(
+        &s.db,
+        &["agent", "run-after-disconnect", "bot", "append_*"],
+    ));
+    assert!(marked.contains("append_*"), "{marked}");
+    let receipt = call(&client, "append_note", json!({"path": note, "text": "two"})).await;
+    let second = set_id(&text(&receipt));
+    client.cancel().await.expect("the chat ends");
+    succeeded(&assent(&s.db, &["confirm", &second.to_string(), "0"]));
+    let client = gateway(&s.db, &[], &upstream).await;
+    job_becomes(&s.db, second, "applied").await;
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("two\n")
+    );
+    client.cancel().await.expect("the client leaves");
+
+    // Another agent may not be marked where it does not exist: one line, exit 1.
+    let out = assent(
+        &s.db,
+        &["agent", "run-after-disconnect", "ghost", "append_note"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no agent \"ghost\" on this database"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_waiting_model_is_told_that_a_person_changed_its_arguments() {
+    let Some(python) = official_python() else {
+        return;
+    };
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    let edited = json!({"path": note, "text": "edited"});
+    let db = s.db.clone();
+    let editor = tokio::spawn({
+        let edited = edited.to_string();
+        async move {
+            let set = first_pending(&db).await.to_string();
+            succeeded(&assent(&db, &["edit", &set, "0", "--args", &edited]));
+        }
+    });
+    let report = python_client(
+        &python,
+        &s.db,
+        &["--wait", "30"],
+        &upstream,
+        json!([{"tool": "append_note", "arguments": {"path": note, "text": "one"}}]),
+    )
+    .await;
+    editor.await.expect("edited");
+    let answer = &report["calls"][0];
+    assert_eq!(answer["isError"], false, "{report:#}");
+    let said = answer["text"].as_str().expect("text");
+    assert!(
+        said.starts_with(
+            "A person changed the arguments before it ran: text: \"one\" → \"edited\"\n"
+        ),
+        "{said}"
+    );
+    assert_eq!(
+        answer["meta"][assent_mcp::EDITED_META],
+        edited,
+        "{report:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("edited\n")
+    );
+}
+
+#[test]
+fn the_upstream_may_be_given_as_command_and_args_and_an_unknown_agents_hint_names_the_db() {
+    let s = setup();
+    let noisy = faulty().display().to_string();
+    // `--command CMD --arg A` instead of `-- CMD A` (for launchers that eat `--`): the
+    // argument reaches the server, which prints and never answers.
+    let out = assent(
+        &s.db,
+        &[
+            "mcp",
+            "--server",
+            "loud-one",
+            "--agent",
+            "bot",
+            "--start-timeout",
+            "2",
+            "--command",
+            &noisy,
+            "--arg",
+            "noisy",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("listening for nobody"), "{stderr}");
+    // Both forms at once is a usage error.
+    let out = assent(
+        &s.db,
+        &[
+            "mcp",
+            "--server",
+            "x",
+            "--agent",
+            "bot",
+            "--command",
+            &noisy,
+            "--",
+            &noisy,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+
+    let fixture = fixture().display().to_string();
+    let out = assent(
+        &s.db,
+        &[
+            "mcp", "--server", "notes", "--agent", "ghost", "--", &fixture,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "no agent \"ghost\" on this database (create it with `assent --db {} agent create --id ghost --categories mcp`)",
+            s.db
+        )),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn read_only_tools_are_allowed_once_knowingly_and_then_run_without_a_person() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    std::fs::write(&note, "hello\n").expect("a note");
+    let fixture = fixture().display().to_string();
+    let start = || {
+        assent(
+            &s.db,
+            &["mcp", "--server", "notes", "--agent", "bot", "--", &fixture],
+        )
+    };
+    // The first start (the client leaves before the handshake) points to the one-time
+    // allow, naming the tools the server marks read-only and not destructive.
+    let first = start();
+    let said = String::from_utf8_lossy(&first.stderr);
+    let pointer = said
+        .lines()
+        .find(|line| line.contains("assent agent allow bot --read-only-tools"))
+        .unwrap_or_else(|| panic!("the first start points to the allow: {said}"));
+    assert!(
+        pointer.contains("read_note") && pointer.contains("stat_note"),
+        "{pointer}"
+    );
+    assert!(!pointer.contains("erase_note"), "destructive: {pointer}");
+    assert!(!pointer.contains("append_note"), "not read-only: {pointer}");
+    // No terminal and no --yes: nothing is allowed.
+    let refused = assent(&s.db, &["agent", "allow", "bot", "--read-only-tools"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let allowed = succeeded(&assent(
+        &s.db,
+        &["agent", "allow", "bot", "--read-only-tools", "--yes"],
+    ));
+    assert!(
+        allowed.contains("read_note") && allowed.contains("stat_note"),
+        "{allowed}"
+    );
+    // Read-only and destructive (erase_note) is not among them.
+    assert!(!allowed.contains("erase_note"), "{allowed}");
+    let second = start();
+    assert!(
+        !String::from_utf8_lossy(&second.stderr).contains("--read-only-tools"),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let client = gateway(&s.db, &[], std::slice::from_ref(&fixture)).await;
+    let read = call(&client, "read_note", json!({"path": note})).await;
+    assert_eq!(text(&read), "hello\n", "runs without a person");
+    let erase = call(&client, "erase_note", json!({"path": note})).await;
+    assert!(text(&erase).starts_with(QUEUED), "{}", text(&erase));
+    client.cancel().await.expect("the client leaves");
+    assert!(note.exists());
+    // Ask and deny take no --read-only-tools.
+    let out = assent(&s.db, &["agent", "deny", "bot", "--read-only-tools"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// The `node_modules` of the official TypeScript SDK (`@modelcontextprotocol/sdk` from
+/// npm, installed once under the target directory), or `None` (with a note) when it
+/// cannot be installed outside CI. Under `CI=true` that is a failure.
+fn typescript_sdk() -> Option<PathBuf> {
+    let prefix = target_dir().join("mcp-npm-sdk");
+    let modules = prefix.join("node_modules");
+    if modules
+        .join("@modelcontextprotocol/sdk/package.json")
+        .exists()
+    {
+        return Some(modules);
+    }
+    let installed = Command::new("npm")
+        .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&prefix)
+        .arg("@modelcontextprotocol/sdk")
+        .status();
+    match installed {
+        Ok(status) if status.success() => Some(modules),
+        other => {
+            let why = format!("cannot install @modelcontextprotocol/sdk: {other:?}");
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+            eprintln!("skipped: {why}");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_typescript_sdks_request_timeout_withdraws_the_held_call() {
+    let Some(modules) = typescript_sdk() else {
+        return;
+    };
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = fixture().display().to_string();
+    let pending = tokio::spawn(first_pending_of(s.db.clone()));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client_ts.cjs");
+    let plan = json!({
+        "command": env!("CARGO_BIN_EXE_assent"),
+        "args": ["--db", s.db, "mcp", "--server", "notes", "--agent", "bot", "--wait", "30",
+                 "--", upstream],
+        "calls": [
+            // The SDK gives up after 2 s (its fixed 60 s, shortened) and says so.
+            {"tool": "append_note", "arguments": {"path": note, "text": "one"}, "timeoutMs": 2000},
+        ],
+    });
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new("node")
+            .arg(script)
+            .arg(plan.to_string())
+            .env("NODE_PATH", &modules)
+            .env_remove("RUST_LOG")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the TypeScript client finishes")
+    .expect("node runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    let tools = report["tools"].to_string();
+    assert!(tools.contains("assent_status"), "{report:#}");
+    assert_eq!(
+        report["calls"][0]["code"], -32001,
+        "a request timeout: {report:#}"
+    );
+    let set = pending.await.expect("a set was queued");
+    withdrawn_for_the_client(&s.db, set).await;
+    assert!(!note.exists(), "the abandoned call never ran");
+}
+
+/// [`first_pending`] on a task of its own.
+async fn first_pending_of(db: String) -> Uuid {
+    first_pending(&db).await
 }

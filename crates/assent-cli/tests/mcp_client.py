@@ -12,10 +12,18 @@ PLAN_JSON: {"command": "...", "args": ["..."], "calls": [{"tool": "...", "argume
      "calls": [{"isError", "text", "structuredContent", "progress"} or {"clientError"}]}
     A client-side error (an invalid result, a protocol error) is caught and reported as
     the call's "clientError", so the test that runs this script can assert there is none.
+    A call's report also has "meta" (the result's `_meta`).
+
+    Other steps: {"run": ["PROGRAM", "ARG", ...]} runs a command (a person deciding with
+    the CLI) and reports {"exit": CODE}. In a step, the text "{changeSetId}" stands for
+    the `assent/changeSetId` of the latest call answered with one. A call with
+    "until": {"KEY": VALUE} is repeated (every 0.2 s, for at most 10 s) until its
+    structuredContent's KEY is VALUE.
 """
 
 import asyncio
 import json
+import subprocess
 import sys
 
 from mcp import ClientSession
@@ -43,7 +51,30 @@ async def call(session, step):
         "text": text_of(result),
         "structuredContent": result.structured_content,
         "progress": len(progress),
+        "meta": result.meta,
     }
+
+
+def substituted(step, change_set_id):
+    if change_set_id is None:
+        return step
+    return json.loads(json.dumps(step).replace("{changeSetId}", change_set_id))
+
+
+async def run_step(session, step):
+    if "run" in step:
+        done = subprocess.run(step["run"], capture_output=True, text=True, timeout=60)
+        return {"exit": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+    until = step.get("until")
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        answer = await call(session, step)
+        structured = answer.get("structuredContent") or {}
+        if not until or all(structured.get(key) == value for key, value in until.items()):
+            return answer
+        if asyncio.get_running_loop().time() > deadline:
+            return answer
+        await asyncio.sleep(0.2)
 
 
 def connect(plan):
@@ -73,7 +104,13 @@ async def main(plan):
                 }
                 for tool in listed.tools
             ]
-            calls = [await call(session, step) for step in plan["calls"]]
+            calls = []
+            change_set_id = None
+            for step in plan["calls"]:
+                answer = await run_step(session, substituted(step, change_set_id))
+                calls.append(answer)
+                meta = answer.get("meta") or {}
+                change_set_id = meta.get("assent/changeSetId") or change_set_id
     print(json.dumps({"tools": tools, "calls": calls}))
 
 

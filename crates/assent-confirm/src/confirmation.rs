@@ -1033,6 +1033,21 @@ impl ConfirmationService {
             .await
     }
 
+    /// [`ConfirmationService::retract_item`] with a reason recorded on the decision:
+    /// why the agent's side withdrew it (e.g. the MCP client stopped waiting).
+    #[tracing::instrument(skip(self, reason), fields(change_set = %change_set_id))]
+    pub async fn withdraw_item(
+        &self,
+        change_set_id: Uuid,
+        index: usize,
+        reason: String,
+        now: OffsetDateTime,
+    ) -> Result<ChangeDecision, ConfirmError> {
+        let reason = clean_reason(Some(reason))?;
+        self.decide(change_set_id, index, Verdict::Retracted, reason, now)
+            .await
+    }
+
     /// Confirms every pending item, in order, in one transaction: one durable commit
     /// for the whole set (group commit) instead of one per item. Each item is atomic
     /// on its own inside it (a savepoint): a failing handler, a denial or any error

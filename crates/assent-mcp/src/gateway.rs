@@ -2,14 +2,17 @@
 
 use crate::McpError;
 use crate::catalog::{Trust, gateway_registry, idempotent, listed, route};
-use crate::host::{McpHost, adopt_legacy, gateway_host};
+use crate::host::{HEARTBEAT_EVERY, McpHost, SessionGuard, adopt_legacy, gateway_host};
+use crate::status::{
+    STATUS_TOOL, requested_set, status_answer, status_tool, unknown_set, with_edit_notice,
+};
 use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
 use assent_changeset::{ToolArguments, ToolCall, reply};
 use assent_confirm::{Engine, WakeRequest};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, Verdict};
 use assent_store::host_tools::{self, HostTool, ListedTool};
 use assent_store::jobs::{self, JobStatus};
-use assent_store::{Store, agents, change_sets, decisions, operations};
+use assent_store::{Store, agents, change_sets, decisions, mcp_sessions, operations};
 use assent_tools::RuleAction;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
@@ -82,6 +85,16 @@ struct Inner {
     /// When the previous release's host was last looked at for calls of this agent
     /// that arrived since (a sync from a device of that release): see [`adopt_legacy`].
     adopted_at: Mutex<Option<std::time::Instant>>,
+    /// The change sets of calls a client is waiting on right now (held by `--wait`,
+    /// not yet answered): withdrawn when the client stops waiting ([`Holding`]), and
+    /// by [`Gateway::withdraw_held`] when the client's session or stdio ends.
+    held: Mutex<BTreeSet<Uuid>>,
+    /// This gateway's session (`assent_store::mcp_sessions`): the calls it queues are
+    /// recorded as its own, and an approved call of a session that ended runs here only
+    /// when the operator said so ([`crate::SessionGuard`]).
+    session: Uuid,
+    /// When the session last said it runs.
+    heartbeat: Mutex<std::time::Instant>,
 }
 
 /// How often a running gateway looks for its agent's calls under the previous
@@ -124,9 +137,9 @@ impl Gateway {
             .acquire()
             .await
             .map_err(assent_store::StoreError::from)?;
-        if agents::policy(&mut conn, &options.agent).await?.is_none() {
+        let Some(policy) = agents::policy(&mut conn, &options.agent).await? else {
             return Err(McpError::UnknownAgent(options.agent.clone()));
-        }
+        };
         drop(conn);
         adopt_legacy(&store, &options.agent, &options.server, &prefix, true).await?;
         let mut conn = store
@@ -137,27 +150,43 @@ impl Gateway {
         let tools = upstream.tools();
         let catalog = record_catalog(&mut conn, &options, &prefix, &tools).await?;
         let operator_idempotent = host_tools::idempotent_tools(&mut conn, &options.agent).await?;
+        let session = Uuid::new_v4();
+        mcp_sessions::open(
+            &mut conn,
+            session,
+            &options.agent,
+            &options.server,
+            OffsetDateTime::now_utc(),
+        )
+        .await?;
         drop(conn);
         let review = review_of(&catalog);
         let server_prefix = crate::config::namespaced(&options.server, "");
         let registry = gateway_registry(&tools, &server_prefix, &prefix, options.trust, &review)?;
+        point_to_read_only_allow(&tools, &registry, &policy, &options, &prefix);
         let caller = Arc::new(UpstreamCaller::with_prefix(
             upstream,
             crate::config::namespaced(&options.server, ""),
         ));
-        let host = Arc::new(McpHost::new(
-            &options.agent,
-            &options.server,
-            &options.category,
-            caller.clone(),
-            retried(
-                &tools,
+        let host = Arc::new(
+            McpHost::new(
+                &options.agent,
                 &options.server,
-                &prefix,
-                options.trust,
-                &operator_idempotent,
-            ),
-        ));
+                &options.category,
+                caller.clone(),
+                retried(
+                    &tools,
+                    &options.server,
+                    &prefix,
+                    options.trust,
+                    &operator_idempotent,
+                ),
+            )
+            .with_session(SessionGuard {
+                store: store.clone(),
+                session,
+            }),
+        );
         let target = host.target();
         let engine = Engine::open(store, Arc::new(registry), host.clone()).await?;
         Ok(Self {
@@ -171,6 +200,9 @@ impl Gateway {
                 promised: Mutex::new(BTreeSet::new()),
                 prefix,
                 adopted_at: Mutex::new(Some(std::time::Instant::now())),
+                held: Mutex::new(BTreeSet::new()),
+                session,
+                heartbeat: Mutex::new(std::time::Instant::now()),
             }),
         })
     }
@@ -235,7 +267,11 @@ impl Gateway {
                 options.trust,
                 &operator_idempotent,
             ),
-        );
+        )
+        .with_session(SessionGuard {
+            store: store.clone(),
+            session: inner.session,
+        });
         let engine = Engine::new(store, Arc::new(registry), Arc::new(host));
         if let Ok(mut current) = inner.engine.write() {
             *current = engine;
@@ -252,6 +288,11 @@ impl Gateway {
     /// The server's name.
     pub fn server(&self) -> &str {
         &self.inner.options.server
+    }
+
+    /// How long a queued call is held for a person (`--wait`).
+    pub fn wait(&self) -> Option<Duration> {
+        self.inner.options.wait
     }
 
     /// Whether the server's annotations count.
@@ -275,6 +316,7 @@ impl Gateway {
     /// and a job whose gateway died mid-call is found in doubt soon after.
     pub async fn tick(&self, now: OffsetDateTime) {
         self.adopt_now_and_then().await;
+        self.heartbeat(now).await;
         let engine = self.engine();
         let mut settings = engine.job_settings();
         if let Ok(call) = time::Duration::try_from(self.inner.options.deadlines.call) {
@@ -282,6 +324,29 @@ impl Gateway {
         }
         if let Err(error) = engine.with_job_settings(settings).run_due_jobs(now).await {
             tracing::error!(%error, "running this server's approved calls failed");
+        }
+    }
+
+    /// Every [`HEARTBEAT_EVERY`], records that this gateway's session still runs.
+    async fn heartbeat(&self, now: OffsetDateTime) {
+        let due = self.inner.heartbeat.lock().is_ok_and(|mut last| {
+            let due = last.elapsed() >= HEARTBEAT_EVERY;
+            if due {
+                *last = std::time::Instant::now();
+            }
+            due
+        });
+        if !due {
+            return;
+        }
+        let seen = match self.connection().await {
+            Ok(mut conn) => mcp_sessions::seen(&mut conn, self.inner.session, now)
+                .await
+                .map_err(McpError::from),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = seen {
+            tracing::error!(%error, "recording that this gateway's session runs failed");
         }
     }
 
@@ -316,8 +381,12 @@ impl Gateway {
     }
 
     /// The upstream's tools as the client names them (see [`Inner::prefix`]).
+    /// An upstream tool named like the gateway's own [`STATUS_TOOL`] is left out: the
+    /// name answers the gateway's status, never reaches the upstream.
     fn client_tools(&self) -> Vec<Tool> {
-        client_tools(&self.inner.caller.upstream().tools(), &self.inner.prefix)
+        let mut tools = client_tools(&self.inner.caller.upstream().tools(), &self.inner.prefix);
+        tools.retain(|tool| tool.name != STATUS_TOOL);
+        tools
     }
 
     /// The upstream's tools the agent may see: every one its rules do not deny, a
@@ -445,12 +514,27 @@ impl Gateway {
             .with_poll_interval_ms(TASK_POLL_MS);
             return Ok(Called::Task(task));
         }
+        // The call belongs to this chat: confirmed after it ended, it runs in no other
+        // session unless its tool is marked run-after-disconnect.
+        {
+            let mut conn = self.connection().await.map_err(internal)?;
+            mcp_sessions::record_call(&mut conn, set.id, inner.session)
+                .await
+                .map_err(internal)?;
+        }
         let mut queued = CallToolResult::success(vec![ContentBlock::text(format!(
-            "{reply}\nChange set {}, item 0.",
-            set.id
+            "{reply}\nChange set {id}, item 0.\nTo learn what a person decided, call \
+             {STATUS_TOOL} with {{\"changeSetId\": \"{id}\"}}.",
+            id = set.id
         ))]);
         queued.meta = Some(self.receipt_meta(set.id));
-        let result = match inner.options.wait {
+        let client = progress.and_then(|context| {
+            context
+                .peer
+                .peer_info()
+                .map(|info| info.client_info.name.clone())
+        });
+        let result = match client_wait(inner.options.wait, client.as_deref()) {
             Some(wait) => self.wait_for(set.id, wait, queued, progress).await?,
             None => queued,
         };
@@ -575,6 +659,11 @@ impl Gateway {
         let Some((set_id, 0)) = parse_task_id(task_id) else {
             return Ok(None);
         };
+        Ok(self.owns(set_id).await?.then_some(set_id))
+    }
+
+    /// Whether change set `set_id` is a call of this agent on this server.
+    async fn owns(&self, set_id: Uuid) -> Result<bool, McpError> {
         let mut conn = self.connection().await?;
         let ours = change_sets::load(&mut conn, set_id)
             .await?
@@ -583,7 +672,28 @@ impl Gateway {
                     && set.target_id == self.inner.target.id
                     && set.agent_id == self.inner.options.agent
             });
-        Ok(ours.then_some(set_id))
+        Ok(ours)
+    }
+
+    /// The answer of `assent_status` for change set `set_id` when it is a call of this
+    /// agent on this server (see [`crate::status`]), `None` otherwise: the engine's
+    /// outcome of the set, read after the ownership check.
+    pub async fn status_of(&self, set_id: Uuid) -> Result<Option<CallToolResult>, McpError> {
+        if !self.owns(set_id).await? {
+            return Ok(None);
+        }
+        let outcome = self.engine().confirmations().outcome(set_id).await?;
+        Ok(Some(status_answer(&outcome)))
+    }
+
+    /// The answer to an `assent_status` call with `args` on this server alone.
+    pub async fn status(&self, args: &Value) -> Result<CallToolResult, ErrorData> {
+        let set_id = match requested_set(args) {
+            Ok(set_id) => set_id,
+            Err(refused) => return Ok(refused),
+        };
+        let answer = self.status_of(set_id).await.map_err(internal)?;
+        Ok(answer.unwrap_or_else(|| unknown_set(set_id)))
     }
 
     /// Keeps the listing's promise to a client that checks results: a tool listed with
@@ -632,9 +742,12 @@ impl Gateway {
         let token = context.and_then(|c| c.meta.get_progress_token());
         let mut last_progress = started;
         let mut step = 0.0;
+        // Dropped unanswered (the client cancelled, its session ended): withdrawn.
+        let holding = Holding::new(self.clone(), set_id);
         while started.elapsed() < wait {
             tokio::time::sleep(POLL).await;
             if let Some(result) = self.decided(set_id).await.map_err(internal)? {
+                holding.release();
                 return Ok(result);
             }
             if let (Some(token), Some(context)) = (&token, context)
@@ -647,7 +760,84 @@ impl Gateway {
                 let _ = context.peer.notify_progress(note).await;
             }
         }
+        // Answered with the receipt: the model can follow it (`assent_status`).
+        holding.release();
         Ok(queued)
+    }
+
+    /// Withdraws the call of change set `set_id` when it is still undecided: the
+    /// client stopped waiting for it ([`STOPPED_WAITING`]), so nobody would hear its
+    /// result. Through the engine's confirmation service (audited, webhooks); a call a
+    /// person decided meanwhile is left as it is.
+    #[tracing::instrument(skip(self), fields(server = %self.inner.options.server, change_set = %set_id))]
+    pub async fn withdraw_abandoned(&self, set_id: Uuid) -> Result<(), McpError> {
+        let engine = self.engine();
+        let open = {
+            let mut conn = self.connection().await?;
+            change_sets::load(&mut conn, set_id)
+                .await?
+                .and_then(|set| set.items.first().map(|item| item.status))
+                .is_some_and(|status| {
+                    matches!(
+                        status,
+                        ChangeItemStatus::Pending | ChangeItemStatus::Deferred
+                    )
+                })
+        };
+        if open {
+            let withdrawn = engine
+                .confirmations()
+                .withdraw_item(
+                    set_id,
+                    0,
+                    STOPPED_WAITING.to_owned(),
+                    OffsetDateTime::now_utc(),
+                )
+                .await;
+            match withdrawn {
+                Ok(_) => tracing::info!("the client stopped waiting: the call is withdrawn"),
+                Err(assent_confirm::ConfirmError::Conflict(_)) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        if let Ok(mut held) = self.inner.held.lock() {
+            held.remove(&set_id);
+        }
+        Ok(())
+    }
+
+    /// Ends this gateway's session: its client left (stdio closed, SIGTERM) or the
+    /// gateway is stopping. Every call a client still waits on is withdrawn
+    /// ([`Gateway::withdraw_abandoned`]), and the session is recorded as ended, so an
+    /// approved call it made runs in no later session ([`crate::SessionGuard`]).
+    pub async fn end_session(&self) {
+        self.withdraw_held().await;
+        let ended = match self.connection().await {
+            Ok(mut conn) => {
+                mcp_sessions::end(&mut conn, self.inner.session, OffsetDateTime::now_utc())
+                    .await
+                    .map_err(McpError::from)
+            }
+            Err(error) => Err(error),
+        };
+        if let Err(error) = ended {
+            tracing::error!(%error, "recording the end of this gateway's session failed");
+        }
+    }
+
+    /// Withdraws every call a client is still waiting on ([`Gateway::withdraw_abandoned`]).
+    async fn withdraw_held(&self) {
+        let held: Vec<Uuid> = self
+            .inner
+            .held
+            .lock()
+            .map(|held| held.iter().copied().collect())
+            .unwrap_or_default();
+        for set_id in held {
+            if let Err(error) = self.withdraw_abandoned(set_id).await {
+                tracing::error!(%error, change_set = %set_id, "withdrawing a call nobody waits for failed");
+            }
+        }
     }
 
     /// The answer for a queued call once a person decided its item, `None` while open.
@@ -672,16 +862,23 @@ impl Gateway {
             ChangeItemStatus::Confirmed => {
                 if let Some(job) = jobs::for_item(&mut conn, set.id, 0).await? {
                     return Ok(match job.status {
-                        JobStatus::Applied => Some(
-                            self.inner
+                        JobStatus::Applied => {
+                            let result = self
+                                .inner
                                 .caller
                                 .take_result(&job.operation_id)
                                 .unwrap_or_else(|| {
                                     CallToolResult::success(vec![ContentBlock::text(
-                                        job.result.unwrap_or_default(),
+                                        job.result.clone().unwrap_or_default(),
                                     )])
-                                }),
-                        ),
+                                });
+                            // The model is told a person changed what it asked for.
+                            Some(if job.args == item.args {
+                                result
+                            } else {
+                                with_edit_notice(result, &item.args, &job.args)
+                            })
+                        }
                         JobStatus::Failed | JobStatus::Retracted => Some(error_result(
                             reply::waited_failed(job.last_error.as_deref()),
                         )),
@@ -724,6 +921,46 @@ impl Gateway {
             }
         }
     }
+}
+
+/// At start, under `--trust none`: when tools the upstream marks read-only (and not
+/// destructive) wait for a person because no rule allows them, one line on stderr
+/// names them and the command that allows them once, knowingly.
+fn point_to_read_only_allow(
+    tools: &[Tool],
+    registry: &assent_tools::ToolRegistry,
+    policy: &assent_tools::AgentPolicy,
+    options: &GatewayOptions,
+    prefix: &str,
+) {
+    if options.trust != Trust::None {
+        return;
+    }
+    let waiting: Vec<String> = tools
+        .iter()
+        .filter(|tool| {
+            tool.annotations.as_ref().is_some_and(|hints| {
+                hints.read_only_hint == Some(true) && hints.destructive_hint != Some(true)
+            })
+        })
+        .map(|tool| format!("{prefix}{}", tool.name))
+        .filter(|name| {
+            registry
+                .get(name)
+                .is_some_and(|spec| route(policy, spec) == RuleAction::Ask)
+        })
+        .collect();
+    if waiting.is_empty() {
+        return;
+    }
+    tracing::warn!(
+        "{} tools of server {} are marked read-only by the server and wait for a person like \
+         writes ({}); to let them run at once, knowingly: assent agent allow {} --read-only-tools",
+        waiting.len(),
+        options.server,
+        waiting.join(", "),
+        options.agent
+    );
 }
 
 /// Records `tools` as the catalog of the gateway's host in the database, so edits of
@@ -813,6 +1050,86 @@ fn review_of(catalog: &[HostTool]) -> BTreeSet<String> {
         .collect()
 }
 
+/// The names (`initialize`'s `clientInfo.name`) of clients known to give up on a call
+/// after the TypeScript SDK's fixed 60 s request timeout: `claude-ai` is Claude
+/// Desktop.
+pub const SIXTY_SECOND_CLIENTS: &[&str] = &["claude-ai"];
+
+/// The longest `--wait` for a client in [`SIXTY_SECOND_CLIENTS`]: it gets the receipt
+/// before it gives up, so the call is not abandoned.
+pub const SIXTY_SECOND_WAIT: Duration = Duration::from_secs(55);
+
+/// How long a call of client `client` is held: `wait`, clamped to
+/// [`SIXTY_SECOND_WAIT`] (with a warning naming the client) for a client that gives
+/// up after 60 s.
+pub fn client_wait(wait: Option<Duration>, client: Option<&str>) -> Option<Duration> {
+    let wait = wait?;
+    match client {
+        Some(name) if wait > SIXTY_SECOND_WAIT && SIXTY_SECOND_CLIENTS.contains(&name) => {
+            tracing::warn!(
+                client = name,
+                "--wait {}s is past what client {name:?} waits for a call (60 s): its calls are held {}s",
+                wait.as_secs(),
+                SIXTY_SECOND_WAIT.as_secs()
+            );
+            Some(SIXTY_SECOND_WAIT)
+        }
+        _ => Some(wait),
+    }
+}
+
+/// A call a client is waiting on: registered in [`Inner::held`] while the wait lasts.
+/// Released when the call is answered (a decision, or the receipt); dropped
+/// unreleased (the client's cancellation, its request timeout or its session's end
+/// drops the waiting future) it withdraws the call on a task of its own. It stays in
+/// `held` until withdrawn, so [`Gateway::withdraw_held`] at the session's end finds it
+/// even when that task had no time to run.
+struct Holding {
+    gateway: Option<Gateway>,
+    set_id: Uuid,
+}
+
+impl Holding {
+    fn new(gateway: Gateway, set_id: Uuid) -> Self {
+        if let Ok(mut held) = gateway.inner.held.lock() {
+            held.insert(set_id);
+        }
+        Self {
+            gateway: Some(gateway),
+            set_id,
+        }
+    }
+
+    fn release(mut self) {
+        if let Some(gateway) = self.gateway.take()
+            && let Ok(mut held) = gateway.inner.held.lock()
+        {
+            held.remove(&self.set_id);
+        }
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        let Some(gateway) = self.gateway.take() else {
+            return;
+        };
+        let set_id = self.set_id;
+        tracing::info!(change_set = %set_id, "the client stopped waiting for a queued call");
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(error) = gateway.withdraw_abandoned(set_id).await {
+                    tracing::error!(%error, change_set = %set_id, "withdrawing a call nobody waits for failed");
+                }
+            });
+        }
+    }
+}
+
+/// The reason recorded when a call is withdrawn because its client stopped waiting
+/// for it (cancelled the request, timed out, or closed its session or stdio).
+pub const STOPPED_WAITING: &str = "the client stopped waiting";
+
 /// What a call came to: an answer, or (for a client that declared the tasks
 /// extension) a task for a queued call.
 enum Called {
@@ -896,7 +1213,8 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.list_for_client().await.map_err(internal)?;
+        let mut tools = self.list_for_client().await.map_err(internal)?;
+        tools.push(status_tool());
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -962,6 +1280,9 @@ impl Gateway {
     ) -> Result<CallToolResponse, ErrorData> {
         let span = tracing::info_span!("mcp_call", server = %self.inner.options.server, tool = %request.name);
         let args = Value::Object(request.arguments.unwrap_or_default());
+        if request.name == STATUS_TOOL && self.inner.prefix.is_empty() {
+            return Ok(self.status(&args).instrument(span).await?.into());
+        }
         // A client's notifications/cancelled ends the call here: its future (a wake, an
         // upstream call after the wake's commit) is dropped, and the upstream is told.
         let as_task = context
@@ -993,6 +1314,20 @@ impl Gateway {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_that_gives_up_after_60_s_is_held_55_s_at_most() {
+        let two_minutes = Some(Duration::from_secs(120));
+        assert_eq!(
+            client_wait(two_minutes, Some("claude-ai")),
+            Some(SIXTY_SECOND_WAIT)
+        );
+        assert_eq!(client_wait(two_minutes, Some("mcp")), two_minutes);
+        assert_eq!(client_wait(two_minutes, None), two_minutes);
+        let short = Some(Duration::from_secs(30));
+        assert_eq!(client_wait(short, Some("claude-ai")), short);
+        assert_eq!(client_wait(None, Some("claude-ai")), None);
+    }
 
     #[test]
     fn a_task_id_names_a_set_and_an_item() {

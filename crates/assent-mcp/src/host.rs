@@ -15,14 +15,15 @@ use crate::catalog::TARGET_KIND;
 use crate::upstream::UpstreamCaller;
 use crate::upstream::UpstreamError;
 use assent_confirm::{Effect, ExternalCall, ExternalError, ExternalHandler, Host, Reconciliation};
-use assent_domain::{Target, VectorClock};
+use assent_domain::{OffsetDateTime, Target, Uuid, VectorClock};
 use assent_store::AnyConnection;
-use assent_store::{change_sets, jobs};
+use assent_store::{change_sets, jobs, mcp_sessions};
 use assent_tools::{
     BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use time::Duration;
 
 /// The host of agent `agent`'s gateway for server `server`: `mcpa_`, the agent's id,
 /// `_x_`, the server's name, each written as [`host_name`] writes a name after its
@@ -183,13 +184,106 @@ impl ToolHandler<AnyConnection> for InlineUpstream {
 }
 
 /// Runs an approved call on the upstream for the execution ledger, with the item's
-/// operation id as the idempotency key and no database lock held.
+/// operation id as the idempotency key and no database lock held; with a
+/// [`SessionGuard`], only a call its chat still waits for, or may run without it.
 #[derive(Debug)]
-pub struct LedgerUpstream(pub Arc<UpstreamCaller>);
+pub struct LedgerUpstream(pub Arc<UpstreamCaller>, pub Option<SessionGuard>);
+
+/// How long a gateway session may go without saying it runs before it counts as
+/// ended (its gateway died): a few of its heartbeats ([`HEARTBEAT_EVERY`]).
+pub const SESSION_STALE: Duration = Duration::seconds(30);
+
+/// How often a running gateway says its session still runs.
+pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Keeps a call whose chat ended from running in another session: the gateway's
+/// session and the store where sessions are recorded (`assent_store::mcp_sessions`).
+#[derive(Debug, Clone)]
+pub struct SessionGuard {
+    /// The database of the sessions.
+    pub store: assent_store::Store,
+    /// The session of this gateway.
+    pub session: Uuid,
+}
+
+impl SessionGuard {
+    /// Whether `call` may run now in this session (see [`after_disconnect`]).
+    async fn check(&self, call: &ExternalCall<'_>) -> Result<(), ExternalError> {
+        let unknown = |e: assent_store::StoreError| {
+            ExternalError::Retryable(format!("its session could not be read: {e}"))
+        };
+        let mut conn = self
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(|e| unknown(e.into()))?;
+        let made_by = mcp_sessions::of_operation(&mut conn, call.operation_id.as_str())
+            .await
+            .map_err(unknown)?;
+        // Matched as rules are (`name_matches`): a pattern marks every tool it covers.
+        let run_after = mcp_sessions::run_after_disconnect_tools(&mut conn, call.agent_id)
+            .await
+            .map_err(unknown)?
+            .iter()
+            .any(|marked| assent_tools::name_matches(marked, call.tool_name));
+        after_disconnect(
+            made_by.as_ref(),
+            self.session,
+            run_after,
+            call,
+            OffsetDateTime::now_utc(),
+        )
+    }
+}
+
+/// Whether an approved call made in session `made_by` runs in session `mine` at
+/// `now`: a call of no recorded session (a task, or queued before sessions were
+/// recorded), of this session, of a tool marked run-after-disconnect (`run_after`), or
+/// confirmed while its chat was still there runs; a call of another session that still
+/// runs waits for that session's gateway (retried); a call confirmed after its chat
+/// ended (or after its gateway was last seen, unseen for [`SESSION_STALE`] since) is
+/// refused for good, saying how to let such calls run.
+pub fn after_disconnect(
+    made_by: Option<&mcp_sessions::CallSession>,
+    mine: Uuid,
+    run_after: bool,
+    call: &ExternalCall<'_>,
+    now: OffsetDateTime,
+) -> Result<(), ExternalError> {
+    let Some(session) = made_by else {
+        return Ok(());
+    };
+    if session.id == mine || run_after {
+        return Ok(());
+    }
+    let ended = session
+        .ended_at
+        .or_else(|| (now - session.seen_at >= SESSION_STALE).then_some(session.seen_at));
+    let Some(ended) = ended else {
+        return Err(ExternalError::Retryable(
+            "the chat that made this call is served by another gateway process; it runs there"
+                .to_owned(),
+        ));
+    };
+    if session.confirmed_at <= ended {
+        return Ok(());
+    }
+    Err(ExternalError::Permanent(format!(
+        "not run: the chat that made this call ended before it could run, so nobody \
+         would hear its result (to let such calls of {tool} run in a later session: \
+         assent agent run-after-disconnect {agent} {tool})",
+        tool = call.tool_name,
+        agent = call.agent_id
+    )))
+}
 
 impl ExternalHandler for LedgerUpstream {
     fn call<'a>(&'a self, call: ExternalCall<'a>) -> BoxFuture<'a, Result<String, ExternalError>> {
         Box::pin(async move {
+            if let Some(guard) = &self.1 {
+                guard.check(&call).await?;
+            }
             self.0
                 .call(call.operation_id, call.tool_name, call.args)
                 .await
@@ -236,9 +330,16 @@ impl McpHost {
                 category: category.to_owned(),
             },
             inline: InlineUpstream(caller.clone()),
-            ledger: LedgerUpstream(caller),
+            ledger: LedgerUpstream(caller, None),
             idempotent,
         }
+    }
+
+    /// The host whose approved calls run only in the session that made them, or
+    /// after it when the operator said so ([`SessionGuard`]).
+    pub fn with_session(mut self, guard: SessionGuard) -> Self {
+        self.ledger.1 = Some(guard);
+        self
     }
 
     /// The target every call of this server is about.
@@ -307,6 +408,71 @@ impl CategoryResolver<AnyConnection> for ServerCategory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_approved_call_runs_only_in_its_own_chat_unless_marked() {
+        let now = OffsetDateTime::UNIX_EPOCH + Duration::days(20_000);
+        let mine = Uuid::new_v4();
+        let operation =
+            assent_domain::OperationId::derive("run", "write", &serde_json::json!({}), &["files"]);
+        let args = serde_json::json!({});
+        let target = Target::new(TARGET_KIND, "files");
+        let call = ExternalCall {
+            operation_id: &operation,
+            tool_name: "write",
+            args: &args,
+            target: &target,
+            agent_id: "desktop",
+            attempt: 1,
+        };
+        let session = |id, seen: Duration, ended: bool| mcp_sessions::CallSession {
+            id,
+            seen_at: now - seen,
+            ended_at: ended.then_some(now - seen),
+            confirmed_at: now - seen + Duration::milliseconds(1),
+        };
+        let other = Uuid::new_v4();
+        // No session recorded (a task, an older call), or this one: runs.
+        assert_eq!(after_disconnect(None, mine, false, &call, now), Ok(()));
+        let own = session(mine, Duration::seconds(1), false);
+        assert_eq!(
+            after_disconnect(Some(&own), mine, false, &call, now),
+            Ok(())
+        );
+        // Another live session's call waits for its own gateway.
+        let live = session(other, Duration::seconds(5), false);
+        assert!(matches!(
+            after_disconnect(Some(&live), mine, false, &call, now),
+            Err(ExternalError::Retryable(_))
+        ));
+        // An ended chat, or a gateway unseen for long: refused for good, unless marked.
+        for gone in [
+            session(other, Duration::seconds(1), true),
+            session(other, SESSION_STALE, false),
+        ] {
+            let refused = after_disconnect(Some(&gone), mine, false, &call, now);
+            let Err(ExternalError::Permanent(why)) = refused else {
+                panic!("{refused:?}")
+            };
+            assert!(
+                why.contains("assent agent run-after-disconnect desktop write"),
+                "{why}"
+            );
+            assert_eq!(
+                after_disconnect(Some(&gone), mine, true, &call, now),
+                Ok(())
+            );
+            // Confirmed while its chat was there: it runs wherever it is claimed.
+            let confirmed_before = mcp_sessions::CallSession {
+                confirmed_at: gone.seen_at - Duration::seconds(1),
+                ..gone
+            };
+            assert_eq!(
+                after_disconnect(Some(&confirmed_before), mine, false, &call, now),
+                Ok(())
+            );
+        }
+    }
 
     #[test]
     fn a_host_name_is_letters_digits_and_underscores() {

@@ -29,6 +29,7 @@ mod gateway;
 mod host;
 pub mod redact;
 mod serve;
+mod status;
 mod upstream;
 
 pub use catalog::{
@@ -37,15 +38,17 @@ pub use catalog::{
 pub use error::McpError;
 pub use gateway::{
     CANCELLED_BY_AGENT, CHANGE_SET_META, Gateway, GatewayOptions, QUEUED, REVIEW_URL_META,
-    TASK_FAILED_CODE, parse_task_id, task_id,
+    STOPPED_WAITING, TASK_FAILED_CODE, parse_task_id, task_id,
 };
 pub use host::{
-    InlineUpstream, LedgerUpstream, McpHost, adopt_legacy, check_host_free, gateway_host, host_name,
+    HEARTBEAT_EVERY, InlineUpstream, LedgerUpstream, McpHost, SESSION_STALE, SessionGuard,
+    adopt_legacy, after_disconnect, check_host_free, gateway_host, host_name,
 };
 pub use serve::{
-    Downstream, Gateways, HttpDownstream, MCP_PATH, Supervision, mount_config, run, run_config,
-    run_one,
+    ANNOUNCE, Downstream, Gateways, HttpDownstream, MCP_PATH, Supervision, mount_config, run,
+    run_config, run_one,
 };
+pub use status::{EDITED_META, STATUS_TOOL};
 pub use upstream::{
     Deadlines, OPERATION_ID_META, Upstream, UpstreamCaller, UpstreamError, http_transport,
     result_text,

@@ -10,6 +10,7 @@ use crate::catalog::Trust;
 use crate::config::{ServersConfig, UpstreamSource, namespaced, split_namespaced};
 use crate::gateway::{Gateway, GatewayOptions, POLL, unknown_task};
 use crate::host::check_host_free;
+use crate::status::{STATUS_TOOL, requested_set, status_tool, unknown_set};
 use crate::upstream::Upstream;
 use assent_domain::OffsetDateTime;
 use assent_store::Store;
@@ -50,6 +51,10 @@ pub struct HttpDownstream {
     /// served at once (`ServerLimits::default()` in `assent mcp --http`).
     pub limits: assent_server::ServerLimits,
 }
+
+/// The log target of the lines an operator needs at start (the address `--http`
+/// listens on), logged at `info`; `assent` shows it by default.
+pub const ANNOUNCE: &str = "assent_mcp::announce";
 
 /// The path the gateway is served at over HTTP.
 pub const MCP_PATH: &str = "/mcp";
@@ -232,23 +237,46 @@ async fn serve<H>(
 where
     H: ServerHandler + Clone + Send + Sync + 'static,
 {
+    if let Some(wait) = gateways_wait(&served)
+        && wait >= Duration::from_secs(60)
+    {
+        tracing::warn!(
+            "--wait {}s is 60 s or more: clients built on the TypeScript MCP SDK (Claude \
+             Desktop, Cursor, VS Code) give up on a call after 60 s and the call is withdrawn; \
+             keep --wait under 60 (Claude Desktop's calls are held {}s at most)",
+            wait.as_secs(),
+            crate::gateway::SIXTY_SECOND_WAIT.as_secs()
+        );
+    }
+    let gateways: Vec<Gateway> = served.iter().map(|s| s.gateway.clone()).collect();
     let supervision = Supervision::of(served);
     let result = match downstream {
-        Downstream::Stdio => {
-            let server = handler
-                .serve(rmcp::transport::stdio())
-                .await
-                .map_err(|e| McpError::Client(e.to_string()))?;
-            server
-                .waiting()
-                .await
-                .map(|_| ())
-                .map_err(|e| McpError::Client(e.to_string()))
-        }
+        // A client that closes stdin and does not wait long for the gateway to exit
+        // sends SIGTERM (the MCP stdio shutdown): the held calls are withdrawn below
+        // either way, and so is the session ended when the handshake failed.
+        Downstream::Stdio => match handler.serve(rmcp::transport::stdio()).await {
+            Err(error) => Err(McpError::Client(error.to_string())),
+            Ok(server) => tokio::select! {
+                waited = server.waiting() => waited
+                    .map(|_| ())
+                    .map_err(|e| McpError::Client(e.to_string())),
+                () = stop_signal() => Ok(()),
+            },
+        },
         Downstream::Http(http) => serve_http(store, agent, handler, http).await,
     };
+    // The client left (or the gateway is stopping): nobody hears the answers of the
+    // calls still held, so they are withdrawn before the process ends.
+    for gateway in &gateways {
+        gateway.end_session().await;
+    }
     drop(supervision);
     result
+}
+
+/// The `--wait` of the served gateways (all share it).
+fn gateways_wait(served: &[Served]) -> Option<Duration> {
+    served.first().and_then(|one| one.gateway.wait())
 }
 
 /// Five times a second: an upstream that stopped is started again (with backoff);
@@ -272,7 +300,7 @@ async fn supervise(served: Served) {
     }
 }
 
-/// Serves `handler` at [`MCP_PATH`] over Streamable HTTP until ctrl-c, through `assent
+/// Serves `handler` at [`MCP_PATH`] over Streamable HTTP until ctrl-c (or SIGTERM), through `assent
 /// serve`'s accept loop with `http.limits` (`assent_server::accept_loop`): every
 /// request carries an agent token of `agent` (`Authorization: Bearer`), else 401; a
 /// `Host` outside the allowed hosts is refused by rmcp (403).
@@ -285,21 +313,45 @@ async fn serve_http<H>(
 where
     H: ServerHandler + Clone + Send + Sync + 'static,
 {
-    let router = http_router(store, agent, handler, http.allowed_hosts);
+    let router = http_router(store, agent.clone(), handler, http.allowed_hosts);
     let listener = tokio::net::TcpListener::bind(http.addr)
         .await
         .map_err(|e| McpError::Client(format!("cannot listen on {}: {e}", http.addr)))?;
     let local = listener
         .local_addr()
         .map_err(|e| McpError::Client(e.to_string()))?;
-    tracing::info!(address = %local, "serving MCP over Streamable HTTP at http://{local}{MCP_PATH}");
+    tracing::info!(target: ANNOUNCE, "listening on http://{local}{MCP_PATH} (agent {agent})");
     // Open event streams would hold a graceful shutdown forever: ctrl-c ends it, the
     // loop itself is never told to stop.
     let served =
         assent_server::accept_loop(listener, router, http.limits, std::future::pending(), || {});
     tokio::select! {
         served = served => served.map_err(|e| McpError::Client(e.to_string())),
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        () = stop_signal() => Ok(()),
+    }
+}
+
+/// Resolves on ctrl-c, or on SIGTERM on Unix.
+async fn stop_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
     }
 }
 
@@ -421,6 +473,28 @@ impl Gateways {
         }
     }
 
+    /// The answer to an `assent_status` call: the first server's gateway whose call
+    /// the set is answers; a set of no server of this agent is unknown.
+    pub async fn status(
+        &self,
+        args: &serde_json::Value,
+    ) -> Result<rmcp::model::CallToolResult, ErrorData> {
+        let set_id = match requested_set(args) {
+            Ok(set_id) => set_id,
+            Err(refused) => return Ok(refused),
+        };
+        for gateway in self.servers.values() {
+            let answer = gateway
+                .status_of(set_id)
+                .await
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            if let Some(answer) = answer {
+                return Ok(answer);
+            }
+        }
+        Ok(unknown_set(set_id))
+    }
+
     /// The gateway of server `name`.
     pub fn get(&self, name: &str) -> Option<&Gateway> {
         self.servers.get(name)
@@ -476,6 +550,7 @@ impl ServerHandler for Gateways {
                 }
             }
         }
+        all.push(status_tool());
         Ok(ListToolsResult::with_all_items(all))
     }
 
@@ -494,6 +569,11 @@ impl ServerHandler for Gateways {
                 None,
             )
         };
+        if request.name == STATUS_TOOL {
+            let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
+            let span = tracing::info_span!("mcp_status");
+            return Ok(self.status(&args).instrument(span).await?.into());
+        }
         let Some((server, _)) = split_namespaced(&request.name) else {
             return Err(unknown());
         };

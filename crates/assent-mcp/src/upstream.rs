@@ -306,9 +306,10 @@ impl Upstream {
     }
 }
 
-/// Writes each line the server prints on its stderr to the gateway's log (at `warn`,
-/// the default level, so a server's complaints stay as visible as when they went
-/// straight to the terminal), in the caller's span: the gateway's names the server.
+/// Writes each line the server prints on its stderr to the gateway's log at `info`
+/// (servers print their banners and notes there; `assent` shows target
+/// `assent_mcp::upstream_stderr` at `info` by default, so they stay visible without
+/// reading as warnings), in the caller's span: the gateway's names the server.
 fn forward_stderr(stderr: tokio::process::ChildStderr) {
     use tokio::io::AsyncBufReadExt as _;
     let span = tracing::Span::current();
@@ -316,7 +317,7 @@ fn forward_stderr(stderr: tokio::process::ChildStderr) {
         async move {
             let mut lines = tokio::io::BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                tracing::warn!(target: "assent_mcp::upstream_stderr", "{}", redact(&assent_domain::one_line(&line)));
+                tracing::info!(target: "assent_mcp::upstream_stderr", "{}", redact(&assent_domain::one_line(&line)));
             }
         }
         .instrument(span),

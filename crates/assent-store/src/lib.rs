@@ -42,6 +42,7 @@ pub mod delegation;
 pub mod expiry_warnings;
 pub mod host_tools;
 pub mod jobs;
+pub mod mcp_sessions;
 pub mod operations;
 pub mod outbox;
 pub mod proof;

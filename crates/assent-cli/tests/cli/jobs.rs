@@ -93,8 +93,21 @@ async fn the_cli_confirms_an_external_item_lists_its_job_and_settles_it_in_doubt
     let table = String::from_utf8_lossy(&cli.run(&["jobs"]).stdout).into_owned();
     assert!(table.contains("in doubt"), "{table}");
 
-    let settled = cli.json(&["jobs", "resolve", &id, "--happened"], "");
+    // A job is named by its first 8 hex digits as a change set is.
+    let settled = cli.json(&["jobs", "resolve", &id[..8], "--happened"], "");
     assert_eq!(settled["status"], "applied");
+    assert_eq!(settled["id"], id.as_str());
+    assert_fails(&cli.run(&["jobs", "retract", &id[..8]]), 3, "not failed");
+    assert_fails(
+        &cli.run(&["jobs", "retract", "abc"]),
+        2,
+        "first 8 or more hex digits",
+    );
+    assert_fails(
+        &cli.run(&["jobs", "retry", "ffffffff"]),
+        1,
+        "no job whose id starts with ffffffff",
+    );
     assert_fails(&cli.run(&["jobs", "retract", &id]), 3, "not failed");
     assert_fails(
         &cli.run(&["jobs", "retry", "00000000-0000-0000-0000-000000000000"]),

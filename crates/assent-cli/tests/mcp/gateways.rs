@@ -99,12 +99,12 @@ async fn one_config_serves_every_server_under_its_name_with_its_own_trust() {
         "{names:?}"
     );
     assert!(
-        names
-            .iter()
-            .all(|n| n.starts_with("notes__") || n.starts_with("strict__")),
+        names.iter().all(|n| n.starts_with("notes__")
+            || n.starts_with("strict__")
+            || n == assent_mcp::STATUS_TOOL),
         "{names:?}"
     );
-    assert_eq!(names.len(), 12, "{names:?}");
+    assert_eq!(names.len(), 13, "{names:?}");
 
     // Trusted hints: the read runs at once; the same tool of the strict server waits.
     let read = call(&client, "notes__read_note", json!({"path": existing})).await;
@@ -143,6 +143,22 @@ async fn one_config_serves_every_server_under_its_name_with_its_own_trust() {
     assert!(
         pending.to_string().contains("\"notes__append_note\""),
         "{pending:#}"
+    );
+    // `assent_status` (one, for every server) finds the set among the servers' calls.
+    let status = call(
+        &client,
+        assent_mcp::STATUS_TOOL,
+        json!({"changeSetId": set.to_string()}),
+    )
+    .await;
+    assert_eq!(
+        status
+            .structured_content
+            .as_ref()
+            .map(|s| s["status"].clone()),
+        Some(json!("pending")),
+        "{}",
+        text(&status)
     );
     confirm_and_see(&s.db, set_id(&reply), &note, "one\n").await;
 
@@ -284,30 +300,82 @@ fn agent_token(db: &str, agent: &str) -> String {
     made["secret"].as_str().expect("a secret").to_owned()
 }
 
-/// `assent mcp ... --http 127.0.0.1:PORT` started, once it answers; its URL.
+/// `assent mcp ... --http 127.0.0.1:PORT` started, once it said on stderr where it
+/// listens and for which agent (by default, `RUST_LOG` unset); its URL.
 async fn http_gateway(db: &str, args: &[String]) -> (tokio::process::Child, String) {
+    let (child, url, _) = http_gateway_saying(db, args).await;
+    (child, url)
+}
+
+/// [`http_gateway`], and what it said on stderr up to where it listens.
+async fn http_gateway_saying(db: &str, args: &[String]) -> (tokio::process::Child, String, String) {
+    use tokio::io::AsyncBufReadExt as _;
     let port = free_port();
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_assent"))
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_assent"))
         .args(["--db", db, "mcp", "--agent", "bot", "--http"])
         .arg(format!("127.0.0.1:{port}"))
         .args(args)
         .env_remove("RUST_LOG")
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .expect("the gateway starts");
     let url = format!("http://127.0.0.1:{port}{}", assent_mcp::MCP_PATH);
-    let started = std::time::Instant::now();
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the gateway never listened"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    (child, url)
+    let stderr = child.stderr.take().expect("its stderr");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let announced = format!("listening on {url} (agent bot)");
+    let mut seen = String::new();
+    let found = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains(&announced) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(
+        matches!(found, Ok(true)),
+        "the gateway never said {announced:?}: {seen}"
+    );
+    // Keep reading, so the gateway never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, url, seen)
+}
+
+#[tokio::test]
+async fn a_wait_of_60_seconds_or_more_is_warned_about_at_start() {
+    let s = setup();
+    let fixture = fixture().display().to_string();
+    let config = config_file(s.dir.path(), json!({"notes": {"command": fixture}}));
+    let config = config.display().to_string();
+    let (_gateway, _, said) = http_gateway_saying(
+        &s.db,
+        &[
+            "--config".to_owned(),
+            config.clone(),
+            "--wait".to_owned(),
+            "90".to_owned(),
+        ],
+    )
+    .await;
+    assert!(
+        said.contains("--wait 90s is 60 s or more"),
+        "the long wait is warned about: {said}"
+    );
+    let (_gateway, _, said) = http_gateway_saying(
+        &s.db,
+        &[
+            "--config".to_owned(),
+            config,
+            "--wait".to_owned(),
+            "50".to_owned(),
+        ],
+    )
+    .await;
+    assert!(!said.contains("60 s or more"), "{said}");
 }
 
 /// The status of a bare `initialize` POST to `url` with `headers`.
@@ -914,6 +982,12 @@ async fn as_the_previous_release(db: &str, agent: &str, set: Uuid, server: &str)
         .execute(&mut *conn)
         .await
         .expect("the catalog moved");
+    // The previous release recorded no gateway sessions.
+    assent_confirm::sqlx::query("DELETE FROM mcp_session_calls WHERE change_set_id = $1")
+        .bind(set.to_string())
+        .execute(&mut *conn)
+        .await
+        .expect("the session forgotten");
     drop(conn);
     store.close().await;
 }
@@ -1140,7 +1214,12 @@ async fn a_server_name_that_would_split_two_ways_is_refused() {
     let (client, log) = config_gateway(&s.db, &config, &[]).await;
     let tools = client.peer().list_all_tools().await.expect("tools/list");
     let names = names(&tools);
-    assert!(names.iter().all(|n| n.starts_with("s__")), "{names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("s__") || n == assent_mcp::STATUS_TOOL),
+        "{names:?}"
+    );
     let unknown = client
         .peer()
         .call_tool(CallToolRequestParams::new("s___append_note"))
