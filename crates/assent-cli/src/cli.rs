@@ -19,7 +19,7 @@ use time::{Duration, OffsetDateTime};
     name = "assent",
     version,
     propagate_version = true,
-    after_help = "Exit codes: 0 ok, 1 error, 2 usage, 3 conflict (already decided, changed concurrently), 4 stale target (it changed since the proposal; the item was refreshed for a new review).\nTry `assent demo` for the whole story."
+    after_help = "Exit codes: 0 ok, 1 error, 2 usage, 3 conflict (already decided, changed concurrently),\n4 stale target (it changed since the proposal; the item was refreshed for a new review).\nTry `assent demo` for the whole story."
 )]
 pub struct Cli {
     /// The database (created and migrated when missing); default: the URL in

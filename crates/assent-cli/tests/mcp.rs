@@ -226,6 +226,8 @@ async fn trusted_read_only_passes_a_write_waits_for_a_person_and_runs_once_when_
 
     confirm_and_see(&s.db, set_id(&reply), &note, "one\n").await;
     client.cancel().await.expect("the client leaves");
+    // The read ran under the trusted hint, the write on a person's word: proven.
+    proven(&s.db);
 }
 
 #[tokio::test]
@@ -775,6 +777,16 @@ async fn file_becomes(path: &Path, expected: &str) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// `assent audit verify` holds on `db` (issue 38).
+fn proven(db: &str) {
+    let out = assent(db, &["audit", "verify"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.starts_with("verified: "),
+        "{stdout}"
+    );
 }
 
 fn succeeded(out: &std::process::Output) -> String {
@@ -1526,6 +1538,7 @@ async fn a_gateway_killed_while_a_job_runs_never_runs_it_twice() {
         "the call ran again"
     );
     client.cancel().await.expect("the client leaves");
+    proven(&s.db);
 }
 
 #[tokio::test]

@@ -68,6 +68,7 @@ pub mod event {
     pub const ITEM_APPROVED: &str = "item.approved";
     /// The consent chain's head moved (`deviceId`, `entries`, `head` in its data): at
     /// most once an hour, so a receiver keeps checkpoints for `audit verify --head`.
+    /// Sent only to subscriptions that name it.
     pub const AUDIT_HEAD: &str = "audit.head";
     /// Sent by `assent webhooks test` only; never stored.
     pub const TEST: &str = "webhook.test";
@@ -162,7 +163,10 @@ pub struct Subscription {
 impl Subscription {
     /// Whether an event of `event_type` about `agent_id`'s set goes to this subscription.
     pub fn wants(&self, event_type: &str, agent_id: Option<&str>) -> bool {
-        let type_ok = self.events.is_empty() || self.events.iter().any(|e| e == event_type);
+        // A subscription to every event keeps getting the events it was made for:
+        // `audit.head` (added later, and no event about a set) only when named.
+        let type_ok = (self.events.is_empty() && event_type != event::AUDIT_HEAD)
+            || self.events.iter().any(|e| e == event_type);
         let agent_ok = match (&self.agent_id, agent_id) {
             (None, _) => true,
             (Some(wanted), Some(agent)) => wanted == agent,
