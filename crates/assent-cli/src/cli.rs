@@ -125,6 +125,9 @@ pub enum DbCommand {
     Pending(PendingArgs),
     /// Show a change set, or one of its items, with every argument whole.
     Show(ShowArgs),
+    /// Answer waiting calls in this terminal, one key each, as they are queued
+    /// (needs a terminal; scripts use `pending` and `confirm`).
+    Review(ReviewArgs),
     /// Confirm (and apply) one item, or every pending item with --all.
     Confirm(ConfirmArgs),
     /// Reject one item.
@@ -490,6 +493,20 @@ impl PendingArgs {
     pub fn about(&self) -> Option<Target> {
         target_of(self.task.as_ref(), self.target.as_ref())
     }
+}
+
+/// `assent review`.
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    /// Only calls of this agent.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Who decides, as a quorum counts people: defaults to the OS user.
+    #[arg(long = "as", value_name = "NAME")]
+    pub reviewer: Option<String>,
+    /// Raise no desktop notification when a call is queued.
+    #[arg(long)]
+    pub no_notify: bool,
 }
 
 /// `assent show SET [IDX]`.
