@@ -210,11 +210,34 @@ fn under_a_quorum_one_reviewer_approves_and_the_second_confirms() {
     press(&mut again, "q");
     again.exp_eof().expect("alice quits");
 
+    // Bob is shown revision 0; Carol's edit starts revision 1 meanwhile, and Bob's
+    // screen says so and shows what runs now before his key counts.
     let mut bob = reviewer(&cli, "bob", &["--no-notify"]);
     expect(&mut bob, "approvals 1 of 2 (by alice)");
+    let out = cli.run(&[
+        "edit",
+        &set,
+        "0",
+        "--args",
+        r#"{"priority":"P1"}"#,
+        "--as",
+        "carol",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    expect(&mut bob, "changed since it was shown");
+    expect(&mut bob, "revision 1");
+    expect(&mut bob, "edited   by carol");
+    expect(&mut bob, "priority: P1");
+    expect(&mut bob, "approvals 1 of 2 (by carol)");
     press(&mut bob, "y");
-    expect(&mut bob, "confirmed: Priority set to P0");
-    assert_eq!(item(&cli, &set, 0)["status"], "confirmed");
+    expect(
+        &mut bob,
+        "confirmed with edits {\"priority\":\"P1\"}: Priority set to P1.",
+    );
+    let confirmed = item(&cli, &set, 0);
+    assert_eq!(confirmed["status"], "confirmed");
+    assert_eq!(confirmed["decidedBy"], "bob");
+    assert_eq!(cli.json(&["task", "show", &task], "")["priority"], "P1");
     press(&mut bob, "q");
     bob.exp_eof().expect("bob quits");
     assert!(
