@@ -44,6 +44,7 @@ pub mod jobs;
 pub mod operations;
 pub mod outbox;
 pub mod rehost;
+pub mod slack;
 pub mod sync;
 pub mod timefmt;
 pub mod tokens;
