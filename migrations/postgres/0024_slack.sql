@@ -39,3 +39,16 @@ CREATE TABLE slack_payloads (
     digest      TEXT PRIMARY KEY NOT NULL,
     received_at TEXT NOT NULL
 );
+
+-- An approval short of a quorum changes no set or item row, yet every follower of the
+-- change feed must learn of it (the Slack message says who approved, `assent review`
+-- stops showing the item to its approver).
+CREATE FUNCTION change_feed_approval() RETURNS trigger AS $$
+BEGIN
+    INSERT INTO change_feed (change_set_id) VALUES (NEW.change_set_id);
+    RETURN NULL;
+END;
+$$ LANGUAGE plpgsql;
+
+CREATE TRIGGER change_feed_approval_recorded AFTER INSERT ON approvals
+    FOR EACH ROW EXECUTE FUNCTION change_feed_approval();

@@ -32,6 +32,7 @@ mod jobs;
 mod outcome;
 mod page;
 pub mod shapes;
+mod slack;
 mod sync;
 pub mod token;
 mod tokens;
@@ -297,8 +298,11 @@ impl Server {
             .services
             .iter()
             .fold(Router::new(), |all, service| all.merge(service.clone()));
+        // Slack cannot send a bearer token: its route checks Slack's signature instead.
+        let slack = Router::new().route("/api/slack/interactions", post(slack::interactions));
         Router::new()
             .merge(page::routes())
+            .merge(slack)
             .nest("/api", api)
             .with_state(self.state.clone())
             .merge(services)
@@ -333,6 +337,18 @@ impl Server {
             events.clone(),
             self.limits.jobs_interval,
         ));
+        // Each set queued since Slack was connected is posted there once, and its
+        // message rewritten whenever anything about it is decided, anywhere.
+        let poster = tokio::spawn({
+            let store = self.state.engine.store().clone();
+            let events = events.clone();
+            let interval = self.limits.feed_interval;
+            async move {
+                assent_webhooks::SlackPoster::new(store)
+                    .run(interval, events.closed())
+                    .await;
+            }
+        });
         let served = self.serve(listener, shutdown).await;
         // Serving can also end by failing; the forwarder and the feed end only when told.
         events.close();
@@ -346,6 +362,9 @@ impl Server {
         }
         if let Err(error) = executor.await {
             tracing::error!(%error, "the job executor failed");
+        }
+        if let Err(error) = poster.await {
+            tracing::error!(%error, "the Slack poster failed");
         }
         served
     }

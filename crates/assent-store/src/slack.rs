@@ -318,7 +318,9 @@ mod tests {
         let set = Uuid::from_u128(1);
         assert!(claim_post(&mut conn, set, "C1", now).await.expect("claims"));
         assert!(!claim_post(&mut conn, set, "C1", now).await.expect("once"));
-        record_message(&mut conn, set, "1.2", "d").await.expect("records");
+        record_message(&mut conn, set, "1.2", "d")
+            .await
+            .expect("records");
         let posted = message(&mut conn, set).await.expect("reads").expect("one");
         assert_eq!(
             (posted.ts.as_deref(), posted.shown.as_deref()),
@@ -326,10 +328,20 @@ mod tests {
         );
 
         let later = now + time::Duration::minutes(10);
-        assert!(accept_payload(&mut conn, "p", now, now).await.expect("accepts"));
-        assert!(!accept_payload(&mut conn, "p", now, now).await.expect("replay"));
         assert!(
-            accept_payload(&mut conn, "p", later, later).await.expect("forgotten"),
+            accept_payload(&mut conn, "p", now, now)
+                .await
+                .expect("accepts")
+        );
+        assert!(
+            !accept_payload(&mut conn, "p", now, now)
+                .await
+                .expect("replay")
+        );
+        assert!(
+            accept_payload(&mut conn, "p", later, later)
+                .await
+                .expect("forgotten"),
             "forgotten once its timestamp is refused anyway"
         );
         assert!(remove_user(&mut conn, "U1").await.expect("removes"));
