@@ -161,6 +161,8 @@ pub enum DbCommand {
     /// Webhook subscriptions (add, remove, test), their deliveries and dead letters;
     /// lists the subscriptions without a subcommand.
     Webhooks(crate::webhook_commands::WebhooksArgs),
+    /// The Slack app whose buttons approve and reject (connect, status, users).
+    Slack(crate::slack_commands::SlackArgs),
     /// The tools an agent may call, as JSON ready for an SDK's `tools` parameter.
     Tools(ToolsArgs),
     /// The execution ledger: jobs of confirmed items with external effects; settle one

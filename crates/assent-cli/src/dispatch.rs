@@ -112,6 +112,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Tokens(args) => crate::tokens_commands::tokens(&ctx, args).await,
         DbCommand::Tools(args) => tools(&ctx, args).await,
         DbCommand::Webhooks(args) => crate::webhook_commands::webhooks(&ctx, args).await,
+        DbCommand::Slack(args) => crate::slack_commands::slack(&ctx, args).await,
         DbCommand::Jobs(args) => crate::jobs_commands::jobs(&ctx, args).await,
     };
     ctx.store().close().await;

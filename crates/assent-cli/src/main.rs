@@ -23,6 +23,7 @@ mod record_commands;
 mod render;
 mod review;
 mod serve;
+mod slack_commands;
 mod sync_batches;
 mod sync_commands;
 mod task_commands;
