@@ -33,6 +33,7 @@ mod outcome;
 mod page;
 pub mod shapes;
 mod slack;
+mod slack_socket;
 mod sync;
 pub mod token;
 mod tokens;
@@ -131,6 +132,9 @@ pub struct Server {
     body_limit: usize,
     sync_body_limit: usize,
     limits: ServerLimits,
+    /// The app-level token of Slack's Socket Mode, when the server receives Slack's
+    /// interactions over it.
+    slack_socket: Option<String>,
 }
 
 impl Server {
@@ -148,6 +152,7 @@ impl Server {
             body_limit: DEFAULT_BODY_LIMIT,
             sync_body_limit: DEFAULT_SYNC_BODY_LIMIT,
             limits: ServerLimits::default(),
+            slack_socket: None,
         }
     }
 
@@ -199,6 +204,14 @@ impl Server {
     #[must_use]
     pub fn with_bus(mut self, bus: ConfirmationBus) -> Self {
         self.state.delegation = Some(Delegation::new(bus));
+        self
+    }
+
+    /// The same server receiving Slack's interactions over Socket Mode too, with the
+    /// app-level token `app_token` (`xapp-…`): no public URL needed.
+    #[must_use]
+    pub fn with_slack_socket(mut self, app_token: impl Into<String>) -> Self {
+        self.slack_socket = Some(app_token.into());
         self
     }
 
@@ -349,6 +362,13 @@ impl Server {
                     .await;
             }
         });
+        let socket = self.slack_socket.clone().map(|app_token| {
+            let engine = self.state.engine.clone();
+            let events = events.clone();
+            tokio::spawn(async move {
+                slack_socket::run(engine, app_token, events.closed()).await;
+            })
+        });
         let served = self.serve(listener, shutdown).await;
         // Serving can also end by failing; the forwarder and the feed end only when told.
         events.close();
@@ -365,6 +385,11 @@ impl Server {
         }
         if let Err(error) = poster.await {
             tracing::error!(%error, "the Slack poster failed");
+        }
+        if let Some(socket) = socket
+            && let Err(error) = socket.await
+        {
+            tracing::error!(%error, "Slack's Socket Mode failed");
         }
         served
     }

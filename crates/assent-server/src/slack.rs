@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 /// What a person asked for, read from a verified payload.
 #[derive(Debug, Clone, PartialEq)]
-enum Interaction {
+pub(crate) enum Interaction {
     /// Approve was clicked.
     Approve(Click),
     /// Reject was clicked: the reason modal opens.
@@ -38,7 +38,7 @@ enum Interaction {
 
 /// Who clicked, on which item at which revision, and where to answer them.
 #[derive(Debug, Clone, PartialEq)]
-struct Click {
+pub(crate) struct Click {
     user: String,
     set: Uuid,
     index: usize,
@@ -112,6 +112,13 @@ fn parse(body: &[u8]) -> Result<Interaction, ServerError> {
         .map(|(_, value)| value.into_owned())
         .ok_or_else(|| bad("no payload field"))?;
     let payload: Value = serde_json::from_str(&payload).map_err(|_| bad("payload is not JSON"))?;
+    interaction_of(&payload)
+}
+
+/// The interaction a payload describes (from the form body of the HTTP route, or from
+/// a Socket Mode envelope).
+pub(crate) fn interaction_of(payload: &Value) -> Result<Interaction, ServerError> {
+    let bad = |why: &str| ServerError::BadRequest(format!("not a Slack interaction: {why}"));
     let user = payload["user"]["id"]
         .as_str()
         .filter(|id| is_slack_id(id))
@@ -171,7 +178,12 @@ fn is_slack_id(id: &str) -> bool {
 
 /// Decides what `interaction` asks, as its mapped person, and tells them what came of
 /// it (only them: an ephemeral message).
-async fn act(engine: Engine, api: SlackApi, settings: SlackSettings, interaction: Interaction) {
+pub(crate) async fn act(
+    engine: Engine,
+    api: SlackApi,
+    settings: SlackSettings,
+    interaction: Interaction,
+) {
     let (click, trigger) = match &interaction {
         Interaction::Approve(click) | Interaction::Reason(click, _) => (click, None),
         Interaction::Reject(click, trigger) => (click, Some(trigger)),

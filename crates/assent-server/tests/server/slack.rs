@@ -3,7 +3,9 @@
 //! posted once, a signed click decides through the engine as the mapped person, a
 //! decision made anywhere rewrites the message, and a forged signature, an old
 //! timestamp, a replay, an unmapped user, a double click and a click on an item decided
-//! elsewhere change nothing and say why.
+//! elsewhere change nothing and say why. Socket Mode against a local WebSocket server
+//! speaking its envelopes: each acknowledged, decided the same way, and a `disconnect`
+//! followed by a new connection.
 
 use crate::support::TestServer;
 use assent_server::ServerLimits;
@@ -18,12 +20,15 @@ use std::time::Duration;
 
 const SIGNING_SECRET: &str = "test-signing-secret";
 const BOT_TOKEN: &str = "xoxb-test-token";
+const APP_TOKEN: &str = "xapp-test-token";
 
 /// What the fake recorded: each call's method and body, and every broken rule.
 #[derive(Default)]
 struct Recorded {
     calls: Vec<(String, Value)>,
     broken: Vec<String>,
+    /// What `apps.connections.open` answers: the test's Socket Mode server.
+    socket_url: Option<String>,
 }
 
 type Shared = Arc<Mutex<Recorded>>;
@@ -49,17 +54,25 @@ async fn answer(
     Json(body): Json<Value>,
 ) -> Json<Value> {
     let mut recorded = recorded.lock().expect("lock");
+    let token = if method == "apps.connections.open" {
+        APP_TOKEN
+    } else {
+        BOT_TOKEN
+    };
     if headers.get("authorization").and_then(|v| v.to_str().ok())
-        != Some(&format!("Bearer {BOT_TOKEN}"))
+        != Some(&format!("Bearer {token}"))
     {
-        recorded.broken.push(format!("{method}: no bot token"));
+        recorded
+            .broken
+            .push(format!("{method}: not the token {token}"));
     }
     if method == "chat.postMessage" || method == "chat.update" {
         check_block_kit(&body, &mut recorded.broken);
     }
     let n = recorded.calls.len();
+    let url = recorded.socket_url.clone();
     recorded.calls.push((method, body));
-    Json(json!({"ok": true, "ts": format!("1700000000.{n:06}")}))
+    Json(json!({"ok": true, "ts": format!("1700000000.{n:06}"), "url": url}))
 }
 
 /// Block Kit's limits: 50 blocks, 3,000 characters a section, 25 elements an actions
@@ -84,14 +97,24 @@ fn check_block_kit(body: &Value, broken: &mut Vec<String>) {
 /// A server that reads the change feed often, with Slack connected to the fake and
 /// `U1` mapped to alice, `U2` to bob.
 async fn connected() -> (TestServer, Shared) {
+    connected_with(|server| server, None).await
+}
+
+/// [`connected`], the server configured by `configure` too, and the fake answering
+/// `apps.connections.open` with `socket_url`.
+async fn connected_with(
+    configure: impl FnOnce(assent_server::Server) -> assent_server::Server,
+    socket_url: Option<String>,
+) -> (TestServer, Shared) {
     let server = TestServer::start_with(|server| {
-        server.with_limits(ServerLimits {
+        configure(server.with_limits(ServerLimits {
             feed_interval: Duration::from_millis(50),
             ..ServerLimits::default()
-        })
+        }))
     })
     .await;
     let (base, recorded) = fake_slack().await;
+    recorded.lock().expect("lock").socket_url = socket_url;
     let mut conn = server.store.pool().acquire().await.expect("conn");
     let now = time::OffsetDateTime::now_utc();
     slack::connect(
@@ -378,4 +401,98 @@ async fn two_mapped_people_meet_a_quorum_of_two_and_one_person_twice_does_not() 
     })
     .await;
     assert_eq!(item(&server, &set, 0).await["status"], "confirmed");
+}
+
+/// The next text the app sends over the socket, as JSON (pings skipped).
+async fn next_text(
+    socket: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+) -> Value {
+    use futures_util::StreamExt;
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
+            .await
+            .expect("the app answers in time")
+            .expect("the socket is open")
+            .expect("a message");
+        if let tokio_tungstenite::tungstenite::Message::Text(text) = message {
+            return serde_json::from_str(&text).expect("JSON");
+        }
+    }
+}
+
+/// The app's next Socket Mode connection to `listener`, greeted with `hello`.
+async fn next_socket(
+    listener: &tokio::net::TcpListener,
+) -> tokio_tungstenite::WebSocketStream<tokio::net::TcpStream> {
+    use futures_util::SinkExt;
+    let (stream, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept())
+        .await
+        .expect("the app connects in time")
+        .expect("accepts");
+    let mut socket = tokio_tungstenite::accept_async(stream)
+        .await
+        .expect("a WebSocket");
+    socket
+        .send(tokio_tungstenite::tungstenite::Message::text(
+            json!({"type": "hello", "num_connections": 1}).to_string(),
+        ))
+        .await
+        .expect("hello");
+    socket
+}
+
+#[tokio::test]
+async fn socket_mode_acknowledges_each_envelope_decides_and_reconnects() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("ws://{}/", listener.local_addr().expect("address"));
+    let (server, recorded) =
+        connected_with(|server| server.with_slack_socket(APP_TOKEN), Some(url)).await;
+    let task = server.agent_and_task("Socket").await;
+    let set = server.propose(&task).await;
+    let posted = wait_for(&recorded, "chat.postMessage", |seen| !seen.is_empty()).await;
+    let first = button(&posted[0], "approve", 0).expect("Approve 0");
+    let second = button(&posted[0], "approve", 1).expect("Approve 1");
+
+    let mut socket = next_socket(&listener).await;
+    let envelope = json!({"envelope_id": "e1", "type": "interactive",
+        "accepts_response_payload": false, "payload": approve("U1", &first)});
+    socket
+        .send(Message::text(envelope.to_string()))
+        .await
+        .expect("sends");
+    assert_eq!(next_text(&mut socket).await, json!({"envelope_id": "e1"}));
+    wait_for(&recorded, "chat.update", |seen| {
+        seen.iter().any(|m| button(m, "approve", 0).is_none())
+    })
+    .await;
+    assert_eq!(
+        item(&server, &set, 0).await["decidedBy"],
+        "slack:U1 (alice)"
+    );
+
+    // Slack asks the app to reconnect: it opens a new connection and goes on there.
+    socket
+        .send(Message::text(
+            json!({"type": "disconnect", "reason": "refresh_requested"}).to_string(),
+        ))
+        .await
+        .expect("sends");
+    let mut again = next_socket(&listener).await;
+    let envelope = json!({"envelope_id": "e2", "type": "interactive",
+        "payload": approve("U9", &second)});
+    again
+        .send(Message::text(envelope.to_string()))
+        .await
+        .expect("sends");
+    assert_eq!(next_text(&mut again).await, json!({"envelope_id": "e2"}));
+    wait_for(&recorded, "chat.postEphemeral", |seen| {
+        told(seen, "U9", "not a reviewer here")
+    })
+    .await;
+    assert_eq!(item(&server, &set, 1).await["status"], "pending");
+    assert_eq!(calls(&recorded, "apps.connections.open").len(), 2);
 }
