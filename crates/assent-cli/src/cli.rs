@@ -99,6 +99,18 @@ pub struct ServeArgs {
         requires = "mcp_config"
     )]
     pub mcp_allowed_hosts: Vec<String>,
+    /// Receive Slack's button clicks over Socket Mode (no public URL needed), with the
+    /// app-level token of --slack-app-token.
+    #[arg(long, requires = "slack_app_token")]
+    pub slack_socket: bool,
+    /// The Slack app's app-level token (`xapp-…`, with `connections:write`).
+    #[arg(
+        long,
+        env = "ASSENT_SLACK_APP_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub slack_app_token: Option<String>,
 }
 
 /// `assent demo`.

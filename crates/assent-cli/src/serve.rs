@@ -15,6 +15,18 @@ use std::time::Duration;
 /// shutdown signal; returns what to print when it has stopped.
 pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     // Checked before anything listens: a wrong link would be in every event.
+    // Refused before anything is opened or bound.
+    let slack_socket = match (args.slack_socket, args.slack_app_token.as_deref()) {
+        (true, Some(app_token)) if app_token.trim().starts_with("xapp-") => {
+            Some(app_token.trim().to_owned())
+        }
+        (true, _) => {
+            return Err(CliError::Usage(
+                "--slack-socket needs the app-level token, xapp-… (--slack-app-token or ASSENT_SLACK_APP_TOKEN)".to_owned(),
+            ));
+        }
+        (false, _) => None,
+    };
     let public_url = args.delivery.public_url.clone();
     let sender_config = args.delivery.sender_config()?;
     let mcp_config = match &args.mcp_config {
@@ -76,6 +88,9 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
             assent_mcp::MCP_PATH
         ));
     }
+    if slack_socket.is_some() {
+        banner.push_str("Slack: receiving clicks over Socket Mode\n");
+    }
     if !addr.ip().is_loopback() {
         banner.push_str(
             "Warning: listening beyond loopback over plain HTTP; put TLS in front of it\n",
@@ -94,6 +109,9 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
         .with_routes(Role::Reviewer, assent_journal_host::http::routes())
         .with_bus(bus);
     // Its servers are supervised for as long as the review server runs.
+    if let Some(app_token) = slack_socket {
+        server = server.with_slack_socket(app_token);
+    }
     let mut supervision = None;
     if let Some((router, supervised, _, _)) = mcp {
         server = server.with_service(router);

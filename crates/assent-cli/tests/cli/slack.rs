@@ -89,3 +89,20 @@ fn connect_keeps_its_secrets_and_maps_who_may_decide() {
     );
     assert_eq!(cli.json(&["slack", "disconnect"], "")["disconnected"], true);
 }
+
+#[test]
+fn socket_mode_needs_an_app_level_token_before_anything_starts() {
+    let cli = Cli::new();
+    assert_fails(
+        &cli.run(&[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--slack-socket",
+            "--slack-app-token",
+            "xoxb-not-an-app-token",
+        ]),
+        2,
+        "xapp-",
+    );
+}
