@@ -99,6 +99,10 @@ pub struct ServeArgs {
         requires = "mcp_config"
     )]
     pub mcp_allowed_hosts: Vec<String>,
+    /// Raise a desktop notification for each change set queued while the server runs
+    /// (`notify-send` or `osascript`, where there is one).
+    #[arg(long)]
+    pub notify: bool,
     /// Receive Slack's button clicks over Socket Mode (no public URL needed), with the
     /// app-level token of --slack-app-token.
     #[arg(long, requires = "slack_app_token")]

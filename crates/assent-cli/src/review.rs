@@ -237,22 +237,7 @@ impl Session<'_> {
             if !known.insert(open.set.id) || first_look || !self.notify {
                 continue;
             }
-            let set = &open.set;
-            let Some(item) = set.items.first() else {
-                continue;
-            };
-            let more = match set.items.len() {
-                1 => String::new(),
-                n => format!(" (+{} more)", n - 1),
-            };
-            terminal::notify(
-                &format!("Assent: {} waits for you", one_line(&set.agent_id)),
-                &format!(
-                    "{}: {}{more}",
-                    one_line(&item.tool_name),
-                    render::cut(&item.human_summary, 120)
-                ),
-            );
+            terminal::notify_set(&open.set);
         }
     }
 

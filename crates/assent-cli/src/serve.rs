@@ -124,7 +124,17 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     let sending = tokio::spawn(sender.run(async {
         let _ = sender_stopped.await;
     }));
+    let (stop_notices, notices_stopped) = tokio::sync::oneshot::channel::<()>();
+    let noticing = args
+        .notify
+        .then(|| tokio::spawn(notices(store.clone(), notices_stopped)));
     let served = server.run(listener, shutdown_signal()).await;
+    let _ = stop_notices.send(());
+    if let Some(noticing) = noticing
+        && let Err(error) = noticing.await
+    {
+        tracing::error!(%error, "the desktop notices failed");
+    }
     drop(supervision);
     let _ = stop_sender.send(());
     if let Err(error) = sending.await {
@@ -136,6 +146,55 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
 }
 
 /// Prints `text` at once: the token and address are needed while the server runs.
+/// How often `--notify` looks at the change feed.
+const NOTICE_POLL: Duration = Duration::from_millis(500);
+
+/// `--notify`: a desktop notice for each change set queued while the server runs (seen
+/// in the change feed, created since the server started, every item still open), until
+/// `stop`. A failed read is logged and tried again.
+async fn notices(store: assent_store::Store, stop: tokio::sync::oneshot::Receiver<()>) {
+    let started = time::OffsetDateTime::now_utc() - time::Duration::seconds(5);
+    let mut stop = std::pin::pin!(stop);
+    let mut position = None;
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(NOTICE_POLL) => {}
+            _ = &mut stop => return,
+        }
+        if let Err(error) = notice_new_sets(&store, &mut position, &mut seen, started).await {
+            tracing::warn!(%error, "desktop notices: cannot read the change feed");
+        }
+    }
+}
+
+async fn notice_new_sets(
+    store: &assent_store::Store,
+    position: &mut Option<i64>,
+    seen: &mut std::collections::HashSet<uuid::Uuid>,
+    started: time::OffsetDateTime,
+) -> Result<(), assent_store::StoreError> {
+    let mut conn = store.pool().acquire().await?;
+    let Some(after) = *position else {
+        *position = Some(assent_store::change_feed::latest(&mut conn).await?);
+        return Ok(());
+    };
+    let (sets, next) = assent_store::change_feed::since(&mut conn, after, 1_000).await?;
+    *position = Some(next);
+    for id in sets {
+        if !seen.insert(id) {
+            continue;
+        }
+        if let Some(set) = assent_store::change_sets::load(&mut conn, id).await?
+            && set.created_at >= started
+            && set.items.iter().all(|item| item.status.is_open())
+        {
+            crate::terminal::notify_set(&set);
+        }
+    }
+    Ok(())
+}
+
 fn print_now(text: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = stdout

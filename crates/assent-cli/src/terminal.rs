@@ -136,6 +136,29 @@ pub fn edit(text: &str) -> Result<String, CliError> {
         .map_err(|e| CliError::failed(format!("cannot read the edited file: {e}")))
 }
 
+/// Raises the desktop notice of a newly queued set: its agent, its first tool and that
+/// item's summary on one line ([`notify`]).
+pub fn notify_set(set: &assent_domain::ChangeSet) {
+    let Some(item) = set.items.first() else {
+        return;
+    };
+    let more = match set.items.len() {
+        1 => String::new(),
+        n => format!(" (+{} more)", n - 1),
+    };
+    notify(
+        &format!(
+            "Assent: {} waits for you",
+            assent_domain::one_line(&set.agent_id)
+        ),
+        &format!(
+            "{}: {}{more}",
+            assent_domain::one_line(&item.tool_name),
+            crate::render::cut(&item.human_summary, 120)
+        ),
+    );
+}
+
 /// Raises a desktop notification with `title` and `body` through the platform's own
 /// command (`notify-send` on Linux and the BSDs, `osascript` on macOS), without waiting
 /// for it. Where there is none, nothing happens but one debug line: a notice is a
