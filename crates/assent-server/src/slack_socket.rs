@@ -18,10 +18,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 /// How long opening a connection may take, and the pause before the next attempt.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+
+/// The largest envelope taken (an interaction payload is a few kilobytes; tungstenite's
+/// own default is 64 MiB).
+const MAX_MESSAGE_BYTES: usize = 1 << 20;
 
 /// Receives interactions over Socket Mode with `app_token` until `shutdown`.
 pub(crate) async fn run(engine: Engine, app_token: String, shutdown: impl Future<Output = ()>) {
@@ -80,7 +85,16 @@ async fn connection(engine: &Engine, app_token: &str) -> Result<String, String> 
         .ok_or("apps.connections.open gave no WebSocket URL")?;
     let (mut socket, _) = tokio::time::timeout(
         CONNECT_TIMEOUT,
-        tokio_tungstenite::connect_async_tls_with_config(url, None, false, Some(tls()?)),
+        tokio_tungstenite::connect_async_tls_with_config(
+            url,
+            Some(
+                WebSocketConfig::default()
+                    .max_message_size(Some(MAX_MESSAGE_BYTES))
+                    .max_frame_size(Some(MAX_MESSAGE_BYTES)),
+            ),
+            false,
+            Some(tls()?),
+        ),
     )
     .await
     .map_err(|_| "the WebSocket did not open in time".to_owned())?
