@@ -99,6 +99,22 @@ pub struct ServeArgs {
         requires = "mcp_config"
     )]
     pub mcp_allowed_hosts: Vec<String>,
+    /// Raise a desktop notification for each change set queued while the server runs
+    /// (`notify-send` or `osascript`, where there is one).
+    #[arg(long)]
+    pub notify: bool,
+    /// Receive Slack's button clicks over Socket Mode (no public URL needed), with the
+    /// app-level token of --slack-app-token.
+    #[arg(long, requires = "slack_app_token")]
+    pub slack_socket: bool,
+    /// The Slack app's app-level token (`xapp-…`, with `connections:write`).
+    #[arg(
+        long,
+        env = "ASSENT_SLACK_APP_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub slack_app_token: Option<String>,
 }
 
 /// `assent demo`.
@@ -125,6 +141,9 @@ pub enum DbCommand {
     Pending(PendingArgs),
     /// Show a change set, or one of its items, with every argument whole.
     Show(ShowArgs),
+    /// Answer waiting calls in this terminal, one key each, as they are queued
+    /// (needs a terminal; scripts use `pending` and `confirm`).
+    Review(ReviewArgs),
     /// Confirm (and apply) one item, or every pending item with --all.
     Confirm(ConfirmArgs),
     /// Reject one item.
@@ -158,6 +177,8 @@ pub enum DbCommand {
     /// Webhook subscriptions (add, remove, test), their deliveries and dead letters;
     /// lists the subscriptions without a subcommand.
     Webhooks(crate::webhook_commands::WebhooksArgs),
+    /// The Slack app whose buttons approve and reject (connect, status, users).
+    Slack(crate::slack_commands::SlackArgs),
     /// The tools an agent may call, as JSON ready for an SDK's `tools` parameter.
     Tools(ToolsArgs),
     /// The execution ledger: jobs of confirmed items with external effects; settle one
@@ -504,6 +525,20 @@ impl PendingArgs {
     pub fn about(&self) -> Option<Target> {
         target_of(self.task.as_ref(), self.target.as_ref())
     }
+}
+
+/// `assent review`.
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    /// Only calls of this agent.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Who decides, as a quorum counts people: defaults to the OS user.
+    #[arg(long = "as", value_name = "NAME")]
+    pub reviewer: Option<String>,
+    /// Raise no desktop notification when a call is queued.
+    #[arg(long)]
+    pub no_notify: bool,
 }
 
 /// `assent show SET [IDX]`.

@@ -62,6 +62,10 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Wake(args) => Some(read_calls(args.calls.as_deref(), args.format)?),
         _ => None,
     };
+    // Without a terminal there is nobody to ask: refused before the database is opened.
+    if let DbCommand::Review(_) = &command {
+        crate::review::require_terminal()?;
+    }
     let now = cli.now.unwrap_or_else(OffsetDateTime::now_utc);
     let ctx = Ctx::open(&db()?, now, cli.json).await?;
     let output = match command {
@@ -103,6 +107,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         },
         DbCommand::Pending(args) => pending(&ctx, args).await,
         DbCommand::Show(args) => show(&ctx, args).await,
+        DbCommand::Review(args) => crate::review::run(&ctx, args, cli.now).await,
         DbCommand::Confirm(args) => confirm(&ctx, args).await,
         DbCommand::Reject(args) => reject(&ctx, args).await,
         DbCommand::Edit(args) => edit(&ctx, args).await,
@@ -119,6 +124,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Tokens(args) => crate::tokens_commands::tokens(&ctx, args).await,
         DbCommand::Tools(args) => tools(&ctx, args).await,
         DbCommand::Webhooks(args) => crate::webhook_commands::webhooks(&ctx, args).await,
+        DbCommand::Slack(args) => crate::slack_commands::slack(&ctx, args).await,
         DbCommand::Jobs(args) => crate::jobs_commands::jobs(&ctx, args).await,
     };
     ctx.store().close().await;

@@ -454,6 +454,100 @@ pub fn show(
     text
 }
 
+/// What `assent review` knows about the item it shows, besides the set itself.
+pub struct ReviewContext<'a> {
+    /// The item's place among those waiting for this reviewer: `(n, of)`.
+    pub place: (usize, usize),
+    /// The set's quorum state.
+    pub quorum: &'a Quorum,
+    /// The hold window a confirmation starts, when the agent's settings hold the tool.
+    pub hold: Option<Duration>,
+    /// The reviewer's clock.
+    pub now: OffsetDateTime,
+}
+
+/// One waiting item as `assent review` shows it: who asks and for how long already,
+/// the tool's name (never only a host's title), every argument on a line of its own
+/// (long ones keep their head and tail, `⏎` for a newline, misleading characters
+/// escaped), the value it replaces, approvals so far, a hold, and the keys.
+pub fn review_card(set: &ChangeSet, index: usize, context: &ReviewContext<'_>) -> String {
+    let item = &set.items[index];
+    let (n, of) = context.place;
+    let waited = duration(context.now - set.created_at);
+    let mut text = format!(
+        "\n── waiting {n} of {of} ── agent {}, {}, waiting {waited}\n",
+        one_line(&visible(&set.agent_id)),
+        one_line(&visible(&set.target().to_string())),
+    );
+    text.push_str(&format!(
+        "  {}   (set {}, item {index}, revision {})\n",
+        one_line(&visible(&item.tool_name)),
+        &set.id.simple().to_string()[..8],
+        item.revision
+    ));
+    let (summary, mut was_cut) = shown(&item.human_summary, SUMMARY_CHARS);
+    text.push_str(&format!("  summary  {summary}\n"));
+    if let Some(detail) = &item.stale_detail {
+        text.push_str(&format!("  stale    {}\n", one_line(&visible(detail))));
+    }
+    let quorum = quorum_of_item(context.quorum, index);
+    let edit = edited(item, quorum.map(|(_, revision)| revision));
+    if let Some((_, by)) = &edit {
+        text.push_str(&format!(
+            "  edited   by {}: these arguments run, not the agent's\n",
+            one_line(&visible(by))
+        ));
+    }
+    let runs = edit.as_ref().map_or(&item.args, |(args, _)| *args);
+    match runs {
+        Value::Object(map) if map.is_empty() => text.push_str("  args     none\n"),
+        Value::Object(map) => {
+            for (key, arg) in map {
+                let (key, key_cut) = shown(key, KEY_CHARS);
+                let (arg, arg_cut) = shown(&value(arg), VALUE_CHARS);
+                was_cut |= key_cut || arg_cut;
+                text.push_str(&format!("    {key}: {arg}\n"));
+            }
+        }
+        other => {
+            let (arg, arg_cut) = shown(&value(other), VALUE_CHARS);
+            was_cut |= arg_cut;
+            text.push_str(&format!("  args     {arg}\n"));
+        }
+    }
+    if let Some(before) = &item.before {
+        let (before, cut) = shown(&value(before), VALUE_CHARS);
+        was_cut |= cut;
+        text.push_str(&format!(
+            "  before   {before}  → after: as the arguments say\n"
+        ));
+    }
+    if let Some((needed, revision)) = quorum {
+        text.push_str(&format!(
+            "  approvals {} of {needed}{}\n",
+            revision.approvals.len(),
+            approved_by(revision)
+        ));
+    }
+    if let Some(hold) = context.hold {
+        text.push_str(&format!(
+            "  hold     runs {} after it is confirmed (cancel meanwhile with `assent jobs cancel`)\n",
+            duration(hold)
+        ));
+    }
+    if was_cut {
+        text.push_str(&format!(
+            "  (cut to fit; every argument whole: assent show {} {index})\n",
+            set.id
+        ));
+    }
+    text.push_str(REVIEW_KEYS);
+    text
+}
+
+/// The keys `assent review` answers, under every item it shows.
+pub const REVIEW_KEYS: &str = "  [y] confirm  [n] reject  [e] edit  [d] defer  [s] skip  [a] confirm the rest of the set  [?] help  [q] quit\n";
+
 /// What the database knows of an item's tool, for `assent show`.
 #[derive(Debug)]
 pub enum ServedTool {

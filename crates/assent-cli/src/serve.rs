@@ -15,6 +15,18 @@ use std::time::Duration;
 /// shutdown signal; returns what to print when it has stopped.
 pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     // Checked before anything listens: a wrong link would be in every event.
+    // Refused before anything is opened or bound.
+    let slack_socket = match (args.slack_socket, args.slack_app_token.as_deref()) {
+        (true, Some(app_token)) if app_token.trim().starts_with("xapp-") => {
+            Some(app_token.trim().to_owned())
+        }
+        (true, _) => {
+            return Err(CliError::Usage(
+                "--slack-socket needs the app-level token, xapp-… (--slack-app-token or ASSENT_SLACK_APP_TOKEN)".to_owned(),
+            ));
+        }
+        (false, _) => None,
+    };
     let public_url = args.delivery.public_url.clone();
     let sender_config = args.delivery.sender_config()?;
     let mcp_config = match &args.mcp_config {
@@ -76,6 +88,9 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
             assent_mcp::MCP_PATH
         ));
     }
+    if slack_socket.is_some() {
+        banner.push_str("Slack: receiving clicks over Socket Mode\n");
+    }
     if !addr.ip().is_loopback() {
         banner.push_str(
             "Warning: listening beyond loopback over plain HTTP; put TLS in front of it\n",
@@ -94,6 +109,9 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
         .with_routes(Role::Reviewer, assent_journal_host::http::routes())
         .with_bus(bus);
     // Its servers are supervised for as long as the review server runs.
+    if let Some(app_token) = slack_socket {
+        server = server.with_slack_socket(app_token);
+    }
     let mut supervision = None;
     if let Some((router, supervised, _, _)) = mcp {
         server = server.with_service(router);
@@ -106,7 +124,17 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     let sending = tokio::spawn(sender.run(async {
         let _ = sender_stopped.await;
     }));
+    let (stop_notices, notices_stopped) = tokio::sync::oneshot::channel::<()>();
+    let noticing = args
+        .notify
+        .then(|| tokio::spawn(notices(store.clone(), notices_stopped)));
     let served = server.run(listener, shutdown_signal()).await;
+    let _ = stop_notices.send(());
+    if let Some(noticing) = noticing
+        && let Err(error) = noticing.await
+    {
+        tracing::error!(%error, "the desktop notices failed");
+    }
     drop(supervision);
     let _ = stop_sender.send(());
     if let Err(error) = sending.await {
@@ -118,6 +146,55 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
 }
 
 /// Prints `text` at once: the token and address are needed while the server runs.
+/// How often `--notify` looks at the change feed.
+const NOTICE_POLL: Duration = Duration::from_millis(500);
+
+/// `--notify`: a desktop notice for each change set queued while the server runs (seen
+/// in the change feed, created since the server started, every item still open), until
+/// `stop`. A failed read is logged and tried again.
+async fn notices(store: assent_store::Store, stop: tokio::sync::oneshot::Receiver<()>) {
+    let started = time::OffsetDateTime::now_utc() - time::Duration::seconds(5);
+    let mut stop = std::pin::pin!(stop);
+    let mut position = None;
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(NOTICE_POLL) => {}
+            _ = &mut stop => return,
+        }
+        if let Err(error) = notice_new_sets(&store, &mut position, &mut seen, started).await {
+            tracing::warn!(%error, "desktop notices: cannot read the change feed");
+        }
+    }
+}
+
+async fn notice_new_sets(
+    store: &assent_store::Store,
+    position: &mut Option<i64>,
+    seen: &mut std::collections::HashSet<uuid::Uuid>,
+    started: time::OffsetDateTime,
+) -> Result<(), assent_store::StoreError> {
+    let mut conn = store.pool().acquire().await?;
+    let Some(after) = *position else {
+        *position = Some(assent_store::change_feed::latest(&mut conn).await?);
+        return Ok(());
+    };
+    let (sets, next) = assent_store::change_feed::since(&mut conn, after, 1_000).await?;
+    *position = Some(next);
+    for id in sets {
+        if !seen.insert(id) {
+            continue;
+        }
+        if let Some(set) = assent_store::change_sets::load(&mut conn, id).await?
+            && set.created_at >= started
+            && set.items.iter().all(|item| item.status.is_open())
+        {
+            crate::terminal::notify_set(&set);
+        }
+    }
+    Ok(())
+}
+
 fn print_now(text: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = stdout

@@ -4,7 +4,9 @@
 //! processes over one database, on every backend of the conformance suite; `peer`:
 //! `assent sync --peer` against a real `assent serve` server in the test process;
 //! `contract`: no `--json` output loses a field of the previous release; `review`:
-//! `pending` and `show` hide no argument; `private_files`: the default database and its
+//! `pending` and `show` hide no argument; `reviewer`: `assent review` driven through a
+//! pseudo-terminal, one key per decision; `slack`: connecting the Slack app and mapping its
+//! users; `private_files`: the default database and its
 //! folder are their user's alone; `set_prefixes`: a set named by the start of
 //! its id; `stale`: a target changed since the proposal (exit 4), and undo; `trust`:
 //! expiring rules, grant suggestions, backtests and shadow rules; `hold_sync`: a held
@@ -30,8 +32,12 @@ mod peer;
 mod private_files;
 #[path = "cli/review.rs"]
 mod review;
+#[path = "cli/reviewer.rs"]
+mod reviewer;
 #[path = "cli/set_prefixes.rs"]
 mod set_prefixes;
+#[path = "cli/slack.rs"]
+mod slack;
 #[path = "cli/stale.rs"]
 mod stale;
 #[path = "cli/trust.rs"]

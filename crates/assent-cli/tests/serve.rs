@@ -1,6 +1,7 @@
 //! `assent serve` as a process: the token generated on first start is printed once and
 //! kept beside the database with mode 0600, the API accepts it, a later start reuses it
-//! without printing it, and SIGTERM stops the server cleanly.
+//! without printing it, and SIGTERM stops the server cleanly; `--notify` raises a
+//! desktop notice for each queued set.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -109,4 +110,95 @@ fn the_generated_token_is_printed_once_kept_private_and_reused() {
         !rest.contains(&token),
         "the token is printed only on first start"
     );
+}
+
+/// Runs `assent --db db args…`, which must succeed; its stdout.
+fn assent(db: &str, args: &[&str], stdin: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", db])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("assent starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("writes");
+    let out = child.wait_with_output().expect("assent runs");
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+#[cfg(unix)]
+#[test]
+fn notify_raises_a_desktop_notice_for_each_queued_set() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = format!("sqlite://{}/review.db", dir.path().display());
+    let notices = dir.path().join("notices");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("bin");
+    let fake = bin.join("notify-send");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\necho \"$@\" >> '{}'\n", notices.display()),
+    )
+    .expect("a fake notify-send");
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("a PATH");
+    assent(
+        &db,
+        &["agent", "create", "--id", "a", "--categories", "work"],
+        "",
+    );
+    let task = assent(
+        &db,
+        &[
+            "--json",
+            "task",
+            "create",
+            "--title",
+            "T",
+            "--category",
+            "work",
+        ],
+        "",
+    );
+    let task: serde_json::Value = serde_json::from_str(&task).expect("JSON");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", &db, "serve", "--addr", "127.0.0.1:0", "--notify"])
+        .env("PATH", path)
+        .env_remove("ASSENT_TOKEN")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("assent serve starts");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    line(&mut stdout);
+    // The notices start reading the feed within a poll of the start.
+    std::thread::sleep(std::time::Duration::from_millis(1_200));
+    let calls = r#"[{"id":"c1","type":"function","function":{"name":"update_task_priority","arguments":"{\"priority\":\"P0\"}"}}]"#;
+    let task = task["id"].as_str().expect("an id");
+    assent(&db, &["wake", "--agent", "a", "--task", task], calls);
+    let mut said = String::new();
+    for _ in 0..100 {
+        said = std::fs::read_to_string(&notices).unwrap_or_default();
+        if !said.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        said.contains("a waits for you") && said.contains("update_task_priority"),
+        "{said:?}"
+    );
+    terminate(child, stdout);
 }

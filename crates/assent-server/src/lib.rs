@@ -32,6 +32,8 @@ mod jobs;
 mod outcome;
 mod page;
 pub mod shapes;
+mod slack;
+mod slack_socket;
 mod sync;
 pub mod token;
 mod tokens;
@@ -133,6 +135,9 @@ pub struct Server {
     body_limit: usize,
     sync_body_limit: usize,
     limits: ServerLimits,
+    /// The app-level token of Slack's Socket Mode, when the server receives Slack's
+    /// interactions over it.
+    slack_socket: Option<String>,
 }
 
 impl Server {
@@ -151,6 +156,7 @@ impl Server {
             body_limit: DEFAULT_BODY_LIMIT,
             sync_body_limit: DEFAULT_SYNC_BODY_LIMIT,
             limits: ServerLimits::default(),
+            slack_socket: None,
         }
     }
 
@@ -202,6 +208,14 @@ impl Server {
     #[must_use]
     pub fn with_bus(mut self, bus: ConfirmationBus) -> Self {
         self.state.delegation = Some(Delegation::new(bus));
+        self
+    }
+
+    /// The same server receiving Slack's interactions over Socket Mode too, with the
+    /// app-level token `app_token` (`xapp-…`): no public URL needed.
+    #[must_use]
+    pub fn with_slack_socket(mut self, app_token: impl Into<String>) -> Self {
+        self.slack_socket = Some(app_token.into());
         self
     }
 
@@ -303,8 +317,11 @@ impl Server {
             .services
             .iter()
             .fold(Router::new(), |all, service| all.merge(service.clone()));
+        // Slack cannot send a bearer token: its route checks Slack's signature instead.
+        let slack = Router::new().route("/api/slack/interactions", post(slack::interactions));
         Router::new()
             .merge(page::routes())
+            .merge(slack)
             .nest("/api", api)
             .with_state(self.state.clone())
             .merge(services)
@@ -339,6 +356,25 @@ impl Server {
             events.clone(),
             self.limits.jobs_interval,
         ));
+        // Each set queued since Slack was connected is posted there once, and its
+        // message rewritten whenever anything about it is decided, anywhere.
+        let poster = tokio::spawn({
+            let store = self.state.engine.store().clone();
+            let events = events.clone();
+            let interval = self.limits.feed_interval;
+            async move {
+                assent_webhooks::SlackPoster::new(store)
+                    .run(interval, events.closed())
+                    .await;
+            }
+        });
+        let socket = self.slack_socket.clone().map(|app_token| {
+            let engine = self.state.engine.clone();
+            let events = events.clone();
+            tokio::spawn(async move {
+                slack_socket::run(engine, app_token, events.closed()).await;
+            })
+        });
         let served = self.serve(listener, shutdown).await;
         // Serving can also end by failing; the forwarder and the feed end only when told.
         events.close();
@@ -352,6 +388,14 @@ impl Server {
         }
         if let Err(error) = executor.await {
             tracing::error!(%error, "the job executor failed");
+        }
+        if let Err(error) = poster.await {
+            tracing::error!(%error, "the Slack poster failed");
+        }
+        if let Some(socket) = socket
+            && let Err(error) = socket.await
+        {
+            tracing::error!(%error, "Slack's Socket Mode failed");
         }
         served
     }

@@ -47,6 +47,7 @@ pub mod operations;
 pub mod outbox;
 pub mod proof;
 pub mod rehost;
+pub mod slack;
 pub mod sync;
 pub mod timefmt;
 pub mod tokens;

@@ -30,6 +30,18 @@ pub enum WebhookError {
     /// The HTTP client could not be built.
     #[error("cannot build the webhook HTTP client: {0}")]
     Client(String),
+    /// A request that claims to come from Slack was refused (signature, timestamp,
+    /// replay), before anything of its body was read.
+    #[error("refused Slack request: {0}")]
+    SlackRequest(String),
+    /// A call of Slack's Web API failed (the token is never part of the message).
+    #[error("Slack's {method} failed: {error}")]
+    SlackApi {
+        /// The Web API method.
+        method: String,
+        /// Slack's error, or the transport's.
+        error: String,
+    },
     /// The database failed.
     #[error(transparent)]
     Store(#[from] assent_store::StoreError),

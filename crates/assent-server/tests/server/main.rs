@@ -5,7 +5,7 @@
 //! arguments whole in every item view and `taskId` in the audit trail (`review`),
 //! webhook subscriptions with a real receiver (`webhooks`), and the agent's long poll
 //! for a set's outcome (`outcome`); a set named by the start of its id
-//! (`set_prefixes`).
+//! (`set_prefixes`); Slack's buttons against a fake of Slack's Web API (`slack`).
 
 mod agent_rules;
 mod api;
@@ -20,6 +20,7 @@ mod outcome;
 mod review;
 mod roles;
 mod set_prefixes;
+mod slack;
 mod support;
 mod sync;
 mod undo;

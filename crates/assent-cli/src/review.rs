@@ -1,0 +1,558 @@
+//! `assent review`: a person answers waiting calls in a terminal, one key each, the
+//! moment they are queued. It follows the change feed (which every process's writes
+//! fill), shows one item at a time, oldest first, and decides through the engine's
+//! confirmation service as every other door does, bound to the revision it showed:
+//! quorum, hold, stale refresh and policy apply here exactly as on `assent confirm`
+//! and the page.
+
+use crate::CliError;
+use crate::cli::ReviewArgs;
+use crate::context::{Ctx, Output};
+use crate::render::{self, ReviewContext};
+use crate::terminal::{self, Keys, say};
+use assent_confirm::{ConfirmError, ConfirmationService};
+use assent_domain::{ChangeItemStatus, ChangeSet, OffsetDateTime, Verdict, one_line};
+use assent_store::approvals::{self, Quorum};
+use assent_store::{agents, change_feed, change_sets, decisions, jobs};
+use console::Key;
+use serde_json::Value;
+use std::collections::HashSet;
+use std::io::IsTerminal;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// How often the change feed is looked at: a new call shows well within a second.
+const FEED_POLL: Duration = Duration::from_millis(100);
+
+/// Feed entries read per look.
+const FEED_BATCH: i64 = 1_000;
+
+/// What `?` prints.
+const HELP: &str = "Keys:
+  y  confirm this item (as shown: if it changed meanwhile, nothing is counted)
+  n  reject it (asks for a reason; Enter for none, Escape to go back)
+  e  edit its arguments in $VISUAL or $EDITOR, then confirm them
+  d  defer it (it stays open; `assent pending` lists it)
+  s  skip it for this session
+  a  confirm it and the rest of its change set
+  ?  this help
+  q  quit (ctrl-c too)";
+
+/// Refuses to start without a terminal on both sides, before anything is opened.
+pub fn require_terminal() -> Result<(), CliError> {
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        return Ok(());
+    }
+    Err(CliError::Usage(
+        "assent review answers one key at a time and needs a terminal; from a script or CI use `assent pending` and `assent confirm`/`reject`".to_owned(),
+    ))
+}
+
+/// `assent review`: runs until the person quits.
+pub async fn run(
+    ctx: &Ctx,
+    args: ReviewArgs,
+    fixed_now: Option<OffsetDateTime>,
+) -> Result<Output, CliError> {
+    let reviewer = crate::cli::reviewer(args.reviewer.as_deref());
+    let span = tracing::info_span!("review", %reviewer);
+    let _entered = span.enter();
+    let mut conn = ctx.connection().await?;
+    let feed = change_feed::latest(&mut conn).await?;
+    drop(conn);
+    let mut session = Session {
+        ctx,
+        reviewer,
+        agent: args.agent,
+        notify: !args.no_notify,
+        fixed_now,
+        skipped: HashSet::new(),
+        known: None,
+        shown: None,
+        idle_said: false,
+        feed,
+    };
+    say(&format!(
+        "Reviewing as {}{}. Waiting calls show here as they are queued; ? for the keys, q to quit.",
+        one_line(&render::visible(&session.reviewer)),
+        session
+            .agent
+            .as_deref()
+            .map(|agent| format!(", agent {}", one_line(&render::visible(agent))))
+            .unwrap_or_default()
+    ));
+    let mut keys = Keys::start();
+    session.run(&mut keys).await?;
+    Ok(Output::text(String::new()))
+}
+
+/// An open set as the reviewer reads it.
+struct Loaded {
+    set: ChangeSet,
+    quorum: Quorum,
+    /// Items whose confirmation waits out a hold window (decided already).
+    held: Vec<usize>,
+}
+
+/// The item on the screen: which, and the revision the person was shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Shown {
+    set: Uuid,
+    index: usize,
+    revision: u32,
+}
+
+/// What woke the session.
+enum Event {
+    Key(Key),
+    Written(Vec<Uuid>),
+}
+
+struct Session<'a> {
+    ctx: &'a Ctx,
+    reviewer: String,
+    agent: Option<String>,
+    notify: bool,
+    fixed_now: Option<OffsetDateTime>,
+    /// Items the person skipped in this session.
+    skipped: HashSet<(Uuid, usize)>,
+    /// Sets seen waiting so far (`None` before the first look): a set not among them
+    /// is new, and raises a notice.
+    known: Option<HashSet<Uuid>>,
+    shown: Option<Shown>,
+    /// "Nothing waits" was said since the last item.
+    idle_said: bool,
+    /// The change feed's position read up to.
+    feed: i64,
+}
+
+/// The items waiting for `reviewer`, oldest set first, in item order: pending, not
+/// held, not skipped, and not yet approved by them at their current revision (under a
+/// quorum the others' approvals are what is missing).
+fn waiting(loaded: &[Loaded], reviewer: &str, skipped: &HashSet<(Uuid, usize)>) -> Vec<Shown> {
+    let mut items = Vec::new();
+    for open in loaded {
+        for (index, item) in open.set.items.iter().enumerate() {
+            let approved = open
+                .quorum
+                .items
+                .iter()
+                .any(|(i, _, revision)| *i == index && revision.approved_by(reviewer));
+            if item.status == ChangeItemStatus::Pending
+                && !open.held.contains(&index)
+                && !skipped.contains(&(open.set.id, index))
+                && !approved
+            {
+                items.push(Shown {
+                    set: open.set.id,
+                    index,
+                    revision: item.revision,
+                });
+            }
+        }
+    }
+    items
+}
+
+/// `[5e72c9a1 0]`: an item named for a person.
+fn label(set: Uuid, index: usize) -> String {
+    format!("[{} {index}]", &set.simple().to_string()[..8])
+}
+
+impl Session<'_> {
+    fn now(&self) -> OffsetDateTime {
+        self.fixed_now.unwrap_or_else(OffsetDateTime::now_utc)
+    }
+
+    fn service(&self, revision: u32) -> ConfirmationService {
+        self.ctx
+            .engine
+            .confirmations()
+            .by(self.reviewer.clone())
+            .shown_revision(revision)
+    }
+
+    async fn run(&mut self, keys: &mut Keys) -> Result<(), CliError> {
+        loop {
+            let loaded = self.load().await?;
+            self.raise_notices(&loaded);
+            let waiting = waiting(&loaded, &self.reviewer, &self.skipped);
+            match waiting.first() {
+                Some(next) if self.shown != Some(*next) => {
+                    self.show(&loaded, *next, waiting.len()).await?;
+                }
+                Some(_) => {}
+                None => {
+                    self.shown = None;
+                    if !self.idle_said {
+                        say("Nothing waits for you now.");
+                        self.idle_said = true;
+                    }
+                }
+            }
+            let event = tokio::select! {
+                key = keys.next() => Event::Key(key?),
+                written = self.written() => Event::Written(written?),
+            };
+            match event {
+                Event::Key(key) => {
+                    if !self.answer(key, &loaded, keys).await? {
+                        return Ok(());
+                    }
+                }
+                Event::Written(sets) => self.note_decided_elsewhere(&sets).await?,
+            }
+        }
+    }
+
+    /// The open sets (of `--agent`), oldest first, with what deciding needs.
+    async fn load(&self) -> Result<Vec<Loaded>, CliError> {
+        let mut conn = self.ctx.connection().await?;
+        let filter = change_sets::PendingFilter {
+            target: None,
+            agent_id: self.agent.clone(),
+            limit: None,
+        };
+        let mut sets = change_sets::pending(&mut conn, &filter).await?;
+        sets.reverse();
+        let mut loaded = Vec::with_capacity(sets.len());
+        for set in sets {
+            let quorum = approvals::quorum_of(&mut conn, &set).await?;
+            let held = jobs::for_change_set(&mut conn, set.id)
+                .await?
+                .iter()
+                .filter(|job| job.scheduled())
+                .map(|job| job.item_index)
+                .collect();
+            loaded.push(Loaded { set, quorum, held });
+        }
+        Ok(loaded)
+    }
+
+    /// A desktop notice for each set queued since the session started.
+    fn raise_notices(&mut self, loaded: &[Loaded]) {
+        let first_look = self.known.is_none();
+        let known = self.known.get_or_insert_with(HashSet::new);
+        for open in loaded {
+            if !known.insert(open.set.id) || first_look || !self.notify {
+                continue;
+            }
+            terminal::notify_set(&open.set);
+        }
+    }
+
+    /// Prints the card of `next`, one of `of` waiting items.
+    async fn show(&mut self, loaded: &[Loaded], next: Shown, of: usize) -> Result<(), CliError> {
+        let Some(open) = loaded.iter().find(|open| open.set.id == next.set) else {
+            return Ok(());
+        };
+        let item = &open.set.items[next.index];
+        let mut conn = self.ctx.connection().await?;
+        let hold = agents::settings_of(&mut conn, &open.set.agent_id)
+            .await?
+            .requirements(&item.tool_name)
+            .hold;
+        let context = ReviewContext {
+            place: (1, of),
+            quorum: &open.quorum,
+            hold: hold.and_then(|hold| time::Duration::try_from(hold).ok()),
+            now: self.now(),
+        };
+        say(&render::visible(&render::review_card(
+            &open.set, next.index, &context,
+        )));
+        self.shown = Some(next);
+        self.idle_said = false;
+        Ok(())
+    }
+
+    /// The sets written since the last look, waiting for the first write.
+    async fn written(&mut self) -> Result<Vec<Uuid>, CliError> {
+        loop {
+            let mut conn = self.ctx.connection().await?;
+            let (sets, position) = change_feed::since(&mut conn, self.feed, FEED_BATCH).await?;
+            drop(conn);
+            self.feed = position;
+            if !sets.is_empty() {
+                return Ok(sets);
+            }
+            tokio::time::sleep(FEED_POLL).await;
+        }
+    }
+
+    /// When the item on the screen was decided or changed by someone else, says so in
+    /// one line; the next look shows what waits now.
+    async fn note_decided_elsewhere(&mut self, written: &[Uuid]) -> Result<(), CliError> {
+        let Some(shown) = self.shown.filter(|shown| written.contains(&shown.set)) else {
+            return Ok(());
+        };
+        let mut conn = self.ctx.connection().await?;
+        let Some(set) = change_sets::load(&mut conn, shown.set).await? else {
+            return Ok(());
+        };
+        let Some(item) = set.items.get(shown.index) else {
+            return Ok(());
+        };
+        let label = label(shown.set, shown.index);
+        if item.status != ChangeItemStatus::Pending {
+            let last = decisions::for_change_set(&mut conn, shown.set)
+                .await?
+                .into_iter()
+                .rev()
+                .find(|d| d.item_index == shown.index);
+            let by = last
+                .and_then(|d| d.decided_by)
+                .map(|by| format!(" by {}", one_line(&render::visible(&by))))
+                .unwrap_or_default();
+            say(&format!("{label} {} elsewhere{by}", item.status.as_str()));
+            self.shown = None;
+        } else if item.revision != shown.revision {
+            say(&format!(
+                "{label} changed since it was shown (edited by another person or refreshed against its target); here it is again"
+            ));
+            self.shown = None;
+        } else {
+            let held = jobs::served_item(&mut conn, shown.set, shown.index)
+                .await?
+                .and_then(|served| served.held);
+            if held.is_some() {
+                say(&format!(
+                    "{label} confirmed elsewhere; it runs when its hold window ends"
+                ));
+                self.shown = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Acts on `key`; `false` when the person quits.
+    async fn answer(
+        &mut self,
+        key: Key,
+        loaded: &[Loaded],
+        keys: &mut Keys,
+    ) -> Result<bool, CliError> {
+        let key = match key {
+            Key::Char(c) => c.to_ascii_lowercase(),
+            Key::CtrlC | Key::Escape => 'q',
+            _ => return Ok(true),
+        };
+        match key {
+            'q' => return Ok(false),
+            '?' | 'h' => {
+                say(HELP);
+                return Ok(true);
+            }
+            _ => {}
+        }
+        let Some(shown) = self.shown else {
+            say("Nothing to decide yet; ? for the keys, q to quit.");
+            return Ok(true);
+        };
+        let Some(open) = loaded.iter().find(|open| open.set.id == shown.set) else {
+            return Ok(true);
+        };
+        let span =
+            tracing::info_span!("review_decision", set = %shown.set, index = shown.index, %key);
+        let _entered = span.enter();
+        match key {
+            'y' => self.confirm(shown).await,
+            'n' => self.reject(shown, keys).await?,
+            'e' => self.edit(shown, open).await?,
+            'd' => match self
+                .service(shown.revision)
+                .defer_item(shown.set, shown.index, self.now())
+                .await
+            {
+                Ok(decision) => say(&render::decision(&decision)),
+                Err(error) => refused(shown, error),
+            },
+            's' => {
+                self.skipped.insert((shown.set, shown.index));
+                say(&format!(
+                    "{} skipped; it stays waiting (`assent pending` lists it)",
+                    label(shown.set, shown.index)
+                ));
+            }
+            'a' => {
+                let rest: Vec<Shown> =
+                    waiting(std::slice::from_ref(open), &self.reviewer, &self.skipped)
+                        .into_iter()
+                        .filter(|item| item.index >= shown.index)
+                        .collect();
+                for item in rest {
+                    self.confirm(item).await;
+                }
+            }
+            _ => {
+                say("Not a key of the reviewer; ? for the keys.");
+                return Ok(true);
+            }
+        }
+        self.shown = None;
+        Ok(true)
+    }
+
+    /// Confirms `item` as shown, and says what came of it.
+    async fn confirm(&self, item: Shown) {
+        match self
+            .service(item.revision)
+            .confirm_item(item.set, item.index, self.now())
+            .await
+        {
+            Ok(outcome) => say(&render::confirmed(item.index, &outcome)),
+            Err(error) => refused(item, error),
+        }
+    }
+
+    /// Asks for a reason and rejects `item`; Escape rejects nothing.
+    async fn reject(&self, item: Shown, keys: &mut Keys) -> Result<(), CliError> {
+        let Some(reason) = keys
+            .line("Reason (Enter for none, Escape to go back): ")
+            .await?
+        else {
+            say("Not rejected.");
+            return Ok(());
+        };
+        let reason = Some(reason.trim().to_owned()).filter(|r| !r.is_empty());
+        match self
+            .service(item.revision)
+            .reject_item(item.set, item.index, reason, self.now())
+            .await
+        {
+            Ok(decision) => {
+                debug_assert_eq!(decision.verdict, Verdict::Rejected);
+                say(&render::decision(&decision));
+            }
+            Err(error) => refused(item, error),
+        }
+        Ok(())
+    }
+
+    /// Opens the editor on the arguments that would run, as pretty JSON, and confirms
+    /// what the person saves; JSON that is not an object, or that the tool's schema
+    /// refuses, is shown and the editor opened again. An empty or unchanged file edits
+    /// nothing.
+    async fn edit(&self, item: Shown, open: &Loaded) -> Result<(), CliError> {
+        let proposed = &open.set.items[item.index].args;
+        let runs = open
+            .quorum
+            .items
+            .iter()
+            .find(|(i, _, _)| *i == item.index)
+            .and_then(|(_, _, revision)| revision.args.clone())
+            .unwrap_or_else(|| proposed.clone());
+        let shown = serde_json::to_string_pretty(&runs)
+            .map_err(|e| CliError::failed(format!("cannot write the arguments as JSON: {e}")))?;
+        let mut text = format!("{shown}\n");
+        loop {
+            let saved = terminal::edit(&text)?;
+            if saved.trim().is_empty() {
+                say("Edit abandoned (the file was empty); nothing was decided.");
+                return Ok(());
+            }
+            let problem = match serde_json::from_str::<Value>(&saved) {
+                Ok(args) if args == runs => {
+                    say(
+                        "The arguments are unchanged; nothing was decided (y confirms them as they are).",
+                    );
+                    return Ok(());
+                }
+                Ok(args) if args.is_object() => match self
+                    .service(item.revision)
+                    .edit_and_confirm(item.set, item.index, args, self.now())
+                    .await
+                {
+                    Ok(outcome) => {
+                        say(&render::confirmed(item.index, &outcome));
+                        return Ok(());
+                    }
+                    Err(error @ ConfirmError::InvalidArgs { .. }) => error.to_string(),
+                    Err(error) => {
+                        refused(item, error);
+                        return Ok(());
+                    }
+                },
+                Ok(_) => "the arguments must be a JSON object".to_owned(),
+                Err(error) => format!("not valid JSON: {error}"),
+            };
+            say(&format!(
+                "{}: {}; the editor opens again (save an empty file to give up)",
+                label(item.set, item.index),
+                one_line(&render::visible(&problem))
+            ));
+            text = saved;
+        }
+    }
+}
+
+/// Says in one line why a decision on `item` was refused; the session goes on.
+fn refused(item: Shown, error: ConfirmError) {
+    say(&format!(
+        "{} not decided: {}",
+        label(item.set, item.index),
+        render::visible(&CliError::from(error).one_line())
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use assent_domain::{ChangeItem, NewChangeSet, Target};
+    use assent_store::approvals::{Approval, Revision};
+    use serde_json::json;
+
+    fn set(id: u128, items: usize) -> ChangeSet {
+        let created = OffsetDateTime::UNIX_EPOCH;
+        ChangeSet::new(NewChangeSet {
+            id: Uuid::from_u128(id),
+            agent_id: "a".into(),
+            target: Target::new("task", "t"),
+            thread_id: "th".into(),
+            run_key: "r".into(),
+            items: (0..items)
+                .map(|i| ChangeItem::new(format!("tool{i}"), json!({}), "s"))
+                .collect(),
+            created_at: created,
+        })
+        .expect("a valid set")
+    }
+
+    #[test]
+    fn waiting_skips_what_this_reviewer_cannot_or_need_not_decide() {
+        let mut first = set(1, 4);
+        first.items[1].status = ChangeItemStatus::Confirmed;
+        let approved = Revision {
+            approvals: vec![Approval {
+                by: "alice".into(),
+                at: OffsetDateTime::UNIX_EPOCH,
+            }],
+            ..Revision::default()
+        };
+        let loaded = vec![
+            Loaded {
+                set: first,
+                quorum: Quorum {
+                    items: vec![(2, 2, approved)],
+                },
+                held: vec![3],
+            },
+            Loaded {
+                set: set(2, 2),
+                quorum: Quorum { items: Vec::new() },
+                held: Vec::new(),
+            },
+        ];
+        let skipped = HashSet::from([(Uuid::from_u128(2), 0)]);
+        let names: Vec<(u128, usize)> = waiting(&loaded, "alice", &skipped)
+            .iter()
+            .map(|s| (s.set.as_u128(), s.index))
+            .collect();
+        assert_eq!(names, [(1, 0), (2, 1)]);
+        let for_bob: Vec<usize> = waiting(&loaded, "bob", &HashSet::new())
+            .iter()
+            .map(|s| s.index)
+            .collect();
+        assert_eq!(for_bob, [0, 2, 0, 1], "bob's approval is the one missing");
+    }
+}
