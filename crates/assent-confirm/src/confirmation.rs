@@ -1033,6 +1033,22 @@ impl ConfirmationService {
             .await
     }
 
+    /// [`ConfirmationService::retract_item`], saying why in the decision's reason (a
+    /// coding agent's hook that handed the call to the agent's own prompt: "answered in
+    /// the client"), so the audit trail tells it from a plain withdrawal.
+    #[tracing::instrument(skip(self, reason), fields(change_set = %change_set_id))]
+    pub async fn withdraw_item(
+        &self,
+        change_set_id: Uuid,
+        index: usize,
+        reason: &str,
+        now: OffsetDateTime,
+    ) -> Result<ChangeDecision, ConfirmError> {
+        let reason = clean_reason(Some(reason.to_owned()))?;
+        self.decide(change_set_id, index, Verdict::Retracted, reason, now)
+            .await
+    }
+
     /// Confirms every pending item, in order, in one transaction: one durable commit
     /// for the whole set (group commit) instead of one per item. Each item is atomic
     /// on its own inside it (a savepoint): a failing handler, a denial or any error
