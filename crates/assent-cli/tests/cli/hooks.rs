@@ -1,0 +1,456 @@
+//! `assent hook AGENT_KIND`: each agent's documented hook events (fixtures in
+//! `tests/fixtures/hooks/`) in, the exact documented answer out, for every way a call
+//! can end: allowed or denied by a rule, confirmed, edited or rejected by a person in
+//! another process while the hook waits, nobody answering in time (both modes), and a
+//! malformed event (exit 2, never an allow).
+
+use super::{Cli, code};
+use serde_json::{Value, json};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Every event that asks for a decision: its fixture, the agent kind, and the tool it
+/// names (what rules are written for).
+const BEFORE: &[(&str, &str, &str)] = &[
+    ("claude-code.PreToolUse", "claude-code", "Bash"),
+    ("vscode.PreToolUse", "vscode", "run_in_terminal"),
+    ("copilot.preToolUse", "copilot", "bash"),
+    ("codex.PreToolUse", "codex", "Bash"),
+    ("codex.PermissionRequest", "codex", "Bash"),
+    ("cursor.beforeShellExecution", "cursor", "Shell"),
+    ("cursor.preToolUse", "cursor", "Shell"),
+    ("cursor.beforeMCPExecution", "cursor", "create_issue"),
+    ("gemini.BeforeTool", "gemini", "run_shell_command"),
+];
+
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/hooks/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The agent of fixture number `index`: one per fixture, so their calls never join.
+fn agent(index: usize) -> String {
+    format!("coder{index}")
+}
+
+/// Fixture `name` as agent number `index` sends it: in a workspace of its own (an
+/// identical call of another agent in the same workspace is refused as a duplicate,
+/// never joined: see `identical_calls_join_one_item`).
+fn event_of(index: usize, name: &str) -> String {
+    fixture(name).replace("/home/user/proj", &format!("/home/user/proj{index}"))
+}
+
+/// What the person decides in a scenario.
+#[derive(Clone, Copy)]
+enum Person {
+    Confirms,
+    Edits,
+    Rejects,
+}
+
+/// The documented answer of `fixture` for `decision` (`allow`, `deny`, `ask`), with
+/// `reason` and the person's `edited` input, field by field as each agent's docs give
+/// it.
+fn documented(fixture: &str, decision: &str, reason: &str, edited: Option<&Value>) -> Value {
+    let event = fixture.split('.').nth(1).expect("an event name");
+    match fixture.split('.').next().expect("a kind") {
+        "claude-code" | "vscode" => {
+            let mut out = json!({"hookEventName": event, "permissionDecision": decision});
+            if !reason.is_empty() {
+                out["permissionDecisionReason"] = json!(reason);
+            }
+            if let Some(edited) = edited {
+                out["updatedInput"] = edited.clone();
+            }
+            json!({ "hookSpecificOutput": out })
+        }
+        "copilot" => {
+            let mut out = json!({"permissionDecision": decision});
+            if !reason.is_empty() {
+                out["permissionDecisionReason"] = json!(reason);
+            }
+            if let Some(edited) = edited {
+                out["modifiedArgs"] = edited.clone();
+            }
+            out
+        }
+        "codex" if event == "PermissionRequest" => match decision {
+            "allow" => json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+                "decision": {"behavior": "allow"}}}),
+            _ => json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+                "decision": {"behavior": "deny", "message": reason}}}),
+        },
+        "codex" => match (decision, edited) {
+            ("allow", None) => json!({}),
+            ("allow", Some(edited)) => json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                "permissionDecision": "allow", "updatedInput": edited}}),
+            _ => json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                "permissionDecision": "deny", "permissionDecisionReason": reason}}),
+        },
+        "cursor" => {
+            let mut out = json!({"permission": decision});
+            if !reason.is_empty() {
+                out["user_message"] = json!(reason);
+                out["agent_message"] = json!(reason);
+            }
+            if let Some(edited) = edited {
+                out["updated_input"] = edited.clone();
+            }
+            out
+        }
+        "gemini" => match (decision, edited) {
+            ("allow", None) => json!({"decision": "allow"}),
+            ("allow", Some(edited)) => {
+                json!({"decision": "allow", "hookSpecificOutput": {"tool_input": edited}})
+            }
+            _ => json!({"decision": "deny", "reason": reason}),
+        },
+        other => panic!("no dialect for {other}"),
+    }
+}
+
+/// Whether the agent's event takes edited input (else an edit is a denial quoting it).
+fn takes_edits(fixture: &str) -> bool {
+    !matches!(
+        fixture,
+        "codex.PermissionRequest" | "cursor.beforeShellExecution" | "cursor.beforeMCPExecution"
+    )
+}
+
+/// Whether the agent can hand a call to its own prompt.
+fn can_ask(fixture: &str) -> bool {
+    !(fixture.starts_with("codex") || fixture.starts_with("gemini"))
+}
+
+impl Cli {
+    /// A database with one agent per fixture, each allowed the `code` category.
+    fn coders() -> Self {
+        let cli = Cli::new().at_the_current_time();
+        for index in 0..BEFORE.len() {
+            let agent = agent(index);
+            let out = cli.run(&["agent", "create", "--id", &agent, "--categories", "code"]);
+            assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        }
+        cli
+    }
+
+    /// Starts `assent hook KIND --agent AGENT ARGS...` with `event` on stdin.
+    fn hook(&self, kind: &str, agent: &str, args: &[&str], event: &str) -> Child {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
+            .args(["--db", &self.db(), "hook", kind, "--agent", agent])
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("assent hook starts");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(event.as_bytes())
+            .expect("the event is written");
+        child
+    }
+
+    /// The open change set of `agent`, waiting up to 10 s for its hook to queue it.
+    fn set_of(&self, agent: &str) -> String {
+        let started = Instant::now();
+        loop {
+            let pending = self.json(&["pending"], "");
+            let found = pending.as_array().expect("sets").iter().find_map(|set| {
+                (set["agentId"] == agent).then(|| set["id"].as_str().expect("id").to_owned())
+            });
+            if let Some(set) = found {
+                return set;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{agent} queued nothing"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The hook's answer: exit 0, one JSON value on stdout.
+fn answered(child: Child) -> Value {
+    let out = child.wait_with_output().expect("the hook ends");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stdout));
+    })
+}
+
+fn rule_then_hook(rule: &str) {
+    let cli = Cli::coders();
+    let children: Vec<Child> = BEFORE
+        .iter()
+        .enumerate()
+        .map(|(index, (name, kind, tool))| {
+            let agent = agent(index);
+            let out = cli.run(&["agent", rule, &agent, tool]);
+            assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+            cli.hook(kind, &agent, &["--wait", "5"], &event_of(index, name))
+        })
+        .collect();
+    for ((name, _, tool), child) in BEFORE.iter().zip(children) {
+        let expected = match rule {
+            "allow" => documented(name, "allow", "", None),
+            _ => documented(
+                name,
+                "deny",
+                &format!(
+                    "Denied by policy: Tool {tool} is denied by policy. Nothing was queued or executed."
+                ),
+                None,
+            ),
+        };
+        assert_eq!(answered(child), expected, "{name}");
+    }
+}
+
+#[test]
+fn a_rule_that_allows_answers_allow_in_every_dialect() {
+    rule_then_hook("allow");
+}
+
+#[test]
+fn a_rule_that_denies_answers_deny_with_its_reason_in_every_dialect() {
+    rule_then_hook("deny");
+}
+
+/// Every hook waits while the person decides each of their sets from another process.
+fn person_decides(person: Person) {
+    let cli = Cli::coders();
+    let edited = json!({"command": "rm -rf build/cache"});
+    let children: Vec<Child> = BEFORE
+        .iter()
+        .enumerate()
+        .map(|(index, (name, kind, _))| {
+            cli.hook(
+                kind,
+                &agent(index),
+                &["--wait", "30"],
+                &event_of(index, name),
+            )
+        })
+        .collect();
+    let mut sets = Vec::new();
+    for index in 0..BEFORE.len() {
+        let set = cli.set_of(&agent(index));
+        let out = match person {
+            Person::Confirms => cli.run(&["confirm", &set, "0"]),
+            Person::Edits => cli.run(&["edit", &set, "0", "--args", &edited.to_string()]),
+            Person::Rejects => cli.run(&["reject", &set, "0", "--reason", "not on main"]),
+        };
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        sets.push(set);
+    }
+    for (((name, _, tool), child), set) in BEFORE.iter().zip(children).zip(sets) {
+        let confirmed = format!("Confirmed in Assent (change set {set})");
+        let expected = match person {
+            Person::Confirms => documented(name, "allow", &confirmed, None),
+            Person::Edits if takes_edits(name) => {
+                documented(name, "allow", &confirmed, Some(&edited))
+            }
+            Person::Edits => documented(
+                name,
+                "deny",
+                &format!("A person edited this call; run it as edited instead: {tool} {edited}"),
+                None,
+            ),
+            Person::Rejects => documented(name, "deny", "Rejected by the user: not on main", None),
+        };
+        assert_eq!(answered(child), expected, "{name}");
+    }
+}
+
+#[test]
+fn a_confirmation_from_another_process_answers_allow() {
+    person_decides(Person::Confirms);
+}
+
+#[test]
+fn an_edit_answers_allow_with_the_persons_input_or_a_denial_quoting_it() {
+    person_decides(Person::Edits);
+}
+
+#[test]
+fn a_rejection_answers_deny_with_the_persons_reason() {
+    person_decides(Person::Rejects);
+}
+
+/// The change set a reason names.
+fn set_named_in(answer: &Value) -> String {
+    let text = answer.to_string();
+    let at = text.find("change set ").expect("the reason names the set") + "change set ".len();
+    text[at..at + 36].to_owned()
+}
+
+#[test]
+fn nobody_answering_hands_the_call_to_the_agents_prompt_or_denies_it() {
+    let cli = Cli::coders();
+    let children: Vec<Child> = BEFORE
+        .iter()
+        .enumerate()
+        .map(|(index, (name, kind, _))| {
+            cli.hook(
+                kind,
+                &agent(index),
+                &["--wait", "1"],
+                &event_of(index, name),
+            )
+        })
+        .collect();
+    let mut first_set = String::new();
+    for ((name, _, _), child) in BEFORE.iter().zip(children) {
+        let answer = answered(child);
+        let set = set_named_in(&answer);
+        if first_set.is_empty() {
+            first_set.clone_from(&set);
+        }
+        // An agent that cannot ask is denied instead, and its item waits for the person.
+        let (decision, reason) = if can_ask(name) {
+            (
+                "ask",
+                format!(
+                    "Nobody answered in Assent within 1 s; change set {set} was withdrawn, so you decide here"
+                ),
+            )
+        } else {
+            (
+                "deny",
+                format!(
+                    "Waiting for a person's review in Assent (change set {set}); retry the same call after the person confirms it"
+                ),
+            )
+        };
+        assert_eq!(answer, documented(name, decision, &reason, None), "{name}");
+    }
+    let waiting = cli.json(&["pending"], "");
+    let waiting: Vec<&str> = waiting
+        .as_array()
+        .expect("sets")
+        .iter()
+        .map(|set| set["agentId"].as_str().expect("agent"))
+        .collect();
+    assert_eq!(
+        waiting.len(),
+        3,
+        "only the agents that cannot ask keep theirs: {waiting:?}"
+    );
+    let shown = cli.json(&["show", &first_set], "");
+    assert_eq!(shown["items"][0]["status"], "retracted");
+    assert_eq!(shown["items"][0]["decidedBy"], "claude-code-client");
+    let reasons = tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(async {
+            let store = assent_store::Store::open(&cli.db()).await.expect("store");
+            let mut conn = store.pool().acquire().await.expect("conn");
+            let set = first_set.parse().expect("a set id");
+            assent_store::decisions::for_change_set(&mut conn, set)
+                .await
+                .expect("decisions")
+        });
+    assert_eq!(
+        reasons
+            .iter()
+            .map(|d| d.reason.as_deref())
+            .collect::<Vec<_>>(),
+        [Some("answered in the client")],
+        "the withdrawal says why in the audit trail"
+    );
+
+    // --on-timeout deny: the item stays for the person, the reason names its set.
+    let children: Vec<Child> = BEFORE
+        .iter()
+        .enumerate()
+        .map(|(index, (name, kind, _))| {
+            cli.hook(
+                kind,
+                &agent(index),
+                &["--wait", "1", "--on-timeout", "deny"],
+                &event_of(index, name),
+            )
+        })
+        .collect();
+    for ((name, _, _), child) in BEFORE.iter().zip(children) {
+        let answer = answered(child);
+        let set = set_named_in(&answer);
+        let reason = format!(
+            "Waiting for a person's review in Assent (change set {set}); retry the same call after the person confirms it"
+        );
+        assert_eq!(answer, documented(name, "deny", &reason, None), "{name}");
+    }
+    assert_eq!(
+        cli.json(&["pending"], "").as_array().map(Vec::len),
+        Some(BEFORE.len()),
+        "the denied calls wait for the person"
+    );
+}
+
+#[test]
+fn a_malformed_event_exits_2_with_one_line_and_never_allows() {
+    let cli = Cli::coders();
+    let bad = [
+        "not json",
+        "[]",
+        r#"{"hook_event_name":"PreToolUse","cwd":"/p","tool_input":{}}"#,
+        r#"{"hook_event_name":"PreToolUse","cwd":"/p","tool_name":"Bash","tool_input":"rm"}"#,
+        r#"{"hook_event_name":"PreToolUse","cwd":"relative","tool_name":"Bash","tool_input":{}}"#,
+        r#"{"hook_event_name":"PreToolUse","cwd":"/p","tool_name":"Ba\u200bsh","tool_input":{}}"#,
+        r#"{"hook_event_name":"Stop","cwd":"/p","tool_name":"Bash","tool_input":{}}"#,
+    ];
+    for kind in [
+        "claude-code",
+        "codex",
+        "cursor",
+        "copilot",
+        "vscode",
+        "gemini",
+    ] {
+        for event in bad {
+            let out = cli
+                .hook(kind, &agent(0), &[], event)
+                .wait_with_output()
+                .expect("ends");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(code(&out), 2, "{kind} {event}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{kind} {event}: {stderr}");
+            assert!(
+                stderr.starts_with("error: malformed hook event: "),
+                "{stderr}"
+            );
+            assert!(out.stdout.is_empty(), "{kind} {event}: nothing on stdout");
+        }
+    }
+    assert_eq!(cli.json(&["pending"], ""), json!([]), "nothing was queued");
+}
+
+#[test]
+fn an_after_event_answers_nothing_and_exits_0() {
+    let cli = Cli::coders();
+    for (name, kind) in [
+        ("claude-code.PostToolUse", "claude-code"),
+        ("cursor.afterShellExecution", "cursor"),
+        ("gemini.AfterTool", "gemini"),
+    ] {
+        let out = cli
+            .hook(kind, &agent(0), &[], &fixture(name))
+            .wait_with_output()
+            .expect("ends");
+        assert_eq!(
+            code(&out),
+            0,
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "", "{name}");
+    }
+}
