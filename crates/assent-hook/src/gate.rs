@@ -6,14 +6,15 @@
 //! So every tool of an agent's hook is a tool of one host per agent
 //! ([`hook_host`]) whose handler runs nothing and records that the agent may run the
 //! call ([`ALLOWED`]). A call the rules allow is "run" (allowed and audited) in the
-//! wake; a confirmed one becomes a job of that host, which the waiting hook claims
-//! (`Engine::run_due_jobs`), so the permission is handed out and audited once.
+//! wake; a confirmed one becomes a job of that host, which the waiting hook (or, after
+//! `--on-timeout deny`, the retried call) claims by its id (`Engine::run_job`), so the
+//! permission is handed out and audited once.
 
 use crate::{Answer, HookError, HookEvent, Phase};
 use assent_changeset::{ToolArguments, ToolCall, reply};
 use assent_confirm::{Engine, HostError, SimpleHost, WakeRequest};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, Target, Uuid, canonical_json};
-use assent_store::jobs::JobStatus;
+use assent_store::jobs::{self, JobStatus};
 use assent_store::{AnyConnection, Store, change_sets, host_tools};
 use assent_tools::{BoxFuture, ToolInvocation, ToolMode, ToolRegistry, ToolSpec};
 use serde_json::json;
@@ -90,6 +91,13 @@ pub async fn decide(
     debug_assert!(event.phase != Phase::After);
     let engine = engine(store, options, &event.tool_name).await?;
     let target = Target::new(TARGET_KIND, event.cwd.clone());
+    if let Some(set) = released_to_retry(&engine, options, &target, event).await? {
+        tracing::info!(change_set = %set, "a retry after a person confirmed: allowed once");
+        return Ok(Answer::Allow {
+            updated_input: None,
+            reason: Some(format!("Confirmed in Assent (change set {set})")),
+        });
+    }
     let run_key = format!("hook-{}", Uuid::new_v4());
     let call = ToolCall {
         id: event
@@ -178,6 +186,37 @@ fn allowed<'a>(
     _call: &'a ToolInvocation,
 ) -> BoxFuture<'a, Result<&'static str, HostError>> {
     Box::pin(async { Ok(ALLOWED) })
+}
+
+/// A retried call (`--on-timeout deny` told it to come back) whose identical item a
+/// person confirmed since: its job, claimed by this call alone ([`Engine::run_job`]:
+/// one claim wins), is the permission, handed out once; the set's id, or `None`.
+async fn released_to_retry(
+    engine: &Engine,
+    options: &HookOptions,
+    target: &Target,
+    event: &HookEvent,
+) -> Result<Option<Uuid>, HookError> {
+    let approved = {
+        let mut conn = engine
+            .store()
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?;
+        jobs::approved_of(&mut conn, engine.host().name(), &options.agent, target).await?
+    };
+    let wanted = canonical_json(&event.tool_input);
+    for job in approved {
+        if job.tool_name != event.tool_name || canonical_json(&job.args) != wanted {
+            continue;
+        }
+        let run = engine.run_job(job.id, OffsetDateTime::now_utc()).await?;
+        if run.applied == 1 {
+            return Ok(Some(job.change_set_id));
+        }
+    }
+    Ok(None)
 }
 
 /// The open item of this agent on `target` with the event's tool and input (the one an
@@ -279,7 +318,11 @@ async fn wait_for(
                         });
                     }
                     Some(JobStatus::Approved | JobStatus::Running) => {
-                        engine.run_due_jobs(OffsetDateTime::now_utc()).await?;
+                        if let Some(run) = &item.run {
+                            engine
+                                .run_job(run.job_id, OffsetDateTime::now_utc())
+                                .await?;
+                        }
                     }
                     Some(JobStatus::Failed | JobStatus::InDoubt | JobStatus::Retracted) => {
                         let error = item.run.as_ref().and_then(|run| run.last_error.clone());

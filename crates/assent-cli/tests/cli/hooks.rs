@@ -454,3 +454,140 @@ fn an_after_event_answers_nothing_and_exits_0() {
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "", "{name}");
     }
 }
+
+#[test]
+fn a_retry_after_a_confirmation_is_allowed_exactly_once() {
+    let cli = Cli::coders();
+    let event = event_of(0, "claude-code.PreToolUse");
+    let deny_now = ["--wait", "0", "--on-timeout", "deny"];
+    let first = answered(cli.hook("claude-code", &agent(0), &deny_now, &event));
+    let set = set_named_in(&first);
+    assert_eq!(first["hookSpecificOutput"]["permissionDecision"], "deny");
+
+    // Denied again while the person has not decided: the same set, nothing new.
+    let again = answered(cli.hook("claude-code", &agent(0), &deny_now, &event));
+    assert_eq!(
+        set_named_in(&again),
+        set,
+        "the retry joined the waiting item"
+    );
+
+    let out = cli.run(&["confirm", &set, "0"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let retried = answered(cli.hook("claude-code", &agent(0), &deny_now, &event));
+    assert_eq!(
+        retried,
+        documented(
+            "claude-code.PreToolUse",
+            "allow",
+            &format!("Confirmed in Assent (change set {set})"),
+            None
+        )
+    );
+    let jobs = cli.json(&["jobs"], "");
+    assert_eq!(
+        jobs[0]["status"], "applied",
+        "the permission was handed out: {jobs}"
+    );
+
+    // Once only: the next identical call asks the person again.
+    let once_more = answered(cli.hook("claude-code", &agent(0), &deny_now, &event));
+    assert_eq!(
+        once_more["hookSpecificOutput"]["permissionDecision"],
+        "deny"
+    );
+    assert_ne!(set_named_in(&once_more), set, "a new set for a new call");
+}
+
+#[test]
+fn identical_calls_join_one_item_and_one_decision_answers_both() {
+    let cli = Cli::coders();
+    let event = event_of(0, "claude-code.PreToolUse");
+    let first = cli.hook("claude-code", &agent(0), &["--wait", "30"], &event);
+    let set = cli.set_of(&agent(0));
+    let mut second = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args([
+            "--db",
+            &cli.db(),
+            "hook",
+            "claude-code",
+            "--agent",
+            &agent(0),
+            "--wait",
+            "30",
+        ])
+        .env("RUST_LOG", "assent_hook=info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("assent hook starts");
+    {
+        use std::io::Write;
+        second
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(event.as_bytes())
+            .expect("written");
+    }
+    // Its log says when it joined, so the person decides only then.
+    let stderr = second.stderr.take().expect("stderr");
+    let (joined, log) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("joined an identical call") {
+                let _ = joined.send(line);
+            }
+        }
+    });
+    log.recv_timeout(Duration::from_secs(10))
+        .expect("the second call joined the first");
+    let out = cli.run(&["confirm", &set, "0"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let allow = documented(
+        "claude-code.PreToolUse",
+        "allow",
+        &format!("Confirmed in Assent (change set {set})"),
+        None,
+    );
+    assert_eq!(answered(first), allow);
+    let out = second.wait_with_output().expect("ends");
+    assert_eq!(code(&out), 0);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).expect("JSON"),
+        allow
+    );
+    let history = cli.json(&["history", "--agent", &agent(0)], "");
+    assert_eq!(
+        history.to_string().matches("rm -rf build/").count(),
+        1,
+        "one item: {history}"
+    );
+}
+
+#[test]
+fn a_waiting_hook_answers_within_a_second_of_the_decision_in_another_process() {
+    let cli = Cli::coders();
+    let hook = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "60"],
+        &event_of(0, "claude-code.PreToolUse"),
+    );
+    let set = cli.set_of(&agent(0));
+    let out = cli.run(&["confirm", &set, "0"]);
+    let decided = Instant::now();
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let answer = answered(hook);
+    let took = decided.elapsed();
+    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "allow");
+    assert!(
+        took < Duration::from_secs(1),
+        "answered {took:?} after the decision"
+    );
+}
