@@ -103,7 +103,10 @@ async fn answer(
 ) -> Result<Answer, CliError> {
     let store = crate::database::open_store(db).await?;
     match event.phase {
-        Phase::After => Ok(Answer::Recorded),
+        Phase::After => assent_hook::record_ran(&store, options, event)
+            .await
+            .map(|()| Answer::Recorded)
+            .map_err(|e| CliError::Failed(e.into())),
         Phase::Before | Phase::PermissionRequest => assent_hook::decide(&store, options, event)
             .await
             .map_err(|e| CliError::Failed(e.into())),

@@ -13,11 +13,15 @@
 use crate::{Answer, HookError, HookEvent, Phase};
 use assent_changeset::{ToolArguments, ToolCall, reply};
 use assent_confirm::{Engine, HostError, SimpleHost, WakeRequest};
-use assent_domain::{ChangeItemStatus, OffsetDateTime, Target, Uuid, canonical_json};
+use assent_domain::{
+    ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, canonical_json, head_and_tail,
+};
 use assent_store::jobs::{self, JobStatus};
-use assent_store::{AnyConnection, Store, change_sets, host_tools};
-use assent_tools::{BoxFuture, ToolInvocation, ToolMode, ToolRegistry, ToolSpec};
-use serde_json::json;
+use assent_store::{AnyConnection, Store, agents, audit, change_sets, host_tools};
+use assent_tools::{
+    AuditKind, AuditRecord, BoxFuture, ToolInvocation, ToolMode, ToolRegistry, ToolSpec,
+};
+use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,7 +102,7 @@ pub async fn decide(
             reason: Some(format!("Confirmed in Assent (change set {set})")),
         });
     }
-    let run_key = format!("hook-{}", Uuid::new_v4());
+    let run_key = run_key(event);
     let call = ToolCall {
         id: event
             .tool_use_id
@@ -138,6 +142,75 @@ pub async fn decide(
     // rejection. Whatever it is, it is never an allow.
     tracing::info!(%said, "refused");
     Ok(Answer::Deny { reason: said })
+}
+
+/// The run key of a call: `hook:SESSION:TOOL_USE_ID` when the agent names its call, so
+/// the after event's audit record carries the same key as the decision's; otherwise a
+/// fresh one.
+fn run_key(event: &HookEvent) -> String {
+    match &event.tool_use_id {
+        Some(id) => format!("hook:{}:{id}", event.session_id.as_deref().unwrap_or("-")),
+        None => format!("hook:{}", Uuid::new_v4()),
+    }
+}
+
+/// How much of what a tool answered an after event's audit record keeps (its head and
+/// its tail).
+const RAN_DETAIL_CHARS: usize = 2_000;
+
+/// Records an after event (`PostToolUse`, `afterShellExecution`, `AfterTool`) in the
+/// audit trail through the store's own audit function: a result record of the agent's
+/// run key ([`run_key`], so it is linked to the decision by `tool_use_id`), with what
+/// the tool answered. The agent must exist; its rules are not asked (the call ran).
+#[tracing::instrument(skip_all, fields(kind = %options.kind, agent = %options.agent, tool = %event.tool_name))]
+pub async fn record_ran(
+    store: &Store,
+    options: &HookOptions,
+    event: &HookEvent,
+) -> Result<(), HookError> {
+    let now = OffsetDateTime::now_utc();
+    let run_key = run_key(event);
+    let response = event.tool_response.clone().unwrap_or(Value::Null);
+    let failed = response.get("is_error").and_then(Value::as_bool) == Some(true)
+        || response.get("error").is_some_and(|e| !e.is_null());
+    let shown = match &response {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let record = AuditRecord {
+        operation_id: OperationId::derive(
+            &run_key,
+            &event.tool_name,
+            &event.tool_input,
+            &[event.cwd.as_str()],
+        ),
+        run_key,
+        tool_name: event.tool_name.clone(),
+        agent_id: options.agent.clone(),
+        target_kind: TARGET_KIND.to_owned(),
+        target_id: event.cwd.clone(),
+        kind: AuditKind::Result,
+        args: event.tool_input.clone(),
+        success: Some(!failed),
+        detail: Some(format!(
+            "ran in {}: {}",
+            options.kind,
+            head_and_tail(&shown, RAN_DETAIL_CHARS)
+        )),
+        vector_clock: None,
+        created_at: now,
+        allowed_by: None,
+    };
+    let mut tx = store.begin_write().await?;
+    if agents::policy(&mut tx, &options.agent).await?.is_none() {
+        return Err(HookError::Confirm(
+            assent_confirm::ConfirmError::UnknownAgent(options.agent.clone()),
+        ));
+    }
+    audit::insert(&mut tx, &record).await?;
+    tx.commit().await.map_err(assent_store::StoreError::from)?;
+    tracing::info!("what ran is in the audit trail");
+    Ok(())
 }
 
 /// The engine of the agent's hook host: every tool it has met so far and `tool`, each

@@ -7,6 +7,8 @@
 //! - [`decide`] routes the call through the agent's rules with the engine's own wake
 //!   (the one decision point of every door), queues what needs a person, and waits
 //!   for the decision through the change feed ([`gate`]'s documentation).
+//! - [`record_ran`] writes an after event (what ran) into the audit trail, linked to
+//!   the decision by the agent's `tool_use_id`.
 //! - [`render`] answers in the agent's dialect, with only the fields it documents,
 //!   pure.
 //!
@@ -26,6 +28,6 @@ pub use error::HookError;
 pub use event::{CURSOR_SHELL_TOOL, HookEvent, MAX_EVENT_BYTES, Phase, parse};
 pub use gate::{
     ALLOWED, ANSWERED_IN_CLIENT, DEFAULT_CATEGORY, HookOptions, OnTimeout, TARGET_KIND, decide,
-    hook_host,
+    hook_host, record_ran,
 };
 pub use kind::AgentKind;

@@ -434,8 +434,20 @@ fn a_malformed_event_exits_2_with_one_line_and_never_allows() {
 }
 
 #[test]
-fn an_after_event_answers_nothing_and_exits_0() {
+fn an_after_event_records_what_ran_linked_to_the_decision_and_answers_nothing() {
     let cli = Cli::coders();
+    let out = cli.run(&["agent", "allow", &agent(0), "Bash"]);
+    assert_eq!(code(&out), 0);
+    let allowed = answered(cli.hook(
+        "claude-code",
+        &agent(0),
+        &[],
+        &fixture("claude-code.PreToolUse"),
+    ));
+    assert_eq!(
+        allowed,
+        documented("claude-code.PreToolUse", "allow", "", None)
+    );
     for (name, kind) in [
         ("claude-code.PostToolUse", "claude-code"),
         ("cursor.afterShellExecution", "cursor"),
@@ -453,6 +465,52 @@ fn an_after_event_answers_nothing_and_exits_0() {
         );
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "", "{name}");
     }
+    let audit = cli.json(&["audit"], "");
+    let linked: Vec<(&str, &str)> = audit
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter(|r| r["runKey"] == "hook:abc123:toolu_01ABC123")
+        .map(|r| {
+            (
+                r["kind"].as_str().expect("kind"),
+                r["detail"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        linked,
+        [
+            ("action", ""),
+            ("result", assent_hook::ALLOWED),
+            (
+                "result",
+                r#"ran in claude-code: {"interrupted":false,"isImage":false,"stderr":"","stdout":""}"#
+            ),
+        ],
+        "the decision and what ran share the run key of the agent's tool_use_id"
+    );
+    let ran = |tool: &str| {
+        audit.as_array().expect("records").iter().any(|r| {
+            r["toolName"] == tool
+                && r["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("ran in "))
+        })
+    };
+    assert!(ran("Shell") && ran("run_shell_command"), "{audit}");
+
+    // An agent Assent does not know records nothing and says so.
+    let out = cli
+        .hook(
+            "claude-code",
+            "stranger",
+            &[],
+            &fixture("claude-code.PostToolUse"),
+        )
+        .wait_with_output()
+        .expect("ends");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stranger"));
 }
 
 #[test]
