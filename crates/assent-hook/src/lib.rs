@@ -20,6 +20,7 @@ mod answer;
 mod error;
 mod event;
 mod gate;
+pub mod install;
 mod kind;
 mod summary;
 

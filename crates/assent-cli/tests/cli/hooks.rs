@@ -649,3 +649,130 @@ fn a_waiting_hook_answers_within_a_second_of_the_decision_in_another_process() {
         "answered {took:?} after the decision"
     );
 }
+
+#[test]
+fn install_merges_into_settings_with_other_hooks_idempotently_and_uninstall_removes_only_ours() {
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let settings = project.path().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().expect("folder")).expect("folder");
+    let original = r#"{
+  "permissions": {"allow": ["Read"], "deny": ["Bash(curl *)"]},
+  "hooks": {
+    "PreToolUse": [{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "./lint.sh", "timeout": 30}]}],
+    "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]
+  }
+}
+"#;
+    std::fs::write(&settings, original).expect("settings");
+    let dir = project.path().to_str().expect("a path");
+    let install = [
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        "coder0",
+        "--project",
+        dir,
+    ];
+    let out = cli.run(&install);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let backup =
+        std::fs::read_to_string(project.path().join(".claude/settings.json.assent-backup"))
+            .expect("a backup beside it");
+    assert_eq!(
+        backup, original,
+        "the backup is the file as it was, byte for byte"
+    );
+    let theirs: Value = serde_json::from_str(original).expect("JSON");
+    let ours: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).expect("read")).expect("JSON");
+    assert_eq!(ours["permissions"], theirs["permissions"]);
+    assert_eq!(ours["hooks"]["Stop"], theirs["hooks"]["Stop"]);
+    assert_eq!(
+        ours["hooks"]["PreToolUse"][0],
+        theirs["hooks"]["PreToolUse"][0]
+    );
+    let entry = &ours["hooks"]["PreToolUse"][1]["hooks"][0];
+    assert_eq!(entry["onFailure"], "block", "fail-closed: {ours}");
+    assert_eq!(
+        ours["hooks"]["PostToolUse"].as_array().map(Vec::len),
+        Some(1)
+    );
+
+    // Idempotent: the second install writes nothing.
+    let written = std::fs::read(&settings).expect("read");
+    let again = cli.run(&install);
+    assert_eq!(code(&again), 0);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to change"));
+    assert_eq!(std::fs::read(&settings).expect("read"), written);
+
+    // The installed command is a working hook: the agent runs it through a shell.
+    let command = entry["command"].as_str().expect("a command");
+    assert!(command.contains(&format!("--db {}", cli.db())), "{command}");
+    let out = cli.run(&["agent", "allow", "coder0", "Bash(rm -rf build/)"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let mut shell = Command::new("sh")
+        .args(["-c", command])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sh");
+    {
+        use std::io::Write;
+        let mut stdin = shell.stdin.take().expect("stdin");
+        stdin
+            .write_all(fixture("claude-code.PreToolUse").as_bytes())
+            .expect("written");
+    }
+    assert_eq!(
+        answered(shell),
+        documented("claude-code.PreToolUse", "allow", "", None),
+        "an argument rule allows it"
+    );
+
+    let removed = cli.run(&[
+        "hook",
+        "uninstall",
+        "claude-code",
+        "--agent",
+        "coder0",
+        "--project",
+        dir,
+    ]);
+    assert_eq!(
+        code(&removed),
+        0,
+        "{}",
+        String::from_utf8_lossy(&removed.stderr)
+    );
+    let left: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).expect("read")).expect("JSON");
+    assert_eq!(left, theirs, "only ours removed");
+
+    // --print shows and writes nothing; a file that is not JSON is refused unchanged.
+    let printed = cli.run(&[
+        "hook",
+        "install",
+        "cursor",
+        "--agent",
+        "coder0",
+        "--project",
+        dir,
+        "--print",
+    ]);
+    assert_eq!(code(&printed), 0);
+    let shown: Value = serde_json::from_slice(&printed.stdout).expect("JSON");
+    assert_eq!(shown["hooks"]["preToolUse"][0]["failClosed"], true);
+    assert!(
+        !project.path().join(".cursor").exists(),
+        "--print writes nothing"
+    );
+    std::fs::write(&settings, "{not json").expect("broken");
+    let refused = cli.run(&install);
+    assert_eq!(code(&refused), 1);
+    assert_eq!(
+        std::fs::read_to_string(&settings).expect("read"),
+        "{not json"
+    );
+}
