@@ -111,16 +111,6 @@ fn parse_kind(text: &str) -> Result<AgentKind, String> {
         .map_err(|e: assent_hook::HookError| e.to_string())
 }
 
-/// A few seconds under each agent's own default hook timeout (after which the agent
-/// goes on without the hook, or blocks where told to).
-fn default_wait(kind: AgentKind) -> Duration {
-    Duration::from_secs(match kind {
-        AgentKind::ClaudeCode | AgentKind::Codex => 590,
-        AgentKind::Gemini => 55,
-        AgentKind::Cursor | AgentKind::Copilot | AgentKind::Vscode => 25,
-    })
-}
-
 /// Runs `assent hook`: an install, an uninstall, or the answer to the event on stdin.
 pub async fn run(db: Option<String>, args: HookArgs) -> Result<Output, CliError> {
     match args.action {
@@ -155,7 +145,7 @@ async fn answer_stdin(
         category: args.category,
         wait: args
             .wait
-            .map_or_else(|| default_wait(kind), Duration::from_secs),
+            .map_or_else(|| assent_hook::default_wait(kind), Duration::from_secs),
         on_timeout: match args.on_timeout {
             OnTimeoutArg::Ask => OnTimeout::Ask,
             OnTimeoutArg::Deny => OnTimeout::Deny,

@@ -58,6 +58,34 @@ pub fn render(kind: AgentKind, event: &HookEvent, answer: &Answer) -> Reply {
     }
 }
 
+/// A denial of a call whose event could not be read (or decided), in `kind`'s dialect
+/// for its before-tool event: where a hook's failure would let the call through (an
+/// `http` hook answering an error), the hook answers this instead.
+pub fn refusal(kind: AgentKind, reason: &str) -> Reply {
+    let event_name = match kind {
+        AgentKind::ClaudeCode | AgentKind::Vscode | AgentKind::Codex => "PreToolUse",
+        AgentKind::Cursor | AgentKind::Copilot => "preToolUse",
+        AgentKind::Gemini => "BeforeTool",
+    };
+    let event = HookEvent {
+        event_name: event_name.to_owned(),
+        phase: Phase::Before,
+        tool_name: String::new(),
+        tool_input: Value::Object(Map::new()),
+        cwd: String::new(),
+        session_id: None,
+        tool_use_id: None,
+        tool_response: None,
+    };
+    render(
+        kind,
+        &event,
+        &Answer::Deny {
+            reason: reason.to_owned(),
+        },
+    )
+}
+
 /// The answer the agent can take: `Ask` only where it asks, `updatedInput` only where
 /// it takes one (else a denial quoting the person's edit, so the model can issue it).
 fn lowered(kind: AgentKind, event: &HookEvent, answer: &Answer) -> Answer {

@@ -69,6 +69,17 @@ pub struct HookOptions {
     pub on_timeout: OnTimeout,
 }
 
+/// A few seconds under each agent's own default hook timeout (after which the agent
+/// goes on without the hook, or blocks where told to).
+pub fn default_wait(kind: crate::AgentKind) -> Duration {
+    use crate::AgentKind;
+    Duration::from_secs(match kind {
+        AgentKind::ClaudeCode | AgentKind::Codex => 590,
+        AgentKind::Gemini => 55,
+        AgentKind::Cursor | AgentKind::Copilot | AgentKind::Vscode => 25,
+    })
+}
+
 /// The host of agent `agent`'s hook calls: `hook_` and the agent's name, ASCII letters
 /// and digits kept, `_` doubled, any other character as `_`, its code point in hex,
 /// `_` (so two agents never share a host, and never claim each other's jobs).

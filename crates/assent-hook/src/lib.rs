@@ -12,6 +12,11 @@
 //! - [`render`] answers in the agent's dialect, with only the fields it documents,
 //!   pure.
 //!
+//! - [`default_wait`]: how long a call waits for a person by default, a few seconds
+//!   under each agent's own hook timeout.
+//! - (feature `http`) `http::routes`: `POST /api/hooks/{kind}` on `assent serve`, the
+//!   same code behind an agent token.
+//!
 //! **Architecture Invariant:** no decision of its own: allow, ask and deny come from
 //! the engine's wake, a person's answer from the confirmation service; every failure
 //! is a denial or a blocking exit, never an allow.
@@ -20,15 +25,17 @@ mod answer;
 mod error;
 mod event;
 mod gate;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod install;
 mod kind;
 mod summary;
 
-pub use answer::{Answer, Reply, render};
+pub use answer::{Answer, Reply, refusal, render};
 pub use error::HookError;
 pub use event::{CURSOR_SHELL_TOOL, HookEvent, MAX_EVENT_BYTES, Phase, parse};
 pub use gate::{
     ALLOWED, ANSWERED_IN_CLIENT, DEFAULT_CATEGORY, HookOptions, OnTimeout, TARGET_KIND, decide,
-    hook_host, record_ran,
+    default_wait, hook_host, record_ran,
 };
 pub use kind::AgentKind;

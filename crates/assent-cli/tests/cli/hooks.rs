@@ -776,3 +776,143 @@ fn install_merges_into_settings_with_other_hooks_idempotently_and_uninstall_remo
         "{not json"
     );
 }
+
+/// `assent serve` on a free loopback port over `cli`'s database; killed when dropped.
+struct Served {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const ADMIN_TOKEN: &str = "hook-admin-token-0123456789";
+
+fn serve(cli: &Cli) -> Served {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args([
+            "--db",
+            &cli.db(),
+            "serve",
+            "--addr",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .args(["--token", ADMIN_TOKEN])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("assent serve starts");
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "assent serve listens"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Served {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_api_hooks_answers_as_the_cli_does_for_an_agent_token() {
+    let cli = Cli::coders();
+    let token = cli.json(
+        &["tokens", "add", "--role", "agent", "--agent", "coder0"],
+        "",
+    );
+    let token = token["secret"].as_str().expect("a secret").to_owned();
+    let out = cli.run(&["agent", "allow", "coder0", "Bash(git status*)"]);
+    assert_eq!(code(&out), 0);
+    let served = serve(&cli);
+    let client = reqwest::Client::new();
+    let post = |path: &str, body: String, bearer: Option<&str>| {
+        let mut request = client
+            .post(format!("{}/api/hooks/{path}", served.base))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(bearer) = bearer {
+            request = request.bearer_auth(bearer);
+        }
+        request.send()
+    };
+    let event = |command: &str| {
+        let mut event: Value =
+            serde_json::from_str(&event_of(0, "claude-code.PreToolUse")).expect("JSON");
+        event["tool_input"]["command"] = json!(command);
+        event.to_string()
+    };
+
+    let allowed = post("claude-code", event("git status"), Some(&token))
+        .await
+        .expect("answered");
+    assert_eq!(allowed.status(), 200);
+    let allowed: Value = allowed.json().await.expect("JSON");
+    assert_eq!(
+        allowed,
+        documented("claude-code.PreToolUse", "allow", "", None)
+    );
+
+    let unknown = post("claude-code", event("git status"), None)
+        .await
+        .expect("answered");
+    assert_eq!(unknown.status(), 401, "no token, no answer");
+    let other = post(
+        "claude-code?agent=coder1",
+        event("git status"),
+        Some(&token),
+    )
+    .await
+    .expect("answered");
+    assert_eq!(
+        other.status(),
+        403,
+        "an agent token answers for its own agent only"
+    );
+
+    // A malformed event is a denial, never an error the agent would let through.
+    let malformed = post("claude-code", "{}".to_owned(), Some(&token))
+        .await
+        .expect("answered");
+    assert_eq!(malformed.status(), 200);
+    let malformed: Value = malformed.json().await.expect("JSON");
+    assert_eq!(
+        malformed["hookSpecificOutput"]["permissionDecision"],
+        "deny"
+    );
+
+    // Asked: the request waits while a person confirms from another process.
+    let waiting = tokio::spawn(post("claude-code?wait=30", event("git push"), Some(&token)));
+    let set = tokio::task::block_in_place(|| cli.set_of(&agent(0)));
+    let out = tokio::task::block_in_place(|| cli.run(&["confirm", &set, "0"]));
+    let decided = Instant::now();
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let answer = waiting.await.expect("joined").expect("answered");
+    let took = decided.elapsed();
+    assert_eq!(answer.status(), 200);
+    let answer: Value = answer.json().await.expect("JSON");
+    assert_eq!(
+        answer,
+        documented(
+            "claude-code.PreToolUse",
+            "allow",
+            &format!("Confirmed in Assent (change set {set})"),
+            None
+        )
+    );
+    assert!(
+        took < Duration::from_secs(1),
+        "answered {took:?} after the decision"
+    );
+}
