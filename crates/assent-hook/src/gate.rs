@@ -219,7 +219,7 @@ pub async fn record_ran(
         ));
     }
     audit::insert(&mut tx, &record).await?;
-    tx.commit().await.map_err(assent_store::StoreError::from)?;
+    tx.commit().await?;
     tracing::info!("what ran is in the audit trail");
     Ok(())
 }
