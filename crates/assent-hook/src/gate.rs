@@ -366,6 +366,19 @@ async fn wait_for(
         let reason = item.decision.as_ref().and_then(|d| d.reason.clone());
         match item.status {
             ChangeItemStatus::Pending | ChangeItemStatus::Deferred => {
+                // A held confirmation: its job waits out the window with the item still
+                // open; claimed here once due (nothing else runs this host's jobs).
+                if let Some(run) = item.run.as_ref().filter(|run| run.status == JobStatus::Approved) {
+                    if remaining.is_zero() {
+                        return Ok(Answer::Deny {
+                            reason: format!(
+                                "Confirmed in Assent (change set {set}) but held until its window ends; retry the same call then"
+                            ),
+                        });
+                    }
+                    engine.run_job(run.job_id, OffsetDateTime::now_utc()).await?;
+                    continue;
+                }
                 if remaining.is_zero() {
                     return timed_out(engine, options, set, index).await;
                 }

@@ -916,3 +916,39 @@ async fn post_api_hooks_answers_as_the_cli_does_for_an_agent_token() {
         "answered {took:?} after the decision"
     );
 }
+
+/// The hook is a door like the others: a quorum and a hold window set for the tool bind
+/// its calls too (rows of the enforcement matrix for this path).
+#[test]
+fn a_quorum_and_a_hold_bind_a_hooks_call() {
+    let cli = Cli::coders();
+    let ok = |out: std::process::Output| {
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        out
+    };
+    ok(cli.run(&["agent", "ask", &agent(0), "Bash", "--approvals", "2"]));
+    let hook = cli.hook("claude-code", &agent(0), &["--wait", "30"], &event_of(0, "claude-code.PreToolUse"));
+    let set = cli.set_of(&agent(0));
+    ok(cli.run(&["confirm", &set, "0", "--as", "alice"]));
+    std::thread::sleep(Duration::from_millis(600));
+    let pending = cli.json(&["pending"], "");
+    assert_eq!(pending[0]["id"], json!(set), "one person is not enough: still waiting");
+    ok(cli.run(&["confirm", &set, "0", "--as", "bob"]));
+    let confirmed = format!("Confirmed in Assent (change set {set})");
+    assert_eq!(answered(hook), documented("claude-code.PreToolUse", "allow", &confirmed, None));
+
+    ok(cli.run(&["agent", "hold", &agent(1), "run_in_terminal", "3"]));
+    let hook = cli.hook("vscode", &agent(1), &["--wait", "30"], &event_of(1, "vscode.PreToolUse"));
+    let set = cli.set_of(&agent(1));
+    ok(cli.run(&["confirm", &set, "0"]));
+    let jobs = cli.json(&["jobs"], "");
+    assert_eq!(jobs[0]["status"], "scheduled", "{jobs}");
+    let not_before = time::OffsetDateTime::parse(
+        jobs[0]["notBefore"].as_str().expect("a window"),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .expect("a time");
+    let confirmed = format!("Confirmed in Assent (change set {set})");
+    assert_eq!(answered(hook), documented("vscode.PreToolUse", "allow", &confirmed, None));
+    assert!(time::OffsetDateTime::now_utc() >= not_before, "not before the window ends");
+}
