@@ -261,6 +261,7 @@ async fn engine(store: &Store, options: &HookOptions, tool: &str) -> Result<Engi
         let category = category.clone();
         Box::pin(async move { Ok(Some(category)) })
     });
+    let host = crate::workspace::WorkspaceHost(host);
     Ok(Engine::open(store.clone(), Arc::new(registry), Arc::new(host)).await?)
 }
 
@@ -368,7 +369,11 @@ async fn wait_for(
             ChangeItemStatus::Pending | ChangeItemStatus::Deferred => {
                 // A held confirmation: its job waits out the window with the item still
                 // open; claimed here once due (nothing else runs this host's jobs).
-                if let Some(run) = item.run.as_ref().filter(|run| run.status == JobStatus::Approved) {
+                if let Some(run) = item
+                    .run
+                    .as_ref()
+                    .filter(|run| run.status == JobStatus::Approved)
+                {
                     if remaining.is_zero() {
                         return Ok(Answer::Deny {
                             reason: format!(
@@ -376,7 +381,9 @@ async fn wait_for(
                             ),
                         });
                     }
-                    engine.run_job(run.job_id, OffsetDateTime::now_utc()).await?;
+                    engine
+                        .run_job(run.job_id, OffsetDateTime::now_utc())
+                        .await?;
                     continue;
                 }
                 if remaining.is_zero() {

@@ -30,6 +30,7 @@ pub mod http;
 pub mod install;
 mod kind;
 mod summary;
+mod workspace;
 
 pub use answer::{Answer, Reply, refusal, render};
 pub use error::HookError;

@@ -927,18 +927,35 @@ fn a_quorum_and_a_hold_bind_a_hooks_call() {
         out
     };
     ok(cli.run(&["agent", "ask", &agent(0), "Bash", "--approvals", "2"]));
-    let hook = cli.hook("claude-code", &agent(0), &["--wait", "30"], &event_of(0, "claude-code.PreToolUse"));
+    let hook = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "30"],
+        &event_of(0, "claude-code.PreToolUse"),
+    );
     let set = cli.set_of(&agent(0));
     ok(cli.run(&["confirm", &set, "0", "--as", "alice"]));
     std::thread::sleep(Duration::from_millis(600));
     let pending = cli.json(&["pending"], "");
-    assert_eq!(pending[0]["id"], json!(set), "one person is not enough: still waiting");
+    assert_eq!(
+        pending[0]["id"],
+        json!(set),
+        "one person is not enough: still waiting"
+    );
     ok(cli.run(&["confirm", &set, "0", "--as", "bob"]));
     let confirmed = format!("Confirmed in Assent (change set {set})");
-    assert_eq!(answered(hook), documented("claude-code.PreToolUse", "allow", &confirmed, None));
+    assert_eq!(
+        answered(hook),
+        documented("claude-code.PreToolUse", "allow", &confirmed, None)
+    );
 
     ok(cli.run(&["agent", "hold", &agent(1), "run_in_terminal", "3"]));
-    let hook = cli.hook("vscode", &agent(1), &["--wait", "30"], &event_of(1, "vscode.PreToolUse"));
+    let hook = cli.hook(
+        "vscode",
+        &agent(1),
+        &["--wait", "30"],
+        &event_of(1, "vscode.PreToolUse"),
+    );
     let set = cli.set_of(&agent(1));
     ok(cli.run(&["confirm", &set, "0"]));
     let jobs = cli.json(&["jobs"], "");
@@ -949,6 +966,53 @@ fn a_quorum_and_a_hold_bind_a_hooks_call() {
     )
     .expect("a time");
     let confirmed = format!("Confirmed in Assent (change set {set})");
-    assert_eq!(answered(hook), documented("vscode.PreToolUse", "allow", &confirmed, None));
-    assert!(time::OffsetDateTime::now_utc() >= not_before, "not before the window ends");
+    assert_eq!(
+        answered(hook),
+        documented("vscode.PreToolUse", "allow", &confirmed, None)
+    );
+    assert!(
+        time::OffsetDateTime::now_utc() >= not_before,
+        "not before the window ends"
+    );
+}
+
+/// An `Edit` shows the person the file's change as a diff, and a confirmation of a file
+/// that changed where the edit applies since is not handed out.
+#[test]
+fn an_edit_shows_its_diff_and_a_file_changed_since_is_refused() {
+    let cli = Cli::coders();
+    let workspace = tempfile::tempdir().expect("workspace");
+    let file = workspace.path().join("main.rs");
+    std::fs::write(&file, "fn main() {\n    old();\n}\n").expect("file");
+    let event = json!({
+        "session_id": "s", "transcript_path": "/tmp/t.jsonl",
+        "cwd": workspace.path(), "permission_mode": "default",
+        "hook_event_name": "PreToolUse", "tool_name": "Edit",
+        "tool_input": {"file_path": file, "old_string": "old()", "new_string": "new()"},
+        "tool_use_id": "toolu_edit",
+    })
+    .to_string();
+    let hook = cli.hook("claude-code", &agent(0), &["--wait", "30"], &event);
+    let set = cli.set_of(&agent(0));
+    let shown = cli.json(&["show", &set], "");
+    assert_eq!(
+        shown["items"][0]["before"],
+        json!("@@ line 2 @@\n-    old();\n+    new();\n")
+    );
+    assert_eq!(
+        shown["items"][0]["humanSummary"],
+        json!(format!("{}: \"old()\" → \"new()\"", file.display()))
+    );
+    std::fs::write(&file, "fn main() {\n    other();\n}\n").expect("changed meanwhile");
+    let out = cli.run(&["confirm", &set, "0"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let answer = answered(hook);
+    assert_eq!(
+        answer["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{answer}"
+    );
+    let reason = answer["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .expect("why");
+    assert!(reason.contains("target changed since proposed"), "{reason}");
 }
