@@ -1016,3 +1016,217 @@ fn an_edit_shows_its_diff_and_a_file_changed_since_is_refused() {
         .expect("why");
     assert!(reason.contains("target changed since proposed"), "{reason}");
 }
+
+/// The official Claude Code CLI (npm `@anthropic-ai/claude-code`, pinned), installed
+/// once under the target directory; `None` (skipped with a note) when it cannot be,
+/// except under `CI=true`, where that is a failure.
+fn claude_code() -> Option<std::path::PathBuf> {
+    const PINNED: &str = "@anthropic-ai/claude-code@2.1.328";
+    let target = std::path::PathBuf::from(env!("CARGO_BIN_EXE_assent"));
+    let prefix = target
+        .parent()
+        .expect("the profile directory")
+        .join("claude-npm");
+    let bin = prefix.join("node_modules/.bin/claude");
+    let pinned = || {
+        Command::new(&bin)
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).starts_with("2.1.328"))
+    };
+    if pinned() {
+        return Some(bin);
+    }
+    let installed = Command::new("npm")
+        .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&prefix)
+        .arg(PINNED)
+        .status();
+    match installed {
+        Ok(status) if status.success() && pinned() => Some(bin),
+        other => {
+            let why = format!("cannot install {PINNED}: {other:?}");
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+            eprintln!("skipped: {why}");
+            None
+        }
+    }
+}
+
+/// The fake Anthropic Messages API (`tests/fake_anthropic.py`) scripting one `Bash`
+/// call of `command`; what the model is told comes back in [`FakeModel::told`].
+struct FakeModel {
+    child: Child,
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+impl FakeModel {
+    fn start(command: &str) -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let port_file = dir.path().join("port");
+        let child = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fake_anthropic.py"
+            ))
+            .arg(&port_file)
+            .arg(dir.path().join("told"))
+            .arg(command)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3 runs the fake model");
+        let started = Instant::now();
+        let port = loop {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                break port;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the fake model listens"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            dir,
+        }
+    }
+
+    /// The `tool_result` the model received: what ran, or why not.
+    fn told(&self) -> Value {
+        let log = std::fs::read_to_string(self.dir.path().join("told")).expect("a tool_result");
+        serde_json::from_str(log.lines().last().expect("one line")).expect("JSON")
+    }
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `claude -p` in `project` against `model`, headless, with a throwaway home.
+fn run_claude(
+    claude: &std::path::Path,
+    project: &std::path::Path,
+    home: &std::path::Path,
+    model: &FakeModel,
+) -> Child {
+    Command::new(claude)
+        .args(["-p", "Run the command.", "--output-format", "json"])
+        .current_dir(project)
+        .env("HOME", home)
+        .env("ANTHROPIC_BASE_URL", &model.url)
+        .env("ANTHROPIC_API_KEY", "sk-ant-fake")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env_remove("ASSENT_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("claude starts")
+}
+
+/// Claude Code's JSON result, once it finished.
+fn claude_result(child: Child) -> Value {
+    let out = child.wait_with_output().expect("claude ends");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("claude's JSON result")
+}
+
+#[test]
+fn the_real_claude_code_runs_what_assent_allows_and_obeys_a_persons_word() {
+    let Some(claude) = claude_code() else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let dir = project.path().to_str().expect("a path");
+    let ok = |out: std::process::Output| {
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    ok(cli.run(&[
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        &agent(0),
+        "--project",
+        dir,
+    ]));
+    ok(cli.run(&["agent", "allow", &agent(0), "Bash(echo *)"]));
+    ok(cli.run(&["agent", "deny", &agent(0), "Bash(rm *)"]));
+
+    // Allowed by a rule: the command runs and the model reads its output.
+    let model = FakeModel::start("echo hello-from-bash");
+    let result = claude_result(run_claude(&claude, project.path(), home.path(), &model));
+    assert_eq!(result["permission_denials"], json!([]));
+    assert_eq!(model.told()["content"], "hello-from-bash");
+
+    // Denied by a rule: Claude Code lists the denial and the model reads our reason
+    // (not a failed hook's usage error).
+    let model = FakeModel::start("rm -rf build");
+    let result = claude_result(run_claude(&claude, project.path(), home.path(), &model));
+    assert_eq!(
+        result["permission_denials"][0]["tool_input"]["command"],
+        "rm -rf build"
+    );
+    let told = model.told();
+    let reason = told["content"].as_str().expect("a reason");
+    assert!(
+        reason.contains("Denied by policy: Tool Bash is denied by policy"),
+        "{reason}"
+    );
+    assert_eq!(told["is_error"], true);
+
+    // Asked: a person confirms, edits or rejects from another process.
+    for (command, person) in [
+        ("touch confirmed.txt", Person::Confirms),
+        ("touch proposed.txt", Person::Edits),
+        ("touch rejected.txt", Person::Rejects),
+    ] {
+        let model = FakeModel::start(command);
+        let running = run_claude(&claude, project.path(), home.path(), &model);
+        let set = cli.set_of(&agent(0));
+        let decided = match person {
+            Person::Confirms => cli.run(&["confirm", &set, "0"]),
+            Person::Edits => cli.run(&[
+                "edit",
+                &set,
+                "0",
+                "--args",
+                r#"{"command":"touch edited.txt","description":"Run the command"}"#,
+            ]),
+            Person::Rejects => cli.run(&["reject", &set, "0", "--reason", "not in this repo"]),
+        };
+        ok(decided);
+        let result = claude_result(running);
+        let told = model.told();
+        match person {
+            Person::Confirms => {
+                assert_eq!(result["permission_denials"], json!([]), "{command}");
+                assert!(project.path().join("confirmed.txt").exists(), "{told}");
+            }
+            Person::Edits => {
+                assert!(
+                    project.path().join("edited.txt").exists(),
+                    "the person's command ran: {told}"
+                );
+                assert!(!project.path().join("proposed.txt").exists(), "{told}");
+            }
+            Person::Rejects => {
+                assert!(!project.path().join("rejected.txt").exists(), "{told}");
+                let reason = told["content"].as_str().expect("a reason");
+                assert!(
+                    reason.contains("Rejected by the user: not in this repo"),
+                    "{reason}"
+                );
+            }
+        }
+    }
+}
