@@ -197,11 +197,21 @@ fn string(event: &Map<String, Value>, key: &str) -> Result<String, HookError> {
     }
 }
 
+/// The longest session or call id accepted.
+const MAX_ID_CHARS: usize = 256;
+
+/// An id the agent gives (session, call): at most 256 characters, nothing invisible.
 fn optional_string(event: &Map<String, Value>, key: &str) -> Result<Option<String>, HookError> {
-    match event.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(_) => string(event, key).map(Some),
+    let id = match event.get(key) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(_) => string(event, key)?,
+    };
+    if id.chars().count() > MAX_ID_CHARS || id.chars().any(assent_domain::misleads) {
+        return Err(malformed(format!(
+            "\"{key}\" is longer than {MAX_ID_CHARS} characters or holds invisible characters"
+        )));
     }
+    Ok(Some(id))
 }
 
 fn object(event: &Map<String, Value>, key: &str) -> Result<Value, HookError> {

@@ -396,6 +396,16 @@ async fn wait_for(
                     reason: reply::waited_rejected(reason.as_deref()),
                 });
             }
+            // Another identical call waited too and handed it to the agent's prompt.
+            ChangeItemStatus::Retracted
+                if reason.as_deref() == Some(ANSWERED_IN_CLIENT) && options.kind.can_ask() =>
+            {
+                return Ok(Answer::Ask {
+                    reason: format!(
+                        "Nobody answered in Assent in time; change set {set} was withdrawn, so you decide here"
+                    ),
+                });
+            }
             ChangeItemStatus::Retracted => {
                 return Ok(Answer::Deny {
                     reason: format!(

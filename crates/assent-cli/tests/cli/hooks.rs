@@ -406,6 +406,7 @@ fn a_malformed_event_exits_2_with_one_line_and_never_allows() {
         r#"{"hook_event_name":"PreToolUse","cwd":"relative","tool_name":"Bash","tool_input":{}}"#,
         r#"{"hook_event_name":"PreToolUse","cwd":"/p","tool_name":"Ba\u200bsh","tool_input":{}}"#,
         r#"{"hook_event_name":"Stop","cwd":"/p","tool_name":"Bash","tool_input":{}}"#,
+        r#"{"hook_event_name":"PreToolUse","cwd":"/p","tool_name":"Bash","tool_input":{},"tool_use_id":"t\u202e1"}"#,
     ];
     for kind in [
         "claude-code",
@@ -959,9 +960,15 @@ fn a_quorum_and_a_hold_bind_a_hooks_call() {
     let set = cli.set_of(&agent(1));
     ok(cli.run(&["confirm", &set, "0"]));
     let jobs = cli.json(&["jobs"], "");
-    assert_eq!(jobs[0]["status"], "scheduled", "{jobs}");
+    let job = jobs
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|job| job["changeSetId"] == json!(set))
+        .expect("the held call's job");
+    assert_eq!(job["status"], "scheduled", "{jobs}");
     let not_before = time::OffsetDateTime::parse(
-        jobs[0]["notBefore"].as_str().expect("a window"),
+        job["notBefore"].as_str().expect("a window"),
         &time::format_description::well_known::Rfc3339,
     )
     .expect("a time");
