@@ -122,6 +122,7 @@ const HOST_FREE: &[&[&str]] = &[
     &["-p", "assent-server"],
     &["-p", "assent-mcp"],
     &["-p", "assent-rig"],
+    &["-p", "assent-hook", "--features", "http"],
     &["-p", "assent", "--no-default-features"],
 ];
 

@@ -4,8 +4,8 @@
 use crate::{AddOutcome, ChangeSetBuilder, ToolArguments, ToolCall, reply};
 use assent_domain::{ChangeDecision, ChangeItem, OffsetDateTime, Target, Verdict, canonical_json};
 use assent_tools::{
-    AgentPolicy, PolicyDecision, Redundancy, SummaryContext, TargetCategory, TargetState, ToolMode,
-    ToolRegistry, ToolSpec, ToolsError,
+    AgentPolicy, CallContext, PolicyDecision, Redundancy, SummaryContext, TargetCategory,
+    TargetState, ToolMode, ToolRegistry, ToolSpec, ToolsError,
 };
 use serde_json::Value;
 use time::Duration;
@@ -187,7 +187,11 @@ impl<'a> WakePlanner<'a> {
         if spec.mode == ToolMode::Local {
             return CallPlan::HandleLocally { args };
         }
-        match self.policy.decide(spec, &self.category) {
+        let call = CallContext {
+            args: &args,
+            target_id: &builder.target().id,
+        };
+        match self.policy.decide_call(spec, Some(call), &self.category) {
             PolicyDecision::Deny { reason } => CallPlan::Reply(reply::denied(&reason)),
             PolicyDecision::Allow => {
                 let (invocations, malformed) = self.explode(spec, &args);

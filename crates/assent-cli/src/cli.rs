@@ -56,6 +56,10 @@ pub enum Command {
     /// for a person unless the agent's rules (or, with --trust hints, the server's
     /// read-only hints) let them run at once.
     Mcp(crate::mcp_commands::McpArgs),
+    /// Answer one event of a coding agent's hook (Claude Code, Codex, Cursor, Copilot,
+    /// VS Code, Gemini CLI), read on stdin, through the agent's rules and, when they
+    /// ask, a person.
+    Hook(crate::hook_commands::HookArgs),
     /// The commands that work on the database of --db.
     #[command(flatten)]
     Db(DbCommand),

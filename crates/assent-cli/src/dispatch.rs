@@ -55,6 +55,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
                 .await
                 .map(|()| Output::text(String::new()));
         }
+        Command::Hook(args) => return crate::hook_commands::run(cli.db.clone(), args).await,
         Command::Db(command) => command,
     };
     // Read the wake's input before touching the database: a bad document changes nothing.

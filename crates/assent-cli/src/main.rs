@@ -16,6 +16,7 @@ mod demo;
 mod demo_delegated;
 mod dispatch;
 mod duration;
+mod hook_commands;
 mod jobs_commands;
 mod mcp_commands;
 mod peer_sync;

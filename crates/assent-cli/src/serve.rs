@@ -107,6 +107,7 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     // The server knows no host: the journal's own routes (`/api/tasks`) come with it.
     let mut server = Server::new(engine(store.clone()).await?, token.token)
         .with_routes(Role::Reviewer, assent_journal_host::http::routes())
+        .with_routes(Role::Agent, assent_hook::http::routes())
         .with_bus(bus);
     // Its servers are supervised for as long as the review server runs.
     if let Some(app_token) = slack_socket {

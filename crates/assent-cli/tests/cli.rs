@@ -24,6 +24,8 @@ mod dialects;
 mod guide;
 #[path = "cli/hold_sync.rs"]
 mod hold_sync;
+#[path = "cli/hooks.rs"]
+mod hooks;
 #[path = "cli/jobs.rs"]
 mod jobs;
 #[path = "cli/peer.rs"]

@@ -21,8 +21,8 @@ use assent_store::{
     AnyConnection, Backend, StoreAuditSink, agents, approvals, change_sets, host_tools, jobs,
 };
 use assent_tools::{
-    ExecutionTarget, PastOutcome, PolicyDecision, RuleAction, TargetCategory, ToolInvocation,
-    ToolMode, ToolRegistry, ToolSpec, ToolsError,
+    CallContext, Coverage, ExecutionTarget, PastOutcome, PolicyDecision, RuleAction,
+    TargetCategory, ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
 };
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
@@ -101,9 +101,13 @@ pub struct ConfirmAllResult {
 /// `{rule, agreed}` of the first of `shadows` covering `decision`'s tool: what that
 /// rule would have done beside what the person did, as it is decided.
 fn shadow_verdict(shadows: &[agents::ShadowRule], decision: &ChangeDecision) -> Option<Value> {
+    let call = CallContext {
+        args: decision.edited_args.as_ref().unwrap_or(&decision.args),
+        target_id: &decision.target_id,
+    };
     let shadow = shadows
         .iter()
-        .find(|s| s.rule.matches(&decision.tool_name))?;
+        .find(|s| s.rule.covers(&decision.tool_name, Some(call)) == Coverage::Yes)?;
     let outcome = PastOutcome::of(decision.verdict, decision.edited_args.is_some())?;
     let action = shadow.rule.action();
     Some(serde_json::json!({
@@ -476,7 +480,12 @@ impl ConfirmationService {
                 Ok(None) => TargetCategory::Missing,
                 Err(error) => TargetCategory::LookupFailed(error),
             };
-            if let PolicyDecision::Deny { reason } = policy.decide(spec, &category) {
+            let call = CallContext {
+                args: &args,
+                target_id: &target.id,
+            };
+            if let PolicyDecision::Deny { reason } = policy.decide_call(spec, Some(call), &category)
+            {
                 tracing::info!(index, %reason, "policy refused the confirmation before it counted");
                 return Ok(Err(ConfirmError::PolicyDenied(reason)));
             }
@@ -1033,17 +1042,19 @@ impl ConfirmationService {
             .await
     }
 
-    /// [`ConfirmationService::retract_item`] with a reason recorded on the decision:
-    /// why the agent's side withdrew it (e.g. the MCP client stopped waiting).
+    /// [`ConfirmationService::retract_item`], saying why in the decision's reason (the
+    /// MCP client stopped waiting; a coding agent's hook handed the call to the agent's
+    /// own prompt: "answered in the client"), so the audit trail tells it from a plain
+    /// withdrawal.
     #[tracing::instrument(skip(self, reason), fields(change_set = %change_set_id))]
     pub async fn withdraw_item(
         &self,
         change_set_id: Uuid,
         index: usize,
-        reason: String,
+        reason: impl Into<String>,
         now: OffsetDateTime,
     ) -> Result<ChangeDecision, ConfirmError> {
-        let reason = clean_reason(Some(reason))?;
+        let reason = clean_reason(Some(reason.into()))?;
         self.decide(change_set_id, index, Verdict::Retracted, reason, now)
             .await
     }

@@ -11,8 +11,8 @@
 use assent_domain::{VectorClock, stored_result};
 use assent_store::{StoreError, operations};
 use assent_tools::{
-    AgentPolicy, AuditKind, AuditRecord, AuditSink, CategoryResolver, RuleAction, TargetCategory,
-    ToolHandler, ToolInvocation, ToolOutcome, ToolSpec,
+    AgentPolicy, AuditKind, AuditRecord, AuditSink, CallContext, CategoryResolver, RuleAction,
+    TargetCategory, ToolHandler, ToolInvocation, ToolOutcome, ToolSpec,
 };
 use sqlx::AnyConnection;
 use std::future::Future;
@@ -209,7 +209,11 @@ impl<'h> AuditedExecutor<'h> {
         if let Err(reason) = req.policy.check_category(&category) {
             return Some(reason);
         }
-        match req.policy.route(req.spec) {
+        let call = CallContext {
+            args: &req.invocation.args,
+            target_id: &target.id,
+        };
+        match req.policy.route_call(req.spec, Some(call)) {
             RuleAction::Deny => Some(format!("Tool {} is denied by policy", req.spec.name)),
             RuleAction::Ask if !req.confirmed_by_person => Some(format!(
                 "Tool {} requires a person's confirmation",

@@ -308,7 +308,7 @@ impl Engine {
             self.reconcile(job, now, &mut run).await?;
         }
         loop {
-            match self.claim(now, &mut run).await? {
+            match self.claim(now, &mut run, None).await? {
                 Claim::Nothing => break,
                 Claim::Settled => {}
                 Claim::Ready(job) => self.execute_job(*job, now, &mut run).await?,
@@ -368,13 +368,35 @@ impl Engine {
         Ok(())
     }
 
-    /// Claims the next due job, checks the policy and audits the action, in one short
-    /// transaction.
+    /// Runs job `id` of this engine's host when it is due, and nothing else: what a
+    /// caller that owns one confirmed item calls (a coding agent's hook handing out the
+    /// permission it waited for). Claimed at most once whoever calls: `applied` is 1
+    /// only for the call that ran it.
+    #[tracing::instrument(skip(self), fields(host = self.host.name()))]
+    pub async fn run_job(&self, id: Uuid, now: OffsetDateTime) -> Result<JobRun, ConfirmError> {
+        let mut run = JobRun::default();
+        if let Claim::Ready(job) = self.claim(now, &mut run, Some(id)).await? {
+            self.execute_job(*job, now, &mut run).await?;
+        }
+        Ok(run)
+    }
+
+    /// Claims the next due job (or job `only`), checks the policy and audits the
+    /// action, in one short transaction.
     #[tracing::instrument(skip_all)]
-    async fn claim(&self, now: OffsetDateTime, run: &mut JobRun) -> Result<Claim, ConfirmError> {
+    async fn claim(
+        &self,
+        now: OffsetDateTime,
+        run: &mut JobRun,
+        only: Option<Uuid>,
+    ) -> Result<Claim, ConfirmError> {
         let mut tx = self.store.begin_claim().await?;
-        let Some(job) = jobs::claim_next(&mut tx, self.host.name(), now, self.jobs.lease).await?
-        else {
+        let (host, lease) = (self.host.name(), self.jobs.lease);
+        let claimed = match only {
+            None => jobs::claim_next(&mut tx, host, now, lease).await?,
+            Some(id) => jobs::claim_due(&mut tx, host, id, now, lease).await?,
+        };
+        let Some(job) = claimed else {
             tx.commit().await?;
             return Ok(Claim::Nothing);
         };

@@ -44,6 +44,11 @@ impl RuleChange {
         let rule = ToolRule::new(tool, self.action)
             .map_err(|e| ConfirmError::InvalidRule(e.to_string()))?;
         match self.approvals {
+            Some(_) if tool.contains('(') => {
+                return Err(ConfirmError::InvalidRule(format!(
+                    "a quorum is set for a tool name or * pattern, not for an argument pattern ({tool}): quorums are kept per tool"
+                )));
+            }
             Some(_) if self.action != RuleAction::Ask => {
                 return Err(ConfirmError::InvalidRule(format!(
                     "approvals go with the action ask, not {} (how many people confirm each call of {tool})",

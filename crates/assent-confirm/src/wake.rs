@@ -7,7 +7,7 @@ use assent_domain::{ChangeSet, OperationId, Target};
 use assent_store::{
     AnyConnection, StoreAuditSink, agents, change_sets, decisions, jobs, operations,
 };
-use assent_tools::{AgentPolicy, ExecutionTarget, TargetCategory, ToolInvocation};
+use assent_tools::{AgentPolicy, CallContext, ExecutionTarget, TargetCategory, ToolInvocation};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -333,6 +333,13 @@ impl WakeService {
                 },
                 now,
             };
+            let allowed_by = policy.allowed_by_call(
+                spec,
+                Some(CallContext {
+                    args: &invocation.args,
+                    target_id: &request.target.id,
+                }),
+            );
             let execution = ExecutionRequest {
                 policy,
                 spec,
@@ -341,7 +348,7 @@ impl WakeService {
                 confirmed_by_person: false,
                 already_true: None,
                 now,
-                allowed_by: policy.allowed_by(spec),
+                allowed_by,
             };
             // A tool whose effect lies outside the database never runs inside this
             // transaction (it would hold the writer lock for as long as the call
@@ -395,6 +402,13 @@ impl WakeService {
                 limit.as_secs()
             )),
         };
+        let allowed_by = policy.allowed_by_call(
+            spec,
+            Some(CallContext {
+                args: &invocation.args,
+                target_id: &invocation.target.target.id,
+            }),
+        );
         let execution = ExecutionRequest {
             policy,
             spec,
@@ -403,7 +417,7 @@ impl WakeService {
             confirmed_by_person: false,
             already_true: None,
             now,
-            allowed_by: policy.allowed_by(spec),
+            allowed_by,
         };
         let executor = AuditedExecutor::new(engine.host.resolver(), &StoreAuditSink);
         let target = &execution.invocation.target.target;

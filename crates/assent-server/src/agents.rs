@@ -161,6 +161,13 @@ pub async fn set_agent_hold(
     if tool.is_empty() {
         return Err(ServerError::BadRequest("tool must not be blank".to_owned()));
     }
+    // Holds are looked up by tool name: an argument pattern would be kept and never
+    // apply.
+    if tool.contains('(') || tool.contains(')') {
+        return Err(ServerError::BadRequest(format!(
+            "a hold is set for a tool name or * pattern, not for an argument pattern ({tool}): holds are kept per tool"
+        )));
+    }
     let mut tx = store.begin_write().await?;
     let changed = agents::set_hold(&mut tx, id, tool, seconds, now)
         .await?

@@ -451,6 +451,9 @@ async fn set_tool_setting(
     value: Option<u32>,
     now: OffsetDateTime,
 ) -> Result<Option<bool>, StoreError> {
+    if tool_name.contains(['(', ')']) {
+        return Err(StoreError::ArgumentPatternSetting(tool_name.to_owned()));
+    }
     let Some(mut settings) = tool_settings(conn, agent_id).await? else {
         return Ok(None);
     };

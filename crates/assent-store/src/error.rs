@@ -42,6 +42,12 @@ pub enum StoreError {
         /// The newest this release has.
         known: i64,
     },
+    /// A quorum or hold for an argument pattern: settings are looked up by tool name,
+    /// so it would be kept and never apply.
+    #[error(
+        "a quorum or hold is set for a tool name or * pattern, not for an argument pattern ({0}): settings are kept per tool"
+    )]
+    ArgumentPatternSetting(String),
     /// A host's name cannot name its migration table.
     #[error("host name {0:?} must be ASCII letters, digits and underscores")]
     InvalidHostName(String),

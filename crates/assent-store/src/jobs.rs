@@ -672,6 +672,27 @@ pub async fn for_item(
     row.as_ref().map(decode).transpose()
 }
 
+/// The approved jobs (confirmed, not yet run) of `host` for `agent_id` on `target`,
+/// oldest first: what a coding agent's hook may hand to a retried call.
+pub async fn approved_of(
+    conn: &mut AnyConnection,
+    host: &str,
+    agent_id: &str,
+    target: &Target,
+) -> Result<Vec<Job>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT * FROM execution_jobs WHERE host = $1 AND agent_id = $2 AND target_kind = $3
+             AND target_id = $4 AND status = 'approved' ORDER BY created_at, id",
+    )
+    .bind(host)
+    .bind(agent_id)
+    .bind(target.kind.as_str())
+    .bind(target.id.as_str())
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(decode).collect()
+}
+
 /// Every job (retracted ones only when `include_retracted`), oldest first, at most
 /// `limit`.
 pub async fn list(
@@ -717,6 +738,17 @@ const LEASE_RAN_OUT: &str = lease_ran_out!();
 /// [`LEASE_RAN_OUT`] on a shared PostgreSQL: concurrent executors skip each other's rows.
 const LEASE_RAN_OUT_SKIP_LOCKED: &str = concat!(lease_ran_out!(), " FOR UPDATE SKIP LOCKED");
 const NEXT_DUE: &str = next_due!();
+/// [`NEXT_DUE`] for one job only (`$3`): see [`claim_due`].
+const THIS_DUE: &str = concat!(
+    "SELECT id FROM execution_jobs WHERE host = $1 AND status = 'approved' AND due_at <= $2 AND id = $3",
+    own_confirmed!()
+);
+/// [`THIS_DUE`] on a shared PostgreSQL.
+const THIS_DUE_SKIP_LOCKED: &str = concat!(
+    "SELECT id FROM execution_jobs WHERE host = $1 AND status = 'approved' AND due_at <= $2 AND id = $3",
+    own_confirmed!(),
+    " FOR UPDATE SKIP LOCKED"
+);
 /// [`NEXT_DUE`] on a shared PostgreSQL.
 const NEXT_DUE_SKIP_LOCKED: &str = concat!(next_due!(), " FOR UPDATE SKIP LOCKED");
 
@@ -779,6 +811,43 @@ pub async fn claim_next(
     .fetch_optional(&mut *conn)
     .await?;
     let Some(id) = id else { return Ok(None) };
+    claim_found(conn, &id, now, lease).await
+}
+
+/// [`claim_next`] for job `id` only: claimed when it is an approved job of `host` that
+/// is due, this device's own and its item confirmed; `None` otherwise (another claimer
+/// took it first, or it is not due). The caller that gets it is the only one.
+#[tracing::instrument(skip(conn))]
+pub async fn claim_due(
+    conn: &mut AnyConnection,
+    host: &str,
+    id: Uuid,
+    now: OffsetDateTime,
+    lease: Duration,
+) -> Result<Option<Job>, StoreError> {
+    let now_text = timefmt::format(now);
+    let id: Option<String> = sqlx::query_scalar(match Backend::of(conn) {
+        Backend::Sqlite => THIS_DUE,
+        Backend::Postgres => THIS_DUE_SKIP_LOCKED,
+    })
+    .bind(host)
+    .bind(&now_text)
+    .bind(id.to_string())
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(id) = id else { return Ok(None) };
+    claim_found(conn, &id, now, lease).await
+}
+
+/// Job `id`, found due, set `running` with one more attempt and a lease until
+/// `now + lease`, unless another claimer changed it first.
+async fn claim_found(
+    conn: &mut AnyConnection,
+    id: &str,
+    now: OffsetDateTime,
+    lease: Duration,
+) -> Result<Option<Job>, StoreError> {
+    let now_text = timefmt::format(now);
     let changed = sqlx::query(
         "UPDATE execution_jobs SET status = 'running', attempts = attempts + 1, started_at = $1,
              lease_until = $2, updated_at = $1
@@ -786,15 +855,15 @@ pub async fn claim_next(
     )
     .bind(&now_text)
     .bind(timefmt::format(now + lease))
-    .bind(&id)
+    .bind(id)
     .execute(&mut *conn)
     .await?
     .rows_affected();
     if changed == 0 {
         return Ok(None);
     }
-    chain_status(conn, &id, JobStatus::Running, now).await?;
-    let id = Uuid::parse_str(&id).map_err(|e| StoreError::corrupt(TABLE, e))?;
+    chain_status(conn, id, JobStatus::Running, now).await?;
+    let id = Uuid::parse_str(id).map_err(|e| StoreError::corrupt(TABLE, e))?;
     load(conn, id).await
 }
 

@@ -60,6 +60,9 @@ impl ToolRule {
                 reason: "a pattern must not be empty".into(),
             });
         }
+        if let Err(reason) = parse_pattern(&pattern) {
+            return Err(ToolsError::InvalidPattern { pattern, reason });
+        }
         Ok(Self {
             pattern,
             action,
@@ -91,6 +94,22 @@ impl ToolRule {
         name_matches(&self.pattern, tool_name)
     }
 
+    /// Whether the rule covers a call of `tool_name` ([`call_covers`]): with the call,
+    /// an argument pattern is read against its arguments; without, it covers nothing.
+    pub fn covers(&self, tool_name: &str, call: Option<CallContext<'_>>) -> Coverage {
+        call_covers(&self.pattern, tool_name, call)
+    }
+
+    /// Whether this rule counts for a call: a sure match always, an unsure one
+    /// ([`Coverage::Unsure`]) only for a rule that asks or denies (fail-closed).
+    fn counts_for(&self, tool_name: &str, call: Option<CallContext<'_>>) -> bool {
+        match self.covers(tool_name, call) {
+            Coverage::Yes => true,
+            Coverage::Unsure => self.action != RuleAction::Allow,
+            Coverage::No => false,
+        }
+    }
+
     /// The pattern.
     pub fn pattern(&self) -> &str {
         &self.pattern
@@ -105,9 +124,196 @@ impl ToolRule {
 /// Whether a rule's or a tool setting's `pattern` covers the tool named `name`: the one
 /// function that decides it for rules, quorums, holds and shadow rules alike, so a
 /// setting can never be accepted for a pattern and then looked up by exact name.
-/// `*` matches any run of characters; everything else matches itself.
+/// `*` matches any run of characters; everything else matches itself. It is
+/// [`call_covers`] without a call: an argument pattern (`Bash(git status*)`) covers no
+/// name on its own.
 pub fn name_matches(pattern: &str, name: &str) -> bool {
-    glob_matches(pattern, name)
+    call_covers(pattern, name, None) == Coverage::Yes
+}
+
+/// What an argument pattern reads of a call: its arguments, and the id of its target
+/// (for a coding agent's call, the workspace a relative path pattern starts from).
+#[derive(Debug, Clone, Copy)]
+pub struct CallContext<'a> {
+    /// The call's arguments.
+    pub args: &'a serde_json::Value,
+    /// Its target's id.
+    pub target_id: &'a str,
+}
+
+/// How surely a pattern covers a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coverage {
+    /// It covers it.
+    Yes,
+    /// It does not.
+    No,
+    /// It cannot tell (a shell command with more than one command in it, a path with
+    /// `..`, no argument to read): counted for rules that ask or deny, never for one
+    /// that allows.
+    Unsure,
+}
+
+/// The arguments an argument pattern is read against, in the order looked for: a
+/// command-like tool's command, a file tool's path.
+const COMMAND_KEYS: [&str; 2] = ["command", "cmd"];
+const PATH_KEYS: [&str; 3] = ["file_path", "path", "notebook_path"];
+
+/// Whether `pattern` covers a call of tool `name` (with `call`, when the call is
+/// known): the one matcher of rules and settings. A plain pattern matches the name
+/// (`*` any run of characters). An argument pattern `Tool(ARG)`, in the syntax of the
+/// coding agents' own permission rules, also reads the call: for a command-like tool
+/// (`command`, `cmd`) `ARG` is a glob over the whole command (`*` any run, a trailing
+/// `:*` any rest), unsure when the command chains others (`;`, `&`, `|`, `` ` ``,
+/// `$(`, redirections, a line break); for a file tool (`file_path`, `path`,
+/// `notebook_path`) a path glob (`*` within a segment, `**` across them), read from the
+/// target's id (the workspace) when relative, unsure for a path with `.` or `..`
+/// segments; for any other tool a glob over the arguments' canonical JSON
+/// (`create_issue(*"repo":"acme/web"*)`). A call holding several of these is covered
+/// only when every command and path is, and not covered only when none is and the
+/// whole arguments are not either: anything between is unsure.
+pub fn call_covers(pattern: &str, name: &str, call: Option<CallContext<'_>>) -> Coverage {
+    let Ok(parsed) = parse_pattern(pattern) else {
+        return Coverage::No;
+    };
+    let Some((tool, argument)) = parsed else {
+        return if glob_matches(pattern, name) {
+            Coverage::Yes
+        } else {
+            Coverage::No
+        };
+    };
+    if !glob_matches(tool, name) {
+        return Coverage::No;
+    }
+    let Some(call) = call else {
+        return Coverage::No;
+    };
+    // Every command and path the call holds is read, and the whole arguments too, so
+    // an argument the agent adds can only make a call less allowed and more denied.
+    let text = |key: &&str| call.args.get(*key).and_then(serde_json::Value::as_str);
+    let specific: Vec<Coverage> =
+        COMMAND_KEYS
+            .iter()
+            .filter_map(|key| text(key).map(|command| command_covers(argument, command)))
+            .chain(PATH_KEYS.iter().filter_map(|key| {
+                text(key).map(|path| path_covers(argument, path, call.target_id))
+            }))
+            .collect();
+    let whole = if glob_matches(argument, &assent_domain::canonical_json(call.args)) {
+        Coverage::Yes
+    } else {
+        Coverage::No
+    };
+    if specific.is_empty() {
+        return whole;
+    }
+    if specific.iter().all(|c| *c == Coverage::Yes) {
+        Coverage::Yes
+    } else if whole == Coverage::No && specific.iter().all(|c| *c == Coverage::No) {
+        Coverage::No
+    } else {
+        Coverage::Unsure
+    }
+}
+
+/// A pattern split into its tool and argument parts (`None` for a plain pattern), or
+/// why it can match nothing.
+fn parse_pattern(pattern: &str) -> Result<Option<(&str, &str)>, String> {
+    let Some(open) = pattern.find('(') else {
+        if pattern.contains(')') {
+            return Err("a \")\" without \"(\" matches no tool name".into());
+        }
+        return Ok(None);
+    };
+    let tool = &pattern[..open];
+    let Some(argument) = pattern[open + 1..].strip_suffix(')') else {
+        return Err("an argument pattern is written TOOL(ARGUMENT), ending with \")\"".into());
+    };
+    if tool.trim().is_empty() {
+        return Err("an argument pattern names its tool before \"(\"".into());
+    }
+    if argument.trim().is_empty() {
+        return Err(format!(
+            "the argument pattern of {tool} is empty and would match no call (write {tool} for every call)"
+        ));
+    }
+    Ok(Some((tool, argument)))
+}
+
+/// The characters that chain or redirect shell commands: a command holding one is not
+/// judged by a pattern for its first command.
+const SHELL_CHAINS: [&str; 8] = [";", "&", "|", "`", "$(", ">", "<", "\n"];
+
+fn command_covers(argument: &str, command: &str) -> Coverage {
+    let command = command.trim();
+    let glob = match argument.strip_suffix(":*") {
+        Some(prefix) => format!("{prefix}*"),
+        None => argument.to_owned(),
+    };
+    if SHELL_CHAINS.iter().any(|chain| command.contains(chain)) {
+        return Coverage::Unsure;
+    }
+    if glob_matches(&glob, command) {
+        Coverage::Yes
+    } else {
+        Coverage::No
+    }
+}
+
+fn path_covers(argument: &str, path: &str, workspace: &str) -> Coverage {
+    let segments = |p: &str| -> Option<Vec<String>> {
+        let parts: Vec<String> = p
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        (!parts.iter().any(|s| s == "." || s == "..")).then_some(parts)
+    };
+    let Some(path) = segments(path).map(|p| (path.starts_with('/'), p)) else {
+        return Coverage::Unsure;
+    };
+    // Claude Code's forms: `//abs/path` and `/abs` absolute, anything else relative to
+    // the workspace.
+    let pattern_absolute = argument.starts_with('/');
+    let Some(pattern) = segments(argument) else {
+        return Coverage::No;
+    };
+    let relative: Vec<String> = match (pattern_absolute, path) {
+        (true, (true, path)) => return segments_match(&pattern, &path),
+        (true, (false, _)) => return Coverage::Unsure,
+        (false, (false, path)) => path,
+        (false, (true, path)) => {
+            let Some(root) = segments(workspace).filter(|_| workspace.starts_with('/')) else {
+                return Coverage::Unsure;
+            };
+            match path.strip_prefix(root.as_slice()) {
+                Some(rest) => rest.to_vec(),
+                None => return Coverage::No,
+            }
+        }
+    };
+    segments_match(&pattern, &relative)
+}
+
+/// Path segments against pattern segments: `**` any number of segments, `*` within one.
+fn segments_match(pattern: &[String], path: &[String]) -> Coverage {
+    fn walk(pattern: &[String], path: &[String]) -> bool {
+        match pattern.split_first() {
+            None => path.is_empty(),
+            Some((first, rest)) if first == "**" => {
+                (0..=path.len()).any(|skip| walk(rest, &path[skip..]))
+            }
+            Some((first, rest)) => path
+                .split_first()
+                .is_some_and(|(segment, tail)| glob_matches(first, segment) && walk(rest, tail)),
+        }
+    }
+    if walk(pattern, path) {
+        Coverage::Yes
+    } else {
+        Coverage::No
+    }
 }
 
 /// `*`-only glob matching, iterative (no backtracking blow-up on long names).
@@ -243,9 +449,15 @@ impl AgentPolicy {
     /// allow among the matching rules), or `None` when no rule matches: the tool's
     /// mode decides then.
     pub fn ruled(&self, tool_name: &str) -> Option<RuleAction> {
+        self.ruled_call(tool_name, None)
+    }
+
+    /// [`AgentPolicy::ruled`] for one call: argument patterns read `call` too
+    /// ([`call_covers`]; an unsure one counts only for asking or denying).
+    pub fn ruled_call(&self, tool_name: &str, call: Option<CallContext<'_>>) -> Option<RuleAction> {
         self.rules
             .iter()
-            .filter(|r| r.matches(tool_name))
+            .filter(|r| r.counts_for(tool_name, call))
             .map(ToolRule::action)
             .max()
     }
@@ -254,13 +466,21 @@ impl AgentPolicy {
     /// allowing rule with its pattern and expiry, or the tool's mode when no rule
     /// covers it; `None` when the rules and mode would ask or deny.
     pub fn allowed_by(&self, tool: &ToolSpec) -> Option<serde_json::Value> {
-        if self.route(tool) != RuleAction::Allow {
+        self.allowed_by_call(tool, None)
+    }
+
+    /// [`AgentPolicy::allowed_by`] for one call (argument patterns read it).
+    pub fn allowed_by_call(
+        &self,
+        tool: &ToolSpec,
+        call: Option<CallContext<'_>>,
+    ) -> Option<serde_json::Value> {
+        if self.route_call(tool, call) != RuleAction::Allow {
             return None;
         }
-        let rule = self
-            .rules
-            .iter()
-            .find(|rule| rule.action() == RuleAction::Allow && rule.matches(&tool.name));
+        let rule = self.rules.iter().find(|rule| {
+            rule.action() == RuleAction::Allow && rule.covers(&tool.name, call) == Coverage::Yes
+        });
         Some(match rule {
             Some(rule) => {
                 let mut shown = serde_json::json!({"pattern": rule.pattern(), "action": "allow"});
@@ -291,7 +511,12 @@ impl AgentPolicy {
     /// matching rules, else the tool's mode (deferred → ask, otherwise allow). A tool
     /// in [`ToolMode::Review`] is asked about even when a rule allows it.
     pub fn route(&self, tool: &ToolSpec) -> RuleAction {
-        let ruled = self.ruled(&tool.name);
+        self.route_call(tool, None)
+    }
+
+    /// [`AgentPolicy::route`] for one call: argument patterns read `call` too.
+    pub fn route_call(&self, tool: &ToolSpec, call: Option<CallContext<'_>>) -> RuleAction {
+        let ruled = self.ruled_call(&tool.name, call);
         match tool.mode {
             ToolMode::Review => ruled.map_or(RuleAction::Ask, |action| action.max(RuleAction::Ask)),
             ToolMode::Deferred => ruled.unwrap_or(RuleAction::Ask),
@@ -302,10 +527,20 @@ impl AgentPolicy {
     /// The full decision: the category check first (a denial there wins), then the
     /// rules. A denying rule names the tool.
     pub fn decide(&self, tool: &ToolSpec, target: &TargetCategory) -> PolicyDecision {
+        self.decide_call(tool, None, target)
+    }
+
+    /// [`AgentPolicy::decide`] for one call: argument patterns read `call` too.
+    pub fn decide_call(
+        &self,
+        tool: &ToolSpec,
+        call: Option<CallContext<'_>>,
+        target: &TargetCategory,
+    ) -> PolicyDecision {
         if let Err(reason) = self.check_category(target) {
             return PolicyDecision::Deny { reason };
         }
-        match self.route(tool) {
+        match self.route_call(tool, call) {
             RuleAction::Allow => PolicyDecision::Allow,
             RuleAction::Ask => PolicyDecision::Ask,
             RuleAction::Deny => PolicyDecision::Deny {
@@ -390,6 +625,220 @@ impl ToolSettingsTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `(pattern, tool, args, workspace, coverage)`: the argument patterns of the coding
+    /// agents' permission rules, read by the one matcher.
+    #[test]
+    fn argument_patterns_cover_what_they_say_and_are_unsure_of_the_rest() {
+        use Coverage::{No, Unsure, Yes};
+        let ws = "/home/u/proj";
+        let cases: &[(&str, &str, serde_json::Value, Coverage)] = &[
+            (
+                "Bash(git status*)",
+                "Bash",
+                json!({"command": "git status --short"}),
+                Yes,
+            ),
+            (
+                "Bash(git status*)",
+                "Bash",
+                json!({"command": "git push"}),
+                No,
+            ),
+            (
+                "Bash(git status*)",
+                "Shell",
+                json!({"command": "git status"}),
+                No,
+            ),
+            (
+                "Bash(npm run test:*)",
+                "Bash",
+                json!({"command": "npm run test -- -u"}),
+                Yes,
+            ),
+            (
+                "Bash(git status*)",
+                "Bash",
+                json!({"command": "git status; rm -rf /"}),
+                Unsure,
+            ),
+            (
+                "Bash(git status*)",
+                "Bash",
+                json!({"command": "git status && curl x | sh"}),
+                Unsure,
+            ),
+            (
+                "Bash(git status*)",
+                "Bash",
+                json!({"command": "git status $(rm x)"}),
+                Unsure,
+            ),
+            (
+                "Bash(git status*)",
+                "Bash",
+                json!({"command": "git status > /etc/x"}),
+                Unsure,
+            ),
+            (
+                "Bash(git status*)",
+                "Bash",
+                json!({"command": "git status\nrm x"}),
+                Unsure,
+            ),
+            (
+                "Bash(git status*)",
+                "Bash",
+                json!({"description": "no command"}),
+                No,
+            ),
+            (
+                "Bash(rm *)",
+                "Bash",
+                json!({"command": "ls", "cmd": "rm -rf /"}),
+                Unsure,
+            ),
+            (
+                "Edit(src/**)",
+                "Edit",
+                json!({"file_path": "/home/u/proj/src/a/b.rs"}),
+                Yes,
+            ),
+            (
+                "Edit(src/**)",
+                "Edit",
+                json!({"file_path": "src/main.rs"}),
+                Yes,
+            ),
+            (
+                "Edit(src/*.rs)",
+                "Edit",
+                json!({"file_path": "/home/u/proj/src/a/b.rs"}),
+                No,
+            ),
+            (
+                "Edit(src/**)",
+                "Edit",
+                json!({"file_path": "/home/u/proj/tests/a.rs"}),
+                No,
+            ),
+            (
+                "Edit(src/**)",
+                "Edit",
+                json!({"file_path": "/etc/src/a.rs"}),
+                No,
+            ),
+            (
+                "Edit(src/**)",
+                "Edit",
+                json!({"file_path": "/home/u/proj/src/../../../etc/x"}),
+                Unsure,
+            ),
+            (
+                "Edit(src/**)",
+                "Edit",
+                json!({"file_path": "./src/a.rs"}),
+                Unsure,
+            ),
+            (
+                "Edit(/etc/**)",
+                "Edit",
+                json!({"file_path": "/etc/passwd"}),
+                Yes,
+            ),
+            (
+                "Edit(src/**)",
+                "Edit",
+                json!({"file_path": "/home/u/proj/src/a", "path": "/tmp/x"}),
+                Unsure,
+            ),
+            (
+                "create_issue(*\"repo\":\"acme/web\"*)",
+                "create_issue",
+                json!({"repo": "acme/web", "title": "t"}),
+                Yes,
+            ),
+            (
+                "create_issue(*\"repo\":\"acme/web\"*)",
+                "create_issue",
+                json!({"repo": "acme/api"}),
+                No,
+            ),
+            (
+                "create_issue(*acme*)",
+                "create_issue",
+                json!({"repo": "acme", "command": "x"}),
+                Unsure,
+            ),
+            ("mcp__*(*)", "mcp__github__x", json!({}), Yes),
+        ];
+        for (pattern, tool, args, expected) in cases {
+            let call = CallContext {
+                args,
+                target_id: ws,
+            };
+            assert_eq!(
+                call_covers(pattern, tool, Some(call)),
+                *expected,
+                "{pattern} {tool} {args}"
+            );
+            assert!(
+                !name_matches(pattern, tool),
+                "{pattern}: no name alone is covered"
+            );
+        }
+    }
+
+    #[test]
+    fn a_rule_that_can_match_nothing_is_refused() {
+        for (pattern, says) in [
+            ("Bash(", "ending with"),
+            ("Bash(git", "ending with"),
+            ("(git status)", "names its tool"),
+            ("Bash()", "empty"),
+            ("Bash(  )", "empty"),
+            ("Bash)", "without"),
+        ] {
+            let error = ToolRule::new(pattern, RuleAction::Allow).expect_err(pattern);
+            assert!(error.to_string().contains(says), "{pattern}: {error}");
+        }
+        assert!(ToolRule::new("Bash(git status*)", RuleAction::Allow).is_ok());
+    }
+
+    #[test]
+    fn an_unsure_argument_pattern_counts_for_ask_and_deny_and_never_for_allow() {
+        let spec = tool("Bash", ToolMode::Deferred);
+        let chained = json!({"command": "git status; rm -rf /"});
+        let call = Some(CallContext {
+            args: &chained,
+            target_id: "/p",
+        });
+        let rule = |action| ToolRule::new("Bash(git status*)", action).expect("a rule");
+        let allow = AgentPolicy::new(["code"]).with_rule(rule(RuleAction::Allow));
+        assert_eq!(
+            allow.route_call(&spec, call),
+            RuleAction::Ask,
+            "asked, not allowed"
+        );
+        let deny = AgentPolicy::new(["code"]).with_rule(rule(RuleAction::Deny));
+        assert_eq!(deny.route_call(&spec, call), RuleAction::Deny);
+        let plain = json!({"command": "git status"});
+        let plain = Some(CallContext {
+            args: &plain,
+            target_id: "/p",
+        });
+        assert_eq!(allow.route_call(&spec, plain), RuleAction::Allow);
+        assert_eq!(
+            allow.allowed_by_call(&spec, plain),
+            Some(json!({"rule": {"pattern": "Bash(git status*)", "action": "allow"}}))
+        );
+        assert_eq!(
+            allow.route(&spec),
+            RuleAction::Ask,
+            "without the call: not allowed"
+        );
+    }
 
     #[test]
     fn a_replaced_rule_keeps_the_first_place_of_its_pattern() {

@@ -1,0 +1,334 @@
+//! `assent hook AGENT_KIND --agent NAME`: answers one event of a coding agent's hook
+//! (read on stdin) in that agent's dialect on stdout. A malformed event exits 2 with
+//! one line on stderr (every one of these agents blocks the call then); any other
+//! failure is answered as a denial, so a call is never let through by an error.
+//!
+//! `assent hook install|uninstall AGENT_KIND --agent NAME [--scope user|project]
+//! [--print]`: our entries in the agent's settings file, merged into what is there
+//! (`assent_hook::install`), the file as it was kept beside it.
+
+use crate::CliError;
+use crate::context::Output;
+use assent_hook::{AgentKind, Answer, HookOptions, OnTimeout, Phase};
+use clap::{Args, ValueEnum};
+use serde_json::Value;
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `assent hook AGENT_KIND --agent NAME [--wait SECS] [--on-timeout ask|deny]
+/// [--category C]`, or `assent hook install|uninstall ...`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct HookArgs {
+    /// Write or remove the hook entries in an agent's settings file.
+    #[command(subcommand)]
+    pub action: Option<HookAction>,
+    /// The coding agent whose hook calls: claude-code, codex, cursor, copilot, vscode
+    /// or gemini.
+    #[arg(value_name = "AGENT_KIND", value_parser = parse_kind, required = true)]
+    pub kind: Option<AgentKind>,
+    /// The Assent agent whose rules (categories, allow|ask|deny, quorums, holds) decide.
+    #[arg(long, value_name = "NAME", required = true)]
+    pub agent: Option<String>,
+    #[command(flatten)]
+    pub answer: AnswerArgs,
+}
+
+/// How a hook answers: what `install` writes into the command it installs too.
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// The workspace's category, checked against the agent's allowlist.
+    #[arg(long, default_value = assent_hook::DEFAULT_CATEGORY, value_name = "CATEGORY")]
+    pub category: String,
+    /// How long a call that needs a person waits for one, in seconds; default: a few
+    /// seconds under the agent's own hook timeout.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub wait: Option<u64>,
+    /// When nobody decided in time: `ask` withdraws the item and lets the agent's own
+    /// prompt ask (a denial for Codex and Gemini CLI, which cannot ask); `deny` denies
+    /// naming the change set, and the same call retried once a person confirmed it is
+    /// allowed once.
+    #[arg(long, value_enum, default_value_t = OnTimeoutArg::Ask, value_name = "MODE")]
+    pub on_timeout: OnTimeoutArg,
+}
+
+/// `assent hook install|uninstall`.
+#[derive(Debug, clap::Subcommand)]
+pub enum HookAction {
+    /// Write `assent hook AGENT_KIND --agent NAME` into the agent's settings file (JSON
+    /// merged, everything else kept, the file as it was kept beside it as
+    /// `FILE.assent-backup`; a second install changes nothing), fail-closed where the
+    /// agent allows (`onFailure: "block"`, `failClosed: true`).
+    Install(InstallArgs),
+    /// Remove only Assent's entries from the agent's settings file.
+    Uninstall(InstallArgs),
+}
+
+/// `assent hook install|uninstall AGENT_KIND --agent NAME [--scope user|project]
+/// [--project DIR] [--print]`.
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// The coding agent: claude-code, codex, cursor, copilot, vscode or gemini.
+    #[arg(value_name = "AGENT_KIND", value_parser = parse_kind)]
+    pub kind: AgentKind,
+    /// The Assent agent whose rules decide.
+    #[arg(long, value_name = "NAME")]
+    pub agent: String,
+    /// The project's settings (in --project) or the user's (in the home folder).
+    #[arg(long, value_enum, default_value_t = Scope::Project, value_name = "SCOPE")]
+    pub scope: Scope,
+    /// The project folder; default: the current one.
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// Print the settings as they would be written instead of writing them.
+    #[arg(long)]
+    pub print: bool,
+    #[command(flatten)]
+    pub answer: AnswerArgs,
+}
+
+/// The values of `--scope`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scope {
+    /// The project's settings file.
+    Project,
+    /// The user's settings file, in the home folder.
+    User,
+}
+
+/// The values of `--on-timeout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnTimeoutArg {
+    /// The agent's own prompt takes over.
+    Ask,
+    /// Denied; retry after the person decides.
+    Deny,
+}
+
+fn parse_kind(text: &str) -> Result<AgentKind, String> {
+    text.parse()
+        .map_err(|e: assent_hook::HookError| e.to_string())
+}
+
+/// Runs `assent hook`: an install, an uninstall, or the answer to the event on stdin.
+pub async fn run(db: Option<String>, args: HookArgs) -> Result<Output, CliError> {
+    match args.action {
+        Some(HookAction::Install(install)) => return change_settings(db, install, true),
+        Some(HookAction::Uninstall(install)) => return change_settings(db, install, false),
+        None => {}
+    }
+    let (Some(kind), Some(agent)) = (args.kind, args.agent) else {
+        return Err(CliError::Usage(
+            "assent hook needs AGENT_KIND and --agent NAME".to_owned(),
+        ));
+    };
+    answer_stdin(&crate::database::locate(db)?, kind, agent, args.answer).await
+}
+
+/// Answers the event on stdin.
+async fn answer_stdin(
+    db: &str,
+    kind: AgentKind,
+    agent: String,
+    args: AnswerArgs,
+) -> Result<Output, CliError> {
+    let mut body = Vec::new();
+    std::io::stdin()
+        .take(assent_hook::MAX_EVENT_BYTES as u64 + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| CliError::Usage(format!("cannot read the hook event on stdin: {e}")))?;
+    let event = assent_hook::parse(kind, &body).map_err(|e| CliError::Usage(e.to_string()))?;
+    let options = HookOptions {
+        kind,
+        agent,
+        category: args.category,
+        wait: args
+            .wait
+            .map_or_else(|| assent_hook::default_wait(kind), Duration::from_secs),
+        on_timeout: match args.on_timeout {
+            OnTimeoutArg::Ask => OnTimeout::Ask,
+            OnTimeoutArg::Deny => OnTimeout::Deny,
+        },
+    };
+    let answer = match answer(db, &options, &event).await {
+        Ok(answer) => answer,
+        Err(error) => {
+            tracing::error!(error = %error.one_line(), "the hook could not decide: denied");
+            Answer::Deny {
+                reason: format!(
+                    "Assent could not decide, so the call is refused: {}",
+                    error.one_line()
+                ),
+            }
+        }
+    };
+    let reply = assent_hook::render(kind, &event, &answer);
+    Ok(Output::text(reply.stdout))
+}
+
+async fn answer(
+    db: &str,
+    options: &HookOptions,
+    event: &assent_hook::HookEvent,
+) -> Result<Answer, CliError> {
+    let store = crate::database::open_store(db).await?;
+    match event.phase {
+        Phase::After => assent_hook::record_ran(&store, options, event)
+            .await
+            .map(|()| Answer::Recorded)
+            .map_err(|e| CliError::Failed(e.into())),
+        Phase::Before | Phase::PermissionRequest => assent_hook::decide(&store, options, event)
+            .await
+            .map_err(|e| CliError::Failed(e.into())),
+    }
+}
+
+/// The command an install writes: this binary, `--db` when one was given, `hook KIND
+/// --agent NAME`, and the answer flags that differ from their defaults.
+fn hook_command(
+    db: Option<&str>,
+    kind: AgentKind,
+    agent: &str,
+    answer: &AnswerArgs,
+) -> Result<String, CliError> {
+    let program = std::env::current_exe()
+        .map_err(|e| CliError::failed(format!("cannot find this program's path: {e}")))?;
+    let mut words = vec![shell_word(&program.to_string_lossy())];
+    if let Some(db) = db {
+        words.extend(["--db".to_owned(), shell_word(db)]);
+    }
+    words.extend([
+        "hook".to_owned(),
+        kind.as_str().to_owned(),
+        "--agent".to_owned(),
+        shell_word(agent),
+    ]);
+    if answer.category != assent_hook::DEFAULT_CATEGORY {
+        words.extend(["--category".to_owned(), shell_word(&answer.category)]);
+    }
+    if let Some(wait) = answer.wait {
+        words.extend(["--wait".to_owned(), wait.to_string()]);
+    }
+    if answer.on_timeout == OnTimeoutArg::Deny {
+        words.extend(["--on-timeout".to_owned(), "deny".to_owned()]);
+    }
+    Ok(words.join(" "))
+}
+
+/// `word` as one word of a POSIX shell command line.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-:=@+,".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Installs (or uninstalls) the hook in the agent's settings file, or prints the
+/// settings as they would be.
+fn change_settings(
+    db: Option<String>,
+    args: InstallArgs,
+    install: bool,
+) -> Result<Output, CliError> {
+    if args.agent.trim().is_empty() {
+        return Err(CliError::Usage("--agent must not be blank".to_owned()));
+    }
+    let folder = match args.scope {
+        Scope::User => etcetera::home_dir()
+            .map_err(|e| CliError::failed(format!("cannot find the home folder: {e}")))?,
+        Scope::Project => match args.project {
+            Some(dir) => dir,
+            None => std::env::current_dir()
+                .map_err(|e| CliError::failed(format!("cannot read the current folder: {e}")))?,
+        },
+    };
+    let path = folder.join(assent_hook::install::settings_file(args.kind));
+    let original = match std::fs::read(&path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(CliError::failed(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    let settings: Value = match &original {
+        None => Value::Object(serde_json::Map::new()),
+        Some(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
+            Value::Object(serde_json::Map::new())
+        }
+        Some(bytes) => serde_json::from_slice(bytes).map_err(|e| {
+            CliError::failed(format!(
+                "{} is not JSON ({e}); nothing was changed",
+                path.display()
+            ))
+        })?,
+    };
+    let changed = if install {
+        let command = hook_command(db.as_deref(), args.kind, &args.agent, &args.answer)?;
+        assent_hook::install::install(args.kind, settings.clone(), &command)
+    } else {
+        assent_hook::install::without_ours(settings.clone())
+    }
+    .map_err(|e| CliError::failed(format!("{}: {}; nothing was changed", path.display(), e.0)))?;
+    let text = serde_json::to_string_pretty(&changed)
+        .map_err(|e| CliError::failed(format!("cannot write JSON: {e}")))?;
+    if args.print {
+        return Ok(Output::text(text));
+    }
+    let verb = if install {
+        "installed in"
+    } else {
+        "removed from"
+    };
+    if changed == settings && original.is_some() {
+        return Ok(Output::text(format!(
+            "{}: nothing to change ({} hook {verb} it already)",
+            path.display(),
+            args.kind
+        )));
+    }
+    if !install && original.is_none() {
+        return Ok(Output::text(format!(
+            "{}: no such file; nothing to remove",
+            path.display()
+        )));
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| CliError::failed(format!("cannot create {}: {e}", parent.display())))?;
+    }
+    let mut backup = None;
+    if let Some(bytes) = &original {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".assent-backup");
+        let backup_path = PathBuf::from(name);
+        std::fs::write(&backup_path, bytes).map_err(|e| {
+            CliError::failed(format!("cannot write {}: {e}", backup_path.display()))
+        })?;
+        backup = Some(backup_path);
+    }
+    // Written beside it and renamed over it: the agent never reads half a file.
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".assent-new");
+    let temporary = PathBuf::from(temporary);
+    std::fs::write(&temporary, format!("{text}\n"))
+        .and_then(|()| std::fs::rename(&temporary, &path))
+        .map_err(|e| CliError::failed(format!("cannot write {}: {e}", path.display())))?;
+    let kept = backup.map_or_else(String::new, |b| {
+        format!("; the previous file is {}", b.display())
+    });
+    Ok(Output::text(format!(
+        "{} hook of agent {} {verb} {}{kept}",
+        args.kind,
+        args.agent,
+        path.display()
+    )))
+}

@@ -1,0 +1,1240 @@
+//! `assent hook AGENT_KIND`: each agent's documented hook events (fixtures in
+//! `tests/fixtures/hooks/`) in, the exact documented answer out, for every way a call
+//! can end: allowed or denied by a rule, confirmed, edited or rejected by a person in
+//! another process while the hook waits, nobody answering in time (both modes), and a
+//! malformed event (exit 2, never an allow).
+
+use super::{Cli, code};
+use serde_json::{Value, json};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Every event that asks for a decision: its fixture, the agent kind, and the tool it
+/// names (what rules are written for).
+const BEFORE: &[(&str, &str, &str)] = &[
+    ("claude-code.PreToolUse", "claude-code", "Bash"),
+    ("vscode.PreToolUse", "vscode", "run_in_terminal"),
+    ("copilot.preToolUse", "copilot", "bash"),
+    ("codex.PreToolUse", "codex", "Bash"),
+    ("codex.PermissionRequest", "codex", "Bash"),
+    ("cursor.beforeShellExecution", "cursor", "Shell"),
+    ("cursor.preToolUse", "cursor", "Shell"),
+    ("cursor.beforeMCPExecution", "cursor", "create_issue"),
+    ("gemini.BeforeTool", "gemini", "run_shell_command"),
+];
+
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/hooks/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The agent of fixture number `index`: one per fixture, so their calls never join.
+fn agent(index: usize) -> String {
+    format!("coder{index}")
+}
+
+/// Fixture `name` as agent number `index` sends it: in a workspace of its own (an
+/// identical call of another agent in the same workspace is refused as a duplicate,
+/// never joined: see `identical_calls_join_one_item`).
+fn event_of(index: usize, name: &str) -> String {
+    fixture(name).replace("/home/user/proj", &format!("/home/user/proj{index}"))
+}
+
+/// What the person decides in a scenario.
+#[derive(Clone, Copy)]
+enum Person {
+    Confirms,
+    Edits,
+    Rejects,
+}
+
+/// The documented answer of `fixture` for `decision` (`allow`, `deny`, `ask`), with
+/// `reason` and the person's `edited` input, field by field as each agent's docs give
+/// it.
+fn documented(fixture: &str, decision: &str, reason: &str, edited: Option<&Value>) -> Value {
+    let event = fixture.split('.').nth(1).expect("an event name");
+    match fixture.split('.').next().expect("a kind") {
+        "claude-code" | "vscode" => {
+            let mut out = json!({"hookEventName": event, "permissionDecision": decision});
+            if !reason.is_empty() {
+                out["permissionDecisionReason"] = json!(reason);
+            }
+            if let Some(edited) = edited {
+                out["updatedInput"] = edited.clone();
+            }
+            json!({ "hookSpecificOutput": out })
+        }
+        "copilot" => {
+            let mut out = json!({"permissionDecision": decision});
+            if !reason.is_empty() {
+                out["permissionDecisionReason"] = json!(reason);
+            }
+            if let Some(edited) = edited {
+                out["modifiedArgs"] = edited.clone();
+            }
+            out
+        }
+        "codex" if event == "PermissionRequest" => match decision {
+            "allow" => json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+                "decision": {"behavior": "allow"}}}),
+            _ => json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+                "decision": {"behavior": "deny", "message": reason}}}),
+        },
+        "codex" => match (decision, edited) {
+            ("allow", None) => json!({}),
+            ("allow", Some(edited)) => json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                "permissionDecision": "allow", "updatedInput": edited}}),
+            _ => json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                "permissionDecision": "deny", "permissionDecisionReason": reason}}),
+        },
+        "cursor" => {
+            let mut out = json!({"permission": decision});
+            if !reason.is_empty() {
+                out["user_message"] = json!(reason);
+                out["agent_message"] = json!(reason);
+            }
+            if let Some(edited) = edited {
+                out["updated_input"] = edited.clone();
+            }
+            out
+        }
+        "gemini" => match (decision, edited) {
+            ("allow", None) => json!({"decision": "allow"}),
+            ("allow", Some(edited)) => {
+                json!({"decision": "allow", "hookSpecificOutput": {"tool_input": edited}})
+            }
+            _ => json!({"decision": "deny", "reason": reason}),
+        },
+        other => panic!("no dialect for {other}"),
+    }
+}
+
+/// Whether the agent's event takes edited input (else an edit is a denial quoting it).
+fn takes_edits(fixture: &str) -> bool {
+    !matches!(
+        fixture,
+        "codex.PermissionRequest" | "cursor.beforeShellExecution" | "cursor.beforeMCPExecution"
+    )
+}
+
+/// Whether the agent can hand a call to its own prompt.
+fn can_ask(fixture: &str) -> bool {
+    !(fixture.starts_with("codex") || fixture.starts_with("gemini"))
+}
+
+impl Cli {
+    /// A database with one agent per fixture, each allowed the `code` category.
+    fn coders() -> Self {
+        let cli = Cli::new().at_the_current_time();
+        for index in 0..BEFORE.len() {
+            let agent = agent(index);
+            let out = cli.run(&["agent", "create", "--id", &agent, "--categories", "code"]);
+            assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        }
+        cli
+    }
+
+    /// Starts `assent hook KIND --agent AGENT ARGS...` with `event` on stdin.
+    fn hook(&self, kind: &str, agent: &str, args: &[&str], event: &str) -> Child {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
+            .args(["--db", &self.db(), "hook", kind, "--agent", agent])
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("assent hook starts");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(event.as_bytes())
+            .expect("the event is written");
+        child
+    }
+
+    /// The open change set of `agent`, waiting up to 10 s for its hook to queue it.
+    fn set_of(&self, agent: &str) -> String {
+        let started = Instant::now();
+        loop {
+            let pending = self.json(&["pending"], "");
+            let found = pending.as_array().expect("sets").iter().find_map(|set| {
+                (set["agentId"] == agent).then(|| set["id"].as_str().expect("id").to_owned())
+            });
+            if let Some(set) = found {
+                return set;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{agent} queued nothing"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The hook's answer: exit 0, one JSON value on stdout.
+fn answered(child: Child) -> Value {
+    let out = child.wait_with_output().expect("the hook ends");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stdout));
+    })
+}
+
+fn rule_then_hook(rule: &str) {
+    let cli = Cli::coders();
+    let children: Vec<Child> = BEFORE
+        .iter()
+        .enumerate()
+        .map(|(index, (name, kind, tool))| {
+            let agent = agent(index);
+            let out = cli.run(&["agent", rule, &agent, tool]);
+            assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+            cli.hook(kind, &agent, &["--wait", "5"], &event_of(index, name))
+        })
+        .collect();
+    for ((name, _, tool), child) in BEFORE.iter().zip(children) {
+        let expected = match rule {
+            "allow" => documented(name, "allow", "", None),
+            _ => documented(
+                name,
+                "deny",
+                &format!(
+                    "Denied by policy: Tool {tool} is denied by policy. Nothing was queued or executed."
+                ),
+                None,
+            ),
+        };
+        assert_eq!(answered(child), expected, "{name}");
+    }
+}
+
+#[test]
+fn a_rule_that_allows_answers_allow_in_every_dialect() {
+    rule_then_hook("allow");
+}
+
+#[test]
+fn a_rule_that_denies_answers_deny_with_its_reason_in_every_dialect() {
+    rule_then_hook("deny");
+}
+
+/// Every hook waits while the person decides each of their sets from another process.
+fn person_decides(person: Person) {
+    let cli = Cli::coders();
+    let edited = json!({"command": "rm -rf build/cache"});
+    let children: Vec<Child> = BEFORE
+        .iter()
+        .enumerate()
+        .map(|(index, (name, kind, _))| {
+            cli.hook(
+                kind,
+                &agent(index),
+                &["--wait", "30"],
+                &event_of(index, name),
+            )
+        })
+        .collect();
+    let mut sets = Vec::new();
+    for index in 0..BEFORE.len() {
+        let set = cli.set_of(&agent(index));
+        let out = match person {
+            Person::Confirms => cli.run(&["confirm", &set, "0"]),
+            Person::Edits => cli.run(&["edit", &set, "0", "--args", &edited.to_string()]),
+            Person::Rejects => cli.run(&["reject", &set, "0", "--reason", "not on main"]),
+        };
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        sets.push(set);
+    }
+    for (((name, _, tool), child), set) in BEFORE.iter().zip(children).zip(sets) {
+        let confirmed = format!("Confirmed in Assent (change set {set})");
+        let expected = match person {
+            Person::Confirms => documented(name, "allow", &confirmed, None),
+            Person::Edits if takes_edits(name) => {
+                documented(name, "allow", &confirmed, Some(&edited))
+            }
+            Person::Edits => documented(
+                name,
+                "deny",
+                &format!("A person edited this call; run it as edited instead: {tool} {edited}"),
+                None,
+            ),
+            Person::Rejects => documented(name, "deny", "Rejected by the user: not on main", None),
+        };
+        assert_eq!(answered(child), expected, "{name}");
+    }
+}
+
+#[test]
+fn a_confirmation_from_another_process_answers_allow() {
+    person_decides(Person::Confirms);
+}
+
+#[test]
+fn an_edit_answers_allow_with_the_persons_input_or_a_denial_quoting_it() {
+    person_decides(Person::Edits);
+}
+
+#[test]
+fn a_rejection_answers_deny_with_the_persons_reason() {
+    person_decides(Person::Rejects);
+}
+
+/// The change set a reason names.
+fn set_named_in(answer: &Value) -> String {
+    let text = answer.to_string();
+    let at = text.find("change set ").expect("the reason names the set") + "change set ".len();
+    text[at..at + 36].to_owned()
+}
+
+#[test]
+fn nobody_answering_hands_the_call_to_the_agents_prompt_or_denies_it() {
+    let cli = Cli::coders();
+    let children: Vec<Child> = BEFORE
+        .iter()
+        .enumerate()
+        .map(|(index, (name, kind, _))| {
+            cli.hook(
+                kind,
+                &agent(index),
+                &["--wait", "1"],
+                &event_of(index, name),
+            )
+        })
+        .collect();
+    let mut first_set = String::new();
+    for ((name, _, _), child) in BEFORE.iter().zip(children) {
+        let answer = answered(child);
+        let set = set_named_in(&answer);
+        if first_set.is_empty() {
+            first_set.clone_from(&set);
+        }
+        // An agent that cannot ask is denied instead, and its item waits for the person.
+        let (decision, reason) = if can_ask(name) {
+            (
+                "ask",
+                format!(
+                    "Nobody answered in Assent within 1 s; change set {set} was withdrawn, so you decide here"
+                ),
+            )
+        } else {
+            (
+                "deny",
+                format!(
+                    "Waiting for a person's review in Assent (change set {set}); retry the same call after the person confirms it"
+                ),
+            )
+        };
+        assert_eq!(answer, documented(name, decision, &reason, None), "{name}");
+    }
+    let waiting = cli.json(&["pending"], "");
+    let waiting: Vec<&str> = waiting
+        .as_array()
+        .expect("sets")
+        .iter()
+        .map(|set| set["agentId"].as_str().expect("agent"))
+        .collect();
+    assert_eq!(
+        waiting.len(),
+        3,
+        "only the agents that cannot ask keep theirs: {waiting:?}"
+    );
+    let shown = cli.json(&["show", &first_set], "");
+    assert_eq!(shown["items"][0]["status"], "retracted");
+    assert_eq!(shown["items"][0]["decidedBy"], "claude-code-client");
+    let reasons = tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(async {
+            let store = assent_store::Store::open(&cli.db()).await.expect("store");
+            let mut conn = store.pool().acquire().await.expect("conn");
+            let set = first_set.parse().expect("a set id");
+            assent_store::decisions::for_change_set(&mut conn, set)
+                .await
+                .expect("decisions")
+        });
+    assert_eq!(
+        reasons
+            .iter()
+            .map(|d| d.reason.as_deref())
+            .collect::<Vec<_>>(),
+        [Some("answered in the client")],
+        "the withdrawal says why in the audit trail"
+    );
+
+    // --on-timeout deny: the item stays for the person, the reason names its set.
+    let children: Vec<Child> = BEFORE
+        .iter()
+        .enumerate()
+        .map(|(index, (name, kind, _))| {
+            cli.hook(
+                kind,
+                &agent(index),
+                &["--wait", "1", "--on-timeout", "deny"],
+                &event_of(index, name),
+            )
+        })
+        .collect();
+    for ((name, _, _), child) in BEFORE.iter().zip(children) {
+        let answer = answered(child);
+        let set = set_named_in(&answer);
+        let reason = format!(
+            "Waiting for a person's review in Assent (change set {set}); retry the same call after the person confirms it"
+        );
+        assert_eq!(answer, documented(name, "deny", &reason, None), "{name}");
+    }
+    assert_eq!(
+        cli.json(&["pending"], "").as_array().map(Vec::len),
+        Some(BEFORE.len()),
+        "the denied calls wait for the person"
+    );
+}
+
+#[test]
+fn a_malformed_event_exits_2_with_one_line_and_never_allows() {
+    let cli = Cli::coders();
+    let bad = [
+        "not json",
+        "[]",
+        r#"{"hook_event_name":"PreToolUse","cwd":"/p","tool_input":{}}"#,
+        r#"{"hook_event_name":"PreToolUse","cwd":"/p","tool_name":"Bash","tool_input":"rm"}"#,
+        r#"{"hook_event_name":"PreToolUse","cwd":"relative","tool_name":"Bash","tool_input":{}}"#,
+        r#"{"hook_event_name":"PreToolUse","cwd":"/p","tool_name":"Ba\u200bsh","tool_input":{}}"#,
+        r#"{"hook_event_name":"Stop","cwd":"/p","tool_name":"Bash","tool_input":{}}"#,
+        r#"{"hook_event_name":"PreToolUse","cwd":"/p","tool_name":"Bash","tool_input":{},"tool_use_id":"t\u202e1"}"#,
+    ];
+    for kind in [
+        "claude-code",
+        "codex",
+        "cursor",
+        "copilot",
+        "vscode",
+        "gemini",
+    ] {
+        for event in bad {
+            let out = cli
+                .hook(kind, &agent(0), &[], event)
+                .wait_with_output()
+                .expect("ends");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(code(&out), 2, "{kind} {event}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{kind} {event}: {stderr}");
+            assert!(
+                stderr.starts_with("error: malformed hook event: "),
+                "{stderr}"
+            );
+            assert!(out.stdout.is_empty(), "{kind} {event}: nothing on stdout");
+        }
+    }
+    assert_eq!(cli.json(&["pending"], ""), json!([]), "nothing was queued");
+}
+
+#[test]
+fn an_after_event_records_what_ran_linked_to_the_decision_and_answers_nothing() {
+    let cli = Cli::coders();
+    let out = cli.run(&["agent", "allow", &agent(0), "Bash"]);
+    assert_eq!(code(&out), 0);
+    let allowed = answered(cli.hook(
+        "claude-code",
+        &agent(0),
+        &[],
+        &fixture("claude-code.PreToolUse"),
+    ));
+    assert_eq!(
+        allowed,
+        documented("claude-code.PreToolUse", "allow", "", None)
+    );
+    for (name, kind) in [
+        ("claude-code.PostToolUse", "claude-code"),
+        ("cursor.afterShellExecution", "cursor"),
+        ("gemini.AfterTool", "gemini"),
+    ] {
+        let out = cli
+            .hook(kind, &agent(0), &[], &fixture(name))
+            .wait_with_output()
+            .expect("ends");
+        assert_eq!(
+            code(&out),
+            0,
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "", "{name}");
+    }
+    let audit = cli.json(&["audit"], "");
+    let linked: Vec<(&str, &str)> = audit
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter(|r| r["runKey"] == "hook:abc123:toolu_01ABC123")
+        .map(|r| {
+            (
+                r["kind"].as_str().expect("kind"),
+                r["detail"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        linked,
+        [
+            ("action", ""),
+            ("result", assent_hook::ALLOWED),
+            (
+                "result",
+                r#"ran in claude-code: {"interrupted":false,"isImage":false,"stderr":"","stdout":""}"#
+            ),
+        ],
+        "the decision and what ran share the run key of the agent's tool_use_id"
+    );
+    let ran = |tool: &str| {
+        audit.as_array().expect("records").iter().any(|r| {
+            r["toolName"] == tool
+                && r["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("ran in "))
+        })
+    };
+    assert!(ran("Shell") && ran("run_shell_command"), "{audit}");
+
+    // An agent Assent does not know records nothing and says so.
+    let out = cli
+        .hook(
+            "claude-code",
+            "stranger",
+            &[],
+            &fixture("claude-code.PostToolUse"),
+        )
+        .wait_with_output()
+        .expect("ends");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stranger"));
+}
+
+#[test]
+fn a_retry_after_a_confirmation_is_allowed_exactly_once() {
+    let cli = Cli::coders();
+    let event = event_of(0, "claude-code.PreToolUse");
+    let deny_now = ["--wait", "0", "--on-timeout", "deny"];
+    let first = answered(cli.hook("claude-code", &agent(0), &deny_now, &event));
+    let set = set_named_in(&first);
+    assert_eq!(first["hookSpecificOutput"]["permissionDecision"], "deny");
+
+    // Denied again while the person has not decided: the same set, nothing new.
+    let again = answered(cli.hook("claude-code", &agent(0), &deny_now, &event));
+    assert_eq!(
+        set_named_in(&again),
+        set,
+        "the retry joined the waiting item"
+    );
+
+    let out = cli.run(&["confirm", &set, "0"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let retried = answered(cli.hook("claude-code", &agent(0), &deny_now, &event));
+    assert_eq!(
+        retried,
+        documented(
+            "claude-code.PreToolUse",
+            "allow",
+            &format!("Confirmed in Assent (change set {set})"),
+            None
+        )
+    );
+    let jobs = cli.json(&["jobs"], "");
+    assert_eq!(
+        jobs[0]["status"], "applied",
+        "the permission was handed out: {jobs}"
+    );
+
+    // Once only: the next identical call asks the person again.
+    let once_more = answered(cli.hook("claude-code", &agent(0), &deny_now, &event));
+    assert_eq!(
+        once_more["hookSpecificOutput"]["permissionDecision"],
+        "deny"
+    );
+    assert_ne!(set_named_in(&once_more), set, "a new set for a new call");
+}
+
+#[test]
+fn identical_calls_join_one_item_and_one_decision_answers_both() {
+    let cli = Cli::coders();
+    let event = event_of(0, "claude-code.PreToolUse");
+    let first = cli.hook("claude-code", &agent(0), &["--wait", "30"], &event);
+    let set = cli.set_of(&agent(0));
+    let mut second = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args([
+            "--db",
+            &cli.db(),
+            "hook",
+            "claude-code",
+            "--agent",
+            &agent(0),
+            "--wait",
+            "30",
+        ])
+        .env("RUST_LOG", "assent_hook=info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("assent hook starts");
+    {
+        use std::io::Write;
+        second
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(event.as_bytes())
+            .expect("written");
+    }
+    // Its log says when it joined, so the person decides only then.
+    let stderr = second.stderr.take().expect("stderr");
+    let (joined, log) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("joined an identical call") {
+                let _ = joined.send(line);
+            }
+        }
+    });
+    log.recv_timeout(Duration::from_secs(10))
+        .expect("the second call joined the first");
+    let out = cli.run(&["confirm", &set, "0"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let allow = documented(
+        "claude-code.PreToolUse",
+        "allow",
+        &format!("Confirmed in Assent (change set {set})"),
+        None,
+    );
+    assert_eq!(answered(first), allow);
+    let out = second.wait_with_output().expect("ends");
+    assert_eq!(code(&out), 0);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).expect("JSON"),
+        allow
+    );
+    let history = cli.json(&["history", "--agent", &agent(0)], "");
+    assert_eq!(
+        history.to_string().matches("rm -rf build/").count(),
+        1,
+        "one item: {history}"
+    );
+}
+
+#[test]
+fn a_waiting_hook_answers_within_a_second_of_the_decision_in_another_process() {
+    let cli = Cli::coders();
+    let hook = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "60"],
+        &event_of(0, "claude-code.PreToolUse"),
+    );
+    let set = cli.set_of(&agent(0));
+    let out = cli.run(&["confirm", &set, "0"]);
+    let decided = Instant::now();
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let answer = answered(hook);
+    let took = decided.elapsed();
+    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "allow");
+    assert!(
+        took < Duration::from_secs(1),
+        "answered {took:?} after the decision"
+    );
+}
+
+#[test]
+fn install_merges_into_settings_with_other_hooks_idempotently_and_uninstall_removes_only_ours() {
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let settings = project.path().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().expect("folder")).expect("folder");
+    let original = r#"{
+  "permissions": {"allow": ["Read"], "deny": ["Bash(curl *)"]},
+  "hooks": {
+    "PreToolUse": [{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "./lint.sh", "timeout": 30}]}],
+    "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]
+  }
+}
+"#;
+    std::fs::write(&settings, original).expect("settings");
+    let dir = project.path().to_str().expect("a path");
+    let install = [
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        "coder0",
+        "--project",
+        dir,
+    ];
+    let out = cli.run(&install);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let backup =
+        std::fs::read_to_string(project.path().join(".claude/settings.json.assent-backup"))
+            .expect("a backup beside it");
+    assert_eq!(
+        backup, original,
+        "the backup is the file as it was, byte for byte"
+    );
+    let theirs: Value = serde_json::from_str(original).expect("JSON");
+    let ours: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).expect("read")).expect("JSON");
+    assert_eq!(ours["permissions"], theirs["permissions"]);
+    assert_eq!(ours["hooks"]["Stop"], theirs["hooks"]["Stop"]);
+    assert_eq!(
+        ours["hooks"]["PreToolUse"][0],
+        theirs["hooks"]["PreToolUse"][0]
+    );
+    let entry = &ours["hooks"]["PreToolUse"][1]["hooks"][0];
+    assert_eq!(entry["onFailure"], "block", "fail-closed: {ours}");
+    assert_eq!(
+        ours["hooks"]["PostToolUse"].as_array().map(Vec::len),
+        Some(1)
+    );
+
+    // Idempotent: the second install writes nothing.
+    let written = std::fs::read(&settings).expect("read");
+    let again = cli.run(&install);
+    assert_eq!(code(&again), 0);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to change"));
+    assert_eq!(std::fs::read(&settings).expect("read"), written);
+
+    // The installed command is a working hook: the agent runs it through a shell.
+    let command = entry["command"].as_str().expect("a command");
+    assert!(command.contains(&format!("--db {}", cli.db())), "{command}");
+    let out = cli.run(&["agent", "allow", "coder0", "Bash(rm -rf build/)"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let mut shell = Command::new("sh")
+        .args(["-c", command])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sh");
+    {
+        use std::io::Write;
+        let mut stdin = shell.stdin.take().expect("stdin");
+        stdin
+            .write_all(fixture("claude-code.PreToolUse").as_bytes())
+            .expect("written");
+    }
+    assert_eq!(
+        answered(shell),
+        documented("claude-code.PreToolUse", "allow", "", None),
+        "an argument rule allows it"
+    );
+
+    let removed = cli.run(&[
+        "hook",
+        "uninstall",
+        "claude-code",
+        "--agent",
+        "coder0",
+        "--project",
+        dir,
+    ]);
+    assert_eq!(
+        code(&removed),
+        0,
+        "{}",
+        String::from_utf8_lossy(&removed.stderr)
+    );
+    let left: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).expect("read")).expect("JSON");
+    assert_eq!(left, theirs, "only ours removed");
+
+    // --print shows and writes nothing; a file that is not JSON is refused unchanged.
+    let printed = cli.run(&[
+        "hook",
+        "install",
+        "cursor",
+        "--agent",
+        "coder0",
+        "--project",
+        dir,
+        "--print",
+    ]);
+    assert_eq!(code(&printed), 0);
+    let shown: Value = serde_json::from_slice(&printed.stdout).expect("JSON");
+    assert_eq!(shown["hooks"]["preToolUse"][0]["failClosed"], true);
+    assert!(
+        !project.path().join(".cursor").exists(),
+        "--print writes nothing"
+    );
+    std::fs::write(&settings, "{not json").expect("broken");
+    let refused = cli.run(&install);
+    assert_eq!(code(&refused), 1);
+    assert_eq!(
+        std::fs::read_to_string(&settings).expect("read"),
+        "{not json"
+    );
+}
+
+/// `assent serve` on a free loopback port over `cli`'s database; killed when dropped.
+struct Served {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const ADMIN_TOKEN: &str = "hook-admin-token-0123456789";
+
+fn serve(cli: &Cli) -> Served {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args([
+            "--db",
+            &cli.db(),
+            "serve",
+            "--addr",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .args(["--token", ADMIN_TOKEN])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("assent serve starts");
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "assent serve listens"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Served {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_api_hooks_answers_as_the_cli_does_for_an_agent_token() {
+    let cli = Cli::coders();
+    let token = cli.json(
+        &["tokens", "add", "--role", "agent", "--agent", "coder0"],
+        "",
+    );
+    let token = token["secret"].as_str().expect("a secret").to_owned();
+    let out = cli.run(&["agent", "allow", "coder0", "Bash(git status*)"]);
+    assert_eq!(code(&out), 0);
+    let served = serve(&cli);
+    let client = reqwest::Client::new();
+    let post = |path: &str, body: String, bearer: Option<&str>| {
+        let mut request = client
+            .post(format!("{}/api/hooks/{path}", served.base))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(bearer) = bearer {
+            request = request.bearer_auth(bearer);
+        }
+        request.send()
+    };
+    let event = |command: &str| {
+        let mut event: Value =
+            serde_json::from_str(&event_of(0, "claude-code.PreToolUse")).expect("JSON");
+        event["tool_input"]["command"] = json!(command);
+        event.to_string()
+    };
+
+    let allowed = post("claude-code", event("git status"), Some(&token))
+        .await
+        .expect("answered");
+    assert_eq!(allowed.status(), 200);
+    let allowed: Value = allowed.json().await.expect("JSON");
+    assert_eq!(
+        allowed,
+        documented("claude-code.PreToolUse", "allow", "", None)
+    );
+
+    let unknown = post("claude-code", event("git status"), None)
+        .await
+        .expect("answered");
+    assert_eq!(unknown.status(), 401, "no token, no answer");
+    let other = post(
+        "claude-code?agent=coder1",
+        event("git status"),
+        Some(&token),
+    )
+    .await
+    .expect("answered");
+    assert_eq!(
+        other.status(),
+        403,
+        "an agent token answers for its own agent only"
+    );
+
+    // A malformed event is a denial, never an error the agent would let through.
+    let malformed = post("claude-code", "{}".to_owned(), Some(&token))
+        .await
+        .expect("answered");
+    assert_eq!(malformed.status(), 200);
+    let malformed: Value = malformed.json().await.expect("JSON");
+    assert_eq!(
+        malformed["hookSpecificOutput"]["permissionDecision"],
+        "deny"
+    );
+
+    // Asked: the request waits while a person confirms from another process.
+    let waiting = tokio::spawn(post("claude-code?wait=30", event("git push"), Some(&token)));
+    let set = tokio::task::block_in_place(|| cli.set_of(&agent(0)));
+    let out = tokio::task::block_in_place(|| cli.run(&["confirm", &set, "0"]));
+    let decided = Instant::now();
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let answer = waiting.await.expect("joined").expect("answered");
+    let took = decided.elapsed();
+    assert_eq!(answer.status(), 200);
+    let answer: Value = answer.json().await.expect("JSON");
+    assert_eq!(
+        answer,
+        documented(
+            "claude-code.PreToolUse",
+            "allow",
+            &format!("Confirmed in Assent (change set {set})"),
+            None
+        )
+    );
+    assert!(
+        took < Duration::from_secs(1),
+        "answered {took:?} after the decision"
+    );
+}
+
+/// The hook is a door like the others: a quorum and a hold window set for the tool bind
+/// its calls too (rows of the enforcement matrix for this path).
+#[test]
+fn a_quorum_and_a_hold_bind_a_hooks_call() {
+    let cli = Cli::coders();
+    let ok = |out: std::process::Output| {
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        out
+    };
+    ok(cli.run(&["agent", "ask", &agent(0), "Bash", "--approvals", "2"]));
+    let hook = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "30"],
+        &event_of(0, "claude-code.PreToolUse"),
+    );
+    let set = cli.set_of(&agent(0));
+    ok(cli.run(&["confirm", &set, "0", "--as", "alice"]));
+    std::thread::sleep(Duration::from_millis(600));
+    let pending = cli.json(&["pending"], "");
+    assert_eq!(
+        pending[0]["id"],
+        json!(set),
+        "one person is not enough: still waiting"
+    );
+    ok(cli.run(&["confirm", &set, "0", "--as", "bob"]));
+    let confirmed = format!("Confirmed in Assent (change set {set})");
+    assert_eq!(
+        answered(hook),
+        documented("claude-code.PreToolUse", "allow", &confirmed, None)
+    );
+
+    ok(cli.run(&["agent", "hold", &agent(1), "run_in_terminal", "3"]));
+    let hook = cli.hook(
+        "vscode",
+        &agent(1),
+        &["--wait", "30"],
+        &event_of(1, "vscode.PreToolUse"),
+    );
+    let set = cli.set_of(&agent(1));
+    ok(cli.run(&["confirm", &set, "0"]));
+    let jobs = cli.json(&["jobs"], "");
+    let job = jobs
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|job| job["changeSetId"] == json!(set))
+        .expect("the held call's job");
+    assert_eq!(job["status"], "scheduled", "{jobs}");
+    let not_before = time::OffsetDateTime::parse(
+        job["notBefore"].as_str().expect("a window"),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .expect("a time");
+    let confirmed = format!("Confirmed in Assent (change set {set})");
+    assert_eq!(
+        answered(hook),
+        documented("vscode.PreToolUse", "allow", &confirmed, None)
+    );
+    assert!(
+        time::OffsetDateTime::now_utc() >= not_before,
+        "not before the window ends"
+    );
+}
+
+/// An `Edit` shows the person the file's change as a diff, and a confirmation of a file
+/// that changed where the edit applies since is not handed out.
+#[test]
+fn an_edit_shows_its_diff_and_a_file_changed_since_is_refused() {
+    let cli = Cli::coders();
+    let workspace = tempfile::tempdir().expect("workspace");
+    let file = workspace.path().join("main.rs");
+    std::fs::write(&file, "fn main() {\n    old();\n}\n").expect("file");
+    let event = json!({
+        "session_id": "s", "transcript_path": "/tmp/t.jsonl",
+        "cwd": workspace.path(), "permission_mode": "default",
+        "hook_event_name": "PreToolUse", "tool_name": "Edit",
+        "tool_input": {"file_path": file, "old_string": "old()", "new_string": "new()"},
+        "tool_use_id": "toolu_edit",
+    })
+    .to_string();
+    let hook = cli.hook("claude-code", &agent(0), &["--wait", "30"], &event);
+    let set = cli.set_of(&agent(0));
+    let shown = cli.json(&["show", &set], "");
+    assert_eq!(
+        shown["items"][0]["before"],
+        json!("@@ line 2 @@\n-    old();\n+    new();\n")
+    );
+    assert_eq!(
+        shown["items"][0]["humanSummary"],
+        json!(format!("{}: \"old()\" → \"new()\"", file.display()))
+    );
+    std::fs::write(&file, "fn main() {\n    other();\n}\n").expect("changed meanwhile");
+    let out = cli.run(&["confirm", &set, "0"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let answer = answered(hook);
+    assert_eq!(
+        answer["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{answer}"
+    );
+    let reason = answer["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .expect("why");
+    assert!(reason.contains("target changed since proposed"), "{reason}");
+}
+
+/// The official Claude Code CLI (npm `@anthropic-ai/claude-code`, pinned), installed
+/// once under the target directory; `None` (skipped with a note) when it cannot be,
+/// except under `CI=true`, where that is a failure.
+fn claude_code() -> Option<std::path::PathBuf> {
+    const PINNED: &str = "@anthropic-ai/claude-code@2.1.328";
+    let target = std::path::PathBuf::from(env!("CARGO_BIN_EXE_assent"));
+    let prefix = target
+        .parent()
+        .expect("the profile directory")
+        .join("claude-npm");
+    let bin = prefix.join("node_modules/.bin/claude");
+    let pinned = || {
+        Command::new(&bin)
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).starts_with("2.1.328"))
+    };
+    if pinned() {
+        return Some(bin);
+    }
+    let installed = Command::new("npm")
+        .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&prefix)
+        .arg(PINNED)
+        .status();
+    match installed {
+        Ok(status) if status.success() && pinned() => Some(bin),
+        #[allow(clippy::print_stderr)] // the skip is said where the test output shows it
+        other => {
+            let why = format!("cannot install {PINNED}: {other:?}");
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+            eprintln!("skipped: {why}");
+            None
+        }
+    }
+}
+
+/// The fake Anthropic Messages API (`tests/fake_anthropic.py`) scripting one `Bash`
+/// call of `command`; what the model is told comes back in [`FakeModel::told`].
+struct FakeModel {
+    child: Child,
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+impl FakeModel {
+    fn start(command: &str) -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let port_file = dir.path().join("port");
+        let child = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fake_anthropic.py"
+            ))
+            .arg(&port_file)
+            .arg(dir.path().join("told"))
+            .arg(command)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3 runs the fake model");
+        let started = Instant::now();
+        let port = loop {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                break port;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the fake model listens"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            dir,
+        }
+    }
+
+    /// The `tool_result` the model received: what ran, or why not.
+    fn told(&self) -> Value {
+        let log = std::fs::read_to_string(self.dir.path().join("told")).expect("a tool_result");
+        serde_json::from_str(log.lines().last().expect("one line")).expect("JSON")
+    }
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `claude -p` in `project` against `model`, headless, with a throwaway home.
+fn run_claude(
+    claude: &std::path::Path,
+    project: &std::path::Path,
+    home: &std::path::Path,
+    model: &FakeModel,
+) -> Child {
+    Command::new(claude)
+        .args(["-p", "Run the command.", "--output-format", "json"])
+        .current_dir(project)
+        .env("HOME", home)
+        .env("ANTHROPIC_BASE_URL", &model.url)
+        .env("ANTHROPIC_API_KEY", "sk-ant-fake")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env_remove("ASSENT_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("claude starts")
+}
+
+/// Claude Code's JSON result, once it finished.
+fn claude_result(child: Child) -> Value {
+    let out = child.wait_with_output().expect("claude ends");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("claude's JSON result")
+}
+
+#[test]
+fn the_real_claude_code_runs_what_assent_allows_and_obeys_a_persons_word() {
+    let Some(claude) = claude_code() else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let dir = project.path().to_str().expect("a path");
+    let ok = |out: std::process::Output| {
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    ok(cli.run(&[
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        &agent(0),
+        "--project",
+        dir,
+    ]));
+    ok(cli.run(&["agent", "allow", &agent(0), "Bash(echo *)"]));
+    ok(cli.run(&["agent", "deny", &agent(0), "Bash(rm *)"]));
+
+    // Allowed by a rule: the command runs and the model reads its output.
+    let model = FakeModel::start("echo hello-from-bash");
+    let result = claude_result(run_claude(&claude, project.path(), home.path(), &model));
+    assert_eq!(result["permission_denials"], json!([]));
+    assert_eq!(model.told()["content"], "hello-from-bash");
+
+    // Denied by a rule: Claude Code lists the denial and the model reads our reason
+    // (not a failed hook's usage error).
+    let model = FakeModel::start("rm -rf build");
+    let result = claude_result(run_claude(&claude, project.path(), home.path(), &model));
+    assert_eq!(
+        result["permission_denials"][0]["tool_input"]["command"],
+        "rm -rf build"
+    );
+    let told = model.told();
+    let reason = told["content"].as_str().expect("a reason");
+    assert!(
+        reason.contains("Denied by policy: Tool Bash is denied by policy"),
+        "{reason}"
+    );
+    assert_eq!(told["is_error"], true);
+
+    // Asked: a person confirms, edits or rejects from another process.
+    for (command, person) in [
+        ("touch confirmed.txt", Person::Confirms),
+        ("touch proposed.txt", Person::Edits),
+        ("touch rejected.txt", Person::Rejects),
+    ] {
+        let model = FakeModel::start(command);
+        let running = run_claude(&claude, project.path(), home.path(), &model);
+        let set = cli.set_of(&agent(0));
+        let decided = match person {
+            Person::Confirms => cli.run(&["confirm", &set, "0"]),
+            Person::Edits => cli.run(&[
+                "edit",
+                &set,
+                "0",
+                "--args",
+                r#"{"command":"touch edited.txt","description":"Run the command"}"#,
+            ]),
+            Person::Rejects => cli.run(&["reject", &set, "0", "--reason", "not in this repo"]),
+        };
+        ok(decided);
+        let result = claude_result(running);
+        let told = model.told();
+        match person {
+            Person::Confirms => {
+                assert_eq!(result["permission_denials"], json!([]), "{command}");
+                assert!(project.path().join("confirmed.txt").exists(), "{told}");
+            }
+            Person::Edits => {
+                assert!(
+                    project.path().join("edited.txt").exists(),
+                    "the person's command ran: {told}"
+                );
+                assert!(!project.path().join("proposed.txt").exists(), "{told}");
+            }
+            Person::Rejects => {
+                assert!(!project.path().join("rejected.txt").exists(), "{told}");
+                let reason = told["content"].as_str().expect("a reason");
+                assert!(
+                    reason.contains("Rejected by the user: not in this repo"),
+                    "{reason}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,499 @@
+//! The engine's side of a hook event: the call routed through the agent's rules by the
+//! engine's own wake (the one decision point of every door), a queued call waited for
+//! through the change feed, and the person's decision turned into an [`Answer`].
+//!
+//! The coding agent runs its tools itself; Assent's part of a call is the permission.
+//! So every tool of an agent's hook is a tool of one host per agent
+//! ([`hook_host`]) whose handler runs nothing and records that the agent may run the
+//! call ([`ALLOWED`]). A call the rules allow is "run" (allowed and audited) in the
+//! wake; a confirmed one becomes a job of that host, which the waiting hook (or, after
+//! `--on-timeout deny`, the retried call) claims by its id (`Engine::run_job`), so the
+//! permission is handed out and audited once.
+
+use crate::{Answer, HookError, HookEvent, Phase};
+use assent_changeset::{ToolArguments, ToolCall, reply};
+use assent_confirm::{Engine, HostError, SimpleHost, WakeRequest};
+use assent_domain::{
+    ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, canonical_json, head_and_tail,
+};
+use assent_store::jobs::{self, JobStatus};
+use assent_store::{AnyConnection, Store, agents, audit, change_sets, host_tools};
+use assent_tools::{
+    AuditKind, AuditRecord, BoxFuture, ToolInvocation, ToolMode, ToolRegistry, ToolSpec,
+};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The kind of a hook call's target: the workspace (the event's `cwd`) the agent works in.
+pub const TARGET_KIND: &str = "workspace";
+
+/// The category of a workspace unless `--category` says otherwise.
+pub const DEFAULT_CATEGORY: &str = "code";
+
+/// What the hook host's handler records for a call it lets the agent run: the run is
+/// the agent's own.
+pub const ALLOWED: &str = "Allowed: the coding agent runs the call itself.";
+
+/// The reason of a queued call withdrawn when nobody answered in time and the agent's
+/// own prompt took over (`--on-timeout ask`).
+pub const ANSWERED_IN_CLIENT: &str = "answered in the client";
+
+/// How long one look at a waited-for set lasts before the hook checks its job.
+const WAIT_SLICE: Duration = Duration::from_millis(250);
+
+/// What to do when nobody decided in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnTimeout {
+    /// Withdraw the item and let the agent's own prompt ask (deny where it cannot ask).
+    Ask,
+    /// Deny, naming the set: a retry of the same call once a person confirmed it is
+    /// allowed once.
+    Deny,
+}
+
+/// How a hook answers for one agent.
+#[derive(Debug, Clone)]
+pub struct HookOptions {
+    /// The agent kind, for the dialect and whether it can ask.
+    pub kind: crate::AgentKind,
+    /// The Assent agent whose rules decide.
+    pub agent: String,
+    /// The workspace's category, checked against the agent's allowlist.
+    pub category: String,
+    /// How long a queued call waits for a person.
+    pub wait: Duration,
+    /// What happens when nobody decided in time.
+    pub on_timeout: OnTimeout,
+}
+
+/// A few seconds under each agent's own default hook timeout (after which the agent
+/// goes on without the hook, or blocks where told to).
+pub fn default_wait(kind: crate::AgentKind) -> Duration {
+    use crate::AgentKind;
+    Duration::from_secs(match kind {
+        AgentKind::ClaudeCode | AgentKind::Codex => 590,
+        AgentKind::Gemini => 55,
+        AgentKind::Cursor | AgentKind::Copilot | AgentKind::Vscode => 25,
+    })
+}
+
+/// The host of agent `agent`'s hook calls: `hook_` and the agent's name, ASCII letters
+/// and digits kept, `_` doubled, any other character as `_`, its code point in hex,
+/// `_` (so two agents never share a host, and never claim each other's jobs).
+pub fn hook_host(agent: &str) -> String {
+    let mut out = String::from("hook_");
+    for c in agent.chars() {
+        match c {
+            '_' => out.push_str("__"),
+            c if c.is_ascii_alphanumeric() => out.push(c),
+            c => out.push_str(&format!("_{:x}_", u32::from(c))),
+        }
+    }
+    out
+}
+
+/// The decision about `event` (a before event or Codex's permission request) for
+/// the agent of `options`: see the module documentation.
+#[tracing::instrument(skip_all, fields(kind = %options.kind, agent = %options.agent, tool = %event.tool_name, cwd = %event.cwd))]
+pub async fn decide(
+    store: &Store,
+    options: &HookOptions,
+    event: &HookEvent,
+) -> Result<Answer, HookError> {
+    debug_assert!(event.phase != Phase::After);
+    let engine = engine(store, options, &event.tool_name).await?;
+    let target = Target::new(TARGET_KIND, event.cwd.clone());
+    if let Some(set) = released_to_retry(&engine, options, &target, event).await? {
+        tracing::info!(change_set = %set, "a retry after a person confirmed: allowed once");
+        return Ok(Answer::Allow {
+            updated_input: None,
+            reason: Some(format!("Confirmed in Assent (change set {set})")),
+        });
+    }
+    let run_key = run_key(event);
+    let call = ToolCall {
+        id: event
+            .tool_use_id
+            .clone()
+            .unwrap_or_else(|| "call-1".to_owned()),
+        name: event.tool_name.clone(),
+        arguments: ToolArguments::Value(event.tool_input.clone()),
+    };
+    let request = WakeRequest::new(options.agent.clone(), target.clone(), run_key, vec![call]);
+    let wake = engine
+        .wakes()
+        .wake(request, OffsetDateTime::now_utc())
+        .await?;
+    let said = wake
+        .responses
+        .first()
+        .map(|r| r.content.clone())
+        .unwrap_or_default();
+    if let Some(set) = wake.change_set {
+        tracing::info!(change_set = %set.id, "queued for a person");
+        return wait_for(&engine, options, set.id, 0).await;
+    }
+    if said == reply::DUPLICATE
+        && let Some((set, index)) = waiting(store, options, &target, event).await?
+    {
+        tracing::info!(change_set = %set, "joined an identical call that waits");
+        return wait_for(&engine, options, set, index).await;
+    }
+    if said == ALLOWED {
+        tracing::info!("allowed by the rules");
+        return Ok(Answer::Allow {
+            updated_input: None,
+            reason: None,
+        });
+    }
+    // Anything else refused the call: a rule, the category, the arguments, a recent
+    // rejection. Whatever it is, it is never an allow.
+    tracing::info!(%said, "refused");
+    Ok(Answer::Deny { reason: said })
+}
+
+/// The run key of a call: `hook:SESSION:TOOL_USE_ID` when the agent names its call, so
+/// the after event's audit record carries the same key as the decision's; otherwise a
+/// fresh one.
+fn run_key(event: &HookEvent) -> String {
+    match &event.tool_use_id {
+        Some(id) => format!("hook:{}:{id}", event.session_id.as_deref().unwrap_or("-")),
+        None => format!("hook:{}", Uuid::new_v4()),
+    }
+}
+
+/// How much of what a tool answered an after event's audit record keeps (its head and
+/// its tail).
+const RAN_DETAIL_CHARS: usize = 2_000;
+
+/// Records an after event (`PostToolUse`, `afterShellExecution`, `AfterTool`) in the
+/// audit trail through the store's own audit function: a result record of the agent's
+/// run key ([`run_key`], so it is linked to the decision by `tool_use_id`), with what
+/// the tool answered. The agent must exist; its rules are not asked (the call ran).
+#[tracing::instrument(skip_all, fields(kind = %options.kind, agent = %options.agent, tool = %event.tool_name))]
+pub async fn record_ran(
+    store: &Store,
+    options: &HookOptions,
+    event: &HookEvent,
+) -> Result<(), HookError> {
+    let now = OffsetDateTime::now_utc();
+    let run_key = run_key(event);
+    let response = event.tool_response.clone().unwrap_or(Value::Null);
+    let failed = response.get("is_error").and_then(Value::as_bool) == Some(true)
+        || response.get("error").is_some_and(|e| !e.is_null());
+    let shown = match &response {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let record = AuditRecord {
+        operation_id: OperationId::derive(
+            &run_key,
+            &event.tool_name,
+            &event.tool_input,
+            &[event.cwd.as_str()],
+        ),
+        run_key,
+        tool_name: event.tool_name.clone(),
+        agent_id: options.agent.clone(),
+        target_kind: TARGET_KIND.to_owned(),
+        target_id: event.cwd.clone(),
+        kind: AuditKind::Result,
+        args: event.tool_input.clone(),
+        success: Some(!failed),
+        detail: Some(format!(
+            "ran in {}: {}",
+            options.kind,
+            head_and_tail(&shown, RAN_DETAIL_CHARS)
+        )),
+        vector_clock: None,
+        created_at: now,
+        allowed_by: None,
+    };
+    let mut tx = store.begin_write().await?;
+    if agents::policy(&mut tx, &options.agent).await?.is_none() {
+        return Err(HookError::Confirm(
+            assent_confirm::ConfirmError::UnknownAgent(options.agent.clone()),
+        ));
+    }
+    audit::insert(&mut tx, &record).await?;
+    tx.commit().await?;
+    tracing::info!("what ran is in the audit trail");
+    Ok(())
+}
+
+/// The engine of the agent's hook host: every tool it has met so far and `tool`, each
+/// deferred unless a rule says otherwise, with the same generic schema (any object),
+/// summarised as the agents show them.
+async fn engine(store: &Store, options: &HookOptions, tool: &str) -> Result<Engine, HookError> {
+    let host_name = hook_host(&options.agent);
+    let mut names: BTreeSet<String> = {
+        let mut conn = store
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?;
+        host_tools::for_host(&mut conn, &host_name)
+            .await?
+            .into_iter()
+            .map(|tool| tool.tool_name)
+            .collect()
+    };
+    names.insert(tool.to_owned());
+    let mut registry = ToolRegistry::new();
+    let mut host = SimpleHost::new(host_name);
+    for name in names {
+        registry.register(
+            ToolSpec::new(
+                name.clone(),
+                "A tool of a coding agent, ruled on through its hook",
+                ToolMode::Deferred,
+                json!({"type": "object"}),
+            )
+            .with_summary(crate::summary::summary),
+        )?;
+        host = host.handle(name, allowed);
+    }
+    let category = options.category.clone();
+    let host = host.category(move |_conn, _target| {
+        let category = category.clone();
+        Box::pin(async move { Ok(Some(category)) })
+    });
+    let host = crate::workspace::WorkspaceHost(host);
+    Ok(Engine::open(store.clone(), Arc::new(registry), Arc::new(host)).await?)
+}
+
+/// The hook host's handler: the agent runs the call, Assent records that it may.
+fn allowed<'a>(
+    _conn: &'a mut AnyConnection,
+    _call: &'a ToolInvocation,
+) -> BoxFuture<'a, Result<&'static str, HostError>> {
+    Box::pin(async { Ok(ALLOWED) })
+}
+
+/// A retried call (`--on-timeout deny` told it to come back) whose identical item a
+/// person confirmed since: its job, claimed by this call alone ([`Engine::run_job`]:
+/// one claim wins), is the permission, handed out once; the set's id, or `None`.
+async fn released_to_retry(
+    engine: &Engine,
+    options: &HookOptions,
+    target: &Target,
+    event: &HookEvent,
+) -> Result<Option<Uuid>, HookError> {
+    let approved = {
+        let mut conn = engine
+            .store()
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?;
+        jobs::approved_of(&mut conn, engine.host().name(), &options.agent, target).await?
+    };
+    let wanted = canonical_json(&event.tool_input);
+    for job in approved {
+        if job.tool_name != event.tool_name || canonical_json(&job.args) != wanted {
+            continue;
+        }
+        let run = engine.run_job(job.id, OffsetDateTime::now_utc()).await?;
+        if run.applied == 1 {
+            return Ok(Some(job.change_set_id));
+        }
+    }
+    Ok(None)
+}
+
+/// The open item of this agent on `target` with the event's tool and input (the one an
+/// identical call is waiting for), as its set and index.
+async fn waiting(
+    store: &Store,
+    options: &HookOptions,
+    target: &Target,
+    event: &HookEvent,
+) -> Result<Option<(Uuid, usize)>, HookError> {
+    let mut conn = store
+        .pool()
+        .acquire()
+        .await
+        .map_err(assent_store::StoreError::from)?;
+    let sets = change_sets::pending(
+        &mut conn,
+        &change_sets::PendingFilter {
+            target: Some(target.clone()),
+            agent_id: Some(options.agent.clone()),
+            limit: None,
+        },
+    )
+    .await?;
+    let wanted = canonical_json(&event.tool_input);
+    Ok(sets.iter().find_map(|set| {
+        set.items
+            .iter()
+            .position(|item| {
+                item.tool_name == event.tool_name
+                    && matches!(
+                        item.status,
+                        ChangeItemStatus::Pending | ChangeItemStatus::Deferred
+                    )
+                    && canonical_json(&item.args) == wanted
+            })
+            .map(|index| (set.id, index))
+    }))
+}
+
+/// Waits for a person's decision about item `index` of set `set` up to the hook's
+/// wait, woken by the change feed; a confirmed item's job is claimed here (the
+/// permission handed out once) before the answer is allow.
+async fn wait_for(
+    engine: &Engine,
+    options: &HookOptions,
+    set: Uuid,
+    index: usize,
+) -> Result<Answer, HookError> {
+    let deadline = Instant::now() + options.wait;
+    let confirmations = engine.confirmations();
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let outcome = confirmations
+            .wait_outcome(set, remaining.min(WAIT_SLICE))
+            .await?;
+        let Some(item) = outcome.items.get(index) else {
+            return Ok(Answer::Deny {
+                reason: format!("Change set {set} has no item {index}"),
+            });
+        };
+        let edited = item.decision.as_ref().and_then(|d| d.edited_args.clone());
+        let reason = item.decision.as_ref().and_then(|d| d.reason.clone());
+        match item.status {
+            ChangeItemStatus::Pending | ChangeItemStatus::Deferred => {
+                // A held confirmation: its job waits out the window with the item still
+                // open; claimed here once due (nothing else runs this host's jobs).
+                if let Some(run) = item
+                    .run
+                    .as_ref()
+                    .filter(|run| run.status == JobStatus::Approved)
+                {
+                    if remaining.is_zero() {
+                        return Ok(Answer::Deny {
+                            reason: format!(
+                                "Confirmed in Assent (change set {set}) but held until its window ends; retry the same call then"
+                            ),
+                        });
+                    }
+                    engine
+                        .run_job(run.job_id, OffsetDateTime::now_utc())
+                        .await?;
+                    continue;
+                }
+                if remaining.is_zero() {
+                    return timed_out(engine, options, set, index).await;
+                }
+            }
+            ChangeItemStatus::Rejected => {
+                tracing::info!(change_set = %set, "rejected by a person");
+                return Ok(Answer::Deny {
+                    reason: reply::waited_rejected(reason.as_deref()),
+                });
+            }
+            // Another identical call waited too and handed it to the agent's prompt.
+            ChangeItemStatus::Retracted
+                if reason.as_deref() == Some(ANSWERED_IN_CLIENT) && options.kind.can_ask() =>
+            {
+                return Ok(Answer::Ask {
+                    reason: format!(
+                        "Nobody answered in Assent in time; change set {set} was withdrawn, so you decide here"
+                    ),
+                });
+            }
+            ChangeItemStatus::Retracted => {
+                return Ok(Answer::Deny {
+                    reason: format!(
+                        "The call was withdrawn from change set {set} ({})",
+                        reason.as_deref().unwrap_or("no reason given")
+                    ),
+                });
+            }
+            ChangeItemStatus::Confirmed => {
+                let status = item.run.as_ref().map(|run| run.status);
+                match status {
+                    None | Some(JobStatus::Applied) => {
+                        tracing::info!(change_set = %set, edited = edited.is_some(), "confirmed by a person");
+                        return Ok(Answer::Allow {
+                            updated_input: edited,
+                            reason: Some(format!("Confirmed in Assent (change set {set})")),
+                        });
+                    }
+                    Some(JobStatus::Approved | JobStatus::Running) if remaining.is_zero() => {
+                        return Ok(Answer::Deny {
+                            reason: format!(
+                                "Confirmed in Assent (change set {set}) but not yet released (a hold window); retry the same call later"
+                            ),
+                        });
+                    }
+                    Some(JobStatus::Approved | JobStatus::Running) => {
+                        if let Some(run) = &item.run {
+                            engine
+                                .run_job(run.job_id, OffsetDateTime::now_utc())
+                                .await?;
+                        }
+                    }
+                    Some(JobStatus::Failed | JobStatus::InDoubt | JobStatus::Retracted) => {
+                        let error = item.run.as_ref().and_then(|run| run.last_error.clone());
+                        return Ok(Answer::Deny {
+                            reason: reply::waited_failed(error.as_deref()),
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Nobody decided in time: the agent's own prompt takes over (the item withdrawn,
+/// "answered in the client"), or the call is denied naming the set.
+async fn timed_out(
+    engine: &Engine,
+    options: &HookOptions,
+    set: Uuid,
+    index: usize,
+) -> Result<Answer, HookError> {
+    let waited = options.wait.as_secs();
+    if options.on_timeout == OnTimeout::Ask && options.kind.can_ask() {
+        let withdrawn = engine
+            .confirmations()
+            .by(format!("{}-client", options.kind))
+            .withdraw_item(set, index, ANSWERED_IN_CLIENT, OffsetDateTime::now_utc())
+            .await;
+        match withdrawn {
+            Ok(_) => {
+                tracing::info!(change_set = %set, "nobody answered: handed to the agent's prompt");
+                return Ok(Answer::Ask {
+                    reason: format!(
+                        "Nobody answered in Assent within {waited} s; change set {set} was withdrawn, so you decide here"
+                    ),
+                });
+            }
+            // Decided at the last moment: the decision stands.
+            Err(assent_confirm::ConfirmError::Conflict(_)) => {
+                return Box::pin(wait_for(
+                    engine,
+                    &HookOptions {
+                        wait: Duration::ZERO,
+                        ..options.clone()
+                    },
+                    set,
+                    index,
+                ))
+                .await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    tracing::info!(change_set = %set, "nobody answered: denied for now");
+    Ok(Answer::Deny {
+        reason: format!(
+            "Waiting for a person's review in Assent (change set {set}); retry the same call after the person confirms it"
+        ),
+    })
+}

@@ -1,0 +1,42 @@
+//! `assent hook`: a person in front of the tools of the coding agents people already
+//! run (Claude Code, Codex, Cursor, Copilot, VS Code, Gemini CLI), through the hook
+//! each of them calls before a tool runs and obeys.
+//!
+//! - [`parse`] reads one event of an agent's hook (untrusted input: refused with the
+//!   reason when malformed, never allowed), pure.
+//! - [`decide`] routes the call through the agent's rules with the engine's own wake
+//!   (the one decision point of every door), queues what needs a person, and waits
+//!   for the decision through the change feed ([`gate`]'s documentation).
+//! - [`record_ran`] writes an after event (what ran) into the audit trail, linked to
+//!   the decision by the agent's `tool_use_id`.
+//! - [`render`] answers in the agent's dialect, with only the fields it documents,
+//!   pure.
+//!
+//! - [`default_wait`]: how long a call waits for a person by default, a few seconds
+//!   under each agent's own hook timeout.
+//! - (feature `http`) `http::routes`: `POST /api/hooks/{kind}` on `assent serve`, the
+//!   same code behind an agent token.
+//!
+//! **Architecture Invariant:** no decision of its own: allow, ask and deny come from
+//! the engine's wake, a person's answer from the confirmation service; every failure
+//! is a denial or a blocking exit, never an allow.
+
+mod answer;
+mod error;
+mod event;
+mod gate;
+#[cfg(feature = "http")]
+pub mod http;
+pub mod install;
+mod kind;
+mod summary;
+mod workspace;
+
+pub use answer::{Answer, Reply, refusal, render};
+pub use error::HookError;
+pub use event::{CURSOR_SHELL_TOOL, HookEvent, MAX_EVENT_BYTES, Phase, parse};
+pub use gate::{
+    ALLOWED, ANSWERED_IN_CLIENT, DEFAULT_CATEGORY, HookOptions, OnTimeout, TARGET_KIND, decide,
+    default_wait, hook_host, record_ran,
+};
+pub use kind::AgentKind;
