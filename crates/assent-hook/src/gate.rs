@@ -172,7 +172,7 @@ const RAN_DETAIL_CHARS: usize = 2_000;
 /// Records an after event (`PostToolUse`, `afterShellExecution`, `AfterTool`) in the
 /// audit trail through the store's own audit function: a result record of the agent's
 /// run key ([`run_key`], so it is linked to the decision by `tool_use_id`), with what
-/// the tool answered. The agent must exist; its rules are not asked (the call ran).
+/// the tool answered and no `success` (the agent ran it, not Assent). The agent must exist; its rules are not asked (the call ran).
 #[tracing::instrument(skip_all, fields(kind = %options.kind, agent = %options.agent, tool = %event.tool_name))]
 pub async fn record_ran(
     store: &Store,
@@ -202,10 +202,14 @@ pub async fn record_ran(
         target_id: event.cwd.clone(),
         kind: AuditKind::Result,
         args: event.tool_input.clone(),
-        success: Some(!failed),
+        // What the agent reports it ran, not an effect Assent ran: the effect the
+        // proof (`audit verify`) checks is the permission this call got before it ran
+        // (its own record, of the same run key), so this one leaves `success` unset.
+        success: None,
         detail: Some(format!(
-            "ran in {}: {}",
+            "ran in {}{}: {}",
             options.kind,
+            if failed { " (failed)" } else { "" },
             head_and_tail(&shown, RAN_DETAIL_CHARS)
         )),
         vector_clock: None,

@@ -213,6 +213,17 @@ fn rule_then_hook(rule: &str) {
         };
         assert_eq!(answered(child), expected, "{name}");
     }
+    proven(&cli);
+}
+
+/// `assent audit verify` holds on the database the hooks wrote (issue 38).
+fn proven(cli: &Cli) {
+    let out = cli.run(&["audit", "verify"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        code(&out) == 0 && stdout.starts_with("verified: "),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -500,6 +511,7 @@ fn an_after_event_records_what_ran_linked_to_the_decision_and_answers_nothing() 
         })
     };
     assert!(ran("Shell") && ran("run_shell_command"), "{audit}");
+    proven(&cli);
 
     // An agent Assent does not know records nothing and says so.
     let out = cli
