@@ -129,7 +129,7 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     let noticing = args
         .notify
         .then(|| tokio::spawn(notices(store.clone(), notices_stopped)));
-    let served = server.run(listener, shutdown_signal()).await;
+    let served = server.run(listener, assent_server::shutdown_signal()).await;
     let _ = stop_notices.send(());
     if let Some(noticing) = noticing
         && let Err(error) = noticing.await
@@ -201,28 +201,4 @@ fn print_now(text: &str) {
     let _ = stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush());
-}
-
-/// Completes on ctrl-c or, on Unix, SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
 }

@@ -260,7 +260,7 @@ where
                 waited = server.waiting() => waited
                     .map(|_| ())
                     .map_err(|e| McpError::Client(e.to_string())),
-                () = stop_signal() => Ok(()),
+                () = assent_server::shutdown_signal() => Ok(()),
             },
         },
         Downstream::Http(http) => serve_http(store, agent, handler, http).await,
@@ -327,31 +327,7 @@ where
         assent_server::accept_loop(listener, router, http.limits, std::future::pending(), || {});
     tokio::select! {
         served = served => served.map_err(|e| McpError::Client(e.to_string())),
-        () = stop_signal() => Ok(()),
-    }
-}
-
-/// Resolves on ctrl-c, or on SIGTERM on Unix.
-async fn stop_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
+        () = assent_server::shutdown_signal() => Ok(()),
     }
 }
 

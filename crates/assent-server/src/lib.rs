@@ -414,6 +414,31 @@ impl Server {
     }
 }
 
+/// Completes on ctrl-c or, on Unix, SIGTERM: the stop of `assent serve` and of the MCP
+/// gateway alike (a service manager's stop is SIGTERM).
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}
+
 /// The accept loop of `assent serve`, and of every other door served over HTTP (`assent
 /// mcp --http`): `app` on `listener`, one HTTP/1 connection per task, at most
 /// [`ServerLimits::max_connections`] at once (further ones wait in the listen queue),
