@@ -675,15 +675,10 @@ fn effects_consented(
             .filter(|v| !v.is_null())
             .unwrap_or(&decision["args"]);
         // Who consented: the decision's person, or the approvals of what ran.
-        let needed = input
-            .run_keys
-            .keys()
-            .find(|set| set.to_string() == item.0)
-            .and_then(|set| {
-                input
-                    .quorums
-                    .get(&(*set, usize::try_from(item.1).unwrap_or(usize::MAX)))
-            })
+        let needed = Uuid::parse_str(&item.0)
+            .ok()
+            .zip(usize::try_from(item.1).ok())
+            .and_then(|key| input.quorums.get(&key))
             .copied()
             .unwrap_or(1);
         let job = jobs_by_operation.get(operation);
