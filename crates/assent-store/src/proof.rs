@@ -31,7 +31,7 @@ use crate::chain::{self, ChainEntry, EntryKind, GENESIS, Head};
 use crate::jobs::{self, Job, JobStatus};
 use crate::{StoreError, approvals, audit, decisions, delegation, timefmt};
 use assent_domain::{OperationId, canonical_json};
-use assent_tools::{AuditKind, name_matches};
+use assent_tools::{AuditKind, CallContext, Coverage, call_covers, name_matches};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::{AnyConnection, Row};
@@ -648,7 +648,11 @@ fn effects_consented(
                 );
                 continue;
             };
-            if let Some(problem) = unasked_problem(rules, allowed_by, tool, at) {
+            let call = CallContext {
+                args: &record["args"],
+                target_id: record["targetId"].as_str().unwrap_or_default(),
+            };
+            if let Some(problem) = unasked_problem(rules, allowed_by, tool, Some(call), at) {
                 fail(violations, ProofRule::Consent, problem);
             }
             continue;
@@ -859,7 +863,13 @@ fn item_key(content: &Value) -> (String, u64) {
 /// entry then in force, or `None` when it was: what the audit says allowed it (a rule
 /// of that pattern, or the tool's own mode) must be in force, and no rule in force
 /// may ask about or deny the tool (deny and ask win over allow).
-fn unasked_problem(rules: &Value, allowed_by: &Value, tool: &str, at: &str) -> Option<String> {
+fn unasked_problem(
+    rules: &Value,
+    allowed_by: &Value,
+    tool: &str,
+    call: Option<CallContext<'_>>,
+    at: &str,
+) -> Option<String> {
     let in_force = |rule: &&Value| {
         rule["expiresAt"]
             .as_str()
@@ -871,7 +881,11 @@ fn unasked_problem(rules: &Value, allowed_by: &Value, tool: &str, at: &str) -> O
         .unwrap_or_default();
     let strictest = list
         .iter()
-        .filter(|r| name_matches(r["pattern"].as_str().unwrap_or_default(), tool))
+        // As the engine routes: a pattern that cannot tell (a chained command) counts
+        // for ask and deny, never for allow.
+        .filter(|r| {
+            call_covers(r["pattern"].as_str().unwrap_or_default(), tool, call) != Coverage::No
+        })
         .filter_map(|r| r["action"].as_str())
         .filter(|a| *a == "deny" || *a == "ask")
         .max_by_key(|a| *a == "deny");
@@ -883,7 +897,9 @@ fn unasked_problem(rules: &Value, allowed_by: &Value, tool: &str, at: &str) -> O
     if let Some(rule) = allowed_by.get("rule") {
         let pattern = rule["pattern"].as_str().unwrap_or_default();
         let found = list.iter().any(|r| {
-            r["pattern"] == pattern && r["action"] == "allow" && name_matches(pattern, tool)
+            r["pattern"] == pattern
+                && r["action"] == "allow"
+                && call_covers(pattern, tool, call) == Coverage::Yes
         });
         return (!found).then(|| format!("an allow rule {pattern:?} for {tool} in force when it ran (the agent's rules then had none)"));
     }
@@ -905,24 +921,56 @@ mod tests {
         let rules = json!({"rules": [{"pattern": "add_*", "action": "allow"}]});
         let by_rule = json!({"rule": {"pattern": "add_*", "action": "allow"}});
         assert_eq!(
-            unasked_problem(&rules, &by_rule, "add_item", "2026-01-01T00:00:00.000000Z"),
+            unasked_problem(
+                &rules,
+                &by_rule,
+                "add_item",
+                None,
+                "2026-01-01T00:00:00.000000Z"
+            ),
             None
         );
         let other = json!({"rule": {"pattern": "del_*", "action": "allow"}});
-        assert!(unasked_problem(&rules, &other, "add_item", "2026").is_some());
+        assert!(unasked_problem(&rules, &other, "add_item", None, "2026").is_some());
         let denied = json!({"rules": [{"pattern": "add_*", "action": "allow"}, {"pattern": "add_item", "action": "deny"}]});
-        assert!(unasked_problem(&denied, &by_rule, "add_item", "2026").is_some());
+        assert!(unasked_problem(&denied, &by_rule, "add_item", None, "2026").is_some());
         let mode = json!({"mode": "immediate"});
         assert_eq!(
-            unasked_problem(&json!({"rules": []}), &mode, "x", "2026"),
+            unasked_problem(&json!({"rules": []}), &mode, "x", None, "2026"),
             None
         );
         let asked = json!({"rules": [{"pattern": "*", "action": "ask"}]});
-        assert!(unasked_problem(&asked, &mode, "x", "2026").is_some());
+        assert!(unasked_problem(&asked, &mode, "x", None, "2026").is_some());
         let expired = json!({"rules": [{"pattern": "x", "action": "allow", "expiresAt": "2025-01-01T00:00:00.000000Z"}]});
         let by_x = json!({"rule": {"pattern": "x", "action": "allow"}});
-        assert!(unasked_problem(&expired, &by_x, "x", "2026-01-01T00:00:00.000000Z").is_some());
-        assert!(unasked_problem(&rules, &Value::Null, "add_item", "2026").is_some());
+        assert!(
+            unasked_problem(&expired, &by_x, "x", None, "2026-01-01T00:00:00.000000Z").is_some()
+        );
+        assert!(unasked_problem(&rules, &Value::Null, "add_item", None, "2026").is_some());
+    }
+
+    #[test]
+    fn an_argument_pattern_allows_only_the_calls_it_covers() {
+        let rules = json!({"rules": [{"pattern": "Bash(git status*)", "action": "allow"}]});
+        let by_rule = json!({"rule": {"pattern": "Bash(git status*)", "action": "allow"}});
+        let call = |command: &str| json!({"command": command});
+        let (status, removal, chained) = (
+            call("git status -s"),
+            call("rm -rf /"),
+            call("git status; rm -rf /"),
+        );
+        let context = |args| {
+            Some(CallContext {
+                args,
+                target_id: "/work",
+            })
+        };
+        assert_eq!(
+            unasked_problem(&rules, &by_rule, "Bash", context(&status), "2026"),
+            None
+        );
+        assert!(unasked_problem(&rules, &by_rule, "Bash", context(&removal), "2026").is_some());
+        assert!(unasked_problem(&rules, &by_rule, "Bash", context(&chained), "2026").is_some());
     }
 
     fn entry(seq: u64, prev: &str, kind: &str, subject: &str, content: &Value) -> ChainEntry {
