@@ -21,10 +21,7 @@ pub fn approval_digest(
         "fingerprint": fingerprint,
         "definition": definition,
     });
-    Sha256::digest(canonical_json(&action).as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    crate::lower_hex(&Sha256::digest(canonical_json(&action).as_bytes()))
 }
 
 #[cfg(test)]

@@ -36,13 +36,7 @@ impl OperationId {
         for target in targets {
             field(target.as_bytes());
         }
-        let digest = hasher.finalize();
-        let mut hex = String::with_capacity(64);
-        for byte in digest.iter() {
-            hex.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
-            hex.push(char::from_digit(u32::from(byte & 0xf), 16).unwrap_or('0'));
-        }
-        Self(hex)
+        Self(crate::lower_hex(&hasher.finalize()))
     }
 
     /// The id of confirming item `item_index` of change set `change_set_id`: unique to

@@ -10,18 +10,13 @@
 
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
 /// The most bytes of UTF-8 a stored result text takes, its marker included.
 pub const MAX_STORED_RESULT_BYTES: usize = 64 * 1024;
 
 /// The SHA-256 of `text`, in lowercase hex.
 fn sha256_hex(text: &str) -> String {
-    let mut hex = String::with_capacity(64);
-    for byte in Sha256::digest(text.as_bytes()) {
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
+    crate::lower_hex(&Sha256::digest(text.as_bytes()))
 }
 
 /// What ends a cut text: the whole text's size in bytes and its SHA-256.

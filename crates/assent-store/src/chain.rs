@@ -146,15 +146,7 @@ pub fn entry_hash(
         hasher.update(format!("{}:", part.len()).as_bytes());
         hasher.update(part.as_bytes());
     }
-    hex(&hasher.finalize())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(64), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    })
+    assent_domain::lower_hex(&hasher.finalize())
 }
 
 /// Where a device's chain stands: what to write down, publish or send.

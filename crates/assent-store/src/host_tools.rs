@@ -105,10 +105,7 @@ fn pinned_fields(definition: &Value) -> Value {
 }
 
 fn sha256_hex(pinned: &Value) -> String {
-    Sha256::digest(canonical_json(pinned).as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    assent_domain::lower_hex(&Sha256::digest(canonical_json(pinned).as_bytes()))
 }
 
 /// A tool as a host lists it now.

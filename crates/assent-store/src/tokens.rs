@@ -90,10 +90,7 @@ const SECRET_PREFIX: &str = "assent_";
 
 /// The SHA-256 of a secret, as lowercase hex: what the database keeps.
 fn secret_hash(secret: &str) -> String {
-    Sha256::digest(secret.as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    assent_domain::lower_hex(&Sha256::digest(secret.as_bytes()))
 }
 
 /// Makes a token. An agent token needs `agent_id`, naming an agent that exists; the

@@ -107,17 +107,16 @@ pub fn slack_signature(signing_secret: &str, timestamp: &str, body: &[u8]) -> St
     mac.update(timestamp.as_bytes());
     mac.update(b":");
     mac.update(body);
-    format!("v0={}", hex(&mac.finalize().into_bytes()))
+    format!(
+        "v0={}",
+        assent_domain::lower_hex(&mac.finalize().into_bytes())
+    )
 }
 
 /// The digest an accepted payload is remembered by (its signature's), so that the same
 /// request sent again is refused.
 pub fn payload_digest(signature: &str) -> String {
-    hex(&Sha256::digest(signature.as_bytes()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    assent_domain::lower_hex(&Sha256::digest(signature.as_bytes()))
 }
 
 fn hex_bytes(text: &str) -> Option<Vec<u8>> {
@@ -627,7 +626,7 @@ impl SlackPoster {
                 public_url: settings.public_url.as_deref(),
             },
         );
-        let shown = hex(&Sha256::digest(message.to_string().as_bytes()));
+        let shown = assent_domain::lower_hex(&Sha256::digest(message.to_string().as_bytes()));
         match posted {
             None => {
                 let open = set.items.iter().any(|item| item.status.is_open());
