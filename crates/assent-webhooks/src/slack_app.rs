@@ -551,15 +551,24 @@ impl SlackPoster {
         }
     }
 
-    /// One look: the sets written since the last (on the first, every open set), each
-    /// posted or rewritten as needed. How many messages were posted or rewritten.
-    pub async fn tick(&mut self, now: OffsetDateTime) -> Result<usize, WebhookError> {
-        let mut conn = self
+    /// A pooled connection for reads and single statements (no transaction: Slack is
+    /// called between them).
+    async fn connection(
+        &self,
+    ) -> Result<impl std::ops::DerefMut<Target = assent_store::AnyConnection> + use<>, WebhookError>
+    {
+        Ok(self
             .store
             .pool()
             .acquire()
             .await
-            .map_err(assent_store::StoreError::from)?;
+            .map_err(assent_store::StoreError::from)?)
+    }
+
+    /// One look: the sets written since the last (on the first, every open set), each
+    /// posted or rewritten as needed. How many messages were posted or rewritten.
+    pub async fn tick(&mut self, now: OffsetDateTime) -> Result<usize, WebhookError> {
+        let mut conn = self.connection().await?;
         let Some((settings, secrets)) = slack::secrets(&mut conn).await? else {
             self.position = None;
             return Ok(0);
@@ -604,12 +613,7 @@ impl SlackPoster {
         id: Uuid,
         now: OffsetDateTime,
     ) -> Result<bool, WebhookError> {
-        let mut conn = self
-            .store
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?;
+        let mut conn = self.connection().await?;
         let Some(set) = change_sets::load(&mut conn, id).await? else {
             return Ok(false);
         };
@@ -638,12 +642,7 @@ impl SlackPoster {
                 }
                 drop(conn);
                 let ts = api.post_message(&settings.channel, &message).await?;
-                let mut conn = self
-                    .store
-                    .pool()
-                    .acquire()
-                    .await
-                    .map_err(assent_store::StoreError::from)?;
+                let mut conn = self.connection().await?;
                 slack::record_message(&mut conn, id, &ts, &shown).await?;
                 tracing::info!(%ts, "set posted to Slack");
                 Ok(true)
@@ -657,12 +656,7 @@ impl SlackPoster {
                 };
                 drop(conn);
                 api.update(&posted.channel, &ts, &message).await?;
-                let mut conn = self
-                    .store
-                    .pool()
-                    .acquire()
-                    .await
-                    .map_err(assent_store::StoreError::from)?;
+                let mut conn = self.connection().await?;
                 slack::record_message(&mut conn, id, &ts, &shown).await?;
                 tracing::info!(%ts, "Slack message rewritten");
                 Ok(true)
