@@ -43,6 +43,25 @@ pub struct ExecutionRequest<'a> {
     pub allowed_by: Option<serde_json::Value>,
 }
 
+/// When an external call's action record is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Intent {
+    /// Before the call, committed on its own: a crash during the call leaves a record
+    /// that it may have run, so it is in doubt and never run again silently.
+    Before,
+    /// With its outcome, in one commit: for a call whose re-run is harmless (the host
+    /// says it is idempotent, which a read is), nothing need be known of it before it
+    /// runs, and the call costs one commit instead of two.
+    WithOutcome,
+}
+
+/// What [`AuditedExecutor::admit`] found: the call settled without its handler, or
+/// the handler to run it with.
+pub(crate) enum Admission<'r> {
+    Settled(ExecutionOutcome),
+    Run(&'r dyn ToolHandler<AnyConnection>),
+}
+
 /// How an execution ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExecutionOutcome {
@@ -234,11 +253,9 @@ impl<'h> AuditedExecutor<'h> {
         conn: &mut AnyConnection,
         req: ExecutionRequest<'_>,
     ) -> Result<ExecutionOutcome, StoreError> {
-        if let Some(settled) = self.admit(conn, &req).await? {
-            return Ok(settled);
-        }
-        let Some(handler) = req.handler else {
-            return self.missing_handler(conn, &req).await;
+        let handler = match self.admit(conn, &req, Intent::Before).await? {
+            Admission::Settled(outcome) => return Ok(outcome),
+            Admission::Run(handler) => handler,
         };
         sqlx::query("SAVEPOINT assent_handler")
             .execute(&mut *conn)
@@ -257,17 +274,19 @@ impl<'h> AuditedExecutor<'h> {
         sqlx::query("RELEASE assent_handler")
             .execute(&mut *conn)
             .await?;
-        self.conclude(conn, &req, result).await
+        self.conclude(conn, &req, result, Intent::Before).await
     }
 
     /// Everything before the call, in `conn`'s transaction: the policy (a denial is
-    /// audited and settles the call), the action audit record, and the calls that need
-    /// no handler (already true, already applied). `None`: the call may run now.
-    pub(crate) async fn admit(
+    /// audited and settles the call), the action audit record (now, or with the
+    /// outcome: see [`Intent`]), and the calls that need no handler (already true,
+    /// already applied, no handler).
+    pub(crate) async fn admit<'r>(
         &self,
         conn: &mut AnyConnection,
-        req: &ExecutionRequest<'_>,
-    ) -> Result<Option<ExecutionOutcome>, StoreError> {
+        req: &ExecutionRequest<'r>,
+        intent: Intent,
+    ) -> Result<Admission<'r>, StoreError> {
         if let Some(reason) = self.policy_denial(conn, req).await {
             tracing::info!(%reason, "policy denied the call");
             let record = AuditRecord {
@@ -276,41 +295,39 @@ impl<'h> AuditedExecutor<'h> {
                 ..Self::record(req, AuditKind::PolicyDenied)
             };
             self.write_audit(conn, record).await;
-            return Ok(Some(ExecutionOutcome::Denied { reason }));
+            return Ok(Admission::Settled(ExecutionOutcome::Denied { reason }));
         }
+        let settled = if let Some(detail) = req.already_true.clone() {
+            let said = format!("already true: {detail}");
+            Some((true, said, ExecutionOutcome::AlreadyTrue { detail }))
+        } else if let Some(message) =
+            operations::applied(conn, &req.invocation.operation_id).await?
+        {
+            let said = format!("already applied: {message}");
+            Some((true, said, ExecutionOutcome::AlreadyApplied { message }))
+        } else {
+            None
+        };
+        let settled = match (settled, req.handler) {
+            (Some(settled), _) => settled,
+            (None, None) => {
+                let error = format!("no handler is registered for {}", req.spec.name);
+                (false, error.clone(), ExecutionOutcome::Failed { error })
+            }
+            (None, Some(handler)) => {
+                if intent == Intent::Before {
+                    self.write_audit(conn, Self::record(req, AuditKind::Action))
+                        .await;
+                }
+                return Ok(Admission::Run(handler));
+            }
+        };
+        let (success, said, outcome) = settled;
         self.write_audit(conn, Self::record(req, AuditKind::Action))
             .await;
-        if let Some(detail) = req.already_true.clone() {
-            self.write_audit(
-                conn,
-                Self::result_record(req, true, format!("already true: {detail}")),
-            )
+        self.write_audit(conn, Self::result_record(req, success, said))
             .await;
-            return Ok(Some(ExecutionOutcome::AlreadyTrue { detail }));
-        }
-        if let Some(message) = operations::applied(conn, &req.invocation.operation_id).await? {
-            self.write_audit(
-                conn,
-                Self::result_record(req, true, format!("already applied: {message}")),
-            )
-            .await;
-            return Ok(Some(ExecutionOutcome::AlreadyApplied { message }));
-        }
-        if req.handler.is_none() {
-            return self.missing_handler(conn, req).await.map(Some);
-        }
-        Ok(None)
-    }
-
-    async fn missing_handler(
-        &self,
-        conn: &mut AnyConnection,
-        req: &ExecutionRequest<'_>,
-    ) -> Result<ExecutionOutcome, StoreError> {
-        let error = format!("no handler is registered for {}", req.spec.name);
-        self.write_audit(conn, Self::result_record(req, false, error.clone()))
-            .await;
-        Ok(ExecutionOutcome::Failed { error })
+        Ok(Admission::Settled(outcome))
     }
 
     /// Everything after the call, in `conn`'s transaction: a success is recorded as
@@ -326,7 +343,12 @@ impl<'h> AuditedExecutor<'h> {
         conn: &mut AnyConnection,
         req: &ExecutionRequest<'_>,
         result: Result<ToolOutcome, String>,
+        intent: Intent,
     ) -> Result<ExecutionOutcome, StoreError> {
+        if intent == Intent::WithOutcome {
+            self.write_audit(conn, Self::record(req, AuditKind::Action))
+                .await;
+        }
         let outcome = match result {
             Ok(outcome) => outcome,
             Err(error) => {

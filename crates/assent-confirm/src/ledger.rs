@@ -27,7 +27,7 @@ use crate::executor::{AuditedExecutor, CatchUnwind, ExecutionOutcome, ExecutionR
 use crate::host::{Effect, ExternalCall, ExternalError, Reconciliation};
 use crate::{ConfirmError, Engine};
 use assent_domain::{Verdict, stored_result};
-use assent_store::jobs::{self, Job, JobStatus};
+use assent_store::jobs::{self, Job, JobEvent, JobStatus};
 use assent_store::{AnyConnection, StoreAuditSink, agents, host_tools, operations, webhooks};
 use assent_tools::{AgentPolicy, AuditKind, AuditRecord, AuditSink};
 use time::{Duration, OffsetDateTime};
@@ -135,16 +135,11 @@ async fn due_again(
     job: &Job,
     now: OffsetDateTime,
 ) -> Result<bool, ConfirmError> {
-    Ok(jobs::transition(
-        conn,
-        job.id,
-        JobStatus::InDoubt,
-        JobStatus::Approved,
-        None,
-        0,
-        now,
+    Ok(
+        jobs::transition(conn, job.id, JobEvent::DueAgain, None, 0, now)
+            .await?
+            .is_some(),
     )
-    .await?)
 }
 
 /// Records job `job`'s effect as applied with `result` (the call's, a reconciliation's
@@ -413,9 +408,7 @@ impl Engine {
                 }
                 Some(HoldEnd::Undecidable(why)) => {
                     tracing::warn!(job = %job.id, %why, "held confirmation cannot be decided: retracted");
-                    let retracted = JobStatus::Retracted;
-                    jobs::transition(&mut tx, job.id, JobStatus::Running, retracted, None, 0, now)
-                        .await?;
+                    jobs::transition(&mut tx, job.id, JobEvent::EndedInHold, None, 0, now).await?;
                     jobs::record_note(&mut tx, job.id, &why).await?;
                     write_result(&mut tx, &job, false, &why, now).await;
                     tx.commit().await?;
@@ -693,16 +686,7 @@ impl Engine {
             stale.fingerprint.as_ref(),
         )
         .await?;
-        jobs::transition(
-            &mut tx,
-            job.id,
-            JobStatus::Running,
-            JobStatus::Retracted,
-            None,
-            0,
-            now,
-        )
-        .await?;
+        jobs::transition(&mut tx, job.id, JobEvent::EndedInHold, None, 0, now).await?;
         jobs::record_note(&mut tx, job.id, &stale.detail).await?;
         write_result(&mut tx, job, false, &stale.detail, now).await;
         webhooks::enqueue_stale_event(&mut tx, job, &stale.detail, now).await?;
@@ -850,16 +834,9 @@ impl Engine {
                     record_applied(&mut tx, &job, HAPPENED_BY_PERSON, now).await?
                 }
                 Resolution::Rerun => {
-                    jobs::transition(
-                        &mut tx,
-                        id,
-                        JobStatus::InDoubt,
-                        JobStatus::Approved,
-                        None,
-                        0,
-                        now,
-                    )
-                    .await?
+                    jobs::transition(&mut tx, id, JobEvent::DueAgain, None, 0, now)
+                        .await?
+                        .is_some()
                 }
             };
         if !settled {
@@ -878,38 +855,29 @@ impl Engine {
     /// not failed.
     #[tracing::instrument(skip(self))]
     pub async fn retry_job(&self, id: Uuid, now: OffsetDateTime) -> Result<Job, ConfirmError> {
-        self.leave_failed(id, JobStatus::Approved, self.jobs.attempt_limit, now)
+        self.leave_failed(id, JobEvent::Retry, self.jobs.attempt_limit, now)
             .await
     }
 
     /// Withdraws failed job `id`: it never runs. A conflict when it has not failed.
     #[tracing::instrument(skip(self))]
     pub async fn retract_job(&self, id: Uuid, now: OffsetDateTime) -> Result<Job, ConfirmError> {
-        self.leave_failed(id, JobStatus::Retracted, 0, now).await
+        self.leave_failed(id, JobEvent::GiveUp, 0, now).await
     }
 
     async fn leave_failed(
         &self,
         id: Uuid,
-        to: JobStatus,
+        event: JobEvent,
         extra_attempts: u32,
         now: OffsetDateTime,
     ) -> Result<Job, ConfirmError> {
         let mut tx = self.store.begin_claim().await?;
         let job = self
-            .require_settleable_job(&mut tx, id, to == JobStatus::Approved)
+            .require_settleable_job(&mut tx, id, event == JobEvent::Retry)
             .await?;
-        if !jobs::transition(
-            &mut tx,
-            id,
-            JobStatus::Failed,
-            to,
-            None,
-            extra_attempts,
-            now,
-        )
-        .await?
-        {
+        let moved = jobs::transition(&mut tx, id, event, None, extra_attempts, now).await?;
+        if moved.is_none() {
             return Err(ConfirmError::Conflict(format!(
                 "job {id} is {}, not failed",
                 job.status.label()

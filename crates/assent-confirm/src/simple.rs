@@ -309,6 +309,11 @@ mod tests {
     }
 
     async fn engine(host: SimpleHost) -> (Store, Engine) {
+        engine_in(host, ToolMode::Deferred).await
+    }
+
+    /// [`engine`] with `set_body` in `mode`.
+    async fn engine_in(host: SimpleHost, mode: ToolMode) -> (Store, Engine) {
         let mut tools = ToolRegistry::new();
         tools
             .register(ToolSpec {
@@ -316,7 +321,7 @@ mod tests {
                 description: "Replace a note's body.".into(),
                 args_schema: json!({"type": "object", "required": ["body"],
                     "properties": {"body": {"type": "string"}}}),
-                mode: ToolMode::Deferred,
+                mode,
                 batch: None,
                 summary: None,
                 title: None,
@@ -395,6 +400,50 @@ mod tests {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let key = call.operation_id.as_str().to_owned();
             Box::pin(async move { Ok(format!("sent with key {key}")) })
+        }
+    }
+
+    /// An immediate external call commits its action record before it runs unless
+    /// its re-run is harmless: then the record lands with its outcome, one commit.
+    #[tokio::test]
+    async fn an_idempotent_immediate_call_commits_once_with_its_outcome() {
+        for idempotent in [false, true] {
+            let committed_before = Arc::new(std::sync::Mutex::new(None));
+            let seen = committed_before.clone();
+            let host = with_category(SimpleHost::new("notes").migration("notes", NOTES, NOTES))
+                .handle("set_body", move |conn, _call| {
+                    let seen = seen.clone();
+                    Box::pin(async move {
+                        let records: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_records")
+                            .fetch_one(conn)
+                            .await?;
+                        *seen.lock().expect("not poisoned") = Some(records);
+                        Ok("done")
+                    })
+                })
+                .external("set_body", idempotent, Mailer(0.into()));
+            let (store, engine) = engine_in(host, ToolMode::Immediate).await;
+            let wake = propose(&engine, "now").await;
+            assert!(wake.change_set.is_none(), "ran at once");
+            assert_eq!(wake.responses[0].content, "done");
+            let expected = if idempotent { 0 } else { 1 };
+            assert_eq!(
+                *committed_before.lock().expect("not poisoned"),
+                Some(expected),
+                "records committed before the call (idempotent: {idempotent})"
+            );
+            let kinds: Vec<String> =
+                sqlx::query_scalar("SELECT kind FROM audit_records ORDER BY id")
+                    .fetch_all(store.pool())
+                    .await
+                    .expect("records");
+            assert_eq!(kinds, ["action", "result"], "idempotent: {idempotent}");
+            let mut conn = store.pool().acquire().await.expect("connection");
+            let report = assent_store::proof::verify(&mut conn, &Default::default())
+                .await
+                .expect("verified");
+            assert!(report.verified, "{:?}", report.violations);
+            assert_eq!(report.effects_checked, 1);
         }
     }
 

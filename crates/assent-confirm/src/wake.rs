@@ -1,6 +1,8 @@
 //! One agent wake: plan the tool calls, run what may run now, queue the rest.
 
-use crate::executor::{AuditedExecutor, CatchUnwind, ExecutionOutcome, ExecutionRequest};
+use crate::executor::{
+    Admission, AuditedExecutor, CatchUnwind, ExecutionOutcome, ExecutionRequest, Intent,
+};
 use crate::{ConfirmError, Effect, Engine, LocalCall};
 use assent_changeset::{CallPlan, ChangeSetBuilder, PlannerConfig, ToolCall, WakePlanner, reply};
 use assent_domain::{ChangeSet, OperationId, Target};
@@ -353,10 +355,10 @@ impl WakeService {
             // A tool whose effect lies outside the database never runs inside this
             // transaction (it would hold the writer lock for as long as the call
             // takes): admitted and audited here, called after the commit.
-            let outcome = if matches!(engine.host.effect(&tool_name), Effect::External { .. }) {
-                match executor.admit(conn, &execution).await? {
-                    Some(settled) => settled,
-                    None => {
+            let outcome = if let Some(intent) = external_intent(engine.host.effect(&tool_name)) {
+                match executor.admit(conn, &execution, intent).await? {
+                    Admission::Settled(outcome) => outcome,
+                    Admission::Run(_) => {
                         lines.push(Line::Outside(Box::new(execution.invocation)));
                         continue;
                     }
@@ -422,9 +424,23 @@ impl WakeService {
         let executor = AuditedExecutor::new(engine.host.resolver(), &StoreAuditSink);
         let target = &execution.invocation.target.target;
         let mut tx = engine.store.begin_write_on(target).await?;
-        let outcome = executor.conclude(&mut tx, &execution, result).await?;
+        let intent = external_intent(engine.host.effect(&tool_name)).unwrap_or(Intent::Before);
+        let outcome = executor
+            .conclude(&mut tx, &execution, result, intent)
+            .await?;
         tx.commit().await?;
         Ok(said(&tool_name, outcome))
+    }
+}
+
+/// When the action record of a call with effect `effect` is written, for a tool
+/// whose effect lies outside the database; `None` for one that runs in the wake's
+/// transaction.
+fn external_intent(effect: Effect) -> Option<Intent> {
+    match effect {
+        Effect::External { idempotent: true } => Some(Intent::WithOutcome),
+        Effect::External { idempotent: false } => Some(Intent::Before),
+        Effect::Transactional => None,
     }
 }
 

@@ -50,10 +50,16 @@ fn mode(tool: &Tool, trust: Trust) -> ToolMode {
     }
 }
 
-/// Whether a call of `tool` that a crash left in doubt may simply run again: its
-/// `idempotentHint`, when `trust` lets it count.
+/// Whether a call of `tool` may simply run again (a crash left it in doubt; no record
+/// of it need be committed before it runs): its `idempotentHint`, or a `readOnlyHint`
+/// without `destructiveHint` (a read repeated changes nothing), when `trust` lets
+/// hints count.
 pub fn idempotent(tool: &Tool, trust: Trust) -> bool {
-    trust == Trust::Hints && tool.annotations.as_ref().and_then(|a| a.idempotent_hint) == Some(true)
+    let Some(hints) = tool.annotations.as_ref().filter(|_| trust == Trust::Hints) else {
+        return false;
+    };
+    hints.idempotent_hint == Some(true)
+        || (hints.read_only_hint == Some(true) && hints.destructive_hint != Some(true))
 }
 
 /// The routing of `tool` for the agent of `policy`: its rules first, then the mode.
@@ -309,6 +315,21 @@ mod tests {
         assert!(!idempotent(&retried, Trust::None));
         assert!(idempotent(&retried, Trust::Hints));
         assert!(!idempotent(&tool("append", None), Trust::Hints));
+    }
+
+    #[test]
+    fn a_trusted_read_only_hint_is_idempotent_unless_also_destructive() {
+        let read = |destructive| {
+            tool("read", None).with_annotations(
+                ToolAnnotations::default()
+                    .read_only(true)
+                    .destructive(destructive),
+            )
+        };
+        assert!(idempotent(&read(false), Trust::Hints));
+        assert!(!idempotent(&read(false), Trust::None));
+        // Contradicting hints are taken at their worst.
+        assert!(!idempotent(&read(true), Trust::Hints));
     }
 
     #[test]

@@ -70,6 +70,125 @@ impl JobStatus {
     }
 }
 
+/// What happens to a job. Its moves are one pure state machine
+/// ([`JobStatus::after`]); each write is a conditional `UPDATE` on exactly the
+/// statuses the event may leave ([`JobEvent::leaves`]), so racing writers settle on
+/// one outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobEvent {
+    /// An executor claims an approved job to run it.
+    Claim,
+    /// The claimed attempt took effect, or a late outcome settles its doubt.
+    Applied,
+    /// The claimed attempt failed and is due again later.
+    FailedWillRetry,
+    /// The claimed attempt failed for good.
+    Failed,
+    /// The claimed attempt got no answer (its call outlived its lease, or its
+    /// executor stopped): the effect may have happened.
+    NoAnswer,
+    /// A job in doubt may run again: it is safe (or idempotent), or a person says so.
+    DueAgain,
+    /// A person retries a failed job.
+    Retry,
+    /// A person gives up on a failed job.
+    GiveUp,
+    /// A claimed held job was found stale or undecidable at the end of its window.
+    EndedInHold,
+    /// A person cancels a held job while it waits out its window.
+    CancelHold,
+    /// A sync merge demoted its confirmation: what never ran is retracted, what may
+    /// have run goes in doubt.
+    Demoted,
+}
+
+impl JobEvent {
+    /// Every event.
+    pub const ALL: [JobEvent; 11] = [
+        Self::Claim,
+        Self::Applied,
+        Self::FailedWillRetry,
+        Self::Failed,
+        Self::NoAnswer,
+        Self::DueAgain,
+        Self::Retry,
+        Self::GiveUp,
+        Self::EndedInHold,
+        Self::CancelHold,
+        Self::Demoted,
+    ];
+
+    /// The statuses this event moves a job out of (where [`JobStatus::after`] has a
+    /// next status).
+    pub fn leaves(self) -> Vec<JobStatus> {
+        JobStatus::ALL
+            .into_iter()
+            .filter(|status| status.after(self).is_some())
+            .collect()
+    }
+
+    /// `CASE status WHEN '…' THEN '…' … END`: the next status of each status this
+    /// event leaves, for the conditional `UPDATE`'s `SET status = …`.
+    fn next_status(self) -> String {
+        let mut case = String::from("CASE status");
+        for status in self.leaves() {
+            if let Some(next) = status.after(self) {
+                case.push_str(&format!(
+                    " WHEN '{}' THEN '{}'",
+                    status.as_str(),
+                    next.as_str()
+                ));
+            }
+        }
+        case.push_str(" END");
+        case
+    }
+
+    /// `status IN ('…', …)` over [`Self::leaves`], for the conditional `UPDATE`.
+    fn status_in(self) -> String {
+        let names: Vec<String> = self
+            .leaves()
+            .iter()
+            .map(|status| format!("'{}'", status.as_str()))
+            .collect();
+        format!("status IN ({})", names.join(", "))
+    }
+}
+
+impl JobStatus {
+    /// Every status.
+    pub const ALL: [JobStatus; 6] = [
+        Self::Approved,
+        Self::Running,
+        Self::Applied,
+        Self::Failed,
+        Self::InDoubt,
+        Self::Retracted,
+    ];
+
+    /// The status a job in this one moves to on `event`, or `None` when the event
+    /// does not apply here (the write then changes nothing and says so).
+    pub fn after(self, event: JobEvent) -> Option<JobStatus> {
+        use JobEvent as E;
+        use JobStatus as S;
+        Some(match (self, event) {
+            (S::Approved, E::Claim) => S::Running,
+            (S::Running | S::InDoubt, E::Applied) => S::Applied,
+            (S::Running, E::FailedWillRetry) => S::Approved,
+            (S::Running, E::Failed) => S::Failed,
+            (S::Running, E::NoAnswer) => S::InDoubt,
+            (S::InDoubt, E::DueAgain) => S::Approved,
+            (S::Failed, E::Retry) => S::Approved,
+            (S::Failed, E::GiveUp) => S::Retracted,
+            (S::Running, E::EndedInHold) => S::Retracted,
+            (S::Approved, E::CancelHold) => S::Retracted,
+            (S::Approved | S::Failed, E::Demoted) => S::Retracted,
+            (S::Running | S::Applied | S::InDoubt, E::Demoted) => S::InDoubt,
+            _ => return None,
+        })
+    }
+}
+
 impl fmt::Display for JobStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -562,13 +681,16 @@ pub(crate) async fn stop_demoted(
     now: OffsetDateTime,
 ) -> Result<Option<Job>, StoreError> {
     let now_text = timefmt::format(now);
-    let changed = sqlx::query(
+    let event = JobEvent::Demoted;
+    let changed = sqlx::query(sqlx::AssertSqlSafe(format!(
         "UPDATE execution_jobs SET
-             status = CASE WHEN status IN ('approved', 'failed') THEN 'retracted' ELSE 'inDoubt' END,
+             status = {next},
              doubts = doubts + CASE WHEN status IN ('running', 'applied') THEN 1 ELSE 0 END,
              last_error = $1, updated_at = $2, due_at = $2
-         WHERE id = $3 AND owner_device IS NULL AND status <> 'retracted'",
-    )
+         WHERE id = $3 AND owner_device IS NULL AND {leaves}",
+        next = event.next_status(),
+        leaves = event.status_in(),
+    )))
     .bind(note)
     .bind(&now_text)
     .bind(id.to_string())
@@ -771,11 +893,14 @@ pub async fn expire_leases(
     .await?;
     let mut expired = Vec::with_capacity(ids.len());
     for id in ids {
-        let changed = sqlx::query(
-            "UPDATE execution_jobs SET status = 'inDoubt', doubts = doubts + 1, updated_at = $1, due_at = $1,
+        let event = JobEvent::NoAnswer;
+        let changed = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE execution_jobs SET status = {next}, doubts = doubts + 1, updated_at = $1, due_at = $1,
                  last_error = 'the executor stopped before recording an outcome: the effect may have happened'
-             WHERE id = $2 AND status = 'running' AND lease_until < $1",
-        )
+             WHERE id = $2 AND {leaves} AND lease_until < $1",
+            next = event.next_status(),
+            leaves = event.status_in(),
+        )))
         .bind(&now_text)
         .bind(&id)
         .execute(&mut *conn)
@@ -848,11 +973,14 @@ async fn claim_found(
     lease: Duration,
 ) -> Result<Option<Job>, StoreError> {
     let now_text = timefmt::format(now);
-    let changed = sqlx::query(
-        "UPDATE execution_jobs SET status = 'running', attempts = attempts + 1, started_at = $1,
+    let event = JobEvent::Claim;
+    let changed = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE execution_jobs SET status = {next}, attempts = attempts + 1, started_at = $1,
              lease_until = $2, updated_at = $1
-         WHERE id = $3 AND status = 'approved'",
-    )
+         WHERE id = $3 AND {leaves}",
+        next = event.next_status(),
+        leaves = event.status_in(),
+    )))
     .bind(&now_text)
     .bind(timefmt::format(now + lease))
     .bind(id)
@@ -877,10 +1005,13 @@ pub async fn record_applied(
     result: &str,
     now: OffsetDateTime,
 ) -> Result<bool, StoreError> {
-    let changed = sqlx::query(
-        "UPDATE execution_jobs SET status = 'applied', result = $1, lease_until = NULL, updated_at = $2
-         WHERE id = $3 AND attempts = $4 AND status IN ('running', 'inDoubt')",
-    )
+    let event = JobEvent::Applied;
+    let changed = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE execution_jobs SET status = {next}, result = $1, lease_until = NULL, updated_at = $2
+         WHERE id = $3 AND attempts = $4 AND {leaves}",
+        next = event.next_status(),
+        leaves = event.status_in(),
+    )))
     .bind(result)
     .bind(timefmt::format(now))
     .bind(id.to_string())
@@ -906,16 +1037,17 @@ pub async fn record_error(
     now: OffsetDateTime,
 ) -> Result<bool, StoreError> {
     let now_text = timefmt::format(now);
-    let next = if retry_at.is_some() {
-        JobStatus::Approved
+    let event = if retry_at.is_some() {
+        JobEvent::FailedWillRetry
     } else {
-        JobStatus::Failed
+        JobEvent::Failed
     };
-    let changed = sqlx::query(
-        "UPDATE execution_jobs SET status = $1, last_error = $2, due_at = $3, lease_until = NULL, updated_at = $4
-         WHERE id = $5 AND attempts = $6 AND status = 'running'",
-    )
-    .bind(next.as_str())
+    let changed = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE execution_jobs SET status = {next}, last_error = $1, due_at = $2, lease_until = NULL, updated_at = $3
+         WHERE id = $4 AND attempts = $5 AND {leaves}",
+        next = event.next_status(),
+        leaves = event.status_in(),
+    )))
     .bind(error)
     .bind(retry_at.map_or_else(|| now_text.clone(), timefmt::format))
     .bind(&now_text)
@@ -925,6 +1057,9 @@ pub async fn record_error(
     .await?
     .rows_affected();
     if changed == 1 {
+        let next = JobStatus::Running.after(event).ok_or_else(|| {
+            StoreError::corrupt(TABLE, format!("{event:?} does not leave a running job"))
+        })?;
         chain_status(conn, &id.to_string(), next, now).await?;
     }
     Ok(changed == 1)
@@ -939,10 +1074,13 @@ pub async fn record_in_doubt(
     why: &str,
     now: OffsetDateTime,
 ) -> Result<bool, StoreError> {
-    let changed = sqlx::query(
-        "UPDATE execution_jobs SET status = 'inDoubt', doubts = doubts + 1, last_error = $1, updated_at = $2, due_at = $2
-         WHERE id = $3 AND attempts = $4 AND status = 'running'",
-    )
+    let event = JobEvent::NoAnswer;
+    let changed = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE execution_jobs SET status = {next}, doubts = doubts + 1, last_error = $1, updated_at = $2, due_at = $2
+         WHERE id = $3 AND attempts = $4 AND {leaves}",
+        next = event.next_status(),
+        leaves = event.status_in(),
+    )))
     .bind(why)
     .bind(timefmt::format(now))
     .bind(id.to_string())
@@ -956,38 +1094,39 @@ pub async fn record_in_doubt(
     Ok(changed == 1)
 }
 
-/// Moves job `id` from `from` to `to` (approved ones become due at `now`; `result` is
-/// kept when given; `extra_attempts` raises the retry budget). Returns false when the
-/// job is not in `from`.
+/// Moves job `id` on `event` (see [`JobStatus::after`]): due at `now` (an approved one
+/// runs again then); `result` is kept when given; `extra_attempts` raises the retry
+/// budget. Returns the status it moved to, or `None` when the event did not apply to
+/// the job as it stood (or there is no such job).
 pub async fn transition(
     conn: &mut AnyConnection,
     id: Uuid,
-    from: JobStatus,
-    to: JobStatus,
+    event: JobEvent,
     result: Option<&str>,
     extra_attempts: u32,
     now: OffsetDateTime,
-) -> Result<bool, StoreError> {
+) -> Result<Option<JobStatus>, StoreError> {
     let now_text = timefmt::format(now);
-    let changed = sqlx::query(
-        "UPDATE execution_jobs SET status = $1, result = COALESCE($2, result), due_at = $3, updated_at = $3,
-             attempt_limit = CASE WHEN attempts + $4 > attempt_limit THEN attempts + $4 ELSE attempt_limit END,
+    let moved: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "UPDATE execution_jobs SET status = {next}, result = COALESCE($1, result), due_at = $2, updated_at = $2,
+             attempt_limit = CASE WHEN attempts + $3 > attempt_limit THEN attempts + $3 ELSE attempt_limit END,
              lease_until = NULL
-         WHERE id = $5 AND status = $6",
-    )
-    .bind(to.as_str())
+         WHERE id = $4 AND {leaves} RETURNING status",
+        next = event.next_status(),
+        leaves = event.status_in(),
+    )))
     .bind(result)
     .bind(&now_text)
     .bind(i64::from(extra_attempts))
     .bind(id.to_string())
-    .bind(from.as_str())
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
-    if changed == 1 {
-        chain_status(conn, &id.to_string(), to, now).await?;
-    }
-    Ok(changed == 1)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(moved) = moved else {
+        return Ok(None);
+    };
+    let to: JobStatus = moved.parse().map_err(|e| StoreError::corrupt(TABLE, e))?;
+    chain_status(conn, &id.to_string(), to, now).await?;
+    Ok(Some(to))
 }
 
 /// Cancels held job `id` while it waits out its hold window: retracted, with
@@ -1000,10 +1139,13 @@ pub async fn cancel_held(
     now: OffsetDateTime,
 ) -> Result<bool, StoreError> {
     let now_text = timefmt::format(now);
-    let changed = sqlx::query(
-        "UPDATE execution_jobs SET status = 'retracted', last_error = $1, updated_at = $2
-         WHERE id = $3 AND status = 'approved' AND held = 1 AND attempts = 0",
-    )
+    let event = JobEvent::CancelHold;
+    let changed = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE execution_jobs SET status = {next}, last_error = $1, updated_at = $2
+         WHERE id = $3 AND {leaves} AND held = 1 AND attempts = 0",
+        next = event.next_status(),
+        leaves = event.status_in(),
+    )))
     .bind(CANCELLED_IN_HOLD)
     .bind(&now_text)
     .bind(id.to_string())
@@ -1104,4 +1246,102 @@ pub async fn any_due(
     .fetch_optional(conn)
     .await?;
     Ok(found.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{JobEvent, JobStatus};
+
+    /// Every (status, event) pair: the domain is small enough to check whole.
+    fn moves() -> impl Iterator<Item = (JobStatus, JobEvent, Option<JobStatus>)> {
+        JobStatus::ALL.into_iter().flat_map(|status| {
+            JobEvent::ALL
+                .into_iter()
+                .map(move |event| (status, event, status.after(event)))
+        })
+    }
+
+    #[test]
+    fn a_retracted_job_never_moves_again() {
+        for event in JobEvent::ALL {
+            assert_eq!(JobStatus::Retracted.after(event), None, "{event:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_claim_starts_a_run_and_a_claim_only_starts_approved_jobs() {
+        for (status, event, next) in moves() {
+            if next == Some(JobStatus::Running) {
+                assert_eq!((status, event), (JobStatus::Approved, JobEvent::Claim));
+            }
+        }
+        assert_eq!(JobEvent::Claim.leaves(), [JobStatus::Approved]);
+    }
+
+    #[test]
+    fn what_may_have_happened_never_becomes_runnable_without_doubt_first() {
+        // A running or applied job's effect may have happened: no event makes it
+        // approved (runnable) or retracted-as-unrun except its own attempt's outcome
+        // (failed, will retry) or a hold's end before its call.
+        for (status, event, next) in moves() {
+            if status == JobStatus::Applied {
+                assert!(
+                    next.is_none() || next == Some(JobStatus::InDoubt),
+                    "{event:?} moves an applied job to {next:?}"
+                );
+            }
+            if status == JobStatus::InDoubt && next == Some(JobStatus::Approved) {
+                assert_eq!(event, JobEvent::DueAgain);
+            }
+        }
+    }
+
+    #[test]
+    fn each_event_leaves_some_status_and_its_sql_names_exactly_those() {
+        for event in JobEvent::ALL {
+            let leaves = event.leaves();
+            assert!(!leaves.is_empty(), "{event:?} applies nowhere");
+            let status_in = event.status_in();
+            let case = event.next_status();
+            for status in JobStatus::ALL {
+                let named = format!("'{}'", status.as_str());
+                assert_eq!(
+                    status_in.contains(&named),
+                    leaves.contains(&status),
+                    "{event:?}: {status_in}"
+                );
+                let when = format!("WHEN '{}' THEN", status.as_str());
+                assert_eq!(case.contains(&when), leaves.contains(&status), "{case}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_documented_moves_hold() {
+        use JobEvent as E;
+        use JobStatus as S;
+        for (status, event, next) in [
+            (S::Approved, E::Claim, S::Running),
+            (S::Running, E::Applied, S::Applied),
+            (S::InDoubt, E::Applied, S::Applied),
+            (S::Running, E::FailedWillRetry, S::Approved),
+            (S::Running, E::Failed, S::Failed),
+            (S::Running, E::NoAnswer, S::InDoubt),
+            (S::InDoubt, E::DueAgain, S::Approved),
+            (S::Failed, E::Retry, S::Approved),
+            (S::Failed, E::GiveUp, S::Retracted),
+            (S::Running, E::EndedInHold, S::Retracted),
+            (S::Approved, E::CancelHold, S::Retracted),
+            (S::Failed, E::Demoted, S::Retracted),
+            (S::Applied, E::Demoted, S::InDoubt),
+        ] {
+            assert_eq!(status.after(event), Some(next), "{status:?} on {event:?}");
+        }
+        assert_eq!(
+            S::Running.after(E::GiveUp),
+            None,
+            "a person gives up only on failed jobs"
+        );
+        assert_eq!(S::Applied.after(E::Applied), None, "an outcome lands once");
+    }
 }
