@@ -243,6 +243,11 @@ struct Targets {
     planning_calls_per_second: bool,
     /// Every query's p99 ≤ 1 ms on the full data set.
     query_p99_within_1ms: bool,
+    /// On the full data set, the pending and recent reads' p50 ≤ 1.5x the same reads
+    /// through SQLite's C API in the same run (issue 42).
+    query_p50_within_one_and_a_half_c_api: bool,
+    /// Every query's p99 ≤ 250 µs on the full data set (issue 42).
+    query_p99_within_250us: bool,
     /// Resident memory after the full data set's queries ÷ after the first stage's.
     memory_growth: Option<f64>,
 }
@@ -288,6 +293,9 @@ impl Targets {
             }),
             planning_calls_per_second: planning.calls_per_second >= PLANNING_TARGET,
             query_p99_within_1ms: p99s.is_some_and(|p| p.iter().all(|&us| us <= 1_000.0)),
+            query_p50_within_one_and_a_half_c_api: full
+                .is_some_and(|s| s.pending_to_c_api() <= 1.5 && s.recent_to_c_api() <= 1.5),
+            query_p99_within_250us: p99s.is_some_and(|p| p.iter().all(|&us| us <= 250.0)),
             memory_growth: current(full)
                 .zip(current(stages.first()))
                 .map(|(l, f)| l / f),
@@ -649,17 +657,22 @@ fn print_table(report: &Report) {
     if let Some(generated) = report.dataset_generated_now {
         println!();
         println!(
-            "{:<24} {:>18} {:>18} {:>18}  memory after the stage",
-            "queries, p50 / p99 µs", "pending of task", "recent 20 (agent)", "history section"
+            "{:<24} {:>18} {:>18} {:>18} {:>22}  memory after the stage",
+            "queries, p50 / p99 µs",
+            "pending of task",
+            "recent 20 (agent)",
+            "history section",
+            "p50 ÷ C API (pend/rec)"
         );
         for s in &report.queries {
             let l = |l: &queries::Latency| format!("{:.0} / {:.0}", l.p50_us, l.p99_us);
             println!(
-                "{:<24} {:>18} {:>18} {:>18}  {}",
+                "{:<24} {:>18} {:>18} {:>18} {:>22}  {}",
                 format!("{} sets, {} decisions", s.change_sets, s.decisions),
                 l(&s.pending_sets_of_task),
                 l(&s.recent_decisions_of_agent_for_task),
                 l(&s.render_history),
+                format!("{:.2} / {:.2}", s.pending_to_c_api(), s.recent_to_c_api()),
                 kib(s.memory)
             );
         }
