@@ -123,9 +123,24 @@ struct Met {
     approval: Option<PendingApproval>,
 }
 
-/// A confirmation recorded as one approval short of its item's quorum: the outcome to
-/// return.
-type Waiting = Box<ConfirmOutcome>;
+/// What [`ConfirmationService::gather`] found of an item's quorum.
+enum Gathered {
+    /// Met (or none needed): go on and run it.
+    Met(Met),
+    /// Recorded as one approval short of it: the outcome to return.
+    Waiting(Box<ConfirmOutcome>),
+}
+
+/// How an attempt to confirm an item inside a transaction ended. (An `Err` beside it
+/// means nothing of the item may stay: roll back.)
+enum Attempt {
+    /// Decided, or an approval recorded short of the quorum: the set in memory holds
+    /// the new statuses.
+    Decided(ConfirmOutcome),
+    /// The policy, the handler or a changed target refused: only the audit records
+    /// (and a stale item's refresh) were written, and they stay.
+    Refused(ConfirmError),
+}
 
 /// An approval to record.
 struct PendingApproval {
@@ -394,16 +409,19 @@ impl ConfirmationService {
             .await?;
         // A refusal keeps its audit records (the denial, the failed handler's result).
         tx.commit().await?;
-        if attempt.is_ok() {
-            tracing::info!(index, "item confirmed");
+        match attempt {
+            Attempt::Decided(outcome) => {
+                tracing::info!(index, "item confirmed");
+                Ok(outcome)
+            }
+            Attempt::Refused(refusal) => Err(refusal),
         }
-        attempt
     }
 
     /// Confirms item `index` of `set` (read in `conn`'s transaction, under its lock)
     /// inside that transaction; the caller commits. `Err`: nothing of the item may
-    /// stay, roll back. `Ok(Err(refusal))`: the policy or the handler refused, and only
-    /// the audit records were written (they stay). `Ok(Ok(outcome))`: decided, and
+    /// stay, roll back. `Ok(Attempt::Refused(refusal))`: the policy or the handler refused, and only
+    /// the audit records were written (they stay). `Ok(Attempt::Decided(outcome))`: decided, and
     /// `set` holds the new statuses.
     async fn confirm_in(
         &self,
@@ -412,7 +430,7 @@ impl ConfirmationService {
         index: usize,
         edited_args: Option<Value>,
         now: OffsetDateTime,
-    ) -> Result<Result<ConfirmOutcome, ConfirmError>, ConfirmError> {
+    ) -> Result<Attempt, ConfirmError> {
         let engine = &self.engine;
         let tx = conn;
         set.check_verdict(index, Verdict::Confirmed)?;
@@ -468,7 +486,7 @@ impl ConfirmationService {
             stored.stale_detail = Some(stale.detail.clone());
             stored.revision += 1;
             tracing::info!(index, detail = %stale.detail, "target changed since proposed: refused");
-            return Ok(Err(ConfirmError::TargetChanged(stale.detail)));
+            return Ok(Attempt::Refused(ConfirmError::TargetChanged(stale.detail)));
         }
         let needed = settings.approvals_needed.max(item.approvals_needed());
         // The decision point answers before an approval is counted or a window starts,
@@ -487,7 +505,7 @@ impl ConfirmationService {
             if let PolicyDecision::Deny { reason } = policy.decide_call(spec, Some(call), &category)
             {
                 tracing::info!(index, %reason, "policy refused the confirmation before it counted");
-                return Ok(Err(ConfirmError::PolicyDenied(reason)));
+                return Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)));
             }
         }
         let Met {
@@ -497,8 +515,8 @@ impl ConfirmationService {
             .gather(tx, set, index, edited_args, needed, now)
             .await?
         {
-            Ok(met) => met,
-            Err(waiting) => return Ok(Ok(*waiting)),
+            Gathered::Met(met) => met,
+            Gathered::Waiting(waiting) => return Ok(Attempt::Decided(*waiting)),
         };
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         if let Some(hold) = settings.hold {
@@ -562,11 +580,15 @@ impl ConfirmationService {
             .await?;
         match execution {
             // Keep the audited denial; the item stays pending.
-            ExecutionOutcome::Denied { reason } => Ok(Err(ConfirmError::PolicyDenied(reason))),
-            ExecutionOutcome::Failed { error } => Ok(Err(ConfirmError::HandlerFailed {
-                tool: spec.name.clone(),
-                error,
-            })),
+            ExecutionOutcome::Denied { reason } => {
+                Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)))
+            }
+            ExecutionOutcome::Failed { error } => {
+                Ok(Attempt::Refused(ConfirmError::HandlerFailed {
+                    tool: spec.name.clone(),
+                    error,
+                }))
+            }
             execution => {
                 if let Some(approval) = approval {
                     approval.record(tx, set.id, index).await?;
@@ -586,7 +608,7 @@ impl ConfirmationService {
                         now,
                     )
                     .await?;
-                Ok(Ok(ConfirmOutcome {
+                Ok(Attempt::Decided(ConfirmOutcome {
                     decision: decisions.remove(0),
                     execution,
                 }))
@@ -598,7 +620,7 @@ impl ConfirmationService {
     /// than one person (`needed`, from `agents::tool_settings_for`). An edit starts a new revision
     /// (approvals of the old arguments no longer count; the edit is its editor's
     /// approval). Short of the quorum, the approval is recorded and `item.approved`
-    /// queued: the outcome to return, as `Err`. Meeting it: [`Met`] with the
+    /// queued: the outcome to return, as [`Gathered::Waiting`]. Meeting it: [`Met`] with the
     /// arguments to run (the revision's, an edit when they differ from the proposal)
     /// and the approval to record beside the decision once the confirmation succeeds.
     /// Runs in the deciding transaction, under the item's lock, so of two approvals
@@ -611,10 +633,10 @@ impl ConfirmationService {
         edited_args: Option<Value>,
         needed: u32,
         now: OffsetDateTime,
-    ) -> Result<Result<Met, Waiting>, ConfirmError> {
+    ) -> Result<Gathered, ConfirmError> {
         let item = &set.items[index];
         if needed <= 1 {
-            return Ok(Ok(Met {
+            return Ok(Gathered::Met(Met {
                 edited_args,
                 approval: None,
             }));
@@ -675,7 +697,7 @@ impl ConfirmationService {
                 approval_digest: None,
                 shadows: None,
             };
-            return Ok(Err(Box::new(ConfirmOutcome {
+            return Ok(Gathered::Waiting(Box::new(ConfirmOutcome {
                 decision: Self::decision(set, index, &verdicts, now),
                 execution: ExecutionOutcome::AwaitingApprovals {
                     approvals: count,
@@ -683,7 +705,7 @@ impl ConfirmationService {
                 },
             })));
         }
-        Ok(Ok(Met {
+        Ok(Gathered::Met(Met {
             edited_args: (approval.args != item.args).then(|| approval.args.clone()),
             approval: Some(approval),
         }))
@@ -787,7 +809,7 @@ impl ConfirmationService {
         edited_args: Option<Value>,
         external: jobs::ExternalItem,
         now: OffsetDateTime,
-    ) -> Result<Result<ConfirmOutcome, ConfirmError>, ConfirmError> {
+    ) -> Result<Attempt, ConfirmError> {
         if let Some(args) = &edited_args {
             self.validate_external_edit(conn, &external.host, &set.items[index].tool_name, args)
                 .await?;
@@ -803,7 +825,7 @@ impl ConfirmationService {
         if policy.ruled(tool_name) == Some(RuleAction::Deny) {
             let reason = format!("Tool {tool_name} is denied by policy");
             tracing::info!(index, %reason, "policy refused the confirmation before it counted");
-            return Ok(Err(ConfirmError::PolicyDenied(reason)));
+            return Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)));
         }
         let needed = settings
             .approvals_needed
@@ -815,8 +837,8 @@ impl ConfirmationService {
             .gather(conn, set, index, edited_args, needed, now)
             .await?
         {
-            Ok(met) => met,
-            Err(waiting) => return Ok(Ok(*waiting)),
+            Gathered::Met(met) => met,
+            Gathered::Waiting(waiting) => return Ok(Attempt::Decided(*waiting)),
         };
         if let Some(approval) = approval {
             approval.record(conn, set.id, index).await?;
@@ -839,7 +861,7 @@ impl ConfirmationService {
         };
         let mut decisions = self.record(conn, set, &[index], verdicts, now).await?;
         tracing::info!(index, %job_id, host = %external.host, "item approved; its job is queued for its host");
-        Ok(Ok(ConfirmOutcome {
+        Ok(Attempt::Decided(ConfirmOutcome {
             decision: decisions.remove(0),
             execution: ExecutionOutcome::Queued {
                 job_id,
@@ -864,7 +886,7 @@ impl ConfirmationService {
         served: jobs::ExternalItem,
         hold: Duration,
         now: OffsetDateTime,
-    ) -> Result<Result<ConfirmOutcome, ConfirmError>, ConfirmError> {
+    ) -> Result<Attempt, ConfirmError> {
         let (job, approval_digest) = self
             .queue_job(
                 conn,
@@ -885,7 +907,7 @@ impl ConfirmationService {
             shadows: None,
         };
         tracing::info!(index, job = %job.id, not_before = %job.due_at, "item confirmed; held until its window ends");
-        Ok(Ok(ConfirmOutcome {
+        Ok(Attempt::Decided(ConfirmOutcome {
             decision: Self::decision(set, index, &verdicts, now),
             execution: ExecutionOutcome::Scheduled {
                 job_id: job.id,
@@ -1130,8 +1152,8 @@ impl ConfirmationService {
             Ok(attempt) => {
                 statement("RELEASE assent_item").execute(&mut *conn).await?;
                 Ok(match attempt {
-                    Ok(outcome) => ItemResult::Confirmed(Box::new(outcome)),
-                    Err(refusal) => ItemResult::Failed(refusal),
+                    Attempt::Decided(outcome) => ItemResult::Confirmed(Box::new(outcome)),
+                    Attempt::Refused(refusal) => ItemResult::Failed(refusal),
                 })
             }
             Err(error) => {
