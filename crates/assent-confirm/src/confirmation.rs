@@ -136,7 +136,7 @@ enum Gathered {
 enum Attempt {
     /// Decided, or an approval recorded short of the quorum: the set in memory holds
     /// the new statuses.
-    Decided(ConfirmOutcome),
+    Decided(Box<ConfirmOutcome>),
     /// The policy, the handler or a changed target refused: only the audit records
     /// (and a stale item's refresh) were written, and they stay.
     Refused(ConfirmError),
@@ -412,17 +412,15 @@ impl ConfirmationService {
         match attempt {
             Attempt::Decided(outcome) => {
                 tracing::info!(index, "item confirmed");
-                Ok(outcome)
+                Ok(*outcome)
             }
             Attempt::Refused(refusal) => Err(refusal),
         }
     }
 
     /// Confirms item `index` of `set` (read in `conn`'s transaction, under its lock)
-    /// inside that transaction; the caller commits. `Err`: nothing of the item may
-    /// stay, roll back. `Ok(Attempt::Refused(refusal))`: the policy or the handler refused, and only
-    /// the audit records were written (they stay). `Ok(Attempt::Decided(outcome))`: decided, and
-    /// `set` holds the new statuses.
+    /// inside that transaction; the caller commits (see [`Attempt`]). `Err`: nothing
+    /// of the item may stay, roll back.
     async fn confirm_in(
         &self,
         conn: &mut AnyConnection,
@@ -516,7 +514,7 @@ impl ConfirmationService {
             .await?
         {
             Gathered::Met(met) => met,
-            Gathered::Waiting(waiting) => return Ok(Attempt::Decided(*waiting)),
+            Gathered::Waiting(waiting) => return Ok(Attempt::Decided(waiting)),
         };
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         if let Some(hold) = settings.hold {
@@ -608,10 +606,10 @@ impl ConfirmationService {
                         now,
                     )
                     .await?;
-                Ok(Attempt::Decided(ConfirmOutcome {
+                Ok(Attempt::Decided(Box::new(ConfirmOutcome {
                     decision: decisions.remove(0),
                     execution,
-                }))
+                })))
             }
         }
     }
@@ -838,7 +836,7 @@ impl ConfirmationService {
             .await?
         {
             Gathered::Met(met) => met,
-            Gathered::Waiting(waiting) => return Ok(Attempt::Decided(*waiting)),
+            Gathered::Waiting(waiting) => return Ok(Attempt::Decided(waiting)),
         };
         if let Some(approval) = approval {
             approval.record(conn, set.id, index).await?;
@@ -861,13 +859,13 @@ impl ConfirmationService {
         };
         let mut decisions = self.record(conn, set, &[index], verdicts, now).await?;
         tracing::info!(index, %job_id, host = %external.host, "item approved; its job is queued for its host");
-        Ok(Attempt::Decided(ConfirmOutcome {
+        Ok(Attempt::Decided(Box::new(ConfirmOutcome {
             decision: decisions.remove(0),
             execution: ExecutionOutcome::Queued {
                 job_id,
                 host: external.host,
             },
-        }))
+        })))
     }
 
     /// Confirms item `index` of a held tool (`assent agent hold`) in `conn`'s
@@ -907,14 +905,14 @@ impl ConfirmationService {
             shadows: None,
         };
         tracing::info!(index, job = %job.id, not_before = %job.due_at, "item confirmed; held until its window ends");
-        Ok(Attempt::Decided(ConfirmOutcome {
+        Ok(Attempt::Decided(Box::new(ConfirmOutcome {
             decision: Self::decision(set, index, &verdicts, now),
             execution: ExecutionOutcome::Scheduled {
                 job_id: job.id,
                 host: served.host,
                 not_before: job.due_at,
             },
-        }))
+        })))
     }
 
     /// Writes the execution job of queued item `index` (no handler runs here: an
@@ -1152,7 +1150,7 @@ impl ConfirmationService {
             Ok(attempt) => {
                 statement("RELEASE assent_item").execute(&mut *conn).await?;
                 Ok(match attempt {
-                    Attempt::Decided(outcome) => ItemResult::Confirmed(Box::new(outcome)),
+                    Attempt::Decided(outcome) => ItemResult::Confirmed(outcome),
                     Attempt::Refused(refusal) => ItemResult::Failed(refusal),
                 })
             }
