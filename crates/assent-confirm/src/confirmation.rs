@@ -821,7 +821,7 @@ impl ConfirmationService {
         // The rules answer first (the category is its host's to resolve, at the claim):
         // no approval, job or webhook for a tool they deny.
         if policy.ruled(tool_name) == Some(RuleAction::Deny) {
-            let reason = format!("Tool {tool_name} is denied by policy");
+            let reason = assent_tools::denied_by_policy(tool_name);
             tracing::info!(index, %reason, "policy refused the confirmation before it counted");
             return Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)));
         }

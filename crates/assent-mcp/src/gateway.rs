@@ -470,8 +470,8 @@ impl Gateway {
         if let Some(spec) = registry.get(tool_name)
             && route(&policy, spec) == RuleAction::Deny
         {
-            return Ok(Called::Done(error_result(format!(
-                "Tool {tool_name} is denied by policy"
+            return Ok(Called::Done(error_result(assent_tools::denied_by_policy(
+                tool_name,
             ))));
         }
         let run_key = format!("mcp-{}", Uuid::new_v4());

@@ -37,7 +37,7 @@ pub use history::{
 };
 pub use policy::{
     AgentPolicy, CallContext, Coverage, PolicyDecision, Requirements, RuleAction, TargetCategory,
-    ToolRule, ToolSettingEntry, ToolSettingsTable, call_covers, name_matches,
+    ToolRule, ToolSettingEntry, ToolSettingsTable, call_covers, denied_by_policy, name_matches,
 };
 pub use registry::{
     BatchSpec, CompensationFn, SummaryContext, SummaryFn, ToolMode, ToolRegistry, ToolSpec,

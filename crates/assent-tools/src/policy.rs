@@ -544,7 +544,7 @@ impl AgentPolicy {
             RuleAction::Allow => PolicyDecision::Allow,
             RuleAction::Ask => PolicyDecision::Ask,
             RuleAction::Deny => PolicyDecision::Deny {
-                reason: format!("Tool {} is denied by policy", tool.name),
+                reason: denied_by_policy(&tool.name),
             },
         }
     }
@@ -620,6 +620,12 @@ impl ToolSettingsTable {
                 .map(|seconds| Duration::seconds(i64::from(seconds))),
         }
     }
+}
+
+/// Why a call of `tool` may not run: the agent's rules deny it. One wording on every
+/// path (the agent reads it; reviewers see it in the audit trail).
+pub fn denied_by_policy(tool: &str) -> String {
+    format!("Tool {tool} is denied by policy")
 }
 
 #[cfg(test)]
