@@ -2360,13 +2360,15 @@ async fn ask_in_client_asks_the_clients_user_where_it_can_and_records_the_client
     );
 
     // The answers are the client's, not a person's, and the proof holds.
-    let history = assent(&s.db, &["history", "--agent", "bot", "--json"]);
-    let history = String::from_utf8_lossy(&history.stdout);
-    assert_eq!(
-        history.matches("\"mcp-client:mcp\"").count(),
-        2,
-        "{history}"
-    );
+    let store = Store::open(&s.db).await.expect("the store");
+    let by_client: i64 = assent_confirm::sqlx::query_scalar(
+        "SELECT COUNT(*) FROM decisions WHERE decided_by = 'mcp-client:mcp'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .expect("counted");
+    store.close().await;
+    assert_eq!(by_client, 2, "the approval and the decline are the client's");
     let verified = assent(&s.db, &["audit", "verify"]);
     assert!(
         verified.status.success(),
