@@ -218,6 +218,8 @@ async fn grants_are_stored_used_and_revoked(backend: &TestBackend) {
         correlation_id: "c-1".into(),
         created_at: NOW,
         revoked_at: None,
+        session_id: None,
+        call_pattern: None,
     };
     let mut tx = app.store.begin_write().await.unwrap();
     delegation::insert_grant(&mut tx, &grant, NOW)
@@ -292,6 +294,8 @@ async fn grants_from_before_0011_are_bound_to_their_agent(backend: &TestBackend)
         correlation_id: correlation_id.into(),
         created_at: NOW,
         revoked_at: None,
+        session_id: None,
+        call_pattern: None,
     };
     let (answered, orphan) = (old_grant("c-answered"), old_grant("c-gone"));
     let mut tx = app.store.begin_write().await.unwrap();

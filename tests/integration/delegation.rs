@@ -96,6 +96,8 @@ async fn grant_researcher(app: &TestApp, tool: &str) {
             correlation_id: "c".into(),
             created_at: NOW,
             revoked_at: None,
+            session_id: None,
+            call_pattern: None,
         },
         NOW,
     )

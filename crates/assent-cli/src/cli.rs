@@ -573,6 +573,16 @@ pub struct ConfirmArgs {
     /// or a refresh moved it): refused, exit 3, when it moved since.
     #[arg(long, value_name = "N", conflicts_with = "all")]
     pub revision: Option<u32>,
+    /// "Yes, for this session": a coding agent's hook call, confirmed, and the later
+    /// calls of the same agent in the same session of that coding agent, of the same
+    /// tool, with exactly these arguments (or those `--pattern` covers) run without
+    /// asking; listed by `assent grants`, taken back with `assent grants revoke ID`.
+    #[arg(long, conflicts_with = "all")]
+    pub for_session: bool,
+    /// With `--for-session`: the calls it covers, as a rule pattern of the item's tool
+    /// (`Bash(git status*)`, `Edit(src/**)`) that covers this call.
+    #[arg(long, value_name = "TOOL(ARG)", requires = "for_session")]
+    pub pattern: Option<String>,
 }
 
 /// The identity a quorum counts for a decision made here: `--as NAME`, else the OS

@@ -118,6 +118,20 @@ pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
         service = service.shown_revision(revision);
     }
     match args.index {
+        Some(index) if args.for_session => {
+            let (outcome, grant) = service
+                .confirm_for_session(set, index, args.pattern.as_deref(), ctx.now)
+                .await?;
+            let mut shown = confirmed_json(&outcome);
+            shown["sessionGrant"] = serde_json::to_value(&grant).map_err(anyhow::Error::from)?;
+            Output::either(ctx.json, &shown, || {
+                format!(
+                    "{}\n{}",
+                    render::confirmed(index, &outcome),
+                    render::session_granted(&grant)
+                )
+            })
+        }
         Some(index) if !args.all => {
             let outcome = service.confirm_item(set, index, ctx.now).await?;
             Output::either(ctx.json, &confirmed_json(&outcome), || {

@@ -44,6 +44,12 @@ pub struct McpArgs {
     /// (`assent/reviewUrl`), beside its change set id (`assent/changeSetId`).
     #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
+    /// Ask the client's own user about a queued call (MCP elicitation, form mode: the
+    /// tool, its arguments, Approve / Reject with a reason) where the client declared
+    /// `elicitation`. The answer is recorded as `mcp-client:NAME`, never a named
+    /// person's: a tool that needs more than one person is queued as without it.
+    #[arg(long)]
+    pub ask_in_client: bool,
     /// The agent whose policy (categories, allow|ask|deny rules) gates the calls.
     #[arg(long, value_name = "AGENT")]
     pub agent: String,
@@ -163,6 +169,7 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
             call: Duration::from_secs(args.call_timeout),
         },
         public_url: args.public_url,
+        ask_in_client: args.ask_in_client,
     };
     let served = match config {
         Some(config) => assent_mcp::run_config(store.clone(), options, config, downstream).await,

@@ -858,10 +858,7 @@ pub fn grants(grants: &[Grant]) -> String {
                 g.id.to_string(),
                 g.agent_path.clone(),
                 g.tool_name.clone(),
-                g.args_pattern.as_ref().map_or_else(
-                    || "(any)".to_owned(),
-                    |p| cut(&canonical_json(p), MAX_CELL_CHARS),
-                ),
+                grant_covers(g),
                 time(g.created_at),
                 g.revoked_at.map(time).unwrap_or_default(),
             ]
@@ -870,6 +867,41 @@ pub fn grants(grants: &[Grant]) -> String {
     table(
         &["ID", "AGENT", "TOOL", "ARGS PATTERN", "GIVEN", "REVOKED"],
         &rows,
+    )
+}
+
+/// What a grant covers, in a cell: its arguments pattern, and a session grant's
+/// session.
+fn grant_covers(grant: &Grant) -> String {
+    let covers = match (&grant.call_pattern, &grant.args_pattern) {
+        (Some(pattern), _) => visible(pattern).into_owned(),
+        (None, Some(args)) => canonical_json(args),
+        (None, None) => "(any)".to_owned(),
+    };
+    let covers = match &grant.session_id {
+        Some(session) => format!("{covers} in session {}", visible(session)),
+        None => covers,
+    };
+    cut(&covers, MAX_CELL_CHARS)
+}
+
+/// One line about a session grant just given.
+pub fn session_granted(grant: &Grant) -> String {
+    format!(
+        "Allowed for the rest of session {} without asking: {} {} (grant {}; `assent grants revoke {}` takes it back)",
+        one_line(&visible(grant.session_id.as_deref().unwrap_or_default())),
+        grant.tool_name,
+        grant.call_pattern.as_deref().map_or_else(
+            || format!(
+                "with exactly {}",
+                one_line(&canonical_json(
+                    grant.args_pattern.as_ref().unwrap_or(&Value::Null)
+                ))
+            ),
+            |pattern| format!("as {}", one_line(&visible(pattern))),
+        ),
+        grant.id,
+        grant.id
     )
 }
 

@@ -576,6 +576,8 @@ fn seed_grant(cli: &Cli, agent_path: &str, tool: &str) -> String {
             correlation_id: "c-1".into(),
             created_at: time::macros::datetime!(2026-03-01 12:00 UTC),
             revoked_at: None,
+            session_id: None,
+            call_pattern: None,
         };
         let mut tx = store.begin_write().await.expect("write");
         assent_store::delegation::insert_grant(&mut tx, &grant, grant.created_at)

@@ -2231,3 +2231,148 @@ async fn the_typescript_sdks_request_timeout_withdraws_the_held_call() {
 async fn first_pending_of(db: String) -> Uuid {
     first_pending(&db).await
 }
+
+/// Runs the official Python client against `assent mcp --ask-in-client` with one
+/// `append_note` call; `elicit` is how its user answers a form (`None`: a client
+/// without the elicitation capability).
+async fn asked_in_client(
+    python: &Path,
+    db: &str,
+    note: &Path,
+    text: &str,
+    elicit: Option<Value>,
+) -> Value {
+    let args: Vec<String> = [
+        "--db",
+        db,
+        "mcp",
+        "--server",
+        "notes",
+        "--agent",
+        "bot",
+        "--ask-in-client",
+        "--",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .chain([fixture().display().to_string()])
+    .collect();
+    let mut plan = json!({
+        "command": env!("CARGO_BIN_EXE_assent"),
+        "args": args,
+        "calls": [{"tool": "append_note", "arguments": {"path": note, "text": text}}],
+    });
+    if let Some(elicit) = elicit {
+        plan["elicit"] = elicit;
+    }
+    run_python(python, plan).await
+}
+
+#[tokio::test]
+async fn ask_in_client_asks_the_clients_user_where_it_can_and_records_the_client_not_a_person() {
+    let Some(python) = official_python() else {
+        return;
+    };
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+
+    // Approved in the client: the call runs, and the model gets the upstream's result.
+    let report = asked_in_client(
+        &python,
+        &s.db,
+        &note,
+        "one",
+        Some(json!({"action": "accept", "content": {"decision": "approve"}})),
+    )
+    .await;
+    let call = &report["calls"][0];
+    assert_eq!(call["isError"], false, "{report:#}");
+    assert_eq!(
+        call["structuredContent"],
+        json!({"path": note, "bytes": 4}),
+        "{report:#}"
+    );
+    let form = &report["elicited"][0];
+    let message = form["message"].as_str().expect("a message");
+    assert!(
+        message.contains("append_note") && message.contains("\"one\""),
+        "the form shows the tool and its arguments: {message}"
+    );
+    assert!(
+        form["requestedSchema"].to_string().contains("approve"),
+        "{report:#}"
+    );
+
+    // Declined in the client: a rejection the model reads; nothing runs.
+    let report = asked_in_client(
+        &python,
+        &s.db,
+        &note,
+        "two",
+        Some(json!({"action": "decline"})),
+    )
+    .await;
+    let call = &report["calls"][0];
+    assert_eq!(call["isError"], true, "{report:#}");
+    assert!(
+        call["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("declined in the client")),
+        "{report:#}"
+    );
+
+    // A client without the capability: queued as today, nothing asked.
+    let report = asked_in_client(&python, &s.db, &note, "three", None).await;
+    let call = &report["calls"][0];
+    assert!(
+        call["text"].as_str().is_some_and(|t| t.starts_with(QUEUED)),
+        "{report:#}"
+    );
+    assert_eq!(report["elicited"], json!([]), "{report:#}");
+
+    // A tool that needs two people: never asked in the client (its answer would count
+    // as one person at most), queued, and the model told why.
+    let out = assent(
+        &s.db,
+        &["agent", "ask", "bot", "append_note", "--approvals", "2"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = asked_in_client(
+        &python,
+        &s.db,
+        &note,
+        "four",
+        Some(json!({"action": "accept", "content": {"decision": "approve"}})),
+    )
+    .await;
+    assert_eq!(report["elicited"], json!([]), "{report:#}");
+    let text = report["calls"][0]["text"].as_str().expect("a text");
+    assert!(text.starts_with(QUEUED), "{report:#}");
+    assert!(text.contains("needs 2 people's approval"), "{report:#}");
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\n"),
+        "only the call approved in the client ran"
+    );
+
+    // The answers are the client's, not a person's, and the proof holds.
+    let store = Store::open(&s.db).await.expect("the store");
+    let by_client: i64 = assent_confirm::sqlx::query_scalar(
+        "SELECT COUNT(*) FROM decisions WHERE decided_by = 'mcp-client:mcp'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .expect("counted");
+    store.close().await;
+    assert_eq!(by_client, 2, "the approval and the decline are the client's");
+    let verified = assent(&s.db, &["audit", "verify"]);
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
+    );
+}

@@ -14,6 +14,11 @@ PLAN_JSON: {"command": "...", "args": ["..."], "calls": [{"tool": "...", "argume
     the call's "clientError", so the test that runs this script can assert there is none.
     A call's report also has "meta" (the result's `_meta`).
 
+    With "elicit": {"action": "accept"|"decline"|"cancel", "content": {...}} the client
+    declares `elicitation` and answers every form so (an `elicitation_callback`); the
+    report's "elicited" lists each form asked ({"message", "requestedSchema"}).
+    Without it the client declares no elicitation.
+
     Other steps: {"run": ["PROGRAM", "ARG", ...]} runs a command (a person deciding with
     the CLI) and reports {"exit": CODE}. In a step, the text "{changeSetId}" stands for
     the `assent/changeSetId` of the latest call answered with one. A call with
@@ -88,9 +93,24 @@ def connect(plan):
 
 
 async def main(plan):
+    elicited = []
+    options = {}
+    if "elicit" in plan:
+        from mcp import types
+
+        async def on_elicit(context, params):
+            elicited.append({
+                "message": params.message,
+                "requestedSchema": getattr(params, "requested_schema", None),
+            })
+            return types.ElicitResult(
+                action=plan["elicit"]["action"], content=plan["elicit"].get("content")
+            )
+
+        options["elicitation_callback"] = on_elicit
     async with connect(plan) as streams:
         read, write = streams[0], streams[1]
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, **options) as session:
             await session.initialize()
             listed = await session.list_tools()
             tools = [
@@ -111,7 +131,7 @@ async def main(plan):
                 calls.append(answer)
                 meta = answer.get("meta") or {}
                 change_set_id = meta.get("assent/changeSetId") or change_set_id
-    print(json.dumps({"tools": tools, "calls": calls}))
+    print(json.dumps({"tools": tools, "calls": calls, "elicited": elicited}, default=str))
 
 
 if __name__ == "__main__":

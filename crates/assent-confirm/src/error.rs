@@ -108,6 +108,11 @@ pub enum ConfirmError {
     /// nothing was written.
     #[error("invalid rule: {0}")]
     InvalidRule(String),
+    /// A "yes, for this session" answer that cannot be given as asked (no session, a
+    /// pattern of another tool or that does not cover the call, a quorum or a hold):
+    /// nothing was written.
+    #[error("invalid session grant: {0}")]
+    InvalidGrant(String),
     /// A worker's settings were refused (the webhook sender's, say).
     #[error("invalid worker settings: {0}")]
     InvalidWorker(String),

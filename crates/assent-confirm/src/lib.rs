@@ -42,6 +42,7 @@ mod ledger;
 mod outcome;
 mod rules;
 mod scheduler;
+mod session;
 mod simple;
 mod strategy;
 mod undo;
@@ -74,6 +75,7 @@ pub use scheduler::{
     CallResult, DEFAULT_EXECUTION_TIMEOUT, MAX_PROMPTS_PER_CALL, ScheduledCall, ScheduledWake,
     Scheduler, Session,
 };
+pub use session::{SESSION_THREAD_PREFIX, session_of, session_thread};
 pub use simple::{HostError, IntoToolOutcome, SimpleHost};
 /// The SQL toolkit the engine runs on: a host's handlers and resolver work on its
 /// [`AnyConnection`](sqlx::AnyConnection), and a service uses this very version

@@ -444,6 +444,8 @@ impl Scheduler {
             correlation_id: attribution.correlation_id.clone(),
             created_at: now,
             revoked_at: None,
+            session_id: None,
+            call_pattern: None,
         };
         let mut tx = self.engine.store().begin_write().await?;
         delegation::insert_grant(&mut tx, &grant, now).await?;

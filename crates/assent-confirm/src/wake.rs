@@ -130,10 +130,14 @@ impl WakeService {
             Ok(None) => TargetCategory::Missing,
             Err(error) => TargetCategory::LookupFailed(error),
         };
+        // Duplicates are per agent: an identical call of another agent on the same
+        // target is that agent's own proposal (its own rules, its own person), never
+        // dropped as this one's.
         let pending = change_sets::pending(
             &mut tx,
             &change_sets::PendingFilter {
                 target: Some(request.target.clone()),
+                agent_id: Some(request.agent_id.clone()),
                 ..Default::default()
             },
         )

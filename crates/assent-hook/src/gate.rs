@@ -114,6 +114,11 @@ pub async fn decide(
         });
     }
     let run_key = run_key(event);
+    if let Some(answer) =
+        crate::session::granted(&engine, &options.agent, &target, event, &run_key).await?
+    {
+        return Ok(answer);
+    }
     let call = ToolCall {
         id: event
             .tool_use_id
@@ -122,7 +127,12 @@ pub async fn decide(
         name: event.tool_name.clone(),
         arguments: ToolArguments::Value(event.tool_input.clone()),
     };
-    let request = WakeRequest::new(options.agent.clone(), target.clone(), run_key, vec![call]);
+    let mut request = WakeRequest::new(options.agent.clone(), target.clone(), run_key, vec![call]);
+    // The set names the coding agent's session, so a person can answer "yes, for this
+    // session" (`assent_confirm::session_of`).
+    if let Some(session) = &event.session_id {
+        request.thread_id = assent_confirm::session_thread(session);
+    }
     let wake = engine
         .wakes()
         .wake(request, OffsetDateTime::now_utc())

@@ -7,6 +7,8 @@
 //! - [`decide`] routes the call through the agent's rules with the engine's own wake
 //!   (the one decision point of every door), queues what needs a person, and waits
 //!   for the decision through the change feed ([`gate`]'s documentation).
+//!   A call a person allowed for the rest of its session (a session grant) runs
+//!   unasked under the grant, recorded as such (`session`).
 //! - [`record_ran`] writes an after event (what ran) into the audit trail, linked to
 //!   the decision by the agent's `tool_use_id`.
 //! - [`render`] answers in the agent's dialect, with only the fields it documents,
@@ -29,6 +31,7 @@ mod gate;
 pub mod http;
 pub mod install;
 mod kind;
+mod session;
 mod summary;
 mod workspace;
 

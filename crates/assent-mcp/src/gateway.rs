@@ -55,6 +55,9 @@ pub struct GatewayOptions {
     /// The review server's address as people reach it (`--public-url`): a queued
     /// call's `_meta` links to its set on the review page.
     pub public_url: Option<String>,
+    /// `--ask-in-client`: a queued call asks the client's user (MCP elicitation) where
+    /// the client can and the rules let a client's answer count ([`crate::elicit`]).
+    pub ask_in_client: bool,
 }
 
 /// The gateway: see the module documentation. Cloning shares it.
@@ -534,7 +537,25 @@ impl Gateway {
                 .peer_info()
                 .map(|info| info.client_info.name.clone())
         });
-        let result = match client_wait(inner.options.wait, client.as_deref()) {
+        let mut wait = client_wait(inner.options.wait, client.as_deref());
+        if inner.options.ask_in_client
+            && let Some(context) = progress
+        {
+            let asking = wait.unwrap_or(crate::elicit::DEFAULT_ASK_WAIT);
+            match crate::elicit::ask_in_client(&engine, context, &set, asking)
+                .await
+                .map_err(internal)?
+            {
+                // Decided in the client: the run (or the rejection) is answered as a
+                // person's decision is, once the job ran.
+                crate::elicit::Asked::Decided => wait = Some(asking),
+                crate::elicit::Asked::Queued(Some(note)) => {
+                    queued.content.push(ContentBlock::text(note))
+                }
+                crate::elicit::Asked::Queued(None) => {}
+            }
+        }
+        let result = match wait {
             Some(wait) => self.wait_for(set.id, wait, queued, progress).await?,
             None => queued,
         };

@@ -21,9 +21,12 @@
 //!   every server of a configuration file ([`config`]) behind one endpoint, tools
 //!   named `SERVER__tool`; [`run`] and [`run_config`] wire it all together, served on
 //!   stdio or over Streamable HTTP ([`Downstream`]).
+//! - `elicit`: `--ask-in-client`, a queued call asked of the client's user over MCP
+//!   elicitation (form mode), recorded as `mcp-client:NAME`, never for a quorum.
 
 mod catalog;
 pub mod config;
+mod elicit;
 mod error;
 mod gateway;
 mod host;

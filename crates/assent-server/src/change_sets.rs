@@ -129,10 +129,15 @@ async fn item_path(state: &AppState, path: ItemPath) -> Result<(Uuid, usize), Se
     Ok((set, parse_index(&index)?))
 }
 
-/// `{revision?}` of a confirmation: the item revision the person was shown.
+/// `{revision?, forSession?, pattern?}` of a confirmation: the item revision the
+/// person was shown, and "yes, for this session" with the pattern it covers (exactly
+/// the item's arguments without one).
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct ConfirmBody {
     revision: Option<u32>,
+    #[serde(default, rename = "forSession")]
+    for_session: bool,
+    pattern: Option<String>,
 }
 
 /// The body of a confirmation: none (as before revisions), or `{revision}`.
@@ -160,8 +165,10 @@ fn confirmations_of(
     }
 }
 
-/// `POST /api/change-sets/{id}/items/{index}/confirm {revision?}`: 409 when the item's
-/// revision moved past the one named.
+/// `POST /api/change-sets/{id}/items/{index}/confirm {revision?, forSession?,
+/// pattern?}`: 409 when the item's revision moved past the one named; with
+/// `forSession`, the answer also grants the rest of the coding agent's session
+/// (`sessionGrant` in the reply), 400 when it cannot (nothing changes then).
 pub(crate) async fn confirm_item(
     State(state): State<AppState>,
     Extension(caller): Extension<Principal>,
@@ -170,9 +177,23 @@ pub(crate) async fn confirm_item(
 ) -> ApiResult {
     let (set, index) = item_path(&state, path).await?;
     let body = confirm_body(&body)?;
-    let outcome = confirmations_of(&state, &caller, body.revision)
-        .confirm_item(set, index, now())
-        .await?;
+    let service = confirmations_of(&state, &caller, body.revision);
+    if body.for_session {
+        let (outcome, grant) = service
+            .confirm_for_session(set, index, body.pattern.as_deref(), now())
+            .await?;
+        publish_update(&state, set);
+        let mut shown = confirmed_json(&outcome);
+        shown["sessionGrant"] = serde_json::json!(grant);
+        return ok(shown);
+    }
+    if body.pattern.is_some() {
+        return Err(ServerError::BadRequest(
+            "\"pattern\" is for a session answer only: send it with \"forSession\": true"
+                .to_owned(),
+        ));
+    }
+    let outcome = service.confirm_item(set, index, now()).await?;
     publish_update(&state, set);
     ok(confirmed_json(&outcome))
 }

@@ -109,6 +109,7 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         | ConfirmError::UnknownTool(_)
         | ConfirmError::NoCompensation(_)
         | ConfirmError::InvalidRule(_)
+        | ConfirmError::InvalidGrant(_)
         | ConfirmError::Calls(_) => StatusCode::BAD_REQUEST,
         ConfirmError::PolicyDenied(_) => StatusCode::FORBIDDEN,
         ConfirmError::ExecutionTimedOut { .. } => StatusCode::GATEWAY_TIMEOUT,

@@ -118,6 +118,10 @@ pub struct SetView<'a> {
     /// itemIndex, operationId}` of that item; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub undoes: Option<assent_store::change_sets::Undoes>,
+    /// A coding agent's hook set: the agent's session it came from, which a person
+    /// may answer "yes, for this session" (`forSession`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<&'a str>,
 }
 
 impl<'a> SetView<'a> {
@@ -132,6 +136,7 @@ impl<'a> SetView<'a> {
             status: set.status.as_str(),
             created_at: set.created_at,
             undoes: None,
+            session: assent_confirm::session_of(set),
             items: set
                 .items
                 .iter()

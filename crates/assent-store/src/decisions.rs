@@ -10,6 +10,10 @@ use sqlx::{AnyConnection, Row};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+/// How a decision answered in an MCP client (`assent mcp --ask-in-client`) names its
+/// reviewer: `mcp-client:NAME`.
+pub const MCP_CLIENT_PREFIX: &str = "mcp-client:";
+
 const TABLE: &str = "decisions";
 
 /// Inserts a decision and its outbox message. A second final decision for the same
@@ -376,8 +380,13 @@ pub async fn past_calls(
                 }),
                 _ => None,
             };
+            // An answer relayed by an MCP client (elicitation) may be the client's own,
+            // automated: never counted as a person's.
+            let relayed = decided_by
+                .as_deref()
+                .is_some_and(|by| by.starts_with(MCP_CLIENT_PREFIX));
             Ok(PastCall {
-                automatic: grant_id.is_some(),
+                automatic: grant_id.is_some() || relayed,
                 definition,
                 decision_id: row.try_get("id")?,
                 undone: undone.contains(&(change_set_id.clone(), item_index)),

@@ -40,6 +40,14 @@ pub struct Grant {
     /// When it was revoked; a revoked grant allows nothing.
     #[serde(with = "time::serde::rfc3339::option")]
     pub revoked_at: Option<OffsetDateTime>,
+    /// A "yes, for this session" grant: the coding agent's session (its hook events'
+    /// `session_id`) it covers, alone; `None` for a sub-agent's "always" grant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// A session grant's rule pattern, as the person saw it (`Bash(git status*)`);
+    /// `None` for a session grant of exactly the arguments in `args_pattern`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_pattern: Option<String>,
 }
 
 impl Grant {
@@ -47,10 +55,53 @@ impl Grant {
     /// contain the pattern.
     pub fn covers(&self, args: &Value) -> bool {
         self.revoked_at.is_none()
+            && self.session_id.is_none()
             && self
                 .args_pattern
                 .as_ref()
                 .is_none_or(|pattern| contains(args, pattern))
+    }
+
+    /// Whether this session grant covers a call of its tool with `args` in workspace
+    /// `target_id` ([`session_covers`]); a revoked grant, or one of no session,
+    /// covers nothing.
+    pub fn covers_in_session(&self, args: &Value, target_id: &str) -> bool {
+        self.revoked_at.is_none()
+            && self.session_id.is_some()
+            && session_covers(
+                self.call_pattern.as_deref(),
+                self.args_pattern.as_ref(),
+                &self.tool_name,
+                args,
+                target_id,
+            )
+    }
+}
+
+/// Whether a session grant of `tool` covers a call of it with `args` in workspace
+/// `target_id`: its rule pattern surely covers the call (an unsure match, a chained
+/// command or a `..` path, never allows: `assent_tools::call_covers`), or, with no
+/// pattern, the arguments are exactly those the person answered. The proof reads
+/// session grants with the same function.
+pub fn session_covers(
+    call_pattern: Option<&str>,
+    exact_args: Option<&Value>,
+    tool: &str,
+    args: &Value,
+    target_id: &str,
+) -> bool {
+    match (call_pattern, exact_args) {
+        (Some(pattern), _) => {
+            assent_tools::call_covers(
+                pattern,
+                tool,
+                Some(assent_tools::CallContext { args, target_id }),
+            ) == assent_tools::Coverage::Yes
+        }
+        (None, Some(exact)) => {
+            assent_domain::canonical_json(exact) == assent_domain::canonical_json(args)
+        }
+        (None, None) => false,
     }
 }
 
@@ -98,8 +149,9 @@ pub async fn insert_grant(
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO grants (id, agent_path, tool_name, args_pattern, correlation_id, created_at, revoked_at, agent_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        "INSERT INTO grants (id, agent_path, tool_name, args_pattern, correlation_id, created_at, revoked_at, agent_id,
+                             session_id, call_pattern)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(grant.id.to_string())
     .bind(&grant.agent_path)
@@ -109,6 +161,8 @@ pub async fn insert_grant(
     .bind(timefmt::format(grant.created_at))
     .bind(grant.revoked_at.map(timefmt::format))
     .bind(grant.agent_id.as_deref())
+    .bind(grant.session_id.as_deref())
+    .bind(grant.call_pattern.as_deref())
     .execute(&mut *conn)
     .await?;
     chain::append(conn, vec![grant_entry(grant)], now).await?;
@@ -124,9 +178,10 @@ fn grant_entry(grant: &Grant) -> chain::Entry {
     }
 }
 
-/// What a grant's chain entry holds: its whole row.
+/// What a grant's chain entry holds: its whole row (a session grant's two fields only
+/// when set, so the entries of grants from before them read as they were written).
 pub fn grant_chain_content(grant: &Grant) -> Value {
-    serde_json::json!({
+    let mut content = serde_json::json!({
         "id": grant.id,
         "agentId": grant.agent_id,
         "agentPath": grant.agent_path,
@@ -135,7 +190,15 @@ pub fn grant_chain_content(grant: &Grant) -> Value {
         "correlationId": grant.correlation_id,
         "createdAt": timefmt::format(grant.created_at),
         "revokedAt": grant.revoked_at.map(timefmt::format),
-    })
+    });
+    if let Some(session) = &grant.session_id {
+        content["sessionId"] = Value::from(session.as_str());
+        content["callPattern"] = grant
+            .call_pattern
+            .as_deref()
+            .map_or(Value::Null, Value::from);
+    }
+    content
 }
 
 /// Every grant, for [`crate::proof`].
@@ -173,6 +236,8 @@ fn decode_grant(row: &AnyRow) -> Result<Grant, StoreError> {
         revoked_at: revoked_at
             .map(|text| timefmt::parse(GRANTS, &text))
             .transpose()?,
+        session_id: row.try_get("session_id")?,
+        call_pattern: row.try_get("call_pattern")?,
     })
 }
 
@@ -194,6 +259,35 @@ pub async fn active_grants(
     .fetch_all(conn)
     .await?;
     rows.iter().map(decode_grant).collect()
+}
+
+/// The first active session grant of agent `agent_id` for `tool_name` in coding-agent
+/// session `session_id` that covers a call with `args` in workspace `target_id`
+/// ([`Grant::covers_in_session`]), oldest first.
+pub async fn covering_session_grant(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    session_id: &str,
+    tool_name: &str,
+    args: &Value,
+    target_id: &str,
+) -> Result<Option<Grant>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT * FROM grants WHERE agent_id = $1 AND session_id = $2 AND tool_name = $3 AND revoked_at IS NULL
+         ORDER BY created_at, id",
+    )
+    .bind(agent_id)
+    .bind(session_id)
+    .bind(tool_name)
+    .fetch_all(conn)
+    .await?;
+    for row in &rows {
+        let grant = decode_grant(row)?;
+        if grant.covers_in_session(args, target_id) {
+            return Ok(Some(grant));
+        }
+    }
+    Ok(None)
 }
 
 /// The first active grant of agent `agent_id` at `agent_path` for `tool_name` that
@@ -387,9 +481,40 @@ mod tests {
             correlation_id: "c".into(),
             created_at: OffsetDateTime::UNIX_EPOCH,
             revoked_at: None,
+            session_id: None,
+            call_pattern: None,
         };
         assert!(grant.covers(&json!({"priority": "P0"})));
         grant.revoked_at = Some(OffsetDateTime::UNIX_EPOCH);
         assert!(!grant.covers(&json!({"priority": "P0"})));
+    }
+
+    #[test]
+    fn a_session_grant_covers_its_pattern_or_exactly_its_arguments_and_nothing_else() {
+        let mut grant = Grant {
+            id: Uuid::new_v4(),
+            agent_id: Some("coder".into()),
+            agent_path: "coder".into(),
+            tool_name: "Bash".into(),
+            args_pattern: Some(json!({"command": "git status"})),
+            correlation_id: "d".into(),
+            created_at: OffsetDateTime::UNIX_EPOCH,
+            revoked_at: None,
+            session_id: Some("s1".into()),
+            call_pattern: Some("Bash(git status*)".into()),
+        };
+        let call = |command: &str| json!({"command": command});
+        assert!(grant.covers_in_session(&call("git status --short"), "/w"));
+        assert!(!grant.covers_in_session(&call("git push"), "/w"));
+        // A chained command is unsure: never allowed by a grant.
+        assert!(!grant.covers_in_session(&call("git status; rm -rf /"), "/w"));
+        // A session grant is never a sub-agent's "always" grant.
+        assert!(!grant.covers(&call("git status")));
+        grant.call_pattern = None;
+        assert!(grant.covers_in_session(&call("git status"), "/w"));
+        assert!(!grant.covers_in_session(&call("git status --short"), "/w"));
+        assert!(!grant.covers_in_session(&json!({"command": "git status", "timeout": 1}), "/w"));
+        grant.revoked_at = Some(OffsetDateTime::UNIX_EPOCH);
+        assert!(!grant.covers_in_session(&call("git status"), "/w"));
     }
 }

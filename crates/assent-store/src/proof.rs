@@ -497,6 +497,23 @@ fn rows_match(
     }
 }
 
+/// Whether an effect run under session grant `grant` (its chain content) is within
+/// it: the grant's agent and exact tool, the session the run names in its `allowedBy`,
+/// and arguments the grant covers as the hook read them (`delegation::session_covers`).
+fn within_session_grant(grant: &Value, allowed_by: &Value, record: &Value) -> bool {
+    grant["agentId"] == record["agentId"]
+        && grant["toolName"] == record["toolName"]
+        && !grant["sessionId"].is_null()
+        && grant["sessionId"] == allowed_by["session"]
+        && delegation::session_covers(
+            grant["callPattern"].as_str(),
+            Some(&grant["argsPattern"]).filter(|a| !a.is_null()),
+            record["toolName"].as_str().unwrap_or_default(),
+            &record["args"],
+            record["targetId"].as_str().unwrap_or_default(),
+        )
+}
+
 /// Rules 3 to 6 over the chain's own record of what happened; returns how many effects
 /// were checked.
 fn effects_consented(
@@ -617,6 +634,27 @@ fn effects_consented(
                 .get(grant)
                 .and_then(|h| h.iter().rev().find(|(g, _)| *g < i).map(|(_, c)| *c));
             match in_force {
+                // A session grant ("yes, for this session") covers only its agent's
+                // calls of its tool in its session whose arguments it covers.
+                Some(g)
+                    if g["revokedAt"].is_null()
+                        && g.get("sessionId").is_some_and(|s| !s.is_null())
+                        && !within_session_grant(g, allowed_by, record) =>
+                {
+                    fail(
+                        violations,
+                        ProofRule::Consent,
+                        format!(
+                            "{tool} within session grant {grant}: agent {}, session {}, {}",
+                            g["agentId"],
+                            g["sessionId"],
+                            g["callPattern"].as_str().map_or_else(
+                                || format!("arguments {}", g["argsPattern"]),
+                                str::to_owned
+                            )
+                        ),
+                    );
+                }
                 Some(g)
                     if g["revokedAt"].is_null()
                         && name_matches(g["toolName"].as_str().unwrap_or_default(), tool) => {}
@@ -971,6 +1009,64 @@ mod tests {
         );
         assert!(unasked_problem(&rules, &by_rule, "Bash", context(&removal), "2026").is_some());
         assert!(unasked_problem(&rules, &by_rule, "Bash", context(&chained), "2026").is_some());
+    }
+
+    #[test]
+    fn a_run_under_a_session_grant_is_within_it_only_for_its_agent_session_tool_and_pattern() {
+        let grant = json!({"agentId": "coder", "toolName": "Bash", "sessionId": "s1",
+            "callPattern": "Bash(git status*)", "argsPattern": {"command": "git status"}});
+        let by = json!({"grant": "g", "session": "s1"});
+        let run = |agent: &str, tool: &str, command: &str| {
+            json!({"agentId": agent, "toolName": tool, "args": {"command": command},
+                "targetId": "/w"})
+        };
+        assert!(within_session_grant(
+            &grant,
+            &by,
+            &run("coder", "Bash", "git status -s")
+        ));
+        assert!(!within_session_grant(
+            &grant,
+            &json!({"grant": "g", "session": "s2"}),
+            &run("coder", "Bash", "git status")
+        ));
+        assert!(!within_session_grant(
+            &grant,
+            &json!({"grant": "g"}),
+            &run("coder", "Bash", "git status")
+        ));
+        assert!(!within_session_grant(
+            &grant,
+            &by,
+            &run("other", "Bash", "git status")
+        ));
+        assert!(!within_session_grant(
+            &grant,
+            &by,
+            &run("coder", "Shell", "git status")
+        ));
+        assert!(!within_session_grant(
+            &grant,
+            &by,
+            &run("coder", "Bash", "git push")
+        ));
+        assert!(!within_session_grant(
+            &grant,
+            &by,
+            &run("coder", "Bash", "git status && rm -rf /")
+        ));
+        let exact = json!({"agentId": "coder", "toolName": "Bash", "sessionId": "s1",
+            "callPattern": null, "argsPattern": {"command": "git status"}});
+        assert!(within_session_grant(
+            &exact,
+            &by,
+            &run("coder", "Bash", "git status")
+        ));
+        assert!(!within_session_grant(
+            &exact,
+            &by,
+            &run("coder", "Bash", "git status -s")
+        ));
     }
 
     fn entry(seq: u64, prev: &str, kind: &str, subject: &str, content: &Value) -> ChainEntry {

@@ -36,9 +36,9 @@ fn agent(index: usize) -> String {
     format!("coder{index}")
 }
 
-/// Fixture `name` as agent number `index` sends it: in a workspace of its own (an
-/// identical call of another agent in the same workspace is refused as a duplicate,
-/// never joined: see `identical_calls_join_one_item`).
+/// Fixture `name` as agent number `index` sends it: in a workspace of its own (so the
+/// tests of one dialect never see another's items; two agents in one workspace each
+/// get their own: see `two_agents_in_one_workspace_each_get_their_own_item`).
 fn event_of(index: usize, name: &str) -> String {
     fixture(name).replace("/home/user/proj", &format!("/home/user/proj{index}"))
 }
@@ -160,6 +160,12 @@ impl Cli {
 
     /// The open change set of `agent`, waiting up to 10 s for its hook to queue it.
     fn set_of(&self, agent: &str) -> String {
+        self.set_within(agent, Duration::from_secs(10))
+    }
+
+    /// The open change set of `agent`, waiting up to `limit` for its hook to queue it
+    /// (a real coding agent starts first).
+    fn set_within(&self, agent: &str, limit: Duration) -> String {
         let started = Instant::now();
         loop {
             let pending = self.json(&["pending"], "");
@@ -169,10 +175,7 @@ impl Cli {
             if let Some(set) = found {
                 return set;
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "{agent} queued nothing"
-            );
+            assert!(started.elapsed() < limit, "{agent} queued nothing");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -642,6 +645,49 @@ fn identical_calls_join_one_item_and_one_decision_answers_both() {
 }
 
 #[test]
+fn two_agents_in_one_workspace_each_get_their_own_item() {
+    // The same call of two agents in the same workspace: each is its own agent's
+    // proposal (its rules, its person), so the second is queued, not refused as a
+    // duplicate of the first ("already waiting", which used to be its answer).
+    let cli = Cli::coders();
+    let event = fixture("claude-code.PreToolUse");
+    let first = cli.hook("claude-code", &agent(0), &["--wait", "30"], &event);
+    let first_set = cli.set_of(&agent(0));
+    let second = cli.hook("claude-code", &agent(1), &["--wait", "30"], &event);
+    let second_set = cli.set_of(&agent(1));
+    assert_ne!(first_set, second_set);
+    let out = cli.run(&["confirm", &first_set, "0"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        answered(first),
+        documented(
+            "claude-code.PreToolUse",
+            "allow",
+            &format!("Confirmed in Assent (change set {first_set})"),
+            None,
+        )
+    );
+    // One agent's confirmation answers nothing of the other's.
+    let pending = cli.json(&["pending"], "");
+    assert!(
+        pending.to_string().contains(&second_set),
+        "the second agent's item still waits: {pending}"
+    );
+    let out = cli.run(&["reject", &second_set, "0", "--reason", "not you"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        answered(second),
+        documented(
+            "claude-code.PreToolUse",
+            "deny",
+            "Rejected by the user: not you",
+            None,
+        )
+    );
+    proven(&cli);
+}
+
+#[test]
 fn a_waiting_hook_answers_within_a_second_of_the_decision_in_another_process() {
     let cli = Cli::coders();
     let hook = cli.hook(
@@ -1040,18 +1086,27 @@ fn an_edit_shows_its_diff_and_a_file_changed_since_is_refused() {
 /// once under the target directory; `None` (skipped with a note) when it cannot be,
 /// except under `CI=true`, where that is a failure.
 fn claude_code() -> Option<std::path::PathBuf> {
-    const PINNED: &str = "@anthropic-ai/claude-code@2.1.328";
+    npm_cli(
+        "@anthropic-ai/claude-code",
+        "2.1.328",
+        "claude",
+        "claude-npm",
+    )
+}
+
+/// The npm package `package` pinned at `version`, installed once under the target
+/// directory (in `dir`), as the path of its binary `bin`; `None` (skipped with a note)
+/// when it cannot be, except under `CI=true`, where that is a failure.
+fn npm_cli(package: &str, version: &str, bin: &str, dir: &str) -> Option<std::path::PathBuf> {
+    let pinned_name = format!("{package}@{version}");
     let target = std::path::PathBuf::from(env!("CARGO_BIN_EXE_assent"));
-    let prefix = target
-        .parent()
-        .expect("the profile directory")
-        .join("claude-npm");
-    let bin = prefix.join("node_modules/.bin/claude");
+    let prefix = target.parent().expect("the profile directory").join(dir);
+    let bin = prefix.join("node_modules/.bin").join(bin);
     let pinned = || {
         Command::new(&bin)
             .arg("--version")
             .output()
-            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).starts_with("2.1.328"))
+            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains(version))
     };
     if pinned() {
         return Some(bin);
@@ -1059,13 +1114,13 @@ fn claude_code() -> Option<std::path::PathBuf> {
     let installed = Command::new("npm")
         .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
         .arg(&prefix)
-        .arg(PINNED)
+        .arg(&pinned_name)
         .status();
     match installed {
         Ok(status) if status.success() && pinned() => Some(bin),
         #[allow(clippy::print_stderr)] // the skip is said where the test output shows it
         other => {
-            let why = format!("cannot install {PINNED}: {other:?}");
+            let why = format!("cannot install {pinned_name}: {other:?}");
             assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
             eprintln!("skipped: {why}");
             None
@@ -1249,4 +1304,617 @@ fn the_real_claude_code_runs_what_assent_allows_and_obeys_a_persons_word() {
             }
         }
     }
+}
+
+/// Claude Code's event for `command` in session `session`, as call `call`.
+fn in_session(session: &str, command: &str, call: &str) -> String {
+    let mut event: Value = serde_json::from_str(&fixture("claude-code.PreToolUse")).expect("JSON");
+    event["session_id"] = json!(session);
+    event["tool_input"]["command"] = json!(command);
+    event["tool_use_id"] = json!(call);
+    event.to_string()
+}
+
+/// The hook's answer to a call that must not wait: within 10 s, and no set queued.
+fn answered_at_once(cli: &Cli, hook: Child) -> Value {
+    let answer = answered(hook);
+    let pending = cli.json(&["pending"], "");
+    assert_eq!(pending, json!([]), "nothing queued: {answer}");
+    answer
+}
+
+#[test]
+fn yes_for_this_session_runs_the_sessions_covered_calls_unasked_until_revoked() {
+    let cli = Cli::coders();
+    let ok = |out: std::process::Output| {
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        out
+    };
+    let decision = |answer: &Value| {
+        answer["hookSpecificOutput"]["permissionDecision"]
+            .as_str()
+            .expect("a decision")
+            .to_owned()
+    };
+    let first = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "30"],
+        &in_session("sess-A", "git status", "c1"),
+    );
+    let set = cli.set_of(&agent(0));
+
+    // Bad answers change nothing: another tool's pattern, one that does not cover the
+    // call, and a set with no session (further down) are usage errors, exit 2.
+    for pattern in [
+        "Shell(git status*)",
+        "Bash(git push*)",
+        "Bash(git status",
+        "*(git*)",
+    ] {
+        let out = cli.run(&["confirm", &set, "0", "--for-session", "--pattern", pattern]);
+        assert_eq!(
+            code(&out),
+            2,
+            "{pattern}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("invalid session grant"), "{stderr}");
+    }
+    assert_eq!(cli.json(&["grants"], ""), json!([]), "no grant was given");
+
+    let answer = cli.json(
+        &[
+            "confirm",
+            &set,
+            "0",
+            "--for-session",
+            "--pattern",
+            "Bash(git status*)",
+        ],
+        "",
+    );
+    let grant = answer["sessionGrant"].clone();
+    assert_eq!(grant["sessionId"], "sess-A");
+    assert_eq!(grant["callPattern"], "Bash(git status*)");
+    assert_eq!(grant["toolName"], "Bash");
+    assert_eq!(grant["agentId"], agent(0));
+    let grant_id = grant["id"].as_str().expect("an id").to_owned();
+    assert_eq!(decision(&answered(first)), "allow");
+
+    // The same session, a call the pattern covers: allowed at once, nothing queued.
+    let again = answered_at_once(
+        &cli,
+        cli.hook(
+            "claude-code",
+            &agent(0),
+            &["--wait", "30"],
+            &in_session("sess-A", "git status --short", "c2"),
+        ),
+    );
+    assert_eq!(decision(&again), "allow");
+    let reason = again["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .expect("a reason");
+    assert!(reason.contains(&grant_id), "{reason}");
+
+    // A chained command the pattern cannot be sure of, another session, and another
+    // agent in the same session are asked as before.
+    for (who, session, command) in [
+        (agent(0), "sess-A", "git status; rm -rf /"),
+        (agent(0), "sess-B", "git status --porcelain"),
+        (agent(1), "sess-A", "git status"),
+    ] {
+        let hook = cli.hook(
+            "claude-code",
+            &who,
+            &["--wait", "30"],
+            &in_session(session, command, "c3"),
+        );
+        let asked = cli.set_of(&who);
+        ok(cli.run(&["reject", &asked, "0", "--reason", "asked, not granted"]));
+        let answer = answered(hook);
+        assert_eq!(decision(&answer), "deny", "{who} {session} {command}");
+    }
+
+    // Listed where grants are listed, and revocable: the session is asked again.
+    let listed = cli.json(&["grants"], "");
+    assert_eq!(listed[0]["id"], grant_id.as_str(), "{listed}");
+    let table = String::from_utf8_lossy(&ok(cli.run(&["grants"])).stdout).into_owned();
+    assert!(
+        table.contains("Bash(git status*) in session sess-A"),
+        "{table}"
+    );
+    ok(cli.run(&["grants", "revoke", &grant_id]));
+    let hook = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "30"],
+        &in_session("sess-A", "git status", "c4"),
+    );
+    let asked = cli.set_of(&agent(0));
+    // Exactly the arguments, without a pattern: the same call runs unasked, another
+    // does not.
+    let exact = cli.json(&["confirm", &asked, "0", "--for-session"], "");
+    let exact_id = exact["sessionGrant"]["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    assert_eq!(decision(&answered(hook)), "allow");
+    let exact = answered_at_once(
+        &cli,
+        cli.hook(
+            "claude-code",
+            &agent(0),
+            &["--wait", "30"],
+            &in_session("sess-A", "git status", "c5"),
+        ),
+    );
+    assert_eq!(decision(&exact), "allow");
+    let hook = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "30"],
+        &in_session("sess-A", "git status --short", "c6"),
+    );
+    let asked = cli.set_of(&agent(0));
+    ok(cli.run(&["reject", &asked, "0"]));
+    assert_eq!(decision(&answered(hook)), "deny");
+    proven(&cli);
+
+    // The proof refuses a run recorded under the grant outside it (another session).
+    tamper_run_under_grant(&cli, &exact_id, "sess-B");
+    let out = cli.run(&["audit", "verify"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(code(&out), 1, "{stdout}");
+    assert!(stdout.contains("within session grant"), "{stdout}");
+}
+
+/// Records, through the store's own audit function (so on the chain), that agent 0
+/// ran `git status` under grant `grant` in `session`.
+fn tamper_run_under_grant(cli: &Cli, grant: &str, session: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let store = assent_store::Store::open(&cli.db()).await.expect("opens");
+        let args = json!({"command": "git status", "description": "Remove the build folder"});
+        let record = assent_tools::AuditRecord {
+            operation_id: assent_domain::OperationId::derive(
+                "forged",
+                "Bash",
+                &args,
+                &[] as &[&str],
+            ),
+            run_key: "forged".into(),
+            tool_name: "Bash".into(),
+            agent_id: agent(0),
+            target_kind: "workspace".into(),
+            target_id: "/home/user/proj".into(),
+            kind: assent_tools::AuditKind::Result,
+            args,
+            success: Some(true),
+            detail: Some("forged".into()),
+            vector_clock: None,
+            created_at: assent_domain::OffsetDateTime::now_utc(),
+            allowed_by: Some(json!({"grant": grant, "session": session})),
+        };
+        let mut tx = store.begin_write().await.expect("write");
+        assent_store::audit::insert(&mut tx, &record)
+            .await
+            .expect("recorded");
+        tx.commit().await.expect("commits");
+        store.close().await;
+    });
+}
+
+#[test]
+fn a_set_with_no_session_takes_no_session_answer_and_nothing_changes() {
+    let cli = Cli::coders();
+    // Copilot CLI's own event names no session.
+    let hook = cli.hook(
+        "copilot",
+        &agent(2),
+        &["--wait", "30"],
+        &event_of(2, "copilot.preToolUse"),
+    );
+    let set = cli.set_of(&agent(2));
+    let out = cli.run(&["confirm", &set, "0", "--for-session"]);
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no session"), "{stderr}");
+    assert_eq!(cli.json(&["grants"], ""), json!([]));
+    // The item still waits for a person.
+    let out = cli.run(&["confirm", &set, "0"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(answered(hook)["permissionDecision"], "allow");
+    proven(&cli);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_route_the_page_uses_answers_yes_for_this_session() {
+    let cli = Cli::coders();
+    let served = serve(&cli);
+    let client = reqwest::Client::new();
+    let hook = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "30"],
+        &in_session("sess-A", "rm -rf build/", "c1"),
+    );
+    let set = tokio::task::block_in_place(|| cli.set_of(&agent(0)));
+    let shown: Value = client
+        .get(format!("{}/api/change-sets/{set}", served.base))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .expect("answered")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(
+        shown["session"], "sess-A",
+        "the page knows it can ask: {shown}"
+    );
+    let confirm = |body: Value| {
+        client
+            .post(format!(
+                "{}/api/change-sets/{set}/items/0/confirm",
+                served.base
+            ))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&body)
+            .send()
+    };
+    let refused = confirm(json!({"pattern": "Bash(rm -rf build*)"}))
+        .await
+        .expect("answered");
+    assert_eq!(refused.status(), 400, "a pattern without forSession");
+    let refused = confirm(json!({"forSession": true, "pattern": "Bash(ls*)"}))
+        .await
+        .expect("answered");
+    assert_eq!(
+        refused.status(),
+        400,
+        "a pattern that does not cover the call"
+    );
+    let given =
+        confirm(json!({"forSession": true, "pattern": "Bash(rm -rf build*)", "revision": 0}))
+            .await
+            .expect("answered");
+    assert_eq!(given.status(), 200);
+    let given: Value = given.json().await.expect("JSON");
+    assert_eq!(given["sessionGrant"]["sessionId"], "sess-A", "{given}");
+    assert_eq!(given["decision"]["verdict"], "confirmed", "{given}");
+    let answer = tokio::task::block_in_place(|| answered(hook));
+    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "allow");
+    let again = tokio::task::block_in_place(|| {
+        answered_at_once(
+            &cli,
+            cli.hook(
+                "claude-code",
+                &agent(0),
+                &["--wait", "30"],
+                &in_session("sess-A", "rm -rf build/cache", "c2"),
+            ),
+        )
+    });
+    assert_eq!(again["hookSpecificOutput"]["permissionDecision"], "allow");
+    tokio::task::block_in_place(|| proven(&cli));
+}
+
+/// The fakes of the Gemini API and the OpenAI Responses API (`tests/fake_models.py`),
+/// scripting one shell call of `command`; what the model is told comes back in
+/// [`FakeApi::told`].
+struct FakeApi {
+    child: Child,
+    dir: tempfile::TempDir,
+    port: String,
+}
+
+impl FakeApi {
+    fn start(kind: &str, command: &str) -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let port_file = dir.path().join("port");
+        let child = Command::new("python3")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake_models.py"))
+            .arg(kind)
+            .arg(&port_file)
+            .arg(dir.path().join("told"))
+            .arg(command)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3 runs the fake model");
+        let started = Instant::now();
+        let port = loop {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                break port;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the fake model listens"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Self { child, dir, port }
+    }
+
+    /// What the model was told of its call: the command's output, or why not.
+    fn told(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("told"))
+            .expect("the model was told how its call ended");
+        let line: Value =
+            serde_json::from_str(log.lines().last().expect("one line")).expect("JSON");
+        match &line["told"] {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A real coding agent's run to its end, bounded: its exit status must be 0.
+fn ran_to_the_end(child: Child, limit: Duration) -> String {
+    let started = Instant::now();
+    let mut child = child;
+    loop {
+        if child.try_wait().expect("waits").is_some() {
+            break;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("ends");
+            panic!(
+                "the agent did not finish within {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("ends");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(code(&out), 0, "{stderr}");
+    format!("{}\n{stderr}", String::from_utf8_lossy(&out.stdout))
+}
+
+/// What a real agent's run in `project` is scripted to do, and what the person does.
+struct RealRun<'a> {
+    cli: &'a Cli,
+    agent: String,
+    project: &'a std::path::Path,
+}
+
+impl RealRun<'_> {
+    /// Installs the hook of `kind` for the agent in the project, with a rule allowing
+    /// `echo` and one denying `rm` for the agent's shell tool `tool`.
+    fn install(&self, kind: &str, tool: &str) {
+        let ok = |out: std::process::Output| {
+            assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        };
+        let dir = self.project.to_str().expect("a path");
+        ok(self.cli.run(&[
+            "hook",
+            "install",
+            kind,
+            "--agent",
+            &self.agent,
+            "--project",
+            dir,
+        ]));
+        ok(self
+            .cli
+            .run(&["agent", "allow", &self.agent, &format!("{tool}(echo *)")]));
+        ok(self
+            .cli
+            .run(&["agent", "deny", &self.agent, &format!("{tool}(rm *)")]));
+    }
+
+    /// While `running` (a real agent) waits for a person, the person decides from
+    /// another process: confirms, edits (to `edited`) or rejects.
+    fn person(&self, person: Person, edited: &str) {
+        let set = self.cli.set_within(&self.agent, Duration::from_secs(60));
+        let out = match person {
+            Person::Confirms => self.cli.run(&["confirm", &set, "0"]),
+            Person::Edits => self.cli.run(&["edit", &set, "0", "--args", edited]),
+            Person::Rejects => self
+                .cli
+                .run(&["reject", &set, "0", "--reason", "not in this repo"]),
+        };
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// The asked calls of a real agent: confirmed, edited (the person's command runs) and
+/// rejected (the model reads the person's reason), each decided from another process.
+const ASKED: [(&str, Person); 3] = [
+    ("touch confirmed.txt", Person::Confirms),
+    ("touch proposed.txt", Person::Edits),
+    ("touch rejected.txt", Person::Rejects),
+];
+
+/// The longest a real agent's run may take here (a Gemini CLI start is slow on two
+/// busy cores); a hung run is a failure, not a hung test run.
+const REAL_RUN: Duration = Duration::from_secs(180);
+
+#[test]
+fn the_real_gemini_cli_runs_what_assent_allows_and_obeys_a_persons_word() {
+    let Some(gemini) = npm_cli("@google/gemini-cli", "0.61.0", "gemini", "gemini-npm") else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    std::fs::create_dir_all(home.path().join(".gemini")).expect("settings folder");
+    std::fs::write(
+        home.path().join(".gemini/settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+    )
+    .expect("user settings");
+    let real = RealRun {
+        cli: &cli,
+        agent: agent(8),
+        project: project.path(),
+    };
+    real.install("gemini", "run_shell_command");
+    let run = |model: &FakeApi| {
+        Command::new(&gemini)
+            .args(["-p", "Run the command.", "--approval-mode", "yolo"])
+            .args(["-m", "gemini-2.5-pro", "--output-format", "json"])
+            .current_dir(project.path())
+            .env("HOME", home.path())
+            .env("GEMINI_API_KEY", "fake-key")
+            .env(
+                "GOOGLE_GEMINI_BASE_URL",
+                format!("http://127.0.0.1:{}", model.port),
+            )
+            .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+            .env_remove("ASSENT_DATABASE_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("gemini starts")
+    };
+
+    // Allowed by a rule: the command runs and the model reads its output.
+    let model = FakeApi::start("gemini", "echo hello-from-gemini");
+    ran_to_the_end(run(&model), REAL_RUN);
+    let told = model.told();
+    assert!(told.contains("hello-from-gemini"), "{told}");
+
+    // Denied by a rule: the model reads our reason, not a failed hook's stderr.
+    let model = FakeApi::start("gemini", "rm -rf build");
+    ran_to_the_end(run(&model), REAL_RUN);
+    let told = model.told();
+    assert!(
+        told.contains(
+            "Tool execution blocked: Denied by policy: Tool run_shell_command is denied by policy"
+        ),
+        "{told}"
+    );
+
+    for (command, person) in ASKED {
+        let model = FakeApi::start("gemini", command);
+        let running = run(&model);
+        real.person(
+            person,
+            r#"{"command":"touch edited.txt","description":"Run the command"}"#,
+        );
+        ran_to_the_end(running, REAL_RUN);
+        let told = model.told();
+        let exists = |name: &str| project.path().join(name).exists();
+        match person {
+            Person::Confirms => assert!(exists("confirmed.txt"), "{told}"),
+            Person::Edits => {
+                assert!(exists("edited.txt"), "the person's command ran: {told}");
+                assert!(!exists("proposed.txt"), "{told}");
+            }
+            Person::Rejects => {
+                assert!(!exists("rejected.txt"), "{told}");
+                assert!(
+                    told.contains("Tool execution blocked: Rejected by the user: not in this repo"),
+                    "{told}"
+                );
+            }
+        }
+    }
+    proven(&cli);
+}
+
+#[test]
+fn the_real_codex_cli_runs_what_assent_allows_and_obeys_a_persons_word() {
+    let Some(codex) = npm_cli("@openai/codex", "0.169.0", "codex", "codex-npm") else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("codex home");
+    let real = RealRun {
+        cli: &cli,
+        agent: agent(3),
+        project: project.path(),
+    };
+    real.install("codex", "Bash");
+    let dir = project.path().to_str().expect("a path");
+    let run = |model: &FakeApi| {
+        std::fs::write(
+            home.path().join("config.toml"),
+            format!(
+                "model_provider = \"fake\"\nmodel = \"gpt-5\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nwire_api = \"responses\"\nenv_key = \"FAKE_OPENAI_KEY\"\n\n[projects.{dir:?}]\ntrust_level = \"trusted\"\n",
+                model.port
+            ),
+        )
+        .expect("codex config");
+        Command::new(&codex)
+            .args([
+                "exec",
+                "--skip-git-repo-check",
+                "--dangerously-bypass-hook-trust",
+            ])
+            .args(["-s", "danger-full-access", "-C", dir, "Run the command."])
+            .current_dir(project.path())
+            .env("CODEX_HOME", home.path())
+            .env("HOME", home.path())
+            .env("FAKE_OPENAI_KEY", "fake-key")
+            .env_remove("ASSENT_DATABASE_URL")
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("codex starts")
+    };
+
+    let model = FakeApi::start("codex", "echo hello-from-codex");
+    ran_to_the_end(run(&model), REAL_RUN);
+    let told = model.told();
+    assert!(told.contains("hello-from-codex"), "{told}");
+
+    // Denied by a rule: Codex blocks the command with our reason. A failed hook would
+    // have let it run (Codex's rule), so our deny is told apart by the reason.
+    let model = FakeApi::start("codex", "rm -rf build");
+    let output = ran_to_the_end(run(&model), REAL_RUN);
+    let told = model.told();
+    assert!(
+        told.starts_with(
+            "Command blocked by PreToolUse hook: Denied by policy: Tool Bash is denied by policy"
+        ),
+        "{told}"
+    );
+    assert!(!output.contains("hook failed"), "{output}");
+
+    for (command, person) in ASKED {
+        let model = FakeApi::start("codex", command);
+        let running = run(&model);
+        real.person(person, r#"{"command":"touch edited.txt"}"#);
+        let output = ran_to_the_end(running, REAL_RUN);
+        let told = model.told();
+        let exists = |name: &str| project.path().join(name).exists();
+        assert!(!output.contains("hook failed"), "{output}");
+        match person {
+            Person::Confirms => assert!(exists("confirmed.txt"), "{told}"),
+            Person::Edits => {
+                assert!(exists("edited.txt"), "the person's command ran: {told}");
+                assert!(!exists("proposed.txt"), "{told}");
+            }
+            Person::Rejects => {
+                assert!(!exists("rejected.txt"), "{told}");
+                assert!(
+                    told.starts_with(
+                        "Command blocked by PreToolUse hook: Rejected by the user: not in this repo"
+                    ),
+                    "{told}"
+                );
+            }
+        }
+    }
+    proven(&cli);
 }

@@ -502,6 +502,8 @@ async fn automatic_approvals_are_reported_apart_and_never_counted_as_a_persons()
         correlation_id: "answer-1".into(),
         created_at: now,
         revoked_at: None,
+        session_id: None,
+        call_pattern: None,
     };
     delegation::insert_grant(&mut conn, &grant, now)
         .await

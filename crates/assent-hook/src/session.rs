@@ -1,0 +1,119 @@
+//! A call a person already allowed for the rest of its session ("yes, for this
+//! session": `assent confirm … --for-session`, the API's `forSession`, the page's
+//! button): run unasked under the grant, through the audited executor, with the grant
+//! and the session on its audit records so the proof (`assent audit verify`) can check
+//! the run against the grant.
+//!
+//! Only a call the rules would ask about is granted: a deny rule still denies and an
+//! allow rule still allows (in the wake), and a tool that needs a quorum or a hold is
+//! asked as before, whatever grant a person gave.
+
+use crate::{Answer, HookError, HookEvent};
+use assent_confirm::{AuditedExecutor, Engine, ExecutionOutcome, ExecutionRequest};
+use assent_domain::{OffsetDateTime, OperationId, Target};
+use assent_store::{StoreAuditSink, agents, delegation};
+use assent_tools::{CallContext, ExecutionTarget, RuleAction, ToolInvocation};
+use serde_json::json;
+
+/// The answer for `event` of agent `agent` on `target` when a session grant covers it
+/// and the rules would ask; `None` when the call goes the usual way (no session, no
+/// covering grant, or rules that do not ask).
+pub(crate) async fn granted(
+    engine: &Engine,
+    agent: &str,
+    target: &Target,
+    event: &HookEvent,
+    run_key: &str,
+) -> Result<Option<Answer>, HookError> {
+    let Some(session) = event.session_id.as_deref() else {
+        return Ok(None);
+    };
+    let now = OffsetDateTime::now_utc();
+    // Read and run in one write transaction on the target, so a revocation committed
+    // before it is seen, and one after it finds the run already recorded.
+    let mut tx = engine.store().begin_write_on(target).await?;
+    let Some(grant) = delegation::covering_session_grant(
+        &mut tx,
+        agent,
+        session,
+        &event.tool_name,
+        &event.tool_input,
+        &target.id,
+    )
+    .await?
+    else {
+        return Ok(None);
+    };
+    let Some((policy, settings)) = agents::rules_at(&mut tx, agent, now).await? else {
+        return Ok(None);
+    };
+    let Some(spec) = engine.registry().get(&event.tool_name) else {
+        return Ok(None);
+    };
+    let call = CallContext {
+        args: &event.tool_input,
+        target_id: &target.id,
+    };
+    let needs = settings.requirements(&event.tool_name);
+    if policy.route_call(spec, Some(call)) != RuleAction::Ask
+        || needs.approvals_needed > 1
+        || needs.hold.is_some()
+    {
+        return Ok(None);
+    }
+    let invocation = ToolInvocation {
+        operation_id: OperationId::for_call(
+            run_key,
+            &event.tool_name,
+            &event.tool_input,
+            &target.id,
+            0,
+        ),
+        tool_name: event.tool_name.clone(),
+        args: event.tool_input.clone(),
+        run_key: run_key.to_owned(),
+        target: ExecutionTarget {
+            agent_id: agent.to_owned(),
+            target: target.clone(),
+        },
+        now,
+    };
+    let executor = AuditedExecutor::new(engine.host().resolver(), &StoreAuditSink);
+    let outcome = executor
+        .execute(
+            &mut tx,
+            ExecutionRequest {
+                policy: &policy,
+                spec,
+                handler: engine.host().handler(&event.tool_name),
+                invocation,
+                // The person's "yes, for this session" is the confirmation.
+                confirmed_by_person: true,
+                already_true: None,
+                now,
+                allowed_by: Some(json!({"grant": grant.id, "session": session})),
+            },
+        )
+        .await?;
+    tx.commit().await?;
+    let covered = grant
+        .call_pattern
+        .clone()
+        .unwrap_or_else(|| "these exact arguments".to_owned());
+    Ok(Some(match outcome {
+        outcome if outcome.is_success() => {
+            tracing::info!(grant = %grant.id, "allowed for this session by a person's grant");
+            Answer::Allow {
+                updated_input: None,
+                reason: Some(format!(
+                    "Allowed for this session in Assent (grant {}: {covered})",
+                    grant.id
+                )),
+            }
+        }
+        ExecutionOutcome::Denied { reason } => Answer::Deny { reason },
+        other => Answer::Deny {
+            reason: format!("The session grant {} could not run it: {other:?}", grant.id),
+        },
+    }))
+}
