@@ -29,6 +29,10 @@ use std::time::Duration;
 #[path = "mcp/gateways.rs"]
 mod gateways;
 
+/// `assent review` answering the TypeScript SDK's waiting call with one key.
+#[path = "mcp/answered.rs"]
+mod answered;
+
 fn target_dir() -> PathBuf {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_assent"));
     exe.parent().expect("the profile directory").to_path_buf()
