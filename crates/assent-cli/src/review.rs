@@ -78,7 +78,8 @@ pub async fn run_remote(
         ));
     }
     let token = args.token.clone().unwrap_or_default();
-    let (server, identity) = ReviewServer::connect(url, &token).await?;
+    let (mut server, identity) = ReviewServer::connect(url, &token).await?;
+    server.follow().await?;
     review(Door::Remote(Box::new(server)), identity, 0, args, fixed_now).await
 }
 

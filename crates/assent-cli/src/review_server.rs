@@ -280,6 +280,30 @@ impl ReviewServer {
     /// the server's event stream, opened on the first call. `resync` (the stream fell
     /// behind) and a reopened stream name no set: every open set is looked at again.
     pub async fn written(&mut self) -> Result<Vec<Uuid>, CliError> {
+        self.follow().await?;
+        let base = self.base.clone();
+        let Some(events) = self.events.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let (name, data) = events.next(&base).await?;
+        Ok(match name.as_str() {
+            "changeSetCreated" | "changeSetUpdated" => serde_json::from_str::<Value>(&data)
+                .ok()
+                .and_then(|data| data["changeSet"]["id"].as_str().map(str::to_owned))
+                .and_then(|id| id.parse().ok())
+                .into_iter()
+                .collect(),
+            // Missed events: the caller reloads everything, and looks at the set it
+            // shows as if it had been written.
+            "resync" => vec![Uuid::nil()],
+            _ => Vec::new(),
+        })
+    }
+
+    /// Opens the server's event stream, unless it is open: before the first look at
+    /// the open sets, so that nothing written between that look and the stream is
+    /// missed.
+    pub async fn follow(&mut self) -> Result<(), CliError> {
         if self.events.is_none() {
             let url = self.endpoint("api/events")?;
             let response = self
@@ -308,25 +332,7 @@ impl ReviewServer {
                 ready: VecDeque::new(),
             });
         }
-        let base = self.base.clone();
-        let Some(events) = self.events.as_mut() else {
-            return Ok(Vec::new());
-        };
-        let (name, data) = events.next(&base).await?;
-        Ok(match name.as_str() {
-            "changeSetCreated" | "changeSetUpdated" => {
-                serde_json::from_str::<Value>(&data)
-                    .ok()
-                    .and_then(|data| data["changeSet"]["id"].as_str().map(str::to_owned))
-                    .and_then(|id| id.parse().ok())
-                    .into_iter()
-                    .collect()
-            }
-            // Missed events: the caller reloads everything, and looks at the set it
-            // shows as if it had been written.
-            "resync" => vec![Uuid::nil()],
-            _ => Vec::new(),
-        })
+        Ok(())
     }
 
     /// `POST …/confirm {revision}`: `{decision, message}`, plus how many approvals the

@@ -280,13 +280,7 @@ fn an_error_while_a_key_is_awaited_ends_the_reviewer_with_the_terminal_restored(
     expect(&mut review, "change_feed");
     expect(&mut review, "exit=1");
     let settings = review.exp_eof().expect("stty prints and the shell ends");
-    let flags: Vec<&str> = settings.split_whitespace().collect();
-    for cooked in ["icanon", "echo"] {
-        assert!(
-            flags.contains(&cooked) && !flags.contains(&format!("-{cooked}").as_str()),
-            "the terminal was left raw ({cooked} off):\n{settings}"
-        );
-    }
+    assert_cooked_settings(&settings);
 }
 
 /// `assent serve` on `cli`'s database, on a free loopback port: the process and its
@@ -305,9 +299,17 @@ fn serve(cli: &Cli) -> (std::process::Child, String) {
     let mut banner = String::new();
     stdout.read_line(&mut banner).expect("the banner");
     let start = banner.find("http://").expect("an address");
-    let url = banner[start..].trim().trim_end_matches('/').to_owned();
+    let url = banner[start..]
+        .split_whitespace()
+        .next()
+        .expect("a URL")
+        .trim_end_matches('/')
+        .to_owned();
     // The rest of what it prints is read away, so it never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    // Its follower of the change feed starts from where the feed stands within a poll
+    // of the start: writes before that are not news to it.
+    std::thread::sleep(Duration::from_millis(1_200));
     (child, url)
 }
 
@@ -325,11 +327,12 @@ fn remote_reviewer(extra: &[&str], token: &str) -> PtySession {
     rexpect::session::spawn_command(command, Some(PATIENCE_MS)).expect("the reviewer starts")
 }
 
-/// What the shell printed after the reviewer ended: the terminal is cooked again.
-fn assert_cooked(review: &mut PtySession) {
-    let settings = review.exp_eof().expect("stty prints and the shell ends");
+/// `stty -a`'s flags show a cooked terminal: line editing and signals on, as raw
+/// mode turns them off (rexpect's pseudo-terminal starts with echo off, so echo says
+/// nothing here).
+fn assert_cooked_settings(settings: &str) {
     let flags: Vec<&str> = settings.split_whitespace().collect();
-    for cooked in ["icanon", "echo"] {
+    for cooked in ["icanon", "isig", "iexten"] {
         assert!(
             flags.contains(&cooked) && !flags.contains(&format!("-{cooked}").as_str()),
             "the terminal was left raw ({cooked} off):\n{settings}"
@@ -337,9 +340,20 @@ fn assert_cooked(review: &mut PtySession) {
     }
 }
 
+/// What the shell printed after the reviewer ended: the terminal is cooked again.
+fn assert_cooked(review: &mut PtySession) {
+    let settings = review.exp_eof().expect("stty prints and the shell ends");
+    assert_cooked_settings(&settings);
+}
+
 #[test]
 fn over_a_server_the_reviewer_follows_its_events_and_decides_through_its_routes() {
-    let cli = Cli::new();
+    let mut cli = Cli::new();
+    // The server's clock is the real one: sets made at the fixed test time would have
+    // expired there long ago.
+    cli.now = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .expect("a time");
     let task = cli.agent_and_task();
     let token = cli.json(&["tokens", "add", "--role", "reviewer"], "");
     let (secret, token_id) = (
