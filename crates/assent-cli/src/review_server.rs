@@ -189,10 +189,7 @@ impl ReviewServer {
         {
             Ok(view) => self.remote_set(&view).map(Some),
             Err(problem) if problem.ends_with("(404)") => Ok(None),
-            Err(problem) => Err(CliError::failed(format!(
-                "server {}: {problem}",
-                self.base
-            ))),
+            Err(problem) => Err(CliError::failed(format!("server {}: {problem}", self.base))),
         }
     }
 
@@ -214,7 +211,10 @@ impl ReviewServer {
         let mut held = Vec::new();
         let mut decided_by = Vec::new();
         for (index, item) in shown.items.into_iter().enumerate() {
-            let proposed = item.proposed_args.clone().unwrap_or_else(|| item.args.clone());
+            let proposed = item
+                .proposed_args
+                .clone()
+                .unwrap_or_else(|| item.args.clone());
             let mut change = ChangeItem::new(item.tool_name, proposed, item.human_summary)
                 .with_before(item.before);
             change.status = item.status;
@@ -315,8 +315,7 @@ impl ReviewServer {
                 .await
                 .map_err(|e| {
                     CliError::Failed(
-                        anyhow::Error::new(e)
-                            .context(format!("cannot reach server {}", self.base)),
+                        anyhow::Error::new(e).context(format!("cannot reach server {}", self.base)),
                     )
                 })?;
             if !response.status().is_success() {
@@ -337,7 +336,12 @@ impl ReviewServer {
 
     /// `POST …/confirm {revision}`: `{decision, message}`, plus how many approvals the
     /// item has when it is short of its quorum.
-    pub async fn confirm(&self, set: Uuid, index: usize, revision: u32) -> Result<Answer, CliError> {
+    pub async fn confirm(
+        &self,
+        set: Uuid,
+        index: usize,
+        revision: u32,
+    ) -> Result<Answer, CliError> {
         self.call(
             Method::POST,
             &format!("api/change-sets/{set}/items/{index}/confirm"),
@@ -540,7 +544,9 @@ mod tests {
     #[test]
     fn server_urls_are_http_without_credentials() {
         assert_eq!(
-            parse_url("http://127.0.0.1:7700").map(|u| u.to_string()).ok(),
+            parse_url("http://127.0.0.1:7700")
+                .map(|u| u.to_string())
+                .ok(),
             Some("http://127.0.0.1:7700/".to_owned())
         );
         for bad in ["127.0.0.1:7700", "ftp://x", "http://u:p@host/", "not a url"] {

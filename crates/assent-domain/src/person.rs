@@ -25,7 +25,8 @@ pub fn person(by: &str) -> &str {
         return by;
     };
     let name = name.trim();
-    if user_id.is_empty() || !user_id.chars().all(|c| c.is_ascii_alphanumeric()) || name.is_empty() {
+    if user_id.is_empty() || !user_id.chars().all(|c| c.is_ascii_alphanumeric()) || name.is_empty()
+    {
         return by;
     }
     name

@@ -539,7 +539,9 @@ impl Gateway {
                 // For reviewers' screens only ("the agent waits 42 s more").
                 let until = now + wait;
                 let mut conn = self.connection().await.map_err(internal)?;
-                waits::record(&mut conn, set.id, until).await.map_err(internal)?;
+                waits::record(&mut conn, set.id, until)
+                    .await
+                    .map_err(internal)?;
                 drop(conn);
                 self.wait_for(set.id, wait, queued, progress).await?
             }

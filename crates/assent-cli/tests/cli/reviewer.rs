@@ -383,7 +383,11 @@ fn over_a_server_the_reviewer_follows_its_events_and_decides_through_its_routes(
     expect(&mut review, "confirmed: Priority set to P0");
     let confirmed = item(&cli, &set, 0);
     assert_eq!(confirmed["status"], "confirmed");
-    assert_eq!(confirmed["decidedBy"], token_id.as_str(), "the token decided");
+    assert_eq!(
+        confirmed["decidedBy"],
+        token_id.as_str(),
+        "the token decided"
+    );
 
     expect(&mut review, "set_task_title");
     press(&mut review, "n");

@@ -88,16 +88,24 @@ fn one_key_in_review_answers_the_typescript_clients_waiting_call_within_a_second
     let call = &report["calls"][0];
     assert_eq!(call["isError"], false, "{report:#}");
     assert!(
-        call["text"].as_str().is_some_and(|t| t.contains("Appended to")),
+        call["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Appended to")),
         "the upstream's result: {report:#}"
     );
     let ended = call["endedAt"].as_u64().expect("endedAt") as u128;
-    let took = Duration::from_millis(u64::try_from(ended.saturating_sub(pressed)).unwrap_or(u64::MAX));
+    let took =
+        Duration::from_millis(u64::try_from(ended.saturating_sub(pressed)).unwrap_or(u64::MAX));
     eprintln!("from the key to the client's result: {took:?}");
-    assert!(took < Duration::from_secs(1), "the result came {took:?} after the key");
+    assert!(
+        took < Duration::from_secs(1),
+        "the result came {took:?} after the key"
+    );
     assert_eq!(std::fs::read_to_string(&note).expect("written"), "one\n");
 
-    review.exp_string("confirmed").expect("the reviewer says so");
+    review
+        .exp_string("confirmed")
+        .expect("the reviewer says so");
     review.send("q").expect("q");
     review.flush().expect("sent");
     review.exp_eof().expect("the reviewer quits");

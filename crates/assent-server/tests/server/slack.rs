@@ -437,8 +437,16 @@ async fn one_person_through_slack_and_the_command_line_is_one_approver() {
     let now = time::OffsetDateTime::now_utc();
 
     // Alice in Slack, then alice on the command line: the same person twice.
-    assert_eq!(click(&server, &approve("U1", &value), SIGNING_SECRET, 0).await.0, 200);
-    wait_for(&recorded, "chat.postEphemeral", |seen| told(seen, "U1", "1 of 2")).await;
+    assert_eq!(
+        click(&server, &approve("U1", &value), SIGNING_SECRET, 0)
+            .await
+            .0,
+        200
+    );
+    wait_for(&recorded, "chat.postEphemeral", |seen| {
+        told(seen, "U1", "1 of 2")
+    })
+    .await;
     let again = cli
         .confirmations()
         .by("alice")
@@ -446,10 +454,16 @@ async fn one_person_through_slack_and_the_command_line_is_one_approver() {
         .await
         .expect_err("alice twice is not a quorum");
     assert!(
-        again.to_string().contains("alice has approved item 0 already"),
+        again
+            .to_string()
+            .contains("alice has approved item 0 already"),
         "{again}"
     );
-    assert_eq!(item(&server, &set, 0).await["status"], "pending", "nothing changed");
+    assert_eq!(
+        item(&server, &set, 0).await["status"],
+        "pending",
+        "nothing changed"
+    );
     let approvals = item(&server, &set, 0).await["approvals"].clone();
     assert_eq!(
         approvals.as_array().map(Vec::len),
@@ -481,13 +495,23 @@ async fn the_command_line_first_then_the_same_person_in_slack_is_refused() {
         .await
         .expect("alice's approval, short of the quorum");
     assert_eq!(item(&server, &set, 0).await["status"], "pending");
-    assert_eq!(click(&server, &approve("U1", &value), SIGNING_SECRET, 0).await.0, 200);
+    assert_eq!(
+        click(&server, &approve("U1", &value), SIGNING_SECRET, 0)
+            .await
+            .0,
+        200
+    );
     wait_for(&recorded, "chat.postEphemeral", |seen| {
         told(seen, "U1", "approved item 0 already")
     })
     .await;
     assert_eq!(item(&server, &set, 0).await["status"], "pending");
-    assert_eq!(click(&server, &approve("U2", &value), SIGNING_SECRET, 1).await.0, 200);
+    assert_eq!(
+        click(&server, &approve("U2", &value), SIGNING_SECRET, 1)
+            .await
+            .0,
+        200
+    );
     wait_for(&recorded, "chat.update", |seen| {
         seen.iter().any(|m| button(m, "approve", 0).is_none())
     })
