@@ -543,6 +543,19 @@ pub struct ReviewArgs {
     /// Raise no desktop notification when a call is queued.
     #[arg(long)]
     pub no_notify: bool,
+    /// Review on a remote `assent serve` (`https://HOST:PORT`, or `http://` on loopback
+    /// or over an SSH tunnel) instead of this database: its event stream and decision
+    /// routes, with a reviewer token.
+    #[arg(long, value_name = "URL")]
+    pub server: Option<String>,
+    /// The reviewer token of --server (decisions are recorded as its id); never printed.
+    #[arg(
+        long,
+        env = "ASSENT_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
 }
 
 /// `assent show SET [IDX]`.

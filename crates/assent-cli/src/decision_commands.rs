@@ -9,7 +9,7 @@ use crate::context::{Ctx, Output};
 use crate::render;
 use assent_confirm::{ConfirmError, DEFAULT_EXPIRY_TTL, ItemResult};
 use assent_server::shapes::{SetView, confirm_all_json, confirmed_json};
-use assent_store::{approvals, change_sets, decisions, host_tools, jobs};
+use assent_store::{approvals, change_sets, decisions, host_tools, jobs, waits};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -28,11 +28,18 @@ pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
         ran.push(jobs::for_change_set(&mut conn, set.id).await?);
         quorums.push(approvals::quorum_of(&mut conn, set).await?);
     }
+    let ids: Vec<Uuid> = sets.iter().map(|set| set.id).collect();
+    let waits = waits::of(&mut conn, &ids).await?;
     let listed: Vec<SetView<'_>> = sets
         .iter()
         .zip(&ran)
         .zip(&quorums)
-        .map(|((set, ran), quorum)| SetView::of(set).with_jobs(ran).with_quorum(quorum))
+        .map(|((set, ran), quorum)| {
+            SetView::of(set)
+                .with_jobs(ran)
+                .with_quorum(quorum)
+                .with_wait(waits.get(&set.id).copied())
+        })
         .collect();
     Output::either(ctx.json, &listed, || render::pending(&sets, &ran, &quorums))
 }

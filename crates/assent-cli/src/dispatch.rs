@@ -67,6 +67,13 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
     if let DbCommand::Review(_) = &command {
         crate::review::require_terminal()?;
     }
+    // A remote reviewer opens no local database.
+    let command = match command {
+        DbCommand::Review(args) if args.server.is_some() => {
+            return crate::review::run_remote(args, cli.now).await;
+        }
+        command => command,
+    };
     let now = cli.now.unwrap_or_else(OffsetDateTime::now_utc);
     let ctx = Ctx::open(&db()?, now, cli.json).await?;
     let output = match command {

@@ -400,7 +400,7 @@ pub fn show(
         if let Some((needed, revision)) = quorum_item {
             text.push_str(&format!(
                 "    approvals {} of {needed}{}\n",
-                revision.approvals.len(),
+                revision.people(),
                 approved_by(revision)
             ));
         }
@@ -464,6 +464,19 @@ pub struct ReviewContext<'a> {
     pub hold: Option<Duration>,
     /// The reviewer's clock.
     pub now: OffsetDateTime,
+    /// Until when the agent's request is held for an answer (the gateway's `--wait`),
+    /// when its door said so: shown, never decided on.
+    pub waits_until: Option<OffsetDateTime>,
+}
+
+/// `the agent waits 42s more` or `the agent stopped waiting`: how long a caller held
+/// by its door (the gateway's `--wait`) still waits at `now`.
+pub fn waits(until: OffsetDateTime, now: OffsetDateTime) -> String {
+    if until > now {
+        format!("the agent waits {} more", duration(until - now))
+    } else {
+        "the agent stopped waiting (it was told the call is queued)".to_owned()
+    }
 }
 
 /// One waiting item as `assent review` shows it: who asks and for how long already,
@@ -479,6 +492,9 @@ pub fn review_card(set: &ChangeSet, index: usize, context: &ReviewContext<'_>) -
         one_line(&visible(&set.agent_id)),
         one_line(&visible(&set.target().to_string())),
     );
+    if let Some(until) = context.waits_until {
+        text.push_str(&format!("  {}\n", waits(until, context.now)));
+    }
     text.push_str(&format!(
         "  {}   (set {}, item {index}, revision {})\n",
         one_line(&visible(&item.tool_name)),
@@ -525,7 +541,7 @@ pub fn review_card(set: &ChangeSet, index: usize, context: &ReviewContext<'_>) -
     if let Some((needed, revision)) = quorum {
         text.push_str(&format!(
             "  approvals {} of {needed}{}\n",
-            revision.approvals.len(),
+            revision.people(),
             approved_by(revision)
         ));
     }
@@ -621,7 +637,7 @@ fn approved_by(revision: &Revision) -> String {
 fn approvals_line(index: usize, needed: u32, revision: &Revision) -> String {
     format!(
         "  [{index}] {} of {needed} approvals{}",
-        revision.approvals.len(),
+        revision.people(),
         approved_by(revision)
     )
 }
@@ -688,11 +704,17 @@ fn mark(verdict: Verdict, edited: bool) -> &'static str {
 
 /// A confirmation: what was decided and what the handler said.
 pub fn confirmed(index: usize, outcome: &ConfirmOutcome) -> String {
-    let d = &outcome.decision;
-    let verb = match outcome.execution {
-        ExecutionOutcome::AwaitingApprovals { .. } => "approved",
-        _ => "confirmed",
-    };
+    let short = matches!(
+        outcome.execution,
+        ExecutionOutcome::AwaitingApprovals { .. }
+    );
+    confirmed_line(index, &outcome.decision, short, &outcome.message())
+}
+
+/// [`confirmed`] from its parts (a remote server's answer gives no
+/// [`ConfirmOutcome`]): `short` when the approval left the item short of its quorum.
+pub fn confirmed_line(index: usize, d: &ChangeDecision, short: bool, message: &str) -> String {
+    let verb = if short { "approved" } else { "confirmed" };
     let how = match &d.edited_args {
         Some(args) => format!("{verb} with edits {}", canonical_json(args)),
         None => verb.to_owned(),
@@ -703,7 +725,7 @@ pub fn confirmed(index: usize, outcome: &ConfirmOutcome) -> String {
         "{} [{index}] {} — {how}: {}",
         mark(d.verdict, d.edited_args.is_some()),
         one_line(&visible(&d.human_summary)),
-        one_line(&visible(&outcome.message()))
+        one_line(&visible(message))
     )
 }
 
@@ -1079,6 +1101,17 @@ mod tests {
         assert_eq!(duration(Duration::hours(36)), "1d12h");
         assert_eq!(duration(Duration::seconds(90)), "1m30s");
         assert_eq!(duration(Duration::ZERO), "0s");
+    }
+
+    #[test]
+    fn how_long_the_agent_still_waits_reads_from_the_reviewers_clock() {
+        let now = OffsetDateTime::UNIX_EPOCH;
+        assert_eq!(
+            waits(now + Duration::seconds(42), now),
+            "the agent waits 42s more"
+        );
+        assert!(waits(now, now).starts_with("the agent stopped waiting"));
+        assert!(waits(now - Duration::seconds(1), now).starts_with("the agent stopped waiting"));
     }
 
     #[test]

@@ -9,11 +9,12 @@ use crate::CliError;
 use crate::cli::ReviewArgs;
 use crate::context::{Ctx, Output};
 use crate::render::{self, ReviewContext};
+use crate::review_server::ReviewServer;
 use crate::terminal::{self, Keys, say};
 use assent_confirm::{ConfirmError, ConfirmationService};
 use assent_domain::{ChangeItemStatus, ChangeSet, OffsetDateTime, Verdict, one_line};
 use assent_store::approvals::{self, Quorum};
-use assent_store::{agents, change_feed, change_sets, decisions, jobs};
+use assent_store::{agents, change_feed, change_sets, decisions, jobs, waits};
 use console::Key;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -55,13 +56,57 @@ pub async fn run(
     fixed_now: Option<OffsetDateTime>,
 ) -> Result<Output, CliError> {
     let reviewer = crate::cli::reviewer(args.reviewer.as_deref());
-    let span = tracing::info_span!("review", %reviewer);
-    let _entered = span.enter();
     let mut conn = ctx.connection().await?;
     let feed = change_feed::latest(&mut conn).await?;
     drop(conn);
+    review(Door::Local(ctx), reviewer, feed, args, fixed_now).await
+}
+
+/// `assent review --server URL`: the same reviewer over a remote `assent serve`, with
+/// a reviewer token; no local database is opened. A bad URL or token is one line
+/// before the terminal is touched.
+pub async fn run_remote(
+    args: ReviewArgs,
+    fixed_now: Option<OffsetDateTime>,
+) -> Result<Output, CliError> {
+    let Some(url) = args.server.as_deref() else {
+        return Err(CliError::Usage("review --server needs a URL".to_owned()));
+    };
+    if args.reviewer.is_some() {
+        return Err(CliError::Usage(
+            "--as does not apply with --server: the server records who decides from the token (use a reviewer token of your own)".to_owned(),
+        ));
+    }
+    let token = args.token.clone().unwrap_or_default();
+    let (mut server, identity) = ReviewServer::connect(url, &token).await?;
+    server.follow().await?;
+    review(Door::Remote(Box::new(server)), identity, 0, args, fixed_now).await
+}
+
+/// Where the reviewer reads and decides.
+enum Door<'a> {
+    /// This database, through the engine's confirmation service.
+    Local(&'a Ctx),
+    /// A remote `assent serve`, through its API and its event stream.
+    Remote(Box<ReviewServer>),
+}
+
+/// The session itself, on either door.
+async fn review(
+    door: Door<'_>,
+    reviewer: String,
+    feed: i64,
+    args: ReviewArgs,
+    fixed_now: Option<OffsetDateTime>,
+) -> Result<Output, CliError> {
+    let span = tracing::info_span!("review", %reviewer);
+    let _entered = span.enter();
+    let remote = match &door {
+        Door::Local(_) => String::new(),
+        Door::Remote(server) => format!(" on {}", server.base()),
+    };
     let mut session = Session {
-        ctx,
+        door,
         reviewer,
         agent: args.agent,
         notify: !args.no_notify,
@@ -69,11 +114,12 @@ pub async fn run(
         skipped: HashSet::new(),
         known: None,
         shown: None,
+        told_wait: None,
         idle_said: false,
         feed,
     };
     say(&format!(
-        "Reviewing as {}{}. Waiting calls show here as they are queued; ? for the keys, q to quit.",
+        "Reviewing as {}{remote}{}. Waiting calls show here as they are queued; ? for the keys, q to quit.",
         one_line(&render::visible(&session.reviewer)),
         session
             .agent
@@ -81,6 +127,9 @@ pub async fn run(
             .map(|agent| format!(", agent {}", one_line(&render::visible(agent))))
             .unwrap_or_default()
     ));
+    // Declared before the key reader, so it is dropped after it: whatever ends the
+    // session (the person, an error, a panic), the terminal is put back.
+    let _restore = terminal::Restore::save();
     let mut keys = Keys::start();
     session.run(&mut keys).await?;
     Ok(Output::text(String::new()))
@@ -92,6 +141,8 @@ struct Loaded {
     quorum: Quorum,
     /// Items whose confirmation waits out a hold window (decided already).
     held: Vec<usize>,
+    /// Until when its agent's request waits for an answer, when its door said so.
+    waits_until: Option<OffsetDateTime>,
 }
 
 /// The item on the screen: which, and the revision the person was shown.
@@ -102,6 +153,15 @@ struct Shown {
     revision: u32,
 }
 
+/// How an item stands now, for "decided elsewhere".
+struct ItemNow {
+    status: ChangeItemStatus,
+    revision: u32,
+    decided_by: Option<String>,
+    /// Confirmed, waiting out a hold window.
+    held: bool,
+}
+
 /// What woke the session.
 enum Event {
     Key(Key),
@@ -109,7 +169,7 @@ enum Event {
 }
 
 struct Session<'a> {
-    ctx: &'a Ctx,
+    door: Door<'a>,
     reviewer: String,
     agent: Option<String>,
     notify: bool,
@@ -120,9 +180,11 @@ struct Session<'a> {
     /// is new, and raises a notice.
     known: Option<HashSet<Uuid>>,
     shown: Option<Shown>,
+    /// How long the agent of the item on the screen waits, as last said.
+    told_wait: Option<OffsetDateTime>,
     /// "Nothing waits" was said since the last item.
     idle_said: bool,
-    /// The change feed's position read up to.
+    /// The change feed's position read up to (this database's).
     feed: i64,
 }
 
@@ -164,12 +226,26 @@ impl Session<'_> {
         self.fixed_now.unwrap_or_else(OffsetDateTime::now_utc)
     }
 
-    fn service(&self, revision: u32) -> ConfirmationService {
-        self.ctx
-            .engine
-            .confirmations()
-            .by(self.reviewer.clone())
-            .shown_revision(revision)
+    /// The confirmation service, bound to `revision`, on this database; `None` over a
+    /// server (which decides through its own).
+    fn service(&self, revision: u32) -> Option<ConfirmationService> {
+        match &self.door {
+            Door::Local(ctx) => Some(
+                ctx.engine
+                    .confirmations()
+                    .by(self.reviewer.clone())
+                    .shown_revision(revision),
+            ),
+            Door::Remote(_) => None,
+        }
+    }
+
+    /// The server, when reviewing over one.
+    fn server(&self) -> Option<&ReviewServer> {
+        match &self.door {
+            Door::Local(_) => None,
+            Door::Remote(server) => Some(server),
+        }
     }
 
     async fn run(&mut self, keys: &mut Keys) -> Result<(), CliError> {
@@ -181,7 +257,8 @@ impl Session<'_> {
                 Some(next) if self.shown != Some(*next) => {
                     self.show(&loaded, *next, waiting.len()).await?;
                 }
-                Some(_) => {}
+                // A wait its door recorded after the card was shown: one line.
+                Some(shown) => self.tell_wait(&loaded, *shown),
                 None => {
                     self.shown = None;
                     if !self.idle_said {
@@ -207,7 +284,23 @@ impl Session<'_> {
 
     /// The open sets (of `--agent`), oldest first, with what deciding needs.
     async fn load(&self) -> Result<Vec<Loaded>, CliError> {
-        let mut conn = self.ctx.connection().await?;
+        let ctx = match &self.door {
+            Door::Local(ctx) => ctx,
+            Door::Remote(server) => {
+                return Ok(server
+                    .open_sets(self.agent.as_deref())
+                    .await?
+                    .into_iter()
+                    .map(|open| Loaded {
+                        set: open.set,
+                        quorum: open.quorum,
+                        held: open.held,
+                        waits_until: open.waits_until,
+                    })
+                    .collect());
+            }
+        };
+        let mut conn = ctx.connection().await?;
         let filter = change_sets::PendingFilter {
             target: None,
             agent_id: self.agent.clone(),
@@ -215,8 +308,11 @@ impl Session<'_> {
         };
         let mut sets = change_sets::pending(&mut conn, &filter).await?;
         sets.reverse();
+        let ids: Vec<Uuid> = sets.iter().map(|set| set.id).collect();
+        let waits = waits::of(&mut conn, &ids).await?;
         let mut loaded = Vec::with_capacity(sets.len());
         for set in sets {
+            let waits_until = waits.get(&set.id).copied();
             let quorum = approvals::quorum_of(&mut conn, &set).await?;
             let held = jobs::for_change_set(&mut conn, set.id)
                 .await?
@@ -224,7 +320,12 @@ impl Session<'_> {
                 .filter(|job| job.scheduled())
                 .map(|job| job.item_index)
                 .collect();
-            loaded.push(Loaded { set, quorum, held });
+            loaded.push(Loaded {
+                set,
+                quorum,
+                held,
+                waits_until,
+            });
         }
         Ok(loaded)
     }
@@ -247,29 +348,69 @@ impl Session<'_> {
             return Ok(());
         };
         let item = &open.set.items[next.index];
-        let mut conn = self.ctx.connection().await?;
-        let hold = agents::settings_of(&mut conn, &open.set.agent_id)
-            .await?
-            .requirements(&item.tool_name)
-            .hold;
+        // The hold a confirmation starts is in the agent's settings, which a server's
+        // API does not show to reviewers: over a server, the card names none.
+        let hold = match &self.door {
+            Door::Local(ctx) => {
+                let mut conn = ctx.connection().await?;
+                agents::settings_of(&mut conn, &open.set.agent_id)
+                    .await?
+                    .requirements(&item.tool_name)
+                    .hold
+            }
+            Door::Remote(_) => None,
+        };
         let context = ReviewContext {
             place: (1, of),
             quorum: &open.quorum,
             hold: hold.and_then(|hold| time::Duration::try_from(hold).ok()),
             now: self.now(),
+            waits_until: open.waits_until,
         };
         say(&render::visible(&render::review_card(
             &open.set, next.index, &context,
         )));
         self.shown = Some(next);
+        self.told_wait = open.waits_until;
         self.idle_said = false;
         Ok(())
     }
 
+    /// Says how long the agent of the item on the screen still waits, when its door
+    /// recorded that after the card was shown.
+    fn tell_wait(&mut self, loaded: &[Loaded], shown: Shown) {
+        let Some(until) = loaded
+            .iter()
+            .find(|open| open.set.id == shown.set)
+            .and_then(|open| open.waits_until)
+        else {
+            return;
+        };
+        if self.told_wait != Some(until) {
+            self.told_wait = Some(until);
+            say(&format!(
+                "{} {}",
+                label(shown.set, shown.index),
+                render::waits(until, self.now())
+            ));
+        }
+    }
+
     /// The sets written since the last look, waiting for the first write.
     async fn written(&mut self) -> Result<Vec<Uuid>, CliError> {
+        let ctx = match &mut self.door {
+            Door::Local(ctx) => *ctx,
+            Door::Remote(server) => {
+                let mut written = server.written().await?;
+                // A resync names no set: the one on the screen is looked at again.
+                if written.contains(&Uuid::nil()) {
+                    written.extend(self.shown.map(|shown| shown.set));
+                }
+                return Ok(written);
+            }
+        };
         loop {
-            let mut conn = self.ctx.connection().await?;
+            let mut conn = ctx.connection().await?;
             let (sets, position) = change_feed::since(&mut conn, self.feed, FEED_BATCH).await?;
             drop(conn);
             self.feed = position;
@@ -286,43 +427,75 @@ impl Session<'_> {
         let Some(shown) = self.shown.filter(|shown| written.contains(&shown.set)) else {
             return Ok(());
         };
-        let mut conn = self.ctx.connection().await?;
-        let Some(set) = change_sets::load(&mut conn, shown.set).await? else {
-            return Ok(());
-        };
-        let Some(item) = set.items.get(shown.index) else {
+        let Some(now) = self.item_now(shown).await? else {
             return Ok(());
         };
         let label = label(shown.set, shown.index);
-        if item.status != ChangeItemStatus::Pending {
-            let last = decisions::for_change_set(&mut conn, shown.set)
-                .await?
-                .into_iter()
-                .rev()
-                .find(|d| d.item_index == shown.index);
-            let by = last
-                .and_then(|d| d.decided_by)
+        if now.status != ChangeItemStatus::Pending {
+            let by = now
+                .decided_by
                 .map(|by| format!(" by {}", one_line(&render::visible(&by))))
                 .unwrap_or_default();
-            say(&format!("{label} {} elsewhere{by}", item.status.as_str()));
+            say(&format!("{label} {} elsewhere{by}", now.status.as_str()));
             self.shown = None;
-        } else if item.revision != shown.revision {
+        } else if now.revision != shown.revision {
             say(&format!(
                 "{label} changed since it was shown (edited by another person or refreshed against its target); here it is again"
             ));
             self.shown = None;
-        } else {
-            let held = jobs::served_item(&mut conn, shown.set, shown.index)
-                .await?
-                .and_then(|served| served.held);
-            if held.is_some() {
-                say(&format!(
-                    "{label} confirmed elsewhere; it runs when its hold window ends"
-                ));
-                self.shown = None;
-            }
+        } else if now.held {
+            say(&format!(
+                "{label} confirmed elsewhere; it runs when its hold window ends"
+            ));
+            self.shown = None;
         }
         Ok(())
+    }
+
+    /// How item `shown` stands now (`None`: its set is gone).
+    async fn item_now(&self, shown: Shown) -> Result<Option<ItemNow>, CliError> {
+        let ctx = match &self.door {
+            Door::Local(ctx) => ctx,
+            Door::Remote(server) => {
+                let Some(open) = server.set(shown.set).await? else {
+                    return Ok(None);
+                };
+                return Ok(open.set.items.get(shown.index).map(|item| ItemNow {
+                    status: item.status,
+                    revision: item.revision,
+                    decided_by: open.decided_by.get(shown.index).cloned().flatten(),
+                    held: open.held.contains(&shown.index),
+                }));
+            }
+        };
+        let mut conn = ctx.connection().await?;
+        let Some(set) = change_sets::load(&mut conn, shown.set).await? else {
+            return Ok(None);
+        };
+        let Some(item) = set.items.get(shown.index) else {
+            return Ok(None);
+        };
+        let decided_by = if item.status == ChangeItemStatus::Pending {
+            None
+        } else {
+            decisions::for_change_set(&mut conn, shown.set)
+                .await?
+                .into_iter()
+                .rev()
+                .find(|d| d.item_index == shown.index)
+                .and_then(|d| d.decided_by)
+        };
+        let held = item.status == ChangeItemStatus::Pending
+            && jobs::served_item(&mut conn, shown.set, shown.index)
+                .await?
+                .and_then(|served| served.held)
+                .is_some();
+        Ok(Some(ItemNow {
+            status: item.status,
+            revision: item.revision,
+            decided_by,
+            held,
+        }))
     }
 
     /// Acts on `key`; `false` when the person quits.
@@ -356,17 +529,10 @@ impl Session<'_> {
             tracing::info_span!("review_decision", set = %shown.set, index = shown.index, %key);
         let _entered = span.enter();
         match key {
-            'y' => self.confirm(shown).await,
+            'y' => self.confirm(shown).await?,
             'n' => self.reject(shown, keys).await?,
             'e' => self.edit(shown, open).await?,
-            'd' => match self
-                .service(shown.revision)
-                .defer_item(shown.set, shown.index, self.now())
-                .await
-            {
-                Ok(decision) => say(&render::decision(&decision)),
-                Err(error) => refused(shown, error),
-            },
+            'd' => self.defer(shown).await?,
             's' => {
                 self.skipped.insert((shown.set, shown.index));
                 say(&format!(
@@ -381,7 +547,7 @@ impl Session<'_> {
                         .filter(|item| item.index >= shown.index)
                         .collect();
                 for item in rest {
-                    self.confirm(item).await;
+                    self.confirm(item).await?;
                 }
             }
             _ => {
@@ -394,15 +560,35 @@ impl Session<'_> {
     }
 
     /// Confirms `item` as shown, and says what came of it.
-    async fn confirm(&self, item: Shown) {
-        match self
-            .service(item.revision)
-            .confirm_item(item.set, item.index, self.now())
-            .await
-        {
-            Ok(outcome) => say(&render::confirmed(item.index, &outcome)),
-            Err(error) => refused(item, error),
+    async fn confirm(&self, item: Shown) -> Result<(), CliError> {
+        if let Some(service) = self.service(item.revision) {
+            match service.confirm_item(item.set, item.index, self.now()).await {
+                Ok(outcome) => say(&render::confirmed(item.index, &outcome)),
+                Err(error) => refused(item, error),
+            }
+        } else if let Some(server) = self.server() {
+            match server.confirm(item.set, item.index, item.revision).await? {
+                Ok(answer) => say(&remote_confirmed(item.index, &answer)),
+                Err(problem) => refused_remote(item, &problem),
+            }
         }
+        Ok(())
+    }
+
+    /// Defers `item`: it stays open.
+    async fn defer(&self, item: Shown) -> Result<(), CliError> {
+        if let Some(service) = self.service(item.revision) {
+            match service.defer_item(item.set, item.index, self.now()).await {
+                Ok(decision) => say(&render::decision(&decision)),
+                Err(error) => refused(item, error),
+            }
+        } else if let Some(server) = self.server() {
+            match server.defer(item.set, item.index).await? {
+                Ok(answer) => say(&remote_decision(&answer)),
+                Err(problem) => refused_remote(item, &problem),
+            }
+        }
+        Ok(())
     }
 
     /// Asks for a reason and rejects `item`; Escape rejects nothing.
@@ -415,16 +601,22 @@ impl Session<'_> {
             return Ok(());
         };
         let reason = Some(reason.trim().to_owned()).filter(|r| !r.is_empty());
-        match self
-            .service(item.revision)
-            .reject_item(item.set, item.index, reason, self.now())
-            .await
-        {
-            Ok(decision) => {
-                debug_assert_eq!(decision.verdict, Verdict::Rejected);
-                say(&render::decision(&decision));
+        if let Some(service) = self.service(item.revision) {
+            match service
+                .reject_item(item.set, item.index, reason, self.now())
+                .await
+            {
+                Ok(decision) => {
+                    debug_assert_eq!(decision.verdict, Verdict::Rejected);
+                    say(&render::decision(&decision));
+                }
+                Err(error) => refused(item, error),
             }
-            Err(error) => refused(item, error),
+        } else if let Some(server) = self.server() {
+            match server.reject(item.set, item.index, reason).await? {
+                Ok(answer) => say(&remote_decision(&answer)),
+                Err(problem) => refused_remote(item, &problem),
+            }
         }
         Ok(())
     }
@@ -458,20 +650,9 @@ impl Session<'_> {
                     );
                     return Ok(());
                 }
-                Ok(args) if args.is_object() => match self
-                    .service(item.revision)
-                    .edit_and_confirm(item.set, item.index, args, self.now())
-                    .await
-                {
-                    Ok(outcome) => {
-                        say(&render::confirmed(item.index, &outcome));
-                        return Ok(());
-                    }
-                    Err(error @ ConfirmError::InvalidArgs { .. }) => error.to_string(),
-                    Err(error) => {
-                        refused(item, error);
-                        return Ok(());
-                    }
+                Ok(args) if args.is_object() => match self.edit_and_confirm(item, args).await? {
+                    Edited::Done => return Ok(()),
+                    Edited::Invalid(problem) => problem,
                 },
                 Ok(_) => "the arguments must be a JSON object".to_owned(),
                 Err(error) => format!("not valid JSON: {error}"),
@@ -484,6 +665,91 @@ impl Session<'_> {
             text = saved;
         }
     }
+}
+
+/// What an edit came to.
+enum Edited {
+    /// Confirmed, or refused for another reason than the arguments: said.
+    Done,
+    /// The tool's schema refused the arguments: why (the editor opens again).
+    Invalid(String),
+}
+
+impl Session<'_> {
+    /// Confirms `item` with the edited `args`.
+    async fn edit_and_confirm(&self, item: Shown, args: Value) -> Result<Edited, CliError> {
+        if let Some(service) = self.service(item.revision) {
+            return Ok(
+                match service
+                    .edit_and_confirm(item.set, item.index, args, self.now())
+                    .await
+                {
+                    Ok(outcome) => {
+                        say(&render::confirmed(item.index, &outcome));
+                        Edited::Done
+                    }
+                    Err(error @ ConfirmError::InvalidArgs { .. }) => {
+                        Edited::Invalid(error.to_string())
+                    }
+                    Err(error) => {
+                        refused(item, error);
+                        Edited::Done
+                    }
+                },
+            );
+        }
+        let Some(server) = self.server() else {
+            return Ok(Edited::Done);
+        };
+        Ok(
+            match server
+                .edit(item.set, item.index, args, item.revision)
+                .await?
+            {
+                Ok(answer) => {
+                    say(&remote_confirmed(item.index, &answer));
+                    Edited::Done
+                }
+                // The server refuses arguments its tool's schema does not take as a
+                // bad request, and every other refusal otherwise.
+                Err(problem) if problem.ends_with("(400)") => Edited::Invalid(problem),
+                Err(problem) => {
+                    refused_remote(item, &problem);
+                    Edited::Done
+                }
+            },
+        )
+    }
+}
+
+/// A server's answer to a confirmation (`{decision, message, approvals?}`) as
+/// [`render::confirmed`] says it.
+fn remote_confirmed(index: usize, answer: &Value) -> String {
+    let message = answer["message"].as_str().unwrap_or_default();
+    match serde_json::from_value::<assent_domain::ChangeDecision>(answer["decision"].clone()) {
+        Ok(decision) => {
+            render::confirmed_line(index, &decision, answer.get("approvals").is_some(), message)
+        }
+        Err(_) => format!("[{index}] {}", one_line(&render::visible(message))),
+    }
+}
+
+/// A server's answer to a rejection or a deferral (the decision) as
+/// [`render::decision`] says it.
+fn remote_decision(answer: &Value) -> String {
+    match serde_json::from_value::<assent_domain::ChangeDecision>(answer.clone()) {
+        Ok(decision) => render::decision(&decision),
+        Err(_) => one_line(&render::visible(&answer.to_string())).into_owned(),
+    }
+}
+
+/// Says in one line why the server refused a decision on `item`.
+fn refused_remote(item: Shown, problem: &str) {
+    say(&format!(
+        "{} not decided: {}",
+        label(item.set, item.index),
+        one_line(&render::visible(problem))
+    ));
 }
 
 /// Says in one line why a decision on `item` was refused; the session goes on.
@@ -536,11 +802,13 @@ mod tests {
                     items: vec![(2, 2, approved)],
                 },
                 held: vec![3],
+                waits_until: None,
             },
             Loaded {
                 set: set(2, 2),
                 quorum: Quorum { items: Vec::new() },
                 held: Vec::new(),
+                waits_until: None,
             },
         ];
         let skipped = HashSet::from([(Uuid::from_u128(2), 0)]);

@@ -1,7 +1,8 @@
 //! The terminal side of `assent review`: one key at a time (the terminal is raw only
 //! while a key is read, on a thread of its own, so the change feed is followed while a
 //! person thinks), a line typed key by key, the person's editor on a file, and desktop
-//! notices through the platform's own command.
+//! notices through the platform's own command; [`Restore`] puts the terminal back on
+//! every way out.
 
 use crate::CliError;
 use console::{Key, Term};
@@ -9,6 +10,42 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use tokio::sync::mpsc;
+
+/// The terminal's settings as the reviewer found them, put back when this is dropped:
+/// on every way out of `assent review`, an error while a key is awaited and a panic
+/// (dropped while unwinding) included. The key-reading thread may still be blocked in
+/// a read with the terminal raw when the session ends; without this, the shell would
+/// be left without echo or line editing.
+pub struct Restore {
+    #[cfg(unix)]
+    saved: Option<rustix::termios::Termios>,
+}
+
+impl Restore {
+    /// Saves stdin's terminal settings (none when stdin is no terminal).
+    pub fn save() -> Self {
+        Self {
+            #[cfg(unix)]
+            saved: rustix::termios::tcgetattr(std::io::stdin()).ok(),
+        }
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(saved) = &self.saved {
+            let restored = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Now,
+                saved,
+            );
+            if let Err(error) = restored {
+                tracing::debug!(%error, "cannot restore the terminal's settings");
+            }
+        }
+    }
+}
 
 /// Keys from the terminal, read one at a time on request: the reading thread waits
 /// until asked, so nothing reads the terminal while the person's editor has it.

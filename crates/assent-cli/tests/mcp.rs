@@ -29,6 +29,10 @@ use std::time::Duration;
 #[path = "mcp/gateways.rs"]
 mod gateways;
 
+/// `assent review` answering the TypeScript SDK's waiting call with one key.
+#[path = "mcp/answered.rs"]
+mod answered;
+
 fn target_dir() -> PathBuf {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_assent"));
     exe.parent().expect("the profile directory").to_path_buf()
@@ -2368,7 +2372,10 @@ async fn ask_in_client_asks_the_clients_user_where_it_can_and_records_the_client
     .await
     .expect("counted");
     store.close().await;
-    assert_eq!(by_client, 2, "the approval and the decline are the client's");
+    assert_eq!(
+        by_client, 2,
+        "the approval and the decline are the client's"
+    );
     let verified = assent(&s.db, &["audit", "verify"]);
     assert!(
         verified.status.success(),

@@ -8,7 +8,9 @@
 //     "arguments": {...}, "timeoutMs": N}]} starts COMMAND ARGS over stdio, lists the
 //     tools, makes each call in order with the SDK's request timeout (default its own
 //     60 s) and prints one JSON object on stdout: {"tools": [names], "calls":
-//     [{"isError", "text", "meta"} or {"clientError", "code"}]}. A call the SDK gives up
+//     [{"isError", "text", "meta", "endedAt"} or {"clientError", "code"}]} (`endedAt`:
+//     when the SDK handed the result over, in milliseconds since the epoch, for tests
+//     that time an answer). A call the SDK gives up
 //     on (its timeout: code -32001, after which it sends notifications/cancelled) is
 //     reported as its clientError.
 const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
@@ -32,7 +34,8 @@ async function main(plan) {
         .filter((block) => block.type === "text")
         .map((block) => block.text)
         .join("\n");
-      calls.push({ isError: Boolean(result.isError), text, meta: result._meta || null });
+      const endedAt = Date.now();
+      calls.push({ isError: Boolean(result.isError), text, meta: result._meta || null, endedAt });
     } catch (error) {
       calls.push({ clientError: String(error.message || error), code: error.code ?? null });
     }

@@ -666,7 +666,7 @@ impl ConfirmationService {
         if revision.approved_by(&by) {
             return Err(ConfirmError::Conflict(format!(
                 "{by} has approved item {index} already: it needs {needed} approvals by distinct people ({} so far)",
-                revision.approvals.len()
+                revision.people()
             )));
         }
         let approval = PendingApproval {
@@ -675,7 +675,7 @@ impl ConfirmationService {
             args,
             at: now,
         };
-        let count = revision.approvals.len() + 1;
+        let count = revision.people() + 1;
         if count < needed as usize {
             approval.record(conn, set.id, index).await?;
             revision.args = Some(approval.args.clone());

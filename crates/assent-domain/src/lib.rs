@@ -15,6 +15,8 @@
 //! - [`OperationId`] and [`canonical_json`]: deterministic operation ids (ADR 0004).
 //! - [`head_and_tail`] and [`one_line`]: agent text as a reviewer sees it, cut at both
 //!   ends and on one line, never hidden.
+//! - [`person`]: the person behind a decision's `by`, one across doors (a mapped
+//!   Slack user is the person they are mapped to), for quorums and the proof.
 //! - [`stored_result`]: a tool's result text as it is stored (audit trail, applied
 //!   operations, jobs), at most [`MAX_STORED_RESULT_BYTES`], a cut marked with the
 //!   whole text's size and SHA-256.
@@ -26,6 +28,7 @@ mod decision;
 mod error;
 mod hex;
 mod operation_id;
+mod person;
 mod shown;
 mod status;
 mod stored;
@@ -39,6 +42,7 @@ pub use decision::{ChangeDecision, MAX_REASON_CHARS, clean_reason};
 pub use error::DomainError;
 pub use hex::lower_hex;
 pub use operation_id::OperationId;
+pub use person::{person, slack_reviewer};
 pub use shown::{head_and_tail, misleads, named_summary, one_line};
 pub use status::{ChangeItemStatus, ChangeSetStatus, DerivedStatus, Verdict, derive_set_status};
 pub use stored::{MAX_STORED_RESULT_BYTES, stored_result};

@@ -12,7 +12,7 @@ use assent_confirm::{Engine, WakeRequest};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, Verdict};
 use assent_store::host_tools::{self, HostTool, ListedTool};
 use assent_store::jobs::{self, JobStatus};
-use assent_store::{Store, agents, change_sets, decisions, mcp_sessions, operations};
+use assent_store::{Store, agents, change_sets, decisions, mcp_sessions, operations, waits};
 use assent_tools::RuleAction;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
@@ -556,7 +556,16 @@ impl Gateway {
             }
         }
         let result = match wait {
-            Some(wait) => self.wait_for(set.id, wait, queued, progress).await?,
+            Some(wait) => {
+                // For reviewers' screens only ("the agent waits 42 s more").
+                let until = now + wait;
+                let mut conn = self.connection().await.map_err(internal)?;
+                waits::record(&mut conn, set.id, until)
+                    .await
+                    .map_err(internal)?;
+                drop(conn);
+                self.wait_for(set.id, wait, queued, progress).await?
+            }
             None => queued,
         };
         Ok(Called::Done(result))

@@ -164,13 +164,15 @@ pub(crate) async fn not_found() -> ServerError {
     ServerError::NotFound("no such API route".to_owned())
 }
 
-/// `{"status": "ok", "role", "agentId"}`, for checking a token and learning what it
+/// `{"status": "ok", "role", "agentId", "identity"}`, for checking a token and learning what it
 /// may do (`GET /api/session`).
 pub(crate) async fn session(Extension(caller): Extension<Principal>) -> Response {
     Json(json!({
         "status": "ok",
         "role": caller.role,
         "agentId": caller.agent_id,
+        // Who this token's decisions are recorded as (a quorum counts it as a person).
+        "identity": caller.identity(),
     }))
     .into_response()
 }

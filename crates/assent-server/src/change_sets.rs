@@ -9,7 +9,7 @@ use crate::auth::Principal;
 use crate::shapes::{SetView, confirm_all_json, confirmed_json};
 use crate::{AppState, ServerError};
 use assent_domain::{ChangeSet, ChangeSetStatus, Uuid};
-use assent_store::{approvals, change_sets, decisions, host_tools, jobs};
+use assent_store::{approvals, change_sets, decisions, host_tools, jobs, waits};
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, Query, State};
@@ -60,6 +60,8 @@ pub(crate) async fn list_change_sets(
         changed.push(host_tools::changed_items(&mut conn, set.id).await?);
         quorums.push(approvals::quorum_of(&mut conn, set).await?);
     }
+    let ids: Vec<Uuid> = sets.iter().map(|set| set.id).collect();
+    let waits = waits::of(&mut conn, &ids).await?;
     let views: Vec<SetView<'_>> = sets
         .iter()
         .zip(&decided)
@@ -73,6 +75,7 @@ pub(crate) async fn list_change_sets(
                 .with_changed_tools(changed)
                 .with_undoable(|tool, args, before| reversible(&state, tool, args, before))
                 .with_quorum(quorum)
+                .with_wait(waits.get(&set.id).copied())
         })
         .collect();
     ok(views)
@@ -101,13 +104,15 @@ pub(crate) async fn show_change_set(
     let changed = host_tools::changed_items(&mut conn, id).await?;
     let quorum = approvals::quorum_of(&mut conn, &set).await?;
     let shadows = decisions::shadows_of(&mut conn, &decided).await?;
+    let waits_until = waits::of(&mut conn, &[id]).await?.remove(&id);
     ok(SetView::of(&set)
         .with_reasons(&decided)
         .with_shadows(&decided, &shadows)
         .with_jobs(&ran)
         .with_changed_tools(&changed)
         .with_undoable(|tool, args, before| reversible(&state, tool, args, before))
-        .with_quorum(&quorum))
+        .with_quorum(&quorum)
+        .with_wait(waits_until))
 }
 
 /// Whether this server's engine can reverse `tool(args)`, which replaced `before`

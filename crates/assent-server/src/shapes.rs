@@ -122,6 +122,14 @@ pub struct SetView<'a> {
     /// may answer "yes, for this session" (`forSession`); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<&'a str>,
+    /// Until when the agent's request waits for an answer (the MCP gateway's
+    /// `--wait`), when its door said so (see [`SetView::with_wait`]); display data
+    /// only, absent otherwise.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub waits_until: Option<OffsetDateTime>,
 }
 
 impl<'a> SetView<'a> {
@@ -137,6 +145,7 @@ impl<'a> SetView<'a> {
             created_at: set.created_at,
             undoes: None,
             session: assent_confirm::session_of(set),
+            waits_until: None,
             items: set
                 .items
                 .iter()
@@ -184,6 +193,13 @@ impl<'a> SetView<'a> {
 }
 
 impl<'a> SetView<'a> {
+    /// The same view with until when its agent waits ([`assent_store::waits`]).
+    #[must_use]
+    pub fn with_wait(mut self, until: Option<OffsetDateTime>) -> Self {
+        self.waits_until = until;
+        self
+    }
+
     /// The same view with its items' quorums ([`assent_store::approvals::quorum_of`]):
     /// who approved, how many are needed, and the arguments the current revision runs
     /// with when a person's edit changed them (with who edited).
@@ -405,11 +421,17 @@ pub fn scheduled_wake_json(scheduled: &ScheduledWake, agent_path: &str) -> Value
     body
 }
 
-/// `{"decision", "message"}` of one confirmation.
+/// `{"decision", "message"}` of one confirmation, with `scheduled` when a hold window
+/// holds it and `approvals: {count, needed}` when it left the item short of its quorum.
 pub fn confirmed_json(outcome: &ConfirmOutcome) -> Value {
     let mut shown = json!({"decision": outcome.decision, "message": outcome.message()});
     if let Some(scheduled) = scheduled_json(outcome) {
         shown["scheduled"] = scheduled;
+    }
+    if let assent_confirm::ExecutionOutcome::AwaitingApprovals { approvals, needed } =
+        outcome.execution
+    {
+        shown["approvals"] = json!({"count": approvals, "needed": needed});
     }
     shown
 }

@@ -226,7 +226,7 @@ async fn decide(
     drop(conn);
     let service = engine
         .confirmations()
-        .by(format!("slack:{} ({name})", click.user))
+        .by(assent_domain::slack_reviewer(&click.user, &name))
         .shown_revision(click.revision);
     let now = OffsetDateTime::now_utc();
     let label = format!("[{} {}]", &click.set.simple().to_string()[..8], click.index);

@@ -38,9 +38,27 @@ pub struct Revision {
 }
 
 impl Revision {
-    /// Whether `by` has approved this revision.
+    /// Whether the person behind `by` has approved this revision, through any door
+    /// ([`assent_domain::person`]: `slack:U1 (alice)` and `alice` are one person).
     pub fn approved_by(&self, by: &str) -> bool {
-        self.approvals.iter().any(|a| a.by == by)
+        let who = assent_domain::person(by);
+        self.approvals
+            .iter()
+            .any(|a| assent_domain::person(&a.by) == who)
+    }
+
+    /// How many distinct people approved this revision: what a quorum counts (two
+    /// rows of one person through two doors, written before doors were one person,
+    /// count once).
+    pub fn people(&self) -> usize {
+        let mut people: Vec<&str> = self
+            .approvals
+            .iter()
+            .map(|a| assent_domain::person(&a.by))
+            .collect();
+        people.sort_unstable();
+        people.dedup();
+        people.len()
     }
 }
 

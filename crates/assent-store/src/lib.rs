@@ -51,6 +51,7 @@ pub mod slack;
 pub mod sync;
 pub mod timefmt;
 pub mod tokens;
+pub mod waits;
 pub mod webhooks;
 
 pub use audit::StoreAuditSink;

@@ -731,6 +731,8 @@ fn effects_consented(
                         .iter()
                         .filter(|a| canonical_json(&a["args"]) == canonical_json(ran_with))
                         .filter_map(|a| a["approvedBy"].as_str())
+                        // One person across doors, as the engine's quorum counts them.
+                        .map(assent_domain::person)
                         .filter(|by| *by != agent)
                         .collect()
                 })

@@ -349,7 +349,7 @@ fn item_state(set: &ChangeSet, index: usize, state: &SetState<'_>) -> String {
         let by: Vec<String> = revision.approvals.iter().map(|a| text(&a.by)).collect();
         said.push_str(&format!(
             " · approvals {} of {needed}{}",
-            by.len(),
+            revision.people(),
             if by.is_empty() {
                 String::new()
             } else {

@@ -251,3 +251,170 @@ fn without_a_terminal_it_points_to_pending_and_confirm() {
     let cli = Cli::new();
     assert_fails(&cli.run(&["review"]), 2, "`assent pending`");
 }
+
+#[test]
+fn an_error_while_a_key_is_awaited_ends_the_reviewer_with_the_terminal_restored() {
+    let cli = Cli::new();
+    cli.agent_and_task();
+    // The reviewer, then what the terminal's settings are once it has ended, in the
+    // same pseudo-terminal.
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg("\"$0\" --db \"$1\" review --as alice --no-notify; echo \"exit=$?\"; stty -a")
+        .arg(env!("CARGO_BIN_EXE_assent"))
+        .arg(cli.db())
+        .env_remove("RUST_LOG");
+    let mut review =
+        rexpect::session::spawn_command(command, Some(PATIENCE_MS)).expect("the reviewer starts");
+    expect(&mut review, "Nothing waits for you now.");
+    // The reviewer waits for a key (the terminal raw) and follows the change feed; a
+    // database error lands: the feed's table is gone behind its back.
+    let dropped = Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('DROP TABLE change_feed'); c.commit()")
+        .arg(cli.dir.path().join("t.db"))
+        .status()
+        .expect("python3 runs");
+    assert!(dropped.success());
+    expect(&mut review, "change_feed");
+    expect(&mut review, "exit=1");
+    let settings = review.exp_eof().expect("stty prints and the shell ends");
+    assert_cooked_settings(&settings);
+}
+
+/// `assent serve` on `cli`'s database, on a free loopback port: the process and its
+/// `http://127.0.0.1:PORT`.
+fn serve(cli: &Cli) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", &cli.db(), "serve", "--addr", "127.0.0.1:0"])
+        .env_remove("ASSENT_TOKEN")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("assent serve starts");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut banner = String::new();
+    stdout.read_line(&mut banner).expect("the banner");
+    let start = banner.find("http://").expect("an address");
+    let url = banner[start..]
+        .split_whitespace()
+        .next()
+        .expect("a URL")
+        .trim_end_matches('/')
+        .to_owned();
+    // The rest of what it prints is read away, so it never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    // Its follower of the change feed starts from where the feed stands within a poll
+    // of the start: writes before that are not news to it.
+    std::thread::sleep(Duration::from_millis(1_200));
+    (child, url)
+}
+
+/// `assent review extra…` in a pseudo-terminal, without a database, then `exit=CODE`
+/// and the terminal's settings (`stty -a`) once it has ended.
+fn remote_reviewer(extra: &[&str], token: &str) -> PtySession {
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg("\"$0\" review \"$@\"; echo \"exit=$?\"; stty -a")
+        .arg(env!("CARGO_BIN_EXE_assent"))
+        .args(extra)
+        .env("ASSENT_TOKEN", token)
+        .env_remove("RUST_LOG");
+    rexpect::session::spawn_command(command, Some(PATIENCE_MS)).expect("the reviewer starts")
+}
+
+/// `stty -a`'s flags show a cooked terminal: line editing and signals on, as raw
+/// mode turns them off (rexpect's pseudo-terminal starts with echo off, so echo says
+/// nothing here).
+fn assert_cooked_settings(settings: &str) {
+    let flags: Vec<&str> = settings.split_whitespace().collect();
+    for cooked in ["icanon", "isig", "iexten"] {
+        assert!(
+            flags.contains(&cooked) && !flags.contains(&format!("-{cooked}").as_str()),
+            "the terminal was left raw ({cooked} off):\n{settings}"
+        );
+    }
+}
+
+/// What the shell printed after the reviewer ended: the terminal is cooked again.
+fn assert_cooked(review: &mut PtySession) {
+    let settings = review.exp_eof().expect("stty prints and the shell ends");
+    assert_cooked_settings(&settings);
+}
+
+#[test]
+fn over_a_server_the_reviewer_follows_its_events_and_decides_through_its_routes() {
+    let mut cli = Cli::new();
+    // The server's clock is the real one: sets made at the fixed test time would have
+    // expired there long ago.
+    cli.now = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .expect("a time");
+    let task = cli.agent_and_task();
+    let token = cli.json(&["tokens", "add", "--role", "reviewer"], "");
+    let (secret, token_id) = (
+        token["secret"].as_str().expect("a secret").to_owned(),
+        token["id"].as_str().expect("an id").to_owned(),
+    );
+    let (mut server, url) = serve(&cli);
+
+    // A bad token and a bad URL: one line each, a failure, the terminal untouched.
+    let mut refused = remote_reviewer(&["--server", &url], "not-the-token-0123456789");
+    expect(&mut refused, "wrong bearer token");
+    expect(&mut refused, "exit=1");
+    assert_cooked(&mut refused);
+    let mut bad_url = remote_reviewer(&["--server", "ftp://example.com"], &secret);
+    expect(&mut bad_url, "invalid --server URL");
+    expect(&mut bad_url, "exit=2");
+    assert_cooked(&mut bad_url);
+
+    let mut review = remote_reviewer(&["--server", &url, "--no-notify"], &secret);
+    expect(&mut review, &format!("Reviewing as {token_id} on {url}/"));
+    expect(&mut review, "Nothing waits for you now.");
+    let set = wake(&cli, &task, "P0", "Remote");
+    expect(&mut review, "update_task_priority");
+    expect(&mut review, "before   P2");
+    expect(&mut review, "[q] quit");
+    press(&mut review, "y");
+    expect(&mut review, "confirmed: Priority set to P0");
+    let confirmed = item(&cli, &set, 0);
+    assert_eq!(confirmed["status"], "confirmed");
+    assert_eq!(
+        confirmed["decidedBy"],
+        token_id.as_str(),
+        "the token decided"
+    );
+
+    expect(&mut review, "set_task_title");
+    press(&mut review, "n");
+    expect(&mut review, "Reason");
+    press(&mut review, "from afar\r");
+    expect(&mut review, "rejected (reason: \"from afar\")");
+    assert_eq!(item(&cli, &set, 1)["reason"], "from afar");
+
+    // Decided elsewhere meanwhile: the server's events say so.
+    let second = wake(&cli, &task, "P1", "Second");
+    expect(&mut review, "update_task_priority");
+    let out = cli.run(&["confirm", &second, "0", "--as", "bob"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    expect(&mut review, "confirmed elsewhere by bob");
+    expect(&mut review, "set_task_title");
+    press(&mut review, "d");
+    expect(&mut review, "deferred");
+    assert_eq!(item(&cli, &second, 1)["status"], "deferred");
+
+    // The server goes away while a key is awaited: one line, exit 1, the terminal
+    // back in cooked mode.
+    server.kill().expect("the server is stopped");
+    server.wait().expect("it ends");
+    expect(&mut review, "event stream");
+    expect(&mut review, "exit=1");
+    assert_cooked(&mut review);
+
+    let proof = cli.run(&["audit", "verify"]);
+    assert_eq!(proof.status.code(), Some(0), "{proof:?}");
+}

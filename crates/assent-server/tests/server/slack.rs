@@ -293,6 +293,7 @@ async fn a_signed_click_decides_and_nothing_else_does() {
     .await;
     assert_eq!(item(&server, &set, 1).await["status"], "rejected");
     assert_eq!(calls(&recorded, "chat.postMessage").len(), 1, "posted once");
+    assent_tests::assert_proven(&server.store, "a signed click confirms").await;
 }
 
 /// The `ts` the fake gave the first post.
@@ -337,6 +338,7 @@ async fn reject_asks_for_a_reason_in_a_modal() {
     assert_eq!(rejected["status"], "rejected");
     assert_eq!(rejected["reason"], "wrong task");
     assert_eq!(rejected["decidedBy"], "slack:U1 (alice)");
+    assent_tests::assert_proven(&server.store, "rejected in a modal").await;
 }
 
 #[tokio::test]
@@ -401,6 +403,121 @@ async fn two_mapped_people_meet_a_quorum_of_two_and_one_person_twice_does_not() 
     })
     .await;
     assert_eq!(item(&server, &set, 0).await["status"], "confirmed");
+    assent_tests::assert_proven(&server.store, "two mapped people meet a quorum").await;
+}
+
+/// Puts a quorum of 2 on `update_task_priority` and queues a set; returns its id and
+/// item 0's Approve value.
+async fn under_a_quorum_of_two(server: &TestServer, recorded: &Shared) -> (String, String) {
+    let task = server.agent_and_task("Slack").await;
+    let (status, body) = server
+        .send_as(
+            crate::support::TOKEN,
+            reqwest::Method::PUT,
+            "/api/agents/triage/rules/update_task_priority",
+            &json!({"action": "ask", "approvals": 2}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let set = server.propose(&task).await;
+    let posted = wait_for(recorded, "chat.postMessage", |seen| !seen.is_empty()).await;
+    let value = button(&posted[0], "approve", 0).expect("Approve");
+    (set, value)
+}
+
+#[tokio::test]
+async fn one_person_through_slack_and_the_command_line_is_one_approver() {
+    let (server, recorded) = connected().await;
+    let (set, value) = under_a_quorum_of_two(&server, &recorded).await;
+    let id: uuid::Uuid = set.parse().expect("a set id");
+    // What `assent confirm --as NAME` does: the engine over the same database.
+    let cli = assent_journal_host::journal_engine(server.store.clone())
+        .await
+        .expect("an engine");
+    let now = time::OffsetDateTime::now_utc();
+
+    // Alice in Slack, then alice on the command line: the same person twice.
+    assert_eq!(
+        click(&server, &approve("U1", &value), SIGNING_SECRET, 0)
+            .await
+            .0,
+        200
+    );
+    wait_for(&recorded, "chat.postEphemeral", |seen| {
+        told(seen, "U1", "1 of 2")
+    })
+    .await;
+    let again = cli
+        .confirmations()
+        .by("alice")
+        .confirm_item(id, 0, now)
+        .await
+        .expect_err("alice twice is not a quorum");
+    assert!(
+        again
+            .to_string()
+            .contains("alice has approved item 0 already"),
+        "{again}"
+    );
+    assert_eq!(
+        item(&server, &set, 0).await["status"],
+        "pending",
+        "nothing changed"
+    );
+    let approvals = item(&server, &set, 0).await["approvals"].clone();
+    assert_eq!(
+        approvals.as_array().map(Vec::len),
+        Some(1),
+        "no second approval recorded: {approvals}"
+    );
+
+    // Bob on the command line is the second person: the quorum is met.
+    cli.confirmations()
+        .by("bob")
+        .confirm_item(id, 0, now)
+        .await
+        .expect("bob meets the quorum");
+    assert_eq!(item(&server, &set, 0).await["status"], "confirmed");
+    assent_tests::assert_proven(&server.store, "slack alice and cli bob").await;
+}
+
+#[tokio::test]
+async fn the_command_line_first_then_the_same_person_in_slack_is_refused() {
+    let (server, recorded) = connected().await;
+    let (set, value) = under_a_quorum_of_two(&server, &recorded).await;
+    let id: uuid::Uuid = set.parse().expect("a set id");
+    let cli = assent_journal_host::journal_engine(server.store.clone())
+        .await
+        .expect("an engine");
+    cli.confirmations()
+        .by("alice")
+        .confirm_item(id, 0, time::OffsetDateTime::now_utc())
+        .await
+        .expect("alice's approval, short of the quorum");
+    assert_eq!(item(&server, &set, 0).await["status"], "pending");
+    assert_eq!(
+        click(&server, &approve("U1", &value), SIGNING_SECRET, 0)
+            .await
+            .0,
+        200
+    );
+    wait_for(&recorded, "chat.postEphemeral", |seen| {
+        told(seen, "U1", "approved item 0 already")
+    })
+    .await;
+    assert_eq!(item(&server, &set, 0).await["status"], "pending");
+    assert_eq!(
+        click(&server, &approve("U2", &value), SIGNING_SECRET, 1)
+            .await
+            .0,
+        200
+    );
+    wait_for(&recorded, "chat.update", |seen| {
+        seen.iter().any(|m| button(m, "approve", 0).is_none())
+    })
+    .await;
+    assert_eq!(item(&server, &set, 0).await["status"], "confirmed");
+    assent_tests::assert_proven(&server.store, "cli alice and slack bob").await;
 }
 
 /// The next text the app sends over the socket, as JSON (pings skipped).
