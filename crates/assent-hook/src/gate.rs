@@ -366,6 +366,17 @@ async fn wait_for(
     index: usize,
 ) -> Result<Answer, HookError> {
     let deadline = Instant::now() + options.wait;
+    {
+        // For reviewers' screens only ("the agent waits 42 s more").
+        let mut conn = engine
+            .store()
+            .pool()
+            .acquire()
+            .await
+            .map_err(assent_store::StoreError::from)?;
+        let until = OffsetDateTime::now_utc() + options.wait;
+        assent_store::waits::record(&mut conn, set, until).await?;
+    }
     let confirmations = engine.confirmations();
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());

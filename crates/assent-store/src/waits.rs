@@ -35,16 +35,24 @@ pub async fn of(
     sets: &[Uuid],
 ) -> Result<HashMap<Uuid, OffsetDateTime>, StoreError> {
     let mut waits = HashMap::with_capacity(sets.len());
-    // One statement a set: a reviewer's screen holds a few sets, and the `Any` driver
-    // binds no arrays.
-    for set in sets {
-        let row = sqlx::query("SELECT waits_until FROM change_set_waits WHERE change_set_id = $1")
-            .bind(set.to_string())
-            .fetch_optional(&mut *conn)
-            .await?;
-        if let Some(row) = row {
+    // One statement per chunk of sets (the `Any` driver binds no arrays; 500 stays
+    // under every backend's limit of bound parameters).
+    for chunk in sets.chunks(500) {
+        let params: Vec<String> = (1..=chunk.len()).map(|n| format!("${n}")).collect();
+        let sql = format!(
+            "SELECT change_set_id, waits_until FROM change_set_waits WHERE change_set_id IN ({})",
+            params.join(", ")
+        );
+        // Only placeholders are formatted in; every value is bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for set in chunk {
+            query = query.bind(set.to_string());
+        }
+        for row in query.fetch_all(&mut *conn).await? {
+            let set: String = row.try_get("change_set_id")?;
+            let set = Uuid::parse_str(&set).map_err(|e| StoreError::corrupt(TABLE, e))?;
             let until: String = row.try_get("waits_until")?;
-            waits.insert(*set, timefmt::parse(TABLE, &until)?);
+            waits.insert(set, timefmt::parse(TABLE, &until)?);
         }
     }
     Ok(waits)

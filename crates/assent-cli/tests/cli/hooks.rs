@@ -697,6 +697,27 @@ fn a_waiting_hook_answers_within_a_second_of_the_decision_in_another_process() {
         &event_of(0, "claude-code.PreToolUse"),
     );
     let set = cli.set_of(&agent(0));
+    // Reviewers are told how long the hook still waits (`waitsUntil`), within its 60 s.
+    let started = Instant::now();
+    let waits_until = loop {
+        let pending = cli.json(&["pending"], "");
+        if let Some(until) = pending[0]["waitsUntil"].as_str() {
+            break until.to_owned();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no waitsUntil: {pending}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let until =
+        time::OffsetDateTime::parse(&waits_until, &time::format_description::well_known::Rfc3339)
+            .expect("RFC 3339");
+    let left = until - time::OffsetDateTime::now_utc();
+    assert!(
+        left > time::Duration::seconds(40) && left <= time::Duration::seconds(60),
+        "waits {left} more"
+    );
     let out = cli.run(&["confirm", &set, "0"]);
     let decided = Instant::now();
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
