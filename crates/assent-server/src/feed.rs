@@ -11,11 +11,32 @@ const BATCH: i64 = 1_000;
 /// Polls between prunings of the feed.
 const PRUNE_EVERY: u32 = 600;
 
-/// Reads the feed every `interval` and announces each written set, until `events`
-/// closes. Failures are logged and retried at the next poll: a database that is busy
-/// or briefly unreachable must not end live updates.
-pub(crate) async fn follow(store: Store, events: EventBus, interval: Duration) {
-    let mut position = None;
+/// Where the feed ends now: the position a server starts following from, read before
+/// it accepts anyone, so a write made the moment after it started is announced.
+/// `None` when it cannot be read now ([`follow`] then reads it at its first poll).
+pub(crate) async fn start(store: &Store) -> Option<i64> {
+    let read = async {
+        let mut conn = store.pool().acquire().await?;
+        change_feed::latest(&mut conn).await
+    };
+    match read.await {
+        Ok(latest) => Some(latest),
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the change feed");
+            None
+        }
+    }
+}
+
+/// Reads the feed every `interval` from `position` (see [`start`]) and announces each
+/// written set, until `events` closes. Failures are logged and retried at the next
+/// poll: a database that is busy or briefly unreachable must not end live updates.
+pub(crate) async fn follow(
+    store: Store,
+    events: EventBus,
+    interval: Duration,
+    mut position: Option<i64>,
+) {
     let mut polls = 0_u32;
     let closed = events.closed();
     let mut closed = std::pin::pin!(closed);

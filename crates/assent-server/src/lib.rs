@@ -344,10 +344,12 @@ impl Server {
         let forwarding = self.state.delegation.as_ref().map(|delegation| {
             delegation.forward(events.clone(), self.state.engine.store().clone())
         });
+        let feed_start = feed::start(self.state.engine.store()).await;
         let feed = tokio::spawn(feed::follow(
             self.state.engine.store().clone(),
             events.clone(),
             self.limits.feed_interval,
+            feed_start,
         ));
         // Confirmed items of the engine's host's external tools run within about one
         // poll of their confirmation, from whichever process confirmed them.
