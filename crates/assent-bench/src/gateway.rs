@@ -96,6 +96,7 @@ pub async fn measure(fixture: &Path, calls: usize, warmup: usize) -> anyhow::Res
         trust: Trust::Hints,
         deadlines: Deadlines::default(),
         public_url: None,
+        previews: Default::default(),
     };
     let gateway = Gateway::open(store.clone(), Arc::new(upstream), options).await?;
     let (to_gateway, to_client) = tokio::io::duplex(1 << 16);

@@ -163,6 +163,7 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
             call: Duration::from_secs(args.call_timeout),
         },
         public_url: args.public_url,
+        previews: Default::default(),
     };
     let served = match config {
         Some(config) => assent_mcp::run_config(store.clone(), options, config, downstream).await,

@@ -53,6 +53,7 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
                 trust: assent_mcp::Trust::None,
                 deadlines: assent_mcp::Deadlines::default(),
                 public_url,
+                previews: Default::default(),
             };
             let (router, supervision) =
                 assent_mcp::mount_config(store.clone(), options, config, args.mcp_allowed_hosts)

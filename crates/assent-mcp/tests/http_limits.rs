@@ -86,6 +86,7 @@ async fn idle_connections_are_closed_after_the_header_timeout_and_capped() {
         trust: Trust::None,
         deadlines: Deadlines::default(),
         public_url: None,
+        previews: Default::default(),
     };
     let downstream = Downstream::Http(HttpDownstream {
         addr: ([127, 0, 0, 1], port).into(),
