@@ -148,12 +148,12 @@ async fn confirming_on_a_device_without_the_items_agent_names_the_agent() {
 fn reject_answers_every_field_confirm_answers() {
     let cli = Cli::new();
     let task = cli.agent_and_task();
-    let calls = r#"[{"id":"call_1","type":"function","function":{"name":"update_task_priority","arguments":"{\"priority\":\"P0\"}"}},
-  {"id":"call_2","type":"function","function":{"name":"set_task_language","arguments":"{\"languageCode\":\"en\"}"}}]"#;
-    let wake = cli.json(&["wake", "--agent", "a", "--task", &task], calls);
-    let set = wake["changeSetId"].as_str().expect("a set").to_owned();
-    let confirmed = cli.json(&["confirm", &set, "0"], "");
-    let rejected = cli.json(&["reject", &set, "1"], "");
+    let queue = |to: &str| {
+        let wake = cli.json(&["wake", "--agent", "a", "--task", &task], &priority(to));
+        wake["changeSetId"].as_str().expect("a set").to_owned()
+    };
+    let confirmed = cli.json(&["confirm", &queue("P0"), "0"], "");
+    let rejected = cli.json(&["reject", &queue("P1"), "0"], "");
     let confirm_keys = confirmed.as_object().expect("an object");
     let reject_keys = rejected.as_object().expect("an object");
     for key in confirm_keys.keys() {
