@@ -279,7 +279,7 @@ mod tests {
         assert!(preview_of(&edit, &tools, &none).is_some());
         assert_eq!(preview_of(&read, &tools, &none), None, "a read is no write");
         assert_eq!(
-            preview_of(&write, &[write.clone()], &none),
+            preview_of(&write, std::slice::from_ref(&write), &none),
             None,
             "no read tool, no preview"
         );
