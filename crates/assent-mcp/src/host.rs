@@ -690,4 +690,26 @@ mod tests {
             }
         }
     }
+
+    /// What the wake reads of files answers only for the calls it was read for: any
+    /// other call (a held one whose window ends) is not observed, so its fingerprint
+    /// is never compared with an absent reading.
+    #[test]
+    fn the_file_state_observes_only_the_calls_read_for() {
+        let files = Arc::new(FileReads::default());
+        let state = FileState(files.clone());
+        let args = serde_json::json!({"path": "/f", "content": "new"});
+        assert!(!state.observed("write_file", &args));
+        assert_eq!(state.fingerprint("write_file", &args), None);
+        let preview = Preview::of("/f", &args, "old").expect("a preview");
+        files.previews.keep("write_file", &args, preview.clone());
+        assert!(state.observed("write_file", &args));
+        assert_eq!(state.before("write_file", &args), Some(preview.before));
+        assert_eq!(
+            state.fingerprint("write_file", &args),
+            Some(preview.fingerprint)
+        );
+        let other = serde_json::json!({"path": "/g", "content": "new"});
+        assert!(!state.observed("write_file", &other));
+    }
 }
