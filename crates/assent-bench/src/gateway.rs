@@ -97,6 +97,7 @@ pub async fn measure(fixture: &Path, calls: usize, warmup: usize) -> anyhow::Res
         deadlines: Deadlines::default(),
         public_url: None,
         ask_in_client: false,
+        previews: Default::default(),
     };
     let gateway = Gateway::open(store.clone(), Arc::new(upstream), options).await?;
     let (to_gateway, to_client) = tokio::io::duplex(1 << 16);

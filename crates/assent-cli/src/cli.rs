@@ -193,8 +193,9 @@ pub enum DbCommand {
 /// `assent tools --agent A [--format NAME]`.
 #[derive(Debug, Args)]
 pub struct ToolsArgs {
-    /// The agent whose policy decides which tools are listed: the journal's, or for an
-    /// agent of `assent mcp`, its upstream's as the gateway last listed them.
+    /// The agent whose policy decides which tools are listed: the journal's, for an
+    /// agent of `assent mcp` its upstream's as the gateway last listed them, or on a
+    /// service's database the tools its engine recorded.
     #[arg(long)]
     pub agent: String,
     /// openai, responses or anthropic (their `tools` array), gemini (one `Tool`) or

@@ -8,7 +8,7 @@ use crate::cli::{
 use crate::context::{Ctx, Output};
 use crate::render;
 use assent_confirm::{ConfirmError, DEFAULT_EXPIRY_TTL, ItemResult};
-use assent_server::shapes::{SetView, confirm_all_json, confirmed_json};
+use assent_server::shapes::{SetView, confirm_all_json, confirmed_json, rejected_json};
 use assent_store::{approvals, change_sets, decisions, host_tools, jobs, waits};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -181,7 +181,7 @@ pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
     }
 }
 
-/// `assent reject`.
+/// `assent reject` (`--json`: the decision's fields and confirm's `decision`, `message`).
 pub async fn reject(ctx: &Ctx, args: RejectArgs) -> Result<Output, CliError> {
     let set = set_id(ctx, &args.item.set).await?;
     let decision = ctx
@@ -190,7 +190,9 @@ pub async fn reject(ctx: &Ctx, args: RejectArgs) -> Result<Output, CliError> {
         .by(crate::cli::reviewer(args.reviewer.as_deref()))
         .reject_item(set, args.item.index, args.reason, ctx.now)
         .await?;
-    Output::either(ctx.json, &decision, || render::decision(&decision))
+    Output::either(ctx.json, &rejected_json(&decision), || {
+        render::decision(&decision)
+    })
 }
 
 /// `assent edit`.

@@ -170,6 +170,7 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
         },
         public_url: args.public_url,
         ask_in_client: args.ask_in_client,
+        previews: Default::default(),
     };
     let served = match config {
         Some(config) => assent_mcp::run_config(store.clone(), options, config, downstream).await,

@@ -54,6 +54,7 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
                 deadlines: assent_mcp::Deadlines::default(),
                 public_url,
                 ask_in_client: false,
+                previews: Default::default(),
             };
             let (router, supervision) =
                 assent_mcp::mount_config(store.clone(), options, config, args.mcp_allowed_hosts)

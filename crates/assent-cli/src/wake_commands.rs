@@ -9,6 +9,7 @@ use assent_changeset::{ChangesetError, Dialect, ParsedCalls, parse_calls_str, to
 use assent_confirm::WakeRequest;
 use assent_server::shapes::{WakeWithMessages, wake_json, wake_messages};
 use assent_store::{agents, host_tools};
+use assent_tools::ToolRegistry;
 use std::io::Read;
 use std::path::Path;
 use uuid::Uuid;
@@ -102,7 +103,11 @@ pub async fn wake(ctx: &Ctx, args: WakeArgs, parsed: ParsedCalls) -> Result<Outp
 ///
 /// An agent that meets its tools through an MCP gateway (`assent mcp --agent`) is
 /// shown the upstream's tools as the gateway last recorded them, not the journal's:
-/// those are the tools its calls can reach. Any other agent gets the journal's.
+/// those are the tools its calls can reach. On a database where a service's own engine
+/// recorded its catalog (its host is not the journal this command composes), any other
+/// agent is shown that service's tools; otherwise the journal's. Either way the
+/// agent's rules decide what is listed (a denied tool is left out); its categories
+/// belong to targets and are checked when a call runs.
 pub async fn tools(ctx: &Ctx, args: ToolsArgs) -> Result<Output, CliError> {
     let mut conn = ctx.connection().await?;
     let agent = args.agent.trim();
@@ -110,14 +115,47 @@ pub async fn tools(ctx: &Ctx, args: ToolsArgs) -> Result<Output, CliError> {
         .await?
         .ok_or_else(|| CliError::failed(format!("no agent {:?}", args.agent)))?;
     let recorded = host_tools::for_agent(&mut conn, agent).await?;
+    // Every `assent` command records the journal's catalog as it opens the database,
+    // so only another host's catalog says whose database this is.
+    let journal = ctx.engine.host().name();
+    let services: Vec<host_tools::HostTool> = host_tools::own_catalogs(&mut conn)
+        .await?
+        .into_iter()
+        .filter(|tool| tool.host != journal)
+        .collect();
     drop(conn);
-    let definitions = if recorded.is_empty() {
-        tool_definitions(ctx.engine.registry(), &policy, args.format)
-    } else {
+    let definitions = if !recorded.is_empty() {
         let registry = assent_mcp::recorded_registry(&recorded)
             .map_err(|e| CliError::failed(e.to_string()))?;
         tool_definitions(&registry, &policy, args.format)
+    } else if !services.is_empty() {
+        tool_definitions(&services_registry(&services)?, &policy, args.format)
+    } else {
+        tool_definitions(ctx.engine.registry(), &policy, args.format)
     }
     .map_err(|e| CliError::failed(e.to_string()))?;
     Output::json(&definitions)
+}
+
+/// The tools the services' engines recorded, as one registry; a name two hosts list
+/// cannot be told apart by a model, so it is refused, naming both.
+fn services_registry(recorded: &[host_tools::HostTool]) -> Result<ToolRegistry, CliError> {
+    let mut registry = ToolRegistry::new();
+    for (index, tool) in recorded.iter().enumerate() {
+        if let Some(first) = recorded[..index]
+            .iter()
+            .find(|other| other.tool_name == tool.tool_name)
+        {
+            return Err(CliError::failed(format!(
+                "tool {:?} is recorded by two hosts of this database, {:?} and {:?}: \
+                 a model could not tell which it calls",
+                tool.tool_name, first.host, tool.host
+            )));
+        }
+        let spec = assent_confirm::recorded_spec(tool)?;
+        registry
+            .register(spec)
+            .map_err(|e| CliError::failed(format!("tool {:?}: {e}", tool.tool_name)))?;
+    }
+    Ok(registry)
 }

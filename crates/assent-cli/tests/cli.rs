@@ -908,6 +908,80 @@ fn every_dialect_in_and_its_messages_out() {
     );
 }
 
+/// Issue 41, item 10: on a database whose host is a service's own (the invoicing
+/// example's shape), `assent tools` lists the tools that service's engine recorded, in
+/// every dialect, not the journal's; the agent's rules still decide.
+#[tokio::test]
+async fn tools_on_a_services_database_are_the_services_own() {
+    use assent_tools::{ToolMode, ToolRegistry, ToolSpec};
+    let cli = Cli::new();
+    let store = assent_store::Store::open(&cli.db()).await.expect("store");
+    let schema = serde_json::json!({"type": "object", "required": ["amountCents"],
+        "properties": {"amountCents": {"type": "integer", "minimum": 1}}});
+    let mut tools = ToolRegistry::new();
+    for name in ["refund_invoice", "void_invoice"] {
+        let spec = ToolSpec::new(
+            name,
+            "Change an invoice.",
+            ToolMode::Deferred,
+            schema.clone(),
+        );
+        tools.register(spec).expect("a tool");
+    }
+    let host = assent_confirm::SimpleHost::new("invoicing");
+    assent_confirm::Engine::open(
+        store.clone(),
+        std::sync::Arc::new(tools),
+        std::sync::Arc::new(host),
+    )
+    .await
+    .expect("the service's engine opens");
+    store.close().await;
+    assert_eq!(
+        code(&cli.run(&[
+            "agent",
+            "create",
+            "--id",
+            "billing",
+            "--categories",
+            "billing"
+        ])),
+        0
+    );
+    let names = |listed: &Value, dialect: &str| -> Vec<String> {
+        let tools = match dialect {
+            "gemini" => &listed["functionDeclarations"],
+            "mcp" => &listed["tools"],
+            _ => listed,
+        };
+        tools
+            .as_array()
+            .unwrap_or_else(|| panic!("{dialect}: {listed}"))
+            .iter()
+            .map(|tool| {
+                let name = match dialect {
+                    "openai" => &tool["function"]["name"],
+                    _ => &tool["name"],
+                };
+                name.as_str().expect("a name").to_owned()
+            })
+            .collect()
+    };
+    for dialect in ["openai", "responses", "anthropic", "gemini", "mcp"] {
+        let listed = cli.json(&["tools", "--agent", "billing", "--format", dialect], "");
+        assert_eq!(
+            names(&listed, dialect),
+            ["refund_invoice", "void_invoice"],
+            "{dialect}: {listed}"
+        );
+    }
+    let mcp = cli.json(&["tools", "--agent", "billing", "--format", "mcp"], "");
+    assert_eq!(mcp["tools"][0]["inputSchema"], schema, "{mcp}");
+    cli.json(&["agent", "deny", "billing", "void_invoice"], "");
+    let listed = cli.json(&["tools", "--agent", "billing"], "");
+    assert_eq!(names(&listed, "openai"), ["refund_invoice"], "{listed}");
+}
+
 #[test]
 fn unknown_elements_and_call_less_documents_change_nothing_in_every_dialect() {
     let cli = Cli::new();

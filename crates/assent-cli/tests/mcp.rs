@@ -357,7 +357,100 @@ async fn the_npm_filesystem_server_reads_at_once_when_trusted_and_writes_after_c
     client.cancel().await.expect("the client leaves");
 }
 
-/// Replaces the rules of agent `bot` (categories `mcp`) in the database.
+/// `show --json`'s item 0 of `set`.
+fn item(db: &str, set: Uuid) -> Value {
+    let out = assent(db, &["--json", "show", &set.to_string(), "0"]);
+    serde_json::from_slice(&out.stdout).expect("the item as JSON")
+}
+
+/// Issue 41, item 5: a write of the npm filesystem server is read first through the
+/// server's own `read_text_file`, so `pending` and `show` show its diff (the file's
+/// misleading characters marked); a file changed after the diff was shown is not
+/// written over: the job is retracted, the item refreshed with the diff as the file is
+/// now; an unchanged file is written once. The proof holds.
+#[tokio::test]
+async fn a_filesystem_write_shows_its_diff_and_a_file_changed_since_is_not_written() {
+    let Some(server) = filesystem_server() else {
+        return;
+    };
+    let s = setup();
+    let root = s.dir.path().canonicalize().expect("the root");
+    let notes = root.join("notes.txt");
+    std::fs::write(&notes, "one\ntw\u{202e}o\nthree\n").expect("a file");
+    let upstream = vec![server.display().to_string(), root.display().to_string()];
+    let client = gateway(&s.db, &[], &upstream).await;
+    let queued = call(
+        &client,
+        "write_file",
+        json!({"path": notes, "content": "one\n2\nthree\n"}),
+    )
+    .await;
+    let set = set_id(&text(&queued));
+    let shown = item(&s.db, set);
+    let before = shown["before"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{shown:#}"));
+    assert!(
+        before.contains("@@ -2,1 +2,1 @@\n-tw\u{202e}o\n+2\n"),
+        "{before}"
+    );
+    let whole = succeeded(&assent(&s.db, &["show", &set.to_string(), "0"]));
+    assert!(whole.contains("+2"), "{whole}");
+    assert!(
+        !whole.contains('\u{202e}'),
+        "the file's override is marked: {whole}"
+    );
+    assert!(whole.contains("\\u202e"), "{whole}");
+    let pending = succeeded(&assent(&s.db, &["pending"]));
+    assert!(pending.contains("(now: --- "), "{pending}");
+
+    // The file changes after the person saw the diff: nothing is written over it.
+    std::fs::write(&notes, "someone else's\n").expect("a change");
+    succeeded(&assent(&s.db, &["confirm", &set.to_string(), "0"]));
+    let started = std::time::Instant::now();
+    let refreshed = loop {
+        let shown = item(&s.db, set);
+        if shown["staleDetail"].is_string() {
+            break shown;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never found stale: {shown:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let detail = refreshed["staleDetail"].as_str().expect("a detail");
+    assert!(
+        detail.starts_with("target changed since proposed: sha256 was "),
+        "{detail}"
+    );
+    let before = refreshed["before"].as_str().expect("the diff now");
+    assert!(
+        before.contains("-someone else's\n+one\n+2\n+three\n"),
+        "{before}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&notes).expect("the file"),
+        "someone else's\n",
+        "not written over"
+    );
+    let jobs: Value =
+        serde_json::from_slice(&assent(&s.db, &["--json", "jobs", "--all"]).stdout).expect("jobs");
+    assert_eq!(jobs[0]["status"], "retracted", "{jobs:#}");
+
+    // An unchanged file is written, once.
+    let again = call(
+        &client,
+        "write_file",
+        json!({"path": notes, "content": "fresh\n"}),
+    )
+    .await;
+    confirm_and_see(&s.db, set_id(&text(&again)), &notes, "fresh\n").await;
+    client.cancel().await.expect("the client leaves");
+    proven(&s.db);
+}
+
+/// Replaces the rules of agent `bot` (categories `mcp`) in the database./// Replaces the rules of agent `bot` (categories `mcp`) in the database.
 async fn set_rules(db: &str, rules: &[(&str, RuleAction)]) {
     let mut policy = AgentPolicy::new(["mcp"]);
     for (pattern, action) in rules {
@@ -2382,4 +2475,188 @@ async fn ask_in_client_asks_the_clients_user_where_it_can_and_records_the_client
         "{}",
         String::from_utf8_lossy(&verified.stdout)
     );
+}
+
+/// The client configuration README shows (its `assent mcp` arguments, with `--db` in
+/// front), the npm filesystem server installed at `server` for its `npx -y …` and
+/// `root` for its folder.
+fn readme_gateway_args(db: &str, server: &Path, root: &Path) -> Vec<String> {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .expect("README");
+    let block = readme
+        .split("```json\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .find(|block| block.contains("\"mcpServers\"") && block.contains("--wait"))
+        .expect("README's client configuration");
+    let config: Value = serde_json::from_str(block).expect("README's block is JSON");
+    let args: Vec<String> = config["mcpServers"]["files"]["args"]
+        .as_array()
+        .expect("its args")
+        .iter()
+        .map(|arg| arg.as_str().expect("a string").to_owned())
+        .collect();
+    let upstream = args.iter().position(|arg| arg == "--").expect("`--`");
+    assert_eq!(
+        args[upstream + 1..],
+        [
+            "npx",
+            "-y",
+            "@modelcontextprotocol/server-filesystem",
+            "/home/me/notes"
+        ],
+        "README's upstream"
+    );
+    let mut run = vec!["--db".to_owned(), db.to_owned()];
+    run.extend_from_slice(&args[..=upstream]);
+    run.push(server.display().to_string());
+    run.push(root.display().to_string());
+    run
+}
+
+/// Runs the TypeScript client over `plan` (see `mcp_client_ts.cjs`) and returns its report.
+async fn typescript_client(modules: &Path, plan: &Value) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client_ts.cjs");
+    let out = tokio::time::timeout(
+        Duration::from_secs(180),
+        tokio::process::Command::new("node")
+            .arg(script)
+            .arg(plan.to_string())
+            .env("NODE_PATH", modules)
+            .env_remove("RUST_LOG")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the TypeScript client finishes")
+    .expect("node runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("a JSON report")
+}
+
+/// Issue 41's "Done when", as a new user meets it: README's configuration under the
+/// official TypeScript SDK, in front of the npm filesystem server. After the one-time
+/// `assent agent allow desktop --read-only-tools --yes`, the model reads with no person;
+/// a write waits, shows its diff in `assent pending`, is confirmed with an edit and the
+/// model is told so; a second write is abandoned by the client (its request timeout)
+/// and never runs, even when confirmed later; a third returns a receipt, and
+/// `assent_status` reports its outcome once the person decided. The proof holds.
+#[tokio::test]
+async fn readmes_configuration_under_the_typescript_sdk_from_read_to_receipt() {
+    let (Some(modules), Some(server)) = (typescript_sdk(), filesystem_server()) else {
+        return;
+    };
+    let s = setup();
+    succeeded(&assent(
+        &s.db,
+        &["agent", "create", "--id", "desktop", "--categories", "mcp"],
+    ));
+    let root = s.dir.path().canonicalize().expect("the root");
+    std::fs::write(root.join("readme.txt"), "from disk\n").expect("a file to read");
+    let notes = root.join("notes.txt");
+    std::fs::write(&notes, "one\ntwo\n").expect("a file to write");
+    let abandoned = root.join("abandoned.txt");
+    let third = root.join("third.txt");
+    let args = readme_gateway_args(&s.db, &server, &root);
+    let command = env!("CARGO_BIN_EXE_assent");
+
+    // The first start records the catalog; the person trusts its read-only tools once.
+    let listed = typescript_client(
+        &modules,
+        &json!({"command": command, "args": args, "calls": []}),
+    )
+    .await;
+    assert!(
+        listed["tools"].to_string().contains("read_text_file"),
+        "{listed:#}"
+    );
+    succeeded(&assent(
+        &s.db,
+        &["agent", "allow", "desktop", "--read-only-tools", "--yes"],
+    ));
+
+    let db = s.db.clone();
+    let edit = json!({"path": notes, "content": "one\nTWO\n"}).to_string();
+    let person = tokio::spawn(async move {
+        // The first write waits, its diff shown; the person edits it.
+        let first = first_pending(&db).await;
+        let pending = succeeded(&assent(&db, &["pending"]));
+        assert!(pending.contains("(now: --- "), "{pending}");
+        let before = item(&db, first)["before"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(before.contains("-two\n+2\n"), "{before}");
+        succeeded(&assent(
+            &db,
+            &["edit", &first.to_string(), "0", "--args", &edit],
+        ));
+        // The second is abandoned by the client: withdrawn, and confirming it later fails.
+        let second = first_pending(&db).await;
+        assert_ne!(second, first);
+        withdrawn_for_the_client(&db, second).await;
+        let late = assent(&db, &["confirm", &second.to_string(), "0"]);
+        assert_eq!(
+            late.status.code(),
+            Some(3),
+            "{}",
+            String::from_utf8_lossy(&late.stderr)
+        );
+        // The third is answered with a receipt after --wait; then the person confirms.
+        let third = first_pending(&db).await;
+        assert!(![first, second].contains(&third));
+        tokio::time::sleep(Duration::from_secs(52)).await;
+        succeeded(&assent(&db, &["confirm", &third.to_string(), "0"]));
+    });
+    let report = typescript_client(
+        &modules,
+        &json!({"command": command, "args": args, "calls": [
+            {"tool": "read_text_file", "arguments": {"path": root.join("readme.txt")}},
+            {"tool": "write_file", "arguments": {"path": notes, "content": "one\n2\n"}},
+            {"tool": "write_file", "arguments": {"path": abandoned, "content": "no"}, "timeoutMs": 2000},
+            {"tool": "write_file", "arguments": {"path": third, "content": "three"}},
+            {"statusOf": 3, "timeoutMs": 30000},
+        ]}),
+    )
+    .await;
+    person.await.expect("the person's part holds");
+    let calls = &report["calls"];
+    assert_eq!(calls[0]["isError"], false, "{report:#}");
+    assert!(
+        calls[0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("from disk"),
+        "{report:#}"
+    );
+    let edited = calls[1]["text"].as_str().unwrap_or_default();
+    assert!(
+        edited.starts_with("A person changed the arguments before it ran: content: "),
+        "{report:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&notes).expect("notes"),
+        "one\nTWO\n"
+    );
+    assert_eq!(calls[2]["code"], -32001, "{report:#}");
+    assert!(!abandoned.exists(), "the abandoned write never ran");
+    assert!(
+        calls[3]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(QUEUED),
+        "{report:#}"
+    );
+    assert_eq!(calls[4]["structured"]["status"], "confirmed", "{report:#}");
+    assert_eq!(calls[4]["structured"]["run"], "applied", "{report:#}");
+    assert_eq!(
+        std::fs::read_to_string(&third).expect("the third file"),
+        "three"
+    );
+    proven(&s.db);
 }

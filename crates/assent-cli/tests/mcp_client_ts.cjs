@@ -12,7 +12,10 @@
 //     when the SDK handed the result over, in milliseconds since the epoch, for tests
 //     that time an answer). A call the SDK gives up
 //     on (its timeout: code -32001, after which it sends notifications/cancelled) is
-//     reported as its clientError.
+//     reported as its clientError. A step {"statusOf": N, "timeoutMs": T} instead calls
+//     assent_status for the change set of call N's receipt (its _meta
+//     "assent/changeSetId") every 300 ms until it is decided and any run finished (at
+//     most T ms) and reports the last answer.
 const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
 const { StdioClientTransport } = require("@modelcontextprotocol/sdk/client/stdio.js");
 
@@ -23,6 +26,22 @@ async function main(plan) {
   const listed = await client.listTools();
   const calls = [];
   for (const step of plan.calls) {
+    if (step.statusOf !== undefined) {
+      const set = ((calls[step.statusOf] || {}).meta || {})["assent/changeSetId"];
+      const until = Date.now() + (step.timeoutMs || 30000);
+      let answer = null;
+      for (;;) {
+        const result = await client.callTool({ name: "assent_status", arguments: { changeSetId: set } });
+        answer = { isError: Boolean(result.isError), structured: result.structuredContent || null,
+          text: (result.content || []).filter((b) => b.type === "text").map((b) => b.text).join("\n") };
+        const { status, run } = answer.structured || {};
+        const settled = status !== "pending" && run !== "approved" && run !== "running";
+        if (settled || Date.now() > until) break;
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+      calls.push(answer);
+      continue;
+    }
     const options = step.timeoutMs ? { timeout: step.timeoutMs } : undefined;
     try {
       const result = await client.callTool(

@@ -1,7 +1,9 @@
 //! A host's tools as the engine writes them to the database when it opens: what a
 //! process without the host's code needs to show an item's tool and check an edit.
 
-use crate::Effect;
+use crate::{ConfirmError, Effect};
+use assent_store::StoreError;
+use assent_store::host_tools::HostTool;
 use assent_tools::{ToolMode, ToolSpec};
 use serde_json::{Value, json};
 
@@ -33,6 +35,38 @@ pub(crate) fn definition(spec: &ToolSpec, effect: Effect) -> Value {
         definition["batchOf"] = json!(batch.singular_tool);
     }
     definition
+}
+
+/// The tool an engine recorded as `recorded` ([`definition`] read back), for a process
+/// without the host's code (`assent tools` on a service's database): its name,
+/// description, input schema and mode. A batch tool is listed as a plain one: its
+/// elements are the host's to explode when a call arrives.
+pub fn recorded_spec(recorded: &HostTool) -> Result<ToolSpec, ConfirmError> {
+    let definition = &recorded.definition;
+    let corrupt = |what: &str| {
+        ConfirmError::Store(StoreError::Corrupt {
+            table: "host_tools",
+            reason: format!(
+                "tool {:?} of host {:?}: {what}",
+                recorded.tool_name, recorded.host
+            ),
+        })
+    };
+    let mode = match definition["mode"].as_str() {
+        Some("immediate") => ToolMode::Immediate,
+        Some("deferred") => ToolMode::Deferred,
+        Some("local") => ToolMode::Local,
+        Some("review") => ToolMode::Review,
+        Some(other) => return Err(corrupt(&format!("unknown mode {other:?}"))),
+        None => return Err(corrupt("no mode: not an engine's own definition")),
+    };
+    let description = definition["description"].as_str().unwrap_or_default();
+    Ok(ToolSpec::new(
+        recorded.tool_name.clone(),
+        description,
+        mode,
+        recorded.input_schema.clone(),
+    ))
 }
 
 #[cfg(test)]

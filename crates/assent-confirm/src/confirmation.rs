@@ -451,10 +451,11 @@ impl ConfirmationService {
             self.validate_edit(&spec.name, args)?;
         }
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
-        // An unknown agent has no allowed categories: fail closed.
+        // An agent this database lacks (its set came from another device) has no
+        // rules here to check: refused, saying so, before anything is written.
         let (policy, settings) = agents::policy_and_settings_at(tx, &set.agent_id, &spec.name, now)
             .await?
-            .unwrap_or_default();
+            .ok_or_else(|| ConfirmError::AgentNotHere(set.agent_id.clone()))?;
         let target = set.target();
         let recheck = crate::host::recheck(
             engine.host.as_ref(),
@@ -813,11 +814,11 @@ impl ConfirmationService {
                 .await?;
         }
         let tool_name = &set.items[index].tool_name;
-        // An unknown agent has no rules here; its job's claim refuses it (fail closed).
+        // An agent this database lacks has no rules here to check: refused, saying so.
         let (policy, settings) =
             agents::policy_and_settings_at(conn, &set.agent_id, tool_name, now)
                 .await?
-                .unwrap_or_default();
+                .ok_or_else(|| ConfirmError::AgentNotHere(set.agent_id.clone()))?;
         // The rules answer first (the category is its host's to resolve, at the claim):
         // no approval, job or webhook for a tool they deny.
         if policy.ruled(tool_name) == Some(RuleAction::Deny) {

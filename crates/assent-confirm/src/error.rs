@@ -50,6 +50,10 @@ pub enum ConfirmError {
     /// No agent with this id.
     #[error("unknown agent {0:?} (create it first)")]
     UnknownAgent(String),
+    /// An item's agent is not on this database (its set came from another device):
+    /// nothing is decided here, since no rules of its own could be checked.
+    #[error("no agent {0:?} on this database")]
+    AgentNotHere(String),
     /// The host has no such target (reads e.g. `unknown task "t1"`).
     #[error("unknown {} {:?}", .0.kind, .0.id)]
     UnknownTarget(assent_domain::Target),

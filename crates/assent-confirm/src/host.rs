@@ -61,12 +61,25 @@ pub enum ExternalError {
     /// person, unless the tool is idempotent (then it is retried like
     /// [`ExternalError::Retryable`]).
     InDoubt(String),
+    /// Nothing was sent: the host looked at the target just before the call and it
+    /// changed since the proposal (an MCP gateway's file, read again through its
+    /// upstream). The job is retracted and the item refreshed with what the host sees
+    /// now, as a transactional job's stale claim is.
+    Stale {
+        /// The line a person reads (`target changed since proposed: …`).
+        detail: String,
+        /// The item's `before` as the target is now.
+        before: Option<Value>,
+        /// Its fingerprint now.
+        fingerprint: Option<Value>,
+    },
 }
 
 impl std::fmt::Display for ExternalError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Retryable(e) | Self::Permanent(e) | Self::InDoubt(e) => f.write_str(e),
+            Self::Stale { detail, .. } => f.write_str(detail),
         }
     }
 }
@@ -229,7 +242,7 @@ pub(crate) async fn recheck(
     };
     // A change that is already true changes nothing, whatever happened meanwhile.
     let stale = fingerprint
-        .filter(|_| already_true.is_none())
+        .filter(|_| already_true.is_none() && state.observed(tool_name, proposed))
         .and_then(|then| {
             let now = state.fingerprint(tool_name, proposed);
             (now.as_ref() != Some(then)).then(|| Stale {

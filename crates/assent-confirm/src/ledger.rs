@@ -730,6 +730,20 @@ impl Engine {
         now: OffsetDateTime,
         run: &mut JobRun,
     ) -> Result<(), ConfirmError> {
+        if let Some(Err(ExternalError::Stale {
+            detail,
+            before,
+            fingerprint,
+        })) = outcome
+        {
+            let tx = self.store.begin_claim().await?;
+            let stale = crate::host::Stale {
+                detail,
+                before,
+                fingerprint,
+            };
+            return self.retract_stale(tx, job, stale, now, run).await;
+        }
         let mut tx = self.store.begin_claim().await?;
         let landed = match outcome {
             None => {

@@ -59,6 +59,7 @@ pub use bus::{
     PARENT_STOPPED_LISTENING, Subscription, ToolCallRequest,
 };
 pub use cancel::CancellationToken;
+pub use catalog::recorded_spec;
 pub use confirmation::{
     ConfirmAllResult, ConfirmOutcome, ConfirmationService, DEFAULT_EXPIRY_TTL, ItemResult,
 };

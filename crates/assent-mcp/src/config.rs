@@ -1,13 +1,15 @@
 //! The clients' own configuration format, read by `assent mcp --config FILE`: the
 //! `mcpServers` map of Claude Desktop, Cursor and VS Code, each entry a command
 //! (`command`, `args`, `env`) or a Streamable HTTP URL (`url`, `headers`), with an
-//! optional `"assent": {"trust": "hints", "category": "..."}` of Assent's own.
+//! optional `"assent": {"trust": "hints", "category": "...", "tools": {"TOOL": {"preview":
+//! {"read": "read_text_file", "path": "path"}}}}` of Assent's own.
 //!
 //! Reading is pure: a file that is not such a map is an error; an entry that cannot be
 //! served is returned as a [`Broken`] server (reported and skipped by the caller), so
 //! one bad entry never stops the others.
 
 use crate::catalog::Trust;
+use crate::preview::FilePreview;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -62,6 +64,9 @@ pub struct ServerEntry {
     pub trust: Trust,
     /// The category of its target, when the entry names one (else the gateway's).
     pub category: Option<String>,
+    /// How a write tool's file is read for its diff, by tool name (`"assent": {"tools":
+    /// {"TOOL": {"preview": {"read": "read_text_file", "path": "path"}}}}`).
+    pub previews: BTreeMap<String, FilePreview>,
 }
 
 /// An entry of the file that cannot be served, and why.
@@ -100,6 +105,14 @@ struct AssentPart {
     trust: Option<String>,
     #[serde(default)]
     category: Option<String>,
+    #[serde(default)]
+    tools: BTreeMap<String, ToolPart>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolPart {
+    preview: FilePreview,
 }
 
 #[derive(Deserialize)]
@@ -183,8 +196,8 @@ fn entry(name: &str, value: Value) -> Result<Option<ServerEntry>, String> {
     if entry.disabled {
         return Ok(None);
     }
-    let (trust, category) = match entry.assent {
-        None => (Trust::None, None),
+    let (trust, category, previews) = match entry.assent {
+        None => (Trust::None, None, BTreeMap::new()),
         Some(part) => {
             let trust = match part.trust.as_deref() {
                 None | Some("none") => Trust::None,
@@ -195,7 +208,12 @@ fn entry(name: &str, value: Value) -> Result<Option<ServerEntry>, String> {
                     ));
                 }
             };
-            (trust, part.category)
+            let previews = part
+                .tools
+                .into_iter()
+                .map(|(tool, part)| (tool, part.preview))
+                .collect();
+            (trust, part.category, previews)
         }
     };
     let source = match (entry.command, entry.url) {
@@ -241,6 +259,7 @@ fn entry(name: &str, value: Value) -> Result<Option<ServerEntry>, String> {
         source,
         trust,
         category,
+        previews,
     }))
 }
 
@@ -272,7 +291,8 @@ mod tests {
         check(
             json!({"mcpServers": {
                 "files": {"command": "npx", "args": ["-y", "fs"], "env": {"A": "1"},
-                          "assent": {"trust": "hints"}},
+                          "assent": {"trust": "hints", "tools": {"put": {"preview":
+                              {"read": "get", "path": "file"}}}}},
                 "remote": {"type": "http", "url": "https://example.com/mcp",
                            "headers": {"Authorization": "Bearer x"},
                            "assent": {"category": "web"}},
@@ -289,6 +309,14 @@ mod tests {
                         },
                         trust: Trust::Hints,
                         category: None,
+                        previews: [(
+                            "put".to_owned(),
+                            FilePreview {
+                                read: "get".into(),
+                                path: "file".into(),
+                            },
+                        )]
+                        .into(),
                     },
                     ServerEntry {
                         name: "remote".into(),
@@ -298,6 +326,7 @@ mod tests {
                         },
                         trust: Trust::None,
                         category: Some("web".into()),
+                        previews: BTreeMap::new(),
                     },
                 ],
                 broken: vec![],

@@ -2,7 +2,8 @@
 
 use crate::McpError;
 use crate::catalog::{Trust, gateway_registry, idempotent, listed, route};
-use crate::host::{HEARTBEAT_EVERY, McpHost, SessionGuard, adopt_legacy, gateway_host};
+use crate::host::{FileReads, HEARTBEAT_EVERY, McpHost, SessionGuard, adopt_legacy, gateway_host};
+use crate::preview::{FilePreview, Preview, preview_of, read_now};
 use crate::status::{
     STATUS_TOOL, requested_set, status_answer, status_tool, unknown_set, with_edit_notice,
 };
@@ -23,7 +24,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tracing::Instrument;
@@ -58,6 +59,9 @@ pub struct GatewayOptions {
     /// `--ask-in-client`: a queued call asks the client's user (MCP elicitation) where
     /// the client can and the rules let a client's answer count ([`crate::elicit`]).
     pub ask_in_client: bool,
+    /// How the file of each write tool is read for its diff, by the upstream's tool
+    /// name, beside those found by their schema (the server's `assent` block).
+    pub previews: BTreeMap<String, FilePreview>,
 }
 
 /// The gateway: see the module documentation. Cloning shares it.
@@ -98,6 +102,8 @@ struct Inner {
     session: Uuid,
     /// When the session last said it runs.
     heartbeat: Mutex<std::time::Instant>,
+    /// The files read for the diffs of writes, shared with every host built here.
+    files: Arc<FileReads>,
 }
 
 /// How often a running gateway looks for its agent's calls under the previous
@@ -164,6 +170,10 @@ impl Gateway {
         .await?;
         drop(conn);
         let review = review_of(&catalog);
+        let files = Arc::new(FileReads {
+            previews: Default::default(),
+            configured: options.previews.clone(),
+        });
         let server_prefix = crate::config::namespaced(&options.server, "");
         let registry = gateway_registry(&tools, &server_prefix, &prefix, options.trust, &review)?;
         point_to_read_only_allow(&tools, &registry, &policy, &options, &prefix);
@@ -188,7 +198,8 @@ impl Gateway {
             .with_session(SessionGuard {
                 store: store.clone(),
                 session,
-            }),
+            })
+            .with_files(store.clone(), files.clone()),
         );
         let target = host.target();
         let engine = Engine::open(store, Arc::new(registry), host.clone()).await?;
@@ -206,6 +217,7 @@ impl Gateway {
                 held: Mutex::new(BTreeSet::new()),
                 session,
                 heartbeat: Mutex::new(std::time::Instant::now()),
+                files,
             }),
         })
     }
@@ -274,7 +286,8 @@ impl Gateway {
         .with_session(SessionGuard {
             store: store.clone(),
             session: inner.session,
-        });
+        })
+        .with_files(store.clone(), inner.files.clone());
         let engine = Engine::new(store, Arc::new(registry), Arc::new(host));
         if let Ok(mut current) = inner.engine.write() {
             *current = engine;
@@ -491,8 +504,21 @@ impl Gateway {
             run_key.clone(),
             vec![call],
         );
+        // A write that will wait for a person has its file read first (outside any
+        // transaction), for the diff the wake stores as its `before`.
+        let preview = match registry.get(tool_name) {
+            Some(spec) if route(&policy, spec) == RuleAction::Ask => {
+                self.read_preview(tool_name, &args).await
+            }
+            _ => None,
+        };
+        if let Some(preview) = preview {
+            inner.files.previews.keep(tool_name, &args, preview);
+        }
         let now = OffsetDateTime::now_utc();
-        let wake = engine.wakes().wake(request, now).await.map_err(internal)?;
+        let wake = engine.wakes().wake(request, now).await;
+        inner.files.previews.forget(tool_name, &args);
+        let wake = wake.map_err(internal)?;
         let reply = wake
             .responses
             .first()
@@ -569,6 +595,29 @@ impl Gateway {
             None => queued,
         };
         Ok(Called::Done(result))
+    }
+
+    /// The diff of write `tool_name(args)` over its file as the upstream's read tool
+    /// gives it now ([`crate::preview`]), or `None`: not a file write, or the file
+    /// could not be read (a debug line says why).
+    async fn read_preview(&self, tool_name: &str, args: &Value) -> Option<Preview> {
+        let caller = &self.inner.caller;
+        let upstream = caller.upstream();
+        let tools = upstream.tools();
+        let own = caller.upstream_name(tool_name);
+        let tool = tools.iter().find(|t| t.name == own)?;
+        let preview = preview_of(tool, &tools, &self.inner.files.configured)?;
+        let path = args.get(&preview.path)?.as_str()?;
+        let content = read_now(upstream, &preview, path).await?;
+        let shown = Preview::of(path, args, &content);
+        if shown.is_none() {
+            tracing::debug!(
+                path,
+                tool = tool_name,
+                "what the write leaves cannot be told: no diff"
+            );
+        }
+        shown
     }
 
     /// The `_meta` of a queued call's receipt: `assent/changeSetId` and `assent/item`,

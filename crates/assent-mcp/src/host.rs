@@ -12,6 +12,7 @@
 
 use crate::McpError;
 use crate::catalog::TARGET_KIND;
+use crate::preview::{FilePreview, Preview, Previews, fingerprint, preview_of, read_now};
 use crate::upstream::UpstreamCaller;
 use crate::upstream::UpstreamError;
 use assent_confirm::{Effect, ExternalCall, ExternalError, ExternalHandler, Host, Reconciliation};
@@ -19,9 +20,9 @@ use assent_domain::{OffsetDateTime, Target, Uuid, VectorClock};
 use assent_store::AnyConnection;
 use assent_store::{change_sets, jobs, mcp_sessions};
 use assent_tools::{
-    BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
+    BoxFuture, CategoryResolver, TargetState, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use time::Duration;
 
@@ -187,7 +188,11 @@ impl ToolHandler<AnyConnection> for InlineUpstream {
 /// operation id as the idempotency key and no database lock held; with a
 /// [`SessionGuard`], only a call its chat still waits for, or may run without it.
 #[derive(Debug)]
-pub struct LedgerUpstream(pub Arc<UpstreamCaller>, pub Option<SessionGuard>);
+pub struct LedgerUpstream(
+    pub Arc<UpstreamCaller>,
+    pub Option<SessionGuard>,
+    pub Option<FileGuard>,
+);
 
 /// How long a gateway session may go without saying it runs before it counts as
 /// ended (its gateway died): a few of its heartbeats ([`HEARTBEAT_EVERY`]).
@@ -284,6 +289,9 @@ impl ExternalHandler for LedgerUpstream {
             if let Some(guard) = &self.1 {
                 guard.check(&call).await?;
             }
+            if let Some(files) = &self.2 {
+                files.check(&self.0, &call).await?;
+            }
             self.0
                 .call(call.operation_id, call.tool_name, call.args)
                 .await
@@ -301,6 +309,116 @@ impl ExternalHandler for LedgerUpstream {
     }
 }
 
+/// What a gateway reads of files for the diffs of writes ([`crate::preview`]): the
+/// previews of the calls being queued now, and the read tools the server's `assent`
+/// block names, by the upstream's name of each write tool.
+#[derive(Debug, Default)]
+pub struct FileReads {
+    /// The previews read for calls about to be queued.
+    pub previews: Previews,
+    /// The configured previews (`"tools": {"TOOL": {"preview": …}}`).
+    pub configured: BTreeMap<String, FilePreview>,
+}
+
+/// Keeps a write from running over a file that changed since the person saw its diff:
+/// just before the upstream call, the file is read again and its digest compared with
+/// the item's fingerprint.
+#[derive(Debug, Clone)]
+pub struct FileGuard {
+    /// The database of the items.
+    pub store: assent_store::Store,
+    /// How each write tool's file is read.
+    pub files: Arc<FileReads>,
+}
+
+impl FileGuard {
+    /// `Ok` when `call` writes no previewed file, was queued without a reading, or its
+    /// file is as it was read; [`ExternalError::Stale`] (nothing sent) otherwise, with
+    /// the diff as the file is now. A file that cannot be read again counts as changed:
+    /// the person is asked again rather than the write run unseen.
+    async fn check(
+        &self,
+        caller: &UpstreamCaller,
+        call: &ExternalCall<'_>,
+    ) -> Result<(), ExternalError> {
+        let upstream = caller.upstream();
+        let tools = upstream.tools();
+        let own = caller.upstream_name(call.tool_name);
+        let Some(tool) = tools.iter().find(|t| t.name == own) else {
+            return Ok(());
+        };
+        let Some(preview) = preview_of(tool, &tools, &self.files.configured) else {
+            return Ok(());
+        };
+        let Some(path) = call
+            .args
+            .get(&preview.path)
+            .and_then(serde_json::Value::as_str)
+        else {
+            return Ok(());
+        };
+        let unknown = |e: assent_store::StoreError| {
+            ExternalError::Retryable(format!(
+                "the item's reading of its file could not be read: {e}"
+            ))
+        };
+        let mut conn = self
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(|e| unknown(e.into()))?;
+        let then = jobs::item_fingerprint(&mut conn, call.operation_id.as_str())
+            .await
+            .map_err(unknown)?;
+        drop(conn);
+        let Some(then) = then else {
+            return Ok(());
+        };
+        let content = read_now(upstream, &preview, path).await;
+        let now = content.as_deref().map(|content| fingerprint(path, content));
+        if now.as_ref() == Some(&then) {
+            return Ok(());
+        }
+        let detail =
+            assent_domain::stale_detail(&then, now.as_ref().unwrap_or(&serde_json::Value::Null));
+        tracing::info!(%detail, path, "the file changed since its diff was shown: not written");
+        Err(ExternalError::Stale {
+            detail,
+            before: content
+                .as_deref()
+                .and_then(|content| Preview::of(path, call.args, content))
+                .map(|preview| preview.before),
+            fingerprint: now,
+        })
+    }
+}
+
+/// The target state the wake reads `before` and fingerprints from: the previews the
+/// gateway read for the calls being queued, and nothing about any other call.
+#[derive(Debug)]
+struct FileState(Arc<FileReads>);
+
+impl assent_tools::SummaryContext for FileState {
+    fn title_of(&self, _entity_id: &str) -> Option<String> {
+        None
+    }
+}
+
+impl TargetState for FileState {
+    fn before(&self, tool_name: &str, args: &serde_json::Value) -> Option<serde_json::Value> {
+        self.0.previews.get(tool_name, args).map(|p| p.before)
+    }
+
+    fn fingerprint(&self, tool_name: &str, args: &serde_json::Value) -> Option<serde_json::Value> {
+        self.0.previews.get(tool_name, args).map(|p| p.fingerprint)
+    }
+
+    fn observed(&self, tool_name: &str, args: &serde_json::Value) -> bool {
+        self.0.previews.get(tool_name, args).is_some()
+    }
+}
+
 /// The host of one gated MCP server: see the module documentation.
 #[derive(Debug)]
 pub struct McpHost {
@@ -309,6 +427,7 @@ pub struct McpHost {
     inline: InlineUpstream,
     ledger: LedgerUpstream,
     idempotent: BTreeSet<String>,
+    files: Arc<FileReads>,
 }
 
 impl McpHost {
@@ -330,9 +449,21 @@ impl McpHost {
                 category: category.to_owned(),
             },
             inline: InlineUpstream(caller.clone()),
-            ledger: LedgerUpstream(caller, None),
+            ledger: LedgerUpstream(caller, None, None),
             idempotent,
+            files: Arc::default(),
         }
+    }
+
+    /// The host whose writes of files show diffs from `files` (read by the gateway
+    /// before their wake) and are checked against them before they run.
+    pub fn with_files(mut self, store: assent_store::Store, files: Arc<FileReads>) -> Self {
+        self.ledger.2 = Some(FileGuard {
+            store,
+            files: files.clone(),
+        });
+        self.files = files;
+        self
     }
 
     /// The host whose approved calls run only in the session that made them, or
@@ -357,6 +488,15 @@ impl Host for McpHost {
     /// an untrusted server's new definition must not be accepted by opening.
     fn records_catalog_on_open(&self) -> bool {
         false
+    }
+
+    fn snapshot<'a>(
+        &'a self,
+        _conn: &'a mut AnyConnection,
+        _target: &'a Target,
+    ) -> BoxFuture<'a, Result<assent_confirm::LoadedState, String>> {
+        let state = FileState(self.files.clone());
+        Box::pin(async move { Ok(Some(Box::new(state) as Box<dyn TargetState>)) })
     }
 
     fn handler(&self, _tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
@@ -549,5 +689,27 @@ mod tests {
                 panic!("{name:?} and {other:?} share host {}", host_name(name));
             }
         }
+    }
+
+    /// What the wake reads of files answers only for the calls it was read for: any
+    /// other call (a held one whose window ends) is not observed, so its fingerprint
+    /// is never compared with an absent reading.
+    #[test]
+    fn the_file_state_observes_only_the_calls_read_for() {
+        let files = Arc::new(FileReads::default());
+        let state = FileState(files.clone());
+        let args = serde_json::json!({"path": "/f", "content": "new"});
+        assert!(!state.observed("write_file", &args));
+        assert_eq!(state.fingerprint("write_file", &args), None);
+        let preview = Preview::of("/f", &args, "old").expect("a preview");
+        files.previews.keep("write_file", &args, preview.clone());
+        assert!(state.observed("write_file", &args));
+        assert_eq!(state.before("write_file", &args), Some(preview.before));
+        assert_eq!(
+            state.fingerprint("write_file", &args),
+            Some(preview.fingerprint)
+        );
+        let other = serde_json::json!({"path": "/g", "content": "new"});
+        assert!(!state.observed("write_file", &other));
     }
 }

@@ -30,6 +30,7 @@ mod elicit;
 mod error;
 mod gateway;
 mod host;
+mod preview;
 pub mod redact;
 mod serve;
 mod status;
@@ -44,9 +45,10 @@ pub use gateway::{
     STOPPED_WAITING, TASK_FAILED_CODE, parse_task_id, task_id,
 };
 pub use host::{
-    HEARTBEAT_EVERY, InlineUpstream, LedgerUpstream, McpHost, SESSION_STALE, SessionGuard,
-    adopt_legacy, after_disconnect, check_host_free, gateway_host, host_name,
+    FileGuard, FileReads, HEARTBEAT_EVERY, InlineUpstream, LedgerUpstream, McpHost, SESSION_STALE,
+    SessionGuard, adopt_legacy, after_disconnect, check_host_free, gateway_host, host_name,
 };
+pub use preview::{FilePreview, Preview, Previews, preview_of, unified_diff};
 pub use serve::{
     ANNOUNCE, Downstream, Gateways, HttpDownstream, MCP_PATH, Supervision, mount_config, run,
     run_config, run_one,

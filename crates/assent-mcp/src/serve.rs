@@ -196,6 +196,7 @@ async fn start_all(
                 .category
                 .clone()
                 .unwrap_or_else(|| template.category.clone()),
+            previews: entry.previews.clone(),
             ..template.clone()
         };
         let store = store.clone();

@@ -530,7 +530,7 @@ impl UpstreamCaller {
     }
 
     /// The upstream's name of the tool the gateway calls `tool_name`.
-    fn upstream_name<'a>(&self, tool_name: &'a str) -> &'a str {
+    pub(crate) fn upstream_name<'a>(&self, tool_name: &'a str) -> &'a str {
         match tool_name.strip_prefix(&self.prefix) {
             Some(bare)
                 if !self.prefix.is_empty()

@@ -87,6 +87,7 @@ async fn idle_connections_are_closed_after_the_header_timeout_and_capped() {
         deadlines: Deadlines::default(),
         public_url: None,
         ask_in_client: false,
+        previews: Default::default(),
     };
     let downstream = Downstream::Http(HttpDownstream {
         addr: ([127, 0, 0, 1], port).into(),

@@ -6,7 +6,7 @@ use crate::api::{
     publish_update, resolve_set_id,
 };
 use crate::auth::Principal;
-use crate::shapes::{SetView, confirm_all_json, confirmed_json};
+use crate::shapes::{SetView, confirm_all_json, confirmed_json, rejected_json};
 use crate::{AppState, ServerError};
 use assent_domain::{ChangeSet, ChangeSetStatus, Uuid};
 use assent_store::{approvals, change_sets, decisions, host_tools, jobs, waits};
@@ -209,7 +209,8 @@ pub(crate) struct ReasonBody {
     reason: Option<String>,
 }
 
-/// `POST /api/change-sets/{id}/items/{index}/reject {reason}`.
+/// `POST /api/change-sets/{id}/items/{index}/reject {reason}`: the decision, with
+/// confirm's `decision` and `message` beside its fields.
 pub(crate) async fn reject_item(
     State(state): State<AppState>,
     Extension(caller): Extension<Principal>,
@@ -225,7 +226,7 @@ pub(crate) async fn reject_item(
         .reject_item(set, index, body.reason, now())
         .await?;
     publish_update(&state, set);
-    ok(decision)
+    ok(rejected_json(&decision))
 }
 
 /// `{args, revision?}` of an edit.

@@ -99,6 +99,7 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         ConfirmError::Conflict(_)
         | ConfirmError::TargetChanged(_)
         | ConfirmError::DuplicateCorrelationId(_)
+        | ConfirmError::AgentNotHere(_)
         | ConfirmError::NoInteractiveSession => StatusCode::CONFLICT,
         ConfirmError::InvalidArgs { .. }
         | ConfirmError::MissingCorrelationId

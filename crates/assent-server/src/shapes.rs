@@ -436,6 +436,24 @@ pub fn confirmed_json(outcome: &ConfirmOutcome) -> Value {
     shown
 }
 
+/// One rejection: the decision's own fields (what the route answered before), plus
+/// confirm's `{"decision", "message"}`, so a client reads both answers one way.
+pub fn rejected_json(decision: &ChangeDecision) -> Value {
+    let mut shown = serde_json::to_value(decision).unwrap_or_else(|_| json!({}));
+    let message = match decision.reason.as_deref() {
+        Some(reason) => format!("Rejected; it will not run (reason: \"{reason}\")."),
+        None => "Rejected; it will not run.".to_owned(),
+    };
+    if let Value::Object(fields) = &mut shown {
+        fields.insert(
+            "decision".to_owned(),
+            serde_json::to_value(decision).unwrap_or_default(),
+        );
+        fields.insert("message".to_owned(), Value::String(message));
+    }
+    shown
+}
+
 /// `{"jobId", "notBefore"}` of a confirmation held by its tool's hold window: the
 /// decision is written when the window ends, unless the job is cancelled first.
 fn scheduled_json(outcome: &ConfirmOutcome) -> Option<Value> {

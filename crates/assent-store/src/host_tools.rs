@@ -285,6 +285,18 @@ pub async fn for_agent(
     rows.iter().map(decode).collect()
 }
 
+/// Every tool of the engines' own catalogs ([`record_own_catalog`]: no agent, no
+/// trust, unlike a gateway's upstream), by host and name.
+pub async fn own_catalogs(conn: &mut AnyConnection) -> Result<Vec<HostTool>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT * FROM host_tools WHERE agent_id IS NULL AND trust IS NULL
+         ORDER BY host, tool_name",
+    )
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(decode).collect()
+}
+
 /// Tool `tool_name` of `host`, if the host ever listed it.
 pub async fn get(
     conn: &mut AnyConnection,

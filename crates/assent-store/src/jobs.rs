@@ -472,6 +472,29 @@ pub async fn external_item(
     })
 }
 
+/// The fingerprint stored with the item whose job runs operation `operation_id` (what
+/// its host read when it was proposed, or last refreshed), or `None` when it has none.
+/// A host that checks its target itself just before an external call compares with it.
+pub async fn item_fingerprint(
+    conn: &mut AnyConnection,
+    operation_id: &str,
+) -> Result<Option<Value>, StoreError> {
+    let text: Option<Option<String>> = sqlx::query_scalar(
+        "SELECT i.fingerprint FROM execution_jobs j JOIN change_items i
+           ON i.change_set_id = j.change_set_id AND i.item_index = j.item_index
+         WHERE j.operation_id = $1 LIMIT 1",
+    )
+    .bind(operation_id)
+    .fetch_optional(conn)
+    .await?;
+    text.flatten()
+        .map(|text| {
+            serde_json::from_str(&text)
+                .map_err(|e| StoreError::corrupt("change_items", format!("fingerprint: {e}")))
+        })
+        .transpose()
+}
+
 /// Inserts a new job (the confirming transaction does, beside the decision).
 #[tracing::instrument(skip_all, fields(job = %job.id, operation_id = %job.operation_id))]
 pub async fn insert(conn: &mut AnyConnection, job: &Job) -> Result<(), StoreError> {

@@ -48,6 +48,16 @@ pub trait TargetState: SummaryContext + fmt::Debug + Send + Sync {
     fn fingerprint(&self, tool_name: &str, args: &Value) -> Option<Value> {
         self.before(tool_name, args)
     }
+
+    /// Whether this state holds what `tool_name(args)` touches, so its
+    /// [`TargetState::fingerprint`] may be compared with the one stored at the proposal.
+    /// A state that sees only what was read for calls being proposed (an MCP gateway
+    /// reads a file through its upstream before queueing a write) says no for every
+    /// other call: an absent reading is no evidence of a change. The default is yes.
+    fn observed(&self, tool_name: &str, args: &Value) -> bool {
+        let _ = (tool_name, args);
+        true
+    }
 }
 
 /// The state of a target whose host keeps none the engine could compare with (every

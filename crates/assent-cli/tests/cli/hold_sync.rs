@@ -2,7 +2,8 @@
 //! 37, defects 3 and 17): the device that did not confirm shows the item held on the
 //! confirming device and refuses to decide it (exit 3); only the confirming device runs
 //! it when the window ends; who confirmed travels with the job. On every backend of the
-//! conformance suite.
+//! conformance suite. Also: a device without the item's agent says so and decides
+//! nothing; a rejection answers confirm's fields beside its own (issue 41, item 11).
 
 use super::{Cli, assert_fails};
 use serde_json::Value;
@@ -85,4 +86,90 @@ async fn a_held_confirmation_synced_to_another_device_is_held_there_and_runs_onl
     for backend in assent_tests::backends() {
         held_on_a_refused_on_b(&backend).await;
     }
+}
+
+/// `assent audit verify` holds on `cli`'s database.
+fn proven(cli: &Cli) {
+    let out = cli.run(&["audit", "verify"]);
+    let shown = stdout(&out);
+    assert!(
+        out.status.code() == Some(0) && shown.starts_with("verified: "),
+        "{shown}"
+    );
+}
+
+async fn no_agent_on_b(backend: &assent_tests::TestBackend) {
+    let a = Cli::on(backend).await;
+    let b = Cli::on(backend).await;
+    let task = a.agent_and_task();
+    let wake = a.json(&["wake", "--agent", "a", "--task", &task], &priority("P0"));
+    let set = wake["changeSetId"].as_str().expect("a set").to_owned();
+    sync(&a, &b, "proposed.json");
+
+    // B never had agent `a`: it says so, not that a category is not allowed, and
+    // decides nothing.
+    for refused in [
+        b.run(&["confirm", &set, "0", "--as", "bob"]),
+        b.run(&["edit", &set, "0", "--args", r#"{"priority":"P1"}"#]),
+    ] {
+        assert_fails(&refused, 1, r#"no agent "a" on this database"#);
+    }
+    let all = b.run(&["confirm", &set, "--all"]);
+    assert!(
+        stdout(&all).contains(r#"no agent "a" on this database"#),
+        "{}",
+        stdout(&all)
+    );
+    assert_eq!(b.json(&["show", &set, "0"], "")["status"], "pending");
+    assert_eq!(b.json(&["jobs"], ""), serde_json::json!([]));
+    proven(&b);
+
+    // A rejection needs no rules, and answers confirm's fields beside its own.
+    let rejected = b.json(&["reject", &set, "0", "--reason", "not here"], "");
+    assert_eq!(rejected["verdict"], "rejected", "{rejected}");
+    assert_eq!(rejected["reason"], "not here", "{rejected}");
+    assert_eq!(rejected["decision"]["verdict"], "rejected", "{rejected}");
+    assert_eq!(rejected["decision"]["id"], rejected["id"], "{rejected}");
+    assert_eq!(
+        rejected["message"], "Rejected; it will not run (reason: \"not here\").",
+        "{rejected}"
+    );
+    proven(&b);
+}
+
+#[tokio::test]
+async fn confirming_on_a_device_without_the_items_agent_names_the_agent() {
+    for backend in assent_tests::backends() {
+        no_agent_on_b(&backend).await;
+    }
+}
+
+#[test]
+fn reject_answers_every_field_confirm_answers() {
+    let cli = Cli::new();
+    let task = cli.agent_and_task();
+    let queue = |to: &str| {
+        let wake = cli.json(&["wake", "--agent", "a", "--task", &task], &priority(to));
+        wake["changeSetId"].as_str().expect("a set").to_owned()
+    };
+    let confirmed = cli.json(&["confirm", &queue("P0"), "0"], "");
+    let rejected = cli.json(&["reject", &queue("P1"), "0"], "");
+    let confirm_keys = confirmed.as_object().expect("an object");
+    let reject_keys = rejected.as_object().expect("an object");
+    for key in confirm_keys.keys() {
+        assert!(reject_keys.contains_key(key), "{key} missing: {rejected}");
+    }
+    assert_eq!(rejected["message"], "Rejected; it will not run.");
+    // What reject answered before stays: the decision's own fields at the top.
+    for key in [
+        "id",
+        "changeSetId",
+        "itemIndex",
+        "verdict",
+        "toolName",
+        "args",
+    ] {
+        assert!(reject_keys.contains_key(key), "{key} missing: {rejected}");
+    }
+    proven(&cli);
 }

@@ -1,7 +1,7 @@
 //! Device sync over HTTP: `POST /api/sync` merges another device's batch and answers
 //! with this device's own, a replay changes nothing, a bad batch is refused and changes
 //! nothing, the route has its own body limit; `GET /api/sync/host`, `/api/sync/peers`
-//! and `/api/conflicts`.
+//! and `/api/conflicts`; a device without an item's agent says so and decides nothing.
 
 use crate::support::{TestServer, read};
 use assent_journal_host::TaskEntities;
@@ -142,6 +142,49 @@ async fn a_bad_batch_is_refused_and_changes_nothing() {
     assert_eq!(state(&b.store).await, before, "nothing changed");
     let (_, peers) = b.get("/api/sync/peers").await;
     assert_eq!(peers, json!([]), "no batch was recorded as merged");
+    a.stop().await.expect("clean stop");
+    b.stop().await.expect("clean stop");
+}
+
+/// Issue 41, item 11: a device that lacks the item's agent says so (409), decides
+/// nothing, and still takes a rejection, answered in confirm's shape.
+#[tokio::test]
+async fn a_device_without_the_items_agent_says_so_and_decides_nothing() {
+    let (a, set) = device_with_a_proposal().await;
+    let b = TestServer::start().await;
+    let batch = serde_json::to_value(export(&a.store).await).expect("JSON");
+    let (status, answer) = post_batch(&b, &batch).await;
+    assert_eq!(status, 200, "{answer}");
+    let before = state(&b.store).await;
+    for (route, body) in [
+        ("confirm", json!({})),
+        ("edit", json!({"args": {"priority": "P1"}})),
+    ] {
+        let (status, problem) = b
+            .post(&format!("/api/change-sets/{set}/items/0/{route}"), body)
+            .await;
+        assert_eq!(status, 409, "{route}: {problem}");
+        assert_eq!(
+            problem["detail"], "no agent \"triage\" on this database",
+            "{route}"
+        );
+    }
+    assert_eq!(state(&b.store).await, before, "nothing changed");
+
+    let (status, rejected) = b
+        .post(
+            &format!("/api/change-sets/{set}/items/0/reject"),
+            json!({"reason": "not on this device"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{rejected}");
+    assert_eq!(rejected["reason"], "not on this device", "{rejected}");
+    assert_eq!(rejected["decision"]["verdict"], "rejected", "{rejected}");
+    assert_eq!(
+        rejected["message"], "Rejected; it will not run (reason: \"not on this device\").",
+        "{rejected}"
+    );
+    assent_tests::assert_proven(&b.store, "a device without the agent").await;
     a.stop().await.expect("clean stop");
     b.stop().await.expect("clean stop");
 }
