@@ -113,20 +113,12 @@ impl Workspace {
 /// A line diff of `before` and `after`: the lines they share at the start and the end
 /// are left out (counted), the rest shown as `-` and `+` lines.
 pub fn diff(before: &str, after: &str) -> String {
-    let old: Vec<&str> = before.lines().collect();
-    let new: Vec<&str> = after.lines().collect();
-    let head = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
-    let tail = old[head..]
-        .iter()
-        .rev()
-        .zip(new[head..].iter().rev())
-        .take_while(|(a, b)| a == b)
-        .count();
-    let mut out = format!("@@ line {} @@\n", head + 1);
-    for line in &old[head..old.len() - tail] {
+    let changed = assent_domain::changed_lines(before, after);
+    let mut out = format!("@@ line {} @@\n", changed.head + 1);
+    for line in &changed.removed {
         out.push_str(&format!("-{line}\n"));
     }
-    for line in &new[head..new.len() - tail] {
+    for line in &changed.added {
         out.push_str(&format!("+{line}\n"));
     }
     out

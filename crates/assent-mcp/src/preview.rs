@@ -121,17 +121,11 @@ pub fn written(args: &Value, now: &str) -> Option<String> {
 /// hunk's line numbers), at most [`MAX_DIFF_LINES`] of them, the first and the last
 /// half kept around a line saying how many were left out.
 pub fn unified_diff(path: &str, before: &str, after: &str) -> String {
-    let old: Vec<&str> = before.lines().collect();
-    let new: Vec<&str> = after.lines().collect();
-    let head = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
-    let tail = old[head..]
-        .iter()
-        .rev()
-        .zip(new[head..].iter().rev())
-        .take_while(|(a, b)| a == b)
-        .count();
-    let removed = &old[head..old.len() - tail];
-    let added = &new[head..new.len() - tail];
+    let assent_domain::ChangedLines {
+        head,
+        removed,
+        added,
+    } = assent_domain::changed_lines(before, after);
     let mut lines: Vec<String> = Vec::with_capacity(removed.len() + added.len());
     lines.extend(removed.iter().map(|line| format!("-{line}")));
     lines.extend(added.iter().map(|line| format!("+{line}")));
