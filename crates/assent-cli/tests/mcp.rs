@@ -2368,7 +2368,10 @@ async fn ask_in_client_asks_the_clients_user_where_it_can_and_records_the_client
     .await
     .expect("counted");
     store.close().await;
-    assert_eq!(by_client, 2, "the approval and the decline are the client's");
+    assert_eq!(
+        by_client, 2,
+        "the approval and the decline are the client's"
+    );
     let verified = assent(&s.db, &["audit", "verify"]);
     assert!(
         verified.status.success(),
