@@ -16,7 +16,17 @@
 //! later session unless marked) in `crates/assent-cli/tests/mcp.rs`
 //! (`a_call_confirmed_after_its_chat_ended_runs_in_no_later_session_unless_marked`)
 //! and `assent_mcp::after_disconnect`'s unit test: it binds only MCP sessions, which
-//! this journal-host matrix has none of.
+//! this journal-host matrix has none of. A session grant ("yes, for this session", issue
+//! 40) binds only a coding agent's hook session: its rows (a covered call of the session
+//! runs unasked; another session, another agent and a chained command are still asked;
+//! revoked, it asks again; a run outside it fails the proof) are `crates/assent-cli/tests/cli/hooks.rs`'s
+//! `yes_for_this_session_runs_the_sessions_covered_calls_unasked_until_revoked`,
+//! `a_set_with_no_session_takes_no_session_answer_and_nothing_changes` and
+//! `the_api_route_the_page_uses_answers_yes_for_this_session`. An answer given in an MCP
+//! client (`--ask-in-client`) counts for no quorum: its rows (approve, decline, a client
+//! without the capability, a tool needing two people never asked) are
+//! `crates/assent-cli/tests/mcp.rs`'s
+//! `ask_in_client_asks_the_clients_user_where_it_can_and_records_the_client_not_a_person`.
 
 use assent_confirm::WakeRequest;
 use assent_confirm::{ConfirmError, ExecutionOutcome, ItemResult, RuleChange};
