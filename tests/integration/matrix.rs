@@ -19,8 +19,10 @@
 //! this journal-host matrix has none of. A session grant ("yes, for this session", issue
 //! 40) binds only a coding agent's hook session: its rows (a covered call of the session
 //! runs unasked; another session, another agent and a chained command are still asked;
-//! revoked, it asks again; a run outside it fails the proof) are `crates/assent-cli/tests/cli/hooks.rs`'s
+//! a quorum or a deny set after it binds as ever; revoked, it asks again; a run outside
+//! it fails the proof) are `crates/assent-cli/tests/cli/hooks.rs`'s
 //! `yes_for_this_session_runs_the_sessions_covered_calls_unasked_until_revoked`,
+//! `a_session_grant_never_overrides_a_quorum_or_a_deny_set_after_it`,
 //! `a_set_with_no_session_takes_no_session_answer_and_nothing_changes` and
 //! `the_api_route_the_page_uses_answers_yes_for_this_session`. An answer given in an MCP
 //! client (`--ask-in-client`) counts for no quorum: its rows (approve, decline, a client

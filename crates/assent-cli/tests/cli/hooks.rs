@@ -1492,6 +1492,59 @@ fn yes_for_this_session_runs_the_sessions_covered_calls_unasked_until_revoked() 
     assert!(stdout.contains("within session grant"), "{stdout}");
 }
 
+/// A session grant answers only where the rules would ask: a quorum or a deny set
+/// after it binds the session's covered calls as any other.
+#[test]
+fn a_session_grant_never_overrides_a_quorum_or_a_deny_set_after_it() {
+    let cli = Cli::coders();
+    let ok = |out: std::process::Output| {
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        out
+    };
+    let decision = |answer: &Value| {
+        answer["hookSpecificOutput"]["permissionDecision"]
+            .as_str()
+            .expect("a decision")
+            .to_owned()
+    };
+    let call = |command: &str, id: &str| {
+        cli.hook(
+            "claude-code",
+            &agent(0),
+            &["--wait", "30"],
+            &in_session("sess-A", command, id),
+        )
+    };
+    let first = call("git status", "c1");
+    let set = cli.set_of(&agent(0));
+    let granted = cli.json(
+        &[
+            "confirm",
+            &set,
+            "0",
+            "--for-session",
+            "--pattern",
+            "Bash(git status*)",
+        ],
+        "",
+    );
+    assert!(granted["sessionGrant"]["id"].is_string(), "{granted}");
+    assert_eq!(decision(&answered(first)), "allow");
+
+    // A quorum set later: the covered call waits for people again.
+    ok(cli.run(&["agent", "ask", &agent(0), "Bash", "--approvals", "2"]));
+    let hook = call("git status --short", "c2");
+    let asked = cli.set_of(&agent(0));
+    ok(cli.run(&["reject", &asked, "0", "--reason", "two people, not a grant"]));
+    assert_eq!(decision(&answered(hook)), "deny");
+
+    // A deny set later: denied at once, nothing queued.
+    ok(cli.run(&["agent", "deny", &agent(0), "Bash"]));
+    let denied = answered_at_once(&cli, call("git status", "c3"));
+    assert_eq!(decision(&denied), "deny", "{denied}");
+    proven(&cli);
+}
+
 /// Records, through the store's own audit function (so on the chain), that agent 0
 /// ran `git status` under grant `grant` in `session`.
 fn tamper_run_under_grant(cli: &Cli, grant: &str, session: &str) {
