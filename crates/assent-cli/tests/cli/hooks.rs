@@ -1002,10 +1002,6 @@ async fn post_api_hooks_answers_as_the_cli_does_for_an_agent_token() {
 #[test]
 fn a_quorum_and_a_hold_bind_a_hooks_call() {
     let cli = Cli::coders();
-    let ok = |out: std::process::Output| {
-        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-        out
-    };
     ok(cli.run(&["agent", "ask", &agent(0), "Bash", "--approvals", "2"]));
     let hook = cli.hook(
         "claude-code",
@@ -1243,9 +1239,6 @@ fn the_real_claude_code_runs_what_assent_allows_and_obeys_a_persons_word() {
     let project = tempfile::tempdir().expect("project");
     let home = tempfile::tempdir().expect("home");
     let dir = project.path().to_str().expect("a path");
-    let ok = |out: std::process::Output| {
-        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-    };
     ok(cli.run(&[
         "hook",
         "install",
@@ -1327,6 +1320,20 @@ fn the_real_claude_code_runs_what_assent_allows_and_obeys_a_persons_word() {
     }
 }
 
+/// `out`, which must have exited 0 (else its stderr is the failure).
+fn ok(out: std::process::Output) -> std::process::Output {
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// A Claude Code answer's `permissionDecision`.
+fn decision(answer: &Value) -> String {
+    answer["hookSpecificOutput"]["permissionDecision"]
+        .as_str()
+        .expect("a decision")
+        .to_owned()
+}
+
 /// Claude Code's event for `command` in session `session`, as call `call`.
 fn in_session(session: &str, command: &str, call: &str) -> String {
     let mut event: Value = serde_json::from_str(&fixture("claude-code.PreToolUse")).expect("JSON");
@@ -1347,16 +1354,6 @@ fn answered_at_once(cli: &Cli, hook: Child) -> Value {
 #[test]
 fn yes_for_this_session_runs_the_sessions_covered_calls_unasked_until_revoked() {
     let cli = Cli::coders();
-    let ok = |out: std::process::Output| {
-        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-        out
-    };
-    let decision = |answer: &Value| {
-        answer["hookSpecificOutput"]["permissionDecision"]
-            .as_str()
-            .expect("a decision")
-            .to_owned()
-    };
     let first = cli.hook(
         "claude-code",
         &agent(0),
@@ -1497,16 +1494,6 @@ fn yes_for_this_session_runs_the_sessions_covered_calls_unasked_until_revoked() 
 #[test]
 fn a_session_grant_never_overrides_a_quorum_or_a_deny_set_after_it() {
     let cli = Cli::coders();
-    let ok = |out: std::process::Output| {
-        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-        out
-    };
-    let decision = |answer: &Value| {
-        answer["hookSpecificOutput"]["permissionDecision"]
-            .as_str()
-            .expect("a decision")
-            .to_owned()
-    };
     let call = |command: &str, id: &str| {
         cli.hook(
             "claude-code",
@@ -1770,9 +1757,6 @@ impl RealRun<'_> {
     /// Installs the hook of `kind` for the agent in the project, with a rule allowing
     /// `echo` and one denying `rm` for the agent's shell tool `tool`.
     fn install(&self, kind: &str, tool: &str) {
-        let ok = |out: std::process::Output| {
-            assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-        };
         let dir = self.project.to_str().expect("a path");
         ok(self.cli.run(&[
             "hook",
