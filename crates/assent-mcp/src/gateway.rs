@@ -423,6 +423,21 @@ impl Gateway {
     }
 
     /// A pooled connection of the gateway's store, held only for a short read.
+    /// Whether set `set_id`'s call (its one item) still waits for a person: pending or
+    /// deferred.
+    async fn still_open(&self, set_id: Uuid) -> Result<bool, McpError> {
+        let mut conn = self.connection().await?;
+        Ok(change_sets::load(&mut conn, set_id)
+            .await?
+            .and_then(|set| set.items.first().map(|item| item.status))
+            .is_some_and(|status| {
+                matches!(
+                    status,
+                    ChangeItemStatus::Pending | ChangeItemStatus::Deferred
+                )
+            }))
+    }
+
     async fn connection(
         &self,
     ) -> Result<assent_confirm::sqlx::pool::PoolConnection<assent_confirm::sqlx::Any>, McpError>
@@ -696,24 +711,7 @@ impl Gateway {
             return Ok(None);
         };
         let engine = self.engine();
-        let open = {
-            let mut conn = engine
-                .store()
-                .pool()
-                .acquire()
-                .await
-                .map_err(assent_store::StoreError::from)?;
-            change_sets::load(&mut conn, set_id)
-                .await?
-                .and_then(|set| set.items.first().map(|item| item.status))
-                .is_some_and(|status| {
-                    matches!(
-                        status,
-                        ChangeItemStatus::Pending | ChangeItemStatus::Deferred
-                    )
-                })
-        };
-        if open {
+        if self.still_open(set_id).await? {
             let rejected = engine
                 .confirmations()
                 .reject_item(
@@ -851,19 +849,7 @@ impl Gateway {
     #[tracing::instrument(skip(self), fields(server = %self.inner.options.server, change_set = %set_id))]
     pub async fn withdraw_abandoned(&self, set_id: Uuid) -> Result<(), McpError> {
         let engine = self.engine();
-        let open = {
-            let mut conn = self.connection().await?;
-            change_sets::load(&mut conn, set_id)
-                .await?
-                .and_then(|set| set.items.first().map(|item| item.status))
-                .is_some_and(|status| {
-                    matches!(
-                        status,
-                        ChangeItemStatus::Pending | ChangeItemStatus::Deferred
-                    )
-                })
-        };
-        if open {
+        if self.still_open(set_id).await? {
             let withdrawn = engine
                 .confirmations()
                 .withdraw_item(
