@@ -17,9 +17,8 @@ use crate::attribution::Attribution;
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use crate::{ConfirmError, Engine};
 use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OperationId, Target, Verdict};
-use assent_store::{
-    AnyConnection, Backend, StoreAuditSink, agents, approvals, change_sets, host_tools, jobs,
-};
+use assent_store::plan::{PlannedAudits, WritePlan};
+use assent_store::{AnyConnection, Backend, agents, approvals, change_sets, host_tools, jobs};
 use assent_tools::{
     CallContext, Coverage, ExecutionTarget, PastOutcome, PolicyDecision, RuleAction,
     TargetCategory, ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
@@ -311,8 +310,27 @@ impl ConfirmationService {
         conn: &mut AnyConnection,
         set: &mut ChangeSet,
         indexes: &[usize],
+        verdicts: Verdicts,
+        now: OffsetDateTime,
+    ) -> Result<Vec<ChangeDecision>, ConfirmError> {
+        let mut plan = WritePlan::default();
+        let decisions = self
+            .record_into(conn, set, indexes, verdicts, now, &mut plan)
+            .await?;
+        plan.apply(conn, now).await?;
+        Ok(decisions)
+    }
+
+    /// [`Self::record`] with the decisions' chain entries and outbox messages in
+    /// `plan`, which the caller applies before it commits.
+    async fn record_into(
+        &self,
+        conn: &mut AnyConnection,
+        set: &mut ChangeSet,
+        indexes: &[usize],
         mut verdicts: Verdicts,
         now: OffsetDateTime,
+        plan: &mut WritePlan,
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
         for &index in indexes {
             set.apply_verdict(index, verdicts.verdict, now)?;
@@ -338,13 +356,13 @@ impl ConfirmationService {
                 decided_by: self.reviewer.as_deref(),
                 shadow: shadow.as_ref(),
             };
-            assent_store::decisions::insert_decided(conn, &decision, &facts, now).await?;
+            assent_store::decisions::insert_decided_into(conn, &decision, &facts, plan).await?;
             if let Some(attribution) = &self.attribution {
                 crate::attribution::record_attributed(conn, attribution, &decision, now).await?;
             }
             written.push(decision);
         }
-        change_sets::update_status(conn, set, indexes, now).await?;
+        change_sets::update_status_into(conn, set, indexes, now, plan).await?;
         Ok(written)
     }
 
@@ -404,10 +422,12 @@ impl ConfirmationService {
     ) -> Result<ConfirmOutcome, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
         let mut set = change_sets::require(&mut tx, change_set_id).await?;
+        let mut plan = WritePlan::default();
         let attempt = self
-            .confirm_in(&mut tx, &mut set, index, edited_args, now)
+            .confirm_in(&mut tx, &mut set, index, edited_args, now, &mut plan)
             .await?;
         // A refusal keeps its audit records (the denial, the failed handler's result).
+        plan.apply(&mut tx, now).await?;
         tx.commit().await?;
         match attempt {
             Attempt::Decided(outcome) => {
@@ -419,8 +439,9 @@ impl ConfirmationService {
     }
 
     /// Confirms item `index` of `set` (read in `conn`'s transaction, under its lock)
-    /// inside that transaction; the caller commits (see [`Attempt`]). `Err`: nothing
-    /// of the item may stay, roll back.
+    /// inside that transaction, its audit records, chain entries and outbox messages
+    /// in `plan`; the caller applies the plan and commits (see [`Attempt`]). `Err`:
+    /// nothing of the item may stay, roll back and drop the plan.
     async fn confirm_in(
         &self,
         conn: &mut AnyConnection,
@@ -428,6 +449,7 @@ impl ConfirmationService {
         index: usize,
         edited_args: Option<Value>,
         now: OffsetDateTime,
+        plan: &mut WritePlan,
     ) -> Result<Attempt, ConfirmError> {
         let engine = &self.engine;
         let tx = conn;
@@ -440,7 +462,7 @@ impl ConfirmationService {
         let item = set.items[index].clone();
         if let Some(queued) = self.queued_elsewhere(served) {
             return self
-                .confirm_queued(tx, set, index, edited_args, queued, now)
+                .confirm_queued(tx, set, index, edited_args, queued, now, plan)
                 .await;
         }
         let spec = engine
@@ -556,7 +578,8 @@ impl ConfirmationService {
             now,
         };
         let resolver = engine.host.resolver();
-        let executor = AuditedExecutor::new(resolver, &StoreAuditSink);
+        let audits = PlannedAudits::default();
+        let executor = AuditedExecutor::new(resolver, &audits);
         let execution = executor
             .execute(
                 tx,
@@ -577,6 +600,7 @@ impl ConfirmationService {
                 },
             )
             .await?;
+        audits.into_plan(plan)?;
         match execution {
             // Keep the audited denial; the item stays pending.
             ExecutionOutcome::Denied { reason } => {
@@ -593,7 +617,7 @@ impl ConfirmationService {
                     approval.record(tx, set.id, index).await?;
                 }
                 let mut decisions = self
-                    .record(
+                    .record_into(
                         tx,
                         set,
                         &[index],
@@ -605,6 +629,7 @@ impl ConfirmationService {
                             shadows: Some(settings.shadow_rules),
                         },
                         now,
+                        plan,
                     )
                     .await?;
                 Ok(Attempt::Decided(Box::new(ConfirmOutcome {
@@ -800,6 +825,7 @@ impl ConfirmationService {
     /// or one of another host) in `conn`'s transaction: the decision and its execution
     /// job, committed together by the caller; nothing runs here, so neither the host's
     /// handler nor its resolver is needed. The host's worker runs the job.
+    #[allow(clippy::too_many_arguments)]
     async fn confirm_queued(
         &self,
         conn: &mut AnyConnection,
@@ -808,6 +834,7 @@ impl ConfirmationService {
         edited_args: Option<Value>,
         external: jobs::ExternalItem,
         now: OffsetDateTime,
+        plan: &mut WritePlan,
     ) -> Result<Attempt, ConfirmError> {
         if let Some(args) = &edited_args {
             self.validate_external_edit(conn, &external.host, &set.items[index].tool_name, args)
@@ -858,7 +885,9 @@ impl ConfirmationService {
             approval_digest: Some(approval_digest),
             shadows: Some(settings.shadow_rules),
         };
-        let mut decisions = self.record(conn, set, &[index], verdicts, now).await?;
+        let mut decisions = self
+            .record_into(conn, set, &[index], verdicts, now, plan)
+            .await?;
         tracing::info!(index, %job_id, host = %external.host, "item approved; its job is queued for its host");
         Ok(Attempt::Decided(Box::new(ConfirmOutcome {
             decision: decisions.remove(0),
@@ -1102,6 +1131,9 @@ impl ConfirmationService {
             .filter(jobs::Job::scheduled)
             .collect();
         let mut items = Vec::with_capacity(set.items.len());
+        // Every item's audit records, chain entries and outbox messages, written once
+        // at the end: a failed item's go with its savepoint.
+        let mut plan = WritePlan::default();
         for index in 0..set.items.len() {
             let item = &set.items[index];
             let summary = item.human_summary.clone();
@@ -1112,7 +1144,7 @@ impl ConfirmationService {
                     assent_store::timefmt::format(job.due_at)
                 )),
                 (ChangeItemStatus::Pending, None) => {
-                    self.confirm_one_of_all(&mut tx, &mut set, index, now)
+                    self.confirm_one_of_all(&mut tx, &mut set, index, now, &mut plan)
                         .await?
                 }
                 (ChangeItemStatus::Deferred, _) => {
@@ -1122,6 +1154,7 @@ impl ConfirmationService {
             };
             items.push((index, summary, result));
         }
+        plan.apply(&mut tx, now).await?;
         tx.commit().await?;
         let confirmed = items
             .iter()
@@ -1142,14 +1175,17 @@ impl ConfirmationService {
         set: &mut ChangeSet,
         index: usize,
         now: OffsetDateTime,
+        plan: &mut WritePlan,
     ) -> Result<ItemResult, ConfirmError> {
         let statement = |sql: &'static str| sqlx::query(sql);
         statement("SAVEPOINT assent_item")
             .execute(&mut *conn)
             .await?;
-        match self.confirm_in(conn, set, index, None, now).await {
+        let mut own = WritePlan::default();
+        match self.confirm_in(conn, set, index, None, now, &mut own).await {
             Ok(attempt) => {
                 statement("RELEASE assent_item").execute(&mut *conn).await?;
+                plan.extend(own);
                 Ok(match attempt {
                     Attempt::Decided(outcome) => ItemResult::Confirmed(outcome),
                     Attempt::Refused(refusal) => ItemResult::Failed(refusal),

@@ -40,29 +40,7 @@ pub(crate) async fn insert_row(
     record: &AuditRecord,
     origin: Option<(&str, i64)>,
 ) -> Result<i64, StoreError> {
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, target_kind, target_id, kind, args, success, detail,
-                                    vector_clock, created_at, origin_host, origin_id, allowed_by)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id",
-    )
-    .bind(record.operation_id.as_str())
-    .bind(&record.run_key)
-    .bind(&record.tool_name)
-    .bind(&record.agent_id)
-    .bind(&record.target_kind)
-    .bind(&record.target_id)
-    .bind(record.kind.as_str())
-    .bind(record.args.to_string())
-    // 0/1 in an integer column on both backends (`Any` reads SQLite integers as such).
-    .bind(record.success.map(i64::from))
-    .bind(record.detail.as_deref())
-    .bind(record.vector_clock.as_ref().map(|c| serde_json::json!(c).to_string()))
-    .bind(timefmt::format(record.created_at))
-    .bind(origin.map(|(host, _)| host))
-    .bind(origin.map(|(_, id)| id))
-    .bind(record.allowed_by.as_ref().map(Value::to_string))
-    .fetch_one(&mut *conn)
-    .await?;
+    let id = write_rows(conn, &[(record, origin)]).await?[0];
     let entry = chain::Entry {
         kind: chain::EntryKind::Audit,
         subject: id.to_string(),
@@ -70,6 +48,85 @@ pub(crate) async fn insert_row(
     };
     chain::append(conn, vec![entry], record.created_at).await?;
     Ok(id)
+}
+
+/// The rows of records written on this device, without chain entries or outbox
+/// messages (a [`crate::plan::WritePlan`] writes those): one statement per hundred
+/// records. Returns their row ids in the order of `records`.
+pub(crate) async fn insert_rows(
+    conn: &mut AnyConnection,
+    records: &[AuditRecord],
+) -> Result<Vec<i64>, StoreError> {
+    let rows: Vec<_> = records.iter().map(|record| (record, None)).collect();
+    write_rows(conn, &rows).await
+}
+
+async fn write_rows(
+    conn: &mut AnyConnection,
+    rows: &[(&AuditRecord, Option<(&str, i64)>)],
+) -> Result<Vec<i64>, StoreError> {
+    const COLUMNS: usize = 15;
+    const PER_STATEMENT: usize = 100;
+    let mut ids = Vec::with_capacity(rows.len());
+    for chunk in rows.chunks(PER_STATEMENT) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|row| {
+                let placeholders: Vec<String> = (1..=COLUMNS)
+                    .map(|column| format!("${}", row * COLUMNS + column))
+                    .collect();
+                format!("({})", placeholders.join(", "))
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, target_kind, target_id, kind, args, success, detail,
+                                        vector_clock, created_at, origin_host, origin_id, allowed_by)
+             VALUES {} RETURNING id",
+            values.join(", ")
+        );
+        // Only placeholders are formatted in; every value is bound.
+        let mut query = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql));
+        for (record, origin) in chunk {
+            query = query
+                .bind(record.operation_id.as_str())
+                .bind(&record.run_key)
+                .bind(&record.tool_name)
+                .bind(&record.agent_id)
+                .bind(&record.target_kind)
+                .bind(&record.target_id)
+                .bind(record.kind.as_str())
+                .bind(record.args.to_string())
+                // 0/1 in an integer column on both backends (`Any` reads SQLite integers as such).
+                .bind(record.success.map(i64::from))
+                .bind(record.detail.as_deref())
+                .bind(
+                    record
+                        .vector_clock
+                        .as_ref()
+                        .map(|c| serde_json::json!(c).to_string()),
+                )
+                .bind(timefmt::format(record.created_at))
+                .bind(origin.map(|(host, _)| host))
+                .bind(origin.map(|(_, id)| id))
+                .bind(record.allowed_by.as_ref().map(Value::to_string));
+        }
+        let mut written = query.fetch_all(&mut *conn).await?;
+        // `RETURNING` promises no order; ids are given in the order of the rows of one
+        // `VALUES` list (SQLite's rowids, PostgreSQL's sequence), so ascending ids
+        // follow the records.
+        written.sort_unstable();
+        if written.len() != chunk.len() {
+            return Err(StoreError::corrupt(
+                TABLE,
+                format!(
+                    "{} rows inserted, {} ids returned",
+                    chunk.len(),
+                    written.len()
+                ),
+            ));
+        }
+        ids.extend(written);
+    }
+    Ok(ids)
 }
 
 /// An audit record's content on the consent chain: every column but its vector clock.

@@ -1,6 +1,7 @@
 //! Change sets and their items, in two relational tables.
 
 use crate::outbox::{self, entity};
+use crate::plan::WritePlan;
 use crate::webhooks;
 use crate::{StoreError, timefmt};
 use assent_domain::{
@@ -148,21 +149,33 @@ pub async fn update_status(
     changed_items: &[usize],
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
+    let mut plan = WritePlan::default();
+    update_status_into(conn, set, changed_items, now, &mut plan).await?;
+    plan.apply(conn, now).await
+}
+
+/// [`update_status`] with the outbox messages in `plan`, which the caller applies
+/// before it commits.
+pub async fn update_status_into(
+    conn: &mut AnyConnection,
+    set: &ChangeSet,
+    changed_items: &[usize],
+    now: OffsetDateTime,
+    plan: &mut WritePlan,
+) -> Result<(), StoreError> {
     write_status(conn, set, changed_items).await?;
-    let mut messages: Vec<outbox::Message<'_>> = changed_items
+    for (index, item) in changed_items
         .iter()
-        .filter_map(|&index| {
-            let item = set.items.get(index)?;
-            let payload = json!({"changeSetId": set.id, "itemIndex": index, "status": item.status});
-            Some((
-                entity::CHANGE_ITEM,
-                format!("{}:{index}", set.id),
-                payload.to_string(),
-            ))
-        })
-        .collect();
-    messages.push((entity::CHANGE_SET, set.id.to_string(), set_payload(set)?));
-    outbox::enqueue_many(conn, &messages, now).await?;
+        .filter_map(|&index| Some((index, set.items.get(index)?)))
+    {
+        let payload = json!({"changeSetId": set.id, "itemIndex": index, "status": item.status});
+        plan.message_text(
+            entity::CHANGE_ITEM,
+            format!("{}:{index}", set.id),
+            payload.to_string(),
+        );
+    }
+    plan.message_text(entity::CHANGE_SET, set.id.to_string(), set_payload(set)?);
     if let Some(event) = webhooks::status_event(set, changed_items) {
         webhooks::enqueue_set_event(conn, event, set, now).await?;
     }

@@ -1,6 +1,7 @@
 //! Decisions: the history a person leaves behind.
 
-use crate::outbox::{self, entity};
+use crate::outbox::entity;
+use crate::plan::WritePlan;
 use crate::{StoreError, chain, timefmt};
 use assent_domain::{ChangeDecision, Target, VectorClock, Verdict};
 use assent_tools::{PastCall, PastOutcome, ToolDefinition};
@@ -63,17 +64,23 @@ pub async fn insert_decided(
     facts: &LocalFacts<'_>,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    insert_row(conn, decision, None, facts).await?;
+    let mut plan = WritePlan::default();
+    insert_decided_into(conn, decision, facts, &mut plan).await?;
+    plan.apply(conn, now).await
+}
+
+/// [`insert_decided`] with the decision's chain entry and outbox message in `plan`,
+/// which the caller applies before it commits.
+pub async fn insert_decided_into(
+    conn: &mut AnyConnection,
+    decision: &ChangeDecision,
+    facts: &LocalFacts<'_>,
+    plan: &mut WritePlan,
+) -> Result<(), StoreError> {
+    write_row(conn, decision, None, facts, plan).await?;
     // Serialized straight into the outbox payload: no intermediate `Value` tree on the
     // confirmation's hot path.
-    outbox::enqueue(
-        conn,
-        entity::DECISION,
-        &decision.id.to_string(),
-        decision,
-        now,
-    )
-    .await
+    plan.message(entity::DECISION, decision.id.to_string(), decision)
 }
 
 /// The decision's row, without an outbox message; `origin_host` is `None` for a
@@ -83,6 +90,19 @@ pub(crate) async fn insert_row(
     decision: &ChangeDecision,
     origin_host: Option<&str>,
     facts: &LocalFacts<'_>,
+) -> Result<(), StoreError> {
+    let mut plan = WritePlan::default();
+    write_row(conn, decision, origin_host, facts, &mut plan).await?;
+    plan.apply(conn, decision.created_at).await
+}
+
+/// The decision's row, its chain entry planned in `plan`.
+async fn write_row(
+    conn: &mut AnyConnection,
+    decision: &ChangeDecision,
+    origin_host: Option<&str>,
+    facts: &LocalFacts<'_>,
+    plan: &mut WritePlan,
 ) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO decisions (id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict, reason,
@@ -118,16 +138,12 @@ pub(crate) async fn insert_row(
         facts.shadow,
         origin_host,
     );
-    chain::append(
-        conn,
-        vec![chain::Entry {
-            kind: chain::EntryKind::Decision,
-            subject: decision.id.to_string(),
-            content,
-        }],
-        decision.created_at,
-    )
-    .await
+    plan.entry(chain::Entry {
+        kind: chain::EntryKind::Decision,
+        subject: decision.id.to_string(),
+        content,
+    });
+    Ok(())
 }
 
 /// A decision row's content on the consent chain: every column but its vector clock

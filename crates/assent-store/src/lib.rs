@@ -45,6 +45,7 @@ pub mod jobs;
 pub mod mcp_sessions;
 pub mod operations;
 pub mod outbox;
+pub mod plan;
 pub mod proof;
 pub mod rehost;
 pub mod slack;

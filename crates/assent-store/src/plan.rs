@@ -1,0 +1,250 @@
+//! A write plan: the consent-chain entries and outbox messages of one decision (and
+//! the audit records they name), gathered while the decision runs and written at its
+//! end with one statement per table: the audit rows in one multi-row insert, the
+//! chain's head read once and its entries in one insert, the outbox messages in one
+//! upsert.
+//!
+//! Why: written as they arose, a confirmation entered three chain entries (a read of
+//! the head and an insert each) and enqueued five outbox messages one statement at a
+//! time; each statement through sqlx costs a hop to the connection's worker thread
+//! (docs/guide/performance.md). Gathered, the same rows cost four statements.
+//!
+//! What stays true: a plan is applied in the transaction that gathered it, before its
+//! `COMMIT`, so a rollback leaves neither the decision nor its entries and messages;
+//! entries keep the order they were planned in (an audit record's entry stands where
+//! its record was planned, its row id filled in once the row is written); a plan
+//! dropped unapplied writes nothing (a confirm-all item that fails drops its plan with
+//! its savepoint). Nothing may read a planned row before the plan is applied: only the
+//! chain, the outbox and audit rows are planned, and nothing in a decision reads them.
+
+use crate::outbox::{self, entity};
+use crate::{StoreError, audit, chain};
+use assent_tools::{AuditRecord, AuditSink, BoxFuture};
+use serde::Serialize;
+use sqlx::AnyConnection;
+use std::sync::Mutex;
+use time::OffsetDateTime;
+
+/// Rows to write at the end of a decision; see the module's documentation.
+#[derive(Debug, Default)]
+pub struct WritePlan {
+    audits: Vec<AuditRecord>,
+    entries: Vec<Planned>,
+    messages: Vec<PlannedMessage>,
+}
+
+/// A chain entry, or the entry of the plan's audit record at that position (its
+/// subject and content name the row id, known once the row is written).
+#[derive(Debug)]
+enum Planned {
+    Entry(chain::Entry),
+    Audit(usize),
+}
+
+#[derive(Debug)]
+struct PlannedMessage {
+    entity_type: &'static str,
+    entity_id: MessageId,
+    payload: String,
+}
+
+#[derive(Debug)]
+enum MessageId {
+    Known(String),
+    Audit(usize),
+}
+
+impl WritePlan {
+    /// Whether the plan writes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.audits.is_empty() && self.entries.is_empty() && self.messages.is_empty()
+    }
+
+    /// Plans an audit record written on this device: its row, its chain entry and its
+    /// outbox message.
+    pub fn audit(&mut self, record: AuditRecord) -> Result<(), StoreError> {
+        let payload = to_payload(&record)?;
+        let position = self.audits.len();
+        self.audits.push(record);
+        self.entries.push(Planned::Audit(position));
+        self.messages.push(PlannedMessage {
+            entity_type: entity::AUDIT_RECORD,
+            entity_id: MessageId::Audit(position),
+            payload,
+        });
+        Ok(())
+    }
+
+    /// Plans a chain entry.
+    pub(crate) fn entry(&mut self, entry: chain::Entry) {
+        self.entries.push(Planned::Entry(entry));
+    }
+
+    /// Plans an outbox message for `entity_type`/`entity_id`.
+    pub(crate) fn message(
+        &mut self,
+        entity_type: &'static str,
+        entity_id: String,
+        payload: &(impl Serialize + ?Sized),
+    ) -> Result<(), StoreError> {
+        self.message_text(entity_type, entity_id, to_payload(payload)?);
+        Ok(())
+    }
+
+    /// [`Self::message`] of a payload already serialized.
+    pub(crate) fn message_text(
+        &mut self,
+        entity_type: &'static str,
+        entity_id: String,
+        payload: String,
+    ) {
+        self.messages.push(PlannedMessage {
+            entity_type,
+            entity_id: MessageId::Known(entity_id),
+            payload,
+        });
+    }
+
+    /// Appends `other` after this plan's rows (a confirm-all item's plan once the item
+    /// stood).
+    pub fn extend(&mut self, other: WritePlan) {
+        let offset = self.audits.len();
+        self.audits.extend(other.audits);
+        self.entries
+            .extend(other.entries.into_iter().map(|planned| match planned {
+                Planned::Audit(position) => Planned::Audit(position + offset),
+                entry => entry,
+            }));
+        self.messages
+            .extend(other.messages.into_iter().map(|mut message| {
+                if let MessageId::Audit(position) = message.entity_id {
+                    message.entity_id = MessageId::Audit(position + offset);
+                }
+                message
+            }));
+    }
+
+    /// Writes the plan in `conn`'s transaction: at most one statement per table (per
+    /// hundred rows), plus the chain's head read.
+    #[tracing::instrument(skip_all, fields(audits = self.audits.len(), entries = self.entries.len(), messages = self.messages.len()))]
+    pub async fn apply(
+        self,
+        conn: &mut AnyConnection,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let ids = audit::insert_rows(conn, &self.audits).await?;
+        let audit_entry = |position: usize| chain::Entry {
+            kind: chain::EntryKind::Audit,
+            subject: ids[position].to_string(),
+            content: audit::chain_content(ids[position], &self.audits[position], None),
+        };
+        let entries = self
+            .entries
+            .into_iter()
+            .map(|planned| match planned {
+                Planned::Entry(entry) => entry,
+                Planned::Audit(position) => audit_entry(position),
+            })
+            .collect();
+        chain::append(conn, entries, now).await?;
+        let messages = outbox_messages(self.messages, &ids);
+        outbox::enqueue_many(conn, &messages, now).await
+    }
+}
+
+/// The messages to enqueue, one per entity: a later message of the same entity
+/// replaces the earlier one's payload in its place, as a second [`outbox::enqueue`]
+/// of an unsent message would (and one upsert may not touch a row twice on
+/// PostgreSQL).
+fn outbox_messages(
+    planned: Vec<PlannedMessage>,
+    audit_ids: &[i64],
+) -> Vec<outbox::Message<'static>> {
+    let mut messages: Vec<outbox::Message<'static>> = Vec::with_capacity(planned.len());
+    for message in planned {
+        let entity_id = match message.entity_id {
+            MessageId::Known(id) => id,
+            MessageId::Audit(position) => audit_ids[position].to_string(),
+        };
+        let earlier = messages
+            .iter_mut()
+            .find(|(kind, id, _)| *kind == message.entity_type && *id == entity_id);
+        match earlier {
+            Some(earlier) => earlier.2 = message.payload,
+            None => messages.push((message.entity_type, entity_id, message.payload)),
+        }
+    }
+    messages
+}
+
+fn to_payload(payload: &(impl Serialize + ?Sized)) -> Result<String, StoreError> {
+    // Straight to text: building a `Value` tree first cost a confirmation more than
+    // serializing its whole change set (callgrind, `cargo xtask bench`).
+    serde_json::to_string(payload).map_err(|e| StoreError::corrupt("outbox", e))
+}
+
+/// An audit sink that plans its records instead of writing them: the executor of a
+/// confirmation writes through it, and the confirmation moves its records into its
+/// [`WritePlan`] ([`Self::into_plan`]). It never fails (nothing is written yet).
+#[derive(Debug, Default)]
+pub struct PlannedAudits(Mutex<Vec<AuditRecord>>);
+
+impl PlannedAudits {
+    /// Moves the records gathered so far into `plan`, in the order they came.
+    pub fn into_plan(&self, plan: &mut WritePlan) -> Result<(), StoreError> {
+        let records = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
+        records
+            .into_iter()
+            .try_for_each(|record| plan.audit(record))
+    }
+}
+
+impl<Ctx: ?Sized + Send> AuditSink<Ctx> for PlannedAudits {
+    fn record<'a>(
+        &'a self,
+        _: &'a mut Ctx,
+        record: &'a AuditRecord,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(record.clone());
+        Box::pin(async { Ok(()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(kind: &'static str, id: &str, payload: &str) -> PlannedMessage {
+        PlannedMessage {
+            entity_type: kind,
+            entity_id: MessageId::Known(id.to_owned()),
+            payload: payload.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_later_message_of_one_entity_replaces_the_earlier_payload_in_its_place() {
+        let planned = vec![
+            message(entity::CHANGE_SET, "s", "first"),
+            message(entity::DECISION, "d", "decision"),
+            message(entity::CHANGE_SET, "s", "last"),
+            PlannedMessage {
+                entity_type: entity::AUDIT_RECORD,
+                entity_id: MessageId::Audit(1),
+                payload: "audit".to_owned(),
+            },
+        ];
+        let messages = outbox_messages(planned, &[7, 8]);
+        assert_eq!(
+            messages,
+            vec![
+                (entity::CHANGE_SET, "s".to_owned(), "last".to_owned()),
+                (entity::DECISION, "d".to_owned(), "decision".to_owned()),
+                (entity::AUDIT_RECORD, "8".to_owned(), "audit".to_owned()),
+            ]
+        );
+    }
+}
