@@ -117,15 +117,28 @@ impl ReviewServer {
         url: Url,
         body: Option<Value>,
     ) -> Result<Result<Value, String>, CliError> {
-        let mut request = self
-            .client
-            .request(method, url)
-            .bearer_auth(&self.token)
-            .timeout(REQUEST_TIMEOUT);
-        if let Some(body) = body {
-            request = request.json(&body);
+        let request = |url: Url| {
+            let request = self
+                .client
+                .request(method.clone(), url)
+                .bearer_auth(&self.token)
+                .timeout(REQUEST_TIMEOUT);
+            match &body {
+                Some(body) => request.json(body),
+                None => request,
+            }
+        };
+        let response = match request(url.clone()).send().await {
+            // A read is asked again once when the connection it went out on closed
+            // under it (an idle kept-alive connection the server had just dropped):
+            // asking again changes nothing. A decision is never sent twice unasked.
+            Err(error) if method == Method::GET && !error.is_timeout() => {
+                tracing::debug!(%error, %url, "read failed on its connection; asking once more");
+                request(url).send().await
+            }
+            sent => sent,
         }
-        let response = request.send().await.map_err(|e| {
+        .map_err(|e| {
             CliError::Failed(
                 anyhow::Error::new(e).context(format!("cannot reach server {}", self.base)),
             )

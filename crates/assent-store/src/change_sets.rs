@@ -245,9 +245,15 @@ fn decode_set(row: &AnyRow, items: Vec<ChangeItem>) -> Result<ChangeSet, StoreEr
 }
 
 fn decode_item(row: &AnyRow) -> Result<ChangeItem, StoreError> {
+    decode_item_as(row, "status")
+}
+
+/// An item of `row`, its status in column `status_column` (a join with its set names
+/// it apart from the set's).
+fn decode_item_as(row: &AnyRow, status_column: &str) -> Result<ChangeItem, StoreError> {
     let corrupt = |e: String| StoreError::corrupt("change_items", e);
     let args: String = row.try_get("args")?;
-    let status: String = row.try_get("status")?;
+    let status: String = row.try_get(status_column)?;
     let before: Option<String> = row.try_get("before_value")?;
     let fingerprint: Option<String> = row.try_get("fingerprint")?;
     Ok(ChangeItem {
@@ -367,15 +373,6 @@ pub async fn undone_for_agent(
         .collect()
 }
 
-async fn load_items(conn: &mut AnyConnection, id: &str) -> Result<Vec<ChangeItem>, StoreError> {
-    let rows =
-        sqlx::query("SELECT * FROM change_items WHERE change_set_id = $1 ORDER BY item_index")
-            .bind(id)
-            .fetch_all(conn)
-            .await?;
-    rows.iter().map(decode_item).collect()
-}
-
 /// The sets of `rows`, each with its items: the items of up to [`SETS_PER_ITEM_READ`]
 /// sets in one statement, not one statement per set (a list of 100 open sets is two
 /// round trips to the database, not 101).
@@ -414,18 +411,32 @@ async fn with_items(
 /// parameters, PostgreSQL 65,535).
 const SETS_PER_ITEM_READ: usize = 500;
 
-/// The set with `id` (deleted sets are not found).
+/// The set with `id` (deleted sets are not found), with its items in the same
+/// statement: a decision reads its set once.
 pub async fn load(conn: &mut AnyConnection, id: Uuid) -> Result<Option<ChangeSet>, StoreError> {
-    let id_text = id.to_string();
-    let Some(row) = sqlx::query("SELECT * FROM change_sets WHERE id = $1 AND deleted_at IS NULL")
-        .bind(&id_text)
-        .fetch_optional(&mut *conn)
-        .await?
-    else {
+    let rows = sqlx::query(
+        "SELECT s.id, s.agent_id, s.target_kind, s.target_id, s.thread_id, s.run_key, s.status, s.created_at,
+                s.resolved_at, s.vector_clock,
+                i.item_index, i.tool_name, i.args, i.human_summary, i.status AS item_status, i.before_value,
+                i.fingerprint, i.stale_detail, i.approvals_needed, i.revision
+         FROM change_sets s LEFT JOIN change_items i ON i.change_set_id = s.id
+         WHERE s.id = $1 AND s.deleted_at IS NULL
+         ORDER BY i.item_index",
+    )
+    .bind(id.to_string())
+    .fetch_all(&mut *conn)
+    .await?;
+    let Some(first) = rows.first() else {
         return Ok(None);
     };
-    let items = load_items(conn, &id_text).await?;
-    decode_set(&row, items).map(Some)
+    // A set without items is one row whose item columns are all NULL.
+    let mut items = Vec::with_capacity(rows.len());
+    for row in &rows {
+        if row.try_get::<Option<i64>, _>("item_index")?.is_some() {
+            items.push(decode_item_as(row, "item_status")?);
+        }
+    }
+    decode_set(first, items).map(Some)
 }
 
 /// The fewest hex digits a prefix of a set's id must give.
