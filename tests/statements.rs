@@ -34,12 +34,14 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 /// each entered on the chain with a read of its head and an insert (6 more). 26 since
 /// the write plan (issue 42, `assent_store::plan`): the audit rows, the chain entries
 /// (one head read) and the outbox messages of the engine are written at the end, one
-/// statement per table. 25 since the set and its items are read in one statement.
-/// Left: the handler's 7 (its savepoint included) and the host's 3 reads of the task.
-const PER_CONFIRMATION: usize = 25;
+/// statement per table. 25 since the set and its items are read in one statement, 24
+/// since the journal's checklist insert finds its position itself. Left: the
+/// handler's 6 (its savepoint included) and the host's 3 reads of the task.
+const PER_CONFIRMATION: usize = 24;
 /// Statements confirm-all of the 20 items left may take in all (646 before the write
-/// plan, 409 with it: 20 per item, whose plan is written once for the whole set).
-const CONFIRM_ALL_OF_20: usize = 409;
+/// plan, 389 with it and the changes above: 19 per item, whose plan is written once
+/// for the whole set).
+const CONFIRM_ALL_OF_20: usize = 389;
 /// Statements a wake of 25 deferred calls may take in all (11 today: `BEGIN`, the
 /// agent, the task, its category, the open sets and recent decisions, then the set,
 /// its 25 items in one multi-row insert, its outbox message, the webhook subscribers'

@@ -335,6 +335,9 @@ async fn crash_rounds(backend: &TestBackend, seed: u64) {
     let started_log = dir.path().join("started.log");
     let worker = env!("CARGO_BIN_EXE_ledger-executor");
     let mut random = Lcg(seed);
+    let lines = |path: &std::path::Path| {
+        std::fs::read_to_string(path).map_or(0, |text| text.lines().count())
+    };
     for round in 0..ROUNDS {
         let set = book::propose(&service, "L1", &format!("run-{round}"), &[10, 20]).await;
         reviewer
@@ -354,7 +357,15 @@ async fn crash_rounds(backend: &TestBackend, seed: u64) {
             .stderr(Stdio::null())
             .spawn()
             .expect("the worker starts");
-        tokio::time::sleep(Duration::from_millis(20 + random.below(200))).await;
+        // The kill lands at a random moment after the worker started its first handler
+        // (it logs each start, then pauses inside the handler's transaction): timed
+        // from the spawn instead, a loaded machine started the worker after the kill.
+        let before = lines(&started_log);
+        let spawned = Instant::now();
+        while lines(&started_log) == before && spawned.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(random.below(3 * PAUSE_MS))).await;
         child.kill().expect("SIGKILL");
         child.wait().expect("reaped");
     }
@@ -386,9 +397,6 @@ async fn crash_rounds(backend: &TestBackend, seed: u64) {
     );
     // Some kills landed between a handler's start and its commit (otherwise the test
     // proves nothing): every start either booked its one entry or was killed.
-    let lines = |path: &std::path::Path| {
-        std::fs::read_to_string(path).map_or(0, |text| text.lines().count())
-    };
     let starts = lines(&started_log) + lines(&drained_log);
     assert!(
         starts > booked.len(),

@@ -337,19 +337,14 @@ async fn add_checklist_item(
     // Redundancy (an item with the same title) is the engine's check, made before a
     // person confirms; a confirmed addition is always added.
     let title = text_arg(args, "title", MAX_TITLE_CHARS)?;
-    let position: i64 = sqlx::query_scalar(
-        "SELECT COALESCE(MAX(position) + 1, 0) FROM checklist_items WHERE task_id = $1",
-    )
-    .bind(&task.id)
-    .fetch_one(&mut *conn)
-    .await?;
+    // The next position in the insert itself: one round trip, not a read and a write
+    // (the writer lock keeps another insert from taking the same position).
     sqlx::query(
         "INSERT INTO checklist_items (id, task_id, position, title, is_checked)
-         VALUES ($1, $2, $3, $4, 0)",
+         SELECT $1, $2, COALESCE(MAX(position) + 1, 0), $3, 0 FROM checklist_items WHERE task_id = $2",
     )
     .bind(uuid::Uuid::new_v4().to_string())
     .bind(&task.id)
-    .bind(position)
     .bind(&title)
     .execute(conn)
     .await?;
