@@ -7,7 +7,8 @@ use crate::{ConfirmError, Effect, Engine, LocalCall};
 use assent_changeset::{CallPlan, ChangeSetBuilder, PlannerConfig, ToolCall, WakePlanner, reply};
 use assent_domain::{ChangeSet, OperationId, Target};
 use assent_store::{
-    AnyConnection, StoreAuditSink, agents, change_sets, decisions, jobs, operations,
+    AnyConnection, agents, change_sets, decisions, jobs, operations,
+    plan::{PlannedAudits, WritePlan},
 };
 use assent_tools::{AgentPolicy, CallContext, ExecutionTarget, TargetCategory, ToolInvocation};
 use serde::Serialize;
@@ -165,6 +166,9 @@ impl WakeService {
             .plan(&request.calls, &mut builder);
 
         let mut answers = Vec::with_capacity(plans.len());
+        // The immediate calls' audit records, chain entries and outbox messages, written
+        // once before the commit.
+        let mut written = WritePlan::default();
         // How often each (tool, arguments) ran before in this run: a repeat is an
         // operation of its own ([`OperationId::for_call`]).
         let mut seen: HashMap<(String, String), usize> = HashMap::new();
@@ -176,7 +180,15 @@ impl WakeService {
                     malformed,
                 } => {
                     let mut lines = self
-                        .execute_now(&mut tx, &policy, &request, invocations, &mut seen, now)
+                        .execute_now(
+                            &mut tx,
+                            &policy,
+                            &request,
+                            invocations,
+                            &mut seen,
+                            now,
+                            &mut written,
+                        )
                         .await?;
                     if lines.is_empty() {
                         lines.push(Line::Said(
@@ -207,6 +219,7 @@ impl WakeService {
             change_sets::insert_served(&mut tx, set, Some(self.engine.host.name()), now).await?;
             self.mark_external_items(&mut tx, set).await?;
         }
+        written.apply(&mut tx, now).await?;
         tx.commit().await?;
         let mut responses = Vec::with_capacity(answers.len());
         for (tool_call_id, lines) in answers {
@@ -300,6 +313,9 @@ impl WakeService {
         }
     }
 
+    /// Runs (or admits, for an external tool) the calls to execute now; their audit
+    /// records go to `written`.
+    #[allow(clippy::too_many_arguments)]
     async fn execute_now(
         &self,
         conn: &mut AnyConnection,
@@ -308,9 +324,11 @@ impl WakeService {
         invocations: Vec<(String, Value)>,
         seen: &mut HashMap<(String, String), usize>,
         now: OffsetDateTime,
+        written: &mut WritePlan,
     ) -> Result<Vec<Line>, ConfirmError> {
         let engine = &self.engine;
-        let executor = AuditedExecutor::new(engine.host.resolver(), &StoreAuditSink);
+        let audits = PlannedAudits::default();
+        let executor = AuditedExecutor::new(engine.host.resolver(), &audits);
         let mut lines = Vec::with_capacity(invocations.len());
         for (tool_name, args) in invocations {
             let Some(spec) = engine.registry.get(&tool_name) else {
@@ -372,6 +390,7 @@ impl WakeService {
             };
             lines.push(Line::Said(said(&tool_name, outcome)));
         }
+        audits.into_plan(written)?;
         Ok(lines)
     }
 
@@ -425,13 +444,17 @@ impl WakeService {
             now,
             allowed_by,
         };
-        let executor = AuditedExecutor::new(engine.host.resolver(), &StoreAuditSink);
+        let audits = PlannedAudits::default();
+        let executor = AuditedExecutor::new(engine.host.resolver(), &audits);
         let target = &execution.invocation.target.target;
         let mut tx = engine.store.begin_write_on(target).await?;
         let intent = external_intent(engine.host.effect(&tool_name)).unwrap_or(Intent::Before);
         let outcome = executor
             .conclude(&mut tx, &execution, result, intent)
             .await?;
+        let mut written = WritePlan::default();
+        audits.into_plan(&mut written)?;
+        written.apply(&mut tx, now).await?;
         tx.commit().await?;
         Ok(said(&tool_name, outcome))
     }
