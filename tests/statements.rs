@@ -7,7 +7,13 @@
 #![allow(clippy::print_stdout)]
 
 use assent_changeset::{ToolArguments, ToolCall};
+use assent_confirm::{
+    Engine, ExternalCall, ExternalError, ExternalHandler, SimpleHost, WakeRequest,
+};
+use assent_domain::Target;
+use assent_store::{Store, agents};
 use assent_tests::TestApp;
+use assent_tools::{AgentPolicy, BoxFuture, ToolMode, ToolRegistry, ToolSpec};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -47,6 +53,15 @@ const CONFIRM_ALL_OF_20: usize = 389;
 /// its 25 items in one multi-row insert, its outbox message, the webhook subscribers'
 /// read and `COMMIT`).
 const WAKE_OF_25: usize = 11;
+
+/// Statements an allowed call of an idempotent external tool may take, as the MCP
+/// gateway makes it (issue 42), on an in-memory database (whose transactions sqlx
+/// begins and commits unseen): the wake (the agent, the target's category, the open
+/// sets, recent decisions, the category again for the executor's check, the
+/// applied-operation check) and, after the call, one commit of its outcome (the
+/// applied operation; the two audit records, the chain's head and entries and their
+/// outbox messages through the write plan: 4 statements where they were 8).
+const EXTERNAL_CALL: usize = 11;
 
 /// Counts sqlx's statement events.
 struct Statements(Arc<AtomicUsize>);
@@ -146,9 +161,86 @@ async fn a_confirmation_and_a_wake_item_stay_within_their_statements() {
             "a confirmation took {count} statements (bound {PER_CONFIRMATION})"
         );
     }
+    let gateway = external_tool_engine().await;
+    let before = counted.load(Ordering::SeqCst);
+    let request = WakeRequest::new(
+        "scribe",
+        Target::new("note", "n1"),
+        "run-1",
+        vec![ToolCall {
+            id: "c1".into(),
+            name: "send".into(),
+            arguments: ToolArguments::Text(json!({"body": "hello"}).to_string()),
+        }],
+    );
+    let ran = gateway
+        .wakes()
+        .wake(request, OffsetDateTime::now_utc())
+        .await
+        .expect("ran");
+    let external_call = statements(before);
+    assert_eq!(ran.responses[0].content, "sent");
+    println!("statements: one allowed call of an idempotent external tool {external_call}");
+    assert!(
+        external_call <= EXTERNAL_CALL,
+        "an external call took {external_call} statements (bound {EXTERNAL_CALL})"
+    );
+
     assert_eq!(rest, 20);
     assert!(
         confirm_all <= CONFIRM_ALL_OF_20,
         "confirm-all of {rest} items took {confirm_all} statements (bound {CONFIRM_ALL_OF_20})"
     );
+}
+
+/// An engine whose one tool, `send`, is external, idempotent and allowed at once.
+async fn external_tool_engine() -> Engine {
+    struct Sender;
+    impl ExternalHandler for Sender {
+        fn call<'a>(&'a self, _: ExternalCall<'a>) -> BoxFuture<'a, Result<String, ExternalError>> {
+            Box::pin(async { Ok("sent".to_owned()) })
+        }
+    }
+    const NOTES: &str = "CREATE TABLE notes (id TEXT PRIMARY KEY, category TEXT NOT NULL)";
+    let host = SimpleHost::new("notes")
+        .migration("notes", NOTES, NOTES)
+        .category(|tx, note| {
+            Box::pin(async move {
+                let query = sqlx::query_scalar("SELECT category FROM notes WHERE id = $1");
+                Ok(query.bind(&note.id).fetch_optional(tx).await?)
+            })
+        })
+        .handle("send", |_, _| Box::pin(async { Ok("sent") }))
+        .external("send", true, Sender);
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(ToolSpec {
+            name: "send".into(),
+            description: "Send a note.".into(),
+            args_schema: json!({"type": "object"}),
+            mode: ToolMode::Immediate,
+            batch: None,
+            summary: None,
+            title: None,
+            compensation: None,
+        })
+        .expect("the tool registers");
+    let store = Store::open("sqlite::memory:").await.expect("store");
+    let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host))
+        .await
+        .expect("engine");
+    let mut conn = store.pool().acquire().await.expect("connection");
+    agents::upsert(
+        &mut conn,
+        "scribe",
+        &AgentPolicy::new(["notes"]),
+        OffsetDateTime::now_utc(),
+    )
+    .await
+    .expect("agent");
+    sqlx::query("INSERT INTO notes VALUES ('n1', 'notes')")
+        .execute(&mut *conn)
+        .await
+        .expect("seed");
+    engine
 }
