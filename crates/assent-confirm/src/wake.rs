@@ -131,39 +131,51 @@ impl WakeService {
             Ok(None) => TargetCategory::Missing,
             Err(error) => TargetCategory::LookupFailed(error),
         };
-        // Duplicates are per agent: an identical call of another agent on the same
-        // target is that agent's own proposal (its own rules, its own person), never
-        // dropped as this one's.
-        let pending = change_sets::pending(
-            &mut tx,
-            &change_sets::PendingFilter {
-                target: Some(request.target.clone()),
-                agent_id: Some(request.agent_id.clone()),
-                ..Default::default()
-            },
-        )
-        .await?;
-        let recent = decisions::recent(
-            &mut tx,
-            &request.agent_id,
-            Some(&request.target),
-            REJECTION_LOOKBACK,
-        )
-        .await?;
-
-        let mut builder = ChangeSetBuilder::new(
-            &request.agent_id,
-            request.target.clone(),
-            &request.thread_id,
-            &request.run_key,
-        )
-        .with_max_items(request.max_items)
-        .with_pending(pending.iter().flat_map(|s| s.items.iter()));
-        let plans = WakePlanner::new(&engine.registry, &policy, category, now)
-            .with_snapshot(snapshot.as_deref())
-            .with_decisions(&recent)
-            .with_config(request.planner.clone())
-            .plan(&request.calls, &mut builder);
+        let new_builder = || {
+            ChangeSetBuilder::new(
+                &request.agent_id,
+                request.target.clone(),
+                &request.thread_id,
+                &request.run_key,
+            )
+            .with_max_items(request.max_items)
+        };
+        let planner = |decisions| {
+            WakePlanner::new(&engine.registry, &policy, category.clone(), now)
+                .with_snapshot(snapshot.as_deref())
+                .with_decisions(decisions)
+                .with_config(request.planner.clone())
+        };
+        // The open sets and recent decisions only ever stop a call from being queued
+        // (a duplicate, a recent rejection): a wake that queues nothing without them
+        // queues nothing with them, and is answered without reading them (the gateway's
+        // and the hooks' allowed calls). Planning is pure and cheap; a wake that queues
+        // plans again with both.
+        let mut builder = new_builder();
+        let mut plans = planner(&[]).plan(&request.calls, &mut builder);
+        if !builder.is_empty() {
+            // Duplicates are per agent: an identical call of another agent on the same
+            // target is that agent's own proposal (its own rules, its own person), never
+            // dropped as this one's.
+            let pending = change_sets::pending(
+                &mut tx,
+                &change_sets::PendingFilter {
+                    target: Some(request.target.clone()),
+                    agent_id: Some(request.agent_id.clone()),
+                    ..Default::default()
+                },
+            )
+            .await?;
+            let recent = decisions::recent(
+                &mut tx,
+                &request.agent_id,
+                Some(&request.target),
+                REJECTION_LOOKBACK,
+            )
+            .await?;
+            builder = new_builder().with_pending(pending.iter().flat_map(|s| s.items.iter()));
+            plans = planner(&recent).plan(&request.calls, &mut builder);
+        }
 
         let mut answers = Vec::with_capacity(plans.len());
         // The immediate calls' audit records, chain entries and outbox messages, written
