@@ -61,7 +61,7 @@ const WAKE_OF_25: usize = 11;
 /// sets and recent decisions are read only by a wake that queues) and, after the
 /// call, one commit of its outcome (the applied operation; the two audit records, the
 /// chain's head and entries and their outbox messages through the write plan: 4
-/// statements where they were 8). 13 before the write plan and the two-pass wake.
+/// statements where they were 8). 15 before the write plan and the two-pass wake.
 const EXTERNAL_CALL: usize = 9;
 
 /// Counts sqlx's statement events.
