@@ -6,7 +6,7 @@
 //!   reason when malformed, never allowed), pure.
 //! - [`decide`] routes the call through the agent's rules with the engine's own wake
 //!   (the one decision point of every door), queues what needs a person, and waits
-//!   for the decision through the change feed ([`gate`]'s documentation).
+//!   for the decision through the change feed (`gate.rs` documents how).
 //!   A call a person allowed for the rest of its session (a session grant) runs
 //!   unasked under the grant, recorded as such (`session`).
 //! - [`record_ran`] writes an after event (what ran) into the audit trail, linked to

@@ -39,6 +39,7 @@ mod upstream;
 pub use catalog::{
     DEFERRED_NOTE, TARGET_KIND, Trust, idempotent, listed, recorded_registry, registry, route,
 };
+pub use config::FilePreview;
 pub use error::McpError;
 pub use gateway::{
     CANCELLED_BY_AGENT, CHANGE_SET_META, Gateway, GatewayOptions, QUEUED, REVIEW_URL_META,
@@ -48,7 +49,7 @@ pub use host::{
     FileGuard, FileReads, HEARTBEAT_EVERY, InlineUpstream, LedgerUpstream, McpHost, SESSION_STALE,
     SessionGuard, adopt_legacy, after_disconnect, check_host_free, gateway_host, host_name,
 };
-pub use preview::{FilePreview, Preview, Previews, preview_of, unified_diff};
+pub use preview::{Preview, Previews, preview_of, unified_diff};
 pub use serve::{
     ANNOUNCE, Downstream, Gateways, HttpDownstream, MCP_PATH, Supervision, mount_config, run,
     run_config, run_one,
