@@ -10,7 +10,9 @@
 //!   service) resolve no `assent-journal*`
 //!   crate: the journal is one host, composed in by the CLI;
 //! - every crate under `crates/` has `[lints] workspace = true` and a `src/lib.rs` or
-//!   `src/main.rs`;
+//!   `src/main.rs`; every `src/lib.rs` shows its use in a doctest, and no manifest
+//!   turns doctests off;
+//! - ARCHITECTURE.md's `Public API:` line of each library is what its `lib.rs` exports;
 //! - no files of a crate import each other in a cycle of any length (`crate::b` in
 //!   `a.rs`, `crate::c` in `b.rs`, `crate::a` in `c.rs`): what they share moves to a
 //!   module all of them can depend on. Paths are read from
@@ -238,6 +240,42 @@ fn every_crate_has_a_documented_root() {
     assert!(
         offenders.is_empty(),
         "every crate needs a crate root opening with `//!`:\n{}",
+        bullets(&offenders)
+    );
+}
+
+#[test]
+fn every_library_root_shows_its_use_in_a_doctest() {
+    let root = project_root();
+    let mut offenders = Vec::new();
+    for dir in crate_dirs(&root) {
+        let manifest_path = dir.join("Cargo.toml");
+        if read(&manifest_path).lines().any(|line| {
+            let compact: String = line
+                .split('#')
+                .next()
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect();
+            compact == "doctest=false"
+        }) {
+            offenders.push(format!(
+                "{} turns doctests off (`doctest = false`)",
+                relative(&root, &manifest_path)
+            ));
+        }
+        let lib = dir.join("src/lib.rs");
+        if lib.is_file() && !crate_doc_has_doctest(&read(&lib)) {
+            offenders.push(format!(
+                "{}'s `//!` documentation has no Rust code block (a doctest)",
+                relative(&root, &lib)
+            ));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "every library's root shows its main entry in a few lines that `cargo test` \
+         compiles (and runs, unless it needs a server or the network: `no_run`):\n{}",
         bullets(&offenders)
     );
 }
@@ -637,6 +675,29 @@ fn stated_public_api_of_a_section() {
     assert_eq!(stated, Some(vec!["B".to_owned(), "c".to_owned()]));
     assert_eq!(stated_public_api(map, "crates/b"), None);
     assert_eq!(stated_public_api(map, "crates/none"), None);
+}
+
+#[test]
+fn crate_doc_doctest_detection() {
+    fn check(text: &str, expect: bool) {
+        assert_eq!(crate_doc_has_doctest(text), expect, "input: {text:?}");
+    }
+    check(
+        "//! Docs.\n//!\n//! ```\n//! let x = 1;\n//! ```\nmod a;\n",
+        true,
+    );
+    check("//! ```no_run\n//! serve();\n//! ```\n", true);
+    check("//! ```rust,no_run\n//! serve();\n//! ```\n", true);
+    check("//! ```text\n//! a diagram\n//! ```\n", false);
+    check("//! ```ignore\n//! f();\n//! ```\n", false);
+    check(
+        "//! ```text\n//! a\n//! ```\n//!\n//! ```\n//! f();\n//! ```\n",
+        true,
+    );
+    check(
+        "//! Docs.\nmod a;\n/// ```\n/// f();\n/// ```\nfn f() {}\n",
+        false,
+    );
 }
 
 fn is_forbidden(name: &str) -> bool {
@@ -1099,6 +1160,24 @@ fn without_comments_and_literals(text: &str) -> String {
 /// Whether `chars[i]` continues an identifier (the `r` of `bar"` is not a raw string).
 fn is_ident_end(chars: &[char], i: usize) -> bool {
     i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_')
+}
+
+/// Whether the leading `//!` block of a crate root holds a Rust code block that
+/// rustdoc compiles: ```` ``` ````, ```` ```rust ```` or with `no_run`/`should_panic`,
+/// not `ignore`, `text` or another language.
+fn crate_doc_has_doctest(lib_rs: &str) -> bool {
+    let fences = lib_rs
+        .lines()
+        .map(str::trim_start)
+        .take_while(|line| line.starts_with("//!") || line.is_empty())
+        .filter_map(|line| line.strip_prefix("//!")?.trim().strip_prefix("```"));
+    // Fences alternate: an opening one carries the block's language, a closing one none.
+    fences.step_by(2).any(|info| {
+        info.split(',')
+            .map(str::trim)
+            .filter(|word| !word.is_empty())
+            .all(|word| matches!(word, "rust" | "no_run" | "should_panic" | "edition2024"))
+    })
 }
 
 /// The directories under `crates/`, sorted.

@@ -81,7 +81,8 @@ pub struct FilePreview {
     pub path: String,
 }
 
-fn default_path_key() -> String {
+/// The argument a write names its file with when the configuration does not say.
+pub(crate) fn default_path_key() -> String {
     "path".to_owned()
 }
 

@@ -23,6 +23,19 @@
 //!   stdio or over Streamable HTTP ([`Downstream`]).
 //! - `elicit`: `--ask-in-client`, a queued call asked of the client's user over MCP
 //!   elicitation (form mode), recorded as `mcp-client:NAME`, never for a quorum.
+//!
+//! A client's configuration file read into the servers the gateway fronts:
+//!
+//! ```
+//! let config = assent_mcp::config::parse(
+//!     r#"{"mcpServers": {"files": {"command": "npx",
+//!         "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]}}}"#,
+//! )?;
+//! let files = &config.servers[0];
+//! assert_eq!(files.name, "files");
+//! assert_eq!(files.source.describe(), "npx -y @modelcontextprotocol/server-filesystem /tmp");
+//! # Ok::<(), assent_mcp::config::ConfigError>(())
+//! ```
 
 mod catalog;
 pub mod config;

@@ -12,7 +12,7 @@
 //! diff. The read names exactly the path the write names, through the same server, so
 //! the server's own checks (allowed directories, symlinks resolved) hold for both.
 
-use crate::config::FilePreview;
+use crate::config::{FilePreview, default_path_key};
 use crate::upstream::Upstream;
 use assent_domain::canonical_json;
 use rmcp::model::{ContentBlock, Tool};

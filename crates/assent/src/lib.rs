@@ -51,6 +51,7 @@
 //!     let policy = AgentPolicy::new(["notes"]);
 //!     let mut conn = store.pool().acquire().await?;
 //!     assent::store::agents::upsert(&mut conn, "scribe", &policy, now).await?;
+//!     drop(conn); // back to the pool, for the engine
 //!     sqlx::query("INSERT INTO notes VALUES ('n1', 'draft')")
 //!         .execute(store.pool())
 //!         .await?;
