@@ -5,7 +5,8 @@
 //! Tasks:
 //!
 //! - `ci`: the gate CI runs (`.ci/run`): `cargo fmt --check`, `cargo clippy -D warnings`,
-//!   `cargo test`, then `bench --quick`, stopping at the first failing step. Before the
+//!   `cargo doc --no-deps` with `RUSTDOCFLAGS="-D warnings"` (broken or private doc links
+//!   fail), `cargo test`, then `bench --quick`, stopping at the first failing step. Before the
 //!   tests it installs Debian's `chromium` and `chromium-driver` when
 //!   `/usr/bin/chromedriver` is missing (the review page's browser tests need them), and
 //!   unless `ASSENT_TEST_POSTGRES_URL` names a server, the tests run with a throwaway
@@ -40,7 +41,8 @@ const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
-  ci       cargo fmt --check, cargo clippy -D warnings, cargo test, bench --quick
+  ci       cargo fmt --check, cargo clippy -D warnings, cargo doc (-D warnings),
+           cargo test, bench --quick
            (stops at the first failure; installs chromium and chromium-driver for the
            browser tests when missing; tests run with a throwaway PostgreSQL unless
            ASSENT_TEST_POSTGRES_URL is set)
@@ -59,6 +61,9 @@ const CI_STEPS: &[&[&str]] = &[
         "-D",
         "warnings",
     ],
+    // Run with `RUSTDOCFLAGS="-D warnings"` (see `ci`): the crates' documentation
+    // builds without a broken, ambiguous or private link.
+    &["doc", "--no-deps", "--workspace"],
     &["test", "--workspace"],
 ];
 
@@ -151,11 +156,13 @@ fn main() -> ExitCode {
 
 fn ci() -> anyhow::Result<()> {
     for (i, step) in CI_STEPS.iter().enumerate() {
-        let result = if step.first() == Some(&"test") {
-            ensure_browser()?;
-            run_tests_with_postgres(step)
-        } else {
-            run_cargo(step)
+        let result = match step.first() {
+            Some(&"test") => {
+                ensure_browser()?;
+                run_tests_with_postgres(step)
+            }
+            Some(&"doc") => run_cargo_with(step, &[("RUSTDOCFLAGS", "-D warnings")]),
+            _ => run_cargo(step),
         };
         result
             .with_context(|| format!("ci stopped at step {} of {}", i + 1, CI_STEPS.len() + 1))?;
@@ -257,9 +264,16 @@ fn ensure_browser() -> anyhow::Result<()> {
 
 /// Runs `cargo <args>` at the workspace root, echoing the command first.
 fn run_cargo(args: &[&str]) -> anyhow::Result<()> {
-    eprintln!("==> cargo {}", args.join(" "));
+    run_cargo_with(args, &[])
+}
+
+/// [`run_cargo`] with the environment variables `env` set for it.
+fn run_cargo_with(args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<()> {
+    let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v:?} ")).collect();
+    eprintln!("==> {}cargo {}", shown.concat(), args.join(" "));
     let status = Command::new(cargo())
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(project_root())
         .status()
         .context("could not start cargo")?;

@@ -10,15 +10,19 @@
 //!   service) resolve no `assent-journal*`
 //!   crate: the journal is one host, composed in by the CLI;
 //! - every crate under `crates/` has `[lints] workspace = true` and a `src/lib.rs` or
-//!   `src/main.rs`;
-//! - no two files of a crate name each other (`crate::a` in `b.rs`, `crate::b` in
-//!   `a.rs`): what both need moves to a module both can depend on. Paths are read from
+//!   `src/main.rs`; every `src/lib.rs` shows its use in a doctest, and no manifest
+//!   turns doctests off;
+//! - ARCHITECTURE.md's `Public API:` line of each library is what its `lib.rs` exports;
+//! - no files of a crate import each other in a cycle of any length (`crate::b` in
+//!   `a.rs`, `crate::c` in `b.rs`, `crate::a` in `c.rs`): what they share moves to a
+//!   module all of them can depend on. Paths are read from
 //!   code lines (comments and doc links are not imports); `super::` is not followed,
 //!   since inside a file's `mod tests` it names the file itself.
 //!
 //! Manifests are read line by line (no TOML parser): enough for the manifests we write,
 //! and the resolved-graph check (`cargo tree`) backs up the manifest one.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -110,7 +114,7 @@ fn pure_crates_do_not_pull_in_sqlx_or_tokio() {
 }
 
 /// The engine and its faces know no particular host: the journal is composed in by
-/// the CLI (and the facade's default `journal` feature), never imported below it.
+/// the CLI (and the facade's `journal` feature, off by default), never imported below it.
 const HOST_FREE: &[&[&str]] = &[
     &["-p", "assent-domain"],
     &["-p", "assent-tools"],
@@ -123,7 +127,7 @@ const HOST_FREE: &[&[&str]] = &[
     &["-p", "assent-mcp"],
     &["-p", "assent-rig"],
     &["-p", "assent-hook", "--features", "http"],
-    &["-p", "assent", "--no-default-features"],
+    &["-p", "assent"],
 ];
 
 /// The crate family of the reference journal host.
@@ -240,6 +244,42 @@ fn every_crate_has_a_documented_root() {
     );
 }
 
+#[test]
+fn every_library_root_shows_its_use_in_a_doctest() {
+    let root = project_root();
+    let mut offenders = Vec::new();
+    for dir in crate_dirs(&root) {
+        let manifest_path = dir.join("Cargo.toml");
+        if read(&manifest_path).lines().any(|line| {
+            let compact: String = line
+                .split('#')
+                .next()
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect();
+            compact == "doctest=false"
+        }) {
+            offenders.push(format!(
+                "{} turns doctests off (`doctest = false`)",
+                relative(&root, &manifest_path)
+            ));
+        }
+        let lib = dir.join("src/lib.rs");
+        if lib.is_file() && !crate_doc_has_doctest(&read(&lib)) {
+            offenders.push(format!(
+                "{}'s `//!` documentation has no Rust code block (a doctest)",
+                relative(&root, &lib)
+            ));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "every library's root shows its main entry in a few lines that `cargo test` \
+         compiles (and runs, unless it needs a server or the network: `no_run`):\n{}",
+        bullets(&offenders)
+    );
+}
+
 /// ARCHITECTURE.md is the map, read whole before a change: the long narratives belong
 /// in design.md, security.md and the guide (issue 42 set the bound).
 const ARCHITECTURE_MAX_LINES: usize = 450;
@@ -266,7 +306,7 @@ fn the_architecture_map_stays_short_and_names_every_crate() {
 }
 
 #[test]
-fn no_two_files_of_a_crate_import_each_other() {
+fn no_import_cycle_between_the_modules_of_a_crate() {
     let root = project_root();
     let mut src_dirs: Vec<PathBuf> = crate_dirs(&root).iter().map(|d| d.join("src")).collect();
     src_dirs.push(root.join("xtask/src"));
@@ -274,6 +314,7 @@ fn no_two_files_of_a_crate_import_each_other() {
     for src in src_dirs {
         let mut files = Vec::new();
         collect_rs_files(&src, &mut files);
+        files.sort();
         let modules: Vec<(Vec<String>, PathBuf)> = files
             .into_iter()
             .filter_map(|file| Some((module_path(&src, &file)?, file)))
@@ -292,22 +333,139 @@ fn no_two_files_of_a_crate_import_each_other() {
                 }
             }
         }
-        edges.sort_unstable();
-        edges.dedup();
-        for &(a, b) in &edges {
-            if a < b && edges.binary_search(&(b, a)).is_ok() {
-                offenders.push(format!(
-                    "{} <-> {}",
-                    relative(&root, &modules[a].1),
-                    relative(&root, &modules[b].1)
-                ));
-            }
+        for component in import_cycles(modules.len(), &edges) {
+            let cycle: Vec<String> = cycle_through(&component, &edges)
+                .iter()
+                .chain(component.first())
+                .map(|&m| relative(&root, &modules[m].1))
+                .collect();
+            offenders.push(cycle.join(" -> "));
         }
     }
     assert!(
         offenders.is_empty(),
-        "these files of one crate import each other; move what both need to a module both \
-         can depend on:\n{}",
+        "these files of one crate import each other in a cycle; move what they share to a \
+         module all of them can depend on:\n{}",
+        bullets(&offenders)
+    );
+}
+
+/// The import cycles among `nodes` modules joined by `edges` (`(a, b)`: `a` names
+/// `b`): every strongly connected component of more than one module, its modules
+/// sorted, the components in order of their first module. Two modules are in one
+/// component when each reaches the other; the crates' graphs are small, so reachability
+/// from every module is cheap enough.
+fn import_cycles(nodes: usize, edges: &[(usize, usize)]) -> Vec<Vec<usize>> {
+    let mut next = vec![Vec::new(); nodes];
+    for &(from, to) in edges {
+        next[from].push(to);
+    }
+    let reach: Vec<Vec<bool>> = (0..nodes)
+        .map(|start| {
+            let mut seen = vec![false; nodes];
+            let mut stack = vec![start];
+            while let Some(at) = stack.pop() {
+                for &to in &next[at] {
+                    if !seen[to] {
+                        seen[to] = true;
+                        stack.push(to);
+                    }
+                }
+            }
+            seen
+        })
+        .collect();
+    let mut placed = vec![false; nodes];
+    let mut cycles = Vec::new();
+    for first in 0..nodes {
+        if placed[first] || !reach[first][first] {
+            continue;
+        }
+        let component: Vec<usize> = (first..nodes)
+            .filter(|&other| reach[first][other] && reach[other][first])
+            .collect();
+        for &member in &component {
+            placed[member] = true;
+        }
+        if component.len() > 1 {
+            cycles.push(component);
+        }
+    }
+    cycles
+}
+
+/// A shortest cycle inside `component` (a result of [`import_cycles`]) from its first
+/// module back to it, without repeating the first: the path a message names.
+fn cycle_through(component: &[usize], edges: &[(usize, usize)]) -> Vec<usize> {
+    let Some(&start) = component.first() else {
+        return Vec::new();
+    };
+    let inside = |m: &usize| component.contains(m);
+    let mut came_from: Vec<(usize, usize)> = Vec::new();
+    let mut queue = std::collections::VecDeque::from([start]);
+    while let Some(at) = queue.pop_front() {
+        for &(from, to) in edges {
+            if from != at || !inside(&to) {
+                continue;
+            }
+            if to == start {
+                let mut path = vec![at];
+                while let Some(&(_, before)) = came_from.iter().find(|(m, _)| *m == path[0]) {
+                    path.insert(0, before);
+                }
+                return path;
+            }
+            if !came_from.iter().any(|(m, _)| *m == to) {
+                came_from.push((to, at));
+                queue.push_back(to);
+            }
+        }
+    }
+    component.to_vec()
+}
+
+/// The line of a crate's section in ARCHITECTURE.md that lists what its `lib.rs`
+/// exports.
+const PUBLIC_API_LINE: &str = "Public API:";
+
+#[test]
+fn the_architecture_map_states_each_librarys_public_api() {
+    let root = project_root();
+    let map = read(&root.join("docs/ARCHITECTURE.md"));
+    let mut offenders = Vec::new();
+    for dir in crate_dirs(&root) {
+        let lib = dir.join("src/lib.rs");
+        if !lib.is_file() {
+            continue;
+        }
+        let krate = relative(&root, &dir);
+        let exported = public_names(&read(&lib));
+        let Some(stated) = stated_public_api(&map, &krate) else {
+            offenders.push(format!(
+                "{krate}: its section has no `{PUBLIC_API_LINE}` line; it exports {}",
+                ticked(&exported)
+            ));
+            continue;
+        };
+        let missing: BTreeSet<String> = exported.difference(&stated).cloned().collect();
+        let extra: BTreeSet<String> = stated.difference(&exported).cloned().collect();
+        if !missing.is_empty() {
+            offenders.push(format!(
+                "{krate}: src/lib.rs exports {}, which the map does not list",
+                ticked(&missing)
+            ));
+        }
+        if !extra.is_empty() {
+            offenders.push(format!(
+                "{krate}: the map lists {}, which src/lib.rs does not export",
+                ticked(&extra)
+            ));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "docs/ARCHITECTURE.md's `{PUBLIC_API_LINE}` lines differ from the crates' `pub use` \
+         and `pub` items in lib.rs; change both in one commit:\n{}",
         bullets(&offenders)
     );
 }
@@ -436,6 +594,110 @@ fn module_paths_of_files() {
     check("cli.rs", Some("cli"));
     check("a/mod.rs", Some("a"));
     check("a/b.rs", Some("a::b"));
+}
+
+#[test]
+fn import_cycles_of_any_length() {
+    // 0 -> 1 -> 2 -> 0: no two of them name each other, yet each imports itself through
+    // the other two. 3 only imports into the cycle; 4 and 5 name each other.
+    let edges = [(0, 1), (1, 2), (2, 0), (3, 0), (4, 5), (5, 4), (5, 6)];
+    let cycles = import_cycles(7, &edges);
+    assert_eq!(cycles, [vec![0, 1, 2], vec![4, 5]]);
+    assert_eq!(cycle_through(&cycles[0], &edges), [0, 1, 2]);
+    assert_eq!(cycle_through(&cycles[1], &edges), [4, 5]);
+
+    // A chord makes a shorter way back: 0 -> 1 -> 3 -> 0 rather than through 2.
+    let edges = [(0, 1), (1, 2), (2, 3), (1, 3), (3, 0)];
+    let cycles = import_cycles(4, &edges);
+    assert_eq!(cycles, [vec![0, 1, 2, 3]]);
+    assert_eq!(cycle_through(&cycles[0], &edges), [0, 1, 3]);
+
+    // Many paths to one module, none back: no cycle.
+    let acyclic = [(0, 1), (1, 2), (0, 2), (3, 0), (3, 2)];
+    assert!(import_cycles(4, &acyclic).is_empty());
+}
+
+#[test]
+fn public_names_of_a_crate_root() {
+    let lib = r#"//! A crate.
+mod private;
+pub mod shapes;
+pub(crate) mod internal;
+pub use a::{B, c::{D, E as F}, g::{self, H}};
+pub use sqlx;
+pub use assent_tools as tools;
+pub use time::OffsetDateTime;
+#[cfg(feature = "x")]
+pub use x::*;
+pub const LIMIT: usize = 4; // pub fn not_this()
+/// pub struct NotThisEither;
+pub struct Server {
+    pub field: u8,
+}
+impl Server {
+    pub fn new() -> Self { let _ = "pub fn no { }"; Self { field: 0 } }
+}
+pub async fn run() {}
+pub(crate) fn helper() {}
+#[cfg(test)]
+pub mod testing;
+#[cfg(test)]
+mod tests {
+    pub fn inner() {}
+}
+"#;
+    let names: Vec<String> = public_names(lib).into_iter().collect();
+    assert_eq!(
+        names,
+        [
+            "B",
+            "D",
+            "F",
+            "H",
+            "LIMIT",
+            "OffsetDateTime",
+            "Server",
+            "g",
+            "run",
+            "shapes",
+            "sqlx",
+            "tools",
+            "x::*",
+        ]
+    );
+}
+
+#[test]
+fn stated_public_api_of_a_section() {
+    let map = "### `crates/a`\n\nProse `NotAName`.\nPublic API: `c`, `B` (feature x).\n\n\
+               ### `crates/b`\n\nNo list here.\n\n## Next\nPublic API: `Z`.\n";
+    let stated = stated_public_api(map, "crates/a").map(|s| s.into_iter().collect::<Vec<_>>());
+    assert_eq!(stated, Some(vec!["B".to_owned(), "c".to_owned()]));
+    assert_eq!(stated_public_api(map, "crates/b"), None);
+    assert_eq!(stated_public_api(map, "crates/none"), None);
+}
+
+#[test]
+fn crate_doc_doctest_detection() {
+    fn check(text: &str, expect: bool) {
+        assert_eq!(crate_doc_has_doctest(text), expect, "input: {text:?}");
+    }
+    check(
+        "//! Docs.\n//!\n//! ```\n//! let x = 1;\n//! ```\nmod a;\n",
+        true,
+    );
+    check("//! ```no_run\n//! serve();\n//! ```\n", true);
+    check("//! ```rust,no_run\n//! serve();\n//! ```\n", true);
+    check("//! ```text\n//! a diagram\n//! ```\n", false);
+    check("//! ```ignore\n//! f();\n//! ```\n", false);
+    check(
+        "//! ```text\n//! a\n//! ```\n//!\n//! ```\n//! f();\n//! ```\n",
+        true,
+    );
+    check(
+        "//! Docs.\nmod a;\n/// ```\n/// f();\n/// ```\nfn f() {}\n",
+        false,
+    );
 }
 
 fn is_forbidden(name: &str) -> bool {
@@ -655,6 +917,267 @@ fn use_tree(
         out.push(prefix.clone());
     }
     prefix.truncate(depth);
+}
+
+/// The names the crate root `lib_rs` exports: each `pub use` (the last segment, the
+/// `as` name, or `path::*` for a glob), each `pub mod`, and each `pub` item it defines
+/// itself (`struct`, `enum`, `fn`, `const`, ...), outside any block and not under
+/// `#[cfg(test)]`. `pub(crate)` and narrower are not exports.
+fn public_names(lib_rs: &str) -> BTreeSet<String> {
+    const ITEMS: &[&str] = &[
+        "mod", "struct", "enum", "union", "fn", "const", "static", "trait", "type",
+    ];
+    let code = without_comments_and_literals(lib_rs);
+    let mut names = BTreeSet::new();
+    let mut depth = 0usize;
+    let mut at = 0;
+    while at < code.len() {
+        let rest = &code[at..];
+        let c = rest.chars().next().unwrap_or(' ');
+        let starts_word = !code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|b| b.is_alphanumeric() || b == '_');
+        if depth == 0 && starts_word && rest.starts_with("pub") {
+            let after = &rest[3..];
+            let words: Vec<&str> = after.split_whitespace().take(8).collect();
+            let public = after.starts_with(char::is_whitespace);
+            let under_test = code[..at].trim_end().ends_with("#[cfg(test)]");
+            if public && !under_test && words.first() == Some(&"use") {
+                let end = rest.find(';').unwrap_or(rest.len());
+                let tree = after.trim_start().strip_prefix("use").unwrap_or_default();
+                names.extend(use_names(
+                    &tree[..end.saturating_sub(rest.len() - tree.len())],
+                ));
+                at += end + 1;
+                continue;
+            }
+            if public && !under_test {
+                // Qualifiers such as `async`, `unsafe`, `const fn`, `extern "C"` come first.
+                if let Some(i) = words.iter().position(|w| ITEMS.contains(w))
+                    && (words[i] != "const" || words.get(i + 1) != Some(&"fn"))
+                    && let Some(name) = words.get(i + 1)
+                {
+                    let name: String = name
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    names.insert(name);
+                } else if let Some(i) = words.iter().position(|w| *w == "fn")
+                    && let Some(name) = words.get(i + 1)
+                {
+                    let name: String = name
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    names.insert(name);
+                }
+            }
+        }
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        at += c.len_utf8();
+    }
+    names
+}
+
+/// The names a `use` tree (the text between `use` and `;`) brings in: `a::B` gives
+/// `B`, `a::{B, c::D as E, f::{self}}` gives `B`, `E` and `f`, `a::*` gives `a::*`.
+fn use_names(tree: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let mut chars = tree.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_alphanumeric() || c == '_' {
+            let mut ident = String::from(c);
+            while let Some(c) = chars.next_if(|c| c.is_alphanumeric() || *c == '_') {
+                ident.push(c);
+            }
+            tokens.push(ident);
+        } else if c == ':' {
+            chars.next_if_eq(&':');
+        } else if !c.is_whitespace() {
+            tokens.push(c.to_string());
+        }
+    }
+    let mut names = Vec::new();
+    use_names_in(&tokens, &mut 0, "", &mut names);
+    names
+}
+
+/// Reads one tree of [`use_names`]' tokens (`::` dropped) from `at`, under the path
+/// whose last segment is `parent`.
+fn use_names_in(tokens: &[String], at: &mut usize, parent: &str, out: &mut Vec<String>) {
+    let mut last = parent.to_owned();
+    while let Some(token) = tokens.get(*at) {
+        *at += 1;
+        match token.as_str() {
+            "{" => {
+                while tokens.get(*at).is_some_and(|t| t != "}") {
+                    use_names_in(tokens, at, &last, out);
+                    if tokens.get(*at).is_some_and(|t| t == ",") {
+                        *at += 1;
+                    }
+                }
+                *at += 1;
+                return;
+            }
+            "*" => {
+                out.push(format!("{last}::*"));
+                return;
+            }
+            "," | "}" => {
+                *at -= 1;
+                break;
+            }
+            "as" => {
+                if let Some(alias) = tokens.get(*at) {
+                    *at += 1;
+                    out.push(alias.clone());
+                }
+                return;
+            }
+            "self" => {}
+            ident => last = ident.to_owned(),
+        }
+    }
+    out.push(last);
+}
+
+/// The names on the `Public API:` line (every word in backticks is one) of the section
+/// `` ### `krate` `` of ARCHITECTURE.md, up to the next heading; `None` without such a
+/// section or line.
+fn stated_public_api(map: &str, krate: &str) -> Option<BTreeSet<String>> {
+    let heading = format!("### `{krate}`");
+    let (_, section) = map.split_once(&heading)?;
+    let line = section
+        .lines()
+        .skip(1)
+        .take_while(|line| !line.starts_with('#'))
+        .find_map(|line| line.strip_prefix(PUBLIC_API_LINE))?;
+    Some(
+        line.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// `names` in backticks, joined by commas, for a message.
+fn ticked(names: &BTreeSet<String>) -> String {
+    let ticked: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    ticked.join(", ")
+}
+
+/// `text` with its comments, string literals and character literals blanked (each
+/// character kept as a space, newlines kept), so that the braces and words left are
+/// code: a `{` in a string or `pub fn` in a doc comment is not.
+fn without_comments_and_literals(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0usize;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(chars[i]));
+                    i += 1;
+                }
+            }
+        } else if c == 'r' && matches!(next, Some('#' | '"')) && !is_ident_end(&chars, i) {
+            // A raw string: r"...", r#"..."#, with as many `#` at the end as at the start.
+            let hashes = chars[i + 1..].iter().take_while(|&&h| h == '#').count();
+            if chars.get(i + 1 + hashes) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            let body = i + 2 + hashes;
+            let mut end = body;
+            while end < chars.len()
+                && !(chars[end] == '"'
+                    && chars[end + 1..].iter().take_while(|&&h| h == '#').count() >= hashes)
+            {
+                end += 1;
+            }
+            let end = (end + 1 + hashes).min(chars.len());
+            out.extend(chars[i..end].iter().map(|&c| blank(c)));
+            i = end;
+        } else if c == '"' {
+            out.push(' ');
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                let skip = if chars[i] == '\\' { 2 } else { 1 };
+                for _ in 0..skip {
+                    if let Some(&c) = chars.get(i) {
+                        out.push(blank(c));
+                    }
+                    i += 1;
+                }
+            }
+            out.push(' ');
+            i += 1;
+        } else if c == '\'' && (next == Some('\\') || chars.get(i + 2) == Some(&'\'')) {
+            // A character literal ('x', '\n', '\u{7f}'), not a lifetime ('a).
+            let start = if next == Some('\\') { i + 3 } else { i + 2 };
+            let close = chars[start.min(chars.len())..]
+                .iter()
+                .position(|&q| q == '\'')
+                .map_or(chars.len(), |p| start + p + 1);
+            out.extend(chars[i..close.min(chars.len())].iter().map(|&c| blank(c)));
+            i = close;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Whether `chars[i]` continues an identifier (the `r` of `bar"` is not a raw string).
+fn is_ident_end(chars: &[char], i: usize) -> bool {
+    i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_')
+}
+
+/// Whether the leading `//!` block of a crate root holds a Rust code block that
+/// rustdoc compiles: ```` ``` ````, ```` ```rust ```` or with `no_run`/`should_panic`,
+/// not `ignore`, `text` or another language.
+fn crate_doc_has_doctest(lib_rs: &str) -> bool {
+    let fences = lib_rs
+        .lines()
+        .map(str::trim_start)
+        .take_while(|line| line.starts_with("//!") || line.is_empty())
+        .filter_map(|line| line.strip_prefix("//!")?.trim().strip_prefix("```"));
+    // Fences alternate: an opening one carries the block's language, a closing one none.
+    fences.step_by(2).any(|info| {
+        info.split(',')
+            .map(str::trim)
+            .filter(|word| !word.is_empty())
+            .all(|word| matches!(word, "rust" | "no_run" | "should_panic" | "edition2024"))
+    })
 }
 
 /// The directories under `crates/`, sorted.

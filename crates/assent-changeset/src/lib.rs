@@ -21,6 +21,18 @@
 //!
 //! No I/O, no clock, no async runtime: the target's state, earlier pending items, recent
 //! rejections, ids and `now` come in as arguments.
+//!
+//! A wake's document (here Anthropic's `tool_use` blocks) read into calls:
+//!
+//! ```
+//! use assent_changeset::{ToolCall, parse_tool_calls};
+//! use serde_json::json;
+//!
+//! let calls: Vec<ToolCall> = parse_tool_calls(&json!([{"type": "tool_use", "id": "toolu_1",
+//!     "name": "refund_invoice", "input": {"amountCents": 2500}}]))?;
+//! assert_eq!((calls[0].id.as_str(), calls[0].name.as_str()), ("toolu_1", "refund_invoice"));
+//! # Ok::<(), assent_changeset::ChangesetError>(())
+//! ```
 
 mod builder;
 mod calls;

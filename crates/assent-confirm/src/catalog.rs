@@ -37,7 +37,7 @@ pub(crate) fn definition(spec: &ToolSpec, effect: Effect) -> Value {
     definition
 }
 
-/// The tool an engine recorded as `recorded` ([`definition`] read back), for a process
+/// The tool an engine recorded as `recorded` (`definition` read back), for a process
 /// without the host's code (`assent tools` on a service's database): its name,
 /// description, input schema and mode. A batch tool is listed as a plain one: its
 /// elements are the host's to explode when a call arrives.

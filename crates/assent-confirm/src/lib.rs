@@ -29,6 +29,46 @@
 //!
 //! A service plugs in through [`Host`]: its targets, tools, state and tables; a few
 //! closures make one with [`SimpleHost`].
+//!
+//! A host with one immediate tool: the agent's call runs at once, audited, and the agent
+//! reads its result.
+//!
+//! ```
+//! use assent_changeset::parse_tool_calls;
+//! use assent_confirm::{Engine, SimpleHost, WakeRequest};
+//! use assent_domain::{OffsetDateTime, Target};
+//! use assent_store::{Store, agents};
+//! use assent_tools::{AgentPolicy, ToolMode, ToolRegistry, ToolSpec};
+//! use serde_json::json;
+//! use std::sync::Arc;
+//!
+//! async fn wake() -> Result<(), Box<dyn std::error::Error>> {
+//!     let host = SimpleHost::new("ops")
+//!         .handle("ping", |_tx, _call| Box::pin(async { Ok("pong") }))
+//!         .category(|_tx, _target| Box::pin(async { Ok(Some("ops".to_owned())) }));
+//!     let mut tools = ToolRegistry::new();
+//!     let schema = json!({"type": "object"});
+//!     tools.register(ToolSpec::new("ping", "Answer pong.", ToolMode::Immediate, schema))?;
+//!     let store = Store::open("sqlite::memory:").await?;
+//!     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
+//!     let now = OffsetDateTime::now_utc();
+//!     let policy = AgentPolicy::new(["ops"]);
+//!     agents::upsert(&mut *store.pool().acquire().await?, "ops-agent", &policy, now).await?;
+//!
+//!     let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
+//!         "name": "ping", "input": {}}]))?;
+//!     let request = WakeRequest::new("ops-agent", Target::new("service", "api"), "run-1", calls);
+//!     let wake = engine.wakes().wake(request, now).await?;
+//!     assert_eq!(wake.responses[0].content, "pong");
+//!     assert!(wake.change_set.is_none(), "nothing waits for a person");
+//!     Ok(())
+//! }
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//!     runtime.block_on(wake())
+//! }
+//! ```
 
 mod attribution;
 mod bus;

@@ -20,6 +20,21 @@
 //! - [`stored_result`]: a tool's result text as it is stored (audit trail, applied
 //!   operations, jobs), at most [`MAX_STORED_RESULT_BYTES`], a cut marked with the
 //!   whole text's size and SHA-256.
+//!
+//! Two devices that each changed a task without seeing the other's change:
+//!
+//! ```
+//! use assent_domain::{ClockOrdering, VectorClock};
+//!
+//! let mut laptop = VectorClock::default();
+//! laptop.tick("laptop");
+//! let mut phone = laptop.clone();
+//! phone.tick("phone");
+//! laptop.tick("laptop");
+//! assert_eq!(laptop.compare(&phone), ClockOrdering::Concurrent);
+//! let merged = laptop.merge(&phone);
+//! assert_eq!((merged.get("laptop"), merged.get("phone")), (2, 1));
+//! ```
 
 mod approval;
 mod canonical;

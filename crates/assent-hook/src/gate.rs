@@ -181,7 +181,7 @@ const RAN_DETAIL_CHARS: usize = 2_000;
 
 /// Records an after event (`PostToolUse`, `afterShellExecution`, `AfterTool`) in the
 /// audit trail through the store's own audit function: a result record of the agent's
-/// run key ([`run_key`], so it is linked to the decision by `tool_use_id`), with what
+/// run key (`run_key`, so it is linked to the decision by `tool_use_id`), with what
 /// the tool answered and no `success` (the agent ran it, not Assent). The agent must exist; its rules are not asked (the call ran).
 #[tracing::instrument(skip_all, fields(kind = %options.kind, agent = %options.agent, tool = %event.tool_name))]
 pub async fn record_ran(

@@ -6,7 +6,7 @@
 //!   reason when malformed, never allowed), pure.
 //! - [`decide`] routes the call through the agent's rules with the engine's own wake
 //!   (the one decision point of every door), queues what needs a person, and waits
-//!   for the decision through the change feed ([`gate`]'s documentation).
+//!   for the decision through the change feed (`gate.rs` documents how).
 //!   A call a person allowed for the rest of its session (a session grant) runs
 //!   unasked under the grant, recorded as such (`session`).
 //! - [`record_ran`] writes an after event (what ran) into the audit trail, linked to
@@ -22,6 +22,22 @@
 //! **Architecture Invariant:** no decision of its own: allow, ask and deny come from
 //! the engine's wake, a person's answer from the confirmation service; every failure
 //! is a denial or a blocking exit, never an allow.
+//!
+//! A Claude Code `PreToolUse` event read, and a denial rendered as Claude Code expects it:
+//!
+//! ```
+//! use assent_hook::{AgentKind, Answer, parse, render};
+//!
+//! let event = parse(
+//!     AgentKind::ClaudeCode,
+//!     br#"{"hook_event_name": "PreToolUse", "session_id": "s1", "cwd": "/work",
+//!         "tool_name": "Bash", "tool_input": {"command": "rm -rf build"}}"#,
+//! )?;
+//! assert_eq!(event.tool_name, "Bash");
+//! let reply = render(AgentKind::ClaudeCode, &event, &Answer::Deny { reason: "Not now.".into() });
+//! assert!(reply.stdout.contains("deny"), "{}", reply.stdout);
+//! # Ok::<(), assent_hook::HookError>(())
+//! ```
 
 mod answer;
 mod error;

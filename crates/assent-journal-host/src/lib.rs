@@ -16,6 +16,35 @@
 //! sets `updated_at` from the caller's `now` (nothing here reads the clock) and
 //! enqueues the task's new state in the outbox, all on the caller's connection; this
 //! crate never opens, commits or rolls back a transaction itself.
+//!
+//! The journal's engine on an in-memory database, and a task of its own tables:
+//!
+//! ```
+//! use assent_domain::OffsetDateTime;
+//! use assent_journal_host::{NewTask, create_task, journal_engine, load_task};
+//! use assent_store::Store;
+//!
+//! async fn journal() -> Result<(), Box<dyn std::error::Error>> {
+//!     let store = Store::open("sqlite::memory:").await?;
+//!     let engine = journal_engine(store.clone()).await?;
+//!     assert_eq!(engine.host().name(), "journal");
+//!     let mut conn = store.pool().acquire().await?;
+//!     let task = NewTask {
+//!         title: "Write the report".to_owned(),
+//!         category: Some("work".to_owned()),
+//!         ..NewTask::default()
+//!     };
+//!     create_task(&mut conn, "t1", &task, "laptop", OffsetDateTime::now_utc()).await?;
+//!     let loaded = load_task(&mut conn, "t1").await?.ok_or("no task")?;
+//!     assert_eq!(loaded.title, "Write the report");
+//!     Ok(())
+//! }
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//!     runtime.block_on(journal())
+//! }
+//! ```
 
 #![forbid(unsafe_code)]
 

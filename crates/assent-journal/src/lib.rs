@@ -4,6 +4,16 @@
 //!
 //! This crate is pure: the catalog is data plus summary functions, and snapshots are
 //! plain values handed in by whoever loaded them.
+//!
+//! ```
+//! use assent_journal::{catalog, normalize_priority, tool};
+//!
+//! let tools = catalog();
+//! let spec = tools.get(tool::UPDATE_TASK_PRIORITY).ok_or("the catalog has it")?;
+//! assert_eq!(spec.name, "update_task_priority");
+//! assert_eq!(normalize_priority(" p1 "), "P1");
+//! # Ok::<(), &str>(())
+//! ```
 
 mod catalog;
 mod redundancy;

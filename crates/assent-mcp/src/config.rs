@@ -9,7 +9,6 @@
 //! one bad entry never stops the others.
 
 use crate::catalog::Trust;
-use crate::preview::FilePreview;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -67,6 +66,24 @@ pub struct ServerEntry {
     /// How a write tool's file is read for its diff, by tool name (`"assent": {"tools":
     /// {"TOOL": {"preview": {"read": "read_text_file", "path": "path"}}}}`).
     pub previews: BTreeMap<String, FilePreview>,
+}
+
+/// How a write tool's file is read for its diff (`crate::preview`): the upstream's
+/// read tool and the argument naming the file (in the write's arguments and in the
+/// read's).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilePreview {
+    /// The upstream's tool that reads the file (`read_text_file`).
+    pub read: String,
+    /// The argument that names the file (`path`).
+    #[serde(default = "default_path_key")]
+    pub path: String,
+}
+
+/// The argument a write names its file with when the configuration does not say.
+pub(crate) fn default_path_key() -> String {
+    "path".to_owned()
 }
 
 /// An entry of the file that cannot be served, and why.

@@ -2,8 +2,9 @@
 
 use crate::McpError;
 use crate::catalog::{Trust, gateway_registry, idempotent, listed, route};
+use crate::config::FilePreview;
 use crate::host::{FileReads, HEARTBEAT_EVERY, McpHost, SessionGuard, adopt_legacy, gateway_host};
-use crate::preview::{FilePreview, Preview, preview_of, read_now};
+use crate::preview::{Preview, preview_of, read_now};
 use crate::status::{
     STATUS_TOOL, requested_set, status_answer, status_tool, unknown_set, with_edit_notice,
 };
@@ -57,7 +58,7 @@ pub struct GatewayOptions {
     /// call's `_meta` links to its set on the review page.
     pub public_url: Option<String>,
     /// `--ask-in-client`: a queued call asks the client's user (MCP elicitation) where
-    /// the client can and the rules let a client's answer count ([`crate::elicit`]).
+    /// the client can and the rules let a client's answer count (the `elicit` module).
     pub ask_in_client: bool,
     /// How the file of each write tool is read for its diff, by the upstream's tool
     /// name, beside those found by their schema (the server's `assent` block).
@@ -753,7 +754,7 @@ impl Gateway {
     }
 
     /// The answer of `assent_status` for change set `set_id` when it is a call of this
-    /// agent on this server (see [`crate::status`]), `None` otherwise: the engine's
+    /// agent on this server (see the `status` module), `None` otherwise: the engine's
     /// outcome of the set, read after the ownership check.
     pub async fn status_of(&self, set_id: Uuid) -> Result<Option<CallToolResult>, McpError> {
         if !self.owns(set_id).await? {

@@ -12,7 +12,8 @@
 
 use crate::McpError;
 use crate::catalog::TARGET_KIND;
-use crate::preview::{FilePreview, Preview, Previews, fingerprint, preview_of, read_now};
+use crate::config::FilePreview;
+use crate::preview::{Preview, Previews, fingerprint, preview_of, read_now};
 use crate::upstream::UpstreamCaller;
 use crate::upstream::UpstreamError;
 use assent_confirm::{Effect, ExternalCall, ExternalError, ExternalHandler, Host, Reconciliation};
@@ -309,7 +310,7 @@ impl ExternalHandler for LedgerUpstream {
     }
 }
 
-/// What a gateway reads of files for the diffs of writes ([`crate::preview`]): the
+/// What a gateway reads of files for the diffs of writes (the `preview` module): the
 /// previews of the calls being queued now, and the read tools the server's `assent`
 /// block names, by the upstream's name of each write tool.
 #[derive(Debug, Default)]

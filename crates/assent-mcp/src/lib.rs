@@ -23,6 +23,19 @@
 //!   stdio or over Streamable HTTP ([`Downstream`]).
 //! - `elicit`: `--ask-in-client`, a queued call asked of the client's user over MCP
 //!   elicitation (form mode), recorded as `mcp-client:NAME`, never for a quorum.
+//!
+//! A client's configuration file read into the servers the gateway fronts:
+//!
+//! ```
+//! let config = assent_mcp::config::parse(
+//!     r#"{"mcpServers": {"files": {"command": "npx",
+//!         "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]}}}"#,
+//! )?;
+//! let files = &config.servers[0];
+//! assert_eq!(files.name, "files");
+//! assert_eq!(files.source.describe(), "npx -y @modelcontextprotocol/server-filesystem /tmp");
+//! # Ok::<(), assent_mcp::config::ConfigError>(())
+//! ```
 
 mod catalog;
 pub mod config;
@@ -39,6 +52,7 @@ mod upstream;
 pub use catalog::{
     DEFERRED_NOTE, TARGET_KIND, Trust, idempotent, listed, recorded_registry, registry, route,
 };
+pub use config::FilePreview;
 pub use error::McpError;
 pub use gateway::{
     CANCELLED_BY_AGENT, CHANGE_SET_META, Gateway, GatewayOptions, QUEUED, REVIEW_URL_META,
@@ -48,7 +62,7 @@ pub use host::{
     FileGuard, FileReads, HEARTBEAT_EVERY, InlineUpstream, LedgerUpstream, McpHost, SESSION_STALE,
     SessionGuard, adopt_legacy, after_disconnect, check_host_free, gateway_host, host_name,
 };
-pub use preview::{FilePreview, Preview, Previews, preview_of, unified_diff};
+pub use preview::{Preview, Previews, preview_of, unified_diff};
 pub use serve::{
     ANNOUNCE, Downstream, Gateways, HttpDownstream, MCP_PATH, Supervision, mount_config, run,
     run_config, run_one,

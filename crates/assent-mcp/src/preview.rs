@@ -12,31 +12,15 @@
 //! diff. The read names exactly the path the write names, through the same server, so
 //! the server's own checks (allowed directories, symlinks resolved) hold for both.
 
+use crate::config::{FilePreview, default_path_key};
 use crate::upstream::Upstream;
 use assent_domain::canonical_json;
 use rmcp::model::{ContentBlock, Tool};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
-
-/// How a write tool's file is read: the upstream's read tool and the argument naming
-/// the file (in the write's arguments and in the read's).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FilePreview {
-    /// The upstream's tool that reads the file (`read_text_file`).
-    pub read: String,
-    /// The argument that names the file (`path`).
-    #[serde(default = "default_path_key")]
-    pub path: String,
-}
-
-fn default_path_key() -> String {
-    "path".to_owned()
-}
 
 /// The largest file whose change is shown.
 pub const MAX_READ_BYTES: usize = 256 * 1024;
@@ -118,7 +102,7 @@ pub fn written(args: &Value, now: &str) -> Option<String> {
 
 /// A unified diff of `before` and `after` for `path`: one hunk of the lines that
 /// differ (the lines both share at the start and the end are left out, counted by the
-/// hunk's line numbers), at most [`MAX_DIFF_LINES`] of them, the first and the last
+/// hunk's line numbers), at most `MAX_DIFF_LINES` of them, the first and the last
 /// half kept around a line saying how many were left out.
 pub fn unified_diff(path: &str, before: &str, after: &str) -> String {
     let assent_domain::ChangedLines {

@@ -12,6 +12,45 @@
 //!
 //! The adapter is thin: it maps rig's dispatch boundary onto a wake and a set's
 //! outcome and knows no host, no table and no SDK dialect of its own.
+//!
+//! The hook answers a rig tool call of a deferred tool with the queued receipt (a rig agent
+//! gets it with `AgentBuilder::add_hook(hook)`):
+//!
+//! ```
+//! use assent_confirm::{Engine, SimpleHost};
+//! use assent_domain::{OffsetDateTime, Target};
+//! use assent_rig::AssentHook;
+//! use assent_store::{Store, agents};
+//! use assent_tools::{AgentPolicy, ToolMode, ToolRegistry, ToolSpec};
+//! use serde_json::json;
+//! use std::sync::Arc;
+//!
+//! async fn answer() -> Result<(), Box<dyn std::error::Error>> {
+//!     let host = SimpleHost::new("notes")
+//!         .handle("set_body", |_tx, _call| Box::pin(async { Ok("Body set.") }))
+//!         .category(|_tx, _note| Box::pin(async { Ok(Some("notes".to_owned())) }));
+//!     let mut tools = ToolRegistry::new();
+//!     let schema = json!({"type": "object"});
+//!     tools.register(ToolSpec::new("set_body", "Replace a body.", ToolMode::Deferred, schema))?;
+//!     let store = Store::open("sqlite::memory:").await?;
+//!     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
+//!     let now = OffsetDateTime::now_utc();
+//!     let policy = AgentPolicy::new(["notes"]);
+//!     agents::upsert(&mut *store.pool().acquire().await?, "scribe", &policy, now).await?;
+//!
+//!     let hook = AssentHook::new(engine, "scribe", Target::new("note", "n1")).run_key("chat-1");
+//!     let answer = hook.answer("chat-1", "call_1", "set_body", r#"{"body": "final"}"#).await?;
+//!     assert_eq!(answer.text, "Proposal queued for user review.");
+//!     assert!(!answer.is_error);
+//!     assert!(hook.change_set_id("call_1").is_some());
+//!     Ok(())
+//! }
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//!     runtime.block_on(answer())
+//! }
+//! ```
 
 mod error;
 mod hook;

@@ -18,6 +18,31 @@
 //!   runs a sub-agent's wake that waits for those answers.
 //!
 //! No engine logic lives here: a handler parses, calls a service, and renders.
+//!
+//! The server over an engine (here with a host of no tools, on an in-memory database); a
+//! service serves its router, or calls `Server::run` with a listener:
+//!
+//! ```
+//! use assent_confirm::{Engine, SimpleHost};
+//! use assent_server::Server;
+//! use assent_store::Store;
+//! use assent_tools::ToolRegistry;
+//! use std::sync::Arc;
+//!
+//! async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+//!     let store = Store::open("sqlite::memory:").await?;
+//!     let host = Arc::new(SimpleHost::new("notes"));
+//!     let engine = Engine::open(store, Arc::new(ToolRegistry::new()), host).await?;
+//!     let server = Server::new(engine, "a-long-random-bearer-token");
+//!     let _app: axum::Router = server.router();
+//!     Ok(())
+//! }
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//!     runtime.block_on(serve())
+//! }
+//! ```
 
 mod agents;
 mod api;

@@ -23,6 +23,30 @@
 //! Durability on SQLite: WAL journal, `synchronous = FULL` by default (a committed decision
 //! survives power loss, not only a crash of the process; [`Durability`] names the
 //! trade-off), foreign keys on, a 10 s busy timeout.
+//!
+//! A store on an in-memory SQLite database, and an agent's policy written and read back:
+//!
+//! ```
+//! use assent_store::{Backend, Store, agents};
+//! use assent_tools::AgentPolicy;
+//! use time::OffsetDateTime;
+//!
+//! async fn policy() -> Result<(), Box<dyn std::error::Error>> {
+//!     let store = Store::open("sqlite::memory:").await?;
+//!     assert_eq!(store.backend(), Backend::Sqlite);
+//!     let now = OffsetDateTime::now_utc();
+//!     let mut conn = store.pool().acquire().await?;
+//!     agents::upsert(&mut conn, "scribe", &AgentPolicy::new(["notes"]), now).await?;
+//!     let read = agents::policy_at(&mut conn, "scribe", now).await?.ok_or("no agent")?;
+//!     assert_eq!(read.allowed_categories().collect::<Vec<_>>(), ["notes"]);
+//!     Ok(())
+//! }
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//!     runtime.block_on(policy())
+//! }
+//! ```
 
 mod error;
 mod store;

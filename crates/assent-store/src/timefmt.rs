@@ -14,7 +14,7 @@ pub fn format(at: OffsetDateTime) -> String {
     .unwrap_or_else(|_| utc.unix_timestamp().to_string())
 }
 
-/// Parses what [`format`] wrote (any RFC 3339 text is accepted).
+/// Parses what [`format()`] wrote (any RFC 3339 text is accepted).
 pub fn parse(table: &'static str, text: &str) -> Result<OffsetDateTime, StoreError> {
     OffsetDateTime::parse(text, &Rfc3339)
         .map_err(|e| StoreError::corrupt(table, format!("bad time {text:?}: {e}")))

@@ -25,6 +25,25 @@
 //!
 //! Merging is idempotent (a replayed batch plans nothing) and its result does not
 //! depend on the order batches arrive in; both are property-tested.
+//!
+//! A batch from a device that has nothing yet plans nothing, on every device alike:
+//!
+//! ```
+//! use assent_sync::{FORMAT_VERSION, SyncBatch, SyncState, plan_merge};
+//! use time::macros::datetime;
+//!
+//! let now = datetime!(2026-03-01 12:00 UTC);
+//! let batch = SyncBatch {
+//!     format_version: FORMAT_VERSION,
+//!     batch_id: uuid::Uuid::nil(),
+//!     from_host: "phone".to_owned(),
+//!     created_at: now,
+//!     state: SyncState::default(),
+//! };
+//! let plan = plan_merge(&SyncState::default(), &batch, "laptop", now)?;
+//! assert!(plan.is_empty());
+//! # Ok::<(), assent_sync::SyncError>(())
+//! ```
 
 mod batch;
 mod check;

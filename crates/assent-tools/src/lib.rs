@@ -15,6 +15,25 @@
 //!   runtime.
 //! - [`TargetState`], [`Redundancy`]: a target's state as its host loads it, and the
 //!   host's verdict on whether a proposal would change it.
+//!
+//! What an agent allowed the category `billing` may do with a tool that waits for a person:
+//!
+//! ```
+//! use assent_tools::{AgentPolicy, PolicyDecision, RuleAction, TargetCategory, ToolMode};
+//! use assent_tools::{ToolRule, ToolSpec};
+//! use serde_json::json;
+//!
+//! let schema = json!({"type": "object"});
+//! let refund = ToolSpec::new("refund_invoice", "Refund an invoice.", ToolMode::Deferred, schema);
+//! let policy = AgentPolicy::new(["billing"]);
+//! let billing = TargetCategory::Known("billing".to_owned());
+//! assert_eq!(policy.decide(&refund, &billing), PolicyDecision::Ask);
+//! // Fail-closed: a target without a category is refused.
+//! assert!(policy.decide(&refund, &TargetCategory::Missing).is_deny());
+//! let policy = policy.with_rule(ToolRule::new("refund_*", RuleAction::Deny)?);
+//! assert!(policy.decide(&refund, &billing).is_deny());
+//! # Ok::<(), assent_tools::ToolsError>(())
+//! ```
 
 mod audit;
 mod error;

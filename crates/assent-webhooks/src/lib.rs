@@ -11,6 +11,19 @@
 //! this crate only sends. Nothing here holds a database transaction or lock while a
 //! receiver is being waited on, so a slow receiver delays nobody's decision, and every
 //! delivery is its own task with its own timeout, so it delays no other delivery.
+//!
+//! A delivery's signature, the Standard Webhooks way:
+//!
+//! ```
+//! use assent_webhooks::{generate_secret, sign};
+//!
+//! let secret = generate_secret();
+//! let body = br#"{"type": "change_set.created"}"#;
+//! let signature = sign(&secret, "msg_1", 1_767_225_600, body).ok_or("a valid secret")?;
+//! assert!(signature.starts_with("v1,"));
+//! assert_ne!(sign(&secret, "msg_1", 1_767_225_600, b"{}"), Some(signature));
+//! # Ok::<(), &str>(())
+//! ```
 
 mod error;
 mod retry;
