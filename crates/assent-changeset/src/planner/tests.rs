@@ -483,6 +483,46 @@ proptest! {
         }
     }
 
+    /// What a wake relies on to skip reading open sets and recent decisions
+    /// (`WakeService::wake`): they only ever stop a call from being queued, so a plan
+    /// that queues nothing without them is exactly the plan with them.
+    #[test]
+    fn a_plan_that_queues_nothing_is_the_same_with_open_sets_and_rejections(
+        calls in prop::collection::vec((
+            prop::sample::select(vec![
+                "update_task_priority", "set_task_title", "set_task_language", "update_report", "nope",
+            ]),
+            prop::sample::select(vec![
+                r#"{"priority":"P0"}"#, r#"{"title":"A"}"#, r#"{"languageCode":"en"}"#,
+                r##"{"markdown":"# R"}"##, "{}", "not json",
+            ]),
+        ), 0..6),
+        earlier in prop::collection::vec((
+            prop::sample::select(vec!["update_task_priority", "set_task_title", "set_task_language"]),
+            prop::sample::select(vec![r#"{"priority":"P0"}"#, r#"{"title":"A"}"#, r#"{"languageCode":"en"}"#]),
+        ), 0..4),
+    ) {
+        let f = Fixture::new();
+        let calls: Vec<ToolCall> = calls.iter().enumerate().map(|(i, (n, a))| openai(&i.to_string(), n, a)).collect();
+        let pending: Vec<ChangeItem> = earlier.iter()
+            .map(|(n, a)| ChangeItem::new(*n, serde_json::from_str(a).expect("json"), "earlier"))
+            .collect();
+        let decisions: Vec<ChangeDecision> = earlier.iter()
+            .map(|(n, a)| ChangeDecision {
+                tool_name: (*n).to_owned(),
+                ..rejection(serde_json::from_str(a).expect("json"), None, NOW - Duration::hours(1))
+            })
+            .collect();
+        let mut bare = builder();
+        let without = f.planner().plan(&calls, &mut bare);
+        let mut full = builder().with_pending(pending.iter());
+        let with = f.planner().with_decisions(&decisions).plan(&calls, &mut full);
+        if bare.is_empty() {
+            prop_assert!(full.is_empty());
+            prop_assert_eq!(without, with);
+        }
+    }
+
     /// Planning never panics and answers every call exactly once, whatever the input.
     #[test]
     fn every_call_gets_exactly_one_plan(
