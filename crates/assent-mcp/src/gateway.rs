@@ -722,7 +722,7 @@ impl Gateway {
                 )
                 .await;
             match rejected {
-                Ok(_) | Err(assent_confirm::ConfirmError::Conflict(_)) => {}
+                Ok(_) | Err(assent_confirm::ConfirmError::Conflict { .. }) => {}
                 Err(error) => return Err(error.into()),
             }
         }
@@ -861,7 +861,7 @@ impl Gateway {
                 .await;
             match withdrawn {
                 Ok(_) => tracing::info!("the client stopped waiting: the call is withdrawn"),
-                Err(assent_confirm::ConfirmError::Conflict(_)) => {}
+                Err(assent_confirm::ConfirmError::Conflict { .. }) => {}
                 Err(error) => return Err(error.into()),
             }
         }
