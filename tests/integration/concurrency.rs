@@ -1,6 +1,6 @@
 //! Exactly once under concurrency: many confirmations of one item, one effect.
 
-use assent_confirm::{ConfirmError, ConfirmationService};
+use assent_confirm::{ConfirmError, ConfirmationService, ConflictKind};
 use assent_domain::Uuid;
 use assent_store::decisions;
 use assent_tests::{NOW, TestApp};
@@ -20,7 +20,13 @@ pub(crate) async fn assert_applied_once(
     let ok = results.iter().filter(|r| r.is_ok()).count();
     assert_eq!(ok, 1, "exactly one confirmation wins: {results:?}");
     for err in results.iter().filter_map(|r| r.as_ref().err()) {
-        assert!(err.is_conflict(), "the others get a conflict, got: {err}");
+        assert!(
+            matches!(
+                err.conflict_kind(),
+                Some(ConflictKind::AlreadyDecided | ConflictKind::ChangedConcurrently)
+            ),
+            "the others find it decided, got: {err}"
+        );
     }
     let mut conn = app.store.pool().acquire().await.unwrap();
     assert_eq!(

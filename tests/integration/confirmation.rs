@@ -2,7 +2,7 @@
 //! history; failures and policy at confirmation time.
 
 use assent_confirm::ExecutionOutcome;
-use assent_confirm::{ConfirmError, Engine, ItemResult, SimpleHost, WakeRequest};
+use assent_confirm::{ConfirmError, ConflictKind, Engine, ItemResult, SimpleHost, WakeRequest};
 use assent_domain::{ChangeItemStatus, ChangeSetStatus, Target, Uuid, Verdict};
 use assent_store::{agents, audit, change_sets, decisions, operations};
 use assent_tests::{Fault, NOW, TestApp, tool_calls};
@@ -63,7 +63,11 @@ async fn confirm_applies_once_and_records_everything() {
     drop(conn);
 
     let again = service.confirm_item(set, 0, NOW).await.unwrap_err();
-    assert!(again.is_conflict(), "{again}");
+    assert_eq!(
+        again.conflict_kind(),
+        Some(ConflictKind::AlreadyDecided),
+        "{again}"
+    );
     assert!(again.to_string().contains("already confirmed"), "{again}");
 
     service.confirm_item(set, 1, NOW).await.unwrap();
@@ -331,12 +335,13 @@ async fn reject_defer_dismiss_and_history() {
     assert_eq!(rejected.reason.as_deref(), Some("I know better"));
     let deferred = service.defer_item(set, 1, NOW).await.unwrap();
     assert_eq!(deferred.verdict, Verdict::Deferred);
-    assert!(
+    assert_eq!(
         service
             .defer_item(set, 1, NOW)
             .await
             .unwrap_err()
-            .is_conflict()
+            .conflict_kind(),
+        Some(ConflictKind::AlreadyDeferred)
     );
     assert!(matches!(
         service.reject_item(set, 9, None, NOW).await.unwrap_err(),
@@ -364,12 +369,13 @@ async fn reject_defer_dismiss_and_history() {
         [1, 2, 3],
         "deferred items are open too"
     );
-    assert!(
+    assert_eq!(
         service
             .dismiss(set, None, later)
             .await
             .unwrap_err()
-            .is_conflict()
+            .conflict_kind(),
+        Some(ConflictKind::NothingOpen)
     );
     let mut conn = app.store.pool().acquire().await.unwrap();
     assert_eq!(
@@ -434,7 +440,7 @@ async fn confirm_all_runs_in_order_and_continues_past_a_failure() {
     let shapes: Vec<&str> = result
         .items
         .iter()
-        .map(|(_, _, r)| match r {
+        .map(|item| match item.result {
             ItemResult::Confirmed(_) => "confirmed",
             ItemResult::Failed(_) => "failed",
             ItemResult::Skipped(_) => "skipped",
@@ -452,10 +458,10 @@ async fn confirm_all_runs_in_order_and_continues_past_a_failure() {
     );
     let again = service.confirm_all(set, NOW).await.unwrap();
     assert!(
-        matches!(again.items[1].2, ItemResult::Confirmed(_)),
+        matches!(again.items[1].result, ItemResult::Confirmed(_)),
         "the failed item is retried"
     );
-    assert!(matches!(&again.items[0].2, ItemResult::Skipped(s) if s == "already confirmed"));
+    assert!(matches!(&again.items[0].result, ItemResult::Skipped(s) if s == "already confirmed"));
 }
 
 #[tokio::test]
@@ -536,10 +542,7 @@ async fn expiry_hides_stale_sets_from_the_pending_view() {
     );
     drop(conn);
     let err = service.confirm_item(set, 0, NOW).await.unwrap_err();
-    assert!(
-        err.is_conflict() && err.to_string().contains("expired"),
-        "{err}"
-    );
+    assert_eq!(err.conflict_kind(), Some(ConflictKind::Expired), "{err}");
 }
 
 /// A host whose `note` tool writes a row and then fails when its arguments ask for it;
@@ -618,7 +621,7 @@ async fn confirm_all_is_one_commit_and_each_item_is_atomic_on_its_own() {
     let shapes: Vec<&str> = result
         .items
         .iter()
-        .map(|(_, _, r)| match r {
+        .map(|item| match item.result {
             ItemResult::Confirmed(_) => "confirmed",
             ItemResult::Failed(_) => "failed",
             ItemResult::Skipped(_) => "skipped",

@@ -4,7 +4,7 @@
 //! the window's end exactly one wins; a target changed during the window sends the item
 //! back to pending, stale. On SQLite and PostgreSQL.
 
-use assent_confirm::{ConfirmError, ExecutionOutcome};
+use assent_confirm::{ConflictKind, ExecutionOutcome};
 use assent_domain::{ChangeItemStatus, Verdict};
 use assent_store::jobs::{self, Job, JobStatus};
 use assent_store::{agents, change_sets, decisions};
@@ -99,7 +99,7 @@ async fn a_held_confirmation_cancelled_in_its_window_never_runs_and_ends_rejecte
         assert_eq!(run.unwrap().claimed, 0);
         let again = app.engine.confirmations().confirm_item(set, 0, t0).await;
         assert!(
-            matches!(&again, Err(ConfirmError::Conflict(why)) if why.contains("held until")),
+            matches!(&again, Err(e) if e.conflict_kind() == Some(ConflictKind::Held)),
             "{again:?}"
         );
         let reject = app
@@ -108,7 +108,7 @@ async fn a_held_confirmation_cancelled_in_its_window_never_runs_and_ends_rejecte
             .reject_item(set, 0, Some("no".into()), t0)
             .await;
         assert!(
-            matches!(reject, Err(ConfirmError::Conflict(_))),
+            matches!(&reject, Err(e) if e.conflict_kind() == Some(ConflictKind::Held)),
             "{reject:?}"
         );
 
@@ -127,7 +127,10 @@ async fn a_held_confirmation_cancelled_in_its_window_never_runs_and_ends_rejecte
         assert_eq!(run.claimed, 0, "a cancelled job never runs");
         assert_eq!(app.load(&task).await.priority.as_deref(), Some("P1"));
         let twice = app.engine.cancel_job(job_id, t0 + HOLD * 2).await;
-        assert!(matches!(twice, Err(ConfirmError::Conflict(_))), "{twice:?}");
+        assert!(
+            matches!(&twice, Err(e) if e.conflict_kind() == Some(ConflictKind::HoldEnded)),
+            "{twice:?}"
+        );
     }
 }
 
@@ -151,7 +154,7 @@ async fn a_held_confirmation_not_cancelled_runs_once_after_its_window() {
 
         let late = app.engine.cancel_job(job_id, t0 + HOLD * 2).await;
         assert!(
-            matches!(&late, Err(ConfirmError::Conflict(why)) if why.contains("applied")),
+            matches!(&late, Err(e) if e.conflict_kind() == Some(ConflictKind::HoldEnded)),
             "{late:?}"
         );
         let run = app.engine.run_due_jobs(t0 + HOLD * 3).await.unwrap();

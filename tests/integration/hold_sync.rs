@@ -6,7 +6,7 @@
 //! window's end names who confirmed (every approver under a quorum travels with the
 //! job). On SQLite and PostgreSQL.
 
-use assent_confirm::{ConfirmError, ExecutionOutcome};
+use assent_confirm::{ConflictKind, ExecutionOutcome};
 use assent_domain::{ChangeItemStatus, Verdict};
 use assent_store::jobs::{self, Job, JobStatus};
 use assent_store::{agents, change_sets, decisions};
@@ -90,19 +90,19 @@ async fn b_is_refused_as_held(b: &TestApp, set: Uuid, at: OffsetDateTime) {
     let person = b.engine.confirmations().by("bob");
     let confirm = person.confirm_item(set, 0, at).await;
     assert!(
-        matches!(&confirm, Err(ConfirmError::Conflict(why)) if why.contains("held until")),
+        matches!(&confirm, Err(e) if e.conflict_kind() == Some(ConflictKind::Held)),
         "{confirm:?}"
     );
     let reject = person.reject_item(set, 0, Some("no".into()), at).await;
     assert!(
-        matches!(&reject, Err(ConfirmError::Conflict(why)) if why.contains("held until")),
+        matches!(&reject, Err(e) if e.conflict_kind() == Some(ConflictKind::Held)),
         "{reject:?}"
     );
     let all = person.confirm_all(set, at).await.unwrap();
     assert!(
         all.items
             .iter()
-            .all(|(_, _, r)| matches!(r, assent_confirm::ItemResult::Skipped(_))),
+            .all(|item| matches!(item.result, assent_confirm::ItemResult::Skipped(_))),
         "confirm-all skips a held item: {:?}",
         all.items
     );
@@ -130,7 +130,8 @@ async fn a_held_confirmation_travels_b_refuses_it_and_only_a_runs_it_once() {
         // B cannot cancel A's job (A runs it); it says where.
         let cancel = b.engine.cancel_job(job_id, t0()).await;
         assert!(
-            matches!(&cancel, Err(ConfirmError::Conflict(why)) if why.contains("device-a")),
+            matches!(&cancel, Err(e) if e.conflict_kind() == Some(ConflictKind::RunByOtherDevice)
+                && e.to_string().contains("device-a")),
             "{cancel:?}"
         );
         // Nothing runs on B, not even after the window.
@@ -197,7 +198,7 @@ async fn a_cancel_on_the_confirming_device_travels_and_releases_the_item_everywh
         );
         let confirm = b.engine.confirmations().confirm_item(set, 0, t0()).await;
         assert!(
-            matches!(&confirm, Err(e) if !e.to_string().contains("held until")),
+            matches!(&confirm, Err(e) if e.conflict_kind() == Some(ConflictKind::AlreadyDecided)),
             "decided by the cancel, not held: {confirm:?}"
         );
 

@@ -1,7 +1,9 @@
 //! The execution ledger: external tools run through jobs, exactly once or visibly in
 //! doubt, on SQLite and PostgreSQL, including executor processes killed at random.
 
-use assent_confirm::{ConfirmError, Engine, ExecutionOutcome, JobSettings, Resolution};
+use assent_confirm::{
+    ConfirmError, ConflictKind, Engine, ExecutionOutcome, JobSettings, Resolution,
+};
 use assent_domain::Target;
 use assent_store::jobs::{self, Job, JobStatus};
 use assent_store::{Store, agents, audit, change_feed};
@@ -127,7 +129,10 @@ async fn a_process_without_the_host_confirms_and_the_host_runs_it_once() {
     let said = history(&app.engine).await;
     assert!(said.contains("— confirmed, not run yet"), "{said}");
     let again = app.engine.confirmations().confirm_item(set, 0, now).await;
-    assert!(matches!(again, Err(ConfirmError::Conflict(_))), "{again:?}");
+    assert!(
+        matches!(&again, Err(e) if e.conflict_kind() == Some(ConflictKind::AlreadyDecided)),
+        "{again:?}"
+    );
 
     // Another host's executor does not touch it.
     assert_eq!(app.engine.run_due_jobs(now).await.unwrap().claimed, 0);
@@ -230,10 +235,10 @@ async fn a_lapsed_lease_is_in_doubt_until_a_person_settles_it() {
         .resolve_job(doubtful[0].id, Resolution::Rerun, later)
         .await
         .unwrap_err();
-    assert!(not_in_doubt.is_conflict(), "{not_in_doubt}");
     assert_eq!(
-        not_in_doubt.to_string(),
-        format!("conflict: job {} is applied, not in doubt", doubtful[0].id)
+        not_in_doubt.conflict_kind(),
+        Some(ConflictKind::NotInDoubt),
+        "{not_in_doubt}"
     );
     let unknown = app
         .engine
@@ -343,7 +348,11 @@ async fn retryable_errors_back_off_then_fail_and_a_person_retries_or_retracts() 
         .resolve_job(id, Resolution::Happened, now)
         .await
         .unwrap_err();
-    assert!(not_failed.is_conflict());
+    assert_eq!(
+        not_failed.conflict_kind(),
+        Some(ConflictKind::NotInDoubt),
+        "{not_failed}"
+    );
     let retried = app.engine.retry_job(id, now).await.unwrap();
     assert_eq!(
         (retried.status, retried.attempt_limit),
@@ -356,6 +365,8 @@ async fn retryable_errors_back_off_then_fail_and_a_person_retries_or_retracts() 
         "a fresh budget: {run:?}"
     );
     let not_failed = app.engine.retract_job(id, now).await.unwrap_err();
+    assert_eq!(not_failed.conflict_kind(), Some(ConflictKind::NotFailed));
+    // The text a person reads is kept as it was (the CLI and the API print it).
     assert_eq!(
         not_failed.to_string(),
         format!("conflict: job {id} is approved, not failed")
@@ -631,7 +642,10 @@ async fn a_job_that_ran_before_the_losing_sync_goes_in_doubt_and_never_runs_agai
     let run = on_a.run_due_jobs(later).await.unwrap();
     assert_eq!((run.claimed, run.rerun), (0, 0), "{run:?}");
     let rerun = on_a.resolve_job(id, Resolution::Rerun, later).await;
-    assert!(matches!(rerun, Err(ConfirmError::Conflict(_))), "{rerun:?}");
+    assert!(
+        matches!(&rerun, Err(e) if e.conflict_kind() == Some(ConflictKind::NoLongerConfirmed)),
+        "{rerun:?}"
+    );
     assert_eq!(
         receiver.count(doubted.operation_id.as_str()),
         1,
@@ -648,7 +662,8 @@ async fn a_job_that_ran_before_the_losing_sync_goes_in_doubt_and_never_runs_agai
     a.send_to(&b).await;
     let elsewhere = on_b.resolve_job(id, Resolution::Happened, later).await;
     assert!(
-        matches!(&elsewhere, Err(ConfirmError::Conflict(why)) if why.contains("device-a")),
+        matches!(&elsewhere, Err(e) if e.conflict_kind() == Some(ConflictKind::RunByOtherDevice)
+            && e.to_string().contains("device-a")),
         "{elsewhere:?}"
     );
     let mut conn = b.store.pool().acquire().await.unwrap();

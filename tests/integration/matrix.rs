@@ -289,7 +289,7 @@ async fn confirm(app: &TestApp, set: Uuid, all: bool, when: OffsetDateTime) -> C
     let person = app.engine.confirmations().by("alice");
     if all {
         let mut result = person.confirm_all(set, when).await.unwrap();
-        return match result.items.remove(0).2 {
+        return match result.items.remove(0).result {
             ItemResult::Confirmed(outcome) => Confirmed::Outcome(outcome.execution),
             ItemResult::Failed(error) => Confirmed::Refused(error),
             ItemResult::Skipped(why) => panic!("skipped: {why}"),

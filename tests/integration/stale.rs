@@ -145,9 +145,9 @@ async fn confirm_all_confirms_the_fresh_items_and_reports_the_stale_ones() {
     let stale = all
         .items
         .iter()
-        .filter(|(_, _, result)| {
+        .filter(|item| {
             matches!(
-                result,
+                item.result,
                 assent_confirm::ItemResult::Failed(ConfirmError::TargetChanged(_))
             )
         })

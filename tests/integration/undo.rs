@@ -3,7 +3,7 @@
 //! same path; an undo can be undone; the agent's history says "undone by the user". On
 //! SQLite and PostgreSQL.
 
-use assent_confirm::ConfirmError;
+use assent_confirm::{ConfirmError, ConflictKind};
 use assent_store::change_sets;
 use assent_tests::{TestApp, backends};
 use serde_json::json;
@@ -89,9 +89,9 @@ async fn only_an_applied_item_of_a_tool_with_a_compensation_is_undone() {
         .unwrap()
         .id;
     let error = person.undo(pending, 0, now()).await.unwrap_err();
-    assert!(error.is_conflict(), "{error}");
-    assert!(
-        error.to_string().contains("is not applied (pending)"),
+    assert_eq!(
+        error.conflict_kind(),
+        Some(ConflictKind::NotApplied),
         "{error}"
     );
 

@@ -698,7 +698,7 @@ pub async fn confirm_all(
             let confirmed = result
                 .items
                 .iter()
-                .filter(|(_, _, r)| matches!(r, assent_confirm::ItemResult::Confirmed(_)))
+                .filter(|item| matches!(item.result, assent_confirm::ItemResult::Confirmed(_)))
                 .count();
             ensure!(
                 confirmed == ITEMS,

@@ -83,16 +83,12 @@ mod tests {
             ("wipe", ToolMode::Deferred),
         ] {
             registry
-                .register(ToolSpec {
-                    name: name.into(),
-                    description: format!("{name} it"),
-                    args_schema: json!({"type": "object", "properties": {}}),
+                .register(ToolSpec::new(
+                    name,
+                    format!("{name} it"),
                     mode,
-                    batch: None,
-                    summary: None,
-                    title: None,
-                    compensation: None,
-                })
+                    json!({"type": "object", "properties": {}}),
+                ))
                 .expect("registers");
         }
         registry

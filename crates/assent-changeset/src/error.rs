@@ -4,6 +4,7 @@
 /// not be written in the dialect asked for. (Problems with a single call's tool or
 /// arguments are not errors: they become a reply to the agent.)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ChangesetError {
     /// The document's text is not JSON.
     #[error("tool calls are not valid JSON: {0}")]

@@ -26,6 +26,7 @@ fn one_line(text: &str) -> String {
 /// What became of a confirmed call whose effect lies outside the database, as the
 /// execution ledger knows it; it follows the decision on its line (`— confirmed, ran`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RunStatus {
     /// Confirmed and waiting for an executor: `— confirmed, not run yet`.
     NotRunYet,

@@ -150,7 +150,7 @@ pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
             let failures: Vec<&ConfirmError> = result
                 .items
                 .iter()
-                .filter_map(|(_, _, r)| match r {
+                .filter_map(|item| match &item.result {
                     ItemResult::Failed(error) => Some(error),
                     _ => None,
                 })

@@ -307,7 +307,10 @@ mod tests {
 
     #[test]
     fn conflicts_exit_3() {
-        let error = CliError::from(ConfirmError::Conflict("already confirmed".into()));
+        let error = CliError::from(ConfirmError::conflict(
+            assent_confirm::ConflictKind::AlreadyDecided,
+            "already confirmed",
+        ));
         assert_eq!(error.exit_code(), 3);
         assert_eq!(error.one_line(), "conflict: already confirmed");
     }

@@ -759,18 +759,20 @@ pub fn confirm_all(result: &ConfirmAllResult) -> String {
     result
         .items
         .iter()
-        .map(|(index, summary, item)| match item {
-            ItemResult::Confirmed(outcome) => confirmed(*index, outcome),
+        .map(|item| match &item.result {
+            ItemResult::Confirmed(outcome) => confirmed(item.index, outcome),
             ItemResult::Skipped(why) => {
                 format!(
-                    "· [{index}] {} — skipped: {why}",
-                    one_line(&visible(summary))
+                    "· [{}] {} — skipped: {why}",
+                    item.index,
+                    one_line(&visible(&item.summary))
                 )
             }
             ItemResult::Failed(error) => {
                 format!(
-                    "! [{index}] {} — failed: {error}",
-                    one_line(&visible(summary))
+                    "! [{}] {} — failed: {error}",
+                    item.index,
+                    one_line(&visible(&item.summary))
                 )
             }
         })

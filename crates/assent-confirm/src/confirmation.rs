@@ -15,7 +15,7 @@
 
 use crate::attribution::Attribution;
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
-use crate::{ConfirmError, Engine};
+use crate::{ConfirmError, ConflictKind, Engine};
 use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OperationId, Target, Verdict};
 use assent_store::plan::{PlannedAudits, WritePlan};
 use assent_store::{AnyConnection, Backend, agents, approvals, change_sets, host_tools, jobs};
@@ -90,11 +90,24 @@ pub enum ItemResult {
 
 /// The results of [`ConfirmationService::confirm_all`], one per item, in order.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct ConfirmAllResult {
     /// The set.
     pub change_set_id: Uuid,
-    /// `(index, human summary, result)`.
-    pub items: Vec<(usize, String, ItemResult)>,
+    /// One per item of the set, in order.
+    pub items: Vec<ConfirmAllItem>,
+}
+
+/// One item's line of [`ConfirmAllResult`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ConfirmAllItem {
+    /// The item's index in its set.
+    pub index: usize,
+    /// The item's human summary.
+    pub summary: String,
+    /// What became of it.
+    pub result: ItemResult,
 }
 
 /// `{rule, agreed}` of the first of `shadows` covering `decision`'s tool: what that
@@ -178,10 +191,13 @@ async fn refuse_held(
 /// The refusal of a decision on item `index`, confirmed and held by job `job` until
 /// `until`.
 fn held(index: usize, job: Uuid, until: OffsetDateTime) -> ConfirmError {
-    ConfirmError::Conflict(format!(
-        "item {index} is confirmed and held until {}; to take it back, cancel job {job} (assent jobs cancel {job})",
-        assent_store::timefmt::format(until),
-    ))
+    ConfirmError::conflict(
+        ConflictKind::Held,
+        format!(
+            "item {index} is confirmed and held until {}; to take it back, cancel job {job} (assent jobs cancel {job})",
+            assent_store::timefmt::format(until),
+        ),
+    )
 }
 
 /// A person's reason, trimmed and bounded (see [`assent_domain::clean_reason`]).
@@ -258,9 +274,12 @@ impl ConfirmationService {
         if now == shown {
             return Ok(());
         }
-        Err(ConfirmError::Conflict(format!(
-            "item {index} changed since it was shown (revision {shown}, now {now}: edited by another person or refreshed against its target); nothing was counted: look at it again and decide on revision {now}"
-        )))
+        Err(ConfirmError::conflict(
+            ConflictKind::RevisionMoved,
+            format!(
+                "item {index} changed since it was shown (revision {shown}, now {now}: edited by another person or refreshed against its target); nothing was counted: look at it again and decide on revision {now}"
+            ),
+        ))
     }
 
     /// This service, deciding as `reviewer`: the identity a quorum counts (`assent
@@ -666,10 +685,13 @@ impl ConfirmationService {
             }));
         }
         let Some(by) = self.reviewer.clone() else {
-            return Err(ConfirmError::Conflict(format!(
-                "{} needs {needed} approvals by distinct people: say who approves (--as NAME on the CLI, a reviewer token over the API)",
-                item.tool_name
-            )));
+            return Err(ConfirmError::conflict(
+                ConflictKind::ApproverNotNamed,
+                format!(
+                    "{} needs {needed} approvals by distinct people: say who approves (--as NAME on the CLI, a reviewer token over the API)",
+                    item.tool_name
+                ),
+            ));
         };
         let mut revision = approvals::current(conn, set.id, index, item.revision).await?;
         let current_args = revision.args.clone().unwrap_or_else(|| item.args.clone());
@@ -682,7 +704,10 @@ impl ConfirmationService {
                     edited_by: Some(by.clone()),
                 };
                 let number = u32::try_from(revision.number).map_err(|_| {
-                    ConfirmError::Conflict(format!("item {index} has too many revisions"))
+                    ConfirmError::conflict(
+                        ConflictKind::TooManyRevisions,
+                        format!("item {index} has too many revisions"),
+                    )
                 })?;
                 change_sets::set_revision(conn, set.id, index, number).await?;
                 edited
@@ -690,10 +715,13 @@ impl ConfirmationService {
             _ => current_args,
         };
         if revision.approved_by(&by) {
-            return Err(ConfirmError::Conflict(format!(
-                "{by} has approved item {index} already: it needs {needed} approvals by distinct people ({} so far)",
-                revision.people()
-            )));
+            return Err(ConfirmError::conflict(
+                ConflictKind::SamePersonTwice,
+                format!(
+                    "{by} has approved item {index} already: it needs {needed} approvals by distinct people ({} so far)",
+                    revision.people()
+                ),
+            ));
         }
         let approval = PendingApproval {
             revision: revision.number,
@@ -989,43 +1017,23 @@ impl ConfirmationService {
             item.fingerprint.as_ref(),
             definition.as_deref(),
         );
-        let job = jobs::Job {
-            id: Uuid::new_v4(),
-            operation_id: OperationId::for_proposal(
-                &set.run_key,
-                &item.tool_name,
-                &args,
-                &set.target_id,
-                set.id,
-                index,
-            ),
-            change_set_id: set.id,
-            item_index: index,
-            host: external.host.clone(),
-            tool_name: item.tool_name.clone(),
-            args,
-            agent_id: set.agent_id.clone(),
-            target: set.target(),
-            run_key: set.run_key.clone(),
-            idempotent: external.idempotent,
-            status: jobs::JobStatus::Approved,
-            attempts: 0,
-            attempt_limit: self.engine.jobs.attempt_limit,
-            doubts: 0,
-            last_error: None,
-            result: None,
-            due_at: now + hold.unwrap_or(Duration::ZERO),
-            started_at: None,
-            lease_until: None,
-            created_at: now,
-            updated_at: now,
-            owner_device: None,
-            approval_digest: Some(approval_digest.clone()),
-            held: hold.is_some(),
-            approved_by,
-        };
-        let id = jobs::insert_or_revive(conn, &job).await?;
-        Ok((jobs::Job { id, ..job }, approval_digest))
+        let operation_id = OperationId::for_proposal(
+            &set.run_key,
+            &item.tool_name,
+            &args,
+            &set.target_id,
+            set.id,
+            index,
+        );
+        let mut job = jobs::Job::approved(set, index, &external.host, args, operation_id, now);
+        job.idempotent = external.idempotent;
+        job.attempt_limit = self.engine.jobs.attempt_limit;
+        job.due_at = now + hold.unwrap_or(Duration::ZERO);
+        job.approval_digest = Some(approval_digest.clone());
+        job.held = hold.is_some();
+        job.approved_by = approved_by;
+        job.id = jobs::insert_or_revive(conn, &job).await?;
+        Ok((job, approval_digest))
     }
 
     async fn decide(
@@ -1152,13 +1160,17 @@ impl ConfirmationService {
                 }
                 (decided, _) => ItemResult::Skipped(format!("already {decided}")),
             };
-            items.push((index, summary, result));
+            items.push(ConfirmAllItem {
+                index,
+                summary,
+                result,
+            });
         }
         plan.apply(&mut tx, now).await?;
         tx.commit().await?;
         let confirmed = items
             .iter()
-            .filter(|(_, _, r)| matches!(r, ItemResult::Confirmed(_)))
+            .filter(|item| matches!(item.result, ItemResult::Confirmed(_)))
             .count();
         tracing::info!(confirmed, "items confirmed in one commit");
         Ok(ConfirmAllResult {
@@ -1227,9 +1239,10 @@ impl ConfirmationService {
             .filter(|index| !held.contains(index))
             .collect();
         let Some(&first) = open.first() else {
-            return Err(ConfirmError::Conflict(format!(
-                "change set {change_set_id} has no open items"
-            )));
+            return Err(ConfirmError::conflict(
+                ConflictKind::NothingOpen,
+                format!("change set {change_set_id} has no open items"),
+            ));
         };
         set.check_verdict(first, Verdict::Rejected)?;
         let decisions = self
@@ -1311,6 +1324,8 @@ impl ConfirmationService {
                     JobStatus::Failed => Run::Failed(job.last_error.clone()),
                     JobStatus::InDoubt => Run::InDoubt,
                     JobStatus::Retracted => Run::Retracted,
+                    // One not given words yet: said neither to have run nor not to have.
+                    _ => Run::InDoubt,
                 })
             },
         ))

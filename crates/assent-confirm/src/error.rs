@@ -5,8 +5,10 @@ use assent_store::StoreError;
 use uuid::Uuid;
 
 /// Why a wake or a decision was refused. Nothing was changed, except that policy
-/// denials and handler failures are recorded in the audit trail.
+/// denials and handler failures are recorded in the audit trail. New variants may be
+/// added: a `match` needs a wildcard arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfirmError {
     /// No change set with this id.
     #[error("no change set {0}")]
@@ -21,10 +23,17 @@ pub enum ConfirmError {
         /// How many items it has.
         len: usize,
     },
-    /// The item or set is not in a state that allows this (already decided, decided
-    /// concurrently, expired). Retrying changes nothing.
-    #[error("conflict: {0}")]
-    Conflict(String),
+    /// The item, set or job is not in a state that allows this (already decided,
+    /// decided concurrently, expired, held): `kind` says which case, `message` says it
+    /// to a person. Retrying changes nothing. Built with [`ConfirmError::conflict`].
+    #[error("conflict: {message}")]
+    #[non_exhaustive]
+    Conflict {
+        /// Which state refused it.
+        kind: ConflictKind,
+        /// The text after `conflict: `, for a person.
+        message: String,
+    },
     /// A person's reason cannot be kept as given (too long).
     #[error("invalid reason: {0}")]
     InvalidReason(String),
@@ -122,31 +131,127 @@ pub enum ConfirmError {
     InvalidWorker(String),
 }
 
+/// Which state refused a request ([`ConfirmError::Conflict`]), so that a caller tells
+/// the cases apart without reading the text. New kinds may be added: a `match` needs a
+/// wildcard arm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConflictKind {
+    /// The item was decided already (a decision is final).
+    AlreadyDecided,
+    /// The item was deferred already and cannot be deferred again.
+    AlreadyDeferred,
+    /// The set expired: nothing in it can be decided.
+    Expired,
+    /// The set would have had no items.
+    EmptySet,
+    /// Another writer decided (or wrote) the same thing first.
+    ChangedConcurrently,
+    /// The item is confirmed and waits out its hold window: cancel its job to take it
+    /// back.
+    Held,
+    /// The item's revision moved past the one the person was shown.
+    RevisionMoved,
+    /// The tool needs approvals by distinct people and nobody said who approves.
+    ApproverNotNamed,
+    /// The same person approved the item's revision already.
+    SamePersonTwice,
+    /// The item was edited more times than a revision number holds.
+    TooManyRevisions,
+    /// The set has no open item left (dismissing it).
+    NothingOpen,
+    /// The job no longer waits out a hold window (claimed, ran, cancelled or settled):
+    /// it cannot be cancelled.
+    HoldEnded,
+    /// The job is run by another device: it is settled there.
+    RunByOtherDevice,
+    /// The job's confirmation lost a sync conflict to an earlier decision: it cannot run
+    /// again.
+    NoLongerConfirmed,
+    /// The job is not in doubt (resolving it).
+    NotInDoubt,
+    /// The job has not failed (retrying or retracting it).
+    NotFailed,
+    /// The item is not applied: only an applied change can be undone.
+    NotApplied,
+}
+
+impl ConflictKind {
+    /// Its name in JSON (`revisionMoved`): the HTTP API's `conflictKind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AlreadyDecided => "alreadyDecided",
+            Self::AlreadyDeferred => "alreadyDeferred",
+            Self::Expired => "expired",
+            Self::EmptySet => "emptySet",
+            Self::ChangedConcurrently => "changedConcurrently",
+            Self::Held => "held",
+            Self::RevisionMoved => "revisionMoved",
+            Self::ApproverNotNamed => "approverNotNamed",
+            Self::SamePersonTwice => "samePersonTwice",
+            Self::TooManyRevisions => "tooManyRevisions",
+            Self::NothingOpen => "nothingOpen",
+            Self::HoldEnded => "holdEnded",
+            Self::RunByOtherDevice => "runByOtherDevice",
+            Self::NoLongerConfirmed => "noLongerConfirmed",
+            Self::NotInDoubt => "notInDoubt",
+            Self::NotFailed => "notFailed",
+            Self::NotApplied => "notApplied",
+        }
+    }
+}
+
+impl std::fmt::Display for ConflictKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl ConfirmError {
-    /// Whether this is a state conflict (exit code 3 on the command line).
-    pub fn is_conflict(&self) -> bool {
-        matches!(self, Self::Conflict(_))
+    /// A conflict of `kind`, reading `conflict: {message}`.
+    pub fn conflict(kind: ConflictKind, message: impl Into<String>) -> Self {
+        Self::Conflict {
+            kind,
+            message: message.into(),
+        }
     }
 
+    /// Whether this is a state conflict (exit code 3 on the command line).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::Conflict { .. })
+    }
+
+    /// Which state refused it, when this is a conflict.
+    pub fn conflict_kind(&self) -> Option<ConflictKind> {
+        match self {
+            Self::Conflict { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+
+    /// The engine's word for a refusal of the pure core. Exhaustive on purpose: a new
+    /// refusal there gets its own error or conflict kind here, chosen, not defaulted.
     pub(crate) fn from_domain(error: DomainError) -> Self {
-        match error {
+        let kind = match error {
             DomainError::ItemOutOfRange {
                 change_set_id,
                 index,
                 len,
-            } => Self::ItemNotFound {
-                change_set_id,
-                index,
-                len,
-            },
-            too_long @ DomainError::ReasonTooLong { .. } => {
-                Self::InvalidReason(too_long.to_string())
+            } => {
+                return Self::ItemNotFound {
+                    change_set_id,
+                    index,
+                    len,
+                };
             }
-            other @ (DomainError::AlreadyDecided { .. }
-            | DomainError::InvalidTransition { .. }
-            | DomainError::SetExpired { .. }
-            | DomainError::EmptyChangeSet { .. }) => Self::Conflict(other.to_string()),
-        }
+            DomainError::ReasonTooLong { .. } => return Self::InvalidReason(error.to_string()),
+            DomainError::AlreadyDecided { .. } => ConflictKind::AlreadyDecided,
+            // The one transition the core refuses of an open item: deferring it again.
+            DomainError::InvalidTransition { .. } => ConflictKind::AlreadyDeferred,
+            DomainError::SetExpired { .. } => ConflictKind::Expired,
+            DomainError::EmptyChangeSet { .. } => ConflictKind::EmptySet,
+        };
+        Self::conflict(kind, error.to_string())
     }
 }
 
@@ -157,7 +262,10 @@ impl From<sqlx::Error> for ConfirmError {
         if let sqlx::Error::Database(db) = &error
             && db.is_unique_violation()
         {
-            return Self::Conflict(format!("changed concurrently: {}", db.message()));
+            return Self::conflict(
+                ConflictKind::ChangedConcurrently,
+                format!("changed concurrently: {}", db.message()),
+            );
         }
         Self::Store(StoreError::Database(error))
     }
@@ -175,6 +283,61 @@ impl From<StoreError> for ConfirmError {
             StoreError::Database(e) => Self::from(e),
             StoreError::ChangeSetNotFound(id) => Self::ChangeSetNotFound(id),
             other => Self::Store(other),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use assent_domain::{ChangeItemStatus, Verdict};
+
+    #[test]
+    fn a_conflict_reads_as_before_and_names_its_kind() {
+        let error = ConfirmError::conflict(ConflictKind::NotFailed, "job j is applied, not failed");
+        assert_eq!(error.to_string(), "conflict: job j is applied, not failed");
+        assert!(error.is_conflict());
+        assert_eq!(error.conflict_kind(), Some(ConflictKind::NotFailed));
+        assert_eq!(ConflictKind::NotFailed.as_str(), "notFailed");
+        let other = ConfirmError::UnknownTool("t".into());
+        assert_eq!((other.is_conflict(), other.conflict_kind()), (false, None));
+    }
+
+    #[test]
+    fn the_cores_refusals_keep_their_text_and_get_a_kind() {
+        let id = Uuid::nil();
+        let refusals = [
+            (
+                DomainError::AlreadyDecided {
+                    change_set_id: id,
+                    index: 0,
+                    status: ChangeItemStatus::Confirmed,
+                },
+                ConflictKind::AlreadyDecided,
+            ),
+            (
+                DomainError::InvalidTransition {
+                    change_set_id: id,
+                    index: 0,
+                    from: ChangeItemStatus::Deferred,
+                    verdict: Verdict::Deferred,
+                },
+                ConflictKind::AlreadyDeferred,
+            ),
+            (
+                DomainError::SetExpired { change_set_id: id },
+                ConflictKind::Expired,
+            ),
+            (
+                DomainError::EmptyChangeSet { change_set_id: id },
+                ConflictKind::EmptySet,
+            ),
+        ];
+        for (refusal, kind) in refusals {
+            let text = format!("conflict: {refusal}");
+            let error = ConfirmError::from(refusal);
+            assert_eq!(error.to_string(), text);
+            assert_eq!(error.conflict_kind(), Some(kind), "{error}");
         }
     }
 }

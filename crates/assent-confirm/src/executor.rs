@@ -64,6 +64,7 @@ pub(crate) enum Admission<'r> {
 
 /// How an execution ended.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ExecutionOutcome {
     /// The handler ran and succeeded.
     Applied {

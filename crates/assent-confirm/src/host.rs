@@ -51,6 +51,7 @@ pub struct ExternalCall<'a> {
 
 /// Why an external call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ExternalError {
     /// Worth trying again later (a timeout, a 503): retried with backoff up to a limit.
     Retryable(String),

@@ -25,7 +25,7 @@
 use crate::confirmation::Verdicts;
 use crate::executor::{AuditedExecutor, CatchUnwind, ExecutionOutcome, ExecutionRequest};
 use crate::host::{Effect, ExternalCall, ExternalError, Reconciliation};
-use crate::{ConfirmError, Engine};
+use crate::{ConfirmError, ConflictKind, Engine};
 use assent_domain::{Verdict, stored_result};
 use assent_store::jobs::{self, Job, JobEvent, JobStatus};
 use assent_store::{AnyConnection, StoreAuditSink, agents, host_tools, operations, webhooks};
@@ -68,6 +68,7 @@ impl JobSettings {
 
 /// What one [`Engine::run_due_jobs`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct JobRun {
     /// Jobs claimed (each one attempt).
     pub claimed: usize,
@@ -641,10 +642,13 @@ impl Engine {
         let mut tx = self.store.begin_claim().await?;
         let job = self.require_settleable_job(&mut tx, id, false).await?;
         if !jobs::cancel_held(&mut tx, id, now).await? {
-            return Err(ConfirmError::Conflict(format!(
-                "job {id} is {}: only a confirmation still in its hold window can be cancelled",
-                job.status_name()
-            )));
+            return Err(ConfirmError::conflict(
+                ConflictKind::HoldEnded,
+                format!(
+                    "job {id} is {}: only a confirmation still in its hold window can be cancelled",
+                    job.status_name()
+                ),
+            ));
         }
         assent_store::Store::lock_target(&mut tx, &job.target).await?;
         let confirmations = self.confirmations();
@@ -817,14 +821,18 @@ impl Engine {
     ) -> Result<Job, ConfirmError> {
         let job = self.require_job(conn, id).await?;
         if let Some(owner) = &job.owner_device {
-            return Err(ConfirmError::Conflict(format!(
-                "job {id} is run by device {owner:?}; settle it there"
-            )));
+            return Err(ConfirmError::conflict(
+                ConflictKind::RunByOtherDevice,
+                format!("job {id} is run by device {owner:?}; settle it there"),
+            ));
         }
         if to_run && !jobs::item_confirmed(conn, &job).await? {
-            return Err(ConfirmError::Conflict(format!(
-                "job {id}'s item is no longer confirmed (an earlier decision won a sync conflict); it cannot run again"
-            )));
+            return Err(ConfirmError::conflict(
+                ConflictKind::NoLongerConfirmed,
+                format!(
+                    "job {id}'s item is no longer confirmed (an earlier decision won a sync conflict); it cannot run again"
+                ),
+            ));
         }
         Ok(job)
     }
@@ -854,10 +862,10 @@ impl Engine {
                 }
             };
         if !settled {
-            return Err(ConfirmError::Conflict(format!(
-                "job {id} is {}, not in doubt",
-                job.status.label()
-            )));
+            return Err(ConfirmError::conflict(
+                ConflictKind::NotInDoubt,
+                format!("job {id} is {}, not in doubt", job.status.label()),
+            ));
         }
         let job = self.require_job(&mut tx, id).await?;
         tx.commit().await?;
@@ -892,10 +900,10 @@ impl Engine {
             .await?;
         let moved = jobs::transition(&mut tx, id, event, None, extra_attempts, now).await?;
         if moved.is_none() {
-            return Err(ConfirmError::Conflict(format!(
-                "job {id} is {}, not failed",
-                job.status.label()
-            )));
+            return Err(ConfirmError::conflict(
+                ConflictKind::NotFailed,
+                format!("job {id} is {}, not failed", job.status.label()),
+            ));
         }
         let job = self.require_job(&mut tx, id).await?;
         tx.commit().await?;

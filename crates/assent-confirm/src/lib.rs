@@ -101,9 +101,10 @@ pub use bus::{
 pub use cancel::CancellationToken;
 pub use catalog::recorded_spec;
 pub use confirmation::{
-    ConfirmAllResult, ConfirmOutcome, ConfirmationService, DEFAULT_EXPIRY_TTL, ItemResult,
+    ConfirmAllItem, ConfirmAllResult, ConfirmOutcome, ConfirmationService, DEFAULT_EXPIRY_TTL,
+    ItemResult,
 };
-pub use error::ConfirmError;
+pub use error::{ConfirmError, ConflictKind};
 pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 pub use host::{
     Effect, ExternalCall, ExternalError, ExternalHandler, Host, LoadedState, LocalCall,

@@ -110,6 +110,9 @@ impl RunOutcome {
             JobStatus::Applied | JobStatus::Failed | JobStatus::InDoubt | JobStatus::Retracted => {
                 true
             }
+            // A status this engine does not know: nothing here moves it on, so a wait
+            // ends with it rather than running out.
+            _ => true,
         }
     }
 }

@@ -316,17 +316,13 @@ mod tests {
     async fn engine_in(host: SimpleHost, mode: ToolMode) -> (Store, Engine) {
         let mut tools = ToolRegistry::new();
         tools
-            .register(ToolSpec {
-                name: "set_body".into(),
-                description: "Replace a note's body.".into(),
-                args_schema: json!({"type": "object", "required": ["body"],
-                    "properties": {"body": {"type": "string"}}}),
+            .register(ToolSpec::new(
+                "set_body",
+                "Replace a note's body.",
                 mode,
-                batch: None,
-                summary: None,
-                title: None,
-                compensation: None,
-            })
+                json!({"type": "object", "required": ["body"],
+                    "properties": {"body": {"type": "string"}}}),
+            ))
             .expect("the tool registers");
         let store = Store::open("sqlite::memory:").await.expect("store");
         let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host))

@@ -4,7 +4,7 @@
 //! behind anyone's back, and an undo can itself be undone.
 
 use crate::outcome::{operation_id, read_outcome};
-use crate::{ConfirmError, ConfirmationService};
+use crate::{ConfirmError, ConfirmationService, ConflictKind};
 use assent_domain::{ChangeItem, ChangeItemStatus, ChangeSet, NewChangeSet};
 use assent_store::change_sets::{self, Undoes};
 use assent_store::jobs::{self, JobStatus};
@@ -56,9 +56,12 @@ impl ConfirmationService {
                 Some(run) => format!("{}, run {}", item.status, run.status.label()),
                 None => item.status.to_string(),
             };
-            return Err(ConfirmError::Conflict(format!(
-                "item {index} of change set {change_set_id} is not applied ({state}); only an applied change can be undone"
-            )));
+            return Err(ConfirmError::conflict(
+                ConflictKind::NotApplied,
+                format!(
+                    "item {index} of change set {change_set_id} is not applied ({state}); only an applied change can be undone"
+                ),
+            ));
         };
         let served = jobs::served_item(&mut tx, change_set_id, index).await?;
         if let Some(host) = served.and_then(|s| s.host)

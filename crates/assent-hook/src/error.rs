@@ -6,6 +6,7 @@ use assent_tools::ToolsError;
 
 /// Why a hook event got no decision (the hook then blocks the call).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HookError {
     /// The agent kind is not one Assent answers.
     #[error(

@@ -463,7 +463,9 @@ async fn wait_for(
                                 .await?;
                         }
                     }
-                    Some(JobStatus::Failed | JobStatus::InDoubt | JobStatus::Retracted) => {
+                    // Failed, in doubt, retracted, or a status this hook has no words
+                    // for yet: not allowed (fail closed).
+                    Some(_) => {
                         let error = item.run.as_ref().and_then(|run| run.last_error.clone());
                         return Ok(Answer::Deny {
                             reason: reply::waited_failed(error.as_deref()),
@@ -500,7 +502,7 @@ async fn timed_out(
                 });
             }
             // Decided at the last moment: the decision stands.
-            Err(assent_confirm::ConfirmError::Conflict(_)) => {
+            Err(assent_confirm::ConfirmError::Conflict { .. }) => {
                 return Box::pin(wait_for(
                     engine,
                     &HookOptions {

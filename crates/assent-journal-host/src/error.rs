@@ -2,6 +2,7 @@
 
 /// A journal operation failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum JournalError {
     /// No task has this id.
     #[error("task {0} does not exist")]

@@ -151,16 +151,9 @@ fn spec(
     args_schema: Value,
     summary: Option<assent_tools::SummaryFn>,
 ) -> ToolSpec {
-    ToolSpec {
-        name: name.to_owned(),
-        description: description.to_owned(),
-        args_schema,
-        mode,
-        batch: None,
-        summary,
-        title: None,
-        compensation: None,
-    }
+    let mut spec = ToolSpec::new(name, description, mode, args_schema);
+    spec.summary = summary;
+    spec
 }
 
 fn object(properties: Value, required: &[&str]) -> Value {

@@ -156,7 +156,7 @@ pub(crate) async fn ask_in_client(
             Ok(Asked::Decided)
         }
         // Decided elsewhere meanwhile: that decision stands.
-        Err(ConfirmError::Conflict(_)) => Ok(Asked::Decided),
+        Err(ConfirmError::Conflict { .. }) => Ok(Asked::Decided),
         Err(error) => Err(error),
     }
 }

@@ -2,6 +2,7 @@
 
 /// The gateway's errors.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpError {
     /// The upstream server did not start or did not complete the MCP handshake.
     #[error("the upstream MCP server `{command}` failed to start: {reason}")]

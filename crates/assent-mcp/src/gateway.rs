@@ -723,7 +723,7 @@ impl Gateway {
                 )
                 .await;
             match rejected {
-                Ok(_) | Err(assent_confirm::ConfirmError::Conflict(_)) => {}
+                Ok(_) | Err(assent_confirm::ConfirmError::Conflict { .. }) => {}
                 Err(error) => return Err(error.into()),
             }
         }
@@ -862,7 +862,7 @@ impl Gateway {
                 .await;
             match withdrawn {
                 Ok(_) => tracing::info!("the client stopped waiting: the call is withdrawn"),
-                Err(assent_confirm::ConfirmError::Conflict(_)) => {}
+                Err(assent_confirm::ConfirmError::Conflict { .. }) => {}
                 Err(error) => return Err(error.into()),
             }
         }

@@ -137,9 +137,9 @@ pub fn status_answer(outcome: &SetOutcome) -> CallToolResult {
                 Some(JobStatus::Failed | JobStatus::Retracted) => {
                     format!("{}{edit_note}", reply::waited_failed(error))
                 }
-                Some(JobStatus::InDoubt) => {
-                    format!("{}{edit_note}", reply::waited_in_doubt(error))
-                }
+                // In doubt, or a status this gateway has no words for yet: never said
+                // to be done.
+                Some(_) => format!("{}{edit_note}", reply::waited_in_doubt(error)),
             };
             ("confirmed", text)
         }

@@ -84,6 +84,7 @@ impl std::fmt::Debug for Upstream {
 
 /// Why an upstream call failed, in the execution ledger's terms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum UpstreamError {
     /// It was not sent (the server was gone before the request was written): it may
     /// succeed later.

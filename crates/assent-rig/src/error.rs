@@ -9,6 +9,7 @@ use assent_confirm::ConfirmError;
 /// decided for the call, and [`crate::AssentHook`] stops the run rather than let the
 /// call through.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RigError {
     /// The engine failed (the database, a conflict, an unknown agent or target).
     #[error(transparent)]

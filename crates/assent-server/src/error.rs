@@ -1,7 +1,7 @@
 //! The one error type of the review server, and how each error becomes an RFC 9457
 //! problem-details response.
 
-use assent_confirm::ConfirmError;
+use assent_confirm::{ConfirmError, ConflictKind};
 use assent_store::StoreError;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
@@ -11,6 +11,7 @@ use serde::Serialize;
 
 /// Why a request or the server failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServerError {
     /// The request is malformed or names something that cannot be used (400).
     #[error("{0}")]
@@ -59,7 +60,8 @@ pub enum ServerError {
     },
 }
 
-/// An RFC 9457 problem-details body.
+/// An RFC 9457 problem-details body, with the engine's conflict kind as an extension
+/// member (`conflictKind`, e.g. `revisionMoved`) when a conflict refused the request.
 #[derive(Debug, Serialize)]
 struct Problem {
     #[serde(rename = "type")]
@@ -67,6 +69,8 @@ struct Problem {
     title: &'static str,
     status: u16,
     detail: String,
+    #[serde(rename = "conflictKind", skip_serializing_if = "Option::is_none")]
+    conflict_kind: Option<&'static str>,
 }
 
 impl ServerError {
@@ -96,7 +100,7 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         | ConfirmError::UnknownCorrelationId(_)
         | ConfirmError::GrantNotFound(_)
         | ConfirmError::JobNotFound(_) => StatusCode::NOT_FOUND,
-        ConfirmError::Conflict(_)
+        ConfirmError::Conflict { .. }
         | ConfirmError::TargetChanged(_)
         | ConfirmError::DuplicateCorrelationId(_)
         | ConfirmError::AgentNotHere(_)
@@ -117,16 +121,21 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         ConfirmError::HandlerFailed { .. }
         | ConfirmError::Store(_)
         | ConfirmError::InvalidWorker(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        // A refusal this server does not know yet: answered as a failure (its detail
+        // logged, not shown) until it is given a status of its own here.
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
-/// The problem-details response for `status` with `detail`.
-pub(crate) fn problem(status: StatusCode, detail: String) -> Response {
+/// The problem-details response for `status` with `detail`, naming the conflict kind
+/// when a conflict refused the request.
+fn problem(status: StatusCode, detail: String, conflict: Option<ConflictKind>) -> Response {
     let body = Problem {
         kind: "about:blank",
         title: status.canonical_reason().unwrap_or("Error"),
         status: status.as_u16(),
         detail,
+        conflict_kind: conflict.map(ConflictKind::as_str),
     };
     let mut response = (status, Json(body)).into_response();
     response.headers_mut().insert(
@@ -149,7 +158,11 @@ impl IntoResponse for ServerError {
         } else {
             self.to_string()
         };
-        let mut response = problem(status, detail);
+        let conflict = match &self {
+            Self::Confirm(error) => error.conflict_kind(),
+            _ => None,
+        };
+        let mut response = problem(status, detail, conflict);
         if status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()

@@ -30,6 +30,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 ///
 /// New kinds are new variants with their own SSE event name.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ServerEvent {
     /// A wake queued a new change set: `{id, agentId, taskId, status}`; its content is
     /// at `GET /api/change-sets/{id}`.

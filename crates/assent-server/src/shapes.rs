@@ -474,24 +474,27 @@ pub fn confirm_all_json(result: &ConfirmAllResult) -> Value {
     let items: Vec<Value> = result
         .items
         .iter()
-        .map(|(index, summary, item)| match item {
-            ItemResult::Confirmed(outcome) => {
-                let mut shown = json!({
-                    "index": index, "humanSummary": summary, "result": "confirmed",
-                    "decision": outcome.decision, "message": outcome.message(),
-                });
-                if let Some(scheduled) = scheduled_json(outcome) {
-                    shown["scheduled"] = scheduled;
+        .map(|item| {
+            let (index, summary) = (item.index, &item.summary);
+            match &item.result {
+                ItemResult::Confirmed(outcome) => {
+                    let mut shown = json!({
+                        "index": index, "humanSummary": summary, "result": "confirmed",
+                        "decision": outcome.decision, "message": outcome.message(),
+                    });
+                    if let Some(scheduled) = scheduled_json(outcome) {
+                        shown["scheduled"] = scheduled;
+                    }
+                    shown
                 }
-                shown
+                ItemResult::Skipped(why) => json!({
+                    "index": index, "humanSummary": summary, "result": "skipped", "message": why,
+                }),
+                ItemResult::Failed(error) => json!({
+                    "index": index, "humanSummary": summary, "result": "failed",
+                    "message": error.to_string(), "conflict": error.is_conflict(),
+                }),
             }
-            ItemResult::Skipped(why) => json!({
-                "index": index, "humanSummary": summary, "result": "skipped", "message": why,
-            }),
-            ItemResult::Failed(error) => json!({
-                "index": index, "humanSummary": summary, "result": "failed",
-                "message": error.to_string(), "conflict": error.is_conflict(),
-            }),
         })
         .collect();
     json!({"changeSetId": result.change_set_id, "items": items})

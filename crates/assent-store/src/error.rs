@@ -4,6 +4,7 @@ use uuid::Uuid;
 
 /// A storage operation failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The database URL could not be used.
     #[error("cannot open database {url}: {source}")]

@@ -12,7 +12,7 @@
 //! them in [`crate::Store::begin_claim`]'s transaction.
 
 use crate::{Backend, StoreError, chain, timefmt};
-use assent_domain::{ChangeDecision, OperationId, Target, Verdict};
+use assent_domain::{ChangeDecision, ChangeSet, OperationId, Target, Verdict};
 use assent_tools::{AuditKind, AuditRecord, ExecutionTarget, ToolInvocation};
 use serde_json::Value;
 use sqlx::any::AnyRow;
@@ -32,6 +32,7 @@ pub const CANCELLED_IN_HOLD: &str = "Cancelled during the hold window";
 
 /// Where a job stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum JobStatus {
     /// Confirmed, waiting for an executor of its host.
     Approved,
@@ -213,6 +214,7 @@ impl FromStr for JobStatus {
 
 /// One job of the ledger.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Job {
     /// Its id.
     pub id: Uuid,
@@ -277,6 +279,53 @@ pub struct Job {
 }
 
 impl Job {
+    /// A new job for item `index` of `set`, confirmed at `now`, to run on `host` with
+    /// `args` under `operation_id`: approved and due at once, never claimed, one
+    /// attempt, not idempotent, not held, this device's own. What differs (`due_at`,
+    /// `attempt_limit`, `idempotent`, `held`, …) is set on the value before
+    /// [`insert_or_revive`].
+    ///
+    /// # Panics
+    ///
+    /// When `index` names no item of `set`.
+    pub fn approved(
+        set: &ChangeSet,
+        index: usize,
+        host: impl Into<String>,
+        args: Value,
+        operation_id: OperationId,
+        now: OffsetDateTime,
+    ) -> Self {
+        Self {
+            id: Uuid::new_v4(),
+            operation_id,
+            change_set_id: set.id,
+            item_index: index,
+            host: host.into(),
+            tool_name: set.items[index].tool_name.clone(),
+            args,
+            agent_id: set.agent_id.clone(),
+            target: set.target(),
+            run_key: set.run_key.clone(),
+            idempotent: false,
+            status: JobStatus::Approved,
+            attempts: 0,
+            attempt_limit: 1,
+            doubts: 0,
+            last_error: None,
+            result: None,
+            due_at: now,
+            started_at: None,
+            lease_until: None,
+            created_at: now,
+            updated_at: now,
+            owner_device: None,
+            approval_digest: None,
+            held: false,
+            approved_by: Vec::new(),
+        }
+    }
+
     /// Whether the job waits out a hold window now: held, and not claimed yet (its
     /// confirmation is not a decision yet, and a person may still cancel it).
     pub fn scheduled(&self) -> bool {
@@ -409,6 +458,7 @@ pub async fn mark_external(
 
 /// Which host serves an item and where its effect lands, as the wake recorded it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServedItem {
     /// The host whose wake queued it; `None` for an item written before hosts were
     /// recorded on every item, or synced from another device.

@@ -4,6 +4,7 @@ use uuid::Uuid;
 
 /// A batch that cannot be merged into local state, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SyncError {
     /// The batch was written by a newer (or unknown) format.
     #[error(

@@ -2,6 +2,7 @@
 
 /// A tool could not be registered, found or called with the given arguments.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ToolsError {
     /// No tool of that name is registered.
     #[error("unknown tool {name:?}")]

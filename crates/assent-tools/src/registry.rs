@@ -53,6 +53,7 @@ pub type CompensationFn =
 
 /// One tool: its contract with the model and how Assent routes it.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct ToolSpec {
     /// Unique name, as the model calls it.
     pub name: String,

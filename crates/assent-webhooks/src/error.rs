@@ -2,6 +2,7 @@
 
 /// Adding, testing or delivering a webhook failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WebhookError {
     /// The receiver's URL cannot be used.
     #[error("invalid webhook URL {url:?}: {reason}")]

@@ -117,6 +117,7 @@ async fn a_wake_is_reviewed_item_by_item_and_the_task_changes() {
         )
         .await;
     assert_problem(status, &again, 409);
+    assert_eq!(again["conflictKind"], "alreadyDecided", "{again}");
 
     let (status, rejected) = server
         .post(

@@ -107,6 +107,7 @@ async fn a_confirmed_external_item_runs_within_two_seconds_and_shows_its_run() {
     )
     .await;
     assert_eq!(status, 409, "not in doubt: {body}");
+    assert_eq!(body["conflictKind"], "notInDoubt", "{body}");
     let (status, body) = call(
         Method::POST,
         format!("/api/jobs/{id}/resolve"),

@@ -37,6 +37,10 @@ async fn a_stale_item_is_409_and_an_applied_one_is_undone_through_a_new_set() {
         problem["detail"],
         "target changed since proposed: priority was none, now P3; review and confirm again"
     );
+    assert!(
+        problem.get("conflictKind").is_none(),
+        "stale, not a conflict: {problem}"
+    );
     let (_, set) = server.get(&format!("/api/change-sets/{first}")).await;
     assert_eq!(set["items"][0]["stale"], true, "{set}");
     assert_eq!(set["items"][0]["before"], "P3");
@@ -44,6 +48,7 @@ async fn a_stale_item_is_409_and_an_applied_one_is_undone_through_a_new_set() {
     let undo = format!("/api/change-sets/{first}/items/0/undo");
     let (status, problem) = server.post(&undo, json!({})).await;
     assert_eq!(status, 409, "not applied yet: {problem}");
+    assert_eq!(problem["conflictKind"], "notApplied", "{problem}");
     let (status, _) = server.post(&confirm(&first), json!({})).await;
     assert_eq!(status, 200, "the refreshed item applies");
     let (status, reversal) = server.post(&undo, json!({})).await;
@@ -114,6 +119,7 @@ async fn a_quorum_of_two_reviewers_applies_once_and_counts_each_reviewer_once() 
         .send_as(&alice, post.clone(), &confirm, &json!({}))
         .await;
     assert_eq!(status, 409, "the same reviewer twice: {again}");
+    assert_eq!(again["conflictKind"], "samePersonTwice", "{again}");
 
     let (status, second) = server
         .send_as(&bob, post.clone(), &confirm, &json!({}))
@@ -224,6 +230,7 @@ async fn an_edit_under_a_quorum_is_shown_and_a_confirmation_of_an_older_revision
         .send_as(&bob, post.clone(), &confirm, &json!({"revision": 0}))
         .await;
     assert_eq!(status, 409, "{stale}");
+    assert_eq!(stale["conflictKind"], "revisionMoved", "{stale}");
     let (_, task_now) = server.get(&format!("/api/tasks/{task}")).await;
     assert_ne!(task_now["priority"], "P3", "nothing counted");
     let (status, bad) = server
