@@ -215,16 +215,12 @@ async fn external_tool_engine() -> Engine {
         .external("send", true, Sender);
     let mut tools = ToolRegistry::new();
     tools
-        .register(ToolSpec {
-            name: "send".into(),
-            description: "Send a note.".into(),
-            args_schema: json!({"type": "object"}),
-            mode: ToolMode::Immediate,
-            batch: None,
-            summary: None,
-            title: None,
-            compensation: None,
-        })
+        .register(ToolSpec::new(
+            "send",
+            "Send a note.",
+            ToolMode::Immediate,
+            json!({"type": "object"}),
+        ))
         .expect("the tool registers");
     let store = Store::open("sqlite::memory:").await.expect("store");
     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host))
