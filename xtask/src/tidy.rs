@@ -954,18 +954,12 @@ fn public_names(lib_rs: &str) -> BTreeSet<String> {
             }
             if public && !under_test {
                 // Qualifiers such as `async`, `unsafe`, `const fn`, `extern "C"` come first.
-                if let Some(i) = words.iter().position(|w| ITEMS.contains(w))
-                    && (words[i] != "const" || words.get(i + 1) != Some(&"fn"))
-                    && let Some(name) = words.get(i + 1)
-                {
-                    let name: String = name
-                        .chars()
-                        .take_while(|c| c.is_alphanumeric() || *c == '_')
-                        .collect();
-                    names.insert(name);
-                } else if let Some(i) = words.iter().position(|w| *w == "fn")
-                    && let Some(name) = words.get(i + 1)
-                {
+                let item = words
+                    .iter()
+                    .position(|w| ITEMS.contains(w))
+                    .filter(|&i| words[i] != "const" || words.get(i + 1) != Some(&"fn"))
+                    .or_else(|| words.iter().position(|w| *w == "fn"));
+                if let Some(name) = item.and_then(|i| words.get(i + 1)) {
                     let name: String = name
                         .chars()
                         .take_while(|c| c.is_alphanumeric() || *c == '_')
