@@ -548,7 +548,13 @@ impl Gateway {
                 None => error_result(reply),
             }));
         };
+        // Held from the moment the set exists: a client that cancels while the call's
+        // session and wait are recorded, or while it is asked in the client, leaves a
+        // call nobody will hear of, withdrawn like one cancelled during the wait.
+        let holding = Holding::new(self.clone(), set.id);
         if as_task {
+            // A task outlives the request: the client follows it (`tasks/get`).
+            holding.release();
             let task = Task::new(
                 task_id(set.id, 0),
                 TaskStatus::Working,
@@ -606,9 +612,12 @@ impl Gateway {
                     .await
                     .map_err(internal)?;
                 drop(conn);
-                self.wait_for(set.id, wait, queued, progress).await?
+                self.wait_for(holding, wait, queued, progress).await?
             }
-            None => queued,
+            None => {
+                holding.release();
+                queued
+            }
         };
         Ok(Called::Done(result))
     }
@@ -811,7 +820,7 @@ impl Gateway {
     /// Holds a queued call until a person decides or `wait` runs out.
     async fn wait_for(
         &self,
-        set_id: Uuid,
+        holding: Holding,
         wait: Duration,
         queued: CallToolResult,
         context: Option<&RequestContext<RoleServer>>,
@@ -821,7 +830,7 @@ impl Gateway {
         let mut last_progress = started;
         let mut step = 0.0;
         // Dropped unanswered (the client cancelled, its session ended): withdrawn.
-        let holding = Holding::new(self.clone(), set_id);
+        let set_id = holding.set_id;
         while started.elapsed() < wait {
             tokio::time::sleep(POLL).await;
             if let Some(result) = self.decided(set_id).await.map_err(internal)? {
@@ -1144,7 +1153,8 @@ pub fn client_wait(wait: Option<Duration>, client: Option<&str>) -> Option<Durat
     }
 }
 
-/// A call a client is waiting on: registered in [`Inner::held`] while the wait lasts.
+/// A call a client is waiting on: registered in [`Inner::held`] from the moment its set
+/// exists until the call is answered.
 /// Released when the call is answered (a decision, or the receipt); dropped
 /// unreleased (the client's cancellation, its request timeout or its session's end
 /// drops the waiting future) it withdraws the call on a task of its own. It stays in
