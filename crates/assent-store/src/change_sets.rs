@@ -21,6 +21,23 @@ macro_rules! open_sets {
     };
 }
 
+/// The columns of a set that [`decode_set`] reads, as every read of sets names them:
+/// the open-set reads are answered from the covering indexes of migration 0027, which
+/// hold exactly these (a `SELECT *` would also fetch `deleted_at` and `undoes` from the
+/// table).
+macro_rules! set_columns {
+    () => {
+        "id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, resolved_at, vector_clock"
+    };
+}
+
+/// The columns of an item that [`decode_item`] reads, and the set it belongs to.
+macro_rules! item_columns {
+    () => {
+        "change_set_id, tool_name, args, human_summary, status, before_value, fingerprint, stale_detail, approvals_needed, revision"
+    };
+}
+
 /// Which open sets to list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PendingFilter {
@@ -355,11 +372,14 @@ pub async fn undone_for_agent(
 }
 
 async fn load_items(conn: &mut AnyConnection, id: &str) -> Result<Vec<ChangeItem>, StoreError> {
-    let rows =
-        sqlx::query("SELECT * FROM change_items WHERE change_set_id = $1 ORDER BY item_index")
-            .bind(id)
-            .fetch_all(conn)
-            .await?;
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        item_columns!(),
+        " FROM change_items WHERE change_set_id = $1 ORDER BY item_index"
+    ))
+    .bind(id)
+    .fetch_all(conn)
+    .await?;
     rows.iter().map(decode_item).collect()
 }
 
@@ -379,7 +399,11 @@ async fn with_items(
     for chunk in ids.chunks(SETS_PER_ITEM_READ) {
         let params: Vec<String> = (1..=chunk.len()).map(|n| format!("${n}")).collect();
         let sql = format!(
-            "SELECT * FROM change_items WHERE change_set_id IN ({}) ORDER BY change_set_id, item_index",
+            concat!(
+                "SELECT ",
+                item_columns!(),
+                " FROM change_items WHERE change_set_id IN ({}) ORDER BY change_set_id, item_index"
+            ),
             params.join(", ")
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -404,10 +428,14 @@ const SETS_PER_ITEM_READ: usize = 500;
 /// The set with `id` (deleted sets are not found).
 pub async fn load(conn: &mut AnyConnection, id: Uuid) -> Result<Option<ChangeSet>, StoreError> {
     let id_text = id.to_string();
-    let Some(row) = sqlx::query("SELECT * FROM change_sets WHERE id = $1 AND deleted_at IS NULL")
-        .bind(&id_text)
-        .fetch_optional(&mut *conn)
-        .await?
+    let Some(row) = sqlx::query(concat!(
+        "SELECT ",
+        set_columns!(),
+        " FROM change_sets WHERE id = $1 AND deleted_at IS NULL"
+    ))
+    .bind(&id_text)
+    .fetch_optional(&mut *conn)
+    .await?
     else {
         return Ok(None);
     };
@@ -506,7 +534,9 @@ pub async fn pending(
     let limit = filter.limit.map_or(i64::MAX, i64::from);
     let query = match (&filter.target, &filter.agent_id) {
         (Some(target), Some(agent)) => sqlx::query(concat!(
-            "SELECT * FROM change_sets WHERE ",
+            "SELECT ",
+            set_columns!(),
+            " FROM change_sets WHERE ",
             open_sets!(),
             // `agent_id || ''`: search the target's index (a target has few open sets;
             // an agent may have many), not the agent's, which ties on cost. (SQLite's
@@ -519,7 +549,9 @@ pub async fn pending(
         .bind(agent.clone())
         .bind(limit),
         (Some(target), None) => sqlx::query(concat!(
-            "SELECT * FROM change_sets WHERE ",
+            "SELECT ",
+            set_columns!(),
+            " FROM change_sets WHERE ",
             open_sets!(),
             " AND target_kind = $1 AND target_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3"
         ))
@@ -527,14 +559,18 @@ pub async fn pending(
         .bind(target.id.clone())
         .bind(limit),
         (None, Some(agent)) => sqlx::query(concat!(
-            "SELECT * FROM change_sets WHERE ",
+            "SELECT ",
+            set_columns!(),
+            " FROM change_sets WHERE ",
             open_sets!(),
             " AND agent_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
         ))
         .bind(agent.clone())
         .bind(limit),
         (None, None) => sqlx::query(concat!(
-            "SELECT * FROM change_sets WHERE ",
+            "SELECT ",
+            set_columns!(),
+            " FROM change_sets WHERE ",
             open_sets!(),
             " ORDER BY created_at DESC, id DESC LIMIT $1"
         ))
@@ -572,12 +608,14 @@ pub async fn with_status(
     status: ChangeSetStatus,
     filter: &PendingFilter,
 ) -> Result<Vec<ChangeSet>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT * FROM change_sets
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        set_columns!(),
+        " FROM change_sets
          WHERE status = $1 AND deleted_at IS NULL
            AND ($2 IS NULL OR (target_kind = $2 AND target_id = $3)) AND ($4 IS NULL OR agent_id = $4)
-         ORDER BY created_at DESC, id DESC LIMIT $5",
-    )
+         ORDER BY created_at DESC, id DESC LIMIT $5"
+    ))
     .bind(status.as_str())
     .bind(filter.target.as_ref().map(|t| t.kind.as_str()))
     .bind(filter.target.as_ref().map(|t| t.id.as_str()))
