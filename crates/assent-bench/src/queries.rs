@@ -183,13 +183,11 @@ pub async fn measure(
 
 /// `change_sets::pending`'s SQL for a target (copied; `the_anchors_run_the_stores_sql`
 /// checks the copy).
-const PENDING_OF_TARGET: &str = "SELECT * FROM change_sets WHERE status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL AND target_kind = $1 AND target_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3";
+const PENDING_OF_TARGET: &str = "SELECT id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, resolved_at, vector_clock FROM change_sets WHERE status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL AND target_kind = $1 AND target_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3";
 /// `change_sets::with_items`' read of the items of the sets found.
-const ITEMS_OF_SETS: &str =
-    "SELECT * FROM change_items WHERE change_set_id IN ({}) ORDER BY change_set_id, item_index";
+const ITEMS_OF_SETS: &str = "SELECT change_set_id, tool_name, args, human_summary, status, before_value, fingerprint, stale_detail, approvals_needed, revision FROM change_items WHERE change_set_id IN ({}) ORDER BY change_set_id, item_index";
 /// `decisions::recent`'s SQL for an agent and a target.
-const RECENT_OF_AGENT_FOR_TARGET: &str =
-    "SELECT * FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3
+const RECENT_OF_AGENT_FOR_TARGET: &str = "SELECT id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict, reason, edited_args, human_summary, args, created_at, vector_clock, decided_by FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3
                  ORDER BY created_at DESC, rowid DESC LIMIT $4";
 
 /// Every column of every row `rows` yields, as owned values (what a decode starts
@@ -264,19 +262,45 @@ mod tests {
         let change_sets = include_str!("../../assent-store/src/change_sets.rs");
         let decisions = include_str!("../../assent-store/src/decisions.rs");
         let squeeze = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
-        // The pending read is spelled as `concat!` pieces around `open_sets!()`.
-        for piece in [
-            "SELECT * FROM change_sets WHERE ",
-            "status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL",
-            " AND target_kind = $1 AND target_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3",
+        // The store spells its SQL as `concat!` pieces: a column list macro
+        // (`set_columns!`, `item_columns!`, `decision_columns!`), `open_sets!()` and the
+        // rest of the statement.
+        let (change_sets, decisions) = (squeeze(change_sets), squeeze(decisions));
+        for (source, copy, pieces) in [
+            (
+                &change_sets,
+                PENDING_OF_TARGET,
+                &[
+                    "SELECT ",
+                    "id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, resolved_at, vector_clock",
+                    " FROM change_sets WHERE ",
+                    "status IN ('pending', 'partiallyResolved') AND deleted_at IS NULL",
+                    " AND target_kind = $1 AND target_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3",
+                ][..],
+            ),
+            (
+                &change_sets,
+                ITEMS_OF_SETS,
+                &[
+                    "SELECT ",
+                    "change_set_id, tool_name, args, human_summary, status, before_value, fingerprint, stale_detail, approvals_needed, revision",
+                    " FROM change_items WHERE change_set_id IN ({}) ORDER BY change_set_id, item_index",
+                ],
+            ),
+            (
+                &decisions,
+                RECENT_OF_AGENT_FOR_TARGET,
+                &[
+                    "SELECT ",
+                    "id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict, reason, edited_args, human_summary, args, created_at, vector_clock, decided_by",
+                    " FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3 ORDER BY created_at DESC, rowid DESC LIMIT $4",
+                ],
+            ),
         ] {
-            assert!(change_sets.contains(piece), "{piece}");
-            assert!(PENDING_OF_TARGET.contains(piece.trim()), "{piece}");
+            for piece in pieces {
+                assert!(source.contains(&squeeze(piece)), "{piece}");
+            }
+            assert_eq!(squeeze(&pieces.concat()), squeeze(copy), "{copy}");
         }
-        assert!(change_sets.contains(ITEMS_OF_SETS), "{ITEMS_OF_SETS}");
-        assert!(
-            squeeze(decisions).contains(&squeeze(RECENT_OF_AGENT_FOR_TARGET)),
-            "{RECENT_OF_AGENT_FOR_TARGET}"
-        );
     }
 }

@@ -22,6 +22,23 @@ macro_rules! open_sets {
     };
 }
 
+/// The columns of a set that [`decode_set`] reads, as every read of sets names them:
+/// the open-set reads are answered from the covering indexes of migration 0027, which
+/// hold exactly these (a `SELECT *` would also fetch `deleted_at` and `undoes` from the
+/// table).
+macro_rules! set_columns {
+    () => {
+        "id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, resolved_at, vector_clock"
+    };
+}
+
+/// The columns of an item that [`decode_item`] reads, and the set it belongs to.
+macro_rules! item_columns {
+    () => {
+        "change_set_id, tool_name, args, human_summary, status, before_value, fingerprint, stale_detail, approvals_needed, revision"
+    };
+}
+
 /// Which open sets to list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PendingFilter {
@@ -389,7 +406,11 @@ async fn with_items(
     for chunk in ids.chunks(SETS_PER_ITEM_READ) {
         let params: Vec<String> = (1..=chunk.len()).map(|n| format!("${n}")).collect();
         let sql = format!(
-            "SELECT * FROM change_items WHERE change_set_id IN ({}) ORDER BY change_set_id, item_index",
+            concat!(
+                "SELECT ",
+                item_columns!(),
+                " FROM change_items WHERE change_set_id IN ({}) ORDER BY change_set_id, item_index"
+            ),
             params.join(", ")
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -530,7 +551,9 @@ pub async fn pending(
     let limit = filter.limit.map_or(i64::MAX, i64::from);
     let query = match (&filter.target, &filter.agent_id) {
         (Some(target), Some(agent)) => sqlx::query(concat!(
-            "SELECT * FROM change_sets WHERE ",
+            "SELECT ",
+            set_columns!(),
+            " FROM change_sets WHERE ",
             open_sets!(),
             // `agent_id || ''`: search the target's index (a target has few open sets;
             // an agent may have many), not the agent's, which ties on cost. (SQLite's
@@ -543,7 +566,9 @@ pub async fn pending(
         .bind(agent.clone())
         .bind(limit),
         (Some(target), None) => sqlx::query(concat!(
-            "SELECT * FROM change_sets WHERE ",
+            "SELECT ",
+            set_columns!(),
+            " FROM change_sets WHERE ",
             open_sets!(),
             " AND target_kind = $1 AND target_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3"
         ))
@@ -551,14 +576,18 @@ pub async fn pending(
         .bind(target.id.clone())
         .bind(limit),
         (None, Some(agent)) => sqlx::query(concat!(
-            "SELECT * FROM change_sets WHERE ",
+            "SELECT ",
+            set_columns!(),
+            " FROM change_sets WHERE ",
             open_sets!(),
             " AND agent_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
         ))
         .bind(agent.clone())
         .bind(limit),
         (None, None) => sqlx::query(concat!(
-            "SELECT * FROM change_sets WHERE ",
+            "SELECT ",
+            set_columns!(),
+            " FROM change_sets WHERE ",
             open_sets!(),
             " ORDER BY created_at DESC, id DESC LIMIT $1"
         ))
@@ -596,12 +625,14 @@ pub async fn with_status(
     status: ChangeSetStatus,
     filter: &PendingFilter,
 ) -> Result<Vec<ChangeSet>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT * FROM change_sets
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        set_columns!(),
+        " FROM change_sets
          WHERE status = $1 AND deleted_at IS NULL
            AND ($2 IS NULL OR (target_kind = $2 AND target_id = $3)) AND ($4 IS NULL OR agent_id = $4)
-         ORDER BY created_at DESC, id DESC LIMIT $5",
-    )
+         ORDER BY created_at DESC, id DESC LIMIT $5"
+    ))
     .bind(status.as_str())
     .bind(filter.target.as_ref().map(|t| t.kind.as_str()))
     .bind(filter.target.as_ref().map(|t| t.id.as_str()))

@@ -226,6 +226,17 @@ pub(crate) async fn all_for_proof(
         .collect()
 }
 
+/// The columns of a decision that [`decode`] reads, as the history reads name them:
+/// "recent decisions of an agent about a target" is answered from the covering index of
+/// migration 0027, which holds exactly these (a `SELECT *` would also fetch
+/// `origin_host`, `approval_digest` and `shadow` from the table, which no caller of these
+/// reads looks at).
+macro_rules! decision_columns {
+    () => {
+        "id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict, reason, edited_args, human_summary, args, created_at, vector_clock, decided_by"
+    };
+}
+
 pub(crate) fn decode(row: &AnyRow) -> Result<ChangeDecision, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(TABLE, e);
     let json =
@@ -266,27 +277,32 @@ pub async fn recent(
     target: Option<&Target>,
     limit: u32,
 ) -> Result<Vec<ChangeDecision>, StoreError> {
-    let rows = match target {
-        Some(target) => {
-            sqlx::query(
-                "SELECT * FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3
-                 ORDER BY created_at DESC, rowid DESC LIMIT $4",
-            )
-            .bind(agent_id)
-            .bind(target.kind.as_str())
-            .bind(target.id.as_str())
-            .bind(i64::from(limit))
-            .fetch_all(conn)
-            .await?
-        }
-        None => {
-            sqlx::query("SELECT * FROM decisions WHERE agent_id = $1 ORDER BY created_at DESC, rowid DESC LIMIT $2")
+    let rows =
+        match target {
+            Some(target) => {
+                sqlx::query(concat!(
+                    "SELECT ",
+                    decision_columns!(),
+                    " FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3
+                 ORDER BY created_at DESC, rowid DESC LIMIT $4"
+                ))
                 .bind(agent_id)
+                .bind(target.kind.as_str())
+                .bind(target.id.as_str())
                 .bind(i64::from(limit))
                 .fetch_all(conn)
                 .await?
-        }
-    };
+            }
+            None => sqlx::query(concat!(
+                "SELECT ",
+                decision_columns!(),
+                " FROM decisions WHERE agent_id = $1 ORDER BY created_at DESC, rowid DESC LIMIT $2"
+            ))
+            .bind(agent_id)
+            .bind(i64::from(limit))
+            .fetch_all(conn)
+            .await?,
+        };
     rows.iter().map(decode).collect()
 }
 
@@ -295,11 +311,14 @@ pub async fn for_change_set(
     conn: &mut AnyConnection,
     change_set_id: Uuid,
 ) -> Result<Vec<ChangeDecision>, StoreError> {
-    let rows =
-        sqlx::query("SELECT * FROM decisions WHERE change_set_id = $1 ORDER BY created_at, rowid")
-            .bind(change_set_id.to_string())
-            .fetch_all(conn)
-            .await?;
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        decision_columns!(),
+        " FROM decisions WHERE change_set_id = $1 ORDER BY created_at, rowid"
+    ))
+    .bind(change_set_id.to_string())
+    .fetch_all(conn)
+    .await?;
     rows.iter().map(decode).collect()
 }
 

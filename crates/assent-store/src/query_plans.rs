@@ -1,7 +1,10 @@
 //! The store's hot reads use the indexes made for them: `EXPLAIN QUERY PLAN` of the
 //! exact SQL of `change_sets`, `decisions` and `audit`, checked against the intended
 //! index, for the absence of full table scans and, where the rows come from a big
-//! table, of a full sort.
+//! table, of a full sort. The history reads (open sets, an agent's recent decisions
+//! about a target, its undo sets) are answered from their index alone: their plan must
+//! say `USING COVERING INDEX` (migration 0027), so a column added to their `SELECT` and
+//! not to the index fails here.
 //!
 //! This backs "pending sets of a target and recent decisions of an agent (and target) stay
 //! fast with a million rows" without timing anything: a plan that searches a
@@ -22,6 +25,13 @@ const CHANGE_SETS_RS: &str = include_str!("change_sets.rs");
 const DECISIONS_RS: &str = include_str!("decisions.rs");
 const AUDIT_RS: &str = include_str!("audit.rs");
 const MIGRATION: &str = include_str!("../../../migrations/sqlite/0001_engine.sql");
+const COVERING_MIGRATION: &str =
+    include_str!("../../../migrations/sqlite/0027_covering_history_reads.sql");
+
+/// The columns the set reads name (`set_columns!` in `change_sets.rs`).
+const SET_COLUMNS: &str = "id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, resolved_at, vector_clock";
+/// The columns the decision reads name (`decision_columns!` in `decisions.rs`).
+const DECISION_COLUMNS: &str = "id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict, reason, edited_args, human_summary, args, created_at, vector_clock, decided_by";
 
 /// One hot read of the store.
 struct Case {
@@ -37,6 +47,9 @@ struct Case {
     table: &'static str,
     /// The index the plan must search.
     index: &'static str,
+    /// Whether the index alone answers the query (`USING COVERING INDEX`): it holds
+    /// every column the query names, so no row of the table is read.
+    covering: bool,
     /// Whether the plan may sort all its rows (`USE TEMP B-TREE FOR ORDER BY`): only
     /// when they are a bounded subquery's. Sorting ties of an index order (`... FOR
     /// LAST TERM OF ORDER BY`) is always fine: the index still delivers rows in order
@@ -55,33 +68,41 @@ const CASES: &[Case] = &[
         name: "pending sets by target",
         source: CHANGE_SETS_RS,
         sql: &[
-            "SELECT * FROM change_sets WHERE ",
+            "SELECT ",
+            SET_COLUMNS,
+            " FROM change_sets WHERE ",
             OPEN,
             " AND target_kind = $1 AND target_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3",
         ],
         binds: &[Bind::Text("task"), Bind::Text("task-1"), Bind::Int(-1)],
         table: "change_sets",
-        index: "change_sets_open_by_target",
+        index: "change_sets_open_by_target_covering",
+        covering: true,
         full_sort_allowed: false,
     },
     Case {
         name: "pending sets by agent",
         source: CHANGE_SETS_RS,
         sql: &[
-            "SELECT * FROM change_sets WHERE ",
+            "SELECT ",
+            SET_COLUMNS,
+            " FROM change_sets WHERE ",
             OPEN,
             " AND agent_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
         ],
         binds: &[Bind::Text("agent-1"), Bind::Int(-1)],
         table: "change_sets",
-        index: "change_sets_open_by_agent",
+        index: "change_sets_open_by_agent_covering",
+        covering: true,
         full_sort_allowed: false,
     },
     Case {
         name: "pending sets by target and agent",
         source: CHANGE_SETS_RS,
         sql: &[
-            "SELECT * FROM change_sets WHERE ",
+            "SELECT ",
+            SET_COLUMNS,
+            " FROM change_sets WHERE ",
             OPEN,
             " AND target_kind = $1 AND target_id = $2 AND agent_id || '' = $3",
             " ORDER BY created_at DESC, id DESC LIMIT $4",
@@ -95,7 +116,8 @@ const CASES: &[Case] = &[
         table: "change_sets",
         // A target has few open sets, an agent may have many across its targets; the unary
         // `+` keeps SQLite from choosing the agent's index on a cost tie.
-        index: "change_sets_open_by_target",
+        index: "change_sets_open_by_target_covering",
+        covering: true,
         full_sort_allowed: false,
     },
     Case {
@@ -107,24 +129,30 @@ const CASES: &[Case] = &[
         binds: &[Bind::Text("2026-03-01T12:00:00.000000Z")],
         table: "change_sets",
         index: "change_sets_open_by_age",
+        covering: false,
         full_sort_allowed: false,
     },
     Case {
         name: "recent decisions by agent",
         source: DECISIONS_RS,
         sql: &[
-            "SELECT * FROM decisions WHERE agent_id = $1 ORDER BY created_at DESC, rowid DESC LIMIT $2",
+            "SELECT ",
+            DECISION_COLUMNS,
+            " FROM decisions WHERE agent_id = $1 ORDER BY created_at DESC, rowid DESC LIMIT $2",
         ],
         binds: &[Bind::Text("agent-1"), Bind::Int(200)],
         table: "decisions",
         index: "decisions_recent_by_agent",
+        covering: false,
         full_sort_allowed: false,
     },
     Case {
         name: "recent decisions by agent and target",
         source: DECISIONS_RS,
         sql: &[
-            "SELECT * FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3
+            "SELECT ",
+            DECISION_COLUMNS,
+            " FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3
                  ORDER BY created_at DESC, rowid DESC LIMIT $4",
         ],
         binds: &[
@@ -134,7 +162,35 @@ const CASES: &[Case] = &[
             Bind::Int(200),
         ],
         table: "decisions",
-        index: "decisions_recent_by_agent_target",
+        index: "decisions_recent_by_agent_target_covering",
+        covering: true,
+        full_sort_allowed: false,
+    },
+    Case {
+        name: "decisions of a set",
+        source: DECISIONS_RS,
+        sql: &[
+            "SELECT ",
+            DECISION_COLUMNS,
+            " FROM decisions WHERE change_set_id = $1 ORDER BY created_at, rowid",
+        ],
+        binds: &[Bind::Text("set-1")],
+        table: "decisions",
+        index: "decisions_by_change_set",
+        covering: false,
+        full_sort_allowed: false,
+    },
+    Case {
+        name: "undo sets of an agent",
+        source: CHANGE_SETS_RS,
+        sql: &["SELECT s.undoes FROM change_sets s
+         JOIN change_items i ON i.change_set_id = s.id AND i.item_index = 0
+         WHERE s.agent_id = $1 AND s.undoes IS NOT NULL AND i.status = 'confirmed'"],
+        binds: &[Bind::Text("agent-1")],
+        // SQLite's plan names a table by its alias.
+        table: "s",
+        index: "change_sets_undoing_covering",
+        covering: true,
         full_sort_allowed: false,
     },
     Case {
@@ -146,6 +202,7 @@ const CASES: &[Case] = &[
         binds: &[Bind::Text("task"), Bind::Text("task-1"), Bind::Int(100)],
         table: "audit_records",
         index: "audit_records_by_target",
+        covering: false,
         // The outer query re-sorts the at most `limit` rows of the subquery.
         full_sort_allowed: true,
     },
@@ -158,6 +215,7 @@ const CASES: &[Case] = &[
         binds: &[Bind::Text("run-1"), Bind::Int(100)],
         table: "audit_records",
         index: "audit_records_by_run",
+        covering: false,
         full_sort_allowed: true,
     },
 ];
@@ -191,16 +249,27 @@ async fn plan(store: &Store, case: &Case) -> Vec<String> {
 /// What is wrong with `steps` as the plan of `case`.
 fn problems(case: &Case, steps: &[String]) -> Vec<String> {
     let mut found = Vec::new();
-    let search = format!("SEARCH {} USING INDEX {} (", case.table, case.index);
+    let kind = if case.covering {
+        "COVERING INDEX"
+    } else {
+        "INDEX"
+    };
+    let search = format!("SEARCH {} USING {kind} {} (", case.table, case.index);
     if !steps.iter().any(|s| s.starts_with(&search)) {
         found.push(format!("no step starts with {search:?}"));
     }
     for step in steps {
         // `SCAN t` reads the whole table, `SCAN t USING [COVERING] INDEX i` the whole
         // index; `SCAN (subquery-1)` only reads a subquery's rows.
-        let scans_a_table = ["change_sets", "change_items", "decisions", "audit_records"]
-            .iter()
-            .any(|t| step.starts_with(&format!("SCAN {t}")));
+        let scans_a_table = [
+            "change_sets",
+            "change_items",
+            "decisions",
+            "audit_records",
+            case.table,
+        ]
+        .iter()
+        .any(|t| step.starts_with(&format!("SCAN {t}")));
         if scans_a_table {
             found.push(format!("full scan: {step:?}"));
         }
@@ -228,6 +297,11 @@ fn the_copied_sql_is_what_the_store_runs() {
         squeeze(MIGRATION).matches(OPEN).count(),
         3,
         "the three open-set partial indexes no longer have the predicate {OPEN:?}"
+    );
+    assert_eq!(
+        squeeze(COVERING_MIGRATION).matches(OPEN).count(),
+        2,
+        "the covering open-set indexes no longer have the predicate {OPEN:?}"
     );
 }
 
@@ -268,7 +342,7 @@ fn the_plan_check_catches_a_full_scan_and_a_full_sort() {
     assert_eq!(
         problems(case, &bad),
         [
-            "no step starts with \"SEARCH change_sets USING INDEX change_sets_open_by_target (\"",
+            "no step starts with \"SEARCH change_sets USING COVERING INDEX change_sets_open_by_target_covering (\"",
             "full scan: \"SCAN change_sets\"",
             "sorts every matching row: \"USE TEMP B-TREE FOR ORDER BY\"",
         ]

@@ -655,8 +655,16 @@ async fn open_sqlite(
             .await?;
         probe.close().await?;
     }
+    // A reader takes a connection of its own for its reads (`pool().acquire()`, one per
+    // history section, API request or wake) and each connection keeps its prepared
+    // statements (sqlx caches every statement with arguments, 100 per connection), so
+    // a hot read is prepared once per connection. What an acquire would add is a ping
+    // of the connection's worker thread (sqlx's `test_before_acquire`): a round trip
+    // that finds nothing on a local file, whose connections do not drop like a
+    // network's; a connection whose worker did stop fails its next statement instead.
     let pool = AnyPoolOptions::new()
         .max_connections(max_connections)
+        .test_before_acquire(false)
         .after_release(|conn, _| Box::pin(release_clean(conn)))
         .after_connect(move |conn, _| {
             let pragmas = pragmas.clone();
