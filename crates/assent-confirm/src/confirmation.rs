@@ -619,7 +619,7 @@ impl ConfirmationService {
                 },
             )
             .await?;
-        audits.into_plan(plan)?;
+        audits.drain_into(plan)?;
         match execution {
             // Keep the audited denial; the item stays pending.
             ExecutionOutcome::Denied { reason } => {

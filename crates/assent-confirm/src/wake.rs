@@ -402,7 +402,7 @@ impl WakeService {
             };
             lines.push(Line::Said(said(&tool_name, outcome)));
         }
-        audits.into_plan(written)?;
+        audits.drain_into(written)?;
         Ok(lines)
     }
 
@@ -465,7 +465,7 @@ impl WakeService {
             .conclude(&mut tx, &execution, result, intent)
             .await?;
         let mut written = WritePlan::default();
-        audits.into_plan(&mut written)?;
+        audits.drain_into(&mut written)?;
         written.apply(&mut tx, now).await?;
         tx.commit().await?;
         Ok(said(&tool_name, outcome))

@@ -185,13 +185,13 @@ fn to_payload(payload: &(impl Serialize + ?Sized)) -> Result<String, StoreError>
 
 /// An audit sink that plans its records instead of writing them: the executor of a
 /// confirmation writes through it, and the confirmation moves its records into its
-/// [`WritePlan`] ([`Self::into_plan`]). It never fails (nothing is written yet).
+/// [`WritePlan`] ([`Self::drain_into`]). It never fails (nothing is written yet).
 #[derive(Debug, Default)]
 pub struct PlannedAudits(Mutex<Vec<AuditRecord>>);
 
 impl PlannedAudits {
     /// Moves the records gathered so far into `plan`, in the order they came.
-    pub fn into_plan(&self, plan: &mut WritePlan) -> Result<(), StoreError> {
+    pub fn drain_into(&self, plan: &mut WritePlan) -> Result<(), StoreError> {
         let records = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
         records
             .into_iter()
