@@ -71,9 +71,7 @@ pub async fn enqueue(
     payload: &(impl Serialize + ?Sized),
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    // Straight to text: building a `Value` tree first cost a confirmation more than
-    // serializing its whole change set (callgrind, `cargo xtask bench`).
-    let payload = serde_json::to_string(payload).map_err(|e| StoreError::corrupt("outbox", e))?;
+    let payload = payload_text(payload)?;
     let now = timefmt::format(now);
     sqlx::query(
         "INSERT INTO outbox (entity_type, entity_id, payload, status, attempts, created_at, updated_at)
@@ -88,6 +86,13 @@ pub async fn enqueue(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// A message's payload as stored. Straight to text: building a `Value` tree first cost
+/// a confirmation more than serializing its whole change set (callgrind, `cargo xtask
+/// bench`).
+pub(crate) fn payload_text(payload: &(impl Serialize + ?Sized)) -> Result<String, StoreError> {
+    serde_json::to_string(payload).map_err(|e| StoreError::corrupt("outbox", e))
 }
 
 /// One message of [`enqueue_many`]: entity type, entity id, payload.

@@ -63,7 +63,7 @@ impl WritePlan {
     /// Plans an audit record written on this device: its row, its chain entry and its
     /// outbox message.
     pub fn audit(&mut self, record: AuditRecord) -> Result<(), StoreError> {
-        let payload = to_payload(&record)?;
+        let payload = outbox::payload_text(&record)?;
         let position = self.audits.len();
         self.audits.push(record);
         self.entries.push(Planned::Audit(position));
@@ -87,7 +87,7 @@ impl WritePlan {
         entity_id: String,
         payload: &(impl Serialize + ?Sized),
     ) -> Result<(), StoreError> {
-        self.message_text(entity_type, entity_id, to_payload(payload)?);
+        self.message_text(entity_type, entity_id, outbox::payload_text(payload)?);
         Ok(())
     }
 
@@ -175,12 +175,6 @@ fn outbox_messages(
         }
     }
     messages
-}
-
-fn to_payload(payload: &(impl Serialize + ?Sized)) -> Result<String, StoreError> {
-    // Straight to text: building a `Value` tree first cost a confirmation more than
-    // serializing its whole change set (callgrind, `cargo xtask bench`).
-    serde_json::to_string(payload).map_err(|e| StoreError::corrupt("outbox", e))
 }
 
 /// An audit sink that plans its records instead of writing them: the executor of a
