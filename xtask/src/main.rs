@@ -1,17 +1,21 @@
 //! Project automation for Assent, run as `cargo xtask <task>` (an alias in
 //! `.cargo/config.toml`).
 //!
-//! Plain Rust with `anyhow` only, so that it builds fast and needs nothing installed.
+//! Plain Rust with `anyhow` and `public-api` (small, serde-only) so that it builds fast
+//! and needs nothing installed.
 //! Tasks:
 //!
 //! - `ci`: the gate CI runs (`.ci/run`): `cargo fmt --check`, `cargo clippy -D warnings`,
 //!   `cargo doc --no-deps` with `RUSTDOCFLAGS="-D warnings"` (broken or private doc links
-//!   fail), `cargo test`, then `bench --quick`, stopping at the first failing step. Before the
+//!   fail; the libraries' run is `api`'s, below), `cargo test`, then `bench --quick`, stopping at the first failing step. Before the
 //!   tests it installs Debian's `chromium` and `chromium-driver` when
 //!   `/usr/bin/chromedriver` is missing (the review page's browser tests need them), and
 //!   unless `ASSENT_TEST_POSTGRES_URL` names a server, the tests run with a throwaway
 //!   PostgreSQL started by `.ci/postgres.sh` (installed from Debian's packages when
 //!   missing) for the cross-backend conformance suite.
+//! - `api`: each library crate's public API against `api/current/` and the last
+//!   release (see `api.rs`): an API change shows in its commit, a break since the
+//!   release is written in CHANGELOG.md.
 //! - `bench`: the benchmark report, the `assent-bench` binary in the release profile:
 //!   the engine against the bare driver writing the same rows, queries at scale,
 //!   memory; a table on stdout and `target/bench/results.json`. Performance claims live
@@ -28,6 +32,7 @@
 // workspace lints against `println!`/`eprintln!` do not apply here.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod api;
 #[cfg(test)]
 mod tidy;
 
@@ -41,11 +46,16 @@ const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
-  ci       cargo fmt --check, cargo clippy -D warnings, cargo doc (-D warnings),
+  ci       cargo fmt --check, cargo clippy -D warnings, cargo doc (-D warnings), api,
            cargo test, bench --quick
            (stops at the first failure; installs chromium and chromium-driver for the
            browser tests when missing; tests run with a throwaway PostgreSQL unless
            ASSENT_TEST_POSTGRES_URL is set)
+  api      each library crate's public API (rustdoc JSON, the public-api crate) against
+           api/current/ and against the last release (api/0.1.0/): every break since
+           the release is named in a **Breaking** entry of CHANGELOG.md's Unreleased
+           --bless: rewrite api/current/ from this tree
+           --baseline DIR: write api/0.1.0/ from a checkout of the release at DIR
   bench    the benchmark report (release build): table on stdout, target/bench/results.json
            --quick: a small smoke run in the dev profile, asserting nothing about speed
 ";
@@ -61,9 +71,12 @@ const CI_STEPS: &[&[&str]] = &[
         "-D",
         "warnings",
     ],
-    // Run with `RUSTDOCFLAGS="-D warnings"` (see `ci`): the crates' documentation
+    // Run with `RUSTDOCFLAGS="-D warnings"` (see `ci`): the binaries' documentation
     // builds without a broken, ambiguous or private link.
-    &["doc", "--no-deps", "--workspace"],
+    &["doc", "--no-deps", "--workspace", "--bins"],
+    // Not a cargo command: `cargo xtask api`, run in this process (see `api.rs`). Its
+    // rustdoc run is the libraries' `cargo doc`, with `-D warnings` too.
+    &["api"],
     &["test", "--workspace"],
 ];
 
@@ -132,6 +145,14 @@ fn main() -> ExitCode {
         ["ci"] => ci(),
         ["bench"] => run_cargo(BENCH_FIXTURE).and_then(|()| run_cargo(BENCH)),
         ["bench", "--quick"] => bench_quick(),
+        ["api"] => api::run(&project_root(), &api::Mode::Check),
+        ["api", "--bless"] => api::run(&project_root(), &api::Mode::Bless),
+        ["api", "--baseline", root] => api::run(
+            &project_root(),
+            &api::Mode::Baseline {
+                root: PathBuf::from(root),
+            },
+        ),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -162,6 +183,7 @@ fn ci() -> anyhow::Result<()> {
                 run_tests_with_postgres(step)
             }
             Some(&"doc") => run_cargo_with(step, &[("RUSTDOCFLAGS", "-D warnings")]),
+            Some(&"api") => api::run(&project_root(), &api::Mode::Check),
             _ => run_cargo(step),
         };
         result
