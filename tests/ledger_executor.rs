@@ -11,6 +11,7 @@
 //! `ledger-executor transactional DATABASE_URL STARTED_LOG PAUSE_MS`
 //! `ledger-executor confirm DATABASE_URL CONFIRMED_LOG`
 
+use assent_confirm::ItemRef;
 use assent_confirm::JobSettings;
 use assent_store::Store;
 use assent_tests::book;
@@ -95,7 +96,7 @@ async fn confirm_concurrently(url: &str, confirmed_log: std::path::PathBuf) -> R
                     reviewer
                         .confirmations()
                         .by("reviewer")
-                        .confirm_item(set.id, index, OffsetDateTime::now_utc())
+                        .confirm_item(ItemRef::new(set.id, index), OffsetDateTime::now_utc())
                         .await
                         .map_err(|e| e.to_string())?;
                     let mut log = log.lock().map_err(|e| e.to_string())?;

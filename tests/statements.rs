@@ -7,6 +7,7 @@
 #![allow(clippy::print_stdout)]
 
 use assent_changeset::{ToolArguments, ToolCall};
+use assent_confirm::ItemRef;
 use assent_confirm::{
     Engine, ExternalCall, ExternalError, ExternalHandler, SimpleHost, WakeRequest,
 };
@@ -128,7 +129,7 @@ async fn a_confirmation_and_a_wake_item_stay_within_their_statements() {
         let before = counted.load(Ordering::SeqCst);
         app.engine
             .confirmations()
-            .confirm_item(set.id, index, OffsetDateTime::now_utc())
+            .confirm_item(ItemRef::new(set.id, index), OffsetDateTime::now_utc())
             .await
             .expect("confirmed");
         per_confirmation.push(statements(before));

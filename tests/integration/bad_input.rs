@@ -2,6 +2,7 @@
 
 use assent_changeset::{ToolArguments, ToolCall, parse_tool_calls};
 use assent_confirm::ConfirmError;
+use assent_confirm::ItemRef;
 use assent_domain::Uuid;
 use assent_tests::{NOW, TestApp};
 use serde_json::json;
@@ -75,13 +76,16 @@ async fn unknown_sets_and_indexes_are_clear_errors() {
     let missing = Uuid::new_v4();
     assert_eq!(
         service
-            .confirm_item(missing, 0, NOW)
+            .confirm_item(ItemRef::new(missing, 0), NOW)
             .await
             .unwrap_err()
             .to_string(),
         format!("no change set {missing}")
     );
-    let err = service.confirm_item(set, 3, NOW).await.unwrap_err();
+    let err = service
+        .confirm_item(ItemRef::new(set, 3), NOW)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ConfirmError::ItemNotFound { .. }));
     assert_eq!(
         err.to_string(),
@@ -89,14 +93,14 @@ async fn unknown_sets_and_indexes_are_clear_errors() {
     );
     assert!(matches!(
         service
-            .edit_and_confirm(set, 0, json!({"title": 7}), NOW)
+            .edit_and_confirm(ItemRef::new(set, 0), json!({"title": 7}), NOW)
             .await
             .unwrap_err(),
         ConfirmError::InvalidArgs { .. }
     ));
     assert!(matches!(
         service
-            .edit_and_confirm(set, 0, json!("title"), NOW)
+            .edit_and_confirm(ItemRef::new(set, 0), json!("title"), NOW)
             .await
             .unwrap_err(),
         ConfirmError::InvalidArgs { .. }

@@ -1,5 +1,6 @@
 //! Exactly once under concurrency: many confirmations of one item, one effect.
 
+use assent_confirm::ItemRef;
 use assent_confirm::{ConfirmError, ConfirmationService, ConflictKind};
 use assent_domain::Uuid;
 use assent_store::decisions;
@@ -84,7 +85,10 @@ pub(crate) async fn race(
             let barrier = barrier.clone();
             tokio::spawn(async move {
                 barrier.wait().await;
-                service.confirm_item(set, 0, NOW).await.map(|_| ())
+                service
+                    .confirm_item(ItemRef::new(set, 0), NOW)
+                    .await
+                    .map(|_| ())
             })
         })
         .collect();

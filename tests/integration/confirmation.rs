@@ -2,6 +2,7 @@
 //! history; failures and policy at confirmation time.
 
 use assent_confirm::ExecutionOutcome;
+use assent_confirm::ItemRef;
 use assent_confirm::{ConfirmError, ConflictKind, Engine, ItemResult, SimpleHost, WakeRequest};
 use assent_domain::{ChangeItemStatus, ChangeSetStatus, Target, Uuid, Verdict};
 use assent_store::{agents, audit, change_sets, decisions, operations};
@@ -30,7 +31,10 @@ async fn confirm_applies_once_and_records_everything() {
     )
     .await;
     let service = app.engine.confirmations();
-    let outcome = service.confirm_item(set, 0, NOW).await.unwrap();
+    let outcome = service
+        .confirm_item(ItemRef::new(set, 0), NOW)
+        .await
+        .unwrap();
     assert_eq!(outcome.message(), "Priority set to P0.");
     assert_eq!(outcome.decision.verdict, Verdict::Confirmed);
     assert_eq!(app.load(&task).await.priority.as_deref(), Some("P0"));
@@ -62,7 +66,10 @@ async fn confirm_applies_once_and_records_everything() {
     );
     drop(conn);
 
-    let again = service.confirm_item(set, 0, NOW).await.unwrap_err();
+    let again = service
+        .confirm_item(ItemRef::new(set, 0), NOW)
+        .await
+        .unwrap_err();
     assert_eq!(
         again.conflict_kind(),
         Some(ConflictKind::AlreadyDecided),
@@ -70,7 +77,10 @@ async fn confirm_applies_once_and_records_everything() {
     );
     assert!(again.to_string().contains("already confirmed"), "{again}");
 
-    service.confirm_item(set, 1, NOW).await.unwrap();
+    service
+        .confirm_item(ItemRef::new(set, 1), NOW)
+        .await
+        .unwrap();
     let mut conn = app.store.pool().acquire().await.unwrap();
     let stored = change_sets::require(&mut conn, set).await.unwrap();
     assert_eq!(stored.status, ChangeSetStatus::Resolved);
@@ -100,9 +110,15 @@ async fn a_change_already_true_at_confirmation_is_confirmed_without_a_mutation()
     )
     .await;
     let service = app.engine.confirmations();
-    service.confirm_item(set, 0, NOW).await.unwrap();
+    service
+        .confirm_item(ItemRef::new(set, 0), NOW)
+        .await
+        .unwrap();
     let clock_before = app.load(&task).await;
-    let outcome = service.confirm_item(other, 0, NOW).await.unwrap();
+    let outcome = service
+        .confirm_item(ItemRef::new(other, 0), NOW)
+        .await
+        .unwrap();
     assert_eq!(
         outcome.execution,
         ExecutionOutcome::AlreadyTrue {
@@ -128,7 +144,10 @@ async fn a_failing_handler_leaves_no_decision_and_the_item_pending_and_a_retry_w
         )
         .await;
         let service = app.engine.confirmations();
-        let err = service.confirm_item(set, 0, NOW).await.unwrap_err();
+        let err = service
+            .confirm_item(ItemRef::new(set, 0), NOW)
+            .await
+            .unwrap_err();
         assert!(
             matches!(err, ConfirmError::HandlerFailed { .. }),
             "{fault:?}: {err}"
@@ -165,7 +184,10 @@ async fn a_failing_handler_leaves_no_decision_and_the_item_pending_and_a_retry_w
         );
         drop(conn);
 
-        let retried = service.confirm_item(set, 0, NOW).await.unwrap();
+        let retried = service
+            .confirm_item(ItemRef::new(set, 0), NOW)
+            .await
+            .unwrap();
         assert_eq!(retried.message(), "Priority set to P3.");
         assert_eq!(app.load(&task).await.priority.as_deref(), Some("P3"));
         assert_eq!(app.faulty_calls.load(Ordering::SeqCst), 2);
@@ -211,7 +233,7 @@ async fn an_operation_already_applied_is_not_applied_again() {
     let outcome = app
         .engine
         .confirmations()
-        .confirm_item(set, 0, NOW)
+        .confirm_item(ItemRef::new(set, 0), NOW)
         .await
         .unwrap();
     assert!(
@@ -253,7 +275,7 @@ async fn a_reused_run_key_still_applies_every_confirmed_proposal() {
         let outcome = app
             .engine
             .confirmations()
-            .confirm_item(set, 0, NOW)
+            .confirm_item(ItemRef::new(set, 0), NOW)
             .await
             .unwrap();
         assert!(
@@ -278,7 +300,7 @@ async fn edit_validates_and_keeps_both_args() {
     let service = app.engine.confirmations();
     let before = app.fingerprint().await;
     let bad = service
-        .edit_and_confirm(set, 0, json!({"minutes": 5000}), NOW)
+        .edit_and_confirm(ItemRef::new(set, 0), json!({"minutes": 5000}), NOW)
         .await
         .unwrap_err();
     assert!(matches!(bad, ConfirmError::InvalidArgs { .. }), "{bad}");
@@ -294,7 +316,7 @@ async fn edit_validates_and_keeps_both_args() {
     );
 
     let outcome = service
-        .edit_and_confirm(set, 0, json!({"minutes": 90}), NOW)
+        .edit_and_confirm(ItemRef::new(set, 0), json!({"minutes": 90}), NOW)
         .await
         .unwrap();
     assert_eq!(outcome.decision.args, json!({"minutes": 60}));
@@ -329,22 +351,25 @@ async fn reject_defer_dismiss_and_history() {
     .await;
     let service = app.engine.confirmations();
     let rejected = service
-        .reject_item(set, 0, Some("  I know better ".into()), NOW)
+        .reject_item(ItemRef::new(set, 0), Some("  I know better ".into()), NOW)
         .await
         .unwrap();
     assert_eq!(rejected.reason.as_deref(), Some("I know better"));
-    let deferred = service.defer_item(set, 1, NOW).await.unwrap();
+    let deferred = service.defer_item(ItemRef::new(set, 1), NOW).await.unwrap();
     assert_eq!(deferred.verdict, Verdict::Deferred);
     assert_eq!(
         service
-            .defer_item(set, 1, NOW)
+            .defer_item(ItemRef::new(set, 1), NOW)
             .await
             .unwrap_err()
             .conflict_kind(),
         Some(ConflictKind::AlreadyDeferred)
     );
     assert!(matches!(
-        service.reject_item(set, 9, None, NOW).await.unwrap_err(),
+        service
+            .reject_item(ItemRef::new(set, 9), None, NOW)
+            .await
+            .unwrap_err(),
         ConfirmError::ItemNotFound {
             index: 9,
             len: 4,
@@ -353,7 +378,7 @@ async fn reject_defer_dismiss_and_history() {
     ));
     assert!(matches!(
         service
-            .reject_item(Uuid::nil(), 0, None, NOW)
+            .reject_item(ItemRef::new(Uuid::nil(), 0), None, NOW)
             .await
             .unwrap_err(),
         ConfirmError::ChangeSetNotFound(_)
@@ -435,7 +460,7 @@ async fn confirm_all_runs_in_order_and_continues_past_a_failure() {
     )
     .await;
     let service = app.engine.confirmations();
-    service.defer_item(set, 3, NOW).await.unwrap();
+    service.defer_item(ItemRef::new(set, 3), NOW).await.unwrap();
     let result = service.confirm_all(set, NOW).await.unwrap();
     let shapes: Vec<&str> = result
         .items
@@ -476,7 +501,10 @@ async fn policy_is_enforced_again_at_confirmation_time() {
     .await;
     app.agent("agent-1", &["home"]).await; // the agent lost access to "work"
     let service = app.engine.confirmations();
-    let err = service.confirm_item(set, 0, NOW).await.unwrap_err();
+    let err = service
+        .confirm_item(ItemRef::new(set, 0), NOW)
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "denied by policy: Category work not in allowed set"
@@ -541,7 +569,10 @@ async fn expiry_hides_stale_sets_from_the_pending_view() {
         ChangeSetStatus::Expired
     );
     drop(conn);
-    let err = service.confirm_item(set, 0, NOW).await.unwrap_err();
+    let err = service
+        .confirm_item(ItemRef::new(set, 0), NOW)
+        .await
+        .unwrap_err();
     assert_eq!(err.conflict_kind(), Some(ConflictKind::Expired), "{err}");
 }
 

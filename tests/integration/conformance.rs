@@ -3,6 +3,7 @@
 //! names a server), each on a fresh database of its own.
 
 use crate::concurrency;
+use assent_confirm::ItemRef;
 use assent_domain::{ChangeItemStatus, ChangeSetStatus, Uuid, Verdict};
 use assent_store::delegation::{self, Grant, Revocation};
 use assent_store::outbox::{self, entity};
@@ -41,13 +42,16 @@ async fn wake_then_confirm_edit_and_reject(backend: &TestBackend) {
         "nothing ran yet"
     );
     let service = app.engine.confirmations();
-    service.confirm_item(set, 0, NOW).await.unwrap();
     service
-        .edit_and_confirm(set, 1, json!({"priority": "P2"}), NOW)
+        .confirm_item(ItemRef::new(set, 0), NOW)
         .await
         .unwrap();
     service
-        .reject_item(set, 2, Some("not now".into()), NOW)
+        .edit_and_confirm(ItemRef::new(set, 1), json!({"priority": "P2"}), NOW)
+        .await
+        .unwrap();
+    service
+        .reject_item(ItemRef::new(set, 2), Some("not now".into()), NOW)
         .await
         .unwrap();
 
@@ -484,7 +488,7 @@ async fn two_devices_converge(a: TestApp, b: TestApp) {
     let (task, set) = a.propose_and_send_to(&b).await;
     b.engine
         .confirmations()
-        .confirm_item(set, 0, NOW + Duration::minutes(1))
+        .confirm_item(ItemRef::new(set, 0), NOW + Duration::minutes(1))
         .await
         .expect("B confirms");
     let report = b.send_to(&a).await;
@@ -590,7 +594,7 @@ async fn imports_are_recorded_and_claims_released(backend: &TestBackend) {
     // Written while the batch is away: the set's claimed message is superseded.
     a.engine
         .confirmations()
-        .reject_item(set, 0, None, NOW)
+        .reject_item(ItemRef::new(set, 0), None, NOW)
         .await
         .unwrap();
     let mut tx = a.store.begin_write().await.unwrap();

@@ -4,6 +4,7 @@
 //! still asks for it; one rule change (the engine's) has one effect, in one
 //! transaction, whichever door it came through.
 
+use assent_confirm::ItemRef;
 use assent_confirm::{ConfirmError, ConflictKind, ExecutionOutcome, RuleChange};
 use assent_store::{agents, change_sets};
 use assent_tests::{NOW, TestApp, backends};
@@ -51,11 +52,16 @@ async fn a_quorum_on_a_pattern_binds_every_tool_it_covers_on_every_backend() {
             .expect("queued")
             .id;
         let alice = app.engine.confirmations().by("alice");
-        let first = alice.confirm_item(set, 0, minutes(1)).await.unwrap();
+        let first = alice
+            .confirm_item(ItemRef::new(set, 0), minutes(1))
+            .await
+            .unwrap();
         awaits(&first.execution, 1);
         assert_eq!(app.load(&task).await.priority.as_deref(), Some("P1"));
         let bob = app.engine.confirmations().by("bob");
-        bob.confirm_item(set, 0, minutes(2)).await.unwrap();
+        bob.confirm_item(ItemRef::new(set, 0), minutes(2))
+            .await
+            .unwrap();
         assert_eq!(
             app.load(&task).await.priority.as_deref(),
             Some("P0"),
@@ -101,21 +107,26 @@ async fn the_quorum_an_item_was_proposed_with_travels_to_a_device_without_the_se
     );
     drop(conn);
     let alice = b.engine.confirmations().by("alice");
-    let first = alice.confirm_item(set.id, 0, minutes(1)).await.unwrap();
+    let first = alice
+        .confirm_item(ItemRef::new(set.id, 0), minutes(1))
+        .await
+        .unwrap();
     awaits(&first.execution, 1);
     assert_eq!(b.load(&task).await.priority.as_deref(), Some("P1"));
     // Nobody named: a quorum cannot be counted, and nothing runs.
     let anonymous = b
         .engine
         .confirmations()
-        .confirm_item(set.id, 0, minutes(2))
+        .confirm_item(ItemRef::new(set.id, 0), minutes(2))
         .await;
     assert!(
         matches!(&anonymous, Err(e) if e.conflict_kind() == Some(ConflictKind::ApproverNotNamed)),
         "{anonymous:?}"
     );
     let bob = b.engine.confirmations().by("bob");
-    bob.confirm_item(set.id, 0, minutes(3)).await.unwrap();
+    bob.confirm_item(ItemRef::new(set.id, 0), minutes(3))
+        .await
+        .unwrap();
     assert_eq!(b.load(&task).await.priority.as_deref(), Some("P0"));
 }
 

@@ -3,6 +3,7 @@
 //! commit there, and the service's worker applies the job in its claim's transaction,
 //! exactly once, even when the worker is killed at random; on SQLite and PostgreSQL.
 
+use assent_confirm::ItemRef;
 use assent_confirm::{ConfirmError, Engine, ExecutionOutcome, JobSettings};
 use assent_domain::ChangeItemStatus;
 use assent_store::jobs::{self, JobStatus};
@@ -59,7 +60,7 @@ async fn an_item_of_another_host_is_confirmed_anywhere_and_applied_once_by_its_w
 
         let confirmed = reviewer
             .confirmations()
-            .confirm_item(set, 0, now())
+            .confirm_item(ItemRef::new(set, 0), now())
             .await
             .unwrap();
         assert_eq!(queued_for(&confirmed.execution), HOST);
@@ -132,7 +133,7 @@ async fn an_edit_elsewhere_is_checked_against_the_schema_the_host_stored() {
             json!({}),
         ] {
             let error = person
-                .edit_and_confirm(set, 0, wrong.clone(), now())
+                .edit_and_confirm(ItemRef::new(set, 0), wrong.clone(), now())
                 .await
                 .unwrap_err();
             assert!(
@@ -147,7 +148,7 @@ async fn an_edit_elsewhere_is_checked_against_the_schema_the_host_stored() {
         );
 
         let edited = person
-            .edit_and_confirm(set, 0, json!({"cents": 250}), now())
+            .edit_and_confirm(ItemRef::new(set, 0), json!({"cents": 250}), now())
             .await
             .unwrap();
         assert_eq!(queued_for(&edited.execution), HOST);
@@ -180,7 +181,7 @@ async fn an_item_of_a_host_that_never_registered_says_so() {
     let reviewer = book::elsewhere(store.clone()).await;
     let error = reviewer
         .confirmations()
-        .edit_and_confirm(set, 0, json!({"cents": 5}), now())
+        .edit_and_confirm(ItemRef::new(set, 0), json!({"cents": 5}), now())
         .await
         .unwrap_err();
     let text = error.to_string();
@@ -192,7 +193,7 @@ async fn an_item_of_a_host_that_never_registered_says_so() {
     // Confirming it as proposed needs no schema: its job waits for the host.
     let confirmed = reviewer
         .confirmations()
-        .confirm_item(set, 0, now())
+        .confirm_item(ItemRef::new(set, 0), now())
         .await
         .unwrap();
     assert_eq!(queued_for(&confirmed.execution), HOST);
@@ -204,7 +205,7 @@ async fn the_hosts_own_process_still_applies_at_once() {
     let set = book::propose(&service, "L1", "run-1", &[100]).await;
     let confirmed = service
         .confirmations()
-        .confirm_item(set, 0, now())
+        .confirm_item(ItemRef::new(set, 0), now())
         .await
         .unwrap();
     assert!(
@@ -241,7 +242,7 @@ async fn a_denial_at_run_time_fails_the_job_for_a_person_who_may_retry_it() {
     let set = book::propose(&service, "L1", "run-1", &[100]).await;
     reviewer
         .confirmations()
-        .confirm_item(set, 0, now())
+        .confirm_item(ItemRef::new(set, 0), now())
         .await
         .unwrap();
     let mut conn = store.pool().acquire().await.unwrap();
@@ -296,7 +297,7 @@ async fn the_agent_awaiting_the_outcome_learns_it_within_a_second_of_the_decisio
     let decided = Instant::now();
     reviewer
         .confirmations()
-        .confirm_item(set, 0, now())
+        .confirm_item(ItemRef::new(set, 0), now())
         .await
         .unwrap();
     let (outcome, returned) = agent.await.unwrap();
@@ -437,7 +438,7 @@ async fn the_worker_also_delivers_the_webhooks_its_decisions_raise() {
     let set = book::propose(&service, "L1", "run-1", &[100]).await;
     reviewer
         .confirmations()
-        .confirm_item(set, 0, now())
+        .confirm_item(ItemRef::new(set, 0), now())
         .await
         .unwrap();
     let stop = assent_confirm::CancellationToken::new();
@@ -481,7 +482,7 @@ async fn an_approval_made_for_another_definition_of_the_tool_does_not_run() {
         let set = book::propose(&service, "L1", "run-1", &[100]).await;
         reviewer
             .confirmations()
-            .confirm_item(set, 0, now())
+            .confirm_item(ItemRef::new(set, 0), now())
             .await
             .unwrap();
         // The service is redeployed with the tool described anew before its worker ran

@@ -4,6 +4,7 @@
 //! the window's end exactly one wins; a target changed during the window sends the item
 //! back to pending, stale. On SQLite and PostgreSQL.
 
+use assent_confirm::ItemRef;
 use assent_confirm::{ConflictKind, ExecutionOutcome};
 use assent_domain::{ChangeItemStatus, Verdict};
 use assent_store::jobs::{self, Job, JobStatus};
@@ -43,7 +44,7 @@ async fn confirm_held(app: &TestApp, set: Uuid, at: OffsetDateTime) -> Uuid {
     let outcome = app
         .engine
         .confirmations()
-        .confirm_item(set, 0, at)
+        .confirm_item(ItemRef::new(set, 0), at)
         .await
         .unwrap();
     match outcome.execution {
@@ -97,7 +98,11 @@ async fn a_held_confirmation_cancelled_in_its_window_never_runs_and_ends_rejecte
         // Nothing runs inside the window, and the item is not decided twice.
         let run = app.engine.run_due_jobs(t0 + Duration::seconds(5)).await;
         assert_eq!(run.unwrap().claimed, 0);
-        let again = app.engine.confirmations().confirm_item(set, 0, t0).await;
+        let again = app
+            .engine
+            .confirmations()
+            .confirm_item(ItemRef::new(set, 0), t0)
+            .await;
         assert!(
             matches!(&again, Err(e) if e.conflict_kind() == Some(ConflictKind::Held)),
             "{again:?}"
@@ -105,7 +110,7 @@ async fn a_held_confirmation_cancelled_in_its_window_never_runs_and_ends_rejecte
         let reject = app
             .engine
             .confirmations()
-            .reject_item(set, 0, Some("no".into()), t0)
+            .reject_item(ItemRef::new(set, 0), Some("no".into()), t0)
             .await;
         assert!(
             matches!(&reject, Err(e) if e.conflict_kind() == Some(ConflictKind::Held)),

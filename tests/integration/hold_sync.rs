@@ -6,6 +6,7 @@
 //! window's end names who confirmed (every approver under a quorum travels with the
 //! job). On SQLite and PostgreSQL.
 
+use assent_confirm::ItemRef;
 use assent_confirm::{ConflictKind, ExecutionOutcome};
 use assent_domain::{ChangeItemStatus, Verdict};
 use assent_store::jobs::{self, Job, JobStatus};
@@ -48,7 +49,7 @@ async fn confirm_held(device: &TestApp, set: Uuid, who: &str, at: OffsetDateTime
         .engine
         .confirmations()
         .by(who)
-        .confirm_item(set, 0, at)
+        .confirm_item(ItemRef::new(set, 0), at)
         .await
         .unwrap();
     match outcome.execution {
@@ -88,12 +89,14 @@ async fn decided(device: &TestApp, set: Uuid) -> Vec<(Verdict, Option<String>, O
 /// B's person tries to confirm and to reject item 0 of `set`: both refused as held.
 async fn b_is_refused_as_held(b: &TestApp, set: Uuid, at: OffsetDateTime) {
     let person = b.engine.confirmations().by("bob");
-    let confirm = person.confirm_item(set, 0, at).await;
+    let confirm = person.confirm_item(ItemRef::new(set, 0), at).await;
     assert!(
         matches!(&confirm, Err(e) if e.conflict_kind() == Some(ConflictKind::Held)),
         "{confirm:?}"
     );
-    let reject = person.reject_item(set, 0, Some("no".into()), at).await;
+    let reject = person
+        .reject_item(ItemRef::new(set, 0), Some("no".into()), at)
+        .await;
     assert!(
         matches!(&reject, Err(e) if e.conflict_kind() == Some(ConflictKind::Held)),
         "{reject:?}"
@@ -159,7 +162,11 @@ async fn a_held_confirmation_travels_b_refuses_it_and_only_a_runs_it_once() {
         let on_b = decided(&b, set).await;
         assert_eq!(on_b.len(), 1, "{on_b:?}");
         assert_eq!(on_b[0].0, Verdict::Confirmed);
-        let again = b.engine.confirmations().confirm_item(set, 0, t0()).await;
+        let again = b
+            .engine
+            .confirmations()
+            .confirm_item(ItemRef::new(set, 0), t0())
+            .await;
         assert!(again.is_err(), "decided: {again:?}");
 
         // A round back changes nothing on A, and both agree.
@@ -196,7 +203,11 @@ async fn a_cancel_on_the_confirming_device_travels_and_releases_the_item_everywh
             (on_b[0].0, on_b[0].1.as_deref()),
             (Verdict::Rejected, Some(jobs::CANCELLED_IN_HOLD))
         );
-        let confirm = b.engine.confirmations().confirm_item(set, 0, t0()).await;
+        let confirm = b
+            .engine
+            .confirmations()
+            .confirm_item(ItemRef::new(set, 0), t0())
+            .await;
         assert!(
             matches!(&confirm, Err(e) if e.conflict_kind() == Some(ConflictKind::AlreadyDecided)),
             "decided by the cancel, not held: {confirm:?}"
@@ -219,7 +230,11 @@ async fn a_rejection_made_on_another_device_while_apart_stops_the_held_job_on_ar
         // B has not heard of the held confirmation: the item is plainly pending there.
         b.engine
             .confirmations()
-            .reject_item(set, 0, Some("not now".into()), t0() + Duration::seconds(2))
+            .reject_item(
+                ItemRef::new(set, 0),
+                Some("not now".into()),
+                t0() + Duration::seconds(2),
+            )
             .await
             .unwrap();
 
@@ -259,7 +274,7 @@ async fn every_approver_of_a_held_quorum_travels_with_its_job_and_the_last_decid
             .engine
             .confirmations()
             .by("alice")
-            .confirm_item(set, 0, t0())
+            .confirm_item(ItemRef::new(set, 0), t0())
             .await
             .unwrap();
         assert!(

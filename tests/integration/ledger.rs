@@ -1,6 +1,7 @@
 //! The execution ledger: external tools run through jobs, exactly once or visibly in
 //! doubt, on SQLite and PostgreSQL, including executor processes killed at random.
 
+use assent_confirm::ItemRef;
 use assent_confirm::{
     ConfirmError, ConflictKind, Engine, ExecutionOutcome, JobSettings, Resolution,
 };
@@ -104,7 +105,7 @@ async fn a_process_without_the_host_confirms_and_the_host_runs_it_once() {
     let outcome = app
         .engine
         .confirmations()
-        .confirm_item(set, 0, now)
+        .confirm_item(ItemRef::new(set, 0), now)
         .await
         .unwrap();
     let id = queued(&outcome.execution);
@@ -128,7 +129,11 @@ async fn a_process_without_the_host_confirms_and_the_host_runs_it_once() {
     };
     let said = history(&app.engine).await;
     assert!(said.contains("— confirmed, not run yet"), "{said}");
-    let again = app.engine.confirmations().confirm_item(set, 0, now).await;
+    let again = app
+        .engine
+        .confirmations()
+        .confirm_item(ItemRef::new(set, 0), now)
+        .await;
     assert!(
         matches!(&again, Err(e) if e.conflict_kind() == Some(ConflictKind::AlreadyDecided)),
         "{again:?}"
@@ -275,7 +280,7 @@ async fn an_idempotent_tool_in_doubt_is_reconciled_or_retried() {
     let id = queued(
         &http
             .confirmations()
-            .confirm_item(set, 0, now)
+            .confirm_item(ItemRef::new(set, 0), now)
             .await
             .unwrap()
             .execution,
@@ -316,7 +321,7 @@ async fn retryable_errors_back_off_then_fail_and_a_person_retries_or_retracts() 
     let id = queued(
         &http
             .confirmations()
-            .confirm_item(set, 0, now)
+            .confirm_item(ItemRef::new(set, 0), now)
             .await
             .unwrap()
             .execution,
@@ -560,8 +565,7 @@ async fn a_confirms_what_b_rejected_earlier(
     a.send_to(&b).await;
     on_b.confirmations()
         .reject_item(
-            set,
-            0,
+            ItemRef::new(set, 0),
             Some("not this one".into()),
             start + Duration::minutes(1),
         )
@@ -569,7 +573,7 @@ async fn a_confirms_what_b_rejected_earlier(
         .expect("B rejects");
     let confirmed = on_a
         .confirmations()
-        .confirm_item(set, 0, start + Duration::minutes(2))
+        .confirm_item(ItemRef::new(set, 0), start + Duration::minutes(2))
         .await
         .expect("A confirms");
     let id = queued(&confirmed.execution);

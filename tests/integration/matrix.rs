@@ -30,6 +30,7 @@
 //! `crates/assent-cli/tests/mcp.rs`'s
 //! `ask_in_client_asks_the_clients_user_where_it_can_and_records_the_client_not_a_person`.
 
+use assent_confirm::ItemRef;
 use assent_confirm::WakeRequest;
 use assent_confirm::{ConfirmError, ExecutionOutcome, ItemResult, RuleChange};
 use assent_store::{agents, audit, decisions};
@@ -295,7 +296,7 @@ async fn confirm(app: &TestApp, set: Uuid, all: bool, when: OffsetDateTime) -> C
             ItemResult::Skipped(why) => panic!("skipped: {why}"),
         };
     }
-    match person.confirm_item(set, 0, when).await {
+    match person.confirm_item(ItemRef::new(set, 0), when).await {
         Ok(outcome) => Confirmed::Outcome(outcome.execution),
         Err(error) => Confirmed::Refused(error),
     }

@@ -1,5 +1,6 @@
 //! The sync outbox: written with its rows, replaced while unsent, claimed and retried.
 
+use assent_confirm::ItemRef;
 use assent_domain::ChangeSet;
 use assent_store::change_sets;
 use assent_store::outbox::{self, FailureDisposition, entity};
@@ -59,9 +60,12 @@ async fn every_replicated_write_is_enqueued_and_unsent_messages_are_replaced() {
         .change_set
         .unwrap();
     let service = app.engine.confirmations();
-    service.confirm_item(set.id, 0, NOW).await.unwrap();
     service
-        .reject_item(set.id, 1, Some("no".into()), NOW)
+        .confirm_item(ItemRef::new(set.id, 0), NOW)
+        .await
+        .unwrap();
+    service
+        .reject_item(ItemRef::new(set.id, 1), Some("no".into()), NOW)
         .await
         .unwrap();
 

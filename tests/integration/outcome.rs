@@ -1,6 +1,7 @@
 //! The agent awaits the person: a set's outcome, and a wait for it that a decision or a
 //! job's run made by another process ends within a second, woken by the change feed.
 
+use assent_confirm::ItemRef;
 use assent_confirm::{ItemOutcome, JobSettings, SetOutcome};
 use assent_domain::{ChangeItemStatus, ChangeSetStatus, Target, Uuid, Verdict};
 use assent_store::jobs::JobStatus;
@@ -59,7 +60,7 @@ async fn a_wait_ends_within_a_second_of_a_decision_made_by_another_process() {
         let other = app.separate_confirmation_services(1).await.remove(0);
         let decider = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            other.confirm_item(set, 0, NOW).await.unwrap();
+            other.confirm_item(ItemRef::new(set, 0), NOW).await.unwrap();
             Instant::now()
         });
         let outcome = wait_then_check(&app, set, decider).await;
@@ -141,10 +142,10 @@ async fn a_rejections_reason_and_an_edits_args_are_in_the_outcome_and_deferral_i
         .id;
     let service = app.engine.confirmations();
     service
-        .reject_item(set, 0, Some("P1 is right".into()), NOW)
+        .reject_item(ItemRef::new(set, 0), Some("P1 is right".into()), NOW)
         .await
         .unwrap();
-    service.defer_item(set, 1, NOW).await.unwrap();
+    service.defer_item(ItemRef::new(set, 1), NOW).await.unwrap();
     let deferred = service
         .wait_outcome(set, Duration::from_millis(100))
         .await
@@ -157,7 +158,7 @@ async fn a_rejections_reason_and_an_edits_args_are_in_the_outcome_and_deferral_i
     );
 
     service
-        .edit_and_confirm(set, 1, json!({"minutes": 90}), NOW)
+        .edit_and_confirm(ItemRef::new(set, 1), json!({"minutes": 90}), NOW)
         .await
         .unwrap();
     let outcome = service.wait_outcome(set, LONG).await.unwrap();
@@ -216,7 +217,7 @@ async fn an_external_items_wait_ends_when_its_job_is_applied() {
     // The journal's engine, which knows neither the tool nor the host, confirms.
     app.engine
         .confirmations()
-        .confirm_item(set, 0, now)
+        .confirm_item(ItemRef::new(set, 0), now)
         .await
         .unwrap();
     let confirmed = app

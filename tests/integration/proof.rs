@@ -7,6 +7,7 @@
 //! The run is a seeded generator ([`Lcg`]): a seed that fails is added to [`SEEDS`] as
 //! a regression case once understood.
 
+use assent_confirm::ItemRef;
 use assent_confirm::{RuleChange, WakeRequest};
 use assent_journal_host::task_target;
 use assent_store::proof::{self, ProofRule, Report, VerifyOptions};
@@ -95,20 +96,26 @@ async fn step(
         }
         3 | 4 => {
             if let Some((set, index)) = pick(rng, &open_items(app).await) {
-                let _ = confirmations.confirm_item(set, index, now).await;
+                let _ = confirmations
+                    .confirm_item(ItemRef::new(set, index), now)
+                    .await;
             }
         }
         5 => {
             if let Some((set, index)) = pick(rng, &open_items(app).await) {
                 let _ = confirmations
-                    .edit_and_confirm(set, index, json!({"priority": "P2"}), now)
+                    .edit_and_confirm(ItemRef::new(set, index), json!({"priority": "P2"}), now)
                     .await;
             }
         }
         6 => {
             if let Some((set, index)) = pick(rng, &open_items(app).await) {
                 let _ = confirmations
-                    .reject_item(set, index, Some(format!("not now ({person})")), now)
+                    .reject_item(
+                        ItemRef::new(set, index),
+                        Some(format!("not now ({person})")),
+                        now,
+                    )
                     .await;
             }
         }
@@ -142,7 +149,7 @@ async fn step(
         }
         9 => {
             if let Some((set, index)) = pick(rng, &confirmed_items(app).await) {
-                let _ = confirmations.undo(set, index, now).await;
+                let _ = confirmations.undo(ItemRef::new(set, index), now).await;
             }
             let _ = app.engine.run_due_jobs(now).await;
         }
@@ -279,16 +286,20 @@ async fn editing_any_one_row_or_entry_is_caught_and_named() {
         people
             .clone()
             .by("alice")
-            .confirm_item(set, 0, now)
+            .confirm_item(ItemRef::new(set, 0), now)
             .await
             .unwrap();
         people
             .clone()
             .by("bob")
-            .confirm_item(set, 0, now)
+            .confirm_item(ItemRef::new(set, 0), now)
             .await
             .unwrap();
-        people.by("carol").confirm_item(set, 1, now).await.unwrap();
+        people
+            .by("carol")
+            .confirm_item(ItemRef::new(set, 1), now)
+            .await
+            .unwrap();
         a.engine
             .run_due_jobs(now + Duration::minutes(1))
             .await

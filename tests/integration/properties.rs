@@ -1,5 +1,6 @@
 //! Properties of the engine over random sequences of decisions, against SQLite.
 
+use assent_confirm::ItemRef;
 use assent_domain::{ChangeItemStatus, ChangeSetStatus, Verdict};
 use assent_store::{change_sets, decisions};
 use assent_tests::{NOW, TestApp};
@@ -48,9 +49,9 @@ proptest! {
                 // Refusals (conflicts, out of range) are expected; panics and partial
                 // writes are not.
                 let _ = match step {
-                    Step::Confirm(i) => service.confirm_item(set, *i, NOW).await.map(|_| ()),
-                    Step::Reject(i) => service.reject_item(set, *i, None, NOW).await.map(|_| ()),
-                    Step::Defer(i) => service.defer_item(set, *i, NOW).await.map(|_| ()),
+                    Step::Confirm(i) => service.confirm_item(ItemRef::new(set, *i), NOW).await.map(|_| ()),
+                    Step::Reject(i) => service.reject_item(ItemRef::new(set, *i), None, NOW).await.map(|_| ()),
+                    Step::Defer(i) => service.defer_item(ItemRef::new(set, *i), NOW).await.map(|_| ()),
                     Step::ConfirmAll => service.confirm_all(set, NOW).await.map(|_| ()),
                     Step::Dismiss => service.dismiss(set, None, NOW).await.map(|_| ()),
                 };

@@ -2,6 +2,7 @@
 //! outcome; a decision names who made it, and grant suggestions count those people
 //! (issue 29). On SQLite and PostgreSQL.
 
+use assent_confirm::ItemRef;
 use assent_domain::Verdict;
 use assent_store::{agents, decisions};
 use assent_tests::{TestApp, backends};
@@ -37,17 +38,20 @@ async fn shadow_verdicts_are_recorded_per_decision_and_change_nothing() {
         };
         let alice = app.engine.confirmations().by("alice");
         let confirmed = propose("P0").await;
-        alice.confirm_item(confirmed, 0, t0).await.unwrap();
+        alice
+            .confirm_item(ItemRef::new(confirmed, 0), t0)
+            .await
+            .unwrap();
         let edited = propose("P2").await;
         alice
-            .edit_and_confirm(edited, 0, json!({"priority": "P1"}), t0)
+            .edit_and_confirm(ItemRef::new(edited, 0), json!({"priority": "P1"}), t0)
             .await
             .unwrap();
         let rejected = propose("P3").await;
         app.engine
             .confirmations()
             .by("bob")
-            .reject_item(rejected, 0, Some("not now".into()), t0)
+            .reject_item(ItemRef::new(rejected, 0), Some("not now".into()), t0)
             .await
             .unwrap();
         let sets = [confirmed, edited, rejected];

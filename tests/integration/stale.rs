@@ -4,6 +4,7 @@
 //! an unrelated change of the same target does not. On SQLite and PostgreSQL.
 
 use assent_confirm::ConfirmError;
+use assent_confirm::ItemRef;
 use assent_domain::ChangeItemStatus;
 use assent_store::change_sets;
 use assent_store::jobs::{self, JobStatus};
@@ -30,7 +31,7 @@ async fn meanwhile_priority(app: &TestApp, task: &str, to: &str) {
     let other = propose_priority(app, task, to).await;
     app.engine
         .confirmations()
-        .confirm_item(other, 0, now())
+        .confirm_item(ItemRef::new(other, 0), now())
         .await
         .unwrap();
 }
@@ -46,7 +47,7 @@ async fn a_target_changed_before_confirmation_refuses_it_and_a_second_confirmati
         let error = app
             .engine
             .confirmations()
-            .confirm_item(set, 0, now())
+            .confirm_item(ItemRef::new(set, 0), now())
             .await
             .unwrap_err();
         assert!(matches!(error, ConfirmError::TargetChanged(_)), "{error}");
@@ -81,7 +82,7 @@ async fn a_target_changed_before_confirmation_refuses_it_and_a_second_confirmati
 
         app.engine
             .confirmations()
-            .confirm_item(set, 0, now())
+            .confirm_item(ItemRef::new(set, 0), now())
             .await
             .unwrap();
         assert_eq!(
@@ -108,12 +109,12 @@ async fn an_unrelated_change_of_the_same_target_is_not_stale() {
         .id;
     app.engine
         .confirmations()
-        .confirm_item(title, 0, now())
+        .confirm_item(ItemRef::new(title, 0), now())
         .await
         .unwrap();
     app.engine
         .confirmations()
-        .confirm_item(set, 0, now())
+        .confirm_item(ItemRef::new(set, 0), now())
         .await
         .unwrap();
     assert_eq!(app.load(&task).await.priority.as_deref(), Some("P0"));
@@ -168,7 +169,7 @@ async fn a_target_changed_before_the_job_runs_retracts_it_and_nothing_runs() {
         let reviewer = book::elsewhere(app.store.clone()).await;
         reviewer
             .confirmations()
-            .confirm_item(set, 0, now())
+            .confirm_item(ItemRef::new(set, 0), now())
             .await
             .unwrap();
         meanwhile_priority(&app, &task, "P3").await;

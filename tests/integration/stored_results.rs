@@ -3,6 +3,7 @@
 //! that a device with many such results still syncs. On SQLite, and on PostgreSQL when
 //! a server is given.
 
+use assent_confirm::ItemRef;
 use assent_confirm::{
     Engine, ExecutionOutcome, ExternalCall, ExternalError, ExternalHandler, SimpleHost,
     WakeOutcome, WakeRequest,
@@ -159,7 +160,7 @@ async fn job_result_is_stored_bounded(app: &TestApp) {
         .id;
     let confirmed = engine
         .confirmations()
-        .confirm_item(set, 0, NOW)
+        .confirm_item(ItemRef::new(set, 0), NOW)
         .await
         .unwrap();
     assert!(

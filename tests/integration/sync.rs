@@ -3,6 +3,7 @@
 //! force and one recorded conflict, replays change nothing, and any interleaving of
 //! local work and sync ends with both devices in the same state.
 
+use assent_confirm::ItemRef;
 use assent_domain::{ChangeItemStatus, ChangeSetStatus, OffsetDateTime, Uuid, Verdict};
 use assent_store::sync::conflicts;
 use assent_store::{StoreError, audit, change_sets, decisions};
@@ -43,10 +44,10 @@ async fn a_stale_refresh_on_one_device_syncs_to_the_other() {
         .id;
     let person = a.engine.confirmations();
     person
-        .confirm_item(other, 0, minutes(1))
+        .confirm_item(ItemRef::new(other, 0), minutes(1))
         .await
         .expect("P3 applies");
-    let refused = person.confirm_item(set, 0, minutes(2)).await;
+    let refused = person.confirm_item(ItemRef::new(set, 0), minutes(2)).await;
     assert!(refused.is_err(), "stale: {refused:?}");
 
     a.send_to(&b).await;
@@ -68,7 +69,7 @@ async fn propose_on_a_confirm_on_b_and_a_sees_it_after_one_round() {
     assert_eq!(b.load(&task).await.priority.as_deref(), Some("P1"));
     b.engine
         .confirmations()
-        .confirm_item(set, 0, minutes(1))
+        .confirm_item(ItemRef::new(set, 0), minutes(1))
         .await
         .expect("B confirms");
 
@@ -121,12 +122,12 @@ async fn both_confirm_while_apart_one_application_and_one_conflict_on_each() {
     let (a, b, task, set) = two_devices_with_a_proposal().await;
     a.engine
         .confirmations()
-        .edit_and_confirm(set, 0, json!({"priority": "P2"}), minutes(2))
+        .edit_and_confirm(ItemRef::new(set, 0), json!({"priority": "P2"}), minutes(2))
         .await
         .expect("A confirms an edit");
     b.engine
         .confirmations()
-        .confirm_item(set, 0, minutes(1))
+        .confirm_item(ItemRef::new(set, 0), minutes(1))
         .await
         .expect("B confirms, earlier");
 
@@ -170,12 +171,12 @@ async fn a_rejection_that_wins_over_an_applied_confirmation_is_flagged() {
     let (a, b, _task, set) = two_devices_with_a_proposal().await;
     a.engine
         .confirmations()
-        .confirm_item(set, 0, minutes(2))
+        .confirm_item(ItemRef::new(set, 0), minutes(2))
         .await
         .unwrap();
     b.engine
         .confirmations()
-        .reject_item(set, 0, Some("not now".into()), minutes(1))
+        .reject_item(ItemRef::new(set, 0), Some("not now".into()), minutes(1))
         .await
         .unwrap();
     a.send_to(&b).await;
@@ -195,7 +196,7 @@ async fn replaying_a_batch_changes_nothing() {
     let (a, b, _task, set) = two_devices_with_a_proposal().await;
     a.engine
         .confirmations()
-        .confirm_item(set, 0, minutes(1))
+        .confirm_item(ItemRef::new(set, 0), minutes(1))
         .await
         .unwrap();
     let batch = a.export().await;
@@ -240,7 +241,7 @@ async fn a_bad_batch_is_refused_and_changes_nothing() {
     let (a, _b, _task, set) = two_devices_with_a_proposal().await;
     a.engine
         .confirmations()
-        .confirm_item(set, 0, minutes(1))
+        .confirm_item(ItemRef::new(set, 0), minutes(1))
         .await
         .unwrap();
     let fresh = TestApp::device("device-c").await;
@@ -346,15 +347,15 @@ async fn run_steps(steps: &[Step]) -> (TestApp, TestApp) {
                 // Refusals (unknown set here, already decided) are expected.
                 let _ = match verdict {
                     Verdict::Confirmed => service
-                        .confirm_item(set, index, minutes(minute))
+                        .confirm_item(ItemRef::new(set, index), minutes(minute))
                         .await
                         .map(|_| ()),
                     Verdict::Rejected => service
-                        .reject_item(set, index, None, minutes(minute))
+                        .reject_item(ItemRef::new(set, index), None, minutes(minute))
                         .await
                         .map(|_| ()),
                     _ => service
-                        .defer_item(set, index, minutes(minute))
+                        .defer_item(ItemRef::new(set, index), minutes(minute))
                         .await
                         .map(|_| ()),
                 };
@@ -442,7 +443,7 @@ async fn an_import_is_checked_as_strictly_as_the_local_writes_it_stands_for() {
     let proposal = a.export().await;
     a.engine
         .confirmations()
-        .confirm_item(set, 0, minutes(1))
+        .confirm_item(ItemRef::new(set, 0), minutes(1))
         .await
         .expect("A confirms");
     let honest = a.export().await;

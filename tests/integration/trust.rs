@@ -2,6 +2,7 @@
 //! unchanged confirmations of one tool suggest it; a rejection of another keeps that
 //! one out; an undone change counts as undone.
 
+use assent_confirm::ItemRef;
 use assent_store::decisions;
 use assent_tests::{NOW, TestApp, backends};
 use assent_tools::{InForce, PastOutcome, SuggestOptions, suggest_grants};
@@ -24,7 +25,10 @@ async fn past_calls_feed_a_suggestion_for_the_tool_always_confirmed_unchanged() 
                 .change_set
                 .expect("queued")
                 .id;
-            person.confirm_item(set, 0, NOW).await.unwrap();
+            person
+                .confirm_item(ItemRef::new(set, 0), NOW)
+                .await
+                .unwrap();
         }
         let title = app
             .wake(&task, &[("set_task_title", json!({"title": "Not this"}))])
@@ -33,7 +37,7 @@ async fn past_calls_feed_a_suggestion_for_the_tool_always_confirmed_unchanged() 
             .expect("queued")
             .id;
         person
-            .reject_item(title, 0, Some("keep the title".into()), NOW)
+            .reject_item(ItemRef::new(title, 0), Some("keep the title".into()), NOW)
             .await
             .unwrap();
 

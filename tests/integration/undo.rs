@@ -3,6 +3,7 @@
 //! same path; an undo can be undone; the agent's history says "undone by the user". On
 //! SQLite and PostgreSQL.
 
+use assent_confirm::ItemRef;
 use assent_confirm::{ConfirmError, ConflictKind};
 use assent_store::change_sets;
 use assent_tests::{TestApp, backends};
@@ -23,7 +24,7 @@ async fn applied_priority(app: &TestApp, task: &str, to: &str) -> Uuid {
         .id;
     app.engine
         .confirmations()
-        .confirm_item(set, 0, now())
+        .confirm_item(ItemRef::new(set, 0), now())
         .await
         .unwrap();
     set
@@ -37,7 +38,7 @@ async fn an_applied_priority_is_undone_by_a_reviewed_set_and_the_undo_can_be_und
         let person = app.engine.confirmations();
         let set = applied_priority(&app, &task, "P0").await;
 
-        let undo = person.undo(set, 0, now()).await.unwrap();
+        let undo = person.undo(ItemRef::new(set, 0), now()).await.unwrap();
         assert_eq!(undo.items.len(), 1);
         assert_eq!(undo.items[0].args, json!({"priority": "P1"}));
         assert_eq!(undo.items[0].human_summary, "Undo: Set priority to P1");
@@ -54,7 +55,10 @@ async fn an_applied_priority_is_undone_by_a_reviewed_set_and_the_undo_can_be_und
         drop(conn);
         assert_eq!((link.change_set_id, link.item_index), (set, 0));
 
-        person.confirm_item(undo.id, 0, now()).await.unwrap();
+        person
+            .confirm_item(ItemRef::new(undo.id, 0), now())
+            .await
+            .unwrap();
         assert_eq!(
             app.load(&task).await.priority.as_deref(),
             Some("P1"),
@@ -67,9 +71,12 @@ async fn an_applied_priority_is_undone_by_a_reviewed_set_and_the_undo_can_be_und
         );
 
         // The undo of the undo puts P0 back, through a review again.
-        let again = person.undo(undo.id, 0, now()).await.unwrap();
+        let again = person.undo(ItemRef::new(undo.id, 0), now()).await.unwrap();
         assert_eq!(again.items[0].args, json!({"priority": "P0"}));
-        person.confirm_item(again.id, 0, now()).await.unwrap();
+        person
+            .confirm_item(ItemRef::new(again.id, 0), now())
+            .await
+            .unwrap();
         assert_eq!(app.load(&task).await.priority.as_deref(), Some("P0"));
     }
 }
@@ -88,7 +95,10 @@ async fn only_an_applied_item_of_a_tool_with_a_compensation_is_undone() {
         .change_set
         .unwrap()
         .id;
-    let error = person.undo(pending, 0, now()).await.unwrap_err();
+    let error = person
+        .undo(ItemRef::new(pending, 0), now())
+        .await
+        .unwrap_err();
     assert_eq!(
         error.conflict_kind(),
         Some(ConflictKind::NotApplied),
@@ -104,8 +114,14 @@ async fn only_an_applied_item_of_a_tool_with_a_compensation_is_undone() {
         .change_set
         .unwrap()
         .id;
-    person.confirm_item(added, 0, now()).await.unwrap();
-    let error = person.undo(added, 0, now()).await.unwrap_err();
+    person
+        .confirm_item(ItemRef::new(added, 0), now())
+        .await
+        .unwrap();
+    let error = person
+        .undo(ItemRef::new(added, 0), now())
+        .await
+        .unwrap_err();
     assert!(matches!(error, ConfirmError::NoCompensation(_)), "{error}");
     assert!(
         error

@@ -6,6 +6,7 @@
 //! a decision that does not wait for ten hanging receivers, and `item.failed` /
 //! `item.inDoubt` written with the ledger's own moves of a job.
 
+use assent_confirm::ItemRef;
 use assent_confirm::{Engine, JobSettings};
 use assent_domain::{Target, Uuid};
 use assent_store::Store;
@@ -107,7 +108,7 @@ async fn every_event_reaches_a_verifying_receiver_with_its_set_and_a_link() {
     let resolved = propose(&app, &task, "First title").await;
     app.engine
         .confirmations()
-        .confirm_item(resolved, 0, NOW)
+        .confirm_item(ItemRef::new(resolved, 0), NOW)
         .await
         .unwrap();
     let expiring = propose(&app, &task, "Second title").await;
@@ -430,7 +431,7 @@ async fn decide(app: &TestApp, sets: &[Uuid]) -> Vec<Duration> {
         let start = Instant::now();
         app.engine
             .confirmations()
-            .confirm_item(set, 0, NOW)
+            .confirm_item(ItemRef::new(set, 0), NOW)
             .await
             .unwrap();
         latencies.push(start.elapsed());
@@ -551,7 +552,7 @@ async fn events_nobody_wants_write_nothing_and_filters_apply() {
     assert!(deliveries(&app.store).await.is_empty());
     app.engine
         .confirmations()
-        .confirm_item(set, 0, NOW)
+        .confirm_item(ItemRef::new(set, 0), NOW)
         .await
         .unwrap();
     let rows = deliveries(&app.store).await;
@@ -822,7 +823,7 @@ async fn confirmed_note(store: &Store, url: &str, lease_ms: i64, text: &str) -> 
         .id;
     engine
         .confirmations()
-        .confirm_item(set, 0, now)
+        .confirm_item(ItemRef::new(set, 0), now)
         .await
         .unwrap();
     (engine, set)
@@ -1043,7 +1044,7 @@ async fn the_consent_chains_head_is_sent_when_it_moved_at_most_once_an_hour() {
     app.engine
         .confirmations()
         .by("alice")
-        .confirm_item(set, 0, NOW)
+        .confirm_item(ItemRef::new(set, 0), NOW)
         .await
         .unwrap();
     let moved = sent(NOW + time::Duration::hours(3))

@@ -236,7 +236,9 @@ async fn measure(url: &str, items: usize) -> anyhow::Result<PostgresResult> {
             let confirmations = engine.confirmations();
             running.spawn(async move {
                 for index in 0..items {
-                    confirmations.confirm_item(set, index, now).await?;
+                    confirmations
+                        .confirm_item(assent_confirm::ItemRef::new(set, index), now)
+                        .await?;
                 }
                 anyhow::Ok(())
             });

@@ -438,7 +438,10 @@ pub async fn confirmation(
 
 /// Confirms item `index` of `set`; an error unless it applied and changed the task.
 async fn confirm_applied(engine: &Engine, set: Uuid, index: usize) -> anyhow::Result<()> {
-    let outcome = engine.confirmations().confirm_item(set, index, NOW).await?;
+    let outcome = engine
+        .confirmations()
+        .confirm_item(assent_confirm::ItemRef::new(set, index), NOW)
+        .await?;
     ensure!(
         matches!(
             outcome.execution,

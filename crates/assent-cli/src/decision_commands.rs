@@ -127,7 +127,11 @@ pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
     match args.index {
         Some(index) if args.for_session => {
             let (outcome, grant) = service
-                .confirm_for_session(set, index, args.pattern.as_deref(), ctx.now)
+                .confirm_for_session(
+                    assent_confirm::ItemRef::new(set, index),
+                    args.pattern.as_deref(),
+                    ctx.now,
+                )
                 .await?;
             let mut shown = confirmed_json(&outcome);
             shown["sessionGrant"] = serde_json::to_value(&grant).map_err(anyhow::Error::from)?;
@@ -140,7 +144,9 @@ pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
             })
         }
         Some(index) if !args.all => {
-            let outcome = service.confirm_item(set, index, ctx.now).await?;
+            let outcome = service
+                .confirm_item(assent_confirm::ItemRef::new(set, index), ctx.now)
+                .await?;
             Output::either(ctx.json, &confirmed_json(&outcome), || {
                 render::confirmed(index, &outcome)
             })
@@ -188,7 +194,11 @@ pub async fn reject(ctx: &Ctx, args: RejectArgs) -> Result<Output, CliError> {
         .engine
         .confirmations()
         .by(crate::cli::reviewer(args.reviewer.as_deref()))
-        .reject_item(set, args.item.index, args.reason, ctx.now)
+        .reject_item(
+            assent_confirm::ItemRef::new(set, args.item.index),
+            args.reason,
+            ctx.now,
+        )
         .await?;
     Output::either(ctx.json, &rejected_json(&decision), || {
         render::decision(&decision)
@@ -211,7 +221,11 @@ pub async fn edit(ctx: &Ctx, args: EditArgs) -> Result<Output, CliError> {
         service = service.shown_revision(revision);
     }
     let outcome = service
-        .edit_and_confirm(set, args.item.index, new_args, ctx.now)
+        .edit_and_confirm(
+            assent_confirm::ItemRef::new(set, args.item.index),
+            new_args,
+            ctx.now,
+        )
         .await?;
     Output::either(ctx.json, &confirmed_json(&outcome), || {
         render::confirmed(args.item.index, &outcome)
@@ -224,7 +238,7 @@ pub async fn defer(ctx: &Ctx, args: ItemArgs) -> Result<Output, CliError> {
     let decision = ctx
         .engine
         .confirmations()
-        .defer_item(set, args.index, ctx.now)
+        .defer_item(assent_confirm::ItemRef::new(set, args.index), ctx.now)
         .await?;
     Output::either(ctx.json, &decision, || render::decision(&decision))
 }
@@ -236,7 +250,7 @@ pub async fn undo(ctx: &Ctx, args: ItemArgs) -> Result<Output, CliError> {
     let undo = ctx
         .engine
         .confirmations()
-        .undo(set, args.index, ctx.now)
+        .undo(assent_confirm::ItemRef::new(set, args.index), ctx.now)
         .await?;
     let mut conn = ctx.connection().await?;
     let mut view = SetView::of(&undo);

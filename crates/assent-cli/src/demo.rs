@@ -214,12 +214,18 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     now += Duration::minutes(10);
     s.say(format!("At {}, alice:", render::time(now)));
     let priority = index_of(&set, tool::UPDATE_TASK_PRIORITY)?;
-    let confirmed = decisions.confirm_item(set.id, priority, now).await?;
+    let confirmed = decisions
+        .confirm_item(assent_confirm::ItemRef::new(set.id, priority), now)
+        .await?;
     s.say(format!("  assent confirm <set> {priority} --as alice"));
     s.block(format!("  {}", render::confirmed(priority, &confirmed)));
     let estimate = index_of(&set, tool::UPDATE_TASK_ESTIMATE)?;
     let edited = decisions
-        .edit_and_confirm(set.id, estimate, json!({"minutes": 120}), now)
+        .edit_and_confirm(
+            assent_confirm::ItemRef::new(set.id, estimate),
+            json!({"minutes": 120}),
+            now,
+        )
         .await?;
     s.say(format!(
         "  assent edit <set> {estimate} --args '{{\"minutes\":120}}'"
@@ -228,7 +234,11 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     let status = index_of(&set, tool::SET_TASK_STATUS)?;
     let reason = "Not before finance has checked the numbers";
     let rejected = decisions
-        .reject_item(set.id, status, Some(reason.to_owned()), now)
+        .reject_item(
+            assent_confirm::ItemRef::new(set.id, status),
+            Some(reason.to_owned()),
+            now,
+        )
         .await?;
     s.say(format!(
         "  assent reject <set> {status} --reason \"{reason}\""
@@ -237,7 +247,10 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     s.gap();
     s.say("Confirming the priority a second time is refused; nothing runs twice:");
     s.say(format!("  assent confirm <set> {priority}"));
-    match decisions.confirm_item(set.id, priority, now).await {
+    match decisions
+        .confirm_item(assent_confirm::ItemRef::new(set.id, priority), now)
+        .await
+    {
         Err(error) if error.is_conflict() => s.say(format!("    error: {error}   (exit code 3)")),
         Err(error) => return Err(error.into()),
         Ok(_) => {

@@ -488,7 +488,9 @@ mod tests {
         }
         let confirmed = tokio::time::timeout(
             Duration::from_secs(2),
-            app.engine.confirmations().confirm_item(set, 0, NOW),
+            app.engine
+                .confirmations()
+                .confirm_item(assent_confirm::ItemRef::new(set, 0), NOW),
         )
         .await;
         assert!(

@@ -562,7 +562,13 @@ impl Session<'_> {
     /// Confirms `item` as shown, and says what came of it.
     async fn confirm(&self, item: Shown) -> Result<(), CliError> {
         if let Some(service) = self.service(item.revision) {
-            match service.confirm_item(item.set, item.index, self.now()).await {
+            match service
+                .confirm_item(
+                    assent_confirm::ItemRef::new(item.set, item.index),
+                    self.now(),
+                )
+                .await
+            {
                 Ok(outcome) => say(&render::confirmed(item.index, &outcome)),
                 Err(error) => refused(item, error),
             }
@@ -578,7 +584,13 @@ impl Session<'_> {
     /// Defers `item`: it stays open.
     async fn defer(&self, item: Shown) -> Result<(), CliError> {
         if let Some(service) = self.service(item.revision) {
-            match service.defer_item(item.set, item.index, self.now()).await {
+            match service
+                .defer_item(
+                    assent_confirm::ItemRef::new(item.set, item.index),
+                    self.now(),
+                )
+                .await
+            {
                 Ok(decision) => say(&render::decision(&decision)),
                 Err(error) => refused(item, error),
             }
@@ -603,7 +615,11 @@ impl Session<'_> {
         let reason = Some(reason.trim().to_owned()).filter(|r| !r.is_empty());
         if let Some(service) = self.service(item.revision) {
             match service
-                .reject_item(item.set, item.index, reason, self.now())
+                .reject_item(
+                    assent_confirm::ItemRef::new(item.set, item.index),
+                    reason,
+                    self.now(),
+                )
                 .await
             {
                 Ok(decision) => {
@@ -681,7 +697,11 @@ impl Session<'_> {
         if let Some(service) = self.service(item.revision) {
             return Ok(
                 match service
-                    .edit_and_confirm(item.set, item.index, args, self.now())
+                    .edit_and_confirm(
+                        assent_confirm::ItemRef::new(item.set, item.index),
+                        args,
+                        self.now(),
+                    )
                     .await
                 {
                     Ok(outcome) => {

@@ -16,7 +16,9 @@
 use crate::attribution::Attribution;
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use crate::{ConfirmError, ConflictKind, Engine};
-use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OperationId, Target, Verdict};
+use assent_domain::{
+    ChangeDecision, ChangeItemStatus, ChangeSet, ItemRef, OperationId, Target, Verdict,
+};
 use assent_store::plan::{PlannedAudits, WritePlan};
 use assent_store::{AnyConnection, Backend, agents, approvals, change_sets, host_tools, jobs};
 use assent_tools::{
@@ -386,26 +388,32 @@ impl ConfirmationService {
     }
 
     /// Confirms item `index` of set `change_set_id` and applies it.
-    #[tracing::instrument(skip(self), fields(change_set = %change_set_id))]
+    #[tracing::instrument(skip(self), fields(change_set = %item))]
     pub async fn confirm_item(
         &self,
-        change_set_id: Uuid,
-        index: usize,
+        item: ItemRef,
         now: OffsetDateTime,
     ) -> Result<ConfirmOutcome, ConfirmError> {
+        let ItemRef {
+            change_set_id,
+            index,
+        } = item;
         self.confirm(change_set_id, index, None, now).await
     }
 
     /// Confirms item `index` with `new_args` instead of the proposal. The args are
     /// validated against the tool's schema; the decision keeps both.
-    #[tracing::instrument(skip(self, new_args), fields(change_set = %change_set_id))]
+    #[tracing::instrument(skip(self, new_args), fields(change_set = %item))]
     pub async fn edit_and_confirm(
         &self,
-        change_set_id: Uuid,
-        index: usize,
+        item: ItemRef,
         new_args: Value,
         now: OffsetDateTime,
     ) -> Result<ConfirmOutcome, ConfirmError> {
+        let ItemRef {
+            change_set_id,
+            index,
+        } = item;
         self.confirm(change_set_id, index, Some(new_args), now)
             .await
     }
@@ -1063,39 +1071,48 @@ impl ConfirmationService {
     }
 
     /// Rejects item `index`, with the person's reason.
-    #[tracing::instrument(skip(self, reason), fields(change_set = %change_set_id))]
+    #[tracing::instrument(skip(self, reason), fields(change_set = %item))]
     pub async fn reject_item(
         &self,
-        change_set_id: Uuid,
-        index: usize,
+        item: ItemRef,
         reason: Option<String>,
         now: OffsetDateTime,
     ) -> Result<ChangeDecision, ConfirmError> {
+        let ItemRef {
+            change_set_id,
+            index,
+        } = item;
         let reason = clean_reason(reason)?;
         self.decide(change_set_id, index, Verdict::Rejected, reason, now)
             .await
     }
 
     /// Puts item `index` off; it stays open.
-    #[tracing::instrument(skip(self), fields(change_set = %change_set_id))]
+    #[tracing::instrument(skip(self), fields(change_set = %item))]
     pub async fn defer_item(
         &self,
-        change_set_id: Uuid,
-        index: usize,
+        item: ItemRef,
         now: OffsetDateTime,
     ) -> Result<ChangeDecision, ConfirmError> {
+        let ItemRef {
+            change_set_id,
+            index,
+        } = item;
         self.decide(change_set_id, index, Verdict::Deferred, None, now)
             .await
     }
 
     /// Withdraws item `index` without applying it (e.g. the agent changed its mind).
-    #[tracing::instrument(skip(self), fields(change_set = %change_set_id))]
+    #[tracing::instrument(skip(self), fields(change_set = %item))]
     pub async fn retract_item(
         &self,
-        change_set_id: Uuid,
-        index: usize,
+        item: ItemRef,
         now: OffsetDateTime,
     ) -> Result<ChangeDecision, ConfirmError> {
+        let ItemRef {
+            change_set_id,
+            index,
+        } = item;
         self.decide(change_set_id, index, Verdict::Retracted, None, now)
             .await
     }
@@ -1104,14 +1121,17 @@ impl ConfirmationService {
     /// MCP client stopped waiting; a coding agent's hook handed the call to the agent's
     /// own prompt: "answered in the client"), so the audit trail tells it from a plain
     /// withdrawal.
-    #[tracing::instrument(skip(self, reason), fields(change_set = %change_set_id))]
+    #[tracing::instrument(skip(self, reason), fields(change_set = %item))]
     pub async fn withdraw_item(
         &self,
-        change_set_id: Uuid,
-        index: usize,
+        item: ItemRef,
         reason: impl Into<String>,
         now: OffsetDateTime,
     ) -> Result<ChangeDecision, ConfirmError> {
+        let ItemRef {
+            change_set_id,
+            index,
+        } = item;
         let reason = clean_reason(Some(reason.into()))?;
         self.decide(change_set_id, index, Verdict::Retracted, reason, now)
             .await

@@ -93,6 +93,8 @@ mod worker;
 pub use assent_changeset::{
     HISTORY_HEADING, MAX_HISTORY_ENTRIES, MAX_HISTORY_TOKENS, render_history,
 };
+/// Re-exported from `assent-domain`: what a decision names.
+pub use assent_domain::ItemRef;
 pub use bus::{
     AgentBus, BusConfig, ConfirmationBus, ConfirmationOutcome, ConfirmationRequest,
     ConfirmationResolution, ConfirmationResponse, DEFAULT_WAIT_TIMEOUT, NOBODY_TO_ASK,

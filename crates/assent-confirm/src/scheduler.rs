@@ -368,11 +368,17 @@ impl Scheduler {
             Err(error) => Ok(CallResult::Refused(error)),
         };
         let result = match &outcome {
-            ConfirmationOutcome::ProceedOnce => {
-                applied(service.confirm_item(set.id, index, now).await)?
-            }
+            ConfirmationOutcome::ProceedOnce => applied(
+                service
+                    .confirm_item(assent_domain::ItemRef::new(set.id, index), now)
+                    .await,
+            )?,
             ConfirmationOutcome::ProceedAlways { args_pattern } => {
-                let result = applied(service.confirm_item(set.id, index, now).await)?;
+                let result = applied(
+                    service
+                        .confirm_item(assent_domain::ItemRef::new(set.id, index), now)
+                        .await,
+                )?;
                 if matches!(result, CallResult::Applied(_)) {
                     self.store_grant(set, index, &attribution, args_pattern.clone(), now)
                         .await?;
@@ -381,7 +387,11 @@ impl Scheduler {
             }
             ConfirmationOutcome::ProceedWithEdits { args } => {
                 match service
-                    .edit_and_confirm(set.id, index, args.clone(), now)
+                    .edit_and_confirm(
+                        assent_domain::ItemRef::new(set.id, index),
+                        args.clone(),
+                        now,
+                    )
                     .await
                 {
                     Err(ConfirmError::InvalidArgs { problems, .. })
@@ -398,7 +408,11 @@ impl Scheduler {
             }
             ConfirmationOutcome::Reject { reason } => {
                 match service
-                    .reject_item(set.id, index, reason.clone(), now)
+                    .reject_item(
+                        assent_domain::ItemRef::new(set.id, index),
+                        reason.clone(),
+                        now,
+                    )
                     .await
                 {
                     Ok(decision) => CallResult::Rejected(decision),

@@ -11,7 +11,7 @@
 //! one person or waits out a window is refused one, and the hook asks as before.
 
 use crate::{ConfirmError, ConfirmOutcome, ConfirmationService};
-use assent_domain::{ChangeSet, OffsetDateTime, Uuid};
+use assent_domain::{ChangeSet, ItemRef, OffsetDateTime, Uuid};
 use assent_store::delegation::{self, Grant};
 use assent_store::{agents, change_sets};
 use assent_tools::{CallContext, Coverage, RuleAction, ToolRule, call_covers};
@@ -50,18 +50,23 @@ impl ConfirmationService {
     /// another tool or that does not cover the call, or a tool that needs a quorum or
     /// a hold is refused ([`ConfirmError::InvalidGrant`]) and nothing changes. The
     /// grant names the confirmation's decision as the answer that created it.
-    #[tracing::instrument(skip(self), fields(change_set = %change_set_id))]
+    #[tracing::instrument(skip(self), fields(change_set = %item))]
     pub async fn confirm_for_session(
         &self,
-        change_set_id: Uuid,
-        index: usize,
+        item: ItemRef,
         pattern: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<(ConfirmOutcome, Grant), ConfirmError> {
+        let ItemRef {
+            change_set_id,
+            index,
+        } = item;
         let grant = self
             .session_grant(change_set_id, index, pattern, now)
             .await?;
-        let outcome = self.confirm_item(change_set_id, index, now).await?;
+        let outcome = self
+            .confirm_item(assent_domain::ItemRef::new(change_set_id, index), now)
+            .await?;
         let grant = Grant {
             correlation_id: outcome.decision.id.to_string(),
             ..grant

@@ -370,7 +370,10 @@ mod tests {
 
         let outcome = engine
             .confirmations()
-            .confirm_item(set.id, 0, OffsetDateTime::now_utc())
+            .confirm_item(
+                assent_domain::ItemRef::new(set.id, 0),
+                OffsetDateTime::now_utc(),
+            )
             .await
             .expect("confirmed");
         assert_eq!(outcome.message(), "Body set to final.");
@@ -456,7 +459,7 @@ mod tests {
         let now = OffsetDateTime::now_utc();
         let outcome = engine
             .confirmations()
-            .confirm_item(set.id, 0, now)
+            .confirm_item(assent_domain::ItemRef::new(set.id, 0), now)
             .await
             .expect("confirmed");
         assert!(
@@ -490,7 +493,10 @@ mod tests {
             .expect("a change set");
         let error = engine
             .confirmations()
-            .confirm_item(set.id, 0, OffsetDateTime::now_utc())
+            .confirm_item(
+                assent_domain::ItemRef::new(set.id, 0),
+                OffsetDateTime::now_utc(),
+            )
             .await
             .expect_err("the handler fails");
         match error {
@@ -563,7 +569,10 @@ mod tests {
             .expect("a change set");
         let outcome = engine
             .confirmations()
-            .confirm_item(set.id, 0, OffsetDateTime::now_utc())
+            .confirm_item(
+                assent_domain::ItemRef::new(set.id, 0),
+                OffsetDateTime::now_utc(),
+            )
             .await
             .expect("confirmed");
         assert_eq!(outcome.message(), "Nothing to do.");

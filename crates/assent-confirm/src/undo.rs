@@ -5,7 +5,7 @@
 
 use crate::outcome::{operation_id, read_outcome};
 use crate::{ConfirmError, ConfirmationService, ConflictKind};
-use assent_domain::{ChangeItem, ChangeItemStatus, ChangeSet, NewChangeSet};
+use assent_domain::{ChangeItem, ChangeItemStatus, ChangeSet, ItemRef, NewChangeSet};
 use assent_store::change_sets::{self, Undoes};
 use assent_store::jobs::{self, JobStatus};
 use assent_tools::SummaryContext;
@@ -20,13 +20,16 @@ impl ConfirmationService {
     /// ([`change_sets::undoes`]). A conflict when the item is not applied (or in
     /// doubt); [`ConfirmError::NoCompensation`] when its tool declares none, or what
     /// was recorded does not allow one; the host's own process computes it.
-    #[tracing::instrument(skip(self), fields(change_set = %change_set_id))]
+    #[tracing::instrument(skip(self), fields(change_set = %item))]
     pub async fn undo(
         &self,
-        change_set_id: Uuid,
-        index: usize,
+        item: ItemRef,
         now: OffsetDateTime,
     ) -> Result<ChangeSet, ConfirmError> {
+        let ItemRef {
+            change_set_id,
+            index,
+        } = item;
         let engine = &self.engine;
         let mut tx = self.begin_on_set(change_set_id).await?;
         let set = change_sets::require(&mut tx, change_set_id).await?;

@@ -93,6 +93,35 @@ impl ChangeItem {
     }
 }
 
+/// One item of a change set: the set and the item's position in it (from 0). What a
+/// person decides on, so the engine's decisions take one instead of a bare id and
+/// number that could be passed the wrong way round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemRef {
+    /// The change set's id.
+    pub change_set_id: Uuid,
+    /// The item's position in the set, from 0.
+    pub index: usize,
+}
+
+impl ItemRef {
+    /// Item `index` (from 0) of change set `change_set_id`.
+    pub const fn new(change_set_id: Uuid, index: usize) -> Self {
+        Self {
+            change_set_id,
+            index,
+        }
+    }
+}
+
+impl std::fmt::Display for ItemRef {
+    /// `SET#INDEX`, as the CLI's `SET IDX` arguments and the logs name an item.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}#{}", self.change_set_id, self.index)
+    }
+}
+
 /// The proposals of one agent wake about one target.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

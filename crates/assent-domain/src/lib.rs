@@ -53,7 +53,9 @@ mod vector_clock;
 
 pub use approval::approval_digest;
 pub use canonical::canonical_json;
-pub use change_set::{ChangeItem, ChangeSet, MAX_ITEMS_PER_SET, NewChangeSet, stale_detail};
+pub use change_set::{
+    ChangeItem, ChangeSet, ItemRef, MAX_ITEMS_PER_SET, NewChangeSet, stale_detail,
+};
 pub use decision::{ChangeDecision, MAX_REASON_CHARS, clean_reason};
 pub use diff::{ChangedLines, changed_lines};
 pub use error::DomainError;

@@ -490,7 +490,11 @@ async fn timed_out(
         let withdrawn = engine
             .confirmations()
             .by(format!("{}-client", options.kind))
-            .withdraw_item(set, index, ANSWERED_IN_CLIENT, OffsetDateTime::now_utc())
+            .withdraw_item(
+                assent_confirm::ItemRef::new(set, index),
+                ANSWERED_IN_CLIENT,
+                OffsetDateTime::now_utc(),
+            )
             .await;
         match withdrawn {
             Ok(_) => {

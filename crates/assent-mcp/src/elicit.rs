@@ -143,9 +143,12 @@ pub(crate) async fn ask_in_client(
     let confirmations = engine.confirmations().by(reviewer.clone());
     let now = OffsetDateTime::now_utc();
     let decided = match decision(&answer) {
-        Decision::Approve => confirmations.confirm_item(set.id, 0, now).await.map(|_| ()),
+        Decision::Approve => confirmations
+            .confirm_item(assent_confirm::ItemRef::new(set.id, 0), now)
+            .await
+            .map(|_| ()),
         Decision::Reject(reason) => confirmations
-            .reject_item(set.id, 0, Some(reason), now)
+            .reject_item(assent_confirm::ItemRef::new(set.id, 0), Some(reason), now)
             .await
             .map(|_| ()),
         Decision::None => return Ok(Asked::Queued(None)),

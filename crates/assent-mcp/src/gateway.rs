@@ -725,8 +725,7 @@ impl Gateway {
             let rejected = engine
                 .confirmations()
                 .reject_item(
-                    set_id,
-                    0,
+                    assent_confirm::ItemRef::new(set_id, 0),
                     Some(CANCELLED_BY_AGENT.to_owned()),
                     OffsetDateTime::now_utc(),
                 )
@@ -863,8 +862,7 @@ impl Gateway {
             let withdrawn = engine
                 .confirmations()
                 .withdraw_item(
-                    set_id,
-                    0,
+                    assent_confirm::ItemRef::new(set_id, 0),
                     STOPPED_WAITING.to_owned(),
                     OffsetDateTime::now_utc(),
                 )

@@ -92,7 +92,10 @@ async fn person(console: Engine) -> Result<(), Error> {
             let item = &set.items[0];
             println!("person sees: {} ({})", item.human_summary, item.tool_name);
             let now = OffsetDateTime::now_utc();
-            console.confirmations().confirm_item(set.id, 0, now).await?;
+            console
+                .confirmations()
+                .confirm_item(assent_confirm::ItemRef::new(set.id, 0), now)
+                .await?;
             println!("person confirms it");
             return Ok(());
         }

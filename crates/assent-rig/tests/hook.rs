@@ -5,6 +5,7 @@
 mod support;
 
 use assent_confirm::Engine;
+use assent_confirm::ItemRef;
 use assent_domain::OffsetDateTime;
 use assent_rig::{Answer, AssentHook};
 use assent_tools::{AgentPolicy, RuleAction, ToolRule};
@@ -150,7 +151,7 @@ async fn a_waiting_model_reads_the_result_of_a_refund_confirmed_elsewhere() -> T
         queued(&console, set).await;
         console
             .confirmations()
-            .confirm_item(set, 0, OffsetDateTime::now_utc())
+            .confirm_item(ItemRef::new(set, 0), OffsetDateTime::now_utc())
             .await
     });
 
@@ -182,7 +183,7 @@ async fn a_waiting_model_reads_the_rejection_and_its_reason() -> TestResult {
         let reason = Some("ACME already got a credit note".to_owned());
         console
             .confirmations()
-            .reject_item(set, 0, reason, OffsetDateTime::now_utc())
+            .reject_item(ItemRef::new(set, 0), reason, OffsetDateTime::now_utc())
             .await
     });
 
@@ -266,7 +267,7 @@ async fn a_waiting_model_reads_the_result_of_the_call_as_the_person_edited_it() 
         let edited = json!({"invoice": "INV-1", "amountCents": 1000});
         console
             .confirmations()
-            .edit_and_confirm(set, 0, edited, OffsetDateTime::now_utc())
+            .edit_and_confirm(ItemRef::new(set, 0), edited, OffsetDateTime::now_utc())
             .await
     });
 
@@ -298,7 +299,7 @@ async fn an_agent_restarted_mid_wait_resumes_and_nothing_runs_twice() -> TestRes
     // The person confirms while no agent runs.
     let confirmed = console
         .confirmations()
-        .confirm_item(set, 0, OffsetDateTime::now_utc())
+        .confirm_item(ItemRef::new(set, 0), OffsetDateTime::now_utc())
         .await?;
     assert!(format!("{confirmed:?}").contains("job"), "{confirmed:?}");
 

@@ -185,7 +185,11 @@ pub(crate) async fn confirm_item(
     let service = confirmations_of(&state, &caller, body.revision);
     if body.for_session {
         let (outcome, grant) = service
-            .confirm_for_session(set, index, body.pattern.as_deref(), now())
+            .confirm_for_session(
+                assent_confirm::ItemRef::new(set, index),
+                body.pattern.as_deref(),
+                now(),
+            )
             .await?;
         publish_update(&state, set);
         let mut shown = confirmed_json(&outcome);
@@ -198,7 +202,9 @@ pub(crate) async fn confirm_item(
                 .to_owned(),
         ));
     }
-    let outcome = service.confirm_item(set, index, now()).await?;
+    let outcome = service
+        .confirm_item(assent_confirm::ItemRef::new(set, index), now())
+        .await?;
     publish_update(&state, set);
     ok(confirmed_json(&outcome))
 }
@@ -223,7 +229,7 @@ pub(crate) async fn reject_item(
         .engine
         .confirmations()
         .by(caller.identity())
-        .reject_item(set, index, body.reason, now())
+        .reject_item(assent_confirm::ItemRef::new(set, index), body.reason, now())
         .await?;
     publish_update(&state, set);
     ok(rejected_json(&decision))
@@ -253,7 +259,7 @@ pub(crate) async fn edit_item(
         ));
     }
     let outcome = confirmations_of(&state, &caller, body.revision)
-        .edit_and_confirm(set, index, body.args, now())
+        .edit_and_confirm(assent_confirm::ItemRef::new(set, index), body.args, now())
         .await?;
     publish_update(&state, set);
     ok(confirmed_json(&outcome))
@@ -265,7 +271,7 @@ pub(crate) async fn defer_item(State(state): State<AppState>, path: ItemPath) ->
     let decision = state
         .engine
         .confirmations()
-        .defer_item(set, index, now())
+        .defer_item(assent_confirm::ItemRef::new(set, index), now())
         .await?;
     publish_update(&state, set);
     ok(decision)
@@ -277,7 +283,11 @@ pub(crate) async fn defer_item(State(state): State<AppState>, path: ItemPath) ->
 /// compensation.
 pub(crate) async fn undo_item(State(state): State<AppState>, path: ItemPath) -> ApiResult {
     let (set, index) = item_path(&state, path).await?;
-    let undo = state.engine.confirmations().undo(set, index, now()).await?;
+    let undo = state
+        .engine
+        .confirmations()
+        .undo(assent_confirm::ItemRef::new(set, index), now())
+        .await?;
     state.events.publish(crate::ServerEvent::created(&undo));
     let mut view = SetView::of(&undo);
     let mut conn = state

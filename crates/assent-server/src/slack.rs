@@ -232,7 +232,9 @@ async fn decide(
     let label = format!("[{} {}]", &click.set.simple().to_string()[..8], click.index);
     Ok(Some(match interaction {
         Interaction::Approve(_) => {
-            let outcome = service.confirm_item(click.set, click.index, now).await?;
+            let outcome = service
+                .confirm_item(assent_confirm::ItemRef::new(click.set, click.index), now)
+                .await?;
             format!("{label} {}", one_line(&outcome.message()))
         }
         Interaction::Reject(..) => {
@@ -248,7 +250,11 @@ async fn decide(
         }
         Interaction::Reason(_, reason) => {
             let decision = service
-                .reject_item(click.set, click.index, reason.clone(), now)
+                .reject_item(
+                    assent_confirm::ItemRef::new(click.set, click.index),
+                    reason.clone(),
+                    now,
+                )
                 .await?;
             format!("{label} {}", decision.verdict)
         }

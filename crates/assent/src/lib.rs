@@ -63,7 +63,7 @@
 //!     assert_eq!(wake.responses[0].content, "Proposal queued for user review.");
 //!
 //!     let set = wake.change_set.ok_or("nothing queued")?;
-//!     let confirmed = engine.confirmations().confirm_item(set.id, 0, now).await?;
+//!     let confirmed = engine.confirmations().confirm_item(assent_confirm::ItemRef::new(set.id, 0), now).await?;
 //!     assert_eq!(confirmed.message(), "Body set to final.");
 //!     let body: String = sqlx::query_scalar("SELECT body FROM notes")
 //!         .fetch_one(store.pool())
@@ -80,7 +80,7 @@
 //! }
 //! ```
 
-pub use assent_confirm::{Engine, SimpleHost, WakeRequest};
+pub use assent_confirm::{Engine, ItemRef, SimpleHost, WakeRequest};
 #[cfg(feature = "server")]
 pub use assent_server::Server;
 pub use assent_store::Store;

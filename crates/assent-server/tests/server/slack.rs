@@ -8,6 +8,7 @@
 //! followed by a new connection.
 
 use crate::support::TestServer;
+use assent_confirm::ItemRef;
 use assent_server::ServerLimits;
 use assent_store::slack::{self, SlackSecrets, SlackSettings, SlackUser};
 use axum::Json;
@@ -450,7 +451,7 @@ async fn one_person_through_slack_and_the_command_line_is_one_approver() {
     let again = cli
         .confirmations()
         .by("alice")
-        .confirm_item(id, 0, now)
+        .confirm_item(ItemRef::new(id, 0), now)
         .await
         .expect_err("alice twice is not a quorum");
     assert!(
@@ -474,7 +475,7 @@ async fn one_person_through_slack_and_the_command_line_is_one_approver() {
     // Bob on the command line is the second person: the quorum is met.
     cli.confirmations()
         .by("bob")
-        .confirm_item(id, 0, now)
+        .confirm_item(ItemRef::new(id, 0), now)
         .await
         .expect("bob meets the quorum");
     assert_eq!(item(&server, &set, 0).await["status"], "confirmed");
@@ -491,7 +492,7 @@ async fn the_command_line_first_then_the_same_person_in_slack_is_refused() {
         .expect("an engine");
     cli.confirmations()
         .by("alice")
-        .confirm_item(id, 0, time::OffsetDateTime::now_utc())
+        .confirm_item(ItemRef::new(id, 0), time::OffsetDateTime::now_utc())
         .await
         .expect("alice's approval, short of the quorum");
     assert_eq!(item(&server, &set, 0).await["status"], "pending");
