@@ -423,7 +423,7 @@ impl TestApp {
 
     /// The task as stored now.
     pub async fn load(&self, task_id: &str) -> TaskSnapshot {
-        let mut conn = self.store.pool().acquire().await.unwrap();
+        let mut conn = self.store.read_connection().await.unwrap();
         assent_journal_host::load_task(&mut conn, task_id)
             .await
             .unwrap()
@@ -486,7 +486,7 @@ impl TestApp {
     /// force and lost, audit trail, tasks), as text: equal on two devices exactly when
     /// they agree.
     pub async fn synced_state(&self) -> String {
-        let mut conn = self.store.pool().acquire().await.unwrap();
+        let mut conn = self.store.read_connection().await.unwrap();
         let state = sync::local_state(&mut conn, self.store.device_id(), &TaskEntities)
             .await
             .unwrap();
@@ -495,7 +495,7 @@ impl TestApp {
 
     /// A fingerprint of the whole database's content (every row of every table).
     pub async fn fingerprint(&self) -> String {
-        let mut conn = self.store.pool().acquire().await.unwrap();
+        let mut conn = self.store.read_connection().await.unwrap();
         let mut out = String::new();
         for table in TABLES {
             let columns: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
@@ -576,7 +576,7 @@ impl Lcg {
 /// Panics unless `assent audit verify`'s proof holds on `store` (issue 38): the
 /// scenario left an intact chain, rows that match it, and consent for every effect.
 pub async fn assert_proven(store: &Store, scenario: &str) {
-    let mut conn = store.pool().acquire().await.expect("a connection");
+    let mut conn = store.read_connection().await.expect("a connection");
     let report =
         assent_store::proof::verify(&mut conn, &assent_store::proof::VerifyOptions::default())
             .await

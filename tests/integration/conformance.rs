@@ -62,7 +62,7 @@ async fn wake_then_confirm_edit_and_reject(backend: &TestBackend) {
         .collect();
     assert_eq!(titles, ["Buy groceries", "Walk dog"]);
 
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let stored = change_sets::require(&mut conn, set).await.unwrap();
     assert_eq!(stored.status, ChangeSetStatus::Resolved);
     let statuses: Vec<_> = stored.items.iter().map(|item| item.status).collect();
@@ -227,7 +227,7 @@ async fn grants_are_stored_used_and_revoked(backend: &TestBackend) {
         .unwrap();
     tx.commit().await.unwrap();
 
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let covering = delegation::covering_grant(
         &mut conn,
         "agent-1",
@@ -267,7 +267,7 @@ async fn grants_are_stored_used_and_revoked(backend: &TestBackend) {
         .unwrap();
     tx.commit().await.unwrap();
     assert!(matches!(revoked, Revocation::Revoked(_)), "{revoked:?}");
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let active = delegation::active_grants(
         &mut conn,
         "agent-1",
@@ -332,12 +332,12 @@ async fn grants_from_before_0011_are_bound_to_their_agent(backend: &TestBackend)
         "DELETE FROM _sqlx_migrations WHERE version = 11",
     ] {
         sqlx::query(statement)
-            .execute(app.store.pool())
+            .execute(app.store.read_connection().await.expect("a read connection").connection())
             .await
             .unwrap_or_else(|e| panic!("{statement}: {e}"));
     }
     let reopened = Store::open(&app.url).await.expect("migrates again");
-    let mut conn = reopened.pool().acquire().await.unwrap();
+    let mut conn = reopened.read_connection().await.unwrap();
     let mut covering = Vec::new();
     for agent in ["agent-1", "agent-2"] {
         let args = json!({"title": "x"});
@@ -393,7 +393,7 @@ async fn host_catalogs_pin_definitions(backend: &TestBackend) {
             input_schema: &definition["inputSchema"],
         }
     }
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let first = host_tools::record_catalog(
         &mut conn,
         "mcp_files",
@@ -527,7 +527,7 @@ async fn a_sqlite_device_and_a_postgres_device_converge() {
 async fn numbered_placeholders_bind_by_number() {
     for backend in backends() {
         let app = TestApp::on(&backend).await;
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         let (second, first, again): (String, String, String) = sqlx::query_as("SELECT $2, $1, $2")
             .bind("one")
             .bind("two")
@@ -557,7 +557,7 @@ async fn imports_are_recorded_and_claims_released(backend: &TestBackend) {
     sync::record_refusal(&b.store, &bad, &error, NOW)
         .await
         .unwrap();
-    let mut conn = b.store.pool().acquire().await.unwrap();
+    let mut conn = b.store.read_connection().await.unwrap();
     let log = sync::imports(&mut conn, 10).await.unwrap();
     let outcomes: Vec<_> = log.iter().map(|r| r.outcome).collect();
     assert_eq!(outcomes, [ImportOutcome::Refused, ImportOutcome::Merged]);
@@ -596,7 +596,7 @@ async fn imports_are_recorded_and_claims_released(backend: &TestBackend) {
     let mut tx = a.store.begin_write().await.unwrap();
     sync::release_export(&mut tx, &export).await.unwrap();
     tx.commit().await.unwrap();
-    let mut conn = a.store.pool().acquire().await.unwrap();
+    let mut conn = a.store.read_connection().await.unwrap();
     let queued = outbox::undelivered(&mut conn, 100).await.unwrap();
     assert!(queued.iter().all(|m| m.status == "pending"), "{queued:?}");
     let entities: BTreeSet<_> = queued
@@ -615,7 +615,7 @@ async fn imports_are_recorded_and_claims_released(backend: &TestBackend) {
     let mut tx = a.store.begin_write().await.unwrap();
     sync::mark_exported(&mut tx, &export, NOW).await.unwrap();
     tx.commit().await.unwrap();
-    let mut conn = a.store.pool().acquire().await.unwrap();
+    let mut conn = a.store.read_connection().await.unwrap();
     assert_eq!(outbox::undelivered(&mut conn, 100).await.unwrap(), []);
 }
 
@@ -634,7 +634,7 @@ async fn set_ids_resolve_from_their_prefixes(backend: &TestBackend) {
     use assent_domain::{ChangeItem, ChangeSet, NewChangeSet, Target};
     use assent_store::StoreError;
     let app = TestApp::on(backend).await;
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let ids = [
         "0000000a-0000-4000-8000-000000000001",
         "0000000a-0000-4000-8000-100000000002",

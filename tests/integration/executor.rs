@@ -123,7 +123,7 @@ async fn a_failing_audit_trail_changes_no_outcome() {
         (now.language.as_deref(), now.title.as_str()),
         (Some("fr"), "Fix login bug")
     );
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let audited: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_records")
         .fetch_one(&mut *conn)
         .await

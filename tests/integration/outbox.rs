@@ -65,7 +65,7 @@ async fn every_replicated_write_is_enqueued_and_unsent_messages_are_replaced() {
         .await
         .unwrap();
 
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let messages = outbox::undelivered(&mut conn, 1000).await.unwrap();
     let of = |kind: &str| messages.iter().filter(|m| m.entity_type == kind).count();
     assert_eq!(
@@ -185,7 +185,7 @@ async fn claim_send_fail_retry_and_dead_letters() {
         ["t2"],
         "an expired lease is claimable again; dead ones are not"
     );
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let dead: Vec<_> = outbox::undelivered(&mut conn, 10)
         .await
         .unwrap()

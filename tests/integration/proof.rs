@@ -24,7 +24,7 @@ const STEPS: u64 = 40;
 const PEOPLE: &[&str] = &["alice", "bob", "carol"];
 
 async fn verify(app: &TestApp) -> Report {
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     proof::verify(&mut conn, &VerifyOptions::default())
         .await
         .unwrap()
@@ -44,7 +44,7 @@ fn call(rng: &mut Lcg, n: u64) -> (&'static str, Value) {
 
 /// `(set, index)` of `app`'s items in one of `statuses` (SQL string literals).
 async fn items_in(app: &TestApp, statuses: &str) -> Vec<(Uuid, usize)> {
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let rows: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT change_set_id, item_index FROM change_items WHERE status IN ({statuses}) ORDER BY change_set_id, item_index"
     )))
@@ -133,7 +133,7 @@ async fn step(
             };
             let _ = app.engine.change_rule("agent-1", &change, now).await;
             if rng.below(3) == 0 {
-                let mut conn = app.store.pool().acquire().await.unwrap();
+                let mut conn = app.store.read_connection().await.unwrap();
                 let seconds = [0, 30][rng.below(2) as usize];
                 let _ =
                     agents::set_hold(&mut conn, "agent-1", "update_task_priority", seconds, now)
@@ -155,7 +155,7 @@ async fn step(
 
 /// The audit trail of `app`, to explain a failing seed.
 async fn trail(app: &TestApp) -> String {
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     audit::list(&mut conn, &audit::AuditFilter::All, 10_000)
         .await
         .unwrap()
@@ -258,7 +258,7 @@ async fn editing_any_one_row_or_entry_is_caught_and_named() {
         };
         let now = NOW + Duration::hours(2);
         a.engine.change_rule("agent-1", &quorum, now).await.unwrap();
-        let mut conn = a.store.pool().acquire().await.unwrap();
+        let mut conn = a.store.read_connection().await.unwrap();
         agents::set_hold(&mut conn, "agent-1", "update_task_priority", 30, now)
             .await
             .unwrap();
@@ -407,7 +407,7 @@ async fn a_rule_change_is_entered_with_who_made_it_and_still_verifies() {
             .await
             .unwrap()
     );
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let last: String = sqlx::query_scalar(
         "SELECT content FROM consent_chain WHERE kind = 'rules' ORDER BY seq DESC LIMIT 1",
     )

@@ -452,7 +452,7 @@ async fn a_database_of_the_release_before_targets_upgrades_and_keeps_every_row()
         );
         // The consent chain begins at the upgrade, claims nothing earlier, and the
         // proof holds over the old history and what is written after it.
-        let mut conn = store.pool().acquire().await.unwrap();
+        let mut conn = store.read_connection().await.unwrap();
         let policy = assent_tools::AgentPolicy::new(["work"]);
         agents::upsert(
             &mut conn,
@@ -534,7 +534,7 @@ async fn a_database_of_a_newer_release_is_refused_and_left_alone() {
         "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
          VALUES (9999, 'from the future', TRUE, X'00', 0)",
     )
-    .execute(store.pool())
+    .execute(store.read_connection().await.expect("a read connection").connection())
     .await
     .unwrap();
     let before = snapshot(store.pool(), Backend::Sqlite).await;

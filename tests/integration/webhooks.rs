@@ -34,7 +34,7 @@ async fn subscribe(store: &Store, url: &str, events: &[&str], format: &str) -> (
         agent_id: None,
         secret: secret.clone(),
     };
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     let added = webhooks::insert_subscription(&mut conn, &new, NOW)
         .await
         .unwrap();
@@ -54,7 +54,7 @@ fn sender(store: &Store, config: SenderConfig) -> Sender {
 }
 
 async fn deliveries(store: &Store) -> Vec<Delivery> {
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     webhooks::deliveries(&mut conn, false, 1000).await.unwrap()
 }
 
@@ -213,7 +213,7 @@ async fn every_event_reaches_a_verifying_receiver_with_its_set_and_a_link() {
         );
     }
     // A Slack URL is listed masked, yet deliveries and tests go to the whole one.
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let listed = webhooks::subscription(&mut conn, slack_id)
         .await
         .unwrap()
@@ -340,7 +340,7 @@ async fn out_of_attempts_is_dead_lettered_visible_and_redeliverable() {
     })
     .await;
     let dead = {
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         webhooks::deliveries(&mut conn, true, 10).await.unwrap()
     };
     assert_eq!(dead.len(), 1);
@@ -357,7 +357,7 @@ async fn out_of_attempts_is_dead_lettered_visible_and_redeliverable() {
 
     receiver.configure("dead", &secret, 0, 0, 0);
     {
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         assert!(
             webhooks::redeliver(&mut conn, dead[0].id, NOW)
                 .await
@@ -519,7 +519,7 @@ async fn events_nobody_wants_write_nothing_and_filters_apply() {
     let app = TestApp::spawn().await;
     let task = app.scene().await;
     propose(&app, &task, "Unwatched").await;
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhook_events")
         .fetch_one(&mut *conn)
         .await
@@ -562,7 +562,7 @@ async fn events_nobody_wants_write_nothing_and_filters_apply() {
     );
 
     // The secret is stored for signing but listed nowhere.
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let listed = serde_json::to_string(&webhooks::subscriptions(&mut conn).await.unwrap()).unwrap();
     assert!(!listed.contains(&secret) && !listed.contains("whsec_"));
     assert_eq!(
@@ -628,7 +628,7 @@ async fn a_dead_workers_claim_runs_out_and_concurrent_claims_are_disjoint_on_eve
         assert!(mine.iter().all(|m| theirs.iter().all(|t| t.id != m.id)));
         // Nothing is left while the leases hold; once they run out (the workers died
         // without a word), the same deliveries are claimed again with the same ids.
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         assert!(!webhooks::any_due(&mut conn, now).await.unwrap());
         drop(conn);
         let later = now + lease + time::Duration::seconds(1);
@@ -647,7 +647,7 @@ async fn a_dead_workers_claim_runs_out_and_concurrent_claims_are_disjoint_on_eve
         assert_eq!(ids(&again), before, "{backend:?}");
         // A late answer from the first owner no longer counts once it is reclaimed
         // and delivered by the second.
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         assert!(
             webhooks::record_delivered(&mut conn, again[0].id, 204, later)
                 .await
@@ -729,7 +729,7 @@ async fn delivered_webhooks_are_forgotten_after_the_retention_and_nothing_else_i
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].status, "pending");
     let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhook_events")
-        .fetch_one(app.store.pool())
+        .fetch_one(app.store.read_connection().await.expect("a read connection").connection())
         .await
         .unwrap();
     assert_eq!(events, 1, "the delivered event went with its delivery");
@@ -753,7 +753,7 @@ async fn delivered_webhooks_are_forgotten_after_the_retention_and_nothing_else_i
 
 /// The events written so far: type and payload, oldest first.
 async fn written_events(store: &Store) -> Vec<(String, Value)> {
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     let rows: Vec<(String, String)> =
         sqlx::query_as("SELECT event_type, payload FROM webhook_events ORDER BY created_at, id")
             .fetch_all(&mut *conn)
@@ -795,7 +795,7 @@ async fn confirmed_note(store: &Store, url: &str, lease_ms: i64, text: &str) -> 
         },
     )
     .await;
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     assent_store::agents::upsert(
         &mut conn,
         "poster",
@@ -852,7 +852,7 @@ async fn job_subscribers(store: &Store) -> (Uuid, Uuid, Uuid) {
         agent_id: Some("someone-else".into()),
         secret: generate_secret(),
     };
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     let other = webhooks::insert_subscription(&mut conn, &other_agent, NOW)
         .await
         .unwrap();
@@ -877,7 +877,7 @@ async fn a_job_that_fails_for_good_is_announced_as_item_failed_and_a_retry_is_no
     assert!(written_events(&app.store).await.is_empty());
     let (refused, failed_set) =
         confirmed_note(&app.store, &refusing_endpoint(), 30_000, "refused").await;
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let job = jobs::for_item(&mut conn, failed_set, 0)
         .await
         .unwrap()
@@ -991,7 +991,7 @@ async fn a_job_that_goes_in_doubt_is_announced_as_item_in_doubt_once() {
 #[tokio::test]
 async fn the_consent_chains_head_is_sent_when_it_moved_at_most_once_an_hour() {
     let app = TestApp::spawn().await;
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let new = NewSubscription {
         url: "https://example.invalid/heads".into(),
         events: vec![event::AUDIT_HEAD.to_owned()],
@@ -1050,7 +1050,7 @@ async fn the_consent_chains_head_is_sent_when_it_moved_at_most_once_an_hour() {
         .await
         .expect("the head moved");
     assert_ne!(moved.hash, first.hash);
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let payloads: Vec<String> = sqlx::query_scalar(
         "SELECT payload FROM webhook_events WHERE event_type = 'audit.head' ORDER BY created_at",
     )

@@ -146,7 +146,7 @@ async fn generate(dir: &Path, scale: Scale, stages: &[(usize, PathBuf)]) -> anyh
             done = end;
         }
         sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-            .execute(store.pool())
+            .execute(store.read_connection().await?.connection())
             .await?;
         std::fs::copy(&work, path).with_context(|| format!("copying to {}", path.display()))?;
     }
@@ -308,7 +308,7 @@ mod tests {
             .expect("stage opens");
         let count =
             sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
-                .fetch_one(store.pool())
+                .fetch_one(store.read_connection().await.expect("a read connection").connection())
                 .await
                 .expect("count");
         store.close().await;

@@ -101,7 +101,7 @@ async fn setup(dir: &Path) -> anyhow::Result<(Store, PathBuf)> {
     std::fs::write(&note, "a note the agent reads\n")?;
     let url = format!("sqlite://{}", dir.join("gateway.db").display());
     let store = Store::open(&url).await?;
-    let mut conn = store.pool().acquire().await?;
+    let mut conn = store.read_connection().await?;
     let now = time::OffsetDateTime::now_utc();
     agents::upsert(&mut conn, "bench", &AgentPolicy::new(["mcp"]), now).await?;
     drop(conn);
@@ -245,7 +245,7 @@ pub async fn measure_http(
 ) -> anyhow::Result<GatewayResult> {
     let dir = tempfile::tempdir()?;
     let (store, note) = setup(dir.path()).await?;
-    let mut conn = store.pool().acquire().await?;
+    let mut conn = store.read_connection().await?;
     let token = tokens::issue(
         &mut conn,
         Role::Agent,

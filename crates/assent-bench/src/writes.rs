@@ -172,7 +172,7 @@ impl Db {
     async fn payload_bytes(&self) -> anyhow::Result<i64> {
         Ok(
             sqlx::query_scalar("SELECT COALESCE(SUM(LENGTH(payload)), 0) FROM outbox")
-                .fetch_one(self.store.pool())
+                .fetch_one(self.store.read_connection().await?.connection())
                 .await?,
         )
     }
@@ -182,7 +182,7 @@ impl Db {
         for &table in TABLES {
             let count: i64 =
                 sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
-                    .fetch_one(self.store.pool())
+                    .fetch_one(self.store.read_connection().await?.connection())
                     .await?;
             counts.push((table, count));
         }

@@ -77,8 +77,7 @@ impl Ctx {
     ) -> Result<impl std::ops::DerefMut<Target = assent_store::AnyConnection>, CliError> {
         Ok(self
             .store()
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(StoreError::from)?)
     }

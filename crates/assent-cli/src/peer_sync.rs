@@ -510,7 +510,7 @@ mod tests {
             error.one_line()
         );
         // The confirmation stands, and the failed sync merged nothing over it.
-        let mut conn = app.store.pool().acquire().await.expect("connection");
+        let mut conn = app.store.read_connection().await.expect("connection");
         let stored = assent_store::change_sets::require(&mut conn, set)
             .await
             .expect("the set");

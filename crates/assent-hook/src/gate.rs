@@ -245,8 +245,7 @@ async fn engine(store: &Store, options: &HookOptions, tool: &str) -> Result<Engi
     let host_name = hook_host(&options.agent);
     let mut names: BTreeSet<String> = {
         let mut conn = store
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(assent_store::StoreError::from)?;
         host_tools::for_host(&mut conn, &host_name)
@@ -299,8 +298,7 @@ async fn released_to_retry(
     let approved = {
         let mut conn = engine
             .store()
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(assent_store::StoreError::from)?;
         jobs::approved_of(&mut conn, engine.host().name(), &options.agent, target).await?
@@ -327,8 +325,7 @@ async fn waiting(
     event: &HookEvent,
 ) -> Result<Option<(Uuid, usize)>, HookError> {
     let mut conn = store
-        .pool()
-        .acquire()
+        .read_connection()
         .await
         .map_err(assent_store::StoreError::from)?;
     let sets = change_sets::pending(
@@ -370,8 +367,7 @@ async fn wait_for(
         // For reviewers' screens only ("the agent waits 42 s more").
         let mut conn = engine
             .store()
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(assent_store::StoreError::from)?;
         let until = OffsetDateTime::now_utc() + options.wait;

@@ -767,7 +767,7 @@ mod tests {
         let mut tx = db.store.begin_write().await.expect("tx");
         seed(&mut tx, "t1").await;
         tx.commit().await.expect("committed");
-        let mut conn = db.store.pool().acquire().await.expect("conn");
+        let mut conn = db.store.read_connection().await.expect("conn");
         let sent: Vec<i64> = outbox::undelivered(&mut conn, 10)
             .await
             .expect("outbox")

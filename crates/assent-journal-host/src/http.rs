@@ -52,8 +52,7 @@ async fn show(
     let Path(id) = id?;
     let mut conn = engine
         .store()
-        .pool()
-        .acquire()
+        .read_connection()
         .await
         .map_err(|e| ServerError::Store(e.into()))?;
     let task = load_task(&mut conn, id.trim())

@@ -28,7 +28,7 @@
 //!     let store = Store::open("sqlite::memory:").await?;
 //!     let engine = journal_engine(store.clone()).await?;
 //!     assert_eq!(engine.host().name(), "journal");
-//!     let mut conn = store.pool().acquire().await?;
+//!     let mut conn = store.read_connection().await?;
 //!     let task = NewTask {
 //!         title: "Write the report".to_owned(),
 //!         category: Some("work".to_owned()),

@@ -143,8 +143,7 @@ impl Gateway {
             return Err(McpError::BadServerName(problem));
         }
         let mut conn = store
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(assent_store::StoreError::from)?;
         let Some(policy) = agents::policy(&mut conn, &options.agent).await? else {
@@ -153,8 +152,7 @@ impl Gateway {
         drop(conn);
         adopt_legacy(&store, &options.agent, &options.server, &prefix, true).await?;
         let mut conn = store
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(assent_store::StoreError::from)?;
         let tools = upstream.tools();
@@ -239,8 +237,7 @@ impl Gateway {
         };
         let store = self.engine().store().clone();
         let mut conn = store
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(assent_store::StoreError::from)?;
         let catalog = match &relisted {
@@ -446,8 +443,7 @@ impl Gateway {
         Ok(self
             .engine()
             .store()
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(assent_store::StoreError::from)?)
     }
@@ -920,8 +916,7 @@ impl Gateway {
         let engine = self.engine();
         let store = engine.store();
         let mut conn = store
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(assent_store::StoreError::from)?;
         let Some(set) = change_sets::load(&mut conn, set_id).await? else {

@@ -85,8 +85,7 @@ pub async fn adopt_legacy(
     let target = Target::new(TARGET_KIND, server.to_owned());
     if !catalog {
         let mut conn = store
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(assent_store::StoreError::from)?;
         if !assent_store::rehost::holds(&mut conn, &legacy, agent, &target).await? {
@@ -110,8 +109,7 @@ pub async fn adopt_legacy(
 pub async fn check_host_free(store: &assent_store::Store, server: &str) -> Result<(), McpError> {
     let host = host_name(server);
     let mut conn = store
-        .pool()
-        .acquire()
+        .read_connection()
         .await
         .map_err(assent_store::StoreError::from)?;
     let ours = Target::new(TARGET_KIND, server.to_owned());
@@ -220,8 +218,7 @@ impl SessionGuard {
         };
         let mut conn = self
             .store
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(|e| unknown(e.into()))?;
         let made_by = mcp_sessions::of_operation(&mut conn, call.operation_id.as_str())
@@ -365,8 +362,7 @@ impl FileGuard {
         };
         let mut conn = self
             .store
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(|e| unknown(e.into()))?;
         let then = jobs::item_fingerprint(&mut conn, call.operation_id.as_str())

@@ -283,8 +283,7 @@ pub(crate) async fn undo_item(State(state): State<AppState>, path: ItemPath) -> 
     let mut conn = state
         .engine
         .store()
-        .pool()
-        .acquire()
+        .read_connection()
         .await
         .map_err(assent_store::StoreError::from)?;
     view.undoes = change_sets::undoes(&mut conn, undo.id).await?;

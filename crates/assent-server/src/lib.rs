@@ -142,8 +142,7 @@ impl AppState {
         Ok(self
             .engine
             .store()
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(StoreError::from)?)
     }

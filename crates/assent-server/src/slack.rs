@@ -213,8 +213,7 @@ async fn decide(
 ) -> Result<Option<String>, ServerError> {
     let mut conn = engine
         .store()
-        .pool()
-        .acquire()
+        .read_connection()
         .await
         .map_err(assent_store::StoreError::from)?;
     let Some(name) = slack::user_name(&mut conn, &click.user).await? else {

@@ -355,9 +355,10 @@ impl Store {
         Ok(())
     }
 
-    /// The connection pool, inside the store only: a write on one of its connections
-    /// would bypass the writer (and its lock, on PostgreSQL). Callers read through
-    /// [`Store::read_connection`] and write through [`Store::begin_write`].
+    /// The connection pool, for the store's tests only: a write on one of its
+    /// connections would bypass the writer (and its lock, on PostgreSQL). Callers read
+    /// through [`Store::read_connection`] and write through [`Store::begin_write`].
+    #[cfg(test)]
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
     }

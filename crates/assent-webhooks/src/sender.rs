@@ -204,8 +204,7 @@ impl Sender {
     ) -> Result<impl std::ops::DerefMut<Target = assent_store::AnyConnection>, WebhookError> {
         Ok(self
             .store
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(assent_store::StoreError::from)?)
     }

@@ -559,8 +559,7 @@ impl SlackPoster {
     {
         Ok(self
             .store
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(assent_store::StoreError::from)?)
     }

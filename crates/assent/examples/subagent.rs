@@ -80,7 +80,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for call in &scheduled.calls {
         println!("The sub-agent is told: {}", call.reply());
     }
-    let mut conn = store.pool().acquire().await?;
+    let mut conn = store.read_connection().await?;
     let task = load_task(&mut conn, &task_id).await?;
     println!(
         "The task's priority is now {}",

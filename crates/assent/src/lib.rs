@@ -49,7 +49,7 @@
 //!     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
 //!     let now = OffsetDateTime::now_utc();
 //!     let policy = AgentPolicy::new(["notes"]);
-//!     let mut conn = store.pool().acquire().await?;
+//!     let mut conn = store.read_connection().await?;
 //!     assent::store::agents::upsert(&mut conn, "scribe", &policy, now).await?;
 //!     drop(conn); // back to the pool, for the engine
 //!     sqlx::query("INSERT INTO notes VALUES ('n1', 'draft')")

@@ -47,7 +47,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = Store::open(&db).await?;
     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
     let (now, policy) = (OffsetDateTime::now_utc(), AgentPolicy::new(["billing"]));
-    agents::upsert(&mut *store.pool().acquire().await?, AGENT, &policy, now).await?;
+    agents::upsert(&mut *store.read_connection().await?, AGENT, &policy, now).await?;
     sqlx::query(SEED).execute(store.pool()).await?;
 
     // The service's side: applies what people confirm, wherever they do it.

@@ -78,7 +78,7 @@ impl Tool for GetInvoice {
         let query = "SELECT customer, amount_cents, refunded_cents FROM invoices WHERE id = $1";
         let (customer, amount, refunded): (String, i64, i64) = sqlx::query_as(query)
             .bind(&args.invoice)
-            .fetch_one(self.store.pool())
+            .fetch_one(self.store.read_connection().await.expect("a read connection").connection())
             .await?;
         Ok(format!(
             "{} for {customer}: {amount} cents, {refunded} refunded.",
@@ -198,13 +198,13 @@ pub async fn open(
         .rig_tool(refund.clone(), true);
     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
     agents::upsert(
-        &mut *store.pool().acquire().await?,
+        &mut *store.read_connection().await?,
         AGENT,
         policy,
         OffsetDateTime::now_utc(),
     )
     .await?;
-    sqlx::query(SEED).execute(store.pool()).await?;
+    sqlx::query(SEED).execute(store.read_connection().await.expect("a read connection").connection()).await?;
     Ok(Service {
         store,
         engine,
@@ -228,10 +228,10 @@ pub async fn console(db: &str) -> Result<Engine, Box<dyn std::error::Error + Sen
 /// What INV-1 has been refunded, and how many refunds were booked.
 pub async fn refunded(store: &Store) -> Result<(i64, i64), sqlx::Error> {
     let cents = sqlx::query_scalar("SELECT refunded_cents FROM invoices WHERE id = 'INV-1'")
-        .fetch_one(store.pool())
+        .fetch_one(store.read_connection().await.expect("a read connection").connection())
         .await?;
     let booked = sqlx::query_scalar("SELECT COUNT(*) FROM refunds")
-        .fetch_one(store.pool())
+        .fetch_one(store.read_connection().await.expect("a read connection").connection())
         .await?;
     Ok((cents, booked))
 }

@@ -27,7 +27,7 @@ async fn export(store: &Store) -> SyncBatch {
 }
 
 async fn state(store: &Store) -> SyncState {
-    let mut conn = store.pool().acquire().await.expect("connection");
+    let mut conn = store.read_connection().await.expect("connection");
     assent_store::sync::local_state(&mut conn, store.device_id(), &TaskEntities)
         .await
         .expect("state")
