@@ -384,7 +384,7 @@ impl TestApp {
     pub async fn agent(&self, id: &str, categories: &[&str]) {
         let mut tx = self.store.begin_write().await.unwrap();
         assent_store::agents::upsert(
-            &mut tx,
+            tx.connection(),
             id,
             &AgentPolicy::new(categories.iter().copied()),
             NOW,
@@ -398,7 +398,7 @@ impl TestApp {
     pub async fn task(&self, new: NewTask) -> String {
         let id = Uuid::new_v4().to_string();
         let mut tx = self.store.begin_write().await.unwrap();
-        create_task(&mut tx, &id, &new, self.store.device_id(), NOW)
+        create_task(tx.connection(), &id, &new, self.store.device_id(), NOW)
             .await
             .unwrap();
         tx.commit().await.unwrap();
@@ -455,7 +455,7 @@ impl TestApp {
     pub async fn export(&self) -> SyncBatch {
         let mut tx = self.store.begin_write().await.unwrap();
         let batch = sync::export(
-            &mut tx,
+            tx.connection(),
             self.store.device_id(),
             &TaskEntities,
             Uuid::new_v4(),
@@ -471,8 +471,14 @@ impl TestApp {
     /// Merges `batch` into this device's state, in one write transaction.
     pub async fn import(&self, batch: &SyncBatch) -> Result<ImportReport, StoreError> {
         let mut tx = self.store.begin_write().await?;
-        let report =
-            sync::import(&mut tx, self.store.device_id(), &TaskEntities, batch, NOW).await?;
+        let report = sync::import(
+            tx.connection(),
+            self.store.device_id(),
+            &TaskEntities,
+            batch,
+            NOW,
+        )
+        .await?;
         tx.commit().await?;
         Ok(report)
     }

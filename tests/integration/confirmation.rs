@@ -197,7 +197,7 @@ async fn an_operation_already_applied_is_not_applied_again() {
     drop(conn);
     let mut tx = app.store.begin_write().await.unwrap();
     operations::record_applied(
-        &mut tx,
+        tx.connection(),
         &op,
         "add_checklist_item",
         &assent_journal_host::task_target(&task),
@@ -556,7 +556,13 @@ fn noting_host(store: assent_store::Store, seen: Arc<Mutex<Vec<i64>>>) -> Simple
             let (store, seen) = (store.clone(), seen.clone());
             Box::pin(async move {
                 let committed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM decisions")
-                    .fetch_one(store.read_connection().await.expect("a read connection").connection())
+                    .fetch_one(
+                        store
+                            .read_connection()
+                            .await
+                            .expect("a read connection")
+                            .connection(),
+                    )
                     .await?;
                 seen.lock().expect("lock").push(committed);
                 let text = call.args["text"].as_str().unwrap_or_default().to_owned();
@@ -634,7 +640,13 @@ async fn confirm_all_is_one_commit_and_each_item_is_atomic_on_its_own() {
         "no decision was committed while the set was confirmed: one commit at the end"
     );
     let notes: Vec<String> = sqlx::query_scalar("SELECT text FROM notes ORDER BY text")
-        .fetch_all(store.read_connection().await.expect("a read connection").connection())
+        .fetch_all(
+            store
+                .read_connection()
+                .await
+                .expect("a read connection")
+                .connection(),
+        )
         .await
         .unwrap();
     assert_eq!(

@@ -141,7 +141,7 @@ async fn two_claimers_never_share_a_row(backend: &TestBackend) {
     let mut tx = app.store.begin_write().await.unwrap();
     for i in 0..6 {
         outbox::enqueue(
-            &mut tx,
+            tx.connection(),
             assent_journal_host::TASK_ENTITY,
             &format!("t{i}"),
             &json!({"i": i}),
@@ -158,11 +158,11 @@ async fn two_claimers_never_share_a_row(backend: &TestBackend) {
             // A claim that waited on the first one's row locks would wait forever (the
             // first commits after it): fail instead, as the missing `SKIP LOCKED`.
             sqlx::query("SET LOCAL lock_timeout = '10s'")
-                .execute(&mut *tx)
+                .execute(tx.connection())
                 .await
                 .unwrap();
         }
-        let claimed = outbox::claim_batch(&mut tx, 4, NOW, Duration::minutes(5))
+        let claimed = outbox::claim_batch(tx.connection(), 4, NOW, Duration::minutes(5))
             .await
             .unwrap();
         tx.commit().await.unwrap();
@@ -170,7 +170,7 @@ async fn two_claimers_never_share_a_row(backend: &TestBackend) {
     };
 
     let mut first = app.store.begin_claim().await.unwrap();
-    let first_claim = outbox::claim_batch(&mut first, 4, NOW, Duration::minutes(5))
+    let first_claim = outbox::claim_batch(first.connection(), 4, NOW, Duration::minutes(5))
         .await
         .unwrap();
     let second_claim = match app.store.backend() {
@@ -222,7 +222,7 @@ async fn grants_are_stored_used_and_revoked(backend: &TestBackend) {
         call_pattern: None,
     };
     let mut tx = app.store.begin_write().await.unwrap();
-    delegation::insert_grant(&mut tx, &grant, NOW)
+    delegation::insert_grant(tx.connection(), &grant, NOW)
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -262,7 +262,7 @@ async fn grants_are_stored_used_and_revoked(backend: &TestBackend) {
     drop(conn);
 
     let mut tx = app.store.begin_write().await.unwrap();
-    let revoked = delegation::revoke_grant(&mut tx, grant.id, NOW)
+    let revoked = delegation::revoke_grant(tx.connection(), grant.id, NOW)
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -300,7 +300,7 @@ async fn grants_from_before_0011_are_bound_to_their_agent(backend: &TestBackend)
     let (answered, orphan) = (old_grant("c-answered"), old_grant("c-gone"));
     let mut tx = app.store.begin_write().await.unwrap();
     delegation::record(
-        &mut tx,
+        tx.connection(),
         &delegation::Delegation {
             correlation_id: "c-answered".into(),
             agent_path: "lead/researcher".into(),
@@ -317,10 +317,10 @@ async fn grants_from_before_0011_are_bound_to_their_agent(backend: &TestBackend)
     )
     .await
     .unwrap();
-    delegation::insert_grant(&mut tx, &answered, NOW)
+    delegation::insert_grant(tx.connection(), &answered, NOW)
         .await
         .unwrap();
-    delegation::insert_grant(&mut tx, &orphan, NOW)
+    delegation::insert_grant(tx.connection(), &orphan, NOW)
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -332,7 +332,13 @@ async fn grants_from_before_0011_are_bound_to_their_agent(backend: &TestBackend)
         "DELETE FROM _sqlx_migrations WHERE version = 11",
     ] {
         sqlx::query(statement)
-            .execute(app.store.read_connection().await.expect("a read connection").connection())
+            .execute(
+                app.store
+                    .read_connection()
+                    .await
+                    .expect("a read connection")
+                    .connection(),
+            )
             .await
             .unwrap_or_else(|e| panic!("{statement}: {e}"));
     }
@@ -574,7 +580,7 @@ async fn imports_are_recorded_and_claims_released(backend: &TestBackend) {
     let claim = || async {
         let mut tx = a.store.begin_write().await.unwrap();
         let export = sync::export_claiming(
-            &mut tx,
+            tx.connection(),
             a.store.device_id(),
             &TaskEntities,
             Uuid::new_v4(),
@@ -594,7 +600,9 @@ async fn imports_are_recorded_and_claims_released(backend: &TestBackend) {
         .await
         .unwrap();
     let mut tx = a.store.begin_write().await.unwrap();
-    sync::release_export(&mut tx, &export).await.unwrap();
+    sync::release_export(tx.connection(), &export)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     let mut conn = a.store.read_connection().await.unwrap();
     let queued = outbox::undelivered(&mut conn, 100).await.unwrap();
@@ -613,7 +621,9 @@ async fn imports_are_recorded_and_claims_released(backend: &TestBackend) {
 
     let export = claim().await;
     let mut tx = a.store.begin_write().await.unwrap();
-    sync::mark_exported(&mut tx, &export, NOW).await.unwrap();
+    sync::mark_exported(tx.connection(), &export, NOW)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     let mut conn = a.store.read_connection().await.unwrap();
     assert_eq!(outbox::undelivered(&mut conn, 100).await.unwrap(), []);

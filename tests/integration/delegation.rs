@@ -86,7 +86,7 @@ async fn sub_agent_wake_cancellable(
 async fn grant_researcher(app: &TestApp, tool: &str) {
     let mut tx = app.store.begin_write().await.unwrap();
     delegation::insert_grant(
-        &mut tx,
+        tx.connection(),
         &delegation::Grant {
             id: Uuid::new_v4(),
             agent_id: Some("agent-1".into()),
@@ -340,19 +340,19 @@ async fn always_stores_a_grant_used_on_the_next_call_until_revoked() {
 
     let mut tx = app.store.begin_write().await.unwrap();
     assert!(matches!(
-        delegation::revoke_grant(&mut tx, grants[0].id, NOW)
+        delegation::revoke_grant(tx.connection(), grants[0].id, NOW)
             .await
             .unwrap(),
         Revocation::Revoked(_)
     ));
     assert!(matches!(
-        delegation::revoke_grant(&mut tx, grants[0].id, NOW)
+        delegation::revoke_grant(tx.connection(), grants[0].id, NOW)
             .await
             .unwrap(),
         Revocation::AlreadyRevoked(_)
     ));
     assert_eq!(
-        delegation::revoke_grant(&mut tx, Uuid::new_v4(), NOW)
+        delegation::revoke_grant(tx.connection(), Uuid::new_v4(), NOW)
             .await
             .unwrap(),
         Revocation::NotFound

@@ -153,7 +153,13 @@ async fn an_edit_elsewhere_is_checked_against_the_schema_the_host_stored() {
         assert_eq!(queued_for(&edited.execution), HOST);
         service.worker().run_once(now(), false).await.unwrap();
         let cents: i64 = sqlx::query_scalar("SELECT cents FROM book_entries")
-            .fetch_one(store.read_connection().await.expect("a read connection").connection())
+            .fetch_one(
+                store
+                    .read_connection()
+                    .await
+                    .expect("a read connection")
+                    .connection(),
+            )
             .await
             .unwrap();
         assert_eq!(cents, 250, "the person's edit is what ran");

@@ -4,7 +4,7 @@ use assent_confirm::Host;
 use assent_confirm::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use assent_domain::OperationId;
 use assent_journal_host::JournalHost;
-use assent_store::AnyConnection;
+use assent_store::{AnyConnection, WriteTx};
 use assent_tests::{NOW, TestApp};
 use assent_tools::{
     AgentPolicy, AuditRecord, AuditSink, BoxFuture, ExecutionTarget, ToolInvocation, ToolRegistry,
@@ -35,7 +35,7 @@ impl Fixture {
     /// Runs `tool` with `args` on the task, unconfirmed, under `policy`.
     async fn run(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut WriteTx,
         policy: &AgentPolicy,
         tool: &str,
         args: Value,
@@ -54,7 +54,7 @@ impl Fixture {
         };
         executor
             .execute(
-                conn,
+                tx,
                 ExecutionRequest {
                     policy,
                     spec: self.registry.get(tool).expect("a catalog tool"),

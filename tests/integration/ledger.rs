@@ -183,7 +183,7 @@ async fn a_lapsed_lease_is_in_doubt_until_a_person_settles_it() {
     // An executor claims both and dies before any outcome.
     for _ in 0..2 {
         let mut tx = app.store.begin_claim().await.unwrap();
-        let claimed = jobs::claim_next(&mut tx, external::HOST, now, Duration::seconds(1))
+        let claimed = jobs::claim_next(tx.connection(), external::HOST, now, Duration::seconds(1))
             .await
             .unwrap();
         assert!(claimed.is_some());
@@ -281,7 +281,7 @@ async fn an_idempotent_tool_in_doubt_is_reconciled_or_retried() {
             .execution,
     );
     let mut tx = app.store.begin_claim().await.unwrap();
-    jobs::claim_next(&mut tx, external::HOST, now, Duration::seconds(1))
+    jobs::claim_next(tx.connection(), external::HOST, now, Duration::seconds(1))
         .await
         .unwrap()
         .expect("claimed");

@@ -229,16 +229,16 @@ async fn a_random_mix_of_every_path_verifies_on_every_device_and_backend() {
 /// Runs `sql` in a transaction, verifies inside it, and rolls back: the report, or
 /// `None` when `sql` changed nothing (the run left no such row).
 async fn tampered(app: &TestApp, sql: &str) -> Option<Report> {
-    let mut tx = app.store.pool().begin().await.unwrap();
+    let mut tx = app.store.begin_write().await.unwrap();
     let mut changed = 0;
     for statement in sql.split(';') {
         changed += sqlx::query(sqlx::AssertSqlSafe(statement.to_owned()))
-            .execute(&mut *tx)
+            .execute(tx.connection())
             .await
             .unwrap()
             .rows_affected();
     }
-    let conn: &mut AnyConnection = &mut tx;
+    let conn: &mut AnyConnection = tx.connection();
     let report = proof::verify(conn, &VerifyOptions::default())
         .await
         .unwrap();
@@ -370,12 +370,12 @@ async fn editing_any_one_row_or_entry_is_caught_and_named() {
             "DELETE FROM consent_chain WHERE device_id = '{device}' AND seq = {}",
             clean.entries
         );
-        let mut tx = a.store.pool().begin().await.unwrap();
+        let mut tx = a.store.begin_write().await.unwrap();
         sqlx::query(sqlx::AssertSqlSafe(cut))
-            .execute(&mut *tx)
+            .execute(tx.connection())
             .await
             .unwrap();
-        let conn: &mut AnyConnection = &mut tx;
+        let conn: &mut AnyConnection = tx.connection();
         let checkpoint = VerifyOptions {
             head: Some(clean.head.clone()),
             ..VerifyOptions::default()

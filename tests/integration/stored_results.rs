@@ -81,7 +81,13 @@ async fn audited(store: &Store, tool: &str) -> Vec<String> {
         "SELECT detail FROM audit_records WHERE kind = 'result' AND tool_name = $1 ORDER BY id",
     )
     .bind(tool)
-    .fetch_all(store.read_connection().await.expect("a read connection").connection())
+    .fetch_all(
+        store
+            .read_connection()
+            .await
+            .expect("a read connection")
+            .connection(),
+    )
     .await
     .unwrap()
 }
@@ -89,7 +95,13 @@ async fn audited(store: &Store, tool: &str) -> Vec<String> {
 async fn applied(store: &Store, tool: &str) -> Vec<String> {
     sqlx::query_scalar("SELECT message FROM applied_operations WHERE tool_name = $1")
         .bind(tool)
-        .fetch_all(store.read_connection().await.expect("a read connection").connection())
+        .fetch_all(
+            store
+                .read_connection()
+                .await
+                .expect("a read connection")
+                .connection(),
+        )
         .await
         .unwrap()
 }

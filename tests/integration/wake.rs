@@ -160,7 +160,7 @@ async fn wake_refuses_unknown_agent_or_task_and_writes_nothing() {
     );
     let mut tx = app.store.begin_write().await.unwrap();
     sqlx::query("DELETE FROM agents WHERE id = 'agent-1'")
-        .execute(&mut *tx)
+        .execute(tx.connection())
         .await
         .unwrap();
     tx.commit().await.unwrap();

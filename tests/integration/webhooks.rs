@@ -601,13 +601,13 @@ async fn a_dead_workers_claim_runs_out_and_concurrent_claims_are_disjoint_on_eve
         // instead of waiting for them; on SQLite the writer lock puts it after.
         let other = Store::open(&app.url()).await.unwrap();
         let mut first = app.store.begin_claim().await.unwrap();
-        let mine = webhooks::claim_due(&mut first, 2, now, lease)
+        let mine = webhooks::claim_due(first.connection(), 2, now, lease)
             .await
             .unwrap();
         let theirs = match backend {
             assent_tests::TestBackend::Postgres(_) => {
                 let mut second = other.begin_claim().await.unwrap();
-                let theirs = webhooks::claim_due(&mut second, 10, now, lease)
+                let theirs = webhooks::claim_due(second.connection(), 10, now, lease)
                     .await
                     .unwrap();
                 second.commit().await.unwrap();
@@ -617,7 +617,7 @@ async fn a_dead_workers_claim_runs_out_and_concurrent_claims_are_disjoint_on_eve
             assent_tests::TestBackend::Sqlite => {
                 first.commit().await.unwrap();
                 let mut second = other.begin_claim().await.unwrap();
-                let theirs = webhooks::claim_due(&mut second, 10, now, lease)
+                let theirs = webhooks::claim_due(second.connection(), 10, now, lease)
                     .await
                     .unwrap();
                 second.commit().await.unwrap();
@@ -633,7 +633,7 @@ async fn a_dead_workers_claim_runs_out_and_concurrent_claims_are_disjoint_on_eve
         drop(conn);
         let later = now + lease + time::Duration::seconds(1);
         let mut tx = app.store.begin_claim().await.unwrap();
-        let again = webhooks::claim_due(&mut tx, 10, later, lease)
+        let again = webhooks::claim_due(tx.connection(), 10, later, lease)
             .await
             .unwrap();
         tx.commit().await.unwrap();
@@ -699,12 +699,12 @@ async fn delivered_webhooks_are_forgotten_after_the_retention_and_nothing_else_i
     propose(&app, &task, "Delivered long ago").await;
     {
         let mut tx = app.store.begin_write().await.unwrap();
-        let claimed = webhooks::claim_due(&mut tx, 10, NOW, time::Duration::minutes(5))
+        let claimed = webhooks::claim_due(tx.connection(), 10, NOW, time::Duration::minutes(5))
             .await
             .unwrap();
         assert_eq!(claimed.len(), 1);
         assert!(
-            webhooks::record_delivered(&mut tx, claimed[0].id, 204, NOW)
+            webhooks::record_delivered(tx.connection(), claimed[0].id, 204, NOW)
                 .await
                 .unwrap()
         );
@@ -729,7 +729,13 @@ async fn delivered_webhooks_are_forgotten_after_the_retention_and_nothing_else_i
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].status, "pending");
     let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhook_events")
-        .fetch_one(app.store.read_connection().await.expect("a read connection").connection())
+        .fetch_one(
+            app.store
+                .read_connection()
+                .await
+                .expect("a read connection")
+                .connection(),
+        )
         .await
         .unwrap();
     assert_eq!(events, 1, "the delivered event went with its delivery");
@@ -934,10 +940,15 @@ async fn a_job_that_goes_in_doubt_is_announced_as_item_in_doubt_once() {
     let (_, lapsed_set) = confirmed_note(&app.store, &slow.url, 300, "lapsed").await;
     let now = OffsetDateTime::now_utc();
     let mut tx = app.store.begin_claim().await.unwrap();
-    let claimed = jobs::claim_next(&mut tx, external::HOST, now, time::Duration::seconds(1))
-        .await
-        .unwrap()
-        .expect("claimed");
+    let claimed = jobs::claim_next(
+        tx.connection(),
+        external::HOST,
+        now,
+        time::Duration::seconds(1),
+    )
+    .await
+    .unwrap()
+    .expect("claimed");
     tx.commit().await.unwrap();
     assert_eq!(claimed.change_set_id, lapsed_set);
     let later = now + time::Duration::seconds(2);
@@ -1008,9 +1019,9 @@ async fn the_consent_chains_head_is_sent_when_it_moved_at_most_once_an_hour() {
         let store = app.store.clone();
         async move {
             let mut tx = store.begin_write().await.unwrap();
-            let due = webhooks::head_event_due(&mut tx, at).await.unwrap();
+            let due = webhooks::head_event_due(tx.connection(), at).await.unwrap();
             if let Some(head) = &due {
-                webhooks::enqueue_head_event(&mut tx, head, at)
+                webhooks::enqueue_head_event(tx.connection(), head, at)
                     .await
                     .unwrap();
             }

@@ -130,7 +130,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
 
     s.heading("An agent and a task");
     let mut tx = store.begin_write().await?;
-    agents::upsert(&mut tx, AGENT, &AgentPolicy::new(["work"]), now).await?;
+    agents::upsert(tx.connection(), AGENT, &AgentPolicy::new(["work"]), now).await?;
     let new = NewTask {
         title: "Prepare the Q1 board report".to_owned(),
         category: Some("work".to_owned()),
@@ -145,7 +145,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
         ..NewTask::default()
     };
     let task_id = Uuid::new_v4().to_string();
-    let task = create_task(&mut tx, &task_id, &new, store.device_id(), now).await?;
+    let task = create_task(tx.connection(), &task_id, &new, store.device_id(), now).await?;
     tx.commit().await?;
     s.say(render::agent(AGENT, &["work"], true));
     s.say("(its policy: it may only change tasks in the categories it was given)");

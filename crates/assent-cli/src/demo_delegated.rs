@@ -38,7 +38,7 @@ async fn new_task(store: &Store, title: &str, now: OffsetDateTime) -> Result<Str
         priority: Some("P2".to_owned()),
         ..NewTask::default()
     };
-    create_task(&mut tx, &id, &new, store.device_id(), now).await?;
+    create_task(tx.connection(), &id, &new, store.device_id(), now).await?;
     tx.commit().await?;
     Ok(id)
 }
@@ -85,7 +85,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     let parent = ConfirmationBus::new("lead", BusConfig::default())?;
     let researcher = parent.derive(AGENT)?;
     let mut tx = store.begin_write().await?;
-    agents::upsert(&mut tx, AGENT, &AgentPolicy::new(["work"]), now).await?;
+    agents::upsert(tx.connection(), AGENT, &AgentPolicy::new(["work"]), now).await?;
     tx.commit().await?;
     let task_id = new_task(store, "Prepare the Q1 board report", now).await?;
     s.say(format!(

@@ -2458,12 +2458,17 @@ async fn ask_in_client_asks_the_clients_user_where_it_can_and_records_the_client
 
     // The answers are the client's, not a person's, and the proof holds.
     let store = Store::open(&s.db).await.expect("the store");
-    let by_client: i64 = assent_confirm::sqlx::query_scalar(
-        "SELECT COUNT(*) FROM decisions WHERE decided_by = 'mcp-client:mcp'",
-    )
-    .fetch_one(store.read_connection().await.expect("a read connection").connection())
-    .await
-    .expect("counted");
+    let by_client: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM decisions WHERE decided_by = 'mcp-client:mcp'")
+            .fetch_one(
+                store
+                    .read_connection()
+                    .await
+                    .expect("a read connection")
+                    .connection(),
+            )
+            .await
+            .expect("counted");
     store.close().await;
     assert_eq!(
         by_client, 2,

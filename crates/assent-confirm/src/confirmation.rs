@@ -493,9 +493,10 @@ impl ConfirmationService {
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         // An agent this database lacks (its set came from another device) has no
         // rules here to check: refused, saying so, before anything is written.
-        let (policy, settings) = agents::policy_and_settings_at(tx.connection(), &set.agent_id, &spec.name, now)
-            .await?
-            .ok_or_else(|| ConfirmError::AgentNotHere(set.agent_id.clone()))?;
+        let (policy, settings) =
+            agents::policy_and_settings_at(tx.connection(), &set.agent_id, &spec.name, now)
+                .await?
+                .ok_or_else(|| ConfirmError::AgentNotHere(set.agent_id.clone()))?;
         let target = set.target();
         let recheck = crate::host::recheck(
             engine.host.as_ref(),
@@ -532,7 +533,12 @@ impl ConfirmationService {
         // so nothing is written or sent for a call the policy refuses; a plain
         // confirmation is refused by the executor, before it writes anything either.
         if needed > 1 || settings.hold.is_some() {
-            let category = match engine.host.resolver().category_of(tx.connection(), &target).await {
+            let category = match engine
+                .host
+                .resolver()
+                .category_of(tx.connection(), &target)
+                .await
+            {
                 Ok(Some(category)) => TargetCategory::Known(category),
                 Ok(None) => TargetCategory::Missing,
                 Err(error) => TargetCategory::LookupFailed(error),
@@ -1190,7 +1196,10 @@ impl ConfirmationService {
     ) -> Result<ItemResult, ConfirmError> {
         let mut item = tx.savepoint().await?;
         let mut own = WritePlan::default();
-        match self.confirm_in(&mut item, set, index, None, now, &mut own).await {
+        match self
+            .confirm_in(&mut item, set, index, None, now, &mut own)
+            .await
+        {
             Ok(attempt) => {
                 item.release().await?;
                 plan.extend(own);

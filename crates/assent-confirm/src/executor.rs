@@ -273,7 +273,8 @@ impl<'h> AuditedExecutor<'h> {
         } else {
             savepoint.release().await?;
         }
-        self.conclude(tx.connection(), &req, result, Intent::Before).await
+        self.conclude(tx.connection(), &req, result, Intent::Before)
+            .await
     }
 
     /// Everything before the call, in `conn`'s transaction: the policy (a denial is

@@ -409,7 +409,8 @@ impl Engine {
                 }
                 Some(HoldEnd::Undecidable(why)) => {
                     tracing::warn!(job = %job.id, %why, "held confirmation cannot be decided: retracted");
-                    jobs::transition(tx.connection(), job.id, JobEvent::EndedInHold, None, 0, now).await?;
+                    jobs::transition(tx.connection(), job.id, JobEvent::EndedInHold, None, 0, now)
+                        .await?;
                     jobs::record_note(tx.connection(), job.id, &why).await?;
                     write_result(tx.connection(), &job, false, &why, now).await;
                     tx.commit().await?;
@@ -420,7 +421,8 @@ impl Engine {
         let Some(spec) = self.registry.get(&job.tool_name) else {
             let error = format!("unknown tool {:?}", job.tool_name);
             jobs::record_error(tx.connection(), job.id, job.attempts, &error, None, now).await?;
-            webhooks::enqueue_job_event(tx.connection(), &job, JobStatus::Failed, &error, now).await?;
+            webhooks::enqueue_job_event(tx.connection(), &job, JobStatus::Failed, &error, now)
+                .await?;
             write_result(tx.connection(), &job, false, &error, now).await;
             tx.commit().await?;
             run.failed += 1;
@@ -454,13 +456,15 @@ impl Engine {
             executor.write_audit(tx.connection(), record).await;
             let error = format!("denied by policy: {reason}");
             jobs::record_error(tx.connection(), job.id, job.attempts, &error, None, now).await?;
-            webhooks::enqueue_job_event(tx.connection(), &job, JobStatus::Failed, &error, now).await?;
+            webhooks::enqueue_job_event(tx.connection(), &job, JobStatus::Failed, &error, now)
+                .await?;
             tx.commit().await?;
             run.failed += 1;
             return Ok(Claim::Settled);
         }
         if job.approval_digest.is_some() {
-            let set = assent_store::change_sets::require(tx.connection(), job.change_set_id).await?;
+            let set =
+                assent_store::change_sets::require(tx.connection(), job.change_set_id).await?;
             let fingerprint = set
                 .items
                 .get(job.item_index)
@@ -513,7 +517,9 @@ impl Engine {
         if let Some(stale) = recheck.stale {
             return self.retract_stale(tx, job, stale, now, run).await;
         }
-        if let Some(why) = approval_mismatch(tx.connection(), job, item.fingerprint.as_ref()).await? {
+        if let Some(why) =
+            approval_mismatch(tx.connection(), job, item.fingerprint.as_ref()).await?
+        {
             return refuse_unapproved(tx, job, why, now, run).await;
         }
         let already_true = recheck.already_true;
@@ -536,8 +542,14 @@ impl Engine {
         let error = match execution {
             ExecutionOutcome::Applied { message, .. }
             | ExecutionOutcome::AlreadyApplied { message } => {
-                jobs::record_applied(tx.connection(), job.id, job.attempts, &stored_result(&message), now)
-                    .await?;
+                jobs::record_applied(
+                    tx.connection(),
+                    job.id,
+                    job.attempts,
+                    &stored_result(&message),
+                    now,
+                )
+                .await?;
                 None
             }
             ExecutionOutcome::AlreadyTrue { detail } => {
@@ -558,7 +570,8 @@ impl Engine {
             Some(error) => {
                 tracing::warn!(%error, "job failed");
                 jobs::record_error(tx.connection(), job.id, job.attempts, error, None, now).await?;
-                webhooks::enqueue_job_event(tx.connection(), job, JobStatus::Failed, error, now).await?;
+                webhooks::enqueue_job_event(tx.connection(), job, JobStatus::Failed, error, now)
+                    .await?;
                 run.failed += 1;
             }
         }
@@ -640,7 +653,9 @@ impl Engine {
         // The job's row first, then its target's lock: the order of the claim at the
         // window's end, so that the two never wait on each other in a circle.
         let mut tx = self.store.begin_claim().await?;
-        let job = self.require_settleable_job(tx.connection(), id, false).await?;
+        let job = self
+            .require_settleable_job(tx.connection(), id, false)
+            .await?;
         if !jobs::cancel_held(tx.connection(), id, now).await? {
             return Err(ConfirmError::conflict(
                 ConflictKind::HoldEnded,
@@ -781,14 +796,21 @@ impl Engine {
                 let text = assent_domain::stored_result(&error.to_string()).into_owned();
                 tracing::warn!(error = %text, retry = retry_at.is_some(), "job call failed");
                 let landed =
-                    jobs::record_error(tx.connection(), job.id, job.attempts, &text, retry_at, now).await?;
+                    jobs::record_error(tx.connection(), job.id, job.attempts, &text, retry_at, now)
+                        .await?;
                 if landed {
                     write_result(tx.connection(), job, false, &text, now).await;
                     if retry_at.is_some() {
                         run.retried += 1;
                     } else {
-                        webhooks::enqueue_job_event(tx.connection(), job, JobStatus::Failed, &text, now)
-                            .await?;
+                        webhooks::enqueue_job_event(
+                            tx.connection(),
+                            job,
+                            JobStatus::Failed,
+                            &text,
+                            now,
+                        )
+                        .await?;
                         run.failed += 1;
                     }
                 }

@@ -351,7 +351,13 @@ mod tests {
 
     async fn body(store: &Store) -> String {
         sqlx::query_scalar("SELECT body FROM notes WHERE id = 'n1'")
-            .fetch_one(store.read_connection().await.expect("a read connection").connection())
+            .fetch_one(
+                store
+                    .read_connection()
+                    .await
+                    .expect("a read connection")
+                    .connection(),
+            )
             .await
             .expect("body")
     }
@@ -430,7 +436,13 @@ mod tests {
             );
             let kinds: Vec<String> =
                 sqlx::query_scalar("SELECT kind FROM audit_records ORDER BY id")
-                    .fetch_all(store.read_connection().await.expect("a read connection").connection())
+                    .fetch_all(
+                        store
+                            .read_connection()
+                            .await
+                            .expect("a read connection")
+                            .connection(),
+                    )
                     .await
                     .expect("records");
             assert_eq!(kinds, ["action", "result"], "idempotent: {idempotent}");
@@ -540,7 +552,13 @@ mod tests {
                 .expect("opens, and opens again");
         }
         sqlx::query("INSERT INTO tags VALUES ('n1')")
-            .execute(store.read_connection().await.expect("a read connection").connection())
+            .execute(
+                store
+                    .read_connection()
+                    .await
+                    .expect("a read connection")
+                    .connection(),
+            )
             .await
             .expect("the second migration ran");
     }

@@ -99,7 +99,12 @@ impl ConfirmationService {
                 problems: e.to_string(),
             })?;
         let target = set.target();
-        let state = engine.host.snapshot(tx.connection(), &target).await.ok().flatten();
+        let state = engine
+            .host
+            .snapshot(tx.connection(), &target)
+            .await
+            .ok()
+            .flatten();
         let context = state.as_deref().map(|s| s as &dyn SummaryContext);
         let summary = format!("Undo: {}", reverse.summarize(&args, context));
         let before = state.as_ref().and_then(|s| s.before(&tool, &args));

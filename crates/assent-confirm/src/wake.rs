@@ -228,7 +228,8 @@ impl WakeService {
                 item.approvals_needed = (needed > 1).then_some(needed);
             }
             set.vector_clock.tick(self.engine.store.device_id());
-            change_sets::insert_served(tx.connection(), set, Some(self.engine.host.name()), now).await?;
+            change_sets::insert_served(tx.connection(), set, Some(self.engine.host.name()), now)
+                .await?;
             self.mark_external_items(tx.connection(), set).await?;
         }
         written.apply(tx.connection(), now).await?;
@@ -302,7 +303,12 @@ impl WakeService {
             now,
         };
         let mut local = tx.savepoint().await?;
-        match self.engine.host.handle_local(local.connection(), call).await {
+        match self
+            .engine
+            .host
+            .handle_local(local.connection(), call)
+            .await
+        {
             Ok(reply) => {
                 local.release().await?;
                 operations::record_applied(

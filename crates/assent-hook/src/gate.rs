@@ -227,12 +227,15 @@ pub async fn record_ran(
         allowed_by: None,
     };
     let mut tx = store.begin_write().await?;
-    if agents::policy(&mut tx, &options.agent).await?.is_none() {
+    if agents::policy(tx.connection(), &options.agent)
+        .await?
+        .is_none()
+    {
         return Err(HookError::Confirm(
             assent_confirm::ConfirmError::UnknownAgent(options.agent.clone()),
         ));
     }
-    audit::insert(&mut tx, &record).await?;
+    audit::insert(tx.connection(), &record).await?;
     tx.commit().await?;
     tracing::info!("what ran is in the audit trail");
     Ok(())

@@ -32,7 +32,7 @@ async fn create(
     let id = Uuid::new_v4().to_string();
     let mut tx = store.begin_write().await?;
     let task = create_task(
-        &mut tx,
+        tx.connection(),
         &id,
         &new,
         store.device_id(),

@@ -436,16 +436,8 @@ impl Gateway {
             }))
     }
 
-    async fn connection(
-        &self,
-    ) -> Result<assent_confirm::sqlx::pool::PoolConnection<assent_confirm::sqlx::Any>, McpError>
-    {
-        Ok(self
-            .engine()
-            .store()
-            .read_connection()
-            .await
-            .map_err(assent_store::StoreError::from)?)
+    async fn connection(&self) -> Result<assent_store::ReadConnection, McpError> {
+        Ok(self.engine().store().read_connection().await?)
     }
 
     async fn policy(&self) -> Result<assent_tools::AgentPolicy, McpError> {

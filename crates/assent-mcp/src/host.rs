@@ -95,7 +95,8 @@ pub async fn adopt_legacy(
     let ours = gateway_host(agent, server);
     let mut tx = store.begin_write().await?;
     let moved =
-        assent_store::rehost::rehost(&mut tx, &legacy, &ours, agent, &target, tool_prefix).await?;
+        assent_store::rehost::rehost(tx.connection(), &legacy, &ours, agent, &target, tool_prefix)
+            .await?;
     tx.commit().await?;
     if moved.items + moved.jobs > 0 {
         tracing::info!(from = %legacy, to = %ours, items = moved.items, jobs = moved.jobs, "took over this agent's calls from the previous release's host");

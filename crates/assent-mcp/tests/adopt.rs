@@ -29,7 +29,7 @@ async fn queued(store: &Store, agent: &str, host: &str, now: OffsetDateTime) -> 
     })
     .expect("a set");
     let mut tx = store.begin_write().await.expect("a transaction");
-    change_sets::insert_served(&mut tx, &set, Some(host), now)
+    change_sets::insert_served(tx.connection(), &set, Some(host), now)
         .await
         .expect("inserted");
     tx.commit().await.expect("committed");

@@ -169,10 +169,10 @@ pub async fn set_agent_hold(
         )));
     }
     let mut tx = store.begin_write().await?;
-    let changed = agents::set_hold(&mut tx, id, tool, seconds, now)
+    let changed = agents::set_hold(tx.connection(), id, tool, seconds, now)
         .await?
         .ok_or_else(|| no_agent(id))?;
-    let view = written(&mut tx, id).await?;
+    let view = written(tx.connection(), id).await?;
     tx.commit().await?;
     Ok((view, changed))
 }
@@ -202,14 +202,14 @@ pub async fn set_agent_categories(
         ));
     }
     let mut tx = store.begin_write().await?;
-    let existing = agents::policy(&mut tx, id).await?;
+    let existing = agents::policy(tx.connection(), id).await?;
     // Keep the rules of an existing agent; this only sets categories.
     let policy = existing
         .iter()
         .flat_map(|old| old.rules().iter().cloned())
         .fold(AgentPolicy::new(categories), AgentPolicy::with_rule);
-    agents::upsert(&mut tx, id, &policy, now).await?;
-    let view = written(&mut tx, id).await?;
+    agents::upsert(tx.connection(), id, &policy, now).await?;
+    let view = written(tx.connection(), id).await?;
     tx.commit().await?;
     Ok(AgentView {
         created: existing.is_none(),
@@ -267,11 +267,11 @@ pub async fn set_agent_idempotent(
         ));
     }
     let mut tx = store.begin_write().await?;
-    if agents::get(&mut tx, id).await?.is_none() {
+    if agents::get(tx.connection(), id).await?.is_none() {
         return Err(no_agent(id));
     }
-    let changed = host_tools::set_idempotent(&mut tx, id, tool, idempotent, now).await?;
-    let view = written(&mut tx, id).await?;
+    let changed = host_tools::set_idempotent(tx.connection(), id, tool, idempotent, now).await?;
+    let view = written(tx.connection(), id).await?;
     tx.commit().await?;
     Ok((view, changed))
 }

@@ -1,8 +1,8 @@
 //! The audit trail: what the executor did, in order.
 
 use crate::outbox::{self, entity};
-use crate::{Backend, StoreError, chain, timefmt};
 use crate::writer::{Step, savepoint_sql};
+use crate::{Backend, StoreError, chain, timefmt};
 use assent_domain::{OperationId, Target, VectorClock};
 use assent_tools::{AuditRecord, AuditSink, BoxFuture};
 use serde_json::Value;

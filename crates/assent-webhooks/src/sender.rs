@@ -228,7 +228,7 @@ impl Sender {
             }
         }
         let mut tx = self.store.begin_write().await?;
-        let warned = expiry_warnings::warn_expiring(&mut tx, ttl, warn_before, now).await?;
+        let warned = expiry_warnings::warn_expiring(tx.connection(), ttl, warn_before, now).await?;
         tx.commit().await?;
         Ok(warned.len())
     }
@@ -242,8 +242,11 @@ impl Sender {
         let Some(head) = head else { return Ok(()) };
         let mut tx = self.store.begin_write().await?;
         // Checked again under the lock: another sender may have sent it meanwhile.
-        if webhooks::head_event_due(&mut tx, now).await?.is_some() {
-            webhooks::enqueue_head_event(&mut tx, &head, now).await?;
+        if webhooks::head_event_due(tx.connection(), now)
+            .await?
+            .is_some()
+        {
+            webhooks::enqueue_head_event(tx.connection(), &head, now).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -259,7 +262,7 @@ impl Sender {
             }
         }
         let mut tx = self.store.begin_claim().await?;
-        let claimed = webhooks::claim_due(&mut tx, limit, now, self.lease()).await?;
+        let claimed = webhooks::claim_due(tx.connection(), limit, now, self.lease()).await?;
         tx.commit().await?;
         Ok(claimed)
     }
@@ -353,7 +356,7 @@ impl Sender {
             return Ok(0);
         };
         let mut tx = self.store.begin_write().await?;
-        let pruned = webhooks::prune_delivered(&mut tx, now - retention).await?;
+        let pruned = webhooks::prune_delivered(tx.connection(), now - retention).await?;
         tx.commit().await?;
         if pruned > 0 {
             tracing::info!(pruned, "old webhook deliveries forgotten");

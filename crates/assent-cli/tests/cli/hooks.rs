@@ -1563,7 +1563,7 @@ fn tamper_run_under_grant(cli: &Cli, grant: &str, session: &str) {
             allowed_by: Some(json!({"grant": grant, "session": session})),
         };
         let mut tx = store.begin_write().await.expect("write");
-        assent_store::audit::insert(&mut tx, &record)
+        assent_store::audit::insert(tx.connection(), &record)
             .await
             .expect("recorded");
         tx.commit().await.expect("commits");

@@ -976,14 +976,14 @@ async fn as_the_previous_release(db: &str, agent: &str, set: Uuid, server: &str)
     assent_store::jobs::mark_external(&mut conn, set, 0, &legacy)
         .await
         .expect("marked");
-    assent_confirm::sqlx::query("UPDATE host_tools SET host = $1 WHERE host = $2")
+    sqlx::query("UPDATE host_tools SET host = $1 WHERE host = $2")
         .bind(&legacy.host)
         .bind(assent_mcp::gateway_host(agent, server))
         .execute(&mut *conn)
         .await
         .expect("the catalog moved");
     // The previous release recorded no gateway sessions.
-    assent_confirm::sqlx::query("DELETE FROM mcp_session_calls WHERE change_set_id = $1")
+    sqlx::query("DELETE FROM mcp_session_calls WHERE change_set_id = $1")
         .bind(set.to_string())
         .execute(&mut *conn)
         .await

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 async fn export(store: &Store) -> SyncBatch {
     let mut tx = store.begin_write().await.expect("write");
     let batch = assent_store::sync::export(
-        &mut tx,
+        tx.connection(),
         store.device_id(),
         &TaskEntities,
         uuid::Uuid::new_v4(),
