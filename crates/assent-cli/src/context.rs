@@ -75,11 +75,7 @@ impl Ctx {
     pub(crate) async fn connection(
         &self,
     ) -> Result<impl std::ops::DerefMut<Target = assent_store::AnyConnection>, CliError> {
-        Ok(self
-            .store()
-            .read_connection()
-            .await
-            .map_err(StoreError::from)?)
+        Ok(self.store().read_connection().await?)
     }
 }
 

@@ -247,7 +247,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
         }
     }
     s.gap();
-    let mut conn = store.read_connection().await.map_err(StoreError::from)?;
+    let mut conn = store.read_connection().await?;
     let set_now = assent_store::change_sets::require(&mut conn, set.id).await?;
     s.say("The set now (the two checklist items still wait):");
     s.block(render::change_set(&set_now));
@@ -311,7 +311,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     });
 
     s.heading("Proving what ran");
-    let mut conn = store.read_connection().await.map_err(StoreError::from)?;
+    let mut conn = store.read_connection().await?;
     let report = proof::verify(&mut conn, &proof::VerifyOptions::default()).await?;
     s.say("Every decision, audit record and rule change above is on a tamper-evident chain;");
     s.say("`assent audit verify` checks it and that every effect had the consent it needed:");

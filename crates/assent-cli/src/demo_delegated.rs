@@ -180,7 +180,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     replies(&mut s, &third);
 
     s.heading("The grants (assent grants; revoke with assent grants revoke ID)");
-    let mut conn = store.read_connection().await.map_err(StoreError::from)?;
+    let mut conn = store.read_connection().await?;
     let grants = delegation::list_grants(&mut conn, &GrantFilter::default()).await?;
     s.block(render::grants(&grants));
 

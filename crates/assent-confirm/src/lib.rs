@@ -53,7 +53,9 @@
 //!     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
 //!     let now = OffsetDateTime::now_utc();
 //!     let policy = AgentPolicy::new(["ops"]);
-//!     agents::upsert(&mut *store.read_connection().await?, "ops-agent", &policy, now).await?;
+//!     let mut tx = store.begin_write().await?;
+//!     agents::upsert(tx.connection(), "ops-agent", &policy, now).await?;
+//!     tx.commit().await?;
 //!
 //!     let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
 //!         "name": "ping", "input": {}}]))?;

@@ -84,10 +84,7 @@ pub async fn adopt_legacy(
     let legacy = host_name(server);
     let target = Target::new(TARGET_KIND, server.to_owned());
     if !catalog {
-        let mut conn = store
-            .read_connection()
-            .await
-            .map_err(assent_store::StoreError::from)?;
+        let mut conn = store.read_connection().await?;
         if !assent_store::rehost::holds(&mut conn, &legacy, agent, &target).await? {
             return Ok(());
         }
@@ -109,10 +106,7 @@ pub async fn adopt_legacy(
 /// mapped names like `my-files` and `my_files` to the same host.
 pub async fn check_host_free(store: &assent_store::Store, server: &str) -> Result<(), McpError> {
     let host = host_name(server);
-    let mut conn = store
-        .read_connection()
-        .await
-        .map_err(assent_store::StoreError::from)?;
+    let mut conn = store.read_connection().await?;
     let ours = Target::new(TARGET_KIND, server.to_owned());
     let taken = |target: &Target| McpError::HostTaken {
         server: server.to_owned(),

@@ -278,7 +278,7 @@ pub async fn set_agent_idempotent(
 
 /// Agent `id`, or [`ServerError::NotFound`].
 pub async fn agent_view(store: &Store, id: &str) -> Result<AgentView, ServerError> {
-    let mut conn = store.read_connection().await.map_err(StoreError::from)?;
+    let mut conn = store.read_connection().await?;
     let id = id.trim();
     let agent = agents::get(&mut conn, id)
         .await?
@@ -288,7 +288,7 @@ pub async fn agent_view(store: &Store, id: &str) -> Result<AgentView, ServerErro
 
 /// Every agent, by id.
 pub async fn agent_views(store: &Store) -> Result<Vec<AgentView>, ServerError> {
-    let mut conn = store.read_connection().await.map_err(StoreError::from)?;
+    let mut conn = store.read_connection().await?;
     let mut views = Vec::new();
     for agent in agents::list(&mut conn).await? {
         views.push(AgentView::read(&mut conn, &agent).await?);

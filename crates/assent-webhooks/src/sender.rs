@@ -202,11 +202,7 @@ impl Sender {
     async fn connection(
         &self,
     ) -> Result<impl std::ops::DerefMut<Target = assent_store::AnyConnection>, WebhookError> {
-        Ok(self
-            .store
-            .read_connection()
-            .await
-            .map_err(assent_store::StoreError::from)?)
+        Ok(self.store.read_connection().await?)
     }
 
     /// The lease on a claimed delivery: longer than any attempt can take, so a live
