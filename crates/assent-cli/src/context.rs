@@ -4,7 +4,7 @@
 use crate::CliError;
 use assent_confirm::Engine;
 use assent_domain::OffsetDateTime;
-use assent_store::{Store, StoreError};
+use assent_store::Store;
 use serde::Serialize;
 
 /// What a command prints on stdout, and whether it still failed.

@@ -54,7 +54,7 @@ async fn show(
         .store()
         .read_connection()
         .await
-        .map_err(|e| ServerError::Store(e.into()))?;
+        .map_err(ServerError::Store)?;
     let task = load_task(&mut conn, id.trim())
         .await
         .map_err(server_error)?

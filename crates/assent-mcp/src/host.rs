@@ -211,11 +211,7 @@ impl SessionGuard {
         let unknown = |e: assent_store::StoreError| {
             ExternalError::Retryable(format!("its session could not be read: {e}"))
         };
-        let mut conn = self
-            .store
-            .read_connection()
-            .await
-            .map_err(|e| unknown(e.into()))?;
+        let mut conn = self.store.read_connection().await.map_err(&unknown)?;
         let made_by = mcp_sessions::of_operation(&mut conn, call.operation_id.as_str())
             .await
             .map_err(unknown)?;
@@ -355,11 +351,7 @@ impl FileGuard {
                 "the item's reading of its file could not be read: {e}"
             ))
         };
-        let mut conn = self
-            .store
-            .read_connection()
-            .await
-            .map_err(|e| unknown(e.into()))?;
+        let mut conn = self.store.read_connection().await.map_err(&unknown)?;
         let then = jobs::item_fingerprint(&mut conn, call.operation_id.as_str())
             .await
             .map_err(unknown)?;

@@ -6,7 +6,7 @@ use crate::auth::Principal;
 use crate::{AppState, ServerError};
 use assent_confirm::{ConfirmError, Engine, RuleChange};
 use assent_domain::OffsetDateTime;
-use assent_store::{Store, StoreError, agents, host_tools};
+use assent_store::{Store, agents, host_tools};
 use assent_tools::{AgentPolicy, RuleAction};
 use axum::Json;
 use axum::extract::rejection::PathRejection;

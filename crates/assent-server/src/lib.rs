@@ -76,8 +76,8 @@ pub use events::{EventBus, ServerEvent};
 pub use sync::{DEFAULT_SYNC_BODY_LIMIT, SyncExchange};
 
 use assent_confirm::{ConfirmationBus, Engine};
+use assent_store::ReadConnection;
 use assent_store::tokens::Role;
-use assent_store::{ReadConnection, StoreError};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
