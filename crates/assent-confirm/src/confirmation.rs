@@ -457,7 +457,7 @@ impl ConfirmationService {
         }
     }
 
-    /// Confirms item `index` of `set` (read in `conn`'s transaction, under its lock)
+    /// Confirms item `index` of `set` (read in `tx`, under its lock)
     /// inside that transaction, its audit records, chain entries and outbox messages
     /// in `plan`; the caller applies the plan and commits (see [`Attempt`]). `Err`:
     /// nothing of the item may stay, roll back and drop the plan.

@@ -9,7 +9,9 @@
 //! message behind. Functions that take `&mut AnyConnection` compose inside one
 //! transaction opened with [`Store::begin_write`] (`BEGIN IMMEDIATE` on SQLite, an
 //! advisory writer lock on PostgreSQL, so concurrent writers, in this process or
-//! another, queue on the lock instead of failing late).
+//! another, queue on the lock instead of failing late), on its
+//! [`WriteTx::connection`]; nested work goes in a [`WriteTx::savepoint`]. Reads take
+//! [`Store::read_connection`]; the pool itself stays inside the store.
 //!
 //! Device sync ([`sync`]) exports this device's synced state as an
 //! [`assent_sync::SyncBatch`] and merges a peer's batch by executing the pure plan of
