@@ -81,7 +81,7 @@ pub async fn engine(store: Store, host: SimpleHost, settings: JobSettings) -> En
         .await
         .expect("the book engine opens")
         .with_job_settings(settings);
-    let mut conn = store.pool().acquire().await.expect("a connection");
+    let mut conn = store.read_connection().await.expect("a connection");
     agents::upsert(
         &mut conn,
         AGENT,
@@ -131,7 +131,7 @@ pub async fn booked(store: &Store) -> Vec<(String, i64)> {
     sqlx::query_as(
         "SELECT operation_id, COUNT(*) FROM book_entries GROUP BY operation_id ORDER BY operation_id",
     )
-    .fetch_all(store.pool())
+    .fetch_all(store.read_connection().await.expect("a read connection").connection())
     .await
     .expect("the entries")
 }

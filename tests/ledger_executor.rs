@@ -72,7 +72,7 @@ async fn confirm_concurrently(url: &str, confirmed_log: std::path::PathBuf) -> R
     use std::io::Write;
     let store = Store::open(url).await.map_err(|e| e.to_string())?;
     let reviewer = book::elsewhere(store.clone()).await;
-    let mut conn = store.pool().acquire().await.map_err(|e| e.to_string())?;
+    let mut conn = store.read_connection().await.map_err(|e| e.to_string())?;
     let sets = assent_store::change_sets::pending(&mut conn, &Default::default())
         .await
         .map_err(|e| e.to_string())?;

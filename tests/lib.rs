@@ -384,7 +384,7 @@ impl TestApp {
     pub async fn agent(&self, id: &str, categories: &[&str]) {
         let mut tx = self.store.begin_write().await.unwrap();
         assent_store::agents::upsert(
-            &mut tx,
+            tx.connection(),
             id,
             &AgentPolicy::new(categories.iter().copied()),
             NOW,
@@ -398,7 +398,7 @@ impl TestApp {
     pub async fn task(&self, new: NewTask) -> String {
         let id = Uuid::new_v4().to_string();
         let mut tx = self.store.begin_write().await.unwrap();
-        create_task(&mut tx, &id, &new, self.store.device_id(), NOW)
+        create_task(tx.connection(), &id, &new, self.store.device_id(), NOW)
             .await
             .unwrap();
         tx.commit().await.unwrap();
@@ -423,7 +423,7 @@ impl TestApp {
 
     /// The task as stored now.
     pub async fn load(&self, task_id: &str) -> TaskSnapshot {
-        let mut conn = self.store.pool().acquire().await.unwrap();
+        let mut conn = self.store.read_connection().await.unwrap();
         assent_journal_host::load_task(&mut conn, task_id)
             .await
             .unwrap()
@@ -455,7 +455,7 @@ impl TestApp {
     pub async fn export(&self) -> SyncBatch {
         let mut tx = self.store.begin_write().await.unwrap();
         let batch = sync::export(
-            &mut tx,
+            tx.connection(),
             self.store.device_id(),
             &TaskEntities,
             Uuid::new_v4(),
@@ -471,8 +471,14 @@ impl TestApp {
     /// Merges `batch` into this device's state, in one write transaction.
     pub async fn import(&self, batch: &SyncBatch) -> Result<ImportReport, StoreError> {
         let mut tx = self.store.begin_write().await?;
-        let report =
-            sync::import(&mut tx, self.store.device_id(), &TaskEntities, batch, NOW).await?;
+        let report = sync::import(
+            tx.connection(),
+            self.store.device_id(),
+            &TaskEntities,
+            batch,
+            NOW,
+        )
+        .await?;
         tx.commit().await?;
         Ok(report)
     }
@@ -486,7 +492,7 @@ impl TestApp {
     /// force and lost, audit trail, tasks), as text: equal on two devices exactly when
     /// they agree.
     pub async fn synced_state(&self) -> String {
-        let mut conn = self.store.pool().acquire().await.unwrap();
+        let mut conn = self.store.read_connection().await.unwrap();
         let state = sync::local_state(&mut conn, self.store.device_id(), &TaskEntities)
             .await
             .unwrap();
@@ -495,7 +501,7 @@ impl TestApp {
 
     /// A fingerprint of the whole database's content (every row of every table).
     pub async fn fingerprint(&self) -> String {
-        let mut conn = self.store.pool().acquire().await.unwrap();
+        let mut conn = self.store.read_connection().await.unwrap();
         let mut out = String::new();
         for table in TABLES {
             let columns: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
@@ -576,7 +582,7 @@ impl Lcg {
 /// Panics unless `assent audit verify`'s proof holds on `store` (issue 38): the
 /// scenario left an intact chain, rows that match it, and consent for every effect.
 pub async fn assert_proven(store: &Store, scenario: &str) {
-    let mut conn = store.pool().acquire().await.expect("a connection");
+    let mut conn = store.read_connection().await.expect("a connection");
     let report =
         assent_store::proof::verify(&mut conn, &assent_store::proof::VerifyOptions::default())
             .await

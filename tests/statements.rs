@@ -227,7 +227,7 @@ async fn external_tool_engine() -> Engine {
     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host))
         .await
         .expect("engine");
-    let mut conn = store.pool().acquire().await.expect("connection");
+    let mut conn = store.read_connection().await.expect("connection");
     agents::upsert(
         &mut conn,
         "scribe",

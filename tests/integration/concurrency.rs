@@ -9,7 +9,7 @@ use serde_json::json;
 use std::sync::Arc;
 
 async fn count(app: &TestApp, sql: &'static str) -> i64 {
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     sqlx::query_scalar(sql).fetch_one(&mut *conn).await.unwrap()
 }
 
@@ -29,7 +29,7 @@ pub(crate) async fn assert_applied_once(
             "the others find it decided, got: {err}"
         );
     }
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     assert_eq!(
         decisions::for_change_set(&mut conn, set)
             .await

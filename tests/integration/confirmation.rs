@@ -39,7 +39,7 @@ async fn confirm_applies_once_and_records_everything() {
     assert_eq!(outcome.decision.verdict, Verdict::Confirmed);
     assert_eq!(app.load(&task).await.priority.as_deref(), Some("P0"));
 
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let stored = change_sets::require(&mut conn, set).await.unwrap();
     assert_eq!(stored.items[0].status, ChangeItemStatus::Confirmed);
     assert_eq!(stored.status, ChangeSetStatus::PartiallyResolved);
@@ -81,7 +81,7 @@ async fn confirm_applies_once_and_records_everything() {
         .confirm_item(ItemRef::new(set, 1), NOW)
         .await
         .unwrap();
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let stored = change_sets::require(&mut conn, set).await.unwrap();
     assert_eq!(stored.status, ChangeSetStatus::Resolved);
     assert_eq!(stored.resolved_at, Some(NOW));
@@ -161,7 +161,7 @@ async fn a_failing_handler_leaves_no_decision_and_the_item_pending_and_a_retry_w
             Some("P1"),
             "the handler's write was rolled back"
         );
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         assert!(
             decisions::for_change_set(&mut conn, set)
                 .await
@@ -206,7 +206,7 @@ async fn an_operation_already_applied_is_not_applied_again() {
     .await;
     // Simulate a crash after an outside handler applied the operation but before the
     // decision was written: the id is recorded, the item is still pending.
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let stored = change_sets::require(&mut conn, set).await.unwrap();
     let op = assent_domain::OperationId::for_proposal(
         &stored.run_key,
@@ -219,7 +219,7 @@ async fn an_operation_already_applied_is_not_applied_again() {
     drop(conn);
     let mut tx = app.store.begin_write().await.unwrap();
     operations::record_applied(
-        &mut tx,
+        tx.connection(),
         &op,
         "add_checklist_item",
         &assent_journal_host::task_target(&task),
@@ -402,7 +402,7 @@ async fn reject_defer_dismiss_and_history() {
             .conflict_kind(),
         Some(ConflictKind::NothingOpen)
     );
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     assert_eq!(
         change_sets::require(&mut conn, set).await.unwrap().status,
         ChangeSetStatus::Resolved
@@ -514,7 +514,7 @@ async fn policy_is_enforced_again_at_confirmation_time() {
         "Fix login bug",
         "the handler never ran"
     );
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let trail = audit::list(
         &mut conn,
         &audit::AuditFilter::Target(assent_journal_host::task_target(task.clone())),
@@ -557,7 +557,7 @@ async fn expiry_hides_stale_sets_from_the_pending_view() {
         .await
         .unwrap();
     assert_eq!(expired, [set]);
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     assert!(
         change_sets::pending(&mut conn, &Default::default())
             .await
@@ -587,7 +587,13 @@ fn noting_host(store: assent_store::Store, seen: Arc<Mutex<Vec<i64>>>) -> Simple
             let (store, seen) = (store.clone(), seen.clone());
             Box::pin(async move {
                 let committed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM decisions")
-                    .fetch_one(store.pool())
+                    .fetch_one(
+                        store
+                            .read_connection()
+                            .await
+                            .expect("a read connection")
+                            .connection(),
+                    )
                     .await?;
                 seen.lock().expect("lock").push(committed);
                 let text = call.args["text"].as_str().unwrap_or_default().to_owned();
@@ -627,7 +633,7 @@ async fn confirm_all_is_one_commit_and_each_item_is_atomic_on_its_own() {
         .unwrap();
     let policy = AgentPolicy::new(["notes"]);
     agents::upsert(
-        &mut store.pool().acquire().await.unwrap(),
+        &mut store.read_connection().await.unwrap(),
         "scribe",
         &policy,
         NOW,
@@ -665,7 +671,13 @@ async fn confirm_all_is_one_commit_and_each_item_is_atomic_on_its_own() {
         "no decision was committed while the set was confirmed: one commit at the end"
     );
     let notes: Vec<String> = sqlx::query_scalar("SELECT text FROM notes ORDER BY text")
-        .fetch_all(store.pool())
+        .fetch_all(
+            store
+                .read_connection()
+                .await
+                .expect("a read connection")
+                .connection(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -673,7 +685,7 @@ async fn confirm_all_is_one_commit_and_each_item_is_atomic_on_its_own() {
         ["a", "c"],
         "the failed item's write was rolled back alone"
     );
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     let now = change_sets::require(&mut conn, set).await.unwrap();
     let statuses: Vec<ChangeItemStatus> = now.items.iter().map(|i| i.status).collect();
     assert_eq!(

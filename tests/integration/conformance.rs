@@ -66,7 +66,7 @@ async fn wake_then_confirm_edit_and_reject(backend: &TestBackend) {
         .collect();
     assert_eq!(titles, ["Buy groceries", "Walk dog"]);
 
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let stored = change_sets::require(&mut conn, set).await.unwrap();
     assert_eq!(stored.status, ChangeSetStatus::Resolved);
     let statuses: Vec<_> = stored.items.iter().map(|item| item.status).collect();
@@ -145,7 +145,7 @@ async fn two_claimers_never_share_a_row(backend: &TestBackend) {
     let mut tx = app.store.begin_write().await.unwrap();
     for i in 0..6 {
         outbox::enqueue(
-            &mut tx,
+            tx.connection(),
             assent_journal_host::TASK_ENTITY,
             &format!("t{i}"),
             &json!({"i": i}),
@@ -162,11 +162,11 @@ async fn two_claimers_never_share_a_row(backend: &TestBackend) {
             // A claim that waited on the first one's row locks would wait forever (the
             // first commits after it): fail instead, as the missing `SKIP LOCKED`.
             sqlx::query("SET LOCAL lock_timeout = '10s'")
-                .execute(&mut *tx)
+                .execute(tx.connection())
                 .await
                 .unwrap();
         }
-        let claimed = outbox::claim_batch(&mut tx, 4, NOW, Duration::minutes(5))
+        let claimed = outbox::claim_batch(tx.connection(), 4, NOW, Duration::minutes(5))
             .await
             .unwrap();
         tx.commit().await.unwrap();
@@ -174,7 +174,7 @@ async fn two_claimers_never_share_a_row(backend: &TestBackend) {
     };
 
     let mut first = app.store.begin_claim().await.unwrap();
-    let first_claim = outbox::claim_batch(&mut first, 4, NOW, Duration::minutes(5))
+    let first_claim = outbox::claim_batch(first.connection(), 4, NOW, Duration::minutes(5))
         .await
         .unwrap();
     let second_claim = match app.store.backend() {
@@ -226,12 +226,12 @@ async fn grants_are_stored_used_and_revoked(backend: &TestBackend) {
         call_pattern: None,
     };
     let mut tx = app.store.begin_write().await.unwrap();
-    delegation::insert_grant(&mut tx, &grant, NOW)
+    delegation::insert_grant(tx.connection(), &grant, NOW)
         .await
         .unwrap();
     tx.commit().await.unwrap();
 
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let covering = delegation::covering_grant(
         &mut conn,
         "agent-1",
@@ -266,12 +266,12 @@ async fn grants_are_stored_used_and_revoked(backend: &TestBackend) {
     drop(conn);
 
     let mut tx = app.store.begin_write().await.unwrap();
-    let revoked = delegation::revoke_grant(&mut tx, grant.id, NOW)
+    let revoked = delegation::revoke_grant(tx.connection(), grant.id, NOW)
         .await
         .unwrap();
     tx.commit().await.unwrap();
     assert!(matches!(revoked, Revocation::Revoked(_)), "{revoked:?}");
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let active = delegation::active_grants(
         &mut conn,
         "agent-1",
@@ -304,7 +304,7 @@ async fn grants_from_before_0011_are_bound_to_their_agent(backend: &TestBackend)
     let (answered, orphan) = (old_grant("c-answered"), old_grant("c-gone"));
     let mut tx = app.store.begin_write().await.unwrap();
     delegation::record(
-        &mut tx,
+        tx.connection(),
         &delegation::Delegation {
             correlation_id: "c-answered".into(),
             agent_path: "lead/researcher".into(),
@@ -321,10 +321,10 @@ async fn grants_from_before_0011_are_bound_to_their_agent(backend: &TestBackend)
     )
     .await
     .unwrap();
-    delegation::insert_grant(&mut tx, &answered, NOW)
+    delegation::insert_grant(tx.connection(), &answered, NOW)
         .await
         .unwrap();
-    delegation::insert_grant(&mut tx, &orphan, NOW)
+    delegation::insert_grant(tx.connection(), &orphan, NOW)
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -336,12 +336,18 @@ async fn grants_from_before_0011_are_bound_to_their_agent(backend: &TestBackend)
         "DELETE FROM _sqlx_migrations WHERE version = 11",
     ] {
         sqlx::query(statement)
-            .execute(app.store.pool())
+            .execute(
+                app.store
+                    .read_connection()
+                    .await
+                    .expect("a read connection")
+                    .connection(),
+            )
             .await
             .unwrap_or_else(|e| panic!("{statement}: {e}"));
     }
     let reopened = Store::open(&app.url).await.expect("migrates again");
-    let mut conn = reopened.pool().acquire().await.unwrap();
+    let mut conn = reopened.read_connection().await.unwrap();
     let mut covering = Vec::new();
     for agent in ["agent-1", "agent-2"] {
         let args = json!({"title": "x"});
@@ -397,7 +403,7 @@ async fn host_catalogs_pin_definitions(backend: &TestBackend) {
             input_schema: &definition["inputSchema"],
         }
     }
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let first = host_tools::record_catalog(
         &mut conn,
         "mcp_files",
@@ -531,7 +537,7 @@ async fn a_sqlite_device_and_a_postgres_device_converge() {
 async fn numbered_placeholders_bind_by_number() {
     for backend in backends() {
         let app = TestApp::on(&backend).await;
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         let (second, first, again): (String, String, String) = sqlx::query_as("SELECT $2, $1, $2")
             .bind("one")
             .bind("two")
@@ -561,7 +567,7 @@ async fn imports_are_recorded_and_claims_released(backend: &TestBackend) {
     sync::record_refusal(&b.store, &bad, &error, NOW)
         .await
         .unwrap();
-    let mut conn = b.store.pool().acquire().await.unwrap();
+    let mut conn = b.store.read_connection().await.unwrap();
     let log = sync::imports(&mut conn, 10).await.unwrap();
     let outcomes: Vec<_> = log.iter().map(|r| r.outcome).collect();
     assert_eq!(outcomes, [ImportOutcome::Refused, ImportOutcome::Merged]);
@@ -578,7 +584,7 @@ async fn imports_are_recorded_and_claims_released(backend: &TestBackend) {
     let claim = || async {
         let mut tx = a.store.begin_write().await.unwrap();
         let export = sync::export_claiming(
-            &mut tx,
+            tx.connection(),
             a.store.device_id(),
             &TaskEntities,
             Uuid::new_v4(),
@@ -598,9 +604,11 @@ async fn imports_are_recorded_and_claims_released(backend: &TestBackend) {
         .await
         .unwrap();
     let mut tx = a.store.begin_write().await.unwrap();
-    sync::release_export(&mut tx, &export).await.unwrap();
+    sync::release_export(tx.connection(), &export)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
-    let mut conn = a.store.pool().acquire().await.unwrap();
+    let mut conn = a.store.read_connection().await.unwrap();
     let queued = outbox::undelivered(&mut conn, 100).await.unwrap();
     assert!(queued.iter().all(|m| m.status == "pending"), "{queued:?}");
     let entities: BTreeSet<_> = queued
@@ -617,9 +625,11 @@ async fn imports_are_recorded_and_claims_released(backend: &TestBackend) {
 
     let export = claim().await;
     let mut tx = a.store.begin_write().await.unwrap();
-    sync::mark_exported(&mut tx, &export, NOW).await.unwrap();
+    sync::mark_exported(tx.connection(), &export, NOW)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
-    let mut conn = a.store.pool().acquire().await.unwrap();
+    let mut conn = a.store.read_connection().await.unwrap();
     assert_eq!(outbox::undelivered(&mut conn, 100).await.unwrap(), []);
 }
 
@@ -638,7 +648,7 @@ async fn set_ids_resolve_from_their_prefixes(backend: &TestBackend) {
     use assent_domain::{ChangeItem, ChangeSet, NewChangeSet, Target};
     use assent_store::StoreError;
     let app = TestApp::on(backend).await;
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let ids = [
         "0000000a-0000-4000-8000-000000000001",
         "0000000a-0000-4000-8000-100000000002",

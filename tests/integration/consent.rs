@@ -96,7 +96,7 @@ async fn the_quorum_an_item_was_proposed_with_travels_to_a_device_without_the_se
     a.send_to(&b).await;
 
     // B has no quorum setting of its own; the item still needs two people there.
-    let mut conn = b.store.pool().acquire().await.unwrap();
+    let mut conn = b.store.read_connection().await.unwrap();
     let arrived = change_sets::require(&mut conn, set.id).await.unwrap();
     assert_eq!(arrived.items[0].approvals_needed, Some(2));
     assert!(
@@ -136,7 +136,7 @@ async fn a_rule_change_writes_its_rule_quorum_and_shadow_removal_together_or_not
         let app = TestApp::on(&backend).await;
         app.scene().await;
         let engine = &app.engine;
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         let shadow =
             assent_tools::ToolRule::new("update_task_priority", RuleAction::Allow).unwrap();
         agents::set_shadow_rule(&mut conn, "agent-1", shadow, minutes(0))
@@ -169,7 +169,7 @@ async fn a_rule_change_writes_its_rule_quorum_and_shadow_removal_together_or_not
             matches!(unknown, Err(ConfirmError::UnknownAgent(_))),
             "{unknown:?}"
         );
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         assert_eq!(
             agents::shadow_rules(&mut conn, "agent-1")
                 .await
@@ -197,7 +197,7 @@ async fn a_rule_change_writes_its_rule_quorum_and_shadow_removal_together_or_not
                 .unwrap(),
             "the same change again changes nothing"
         );
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         assert_eq!(
             agents::shadow_rules(&mut conn, "agent-1").await.unwrap(),
             Some(Vec::new()),

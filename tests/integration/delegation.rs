@@ -86,7 +86,7 @@ async fn sub_agent_wake_cancellable(
 async fn grant_researcher(app: &TestApp, tool: &str) {
     let mut tx = app.store.begin_write().await.unwrap();
     delegation::insert_grant(
-        &mut tx,
+        tx.connection(),
         &delegation::Grant {
             id: Uuid::new_v4(),
             agent_id: Some("agent-1".into()),
@@ -122,12 +122,12 @@ fn priority(value: &str) -> [(&'static str, Value); 1] {
 }
 
 async fn item_status(app: &TestApp, set: Uuid) -> ChangeItemStatus {
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     change_sets::require(&mut conn, set).await.unwrap().items[0].status
 }
 
 async fn delegations(app: &TestApp, set: Uuid) -> Vec<delegation::Delegation> {
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     delegation::for_change_set(&mut conn, set).await.unwrap()
 }
 
@@ -161,7 +161,7 @@ async fn a_parent_confirms_and_the_decision_is_audited_and_attributed_to_the_age
     assert_eq!(app.load(&task).await.priority.as_deref(), Some("P0"));
 
     let set = scheduled.wake.change_set.unwrap().id;
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let decided = decisions::for_change_set(&mut conn, set).await.unwrap();
     assert_eq!(decided.len(), 1);
     assert_eq!(decided[0].verdict, Verdict::Confirmed);
@@ -263,7 +263,7 @@ async fn an_invalid_edit_is_asked_again_under_a_fresh_correlation_id() {
         recorded.iter().filter(|d| d.decision_id.is_some()).count(),
         1
     );
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let decided = decisions::for_change_set(&mut conn, set).await.unwrap();
     assert_eq!(decided[0].edited_args, Some(json!({"priority": "P2"})));
 }
@@ -286,7 +286,7 @@ async fn always_stores_a_grant_used_on_the_next_call_until_revoked() {
     .await;
     parent.await.unwrap();
     assert!(matches!(first.calls[0].result, CallResult::Applied(_)));
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let grants = delegation::list_grants(&mut conn, &GrantFilter::default())
         .await
         .unwrap();
@@ -340,19 +340,19 @@ async fn always_stores_a_grant_used_on_the_next_call_until_revoked() {
 
     let mut tx = app.store.begin_write().await.unwrap();
     assert!(matches!(
-        delegation::revoke_grant(&mut tx, grants[0].id, NOW)
+        delegation::revoke_grant(tx.connection(), grants[0].id, NOW)
             .await
             .unwrap(),
         Revocation::Revoked(_)
     ));
     assert!(matches!(
-        delegation::revoke_grant(&mut tx, grants[0].id, NOW)
+        delegation::revoke_grant(tx.connection(), grants[0].id, NOW)
             .await
             .unwrap(),
         Revocation::AlreadyRevoked(_)
     ));
     assert_eq!(
-        delegation::revoke_grant(&mut tx, Uuid::new_v4(), NOW)
+        delegation::revoke_grant(tx.connection(), Uuid::new_v4(), NOW)
             .await
             .unwrap(),
         Revocation::NotFound
@@ -401,7 +401,7 @@ async fn a_grant_never_widens_the_category_allowlist() {
     );
     assert_eq!(app.load(&task).await.priority.as_deref(), Some("P1"));
     assert_eq!(item_status(&app, set.id).await, ChangeItemStatus::Pending);
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let trail = audit::list(
         &mut conn,
         &audit::AuditFilter::Target(assent_journal_host::task_target(task)),
@@ -433,7 +433,7 @@ async fn nobody_listening_leaves_the_item_pending_with_the_reason_recorded() {
     assert_eq!(recorded[0].outcome, "unanswered");
     assert_eq!(recorded[0].reason.as_deref(), Some(NOBODY_TO_ASK));
     assert_eq!(recorded[0].decision_id, None);
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     assert!(
         decisions::for_change_set(&mut conn, set)
             .await

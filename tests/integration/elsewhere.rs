@@ -43,12 +43,12 @@ fn queued_for(outcome: &ExecutionOutcome) -> &str {
 }
 
 async fn item_status(store: &Store, set: Uuid, index: usize) -> ChangeItemStatus {
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     change_sets::require(&mut conn, set).await.unwrap().items[index].status
 }
 
 async fn set_jobs(store: &Store, set: Uuid) -> Vec<jobs::Job> {
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     jobs::for_change_set(&mut conn, set).await.unwrap()
 }
 
@@ -108,7 +108,7 @@ async fn an_item_of_another_host_is_confirmed_anywhere_and_applied_once_by_its_w
             .unwrap();
         assert!(history.contains("— confirmed, ran"), "{history}");
         // The audit trail has the action and the handler's result, as in-process.
-        let mut conn = store.pool().acquire().await.unwrap();
+        let mut conn = store.read_connection().await.unwrap();
         let records = audit::list(&mut conn, &audit::AuditFilter::All, 10)
             .await
             .unwrap();
@@ -154,7 +154,13 @@ async fn an_edit_elsewhere_is_checked_against_the_schema_the_host_stored() {
         assert_eq!(queued_for(&edited.execution), HOST);
         service.worker().run_once(now(), false).await.unwrap();
         let cents: i64 = sqlx::query_scalar("SELECT cents FROM book_entries")
-            .fetch_one(store.pool())
+            .fetch_one(
+                store
+                    .read_connection()
+                    .await
+                    .expect("a read connection")
+                    .connection(),
+            )
             .await
             .unwrap();
         assert_eq!(cents, 250, "the person's edit is what ran");
@@ -172,7 +178,7 @@ async fn an_item_of_a_host_that_never_registered_says_so() {
         std::sync::Arc::new(book::registry()),
         std::sync::Arc::new(book::host(Duration::ZERO, None)),
     );
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     agents::upsert(&mut conn, AGENT, &AgentPolicy::new([book::CATEGORY]), now())
         .await
         .unwrap();
@@ -245,7 +251,7 @@ async fn a_denial_at_run_time_fails_the_job_for_a_person_who_may_retry_it() {
         .confirm_item(ItemRef::new(set, 0), now())
         .await
         .unwrap();
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     agents::upsert(&mut conn, AGENT, &AgentPolicy::new(["elsewhere"]), now())
         .await
         .unwrap();
@@ -263,7 +269,7 @@ async fn a_denial_at_run_time_fails_the_job_for_a_person_who_may_retry_it() {
     );
     assert!(book::booked(&store).await.is_empty());
 
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     agents::upsert(&mut conn, AGENT, &AgentPolicy::new([book::CATEGORY]), now())
         .await
         .unwrap();
@@ -374,7 +380,7 @@ async fn crash_rounds(backend: &TestBackend, seed: u64) {
     let started = Instant::now();
     loop {
         service.run_due_jobs(now()).await.unwrap();
-        let mut conn = store.pool().acquire().await.unwrap();
+        let mut conn = store.read_connection().await.unwrap();
         let all = jobs::list(&mut conn, true, 10_000).await.unwrap();
         if all.len() == 2 * ROUNDS && all.iter().all(|j| j.status == JobStatus::Applied) {
             break;
@@ -390,7 +396,7 @@ async fn crash_rounds(backend: &TestBackend, seed: u64) {
     for (operation, count) in &booked {
         assert_eq!(*count, 1, "{backend:?}: {operation} booked {count} times");
     }
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     let all = jobs::list(&mut conn, true, 10_000).await.unwrap();
     assert!(
         all.iter().all(|j| j.doubts == 0),
@@ -421,7 +427,7 @@ async fn the_worker_also_delivers_the_webhooks_its_decisions_raise() {
     let receiver = Receiver::start(&python, 0);
     let (store, service, reviewer, _dir) = two_processes(&TestBackend::Sqlite).await;
     let secret = assent_webhooks::generate_secret();
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     let subscription = NewSubscription {
         url: receiver.url("worker"),
         events: vec![],
@@ -514,7 +520,7 @@ async fn an_approval_made_for_another_definition_of_the_tool_does_not_run() {
             job.last_error.as_deref(),
             Some(assent_confirm::APPROVAL_CHANGED)
         );
-        let mut conn = store.pool().acquire().await.unwrap();
+        let mut conn = store.read_connection().await.unwrap();
         let records = audit::list(&mut conn, &audit::AuditFilter::All, 20)
             .await
             .unwrap();
@@ -531,7 +537,7 @@ async fn an_approval_made_for_another_definition_of_the_tool_does_not_run() {
 /// `confirmed_log`) is among the decided. Returns how many items are decided.
 async fn whole_or_nothing(store: &Store, sets: &[Uuid], confirmed_log: &std::path::Path) -> usize {
     let answered = std::fs::read_to_string(confirmed_log).unwrap_or_default();
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     let mut decided = 0;
     for &set in sets {
         let items = change_sets::require(&mut conn, set).await.unwrap().items;

@@ -4,7 +4,7 @@ use assent_confirm::Host;
 use assent_confirm::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use assent_domain::OperationId;
 use assent_journal_host::JournalHost;
-use assent_store::AnyConnection;
+use assent_store::{AnyConnection, WriteTx};
 use assent_tests::{NOW, TestApp};
 use assent_tools::{
     AgentPolicy, AuditRecord, AuditSink, BoxFuture, ExecutionTarget, ToolInvocation, ToolRegistry,
@@ -35,7 +35,7 @@ impl Fixture {
     /// Runs `tool` with `args` on the task, unconfirmed, under `policy`.
     async fn run(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut WriteTx,
         policy: &AgentPolicy,
         tool: &str,
         args: Value,
@@ -54,7 +54,7 @@ impl Fixture {
         };
         executor
             .execute(
-                conn,
+                tx,
                 ExecutionRequest {
                     policy,
                     spec: self.registry.get(tool).expect("a catalog tool"),
@@ -123,7 +123,7 @@ async fn a_failing_audit_trail_changes_no_outcome() {
         (now.language.as_deref(), now.title.as_str()),
         (Some("fr"), "Fix login bug")
     );
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let audited: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_records")
         .fetch_one(&mut *conn)
         .await

@@ -19,7 +19,7 @@ const HOLD: Duration = Duration::seconds(30);
 /// The scene with `update_task_priority` held for [`HOLD`], and a proposal of `to`.
 async fn held_proposal(app: &TestApp, to: &str) -> (String, Uuid) {
     let task = app.scene().await;
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let seconds = HOLD.whole_seconds() as u32;
     let t0 = OffsetDateTime::now_utc();
     agents::set_hold(&mut conn, "agent-1", "update_task_priority", seconds, t0)
@@ -59,17 +59,17 @@ async fn confirm_held(app: &TestApp, set: Uuid, at: OffsetDateTime) -> Uuid {
 }
 
 async fn job(app: &TestApp, id: Uuid) -> Job {
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     jobs::load(&mut conn, id).await.unwrap().expect("job")
 }
 
 async fn item_status(app: &TestApp, set: Uuid) -> ChangeItemStatus {
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     change_sets::require(&mut conn, set).await.unwrap().items[0].status
 }
 
 async fn final_decisions(app: &TestApp, set: Uuid) -> Vec<(Verdict, Option<String>)> {
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     decisions::for_change_set(&mut conn, set)
         .await
         .unwrap()
@@ -219,7 +219,7 @@ async fn a_target_changed_during_the_window_sends_the_item_back_to_pending() {
         assert_eq!((run.applied, run.stale), (0, 1));
         assert_eq!(app.load(&task).await.priority.as_deref(), Some("P3"));
         assert_eq!(job(&app, job_id).await.status, JobStatus::Retracted);
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         let item = change_sets::require(&mut conn, set)
             .await
             .unwrap()

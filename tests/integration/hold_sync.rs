@@ -32,7 +32,7 @@ async fn two_devices_with_a_held_tool(
     let a = TestApp::device_on(backend, "device-a").await;
     let b = TestApp::device_on(backend, "device-b").await;
     a.scene().await;
-    let mut conn = a.store.pool().acquire().await.unwrap();
+    let mut conn = a.store.read_connection().await.unwrap();
     let seconds = HOLD.whole_seconds() as u32;
     agents::set_hold(&mut conn, "agent-1", "update_task_priority", seconds, NOW)
         .await
@@ -59,18 +59,18 @@ async fn confirm_held(device: &TestApp, set: Uuid, who: &str, at: OffsetDateTime
 }
 
 async fn job(device: &TestApp, id: Uuid) -> Job {
-    let mut conn = device.store.pool().acquire().await.unwrap();
+    let mut conn = device.store.read_connection().await.unwrap();
     jobs::load(&mut conn, id).await.unwrap().expect("job")
 }
 
 async fn item_status(device: &TestApp, set: Uuid) -> ChangeItemStatus {
-    let mut conn = device.store.pool().acquire().await.unwrap();
+    let mut conn = device.store.read_connection().await.unwrap();
     change_sets::require(&mut conn, set).await.unwrap().items[0].status
 }
 
 /// The final decisions on `set` as `(verdict, reason, decided_by)`.
 async fn decided(device: &TestApp, set: Uuid) -> Vec<(Verdict, Option<String>, Option<String>)> {
-    let mut conn = device.store.pool().acquire().await.unwrap();
+    let mut conn = device.store.read_connection().await.unwrap();
     let all = decisions::for_change_set(&mut conn, set).await.unwrap();
     let mut out = Vec::new();
     for d in all {
@@ -264,7 +264,7 @@ async fn a_rejection_made_on_another_device_while_apart_stops_the_held_job_on_ar
 async fn every_approver_of_a_held_quorum_travels_with_its_job_and_the_last_decides() {
     for backend in backends() {
         let (a, b, _task, set) = two_devices_with_a_held_tool(&backend).await;
-        let mut conn = a.store.pool().acquire().await.unwrap();
+        let mut conn = a.store.read_connection().await.unwrap();
         agents::set_approvals_needed(&mut conn, "agent-1", "update_task_priority", 2, NOW)
             .await
             .unwrap()

@@ -30,7 +30,7 @@ fn settings(lease_ms: i64) -> JobSettings {
 }
 
 async fn allow(store: &Store, categories: &[&str]) {
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     agents::upsert(
         &mut conn,
         AGENT,
@@ -58,12 +58,12 @@ async fn propose(engine: &Engine, run_key: &str, texts: &[&str], now: OffsetDate
 }
 
 async fn all_jobs(store: &Store) -> Vec<Job> {
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     jobs::list(&mut conn, true, 10_000).await.unwrap()
 }
 
 async fn job(store: &Store, id: Uuid) -> Job {
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     jobs::load(&mut conn, id).await.unwrap().expect("job")
 }
 
@@ -142,12 +142,12 @@ async fn a_process_without_the_host_confirms_and_the_host_runs_it_once() {
     // Another host's executor does not touch it.
     assert_eq!(app.engine.run_due_jobs(now).await.unwrap().claimed, 0);
 
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let before = change_feed::latest(&mut conn).await.unwrap();
     drop(conn);
     let run = http.run_due_jobs(now).await.unwrap();
     assert_eq!((run.claimed, run.applied), (1, 1), "{run:?}");
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let (written, _) = change_feed::since(&mut conn, before, 100).await.unwrap();
     assert_eq!(written, [set], "open pages learn of the run");
     drop(conn);
@@ -161,7 +161,7 @@ async fn a_process_without_the_host_confirms_and_the_host_runs_it_once() {
     assert_eq!(http.run_due_jobs(now).await.unwrap(), Default::default());
     assert_eq!(receiver.count(done.operation_id.as_str()), 1, "once");
 
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let records = audit::list(&mut conn, &audit::AuditFilter::Run("run-1".into()), 10)
         .await
         .unwrap();
@@ -188,7 +188,7 @@ async fn a_lapsed_lease_is_in_doubt_until_a_person_settles_it() {
     // An executor claims both and dies before any outcome.
     for _ in 0..2 {
         let mut tx = app.store.begin_claim().await.unwrap();
-        let claimed = jobs::claim_next(&mut tx, external::HOST, now, Duration::seconds(1))
+        let claimed = jobs::claim_next(tx.connection(), external::HOST, now, Duration::seconds(1))
             .await
             .unwrap();
         assert!(claimed.is_some());
@@ -286,7 +286,7 @@ async fn an_idempotent_tool_in_doubt_is_reconciled_or_retried() {
             .execution,
     );
     let mut tx = app.store.begin_claim().await.unwrap();
-    jobs::claim_next(&mut tx, external::HOST, now, Duration::seconds(1))
+    jobs::claim_next(tx.connection(), external::HOST, now, Duration::seconds(1))
         .await
         .unwrap()
         .expect("claimed");
@@ -403,7 +403,7 @@ async fn retryable_errors_back_off_then_fail_and_a_person_retries_or_retracts() 
         history.contains("— confirmed, retracted: will not run"),
         "{history}"
     );
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     assert!(jobs::list(&mut conn, false, 10).await.unwrap().is_empty());
     assert_eq!(
         http.run_due_jobs(now + Duration::days(1))
@@ -601,7 +601,7 @@ async fn a_rejection_that_wins_a_sync_conflict_retracts_the_job_before_it_runs()
     let later = assent_tests::NOW + Duration::hours(1);
     assert_eq!(on_a.run_due_jobs(later).await.unwrap().claimed, 0);
     assert_eq!(receiver.effects.lock().unwrap().len(), 0, "never ran");
-    let mut conn = a.store.pool().acquire().await.unwrap();
+    let mut conn = a.store.read_connection().await.unwrap();
     let shown = assent_store::change_sets::require(&mut conn, set)
         .await
         .unwrap();
@@ -621,7 +621,7 @@ async fn a_rejection_that_wins_a_sync_conflict_retracts_the_job_before_it_runs()
 
     // B learns that the item is external, and how its job stands; B never runs it.
     a.send_to(&b).await;
-    let mut conn = b.store.pool().acquire().await.unwrap();
+    let mut conn = b.store.read_connection().await.unwrap();
     let external = jobs::external_item(&mut conn, set, 0).await.unwrap();
     assert_eq!(external.map(|e| e.host), Some(external::HOST.to_owned()));
     let copy = jobs::load(&mut conn, id).await.unwrap().expect("a copy");
@@ -670,7 +670,7 @@ async fn a_job_that_ran_before_the_losing_sync_goes_in_doubt_and_never_runs_agai
             && e.to_string().contains("device-a")),
         "{elsewhere:?}"
     );
-    let mut conn = b.store.pool().acquire().await.unwrap();
+    let mut conn = b.store.read_connection().await.unwrap();
     let shown = assent_store::change_sets::require(&mut conn, set)
         .await
         .unwrap();

@@ -229,14 +229,14 @@ async fn try_set_rule(
                 .map_err(|e| e.to_string())?;
         }
         Kind::Hold => {
-            let mut conn = app.store.pool().acquire().await.unwrap();
+            let mut conn = app.store.read_connection().await.unwrap();
             agents::set_hold(&mut conn, agent, name, 30, at)
                 .await
                 .map_err(|e| e.to_string())?
                 .expect("the agent exists");
         }
         Kind::Shadow => {
-            let mut conn = app.store.pool().acquire().await.unwrap();
+            let mut conn = app.store.read_connection().await.unwrap();
             let rule = ToolRule::new(name, RuleAction::Allow).unwrap();
             agents::set_shadow_rule(&mut conn, agent, rule, at)
                 .await
@@ -337,7 +337,7 @@ async fn row(app: &TestApp, peer: &TestApp, kind: Kind, naming: Naming, path: Pa
                         Some("P0"),
                         "{here}"
                     );
-                    let mut conn = app.store.pool().acquire().await.unwrap();
+                    let mut conn = app.store.read_connection().await.unwrap();
                     let trail = audit::list(
                         &mut conn,
                         &audit::AuditFilter::Target(assent_journal_host::task_target(&task)),
@@ -396,7 +396,7 @@ async fn row(app: &TestApp, peer: &TestApp, kind: Kind, naming: Naming, path: Pa
                 (Expect::AppliesWithShadowVerdict, Confirmed::Outcome(outcome)) => {
                     assert!(outcome.is_success(), "{here}: {outcome:?}");
                     assert_eq!(now.as_deref(), Some("P0"), "{here}");
-                    let mut conn = deciding.store.pool().acquire().await.unwrap();
+                    let mut conn = deciding.store.read_connection().await.unwrap();
                     let decided = decisions::for_change_set(&mut conn, set).await.unwrap();
                     let shadows = decisions::shadows_of(&mut conn, &decided).await.unwrap();
                     assert!(!shadows.is_empty(), "{here}: a shadow verdict recorded");
@@ -431,7 +431,7 @@ async fn row(app: &TestApp, peer: &TestApp, kind: Kind, naming: Naming, path: Pa
         }
         Path::Claim => {
             // Held by exact name; the row's rule comes while the window runs.
-            let mut conn = app.store.pool().acquire().await.unwrap();
+            let mut conn = app.store.read_connection().await.unwrap();
             agents::set_hold(&mut conn, agent, "update_task_priority", 30, at(0))
                 .await
                 .unwrap();

@@ -24,9 +24,11 @@ async fn a_rollback_leaves_no_outbox_row_behind() {
         id: assent_domain::Uuid::new_v4(),
         ..set.clone()
     };
-    change_sets::insert(&mut tx, &copy, NOW).await.unwrap();
+    change_sets::insert(tx.connection(), &copy, NOW)
+        .await
+        .unwrap();
     outbox::enqueue(
-        &mut tx,
+        tx.connection(),
         assent_journal_host::TASK_ENTITY,
         &task,
         &json!({"x": 1}),
@@ -39,7 +41,9 @@ async fn a_rollback_leaves_no_outbox_row_behind() {
 
     // A transaction dropped without commit (an early `?` return) is rolled back too.
     let mut tx = app.store.begin_write().await.unwrap();
-    change_sets::insert(&mut tx, &copy, NOW).await.unwrap();
+    change_sets::insert(tx.connection(), &copy, NOW)
+        .await
+        .unwrap();
     drop(tx); // dropped without commit: rolled back
     assert_eq!(app.fingerprint().await, before);
 }
@@ -69,7 +73,7 @@ async fn every_replicated_write_is_enqueued_and_unsent_messages_are_replaced() {
         .await
         .unwrap();
 
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let messages = outbox::undelivered(&mut conn, 1000).await.unwrap();
     let of = |kind: &str| messages.iter().filter(|m| m.entity_type == kind).count();
     assert_eq!(
@@ -95,7 +99,7 @@ async fn claim_send_fail_retry_and_dead_letters() {
     let mut tx = app.store.begin_write().await.unwrap();
     for i in 0..3 {
         outbox::enqueue(
-            &mut tx,
+            tx.connection(),
             assent_journal_host::TASK_ENTITY,
             &format!("t{i}"),
             &json!({"v": i}),
@@ -107,7 +111,7 @@ async fn claim_send_fail_retry_and_dead_letters() {
     tx.commit().await.unwrap();
 
     let mut tx = app.store.begin_write().await.unwrap();
-    let batch = outbox::claim_batch(&mut tx, 2, NOW, Duration::minutes(5))
+    let batch = outbox::claim_batch(tx.connection(), 2, NOW, Duration::minutes(5))
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -120,7 +124,7 @@ async fn claim_send_fail_retry_and_dead_letters() {
     );
     let mut tx = app.store.begin_write().await.unwrap();
     assert!(
-        outbox::claim_batch(&mut tx, 10, NOW, Duration::minutes(5))
+        outbox::claim_batch(tx.connection(), 10, NOW, Duration::minutes(5))
             .await
             .unwrap()
             .len()
@@ -131,13 +135,13 @@ async fn claim_send_fail_retry_and_dead_letters() {
 
     let mut tx = app.store.begin_write().await.unwrap();
     assert_eq!(
-        outbox::mark_sent(&mut tx, &[batch[0].id], NOW)
+        outbox::mark_sent(tx.connection(), &[batch[0].id], NOW)
             .await
             .unwrap(),
         1
     );
     assert_eq!(
-        outbox::mark_failed(&mut tx, batch[1].id, "timeout", 2, NOW)
+        outbox::mark_failed(tx.connection(), batch[1].id, "timeout", 2, NOW)
             .await
             .unwrap(),
         FailureDisposition::WillRetry
@@ -147,7 +151,7 @@ async fn claim_send_fail_retry_and_dead_letters() {
     // A newer write while t1 waits for its retry replaces the unsent payload.
     let mut tx = app.store.begin_write().await.unwrap();
     outbox::enqueue(
-        &mut tx,
+        tx.connection(),
         assent_journal_host::TASK_ENTITY,
         "t1",
         &json!({"v": "newer"}),
@@ -155,7 +159,7 @@ async fn claim_send_fail_retry_and_dead_letters() {
     )
     .await
     .unwrap();
-    let retry = outbox::claim_batch(&mut tx, 10, NOW, Duration::minutes(5))
+    let retry = outbox::claim_batch(tx.connection(), 10, NOW, Duration::minutes(5))
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -167,13 +171,13 @@ async fn claim_send_fail_retry_and_dead_letters() {
 
     let mut tx = app.store.begin_write().await.unwrap();
     assert_eq!(
-        outbox::mark_failed(&mut tx, t1.id, "timeout", 2, NOW)
+        outbox::mark_failed(tx.connection(), t1.id, "timeout", 2, NOW)
             .await
             .unwrap(),
         FailureDisposition::Dead
     );
     let later = outbox::claim_batch(
-        &mut tx,
+        tx.connection(),
         10,
         NOW + Duration::minutes(10),
         Duration::minutes(5),
@@ -189,7 +193,7 @@ async fn claim_send_fail_retry_and_dead_letters() {
         ["t2"],
         "an expired lease is claimable again; dead ones are not"
     );
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let dead: Vec<_> = outbox::undelivered(&mut conn, 10)
         .await
         .unwrap()

@@ -250,7 +250,7 @@ async fn an_external_items_wait_ends_when_its_job_is_applied() {
 }
 
 async fn allow(store: &Store) {
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     agents::upsert(
         &mut conn,
         "poster",

@@ -25,7 +25,7 @@ const STEPS: u64 = 40;
 const PEOPLE: &[&str] = &["alice", "bob", "carol"];
 
 async fn verify(app: &TestApp) -> Report {
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     proof::verify(&mut conn, &VerifyOptions::default())
         .await
         .unwrap()
@@ -45,7 +45,7 @@ fn call(rng: &mut Lcg, n: u64) -> (&'static str, Value) {
 
 /// `(set, index)` of `app`'s items in one of `statuses` (SQL string literals).
 async fn items_in(app: &TestApp, statuses: &str) -> Vec<(Uuid, usize)> {
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let rows: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT change_set_id, item_index FROM change_items WHERE status IN ({statuses}) ORDER BY change_set_id, item_index"
     )))
@@ -140,7 +140,7 @@ async fn step(
             };
             let _ = app.engine.change_rule("agent-1", &change, now).await;
             if rng.below(3) == 0 {
-                let mut conn = app.store.pool().acquire().await.unwrap();
+                let mut conn = app.store.read_connection().await.unwrap();
                 let seconds = [0, 30][rng.below(2) as usize];
                 let _ =
                     agents::set_hold(&mut conn, "agent-1", "update_task_priority", seconds, now)
@@ -162,7 +162,7 @@ async fn step(
 
 /// The audit trail of `app`, to explain a failing seed.
 async fn trail(app: &TestApp) -> String {
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     audit::list(&mut conn, &audit::AuditFilter::All, 10_000)
         .await
         .unwrap()
@@ -236,16 +236,16 @@ async fn a_random_mix_of_every_path_verifies_on_every_device_and_backend() {
 /// Runs `sql` in a transaction, verifies inside it, and rolls back: the report, or
 /// `None` when `sql` changed nothing (the run left no such row).
 async fn tampered(app: &TestApp, sql: &str) -> Option<Report> {
-    let mut tx = app.store.pool().begin().await.unwrap();
+    let mut tx = app.store.begin_write().await.unwrap();
     let mut changed = 0;
     for statement in sql.split(';') {
         changed += sqlx::query(sqlx::AssertSqlSafe(statement.to_owned()))
-            .execute(&mut *tx)
+            .execute(tx.connection())
             .await
             .unwrap()
             .rows_affected();
     }
-    let conn: &mut AnyConnection = &mut tx;
+    let conn: &mut AnyConnection = tx.connection();
     let report = proof::verify(conn, &VerifyOptions::default())
         .await
         .unwrap();
@@ -265,7 +265,7 @@ async fn editing_any_one_row_or_entry_is_caught_and_named() {
         };
         let now = NOW + Duration::hours(2);
         a.engine.change_rule("agent-1", &quorum, now).await.unwrap();
-        let mut conn = a.store.pool().acquire().await.unwrap();
+        let mut conn = a.store.read_connection().await.unwrap();
         agents::set_hold(&mut conn, "agent-1", "update_task_priority", 30, now)
             .await
             .unwrap();
@@ -381,12 +381,12 @@ async fn editing_any_one_row_or_entry_is_caught_and_named() {
             "DELETE FROM consent_chain WHERE device_id = '{device}' AND seq = {}",
             clean.entries
         );
-        let mut tx = a.store.pool().begin().await.unwrap();
+        let mut tx = a.store.begin_write().await.unwrap();
         sqlx::query(sqlx::AssertSqlSafe(cut))
-            .execute(&mut *tx)
+            .execute(tx.connection())
             .await
             .unwrap();
-        let conn: &mut AnyConnection = &mut tx;
+        let conn: &mut AnyConnection = tx.connection();
         let checkpoint = VerifyOptions {
             head: Some(clean.head.clone()),
             ..VerifyOptions::default()
@@ -418,7 +418,7 @@ async fn a_rule_change_is_entered_with_who_made_it_and_still_verifies() {
             .await
             .unwrap()
     );
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let last: String = sqlx::query_scalar(
         "SELECT content FROM consent_chain WHERE kind = 'rules' ORDER BY seq DESC LIMIT 1",
     )

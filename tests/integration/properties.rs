@@ -56,7 +56,7 @@ proptest! {
                     Step::Dismiss => service.dismiss(set, None, NOW).await.map(|_| ()),
                 };
             }
-            let mut conn = app.store.pool().acquire().await.unwrap();
+            let mut conn = app.store.read_connection().await.unwrap();
             let stored = change_sets::require(&mut conn, set).await.unwrap();
             let history = decisions::for_change_set(&mut conn, set).await.unwrap();
             for (index, item) in stored.items.iter().enumerate() {

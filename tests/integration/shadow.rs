@@ -17,7 +17,7 @@ async fn shadow_verdicts_are_recorded_per_decision_and_change_nothing() {
         let task = app.scene().await;
         let t0 = OffsetDateTime::now_utc();
         let allow = ToolRule::new("update_task_priority", RuleAction::Allow).unwrap();
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         agents::set_shadow_rule(&mut conn, "agent-1", allow, t0)
             .await
             .unwrap()
@@ -56,7 +56,7 @@ async fn shadow_verdicts_are_recorded_per_decision_and_change_nothing() {
             .unwrap();
         let sets = [confirmed, edited, rejected];
 
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         let recent = decisions::recent(&mut conn, "agent-1", None, 10)
             .await
             .unwrap();

@@ -60,7 +60,7 @@ async fn a_target_changed_before_confirmation_refuses_it_and_a_second_confirmati
             Some("P3"),
             "nothing ran"
         );
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         let item = change_sets::require(&mut conn, set)
             .await
             .unwrap()
@@ -181,7 +181,7 @@ async fn a_target_changed_before_the_job_runs_retracts_it_and_nothing_runs() {
             Some("P3"),
             "nothing ran"
         );
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         let job = jobs::for_change_set(&mut conn, set)
             .await
             .unwrap()

@@ -63,7 +63,7 @@ async fn files_engine(store: &Store) -> Engine {
     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host))
         .await
         .unwrap();
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     agents::upsert(&mut conn, AGENT, &AgentPolicy::new(["files"]), NOW)
         .await
         .unwrap();
@@ -82,7 +82,13 @@ async fn audited(store: &Store, tool: &str) -> Vec<String> {
         "SELECT detail FROM audit_records WHERE kind = 'result' AND tool_name = $1 ORDER BY id",
     )
     .bind(tool)
-    .fetch_all(store.pool())
+    .fetch_all(
+        store
+            .read_connection()
+            .await
+            .expect("a read connection")
+            .connection(),
+    )
     .await
     .unwrap()
 }
@@ -90,7 +96,13 @@ async fn audited(store: &Store, tool: &str) -> Vec<String> {
 async fn applied(store: &Store, tool: &str) -> Vec<String> {
     sqlx::query_scalar("SELECT message FROM applied_operations WHERE tool_name = $1")
         .bind(tool)
-        .fetch_all(store.pool())
+        .fetch_all(
+            store
+                .read_connection()
+                .await
+                .expect("a read connection")
+                .connection(),
+        )
         .await
         .unwrap()
 }
@@ -171,7 +183,7 @@ async fn job_result_is_stored_bounded(app: &TestApp) {
     let run = engine.run_due_jobs(NOW).await.unwrap();
     assert_eq!((run.claimed, run.applied), (1, 1), "{run:?}");
 
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let job = jobs::for_item(&mut conn, set, 0)
         .await
         .unwrap()

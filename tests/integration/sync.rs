@@ -53,7 +53,7 @@ async fn a_stale_refresh_on_one_device_syncs_to_the_other() {
     a.send_to(&b).await;
     b.send_to(&a).await;
     assert_eq!(a.synced_state().await, b.synced_state().await);
-    let mut conn = b.store.pool().acquire().await.unwrap();
+    let mut conn = b.store.read_connection().await.unwrap();
     let item = change_sets::require(&mut conn, set)
         .await
         .unwrap()
@@ -76,7 +76,7 @@ async fn propose_on_a_confirm_on_b_and_a_sees_it_after_one_round() {
     let report = b.send_to(&a).await;
     assert!(report.conflicts.is_empty(), "{report:?}");
 
-    let mut conn = a.store.pool().acquire().await.unwrap();
+    let mut conn = a.store.read_connection().await.unwrap();
     let stored = change_sets::require(&mut conn, set).await.unwrap();
     assert_eq!(stored.items[0].status, ChangeItemStatus::Confirmed);
     assert_eq!(stored.status, ChangeSetStatus::Resolved);
@@ -135,7 +135,7 @@ async fn both_confirm_while_apart_one_application_and_one_conflict_on_each() {
     assert_eq!(b.send_to(&a).await.conflicts.len(), 1);
 
     for device in [&a, &b] {
-        let mut conn = device.store.pool().acquire().await.unwrap();
+        let mut conn = device.store.read_connection().await.unwrap();
         let in_force = decisions::for_change_set(&mut conn, set).await.unwrap();
         assert_eq!(in_force.len(), 1, "one decision in force");
         assert_eq!(in_force[0].edited_args, None, "B's, the earlier, wins");
@@ -181,7 +181,7 @@ async fn a_rejection_that_wins_over_an_applied_confirmation_is_flagged() {
         .unwrap();
     a.send_to(&b).await;
     b.send_to(&a).await;
-    let mut conn = a.store.pool().acquire().await.unwrap();
+    let mut conn = a.store.read_connection().await.unwrap();
     let stored = change_sets::require(&mut conn, set).await.unwrap();
     assert_eq!(stored.items[0].status, ChangeItemStatus::Rejected);
     let recorded = conflicts(&mut conn).await.unwrap();
@@ -222,7 +222,7 @@ async fn replaying_a_batch_changes_nothing() {
     );
     assert_eq!(b.synced_state().await, state);
 
-    let mut conn = b.store.pool().acquire().await.unwrap();
+    let mut conn = b.store.read_connection().await.unwrap();
     let peers = assent_store::sync::peers(&mut conn).await.unwrap();
     assert_eq!(peers.len(), 1);
     assert_eq!(
@@ -416,7 +416,7 @@ proptest! {
             a.send_to(&b).await;
             b.send_to(&a).await;
             assert_eq!(a.synced_state().await, b.synced_state().await);
-            let mut conn = a.store.pool().acquire().await.unwrap();
+            let mut conn = a.store.read_connection().await.unwrap();
             let in_force: i64 = sqlx::query_scalar(
                 "SELECT COUNT(*) FROM decisions WHERE verdict IN ('confirmed', 'rejected', 'retracted')",
             )
@@ -553,7 +553,7 @@ async fn an_import_is_checked_as_strictly_as_the_local_writes_it_stands_for() {
     // The honest batch still merges, and every import is on record.
     b.import(&honest).await.expect("the honest batch merges");
     b.import(&honest).await.expect("and again, as a replay");
-    let mut conn = b.store.pool().acquire().await.unwrap();
+    let mut conn = b.store.read_connection().await.unwrap();
     let log = assent_store::sync::imports(&mut conn, 10).await.unwrap();
     let outcomes: Vec<_> = log.iter().map(|r| (r.batch_id, r.outcome)).collect();
     use assent_store::sync::ImportOutcome::{Merged, Replayed};
@@ -580,7 +580,7 @@ async fn a_refused_import_is_recorded_and_nothing_else() {
         .await
         .unwrap();
     assert_eq!(b.fingerprint().await, before);
-    let mut conn = b.store.pool().acquire().await.unwrap();
+    let mut conn = b.store.read_connection().await.unwrap();
     let log = assent_store::sync::imports(&mut conn, 10).await.unwrap();
     assert_eq!(log[0].batch_id, batch.batch_id);
     assert_eq!(log[0].outcome, assent_store::sync::ImportOutcome::Refused);

@@ -41,7 +41,7 @@ async fn past_calls_feed_a_suggestion_for_the_tool_always_confirmed_unchanged() 
             .await
             .unwrap();
 
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         let calls = decisions::past_calls(&mut conn, Some("agent-1"), NOW - Duration::days(30))
             .await
             .unwrap();

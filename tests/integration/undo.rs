@@ -47,7 +47,7 @@ async fn an_applied_priority_is_undone_by_a_reviewed_set_and_the_undo_can_be_und
             Some("P0"),
             "only proposed"
         );
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         let link = change_sets::undoes(&mut conn, undo.id)
             .await
             .unwrap()
@@ -129,7 +129,7 @@ async fn only_an_applied_item_of_a_tool_with_a_compensation_is_undone() {
             .starts_with("add_checklist_item declares no compensation"),
         "{error}"
     );
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let open = change_sets::pending(&mut conn, &change_sets::PendingFilter::default())
         .await
         .unwrap();

@@ -435,8 +435,8 @@ async fn a_database_of_the_release_before_targets_upgrades_and_keeps_every_row()
         };
 
         let store = open_as_the_journal_would(&url).await;
-        assert_upgraded(store.pool(), kind, &before).await;
-        let upgraded = snapshot(store.pool(), kind).await;
+        assert_upgraded(&connect(&url).await, kind, &before).await;
+        let upgraded = snapshot(&connect(&url).await, kind).await;
         for table in TARGET_TABLES {
             assert!(upgraded[*table].columns.iter().any(|c| c == "target_kind"));
         }
@@ -444,15 +444,15 @@ async fn a_database_of_the_release_before_targets_upgrades_and_keeps_every_row()
 
         // Opening again migrates nothing and changes nothing.
         let store = open_as_the_journal_would(&url).await;
-        assert_upgraded(store.pool(), kind, &before).await;
+        assert_upgraded(&connect(&url).await, kind, &before).await;
         assert_eq!(
-            snapshot(store.pool(), kind).await,
+            snapshot(&connect(&url).await, kind).await,
             upgraded,
             "a second open changed the database ({backend:?})"
         );
         // The consent chain begins at the upgrade, claims nothing earlier, and the
         // proof holds over the old history and what is written after it.
-        let mut conn = store.pool().acquire().await.unwrap();
+        let mut conn = store.read_connection().await.unwrap();
         let policy = assent_tools::AgentPolicy::new(["work"]);
         agents::upsert(
             &mut conn,
@@ -486,7 +486,7 @@ async fn a_new_database_gets_the_journal_tables_from_the_journal_host_only() {
         let (url, _dir) = backend.fresh_database().await;
         let store = Store::open(&url).await.unwrap();
         let kind = store.backend();
-        let engine_only = tables(store.pool(), kind).await;
+        let engine_only = tables(&connect(&url).await, kind).await;
         assert!(engine_only.contains("change_sets"), "{engine_only:?}");
         for table in JOURNAL_TABLES {
             assert!(
@@ -502,22 +502,22 @@ async fn a_new_database_gets_the_journal_tables_from_the_journal_host_only() {
             matches!(&refused, Err(StoreError::InvalidHostName(name)) if name == "bad-name"),
             "{refused:?}"
         );
-        assert_eq!(tables(store.pool(), kind).await, engine_only);
+        assert_eq!(tables(&connect(&url).await, kind).await, engine_only);
 
         store
             .migrate_host("journal", assent_journal_host::MIGRATIONS)
             .await
             .unwrap();
-        let with_journal = tables(store.pool(), kind).await;
+        let with_journal = tables(&connect(&url).await, kind).await;
         for table in JOURNAL_TABLES {
             assert!(with_journal.contains(*table), "no {table} ({backend:?})");
         }
         assert_eq!(
-            versions(store.pool(), "_assent_journal_migrations").await,
+            versions(&connect(&url).await, "_assent_journal_migrations").await,
             vec![1]
         );
         assert!(
-            !versions(store.pool(), "_sqlx_migrations")
+            !versions(&connect(&url).await, "_sqlx_migrations")
                 .await
                 .contains(&2),
             "the engine ran the journal's old migration 0002"
@@ -534,10 +534,16 @@ async fn a_database_of_a_newer_release_is_refused_and_left_alone() {
         "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
          VALUES (9999, 'from the future', TRUE, X'00', 0)",
     )
-    .execute(store.pool())
+    .execute(
+        store
+            .read_connection()
+            .await
+            .expect("a read connection")
+            .connection(),
+    )
     .await
     .unwrap();
-    let before = snapshot(store.pool(), Backend::Sqlite).await;
+    let before = snapshot(&connect(&url).await, Backend::Sqlite).await;
     store.close().await;
 
     let refused = Store::open(&url).await;

@@ -66,7 +66,7 @@ async fn a_wake_queues_deferred_runs_immediate_and_answers_every_call() {
     let set = outcome.change_set.expect("a set was queued");
     assert_eq!(set.items.len(), 3);
     assert_eq!(set.items[0].before, Some(json!("OPEN")));
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let stored = change_sets::require(&mut conn, set.id).await.unwrap();
     assert_eq!(stored, set, "what the wake returned is what was stored");
     assert_eq!(stored.status, ChangeSetStatus::Pending);
@@ -160,7 +160,7 @@ async fn wake_refuses_unknown_agent_or_task_and_writes_nothing() {
     );
     let mut tx = app.store.begin_write().await.unwrap();
     sqlx::query("DELETE FROM agents WHERE id = 'agent-1'")
-        .execute(&mut *tx)
+        .execute(tx.connection())
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -235,7 +235,7 @@ async fn a_retried_wake_applies_nothing_twice() {
         assent_changeset::reply::DUPLICATE
     );
     assert!(second.change_set.is_none());
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let observations: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agent_observations")
         .fetch_one(&mut *conn)
         .await

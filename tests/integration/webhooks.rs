@@ -35,7 +35,7 @@ async fn subscribe(store: &Store, url: &str, events: &[&str], format: &str) -> (
         agent_id: None,
         secret: secret.clone(),
     };
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     let added = webhooks::insert_subscription(&mut conn, &new, NOW)
         .await
         .unwrap();
@@ -55,7 +55,7 @@ fn sender(store: &Store, config: SenderConfig) -> Sender {
 }
 
 async fn deliveries(store: &Store) -> Vec<Delivery> {
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     webhooks::deliveries(&mut conn, false, 1000).await.unwrap()
 }
 
@@ -214,7 +214,7 @@ async fn every_event_reaches_a_verifying_receiver_with_its_set_and_a_link() {
         );
     }
     // A Slack URL is listed masked, yet deliveries and tests go to the whole one.
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let listed = webhooks::subscription(&mut conn, slack_id)
         .await
         .unwrap()
@@ -341,7 +341,7 @@ async fn out_of_attempts_is_dead_lettered_visible_and_redeliverable() {
     })
     .await;
     let dead = {
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         webhooks::deliveries(&mut conn, true, 10).await.unwrap()
     };
     assert_eq!(dead.len(), 1);
@@ -358,7 +358,7 @@ async fn out_of_attempts_is_dead_lettered_visible_and_redeliverable() {
 
     receiver.configure("dead", &secret, 0, 0, 0);
     {
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         assert!(
             webhooks::redeliver(&mut conn, dead[0].id, NOW)
                 .await
@@ -520,7 +520,7 @@ async fn events_nobody_wants_write_nothing_and_filters_apply() {
     let app = TestApp::spawn().await;
     let task = app.scene().await;
     propose(&app, &task, "Unwatched").await;
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhook_events")
         .fetch_one(&mut *conn)
         .await
@@ -563,7 +563,7 @@ async fn events_nobody_wants_write_nothing_and_filters_apply() {
     );
 
     // The secret is stored for signing but listed nowhere.
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let listed = serde_json::to_string(&webhooks::subscriptions(&mut conn).await.unwrap()).unwrap();
     assert!(!listed.contains(&secret) && !listed.contains("whsec_"));
     assert_eq!(
@@ -602,13 +602,13 @@ async fn a_dead_workers_claim_runs_out_and_concurrent_claims_are_disjoint_on_eve
         // instead of waiting for them; on SQLite the writer lock puts it after.
         let other = Store::open(&app.url()).await.unwrap();
         let mut first = app.store.begin_claim().await.unwrap();
-        let mine = webhooks::claim_due(&mut first, 2, now, lease)
+        let mine = webhooks::claim_due(first.connection(), 2, now, lease)
             .await
             .unwrap();
         let theirs = match backend {
             assent_tests::TestBackend::Postgres(_) => {
                 let mut second = other.begin_claim().await.unwrap();
-                let theirs = webhooks::claim_due(&mut second, 10, now, lease)
+                let theirs = webhooks::claim_due(second.connection(), 10, now, lease)
                     .await
                     .unwrap();
                 second.commit().await.unwrap();
@@ -618,7 +618,7 @@ async fn a_dead_workers_claim_runs_out_and_concurrent_claims_are_disjoint_on_eve
             assent_tests::TestBackend::Sqlite => {
                 first.commit().await.unwrap();
                 let mut second = other.begin_claim().await.unwrap();
-                let theirs = webhooks::claim_due(&mut second, 10, now, lease)
+                let theirs = webhooks::claim_due(second.connection(), 10, now, lease)
                     .await
                     .unwrap();
                 second.commit().await.unwrap();
@@ -629,12 +629,12 @@ async fn a_dead_workers_claim_runs_out_and_concurrent_claims_are_disjoint_on_eve
         assert!(mine.iter().all(|m| theirs.iter().all(|t| t.id != m.id)));
         // Nothing is left while the leases hold; once they run out (the workers died
         // without a word), the same deliveries are claimed again with the same ids.
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         assert!(!webhooks::any_due(&mut conn, now).await.unwrap());
         drop(conn);
         let later = now + lease + time::Duration::seconds(1);
         let mut tx = app.store.begin_claim().await.unwrap();
-        let again = webhooks::claim_due(&mut tx, 10, later, lease)
+        let again = webhooks::claim_due(tx.connection(), 10, later, lease)
             .await
             .unwrap();
         tx.commit().await.unwrap();
@@ -648,7 +648,7 @@ async fn a_dead_workers_claim_runs_out_and_concurrent_claims_are_disjoint_on_eve
         assert_eq!(ids(&again), before, "{backend:?}");
         // A late answer from the first owner no longer counts once it is reclaimed
         // and delivered by the second.
-        let mut conn = app.store.pool().acquire().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
         assert!(
             webhooks::record_delivered(&mut conn, again[0].id, 204, later)
                 .await
@@ -700,12 +700,12 @@ async fn delivered_webhooks_are_forgotten_after_the_retention_and_nothing_else_i
     propose(&app, &task, "Delivered long ago").await;
     {
         let mut tx = app.store.begin_write().await.unwrap();
-        let claimed = webhooks::claim_due(&mut tx, 10, NOW, time::Duration::minutes(5))
+        let claimed = webhooks::claim_due(tx.connection(), 10, NOW, time::Duration::minutes(5))
             .await
             .unwrap();
         assert_eq!(claimed.len(), 1);
         assert!(
-            webhooks::record_delivered(&mut tx, claimed[0].id, 204, NOW)
+            webhooks::record_delivered(tx.connection(), claimed[0].id, 204, NOW)
                 .await
                 .unwrap()
         );
@@ -730,7 +730,13 @@ async fn delivered_webhooks_are_forgotten_after_the_retention_and_nothing_else_i
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].status, "pending");
     let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhook_events")
-        .fetch_one(app.store.pool())
+        .fetch_one(
+            app.store
+                .read_connection()
+                .await
+                .expect("a read connection")
+                .connection(),
+        )
         .await
         .unwrap();
     assert_eq!(events, 1, "the delivered event went with its delivery");
@@ -754,7 +760,7 @@ async fn delivered_webhooks_are_forgotten_after_the_retention_and_nothing_else_i
 
 /// The events written so far: type and payload, oldest first.
 async fn written_events(store: &Store) -> Vec<(String, Value)> {
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     let rows: Vec<(String, String)> =
         sqlx::query_as("SELECT event_type, payload FROM webhook_events ORDER BY created_at, id")
             .fetch_all(&mut *conn)
@@ -796,7 +802,7 @@ async fn confirmed_note(store: &Store, url: &str, lease_ms: i64, text: &str) -> 
         },
     )
     .await;
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     assent_store::agents::upsert(
         &mut conn,
         "poster",
@@ -853,7 +859,7 @@ async fn job_subscribers(store: &Store) -> (Uuid, Uuid, Uuid) {
         agent_id: Some("someone-else".into()),
         secret: generate_secret(),
     };
-    let mut conn = store.pool().acquire().await.unwrap();
+    let mut conn = store.read_connection().await.unwrap();
     let other = webhooks::insert_subscription(&mut conn, &other_agent, NOW)
         .await
         .unwrap();
@@ -878,7 +884,7 @@ async fn a_job_that_fails_for_good_is_announced_as_item_failed_and_a_retry_is_no
     assert!(written_events(&app.store).await.is_empty());
     let (refused, failed_set) =
         confirmed_note(&app.store, &refusing_endpoint(), 30_000, "refused").await;
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let job = jobs::for_item(&mut conn, failed_set, 0)
         .await
         .unwrap()
@@ -935,10 +941,15 @@ async fn a_job_that_goes_in_doubt_is_announced_as_item_in_doubt_once() {
     let (_, lapsed_set) = confirmed_note(&app.store, &slow.url, 300, "lapsed").await;
     let now = OffsetDateTime::now_utc();
     let mut tx = app.store.begin_claim().await.unwrap();
-    let claimed = jobs::claim_next(&mut tx, external::HOST, now, time::Duration::seconds(1))
-        .await
-        .unwrap()
-        .expect("claimed");
+    let claimed = jobs::claim_next(
+        tx.connection(),
+        external::HOST,
+        now,
+        time::Duration::seconds(1),
+    )
+    .await
+    .unwrap()
+    .expect("claimed");
     tx.commit().await.unwrap();
     assert_eq!(claimed.change_set_id, lapsed_set);
     let later = now + time::Duration::seconds(2);
@@ -992,7 +1003,7 @@ async fn a_job_that_goes_in_doubt_is_announced_as_item_in_doubt_once() {
 #[tokio::test]
 async fn the_consent_chains_head_is_sent_when_it_moved_at_most_once_an_hour() {
     let app = TestApp::spawn().await;
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let new = NewSubscription {
         url: "https://example.invalid/heads".into(),
         events: vec![event::AUDIT_HEAD.to_owned()],
@@ -1009,9 +1020,9 @@ async fn the_consent_chains_head_is_sent_when_it_moved_at_most_once_an_hour() {
         let store = app.store.clone();
         async move {
             let mut tx = store.begin_write().await.unwrap();
-            let due = webhooks::head_event_due(&mut tx, at).await.unwrap();
+            let due = webhooks::head_event_due(tx.connection(), at).await.unwrap();
             if let Some(head) = &due {
-                webhooks::enqueue_head_event(&mut tx, head, at)
+                webhooks::enqueue_head_event(tx.connection(), head, at)
                     .await
                     .unwrap();
             }
@@ -1051,7 +1062,7 @@ async fn the_consent_chains_head_is_sent_when_it_moved_at_most_once_an_hour() {
         .await
         .expect("the head moved");
     assert_ne!(moved.hash, first.hash);
-    let mut conn = app.store.pool().acquire().await.unwrap();
+    let mut conn = app.store.read_connection().await.unwrap();
     let payloads: Vec<String> = sqlx::query_scalar(
         "SELECT payload FROM webhook_events WHERE event_type = 'audit.head' ORDER BY created_at",
     )

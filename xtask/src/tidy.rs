@@ -13,6 +13,8 @@
 //!   `src/main.rs`; every `src/lib.rs` shows its use in a doctest, and no manifest
 //!   turns doctests off;
 //! - ARCHITECTURE.md's `Public API:` line of each library is what its `lib.rs` exports;
+//! - SQL opens a savepoint only in the store's writer (`WriteTx::savepoint`), and only
+//!   the store's own code calls its pool (`.pool()`);
 //! - no files of a crate import each other in a cycle of any length (`crate::b` in
 //!   `a.rs`, `crate::c` in `b.rs`, `crate::a` in `c.rs`): what they share moves to a
 //!   module all of them can depend on. Paths are read from
@@ -470,7 +472,68 @@ fn the_architecture_map_states_each_librarys_public_api() {
     );
 }
 
+/// The one file whose SQL opens savepoints: the store's writer names them (unique when
+/// nested) and makes one dropped unended fail the commit (`WriteTx::savepoint`).
+const SAVEPOINT_HOME: &str = "crates/assent-store/src/writer.rs";
+/// Where the store's pool may be called: a write on a pooled connection would bypass
+/// the writer, so everything else reads through `Store::read_connection`.
+const POOL_HOME: &str = "crates/assent-store/src/";
+
+#[test]
+fn savepoints_and_the_pool_stay_in_the_store() {
+    let root = project_root();
+    let mut files = Vec::new();
+    for dir in SOURCE_DIRS.iter().chain(&["examples"]) {
+        collect_rs_files(&root.join(dir), &mut files);
+    }
+    files.sort();
+    let mut offenders = Vec::new();
+    for file in &files {
+        let name = relative(&root, file);
+        // This file names both, as the rules' subject.
+        if name == "xtask/src/tidy.rs" {
+            continue;
+        }
+        let text = read(file);
+        let rules = [
+            (
+                "SAVEPOINT",
+                name != SAVEPOINT_HOME,
+                "a SAVEPOINT outside WriteTx::savepoint",
+            ),
+            (
+                ".pool()",
+                !name.starts_with(POOL_HOME),
+                "the store's pool outside the store",
+            ),
+        ];
+        for (needle, forbidden, what) in rules {
+            if forbidden {
+                for line in code_lines_with(&text, needle) {
+                    offenders.push(format!("{name}:{line}: {what}"));
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "savepoints are opened by `WriteTx::savepoint` only, and the store's pool is the \
+         store's own (read through `Store::read_connection`, write through \
+         `Store::begin_write`):\n{}",
+        bullets(&offenders)
+    );
+}
+
 // Checks of the line-based helpers themselves, so a rule cannot pass by parsing nothing.
+
+#[test]
+fn code_lines_naming_a_string() {
+    let text = "//! SAVEPOINT in docs.\nrun(\"SAVEPOINT a\");\n    // SAVEPOINT in a comment\n\
+                let x = 1; // SAVEPOINT after code\nstore.pool().acquire() // why\n";
+    assert_eq!(code_lines_with(text, "SAVEPOINT"), [2]);
+    assert_eq!(code_lines_with(text, ".pool()"), [5]);
+    assert!(code_lines_with("", "SAVEPOINT").is_empty());
+}
 
 #[test]
 fn doc_comment_detection() {
@@ -1209,6 +1272,19 @@ fn collect_rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// The 1-based numbers of the lines that hold `needle` outside a line comment (`//`,
+/// `///`, `//!`): code and its strings, as a rule about SQL or calls means.
+fn code_lines_with(text: &str, needle: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let code = line.split_once("//").map_or(*line, |(code, _)| code);
+            code.contains(needle)
+        })
+        .map(|(index, _)| index + 1)
+        .collect()
 }
 
 fn read(path: &Path) -> String {

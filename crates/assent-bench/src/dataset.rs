@@ -146,7 +146,7 @@ async fn generate(dir: &Path, scale: Scale, stages: &[(usize, PathBuf)]) -> anyh
             done = end;
         }
         sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-            .execute(store.pool())
+            .execute(store.read_connection().await?.connection())
             .await?;
         std::fs::copy(&work, path).with_context(|| format!("copying to {}", path.display()))?;
     }
@@ -194,7 +194,7 @@ async fn insert_batch(store: &Store, range: std::ops::Range<usize>) -> anyhow::R
                 .bind(created.clone())
                 .bind((!open).then_some(created));
         }
-        query.execute(&mut *tx).await?;
+        query.execute(tx.connection()).await?;
     }
     let items: Vec<(usize, usize)> = range
         .flat_map(|n| (0..ITEMS_PER_SET).map(move |i| (n, i)))
@@ -216,7 +216,7 @@ async fn insert_batch(store: &Store, range: std::ops::Range<usize>) -> anyhow::R
                 .bind(row.summary())
                 .bind(row.item_status());
         }
-        query.execute(&mut *tx).await?;
+        query.execute(tx.connection()).await?;
     }
     for chunk in items.chunks(ROWS_PER_INSERT) {
         let sql = values_sql(
@@ -244,7 +244,7 @@ async fn insert_batch(store: &Store, range: std::ops::Range<usize>) -> anyhow::R
                 .bind(row.args())
                 .bind(timefmt::format(created));
         }
-        query.execute(&mut *tx).await?;
+        query.execute(tx.connection()).await?;
     }
     tx.commit().await?;
     Ok(())
@@ -308,7 +308,13 @@ mod tests {
             .expect("stage opens");
         let count =
             sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
-                .fetch_one(store.pool())
+                .fetch_one(
+                    store
+                        .read_connection()
+                        .await
+                        .expect("a read connection")
+                        .connection(),
+                )
                 .await
                 .expect("count");
         store.close().await;

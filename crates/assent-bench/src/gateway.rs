@@ -101,10 +101,10 @@ async fn setup(dir: &Path) -> anyhow::Result<(Store, PathBuf)> {
     std::fs::write(&note, "a note the agent reads\n")?;
     let url = format!("sqlite://{}", dir.join("gateway.db").display());
     let store = Store::open(&url).await?;
-    let mut conn = store.pool().acquire().await?;
+    let mut tx = store.begin_write().await?;
     let now = time::OffsetDateTime::now_utc();
-    agents::upsert(&mut conn, "bench", &AgentPolicy::new(["mcp"]), now).await?;
-    drop(conn);
+    agents::upsert(tx.connection(), "bench", &AgentPolicy::new(["mcp"]), now).await?;
+    tx.commit().await?;
     Ok((store, note))
 }
 
@@ -245,15 +245,15 @@ pub async fn measure_http(
 ) -> anyhow::Result<GatewayResult> {
     let dir = tempfile::tempdir()?;
     let (store, note) = setup(dir.path()).await?;
-    let mut conn = store.pool().acquire().await?;
+    let mut tx = store.begin_write().await?;
     let token = tokens::issue(
-        &mut conn,
+        tx.connection(),
         Role::Agent,
         Some("bench"),
         time::OffsetDateTime::now_utc(),
     )
     .await?;
-    drop(conn);
+    tx.commit().await?;
 
     let (_fixture_child, fixture_url) = http_fixture(fixture).await?;
     let direct = http_client(&fixture_url, &Default::default()).await?;

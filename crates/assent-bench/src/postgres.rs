@@ -200,7 +200,7 @@ async fn measure(url: &str, items: usize) -> anyhow::Result<PostgresResult> {
         schema,
     ))?;
     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host())).await?;
-    let mut conn = store.pool().acquire().await?;
+    let mut conn = store.read_connection().await?;
     agents::upsert(&mut conn, AGENT, &AgentPolicy::new(["bench"]), now).await?;
     let mut results: Vec<Writers> = Vec::new();
     for writers in WRITERS {

@@ -44,7 +44,7 @@ pub async fn measure(dir: &Path, records: usize) -> anyhow::Result<ProofResult> 
     generate(&file, records)?;
 
     let store = Store::open(&url).await?;
-    let mut conn = store.pool().acquire().await?;
+    let mut conn = store.read_connection().await?;
     let started = Instant::now();
     let report = proof::verify(&mut conn, &VerifyOptions::default()).await?;
     let verify_seconds = started.elapsed().as_secs_f64();

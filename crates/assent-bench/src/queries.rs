@@ -98,7 +98,7 @@ pub async fn measure(
         Arc::new(JournalHost::new("bench")),
     );
     let history = engine.confirmations();
-    let mut conn = store.pool().acquire().await?;
+    let mut conn = store.read_connection().await?;
     let c_api = rusqlite::Connection::open_with_flags(
         path,
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,

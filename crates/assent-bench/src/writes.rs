@@ -136,7 +136,8 @@ impl Db {
             .migrate_host("journal", assent_journal_host::MIGRATIONS)
             .await?;
         let mut tx = store.begin_write().await?;
-        assent_store::agents::upsert(&mut tx, AGENT, &AgentPolicy::new(["work"]), NOW).await?;
+        assent_store::agents::upsert(tx.connection(), AGENT, &AgentPolicy::new(["work"]), NOW)
+            .await?;
         tx.commit().await?;
         Ok(Self { dir, store })
     }
@@ -154,7 +155,7 @@ impl Db {
             category: Some("work".into()),
             ..NewTask::default()
         };
-        create_task(&mut tx, &id, &new, HOST, NOW).await?;
+        create_task(tx.connection(), &id, &new, HOST, NOW).await?;
         tx.commit().await?;
         Ok(id)
     }
@@ -172,7 +173,7 @@ impl Db {
     async fn payload_bytes(&self) -> anyhow::Result<i64> {
         Ok(
             sqlx::query_scalar("SELECT COALESCE(SUM(LENGTH(payload)), 0) FROM outbox")
-                .fetch_one(self.store.pool())
+                .fetch_one(self.store.read_connection().await?.connection())
                 .await?,
         )
     }
@@ -182,7 +183,7 @@ impl Db {
         for &table in TABLES {
             let count: i64 =
                 sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
-                    .fetch_one(self.store.pool())
+                    .fetch_one(self.store.read_connection().await?.connection())
                     .await?;
             counts.push((table, count));
         }
@@ -302,7 +303,7 @@ pub async fn persistence(
             let set = change_set(n)?;
             let start = Instant::now();
             let mut tx = store.begin_write().await?;
-            assent_store::change_sets::insert(&mut tx, &set, NOW).await?;
+            assent_store::change_sets::insert(tx.connection(), &set, NOW).await?;
             tx.commit().await?;
             Ok(start.elapsed())
         };
@@ -313,7 +314,7 @@ pub async fn persistence(
             let payload = set_payload(&set, "task-1", &run, &titles);
             let start = Instant::now();
             let mut tx = baseline_store.begin_write().await?;
-            insert_set(&mut tx, &set, "task-1", &run, &titles, &payload).await?;
+            insert_set(tx.connection(), &set, "task-1", &run, &titles, &payload).await?;
             tx.commit().await?;
             Ok(start.elapsed())
         };
@@ -491,7 +492,7 @@ async fn queue_baseline(db: &Db, set: usize) -> anyhow::Result<Vec<BaselineItem>
     let run = Uuid::new_v4().to_string();
     let set_payload: Arc<str> = set_payload(&id, &task, &run, &titles).into();
     let mut tx = db.store.begin_write().await?;
-    insert_set(&mut tx, &id, &task, &run, &titles, &set_payload).await?;
+    insert_set(tx.connection(), &id, &task, &run, &titles, &set_payload).await?;
     tx.commit().await?;
     let now = timefmt::format(NOW);
     let mut checklist = Vec::with_capacity(titles.len());
@@ -575,15 +576,15 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
         .bind(task)
         .bind(index)
         .bind(&item.title)
-        .execute(&mut *tx)
+        .execute(tx.connection())
         .await?;
     sqlx::query(TOUCH_TASK)
         .bind(clock)
         .bind(&now)
         .bind(task)
-        .execute(&mut *tx)
+        .execute(tx.connection())
         .await?;
-    enqueue(&mut tx, "task", task, &item.task_payload, &now).await?;
+    enqueue(tx.connection(), "task", task, &item.task_payload, &now).await?;
     for ((kind, success), payload) in [("action", None), ("result", Some(true))]
         .into_iter()
         .zip(&item.audit_payloads)
@@ -597,15 +598,22 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
             .bind(args)
             .bind(success)
             .bind(&now)
-            .fetch_one(&mut *tx)
+            .fetch_one(tx.connection())
             .await?;
-        enqueue(&mut tx, "auditRecord", &id.to_string(), payload, &now).await?;
+        enqueue(
+            tx.connection(),
+            "auditRecord",
+            &id.to_string(),
+            payload,
+            &now,
+        )
+        .await?;
     }
     sqlx::query(INSERT_APPLIED)
         .bind(&item.operation)
         .bind(task)
         .bind(&now)
-        .execute(&mut *tx)
+        .execute(tx.connection())
         .await?;
     sqlx::query(INSERT_DECISION)
         .bind(&item.decision)
@@ -617,10 +625,10 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
         .bind(args)
         .bind(&now)
         .bind(clock)
-        .execute(&mut *tx)
+        .execute(tx.connection())
         .await?;
     enqueue(
-        &mut tx,
+        tx.connection(),
         "changeDecision",
         &item.decision,
         &item.decision_payload,
@@ -630,10 +638,10 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
     sqlx::query(CONFIRM_ITEM)
         .bind(set)
         .bind(index)
-        .execute(&mut *tx)
+        .execute(tx.connection())
         .await?;
     enqueue(
-        &mut tx,
+        tx.connection(),
         "changeItem",
         &format!("{set}:{index}"),
         &item.item_payload,
@@ -644,9 +652,9 @@ async fn confirm_baseline(store: &Store, item: &BaselineItem) -> anyhow::Result<
         .bind(status)
         .bind(clock)
         .bind(set)
-        .execute(&mut *tx)
+        .execute(tx.connection())
         .await?;
-    enqueue(&mut tx, "changeSet", set, &item.set_payload, &now).await?;
+    enqueue(tx.connection(), "changeSet", set, &item.set_payload, &now).await?;
     tx.commit().await?;
     Ok(start.elapsed())
 }

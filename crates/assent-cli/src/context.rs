@@ -4,7 +4,7 @@
 use crate::CliError;
 use assent_confirm::Engine;
 use assent_domain::OffsetDateTime;
-use assent_store::{Store, StoreError};
+use assent_store::Store;
 use serde::Serialize;
 
 /// What a command prints on stdout, and whether it still failed.
@@ -75,12 +75,7 @@ impl Ctx {
     pub(crate) async fn connection(
         &self,
     ) -> Result<impl std::ops::DerefMut<Target = assent_store::AnyConnection>, CliError> {
-        Ok(self
-            .store()
-            .pool()
-            .acquire()
-            .await
-            .map_err(StoreError::from)?)
+        Ok(self.store().read_connection().await?)
     }
 }
 

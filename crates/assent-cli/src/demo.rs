@@ -13,7 +13,7 @@ use assent_confirm::{Engine, WakeOutcome, WakeRequest};
 use assent_domain::{ChangeSet, OffsetDateTime, Uuid};
 use assent_journal::tool;
 use assent_journal_host::{NewTask, create_task, load_task, task_target};
-use assent_store::{Store, StoreError, agents, audit, outbox, proof};
+use assent_store::{Store, agents, audit, outbox, proof};
 use assent_tools::AgentPolicy;
 use serde_json::{Value, json};
 use time::Duration;
@@ -130,7 +130,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
 
     s.heading("An agent and a task");
     let mut tx = store.begin_write().await?;
-    agents::upsert(&mut tx, AGENT, &AgentPolicy::new(["work"]), now).await?;
+    agents::upsert(tx.connection(), AGENT, &AgentPolicy::new(["work"]), now).await?;
     let new = NewTask {
         title: "Prepare the Q1 board report".to_owned(),
         category: Some("work".to_owned()),
@@ -145,7 +145,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
         ..NewTask::default()
     };
     let task_id = Uuid::new_v4().to_string();
-    let task = create_task(&mut tx, &task_id, &new, store.device_id(), now).await?;
+    let task = create_task(tx.connection(), &task_id, &new, store.device_id(), now).await?;
     tx.commit().await?;
     s.say(render::agent(AGENT, &["work"], true));
     s.say("(its policy: it may only change tasks in the categories it was given)");
@@ -260,7 +260,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
         }
     }
     s.gap();
-    let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
+    let mut conn = store.read_connection().await?;
     let set_now = assent_store::change_sets::require(&mut conn, set.id).await?;
     s.say("The set now (the two checklist items still wait):");
     s.block(render::change_set(&set_now));
@@ -324,7 +324,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     });
 
     s.heading("Proving what ran");
-    let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
+    let mut conn = store.read_connection().await?;
     let report = proof::verify(&mut conn, &proof::VerifyOptions::default()).await?;
     s.say("Every decision, audit record and rule change above is on a tamper-evident chain;");
     s.say("`assent audit verify` checks it and that every effect had the consent it needed:");

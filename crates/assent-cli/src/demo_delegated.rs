@@ -17,7 +17,7 @@ use assent_confirm::{
 use assent_domain::{OffsetDateTime, Uuid};
 use assent_journal_host::{NewTask, create_task, task_target};
 use assent_store::delegation::{self, GrantFilter};
-use assent_store::{Store, StoreError, agents, audit};
+use assent_store::{Store, agents, audit};
 use assent_tools::AgentPolicy;
 use serde_json::{Value, json};
 
@@ -38,7 +38,7 @@ async fn new_task(store: &Store, title: &str, now: OffsetDateTime) -> Result<Str
         priority: Some("P2".to_owned()),
         ..NewTask::default()
     };
-    create_task(&mut tx, &id, &new, store.device_id(), now).await?;
+    create_task(tx.connection(), &id, &new, store.device_id(), now).await?;
     tx.commit().await?;
     Ok(id)
 }
@@ -85,7 +85,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     let parent = ConfirmationBus::new("lead", BusConfig::default())?;
     let researcher = parent.derive(AGENT)?;
     let mut tx = store.begin_write().await?;
-    agents::upsert(&mut tx, AGENT, &AgentPolicy::new(["work"]), now).await?;
+    agents::upsert(tx.connection(), AGENT, &AgentPolicy::new(["work"]), now).await?;
     tx.commit().await?;
     let task_id = new_task(store, "Prepare the Q1 board report", now).await?;
     s.say(format!(
@@ -180,7 +180,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     replies(&mut s, &third);
 
     s.heading("The grants (assent grants; revoke with assent grants revoke ID)");
-    let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
+    let mut conn = store.read_connection().await?;
     let grants = delegation::list_grants(&mut conn, &GrantFilter::default()).await?;
     s.block(render::grants(&grants));
 

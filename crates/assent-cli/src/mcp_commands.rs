@@ -219,14 +219,22 @@ pub async fn agent_run_after_disconnect(
     assent_tools::ToolRule::new(tool, assent_tools::RuleAction::Allow)
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let mut tx = ctx.store().begin_write().await?;
-    if assent_store::agents::get(&mut tx, agent).await?.is_none() {
+    if assent_store::agents::get(tx.connection(), agent)
+        .await?
+        .is_none()
+    {
         return Err(CliError::failed(format!(
             "no agent {agent:?} on this database"
         )));
     }
-    let changed =
-        assent_store::mcp_sessions::set_run_after_disconnect(&mut tx, agent, tool, on, ctx.now)
-            .await?;
+    let changed = assent_store::mcp_sessions::set_run_after_disconnect(
+        tx.connection(),
+        agent,
+        tool,
+        on,
+        ctx.now,
+    )
+    .await?;
     tx.commit().await?;
     let shown = serde_json::json!({"agent": agent, "tool": tool, "runAfterDisconnect": on, "changed": changed});
     crate::context::Output::either(ctx.json, &shown, || {

@@ -204,7 +204,7 @@ fn is_loopback(url: &Url) -> bool {
 async fn release(store: &assent_store::Store, export: &sync::ClaimedExport) {
     let released = async {
         let mut tx = store.begin_write().await?;
-        sync::release_export(&mut tx, export).await?;
+        sync::release_export(tx.connection(), export).await?;
         tx.commit().await
     }
     .await;
@@ -259,7 +259,7 @@ async fn run_with(
     let lease = time::Duration::try_from(timeout + LEASE_MARGIN)
         .map_err(|e| CliError::failed(format!("invalid sync timeout: {e}")))?;
     let export = sync::export_claiming(
-        &mut tx,
+        tx.connection(),
         host_id,
         &TaskEntities,
         Uuid::new_v4(),
@@ -283,9 +283,9 @@ async fn run_with(
         // The merge of the answer, in a transaction of its own, against the state as
         // it is now (local writes made during the round trip included).
         let mut tx = store.begin_write().await?;
-        match sync::import(&mut tx, host_id, &TaskEntities, &answer.batch, ctx.now).await {
+        match sync::import(tx.connection(), host_id, &TaskEntities, &answer.batch, ctx.now).await {
             Ok(merged) => {
-                sync::mark_exported(&mut tx, &export, ctx.now).await?;
+                sync::mark_exported(tx.connection(), &export, ctx.now).await?;
                 tx.commit().await?;
                 Ok((answer, merged))
             }
@@ -512,7 +512,7 @@ mod tests {
             error.one_line()
         );
         // The confirmation stands, and the failed sync merged nothing over it.
-        let mut conn = app.store.pool().acquire().await.expect("connection");
+        let mut conn = app.store.read_connection().await.expect("connection");
         let stored = assent_store::change_sets::require(&mut conn, set)
             .await
             .expect("the set");

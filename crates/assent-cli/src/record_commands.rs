@@ -104,7 +104,7 @@ pub async fn grants(ctx: &Ctx, args: GrantsArgs) -> Result<Output, CliError> {
         let id = Uuid::parse_str(revoke.id.trim())
             .map_err(|e| CliError::failed(format!("invalid grant id {:?}: {e}", revoke.id)))?;
         let mut tx = ctx.store().begin_write().await?;
-        let revocation = delegation::revoke_grant(&mut tx, id, ctx.now).await?;
+        let revocation = delegation::revoke_grant(tx.connection(), id, ctx.now).await?;
         tx.commit().await?;
         return match revocation {
             Revocation::Revoked(grant) => {

@@ -177,7 +177,7 @@ async fn notice_new_sets(
     seen: &mut std::collections::HashSet<uuid::Uuid>,
     started: time::OffsetDateTime,
 ) -> Result<(), assent_store::StoreError> {
-    let mut conn = store.pool().acquire().await?;
+    let mut conn = store.read_connection().await?;
     let Some(after) = *position else {
         *position = Some(assent_store::change_feed::latest(&mut conn).await?);
         return Ok(());

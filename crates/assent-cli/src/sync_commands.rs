@@ -104,7 +104,7 @@ async fn export(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
     let store = ctx.store();
     let mut tx = store.begin_write().await?;
     let batch = sync::export(
-        &mut tx,
+        tx.connection(),
         store.device_id(),
         &TaskEntities,
         Uuid::new_v4(),
@@ -205,15 +205,22 @@ async fn import(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
     let batch = read_batch(file)?;
     let store = ctx.store();
     let mut tx = store.begin_write().await?;
-    let report =
-        match sync::import(&mut tx, store.device_id(), &TaskEntities, &batch, ctx.now).await {
-            Ok(report) => report,
-            Err(error) => {
-                drop(tx);
-                refused(store, &batch, &error, ctx.now).await;
-                return Err(error.into());
-            }
-        };
+    let report = match sync::import(
+        tx.connection(),
+        store.device_id(),
+        &TaskEntities,
+        &batch,
+        ctx.now,
+    )
+    .await
+    {
+        Ok(report) => report,
+        Err(error) => {
+            drop(tx);
+            refused(store, &batch, &error, ctx.now).await;
+            return Err(error.into());
+        }
+    };
     tx.commit().await?;
     Output::either(ctx.json, &report, || render::imported(&report))
 }

@@ -99,7 +99,7 @@ async fn agent_shadow_rule(
     let (id, tool) = (args.agent.trim(), tool.trim());
     let rule = ToolRule::new(tool, action).map_err(|e| CliError::Usage(e.to_string()))?;
     let mut tx = ctx.store().begin_write().await?;
-    let Some(changed) = agents::set_shadow_rule(&mut tx, id, rule, ctx.now).await? else {
+    let Some(changed) = agents::set_shadow_rule(tx.connection(), id, rule, ctx.now).await? else {
         return Err(CliError::from(ServerError::NotFound(format!(
             "no agent {id:?}"
         ))));
@@ -560,7 +560,7 @@ pub async fn task_create(ctx: &Ctx, args: TaskCreateArgs) -> Result<Output, CliE
     let id = Uuid::new_v4().to_string();
     let store = ctx.store();
     let mut tx = store.begin_write().await?;
-    let task = create_task(&mut tx, &id, &new, store.device_id(), ctx.now).await?;
+    let task = create_task(tx.connection(), &id, &new, store.device_id(), ctx.now).await?;
     tx.commit().await?;
     Output::either(ctx.json, &task, || render::task(&task))
 }

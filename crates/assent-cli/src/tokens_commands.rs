@@ -56,7 +56,8 @@ pub async fn tokens(ctx: &Ctx, args: TokensArgs) -> Result<Output, CliError> {
         Some(TokensCommand::Add(add)) => {
             let role: Role = add.role.parse()?;
             let mut tx = ctx.store().begin_write().await?;
-            let issued = tokens::issue(&mut tx, role, add.agent.as_deref(), ctx.now).await?;
+            let issued =
+                tokens::issue(tx.connection(), role, add.agent.as_deref(), ctx.now).await?;
             tx.commit().await?;
             let mut view = serde_json::to_value(&issued.token).unwrap_or_default();
             view["secret"] = json!(issued.secret);
@@ -75,7 +76,7 @@ pub async fn tokens(ctx: &Ctx, args: TokensArgs) -> Result<Output, CliError> {
         }
         Some(TokensCommand::Revoke(revoke)) => {
             let mut tx = ctx.store().begin_write().await?;
-            let revoked = tokens::revoke(&mut tx, &revoke.id, ctx.now).await?;
+            let revoked = tokens::revoke(tx.connection(), &revoke.id, ctx.now).await?;
             tx.commit().await?;
             match revoked {
                 Some(token) => Output::either(ctx.json, &token, || {

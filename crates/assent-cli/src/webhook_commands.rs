@@ -161,7 +161,7 @@ pub async fn webhooks(ctx: &Ctx, args: WebhooksArgs) -> Result<Output, CliError>
         Some(WebhooksCommand::Remove(remove)) => {
             let id = parse_id(&remove.id)?;
             let mut tx = ctx.store().begin_write().await?;
-            let removed = webhooks::remove_subscription(&mut tx, id).await?;
+            let removed = webhooks::remove_subscription(tx.connection(), id).await?;
             tx.commit().await?;
             if !removed {
                 return Err(CliError::failed(format!("no webhook subscription {id}")));

@@ -580,7 +580,7 @@ fn seed_grant(cli: &Cli, agent_path: &str, tool: &str) -> String {
             call_pattern: None,
         };
         let mut tx = store.begin_write().await.expect("write");
-        assent_store::delegation::insert_grant(&mut tx, &grant, grant.created_at)
+        assent_store::delegation::insert_grant(tx.connection(), &grant, grant.created_at)
             .await
             .expect("stored");
         tx.commit().await.expect("commits");

@@ -244,7 +244,7 @@ async fn a_rejection_reaches_a_waiting_client_and_nothing_is_written() {
     let rejecter = tokio::spawn(async move {
         let store = Store::open(&db).await.expect("the store");
         let set = loop {
-            let mut conn = store.pool().acquire().await.expect("a connection");
+            let mut conn = store.read_connection().await.expect("a connection");
             let open = change_sets::pending(&mut conn, &change_sets::PendingFilter::default())
                 .await
                 .expect("pending");
@@ -457,7 +457,7 @@ async fn set_rules(db: &str, rules: &[(&str, RuleAction)]) {
         policy = policy.with_rule(ToolRule::new(*pattern, *action).expect("a rule"));
     }
     let store = Store::open(db).await.expect("the store");
-    let mut conn = store.pool().acquire().await.expect("a connection");
+    let mut conn = store.read_connection().await.expect("a connection");
     agents::upsert(
         &mut conn,
         "bot",
@@ -718,7 +718,7 @@ async fn confirm_then_reject(db: String) {
     let store = Store::open(&db).await.expect("the store");
     let mut seen = Vec::new();
     while seen.len() < 2 {
-        let mut conn = store.pool().acquire().await.expect("a connection");
+        let mut conn = store.read_connection().await.expect("a connection");
         let open = change_sets::pending(&mut conn, &change_sets::PendingFilter::default())
             .await
             .expect("pending");
@@ -938,7 +938,7 @@ async fn a_tool_whose_definition_changes_is_asked_about_again_until_a_person_all
     let set = set_id(&reply).to_string();
     // The review page's views mark the item (`toolChanged`).
     let store = Store::open(&setup.db).await.expect("the database");
-    let mut conn = store.pool().acquire().await.expect("a connection");
+    let mut conn = store.read_connection().await.expect("a connection");
     let marked = assent_store::host_tools::changed_items(&mut conn, set_id(&reply))
         .await
         .expect("read");
@@ -1105,7 +1105,7 @@ async fn idempotent_retries_take_the_operators_word_not_the_servers() {
         let db = setup.db.clone();
         async move {
             let store = Store::open(&db).await.expect("the database");
-            let mut conn = store.pool().acquire().await.expect("a connection");
+            let mut conn = store.read_connection().await.expect("a connection");
             let external = assent_store::jobs::external_item(&mut conn, set_id(&reply), 0)
                 .await
                 .expect("read")
@@ -1257,7 +1257,7 @@ async fn a_server_name_whose_host_another_server_used_is_refused_at_start() {
     client.cancel().await.expect("the client leaves");
     // As an older release recorded it: `my-files` under host `mcp_my_files`.
     let store = Store::open(&s.db).await.expect("the store");
-    let mut conn = store.pool().acquire().await.expect("a connection");
+    let mut conn = store.read_connection().await.expect("a connection");
     let legacy = assent_store::jobs::ExternalItem {
         host: "mcp_my_files".to_owned(),
         idempotent: false,
@@ -1299,7 +1299,7 @@ async fn the_operation_id_reaches_the_upstream_in_meta() {
     let set = set_id(&text(&queued));
     confirm_and_see(&s.db, set, &note, "one\n").await;
     let store = Store::open(&s.db).await.expect("the store");
-    let mut conn = store.pool().acquire().await.expect("a connection");
+    let mut conn = store.read_connection().await.expect("a connection");
     let job = assent_store::jobs::for_item(&mut conn, set, 0)
         .await
         .expect("read")
@@ -1883,7 +1883,7 @@ async fn first_pending(db: &str) -> Uuid {
     let store = Store::open(db).await.expect("the store");
     let started = std::time::Instant::now();
     let id = loop {
-        let mut conn = store.pool().acquire().await.expect("a connection");
+        let mut conn = store.read_connection().await.expect("a connection");
         let open = change_sets::pending(&mut conn, &change_sets::PendingFilter::default())
             .await
             .expect("pending");
@@ -1907,7 +1907,7 @@ async fn withdrawn_for_the_client(db: &str, set: Uuid) {
     let store = Store::open(db).await.expect("the store");
     let started = std::time::Instant::now();
     loop {
-        let mut conn = store.pool().acquire().await.expect("a connection");
+        let mut conn = store.read_connection().await.expect("a connection");
         let status = change_sets::load(&mut conn, set)
             .await
             .expect("a read")
@@ -2458,12 +2458,17 @@ async fn ask_in_client_asks_the_clients_user_where_it_can_and_records_the_client
 
     // The answers are the client's, not a person's, and the proof holds.
     let store = Store::open(&s.db).await.expect("the store");
-    let by_client: i64 = assent_confirm::sqlx::query_scalar(
-        "SELECT COUNT(*) FROM decisions WHERE decided_by = 'mcp-client:mcp'",
-    )
-    .fetch_one(store.pool())
-    .await
-    .expect("counted");
+    let by_client: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM decisions WHERE decided_by = 'mcp-client:mcp'")
+            .fetch_one(
+                store
+                    .read_connection()
+                    .await
+                    .expect("a read connection")
+                    .connection(),
+            )
+            .await
+            .expect("counted");
     store.close().await;
     assert_eq!(
         by_client, 2,

@@ -430,7 +430,7 @@ impl ConfirmationService {
         if store.backend() == Backend::Sqlite {
             return Ok(store.begin_write().await?);
         }
-        let mut conn = store.pool().acquire().await.map_err(ConfirmError::from)?;
+        let mut conn = store.read_connection().await.map_err(ConfirmError::from)?;
         let target = change_sets::target_of(&mut conn, change_set_id).await?;
         drop(conn);
         Ok(match target {
@@ -448,13 +448,13 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<ConfirmOutcome, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let mut set = change_sets::require(&mut tx, change_set_id).await?;
+        let mut set = change_sets::require(tx.connection(), change_set_id).await?;
         let mut plan = WritePlan::default();
         let attempt = self
             .confirm_in(&mut tx, &mut set, index, edited_args, now, &mut plan)
             .await?;
         // A refusal keeps its audit records (the denial, the failed handler's result).
-        plan.apply(&mut tx, now).await?;
+        plan.apply(tx.connection(), now).await?;
         tx.commit().await?;
         match attempt {
             Attempt::Decided(outcome) => {
@@ -465,13 +465,13 @@ impl ConfirmationService {
         }
     }
 
-    /// Confirms item `index` of `set` (read in `conn`'s transaction, under its lock)
+    /// Confirms item `index` of `set` (read in `tx`, under its lock)
     /// inside that transaction, its audit records, chain entries and outbox messages
     /// in `plan`; the caller applies the plan and commits (see [`Attempt`]). `Err`:
     /// nothing of the item may stay, roll back and drop the plan.
     async fn confirm_in(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut WriteTx,
         set: &mut ChangeSet,
         index: usize,
         edited_args: Option<Value>,
@@ -479,17 +479,16 @@ impl ConfirmationService {
         plan: &mut WritePlan,
     ) -> Result<Attempt, ConfirmError> {
         let engine = &self.engine;
-        let tx = conn;
         set.check_verdict(index, Verdict::Confirmed)?;
         self.check_shown_revision(set, index)?;
-        let served = jobs::served_item(tx, set.id, index).await?;
+        let served = jobs::served_item(tx.connection(), set.id, index).await?;
         if let Some((job, until)) = served.as_ref().and_then(|served| served.held) {
             return Err(held(index, job, until));
         }
         let item = set.items[index].clone();
         if let Some(queued) = self.queued_elsewhere(served) {
             return self
-                .confirm_queued(tx, set, index, edited_args, queued, now, plan)
+                .confirm_queued(tx.connection(), set, index, edited_args, queued, now, plan)
                 .await;
         }
         let spec = engine
@@ -502,13 +501,14 @@ impl ConfirmationService {
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         // An agent this database lacks (its set came from another device) has no
         // rules here to check: refused, saying so, before anything is written.
-        let (policy, settings) = agents::policy_and_settings_at(tx, &set.agent_id, &spec.name, now)
-            .await?
-            .ok_or_else(|| ConfirmError::AgentNotHere(set.agent_id.clone()))?;
+        let (policy, settings) =
+            agents::policy_and_settings_at(tx.connection(), &set.agent_id, &spec.name, now)
+                .await?
+                .ok_or_else(|| ConfirmError::AgentNotHere(set.agent_id.clone()))?;
         let target = set.target();
         let recheck = crate::host::recheck(
             engine.host.as_ref(),
-            tx,
+            tx.connection(),
             &target,
             &spec.name,
             &args,
@@ -520,7 +520,7 @@ impl ConfirmationService {
             // Refused, and the item refreshed: a new confirmation applies to the
             // target as it is now.
             change_sets::mark_stale(
-                tx,
+                tx.connection(),
                 set.id,
                 index,
                 &stale.detail,
@@ -541,7 +541,12 @@ impl ConfirmationService {
         // so nothing is written or sent for a call the policy refuses; a plain
         // confirmation is refused by the executor, before it writes anything either.
         if needed > 1 || settings.hold.is_some() {
-            let category = match engine.host.resolver().category_of(tx, &target).await {
+            let category = match engine
+                .host
+                .resolver()
+                .category_of(tx.connection(), &target)
+                .await
+            {
                 Ok(Some(category)) => TargetCategory::Known(category),
                 Ok(None) => TargetCategory::Missing,
                 Err(error) => TargetCategory::LookupFailed(error),
@@ -560,7 +565,7 @@ impl ConfirmationService {
             edited_args,
             approval,
         } = match self
-            .gather(tx, set, index, edited_args, needed, now)
+            .gather(tx.connection(), set, index, edited_args, needed, now)
             .await?
         {
             Gathered::Met(met) => met,
@@ -569,14 +574,14 @@ impl ConfirmationService {
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         if let Some(hold) = settings.hold {
             if let Some(approval) = approval {
-                approval.record(tx, set.id, index).await?;
+                approval.record(tx.connection(), set.id, index).await?;
             }
             let own = jobs::ExternalItem {
                 host: engine.host.name().to_owned(),
                 idempotent: false,
             };
             return self
-                .schedule(tx, set, index, edited_args, own, hold, now)
+                .schedule(tx.connection(), set, index, edited_args, own, hold, now)
                 .await;
         }
         let already_true = recheck.already_true;
@@ -641,11 +646,11 @@ impl ConfirmationService {
             }
             execution => {
                 if let Some(approval) = approval {
-                    approval.record(tx, set.id, index).await?;
+                    approval.record(tx.connection(), set.id, index).await?;
                 }
                 let mut decisions = self
                     .record_into(
-                        tx,
+                        tx.connection(),
                         set,
                         &[index],
                         Verdicts {
@@ -1053,12 +1058,12 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<ChangeDecision, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let mut set = change_sets::require(&mut tx, change_set_id).await?;
+        let mut set = change_sets::require(tx.connection(), change_set_id).await?;
         set.check_verdict(index, verdict)?;
-        refuse_held(&mut tx, change_set_id, index).await?;
+        refuse_held(tx.connection(), change_set_id, index).await?;
         let mut decisions = self
             .record(
-                &mut tx,
+                tx.connection(),
                 &mut set,
                 &[index],
                 Verdicts::plain(verdict, reason),
@@ -1152,8 +1157,8 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<ConfirmAllResult, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let mut set = change_sets::require(&mut tx, change_set_id).await?;
-        let held: Vec<jobs::Job> = jobs::for_change_set(&mut tx, change_set_id)
+        let mut set = change_sets::require(tx.connection(), change_set_id).await?;
+        let held: Vec<jobs::Job> = jobs::for_change_set(tx.connection(), change_set_id)
             .await?
             .into_iter()
             .filter(jobs::Job::scheduled)
@@ -1186,7 +1191,7 @@ impl ConfirmationService {
                 result,
             });
         }
-        plan.apply(&mut tx, now).await?;
+        plan.apply(tx.connection(), now).await?;
         tx.commit().await?;
         let confirmed = items
             .iter()
@@ -1203,20 +1208,20 @@ impl ConfirmationService {
     /// the savepoint itself fails: the whole transaction is then lost.
     async fn confirm_one_of_all(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut WriteTx,
         set: &mut ChangeSet,
         index: usize,
         now: OffsetDateTime,
         plan: &mut WritePlan,
     ) -> Result<ItemResult, ConfirmError> {
-        let statement = |sql: &'static str| sqlx::query(sql);
-        statement("SAVEPOINT assent_item")
-            .execute(&mut *conn)
-            .await?;
+        let mut item = tx.savepoint().await?;
         let mut own = WritePlan::default();
-        match self.confirm_in(conn, set, index, None, now, &mut own).await {
+        match self
+            .confirm_in(&mut item, set, index, None, now, &mut own)
+            .await
+        {
             Ok(attempt) => {
-                statement("RELEASE assent_item").execute(&mut *conn).await?;
+                item.release().await?;
                 plan.extend(own);
                 Ok(match attempt {
                     Attempt::Decided(outcome) => ItemResult::Confirmed(outcome),
@@ -1224,12 +1229,9 @@ impl ConfirmationService {
                 })
             }
             Err(error) => {
-                statement("ROLLBACK TO assent_item")
-                    .execute(&mut *conn)
-                    .await?;
-                statement("RELEASE assent_item").execute(&mut *conn).await?;
+                item.rollback().await?;
                 // What the item changed in memory went with its writes.
-                *set = change_sets::require(conn, set.id).await?;
+                *set = change_sets::require(tx.connection(), set.id).await?;
                 Ok(ItemResult::Failed(error))
             }
         }
@@ -1247,8 +1249,8 @@ impl ConfirmationService {
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
         let reason = clean_reason(reason)?;
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let mut set = change_sets::require(&mut tx, change_set_id).await?;
-        let held: Vec<usize> = jobs::for_change_set(&mut tx, change_set_id)
+        let mut set = change_sets::require(tx.connection(), change_set_id).await?;
+        let held: Vec<usize> = jobs::for_change_set(tx.connection(), change_set_id)
             .await?
             .iter()
             .filter(|job| job.scheduled())
@@ -1267,7 +1269,7 @@ impl ConfirmationService {
         set.check_verdict(first, Verdict::Rejected)?;
         let decisions = self
             .record(
-                &mut tx,
+                tx.connection(),
                 &mut set,
                 &open,
                 Verdicts::plain(Verdict::Rejected, reason),
@@ -1288,12 +1290,12 @@ impl ConfirmationService {
         ttl: Duration,
     ) -> Result<Vec<Uuid>, ConfirmError> {
         let mut tx = self.engine.store.begin_write().await?;
-        let ids = change_sets::open_created_before(&mut tx, now - ttl).await?;
+        let ids = change_sets::open_created_before(tx.connection(), now - ttl).await?;
         for &id in &ids {
-            let mut set = change_sets::require(&mut tx, id).await?;
+            let mut set = change_sets::require(tx.connection(), id).await?;
             if set.expire() {
                 set.vector_clock.tick(self.engine.store.device_id());
-                change_sets::update_status(&mut tx, &set, &[], now).await?;
+                change_sets::update_status(tx.connection(), &set, &[], now).await?;
             }
         }
         tx.commit().await?;
@@ -1313,8 +1315,7 @@ impl ConfirmationService {
         let mut conn = self
             .engine
             .store
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(ConfirmError::from)?;
         let decisions = assent_store::decisions::recent(&mut conn, agent_id, target, limit).await?;

@@ -9,7 +9,7 @@
 //! are logged and never change the outcome.
 
 use assent_domain::{VectorClock, stored_result};
-use assent_store::{StoreError, operations};
+use assent_store::{StoreError, WriteTx, operations};
 use assent_tools::{
     AgentPolicy, AuditKind, AuditRecord, AuditSink, CallContext, CategoryResolver, RuleAction,
     TargetCategory, ToolHandler, ToolInvocation, ToolOutcome, ToolSpec,
@@ -243,7 +243,8 @@ impl<'h> AuditedExecutor<'h> {
         }
     }
 
-    /// Executes one call in `conn`'s transaction. `Err` only for database failures of
+    /// Executes one call in `tx`, its handler inside a savepoint (a failing handler's
+    /// writes are undone, the audit records kept). `Err` only for database failures of
     /// the executor's own bookkeeping; the caller should then roll back.
     #[tracing::instrument(
         skip_all,
@@ -251,31 +252,29 @@ impl<'h> AuditedExecutor<'h> {
     )]
     pub async fn execute(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut WriteTx,
         req: ExecutionRequest<'_>,
     ) -> Result<ExecutionOutcome, StoreError> {
-        let handler = match self.admit(conn, &req, Intent::Before).await? {
+        let handler = match self.admit(tx.connection(), &req, Intent::Before).await? {
             Admission::Settled(outcome) => return Ok(outcome),
             Admission::Run(handler) => handler,
         };
-        sqlx::query("SAVEPOINT assent_handler")
-            .execute(&mut *conn)
-            .await?;
-        let result = match CatchUnwind(handler.execute(conn, &req.invocation)).await {
-            Ok(Ok(outcome)) => Ok(outcome),
-            Ok(Err(error)) => Err(error.to_string()),
-            Err(panic) => Err(panic),
-        };
+        // The handler's writes, undone alone when it fails; the audit records stay.
+        let mut savepoint = tx.savepoint().await?;
+        let result =
+            match CatchUnwind(handler.execute(savepoint.connection(), &req.invocation)).await {
+                Ok(Ok(outcome)) => Ok(outcome),
+                Ok(Err(error)) => Err(error.to_string()),
+                Err(panic) => Err(panic),
+            };
         if result.is_err() {
             tracing::warn!("handler failed; its writes are rolled back");
-            sqlx::query("ROLLBACK TO assent_handler")
-                .execute(&mut *conn)
-                .await?;
+            savepoint.rollback().await?;
+        } else {
+            savepoint.release().await?;
         }
-        sqlx::query("RELEASE assent_handler")
-            .execute(&mut *conn)
-            .await?;
-        self.conclude(conn, &req, result, Intent::Before).await
+        self.conclude(tx.connection(), &req, result, Intent::Before)
+            .await
     }
 
     /// Everything before the call, in `conn`'s transaction: the policy (a denial is

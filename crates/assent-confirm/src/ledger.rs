@@ -233,11 +233,11 @@ async fn refuse_unapproved(
         detail: Some(why.to_owned()),
         ..job.audit_record(AuditKind::PolicyDenied, now)
     };
-    if let Err(error) = StoreAuditSink.record(&mut tx, &record).await {
+    if let Err(error) = StoreAuditSink.record(tx.connection(), &record).await {
         tracing::warn!(job = %job.id, %error, "audit write failed; the refusal stands");
     }
-    jobs::record_error(&mut tx, job.id, job.attempts, why, None, now).await?;
-    webhooks::enqueue_job_event(&mut tx, job, JobStatus::Failed, why, now).await?;
+    jobs::record_error(tx.connection(), job.id, job.attempts, why, None, now).await?;
+    webhooks::enqueue_job_event(tx.connection(), job, JobStatus::Failed, why, now).await?;
     tx.commit().await?;
     run.failed += 1;
     Ok(())
@@ -280,16 +280,16 @@ impl Engine {
         let host = self.host.name();
         let mut run = JobRun::default();
         {
-            let mut conn = self.store.pool().acquire().await?;
+            let mut conn = self.store.read_connection().await?;
             if !jobs::any_due(&mut conn, host, now).await? {
                 return Ok(run);
             }
         }
         let mut tx = self.store.begin_claim().await?;
-        let expired = jobs::expire_leases(&mut tx, host, now).await?;
+        let expired = jobs::expire_leases(tx.connection(), host, now).await?;
         for job in &expired {
             let why = job.last_error.as_deref().unwrap_or_default();
-            webhooks::enqueue_job_event(&mut tx, job, JobStatus::InDoubt, why, now).await?;
+            webhooks::enqueue_job_event(tx.connection(), job, JobStatus::InDoubt, why, now).await?;
         }
         tx.commit().await?;
         for job in &expired {
@@ -297,7 +297,7 @@ impl Engine {
         }
         run.in_doubt += expired.len();
         let in_doubt = {
-            let mut conn = self.store.pool().acquire().await?;
+            let mut conn = self.store.read_connection().await?;
             jobs::in_doubt_due(&mut conn, host, now).await?
         };
         for job in in_doubt {
@@ -339,25 +339,25 @@ impl Engine {
         match answer {
             Reconciliation::Happened(result) => {
                 tracing::info!("reconciled: it happened");
-                if record_applied(&mut tx, &job, &result, now).await? {
+                if record_applied(tx.connection(), &job, &result, now).await? {
                     run.applied += 1;
                 }
             }
             Reconciliation::DidNotHappen => {
                 tracing::info!("reconciled: it did not happen; due again");
-                if due_again(&mut tx, &job, now).await? {
+                if due_again(tx.connection(), &job, now).await? {
                     run.rerun += 1;
                 }
             }
             Reconciliation::Unknown if job.idempotent => {
                 tracing::info!("idempotent tool: due again");
-                if due_again(&mut tx, &job, now).await? {
+                if due_again(tx.connection(), &job, now).await? {
                     run.rerun += 1;
                 }
             }
             Reconciliation::Unknown => {
                 tracing::info!("the host cannot tell: stays in doubt for a person");
-                jobs::postpone(&mut tx, job.id, now + self.jobs.lease).await?;
+                jobs::postpone(tx.connection(), job.id, now + self.jobs.lease).await?;
             }
         }
         tx.commit().await?;
@@ -389,8 +389,8 @@ impl Engine {
         let mut tx = self.store.begin_claim().await?;
         let (host, lease) = (self.host.name(), self.jobs.lease);
         let claimed = match only {
-            None => jobs::claim_next(&mut tx, host, now, lease).await?,
-            Some(id) => jobs::claim_due(&mut tx, host, id, now, lease).await?,
+            None => jobs::claim_next(tx.connection(), host, now, lease).await?,
+            Some(id) => jobs::claim_due(tx.connection(), host, id, now, lease).await?,
         };
         let Some(job) = claimed else {
             tx.commit().await?;
@@ -400,8 +400,8 @@ impl Engine {
         tracing::info!(job = %job.id, tool = %job.tool_name, attempt = job.attempts, "job claimed");
         // The first claim of a held job: its window has ended, uncancelled.
         if job.held && job.attempts == 1 {
-            assent_store::Store::lock_target(&mut tx, &job.target).await?;
-            match self.end_hold(&mut tx, &job, now).await? {
+            assent_store::Store::lock_target(tx.connection(), &job.target).await?;
+            match self.end_hold(tx.connection(), &job, now).await? {
                 None => {}
                 Some(HoldEnd::Stale(stale)) => {
                     self.retract_stale(tx, &job, stale, now, run).await?;
@@ -409,9 +409,10 @@ impl Engine {
                 }
                 Some(HoldEnd::Undecidable(why)) => {
                     tracing::warn!(job = %job.id, %why, "held confirmation cannot be decided: retracted");
-                    jobs::transition(&mut tx, job.id, JobEvent::EndedInHold, None, 0, now).await?;
-                    jobs::record_note(&mut tx, job.id, &why).await?;
-                    write_result(&mut tx, &job, false, &why, now).await;
+                    jobs::transition(tx.connection(), job.id, JobEvent::EndedInHold, None, 0, now)
+                        .await?;
+                    jobs::record_note(tx.connection(), job.id, &why).await?;
+                    write_result(tx.connection(), &job, false, &why, now).await;
                     tx.commit().await?;
                     return Ok(Claim::Settled);
                 }
@@ -419,9 +420,10 @@ impl Engine {
         }
         let Some(spec) = self.registry.get(&job.tool_name) else {
             let error = format!("unknown tool {:?}", job.tool_name);
-            jobs::record_error(&mut tx, job.id, job.attempts, &error, None, now).await?;
-            webhooks::enqueue_job_event(&mut tx, &job, JobStatus::Failed, &error, now).await?;
-            write_result(&mut tx, &job, false, &error, now).await;
+            jobs::record_error(tx.connection(), job.id, job.attempts, &error, None, now).await?;
+            webhooks::enqueue_job_event(tx.connection(), &job, JobStatus::Failed, &error, now)
+                .await?;
+            write_result(tx.connection(), &job, false, &error, now).await;
             tx.commit().await?;
             run.failed += 1;
             return Ok(Claim::Settled);
@@ -430,7 +432,7 @@ impl Engine {
             self.apply_claimed(tx, &job, spec, now, run).await?;
             return Ok(Claim::Settled);
         }
-        let policy = agents::policy_at(&mut tx, &job.agent_id, now)
+        let policy = agents::policy_at(tx.connection(), &job.agent_id, now)
             .await?
             .unwrap_or_else(AgentPolicy::default);
         let request = ExecutionRequest {
@@ -444,35 +446,37 @@ impl Engine {
             allowed_by: None,
         };
         let executor = AuditedExecutor::new(self.host.resolver(), &StoreAuditSink);
-        if let Some(reason) = executor.policy_denial(&mut tx, &request).await {
+        if let Some(reason) = executor.policy_denial(tx.connection(), &request).await {
             tracing::info!(%reason, "policy denied the job");
             let record = AuditRecord {
                 detail: Some(reason.clone()),
                 success: Some(false),
                 ..AuditedExecutor::record(&request, AuditKind::PolicyDenied)
             };
-            executor.write_audit(&mut tx, record).await;
+            executor.write_audit(tx.connection(), record).await;
             let error = format!("denied by policy: {reason}");
-            jobs::record_error(&mut tx, job.id, job.attempts, &error, None, now).await?;
-            webhooks::enqueue_job_event(&mut tx, &job, JobStatus::Failed, &error, now).await?;
+            jobs::record_error(tx.connection(), job.id, job.attempts, &error, None, now).await?;
+            webhooks::enqueue_job_event(tx.connection(), &job, JobStatus::Failed, &error, now)
+                .await?;
             tx.commit().await?;
             run.failed += 1;
             return Ok(Claim::Settled);
         }
         if job.approval_digest.is_some() {
-            let set = assent_store::change_sets::require(&mut tx, job.change_set_id).await?;
+            let set =
+                assent_store::change_sets::require(tx.connection(), job.change_set_id).await?;
             let fingerprint = set
                 .items
                 .get(job.item_index)
                 .and_then(|item| item.fingerprint.as_ref());
-            if let Some(why) = approval_mismatch(&mut tx, &job, fingerprint).await? {
+            if let Some(why) = approval_mismatch(tx.connection(), &job, fingerprint).await? {
                 refuse_unapproved(tx, &job, why, now, run).await?;
                 return Ok(Claim::Settled);
             }
         }
         executor
             .write_audit(
-                &mut tx,
+                tx.connection(),
                 AuditedExecutor::record(&request, AuditKind::Action),
             )
             .await;
@@ -497,11 +501,11 @@ impl Engine {
         now: OffsetDateTime,
         run: &mut JobRun,
     ) -> Result<(), ConfirmError> {
-        assent_store::Store::lock_target(&mut tx, &job.target).await?;
-        let policy = agents::policy_at(&mut tx, &job.agent_id, now)
+        assent_store::Store::lock_target(tx.connection(), &job.target).await?;
+        let policy = agents::policy_at(tx.connection(), &job.agent_id, now)
             .await?
             .unwrap_or_else(AgentPolicy::default);
-        let set = assent_store::change_sets::require(&mut tx, job.change_set_id).await?;
+        let set = assent_store::change_sets::require(tx.connection(), job.change_set_id).await?;
         let Some(item) = set.items.get(job.item_index) else {
             return Err(ConfirmError::ItemNotFound {
                 change_set_id: set.id,
@@ -509,11 +513,13 @@ impl Engine {
                 len: set.items.len(),
             });
         };
-        let recheck = self.recheck_job(&mut tx, job, item).await;
+        let recheck = self.recheck_job(tx.connection(), job, item).await;
         if let Some(stale) = recheck.stale {
             return self.retract_stale(tx, job, stale, now, run).await;
         }
-        if let Some(why) = approval_mismatch(&mut tx, job, item.fingerprint.as_ref()).await? {
+        if let Some(why) =
+            approval_mismatch(tx.connection(), job, item.fingerprint.as_ref()).await?
+        {
             return refuse_unapproved(tx, job, why, now, run).await;
         }
         let already_true = recheck.already_true;
@@ -536,13 +542,19 @@ impl Engine {
         let error = match execution {
             ExecutionOutcome::Applied { message, .. }
             | ExecutionOutcome::AlreadyApplied { message } => {
-                jobs::record_applied(&mut tx, job.id, job.attempts, &stored_result(&message), now)
-                    .await?;
+                jobs::record_applied(
+                    tx.connection(),
+                    job.id,
+                    job.attempts,
+                    &stored_result(&message),
+                    now,
+                )
+                .await?;
                 None
             }
             ExecutionOutcome::AlreadyTrue { detail } => {
                 let message = format!("Confirmed without a change: {detail}.");
-                jobs::record_applied(&mut tx, job.id, job.attempts, &message, now).await?;
+                jobs::record_applied(tx.connection(), job.id, job.attempts, &message, now).await?;
                 None
             }
             ExecutionOutcome::Denied { reason } => Some(format!("denied by policy: {reason}")),
@@ -557,8 +569,9 @@ impl Engine {
             None => run.applied += 1,
             Some(error) => {
                 tracing::warn!(%error, "job failed");
-                jobs::record_error(&mut tx, job.id, job.attempts, error, None, now).await?;
-                webhooks::enqueue_job_event(&mut tx, job, JobStatus::Failed, error, now).await?;
+                jobs::record_error(tx.connection(), job.id, job.attempts, error, None, now).await?;
+                webhooks::enqueue_job_event(tx.connection(), job, JobStatus::Failed, error, now)
+                    .await?;
                 run.failed += 1;
             }
         }
@@ -640,8 +653,10 @@ impl Engine {
         // The job's row first, then its target's lock: the order of the claim at the
         // window's end, so that the two never wait on each other in a circle.
         let mut tx = self.store.begin_claim().await?;
-        let job = self.require_settleable_job(&mut tx, id, false).await?;
-        if !jobs::cancel_held(&mut tx, id, now).await? {
+        let job = self
+            .require_settleable_job(tx.connection(), id, false)
+            .await?;
+        if !jobs::cancel_held(tx.connection(), id, now).await? {
             return Err(ConfirmError::conflict(
                 ConflictKind::HoldEnded,
                 format!(
@@ -650,19 +665,19 @@ impl Engine {
                 ),
             ));
         }
-        assent_store::Store::lock_target(&mut tx, &job.target).await?;
+        assent_store::Store::lock_target(tx.connection(), &job.target).await?;
         let confirmations = self.confirmations();
         let change_set_id = job.change_set_id;
-        let mut set = assent_store::change_sets::require(&mut tx, change_set_id).await?;
+        let mut set = assent_store::change_sets::require(tx.connection(), change_set_id).await?;
         set.check_verdict(job.item_index, Verdict::Rejected)?;
         let reason = Some(jobs::CANCELLED_IN_HOLD.to_owned());
         let verdicts = Verdicts::plain(Verdict::Rejected, reason);
         confirmations
-            .record(&mut tx, &mut set, &[job.item_index], verdicts, now)
+            .record(tx.connection(), &mut set, &[job.item_index], verdicts, now)
             .await?;
-        webhooks::enqueue_hold_event(&mut tx, &job, true, now).await?;
-        write_result(&mut tx, &job, false, jobs::CANCELLED_IN_HOLD, now).await;
-        let job = self.require_job(&mut tx, id).await?;
+        webhooks::enqueue_hold_event(tx.connection(), &job, true, now).await?;
+        write_result(tx.connection(), &job, false, jobs::CANCELLED_IN_HOLD, now).await;
+        let job = self.require_job(tx.connection(), id).await?;
         tx.commit().await?;
         tracing::info!("held confirmation cancelled within its window");
         Ok(job)
@@ -682,7 +697,7 @@ impl Engine {
     ) -> Result<(), ConfirmError> {
         tracing::warn!(detail = %stale.detail, "target changed since proposed: the job is retracted");
         assent_store::change_sets::mark_stale(
-            &mut tx,
+            tx.connection(),
             job.change_set_id,
             job.item_index,
             &stale.detail,
@@ -690,10 +705,10 @@ impl Engine {
             stale.fingerprint.as_ref(),
         )
         .await?;
-        jobs::transition(&mut tx, job.id, JobEvent::EndedInHold, None, 0, now).await?;
-        jobs::record_note(&mut tx, job.id, &stale.detail).await?;
-        write_result(&mut tx, job, false, &stale.detail, now).await;
-        webhooks::enqueue_stale_event(&mut tx, job, &stale.detail, now).await?;
+        jobs::transition(tx.connection(), job.id, JobEvent::EndedInHold, None, 0, now).await?;
+        jobs::record_note(tx.connection(), job.id, &stale.detail).await?;
+        write_result(tx.connection(), job, false, &stale.detail, now).await;
+        webhooks::enqueue_stale_event(tx.connection(), job, &stale.detail, now).await?;
         tx.commit().await?;
         run.stale += 1;
         Ok(())
@@ -755,14 +770,14 @@ impl Engine {
                     "the call did not finish within the lease ({} s): the effect may have happened",
                     self.jobs.lease.whole_seconds()
                 );
-                record_doubt(&mut tx, job, &why, now, run).await?
+                record_doubt(tx.connection(), job, &why, now, run).await?
             }
             Some(Err(ExternalError::InDoubt(why))) if !job.idempotent => {
                 let why = assent_domain::stored_result(&why);
-                record_doubt(&mut tx, job, &why, now, run).await?
+                record_doubt(tx.connection(), job, &why, now, run).await?
             }
             Some(Ok(result)) => {
-                let landed = record_applied(&mut tx, job, &result, now).await?;
+                let landed = record_applied(tx.connection(), job, &result, now).await?;
                 tracing::info!(landed, "job applied");
                 run.applied += usize::from(landed);
                 landed
@@ -781,14 +796,21 @@ impl Engine {
                 let text = assent_domain::stored_result(&error.to_string()).into_owned();
                 tracing::warn!(error = %text, retry = retry_at.is_some(), "job call failed");
                 let landed =
-                    jobs::record_error(&mut tx, job.id, job.attempts, &text, retry_at, now).await?;
+                    jobs::record_error(tx.connection(), job.id, job.attempts, &text, retry_at, now)
+                        .await?;
                 if landed {
-                    write_result(&mut tx, job, false, &text, now).await;
+                    write_result(tx.connection(), job, false, &text, now).await;
                     if retry_at.is_some() {
                         run.retried += 1;
                     } else {
-                        webhooks::enqueue_job_event(&mut tx, job, JobStatus::Failed, &text, now)
-                            .await?;
+                        webhooks::enqueue_job_event(
+                            tx.connection(),
+                            job,
+                            JobStatus::Failed,
+                            &text,
+                            now,
+                        )
+                        .await?;
                         run.failed += 1;
                     }
                 }
@@ -848,15 +870,15 @@ impl Engine {
     ) -> Result<Job, ConfirmError> {
         let mut tx = self.store.begin_claim().await?;
         let job = self
-            .require_settleable_job(&mut tx, id, resolution == Resolution::Rerun)
+            .require_settleable_job(tx.connection(), id, resolution == Resolution::Rerun)
             .await?;
         let settled = job.status == JobStatus::InDoubt
             && match resolution {
                 Resolution::Happened => {
-                    record_applied(&mut tx, &job, HAPPENED_BY_PERSON, now).await?
+                    record_applied(tx.connection(), &job, HAPPENED_BY_PERSON, now).await?
                 }
                 Resolution::Rerun => {
-                    jobs::transition(&mut tx, id, JobEvent::DueAgain, None, 0, now)
+                    jobs::transition(tx.connection(), id, JobEvent::DueAgain, None, 0, now)
                         .await?
                         .is_some()
                 }
@@ -867,7 +889,7 @@ impl Engine {
                 format!("job {id} is {}, not in doubt", job.status.label()),
             ));
         }
-        let job = self.require_job(&mut tx, id).await?;
+        let job = self.require_job(tx.connection(), id).await?;
         tx.commit().await?;
         tracing::info!(?resolution, "job in doubt settled by a person");
         Ok(job)
@@ -896,16 +918,16 @@ impl Engine {
     ) -> Result<Job, ConfirmError> {
         let mut tx = self.store.begin_claim().await?;
         let job = self
-            .require_settleable_job(&mut tx, id, event == JobEvent::Retry)
+            .require_settleable_job(tx.connection(), id, event == JobEvent::Retry)
             .await?;
-        let moved = jobs::transition(&mut tx, id, event, None, extra_attempts, now).await?;
+        let moved = jobs::transition(tx.connection(), id, event, None, extra_attempts, now).await?;
         if moved.is_none() {
             return Err(ConfirmError::conflict(
                 ConflictKind::NotFailed,
                 format!("job {id} is {}, not failed", job.status.label()),
             ));
         }
-        let job = self.require_job(&mut tx, id).await?;
+        let job = self.require_job(tx.connection(), id).await?;
         tx.commit().await?;
         tracing::info!(status = %job.status, "failed job settled by a person");
         Ok(job)

@@ -53,7 +53,9 @@
 //!     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
 //!     let now = OffsetDateTime::now_utc();
 //!     let policy = AgentPolicy::new(["ops"]);
-//!     agents::upsert(&mut *store.pool().acquire().await?, "ops-agent", &policy, now).await?;
+//!     let mut tx = store.begin_write().await?;
+//!     agents::upsert(tx.connection(), "ops-agent", &policy, now).await?;
+//!     tx.commit().await?;
 //!
 //!     let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
 //!         "name": "ping", "input": {}}]))?;
@@ -121,10 +123,6 @@ pub use scheduler::{
 };
 pub use session::{SESSION_THREAD_PREFIX, session_of, session_thread};
 pub use simple::{HostError, IntoToolOutcome, SimpleHost};
-/// The SQL toolkit the engine runs on: a host's handlers and resolver work on its
-/// [`AnyConnection`](sqlx::AnyConnection), and a service uses this very version
-/// rather than declaring its own.
-pub use sqlx;
 pub use strategy::{
     AutoApprove, ConfirmationDetails, ConfirmationStrategy, DeferToChangeSet, Delegated,
     NonInteractive,
@@ -212,7 +210,7 @@ impl Engine {
             })
             .collect();
         let recorded = {
-            let mut conn = self.store.pool().acquire().await?;
+            let mut conn = self.store.read_connection().await?;
             host_tools::for_host(&mut conn, self.host.name()).await?
         };
         let unchanged = |tool: &host_tools::ListedTool<'_>| {
@@ -225,7 +223,7 @@ impl Engine {
             return Ok(());
         }
         let mut tx = self.store.begin_write().await?;
-        host_tools::record_own_catalog(&mut tx, self.host.name(), &listed, now).await?;
+        host_tools::record_own_catalog(tx.connection(), self.host.name(), &listed, now).await?;
         tx.commit().await?;
         tracing::info!(tools = listed.len(), "host catalog recorded");
         Ok(())

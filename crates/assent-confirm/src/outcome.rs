@@ -159,11 +159,10 @@ impl ConfirmationService {
         Ok(outcome)
     }
 
-    async fn connection(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>, ConfirmError> {
+    async fn connection(&self) -> Result<assent_store::ReadConnection, ConfirmError> {
         self.engine
             .store()
-            .pool()
-            .acquire()
+            .read_connection()
             .await
             .map_err(ConfirmError::from)
     }

@@ -87,22 +87,22 @@ impl Engine {
         let rule = change.rule()?;
         let tool = rule.pattern().to_owned();
         let mut tx = self.store.begin_write().await?;
-        let Some(mut changed) = agents::set_rule(&mut tx, agent, rule, now).await? else {
+        let Some(mut changed) = agents::set_rule(tx.connection(), agent, rule, now).await? else {
             return Err(ConfirmError::UnknownAgent(agent.to_owned()));
         };
-        changed |= agents::remove_shadow_rule(&mut tx, agent, &tool, now).await?;
+        changed |= agents::remove_shadow_rule(tx.connection(), agent, &tool, now).await?;
         if let Some(needed) = change.approvals {
-            changed |= agents::set_approvals_needed(&mut tx, agent, &tool, needed, now)
+            changed |= agents::set_approvals_needed(tx.connection(), agent, &tool, needed, now)
                 .await?
                 .unwrap_or(false);
         }
         if change.action == RuleAction::Allow {
             // Allowing a tool again accepts its current definition: one that changed
             // after it was first seen is asked about until a person does.
-            changed |= host_tools::accept(&mut tx, agent, &tool).await? > 0;
+            changed |= host_tools::accept(tx.connection(), agent, &tool).await? > 0;
         }
         if changed && let Some(by) = change.by.as_deref() {
-            agents::record_changed_by(&mut tx, agent, by, now).await?;
+            agents::record_changed_by(tx.connection(), agent, by, now).await?;
         }
         tx.commit().await?;
         tracing::info!(changed, "rule set");

@@ -217,7 +217,7 @@ impl Scheduler {
             args: item.args.clone(),
         };
         let grant = {
-            let mut conn = self.engine.store().pool().acquire().await?;
+            let mut conn = self.engine.store().read_connection().await?;
             delegation::covering_grant(
                 &mut conn,
                 &set.agent_id,
@@ -462,7 +462,7 @@ impl Scheduler {
             call_pattern: None,
         };
         let mut tx = self.engine.store().begin_write().await?;
-        delegation::insert_grant(&mut tx, &grant, now).await?;
+        delegation::insert_grant(tx.connection(), &grant, now).await?;
         tx.commit().await?;
         tracing::info!(grant = %grant.id, "standing grant stored");
         Ok(())
@@ -479,7 +479,7 @@ impl Scheduler {
         let mut tx = self.engine.store().begin_write().await?;
         let record = attribution.record(set.id, index, &set.items[index].tool_name, now);
         delegation::record(
-            &mut tx,
+            tx.connection(),
             &Delegation {
                 reason: reason.map(str::to_owned),
                 ..record

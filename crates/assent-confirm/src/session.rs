@@ -72,7 +72,7 @@ impl ConfirmationService {
             ..grant
         };
         let mut tx = self.engine.store().begin_write().await?;
-        delegation::insert_grant(&mut tx, &grant, now).await?;
+        delegation::insert_grant(tx.connection(), &grant, now).await?;
         tx.commit().await?;
         tracing::info!(grant = %grant.id, session = ?grant.session_id, "session grant stored");
         Ok((outcome, grant))
@@ -87,7 +87,7 @@ impl ConfirmationService {
         pattern: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<Grant, ConfirmError> {
-        let mut conn = self.engine.store().pool().acquire().await?;
+        let mut conn = self.engine.store().read_connection().await?;
         let set = change_sets::load(&mut conn, change_set_id)
             .await?
             .ok_or(ConfirmError::ChangeSetNotFound(change_set_id))?;

@@ -329,7 +329,7 @@ mod tests {
             .await
             .expect("engine");
         let now = OffsetDateTime::now_utc();
-        let mut conn = store.pool().acquire().await.expect("connection");
+        let mut conn = store.read_connection().await.expect("connection");
         agents::upsert(&mut conn, "scribe", &AgentPolicy::new(["notes"]), now)
             .await
             .expect("agent");
@@ -351,7 +351,13 @@ mod tests {
 
     async fn body(store: &Store) -> String {
         sqlx::query_scalar("SELECT body FROM notes WHERE id = 'n1'")
-            .fetch_one(store.pool())
+            .fetch_one(
+                store
+                    .read_connection()
+                    .await
+                    .expect("a read connection")
+                    .connection(),
+            )
             .await
             .expect("body")
     }
@@ -433,11 +439,17 @@ mod tests {
             );
             let kinds: Vec<String> =
                 sqlx::query_scalar("SELECT kind FROM audit_records ORDER BY id")
-                    .fetch_all(store.pool())
+                    .fetch_all(
+                        store
+                            .read_connection()
+                            .await
+                            .expect("a read connection")
+                            .connection(),
+                    )
                     .await
                     .expect("records");
             assert_eq!(kinds, ["action", "result"], "idempotent: {idempotent}");
-            let mut conn = store.pool().acquire().await.expect("connection");
+            let mut conn = store.read_connection().await.expect("connection");
             let report = assent_store::proof::verify(&mut conn, &Default::default())
                 .await
                 .expect("verified");
@@ -473,7 +485,7 @@ mod tests {
         );
         let run = engine.run_due_jobs(now).await.expect("runs");
         assert_eq!((run.claimed, run.applied), (1, 1), "{run:?}");
-        let mut conn = store.pool().acquire().await.expect("connection");
+        let mut conn = store.read_connection().await.expect("connection");
         let job = assent_store::jobs::for_item(&mut conn, set.id, 0)
             .await
             .expect("read")
@@ -507,7 +519,7 @@ mod tests {
             other => panic!("expected a handler failure, got {other:?}"),
         }
         assert_eq!(body(&store).await, "draft");
-        let mut conn = store.pool().acquire().await.expect("connection");
+        let mut conn = store.read_connection().await.expect("connection");
         let set = change_sets::load(&mut conn, set.id)
             .await
             .expect("read")
@@ -546,7 +558,13 @@ mod tests {
                 .expect("opens, and opens again");
         }
         sqlx::query("INSERT INTO tags VALUES ('n1')")
-            .execute(store.pool())
+            .execute(
+                store
+                    .read_connection()
+                    .await
+                    .expect("a read connection")
+                    .connection(),
+            )
             .await
             .expect("the second migration ran");
     }

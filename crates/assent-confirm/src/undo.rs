@@ -32,7 +32,7 @@ impl ConfirmationService {
         } = item;
         let engine = &self.engine;
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let set = change_sets::require(&mut tx, change_set_id).await?;
+        let set = change_sets::require(tx.connection(), change_set_id).await?;
         let Some(item) = set.items.get(index) else {
             return Err(ConfirmError::ItemNotFound {
                 change_set_id,
@@ -40,7 +40,7 @@ impl ConfirmationService {
                 len: set.items.len(),
             });
         };
-        let outcome = read_outcome(&mut tx, change_set_id).await?;
+        let outcome = read_outcome(tx.connection(), change_set_id).await?;
         let ran = &outcome.items[index];
         let applied = item.status == ChangeItemStatus::Confirmed
             && match &ran.run {
@@ -48,7 +48,7 @@ impl ConfirmationService {
                 None => ran.result.is_some(),
             };
         let (Some(decision), true) = (
-            assent_store::decisions::for_change_set(&mut tx, change_set_id)
+            assent_store::decisions::for_change_set(tx.connection(), change_set_id)
                 .await?
                 .into_iter()
                 .rev()
@@ -66,7 +66,7 @@ impl ConfirmationService {
                 ),
             ));
         };
-        let served = jobs::served_item(&mut tx, change_set_id, index).await?;
+        let served = jobs::served_item(tx.connection(), change_set_id, index).await?;
         if let Some(host) = served.and_then(|s| s.host)
             && host != engine.host.name()
         {
@@ -102,7 +102,12 @@ impl ConfirmationService {
                 problems: e.to_string(),
             })?;
         let target = set.target();
-        let state = engine.host.snapshot(&mut tx, &target).await.ok().flatten();
+        let state = engine
+            .host
+            .snapshot(tx.connection(), &target)
+            .await
+            .ok()
+            .flatten();
         let context = state.as_deref().map(|s| s as &dyn SummaryContext);
         let summary = format!("Undo: {}", reverse.summarize(&args, context));
         let before = state.as_ref().and_then(|s| s.before(&tool, &args));
@@ -122,13 +127,13 @@ impl ConfirmationService {
             created_at: now,
         })?;
         undo.vector_clock.tick(engine.store.device_id());
-        change_sets::insert_served(&mut tx, &undo, Some(engine.host.name()), now).await?;
+        change_sets::insert_served(tx.connection(), &undo, Some(engine.host.name()), now).await?;
         let link = Undoes {
             change_set_id,
             item_index: index,
             operation_id: operation.as_str().to_owned(),
         };
-        change_sets::set_undoes(&mut tx, undo.id, &link).await?;
+        change_sets::set_undoes(tx.connection(), undo.id, &link).await?;
         tx.commit().await?;
         tracing::info!(undo = %undo.id, "undo proposed for review");
         Ok(undo)

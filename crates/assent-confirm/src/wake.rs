@@ -7,7 +7,7 @@ use crate::{ConfirmError, Effect, Engine, LocalCall};
 use assent_changeset::{CallPlan, ChangeSetBuilder, PlannerConfig, ToolCall, WakePlanner, reply};
 use assent_domain::{ChangeSet, OperationId, Target};
 use assent_store::{
-    AnyConnection, agents, change_sets, decisions, jobs, operations,
+    AnyConnection, WriteTx, agents, change_sets, decisions, jobs, operations,
     plan::{PlannedAudits, WritePlan},
 };
 use assent_tools::{AgentPolicy, CallContext, ExecutionTarget, TargetCategory, ToolInvocation};
@@ -110,10 +110,10 @@ impl WakeService {
         // and outbox rows, applied operations): on PostgreSQL it locks that target, so
         // wakes and decisions on other targets run side by side.
         let mut tx = engine.store.begin_write_on(&request.target).await?;
-        let (policy, settings) = agents::rules_at(&mut tx, &request.agent_id, now)
+        let (policy, settings) = agents::rules_at(tx.connection(), &request.agent_id, now)
             .await?
             .ok_or_else(|| ConfirmError::UnknownAgent(request.agent_id.clone()))?;
-        let snapshot = match engine.host.snapshot(&mut tx, &request.target).await {
+        let snapshot = match engine.host.snapshot(tx.connection(), &request.target).await {
             Ok(Some(snapshot)) => Some(snapshot),
             Ok(None) => return Err(ConfirmError::UnknownTarget(request.target.clone())),
             Err(error) => {
@@ -124,7 +124,7 @@ impl WakeService {
         let category = match engine
             .host
             .resolver()
-            .category_of(&mut tx, &request.target)
+            .category_of(tx.connection(), &request.target)
             .await
         {
             Ok(Some(category)) => TargetCategory::Known(category),
@@ -158,7 +158,7 @@ impl WakeService {
             // target is that agent's own proposal (its own rules, its own person), never
             // dropped as this one's.
             let pending = change_sets::pending(
-                &mut tx,
+                tx.connection(),
                 &change_sets::PendingFilter {
                     target: Some(request.target.clone()),
                     agent_id: Some(request.agent_id.clone()),
@@ -167,7 +167,7 @@ impl WakeService {
             )
             .await?;
             let recent = decisions::recent(
-                &mut tx,
+                tx.connection(),
                 &request.agent_id,
                 Some(&request.target),
                 REJECTION_LOOKBACK,
@@ -228,10 +228,11 @@ impl WakeService {
                 item.approvals_needed = (needed > 1).then_some(needed);
             }
             set.vector_clock.tick(self.engine.store.device_id());
-            change_sets::insert_served(&mut tx, set, Some(self.engine.host.name()), now).await?;
-            self.mark_external_items(&mut tx, set).await?;
+            change_sets::insert_served(tx.connection(), set, Some(self.engine.host.name()), now)
+                .await?;
+            self.mark_external_items(tx.connection(), set).await?;
         }
-        written.apply(&mut tx, now).await?;
+        written.apply(tx.connection(), now).await?;
         tx.commit().await?;
         let mut responses = Vec::with_capacity(answers.len());
         for (tool_call_id, lines) in answers {
@@ -282,7 +283,7 @@ impl WakeService {
     /// savepoint so a failing host leaves nothing half-written.
     async fn handle_local_once(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut WriteTx,
         request: &WakeRequest,
         tool_name: &str,
         args: &Value,
@@ -291,7 +292,7 @@ impl WakeService {
         let target = &request.target;
         let operation_id =
             OperationId::derive(&request.run_key, tool_name, args, &[target.id.as_str()]);
-        if let Some(reply) = operations::applied(conn, &operation_id).await? {
+        if let Some(reply) = operations::applied(tx.connection(), &operation_id).await? {
             return Ok(reply);
         }
         let call = LocalCall {
@@ -301,25 +302,28 @@ impl WakeService {
             args,
             now,
         };
-        sqlx::query("SAVEPOINT assent_local")
-            .execute(&mut *conn)
-            .await?;
-        match self.engine.host.handle_local(conn, call).await {
+        let mut local = tx.savepoint().await?;
+        match self
+            .engine
+            .host
+            .handle_local(local.connection(), call)
+            .await
+        {
             Ok(reply) => {
-                sqlx::query("RELEASE assent_local")
-                    .execute(&mut *conn)
-                    .await?;
-                operations::record_applied(conn, &operation_id, tool_name, target, &reply, now)
-                    .await?;
+                local.release().await?;
+                operations::record_applied(
+                    tx.connection(),
+                    &operation_id,
+                    tool_name,
+                    target,
+                    &reply,
+                    now,
+                )
+                .await?;
                 Ok(reply)
             }
             Err(error) => {
-                sqlx::query("ROLLBACK TO assent_local")
-                    .execute(&mut *conn)
-                    .await?;
-                sqlx::query("RELEASE assent_local")
-                    .execute(&mut *conn)
-                    .await?;
+                local.rollback().await?;
                 Ok(format!("Error: {tool_name} failed: {error}."))
             }
         }
@@ -330,7 +334,7 @@ impl WakeService {
     #[allow(clippy::too_many_arguments)]
     async fn execute_now(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut WriteTx,
         policy: &AgentPolicy,
         request: &WakeRequest,
         invocations: Vec<(String, Value)>,
@@ -390,7 +394,7 @@ impl WakeService {
             // transaction (it would hold the writer lock for as long as the call
             // takes): admitted and audited here, called after the commit.
             let outcome = if let Some(intent) = external_intent(engine.host.effect(&tool_name)) {
-                match executor.admit(conn, &execution, intent).await? {
+                match executor.admit(tx.connection(), &execution, intent).await? {
                     Admission::Settled(outcome) => outcome,
                     Admission::Run(_) => {
                         lines.push(Line::Outside(Box::new(execution.invocation)));
@@ -398,7 +402,7 @@ impl WakeService {
                     }
                 }
             } else {
-                executor.execute(conn, execution).await?
+                executor.execute(tx, execution).await?
             };
             lines.push(Line::Said(said(&tool_name, outcome)));
         }
@@ -426,7 +430,7 @@ impl WakeService {
             return Ok(reply::unknown_tool(&tool_name));
         };
         let limit = std::time::Duration::try_from(engine.jobs.lease).unwrap_or_default();
-        let mut conn = engine.store.pool().acquire().await?;
+        let mut conn = engine.store.read_connection().await?;
         let called =
             tokio::time::timeout(limit, CatchUnwind(handler.execute(&mut conn, &invocation))).await;
         drop(conn);
@@ -462,11 +466,11 @@ impl WakeService {
         let mut tx = engine.store.begin_write_on(target).await?;
         let intent = external_intent(engine.host.effect(&tool_name)).unwrap_or(Intent::Before);
         let outcome = executor
-            .conclude(&mut tx, &execution, result, intent)
+            .conclude(tx.connection(), &execution, result, intent)
             .await?;
         let mut written = WritePlan::default();
         audits.drain_into(&mut written)?;
-        written.apply(&mut tx, now).await?;
+        written.apply(tx.connection(), now).await?;
         tx.commit().await?;
         Ok(said(&tool_name, outcome))
     }

@@ -227,12 +227,15 @@ pub async fn record_ran(
         allowed_by: None,
     };
     let mut tx = store.begin_write().await?;
-    if agents::policy(&mut tx, &options.agent).await?.is_none() {
+    if agents::policy(tx.connection(), &options.agent)
+        .await?
+        .is_none()
+    {
         return Err(HookError::Confirm(
             assent_confirm::ConfirmError::UnknownAgent(options.agent.clone()),
         ));
     }
-    audit::insert(&mut tx, &record).await?;
+    audit::insert(tx.connection(), &record).await?;
     tx.commit().await?;
     tracing::info!("what ran is in the audit trail");
     Ok(())
@@ -244,11 +247,7 @@ pub async fn record_ran(
 async fn engine(store: &Store, options: &HookOptions, tool: &str) -> Result<Engine, HookError> {
     let host_name = hook_host(&options.agent);
     let mut names: BTreeSet<String> = {
-        let mut conn = store
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?;
+        let mut conn = store.read_connection().await?;
         host_tools::for_host(&mut conn, &host_name)
             .await?
             .into_iter()
@@ -297,12 +296,7 @@ async fn released_to_retry(
     event: &HookEvent,
 ) -> Result<Option<Uuid>, HookError> {
     let approved = {
-        let mut conn = engine
-            .store()
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?;
+        let mut conn = engine.store().read_connection().await?;
         jobs::approved_of(&mut conn, engine.host().name(), &options.agent, target).await?
     };
     let wanted = canonical_json(&event.tool_input);
@@ -326,11 +320,7 @@ async fn waiting(
     target: &Target,
     event: &HookEvent,
 ) -> Result<Option<(Uuid, usize)>, HookError> {
-    let mut conn = store
-        .pool()
-        .acquire()
-        .await
-        .map_err(assent_store::StoreError::from)?;
+    let mut conn = store.read_connection().await?;
     let sets = change_sets::pending(
         &mut conn,
         &change_sets::PendingFilter {
@@ -368,14 +358,10 @@ async fn wait_for(
     let deadline = Instant::now() + options.wait;
     {
         // For reviewers' screens only ("the agent waits 42 s more").
-        let mut conn = engine
-            .store()
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?;
+        let mut tx = engine.store().begin_write().await?;
         let until = OffsetDateTime::now_utc() + options.wait;
-        assent_store::waits::record(&mut conn, set, until).await?;
+        assent_store::waits::record(tx.connection(), set, until).await?;
+        tx.commit().await?;
     }
     let confirmations = engine.confirmations();
     loop {

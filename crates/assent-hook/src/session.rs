@@ -33,7 +33,7 @@ pub(crate) async fn granted(
     // before it is seen, and one after it finds the run already recorded.
     let mut tx = engine.store().begin_write_on(target).await?;
     let Some(grant) = delegation::covering_session_grant(
-        &mut tx,
+        tx.connection(),
         agent,
         session,
         &event.tool_name,
@@ -44,7 +44,7 @@ pub(crate) async fn granted(
     else {
         return Ok(None);
     };
-    let Some((policy, settings)) = agents::rules_at(&mut tx, agent, now).await? else {
+    let Some((policy, settings)) = agents::rules_at(tx.connection(), agent, now).await? else {
         return Ok(None);
     };
     let Some(spec) = engine.registry().get(&event.tool_name) else {

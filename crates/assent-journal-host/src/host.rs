@@ -310,8 +310,8 @@ mod tests {
         let db = TestDb::open().await;
         let mut tx = db.store.begin_write().await.expect("tx");
         let host = JournalHost::new(HOST);
-        let seeded = seed(&mut tx, "t1").await;
-        seed(&mut tx, "t2").await;
+        let seeded = seed(tx.connection(), "t1").await;
+        seed(tx.connection(), "t2").await;
         let item = seeded.checklist[0].id.clone();
         let steps: Vec<(&str, Value, &str)> = vec![
             (
@@ -386,7 +386,9 @@ mod tests {
             ),
         ];
         for (i, (tool, args, message)) in steps.into_iter().enumerate() {
-            let outcome = call(&host, &mut tx, tool, "t1", args).await.expect(tool);
+            let outcome = call(&host, tx.connection(), tool, "t1", args)
+                .await
+                .expect(tool);
             assert_eq!(
                 outcome,
                 ToolOutcome {
@@ -395,12 +397,14 @@ mod tests {
                 },
                 "{tool}"
             );
-            let clock = task_vector_clock(&mut tx, "t1")
+            let clock = task_vector_clock(tx.connection(), "t1")
                 .await
                 .expect("clock")
                 .expect("exists");
             assert_eq!(clock.get(HOST), i as u64 + 2, "{tool} ticks the clock once");
-            let pending = outbox::undelivered(&mut tx, 100).await.expect("outbox");
+            let pending = outbox::undelivered(tx.connection(), 100)
+                .await
+                .expect("outbox");
             let t1: Vec<_> = pending.iter().filter(|m| m.entity_id == "t1").collect();
             assert_eq!(t1.len(), 1, "{tool}: one pending message for the task");
             assert_eq!(t1[0].entity_type, crate::TASK_ENTITY);
@@ -408,7 +412,7 @@ mod tests {
             assert_eq!(pending.len(), 2, "{tool}: t2's message is untouched");
         }
 
-        let task = load_task(&mut tx, "t1")
+        let task = load_task(tx.connection(), "t1")
             .await
             .expect("loads")
             .expect("exists");
@@ -435,15 +439,18 @@ mod tests {
                 ("Write test", false)
             ]
         );
-        let payload = &outbox::undelivered(&mut tx, 100).await.expect("outbox")[0].payload;
+        let payload = &outbox::undelivered(tx.connection(), 100)
+            .await
+            .expect("outbox")[0]
+            .payload;
         assert_eq!(payload["title"], "Fix the login bug");
         assert_eq!(payload["statusReason"], Value::Null);
         let updated_at: String = sqlx::query_scalar("SELECT updated_at FROM tasks WHERE id = 't1'")
-            .fetch_one(&mut *tx)
+            .fetch_one(tx.connection())
             .await
             .expect("updated_at");
         assert_eq!(updated_at, timefmt::format(NOW + Duration::minutes(5)));
-        let untouched = load_task(&mut tx, "t2")
+        let untouched = load_task(tx.connection(), "t2")
             .await
             .expect("loads")
             .expect("exists");
@@ -455,10 +462,10 @@ mod tests {
         let db = TestDb::open().await;
         let mut tx = db.store.begin_write().await.expect("tx");
         let host = JournalHost::new(HOST);
-        seed(&mut tx, "t1").await;
+        seed(tx.connection(), "t1").await;
         call(
             &host,
-            &mut tx,
+            tx.connection(),
             tool::SET_TASK_STATUS,
             "t1",
             json!({"status": "ON HOLD", "reason": " vacation "}),
@@ -467,11 +474,13 @@ mod tests {
         .expect("applied");
         let reason: Option<String> =
             sqlx::query_scalar("SELECT status_reason FROM tasks WHERE id = 't1'")
-                .fetch_one(&mut *tx)
+                .fetch_one(tx.connection())
                 .await
                 .expect("reason");
         assert_eq!(reason.as_deref(), Some("vacation"));
-        let pending = outbox::undelivered(&mut tx, 10).await.expect("outbox");
+        let pending = outbox::undelivered(tx.connection(), 10)
+            .await
+            .expect("outbox");
         assert_eq!(pending[0].payload["statusReason"], "vacation");
         assert_eq!(pending[0].payload["status"], "ON HOLD");
     }
@@ -481,18 +490,20 @@ mod tests {
         let db = TestDb::open().await;
         let mut tx = db.store.begin_write().await.expect("tx");
         let host = JournalHost::new(HOST);
-        let seeded = seed(&mut tx, "t1").await;
+        let seeded = seed(tx.connection(), "t1").await;
         let item = seeded.checklist[0].id.clone();
         call(
             &host,
-            &mut tx,
+            tx.connection(),
             tool::ASSIGN_TASK_LABEL,
             "t1",
             json!({"label": "Bug"}),
         )
         .await
         .expect("assigned");
-        let before = task_vector_clock(&mut tx, "t1").await.expect("clock");
+        let before = task_vector_clock(tx.connection(), "t1")
+            .await
+            .expect("clock");
         let cases: Vec<(&str, Value, &str)> = vec![
             (
                 tool::ASSIGN_TASK_LABEL,
@@ -516,7 +527,9 @@ mod tests {
             ),
         ];
         for (tool, args, message) in cases {
-            let outcome = call(&host, &mut tx, tool, "t1", args).await.expect(tool);
+            let outcome = call(&host, tx.connection(), tool, "t1", args)
+                .await
+                .expect(tool);
             assert_eq!(
                 outcome,
                 ToolOutcome {
@@ -527,10 +540,12 @@ mod tests {
             );
         }
         assert_eq!(
-            task_vector_clock(&mut tx, "t1").await.expect("clock"),
+            task_vector_clock(tx.connection(), "t1")
+                .await
+                .expect("clock"),
             before
         );
-        let labels = load_task(&mut tx, "t1")
+        let labels = load_task(tx.connection(), "t1")
             .await
             .expect("loads")
             .expect("exists")
@@ -543,9 +558,9 @@ mod tests {
         let db = TestDb::open().await;
         let mut tx = db.store.begin_write().await.expect("tx");
         let host = JournalHost::new(HOST);
-        seed(&mut tx, "t1").await;
-        seed(&mut tx, "other").await;
-        let other_item = load_task(&mut tx, "other")
+        seed(tx.connection(), "t1").await;
+        seed(tx.connection(), "other").await;
+        let other_item = load_task(tx.connection(), "other")
             .await
             .expect("loads")
             .expect("exists")
@@ -556,7 +571,7 @@ mod tests {
         let missing = failure(
             call(
                 &host,
-                &mut tx,
+                tx.connection(),
                 tool::UPDATE_CHECKLIST_ITEM,
                 "t1",
                 json!({"id": "nope", "isChecked": true}),
@@ -568,7 +583,7 @@ mod tests {
         let foreign = failure(
             call(
                 &host,
-                &mut tx,
+                tx.connection(),
                 tool::UPDATE_CHECKLIST_ITEM,
                 "t1",
                 json!({"id": other_item, "isChecked": true}),
@@ -583,7 +598,7 @@ mod tests {
             failure(
                 call(
                     &host,
-                    &mut tx,
+                    tx.connection(),
                     tool::SET_TASK_TITLE,
                     "ghost",
                     json!({"title": "x"})
@@ -661,13 +676,13 @@ mod tests {
             ),
         ];
         for (tool, args, expected) in bad {
-            let message = failure(call(&host, &mut tx, tool, "t1", args).await);
+            let message = failure(call(&host, tx.connection(), tool, "t1", args).await);
             assert!(message.starts_with(expected), "{tool}: {message}");
         }
         let handler = host.handler(tool::SET_TASK_TITLE).expect("handler");
         let wrong = handler
             .execute(
-                &mut tx,
+                tx.connection(),
                 &invocation(tool::SET_TASK_STATUS, "t1", json!({"status": "OPEN"}), 0),
             )
             .await;
@@ -675,9 +690,15 @@ mod tests {
             failure(wrong),
             "the handler of set_task_title was called for set_task_status"
         );
-        let err = call(&host, &mut tx, tool::SET_TASK_TITLE, "t1", json!({}))
-            .await
-            .expect_err("fails");
+        let err = call(
+            &host,
+            tx.connection(),
+            tool::SET_TASK_TITLE,
+            "t1",
+            json!({}),
+        )
+        .await
+        .expect_err("fails");
         assert_eq!(
             err.to_string(),
             "set_task_title failed: missing argument `title`"
@@ -685,7 +706,7 @@ mod tests {
 
         // Nothing above changed t1.
         assert_eq!(
-            task_vector_clock(&mut tx, "t1")
+            task_vector_clock(tx.connection(), "t1")
                 .await
                 .expect("clock")
                 .expect("exists")
@@ -699,9 +720,9 @@ mod tests {
         let db = TestDb::open().await;
         let mut tx = db.store.begin_write().await.expect("tx");
         let host = JournalHost::new(HOST);
-        let seeded = seed(&mut tx, "t1").await;
+        let seeded = seed(tx.connection(), "t1").await;
         create_task(
-            &mut tx,
+            tx.connection(),
             "plain",
             &NewTask {
                 title: "No category".into(),
@@ -714,37 +735,43 @@ mod tests {
         .expect("created");
         let resolver = host.resolver();
         assert_eq!(
-            resolver.category_of(&mut tx, &task_target("t1")).await,
+            resolver
+                .category_of(tx.connection(), &task_target("t1"))
+                .await,
             Ok(Some("work".to_owned()))
         );
         assert_eq!(
-            resolver.category_of(&mut tx, &task_target("plain")).await,
+            resolver
+                .category_of(tx.connection(), &task_target("plain"))
+                .await,
             Ok(None)
         );
         assert_eq!(
-            resolver.category_of(&mut tx, &task_target("ghost")).await,
+            resolver
+                .category_of(tx.connection(), &task_target("ghost"))
+                .await,
             Ok(None)
         );
         let clock = resolver
-            .vector_clock_of(&mut tx, &task_target("t1"))
+            .vector_clock_of(tx.connection(), &task_target("t1"))
             .await
             .expect("clock")
             .expect("exists");
         assert_eq!(clock.get(HOST), 1);
         assert_eq!(
             resolver
-                .vector_clock_of(&mut tx, &task_target("ghost"))
+                .vector_clock_of(tx.connection(), &task_target("ghost"))
                 .await,
             Ok(None)
         );
         let state = host
-            .snapshot(&mut tx, &task_target("t1"))
+            .snapshot(tx.connection(), &task_target("t1"))
             .await
             .expect("loads")
             .expect("exists");
         assert_eq!(format!("{state:?}"), format!("{seeded:?}"));
         assert!(
-            host.snapshot(&mut tx, &task_target("ghost"))
+            host.snapshot(tx.connection(), &task_target("ghost"))
                 .await
                 .expect("loads")
                 .is_none()
@@ -752,12 +779,15 @@ mod tests {
         // A target of another kind is no task of the journal.
         let other = Target::new("invoice", "t1");
         assert!(
-            host.snapshot(&mut tx, &other)
+            host.snapshot(tx.connection(), &other)
                 .await
                 .expect("loads")
                 .is_none()
         );
-        assert_eq!(resolver.category_of(&mut tx, &other).await, Ok(None));
+        assert_eq!(
+            resolver.category_of(tx.connection(), &other).await,
+            Ok(None)
+        );
     }
 
     #[tokio::test]
@@ -765,9 +795,9 @@ mod tests {
         let db = TestDb::open().await;
         let host = JournalHost::new(HOST);
         let mut tx = db.store.begin_write().await.expect("tx");
-        seed(&mut tx, "t1").await;
+        seed(tx.connection(), "t1").await;
         tx.commit().await.expect("committed");
-        let mut conn = db.store.pool().acquire().await.expect("conn");
+        let mut conn = db.store.read_connection().await.expect("conn");
         let sent: Vec<i64> = outbox::undelivered(&mut conn, 10)
             .await
             .expect("outbox")
@@ -779,7 +809,7 @@ mod tests {
         let mut tx = db.store.begin_write().await.expect("tx");
         call(
             &host,
-            &mut tx,
+            tx.connection(),
             tool::SET_TASK_TITLE,
             "t1",
             json!({"title": "Renamed"}),
@@ -789,20 +819,22 @@ mod tests {
         tx.rollback().await.expect("rolled back");
 
         let mut tx = db.store.begin_write().await.expect("tx");
-        let task = load_task(&mut tx, "t1")
+        let task = load_task(tx.connection(), "t1")
             .await
             .expect("loads")
             .expect("exists");
         assert_eq!(task.title, "Fix login bug");
         assert_eq!(
-            task_vector_clock(&mut tx, "t1")
+            task_vector_clock(tx.connection(), "t1")
                 .await
                 .expect("clock")
                 .expect("exists")
                 .get(HOST),
             1
         );
-        let pending = outbox::undelivered(&mut tx, 10).await.expect("outbox");
+        let pending = outbox::undelivered(tx.connection(), 10)
+            .await
+            .expect("outbox");
         assert_eq!(pending.iter().map(|m| m.id).collect::<Vec<_>>(), sent);
         assert_eq!(pending[0].payload["title"], "Fix login bug");
     }
@@ -826,14 +858,14 @@ mod tests {
         let second = json!({"markdown": "# Findings\nLogin fails on Safari."});
         for args in [&first, &second] {
             let reply = host
-                .handle_local(&mut tx, local(&t1, tool::UPDATE_REPORT, args))
+                .handle_local(tx.connection(), local(&t1, tool::UPDATE_REPORT, args))
                 .await;
             assert_eq!(reply.as_deref(), Ok("Report updated."));
         }
         let reports: Vec<String> = sqlx::query_scalar(
             "SELECT markdown FROM agent_reports WHERE agent_id = 'agent' AND task_id = 't1'",
         )
-        .fetch_all(&mut *tx)
+        .fetch_all(tx.connection())
         .await
         .expect("reports");
         assert_eq!(reports, ["# Findings\nLogin fails on Safari."]);
@@ -842,19 +874,19 @@ mod tests {
             json!({"observations": ["User prefers short titles", "  ", "Deadline is firm"]});
         let reply = host
             .handle_local(
-                &mut tx,
+                tx.connection(),
                 local(&t1, tool::RECORD_OBSERVATIONS, &observations),
             )
             .await;
         assert_eq!(reply.as_deref(), Ok("Recorded 2 observations."));
         let one = json!({"observations": ["Third"]});
         let reply = host
-            .handle_local(&mut tx, local(&t1, tool::RECORD_OBSERVATIONS, &one))
+            .handle_local(tx.connection(), local(&t1, tool::RECORD_OBSERVATIONS, &one))
             .await;
         assert_eq!(reply.as_deref(), Ok("Recorded 1 observation."));
         let stored: Vec<String> =
             sqlx::query_scalar("SELECT observation FROM agent_observations ORDER BY id")
-                .fetch_all(&mut *tx)
+                .fetch_all(tx.connection())
                 .await
                 .expect("observations");
         assert_eq!(
@@ -864,19 +896,19 @@ mod tests {
 
         let bad = json!({"observations": [1]});
         let reply = host
-            .handle_local(&mut tx, local(&t1, tool::RECORD_OBSERVATIONS, &bad))
+            .handle_local(tx.connection(), local(&t1, tool::RECORD_OBSERVATIONS, &bad))
             .await;
         assert_eq!(
             reply,
             Err("argument `observations` must hold strings (got 1)".to_owned())
         );
         let reply = host
-            .handle_local(&mut tx, local(&t1, tool::UPDATE_REPORT, &json!({})))
+            .handle_local(tx.connection(), local(&t1, tool::UPDATE_REPORT, &json!({})))
             .await;
         assert_eq!(reply, Err("missing argument `markdown`".to_owned()));
         let reply = host
             .handle_local(
-                &mut tx,
+                tx.connection(),
                 local(&t1, tool::SET_TASK_TITLE, &json!({"title": "x"})),
             )
             .await;
@@ -885,6 +917,6 @@ mod tests {
             Err("unknown local tool \"set_task_title\"".to_owned())
         );
         // Local tools are not replicated through the outbox.
-        assert_eq!(outbox::count(&mut tx).await.expect("count"), 0);
+        assert_eq!(outbox::count(tx.connection()).await.expect("count"), 0);
     }
 }

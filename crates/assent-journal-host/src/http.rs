@@ -32,7 +32,7 @@ async fn create(
     let id = Uuid::new_v4().to_string();
     let mut tx = store.begin_write().await?;
     let task = create_task(
-        &mut tx,
+        tx.connection(),
         &id,
         &new,
         store.device_id(),
@@ -52,10 +52,9 @@ async fn show(
     let Path(id) = id?;
     let mut conn = engine
         .store()
-        .pool()
-        .acquire()
+        .read_connection()
         .await
-        .map_err(|e| ServerError::Store(e.into()))?;
+        .map_err(ServerError::Store)?;
     let task = load_task(&mut conn, id.trim())
         .await
         .map_err(server_error)?

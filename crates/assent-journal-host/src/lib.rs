@@ -28,13 +28,15 @@
 //!     let store = Store::open("sqlite::memory:").await?;
 //!     let engine = journal_engine(store.clone()).await?;
 //!     assert_eq!(engine.host().name(), "journal");
-//!     let mut conn = store.pool().acquire().await?;
 //!     let task = NewTask {
 //!         title: "Write the report".to_owned(),
 //!         category: Some("work".to_owned()),
 //!         ..NewTask::default()
 //!     };
-//!     create_task(&mut conn, "t1", &task, "laptop", OffsetDateTime::now_utc()).await?;
+//!     let mut tx = store.begin_write().await?;
+//!     create_task(tx.connection(), "t1", &task, "laptop", OffsetDateTime::now_utc()).await?;
+//!     tx.commit().await?;
+//!     let mut conn = store.read_connection().await?;
 //!     let loaded = load_task(&mut conn, "t1").await?.ok_or("no task")?;
 //!     assert_eq!(loaded.title, "Write the report");
 //!     Ok(())

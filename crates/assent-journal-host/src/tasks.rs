@@ -401,7 +401,7 @@ mod tests {
             labels: vec!["frontend".into(), "Bug".into(), "bug".into()],
             checklist: vec!["Reproduce".into(), "Write test".into()],
         };
-        let created = create_task(&mut tx, "t1", &new, "h1", NOW)
+        let created = create_task(tx.connection(), "t1", &new, "h1", NOW)
             .await
             .expect("created");
         assert_eq!(created.title, "Fix login bug");
@@ -416,20 +416,22 @@ mod tests {
         assert!(created.checklist.iter().all(|i| !i.is_checked));
         assert!(uuid::Uuid::parse_str(&created.checklist[0].id).is_ok());
 
-        let loaded = load_task(&mut tx, "t1").await.expect("loads");
+        let loaded = load_task(tx.connection(), "t1").await.expect("loads");
         assert_eq!(loaded.as_ref(), Some(&created));
         let due: String = sqlx::query_scalar("SELECT due_date FROM tasks WHERE id = 't1'")
-            .fetch_one(&mut *tx)
+            .fetch_one(tx.connection())
             .await
             .expect("due date");
         assert_eq!(due, "2026-03-15");
-        let clock = task_vector_clock(&mut tx, "t1")
+        let clock = task_vector_clock(tx.connection(), "t1")
             .await
             .expect("clock")
             .expect("exists");
         assert_eq!(clock.get("h1"), 1);
 
-        let pending = outbox::undelivered(&mut tx, 10).await.expect("outbox");
+        let pending = outbox::undelivered(tx.connection(), 10)
+            .await
+            .expect("outbox");
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].entity_type, crate::TASK_ENTITY);
         assert_eq!(pending[0].entity_id, "t1");
@@ -440,9 +442,14 @@ mod tests {
             serde_json::from_value(pending[0].payload.clone()).expect("snapshot");
         assert_eq!(back, created);
 
-        assert_eq!(load_task(&mut tx, "nope").await.expect("loads"), None);
         assert_eq!(
-            task_vector_clock(&mut tx, "nope").await.expect("reads"),
+            load_task(tx.connection(), "nope").await.expect("loads"),
+            None
+        );
+        assert_eq!(
+            task_vector_clock(tx.connection(), "nope")
+                .await
+                .expect("reads"),
             None
         );
     }
@@ -451,7 +458,7 @@ mod tests {
     async fn defaults() {
         let db = TestDb::open().await;
         let mut tx = db.store.begin_write().await.expect("tx");
-        let created = create_task(&mut tx, "t1", &new_task("Plain"), "h1", NOW)
+        let created = create_task(tx.connection(), "t1", &new_task("Plain"), "h1", NOW)
             .await
             .expect("created");
         assert_eq!(
@@ -516,24 +523,30 @@ mod tests {
             ),
         ];
         for (field, new) in cases {
-            match create_task(&mut tx, "t1", &new, "h1", NOW).await {
+            match create_task(tx.connection(), "t1", &new, "h1", NOW).await {
                 Err(JournalError::InvalidTask { field: f, .. }) => assert_eq!(f, field, "{new:?}"),
                 other => panic!("{field}: expected InvalidTask, got {other:?}"),
             }
         }
         assert!(matches!(
-            create_task(&mut tx, " ", &new_task("t"), "h1", NOW).await,
+            create_task(tx.connection(), " ", &new_task("t"), "h1", NOW).await,
             Err(JournalError::InvalidTask { field: "id", .. })
         ));
         // 500 characters is the limit, not beyond it.
-        create_task(&mut tx, "t1", &new_task(&"é".repeat(500)), "h1", NOW)
-            .await
-            .expect("500 characters are fine");
+        create_task(
+            tx.connection(),
+            "t1",
+            &new_task(&"é".repeat(500)),
+            "h1",
+            NOW,
+        )
+        .await
+        .expect("500 characters are fine");
         assert!(matches!(
-            create_task(&mut tx, "t1", &new_task("again"), "h1", NOW).await,
+            create_task(tx.connection(), "t1", &new_task("again"), "h1", NOW).await,
             Err(JournalError::TaskExists(id)) if id == "t1"
         ));
-        let err = create_task(&mut tx, "t2", &new_task(""), "h1", NOW)
+        let err = create_task(tx.connection(), "t2", &new_task(""), "h1", NOW)
             .await
             .expect_err("blank");
         assert_eq!(err.to_string(), "invalid new task: title must not be blank");
@@ -543,16 +556,16 @@ mod tests {
     async fn rollback_leaves_no_task_and_no_outbox_row() {
         let db = TestDb::open().await;
         let mut tx = db.store.begin_write().await.expect("tx");
-        create_task(&mut tx, "t1", &new_task("Gone"), "h1", NOW)
+        create_task(tx.connection(), "t1", &new_task("Gone"), "h1", NOW)
             .await
             .expect("created");
         tx.rollback().await.expect("rolled back");
 
         let mut tx = db.store.begin_write().await.expect("tx");
-        assert_eq!(load_task(&mut tx, "t1").await.expect("loads"), None);
-        assert_eq!(outbox::count(&mut tx).await.expect("counts"), 0);
+        assert_eq!(load_task(tx.connection(), "t1").await.expect("loads"), None);
+        assert_eq!(outbox::count(tx.connection()).await.expect("counts"), 0);
         let labels: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM checklist_items")
-            .fetch_one(&mut *tx)
+            .fetch_one(tx.connection())
             .await
             .expect("counts");
         assert_eq!(labels, 0);

@@ -142,21 +142,13 @@ impl Gateway {
         if let Some(problem) = crate::config::server_name_problem(&options.server) {
             return Err(McpError::BadServerName(problem));
         }
-        let mut conn = store
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?;
+        let mut conn = store.read_connection().await?;
         let Some(policy) = agents::policy(&mut conn, &options.agent).await? else {
             return Err(McpError::UnknownAgent(options.agent.clone()));
         };
         drop(conn);
         adopt_legacy(&store, &options.agent, &options.server, &prefix, true).await?;
-        let mut conn = store
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?;
+        let mut conn = store.read_connection().await?;
         let tools = upstream.tools();
         let catalog = record_catalog(&mut conn, &options, &prefix, &tools).await?;
         let operator_idempotent = host_tools::idempotent_tools(&mut conn, &options.agent).await?;
@@ -238,11 +230,7 @@ impl Gateway {
             None
         };
         let store = self.engine().store().clone();
-        let mut conn = store
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?;
+        let mut conn = store.read_connection().await?;
         let catalog = match &relisted {
             Some(tools) => record_catalog(&mut conn, &inner.options, &inner.prefix, tools).await?,
             None => {
@@ -439,17 +427,8 @@ impl Gateway {
             }))
     }
 
-    async fn connection(
-        &self,
-    ) -> Result<assent_confirm::sqlx::pool::PoolConnection<assent_confirm::sqlx::Any>, McpError>
-    {
-        Ok(self
-            .engine()
-            .store()
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?)
+    async fn connection(&self) -> Result<assent_store::ReadConnection, McpError> {
+        Ok(self.engine().store().read_connection().await?)
     }
 
     async fn policy(&self) -> Result<assent_tools::AgentPolicy, McpError> {
@@ -917,11 +896,7 @@ impl Gateway {
     async fn decided(&self, set_id: Uuid) -> Result<Option<CallToolResult>, McpError> {
         let engine = self.engine();
         let store = engine.store();
-        let mut conn = store
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?;
+        let mut conn = store.read_connection().await?;
         let Some(set) = change_sets::load(&mut conn, set_id).await? else {
             return Ok(Some(error_result(
                 "The proposal no longer exists.".to_owned(),

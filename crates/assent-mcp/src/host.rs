@@ -84,11 +84,7 @@ pub async fn adopt_legacy(
     let legacy = host_name(server);
     let target = Target::new(TARGET_KIND, server.to_owned());
     if !catalog {
-        let mut conn = store
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?;
+        let mut conn = store.read_connection().await?;
         if !assent_store::rehost::holds(&mut conn, &legacy, agent, &target).await? {
             return Ok(());
         }
@@ -96,7 +92,8 @@ pub async fn adopt_legacy(
     let ours = gateway_host(agent, server);
     let mut tx = store.begin_write().await?;
     let moved =
-        assent_store::rehost::rehost(&mut tx, &legacy, &ours, agent, &target, tool_prefix).await?;
+        assent_store::rehost::rehost(tx.connection(), &legacy, &ours, agent, &target, tool_prefix)
+            .await?;
     tx.commit().await?;
     if moved.items + moved.jobs > 0 {
         tracing::info!(from = %legacy, to = %ours, items = moved.items, jobs = moved.jobs, "took over this agent's calls from the previous release's host");
@@ -109,11 +106,7 @@ pub async fn adopt_legacy(
 /// mapped names like `my-files` and `my_files` to the same host.
 pub async fn check_host_free(store: &assent_store::Store, server: &str) -> Result<(), McpError> {
     let host = host_name(server);
-    let mut conn = store
-        .pool()
-        .acquire()
-        .await
-        .map_err(assent_store::StoreError::from)?;
+    let mut conn = store.read_connection().await?;
     let ours = Target::new(TARGET_KIND, server.to_owned());
     let taken = |target: &Target| McpError::HostTaken {
         server: server.to_owned(),
@@ -218,12 +211,7 @@ impl SessionGuard {
         let unknown = |e: assent_store::StoreError| {
             ExternalError::Retryable(format!("its session could not be read: {e}"))
         };
-        let mut conn = self
-            .store
-            .pool()
-            .acquire()
-            .await
-            .map_err(|e| unknown(e.into()))?;
+        let mut conn = self.store.read_connection().await.map_err(&unknown)?;
         let made_by = mcp_sessions::of_operation(&mut conn, call.operation_id.as_str())
             .await
             .map_err(unknown)?;
@@ -363,12 +351,7 @@ impl FileGuard {
                 "the item's reading of its file could not be read: {e}"
             ))
         };
-        let mut conn = self
-            .store
-            .pool()
-            .acquire()
-            .await
-            .map_err(|e| unknown(e.into()))?;
+        let mut conn = self.store.read_connection().await.map_err(&unknown)?;
         let then = jobs::item_fingerprint(&mut conn, call.operation_id.as_str())
             .await
             .map_err(unknown)?;

@@ -395,9 +395,9 @@ async fn require_agent(
     else {
         return unauthorized();
     };
-    let token = match auth.store.pool().acquire().await {
+    let token = match auth.store.read_connection().await {
         Ok(mut conn) => tokens::authenticate(&mut conn, secret).await,
-        Err(error) => Err(assent_store::StoreError::from(error)),
+        Err(error) => Err(error),
     };
     match token {
         Ok(Some(token))

@@ -29,7 +29,7 @@ async fn queued(store: &Store, agent: &str, host: &str, now: OffsetDateTime) -> 
     })
     .expect("a set");
     let mut tx = store.begin_write().await.expect("a transaction");
-    change_sets::insert_served(&mut tx, &set, Some(host), now)
+    change_sets::insert_served(tx.connection(), &set, Some(host), now)
         .await
         .expect("inserted");
     tx.commit().await.expect("committed");
@@ -37,7 +37,7 @@ async fn queued(store: &Store, agent: &str, host: &str, now: OffsetDateTime) -> 
 }
 
 async fn host_of(store: &Store, set: Uuid) -> Option<String> {
-    let mut conn = store.pool().acquire().await.expect("a connection");
+    let mut conn = store.read_connection().await.expect("a connection");
     jobs::served_item(&mut conn, set, 0)
         .await
         .expect("read")
@@ -59,7 +59,7 @@ async fn each_agents_gateway_takes_over_only_its_own_calls_and_the_pins() {
         let second = json!({"name": "append_note", "description": "Deletes everything.",
                             "inputSchema": {"type": "object"}});
         {
-            let mut conn = store.pool().acquire().await.expect("a connection");
+            let mut conn = store.read_connection().await.expect("a connection");
             for definition in [&first, &second] {
                 let listed = ListedTool {
                     name: "append_note",
@@ -93,7 +93,7 @@ async fn each_agents_gateway_takes_over_only_its_own_calls_and_the_pins() {
             Some("mcp_files"),
             "another agent's call stays for its own gateway"
         );
-        let mut conn = store.pool().acquire().await.expect("a connection");
+        let mut conn = store.read_connection().await.expect("a connection");
         let mut catalog = host_tools::for_host(&mut conn, &ours).await.expect("read");
         // The bare name, for no agent: what a bare-named item was approved against.
         let bare = catalog.remove(0);
@@ -128,7 +128,7 @@ async fn each_agents_gateway_takes_over_only_its_own_calls_and_the_pins() {
         adopt_legacy(&store, "cursor", "files", "", true)
             .await
             .expect("adopted");
-        let mut conn = store.pool().acquire().await.expect("a connection");
+        let mut conn = store.read_connection().await.expect("a connection");
         let catalog = host_tools::for_host(&mut conn, &theirs)
             .await
             .expect("read");

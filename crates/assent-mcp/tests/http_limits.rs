@@ -68,7 +68,7 @@ async fn idle_connections_are_closed_after_the_header_timeout_and_capped() {
     let store = Store::open(&db).await.expect("the store");
     let now = OffsetDateTime::now_utc();
     let secret = {
-        let mut conn = store.pool().acquire().await.expect("a connection");
+        let mut conn = store.read_connection().await.expect("a connection");
         agents::upsert(&mut conn, "bot", &AgentPolicy::new(["mcp"]), now)
             .await
             .expect("the agent");

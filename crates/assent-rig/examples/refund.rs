@@ -85,7 +85,7 @@ async fn main() -> Result<(), Error> {
 async fn person(console: Engine) -> Result<(), Error> {
     loop {
         let pending = {
-            let mut conn = console.store().pool().acquire().await?;
+            let mut conn = console.store().read_connection().await?;
             change_sets::pending(&mut conn, &PendingFilter::default()).await?
         };
         if let Some(set) = pending.first() {

@@ -36,7 +36,9 @@
 //!     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
 //!     let now = OffsetDateTime::now_utc();
 //!     let policy = AgentPolicy::new(["notes"]);
-//!     agents::upsert(&mut *store.pool().acquire().await?, "scribe", &policy, now).await?;
+//!     let mut tx = store.begin_write().await?;
+//!     agents::upsert(tx.connection(), "scribe", &policy, now).await?;
+//!     tx.commit().await?;
 //!
 //!     let hook = AssentHook::new(engine, "scribe", Target::new("note", "n1")).run_key("chat-1");
 //!     let answer = hook.answer("chat-1", "call_1", "set_body", r#"{"body": "final"}"#).await?;

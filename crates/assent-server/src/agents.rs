@@ -6,7 +6,7 @@ use crate::auth::Principal;
 use crate::{AppState, ServerError};
 use assent_confirm::{ConfirmError, Engine, RuleChange};
 use assent_domain::OffsetDateTime;
-use assent_store::{Store, StoreError, agents, host_tools};
+use assent_store::{Store, agents, host_tools};
 use assent_tools::{AgentPolicy, RuleAction};
 use axum::Json;
 use axum::extract::rejection::PathRejection;
@@ -169,10 +169,10 @@ pub async fn set_agent_hold(
         )));
     }
     let mut tx = store.begin_write().await?;
-    let changed = agents::set_hold(&mut tx, id, tool, seconds, now)
+    let changed = agents::set_hold(tx.connection(), id, tool, seconds, now)
         .await?
         .ok_or_else(|| no_agent(id))?;
-    let view = written(&mut tx, id).await?;
+    let view = written(tx.connection(), id).await?;
     tx.commit().await?;
     Ok((view, changed))
 }
@@ -202,14 +202,14 @@ pub async fn set_agent_categories(
         ));
     }
     let mut tx = store.begin_write().await?;
-    let existing = agents::policy(&mut tx, id).await?;
+    let existing = agents::policy(tx.connection(), id).await?;
     // Keep the rules of an existing agent; this only sets categories.
     let policy = existing
         .iter()
         .flat_map(|old| old.rules().iter().cloned())
         .fold(AgentPolicy::new(categories), AgentPolicy::with_rule);
-    agents::upsert(&mut tx, id, &policy, now).await?;
-    let view = written(&mut tx, id).await?;
+    agents::upsert(tx.connection(), id, &policy, now).await?;
+    let view = written(tx.connection(), id).await?;
     tx.commit().await?;
     Ok(AgentView {
         created: existing.is_none(),
@@ -267,18 +267,18 @@ pub async fn set_agent_idempotent(
         ));
     }
     let mut tx = store.begin_write().await?;
-    if agents::get(&mut tx, id).await?.is_none() {
+    if agents::get(tx.connection(), id).await?.is_none() {
         return Err(no_agent(id));
     }
-    let changed = host_tools::set_idempotent(&mut tx, id, tool, idempotent, now).await?;
-    let view = written(&mut tx, id).await?;
+    let changed = host_tools::set_idempotent(tx.connection(), id, tool, idempotent, now).await?;
+    let view = written(tx.connection(), id).await?;
     tx.commit().await?;
     Ok((view, changed))
 }
 
 /// Agent `id`, or [`ServerError::NotFound`].
 pub async fn agent_view(store: &Store, id: &str) -> Result<AgentView, ServerError> {
-    let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
+    let mut conn = store.read_connection().await?;
     let id = id.trim();
     let agent = agents::get(&mut conn, id)
         .await?
@@ -288,7 +288,7 @@ pub async fn agent_view(store: &Store, id: &str) -> Result<AgentView, ServerErro
 
 /// Every agent, by id.
 pub async fn agent_views(store: &Store) -> Result<Vec<AgentView>, ServerError> {
-    let mut conn = store.pool().acquire().await.map_err(StoreError::from)?;
+    let mut conn = store.read_connection().await?;
     let mut views = Vec::new();
     for agent in agents::list(&mut conn).await? {
         views.push(AgentView::read(&mut conn, &agent).await?);

@@ -290,13 +290,7 @@ pub(crate) async fn undo_item(State(state): State<AppState>, path: ItemPath) -> 
         .await?;
     state.events.publish(crate::ServerEvent::created(&undo));
     let mut view = SetView::of(&undo);
-    let mut conn = state
-        .engine
-        .store()
-        .pool()
-        .acquire()
-        .await
-        .map_err(assent_store::StoreError::from)?;
+    let mut conn = state.engine.store().read_connection().await?;
     view.undoes = change_sets::undoes(&mut conn, undo.id).await?;
     crate::api::created(view)
 }

@@ -276,7 +276,7 @@ impl AgentStream {
 /// The agent of set `id` (`None` when there is no such set), on a connection held for
 /// this read only.
 async fn agent_of(store: &Store, id: Uuid) -> Result<Option<String>, StoreError> {
-    let mut conn = store.pool().acquire().await?;
+    let mut conn = store.read_connection().await?;
     Ok(change_sets::load(&mut conn, id)
         .await?
         .map(|set| set.agent_id))

@@ -16,7 +16,7 @@ const PRUNE_EVERY: u32 = 600;
 /// `None` when it cannot be read now ([`follow`] then reads it at its first poll).
 pub(crate) async fn start(store: &Store) -> Option<i64> {
     let read = async {
-        let mut conn = store.pool().acquire().await?;
+        let mut conn = store.read_connection().await?;
         change_feed::latest(&mut conn).await
     };
     match read.await {
@@ -47,7 +47,7 @@ pub(crate) async fn follow(
         }
         let span = tracing::debug_span!("change_feed_poll");
         let _entered = span.enter();
-        let mut conn = match store.pool().acquire().await {
+        let mut conn = match store.read_connection().await {
             Ok(conn) => conn,
             Err(error) => {
                 tracing::warn!(%error, "cannot read the change feed");

@@ -76,15 +76,13 @@ pub use events::{EventBus, ServerEvent};
 pub use sync::{DEFAULT_SYNC_BODY_LIMIT, SyncExchange};
 
 use assent_confirm::{ConfirmationBus, Engine};
-use assent_store::StoreError;
+use assent_store::ReadConnection;
 use assent_store::tokens::Role;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::{get, post, put};
 use delegation::Delegation;
-use sqlx::Any;
-use sqlx::pool::PoolConnection;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -138,14 +136,8 @@ pub(crate) struct AppState {
 
 impl AppState {
     /// A pooled connection for reads.
-    async fn connection(&self) -> Result<PoolConnection<Any>, ServerError> {
-        Ok(self
-            .engine
-            .store()
-            .pool()
-            .acquire()
-            .await
-            .map_err(StoreError::from)?)
+    async fn connection(&self) -> Result<ReadConnection, ServerError> {
+        Ok(self.engine.store().read_connection().await?)
     }
 }
 

@@ -211,12 +211,7 @@ async fn decide(
     click: &Click,
     trigger: Option<&String>,
 ) -> Result<Option<String>, ServerError> {
-    let mut conn = engine
-        .store()
-        .pool()
-        .acquire()
-        .await
-        .map_err(assent_store::StoreError::from)?;
+    let mut conn = engine.store().read_connection().await?;
     let Some(name) = slack::user_name(&mut conn, &click.user).await? else {
         return Ok(Some(format!(
             "You are not a reviewer here: nothing was decided (an admin maps you with `assent slack users add {} --as NAME`).",

@@ -65,8 +65,7 @@ fn tls() -> Result<tokio_tungstenite::Connector, String> {
 async fn connection(engine: &Engine, app_token: &str) -> Result<String, String> {
     let mut conn = engine
         .store()
-        .pool()
-        .acquire()
+        .read_connection()
         .await
         .map_err(|e| e.to_string())?;
     let Some((settings, secrets)) = slack::secrets(&mut conn).await.map_err(|e| e.to_string())?

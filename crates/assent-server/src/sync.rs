@@ -59,7 +59,7 @@ pub(crate) async fn exchange(
     let now = OffsetDateTime::now_utc();
     let mut tx = store.begin_write().await?;
     let entities = state.engine.host().entities().unwrap_or(&sync::NoEntities);
-    let report = match sync::import(&mut tx, host_id, entities, &batch, now).await {
+    let report = match sync::import(tx.connection(), host_id, entities, &batch, now).await {
         Ok(report) => report,
         Err(error) => {
             // The import's own record rolled back with it: record the refusal apart.
@@ -70,7 +70,7 @@ pub(crate) async fn exchange(
             return Err(refused(error));
         }
     };
-    let answer = sync::export(&mut tx, host_id, entities, Uuid::new_v4(), now).await?;
+    let answer = sync::export(tx.connection(), host_id, entities, Uuid::new_v4(), now).await?;
     tx.commit().await?;
     tracing::info!(
         replayed = report.replayed,

@@ -29,7 +29,7 @@ pub(crate) async fn add(
     let role: Role = body.role.parse()?;
     let mut tx = state.engine.store().begin_write().await?;
     let issued = tokens::issue(
-        &mut tx,
+        tx.connection(),
         role,
         body.agent_id.as_deref(),
         OffsetDateTime::now_utc(),
@@ -55,7 +55,7 @@ pub(crate) async fn revoke(
 ) -> Result<Response, ServerError> {
     let Path(id) = id?;
     let mut tx = state.engine.store().begin_write().await?;
-    let revoked = tokens::revoke(&mut tx, &id, OffsetDateTime::now_utc()).await?;
+    let revoked = tokens::revoke(tx.connection(), &id, OffsetDateTime::now_utc()).await?;
     tx.commit().await?;
     match revoked {
         Some(token) => Ok(Json(token).into_response()),

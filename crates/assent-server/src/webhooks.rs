@@ -109,7 +109,7 @@ async fn remove(
 ) -> Result<Response, ServerError> {
     let id = subscription_id(path)?;
     let mut tx = state.engine.store().begin_write().await?;
-    let removed = webhooks::remove_subscription(&mut tx, id).await?;
+    let removed = webhooks::remove_subscription(tx.connection(), id).await?;
     tx.commit().await?;
     if !removed {
         return Err(ServerError::NotFound(format!(
@@ -207,7 +207,7 @@ pub(crate) fn confirmation_requested(store: &Store, request: &ConfirmationReques
                 change_set_id,
                 data,
             };
-            webhooks::enqueue_event(&mut tx, new, OffsetDateTime::now_utc()).await?;
+            webhooks::enqueue_event(tx.connection(), new, OffsetDateTime::now_utc()).await?;
             tx.commit().await
         };
         if let Err(error) = written.await {

@@ -1,6 +1,7 @@
 //! The audit trail: what the executor did, in order.
 
 use crate::outbox::{self, entity};
+use crate::writer::{Step, savepoint_sql};
 use crate::{Backend, StoreError, chain, timefmt};
 use assent_domain::{OperationId, Target, VectorClock};
 use assent_tools::{AuditRecord, AuditSink, BoxFuture};
@@ -295,23 +296,21 @@ impl AuditSink<AnyConnection> for StoreAuditSink {
                     .await
                     .map_err(|e| e.to_string());
             }
-            sqlx::query("SAVEPOINT assent_audit")
-                .execute(&mut *ctx)
+            // On PostgreSQL a failed insert aborts the transaction: the savepoint keeps
+            // the caller's writes usable.
+            savepoint_sql(ctx, Step::Open, 0)
                 .await
                 .map_err(|e| e.to_string())?;
             match insert(ctx, record).await {
                 Ok(_) => {
-                    sqlx::query("RELEASE assent_audit")
-                        .execute(&mut *ctx)
+                    savepoint_sql(ctx, Step::Release, 0)
                         .await
                         .map_err(|e| e.to_string())?;
                     Ok(())
                 }
                 Err(e) => {
-                    let _ = sqlx::query("ROLLBACK TO assent_audit")
-                        .execute(&mut *ctx)
-                        .await;
-                    let _ = sqlx::query("RELEASE assent_audit").execute(&mut *ctx).await;
+                    let _ = savepoint_sql(ctx, Step::RollBack, 0).await;
+                    let _ = savepoint_sql(ctx, Step::Release, 0).await;
                     Err(e.to_string())
                 }
             }
@@ -357,7 +356,7 @@ mod tests {
         let store = Store::open(&url).await.expect("opens");
         let mut tx = store.begin_write().await.expect("begins");
         StoreAuditSink
-            .record(&mut tx, &record())
+            .record(tx.connection(), &record())
             .await
             .expect("a record is written");
         // From now on the record's outbox message fails, after its row was inserted.
@@ -365,17 +364,17 @@ mod tests {
             "CREATE TEMP TRIGGER refuse AFTER INSERT ON outbox WHEN NEW.entity_type = 'auditRecord'
              BEGIN SELECT RAISE(ABORT, 'outbox refused'); END;",
         )
-        .execute(&mut *tx)
+        .execute(tx.connection())
         .await
         .expect("creates the trigger");
-        let refused = StoreAuditSink.record(&mut tx, &record()).await;
+        let refused = StoreAuditSink.record(tx.connection(), &record()).await;
         assert!(refused.is_err_and(|e| e.contains("outbox refused")));
         assert_eq!(
-            count(&mut tx, "audit_records").await,
+            count(tx.connection(), "audit_records").await,
             1,
             "no row without its message"
         );
-        assert_eq!(count(&mut tx, "outbox").await, 1);
+        assert_eq!(count(tx.connection(), "outbox").await, 1);
         tx.commit().await.expect("the transaction still commits");
     }
 }

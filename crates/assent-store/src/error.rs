@@ -98,6 +98,12 @@ pub enum StoreError {
     /// The commit shared by a group of writes failed: none of them was written.
     #[error("the commit shared with other writes failed, nothing of this write was kept: {0}")]
     GroupCommitFailed(String),
+    /// A savepoint was dropped without release or rollback (an early return), so its
+    /// transaction, holding its half-done writes, was not committed.
+    #[error(
+        "a savepoint was left without release or rollback, so its transaction was rolled back instead of committed"
+    )]
+    SavepointNotEnded,
     /// Any other database error.
     #[error(transparent)]
     Database(#[from] sqlx::Error),

@@ -9,7 +9,9 @@
 //! message behind. Functions that take `&mut AnyConnection` compose inside one
 //! transaction opened with [`Store::begin_write`] (`BEGIN IMMEDIATE` on SQLite, an
 //! advisory writer lock on PostgreSQL, so concurrent writers, in this process or
-//! another, queue on the lock instead of failing late).
+//! another, queue on the lock instead of failing late), on its
+//! [`WriteTx::connection`]; nested work goes in a [`WriteTx::savepoint`]. Reads take
+//! [`Store::read_connection`]; the pool itself stays inside the store.
 //!
 //! Device sync ([`sync`]) exports this device's synced state as an
 //! [`assent_sync::SyncBatch`] and merges a peer's batch by executing the pure plan of
@@ -35,8 +37,10 @@
 //!     let store = Store::open("sqlite::memory:").await?;
 //!     assert_eq!(store.backend(), Backend::Sqlite);
 //!     let now = OffsetDateTime::now_utc();
-//!     let mut conn = store.pool().acquire().await?;
-//!     agents::upsert(&mut conn, "scribe", &AgentPolicy::new(["notes"]), now).await?;
+//!     let mut tx = store.begin_write().await?;
+//!     agents::upsert(tx.connection(), "scribe", &AgentPolicy::new(["notes"]), now).await?;
+//!     tx.commit().await?;
+//!     let mut conn = store.read_connection().await?;
 //!     let read = agents::policy_at(&mut conn, "scribe", now).await?.ok_or("no agent")?;
 //!     assert_eq!(read.allowed_categories().collect::<Vec<_>>(), ["notes"]);
 //!     Ok(())
@@ -83,9 +87,12 @@ pub use audit::StoreAuditSink;
 pub use error::StoreError;
 pub use store::{
     Backend, DEFAULT_CONNECT_TIMEOUT, Durability, HostMigration, POSTGRES_MIGRATIONS,
-    SQLITE_MIGRATIONS, Store, StoreOptions,
+    ReadConnection, SQLITE_MIGRATIONS, Store, StoreOptions,
 };
-pub use writer::{GroupCommits, WriteTx};
+pub use writer::{GroupCommits, Savepoint, WriteTx};
 
-/// The connection type the store's functions and the host's handlers work on.
+/// The connection type the store's functions and the host's handlers work on: the
+/// host API's one sqlx type. A host reaches it through [`WriteTx::connection`] (its
+/// statements inside the engine's transaction) or [`Store::read_connection`] (reads);
+/// the store re-exports nothing else of sqlx.
 pub use sqlx::AnyConnection;

@@ -5,7 +5,8 @@ use crate::StoreError;
 use crate::writer::{GroupCommits, Joining, WriteTx, Writer};
 use assent_domain::Target;
 use sqlx::any::AnyPoolOptions;
-use sqlx::{AnyConnection, AnyPool};
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyConnection, AnyPool};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -235,6 +236,33 @@ fn without_password(url: &str) -> String {
     }
 }
 
+/// A pooled connection for reads, from [`Store::read_connection`]: it dereferences to
+/// the [`AnyConnection`] the store's read functions take, and goes back to the pool
+/// when dropped. Not for writes (see [`Store::read_connection`]).
+#[derive(Debug)]
+pub struct ReadConnection(PoolConnection<Any>);
+
+impl ReadConnection {
+    /// The connection, for a read.
+    pub fn connection(&mut self) -> &mut AnyConnection {
+        &mut self.0
+    }
+}
+
+impl std::ops::Deref for ReadConnection {
+    type Target = AnyConnection;
+
+    fn deref(&self) -> &AnyConnection {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ReadConnection {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        &mut self.0
+    }
+}
+
 /// The database of one Assent installation.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -327,9 +355,21 @@ impl Store {
         Ok(())
     }
 
-    /// The connection pool, for reads.
-    pub fn pool(&self) -> &AnyPool {
+    /// The connection pool, for the store's tests only: a write on one of its
+    /// connections would bypass the writer (and its lock, on PostgreSQL). Callers read
+    /// through [`Store::read_connection`] and write through [`Store::begin_write`].
+    #[cfg(test)]
+    pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// A connection from the pool, outside any transaction, for reads only: each
+    /// statement sees what was committed when it ran. Writes go through
+    /// [`Store::begin_write`] and its siblings, which queue writers on the writer lock
+    /// (group commit on a SQLite file); a write sent on this connection would skip
+    /// both.
+    pub async fn read_connection(&self) -> Result<ReadConnection, StoreError> {
+        Ok(ReadConnection(self.pool.acquire().await?))
     }
 
     /// The database this store runs on.
@@ -721,7 +761,7 @@ mod tests {
         let mut tx = store.begin_write().await.expect("write tx");
         let tables: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_master WHERE name = 'change_sets'")
-                .fetch_one(&mut *tx)
+                .fetch_one(tx.connection())
                 .await
                 .expect("query");
         assert_eq!(tables, 1);
@@ -761,13 +801,13 @@ mod tests {
             .expect("a table to fill");
         let mut tx = store.begin_write().await.expect("write tx");
         sqlx::raw_sql("PRAGMA max_page_count = 1;")
-            .execute(&mut *tx)
+            .execute(tx.connection())
             .await
             .expect("limit the file to its current size");
         let mut full = None;
         for _ in 0..100 {
             if let Err(error) = sqlx::query("INSERT INTO filler VALUES (zeroblob(100000))")
-                .execute(&mut *tx)
+                .execute(tx.connection())
                 .await
             {
                 full = Some(error);
@@ -784,7 +824,7 @@ mod tests {
             .await
             .expect("a write transaction again");
         sqlx::raw_sql("PRAGMA max_page_count = 1073741823; INSERT INTO filler VALUES (1);")
-            .execute(&mut *tx)
+            .execute(tx.connection())
             .await
             .expect("write");
         tx.commit().await.expect("commit");

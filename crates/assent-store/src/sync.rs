@@ -625,7 +625,7 @@ pub async fn record_refusal(
 ) -> Result<(), StoreError> {
     let mut tx = store.begin_write().await?;
     record_import(
-        &mut tx,
+        tx.connection(),
         batch,
         ImportOutcome::Refused,
         &error.to_string(),

@@ -43,9 +43,22 @@ pub(crate) const MAX_MEMBERS: usize = 64;
 pub(crate) const MAX_AGE: Duration = Duration::from_millis(20);
 
 /// A write transaction from [`crate::Store::begin_write`] and its siblings: the
-/// connection to write on (`&mut *tx`), then [`WriteTx::commit`] or
-/// [`WriteTx::rollback`]. Dropped without either, it rolls back.
-pub struct WriteTx(Option<Kind>);
+/// statements run on [`WriteTx::connection`], nested work in a [`WriteTx::savepoint`],
+/// then [`WriteTx::commit`] or [`WriteTx::rollback`]. Dropped without either, it rolls
+/// back.
+///
+/// It does not dereference to its connection: `&mut tx` passed where a connection is
+/// expected read like the transaction itself, and a caller could send `COMMIT` on a
+/// group-commit member's shared connection. The accessor names the step instead.
+pub struct WriteTx {
+    kind: Option<Kind>,
+    /// Savepoints open on it now: the next one is named after its depth.
+    depth: u32,
+    /// A savepoint was dropped without [`Savepoint::release`] or
+    /// [`Savepoint::rollback`] (an early `?`): its writes, half done, are still in the
+    /// transaction, so the transaction no longer commits.
+    abandoned: bool,
+}
 
 enum Kind {
     /// A transaction of its own: PostgreSQL, an in-memory SQLite database, or group
@@ -57,7 +70,7 @@ enum Kind {
 
 impl std::fmt::Debug for WriteTx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self.0 {
+        f.write_str(match self.kind {
             Some(Kind::Own(_)) => "WriteTx(own transaction)",
             Some(Kind::Member(..)) => "WriteTx(member of a group commit)",
             None => "WriteTx(ended)",
@@ -67,57 +80,195 @@ impl std::fmt::Debug for WriteTx {
 
 impl From<Transaction<'static, Any>> for WriteTx {
     fn from(tx: Transaction<'static, Any>) -> Self {
-        Self(Some(Kind::Own(tx)))
+        Self::new(Kind::Own(tx))
     }
 }
 
 impl WriteTx {
+    fn new(kind: Kind) -> Self {
+        Self {
+            kind: Some(kind),
+            depth: 0,
+            abandoned: false,
+        }
+    }
+
+    /// The transaction's connection: the host API's one sqlx type. Run your own
+    /// statements on it, inside the engine's transaction; never send `BEGIN`, `COMMIT`,
+    /// `ROLLBACK`, `SAVEPOINT` or `RELEASE` through it (on a group-commit member they
+    /// would end other writers' work): end with [`WriteTx::commit`] or
+    /// [`WriteTx::rollback`], nest with [`WriteTx::savepoint`].
+    ///
+    /// # Panics
+    ///
+    /// Never for a transaction in hand: it ends only by `commit` or `rollback`, which
+    /// take it by value.
+    pub fn connection(&mut self) -> &mut AnyConnection {
+        match self.kind.as_mut().expect(ENDED) {
+            Kind::Own(tx) => tx,
+            Kind::Member(slot, _) => slot.conn.as_deref_mut().expect(OPEN),
+        }
+    }
+
+    /// Opens a savepoint: work in it that fails can be undone alone, the rest of the
+    /// transaction kept. End it with [`Savepoint::release`] (keep its writes) or
+    /// [`Savepoint::rollback`] (undo them); savepoints nest (each is named after its
+    /// depth, so an inner one never shadows an outer one).
+    ///
+    /// A savepoint dropped without either (an early `?` return) fails closed: its
+    /// half-done writes are still in the transaction, so [`WriteTx::commit`] rolls the
+    /// whole transaction back and returns [`StoreError::SavepointNotEnded`], and no
+    /// further savepoint opens on it.
+    pub async fn savepoint(&mut self) -> Result<Savepoint<'_>, StoreError> {
+        if self.abandoned {
+            return Err(StoreError::SavepointNotEnded);
+        }
+        let depth = self.depth + 1;
+        savepoint_sql(self.connection(), Step::Open, depth).await?;
+        self.depth = depth;
+        Ok(Savepoint {
+            tx: self,
+            depth,
+            ended: false,
+        })
+    }
+
     /// Makes the writes durable. For a member of a batch, returns once the batch's
     /// `COMMIT` did: an error then means nothing of this transaction was written.
+    /// A transaction with a savepoint left unended rolls back instead (see
+    /// [`WriteTx::savepoint`]).
     pub async fn commit(mut self) -> Result<(), StoreError> {
-        match self.0.take() {
-            Some(Kind::Own(tx)) => Ok(tx.commit().await?),
-            Some(Kind::Member(slot, writer)) => writer.commit_member(slot).await,
-            None => Ok(()),
+        if self.abandoned {
+            self.end(false).await?;
+            return Err(StoreError::SavepointNotEnded);
         }
+        self.end(true).await
     }
 
     /// Discards the writes.
     pub async fn rollback(mut self) -> Result<(), StoreError> {
-        match self.0.take() {
-            Some(Kind::Own(tx)) => Ok(tx.rollback().await?),
-            Some(Kind::Member(slot, writer)) => writer.rollback_member(slot).await,
-            None => Ok(()),
+        self.end(false).await
+    }
+
+    async fn end(&mut self, keep: bool) -> Result<(), StoreError> {
+        match (self.kind.take(), keep) {
+            (Some(Kind::Own(tx)), true) => Ok(tx.commit().await?),
+            (Some(Kind::Own(tx)), false) => Ok(tx.rollback().await?),
+            (Some(Kind::Member(slot, writer)), true) => writer.commit_member(slot).await,
+            (Some(Kind::Member(slot, writer)), false) => writer.rollback_member(slot).await,
+            (None, _) => Ok(()),
         }
     }
 
     /// Whether this transaction shares its commit with others (a SQLite file with
     /// group commit on).
     pub fn is_grouped(&self) -> bool {
-        matches!(self.0, Some(Kind::Member(..)))
+        matches!(self.kind, Some(Kind::Member(..)))
     }
 }
 
 const ENDED: &str = "a write transaction is not used after it ended";
 
-impl Deref for WriteTx {
-    type Target = AnyConnection;
+/// A savepoint open on a [`WriteTx`], from [`WriteTx::savepoint`]: the transaction
+/// (it dereferences to it: [`WriteTx::connection`] for statements,
+/// [`WriteTx::savepoint`] to nest) until [`Savepoint::release`] or
+/// [`Savepoint::rollback`]. It cannot commit or roll back the transaction (those take
+/// the transaction by value). Dropped without either, it leaves the transaction
+/// unable to commit.
+#[must_use = "a savepoint ends with release or rollback; dropped, its transaction cannot commit"]
+pub struct Savepoint<'t> {
+    tx: &'t mut WriteTx,
+    depth: u32,
+    ended: bool,
+}
 
-    fn deref(&self) -> &AnyConnection {
-        match self.0.as_ref().expect(ENDED) {
-            Kind::Own(tx) => tx,
-            Kind::Member(slot, _) => slot.conn.as_deref().expect(OPEN),
+impl std::fmt::Debug for Savepoint<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Savepoint")
+            .field("depth", &self.depth)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Savepoint<'_> {
+    /// Keeps the savepoint's writes in the transaction.
+    pub async fn release(mut self) -> Result<(), StoreError> {
+        savepoint_sql(self.tx.connection(), Step::Release, self.depth).await?;
+        self.ended = true;
+        Ok(())
+    }
+
+    /// Undoes the savepoint's writes (and those of savepoints nested in it); the
+    /// transaction's other writes stay.
+    pub async fn rollback(mut self) -> Result<(), StoreError> {
+        let conn = self.tx.connection();
+        savepoint_sql(conn, Step::RollBack, self.depth).await?;
+        savepoint_sql(conn, Step::Release, self.depth).await?;
+        self.ended = true;
+        Ok(())
+    }
+}
+
+impl Deref for Savepoint<'_> {
+    type Target = WriteTx;
+
+    fn deref(&self) -> &WriteTx {
+        self.tx
+    }
+}
+
+impl DerefMut for Savepoint<'_> {
+    fn deref_mut(&mut self) -> &mut WriteTx {
+        self.tx
+    }
+}
+
+impl Drop for Savepoint<'_> {
+    fn drop(&mut self) {
+        // Ended or not, the next savepoint takes this one's name.
+        self.tx.depth = self.depth - 1;
+        if !self.ended {
+            // Statements cannot run here (no async drop); refusing the commit is what
+            // keeps the half-done writes out.
+            tracing::warn!(
+                depth = self.depth,
+                "a savepoint was dropped without release or rollback: its transaction will not commit"
+            );
+            self.tx.abandoned = true;
         }
     }
 }
 
-impl DerefMut for WriteTx {
-    fn deref_mut(&mut self) -> &mut AnyConnection {
-        match self.0.as_mut().expect(ENDED) {
-            Kind::Own(tx) => tx,
-            Kind::Member(slot, _) => slot.conn.as_deref_mut().expect(OPEN),
-        }
-    }
+/// A step of a savepoint's life.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Step {
+    Open,
+    Release,
+    RollBack,
+}
+
+/// Runs `step` of the savepoint at `depth`: every `SAVEPOINT` statement of the store
+/// is run here. Depth 0 names the audit sink's own savepoint (it gets a connection,
+/// not a transaction: [`crate::StoreAuditSink`]).
+pub(crate) async fn savepoint_sql(
+    conn: &mut AnyConnection,
+    step: Step,
+    depth: u32,
+) -> Result<(), sqlx::Error> {
+    let verb = match step {
+        Step::Open => "SAVEPOINT",
+        Step::Release => "RELEASE",
+        Step::RollBack => "ROLLBACK TO",
+    };
+    let sql = if depth == 0 {
+        format!("{verb} assent_audit")
+    } else {
+        format!("{verb} assent_sp{depth}")
+    };
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(conn)
+        .await
+        .map(drop)
 }
 
 impl Drop for WriteTx {
@@ -125,7 +276,7 @@ impl Drop for WriteTx {
         // An owned transaction rolls back on its own (sqlx queues the rollback). A
         // member's savepoint needs statements: they run in a task that holds the
         // connection until they did, so no other writer sees the abandoned writes.
-        if let Some(Kind::Member(mut slot, writer)) = self.0.take() {
+        if let Some(Kind::Member(mut slot, writer)) = self.kind.take() {
             slot.abandoned = true;
             match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {
@@ -280,7 +431,7 @@ impl Writer {
             self.commit_batch(&mut slot).await;
         }
         match self.open_member(&mut slot).await {
-            Ok(()) => Ok(WriteTx(Some(Kind::Member(slot, self.clone())))),
+            Ok(()) => Ok(WriteTx::new(Kind::Member(slot, self.clone()))),
             Err(error) => {
                 self.hand_over(slot).await;
                 Err(error)
@@ -456,7 +607,7 @@ mod tests {
              CREATE TABLE child (id INTEGER PRIMARY KEY,
                  parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);",
         )
-        .execute(&mut *tx)
+        .execute(tx.connection())
         .await
         .expect("creates");
         tx.commit().await.expect("commits");
@@ -466,7 +617,7 @@ mod tests {
     async fn insert(tx: &mut WriteTx, id: i64) {
         sqlx::query("INSERT INTO parent (id) VALUES ($1)")
             .bind(id)
-            .execute(&mut **tx)
+            .execute(tx.connection())
             .await
             .expect("inserts");
     }
@@ -620,7 +771,7 @@ mod tests {
             .await
             .expect("begins after the dropped one");
         let seen: Vec<i64> = sqlx::query_scalar("SELECT id FROM parent ORDER BY id")
-            .fetch_all(&mut *next)
+            .fetch_all(next.connection())
             .await
             .expect("reads");
         assert_eq!(seen, [1, 3], "the dropped write was rolled back first");
@@ -639,7 +790,7 @@ mod tests {
             let mut tx = store2.begin_write().await?;
             // A deferred foreign key is checked only by the batch's COMMIT.
             sqlx::query("INSERT INTO child (id, parent) VALUES (1, 99)")
-                .execute(&mut *tx)
+                .execute(tx.connection())
                 .await?;
             tx.commit().await
         });
@@ -681,5 +832,141 @@ mod tests {
         assert_eq!(committed(&store).await.len(), 200);
         let commits = store.group_commits().expect("counted");
         assert!(commits.commits <= commits.writes);
+    }
+
+    /// Rows of `parent` as `tx` sees them.
+    async fn seen(tx: &mut WriteTx) -> Vec<i64> {
+        sqlx::query_scalar("SELECT id FROM parent ORDER BY id")
+            .fetch_all(tx.connection())
+            .await
+            .expect("reads")
+    }
+
+    /// A store on a SQLite file (group commit, `grouped`) or in memory (a transaction
+    /// of its own).
+    async fn either(grouped: bool) -> (Option<tempfile::TempDir>, Store) {
+        if grouped {
+            let (dir, store) = store().await;
+            return (Some(dir), store);
+        }
+        let store = Store::open("sqlite::memory:").await.expect("opens");
+        let mut tx = store.begin_write().await.expect("begins");
+        sqlx::raw_sql("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+            .execute(tx.connection())
+            .await
+            .expect("creates");
+        tx.commit().await.expect("commits");
+        (None, store)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_savepoint_released_keeps_and_one_rolled_back_undoes_only_its_writes() {
+        for grouped in [true, false] {
+            let (_dir, store) = either(grouped).await;
+            let mut tx = store.begin_write().await.expect("begins");
+            assert_eq!(tx.is_grouped(), grouped);
+            insert(&mut tx, 1).await;
+            let mut kept = tx.savepoint().await.expect("opens");
+            insert(&mut kept, 2).await;
+            kept.release().await.expect("releases");
+            let mut undone = tx.savepoint().await.expect("opens");
+            insert(&mut undone, 3).await;
+            undone.rollback().await.expect("rolls back");
+            assert_eq!(seen(&mut tx).await, [1, 2]);
+            tx.commit().await.expect("commits");
+            let mut read = store.read_connection().await.expect("reads");
+            let rows: Vec<i64> = sqlx::query_scalar("SELECT id FROM parent ORDER BY id")
+                .fetch_all(read.connection())
+                .await
+                .expect("reads");
+            assert_eq!(rows, [1, 2], "grouped: {grouped}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn nested_savepoints_have_their_own_names_and_end_in_order() {
+        for grouped in [true, false] {
+            let (_dir, store) = either(grouped).await;
+            let mut tx = store.begin_write().await.expect("begins");
+            let mut outer = tx.savepoint().await.expect("opens");
+            insert(&mut outer, 1).await;
+            let mut inner = outer.savepoint().await.expect("nests");
+            assert_eq!((inner.depth, inner.tx.depth), (2, 2));
+            insert(&mut inner, 2).await;
+            // Rolling back the inner one keeps the outer one's writes.
+            inner.rollback().await.expect("rolls back");
+            let mut again = outer.savepoint().await.expect("nests again");
+            assert_eq!(again.depth, 2, "the name is free again");
+            insert(&mut again, 3).await;
+            again.release().await.expect("releases");
+            assert_eq!(seen(&mut outer).await, [1, 3]);
+            // Rolling back the outer one takes the released inner one's writes too.
+            outer.rollback().await.expect("rolls back");
+            assert_eq!(seen(&mut tx).await, Vec::<i64>::new());
+            insert(&mut tx, 4).await;
+            tx.commit().await.expect("commits");
+            assert_eq!(committed(&store).await, [4], "grouped: {grouped}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_savepoint_dropped_without_an_end_keeps_its_transaction_from_committing() {
+        for grouped in [true, false] {
+            let (_dir, store) = either(grouped).await;
+            let mut tx = store.begin_write().await.expect("begins");
+            insert(&mut tx, 1).await;
+            // An early `?` inside the savepoint's work.
+            let half_done = async {
+                let mut sp = tx.savepoint().await?;
+                insert(&mut sp, 2).await;
+                sqlx::query("INSERT INTO nowhere VALUES (1)")
+                    .execute(sp.connection())
+                    .await?;
+                sp.release().await
+            };
+            assert!(half_done.await.is_err());
+            assert!(matches!(
+                tx.savepoint().await,
+                Err(StoreError::SavepointNotEnded)
+            ));
+            let outcome = tx.commit().await;
+            assert!(
+                matches!(outcome, Err(StoreError::SavepointNotEnded)),
+                "{outcome:?}"
+            );
+            assert!(committed(&store).await.is_empty(), "grouped: {grouped}");
+            // The store writes on.
+            let mut next = store.begin_write().await.expect("begins");
+            insert(&mut next, 3).await;
+            next.commit().await.expect("commits");
+            assert_eq!(committed(&store).await, [3]);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_savepoint_in_a_member_that_joined_a_batch_ends_only_its_own_writes() {
+        let (_dir, store) = store().await;
+        let mut first = store.begin_write().await.expect("begins");
+        insert(&mut first, 1).await;
+        let store2 = store.clone();
+        let second = tokio::spawn(async move {
+            let mut tx = store2.begin_write().await?;
+            assert!(tx.is_grouped());
+            let mut kept = tx.savepoint().await?;
+            insert(&mut kept, 2).await;
+            kept.release().await?;
+            let mut undone = tx.savepoint().await?;
+            insert(&mut undone, 3).await;
+            undone.rollback().await?;
+            let seen = seen(&mut tx).await;
+            tx.commit().await?;
+            Ok::<_, StoreError>(seen)
+        });
+        until_waiting(&store, 1).await;
+        let first = tokio::spawn(first.commit());
+        first.await.expect("joins").expect("commits");
+        let seen = second.await.expect("joins").expect("commits");
+        assert_eq!(seen, [1, 2], "the member sees the batch's earlier writes");
+        assert_eq!(committed(&store).await, [1, 2]);
     }
 }

@@ -202,12 +202,7 @@ impl Sender {
     async fn connection(
         &self,
     ) -> Result<impl std::ops::DerefMut<Target = assent_store::AnyConnection>, WebhookError> {
-        Ok(self
-            .store
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?)
+        Ok(self.store.read_connection().await?)
     }
 
     /// The lease on a claimed delivery: longer than any attempt can take, so a live
@@ -229,7 +224,7 @@ impl Sender {
             }
         }
         let mut tx = self.store.begin_write().await?;
-        let warned = expiry_warnings::warn_expiring(&mut tx, ttl, warn_before, now).await?;
+        let warned = expiry_warnings::warn_expiring(tx.connection(), ttl, warn_before, now).await?;
         tx.commit().await?;
         Ok(warned.len())
     }
@@ -243,8 +238,11 @@ impl Sender {
         let Some(head) = head else { return Ok(()) };
         let mut tx = self.store.begin_write().await?;
         // Checked again under the lock: another sender may have sent it meanwhile.
-        if webhooks::head_event_due(&mut tx, now).await?.is_some() {
-            webhooks::enqueue_head_event(&mut tx, &head, now).await?;
+        if webhooks::head_event_due(tx.connection(), now)
+            .await?
+            .is_some()
+        {
+            webhooks::enqueue_head_event(tx.connection(), &head, now).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -260,7 +258,7 @@ impl Sender {
             }
         }
         let mut tx = self.store.begin_claim().await?;
-        let claimed = webhooks::claim_due(&mut tx, limit, now, self.lease()).await?;
+        let claimed = webhooks::claim_due(tx.connection(), limit, now, self.lease()).await?;
         tx.commit().await?;
         Ok(claimed)
     }
@@ -354,7 +352,7 @@ impl Sender {
             return Ok(0);
         };
         let mut tx = self.store.begin_write().await?;
-        let pruned = webhooks::prune_delivered(&mut tx, now - retention).await?;
+        let pruned = webhooks::prune_delivered(tx.connection(), now - retention).await?;
         tx.commit().await?;
         if pruned > 0 {
             tracing::info!(pruned, "old webhook deliveries forgotten");

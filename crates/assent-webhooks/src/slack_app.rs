@@ -557,12 +557,7 @@ impl SlackPoster {
         &self,
     ) -> Result<impl std::ops::DerefMut<Target = assent_store::AnyConnection> + use<>, WebhookError>
     {
-        Ok(self
-            .store
-            .pool()
-            .acquire()
-            .await
-            .map_err(assent_store::StoreError::from)?)
+        Ok(self.store.read_connection().await?)
     }
 
     /// One look: the sets written since the last (on the first, every open set), each

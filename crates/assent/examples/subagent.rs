@@ -38,14 +38,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The sub-agent's policy and a task it may change.
     let task_id = Uuid::new_v4().to_string();
     let mut tx = store.begin_write().await?;
-    agents::upsert(&mut tx, "researcher", &AgentPolicy::new(["work"]), now).await?;
+    agents::upsert(
+        tx.connection(),
+        "researcher",
+        &AgentPolicy::new(["work"]),
+        now,
+    )
+    .await?;
     let new = NewTask {
         title: "Fix login bug".to_owned(),
         category: Some("work".to_owned()),
         priority: Some("P2".to_owned()),
         ..NewTask::default()
     };
-    create_task(&mut tx, &task_id, &new, store.device_id(), now).await?;
+    create_task(tx.connection(), &task_id, &new, store.device_id(), now).await?;
     tx.commit().await?;
 
     // The parent's interactive session: it listens, shows each question, and confirms.
@@ -80,7 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for call in &scheduled.calls {
         println!("The sub-agent is told: {}", call.reply());
     }
-    let mut conn = store.pool().acquire().await?;
+    let mut conn = store.read_connection().await?;
     let task = load_task(&mut conn, &task_id).await?;
     println!(
         "The task's priority is now {}",

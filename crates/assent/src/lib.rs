@@ -17,7 +17,7 @@
 //! use assent::changeset::parse_tool_calls;
 //! use assent::domain::{OffsetDateTime, Target};
 //! use assent::tools::{ToolMode, ToolRegistry};
-//! use assent::{AgentPolicy, Engine, SimpleHost, Store, ToolSpec, WakeRequest, confirm::sqlx};
+//! use assent::{AgentPolicy, Engine, SimpleHost, Store, ToolSpec, WakeRequest};
 //! use serde_json::json;
 //! use std::sync::Arc;
 //!
@@ -49,12 +49,13 @@
 //!     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
 //!     let now = OffsetDateTime::now_utc();
 //!     let policy = AgentPolicy::new(["notes"]);
-//!     let mut conn = store.pool().acquire().await?;
-//!     assent::store::agents::upsert(&mut conn, "scribe", &policy, now).await?;
-//!     drop(conn); // back to the pool, for the engine
+//!     // The service's own writes go through the store's writer, as the engine's do.
+//!     let mut tx = store.begin_write().await?;
+//!     assent::store::agents::upsert(tx.connection(), "scribe", &policy, now).await?;
 //!     sqlx::query("INSERT INTO notes VALUES ('n1', 'draft')")
-//!         .execute(store.pool())
+//!         .execute(tx.connection())
 //!         .await?;
+//!     tx.commit().await?;
 //!
 //!     let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
 //!         "name": "set_body", "input": {"body": "final"}}]))?;
@@ -66,7 +67,7 @@
 //!     let confirmed = engine.confirmations().confirm_item(assent_confirm::ItemRef::new(set.id, 0), now).await?;
 //!     assert_eq!(confirmed.message(), "Body set to final.");
 //!     let body: String = sqlx::query_scalar("SELECT body FROM notes")
-//!         .fetch_one(store.pool())
+//!         .fetch_one(store.read_connection().await?.connection())
 //!         .await?;
 //!     assert_eq!(body, "final");
 //!     Ok(())

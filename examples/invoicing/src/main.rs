@@ -5,7 +5,7 @@
 //! service's worker then applies it. `invoicing work`: only the worker, until Ctrl-C.
 
 use assent::changeset::parse_tool_calls;
-use assent::confirm::{Engine, SimpleHost, WakeRequest, sqlx};
+use assent::confirm::{Engine, SimpleHost, WakeRequest};
 use assent::domain::{OffsetDateTime, Target};
 use assent::store::{Store, agents};
 use assent::tools::{AgentPolicy, ToolMode::Deferred, ToolRegistry, ToolSpec};
@@ -47,8 +47,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = Store::open(&db).await?;
     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
     let (now, policy) = (OffsetDateTime::now_utc(), AgentPolicy::new(["billing"]));
-    agents::upsert(&mut *store.pool().acquire().await?, AGENT, &policy, now).await?;
-    sqlx::query(SEED).execute(store.pool()).await?;
+    // The service's own writes go through the store's writer, as the engine's do.
+    let mut tx = store.begin_write().await?;
+    agents::upsert(tx.connection(), AGENT, &policy, now).await?;
+    sqlx::query(SEED).execute(tx.connection()).await?;
+    tx.commit().await?;
 
     // The service's side: applies what people confirm, wherever they do it.
     let stop = async { tokio::signal::ctrl_c().await.unwrap_or_default() };
@@ -82,7 +85,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         item.status,
         said.unwrap_or_default()
     );
-    let refunded: i64 = sqlx::query_scalar(REFUNDED).fetch_one(store.pool()).await?;
+    let mut read = store.read_connection().await?;
+    let refunded: i64 = sqlx::query_scalar(REFUNDED)
+        .fetch_one(read.connection())
+        .await?;
     println!("INV-1 refunded so far: {refunded} cents");
     println!(
         "{}",

@@ -99,7 +99,7 @@ async fn external_set(cli: &Cli) -> String {
     // Nothing listens on the discard port: the job is never run here, only listed.
     let host = HttpHost::new("http://127.0.0.1:9/", false, false);
     let engine = external::engine(store.clone(), host, JobSettings::default()).await;
-    let mut conn = store.pool().acquire().await.expect("conn");
+    let mut conn = store.read_connection().await.expect("conn");
     agents::upsert(&mut conn, "poster", &AgentPolicy::new([CATEGORY]), now)
         .await
         .expect("agent");

@@ -366,7 +366,7 @@ fn nobody_answering_hands_the_call_to_the_agents_prompt_or_denies_it() {
         .expect("runtime")
         .block_on(async {
             let store = assent_store::Store::open(&cli.db()).await.expect("store");
-            let mut conn = store.pool().acquire().await.expect("conn");
+            let mut conn = store.read_connection().await.expect("conn");
             let set = first_set.parse().expect("a set id");
             assent_store::decisions::for_change_set(&mut conn, set)
                 .await
@@ -1563,7 +1563,7 @@ fn tamper_run_under_grant(cli: &Cli, grant: &str, session: &str) {
             allowed_by: Some(json!({"grant": grant, "session": session})),
         };
         let mut tx = store.begin_write().await.expect("write");
-        assent_store::audit::insert(&mut tx, &record)
+        assent_store::audit::insert(tx.connection(), &record)
             .await
             .expect("recorded");
         tx.commit().await.expect("commits");

@@ -25,7 +25,7 @@ async fn the_cli_confirms_an_external_item_lists_its_job_and_settles_it_in_doubt
         JobSettings::default(),
     )
     .await;
-    let mut conn = store.pool().acquire().await.expect("conn");
+    let mut conn = store.read_connection().await.expect("conn");
     agents::upsert(&mut conn, "poster", &AgentPolicy::new([CATEGORY]), now)
         .await
         .expect("agent");
@@ -72,7 +72,7 @@ async fn the_cli_confirms_an_external_item_lists_its_job_and_settles_it_in_doubt
 
     // An executor claims it and dies: the next one finds it in doubt.
     let mut tx = store.begin_claim().await.expect("claim");
-    jobs::claim_next(&mut tx, external::HOST, now, Duration::seconds(1))
+    jobs::claim_next(tx.connection(), external::HOST, now, Duration::seconds(1))
         .await
         .expect("claims")
         .expect("a job");

@@ -140,7 +140,7 @@ impl PeerDevice {
 }
 
 async fn synced_state(store: &Store) -> SyncState {
-    let mut conn = store.pool().acquire().await.expect("a connection");
+    let mut conn = store.read_connection().await.expect("a connection");
     assent_store::sync::local_state(&mut conn, store.device_id(), &TaskEntities)
         .await
         .expect("the synced state")

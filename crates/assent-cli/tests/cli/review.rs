@@ -59,7 +59,7 @@ async fn propose(cli: &Cli, args: Value) -> String {
         .expect("now");
     let store = Store::open(&cli.db()).await.expect("store");
     let engine = files_engine(store.clone()).await;
-    let mut conn = store.pool().acquire().await.expect("conn");
+    let mut conn = store.read_connection().await.expect("conn");
     agents::upsert(&mut conn, "writer", &AgentPolicy::new(["files"]), now)
         .await
         .expect("agent");
@@ -189,7 +189,7 @@ async fn propose_titled(cli: &Cli, args: Value) -> String {
         .expect("now");
     let store = Store::open(&cli.db()).await.expect("store");
     let engine = titled_engine(store.clone()).await;
-    let mut conn = store.pool().acquire().await.expect("conn");
+    let mut conn = store.read_connection().await.expect("conn");
     agents::upsert(&mut conn, "writer", &AgentPolicy::new(["files"]), now)
         .await
         .expect("agent");

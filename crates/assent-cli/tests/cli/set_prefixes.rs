@@ -13,7 +13,7 @@ use serde_json::json;
 /// Two pending sets on `task` whose ids share their first 20 hex digits.
 async fn two_sets_sharing_a_prefix(cli: &Cli, task: &str) -> [Uuid; 2] {
     let store = Store::open(&cli.db).await.expect("the database opens");
-    let mut conn = store.pool().acquire().await.expect("a connection");
+    let mut conn = store.read_connection().await.expect("a connection");
     let ids = [
         "0000000a-0000-4000-8000-000000000001",
         "0000000a-0000-4000-8000-100000000002",

@@ -488,7 +488,7 @@ async fn automatic_approvals_are_reported_apart_and_never_counted_as_a_persons()
     // linked as the scheduler links a grant's decisions (a delegation record naming
     // the grant), with no person on them.
     let store = Store::open(&cli.db()).await.expect("the database");
-    let mut conn = store.pool().acquire().await.expect("a connection");
+    let mut conn = store.read_connection().await.expect("a connection");
     let calls = decisions::past_calls(&mut conn, Some("a"), now - Duration::days(1))
         .await
         .expect("the history");

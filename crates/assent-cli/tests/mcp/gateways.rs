@@ -626,7 +626,7 @@ async fn confirm_each(db: String, count: usize) {
             started.elapsed() < Duration::from_secs(60),
             "never saw {count} sets"
         );
-        let mut conn = store.pool().acquire().await.expect("a connection");
+        let mut conn = store.read_connection().await.expect("a connection");
         let open = change_sets::pending(&mut conn, &change_sets::PendingFilter::default())
             .await
             .expect("pending");
@@ -968,7 +968,7 @@ fn agents(db: &str, ids: &[&str]) {
 /// host, and its server's catalog, named after the server alone (`mcp_NAME`).
 async fn as_the_previous_release(db: &str, agent: &str, set: Uuid, server: &str) {
     let store = Store::open(db).await.expect("the store");
-    let mut conn = store.pool().acquire().await.expect("a connection");
+    let mut conn = store.read_connection().await.expect("a connection");
     let legacy = assent_store::jobs::ExternalItem {
         host: format!("mcp_{server}"),
         idempotent: false,
@@ -976,14 +976,14 @@ async fn as_the_previous_release(db: &str, agent: &str, set: Uuid, server: &str)
     assent_store::jobs::mark_external(&mut conn, set, 0, &legacy)
         .await
         .expect("marked");
-    assent_confirm::sqlx::query("UPDATE host_tools SET host = $1 WHERE host = $2")
+    sqlx::query("UPDATE host_tools SET host = $1 WHERE host = $2")
         .bind(&legacy.host)
         .bind(assent_mcp::gateway_host(agent, server))
         .execute(&mut *conn)
         .await
         .expect("the catalog moved");
     // The previous release recorded no gateway sessions.
-    assent_confirm::sqlx::query("DELETE FROM mcp_session_calls WHERE change_set_id = $1")
+    sqlx::query("DELETE FROM mcp_session_calls WHERE change_set_id = $1")
         .bind(set.to_string())
         .execute(&mut *conn)
         .await
@@ -995,7 +995,7 @@ async fn as_the_previous_release(db: &str, agent: &str, set: Uuid, server: &str)
 /// The host whose executors run the job of item 0 of `set`.
 async fn job_host(db: &str, set: Uuid) -> String {
     let store = Store::open(db).await.expect("the store");
-    let mut conn = store.pool().acquire().await.expect("a connection");
+    let mut conn = store.read_connection().await.expect("a connection");
     let job = assent_store::jobs::for_item(&mut conn, set, 0)
         .await
         .expect("read")

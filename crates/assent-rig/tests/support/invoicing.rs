@@ -3,10 +3,10 @@
 //! SQLite database, and the "person" (another engine on the same database, standing in
 //! for `assent confirm`).
 
-use assent_confirm::{Engine, SimpleHost, sqlx};
+use assent_confirm::{Engine, SimpleHost};
 use assent_domain::{OffsetDateTime, Target};
 use assent_rig::{AssentOperation, RigToolHost, tool_spec};
-use assent_store::{Store, agents};
+use assent_store::{Store, StoreError, agents};
 use assent_tools::{AgentPolicy, ToolMode, ToolRegistry};
 use rig_core::tool::{Tool, ToolContext};
 use serde::Deserialize;
@@ -38,6 +38,12 @@ impl std::error::Error for Failed {}
 
 impl From<sqlx::Error> for Failed {
     fn from(error: sqlx::Error) -> Self {
+        Self(error.to_string())
+    }
+}
+
+impl From<StoreError> for Failed {
+    fn from(error: StoreError) -> Self {
         Self(error.to_string())
     }
 }
@@ -78,7 +84,7 @@ impl Tool for GetInvoice {
         let query = "SELECT customer, amount_cents, refunded_cents FROM invoices WHERE id = $1";
         let (customer, amount, refunded): (String, i64, i64) = sqlx::query_as(query)
             .bind(&args.invoice)
-            .fetch_one(self.store.pool())
+            .fetch_one(self.store.read_connection().await?.connection())
             .await?;
         Ok(format!(
             "{} for {customer}: {amount} cents, {refunded} refunded.",
@@ -128,18 +134,19 @@ impl Tool for RefundInvoice {
             .require::<AssentOperation>()
             .map_err(|error| Failed(error.to_string()))?
             .operation_id;
-        let mut tx = self.store.pool().begin().await?;
+        // The service's own write, after the engine's commit: it queues on the writer.
+        let mut tx = self.store.begin_write().await?;
         let booked = sqlx::query("INSERT INTO refunds VALUES ($1, $2, $3) ON CONFLICT DO NOTHING")
             .bind(&key)
             .bind(&args.invoice)
             .bind(args.amount_cents)
-            .execute(&mut *tx)
+            .execute(tx.connection())
             .await?;
         if booked.rows_affected() == 1 {
             sqlx::query("UPDATE invoices SET refunded_cents = refunded_cents + $1 WHERE id = $2")
                 .bind(args.amount_cents)
                 .bind(&args.invoice)
-                .execute(&mut *tx)
+                .execute(tx.connection())
                 .await?;
         }
         tx.commit().await?;
@@ -197,14 +204,10 @@ pub async fn open(
         .rig_tool(get.clone(), true)
         .rig_tool(refund.clone(), true);
     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
-    agents::upsert(
-        &mut *store.pool().acquire().await?,
-        AGENT,
-        policy,
-        OffsetDateTime::now_utc(),
-    )
-    .await?;
-    sqlx::query(SEED).execute(store.pool()).await?;
+    let mut tx = store.begin_write().await?;
+    agents::upsert(tx.connection(), AGENT, policy, OffsetDateTime::now_utc()).await?;
+    sqlx::query(SEED).execute(tx.connection()).await?;
+    tx.commit().await?;
     Ok(Service {
         store,
         engine,
@@ -228,10 +231,22 @@ pub async fn console(db: &str) -> Result<Engine, Box<dyn std::error::Error + Sen
 /// What INV-1 has been refunded, and how many refunds were booked.
 pub async fn refunded(store: &Store) -> Result<(i64, i64), sqlx::Error> {
     let cents = sqlx::query_scalar("SELECT refunded_cents FROM invoices WHERE id = 'INV-1'")
-        .fetch_one(store.pool())
+        .fetch_one(
+            store
+                .read_connection()
+                .await
+                .expect("a read connection")
+                .connection(),
+        )
         .await?;
     let booked = sqlx::query_scalar("SELECT COUNT(*) FROM refunds")
-        .fetch_one(store.pool())
+        .fetch_one(
+            store
+                .read_connection()
+                .await
+                .expect("a read connection")
+                .connection(),
+        )
         .await?;
     Ok((cents, booked))
 }

@@ -147,7 +147,7 @@ async fn a_delegated_wake_waits_for_an_answer_over_http_and_the_task_changes() {
     assert_eq!(shown["priority"], "P0", "{shown}");
     let (_, pending) = server.get("/api/confirmations").await;
     assert_eq!(pending, json!([]));
-    let mut conn = server.store.pool().acquire().await.expect("connection");
+    let mut conn = server.store.read_connection().await.expect("connection");
     let records = delegation::for_change_set(&mut conn, set.parse().expect("uuid"))
         .await
         .expect("delegation records");

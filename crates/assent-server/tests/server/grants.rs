@@ -114,7 +114,7 @@ async fn another_agent_cannot_ride_a_grant_by_naming_the_same_sub_agent_or_the_a
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["calls"][0]["result"], "applied", "{body}");
     }
-    let mut conn = server.store.pool().acquire().await.expect("connection");
+    let mut conn = server.store.read_connection().await.expect("connection");
     let grants = delegation::list_grants(&mut conn, &delegation::GrantFilter::default())
         .await
         .expect("grants");

@@ -49,7 +49,13 @@ async fn notes_server() -> TestServer {
             .await
             .expect("the notes engine");
         sqlx::query("INSERT INTO notes VALUES ('n1', 'draft', 'personal')")
-            .execute(store.pool())
+            .execute(
+                store
+                    .read_connection()
+                    .await
+                    .expect("a read connection")
+                    .connection(),
+            )
             .await
             .expect("a note");
         Server::new(engine, TOKEN)
@@ -97,7 +103,14 @@ async fn another_hosts_items_are_proposed_listed_confirmed_and_remembered() {
         .await;
     assert_eq!(status, 200, "{body}");
     let note: String = sqlx::query_scalar("SELECT body FROM notes WHERE id = 'n1'")
-        .fetch_one(server.store.pool())
+        .fetch_one(
+            server
+                .store
+                .read_connection()
+                .await
+                .expect("a read connection")
+                .connection(),
+        )
         .await
         .expect("the note");
     assert_eq!(note, "final");

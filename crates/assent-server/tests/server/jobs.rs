@@ -28,7 +28,7 @@ async fn a_confirmed_external_item_runs_within_two_seconds_and_shows_its_run() {
     )
     .await;
     let now = OffsetDateTime::now_utc();
-    let mut conn = store.pool().acquire().await.expect("conn");
+    let mut conn = store.read_connection().await.expect("conn");
     agents::upsert(&mut conn, "poster", &AgentPolicy::new([CATEGORY]), now)
         .await
         .expect("agent");

@@ -87,13 +87,7 @@ async fn a_write_by_another_process_reaches_the_event_stream() {
 
     // Another process: its own pool on the same file, and an engine that publishes
     // nothing to this server.
-    let url = server
-        .store
-        .pool()
-        .connect_options()
-        .database_url
-        .to_string();
-    let other = Store::open(&url).await.expect("a second opener");
+    let other = Store::open(&server.url).await.expect("a second opener");
     let engine = assent_journal_host::journal_engine(other.clone())
         .await
         .expect("journal engine");

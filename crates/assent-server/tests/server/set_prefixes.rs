@@ -13,7 +13,7 @@ use serde_json::json;
 
 /// Two pending sets of `triage` on `task` whose ids share their first 20 hex digits.
 async fn two_sets_sharing_a_prefix(server: &TestServer, task: &str) {
-    let mut conn = server.store.pool().acquire().await.expect("a connection");
+    let mut conn = server.store.read_connection().await.expect("a connection");
     for id in [
         "0000000a-0000-4000-8000-000000000001",
         "0000000a-0000-4000-8000-100000000002",

@@ -116,7 +116,7 @@ async fn connected_with(
     .await;
     let (base, recorded) = fake_slack().await;
     recorded.lock().expect("lock").socket_url = socket_url;
-    let mut conn = server.store.pool().acquire().await.expect("conn");
+    let mut conn = server.store.read_connection().await.expect("conn");
     let now = time::OffsetDateTime::now_utc();
     slack::connect(
         &mut conn,

@@ -22,6 +22,8 @@ pub struct TestServer {
     pub client: reqwest::Client,
     /// The database the server writes, for checks behind its back.
     pub store: Store,
+    /// Its URL, for a second opener (another process).
+    pub url: String,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), ServerError>>>,
     _dir: tempfile::TempDir,
@@ -58,6 +60,7 @@ impl TestServer {
             store,
             stop: Some(stop),
             task: Some(task),
+            url: url.clone(),
             _dir: dir,
         }
     }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 async fn export(store: &Store) -> SyncBatch {
     let mut tx = store.begin_write().await.expect("write");
     let batch = assent_store::sync::export(
-        &mut tx,
+        tx.connection(),
         store.device_id(),
         &TaskEntities,
         uuid::Uuid::new_v4(),
@@ -27,7 +27,7 @@ async fn export(store: &Store) -> SyncBatch {
 }
 
 async fn state(store: &Store) -> SyncState {
-    let mut conn = store.pool().acquire().await.expect("connection");
+    let mut conn = store.read_connection().await.expect("connection");
     assent_store::sync::local_state(&mut conn, store.device_id(), &TaskEntities)
         .await
         .expect("state")

@@ -189,7 +189,7 @@ async fn a_slack_url_is_answered_masked_and_posted_to_whole() {
     }
     // The whole URL stays stored: it is what the sender posts to.
     let id: assent_domain::Uuid = listed[0]["id"].as_str().unwrap().parse().unwrap();
-    let mut conn = server.store.pool().acquire().await.unwrap();
+    let mut conn = server.store.read_connection().await.unwrap();
     let whole = assent_store::webhooks::receiver_url(&mut conn, id)
         .await
         .unwrap();
