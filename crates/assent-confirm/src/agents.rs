@@ -438,3 +438,188 @@ async fn change_rule_on(
     }
     Ok(changed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SimpleHost;
+    use assent_tools::{GrantEvidence, ToolMode, ToolRegistry, ToolSpec};
+    use std::sync::Arc;
+    use time::macros::datetime;
+
+    const T0: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
+
+    async fn engine() -> Engine {
+        let store = Store::open("sqlite::memory:").await.expect("a store");
+        let mut tools = ToolRegistry::new();
+        let schema = serde_json::json!({"type": "object"});
+        tools
+            .register(ToolSpec::new("send", "Send.", ToolMode::Deferred, schema))
+            .expect("registered");
+        Engine::open(store, Arc::new(tools), Arc::new(SimpleHost::new("ops")))
+            .await
+            .expect("an engine")
+    }
+
+    fn suggestion(agent: &str, tool: &str) -> GrantSuggestion {
+        GrantSuggestion {
+            id: assent_tools::suggestion_id(agent, tool),
+            agent: agent.to_owned(),
+            tool: tool.to_owned(),
+            rule: "allow",
+            expires_at: T0 + time::Duration::days(30),
+            replaces: None,
+            refused: None,
+            evidence: GrantEvidence {
+                confirmed_unchanged: 6,
+                edited: 0,
+                rejected: 0,
+                undone: 0,
+                reviewers: 1,
+                automatic: 0,
+                before_definition: 0,
+                first_at: T0,
+                last_at: T0,
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn each_setting_names_its_bad_input_and_an_unknown_agent_and_writes_nothing() {
+        let engine = engine().await;
+        let invalid = |r: Result<bool, ConfirmError>| match r {
+            Err(ConfirmError::InvalidSetting(why)) => why,
+            other => panic!("not an invalid setting: {other:?}"),
+        };
+        let unknown = |r: Result<bool, ConfirmError>| {
+            assert!(
+                matches!(&r, Err(ConfirmError::UnknownAgent(a)) if a == "nobody"),
+                "{r:?}"
+            );
+        };
+        let work = ["work".to_owned()];
+        assert_eq!(
+            invalid(engine.set_categories(" ", &work, T0).await),
+            "agent id must not be blank"
+        );
+        assert_eq!(
+            invalid(engine.set_categories("a", &[" ".to_owned()], T0).await),
+            "categories needs at least one category"
+        );
+        assert_eq!(
+            invalid(engine.set_hold("nobody", " ", 30, T0).await),
+            "tool must not be blank"
+        );
+        assert!(
+            invalid(engine.set_hold("nobody", "Bash(rm *)", 30, T0).await)
+                .contains("holds are kept per tool")
+        );
+        assert_eq!(
+            invalid(engine.set_idempotent("nobody", "", true, T0).await),
+            "the tool's name must not be blank"
+        );
+        unknown(engine.set_hold("nobody", "send", 30, T0).await);
+        unknown(engine.set_idempotent("nobody", "send", true, T0).await);
+        unknown(
+            engine
+                .set_run_after_disconnect("nobody", "send", true, T0)
+                .await,
+        );
+        unknown(
+            engine
+                .set_shadow_rule("nobody", "send", RuleAction::Deny, T0)
+                .await,
+        );
+        unknown(
+            engine
+                .change_rule("nobody", &RuleChange::new("send", RuleAction::Deny), T0)
+                .await,
+        );
+        assert!(engine.all_agent_settings().await.expect("read").is_empty());
+
+        assert!(
+            engine
+                .set_categories(" a ", &work, T0)
+                .await
+                .expect("created")
+        );
+        assert!(!engine.set_categories("a", &work, T0).await.expect("again"));
+        assert!(engine.set_hold("a", " send ", 30, T0).await.expect("held"));
+        assert!(
+            !engine
+                .set_hold("a", "send", 30, T0)
+                .await
+                .expect("the same")
+        );
+        assert!(
+            engine
+                .set_idempotent("a", "send", true, T0)
+                .await
+                .expect("said")
+        );
+        let settings = engine.agent_settings("a").await.expect("read").expect("a");
+        assert_eq!(settings.holds, [("send".to_owned(), 30)]);
+        assert_eq!(
+            settings.idempotent_tools,
+            BTreeSet::from(["send".to_owned()])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_rule_promotes_the_shadow_rule_and_a_suggestion_never_weakens_what_came_since() {
+        let engine = engine().await;
+        engine
+            .set_categories("a", &["work".to_owned()], T0)
+            .await
+            .expect("created");
+        assert!(
+            engine
+                .set_shadow_rule("a", "send", RuleAction::Allow, T0)
+                .await
+                .expect("shadowed")
+        );
+        let ask = RuleChange {
+            approvals: Some(2),
+            ..RuleChange::new("send", RuleAction::Ask)
+        };
+        assert!(engine.change_rule("a", &ask, T0).await.expect("set"));
+        let settings = engine.agent_settings("a").await.expect("read").expect("a");
+        assert!(settings.shadow_rules.is_empty(), "{settings:?}");
+        assert_eq!(settings.quorums, [("send".to_owned(), 2)]);
+
+        // A quorum set since the suggestion was listed: refused, nothing written.
+        let refused = engine
+            .apply_suggestion(&suggestion("a", "send"), Some("alice"), T0)
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            refused.conflict_kind(),
+            Some(ConflictKind::SuggestionRefused)
+        );
+        assert!(
+            refused.to_string().contains("needs 2 approvals"),
+            "{refused}"
+        );
+        let after = engine.agent_settings("a").await.expect("read").expect("a");
+        assert_eq!(after, settings);
+
+        // Without the quorum it applies, with its expiry.
+        let one = RuleChange {
+            approvals: Some(1),
+            ..RuleChange::new("send", RuleAction::Ask)
+        };
+        engine.change_rule("a", &one, T0).await.expect("set");
+        assert!(
+            engine
+                .apply_suggestion(&suggestion("a", "send"), Some("alice"), T0)
+                .await
+                .expect("applied")
+        );
+        let applied = engine.agent_settings("a").await.expect("read").expect("a");
+        let rule = &applied.agent.policy.rules()[0];
+        assert_eq!(
+            (rule.action(), rule.expires_at()),
+            (RuleAction::Allow, Some(T0 + time::Duration::days(30)))
+        );
+    }
+}
