@@ -20,6 +20,9 @@
 //!   module all of them can depend on. Paths are read from
 //!   code lines (comments and doc links are not imports); `super::` is not followed,
 //!   since inside a file's `mod tests` it names the file itself.
+//! - the doors (server, CLI, MCP gateway, rig adapter, hook, webhooks) import only the
+//!   `assent_store` modules on their list: agent settings (`agents`, `host_tools`) go
+//!   through the engine, and each list only shrinks as more moves there.
 //!
 //! Manifests are read line by line (no TOML parser): enough for the manifests we write,
 //! and the resolved-graph check (`cargo tree`) backs up the manifest one.
@@ -524,6 +527,160 @@ fn savepoints_and_the_pool_stay_in_the_store() {
     );
 }
 
+/// The `assent_store` modules each door crate's `src/` still imports (`use
+/// assent_store::{…}` groups and `assent_store::x::` paths in code, not in comments).
+/// A door changes an agent's settings, and reads them, through the engine
+/// (`assent_confirm::agents` and the `Engine` methods), never the store's tables, so
+/// that a change has one effect whichever door it came through (issue 43).
+///
+/// This list only shrinks: a door may not start importing a module that is not on
+/// it, and a module it no longer imports must be taken off. `agents` and `host_tools`
+/// are on no door's list.
+const DOOR_STORE_MODULES: &[(&str, &[&str])] = &[
+    (
+        "assent-cli",
+        &[
+            "approvals",
+            "audit",
+            "chain",
+            "change_feed",
+            "change_sets",
+            "decisions",
+            "delegation",
+            "jobs",
+            "outbox",
+            "proof",
+            "slack",
+            "sync",
+            "timefmt",
+            "tokens",
+            "waits",
+            "webhooks",
+        ],
+    ),
+    (
+        "assent-hook",
+        &["audit", "change_sets", "delegation", "jobs", "waits"],
+    ),
+    (
+        "assent-mcp",
+        &[
+            "change_sets",
+            "decisions",
+            "jobs",
+            "mcp_sessions",
+            "operations",
+            "rehost",
+            "tokens",
+            "waits",
+        ],
+    ),
+    ("assent-rig", &["jobs"]),
+    (
+        "assent-server",
+        &[
+            "approvals",
+            "audit",
+            "chain",
+            "change_feed",
+            "change_sets",
+            "decisions",
+            "jobs",
+            "proof",
+            "slack",
+            "sync",
+            "timefmt",
+            "tokens",
+            "waits",
+            "webhooks",
+        ],
+    ),
+    (
+        "assent-webhooks",
+        &[
+            "approvals",
+            "change_feed",
+            "change_sets",
+            "decisions",
+            "expiry_warnings",
+            "jobs",
+            "slack",
+            "timefmt",
+            "webhooks",
+        ],
+    ),
+];
+
+/// The store modules whose settings only the engine changes: on no door's list.
+const ENGINE_ONLY_STORE_MODULES: &[&str] = &["agents", "host_tools"];
+
+#[test]
+fn doors_import_only_the_store_modules_on_their_list() {
+    let root = project_root();
+    let store_modules = pub_mods(&read(&root.join("crates/assent-store/src/lib.rs")));
+    assert!(
+        ENGINE_ONLY_STORE_MODULES
+            .iter()
+            .all(|m| store_modules.contains(*m)),
+        "assent-store's lib.rs no longer declares {ENGINE_ONLY_STORE_MODULES:?}: update this rule"
+    );
+    let mut offenders = Vec::new();
+    for (door, allowed) in DOOR_STORE_MODULES {
+        for module in *allowed {
+            if ENGINE_ONLY_STORE_MODULES.contains(module) {
+                offenders.push(format!(
+                    "{door}: `{module}` is on its list, but only the engine may use it"
+                ));
+            }
+        }
+        let mut files = Vec::new();
+        collect_rs_files(&root.join("crates").join(door).join("src"), &mut files);
+        assert!(!files.is_empty(), "crates/{door}/src has no .rs files");
+        files.sort();
+        let mut used = BTreeSet::new();
+        for file in &files {
+            for path in paths_after(&read(file), "assent_store::") {
+                let Some(module) = path.first().filter(|m| store_modules.contains(*m)) else {
+                    continue;
+                };
+                used.insert(module.clone());
+                if !allowed.contains(&module.as_str()) {
+                    offenders.push(format!(
+                        "{} imports assent_store::{}, which is not on {door}'s list",
+                        relative(&root, file),
+                        path.join("::")
+                    ));
+                }
+            }
+        }
+        for module in *allowed {
+            if !used.contains(*module) {
+                offenders.push(format!(
+                    "{door} no longer imports assent_store::{module}: take it off its list"
+                ));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "a door crate imports store modules other than those on its list in \
+         DOOR_STORE_MODULES (xtask/src/tidy.rs); go through the engine (assent_confirm's \
+         `Engine` methods, `assent_confirm::agents`) instead, and never add to the list:\n{}",
+        bullets(&offenders)
+    );
+}
+
+/// The modules `lib_rs` declares with `pub mod NAME;`.
+fn pub_mods(lib_rs: &str) -> BTreeSet<String> {
+    without_comments_and_literals(lib_rs)
+        .lines()
+        .filter_map(|line| {
+            let name = line.trim().strip_prefix("pub mod ")?.strip_suffix(';')?;
+            Some(name.trim().to_owned())
+        })
+        .collect()
+}
+
 // Checks of the line-based helpers themselves, so a rule cannot pass by parsing nothing.
 
 #[test]
@@ -641,6 +798,32 @@ fn crate_paths_from_code() {
     check(
         "use crate::w::{\n    A, B,\n    c::D,\n};\n",
         &["w::A", "w::B", "w::c::D"],
+    );
+}
+
+#[test]
+fn store_paths_from_code() {
+    let text = "use assent_store::{Store, agents, host_tools::{self, HostTool}};\n\
+                let x = assent_store::tokens::list(&mut conn);\n\
+                //! [`assent_store::jobs`]\n\
+                use my_assent_store::waits;\n";
+    let found: Vec<String> = paths_after(text, "assent_store::")
+        .iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "Store",
+            "agents",
+            "host_tools::self",
+            "host_tools::HostTool",
+            "tokens::list"
+        ]
+    );
+    assert_eq!(
+        pub_mods("//! pub mod not;\nmod private;\npub mod agents;\npub mod jobs;\n"),
+        BTreeSet::from(["agents".to_owned(), "jobs".to_owned()])
     );
 }
 
@@ -914,6 +1097,12 @@ fn resolve_module(known: &[&[String]], path: &[String]) -> Option<usize> {
 /// (`crate::{a, b::C}` gives `a` and `b::C`). Comment lines and the comment at the end
 /// of a line are skipped: a doc link is not an import.
 fn crate_paths(text: &str) -> Vec<Vec<String>> {
+    paths_after(text, "crate::")
+}
+
+/// Every path after `prefix` (`crate::`, `assent_store::`) in the code of `text`, read
+/// as [`crate_paths`] reads them.
+fn paths_after(text: &str, prefix: &str) -> Vec<Vec<String>> {
     // Whole text rather than line by line: a `use` group often spans lines.
     let code: String = text
         .lines()
@@ -922,9 +1111,9 @@ fn crate_paths(text: &str) -> Vec<Vec<String>> {
         .join("\n");
     let mut paths = Vec::new();
     let mut rest = code.as_str();
-    while let Some(at) = rest.find("crate::") {
+    while let Some(at) = rest.find(prefix) {
         let before = rest[..at].chars().next_back();
-        let after = &rest[at + "crate::".len()..];
+        let after = &rest[at + prefix.len()..];
         if !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
             let mut chars = after.chars().peekable();
             use_tree(&mut chars, &mut Vec::new(), &mut paths);

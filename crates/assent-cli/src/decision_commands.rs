@@ -7,9 +7,10 @@ use crate::cli::{
 };
 use crate::context::{Ctx, Output};
 use crate::render;
+use assent_confirm::agents;
 use assent_confirm::{ConfirmError, DEFAULT_EXPIRY_TTL, ItemResult};
 use assent_server::shapes::{SetView, confirm_all_json, confirmed_json, rejected_json};
-use assent_store::{approvals, change_sets, decisions, host_tools, jobs, waits};
+use assent_store::{approvals, change_sets, decisions, jobs, waits};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -96,9 +97,9 @@ async fn served_tool(
     else {
         return Ok(render::ServedTool::Unrecorded);
     };
-    Ok(match host_tools::get(conn, &host, tool).await? {
+    Ok(match agents::host_tool(conn, &host, tool).await? {
         Some(stored) => render::ServedTool::Stored(Box::new(stored)),
-        None if host_tools::registered(conn, &host).await? => render::ServedTool::Unlisted(host),
+        None if agents::host_registered(conn, &host).await? => render::ServedTool::Unlisted(host),
         None => render::ServedTool::NeverRegistered(host),
     })
 }

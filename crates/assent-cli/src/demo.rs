@@ -13,8 +13,7 @@ use assent_confirm::{Engine, WakeOutcome, WakeRequest};
 use assent_domain::{ChangeSet, OffsetDateTime, Uuid};
 use assent_journal::tool;
 use assent_journal_host::{NewTask, create_task, load_task, task_target};
-use assent_store::{Store, agents, audit, outbox, proof};
-use assent_tools::AgentPolicy;
+use assent_store::{Store, StoreError, audit, outbox, proof};
 use serde_json::{Value, json};
 use time::Duration;
 use time::macros::datetime;
@@ -129,8 +128,10 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     ));
 
     s.heading("An agent and a task");
+    engine
+        .set_categories(AGENT, &["work".to_owned()], now)
+        .await?;
     let mut tx = store.begin_write().await?;
-    agents::upsert(tx.connection(), AGENT, &AgentPolicy::new(["work"]), now).await?;
     let new = NewTask {
         title: "Prepare the Q1 board report".to_owned(),
         category: Some("work".to_owned()),

@@ -17,8 +17,7 @@ use assent_confirm::{
 use assent_domain::{OffsetDateTime, Uuid};
 use assent_journal_host::{NewTask, create_task, task_target};
 use assent_store::delegation::{self, GrantFilter};
-use assent_store::{Store, agents, audit};
-use assent_tools::AgentPolicy;
+use assent_store::{Store, StoreError, audit};
 use serde_json::{Value, json};
 
 /// The sub-agent's policy id.
@@ -84,9 +83,10 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     s.heading("A parent session and its sub-agent");
     let parent = ConfirmationBus::new("lead", BusConfig::default())?;
     let researcher = parent.derive(AGENT)?;
-    let mut tx = store.begin_write().await?;
-    agents::upsert(tx.connection(), AGENT, &AgentPolicy::new(["work"]), now).await?;
-    tx.commit().await?;
+    engine(store.clone())
+        .await?
+        .set_categories(AGENT, &["work".to_owned()], now)
+        .await?;
     let task_id = new_task(store, "Prepare the Q1 board report", now).await?;
     s.say(format!(
         "The parent session owns the bus \"lead\"; the sub-agent only gets a bus derived from it, \

@@ -107,7 +107,10 @@ impl From<ConfirmError> for CliError {
         if let ConfirmError::TargetChanged(detail) = &error {
             return Self::Stale(detail.clone());
         }
-        if let ConfirmError::InvalidRule(_) | ConfirmError::InvalidGrant(_) = &error {
+        if let ConfirmError::InvalidRule(_)
+        | ConfirmError::InvalidSetting(_)
+        | ConfirmError::InvalidGrant(_) = &error
+        {
             return Self::Usage(error.to_string());
         }
         if error.is_conflict() {

@@ -215,27 +215,23 @@ pub async fn agent_run_after_disconnect(
 ) -> Result<crate::context::Output, CliError> {
     let (agent, tool) = (agent.trim(), tool.trim());
     // A name or pattern as a rule takes it (`*` for any run of characters): one that
-    // could match nothing is refused, not kept and ignored.
-    assent_tools::ToolRule::new(tool, assent_tools::RuleAction::Allow)
-        .map_err(|e| CliError::Usage(e.to_string()))?;
-    let mut tx = ctx.store().begin_write().await?;
-    if assent_store::agents::get(tx.connection(), agent)
-        .await?
-        .is_none()
+    // could match nothing is refused (exit 2), not kept and ignored.
+    let changed = match ctx
+        .engine
+        .set_run_after_disconnect(agent, tool, on, ctx.now)
+        .await
     {
-        return Err(CliError::failed(format!(
-            "no agent {agent:?} on this database"
-        )));
-    }
-    let changed = assent_store::mcp_sessions::set_run_after_disconnect(
-        tx.connection(),
-        agent,
-        tool,
-        on,
-        ctx.now,
-    )
-    .await?;
-    tx.commit().await?;
+        Ok(changed) => changed,
+        Err(assent_confirm::ConfirmError::InvalidSetting(why)) => {
+            return Err(CliError::Usage(why));
+        }
+        Err(assent_confirm::ConfirmError::UnknownAgent(_)) => {
+            return Err(CliError::failed(format!(
+                "no agent {agent:?} on this database"
+            )));
+        }
+        Err(other) => return Err(other.into()),
+    };
     let shown = serde_json::json!({"agent": agent, "tool": tool, "runAfterDisconnect": on, "changed": changed});
     crate::context::Output::either(ctx.json, &shown, || {
         let said = if on {
@@ -272,14 +268,17 @@ pub async fn allow_read_only_tools(
 ) -> Result<crate::context::Output, CliError> {
     use std::io::{BufRead as _, IsTerminal as _, Write as _};
     let agent = agent.trim();
-    let tools: Vec<assent_store::host_tools::HostTool> = {
+    let tools: Vec<assent_confirm::agents::HostTool> = {
         let mut conn = ctx.connection().await?;
-        if assent_store::agents::get(&mut conn, agent).await?.is_none() {
+        if assent_confirm::agents::get(&mut conn, agent)
+            .await?
+            .is_none()
+        {
             return Err(CliError::failed(format!(
                 "no agent {agent:?} on this database"
             )));
         }
-        assent_store::host_tools::for_agent(&mut conn, agent)
+        assent_confirm::agents::tools_for_agent(&mut conn, agent)
             .await?
             .into_iter()
             .filter(|tool| read_only_by_its_server(&tool.definition))

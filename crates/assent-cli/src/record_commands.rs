@@ -7,10 +7,10 @@ use crate::cli::{
 };
 use crate::context::{Ctx, Output};
 use crate::render;
-use assent_confirm::ConfirmError;
+use assent_confirm::{ConfirmError, ConflictKind, agents};
 use assent_server::shapes::AuditView;
 use assent_store::delegation::{self, Revocation};
-use assent_store::{agents, audit, chain, decisions, host_tools, outbox, proof};
+use assent_store::{audit, chain, decisions, outbox, proof};
 use assent_tools::{
     AgentPolicy, GrantSuggestion, InForce, RuleAction, SuggestOptions, suggest_grants,
 };
@@ -190,29 +190,33 @@ async fn grants_suggest(ctx: &Ctx, args: GrantsSuggestArgs) -> Result<Output, Cl
             "grant suggestion {id} not applied: {why}"
         )));
     }
-    // Applying an allow accepts the tool's current definition; the suggestion was
-    // refused above when that definition is a changed one. Read again here, just
-    // before the write, so a catalog recorded since the listing is not accepted.
-    let mut conn = ctx.connection().await?;
-    let changed = host_tools::for_agent(&mut conn, &chosen.agent)
-        .await?
-        .into_iter()
-        .any(|t| t.tool_name == chosen.tool && t.changed());
-    drop(conn);
-    if changed {
-        return Err(CliError::Conflict(format!(
-            "grant suggestion {id} not applied: the definition of {} changed since a person accepted it; a suggestion never accepts it (review it with `assent agent show {}`, then `assent agent allow {} {}`)",
-            chosen.tool, chosen.agent, chosen.agent, chosen.tool
-        )));
+    // Applied by the engine, which reads again what is in force, in the same
+    // transaction as the write: a deny, quorum or hold set since the listing is not
+    // weakened, and a definition recorded since is not accepted.
+    let by = crate::cli::reviewer(None);
+    match ctx
+        .engine
+        .apply_suggestion(&chosen, Some(by.as_str()), ctx.now)
+        .await
+    {
+        Ok(_) => {}
+        Err(ConfirmError::Conflict {
+            kind: ConflictKind::SuggestionRefused,
+            message,
+            ..
+        }) => {
+            return Err(CliError::Conflict(format!(
+                "grant suggestion {id} not applied: {message}"
+            )));
+        }
+        Err(ConfirmError::UnknownAgent(agent)) => {
+            return Err(CliError::from(assent_server::ServerError::NotFound(
+                format!("no agent {agent:?}"),
+            )));
+        }
+        Err(other) => return Err(other.into()),
     }
-    let (agent, _) = crate::task_commands::set_expiring_rule(
-        ctx,
-        &chosen.agent,
-        &chosen.tool,
-        RuleAction::Allow,
-        chosen.expires_at,
-    )
-    .await?;
+    let agent = assent_server::agent_view(&ctx.engine, &chosen.agent).await?;
     let shown = json!({
         "applied": chosen,
         "agent": crate::task_commands::with_expiries(ctx, &agent).await?,

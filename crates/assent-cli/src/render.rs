@@ -1,6 +1,7 @@
 //! Human output: tasks, wakes, change sets, decisions, the audit trail and the outbox
 //! as text for a person (the `--json` output is the types' own serialization).
 
+use assent_confirm::agents::HostTool;
 use assent_confirm::{
     ConfirmAllResult, ConfirmOutcome, ExecutionOutcome, ItemResult, WakeOutcome, WakeRequest,
 };
@@ -11,7 +12,6 @@ use assent_domain::{
 use assent_journal::TaskSnapshot;
 use assent_store::approvals::{Quorum, Revision};
 use assent_store::delegation::Grant;
-use assent_store::host_tools::HostTool;
 use assent_store::jobs::{Job, JobStatus};
 use assent_store::outbox::OutboxMessage;
 use assent_tools::AuditRecord;

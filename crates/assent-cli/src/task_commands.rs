@@ -10,13 +10,13 @@ use crate::cli::{
 };
 use crate::context::{Ctx, Output};
 use crate::render;
-use assent_confirm::RuleChange;
+use assent_confirm::{ConfirmError, RuleChange, agents};
 use assent_journal_host::{NewTask, create_task, load_task};
 use assent_server::{
     AgentView, ServerError, agent_view, agent_views, change_agent_rule, set_agent_categories,
     set_agent_idempotent,
 };
-use assent_store::{agents, decisions};
+use assent_store::decisions;
 use assent_tools::{Backtest, RuleAction, ShadowReport, ToolRule};
 use serde_json::{Value, json};
 use time::{Date, OffsetDateTime};
@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 /// `assent agent create`.
 pub async fn agent_create(ctx: &Ctx, args: AgentCreateArgs) -> Result<Output, CliError> {
-    let agent = set_agent_categories(ctx.store(), &args.id, &args.categories, ctx.now).await?;
+    let agent = set_agent_categories(&ctx.engine, &args.id, &args.categories, ctx.now).await?;
     let categories: Vec<&str> = agent.categories.iter().map(String::as_str).collect();
     Output::either(ctx.json, &agent, || {
         render::agent(&agent.id, &categories, agent.created)
@@ -70,7 +70,7 @@ pub async fn agent_rule(
     let (agent, changed) = change_agent_rule(&ctx.engine, &args.agent, &change, ctx.now)
         .await
         .map_err(usage_on_bad_input)?;
-    let agent = agent_view(ctx.store(), &agent.id).await?;
+    let agent = agent_view(&ctx.engine, &agent.id).await?;
     let shown = with_expiries(ctx, &agent).await?;
     let until = args.for_span.map(|span| ctx.now + span);
     Output::either(ctx.json, &shown, || {
@@ -97,15 +97,17 @@ async fn agent_shadow_rule(
 ) -> Result<Output, CliError> {
     let tool = args.tool.as_deref().unwrap_or_default();
     let (id, tool) = (args.agent.trim(), tool.trim());
-    let rule = ToolRule::new(tool, action).map_err(|e| CliError::Usage(e.to_string()))?;
-    let mut tx = ctx.store().begin_write().await?;
-    let Some(changed) = agents::set_shadow_rule(tx.connection(), id, rule, ctx.now).await? else {
-        return Err(CliError::from(ServerError::NotFound(format!(
-            "no agent {id:?}"
-        ))));
+    let changed = match ctx.engine.set_shadow_rule(id, tool, action, ctx.now).await {
+        Ok(changed) => changed,
+        Err(ConfirmError::InvalidRule(why)) => return Err(CliError::Usage(why)),
+        Err(ConfirmError::UnknownAgent(_)) => {
+            return Err(CliError::from(ServerError::NotFound(format!(
+                "no agent {id:?}"
+            ))));
+        }
+        Err(other) => return Err(other.into()),
     };
-    tx.commit().await?;
-    let agent = agent_view(ctx.store(), id).await?;
+    let agent = agent_view(&ctx.engine, id).await?;
     let shown = with_expiries(ctx, &agent).await?;
     Output::either(ctx.json, &shown, || {
         let note = if changed {
@@ -196,27 +198,6 @@ fn render_shadow_reports(agent: &str, reports: &[ShadowReport]) -> String {
     text.trim_end().to_owned()
 }
 
-/// Sets agent `agent`'s rule for `tool` to `action` until `until`, in one write
-/// transaction (an `allow` accepts the tool's current definition, as without an
-/// expiry). Returns the agent and whether anything changed. Unknown agent exit 1,
-/// blank tool exit 2.
-pub(crate) async fn set_expiring_rule(
-    ctx: &Ctx,
-    agent: &str,
-    tool: &str,
-    action: RuleAction,
-    until: OffsetDateTime,
-) -> Result<(AgentView, bool), CliError> {
-    let change = RuleChange {
-        until: Some(until),
-        by: Some(crate::cli::reviewer(None)),
-        ..RuleChange::new(tool.trim(), action)
-    };
-    change_agent_rule(&ctx.engine, agent, &change, ctx.now)
-        .await
-        .map_err(usage_on_bad_input)
-}
-
 /// The agent's view as JSON, each rule with its `expiresAt` and whether it has
 /// `expired` at the command's `now` (both left out for a rule that never expires),
 /// and its `shadowRules` `[{tool, action, since}]` (left out when there are none).
@@ -273,7 +254,7 @@ fn rfc3339(at: OffsetDateTime) -> String {
 /// no server's word for it). Unknown agent exit 1, blank tool exit 2.
 pub async fn agent_idempotent(ctx: &Ctx, args: AgentIdempotentArgs) -> Result<Output, CliError> {
     let (agent, changed) =
-        set_agent_idempotent(ctx.store(), &args.agent, &args.tool, !args.off, ctx.now)
+        set_agent_idempotent(&ctx.engine, &args.agent, &args.tool, !args.off, ctx.now)
             .await
             .map_err(usage_on_bad_input)?;
     Output::either(ctx.json, &agent, || {
@@ -296,7 +277,7 @@ pub async fn agent_idempotent(ctx: &Ctx, args: AgentIdempotentArgs) -> Result<Ou
 /// agent exit 1, blank tool exit 2.
 pub async fn agent_hold(ctx: &Ctx, args: AgentHoldArgs) -> Result<Output, CliError> {
     let (agent, changed) =
-        assent_server::set_agent_hold(ctx.store(), &args.agent, &args.tool, args.seconds, ctx.now)
+        assent_server::set_agent_hold(&ctx.engine, &args.agent, &args.tool, args.seconds, ctx.now)
             .await
             .map_err(usage_on_bad_input)?;
     let shown = with_expiries(ctx, &agent).await?;
@@ -321,7 +302,7 @@ pub async fn agent_hold(ctx: &Ctx, args: AgentHoldArgs) -> Result<Output, CliErr
 
 /// `assent agent show AGENT`.
 pub async fn agent_show(ctx: &Ctx, args: AgentShowArgs) -> Result<Output, CliError> {
-    let agent = agent_view(ctx.store(), &args.agent).await?;
+    let agent = agent_view(&ctx.engine, &args.agent).await?;
     let shown = with_expiries(ctx, &agent).await?;
     let expiries = expiries(ctx, &agent.id).await?;
     Output::either(ctx.json, &shown, || {
@@ -342,7 +323,7 @@ pub async fn agent_show(ctx: &Ctx, args: AgentShowArgs) -> Result<Output, CliErr
 
 /// `assent agent list`.
 pub async fn agent_list(ctx: &Ctx) -> Result<Output, CliError> {
-    let agents = agent_views(ctx.store()).await?;
+    let agents = agent_views(&ctx.engine).await?;
     let mut shown = Vec::with_capacity(agents.len());
     for agent in &agents {
         shown.push(with_expiries(ctx, agent).await?);

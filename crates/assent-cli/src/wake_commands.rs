@@ -7,8 +7,8 @@ use crate::context::{Ctx, Output};
 use crate::render;
 use assent_changeset::{ChangesetError, Dialect, ParsedCalls, parse_calls_str, tool_definitions};
 use assent_confirm::WakeRequest;
+use assent_confirm::agents;
 use assent_server::shapes::{WakeWithMessages, wake_json, wake_messages};
-use assent_store::{agents, host_tools};
 use assent_tools::ToolRegistry;
 use std::io::Read;
 use std::path::Path;
@@ -114,11 +114,11 @@ pub async fn tools(ctx: &Ctx, args: ToolsArgs) -> Result<Output, CliError> {
     let policy = agents::policy_at(&mut conn, agent, ctx.now)
         .await?
         .ok_or_else(|| CliError::failed(format!("no agent {:?}", args.agent)))?;
-    let recorded = host_tools::for_agent(&mut conn, agent).await?;
+    let recorded = agents::tools_for_agent(&mut conn, agent).await?;
     // Every `assent` command records the journal's catalog as it opens the database,
     // so only another host's catalog says whose database this is.
     let journal = ctx.engine.host().name();
-    let services: Vec<host_tools::HostTool> = host_tools::own_catalogs(&mut conn)
+    let services: Vec<agents::HostTool> = agents::own_catalogs(&mut conn)
         .await?
         .into_iter()
         .filter(|tool| tool.host != journal)
@@ -139,7 +139,7 @@ pub async fn tools(ctx: &Ctx, args: ToolsArgs) -> Result<Output, CliError> {
 
 /// The tools the services' engines recorded, as one registry; a name two hosts list
 /// cannot be told apart by a model, so it is refused, naming both.
-fn services_registry(recorded: &[host_tools::HostTool]) -> Result<ToolRegistry, CliError> {
+fn services_registry(recorded: &[agents::HostTool]) -> Result<ToolRegistry, CliError> {
     let mut registry = ToolRegistry::new();
     for (index, tool) in recorded.iter().enumerate() {
         if let Some(first) = recorded[..index]

@@ -10,7 +10,9 @@
 //! folder are their user's alone; `set_prefixes`: a set named by the start of
 //! its id; `stale`: a target changed since the proposal (exit 4), and undo; `trust`:
 //! expiring rules, grant suggestions, backtests and shadow rules; `hold_sync`: a held
-//! confirmation synced to another device is held there too.
+//! confirmation synced to another device is held there too; `doors`: the same rule,
+//! quorum and hold changes over the API and on the command line leave the same
+//! settings and the same next wake.
 
 #[path = "cli/agent_rules.rs"]
 mod agent_rules;
@@ -20,6 +22,8 @@ mod consent;
 mod contract;
 #[path = "cli/dialects.rs"]
 mod dialects;
+#[path = "cli/doors.rs"]
+mod doors;
 #[path = "cli/guide.rs"]
 mod guide;
 #[path = "cli/hold_sync.rs"]

@@ -121,6 +121,10 @@ pub enum ConfirmError {
     /// nothing was written.
     #[error("invalid rule: {0}")]
     InvalidRule(String),
+    /// An agent setting that cannot be set as given (a blank agent id or tool, no
+    /// category, a hold on an argument pattern): nothing was written.
+    #[error("invalid setting: {0}")]
+    InvalidSetting(String),
     /// A "yes, for this session" answer that cannot be given as asked (no session, a
     /// pattern of another tool or that does not cover the call, a quorum or a hold):
     /// nothing was written.
@@ -174,6 +178,9 @@ pub enum ConflictKind {
     NotFailed,
     /// The item is not applied: only an applied change can be undone.
     NotApplied,
+    /// A grant suggestion was not applied: it would weaken a deny, quorum or hold in
+    /// force, or accept a changed definition (the message says which).
+    SuggestionRefused,
 }
 
 impl ConflictKind {
@@ -197,6 +204,7 @@ impl ConflictKind {
             Self::NotInDoubt => "notInDoubt",
             Self::NotFailed => "notFailed",
             Self::NotApplied => "notApplied",
+            Self::SuggestionRefused => "suggestionRefused",
         }
     }
 }

@@ -24,8 +24,10 @@
 //! - [`AuditedExecutor`]: every path that runs a tool goes through it (policy again,
 //!   audit before and after, the handler in a savepoint).
 //!
-//! - [`Engine::change_rule`]: an agent's rule changed the same way, in one transaction,
-//!   whichever door (CLI, API, a suggestion applied) it came through.
+//! - [`agents`]: an agent's settings (categories, rules, shadow rules, holds, quorums,
+//!   idempotent tools, a suggestion applied) changed by [`Engine`] methods such as
+//!   [`Engine::change_rule`], the same way and in one transaction whichever door (CLI,
+//!   API, a demo) it came through; and the reads a door or host makes of them.
 //!
 //! A service plugs in through [`Host`]: its targets, tools, state and tables; a few
 //! closures make one with [`SimpleHost`].
@@ -37,8 +39,8 @@
 //! use assent_changeset::parse_tool_calls;
 //! use assent_confirm::{Engine, SimpleHost, WakeRequest};
 //! use assent_domain::{OffsetDateTime, Target};
-//! use assent_store::{Store, agents};
-//! use assent_tools::{AgentPolicy, ToolMode, ToolRegistry, ToolSpec};
+//! use assent_store::Store;
+//! use assent_tools::{ToolMode, ToolRegistry, ToolSpec};
 //! use serde_json::json;
 //! use std::sync::Arc;
 //!
@@ -52,10 +54,7 @@
 //!     let store = Store::open("sqlite::memory:").await?;
 //!     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
 //!     let now = OffsetDateTime::now_utc();
-//!     let policy = AgentPolicy::new(["ops"]);
-//!     let mut tx = store.begin_write().await?;
-//!     agents::upsert(tx.connection(), "ops-agent", &policy, now).await?;
-//!     tx.commit().await?;
+//!     engine.set_categories("ops-agent", &["ops".to_owned()], now).await?;
 //!
 //!     let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
 //!         "name": "ping", "input": {}}]))?;
@@ -72,6 +71,7 @@
 //! }
 //! ```
 
+pub mod agents;
 mod attribution;
 mod bus;
 mod cancel;
@@ -82,7 +82,6 @@ mod executor;
 mod host;
 mod ledger;
 mod outcome;
-mod rules;
 mod scheduler;
 mod session;
 mod simple;
@@ -91,6 +90,7 @@ mod undo;
 mod wake;
 mod worker;
 
+pub use agents::{AgentSettings, RuleChange};
 /// Re-exported from `assent-changeset`, where the prompt texts are worded.
 pub use assent_changeset::{
     HISTORY_HEADING, MAX_HISTORY_ENTRIES, MAX_HISTORY_TOKENS, render_history,
@@ -116,7 +116,6 @@ pub use host::{
 };
 pub use ledger::{APPROVAL_CHANGED, HAPPENED_BY_PERSON, JobRun, JobSettings, Resolution};
 pub use outcome::{DecisionOutcome, ItemOutcome, OUTCOME_POLL_INTERVAL, RunOutcome, SetOutcome};
-pub use rules::RuleChange;
 pub use scheduler::{
     CallResult, DEFAULT_EXECUTION_TIMEOUT, MAX_PROMPTS_PER_CALL, ScheduledCall, ScheduledWake,
     Scheduler, Session,

@@ -12,12 +12,13 @@
 
 use crate::{Answer, HookError, HookEvent, Phase};
 use assent_changeset::{ToolArguments, ToolCall, reply};
+use assent_confirm::agents;
 use assent_confirm::{Engine, HostError, SimpleHost, WakeRequest};
 use assent_domain::{
     ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, canonical_json, head_and_tail,
 };
 use assent_store::jobs::{self, JobStatus};
-use assent_store::{AnyConnection, Store, agents, audit, change_sets, host_tools};
+use assent_store::{AnyConnection, Store, audit, change_sets};
 use assent_tools::{
     AuditKind, AuditRecord, BoxFuture, ToolInvocation, ToolMode, ToolRegistry, ToolSpec,
 };
@@ -248,7 +249,7 @@ async fn engine(store: &Store, options: &HookOptions, tool: &str) -> Result<Engi
     let host_name = hook_host(&options.agent);
     let mut names: BTreeSet<String> = {
         let mut conn = store.read_connection().await?;
-        host_tools::for_host(&mut conn, &host_name)
+        agents::tools_for_host(&mut conn, &host_name)
             .await?
             .into_iter()
             .map(|tool| tool.tool_name)

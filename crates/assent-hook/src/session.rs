@@ -9,9 +9,10 @@
 //! asked as before, whatever grant a person gave.
 
 use crate::{Answer, HookError, HookEvent};
+use assent_confirm::agents;
 use assent_confirm::{AuditedExecutor, Engine, ExecutionOutcome, ExecutionRequest};
 use assent_domain::{OffsetDateTime, OperationId, Target};
-use assent_store::{StoreAuditSink, agents, delegation};
+use assent_store::{StoreAuditSink, delegation};
 use assent_tools::{CallContext, ExecutionTarget, RuleAction, ToolInvocation};
 use serde_json::json;
 

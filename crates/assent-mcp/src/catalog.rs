@@ -3,7 +3,7 @@
 //! destructive) runs at once; the agent's rules override both.
 
 use crate::McpError;
-use assent_store::host_tools::HostTool;
+use assent_confirm::agents::HostTool;
 use assent_tools::{AgentPolicy, RuleAction, ToolMode, ToolRegistry, ToolSpec};
 use rmcp::model::Tool;
 use serde_json::Value;
@@ -234,7 +234,7 @@ mod tests {
 
     fn recorded(tool: &Tool, trust: Trust, changed: bool) -> HostTool {
         let definition = serde_json::to_value(tool).expect("a tool as JSON");
-        let hash = assent_store::host_tools::definition_hash(&definition);
+        let hash = assent_confirm::agents::definition_hash(&definition);
         HostTool {
             host: "mcp_notes".into(),
             tool_name: tool.name.to_string(),

@@ -10,11 +10,11 @@ use crate::status::{
 };
 use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
 use assent_changeset::{ToolArguments, ToolCall, reply};
+use assent_confirm::agents::{self, HostTool, ListedTool};
 use assent_confirm::{Engine, WakeRequest};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, Verdict};
-use assent_store::host_tools::{self, HostTool, ListedTool};
 use assent_store::jobs::{self, JobStatus};
-use assent_store::{Store, agents, change_sets, decisions, mcp_sessions, operations, waits};
+use assent_store::{Store, change_sets, decisions, mcp_sessions, operations, waits};
 use assent_tools::RuleAction;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
@@ -148,10 +148,10 @@ impl Gateway {
         };
         drop(conn);
         adopt_legacy(&store, &options.agent, &options.server, &prefix, true).await?;
-        let mut conn = store.read_connection().await?;
         let tools = upstream.tools();
-        let catalog = record_catalog(&mut conn, &options, &prefix, &tools).await?;
-        let operator_idempotent = host_tools::idempotent_tools(&mut conn, &options.agent).await?;
+        let catalog = record_catalog(&store, &options, &prefix, &tools).await?;
+        let mut conn = store.read_connection().await?;
+        let operator_idempotent = agents::idempotent_tools(&mut conn, &options.agent).await?;
         let session = Uuid::new_v4();
         mcp_sessions::open(
             &mut conn,
@@ -230,16 +230,21 @@ impl Gateway {
             None
         };
         let store = self.engine().store().clone();
+        let recorded = match &relisted {
+            Some(tools) => {
+                Some(record_catalog(&store, &inner.options, &inner.prefix, tools).await?)
+            }
+            None => None,
+        };
         let mut conn = store.read_connection().await?;
-        let catalog = match &relisted {
-            Some(tools) => record_catalog(&mut conn, &inner.options, &inner.prefix, tools).await?,
+        let catalog = match recorded {
+            Some(catalog) => catalog,
             None => {
                 let host = gateway_host(&inner.options.agent, &inner.options.server);
-                host_tools::for_host(&mut conn, &host).await?
+                agents::tools_for_host(&mut conn, &host).await?
             }
         };
-        let operator_idempotent =
-            host_tools::idempotent_tools(&mut conn, &inner.options.agent).await?;
+        let operator_idempotent = agents::idempotent_tools(&mut conn, &inner.options.agent).await?;
         drop(conn);
         let review = review_of(&catalog);
         let same_review = inner.review.lock().is_ok_and(|current| *current == review);
@@ -1019,7 +1024,7 @@ fn point_to_read_only_allow(
 /// upstream's name), with its definition as the upstream gave it: the pin is a hash of
 /// the upstream's words, so it stays the same whatever the gateway calls the tool.
 async fn record_catalog(
-    conn: &mut assent_store::AnyConnection,
+    store: &Store,
     options: &GatewayOptions,
     prefix: &str,
     tools: &[Tool],
@@ -1040,11 +1045,11 @@ async fn record_catalog(
             input_schema,
         })
         .collect();
-    Ok(host_tools::record_catalog(
-        conn,
+    Ok(agents::record_host_catalog(
+        store,
         &gateway_host(&options.agent, &options.server),
-        Some(&options.agent),
-        Some(options.trust.as_str()),
+        &options.agent,
+        options.trust.as_str(),
         &listed,
         OffsetDateTime::now_utc(),
     )

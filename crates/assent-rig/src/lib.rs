@@ -20,8 +20,8 @@
 //! use assent_confirm::{Engine, SimpleHost};
 //! use assent_domain::{OffsetDateTime, Target};
 //! use assent_rig::AssentHook;
-//! use assent_store::{Store, agents};
-//! use assent_tools::{AgentPolicy, ToolMode, ToolRegistry, ToolSpec};
+//! use assent_store::Store;
+//! use assent_tools::{ToolMode, ToolRegistry, ToolSpec};
 //! use serde_json::json;
 //! use std::sync::Arc;
 //!
@@ -35,10 +35,7 @@
 //!     let store = Store::open("sqlite::memory:").await?;
 //!     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
 //!     let now = OffsetDateTime::now_utc();
-//!     let policy = AgentPolicy::new(["notes"]);
-//!     let mut tx = store.begin_write().await?;
-//!     agents::upsert(tx.connection(), "scribe", &policy, now).await?;
-//!     tx.commit().await?;
+//!     engine.set_categories("scribe", &["notes".to_owned()], now).await?;
 //!
 //!     let hook = AssentHook::new(engine, "scribe", Target::new("note", "n1")).run_key("chat-1");
 //!     let answer = hook.answer("chat-1", "call_1", "set_body", r#"{"body": "final"}"#).await?;

@@ -4,10 +4,10 @@
 use crate::api::{ApiResult, Body, created, now, ok};
 use crate::auth::Principal;
 use crate::{AppState, ServerError};
-use assent_confirm::{ConfirmError, Engine, RuleChange};
+use assent_confirm::agents::{Agent, HostTool};
+use assent_confirm::{AgentSettings, ConfirmError, Engine, RuleChange};
 use assent_domain::OffsetDateTime;
-use assent_store::{Store, agents, host_tools};
-use assent_tools::{AgentPolicy, RuleAction};
+use assent_tools::RuleAction;
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, State};
@@ -33,7 +33,7 @@ pub struct AgentView {
     /// For an agent that meets tools through a host's catalog (an MCP gateway's
     /// `--agent`): each tool with its host, trust, description, annotations and
     /// whether its definition `changed` since a person accepted it
-    /// ([`host_tools::HostTool::to_json`]); left out for other agents.
+    /// ([`HostTool::to_json`]); left out for other agents.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<serde_json::Value>,
     /// The tools the operator said are idempotent for it (`assent agent idempotent`):
@@ -84,7 +84,7 @@ pub struct QuorumView {
 
 impl AgentView {
     /// The view of a stored agent.
-    pub fn of(agent: &agents::Agent) -> Self {
+    pub fn of(agent: &Agent) -> Self {
         Self {
             id: agent.id.clone(),
             categories: agent
@@ -111,109 +111,82 @@ impl AgentView {
         }
     }
 
-    /// The view of a stored agent with the host tools it meets.
-    async fn read(
-        conn: &mut assent_store::AnyConnection,
-        agent: &agents::Agent,
-    ) -> Result<Self, ServerError> {
-        let tools = host_tools::for_agent(conn, &agent.id).await?;
-        let idempotent = host_tools::idempotent_tools(conn, &agent.id).await?;
-        let holds = agents::holds(conn, &agent.id).await?;
-        let quorums = agents::quorums(conn, &agent.id).await?;
-        Ok(Self {
-            tools: tools.iter().map(host_tools::HostTool::to_json).collect(),
-            idempotent_tools: idempotent.into_iter().collect(),
-            holds: holds
-                .into_iter()
-                .map(|(tool, seconds)| HoldView { tool, seconds })
+    /// The view of an agent's settings ([`Engine::agent_settings`]), with the host
+    /// tools it meets.
+    pub fn of_settings(settings: &AgentSettings) -> Self {
+        Self {
+            tools: settings.tools.iter().map(HostTool::to_json).collect(),
+            idempotent_tools: settings.idempotent_tools.iter().cloned().collect(),
+            holds: settings
+                .holds
+                .iter()
+                .map(|(tool, seconds)| HoldView {
+                    tool: tool.clone(),
+                    seconds: *seconds,
+                })
                 .collect(),
-            quorums: quorums
-                .into_iter()
-                .map(|(tool, approvals)| QuorumView { tool, approvals })
+            quorums: settings
+                .quorums
+                .iter()
+                .map(|(tool, approvals)| QuorumView {
+                    tool: tool.clone(),
+                    approvals: *approvals,
+                })
                 .collect(),
-            ..Self::of(agent)
-        })
+            ..Self::of(&settings.agent)
+        }
     }
 }
 
-/// Reads back agent `id` after a write in `conn`'s transaction.
-async fn written(
-    conn: &mut assent_store::AnyConnection,
-    id: &str,
-) -> Result<AgentView, ServerError> {
-    let agent = agents::get(conn, id)
-        .await?
-        .ok_or_else(|| ServerError::Internal(format!("agent {id:?} vanished after its write")))?;
-    AgentView::read(conn, &agent).await
+/// The engine's refusal of an agent setting as this server answers it: an unknown
+/// agent 404 (`no agent "id"`), a setting that cannot be set as given 400 with the
+/// reason alone.
+fn refused(id: &str, error: ConfirmError) -> ServerError {
+    match error {
+        ConfirmError::UnknownAgent(_) => no_agent(id),
+        ConfirmError::InvalidRule(why) | ConfirmError::InvalidSetting(why) => {
+            ServerError::BadRequest(why)
+        }
+        other => other.into(),
+    }
 }
 
-/// Sets agent `id`'s hold window for `tool` to `seconds` (0 removes it): its confirmed
-/// calls of `tool` then wait that long, cancellable, before they run. Returns the agent
-/// and whether it changed. Unknown agent 404; blank tool 400.
+/// Sets agent `id`'s hold window for `tool` to `seconds` (0 removes it,
+/// [`Engine::set_hold`]): its confirmed calls of `tool` then wait that long,
+/// cancellable, before they run. Returns the agent and whether it changed. Unknown
+/// agent 404; blank tool or argument pattern 400.
 pub async fn set_agent_hold(
-    store: &Store,
+    engine: &Engine,
     id: &str,
     tool: &str,
     seconds: u32,
     now: OffsetDateTime,
 ) -> Result<(AgentView, bool), ServerError> {
-    let (id, tool) = (id.trim(), tool.trim());
-    if tool.is_empty() {
-        return Err(ServerError::BadRequest("tool must not be blank".to_owned()));
-    }
-    // Holds are looked up by tool name: an argument pattern would be kept and never
-    // apply.
-    if tool.contains('(') || tool.contains(')') {
-        return Err(ServerError::BadRequest(format!(
-            "a hold is set for a tool name or * pattern, not for an argument pattern ({tool}): holds are kept per tool"
-        )));
-    }
-    let mut tx = store.begin_write().await?;
-    let changed = agents::set_hold(tx.connection(), id, tool, seconds, now)
-        .await?
-        .ok_or_else(|| no_agent(id))?;
-    let view = written(tx.connection(), id).await?;
-    tx.commit().await?;
-    Ok((view, changed))
+    let id = id.trim();
+    let changed = engine
+        .set_hold(id, tool, seconds, now)
+        .await
+        .map_err(|e| refused(id, e))?;
+    Ok((agent_view(engine, id).await?, changed))
 }
 
 /// Creates agent `id` with `categories`, or replaces the categories of an existing one
-/// while keeping its rules. A blank id or no non-blank category changes nothing.
+/// while keeping its rules ([`Engine::set_categories`]). A blank id or no non-blank
+/// category changes nothing (400).
 pub async fn set_agent_categories(
-    store: &Store,
+    engine: &Engine,
     id: &str,
     categories: &[String],
     now: OffsetDateTime,
 ) -> Result<AgentView, ServerError> {
     let id = id.trim();
-    if id.is_empty() {
-        return Err(ServerError::BadRequest(
-            "agent id must not be blank".to_owned(),
-        ));
-    }
-    let categories: Vec<&str> = categories
-        .iter()
-        .map(|c| c.trim())
-        .filter(|c| !c.is_empty())
-        .collect();
-    if categories.is_empty() {
-        return Err(ServerError::BadRequest(
-            "categories needs at least one category".to_owned(),
-        ));
-    }
-    let mut tx = store.begin_write().await?;
-    let existing = agents::policy(tx.connection(), id).await?;
-    // Keep the rules of an existing agent; this only sets categories.
-    let policy = existing
-        .iter()
-        .flat_map(|old| old.rules().iter().cloned())
-        .fold(AgentPolicy::new(categories), AgentPolicy::with_rule);
-    agents::upsert(tx.connection(), id, &policy, now).await?;
-    let view = written(tx.connection(), id).await?;
-    tx.commit().await?;
+    let created = engine
+        .set_categories(id, categories, now)
+        .await
+        .map_err(|e| refused(id, e))?;
     Ok(AgentView {
-        created: existing.is_none(),
-        ..view
+        created,
+        ..agent_view(engine, id).await?
     })
 }
 
@@ -229,13 +202,11 @@ pub async fn change_agent_rule(
     now: OffsetDateTime,
 ) -> Result<(AgentView, bool), ServerError> {
     let id = id.trim();
-    let changed = match engine.change_rule(id, change, now).await {
-        Ok(changed) => changed,
-        Err(ConfirmError::UnknownAgent(_)) => return Err(no_agent(id)),
-        Err(ConfirmError::InvalidRule(why)) => return Err(ServerError::BadRequest(why)),
-        Err(other) => return Err(other.into()),
-    };
-    Ok((agent_view(engine.store(), id).await?, changed))
+    let changed = engine
+        .change_rule(id, change, now)
+        .await
+        .map_err(|e| refused(id, e))?;
+    Ok((agent_view(engine, id).await?, changed))
 }
 
 /// [`change_agent_rule`] with the rule `action` for `tool`, for good.
@@ -250,50 +221,43 @@ pub async fn set_agent_rule(
 }
 
 /// Records (or takes back, with `idempotent` false) the operator's word that agent
-/// `id`'s calls of `tool` are idempotent, so that one a crash left in doubt runs again
-/// instead of waiting for a person. Returns the agent and whether it changed. An
-/// unknown agent is [`ServerError::NotFound`]; a blank tool [`ServerError::BadRequest`].
+/// `id`'s calls of `tool` are idempotent ([`Engine::set_idempotent`]), so that one a
+/// crash left in doubt runs again instead of waiting for a person. Returns the agent
+/// and whether it changed. An unknown agent is [`ServerError::NotFound`]; a blank tool
+/// [`ServerError::BadRequest`].
 pub async fn set_agent_idempotent(
-    store: &Store,
+    engine: &Engine,
     id: &str,
     tool: &str,
     idempotent: bool,
     now: OffsetDateTime,
 ) -> Result<(AgentView, bool), ServerError> {
-    let (id, tool) = (id.trim(), tool.trim());
-    if tool.is_empty() {
-        return Err(ServerError::BadRequest(
-            "the tool's name must not be blank".to_owned(),
-        ));
-    }
-    let mut tx = store.begin_write().await?;
-    if agents::get(tx.connection(), id).await?.is_none() {
-        return Err(no_agent(id));
-    }
-    let changed = host_tools::set_idempotent(tx.connection(), id, tool, idempotent, now).await?;
-    let view = written(tx.connection(), id).await?;
-    tx.commit().await?;
-    Ok((view, changed))
+    let id = id.trim();
+    let changed = engine
+        .set_idempotent(id, tool, idempotent, now)
+        .await
+        .map_err(|e| refused(id, e))?;
+    Ok((agent_view(engine, id).await?, changed))
 }
 
 /// Agent `id`, or [`ServerError::NotFound`].
-pub async fn agent_view(store: &Store, id: &str) -> Result<AgentView, ServerError> {
-    let mut conn = store.read_connection().await?;
+pub async fn agent_view(engine: &Engine, id: &str) -> Result<AgentView, ServerError> {
     let id = id.trim();
-    let agent = agents::get(&mut conn, id)
+    let settings = engine
+        .agent_settings(id)
         .await?
         .ok_or_else(|| no_agent(id))?;
-    AgentView::read(&mut conn, &agent).await
+    Ok(AgentView::of_settings(&settings))
 }
 
 /// Every agent, by id.
-pub async fn agent_views(store: &Store) -> Result<Vec<AgentView>, ServerError> {
-    let mut conn = store.read_connection().await?;
-    let mut views = Vec::new();
-    for agent in agents::list(&mut conn).await? {
-        views.push(AgentView::read(&mut conn, &agent).await?);
-    }
-    Ok(views)
+pub async fn agent_views(engine: &Engine) -> Result<Vec<AgentView>, ServerError> {
+    Ok(engine
+        .all_agent_settings()
+        .await?
+        .iter()
+        .map(AgentView::of_settings)
+        .collect())
 }
 
 fn no_agent(id: &str) -> ServerError {
@@ -312,8 +276,7 @@ pub(crate) async fn create_agent(
     body: Body<AgentBody>,
 ) -> ApiResult {
     let Json(body) = body?;
-    let agent =
-        set_agent_categories(state.engine.store(), &body.id, &body.categories, now()).await?;
+    let agent = set_agent_categories(&state.engine, &body.id, &body.categories, now()).await?;
     if agent.created {
         created(agent)
     } else {
@@ -366,6 +329,6 @@ pub(crate) async fn set_hold(
 ) -> ApiResult {
     let Path((id, tool)) = path?;
     let Json(body) = body?;
-    let (agent, _) = set_agent_hold(state.engine.store(), &id, &tool, body.seconds, now()).await?;
+    let (agent, _) = set_agent_hold(&state.engine, &id, &tool, body.seconds, now()).await?;
     ok(agent)
 }

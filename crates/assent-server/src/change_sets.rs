@@ -8,8 +8,9 @@ use crate::api::{
 use crate::auth::Principal;
 use crate::shapes::{SetView, confirm_all_json, confirmed_json, rejected_json};
 use crate::{AppState, ServerError};
+use assent_confirm::agents;
 use assent_domain::{ChangeSet, ChangeSetStatus, Uuid};
-use assent_store::{approvals, change_sets, decisions, host_tools, jobs, waits};
+use assent_store::{approvals, change_sets, decisions, jobs, waits};
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, Query, State};
@@ -57,7 +58,7 @@ pub(crate) async fn list_change_sets(
     for set in &sets {
         decided.push(decisions::for_change_set(&mut conn, set.id).await?);
         ran.push(jobs::for_change_set(&mut conn, set.id).await?);
-        changed.push(host_tools::changed_items(&mut conn, set.id).await?);
+        changed.push(agents::changed_items(&mut conn, set.id).await?);
         quorums.push(approvals::quorum_of(&mut conn, set).await?);
     }
     let ids: Vec<Uuid> = sets.iter().map(|set| set.id).collect();
@@ -101,7 +102,7 @@ pub(crate) async fn show_change_set(
         return Err(ServerError::NotFound(format!("no change set {id}")));
     }
     let ran = jobs::for_change_set(&mut conn, id).await?;
-    let changed = host_tools::changed_items(&mut conn, id).await?;
+    let changed = agents::changed_items(&mut conn, id).await?;
     let quorum = approvals::quorum_of(&mut conn, &set).await?;
     let shadows = decisions::shadows_of(&mut conn, &decided).await?;
     let waits_until = waits::of(&mut conn, &[id]).await?.remove(&id);

@@ -114,6 +114,7 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         | ConfirmError::UnknownTool(_)
         | ConfirmError::NoCompensation(_)
         | ConfirmError::InvalidRule(_)
+        | ConfirmError::InvalidSetting(_)
         | ConfirmError::InvalidGrant(_)
         | ConfirmError::Calls(_) => StatusCode::BAD_REQUEST,
         ConfirmError::PolicyDenied(_) => StatusCode::FORBIDDEN,

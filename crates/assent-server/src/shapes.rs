@@ -277,7 +277,7 @@ impl<'a> SetView<'a> {
         self
     }
 
-    /// Marks the items at `indexes` (from `host_tools::changed_items`) as items of a
+    /// Marks the items at `indexes` (from `agents::changed_items`) as items of a
     /// tool whose definition changed since a person accepted it.
     pub fn with_changed_tools(mut self, indexes: &[usize]) -> Self {
         for index in indexes {

@@ -7,7 +7,7 @@ use crate::shapes::WakeWithMessages;
 use crate::{AppState, ServerError};
 use assent_changeset::{Dialect, ParsedCalls, parse_calls_str, tool_definitions};
 use assent_confirm::WakeOutcome;
-use assent_store::agents;
+use assent_confirm::agents;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, Query, State};

@@ -1,0 +1,620 @@
+//! An agent's settings, changed in one place for every door: its categories, rules
+//! (an expiry and a quorum with an `ask`), shadow rules, hold windows, the operator's
+//! word on idempotent tools and on calls that may run after their chat ended, and a
+//! grant suggestion applied. The CLI (`assent agent …`, `assent grants suggest
+//! --apply`), the API (`POST /api/agents`, `PUT /api/agents/{id}/rules|holds/{tool}`)
+//! and the demos call these [`Engine`] methods, never the store's tables, so a change
+//! has the same effect whichever door it came through (a rule set over the API and
+//! changed on the CLI leaves no stray shadow rule behind), and each is one
+//! transaction (a crash never leaves half a change: an ask without its quorum, a rule
+//! beside the shadow rule it promoted, an allow without its accepted definition).
+//!
+//! What a door or a host reads of an agent and of the tools it meets is here too: the
+//! settings view ([`Engine::agent_settings`]), and the reads a host makes on its own
+//! connection, inside its own transaction ([`policy_at`], [`rules_at`], …), with the
+//! plain types they return. The one write a host makes of its own accord, recording the
+//! catalog its upstream lists, is [`record_host_catalog`].
+
+use crate::{ConfirmError, ConflictKind, Engine};
+use assent_store::{AnyConnection, Store, agents as stored, host_tools, mcp_sessions};
+use assent_tools::{GrantSuggestion, InForce, RuleAction, ToolRule};
+use std::collections::BTreeSet;
+use time::OffsetDateTime;
+
+pub use assent_store::agents::{
+    Agent, ShadowRule, ToolSettings, get, policy, policy_and_settings_at, policy_at, rules_at,
+    settings_of, shadow_rules,
+};
+pub use assent_store::host_tools::{
+    HostTool, ListedTool, changed_items, definition_hash, for_agent as tools_for_agent,
+    for_host as tools_for_host, get as host_tool, idempotent_tools, own_catalogs,
+    registered as host_registered,
+};
+
+/// One change of an agent's rule for a tool name or `*` pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleChange {
+    /// The tool name or pattern, as the agent's client names its tools.
+    pub tool: String,
+    /// What the rule says.
+    pub action: RuleAction,
+    /// When the rule stops applying; `None` for good.
+    pub until: Option<OffsetDateTime>,
+    /// With [`RuleAction::Ask`]: how many distinct people confirm each call (1 removes
+    /// a quorum); `None` leaves the quorum as it is.
+    pub approvals: Option<u32>,
+    /// Who sets it (a token's id over the API, `--as` or the OS user on the CLI), for
+    /// the consent chain's record of the change; `None` when unknown.
+    pub by: Option<String>,
+}
+
+impl RuleChange {
+    /// The rule `action` for `tool`, for good, leaving any quorum as it is.
+    pub fn new(tool: impl Into<String>, action: RuleAction) -> Self {
+        Self {
+            tool: tool.into(),
+            action,
+            until: None,
+            approvals: None,
+            by: None,
+        }
+    }
+
+    /// The rule it sets, or why it cannot be set.
+    fn rule(&self) -> Result<ToolRule, ConfirmError> {
+        let tool = self.tool.trim();
+        let rule = ToolRule::new(tool, self.action)
+            .map_err(|e| ConfirmError::InvalidRule(e.to_string()))?;
+        match self.approvals {
+            Some(_) if tool.contains('(') => {
+                return Err(ConfirmError::InvalidRule(format!(
+                    "a quorum is set for a tool name or * pattern, not for an argument pattern ({tool}): quorums are kept per tool"
+                )));
+            }
+            Some(_) if self.action != RuleAction::Ask => {
+                return Err(ConfirmError::InvalidRule(format!(
+                    "approvals go with the action ask, not {} (how many people confirm each call of {tool})",
+                    self.action.as_str()
+                )));
+            }
+            Some(0) => {
+                return Err(ConfirmError::InvalidRule(format!(
+                    "approvals for {tool} must be at least 1"
+                )));
+            }
+            _ => {}
+        }
+        Ok(match self.until {
+            Some(until) => rule.until(until),
+            None => rule,
+        })
+    }
+}
+
+/// Everything an agent's settings say, read together: what `assent agent show` and
+/// `GET /api/agents/{id}` show.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct AgentSettings {
+    /// The agent: id, categories, rules (expired ones included), when created and
+    /// changed.
+    pub agent: Agent,
+    /// Its shadow rules, tried without effect, in the order first set.
+    pub shadow_rules: Vec<ShadowRule>,
+    /// Its hold windows: tool and seconds, by tool.
+    pub holds: Vec<(String, u32)>,
+    /// Its quorums (more than one approval): tool and how many, by tool.
+    pub quorums: Vec<(String, u32)>,
+    /// The tools the operator said are idempotent for it, by name.
+    pub idempotent_tools: BTreeSet<String>,
+    /// The tools it meets through a host's catalog (an MCP gateway's), by host and
+    /// name; empty for other agents.
+    pub tools: Vec<HostTool>,
+}
+
+impl AgentSettings {
+    /// Agent `id`'s settings read on `conn`, or `None` for an unknown agent.
+    async fn read(conn: &mut AnyConnection, id: &str) -> Result<Option<Self>, ConfirmError> {
+        let Some(agent) = stored::get(conn, id).await? else {
+            return Ok(None);
+        };
+        Self::of(conn, agent).await.map(Some)
+    }
+
+    async fn of(conn: &mut AnyConnection, agent: Agent) -> Result<Self, ConfirmError> {
+        let id = agent.id.as_str();
+        Ok(Self {
+            shadow_rules: stored::shadow_rules(conn, id).await?.unwrap_or_default(),
+            holds: stored::holds(conn, id).await?,
+            quorums: stored::quorums(conn, id).await?,
+            idempotent_tools: host_tools::idempotent_tools(conn, id).await?,
+            tools: host_tools::for_agent(conn, id).await?,
+            agent,
+        })
+    }
+}
+
+/// Records the catalog `host` lists now for agent `agent` (with its `trust`), in one
+/// transaction: a tool new here is pinned as it is; a known one keeps its pin, so a
+/// changed definition shows as [`HostTool::changed`] until a person allows the tool
+/// again. What an MCP gateway writes when its upstream lists its tools. Returns the
+/// host's catalog as recorded.
+pub async fn record_host_catalog(
+    store: &Store,
+    host: &str,
+    agent: &str,
+    trust: &str,
+    tools: &[ListedTool<'_>],
+    now: OffsetDateTime,
+) -> Result<Vec<HostTool>, ConfirmError> {
+    let mut tx = store.begin_write().await?;
+    let catalog =
+        host_tools::record_catalog(tx.connection(), host, Some(agent), Some(trust), tools, now)
+            .await?;
+    tx.commit().await?;
+    Ok(catalog)
+}
+
+/// A tool name or `*` pattern for a per-tool setting, trimmed: not blank (refused with
+/// `blank`), and not an argument pattern, which a setting kept per tool would keep and
+/// never apply (`what` names the setting in the refusal).
+fn setting_tool<'a>(tool: &'a str, blank: &str, what: &str) -> Result<&'a str, ConfirmError> {
+    let tool = tool.trim();
+    if tool.is_empty() {
+        return Err(ConfirmError::InvalidSetting(blank.to_owned()));
+    }
+    if tool.contains(['(', ')']) {
+        return Err(ConfirmError::InvalidSetting(format!(
+            "a {what} is set for a tool name or * pattern, not for an argument pattern ({tool}): {what}s are kept per tool"
+        )));
+    }
+    Ok(tool)
+}
+
+impl Engine {
+    /// Agent `agent`'s settings, or `None` for an unknown agent.
+    pub async fn agent_settings(&self, agent: &str) -> Result<Option<AgentSettings>, ConfirmError> {
+        let mut conn = self.store.read_connection().await?;
+        AgentSettings::read(&mut conn, agent.trim()).await
+    }
+
+    /// Every agent's settings, by id.
+    pub async fn all_agent_settings(&self) -> Result<Vec<AgentSettings>, ConfirmError> {
+        let mut conn = self.store.read_connection().await?;
+        let mut all = Vec::new();
+        for agent in stored::list(&mut conn).await? {
+            all.push(AgentSettings::of(&mut conn, agent).await?);
+        }
+        Ok(all)
+    }
+
+    /// Creates agent `agent` with `categories` (trimmed, blank ones left out), or
+    /// replaces the categories of an existing one, keeping its rules. Returns whether
+    /// the agent is new. A blank id or no category left is
+    /// [`ConfirmError::InvalidSetting`], and nothing is written.
+    #[tracing::instrument(skip(self, categories))]
+    pub async fn set_categories(
+        &self,
+        agent: &str,
+        categories: &[String],
+        now: OffsetDateTime,
+    ) -> Result<bool, ConfirmError> {
+        let agent = agent.trim();
+        if agent.is_empty() {
+            return Err(ConfirmError::InvalidSetting(
+                "agent id must not be blank".to_owned(),
+            ));
+        }
+        let categories: Vec<&str> = categories
+            .iter()
+            .map(|c| c.trim())
+            .filter(|c| !c.is_empty())
+            .collect();
+        if categories.is_empty() {
+            return Err(ConfirmError::InvalidSetting(
+                "categories needs at least one category".to_owned(),
+            ));
+        }
+        let mut tx = self.store.begin_write().await?;
+        let existing = stored::policy(tx.connection(), agent).await?;
+        // Keep the rules of an existing agent (those in force); this only sets
+        // categories.
+        let policy = existing
+            .iter()
+            .flat_map(|old| old.rules().iter().cloned())
+            .fold(
+                assent_tools::AgentPolicy::new(categories),
+                assent_tools::AgentPolicy::with_rule,
+            );
+        stored::upsert(tx.connection(), agent, &policy, now).await?;
+        tx.commit().await?;
+        Ok(existing.is_none())
+    }
+
+    /// Sets agent `agent`'s rule as `change` says, in one transaction: the rule
+    /// (replacing the one it had for exactly that pattern), the quorum when given, the
+    /// shadow rule for that pattern removed (a rule set for real promotes it), and, for
+    /// `allow`, the tool's current definition accepted. Returns whether anything
+    /// changed. An unknown agent is [`ConfirmError::UnknownAgent`]; a blank pattern or
+    /// approvals without `ask` [`ConfirmError::InvalidRule`], and nothing is written.
+    #[tracing::instrument(skip(self, change), fields(agent = %agent, tool = %change.tool, action = change.action.as_str()))]
+    pub async fn change_rule(
+        &self,
+        agent: &str,
+        change: &RuleChange,
+        now: OffsetDateTime,
+    ) -> Result<bool, ConfirmError> {
+        let agent = agent.trim();
+        let rule = change.rule()?;
+        let mut tx = self.store.begin_write().await?;
+        let changed = change_rule_on(tx.connection(), agent, change, rule, now).await?;
+        tx.commit().await?;
+        tracing::info!(changed, "rule set");
+        Ok(changed)
+    }
+
+    /// Applies grant suggestion `suggestion` (`assent grants suggest --apply`): its
+    /// agent's `allow` rule for its tool until its expiry, set as
+    /// [`Engine::change_rule`] sets one, by `by`. What is in force for the tool is
+    /// read again in the same transaction, so a deny, quorum or hold set since the
+    /// suggestion was listed, or a definition recorded since, is never weakened or
+    /// accepted: that is a [`ConflictKind::SuggestionRefused`] conflict whose message
+    /// says why, and nothing is written. Returns whether anything changed.
+    #[tracing::instrument(skip(self, suggestion), fields(agent = %suggestion.agent, tool = %suggestion.tool))]
+    pub async fn apply_suggestion(
+        &self,
+        suggestion: &GrantSuggestion,
+        by: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Result<bool, ConfirmError> {
+        let (agent, tool) = (suggestion.agent.as_str(), suggestion.tool.as_str());
+        let change = RuleChange {
+            until: Some(suggestion.expires_at),
+            by: by.map(str::to_owned),
+            ..RuleChange::new(tool, RuleAction::Allow)
+        };
+        let rule = change.rule()?;
+        let mut tx = self.store.begin_write().await?;
+        let Some((policy, settings)) =
+            stored::policy_and_settings_at(tx.connection(), agent, tool, now).await?
+        else {
+            return Err(ConfirmError::UnknownAgent(agent.to_owned()));
+        };
+        let hold = settings
+            .hold
+            .map(|h| u32::try_from(h.whole_seconds()).unwrap_or(u32::MAX));
+        let mut in_force = InForce::of(&policy, tool, settings.approvals_needed, hold);
+        in_force.definition_changed = host_tools::for_agent(tx.connection(), agent)
+            .await?
+            .iter()
+            .any(|t| t.tool_name == tool && t.changed());
+        if let Some(why) = in_force.refusal(agent, tool) {
+            return Err(ConfirmError::conflict(ConflictKind::SuggestionRefused, why));
+        }
+        let changed = change_rule_on(tx.connection(), agent, &change, rule, now).await?;
+        tx.commit().await?;
+        tracing::info!(changed, "grant suggestion applied");
+        Ok(changed)
+    }
+
+    /// Sets agent `agent`'s shadow rule `action` for `tool` (`--shadow`: tried without
+    /// effect, reported against what people decide), from `now` on; the same rule
+    /// again keeps its start. Returns whether it changed. An unknown agent is
+    /// [`ConfirmError::UnknownAgent`], a blank pattern [`ConfirmError::InvalidRule`].
+    #[tracing::instrument(skip(self))]
+    pub async fn set_shadow_rule(
+        &self,
+        agent: &str,
+        tool: &str,
+        action: RuleAction,
+        now: OffsetDateTime,
+    ) -> Result<bool, ConfirmError> {
+        let agent = agent.trim();
+        let rule = ToolRule::new(tool.trim(), action)
+            .map_err(|e| ConfirmError::InvalidRule(e.to_string()))?;
+        let mut tx = self.store.begin_write().await?;
+        let Some(changed) = stored::set_shadow_rule(tx.connection(), agent, rule, now).await?
+        else {
+            return Err(ConfirmError::UnknownAgent(agent.to_owned()));
+        };
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    /// Sets agent `agent`'s hold window for `tool` to `seconds` (0 removes it): its
+    /// confirmed calls of `tool` then wait that long, cancellable, before they run.
+    /// Returns whether it changed. A blank tool or an argument pattern is
+    /// [`ConfirmError::InvalidSetting`], an unknown agent
+    /// [`ConfirmError::UnknownAgent`].
+    #[tracing::instrument(skip(self))]
+    pub async fn set_hold(
+        &self,
+        agent: &str,
+        tool: &str,
+        seconds: u32,
+        now: OffsetDateTime,
+    ) -> Result<bool, ConfirmError> {
+        let agent = agent.trim();
+        // Holds are looked up by tool name: an argument pattern would be kept and never
+        // apply.
+        let tool = setting_tool(tool, "tool must not be blank", "hold")?;
+        let mut tx = self.store.begin_write().await?;
+        let Some(changed) = stored::set_hold(tx.connection(), agent, tool, seconds, now).await?
+        else {
+            return Err(ConfirmError::UnknownAgent(agent.to_owned()));
+        };
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    /// Records (or, with `idempotent` false, takes back) the operator's word that agent
+    /// `agent`'s calls of `tool` are idempotent, so that one a crash left in doubt runs
+    /// again instead of waiting for a person. Returns whether it changed. A blank tool
+    /// is [`ConfirmError::InvalidSetting`], an unknown agent
+    /// [`ConfirmError::UnknownAgent`].
+    #[tracing::instrument(skip(self))]
+    pub async fn set_idempotent(
+        &self,
+        agent: &str,
+        tool: &str,
+        idempotent: bool,
+        now: OffsetDateTime,
+    ) -> Result<bool, ConfirmError> {
+        let (agent, tool) = (agent.trim(), tool.trim());
+        if tool.is_empty() {
+            return Err(ConfirmError::InvalidSetting(
+                "the tool's name must not be blank".to_owned(),
+            ));
+        }
+        let mut tx = self.store.begin_write().await?;
+        if stored::get(tx.connection(), agent).await?.is_none() {
+            return Err(ConfirmError::UnknownAgent(agent.to_owned()));
+        }
+        let changed =
+            host_tools::set_idempotent(tx.connection(), agent, tool, idempotent, now).await?;
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    /// Records (or, with `on` false, takes back) the operator's word that agent
+    /// `agent`'s MCP calls of `tool` (a name or `*` pattern) may run in a later gateway
+    /// session when a person confirms them after their chat ended. Returns whether it
+    /// changed. A pattern that could match nothing is [`ConfirmError::InvalidSetting`],
+    /// an unknown agent [`ConfirmError::UnknownAgent`].
+    #[tracing::instrument(skip(self))]
+    pub async fn set_run_after_disconnect(
+        &self,
+        agent: &str,
+        tool: &str,
+        on: bool,
+        now: OffsetDateTime,
+    ) -> Result<bool, ConfirmError> {
+        let (agent, tool) = (agent.trim(), tool.trim());
+        // A name or pattern as a rule takes it: one that could match nothing is
+        // refused, not kept and ignored.
+        ToolRule::new(tool, RuleAction::Allow)
+            .map_err(|e| ConfirmError::InvalidSetting(e.to_string()))?;
+        let mut tx = self.store.begin_write().await?;
+        if stored::get(tx.connection(), agent).await?.is_none() {
+            return Err(ConfirmError::UnknownAgent(agent.to_owned()));
+        }
+        let changed =
+            mcp_sessions::set_run_after_disconnect(tx.connection(), agent, tool, on, now).await?;
+        tx.commit().await?;
+        Ok(changed)
+    }
+}
+
+/// [`Engine::change_rule`] on the caller's transaction, `rule` being `change`'s.
+async fn change_rule_on(
+    conn: &mut AnyConnection,
+    agent: &str,
+    change: &RuleChange,
+    rule: ToolRule,
+    now: OffsetDateTime,
+) -> Result<bool, ConfirmError> {
+    let tool = rule.pattern().to_owned();
+    let Some(mut changed) = stored::set_rule(conn, agent, rule, now).await? else {
+        return Err(ConfirmError::UnknownAgent(agent.to_owned()));
+    };
+    changed |= stored::remove_shadow_rule(conn, agent, &tool, now).await?;
+    if let Some(needed) = change.approvals {
+        changed |= stored::set_approvals_needed(conn, agent, &tool, needed, now)
+            .await?
+            .unwrap_or(false);
+    }
+    if change.action == RuleAction::Allow {
+        // Allowing a tool again accepts its current definition: one that changed
+        // after it was first seen is asked about until a person does.
+        changed |= host_tools::accept(conn, agent, &tool).await? > 0;
+    }
+    if changed && let Some(by) = change.by.as_deref() {
+        stored::record_changed_by(conn, agent, by, now).await?;
+    }
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SimpleHost;
+    use assent_tools::{GrantEvidence, ToolMode, ToolRegistry, ToolSpec};
+    use std::sync::Arc;
+    use time::macros::datetime;
+
+    const T0: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
+
+    async fn engine() -> Engine {
+        let store = Store::open("sqlite::memory:").await.expect("a store");
+        let mut tools = ToolRegistry::new();
+        let schema = serde_json::json!({"type": "object"});
+        tools
+            .register(ToolSpec::new("send", "Send.", ToolMode::Deferred, schema))
+            .expect("registered");
+        Engine::open(store, Arc::new(tools), Arc::new(SimpleHost::new("ops")))
+            .await
+            .expect("an engine")
+    }
+
+    fn suggestion(agent: &str, tool: &str) -> GrantSuggestion {
+        GrantSuggestion {
+            id: assent_tools::suggestion_id(agent, tool),
+            agent: agent.to_owned(),
+            tool: tool.to_owned(),
+            rule: "allow",
+            expires_at: T0 + time::Duration::days(30),
+            replaces: None,
+            refused: None,
+            evidence: GrantEvidence {
+                confirmed_unchanged: 6,
+                edited: 0,
+                rejected: 0,
+                undone: 0,
+                reviewers: 1,
+                automatic: 0,
+                before_definition: 0,
+                first_at: T0,
+                last_at: T0,
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn each_setting_names_its_bad_input_and_an_unknown_agent_and_writes_nothing() {
+        let engine = engine().await;
+        let invalid = |r: Result<bool, ConfirmError>| match r {
+            Err(ConfirmError::InvalidSetting(why)) => why,
+            other => panic!("not an invalid setting: {other:?}"),
+        };
+        let unknown = |r: Result<bool, ConfirmError>| {
+            assert!(
+                matches!(&r, Err(ConfirmError::UnknownAgent(a)) if a == "nobody"),
+                "{r:?}"
+            );
+        };
+        let work = ["work".to_owned()];
+        assert_eq!(
+            invalid(engine.set_categories(" ", &work, T0).await),
+            "agent id must not be blank"
+        );
+        assert_eq!(
+            invalid(engine.set_categories("a", &[" ".to_owned()], T0).await),
+            "categories needs at least one category"
+        );
+        assert_eq!(
+            invalid(engine.set_hold("nobody", " ", 30, T0).await),
+            "tool must not be blank"
+        );
+        assert!(
+            invalid(engine.set_hold("nobody", "Bash(rm *)", 30, T0).await)
+                .contains("holds are kept per tool")
+        );
+        assert_eq!(
+            invalid(engine.set_idempotent("nobody", "", true, T0).await),
+            "the tool's name must not be blank"
+        );
+        unknown(engine.set_hold("nobody", "send", 30, T0).await);
+        unknown(engine.set_idempotent("nobody", "send", true, T0).await);
+        unknown(
+            engine
+                .set_run_after_disconnect("nobody", "send", true, T0)
+                .await,
+        );
+        unknown(
+            engine
+                .set_shadow_rule("nobody", "send", RuleAction::Deny, T0)
+                .await,
+        );
+        unknown(
+            engine
+                .change_rule("nobody", &RuleChange::new("send", RuleAction::Deny), T0)
+                .await,
+        );
+        assert!(engine.all_agent_settings().await.expect("read").is_empty());
+
+        assert!(
+            engine
+                .set_categories(" a ", &work, T0)
+                .await
+                .expect("created")
+        );
+        assert!(!engine.set_categories("a", &work, T0).await.expect("again"));
+        assert!(engine.set_hold("a", " send ", 30, T0).await.expect("held"));
+        assert!(
+            !engine
+                .set_hold("a", "send", 30, T0)
+                .await
+                .expect("the same")
+        );
+        assert!(
+            engine
+                .set_idempotent("a", "send", true, T0)
+                .await
+                .expect("said")
+        );
+        let settings = engine.agent_settings("a").await.expect("read").expect("a");
+        assert_eq!(settings.holds, [("send".to_owned(), 30)]);
+        assert_eq!(
+            settings.idempotent_tools,
+            BTreeSet::from(["send".to_owned()])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_rule_promotes_the_shadow_rule_and_a_suggestion_never_weakens_what_came_since() {
+        let engine = engine().await;
+        engine
+            .set_categories("a", &["work".to_owned()], T0)
+            .await
+            .expect("created");
+        assert!(
+            engine
+                .set_shadow_rule("a", "send", RuleAction::Allow, T0)
+                .await
+                .expect("shadowed")
+        );
+        let ask = RuleChange {
+            approvals: Some(2),
+            ..RuleChange::new("send", RuleAction::Ask)
+        };
+        assert!(engine.change_rule("a", &ask, T0).await.expect("set"));
+        let settings = engine.agent_settings("a").await.expect("read").expect("a");
+        assert!(settings.shadow_rules.is_empty(), "{settings:?}");
+        assert_eq!(settings.quorums, [("send".to_owned(), 2)]);
+
+        // A quorum set since the suggestion was listed: refused, nothing written.
+        let refused = engine
+            .apply_suggestion(&suggestion("a", "send"), Some("alice"), T0)
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            refused.conflict_kind(),
+            Some(ConflictKind::SuggestionRefused)
+        );
+        assert!(
+            refused.to_string().contains("needs 2 approvals"),
+            "{refused}"
+        );
+        let after = engine.agent_settings("a").await.expect("read").expect("a");
+        assert_eq!(after, settings);
+
+        // Without the quorum it applies, with its expiry.
+        let one = RuleChange {
+            approvals: Some(1),
+            ..RuleChange::new("send", RuleAction::Ask)
+        };
+        engine.change_rule("a", &one, T0).await.expect("set");
+        assert!(
+            engine
+                .apply_suggestion(&suggestion("a", "send"), Some("alice"), T0)
+                .await
+                .expect("applied")
+        );
+        let applied = engine.agent_settings("a").await.expect("read").expect("a");
+        let rule = &applied.agent.policy.rules()[0];
+        assert_eq!(
+            (rule.action(), rule.expires_at()),
+            (RuleAction::Allow, Some(T0 + time::Duration::days(30)))
+        );
+    }
+}
