@@ -103,11 +103,10 @@ async fn the_server_the_cli_the_gateway_and_rig_say_the_same_of_every_outcome() 
     for (n, drive) in drives.into_iter().enumerate() {
         let call = format!("call-{n}");
         let here = format!("{drive:?}");
+        // Each call its own text: an identical one waiting would be skipped as a duplicate.
+        let args = json!({"text": format!("hello {n}")}).to_string();
         // Proposed through rig's door: the call is queued in a set of its own.
-        let queued = hook
-            .answer(RUN, &call, TOOL, r#"{"text": "hello"}"#)
-            .await
-            .unwrap();
+        let queued = hook.answer(RUN, &call, TOOL, &args).await.unwrap();
         assert_eq!(queued.text, assent_changeset::reply::QUEUED, "{here}");
         let set = hook.change_set_id(&call).expect("a named run");
         drive_to(&engine, &app.store, set, drive).await;
@@ -152,10 +151,7 @@ async fn the_server_the_cli_the_gateway_and_rig_say_the_same_of_every_outcome() 
         let fields = status.structured_content.clone().unwrap_or_default();
         let status_text = texts(&status).join("\n");
         // Rig, resuming the call.
-        let told = hook
-            .answer(RUN, &call, TOOL, r#"{"text": "hello"}"#)
-            .await
-            .unwrap();
+        let told = hook.answer(RUN, &call, TOOL, &args).await.unwrap();
         match &want.waited {
             None => {
                 assert!(waited.is_none(), "{here}: {waited:?}");
