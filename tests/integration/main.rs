@@ -11,6 +11,7 @@ mod consent;
 mod delegation;
 mod elsewhere;
 mod executor;
+mod four_doors;
 mod hold;
 mod hold_sync;
 mod ledger;

@@ -19,7 +19,11 @@
 //!   `a.rs`, `crate::c` in `b.rs`, `crate::a` in `c.rs`): what they share moves to a
 //!   module all of them can depend on. Paths are read from
 //!   code lines (comments and doc links are not imports); `super::` is not followed,
-//!   since inside a file's `mod tests` it names the file itself.
+//!   since inside a file's `mod tests` it names the file itself;
+//! - the texts the agent reads back are worded in the reply module
+//!   (`assent-changeset/src/reply.rs`) alone: no string literal outside it (and outside
+//!   tests) holds one of its constants' texts or a fixed part of one of its formatted
+//!   replies.
 //! - the doors (server, CLI, MCP gateway, rig adapter, hook, webhooks) import only the
 //!   `assent_store` modules on their list: agent settings (`agents`, `host_tools`) go
 //!   through the engine, and each list only shrinks as more moves there.
@@ -1491,4 +1495,211 @@ fn relative(root: &Path, path: &Path) -> String {
 
 fn bullets(lines: &[String]) -> String {
     lines.iter().map(|l| format!("  - {l}\n")).collect()
+}
+
+/// The reply module: every text the agent reads back is worded there.
+const REPLY_MODULE: &str = "crates/assent-changeset/src/reply.rs";
+
+/// The shortest fixed part of a reply that counts as its wording: shorter ones
+/// (`"Error: "`, `"; "`) say too little to be a copy.
+const MIN_REPLY_FRAGMENT: usize = 12;
+
+#[test]
+fn reply_texts_are_worded_only_in_the_reply_module() {
+    let root = project_root();
+    let fragments = reply_fragments(&read(&root.join(REPLY_MODULE)));
+    assert!(
+        fragments.len() > 20,
+        "{REPLY_MODULE}: only {} reply texts found; is the parser still right?",
+        fragments.len()
+    );
+    let mut files = Vec::new();
+    collect_rs_files(&root.join("crates"), &mut files);
+    files.sort();
+    let mut offenders = Vec::new();
+    for file in files {
+        let rel = relative(&root, &file);
+        // Tests quote the replies they expect: `tests/` and `benches/` directories, a
+        // module's `tests.rs`, and every file's `#[cfg(test)]` module.
+        let is_test = rel
+            .split('/')
+            .any(|part| matches!(part, "tests" | "benches" | "tests.rs"));
+        if rel == REPLY_MODULE || is_test {
+            continue;
+        }
+        let text = read(&file);
+        for literal in string_literals(without_test_module(&text)) {
+            for fragment in fragments.iter().filter(|f| literal.contains(f.as_str())) {
+                offenders.push(format!("{rel}: \"{literal}\" words \"{fragment}\""));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "reply texts belong to {REPLY_MODULE}: use its constant or function instead of a \
+         copy:\n{}",
+        bullets(&offenders)
+    );
+}
+
+/// The wording of the reply module's replies: each string literal of its code (not
+/// its tests), cut at its `{…}` placeholders, the parts of at least
+/// [`MIN_REPLY_FRAGMENT`] characters, trimmed.
+fn reply_fragments(module: &str) -> Vec<String> {
+    let mut fragments = BTreeSet::new();
+    for literal in string_literals(without_test_module(module)) {
+        let chars: Vec<char> = literal.chars().collect();
+        let mut part = String::new();
+        let mut i = 0;
+        let mut keep = |part: &mut String| {
+            let trimmed = part.trim();
+            if trimmed.chars().count() >= MIN_REPLY_FRAGMENT {
+                fragments.insert(trimmed.to_owned());
+            }
+            part.clear();
+        };
+        while i < chars.len() {
+            match (chars[i], chars.get(i + 1)) {
+                ('{', Some('{')) | ('}', Some('}')) => {
+                    part.push(chars[i]);
+                    part.push(chars[i]);
+                    i += 2;
+                }
+                ('{', _) => {
+                    keep(&mut part);
+                    while i < chars.len() && chars[i] != '}' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                (c, _) => {
+                    part.push(c);
+                    i += 1;
+                }
+            }
+        }
+        keep(&mut part);
+    }
+    fragments.into_iter().collect()
+}
+
+/// `text` up to its `#[cfg(test)]` module (by the house style, the file's last item).
+fn without_test_module(text: &str) -> &str {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if line.trim() == "#[cfg(test)]" {
+            return &text[..offset];
+        }
+        offset += line.len();
+    }
+    text
+}
+
+/// The string literals of the code in `text` (not its comments), as written between
+/// their quotes, escapes kept, with a line continuation (`\` at a line's end and the
+/// next line's indentation) removed.
+fn string_literals(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0usize;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        } else if c == 'r' && matches!(next, Some('#' | '"')) && !is_ident_end(&chars, i) {
+            let hashes = chars[i + 1..].iter().take_while(|&&h| h == '#').count();
+            if chars.get(i + 1 + hashes) != Some(&'"') {
+                i += 1;
+                continue;
+            }
+            let body = i + 2 + hashes;
+            let mut end = body;
+            while end < chars.len()
+                && !(chars[end] == '"'
+                    && chars[end + 1..].iter().take_while(|&&h| h == '#').count() >= hashes)
+            {
+                end += 1;
+            }
+            out.push(chars[body..end.min(chars.len())].iter().collect());
+            i = (end + 1 + hashes).min(chars.len());
+        } else if c == '"' {
+            let mut literal = String::new();
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' && chars.get(i + 1) == Some(&'\n') {
+                    i += 2;
+                    while i < chars.len() && chars[i].is_whitespace() {
+                        i += 1;
+                    }
+                    continue;
+                }
+                let skip = if chars[i] == '\\' { 2 } else { 1 };
+                for _ in 0..skip {
+                    if let Some(&c) = chars.get(i) {
+                        literal.push(c);
+                    }
+                    i += 1;
+                }
+            }
+            out.push(literal);
+            i += 1;
+        } else if c == '\'' && (next == Some('\\') || chars.get(i + 2) == Some(&'\'')) {
+            let start = if next == Some('\\') { i + 3 } else { i + 2 };
+            i = chars[start.min(chars.len())..]
+                .iter()
+                .position(|&q| q == '\'')
+                .map_or(chars.len(), |p| start + p + 1);
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn reply_fragments_and_string_literals() {
+    let module = r##"
+/// "Not a literal: a comment."
+pub const QUEUED: &str = "Proposal queued for user review.";
+pub fn skipped(detail: &str) -> String {
+    format!("Skipped {{all}}: {detail} was \"already\" \
+             true here.")
+}
+#[cfg(test)]
+mod tests { const X: &str = "only a test's own words"; }
+"##;
+    assert_eq!(
+        reply_fragments(module),
+        vec![
+            "Proposal queued for user review.".to_owned(),
+            "Skipped {{all}}:".to_owned(),
+            r#"was \"already\" true here."#.to_owned(),
+        ]
+    );
+    assert_eq!(
+        string_literals(
+            r##"let a = 'x'; let b = r#"raw "one""#; // "not"
+let c = "two";"##
+        ),
+        vec![r#"raw "one""#.to_owned(), "two".to_owned()]
+    );
 }

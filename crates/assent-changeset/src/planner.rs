@@ -192,7 +192,9 @@ impl<'a> WakePlanner<'a> {
             target_id: &builder.target().id,
         };
         match self.policy.decide_call(spec, Some(call), &self.category) {
-            PolicyDecision::Deny { reason } => CallPlan::Reply(reply::denied(&reason)),
+            PolicyDecision::Deny { reason } => {
+                CallPlan::Reply(reply::denied(&reply::denial(&reason)))
+            }
             PolicyDecision::Allow => {
                 let (invocations, malformed) = self.explode(spec, &args);
                 CallPlan::Execute {

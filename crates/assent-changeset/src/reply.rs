@@ -84,6 +84,61 @@ pub fn denied(reason: &str) -> String {
     format!("Denied by policy: {reason}. Nothing was queued or executed.")
 }
 
+/// Why a call of `tool` may not run: the agent's rules deny it. One wording on every
+/// path (the agent reads it, inside [`denied`]; reviewers see it in the audit trail).
+pub fn denied_by_policy(tool: &str) -> String {
+    format!("Tool {tool} is denied by policy")
+}
+
+/// What the policy's refusal says, in the wording of [`denied_by_policy`] when a rule
+/// denied the tool.
+pub fn denial(denial: &assent_tools::Denial) -> String {
+    match denial {
+        assent_tools::Denial::Rule { tool } => denied_by_policy(tool),
+        assent_tools::Denial::Category(reason) => reason.clone(),
+        // A reason this release has no words for yet: shown as it is, never dropped.
+        other => format!("{other:?}"),
+    }
+}
+
+/// A confirmed call the policy refused when it was about to run: the error recorded on
+/// its job (the agent reads it after [`waited_failed`]'s opening).
+pub fn denied_at_run(reason: &str) -> String {
+    format!("denied by policy: {reason}")
+}
+
+/// A call run now whose handler failed.
+pub fn run_failed(tool: &str, error: &str) -> String {
+    format!("Error: {tool} failed: {error}. Nothing was changed.")
+}
+
+/// A call handled in the wake's own transaction (a local tool) that failed: rolled back
+/// to its savepoint.
+pub fn local_failed(tool: &str, error: &str) -> String {
+    format!("Error: {tool} failed: {error}.")
+}
+
+/// A batch call every element of which was malformed.
+pub const NOTHING_TO_EXECUTE: &str = "Nothing to execute: every element was malformed.";
+
+/// A call run now by an external host: its job.
+pub fn queued_as_job(job_id: &dyn std::fmt::Display) -> String {
+    format!("Queued as job {job_id}.")
+}
+
+/// A call that needs more approvals before it runs.
+pub fn awaiting_approvals(approvals: usize, needed: u32) -> String {
+    format!("Waiting for approvals: {approvals} of {needed}.")
+}
+
+/// A confirmed call that changed nothing because what it asks is already true.
+pub fn confirmed_unchanged(detail: &str) -> String {
+    format!("Confirmed without a change: {detail}.")
+}
+
+/// A waiting caller's call whose change set is gone (deleted by a person).
+pub const GONE: &str = "The proposal no longer exists.";
+
 /// Batch elements identical to proposals the user rejected recently.
 pub fn rejected_skipped(reasons: &[Option<String>]) -> String {
     let quoted: Vec<String> = reasons
@@ -133,13 +188,64 @@ pub fn delegated_rejected(reason: Option<&str>) -> String {
 pub fn delegated_not_run(reason: &str) -> String {
     format!("Not run: {reason}. The proposal stays queued for user review.")
 }
+/// What stands for a reason nobody gave.
+pub const NO_REASON: &str = "no reason given";
+
+/// `assent_status` of a call nobody decided yet, in set `set`.
+pub fn status_pending(tool: &str, set: &dyn std::fmt::Display) -> String {
+    format!(
+        "Pending: a person has not decided call {tool} (change set {set}) yet. Ask again later."
+    )
+}
+
+/// `assent_status` of a confirmed call that ran, with its result; `note` is
+/// [`EDITED_NOTE`] or empty.
+pub fn status_applied(result: &str, note: &str) -> String {
+    format!("Confirmed by a person and run.{note} Result:\n{result}")
+}
+
+/// `assent_status` of a confirmed call whose run has not finished; `note` as for
+/// [`status_applied`].
+pub fn status_running(note: &str) -> String {
+    format!("Confirmed by a person; the call has not finished running yet.{note} Ask again later.")
+}
+
+/// `assent_status` of a call withdrawn before a person decided it.
+pub fn status_withdrawn(reason: Option<&str>) -> String {
+    format!("Withdrawn, not run: {}", reason.unwrap_or(NO_REASON))
+}
+
+/// Appended to an `assent_status` answer when a person edited the call.
+pub const EDITED_NOTE: &str = " A person changed the arguments before it ran.";
+
+/// The line that tells a waiting model a person changed its arguments before the call
+/// ran, each change (`KEY: OLD → NEW`, `KEY added: NEW`, `KEY removed (was OLD)`)
+/// already worded by [`edited_key`].
+pub fn edited(changes: &[String]) -> String {
+    format!(
+        "A person changed the arguments before it ran: {}",
+        changes.join("; ")
+    )
+}
+
+/// One change of [`edited`]: `old`/`new` shown as compact JSON, `None` when the key
+/// was absent on that side.
+pub fn edited_key(key: &str, old: Option<&str>, new: Option<&str>) -> String {
+    match (old, new) {
+        (Some(old), Some(new)) => format!("{key}: {old} → {new}"),
+        (None, Some(new)) => format!("{key} added: {new}"),
+        (Some(old), None) => format!("{key} removed (was {old})"),
+        (None, None) => key.to_owned(),
+    }
+}
+
 /// A call a person rejected, answered to a caller that waited for the decision (the
 /// MCP gateway's `--wait`, the rig hook's `wait`); `no reason given` without one.
 pub fn waited_rejected(reason: Option<&str>) -> String {
     let reason = reason
         .map(str::trim)
         .filter(|reason| !reason.is_empty())
-        .unwrap_or("no reason given");
+        .unwrap_or(NO_REASON);
     format!("Rejected by the user: {reason}")
 }
 

@@ -13,7 +13,7 @@ use assent_confirm::{Engine, WakeOutcome, WakeRequest};
 use assent_domain::{ChangeSet, OffsetDateTime, Uuid};
 use assent_journal::tool;
 use assent_journal_host::{NewTask, create_task, load_task, task_target};
-use assent_store::{Store, StoreError, audit, outbox, proof};
+use assent_store::{Store, audit, outbox, proof};
 use serde_json::{Value, json};
 use time::Duration;
 use time::macros::datetime;

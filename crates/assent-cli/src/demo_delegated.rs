@@ -17,7 +17,7 @@ use assent_confirm::{
 use assent_domain::{OffsetDateTime, Uuid};
 use assent_journal_host::{NewTask, create_task, task_target};
 use assent_store::delegation::{self, GrantFilter};
-use assent_store::{Store, StoreError, audit};
+use assent_store::{Store, audit};
 use serde_json::{Value, json};
 
 /// The sub-agent's policy id.

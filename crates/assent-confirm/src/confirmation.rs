@@ -16,6 +16,7 @@
 use crate::attribution::Attribution;
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use crate::{ConfirmError, ConflictKind, Engine};
+use assent_changeset::reply;
 use assent_domain::{
     ChangeDecision, ChangeItemStatus, ChangeSet, ItemRef, OperationId, Target, Verdict,
 };
@@ -49,9 +50,7 @@ impl ConfirmOutcome {
     pub fn message(&self) -> String {
         match &self.execution {
             ExecutionOutcome::Applied { message, .. } => message.clone(),
-            ExecutionOutcome::AlreadyTrue { detail } => {
-                format!("Confirmed without a change: {detail}.")
-            }
+            ExecutionOutcome::AlreadyTrue { detail } => reply::confirmed_unchanged(detail),
             ExecutionOutcome::AlreadyApplied { message } => {
                 format!("Confirmed; it had already been applied: {message}")
             }
@@ -557,6 +556,7 @@ impl ConfirmationService {
             };
             if let PolicyDecision::Deny { reason } = policy.decide_call(spec, Some(call), &category)
             {
+                let reason = reply::denial(&reason);
                 tracing::info!(index, %reason, "policy refused the confirmation before it counted");
                 return Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)));
             }
@@ -890,7 +890,7 @@ impl ConfirmationService {
         // The rules answer first (the category is its host's to resolve, at the claim):
         // no approval, job or webhook for a tool they deny.
         if policy.ruled(tool_name) == Some(RuleAction::Deny) {
-            let reason = assent_tools::denied_by_policy(tool_name);
+            let reason = reply::denied_by_policy(tool_name);
             tracing::info!(index, %reason, "policy refused the confirmation before it counted");
             return Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)));
         }

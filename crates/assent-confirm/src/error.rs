@@ -46,7 +46,7 @@ pub enum ConfirmError {
         problems: String,
     },
     /// The policy refused to run the tool (audited).
-    #[error("denied by policy: {0}")]
+    #[error("{}", assent_changeset::reply::denied_at_run(.0))]
     PolicyDenied(String),
     /// The handler failed; the item stays pending and can be retried (audited).
     #[error("{tool} failed: {error}; the item is still pending")]

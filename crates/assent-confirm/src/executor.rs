@@ -234,7 +234,7 @@ impl<'h> AuditedExecutor<'h> {
             target_id: &target.id,
         };
         match req.policy.route_call(req.spec, Some(call)) {
-            RuleAction::Deny => Some(assent_tools::denied_by_policy(&req.spec.name)),
+            RuleAction::Deny => Some(assent_changeset::reply::denied_by_policy(&req.spec.name)),
             RuleAction::Ask if !req.confirmed_by_person => Some(format!(
                 "Tool {} requires a person's confirmation",
                 req.spec.name

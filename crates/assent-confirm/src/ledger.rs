@@ -26,6 +26,7 @@ use crate::confirmation::Verdicts;
 use crate::executor::{AuditedExecutor, CatchUnwind, ExecutionOutcome, ExecutionRequest};
 use crate::host::{Effect, ExternalCall, ExternalError, Reconciliation};
 use crate::{ConfirmError, ConflictKind, Engine};
+use assent_changeset::reply;
 use assent_domain::{Verdict, stored_result};
 use assent_store::jobs::{self, Job, JobEvent, JobStatus};
 use assent_store::{AnyConnection, StoreAuditSink, agents, host_tools, operations, webhooks};
@@ -454,7 +455,7 @@ impl Engine {
                 ..AuditedExecutor::record(&request, AuditKind::PolicyDenied)
             };
             executor.write_audit(tx.connection(), record).await;
-            let error = format!("denied by policy: {reason}");
+            let error = reply::denied_at_run(&reason);
             jobs::record_error(tx.connection(), job.id, job.attempts, &error, None, now).await?;
             webhooks::enqueue_job_event(tx.connection(), &job, JobStatus::Failed, &error, now)
                 .await?;
@@ -553,11 +554,11 @@ impl Engine {
                 None
             }
             ExecutionOutcome::AlreadyTrue { detail } => {
-                let message = format!("Confirmed without a change: {detail}.");
+                let message = reply::confirmed_unchanged(&detail);
                 jobs::record_applied(tx.connection(), job.id, job.attempts, &message, now).await?;
                 None
             }
-            ExecutionOutcome::Denied { reason } => Some(format!("denied by policy: {reason}")),
+            ExecutionOutcome::Denied { reason } => Some(reply::denied_at_run(&reason)),
             ExecutionOutcome::Failed { error } => Some(stored_result(&error).into_owned()),
             ExecutionOutcome::Queued { .. }
             | ExecutionOutcome::Scheduled { .. }

@@ -6,8 +6,15 @@
 //! decided and every confirmed external item's job settled — woken by the change feed
 //! (`assent_store::change_feed`), which every write path of every process fills: it
 //! polls the feed cheaply and re-reads the set only when the feed names it.
+//!
+//! This is the one answer to "what became of set S": [`ItemOutcome::state`] says where
+//! each call stands and [`ItemOutcome::waited_reply`] what a caller that waited for it
+//! reads, in the words of `assent_changeset::reply`. The MCP gateway (its `--wait`,
+//! its tasks, `assent_status`), the rig hook and the server's outcome route all tell
+//! the agent from it, so they cannot disagree about a job in doubt or a rejection.
 
 use crate::{ConfirmError, ConfirmationService};
+use assent_changeset::reply;
 use assent_domain::{
     ChangeDecision, ChangeItemStatus, ChangeSet, ChangeSetStatus, OperationId, Verdict,
 };
@@ -28,6 +35,7 @@ const FEED_BATCH: i64 = 1_000;
 /// What became of a change set.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct SetOutcome {
     /// The set.
     pub change_set_id: Uuid,
@@ -43,13 +51,19 @@ pub struct SetOutcome {
 /// What became of one item.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ItemOutcome {
     /// Its index in the set.
     pub index: usize,
     /// The tool proposed.
     pub tool_name: String,
+    /// The arguments proposed (not serialized: the set's own view shows them).
+    #[serde(skip)]
+    pub args: Value,
     /// Pending, confirmed, rejected, deferred or retracted.
     pub status: ChangeItemStatus,
+    /// Where the call stands for the agent that proposed it ([`ItemOutcome::state`]).
+    pub state: CallState,
     /// The latest decision about it, if any.
     pub decision: Option<DecisionOutcome>,
     /// The execution job of a confirmed external item.
@@ -62,6 +76,7 @@ pub struct ItemOutcome {
 /// What a person (or the agent, for a retraction) decided.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct DecisionOutcome {
     /// The verdict.
     pub verdict: Verdict,
@@ -74,9 +89,17 @@ pub struct DecisionOutcome {
 /// How a confirmed external item's job stands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct RunOutcome {
     /// The job.
     pub job_id: Uuid,
+    /// The operation the job runs (not serialized).
+    #[serde(skip)]
+    pub operation_id: OperationId,
+    /// The host declared the tool idempotent: in doubt, it simply runs again (not
+    /// serialized).
+    #[serde(skip)]
+    pub idempotent: bool,
     /// Approved, running, applied, failed, inDoubt or retracted.
     #[serde(serialize_with = "job_status")]
     pub status: JobStatus,
@@ -96,6 +119,8 @@ impl RunOutcome {
     fn of(job: &Job) -> Self {
         Self {
             job_id: job.id,
+            operation_id: job.operation_id.clone(),
+            idempotent: job.idempotent,
             status: job.status,
             attempts: job.attempts,
             result: job.result.clone(),
@@ -103,17 +128,119 @@ impl RunOutcome {
         }
     }
 
-    /// Nothing more happens to the job unless a person acts.
+    /// Nothing more happens to the job unless a person acts. A job in doubt of an
+    /// idempotent tool is not settled: the ledger runs it again.
     pub fn is_settled(&self) -> bool {
         match self.status {
             JobStatus::Approved | JobStatus::Running => false,
-            JobStatus::Applied | JobStatus::Failed | JobStatus::InDoubt | JobStatus::Retracted => {
-                true
-            }
+            JobStatus::InDoubt => !self.idempotent,
+            JobStatus::Applied | JobStatus::Failed | JobStatus::Retracted => true,
             // A status this engine does not know: nothing here moves it on, so a wait
             // ends with it rather than running out.
             _ => true,
         }
+    }
+}
+
+/// Where one call stands for the agent that proposed it, the same at every door.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum CallState {
+    /// Nobody decided it yet (pending or deferred).
+    Pending,
+    /// Confirmed; its run has not finished (approved, running, or in doubt for an
+    /// idempotent tool, which runs again).
+    Running,
+    /// Confirmed and applied (or confirmed as already true).
+    Applied,
+    /// A person rejected it.
+    Rejected,
+    /// Withdrawn before a person decided it (the client stopped waiting, the agent
+    /// retracted it).
+    Withdrawn,
+    /// Confirmed, but its run failed for good or was withdrawn.
+    Failed,
+    /// Confirmed, and whether it took effect is unknown until a person settles it.
+    InDoubt,
+}
+
+impl CallState {
+    /// `pending`, `running`, `applied`, `rejected`, `withdrawn`, `failed`, `inDoubt`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Applied => "applied",
+            Self::Rejected => "rejected",
+            Self::Withdrawn => "withdrawn",
+            Self::Failed => "failed",
+            Self::InDoubt => "inDoubt",
+        }
+    }
+
+    /// Nothing more happens to the call unless someone acts: a waiting caller answers.
+    pub fn is_settled(self) -> bool {
+        !matches!(self, Self::Pending | Self::Running)
+    }
+
+    /// The call did not (or may not have) taken effect: its answer is an error.
+    pub fn is_error(self) -> bool {
+        matches!(
+            self,
+            Self::Rejected | Self::Withdrawn | Self::Failed | Self::InDoubt
+        )
+    }
+
+    fn of(status: ChangeItemStatus, run: Option<&RunOutcome>) -> Self {
+        match status {
+            ChangeItemStatus::Confirmed => match run {
+                None => Self::Applied,
+                Some(run) => match run.status {
+                    JobStatus::Applied => Self::Applied,
+                    JobStatus::Approved | JobStatus::Running => Self::Running,
+                    JobStatus::InDoubt if run.idempotent => Self::Running,
+                    JobStatus::Failed | JobStatus::Retracted => Self::Failed,
+                    // In doubt, or a status this engine has no words for yet: never
+                    // said to be done.
+                    _ => Self::InDoubt,
+                },
+            },
+            ChangeItemStatus::Rejected => Self::Rejected,
+            ChangeItemStatus::Retracted => Self::Withdrawn,
+            // Pending, deferred, or a status this engine does not know: still open.
+            _ => Self::Pending,
+        }
+    }
+}
+
+impl ItemOutcome {
+    /// The arguments a person confirmed instead of the proposal's, when they differ.
+    pub fn edited_args(&self) -> Option<&Value> {
+        self.decision
+            .as_ref()
+            .filter(|d| d.verdict == Verdict::Confirmed)
+            .and_then(|d| d.edited_args.as_ref())
+            .filter(|edited| **edited != self.args)
+    }
+
+    /// What a caller that waited for the call reads once it is settled (`None` while
+    /// it is pending or running): the handler's result when applied, else the reply
+    /// module's words for a rejection, a failure or a call in doubt. A withdrawn call
+    /// reads as a rejection with the withdrawal's reason.
+    pub fn waited_reply(&self) -> Option<String> {
+        let reason = self.decision.as_ref().and_then(|d| d.reason.as_deref());
+        let error = self.run.as_ref().and_then(|run| run.last_error.as_deref());
+        Some(match self.state {
+            CallState::Applied => self
+                .result
+                .clone()
+                .unwrap_or_else(|| reply::WAITED_APPLIED.to_owned()),
+            CallState::Rejected | CallState::Withdrawn => reply::waited_rejected(reason),
+            CallState::Failed => reply::waited_failed(error),
+            CallState::InDoubt => reply::waited_in_doubt(error),
+            CallState::Pending | CallState::Running => return None,
+        })
     }
 }
 
@@ -193,7 +320,9 @@ pub(crate) async fn read_outcome(
         items.push(ItemOutcome {
             index,
             tool_name: item.tool_name.clone(),
+            args: item.args.clone(),
             status: item.status,
+            state: CallState::of(item.status, run.as_ref()),
             decision: decision.map(|d| DecisionOutcome {
                 verdict: d.verdict,
                 reason: d.reason.clone(),
@@ -203,9 +332,7 @@ pub(crate) async fn read_outcome(
             result,
         });
     }
-    let settled = items.iter().all(|item| {
-        item.status.is_decided() && item.run.as_ref().is_none_or(RunOutcome::is_settled)
-    });
+    let settled = items.iter().all(|item| item.state.is_settled());
     // The set's row and its items are read by two statements, outside a transaction:
     // a decision committed between them would leave a stored status older than the
     // items. The status derived from the items read is the one they agree with.

@@ -203,9 +203,7 @@ impl WakeService {
                         )
                         .await?;
                     if lines.is_empty() {
-                        lines.push(Line::Said(
-                            "Nothing to execute: every element was malformed.".to_owned(),
-                        ));
+                        lines.push(Line::Said(reply::NOTHING_TO_EXECUTE.to_owned()));
                     }
                     if malformed > 0 {
                         lines.push(Line::Said(reply::malformed_skipped(malformed)));
@@ -324,7 +322,7 @@ impl WakeService {
             }
             Err(error) => {
                 local.rollback().await?;
-                Ok(format!("Error: {tool_name} failed: {error}."))
+                Ok(reply::local_failed(tool_name, &error.to_string()))
             }
         }
     }
@@ -501,14 +499,12 @@ fn said(tool_name: &str, outcome: ExecutionOutcome) -> String {
         | ExecutionOutcome::AlreadyApplied { message } => message,
         ExecutionOutcome::AlreadyTrue { detail } => reply::skipped(&detail),
         ExecutionOutcome::Denied { reason } => reply::denied(&reason),
-        ExecutionOutcome::Failed { error } => {
-            format!("Error: {tool_name} failed: {error}. Nothing was changed.")
-        }
+        ExecutionOutcome::Failed { error } => reply::run_failed(tool_name, &error),
         ExecutionOutcome::Queued { job_id, .. } | ExecutionOutcome::Scheduled { job_id, .. } => {
-            format!("Queued as job {job_id}.")
+            reply::queued_as_job(&job_id)
         }
         ExecutionOutcome::AwaitingApprovals { approvals, needed } => {
-            format!("Waiting for approvals: {approvals} of {needed}.")
+            reply::awaiting_approvals(approvals, needed)
         }
     }
 }

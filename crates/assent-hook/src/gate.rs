@@ -422,7 +422,9 @@ async fn wait_for(
                 return Ok(Answer::Deny {
                     reason: format!(
                         "The call was withdrawn from change set {set} ({})",
-                        reason.as_deref().unwrap_or("no reason given")
+                        reason
+                            .as_deref()
+                            .unwrap_or(assent_changeset::reply::NO_REASON)
                     ),
                 });
             }

@@ -6,15 +6,14 @@ use crate::config::FilePreview;
 use crate::host::{FileReads, HEARTBEAT_EVERY, McpHost, SessionGuard, adopt_legacy, gateway_host};
 use crate::preview::{Preview, preview_of, read_now};
 use crate::status::{
-    STATUS_TOOL, requested_set, status_answer, status_tool, unknown_set, with_edit_notice,
+    STATUS_TOOL, requested_set, status_answer, status_tool, unknown_set, waited_answer,
 };
 use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
 use assent_changeset::{ToolArguments, ToolCall, reply};
 use assent_confirm::agents::{self, HostTool, ListedTool};
-use assent_confirm::{Engine, WakeRequest};
-use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, Verdict};
-use assent_store::jobs::{self, JobStatus};
-use assent_store::{Store, change_sets, decisions, mcp_sessions, operations, waits};
+use assent_confirm::{CallState, Engine, WakeRequest};
+use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid};
+use assent_store::{Store, change_sets, mcp_sessions, waits};
 use assent_tools::RuleAction;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
@@ -30,10 +29,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tracing::Instrument;
 
-/// The first line of the reply to a queued call.
-pub const QUEUED: &str = "Proposal queued for user review.";
+/// The first line of the reply to a queued call (the reply module's).
+pub use assent_changeset::reply::QUEUED;
 
-/// How often a waiting call looks at its item, and the gateway at its jobs.
+/// How often the gateway looks at its jobs (a waiting call is woken by the engine's
+/// change feed instead: [`assent_confirm::ConfirmationService::wait_outcome`]).
 pub(crate) const POLL: Duration = Duration::from_millis(200);
 
 /// How often a waiting call tells the client it is still waiting.
@@ -486,7 +486,7 @@ impl Gateway {
         if let Some(spec) = registry.get(tool_name)
             && route(&policy, spec) == RuleAction::Deny
         {
-            return Ok(Called::Done(error_result(assent_tools::denied_by_policy(
+            return Ok(Called::Done(error_result(reply::denied_by_policy(
                 tool_name,
             ))));
         }
@@ -808,25 +808,37 @@ impl Gateway {
         queued: CallToolResult,
         context: Option<&RequestContext<RoleServer>>,
     ) -> Result<CallToolResult, ErrorData> {
-        let started = tokio::time::Instant::now();
+        let deadline = tokio::time::Instant::now() + wait;
         let token = context.and_then(|c| c.meta.get_progress_token());
-        let mut last_progress = started;
         let mut step = 0.0;
         // Dropped unanswered (the client cancelled, its session ended): withdrawn.
         let set_id = holding.set_id;
-        while started.elapsed() < wait {
-            tokio::time::sleep(POLL).await;
-            if let Some(result) = self.decided(set_id).await.map_err(internal)? {
+        let confirmations = self.engine().confirmations();
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            // The engine's wait, woken by the change feed: a decision or a run recorded
+            // by any process ends it within its poll of the feed.
+            let answer = match confirmations
+                .wait_outcome(set_id, left.min(PROGRESS_EVERY))
+                .await
+            {
+                Ok(outcome) => self.answer_of(&outcome),
+                Err(assent_confirm::ConfirmError::ChangeSetNotFound(_)) => {
+                    Some(error_result(reply::GONE.to_owned()))
+                }
+                Err(error) => return Err(internal(error)),
+            };
+            if let Some(result) = answer {
                 holding.release();
                 return Ok(result);
             }
-            if let (Some(token), Some(context)) = (&token, context)
-                && last_progress.elapsed() >= PROGRESS_EVERY
-            {
-                last_progress = tokio::time::Instant::now();
+            if let (Some(token), Some(context)) = (&token, context) {
                 step += 1.0;
                 let mut note = ProgressNotificationParam::new(token.clone(), step);
-                note.message = Some("Waiting for a person to review the call.".to_owned());
+                note.message = Some(WAITING.to_owned());
                 let _ = context.peer.notify_progress(note).await;
             }
         }
@@ -897,82 +909,31 @@ impl Gateway {
         }
     }
 
-    /// The answer for a queued call once a person decided its item, `None` while open.
+    /// The answer for a queued call once it is settled, `None` while a person has not
+    /// decided it or its run has not finished: the engine's outcome of the set.
     async fn decided(&self, set_id: Uuid) -> Result<Option<CallToolResult>, McpError> {
-        let engine = self.engine();
-        let store = engine.store();
-        let mut conn = store.read_connection().await?;
-        let Some(set) = change_sets::load(&mut conn, set_id).await? else {
-            return Ok(Some(error_result(
-                "The proposal no longer exists.".to_owned(),
-            )));
-        };
-        let Some(item) = set.items.first() else {
-            return Ok(None);
-        };
-        match item.status {
-            ChangeItemStatus::Pending | ChangeItemStatus::Deferred => Ok(None),
-            ChangeItemStatus::Confirmed => {
-                if let Some(job) = jobs::for_item(&mut conn, set.id, 0).await? {
-                    return Ok(match job.status {
-                        JobStatus::Applied => {
-                            let result = self
-                                .inner
-                                .caller
-                                .take_result(&job.operation_id)
-                                .unwrap_or_else(|| {
-                                    CallToolResult::success(vec![ContentBlock::text(
-                                        job.result.clone().unwrap_or_default(),
-                                    )])
-                                });
-                            // The model is told a person changed what it asked for.
-                            Some(if job.args == item.args {
-                                result
-                            } else {
-                                with_edit_notice(result, &item.args, &job.args)
-                            })
-                        }
-                        JobStatus::Failed | JobStatus::Retracted => Some(error_result(
-                            reply::waited_failed(job.last_error.as_deref()),
-                        )),
-                        // Nobody knows whether it happened, and nothing runs it again
-                        // (an idempotent one is rerun: keep waiting for that).
-                        JobStatus::InDoubt if !job.idempotent => Some(error_result(
-                            reply::waited_in_doubt(job.last_error.as_deref()),
-                        )),
-                        // Approved or running: keep waiting.
-                        _ => None,
-                    });
-                }
-                let operation = OperationId::for_proposal(
-                    &set.run_key,
-                    &item.tool_name,
-                    &item.args,
-                    &set.target_id,
-                    set.id,
-                    0,
-                );
-                if let Some(result) = self.inner.caller.take_result(&operation) {
-                    return Ok(Some(result));
-                }
-                let message = operations::applied(&mut conn, &operation).await?;
-                let text = message.unwrap_or_else(|| reply::WAITED_APPLIED.to_owned());
-                Ok(Some(CallToolResult::success(vec![ContentBlock::text(
-                    text,
-                )])))
+        match self.engine().confirmations().outcome(set_id).await {
+            Ok(outcome) => Ok(self.answer_of(&outcome)),
+            Err(assent_confirm::ConfirmError::ChangeSetNotFound(_)) => {
+                Ok(Some(error_result(reply::GONE.to_owned())))
             }
-            ChangeItemStatus::Rejected | ChangeItemStatus::Retracted => {
-                let history = decisions::for_change_set(&mut conn, set_id).await?;
-                let reason = history
-                    .iter()
-                    .rev()
-                    .find(|d| d.item_index == 0 && d.verdict != Verdict::Confirmed)
-                    .and_then(|d| d.reason.clone());
-                Ok(Some(error_result(reply::waited_rejected(
-                    reason.as_deref(),
-                ))))
-            }
+            Err(error) => Err(error.into()),
         }
+    }
+
+    /// [`waited_answer`] for `outcome`'s call, with the upstream's whole result (its
+    /// structured content) while this process still holds it.
+    fn answer_of(&self, outcome: &assent_confirm::SetOutcome) -> Option<CallToolResult> {
+        let item = outcome.items.first()?;
+        if !item.state.is_settled() {
+            return None;
+        }
+        let kept = item
+            .run
+            .as_ref()
+            .filter(|_| item.state == CallState::Applied)
+            .and_then(|run| self.inner.caller.take_result(&run.operation_id));
+        waited_answer(item, kept)
     }
 }
 

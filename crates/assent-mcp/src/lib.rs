@@ -67,7 +67,7 @@ pub use serve::{
     ANNOUNCE, Downstream, Gateways, HttpDownstream, MCP_PATH, Supervision, mount_config, run,
     run_config, run_one,
 };
-pub use status::{EDITED_META, STATUS_TOOL};
+pub use status::{EDITED_META, STATUS_TOOL, status_answer, waited_answer};
 pub use upstream::{
     Deadlines, OPERATION_ID_META, Upstream, UpstreamCaller, UpstreamError, http_transport,
     result_text,

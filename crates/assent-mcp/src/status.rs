@@ -4,9 +4,8 @@
 //! gateway reads only for its own agent's sets.
 
 use assent_changeset::reply;
-use assent_confirm::SetOutcome;
-use assent_domain::{ChangeItemStatus, Uuid, Verdict};
-use assent_store::jobs::JobStatus;
+use assent_confirm::{CallState, ItemOutcome, SetOutcome};
+use assent_domain::Uuid;
 use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -88,68 +87,44 @@ pub fn status_answer(outcome: &SetOutcome) -> CallToolResult {
     let mut fields = serde_json::Map::new();
     fields.insert(CHANGE_SET_ARG.to_owned(), json!(id.to_string()));
     fields.insert("tool".to_owned(), json!(item.tool_name));
-    let (status, text) = match item.status {
-        ChangeItemStatus::Pending | ChangeItemStatus::Deferred => (
-            "pending",
-            format!(
-                "Pending: a person has not decided call {} (change set {id}) yet. Ask again later.",
-                item.tool_name
-            ),
-        ),
-        ChangeItemStatus::Confirmed => {
-            let edited = item
-                .decision
-                .as_ref()
-                .and_then(|d| d.edited_args.clone())
-                .filter(|_| {
-                    item.decision
-                        .as_ref()
-                        .is_some_and(|d| d.verdict == Verdict::Confirmed)
-                });
-            if let Some(args) = &edited {
-                fields.insert("editedArguments".to_owned(), args.clone());
+    let error = item.run.as_ref().and_then(|run| run.last_error.as_deref());
+    let edited = item.edited_args();
+    if let Some(args) = edited {
+        fields.insert("editedArguments".to_owned(), args.clone());
+    }
+    let edit_note = if edited.is_some() {
+        reply::EDITED_NOTE
+    } else {
+        ""
+    };
+    if let Some(run) = &item.run {
+        fields.insert("run".to_owned(), json!(run.status.as_str()));
+    }
+    // The engine's state of the call; only the words differ from a waited answer's.
+    let (status, text) = match item.state {
+        CallState::Pending => ("pending", reply::status_pending(&item.tool_name, &id)),
+        CallState::Applied => {
+            if let Some(result) = &item.result {
+                fields.insert("result".to_owned(), json!(result));
             }
-            let edit_note = if edited.is_some() {
-                " A person changed the arguments before it ran."
-            } else {
-                ""
-            };
-            let run = item.run.as_ref().map(|run| run.status);
-            if let Some(run) = run {
-                fields.insert("run".to_owned(), json!(run.as_str()));
-            }
-            let error = item.run.as_ref().and_then(|run| run.last_error.as_deref());
-            let text = match run {
-                None | Some(JobStatus::Applied) => {
-                    if let Some(result) = &item.result {
-                        fields.insert("result".to_owned(), json!(result));
-                    }
-                    match &item.result {
-                        Some(result) => {
-                            format!("Confirmed by a person and run.{edit_note} Result:\n{result}")
-                        }
-                        None => format!("{}{edit_note}", reply::WAITED_APPLIED),
-                    }
-                }
-                Some(JobStatus::Approved | JobStatus::Running) => format!(
-                    "Confirmed by a person; the call has not finished running yet.{edit_note} Ask again later."
-                ),
-                Some(JobStatus::Failed | JobStatus::Retracted) => {
-                    format!("{}{edit_note}", reply::waited_failed(error))
-                }
-                // In doubt, or a status this gateway has no words for yet: never said
-                // to be done.
-                Some(_) => format!("{}{edit_note}", reply::waited_in_doubt(error)),
+            let text = match &item.result {
+                Some(result) => reply::status_applied(result, edit_note),
+                None => format!("{}{edit_note}", reply::WAITED_APPLIED),
             };
             ("confirmed", text)
         }
-        ChangeItemStatus::Rejected => ("rejected", reply::waited_rejected(reason.as_deref())),
-        ChangeItemStatus::Retracted => (
-            "withdrawn",
-            format!(
-                "Withdrawn, not run: {}",
-                reason.as_deref().unwrap_or("no reason given")
-            ),
+        CallState::Running => ("confirmed", reply::status_running(edit_note)),
+        CallState::Failed => (
+            "confirmed",
+            format!("{}{edit_note}", reply::waited_failed(error)),
+        ),
+        CallState::Rejected => ("rejected", reply::waited_rejected(reason.as_deref())),
+        CallState::Withdrawn => ("withdrawn", reply::status_withdrawn(reason.as_deref())),
+        // In doubt, or a state this gateway has no words for yet: never said to be
+        // done.
+        _ => (
+            "confirmed",
+            format!("{}{edit_note}", reply::waited_in_doubt(error)),
         ),
     };
     fields.insert("status".to_owned(), json!(status));
@@ -161,6 +136,24 @@ pub fn status_answer(outcome: &SetOutcome) -> CallToolResult {
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = Some(Value::Object(fields));
     result
+}
+
+/// What a client that waited for `item`'s call reads once it is settled (`None` while
+/// it is not): the engine's [`ItemOutcome::waited_reply`], as an error result when
+/// the call did not (or may not have) taken effect. An applied call's answer is
+/// `kept`, the upstream's whole result, when this process still holds it; a person's
+/// edit is told first ([`with_edit_notice`]). The gateway's `--wait` and its tasks
+/// answer with it.
+pub fn waited_answer(item: &ItemOutcome, kept: Option<CallToolResult>) -> Option<CallToolResult> {
+    let text = item.waited_reply()?;
+    if item.state.is_error() {
+        return Some(CallToolResult::error(vec![ContentBlock::text(text)]));
+    }
+    let result = kept.unwrap_or_else(|| CallToolResult::success(vec![ContentBlock::text(text)]));
+    Some(match item.edited_args() {
+        Some(ran) => with_edit_notice(result, &item.args, ran),
+        None => result,
+    })
 }
 
 /// The key of a result's `_meta` that holds the arguments a call ran with when a
@@ -194,21 +187,18 @@ pub fn edit_notice(proposed: &Value, ran: &Value) -> String {
             keys.into_iter()
                 .filter_map(|key| match (before.get(key), after.get(key)) {
                     (Some(old), Some(new)) if old == new => None,
-                    (Some(old), Some(new)) => {
-                        Some(format!("{key}: {} → {}", shown(old), shown(new)))
-                    }
-                    (None, Some(new)) => Some(format!("{key} added: {}", shown(new))),
-                    (Some(old), None) => Some(format!("{key} removed (was {})", shown(old))),
                     (None, None) => None,
+                    (old, new) => Some(reply::edited_key(
+                        key,
+                        old.map(&shown).as_deref(),
+                        new.map(&shown).as_deref(),
+                    )),
                 })
                 .collect()
         }
         _ => vec![format!("{} → {}", shown(proposed), shown(ran))],
     };
-    format!(
-        "A person changed the arguments before it ran: {}",
-        changes.join("; ")
-    )
+    reply::edited(&changes)
 }
 
 /// `result` with [`edit_notice`] as its first text block and the arguments that ran

@@ -5,8 +5,6 @@
 
 use crate::Answer;
 use assent_confirm::{ItemOutcome, SetOutcome};
-use assent_domain::ChangeItemStatus;
-use assent_store::jobs::JobStatus;
 
 use assent_changeset::reply;
 
@@ -26,36 +24,14 @@ pub(crate) fn of_outcome(outcome: &SetOutcome) -> Option<Answer> {
     Some(Answer { text, is_error })
 }
 
+/// The engine's answer for a settled call ([`ItemOutcome::waited_reply`]), an error
+/// when the call did not (or may not have) taken effect; a call still open reads as
+/// queued.
 fn of_item(item: &ItemOutcome) -> Answer {
-    match item.status {
-        ChangeItemStatus::Confirmed => match &item.run {
-            Some(run) => match run.status {
-                JobStatus::Failed | JobStatus::Retracted => {
-                    error(reply::waited_failed(run.last_error.as_deref()))
-                }
-                JobStatus::Applied | JobStatus::Approved | JobStatus::Running => success(
-                    item.result
-                        .clone()
-                        .unwrap_or_else(|| reply::WAITED_APPLIED.to_owned()),
-                ),
-                // In doubt, or a status this hook has no words for yet: never said to
-                // be done.
-                _ => error(reply::waited_in_doubt(run.last_error.as_deref())),
-            },
-            None => success(
-                item.result
-                    .clone()
-                    .unwrap_or_else(|| reply::WAITED_APPLIED.to_owned()),
-            ),
-        },
-        ChangeItemStatus::Rejected | ChangeItemStatus::Retracted => {
-            let reason = item
-                .decision
-                .as_ref()
-                .and_then(|decision| decision.reason.as_deref());
-            error(reply::waited_rejected(reason))
-        }
-        ChangeItemStatus::Pending | ChangeItemStatus::Deferred => success(reply::QUEUED.to_owned()),
+    match item.waited_reply() {
+        Some(text) if item.state.is_error() => error(text),
+        Some(text) => success(text),
+        None => success(reply::QUEUED.to_owned()),
     }
 }
 

@@ -42,7 +42,7 @@ pub struct SetItemView<'a> {
     pub status: &'a str,
     /// The value the change would replace, when known.
     pub before: Option<&'a Value>,
-    /// Why a person rejected it, when they said (API only; see
+    /// Why a person rejected it or why it was withdrawn, when said (API only; see
     /// [`SetView::with_reasons`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'a str>,
@@ -175,15 +175,16 @@ impl<'a> SetView<'a> {
         }
     }
 
-    /// The same view with each rejected item's reason, and who decided each item,
-    /// taken from `decisions` (the set's, oldest first: the last word on an item wins).
+    /// The same view with each rejected or withdrawn item's reason (the one the agent
+    /// is told), and who decided each item, taken from `decisions` (the set's, oldest
+    /// first: the last word on an item wins).
     #[must_use]
     pub fn with_reasons(mut self, decisions: &'a [ChangeDecision]) -> Self {
         for decision in decisions {
             if let Some(item) = self.items.get_mut(decision.item_index) {
                 item.decided_by = decision.decided_by.as_deref();
                 item.reason = match decision.verdict {
-                    Verdict::Rejected => decision.reason.as_deref(),
+                    Verdict::Rejected | Verdict::Retracted => decision.reason.as_deref(),
                     _ => None,
                 };
             }

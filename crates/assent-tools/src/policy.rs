@@ -358,10 +358,27 @@ pub enum PolicyDecision {
     Allow,
     /// Queue it for a person.
     Ask,
-    /// Refuse it, with the reason the agent and the audit trail see.
+    /// Refuse it, with the reason the agent and the audit trail see (worded by
+    /// `assent_changeset::reply::denial`).
     Deny {
-        /// E.g. `Category home not in allowed set`.
-        reason: String,
+        /// Why.
+        reason: Denial,
+    },
+}
+
+/// Why the policy refuses a call. Its words for the agent are the reply module's
+/// (`assent_changeset::reply::denial`), so they are defined once, beside every other
+/// reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Denial {
+    /// The target's category is not allowed, e.g. `Category home not in allowed set`
+    /// ([`AgentPolicy::check_category`]).
+    Category(String),
+    /// A rule denies the tool.
+    Rule {
+        /// The tool.
+        tool: String,
     },
 }
 
@@ -538,13 +555,17 @@ impl AgentPolicy {
         target: &TargetCategory,
     ) -> PolicyDecision {
         if let Err(reason) = self.check_category(target) {
-            return PolicyDecision::Deny { reason };
+            return PolicyDecision::Deny {
+                reason: Denial::Category(reason),
+            };
         }
         match self.route_call(tool, call) {
             RuleAction::Allow => PolicyDecision::Allow,
             RuleAction::Ask => PolicyDecision::Ask,
             RuleAction::Deny => PolicyDecision::Deny {
-                reason: denied_by_policy(&tool.name),
+                reason: Denial::Rule {
+                    tool: tool.name.clone(),
+                },
             },
         }
     }
@@ -620,12 +641,6 @@ impl ToolSettingsTable {
                 .map(|seconds| Duration::seconds(i64::from(seconds))),
         }
     }
-}
-
-/// Why a call of `tool` may not run: the agent's rules deny it. One wording on every
-/// path (the agent reads it; reviewers see it in the audit trail).
-pub fn denied_by_policy(tool: &str) -> String {
-    format!("Tool {tool} is denied by policy")
 }
 
 #[cfg(test)]
@@ -943,13 +958,13 @@ mod tests {
         assert_eq!(
             p.decide(&t, &known("home")),
             PolicyDecision::Deny {
-                reason: "Category home not in allowed set".into()
+                reason: Denial::Category("Category home not in allowed set".into())
             }
         );
         assert_eq!(
             p.decide(&t, &TargetCategory::Missing),
             PolicyDecision::Deny {
-                reason: "Target entity has no category".into()
+                reason: Denial::Category("Target entity has no category".into())
             }
         );
         assert!(
@@ -978,7 +993,9 @@ mod tests {
         assert_eq!(
             p.decide(&deferred, &known("work")),
             PolicyDecision::Deny {
-                reason: "Tool set_task_status is denied by policy".into()
+                reason: Denial::Rule {
+                    tool: "set_task_status".into()
+                }
             }
         );
         let allow_all = base.with_rule(rule("*", RuleAction::Allow));
