@@ -573,13 +573,12 @@ const DOOR_STORE_MODULES: &[(&str, &[&str])] = &[
             "decisions",
             "jobs",
             "mcp_sessions",
-            "operations",
             "rehost",
             "tokens",
             "waits",
         ],
     ),
-    ("assent-rig", &["jobs"]),
+    ("assent-rig", &[]),
     (
         "assent-server",
         &[
