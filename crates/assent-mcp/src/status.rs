@@ -142,7 +142,7 @@ pub fn status_answer(outcome: &SetOutcome) -> CallToolResult {
 /// it is not): the engine's [`ItemOutcome::waited_reply`], as an error result when
 /// the call did not (or may not have) taken effect. An applied call's answer is
 /// `kept`, the upstream's whole result, when this process still holds it; a person's
-/// edit is told first ([`with_edit_notice`]). The gateway's `--wait` and its tasks
+/// edit is told first (`with_edit_notice`). The gateway's `--wait` and its tasks
 /// answer with it.
 pub fn waited_answer(item: &ItemOutcome, kept: Option<CallToolResult>) -> Option<CallToolResult> {
     let text = item.waited_reply()?;
