@@ -1702,3 +1702,110 @@ let c = "two";"##
         vec![r#"raw "one""#.to_owned(), "two".to_owned()]
     );
 }
+
+/// What reads the wall clock or draws a random id: time and ids are inputs (as in
+/// quinn-proto and str0m), passed down from where a request, a command or a worker's
+/// tick starts, so that a decision is replayable and a test sets the time it means.
+const CLOCK_AND_ID_READS: &[&str] = &[
+    "OffsetDateTime::now_utc(",
+    "SystemTime::now(",
+    "Uuid::new_v4(",
+    "Uuid::now_v7(",
+];
+
+/// The library and binary source files (outside their tests) that still read the clock
+/// or draw a random id. The pure crates are on it never; a new file may not join it,
+/// and a file that stops reading must be taken off: the list only shrinks, toward the
+/// composition roots (the CLI's commands, the server's handlers, the worker's tick).
+const CLOCK_AND_ID_READERS: &[&str] = &[
+    "crates/assent-bench/src/gateway.rs",
+    "crates/assent-bench/src/postgres.rs",
+    "crates/assent-bench/src/proof.rs",
+    "crates/assent-bench/src/writes.rs",
+    "crates/assent-cli/src/demo.rs",
+    "crates/assent-cli/src/demo_delegated.rs",
+    "crates/assent-cli/src/peer_sync.rs",
+    "crates/assent-cli/src/serve.rs",
+    "crates/assent-cli/src/sync_commands.rs",
+    "crates/assent-cli/src/task_commands.rs",
+    "crates/assent-cli/src/wake_commands.rs",
+    "crates/assent-confirm/src/bus.rs",
+    "crates/assent-confirm/src/confirmation.rs",
+    "crates/assent-confirm/src/lib.rs",
+    "crates/assent-confirm/src/scheduler.rs",
+    "crates/assent-confirm/src/session.rs",
+    "crates/assent-confirm/src/undo.rs",
+    "crates/assent-confirm/src/wake.rs",
+    "crates/assent-confirm/src/worker.rs",
+    "crates/assent-hook/src/gate.rs",
+    "crates/assent-hook/src/session.rs",
+    "crates/assent-journal-host/src/handlers.rs",
+    "crates/assent-journal-host/src/http.rs",
+    "crates/assent-journal-host/src/tasks.rs",
+    "crates/assent-mcp/src/elicit.rs",
+    "crates/assent-mcp/src/gateway.rs",
+    "crates/assent-mcp/src/host.rs",
+    "crates/assent-mcp/src/serve.rs",
+    "crates/assent-rig/src/hook.rs",
+    "crates/assent-server/src/api.rs",
+    "crates/assent-server/src/jobs.rs",
+    "crates/assent-server/src/slack.rs",
+    "crates/assent-server/src/sync.rs",
+    "crates/assent-server/src/token.rs",
+    "crates/assent-server/src/tokens.rs",
+    "crates/assent-server/src/wakes.rs",
+    "crates/assent-server/src/webhooks.rs",
+    "crates/assent-store/src/agents.rs",
+    "crates/assent-store/src/jobs.rs",
+    "crates/assent-store/src/tokens.rs",
+    "crates/assent-store/src/webhooks.rs",
+    "crates/assent-webhooks/src/sender.rs",
+    "crates/assent-webhooks/src/signing.rs",
+    "crates/assent-webhooks/src/slack_app.rs",
+];
+
+#[test]
+fn clock_and_random_id_reads_stay_in_the_listed_files() {
+    let root = project_root();
+    let mut files = Vec::new();
+    collect_rs_files(&root.join("crates"), &mut files);
+    files.sort();
+    let mut offenders = Vec::new();
+    let mut readers = BTreeSet::new();
+    for file in &files {
+        let name = relative(&root, file);
+        let is_test = name
+            .split('/')
+            .any(|part| matches!(part, "tests" | "benches" | "examples" | "tests.rs"));
+        if is_test || !name.contains("/src/") {
+            continue;
+        }
+        let code = without_comments_and_literals(without_test_module(&read(file)));
+        if CLOCK_AND_ID_READS.iter().any(|read| code.contains(read)) {
+            readers.insert(name.clone());
+            if !CLOCK_AND_ID_READERS.contains(&name.as_str()) {
+                offenders.push(format!(
+                    "{name} reads the clock or draws a random id: take the time or the id as an input"
+                ));
+            }
+        }
+    }
+    for listed in CLOCK_AND_ID_READERS {
+        if !readers.contains(*listed) {
+            offenders.push(format!(
+                "{listed} no longer reads the clock or draws an id: take it off CLOCK_AND_ID_READERS"
+            ));
+        }
+        if PURE_CRATES
+            .iter()
+            .any(|krate| listed.starts_with(&format!("crates/{krate}/")))
+        {
+            offenders.push(format!("{listed}: a pure crate never reads the clock"));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "clock and random-id reads (xtask/src/tidy.rs, CLOCK_AND_ID_READERS):\n{}",
+        bullets(&offenders)
+    );
+}

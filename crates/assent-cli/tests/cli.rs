@@ -57,6 +57,49 @@ use std::process::{Command, Output, Stdio};
 
 const NOW: &str = "2026-03-02T09:00:00Z";
 
+/// `assent serve` on a free loopback port over a [`Cli`]'s database; killed when dropped.
+struct Served {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `assent serve` over `cli`'s database with admin token `token`, once it listens.
+fn serve(cli: &Cli, token: &str) -> Served {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", &cli.db(), "serve", "--addr"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["--token", token])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("assent serve starts");
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "assent serve listens"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Served {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    }
+}
+
 /// A temporary database and a way to run `assent` against it.
 struct Cli {
     dir: tempfile::TempDir,

@@ -3,54 +3,10 @@
 //! agent allow|ask|deny|hold`) leave the same settings and the same next wake, and a
 //! rule set through either door after a shadow rule leaves no shadow rule behind.
 
-use super::{Cli, code};
+use super::{Cli, Served, code, serve};
 use serde_json::{Value, json};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 const ADMIN_TOKEN: &str = "doors-admin-token-0123456789";
-
-/// `assent serve` on a free loopback port over `cli`'s database; killed when dropped.
-struct Served {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(cli: &Cli) -> Served {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_assent"))
-        .args(["--db", &cli.db(), "serve", "--addr"])
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["--token", ADMIN_TOKEN])
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("assent serve starts");
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "assent serve listens"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Served {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    }
-}
 
 /// `PUT /api/agents/{agent}/{what}/{tool}` with `body`, as the admin: must answer 200.
 async fn put(served: &Served, agent: &str, what: &str, tool: &str, body: Value) -> Value {
@@ -118,7 +74,7 @@ async fn the_api_and_the_cli_leave_the_same_settings_and_the_same_next_wake() {
         );
         tasks.push(task["id"].as_str().expect("a task id").to_owned());
     }
-    let served = serve(&cli);
+    let served = serve(&cli, ADMIN_TOKEN);
 
     // The rule for the shadowed tool, through each door: the shadow rule is promoted,
     // whichever door set the rule.

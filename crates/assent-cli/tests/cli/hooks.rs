@@ -4,7 +4,7 @@
 //! another process while the hook waits, nobody answering in time (both modes), and a
 //! malformed event (exit 2, never an allow).
 
-use super::{Cli, code};
+use super::{Cli, code, serve};
 use serde_json::{Value, json};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -857,53 +857,7 @@ fn install_merges_into_settings_with_other_hooks_idempotently_and_uninstall_remo
     );
 }
 
-/// `assent serve` on a free loopback port over `cli`'s database; killed when dropped.
-struct Served {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 const ADMIN_TOKEN: &str = "hook-admin-token-0123456789";
-
-fn serve(cli: &Cli) -> Served {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_assent"))
-        .args([
-            "--db",
-            &cli.db(),
-            "serve",
-            "--addr",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .args(["--token", ADMIN_TOKEN])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("assent serve starts");
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "assent serve listens"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Served {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn post_api_hooks_answers_as_the_cli_does_for_an_agent_token() {
@@ -915,7 +869,7 @@ async fn post_api_hooks_answers_as_the_cli_does_for_an_agent_token() {
     let token = token["secret"].as_str().expect("a secret").to_owned();
     let out = cli.run(&["agent", "allow", "coder0", "Bash(git status*)"]);
     assert_eq!(code(&out), 0);
-    let served = serve(&cli);
+    let served = serve(&cli, ADMIN_TOKEN);
     let client = reqwest::Client::new();
     let post = |path: &str, body: String, bearer: Option<&str>| {
         let mut request = client
@@ -1597,7 +1551,7 @@ fn a_set_with_no_session_takes_no_session_answer_and_nothing_changes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_route_the_page_uses_answers_yes_for_this_session() {
     let cli = Cli::coders();
-    let served = serve(&cli);
+    let served = serve(&cli, ADMIN_TOKEN);
     let client = reqwest::Client::new();
     let hook = cli.hook(
         "claude-code",
