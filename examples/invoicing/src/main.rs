@@ -5,10 +5,9 @@
 //! service's worker then applies it. `invoicing work`: only the worker, until Ctrl-C.
 
 use assent::changeset::parse_tool_calls;
-use assent::confirm::{Engine, SimpleHost, WakeRequest};
 use assent::domain::{OffsetDateTime, Target};
-use assent::store::{Store, agents};
-use assent::tools::{AgentPolicy, ToolMode::Deferred, ToolRegistry, ToolSpec};
+use assent::tools::{ToolMode::Deferred, ToolRegistry};
+use assent::{Engine, SimpleHost, Store, ToolSpec, WakeRequest};
 use serde_json::json;
 use std::{sync::Arc, time::Duration};
 
@@ -46,10 +45,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tools.register(spec.with_summary(|args, _| format!("Refund {} cents", args["amountCents"])))?;
     let store = Store::open(&db).await?;
     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
-    let (now, policy) = (OffsetDateTime::now_utc(), AgentPolicy::new(["billing"]));
+    let (now, categories) = (OffsetDateTime::now_utc(), ["billing".to_owned()]);
+    engine.set_categories(AGENT, &categories, now).await?;
     // The service's own writes go through the store's writer, as the engine's do.
     let mut tx = store.begin_write().await?;
-    agents::upsert(tx.connection(), AGENT, &policy, now).await?;
     sqlx::query(SEED).execute(tx.connection()).await?;
     tx.commit().await?;
 
@@ -86,9 +85,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         said.unwrap_or_default()
     );
     let mut read = store.read_connection().await?;
-    let refunded: i64 = sqlx::query_scalar(REFUNDED)
-        .fetch_one(read.connection())
-        .await?;
+    let refunded: i64 = sqlx::query_scalar(REFUNDED).fetch_one(&mut *read).await?;
     println!("INV-1 refunded so far: {refunded} cents");
     println!(
         "{}",
