@@ -57,6 +57,11 @@ async fn propose(engine: &Engine, run_key: &str, texts: &[&str], now: OffsetDate
     outcome.change_set.expect("queued").id
 }
 
+/// Every effect the receiver has seen, counting repeats.
+fn effects_so_far(receiver: &Receiver) -> usize {
+    receiver.effects.lock().unwrap().values().sum()
+}
+
 async fn all_jobs(store: &Store) -> Vec<Job> {
     let mut conn = store.read_connection().await.unwrap();
     jobs::list(&mut conn, true, 10_000).await.unwrap()
@@ -464,6 +469,7 @@ async fn crash_rounds(backend: &TestBackend, dedupe: bool, seed: u64) -> (usize,
             .await
             .unwrap();
         confirmed += 2;
+        let effects_before = effects_so_far(&receiver);
         let mut child = Command::new(executor)
             .args([
                 url.as_str(),
@@ -476,7 +482,16 @@ async fn crash_rounds(backend: &TestBackend, dedupe: bool, seed: u64) -> (usize,
             .stderr(Stdio::null())
             .spawn()
             .expect("the executor starts");
-        tokio::time::sleep(StdDuration::from_millis(20 + random.below(200))).await;
+        // The kill lands at a random moment after the executor's first call took
+        // effect (the receiver answers 25 ms later): timed from the spawn instead, a
+        // loaded machine started the executor after the kill, and no job went in doubt.
+        let spawned = Instant::now();
+        while effects_so_far(&receiver) == effects_before
+            && spawned.elapsed() < StdDuration::from_secs(10)
+        {
+            tokio::time::sleep(StdDuration::from_millis(2)).await;
+        }
+        tokio::time::sleep(StdDuration::from_millis(random.below(40))).await;
         child.kill().expect("SIGKILL");
         child.wait().expect("reaped");
         // The person: whatever is shown in doubt is run again (the worst choice when
