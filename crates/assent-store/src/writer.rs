@@ -630,6 +630,14 @@ mod tests {
             .expect("reads")
     }
 
+    /// A new write of row `id` commits, and is then the only row committed.
+    async fn writes_on(store: &Store, id: i64) {
+        let mut next = store.begin_write().await.expect("begins");
+        insert(&mut next, id).await;
+        next.commit().await.expect("commits");
+        assert_eq!(committed(store).await, [id]);
+    }
+
     /// Waits until `count` writers queue for the connection.
     async fn until_waiting(store: &Store, count: usize) {
         let writer = store.writer.as_ref().expect("a file store has a writer");
@@ -805,10 +813,7 @@ mod tests {
         }
         assert!(committed(&store).await.is_empty());
         // The writer goes on.
-        let mut next = store.begin_write().await.expect("begins");
-        insert(&mut next, 2).await;
-        next.commit().await.expect("commits");
-        assert_eq!(committed(&store).await, [2]);
+        writes_on(&store, 2).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -936,10 +941,7 @@ mod tests {
             );
             assert!(committed(&store).await.is_empty(), "grouped: {grouped}");
             // The store writes on.
-            let mut next = store.begin_write().await.expect("begins");
-            insert(&mut next, 3).await;
-            next.commit().await.expect("commits");
-            assert_eq!(committed(&store).await, [3]);
+            writes_on(&store, 3).await;
         }
     }
 
