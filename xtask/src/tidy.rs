@@ -1327,81 +1327,133 @@ fn ticked(names: &BTreeSet<String>) -> String {
 fn without_comments_and_literals(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
-    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    for piece in pieces(&chars) {
+        let span = &chars[piece.start..piece.end];
+        if piece.kind == PieceKind::Code {
+            out.extend(span);
+        } else {
+            out.extend(span.iter().map(|&c| if c == '\n' { '\n' } else { ' ' }));
+        }
+    }
+    out
+}
+
+/// What a [`Piece`] of Rust source is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PieceKind {
+    Code,
+    /// `// …` (to the line's end, not its newline) or `/* … */`, nested.
+    Comment,
+    /// `"…"`, quotes included; `body` is between them, escapes kept.
+    Str,
+    /// `r"…"`, `r#"…"#`; `body` is between the quotes.
+    RawStr,
+    /// `'x'`, `'\n'`, `'\u{7f}'` (not a lifetime such as `'a`).
+    Char,
+}
+
+/// A run of `chars[start..end]` of one kind; `body` is a string's contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Piece {
+    kind: PieceKind,
+    start: usize,
+    end: usize,
+    body: std::ops::Range<usize>,
+}
+
+/// Rust source cut into code, comments and literals, in order and covering every char:
+/// the one lexer behind [`without_comments_and_literals`] and [`string_literals`].
+fn pieces(chars: &[char]) -> Vec<Piece> {
+    let mut out: Vec<Piece> = Vec::new();
+    let mut code_start = 0;
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
         let next = chars.get(i + 1).copied();
-        if c == '/' && next == Some('/') {
-            while i < chars.len() && chars[i] != '\n' {
-                out.push(' ');
-                i += 1;
-            }
+        let found = if c == '/' && next == Some('/') {
+            let end = chars[i..]
+                .iter()
+                .position(|&c| c == '\n')
+                .map_or(chars.len(), |p| i + p);
+            Some((PieceKind::Comment, end, i..i))
         } else if c == '/' && next == Some('*') {
-            let mut depth = 0usize;
-            while i < chars.len() {
-                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+            let (mut depth, mut end) = (0usize, i);
+            while end < chars.len() {
+                if chars[end] == '/' && chars.get(end + 1) == Some(&'*') {
                     depth += 1;
-                    out.push_str("  ");
-                    i += 2;
-                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    end += 2;
+                } else if chars[end] == '*' && chars.get(end + 1) == Some(&'/') {
                     depth -= 1;
-                    out.push_str("  ");
-                    i += 2;
+                    end += 2;
                     if depth == 0 {
                         break;
                     }
                 } else {
-                    out.push(blank(chars[i]));
-                    i += 1;
+                    end += 1;
                 }
             }
-        } else if c == 'r' && matches!(next, Some('#' | '"')) && !is_ident_end(&chars, i) {
-            // A raw string: r"...", r#"..."#, with as many `#` at the end as at the start.
+            Some((PieceKind::Comment, end.min(chars.len()), i..i))
+        } else if c == 'r' && matches!(next, Some('#' | '"')) && !is_ident_end(chars, i) {
+            // A raw string: as many `#` at the end as at the start.
             let hashes = chars[i + 1..].iter().take_while(|&&h| h == '#').count();
-            if chars.get(i + 1 + hashes) != Some(&'"') {
-                out.push(c);
-                i += 1;
-                continue;
-            }
-            let body = i + 2 + hashes;
-            let mut end = body;
-            while end < chars.len()
-                && !(chars[end] == '"'
-                    && chars[end + 1..].iter().take_while(|&&h| h == '#').count() >= hashes)
-            {
-                end += 1;
-            }
-            let end = (end + 1 + hashes).min(chars.len());
-            out.extend(chars[i..end].iter().map(|&c| blank(c)));
-            i = end;
-        } else if c == '"' {
-            out.push(' ');
-            i += 1;
-            while i < chars.len() && chars[i] != '"' {
-                let skip = if chars[i] == '\\' { 2 } else { 1 };
-                for _ in 0..skip {
-                    if let Some(&c) = chars.get(i) {
-                        out.push(blank(c));
-                    }
-                    i += 1;
+            (chars.get(i + 1 + hashes) == Some(&'"')).then(|| {
+                let body = i + 2 + hashes;
+                let mut close = body;
+                while close < chars.len()
+                    && !(chars[close] == '"'
+                        && chars[close + 1..].iter().take_while(|&&h| h == '#').count() >= hashes)
+                {
+                    close += 1;
                 }
+                let end = (close + 1 + hashes).min(chars.len());
+                (PieceKind::RawStr, end, body..close.min(chars.len()))
+            })
+        } else if c == '"' {
+            let mut close = i + 1;
+            while close < chars.len() && chars[close] != '"' {
+                close += if chars[close] == '\\' { 2 } else { 1 };
             }
-            out.push(' ');
-            i += 1;
+            let close = close.min(chars.len());
+            Some((PieceKind::Str, (close + 1).min(chars.len()), i + 1..close))
         } else if c == '\'' && (next == Some('\\') || chars.get(i + 2) == Some(&'\'')) {
-            // A character literal ('x', '\n', '\u{7f}'), not a lifetime ('a).
             let start = if next == Some('\\') { i + 3 } else { i + 2 };
-            let close = chars[start.min(chars.len())..]
+            let end = chars[start.min(chars.len())..]
                 .iter()
                 .position(|&q| q == '\'')
                 .map_or(chars.len(), |p| start + p + 1);
-            out.extend(chars[i..close.min(chars.len())].iter().map(|&c| blank(c)));
-            i = close;
+            Some((PieceKind::Char, end, i..i))
         } else {
-            out.push(c);
-            i += 1;
+            None
+        };
+        match found {
+            Some((kind, end, body)) => {
+                if code_start < i {
+                    out.push(Piece {
+                        kind: PieceKind::Code,
+                        start: code_start,
+                        end: i,
+                        body: i..i,
+                    });
+                }
+                out.push(Piece {
+                    kind,
+                    start: i,
+                    end,
+                    body,
+                });
+                i = end;
+                code_start = end;
+            }
+            None => i += 1,
         }
+    }
+    if code_start < chars.len() {
+        out.push(Piece {
+            kind: PieceKind::Code,
+            start: code_start,
+            end: chars.len(),
+            body: chars.len()..chars.len(),
+        });
     }
     out
 }
@@ -1600,75 +1652,28 @@ fn without_test_module(text: &str) -> &str {
 fn string_literals(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        let next = chars.get(i + 1).copied();
-        if c == '/' && next == Some('/') {
-            while i < chars.len() && chars[i] != '\n' {
-                i += 1;
-            }
-        } else if c == '/' && next == Some('*') {
-            let mut depth = 0usize;
-            while i < chars.len() {
-                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
-                    depth += 1;
-                    i += 2;
-                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
+    for piece in pieces(&chars) {
+        match piece.kind {
+            PieceKind::RawStr => out.push(chars[piece.body].iter().collect()),
+            PieceKind::Str => {
+                let body = &chars[piece.body];
+                let mut literal = String::new();
+                let mut i = 0;
+                while i < body.len() {
+                    if body[i] == '\\' && body.get(i + 1) == Some(&'\n') {
+                        i += 2;
+                        while i < body.len() && body[i].is_whitespace() {
+                            i += 1;
+                        }
+                        continue;
                     }
-                } else {
-                    i += 1;
+                    let skip = if body[i] == '\\' { 2 } else { 1 };
+                    literal.extend(body[i..(i + skip).min(body.len())].iter());
+                    i += skip;
                 }
+                out.push(literal);
             }
-        } else if c == 'r' && matches!(next, Some('#' | '"')) && !is_ident_end(&chars, i) {
-            let hashes = chars[i + 1..].iter().take_while(|&&h| h == '#').count();
-            if chars.get(i + 1 + hashes) != Some(&'"') {
-                i += 1;
-                continue;
-            }
-            let body = i + 2 + hashes;
-            let mut end = body;
-            while end < chars.len()
-                && !(chars[end] == '"'
-                    && chars[end + 1..].iter().take_while(|&&h| h == '#').count() >= hashes)
-            {
-                end += 1;
-            }
-            out.push(chars[body..end.min(chars.len())].iter().collect());
-            i = (end + 1 + hashes).min(chars.len());
-        } else if c == '"' {
-            let mut literal = String::new();
-            i += 1;
-            while i < chars.len() && chars[i] != '"' {
-                if chars[i] == '\\' && chars.get(i + 1) == Some(&'\n') {
-                    i += 2;
-                    while i < chars.len() && chars[i].is_whitespace() {
-                        i += 1;
-                    }
-                    continue;
-                }
-                let skip = if chars[i] == '\\' { 2 } else { 1 };
-                for _ in 0..skip {
-                    if let Some(&c) = chars.get(i) {
-                        literal.push(c);
-                    }
-                    i += 1;
-                }
-            }
-            out.push(literal);
-            i += 1;
-        } else if c == '\'' && (next == Some('\\') || chars.get(i + 2) == Some(&'\'')) {
-            let start = if next == Some('\\') { i + 3 } else { i + 2 };
-            i = chars[start.min(chars.len())..]
-                .iter()
-                .position(|&q| q == '\'')
-                .map_or(chars.len(), |p| start + p + 1);
-        } else {
-            i += 1;
+            PieceKind::Code | PieceKind::Comment | PieceKind::Char => {}
         }
     }
     out
