@@ -207,7 +207,10 @@ async fn a_rule_change_writes_its_rule_quorum_and_shadow_removal_together_or_not
             agents::quorums(&mut conn, "agent-1").await.unwrap(),
             vec![("update_task_priority".to_owned(), 3)]
         );
-        let policy = agents::policy(&mut conn, "agent-1").await.unwrap().unwrap();
+        let policy = agents::policy_at(&mut conn, "agent-1", NOW)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             policy.ruled("update_task_priority"),
             Some(RuleAction::Ask),

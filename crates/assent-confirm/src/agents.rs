@@ -22,8 +22,8 @@ use std::collections::BTreeSet;
 use time::OffsetDateTime;
 
 pub use assent_store::agents::{
-    Agent, ShadowRule, ToolSettings, get, policy, policy_and_settings_at, policy_at, rules_at,
-    settings_of, shadow_rules,
+    Agent, ShadowRule, ToolSettings, get, policy_and_settings_at, policy_at, rules_at, settings_of,
+    shadow_rules,
 };
 pub use assent_store::host_tools::{
     HostTool, ListedTool, changed_items, definition_hash, for_agent as tools_for_agent,
@@ -216,7 +216,7 @@ impl Engine {
             ));
         }
         let mut tx = self.store.begin_write().await?;
-        let existing = stored::policy(tx.connection(), agent).await?;
+        let existing = stored::policy_at(tx.connection(), agent, now).await?;
         // Keep the rules of an existing agent (those in force); this only sets
         // categories.
         let policy = existing

@@ -298,6 +298,7 @@ impl ConfirmationService {
     }
 
     fn decision(
+        &self,
         set: &ChangeSet,
         index: usize,
         v: &Verdicts,
@@ -305,7 +306,7 @@ impl ConfirmationService {
     ) -> ChangeDecision {
         let item = &set.items[index];
         ChangeDecision {
-            id: Uuid::new_v4(),
+            id: self.engine.new_id(),
             change_set_id: set.id,
             item_index: index,
             agent_id: set.agent_id.clone(),
@@ -368,7 +369,7 @@ impl ConfirmationService {
         for &index in indexes {
             let decision = ChangeDecision {
                 decided_by: self.reviewer.clone(),
-                ..Self::decision(set, index, &verdicts, now)
+                ..self.decision(set, index, &verdicts, now)
             };
             let shadow = shadow_verdict(&shadows, &decision);
             let facts = assent_store::decisions::LocalFacts {
@@ -763,7 +764,7 @@ impl ConfirmationService {
                 shadows: None,
             };
             return Ok(Gathered::Waiting(Box::new(ConfirmOutcome {
-                decision: Self::decision(set, index, &verdicts, now),
+                decision: self.decision(set, index, &verdicts, now),
                 execution: ExecutionOutcome::AwaitingApprovals {
                     approvals: count,
                     needed,
@@ -977,7 +978,7 @@ impl ConfirmationService {
         };
         tracing::info!(index, job = %job.id, not_before = %job.due_at, "item confirmed; held until its window ends");
         Ok(Attempt::Decided(Box::new(ConfirmOutcome {
-            decision: Self::decision(set, index, &verdicts, now),
+            decision: self.decision(set, index, &verdicts, now),
             execution: ExecutionOutcome::Scheduled {
                 job_id: job.id,
                 host: served.host,
@@ -1038,7 +1039,15 @@ impl ConfirmationService {
             set.id,
             index,
         );
-        let mut job = jobs::Job::approved(set, index, &external.host, args, operation_id, now);
+        let mut job = jobs::Job::approved(
+            self.engine.new_id(),
+            set,
+            index,
+            &external.host,
+            args,
+            operation_id,
+            now,
+        );
         job.idempotent = external.idempotent;
         job.attempt_limit = self.engine.jobs.attempt_limit;
         job.due_at = now + hold.unwrap_or(Duration::ZERO);

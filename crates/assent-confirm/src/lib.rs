@@ -80,6 +80,7 @@ mod confirmation;
 mod error;
 mod executor;
 mod host;
+mod inputs;
 mod ledger;
 mod outcome;
 mod scheduler;
@@ -114,6 +115,7 @@ pub use host::{
     Effect, ExternalCall, ExternalError, ExternalHandler, Host, LoadedState, LocalCall,
     Reconciliation,
 };
+pub use inputs::{Clock, FixedClock, IdSource, RandomIds, SequentialIds, SystemClock};
 pub use ledger::{APPROVAL_CHANGED, HAPPENED_BY_PERSON, JobRun, JobSettings, Resolution};
 pub use outcome::{
     CallState, DecisionOutcome, ItemOutcome, OUTCOME_POLL_INTERVAL, RunOutcome, SetOutcome,
@@ -142,6 +144,7 @@ pub struct Engine {
     registry: Arc<ToolRegistry>,
     host: Arc<dyn Host>,
     jobs: JobSettings,
+    inputs: inputs::Inputs,
 }
 
 impl Engine {
@@ -153,6 +156,7 @@ impl Engine {
             registry,
             host,
             jobs: JobSettings::default(),
+            inputs: inputs::Inputs::default(),
         }
     }
 
@@ -168,9 +172,7 @@ impl Engine {
         store.migrate_host(host.name(), host.migrations()).await?;
         let engine = Self::new(store, registry, host);
         if engine.host.records_catalog_on_open() {
-            engine
-                .record_catalog(time::OffsetDateTime::now_utc())
-                .await?;
+            engine.record_catalog(engine.now()).await?;
         }
         Ok(engine)
     }

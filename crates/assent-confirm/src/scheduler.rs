@@ -246,7 +246,7 @@ impl Scheduler {
         };
         let mut note = None;
         for prompt in 1..=MAX_PROMPTS_PER_CALL {
-            let correlation_id = Uuid::new_v4().to_string();
+            let correlation_id = self.engine.new_id().to_string();
             scheduled.correlation_ids.push(correlation_id.clone());
             let details = ConfirmationDetails {
                 correlation_id: correlation_id.clone(),
@@ -450,7 +450,7 @@ impl Scheduler {
         now: OffsetDateTime,
     ) -> Result<(), ConfirmError> {
         let grant = Grant {
-            id: Uuid::new_v4(),
+            id: self.engine.new_id(),
             agent_id: Some(set.agent_id.clone()),
             agent_path: attribution.agent_path.clone(),
             tool_name: set.items[index].tool_name.clone(),

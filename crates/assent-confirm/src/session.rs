@@ -149,7 +149,7 @@ impl ConfirmationService {
             );
         }
         Ok(Grant {
-            id: Uuid::new_v4(),
+            id: self.engine.new_id(),
             agent_id: Some(set.agent_id.clone()),
             agent_path: set.agent_id.clone(),
             tool_name: item.tool_name.clone(),

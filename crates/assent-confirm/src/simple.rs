@@ -394,6 +394,40 @@ mod tests {
         assert_eq!(body(&store).await, "final");
     }
 
+    #[tokio::test]
+    async fn an_engine_given_its_clock_and_ids_decides_the_same_way_twice() {
+        let at = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+        let mut decided = Vec::new();
+        for _ in 0..2 {
+            let (_store, engine) = engine(with_category(notes_host())).await;
+            let engine = engine
+                .with_clock(Arc::new(crate::FixedClock(at)))
+                .with_ids(Arc::new(crate::SequentialIds::new(7)));
+            let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
+                "name": "set_body", "input": {"body": "final"}}]))
+            .expect("calls");
+            let mut request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
+            request.change_set_id = engine.new_id();
+            let wake = engine.wakes().wake(request, engine.now()).await;
+            let set = wake.expect("wake").change_set.expect("a change set");
+            let confirmed = engine
+                .confirmations()
+                .confirm_item(assent_domain::ItemRef::new(set.id, 0), engine.now())
+                .await
+                .expect("confirmed");
+            let decision = confirmed.decision;
+            decided.push((set.id, decision.id, decision.created_at));
+        }
+        assert_eq!(decided[0], decided[1], "the same inputs, the same rows");
+        assert_eq!(decided[0].0.as_u64_pair(), (7, 1));
+        assert_eq!(
+            decided[0].1.as_u64_pair(),
+            (7, 2),
+            "the decision's id is the next"
+        );
+        assert_eq!(decided[0].2, at);
+    }
+
     /// Counts its calls and answers with the idempotency key it got.
     struct Mailer(std::sync::atomic::AtomicU32);
 

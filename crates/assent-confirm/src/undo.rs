@@ -10,7 +10,6 @@ use assent_store::change_sets::{self, Undoes};
 use assent_store::jobs::{self, JobStatus};
 use assent_tools::SummaryContext;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 impl ConfirmationService {
     /// Proposes the reversal of applied item `index` of set `change_set_id`: a new
@@ -114,7 +113,7 @@ impl ConfirmationService {
         let fingerprint = state.as_ref().and_then(|s| s.fingerprint(&tool, &args));
         let operation = operation_id(&set, &decision);
         let mut undo = ChangeSet::new(NewChangeSet {
-            id: Uuid::new_v4(),
+            id: engine.new_id(),
             agent_id: set.agent_id.clone(),
             target,
             thread_id: set.thread_id.clone(),

@@ -124,7 +124,7 @@ impl Worker {
             if expire {
                 expired_at = Some(Instant::now());
             }
-            let pause = match self.run_once(OffsetDateTime::now_utc(), expire).await {
+            let pause = match self.run_once(self.engine.now(), expire).await {
                 Ok(run) => {
                     if run.claimed + run.in_doubt + run.rerun > 0 {
                         tracing::info!(?run, "worker round");

@@ -228,7 +228,7 @@ pub async fn record_ran(
         allowed_by: None,
     };
     let mut tx = store.begin_write().await?;
-    if agents::policy(tx.connection(), &options.agent)
+    if agents::policy_at(tx.connection(), &options.agent, now)
         .await?
         .is_none()
     {

@@ -11,8 +11,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// The routes, relative to `/api`.
 pub fn routes() -> Router<Engine> {
@@ -29,17 +27,11 @@ async fn create(
 ) -> Result<Response, ServerError> {
     let Json(new) = body?;
     let store = engine.store();
-    let id = Uuid::new_v4().to_string();
+    let id = engine.new_id().to_string();
     let mut tx = store.begin_write().await?;
-    let task = create_task(
-        tx.connection(),
-        &id,
-        &new,
-        store.device_id(),
-        OffsetDateTime::now_utc(),
-    )
-    .await
-    .map_err(server_error)?;
+    let task = create_task(tx.connection(), &id, &new, store.device_id(), engine.now())
+        .await
+        .map_err(server_error)?;
     tx.commit().await.map_err(ServerError::Store)?;
     Ok((StatusCode::CREATED, Json(task)).into_response())
 }

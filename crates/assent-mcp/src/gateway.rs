@@ -143,7 +143,8 @@ impl Gateway {
             return Err(McpError::BadServerName(problem));
         }
         let mut conn = store.read_connection().await?;
-        let Some(policy) = agents::policy(&mut conn, &options.agent).await? else {
+        let now = OffsetDateTime::now_utc();
+        let Some(policy) = agents::policy_at(&mut conn, &options.agent, now).await? else {
             return Err(McpError::UnknownAgent(options.agent.clone()));
         };
         drop(conn);
@@ -438,9 +439,13 @@ impl Gateway {
 
     async fn policy(&self) -> Result<assent_tools::AgentPolicy, McpError> {
         let mut conn = self.connection().await?;
-        agents::policy(&mut conn, &self.inner.options.agent)
-            .await?
-            .ok_or_else(|| McpError::UnknownAgent(self.inner.options.agent.clone()))
+        agents::policy_at(
+            &mut conn,
+            &self.inner.options.agent,
+            OffsetDateTime::now_utc(),
+        )
+        .await?
+        .ok_or_else(|| McpError::UnknownAgent(self.inner.options.agent.clone()))
     }
 
     /// One call of the client: refused, run now, or queued (and perhaps waited for).

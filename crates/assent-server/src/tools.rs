@@ -36,7 +36,7 @@ pub(crate) async fn list(
         .ok_or_else(|| ServerError::BadRequest("agentId is required".to_owned()))?;
     let format = dialect(query.format.as_deref(), "format")?.unwrap_or(Dialect::OpenAi);
     let mut conn = state.connection().await?;
-    let policy = agents::policy(&mut conn, agent_id.trim())
+    let policy = agents::policy_at(&mut conn, agent_id.trim(), crate::api::now())
         .await?
         .ok_or_else(|| ServerError::NotFound(format!("no agent {agent_id:?}")))?;
     let definitions = tool_definitions(state.engine.registry(), &policy, format)

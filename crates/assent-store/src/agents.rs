@@ -55,16 +55,6 @@ pub struct Agent {
     pub updated_at: OffsetDateTime,
 }
 
-/// The agent's policy in force now (on the system clock: its rules expired by now left
-/// out), or `None` when no such agent exists. Callers that have a `now` of their own
-/// should prefer [`policy_at`].
-pub async fn policy(
-    conn: &mut AnyConnection,
-    agent_id: &str,
-) -> Result<Option<AgentPolicy>, StoreError> {
-    policy_at(conn, agent_id, OffsetDateTime::now_utc()).await
-}
-
 /// The agent's policy in force at `now`: its rules expired by then left out (the
 /// tool's mode decides again), or `None` when no such agent exists. [`get`] keeps them.
 pub async fn policy_at(

@@ -279,8 +279,8 @@ pub struct Job {
 }
 
 impl Job {
-    /// A new job for item `index` of `set`, confirmed at `now`, to run on `host` with
-    /// `args` under `operation_id`: approved and due at once, never claimed, one
+    /// A new job `id` for item `index` of `set`, confirmed at `now`, to run on `host`
+    /// with `args` under `operation_id`: approved and due at once, never claimed, one
     /// attempt, not idempotent, not held, this device's own. What differs (`due_at`,
     /// `attempt_limit`, `idempotent`, `held`, …) is set on the value before
     /// [`insert_or_revive`].
@@ -289,6 +289,7 @@ impl Job {
     ///
     /// When `index` names no item of `set`.
     pub fn approved(
+        id: Uuid,
         set: &ChangeSet,
         index: usize,
         host: impl Into<String>,
@@ -297,7 +298,7 @@ impl Job {
         now: OffsetDateTime,
     ) -> Self {
         Self {
-            id: Uuid::new_v4(),
+            id,
             operation_id,
             change_set_id: set.id,
             item_index: index,

@@ -13,8 +13,7 @@ use std::{sync::Arc, time::Duration};
 
 const INVOICES: &str = "CREATE TABLE invoices (id TEXT PRIMARY KEY, customer TEXT NOT NULL, \
     amount_cents BIGINT NOT NULL, refunded_cents BIGINT NOT NULL, category TEXT NOT NULL)";
-const SEED: &str = "INSERT INTO invoices VALUES ('INV-1', 'ACME', 12000, 0, 'billing') \
-    ON CONFLICT DO NOTHING";
+const SEED: &str = "INSERT INTO invoices VALUES ('INV-1', 'ACME', 12000, 0, 'billing')";
 const REFUND: &str = "UPDATE invoices SET refunded_cents = refunded_cents + $1 WHERE id = $2";
 const REFUNDED: &str = "SELECT refunded_cents FROM invoices WHERE id = 'INV-1'";
 const AGENT: &str = "billing-agent";
@@ -24,6 +23,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let db = std::env::var("ASSENT_DATABASE_URL").unwrap_or("sqlite://invoicing.db".into());
     let host = SimpleHost::new("invoicing")
         .migration("invoices", INVOICES, INVOICES)
+        .migration("the invoice of the demo", SEED, SEED)
         .handle("refund_invoice", |tx, call| {
             Box::pin(async move {
                 let cents = call.args["amountCents"].as_i64().ok_or("no amount")?;
@@ -47,10 +47,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
     let (now, categories) = (OffsetDateTime::now_utc(), ["billing".to_owned()]);
     engine.set_categories(AGENT, &categories, now).await?;
-    // The service's own writes go through the store's writer, as the engine's do.
-    let mut tx = store.begin_write().await?;
-    sqlx::query(SEED).execute(tx.connection()).await?;
-    tx.commit().await?;
 
     // The service's side: applies what people confirm, wherever they do it.
     let stop = async { tokio::signal::ctrl_c().await.unwrap_or_default() };
@@ -66,33 +62,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("agent reads: {}", wake.responses[0].content);
     let set = wake.change_set.ok_or("nothing queued")?.id;
     println!("a person answers, e.g. in another terminal:");
-    println!(
-        "  assent --db {db} confirm {} 0",
-        &set.simple().to_string()[..8]
-    );
+    let short = &set.simple().to_string()[..8];
+    println!("  assent --db {db} confirm {short} 0");
 
     // The agent awaits the person; a confirmed refund is applied by the worker first.
     let person = engine.confirmations();
     let outcome = person.wait_outcome(set, Duration::from_secs(3600)).await?;
     let item = &outcome.items[0];
-    let said = item
-        .result
-        .clone()
-        .or(item.decision.as_ref().and_then(|d| d.reason.clone()));
-    println!(
-        "agent learns: {} ({})",
-        item.status,
-        said.unwrap_or_default()
-    );
+    let said = item.waited_reply().unwrap_or_default();
+    println!("agent learns: {} ({said})", item.status);
     let mut read = store.read_connection().await?;
     let refunded: i64 = sqlx::query_scalar(REFUNDED).fetch_one(&mut *read).await?;
     println!("INV-1 refunded so far: {refunded} cents");
-    println!(
-        "{}",
-        person
-            .history(AGENT, Some(&invoice), 10)
-            .await?
-            .unwrap_or_default()
-    );
+    let history = person.history(AGENT, Some(&invoice), 10).await?;
+    println!("{}", history.unwrap_or_default());
     Ok(())
 }
