@@ -8,41 +8,30 @@ use crate::cli::{
 use crate::context::{Ctx, Output};
 use crate::render;
 use assent_confirm::agents;
-use assent_confirm::{ConfirmError, DEFAULT_EXPIRY_TTL, ItemResult};
+use assent_confirm::records::PendingFilter;
+use assent_confirm::{ConfirmError, DEFAULT_EXPIRY_TTL, ItemRef, ItemResult, SetRecord};
 use assent_server::shapes::{SetView, confirm_all_json, confirmed_json, rejected_json};
-use assent_store::{approvals, change_sets, decisions, jobs, waits};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 /// `assent pending`.
 pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
-    let filter = change_sets::PendingFilter {
+    let filter = PendingFilter {
         target: args.about(),
         agent_id: args.agent,
         limit: None,
     };
-    let mut conn = ctx.connection().await?;
-    let sets = change_sets::pending(&mut conn, &filter).await?;
-    let mut ran = Vec::with_capacity(sets.len());
-    let mut quorums = Vec::with_capacity(sets.len());
-    for set in &sets {
-        ran.push(jobs::for_change_set(&mut conn, set.id).await?);
-        quorums.push(approvals::quorum_of(&mut conn, set).await?);
-    }
-    let ids: Vec<Uuid> = sets.iter().map(|set| set.id).collect();
-    let waits = waits::of(&mut conn, &ids).await?;
-    let listed: Vec<SetView<'_>> = sets
+    let records = ctx.engine.set_records(&filter, None).await?;
+    let listed: Vec<SetView<'_>> = records
         .iter()
-        .zip(&ran)
-        .zip(&quorums)
-        .map(|((set, ran), quorum)| {
-            SetView::of(set)
-                .with_jobs(ran)
-                .with_quorum(quorum)
-                .with_wait(waits.get(&set.id).copied())
+        .map(|record| {
+            SetView::of(&record.set)
+                .with_jobs(&record.jobs)
+                .with_quorum(&record.quorum)
+                .with_wait(record.waits_until)
         })
         .collect();
-    Output::either(ctx.json, &listed, || render::pending(&sets, &ran, &quorums))
+    Output::either(ctx.json, &listed, || render::pending(&records))
 }
 
 /// `assent show SET [IDX]`: what `pending` lists in a line, whole, so a person can
@@ -50,10 +39,14 @@ pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
 /// `GET /api/change-sets/{id}` does, or the one item as `pending --json` lists it.
 pub async fn show(ctx: &Ctx, args: ShowArgs) -> Result<Output, CliError> {
     let id = set_id(ctx, &args.set).await?;
-    let mut conn = ctx.connection().await?;
-    let set = change_sets::load(&mut conn, id)
-        .await?
-        .ok_or(ConfirmError::ChangeSetNotFound(id))?;
+    let detail = ctx.engine.set_detail(id).await?;
+    let SetRecord {
+        set,
+        decisions: decided,
+        jobs: ran,
+        quorum,
+        ..
+    } = &detail.record;
     if let Some(index) = args.index
         && index >= set.items.len()
     {
@@ -63,43 +56,34 @@ pub async fn show(ctx: &Ctx, args: ShowArgs) -> Result<Output, CliError> {
             len: set.items.len(),
         }));
     }
-    let decided = decisions::for_change_set(&mut conn, id).await?;
-    let ran = jobs::for_change_set(&mut conn, id).await?;
     let mut tools = Vec::with_capacity(set.items.len());
     for (index, item) in set.items.iter().enumerate() {
-        tools.push(served_tool(&mut conn, id, index, &item.tool_name).await?);
+        tools.push(served_tool(ctx, ItemRef::new(id, index), &item.tool_name).await?);
     }
-    let quorum = approvals::quorum_of(&mut conn, &set).await?;
-    let shadows = decisions::shadows_of(&mut conn, &decided).await?;
-    let mut view = SetView::of(&set)
-        .with_reasons(&decided)
-        .with_shadows(&decided, &shadows)
-        .with_jobs(&ran)
-        .with_quorum(&quorum);
-    view.undoes = change_sets::undoes(&mut conn, id).await?;
-    let text = || render::show(&set, args.index, &ran, &decided, &tools, &quorum);
+    let mut view = SetView::of(set)
+        .with_reasons(decided)
+        .with_shadows(decided, &detail.shadows)
+        .with_jobs(ran)
+        .with_quorum(quorum);
+    view.undoes = detail.undoes.clone();
+    let text = || render::show(set, args.index, ran, decided, &tools, quorum);
     match args.index {
         Some(index) => Output::either(ctx.json, &view.items.swap_remove(index), text),
         None => Output::either(ctx.json, &view, text),
     }
 }
 
-/// Which host serves item `index` and what it stored about the item's tool.
-async fn served_tool(
-    conn: &mut assent_store::AnyConnection,
-    set: Uuid,
-    index: usize,
-    tool: &str,
-) -> Result<render::ServedTool, CliError> {
-    let Some(host) = jobs::served_item(conn, set, index)
-        .await?
-        .and_then(|s| s.host)
-    else {
+/// Which host serves `item` and what it stored about the item's tool.
+async fn served_tool(ctx: &Ctx, item: ItemRef, tool: &str) -> Result<render::ServedTool, CliError> {
+    let Some(host) = ctx.engine.served_item(item).await?.and_then(|s| s.host) else {
         return Ok(render::ServedTool::Unrecorded);
     };
-    Ok(match agents::host_tool(conn, &host, tool).await? {
+    let mut conn = ctx.connection().await?;
+    Ok(match agents::host_tool(&mut conn, &host, tool).await? {
         Some(stored) => render::ServedTool::Stored(Box::new(stored)),
-        None if agents::host_registered(conn, &host).await? => render::ServedTool::Unlisted(host),
+        None if agents::host_registered(&mut conn, &host).await? => {
+            render::ServedTool::Unlisted(host)
+        }
         None => render::ServedTool::NeverRegistered(host),
     })
 }
@@ -111,8 +95,14 @@ async fn set_id(ctx: &Ctx, text: &str) -> Result<Uuid, CliError> {
     if let Ok(id) = Uuid::parse_str(text.trim()) {
         return Ok(id);
     }
-    let mut conn = ctx.connection().await?;
-    Ok(change_sets::resolve_id(&mut conn, text).await?)
+    ctx.engine
+        .resolve_set_id(text)
+        .await
+        .map_err(|error| match error {
+            // A set id the command line got wrong is a usage error (see `CliError`).
+            ConfirmError::Store(error) => CliError::from(error),
+            other => CliError::from(other),
+        })
 }
 
 /// `assent confirm`.
@@ -253,9 +243,8 @@ pub async fn undo(ctx: &Ctx, args: ItemArgs) -> Result<Output, CliError> {
         .confirmations()
         .undo(assent_confirm::ItemRef::new(set, args.index), ctx.now)
         .await?;
-    let mut conn = ctx.connection().await?;
     let mut view = SetView::of(&undo);
-    view.undoes = change_sets::undoes(&mut conn, undo.id).await?;
+    view.undoes = ctx.engine.undoes(undo.id).await?;
     Output::either(ctx.json, &view, || {
         format!(
             "Proposed the undo as change set {} ({}); confirm it with `assent confirm {} 0`.\n",

@@ -9,7 +9,7 @@
 use crate::context::engine;
 use crate::{CliError, render};
 use assent_changeset::{ToolArguments, ToolCall, parse_tool_calls};
-use assent_confirm::{Engine, WakeOutcome, WakeRequest};
+use assent_confirm::{ConfirmError, Engine, WakeOutcome, WakeRequest};
 use assent_domain::{ChangeSet, OffsetDateTime, Uuid};
 use assent_journal::tool;
 use assent_journal_host::{NewTask, create_task, load_task, task_target};
@@ -261,8 +261,11 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
         }
     }
     s.gap();
+    let set_now = engine
+        .change_set(set.id)
+        .await?
+        .ok_or(ConfirmError::ChangeSetNotFound(set.id))?;
     let mut conn = store.read_connection().await?;
-    let set_now = assent_store::change_sets::require(&mut conn, set.id).await?;
     s.say("The set now (the two checklist items still wait):");
     s.block(render::change_set(&set_now));
 

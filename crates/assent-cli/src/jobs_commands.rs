@@ -8,7 +8,7 @@ use crate::CliError;
 use crate::context::{Ctx, Output};
 use crate::render;
 use assent_confirm::Resolution;
-use assent_store::jobs::{self, Job};
+use assent_confirm::records::Job;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 use uuid::Uuid;
@@ -80,8 +80,7 @@ pub async fn jobs(ctx: &Ctx, args: JobsArgs) -> Result<Output, CliError> {
     let engine = &ctx.engine;
     let (job, done) = match args.command {
         None => {
-            let mut conn = ctx.connection().await?;
-            let list = jobs::list(&mut conn, args.all, u32::MAX).await?;
+            let list = engine.list_jobs(args.all).await?;
             let json: Vec<Value> = list.iter().map(Job::to_json).collect();
             return Output::either(ctx.json, &json, || render_list(&list));
         }
@@ -146,10 +145,7 @@ async fn job_id(ctx: &Ctx, text: &str) -> Result<Uuid, CliError> {
         let whole = id.to_string();
         whole.starts_with(&prefix) || whole.replace('-', "").starts_with(&prefix)
     };
-    let all = {
-        let mut conn = ctx.connection().await?;
-        jobs::list(&mut conn, true, u32::MAX).await?
-    };
+    let all = ctx.engine.list_jobs(true).await?;
     let found: Vec<Uuid> = all.iter().map(|job| job.id).filter(matches).collect();
     match found.as_slice() {
         [one] => Ok(*one),
@@ -178,8 +174,8 @@ async fn run_due(ctx: &Ctx, wait: bool) -> Result<Output, CliError> {
             break;
         }
         let next_hold = {
-            let mut conn = ctx.connection().await?;
-            jobs::list(&mut conn, false, u32::MAX)
+            engine
+                .list_jobs(false)
                 .await?
                 .into_iter()
                 .filter(|job| job.scheduled() && job.host == host && job.owner_device.is_none())

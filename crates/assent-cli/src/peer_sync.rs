@@ -512,9 +512,11 @@ mod tests {
             error.one_line()
         );
         // The confirmation stands, and the failed sync merged nothing over it.
-        let mut conn = app.store.read_connection().await.expect("connection");
-        let stored = assent_store::change_sets::require(&mut conn, set)
+        let stored = app
+            .engine
+            .change_set(set)
             .await
+            .expect("read")
             .expect("the set");
         assert!(stored.items[0].status.is_decided());
         assert!(PEER_TIMEOUT <= Duration::from_secs(30));

@@ -10,7 +10,7 @@ use crate::render;
 use assent_confirm::{ConfirmError, ConflictKind, agents};
 use assent_server::shapes::AuditView;
 use assent_store::delegation::{self, Revocation};
-use assent_store::{audit, chain, decisions, outbox, proof};
+use assent_store::{audit, chain, outbox, proof};
 use assent_tools::{
     AgentPolicy, GrantSuggestion, InForce, RuleAction, SuggestOptions, suggest_grants,
 };
@@ -136,7 +136,7 @@ async fn grants_suggest(ctx: &Ctx, args: GrantsSuggestArgs) -> Result<Output, Cl
     let agent = args.agent.as_deref().map(str::trim);
     let since = ctx.now - args.since;
     let mut conn = ctx.connection().await?;
-    let calls = decisions::past_calls(&mut conn, agent, since).await?;
+    let calls = ctx.engine.past_calls(agent, since).await?;
     let options = SuggestOptions {
         min_confirmed: args.min,
         expiry: args.for_span,

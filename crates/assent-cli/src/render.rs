@@ -2,17 +2,17 @@
 //! as text for a person (the `--json` output is the types' own serialization).
 
 use assent_confirm::agents::HostTool;
+use assent_confirm::records::{Job, JobStatus, Quorum, Revision};
 use assent_confirm::{
-    ConfirmAllResult, ConfirmOutcome, ExecutionOutcome, ItemResult, WakeOutcome, WakeRequest,
+    ConfirmAllResult, ConfirmOutcome, ExecutionOutcome, ItemResult, SetRecord, WakeOutcome,
+    WakeRequest,
 };
 use assent_domain::{
     ChangeDecision, ChangeItem, ChangeSet, OffsetDateTime, Uuid, Verdict, canonical_json,
     head_and_tail, named_summary, one_line,
 };
 use assent_journal::TaskSnapshot;
-use assent_store::approvals::{Quorum, Revision};
 use assent_store::delegation::Grant;
-use assent_store::jobs::{Job, JobStatus};
 use assent_store::outbox::OutboxMessage;
 use assent_tools::AuditRecord;
 use serde_json::Value;
@@ -335,17 +335,17 @@ fn set_header(set: &ChangeSet) -> String {
 }
 
 /// The sets of `assent pending`, each confirmed item of an external tool followed by
-/// how its run stands (`ran` holds each set's jobs).
-pub fn pending(sets: &[ChangeSet], ran: &[Vec<Job>], quorums: &[Quorum]) -> String {
-    if sets.is_empty() {
+/// how its run stands.
+pub fn pending(records: &[SetRecord]) -> String {
+    if records.is_empty() {
         return "No change sets wait for review".to_owned();
     }
-    sets.iter()
-        .zip(ran)
-        .zip(quorums)
-        .map(|((set, jobs), quorum)| {
+    records
+        .iter()
+        .map(|record| {
+            let (set, quorum) = (&record.set, &record.quorum);
             let mut text = change_set_shown(set, Some(quorum));
-            for job in jobs {
+            for job in &record.jobs {
                 text.push_str(&execution(job));
                 text.push('\n');
             }

@@ -11,11 +11,12 @@ use crate::context::{Ctx, Output};
 use crate::render::{self, ReviewContext};
 use crate::review_server::ReviewServer;
 use crate::terminal::{self, Keys, say};
+use assent_confirm::ItemRef;
 use assent_confirm::agents;
+use assent_confirm::records::{PendingFilter, Quorum};
 use assent_confirm::{ConfirmError, ConfirmationService};
 use assent_domain::{ChangeItemStatus, ChangeSet, OffsetDateTime, Verdict, one_line};
-use assent_store::approvals::{self, Quorum};
-use assent_store::{change_feed, change_sets, decisions, jobs, waits};
+use assent_store::change_feed;
 use console::Key;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -301,34 +302,27 @@ impl Session<'_> {
                     .collect());
             }
         };
-        let mut conn = ctx.connection().await?;
-        let filter = change_sets::PendingFilter {
+        let filter = PendingFilter {
             target: None,
             agent_id: self.agent.clone(),
             limit: None,
         };
-        let mut sets = change_sets::pending(&mut conn, &filter).await?;
-        sets.reverse();
-        let ids: Vec<Uuid> = sets.iter().map(|set| set.id).collect();
-        let waits = waits::of(&mut conn, &ids).await?;
-        let mut loaded = Vec::with_capacity(sets.len());
-        for set in sets {
-            let waits_until = waits.get(&set.id).copied();
-            let quorum = approvals::quorum_of(&mut conn, &set).await?;
-            let held = jobs::for_change_set(&mut conn, set.id)
-                .await?
-                .iter()
-                .filter(|job| job.scheduled())
-                .map(|job| job.item_index)
-                .collect();
-            loaded.push(Loaded {
-                set,
-                quorum,
-                held,
-                waits_until,
-            });
-        }
-        Ok(loaded)
+        let mut records = ctx.engine.set_records(&filter, None).await?;
+        records.reverse();
+        Ok(records
+            .into_iter()
+            .map(|record| Loaded {
+                held: record
+                    .jobs
+                    .iter()
+                    .filter(|job| job.scheduled())
+                    .map(|job| job.item_index)
+                    .collect(),
+                set: record.set,
+                quorum: record.quorum,
+                waits_until: record.waits_until,
+            })
+            .collect())
     }
 
     /// A desktop notice for each set queued since the session started.
@@ -469,8 +463,7 @@ impl Session<'_> {
                 }));
             }
         };
-        let mut conn = ctx.connection().await?;
-        let Some(set) = change_sets::load(&mut conn, shown.set).await? else {
+        let Some(set) = ctx.engine.change_set(shown.set).await? else {
             return Ok(None);
         };
         let Some(item) = set.items.get(shown.index) else {
@@ -479,7 +472,8 @@ impl Session<'_> {
         let decided_by = if item.status == ChangeItemStatus::Pending {
             None
         } else {
-            decisions::for_change_set(&mut conn, shown.set)
+            ctx.engine
+                .decisions_of(shown.set)
                 .await?
                 .into_iter()
                 .rev()
@@ -487,7 +481,9 @@ impl Session<'_> {
                 .and_then(|d| d.decided_by)
         };
         let held = item.status == ChangeItemStatus::Pending
-            && jobs::served_item(&mut conn, shown.set, shown.index)
+            && ctx
+                .engine
+                .served_item(ItemRef::new(shown.set, shown.index))
                 .await?
                 .and_then(|served| served.held)
                 .is_some();
@@ -785,8 +781,8 @@ fn refused(item: Shown, error: ConfirmError) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use assent_confirm::records::{Approval, Revision};
     use assent_domain::{ChangeItem, NewChangeSet, Target};
-    use assent_store::approvals::{Approval, Revision};
     use serde_json::json;
 
     fn set(id: u128, items: usize) -> ChangeSet {

@@ -6,8 +6,8 @@
 //! `Authorization` header and is never printed.
 
 use crate::CliError;
+use assent_confirm::records::{Approval, Quorum, Revision};
 use assent_domain::{ChangeItem, ChangeItemStatus, ChangeSet, ChangeSetStatus, OffsetDateTime};
-use assent_store::approvals::{Approval, Quorum, Revision};
 use reqwest::{Method, StatusCode, Url};
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 use crate::CliError;
 use crate::cli::ServeArgs;
 use crate::context::engine;
-use assent_confirm::{BusConfig, ConfirmationBus};
+use assent_confirm::{BusConfig, ConfirmError, ConfirmationBus, Engine};
 use assent_server::token::{TokenOrigin, resolve_token};
 use assent_server::{DEFAULT_BUS_ROOT, Server};
 use assent_store::tokens::Role;
@@ -107,7 +107,8 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
         },
     )?;
     // The server knows no host: the journal's own routes (`/api/tasks`) come with it.
-    let mut server = Server::new(engine(store.clone()).await?, token.token)
+    let engine = engine(store.clone()).await?;
+    let mut server = Server::new(engine.clone(), token.token)
         .with_routes(Role::Reviewer, assent_journal_host::http::routes())
         .with_routes(Role::Agent, assent_hook::http::routes())
         .with_bus(bus);
@@ -130,7 +131,7 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     let (stop_notices, notices_stopped) = tokio::sync::oneshot::channel::<()>();
     let noticing = args
         .notify
-        .then(|| tokio::spawn(notices(store.clone(), notices_stopped)));
+        .then(|| tokio::spawn(notices(engine, notices_stopped)));
     let served = server.run(listener, assent_server::shutdown_signal()).await;
     let _ = stop_notices.send(());
     if let Some(noticing) = noticing
@@ -155,7 +156,7 @@ const NOTICE_POLL: Duration = Duration::from_millis(500);
 /// `--notify`: a desktop notice for each change set queued while the server runs (seen
 /// in the change feed, created since the server started, every item still open), until
 /// `stop`. A failed read is logged and tried again.
-async fn notices(store: assent_store::Store, stop: tokio::sync::oneshot::Receiver<()>) {
+async fn notices(engine: Engine, stop: tokio::sync::oneshot::Receiver<()>) {
     let started = time::OffsetDateTime::now_utc() - time::Duration::seconds(5);
     let mut stop = std::pin::pin!(stop);
     let mut position = None;
@@ -165,30 +166,31 @@ async fn notices(store: assent_store::Store, stop: tokio::sync::oneshot::Receive
             () = tokio::time::sleep(NOTICE_POLL) => {}
             _ = &mut stop => return,
         }
-        if let Err(error) = notice_new_sets(&store, &mut position, &mut seen, started).await {
+        if let Err(error) = notice_new_sets(&engine, &mut position, &mut seen, started).await {
             tracing::warn!(%error, "desktop notices: cannot read the change feed");
         }
     }
 }
 
 async fn notice_new_sets(
-    store: &assent_store::Store,
+    engine: &Engine,
     position: &mut Option<i64>,
     seen: &mut std::collections::HashSet<uuid::Uuid>,
     started: time::OffsetDateTime,
-) -> Result<(), assent_store::StoreError> {
-    let mut conn = store.read_connection().await?;
+) -> Result<(), ConfirmError> {
+    let mut conn = engine.store().read_connection().await?;
     let Some(after) = *position else {
         *position = Some(assent_store::change_feed::latest(&mut conn).await?);
         return Ok(());
     };
     let (sets, next) = assent_store::change_feed::since(&mut conn, after, 1_000).await?;
+    drop(conn);
     *position = Some(next);
     for id in sets {
         if !seen.insert(id) {
             continue;
         }
-        if let Some(set) = assent_store::change_sets::load(&mut conn, id).await?
+        if let Some(set) = engine.change_set(id).await?
             && set.created_at >= started
             && set.items.iter().all(|item| item.status.is_open())
         {

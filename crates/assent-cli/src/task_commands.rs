@@ -16,7 +16,6 @@ use assent_server::{
     AgentView, ServerError, agent_view, agent_views, change_agent_rule, set_agent_categories,
     set_agent_idempotent,
 };
-use assent_store::decisions;
 use assent_tools::{Backtest, RuleAction, ShadowReport, ToolRule};
 use serde_json::{Value, json};
 use time::{Date, OffsetDateTime};
@@ -138,7 +137,7 @@ pub async fn agent_shadow_report(
     };
     let mut reports = Vec::with_capacity(shadows.len());
     if let Some(earliest) = shadows.iter().map(|s| s.since).min() {
-        let calls = decisions::past_calls(&mut conn, Some(id), earliest).await?;
+        let calls = ctx.engine.past_calls(Some(id), earliest).await?;
         for shadow in &shadows {
             reports.push(assent_tools::shadow_report(
                 &calls,
@@ -345,7 +344,7 @@ pub async fn agent_backtest(ctx: &Ctx, args: AgentBacktestArgs) -> Result<Output
         ))));
     }
     let since = ctx.now - args.since;
-    let calls = decisions::past_calls(&mut conn, Some(agent), since).await?;
+    let calls = ctx.engine.past_calls(Some(agent), since).await?;
     let result = assent_tools::backtest(&calls, agent, &rule);
     let mut shown = serde_json::to_value(&result).map_err(|e| CliError::failed(e.to_string()))?;
     shown["since"] = json!(rfc3339(since));

@@ -29,6 +29,10 @@
 //!   [`Engine::change_rule`], the same way and in one transaction whichever door (CLI,
 //!   API, a demo) it came through; and the reads a door or host makes of them.
 //!
+//! - [`records`]: the sets and what became of them as every door reads them (a set with
+//!   its decisions, jobs and quorum in one [`SetRecord`], the decision history, the
+//!   ledger's jobs), through [`Engine`] methods such as [`Engine::set_records`].
+//!
 //! A service plugs in through [`Host`]: its targets, tools, state and tables; a few
 //! closures make one with [`SimpleHost`].
 //!
@@ -83,6 +87,7 @@ mod host;
 mod inputs;
 mod ledger;
 mod outcome;
+pub mod records;
 mod scheduler;
 mod session;
 mod simple;
@@ -120,6 +125,7 @@ pub use ledger::{APPROVAL_CHANGED, HAPPENED_BY_PERSON, JobRun, JobSettings, Reso
 pub use outcome::{
     CallState, DecisionOutcome, ItemOutcome, OUTCOME_POLL_INTERVAL, RunOutcome, SetOutcome,
 };
+pub use records::{RecentDecisions, SetDetail, SetRecord};
 pub use scheduler::{
     CallResult, DEFAULT_EXECUTION_TIMEOUT, MAX_PROMPTS_PER_CALL, ScheduledCall, ScheduledWake,
     Scheduler, Session,

@@ -13,12 +13,12 @@
 use crate::{Answer, HookError, HookEvent, Phase};
 use assent_changeset::{ToolArguments, ToolCall, reply};
 use assent_confirm::agents;
+use assent_confirm::records::{JobStatus, PendingFilter};
 use assent_confirm::{Engine, HostError, SimpleHost, WakeRequest};
 use assent_domain::{
     ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, canonical_json, head_and_tail,
 };
-use assent_store::jobs::{self, JobStatus};
-use assent_store::{AnyConnection, Store, audit, change_sets};
+use assent_store::{AnyConnection, Store, audit};
 use assent_tools::{
     AuditKind, AuditRecord, BoxFuture, ToolInvocation, ToolMode, ToolRegistry, ToolSpec,
 };
@@ -148,7 +148,7 @@ pub async fn decide(
         return wait_for(&engine, options, set.id, 0).await;
     }
     if said == reply::DUPLICATE
-        && let Some((set, index)) = waiting(store, options, &target, event).await?
+        && let Some((set, index)) = waiting(&engine, options, &target, event).await?
     {
         tracing::info!(change_set = %set, "joined an identical call that waits");
         return wait_for(&engine, options, set, index).await;
@@ -296,10 +296,7 @@ async fn released_to_retry(
     target: &Target,
     event: &HookEvent,
 ) -> Result<Option<Uuid>, HookError> {
-    let approved = {
-        let mut conn = engine.store().read_connection().await?;
-        jobs::approved_of(&mut conn, engine.host().name(), &options.agent, target).await?
-    };
+    let approved = engine.approved_jobs(&options.agent, target).await?;
     let wanted = canonical_json(&event.tool_input);
     for job in approved {
         if job.tool_name != event.tool_name || canonical_json(&job.args) != wanted {
@@ -316,21 +313,18 @@ async fn released_to_retry(
 /// The open item of this agent on `target` with the event's tool and input (the one an
 /// identical call is waiting for), as its set and index.
 async fn waiting(
-    store: &Store,
+    engine: &Engine,
     options: &HookOptions,
     target: &Target,
     event: &HookEvent,
 ) -> Result<Option<(Uuid, usize)>, HookError> {
-    let mut conn = store.read_connection().await?;
-    let sets = change_sets::pending(
-        &mut conn,
-        &change_sets::PendingFilter {
+    let sets = engine
+        .open_sets(&PendingFilter {
             target: Some(target.clone()),
             agent_id: Some(options.agent.clone()),
             limit: None,
-        },
-    )
-    .await?;
+        })
+        .await?;
     let wanted = canonical_json(&event.tool_input);
     Ok(sets.iter().find_map(|set| {
         set.items
@@ -359,10 +353,8 @@ async fn wait_for(
     let deadline = Instant::now() + options.wait;
     {
         // For reviewers' screens only ("the agent waits 42 s more").
-        let mut tx = engine.store().begin_write().await?;
         let until = OffsetDateTime::now_utc() + options.wait;
-        assent_store::waits::record(tx.connection(), set, until).await?;
-        tx.commit().await?;
+        engine.record_wait(set, until).await?;
     }
     let confirmations = engine.confirmations();
     loop {

@@ -11,9 +11,9 @@
 //! A form the user dismisses (cancel), or a client that fails to answer in time, leaves
 //! the call queued; a declined form is a rejection.
 
+use assent_confirm::records::MCP_CLIENT_PREFIX;
 use assent_confirm::{ConfirmError, Engine};
 use assent_domain::{ChangeSet, OffsetDateTime};
-use assent_store::decisions::MCP_CLIENT_PREFIX;
 use rmcp::RoleServer;
 use rmcp::model::{
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, EnumSchema,

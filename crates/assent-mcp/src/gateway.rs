@@ -13,7 +13,7 @@ use assent_changeset::{ToolArguments, ToolCall, reply};
 use assent_confirm::agents::{self, HostTool, ListedTool};
 use assent_confirm::{CallState, Engine, WakeRequest};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid};
-use assent_store::{Store, change_sets, mcp_sessions, waits};
+use assent_store::{Store, mcp_sessions};
 use assent_tools::RuleAction;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
@@ -421,8 +421,9 @@ impl Gateway {
     /// Whether set `set_id`'s call (its one item) still waits for a person: pending or
     /// deferred.
     async fn still_open(&self, set_id: Uuid) -> Result<bool, McpError> {
-        let mut conn = self.connection().await?;
-        Ok(change_sets::load(&mut conn, set_id)
+        Ok(self
+            .engine()
+            .change_set(set_id)
             .await?
             .and_then(|set| set.items.first().map(|item| item.status))
             .is_some_and(|status| {
@@ -596,11 +597,10 @@ impl Gateway {
             Some(wait) => {
                 // For reviewers' screens only ("the agent waits 42 s more").
                 let until = now + wait;
-                let mut conn = self.connection().await.map_err(internal)?;
-                waits::record(&mut conn, set.id, until)
+                self.engine()
+                    .record_wait(set.id, until)
                     .await
                     .map_err(internal)?;
-                drop(conn);
                 self.wait_for(holding, wait, queued, progress).await?
             }
             None => {
@@ -662,12 +662,11 @@ impl Gateway {
         let Some(set_id) = self.own_task(task_id).await? else {
             return Ok(None);
         };
-        let created = {
-            let mut conn = self.connection().await?;
-            change_sets::load(&mut conn, set_id)
-                .await?
-                .map(|set| set.created_at)
-        };
+        let created = self
+            .engine()
+            .change_set(set_id)
+            .await?
+            .map(|set| set.created_at);
         let now = OffsetDateTime::now_utc();
         let (payload, message) = match self.decided(set_id).await? {
             None => (TaskPayload::Working, WAITING),
@@ -739,14 +738,11 @@ impl Gateway {
 
     /// Whether change set `set_id` is a call of this agent on this server.
     async fn owns(&self, set_id: Uuid) -> Result<bool, McpError> {
-        let mut conn = self.connection().await?;
-        let ours = change_sets::load(&mut conn, set_id)
-            .await?
-            .is_some_and(|set| {
-                set.target_kind == self.inner.target.kind
-                    && set.target_id == self.inner.target.id
-                    && set.agent_id == self.inner.options.agent
-            });
+        let ours = self.engine().change_set(set_id).await?.is_some_and(|set| {
+            set.target_kind == self.inner.target.kind
+                && set.target_id == self.inner.target.id
+                && set.agent_id == self.inner.options.agent
+        });
         Ok(ours)
     }
 

@@ -16,10 +16,11 @@ use crate::config::FilePreview;
 use crate::preview::{Preview, Previews, fingerprint, preview_of, read_now};
 use crate::upstream::UpstreamCaller;
 use crate::upstream::UpstreamError;
+use assent_confirm::records;
 use assent_confirm::{Effect, ExternalCall, ExternalError, ExternalHandler, Host, Reconciliation};
 use assent_domain::{OffsetDateTime, Target, Uuid, VectorClock};
 use assent_store::AnyConnection;
-use assent_store::{change_sets, jobs, mcp_sessions};
+use assent_store::mcp_sessions;
 use assent_tools::{
     BoxFuture, CategoryResolver, TargetState, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
 };
@@ -106,32 +107,15 @@ pub async fn adopt_legacy(
 /// mapped names like `my-files` and `my_files` to the same host.
 pub async fn check_host_free(store: &assent_store::Store, server: &str) -> Result<(), McpError> {
     let host = host_name(server);
-    let mut conn = store.read_connection().await?;
     let ours = Target::new(TARGET_KIND, server.to_owned());
-    let taken = |target: &Target| McpError::HostTaken {
-        server: server.to_owned(),
-        host: host.clone(),
-        other: target.id.clone(),
-    };
-    for job in jobs::list(&mut conn, true, u32::MAX).await? {
-        if job.host == host && job.target != ours {
-            return Err(taken(&job.target));
-        }
+    match records::other_target_of_host(store, &host, &ours).await? {
+        Some(other) => Err(McpError::HostTaken {
+            server: server.to_owned(),
+            host,
+            other: other.id,
+        }),
+        None => Ok(()),
     }
-    let pending = change_sets::pending(&mut conn, &change_sets::PendingFilter::default()).await?;
-    for set in pending {
-        let target = Target::new(set.target_kind.clone(), set.target_id.clone());
-        if target == ours {
-            continue;
-        }
-        for index in 0..set.items.len() {
-            let item = jobs::external_item(&mut conn, set.id, index).await?;
-            if item.is_some_and(|item| item.host == host) {
-                return Err(taken(&target));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Runs an immediate call on the upstream: the engine calls it after the wake's commit,
@@ -346,16 +330,13 @@ impl FileGuard {
         else {
             return Ok(());
         };
-        let unknown = |e: assent_store::StoreError| {
-            ExternalError::Retryable(format!(
-                "the item's reading of its file could not be read: {e}"
-            ))
-        };
-        let mut conn = self.store.read_connection().await.map_err(&unknown)?;
-        let then = jobs::item_fingerprint(&mut conn, call.operation_id.as_str())
+        let then = records::item_fingerprint(&self.store, call.operation_id.as_str())
             .await
-            .map_err(unknown)?;
-        drop(conn);
+            .map_err(|e| {
+                ExternalError::Retryable(format!(
+                    "the item's reading of its file could not be read: {e}"
+                ))
+            })?;
         let Some(then) = then else {
             return Ok(());
         };

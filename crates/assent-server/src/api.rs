@@ -9,9 +9,10 @@
 use crate::auth::Principal;
 use crate::events::ServerEvent;
 use crate::{AppState, ServerError};
-use assent_domain::{ChangeDecision, ChangeSet, LEGACY_TARGET_KIND, OffsetDateTime, Target, Uuid};
+use assent_confirm::ConfirmError;
+use assent_domain::{LEGACY_TARGET_KIND, OffsetDateTime, Target, Uuid};
+use assent_store::StoreError;
 use assent_store::tokens::Role;
-use assent_store::{AnyConnection, StoreError, change_sets, decisions};
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Extension, Query, State};
@@ -52,15 +53,20 @@ pub(crate) async fn resolve_set_id(state: &AppState, text: &str) -> Result<Uuid,
     if let Ok(id) = Uuid::parse_str(text.trim()) {
         return Ok(id);
     }
-    let mut conn = state.connection().await?;
-    change_sets::resolve_id(&mut conn, text)
+    state
+        .engine
+        .resolve_set_id(text)
         .await
         .map_err(|error| match error {
-            StoreError::NoChangeSetWithPrefix(_) => ServerError::NotFound(error.to_string()),
-            StoreError::InvalidChangeSetId { .. } | StoreError::AmbiguousChangeSetId { .. } => {
-                ServerError::BadRequest(error.to_string())
+            ConfirmError::Store(error @ StoreError::NoChangeSetWithPrefix(_)) => {
+                ServerError::NotFound(error.to_string())
             }
-            other => ServerError::Store(other),
+            ConfirmError::Store(
+                error @ (StoreError::InvalidChangeSetId { .. }
+                | StoreError::AmbiguousChangeSetId { .. }),
+            ) => ServerError::BadRequest(error.to_string()),
+            ConfirmError::Store(other) => ServerError::Store(other),
+            other => ServerError::Confirm(other),
         })
 }
 
@@ -82,18 +88,6 @@ pub(crate) fn parse_limit(text: Option<&str>, default: u32) -> Result<u32, Serve
             "invalid limit {text:?}: expected 1 to {MAX_LIST}"
         ))),
     }
-}
-
-/// The set with `id` and its decisions, or 404.
-pub(crate) async fn load_with_decisions(
-    conn: &mut AnyConnection,
-    id: Uuid,
-) -> Result<(ChangeSet, Vec<ChangeDecision>), ServerError> {
-    let set = change_sets::load(conn, id)
-        .await?
-        .ok_or_else(|| ServerError::NotFound(format!("no change set {id}")))?;
-    let decided = decisions::for_change_set(conn, id).await?;
-    Ok((set, decided))
 }
 
 /// Tells live screens that a decision changed the set; they fetch it.

@@ -2,15 +2,15 @@
 //! items (confirm, reject, edit, defer, confirm all, dismiss).
 
 use crate::api::{
-    ApiResult, Body, Params, TargetParams, load_with_decisions, now, ok, parse_index, parse_set_id,
-    publish_update, resolve_set_id,
+    ApiResult, Body, Params, TargetParams, now, ok, parse_index, parse_set_id, publish_update,
+    resolve_set_id,
 };
 use crate::auth::Principal;
 use crate::shapes::{SetView, confirm_all_json, confirmed_json, rejected_json};
 use crate::{AppState, ServerError};
-use assent_confirm::agents;
-use assent_domain::{ChangeSet, ChangeSetStatus, Uuid};
-use assent_store::{approvals, change_sets, decisions, jobs, waits};
+use assent_confirm::ConfirmError;
+use assent_confirm::records::PendingFilter;
+use assent_domain::{ChangeSetStatus, Uuid};
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, Query, State};
@@ -33,7 +33,7 @@ pub(crate) async fn list_change_sets(
     query: Params<SetsQuery>,
 ) -> ApiResult {
     let Query(query) = query?;
-    let filter = change_sets::PendingFilter {
+    let filter = PendingFilter {
         target: query.target.target()?,
         agent_id: caller.scope_agent(query.agent_id)?,
         limit: None,
@@ -46,37 +46,17 @@ pub(crate) async fn list_change_sets(
             ))
         })?),
     };
-    let mut conn = state.connection().await?;
-    let sets: Vec<ChangeSet> = match status {
-        None => change_sets::pending(&mut conn, &filter).await?,
-        Some(status) => change_sets::with_status(&mut conn, status, &filter).await?,
-    };
-    let mut decided = Vec::with_capacity(sets.len());
-    let mut ran = Vec::with_capacity(sets.len());
-    let mut changed = Vec::with_capacity(sets.len());
-    let mut quorums = Vec::with_capacity(sets.len());
-    for set in &sets {
-        decided.push(decisions::for_change_set(&mut conn, set.id).await?);
-        ran.push(jobs::for_change_set(&mut conn, set.id).await?);
-        changed.push(agents::changed_items(&mut conn, set.id).await?);
-        quorums.push(approvals::quorum_of(&mut conn, set).await?);
-    }
-    let ids: Vec<Uuid> = sets.iter().map(|set| set.id).collect();
-    let waits = waits::of(&mut conn, &ids).await?;
-    let views: Vec<SetView<'_>> = sets
+    let records = state.engine.set_records(&filter, status).await?;
+    let views: Vec<SetView<'_>> = records
         .iter()
-        .zip(&decided)
-        .zip(&ran)
-        .zip(&changed)
-        .zip(&quorums)
-        .map(|((((set, decided), ran), changed), quorum)| {
-            SetView::of(set)
-                .with_reasons(decided)
-                .with_jobs(ran)
-                .with_changed_tools(changed)
+        .map(|record| {
+            SetView::of(&record.set)
+                .with_reasons(&record.decisions)
+                .with_jobs(&record.jobs)
+                .with_changed_tools(&record.changed_tools)
                 .with_undoable(|tool, args, before| reversible(&state, tool, args, before))
-                .with_quorum(quorum)
-                .with_wait(waits.get(&set.id).copied())
+                .with_quorum(&record.quorum)
+                .with_wait(record.waits_until)
         })
         .collect();
     ok(views)
@@ -95,25 +75,28 @@ pub(crate) async fn show_change_set(
         Some(_) => parse_set_id(&id)?,
         None => resolve_set_id(&state, &id).await?,
     };
-    let mut conn = state.connection().await?;
-    let (set, decided) = load_with_decisions(&mut conn, id).await?;
+    let detail = match state.engine.set_detail(id).await {
+        Err(ConfirmError::ChangeSetNotFound(_)) => {
+            return Err(ServerError::NotFound(format!("no change set {id}")));
+        }
+        read => read?,
+    };
+    let record = &detail.record;
     // Another agent's set is not this agent's business, not even that it exists.
-    if caller.confined_to().is_some_and(|own| own != set.agent_id) {
+    if caller
+        .confined_to()
+        .is_some_and(|own| own != record.set.agent_id)
+    {
         return Err(ServerError::NotFound(format!("no change set {id}")));
     }
-    let ran = jobs::for_change_set(&mut conn, id).await?;
-    let changed = agents::changed_items(&mut conn, id).await?;
-    let quorum = approvals::quorum_of(&mut conn, &set).await?;
-    let shadows = decisions::shadows_of(&mut conn, &decided).await?;
-    let waits_until = waits::of(&mut conn, &[id]).await?.remove(&id);
-    ok(SetView::of(&set)
-        .with_reasons(&decided)
-        .with_shadows(&decided, &shadows)
-        .with_jobs(&ran)
-        .with_changed_tools(&changed)
+    ok(SetView::of(&record.set)
+        .with_reasons(&record.decisions)
+        .with_shadows(&record.decisions, &detail.shadows)
+        .with_jobs(&record.jobs)
+        .with_changed_tools(&record.changed_tools)
         .with_undoable(|tool, args, before| reversible(&state, tool, args, before))
-        .with_quorum(&quorum)
-        .with_wait(waits_until))
+        .with_quorum(&record.quorum)
+        .with_wait(record.waits_until))
 }
 
 /// Whether this server's engine can reverse `tool(args)`, which replaced `before`
@@ -291,8 +274,7 @@ pub(crate) async fn undo_item(State(state): State<AppState>, path: ItemPath) -> 
         .await?;
     state.events.publish(crate::ServerEvent::created(&undo));
     let mut view = SetView::of(&undo);
-    let mut conn = state.engine.store().read_connection().await?;
-    view.undoes = change_sets::undoes(&mut conn, undo.id).await?;
+    view.undoes = state.engine.undoes(undo.id).await?;
     crate::api::created(view)
 }
 

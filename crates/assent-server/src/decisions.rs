@@ -5,8 +5,9 @@ use crate::api::{ApiResult, DEFAULT_DECISIONS, MAX_LIST, Params, TargetParams, o
 use crate::auth::Principal;
 use crate::shapes::AuditView;
 use crate::{AppState, ServerError};
+use assent_confirm::RecentDecisions;
 use assent_domain::Verdict;
-use assent_store::{audit, chain, decisions, jobs, proof};
+use assent_store::{audit, chain, proof};
 use axum::extract::{Extension, Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -48,13 +49,18 @@ pub(crate) async fn list_decisions(
 ) -> ApiResult {
     let Query(query) = query?;
     let (agent, limit) = query.agent_and_limit(&caller)?;
-    let mut conn = state.connection().await?;
     let target = query.target.target()?;
-    let list = decisions::recent(&mut conn, &agent, target.as_ref(), limit).await?;
-    // A confirmation of an external tool's item carries how its run stands.
-    let runs = jobs::for_confirmations(&mut conn, &list).await?;
-    // What a shadow rule of the agent said beside each decision it covered.
-    let shadows = decisions::shadows_of(&mut conn, &list).await?;
+    // With each confirmation of an external tool's item, how its run stands; with each
+    // decision, what a shadow rule of the agent said beside it.
+    let RecentDecisions {
+        decisions: list,
+        runs,
+        shadows,
+        ..
+    } = state
+        .engine
+        .recent_decisions(&agent, target.as_ref(), limit)
+        .await?;
     let mut shown = Vec::with_capacity(list.len());
     for decision in &list {
         let mut value =

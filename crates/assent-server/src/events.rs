@@ -3,9 +3,10 @@
 //! Reviewers and admins hear every event; an agent hears only of its own agent's sets
 //! ([`EventBus::agent_stream`]).
 
+use assent_confirm::{ConfirmError, records};
 use assent_confirm::{ConfirmationRequest, ConfirmationResolution};
 use assent_domain::{ChangeSet, Uuid};
-use assent_store::{Store, StoreError, change_sets};
+use assent_store::Store;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use serde_json::{Value, json};
@@ -275,9 +276,8 @@ impl AgentStream {
 
 /// The agent of set `id` (`None` when there is no such set), on a connection held for
 /// this read only.
-async fn agent_of(store: &Store, id: Uuid) -> Result<Option<String>, StoreError> {
-    let mut conn = store.read_connection().await?;
-    Ok(change_sets::load(&mut conn, id)
+async fn agent_of(store: &Store, id: Uuid) -> Result<Option<String>, ConfirmError> {
+    Ok(records::change_set(store, id)
         .await?
         .map(|set| set.agent_id))
 }

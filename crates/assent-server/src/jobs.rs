@@ -5,9 +5,9 @@
 use crate::api::{ApiResult, Body, now, ok, publish_update};
 use crate::events::EventBus;
 use crate::{AppState, ServerError};
+use assent_confirm::records::Job;
 use assent_confirm::{Engine, JobRun, Resolution};
 use assent_domain::{OffsetDateTime, Uuid};
-use assent_store::jobs::{self, Job};
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use serde::Deserialize;
@@ -21,8 +21,7 @@ fn parse_job_id(text: &str) -> Result<Uuid, ServerError> {
 
 /// `GET /api/jobs`: every job but retracted ones, oldest first.
 pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
-    let mut conn = state.connection().await?;
-    let list = jobs::list(&mut conn, false, u32::MAX).await?;
+    let list = state.engine.list_jobs(false).await?;
     ok(list.iter().map(Job::to_json).collect::<Vec<Value>>())
 }
 

@@ -6,7 +6,6 @@
 use crate::api::{ApiResult, Params, ok, parse_set_id};
 use crate::auth::Principal;
 use crate::{AppState, ServerError};
-use assent_store::change_sets;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, Query, State};
 use serde::Deserialize;
@@ -47,8 +46,9 @@ pub(crate) async fn show_outcome(
     let Query(query) = query?;
     let wait = parse_wait(query.wait.as_deref())?;
     {
-        let mut conn = state.connection().await?;
-        let set = change_sets::load(&mut conn, id)
+        let set = state
+            .engine
+            .change_set(id)
             .await?
             .ok_or_else(|| ServerError::NotFound(format!("no change set {id}")))?;
         caller.may_act_for(&set.agent_id)?;

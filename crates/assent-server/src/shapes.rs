@@ -4,11 +4,11 @@
 use assent_changeset::{
     CallReply, ChangesetError, Dialect, ParsedCalls, ReplyMessages, exact_reply_messages,
 };
+use assent_confirm::records::{Job, Quorum, Undoes};
 use assent_confirm::{
     CallResult, ConfirmAllResult, ConfirmOutcome, ItemResult, ScheduledWake, WakeOutcome,
 };
 use assent_domain::{ChangeDecision, ChangeSet, OffsetDateTime, Uuid, Verdict};
-use assent_store::jobs::Job;
 use assent_tools::AuditRecord;
 use serde::ser::Error as _;
 use serde::{Serialize, Serializer};
@@ -117,7 +117,7 @@ pub struct SetView<'a> {
     /// For a set that reverses an applied item (`assent undo`): `{changeSetId,
     /// itemIndex, operationId}` of that item; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub undoes: Option<assent_store::change_sets::Undoes>,
+    pub undoes: Option<Undoes>,
     /// A coding agent's hook set: the agent's session it came from, which a person
     /// may answer "yes, for this session" (`forSession`); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -194,18 +194,19 @@ impl<'a> SetView<'a> {
 }
 
 impl<'a> SetView<'a> {
-    /// The same view with until when its agent waits ([`assent_store::waits`]).
+    /// The same view with until when its agent waits
+    /// ([`assent_confirm::SetRecord::waits_until`]).
     #[must_use]
     pub fn with_wait(mut self, until: Option<OffsetDateTime>) -> Self {
         self.waits_until = until;
         self
     }
 
-    /// The same view with its items' quorums ([`assent_store::approvals::quorum_of`]):
+    /// The same view with its items' quorums ([`assent_confirm::SetRecord::quorum`]):
     /// who approved, how many are needed, and the arguments the current revision runs
     /// with when a person's edit changed them (with who edited).
     #[must_use]
-    pub fn with_quorum(mut self, quorum: &'a assent_store::approvals::Quorum) -> Self {
+    pub fn with_quorum(mut self, quorum: &'a Quorum) -> Self {
         for (index, needed, revision) in &quorum.items {
             if let Some(item) = self.items.get_mut(*index) {
                 item.approvals_needed = Some(*needed);
@@ -227,8 +228,8 @@ impl<'a> SetView<'a> {
     }
 
     /// The same view with the shadow verdict recorded beside each item's last decision
-    /// (`shadows` from `decisions::shadows_of` over `decisions`, the set's, oldest
-    /// first).
+    /// (`shadows` from [`assent_confirm::SetDetail::shadows`], `decisions` the set's,
+    /// oldest first).
     #[must_use]
     pub fn with_shadows(
         mut self,
@@ -247,7 +248,7 @@ impl<'a> SetView<'a> {
     }
 
     /// The same view with each item's execution job (the set's, from
-    /// [`assent_store::jobs::for_change_set`]).
+    /// [`assent_confirm::SetRecord::jobs`]).
     #[must_use]
     pub fn with_jobs(mut self, jobs: &[Job]) -> Self {
         for job in jobs {
@@ -278,8 +279,8 @@ impl<'a> SetView<'a> {
         self
     }
 
-    /// Marks the items at `indexes` (from `agents::changed_items`) as items of a
-    /// tool whose definition changed since a person accepted it.
+    /// Marks the items at `indexes` (from [`assent_confirm::SetRecord::changed_tools`])
+    /// as items of a tool whose definition changed since a person accepted it.
     pub fn with_changed_tools(mut self, indexes: &[usize]) -> Self {
         for index in indexes {
             if let Some(item) = self.items.get_mut(*index) {
