@@ -29,6 +29,11 @@
 //!   [`Engine::change_rule`], the same way and in one transaction whichever door (CLI,
 //!   API, a demo) it came through; and the reads a door or host makes of them.
 //!
+//! - [`admin`]: the operator's settings and the device's exchanges (API tokens,
+//!   webhook subscriptions and deliveries, the Slack app and its users, device sync,
+//!   the sync outbox), through [`Engine`] methods such as [`Engine::issue_token`] and
+//!   [`Engine::import_sync_batch`], so no door writes or reads those tables itself.
+//!
 //! A service plugs in through [`Host`]: its targets, tools, state and tables; a few
 //! closures make one with [`SimpleHost`].
 //!
@@ -71,6 +76,7 @@
 //! }
 //! ```
 
+pub mod admin;
 pub mod agents;
 mod attribution;
 mod bus;

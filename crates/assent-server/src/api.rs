@@ -9,8 +9,8 @@
 use crate::auth::Principal;
 use crate::events::ServerEvent;
 use crate::{AppState, ServerError};
+use assent_confirm::admin::Role;
 use assent_domain::{ChangeDecision, ChangeSet, LEGACY_TARGET_KIND, OffsetDateTime, Target, Uuid};
-use assent_store::tokens::Role;
 use assent_store::{AnyConnection, StoreError, change_sets, decisions};
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
