@@ -306,6 +306,7 @@ mod tests {
             "{own:?}"
         );
         let own_batch = SyncBatch {
+            batch_id: Uuid::from_u128(9),
             from_host: phone.store().device_id().to_owned(),
             ..batch.clone()
         };
@@ -313,6 +314,14 @@ mod tests {
             phone.import_sync_batch(&own_batch, at(4)).await,
             Err(ConfirmError::Store(StoreError::Sync(_)))
         ));
+        let mut conn = phone.store().read_connection().await.expect("connection");
+        let log = sync::imports(&mut conn, 10).await.expect("imports");
+        drop(conn);
+        assert_eq!(
+            (log[0].batch_id, log[0].outcome),
+            (Uuid::from_u128(9), sync::ImportOutcome::Refused),
+            "the refusal is recorded"
+        );
 
         // A round trip with a peer: claim, exchange there, merge the answer here.
         let export = laptop
