@@ -165,7 +165,7 @@ mod tests {
         engine.add_slack_user(&user, now).await.expect("mapped");
         let status = engine.slack_status().await.expect("status");
         assert_eq!(status.settings.as_ref(), Some(&settings));
-        assert_eq!(status.users, [user.clone()]);
+        assert_eq!(status.users, std::slice::from_ref(&user));
         assert_eq!(engine.slack_users().await.expect("users"), [user]);
         let (_, kept) = engine
             .slack_secrets()

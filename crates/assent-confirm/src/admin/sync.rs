@@ -232,14 +232,13 @@ mod tests {
 
     async fn device() -> Engine {
         let store = Store::open("sqlite::memory:").await.expect("opens");
-        let engine = Engine::open(
+        Engine::open(
             store,
             Arc::new(ToolRegistry::new()),
             Arc::new(SimpleHost::new("ops")),
         )
         .await
-        .expect("engine");
-        engine
+        .expect("engine")
     }
 
     fn at(minute: i64) -> OffsetDateTime {

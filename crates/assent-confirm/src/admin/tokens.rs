@@ -103,7 +103,10 @@ mod tests {
             .issue_token(Role::Agent, Some("triage"), at(1))
             .await
             .expect("issued");
-        assert_eq!(engine.tokens().await.expect("list"), [issued.token.clone()]);
+        assert_eq!(
+            engine.tokens().await.expect("list"),
+            std::slice::from_ref(&issued.token)
+        );
         let found = engine
             .authenticate_token(&issued.secret)
             .await

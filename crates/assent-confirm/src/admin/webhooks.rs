@@ -117,7 +117,7 @@ mod tests {
         assert_eq!(added.url, "https://receiver.example/hook?token=…");
         assert_eq!(
             engine.webhook_subscriptions().await.expect("list"),
-            [added.clone()]
+            std::slice::from_ref(&added)
         );
         let unwanted = NewEvent {
             event_type: event::ITEM_FAILED,
