@@ -13,7 +13,7 @@ use assent_confirm::{ConfirmError, Engine, WakeOutcome, WakeRequest};
 use assent_domain::{ChangeSet, OffsetDateTime, Uuid};
 use assent_journal::tool;
 use assent_journal_host::{NewTask, create_task, load_task, task_target};
-use assent_store::{Store, audit, outbox, proof};
+use assent_store::{Store, audit, proof};
 use serde_json::{Value, json};
 use time::Duration;
 use time::macros::datetime;
@@ -286,13 +286,14 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     s.gap();
     s.block(render::audit(&records));
 
+    drop(conn);
+
     s.heading("The outbox");
-    let messages = outbox::undelivered(&mut conn, 100).await?;
+    let messages = engine.undelivered_outbox(100).await?;
     s.say("Every write left a message for other devices, committed in the same transaction");
     s.say("as the write itself (one unsent message per entity; a newer write replaces it):");
     s.gap();
     s.block(render::outbox(&messages));
-    drop(conn);
 
     s.heading("What the agent's next wake sees");
     let history = decisions

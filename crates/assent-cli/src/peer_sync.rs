@@ -17,10 +17,10 @@
 use crate::CliError;
 use crate::context::{Ctx, Output};
 use crate::render;
-use crate::sync_batches::{batch_summary, refused};
-use assent_journal_host::TaskEntities;
+use crate::sync_batches::batch_summary;
+use assent_confirm::Engine;
+use assent_confirm::admin::ClaimedExport;
 use assent_server::{DEFAULT_SYNC_BODY_LIMIT, SyncExchange};
-use assent_store::sync;
 use assent_sync::SyncBatch;
 use reqwest::{StatusCode, Url};
 use serde::de::DeserializeOwned;
@@ -201,14 +201,8 @@ fn is_loopback(url: &Url) -> bool {
 
 /// Puts the outbox messages of a batch that did not get through back in the queue
 /// (best effort: if this fails too, their lease runs out).
-async fn release(store: &assent_store::Store, export: &sync::ClaimedExport) {
-    let released = async {
-        let mut tx = store.begin_write().await?;
-        sync::release_export(tx.connection(), export).await?;
-        tx.commit().await
-    }
-    .await;
-    if let Err(error) = released {
+async fn release(engine: &Engine, export: &ClaimedExport) {
+    if let Err(error) = engine.release_sync_export(export).await {
         tracing::warn!(%error, "could not put the outbox messages of the failed sync back");
     }
 }
@@ -246,8 +240,7 @@ async fn run_with(
     let peer_host = tokio::time::timeout_at(deadline, peer.host_id())
         .await
         .map_err(in_time("host id"))??;
-    let store = ctx.store();
-    let host_id = store.device_id();
+    let host_id = ctx.store().device_id();
     if peer_host == host_id {
         return Err(CliError::failed(format!(
             "peer {} is this device itself (host id {host_id}); point --peer at another device's `assent serve`",
@@ -255,19 +248,12 @@ async fn run_with(
         )));
     }
     // A short transaction: the export, and the outbox messages it covers claimed.
-    let mut tx = store.begin_write().await?;
     let lease = time::Duration::try_from(timeout + LEASE_MARGIN)
         .map_err(|e| CliError::failed(format!("invalid sync timeout: {e}")))?;
-    let export = sync::export_claiming(
-        tx.connection(),
-        host_id,
-        &TaskEntities,
-        Uuid::new_v4(),
-        ctx.now,
-        lease,
-    )
-    .await?;
-    tx.commit().await?;
+    let export = ctx
+        .engine
+        .claim_sync_export(Uuid::new_v4(), ctx.now, lease)
+        .await?;
     let batch = &export.batch;
     let outcome: Result<_, CliError> = async {
         // The round trip, with nothing locked here.
@@ -281,26 +267,19 @@ async fn run_with(
             )));
         }
         // The merge of the answer, in a transaction of its own, against the state as
-        // it is now (local writes made during the round trip included).
-        let mut tx = store.begin_write().await?;
-        match sync::import(tx.connection(), host_id, &TaskEntities, &answer.batch, ctx.now).await {
-            Ok(merged) => {
-                sync::mark_exported(tx.connection(), &export, ctx.now).await?;
-                tx.commit().await?;
-                Ok((answer, merged))
-            }
-            Err(error) => {
-                drop(tx);
-                refused(store, &answer.batch, &error, ctx.now).await;
-                Err(error.into())
-            }
-        }
+        // it is now (local writes made during the round trip included); a refused
+        // answer is recorded in the imports' log.
+        let merged = ctx
+            .engine
+            .merge_peer_batch(&export, &answer.batch, ctx.now)
+            .await?;
+        Ok((answer, merged))
     }
     .await;
     let (answer, merged) = match outcome {
         Ok(done) => done,
         Err(error) => {
-            release(store, &export).await;
+            release(&ctx.engine, &export).await;
             return Err(error);
         }
     };

@@ -10,7 +10,7 @@ use crate::render;
 use assent_confirm::{ConfirmError, ConflictKind, agents};
 use assent_server::shapes::AuditView;
 use assent_store::delegation::{self, Revocation};
-use assent_store::{audit, chain, outbox, proof};
+use assent_store::{audit, chain, proof};
 use assent_tools::{
     AgentPolicy, GrantSuggestion, InForce, RuleAction, SuggestOptions, suggest_grants,
 };
@@ -90,8 +90,7 @@ async fn audit_head(ctx: &Ctx) -> Result<Output, CliError> {
 
 /// `assent outbox`.
 pub async fn outbox_messages(ctx: &Ctx, args: OutboxArgs) -> Result<Output, CliError> {
-    let mut conn = ctx.connection().await?;
-    let messages = outbox::undelivered(&mut conn, args.limit).await?;
+    let messages = ctx.engine.undelivered_outbox(args.limit).await?;
     Output::either(ctx.json, &messages, || render::outbox(&messages))
 }
 

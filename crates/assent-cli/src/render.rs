@@ -1,6 +1,7 @@
 //! Human output: tasks, wakes, change sets, decisions, the audit trail and the outbox
 //! as text for a person (the `--json` output is the types' own serialization).
 
+use assent_confirm::admin::{ConflictRecord, ImportReport, OutboxMessage, Peer};
 use assent_confirm::agents::HostTool;
 use assent_confirm::records::{Job, JobStatus, Quorum, Revision};
 use assent_confirm::{
@@ -13,7 +14,6 @@ use assent_domain::{
 };
 use assent_journal::TaskSnapshot;
 use assent_store::delegation::Grant;
-use assent_store::outbox::OutboxMessage;
 use assent_tools::AuditRecord;
 use serde_json::Value;
 use time::macros::format_description;
@@ -953,7 +953,7 @@ pub fn exported(batch: &assent_sync::SyncBatch, file: &std::path::Path) -> Strin
 }
 
 /// What `assent sync import` merged.
-pub fn imported(report: &assent_store::sync::ImportReport) -> String {
+pub fn imported(report: &ImportReport) -> String {
     let mut text = merged_line(report);
     if !report.conflicts.is_empty() {
         text.push_str(CONFLICTS_HINT);
@@ -964,7 +964,7 @@ pub fn imported(report: &assent_store::sync::ImportReport) -> String {
 const CONFLICTS_HINT: &str = "\nSee `assent conflicts`.";
 
 /// One line on what merging one batch did.
-fn merged_line(report: &assent_store::sync::ImportReport) -> String {
+fn merged_line(report: &ImportReport) -> String {
     if report.replayed {
         return format!(
             "Batch {} of host {} was merged before: nothing changed",
@@ -988,8 +988,8 @@ fn merged_line(report: &assent_store::sync::ImportReport) -> String {
 pub fn synced(
     peer: &str,
     peer_host: &str,
-    peer_import: &assent_store::sync::ImportReport,
-    local_import: &assent_store::sync::ImportReport,
+    peer_import: &ImportReport,
+    local_import: &ImportReport,
 ) -> String {
     let mut text = format!(
         "Synced with host {peer_host} at {peer}\nThe peer: {}\nThis device: {}",
@@ -1003,7 +1003,7 @@ pub fn synced(
 }
 
 /// The recorded conflicts as a table.
-pub fn conflicts(records: &[assent_store::sync::ConflictRecord]) -> String {
+pub fn conflicts(records: &[ConflictRecord]) -> String {
     if records.is_empty() {
         return "No conflicts: no two devices decided the same item differently".to_owned();
     }
@@ -1034,7 +1034,7 @@ pub fn conflicts(records: &[assent_store::sync::ConflictRecord]) -> String {
 }
 
 /// The devices this one has merged batches from, as a table.
-pub fn peers(peers: &[assent_store::sync::Peer]) -> String {
+pub fn peers(peers: &[Peer]) -> String {
     if peers.is_empty() {
         return "No peers yet: import another device's batch with `assent sync import`".to_owned();
     }

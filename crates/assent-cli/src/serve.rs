@@ -4,10 +4,10 @@
 use crate::CliError;
 use crate::cli::ServeArgs;
 use crate::context::engine;
+use assent_confirm::admin::Role;
 use assent_confirm::{BusConfig, ConfirmError, ConfirmationBus, Engine};
 use assent_server::token::{TokenOrigin, resolve_token};
 use assent_server::{DEFAULT_BUS_ROOT, Server};
-use assent_store::tokens::Role;
 use std::io::Write;
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 use crate::CliError;
 use crate::context::{Ctx, Output};
 use crate::render;
-use assent_store::slack::{self, SlackSecrets, SlackSettings, SlackUser};
+use assent_confirm::admin::{SlackSecrets, SlackSettings, SlackUser};
 use assent_webhooks::DEFAULT_SLACK_API_URL;
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -129,8 +129,7 @@ pub async fn slack(ctx: &Ctx, args: SlackArgs) -> Result<Output, CliError> {
     match args.command {
         SlackCommand::Connect(args) => connect(ctx, args).await,
         SlackCommand::Disconnect => {
-            let mut conn = ctx.connection().await?;
-            let was = slack::disconnect(&mut conn).await?;
+            let was = ctx.engine.disconnect_slack().await?;
             Output::either(ctx.json, &json!({"disconnected": was}), || {
                 if was {
                     "Slack disconnected: nothing more is posted, and clicks are refused.".to_owned()
@@ -149,8 +148,7 @@ pub async fn slack(ctx: &Ctx, args: SlackArgs) -> Result<Output, CliError> {
                 ));
             }
             let user = SlackUser { user_id, name };
-            let mut conn = ctx.connection().await?;
-            slack::add_user(&mut conn, &user, ctx.now).await?;
+            ctx.engine.add_slack_user(&user, ctx.now).await?;
             Output::either(
                 ctx.json,
                 &json!({"userId": user.user_id, "name": user.name}),
@@ -167,8 +165,7 @@ pub async fn slack(ctx: &Ctx, args: SlackArgs) -> Result<Output, CliError> {
         }
         SlackCommand::Users(UsersCommand::Remove(args)) => {
             let user_id = slack_id("user", &args.user_id)?;
-            let mut conn = ctx.connection().await?;
-            if !slack::remove_user(&mut conn, user_id).await? {
+            if !ctx.engine.remove_slack_user(user_id).await? {
                 return Err(CliError::failed(format!(
                     "no Slack user {user_id} is mapped (assent slack users list)"
                 )));
@@ -178,8 +175,7 @@ pub async fn slack(ctx: &Ctx, args: SlackArgs) -> Result<Output, CliError> {
             })
         }
         SlackCommand::Users(UsersCommand::List) => {
-            let mut conn = ctx.connection().await?;
-            let users = slack::users(&mut conn).await?;
+            let users = ctx.engine.slack_users().await?;
             let listed: Vec<_> = users
                 .iter()
                 .map(|u| json!({"userId": u.user_id, "name": u.name}))
@@ -225,8 +221,7 @@ async fn connect(ctx: &Ctx, args: ConnectArgs) -> Result<Output, CliError> {
         bot_token,
         signing_secret,
     };
-    let mut conn = ctx.connection().await?;
-    slack::connect(&mut conn, &settings, &secrets).await?;
+    ctx.engine.connect_slack(&settings, &secrets).await?;
     Output::either(ctx.json, &settings_json(&settings), || {
         format!(
             "Slack connected: `assent serve` posts each change set queued from now on to {} and takes clicks at POST /api/slack/interactions (set it as the app's Interactivity Request URL). Map who may decide: assent slack users add U… --as NAME",
@@ -237,7 +232,7 @@ async fn connect(ctx: &Ctx, args: ConnectArgs) -> Result<Output, CliError> {
 
 /// A URL as listed: user info and query values redacted, as webhook URLs are.
 fn shown(url: &str) -> String {
-    assent_store::webhooks::shown_url(url, "standard").into_owned()
+    assent_domain::shown_url(url, "standard").into_owned()
 }
 
 fn settings_json(settings: &SlackSettings) -> serde_json::Value {
@@ -245,14 +240,13 @@ fn settings_json(settings: &SlackSettings) -> serde_json::Value {
         "channel": settings.channel,
         "apiUrl": shown(&settings.api_url),
         "publicUrl": settings.public_url,
-        "connectedAt": assent_store::timefmt::format(settings.connected_at),
+        "connectedAt": assent_domain::format_time(settings.connected_at),
     })
 }
 
 async fn status(ctx: &Ctx) -> Result<Output, CliError> {
-    let mut conn = ctx.connection().await?;
-    let settings = slack::settings(&mut conn).await?;
-    let users = slack::users(&mut conn).await?;
+    let status = ctx.engine.slack_status().await?;
+    let (settings, users) = (status.settings, status.users);
     let listed: Vec<_> = users
         .iter()
         .map(|u| json!({"userId": u.user_id, "name": u.name}))

@@ -5,9 +5,8 @@
 use crate::CliError;
 use crate::context::{Ctx, Output};
 use crate::render;
-use crate::sync_batches::{batch_summary, refused};
-use assent_journal_host::TaskEntities;
-use assent_store::sync::{self, ConflictRecord};
+use crate::sync_batches::batch_summary;
+use assent_confirm::admin::ConflictRecord;
 use assent_sync::SyncBatch;
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -94,32 +93,31 @@ pub async fn sync(ctx: &Ctx, args: SyncArgs) -> Result<Output, CliError> {
             Output::either(ctx.json, &json!({ "hostId": host }), || host.clone())
         }
         SyncCommand::Peers => {
-            let peers = sync::peers(&mut *ctx.connection().await?).await?;
+            let peers = ctx.engine.sync_peers().await?;
             Output::either(ctx.json, &peers, || render::peers(&peers))
         }
     }
 }
 
 async fn export(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
-    let store = ctx.store();
-    let mut tx = store.begin_write().await?;
-    let batch = sync::export(
-        tx.connection(),
-        store.device_id(),
-        &TaskEntities,
-        Uuid::new_v4(),
-        ctx.now,
-    )
-    .await?;
-    let text = serde_json::to_string_pretty(&batch)
-        .map_err(|e| CliError::failed(format!("cannot write the sync batch as JSON: {e}")))?;
+    // The outbox counts as drained once the batch is written: the engine commits
+    // only after this returns.
+    let (batch, text) = ctx
+        .engine
+        .export_sync_batch(Uuid::new_v4(), ctx.now, |batch| {
+            let text = serde_json::to_string_pretty(batch).map_err(|e| {
+                CliError::failed(format!("cannot write the sync batch as JSON: {e}"))
+            })?;
+            if !is_stdio(file) {
+                write_atomically(file, &text)?;
+            }
+            Ok::<_, CliError>(text)
+        })
+        .await?;
     if is_stdio(file) {
-        // The batch is the output; the outbox counts as drained once it is written.
-        tx.commit().await?;
+        // The batch is the output.
         return Ok(Output::text(text));
     }
-    write_atomically(file, &text)?;
-    tx.commit().await?;
     let mut summary = batch_summary(&batch);
     summary["file"] = json!(file.display().to_string());
     Output::either(ctx.json, &summary, || render::exported(&batch, file))
@@ -203,31 +201,14 @@ fn read_batch(file: &Path) -> Result<SyncBatch, CliError> {
 async fn import(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
     // Parse before touching the database: a bad file changes nothing.
     let batch = read_batch(file)?;
-    let store = ctx.store();
-    let mut tx = store.begin_write().await?;
-    let report = match sync::import(
-        tx.connection(),
-        store.device_id(),
-        &TaskEntities,
-        &batch,
-        ctx.now,
-    )
-    .await
-    {
-        Ok(report) => report,
-        Err(error) => {
-            drop(tx);
-            refused(store, &batch, &error, ctx.now).await;
-            return Err(error.into());
-        }
-    };
-    tx.commit().await?;
+    // A refused batch changes nothing and is recorded in the imports' log.
+    let report = ctx.engine.import_sync_batch(&batch, ctx.now).await?;
     Output::either(ctx.json, &report, || render::imported(&report))
 }
 
 /// Runs `assent conflicts`.
 pub async fn conflicts(ctx: &Ctx) -> Result<Output, CliError> {
-    let records: Vec<ConflictRecord> = sync::conflicts(&mut *ctx.connection().await?).await?;
+    let records: Vec<ConflictRecord> = ctx.engine.sync_conflicts().await?;
     Output::either(ctx.json, &records, || render::conflicts(&records))
 }
 

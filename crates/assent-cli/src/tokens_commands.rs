@@ -4,7 +4,7 @@
 use crate::CliError;
 use crate::context::{Ctx, Output};
 use crate::render;
-use assent_store::tokens::{self, ApiToken, Role};
+use assent_confirm::admin::{ApiToken, Role};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
@@ -49,16 +49,15 @@ pub struct TokenRevokeArgs {
 pub async fn tokens(ctx: &Ctx, args: TokensArgs) -> Result<Output, CliError> {
     match args.command {
         None => {
-            let mut conn = ctx.connection().await?;
-            let list = tokens::list(&mut conn).await?;
+            let list = ctx.engine.tokens().await?;
             Output::either(ctx.json, &list, || render_list(&list))
         }
         Some(TokensCommand::Add(add)) => {
             let role: Role = add.role.parse()?;
-            let mut tx = ctx.store().begin_write().await?;
-            let issued =
-                tokens::issue(tx.connection(), role, add.agent.as_deref(), ctx.now).await?;
-            tx.commit().await?;
+            let issued = ctx
+                .engine
+                .issue_token(role, add.agent.as_deref(), ctx.now)
+                .await?;
             let mut view = serde_json::to_value(&issued.token).unwrap_or_default();
             view["secret"] = json!(issued.secret);
             Output::either(ctx.json, &view, || {
@@ -75,9 +74,7 @@ pub async fn tokens(ctx: &Ctx, args: TokensArgs) -> Result<Output, CliError> {
             })
         }
         Some(TokensCommand::Revoke(revoke)) => {
-            let mut tx = ctx.store().begin_write().await?;
-            let revoked = tokens::revoke(tx.connection(), &revoke.id, ctx.now).await?;
-            tx.commit().await?;
+            let revoked = ctx.engine.revoke_token(&revoke.id, ctx.now).await?;
             match revoked {
                 Some(token) => Output::either(ctx.json, &token, || {
                     format!("Revoked token {} ({} token)", token.id, token.role)

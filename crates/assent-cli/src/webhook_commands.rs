@@ -6,7 +6,7 @@ use crate::CliError;
 use crate::context::{Ctx, Output};
 use crate::duration::parse_duration;
 use crate::render;
-use assent_store::webhooks::{self, Delivery, NewSubscription, Subscription};
+use assent_confirm::admin::{Delivery, NewSubscription, Subscription};
 use assent_webhooks::{
     DEFAULT_TIMEOUT, Format, Sender, SenderConfig, WebhookError, generate_secret, validate_events,
     validate_url,
@@ -153,16 +153,13 @@ fn parse_id(text: &str) -> Result<Uuid, CliError> {
 pub async fn webhooks(ctx: &Ctx, args: WebhooksArgs) -> Result<Output, CliError> {
     match args.command {
         None => {
-            let mut conn = ctx.connection().await?;
-            let list = webhooks::subscriptions(&mut conn).await?;
+            let list = ctx.engine.webhook_subscriptions().await?;
             Output::either(ctx.json, &list, || subscriptions_text(&list))
         }
         Some(WebhooksCommand::Add(add)) => add_subscription(ctx, add).await,
         Some(WebhooksCommand::Remove(remove)) => {
             let id = parse_id(&remove.id)?;
-            let mut tx = ctx.store().begin_write().await?;
-            let removed = webhooks::remove_subscription(tx.connection(), id).await?;
-            tx.commit().await?;
+            let removed = ctx.engine.remove_webhook_subscription(id).await?;
             if !removed {
                 return Err(CliError::failed(format!("no webhook subscription {id}")));
             }
@@ -193,13 +190,14 @@ pub async fn webhooks(ctx: &Ctx, args: WebhooksArgs) -> Result<Output, CliError>
             }
         }
         Some(WebhooksCommand::Deliveries(list)) => {
-            let mut conn = ctx.connection().await?;
-            let rows = webhooks::deliveries(&mut conn, list.failed, list.limit).await?;
+            let rows = ctx
+                .engine
+                .webhook_deliveries(list.failed, list.limit)
+                .await?;
             Output::either(ctx.json, &rows, || deliveries_text(&rows, list.failed))
         }
         Some(WebhooksCommand::Redeliver(again)) => {
-            let mut conn = ctx.connection().await?;
-            if !webhooks::redeliver(&mut conn, again.id, ctx.now).await? {
+            if !ctx.engine.redeliver_webhook(again.id, ctx.now).await? {
                 return Err(CliError::failed(format!(
                     "no webhook delivery {}",
                     again.id
@@ -252,8 +250,7 @@ async fn add_subscription(ctx: &Ctx, add: AddArgs) -> Result<Output, CliError> {
         agent_id: agent,
         secret: secret.clone(),
     };
-    let mut conn = ctx.connection().await?;
-    let added = webhooks::insert_subscription(&mut conn, &new, ctx.now).await?;
+    let added = ctx.engine.add_webhook_subscription(&new, ctx.now).await?;
     let value = json!({
         "id": added.id,
         "url": added.url,

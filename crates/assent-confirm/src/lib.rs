@@ -32,6 +32,10 @@
 //! - [`records`]: the sets and what became of them as every door reads them (a set with
 //!   its decisions, jobs and quorum in one [`SetRecord`], the decision history, the
 //!   ledger's jobs), through [`Engine`] methods such as [`Engine::set_records`].
+//! - [`admin`]: the operator's settings and the device's exchanges (API tokens,
+//!   webhook subscriptions and deliveries, the Slack app and its users, device sync,
+//!   the sync outbox), through [`Engine`] methods such as [`Engine::issue_token`] and
+//!   [`Engine::import_sync_batch`], so no door writes or reads those tables itself.
 //!
 //! A service plugs in through [`Host`]: its targets, tools, state and tables; a few
 //! closures make one with [`SimpleHost`].
@@ -75,6 +79,7 @@
 //! }
 //! ```
 
+pub mod admin;
 pub mod agents;
 mod attribution;
 mod bus;

@@ -20,6 +20,8 @@
 //! - [`stored_result`]: a tool's result text as it is stored (audit trail, applied
 //!   operations, jobs), at most [`MAX_STORED_RESULT_BYTES`], a cut marked with the
 //!   whole text's size and SHA-256.
+//! - [`format_time`] and [`shown_url`]: a time and a receiver's URL as listings show
+//!   them (fixed-width UTC; a URL's credentials redacted, a secret one masked).
 //!
 //! Two devices that each changed a task without seeing the other's change:
 //!
@@ -43,6 +45,7 @@ mod decision;
 mod diff;
 mod error;
 mod hex;
+mod listed;
 mod operation_id;
 mod person;
 mod shown;
@@ -60,6 +63,7 @@ pub use decision::{ChangeDecision, MAX_REASON_CHARS, clean_reason};
 pub use diff::{ChangedLines, changed_lines};
 pub use error::DomainError;
 pub use hex::lower_hex;
+pub use listed::{format_time, is_secret_url, masked_url, redacted_url, shown_url};
 pub use operation_id::OperationId;
 pub use person::{person, slack_reviewer};
 pub use shown::{head_and_tail, misleads, named_summary, one_line};

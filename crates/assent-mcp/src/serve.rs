@@ -12,9 +12,9 @@ use crate::gateway::{Gateway, GatewayOptions, POLL, unknown_task};
 use crate::host::check_host_free;
 use crate::status::{STATUS_TOOL, requested_set, status_tool, unknown_set};
 use crate::upstream::Upstream;
+use assent_confirm::admin::{Role, authenticate_token};
 use assent_domain::OffsetDateTime;
 use assent_store::Store;
-use assent_store::tokens::{self, Role};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
     Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
@@ -395,10 +395,7 @@ async fn require_agent(
     else {
         return unauthorized();
     };
-    let token = match auth.store.read_connection().await {
-        Ok(mut conn) => tokens::authenticate(&mut conn, secret).await,
-        Err(error) => Err(error),
-    };
+    let token = authenticate_token(&auth.store, secret).await;
     match token {
         Ok(Some(token))
             if token.role == Role::Agent && token.agent_id.as_deref() == Some(&auth.agent) =>

@@ -7,7 +7,7 @@
 //! read what concerns that agent, and nothing it holds can decide a proposal.
 
 use crate::{AppState, ServerError};
-use assent_store::tokens::{self, Role};
+use assent_confirm::admin::Role;
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
@@ -86,12 +86,11 @@ pub(crate) async fn authenticate(
             token_id: None,
         }
     } else {
-        let found = match state.connection().await {
-            Ok(mut conn) => tokens::authenticate(&mut conn, presented)
-                .await
-                .map_err(ServerError::from),
-            Err(error) => Err(error),
-        };
+        let found = state
+            .engine
+            .authenticate_token(presented)
+            .await
+            .map_err(ServerError::from);
         match found {
             Ok(Some(token)) => Principal {
                 role: token.role,

@@ -7,7 +7,7 @@
 use crate::events::{EventBus, ServerEvent};
 use crate::{AppState, ServerError};
 use assent_confirm::{
-    AgentBus, ConfirmError, ConfirmationBus, ConfirmationOutcome, ConfirmationRequest,
+    AgentBus, ConfirmError, ConfirmationBus, ConfirmationOutcome, ConfirmationRequest, Engine,
 };
 use assent_tools::ToolRegistry;
 use axum::Json;
@@ -79,7 +79,7 @@ impl Delegation {
     /// Subscribes to the bus and publishes every request and resolution on `events`
     /// until the event bus closes. The subscription is dropped then, so the bus no
     /// longer counts the server as listening and every open wait ends fail-closed.
-    pub(crate) fn forward(&self, events: EventBus, store: assent_store::Store) -> JoinHandle<()> {
+    pub(crate) fn forward(&self, events: EventBus, engine: Engine) -> JoinHandle<()> {
         // Both subscriptions are taken here, before the server accepts a request, so
         // that nothing asked once it runs goes unannounced.
         let mut resolutions = self.bus.resolutions();
@@ -92,7 +92,7 @@ impl Delegation {
                         Some(request) => {
                             tracing::info!(agent = %request.agent_path, tool = %request.tool_call.name, "delegated confirmation requested");
                             events.publish(ServerEvent::confirmation_requested(&request));
-                            crate::webhooks::confirmation_requested(&store, &request);
+                            crate::webhooks::confirmation_requested(&engine, &request);
                         }
                         None => break,
                     },

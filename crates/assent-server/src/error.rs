@@ -84,8 +84,13 @@ impl ServerError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
+            // A token that cannot be made as asked, refused by the store (`assent
+            // tokens add`'s check) through the engine or not.
+            Self::Store(StoreError::InvalidToken(_))
+            | Self::Confirm(ConfirmError::Store(StoreError::InvalidToken(_))) => {
+                StatusCode::BAD_REQUEST
+            }
             Self::Confirm(error) => confirm_status(error),
-            Self::Store(StoreError::InvalidToken(_)) => StatusCode::BAD_REQUEST,
             Self::Token(_) | Self::Store(_) | Self::Internal(_) | Self::Io { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }

@@ -75,9 +75,9 @@ pub use error::ServerError;
 pub use events::{EventBus, ServerEvent};
 pub use sync::{DEFAULT_SYNC_BODY_LIMIT, SyncExchange};
 
+use assent_confirm::admin::Role;
 use assent_confirm::{ConfirmationBus, Engine};
 use assent_store::ReadConnection;
-use assent_store::tokens::Role;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
@@ -358,9 +358,11 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let events = self.state.events.clone();
-        let forwarding = self.state.delegation.as_ref().map(|delegation| {
-            delegation.forward(events.clone(), self.state.engine.store().clone())
-        });
+        let forwarding = self
+            .state
+            .delegation
+            .as_ref()
+            .map(|delegation| delegation.forward(events.clone(), self.state.engine.clone()));
         let feed_start = feed::start(self.state.engine.store()).await;
         let feed = tokio::spawn(feed::follow(
             self.state.engine.store().clone(),

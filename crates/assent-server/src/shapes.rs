@@ -214,7 +214,7 @@ impl<'a> SetView<'a> {
                     revision
                         .approvals
                         .iter()
-                        .map(|a| json!({"by": a.by, "at": assent_store::timefmt::format(a.at)}))
+                        .map(|a| json!({"by": a.by, "at": assent_domain::format_time(a.at)}))
                         .collect(),
                 );
                 if let Some(args) = revision.args.as_ref().filter(|args| *args != item.args) {
@@ -464,7 +464,7 @@ fn scheduled_json(outcome: &ConfirmOutcome) -> Option<Value> {
             job_id, not_before, ..
         } => Some(json!({
             "jobId": job_id,
-            "notBefore": assent_store::timefmt::format(*not_before),
+            "notBefore": assent_domain::format_time(*not_before),
         })),
         _ => None,
     }

@@ -13,8 +13,8 @@
 
 use crate::{AppState, ServerError};
 use assent_confirm::Engine;
+use assent_confirm::admin::SlackSettings;
 use assent_domain::{OffsetDateTime, one_line};
-use assent_store::slack::{self, SlackSettings};
 use assent_webhooks::{APPROVE, REJECT, REJECT_VIEW, SlackApi, parse_button_value};
 use axum::body::Bytes;
 use axum::extract::State;
@@ -74,8 +74,7 @@ async fn accept(
     body: &[u8],
     now: OffsetDateTime,
 ) -> Result<(SlackSettings, SlackApi, Interaction), ServerError> {
-    let mut conn = state.connection().await?;
-    let Some((settings, secrets)) = slack::secrets(&mut conn).await? else {
+    let Some((settings, secrets)) = state.engine.slack_secrets().await? else {
         return Err(ServerError::NotFound(
             "Slack is not connected here (assent slack connect)".to_owned(),
         ));
@@ -92,12 +91,15 @@ async fn accept(
     .map_err(|e| ServerError::Forbidden(e.to_string()))?;
     let digest = assent_webhooks::payload_digest(signature.unwrap_or_default());
     let forget = now - time::Duration::seconds(2 * assent_webhooks::SLACK_MAX_SKEW_SECONDS);
-    if !slack::accept_payload(&mut conn, &digest, now, forget).await? {
+    if !state
+        .engine
+        .accept_slack_payload(&digest, now, forget)
+        .await?
+    {
         return Err(ServerError::Conflict(
             "this signed Slack request was accepted before: a replay changes nothing".to_owned(),
         ));
     }
-    drop(conn);
     let interaction = parse(body)?;
     let api = SlackApi::connected(&settings, &secrets)
         .map_err(|e| ServerError::Internal(e.to_string()))?;
@@ -211,14 +213,12 @@ async fn decide(
     click: &Click,
     trigger: Option<&String>,
 ) -> Result<Option<String>, ServerError> {
-    let mut conn = engine.store().read_connection().await?;
-    let Some(name) = slack::user_name(&mut conn, &click.user).await? else {
+    let Some(name) = engine.slack_user_name(&click.user).await? else {
         return Ok(Some(format!(
             "You are not a reviewer here: nothing was decided (an admin maps you with `assent slack users add {} --as NAME`).",
             click.user
         )));
     };
-    drop(conn);
     let service = engine
         .confirmations()
         .by(assent_domain::slack_reviewer(&click.user, &name))

@@ -10,7 +10,6 @@
 
 use crate::slack::{Interaction, act, interaction_of};
 use assent_confirm::Engine;
-use assent_store::slack;
 use assent_webhooks::SlackApi;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -63,16 +62,9 @@ fn tls() -> Result<tokio_tungstenite::Connector, String> {
 
 /// One connection, from `apps.connections.open` to its end; why it ended.
 async fn connection(engine: &Engine, app_token: &str) -> Result<String, String> {
-    let mut conn = engine
-        .store()
-        .read_connection()
-        .await
-        .map_err(|e| e.to_string())?;
-    let Some((settings, secrets)) = slack::secrets(&mut conn).await.map_err(|e| e.to_string())?
-    else {
+    let Some((settings, secrets)) = engine.slack_secrets().await.map_err(|e| e.to_string())? else {
         return Err("Slack is not connected (assent slack connect)".to_owned());
     };
-    drop(conn);
     let opener = SlackApi::new(&settings.api_url, app_token).map_err(|e| e.to_string())?;
     let opened = opener
         .call("apps.connections.open", &json!({}))

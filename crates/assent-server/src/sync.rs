@@ -8,9 +8,10 @@
 //! instead of the API's 4 MiB.
 
 use crate::{AppState, ServerError};
+use assent_confirm::ConfirmError;
+use assent_confirm::admin::ImportReport;
 use assent_domain::{OffsetDateTime, Uuid};
 use assent_store::StoreError;
-use assent_store::sync::{self, ImportReport};
 use assent_sync::{SyncBatch, SyncError};
 use axum::Json;
 use axum::extract::State;
@@ -46,32 +47,18 @@ pub(crate) async fn exchange(
     let span = tracing::Span::current();
     span.record("batch", tracing::field::display(batch.batch_id));
     span.record("from", batch.from_host.as_str());
-    let store = state.engine.store();
-    let host_id = store.device_id();
-    // Checked before the write lock: a device pointed at itself must not wait on its
-    // own lock, and the store would refuse it anyway.
-    if batch.from_host == host_id {
-        return Err(refused(StoreError::Sync(SyncError::FromThisHost {
-            batch_id: batch.batch_id,
-            host: batch.from_host,
-        })));
-    }
     let now = OffsetDateTime::now_utc();
-    let mut tx = store.begin_write().await?;
-    let entities = state.engine.host().entities().unwrap_or(&sync::NoEntities);
-    let report = match sync::import(tx.connection(), host_id, entities, &batch, now).await {
-        Ok(report) => report,
-        Err(error) => {
-            // The import's own record rolled back with it: record the refusal apart.
-            drop(tx);
-            if let Err(record) = sync::record_refusal(store, &batch, &error, now).await {
-                tracing::warn!(%record, "could not record the refused sync batch");
-            }
-            return Err(refused(error));
-        }
-    };
-    let answer = sync::export(tx.connection(), host_id, entities, Uuid::new_v4(), now).await?;
-    tx.commit().await?;
+    // A batch claiming this device's own host id is refused before the write lock (a
+    // device pointed at itself must not wait on its own lock); any other refused batch
+    // is recorded in the imports' log by the engine.
+    let (report, answer) = state
+        .engine
+        .exchange_sync_batch(&batch, Uuid::new_v4(), now)
+        .await
+        .map_err(|error| match error {
+            ConfirmError::Store(error) => refused(error),
+            other => ServerError::Confirm(other),
+        })?;
     tracing::info!(
         replayed = report.replayed,
         conflicts = report.conflicts.len(),
@@ -108,13 +95,11 @@ pub(crate) async fn host(State(state): State<AppState>) -> Response {
 
 /// `GET /api/sync/peers`: the devices merged from, as `assent sync peers --json`.
 pub(crate) async fn peers(State(state): State<AppState>) -> Result<Response, ServerError> {
-    let mut conn = state.connection().await?;
-    Ok(Json(sync::peers(&mut conn).await?).into_response())
+    Ok(Json(state.engine.sync_peers().await?).into_response())
 }
 
 /// `GET /api/conflicts`: decisions that lost to an earlier one on another device, as
 /// `assent conflicts --json`.
 pub(crate) async fn conflicts(State(state): State<AppState>) -> Result<Response, ServerError> {
-    let mut conn = state.connection().await?;
-    Ok(Json(sync::conflicts(&mut conn).await?).into_response())
+    Ok(Json(state.engine.sync_conflicts().await?).into_response())
 }

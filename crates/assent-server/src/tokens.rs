@@ -2,8 +2,8 @@
 //! tokens`). A secret is in the answer that made it, and nowhere else ever after.
 
 use crate::{AppState, ServerError};
+use assent_confirm::admin::Role;
 use assent_domain::OffsetDateTime;
-use assent_store::tokens::{self, Role};
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, State};
@@ -27,15 +27,10 @@ pub(crate) async fn add(
 ) -> Result<Response, ServerError> {
     let Json(body) = body?;
     let role: Role = body.role.parse()?;
-    let mut tx = state.engine.store().begin_write().await?;
-    let issued = tokens::issue(
-        tx.connection(),
-        role,
-        body.agent_id.as_deref(),
-        OffsetDateTime::now_utc(),
-    )
-    .await?;
-    tx.commit().await?;
+    let issued = state
+        .engine
+        .issue_token(role, body.agent_id.as_deref(), OffsetDateTime::now_utc())
+        .await?;
     tracing::info!(token = %issued.token.id, role = %role, "token issued");
     let mut view = serde_json::to_value(&issued.token).unwrap_or_default();
     view["secret"] = json!(issued.secret);
@@ -44,8 +39,7 @@ pub(crate) async fn add(
 
 /// `GET /api/tokens`: every token, never a secret.
 pub(crate) async fn list(State(state): State<AppState>) -> Result<Response, ServerError> {
-    let mut conn = state.connection().await?;
-    Ok(Json(tokens::list(&mut conn).await?).into_response())
+    Ok(Json(state.engine.tokens().await?).into_response())
 }
 
 /// `POST /api/tokens/{id}/revoke`.
@@ -54,9 +48,10 @@ pub(crate) async fn revoke(
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ServerError> {
     let Path(id) = id?;
-    let mut tx = state.engine.store().begin_write().await?;
-    let revoked = tokens::revoke(tx.connection(), &id, OffsetDateTime::now_utc()).await?;
-    tx.commit().await?;
+    let revoked = state
+        .engine
+        .revoke_token(&id, OffsetDateTime::now_utc())
+        .await?;
     match revoked {
         Some(token) => Ok(Json(token).into_response()),
         None => Err(ServerError::NotFound(format!("no token {id:?}"))),

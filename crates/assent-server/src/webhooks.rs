@@ -9,10 +9,9 @@
 //! on this server's bus, so the forwarder hands each one to [`confirmation_requested`].
 
 use crate::{AppState, ServerError};
-use assent_confirm::ConfirmationRequest;
+use assent_confirm::admin::{NewEvent, NewSubscription, webhook_event};
+use assent_confirm::{ConfirmationRequest, Engine};
 use assent_domain::{OffsetDateTime, Uuid};
-use assent_store::Store;
-use assent_store::webhooks::{self, NewEvent, NewSubscription, event};
 use assent_webhooks::{
     Format, Sender, SenderConfig, WebhookError, generate_secret, validate_events, validate_url,
 };
@@ -56,8 +55,7 @@ fn subscription_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, Se
 /// Every subscription, without secrets; a Slack URL (itself a secret) comes masked from
 /// the store, under the same `url` field.
 async fn list(State(state): State<AppState>) -> Result<Response, ServerError> {
-    let mut conn = state.connection().await?;
-    Ok(Json(webhooks::subscriptions(&mut conn).await?).into_response())
+    Ok(Json(state.engine.webhook_subscriptions().await?).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -91,8 +89,10 @@ async fn add(
             .filter(|a| !a.is_empty()),
         secret: secret.clone(),
     };
-    let mut conn = state.connection().await?;
-    let added = webhooks::insert_subscription(&mut conn, &new, OffsetDateTime::now_utc()).await?;
+    let added = state
+        .engine
+        .add_webhook_subscription(&new, OffsetDateTime::now_utc())
+        .await?;
     let answer = json!({
         "id": added.id,
         "url": added.url,
@@ -108,9 +108,7 @@ async fn remove(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ServerError> {
     let id = subscription_id(path)?;
-    let mut tx = state.engine.store().begin_write().await?;
-    let removed = webhooks::remove_subscription(tx.connection(), id).await?;
-    tx.commit().await?;
+    let removed = state.engine.remove_webhook_subscription(id).await?;
     if !removed {
         return Err(ServerError::NotFound(format!(
             "no webhook subscription {id}"
@@ -146,13 +144,10 @@ async fn deliveries(
     query: Result<Query<DeliveriesQuery>, QueryRejection>,
 ) -> Result<Response, ServerError> {
     let Query(query) = query.map_err(|e| ServerError::BadRequest(e.body_text()))?;
-    let mut conn = state.connection().await?;
-    let rows = webhooks::deliveries(
-        &mut conn,
-        query.failed,
-        query.limit.unwrap_or(100).min(1000),
-    )
-    .await?;
+    let rows = state
+        .engine
+        .webhook_deliveries(query.failed, query.limit.unwrap_or(100).min(1000))
+        .await?;
     Ok(Json(rows).into_response())
 }
 
@@ -161,8 +156,11 @@ async fn redeliver(
     path: Result<Path<i64>, PathRejection>,
 ) -> Result<Response, ServerError> {
     let Path(id) = path.map_err(|e| ServerError::BadRequest(e.body_text()))?;
-    let mut conn = state.connection().await?;
-    if !webhooks::redeliver(&mut conn, id, OffsetDateTime::now_utc()).await? {
+    if !state
+        .engine
+        .redeliver_webhook(id, OffsetDateTime::now_utc())
+        .await?
+    {
         return Err(ServerError::NotFound(format!("no webhook delivery {id}")));
     }
     Ok(Json(json!({"id": id, "status": "pending"})).into_response())
@@ -180,8 +178,8 @@ fn confirmation_target(details: &Value) -> Value {
 }
 
 /// want one), in a task of its own so the forwarder never waits on the database.
-pub(crate) fn confirmation_requested(store: &Store, request: &ConfirmationRequest) {
-    let store = store.clone();
+pub(crate) fn confirmation_requested(engine: &Engine, request: &ConfirmationRequest) {
+    let engine = engine.clone();
     let details = &request.details;
     let agent_id = details["agentId"].as_str().map(str::to_owned);
     let change_set_id = details["changeSetId"]
@@ -199,18 +197,16 @@ pub(crate) fn confirmation_requested(store: &Store, request: &ConfirmationReques
         "target": confirmation_target(details),
     });
     tokio::spawn(async move {
-        let written = async {
-            let mut tx = store.begin_write().await?;
-            let new = NewEvent {
-                event_type: event::CONFIRMATION_REQUESTED,
-                agent_id: agent_id.as_deref(),
-                change_set_id,
-                data,
-            };
-            webhooks::enqueue_event(tx.connection(), new, OffsetDateTime::now_utc()).await?;
-            tx.commit().await
+        let new = NewEvent {
+            event_type: webhook_event::CONFIRMATION_REQUESTED,
+            agent_id: agent_id.as_deref(),
+            change_set_id,
+            data,
         };
-        if let Err(error) = written.await {
+        let written = engine
+            .queue_webhook_event(new, OffsetDateTime::now_utc())
+            .await;
+        if let Err(error) = written {
             tracing::error!(%error, "writing the confirmation.requested webhook event failed");
         }
     });

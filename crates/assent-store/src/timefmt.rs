@@ -1,18 +1,12 @@
 //! Timestamps as fixed-width UTC text, so that text order is time order in SQL.
 
 use crate::StoreError;
+use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use time::macros::format_description;
-use time::{OffsetDateTime, UtcOffset};
 
-/// `2026-03-01T12:00:00.000000Z`.
-pub fn format(at: OffsetDateTime) -> String {
-    let utc = at.to_offset(UtcOffset::UTC);
-    utc.format(format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z"
-    ))
-    .unwrap_or_else(|_| utc.unix_timestamp().to_string())
-}
+/// `2026-03-01T12:00:00.000000Z`: re-exported from `assent-domain`, where the doors
+/// find it too.
+pub use assent_domain::format_time as format;
 
 /// Parses what [`format()`] wrote (any RFC 3339 text is accepted).
 pub fn parse(table: &'static str, text: &str) -> Result<OffsetDateTime, StoreError> {
