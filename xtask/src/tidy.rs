@@ -538,22 +538,17 @@ fn savepoints_and_the_pool_stay_in_the_store() {
 /// that a change has one effect whichever door it came through (issue 43).
 ///
 /// This list only shrinks: a door may not start importing a module that is not on
-/// it, and a module it no longer imports must be taken off. `agents` and `host_tools`
-/// are on no door's list.
+/// it, and a module it no longer imports must be taken off. The modules of
+/// [`ENGINE_ONLY_STORE_MODULES`] are on no door's list.
 const DOOR_STORE_MODULES: &[(&str, &[&str])] = &[
     (
         "assent-cli",
         &[
             "approvals",
-            "audit",
-            "chain",
-            "change_feed",
             "change_sets",
             "decisions",
-            "delegation",
             "jobs",
             "outbox",
-            "proof",
             "slack",
             "sync",
             "timefmt",
@@ -562,34 +557,19 @@ const DOOR_STORE_MODULES: &[(&str, &[&str])] = &[
             "webhooks",
         ],
     ),
-    (
-        "assent-hook",
-        &["audit", "change_sets", "delegation", "jobs", "waits"],
-    ),
+    ("assent-hook", &["change_sets", "jobs", "waits"]),
     (
         "assent-mcp",
-        &[
-            "change_sets",
-            "decisions",
-            "jobs",
-            "mcp_sessions",
-            "rehost",
-            "tokens",
-            "waits",
-        ],
+        &["change_sets", "decisions", "jobs", "tokens", "waits"],
     ),
     ("assent-rig", &[]),
     (
         "assent-server",
         &[
             "approvals",
-            "audit",
-            "chain",
-            "change_feed",
             "change_sets",
             "decisions",
             "jobs",
-            "proof",
             "slack",
             "sync",
             "timefmt",
@@ -602,7 +582,6 @@ const DOOR_STORE_MODULES: &[(&str, &[&str])] = &[
         "assent-webhooks",
         &[
             "approvals",
-            "change_feed",
             "change_sets",
             "decisions",
             "expiry_warnings",
@@ -614,8 +593,19 @@ const DOOR_STORE_MODULES: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// The store modules whose settings only the engine changes: on no door's list.
-const ENGINE_ONLY_STORE_MODULES: &[&str] = &["agents", "host_tools"];
+/// The store modules only the engine uses (an agent's settings, the history and its
+/// proof, the change feed, grants, the gateway's client sessions): on no door's list.
+const ENGINE_ONLY_STORE_MODULES: &[&str] = &[
+    "agents",
+    "audit",
+    "chain",
+    "change_feed",
+    "delegation",
+    "host_tools",
+    "mcp_sessions",
+    "proof",
+    "rehost",
+];
 
 #[test]
 fn doors_import_only_the_store_modules_on_their_list() {

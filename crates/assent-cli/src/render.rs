@@ -2,6 +2,7 @@
 //! as text for a person (the `--json` output is the types' own serialization).
 
 use assent_confirm::agents::HostTool;
+use assent_confirm::grants::Grant;
 use assent_confirm::{
     ConfirmAllResult, ConfirmOutcome, ExecutionOutcome, ItemResult, WakeOutcome, WakeRequest,
 };
@@ -11,7 +12,6 @@ use assent_domain::{
 };
 use assent_journal::TaskSnapshot;
 use assent_store::approvals::{Quorum, Revision};
-use assent_store::delegation::Grant;
 use assent_store::jobs::{Job, JobStatus};
 use assent_store::outbox::OutboxMessage;
 use assent_tools::AuditRecord;
@@ -1053,7 +1053,7 @@ pub fn peers(peers: &[assent_store::sync::Peer]) -> String {
 }
 
 /// `assent audit verify`: one line when the proof holds, else every violation.
-pub fn proof(report: &assent_store::proof::Report) -> String {
+pub fn proof(report: &assent_confirm::history::Report) -> String {
     if report.verified() {
         return format!(
             "verified: {} entries on the chain of device {}, {} effect(s) checked, head {}",

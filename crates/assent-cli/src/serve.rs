@@ -107,7 +107,8 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
         },
     )?;
     // The server knows no host: the journal's own routes (`/api/tasks`) come with it.
-    let mut server = Server::new(engine(store.clone()).await?, token.token)
+    let engine = engine(store.clone()).await?;
+    let mut server = Server::new(engine.clone(), token.token)
         .with_routes(Role::Reviewer, assent_journal_host::http::routes())
         .with_routes(Role::Agent, assent_hook::http::routes())
         .with_bus(bus);
@@ -130,7 +131,7 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     let (stop_notices, notices_stopped) = tokio::sync::oneshot::channel::<()>();
     let noticing = args
         .notify
-        .then(|| tokio::spawn(notices(store.clone(), notices_stopped)));
+        .then(|| tokio::spawn(notices(engine, notices_stopped)));
     let served = server.run(listener, assent_server::shutdown_signal()).await;
     let _ = stop_notices.send(());
     if let Some(noticing) = noticing
@@ -155,7 +156,7 @@ const NOTICE_POLL: Duration = Duration::from_millis(500);
 /// `--notify`: a desktop notice for each change set queued while the server runs (seen
 /// in the change feed, created since the server started, every item still open), until
 /// `stop`. A failed read is logged and tried again.
-async fn notices(store: assent_store::Store, stop: tokio::sync::oneshot::Receiver<()>) {
+async fn notices(engine: assent_confirm::Engine, stop: tokio::sync::oneshot::Receiver<()>) {
     let started = time::OffsetDateTime::now_utc() - time::Duration::seconds(5);
     let mut stop = std::pin::pin!(stop);
     let mut position = None;
@@ -165,26 +166,26 @@ async fn notices(store: assent_store::Store, stop: tokio::sync::oneshot::Receive
             () = tokio::time::sleep(NOTICE_POLL) => {}
             _ = &mut stop => return,
         }
-        if let Err(error) = notice_new_sets(&store, &mut position, &mut seen, started).await {
+        if let Err(error) = notice_new_sets(&engine, &mut position, &mut seen, started).await {
             tracing::warn!(%error, "desktop notices: cannot read the change feed");
         }
     }
 }
 
 async fn notice_new_sets(
-    store: &assent_store::Store,
+    engine: &assent_confirm::Engine,
     position: &mut Option<i64>,
     seen: &mut std::collections::HashSet<uuid::Uuid>,
     started: time::OffsetDateTime,
-) -> Result<(), assent_store::StoreError> {
-    let mut conn = store.read_connection().await?;
+) -> Result<(), assent_confirm::ConfirmError> {
     let Some(after) = *position else {
-        *position = Some(assent_store::change_feed::latest(&mut conn).await?);
+        *position = Some(engine.feed_position().await?);
         return Ok(());
     };
-    let (sets, next) = assent_store::change_feed::since(&mut conn, after, 1_000).await?;
-    *position = Some(next);
-    for id in sets {
+    let page = engine.feed_since(after, 1_000).await?;
+    *position = Some(page.position);
+    let mut conn = engine.store().read_connection().await?;
+    for id in page.sets {
         if !seen.insert(id) {
             continue;
         }

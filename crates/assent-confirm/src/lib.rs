@@ -29,6 +29,12 @@
 //!   [`Engine::change_rule`], the same way and in one transaction whichever door (CLI,
 //!   API, a demo) it came through; and the reads a door or host makes of them.
 //!
+//! - [`history`]: the audit trail, the consent chain's head, the proof (`assent audit
+//!   verify`) and the change feed, read by [`Engine`] methods such as
+//!   [`Engine::verify_proof`] the same way by every door. [`grants`]: standing grants
+//!   listed and revoked ([`Engine::revoke_grant`]). [`client_sessions`]: the MCP
+//!   gateway's client sessions and the calls each made, one transaction each.
+//!
 //! A service plugs in through [`Host`]: its targets, tools, state and tables; a few
 //! closures make one with [`SimpleHost`].
 //!
@@ -76,9 +82,12 @@ mod attribution;
 mod bus;
 mod cancel;
 mod catalog;
+pub mod client_sessions;
 mod confirmation;
 mod error;
 mod executor;
+pub mod grants;
+pub mod history;
 mod host;
 mod ledger;
 mod outcome;

@@ -361,9 +361,9 @@ impl Server {
         let forwarding = self.state.delegation.as_ref().map(|delegation| {
             delegation.forward(events.clone(), self.state.engine.store().clone())
         });
-        let feed_start = feed::start(self.state.engine.store()).await;
+        let feed_start = feed::start(&self.state.engine).await;
         let feed = tokio::spawn(feed::follow(
-            self.state.engine.store().clone(),
+            self.state.engine.clone(),
             events.clone(),
             self.limits.feed_interval,
             feed_start,
