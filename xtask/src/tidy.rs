@@ -582,6 +582,7 @@ const DOOR_STORE_MODULES: &[(&str, &[&str])] = &[
         "assent-webhooks",
         &[
             "approvals",
+            "change_feed",
             "change_sets",
             "decisions",
             "expiry_warnings",
@@ -599,7 +600,6 @@ const ENGINE_ONLY_STORE_MODULES: &[&str] = &[
     "agents",
     "audit",
     "chain",
-    "change_feed",
     "delegation",
     "host_tools",
     "mcp_sessions",
