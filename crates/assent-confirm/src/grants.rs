@@ -127,7 +127,7 @@ mod tests {
                 .grants(&GrantFilter::default())
                 .await
                 .expect("listed"),
-            [grant.clone()]
+            std::slice::from_ref(&grant)
         );
 
         let later = T0 + time::Duration::minutes(5);
