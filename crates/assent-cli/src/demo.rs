@@ -9,11 +9,12 @@
 use crate::context::engine;
 use crate::{CliError, render};
 use assent_changeset::{ToolArguments, ToolCall, parse_tool_calls};
+use assent_confirm::history::{AuditFilter, VerifyOptions};
 use assent_confirm::{ConfirmError, Engine, WakeOutcome, WakeRequest};
 use assent_domain::{ChangeSet, OffsetDateTime, Uuid};
 use assent_journal::tool;
 use assent_journal_host::{NewTask, create_task, load_task, task_target};
-use assent_store::{Store, audit, proof};
+use assent_store::Store;
 use serde_json::{Value, json};
 use time::Duration;
 use time::macros::datetime;
@@ -276,12 +277,9 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     s.block(render::task(&task));
 
     s.heading("The audit trail");
-    let records = audit::list(
-        &mut conn,
-        &audit::AuditFilter::Target(task_target(task_id.clone())),
-        100,
-    )
-    .await?;
+    let records = engine
+        .audit_trail(&AuditFilter::Target(task_target(task_id.clone())), 100)
+        .await?;
     s.say("Every execution writes an action record before the handler runs and a result after:");
     s.gap();
     s.block(render::audit(&records));
@@ -329,8 +327,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     });
 
     s.heading("Proving what ran");
-    let mut conn = store.read_connection().await?;
-    let report = proof::verify(&mut conn, &proof::VerifyOptions::default()).await?;
+    let report = engine.verify_proof(&VerifyOptions::default()).await?;
     s.say("Every decision, audit record and rule change above is on a tamper-evident chain;");
     s.say("`assent audit verify` checks it and that every effect had the consent it needed:");
     s.gap();

@@ -10,14 +10,15 @@ use crate::context::engine;
 use crate::demo::{DEMO_START, Story, call, on_fresh_store};
 use crate::{CliError, render};
 use assent_changeset::parse_tool_calls;
+use assent_confirm::grants::GrantFilter;
+use assent_confirm::history::AuditFilter;
 use assent_confirm::{
     AgentBus, BusConfig, CancellationToken, ConfirmationBus, ConfirmationOutcome, ScheduledWake,
     Scheduler, Session, WakeRequest,
 };
 use assent_domain::{OffsetDateTime, Uuid};
 use assent_journal_host::{NewTask, create_task, task_target};
-use assent_store::delegation::{self, GrantFilter};
-use assent_store::{Store, audit};
+use assent_store::Store;
 use serde_json::{Value, json};
 
 /// The sub-agent's policy id.
@@ -180,24 +181,18 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     replies(&mut s, &third);
 
     s.heading("The grants (assent grants; revoke with assent grants revoke ID)");
-    let mut conn = store.read_connection().await?;
-    let grants = delegation::list_grants(&mut conn, &GrantFilter::default()).await?;
+    let engine = engine(store.clone()).await?;
+    let grants = engine.grants(&GrantFilter::default()).await?;
     s.block(render::grants(&grants));
 
     s.heading("The audit trail: delegated confirmations run through the same executor");
-    let mut records = audit::list(
-        &mut conn,
-        &audit::AuditFilter::Target(task_target(task_id)),
-        100,
-    )
-    .await?;
+    let mut records = engine
+        .audit_trail(&AuditFilter::Target(task_target(task_id)), 100)
+        .await?;
     records.extend(
-        audit::list(
-            &mut conn,
-            &audit::AuditFilter::Target(task_target(second_task)),
-            100,
-        )
-        .await?,
+        engine
+            .audit_trail(&AuditFilter::Target(task_target(second_task)), 100)
+            .await?,
     );
     s.block(render::audit(&records));
     Ok(s.text)

@@ -7,10 +7,10 @@ use crate::cli::{
 };
 use crate::context::{Ctx, Output};
 use crate::render;
+use assent_confirm::grants::{GrantFilter, Revocation};
+use assent_confirm::history::{AuditFilter, VerifyOptions};
 use assent_confirm::{ConfirmError, ConflictKind, agents};
 use assent_server::shapes::AuditView;
-use assent_store::delegation::{self, Revocation};
-use assent_store::{audit, chain, proof};
 use assent_tools::{
     AgentPolicy, GrantSuggestion, InForce, RuleAction, SuggestOptions, suggest_grants,
 };
@@ -38,12 +38,11 @@ pub async fn audit_trail(ctx: &Ctx, args: AuditArgs) -> Result<Output, CliError>
         None => {}
     }
     let filter = match (args.about(), args.run) {
-        (Some(target), _) => audit::AuditFilter::Target(target),
-        (None, Some(run)) => audit::AuditFilter::Run(run),
-        (None, None) => audit::AuditFilter::All,
+        (Some(target), _) => AuditFilter::Target(target),
+        (None, Some(run)) => AuditFilter::Run(run),
+        (None, None) => AuditFilter::All,
     };
-    let mut conn = ctx.connection().await?;
-    let records = audit::list(&mut conn, &filter, args.limit).await?;
+    let records = ctx.engine.audit_trail(&filter, args.limit).await?;
     Output::either(ctx.json, &AuditView::all(&records), || {
         render::audit(&records)
     })
@@ -59,12 +58,11 @@ async fn audit_verify(ctx: &Ctx, args: AuditVerifyArgs) -> Result<Output, CliErr
             "--head {head:?} is not a head: expected the 64 hex digits `assent audit head` printed"
         )));
     }
-    let options = proof::VerifyOptions {
+    let options = VerifyOptions {
         since: args.since,
         head,
     };
-    let mut conn = ctx.connection().await?;
-    let report = proof::verify(&mut conn, &options).await?;
+    let report = ctx.engine.verify_proof(&options).await?;
     let mut output = Output::either(ctx.json, &report, || render::proof(&report))?;
     if !report.verified() {
         output.failure = Some(CliError::failed(format!(
@@ -77,8 +75,7 @@ async fn audit_verify(ctx: &Ctx, args: AuditVerifyArgs) -> Result<Output, CliErr
 
 /// `assent audit head`.
 async fn audit_head(ctx: &Ctx) -> Result<Output, CliError> {
-    let mut conn = ctx.connection().await?;
-    let head = chain::head(&mut conn).await?;
+    let head = ctx.engine.chain_head().await?;
     let view = json!({"deviceId": head.device_id, "entries": head.entries, "head": head.hash});
     Output::either(ctx.json, &view, || {
         format!(
@@ -102,10 +99,7 @@ pub async fn grants(ctx: &Ctx, args: GrantsArgs) -> Result<Output, CliError> {
     if let Some(GrantsCommand::Revoke(revoke)) = args.command {
         let id = Uuid::parse_str(revoke.id.trim())
             .map_err(|e| CliError::failed(format!("invalid grant id {:?}: {e}", revoke.id)))?;
-        let mut tx = ctx.store().begin_write().await?;
-        let revocation = delegation::revoke_grant(tx.connection(), id, ctx.now).await?;
-        tx.commit().await?;
-        return match revocation {
+        return match ctx.engine.revoke_grant(id, ctx.now).await? {
             Revocation::Revoked(grant) => {
                 Output::either(ctx.json, &grant, || render::grant_revoked(&grant))
             }
@@ -116,13 +110,12 @@ pub async fn grants(ctx: &Ctx, args: GrantsArgs) -> Result<Output, CliError> {
             Revocation::NotFound => Err(CliError::from(ConfirmError::GrantNotFound(id))),
         };
     }
-    let filter = delegation::GrantFilter {
+    let filter = GrantFilter {
         agent_path: args.agent,
         tool_name: args.tool,
         include_revoked: args.all,
     };
-    let mut conn = ctx.connection().await?;
-    let grants = delegation::list_grants(&mut conn, &filter).await?;
+    let grants = ctx.engine.grants(&filter).await?;
     Output::either(ctx.json, &grants, || render::grants(&grants))
 }
 

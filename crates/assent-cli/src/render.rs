@@ -3,6 +3,7 @@
 
 use assent_confirm::admin::{ConflictRecord, ImportReport, OutboxMessage, Peer};
 use assent_confirm::agents::HostTool;
+use assent_confirm::grants::Grant;
 use assent_confirm::records::{Job, JobStatus, Quorum, Revision};
 use assent_confirm::{
     ConfirmAllResult, ConfirmOutcome, ExecutionOutcome, ItemResult, SetRecord, WakeOutcome,
@@ -13,7 +14,6 @@ use assent_domain::{
     head_and_tail, named_summary, one_line,
 };
 use assent_journal::TaskSnapshot;
-use assent_store::delegation::Grant;
 use assent_tools::AuditRecord;
 use serde_json::Value;
 use time::macros::format_description;
@@ -1053,7 +1053,7 @@ pub fn peers(peers: &[Peer]) -> String {
 }
 
 /// `assent audit verify`: one line when the proof holds, else every violation.
-pub fn proof(report: &assent_store::proof::Report) -> String {
+pub fn proof(report: &assent_confirm::history::Report) -> String {
     if report.verified() {
         return format!(
             "verified: {} entries on the chain of device {}, {} effect(s) checked, head {}",

@@ -16,7 +16,6 @@ use assent_confirm::agents;
 use assent_confirm::records::{PendingFilter, Quorum};
 use assent_confirm::{ConfirmError, ConfirmationService};
 use assent_domain::{ChangeItemStatus, ChangeSet, OffsetDateTime, Verdict, one_line};
-use assent_store::change_feed;
 use console::Key;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -58,9 +57,7 @@ pub async fn run(
     fixed_now: Option<OffsetDateTime>,
 ) -> Result<Output, CliError> {
     let reviewer = crate::cli::reviewer(args.reviewer.as_deref());
-    let mut conn = ctx.connection().await?;
-    let feed = change_feed::latest(&mut conn).await?;
-    drop(conn);
+    let feed = ctx.engine.feed_position().await?;
     review(Door::Local(ctx), reviewer, feed, args, fixed_now).await
 }
 
@@ -405,12 +402,10 @@ impl Session<'_> {
             }
         };
         loop {
-            let mut conn = ctx.connection().await?;
-            let (sets, position) = change_feed::since(&mut conn, self.feed, FEED_BATCH).await?;
-            drop(conn);
-            self.feed = position;
-            if !sets.is_empty() {
-                return Ok(sets);
+            let page = ctx.engine.feed_since(self.feed, FEED_BATCH).await?;
+            self.feed = page.position;
+            if !page.sets.is_empty() {
+                return Ok(page.sets);
             }
             tokio::time::sleep(FEED_POLL).await;
         }

@@ -178,15 +178,13 @@ async fn notice_new_sets(
     seen: &mut std::collections::HashSet<uuid::Uuid>,
     started: time::OffsetDateTime,
 ) -> Result<(), ConfirmError> {
-    let mut conn = engine.store().read_connection().await?;
     let Some(after) = *position else {
-        *position = Some(assent_store::change_feed::latest(&mut conn).await?);
+        *position = Some(engine.feed_position().await?);
         return Ok(());
     };
-    let (sets, next) = assent_store::change_feed::since(&mut conn, after, 1_000).await?;
-    drop(conn);
-    *position = Some(next);
-    for id in sets {
+    let page = engine.feed_since(after, 1_000).await?;
+    *position = Some(page.position);
+    for id in page.sets {
         if !seen.insert(id) {
             continue;
         }

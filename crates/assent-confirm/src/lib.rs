@@ -36,6 +36,11 @@
 //!   webhook subscriptions and deliveries, the Slack app and its users, device sync,
 //!   the sync outbox), through [`Engine`] methods such as [`Engine::issue_token`] and
 //!   [`Engine::import_sync_batch`], so no door writes or reads those tables itself.
+//! - [`history`]: the audit trail, the consent chain's head, the proof (`assent audit
+//!   verify`) and the change feed, read by [`Engine`] methods such as
+//!   [`Engine::verify_proof`] the same way by every door. [`grants`]: standing grants
+//!   listed and revoked ([`Engine::revoke_grant`]). [`client_sessions`]: the MCP
+//!   gateway's client sessions and the calls each made, one transaction each.
 //!
 //! A service plugs in through [`Host`]: its targets, tools, state and tables; a few
 //! closures make one with [`SimpleHost`].
@@ -85,9 +90,12 @@ mod attribution;
 mod bus;
 mod cancel;
 mod catalog;
+pub mod client_sessions;
 mod confirmation;
 mod error;
 mod executor;
+pub mod grants;
+pub mod history;
 mod host;
 mod inputs;
 mod ledger;

@@ -18,7 +18,7 @@ use assent_confirm::{Engine, HostError, SimpleHost, WakeRequest};
 use assent_domain::{
     ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, canonical_json, head_and_tail,
 };
-use assent_store::{AnyConnection, Store, audit};
+use assent_store::{AnyConnection, Store};
 use assent_tools::{
     AuditKind, AuditRecord, BoxFuture, ToolInvocation, ToolMode, ToolRegistry, ToolSpec,
 };
@@ -181,9 +181,11 @@ fn run_key(event: &HookEvent) -> String {
 const RAN_DETAIL_CHARS: usize = 2_000;
 
 /// Records an after event (`PostToolUse`, `afterShellExecution`, `AfterTool`) in the
-/// audit trail through the store's own audit function: a result record of the agent's
-/// run key (`run_key`, so it is linked to the decision by `tool_use_id`), with what
-/// the tool answered and no `success` (the agent ran it, not Assent). The agent must exist; its rules are not asked (the call ran).
+/// audit trail through the engine ([`assent_confirm::history::record_agent_run`], one
+/// transaction): a result record of the agent's run key (`run_key`, so it is linked
+/// to the decision by `tool_use_id`), with what the tool answered and no `success`
+/// (the agent ran it, not Assent). The agent must exist; its rules are not asked (the
+/// call ran).
 #[tracing::instrument(skip_all, fields(kind = %options.kind, agent = %options.agent, tool = %event.tool_name))]
 pub async fn record_ran(
     store: &Store,
@@ -227,17 +229,7 @@ pub async fn record_ran(
         created_at: now,
         allowed_by: None,
     };
-    let mut tx = store.begin_write().await?;
-    if agents::policy_at(tx.connection(), &options.agent, now)
-        .await?
-        .is_none()
-    {
-        return Err(HookError::Confirm(
-            assent_confirm::ConfirmError::UnknownAgent(options.agent.clone()),
-        ));
-    }
-    audit::insert(tx.connection(), &record).await?;
-    tx.commit().await?;
+    assent_confirm::history::record_agent_run(store, &record).await?;
     tracing::info!("what ran is in the audit trail");
     Ok(())
 }

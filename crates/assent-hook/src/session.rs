@@ -10,9 +10,10 @@
 
 use crate::{Answer, HookError, HookEvent};
 use assent_confirm::agents;
+use assent_confirm::grants;
 use assent_confirm::{AuditedExecutor, Engine, ExecutionOutcome, ExecutionRequest};
 use assent_domain::{OffsetDateTime, OperationId, Target};
-use assent_store::{StoreAuditSink, delegation};
+use assent_store::StoreAuditSink;
 use assent_tools::{CallContext, ExecutionTarget, RuleAction, ToolInvocation};
 use serde_json::json;
 
@@ -33,7 +34,7 @@ pub(crate) async fn granted(
     // Read and run in one write transaction on the target, so a revocation committed
     // before it is seen, and one after it finds the run already recorded.
     let mut tx = engine.store().begin_write_on(target).await?;
-    let Some(grant) = delegation::covering_session_grant(
+    let Some(grant) = grants::covering_session_grant(
         tx.connection(),
         agent,
         session,

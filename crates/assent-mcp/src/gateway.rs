@@ -13,7 +13,7 @@ use assent_changeset::{ToolArguments, ToolCall, reply};
 use assent_confirm::agents::{self, HostTool, ListedTool};
 use assent_confirm::{CallState, Engine, WakeRequest};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid};
-use assent_store::{Store, mcp_sessions};
+use assent_store::Store;
 use assent_tools::RuleAction;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
@@ -97,7 +97,7 @@ struct Inner {
     /// not yet answered): withdrawn when the client stops waiting ([`Holding`]), and
     /// by [`Gateway::withdraw_held`] when the client's session or stdio ends.
     held: Mutex<BTreeSet<Uuid>>,
-    /// This gateway's session (`assent_store::mcp_sessions`): the calls it queues are
+    /// This gateway's session (`assent_confirm::client_sessions`): the calls it queues are
     /// recorded as its own, and an approved call of a session that ended runs here only
     /// when the operator said so ([`crate::SessionGuard`]).
     session: Uuid,
@@ -153,16 +153,8 @@ impl Gateway {
         let catalog = record_catalog(&store, &options, &prefix, &tools).await?;
         let mut conn = store.read_connection().await?;
         let operator_idempotent = agents::idempotent_tools(&mut conn, &options.agent).await?;
-        let session = Uuid::new_v4();
-        mcp_sessions::open(
-            &mut conn,
-            session,
-            &options.agent,
-            &options.server,
-            OffsetDateTime::now_utc(),
-        )
-        .await?;
         drop(conn);
+        let session = Uuid::new_v4();
         let review = review_of(&catalog);
         let files = Arc::new(FileReads {
             previews: Default::default(),
@@ -197,6 +189,14 @@ impl Gateway {
         );
         let target = host.target();
         let engine = Engine::open(store, Arc::new(registry), host.clone()).await?;
+        engine
+            .open_client_session(
+                session,
+                &options.agent,
+                &options.server,
+                OffsetDateTime::now_utc(),
+            )
+            .await?;
         Ok(Self {
             inner: Arc::new(Inner {
                 engine: RwLock::new(engine),
@@ -350,12 +350,10 @@ impl Gateway {
         if !due {
             return;
         }
-        let seen = match self.connection().await {
-            Ok(mut conn) => mcp_sessions::seen(&mut conn, self.inner.session, now)
-                .await
-                .map_err(McpError::from),
-            Err(error) => Err(error),
-        };
+        let seen = self
+            .engine()
+            .client_session_seen(self.inner.session, now)
+            .await;
         if let Err(error) = seen {
             tracing::error!(%error, "recording that this gateway's session runs failed");
         }
@@ -557,12 +555,10 @@ impl Gateway {
         }
         // The call belongs to this chat: confirmed after it ended, it runs in no other
         // session unless its tool is marked run-after-disconnect.
-        {
-            let mut conn = self.connection().await.map_err(internal)?;
-            mcp_sessions::record_call(&mut conn, set.id, inner.session)
-                .await
-                .map_err(internal)?;
-        }
+        self.engine()
+            .record_client_call(set.id, inner.session)
+            .await
+            .map_err(internal)?;
         let mut queued = CallToolResult::success(vec![ContentBlock::text(format!(
             "{reply}\nChange set {id}, item 0.\nTo learn what a person decided, call \
              {STATUS_TOOL} with {{\"changeSetId\": \"{id}\"}}.",
@@ -882,14 +878,10 @@ impl Gateway {
     /// approved call it made runs in no later session ([`crate::SessionGuard`]).
     pub async fn end_session(&self) {
         self.withdraw_held().await;
-        let ended = match self.connection().await {
-            Ok(mut conn) => {
-                mcp_sessions::end(&mut conn, self.inner.session, OffsetDateTime::now_utc())
-                    .await
-                    .map_err(McpError::from)
-            }
-            Err(error) => Err(error),
-        };
+        let ended = self
+            .engine()
+            .end_client_session(self.inner.session, OffsetDateTime::now_utc())
+            .await;
         if let Err(error) = ended {
             tracing::error!(%error, "recording the end of this gateway's session failed");
         }

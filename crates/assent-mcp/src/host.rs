@@ -16,11 +16,11 @@ use crate::config::FilePreview;
 use crate::preview::{Preview, Previews, fingerprint, preview_of, read_now};
 use crate::upstream::UpstreamCaller;
 use crate::upstream::UpstreamError;
+use assent_confirm::client_sessions::{self, CallSession};
 use assent_confirm::records;
 use assent_confirm::{Effect, ExternalCall, ExternalError, ExternalHandler, Host, Reconciliation};
 use assent_domain::{OffsetDateTime, Target, Uuid, VectorClock};
 use assent_store::AnyConnection;
-use assent_store::mcp_sessions;
 use assent_tools::{
     BoxFuture, CategoryResolver, TargetState, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
 };
@@ -84,18 +84,10 @@ pub async fn adopt_legacy(
 ) -> Result<(), McpError> {
     let legacy = host_name(server);
     let target = Target::new(TARGET_KIND, server.to_owned());
-    if !catalog {
-        let mut conn = store.read_connection().await?;
-        if !assent_store::rehost::holds(&mut conn, &legacy, agent, &target).await? {
-            return Ok(());
-        }
-    }
     let ours = gateway_host(agent, server);
-    let mut tx = store.begin_write().await?;
     let moved =
-        assent_store::rehost::rehost(tx.connection(), &legacy, &ours, agent, &target, tool_prefix)
+        client_sessions::rehost(store, &legacy, &ours, agent, &target, tool_prefix, catalog)
             .await?;
-    tx.commit().await?;
     if moved.items + moved.jobs > 0 {
         tracing::info!(from = %legacy, to = %ours, items = moved.items, jobs = moved.jobs, "took over this agent's calls from the previous release's host");
     }
@@ -180,7 +172,7 @@ pub const SESSION_STALE: Duration = Duration::seconds(30);
 pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Keeps a call whose chat ended from running in another session: the gateway's
-/// session and the store where sessions are recorded (`assent_store::mcp_sessions`).
+/// session and the store where sessions are recorded (`assent_confirm::client_sessions`).
 #[derive(Debug, Clone)]
 pub struct SessionGuard {
     /// The database of the sessions.
@@ -192,23 +184,18 @@ pub struct SessionGuard {
 impl SessionGuard {
     /// Whether `call` may run now in this session (see [`after_disconnect`]).
     async fn check(&self, call: &ExternalCall<'_>) -> Result<(), ExternalError> {
-        let unknown = |e: assent_store::StoreError| {
-            ExternalError::Retryable(format!("its session could not be read: {e}"))
-        };
-        let mut conn = self.store.read_connection().await.map_err(&unknown)?;
-        let made_by = mcp_sessions::of_operation(&mut conn, call.operation_id.as_str())
-            .await
-            .map_err(unknown)?;
-        // Matched as rules are (`name_matches`): a pattern marks every tool it covers.
-        let run_after = mcp_sessions::run_after_disconnect_tools(&mut conn, call.agent_id)
-            .await
-            .map_err(unknown)?
-            .iter()
-            .any(|marked| assent_tools::name_matches(marked, call.tool_name));
+        let provenance = client_sessions::call_provenance(
+            &self.store,
+            call.operation_id.as_str(),
+            call.agent_id,
+            call.tool_name,
+        )
+        .await
+        .map_err(|e| ExternalError::Retryable(format!("its session could not be read: {e}")))?;
         after_disconnect(
-            made_by.as_ref(),
+            provenance.made_by.as_ref(),
             self.session,
-            run_after,
+            provenance.run_after_disconnect,
             call,
             OffsetDateTime::now_utc(),
         )
@@ -223,7 +210,7 @@ impl SessionGuard {
 /// ended (or after its gateway was last seen, unseen for [`SESSION_STALE`] since) is
 /// refused for good, saying how to let such calls run.
 pub fn after_disconnect(
-    made_by: Option<&mcp_sessions::CallSession>,
+    made_by: Option<&CallSession>,
     mine: Uuid,
     run_after: bool,
     call: &ExternalCall<'_>,
@@ -530,7 +517,7 @@ mod tests {
             agent_id: "desktop",
             attempt: 1,
         };
-        let session = |id, seen: Duration, ended: bool| mcp_sessions::CallSession {
+        let session = |id, seen: Duration, ended: bool| CallSession {
             id,
             seen_at: now - seen,
             ended_at: ended.then_some(now - seen),
@@ -568,7 +555,7 @@ mod tests {
                 Ok(())
             );
             // Confirmed while its chat was there: it runs wherever it is claimed.
-            let confirmed_before = mcp_sessions::CallSession {
+            let confirmed_before = CallSession {
                 confirmed_at: gone.seen_at - Duration::seconds(1),
                 ..gone
             };

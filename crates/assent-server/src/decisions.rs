@@ -6,8 +6,8 @@ use crate::auth::Principal;
 use crate::shapes::AuditView;
 use crate::{AppState, ServerError};
 use assent_confirm::RecentDecisions;
+use assent_confirm::history::{AuditFilter, Report, VerifyOptions};
 use assent_domain::Verdict;
-use assent_store::{audit, chain, proof};
 use axum::extract::{Extension, Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -115,8 +115,7 @@ pub(crate) struct AuditQuery {
 /// `GET /api/audit/head`: the consent chain's head (`deviceId`, `entries`, `head`),
 /// to write down, publish, or compare with `assent audit verify --head` later.
 pub(crate) async fn audit_head(State(state): State<AppState>) -> ApiResult {
-    let mut conn = state.connection().await?;
-    let head = chain::head(&mut conn).await?;
+    let head = state.engine.chain_head().await?;
     ok(serde_json::json!({"deviceId": head.device_id, "entries": head.entries, "head": head.hash}))
 }
 
@@ -130,22 +129,21 @@ const PROOF_FRESH_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 pub(crate) struct CachedProof {
     head: String,
     at: std::time::Instant,
-    report: proof::Report,
+    report: Report,
 }
 
 pub(crate) async fn audit_verify(State(state): State<AppState>) -> ApiResult {
     // One proof at a time: concurrent page loads wait for it instead of each reading
     // the whole database.
     let mut cached = state.proof.lock().await;
-    let mut conn = state.connection().await?;
-    let head = chain::head(&mut conn).await?.hash;
+    let head = state.engine.chain_head().await?.hash;
     if let Some(last) = cached.as_ref()
         && last.head == head
         && last.at.elapsed() < PROOF_FRESH_FOR
     {
         return ok(&last.report);
     }
-    let report = proof::verify(&mut conn, &proof::VerifyOptions::default()).await?;
+    let report = state.engine.verify_proof(&VerifyOptions::default()).await?;
     let body = ok(&report);
     *cached = Some(CachedProof {
         head,
@@ -162,10 +160,9 @@ pub(crate) async fn audit_trail(
     let Query(query) = query?;
     let limit = parse_limit(query.limit.as_deref(), MAX_LIST)?;
     let filter = match query.target.target()? {
-        Some(target) => audit::AuditFilter::Target(target),
-        None => audit::AuditFilter::All,
+        Some(target) => AuditFilter::Target(target),
+        None => AuditFilter::All,
     };
-    let mut conn = state.connection().await?;
-    let records = audit::list(&mut conn, &filter, limit).await?;
+    let records = state.engine.audit_trail(&filter, limit).await?;
     ok(AuditView::all(&records))
 }

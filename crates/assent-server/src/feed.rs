@@ -3,7 +3,7 @@
 //! one poll interval.
 
 use crate::events::{EventBus, ServerEvent};
-use assent_store::{Store, change_feed};
+use assent_confirm::Engine;
 use std::time::Duration;
 
 /// Feed entries read per poll; a burst larger than this is read over several polls.
@@ -14,12 +14,8 @@ const PRUNE_EVERY: u32 = 600;
 /// Where the feed ends now: the position a server starts following from, read before
 /// it accepts anyone, so a write made the moment after it started is announced.
 /// `None` when it cannot be read now ([`follow`] then reads it at its first poll).
-pub(crate) async fn start(store: &Store) -> Option<i64> {
-    let read = async {
-        let mut conn = store.read_connection().await?;
-        change_feed::latest(&mut conn).await
-    };
-    match read.await {
+pub(crate) async fn start(engine: &Engine) -> Option<i64> {
+    match engine.feed_position().await {
         Ok(latest) => Some(latest),
         Err(error) => {
             tracing::warn!(%error, "cannot read the change feed");
@@ -32,7 +28,7 @@ pub(crate) async fn start(store: &Store) -> Option<i64> {
 /// written set, until `events` closes. Failures are logged and retried at the next
 /// poll: a database that is busy or briefly unreachable must not end live updates.
 pub(crate) async fn follow(
-    store: Store,
+    engine: Engine,
     events: EventBus,
     interval: Duration,
     mut position: Option<i64>,
@@ -47,18 +43,11 @@ pub(crate) async fn follow(
         }
         let span = tracing::debug_span!("change_feed_poll");
         let _entered = span.enter();
-        let mut conn = match store.read_connection().await {
-            Ok(conn) => conn,
-            Err(error) => {
-                tracing::warn!(%error, "cannot read the change feed");
-                continue;
-            }
-        };
         let after = match position {
             Some(after) => after,
             // Start at the end: what happened before the server started is on the page
             // when it loads.
-            None => match change_feed::latest(&mut conn).await {
+            None => match engine.feed_position().await {
                 Ok(latest) => {
                     position = Some(latest);
                     continue;
@@ -69,18 +58,18 @@ pub(crate) async fn follow(
                 }
             },
         };
-        match change_feed::since(&mut conn, after, BATCH).await {
-            Ok((sets, next)) => {
-                for id in sets {
+        match engine.feed_since(after, BATCH).await {
+            Ok(page) => {
+                for id in page.sets {
                     events.publish(ServerEvent::updated(id));
                 }
-                position = Some(next);
+                position = Some(page.position);
             }
             Err(error) => tracing::warn!(%error, "cannot read the change feed"),
         }
         polls = polls.wrapping_add(1);
         if polls.is_multiple_of(PRUNE_EVERY)
-            && let Err(error) = change_feed::prune(&mut conn).await
+            && let Err(error) = engine.prune_feed().await
         {
             tracing::debug!(%error, "cannot prune the change feed");
         }

@@ -363,9 +363,9 @@ impl Server {
             .delegation
             .as_ref()
             .map(|delegation| delegation.forward(events.clone(), self.state.engine.clone()));
-        let feed_start = feed::start(self.state.engine.store()).await;
+        let feed_start = feed::start(&self.state.engine).await;
         let feed = tokio::spawn(feed::follow(
-            self.state.engine.store().clone(),
+            self.state.engine.clone(),
             events.clone(),
             self.limits.feed_interval,
             feed_start,
