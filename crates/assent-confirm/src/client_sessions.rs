@@ -149,25 +149,13 @@ pub async fn rehost(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SimpleHost;
-    use assent_tools::ToolRegistry;
     use sqlx::Row;
-    use std::sync::Arc;
     use time::macros::datetime;
 
     const T0: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
     const SESSION: Uuid = Uuid::from_u128(7);
 
-    async fn engine() -> Engine {
-        let store = Store::open("sqlite::memory:").await.expect("a store");
-        Engine::open(
-            store,
-            Arc::new(ToolRegistry::new()),
-            Arc::new(SimpleHost::new("ops")),
-        )
-        .await
-        .expect("an engine")
-    }
+    use crate::testing::bare_engine as engine;
 
     /// Session `SESSION`'s `seen_at` and `ended_at` as stored.
     async fn session_row(engine: &Engine) -> (String, Option<String>) {

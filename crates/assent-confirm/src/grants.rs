@@ -59,25 +59,12 @@ pub async fn covering_session_grant(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SimpleHost;
-    use assent_store::Store;
-    use assent_tools::ToolRegistry;
     use serde_json::json;
-    use std::sync::Arc;
     use time::macros::datetime;
 
     const T0: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
 
-    async fn engine() -> Engine {
-        let store = Store::open("sqlite::memory:").await.expect("a store");
-        Engine::open(
-            store,
-            Arc::new(ToolRegistry::new()),
-            Arc::new(SimpleHost::new("ops")),
-        )
-        .await
-        .expect("an engine")
-    }
+    use crate::testing::bare_engine as engine;
 
     /// Agent `agent`'s session grant of `Bash` in session `s-1`, for `git status*`.
     fn session_grant(agent: &str) -> Grant {

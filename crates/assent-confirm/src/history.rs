@@ -104,30 +104,17 @@ pub async fn record_agent_run(store: &Store, record: &AuditRecord) -> Result<i64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{SimpleHost, WakeRequest};
+    use crate::WakeRequest;
     use assent_changeset::parse_tool_calls;
     use assent_domain::{OperationId, Target};
-    use assent_tools::{AuditKind, ToolMode, ToolRegistry, ToolSpec};
+    use assent_tools::AuditKind;
     use serde_json::json;
-    use std::sync::Arc;
     use time::OffsetDateTime;
     use time::macros::datetime;
 
     const T0: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
 
-    async fn engine() -> Engine {
-        let store = Store::open("sqlite::memory:").await.expect("a store");
-        let mut tools = ToolRegistry::new();
-        let schema = json!({"type": "object"});
-        tools
-            .register(ToolSpec::new("send", "Send.", ToolMode::Deferred, schema))
-            .expect("registered");
-        let host = SimpleHost::new("ops")
-            .category(|_tx, _target| Box::pin(async { Ok(Some("ops".to_owned())) }));
-        Engine::open(store, Arc::new(tools), Arc::new(host))
-            .await
-            .expect("an engine")
-    }
+    use crate::testing::send_engine as engine;
 
     fn ran(agent: &str) -> AuditRecord {
         AuditRecord {

@@ -105,6 +105,8 @@ mod scheduler;
 mod session;
 mod simple;
 mod strategy;
+#[cfg(test)]
+mod testing;
 mod undo;
 mod wake;
 mod worker;

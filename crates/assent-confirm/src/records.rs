@@ -301,27 +301,15 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{SimpleHost, WakeRequest};
+    use crate::WakeRequest;
     use assent_changeset::parse_tool_calls;
-    use assent_tools::{ToolMode, ToolRegistry, ToolSpec};
     use serde_json::json;
-    use std::sync::Arc;
     use time::macros::datetime;
 
     const T0: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
 
     async fn engine() -> Engine {
-        let store = Store::open("sqlite::memory:").await.expect("a store");
-        let mut tools = ToolRegistry::new();
-        let schema = json!({"type": "object"});
-        tools
-            .register(ToolSpec::new("send", "Send.", ToolMode::Deferred, schema))
-            .expect("registered");
-        let host = SimpleHost::new("ops")
-            .category(|_tx, _target| Box::pin(async { Ok(Some("ops".to_owned())) }));
-        let engine = Engine::open(store, Arc::new(tools), Arc::new(host))
-            .await
-            .expect("an engine");
+        let engine = crate::testing::send_engine().await;
         engine
             .set_categories("a", &["ops".to_owned()], T0)
             .await

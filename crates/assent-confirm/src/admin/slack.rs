@@ -120,21 +120,10 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SimpleHost;
-    use assent_store::Store;
-    use assent_tools::ToolRegistry;
-    use std::sync::Arc;
 
     #[tokio::test]
     async fn the_app_and_its_users_are_set_shown_and_a_payload_is_accepted_once() {
-        let store = Store::open("sqlite::memory:").await.expect("opens");
-        let engine = Engine::open(
-            store,
-            Arc::new(ToolRegistry::new()),
-            Arc::new(SimpleHost::new("ops")),
-        )
-        .await
-        .expect("engine");
+        let engine = crate::testing::bare_engine().await;
         let now = time::macros::datetime!(2026-11-23 10:00 UTC);
         let empty = engine.slack_status().await.expect("status");
         assert_eq!((empty.settings, empty.users.len()), (None, 0));

@@ -6,11 +6,11 @@
 //! ([`Host::entities`](crate::Host::entities)), none for a host without them.
 
 use crate::{ConfirmError, Engine};
-use assent_store::StoreError;
 use assent_store::outbox::{self, OutboxMessage};
 use assent_store::sync::{
     self, ClaimedExport, ConflictRecord, HostEntities, ImportReport, NoEntities, Peer,
 };
+use assent_store::{StoreError, WriteTx};
 use assent_sync::{SyncBatch, SyncError};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -35,6 +35,33 @@ impl Engine {
             tracing::warn!(%record, "could not record the refused sync batch");
         }
         ConfirmError::Store(error)
+    }
+
+    /// Merges `batch` in a new write transaction, which it returns with the report for
+    /// the caller to add to and commit. A refused batch rolls that transaction back
+    /// (nothing of it stays), is recorded, and comes back as the error.
+    async fn merge_or_refuse(
+        &self,
+        batch: &SyncBatch,
+        now: OffsetDateTime,
+    ) -> Result<(WriteTx, ImportReport), ConfirmError> {
+        let mut tx = self.store.begin_write().await?;
+        let entities = self.synced_entities();
+        match sync::import(
+            tx.connection(),
+            self.store.device_id(),
+            entities,
+            batch,
+            now,
+        )
+        .await
+        {
+            Ok(report) => Ok((tx, report)),
+            Err(error) => {
+                drop(tx);
+                Err(self.refused(batch, error, now).await)
+            }
+        }
     }
 
     /// Exports everything this device syncs as batch `batch_id`, in one transaction
@@ -76,25 +103,9 @@ impl Engine {
         batch: &SyncBatch,
         now: OffsetDateTime,
     ) -> Result<ImportReport, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
-        let imported = sync::import(
-            tx.connection(),
-            self.store.device_id(),
-            self.synced_entities(),
-            batch,
-            now,
-        )
-        .await;
-        match imported {
-            Ok(report) => {
-                tx.commit().await?;
-                Ok(report)
-            }
-            Err(error) => {
-                drop(tx);
-                Err(self.refused(batch, error, now).await)
-            }
-        }
+        let (tx, report) = self.merge_or_refuse(batch, now).await?;
+        tx.commit().await?;
+        Ok(report)
     }
 
     /// A peer's side of a sync round trip: merges the caller's `batch` and exports
@@ -119,15 +130,8 @@ impl Engine {
                 },
             )));
         }
+        let (mut tx, report) = self.merge_or_refuse(batch, now).await?;
         let entities = self.synced_entities();
-        let mut tx = self.store.begin_write().await?;
-        let report = match sync::import(tx.connection(), host_id, entities, batch, now).await {
-            Ok(report) => report,
-            Err(error) => {
-                drop(tx);
-                return Err(self.refused(batch, error, now).await);
-            }
-        };
         let answer = sync::export(tx.connection(), host_id, entities, answer_id, now).await?;
         tx.commit().await?;
         Ok((report, answer))
@@ -170,26 +174,10 @@ impl Engine {
         batch: &SyncBatch,
         now: OffsetDateTime,
     ) -> Result<ImportReport, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
-        let imported = sync::import(
-            tx.connection(),
-            self.store.device_id(),
-            self.synced_entities(),
-            batch,
-            now,
-        )
-        .await;
-        match imported {
-            Ok(report) => {
-                sync::mark_exported(tx.connection(), export, now).await?;
-                tx.commit().await?;
-                Ok(report)
-            }
-            Err(error) => {
-                drop(tx);
-                Err(self.refused(batch, error, now).await)
-            }
-        }
+        let (mut tx, report) = self.merge_or_refuse(batch, now).await?;
+        sync::mark_exported(tx.connection(), export, now).await?;
+        tx.commit().await?;
+        Ok(report)
     }
 
     /// Puts the outbox messages `export` claimed back in the queue (its batch did not
@@ -225,21 +213,8 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SimpleHost;
-    use assent_store::Store;
-    use assent_tools::ToolRegistry;
-    use std::sync::Arc;
 
-    async fn device() -> Engine {
-        let store = Store::open("sqlite::memory:").await.expect("opens");
-        Engine::open(
-            store,
-            Arc::new(ToolRegistry::new()),
-            Arc::new(SimpleHost::new("ops")),
-        )
-        .await
-        .expect("engine")
-    }
+    use crate::testing::bare_engine as device;
 
     fn at(minute: i64) -> OffsetDateTime {
         time::macros::datetime!(2026-11-23 10:00 UTC) + time::Duration::minutes(minute)

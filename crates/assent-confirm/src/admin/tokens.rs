@@ -67,25 +67,13 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SimpleHost;
     use assent_store::StoreError;
-    use assent_tools::ToolRegistry;
-    use std::sync::Arc;
 
     fn at(minute: i64) -> OffsetDateTime {
         time::macros::datetime!(2026-11-23 10:00 UTC) + time::Duration::minutes(minute)
     }
 
-    async fn engine() -> Engine {
-        let store = Store::open("sqlite::memory:").await.expect("opens");
-        Engine::open(
-            store,
-            Arc::new(ToolRegistry::new()),
-            Arc::new(SimpleHost::new("ops")),
-        )
-        .await
-        .expect("engine")
-    }
+    use crate::testing::bare_engine as engine;
 
     #[tokio::test]
     async fn a_token_is_issued_listed_authenticated_and_revoked() {

@@ -85,23 +85,12 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SimpleHost;
-    use assent_store::Store;
     use assent_store::webhooks::event;
-    use assent_tools::ToolRegistry;
     use serde_json::json;
-    use std::sync::Arc;
 
     #[tokio::test]
     async fn a_subscription_is_added_listed_sent_an_event_and_removed() {
-        let store = Store::open("sqlite::memory:").await.expect("opens");
-        let engine = Engine::open(
-            store,
-            Arc::new(ToolRegistry::new()),
-            Arc::new(SimpleHost::new("ops")),
-        )
-        .await
-        .expect("engine");
+        let engine = crate::testing::bare_engine().await;
         let now = time::macros::datetime!(2026-11-23 10:00 UTC);
         let new = NewSubscription {
             url: "https://receiver.example/hook?token=s3cret".to_owned(),
