@@ -7,7 +7,6 @@ use crate::cli::{
 };
 use crate::context::{Ctx, Output};
 use crate::render;
-use assent_confirm::agents;
 use assent_confirm::records::PendingFilter;
 use assent_confirm::{ConfirmError, DEFAULT_EXPIRY_TTL, ItemRef, ItemResult, SetRecord};
 use assent_server::shapes::{SetView, confirm_all_json, confirmed_json, rejected_json};
@@ -78,13 +77,10 @@ async fn served_tool(ctx: &Ctx, item: ItemRef, tool: &str) -> Result<render::Ser
     let Some(host) = ctx.engine.served_item(item).await?.and_then(|s| s.host) else {
         return Ok(render::ServedTool::Unrecorded);
     };
-    let mut conn = ctx.connection().await?;
-    Ok(match agents::host_tool(&mut conn, &host, tool).await? {
-        Some(stored) => render::ServedTool::Stored(Box::new(stored)),
-        None if agents::host_registered(&mut conn, &host).await? => {
-            render::ServedTool::Unlisted(host)
-        }
-        None => render::ServedTool::NeverRegistered(host),
+    Ok(match ctx.engine.catalog_entry(&host, tool).await? {
+        (Some(stored), _) => render::ServedTool::Stored(Box::new(stored)),
+        (None, true) => render::ServedTool::Unlisted(host),
+        (None, false) => render::ServedTool::NeverRegistered(host),
     })
 }
 

@@ -268,22 +268,16 @@ pub async fn allow_read_only_tools(
 ) -> Result<crate::context::Output, CliError> {
     use std::io::{BufRead as _, IsTerminal as _, Write as _};
     let agent = agent.trim();
-    let tools: Vec<assent_confirm::agents::HostTool> = {
-        let mut conn = ctx.connection().await?;
-        if assent_confirm::agents::get(&mut conn, agent)
-            .await?
-            .is_none()
-        {
-            return Err(CliError::failed(format!(
-                "no agent {agent:?} on this database"
-            )));
-        }
-        assent_confirm::agents::tools_for_agent(&mut conn, agent)
-            .await?
-            .into_iter()
-            .filter(|tool| read_only_by_its_server(&tool.definition))
-            .collect()
+    let Some(settings) = ctx.engine.agent_settings(agent).await? else {
+        return Err(CliError::failed(format!(
+            "no agent {agent:?} on this database"
+        )));
     };
+    let tools: Vec<assent_confirm::agents::HostTool> = settings
+        .tools
+        .into_iter()
+        .filter(|tool| read_only_by_its_server(&tool.definition))
+        .collect();
     if tools.is_empty() {
         return Ok(crate::context::Output::text(format!(
             "Agent {agent}: no MCP tool recorded for it is marked read-only (and not \

@@ -9,7 +9,7 @@ use crate::context::{Ctx, Output};
 use crate::render;
 use assent_confirm::grants::{GrantFilter, Revocation};
 use assent_confirm::history::{AuditFilter, VerifyOptions};
-use assent_confirm::{ConfirmError, ConflictKind, agents};
+use assent_confirm::{ConfirmError, ConflictKind};
 use assent_server::shapes::AuditView;
 use assent_tools::{
     AgentPolicy, GrantSuggestion, InForce, RuleAction, SuggestOptions, suggest_grants,
@@ -127,7 +127,6 @@ pub async fn grants(ctx: &Ctx, args: GrantsArgs) -> Result<Output, CliError> {
 async fn grants_suggest(ctx: &Ctx, args: GrantsSuggestArgs) -> Result<Output, CliError> {
     let agent = args.agent.as_deref().map(str::trim);
     let since = ctx.now - args.since;
-    let mut conn = ctx.connection().await?;
     let calls = ctx.engine.past_calls(agent, since).await?;
     let options = SuggestOptions {
         min_confirmed: args.min,
@@ -142,9 +141,7 @@ async fn grants_suggest(ctx: &Ctx, args: GrantsSuggestArgs) -> Result<Output, Cl
         .collect();
     let mut in_force: BTreeMap<(String, String), (AgentPolicy, InForce)> = BTreeMap::new();
     for (agent, tool) in pairs {
-        if let Some((policy, settings)) =
-            agents::policy_and_settings_at(&mut conn, agent, tool, ctx.now).await?
-        {
+        if let Some((policy, settings)) = ctx.engine.rules_in_force(agent, tool, ctx.now).await? {
             let hold = settings
                 .hold
                 .map(|h| u32::try_from(h.whole_seconds()).unwrap_or(u32::MAX));
@@ -152,7 +149,6 @@ async fn grants_suggest(ctx: &Ctx, args: GrantsSuggestArgs) -> Result<Output, Cl
             in_force.insert((agent.to_owned(), tool.to_owned()), (policy, now));
         }
     }
-    drop(conn);
     let suggestions: Vec<GrantSuggestion> = suggest_grants(&calls, &options, |agent, tool| {
         in_force
             .get(&(agent.to_owned(), tool.to_owned()))

@@ -12,7 +12,6 @@ use crate::render::{self, ReviewContext};
 use crate::review_server::ReviewServer;
 use crate::terminal::{self, Keys, say};
 use assent_confirm::ItemRef;
-use assent_confirm::agents;
 use assent_confirm::records::{PendingFilter, Quorum};
 use assent_confirm::{ConfirmError, ConfirmationService};
 use assent_domain::{ChangeItemStatus, ChangeSet, OffsetDateTime, Verdict, one_line};
@@ -344,11 +343,8 @@ impl Session<'_> {
         // API does not show to reviewers: over a server, the card names none.
         let hold = match &self.door {
             Door::Local(ctx) => {
-                let mut conn = ctx.connection().await?;
-                agents::settings_of(&mut conn, &open.set.agent_id)
-                    .await?
-                    .requirements(&item.tool_name)
-                    .hold
+                let settings = ctx.engine.tool_settings(&open.set.agent_id).await?;
+                settings.requirements(&item.tool_name).hold
             }
             Door::Remote(_) => None,
         };

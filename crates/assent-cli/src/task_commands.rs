@@ -10,7 +10,7 @@ use crate::cli::{
 };
 use crate::context::{Ctx, Output};
 use crate::render;
-use assent_confirm::{ConfirmError, RuleChange, agents};
+use assent_confirm::{ConfirmError, RuleChange};
 use assent_journal_host::{NewTask, create_task, load_task};
 use assent_server::{
     AgentView, ServerError, agent_view, agent_views, change_agent_rule, set_agent_categories,
@@ -129,12 +129,12 @@ pub async fn agent_shadow_report(
     args: AgentShadowReportArgs,
 ) -> Result<Output, CliError> {
     let id = args.agent.trim();
-    let mut conn = ctx.connection().await?;
-    let Some(shadows) = agents::shadow_rules(&mut conn, id).await? else {
+    let Some(settings) = ctx.engine.agent_settings(id).await? else {
         return Err(CliError::from(ServerError::NotFound(format!(
             "no agent {id:?}"
         ))));
     };
+    let shadows = settings.shadow_rules;
     let mut reports = Vec::with_capacity(shadows.len());
     if let Some(earliest) = shadows.iter().map(|s| s.since).min() {
         let calls = ctx.engine.past_calls(Some(id), earliest).await?;
@@ -203,9 +203,11 @@ fn render_shadow_reports(agent: &str, reports: &[ShadowReport]) -> String {
 pub(crate) async fn with_expiries(ctx: &Ctx, view: &AgentView) -> Result<Value, CliError> {
     let expiries = expiries(ctx, &view.id).await?;
     let mut shown = serde_json::to_value(view).map_err(|e| CliError::failed(e.to_string()))?;
-    let mut conn = ctx.connection().await?;
-    let shadows = agents::shadow_rules(&mut conn, view.id.trim())
+    let shadows = ctx
+        .engine
+        .agent_settings(&view.id)
         .await?
+        .map(|settings| settings.shadow_rules)
         .unwrap_or_default();
     if !shadows.is_empty() {
         shown["shadowRules"] = shadows
@@ -229,8 +231,7 @@ pub(crate) async fn with_expiries(ctx: &Ctx, view: &AgentView) -> Result<Value, 
 
 /// The expiry of each of agent `id`'s rules, in the order of its view's rules.
 async fn expiries(ctx: &Ctx, id: &str) -> Result<Vec<Option<OffsetDateTime>>, CliError> {
-    let mut conn = ctx.connection().await?;
-    let agent = agents::get(&mut conn, id.trim()).await?;
+    let agent = ctx.engine.agent_settings(id).await?.map(|s| s.agent);
     Ok(agent
         .map(|agent| {
             agent
@@ -337,8 +338,7 @@ pub async fn agent_backtest(ctx: &Ctx, args: AgentBacktestArgs) -> Result<Output
     let agent = args.agent.trim();
     let rule =
         ToolRule::new(args.tool.trim(), args.rule).map_err(|e| CliError::Usage(e.to_string()))?;
-    let mut conn = ctx.connection().await?;
-    if agents::get(&mut conn, agent).await?.is_none() {
+    if ctx.engine.agent_settings(agent).await?.is_none() {
         return Err(CliError::from(ServerError::NotFound(format!(
             "no agent {agent:?}"
         ))));

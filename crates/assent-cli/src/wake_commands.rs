@@ -109,21 +109,26 @@ pub async fn wake(ctx: &Ctx, args: WakeArgs, parsed: ParsedCalls) -> Result<Outp
 /// agent's rules decide what is listed (a denied tool is left out); its categories
 /// belong to targets and are checked when a call runs.
 pub async fn tools(ctx: &Ctx, args: ToolsArgs) -> Result<Output, CliError> {
-    let mut conn = ctx.connection().await?;
     let agent = args.agent.trim();
-    let policy = agents::policy_at(&mut conn, agent, ctx.now)
+    let policy = ctx
+        .engine
+        .policy_in_force(agent, ctx.now)
         .await?
         .ok_or_else(|| CliError::failed(format!("no agent {:?}", args.agent)))?;
-    let recorded = agents::tools_for_agent(&mut conn, agent).await?;
+    let recorded = match ctx.engine.agent_settings(agent).await? {
+        Some(settings) => settings.tools,
+        None => Vec::new(),
+    };
     // Every `assent` command records the journal's catalog as it opens the database,
     // so only another host's catalog says whose database this is.
     let journal = ctx.engine.host().name();
-    let services: Vec<agents::HostTool> = agents::own_catalogs(&mut conn)
+    let services: Vec<agents::HostTool> = ctx
+        .engine
+        .service_catalogs()
         .await?
         .into_iter()
         .filter(|tool| tool.host != journal)
         .collect();
-    drop(conn);
     let definitions = if !recorded.is_empty() {
         let registry = assent_mcp::recorded_registry(&recorded)
             .map_err(|e| CliError::failed(e.to_string()))?;

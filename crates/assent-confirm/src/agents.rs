@@ -178,6 +178,59 @@ impl Engine {
         AgentSettings::read(&mut conn, agent.trim()).await
     }
 
+    /// Agent `agent`'s policy in force at `now` (its rules expired by then left out),
+    /// or `None` for an unknown agent: what decides which tools it is shown.
+    pub async fn policy_in_force(
+        &self,
+        agent: &str,
+        now: OffsetDateTime,
+    ) -> Result<Option<assent_tools::AgentPolicy>, ConfirmError> {
+        let mut conn = self.store.read_connection().await?;
+        Ok(stored::policy_at(&mut conn, agent, now).await?)
+    }
+
+    /// Agent `agent`'s policy in force at `now` with its settings for `tool` (quorum,
+    /// hold), read together; `None` for an unknown agent.
+    pub async fn rules_in_force(
+        &self,
+        agent: &str,
+        tool: &str,
+        now: OffsetDateTime,
+    ) -> Result<Option<(assent_tools::AgentPolicy, ToolSettings)>, ConfirmError> {
+        let mut conn = self.store.read_connection().await?;
+        Ok(stored::policy_and_settings_at(&mut conn, agent, tool, now).await?)
+    }
+
+    /// Agent `agent`'s tool settings (quorums, holds) as one table, empty for an
+    /// unknown agent.
+    pub async fn tool_settings(
+        &self,
+        agent: &str,
+    ) -> Result<assent_tools::ToolSettingsTable, ConfirmError> {
+        let mut conn = self.store.read_connection().await?;
+        Ok(stored::settings_of(&mut conn, agent).await?)
+    }
+
+    /// The catalogs services record of their own tools (no agent's, no gateway's), by
+    /// host and name.
+    pub async fn service_catalogs(&self) -> Result<Vec<HostTool>, ConfirmError> {
+        let mut conn = self.store.read_connection().await?;
+        Ok(host_tools::own_catalogs(&mut conn).await?)
+    }
+
+    /// What `host` recorded of `tool` in its catalog: `Ok(Some(tool))` when listed,
+    /// `Ok(None)` when not; and whether `host` recorded a catalog at all.
+    pub async fn catalog_entry(
+        &self,
+        host: &str,
+        tool: &str,
+    ) -> Result<(Option<HostTool>, bool), ConfirmError> {
+        let mut conn = self.store.read_connection().await?;
+        let entry = host_tools::get(&mut conn, host, tool).await?;
+        let registered = entry.is_some() || host_tools::registered(&mut conn, host).await?;
+        Ok((entry, registered))
+    }
+
     /// Every agent's settings, by id.
     pub async fn all_agent_settings(&self) -> Result<Vec<AgentSettings>, ConfirmError> {
         let mut conn = self.store.read_connection().await?;

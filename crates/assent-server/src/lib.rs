@@ -77,7 +77,6 @@ pub use sync::{DEFAULT_SYNC_BODY_LIMIT, SyncExchange};
 
 use assent_confirm::admin::Role;
 use assent_confirm::{ConfirmationBus, Engine};
-use assent_store::ReadConnection;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
@@ -132,13 +131,6 @@ pub(crate) struct AppState {
     /// The last proof of `GET /api/audit/verify`, reused while the chain's head stands
     /// and it is fresh: every page load asks, and a proof reads the whole database.
     proof: Arc<tokio::sync::Mutex<Option<decisions::CachedProof>>>,
-}
-
-impl AppState {
-    /// A pooled connection for reads.
-    async fn connection(&self) -> Result<ReadConnection, ServerError> {
-        Ok(self.engine.store().read_connection().await?)
-    }
 }
 
 /// The review server: the engine, its bearer token and the event bus.

@@ -7,7 +7,6 @@ use crate::shapes::WakeWithMessages;
 use crate::{AppState, ServerError};
 use assent_changeset::{Dialect, ParsedCalls, parse_calls_str, tool_definitions};
 use assent_confirm::WakeOutcome;
-use assent_confirm::agents;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, Query, State};
@@ -35,8 +34,9 @@ pub(crate) async fn list(
         .scope_agent(asked)?
         .ok_or_else(|| ServerError::BadRequest("agentId is required".to_owned()))?;
     let format = dialect(query.format.as_deref(), "format")?.unwrap_or(Dialect::OpenAi);
-    let mut conn = state.connection().await?;
-    let policy = agents::policy_at(&mut conn, agent_id.trim(), crate::api::now())
+    let policy = state
+        .engine
+        .policy_in_force(agent_id.trim(), crate::api::now())
         .await?
         .ok_or_else(|| ServerError::NotFound(format!("no agent {agent_id:?}")))?;
     let definitions = tool_definitions(state.engine.registry(), &policy, format)
