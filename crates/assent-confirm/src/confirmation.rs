@@ -23,7 +23,7 @@ use assent_domain::{
 use assent_store::plan::{PlannedAudits, WritePlan};
 use assent_store::{AnyConnection, Backend, agents, approvals, change_sets, host_tools, jobs};
 use assent_tools::{
-    CallContext, Coverage, ExecutionTarget, PastOutcome, PolicyDecision, RuleAction,
+    AgentPolicy, CallContext, Coverage, ExecutionTarget, PastOutcome, PolicyDecision, RuleAction,
     TargetCategory, ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
 };
 use serde_json::Value;
@@ -153,6 +153,39 @@ enum Attempt {
     /// The policy, the handler or a changed target refused: only the audit records
     /// (and a stale item's refresh) were written, and they stay.
     Refused(ConfirmError),
+    /// The handler failed, and its writes are still in the attempt's scope, which
+    /// wrote nothing else: roll the scope back (its transaction, or its savepoint in
+    /// confirm-all), then apply the plan, whose audit records stay. The handler runs
+    /// without a savepoint of its own, two statements fewer on every confirmation.
+    Undone(ConfirmError),
+}
+
+/// The agent's policy and its settings of each tool, as one transaction read them:
+/// confirm-all reads them once per tool, not once per item (nothing a confirmation
+/// writes changes them).
+#[derive(Default)]
+struct RulesRead(Vec<(String, AgentPolicy, agents::ToolSettings)>);
+
+impl RulesRead {
+    /// The policy of `agent` at `now` and its settings of `tool`, read on the first ask.
+    /// An agent this database lacks (its set came from another device) has no rules
+    /// here to check: refused, saying so, before anything is written.
+    async fn of(
+        &mut self,
+        conn: &mut AnyConnection,
+        agent: &str,
+        tool: &str,
+        now: OffsetDateTime,
+    ) -> Result<(AgentPolicy, agents::ToolSettings), ConfirmError> {
+        if let Some((_, policy, settings)) = self.0.iter().find(|(read, ..)| read == tool) {
+            return Ok((policy.clone(), settings.clone()));
+        }
+        let (policy, settings) = agents::policy_and_settings_at(conn, agent, tool, now)
+            .await?
+            .ok_or_else(|| ConfirmError::AgentNotHere(agent.to_owned()))?;
+        self.0.push((tool.to_owned(), policy.clone(), settings.clone()));
+        Ok((policy, settings))
+    }
 }
 
 /// An approval to record.
@@ -448,11 +481,27 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<ConfirmOutcome, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let mut set = change_sets::require(tx.connection(), change_set_id).await?;
+        let (mut set, mut served) =
+            change_sets::require_served(tx.connection(), change_set_id).await?;
+        let served = (index < served.len()).then(|| served.swap_remove(index));
         let mut plan = WritePlan::default();
         let attempt = self
-            .confirm_in(&mut tx, &mut set, index, edited_args, now, &mut plan)
+            .confirm_in(
+                &mut tx,
+                &mut set,
+                index,
+                served,
+                &mut RulesRead::default(),
+                edited_args,
+                now,
+                &mut plan,
+            )
             .await?;
+        if let Attempt::Undone(_) = attempt {
+            // The failed handler's writes go; its audit records are written anew.
+            tx.rollback().await?;
+            tx = self.begin_on_set(change_set_id).await?;
+        }
         // A refusal keeps its audit records (the denial, the failed handler's result).
         plan.apply(tx.connection(), now).await?;
         tx.commit().await?;
@@ -461,12 +510,12 @@ impl ConfirmationService {
                 tracing::info!(index, "item confirmed");
                 Ok(*outcome)
             }
-            Attempt::Refused(refusal) => Err(refusal),
+            Attempt::Refused(refusal) | Attempt::Undone(refusal) => Err(refusal),
         }
     }
 
-    /// Confirms item `index` of `set` (read in `tx`, under its lock)
-    /// inside that transaction, its audit records, chain entries and outbox messages
+    /// Confirms item `index` of `set` (read in `tx`, under its lock, with who serves
+    /// the item: `served`) inside that transaction, its audit records, chain entries and outbox messages
     /// in `plan`; the caller applies the plan and commits (see [`Attempt`]). `Err`:
     /// nothing of the item may stay, roll back and drop the plan.
     async fn confirm_in(
@@ -474,6 +523,8 @@ impl ConfirmationService {
         tx: &mut WriteTx,
         set: &mut ChangeSet,
         index: usize,
+        served: Option<jobs::ServedItem>,
+        rules: &mut RulesRead,
         edited_args: Option<Value>,
         now: OffsetDateTime,
         plan: &mut WritePlan,
@@ -481,7 +532,6 @@ impl ConfirmationService {
         let engine = &self.engine;
         set.check_verdict(index, Verdict::Confirmed)?;
         self.check_shown_revision(set, index)?;
-        let served = jobs::served_item(tx.connection(), set.id, index).await?;
         if let Some((job, until)) = served.as_ref().and_then(|served| served.held) {
             return Err(held(index, job, until));
         }
@@ -501,10 +551,9 @@ impl ConfirmationService {
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         // An agent this database lacks (its set came from another device) has no
         // rules here to check: refused, saying so, before anything is written.
-        let (policy, settings) =
-            agents::policy_and_settings_at(tx.connection(), &set.agent_id, &spec.name, now)
-                .await?
-                .ok_or_else(|| ConfirmError::AgentNotHere(set.agent_id.clone()))?;
+        let (policy, settings) = rules
+            .of(tx.connection(), &set.agent_id, &spec.name, now)
+            .await?;
         let target = set.target();
         let recheck = crate::host::recheck(
             engine.host.as_ref(),
@@ -613,9 +662,12 @@ impl ConfirmationService {
         let resolver = engine.host.resolver();
         let audits = PlannedAudits::default();
         let executor = AuditedExecutor::new(resolver, &audits);
+        // Nothing of this attempt is written yet (a stale refresh, a hold, an approval
+        // short of the quorum and a queued item all returned above; a met quorum's
+        // approval is recorded below): a failed handler is undone with its scope.
         let execution = executor
-            .execute(
-                tx,
+            .execute_in_clean_scope(
+                tx.connection(),
                 ExecutionRequest {
                     policy: &policy,
                     spec,
@@ -639,12 +691,10 @@ impl ConfirmationService {
             ExecutionOutcome::Denied { reason } => {
                 Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)))
             }
-            ExecutionOutcome::Failed { error } => {
-                Ok(Attempt::Refused(ConfirmError::HandlerFailed {
-                    tool: spec.name.clone(),
-                    error,
-                }))
-            }
+            ExecutionOutcome::Failed { error } => Ok(Attempt::Undone(ConfirmError::HandlerFailed {
+                tool: spec.name.clone(),
+                error,
+            })),
             execution => {
                 if let Some(approval) = approval {
                     approval.record(tx.connection(), set.id, index).await?;
@@ -1166,27 +1216,23 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<ConfirmAllResult, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let mut set = change_sets::require(tx.connection(), change_set_id).await?;
-        let held: Vec<jobs::Job> = jobs::for_change_set(tx.connection(), change_set_id)
-            .await?
-            .into_iter()
-            .filter(jobs::Job::scheduled)
-            .collect();
+        let (mut set, served) = change_sets::require_served(tx.connection(), change_set_id).await?;
         let mut items = Vec::with_capacity(set.items.len());
+        let mut rules = RulesRead::default();
         // Every item's audit records, chain entries and outbox messages, written once
         // at the end: a failed item's go with its savepoint.
         let mut plan = WritePlan::default();
         for index in 0..set.items.len() {
             let item = &set.items[index];
             let summary = item.human_summary.clone();
-            let held = held.iter().find(|job| job.item_index == index);
-            let result = match (item.status, held) {
-                (ChangeItemStatus::Pending, Some(job)) => ItemResult::Skipped(format!(
+            let served = served[index].clone();
+            let result = match (item.status, served.held) {
+                (ChangeItemStatus::Pending, Some((_, until))) => ItemResult::Skipped(format!(
                     "confirmed already; held until {}",
-                    assent_store::timefmt::format(job.due_at)
+                    assent_store::timefmt::format(until)
                 )),
                 (ChangeItemStatus::Pending, None) => {
-                    self.confirm_one_of_all(&mut tx, &mut set, index, now, &mut plan)
+                    self.confirm_one_of_all(&mut tx, &mut set, index, served, &mut rules, now, &mut plan)
                         .await?
                 }
                 (ChangeItemStatus::Deferred, _) => {
@@ -1220,21 +1266,30 @@ impl ConfirmationService {
         tx: &mut WriteTx,
         set: &mut ChangeSet,
         index: usize,
+        served: jobs::ServedItem,
+        rules: &mut RulesRead,
         now: OffsetDateTime,
         plan: &mut WritePlan,
     ) -> Result<ItemResult, ConfirmError> {
         let mut item = tx.savepoint().await?;
         let mut own = WritePlan::default();
         match self
-            .confirm_in(&mut item, set, index, None, now, &mut own)
+            .confirm_in(&mut item, set, index, Some(served), rules, None, now, &mut own)
             .await
         {
+            Ok(Attempt::Undone(refusal)) => {
+                item.rollback().await?;
+                plan.extend(own);
+                Ok(ItemResult::Failed(refusal))
+            }
             Ok(attempt) => {
                 item.release().await?;
                 plan.extend(own);
                 Ok(match attempt {
                     Attempt::Decided(outcome) => ItemResult::Confirmed(outcome),
-                    Attempt::Refused(refusal) => ItemResult::Failed(refusal),
+                    Attempt::Refused(refusal) | Attempt::Undone(refusal) => {
+                        ItemResult::Failed(refusal)
+                    }
                 })
             }
             Err(error) => {
@@ -1258,16 +1313,10 @@ impl ConfirmationService {
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
         let reason = clean_reason(reason)?;
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let mut set = change_sets::require(tx.connection(), change_set_id).await?;
-        let held: Vec<usize> = jobs::for_change_set(tx.connection(), change_set_id)
-            .await?
-            .iter()
-            .filter(|job| job.scheduled())
-            .map(|job| job.item_index)
-            .collect();
+        let (mut set, served) = change_sets::require_served(tx.connection(), change_set_id).await?;
         let open: Vec<usize> = set
             .open_indexes()
-            .filter(|index| !held.contains(index))
+            .filter(|&index| served[index].held.is_none())
             .collect();
         let Some(&first) = open.first() else {
             return Err(ConfirmError::conflict(

@@ -135,6 +135,19 @@ impl ExecutionOutcome {
     }
 }
 
+/// Runs `handler` on `conn`, a panic or an error becoming the error's text.
+async fn run_handler(
+    handler: &dyn ToolHandler<AnyConnection>,
+    conn: &mut AnyConnection,
+    invocation: &ToolInvocation,
+) -> Result<ToolOutcome, String> {
+    match CatchUnwind(handler.execute(conn, invocation)).await {
+        Ok(Ok(outcome)) => Ok(outcome),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(panic) => Err(panic),
+    }
+}
+
 /// Runs tools under policy, with an audit trail.
 pub struct AuditedExecutor<'h> {
     resolver: &'h dyn CategoryResolver<AnyConnection>,
@@ -261,12 +274,7 @@ impl<'h> AuditedExecutor<'h> {
         };
         // The handler's writes, undone alone when it fails; the audit records stay.
         let mut savepoint = tx.savepoint().await?;
-        let result =
-            match CatchUnwind(handler.execute(savepoint.connection(), &req.invocation)).await {
-                Ok(Ok(outcome)) => Ok(outcome),
-                Ok(Err(error)) => Err(error.to_string()),
-                Err(panic) => Err(panic),
-            };
+        let result = run_handler(handler, savepoint.connection(), &req.invocation).await;
         if result.is_err() {
             tracing::warn!("handler failed; its writes are rolled back");
             savepoint.rollback().await?;
@@ -275,6 +283,33 @@ impl<'h> AuditedExecutor<'h> {
         }
         self.conclude(tx.connection(), &req, result, Intent::Before)
             .await
+    }
+
+    /// [`Self::execute`] without a savepoint of its own, for a caller whose scope (its
+    /// transaction, or its own savepoint) has written nothing before the call and
+    /// whose executor plans its audit records instead of writing them
+    /// ([`assent_store::plan::PlannedAudits`]): on [`ExecutionOutcome::Failed`] the
+    /// handler's writes are still in `conn`, and the caller must roll its scope back
+    /// (the planned records stay with the caller). A confirmation saves the two
+    /// statements of a savepoint this way (`tests/statements.rs`).
+    #[tracing::instrument(
+        skip_all,
+        fields(tool = %req.invocation.tool_name, operation_id = %req.invocation.operation_id, target = %req.invocation.target.target)
+    )]
+    pub(crate) async fn execute_in_clean_scope(
+        &self,
+        conn: &mut AnyConnection,
+        req: ExecutionRequest<'_>,
+    ) -> Result<ExecutionOutcome, StoreError> {
+        let handler = match self.admit(conn, &req, Intent::Before).await? {
+            Admission::Settled(outcome) => return Ok(outcome),
+            Admission::Run(handler) => handler,
+        };
+        let result = run_handler(handler, conn, &req.invocation).await;
+        if result.is_err() {
+            tracing::warn!("handler failed; its caller rolls its writes back");
+        }
+        self.conclude(conn, &req, result, Intent::Before).await
     }
 
     /// Everything before the call, in `conn`'s transaction: the policy (a denial is

@@ -1,6 +1,7 @@
 //! Change sets and their items, in two relational tables.
 
 use crate::outbox::{self, entity};
+use crate::jobs::ServedItem;
 use crate::plan::WritePlan;
 use crate::webhooks;
 use crate::{StoreError, timefmt};
@@ -435,15 +436,30 @@ const SETS_PER_ITEM_READ: usize = 500;
 /// The set with `id` (deleted sets are not found), with its items in the same
 /// statement: a decision reads its set once.
 pub async fn load(conn: &mut AnyConnection, id: Uuid) -> Result<Option<ChangeSet>, StoreError> {
-    let rows = sqlx::query(
+    Ok(load_served(conn, id).await?.map(|(set, _)| set))
+}
+
+/// The set a decision acts on, under its transaction's lock: the set with `id` (deleted
+/// sets are not found), its items, and who serves each item (in item order: the host,
+/// where its effect lands, and the job holding its confirmation, as
+/// [`crate::jobs::served_item`] reads one item), all in one statement, so a decision on
+/// any item of the set reads the database once before its host is asked anything.
+pub async fn load_served(
+    conn: &mut AnyConnection,
+    id: Uuid,
+) -> Result<Option<(ChangeSet, Vec<ServedItem>)>, StoreError> {
+    let rows = sqlx::query(concat!(
         "SELECT s.id, s.agent_id, s.target_kind, s.target_id, s.thread_id, s.run_key, s.status, s.created_at,
                 s.resolved_at, s.vector_clock,
                 i.item_index, i.tool_name, i.args, i.human_summary, i.status AS item_status, i.before_value,
-                i.fingerprint, i.stale_detail, i.approvals_needed, i.revision
+                i.fingerprint, i.stale_detail, i.approvals_needed, i.revision,
+                i.effect, i.host, j.id AS held_job, j.due_at AS held_until
          FROM change_sets s LEFT JOIN change_items i ON i.change_set_id = s.id
-         WHERE s.id = $1 AND s.deleted_at IS NULL
-         ORDER BY i.item_index",
-    )
+         LEFT JOIN execution_jobs j ON ",
+        held_job_of_item!(),
+        " WHERE s.id = $1 AND s.deleted_at IS NULL
+         ORDER BY i.item_index"
+    ))
     .bind(id.to_string())
     .fetch_all(&mut *conn)
     .await?;
@@ -452,12 +468,24 @@ pub async fn load(conn: &mut AnyConnection, id: Uuid) -> Result<Option<ChangeSet
     };
     // A set without items is one row whose item columns are all NULL.
     let mut items = Vec::with_capacity(rows.len());
+    let mut served = Vec::with_capacity(rows.len());
     for row in &rows {
         if row.try_get::<Option<i64>, _>("item_index")?.is_some() {
             items.push(decode_item_as(row, "item_status")?);
+            served.push(crate::jobs::decode_served(row)?);
         }
     }
-    decode_set(first, items).map(Some)
+    Ok(Some((decode_set(first, items)?, served)))
+}
+
+/// Like [`load_served`], but a missing set is an error.
+pub async fn require_served(
+    conn: &mut AnyConnection,
+    id: Uuid,
+) -> Result<(ChangeSet, Vec<ServedItem>), StoreError> {
+    load_served(conn, id)
+        .await?
+        .ok_or(StoreError::ChangeSetNotFound(id))
 }
 
 /// The fewest hex digits a prefix of a set's id must give.

@@ -478,18 +478,22 @@ pub async fn served_item(
     change_set_id: Uuid,
     index: usize,
 ) -> Result<Option<ServedItem>, StoreError> {
-    let row = sqlx::query(
+    let row = sqlx::query(concat!(
         "SELECT i.effect, i.host, j.id AS held_job, j.due_at AS held_until
-         FROM change_items i LEFT JOIN execution_jobs j
-           ON j.change_set_id = i.change_set_id AND j.item_index = i.item_index
-          AND j.held = 1 AND j.status = 'approved' AND j.attempts = 0
-         WHERE i.change_set_id = $1 AND i.item_index = $2",
-    )
+         FROM change_items i LEFT JOIN execution_jobs j ON ",
+        held_job_of_item!(),
+        " WHERE i.change_set_id = $1 AND i.item_index = $2"
+    ))
     .bind(change_set_id.to_string())
     .bind(index as i64)
     .fetch_optional(conn)
     .await?;
-    let Some(row) = row else { return Ok(None) };
+    row.as_ref().map(decode_served).transpose()
+}
+
+/// The [`ServedItem`] of a row holding an item's `effect` and `host` and its held job's
+/// `held_job` and `held_until` (NULL when it has none).
+pub(crate) fn decode_served(row: &AnyRow) -> Result<ServedItem, StoreError> {
     let effect: Option<String> = row.try_get("effect")?;
     let held_job: Option<String> = row.try_get("held_job")?;
     let held_until: Option<String> = row.try_get("held_until")?;
@@ -500,11 +504,11 @@ pub async fn served_item(
         )),
         _ => None,
     };
-    Ok(Some(ServedItem {
+    Ok(ServedItem {
         host: row.try_get("host")?,
         external: effect.map(|effect| effect == "externalIdempotent"),
         held,
-    }))
+    })
 }
 
 /// The external effect of an item, or `None` when it is transactional.
