@@ -42,13 +42,24 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 /// the write plan (issue 42, `assent_store::plan`): the audit rows, the chain entries
 /// (one head read) and the outbox messages of the engine are written at the end, one
 /// statement per table. 25 since the set and its items are read in one statement, 24
-/// since the journal's checklist insert finds its position itself. Left: the
-/// handler's 6 (its savepoint included) and the host's 3 reads of the task.
-const PER_CONFIRMATION: usize = 24;
+/// since the journal's checklist insert finds its position itself. 23 since who serves
+/// each item (its host, its effect, a job holding it) is read with the set
+/// (`change_sets::load_served`), 21 since the handler runs in the confirmation's clean
+/// scope without a savepoint of its own (a failed handler rolls the scope back). Left:
+/// `BEGIN`, the set's read, the agent's rules, the applied-operation check, the
+/// applied operation, the decision, the set's and the item's status, the plan's 4 and
+/// `COMMIT` (13, the engine's), and the host's 8: its 3 reads of the task (stale
+/// check, category, the clock after the handler) and the handler's 5.
+const PER_CONFIRMATION: usize = 21;
 /// Statements confirm-all of the 20 items left may take in all (646 before the write
 /// plan, 389 with it and the changes above: 19 per item, whose plan is written once
-/// for the whole set).
-const CONFIRM_ALL_OF_20: usize = 389;
+/// for the whole set). 252 since the agent's rules are read once per tool, who serves
+/// each item with the set, the decisions are rows of the plan (one multi-row insert),
+/// the set's and the items' statuses are written once at the end (one statement for
+/// all the items), and the handler runs in the item's savepoint: 12.6 per item, of
+/// which the host's 8 (the handler's 5 and its 3 reads of the task) and the item's
+/// savepoint, applied-operation check and applied operation.
+const CONFIRM_ALL_OF_20: usize = 252;
 /// Statements a wake of 25 deferred calls may take in all (11 today: `BEGIN`, the
 /// agent, the task, its category, the open sets and recent decisions, then the set,
 /// its 25 items in one multi-row insert, its outbox message, the webhook subscribers'

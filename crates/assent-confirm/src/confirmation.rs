@@ -14,6 +14,7 @@
 //! the item's host (see `ledger`).
 
 use crate::attribution::Attribution;
+use crate::decide::{self, Count, NewApproval, Route};
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use crate::{ConfirmError, ConflictKind, Engine};
 use assent_changeset::reply;
@@ -133,7 +134,7 @@ fn shadow_verdict(shadows: &[agents::ShadowRule], decision: &ChangeDecision) -> 
 /// and the approval to record once it succeeds ([`ConfirmationService::gather`]).
 struct Met {
     edited_args: Option<Value>,
-    approval: Option<PendingApproval>,
+    approval: Option<NewApproval>,
 }
 
 /// What [`ConfirmationService::gather`] found of an item's quorum.
@@ -160,78 +161,62 @@ enum Attempt {
     Undone(ConfirmError),
 }
 
-/// The agent's policy and its settings of each tool, as one transaction read them:
-/// confirm-all reads them once per tool, not once per item (nothing a confirmation
-/// writes changes them).
+/// What the decisions on one set in one transaction share: confirm-all reads the
+/// agent's policy and its settings of a tool once per tool, not once per item (nothing
+/// a confirmation writes changes them), and writes the statuses of the items it
+/// decided once, at its end, not once per item.
 #[derive(Default)]
-struct RulesRead(Vec<(String, AgentPolicy, agents::ToolSettings)>);
+struct Batch {
+    rules: Vec<(String, AgentPolicy, agents::ToolSettings)>,
+    /// The items decided so far, whose statuses (and the set's) are written at the
+    /// transaction's end; `None`: each decision writes its own.
+    deferred_statuses: Option<Vec<usize>>,
+}
 
-impl RulesRead {
+impl Batch {
+    /// A batch whose decisions leave their statuses to its end ([`Self::deferred_statuses`]).
+    fn deferring_statuses() -> Self {
+        Self {
+            rules: Vec::new(),
+            deferred_statuses: Some(Vec::new()),
+        }
+    }
+
     /// The policy of `agent` at `now` and its settings of `tool`, read on the first ask.
     /// An agent this database lacks (its set came from another device) has no rules
     /// here to check: refused, saying so, before anything is written.
-    async fn of(
+    async fn rules_of(
         &mut self,
         conn: &mut AnyConnection,
         agent: &str,
         tool: &str,
         now: OffsetDateTime,
     ) -> Result<(AgentPolicy, agents::ToolSettings), ConfirmError> {
-        if let Some((_, policy, settings)) = self.0.iter().find(|(read, ..)| read == tool) {
+        if let Some((_, policy, settings)) = self.rules.iter().find(|(read, ..)| read == tool) {
             return Ok((policy.clone(), settings.clone()));
         }
         let (policy, settings) = agents::policy_and_settings_at(conn, agent, tool, now)
             .await?
             .ok_or_else(|| ConfirmError::AgentNotHere(agent.to_owned()))?;
-        self.0.push((tool.to_owned(), policy.clone(), settings.clone()));
+        self.rules
+            .push((tool.to_owned(), policy.clone(), settings.clone()));
         Ok((policy, settings))
     }
 }
 
-/// An approval to record.
-struct PendingApproval {
-    revision: i64,
-    by: String,
-    args: Value,
-    at: OffsetDateTime,
-}
-
-impl PendingApproval {
+impl NewApproval {
+    /// Records this approval of item `index` of set `change_set_id`, made at `at`.
     async fn record(
         &self,
         conn: &mut AnyConnection,
         change_set_id: Uuid,
         index: usize,
+        at: OffsetDateTime,
     ) -> Result<(), ConfirmError> {
-        let (revision, by, args, at) = (self.revision, &self.by, &self.args, self.at);
+        let (revision, by, args) = (self.revision, &self.by, &self.args);
         approvals::record(conn, change_set_id, index, revision, by, args, at).await?;
         Ok(())
     }
-}
-
-/// Refuses another decision on item `index` while its confirmation waits out a hold
-/// window: it is taken back only by cancelling its job.
-async fn refuse_held(
-    conn: &mut AnyConnection,
-    change_set_id: Uuid,
-    index: usize,
-) -> Result<(), ConfirmError> {
-    match jobs::for_item(conn, change_set_id, index).await? {
-        Some(job) if job.scheduled() => Err(held(index, job.id, job.due_at)),
-        _ => Ok(()),
-    }
-}
-
-/// The refusal of a decision on item `index`, confirmed and held by job `job` until
-/// `until`.
-fn held(index: usize, job: Uuid, until: OffsetDateTime) -> ConfirmError {
-    ConfirmError::conflict(
-        ConflictKind::Held,
-        format!(
-            "item {index} is confirmed and held until {}; to take it back, cancel job {job} (assent jobs cancel {job})",
-            assent_store::timefmt::format(until),
-        ),
-    )
 }
 
 /// A person's reason, trimmed and bounded (see [`assent_domain::clean_reason`]).
@@ -298,24 +283,6 @@ impl ConfirmationService {
         self
     }
 
-    /// Refuses a confirmation of `set`'s item `index` when it moved past the revision
-    /// the person was shown.
-    fn check_shown_revision(&self, set: &ChangeSet, index: usize) -> Result<(), ConfirmError> {
-        let Some(shown) = self.shown_revision else {
-            return Ok(());
-        };
-        let now = set.items[index].revision;
-        if now == shown {
-            return Ok(());
-        }
-        Err(ConfirmError::conflict(
-            ConflictKind::RevisionMoved,
-            format!(
-                "item {index} changed since it was shown (revision {shown}, now {now}: edited by another person or refreshed against its target); nothing was counted: look at it again and decide on revision {now}"
-            ),
-        ))
-    }
-
     /// This service, deciding as `reviewer`: the identity a quorum counts (`assent
     /// agent ask … --approvals N` needs that many distinct ones).
     #[must_use]
@@ -369,14 +336,17 @@ impl ConfirmationService {
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
         let mut plan = WritePlan::default();
         let decisions = self
-            .record_into(conn, set, indexes, verdicts, now, &mut plan)
+            .record_into(conn, set, indexes, verdicts, now, &mut plan, None)
             .await?;
         plan.apply(conn, now).await?;
         Ok(decisions)
     }
 
     /// [`Self::record`] with the decisions' chain entries and outbox messages in
-    /// `plan`, which the caller applies before it commits.
+    /// `plan`, which the caller applies before it commits; with `deferred_statuses`,
+    /// the items' and the set's statuses are left for the caller to write (it adds
+    /// `indexes` there).
+    #[allow(clippy::too_many_arguments)]
     async fn record_into(
         &self,
         conn: &mut AnyConnection,
@@ -385,6 +355,7 @@ impl ConfirmationService {
         mut verdicts: Verdicts,
         now: OffsetDateTime,
         plan: &mut WritePlan,
+        deferred_statuses: Option<&mut Vec<usize>>,
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
         for &index in indexes {
             set.apply_verdict(index, verdicts.verdict, now)?;
@@ -410,13 +381,22 @@ impl ConfirmationService {
                 decided_by: self.reviewer.as_deref(),
                 shadow: shadow.as_ref(),
             };
-            assent_store::decisions::insert_decided_into(conn, &decision, &facts, plan).await?;
-            if let Some(attribution) = &self.attribution {
-                crate::attribution::record_attributed(conn, attribution, &decision, now).await?;
+            match &self.attribution {
+                // Its delegation record names the decision: written now, not planned.
+                Some(attribution) => {
+                    assent_store::decisions::insert_decided_into(conn, &decision, &facts, plan)
+                        .await?;
+                    crate::attribution::record_attributed(conn, attribution, &decision, now)
+                        .await?;
+                }
+                None => assent_store::decisions::plan_decided(&decision, &facts, plan)?,
             }
             written.push(decision);
         }
-        change_sets::update_status_into(conn, set, indexes, now, plan).await?;
+        match deferred_statuses {
+            Some(deferred) => deferred.extend_from_slice(indexes),
+            None => change_sets::update_status_into(conn, set, indexes, now, plan).await?,
+        }
         Ok(written)
     }
 
@@ -491,7 +471,7 @@ impl ConfirmationService {
                 &mut set,
                 index,
                 served,
-                &mut RulesRead::default(),
+                &mut Batch::default(),
                 edited_args,
                 now,
                 &mut plan,
@@ -524,21 +504,32 @@ impl ConfirmationService {
         set: &mut ChangeSet,
         index: usize,
         served: Option<jobs::ServedItem>,
-        rules: &mut RulesRead,
+        batch: &mut Batch,
         edited_args: Option<Value>,
         now: OffsetDateTime,
         plan: &mut WritePlan,
     ) -> Result<Attempt, ConfirmError> {
         let engine = &self.engine;
-        set.check_verdict(index, Verdict::Confirmed)?;
-        self.check_shown_revision(set, index)?;
-        if let Some((job, until)) = served.as_ref().and_then(|served| served.held) {
-            return Err(held(index, job, until));
-        }
+        let route = decide::route(
+            set,
+            index,
+            served.as_ref(),
+            self.shown_revision,
+            engine.host.name(),
+        )?;
         let item = set.items[index].clone();
-        if let Some(queued) = self.queued_elsewhere(served) {
+        if let Route::Queued(queued) = route {
             return self
-                .confirm_queued(tx.connection(), set, index, edited_args, queued, now, plan)
+                .confirm_queued(
+                    tx.connection(),
+                    set,
+                    index,
+                    edited_args,
+                    queued,
+                    now,
+                    plan,
+                    batch.deferred_statuses.as_mut(),
+                )
                 .await;
         }
         let spec = engine
@@ -551,8 +542,8 @@ impl ConfirmationService {
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         // An agent this database lacks (its set came from another device) has no
         // rules here to check: refused, saying so, before anything is written.
-        let (policy, settings) = rules
-            .of(tx.connection(), &set.agent_id, &spec.name, now)
+        let (policy, settings) = batch
+            .rules_of(tx.connection(), &set.agent_id, &spec.name, now)
             .await?;
         let target = set.target();
         let recheck = crate::host::recheck(
@@ -624,7 +615,7 @@ impl ConfirmationService {
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         if let Some(hold) = settings.hold {
             if let Some(approval) = approval {
-                approval.record(tx.connection(), set.id, index).await?;
+                approval.record(tx.connection(), set.id, index, now).await?;
             }
             let own = jobs::ExternalItem {
                 host: engine.host.name().to_owned(),
@@ -691,13 +682,15 @@ impl ConfirmationService {
             ExecutionOutcome::Denied { reason } => {
                 Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)))
             }
-            ExecutionOutcome::Failed { error } => Ok(Attempt::Undone(ConfirmError::HandlerFailed {
-                tool: spec.name.clone(),
-                error,
-            })),
+            ExecutionOutcome::Failed { error } => {
+                Ok(Attempt::Undone(ConfirmError::HandlerFailed {
+                    tool: spec.name.clone(),
+                    error,
+                }))
+            }
             execution => {
                 if let Some(approval) = approval {
-                    approval.record(tx.connection(), set.id, index).await?;
+                    approval.record(tx.connection(), set.id, index, now).await?;
                 }
                 let mut decisions = self
                     .record_into(
@@ -713,6 +706,7 @@ impl ConfirmationService {
                         },
                         now,
                         plan,
+                        batch.deferred_statuses.as_mut(),
                     )
                     .await?;
                 Ok(Attempt::Decided(Box::new(ConfirmOutcome {
@@ -742,89 +736,60 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<Gathered, ConfirmError> {
         let item = &set.items[index];
-        if needed <= 1 {
-            return Ok(Gathered::Met(Met {
-                edited_args,
-                approval: None,
-            }));
-        }
-        let Some(by) = self.reviewer.clone() else {
-            return Err(ConfirmError::conflict(
-                ConflictKind::ApproverNotNamed,
-                format!(
-                    "{} needs {needed} approvals by distinct people: say who approves (--as NAME on the CLI, a reviewer token over the API)",
-                    item.tool_name
-                ),
-            ));
+        // Approvals are read only for a tool that needs more than one person.
+        let revision = if needed > 1 {
+            approvals::current(conn, set.id, index, item.revision).await?
+        } else {
+            approvals::Revision::default()
         };
-        let mut revision = approvals::current(conn, set.id, index, item.revision).await?;
-        let current_args = revision.args.clone().unwrap_or_else(|| item.args.clone());
-        let args = match edited_args {
-            Some(edited) if edited != current_args => {
-                revision = approvals::Revision {
-                    number: revision.number + 1,
-                    args: Some(edited.clone()),
-                    approvals: Vec::new(),
-                    edited_by: Some(by.clone()),
-                };
-                let number = u32::try_from(revision.number).map_err(|_| {
-                    ConfirmError::conflict(
-                        ConflictKind::TooManyRevisions,
-                        format!("item {index} has too many revisions"),
-                    )
-                })?;
-                change_sets::set_revision(conn, set.id, index, number).await?;
-                edited
-            }
-            _ => current_args,
-        };
-        if revision.approved_by(&by) {
-            return Err(ConfirmError::conflict(
-                ConflictKind::SamePersonTwice,
-                format!(
-                    "{by} has approved item {index} already: it needs {needed} approvals by distinct people ({} so far)",
-                    revision.people()
-                ),
-            ));
-        }
-        let approval = PendingApproval {
-            revision: revision.number,
+        let by = self.reviewer.as_deref();
+        let (approval, new_revision, revision, count) = match decide::count_approval(
+            revision,
+            &item.args,
+            &item.tool_name,
+            index,
             by,
-            args,
-            at: now,
+            edited_args,
+            needed,
+            now,
+        )? {
+            Count::Met {
+                edited_args,
+                approval,
+            } => {
+                return Ok(Gathered::Met(Met {
+                    edited_args,
+                    approval,
+                }));
+            }
+            Count::Short {
+                approval,
+                new_revision,
+                revision,
+                count,
+            } => (approval, new_revision, revision, count),
         };
-        let count = revision.people() + 1;
-        if count < needed as usize {
-            approval.record(conn, set.id, index).await?;
-            revision.args = Some(approval.args.clone());
-            revision.approvals.push(approvals::Approval {
-                by: approval.by.clone(),
-                at: now,
-            });
-            assent_store::webhooks::enqueue_approval_event(
-                conn, set, index, &revision, needed, now,
-            )
-            .await?;
-            tracing::info!(index, by = %approval.by, count, needed, "approval recorded, short of the quorum");
-            let verdicts = Verdicts {
-                verdict: Verdict::Confirmed,
-                reason: None,
-                edited_args: (approval.args != item.args).then(|| approval.args.clone()),
-                approval_digest: None,
-                shadows: None,
-            };
-            return Ok(Gathered::Waiting(Box::new(ConfirmOutcome {
-                decision: self.decision(set, index, &verdicts, now),
-                execution: ExecutionOutcome::AwaitingApprovals {
-                    approvals: count,
-                    needed,
-                },
-            })));
+        if let Some(number) = new_revision {
+            change_sets::set_revision(conn, set.id, index, number).await?;
         }
-        Ok(Gathered::Met(Met {
+        approval.record(conn, set.id, index, now).await?;
+        assent_store::webhooks::enqueue_approval_event(conn, set, index, &revision, needed, now)
+            .await?;
+        tracing::info!(index, by = %approval.by, count, needed, "approval recorded, short of the quorum");
+        let verdicts = Verdicts {
+            verdict: Verdict::Confirmed,
+            reason: None,
             edited_args: (approval.args != item.args).then(|| approval.args.clone()),
-            approval: Some(approval),
-        }))
+            approval_digest: None,
+            shadows: None,
+        };
+        Ok(Gathered::Waiting(Box::new(ConfirmOutcome {
+            decision: self.decision(set, index, &verdicts, now),
+            execution: ExecutionOutcome::AwaitingApprovals {
+                approvals: count,
+                needed,
+            },
+        })))
     }
 
     /// Checks a person's edited arguments against the tool's schema (a tool this
@@ -844,24 +809,6 @@ impl ConfirmationService {
                     problems: other.to_string(),
                 },
             })
-    }
-
-    /// Whether item `index` is confirmed into the execution ledger rather than applied
-    /// here: its effect lies outside the database, or its host is not this engine's
-    /// (a transactional item of another service, confirmed from the CLI, the page or
-    /// any process without that service's code). `None`: the handler runs here, in
-    /// the confirming transaction (an item of this engine's host, or one whose host
-    /// was never recorded: written before release 0.2, or synced).
-    fn queued_elsewhere(&self, served: Option<jobs::ServedItem>) -> Option<jobs::ExternalItem> {
-        let served = served?;
-        match (served.host, served.external) {
-            (Some(host), Some(idempotent)) => Some(jobs::ExternalItem { host, idempotent }),
-            (Some(host), None) if host != self.engine.host.name() => Some(jobs::ExternalItem {
-                host,
-                idempotent: false,
-            }),
-            _ => None,
-        }
     }
 
     /// Checks a person's edit of a queued item: against this process's registry when
@@ -927,6 +874,7 @@ impl ConfirmationService {
         external: jobs::ExternalItem,
         now: OffsetDateTime,
         plan: &mut WritePlan,
+        deferred_statuses: Option<&mut Vec<usize>>,
     ) -> Result<Attempt, ConfirmError> {
         if let Some(args) = &edited_args {
             self.validate_external_edit(conn, &external.host, &set.items[index].tool_name, args)
@@ -959,7 +907,7 @@ impl ConfirmationService {
             Gathered::Waiting(waiting) => return Ok(Attempt::Decided(waiting)),
         };
         if let Some(approval) = approval {
-            approval.record(conn, set.id, index).await?;
+            approval.record(conn, set.id, index, now).await?;
         }
         if let Some(hold) = settings.hold {
             return self
@@ -978,7 +926,7 @@ impl ConfirmationService {
             shadows: Some(settings.shadow_rules),
         };
         let mut decisions = self
-            .record_into(conn, set, &[index], verdicts, now, plan)
+            .record_into(conn, set, &[index], verdicts, now, plan, deferred_statuses)
             .await?;
         tracing::info!(index, %job_id, host = %external.host, "item approved; its job is queued for its host");
         Ok(Attempt::Decided(Box::new(ConfirmOutcome {
@@ -1108,7 +1056,7 @@ impl ConfirmationService {
         Ok((job, approval_digest))
     }
 
-    async fn decide(
+    async fn record_verdict(
         &self,
         change_set_id: Uuid,
         index: usize,
@@ -1117,9 +1065,8 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<ChangeDecision, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let mut set = change_sets::require(tx.connection(), change_set_id).await?;
-        set.check_verdict(index, verdict)?;
-        refuse_held(tx.connection(), change_set_id, index).await?;
+        let (mut set, served) = change_sets::require_served(tx.connection(), change_set_id).await?;
+        decide::check_plain(&set, index, verdict, served.get(index))?;
         let mut decisions = self
             .record(
                 tx.connection(),
@@ -1147,7 +1094,7 @@ impl ConfirmationService {
             index,
         } = item;
         let reason = clean_reason(reason)?;
-        self.decide(change_set_id, index, Verdict::Rejected, reason, now)
+        self.record_verdict(change_set_id, index, Verdict::Rejected, reason, now)
             .await
     }
 
@@ -1162,7 +1109,7 @@ impl ConfirmationService {
             change_set_id,
             index,
         } = item;
-        self.decide(change_set_id, index, Verdict::Deferred, None, now)
+        self.record_verdict(change_set_id, index, Verdict::Deferred, None, now)
             .await
     }
 
@@ -1177,7 +1124,7 @@ impl ConfirmationService {
             change_set_id,
             index,
         } = item;
-        self.decide(change_set_id, index, Verdict::Retracted, None, now)
+        self.record_verdict(change_set_id, index, Verdict::Retracted, None, now)
             .await
     }
 
@@ -1197,7 +1144,7 @@ impl ConfirmationService {
             index,
         } = item;
         let reason = clean_reason(Some(reason.into()))?;
-        self.decide(change_set_id, index, Verdict::Retracted, reason, now)
+        self.record_verdict(change_set_id, index, Verdict::Retracted, reason, now)
             .await
     }
 
@@ -1218,7 +1165,7 @@ impl ConfirmationService {
         let mut tx = self.begin_on_set(change_set_id).await?;
         let (mut set, served) = change_sets::require_served(tx.connection(), change_set_id).await?;
         let mut items = Vec::with_capacity(set.items.len());
-        let mut rules = RulesRead::default();
+        let mut batch = Batch::deferring_statuses();
         // Every item's audit records, chain entries and outbox messages, written once
         // at the end: a failed item's go with its savepoint.
         let mut plan = WritePlan::default();
@@ -1232,8 +1179,10 @@ impl ConfirmationService {
                     assent_store::timefmt::format(until)
                 )),
                 (ChangeItemStatus::Pending, None) => {
-                    self.confirm_one_of_all(&mut tx, &mut set, index, served, &mut rules, now, &mut plan)
-                        .await?
+                    self.confirm_one_of_all(
+                        &mut tx, &mut set, index, served, &mut batch, now, &mut plan,
+                    )
+                    .await?
                 }
                 (ChangeItemStatus::Deferred, _) => {
                     ItemResult::Skipped("deferred; confirm it on its own".to_owned())
@@ -1245,6 +1194,11 @@ impl ConfirmationService {
                 summary,
                 result,
             });
+        }
+        let decided = batch.deferred_statuses.unwrap_or_default();
+        if !decided.is_empty() {
+            change_sets::update_status_into(tx.connection(), &set, &decided, now, &mut plan)
+                .await?;
         }
         plan.apply(tx.connection(), now).await?;
         tx.commit().await?;
@@ -1267,14 +1221,26 @@ impl ConfirmationService {
         set: &mut ChangeSet,
         index: usize,
         served: jobs::ServedItem,
-        rules: &mut RulesRead,
+        batch: &mut Batch,
         now: OffsetDateTime,
         plan: &mut WritePlan,
     ) -> Result<ItemResult, ConfirmError> {
         let mut item = tx.savepoint().await?;
         let mut own = WritePlan::default();
+        // What the item changes in memory goes with its writes when they are rolled back.
+        let before = set.clone();
+        let decided_before = batch.deferred_statuses.as_ref().map_or(0, Vec::len);
         match self
-            .confirm_in(&mut item, set, index, Some(served), rules, None, now, &mut own)
+            .confirm_in(
+                &mut item,
+                set,
+                index,
+                Some(served),
+                batch,
+                None,
+                now,
+                &mut own,
+            )
             .await
         {
             Ok(Attempt::Undone(refusal)) => {
@@ -1294,8 +1260,10 @@ impl ConfirmationService {
             }
             Err(error) => {
                 item.rollback().await?;
-                // What the item changed in memory went with its writes.
-                *set = change_sets::require(tx.connection(), set.id).await?;
+                *set = before;
+                if let Some(decided) = &mut batch.deferred_statuses {
+                    decided.truncate(decided_before);
+                }
                 Ok(ItemResult::Failed(error))
             }
         }

@@ -92,6 +92,7 @@ mod cancel;
 mod catalog;
 pub mod client_sessions;
 mod confirmation;
+mod decide;
 mod error;
 mod executor;
 pub mod grants;

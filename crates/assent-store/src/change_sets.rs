@@ -1,7 +1,7 @@
 //! Change sets and their items, in two relational tables.
 
-use crate::outbox::{self, entity};
 use crate::jobs::ServedItem;
+use crate::outbox::{self, entity};
 use crate::plan::WritePlan;
 use crate::webhooks;
 use crate::{StoreError, timefmt};
@@ -216,26 +216,61 @@ pub(crate) async fn write_status(
     .bind(set.id.to_string())
     .execute(&mut *conn)
     .await?;
-    for &index in changed_items {
-        let Some(item) = set.items.get(index) else {
-            continue;
-        };
-        // A merge may bring the stale-target guard's refresh of the item too.
-        sqlx::query(
-            "UPDATE change_items SET status = $1, vector_clock = $2, stale_detail = $3, before_value = $4,
-                 fingerprint = $5
-             WHERE change_set_id = $6 AND item_index = $7",
-        )
-        .bind(item.status.as_str())
-        .bind(&clock)
-        .bind(item.stale_detail.as_deref())
-        .bind(item.before.as_ref().map(Value::to_string))
-        .bind(item.fingerprint.as_ref().map(Value::to_string))
-        .bind(set.id.to_string())
-        .bind(index as i64)
-        .execute(&mut *conn)
-        .await?;
+    let changed: Vec<(usize, &ChangeItem)> = changed_items
+        .iter()
+        .filter_map(|&index| Some((index, set.items.get(index)?)))
+        .collect();
+    for chunk in changed.chunks(ITEMS_PER_STATUS_WRITE) {
+        write_item_statuses(conn, set.id, &clock, chunk).await?;
     }
+    Ok(())
+}
+
+/// How many items [`write_item_statuses`] updates in one statement (5 parameters each).
+const ITEMS_PER_STATUS_WRITE: usize = 100;
+
+/// The statuses of `items` of set `set_id`, each with `clock`, in one statement: a
+/// confirm-all of 25 items or a dismissal writes its items' statuses in one round trip.
+/// A merge may bring the stale-target guard's refresh of an item too.
+async fn write_item_statuses(
+    conn: &mut AnyConnection,
+    set_id: Uuid,
+    clock: &str,
+    items: &[(usize, &ChangeItem)],
+) -> Result<(), StoreError> {
+    // `CASE item_index WHEN $i THEN $v …` per column: parameters 1 and 2 are the clock
+    // and the set, then five per item (its index and four values).
+    let case = |column: usize| {
+        let arms: String = (0..items.len())
+            .map(|n| format!(" WHEN ${} THEN ${}", 3 + 5 * n, 4 + 5 * n + column))
+            .collect();
+        format!("CASE item_index{arms} END")
+    };
+    let indexes: Vec<String> = (0..items.len())
+        .map(|n| format!("${}", 3 + 5 * n))
+        .collect();
+    let sql = format!(
+        "UPDATE change_items SET status = {}, vector_clock = $1, stale_detail = {}, before_value = {},
+             fingerprint = {}
+         WHERE change_set_id = $2 AND item_index IN ({})",
+        case(0),
+        case(1),
+        case(2),
+        case(3),
+        indexes.join(", ")
+    );
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(clock)
+        .bind(set_id.to_string());
+    for (index, item) in items {
+        query = query
+            .bind(*index as i64)
+            .bind(item.status.as_str())
+            .bind(item.stale_detail.as_deref())
+            .bind(item.before.as_ref().map(Value::to_string))
+            .bind(item.fingerprint.as_ref().map(Value::to_string));
+    }
+    query.execute(&mut *conn).await?;
     Ok(())
 }
 

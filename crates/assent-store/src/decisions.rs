@@ -1,7 +1,7 @@
 //! Decisions: the history a person leaves behind.
 
 use crate::outbox::entity;
-use crate::plan::WritePlan;
+use crate::plan::{PlannedDecision, WritePlan};
 use crate::{StoreError, chain, timefmt};
 use assent_domain::{ChangeDecision, Target, VectorClock, Verdict};
 use assent_tools::{PastCall, PastOutcome, ToolDefinition};
@@ -83,6 +83,50 @@ pub async fn insert_decided_into(
     plan.message(entity::DECISION, decision.id.to_string(), decision)
 }
 
+/// [`insert_decided_into`] with the decision's row planned too: [`WritePlan::apply`]
+/// writes it with the plan's other decisions in one statement, before the plan's audit
+/// rows and chain entries. Nothing in the deciding transaction may read it before the
+/// plan is applied: a decision that a delegation record names in the same transaction
+/// is written with [`insert_decided_into`]. A second final decision for one item still
+/// breaks the unique index, when the plan is applied.
+pub fn plan_decided(
+    decision: &ChangeDecision,
+    facts: &LocalFacts<'_>,
+    plan: &mut WritePlan,
+) -> Result<(), StoreError> {
+    plan.decision(PlannedDecision {
+        decision: decision.clone(),
+        approval_digest: facts.approval_digest.map(str::to_owned),
+        decided_by: facts
+            .decided_by
+            .or(decision.decided_by.as_deref())
+            .map(str::to_owned),
+        shadow: facts.shadow.map(Value::to_string),
+    });
+    plan.entry(chain_entry(decision, facts, None));
+    plan.message(entity::DECISION, decision.id.to_string(), decision)
+}
+
+/// The chain entry of a decision's row.
+fn chain_entry(
+    decision: &ChangeDecision,
+    facts: &LocalFacts<'_>,
+    origin_host: Option<&str>,
+) -> chain::Entry {
+    let decided_by = facts.decided_by.or(decision.decided_by.as_deref());
+    chain::Entry {
+        kind: chain::EntryKind::Decision,
+        subject: decision.id.to_string(),
+        content: chain_content(
+            decision,
+            facts.approval_digest,
+            decided_by,
+            facts.shadow,
+            origin_host,
+        ),
+    }
+}
+
 /// The decision's row, without an outbox message; `origin_host` is `None` for a
 /// decision made on this device.
 pub(crate) async fn insert_row(
@@ -104,12 +148,11 @@ async fn write_row(
     facts: &LocalFacts<'_>,
     plan: &mut WritePlan,
 ) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO decisions (id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict, reason,
-                                edited_args, human_summary, args, created_at, vector_clock, origin_host, approval_digest,
-                                decided_by, shadow)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
-    )
+    sqlx::query(concat!(
+        "INSERT INTO decisions (",
+        decision_row_columns!(),
+        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+    ))
     .bind(decision.id.to_string())
     .bind(decision.change_set_id.to_string())
     .bind(decision.item_index as i64)
@@ -130,19 +173,7 @@ async fn write_row(
     .bind(facts.shadow.map(Value::to_string))
     .execute(&mut *conn)
     .await?;
-    let decided_by = facts.decided_by.or(decision.decided_by.as_deref());
-    let content = chain_content(
-        decision,
-        facts.approval_digest,
-        decided_by,
-        facts.shadow,
-        origin_host,
-    );
-    plan.entry(chain::Entry {
-        kind: chain::EntryKind::Decision,
-        subject: decision.id.to_string(),
-        content,
-    });
+    plan.entry(chain_entry(decision, facts, origin_host));
     Ok(())
 }
 

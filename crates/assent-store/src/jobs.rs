@@ -472,6 +472,22 @@ pub struct ServedItem {
     pub held: Option<(Uuid, OffsetDateTime)>,
 }
 
+impl ServedItem {
+    /// An item served by `host`, with `external`'s effect, held by `held`'s job until
+    /// its time (for tests and callers that read these elsewhere).
+    pub fn new(
+        host: Option<String>,
+        external: Option<bool>,
+        held: Option<(Uuid, OffsetDateTime)>,
+    ) -> Self {
+        Self {
+            host,
+            external,
+            held,
+        }
+    }
+}
+
 /// Who serves item `index` of set `change_set_id`, or `None` when there is no such item.
 pub async fn served_item(
     conn: &mut AnyConnection,

@@ -62,6 +62,15 @@ macro_rules! held_job_of_item {
     };
 }
 
+/// The columns of a decision's row, in the order `decisions::write_row` and
+/// `plan::insert_decisions` bind them.
+macro_rules! decision_row_columns {
+    () => {
+        "id, change_set_id, item_index, agent_id, target_kind, target_id, tool_name, verdict, reason,
+     edited_args, human_summary, args, created_at, vector_clock, origin_host, approval_digest, decided_by, shadow"
+    };
+}
+
 mod error;
 mod store;
 mod writer;

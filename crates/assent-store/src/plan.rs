@@ -1,8 +1,8 @@
-//! A write plan: the consent-chain entries and outbox messages of one decision (and
-//! the audit records they name), gathered while the decision runs and written at its
-//! end with one statement per table: the audit rows in one multi-row insert, the
-//! chain's head read once and its entries in one insert, the outbox messages in one
-//! upsert.
+//! A write plan: the decision rows, consent-chain entries and outbox messages of one
+//! decision or of confirm-all's decisions (and the audit records they name), gathered
+//! while they are taken and written at their end with one statement per table: the
+//! decisions in one multi-row insert, the audit rows in another, the chain's head read
+//! once and its entries in one insert, the outbox messages in one upsert.
 //!
 //! Why: written as they arose, a confirmation entered three chain entries (a read of
 //! the head and an insert each) and enqueued five outbox messages one statement at a
@@ -14,13 +14,16 @@
 //! entries keep the order they were planned in (an audit record's entry stands where
 //! its record was planned, its row id filled in once the row is written); a plan
 //! dropped unapplied writes nothing (a confirm-all item that fails drops its plan with
-//! its savepoint). Nothing may read a planned row before the plan is applied: only the
-//! chain, the outbox and audit rows are planned, and nothing in a decision reads them.
+//! its savepoint). Nothing may read a planned row before the plan is applied: only
+//! decisions, the chain, the outbox and audit rows are planned, nothing in a decision
+//! reads them, and a decision a delegation record names is written at once.
 
 use crate::outbox::{self, entity};
-use crate::{StoreError, audit, chain};
+use crate::{StoreError, audit, chain, timefmt};
+use assent_domain::ChangeDecision;
 use assent_tools::{AuditRecord, AuditSink, BoxFuture};
 use serde::Serialize;
+use serde_json::{Value, json};
 use sqlx::AnyConnection;
 use std::sync::Mutex;
 use time::OffsetDateTime;
@@ -28,6 +31,7 @@ use time::OffsetDateTime;
 /// Rows to write at the end of a decision; see the module's documentation.
 #[derive(Debug, Default)]
 pub struct WritePlan {
+    decisions: Vec<PlannedDecision>,
     audits: Vec<AuditRecord>,
     entries: Vec<Planned>,
     messages: Vec<PlannedMessage>,
@@ -57,7 +61,10 @@ enum MessageId {
 impl WritePlan {
     /// Whether the plan writes nothing.
     pub fn is_empty(&self) -> bool {
-        self.audits.is_empty() && self.entries.is_empty() && self.messages.is_empty()
+        self.decisions.is_empty()
+            && self.audits.is_empty()
+            && self.entries.is_empty()
+            && self.messages.is_empty()
     }
 
     /// Plans an audit record written on this device: its row, its chain entry and its
@@ -73,6 +80,12 @@ impl WritePlan {
             payload,
         });
         Ok(())
+    }
+
+    /// Plans a decision's row ([`crate::decisions::plan_decided`] plans its entry and
+    /// message).
+    pub(crate) fn decision(&mut self, row: PlannedDecision) {
+        self.decisions.push(row);
     }
 
     /// Plans a chain entry.
@@ -109,6 +122,7 @@ impl WritePlan {
     /// stood).
     pub fn extend(&mut self, other: WritePlan) {
         let offset = self.audits.len();
+        self.decisions.extend(other.decisions);
         self.audits.extend(other.audits);
         self.entries
             .extend(other.entries.into_iter().map(|planned| match planned {
@@ -125,13 +139,14 @@ impl WritePlan {
     }
 
     /// Writes the plan in `conn`'s transaction: at most one statement per table (per
-    /// hundred rows), plus the chain's head read.
-    #[tracing::instrument(skip_all, fields(audits = self.audits.len(), entries = self.entries.len(), messages = self.messages.len()))]
+    /// fifty decisions, per hundred audit rows), plus the chain's head read.
+    #[tracing::instrument(skip_all, fields(decisions = self.decisions.len(), audits = self.audits.len(), entries = self.entries.len(), messages = self.messages.len()))]
     pub async fn apply(
         self,
         conn: &mut AnyConnection,
         now: OffsetDateTime,
     ) -> Result<(), StoreError> {
+        insert_decisions(conn, &self.decisions).await?;
         let ids = audit::insert_rows(conn, &self.audits).await?;
         let audit_entry = |position: usize| chain::Entry {
             kind: chain::EntryKind::Audit,
@@ -150,6 +165,68 @@ impl WritePlan {
         let messages = outbox_messages(self.messages, &ids);
         outbox::enqueue_many(conn, &messages, now).await
     }
+}
+
+/// A decision's row as [`crate::decisions::plan_decided`] planned it.
+#[derive(Debug)]
+pub(crate) struct PlannedDecision {
+    pub(crate) decision: ChangeDecision,
+    pub(crate) approval_digest: Option<String>,
+    pub(crate) decided_by: Option<String>,
+    pub(crate) shadow: Option<String>,
+}
+
+/// Writes planned decisions, up to 50 in one statement (18 parameters each).
+async fn insert_decisions(
+    conn: &mut AnyConnection,
+    rows: &[PlannedDecision],
+) -> Result<(), StoreError> {
+    const COLUMNS: usize = 18;
+    const PER_STATEMENT: usize = 50;
+    for chunk in rows.chunks(PER_STATEMENT) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|row| {
+                let placeholders: Vec<String> = (1..=COLUMNS)
+                    .map(|column| format!("${}", row * COLUMNS + column))
+                    .collect();
+                format!("({})", placeholders.join(", "))
+            })
+            .collect();
+        let sql = format!(
+            concat!(
+                "INSERT INTO decisions (",
+                decision_row_columns!(),
+                ") VALUES {}"
+            ),
+            values.join(", ")
+        );
+        // Only placeholders are formatted in; every value is bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for row in chunk {
+            let decision = &row.decision;
+            query = query
+                .bind(decision.id.to_string())
+                .bind(decision.change_set_id.to_string())
+                .bind(decision.item_index as i64)
+                .bind(decision.agent_id.as_str())
+                .bind(decision.target_kind.as_str())
+                .bind(decision.target_id.as_str())
+                .bind(decision.tool_name.as_str())
+                .bind(decision.verdict.as_str())
+                .bind(decision.reason.as_deref())
+                .bind(decision.edited_args.as_ref().map(Value::to_string))
+                .bind(decision.human_summary.as_str())
+                .bind(decision.args.to_string())
+                .bind(timefmt::format(decision.created_at))
+                .bind(json!(decision.vector_clock).to_string())
+                .bind(None::<String>)
+                .bind(row.approval_digest.as_deref())
+                .bind(row.decided_by.as_deref())
+                .bind(row.shadow.as_deref());
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
 }
 
 /// The messages to enqueue, one per entity: a later message of the same entity
