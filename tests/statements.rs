@@ -45,26 +45,30 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 /// since the journal's checklist insert finds its position itself. 23 since who serves
 /// each item (its host, its effect, a job holding it) is read with the set
 /// (`change_sets::load_served`), 21 since the handler runs in the confirmation's clean
-/// scope without a savepoint of its own (a failed handler rolls the scope back). Left:
-/// `BEGIN`, the set's read, the agent's rules, the applied-operation check, the
-/// applied operation, the decision, the set's and the item's status, the plan's 4 and
-/// `COMMIT` (13, the engine's), and the host's 8: its 3 reads of the task (stale
-/// check, category, the clock after the handler) and the handler's 5.
-const PER_CONFIRMATION: usize = 21;
+/// scope without a savepoint of its own (a failed handler rolls the scope back), 20
+/// since the policy is checked against the category the re-check's state holds
+/// (`TargetState::category`) instead of reading it again. Left: `BEGIN`, the set's
+/// read, the agent's rules, the applied-operation check, the applied operation, the
+/// decision, the set's and the item's status, the plan's 4 and `COMMIT` (13, the
+/// engine's), and the host's 7: its 2 reads of the task (the state for the stale
+/// check, the clock after the handler) and the handler's 5.
+const PER_CONFIRMATION: usize = 20;
 /// Statements confirm-all of the 20 items left may take in all (646 before the write
 /// plan, 389 with it and the changes above: 19 per item, whose plan is written once
 /// for the whole set). 252 since the agent's rules are read once per tool, who serves
 /// each item with the set, the decisions are rows of the plan (one multi-row insert),
 /// the set's and the items' statuses are written once at the end (one statement for
-/// all the items), and the handler runs in the item's savepoint: 12.6 per item, of
-/// which the host's 8 (the handler's 5 and its 3 reads of the task) and the item's
-/// savepoint, applied-operation check and applied operation.
-const CONFIRM_ALL_OF_20: usize = 252;
-/// Statements a wake of 25 deferred calls may take in all (11 today: `BEGIN`, the
-/// agent, the task, its category, the open sets and recent decisions, then the set,
-/// its 25 items in one multi-row insert, its outbox message, the webhook subscribers'
-/// read and `COMMIT`).
-const WAKE_OF_25: usize = 11;
+/// all the items), and the handler runs in the item's savepoint; 232 since the
+/// category comes with the state: 11.6 per item, of which the host's 7 (the handler's
+/// 5 and its 2 reads of the task) and the item's savepoint and its release, the
+/// applied-operation check and the applied operation.
+const CONFIRM_ALL_OF_20: usize = 232;
+/// Statements a wake of 25 deferred calls may take in all (10 today: `BEGIN`, the
+/// agent, the task with its category (its category read on its own before the host's
+/// state held it: 11), the open sets and recent decisions, then the set, its 25 items
+/// in one multi-row insert, its outbox message, the webhook subscribers' read and
+/// `COMMIT`).
+const WAKE_OF_25: usize = 10;
 
 /// Statements an allowed call of an idempotent external tool may take, as the MCP
 /// gateway makes it (issue 42), on an in-memory database (whose transactions sqlx

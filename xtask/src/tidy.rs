@@ -637,6 +637,61 @@ fn doors_import_no_store_module_and_workers_only_those_on_their_list() {
     );
 }
 
+/// The decision point of the engine (issue 42): files of a library crate that decide
+/// over plain values, with the only `assent_store` paths each may name (plain types
+/// and a pure formatter, never a function that reads or writes).
+const PURE_DECISION_FILES: &[(&str, &[&str])] = &[(
+    "crates/assent-confirm/src/decide.rs",
+    &[
+        "approvals::Approval",
+        "approvals::Revision",
+        "jobs::ExternalItem",
+        "jobs::ServedItem",
+        "timefmt::format",
+    ],
+)];
+
+#[test]
+fn the_decision_point_does_no_io() {
+    let root = project_root();
+    let mut offenders = Vec::new();
+    for (file, allowed) in PURE_DECISION_FILES {
+        let text = read(&root.join(file));
+        let code = without_comments_and_literals(&text);
+        for word in [
+            "sqlx",
+            "tokio",
+            "async",
+            "await",
+            "AnyConnection",
+            "now_utc",
+            "new_v4",
+        ] {
+            let named = code.match_indices(word).any(|(at, _)| {
+                let before = code[..at].chars().next_back();
+                let after = code[at + word.len()..].chars().next();
+                let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+                !ident(before) && !ident(after)
+            });
+            if named {
+                offenders.push(format!("{file} names `{word}`"));
+            }
+        }
+        for path in paths_after(&text, "assent_store::") {
+            let path = path.join("::");
+            if !allowed.contains(&path.as_str()) {
+                offenders.push(format!("{file} names assent_store::{path}"));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "the decision point decides over what its transaction read, with no I/O, clock or \
+         ids of its own (xtask/src/tidy.rs, PURE_DECISION_FILES):\n{}",
+        bullets(&offenders)
+    );
+}
+
 /// The modules `lib_rs` declares with `pub mod NAME;`.
 fn pub_mods(lib_rs: &str) -> BTreeSet<String> {
     without_comments_and_literals(lib_rs)

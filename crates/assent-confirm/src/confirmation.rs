@@ -25,7 +25,7 @@ use assent_store::plan::{PlannedAudits, WritePlan};
 use assent_store::{AnyConnection, Backend, agents, approvals, change_sets, host_tools, jobs};
 use assent_tools::{
     AgentPolicy, CallContext, Coverage, ExecutionTarget, PastOutcome, PolicyDecision, RuleAction,
-    TargetCategory, ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
+    ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
 };
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
@@ -581,16 +581,13 @@ impl ConfirmationService {
         // so nothing is written or sent for a call the policy refuses; a plain
         // confirmation is refused by the executor, before it writes anything either.
         if needed > 1 || settings.hold.is_some() {
-            let category = match engine
-                .host
-                .resolver()
-                .category_of(tx.connection(), &target)
-                .await
-            {
-                Ok(Some(category)) => TargetCategory::Known(category),
-                Ok(None) => TargetCategory::Missing,
-                Err(error) => TargetCategory::LookupFailed(error),
-            };
+            let category = crate::host::category_of(
+                engine.host.resolver(),
+                tx.connection(),
+                &target,
+                recheck.category.clone(),
+            )
+            .await;
             let call = CallContext {
                 args: &args,
                 target_id: &target.id,
@@ -652,7 +649,10 @@ impl ConfirmationService {
         };
         let resolver = engine.host.resolver();
         let audits = PlannedAudits::default();
-        let executor = AuditedExecutor::new(resolver, &audits);
+        // The state the re-check read holds the category the policy is checked against
+        // (when its host keeps it there): nothing ran in this scope since.
+        let executor =
+            AuditedExecutor::new(resolver, &audits).with_known_category(recheck.category.clone());
         // Nothing of this attempt is written yet (a stale refresh, a hold, an approval
         // short of the quorum and a queued item all returned above; a met quorum's
         // approval is recorded below): a failed handler is undone with its scope.

@@ -152,6 +152,9 @@ async fn run_handler(
 pub struct AuditedExecutor<'h> {
     resolver: &'h dyn CategoryResolver<AnyConnection>,
     audit: &'h dyn AuditSink<AnyConnection>,
+    /// The target's category, when the caller's transaction read it and nothing ran
+    /// there since ([`Self::with_known_category`]).
+    known_category: Option<TargetCategory>,
 }
 
 /// Polls a future, turning a panic inside it into an error.
@@ -183,7 +186,22 @@ impl<'h> AuditedExecutor<'h> {
         resolver: &'h dyn CategoryResolver<AnyConnection>,
         audit: &'h dyn AuditSink<AnyConnection>,
     ) -> Self {
-        Self { resolver, audit }
+        Self {
+            resolver,
+            audit,
+            known_category: None,
+        }
+    }
+
+    /// This executor, checking the policy against `category` (when given) instead of
+    /// asking the resolver: the target's category as the caller's transaction read it
+    /// (its host's [`assent_tools::TargetState::category`]), with no handler run in
+    /// that transaction since, so the answer is the resolver's. For one call: a call
+    /// that ran may have changed it.
+    #[must_use]
+    pub fn with_known_category(mut self, category: Option<TargetCategory>) -> Self {
+        self.known_category = category;
+        self
     }
 
     pub(crate) async fn write_audit(&self, conn: &mut AnyConnection, record: AuditRecord) {
@@ -234,11 +252,9 @@ impl<'h> AuditedExecutor<'h> {
         req: &ExecutionRequest<'_>,
     ) -> Option<String> {
         let target = &req.invocation.target.target;
-        let category = match self.resolver.category_of(conn, target).await {
-            Ok(Some(category)) => TargetCategory::Known(category),
-            Ok(None) => TargetCategory::Missing,
-            Err(e) => TargetCategory::LookupFailed(e),
-        };
+        let category =
+            crate::host::category_of(self.resolver, conn, target, self.known_category.clone())
+                .await;
         if let Err(reason) = req.policy.check_category(&category) {
             return Some(reason);
         }

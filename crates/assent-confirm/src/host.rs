@@ -12,7 +12,9 @@
 use assent_domain::{OperationId, Target};
 use assent_store::sync::HostEntities;
 use assent_store::{AnyConnection, HostMigration};
-use assent_tools::{BoxFuture, CategoryResolver, Redundancy, Stateless, TargetState, ToolHandler};
+use assent_tools::{
+    BoxFuture, CategoryResolver, Redundancy, Stateless, TargetCategory, TargetState, ToolHandler,
+};
 use serde_json::Value;
 use time::OffsetDateTime;
 
@@ -195,6 +197,25 @@ pub trait Host: Send + Sync {
     }
 }
 
+/// The category of `target`: `known`, when a state read in the caller's transaction
+/// held it and nothing ran there since, else `resolver`'s answer (a failed lookup is
+/// [`TargetCategory::LookupFailed`], which the policy refuses).
+pub(crate) async fn category_of(
+    resolver: &dyn CategoryResolver<AnyConnection>,
+    conn: &mut AnyConnection,
+    target: &Target,
+    known: Option<TargetCategory>,
+) -> TargetCategory {
+    if let Some(known) = known {
+        return known;
+    }
+    match resolver.category_of(conn, target).await {
+        Ok(Some(category)) => TargetCategory::Known(category),
+        Ok(None) => TargetCategory::Missing,
+        Err(error) => TargetCategory::LookupFailed(error),
+    }
+}
+
 /// What the target's state says about a confirmed call just before it runs.
 #[derive(Debug, Default)]
 pub(crate) struct Recheck {
@@ -202,6 +223,8 @@ pub(crate) struct Recheck {
     pub already_true: Option<String>,
     /// The fields the call touches changed since it was proposed.
     pub stale: Option<Stale>,
+    /// The target's category, when its state holds it ([`TargetState::category`]).
+    pub category: Option<TargetCategory>,
 }
 
 /// A target that changed under a proposal: the line a person reads, and what to
@@ -255,5 +278,6 @@ pub(crate) async fn recheck(
     Recheck {
         already_true,
         stale,
+        category: state.category(),
     }
 }

@@ -10,7 +10,7 @@ use assent_store::{
     AnyConnection, WriteTx, agents, change_sets, decisions, jobs, operations,
     plan::{PlannedAudits, WritePlan},
 };
-use assent_tools::{AgentPolicy, CallContext, ExecutionTarget, TargetCategory, ToolInvocation};
+use assent_tools::{AgentPolicy, CallContext, ExecutionTarget, TargetState, ToolInvocation};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -121,16 +121,15 @@ impl WakeService {
                 None
             }
         };
-        let category = match engine
-            .host
-            .resolver()
-            .category_of(tx.connection(), &request.target)
-            .await
-        {
-            Ok(Some(category)) => TargetCategory::Known(category),
-            Ok(None) => TargetCategory::Missing,
-            Err(error) => TargetCategory::LookupFailed(error),
-        };
+        // Nothing ran in this transaction yet: the state, when it holds the category,
+        // answers for the resolver.
+        let category = crate::host::category_of(
+            engine.host.resolver(),
+            tx.connection(),
+            &request.target,
+            snapshot.as_deref().and_then(TargetState::category),
+        )
+        .await;
         let new_builder = || {
             ChangeSetBuilder::new(
                 &request.agent_id,

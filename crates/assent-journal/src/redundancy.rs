@@ -7,7 +7,7 @@ use crate::catalog::{
     normalize_priority, normalize_status, parse_due_date, parse_estimate_minutes, tool,
 };
 use crate::snapshot::TaskSnapshot;
-use assent_tools::{Redundancy, TargetState};
+use assent_tools::{Redundancy, TargetCategory, TargetState};
 use serde_json::Value;
 
 fn same_text(a: &str, b: &str) -> bool {
@@ -15,6 +15,15 @@ fn same_text(a: &str, b: &str) -> bool {
 }
 
 impl TargetState for TaskSnapshot {
+    /// The task's category, read with the snapshot from the same row the journal's
+    /// resolver reads it from.
+    fn category(&self) -> Option<TargetCategory> {
+        Some(match &self.category {
+            Some(category) => TargetCategory::Known(category.clone()),
+            None => TargetCategory::Missing,
+        })
+    }
+
     fn redundancy(&self, tool_name: &str, args: &Value) -> Redundancy {
         let task = self;
         let text = |key: &str| args.get(key).and_then(Value::as_str);

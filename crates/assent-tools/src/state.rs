@@ -6,7 +6,7 @@
 //! `assent-journal`); the planner and the confirmation service only ask. A host with
 //! no rules keeps every proposal.
 
-use crate::SummaryContext;
+use crate::{SummaryContext, TargetCategory};
 use serde_json::Value;
 use std::fmt;
 
@@ -57,6 +57,18 @@ pub trait TargetState: SummaryContext + fmt::Debug + Send + Sync {
     fn observed(&self, tool_name: &str, args: &Value) -> bool {
         let _ = (tool_name, args);
         true
+    }
+
+    /// The target's category as this state holds it (what the host's
+    /// [`CategoryResolver::category_of`] would answer in the same transaction), or `None`
+    /// when the state does not hold it. A state loaded in the deciding transaction
+    /// before anything ran there saves the engine a read of the category: the policy
+    /// is then checked against this answer. The default is `None` (the resolver is
+    /// asked).
+    ///
+    /// [`CategoryResolver::category_of`]: crate::CategoryResolver::category_of
+    fn category(&self) -> Option<TargetCategory> {
+        None
     }
 }
 
