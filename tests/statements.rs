@@ -42,27 +42,29 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 /// the write plan (issue 42, `assent_store::plan`): the audit rows, the chain entries
 /// (one head read) and the outbox messages of the engine are written at the end, one
 /// statement per table. 25 since the set and its items are read in one statement, 24
-/// since the journal's checklist insert finds its position itself. 23 since who serves
-/// each item (its host, its effect, a job holding it) is read with the set
-/// (`change_sets::load_served`), 21 since the handler runs in the confirmation's clean
-/// scope without a savepoint of its own (a failed handler rolls the scope back), 20
-/// since the policy is checked against the category the re-check's state holds
-/// (`TargetState::category`) instead of reading it again. Left: `BEGIN`, the set's
-/// read, the agent's rules, the applied-operation check, the applied operation, the
-/// decision, the set's and the item's status, the plan's 4 and `COMMIT` (13, the
-/// engine's), and the host's 7: its 2 reads of the task (the state for the stale
-/// check, the clock after the handler) and the handler's 5.
-const PER_CONFIRMATION: usize = 20;
+/// since the journal's checklist insert finds its position itself. Then, one at a
+/// time: 23 since who serves each item (its host, its effect, a job holding it) is
+/// read with the set, 21 since the handler runs in the confirmation's clean scope
+/// without a savepoint of its own (a failed handler rolls the scope back), 20 since the
+/// policy is checked against the category the re-check's state holds
+/// (`TargetState::category`), 19 since the agent's rules are read with the set too
+/// (`change_sets::load_for_decision`: one read before the host is asked anything).
+/// Left: `BEGIN`, that read, the applied-operation check, the applied operation, the
+/// decision, the set's and the item's status, the plan's 4 and `COMMIT` (12, the
+/// engine's), and the host's 7: its 2 reads of the task (its state for the stale
+/// check, its clock after the handler) and the handler's 5.
+const PER_CONFIRMATION: usize = 19;
 /// Statements confirm-all of the 20 items left may take in all (646 before the write
 /// plan, 389 with it and the changes above: 19 per item, whose plan is written once
 /// for the whole set). 252 since the agent's rules are read once per tool, who serves
 /// each item with the set, the decisions are rows of the plan (one multi-row insert),
 /// the set's and the items' statuses are written once at the end (one statement for
 /// all the items), and the handler runs in the item's savepoint; 232 since the
-/// category comes with the state: 11.6 per item, of which the host's 7 (the handler's
-/// 5 and its 2 reads of the task) and the item's savepoint and its release, the
-/// applied-operation check and the applied operation.
-const CONFIRM_ALL_OF_20: usize = 232;
+/// category comes with the state, 231 since the agent's rules come with the set: 11.6
+/// per item, of which the host's 7 (the handler's 5 and its 2 reads of the task) and
+/// the item's savepoint and its release, the applied-operation check and the applied
+/// operation.
+const CONFIRM_ALL_OF_20: usize = 231;
 /// Statements a wake of 25 deferred calls may take in all (10 today: `BEGIN`, the
 /// agent, the task with its category (its category read on its own before the host's
 /// state held it: 11), the open sets and recent decisions, then the set, its 25 items
@@ -77,8 +79,10 @@ const WAKE_OF_25: usize = 10;
 /// sets and recent decisions are read only by a wake that queues) and, after the
 /// call, one commit of its outcome (the applied operation; the two audit records, the
 /// chain's head and entries and their outbox messages through the write plan: 4
-/// statements where they were 8). 15 before the write plan and the two-pass wake.
-const EXTERNAL_CALL: usize = 9;
+/// statements where they were 8). 15 before the write plan and the two-pass wake; 8
+/// since the executor's check takes the category the wake read (no handler ran in
+/// its transaction since).
+const EXTERNAL_CALL: usize = 8;
 
 /// Counts sqlx's statement events.
 struct Statements(Arc<AtomicUsize>);

@@ -161,46 +161,56 @@ enum Attempt {
     Undone(ConfirmError),
 }
 
-/// What the decisions on one set in one transaction share: confirm-all reads the
-/// agent's policy and its settings of a tool once per tool, not once per item (nothing
-/// a confirmation writes changes them), and writes the statuses of the items it
-/// decided once, at its end, not once per item.
-#[derive(Default)]
+/// What the decisions on one set in one transaction share: the agent's rules, read
+/// with the set ([`change_sets::load_for_decision`]), and, in confirm-all, the items
+/// decided so far, whose statuses are written once at its end, not once per item.
 struct Batch {
-    rules: Vec<(String, AgentPolicy, agents::ToolSettings)>,
+    /// The agent's rules, or `None` when this database has no such agent.
+    rules: Option<agents::StoredRules>,
     /// The items decided so far, whose statuses (and the set's) are written at the
     /// transaction's end; `None`: each decision writes its own.
     deferred_statuses: Option<Vec<usize>>,
 }
 
 impl Batch {
-    /// A batch whose decisions leave their statuses to its end ([`Self::deferred_statuses`]).
-    fn deferring_statuses() -> Self {
+    /// The batch of one decision, on the agent's `rules` as read with the set.
+    fn one(rules: Option<agents::StoredRules>) -> Self {
         Self {
-            rules: Vec::new(),
+            rules,
+            deferred_statuses: None,
+        }
+    }
+
+    /// A batch whose decisions leave their statuses to its end ([`Self::deferred_statuses`]).
+    fn deferring_statuses(rules: Option<agents::StoredRules>) -> Self {
+        Self {
+            rules,
             deferred_statuses: Some(Vec::new()),
         }
     }
 
-    /// The policy of `agent` at `now` and its settings of `tool`, read on the first ask.
-    /// An agent this database lacks (its set came from another device) has no rules
-    /// here to check: refused, saying so, before anything is written.
-    async fn rules_of(
-        &mut self,
-        conn: &mut AnyConnection,
+    /// The policy of `agent` at `now` and its settings of `tool`. An agent this
+    /// database lacks (its set came from another device) has no rules here to check:
+    /// refused, saying so, before anything is written.
+    fn rules_of(
+        &self,
         agent: &str,
         tool: &str,
         now: OffsetDateTime,
     ) -> Result<(AgentPolicy, agents::ToolSettings), ConfirmError> {
-        if let Some((_, policy, settings)) = self.rules.iter().find(|(read, ..)| read == tool) {
-            return Ok((policy.clone(), settings.clone()));
-        }
-        let (policy, settings) = agents::policy_and_settings_at(conn, agent, tool, now)
-            .await?
+        let rules = self
+            .rules
+            .as_ref()
             .ok_or_else(|| ConfirmError::AgentNotHere(agent.to_owned()))?;
+        Ok(rules.at(tool, now))
+    }
+
+    /// The agent's shadow rules (none for an agent this database lacks).
+    fn shadow_rules(&self) -> Vec<agents::ShadowRule> {
         self.rules
-            .push((tool.to_owned(), policy.clone(), settings.clone()));
-        Ok((policy, settings))
+            .as_ref()
+            .map(|rules| rules.shadow_rules().to_vec())
+            .unwrap_or_default()
     }
 }
 
@@ -461,8 +471,8 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<ConfirmOutcome, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let (mut set, mut served) =
-            change_sets::require_served(tx.connection(), change_set_id).await?;
+        let read = change_sets::require_for_decision(tx.connection(), change_set_id).await?;
+        let (mut set, mut served) = (read.set, read.served);
         let served = (index < served.len()).then(|| served.swap_remove(index));
         let mut plan = WritePlan::default();
         let attempt = self
@@ -471,7 +481,7 @@ impl ConfirmationService {
                 &mut set,
                 index,
                 served,
-                &mut Batch::default(),
+                &mut Batch::one(read.rules),
                 edited_args,
                 now,
                 &mut plan,
@@ -528,7 +538,7 @@ impl ConfirmationService {
                     queued,
                     now,
                     plan,
-                    batch.deferred_statuses.as_mut(),
+                    batch,
                 )
                 .await;
         }
@@ -542,9 +552,7 @@ impl ConfirmationService {
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         // An agent this database lacks (its set came from another device) has no
         // rules here to check: refused, saying so, before anything is written.
-        let (policy, settings) = batch
-            .rules_of(tx.connection(), &set.agent_id, &spec.name, now)
-            .await?;
+        let (policy, settings) = batch.rules_of(&set.agent_id, &spec.name, now)?;
         let target = set.target();
         let recheck = crate::host::recheck(
             engine.host.as_ref(),
@@ -874,7 +882,7 @@ impl ConfirmationService {
         external: jobs::ExternalItem,
         now: OffsetDateTime,
         plan: &mut WritePlan,
-        deferred_statuses: Option<&mut Vec<usize>>,
+        batch: &mut Batch,
     ) -> Result<Attempt, ConfirmError> {
         if let Some(args) = &edited_args {
             self.validate_external_edit(conn, &external.host, &set.items[index].tool_name, args)
@@ -882,10 +890,7 @@ impl ConfirmationService {
         }
         let tool_name = &set.items[index].tool_name;
         // An agent this database lacks has no rules here to check: refused, saying so.
-        let (policy, settings) =
-            agents::policy_and_settings_at(conn, &set.agent_id, tool_name, now)
-                .await?
-                .ok_or_else(|| ConfirmError::AgentNotHere(set.agent_id.clone()))?;
+        let (policy, settings) = batch.rules_of(&set.agent_id, tool_name, now)?;
         // The rules answer first (the category is its host's to resolve, at the claim):
         // no approval, job or webhook for a tool they deny.
         if policy.ruled(tool_name) == Some(RuleAction::Deny) {
@@ -926,7 +931,15 @@ impl ConfirmationService {
             shadows: Some(settings.shadow_rules),
         };
         let mut decisions = self
-            .record_into(conn, set, &[index], verdicts, now, plan, deferred_statuses)
+            .record_into(
+                conn,
+                set,
+                &[index],
+                verdicts,
+                now,
+                plan,
+                batch.deferred_statuses.as_mut(),
+            )
             .await?;
         tracing::info!(index, %job_id, host = %external.host, "item approved; its job is queued for its host");
         Ok(Attempt::Decided(Box::new(ConfirmOutcome {
@@ -1065,16 +1078,15 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<ChangeDecision, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let (mut set, served) = change_sets::require_served(tx.connection(), change_set_id).await?;
-        decide::check_plain(&set, index, verdict, served.get(index))?;
+        let read = change_sets::require_for_decision(tx.connection(), change_set_id).await?;
+        let mut set = read.set;
+        decide::check_plain(&set, index, verdict, read.served.get(index))?;
+        let verdicts = Verdicts {
+            shadows: Some(Batch::one(read.rules).shadow_rules()),
+            ..Verdicts::plain(verdict, reason)
+        };
         let mut decisions = self
-            .record(
-                tx.connection(),
-                &mut set,
-                &[index],
-                Verdicts::plain(verdict, reason),
-                now,
-            )
+            .record(tx.connection(), &mut set, &[index], verdicts, now)
             .await?;
         tx.commit().await?;
         tracing::info!(index, %verdict, "item decided");
@@ -1163,9 +1175,10 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<ConfirmAllResult, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let (mut set, served) = change_sets::require_served(tx.connection(), change_set_id).await?;
+        let read = change_sets::require_for_decision(tx.connection(), change_set_id).await?;
+        let (mut set, served) = (read.set, read.served);
         let mut items = Vec::with_capacity(set.items.len());
-        let mut batch = Batch::deferring_statuses();
+        let mut batch = Batch::deferring_statuses(read.rules);
         // Every item's audit records, chain entries and outbox messages, written once
         // at the end: a failed item's go with its savepoint.
         let mut plan = WritePlan::default();
@@ -1281,7 +1294,8 @@ impl ConfirmationService {
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
         let reason = clean_reason(reason)?;
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let (mut set, served) = change_sets::require_served(tx.connection(), change_set_id).await?;
+        let read = change_sets::require_for_decision(tx.connection(), change_set_id).await?;
+        let (mut set, served) = (read.set, read.served);
         let open: Vec<usize> = set
             .open_indexes()
             .filter(|&index| served[index].held.is_none())
@@ -1293,14 +1307,12 @@ impl ConfirmationService {
             ));
         };
         set.check_verdict(first, Verdict::Rejected)?;
+        let verdicts = Verdicts {
+            shadows: Some(Batch::one(read.rules).shadow_rules()),
+            ..Verdicts::plain(Verdict::Rejected, reason)
+        };
         let decisions = self
-            .record(
-                tx.connection(),
-                &mut set,
-                &open,
-                Verdicts::plain(Verdict::Rejected, reason),
-                now,
-            )
+            .record(tx.connection(), &mut set, &open, verdicts, now)
             .await?;
         tx.commit().await?;
         tracing::info!(rejected = decisions.len(), "change set dismissed");

@@ -10,7 +10,9 @@ use assent_store::{
     AnyConnection, WriteTx, agents, change_sets, decisions, jobs, operations,
     plan::{PlannedAudits, WritePlan},
 };
-use assent_tools::{AgentPolicy, CallContext, ExecutionTarget, TargetState, ToolInvocation};
+use assent_tools::{
+    AgentPolicy, CallContext, ExecutionTarget, TargetCategory, TargetState, ToolInvocation,
+};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -183,6 +185,8 @@ impl WakeService {
         // How often each (tool, arguments) ran before in this run: a repeat is an
         // operation of its own ([`OperationId::for_call`]).
         let mut seen: HashMap<(String, String), usize> = HashMap::new();
+        // The category read above answers for the resolver until a handler runs.
+        let mut known_category = Some(category.clone());
         for planned in plans {
             let lines = match planned.plan {
                 CallPlan::Reply(text) => vec![Line::Said(text)],
@@ -197,6 +201,7 @@ impl WakeService {
                             &request,
                             invocations,
                             &mut seen,
+                            &mut known_category,
                             now,
                             &mut written,
                         )
@@ -327,7 +332,9 @@ impl WakeService {
     }
 
     /// Runs (or admits, for an external tool) the calls to execute now; their audit
-    /// records go to `written`.
+    /// records go to `written`. `known_category` is the target's category as the wake
+    /// read it, while no handler ran in its transaction since (a call that runs here
+    /// takes it away: its handler may have changed the category).
     #[allow(clippy::too_many_arguments)]
     async fn execute_now(
         &self,
@@ -336,12 +343,12 @@ impl WakeService {
         request: &WakeRequest,
         invocations: Vec<(String, Value)>,
         seen: &mut HashMap<(String, String), usize>,
+        known_category: &mut Option<TargetCategory>,
         now: OffsetDateTime,
         written: &mut WritePlan,
     ) -> Result<Vec<Line>, ConfirmError> {
         let engine = &self.engine;
         let audits = PlannedAudits::default();
-        let executor = AuditedExecutor::new(engine.host.resolver(), &audits);
         let mut lines = Vec::with_capacity(invocations.len());
         for (tool_name, args) in invocations {
             let Some(spec) = engine.registry.get(&tool_name) else {
@@ -387,6 +394,8 @@ impl WakeService {
                 now,
                 allowed_by,
             };
+            let executor = AuditedExecutor::new(engine.host.resolver(), &audits)
+                .with_known_category(known_category.clone());
             // A tool whose effect lies outside the database never runs inside this
             // transaction (it would hold the writer lock for as long as the call
             // takes): admitted and audited here, called after the commit.
@@ -399,6 +408,7 @@ impl WakeService {
                     }
                 }
             } else {
+                *known_category = None;
                 executor.execute(tx, execution).await?
             };
             lines.push(Line::Said(said(&tool_name, outcome)));

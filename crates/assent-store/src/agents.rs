@@ -124,6 +124,16 @@ pub async fn list(conn: &mut AnyConnection) -> Result<Vec<Agent>, StoreError> {
 fn from_row(row: &AnyRow) -> Result<Agent, StoreError> {
     let categories: String = row.try_get("categories")?;
     let rules: String = row.try_get("rules")?;
+    Ok(Agent {
+        id: row.try_get("id")?,
+        policy: policy_from(&categories, &rules)?,
+        created_at: timefmt::parse("agents", &row.try_get::<String, _>("created_at")?)?,
+        updated_at: timefmt::parse("agents", &row.try_get::<String, _>("updated_at")?)?,
+    })
+}
+
+/// The policy stored as `categories` and `rules` (every rule, expired ones included).
+fn policy_from(categories: &str, rules: &str) -> Result<AgentPolicy, StoreError> {
     let categories: Vec<String> =
         serde_json::from_str(&categories).map_err(|e| StoreError::corrupt("agents", e))?;
     let rules: Vec<Value> =
@@ -143,11 +153,50 @@ fn from_row(row: &AnyRow) -> Result<Agent, StoreError> {
         }
         policy = policy.with_rule(parsed);
     }
-    Ok(Agent {
-        id: row.try_get("id")?,
-        policy,
-        created_at: timefmt::parse("agents", &row.try_get::<String, _>("created_at")?)?,
-        updated_at: timefmt::parse("agents", &row.try_get::<String, _>("updated_at")?)?,
+    Ok(policy)
+}
+
+/// An agent's rules as a decision reads them with its set
+/// ([`crate::change_sets::load_for_decision`]): its policy (expired rules included),
+/// its per-tool settings and its shadow rules.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRules {
+    policy: AgentPolicy,
+    settings: ToolSettingsTable,
+    shadow_rules: Vec<ShadowRule>,
+}
+
+impl StoredRules {
+    /// The policy in force at `now` and the agent's settings of `tool_name`: what
+    /// [`policy_and_settings_at`] reads.
+    pub fn at(&self, tool_name: &str, now: OffsetDateTime) -> (AgentPolicy, ToolSettings) {
+        let needs = self.settings.requirements(tool_name);
+        let settings = ToolSettings {
+            hold: needs.hold,
+            approvals_needed: needs.approvals_needed,
+            shadow_rules: self.shadow_rules.clone(),
+        };
+        (self.policy.in_force(now), settings)
+    }
+
+    /// The agent's shadow rules, in the order first set.
+    pub fn shadow_rules(&self) -> &[ShadowRule] {
+        &self.shadow_rules
+    }
+}
+
+/// The [`StoredRules`] of `row`, which holds an agent's `categories`, `rules`,
+/// `tool_settings` and `shadow_rules` in the columns `columns` names, in that order.
+pub(crate) fn stored_rules(row: &AnyRow, columns: [&str; 4]) -> Result<StoredRules, StoreError> {
+    let [categories, rules, settings, shadows] = columns;
+    let categories: String = row.try_get(categories)?;
+    let rules: String = row.try_get(rules)?;
+    let settings: String = row.try_get(settings)?;
+    let shadows: String = row.try_get(shadows)?;
+    Ok(StoredRules {
+        policy: policy_from(&categories, &rules)?,
+        settings: settings_table(&parse_tool_settings(&settings)?),
+        shadow_rules: parse_shadow_rules(&shadows)?,
     })
 }
 
@@ -333,18 +382,14 @@ pub async fn policy_and_settings_at(
     now: OffsetDateTime,
 ) -> Result<Option<(AgentPolicy, ToolSettings)>, StoreError> {
     let row = sqlx::query(
-        "SELECT id, categories, rules, created_at, updated_at, tool_settings, shadow_rules
-         FROM agents WHERE id = $1",
+        "SELECT categories, rules, tool_settings, shadow_rules FROM agents WHERE id = $1",
     )
     .bind(agent_id)
     .fetch_optional(conn)
     .await?;
     let Some(row) = row else { return Ok(None) };
-    let agent = from_row(&row)?;
-    Ok(Some((
-        agent.policy.in_force(now),
-        settings_from_row(&row, tool_name)?,
-    )))
+    let columns = ["categories", "rules", "tool_settings", "shadow_rules"];
+    Ok(Some(stored_rules(&row, columns)?.at(tool_name, now)))
 }
 
 /// The agent's policy in force at `now` and all its per-tool settings (quorums, holds),

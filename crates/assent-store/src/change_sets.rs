@@ -1,5 +1,6 @@
 //! Change sets and their items, in two relational tables.
 
+use crate::agents::{self, StoredRules};
 use crate::jobs::ServedItem;
 use crate::outbox::{self, entity};
 use crate::plan::WritePlan;
@@ -468,31 +469,25 @@ async fn with_items(
 /// parameters, PostgreSQL 65,535).
 const SETS_PER_ITEM_READ: usize = 500;
 
-/// The set with `id` (deleted sets are not found), with its items in the same
-/// statement: a decision reads its set once.
-pub async fn load(conn: &mut AnyConnection, id: Uuid) -> Result<Option<ChangeSet>, StoreError> {
-    Ok(load_served(conn, id).await?.map(|(set, _)| set))
+/// The columns of a set (`s`) and its items (`i`, the item's status as `item_status`),
+/// read in one statement by [`load`] and [`load_for_decision`].
+macro_rules! set_and_item_columns {
+    () => {
+        "s.id, s.agent_id, s.target_kind, s.target_id, s.thread_id, s.run_key, s.status, s.created_at,
+         s.resolved_at, s.vector_clock,
+         i.item_index, i.tool_name, i.args, i.human_summary, i.status AS item_status, i.before_value,
+         i.fingerprint, i.stale_detail, i.approvals_needed, i.revision"
+    };
 }
 
-/// The set a decision acts on, under its transaction's lock: the set with `id` (deleted
-/// sets are not found), its items, and who serves each item (in item order: the host,
-/// where its effect lands, and the job holding its confirmation, as
-/// [`crate::jobs::served_item`] reads one item), all in one statement, so a decision on
-/// any item of the set reads the database once before its host is asked anything.
-pub async fn load_served(
-    conn: &mut AnyConnection,
-    id: Uuid,
-) -> Result<Option<(ChangeSet, Vec<ServedItem>)>, StoreError> {
+/// The set with `id` (deleted sets are not found), with its items in the same
+/// statement.
+pub async fn load(conn: &mut AnyConnection, id: Uuid) -> Result<Option<ChangeSet>, StoreError> {
     let rows = sqlx::query(concat!(
-        "SELECT s.id, s.agent_id, s.target_kind, s.target_id, s.thread_id, s.run_key, s.status, s.created_at,
-                s.resolved_at, s.vector_clock,
-                i.item_index, i.tool_name, i.args, i.human_summary, i.status AS item_status, i.before_value,
-                i.fingerprint, i.stale_detail, i.approvals_needed, i.revision,
-                i.effect, i.host, j.id AS held_job, j.due_at AS held_until
-         FROM change_sets s LEFT JOIN change_items i ON i.change_set_id = s.id
-         LEFT JOIN execution_jobs j ON ",
-        held_job_of_item!(),
-        " WHERE s.id = $1 AND s.deleted_at IS NULL
+        "SELECT ",
+        set_and_item_columns!(),
+        " FROM change_sets s LEFT JOIN change_items i ON i.change_set_id = s.id
+         WHERE s.id = $1 AND s.deleted_at IS NULL
          ORDER BY i.item_index"
     ))
     .bind(id.to_string())
@@ -501,24 +496,94 @@ pub async fn load_served(
     let Some(first) = rows.first() else {
         return Ok(None);
     };
-    // A set without items is one row whose item columns are all NULL.
+    decode_set(first, decode_items(&rows)?).map(Some)
+}
+
+/// The items of `rows` (a set without items is one row whose item columns are all
+/// NULL).
+fn decode_items(rows: &[AnyRow]) -> Result<Vec<ChangeItem>, StoreError> {
     let mut items = Vec::with_capacity(rows.len());
+    for row in rows {
+        if row.try_get::<Option<i64>, _>("item_index")?.is_some() {
+            items.push(decode_item_as(row, "item_status")?);
+        }
+    }
+    Ok(items)
+}
+
+/// What a decision on a set reads, under its transaction's lock, before its host is
+/// asked anything ([`load_for_decision`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DecisionRead {
+    /// The set, with its items.
+    pub set: ChangeSet,
+    /// Who serves each item, in item order: its host, where its effect lands, and the
+    /// job holding its confirmation in a hold window (as
+    /// [`crate::jobs::served_item`] reads one item).
+    pub served: Vec<ServedItem>,
+    /// The set's agent's rules, or `None` when this database has no such agent (its
+    /// set came from another device).
+    pub rules: Option<StoredRules>,
+}
+
+/// The set with `id` (deleted sets are not found) as a decision reads it: with its
+/// items, who serves each and its agent's rules, in one statement, so a decision on
+/// any item of the set reads the database once before its host is asked anything.
+pub async fn load_for_decision(
+    conn: &mut AnyConnection,
+    id: Uuid,
+) -> Result<Option<DecisionRead>, StoreError> {
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        set_and_item_columns!(),
+        ", i.effect, i.host, j.id AS held_job, j.due_at AS held_until,
+         a.categories AS agent_categories, a.rules AS agent_rules,
+         a.tool_settings AS agent_tool_settings, a.shadow_rules AS agent_shadow_rules
+         FROM change_sets s LEFT JOIN change_items i ON i.change_set_id = s.id
+         LEFT JOIN execution_jobs j ON ",
+        held_job_of_item!(),
+        " LEFT JOIN agents a ON a.id = s.agent_id
+         WHERE s.id = $1 AND s.deleted_at IS NULL
+         ORDER BY i.item_index"
+    ))
+    .bind(id.to_string())
+    .fetch_all(&mut *conn)
+    .await?;
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
     let mut served = Vec::with_capacity(rows.len());
     for row in &rows {
         if row.try_get::<Option<i64>, _>("item_index")?.is_some() {
-            items.push(decode_item_as(row, "item_status")?);
             served.push(crate::jobs::decode_served(row)?);
         }
     }
-    Ok(Some((decode_set(first, items)?, served)))
+    let rules = match first.try_get::<Option<String>, _>("agent_categories")? {
+        Some(_) => Some(agents::stored_rules(
+            first,
+            [
+                "agent_categories",
+                "agent_rules",
+                "agent_tool_settings",
+                "agent_shadow_rules",
+            ],
+        )?),
+        None => None,
+    };
+    Ok(Some(DecisionRead {
+        set: decode_set(first, decode_items(&rows)?)?,
+        served,
+        rules,
+    }))
 }
 
-/// Like [`load_served`], but a missing set is an error.
-pub async fn require_served(
+/// Like [`load_for_decision`], but a missing set is an error.
+pub async fn require_for_decision(
     conn: &mut AnyConnection,
     id: Uuid,
-) -> Result<(ChangeSet, Vec<ServedItem>), StoreError> {
-    load_served(conn, id)
+) -> Result<DecisionRead, StoreError> {
+    load_for_decision(conn, id)
         .await?
         .ok_or(StoreError::ChangeSetNotFound(id))
 }

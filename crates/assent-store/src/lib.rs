@@ -54,7 +54,7 @@
 
 /// The join condition of an item (`i`) and the job (`j`) holding its confirmation in a
 /// hold window ([`jobs::Job::scheduled`]): one place for the reads of a single item and
-/// of a whole set ([`jobs::served_item`], [`change_sets::load_served`]).
+/// of a whole set ([`jobs::served_item`], [`change_sets::load_for_decision`]).
 macro_rules! held_job_of_item {
     () => {
         "j.change_set_id = i.change_set_id AND j.item_index = i.item_index
