@@ -161,31 +161,40 @@ enum Attempt {
     Undone(ConfirmError),
 }
 
-/// What the decisions on one set in one transaction share: the agent's rules, read
-/// with the set ([`change_sets::load_for_decision`]), and, in confirm-all, the items
-/// decided so far, whose statuses are written once at its end, not once per item.
+/// What the decisions on one set in one transaction share: what was read with the set
+/// (the agent's rules and who serves each item: [`change_sets::load_for_decision`]),
+/// and, in confirm-all, the items decided so far, whose statuses are written once at
+/// its end, not once per item.
 struct Batch {
     /// The agent's rules, or `None` when this database has no such agent.
     rules: Option<agents::StoredRules>,
+    /// Who serves each item of the set, in item order.
+    served: Vec<jobs::ServedItem>,
     /// The items decided so far, whose statuses (and the set's) are written at the
     /// transaction's end; `None`: each decision writes its own.
     deferred_statuses: Option<Vec<usize>>,
 }
 
 impl Batch {
-    /// The batch of one decision, on the agent's `rules` as read with the set.
-    fn one(rules: Option<agents::StoredRules>) -> Self {
+    /// The batch of one decision, on the agent's `rules` and who serves the items
+    /// (`served`), as read with the set.
+    fn one(rules: Option<agents::StoredRules>, served: Vec<jobs::ServedItem>) -> Self {
         Self {
             rules,
+            served,
             deferred_statuses: None,
         }
     }
 
-    /// A batch whose decisions leave their statuses to its end ([`Self::deferred_statuses`]).
-    fn deferring_statuses(rules: Option<agents::StoredRules>) -> Self {
+    /// [`Self::one`], its decisions leaving their statuses to its end
+    /// ([`Self::deferred_statuses`]).
+    fn deferring_statuses(
+        rules: Option<agents::StoredRules>,
+        served: Vec<jobs::ServedItem>,
+    ) -> Self {
         Self {
-            rules,
             deferred_statuses: Some(Vec::new()),
+            ..Self::one(rules, served)
         }
     }
 
@@ -204,14 +213,14 @@ impl Batch {
             .ok_or_else(|| ConfirmError::AgentNotHere(agent.to_owned()))?;
         Ok(rules.at(tool, now))
     }
+}
 
-    /// The agent's shadow rules (none for an agent this database lacks).
-    fn shadow_rules(&self) -> Vec<agents::ShadowRule> {
-        self.rules
-            .as_ref()
-            .map(|rules| rules.shadow_rules().to_vec())
-            .unwrap_or_default()
-    }
+/// The shadow rules among the agent's `rules` as read with its set (none for an agent
+/// this database lacks).
+fn shadow_rules_of(rules: Option<&agents::StoredRules>) -> Vec<agents::ShadowRule> {
+    rules
+        .map(|rules| rules.shadow_rules().to_vec())
+        .unwrap_or_default()
 }
 
 impl NewApproval {
@@ -472,16 +481,15 @@ impl ConfirmationService {
     ) -> Result<ConfirmOutcome, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
         let read = change_sets::require_for_decision(tx.connection(), change_set_id).await?;
-        let (mut set, mut served) = (read.set, read.served);
-        let served = (index < served.len()).then(|| served.swap_remove(index));
+        let mut set = read.set;
+        let mut batch = Batch::one(read.rules, read.served);
         let mut plan = WritePlan::default();
         let attempt = self
             .confirm_in(
                 &mut tx,
                 &mut set,
                 index,
-                served,
-                &mut Batch::one(read.rules),
+                &mut batch,
                 edited_args,
                 now,
                 &mut plan,
@@ -504,16 +512,16 @@ impl ConfirmationService {
         }
     }
 
-    /// Confirms item `index` of `set` (read in `tx`, under its lock, with who serves
-    /// the item: `served`) inside that transaction, its audit records, chain entries and outbox messages
-    /// in `plan`; the caller applies the plan and commits (see [`Attempt`]). `Err`:
-    /// nothing of the item may stay, roll back and drop the plan.
+    /// Confirms item `index` of `set` (read in `tx`, under its lock, with the rest of
+    /// `batch`) inside that transaction, its audit records, chain entries and outbox
+    /// messages in `plan`; the caller applies the plan and commits (see [`Attempt`]).
+    /// `Err`: nothing of the item may stay, roll back and drop the plan.
+    #[allow(clippy::too_many_arguments)]
     async fn confirm_in(
         &self,
         tx: &mut WriteTx,
         set: &mut ChangeSet,
         index: usize,
-        served: Option<jobs::ServedItem>,
         batch: &mut Batch,
         edited_args: Option<Value>,
         now: OffsetDateTime,
@@ -523,7 +531,7 @@ impl ConfirmationService {
         let route = decide::route(
             set,
             index,
-            served.as_ref(),
+            batch.served.get(index),
             self.shown_revision,
             engine.host.name(),
         )?;
@@ -1082,7 +1090,7 @@ impl ConfirmationService {
         let mut set = read.set;
         decide::check_plain(&set, index, verdict, read.served.get(index))?;
         let verdicts = Verdicts {
-            shadows: Some(Batch::one(read.rules).shadow_rules()),
+            shadows: Some(shadow_rules_of(read.rules.as_ref())),
             ..Verdicts::plain(verdict, reason)
         };
         let mut decisions = self
@@ -1176,26 +1184,23 @@ impl ConfirmationService {
     ) -> Result<ConfirmAllResult, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
         let read = change_sets::require_for_decision(tx.connection(), change_set_id).await?;
-        let (mut set, served) = (read.set, read.served);
+        let mut set = read.set;
         let mut items = Vec::with_capacity(set.items.len());
-        let mut batch = Batch::deferring_statuses(read.rules);
+        let mut batch = Batch::deferring_statuses(read.rules, read.served);
         // Every item's audit records, chain entries and outbox messages, written once
         // at the end: a failed item's go with its savepoint.
         let mut plan = WritePlan::default();
         for index in 0..set.items.len() {
             let item = &set.items[index];
             let summary = item.human_summary.clone();
-            let served = served[index].clone();
-            let result = match (item.status, served.held) {
+            let result = match (item.status, batch.served[index].held) {
                 (ChangeItemStatus::Pending, Some((_, until))) => ItemResult::Skipped(format!(
                     "confirmed already; held until {}",
                     assent_store::timefmt::format(until)
                 )),
                 (ChangeItemStatus::Pending, None) => {
-                    self.confirm_one_of_all(
-                        &mut tx, &mut set, index, served, &mut batch, now, &mut plan,
-                    )
-                    .await?
+                    self.confirm_one_of_all(&mut tx, &mut set, index, &mut batch, now, &mut plan)
+                        .await?
                 }
                 (ChangeItemStatus::Deferred, _) => {
                     ItemResult::Skipped("deferred; confirm it on its own".to_owned())
@@ -1233,7 +1238,6 @@ impl ConfirmationService {
         tx: &mut WriteTx,
         set: &mut ChangeSet,
         index: usize,
-        served: jobs::ServedItem,
         batch: &mut Batch,
         now: OffsetDateTime,
         plan: &mut WritePlan,
@@ -1244,16 +1248,7 @@ impl ConfirmationService {
         let before = set.clone();
         let decided_before = batch.deferred_statuses.as_ref().map_or(0, Vec::len);
         match self
-            .confirm_in(
-                &mut item,
-                set,
-                index,
-                Some(served),
-                batch,
-                None,
-                now,
-                &mut own,
-            )
+            .confirm_in(&mut item, set, index, batch, None, now, &mut own)
             .await
         {
             Ok(Attempt::Undone(refusal)) => {
@@ -1308,7 +1303,7 @@ impl ConfirmationService {
         };
         set.check_verdict(first, Verdict::Rejected)?;
         let verdicts = Verdicts {
-            shadows: Some(Batch::one(read.rules).shadow_rules()),
+            shadows: Some(shadow_rules_of(read.rules.as_ref())),
             ..Verdicts::plain(Verdict::Rejected, reason)
         };
         let decisions = self

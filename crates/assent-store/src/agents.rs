@@ -135,9 +135,9 @@ fn from_row(row: &AnyRow) -> Result<Agent, StoreError> {
 /// The policy stored as `categories` and `rules` (every rule, expired ones included).
 fn policy_from(categories: &str, rules: &str) -> Result<AgentPolicy, StoreError> {
     let categories: Vec<String> =
-        serde_json::from_str(&categories).map_err(|e| StoreError::corrupt("agents", e))?;
+        serde_json::from_str(categories).map_err(|e| StoreError::corrupt("agents", e))?;
     let rules: Vec<Value> =
-        serde_json::from_str(&rules).map_err(|e| StoreError::corrupt("agents", e))?;
+        serde_json::from_str(rules).map_err(|e| StoreError::corrupt("agents", e))?;
     let mut policy = AgentPolicy::new(categories);
     for rule in rules {
         let pattern = rule["pattern"].as_str().unwrap_or_default();
