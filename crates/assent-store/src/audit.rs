@@ -70,19 +70,12 @@ async fn write_rows(
     const PER_STATEMENT: usize = 100;
     let mut ids = Vec::with_capacity(rows.len());
     for chunk in rows.chunks(PER_STATEMENT) {
-        let values: Vec<String> = (0..chunk.len())
-            .map(|row| {
-                let placeholders: Vec<String> = (1..=COLUMNS)
-                    .map(|column| format!("${}", row * COLUMNS + column))
-                    .collect();
-                format!("({})", placeholders.join(", "))
-            })
-            .collect();
+        let values = crate::values_placeholders(chunk.len(), COLUMNS);
         let sql = format!(
             "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, target_kind, target_id, kind, args, success, detail,
                                         vector_clock, created_at, origin_host, origin_id, allowed_by)
              VALUES {} RETURNING id",
-            values.join(", ")
+            values
         );
         // Only placeholders are formatted in; every value is bound.
         let mut query = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql));

@@ -71,6 +71,18 @@ macro_rules! decision_row_columns {
     };
 }
 
+/// `($1, …, $columns), ($columns+1, …), …`: the placeholders of a multi-row `VALUES`
+/// list of `rows` rows, numbered in row order (every value is bound, never formatted in).
+pub(crate) fn values_placeholders(rows: usize, columns: usize) -> String {
+    let row = |row: usize| {
+        let placeholders: Vec<String> = (1..=columns)
+            .map(|column| format!("${}", row * columns + column))
+            .collect();
+        format!("({})", placeholders.join(", "))
+    };
+    (0..rows).map(row).collect::<Vec<_>>().join(", ")
+}
+
 mod error;
 mod store;
 mod writer;
@@ -115,3 +127,16 @@ pub use writer::{GroupCommits, Savepoint, WriteTx};
 /// statements inside the engine's transaction) or [`Store::read_connection`] (reads);
 /// the store re-exports nothing else of sqlx.
 pub use sqlx::AnyConnection;
+
+#[cfg(test)]
+mod placeholders {
+    #[test]
+    fn placeholders_number_rows_in_order() {
+        assert_eq!(
+            super::values_placeholders(2, 3),
+            "($1, $2, $3), ($4, $5, $6)"
+        );
+        assert_eq!(super::values_placeholders(1, 1), "($1)");
+        assert_eq!(super::values_placeholders(0, 4), "");
+    }
+}

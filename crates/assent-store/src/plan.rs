@@ -184,21 +184,14 @@ async fn insert_decisions(
     const COLUMNS: usize = 18;
     const PER_STATEMENT: usize = 50;
     for chunk in rows.chunks(PER_STATEMENT) {
-        let values: Vec<String> = (0..chunk.len())
-            .map(|row| {
-                let placeholders: Vec<String> = (1..=COLUMNS)
-                    .map(|column| format!("${}", row * COLUMNS + column))
-                    .collect();
-                format!("({})", placeholders.join(", "))
-            })
-            .collect();
+        let values = crate::values_placeholders(chunk.len(), COLUMNS);
         let sql = format!(
             concat!(
                 "INSERT INTO decisions (",
                 decision_row_columns!(),
                 ") VALUES {}"
             ),
-            values.join(", ")
+            values
         );
         // Only placeholders are formatted in; every value is bound.
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
