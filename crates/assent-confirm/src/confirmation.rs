@@ -495,10 +495,15 @@ impl ConfirmationService {
                 &mut plan,
             )
             .await?;
-        if let Attempt::Undone(_) = attempt {
-            // The failed handler's writes go; its audit records are written anew.
+        if let Attempt::Undone(refusal) = attempt {
+            // The failed handler's writes go; its audit records are written in a
+            // transaction of their own. The refusal is the answer either way: an audit
+            // write that fails is logged, as the executor logs its own.
             tx.rollback().await?;
-            tx = self.begin_on_set(change_set_id).await?;
+            if let Err(error) = self.apply_alone(change_set_id, plan, now).await {
+                tracing::warn!(%error, "the failed handler's audit records were not written");
+            }
+            return Err(refusal);
         }
         // A refusal keeps its audit records (the denial, the failed handler's result).
         plan.apply(tx.connection(), now).await?;
@@ -510,6 +515,20 @@ impl ConfirmationService {
             }
             Attempt::Refused(refusal) | Attempt::Undone(refusal) => Err(refusal),
         }
+    }
+
+    /// Writes `plan` (a failed attempt's audit records) in a write transaction of its
+    /// own on set `change_set_id`.
+    async fn apply_alone(
+        &self,
+        change_set_id: Uuid,
+        plan: WritePlan,
+        now: OffsetDateTime,
+    ) -> Result<(), ConfirmError> {
+        let mut tx = self.begin_on_set(change_set_id).await?;
+        plan.apply(tx.connection(), now).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Confirms item `index` of `set` (read in `tx`, under its lock, with the rest of

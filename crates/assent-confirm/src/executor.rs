@@ -4,9 +4,10 @@
 //! Inside the caller's write transaction it resolves the target's category and
 //! enforces the policy before anything changes, audits an action record, runs the
 //! handler inside a savepoint (so a failing or panicking handler leaves no partial
-//! writes, while the audit records survive), records the operation id as applied,
-//! reads the mutated entity's vector clock and audits the result. Audit write failures
-//! are logged and never change the outcome.
+//! writes, while the audit records survive; a confirmation, whose scope has written
+//! nothing before, runs it without one and rolls its own scope back instead), records
+//! the operation id as applied, reads the mutated entity's vector clock and audits the
+//! result. Audit write failures are logged and never change the outcome.
 
 use assent_domain::{VectorClock, stored_result};
 use assent_store::{StoreError, WriteTx, operations};
@@ -90,7 +91,8 @@ pub enum ExecutionOutcome {
         /// Why.
         reason: String,
     },
-    /// The handler failed or panicked; its writes were rolled back.
+    /// The handler failed or panicked; its writes were rolled back (by the executor
+    /// in its savepoint, or by the caller of a clean-scope execution).
     Failed {
         /// What went wrong.
         error: String,
@@ -199,7 +201,7 @@ impl<'h> AuditedExecutor<'h> {
     /// that transaction since, so the answer is the resolver's. For one call: a call
     /// that ran may have changed it.
     #[must_use]
-    pub fn with_known_category(mut self, category: Option<TargetCategory>) -> Self {
+    pub(crate) fn with_known_category(mut self, category: Option<TargetCategory>) -> Self {
         self.known_category = category;
         self
     }

@@ -185,7 +185,8 @@ impl WakeService {
         // How often each (tool, arguments) ran before in this run: a repeat is an
         // operation of its own ([`OperationId::for_call`]).
         let mut seen: HashMap<(String, String), usize> = HashMap::new();
-        // The category read above answers for the resolver until a handler runs.
+        // The category read above answers for the resolver until any host code runs in
+        // this transaction (a handler, a local tool).
         let mut known_category = Some(category.clone());
         for planned in plans {
             let lines = match planned.plan {
@@ -214,10 +215,14 @@ impl WakeService {
                     }
                     lines
                 }
-                CallPlan::HandleLocally { args } => vec![Line::Said(
-                    self.handle_local_once(&mut tx, &request, &planned.tool_name, &args, now)
-                        .await?,
-                )],
+                CallPlan::HandleLocally { args } => {
+                    // The host's code runs in this transaction: the category may change.
+                    known_category = None;
+                    vec![Line::Said(
+                        self.handle_local_once(&mut tx, &request, &planned.tool_name, &args, now)
+                            .await?,
+                    )]
+                }
             };
             answers.push((planned.tool_call_id, lines));
         }
