@@ -170,12 +170,7 @@ impl StoredRules {
     /// The policy in force at `now` and the agent's settings of `tool_name`: what
     /// [`policy_and_settings_at`] reads.
     pub fn at(&self, tool_name: &str, now: OffsetDateTime) -> (AgentPolicy, ToolSettings) {
-        let needs = self.settings.requirements(tool_name);
-        let settings = ToolSettings {
-            hold: needs.hold,
-            approvals_needed: needs.approvals_needed,
-            shadow_rules: self.shadow_rules.clone(),
-        };
+        let settings = settings_for(&self.settings, tool_name, self.shadow_rules.clone());
         (self.policy.in_force(now), settings)
     }
 
@@ -419,12 +414,26 @@ pub async fn rules_at(
 fn settings_from_row(row: &AnyRow, tool_name: &str) -> Result<ToolSettings, StoreError> {
     let settings: String = row.try_get("tool_settings")?;
     let shadows: String = row.try_get("shadow_rules")?;
-    let needs = settings_table(&parse_tool_settings(&settings)?).requirements(tool_name);
-    Ok(ToolSettings {
+    let table = settings_table(&parse_tool_settings(&settings)?);
+    Ok(settings_for(
+        &table,
+        tool_name,
+        parse_shadow_rules(&shadows)?,
+    ))
+}
+
+/// The settings of `tool_name` in `table`, with the agent's `shadow_rules`.
+fn settings_for(
+    table: &ToolSettingsTable,
+    tool_name: &str,
+    shadow_rules: Vec<ShadowRule>,
+) -> ToolSettings {
+    let needs = table.requirements(tool_name);
+    ToolSettings {
         hold: needs.hold,
         approvals_needed: needs.approvals_needed,
-        shadow_rules: parse_shadow_rules(&shadows)?,
-    })
+        shadow_rules,
+    }
 }
 
 /// The stored settings as the decision point reads them: each key a tool name or a
