@@ -475,7 +475,10 @@ fn after_the_diff(original: &str, diff: &str) -> Vec<String> {
         .unwrap_or_else(|| panic!("a hunk in {diff}"));
     let old = hunk[4..].split(' ').next().expect("-START,COUNT");
     let (start, count) = old.split_once(',').expect("START,COUNT");
-    let (start, count): (usize, usize) = (start.parse().expect("a start"), count.parse().expect("a count"));
+    let (start, count): (usize, usize) = (
+        start.parse().expect("a start"),
+        count.parse().expect("a count"),
+    );
     let head = if count == 0 { start } else { start - 1 };
     let mut after: Vec<String> = lines[..head].iter().map(|l| (*l).to_owned()).collect();
     after.extend(
@@ -520,7 +523,9 @@ async fn an_edit_files_diff_is_what_the_npm_server_writes_in_either_release() {
         .await;
         let set = set_id(&text(&queued));
         let shown = item(&s.db, set);
-        let before = shown["before"].as_str().unwrap_or_else(|| panic!("{shown:#}"));
+        let before = shown["before"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{shown:#}"));
         assert!(
             before.starts_with("(no diff shown: a newText holds `$&`"),
             "{before}"
@@ -544,9 +549,14 @@ async fn an_edit_files_diff_is_what_the_npm_server_writes_in_either_release() {
         .await;
         let set = set_id(&text(&queued));
         let shown = item(&s.db, set);
-        let before = shown["before"].as_str().unwrap_or_else(|| panic!("{shown:#}"));
+        let before = shown["before"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{shown:#}"));
         assert!(before.contains("-\treturn 1\n+return 2\n"), "{before}");
-        assert!(before.ends_with("CRLF line ending of the file becomes LF\n"), "{before}");
+        assert!(
+            before.ends_with("CRLF line ending of the file becomes LF\n"),
+            "{before}"
+        );
         confirm_and_see(&s.db, set, &code, "def f():\nreturn 2\n").await;
         let on_disk = std::fs::read_to_string(&code).expect("the file");
         assert_eq!(
@@ -554,7 +564,10 @@ async fn an_edit_files_diff_is_what_the_npm_server_writes_in_either_release() {
             after_the_diff(original, before),
             "the file holds what the diff showed"
         );
-        assert!(!on_disk.contains('\r'), "and its line endings are LF, as it said");
+        assert!(
+            !on_disk.contains('\r'),
+            "and its line endings are LF, as it said"
+        );
         client.cancel().await.expect("the client leaves");
         proven(&s.db);
     }

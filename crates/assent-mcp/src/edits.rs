@@ -158,12 +158,7 @@ fn indent(line: &str) -> &str {
 /// The server's second try: the first run of `text`'s lines equal to `old`'s but for
 /// white space at either end, replaced by `new`'s lines re-indented; `None` when there
 /// is none.
-fn loose(
-    text: &str,
-    old: &str,
-    new: &str,
-    budget: &mut usize,
-) -> Result<Option<String>, Failed> {
+fn loose(text: &str, old: &str, new: &str, budget: &mut usize) -> Result<Option<String>, Failed> {
     let old_lines: Vec<&str> = old.split('\n').collect();
     let lines: Vec<&str> = text.split('\n').collect();
     if old_lines.len() > lines.len() {
@@ -234,7 +229,11 @@ mod tests {
     fn an_exact_old_text_is_replaced_at_its_first_occurrence() {
         check("a\nb\nb\n", &[("b", "B")], Ok("a\nB\nb\n"));
         check("a\nb\nc\n", &[("b", "B"), ("c", "")], Ok("a\nB\n\n"));
-        check("a\n", &[("zzz", "B")], Err("edit 1's oldText is not in the file"));
+        check(
+            "a\n",
+            &[("zzz", "B")],
+            Err("edit 1's oldText is not in the file"),
+        );
     }
 
     /// Issue 52, point 19: `$&` and its kin substitute in one release and not in the
@@ -285,10 +284,7 @@ mod tests {
         // wrote for these, checked with node against both releases.)
         check(
             "fn f() {\n\tif x {\n\t\ty();\n\t}\n}\n",
-            &[(
-                "if x {\n    y();\n}",
-                "if z {\n        w();\n    v();\n}",
-            )],
+            &[("if x {\n    y();\n}", "if z {\n        w();\n    v();\n}")],
             Ok("fn f() {\n\tif z {\n\t    w();\n    v();\n}\n}\n"),
         );
         // A line without indentation is taken as it is.

@@ -272,14 +272,31 @@ mod tests {
             "content": "ok\u{200b}\u{2066}hidden\u{2069}\u{feff}\u{e0041}\nnext\tline\u{2028}",
         });
         let text = form_text("bot\u{202e}", "write\u{200d}_file", &args);
-        let raw: Vec<char> = text.chars().filter(|c| *c != '\n' && assent_domain::misleads(*c)).collect();
+        let raw: Vec<char> = text
+            .chars()
+            .filter(|c| *c != '\n' && assent_domain::misleads(*c))
+            .collect();
         assert!(raw.is_empty(), "raw: {raw:?} in {text}");
-        for escape in ["\\u{202e}", "\\u{200b}", "\\u{2066}", "\\u{feff}", "\\u{e0041}", "\\u{2028}", "\\u{200d}"] {
+        for escape in [
+            "\\u{202e}",
+            "\\u{200b}",
+            "\\u{2066}",
+            "\\u{feff}",
+            "\\u{e0041}",
+            "\\u{2028}",
+            "\\u{200d}",
+        ] {
             assert!(text.contains(escape), "{escape} in {text}");
         }
         // The layout stays: one argument a line, JSON's own escapes as they are.
-        assert!(text.contains("\n  \"path\": \"/home/u/invoice_\\u{202e}fdp.exe\""), "{text}");
+        assert!(
+            text.contains("\n  \"path\": \"/home/u/invoice_\\u{202e}fdp.exe\""),
+            "{text}"
+        );
         assert!(text.contains("\\nnext\\tline"), "{text}");
-        assert!(text.starts_with("Agent bot\\u{202e} wants to run write\\u{200d}_file with"), "{text}");
+        assert!(
+            text.starts_with("Agent bot\\u{202e} wants to run write\\u{200d}_file with"),
+            "{text}"
+        );
     }
 }

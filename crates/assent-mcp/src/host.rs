@@ -665,10 +665,7 @@ mod tests {
         files.previews.keep("write_file", &args, preview.clone());
         assert!(state.observed("write_file", &args));
         assert_eq!(state.before("write_file", &args), Some(preview.before));
-        assert_eq!(
-            state.fingerprint("write_file", &args),
-            preview.fingerprint
-        );
+        assert_eq!(state.fingerprint("write_file", &args), preview.fingerprint);
         let other = serde_json::json!({"path": "/g", "content": "new"});
         assert!(!state.observed("write_file", &other));
     }

@@ -86,9 +86,9 @@ pub fn read_args(
     let mut args = json!({ preview.path.clone(): path });
     let takes_head = !whole
         && read_tool
-        .and_then(|t| t.input_schema.get("properties"))
-        .and_then(Value::as_object)
-        .is_some_and(|p| p.contains_key("head"));
+            .and_then(|t| t.input_schema.get("properties"))
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.contains_key("head"));
     if takes_head {
         args["head"] = json!(MAX_READ_BYTES);
     }
@@ -373,7 +373,9 @@ mod tests {
         let preview = Preview::of("/f", &missing, "a\n");
         assert_eq!(
             preview.before,
-            json!("(no diff shown: edit 1's oldText is not in the file (the server will refuse the call))")
+            json!(
+                "(no diff shown: edit 1's oldText is not in the file (the server will refuse the call))"
+            )
         );
         assert!(preview.fingerprint.is_some());
         let dry = json!({"edits": [{"oldText": "a", "newText": "b"}], "dryRun": true});
@@ -426,12 +428,17 @@ mod tests {
         let dollar = json!({"path": "/f", "edits": [{"oldText": "beta", "newText": "[$&]"}]});
         let shown = Preview::of("/f", &dollar, "alpha\nbeta\n").before;
         let shown = shown.as_str().expect("a line");
-        assert!(shown.starts_with("(no diff shown: a newText holds `$&`"), "{shown}");
+        assert!(
+            shown.starts_with("(no diff shown: a newText holds `$&`"),
+            "{shown}"
+        );
         assert!(!shown.contains("+[$&]"), "{shown}");
         let crlf = json!({"path": "/f", "edits": [{"oldText": "two", "newText": "2"}]});
         assert_eq!(
             Preview::of("/f", &crlf, "one\r\ntwo\r\n").before,
-            json!(format!("--- /f\n+++ /f\n@@ -2,1 +2,1 @@\n-two\n+2\n{CRLF_NOTE}"))
+            json!(format!(
+                "--- /f\n+++ /f\n@@ -2,1 +2,1 @@\n-two\n+2\n{CRLF_NOTE}"
+            ))
         );
         let loose = json!({"path": "/f", "edits": [
             {"oldText": "def f():\n    return 1", "newText": "def f():\nreturn 2"}]});

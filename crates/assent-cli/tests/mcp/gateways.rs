@@ -60,7 +60,11 @@ async fn a_write_through_a_symlink_out_of_the_servers_folder_reads_nothing_and_s
     let ssh = base.join("home/.ssh");
     std::fs::create_dir_all(&ssh).expect(".ssh");
     let key = ssh.join("id_rsa");
-    std::fs::write(&key, "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n").expect("a key");
+    std::fs::write(
+        &key,
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n",
+    )
+    .expect("a key");
     let root = base.join("project");
     std::fs::create_dir_all(&root).expect("the project");
     std::fs::write(root.join("inside.md"), "old\n").expect("a file");
@@ -86,7 +90,11 @@ async fn a_write_through_a_symlink_out_of_the_servers_folder_reads_nothing_and_s
         json!({"path": root.join("inside.md"), "text": "x", "content": "new\n"}),
     )
     .await;
-    assert!(before(&inside).contains("-old\n+new\n"), "{}", before(&inside));
+    assert!(
+        before(&inside).contains("-old\n+new\n"),
+        "{}",
+        before(&inside)
+    );
 
     let through = call(
         &client,
@@ -121,7 +129,10 @@ async fn a_write_through_a_symlink_out_of_the_servers_folder_reads_nothing_and_s
     )
     .await;
     let said = before(&through);
-    assert!(said.contains(&format!("leads to {}", key.display())), "{said}");
+    assert!(
+        said.contains(&format!("leads to {}", key.display())),
+        "{said}"
+    );
     client.cancel().await.expect("the client leaves");
 }
 
