@@ -14,7 +14,6 @@
 //! this machine's, and its read tool's checks are the only ones there are).
 
 use crate::config::UpstreamSource;
-use std::os::unix::fs::MetadataExt as _;
 use std::path::{Component, Path, PathBuf};
 
 /// Why the file `path` of the server started as `source` is not read for a diff, or
@@ -89,10 +88,10 @@ pub(crate) fn outside(path: &str, folders: &[PathBuf], home: Option<&Path>) -> O
         // A hard link is another name of the same file, which no path resolution
         // sees: `ln ~/.ssh/id_rsa NOTES.md` leaves a path inside and the key's content.
         return match std::fs::metadata(&real) {
-            Ok(meta) if meta.is_file() && meta.nlink() > 1 => Some(format!(
+            Ok(meta) if meta.is_file() && links(&meta) > 1 => Some(format!(
                 "{} is one of {} names (hard links) of the same file, and the others may lie outside the server's folders",
                 real.display(),
-                meta.nlink()
+                links(&meta)
             )),
             _ => None,
         };
@@ -112,6 +111,19 @@ pub(crate) fn outside(path: &str, folders: &[PathBuf], home: Option<&Path>) -> O
             names.join(", ")
         )
     })
+}
+
+/// How many names (hard links) the file of `meta` has.
+#[cfg(unix)]
+fn links(meta: &std::fs::Metadata) -> u64 {
+    std::os::unix::fs::MetadataExt::nlink(meta)
+}
+
+/// How many names the file of `meta` has: not told on this system (its count is not
+/// in stable Rust), so one.
+#[cfg(not(unix))]
+fn links(_meta: &std::fs::Metadata) -> u64 {
+    1
 }
 
 /// `text` as a path, `~` and `~/…` as the home folder's (the server's `expandHome`);
@@ -170,7 +182,7 @@ fn resolved(path: &Path) -> Result<PathBuf, String> {
     Ok(real)
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 
