@@ -298,7 +298,22 @@ fn an_upstream_that_fails_to_start_is_one_line_and_exit_1() {
 
 /// `mcp-server-filesystem` from npm, installed once under the target directory.
 fn filesystem_server() -> Option<PathBuf> {
-    let prefix = target_dir().join("mcp-npm");
+    npm_filesystem_server("mcp-npm", "@modelcontextprotocol/server-filesystem")
+}
+
+/// `mcp-server-filesystem` of release `version` (a release the test pins, beside the
+/// newest one [`filesystem_server`] installs), installed once under the target directory.
+fn filesystem_server_at(version: &str) -> Option<PathBuf> {
+    npm_filesystem_server(
+        &format!("mcp-npm-{version}"),
+        &format!("@modelcontextprotocol/server-filesystem@{version}"),
+    )
+}
+
+/// `package` installed once under the target directory's `folder`, and its
+/// `mcp-server-filesystem`.
+fn npm_filesystem_server(folder: &str, package: &str) -> Option<PathBuf> {
+    let prefix = target_dir().join(folder);
     let bin = prefix.join("node_modules/.bin/mcp-server-filesystem");
     if bin.exists() {
         return Some(bin);
@@ -306,12 +321,12 @@ fn filesystem_server() -> Option<PathBuf> {
     let installed = Command::new("npm")
         .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
         .arg(&prefix)
-        .arg("@modelcontextprotocol/server-filesystem")
+        .arg(package)
         .status();
     match installed {
         Ok(status) if status.success() && bin.exists() => Some(bin),
         other => {
-            let why = format!("cannot install @modelcontextprotocol/server-filesystem: {other:?}");
+            let why = format!("cannot install {package}: {other:?}");
             assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
             eprintln!("skipped: {why}");
             None
@@ -450,7 +465,115 @@ async fn a_filesystem_write_shows_its_diff_and_a_file_changed_since_is_not_writt
     proven(&s.db);
 }
 
-/// Replaces the rules of agent `bot` (categories `mcp`) in the database./// Replaces the rules of agent `bot` (categories `mcp`) in the database.
+/// The lines of `original` after the one-hunk unified `diff` (as `preview` writes it)
+/// is applied: what a person who read the diff expects the file to hold.
+fn after_the_diff(original: &str, diff: &str) -> Vec<String> {
+    let lines: Vec<&str> = original.lines().collect();
+    let hunk = diff
+        .lines()
+        .find(|line| line.starts_with("@@ -"))
+        .unwrap_or_else(|| panic!("a hunk in {diff}"));
+    let old = hunk[4..].split(' ').next().expect("-START,COUNT");
+    let (start, count) = old.split_once(',').expect("START,COUNT");
+    let (start, count): (usize, usize) = (
+        start.parse().expect("a start"),
+        count.parse().expect("a count"),
+    );
+    let head = if count == 0 { start } else { start - 1 };
+    let mut after: Vec<String> = lines[..head].iter().map(|l| (*l).to_owned()).collect();
+    after.extend(
+        diff.lines()
+            .skip_while(|line| !line.starts_with("@@ -"))
+            .skip(1)
+            .filter_map(|line| line.strip_prefix('+'))
+            .map(str::to_owned),
+    );
+    after.extend(lines[head + count..].iter().map(|l| (*l).to_owned()));
+    after
+}
+
+/// Issue 52, point 19: the diff of an `edit_file` is what the npm filesystem server
+/// writes, in the newest release and in 2026.1.14 (whose `String.replace` substitutes
+/// `$&` in `newText`; both call themselves 0.2.0). A `$&` shows no diff and says why
+/// (the release that runs cannot be told), and the file is written as that release
+/// writes it; a CRLF file edited through the server's white-space-tolerant match shows
+/// the diff of what lands on disk, to the line, and says that its line endings become
+/// LF.
+#[tokio::test]
+async fn an_edit_files_diff_is_what_the_npm_server_writes_in_either_release() {
+    for (server, substitutes) in [
+        (filesystem_server(), false),
+        (filesystem_server_at("2026.1.14"), true),
+    ] {
+        let Some(server) = server else {
+            continue;
+        };
+        let s = setup();
+        let root = s.dir.path().canonicalize().expect("the root");
+        let upstream = vec![server.display().to_string(), root.display().to_string()];
+        let client = gateway(&s.db, &[], &upstream).await;
+
+        let dollar = root.join("dollar.txt");
+        std::fs::write(&dollar, "alpha\nbeta\n").expect("a file");
+        let queued = call(
+            &client,
+            "edit_file",
+            json!({"path": dollar, "edits": [{"oldText": "beta", "newText": "[$&]"}]}),
+        )
+        .await;
+        let set = set_id(&text(&queued));
+        let shown = item(&s.db, set);
+        let before = shown["before"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{shown:#}"));
+        assert!(
+            before.starts_with("(no diff shown: a newText holds `$&`"),
+            "{before}"
+        );
+        let written = if substitutes {
+            "alpha\n[beta]\n"
+        } else {
+            "alpha\n[$&]\n"
+        };
+        confirm_and_see(&s.db, set, &dollar, written).await;
+
+        let code = root.join("code.py");
+        let original = "def f():\r\n\treturn 1\r\n";
+        std::fs::write(&code, original).expect("a file");
+        let queued = call(
+            &client,
+            "edit_file",
+            json!({"path": code, "edits": [
+                {"oldText": "def f():\n    return 1", "newText": "def f():\nreturn 2"}]}),
+        )
+        .await;
+        let set = set_id(&text(&queued));
+        let shown = item(&s.db, set);
+        let before = shown["before"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{shown:#}"));
+        assert!(before.contains("-\treturn 1\n+return 2\n"), "{before}");
+        assert!(
+            before.ends_with("CRLF line ending of the file becomes LF\n"),
+            "{before}"
+        );
+        confirm_and_see(&s.db, set, &code, "def f():\nreturn 2\n").await;
+        let on_disk = std::fs::read_to_string(&code).expect("the file");
+        assert_eq!(
+            on_disk.lines().collect::<Vec<_>>(),
+            after_the_diff(original, before),
+            "the file holds what the diff showed"
+        );
+        assert!(
+            !on_disk.contains('\r'),
+            "and its line endings are LF, as it said"
+        );
+        client.cancel().await.expect("the client leaves");
+        proven(&s.db);
+    }
+}
+
+/// Replaces the rules of agent `bot` (categories `mcp`) in the database.
 async fn set_rules(db: &str, rules: &[(&str, RuleAction)]) {
     let mut policy = AgentPolicy::new(["mcp"]);
     for (pattern, action) in rules {

@@ -13,7 +13,7 @@
 
 use assent_confirm::records::MCP_CLIENT_PREFIX;
 use assent_confirm::{ConfirmError, Engine};
-use assent_domain::{ChangeSet, OffsetDateTime};
+use assent_domain::{ChangeSet, OffsetDateTime, one_line};
 use rmcp::RoleServer;
 use rmcp::model::{
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, EnumSchema,
@@ -62,13 +62,23 @@ pub(crate) fn client_reviewer(name: &str) -> String {
 }
 
 /// The form's text: the agent, the tool and its arguments, whole (what the person
-/// approves is what will run).
+/// approves is what will run), every line of it through the one marking of misleading
+/// characters ([`assent_domain::one_line`]): JSON writes a newline or a tab inside a
+/// string as an escape, but a bidi control or a zero-width space as it is, and a
+/// client shows the form's text as it is.
 fn message(set: &ChangeSet) -> String {
     let item = &set.items[0];
-    let args = serde_json::to_string_pretty(&item.args).unwrap_or_else(|_| item.args.to_string());
+    form_text(&set.agent_id, &item.tool_name, &item.args)
+}
+
+fn form_text(agent: &str, tool: &str, args: &Value) -> String {
+    let args = serde_json::to_string_pretty(args).unwrap_or_else(|_| args.to_string());
+    let args: Vec<_> = args.lines().map(one_line).collect();
     format!(
-        "Agent {} wants to run {} with these arguments:\n{args}\n\nApprove it, or reject it (a reason tells the agent why).",
-        set.agent_id, item.tool_name
+        "Agent {} wants to run {} with these arguments:\n{}\n\nApprove it, or reject it (a reason tells the agent why).",
+        one_line(agent),
+        one_line(tool),
+        args.join("\n")
     )
 }
 
@@ -251,5 +261,42 @@ mod tests {
         );
         assert_eq!(answer(Cancel, None), Decision::None);
         assert!(form().is_ok());
+    }
+
+    /// Issue 52, point 10: the form shows no bidi control or invisible character raw,
+    /// in the arguments, the agent's name or the tool's: each is a visible escape.
+    #[test]
+    fn the_form_marks_misleading_characters() {
+        let args = json!({
+            "path": "/home/u/invoice_\u{202e}fdp.exe",
+            "content": "ok\u{200b}\u{2066}hidden\u{2069}\u{feff}\u{e0041}\nnext\tline\u{2028}",
+        });
+        let text = form_text("bot\u{202e}", "write\u{200d}_file", &args);
+        let raw: Vec<char> = text
+            .chars()
+            .filter(|c| *c != '\n' && assent_domain::misleads(*c))
+            .collect();
+        assert!(raw.is_empty(), "raw: {raw:?} in {text}");
+        for escape in [
+            "\\u{202e}",
+            "\\u{200b}",
+            "\\u{2066}",
+            "\\u{feff}",
+            "\\u{e0041}",
+            "\\u{2028}",
+            "\\u{200d}",
+        ] {
+            assert!(text.contains(escape), "{escape} in {text}");
+        }
+        // The layout stays: one argument a line, JSON's own escapes as they are.
+        assert!(
+            text.contains("\n  \"path\": \"/home/u/invoice_\\u{202e}fdp.exe\""),
+            "{text}"
+        );
+        assert!(text.contains("\\nnext\\tline"), "{text}");
+        assert!(
+            text.starts_with("Agent bot\\u{202e} wants to run write\\u{200d}_file with"),
+            "{text}"
+        );
     }
 }

@@ -4,7 +4,7 @@ use crate::McpError;
 use crate::catalog::{Trust, gateway_registry, idempotent, listed, route};
 use crate::config::FilePreview;
 use crate::host::{FileReads, HEARTBEAT_EVERY, McpHost, SessionGuard, adopt_legacy, gateway_host};
-use crate::preview::{Preview, preview_of, read_now};
+use crate::preview::{Preview, Unread, preview_of, read_now, whole_for};
 use crate::status::{
     STATUS_TOOL, requested_set, status_answer, status_tool, unknown_set, waited_answer,
 };
@@ -608,8 +608,9 @@ impl Gateway {
     }
 
     /// The diff of write `tool_name(args)` over its file as the upstream's read tool
-    /// gives it now ([`crate::preview`]), or `None`: not a file write, or the file
-    /// could not be read (a debug line says why).
+    /// gives it now ([`crate::preview`]), or a line saying why there is none (the path
+    /// leads out of the server's folders, what the write leaves cannot be told), or
+    /// `None`: not a file write, or the file could not be read (a debug line says why).
     async fn read_preview(&self, tool_name: &str, args: &Value) -> Option<Preview> {
         let caller = &self.inner.caller;
         let upstream = caller.upstream();
@@ -618,16 +619,11 @@ impl Gateway {
         let tool = tools.iter().find(|t| t.name == own)?;
         let preview = preview_of(tool, &tools, &self.inner.files.configured)?;
         let path = args.get(&preview.path)?.as_str()?;
-        let content = read_now(upstream, &preview, path).await?;
-        let shown = Preview::of(path, args, &content);
-        if shown.is_none() {
-            tracing::debug!(
-                path,
-                tool = tool_name,
-                "what the write leaves cannot be told: no diff"
-            );
+        match read_now(upstream, &preview, path, whole_for(args)).await {
+            Ok(content) => Some(Preview::of(path, args, &content)),
+            Err(Unread::Withheld(why)) => Some(Preview::withheld(&why)),
+            Err(Unread::Failed) => None,
         }
-        shown
     }
 
     /// The `_meta` of a queued call's receipt: `assent/changeSetId` and `assent/item`,

@@ -13,7 +13,7 @@
 use crate::McpError;
 use crate::catalog::TARGET_KIND;
 use crate::config::FilePreview;
-use crate::preview::{Preview, Previews, fingerprint, preview_of, read_now};
+use crate::preview::{Preview, Previews, Unread, preview_of, read_now, whole_for};
 use crate::upstream::UpstreamCaller;
 use crate::upstream::UpstreamError;
 use assent_confirm::client_sessions::{self, CallSession};
@@ -327,8 +327,16 @@ impl FileGuard {
         let Some(then) = then else {
             return Ok(());
         };
-        let content = read_now(upstream, &preview, path).await;
-        let now = content.as_deref().map(|content| fingerprint(path, content));
+        let (now, before) = match read_now(upstream, &preview, path, whole_for(call.args)).await {
+            Ok(content) => {
+                let shown = Preview::of(path, call.args, &content);
+                (shown.fingerprint, Some(shown.before))
+            }
+            // A path that now leads out of the server's folders is not read: changed,
+            // and the item says why it shows no diff.
+            Err(Unread::Withheld(why)) => (None, Some(Preview::withheld(&why).before)),
+            Err(Unread::Failed) => (None, None),
+        };
         if now.as_ref() == Some(&then) {
             return Ok(());
         }
@@ -337,10 +345,7 @@ impl FileGuard {
         tracing::info!(%detail, path, "the file changed since its diff was shown: not written");
         Err(ExternalError::Stale {
             detail,
-            before: content
-                .as_deref()
-                .and_then(|content| Preview::of(path, call.args, content))
-                .map(|preview| preview.before),
+            before,
             fingerprint: now,
         })
     }
@@ -363,7 +368,10 @@ impl TargetState for FileState {
     }
 
     fn fingerprint(&self, tool_name: &str, args: &serde_json::Value) -> Option<serde_json::Value> {
-        self.0.previews.get(tool_name, args).map(|p| p.fingerprint)
+        self.0
+            .previews
+            .get(tool_name, args)
+            .and_then(|p| p.fingerprint)
     }
 
     fn observed(&self, tool_name: &str, args: &serde_json::Value) -> bool {
@@ -653,14 +661,11 @@ mod tests {
         let args = serde_json::json!({"path": "/f", "content": "new"});
         assert!(!state.observed("write_file", &args));
         assert_eq!(state.fingerprint("write_file", &args), None);
-        let preview = Preview::of("/f", &args, "old").expect("a preview");
+        let preview = Preview::of("/f", &args, "old");
         files.previews.keep("write_file", &args, preview.clone());
         assert!(state.observed("write_file", &args));
         assert_eq!(state.before("write_file", &args), Some(preview.before));
-        assert_eq!(
-            state.fingerprint("write_file", &args),
-            Some(preview.fingerprint)
-        );
+        assert_eq!(state.fingerprint("write_file", &args), preview.fingerprint);
         let other = serde_json::json!({"path": "/g", "content": "new"});
         assert!(!state.observed("write_file", &other));
     }

@@ -39,11 +39,13 @@
 
 mod catalog;
 pub mod config;
+mod edits;
 mod elicit;
 mod error;
 mod gateway;
 mod host;
 mod preview;
+mod reach;
 pub mod redact;
 mod serve;
 mod status;

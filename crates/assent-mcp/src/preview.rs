@@ -4,15 +4,21 @@
 //! through the upstream's own read tool when a call of it is queued: the item's `before`
 //! is then a unified diff of what the call would change (bounded, head and tail kept),
 //! and its fingerprint the file's path and SHA-256, so a file that changed since is
-//! caught before the write runs.
+//! caught before the write runs. An `edits` write is applied as the npm filesystem
+//! server applies it ([`crate::edits`]).
 //!
 //! What is read is the upstream's word about a file the agent names: untrusted text. It
 //! is only ever shown as data (every surface marks misleading characters), bounded in
 //! time and size, and a read that fails or is too large just leaves the item without a
 //! diff. The read names exactly the path the write names, through the same server, so
-//! the server's own checks (allowed directories, symlinks resolved) hold for both.
+//! the server's own checks (allowed directories, symlinks resolved) hold for both; and
+//! before it, the gateway resolves the path itself ([`crate::reach`]): a file outside
+//! the folders of the server's command is not read at all. Where no diff is shown for
+//! a reason (a path leading out of those folders, an edit whose outcome cannot be
+//! told), the item's `before` says so in one line.
 
 use crate::config::{FilePreview, default_path_key};
+use crate::edits::Edited;
 use crate::upstream::Upstream;
 use assent_domain::canonical_json;
 use rmcp::model::{ContentBlock, Tool};
@@ -68,13 +74,21 @@ pub fn preview_of(
 
 /// The read tool's arguments for `path`: `{path}`, and `head` (lines) when the read tool
 /// declares it, so a file of more lines than [`MAX_READ_BYTES`] could hold is not sent
-/// whole (what comes back is still measured).
-pub fn read_args(preview: &FilePreview, read_tool: Option<&Tool>, path: &str) -> Value {
+/// whole (what comes back is still measured); not for a `whole` reading, which an
+/// `edits` write needs (the npm server's `head` drops the file's last newline, and
+/// where an edit applies depends on every character).
+pub fn read_args(
+    preview: &FilePreview,
+    read_tool: Option<&Tool>,
+    path: &str,
+    whole: bool,
+) -> Value {
     let mut args = json!({ preview.path.clone(): path });
-    let takes_head = read_tool
-        .and_then(|t| t.input_schema.get("properties"))
-        .and_then(Value::as_object)
-        .is_some_and(|p| p.contains_key("head"));
+    let takes_head = !whole
+        && read_tool
+            .and_then(|t| t.input_schema.get("properties"))
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.contains_key("head"));
     if takes_head {
         args["head"] = json!(MAX_READ_BYTES);
     }
@@ -82,23 +96,36 @@ pub fn read_args(preview: &FilePreview, read_tool: Option<&Tool>, path: &str) ->
 }
 
 /// What the write `args` would leave in a file that holds `now`: its `content`, or its
-/// `edits` (`[{oldText, newText}]`) applied in order, each to its first occurrence.
-/// `None` when that cannot be told (an edit whose `oldText` is not there).
-pub fn written(args: &Value, now: &str) -> Option<String> {
+/// `edits` (`[{oldText, newText}]`) applied as the npm filesystem server applies them
+/// ([`crate::edits`]); why that cannot be told otherwise.
+pub(crate) fn written(args: &Value, now: &str) -> Result<Edited, String> {
     if let Some(content) = args.get("content").and_then(Value::as_str) {
-        return Some(content.to_owned());
+        return Ok(Edited {
+            text: content.to_owned(),
+            crlf: false,
+        });
     }
-    let mut text = now.to_owned();
-    for edit in args.get("edits")?.as_array()? {
-        let old = edit.get("oldText")?.as_str()?;
-        let new = edit.get("newText")?.as_str()?;
-        if old.is_empty() || !text.contains(old) {
-            return None;
+    if args.get("dryRun") == Some(&Value::Bool(true)) {
+        return Err("the call asks for a dry run (`dryRun`): the server writes nothing".to_owned());
+    }
+    let edits = args
+        .get("edits")
+        .and_then(Value::as_array)
+        .ok_or("the write has neither a `content` nor a list of `edits`")?;
+    let mut pairs = Vec::with_capacity(edits.len());
+    for (n, edit) in edits.iter().enumerate() {
+        let text = |key: &str| edit.get(key).and_then(Value::as_str);
+        match (text("oldText"), text("newText")) {
+            (Some(old), Some(new)) => pairs.push((old, new)),
+            _ => return Err(format!("edit {} has no oldText and newText", n + 1)),
         }
-        text = text.replacen(old, new, 1);
     }
-    Some(text)
+    crate::edits::edited(now, &pairs)
 }
+
+/// The line a diff ends with when the write also turns the file's `\r\n` line endings
+/// into `\n` (its lines show no line endings).
+pub const CRLF_NOTE: &str = "\\ and every CRLF line ending of the file becomes LF\n";
 
 /// A unified diff of `before` and `after` for `path`: one hunk of the lines that
 /// differ (the lines both share at the start and the end are left out, counted by the
@@ -147,59 +174,107 @@ pub fn fingerprint(path: &str, content: &str) -> Value {
     })
 }
 
-/// The content of file `path` as the upstream's read tool gives it now, or `None` (with
-/// a debug line) when it cannot be told within [`READ_DEADLINE`] and [`MAX_READ_BYTES`]:
-/// an error, a result that is not one text block, a larger file.
-pub async fn read_now(upstream: &Upstream, preview: &FilePreview, path: &str) -> Option<String> {
+/// Why a file was not read for a diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unread {
+    /// Not asked for: the reason, said in the item ([`crate::reach`]).
+    Withheld(String),
+    /// Asked for, and not told (an error, no text, too large, too late: a debug line
+    /// says which).
+    Failed,
+}
+
+/// The content of file `path` as the upstream's read tool gives it now (`whole`: all of
+/// it, see [`read_args`]), within [`READ_DEADLINE`] and [`MAX_READ_BYTES`]; never read
+/// when the path leads outside the folders of the server's command.
+pub async fn read_now(
+    upstream: &Upstream,
+    preview: &FilePreview,
+    path: &str,
+    whole: bool,
+) -> Result<String, Unread> {
+    if let Some(why) = crate::reach::withheld(upstream.source(), path) {
+        tracing::info!(path, %why, "the file is not read for a diff");
+        return Err(Unread::Withheld(why));
+    }
     let tools = upstream.tools();
     let read_tool = tools.iter().find(|t| t.name == preview.read.as_str());
-    let args = read_args(preview, read_tool, path);
+    let args = read_args(preview, read_tool, path, whole);
     let result = match tokio::time::timeout(READ_DEADLINE, upstream.call(&preview.read, &args))
         .await
     {
         Ok(Ok(result)) => result,
         Ok(Err(error)) => {
             tracing::debug!(%error, path, read = %preview.read, "the file was not read for a diff");
-            return None;
+            return Err(Unread::Failed);
         }
         Err(_) => {
             tracing::debug!(path, read = %preview.read, "the file was not read for a diff within {READ_DEADLINE:?}");
-            return None;
+            return Err(Unread::Failed);
         }
     };
     let text = match result.content.as_slice() {
         [ContentBlock::Text(text)] if result.is_error != Some(true) => &text.text,
         _ => {
             tracing::debug!(path, read = %preview.read, "the read answered no text: no diff");
-            return None;
+            return Err(Unread::Failed);
         }
     };
     if text.len() > MAX_READ_BYTES {
         tracing::debug!(path, bytes = text.len(), "the file is too large for a diff");
-        return None;
+        return Err(Unread::Failed);
     }
-    Some(text.clone())
+    Ok(text.clone())
+}
+
+/// Whether a reading for write `args` must be of the whole file (an `edits` write).
+pub fn whole_for(args: &Value) -> bool {
+    args.get("edits").is_some()
 }
 
 /// The `before` and fingerprint of one queued call, from the file as it was read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Preview {
-    /// The diff shown as the item's `before`.
+    /// The diff shown as the item's `before`, or a line saying why there is none.
     pub before: Value,
-    /// The file's path and digest.
-    pub fingerprint: Value,
+    /// The file's path and digest; `None` when the file was not read.
+    pub fingerprint: Option<Value>,
 }
 
 impl Preview {
-    /// The preview of write `args` of `path` over the file's content `now`; `None`
-    /// when what the write leaves cannot be told.
-    pub fn of(path: &str, args: &Value, now: &str) -> Option<Self> {
-        let after = written(args, now)?;
-        Some(Self {
-            before: Value::String(unified_diff(path, now, &after)),
-            fingerprint: fingerprint(path, now),
-        })
+    /// The preview of write `args` of `path` over the file's content `now`: the diff,
+    /// or (what the write leaves cannot be told) a line saying why there is none; the
+    /// file's digest guards the write either way.
+    pub fn of(path: &str, args: &Value, now: &str) -> Self {
+        let before = match written(args, now) {
+            Ok(after) => {
+                let mut diff = unified_diff(path, now, &after.text);
+                if after.crlf {
+                    diff.push_str(CRLF_NOTE);
+                }
+                diff
+            }
+            Err(why) => no_diff(&why),
+        };
+        Self {
+            before: Value::String(before),
+            fingerprint: Some(fingerprint(path, now)),
+        }
     }
+
+    /// The preview of a write whose file was not read, for reason `why`: that line, and
+    /// nothing to guard.
+    pub fn withheld(why: &str) -> Self {
+        Self {
+            before: Value::String(no_diff(why)),
+            fingerprint: None,
+        }
+    }
+}
+
+/// What an item's `before` says when it shows no diff.
+fn no_diff(why: &str) -> String {
+    format!("(no diff shown: {why})")
 }
 
 /// The previews read for calls about to be queued, shared by the gateway (which reads)
@@ -274,8 +349,13 @@ mod tests {
             Some("file".into())
         );
         assert_eq!(
-            read_args(&found, Some(&read), "/a")["head"],
+            read_args(&found, Some(&read), "/a", false)["head"],
             json!(MAX_READ_BYTES)
+        );
+        assert_eq!(
+            read_args(&found, Some(&read), "/a", true),
+            json!({"path": "/a"}),
+            "an edit reads the whole file"
         );
     }
 
@@ -283,13 +363,23 @@ mod tests {
     fn edits_apply_in_order_and_an_edit_that_finds_nothing_shows_no_diff() {
         let edits =
             json!({"edits": [{"oldText": "b", "newText": "B"}, {"oldText": "c", "newText": ""}]});
-        assert_eq!(written(&edits, "a\nb\nc\n").as_deref(), Some("a\nB\n\n"));
+        let text = |args: &Value, now: &str| written(args, now).map(|w| w.text);
+        assert_eq!(text(&edits, "a\nb\nc\n").as_deref(), Ok("a\nB\n\n"));
         let missing = json!({"edits": [{"oldText": "zzz", "newText": "B"}]});
-        assert_eq!(written(&missing, "a\n"), None);
+        let why = text(&missing, "a\n").expect_err("nothing found");
+        assert!(why.contains("edit 1's oldText is not in the file"), "{why}");
+        assert_eq!(text(&json!({"content": "x"}), "old").as_deref(), Ok("x"));
+        // Said in the item, the file's digest kept.
+        let preview = Preview::of("/f", &missing, "a\n");
         assert_eq!(
-            written(&json!({"content": "x"}), "old").as_deref(),
-            Some("x")
+            preview.before,
+            json!(
+                "(no diff shown: edit 1's oldText is not in the file (the server will refuse the call))"
+            )
         );
+        assert!(preview.fingerprint.is_some());
+        let dry = json!({"edits": [{"oldText": "a", "newText": "b"}], "dryRun": true});
+        assert!(text(&dry, "a\n").expect_err("no write").contains("dry run"));
     }
 
     #[test]
@@ -319,7 +409,7 @@ mod tests {
     fn a_preview_is_kept_for_its_call_only() {
         let previews = Previews::default();
         let args = json!({"path": "/f", "content": "new"});
-        let preview = Preview::of("/f", &args, "old").expect("a preview");
+        let preview = Preview::of("/f", &args, "old");
         previews.keep("write_file", &args, preview.clone());
         assert_eq!(previews.get("write_file", &args), Some(preview));
         assert_eq!(
@@ -328,5 +418,43 @@ mod tests {
         );
         previews.forget("write_file", &args);
         assert_eq!(previews.get("write_file", &args), None);
+    }
+
+    /// Issue 52, point 19: the diff of an `edit_file` is what the npm server writes:
+    /// a `$&` it may substitute shows no diff and says why; its line-ending and
+    /// indentation rules are the diff's.
+    #[test]
+    fn an_edit_shows_what_the_npm_server_writes_or_says_why_not() {
+        let dollar = json!({"path": "/f", "edits": [{"oldText": "beta", "newText": "[$&]"}]});
+        let shown = Preview::of("/f", &dollar, "alpha\nbeta\n").before;
+        let shown = shown.as_str().expect("a line");
+        assert!(
+            shown.starts_with("(no diff shown: a newText holds `$&`"),
+            "{shown}"
+        );
+        assert!(!shown.contains("+[$&]"), "{shown}");
+        let crlf = json!({"path": "/f", "edits": [{"oldText": "two", "newText": "2"}]});
+        assert_eq!(
+            Preview::of("/f", &crlf, "one\r\ntwo\r\n").before,
+            json!(format!(
+                "--- /f\n+++ /f\n@@ -2,1 +2,1 @@\n-two\n+2\n{CRLF_NOTE}"
+            ))
+        );
+        let loose = json!({"path": "/f", "edits": [
+            {"oldText": "def f():\n    return 1", "newText": "def f():\nreturn 2"}]});
+        assert_eq!(
+            Preview::of("/f", &loose, "def f():\n\treturn 1\n").before,
+            json!("--- /f\n+++ /f\n@@ -2,1 +2,1 @@\n-\treturn 1\n+return 2\n")
+        );
+    }
+
+    #[test]
+    fn a_withheld_preview_says_why_and_guards_nothing() {
+        let preview = Preview::withheld("/p/NOTES.md leads to /home/u/.ssh/id_rsa");
+        assert_eq!(
+            preview.before,
+            json!("(no diff shown: /p/NOTES.md leads to /home/u/.ssh/id_rsa)")
+        );
+        assert_eq!(preview.fingerprint, None);
     }
 }

@@ -175,6 +175,12 @@ impl Upstream {
         &self.command
     }
 
+    /// Where it is: its command or its URL, as given (the folders of a command bound
+    /// what the gateway reads for diffs).
+    pub fn source(&self) -> &UpstreamSource {
+        &self.source
+    }
+
     /// The tools it listed last.
     pub fn tools(&self) -> Vec<Tool> {
         self.tools

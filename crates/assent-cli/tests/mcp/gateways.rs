@@ -46,6 +46,96 @@ async fn config_gateway(
     (client, log)
 }
 
+/// Issue 52, point 8 (the gateway's half): a write of `NOTES.md -> ~/.ssh/id_rsa` reads
+/// nothing for its diff. The fixture's `read_note` follows symlinks wherever they lead
+/// (as a server of no checks of its own would), configured as the preview of
+/// `append_note`'s `content`; the gateway resolves the path first, finds it outside the
+/// folder the server's command names, and the item says so instead of showing the key.
+/// A file inside the folder still shows its diff; the npm filesystem server's item says
+/// the same.
+#[tokio::test]
+async fn a_write_through_a_symlink_out_of_the_servers_folder_reads_nothing_and_says_why() {
+    let s = setup();
+    let base = s.dir.path().canonicalize().expect("the folder");
+    let ssh = base.join("home/.ssh");
+    std::fs::create_dir_all(&ssh).expect(".ssh");
+    let key = ssh.join("id_rsa");
+    std::fs::write(
+        &key,
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n",
+    )
+    .expect("a key");
+    let root = base.join("project");
+    std::fs::create_dir_all(&root).expect("the project");
+    std::fs::write(root.join("inside.md"), "old\n").expect("a file");
+    let notes = root.join("NOTES.md");
+    std::os::unix::fs::symlink(&key, &notes).expect("the symlink");
+    let config = config_file(
+        &base,
+        json!({"fixture": {"command": fixture(), "args": [root],
+            "assent": {"tools": {"append_note": {"preview": {"read": "read_note", "path": "path"}}}}}}),
+    );
+    let (client, _log) = config_gateway(&s.db, &config, &[]).await;
+    let before = |reply: &CallToolResult| {
+        let shown = item(&s.db, set_id(&text(reply)));
+        shown["before"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{shown:#}"))
+            .to_owned()
+    };
+
+    let inside = call(
+        &client,
+        "fixture__append_note",
+        json!({"path": root.join("inside.md"), "text": "x", "content": "new\n"}),
+    )
+    .await;
+    assert!(
+        before(&inside).contains("-old\n+new\n"),
+        "{}",
+        before(&inside)
+    );
+
+    let through = call(
+        &client,
+        "fixture__append_note",
+        json!({"path": notes, "text": "x", "content": "mine\n"}),
+    )
+    .await;
+    let said = before(&through);
+    assert!(!said.contains("PRIVATE KEY"), "the key was read: {said}");
+    assert!(
+        said.starts_with(&format!(
+            "(no diff shown: {} leads to {}, outside the server's folders ({})",
+            notes.display(),
+            key.display(),
+            root.display()
+        )),
+        "{said}"
+    );
+    let pending = succeeded(&assent(&s.db, &["pending"]));
+    assert!(!pending.contains("PRIVATE KEY"), "{pending}");
+    client.cancel().await.expect("the client leaves");
+
+    let Some(server) = filesystem_server() else {
+        return;
+    };
+    let upstream = vec![server.display().to_string(), root.display().to_string()];
+    let client = gateway(&s.db, &[], &upstream).await;
+    let through = call(
+        &client,
+        "write_file",
+        json!({"path": notes, "content": "mine\n"}),
+    )
+    .await;
+    let said = before(&through);
+    assert!(
+        said.contains(&format!("leads to {}", key.display())),
+        "{said}"
+    );
+    client.cancel().await.expect("the client leaves");
+}
+
 /// The fixture server over Streamable HTTP on a free loopback port (`EXTRA` passed on,
 /// e.g. `--require-header NAME=VALUE`), and its URL.
 async fn http_fixture(extra: &[&str]) -> (tokio::process::Child, String) {
