@@ -2741,6 +2741,7 @@ fn the_real_gemini_cli_honours_a_long_wait_and_holds_against_the_workspace() {
     let data = home.path().join("data");
     let env = [("XDG_DATA_HOME", data.as_path()), ("HOME", home.path())];
     let person = format!("sqlite://{}/assent/assent.db", data.display());
+    std::fs::create_dir_all(data.join("assent")).expect("the data folder");
     for args in [
         vec!["agent", "create", "--id", "gem", "--categories", "code"],
         vec!["agent", "deny", "gem", "run_shell_command(touch denied*)"],
