@@ -209,11 +209,9 @@ async fn answer(
             ),
         });
     }
-    let limit = options.started + assent_hook::run_limit(options.wait);
-    let Ok(store) = tokio::time::timeout_at(limit, crate::database::open_store(&db)).await else {
-        return Ok(Answer::Deny {
-            reason: assent_hook::out_of_time(options.wait),
-        });
+    let opened = tokio::time::timeout_at(options.run_ends(), crate::database::open_store(&db));
+    let Ok(store) = opened.await else {
+        return Ok(options.out_of_time());
     };
     let store = store?;
     match event.phase {

@@ -76,7 +76,7 @@ pub struct HookOptions {
 
 /// The least time a hook's whole run is given, whatever its wait: opening the
 /// database and queueing the call (so `--wait 0` still queues it).
-pub const MIN_RUN: Duration = Duration::from_secs(5);
+pub(crate) const MIN_RUN: Duration = Duration::from_secs(5);
 
 /// What a hook keeps of its wait for the answer after it: withdrawing its item and
 /// writing the reply.
@@ -85,7 +85,7 @@ const ANSWER_MARGIN: Duration = Duration::from_secs(1);
 /// What every agent's hook timeout leaves beyond the hook's whole run ([`run_limit`]):
 /// the process's start and exit, and withdrawing an item when the database was busy
 /// at the end ([`WITHDRAW_LIMIT`]).
-pub const AGENT_MARGIN: Duration = Duration::from_secs(10);
+pub(crate) const AGENT_MARGIN: Duration = Duration::from_secs(10);
 
 /// How long a hook that ran out of time still tries to withdraw the item it queued.
 const WITHDRAW_LIMIT: Duration = Duration::from_secs(3);
@@ -93,19 +93,34 @@ const WITHDRAW_LIMIT: Duration = Duration::from_secs(3);
 /// The hook's whole run for a wait of `wait`, counted from its start: by then it has
 /// answered, a denial if the database kept it busy. The wait for a person ends a
 /// moment before (`ANSWER_MARGIN`).
-pub fn run_limit(wait: Duration) -> Duration {
+pub(crate) fn run_limit(wait: Duration) -> Duration {
     wait.max(MIN_RUN)
 }
 
 /// The timeout an agent must give the hook for a wait of `wait` (what `assent hook
 /// install` writes): above its whole run, so the agent never kills a hook that is still
 /// deciding and runs the call (issue 52).
-pub fn agent_timeout(wait: Duration) -> Duration {
+pub(crate) fn agent_timeout(wait: Duration) -> Duration {
     run_limit(wait) + AGENT_MARGIN
 }
 
-/// The denial of a call the hook could not decide within its run (a busy database).
-pub fn out_of_time(wait: Duration) -> String {
+impl HookOptions {
+    /// When the hook's whole run ends ([`run_limit`] after its start): whatever is
+    /// still undecided then (the database busy) is denied.
+    pub fn run_ends(&self) -> Instant {
+        self.started + run_limit(self.wait)
+    }
+
+    /// The denial of a call the hook could not decide by [`HookOptions::run_ends`].
+    pub fn out_of_time(&self) -> Answer {
+        Answer::Deny {
+            reason: out_of_time(self.wait),
+        }
+    }
+}
+
+/// Why a call the hook could not decide within its run (a busy database) is refused.
+fn out_of_time(wait: Duration) -> String {
     format!(
         "Assent could not decide within {} s (its database stayed busy), so the call is refused; retry it",
         run_limit(wait).as_secs()
@@ -149,7 +164,7 @@ pub async fn decide(
     event: &HookEvent,
 ) -> Result<Answer, HookError> {
     debug_assert!(event.phase != Phase::After);
-    let limit = options.started + run_limit(options.wait);
+    let limit = options.run_ends();
     // The sets this call queued, so a run cut short withdraws them.
     let queued = std::sync::Mutex::new(Vec::new());
     match tokio::time::timeout_at(limit, decide_within(store, options, event, &queued)).await {
@@ -167,9 +182,7 @@ pub async fn decide(
                     tracing::error!(?sets, "could not withdraw what it queued");
                 }
             }
-            Ok(Answer::Deny {
-                reason: out_of_time(options.wait),
-            })
+            Ok(options.out_of_time())
         }
     }
 }

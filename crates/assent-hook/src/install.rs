@@ -37,10 +37,10 @@ fn events(kind: AgentKind) -> &'static [&'static str] {
 /// The hook entry running `command` for one event of `kind`, with the agent's
 /// fail-closed settings where it has them (`onFailure: "block"`, `failClosed: true`)
 /// and a timeout above the hook's whole run for a wait of `wait`
-/// ([`crate::agent_timeout`]), in the agent's own unit: an agent that killed a hook
+/// (`gate::agent_timeout`), in the agent's own unit: an agent that killed a hook
 /// still deciding would run the call (issue 52).
 fn entry(kind: AgentKind, command: &str, wait: Duration) -> Value {
-    let timeout = crate::agent_timeout(wait);
+    let timeout = crate::gate::agent_timeout(wait);
     let secs = timeout.as_secs();
     match kind {
         AgentKind::ClaudeCode | AgentKind::Vscode | AgentKind::Codex => json!({
@@ -70,7 +70,7 @@ fn http_entry(url: &str, token_var: &str, wait: Duration) -> Value {
             "url": url,
             "headers": {"Authorization": format!("Bearer ${token_var}")},
             "allowedEnvVars": [token_var],
-            "timeout": crate::agent_timeout(wait).as_secs(),
+            "timeout": crate::gate::agent_timeout(wait).as_secs(),
             "onFailure": "block",
         }],
     })
@@ -219,7 +219,7 @@ mod tests {
         let hook = Hook::Command("assent hook gemini --agent g".to_owned());
         for wait in [0, 5, 55, 90, 590, 3_600] {
             let wait = Duration::from_secs(wait);
-            let run = crate::run_limit(wait);
+            let run = crate::gate::run_limit(wait);
             let gemini = super::install(AgentKind::Gemini, json!({}), &hook, wait).expect("merged");
             let millis = gemini["hooks"]["BeforeTool"][0]["hooks"][0]["timeout"]
                 .as_u64()

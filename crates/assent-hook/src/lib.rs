@@ -14,9 +14,10 @@
 //! - [`render`] answers in the agent's dialect, with only the fields it documents,
 //!   pure.
 //!
-//! - [`default_wait`]: how long a call waits for a person by default; [`run_limit`]:
-//!   the hook's whole run, counted from its start (a denial when the database keeps it
-//!   busy); [`agent_timeout`]: the timeout `install` writes, above that run.
+//! - [`default_wait`]: how long a call waits for a person by default;
+//!   [`HookOptions::run_ends`]: when the hook's whole run ends, counted from its start
+//!   (a denial when the database keeps it busy); `install` writes each agent's timeout
+//!   above that run.
 //! - (feature `http`) `http::routes`: `POST /api/hooks/{kind}` on `assent serve`, the
 //!   same code behind an agent token.
 //!
@@ -56,8 +57,7 @@ pub use answer::{Answer, Reply, refusal, render};
 pub use error::HookError;
 pub use event::{CURSOR_SHELL_TOOL, HookEvent, MAX_EVENT_BYTES, Phase, parse};
 pub use gate::{
-    AGENT_MARGIN, ALLOWED, ANSWERED_IN_CLIENT, DEFAULT_CATEGORY, HookOptions, MIN_RUN, OnTimeout,
-    TARGET_KIND, agent_timeout, decide, default_wait, hook_host, out_of_time, record_ran,
-    run_limit,
+    ALLOWED, ANSWERED_IN_CLIENT, DEFAULT_CATEGORY, HookOptions, OnTimeout, TARGET_KIND, decide,
+    default_wait, hook_host, record_ran,
 };
 pub use kind::AgentKind;

@@ -183,7 +183,7 @@ pub struct Server {
 
 /// How a host answers the refusals of its own routes ([`Server::with_refusals`]): from
 /// the request's path, the refusal's status and its message, the response sent instead.
-pub type RefusalAnswer = fn(&str, axum::http::StatusCode, &str) -> axum::response::Response;
+type RefusalAnswer = fn(&str, axum::http::StatusCode, &str) -> axum::response::Response;
 
 impl Server {
     /// A server over `engine` that accepts `token` (see [`token::resolve_token`]).
@@ -209,9 +209,15 @@ impl Server {
     /// The same server with every refusal of a request whose path starts with `prefix`
     /// (any status but 2xx: the token check's 401 included, a body too large, a bad
     /// query) answered by `answer` instead: for callers that take an error status for
-    /// "go ahead", such as a coding agent's `http` hook (`/api/hooks/`).
+    /// "go ahead", such as a coding agent's `http` hook (`/api/hooks/`): `answer` gets
+    /// the request's path, the refusal's status and its message, and returns the
+    /// response sent instead.
     #[must_use]
-    pub fn with_refusals(mut self, prefix: &'static str, answer: RefusalAnswer) -> Self {
+    pub fn with_refusals(
+        mut self,
+        prefix: &'static str,
+        answer: fn(&str, axum::http::StatusCode, &str) -> axum::response::Response,
+    ) -> Self {
         self.refusals.push((prefix, answer));
         self
     }
