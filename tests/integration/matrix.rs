@@ -29,6 +29,10 @@
 //! without the capability, a tool needing two people never asked) are
 //! `crates/assent-cli/tests/mcp.rs`'s
 //! `ask_in_client_asks_the_clients_user_where_it_can_and_records_the_client_not_a_person`.
+//! The hook's own failure paths (issue 52): "a database found in the workspace" and "a
+//! timeout shorter than the wait" are `crates/assent-cli/tests/cli/hooks.rs`'s
+//! `a_database_found_in_the_workspace_is_refused_naming_it` and
+//! `a_timeout_shorter_than_the_wait_is_never_written_and_the_wait_counts_from_the_start`.
 
 use assent_confirm::ItemRef;
 use assent_confirm::WakeRequest;

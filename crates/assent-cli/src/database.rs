@@ -38,6 +38,87 @@ pub fn locate(flag: Option<String>) -> Result<String, CliError> {
     Ok(choice.url)
 }
 
+/// The database of a hook or a gateway (`assent hook`, `assent hook install`, `assent
+/// mcp`): like [`locate`], but never the legacy `./assent.db`. A coding agent works in
+/// the current folder, and a repository (or any command the agent may run) can ship
+/// an `assent.db` there whose rules would replace the person's: one found there while
+/// nothing names a database is refused, naming it (issue 52).
+pub fn locate_for_agents(flag: Option<String>) -> Result<String, CliError> {
+    let env = std::env::var("ASSENT_DATABASE_URL").ok();
+    let named = flag.or(env).filter(|url| !url.trim().is_empty());
+    if named.is_none() && Path::new(FILE_NAME).is_file() {
+        let here = std::env::current_dir()
+            .map(|dir| dir.join(FILE_NAME).display().to_string())
+            .unwrap_or_else(|_| format!("./{FILE_NAME}"));
+        return Err(CliError::failed(format!(
+            "{here} is in the current folder, where an agent works: a hook or gateway never \
+             takes its database from there; name the person's database with --db or \
+             ASSENT_DATABASE_URL (`assent hook install` writes it)"
+        )));
+    }
+    let choice = choose(named, None, false, data_dir)?;
+    if let Some(dir) = &choice.create {
+        create_private_dir(dir).map_err(|e| {
+            CliError::failed(format!(
+                "cannot create the data directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+    }
+    Ok(choice.url)
+}
+
+/// `url` with a relative SQLite path made absolute against the current folder: what an
+/// install writes, so the hook opens the same file whatever folder the agent runs it
+/// in. Any other URL is returned as it is.
+pub fn absolute(url: &str) -> Result<String, CliError> {
+    let Some(file) = StoreOptions::new(url).sqlite_file() else {
+        return Ok(url.to_owned());
+    };
+    if file.is_absolute() {
+        return Ok(url.to_owned());
+    }
+    let here = std::env::current_dir()
+        .map_err(|e| CliError::failed(format!("cannot read the current folder: {e}")))?;
+    let query = url.split_once('?').map(|(_, q)| format!("?{q}"));
+    Ok(format!(
+        "sqlite://{}{}",
+        here.join(file).display(),
+        query.unwrap_or_default()
+    ))
+}
+
+/// The SQLite file of `url` when it lies inside `folder` (an agent's workspace), as
+/// the path found; `None` for a file elsewhere, an in-memory database or a server. A
+/// relative path counts from `current` (the process's folder); links are resolved on
+/// both sides as far as the paths exist, so a link in or out of the folder does not
+/// hide where the file is.
+pub fn inside(url: &str, folder: &Path, current: &Path) -> Option<PathBuf> {
+    let file = StoreOptions::new(url).sqlite_file()?;
+    let file = current.join(file);
+    resolved(&file)
+        .starts_with(resolved(folder))
+        .then_some(file)
+}
+
+/// `path` with its longest existing prefix resolved (links, `..`) and the rest kept.
+fn resolved(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut prefix = path.to_path_buf();
+    loop {
+        if let Ok(real) = prefix.canonicalize() {
+            return rest.iter().rev().fold(real, |all, part| all.join(part));
+        }
+        match (prefix.file_name().map(ToOwned::to_owned), prefix.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                prefix = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
 /// Creates `dir` (and any missing parent) for its owner alone (0700 on Unix, whatever
 /// the umask): the default database in it holds webhook signing secrets and every
 /// argument and result (issue 37). A folder that exists is left as it is.
@@ -222,6 +303,41 @@ mod tests {
             note.starts_with("note: using ./assent.db in the current directory; the default is now /home/u/.local/share/assent/assent.db"),
             "{note}"
         );
+    }
+
+    #[test]
+    fn a_database_inside_a_workspace_is_found_through_relative_paths_and_links() {
+        let root = tempfile::tempdir().expect("dir");
+        let work = root.path().join("work");
+        let elsewhere = root.path().join("elsewhere");
+        std::fs::create_dir_all(work.join("sub")).expect("dirs");
+        std::fs::create_dir_all(&elsewhere).expect("dirs");
+        let url = |path: &Path| format!("sqlite://{}", path.display());
+        assert!(inside(&url(&work.join("assent.db")), &work, &elsewhere).is_some());
+        assert!(inside(&url(&work.join("sub/new/x.db")), &work, &elsewhere).is_some());
+        assert!(
+            inside("sqlite://assent.db", &work, &work).is_some(),
+            "relative"
+        );
+        assert!(inside("sqlite://assent.db", &work, &elsewhere).is_none());
+        assert!(inside(&url(&elsewhere.join("assent.db")), &work, &work).is_none());
+        assert!(inside("postgres://u@h/db", &work, &work).is_none());
+        assert!(inside("sqlite::memory:", &work, &work).is_none());
+        #[cfg(unix)]
+        {
+            // A link out of the workspace to where the file really is, and one in.
+            std::os::unix::fs::symlink(&work, elsewhere.join("to-work")).expect("link");
+            let through = elsewhere.join("to-work/assent.db");
+            assert!(inside(&url(&through), &work, &elsewhere).is_some());
+            assert!(
+                inside(
+                    &url(&work.join("assent.db")),
+                    &elsewhere.join("to-work"),
+                    &work
+                )
+                .is_some()
+            );
+        }
     }
 
     #[test]

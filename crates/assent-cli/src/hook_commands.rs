@@ -59,7 +59,9 @@ pub enum HookAction {
     /// Write `assent hook AGENT_KIND --agent NAME` into the agent's settings file (JSON
     /// merged, everything else kept, the file as it was kept beside it as
     /// `FILE.assent-backup`; a second install changes nothing), fail-closed where the
-    /// agent allows (`onFailure: "block"`, `failClosed: true`).
+    /// agent allows (`onFailure: "block"`, `failClosed: true`), with `--db` the
+    /// database resolved now (never one in the project) and each agent's timeout
+    /// above the hook's whole run for `--wait`.
     Install(InstallArgs),
     /// Remove only Assent's entries from the agent's settings file.
     Uninstall(InstallArgs),
@@ -84,6 +86,19 @@ pub struct InstallArgs {
     /// Print the settings as they would be written instead of writing them.
     #[arg(long)]
     pub print: bool,
+    /// Claude Code only: an `http` hook posting to `assent serve` at URL (its base,
+    /// e.g. `http://127.0.0.1:7700`) instead of a command, blocking the call when the
+    /// server cannot answer (`"onFailure": "block"`).
+    #[arg(long, value_name = "URL")]
+    pub http: Option<String>,
+    /// With --http: the environment variable holding the agent token Claude Code sends.
+    #[arg(
+        long,
+        value_name = "VAR",
+        default_value = "ASSENT_AGENT_TOKEN",
+        requires = "http"
+    )]
+    pub token_env: String,
     #[command(flatten)]
     pub answer: AnswerArgs,
 }
@@ -113,6 +128,9 @@ fn parse_kind(text: &str) -> Result<AgentKind, String> {
 
 /// Runs `assent hook`: an install, an uninstall, or the answer to the event on stdin.
 pub async fn run(db: Option<String>, args: HookArgs) -> Result<Output, CliError> {
+    // The hook's whole run is counted from here (before the database is opened), so
+    // it answers within the agent's timeout whatever the database does.
+    let started = tokio::time::Instant::now();
     match args.action {
         Some(HookAction::Install(install)) => return change_settings(db, install, true),
         Some(HookAction::Uninstall(install)) => return change_settings(db, install, false),
@@ -123,15 +141,18 @@ pub async fn run(db: Option<String>, args: HookArgs) -> Result<Output, CliError>
             "assent hook needs AGENT_KIND and --agent NAME".to_owned(),
         ));
     };
-    answer_stdin(&crate::database::locate(db)?, kind, agent, args.answer).await
+    answer_stdin(db, kind, agent, args.answer, started).await
 }
 
-/// Answers the event on stdin.
+/// Answers the event on stdin: a malformed one exits 2; every failure after it was
+/// read (no database, one in the workspace, a busy one) is a denial in the agent's
+/// dialect, never an exit the agent might let through.
 async fn answer_stdin(
-    db: &str,
+    db: Option<String>,
     kind: AgentKind,
     agent: String,
     args: AnswerArgs,
+    started: tokio::time::Instant,
 ) -> Result<Output, CliError> {
     let mut body = Vec::new();
     std::io::stdin()
@@ -150,6 +171,7 @@ async fn answer_stdin(
             OnTimeoutArg::Ask => OnTimeout::Ask,
             OnTimeoutArg::Deny => OnTimeout::Deny,
         },
+        started,
     };
     let answer = match answer(db, &options, &event).await {
         Ok(answer) => answer,
@@ -167,12 +189,31 @@ async fn answer_stdin(
     Ok(Output::text(reply.stdout))
 }
 
+/// The answer to `event`, from the person's database: never one found in the
+/// workspace (the event's `cwd`), where the agent or its repository could have put
+/// rules of their own.
 async fn answer(
-    db: &str,
+    db: Option<String>,
     options: &HookOptions,
     event: &assent_hook::HookEvent,
 ) -> Result<Answer, CliError> {
-    let store = crate::database::open_store(db).await?;
+    let db = crate::database::locate_for_agents(db)?;
+    let here = std::env::current_dir()
+        .map_err(|e| CliError::failed(format!("cannot read the current folder: {e}")))?;
+    if let Some(file) = crate::database::inside(&db, std::path::Path::new(&event.cwd), &here) {
+        return Ok(Answer::Deny {
+            reason: format!(
+                "Assent's database {} is inside the workspace {}, where the agent could change its rules: the call is refused; the person names a database outside it with --db",
+                file.display(),
+                event.cwd
+            ),
+        });
+    }
+    let opened = tokio::time::timeout_at(options.run_ends(), crate::database::open_store(&db));
+    let Ok(store) = opened.await else {
+        return Ok(options.out_of_time());
+    };
+    let store = store?;
     match event.phase {
         Phase::After => assent_hook::record_ran(&store, options, event)
             .await
@@ -184,10 +225,11 @@ async fn answer(
     }
 }
 
-/// The command an install writes: this binary, `--db` when one was given, `hook KIND
+/// The command an install writes: this binary, `--db` (the database resolved now,
+/// absolute, so the hook never looks for one in the agent's folder), `hook KIND
 /// --agent NAME`, and the answer flags that differ from their defaults.
 fn hook_command(
-    db: Option<&str>,
+    db: &str,
     kind: AgentKind,
     agent: &str,
     answer: &AnswerArgs,
@@ -195,9 +237,7 @@ fn hook_command(
     let program = std::env::current_exe()
         .map_err(|e| CliError::failed(format!("cannot find this program's path: {e}")))?;
     let mut words = vec![shell_word(&program.to_string_lossy())];
-    if let Some(db) = db {
-        words.extend(["--db".to_owned(), shell_word(db)]);
-    }
+    words.extend(["--db".to_owned(), shell_word(db)]);
     words.extend([
         "hook".to_owned(),
         kind.as_str().to_owned(),
@@ -214,6 +254,38 @@ fn hook_command(
         words.extend(["--on-timeout".to_owned(), "deny".to_owned()]);
     }
     Ok(words.join(" "))
+}
+
+/// The URL an `http` install writes: `BASE/api/hooks/KIND` with the agent and the
+/// answer flags as query parameters.
+fn hook_url(base: &str, kind: AgentKind, agent: &str, answer: &AnswerArgs) -> String {
+    let mut query = vec![format!("agent={}", query_value(agent))];
+    if answer.category != assent_hook::DEFAULT_CATEGORY {
+        query.push(format!("category={}", query_value(&answer.category)));
+    }
+    if let Some(wait) = answer.wait {
+        query.push(format!("wait={wait}"));
+    }
+    if answer.on_timeout == OnTimeoutArg::Deny {
+        query.push("onTimeout=deny".to_owned());
+    }
+    format!(
+        "{}/api/hooks/{kind}?{}",
+        base.trim_end_matches('/'),
+        query.join("&")
+    )
+}
+
+/// `text` percent-encoded for a query value (unreserved characters kept).
+fn query_value(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
 
 /// `word` as one word of a POSIX shell command line.
@@ -238,6 +310,13 @@ fn change_settings(
 ) -> Result<Output, CliError> {
     if args.agent.trim().is_empty() {
         return Err(CliError::Usage("--agent must not be blank".to_owned()));
+    }
+    if let Some(url) = &args.http
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(CliError::Usage(format!(
+            "--http {url:?}: expected the server's URL, such as http://127.0.0.1:7700"
+        )));
     }
     let folder = match args.scope {
         Scope::User => etcetera::home_dir()
@@ -272,8 +351,26 @@ fn change_settings(
         })?,
     };
     let changed = if install {
-        let command = hook_command(db.as_deref(), args.kind, &args.agent, &args.answer)?;
-        assent_hook::install::install(args.kind, settings.clone(), &command)
+        let wait = args
+            .answer
+            .wait
+            .map_or_else(|| assent_hook::default_wait(args.kind), Duration::from_secs);
+        let hook = match &args.http {
+            Some(base) => assent_hook::install::Hook::Http {
+                url: hook_url(base, args.kind, &args.agent, &args.answer),
+                token_var: args.token_env.clone(),
+            },
+            None => {
+                let db = crate::database::absolute(&crate::database::locate_for_agents(db)?)?;
+                assent_hook::install::Hook::Command(hook_command(
+                    &db,
+                    args.kind,
+                    &args.agent,
+                    &args.answer,
+                )?)
+            }
+        };
+        assent_hook::install::install(args.kind, settings.clone(), &hook, wait)
     } else {
         assent_hook::install::without_ours(settings.clone())
     }

@@ -128,6 +128,30 @@ pub fn read_config(
         .map_err(|e| CliError::Usage(format!("{flag} {}: {e}", path.display())))
 }
 
+/// Refuses a database the gateway would take from the folder its client started it in
+/// (a project's folder, which a repository or the agent can fill): a relative SQLite
+/// path (the legacy `./assent.db` among them), or a file inside that folder. The
+/// filesystem root, where some clients start their servers, is no workspace.
+fn refuse_a_workspace_database(db: &str) -> Result<(), CliError> {
+    let here = std::env::current_dir()
+        .map_err(|e| CliError::failed(format!("cannot read the current folder: {e}")))?;
+    let relative = assent_store::StoreOptions::new(db)
+        .sqlite_file()
+        .is_some_and(|file| file.is_relative());
+    let workspace = here.parent().is_some();
+    let inside = workspace
+        .then(|| crate::database::inside(db, &here, &here))
+        .flatten();
+    if relative || inside.is_some() {
+        return Err(CliError::failed(format!(
+            "the database {} is in the folder the gateway was started in ({}), where a repository or an agent could put rules of its own: name the person's database outside it with --db or ASSENT_DATABASE_URL",
+            assent_mcp::redact::redact(db),
+            here.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Serves until the client leaves (stdio) or ctrl-c (HTTP); an upstream that fails to
 /// start (in time), or a server name whose host another server uses, is an error
 /// (exit 1) — with --config only when no server at all could be started.
@@ -157,6 +181,7 @@ pub async fn run(db: &str, args: McpArgs) -> Result<(), CliError> {
     {
         return Err(CliError::Usage(format!("--server: {problem}")));
     }
+    refuse_a_workspace_database(db)?;
     let store = crate::database::open_store(db).await?;
     let options = GatewayOptions {
         server: args.server.unwrap_or_default(),

@@ -111,6 +111,8 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     let mut server = Server::new(engine.clone(), token.token)
         .with_routes(Role::Reviewer, assent_journal_host::http::routes())
         .with_routes(Role::Agent, assent_hook::http::routes())
+        // A coding agent's http hook takes an error status for "go ahead".
+        .with_refusals(assent_hook::http::PREFIX, assent_hook::http::refused)
         .with_bus(bus);
     // Its servers are supervised for as long as the review server runs.
     if let Some(app_token) = slack_socket {

@@ -68,6 +68,63 @@ pub struct HookOptions {
     pub wait: Duration,
     /// What happens when nobody decided in time.
     pub on_timeout: OnTimeout,
+    /// When the hook's run began (its process's start, or the request's arrival): the
+    /// wait and the whole run are counted from here, not from when the database
+    /// answered ([`run_limit`]).
+    pub started: Instant,
+}
+
+/// The least time a hook's whole run is given, whatever its wait: opening the
+/// database and queueing the call (so `--wait 0` still queues it).
+pub(crate) const MIN_RUN: Duration = Duration::from_secs(5);
+
+/// What a hook keeps of its wait for the answer after it: withdrawing its item and
+/// writing the reply.
+const ANSWER_MARGIN: Duration = Duration::from_secs(1);
+
+/// What every agent's hook timeout leaves beyond the hook's whole run ([`run_limit`]):
+/// the process's start and exit, and withdrawing an item when the database was busy
+/// at the end ([`WITHDRAW_LIMIT`]).
+pub(crate) const AGENT_MARGIN: Duration = Duration::from_secs(10);
+
+/// How long a hook that ran out of time still tries to withdraw the item it queued.
+const WITHDRAW_LIMIT: Duration = Duration::from_secs(3);
+
+/// The hook's whole run for a wait of `wait`, counted from its start: by then it has
+/// answered, a denial if the database kept it busy. The wait for a person ends a
+/// moment before (`ANSWER_MARGIN`).
+pub(crate) fn run_limit(wait: Duration) -> Duration {
+    wait.max(MIN_RUN)
+}
+
+/// The timeout an agent must give the hook for a wait of `wait` (what `assent hook
+/// install` writes): above its whole run, so the agent never kills a hook that is still
+/// deciding and runs the call (issue 52).
+pub(crate) fn agent_timeout(wait: Duration) -> Duration {
+    run_limit(wait) + AGENT_MARGIN
+}
+
+impl HookOptions {
+    /// When the hook's whole run ends ([`run_limit`] after its start): whatever is
+    /// still undecided then (the database busy) is denied.
+    pub fn run_ends(&self) -> Instant {
+        self.started + run_limit(self.wait)
+    }
+
+    /// The denial of a call the hook could not decide by [`HookOptions::run_ends`].
+    pub fn out_of_time(&self) -> Answer {
+        Answer::Deny {
+            reason: out_of_time(self.wait),
+        }
+    }
+}
+
+/// Why a call the hook could not decide within its run (a busy database) is refused.
+fn out_of_time(wait: Duration) -> String {
+    format!(
+        "Assent could not decide within {} s (its database stayed busy), so the call is refused; retry it",
+        run_limit(wait).as_secs()
+    )
 }
 
 /// A few seconds under each agent's own default hook timeout (after which the agent
@@ -97,7 +154,9 @@ pub fn hook_host(agent: &str) -> String {
 }
 
 /// The decision about `event` (a before event or Codex's permission request) for
-/// the agent of `options`: see the module documentation.
+/// the agent of `options`: see the module documentation. Answered within
+/// [`run_limit`] of `options.started`: a call still undecided then (the database
+/// busy) is denied, and the item it queued withdrawn.
 #[tracing::instrument(skip_all, fields(kind = %options.kind, agent = %options.agent, tool = %event.tool_name, cwd = %event.cwd))]
 pub async fn decide(
     store: &Store,
@@ -105,20 +164,100 @@ pub async fn decide(
     event: &HookEvent,
 ) -> Result<Answer, HookError> {
     debug_assert!(event.phase != Phase::After);
+    let limit = options.run_ends();
+    // The sets this call queued, so a run cut short withdraws them.
+    let queued = std::sync::Mutex::new(Vec::new());
+    match tokio::time::timeout_at(limit, decide_within(store, options, event, &queued)).await {
+        Ok(answer) => answer,
+        Err(_) => {
+            let sets = queued.lock().map(|sets| sets.clone()).unwrap_or_default();
+            tracing::warn!(?sets, "out of time: denied, and what it queued withdrawn");
+            if !sets.is_empty() {
+                let withdrawn = tokio::time::timeout(
+                    WITHDRAW_LIMIT,
+                    withdraw(store, options, &event.tool_name, &sets),
+                )
+                .await;
+                if !matches!(withdrawn, Ok(Ok(()))) {
+                    tracing::error!(?sets, "could not withdraw what it queued");
+                }
+            }
+            Ok(options.out_of_time())
+        }
+    }
+}
+
+/// Withdraws item 0 of each set in `sets` (a set never written, or already decided,
+/// is left as it is).
+async fn withdraw(
+    store: &Store,
+    options: &HookOptions,
+    tool: &str,
+    sets: &[Uuid],
+) -> Result<(), HookError> {
+    let engine = engine(store, options, tool).await?;
+    let confirmations = engine.confirmations().by(format!("{}-hook", options.kind));
+    for set in sets {
+        let withdrawn = confirmations
+            .withdraw_item(
+                assent_confirm::ItemRef::new(*set, 0),
+                "the hook ran out of time",
+                OffsetDateTime::now_utc(),
+            )
+            .await;
+        if let Err(error) = withdrawn {
+            tracing::info!(change_set = %set, %error, "not withdrawn");
+        }
+    }
+    Ok(())
+}
+
+/// What one turn of [`decide_within`] came to.
+enum Turn {
+    /// The answer.
+    Answer(Answer),
+    /// A person confirmed the item this call waited for, and another identical call
+    /// took that confirmation: this one asks again, with an item of its own.
+    Again,
+}
+
+/// [`decide`] without its time limit; the sets it queues are pushed on `queued`.
+async fn decide_within(
+    store: &Store,
+    options: &HookOptions,
+    event: &HookEvent,
+    queued: &std::sync::Mutex<Vec<Uuid>>,
+) -> Result<Answer, HookError> {
+    loop {
+        match turn(store, options, event, queued).await? {
+            Turn::Answer(answer) => return Ok(answer),
+            Turn::Again => {
+                tracing::info!("another identical call took the confirmation: asking again");
+            }
+        }
+    }
+}
+
+async fn turn(
+    store: &Store,
+    options: &HookOptions,
+    event: &HookEvent,
+    queued: &std::sync::Mutex<Vec<Uuid>>,
+) -> Result<Turn, HookError> {
     let engine = engine(store, options, &event.tool_name).await?;
     let target = Target::new(TARGET_KIND, event.cwd.clone());
     if let Some(set) = released_to_retry(&engine, options, &target, event).await? {
         tracing::info!(change_set = %set, "a retry after a person confirmed: allowed once");
-        return Ok(Answer::Allow {
+        return Ok(Turn::Answer(Answer::Allow {
             updated_input: None,
             reason: Some(format!("Confirmed in Assent (change set {set})")),
-        });
+        }));
     }
     let run_key = run_key(event);
     if let Some(answer) =
         crate::session::granted(&engine, &options.agent, &target, event, &run_key).await?
     {
-        return Ok(answer);
+        return Ok(Turn::Answer(answer));
     }
     let call = ToolCall {
         id: event
@@ -129,10 +268,17 @@ pub async fn decide(
         arguments: ToolArguments::Value(event.tool_input.clone()),
     };
     let mut request = WakeRequest::new(options.agent.clone(), target.clone(), run_key, vec![call]);
+    // The agents' own limit on a call's input (a large `Write`), not the other doors'
+    // 64 KiB: the event itself is capped at `MAX_EVENT_BYTES`, and the item's summary
+    // is cut for display (`summary.rs`).
+    request.planner.max_args_bytes = crate::MAX_EVENT_BYTES;
     // The set names the coding agent's session, so a person can answer "yes, for this
     // session" (`assent_confirm::session_of`).
     if let Some(session) = &event.session_id {
         request.thread_id = assent_confirm::session_thread(session);
+    }
+    if let Ok(mut sets) = queued.lock() {
+        sets.push(request.change_set_id);
     }
     let wake = engine
         .wakes()
@@ -145,25 +291,32 @@ pub async fn decide(
         .unwrap_or_default();
     if let Some(set) = wake.change_set {
         tracing::info!(change_set = %set.id, "queued for a person");
-        return wait_for(&engine, options, set.id, 0).await;
+        return wait_for(&engine, options, set.id, 0, deadline(options)).await;
     }
     if said == reply::DUPLICATE
         && let Some((set, index)) = waiting(&engine, options, &target, event).await?
     {
         tracing::info!(change_set = %set, "joined an identical call that waits");
-        return wait_for(&engine, options, set, index).await;
+        return wait_for(&engine, options, set, index, deadline(options)).await;
     }
     if said == ALLOWED {
         tracing::info!("allowed by the rules");
-        return Ok(Answer::Allow {
+        return Ok(Turn::Answer(Answer::Allow {
             updated_input: None,
             reason: None,
-        });
+        }));
     }
     // Anything else refused the call: a rule, the category, the arguments, a recent
     // rejection. Whatever it is, it is never an allow.
     tracing::info!(%said, "refused");
-    Ok(Answer::Deny { reason: said })
+    Ok(Turn::Answer(Answer::Deny { reason: said }))
+}
+
+/// When the wait for a person ends: `--wait` after the hook's start, less the time
+/// its answer needs, and never past its whole run.
+fn deadline(options: &HookOptions) -> Instant {
+    let limit = run_limit(options.wait).saturating_sub(ANSWER_MARGIN);
+    options.started + options.wait.min(limit)
 }
 
 /// The run key of a call: `hook:SESSION:TOOL_USE_ID` when the agent names its call, so
@@ -333,29 +486,34 @@ async fn waiting(
     }))
 }
 
-/// Waits for a person's decision about item `index` of set `set` up to the hook's
-/// wait, woken by the change feed; a confirmed item's job is claimed here (the
-/// permission handed out once) before the answer is allow.
+/// Waits for a person's decision about item `index` of set `set` until `deadline`,
+/// woken by the change feed. A confirmation is handed out once: only the waiter whose
+/// claim of the item's job wins ([`Engine::run_job`]) is allowed; any other identical
+/// call that waited for the same item asks again ([`Turn::Again`]).
 async fn wait_for(
     engine: &Engine,
     options: &HookOptions,
     set: Uuid,
     index: usize,
-) -> Result<Answer, HookError> {
-    let deadline = Instant::now() + options.wait;
+    deadline: Instant,
+) -> Result<Turn, HookError> {
     {
         // For reviewers' screens only ("the agent waits 42 s more").
-        let until = OffsetDateTime::now_utc() + options.wait;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let until = OffsetDateTime::now_utc() + left;
         engine.record_wait(set, until).await?;
     }
+    let answer = |answer| Ok(Turn::Answer(answer));
     let confirmations = engine.confirmations();
+    // Whether this call's claim of the item's job won: the permission is its own.
+    let mut claimed = false;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let outcome = confirmations
             .wait_outcome(set, remaining.min(WAIT_SLICE))
             .await?;
         let Some(item) = outcome.items.get(index) else {
-            return Ok(Answer::Deny {
+            return answer(Answer::Deny {
                 reason: format!("Change set {set} has no item {index}"),
             });
         };
@@ -364,22 +522,23 @@ async fn wait_for(
         match item.status {
             ChangeItemStatus::Pending | ChangeItemStatus::Deferred => {
                 // A held confirmation: its job waits out the window with the item still
-                // open; claimed here once due (nothing else runs this host's jobs).
+                // open; claimed here once due.
                 if let Some(run) = item
                     .run
                     .as_ref()
                     .filter(|run| run.status == JobStatus::Approved)
                 {
                     if remaining.is_zero() {
-                        return Ok(Answer::Deny {
+                        return answer(Answer::Deny {
                             reason: format!(
                                 "Confirmed in Assent (change set {set}) but held until its window ends; retry the same call then"
                             ),
                         });
                     }
-                    engine
+                    let run = engine
                         .run_job(run.job_id, OffsetDateTime::now_utc())
                         .await?;
+                    claimed |= run.applied == 1;
                     continue;
                 }
                 if remaining.is_zero() {
@@ -388,7 +547,7 @@ async fn wait_for(
             }
             ChangeItemStatus::Rejected => {
                 tracing::info!(change_set = %set, "rejected by a person");
-                return Ok(Answer::Deny {
+                return answer(Answer::Deny {
                     reason: reply::waited_rejected(reason.as_deref()),
                 });
             }
@@ -396,14 +555,14 @@ async fn wait_for(
             ChangeItemStatus::Retracted
                 if reason.as_deref() == Some(ANSWERED_IN_CLIENT) && options.kind.can_ask() =>
             {
-                return Ok(Answer::Ask {
+                return answer(Answer::Ask {
                     reason: format!(
                         "Nobody answered in Assent in time; change set {set} was withdrawn, so you decide here"
                     ),
                 });
             }
             ChangeItemStatus::Retracted => {
-                return Ok(Answer::Deny {
+                return answer(Answer::Deny {
                     reason: format!(
                         "The call was withdrawn from change set {set} ({})",
                         reason
@@ -415,15 +574,30 @@ async fn wait_for(
             ChangeItemStatus::Confirmed => {
                 let status = item.run.as_ref().map(|run| run.status);
                 match status {
-                    None | Some(JobStatus::Applied) => {
+                    Some(JobStatus::Applied) if claimed => {
                         tracing::info!(change_set = %set, edited = edited.is_some(), "confirmed by a person");
-                        return Ok(Answer::Allow {
+                        return answer(Answer::Allow {
                             updated_input: edited,
                             reason: Some(format!("Confirmed in Assent (change set {set})")),
                         });
                     }
+                    // Handed out to another call (an identical one that waited too, or
+                    // a retry): not this call's permission. It asks again while it may
+                    // still wait.
+                    Some(JobStatus::Applied) if !remaining.is_zero() => {
+                        return Ok(Turn::Again);
+                    }
+                    // Or confirmed with no job to claim (not how a hook's call is
+                    // confirmed): nothing to hand out, so never an allow.
+                    Some(JobStatus::Applied) | None => {
+                        return answer(Answer::Deny {
+                            reason: format!(
+                                "A person confirmed one identical call (change set {set}) and another call that waited for it ran; retry this call to ask for it"
+                            ),
+                        });
+                    }
                     Some(JobStatus::Approved | JobStatus::Running) if remaining.is_zero() => {
-                        return Ok(Answer::Deny {
+                        return answer(Answer::Deny {
                             reason: format!(
                                 "Confirmed in Assent (change set {set}) but not yet released (a hold window); retry the same call later"
                             ),
@@ -431,16 +605,17 @@ async fn wait_for(
                     }
                     Some(JobStatus::Approved | JobStatus::Running) => {
                         if let Some(run) = &item.run {
-                            engine
+                            let run = engine
                                 .run_job(run.job_id, OffsetDateTime::now_utc())
                                 .await?;
+                            claimed |= run.applied == 1;
                         }
                     }
                     // Failed, in doubt, retracted, or a status this hook has no words
                     // for yet: not allowed (fail closed).
                     Some(_) => {
                         let error = item.run.as_ref().and_then(|run| run.last_error.clone());
-                        return Ok(Answer::Deny {
+                        return answer(Answer::Deny {
                             reason: reply::waited_failed(error.as_deref()),
                         });
                     }
@@ -457,7 +632,7 @@ async fn timed_out(
     options: &HookOptions,
     set: Uuid,
     index: usize,
-) -> Result<Answer, HookError> {
+) -> Result<Turn, HookError> {
     let waited = options.wait.as_secs();
     if options.on_timeout == OnTimeout::Ask && options.kind.can_ask() {
         let withdrawn = engine
@@ -472,32 +647,23 @@ async fn timed_out(
         match withdrawn {
             Ok(_) => {
                 tracing::info!(change_set = %set, "nobody answered: handed to the agent's prompt");
-                return Ok(Answer::Ask {
+                return Ok(Turn::Answer(Answer::Ask {
                     reason: format!(
                         "Nobody answered in Assent within {waited} s; change set {set} was withdrawn, so you decide here"
                     ),
-                });
+                }));
             }
             // Decided at the last moment: the decision stands.
             Err(assent_confirm::ConfirmError::Conflict { .. }) => {
-                return Box::pin(wait_for(
-                    engine,
-                    &HookOptions {
-                        wait: Duration::ZERO,
-                        ..options.clone()
-                    },
-                    set,
-                    index,
-                ))
-                .await;
+                return Box::pin(wait_for(engine, options, set, index, Instant::now())).await;
             }
             Err(error) => return Err(error.into()),
         }
     }
     tracing::info!(change_set = %set, "nobody answered: denied for now");
-    Ok(Answer::Deny {
+    Ok(Turn::Answer(Answer::Deny {
         reason: format!(
             "Waiting for a person's review in Assent (change set {set}); retry the same call after the person confirms it"
         ),
-    })
+    }))
 }

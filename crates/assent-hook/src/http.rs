@@ -5,9 +5,13 @@
 //! with `?agent=NAME`. Options as query parameters: `wait` (seconds), `onTimeout`
 //! (`ask` | `deny`), `category`.
 //!
-//! A hook's HTTP error lets the call through in some agents, so everything after the
-//! caller is known (a malformed event, a failed decision) is answered 200 with a
-//! denial in the agent's dialect, never with an error status.
+//! A hook's HTTP error lets the call through in some agents (Claude Code's `http`
+//! hooks continue on an error status unless told `"onFailure": "block"`), so every
+//! refusal is answered 200 with a denial in the agent's dialect, never with an error
+//! status: a malformed event or a failed decision here, and the refusals before the
+//! handler (a missing or revoked token, a bad query, an unknown kind, a body too
+//! large) through [`refused`], which whoever composes the server mounts with
+//! `Server::with_refusals(PREFIX, refused)`.
 
 use crate::{AgentKind, Answer, HookOptions, OnTimeout, Phase};
 use assent_confirm::Engine;
@@ -25,6 +29,50 @@ use std::time::Duration;
 /// The longest wait a request may ask for.
 const MAX_WAIT_SECS: u64 = 86_400;
 
+/// The paths of the routes, for `Server::with_refusals`.
+pub const PREFIX: &str = "/api/hooks/";
+
+/// The answer to a refusal of `POST /api/hooks/{kind}` (status `status`, message
+/// `message`): 200 with a denial in `kind`'s dialect. For a kind Assent does not know,
+/// a body that every agent's dialect reads as a denial: Claude Code's and VS Code's
+/// `hookSpecificOutput.permissionDecision`, Copilot's top-level `permissionDecision`,
+/// Cursor's `permission`, Gemini CLI's `decision` (`block`, which Claude Code's
+/// top-level `decision` also reads as a block). Codex, whose answers must hold its
+/// fields alone, has no `http` hooks.
+pub fn refused(path: &str, status: StatusCode, message: &str) -> Response {
+    let reason =
+        format!("Assent refused the hook's request ({status}: {message}), so the call is refused");
+    let kind = path
+        .strip_prefix(PREFIX)
+        .map(|rest| rest.split('/').next().unwrap_or_default())
+        .and_then(|kind| kind.parse::<AgentKind>().ok());
+    let body = match kind {
+        Some(kind) => crate::refusal(kind, &reason).stdout,
+        None => serde_json::json!({
+            "decision": "block",
+            "reason": reason,
+            "permission": "deny",
+            "user_message": reason,
+            "agent_message": reason,
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": reason,
+            },
+        })
+        .to_string(),
+    };
+    tracing::warn!(%status, %message, "a hook's request refused: answered as a denial");
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
 /// The routes, relative to `/api`.
 pub fn routes() -> Router<Engine> {
     Router::new().route("/hooks/{kind}", post(answer))
@@ -37,6 +85,7 @@ async fn answer(
     Query(query): Query<HashMap<String, String>>,
     body: Bytes,
 ) -> Result<Response, ServerError> {
+    let started = tokio::time::Instant::now();
     let kind: AgentKind = kind
         .parse()
         .map_err(|e: crate::HookError| ServerError::NotFound(e.to_string()))?;
@@ -82,6 +131,7 @@ async fn answer(
             .unwrap_or_else(|| crate::DEFAULT_CATEGORY.to_owned()),
         wait,
         on_timeout,
+        started,
     };
     let reply = match crate::parse(kind, &body) {
         Err(error) => crate::refusal(kind, &error.to_string()),
@@ -117,4 +167,47 @@ async fn answer(
         body,
     )
         .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body_of(response: Response) -> serde_json::Value {
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .expect("a body");
+        serde_json::from_slice(&bytes).expect("JSON")
+    }
+
+    #[tokio::test]
+    async fn every_refusal_is_a_200_denial_in_the_kinds_dialect_or_a_neutral_one() {
+        let claude = refused(
+            "/api/hooks/claude-code",
+            StatusCode::UNAUTHORIZED,
+            "no token",
+        );
+        assert_eq!(claude.status(), StatusCode::OK);
+        let claude = body_of(claude).await;
+        assert_eq!(claude["hookSpecificOutput"]["permissionDecision"], "deny");
+        let reason = claude["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .expect("a reason");
+        assert!(
+            reason.contains("401") && reason.contains("no token"),
+            "{reason}"
+        );
+        let gemini = body_of(refused(
+            "/api/hooks/gemini",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too large",
+        ))
+        .await;
+        assert_eq!(gemini["decision"], "deny");
+        let unknown = body_of(refused("/api/hooks/nope", StatusCode::NOT_FOUND, "?")).await;
+        assert_eq!(unknown["hookSpecificOutput"]["permissionDecision"], "deny");
+        assert_eq!(unknown["decision"], "block");
+        assert_eq!(unknown["permission"], "deny");
+        assert_eq!(unknown["permissionDecision"], "deny");
+    }
 }

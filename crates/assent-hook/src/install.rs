@@ -8,6 +8,7 @@
 
 use crate::AgentKind;
 use serde_json::{Map, Value, json};
+use std::time::Duration;
 
 /// Where an agent keeps its hooks, relative to the project or the home folder.
 pub fn settings_file(kind: AgentKind) -> &'static str {
@@ -35,20 +36,60 @@ fn events(kind: AgentKind) -> &'static [&'static str] {
 
 /// The hook entry running `command` for one event of `kind`, with the agent's
 /// fail-closed settings where it has them (`onFailure: "block"`, `failClosed: true`)
-/// and a timeout a little over the hook's own default wait.
-fn entry(kind: AgentKind, command: &str) -> Value {
+/// and a timeout above the hook's whole run for a wait of `wait`
+/// (`gate::agent_timeout`), in the agent's own unit: an agent that killed a hook
+/// still deciding would run the call (issue 52).
+fn entry(kind: AgentKind, command: &str, wait: Duration) -> Value {
+    let timeout = crate::gate::agent_timeout(wait);
+    let secs = timeout.as_secs();
     match kind {
         AgentKind::ClaudeCode | AgentKind::Vscode | AgentKind::Codex => json!({
             "matcher": "*",
-            "hooks": [{"type": "command", "command": command, "timeout": 600, "onFailure": "block"}],
+            "hooks": [{"type": "command", "command": command, "timeout": secs, "onFailure": "block"}],
         }),
+        // Gemini CLI counts its timeout in milliseconds.
         AgentKind::Gemini => json!({
             "matcher": "*",
-            "hooks": [{"type": "command", "command": command, "timeout": 60_000}],
+            "hooks": [{"type": "command", "command": command, "timeout": u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)}],
         }),
-        AgentKind::Cursor => json!({"command": command, "timeout": 30, "failClosed": true}),
-        AgentKind::Copilot => json!({"type": "command", "bash": command, "timeoutSec": 30}),
+        AgentKind::Cursor => json!({"command": command, "timeout": secs, "failClosed": true}),
+        AgentKind::Copilot => json!({"type": "command", "bash": command, "timeoutSec": secs}),
     }
+}
+
+/// The Claude Code `http` hook entry posting to `url` (`…/api/hooks/claude-code`,
+/// query included) with the agent token from the environment variable `token_var`:
+/// `onFailure: "block"`, since Claude Code lets a call through when an `http` hook
+/// fails (no server, a timeout) unless told to block, and a timeout above the
+/// hook's whole run for a wait of `wait`.
+fn http_entry(url: &str, token_var: &str, wait: Duration) -> Value {
+    json!({
+        "matcher": "*",
+        "hooks": [{
+            "type": "http",
+            "url": url,
+            "headers": {"Authorization": format!("Bearer ${token_var}")},
+            "allowedEnvVars": [token_var],
+            "timeout": crate::gate::agent_timeout(wait).as_secs(),
+            "onFailure": "block",
+        }],
+    })
+}
+
+/// What an install writes: a command the agent runs, or (Claude Code only) the URL of
+/// an `assent serve` it posts to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hook {
+    /// `assent hook KIND --agent NAME ...`, the command's own words.
+    Command(String),
+    /// `POST URL` (`…/api/hooks/claude-code?wait=…`) with the bearer token from the
+    /// environment variable named.
+    Http {
+        /// The route's full URL, query included.
+        url: String,
+        /// The environment variable holding the agent token.
+        token_var: String,
+    },
 }
 
 /// Whether hook `entry` (a group with `hooks`, or a single command) runs `assent`
@@ -68,9 +109,18 @@ fn is_ours(entry: &Value) -> bool {
                 })
         })
     };
+    // An `http` entry posting to Assent's route (`/api/hooks/KIND`).
+    let posts_to_assent = |hook: &Value| {
+        hook.get("type").and_then(Value::as_str) == Some("http")
+            && hook
+                .get("url")
+                .and_then(Value::as_str)
+                .is_some_and(|url| url.contains("/api/hooks/"))
+    };
+    let ours = |hook: &Value| runs_assent(hook) || posts_to_assent(hook);
     match entry.get("hooks").and_then(Value::as_array) {
-        Some(hooks) => hooks.iter().any(runs_assent),
-        None => runs_assent(entry),
+        Some(hooks) => hooks.iter().any(ours),
+        None => ours(entry),
     }
 }
 
@@ -78,10 +128,20 @@ fn is_ours(entry: &Value) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotSettings(pub String);
 
-/// `settings` with ours installed for `kind` running `command` (`assent hook KIND
-/// --agent NAME ...`, the command's own words): every other key and entry kept, ours
-/// replaced, so a second install changes nothing.
-pub fn install(kind: AgentKind, settings: Value, command: &str) -> Result<Value, NotSettings> {
+/// `settings` with ours installed for `kind` running `hook` for calls that wait up to
+/// `wait` for a person: every other key and entry kept, ours replaced, so a second
+/// install changes nothing. An `http` hook is Claude Code's alone.
+pub fn install(
+    kind: AgentKind,
+    settings: Value,
+    hook: &Hook,
+    wait: Duration,
+) -> Result<Value, NotSettings> {
+    if matches!(hook, Hook::Http { .. }) && kind != AgentKind::ClaudeCode {
+        return Err(NotSettings(format!(
+            "{kind} has no http hooks (Claude Code has); install its command hook instead"
+        )));
+    }
     let mut settings = without_ours(settings)?;
     let root = settings
         .as_object_mut()
@@ -100,7 +160,10 @@ pub fn install(kind: AgentKind, settings: Value, command: &str) -> Result<Value,
             .or_insert_with(|| Value::Array(Vec::new()))
             .as_array_mut()
             .ok_or_else(|| NotSettings(format!("\"hooks.{event}\" is not a JSON array")))?;
-        list.push(entry(kind, command));
+        list.push(match hook {
+            Hook::Command(command) => entry(kind, command, wait),
+            Hook::Http { url, token_var } => http_entry(url, token_var, wait),
+        });
     }
     Ok(settings)
 }
@@ -140,6 +203,81 @@ pub fn without_ours(mut settings: Value) -> Result<Value, NotSettings> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An install of a command hook with the default wait of Gemini CLI.
+    fn install(kind: AgentKind, settings: Value, command: &str) -> Result<Value, NotSettings> {
+        super::install(
+            kind,
+            settings,
+            &Hook::Command(command.to_owned()),
+            crate::default_wait(AgentKind::Gemini),
+        )
+    }
+
+    #[test]
+    fn every_agents_timeout_is_above_the_hooks_whole_run_for_its_wait() {
+        let hook = Hook::Command("assent hook gemini --agent g".to_owned());
+        for wait in [0, 5, 55, 90, 590, 3_600] {
+            let wait = Duration::from_secs(wait);
+            let run = crate::gate::run_limit(wait);
+            let gemini = super::install(AgentKind::Gemini, json!({}), &hook, wait).expect("merged");
+            let millis = gemini["hooks"]["BeforeTool"][0]["hooks"][0]["timeout"]
+                .as_u64()
+                .expect("milliseconds");
+            assert!(
+                u128::from(millis) > run.as_millis() + 5_000,
+                "{wait:?}: {millis}"
+            );
+            for (kind, event, key) in [
+                (AgentKind::ClaudeCode, "PreToolUse", "timeout"),
+                (AgentKind::Codex, "PreToolUse", "timeout"),
+                (AgentKind::Vscode, "PreToolUse", "timeout"),
+            ] {
+                let settings = super::install(kind, json!({}), &hook, wait).expect("merged");
+                let secs = settings["hooks"][event][0]["hooks"][0][key]
+                    .as_u64()
+                    .expect("secs");
+                assert!(secs > run.as_secs() + 5, "{kind} {wait:?}: {secs}");
+            }
+            let cursor = super::install(AgentKind::Cursor, json!({}), &hook, wait).expect("merged");
+            let secs = cursor["hooks"]["preToolUse"][0]["timeout"]
+                .as_u64()
+                .expect("secs");
+            assert!(secs > run.as_secs() + 5, "cursor {wait:?}: {secs}");
+            let copilot =
+                super::install(AgentKind::Copilot, json!({}), &hook, wait).expect("merged");
+            let secs = copilot["hooks"]["preToolUse"][0]["timeoutSec"]
+                .as_u64()
+                .expect("secs");
+            assert!(secs > run.as_secs() + 5, "copilot {wait:?}: {secs}");
+        }
+    }
+
+    #[test]
+    fn an_http_hook_blocks_on_failure_and_is_claude_codes_alone() {
+        let hook = Hook::Http {
+            url: "http://127.0.0.1:7700/api/hooks/claude-code?wait=90".to_owned(),
+            token_var: "ASSENT_AGENT_TOKEN".to_owned(),
+        };
+        let wait = Duration::from_secs(90);
+        let settings =
+            super::install(AgentKind::ClaudeCode, json!({}), &hook, wait).expect("merged");
+        let entry = &settings["hooks"]["PreToolUse"][0]["hooks"][0];
+        assert_eq!(entry["type"], "http");
+        assert_eq!(entry["onFailure"], "block");
+        assert_eq!(
+            entry["headers"]["Authorization"],
+            "Bearer $ASSENT_AGENT_TOKEN"
+        );
+        assert_eq!(entry["allowedEnvVars"], json!(["ASSENT_AGENT_TOKEN"]));
+        assert_eq!(entry["timeout"], 100);
+        // Ours: a second install replaces it, an uninstall removes it.
+        let again =
+            super::install(AgentKind::ClaudeCode, settings.clone(), &hook, wait).expect("merged");
+        assert_eq!(again, settings);
+        assert_eq!(without_ours(settings).expect("removed"), json!({}));
+        assert!(super::install(AgentKind::Gemini, json!({}), &hook, wait).is_err());
+    }
 
     #[test]
     fn install_keeps_every_other_hook_replaces_ours_and_uninstall_removes_only_ours() {

@@ -14,8 +14,10 @@
 //! - [`render`] answers in the agent's dialect, with only the fields it documents,
 //!   pure.
 //!
-//! - [`default_wait`]: how long a call waits for a person by default, a few seconds
-//!   under each agent's own hook timeout.
+//! - [`default_wait`]: how long a call waits for a person by default;
+//!   [`HookOptions::run_ends`]: when the hook's whole run ends, counted from its start
+//!   (a denial when the database keeps it busy); `install` writes each agent's timeout
+//!   above that run.
 //! - (feature `http`) `http::routes`: `POST /api/hooks/{kind}` on `assent serve`, the
 //!   same code behind an agent token.
 //!

@@ -6,8 +6,17 @@ use serde_json::Value;
 
 /// `rm -rf build/` for a shell call (named `Bash: rm -rf build/` wherever items are
 /// shown); `src/lib.rs: "old" → "new"` for an edit; `src/lib.rs (N lines)` for a
-/// write; otherwise the input's keys and values.
-pub fn summary(args: &Value, _context: Option<&dyn SummaryContext>) -> String {
+/// write; otherwise the input's keys and values. At most [`MAX_SUMMARY_CHARS`]
+/// (its head and its tail): a call's input may be megabytes (a large `Write`), and the
+/// item shows its whole input elsewhere.
+pub fn summary(args: &Value, context: Option<&dyn SummaryContext>) -> String {
+    assent_domain::head_and_tail(&full(args, context), MAX_SUMMARY_CHARS).into_owned()
+}
+
+/// The longest summary, in characters.
+const MAX_SUMMARY_CHARS: usize = 2_000;
+
+fn full(args: &Value, _context: Option<&dyn SummaryContext>) -> String {
     let text = |key: &str| args.get(key).and_then(Value::as_str);
     if let Some(command) = text("command").or_else(|| text("cmd")) {
         return command.to_owned();

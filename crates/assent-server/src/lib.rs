@@ -88,6 +88,36 @@ use std::time::Duration;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
+/// A refusal of a path some host answers itself ([`Server::with_refusals`]), handed to
+/// it with its status and message (the problem's `detail`).
+async fn answer_refusals(
+    refusals: Arc<[(&'static str, RefusalAnswer)]>,
+    request: axum::extract::Request,
+    next: middleware::Next,
+) -> axum::response::Response {
+    let path = request.uri().path().to_owned();
+    let Some(answer) = refusals
+        .iter()
+        .find(|(prefix, _)| path.starts_with(prefix))
+        .map(|&(_, answer)| answer)
+    else {
+        return next.run(request).await;
+    };
+    let response = next.run(request).await;
+    let status = response.status();
+    if status.is_success() {
+        return response;
+    }
+    let body = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let detail = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|problem| problem.get("detail")?.as_str().map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
+    answer(&path, status, &detail)
+}
+
 /// The largest request body accepted (4 MiB, as for `assent wake`); larger ones get 413.
 pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 
@@ -147,7 +177,13 @@ pub struct Server {
     /// The app-level token of Slack's Socket Mode, when the server receives Slack's
     /// interactions over it.
     slack_socket: Option<String>,
+    /// Paths whose refusals their host answers itself ([`Server::with_refusals`]).
+    refusals: Vec<(&'static str, RefusalAnswer)>,
 }
+
+/// How a host answers the refusals of its own routes ([`Server::with_refusals`]): from
+/// the request's path, the refusal's status and its message, the response sent instead.
+type RefusalAnswer = fn(&str, axum::http::StatusCode, &str) -> axum::response::Response;
 
 impl Server {
     /// A server over `engine` that accepts `token` (see [`token::resolve_token`]).
@@ -166,7 +202,24 @@ impl Server {
             sync_body_limit: DEFAULT_SYNC_BODY_LIMIT,
             limits: ServerLimits::default(),
             slack_socket: None,
+            refusals: Vec::new(),
         }
+    }
+
+    /// The same server with every refusal of a request whose path starts with `prefix`
+    /// (any status but 2xx: the token check's 401 included, a body too large, a bad
+    /// query) answered by `answer` instead: for callers that take an error status for
+    /// "go ahead", such as a coding agent's `http` hook (`/api/hooks/`): `answer` gets
+    /// the request's path, the refusal's status and its message, and returns the
+    /// response sent instead.
+    #[must_use]
+    pub fn with_refusals(
+        mut self,
+        prefix: &'static str,
+        answer: fn(&str, axum::http::StatusCode, &str) -> axum::response::Response,
+    ) -> Self {
+        self.refusals.push((prefix, answer));
+        self
     }
 
     /// The same server with a host's own routes under `/api` (e.g. the journal's
@@ -328,15 +381,25 @@ impl Server {
             .fold(Router::new(), |all, service| all.merge(service.clone()));
         // Slack cannot send a bearer token: its route checks Slack's signature instead.
         let slack = Router::new().route("/api/slack/interactions", post(slack::interactions));
-        Router::new()
+        let app = Router::new()
             .merge(page::routes())
             .merge(slack)
             .nest("/api", api)
             .with_state(self.state.clone())
             .merge(services)
             .layer(DefaultBodyLimit::max(self.body_limit))
-            .layer(RequestBodyTimeoutLayer::new(self.limits.body_read_timeout))
-            .layer(TraceLayer::new_for_http())
+            .layer(RequestBodyTimeoutLayer::new(self.limits.body_read_timeout));
+        let refusals: Arc<[(&'static str, RefusalAnswer)]> = self.refusals.clone().into();
+        let app = if refusals.is_empty() {
+            app
+        } else {
+            app.layer(middleware::from_fn(
+                move |request: axum::extract::Request, next: middleware::Next| {
+                    answer_refusals(refusals.clone(), request, next)
+                },
+            ))
+        };
+        app.layer(TraceLayer::new_for_http())
     }
 
     /// Serves on `listener` until `shutdown` completes, then stops accepting, ends the

@@ -574,77 +574,6 @@ fn a_retry_after_a_confirmation_is_allowed_exactly_once() {
 }
 
 #[test]
-fn identical_calls_join_one_item_and_one_decision_answers_both() {
-    let cli = Cli::coders();
-    let event = event_of(0, "claude-code.PreToolUse");
-    let first = cli.hook("claude-code", &agent(0), &["--wait", "30"], &event);
-    let set = cli.set_of(&agent(0));
-    let mut second = Command::new(env!("CARGO_BIN_EXE_assent"))
-        .args([
-            "--db",
-            &cli.db(),
-            "hook",
-            "claude-code",
-            "--agent",
-            &agent(0),
-            "--wait",
-            "30",
-        ])
-        .env("RUST_LOG", "assent_hook=info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("assent hook starts");
-    {
-        use std::io::Write;
-        second
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(event.as_bytes())
-            .expect("written");
-    }
-    // Its log says when it joined, so the person decides only then.
-    let stderr = second.stderr.take().expect("stderr");
-    let (joined, log) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if line.contains("joined an identical call") {
-                let _ = joined.send(line);
-            }
-        }
-    });
-    log.recv_timeout(Duration::from_secs(10))
-        .expect("the second call joined the first");
-    let out = cli.run(&["confirm", &set, "0"]);
-    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-    let allow = documented(
-        "claude-code.PreToolUse",
-        "allow",
-        &format!("Confirmed in Assent (change set {set})"),
-        None,
-    );
-    assert_eq!(answered(first), allow);
-    let out = second.wait_with_output().expect("ends");
-    assert_eq!(code(&out), 0);
-    assert_eq!(
-        serde_json::from_slice::<Value>(&out.stdout).expect("JSON"),
-        allow
-    );
-    let history = cli.json(&["history", "--agent", &agent(0)], "");
-    assert_eq!(
-        history.to_string().matches("rm -rf build/").count(),
-        1,
-        "one item: {history}"
-    );
-}
-
-#[test]
 fn two_agents_in_one_workspace_each_get_their_own_item() {
     // The same call of two agents in the same workspace: each is its own agent's
     // proposal (its rules, its person), so the second is queued, not refused as a
@@ -898,10 +827,14 @@ async fn post_api_hooks_answers_as_the_cli_does_for_an_agent_token() {
         documented("claude-code.PreToolUse", "allow", "", None)
     );
 
+    // Refusals are denials with status 200 (issue 52): an agent's http hook takes an
+    // error status for "go ahead".
     let unknown = post("claude-code", event("git status"), None)
         .await
         .expect("answered");
-    assert_eq!(unknown.status(), 401, "no token, no answer");
+    assert_eq!(unknown.status(), 200, "no token, no answer but a denial");
+    let unknown: Value = unknown.json().await.expect("JSON");
+    assert_eq!(decision(&unknown), "deny", "{unknown}");
     let other = post(
         "claude-code?agent=coder1",
         event("git status"),
@@ -909,10 +842,12 @@ async fn post_api_hooks_answers_as_the_cli_does_for_an_agent_token() {
     )
     .await
     .expect("answered");
+    assert_eq!(other.status(), 200);
+    let other: Value = other.json().await.expect("JSON");
     assert_eq!(
-        other.status(),
-        403,
-        "an agent token answers for its own agent only"
+        decision(&other),
+        "deny",
+        "an agent token answers for its own agent only: {other}"
     );
 
     // A malformed event is a denial, never an error the agent would let through.
@@ -1929,4 +1864,986 @@ fn the_real_codex_cli_runs_what_assent_allows_and_obeys_a_persons_word() {
         }
     }
     proven(&cli);
+}
+
+/// Runs `assent args...` in `cwd` with no database named (`ASSENT_DATABASE_URL` unset)
+/// and the environment `env` (e.g. `XDG_DATA_HOME`), `stdin` on its stdin.
+fn assent_in(
+    cwd: &std::path::Path,
+    env: &[(&str, &std::path::Path)],
+    args: &[&str],
+    stdin: &str,
+) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("ASSENT_DATABASE_URL")
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("assent starts");
+    {
+        use std::io::Write;
+        let _ = child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin.as_bytes());
+    }
+    child.wait_with_output().expect("assent runs")
+}
+
+/// The hook's answer on stdout: exit 0, one JSON value.
+fn answer_of(out: &std::process::Output) -> Value {
+    assert_eq!(code(out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stdout));
+    })
+}
+
+/// A database at `url` whose agent `agent` is allowed everything: what a repository
+/// could ship as `assent.db`.
+fn allow_everything(url: &str, agent: &str) {
+    for args in [
+        vec!["agent", "create", "--id", agent, "--categories", "code"],
+        vec!["agent", "allow", agent, "*"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+            .args(["--db", url])
+            .args(&args)
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("runs");
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// Claude Code's `PreToolUse` event for `command` in workspace `cwd`.
+fn claude_event_in(cwd: &std::path::Path, command: &str) -> String {
+    let mut event: Value = serde_json::from_str(&fixture("claude-code.PreToolUse")).expect("JSON");
+    event["cwd"] = json!(cwd.to_str().expect("a path"));
+    event["tool_input"]["command"] = json!(command);
+    event.to_string()
+}
+
+/// Enforcement-matrix row "a database found in the workspace" (issue 52): a hook and a
+/// gateway never take their database from the folder the agent works in. Install
+/// writes the person's database (the default when none was named), the hook refuses
+/// one inside the event's `cwd` and the legacy `./assent.db`, with a denial naming it,
+/// and `assent mcp` refuses to start on one in its working folder.
+#[test]
+fn a_database_found_in_the_workspace_is_refused_naming_it() {
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let data = home.path().join("data");
+    let env = [("XDG_DATA_HOME", data.as_path()), ("HOME", home.path())];
+
+    // Install with no database named writes the person's default, absolute.
+    let out = assent_in(
+        project.path(),
+        &env,
+        &[
+            "hook",
+            "install",
+            "claude-code",
+            "--agent",
+            "coder0",
+            "--print",
+        ],
+        "",
+    );
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let printed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let command = printed["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("a command");
+    let default = format!("--db sqlite://{}/assent/assent.db ", data.display());
+    assert!(command.contains(&default), "{command}");
+
+    // A repository ships an assent.db allowing everything.
+    let shipped = project.path().join("assent.db");
+    let shipped_url = format!("sqlite://{}", shipped.display());
+    allow_everything(&shipped_url, "coder0");
+    let event = claude_event_in(project.path(), "rm -rf ~");
+
+    // Named explicitly, but inside the workspace: refused, named.
+    let out = assent_in(
+        home.path(),
+        &env,
+        &[
+            "--db",
+            &shipped_url,
+            "hook",
+            "claude-code",
+            "--agent",
+            "coder0",
+        ],
+        &event,
+    );
+    let answer = answer_of(&out);
+    assert_eq!(decision(&answer), "deny", "{answer}");
+    let reason = answer["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .expect("a reason");
+    assert!(
+        reason.contains("assent.db") && reason.contains("inside the workspace"),
+        "{reason}"
+    );
+
+    // Found by the legacy lookup (`./assent.db`, nothing named): refused, named.
+    let out = assent_in(
+        project.path(),
+        &env,
+        &["hook", "claude-code", "--agent", "coder0"],
+        &event,
+    );
+    let answer = answer_of(&out);
+    assert_eq!(decision(&answer), "deny", "{answer}");
+    let reason = answer["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .expect("a reason");
+    assert!(reason.contains(&shipped.display().to_string()), "{reason}");
+    // A relative --db (resolved in the agent's folder) is the same file: refused.
+    let out = assent_in(
+        project.path(),
+        &env,
+        &[
+            "--db",
+            "sqlite://assent.db",
+            "hook",
+            "claude-code",
+            "--agent",
+            "coder0",
+        ],
+        &event,
+    );
+    assert_eq!(decision(&answer_of(&out)), "deny");
+
+    // Typed by a person, `pending` keeps the legacy lookup with its note.
+    let out = assent_in(project.path(), &env, &["pending"], "");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("note: using ./assent.db"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The gateway refuses to start on a database in its working folder.
+    let out = assent_in(
+        project.path(),
+        &env,
+        &[
+            "--db",
+            &shipped_url,
+            "mcp",
+            "--server",
+            "files",
+            "--agent",
+            "coder0",
+            "--",
+            "true",
+        ],
+        "",
+    );
+    assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("in the folder the gateway was started in"),
+        "{stderr}"
+    );
+    let out = assent_in(
+        project.path(),
+        &env,
+        &[
+            "mcp", "--server", "files", "--agent", "coder0", "--", "true",
+        ],
+        "",
+    );
+    assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Enforcement-matrix row "a timeout shorter than the wait" (issue 52): every agent's
+/// timeout written by install is above the hook's whole run for its `--wait`, and the
+/// wait is counted from the hook's start, not from when the database answered.
+#[test]
+fn a_timeout_shorter_than_the_wait_is_never_written_and_the_wait_counts_from_the_start() {
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let dir = project.path().to_str().expect("a path");
+    for (kind, event, factor) in [
+        ("gemini", "BeforeTool", 1000),
+        ("claude-code", "PreToolUse", 1),
+    ] {
+        let out = ok(cli.run(&[
+            "hook",
+            "install",
+            kind,
+            "--agent",
+            "coder0",
+            "--project",
+            dir,
+            "--wait",
+            "90",
+            "--print",
+        ]));
+        let printed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let timeout = printed["hooks"][event][0]["hooks"][0]["timeout"]
+            .as_u64()
+            .expect("a timeout");
+        assert!(timeout >= 95 * factor, "{kind}: {timeout} for a 90 s wait");
+    }
+    for (kind, file, pointer) in [
+        (
+            "cursor",
+            ".cursor/hooks.json",
+            "/hooks/preToolUse/0/timeout",
+        ),
+        (
+            "copilot",
+            ".github/hooks/assent-copilot.json",
+            "/hooks/preToolUse/0/timeoutSec",
+        ),
+    ] {
+        let _ = file;
+        let out = ok(cli.run(&[
+            "hook",
+            "install",
+            kind,
+            "--agent",
+            "coder0",
+            "--project",
+            dir,
+            "--wait",
+            "90",
+            "--print",
+        ]));
+        let printed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let timeout = printed
+            .pointer(pointer)
+            .and_then(Value::as_u64)
+            .expect("a timeout");
+        assert!(timeout >= 95, "{kind}: {timeout} for a 90 s wait");
+    }
+
+    // The wait ends --wait after the hook started (less its answer's margin), whatever
+    // came before the database answered.
+    let spawned = time::OffsetDateTime::now_utc();
+    let hook = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "20"],
+        &event_of(0, "claude-code.PreToolUse"),
+    );
+    let set = cli.set_of(&agent(0));
+    let started = Instant::now();
+    let waits_until = loop {
+        let pending = cli.json(&["pending"], "");
+        if let Some(until) = pending[0]["waitsUntil"].as_str() {
+            break until.to_owned();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no waitsUntil: {pending}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let until =
+        time::OffsetDateTime::parse(&waits_until, &time::format_description::well_known::Rfc3339)
+            .expect("RFC 3339");
+    assert!(
+        until <= spawned + time::Duration::seconds(20),
+        "waits until {until}, past the hook's start {spawned} + 20 s"
+    );
+    ok(cli.run(&["reject", &set, "0", "--reason", "no"]));
+    assert_eq!(decision(&answered(hook)), "deny");
+}
+
+/// A database kept busy by another process past the hook's whole run: a denial saying
+/// so within the run, never an answer after the agent's timeout (issue 52).
+#[test]
+fn a_database_that_stays_busy_is_a_denial_within_the_run() {
+    let cli = Cli::coders();
+    let file = cli.db().trim_start_matches("sqlite://").to_owned();
+    let mut locker = Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys,time\nc=sqlite3.connect(sys.argv[1],isolation_level=None)\nc.execute('BEGIN EXCLUSIVE')\nprint('locked',flush=True)\ntime.sleep(120)",
+            &file,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 holds the lock");
+    {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(locker.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("a line");
+        assert_eq!(line.trim(), "locked");
+    }
+    let hook = cli.hook(
+        "gemini",
+        &agent(8),
+        &["--wait", "2"],
+        &event_of(8, "gemini.BeforeTool"),
+    );
+    let answer = answered(hook);
+    let _ = locker.kill();
+    let _ = locker.wait();
+    assert_eq!(answer["decision"], "deny", "{answer}");
+    let reason = answer["reason"].as_str().expect("a reason");
+    assert!(reason.contains("could not decide within 5 s"), "{reason}");
+    assert_eq!(cli.json(&["pending"], ""), json!([]), "nothing left queued");
+}
+
+/// Issue 52: a hook that cannot create its default data folder answers a denial in
+/// the agent's dialect (exit 0), never exit 1 (which Gemini CLI lets through).
+#[test]
+fn a_hook_that_cannot_create_its_data_folder_denies_in_the_dialect() {
+    let home = tempfile::tempdir().expect("home");
+    let blocker = home.path().join("not-a-folder");
+    std::fs::write(&blocker, "a file where a folder would be").expect("file");
+    let data = blocker.join("data");
+    let env = [("XDG_DATA_HOME", data.as_path()), ("HOME", home.path())];
+    let out = assent_in(
+        home.path(),
+        &env,
+        &["hook", "gemini", "--agent", "g"],
+        &fixture("gemini.BeforeTool"),
+    );
+    let answer = answer_of(&out);
+    assert_eq!(answer["decision"], "deny", "{answer}");
+    let reason = answer["reason"].as_str().expect("a reason");
+    assert!(
+        reason.contains("cannot create the data directory"),
+        "{reason}"
+    );
+    let out = assent_in(
+        home.path(),
+        &env,
+        &["hook", "claude-code", "--agent", "c"],
+        &fixture("claude-code.PreToolUse"),
+    );
+    assert_eq!(decision(&answer_of(&out)), "deny");
+    // A malformed event still exits 2 (every agent blocks then).
+    let out = assent_in(home.path(), &env, &["hook", "gemini", "--agent", "g"], "{");
+    assert_eq!(code(&out), 2);
+}
+
+/// Issue 52: three identical calls wait for one item; one confirmation lets exactly
+/// one of them run, and the others ask again with an item of their own.
+#[test]
+fn one_confirmation_lets_one_of_three_identical_waiting_calls_run() {
+    let cli = Cli::coders();
+    let event = event_of(0, "claude-code.PreToolUse");
+    let (said, heard) = std::sync::mpsc::channel();
+    let mut hooks: Vec<Option<Child>> = (0..3)
+        .map(|_| {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
+                .args([
+                    "--db",
+                    &cli.db(),
+                    "hook",
+                    "claude-code",
+                    "--agent",
+                    &agent(0),
+                ])
+                .args(["--wait", "60", "--on-timeout", "deny"])
+                .env("RUST_LOG", "assent_hook=info")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("assent hook starts");
+            {
+                use std::io::Write;
+                child
+                    .stdin
+                    .take()
+                    .expect("stdin")
+                    .write_all(event.as_bytes())
+                    .expect("written");
+            }
+            let stderr = child.stderr.take().expect("stderr");
+            let said = said.clone();
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(Result::ok)
+                {
+                    if line.contains("joined an identical call")
+                        || line.contains("queued for a person")
+                    {
+                        let _ = said.send(line);
+                    }
+                }
+            });
+            Some(child)
+        })
+        .collect();
+    for _ in 0..3 {
+        heard
+            .recv_timeout(Duration::from_secs(20))
+            .expect("each call queued or joined");
+    }
+    let set = cli.set_of(&agent(0));
+    ok(cli.run(&["confirm", &set, "0"]));
+
+    // Exactly one is allowed; the other two wait on, with an item of their own.
+    let started = Instant::now();
+    let mut answers = Vec::new();
+    while answers.is_empty() {
+        for hook in &mut hooks {
+            if hook
+                .as_mut()
+                .is_some_and(|h| h.try_wait().expect("waits").is_some())
+            {
+                answers.push(answered(hook.take().expect("a hook")));
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "nobody answered"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(
+        answers[0],
+        documented(
+            "claude-code.PreToolUse",
+            "allow",
+            &format!("Confirmed in Assent (change set {set})"),
+            None
+        )
+    );
+    // The others queue again: each new set is rejected until both have answered.
+    let started = Instant::now();
+    while hooks.iter().any(Option::is_some) {
+        for open in cli.json(&["pending"], "").as_array().expect("sets") {
+            let id = open["id"].as_str().expect("id");
+            assert_ne!(id, set);
+            let _ = cli.run(&["reject", id, "0", "--reason", "once is enough"]);
+        }
+        for hook in &mut hooks {
+            if hook
+                .as_mut()
+                .is_some_and(|h| h.try_wait().expect("waits").is_some())
+            {
+                answers.push(answered(hook.take().expect("a hook")));
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the others never answered"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let allowed = answers.iter().filter(|a| decision(a) == "allow").count();
+    assert_eq!(allowed, 1, "one yes, one run: {answers:?}");
+    let jobs = cli.json(&["jobs"], "");
+    let applied = jobs
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .filter(|job| job["status"] == "applied")
+        .count();
+    assert_eq!(applied, 1, "{jobs}");
+    proven(&cli);
+}
+
+/// Issue 52: an ordinary large `Write` (arguments over 64 KiB) is asked about like any
+/// other, not denied for its size; its summary is cut for display instead.
+#[test]
+fn a_large_write_is_asked_about_with_a_bounded_summary() {
+    let cli = Cli::coders();
+    let mut event: Value =
+        serde_json::from_str(&event_of(0, "claude-code.PreToolUse")).expect("JSON");
+    event["tool_name"] = json!("Write");
+    event["tool_input"] = json!({
+        "file_path": "/home/user/proj0/big.txt",
+        "content": "x".repeat(300 * 1024),
+    });
+    let answer = answered(cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "0", "--on-timeout", "deny"],
+        &event.to_string(),
+    ));
+    let reason = answer["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .expect("a reason");
+    assert!(
+        reason.starts_with("Waiting for a person's review"),
+        "{reason}"
+    );
+    let summary = |pending: &Value| {
+        pending[0]["items"][0]["humanSummary"]
+            .as_str()
+            .expect("a summary")
+            .chars()
+            .count()
+    };
+    let pending = cli.json(&["pending"], "");
+    assert!(
+        summary(&pending) < 5_000,
+        "the summary is cut: {}",
+        summary(&pending)
+    );
+    // A long command is cut for display too.
+    let mut event: Value =
+        serde_json::from_str(&event_of(1, "claude-code.PreToolUse")).expect("JSON");
+    event["tool_input"]["command"] = json!(format!("echo {}", "y".repeat(200 * 1024)));
+    let answer = answered(cli.hook(
+        "claude-code",
+        &agent(1),
+        &["--wait", "0", "--on-timeout", "deny"],
+        &event.to_string(),
+    ));
+    assert_eq!(decision(&answer), "deny");
+    let pending = cli.json(&["pending", "--agent", &agent(1)], "");
+    assert!(
+        summary(&pending) < 5_000,
+        "the summary is cut: {}",
+        summary(&pending)
+    );
+}
+
+/// Issue 52: every refusal of `POST /api/hooks/{kind}` is a 200 denial in the agent's
+/// dialect (an `http` hook takes an error status for "go ahead"), and `hook install
+/// claude-code --http URL` writes an `http` entry that blocks on failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_of_the_http_hook_is_a_denial() {
+    let cli = Cli::coders();
+    let token = cli.json(
+        &["tokens", "add", "--role", "agent", "--agent", "coder0"],
+        "",
+    );
+    let secret = token["secret"].as_str().expect("a secret").to_owned();
+    let id = token["id"].as_str().expect("an id").to_owned();
+    ok(cli.run(&["agent", "allow", "coder0", "*"]));
+    let served = serve(&cli, ADMIN_TOKEN);
+    // A connection the server closed after a body too large is never reused.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("a client");
+    let post = |path: &str, body: Vec<u8>, bearer: Option<&str>| {
+        let mut request = client
+            .post(format!("{}/api/hooks/{path}", served.base))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(bearer) = bearer {
+            request = request.bearer_auth(bearer);
+        }
+        request.send()
+    };
+    let event = event_of(0, "claude-code.PreToolUse").into_bytes();
+    let allowed: Value = post("claude-code", event.clone(), Some(&secret))
+        .await
+        .expect("answered")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(decision(&allowed), "allow");
+    let gemini = event_of(8, "gemini.BeforeTool").into_bytes();
+    let big = vec![b' '; 5 * 1024 * 1024];
+    for (path, body, bearer, what) in [
+        ("claude-code", event.clone(), None, "no token"),
+        (
+            "claude-code",
+            event.clone(),
+            Some("not-a-token"),
+            "an unknown token",
+        ),
+        (
+            "claude-code?wait=soon",
+            event.clone(),
+            Some(secret.as_str()),
+            "a bad query",
+        ),
+        (
+            "claude-code",
+            big.clone(),
+            Some(secret.as_str()),
+            "a body too large",
+        ),
+    ] {
+        let response = post(path, body, bearer).await.expect("answered");
+        assert_eq!(response.status(), 200, "{what}");
+        let answer: Value = response.json().await.expect("JSON");
+        assert_eq!(decision(&answer), "deny", "{what}: {answer}");
+    }
+    let response = post("gemini", gemini, None).await.expect("answered");
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.expect("JSON");
+    assert_eq!(answer["decision"], "deny", "Gemini's dialect: {answer}");
+    // An unknown kind: a body every dialect reads as a denial.
+    let response = post("claude", event.clone(), Some(&secret))
+        .await
+        .expect("answered");
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.expect("JSON");
+    assert_eq!(decision(&answer), "deny", "{answer}");
+    assert_eq!(answer["decision"], "block", "{answer}");
+    assert_eq!(answer["permission"], "deny", "{answer}");
+    // A revoked token: a denial too.
+    ok(cli.run(&["tokens", "revoke", &id]));
+    let response = post("claude-code", event.clone(), Some(&secret))
+        .await
+        .expect("answered");
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.expect("JSON");
+    assert_eq!(decision(&answer), "deny", "revoked: {answer}");
+
+    // The install writes the http entry, blocking on failure.
+    let project = tempfile::tempdir().expect("project");
+    let out = ok(cli.run(&[
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        "coder0",
+        "--project",
+        project.path().to_str().expect("a path"),
+        "--http",
+        &served.base,
+        "--wait",
+        "30",
+        "--print",
+    ]));
+    let printed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let entry = &printed["hooks"]["PreToolUse"][0]["hooks"][0];
+    assert_eq!(entry["type"], "http");
+    assert_eq!(entry["onFailure"], "block");
+    assert_eq!(
+        entry["url"],
+        format!("{}/api/hooks/claude-code?agent=coder0&wait=30", served.base)
+    );
+    assert_eq!(
+        entry["headers"]["Authorization"],
+        "Bearer $ASSENT_AGENT_TOKEN"
+    );
+    assert!(entry["timeout"].as_u64().expect("a timeout") > 30);
+}
+
+/// `claude -p` in `project` against `model`, as [`run_claude`], with `env` added.
+fn run_claude_with(
+    claude: &std::path::Path,
+    project: &std::path::Path,
+    home: &std::path::Path,
+    model: &FakeModel,
+    env: &[(&str, &str)],
+) -> Child {
+    Command::new(claude)
+        .args(["-p", "Run the command.", "--output-format", "json"])
+        .current_dir(project)
+        .env("HOME", home)
+        .env("ANTHROPIC_BASE_URL", &model.url)
+        .env("ANTHROPIC_API_KEY", "sk-ant-fake")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env_remove("ASSENT_DATABASE_URL")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("claude starts")
+}
+
+/// What the real Claude Code's model was told of a call that must not have run, and
+/// that it did not: `marker` is not in `project`.
+fn claude_blocked(
+    claude: &std::path::Path,
+    project: &std::path::Path,
+    home: &std::path::Path,
+    marker: &str,
+    env: &[(&str, &str)],
+) -> String {
+    let model = FakeModel::start(&format!("touch {marker}"));
+    let result = claude_result(run_claude_with(claude, project, home, &model, env));
+    let told = model.told();
+    assert!(
+        !project.join(marker).exists(),
+        "{marker}: the call ran: {told} {result}"
+    );
+    told.to_string()
+}
+
+/// Issue 52 with the real Claude Code: a workspace shipping an `assent.db` that allows
+/// everything changes nothing (the installed hook names the person's database); a hook
+/// that cannot create its data folder denies; and its `http` hook blocks the call on
+/// every refusal: an unknown kind, a revoked token, a stopped server.
+#[test]
+fn the_real_claude_code_holds_against_a_workspace_database_and_every_hook_failure() {
+    let Some(claude) = claude_code() else {
+        return;
+    };
+    let home = tempfile::tempdir().expect("home");
+    let data = home.path().join("data");
+    let env = [("XDG_DATA_HOME", data.as_path()), ("HOME", home.path())];
+
+    // The person's database (the default one) denies `touch`; the repository's allows
+    // everything.
+    let project = tempfile::tempdir().expect("project");
+    let person = format!("sqlite://{}/assent/assent.db", data.display());
+    let dir = project.path().to_str().expect("a path");
+    let out = assent_in(
+        home.path(),
+        &env,
+        &[
+            "hook",
+            "install",
+            "claude-code",
+            "--agent",
+            "coder0",
+            "--project",
+            dir,
+        ],
+        "",
+    );
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    for args in [
+        vec!["agent", "create", "--id", "coder0", "--categories", "code"],
+        vec!["agent", "deny", "coder0", "Bash(touch *)"],
+    ] {
+        let mut all = vec!["--db", person.as_str()];
+        all.extend(args);
+        let out = assent_in(home.path(), &env, &all, "");
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    allow_everything(
+        &format!("sqlite://{}/assent.db", project.path().display()),
+        "coder0",
+    );
+    let told = claude_blocked(&claude, project.path(), home.path(), "shipped.txt", &[]);
+    assert!(told.contains("Denied by policy"), "{told}");
+
+    // A hook with no database named that cannot create its data folder: a denial.
+    let blocker = home.path().join("a-file");
+    std::fs::write(&blocker, "not a folder").expect("file");
+    let unwritable = blocker.join("data");
+    let bare = tempfile::tempdir().expect("project");
+    std::fs::create_dir_all(bare.path().join(".claude")).expect("folder");
+    std::fs::write(
+        bare.path().join(".claude/settings.json"),
+        json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{
+            "type": "command",
+            "command": format!("{} hook claude-code --agent coder0", env!("CARGO_BIN_EXE_assent")),
+            "timeout": 60,
+        }]}]}})
+        .to_string(),
+    )
+    .expect("settings");
+    let told = claude_blocked(
+        &claude,
+        bare.path(),
+        home.path(),
+        "nowhere.txt",
+        &[("XDG_DATA_HOME", unwritable.to_str().expect("a path"))],
+    );
+    assert!(told.contains("cannot create the data directory"), "{told}");
+
+    // The http hook: allowed through it, then blocked on every refusal.
+    let cli = Cli::coders();
+    let token = cli.json(
+        &["tokens", "add", "--role", "agent", "--agent", "coder0"],
+        "",
+    );
+    let secret = token["secret"].as_str().expect("a secret").to_owned();
+    let id = token["id"].as_str().expect("an id").to_owned();
+    ok(cli.run(&["agent", "allow", "coder0", "Bash(echo *)"]));
+    ok(cli.run(&["agent", "allow", "coder0", "Bash(touch *)"]));
+    let served = serve(&cli, ADMIN_TOKEN);
+    let remote = tempfile::tempdir().expect("project");
+    let remote_dir = remote.path().to_str().expect("a path");
+    ok(cli.run(&[
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        "coder0",
+        "--project",
+        remote_dir,
+        "--http",
+        &served.base,
+    ]));
+    let with_token = [("ASSENT_AGENT_TOKEN", secret.as_str())];
+    let model = FakeModel::start("echo hello-over-http");
+    let result = claude_result(run_claude_with(
+        &claude,
+        remote.path(),
+        home.path(),
+        &model,
+        &with_token,
+    ));
+    assert_eq!(result["permission_denials"], json!([]), "{result}");
+    assert_eq!(model.told()["content"], "hello-over-http");
+
+    // An unknown kind in the URL: the neutral denial blocks.
+    let settings_path = remote.path().join(".claude/settings.json");
+    let settings = std::fs::read_to_string(&settings_path).expect("settings");
+    std::fs::write(
+        &settings_path,
+        settings.replace("/api/hooks/claude-code", "/api/hooks/claude"),
+    )
+    .expect("settings");
+    claude_blocked(
+        &claude,
+        remote.path(),
+        home.path(),
+        "unknown.txt",
+        &with_token,
+    );
+    std::fs::write(&settings_path, &settings).expect("settings");
+
+    // A revoked token, then a stopped server.
+    ok(cli.run(&["tokens", "revoke", &id]));
+    let told = claude_blocked(
+        &claude,
+        remote.path(),
+        home.path(),
+        "revoked.txt",
+        &with_token,
+    );
+    assert!(told.contains("Assent refused the hook's request"), "{told}");
+    drop(served);
+    claude_blocked(
+        &claude,
+        remote.path(),
+        home.path(),
+        "stopped.txt",
+        &with_token,
+    );
+}
+
+/// Issue 52 with the real Gemini CLI: a wait longer than Gemini's own default timeout
+/// (60 s) is honoured (install writes a timeout above the hook's run, so Gemini never
+/// kills the hook and runs the call); a workspace `assent.db` allowing everything
+/// changes nothing; a hook that cannot create its data folder denies.
+#[test]
+fn the_real_gemini_cli_honours_a_long_wait_and_holds_against_the_workspace() {
+    let Some(gemini) = npm_cli("@google/gemini-cli", "0.61.0", "gemini", "gemini-npm") else {
+        return;
+    };
+    let home = tempfile::tempdir().expect("home");
+    std::fs::create_dir_all(home.path().join(".gemini")).expect("settings folder");
+    std::fs::write(
+        home.path().join(".gemini/settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+    )
+    .expect("user settings");
+    let data = home.path().join("data");
+    let env = [("XDG_DATA_HOME", data.as_path()), ("HOME", home.path())];
+    let person = format!("sqlite://{}/assent/assent.db", data.display());
+    std::fs::create_dir_all(data.join("assent")).expect("the data folder");
+    for args in [
+        vec!["agent", "create", "--id", "gem", "--categories", "code"],
+        vec!["agent", "deny", "gem", "run_shell_command(touch denied*)"],
+    ] {
+        let mut all = vec!["--db", person.as_str()];
+        all.extend(args);
+        let out = assent_in(home.path(), &env, &all, "");
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let project = tempfile::tempdir().expect("project");
+    let dir = project.path().to_str().expect("a path");
+    let out = assent_in(
+        home.path(),
+        &env,
+        &[
+            "hook",
+            "install",
+            "gemini",
+            "--agent",
+            "gem",
+            "--project",
+            dir,
+            "--wait",
+            "70",
+            "--on-timeout",
+            "deny",
+        ],
+        "",
+    );
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    allow_everything(
+        &format!("sqlite://{}/assent.db", project.path().display()),
+        "gem",
+    );
+    let run = |model: &FakeApi, project: &std::path::Path, extra: &[(&str, &str)]| {
+        Command::new(&gemini)
+            .args(["-p", "Run the command.", "--approval-mode", "yolo"])
+            .args(["-m", "gemini-2.5-pro", "--output-format", "json"])
+            .current_dir(project)
+            .env("HOME", home.path())
+            .env("GEMINI_API_KEY", "fake-key")
+            .env(
+                "GOOGLE_GEMINI_BASE_URL",
+                format!("http://127.0.0.1:{}", model.port),
+            )
+            .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+            .env_remove("ASSENT_DATABASE_URL")
+            .envs(extra.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("gemini starts")
+    };
+
+    // The repository's database would allow it; the person's denies it.
+    let model = FakeApi::start("gemini", "touch denied.txt");
+    ran_to_the_end(run(&model, project.path(), &[]), REAL_RUN);
+    let told = model.told();
+    assert!(!project.path().join("denied.txt").exists(), "{told}");
+    assert!(
+        told.contains("Tool execution blocked: Denied by policy"),
+        "{told}"
+    );
+
+    // Nobody answers for 70 s, past Gemini's default 60 s: the hook's denial, not a
+    // killed hook and a call that ran.
+    let model = FakeApi::start("gemini", "touch waited.txt");
+    ran_to_the_end(run(&model, project.path(), &[]), REAL_RUN);
+    let told = model.told();
+    assert!(!project.path().join("waited.txt").exists(), "{told}");
+    assert!(
+        told.contains("Tool execution blocked: Waiting for a person's review"),
+        "{told}"
+    );
+
+    // No database named and no data folder to be had: a denial.
+    let blocker = home.path().join("a-file");
+    std::fs::write(&blocker, "not a folder").expect("file");
+    let unwritable = blocker.join("data");
+    let bare = tempfile::tempdir().expect("project");
+    std::fs::create_dir_all(bare.path().join(".gemini")).expect("folder");
+    std::fs::write(
+        bare.path().join(".gemini/settings.json"),
+        json!({"hooks": {"BeforeTool": [{"matcher": "*", "hooks": [{
+            "type": "command",
+            "command": format!("{} hook gemini --agent gem", env!("CARGO_BIN_EXE_assent")),
+            "timeout": 60_000,
+        }]}]}})
+        .to_string(),
+    )
+    .expect("settings");
+    let model = FakeApi::start("gemini", "touch nowhere.txt");
+    ran_to_the_end(
+        run(
+            &model,
+            bare.path(),
+            &[("XDG_DATA_HOME", unwritable.to_str().expect("a path"))],
+        ),
+        REAL_RUN,
+    );
+    let told = model.told();
+    assert!(!bare.path().join("nowhere.txt").exists(), "{told}");
+    assert!(told.contains("cannot create the data directory"), "{told}");
 }
