@@ -29,6 +29,7 @@
 //! without the capability, a tool needing two people never asked) are
 //! `crates/assent-cli/tests/mcp.rs`'s
 //! `ask_in_client_asks_the_clients_user_where_it_can_and_records_the_client_not_a_person`.
+//! Issue 52's nested JSON, symlinked paths and rules in another agent's naming are hook rows in `crates/assent-cli/tests/cli/hooks.rs` (`a_json_pattern_never_allows_a_nested_copy_and_a_named_argument_is_exact`, `a_path_rule_is_unsure_of_a_symlink_out_of_the_workspace_and_no_diff_reads_it`, `a_rule_in_another_agents_naming_is_refused_once_its_kind_is_known`, `a_session_grant_covers_only_the_workspace_it_was_given_in`), the matcher's in `assent_tools::policy`.
 
 use assent_confirm::ItemRef;
 use assent_confirm::WakeRequest;

@@ -106,6 +106,7 @@ pub async fn decide(
 ) -> Result<Answer, HookError> {
     debug_assert!(event.phase != Phase::After);
     let engine = engine(store, options, &event.tool_name).await?;
+    crate::kind::record(store, &options.agent, options.kind).await?;
     let target = Target::new(TARGET_KIND, event.cwd.clone());
     if let Some(set) = released_to_retry(&engine, options, &target, event).await? {
         tracing::info!(change_set = %set, "a retry after a person confirmed: allowed once");

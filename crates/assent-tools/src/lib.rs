@@ -55,7 +55,7 @@ pub use history::{
     shadow_report, suggest_grants, suggestion_id,
 };
 pub use policy::{
-    AgentPolicy, CallContext, Coverage, Denial, PolicyDecision, Requirements, RuleAction,
+    AgentPolicy, CallContext, Coverage, Denial, PathFacts, PolicyDecision, Requirements, RuleAction,
     TargetCategory, ToolRule, ToolSettingEntry, ToolSettingsTable, call_covers, name_matches,
 };
 pub use registry::{
