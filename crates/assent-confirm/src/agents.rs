@@ -550,6 +550,7 @@ mod tests {
             id: assent_tools::suggestion_id(agent, tool),
             agent: agent.to_owned(),
             tool: tool.to_owned(),
+            pattern: None,
             rule: "allow",
             expires_at: T0 + time::Duration::days(30),
             replaces: None,

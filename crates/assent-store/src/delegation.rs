@@ -277,7 +277,7 @@ pub async fn covering_session_grant(
     // that created it (its correlation id), never another folder of the same session.
     let rows = sqlx::query(
         "SELECT * FROM grants WHERE agent_id = $1 AND session_id = $2 AND tool_name = $3 AND revoked_at IS NULL
-           AND correlation_id IN (SELECT id FROM decisions WHERE target_id = $4)
+           AND EXISTS (SELECT 1 FROM decisions d WHERE d.id = grants.correlation_id AND d.target_id = $4)
          ORDER BY created_at, id",
     )
     .bind(agent_id)

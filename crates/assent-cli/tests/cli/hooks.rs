@@ -1979,7 +1979,7 @@ fn a_path_rule_is_unsure_of_a_symlink_out_of_the_workspace_and_no_diff_reads_it(
     for (tool, input) in [
         (
             "Edit",
-            json!({"file_path": workspace.path().join("src/keys/id_rsa"), "old_string": "PRIVATE", "new_string": "x"}),
+            json!({"file_path": workspace.path().join("src/keys/id_rsa"), "old_string": "KEY", "new_string": "y"}),
         ),
         (
             "Write",
