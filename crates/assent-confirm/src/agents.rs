@@ -22,8 +22,8 @@ use std::collections::BTreeSet;
 use time::OffsetDateTime;
 
 pub use assent_store::agents::{
-    Agent, ShadowRule, ToolSettings, get, kind_of, policy_and_settings_at, policy_at,
-    record_kind, rules_at, settings_of, shadow_rules,
+    Agent, ShadowRule, ToolSettings, get, kind_of, policy_and_settings_at, policy_at, record_kind,
+    rules_at, settings_of, shadow_rules,
 };
 pub use assent_store::host_tools::{
     HostTool, ListedTool, changed_items, definition_hash, for_agent as tools_for_agent,
@@ -485,7 +485,11 @@ pub async fn names_a_sent_tool(
     };
     let tool = pattern.split_once('(').map_or(pattern, |(tool, _)| tool);
     let mcp = tool.contains("__") || tool.starts_with("mcp");
-    if mcp || names.iter().any(|name| assent_tools::name_matches(tool, name)) {
+    if mcp
+        || names
+            .iter()
+            .any(|name| assent_tools::name_matches(tool, name))
+    {
         return Ok(());
     }
     Err(ConfirmError::InvalidRule(format!(

@@ -148,7 +148,11 @@ mod tests {
         assert_eq!(covering(&engine, "a").await.map(|g| g.id), Some(grant.id));
         assert_eq!(covering(&engine, "b").await, None, "another agent's grant");
         // Issue 52: the grant covers the workspace the person saw, no other.
-        let mut conn = engine.store().read_connection().await.expect("a connection");
+        let mut conn = engine
+            .store()
+            .read_connection()
+            .await
+            .expect("a connection");
         let args = json!({"command": "git status --short"});
         assert_eq!(
             covering_session_grant(&mut conn, "a", "s-1", "Bash", &args, "/elsewhere")

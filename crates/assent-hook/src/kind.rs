@@ -150,7 +150,8 @@ pub(crate) async fn record(store: &Store, agent: &str, kind: AgentKind) -> Resul
     };
     {
         let mut conn = store.read_connection().await?;
-        if let Some((known, known_names)) = assent_confirm::agents::kind_of(&mut conn, agent).await?
+        if let Some((known, known_names)) =
+            assent_confirm::agents::kind_of(&mut conn, agent).await?
             && known == kind.as_str()
             && known_names.iter().eq(names.iter())
         {

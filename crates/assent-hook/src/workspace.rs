@@ -145,10 +145,7 @@ impl Workspace {
                 Ok(real) => break real,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     if std::fs::symlink_metadata(existing).is_ok() {
-                        return Err(format!(
-                            "{} is a symlink to nothing",
-                            existing.display()
-                        ));
+                        return Err(format!("{} is a symlink to nothing", existing.display()));
                     }
                     let (Some(parent), Some(name)) = (existing.parent(), existing.file_name())
                     else {

@@ -236,7 +236,12 @@ impl InForce {
     /// [`InForce::refusal`] of an `allow` of `rule_pattern` (an argument pattern of
     /// `tool`) when given: an ask rule of the tool, whatever its pattern, would still
     /// decide its calls, so it is refused too.
-    pub fn refusal_of(&self, agent: &str, tool: &str, rule_pattern: Option<&str>) -> Option<String> {
+    pub fn refusal_of(
+        &self,
+        agent: &str,
+        tool: &str,
+        rule_pattern: Option<&str>,
+    ) -> Option<String> {
         if let Some(rule_pattern) = rule_pattern
             && self.rule == Some(RuleAction::Ask.as_str())
             && self.approvals.is_none()
@@ -430,14 +435,21 @@ fn supported_pattern(tool: &str, calls: &[&PastCall]) -> Supported {
     // without any, says nothing the pattern could cover.
     let single = |all: Vec<Vec<String>>| -> Option<Vec<String>> {
         all.into_iter()
-            .map(|found| (found.len() == 1).then(|| found.into_iter().next()).flatten())
+            .map(|found| {
+                (found.len() == 1)
+                    .then(|| found.into_iter().next())
+                    .flatten()
+            })
             .collect()
     };
     let pattern = match (any_command, any_path) {
         (true, false) => single(commands).and_then(|commands| command_pattern(&commands)),
         (false, true) => {
             let same_target = calls.windows(2).all(|w| w[0].target_id == w[1].target_id);
-            let target = calls.first().map(|c| c.target_id.as_str()).unwrap_or_default();
+            let target = calls
+                .first()
+                .map(|c| c.target_id.as_str())
+                .unwrap_or_default();
             single(paths)
                 .filter(|_| same_target)
                 .and_then(|paths| path_pattern(&paths, target))
@@ -488,9 +500,9 @@ fn path_pattern(paths: &[String], target: &str) -> Option<String> {
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
             .collect();
-        let plain = parts
-            .iter()
-            .all(|s| s != "." && s != ".." && !s.contains('*') && !s.contains('(') && !s.contains(')'));
+        let plain = parts.iter().all(|s| {
+            s != "." && s != ".." && !s.contains('*') && !s.contains('(') && !s.contains(')')
+        });
         plain.then_some(parts)
     };
     let root = segments(target).filter(|_| target.starts_with('/'))?;
@@ -511,9 +523,11 @@ fn path_pattern(paths: &[String], target: &str) -> Option<String> {
     }
     let shared = (0..)
         .take_while(|&at| {
-            first
-                .get(at)
-                .is_some_and(|part| absolute.iter().all(|p| p.len() > at + 1 && p.get(at) == Some(part)))
+            first.get(at).is_some_and(|part| {
+                absolute
+                    .iter()
+                    .all(|p| p.len() > at + 1 && p.get(at) == Some(part))
+            })
         })
         .count();
     let folder = &first[..shared];
@@ -800,8 +814,15 @@ mod tests {
             .map(|(at, args)| PastCall {
                 args: args.clone(),
                 target_id: "/w".to_owned(),
-                ..calls("a", tool, PastOutcome::ConfirmedUnchanged, at as i64, 1, "ann")
-                    .remove(0)
+                ..calls(
+                    "a",
+                    tool,
+                    PastOutcome::ConfirmedUnchanged,
+                    at as i64,
+                    1,
+                    "ann",
+                )
+                .remove(0)
             })
             .collect()
     }
@@ -818,7 +839,11 @@ mod tests {
             ("Bash", vec![cmd("ls"), cmd("pwd"), cmd("whoami")], None),
             (
                 "Bash",
-                vec![cmd("git status"), cmd("git status -s"), cmd("git status --short")],
+                vec![
+                    cmd("git status"),
+                    cmd("git status -s"),
+                    cmd("git status --short"),
+                ],
                 Some("Bash(git status:*)"),
             ),
             ("Bash", vec![cmd("rm a"), cmd("rm b"), cmd("rm c")], None),
@@ -834,9 +859,17 @@ mod tests {
                 vec![path("/w/src/a.rs"), path("src/b/c.rs"), path("/w/src/d.rs")],
                 Some("Edit(/w/src/**)"),
             ),
-            ("Edit", vec![path("/w/a.rs"), path("/w/src/b.rs"), path("/w/c")], None),
+            (
+                "Edit",
+                vec![path("/w/a.rs"), path("/w/src/b.rs"), path("/w/c")],
+                None,
+            ),
             ("Edit", vec![path("/w/a.rs"); 3], Some("Edit(/w/a.rs)")),
-            ("Edit", vec![path("/etc/a"), path("/etc/b"), path("/etc/c")], None),
+            (
+                "Edit",
+                vec![path("/etc/a"), path("/etc/b"), path("/etc/c")],
+                None,
+            ),
             ("Edit", vec![path("/w/src/../../etc/x"); 3], None),
             (
                 "Bash",
@@ -845,7 +878,11 @@ mod tests {
             ),
             (
                 "create_issue",
-                vec![json!({"repo": "a"}), json!({"repo": "b"}), json!({"repo": "c"})],
+                vec![
+                    json!({"repo": "a"}),
+                    json!({"repo": "b"}),
+                    json!({"repo": "c"}),
+                ],
                 Some("create_issue"),
             ),
         ];
@@ -864,7 +901,10 @@ mod tests {
                         "the suggested rule covers its evidence: {call}"
                     );
                 }
-                assert_eq!(s.id, suggestion_id("a", s.pattern.as_deref().unwrap_or(tool)));
+                assert_eq!(
+                    s.id,
+                    suggestion_id("a", s.pattern.as_deref().unwrap_or(tool))
+                );
             }
         }
     }

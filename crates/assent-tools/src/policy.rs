@@ -232,14 +232,13 @@ pub fn call_covers(pattern: &str, name: &str, call: Option<CallContext<'_>>) -> 
     // Every command and path the call holds is read, and the whole arguments too, so
     // an argument the agent adds can only make a call less allowed and more denied.
     let text = |key: &&str| call.args.get(*key).and_then(serde_json::Value::as_str);
-    let specific: Vec<Coverage> =
-        COMMAND_KEYS
-            .iter()
-            .filter_map(|key| text(key).map(|command| command_covers(argument, command)))
-            .chain(PATH_KEYS.iter().filter_map(|key| {
-                text(key).map(|path| path_covers(argument, path, call.target_id, call.paths))
-            }))
-            .collect();
+    let specific: Vec<Coverage> = COMMAND_KEYS
+        .iter()
+        .filter_map(|key| text(key).map(|command| command_covers(argument, command)))
+        .chain(PATH_KEYS.iter().filter_map(|key| {
+            text(key).map(|path| path_covers(argument, path, call.target_id, call.paths))
+        }))
+        .collect();
     let whole = arguments_cover(argument, call.args);
     if specific.is_empty() {
         return whole;
@@ -459,8 +458,7 @@ fn path_covers_as_written(argument: &str, path: &str, workspace: &str) -> Covera
         (true, (true, path)) => return segments_match(&pattern, &path),
         // A relative path lies in the workspace: read from it when it is absolute.
         (true, (false, path)) => {
-            let Some(mut root) = segments(workspace).filter(|_| workspace.starts_with('/'))
-            else {
+            let Some(mut root) = segments(workspace).filter(|_| workspace.starts_with('/')) else {
                 return Coverage::Unsure;
             };
             root.extend(path);
@@ -1089,7 +1087,11 @@ mod tests {
             Ok(self
                 .links
                 .iter()
-                .find_map(|(from, to)| absolute.strip_prefix(from).map(|rest| format!("{to}{rest}")))
+                .find_map(|(from, to)| {
+                    absolute
+                        .strip_prefix(from)
+                        .map(|rest| format!("{to}{rest}"))
+                })
                 .unwrap_or(absolute))
         }
     }
@@ -1125,7 +1127,12 @@ mod tests {
             ("Read(~/.ssh/**)", "NOTES.md", Some(&facts), Unsure),
             ("Read(~/.ssh/**)", "/w/src/main.rs", Some(&facts), No),
             ("Read(~/.ssh/**)", "/w/~/.ssh/id_rsa", Some(&facts), No),
-            ("Read(~/.ssh/**)", "/home/u/.ssh/id_rsa", Some(&no_home), Unsure),
+            (
+                "Read(~/.ssh/**)",
+                "/home/u/.ssh/id_rsa",
+                Some(&no_home),
+                Unsure,
+            ),
             ("Read(~/.ssh/**)", "/home/u/.ssh/id_rsa", None, Unsure),
             ("Read(~)", "/home/u", Some(&facts), Yes),
             ("Read(/etc/**)", "x", Some(&facts), No),
@@ -1135,7 +1142,11 @@ mod tests {
             let args = json!({"file_path": path});
             let call = CallContext::new(&args, "/w").with_paths(facts.map(|f| f as &dyn PathFacts));
             let tool = pattern.split_once('(').map_or("Read", |(tool, _)| tool);
-            assert_eq!(call_covers(pattern, tool, Some(call)), *expected, "{pattern} {path}");
+            assert_eq!(
+                call_covers(pattern, tool, Some(call)),
+                *expected,
+                "{pattern} {path}"
+            );
         }
         // So a deny rule for the home folder's keys denies a read through a link, and
         // an allow of `src/**` asks about one.
@@ -1143,12 +1154,18 @@ mod tests {
             .with_rule(ToolRule::new("Read(~/.ssh/**)", RuleAction::Deny).expect("a rule"));
         let args = json!({"file_path": "/w/NOTES.md"});
         let call = CallContext::new(&args, "/w").with_paths(Some(&facts));
-        assert_eq!(deny.route_call(&tool("Read", ToolMode::Immediate), Some(call)), RuleAction::Deny);
+        assert_eq!(
+            deny.route_call(&tool("Read", ToolMode::Immediate), Some(call)),
+            RuleAction::Deny
+        );
         let allow = AgentPolicy::new(["code"])
             .with_rule(ToolRule::new("Edit(src/**)", RuleAction::Allow).expect("a rule"));
         let args = json!({"file_path": "/w/src/keys/id_rsa"});
         let call = CallContext::new(&args, "/w").with_paths(Some(&facts));
-        assert_eq!(allow.route_call(&tool("Edit", ToolMode::Deferred), Some(call)), RuleAction::Ask);
+        assert_eq!(
+            allow.route_call(&tool("Edit", ToolMode::Deferred), Some(call)),
+            RuleAction::Ask
+        );
     }
 
     #[test]

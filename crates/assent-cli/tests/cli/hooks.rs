@@ -2026,7 +2026,11 @@ fn a_json_pattern_never_allows_a_nested_copy_and_a_named_argument_is_exact() {
         let set = cli.set_of(&coder);
         let out = cli.run(&["reject", &set, "0"]);
         assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(decision(&answered(hook)), "deny", "{rule}: asked, never allowed");
+        assert_eq!(
+            decision(&answered(hook)),
+            "deny",
+            "{rule}: asked, never allowed"
+        );
         let top = json!({"repo": "acme/web", "title": "t"});
         let event = claude_event(workspace.path(), tool, top, "t-top");
         let answer = answered(cli.hook("claude-code", &coder, &["--wait", "5"], &event));
@@ -2046,10 +2050,20 @@ fn a_rule_in_another_agents_naming_is_refused_once_its_kind_is_known() {
     assert_eq!(code(&before), 0, "no kind known yet: accepted as before");
     let out = cli.run(&["agent", "allow", &gemini, "run_shell_command"]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-    let hook = cli.hook("gemini", &gemini, &["--wait", "5"], &event_of(8, "gemini.BeforeTool"));
+    let hook = cli.hook(
+        "gemini",
+        &gemini,
+        &["--wait", "5"],
+        &event_of(8, "gemini.BeforeTool"),
+    );
     hook.wait_with_output().expect("the hook ends");
     let refused = cli.run(&["agent", "deny", &gemini, "Bash(git push*)"]);
-    assert_eq!(code(&refused), 2, "{}", String::from_utf8_lossy(&refused.stdout));
+    assert_eq!(
+        code(&refused),
+        2,
+        "{}",
+        String::from_utf8_lossy(&refused.stdout)
+    );
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(
         said.contains("run_shell_command") && said.contains("--any-name"),
@@ -2067,7 +2081,12 @@ fn a_rule_in_another_agents_naming_is_refused_once_its_kind_is_known() {
         "mcp__github__create_issue",
     ] {
         let out = cli.run(&["agent", "deny", &gemini, rule]);
-        assert_eq!(code(&out), 0, "{rule}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            code(&out),
+            0,
+            "{rule}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let kept = cli.run(&["agent", "deny", &gemini, "Bash(git push*)", "--any-name"]);
     assert_eq!(code(&kept), 0, "{}", String::from_utf8_lossy(&kept.stderr));
@@ -2085,17 +2104,47 @@ fn a_session_grant_covers_only_the_workspace_it_was_given_in() {
         event["cwd"] = json!(cwd);
         event.to_string()
     };
-    let first = cli.hook("claude-code", &coder, &["--wait", "30"], &in_workspace("/w/one", "c1"));
+    let first = cli.hook(
+        "claude-code",
+        &coder,
+        &["--wait", "30"],
+        &in_workspace("/w/one", "c1"),
+    );
     let set = cli.set_of(&coder);
-    let out = cli.run(&["confirm", &set, "0", "--for-session", "--pattern", "Bash(git status*)"]);
+    let out = cli.run(&[
+        "confirm",
+        &set,
+        "0",
+        "--for-session",
+        "--pattern",
+        "Bash(git status*)",
+    ]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(decision(&answered(first)), "allow");
-    let same = cli.hook("claude-code", &coder, &["--wait", "5"], &in_workspace("/w/one", "c2"));
-    assert_eq!(decision(&answered_at_once(&cli, same)), "allow", "the same workspace");
-    let other = cli.hook("claude-code", &coder, &["--wait", "30"], &in_workspace("/w/two", "c3"));
+    let same = cli.hook(
+        "claude-code",
+        &coder,
+        &["--wait", "5"],
+        &in_workspace("/w/one", "c2"),
+    );
+    assert_eq!(
+        decision(&answered_at_once(&cli, same)),
+        "allow",
+        "the same workspace"
+    );
+    let other = cli.hook(
+        "claude-code",
+        &coder,
+        &["--wait", "30"],
+        &in_workspace("/w/two", "c3"),
+    );
     let set = cli.set_of(&coder);
     let out = cli.run(&["reject", &set, "0"]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(decision(&answered(other)), "deny", "another workspace is asked");
+    assert_eq!(
+        decision(&answered(other)),
+        "deny",
+        "another workspace is asked"
+    );
     proven(&cli);
 }
