@@ -505,22 +505,24 @@ fn path_pattern(paths: &[String], target: &str) -> Option<String> {
         });
         plain.then_some(parts)
     };
-    let root = segments(target).filter(|_| target.starts_with('/'))?;
+    // A target that is no folder (an MCP gateway's) supports exact absolute paths only.
+    let root = segments(target).filter(|_| target.starts_with('/'));
     let absolute: Vec<Vec<String>> = paths
         .iter()
         .map(|p| {
             let parts = segments(p)?;
-            Some(if p.starts_with('/') {
-                parts
+            if p.starts_with('/') {
+                Some(parts)
             } else {
-                root.iter().cloned().chain(parts).collect()
-            })
+                Some(root.as_ref()?.iter().cloned().chain(parts).collect())
+            }
         })
         .collect::<Option<_>>()?;
     let first = absolute.first()?;
     if absolute.windows(2).all(|w| w[0] == w[1]) {
         return Some(format!("/{}", first.join("/")));
     }
+    let root = root?;
     let shared = (0..)
         .take_while(|&at| {
             first.get(at).is_some_and(|part| {
@@ -865,6 +867,7 @@ mod tests {
                 None,
             ),
             ("Edit", vec![path("/w/a.rs"); 3], Some("Edit(/w/a.rs)")),
+            ("Edit", vec![path("/elsewhere/a.rs"); 3], Some("Edit(/elsewhere/a.rs)")),
             (
                 "Edit",
                 vec![path("/etc/a"), path("/etc/b"), path("/etc/c")],
