@@ -867,7 +867,11 @@ mod tests {
                 None,
             ),
             ("Edit", vec![path("/w/a.rs"); 3], Some("Edit(/w/a.rs)")),
-            ("Edit", vec![path("/elsewhere/a.rs"); 3], Some("Edit(/elsewhere/a.rs)")),
+            (
+                "Edit",
+                vec![path("/elsewhere/a.rs"); 3],
+                Some("Edit(/elsewhere/a.rs)"),
+            ),
             (
                 "Edit",
                 vec![path("/etc/a"), path("/etc/b"), path("/etc/c")],
