@@ -33,6 +33,12 @@
 //! timeout shorter than the wait" are `crates/assent-cli/tests/cli/hooks.rs`'s
 //! `a_database_found_in_the_workspace_is_refused_naming_it` and
 //! `a_timeout_shorter_than_the_wait_is_never_written_and_the_wait_counts_from_the_start`.
+//! Issue 52's nested JSON, symlinked paths and rules in another agent's naming are hook
+//! rows there too (`a_json_pattern_never_allows_a_nested_copy_and_a_named_argument_is_exact`,
+//! `a_path_rule_is_unsure_of_a_symlink_out_of_the_workspace_and_no_diff_reads_it`,
+//! `a_rule_in_another_agents_naming_is_refused_once_its_kind_is_known`,
+//! `a_session_grant_covers_only_the_workspace_it_was_given_in`), the matcher's in
+//! `assent_tools::policy`.
 
 use assent_confirm::ItemRef;
 use assent_confirm::WakeRequest;

@@ -190,6 +190,7 @@ impl<'a> WakePlanner<'a> {
         let call = CallContext {
             args: &args,
             target_id: &builder.target().id,
+            paths: self.snapshot.and_then(|state| state.paths()),
         };
         match self.policy.decide_call(spec, Some(call), &self.category) {
             PolicyDecision::Deny { reason } => {

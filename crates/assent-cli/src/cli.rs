@@ -347,6 +347,11 @@ pub struct AgentRuleArgs {
     /// people (1, the default, is one person). Each call replaces the number.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub approvals: Option<u32>,
+    /// Keep a rule that names no tool the agent's coding agent sends (refused
+    /// otherwise once a hook event recorded which coding agent it is: `Bash(rm *)` on
+    /// a Gemini CLI agent would never match).
+    #[arg(long)]
+    pub any_name: bool,
 }
 
 /// `assent agent shadow-report AGENT`.

@@ -213,7 +213,7 @@ async fn grants_suggest(ctx: &Ctx, args: GrantsSuggestArgs) -> Result<Output, Cl
         format!(
             "Agent {}: allow {} until {} (suggestion {}, from its next wake on)",
             chosen.agent,
-            chosen.tool,
+            chosen.pattern.as_deref().unwrap_or(&chosen.tool),
             render::time(chosen.expires_at),
             chosen.id
         )
@@ -259,7 +259,8 @@ fn render_suggestions(suggestions: &[GrantSuggestion], min: u32) -> String {
             vec![
                 s.id.clone(),
                 s.agent.clone(),
-                s.tool.clone(),
+                // The argument pattern when the evidence supports only one.
+                s.pattern.clone().unwrap_or_else(|| s.tool.clone()),
                 s.rule.to_owned(),
                 e.confirmed_unchanged.to_string(),
                 e.automatic.to_string(),

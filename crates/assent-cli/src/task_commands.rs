@@ -63,6 +63,7 @@ pub async fn agent_rule(
     let change = RuleChange {
         until: args.for_span.map(|span| ctx.now + span),
         approvals: args.approvals,
+        any_name: args.any_name,
         by: Some(crate::cli::reviewer(None)),
         ..RuleChange::new(tool.trim(), action)
     };

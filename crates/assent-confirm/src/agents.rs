@@ -22,8 +22,8 @@ use std::collections::BTreeSet;
 use time::OffsetDateTime;
 
 pub use assent_store::agents::{
-    Agent, ShadowRule, ToolSettings, get, policy_and_settings_at, policy_at, rules_at, settings_of,
-    shadow_rules,
+    Agent, ShadowRule, ToolSettings, get, kind_of, policy_and_settings_at, policy_at, record_kind,
+    rules_at, settings_of, shadow_rules,
 };
 pub use assent_store::host_tools::{
     HostTool, ListedTool, changed_items, definition_hash, for_agent as tools_for_agent,
@@ -46,6 +46,10 @@ pub struct RuleChange {
     /// Who sets it (a token's id over the API, `--as` or the OS user on the CLI), for
     /// the consent chain's record of the change; `None` when unknown.
     pub by: Option<String>,
+    /// Keep a rule that names no tool the agent's coding agent sends (`--any-name`):
+    /// refused otherwise, once a hook event recorded the agent's kind
+    /// ([`names_a_sent_tool`]).
+    pub any_name: bool,
 }
 
 impl RuleChange {
@@ -57,6 +61,7 @@ impl RuleChange {
             until: None,
             approvals: None,
             by: None,
+            any_name: false,
         }
     }
 
@@ -300,6 +305,9 @@ impl Engine {
         let agent = agent.trim();
         let rule = change.rule()?;
         let mut tx = self.store.begin_write().await?;
+        if !change.any_name {
+            names_a_sent_tool(tx.connection(), agent, rule.pattern()).await?;
+        }
         let changed = change_rule_on(tx.connection(), agent, change, rule, now).await?;
         tx.commit().await?;
         tracing::info!(changed, "rule set");
@@ -321,10 +329,13 @@ impl Engine {
         now: OffsetDateTime,
     ) -> Result<bool, ConfirmError> {
         let (agent, tool) = (suggestion.agent.as_str(), suggestion.tool.as_str());
+        // An argument pattern when the evidence supports only one (a tool of commands
+        // or paths), the tool otherwise.
+        let pattern = suggestion.pattern.as_deref();
         let change = RuleChange {
             until: Some(suggestion.expires_at),
             by: by.map(str::to_owned),
-            ..RuleChange::new(tool, RuleAction::Allow)
+            ..RuleChange::new(pattern.unwrap_or(tool), RuleAction::Allow)
         };
         let rule = change.rule()?;
         let mut tx = self.store.begin_write().await?;
@@ -341,7 +352,7 @@ impl Engine {
             .await?
             .iter()
             .any(|t| t.tool_name == tool && t.changed());
-        if let Some(why) = in_force.refusal(agent, tool) {
+        if let Some(why) = in_force.refusal_of(agent, tool, pattern) {
             return Err(ConfirmError::conflict(ConflictKind::SuggestionRefused, why));
         }
         let changed = change_rule_on(tx.connection(), agent, &change, rule, now).await?;
@@ -458,6 +469,35 @@ impl Engine {
     }
 }
 
+/// Refuses a rule `pattern` of agent `agent` that can match no tool its coding agent
+/// sends (issue 52: `Bash(rm *)` on a Gemini CLI agent never matched, its shell being
+/// `run_shell_command`): the names come from the agent's recorded kind (its first
+/// hook event, `assent_store::agents::kind_of`); an agent of no known kind accepts
+/// every rule, as does a pattern that may name an MCP tool (`__` in it, or `mcp`
+/// first), whose names no list holds. The error names the tools the kind sends.
+pub async fn names_a_sent_tool(
+    conn: &mut AnyConnection,
+    agent: &str,
+    pattern: &str,
+) -> Result<(), ConfirmError> {
+    let Some((kind, names)) = stored::kind_of(conn, agent).await? else {
+        return Ok(());
+    };
+    let tool = pattern.split_once('(').map_or(pattern, |(tool, _)| tool);
+    let mcp = tool.contains("__") || tool.starts_with("mcp");
+    if mcp
+        || names
+            .iter()
+            .any(|name| assent_tools::name_matches(tool, name))
+    {
+        return Ok(());
+    }
+    Err(ConfirmError::InvalidRule(format!(
+        "{pattern} names no tool agent {agent} sends: its hook answers {kind}, whose tools are {} (MCP tools aside); write the rule in its naming, or pass --any-name (\"anyName\": true over the API) to keep it anyway",
+        names.join(", ")
+    )))
+}
+
 /// [`Engine::change_rule`] on the caller's transaction, `rule` being `change`'s.
 async fn change_rule_on(
     conn: &mut AnyConnection,
@@ -514,6 +554,7 @@ mod tests {
             id: assent_tools::suggestion_id(agent, tool),
             agent: agent.to_owned(),
             tool: tool.to_owned(),
+            pattern: None,
             rule: "allow",
             expires_at: T0 + time::Duration::days(30),
             replaces: None,

@@ -118,6 +118,7 @@ fn shadow_verdict(shadows: &[agents::ShadowRule], decision: &ChangeDecision) -> 
     let call = CallContext {
         args: decision.edited_args.as_ref().unwrap_or(&decision.args),
         target_id: &decision.target_id,
+        paths: None,
     };
     let shadow = shadows
         .iter()
@@ -626,6 +627,7 @@ impl ConfirmationService {
             let call = CallContext {
                 args: &args,
                 target_id: &target.id,
+                paths: None,
             };
             if let PolicyDecision::Deny { reason } = policy.decide_call(spec, Some(call), &category)
             {

@@ -157,6 +157,9 @@ pub struct AuditedExecutor<'h> {
     /// The target's category, when the caller's transaction read it and nothing ran
     /// there since ([`Self::with_known_category`]).
     known_category: Option<TargetCategory>,
+    /// What the target's host says of its paths, for path rules
+    /// ([`Self::with_paths`]).
+    paths: Option<&'h dyn assent_tools::PathFacts>,
 }
 
 /// Polls a future, turning a panic inside it into an error.
@@ -192,7 +195,16 @@ impl<'h> AuditedExecutor<'h> {
             resolver,
             audit,
             known_category: None,
+            paths: None,
         }
+    }
+
+    /// This executor, reading path rules with what the target's host found of the
+    /// call's paths ([`assent_tools::TargetState::paths`]), as the wake's planner did.
+    #[must_use]
+    pub(crate) fn with_paths(mut self, paths: Option<&'h dyn assent_tools::PathFacts>) -> Self {
+        self.paths = paths;
+        self
     }
 
     /// This executor, checking the policy against `category` (when given) instead of
@@ -263,6 +275,7 @@ impl<'h> AuditedExecutor<'h> {
         let call = CallContext {
             args: &req.invocation.args,
             target_id: &target.id,
+            paths: self.paths,
         };
         match req.policy.route_call(req.spec, Some(call)) {
             RuleAction::Deny => Some(assent_changeset::reply::denied_by_policy(&req.spec.name)),

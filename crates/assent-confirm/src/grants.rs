@@ -74,7 +74,7 @@ mod tests {
             agent_path: agent.to_owned(),
             tool_name: "Bash".to_owned(),
             args_pattern: None,
-            correlation_id: "decision-1".to_owned(),
+            correlation_id: Uuid::from_u128(2).to_string(),
             created_at: T0,
             revoked_at: None,
             session_id: Some("s-1".to_owned()),
@@ -82,8 +82,46 @@ mod tests {
         }
     }
 
+    /// Stores `grant`, given by confirming a call in workspace `/w`.
     async fn stored(engine: &Engine, grant: &Grant) {
         let mut tx = engine.store().begin_write().await.expect("a transaction");
+        let set = assent_domain::ChangeSet::new(assent_domain::NewChangeSet {
+            id: Uuid::from_u128(9),
+            agent_id: grant.agent_path.clone(),
+            target: assent_domain::Target::new("workspace", "/w"),
+            thread_id: "t".into(),
+            run_key: "r".into(),
+            items: vec![assent_domain::ChangeItem::new(
+                "Bash",
+                json!({"command": "git status"}),
+                "Bash: git status",
+            )],
+            created_at: T0,
+        })
+        .expect("a set");
+        assent_store::change_sets::insert(tx.connection(), &set, T0)
+            .await
+            .expect("set stored");
+        let decision = assent_domain::ChangeDecision {
+            id: Uuid::parse_str(&grant.correlation_id).expect("a decision id"),
+            change_set_id: set.id,
+            item_index: 0,
+            agent_id: set.agent_id.clone(),
+            target_kind: "workspace".into(),
+            target_id: "/w".into(),
+            tool_name: "Bash".into(),
+            verdict: assent_domain::Verdict::Confirmed,
+            reason: None,
+            edited_args: None,
+            human_summary: "Bash: git status".into(),
+            args: json!({"command": "git status"}),
+            created_at: T0,
+            vector_clock: assent_domain::VectorClock::default(),
+            decided_by: None,
+        };
+        assent_store::decisions::insert(tx.connection(), &decision, T0)
+            .await
+            .expect("decision stored");
         delegation::insert_grant(tx.connection(), grant, T0)
             .await
             .expect("stored");
@@ -109,6 +147,21 @@ mod tests {
         stored(&engine, &grant).await;
         assert_eq!(covering(&engine, "a").await.map(|g| g.id), Some(grant.id));
         assert_eq!(covering(&engine, "b").await, None, "another agent's grant");
+        // Issue 52: the grant covers the workspace the person saw, no other.
+        let mut conn = engine
+            .store()
+            .read_connection()
+            .await
+            .expect("a connection");
+        let args = json!({"command": "git status --short"});
+        assert_eq!(
+            covering_session_grant(&mut conn, "a", "s-1", "Bash", &args, "/elsewhere")
+                .await
+                .expect("read"),
+            None,
+            "another workspace"
+        );
+        drop(conn);
         assert_eq!(
             engine
                 .grants(&GrantFilter::default())

@@ -125,6 +125,7 @@ impl ConfirmationService {
             let call = CallContext {
                 args: &item.args,
                 target_id: &set.target_id,
+                paths: None,
             };
             if call_covers(pattern, &item.tool_name, Some(call)) != Coverage::Yes {
                 return invalid(format!(

@@ -11,7 +11,8 @@ use assent_store::{
     plan::{PlannedAudits, WritePlan},
 };
 use assent_tools::{
-    AgentPolicy, CallContext, ExecutionTarget, TargetCategory, TargetState, ToolInvocation,
+    AgentPolicy, CallContext, ExecutionTarget, PathFacts, TargetCategory, TargetState,
+    ToolInvocation,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -203,6 +204,7 @@ impl WakeService {
                             invocations,
                             &mut seen,
                             &mut known_category,
+                            snapshot.as_deref().and_then(TargetState::paths),
                             now,
                             &mut written,
                         )
@@ -349,6 +351,7 @@ impl WakeService {
         invocations: Vec<(String, Value)>,
         seen: &mut HashMap<(String, String), usize>,
         known_category: &mut Option<TargetCategory>,
+        paths: Option<&dyn PathFacts>,
         now: OffsetDateTime,
         written: &mut WritePlan,
     ) -> Result<Vec<Line>, ConfirmError> {
@@ -387,6 +390,7 @@ impl WakeService {
                 Some(CallContext {
                     args: &invocation.args,
                     target_id: &request.target.id,
+                    paths,
                 }),
             );
             let execution = ExecutionRequest {
@@ -400,7 +404,8 @@ impl WakeService {
                 allowed_by,
             };
             let executor = AuditedExecutor::new(engine.host.resolver(), &audits)
-                .with_known_category(known_category.clone());
+                .with_known_category(known_category.clone())
+                .with_paths(paths);
             // A tool whose effect lies outside the database never runs inside this
             // transaction (it would hold the writer lock for as long as the call
             // takes): admitted and audited here, called after the commit.
@@ -460,6 +465,7 @@ impl WakeService {
             Some(CallContext {
                 args: &invocation.args,
                 target_id: &invocation.target.target.id,
+                paths: None,
             }),
         );
         let execution = ExecutionRequest {

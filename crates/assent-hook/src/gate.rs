@@ -245,6 +245,7 @@ async fn turn(
     queued: &std::sync::Mutex<Vec<Uuid>>,
 ) -> Result<Turn, HookError> {
     let engine = engine(store, options, &event.tool_name).await?;
+    crate::kind::record(store, &options.agent, options.kind).await?;
     let target = Target::new(TARGET_KIND, event.cwd.clone());
     if let Some(set) = released_to_retry(&engine, options, &target, event).await? {
         tracing::info!(change_set = %set, "a retry after a person confirmed: allowed once");

@@ -14,7 +14,9 @@ use assent_confirm::grants;
 use assent_confirm::{AuditedExecutor, Engine, ExecutionOutcome, ExecutionRequest};
 use assent_domain::{OffsetDateTime, OperationId, Target};
 use assent_store::StoreAuditSink;
-use assent_tools::{CallContext, ExecutionTarget, RuleAction, ToolInvocation};
+use assent_tools::{
+    CallContext, Coverage, ExecutionTarget, RuleAction, ToolInvocation, call_covers,
+};
 use serde_json::json;
 
 /// The answer for `event` of agent `agent` on `target` when a session grant covers it
@@ -52,10 +54,16 @@ pub(crate) async fn granted(
     let Some(spec) = engine.registry().get(&event.tool_name) else {
         return Ok(None);
     };
-    let call = CallContext {
-        args: &event.tool_input,
-        target_id: &target.id,
-    };
+    // The grant's pattern was matched as written; read it again with where the paths
+    // lead (a symlink out of the workspace leaves it unsure, so the call is asked).
+    let workspace = crate::workspace::Workspace::new(std::path::PathBuf::from(&target.id));
+    let call = CallContext::new(&event.tool_input, &target.id)
+        .with_paths(Some(&workspace as &dyn assent_tools::PathFacts));
+    if let Some(pattern) = &grant.call_pattern
+        && call_covers(pattern, &event.tool_name, Some(call)) != Coverage::Yes
+    {
+        return Ok(None);
+    }
     let needs = settings.requirements(&event.tool_name);
     if policy.route_call(spec, Some(call)) != RuleAction::Ask
         || needs.approvals_needed > 1

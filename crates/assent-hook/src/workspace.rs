@@ -1,7 +1,13 @@
 //! The hook host's view of a workspace: what an `Edit` or `Write` would change in a
 //! file, shown to the person as a diff ("before"), and guarded as the item's
 //! fingerprint, so a confirmation of a file that changed since is refused as stale.
-//! Only readable UTF-8 files inside the workspace, up to [`MAX_FILE_BYTES`], are read.
+//! Only readable UTF-8 files inside the workspace, up to [`MAX_FILE_BYTES`], are read:
+//! a path that leads outside it through a symlink (`NOTES.md -> ~/.ssh/id_rsa`) is never
+//! read, so no file outside the workspace reaches an item, `show` or Slack.
+//!
+//! It is also where path rules learn what the machine says of a path
+//! ([`assent_tools::PathFacts`]): where it leads with symlinks followed, and what `~/`
+//! stands for (the home folder of the user the hook runs as, the agents' own `~`).
 
 use assent_confirm::{Host, LoadedState, SimpleHost};
 use assent_domain::Target;
@@ -38,19 +44,31 @@ impl Host for WorkspaceHost {
         _conn: &'a mut AnyConnection,
         target: &'a Target,
     ) -> BoxFuture<'a, Result<LoadedState, String>> {
-        let workspace = PathBuf::from(&target.id);
-        Box::pin(async move {
-            Ok(Some(
-                Box::new(Workspace { root: workspace }) as Box<dyn TargetState>
-            ))
-        })
+        let workspace = Workspace::new(PathBuf::from(&target.id));
+        Box::pin(async move { Ok(Some(Box::new(workspace) as Box<dyn TargetState>)) })
     }
 }
 
 /// A workspace folder.
 #[derive(Debug)]
-struct Workspace {
+pub(crate) struct Workspace {
     root: PathBuf,
+    /// The home folder `~/` stands for in a path rule, as a string.
+    home: Option<String>,
+}
+
+impl assent_tools::PathFacts for Workspace {
+    fn home(&self) -> Option<&str> {
+        self.home.as_deref()
+    }
+
+    fn resolve(&self, path: &str) -> Result<String, String> {
+        let resolved = self.resolved(path)?;
+        resolved
+            .to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{} is not UTF-8", resolved.display()))
+    }
 }
 
 impl SummaryContext for Workspace {
@@ -60,10 +78,18 @@ impl SummaryContext for Workspace {
 }
 
 impl TargetState for Workspace {
+    fn paths(&self) -> Option<&dyn assent_tools::PathFacts> {
+        Some(self)
+    }
+
     fn before(&self, _tool_name: &str, args: &Value) -> Option<Value> {
         let text = |key: &str| args.get(key).and_then(Value::as_str);
-        let path = text("file_path").or_else(|| text("path"))?;
-        let path = self.inside(path)?;
+        let written = text("file_path").or_else(|| text("path"))?;
+        let path = self.inside(written)?;
+        // Where it leads, symlinks followed: read only what stays in the workspace.
+        if !self.resolved(written).ok()?.starts_with(&self.root) {
+            return None;
+        }
         let now = match std::fs::metadata(&path) {
             Ok(meta) if meta.is_file() && meta.len() <= MAX_FILE_BYTES => {
                 std::fs::read_to_string(&path).ok()?
@@ -91,6 +117,57 @@ impl TargetState for Workspace {
 }
 
 impl Workspace {
+    /// The workspace at `root`, `~/` standing for the home folder of the user this
+    /// process runs as.
+    pub(crate) fn new(root: PathBuf) -> Self {
+        let home = etcetera::home_dir()
+            .ok()
+            .and_then(|home| home.to_str().map(str::to_owned));
+        Self { root, home }
+    }
+
+    /// Where `path` (absolute, or relative to the workspace) leads: its longest existing
+    /// prefix canonicalized (every symlink followed), then the rest as written; under
+    /// the workspace's own name when it lies inside the workspace's real folder. A
+    /// dangling symlink on the way (writing through it creates its target, wherever
+    /// that is) or a folder that cannot be read is an error.
+    fn resolved(&self, path: &str) -> Result<PathBuf, String> {
+        let path = Path::new(path);
+        let full = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.root.join(path)
+        };
+        let mut existing = full.as_path();
+        let mut rest = Vec::new();
+        let real = loop {
+            match std::fs::canonicalize(existing) {
+                Ok(real) => break real,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if std::fs::symlink_metadata(existing).is_ok() {
+                        return Err(format!("{} is a symlink to nothing", existing.display()));
+                    }
+                    let (Some(parent), Some(name)) = (existing.parent(), existing.file_name())
+                    else {
+                        return Err(format!("no part of {} exists", full.display()));
+                    };
+                    rest.push(name);
+                    existing = parent;
+                }
+                Err(e) => return Err(format!("{}: {e}", existing.display())),
+            }
+        };
+        let mut resolved = real;
+        for name in rest.into_iter().rev() {
+            resolved.push(name);
+        }
+        let real_root = std::fs::canonicalize(&self.root).unwrap_or_else(|_| self.root.clone());
+        Ok(match resolved.strip_prefix(&real_root) {
+            Ok(inside) => self.root.join(inside),
+            Err(_) => resolved,
+        })
+    }
+
     /// `path` (absolute, or relative to the workspace) when it lies inside the
     /// workspace with no `.` or `..` in it.
     fn inside(&self, path: &str) -> Option<PathBuf> {
@@ -141,9 +218,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let file = dir.path().join("main.rs");
         std::fs::write(&file, "fn main() {\n    old();\n}\n").expect("file");
-        let workspace = Workspace {
-            root: dir.path().to_path_buf(),
-        };
+        let workspace = Workspace::new(dir.path().to_path_buf());
         let edit = json!({"file_path": file, "old_string": "old()", "new_string": "new()"});
         assert_eq!(
             workspace.before("Edit", &edit),
@@ -158,5 +233,56 @@ mod tests {
             let read = json!({"file_path": outside, "content": "x"});
             assert_eq!(workspace.before("Write", &read), None, "{outside}");
         }
+    }
+
+    /// Issue 52: a `Write` through `NOTES.md -> ~/.ssh/id_rsa` showed the key in the
+    /// item's "before"; a path leading outside the workspace is never read.
+    #[test]
+    fn a_symlink_out_of_the_workspace_is_never_read() {
+        let outside = tempfile::tempdir().expect("dir");
+        let key = outside.path().join("id_rsa");
+        std::fs::write(&key, "PRIVATE KEY\n").expect("key");
+        let dir = tempfile::tempdir().expect("dir");
+        std::os::unix::fs::symlink(&key, dir.path().join("NOTES.md")).expect("link");
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("keys")).expect("link");
+        std::fs::write(dir.path().join("inner.txt"), "inner\n").expect("file");
+        std::os::unix::fs::symlink(dir.path().join("inner.txt"), dir.path().join("alias"))
+            .expect("link");
+        std::os::unix::fs::symlink(outside.path().join("gone"), dir.path().join("dangling"))
+            .expect("link");
+        let workspace = Workspace::new(dir.path().to_path_buf());
+        for path in ["NOTES.md", "keys/id_rsa", "dangling"] {
+            let write = json!({"file_path": path, "content": "x\n"});
+            assert_eq!(workspace.before("Write", &write), None, "{path}");
+            let absolute = json!({"file_path": dir.path().join(path), "content": "x\n"});
+            assert_eq!(workspace.before("Write", &absolute), None, "{path}");
+        }
+        let inside = json!({"file_path": "alias", "content": "x\n"});
+        assert_eq!(
+            workspace.before("Write", &inside),
+            Some(json!("@@ line 1 @@\n-inner\n+x\n")),
+            "a symlink inside the workspace is followed"
+        );
+    }
+
+    /// Issue 52: where a path leads, for path rules.
+    #[test]
+    fn a_path_resolves_through_its_symlinks() {
+        use assent_tools::PathFacts;
+        let outside = tempfile::tempdir().expect("dir");
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::create_dir(dir.path().join("src")).expect("src");
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("src/keys")).expect("link");
+        let workspace = Workspace::new(dir.path().to_path_buf());
+        let real_outside = std::fs::canonicalize(outside.path()).expect("real");
+        assert_eq!(
+            workspace.resolve("src/keys/id_rsa"),
+            Ok(real_outside.join("id_rsa").display().to_string())
+        );
+        assert_eq!(
+            workspace.resolve("src/new/file.rs"),
+            Ok(dir.path().join("src/new/file.rs").display().to_string()),
+            "a path inside stays under the workspace's own name"
+        );
     }
 }

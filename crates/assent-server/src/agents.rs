@@ -290,6 +290,9 @@ pub(crate) struct RuleBody {
     action: String,
     /// With `ask`: how many distinct people confirm each call (1 removes a quorum).
     approvals: Option<u32>,
+    /// Keep a rule that names no tool the agent's coding agent sends (otherwise 400).
+    #[serde(default, rename = "anyName")]
+    any_name: bool,
 }
 
 pub(crate) async fn set_rule(
@@ -307,6 +310,7 @@ pub(crate) async fn set_rule(
         .map_err(ServerError::BadRequest)?;
     let change = RuleChange {
         approvals: body.approvals,
+        any_name: body.any_name,
         by: Some(caller.identity()),
         ..RuleChange::new(tool, action)
     };

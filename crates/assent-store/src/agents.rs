@@ -583,6 +583,53 @@ pub async fn set_approvals_needed(
 const HOLD_SECONDS: &str = "holdSeconds";
 const APPROVALS: &str = "approvals";
 
+/// The coding agent behind agent `agent`'s hook, and the tool names that kind sends,
+/// as its first hook event recorded them ([`record_kind`]); `None` when no hook event of
+/// it arrived (or the kind's names are not known).
+pub async fn kind_of(
+    conn: &mut AnyConnection,
+    agent: &str,
+) -> Result<Option<(String, Vec<String>)>, StoreError> {
+    let row = sqlx::query("SELECT kind, tool_names FROM agent_kinds WHERE agent_id = $1")
+        .bind(agent)
+        .fetch_optional(conn)
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let names: String = row.try_get("tool_names")?;
+    let names: Vec<String> = serde_json::from_str(&names)
+        .map_err(|e| StoreError::corrupt("agent_kinds", format!("tool_names: {e}")))?;
+    Ok(Some((row.try_get("kind")?, names)))
+}
+
+/// Records that agent `agent`'s hook is answered for a coding agent of `kind`, which
+/// sends the tools `names` (MCP tools aside), unless that is recorded already.
+/// Returns whether it changed.
+pub async fn record_kind(
+    conn: &mut AnyConnection,
+    agent: &str,
+    kind: &str,
+    names: &[&str],
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let names = serde_json::to_string(names)
+        .map_err(|e| StoreError::corrupt("agent_kinds", e.to_string()))?;
+    let done = sqlx::query(
+        "INSERT INTO agent_kinds (agent_id, kind, tool_names, recorded_at) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (agent_id) DO UPDATE
+            SET kind = excluded.kind, tool_names = excluded.tool_names, recorded_at = excluded.recorded_at
+            WHERE agent_kinds.kind <> excluded.kind OR agent_kinds.tool_names <> excluded.tool_names",
+    )
+    .bind(agent)
+    .bind(kind)
+    .bind(names)
+    .bind(timefmt::format(now))
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -363,7 +363,7 @@ macro_rules! past_calls_sql {
     ($filter:literal) => {
         concat!(
             "SELECT d.id, d.change_set_id, d.item_index, d.agent_id, d.tool_name, d.verdict, d.reason,
-                    d.edited_args, d.origin_host, d.decided_by, d.created_at,
+                    d.edited_args, d.origin_host, d.decided_by, d.created_at, d.args, d.target_id,
                     (SELECT MIN(g.grant_id) FROM delegations g WHERE g.decision_id = d.id) AS grant_id,
                     t.defined_at, t.hash AS tool_hash, t.pinned_hash AS tool_pinned_hash
              FROM decisions d
@@ -436,6 +436,9 @@ pub async fn past_calls(
             let decided_by: Option<String> = row.try_get("decided_by")?;
             let created_at: String = row.try_get("created_at")?;
             let grant_id: Option<String> = row.try_get("grant_id")?;
+            let args: String = row.try_get("args")?;
+            let args: serde_json::Value =
+                serde_json::from_str(&args).map_err(|e| corrupt(format!("args: {e}")))?;
             let defined_at: Option<String> = row.try_get("defined_at")?;
             let tool_hash: Option<String> = row.try_get("tool_hash")?;
             let tool_pinned: Option<String> = row.try_get("tool_pinned_hash")?;
@@ -464,6 +467,8 @@ pub async fn past_calls(
                 reason: row.try_get("reason")?,
                 reviewer: Some(decided_by.or(origin).unwrap_or_else(|| "local".to_owned())),
                 at: timefmt::parse(TABLE, &created_at)?,
+                args,
+                target_id: row.try_get("target_id")?,
             })
         })
         .collect()

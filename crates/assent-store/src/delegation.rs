@@ -95,7 +95,7 @@ pub fn session_covers(
             assent_tools::call_covers(
                 pattern,
                 tool,
-                Some(assent_tools::CallContext { args, target_id }),
+                Some(assent_tools::CallContext::new(args, target_id)),
             ) == assent_tools::Coverage::Yes
         }
         (None, Some(exact)) => {
@@ -263,7 +263,8 @@ pub async fn active_grants(
 
 /// The first active session grant of agent `agent_id` for `tool_name` in coding-agent
 /// session `session_id` that covers a call with `args` in workspace `target_id`
-/// ([`Grant::covers_in_session`]), oldest first.
+/// ([`Grant::covers_in_session`]), oldest first; only a grant given by answering a
+/// call in that same workspace covers it.
 pub async fn covering_session_grant(
     conn: &mut AnyConnection,
     agent_id: &str,
@@ -272,13 +273,17 @@ pub async fn covering_session_grant(
     args: &Value,
     target_id: &str,
 ) -> Result<Option<Grant>, StoreError> {
+    // A session grant covers the workspace the person saw: the target of the decision
+    // that created it (its correlation id), never another folder of the same session.
     let rows = sqlx::query(
         "SELECT * FROM grants WHERE agent_id = $1 AND session_id = $2 AND tool_name = $3 AND revoked_at IS NULL
+           AND EXISTS (SELECT 1 FROM decisions d WHERE d.id = grants.correlation_id AND d.target_id = $4)
          ORDER BY created_at, id",
     )
     .bind(agent_id)
     .bind(session_id)
     .bind(tool_name)
+    .bind(target_id)
     .fetch_all(conn)
     .await?;
     for row in &rows {

@@ -689,6 +689,7 @@ fn effects_consented(
             let call = CallContext {
                 args: &record["args"],
                 target_id: record["targetId"].as_str().unwrap_or_default(),
+                paths: None,
             };
             if let Some(problem) = unasked_problem(rules, allowed_by, tool, Some(call), at) {
                 fail(violations, ProofRule::Consent, problem);
@@ -1003,6 +1004,7 @@ mod tests {
             Some(CallContext {
                 args,
                 target_id: "/work",
+                paths: None,
             })
         };
         assert_eq!(

@@ -63,6 +63,12 @@ pub struct PastCall {
     pub automatic: bool,
     /// The definition of the call's tool in force now, when its host recorded one.
     pub definition: Option<ToolDefinition>,
+    /// The arguments the agent proposed (`null` when not known): for a tool whose
+    /// calls hold a command or a path, a suggestion is an argument pattern they
+    /// support, never the bare tool ([`supported_pattern`]).
+    pub args: serde_json::Value,
+    /// The id of the call's target (for a coding agent, its workspace).
+    pub target_id: String,
 }
 
 /// The definition of a host's tool in force now, as the host's catalog records it.
@@ -145,6 +151,11 @@ pub struct GrantSuggestion {
     pub agent: String,
     /// The tool.
     pub tool: String,
+    /// The rule's pattern when it is not the bare tool: for a tool whose calls hold a
+    /// command or a path, the argument pattern every counted call fits
+    /// (`Bash(git status:*)`, [`supported_pattern`]); absent for the tool's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
     /// The rule proposed: `allow`.
     pub rule: &'static str,
     /// When the rule would expire if applied now.
@@ -219,6 +230,29 @@ impl InForce {
     /// definition (a person allows that explicitly), and is not applied when a rule
     /// of another pattern would still decide the tool.
     pub fn refusal(&self, agent: &str, tool: &str) -> Option<String> {
+        self.refusal_of(agent, tool, None)
+    }
+
+    /// [`InForce::refusal`] of an `allow` of `rule_pattern` (an argument pattern of
+    /// `tool`) when given: an ask rule of the tool, whatever its pattern, would still
+    /// decide its calls, so it is refused too.
+    pub fn refusal_of(
+        &self,
+        agent: &str,
+        tool: &str,
+        rule_pattern: Option<&str>,
+    ) -> Option<String> {
+        if let Some(rule_pattern) = rule_pattern
+            && self.rule == Some(RuleAction::Ask.as_str())
+            && self.approvals.is_none()
+            && self.hold_seconds.is_none()
+            && !self.definition_changed
+        {
+            let pattern = self.pattern.as_deref().unwrap_or(tool);
+            return Some(format!(
+                "agent {agent}'s ask rule for {pattern} would still decide {tool} (deny over ask over allow): an allow of {rule_pattern} changes nothing"
+            ));
+        }
         let pattern = self.pattern.as_deref().unwrap_or(tool);
         if self.rule == Some(RuleAction::Deny.as_str()) {
             return Some(format!(
@@ -329,21 +363,178 @@ pub fn suggest_grants(
                 && e.rejected == 0
                 && e.undone == 0
         })
-        .map(|((agent, tool), evidence)| {
+        .filter_map(|((agent, tool), evidence)| {
+            let counted: Vec<&PastCall> = calls
+                .iter()
+                .filter(|c| c.agent_id == agent && c.tool_name == tool)
+                .filter(|c| c.of_current_definition() && !c.automatic)
+                .collect();
+            let pattern = match supported_pattern(tool, &counted) {
+                Supported::Tool => None,
+                Supported::Pattern(pattern) => Some(pattern),
+                Supported::Nothing => return None,
+            };
             let mut now = in_force(agent, tool);
             now.definition_changed |= changed.contains(&(agent, tool));
-            GrantSuggestion {
-                id: suggestion_id(agent, tool),
+            Some(GrantSuggestion {
+                id: suggestion_id(agent, pattern.as_deref().unwrap_or(tool)),
                 agent: agent.to_owned(),
                 tool: tool.to_owned(),
+                refused: now.refusal_of(agent, tool, pattern.as_deref()),
+                pattern,
                 rule: RuleAction::Allow.as_str(),
                 expires_at: options.now + options.expiry,
-                refused: now.refusal(agent, tool),
                 replaces: (!now.is_nothing()).then_some(now),
                 evidence,
-            }
+            })
         })
         .collect()
+}
+
+/// What the evidence of a tool supports ([`supported_pattern`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Supported {
+    /// The bare tool: its calls hold no command and no path.
+    Tool,
+    /// This argument pattern of the tool.
+    Pattern(String),
+    /// No rule: the calls hold commands or paths no pattern covers without covering
+    /// what the evidence says nothing about.
+    Nothing,
+}
+
+/// Fewer leading words than this, shared by different commands, support no pattern:
+/// `rm a` and `rm b` say nothing about `rm -rf ~`.
+const MIN_SHARED_WORDS: usize = 2;
+
+/// The pattern the `calls` of `tool` (a person's, of its current definition) support
+/// (issue 52: three harmless commands once gave `allow Bash`, which then allowed
+/// `rm -rf ~`). Calls that hold no command and no path support the bare tool. For
+/// commands: the exact command when every call ran the same one, else the first words
+/// they all share (at least [`MIN_SHARED_WORDS`]) as `Tool(git status:*)`. For paths:
+/// the exact path when every call named the same one, else their deepest common
+/// folder as `Tool(/abs/folder/**)`, when it lies strictly inside the call's target
+/// folder. Anything else (a chained command, a `*` a glob cannot say, a `..`, a mix
+/// of commands and paths, different targets) supports nothing.
+fn supported_pattern(tool: &str, calls: &[&PastCall]) -> Supported {
+    use crate::policy::{COMMAND_KEYS, PATH_KEYS};
+    let text = |call: &PastCall, keys: &[&str]| -> Vec<String> {
+        keys.iter()
+            .filter_map(|key| call.args.get(*key).and_then(serde_json::Value::as_str))
+            .map(str::to_owned)
+            .collect()
+    };
+    let commands: Vec<Vec<String>> = calls.iter().map(|c| text(c, &COMMAND_KEYS)).collect();
+    let paths: Vec<Vec<String>> = calls.iter().map(|c| text(c, &PATH_KEYS)).collect();
+    let any = |all: &[Vec<String>]| all.iter().any(|found| !found.is_empty());
+    let (any_command, any_path) = (any(&commands), any(&paths));
+    if !any_command && !any_path {
+        return Supported::Tool;
+    }
+    // One kind, one value in every call: a pattern of the other kind, or a call
+    // without any, says nothing the pattern could cover.
+    let single = |all: Vec<Vec<String>>| -> Option<Vec<String>> {
+        all.into_iter()
+            .map(|found| {
+                (found.len() == 1)
+                    .then(|| found.into_iter().next())
+                    .flatten()
+            })
+            .collect()
+    };
+    let pattern = match (any_command, any_path) {
+        (true, false) => single(commands).and_then(|commands| command_pattern(&commands)),
+        (false, true) => {
+            let same_target = calls.windows(2).all(|w| w[0].target_id == w[1].target_id);
+            let target = calls
+                .first()
+                .map(|c| c.target_id.as_str())
+                .unwrap_or_default();
+            single(paths)
+                .filter(|_| same_target)
+                .and_then(|paths| path_pattern(&paths, target))
+        }
+        _ => None,
+    };
+    match pattern {
+        Some(argument) => Supported::Pattern(format!("{tool}({argument})")),
+        None => Supported::Nothing,
+    }
+}
+
+/// The command pattern `commands` support: see [`supported_pattern`].
+fn command_pattern(commands: &[String]) -> Option<String> {
+    use crate::policy::SHELL_CHAINS;
+    let plain = |command: &String| {
+        !command.contains('*')
+            && !command.contains('(')
+            && !command.contains(')')
+            && !SHELL_CHAINS.iter().any(|chain| command.contains(chain))
+    };
+    if commands.is_empty() || !commands.iter().all(plain) {
+        return None;
+    }
+    let words: Vec<Vec<&str>> = commands
+        .iter()
+        .map(|c| c.split_whitespace().collect())
+        .collect();
+    if words.windows(2).all(|w| w[0] == w[1]) {
+        return Some(words[0].join(" ")).filter(|c| !c.is_empty());
+    }
+    let shared = (0..)
+        .take_while(|&at| {
+            words[0]
+                .get(at)
+                .is_some_and(|word| words.iter().all(|w| w.get(at) == Some(word)))
+        })
+        .count();
+    (shared >= MIN_SHARED_WORDS).then(|| format!("{}:*", words[0][..shared].join(" ")))
+}
+
+/// The path pattern `paths` (of calls on target `target`) support: see
+/// [`supported_pattern`].
+fn path_pattern(paths: &[String], target: &str) -> Option<String> {
+    let segments = |p: &str| -> Option<Vec<String>> {
+        let parts: Vec<String> = p
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let plain = parts.iter().all(|s| {
+            s != "." && s != ".." && !s.contains('*') && !s.contains('(') && !s.contains(')')
+        });
+        plain.then_some(parts)
+    };
+    // A target that is no folder (an MCP gateway's) supports exact absolute paths only.
+    let root = segments(target).filter(|_| target.starts_with('/'));
+    let absolute: Vec<Vec<String>> = paths
+        .iter()
+        .map(|p| {
+            let parts = segments(p)?;
+            if p.starts_with('/') {
+                Some(parts)
+            } else {
+                Some(root.as_ref()?.iter().cloned().chain(parts).collect())
+            }
+        })
+        .collect::<Option<_>>()?;
+    let first = absolute.first()?;
+    if absolute.windows(2).all(|w| w[0] == w[1]) {
+        return Some(format!("/{}", first.join("/")));
+    }
+    let root = root?;
+    let shared = (0..)
+        .take_while(|&at| {
+            first.get(at).is_some_and(|part| {
+                absolute
+                    .iter()
+                    .all(|p| p.len() > at + 1 && p.get(at) == Some(part))
+            })
+        })
+        .count();
+    let folder = &first[..shared];
+    (folder.len() > root.len() && folder.starts_with(&root))
+        .then(|| format!("/{}/**", folder.join("/")))
 }
 
 /// A past call a rule treats otherwise than the person did: one a backtested rule
@@ -611,8 +802,144 @@ mod tests {
                 at: T0 + Duration::minutes(minute),
                 automatic: false,
                 definition: None,
+                args: serde_json::json!({"title": "t"}),
+                target_id: "t1".to_owned(),
             })
             .collect()
+    }
+
+    /// `calls` of `tool` by agent `a` confirmed unchanged, with these arguments, on
+    /// workspace `/w`.
+    fn with_args(tool: &str, args: &[serde_json::Value]) -> Vec<PastCall> {
+        args.iter()
+            .enumerate()
+            .map(|(at, args)| PastCall {
+                args: args.clone(),
+                target_id: "/w".to_owned(),
+                ..calls(
+                    "a",
+                    tool,
+                    PastOutcome::ConfirmedUnchanged,
+                    at as i64,
+                    1,
+                    "ann",
+                )
+                .remove(0)
+            })
+            .collect()
+    }
+
+    /// Issue 52: three different harmless commands once gave `allow Bash`, and then
+    /// `rm -rf ~` ran. A tool of commands or paths gets only the argument pattern the
+    /// evidence supports, or nothing; never the bare tool.
+    #[test]
+    fn commands_and_paths_are_suggested_as_the_patterns_they_support_or_not_at_all() {
+        use serde_json::json;
+        let cmd = |c: &str| json!({"command": c});
+        let path = |p: &str| json!({"file_path": p, "content": "x"});
+        let cases: &[(&str, Vec<serde_json::Value>, Option<&str>)] = &[
+            ("Bash", vec![cmd("ls"), cmd("pwd"), cmd("whoami")], None),
+            (
+                "Bash",
+                vec![
+                    cmd("git status"),
+                    cmd("git status -s"),
+                    cmd("git status --short"),
+                ],
+                Some("Bash(git status:*)"),
+            ),
+            ("Bash", vec![cmd("rm a"), cmd("rm b"), cmd("rm c")], None),
+            (
+                "Bash",
+                vec![cmd("cargo test"), cmd("cargo test"), cmd("cargo test")],
+                Some("Bash(cargo test)"),
+            ),
+            ("Bash", vec![cmd("git status; rm -rf ~"); 3], None),
+            ("Bash", vec![cmd("ls *.rs"); 3], None),
+            (
+                "Edit",
+                vec![path("/w/src/a.rs"), path("src/b/c.rs"), path("/w/src/d.rs")],
+                Some("Edit(/w/src/**)"),
+            ),
+            (
+                "Edit",
+                vec![path("/w/a.rs"), path("/w/src/b.rs"), path("/w/c")],
+                None,
+            ),
+            ("Edit", vec![path("/w/a.rs"); 3], Some("Edit(/w/a.rs)")),
+            (
+                "Edit",
+                vec![path("/elsewhere/a.rs"); 3],
+                Some("Edit(/elsewhere/a.rs)"),
+            ),
+            (
+                "Edit",
+                vec![path("/etc/a"), path("/etc/b"), path("/etc/c")],
+                None,
+            ),
+            ("Edit", vec![path("/w/src/../../etc/x"); 3], None),
+            (
+                "Bash",
+                vec![cmd("git status"), path("/w/src/a"), cmd("git status")],
+                None,
+            ),
+            (
+                "create_issue",
+                vec![
+                    json!({"repo": "a"}),
+                    json!({"repo": "b"}),
+                    json!({"repo": "c"}),
+                ],
+                Some("create_issue"),
+            ),
+        ];
+        for (tool, args, expected) in cases {
+            let found = suggest(&with_args(tool, args), 3);
+            let shown: Option<String> = found
+                .first()
+                .map(|s| s.pattern.clone().unwrap_or_else(|| s.tool.clone()));
+            assert_eq!(shown.as_deref(), *expected, "{tool} {args:?}");
+            if let Some(s) = found.first() {
+                let rule = ToolRule::new(shown.unwrap(), RuleAction::Allow).expect("a rule");
+                for call in args {
+                    assert_eq!(
+                        rule.covers(tool, Some(crate::CallContext::new(call, "/w"))),
+                        crate::Coverage::Yes,
+                        "the suggested rule covers its evidence: {call}"
+                    );
+                }
+                assert_eq!(
+                    s.id,
+                    suggestion_id("a", s.pattern.as_deref().unwrap_or(tool))
+                );
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Issue 52: a suggestion for a shell tool is never the bare tool, and never
+        /// covers a command that shares fewer than two leading words with its evidence.
+        #[test]
+        fn a_shell_suggestion_is_never_the_whole_shell(
+            commands in proptest::collection::vec("[a-c]{1,2}( [a-c]{1,2}){0,3}", 1..5),
+            other in "[a-c]{1,2}( [a-c]{1,2}){0,3}",
+        ) {
+            let args: Vec<serde_json::Value> =
+                commands.iter().map(|c| serde_json::json!({"command": c})).collect();
+            for s in suggest(&with_args("Bash", &args), 1) {
+                let pattern = s.pattern.clone().expect("never the bare tool");
+                let rule = ToolRule::new(pattern, RuleAction::Allow).expect("a rule");
+                let call = serde_json::json!({"command": other});
+                if rule.covers("Bash", Some(crate::CallContext::new(&call, "/w"))) == crate::Coverage::Yes {
+                    let words: Vec<&str> = other.split_whitespace().collect();
+                    proptest::prop_assert!(commands.iter().any(|c| {
+                        let theirs: Vec<&str> = c.split_whitespace().collect();
+                        theirs == words
+                            || (theirs.len() >= 2 && other.starts_with(&theirs[..2].join(" ")))
+                    }), "{other} covered by evidence {commands:?}");
+                }
+            }
+        }
     }
 
     fn options(min: u32) -> SuggestOptions {

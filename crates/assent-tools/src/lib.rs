@@ -55,8 +55,9 @@ pub use history::{
     shadow_report, suggest_grants, suggestion_id,
 };
 pub use policy::{
-    AgentPolicy, CallContext, Coverage, Denial, PolicyDecision, Requirements, RuleAction,
-    TargetCategory, ToolRule, ToolSettingEntry, ToolSettingsTable, call_covers, name_matches,
+    AgentPolicy, CallContext, Coverage, Denial, PathFacts, PolicyDecision, Requirements,
+    RuleAction, TargetCategory, ToolRule, ToolSettingEntry, ToolSettingsTable, call_covers,
+    name_matches,
 };
 pub use registry::{
     BatchSpec, CompensationFn, SummaryContext, SummaryFn, ToolMode, ToolRegistry, ToolSpec,

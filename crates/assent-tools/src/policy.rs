@@ -131,14 +131,52 @@ pub fn name_matches(pattern: &str, name: &str) -> bool {
     call_covers(pattern, name, None) == Coverage::Yes
 }
 
-/// What an argument pattern reads of a call: its arguments, and the id of its target
-/// (for a coding agent's call, the workspace a relative path pattern starts from).
+/// What an argument pattern reads of a call: its arguments, the id of its target (for
+/// a coding agent's call, the workspace a relative path pattern starts from), and what
+/// the machine says of its paths when the target has files ([`PathFacts`]).
 #[derive(Debug, Clone, Copy)]
 pub struct CallContext<'a> {
     /// The call's arguments.
     pub args: &'a serde_json::Value,
     /// Its target's id.
     pub target_id: &'a str,
+    /// Where its paths lead and what `~/` stands for, found by the target's host
+    /// ([`crate::TargetState::paths`]); `None` when the target has no files here (a
+    /// path is then judged as written, and a `~/` path pattern is unsure of it).
+    pub paths: Option<&'a dyn PathFacts>,
+}
+
+impl<'a> CallContext<'a> {
+    /// The context of a call with `args` on target `target_id`, with no path facts.
+    pub fn new(args: &'a serde_json::Value, target_id: &'a str) -> Self {
+        Self {
+            args,
+            target_id,
+            paths: None,
+        }
+    }
+
+    /// The same context with the path facts of the call's target.
+    #[must_use]
+    pub fn with_paths(self, paths: Option<&'a dyn PathFacts>) -> Self {
+        Self { paths, ..self }
+    }
+}
+
+/// What the machine says of a call's paths: found by the shell that owns the files
+/// (the coding agents' workspace host), read by the pure matcher, so a path rule judges
+/// where a path leads and not only how it is written.
+pub trait PathFacts: std::fmt::Debug + Send + Sync {
+    /// The home folder a `~/` path pattern stands for (the agents' own reading of
+    /// `~`), when known.
+    fn home(&self) -> Option<&str>;
+
+    /// Where `path` (absolute, or relative to the target's folder) leads: its longest
+    /// existing prefix with every symlink followed, then the rest as written; a path
+    /// inside the target's folder is given under the folder as the target names it.
+    /// `Err` with the reason when it cannot be told (a dangling symlink, an unreadable
+    /// folder): the matcher is then unsure.
+    fn resolve(&self, path: &str) -> Result<String, String>;
 }
 
 /// How surely a pattern covers a call.
@@ -156,8 +194,8 @@ pub enum Coverage {
 
 /// The arguments an argument pattern is read against, in the order looked for: a
 /// command-like tool's command, a file tool's path.
-const COMMAND_KEYS: [&str; 2] = ["command", "cmd"];
-const PATH_KEYS: [&str; 3] = ["file_path", "path", "notebook_path"];
+pub(crate) const COMMAND_KEYS: [&str; 2] = ["command", "cmd"];
+pub(crate) const PATH_KEYS: [&str; 3] = ["file_path", "path", "notebook_path"];
 
 /// Whether `pattern` covers a call of tool `name` (with `call`, when the call is
 /// known): the one matcher of rules and settings. A plain pattern matches the name
@@ -168,8 +206,10 @@ const PATH_KEYS: [&str; 3] = ["file_path", "path", "notebook_path"];
 /// `$(`, redirections, a line break); for a file tool (`file_path`, `path`,
 /// `notebook_path`) a path glob (`*` within a segment, `**` across them), read from the
 /// target's id (the workspace) when relative, unsure for a path with `.` or `..`
-/// segments; for any other tool a glob over the arguments' canonical JSON
-/// (`create_issue(*"repo":"acme/web"*)`). A call holding several of these is covered
+/// segments; for any other tool named top-level arguments (`create_issue(repo=acme/web)`,
+/// several joined by `,`) or a glob over the arguments' canonical JSON, sure only of a
+/// match at the top level (`create_issue(*"repo":"acme/web"*)`, unsure when only a
+/// nested copy matches: [`arguments_cover`]). A call holding several of these is covered
 /// only when every command and path is, and not covered only when none is and the
 /// whole arguments are not either: anything between is unsure.
 pub fn call_covers(pattern: &str, name: &str, call: Option<CallContext<'_>>) -> Coverage {
@@ -192,19 +232,14 @@ pub fn call_covers(pattern: &str, name: &str, call: Option<CallContext<'_>>) -> 
     // Every command and path the call holds is read, and the whole arguments too, so
     // an argument the agent adds can only make a call less allowed and more denied.
     let text = |key: &&str| call.args.get(*key).and_then(serde_json::Value::as_str);
-    let specific: Vec<Coverage> =
-        COMMAND_KEYS
-            .iter()
-            .filter_map(|key| text(key).map(|command| command_covers(argument, command)))
-            .chain(PATH_KEYS.iter().filter_map(|key| {
-                text(key).map(|path| path_covers(argument, path, call.target_id))
-            }))
-            .collect();
-    let whole = if glob_matches(argument, &assent_domain::canonical_json(call.args)) {
-        Coverage::Yes
-    } else {
-        Coverage::No
-    };
+    let specific: Vec<Coverage> = COMMAND_KEYS
+        .iter()
+        .filter_map(|key| text(key).map(|command| command_covers(argument, command)))
+        .chain(PATH_KEYS.iter().filter_map(|key| {
+            text(key).map(|path| path_covers(argument, path, call.target_id, call.paths))
+        }))
+        .collect();
+    let whole = arguments_cover(argument, call.args);
     if specific.is_empty() {
         return whole;
     }
@@ -217,6 +252,106 @@ pub fn call_covers(pattern: &str, name: &str, call: Option<CallContext<'_>>) -> 
     }
 }
 
+/// What an argument pattern says of the whole arguments: named top-level arguments
+/// (`repo=acme/web`, several joined by `,`: [`named_arguments`]) cover a call whose
+/// every named argument is there and matches its glob (over its string value, or its
+/// canonical JSON when it is no string); any other pattern is a glob over the
+/// arguments' canonical JSON, sure only of what it finds at the top level: it covers
+/// (`Yes`) when it matches the arguments with every nested object's and array's
+/// contents hidden ([`top_level_json`]), and is unsure when it matches only with them
+/// (`{"repo":"acme/evil","x":{"repo":"acme/web"}}` for `*"repo":"acme/web"*`), so a
+/// nested copy of an allowed value never allows.
+fn arguments_cover(argument: &str, args: &serde_json::Value) -> Coverage {
+    if let Some(named) = named_arguments(argument) {
+        let covered = named.iter().all(|(key, glob)| {
+            args.get(*key).is_some_and(|value| match value {
+                serde_json::Value::String(text) => glob_matches(glob, text),
+                other => glob_matches(glob, &assent_domain::canonical_json(other)),
+            })
+        });
+        return if covered { Coverage::Yes } else { Coverage::No };
+    }
+    if glob_matches(argument, &top_level_json(args)) {
+        Coverage::Yes
+    } else if glob_matches(argument, &assent_domain::canonical_json(args)) {
+        Coverage::Unsure
+    } else {
+        Coverage::No
+    }
+}
+
+/// What stands for a nested object or array in [`top_level_json`], whatever it holds: control
+/// characters, which canonical JSON never holds unescaped, so no glob written to find a
+/// value can find it there.
+const NESTED: &str = "\u{1}\u{1}";
+
+/// The canonical JSON of `args` with every object and array inside it replaced by
+/// [`NESTED`] (`{"repo":"acme/evil","x":␁␁}`): what lies at its top level.
+fn top_level_json(args: &serde_json::Value) -> String {
+    let serde_json::Value::Object(map) = args else {
+        return match args {
+            serde_json::Value::Array(_) => NESTED.to_owned(),
+            other => assent_domain::canonical_json(other),
+        };
+    };
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    let fields: Vec<String> = keys
+        .into_iter()
+        .map(|key| {
+            let value = match &map[key] {
+                serde_json::Value::Object(_) | serde_json::Value::Array(_) => NESTED.to_owned(),
+                other => assent_domain::canonical_json(other),
+            };
+            format!("{}:{value}", serde_json::Value::String(key.clone()))
+        })
+        .collect();
+    format!("{{{}}}", fields.join(","))
+}
+
+/// The named top-level arguments of an argument pattern `KEY=GLOB[,KEY=GLOB…]`, or
+/// `None` when it is not one (a key is a letter or `_`, then letters, digits, `_`, `-`;
+/// a `,` starts the next pair only when a key and `=` follow it, so a glob may hold
+/// commas: `title=a,b` names one argument).
+fn named_arguments(argument: &str) -> Option<Vec<(&str, &str)>> {
+    fn key_len(text: &str) -> Option<usize> {
+        let mut chars = text.char_indices();
+        let (_, first) = chars.next()?;
+        if !(first.is_ascii_alphabetic() || first == '_') {
+            return None;
+        }
+        for (at, c) in chars {
+            if c == '=' {
+                return Some(at);
+            }
+            if !(c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                return None;
+            }
+        }
+        None
+    }
+    let mut pairs = Vec::new();
+    let mut rest = argument;
+    loop {
+        let key = key_len(rest)?;
+        let value_start = key + 1;
+        let next = rest[value_start..]
+            .match_indices(',')
+            .map(|(at, _)| value_start + at)
+            .find(|&comma| key_len(&rest[comma + 1..]).is_some());
+        match next {
+            Some(comma) => {
+                pairs.push((&rest[..key], &rest[value_start..comma]));
+                rest = &rest[comma + 1..];
+            }
+            None => {
+                pairs.push((&rest[..key], &rest[value_start..]));
+                return Some(pairs);
+            }
+        }
+    }
+}
+
 /// A pattern split into its tool and argument parts (`None` for a plain pattern), or
 /// why it can match nothing.
 fn parse_pattern(pattern: &str) -> Result<Option<(&str, &str)>, String> {
@@ -226,6 +361,9 @@ fn parse_pattern(pattern: &str) -> Result<Option<(&str, &str)>, String> {
         }
         return Ok(None);
     };
+    if pattern.chars().any(char::is_control) {
+        return Err("a pattern holds no control characters".into());
+    }
     let tool = &pattern[..open];
     let Some(argument) = pattern[open + 1..].strip_suffix(')') else {
         return Err("an argument pattern is written TOOL(ARGUMENT), ending with \")\"".into());
@@ -243,7 +381,7 @@ fn parse_pattern(pattern: &str) -> Result<Option<(&str, &str)>, String> {
 
 /// The characters that chain or redirect shell commands: a command holding one is not
 /// judged by a pattern for its first command.
-const SHELL_CHAINS: [&str; 8] = [";", "&", "|", "`", "$(", ">", "<", "\n"];
+pub(crate) const SHELL_CHAINS: [&str; 8] = [";", "&", "|", "`", "$(", ">", "<", "\n"];
 
 fn command_covers(argument: &str, command: &str) -> Coverage {
     let command = command.trim();
@@ -261,7 +399,44 @@ fn command_covers(argument: &str, command: &str) -> Coverage {
     }
 }
 
-fn path_covers(argument: &str, path: &str, workspace: &str) -> Coverage {
+/// A path pattern against a call's path: as written, and, when the target's host says
+/// where it leads ([`PathFacts::resolve`]), against that too; sure only when both
+/// readings agree (a symlink `src/keys -> ~/.ssh` leaves `Edit(src/**)` unsure of
+/// `src/keys/id_rsa`, and lets `Read(~/.ssh/**)` count for it). A pattern starting
+/// with `~/` is read from the home folder the facts name, and is unsure without one.
+fn path_covers(
+    argument: &str,
+    path: &str,
+    workspace: &str,
+    facts: Option<&dyn PathFacts>,
+) -> Coverage {
+    let home_pattern;
+    let argument = match argument.strip_prefix('~') {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            let Some(home) = facts.and_then(|facts| facts.home()) else {
+                return Coverage::Unsure;
+            };
+            home_pattern = format!("{}{rest}", home.trim_end_matches('/'));
+            home_pattern.as_str()
+        }
+        _ => argument,
+    };
+    let written = path_covers_as_written(argument, path, workspace);
+    let Some(facts) = facts else {
+        return written;
+    };
+    if written == Coverage::Unsure {
+        return written;
+    }
+    match facts.resolve(path) {
+        Ok(resolved) if path_covers_as_written(argument, &resolved, workspace) == written => {
+            written
+        }
+        Ok(_) | Err(_) => Coverage::Unsure,
+    }
+}
+
+fn path_covers_as_written(argument: &str, path: &str, workspace: &str) -> Coverage {
     let segments = |p: &str| -> Option<Vec<String>> {
         let parts: Vec<String> = p
             .split('/')
@@ -281,7 +456,14 @@ fn path_covers(argument: &str, path: &str, workspace: &str) -> Coverage {
     };
     let relative: Vec<String> = match (pattern_absolute, path) {
         (true, (true, path)) => return segments_match(&pattern, &path),
-        (true, (false, _)) => return Coverage::Unsure,
+        // A relative path lies in the workspace: read from it when it is absolute.
+        (true, (false, path)) => {
+            let Some(mut root) = segments(workspace).filter(|_| workspace.starts_with('/')) else {
+                return Coverage::Unsure;
+            };
+            root.extend(path);
+            return segments_match(&pattern, &root);
+        }
         (false, (false, path)) => path,
         (false, (true, path)) => {
             let Some(root) = segments(workspace).filter(|_| workspace.starts_with('/')) else {
@@ -793,12 +975,82 @@ mod tests {
                 Unsure,
             ),
             ("mcp__*(*)", "mcp__github__x", json!({}), Yes),
+            // Issue 52: a nested copy of the allowed value is no match at the top level.
+            (
+                "create_issue(*\"repo\":\"acme/web\"*)",
+                "create_issue",
+                json!({"repo": "acme/evil", "x": {"repo": "acme/web"}}),
+                Unsure,
+            ),
+            (
+                "create_issue(*\"repo\":\"acme/web\"*)",
+                "create_issue",
+                json!({"repo": "acme/evil", "x": [{"repo": "acme/web"}]}),
+                Unsure,
+            ),
+            (
+                "create_issue(*\"repo\":\"acme/web\"*)",
+                "create_issue",
+                json!({"repo": "acme/web", "labels": ["a"], "x": {"y": 1}}),
+                Yes,
+            ),
+            (
+                "create_issue(repo=acme/web)",
+                "create_issue",
+                json!({"repo": "acme/web", "title": "t"}),
+                Yes,
+            ),
+            (
+                "create_issue(repo=acme/web)",
+                "create_issue",
+                json!({"repo": "acme/evil", "x": {"repo": "acme/web"}}),
+                No,
+            ),
+            (
+                "create_issue(repo=acme/web)",
+                "create_issue",
+                json!({"title": "repo=acme/web"}),
+                No,
+            ),
+            (
+                "create_issue(repo=acme/*)",
+                "create_issue",
+                json!({"repo": "acme/api"}),
+                Yes,
+            ),
+            (
+                "create_issue(owner=acme,repo=web)",
+                "create_issue",
+                json!({"owner": "acme", "repo": "web"}),
+                Yes,
+            ),
+            (
+                "create_issue(owner=acme,repo=web)",
+                "create_issue",
+                json!({"owner": "acme", "repo": "api"}),
+                No,
+            ),
+            (
+                "create_issue(title=a,b)",
+                "create_issue",
+                json!({"title": "a,b"}),
+                Yes,
+            ),
+            (
+                "create_issue(count=3)",
+                "create_issue",
+                json!({"count": 3}),
+                Yes,
+            ),
+            (
+                "create_issue(count=3)",
+                "create_issue",
+                json!({"count": "3"}),
+                Yes,
+            ),
         ];
         for (pattern, tool, args, expected) in cases {
-            let call = CallContext {
-                args,
-                target_id: ws,
-            };
+            let call = CallContext::new(args, ws);
             assert_eq!(
                 call_covers(pattern, tool, Some(call)),
                 *expected,
@@ -809,6 +1061,111 @@ mod tests {
                 "{pattern}: no name alone is covered"
             );
         }
+    }
+
+    /// What a workspace host would find: a home folder, and symlinks (`from` → `to`).
+    #[derive(Debug)]
+    struct Facts {
+        home: Option<&'static str>,
+        links: Vec<(&'static str, &'static str)>,
+    }
+
+    impl PathFacts for Facts {
+        fn home(&self) -> Option<&str> {
+            self.home
+        }
+
+        fn resolve(&self, path: &str) -> Result<String, String> {
+            let absolute = if path.starts_with('/') {
+                path.to_owned()
+            } else {
+                format!("/w/{path}")
+            };
+            if absolute.contains("dangling") {
+                return Err("a symlink to nothing".into());
+            }
+            Ok(self
+                .links
+                .iter()
+                .find_map(|(from, to)| {
+                    absolute
+                        .strip_prefix(from)
+                        .map(|rest| format!("{to}{rest}"))
+                })
+                .unwrap_or(absolute))
+        }
+    }
+
+    /// Issue 52: `Edit(src/**)` allowed an edit through `src/keys -> ~/.ssh`, and
+    /// `Read(~/.ssh/**)` was read as a folder named `~` in the workspace. A path rule
+    /// reads where a path leads too (sure only when both readings agree), and `~/` is
+    /// the home folder the host names (unsure without one).
+    #[test]
+    fn a_path_rule_reads_where_a_path_leads_and_tilde_is_the_home_folder() {
+        use Coverage::{No, Unsure, Yes};
+        let facts = Facts {
+            home: Some("/home/u"),
+            links: vec![
+                ("/w/src/keys", "/home/u/.ssh"),
+                ("/w/NOTES.md", "/home/u/.ssh/id_rsa"),
+                ("/w/src/alias", "/w/src/real"),
+            ],
+        };
+        let no_home = Facts {
+            home: None,
+            links: Vec::new(),
+        };
+        let cases: &[(&str, &str, Option<&Facts>, Coverage)] = &[
+            ("Edit(src/**)", "/w/src/main.rs", Some(&facts), Yes),
+            ("Edit(src/**)", "src/keys/id_rsa", Some(&facts), Unsure),
+            ("Edit(src/**)", "/w/src/keys/id_rsa", Some(&facts), Unsure),
+            ("Edit(src/**)", "/w/src/alias/x.rs", Some(&facts), Yes),
+            ("Edit(src/**)", "/w/src/dangling", Some(&facts), Unsure),
+            ("Edit(src/**)", "/w/src/keys/id_rsa", None, Yes),
+            ("Read(~/.ssh/**)", "/home/u/.ssh/id_rsa", Some(&facts), Yes),
+            ("Read(~/.ssh/**)", "/w/NOTES.md", Some(&facts), Unsure),
+            ("Read(~/.ssh/**)", "NOTES.md", Some(&facts), Unsure),
+            ("Read(~/.ssh/**)", "/w/src/main.rs", Some(&facts), No),
+            ("Read(~/.ssh/**)", "/w/~/.ssh/id_rsa", Some(&facts), No),
+            (
+                "Read(~/.ssh/**)",
+                "/home/u/.ssh/id_rsa",
+                Some(&no_home),
+                Unsure,
+            ),
+            ("Read(~/.ssh/**)", "/home/u/.ssh/id_rsa", None, Unsure),
+            ("Read(~)", "/home/u", Some(&facts), Yes),
+            ("Read(/etc/**)", "x", Some(&facts), No),
+            ("Read(/w/src/**)", "src/main.rs", None, Yes),
+        ];
+        for (pattern, path, facts, expected) in cases {
+            let args = json!({"file_path": path});
+            let call = CallContext::new(&args, "/w").with_paths(facts.map(|f| f as &dyn PathFacts));
+            let tool = pattern.split_once('(').map_or("Read", |(tool, _)| tool);
+            assert_eq!(
+                call_covers(pattern, tool, Some(call)),
+                *expected,
+                "{pattern} {path}"
+            );
+        }
+        // So a deny rule for the home folder's keys denies a read through a link, and
+        // an allow of `src/**` asks about one.
+        let deny = AgentPolicy::new(["code"])
+            .with_rule(ToolRule::new("Read(~/.ssh/**)", RuleAction::Deny).expect("a rule"));
+        let args = json!({"file_path": "/w/NOTES.md"});
+        let call = CallContext::new(&args, "/w").with_paths(Some(&facts));
+        assert_eq!(
+            deny.route_call(&tool("Read", ToolMode::Immediate), Some(call)),
+            RuleAction::Deny
+        );
+        let allow = AgentPolicy::new(["code"])
+            .with_rule(ToolRule::new("Edit(src/**)", RuleAction::Allow).expect("a rule"));
+        let args = json!({"file_path": "/w/src/keys/id_rsa"});
+        let call = CallContext::new(&args, "/w").with_paths(Some(&facts));
+        assert_eq!(
+            allow.route_call(&tool("Edit", ToolMode::Deferred), Some(call)),
+            RuleAction::Ask
+        );
     }
 
     #[test]
@@ -831,10 +1188,7 @@ mod tests {
     fn an_unsure_argument_pattern_counts_for_ask_and_deny_and_never_for_allow() {
         let spec = tool("Bash", ToolMode::Deferred);
         let chained = json!({"command": "git status; rm -rf /"});
-        let call = Some(CallContext {
-            args: &chained,
-            target_id: "/p",
-        });
+        let call = Some(CallContext::new(&chained, "/p"));
         let rule = |action| ToolRule::new("Bash(git status*)", action).expect("a rule");
         let allow = AgentPolicy::new(["code"]).with_rule(rule(RuleAction::Allow));
         assert_eq!(
@@ -845,10 +1199,7 @@ mod tests {
         let deny = AgentPolicy::new(["code"]).with_rule(rule(RuleAction::Deny));
         assert_eq!(deny.route_call(&spec, call), RuleAction::Deny);
         let plain = json!({"command": "git status"});
-        let plain = Some(CallContext {
-            args: &plain,
-            target_id: "/p",
-        });
+        let plain = Some(CallContext::new(&plain, "/p"));
         assert_eq!(allow.route_call(&spec, plain), RuleAction::Allow);
         assert_eq!(
             allow.allowed_by_call(&spec, plain),
@@ -1033,6 +1384,65 @@ mod tests {
             ToolSettingsTable::default().requirements("x"),
             Requirements::default()
         );
+    }
+
+    /// A top-level object with the value `nested` under key `x`.
+    fn with_nested(top: &str, nested: serde_json::Value) -> serde_json::Value {
+        json!({"repo": top, "title": "t", "x": nested})
+    }
+
+    fn nested_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            "[a-z/\":*]{0,12}".prop_map(serde_json::Value::String),
+            any::<i64>().prop_map(|n| json!(n)),
+            Just(serde_json::Value::Null),
+        ];
+        leaf.prop_recursive(3, 12, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::Array),
+                proptest::collection::btree_map("[a-z\"]{1,6}", inner, 0..4)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Issue 52: a JSON glob never gives `Yes` for a match found only in a nested
+        /// value: whether it covers surely does not depend on what objects and arrays
+        /// inside the arguments hold.
+        #[test]
+        fn a_json_glob_is_sure_only_of_the_top_level(
+            pattern in "[*]?[a-z\":/{}*]{0,10}[*]?",
+            top in "[a-z/]{0,8}",
+            one in nested_value(),
+            other in nested_value(),
+        ) {
+            let pattern = format!("create_issue({pattern})");
+            proptest::prop_assume!(ToolRule::new(pattern.clone(), RuleAction::Allow).is_ok());
+            let cover = |nested: serde_json::Value| {
+                let nested = match nested {
+                    v @ (serde_json::Value::Array(_) | serde_json::Value::Object(_)) => v,
+                    leaf => json!([leaf]),
+                };
+                let args = with_nested(&top, nested);
+                call_covers(&pattern, "create_issue", Some(CallContext::new(&args, "/w")))
+            };
+            proptest::prop_assert_eq!(cover(one) == Coverage::Yes, cover(other) == Coverage::Yes);
+        }
+
+        /// The nested copy the attack used is never a sure match, whatever the top-level
+        /// value is.
+        #[test]
+        fn a_nested_copy_of_the_allowed_repo_never_allows(top in "[a-z/]{0,12}", key in "[a-z]{1,5}") {
+            proptest::prop_assume!(top != "acme/web");
+            let args = json!({"repo": top, key: {"repo": "acme/web"}});
+            let call = Some(CallContext::new(&args, "/w"));
+            let rule = ToolRule::new("create_issue(*\"repo\":\"acme/web\"*)", RuleAction::Allow).expect("a rule");
+            let policy = AgentPolicy::new(["code"]).with_rule(rule);
+            let spec = tool("create_issue", ToolMode::Deferred);
+            proptest::prop_assert_eq!(policy.route_call(&spec, call), RuleAction::Ask);
+        }
     }
 
     proptest::proptest! {

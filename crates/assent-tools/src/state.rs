@@ -6,7 +6,7 @@
 //! `assent-journal`); the planner and the confirmation service only ask. A host with
 //! no rules keeps every proposal.
 
-use crate::{SummaryContext, TargetCategory};
+use crate::{PathFacts, SummaryContext, TargetCategory};
 use serde_json::Value;
 use std::fmt;
 
@@ -68,6 +68,13 @@ pub trait TargetState: SummaryContext + fmt::Debug + Send + Sync {
     ///
     /// [`CategoryResolver::category_of`]: crate::CategoryResolver::category_of
     fn category(&self) -> Option<TargetCategory> {
+        None
+    }
+
+    /// What the machine says of this target's paths (where a path leads, what `~/`
+    /// stands for), read by path rules ([`crate::CallContext::paths`]); `None` (the
+    /// default) for a target with no files on this machine.
+    fn paths(&self) -> Option<&dyn PathFacts> {
         None
     }
 }

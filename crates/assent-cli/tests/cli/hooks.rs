@@ -2847,3 +2847,221 @@ fn the_real_gemini_cli_honours_a_long_wait_and_holds_against_the_workspace() {
     assert!(!bare.path().join("nowhere.txt").exists(), "{told}");
     assert!(told.contains("cannot create the data directory"), "{told}");
 }
+
+/// Claude Code's `PreToolUse` of `tool` with `input` in workspace `cwd`, session `s`.
+fn claude_event(cwd: &std::path::Path, tool: &str, input: Value, call: &str) -> String {
+    json!({
+        "session_id": "s", "transcript_path": "/tmp/t.jsonl",
+        "cwd": cwd, "permission_mode": "default",
+        "hook_event_name": "PreToolUse", "tool_name": tool,
+        "tool_input": input, "tool_use_id": call,
+    })
+    .to_string()
+}
+
+/// Issue 52, enforcement matrix "symlinked paths": `Edit(src/**)` once allowed an edit
+/// through `src/keys -> ~/.ssh`, and a `Write` of `NOTES.md -> ~/.ssh/id_rsa` put the
+/// key in the item's `before` (and so in `show` and Slack). A path rule is unsure of a
+/// path that leads out of the workspace (the call is asked), and no diff reads through
+/// such a link.
+#[test]
+fn a_path_rule_is_unsure_of_a_symlink_out_of_the_workspace_and_no_diff_reads_it() {
+    let cli = Cli::coders();
+    let coder = agent(0);
+    let outside = tempfile::tempdir().expect("outside");
+    std::fs::write(outside.path().join("id_rsa"), "PRIVATE KEY\n").expect("key");
+    let workspace = tempfile::tempdir().expect("workspace");
+    std::fs::create_dir(workspace.path().join("src")).expect("src");
+    std::fs::write(workspace.path().join("src/main.rs"), "old\n").expect("file");
+    std::os::unix::fs::symlink(outside.path(), workspace.path().join("src/keys")).expect("link");
+    std::os::unix::fs::symlink(
+        outside.path().join("id_rsa"),
+        workspace.path().join("NOTES.md"),
+    )
+    .expect("link");
+    for rule in ["Edit(src/**)", "Write(*)"] {
+        let out = cli.run(&["agent", "allow", &coder, rule]);
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    // Inside the workspace: allowed by the rule.
+    let inside = claude_event(
+        workspace.path(),
+        "Edit",
+        json!({"file_path": workspace.path().join("src/main.rs"), "old_string": "old", "new_string": "new"}),
+        "t-in",
+    );
+    let answer = answered(cli.hook("claude-code", &coder, &["--wait", "5"], &inside));
+    assert_eq!(decision(&answer), "allow", "{answer}");
+    // Through the link: asked, not allowed; and its diff reads nothing outside.
+    for (tool, input) in [
+        (
+            "Edit",
+            json!({"file_path": workspace.path().join("src/keys/id_rsa"), "old_string": "KEY", "new_string": "y"}),
+        ),
+        (
+            "Write",
+            json!({"file_path": workspace.path().join("NOTES.md"), "content": "notes\n"}),
+        ),
+    ] {
+        let event = claude_event(workspace.path(), tool, input, &format!("t-{tool}"));
+        let hook = cli.hook("claude-code", &coder, &["--wait", "30"], &event);
+        let set = cli.set_of(&coder);
+        let shown = cli.json(&["show", &set], "");
+        assert!(
+            !shown.to_string().contains("PRIVATE"),
+            "{tool}: nothing outside the workspace is read: {shown}"
+        );
+        let out = cli.run(&["reject", &set, "0", "--reason", "not through a link"]);
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        let answer = answered(hook);
+        assert_eq!(decision(&answer), "deny", "{tool}: {answer}");
+    }
+    proven(&cli);
+}
+
+/// Issue 52, enforcement matrix "nested JSON": the guide's
+/// `create_issue(*"repo":"acme/web"*)` allowed `{"repo":"acme/evil","x":{"repo":"acme/web"}}`.
+/// A JSON glob is sure only of the top level; `repo=acme/web` names the argument.
+#[test]
+fn a_json_pattern_never_allows_a_nested_copy_and_a_named_argument_is_exact() {
+    let cli = Cli::coders();
+    let tool = "mcp__github__create_issue";
+    let workspace = tempfile::tempdir().expect("workspace");
+    let nested = json!({"repo": "acme/evil", "x": {"repo": "acme/web"}});
+    for (index, rule) in [
+        format!("{tool}(*\"repo\":\"acme/web\"*)"),
+        format!("{tool}(repo=acme/web)"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let coder = agent(index);
+        let out = cli.run(&["agent", "allow", &coder, &rule]);
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        let event = claude_event(workspace.path(), tool, nested.clone(), "t-nested");
+        let hook = cli.hook("claude-code", &coder, &["--wait", "30"], &event);
+        let set = cli.set_of(&coder);
+        let out = cli.run(&["reject", &set, "0"]);
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            decision(&answered(hook)),
+            "deny",
+            "{rule}: asked, never allowed"
+        );
+        let top = json!({"repo": "acme/web", "title": "t"});
+        let event = claude_event(workspace.path(), tool, top, "t-top");
+        let answer = answered(cli.hook("claude-code", &coder, &["--wait", "5"], &event));
+        assert_eq!(decision(&answer), "allow", "{rule}: {answer}");
+    }
+}
+
+/// Issue 52, enforcement matrix "rules in another agent's naming": `Bash(rm *)` on a
+/// Gemini CLI agent (whose shell is `run_shell_command`) was accepted and never
+/// matched. Once a hook event told which coding agent it is, such a rule is refused
+/// (exit 2, naming the tools it sends) unless `--any-name`; before, it is accepted.
+#[test]
+fn a_rule_in_another_agents_naming_is_refused_once_its_kind_is_known() {
+    let cli = Cli::coders();
+    let gemini = agent(8);
+    let before = cli.run(&["agent", "deny", &gemini, "Bash(rm *)"]);
+    assert_eq!(code(&before), 0, "no kind known yet: accepted as before");
+    let out = cli.run(&["agent", "allow", &gemini, "run_shell_command"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let hook = cli.hook(
+        "gemini",
+        &gemini,
+        &["--wait", "5"],
+        &event_of(8, "gemini.BeforeTool"),
+    );
+    hook.wait_with_output().expect("the hook ends");
+    let refused = cli.run(&["agent", "deny", &gemini, "Bash(git push*)"]);
+    assert_eq!(
+        code(&refused),
+        2,
+        "{}",
+        String::from_utf8_lossy(&refused.stdout)
+    );
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("run_shell_command") && said.contains("--any-name"),
+        "{said}"
+    );
+    let shown = cli.json(&["agent", "show", &gemini], "");
+    assert!(
+        !shown["rules"].to_string().contains("git push"),
+        "nothing changed: {shown}"
+    );
+    for rule in [
+        "run_shell_command(git push*)",
+        "run_*",
+        "*",
+        "mcp__github__create_issue",
+    ] {
+        let out = cli.run(&["agent", "deny", &gemini, rule]);
+        assert_eq!(
+            code(&out),
+            0,
+            "{rule}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let kept = cli.run(&["agent", "deny", &gemini, "Bash(git push*)", "--any-name"]);
+    assert_eq!(code(&kept), 0, "{}", String::from_utf8_lossy(&kept.stderr));
+}
+
+/// Issue 52: a session grant covers the workspace the person saw, no other folder of
+/// the same session.
+#[test]
+fn a_session_grant_covers_only_the_workspace_it_was_given_in() {
+    let cli = Cli::coders();
+    let coder = agent(0);
+    let in_workspace = |cwd: &str, call: &str| {
+        let mut event: Value =
+            serde_json::from_str(&in_session("sess-W", "git status", call)).expect("JSON");
+        event["cwd"] = json!(cwd);
+        event.to_string()
+    };
+    let first = cli.hook(
+        "claude-code",
+        &coder,
+        &["--wait", "30"],
+        &in_workspace("/w/one", "c1"),
+    );
+    let set = cli.set_of(&coder);
+    let out = cli.run(&[
+        "confirm",
+        &set,
+        "0",
+        "--for-session",
+        "--pattern",
+        "Bash(git status*)",
+    ]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(decision(&answered(first)), "allow");
+    let same = cli.hook(
+        "claude-code",
+        &coder,
+        &["--wait", "5"],
+        &in_workspace("/w/one", "c2"),
+    );
+    assert_eq!(
+        decision(&answered_at_once(&cli, same)),
+        "allow",
+        "the same workspace"
+    );
+    let other = cli.hook(
+        "claude-code",
+        &coder,
+        &["--wait", "30"],
+        &in_workspace("/w/two", "c3"),
+    );
+    let set = cli.set_of(&coder);
+    let out = cli.run(&["reject", &set, "0"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        decision(&answered(other)),
+        "deny",
+        "another workspace is asked"
+    );
+    proven(&cli);
+}
