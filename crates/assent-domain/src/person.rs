@@ -43,7 +43,7 @@ pub fn answered_in_client(by: &str) -> bool {
 }
 
 /// How an MCP client's answer is recorded: this prefix and the client's name.
-pub const CLIENT_PREFIX: &str = "mcp-client:";
+const CLIENT_PREFIX: &str = "mcp-client:";
 
 /// The person behind `by`: the mapped name of a door's record ([`slack_reviewer`],
 /// [`token_reviewer`]), else `by` itself. Only a well-formed record is read as one (a

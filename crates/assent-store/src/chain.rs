@@ -294,10 +294,11 @@ async fn write(
 /// chain begins at the upgrade itself, not at the first write after it, and a proof
 /// run first finds the old rows unclaimed rather than written around the store.
 /// `Ok(false)` when there was nothing to begin.
-pub(crate) async fn begin_if_empty(
-    conn: &mut AnyConnection,
-    now: OffsetDateTime,
-) -> Result<bool, StoreError> {
+///
+/// Its entries are stamped with the last moment the old history recorded (the newest
+/// audit record, decision or agent change), where the chain takes over: the store
+/// opening reads no clock of its own.
+pub(crate) async fn begin_if_empty(conn: &mut AnyConnection) -> Result<bool, StoreError> {
     let head = locked_head(conn).await?;
     if head.entries > 0 {
         return Ok(false);
@@ -319,8 +320,20 @@ pub(crate) async fn begin_if_empty(
     if needed == 0 {
         return Ok(false);
     }
+    let last: Option<String> = sqlx::query_scalar(
+        "SELECT MAX(at) FROM (SELECT MAX(created_at) AS at FROM audit_records
+                              UNION ALL SELECT MAX(created_at) FROM decisions
+                              UNION ALL SELECT MAX(updated_at) FROM agents) recorded",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    // A time the old release wrote in another form is no reason to refuse the open:
+    // the stamp is information, never part of an entry's hash.
+    let at = last
+        .and_then(|text| timefmt::parse(TABLE, &text).ok())
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
     let first = beginning(conn).await?;
-    write(conn, head, first, now).await?;
+    write(conn, head, first, at).await?;
     Ok(true)
 }
 

@@ -1433,6 +1433,11 @@ mod tests {
             strict: true,
             ..VerifyOptions::default()
         };
+        // The gateway's own record of a client's answer is what the proof tells apart.
+        assert!(assent_domain::answered_in_client(&format!(
+            "{}claude-code",
+            crate::decisions::MCP_CLIENT_PREFIX
+        )));
         let client = quorum_run(1, &["mcp-client:claude-code"], None);
         let report = check(
             &rules_of(&client),

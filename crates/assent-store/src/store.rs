@@ -9,7 +9,6 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool};
 use std::sync::Arc;
 use std::time::Duration;
-use time::OffsetDateTime;
 
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use std::sync::LazyLock;
@@ -316,14 +315,14 @@ impl Store {
             device_id,
             writer,
         };
-        store.begin_chain(OffsetDateTime::now_utc()).await?;
+        store.begin_chain().await?;
         Ok(store)
     }
 
     /// Begins the consent chain of a database upgraded from a release before it, at
     /// the upgrade itself ([`crate::chain::begin_if_empty`]): one read when the chain
     /// has begun (every open after the first), a write only the first time.
-    async fn begin_chain(&self, now: OffsetDateTime) -> Result<(), StoreError> {
+    async fn begin_chain(&self) -> Result<(), StoreError> {
         let head = {
             let mut conn = self.read_connection().await?;
             chain::head(conn.connection()).await?
@@ -332,7 +331,7 @@ impl Store {
             return Ok(());
         }
         let mut tx = self.begin_write().await?;
-        if chain::begin_if_empty(tx.connection(), now).await? {
+        if chain::begin_if_empty(tx.connection()).await? {
             tx.commit().await?;
             tracing::info!("the consent chain begins at this upgrade");
         } else {
