@@ -636,3 +636,44 @@ async fn imported_effects_are_counted_by_origin_device_and_fail_under_strict() {
         listed(&report)
     );
 }
+
+#[tokio::test]
+async fn a_chain_removed_after_use_is_not_begun_again_by_the_next_open() {
+    for backend in backends() {
+        let app = TestApp::on(&backend).await;
+        let task = app.scene().await;
+        let ask = RuleChange::new("update_task_priority", RuleAction::Ask);
+        app.engine.change_rule("agent-1", &ask, NOW).await.unwrap();
+        let set = app
+            .wake(
+                &task,
+                &[("update_task_priority", json!({"priority": "P3"}))],
+            )
+            .await
+            .change_set
+            .expect("queued")
+            .id;
+        app.engine
+            .confirmations()
+            .by("alice")
+            .confirm_item(ItemRef::new(set, 0), NOW)
+            .await
+            .unwrap();
+        around_the_store(&app, "DELETE FROM consent_chain").await;
+        // The next open finds history since the upgrade: it begins no chain to hide it.
+        let reopened = assent_store::Store::open(&app.url()).await.unwrap();
+        let mut conn = reopened.read_connection().await.unwrap();
+        let report = proof::verify(&mut conn, &VerifyOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(report.entries, 0, "{backend:?}: a chain was begun again");
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.expected.contains("written around the store")),
+            "{backend:?}: {}",
+            listed(&report)
+        );
+    }
+}
