@@ -218,3 +218,100 @@ async fn a_rule_change_writes_its_rule_quorum_and_shadow_removal_together_or_not
         );
     }
 }
+
+/// One person through every pair of doors (issue 52, THREATS.md shape 9): the command
+/// line (`--as alice`), a reviewer token issued to alice (the page, the API, `review
+/// --server`) and a Slack user mapped to alice are one approver, so the second door
+/// is refused and the item stays pending; another person meets the quorum; a token
+/// naming nobody counts toward no quorum and says how to fix it; the proof agrees.
+#[tokio::test]
+async fn one_person_through_every_pair_of_doors_is_one_approver() {
+    let doors = [
+        ("cli", "alice".to_owned()),
+        (
+            "token",
+            assent_domain::token_reviewer("3fa9c1d2e4b5", Some("alice")),
+        ),
+        ("slack", assent_domain::slack_reviewer("U9", "alice")),
+    ];
+    for backend in backends() {
+        let app = TestApp::on(&backend).await;
+        let task = app.scene().await;
+        let change = RuleChange {
+            approvals: Some(2),
+            ..RuleChange::new("update_task_priority", RuleAction::Ask)
+        };
+        app.engine
+            .change_rule("agent-1", &change, minutes(0))
+            .await
+            .unwrap();
+        let pairs = [(0, 1), (0, 2), (1, 2), (1, 0), (2, 0), (2, 1)];
+        for (round, (first, second)) in pairs.into_iter().enumerate() {
+            // Each round changes the priority, or the wake would have nothing to ask.
+            let to = ["P0", "P3"][round % 2];
+            let (first_door, first_by) = &doors[first];
+            let (second_door, second_by) = &doors[second];
+            let row = format!("{backend:?}: alice via {first_door}, then via {second_door}");
+            let set = app
+                .wake(&task, &[("update_task_priority", json!({"priority": to}))])
+                .await
+                .change_set
+                .expect("queued")
+                .id;
+            let item = ItemRef::new(set, 0);
+            let once = app
+                .engine
+                .confirmations()
+                .by(first_by.clone())
+                .confirm_item(item, minutes(1))
+                .await
+                .unwrap();
+            awaits(&once.execution, 1);
+            let twice = app
+                .engine
+                .confirmations()
+                .by(second_by.clone())
+                .confirm_item(item, minutes(2))
+                .await;
+            assert!(
+                matches!(&twice, Err(e) if e.conflict_kind() == Some(ConflictKind::SamePersonTwice)
+                    && e.to_string().contains("has approved item 0 already")),
+                "{row}: {twice:?}"
+            );
+            let unnamed = app
+                .engine
+                .confirmations()
+                .by_unnamed("0123456789ab", "token 0123456789ab")
+                .confirm_item(item, minutes(3))
+                .await;
+            assert!(
+                matches!(&unnamed, Err(e) if e.conflict_kind() == Some(ConflictKind::ApproverNotNamed)
+                    && e.to_string().contains("token 0123456789ab names no person; re-issue it with `assent tokens add --role reviewer --person NAME` to approve items needing 2 people")),
+                "{row}: {unnamed:?}"
+            );
+            let mut conn = app.store.read_connection().await.unwrap();
+            let now = change_sets::require(&mut conn, set).await.unwrap();
+            drop(conn);
+            assert_eq!(
+                now.items[0].status,
+                assent_domain::ChangeItemStatus::Pending,
+                "{row}: one person met a two-person rule"
+            );
+            app.engine
+                .confirmations()
+                .by(assent_domain::token_reviewer("bbbbbbbbbbbb", Some("bob")))
+                .confirm_item(item, minutes(4))
+                .await
+                .unwrap();
+            let mut conn = app.store.read_connection().await.unwrap();
+            let done = change_sets::require(&mut conn, set).await.unwrap();
+            drop(conn);
+            assert_ne!(
+                done.items[0].status,
+                assent_domain::ChangeItemStatus::Pending,
+                "{row}: alice and bob meet it"
+            );
+        }
+        assent_tests::assert_proven(&app.store, "one person through every pair of doors").await;
+    }
+}

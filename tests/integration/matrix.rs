@@ -39,6 +39,12 @@
 //! `a_rule_in_another_agents_naming_is_refused_once_its_kind_is_known`,
 //! `a_session_grant_covers_only_the_workspace_it_was_given_in`), the matcher's in
 //! `assent_tools::policy`.
+//! One person through every pair of doors (CLI `--as`, API token, Slack; issue 52) is one
+//! approver: `consent.rs`'s `one_person_through_every_pair_of_doors_is_one_approver`,
+//! `crates/assent-cli/tests/cli/consent.rs`'s
+//! `one_person_through_the_command_line_and_their_token_is_one_approver`, the server's
+//! `slack.rs` `alice_in_slack_and_through_her_token_is_one_approver_and_a_token_naming_nobody_counts_for_none`,
+//! and `proof.rs`'s `the_agent_through_any_door_is_the_agent_and_a_client_answer_is_counted_apart`.
 
 use assent_confirm::ItemRef;
 use assent_confirm::WakeRequest;

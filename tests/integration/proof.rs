@@ -432,3 +432,248 @@ async fn a_rule_change_is_entered_with_who_made_it_and_still_verifies() {
     let report = verify(&app).await;
     assert!(report.verified(), "{}", listed(&report));
 }
+
+/// Puts `update_task_priority` of `agent-1` under a quorum of `approvals` at `now`.
+async fn quorum_of(app: &TestApp, approvals: u32, now: OffsetDateTime) {
+    let change = RuleChange {
+        approvals: Some(approvals),
+        ..RuleChange::new("update_task_priority", RuleAction::Ask)
+    };
+    app.engine
+        .change_rule("agent-1", &change, now)
+        .await
+        .unwrap();
+}
+
+/// Runs `sql` around the store, committed (an attacker with the file).
+async fn around_the_store(app: &TestApp, sql: &str) {
+    let mut tx = app.store.begin_write().await.unwrap();
+    let changed = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(tx.connection())
+        .await
+        .unwrap()
+        .rows_affected();
+    tx.commit().await.unwrap();
+    assert!(changed > 0, "{sql} changed nothing");
+}
+
+#[tokio::test]
+async fn a_quorum_lowered_after_the_proposal_does_not_verify_nor_against_an_earlier_head() {
+    for backend in backends() {
+        let app = TestApp::on(&backend).await;
+        let task = app.scene().await;
+        quorum_of(&app, 2, NOW).await;
+        let before = app.engine.chain_head().await.unwrap();
+        let set = app
+            .wake(
+                &task,
+                &[("update_task_priority", json!({"priority": "P3"}))],
+            )
+            .await
+            .change_set
+            .expect("queued")
+            .id;
+        // The rule lowered through the store (on the chain), the item's row around it.
+        quorum_of(&app, 1, NOW + Duration::minutes(1)).await;
+        around_the_store(
+            &app,
+            &format!(
+                "UPDATE change_items SET approvals_needed = NULL WHERE change_set_id = '{set}'"
+            ),
+        )
+        .await;
+        app.engine
+            .confirmations()
+            .by("alice")
+            .confirm_item(ItemRef::new(set, 0), NOW + Duration::minutes(2))
+            .await
+            .unwrap();
+        assert_eq!(
+            app.load(&task).await.priority.as_deref(),
+            Some("P3"),
+            "{backend:?}: one person applied a two-person item"
+        );
+        for head in [None, Some(before.hash.clone())] {
+            let mut conn = app.store.read_connection().await.unwrap();
+            let options = VerifyOptions {
+                head: head.clone(),
+                ..VerifyOptions::default()
+            };
+            let report = proof::verify(&mut conn, &options).await.unwrap();
+            assert!(!report.verified(), "{backend:?} {head:?}: it verified");
+            assert!(
+                report
+                    .violations
+                    .iter()
+                    .any(|v| v.rule == ProofRule::Consent
+                        && v.expected.contains("2 distinct people")),
+                "{backend:?}: {}",
+                listed(&report)
+            );
+            assert!(
+                report
+                    .violations
+                    .iter()
+                    .any(|v| v.rule == ProofRule::RowMatchesEntry
+                        && v.expected
+                            .contains("to need 2 approvals as proposed, the row now says 1")),
+                "{backend:?}: {}",
+                listed(&report)
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_agent_through_any_door_is_the_agent_and_a_client_answer_is_counted_apart() {
+    for backend in backends() {
+        let app = TestApp::on(&backend).await;
+        let task = app.scene().await;
+        let ask = RuleChange::new("update_task_priority", RuleAction::Ask);
+        app.engine.change_rule("agent-1", &ask, NOW).await.unwrap();
+        let propose = |to: &'static str| {
+            let (app, task) = (&app, &task);
+            async move {
+                app.wake(task, &[("update_task_priority", json!({"priority": to}))])
+                    .await
+                    .change_set
+                    .expect("queued")
+                    .id
+            }
+        };
+        // An answer in the agent's MCP client: not a person's consent, counted apart.
+        let set = propose("P3").await;
+        app.engine
+            .confirmations()
+            .by("mcp-client:claude-code")
+            .confirm_item(ItemRef::new(set, 0), NOW)
+            .await
+            .unwrap();
+        let report = verify(&app).await;
+        assert!(report.verified(), "{backend:?}: {}", listed(&report));
+        assert_eq!(report.client_answered, 1, "{backend:?}");
+        let mut conn = app.store.read_connection().await.unwrap();
+        let strict = VerifyOptions {
+            strict: true,
+            ..VerifyOptions::default()
+        };
+        let report = proof::verify(&mut conn, &strict).await.unwrap();
+        drop(conn);
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.rule == ProofRule::Unchecked
+                    && v.expected.contains("mcp-client:claude-code")),
+            "{backend:?}: --strict fails it: {}",
+            listed(&report)
+        );
+
+        // The agent mapped as a Slack user: the agent, as `--as agent-1` is.
+        let set = propose("P0").await;
+        app.engine
+            .confirmations()
+            .by(assent_domain::slack_reviewer("U9", "agent-1"))
+            .confirm_item(ItemRef::new(set, 0), NOW)
+            .await
+            .unwrap();
+        let report = verify(&app).await;
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.rule == ProofRule::Consent
+                    && v.expected.contains("not the agent agent-1")),
+            "{backend:?}: the agent confirmed through Slack: {}",
+            listed(&report)
+        );
+    }
+}
+
+#[tokio::test]
+async fn imported_effects_are_counted_by_origin_device_and_fail_under_strict() {
+    let a = TestApp::device("device-a").await;
+    let b = TestApp::device("device-b").await;
+    let task = a.scene().await;
+    b.agent("agent-1", &["work"]).await;
+    let ask = RuleChange::new("update_task_priority", RuleAction::Ask);
+    a.engine.change_rule("agent-1", &ask, NOW).await.unwrap();
+    let set = a
+        .wake(
+            &task,
+            &[("update_task_priority", json!({"priority": "P3"}))],
+        )
+        .await
+        .change_set
+        .expect("queued")
+        .id;
+    a.engine
+        .confirmations()
+        .by("alice")
+        .confirm_item(ItemRef::new(set, 0), NOW)
+        .await
+        .unwrap();
+    a.send_to(&b).await;
+    let report = verify(&b).await;
+    assert!(report.verified(), "{}", listed(&report));
+    assert_eq!(
+        report.imported.get("device-a"),
+        Some(&1),
+        "the imported effect is counted by its origin: {report:?}"
+    );
+    let mut conn = b.store.read_connection().await.unwrap();
+    let strict = VerifyOptions {
+        strict: true,
+        ..VerifyOptions::default()
+    };
+    let report = proof::verify(&mut conn, &strict).await.unwrap();
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.rule == ProofRule::Unchecked && v.expected.contains("device-a")),
+        "{}",
+        listed(&report)
+    );
+}
+
+#[tokio::test]
+async fn a_chain_removed_after_use_is_not_begun_again_by_the_next_open() {
+    for backend in backends() {
+        let app = TestApp::on(&backend).await;
+        let task = app.scene().await;
+        let ask = RuleChange::new("update_task_priority", RuleAction::Ask);
+        app.engine.change_rule("agent-1", &ask, NOW).await.unwrap();
+        let set = app
+            .wake(
+                &task,
+                &[("update_task_priority", json!({"priority": "P3"}))],
+            )
+            .await
+            .change_set
+            .expect("queued")
+            .id;
+        app.engine
+            .confirmations()
+            .by("alice")
+            .confirm_item(ItemRef::new(set, 0), NOW)
+            .await
+            .unwrap();
+        around_the_store(&app, "DELETE FROM consent_chain").await;
+        // The next open finds history since the upgrade: it begins no chain to hide it.
+        let reopened = assent_store::Store::open(&app.url()).await.unwrap();
+        let mut conn = reopened.read_connection().await.unwrap();
+        let report = proof::verify(&mut conn, &VerifyOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(report.entries, 0, "{backend:?}: a chain was begun again");
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.expected.contains("written around the store")),
+            "{backend:?}: {}",
+            listed(&report)
+        );
+    }
+}

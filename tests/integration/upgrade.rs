@@ -3,7 +3,9 @@
 //! committed fixture `tests/fixtures/assent-0.1.0.db` opens on SQLite as it is, and on
 //! PostgreSQL after the old migrations ran and every row of the fixture was copied in.
 //! Every row of every table survives, the engine's rows now name a target of kind
-//! `task` with the old task id, and the journal host's migration changes nothing.
+//! `task` with the old task id, and the journal host's migration changes nothing. The
+//! consent chain begins at the upgrade itself, so `audit verify` holds when it is the
+//! first command run on the upgraded database.
 
 use assent_store::{
     Backend, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Store, StoreError, agents, proof,
@@ -450,9 +452,26 @@ async fn a_database_of_the_release_before_targets_upgrades_and_keeps_every_row()
             upgraded,
             "a second open changed the database ({backend:?})"
         );
-        // The consent chain begins at the upgrade, claims nothing earlier, and the
-        // proof holds over the old history and what is written after it.
+        // The consent chain begins at the upgrade itself (issue 52): the proof holds
+        // when it is the first thing run on the upgraded database, before any write,
+        // claims nothing earlier, and holds over what is written after it.
         let mut conn = store.read_connection().await.unwrap();
+        let first = proof::verify(&mut conn, &proof::VerifyOptions::default())
+            .await
+            .unwrap();
+        assert!(
+            first.verified(),
+            "{backend:?}: audit verify run first on the upgraded database: {:?}",
+            first.violations
+        );
+        assert_eq!(
+            first.effects_checked, 0,
+            "nothing before the upgrade is claimed"
+        );
+        assert!(
+            first.entries > 0,
+            "{backend:?}: the chain began at the upgrade"
+        );
         let policy = assent_tools::AgentPolicy::new(["work"]);
         agents::upsert(
             &mut conn,

@@ -742,6 +742,11 @@ pub struct AuditVerifyArgs {
     /// holds it.
     #[arg(long, value_name = "HASH")]
     pub head: Option<String>,
+    /// Fail on every effect the proof cannot tie to a person on this device: effects
+    /// imported from another device (their consent is on its chain), and effects
+    /// confirmed by an answer in the agent's client (`--ask-in-client`).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 impl AuditArgs {

@@ -61,6 +61,7 @@ async fn audit_verify(ctx: &Ctx, args: AuditVerifyArgs) -> Result<Output, CliErr
     let options = VerifyOptions {
         since: args.since,
         head,
+        strict: args.strict,
     };
     let report = ctx.engine.verify_proof(&options).await?;
     let mut output = Output::either(ctx.json, &report, || render::proof(&report))?;

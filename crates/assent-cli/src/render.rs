@@ -1054,9 +1054,10 @@ pub fn peers(peers: &[Peer]) -> String {
 
 /// `assent audit verify`: one line when the proof holds, else every violation.
 pub fn proof(report: &assent_confirm::history::Report) -> String {
+    let unchecked = proof_unchecked(report);
     if report.verified() {
         return format!(
-            "verified: {} entries on the chain of device {}, {} effect(s) checked, head {}",
+            "verified: {} entries on the chain of device {}, {} effect(s) checked, head {}{unchecked}",
             report.entries, report.device_id, report.effects_checked, report.head
         );
     }
@@ -1072,6 +1073,30 @@ pub fn proof(report: &assent_confirm::history::Report) -> String {
             visible(&violation.entry),
             violation.rule.as_str(),
             visible(&violation.expected)
+        ));
+    }
+    if !unchecked.is_empty() {
+        out.push_str(unchecked.trim_start());
+        out.push('\n');
+    }
+    out
+}
+
+/// What the proof could not tie to a person here, one line each after the verdict:
+/// effects answered in the agent's client, effects imported from other devices by
+/// origin device (`--strict` fails both).
+fn proof_unchecked(report: &assent_confirm::history::Report) -> String {
+    let mut out = String::new();
+    if report.client_answered > 0 {
+        out.push_str(&format!(
+            "\n  {} effect(s) confirmed by an answer in the agent's client, not by a person (--strict fails them)",
+            report.client_answered
+        ));
+    }
+    for (device, count) in &report.imported {
+        out.push_str(&format!(
+            "\n  {count} effect(s) imported from device {}: unchecked here, their consent is on that device's chain (--strict fails them)",
+            visible(device)
         ));
     }
     out

@@ -26,7 +26,7 @@ pub enum TokensCommand {
     Revoke(TokenRevokeArgs),
 }
 
-/// `assent tokens add --role agent|reviewer|admin [--agent A]`.
+/// `assent tokens add --role agent|reviewer|admin [--agent A] [--person NAME]`.
 #[derive(Debug, Args)]
 pub struct TokenAddArgs {
     /// agent: posts one agent's wakes and reads its own sets, decides nothing;
@@ -36,6 +36,12 @@ pub struct TokenAddArgs {
     /// The agent an agent token acts for (required with --role agent).
     #[arg(long, value_name = "AGENT")]
     pub agent: Option<String>,
+    /// The person a reviewer or admin token is issued to: it decides as NAME, and NAME
+    /// through this token and through any other door (`--as NAME`, a Slack user mapped
+    /// to NAME) counts once toward a quorum. A token naming nobody decides what one
+    /// person may and is refused for items that need more than one.
+    #[arg(long, value_name = "NAME")]
+    pub person: Option<String>,
 }
 
 /// `assent tokens revoke ID`.
@@ -56,7 +62,7 @@ pub async fn tokens(ctx: &Ctx, args: TokensArgs) -> Result<Output, CliError> {
             let role: Role = add.role.parse()?;
             let issued = ctx
                 .engine
-                .issue_token(role, add.agent.as_deref(), ctx.now)
+                .issue_named_token(role, add.agent.as_deref(), add.person.as_deref(), ctx.now)
                 .await?;
             let mut view = serde_json::to_value(&issued.token).unwrap_or_default();
             view["secret"] = json!(issued.secret);
@@ -66,9 +72,22 @@ pub async fn tokens(ctx: &Ctx, args: TokensArgs) -> Result<Output, CliError> {
                     .agent_id
                     .as_deref()
                     .map(|agent| format!(" for agent {agent}"))
+                    .or_else(|| {
+                        issued
+                            .token
+                            .person
+                            .as_deref()
+                            .map(|person| format!(" for {person}"))
+                    })
                     .unwrap_or_default();
+                // The secret stays the last line, for whoever reads it off.
+                let unnamed = if role != Role::Agent && issued.token.person.is_none() {
+                    " It names no person: it decides what one person may, and is refused for items that need more than one (make one with --person NAME for those)."
+                } else {
+                    ""
+                };
                 format!(
-                    "Made {role} token {}{bound}. Its secret, shown this once:\n{}",
+                    "Made {role} token {}{bound}.{unnamed} Its secret, shown this once:\n{}",
                     issued.token.id, issued.secret
                 )
             })
@@ -96,10 +115,11 @@ fn render_list(list: &[ApiToken]) -> String {
                 t.id.clone(),
                 t.role.to_string(),
                 t.agent_id.clone().unwrap_or_default(),
+                t.person.clone().unwrap_or_default(),
                 render::time(t.created_at),
                 t.revoked_at.map(render::time).unwrap_or_default(),
             ]
         })
         .collect();
-    render::table(&["ID", "ROLE", "AGENT", "MADE", "REVOKED"], &rows)
+    render::table(&["ID", "ROLE", "AGENT", "PERSON", "MADE", "REVOKED"], &rows)
 }

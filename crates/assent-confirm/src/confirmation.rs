@@ -257,6 +257,9 @@ pub struct ConfirmationService {
     /// The item revision the person was shown (`--revision N`, the API's `revision`):
     /// a confirmation is refused once the item moved past it.
     shown_revision: Option<u32>,
+    /// The credential deciding, when it names no person (`token 3fa9…`): it decides
+    /// what one person may, and counts toward no quorum.
+    unnamed: Option<String>,
 }
 
 /// What a person decided, before it is written.
@@ -290,6 +293,7 @@ impl ConfirmationService {
             reviewer: None,
             attribution: None,
             shown_revision: None,
+            unnamed: None,
         }
     }
 
@@ -308,6 +312,20 @@ impl ConfirmationService {
     #[must_use]
     pub fn by(mut self, reviewer: impl Into<String>) -> Self {
         self.reviewer = Some(reviewer.into());
+        self.unnamed = None;
+        self
+    }
+
+    /// This service, deciding as `reviewer` through a credential that names no person
+    /// (`what`, as messages name it: `token 3fa9c1d2e4b5`, a token made before tokens
+    /// named their person): it decides what one person may, and a confirmation of an
+    /// item needing more than one person is refused with a conflict saying how to make
+    /// a token that names its person. A quorum counts people, and a credential naming
+    /// nobody could be a second door of someone already counted.
+    #[must_use]
+    pub fn by_unnamed(mut self, reviewer: impl Into<String>, what: impl Into<String>) -> Self {
+        self.reviewer = Some(reviewer.into());
+        self.unnamed = Some(what.into());
         self
     }
 
@@ -779,6 +797,17 @@ impl ConfirmationService {
         } else {
             approvals::Revision::default()
         };
+        if needed > 1
+            && let Some(what) = &self.unnamed
+        {
+            return Err(ConfirmError::conflict(
+                ConflictKind::ApproverNotNamed,
+                format!(
+                    "{what} names no person; re-issue it with `assent tokens add --role reviewer --person NAME` to approve items needing {needed} people ({} needs {needed})",
+                    item.tool_name
+                ),
+            ));
+        }
         let by = self.reviewer.as_deref();
         let (approval, new_revision, revision, count) = match decide::count_approval(
             revision,

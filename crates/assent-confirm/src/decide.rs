@@ -160,6 +160,14 @@ pub(crate) fn count_approval(
             ),
         ));
     };
+    if assent_domain::answered_in_client(by) {
+        return Err(ConfirmError::conflict(
+            ConflictKind::ApproverNotNamed,
+            format!(
+                "{by} is an answer in the agent's client, not a person: {tool} needs {needed} approvals by distinct people (--as NAME on the CLI, a reviewer token naming its person over the API)"
+            ),
+        ));
+    }
     let current_args = revision.args.clone().unwrap_or_else(|| proposal.clone());
     let mut new_revision = None;
     let args = match edited_args {
@@ -331,6 +339,11 @@ mod tests {
         let at = OffsetDateTime::UNIX_EPOCH;
         let count = |by, edit| count_approval(empty_revision(), &proposal, "t", 0, by, edit, 2, at);
         assert_eq!(conflict(count(None, None)), ConflictKind::ApproverNotNamed);
+        assert_eq!(
+            conflict(count(Some("mcp-client:claude-code"), None)),
+            ConflictKind::ApproverNotNamed,
+            "an answer in the client counts toward no quorum"
+        );
         let Count::Short {
             new_revision,
             count,

@@ -22,13 +22,45 @@ pub struct Principal {
     pub agent_id: Option<String>,
     /// The stored token's id; `None` for the token the server was started with.
     pub token_id: Option<String>,
+    /// The person the stored token was issued to (`assent tokens add --person`);
+    /// `None` for the server's own token and for tokens that name nobody.
+    pub person: Option<String>,
 }
 
 impl Principal {
-    /// Who decides, as a quorum counts people (`assent agent ask … --approvals N`): the
-    /// token's id, or `admin` for the server's own token.
+    /// Who decides, as a quorum counts people (`assent agent ask … --approvals N`):
+    /// `token:ID (NAME)` for a token issued to NAME ([`assent_domain::token_reviewer`],
+    /// read back as NAME by [`assent_domain::person`], so NAME's token and NAME's Slack
+    /// click or `--as NAME` are one person), the bare token id for a token naming
+    /// nobody, or `admin` for the server's own token.
     pub fn identity(&self) -> String {
-        self.token_id.clone().unwrap_or_else(|| "admin".to_owned())
+        match &self.token_id {
+            Some(id) => assent_domain::token_reviewer(id, self.person.as_deref()),
+            None => "admin".to_owned(),
+        }
+    }
+
+    /// The credential, when it names no person: what a confirmation refuses to count
+    /// toward a quorum ([`assent_confirm::ConfirmationService::by_unnamed`]).
+    pub fn unnamed(&self) -> Option<String> {
+        match (&self.token_id, &self.person) {
+            (_, Some(_)) => None,
+            (Some(id), None) => Some(format!("token {id}")),
+            (None, None) => Some("the server's own token".to_owned()),
+        }
+    }
+
+    /// The confirmation service of `engine`, deciding as this caller: as its person,
+    /// and refused for quorums when its credential names nobody.
+    pub fn confirmations(
+        &self,
+        engine: &assent_confirm::Engine,
+    ) -> assent_confirm::ConfirmationService {
+        let service = engine.confirmations();
+        match self.unnamed() {
+            Some(what) => service.by_unnamed(self.identity(), what),
+            None => service.by(self.identity()),
+        }
     }
 
     /// The agent this caller is confined to, when it holds an agent token.
@@ -84,6 +116,7 @@ pub(crate) async fn authenticate(
             role: Role::Admin,
             agent_id: None,
             token_id: None,
+            person: None,
         }
     } else {
         let found = state
@@ -96,6 +129,7 @@ pub(crate) async fn authenticate(
                 role: token.role,
                 agent_id: token.agent_id,
                 token_id: Some(token.id),
+                person: token.person,
             },
             Ok(None) => return ServerError::Unauthorized.into_response(),
             Err(error) => return error.into_response(),
@@ -160,6 +194,7 @@ mod tests {
             role: Role::Agent,
             agent_id: Some("triage".to_owned()),
             token_id: Some("t".to_owned()),
+            person: None,
         };
         assert!(agent.may_act_for("triage").is_ok());
         assert!(matches!(
@@ -175,8 +210,34 @@ mod tests {
             role: Role::Reviewer,
             agent_id: None,
             token_id: None,
+            person: None,
         };
         assert!(reviewer.may_act_for("anyone").is_ok());
         assert_eq!(reviewer.scope_agent(None).expect("all"), None);
+    }
+
+    #[test]
+    fn a_token_decides_as_its_person_and_one_naming_nobody_says_so() {
+        let token = |person: Option<&str>| Principal {
+            role: Role::Reviewer,
+            agent_id: None,
+            token_id: Some("3fa9c1d2e4b5".to_owned()),
+            person: person.map(str::to_owned),
+        };
+        let alice = token(Some("alice"));
+        assert_eq!(alice.identity(), "token:3fa9c1d2e4b5 (alice)");
+        assert_eq!(assent_domain::person(&alice.identity()), "alice");
+        assert_eq!(alice.unnamed(), None);
+        let nobody = token(None);
+        assert_eq!(nobody.identity(), "3fa9c1d2e4b5");
+        assert_eq!(nobody.unnamed().as_deref(), Some("token 3fa9c1d2e4b5"));
+        let server = Principal {
+            role: Role::Admin,
+            agent_id: None,
+            token_id: None,
+            person: None,
+        };
+        assert_eq!(server.identity(), "admin");
+        assert_eq!(server.unnamed().as_deref(), Some("the server's own token"));
     }
 }

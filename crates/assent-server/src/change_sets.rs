@@ -147,7 +147,7 @@ fn confirmations_of(
     caller: &Principal,
     revision: Option<u32>,
 ) -> assent_confirm::ConfirmationService {
-    let service = state.engine.confirmations().by(caller.identity());
+    let service = caller.confirmations(&state.engine);
     match revision {
         Some(revision) => service.shown_revision(revision),
         None => service,
@@ -286,7 +286,7 @@ pub(crate) async fn confirm_all(
 ) -> ApiResult {
     let Path(id) = id?;
     let set = resolve_set_id(&state, &id).await?;
-    let confirmations = state.engine.confirmations().by(caller.identity());
+    let confirmations = caller.confirmations(&state.engine);
     let result = confirmations.confirm_all(set, now()).await?;
     publish_update(&state, set);
     ok(confirm_all_json(&result))

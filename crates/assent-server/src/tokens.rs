@@ -12,15 +12,17 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-/// `POST /api/tokens {role, agentId?}`.
+/// `POST /api/tokens {role, agentId?, person?}`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct NewToken {
     role: String,
     agent_id: Option<String>,
+    /// The person a reviewer or admin token is issued to (who decides through it).
+    person: Option<String>,
 }
 
-/// `201 {id, role, agentId, createdAt, revokedAt, secret}`.
+/// `201 {id, role, agentId, person, createdAt, revokedAt, secret}`.
 pub(crate) async fn add(
     State(state): State<AppState>,
     body: Result<Json<NewToken>, JsonRejection>,
@@ -29,7 +31,12 @@ pub(crate) async fn add(
     let role: Role = body.role.parse()?;
     let issued = state
         .engine
-        .issue_token(role, body.agent_id.as_deref(), OffsetDateTime::now_utc())
+        .issue_named_token(
+            role,
+            body.agent_id.as_deref(),
+            body.person.as_deref(),
+            OffsetDateTime::now_utc(),
+        )
         .await?;
     tracing::info!(token = %issued.token.id, role = %role, "token issued");
     let mut view = serde_json::to_value(&issued.token).unwrap_or_default();

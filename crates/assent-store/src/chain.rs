@@ -52,6 +52,10 @@ pub enum EntryKind {
     Rules,
     /// A grant written or revoked (`grants`).
     Grant,
+    /// The quorum an item was proposed with, when it needs more than one person
+    /// (`change_items.approvals_needed`), by `set:index`: the proof checks the item's
+    /// approvals against it, so lowering the row later proves nothing.
+    Quorum,
 }
 
 impl EntryKind {
@@ -65,6 +69,7 @@ impl EntryKind {
             Self::Job => "job",
             Self::Rules => "rules",
             Self::Grant => "grant",
+            Self::Quorum => "quorum",
         }
     }
 
@@ -78,6 +83,7 @@ impl EntryKind {
             Self::Job,
             Self::Rules,
             Self::Grant,
+            Self::Quorum,
         ]
         .into_iter()
         .find(|kind| kind.as_str() == text)
@@ -195,6 +201,20 @@ pub(crate) async fn append(
     if entries.is_empty() {
         return Ok(());
     }
+    let head = locked_head(conn).await?;
+    let entries = if head.entries == 0 {
+        let mut first = beginning(conn).await?;
+        first.extend(entries);
+        first
+    } else {
+        entries
+    };
+    write(conn, head, entries, now).await
+}
+
+/// This device's head, read under the chain's lock (taken on PostgreSQL, where
+/// writers of different targets run side by side; SQLite has one writer at a time).
+async fn locked_head(conn: &mut AnyConnection) -> Result<Head, StoreError> {
     if Backend::of(conn) == Backend::Postgres {
         // Writers of different targets run side by side on PostgreSQL: the chain is
         // theirs to share, one appender at a time until each commits.
@@ -203,14 +223,16 @@ pub(crate) async fn append(
             .execute(&mut *conn)
             .await?;
     }
-    let head = head(conn).await?;
-    let entries = if head.entries == 0 {
-        let mut first = beginning(conn).await?;
-        first.extend(entries);
-        first
-    } else {
-        entries
-    };
+    head(conn).await
+}
+
+/// Writes `entries` after `head`: one insert.
+async fn write(
+    conn: &mut AnyConnection,
+    head: Head,
+    entries: Vec<Entry>,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
     let created_at = timefmt::format(now);
     let mut prev = head.hash;
     let mut rows = Vec::with_capacity(entries.len());
@@ -264,6 +286,70 @@ pub(crate) async fn append(
     }
     query.execute(&mut *conn).await?;
     Ok(())
+}
+
+/// Begins this device's chain, in the caller's transaction, when it has no entry yet,
+/// nothing was recorded since the upgrade, and the database holds what the chain
+/// speaks of (history from before the chain, or an agent's rules): the store does this when it opens an upgraded database, so the
+/// chain begins at the upgrade itself, not at the first write after it, and a proof
+/// run first finds the old rows unclaimed rather than written around the store.
+/// `Ok(false)` when there was nothing to begin.
+///
+/// Its entries are stamped with the last moment the old history recorded (the newest
+/// audit record, decision or agent change), where the chain takes over: the store
+/// opening reads no clock of its own.
+pub(crate) async fn begin_if_empty(conn: &mut AnyConnection) -> Result<bool, StoreError> {
+    let head = locked_head(conn).await?;
+    if head.entries > 0 {
+        return Ok(false);
+    }
+    // Only a chain that never began: nothing recorded since the upgrade (no audit
+    // record past the origin's floor, no decision on a database that had none), so a
+    // chain removed as a whole after use is not begun again here (the proof then
+    // names every row as written around the store).
+    let needed: i64 = sqlx::query_scalar(
+        "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM audit_records a, consent_chain_origin o
+                                      WHERE o.singleton = 1 AND a.id > o.audit_id_floor)
+                      AND (EXISTS (SELECT 1 FROM consent_chain_origin WHERE had_history <> 0)
+                           OR (EXISTS (SELECT 1 FROM agents)
+                               AND NOT EXISTS (SELECT 1 FROM decisions)))
+                     THEN 1 ELSE 0 END",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if needed == 0 {
+        return Ok(false);
+    }
+    let last: Option<String> = sqlx::query_scalar(
+        "SELECT MAX(at) FROM (SELECT MAX(created_at) AS at FROM audit_records
+                              UNION ALL SELECT MAX(created_at) FROM decisions
+                              UNION ALL SELECT MAX(updated_at) FROM agents) recorded",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    // A time the old release wrote in another form is no reason to refuse the open:
+    // the stamp is information, never part of an entry's hash.
+    let at = last
+        .and_then(|text| timefmt::parse(TABLE, &text).ok())
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    let first = beginning(conn).await?;
+    write(conn, head, first, at).await?;
+    Ok(true)
+}
+
+/// The entry of the quorum item `index` of set `set` was proposed with (more than
+/// one person), for the chain.
+pub(crate) fn quorum_entry(set: &assent_domain::ChangeSet, index: usize, needed: u32) -> Entry {
+    Entry {
+        kind: EntryKind::Quorum,
+        subject: format!("{}:{index}", set.id),
+        content: json!({
+            "changeSetId": set.id,
+            "itemIndex": index,
+            "toolName": set.items.get(index).map(|item| item.tool_name.as_str()),
+            "approvalsNeeded": needed,
+        }),
+    }
 }
 
 /// The entries a chain starts with: where it begins (what the upgrade left
@@ -417,6 +503,7 @@ mod tests {
             "job",
             "rules",
             "grant",
+            "quorum",
         ] {
             assert_eq!(EntryKind::parse(kind).map(EntryKind::as_str), Some(kind));
         }

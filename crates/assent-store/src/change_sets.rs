@@ -5,7 +5,7 @@ use crate::jobs::ServedItem;
 use crate::outbox::{self, entity};
 use crate::plan::WritePlan;
 use crate::webhooks;
-use crate::{StoreError, timefmt};
+use crate::{StoreError, chain, timefmt};
 use assent_domain::{
     ChangeItem, ChangeItemStatus, ChangeSet, ChangeSetStatus, Target, VectorClock,
 };
@@ -84,7 +84,7 @@ pub async fn insert_served(
     host: Option<&str>,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    insert_rows(conn, set, host).await?;
+    insert_rows(conn, set, host, now).await?;
     enqueue_set(conn, set, now).await?;
     webhooks::enqueue_set_event(conn, webhooks::event::CHANGE_SET_CREATED, set, now).await?;
     Ok(())
@@ -97,10 +97,15 @@ const ITEMS_PER_INSERT: usize = 50;
 
 /// The rows of a new set and its items, without an outbox message (sync writes what
 /// another device sent, with no host: see [`insert_served`]).
+///
+/// An item that needs more than one person has its quorum entered on the consent
+/// chain in the same transaction ([`chain::quorum_entry`]), so the proof checks its
+/// approvals against what it was proposed with, whatever its row says later.
 pub(crate) async fn insert_rows(
     conn: &mut AnyConnection,
     set: &ChangeSet,
     host: Option<&str>,
+    now: OffsetDateTime,
 ) -> Result<(), StoreError> {
     let clock = json!(set.vector_clock).to_string();
     sqlx::query(
@@ -156,7 +161,14 @@ pub(crate) async fn insert_rows(
         }
         query.execute(&mut *conn).await?;
     }
-    Ok(())
+    let quorums: Vec<chain::Entry> = set
+        .items
+        .iter()
+        .enumerate()
+        .filter(|(_, item)| item.approvals_needed() > 1)
+        .map(|(index, item)| chain::quorum_entry(set, index, item.approvals_needed()))
+        .collect();
+    chain::append(conn, quorums, now).await
 }
 
 /// Writes the set's status, resolution time and clock, and the statuses of the items

@@ -12,10 +12,12 @@
 //!    or grant edited or removed behind the store's back no longer matches the entry
 //!    written with it, and a row written around the store has no entry;
 //! 3. every effect that ran (an audit `result` with success) traces to a confirmation
-//!    by named people (as many distinct ones as its quorum asked, none of them the
-//!    agent, all of them on the arguments that ran) or to what let it run unasked (a
-//!    rule in force at that moment by the chain's own history of the agent's rules, a
-//!    grant, the tool's declared mode with no rule asking or denying it);
+//!    by named people (as many distinct ones as the quorum the item was proposed with
+//!    asked, by its `quorum` entry, counted by [`assent_domain::person`] so one person
+//!    through two doors is one, none of them the agent through any door, all of them
+//!    on the arguments that ran) or to what let it run unasked (a rule in force at
+//!    that moment by the chain's own history of the agent's rules, a grant, the tool's
+//!    declared mode with no rule asking or denying it);
 //! 4. a held confirmation ran after its window and was not cancelled first; nothing
 //!    ran after a rejection of its item was on the chain;
 //! 5. an operation took effect at most once, unless it went in doubt (a person or the
@@ -24,8 +26,12 @@
 //!
 //! What it cannot prove, and says so in the guide: a chain recomputed as a whole by
 //! someone with write access to the file passes rules 1 and 2 unless its head was
-//! written down before (`assent audit head`); rows imported from another device are
-//! checked against this device's record of the import, not the origin's chain.
+//! written down before (`assent audit head`); effects imported from another device
+//! are not checked here (their consent is on the origin's chain): the report counts
+//! them by origin device (`imported`). An answer given in an agent's own client
+//! (`mcp-client:NAME`, `claude-code-client`) may be automated by the client: the
+//! effects it let run are counted apart (`clientAnswered`), never as a person's
+//! consent. Under `--strict` both are violations.
 
 use crate::chain::{self, ChainEntry, EntryKind, GENESIS, Head};
 use crate::jobs::{self, Job, JobStatus};
@@ -57,6 +63,9 @@ pub enum ProofRule {
     AtMostOnce,
     /// Rule 6: what ran is what was approved.
     ApprovedAction,
+    /// `--strict`: an effect this device cannot check (imported from another device)
+    /// or that no person consented to (answered in the agent's client).
+    Unchecked,
 }
 
 impl ProofRule {
@@ -70,6 +79,7 @@ impl ProofRule {
             Self::NoRunAfterRejection => "noRunAfterRejection",
             Self::AtMostOnce => "atMostOnce",
             Self::ApprovedAction => "approvedAction",
+            Self::Unchecked => "unchecked",
         }
     }
 }
@@ -94,6 +104,9 @@ pub struct VerifyOptions {
     pub since: Option<OffsetDateTime>,
     /// A head written down before (`assent audit head`): the chain must still hold it.
     pub head: Option<String>,
+    /// Fail on every effect the proof cannot tie to a person here: one imported from
+    /// another device, one answered in the agent's client.
+    pub strict: bool,
 }
 
 /// The proof's result.
@@ -110,6 +123,12 @@ pub struct Report {
     pub head: String,
     /// Effects (successful results) whose consent was checked.
     pub effects_checked: u64,
+    /// Of those, effects confirmed by an answer in the agent's client, not by a person
+    /// (failed under `--strict`).
+    pub client_answered: u64,
+    /// Effects imported from other devices, unchecked here, by origin device (failed
+    /// under `--strict`).
+    pub imported: std::collections::BTreeMap<String, u64>,
     /// Everything found wrong, in chain order; empty when the proof holds.
     pub violations: Vec<Violation>,
 }
@@ -142,7 +161,8 @@ pub struct ProofInput {
     pub grants: Vec<delegation::Grant>,
     /// Change sets' run keys.
     pub run_keys: HashMap<Uuid, String>,
-    /// Items that need more than one person: `(set, index) → approvals needed`.
+    /// Item rows that need more than one person: `(set, index) → approvals needed`
+    /// (an item not here needs one).
     pub quorums: HashMap<(Uuid, usize), u32>,
 }
 
@@ -228,14 +248,24 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
     let new_database = begins.is_none_or(|c| c["reason"] == "newDatabase");
 
     rows_match(input, &contents, audit_floor, new_database, &mut violations);
-    let effects = effects_consented(input, &contents, audit_floor, options, &mut violations);
+    let entered = entered_quorums(input, &contents, &mut violations);
+    let effects = effects_consented(
+        input,
+        &contents,
+        &entered,
+        audit_floor,
+        options,
+        &mut violations,
+    );
     violations.sort_by(|a, b| a.entry.cmp(&b.entry));
     Report {
         verified: violations.is_empty(),
         device_id: head.device_id.clone(),
         entries: own,
         head: head.hash.clone(),
-        effects_checked: effects,
+        effects_checked: effects.checked,
+        client_answered: effects.client_answered,
+        imported: effects.imported,
         violations,
     }
 }
@@ -483,7 +513,7 @@ fn rows_match(
     }
     for ((kind, subject), (i, _)) in &latest {
         let what = match EntryKind::parse(kind) {
-            Some(EntryKind::ChainBegins) | None => continue,
+            Some(EntryKind::ChainBegins | EntryKind::Quorum) | None => continue,
             Some(EntryKind::Decision) => "decision",
             Some(EntryKind::Approval) => "approval",
             Some(EntryKind::Audit) => "audit record",
@@ -495,6 +525,54 @@ fn rows_match(
             missing_row(violations, *i, &format!("{what} {subject}"));
         }
     }
+}
+
+/// The quorum each item was proposed with, by its `quorum` entry: `(set, index) →
+/// approvals needed`. An item row that asks for another number than it was proposed
+/// with (lowered behind the store's back) breaks rule 2.
+fn entered_quorums(
+    input: &ProofInput,
+    contents: &[Option<Value>],
+    violations: &mut Vec<Violation>,
+) -> HashMap<(String, u64), u32> {
+    let mut entered = HashMap::new();
+    for (entry, content) in input.entries.iter().zip(contents) {
+        if entry.kind != EntryKind::Quorum.as_str() {
+            continue;
+        }
+        let Some(content) = content else { continue };
+        let key = item_key(content);
+        let needed = content["approvalsNeeded"]
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(u32::MAX);
+        let row = Uuid::parse_str(&key.0)
+            .ok()
+            .zip(usize::try_from(key.1).ok())
+            .and_then(|k| input.quorums.get(&k))
+            .copied()
+            .unwrap_or(1);
+        if row != needed {
+            violations.push(Violation {
+                entry: place(entry),
+                rule: ProofRule::RowMatchesEntry,
+                expected: format!(
+                    "item {}:{} to need {needed} approvals as proposed, the row now says {row}",
+                    key.0, key.1
+                ),
+            });
+        }
+        let at_least = entered.entry(key).or_insert(needed);
+        *at_least = (*at_least).max(needed);
+    }
+    entered
+}
+
+/// What [`effects_consented`] counted.
+struct Effects {
+    checked: u64,
+    client_answered: u64,
+    imported: std::collections::BTreeMap<String, u64>,
 }
 
 /// Whether an effect run under session grant `grant` (its chain content) is within
@@ -519,10 +597,11 @@ fn within_session_grant(grant: &Value, allowed_by: &Value, record: &Value) -> bo
 fn effects_consented(
     input: &ProofInput,
     contents: &[Option<Value>],
+    entered: &HashMap<(String, u64), u32>,
     audit_floor: i64,
     options: &VerifyOptions,
     violations: &mut Vec<Violation>,
-) -> u64 {
+) -> Effects {
     // Rules 3 to 6, over the chain's own record of what happened.
     let mut items: HashMap<(String, u64), ItemHistory<'_>> = HashMap::new();
     let mut by_operation: HashMap<String, (String, u64)> = HashMap::new();
@@ -596,6 +675,8 @@ fn effects_consented(
     }
 
     let mut effects = 0u64;
+    let mut client_answered = 0u64;
+    let mut imported: std::collections::BTreeMap<String, u64> = Default::default();
     let mut ran: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, (entry, content)) in input.entries.iter().zip(contents).enumerate() {
         let Some(record) = content else { continue };
@@ -603,11 +684,36 @@ fn effects_consented(
             || record["kind"] != AuditKind::Result.as_str()
             || record["success"] != Value::Bool(true)
             || record["id"].as_i64().is_none_or(|id| id <= audit_floor)
-            || !record["originHost"].is_null()
         {
             continue;
         }
         let at = record["createdAt"].as_str().unwrap_or_default();
+        if !record["originHost"].is_null() {
+            // Its consent is on the origin's chain, which this device does not hold:
+            // unchecked here, and said so.
+            if options
+                .since
+                .is_some_and(|since| at < timefmt::format(since).as_str())
+            {
+                continue;
+            }
+            let origin = match &record["originHost"] {
+                Value::String(origin) => origin.clone(),
+                other => other.to_string(),
+            };
+            *imported.entry(origin.clone()).or_default() += 1;
+            if options.strict {
+                violations.push(Violation {
+                    entry: place(entry),
+                    rule: ProofRule::Unchecked,
+                    expected: format!(
+                        "an effect this device can check (--strict): {} ran on device {origin} and was imported, its consent is on that device's chain",
+                        record["toolName"].as_str().unwrap_or_default()
+                    ),
+                });
+            }
+            continue;
+        }
         let operation = record["operationId"].as_str().unwrap_or_default();
         ran.entry(operation).or_default().push(i);
         if let Some(since) = options.since
@@ -718,12 +824,15 @@ fn effects_consented(
             .filter(|v| !v.is_null())
             .unwrap_or(&decision["args"]);
         // Who consented: the decision's person, or the approvals of what ran.
+        // The quorum it was proposed with (its chain entry), or its row's when that
+        // asks for more: a row lowered later proves nothing.
         let needed = Uuid::parse_str(&item.0)
             .ok()
             .zip(usize::try_from(item.1).ok())
             .and_then(|key| input.quorums.get(&key))
             .copied()
-            .unwrap_or(1);
+            .unwrap_or(1)
+            .max(entered.get(item).copied().unwrap_or(1));
         let job = jobs_by_operation.get(operation);
         if needed > 1 {
             let approvers: HashSet<&str> = history
@@ -732,6 +841,8 @@ fn effects_consented(
                         .iter()
                         .filter(|a| canonical_json(&a["args"]) == canonical_json(ran_with))
                         .filter_map(|a| a["approvedBy"].as_str())
+                        // An answer in the client is nobody's: it counts for no one.
+                        .filter(|by| !assent_domain::answered_in_client(by))
                         // One person across doors, as the engine's quorum counts them.
                         .map(assent_domain::person)
                         .filter(|by| *by != agent)
@@ -750,12 +861,26 @@ fn effects_consented(
             }
         } else {
             match decision["decidedBy"].as_str() {
-                Some(by) if by != agent && !by.is_empty() => {}
-                Some(by) => fail(
+                // The agent through any door (`--as triage`, `slack:U9 (triage)`) is
+                // the agent.
+                Some(by) if assent_domain::person(by) == agent || by.is_empty() => fail(
                     violations,
                     ProofRule::Consent,
-                    format!("a person to confirm, not the agent {by}"),
+                    format!("a person to confirm, not the agent {agent} (decided by {by:?})"),
                 ),
+                Some(by) if assent_domain::answered_in_client(by) => {
+                    client_answered += 1;
+                    if options.strict {
+                        fail(
+                            violations,
+                            ProofRule::Unchecked,
+                            format!(
+                                "a person to confirm {tool} (--strict), not an answer in the agent's client ({by})"
+                            ),
+                        );
+                    }
+                }
+                Some(_) => {}
                 None if job.is_some_and(|(_, j)| {
                     j["approvedBy"].as_array().is_some_and(|a| !a.is_empty())
                 }) => {}
@@ -859,7 +984,11 @@ fn effects_consented(
         }
     }
 
-    effects
+    Effects {
+        checked: effects,
+        client_answered,
+        imported,
+    }
 }
 
 /// The fields where `row` differs from `entered`: `field: entered X, row Y; …`.
@@ -1181,6 +1310,168 @@ mod tests {
         };
         let report = check(&rules_of(&entries), &head_of(&entries), &checkpoint);
         assert!(report.violations.iter().any(|v| v.entry == "dev#head"));
+    }
+
+    /// A chain where item `S:0` of agent `a`, entered with a quorum of `needed`, was
+    /// approved by `approvers`, confirmed by the last of them, and ran as operation
+    /// `op` (`origin`: the device it was imported from).
+    fn quorum_run(needed: u32, approvers: &[&str], origin: Option<&str>) -> Vec<ChainEntry> {
+        let set = "00000000-0000-0000-0000-000000000001";
+        let item = |more: Value| {
+            let mut content = json!({"changeSetId": set, "itemIndex": 0, "args": {"x": 1}});
+            content
+                .as_object_mut()
+                .expect("an object")
+                .extend(more.as_object().expect("an object").clone());
+            content
+        };
+        let mut contents = vec![
+            (
+                "chainBegins",
+                String::new(),
+                json!({"auditIdFloor": 0, "reason": "newDatabase"}),
+            ),
+            (
+                "rules",
+                "a".to_owned(),
+                json!({"agent": "a", "categories": [], "rules": [], "shadowRules": [], "toolSettings": {}}),
+            ),
+            (
+                "quorum",
+                format!("{set}:0"),
+                json!({"changeSetId": set, "itemIndex": 0, "toolName": "t", "approvalsNeeded": needed}),
+            ),
+        ];
+        for by in approvers {
+            contents.push((
+                "approval",
+                format!("{set}:0:0:{by}"),
+                item(json!({"approvedBy": by})),
+            ));
+        }
+        contents.push((
+            "decision",
+            "d".to_owned(),
+            item(
+                json!({"verdict": "confirmed", "decidedBy": approvers.last(),
+                "toolName": "t", "targetId": "x"}),
+            ),
+        ));
+        contents.push((
+            "job",
+            "j".to_owned(),
+            item(json!({"operationId": "op", "status": "applied"})),
+        ));
+        contents.push((
+            "audit",
+            "1".to_owned(),
+            json!({"id": 1, "kind": "result", "success": true, "operationId": "op",
+                "agentId": "a", "toolName": "t", "args": {"x": 1},
+                "createdAt": "2026-01-01T00:00:00.000000Z", "originHost": origin}),
+        ));
+        let borrowed: Vec<(&str, &str, Value)> = contents
+            .iter()
+            .map(|(kind, subject, content)| (*kind, subject.as_str(), content.clone()))
+            .collect();
+        chain_of(&borrowed)
+    }
+
+    /// The violations of `rule` the proof finds in `entries`, as `options` asks.
+    fn broken(entries: &[ChainEntry], options: &VerifyOptions, rule: ProofRule) -> Vec<String> {
+        check(&rules_of(entries), &head_of(entries), options)
+            .violations
+            .into_iter()
+            .filter(|v| v.rule == rule)
+            .map(|v| v.expected)
+            .collect()
+    }
+
+    #[test]
+    fn one_person_through_a_token_and_slack_is_one_approver_to_the_proof() {
+        let options = VerifyOptions::default();
+        let alice_twice = quorum_run(2, &["slack:U9 (alice)", "token:3fa9c1d2e4b5 (alice)"], None);
+        let found = broken(&alice_twice, &options, ProofRule::Consent);
+        assert!(
+            found.iter().any(|e| e.contains("2 distinct people")),
+            "{found:?}"
+        );
+        let alice_and_bob = quorum_run(2, &["slack:U9 (alice)", "token:3fa9c1d2e4b5 (bob)"], None);
+        assert_eq!(
+            broken(&alice_and_bob, &options, ProofRule::Consent),
+            Vec::<String>::new()
+        );
+        // The agent through Slack, and an answer in the client, are nobody.
+        for nobody in ["slack:U9 (a)", "mcp-client:claude-code"] {
+            let with = quorum_run(2, &["token:3fa9c1d2e4b5 (bob)", nobody], None);
+            assert!(
+                !broken(&with, &options, ProofRule::Consent).is_empty(),
+                "{nobody} counted"
+            );
+        }
+    }
+
+    #[test]
+    fn the_quorum_entered_at_proposal_binds_whatever_the_row_says() {
+        let options = VerifyOptions::default();
+        let one = quorum_run(2, &["alice"], None);
+        let found = broken(&one, &options, ProofRule::Consent);
+        assert!(
+            found.iter().any(|e| e.contains("2 distinct people")),
+            "{found:?}"
+        );
+        // The row says 1 (no row asks for more): rule 2 names the quorum entry.
+        let found = broken(&one, &options, ProofRule::RowMatchesEntry);
+        assert!(
+            found
+                .iter()
+                .any(|e| e.contains("to need 2 approvals as proposed, the row now says 1")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn a_client_answer_and_an_imported_effect_are_counted_apart_and_fail_under_strict() {
+        let strict = VerifyOptions {
+            strict: true,
+            ..VerifyOptions::default()
+        };
+        // The gateway's own record of a client's answer is what the proof tells apart.
+        assert!(assent_domain::answered_in_client(&format!(
+            "{}claude-code",
+            crate::decisions::MCP_CLIENT_PREFIX
+        )));
+        let client = quorum_run(1, &["mcp-client:claude-code"], None);
+        let report = check(
+            &rules_of(&client),
+            &head_of(&client),
+            &VerifyOptions::default(),
+        );
+        assert_eq!(report.client_answered, 1);
+        assert!(
+            !report
+                .violations
+                .iter()
+                .any(|v| v.rule == ProofRule::Consent)
+        );
+        assert!(!broken(&client, &strict, ProofRule::Unchecked).is_empty());
+
+        let imported = quorum_run(1, &["alice"], Some("device-b"));
+        let report = check(
+            &rules_of(&imported),
+            &head_of(&imported),
+            &VerifyOptions::default(),
+        );
+        assert_eq!(report.imported.get("device-b"), Some(&1));
+        assert_eq!(report.effects_checked, 0);
+        let found = broken(&imported, &strict, ProofRule::Unchecked);
+        assert!(found.iter().any(|e| e.contains("device-b")), "{found:?}");
+
+        let agent = quorum_run(1, &["slack:U9 (a)"], None);
+        let found = broken(&agent, &VerifyOptions::default(), ProofRule::Consent);
+        assert!(
+            found.iter().any(|e| e.contains("not the agent a")),
+            "{found:?}"
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Opening the database: the backend chosen from the URL, connection settings,
 //! durability, migrations, and the write transaction.
 
-use crate::StoreError;
 use crate::writer::{GroupCommits, Joining, WriteTx, Writer};
+use crate::{StoreError, chain};
 use assent_domain::Target;
 use sqlx::any::AnyPoolOptions;
 use sqlx::pool::PoolConnection;
@@ -309,12 +309,35 @@ impl Store {
         backend.migrator().run(&pool).await?;
         let device_id = stored_device_id(&pool, options.device_id).await?;
         tracing::debug!(%device_id, ?backend, "store open and migrated");
-        Ok(Self {
+        let store = Self {
             pool,
             backend,
             device_id,
             writer,
-        })
+        };
+        store.begin_chain().await?;
+        Ok(store)
+    }
+
+    /// Begins the consent chain of a database upgraded from a release before it, at
+    /// the upgrade itself ([`crate::chain::begin_if_empty`]): one read when the chain
+    /// has begun (every open after the first), a write only the first time.
+    async fn begin_chain(&self) -> Result<(), StoreError> {
+        let head = {
+            let mut conn = self.read_connection().await?;
+            chain::head(conn.connection()).await?
+        };
+        if head.entries > 0 {
+            return Ok(());
+        }
+        let mut tx = self.begin_write().await?;
+        if chain::begin_if_empty(tx.connection()).await? {
+            tx.commit().await?;
+            tracing::info!("the consent chain begins at this upgrade");
+        } else {
+            tx.rollback().await?;
+        }
+        Ok(())
     }
 
     /// Applies the migrations of the host named `host` that this database has not run

@@ -443,7 +443,7 @@ pub async fn import(
     for op in &plan.ops {
         match op {
             SyncOp::InsertChangeSet(set) => {
-                change_sets::insert_rows(conn, set, None).await?;
+                change_sets::insert_rows(conn, set, None, now).await?;
                 report.change_sets_inserted += 1;
             }
             SyncOp::DemoteDecision(conflict) => {

@@ -4,6 +4,11 @@
 //! SHA-256, so a copy of the database does not hand out access. Secrets are 256 bits
 //! from the operating system's random source, so a plain hash (no salt, no stretching)
 //! is enough: there is nothing to guess from it.
+//!
+//! A reviewer or admin token names the person it was issued to (`--person`): it decides
+//! as that person (`token:ID (NAME)`, [`assent_domain::token_reviewer`]), so one person
+//! through a token and through another door counts once toward a quorum. Tokens made
+//! before tokens named people have none, and are refused where a quorum counts people.
 
 use crate::{StoreError, timefmt};
 use serde::Serialize;
@@ -68,6 +73,9 @@ pub struct ApiToken {
     pub role: Role,
     /// The one agent an agent token acts for; `None` for the other roles.
     pub agent_id: Option<String>,
+    /// The person a reviewer or admin token was issued to; `None` for agent tokens and
+    /// for tokens made before tokens named people.
+    pub person: Option<String>,
     /// When it was made.
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
@@ -93,15 +101,43 @@ fn secret_hash(secret: &str) -> String {
     assent_domain::lower_hex(&Sha256::digest(secret.as_bytes()))
 }
 
-/// Makes a token. An agent token needs `agent_id`, naming an agent that exists; the
-/// other roles take none.
+/// Makes a token that names no person ([`issue_named`] without one): an agent token,
+/// or a reviewer or admin token that decides what one person may.
 pub async fn issue(
     conn: &mut AnyConnection,
     role: Role,
     agent_id: Option<&str>,
     now: OffsetDateTime,
 ) -> Result<IssuedToken, StoreError> {
+    issue_named(conn, role, agent_id, None, now).await
+}
+
+/// The longest person name a token takes (what a reviewer's name is: a short label).
+pub const MAX_PERSON_CHARS: usize = 64;
+
+/// Makes a token. An agent token needs `agent_id`, naming an agent that exists; the
+/// other roles take none. A reviewer or admin token names `person`, the one who decides
+/// through it; without one it decides what one person may, and is refused for items
+/// that need more than one (a quorum counts people, and a token naming nobody could be
+/// anyone's second door). An agent token decides nothing and takes no person.
+pub async fn issue_named(
+    conn: &mut AnyConnection,
+    role: Role,
+    agent_id: Option<&str>,
+    person: Option<&str>,
+    now: OffsetDateTime,
+) -> Result<IssuedToken, StoreError> {
     let agent_id = agent_id.map(str::trim).filter(|a| !a.is_empty());
+    let person = person.map(str::trim);
+    match (role, person) {
+        (Role::Agent, Some(person)) => {
+            return Err(StoreError::InvalidToken(format!(
+                "an agent token decides nothing, so it names no person; drop --person {person:?}"
+            )));
+        }
+        (_, Some(person)) => check_person(person)?,
+        (_, None) => {}
+    }
     match (role, agent_id) {
         (Role::Agent, None) => {
             return Err(StoreError::InvalidToken(
@@ -133,11 +169,12 @@ pub async fn issue(
         uuid::Uuid::new_v4().simple()
     );
     sqlx::query(
-        "INSERT INTO api_tokens (id, role, agent_id, secret_hash, created_at) VALUES ($1, $2, $3, $4, $5)",
+        "INSERT INTO api_tokens (id, role, agent_id, person, secret_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
     )
     .bind(&id)
     .bind(role.as_str())
     .bind(agent_id)
+    .bind(person)
     .bind(secret_hash(&secret))
     .bind(timefmt::format(now))
     .execute(&mut *conn)
@@ -147,11 +184,40 @@ pub async fn issue(
             id,
             role,
             agent_id: agent_id.map(str::to_owned),
+            person: person.map(str::to_owned),
             created_at: now,
             revoked_at: None,
         },
         secret,
     })
+}
+
+/// Refuses a person name a decision's `by` could not carry as one person: empty,
+/// too long, with control characters or parentheses (which end a door's record,
+/// `token:ID (NAME)`), or a door's own record (`slack:U1 (bob)`) that
+/// [`assent_domain::person`] would read as someone else.
+fn check_person(person: &str) -> Result<(), StoreError> {
+    let refused = |why: &str| {
+        Err(StoreError::InvalidToken(format!(
+            "--person {person:?} {why}"
+        )))
+    };
+    if person.is_empty() {
+        return refused("is empty: name the person the token is issued to");
+    }
+    if person.chars().count() > MAX_PERSON_CHARS {
+        return refused(&format!("is longer than {MAX_PERSON_CHARS} characters"));
+    }
+    if person
+        .chars()
+        .any(|c| c.is_control() || matches!(c, '(' | ')'))
+    {
+        return refused("holds a control character or a parenthesis");
+    }
+    if assent_domain::person(person) != person || person.contains(':') {
+        return refused("reads as a door's record (NAME:…), not a person's name");
+    }
+    Ok(())
 }
 
 fn from_row(row: &sqlx::any::AnyRow) -> Result<ApiToken, StoreError> {
@@ -163,6 +229,7 @@ fn from_row(row: &sqlx::any::AnyRow) -> Result<ApiToken, StoreError> {
             .parse()
             .map_err(|e: StoreError| StoreError::corrupt("api_tokens", e))?,
         agent_id: row.try_get("agent_id")?,
+        person: row.try_get("person")?,
         created_at: timefmt::parse("api_tokens", &row.try_get::<String, _>("created_at")?)?,
         revoked_at: revoked_at
             .map(|at| timefmt::parse("api_tokens", &at))
@@ -173,7 +240,7 @@ fn from_row(row: &sqlx::any::AnyRow) -> Result<ApiToken, StoreError> {
 /// Every token, revoked ones included, oldest first.
 pub async fn list(conn: &mut AnyConnection) -> Result<Vec<ApiToken>, StoreError> {
     sqlx::query(
-        "SELECT id, role, agent_id, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
+        "SELECT id, role, agent_id, person, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
     )
     .fetch_all(conn)
     .await?
@@ -194,13 +261,15 @@ pub async fn revoke(
         .bind(id.trim())
         .execute(&mut *conn)
         .await?;
-    sqlx::query("SELECT id, role, agent_id, created_at, revoked_at FROM api_tokens WHERE id = $1")
-        .bind(id.trim())
-        .fetch_optional(conn)
-        .await?
-        .as_ref()
-        .map(from_row)
-        .transpose()
+    sqlx::query(
+        "SELECT id, role, agent_id, person, created_at, revoked_at FROM api_tokens WHERE id = $1",
+    )
+    .bind(id.trim())
+    .fetch_optional(conn)
+    .await?
+    .as_ref()
+    .map(from_row)
+    .transpose()
 }
 
 /// The unrevoked token whose secret is `secret`, if any.
@@ -213,7 +282,7 @@ pub async fn authenticate(
         return Ok(None);
     }
     sqlx::query(
-        "SELECT id, role, agent_id, created_at, revoked_at FROM api_tokens WHERE secret_hash = $1 AND revoked_at IS NULL",
+        "SELECT id, role, agent_id, person, created_at, revoked_at FROM api_tokens WHERE secret_hash = $1 AND revoked_at IS NULL",
     )
     .bind(secret_hash(secret))
     .fetch_optional(conn)
@@ -311,5 +380,53 @@ mod tests {
             .expect("ok");
         assert_eq!(list(&mut conn).await.expect("list"), vec![admin.token]);
         assert!("owner".parse::<Role>().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_token_names_its_person_and_a_name_that_reads_as_someone_else_is_refused() {
+        let store = Store::open("sqlite::memory:").await.expect("opens");
+        let mut conn = store.pool().acquire().await.expect("conn");
+        let alice = issue_named(&mut conn, Role::Reviewer, None, Some(" alice "), at(0))
+            .await
+            .expect("issued");
+        assert_eq!(alice.token.person.as_deref(), Some("alice"));
+        let found = authenticate(&mut conn, &alice.secret)
+            .await
+            .expect("lookup")
+            .expect("found");
+        assert_eq!(found.person.as_deref(), Some("alice"));
+        assert_eq!(
+            assent_domain::person(&assent_domain::token_reviewer(
+                &found.id,
+                found.person.as_deref()
+            )),
+            "alice"
+        );
+        for bad in [
+            "",
+            "slack:U1 (bob)",
+            "token:1 (bob)",
+            "a(b",
+            "x\ny",
+            &"n".repeat(65),
+        ] {
+            let err = issue_named(&mut conn, Role::Reviewer, None, Some(bad), at(0))
+                .await
+                .expect_err(bad);
+            assert!(err.to_string().starts_with("--person "), "{bad:?}: {err}");
+        }
+        crate::agents::upsert(&mut conn, "triage", &AgentPolicy::new(["work"]), at(0))
+            .await
+            .expect("agent");
+        let err = issue_named(&mut conn, Role::Agent, Some("triage"), Some("alice"), at(0))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("names no person"), "{err}");
+        let unnamed = issue(&mut conn, Role::Reviewer, None, at(1))
+            .await
+            .expect("issued");
+        assert_eq!(unnamed.token.person, None);
+        let listed = list(&mut conn).await.expect("list");
+        assert_eq!(listed, vec![alice.token, unnamed.token]);
     }
 }

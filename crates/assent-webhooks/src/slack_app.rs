@@ -113,10 +113,16 @@ pub fn slack_signature(signing_secret: &str, timestamp: &str, body: &[u8]) -> St
     )
 }
 
-/// The digest an accepted payload is remembered by (its signature's), so that the same
-/// request sent again is refused.
+/// The digest an accepted payload is remembered by, so that the same request sent again
+/// is refused: the SHA-256 of its signature's MAC bytes, not of the header's text, since
+/// the same MAC spelled in other hex (`AB` for `ab`) verifies as well and is the same
+/// request. A header that is not `v0=` and hex (refused by
+/// [`verify_slack_signature`] before this is asked) is digested as its text.
 pub fn payload_digest(signature: &str) -> String {
-    assent_domain::lower_hex(&Sha256::digest(signature.as_bytes()))
+    match signature.strip_prefix("v0=").and_then(hex_bytes) {
+        Some(mac) => assent_domain::lower_hex(&Sha256::digest(&mac)),
+        None => assent_domain::lower_hex(&Sha256::digest(signature.as_bytes())),
+    }
 }
 
 fn hex_bytes(text: &str) -> Option<Vec<u8>> {
@@ -690,6 +696,42 @@ mod tests {
         assert!(check("1531420618", Some("v0=zz"), body, now).is_err_and(|e| e.contains("hex")));
         assert!(check("1531420618", None, body, now).is_err_and(|e| e.contains("not signed")));
         assert!(check("soon", Some(&signature), body, now).is_err_and(|e| e.contains("seconds")));
+    }
+
+    #[test]
+    fn a_signature_re_cased_is_the_same_request_to_the_replay_memory() {
+        let now = OffsetDateTime::from_unix_timestamp(1_531_420_618).expect("a time");
+        let body = b"token=xyz&payload=%7B%7D";
+        let signature = slack_signature(SECRET, "1531420618", body);
+        let upper = format!("v0={}", signature["v0=".len()..].to_ascii_uppercase());
+        let mixed: String = signature
+            .chars()
+            .enumerate()
+            .map(|(i, c)| {
+                if i % 2 == 0 {
+                    c.to_ascii_uppercase()
+                } else {
+                    c
+                }
+            })
+            .collect::<String>()
+            .replacen("V0=", "v0=", 1);
+        for spelling in [&upper, &mixed] {
+            assert_ne!(spelling, &signature);
+            assert_eq!(
+                verify_slack_signature(SECRET, Some("1531420618"), Some(spelling), body, now)
+                    .map_err(|e| e.to_string()),
+                Ok(()),
+                "hex in any case verifies: {spelling}"
+            );
+            assert_eq!(
+                payload_digest(spelling),
+                payload_digest(&signature),
+                "so it is remembered as the same request: {spelling}"
+            );
+        }
+        let other = slack_signature(SECRET, "1531420619", body);
+        assert_ne!(payload_digest(&other), payload_digest(&signature));
     }
 
     #[test]

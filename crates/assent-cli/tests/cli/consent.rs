@@ -2,9 +2,10 @@
 //! quorum is shown to the next approver, and a confirmation names the revision it saw;
 //! quorums and holds on a pattern bind every tool the pattern covers; a stale refresh
 //! starts a new revision; the policy answers before an approval or a hold is written;
-//! one rule change has one effect on every door.
+//! one rule change has one effect on every door; one person through the command line
+//! and through their token is one approver (issue 52).
 
-use super::{Cli, assert_fails, code};
+use super::{Cli, assert_fails, code, serve};
 
 fn priority(to: &str) -> String {
     format!(
@@ -347,4 +348,89 @@ fn every_json_view_of_a_decision_names_who_decided_and_show_gives_the_shadow_ver
     let other = propose(&cli, &task, "P3");
     let confirmed = cli.json(&["confirm", &other, "0", "--as", "carol"], "");
     assert_eq!(confirmed["decision"]["decidedBy"], "carol", "{confirmed}");
+}
+
+/// `POST /api/change-sets/{set}/items/0/confirm` with token `secret`: status and body.
+async fn confirm_over_the_api(base: &str, secret: &str, set: &str) -> (u16, serde_json::Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/api/change-sets/{set}/items/0/confirm"))
+        .bearer_auth(secret)
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .expect("answered");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("JSON"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_person_through_the_command_line_and_their_token_is_one_approver() {
+    const ADMIN: &str = "consent-admin-token-0123456789";
+    // The server's clock is the real one: sets made at the fixed test time would have
+    // expired there long ago.
+    let cli = Cli::new().at_the_current_time();
+    let task = cli.agent_and_task();
+    quorum(&cli, "update_task_priority", "2");
+    let alice = cli.json(
+        &["tokens", "add", "--role", "reviewer", "--person", "alice"],
+        "",
+    );
+    assert_eq!(alice["person"], "alice", "{alice}");
+    let alice = alice["secret"].as_str().expect("a secret").to_owned();
+    let nobody = cli.json(&["tokens", "add", "--role", "reviewer"], "");
+    assert_eq!(nobody["person"], serde_json::Value::Null);
+    let (nobody_id, nobody) = (
+        nobody["id"].as_str().expect("an id").to_owned(),
+        nobody["secret"].as_str().expect("a secret").to_owned(),
+    );
+    let listed = stdout(&cli.run(&["tokens"]));
+    assert!(
+        listed.contains("PERSON") && listed.contains("alice"),
+        "{listed}"
+    );
+    assert_fails(
+        &cli.run(&[
+            "tokens", "add", "--role", "reviewer", "--person", "slack:U1",
+        ]),
+        1,
+        "reads as a door's record",
+    );
+    let set = propose(&cli, &task, "P0");
+    let served = serve(&cli, ADMIN);
+
+    // Alice through her token (1 of 2), then alice on the command line: one person.
+    let (status, body) = confirm_over_the_api(&served.base, &alice, &set).await;
+    assert_eq!(status, 200, "{body}");
+    assert_fails(
+        &cli.run(&["confirm", &set, "0", "--as", "alice"]),
+        3,
+        "alice has approved item 0 already",
+    );
+    // A token naming nobody counts toward no quorum, and says how to fix it.
+    let (status, body) = confirm_over_the_api(&served.base, &nobody, &set).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.to_string().contains(&format!(
+            "token {nobody_id} names no person; re-issue it with `assent tokens add --role reviewer --person NAME` to approve items needing 2 people"
+        )),
+        "{body}"
+    );
+    let item = cli.json(&["show", &set, "0"], "");
+    assert_eq!(
+        item["status"], "pending",
+        "one person met a two-person rule"
+    );
+    assert_eq!(
+        item["approvals"].as_array().map(Vec::len),
+        Some(1),
+        "{item}"
+    );
+    assert_eq!(cli.json(&["task", "show", &task], "")["priority"], "P2");
+
+    // Bob on the command line is the second person.
+    assert_eq!(code(&cli.run(&["confirm", &set, "0", "--as", "bob"])), 0);
+    assert_eq!(cli.json(&["task", "show", &task], "")["priority"], "P0");
+    drop(served);
+    let proof = cli.run(&["audit", "verify", "--strict"]);
+    assert_eq!(code(&proof), 0, "{}", stdout(&proof));
 }

@@ -31,8 +31,22 @@ impl Engine {
         agent: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<IssuedToken, ConfirmError> {
+        self.issue_named_token(role, agent, None, now).await
+    }
+
+    /// [`Engine::issue_token`] for a token issued to `person`, who decides through it
+    /// (`token:ID (PERSON)`): a reviewer or admin token; an agent token names nobody.
+    /// A token naming no person is refused for items needing more than one person.
+    #[tracing::instrument(skip(self))]
+    pub async fn issue_named_token(
+        &self,
+        role: Role,
+        agent: Option<&str>,
+        person: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Result<IssuedToken, ConfirmError> {
         let mut tx = self.store.begin_write().await?;
-        let issued = tokens::issue(tx.connection(), role, agent, now).await?;
+        let issued = tokens::issue_named(tx.connection(), role, agent, person, now).await?;
         tx.commit().await?;
         Ok(issued)
     }

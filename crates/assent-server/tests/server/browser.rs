@@ -203,10 +203,15 @@ async fn type_into(client: &Client, css: &str, keys: &str) {
 /// Opens the page at `base` and logs in with the server's token (Enter in the token
 /// field; the first test clicks the button).
 async fn log_in(client: &Client, base: &str) {
+    log_in_as(client, base, TOKEN).await;
+}
+
+/// [`log_in`] with the token `secret`.
+async fn log_in_as(client: &Client, base: &str, secret: &str) {
     client.goto(base).await.expect("open the page");
     find(client, "#token")
         .await
-        .send_keys(&format!("{TOKEN}\u{E007}"))
+        .send_keys(&format!("{secret}\u{E007}"))
         .await
         .expect("log in with Enter");
 }
@@ -814,7 +819,7 @@ async fn the_next_approver_sees_an_edit_under_a_quorum_and_confirms_that_revisio
         .await;
     assert_eq!(status, 200, "{rule}");
     let set = server.propose(&task).await;
-    let alice = server.token("reviewer", None).await;
+    let alice = server.reviewer_token("alice").await;
     let (status, edited) = server
         .send_as(
             &alice,
@@ -826,7 +831,9 @@ async fn the_next_approver_sees_an_edit_under_a_quorum_and_confirms_that_revisio
     assert_eq!(status, 200, "{edited}");
 
     let (_driver, client) = start_driver().await;
-    log_in(&client, &server.base).await;
+    // The next approver: a person of their own (the server's token names nobody).
+    let bob = server.reviewer_token("bob").await;
+    log_in_as(&client, &server.base, &bob).await;
     let item = format!("[data-set-id=\"{set}\"] li[data-index=\"0\"]");
     find(&client, &format!("{item} .badge.edited")).await;
     assert!(

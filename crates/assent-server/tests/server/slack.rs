@@ -614,3 +614,113 @@ async fn socket_mode_acknowledges_each_envelope_decides_and_reconnects() {
     assert_eq!(item(&server, &set, 1).await["status"], "pending");
     assert_eq!(calls(&recorded, "apps.connections.open").len(), 2);
 }
+
+/// A reviewer token issued to `person` (`POST /api/tokens {role, person}`): its secret.
+async fn token_of(server: &TestServer, person: Option<&str>) -> String {
+    let (status, body) = server
+        .post("/api/tokens", json!({"role": "reviewer", "person": person}))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["person"], json!(person));
+    body["secret"].as_str().expect("secret").to_owned()
+}
+
+/// `POST /api/change-sets/{set}/items/0/confirm` with `secret`: status and body.
+async fn confirm_with(server: &TestServer, secret: &str, set: &str) -> (u16, Value) {
+    server
+        .send_as(
+            secret,
+            reqwest::Method::POST,
+            &format!("/api/change-sets/{set}/items/0/confirm"),
+            &json!({}),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn alice_in_slack_and_through_her_token_is_one_approver_and_a_token_naming_nobody_counts_for_none()
+ {
+    let (server, recorded) = connected().await;
+    let (set, value) = under_a_quorum_of_two(&server, &recorded).await;
+    let alice = token_of(&server, Some("alice")).await;
+    let bob = token_of(&server, Some("bob")).await;
+    let nobody = token_of(&server, None).await;
+
+    // Alice in Slack, then alice through her token: one person.
+    assert_eq!(
+        click(&server, &approve("U1", &value), SIGNING_SECRET, 0)
+            .await
+            .0,
+        200
+    );
+    wait_for(&recorded, "chat.postEphemeral", |seen| {
+        told(seen, "U1", "1 of 2")
+    })
+    .await;
+    let (status, body) = confirm_with(&server, &alice, &set).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.to_string().contains("has approved item 0 already"),
+        "{body}"
+    );
+    // A token naming nobody, and the server's own token: no quorum counts them.
+    for secret in [nobody.as_str(), crate::support::TOKEN] {
+        let (status, body) = confirm_with(&server, secret, &set).await;
+        assert_eq!(status, 409, "{body}");
+        assert!(
+            body.to_string().contains("names no person; re-issue it with `assent tokens add --role reviewer --person NAME` to approve items needing 2 people"),
+            "{body}"
+        );
+    }
+    let pending = item(&server, &set, 0).await;
+    assert_eq!(
+        pending["status"], "pending",
+        "one person met a two-person rule"
+    );
+    assert_eq!(
+        pending["approvals"].as_array().map(Vec::len),
+        Some(1),
+        "{pending}"
+    );
+
+    // Bob through his token is the second person.
+    let (status, body) = confirm_with(&server, &bob, &set).await;
+    assert_eq!(status, 200, "{body}");
+    let confirmed = item(&server, &set, 0).await;
+    assert_eq!(confirmed["status"], "confirmed");
+    assert!(
+        confirmed["decidedBy"]
+            .as_str()
+            .is_some_and(|by| by.starts_with("token:") && by.ends_with(" (bob)")),
+        "{confirmed}"
+    );
+    assent_tests::assert_proven(&server.store, "alice in slack and bob's token").await;
+}
+
+#[tokio::test]
+async fn a_click_sent_again_with_its_signature_re_cased_is_a_replay() {
+    let (server, recorded) = connected().await;
+    let task = server.agent_and_task("Slack").await;
+    server.propose(&task).await;
+    let posted = wait_for(&recorded, "chat.postMessage", |seen| !seen.is_empty()).await;
+    let value = button(&posted[0], "approve", 0).expect("Approve");
+    let (status, replay) = click(&server, &approve("U1", &value), SIGNING_SECRET, 0).await;
+    assert_eq!(status, 200);
+    let mut replay = replay.build().expect("a request");
+    let signature = replay.headers()["x-slack-signature"]
+        .to_str()
+        .expect("text")
+        .to_owned();
+    let recased = format!("v0={}", signature["v0=".len()..].to_ascii_uppercase());
+    assert_ne!(recased, signature);
+    replay.headers_mut().insert(
+        "x-slack-signature",
+        recased.parse().expect("a header value"),
+    );
+    let answered = server.client.execute(replay).await.expect("sends");
+    assert_eq!(
+        answered.status().as_u16(),
+        409,
+        "a re-cased replay is a replay"
+    );
+}

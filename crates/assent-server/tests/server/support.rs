@@ -117,6 +117,17 @@ impl TestServer {
         body["secret"].as_str().expect("secret").to_owned()
     }
 
+    /// A reviewer token issued to `person` (who decides through it, and counts once
+    /// toward a quorum whatever door they use): its secret.
+    pub async fn reviewer_token(&self, person: &str) -> String {
+        let (status, body) = self
+            .post("/api/tokens", json!({"role": "reviewer", "person": person}))
+            .await;
+        assert_eq!(status, 201, "{body}");
+        assert_eq!(body["person"], person);
+        body["secret"].as_str().expect("secret").to_owned()
+    }
+
     /// `METHOD path` with the token `secret` and a JSON `body`: status and JSON body.
     pub async fn send_as(
         &self,

@@ -77,8 +77,8 @@ async fn a_quorum_of_two_reviewers_applies_once_and_counts_each_reviewer_once() 
     let server = TestServer::start().await;
     let task = server.agent_and_task("Quorum").await;
     let (alice, bob) = (
-        server.token("reviewer", None).await,
-        server.token("reviewer", None).await,
+        server.reviewer_token("alice").await,
+        server.reviewer_token("bob").await,
     );
     assert_eq!(
         require_approvals(&server, &alice, 2).await,
@@ -144,9 +144,9 @@ async fn of_the_last_two_approvals_racing_one_applies_and_the_other_is_409() {
         200
     );
     let reviewers = [
-        server.token("reviewer", None).await,
-        server.token("reviewer", None).await,
-        server.token("reviewer", None).await,
+        server.reviewer_token("alice").await,
+        server.reviewer_token("bob").await,
+        server.reviewer_token("carol").await,
     ];
     for _ in 0..3 {
         let set = propose_priority(&server, &task, "P0").await;
@@ -197,8 +197,8 @@ async fn an_edit_under_a_quorum_is_shown_and_a_confirmation_of_an_older_revision
         .await;
     assert_eq!(status, 200, "{agent}");
     let (alice, bob) = (
-        server.token("reviewer", None).await,
-        server.token("reviewer", None).await,
+        server.reviewer_token("alice").await,
+        server.reviewer_token("bob").await,
     );
     let set = propose_priority(&server, &task, "P0").await;
     let item = format!("/api/change-sets/{set}/items/0");
