@@ -70,7 +70,7 @@ pub struct HookOptions {
     pub on_timeout: OnTimeout,
     /// When the hook's run began (its process's start, or the request's arrival): the
     /// wait and the whole run are counted from here, not from when the database
-    /// answered ([`run_limit`]).
+    /// answered (the whole run is `--wait`, at least a few seconds).
     pub started: Instant,
 }
 
@@ -105,8 +105,8 @@ pub(crate) fn agent_timeout(wait: Duration) -> Duration {
 }
 
 impl HookOptions {
-    /// When the hook's whole run ends ([`run_limit`] after its start): whatever is
-    /// still undecided then (the database busy) is denied.
+    /// When the hook's whole run ends (the wait, at least a few seconds, after its
+    /// start): whatever is still undecided then (the database busy) is denied.
     pub fn run_ends(&self) -> Instant {
         self.started + run_limit(self.wait)
     }
@@ -154,9 +154,9 @@ pub fn hook_host(agent: &str) -> String {
 }
 
 /// The decision about `event` (a before event or Codex's permission request) for
-/// the agent of `options`: see the module documentation. Answered within
-/// [`run_limit`] of `options.started`: a call still undecided then (the database
-/// busy) is denied, and the item it queued withdrawn.
+/// the agent of `options`: see the module documentation. Answered within the hook's
+/// whole run (its wait, at least a few seconds) after `options.started`: a call still
+/// undecided then (the database busy) is denied, and the item it queued withdrawn.
 #[tracing::instrument(skip_all, fields(kind = %options.kind, agent = %options.agent, tool = %event.tool_name, cwd = %event.cwd))]
 pub async fn decide(
     store: &Store,

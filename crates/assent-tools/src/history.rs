@@ -65,7 +65,7 @@ pub struct PastCall {
     pub definition: Option<ToolDefinition>,
     /// The arguments the agent proposed (`null` when not known): for a tool whose
     /// calls hold a command or a path, a suggestion is an argument pattern they
-    /// support, never the bare tool ([`supported_pattern`]).
+    /// support, never the bare tool.
     pub args: serde_json::Value,
     /// The id of the call's target (for a coding agent, its workspace).
     pub target_id: String,
@@ -153,7 +153,7 @@ pub struct GrantSuggestion {
     pub tool: String,
     /// The rule's pattern when it is not the bare tool: for a tool whose calls hold a
     /// command or a path, the argument pattern every counted call fits
-    /// (`Bash(git status:*)`, [`supported_pattern`]); absent for the tool's name.
+    /// (`Bash(git status:*)`); absent for the tool's name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
     /// The rule proposed: `allow`.

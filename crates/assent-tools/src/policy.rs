@@ -209,7 +209,7 @@ pub(crate) const PATH_KEYS: [&str; 3] = ["file_path", "path", "notebook_path"];
 /// segments; for any other tool named top-level arguments (`create_issue(repo=acme/web)`,
 /// several joined by `,`) or a glob over the arguments' canonical JSON, sure only of a
 /// match at the top level (`create_issue(*"repo":"acme/web"*)`, unsure when only a
-/// nested copy matches: [`arguments_cover`]). A call holding several of these is covered
+/// nested copy matches). A call holding several of these is covered
 /// only when every command and path is, and not covered only when none is and the
 /// whole arguments are not either: anything between is unsure.
 pub fn call_covers(pattern: &str, name: &str, call: Option<CallContext<'_>>) -> Coverage {
