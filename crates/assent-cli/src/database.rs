@@ -27,15 +27,7 @@ pub fn locate(flag: Option<String>) -> Result<String, CliError> {
     if let Some(note) = &choice.note {
         eprintln!("{note}");
     }
-    if let Some(dir) = &choice.create {
-        create_private_dir(dir).map_err(|e| {
-            CliError::failed(format!(
-                "cannot create the data directory {}: {e}",
-                dir.display()
-            ))
-        })?;
-    }
-    Ok(choice.url)
+    created(choice)
 }
 
 /// The database of a hook or a gateway (`assent hook`, `assent hook install`, `assent
@@ -57,15 +49,7 @@ pub fn locate_for_agents(flag: Option<String>) -> Result<String, CliError> {
         )));
     }
     let choice = choose(named, None, false, data_dir)?;
-    if let Some(dir) = &choice.create {
-        create_private_dir(dir).map_err(|e| {
-            CliError::failed(format!(
-                "cannot create the data directory {}: {e}",
-                dir.display()
-            ))
-        })?;
-    }
-    Ok(choice.url)
+    created(choice)
 }
 
 /// `url` with a relative SQLite path made absolute against the current folder: what an
@@ -117,6 +101,19 @@ fn resolved(path: &Path) -> PathBuf {
             _ => return path.to_path_buf(),
         }
     }
+}
+
+/// The URL of `choice`, once the folder it needs exists.
+fn created(choice: Choice) -> Result<String, CliError> {
+    if let Some(dir) = &choice.create {
+        create_private_dir(dir).map_err(|e| {
+            CliError::failed(format!(
+                "cannot create the data directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+    }
+    Ok(choice.url)
 }
 
 /// Creates `dir` (and any missing parent) for its owner alone (0700 on Unix, whatever

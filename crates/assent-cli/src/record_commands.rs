@@ -62,6 +62,10 @@ async fn audit_verify(ctx: &Ctx, args: AuditVerifyArgs) -> Result<Output, CliErr
         since: args.since,
         head,
         strict: args.strict,
+        // The hooks read `~/` in path rules as this user's home: the proof reads it so.
+        home: etcetera::home_dir()
+            .ok()
+            .map(|home| home.to_string_lossy().into_owned()),
     };
     let report = ctx.engine.verify_proof(&options).await?;
     let mut output = Output::either(ctx.json, &report, || render::proof(&report))?;

@@ -37,7 +37,7 @@ use crate::chain::{self, ChainEntry, EntryKind, GENESIS, Head};
 use crate::jobs::{self, Job, JobStatus};
 use crate::{StoreError, approvals, audit, decisions, delegation, timefmt};
 use assent_domain::{OperationId, canonical_json};
-use assent_tools::{AuditKind, CallContext, Coverage, call_covers, name_matches};
+use assent_tools::{AuditKind, CallContext, Coverage, PathFacts, call_covers, name_matches};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::{AnyConnection, Row};
@@ -107,6 +107,28 @@ pub struct VerifyOptions {
     /// Fail on every effect the proof cannot tie to a person here: one imported from
     /// another device, one answered in the agent's client.
     pub strict: bool,
+    /// The home folder a path rule's `~/` stood for when the calls were decided (the
+    /// hook's user's, as the coding agents read `~`): without it, a call a `~/` allow
+    /// rule let run unasked cannot be tied to that rule.
+    pub home: Option<String>,
+}
+
+/// What the proof knows of paths: the home folder it was given, and every path as
+/// written (where a link led when the call was decided is the decision's to judge; a
+/// rule the proof reads as written covers at least what it covered then).
+#[derive(Debug)]
+struct PathsAsWritten<'a> {
+    home: &'a str,
+}
+
+impl PathFacts for PathsAsWritten<'_> {
+    fn home(&self) -> Option<&str> {
+        Some(self.home)
+    }
+
+    fn resolve(&self, path: &str) -> Result<String, String> {
+        Ok(path.to_owned())
+    }
 }
 
 /// The proof's result.
@@ -792,11 +814,12 @@ fn effects_consented(
                 );
                 continue;
             };
-            let call = CallContext {
-                args: &record["args"],
-                target_id: record["targetId"].as_str().unwrap_or_default(),
-                paths: None,
-            };
+            let home = options.home.as_deref().map(|home| PathsAsWritten { home });
+            let call = CallContext::new(
+                &record["args"],
+                record["targetId"].as_str().unwrap_or_default(),
+            )
+            .with_paths(home.as_ref().map(|facts| facts as &dyn PathFacts));
             if let Some(problem) = unasked_problem(rules, allowed_by, tool, Some(call), at) {
                 fail(violations, ProofRule::Consent, problem);
             }
@@ -1117,6 +1140,27 @@ mod tests {
             unasked_problem(&expired, &by_x, "x", None, "2026-01-01T00:00:00.000000Z").is_some()
         );
         assert!(unasked_problem(&rules, &Value::Null, "add_item", None, "2026").is_some());
+    }
+
+    #[test]
+    fn a_home_rule_is_read_with_the_home_the_proof_is_given_and_unsure_without() {
+        let rules = json!({"rules": [{"pattern": "Read(~/notes/**)", "action": "allow"}]});
+        let by_rule = json!({"rule": {"pattern": "Read(~/notes/**)", "action": "allow"}});
+        let inside = json!({"file_path": "/home/al/notes/a.md"});
+        let outside = json!({"file_path": "/home/al/.ssh/id_rsa"});
+        let home = PathsAsWritten { home: "/home/al" };
+        let with_home =
+            |args| Some(CallContext::new(args, "/work").with_paths(Some(&home as &dyn PathFacts)));
+        assert_eq!(
+            unasked_problem(&rules, &by_rule, "Read", with_home(&inside), "2026"),
+            None
+        );
+        assert!(unasked_problem(&rules, &by_rule, "Read", with_home(&outside), "2026").is_some());
+        let without_home = Some(CallContext::new(&inside, "/work"));
+        assert!(
+            unasked_problem(&rules, &by_rule, "Read", without_home, "2026").is_some(),
+            "no home: the rule cannot be tied to the call"
+        );
     }
 
     #[test]
