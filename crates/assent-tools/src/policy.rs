@@ -383,16 +383,27 @@ fn parse_pattern(pattern: &str) -> Result<Option<(&str, &str)>, String> {
 /// judged by a pattern for its first command.
 pub(crate) const SHELL_CHAINS: [&str; 8] = [";", "&", "|", "`", "$(", ">", "<", "\n"];
 
+/// `ARG` against one command: a glob over the whole command; `PREFIX:*` is the command
+/// `PREFIX` alone or followed by a word boundary (white space) and anything, as in Claude
+/// Code's own rules: `Bash(ls:*)` covers `ls -la`, never `lsof -i`.
 fn command_covers(argument: &str, command: &str) -> Coverage {
     let command = command.trim();
-    let glob = match argument.strip_suffix(":*") {
-        Some(prefix) => format!("{prefix}*"),
-        None => argument.to_owned(),
-    };
     if SHELL_CHAINS.iter().any(|chain| command.contains(chain)) {
         return Coverage::Unsure;
     }
-    if glob_matches(&glob, command) {
+    let covered = match argument.strip_suffix(":*") {
+        Some(prefix) => {
+            // Any white space ends the word (a tab as much as a space), so a deny rule
+            // is not got around by the character between the words.
+            let spaced: String = command
+                .chars()
+                .map(|c| if c.is_whitespace() { ' ' } else { c })
+                .collect();
+            glob_matches(prefix, command) || glob_matches(&format!("{prefix} *"), &spaced)
+        }
+        None => glob_matches(argument, command),
+    };
+    if covered {
         Coverage::Yes
     } else {
         Coverage::No
@@ -828,6 +839,30 @@ impl ToolSettingsTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_colon_star_prefix_ends_at_a_word_boundary() {
+        let covers = |pattern: &str, command: &str| {
+            let args = serde_json::json!({ "command": command });
+            call_covers(pattern, "Bash", Some(CallContext::new(&args, "/w")))
+        };
+        for (pattern, command, expected) in [
+            ("Bash(ls:*)", "ls", Coverage::Yes),
+            ("Bash(ls:*)", "ls -la", Coverage::Yes),
+            ("Bash(ls:*)", "ls\t-la", Coverage::Yes),
+            ("Bash(ls:*)", "lsof -i", Coverage::No),
+            ("Bash(ls*)", "lsof -i", Coverage::Yes),
+            ("Bash(git status:*)", "git status", Coverage::Yes),
+            ("Bash(git status:*)", "git status --short", Coverage::Yes),
+            ("Bash(git status:*)", "git statusx", Coverage::No),
+            ("Bash(git status:*)", "git status; rm -rf /", Coverage::Unsure),
+            ("Bash(rm:*)", "rm\t-rf /", Coverage::Yes),
+            ("Bash(rm:*)", "rmdir x", Coverage::No),
+            ("Bash(npm run *:*)", "npm run test -- -x", Coverage::Yes),
+        ] {
+            assert_eq!(covers(pattern, command), expected, "{pattern} on {command:?}");
+        }
+    }
 
     /// `(pattern, tool, args, workspace, coverage)`: the argument patterns of the coding
     /// agents' permission rules, read by the one matcher.
