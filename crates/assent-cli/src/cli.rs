@@ -293,6 +293,9 @@ pub enum AgentCommand {
     Ask(AgentRuleArgs),
     /// Refuse the agent's calls of TOOL (its rule for TOOL, replaced).
     Deny(AgentRuleArgs),
+    /// Remove the agent's rule for exactly PATTERN (as `agent show` lists it): its calls
+    /// are then decided by the agent's other rules, or asked.
+    Unset(AgentUnsetArgs),
     /// Say that the agent's calls of TOOL are idempotent: an approved call that a crash
     /// left in doubt simply runs again (--off takes it back).
     Idempotent(AgentIdempotentArgs),
@@ -315,6 +318,15 @@ pub enum AgentCommand {
     /// Each shadow rule of the agent (`--shadow`): its agreement with the decisions
     /// people made since it was set, and every disagreement.
     ShadowReport(AgentShadowReportArgs),
+}
+
+/// `assent agent unset AGENT PATTERN`.
+#[derive(Debug, Args)]
+pub struct AgentUnsetArgs {
+    /// The agent's id.
+    pub agent: String,
+    /// The rule's tool name or pattern, exactly as `assent agent show` lists it.
+    pub pattern: String,
 }
 
 /// `assent agent allow|ask|deny AGENT TOOL [--for SPAN]`.

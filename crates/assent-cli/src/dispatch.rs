@@ -88,6 +88,9 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Agent(AgentCommand::Deny(args)) => {
             agent_rule(&ctx, args, RuleAction::Deny).await
         }
+        DbCommand::Agent(AgentCommand::Unset(args)) => {
+            crate::task_commands::agent_unset(&ctx, args).await
+        }
         DbCommand::Agent(AgentCommand::Idempotent(args)) => agent_idempotent(&ctx, args).await,
         DbCommand::Agent(AgentCommand::RunAfterDisconnect(args)) => {
             crate::mcp_commands::agent_run_after_disconnect(

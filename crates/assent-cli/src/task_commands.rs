@@ -1,4 +1,4 @@
-//! `assent agent create|allow|ask|deny|idempotent|show|list|backtest|shadow-report`,
+//! `assent agent create|allow|ask|deny|unset|idempotent|show|list|backtest|shadow-report`,
 //! `assent task create|show`: the agents and their policies (rules that may expire,
 //! shadow rules tried without effect, a rule replayed against the history), and the
 //! journal's tasks.
@@ -6,15 +6,15 @@
 use crate::CliError;
 use crate::cli::{
     AgentBacktestArgs, AgentCreateArgs, AgentHoldArgs, AgentIdempotentArgs, AgentRuleArgs,
-    AgentShadowReportArgs, AgentShowArgs, TaskCreateArgs, TaskShowArgs,
+    AgentShadowReportArgs, AgentShowArgs, AgentUnsetArgs, TaskCreateArgs, TaskShowArgs,
 };
 use crate::context::{Ctx, Output};
 use crate::render;
 use assent_confirm::{ConfirmError, RuleChange};
 use assent_journal_host::{NewTask, create_task, load_task};
 use assent_server::{
-    AgentView, ServerError, agent_view, agent_views, change_agent_rule, set_agent_categories,
-    set_agent_idempotent,
+    AgentView, ServerError, agent_view, agent_views, change_agent_rule, remove_agent_rule,
+    set_agent_categories, set_agent_idempotent,
 };
 use assent_tools::{Backtest, RuleAction, ShadowReport, ToolRule};
 use serde_json::{Value, json};
@@ -86,6 +86,32 @@ pub async fn agent_rule(
             action.as_str(),
             tool.trim()
         )
+    })
+}
+
+/// `assent agent unset AGENT PATTERN`: the rule for exactly PATTERN removed; an agent
+/// without one is told so and nothing changes.
+pub async fn agent_unset(ctx: &Ctx, args: AgentUnsetArgs) -> Result<Output, CliError> {
+    let pattern = args.pattern.trim();
+    if pattern.is_empty() {
+        return Err(CliError::Usage(
+            "the rule's PATTERN must not be blank".to_owned(),
+        ));
+    }
+    let by = crate::cli::reviewer(None);
+    let (agent, removed) = remove_agent_rule(&ctx.engine, &args.agent, pattern, &by, ctx.now)
+        .await
+        .map_err(usage_on_bad_input)?;
+    let shown = with_expiries(ctx, &agent).await?;
+    Output::either(ctx.json, &shown, || {
+        if removed {
+            format!("Agent {}: rule for {pattern} removed", agent.id)
+        } else {
+            format!(
+                "Agent {}: no rule for {pattern}; nothing changed (`assent agent show {}` lists its rules)",
+                agent.id, agent.id
+            )
+        }
     })
 }
 

@@ -289,6 +289,32 @@ impl Engine {
         Ok(existing.is_none())
     }
 
+    /// Removes agent `agent`'s rule for exactly `pattern` (`assent agent unset`, `DELETE
+    /// /api/agents/{id}/rules/{pattern}`), entered on the consent chain with who removed
+    /// it (`by`), in one transaction: calls it decided are then decided by the agent's
+    /// other rules, or asked. Returns whether it had such a rule. An unknown agent is
+    /// [`ConfirmError::UnknownAgent`], and nothing is written.
+    #[tracing::instrument(skip(self))]
+    pub async fn remove_rule(
+        &self,
+        agent: &str,
+        pattern: &str,
+        by: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Result<bool, ConfirmError> {
+        let (agent, pattern) = (agent.trim(), pattern.trim());
+        let mut tx = self.store.begin_write().await?;
+        let Some(changed) = stored::remove_rule(tx.connection(), agent, pattern, now).await? else {
+            return Err(ConfirmError::UnknownAgent(agent.to_owned()));
+        };
+        if changed && let Some(by) = by {
+            stored::record_changed_by(tx.connection(), agent, by, now).await?;
+        }
+        tx.commit().await?;
+        tracing::info!(changed, "rule removed");
+        Ok(changed)
+    }
+
     /// Sets agent `agent`'s rule as `change` says, in one transaction: the rule
     /// (replacing the one it had for exactly that pattern), the quorum when given, the
     /// shadow rule for that pattern removed (a rule set for real promotes it), and, for

@@ -1,5 +1,6 @@
-//! Agents and their policies, for `POST /api/agents`, `PUT /api/agents/{id}/rules/{tool}`
-//! and `assent agent create|allow|ask|deny|show|list` alike.
+//! Agents and their policies, for `POST /api/agents`, `PUT|DELETE
+//! /api/agents/{id}/rules/{tool}` and `assent agent create|allow|ask|deny|unset|show|list`
+//! alike.
 
 use crate::api::{ApiResult, Body, created, now, ok};
 use crate::auth::Principal;
@@ -209,6 +210,29 @@ pub async fn change_agent_rule(
     Ok((agent_view(engine, id).await?, changed))
 }
 
+/// Removes agent `id`'s rule for exactly `pattern` (`assent agent unset`, `DELETE
+/// /api/agents/{id}/rules/{pattern}`), by `by`: the agent as it is now, and whether it
+/// had such a rule.
+pub async fn remove_agent_rule(
+    engine: &Engine,
+    id: &str,
+    pattern: &str,
+    by: &str,
+    now: OffsetDateTime,
+) -> Result<(AgentView, bool), ServerError> {
+    let id = id.trim();
+    if pattern.trim().is_empty() {
+        return Err(ServerError::BadRequest(
+            "the rule's pattern must not be blank".to_owned(),
+        ));
+    }
+    let removed = engine
+        .remove_rule(id, pattern, Some(by), now)
+        .await
+        .map_err(|e| refused(id, e))?;
+    Ok((agent_view(engine, id).await?, removed))
+}
+
 /// [`change_agent_rule`] with the rule `action` for `tool`, for good.
 pub async fn set_agent_rule(
     engine: &Engine,
@@ -315,6 +339,19 @@ pub(crate) async fn set_rule(
         ..RuleChange::new(tool, action)
     };
     let (agent, _) = change_agent_rule(&state.engine, &id, &change, now()).await?;
+    ok(agent)
+}
+
+/// `DELETE /api/agents/{id}/rules/{pattern}`: the rule for exactly that pattern removed
+/// (the agent as it is then; removing a rule it does not have changes nothing).
+pub(crate) async fn remove_rule(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> ApiResult {
+    let Path((id, pattern)) = path?;
+    let (agent, _) =
+        remove_agent_rule(&state.engine, &id, &pattern, &caller.identity(), now()).await?;
     ok(agent)
 }
 

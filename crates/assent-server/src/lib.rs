@@ -68,7 +68,7 @@ mod webhooks;
 
 pub use agents::{
     AgentView, HoldView, QuorumView, RuleView, agent_view, agent_views, change_agent_rule,
-    set_agent_categories, set_agent_hold, set_agent_idempotent, set_agent_rule,
+    remove_agent_rule, set_agent_categories, set_agent_hold, set_agent_idempotent, set_agent_rule,
 };
 pub use delegation::DEFAULT_BUS_ROOT;
 pub use error::ServerError;
@@ -350,7 +350,10 @@ impl Server {
             .route_layer(middleware::from_fn(auth::require_reviewer));
         let admin_routes = Router::new()
             .route("/agents", post(agents::create_agent))
-            .route("/agents/{id}/rules/{tool}", put(agents::set_rule))
+            .route(
+                "/agents/{id}/rules/{tool}",
+                put(agents::set_rule).delete(agents::remove_rule),
+            )
             .route("/agents/{id}/holds/{tool}", put(agents::set_hold))
             // A batch is a device's whole state: the innermost body limit wins.
             .route(

@@ -100,6 +100,27 @@ pub async fn set_rule(
     Ok(Some(changed))
 }
 
+/// Removes agent `agent_id`'s rule for exactly `pattern`, entered on the consent chain
+/// as every change of its rules is ([`upsert`]): whether it had one, or `None` when no
+/// such agent exists.
+pub async fn remove_rule(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    pattern: &str,
+    now: OffsetDateTime,
+) -> Result<Option<bool>, StoreError> {
+    let Some(agent) = get(conn, agent_id).await? else {
+        return Ok(None);
+    };
+    let old = agent.policy;
+    let policy = old.clone().without_rule(pattern);
+    let changed = policy != old;
+    if changed {
+        upsert(conn, agent_id, &policy, now).await?;
+    }
+    Ok(Some(changed))
+}
+
 /// The agent `agent_id`, or `None` when no such agent exists.
 pub async fn get(conn: &mut AnyConnection, agent_id: &str) -> Result<Option<Agent>, StoreError> {
     sqlx::query("SELECT id, categories, rules, created_at, updated_at FROM agents WHERE id = $1")

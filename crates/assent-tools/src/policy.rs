@@ -403,11 +403,7 @@ fn command_covers(argument: &str, command: &str) -> Coverage {
         }
         None => glob_matches(argument, command),
     };
-    if covered {
-        Coverage::Yes
-    } else {
-        Coverage::No
-    }
+    if covered { Coverage::Yes } else { Coverage::No }
 }
 
 /// A path pattern against a call's path: as written, and, when the target's host says
@@ -627,6 +623,14 @@ impl AgentPolicy {
             rules.push(rule);
         }
         self.rules = rules;
+        self
+    }
+
+    /// The same policy without its rules for exactly `pattern` (`assent agent unset`):
+    /// a call the removed rule decided is decided by the remaining rules, or asked.
+    #[must_use]
+    pub fn without_rule(mut self, pattern: &str) -> Self {
+        self.rules.retain(|rule| rule.pattern() != pattern);
         self
     }
 
@@ -855,12 +859,20 @@ mod tests {
             ("Bash(git status:*)", "git status", Coverage::Yes),
             ("Bash(git status:*)", "git status --short", Coverage::Yes),
             ("Bash(git status:*)", "git statusx", Coverage::No),
-            ("Bash(git status:*)", "git status; rm -rf /", Coverage::Unsure),
+            (
+                "Bash(git status:*)",
+                "git status; rm -rf /",
+                Coverage::Unsure,
+            ),
             ("Bash(rm:*)", "rm\t-rf /", Coverage::Yes),
             ("Bash(rm:*)", "rmdir x", Coverage::No),
             ("Bash(npm run *:*)", "npm run test -- -x", Coverage::Yes),
         ] {
-            assert_eq!(covers(pattern, command), expected, "{pattern} on {command:?}");
+            assert_eq!(
+                covers(pattern, command),
+                expected,
+                "{pattern} on {command:?}"
+            );
         }
     }
 

@@ -186,3 +186,46 @@ fn the_next_wake_routes_by_the_rules() {
     assert!(!reply(&ran).contains("queued"), "{ran}");
     assert_eq!(cli.json(&["task", "show", &task], "")["priority"], "P0");
 }
+
+/// Issue 53, point 10: a rule is removed through the one rule change (`agent unset`),
+/// entered on the consent chain; removing one the agent lacks changes nothing.
+#[test]
+fn a_rule_is_removed_by_its_pattern_and_the_proof_holds() {
+    let mut cli = Cli::new();
+    cli.json(
+        &["agent", "create", "--id", "a", "--categories", "work"],
+        "",
+    );
+    cli.json(&["agent", "deny", "a", "Bash(rm -rf *)"], "");
+    cli.json(&["agent", "allow", "a", "set_task_status"], "");
+    cli.now = "2026-03-02T10:00:00Z".to_owned();
+    let unset = cli.json(&["agent", "unset", "a", "Bash(rm -rf *)"], "");
+    assert_eq!(
+        unset["rules"],
+        json!([{"tool": "set_task_status", "action": "allow"}]),
+        "only that rule went"
+    );
+    assert_eq!(unset["updatedAt"], "2026-03-02T10:00:00Z");
+
+    let again = cli.run(&["agent", "unset", "a", "Bash(rm -rf *)"]);
+    assert_eq!(code(&again), 0);
+    assert!(
+        String::from_utf8_lossy(&again.stdout)
+            .contains("no rule for Bash(rm -rf *); nothing changed"),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+    assert_fails(&cli.run(&["agent", "unset", "nobody", "x"]), 1, "nobody");
+    assert_fails(&cli.run(&["agent", "unset", "a", " "]), 2, "blank");
+
+    // Its last rule goes too, and the consent chain still proves every change.
+    let asked = cli.json(&["agent", "unset", "a", "set_task_status"], "");
+    assert_eq!(asked["rules"], json!([]));
+    let verified = cli.run(&["audit", "verify"]);
+    assert_eq!(
+        code(&verified),
+        0,
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
+    );
+}

@@ -203,3 +203,64 @@ async fn unknown_agents_bad_actions_and_other_roles_are_refused() {
     );
     server.stop().await.expect("clean stop");
 }
+
+/// `DELETE path` with `secret`: status and JSON body.
+async fn delete(server: &TestServer, secret: &str, path: &str) -> (u16, Value) {
+    let response = server
+        .client
+        .delete(format!("{}{path}", server.base))
+        .bearer_auth(secret)
+        .send()
+        .await
+        .expect("send");
+    read(response).await
+}
+
+/// Issue 53, point 10: `DELETE /api/agents/{id}/rules/{pattern}` removes exactly that
+/// rule, for an admin only; the next wake is asked about the tool again.
+#[tokio::test]
+async fn an_admin_removes_a_rule_by_its_pattern() {
+    let server = TestServer::start().await;
+    let task = server.agent_and_task("Unset").await;
+    let admin = crate::support::TOKEN;
+    let path = "/api/agents/triage/rules/set_task_language";
+    let (status, _, _) = put(&server, admin, path, json!({"action": "deny"})).await;
+    assert_eq!(status, 200);
+    let (status, _, _) = put(
+        &server,
+        admin,
+        "/api/agents/triage/rules/set_task_*",
+        json!({"action": "allow"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    for role in ["agent", "reviewer"] {
+        let secret = server
+            .token(role, (role == "agent").then_some("triage"))
+            .await;
+        let (status, body) = delete(&server, &secret, path).await;
+        assert_eq!(status, 403, "{role}: {body}");
+    }
+    let (status, body) = delete(&server, admin, "/api/agents/ghost/rules/x").await;
+    assert_eq!(status, 404, "{body}");
+
+    let (status, agent) = delete(&server, admin, path).await;
+    assert_eq!(status, 200, "{agent}");
+    assert_eq!(
+        agent["rules"],
+        json!([{"tool": "set_task_*", "action": "allow"}]),
+        "only that pattern's rule went"
+    );
+    let (status, again) = delete(&server, admin, path).await;
+    assert_eq!((status, &again), (200, &agent), "nothing left to remove");
+    let (reply, _) = wake(
+        &server,
+        &task,
+        "set_task_language",
+        json!({"languageCode": "de"}),
+    )
+    .await;
+    assert!(!reply.contains("Denied"), "the deny rule is gone: {reply}");
+    server.stop().await.expect("clean stop");
+}
