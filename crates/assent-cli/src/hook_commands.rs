@@ -3,7 +3,7 @@
 //! one line on stderr (every one of these agents blocks the call then); any other
 //! failure is answered as a denial, so a call is never let through by an error.
 //!
-//! `assent hook install|uninstall AGENT_KIND --agent NAME [--scope user|project]
+//! `assent hook install|uninstall AGENT_KIND --agent NAME [--scope project|local|user]
 //! [--print]`: our entries in the agent's settings file, merged into what is there
 //! (`assent_hook::install`), the file as it was kept beside it.
 
@@ -67,7 +67,7 @@ pub enum HookAction {
     Uninstall(InstallArgs),
 }
 
-/// `assent hook install|uninstall AGENT_KIND --agent NAME [--scope user|project]
+/// `assent hook install|uninstall AGENT_KIND --agent NAME [--scope project|local|user]
 /// [--project DIR] [--print]`.
 #[derive(Debug, Args)]
 pub struct InstallArgs {
@@ -77,7 +77,9 @@ pub struct InstallArgs {
     /// The Assent agent whose rules decide.
     #[arg(long, value_name = "NAME")]
     pub agent: String,
-    /// The project's settings (in --project) or the user's (in the home folder).
+    /// The project's settings (in --project, committed with it), this person's own in the
+    /// project (`local`: `.claude/settings.local.json`, kept out of the repository), or the
+    /// user's (in the home folder).
     #[arg(long, value_enum, default_value_t = Scope::Project, value_name = "SCOPE")]
     pub scope: Scope,
     /// The project folder; default: the current one.
@@ -108,6 +110,9 @@ pub struct InstallArgs {
 pub enum Scope {
     /// The project's settings file.
     Project,
+    /// The project's settings of this person only, kept out of the repository
+    /// (`.claude/settings.local.json`; Claude Code alone has such a file).
+    Local,
     /// The user's settings file, in the home folder.
     User,
 }
@@ -318,16 +323,31 @@ fn change_settings(
             "--http {url:?}: expected the server's URL, such as http://127.0.0.1:7700"
         )));
     }
+    let file = match args.scope {
+        Scope::Local => assent_hook::install::local_settings_file(args.kind).ok_or_else(|| {
+            let kinds: Vec<&str> = AgentKind::ALL
+                .into_iter()
+                .filter(|kind| assent_hook::install::local_settings_file(*kind).is_some())
+                .map(AgentKind::as_str)
+                .collect();
+            CliError::Usage(format!(
+                "{} has no settings file of one person's own; --scope local is for {}",
+                args.kind,
+                kinds.join(", ")
+            ))
+        })?,
+        Scope::Project | Scope::User => assent_hook::install::settings_file(args.kind),
+    };
     let folder = match args.scope {
         Scope::User => etcetera::home_dir()
             .map_err(|e| CliError::failed(format!("cannot find the home folder: {e}")))?,
-        Scope::Project => match args.project {
+        Scope::Project | Scope::Local => match args.project {
             Some(dir) => dir,
             None => std::env::current_dir()
                 .map_err(|e| CliError::failed(format!("cannot read the current folder: {e}")))?,
         },
     };
-    let path = folder.join(assent_hook::install::settings_file(args.kind));
+    let path = folder.join(file);
     let original = match std::fs::read(&path) {
         Ok(bytes) => Some(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

@@ -72,7 +72,7 @@ pub fn parse(kind: AgentKind, body: &[u8]) -> Result<HookEvent, HookError> {
 
 /// Claude Code, Codex, VS Code, Gemini CLI, and Copilot when it sends Claude's shape.
 fn claude_like(kind: AgentKind, event: &Map<String, Value>) -> Result<HookEvent, HookError> {
-    let event_name = string(event, "hook_event_name")?;
+    let event_name = string(event, key_of(kind, event, "hook_event_name")?)?;
     let phase = match (kind, event_name.as_str()) {
         (AgentKind::Gemini, "BeforeTool") => Phase::Before,
         (AgentKind::Gemini, "AfterTool") => Phase::After,
@@ -95,12 +95,44 @@ fn claude_like(kind: AgentKind, event: &Map<String, Value>) -> Result<HookEvent,
         tool_name: tool_name(string(event, "tool_name")?)?,
         tool_input: object(event, "tool_input")?,
         cwd: workspace(string(event, "cwd")?)?,
-        session_id: optional_string(event, "session_id")?,
+        session_id: optional_string(event, key_of(kind, event, "session_id")?)?,
         tool_use_id: optional_string(event, "tool_use_id")?,
         tool_response,
         event_name,
         phase,
     })
+}
+
+/// The fields VS Code documents in camelCase (its common fields) beside the snake_case
+/// names Claude Code's shape uses: `(snake, camel)`.
+const VSCODE_CAMEL_CASE: [(&str, &str); 2] = [
+    ("hook_event_name", "hookEventName"),
+    ("session_id", "sessionId"),
+];
+
+/// The key under which `event` of `kind` holds the field named `snake`: VS Code sends
+/// some fields in camelCase (`hookEventName`, `sessionId`), so either is read there,
+/// and an event holding both names with different values is refused (which one the
+/// agent meant cannot be told).
+fn key_of(
+    kind: AgentKind,
+    event: &Map<String, Value>,
+    snake: &'static str,
+) -> Result<&'static str, HookError> {
+    let camel = VSCODE_CAMEL_CASE
+        .iter()
+        .find(|(name, _)| *name == snake)
+        .map(|(_, camel)| *camel);
+    let Some(camel) = camel.filter(|_| kind == AgentKind::Vscode) else {
+        return Ok(snake);
+    };
+    match (event.get(snake), event.get(camel)) {
+        (Some(a), Some(b)) if a != b => Err(malformed(format!(
+            "the event holds both \"{snake}\" and \"{camel}\", with different values"
+        ))),
+        (None, Some(_)) => Ok(camel),
+        _ => Ok(snake),
+    }
 }
 
 /// Copilot CLI's own shape: `toolName`, `toolArgs` (a JSON text), `cwd`.
@@ -272,4 +304,35 @@ fn malformed(reason: String) -> HookError {
 
 fn unknown_event(kind: AgentKind, name: &str) -> HookError {
     malformed(format!("{kind} sends no hook event named {name:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// VS Code's documented event: camelCase common fields, snake_case tool fields.
+    const VSCODE_DOCUMENTED: &str = r#"{"timestamp": "2026-11-28T10:00:00.000Z",
+        "cwd": "/home/user/proj", "sessionId": "vs-1", "hookEventName": "PreToolUse",
+        "tool_name": "run_in_terminal", "tool_input": {"command": "ls"}}"#;
+
+    #[test]
+    fn vscodes_documented_camel_case_event_is_read() {
+        let event = parse(AgentKind::Vscode, VSCODE_DOCUMENTED.as_bytes()).expect("read");
+        assert_eq!(event.event_name, "PreToolUse");
+        assert_eq!(event.phase, Phase::Before);
+        assert_eq!(event.session_id.as_deref(), Some("vs-1"));
+        assert_eq!(event.tool_name, "run_in_terminal");
+    }
+
+    #[test]
+    fn two_names_of_one_field_must_agree_and_camel_case_is_vscodes_alone() {
+        let both = r#"{"cwd": "/p", "session_id": "a", "sessionId": "b",
+            "hook_event_name": "PreToolUse", "tool_name": "t", "tool_input": {}}"#;
+        let refused = parse(AgentKind::Vscode, both.as_bytes()).expect_err("ambiguous");
+        assert!(refused.to_string().contains("sessionId"), "{refused}");
+        let agreeing = both.replace(r#""sessionId": "b""#, r#""sessionId": "a""#);
+        assert!(parse(AgentKind::Vscode, agreeing.as_bytes()).is_ok());
+        // Claude Code documents snake_case only.
+        assert!(parse(AgentKind::ClaudeCode, VSCODE_DOCUMENTED.as_bytes()).is_err());
+    }
 }

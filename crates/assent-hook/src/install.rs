@@ -22,6 +22,20 @@ pub fn settings_file(kind: AgentKind) -> &'static str {
     }
 }
 
+/// Where an agent keeps the hooks of one person in one project, a file kept out of the
+/// repository (`--scope local`), when it has one: a teammate without Assent is not
+/// blocked by hooks committed in the shared file.
+pub fn local_settings_file(kind: AgentKind) -> Option<&'static str> {
+    match kind {
+        AgentKind::ClaudeCode => Some(".claude/settings.local.json"),
+        AgentKind::Codex
+        | AgentKind::Cursor
+        | AgentKind::Copilot
+        | AgentKind::Vscode
+        | AgentKind::Gemini => None,
+    }
+}
+
 /// The events an install answers for `kind`: before each tool, and after it for the
 /// audit trail where the agent tells.
 fn events(kind: AgentKind) -> &'static [&'static str] {

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 const BEFORE: &[(&str, &str, &str)] = &[
     ("claude-code.PreToolUse", "claude-code", "Bash"),
     ("vscode.PreToolUse", "vscode", "run_in_terminal"),
+    // VS Code's documented camelCase common fields (issue 53, point 17).
+    ("vscode.PreToolUse.camel", "vscode", "run_in_terminal"),
     ("copilot.preToolUse", "copilot", "bash"),
     ("codex.PreToolUse", "codex", "Bash"),
     ("codex.PermissionRequest", "codex", "Bash"),
@@ -3064,4 +3066,57 @@ fn a_session_grant_covers_only_the_workspace_it_was_given_in() {
         "another workspace is asked"
     );
     proven(&cli);
+}
+
+/// Issue 53, point 16: `--scope local` writes this person's own settings file, never the
+/// committed one, and is refused for a kind that has none.
+#[test]
+fn scope_local_writes_the_persons_own_settings_and_leaves_the_shared_file_alone() {
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let dir = project.path().to_str().expect("a path");
+    let out = cli.run(&[
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        "coder0",
+        "--scope",
+        "local",
+        "--project",
+        dir,
+    ]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let local: Value = serde_json::from_str(
+        &std::fs::read_to_string(project.path().join(".claude/settings.local.json"))
+            .expect("the local file"),
+    )
+    .expect("JSON");
+    assert_eq!(
+        local["hooks"]["PreToolUse"][0]["hooks"][0]["onFailure"],
+        "block"
+    );
+    assert!(
+        !project.path().join(".claude/settings.json").exists(),
+        "the shared file is not written"
+    );
+    for kind in ["codex", "cursor", "copilot", "vscode", "gemini"] {
+        let refused = cli.run(&[
+            "hook",
+            "install",
+            kind,
+            "--agent",
+            "coder0",
+            "--scope",
+            "local",
+            "--project",
+            dir,
+        ]);
+        assert_eq!(code(&refused), 2, "{kind}");
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains("--scope local is for claude-code"),
+            "{kind}: {}",
+            String::from_utf8_lossy(&refused.stderr)
+        );
+    }
 }
