@@ -129,13 +129,18 @@ mod tests {
     }
 
     async fn covering(engine: &Engine, agent: &str) -> Option<Grant> {
+        covering_in(engine, agent, "/w").await
+    }
+
+    /// The grant covering `git status --short` of session `s-1` in `workspace`.
+    async fn covering_in(engine: &Engine, agent: &str, workspace: &str) -> Option<Grant> {
         let mut conn = engine
             .store()
             .read_connection()
             .await
             .expect("a connection");
         let args = json!({"command": "git status --short"});
-        covering_session_grant(&mut conn, agent, "s-1", "Bash", &args, "/w")
+        covering_session_grant(&mut conn, agent, "s-1", "Bash", &args, workspace)
             .await
             .expect("read")
     }
@@ -148,20 +153,11 @@ mod tests {
         assert_eq!(covering(&engine, "a").await.map(|g| g.id), Some(grant.id));
         assert_eq!(covering(&engine, "b").await, None, "another agent's grant");
         // Issue 52: the grant covers the workspace the person saw, no other.
-        let mut conn = engine
-            .store()
-            .read_connection()
-            .await
-            .expect("a connection");
-        let args = json!({"command": "git status --short"});
         assert_eq!(
-            covering_session_grant(&mut conn, "a", "s-1", "Bash", &args, "/elsewhere")
-                .await
-                .expect("read"),
+            covering_in(&engine, "a", "/elsewhere").await,
             None,
             "another workspace"
         );
-        drop(conn);
         assert_eq!(
             engine
                 .grants(&GrantFilter::default())
