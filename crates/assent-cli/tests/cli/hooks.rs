@@ -618,17 +618,8 @@ fn two_agents_in_one_workspace_each_get_their_own_item() {
     proven(&cli);
 }
 
-#[test]
-fn a_waiting_hook_answers_within_a_second_of_the_decision_in_another_process() {
-    let cli = Cli::coders();
-    let hook = cli.hook(
-        "claude-code",
-        &agent(0),
-        &["--wait", "60"],
-        &event_of(0, "claude-code.PreToolUse"),
-    );
-    let set = cli.set_of(&agent(0));
-    // Reviewers are told how long the hook still waits (`waitsUntil`), within its 60 s.
+/// Until when the only pending item's hook waits (`waitsUntil`), once it says.
+fn waits_until(cli: &Cli) -> time::OffsetDateTime {
     let started = Instant::now();
     let waits_until = loop {
         let pending = cli.json(&["pending"], "");
@@ -641,9 +632,22 @@ fn a_waiting_hook_answers_within_a_second_of_the_decision_in_another_process() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    let until =
-        time::OffsetDateTime::parse(&waits_until, &time::format_description::well_known::Rfc3339)
-            .expect("RFC 3339");
+    time::OffsetDateTime::parse(&waits_until, &time::format_description::well_known::Rfc3339)
+        .expect("RFC 3339")
+}
+
+#[test]
+fn a_waiting_hook_answers_within_a_second_of_the_decision_in_another_process() {
+    let cli = Cli::coders();
+    let hook = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "60"],
+        &event_of(0, "claude-code.PreToolUse"),
+    );
+    let set = cli.set_of(&agent(0));
+    // Reviewers are told how long the hook still waits (`waitsUntil`), within its 60 s.
+    let until = waits_until(&cli);
     let left = until - time::OffsetDateTime::now_utc();
     assert!(
         left > time::Duration::seconds(40) && left <= time::Duration::seconds(60),
@@ -2140,21 +2144,7 @@ fn a_timeout_shorter_than_the_wait_is_never_written_and_the_wait_counts_from_the
         &event_of(0, "claude-code.PreToolUse"),
     );
     let set = cli.set_of(&agent(0));
-    let started = Instant::now();
-    let waits_until = loop {
-        let pending = cli.json(&["pending"], "");
-        if let Some(until) = pending[0]["waitsUntil"].as_str() {
-            break until.to_owned();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "no waitsUntil: {pending}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let until =
-        time::OffsetDateTime::parse(&waits_until, &time::format_description::well_known::Rfc3339)
-            .expect("RFC 3339");
+    let until = waits_until(&cli);
     assert!(
         until <= spawned + time::Duration::seconds(20),
         "waits until {until}, past the hook's start {spawned} + 20 s"
