@@ -2617,21 +2617,13 @@ fn the_real_claude_code_holds_against_a_workspace_database_and_every_hook_failur
     assert!(told.contains("Denied by policy"), "{told}");
 
     // A hook with no database named that cannot create its data folder: a denial.
-    let blocker = home.path().join("a-file");
-    std::fs::write(&blocker, "not a folder").expect("file");
-    let unwritable = blocker.join("data");
-    let bare = tempfile::tempdir().expect("project");
-    std::fs::create_dir_all(bare.path().join(".claude")).expect("folder");
-    std::fs::write(
-        bare.path().join(".claude/settings.json"),
-        json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{
-            "type": "command",
-            "command": format!("{} hook claude-code --agent coder0", env!("CARGO_BIN_EXE_assent")),
-            "timeout": 60,
-        }]}]}})
-        .to_string(),
-    )
-    .expect("settings");
+    let (bare, unwritable) = hooked_without_a_database(
+        home.path(),
+        ".claude/settings.json",
+        "PreToolUse",
+        "claude-code --agent coder0",
+        60,
+    );
     let told = claude_blocked(
         &claude,
         bare.path(),
@@ -2811,21 +2803,13 @@ fn the_real_gemini_cli_honours_a_long_wait_and_holds_against_the_workspace() {
     );
 
     // No database named and no data folder to be had: a denial.
-    let blocker = home.path().join("a-file");
-    std::fs::write(&blocker, "not a folder").expect("file");
-    let unwritable = blocker.join("data");
-    let bare = tempfile::tempdir().expect("project");
-    std::fs::create_dir_all(bare.path().join(".gemini")).expect("folder");
-    std::fs::write(
-        bare.path().join(".gemini/settings.json"),
-        json!({"hooks": {"BeforeTool": [{"matcher": "*", "hooks": [{
-            "type": "command",
-            "command": format!("{} hook gemini --agent gem", env!("CARGO_BIN_EXE_assent")),
-            "timeout": 60_000,
-        }]}]}})
-        .to_string(),
-    )
-    .expect("settings");
+    let (bare, unwritable) = hooked_without_a_database(
+        home.path(),
+        ".gemini/settings.json",
+        "BeforeTool",
+        "gemini --agent gem",
+        60_000,
+    );
     let model = FakeApi::start("gemini", "touch nowhere.txt");
     ran_to_the_end(
         run(
@@ -3109,4 +3093,32 @@ fn scope_local_writes_the_persons_own_settings_and_leaves_the_shared_file_alone(
             String::from_utf8_lossy(&refused.stderr)
         );
     }
+}
+
+/// A project whose `settings` file (relative to it) runs `assent hook HOOK_ARGS` for
+/// `event`, with no database named and `timeout` in the agent's unit, and a data folder
+/// under `home` that cannot be created (a file stands where its parent should be).
+fn hooked_without_a_database(
+    home: &std::path::Path,
+    settings: &str,
+    event: &str,
+    hook_args: &str,
+    timeout: u64,
+) -> (tempfile::TempDir, std::path::PathBuf) {
+    let blocker = home.join("a-file");
+    std::fs::write(&blocker, "not a folder").expect("file");
+    let bare = tempfile::tempdir().expect("project");
+    let path = bare.path().join(settings);
+    std::fs::create_dir_all(path.parent().expect("a folder")).expect("folder");
+    std::fs::write(
+        &path,
+        json!({"hooks": {event: [{"matcher": "*", "hooks": [{
+            "type": "command",
+            "command": format!("{} hook {hook_args}", env!("CARGO_BIN_EXE_assent")),
+            "timeout": timeout,
+        }]}]}})
+        .to_string(),
+    )
+    .expect("settings");
+    (bare, blocker.join("data"))
 }
