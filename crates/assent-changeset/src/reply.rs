@@ -95,6 +95,11 @@ pub fn denied_by_policy(tool: &str) -> String {
 pub fn denial(denial: &assent_tools::Denial) -> String {
     match denial {
         assent_tools::Denial::Rule { tool } => denied_by_policy(tool),
+        // `Tool Bash is denied by policy: denied by rule deny Bash(rm -rf *) (part 2 of
+        // 3: rm -rf build)`: the rule, and the part of a chained command it found.
+        assent_tools::Denial::NamedRule { tool, ruling } => {
+            format!("{}: {ruling}", denied_by_policy(tool))
+        }
         assent_tools::Denial::Category(reason) => reason.clone(),
         // A reason this release has no words for yet: shown as it is, never dropped.
         other => format!("{other:?}"),

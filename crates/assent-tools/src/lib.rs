@@ -41,6 +41,7 @@ mod executor;
 mod history;
 mod policy;
 mod registry;
+mod shell;
 mod state;
 
 pub use audit::{AuditKind, AuditRecord};
@@ -55,12 +56,13 @@ pub use history::{
     shadow_report, suggest_grants, suggestion_id,
 };
 pub use policy::{
-    AgentPolicy, CallContext, Coverage, Denial, PathFacts, PolicyDecision, Requirements,
-    RuleAction, TargetCategory, ToolRule, ToolSettingEntry, ToolSettingsTable, call_covers,
+    AgentPolicy, CallContext, Coverage, Denial, PartRef, PathFacts, PolicyDecision, Requirements,
+    RuleAction, Ruling, TargetCategory, ToolRule, ToolSettingEntry, ToolSettingsTable, call_covers,
     name_matches,
 };
 pub use registry::{
     BatchSpec, CompensationFn, SummaryContext, SummaryFn, ToolMode, ToolRegistry, ToolSpec,
     fallback_summary, titled_summary,
 };
+pub use shell::{ShellPart, split_command};
 pub use state::{Redundancy, Stateless, TargetState};

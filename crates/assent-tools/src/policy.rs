@@ -100,14 +100,24 @@ impl ToolRule {
         call_covers(&self.pattern, tool_name, call)
     }
 
-    /// Whether this rule counts for a call: a sure match always, an unsure one
-    /// ([`Coverage::Unsure`]) only for a rule that asks or denies (fail-closed).
-    fn counts_for(&self, tool_name: &str, call: Option<CallContext<'_>>) -> bool {
-        match self.covers(tool_name, call) {
-            Coverage::Yes => true,
-            Coverage::Unsure => self.action != RuleAction::Allow,
-            Coverage::No => false,
-        }
+    /// What this rule says of a call, and for a chained command which part it found:
+    /// a sure match counts as its action; an unsure one ([`Coverage::Unsure`]) only
+    /// for a rule that asks or denies (fail-closed); a command that cannot be read
+    /// (`shell::split_command`) makes a rule that asks or denies ask, never deny.
+    fn counts_as(
+        &self,
+        tool_name: &str,
+        call: Option<CallContext<'_>>,
+    ) -> Option<(RuleAction, Option<PartRef>)> {
+        let found = covers_call(&self.pattern, tool_name, call);
+        let action = match found.coverage {
+            Coverage::Yes => self.action,
+            Coverage::No => return None,
+            Coverage::Unsure if self.action == RuleAction::Allow => return None,
+            Coverage::Unsure if found.unreadable => RuleAction::Ask,
+            Coverage::Unsure => self.action,
+        };
+        Some((action, found.part))
     }
 
     /// The pattern.
@@ -213,42 +223,90 @@ pub(crate) const PATH_KEYS: [&str; 3] = ["file_path", "path", "notebook_path"];
 /// only when every command and path is, and not covered only when none is and the
 /// whole arguments are not either: anything between is unsure.
 pub fn call_covers(pattern: &str, name: &str, call: Option<CallContext<'_>>) -> Coverage {
+    covers_call(pattern, name, call).coverage
+}
+
+/// A part of a chained command a rule found: its place and its text, for the words
+/// that name the rule ([`Ruling`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartRef {
+    /// Its place, from 1.
+    pub index: usize,
+    /// How many parts the command has.
+    pub of: usize,
+    /// The part as written.
+    pub text: String,
+}
+
+/// [`call_covers`] with what the rule words need: which part of a chained command
+/// it found, and whether it is unsure only because a command cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Found {
+    coverage: Coverage,
+    /// Unsure only because a command holds a part that cannot be read.
+    unreadable: bool,
+    part: Option<PartRef>,
+}
+
+impl Found {
+    fn plain(coverage: Coverage) -> Self {
+        Self {
+            coverage,
+            unreadable: false,
+            part: None,
+        }
+    }
+}
+
+fn covers_call(pattern: &str, name: &str, call: Option<CallContext<'_>>) -> Found {
     let Ok(parsed) = parse_pattern(pattern) else {
-        return Coverage::No;
+        return Found::plain(Coverage::No);
     };
     let Some((tool, argument)) = parsed else {
-        return if glob_matches(pattern, name) {
+        return Found::plain(if glob_matches(pattern, name) {
             Coverage::Yes
         } else {
             Coverage::No
-        };
+        });
     };
     if !glob_matches(tool, name) {
-        return Coverage::No;
+        return Found::plain(Coverage::No);
     }
     let Some(call) = call else {
-        return Coverage::No;
+        return Found::plain(Coverage::No);
     };
     // Every command and path the call holds is read, and the whole arguments too, so
     // an argument the agent adds can only make a call less allowed and more denied.
     let text = |key: &&str| call.args.get(*key).and_then(serde_json::Value::as_str);
-    let specific: Vec<Coverage> = COMMAND_KEYS
+    let specific: Vec<Found> = COMMAND_KEYS
         .iter()
         .filter_map(|key| text(key).map(|command| command_covers(argument, command)))
         .chain(PATH_KEYS.iter().filter_map(|key| {
-            text(key).map(|path| path_covers(argument, path, call.target_id, call.paths))
+            text(key).map(|path| Found::plain(path_covers(argument, path, call.target_id, call.paths)))
         }))
         .collect();
     let whole = arguments_cover(argument, call.args);
     if specific.is_empty() {
-        return whole;
+        return Found::plain(whole);
     }
-    if specific.iter().all(|c| *c == Coverage::Yes) {
+    let part = specific.iter().find_map(|found| found.part.clone());
+    let coverage = if specific.iter().all(|f| f.coverage == Coverage::Yes) {
         Coverage::Yes
-    } else if whole == Coverage::No && specific.iter().all(|c| *c == Coverage::No) {
+    } else if whole == Coverage::No && specific.iter().all(|f| f.coverage == Coverage::No) {
         Coverage::No
     } else {
         Coverage::Unsure
+    };
+    // Unsure only because of what cannot be read: nothing read matched.
+    let unreadable = coverage == Coverage::Unsure
+        && whole == Coverage::No
+        && specific
+            .iter()
+            .all(|f| f.coverage == Coverage::No || f.unreadable);
+    Found {
+        coverage,
+        unreadable,
+        part,
     }
 }
 
@@ -383,14 +441,76 @@ fn parse_pattern(pattern: &str) -> Result<Option<(&str, &str)>, String> {
 /// judged by a pattern for its first command.
 pub(crate) const SHELL_CHAINS: [&str; 8] = [";", "&", "|", "`", "$(", ">", "<", "\n"];
 
-/// `ARG` against one command: a glob over the whole command; `PREFIX:*` is the command
-/// `PREFIX` alone or followed by a word boundary (white space) and anything, as in Claude
-/// Code's own rules: `Bash(ls:*)` covers `ls -la`, never `lsof -i`.
-fn command_covers(argument: &str, command: &str) -> Coverage {
-    let command = command.trim();
-    if SHELL_CHAINS.iter().any(|chain| command.contains(chain)) {
-        return Coverage::Unsure;
+/// `ARG` against a command line, split into the commands it runs
+/// ([`crate::split_command`]): it covers the line when it covers every part surely; it
+/// is unsure of it when it finds a part (so a deny or ask rule counts, an allow does
+/// not), and unsure as unreadable when it finds none but a part cannot be read (asked,
+/// never denied).
+fn command_covers(argument: &str, command: &str) -> Found {
+    let parts = crate::split_command(command);
+    if parts.is_empty() {
+        return Found::plain(text_covers(argument, command.trim()));
     }
+    let of = parts.len();
+    let mut every = true;
+    let mut found: Option<(Coverage, PartRef)> = None;
+    let mut unreadable = false;
+    for (index, part) in parts.iter().enumerate() {
+        if part.unparseable().is_some() {
+            every = false;
+            unreadable = true;
+            continue;
+        }
+        let readings = part.readings();
+        let sure = part.is_plain()
+            && readings
+                .first()
+                .is_some_and(|words| text_covers(argument, words) == Coverage::Yes);
+        let any = readings
+            .iter()
+            .any(|reading| text_covers(argument, reading) == Coverage::Yes);
+        every &= sure;
+        if any && found.is_none() {
+            let coverage = if sure { Coverage::Yes } else { Coverage::Unsure };
+            found = Some((
+                coverage,
+                PartRef {
+                    index: index + 1,
+                    of,
+                    text: part.text().to_owned(),
+                },
+            ));
+        }
+    }
+    let part = found.as_ref().filter(|_| of > 1).map(|(_, part)| part.clone());
+    if every {
+        return Found {
+            coverage: Coverage::Yes,
+            unreadable: false,
+            part,
+        };
+    }
+    match found {
+        Some(_) => Found {
+            coverage: Coverage::Unsure,
+            unreadable: false,
+            part,
+        },
+        None if unreadable => Found {
+            coverage: Coverage::Unsure,
+            unreadable: true,
+            part: None,
+        },
+        None => Found::plain(Coverage::No),
+    }
+}
+
+/// `ARG` against one reading of one command: a glob over the whole command; `PREFIX:*`
+/// is the command `PREFIX` alone or followed by a word boundary (white space) and
+/// anything, as in Claude Code's own rules: `Bash(ls:*)` covers `ls -la`, never
+/// `lsof -i`.
+fn text_covers(argument: &str, command: &str) -> Coverage {
+    let command = command.trim();
     let covered = match argument.strip_suffix(":*") {
         Some(prefix) => {
             // Any white space ends the word (a tab as much as a space), so a deny rule
@@ -569,6 +689,47 @@ pub enum Denial {
         /// The tool.
         tool: String,
     },
+    /// A rule other than the tool's own name denies the call: an argument pattern
+    /// (`Bash(rm -rf *)`) or a name pattern (`set_task_*`), named with the part of a
+    /// chained command it found.
+    NamedRule {
+        /// The tool.
+        tool: String,
+        /// The rule, and the part.
+        ruling: Ruling,
+    },
+}
+
+/// Which rule decided a call, and for a chained command which of its parts the rule
+/// found: `denied by rule deny Bash(rm -rf *) (part 2 of 3: rm -rf build)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ruling {
+    /// The rule's pattern.
+    pub pattern: String,
+    /// The rule's own action.
+    pub action: RuleAction,
+    /// What it made of the call (a deny rule asks about a command it cannot read).
+    pub decided: RuleAction,
+    /// The part of a chained command it found, when the command has several.
+    pub part: Option<PartRef>,
+}
+
+impl std::fmt::Display for Ruling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let verb = match self.decided {
+            RuleAction::Allow => "allowed",
+            RuleAction::Ask => "asked",
+            RuleAction::Deny => "denied",
+        };
+        write!(f, "{verb} by rule {} {}", self.action.as_str(), self.pattern)?;
+        match &self.part {
+            Some(part) => write!(f, " (part {} of {}: {})", part.index, part.of, part.text),
+            None if self.decided != self.action => {
+                write!(f, " (a part of the command cannot be read)")
+            }
+            None => Ok(()),
+        }
+    }
 }
 
 impl PolicyDecision {
@@ -671,9 +832,30 @@ impl AgentPolicy {
     pub fn ruled_call(&self, tool_name: &str, call: Option<CallContext<'_>>) -> Option<RuleAction> {
         self.rules
             .iter()
-            .filter(|r| r.counts_for(tool_name, call))
-            .map(ToolRule::action)
+            .filter_map(|r| r.counts_as(tool_name, call))
+            .map(|(action, _)| action)
             .max()
+    }
+
+    /// Which rule decides a call, as [`AgentPolicy::ruled_call`] decides it: the first
+    /// rule, in the order added, that counts for what the rules say, with the part of a
+    /// chained command it found; `None` when no rule covers the call.
+    pub fn ruling(&self, tool_name: &str, call: Option<CallContext<'_>>) -> Option<Ruling> {
+        let counted: Vec<(&ToolRule, RuleAction, Option<PartRef>)> = self
+            .rules
+            .iter()
+            .filter_map(|r| r.counts_as(tool_name, call).map(|(a, part)| (r, a, part)))
+            .collect();
+        let decided = counted.iter().map(|(_, action, _)| *action).max()?;
+        let (rule, _, part) = counted
+            .into_iter()
+            .find(|(_, action, _)| *action == decided)?;
+        Some(Ruling {
+            pattern: rule.pattern.clone(),
+            action: rule.action,
+            decided,
+            part,
+        })
     }
 
     /// What lets `tool` run without a person, for the audit trail (`allowedBy`): the
@@ -760,9 +942,22 @@ impl AgentPolicy {
             RuleAction::Allow => PolicyDecision::Allow,
             RuleAction::Ask => PolicyDecision::Ask,
             RuleAction::Deny => PolicyDecision::Deny {
-                reason: Denial::Rule {
-                    tool: tool.name.clone(),
-                },
+                reason: self.denial(&tool.name, call),
+            },
+        }
+    }
+
+    /// Why a call the rules deny is denied: a rule on the tool's own name is the tool
+    /// (`Tool Bash is denied by policy`, as ever); any other names the rule, and the
+    /// part of a chained command it found ([`Ruling`]).
+    pub fn denial(&self, tool_name: &str, call: Option<CallContext<'_>>) -> Denial {
+        match self.ruling(tool_name, call) {
+            Some(ruling) if ruling.pattern != tool_name => Denial::NamedRule {
+                tool: tool_name.to_owned(),
+                ruling,
+            },
+            _ => Denial::Rule {
+                tool: tool_name.to_owned(),
             },
         }
     }
@@ -1510,6 +1705,332 @@ mod tests {
                 rule.matches(&name),
                 table.requirements(&name).approvals_needed == 2
             );
+        }
+    }
+}
+
+/// Issue 53, point 7: a chained command is judged part by part.
+#[cfg(test)]
+mod chained {
+    use super::*;
+    use serde_json::json;
+
+    fn bash(mode: ToolMode) -> ToolSpec {
+        ToolSpec {
+            name: "Bash".into(),
+            description: String::new(),
+            args_schema: json!({"type": "object"}),
+            mode,
+            batch: None,
+            summary: None,
+            title: None,
+            compensation: None,
+        }
+    }
+
+    fn policy(rules: &[(&str, RuleAction)]) -> AgentPolicy {
+        rules.iter().fold(AgentPolicy::new(["code"]), |policy, (p, a)| {
+            policy.with_rule(ToolRule::new(*p, *a).expect("a rule"))
+        })
+    }
+
+    fn route(policy: &AgentPolicy, mode: ToolMode, command: &str) -> RuleAction {
+        let args = json!({ "command": command, "description": "d" });
+        policy.route_call(&bash(mode), Some(CallContext::new(&args, "/w")))
+    }
+
+    fn denial(policy: &AgentPolicy, command: &str) -> PolicyDecision {
+        let args = json!({ "command": command });
+        policy.decide_call(
+            &bash(ToolMode::Deferred),
+            Some(CallContext::new(&args, "/w")),
+            &TargetCategory::Known("code".into()),
+        )
+    }
+
+    #[test]
+    fn one_deny_pattern_no_longer_denies_every_pipe() {
+        let deny = policy(&[("Bash(rm -rf *)", RuleAction::Deny)]);
+        for command in [
+            "ls | wc -l",
+            "npm test 2>&1",
+            "git log | head",
+            "ls > out.txt",
+            "cargo build 2>/dev/null && echo ok",
+            "echo 'rm -rf build'",
+        ] {
+            assert_eq!(
+                route(&deny, ToolMode::Deferred, command),
+                RuleAction::Ask,
+                "{command}"
+            );
+            assert_eq!(
+                route(&deny, ToolMode::Immediate, command),
+                RuleAction::Allow,
+                "{command}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_part_a_deny_rule_covers_denies_the_call_naming_rule_and_part() {
+        let deny = policy(&[
+            ("Bash(ls:*)", RuleAction::Allow),
+            ("Bash(rm -rf *)", RuleAction::Deny),
+        ]);
+        let PolicyDecision::Deny { reason } = denial(&deny, "ls && rm -rf build") else {
+            panic!("denied");
+        };
+        let Denial::NamedRule { tool, ruling } = reason else {
+            panic!("named: {reason:?}");
+        };
+        assert_eq!(tool, "Bash");
+        assert_eq!(
+            ruling.to_string(),
+            "denied by rule deny Bash(rm -rf *) (part 2 of 2: rm -rf build)"
+        );
+        let PolicyDecision::Deny { reason } = denial(&deny, "cd x; rm -rf build; ls") else {
+            panic!("denied");
+        };
+        assert!(
+            matches!(&reason, Denial::NamedRule { ruling, .. }
+                if ruling.to_string() == "denied by rule deny Bash(rm -rf *) (part 2 of 3: rm -rf build)"),
+            "{reason:?}"
+        );
+        let PolicyDecision::Deny { reason } = denial(&deny, "rm -rf build") else {
+            panic!("denied");
+        };
+        assert!(
+            matches!(&reason, Denial::NamedRule { ruling, .. }
+                if ruling.to_string() == "denied by rule deny Bash(rm -rf *)"),
+            "{reason:?}"
+        );
+        // A rule on the tool's own name words it as ever.
+        let whole = policy(&[("Bash", RuleAction::Deny)]);
+        assert_eq!(
+            denial(&whole, "ls"),
+            PolicyDecision::Deny {
+                reason: Denial::Rule {
+                    tool: "Bash".into()
+                }
+            }
+        );
+    }
+
+    #[test]
+    fn the_ways_around_a_deny_rule_are_each_a_part_it_covers() {
+        let deny = policy(&[
+            ("Bash(rm -rf *)", RuleAction::Deny),
+            ("Bash(*)", RuleAction::Allow),
+        ]);
+        for command in [
+            "ls && rm -rf build",
+            "ls; rm -rf build",
+            "ls || rm -rf build",
+            "ls | rm -rf build",
+            "ls & rm -rf build",
+            "ls\nrm -rf build",
+            "echo $(rm -rf build)",
+            "echo \"$(rm -rf build)\"",
+            "echo `rm -rf build`",
+            "(cd x && rm -rf build)",
+            "{ rm -rf build; }",
+            "if true; then rm -rf build; fi",
+            "for d in a; do rm -rf $d; done",
+            "! rm -rf build",
+            "'rm' -rf build",
+            "r\\m -rf build",
+            "rm  -rf\tbuild",
+            "sudo rm -rf build",
+            "/bin/rm -rf build",
+            "FOO=1 rm -rf build",
+            "env FOO=1 rm -rf build",
+            "rm -rf build > /dev/null 2>&1",
+            "cat <(rm -rf build)",
+            "ls \\\n && rm -rf build",
+        ] {
+            assert_eq!(
+                route(&deny, ToolMode::Deferred, command),
+                RuleAction::Deny,
+                "{command:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_part_that_cannot_be_read_asks_and_never_denies_or_allows() {
+        let rules = policy(&[
+            ("Bash(rm -rf *)", RuleAction::Deny),
+            ("Bash(cat:*)", RuleAction::Allow),
+            ("Bash(echo:*)", RuleAction::Allow),
+        ]);
+        for command in [
+            "cat <<EOF\nrm -rf /\nEOF",
+            "echo 'unclosed",
+            "echo $((1 + 2))",
+            "$CMD -rf build",
+            "case x in a) echo;; esac",
+            "echo ok; f() { echo; }",
+        ] {
+            for mode in [ToolMode::Deferred, ToolMode::Immediate] {
+                assert_eq!(route(&rules, mode, command), RuleAction::Ask, "{command:?}");
+            }
+        }
+        // What was read before it still counts: a part the deny covers denies.
+        assert_eq!(
+            route(&rules, ToolMode::Deferred, "rm -rf build; cat <<EOF\nx\nEOF"),
+            RuleAction::Deny
+        );
+        let args = json!({"command": "cat <<EOF\nx\nEOF"});
+        let ruling = rules
+            .ruling("Bash", Some(CallContext::new(&args, "/w")))
+            .expect("a ruling");
+        assert_eq!(
+            ruling.to_string(),
+            "asked by rule deny Bash(rm -rf *) (a part of the command cannot be read)"
+        );
+    }
+
+    #[test]
+    fn allow_needs_every_part_allowed() {
+        let allow = policy(&[("Bash(ls:*)", RuleAction::Allow)]);
+        assert_eq!(route(&allow, ToolMode::Deferred, "ls -la"), RuleAction::Allow);
+        assert_eq!(
+            route(&allow, ToolMode::Deferred, "ls 2>&1"),
+            RuleAction::Allow
+        );
+        for command in [
+            "ls | wc -l",
+            "ls > out.txt",
+            "ls $(rm x)",
+            "X=1 ls",
+            "ls; rm x",
+        ] {
+            assert_eq!(
+                route(&allow, ToolMode::Deferred, command),
+                RuleAction::Ask,
+                "{command}"
+            );
+        }
+        assert_eq!(
+            route(&allow, ToolMode::Deferred, "ls -la | ls && ls"),
+            RuleAction::Allow
+        );
+        // An allow is read rule by rule: one rule covers every part, or the call is
+        // asked about (two allows for its two parts do not add up to one).
+        let both = allow.with_rule(ToolRule::new("Bash(wc:*)", RuleAction::Allow).expect("rule"));
+        assert_eq!(
+            route(&both, ToolMode::Deferred, "ls | wc -l"),
+            RuleAction::Ask
+        );
+    }
+
+    /// A simple command from a small vocabulary, `rm -rf …` among them.
+    fn simple() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just("ls -la".to_owned()),
+            Just("wc -l".to_owned()),
+            Just("git status".to_owned()),
+            Just("echo 'a; b && c'".to_owned()),
+            Just("cat \"x | y\"".to_owned()),
+            Just("rm -rf build".to_owned()),
+            Just("rm  -rf 'dist'".to_owned()),
+            "[a-z]{1,6}".prop_map(|w| format!("ls {w}")),
+        ]
+    }
+
+    /// A command line built from simple commands the way the shell chains them.
+    fn line() -> impl proptest::strategy::Strategy<Value = (String, Vec<String>)> {
+        use proptest::prelude::*;
+        let leaf = simple().prop_map(|c| (c.clone(), vec![c]));
+        leaf.prop_recursive(4, 16, 2, |inner| {
+            (
+                inner.clone(),
+                inner,
+                prop_oneof![
+                    Just(" ; "),
+                    Just(" && "),
+                    Just(" || "),
+                    Just(" | "),
+                    Just(" & "),
+                    Just("\n"),
+                    Just(" |& "),
+                ],
+                0..6u8,
+            )
+                .prop_map(|((a, mut all), (b, more), sep, wrap)| {
+                    all.extend(more);
+                    let b = match wrap {
+                        0 => format!("( {b} )"),
+                        1 => format!("echo $( {b} )"),
+                        2 => format!("{b} 2>&1"),
+                        3 => format!("{{ {b} ; }}"),
+                        _ => b,
+                    };
+                    (format!("{a}{sep}{b}"), all)
+                })
+        })
+    }
+
+    proptest::proptest! {
+        /// No split lets a part a deny rule covers through: a line holding `rm -rf …`
+        /// anywhere is denied, whatever allows the rest.
+        #[test]
+        fn no_split_lets_a_denied_part_through((command, simples) in line()) {
+            let rules = policy(&[
+                ("Bash(rm -rf *)", RuleAction::Deny),
+                ("Bash(*)", RuleAction::Allow),
+            ]);
+            let expected = if simples.iter().any(|c| c.starts_with("rm")) {
+                RuleAction::Deny
+            } else {
+                RuleAction::Allow
+            };
+            let routed = route(&rules, ToolMode::Deferred, &command);
+            // `echo $( … )` and `2>&1` hold no file write; a substitution is no plain
+            // part, so an allow of everything still asks about it.
+            if expected == RuleAction::Deny {
+                proptest::prop_assert_eq!(routed, RuleAction::Deny, "{:?}", command);
+            } else {
+                proptest::prop_assert_ne!(routed, RuleAction::Deny, "{:?}", command);
+            }
+        }
+
+        /// Allow needs every part allowed: with `ls`, `wc` and `git status` allowed, a
+        /// line runs unasked only when every command in it is one of them.
+        #[test]
+        fn allow_needs_every_part((command, simples) in line()) {
+            let rules = policy(&[
+                ("Bash(ls:*)", RuleAction::Allow),
+                ("Bash(wc:*)", RuleAction::Allow),
+                ("Bash(git status:*)", RuleAction::Allow),
+            ]);
+            let routed = route(&rules, ToolMode::Deferred, &command);
+            let one_rule = ["ls ", "wc ", "git status"]
+                .iter()
+                .any(|prefix| simples.iter().all(|c| c.starts_with(prefix)));
+            if !one_rule {
+                proptest::prop_assert_eq!(routed, RuleAction::Ask, "{:?}", command);
+            }
+            if one_rule && !command.contains("echo") {
+                proptest::prop_assert_eq!(routed, RuleAction::Allow, "{:?}", command);
+            }
+        }
+
+        /// Whatever the text, splitting never panics, and an allow of `ls:*` lets a
+        /// line run unasked only when every part it holds is an `ls`.
+        #[test]
+        fn any_text_is_split_and_allowed_only_part_by_part(command in "[ -~\n]{0,40}") {
+            let parts = crate::split_command(&command);
+            let rules = policy(&[("Bash(ls:*)", RuleAction::Allow)]);
+            if route(&rules, ToolMode::Deferred, &command) == RuleAction::Allow {
+                proptest::prop_assert!(!parts.is_empty());
+                for part in &parts {
+                    proptest::prop_assert!(part.is_plain(), "{:?}", command);
+                    proptest::prop_assert_eq!(part.words().first().map(String::as_str), Some("ls"), "{:?}", command);
+                }
+            }
         }
     }
 }
