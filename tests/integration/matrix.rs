@@ -544,3 +544,310 @@ fn the_matrix_names_every_kind_naming_and_path() {
         "gaps need a reason each: {gaps:?}"
     );
 }
+
+/// Issue 53, point 7: rows for a chained shell command, judged part by part, on every
+/// path above and both backends. The journal has no shell, so these rows run on a
+/// device whose host adds one: `run_command {command}` (a command-like tool, read as
+/// the coding agents' shells are), whose run sets the task's priority to P0 so a row
+/// sees whether it ran.
+mod split_commands {
+    use super::*;
+    use assent_confirm::{Engine, Host, LoadedState};
+    use assent_journal_host::JournalHost;
+    use assent_store::{AnyConnection, Store, StoreOptions};
+    use assent_tools::{
+        BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolMode, ToolOutcome,
+        ToolSpec, ToolsError,
+    };
+    use std::sync::Arc;
+
+    const SHELL: &str = "run_command";
+
+    struct ShellHost {
+        journal: JournalHost,
+        shell: ShellHandler,
+    }
+
+    struct ShellHandler {
+        journal: JournalHost,
+    }
+
+    impl ToolHandler<AnyConnection> for ShellHandler {
+        fn execute<'a>(
+            &'a self,
+            ctx: &'a mut AnyConnection,
+            invocation: &'a ToolInvocation,
+        ) -> BoxFuture<'a, Result<ToolOutcome, ToolsError>> {
+            Box::pin(async move {
+                let priority = self
+                    .journal
+                    .handler("update_task_priority")
+                    .expect("the journal sets priorities");
+                let ran = ToolInvocation {
+                    tool_name: "update_task_priority".into(),
+                    args: json!({"priority": "P0"}),
+                    ..invocation.clone()
+                };
+                priority.execute(ctx, &ran).await
+            })
+        }
+    }
+
+    impl Host for ShellHost {
+        fn name(&self) -> &str {
+            self.journal.name()
+        }
+        fn migrations(&self) -> &[assent_store::HostMigration] {
+            self.journal.migrations()
+        }
+        fn entities(&self) -> Option<&dyn assent_store::sync::HostEntities> {
+            self.journal.entities()
+        }
+        fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
+            if tool_name == SHELL {
+                Some(&self.shell)
+            } else {
+                self.journal.handler(tool_name)
+            }
+        }
+        fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
+            self.journal.resolver()
+        }
+        fn snapshot<'a>(
+            &'a self,
+            conn: &'a mut AnyConnection,
+            target: &'a assent_domain::Target,
+        ) -> BoxFuture<'a, Result<LoadedState, String>> {
+            self.journal.snapshot(conn, target)
+        }
+    }
+
+    /// A device with the journal and a shell, on `backend`, with an agent per path.
+    async fn device(backend: &TestBackend, host_id: &str) -> TestApp {
+        let (url, dir) = backend.fresh_database().await;
+        let store = Store::open_with(StoreOptions {
+            device_id: host_id.into(),
+            ..StoreOptions::new(url.clone())
+        })
+        .await
+        .expect("store opens");
+        let mut registry = assent_journal::catalog();
+        registry
+            .register(ToolSpec::new(
+                SHELL,
+                "Run a shell command.",
+                ToolMode::Deferred,
+                json!({"type": "object", "properties": {"command": {"type": "string"}},
+                    "required": ["command"]}),
+            ))
+            .expect("a shell tool");
+        let host = ShellHost {
+            journal: JournalHost::new(host_id),
+            shell: ShellHandler {
+                journal: JournalHost::new(host_id),
+            },
+        };
+        let engine = Engine::open(store.clone(), Arc::new(registry), Arc::new(host))
+            .await
+            .expect("the journal's tables");
+        let app = TestApp {
+            dir,
+            url,
+            store,
+            engine,
+            failures_left: Default::default(),
+            faulty_calls: Default::default(),
+        };
+        for path in PATHS {
+            app.agent(&agent_of(path), &["work"]).await;
+        }
+        app
+    }
+
+    /// A command line and the rule set for it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Case {
+        /// `deny run_command(rm -rf *)`, and `ls && rm -rf build`: a part it covers.
+        PartDenied,
+        /// The same deny, and `ls | wc -l`: no part it covers (once denied whole).
+        PipeNotDenied,
+        /// The same deny, and a heredoc: a part that cannot be read asks, never denies.
+        UnreadableAsks,
+        /// `allow run_command(ls:*)`, and `ls | rm x`: not every part allowed.
+        AllowNeedsEveryPart,
+    }
+
+    const CASES: [Case; 4] = [
+        Case::PartDenied,
+        Case::PipeNotDenied,
+        Case::UnreadableAsks,
+        Case::AllowNeedsEveryPart,
+    ];
+
+    impl Case {
+        fn rule(self) -> (&'static str, RuleAction) {
+            match self {
+                Self::AllowNeedsEveryPart => ("run_command(ls:*)", RuleAction::Allow),
+                _ => ("run_command(rm -rf *)", RuleAction::Deny),
+            }
+        }
+
+        fn command(self) -> &'static str {
+            match self {
+                Self::PartDenied => "ls && rm -rf build",
+                Self::PipeNotDenied => "ls | wc -l",
+                Self::UnreadableAsks => "cat <<EOF\nrm -rf /\nEOF",
+                Self::AllowNeedsEveryPart => "ls | rm x",
+            }
+        }
+
+        /// What the row asserts on `path`: refused everywhere for a denied part;
+        /// otherwise asked at the wake and applied once a person confirms.
+        fn expect(self, path: Path) -> Expect {
+            match (self, path) {
+                (Self::PartDenied, _) => Expect::Refused,
+                (_, Path::Wake) => Expect::Queued,
+                _ => Expect::Applies,
+            }
+        }
+    }
+
+    async fn propose(app: &TestApp, agent: &str, task: &str, command: &str) -> (Option<Uuid>, String) {
+        let calls = assent_tests::tool_calls(&[(SHELL, json!({ "command": command }))]);
+        let request = WakeRequest::new(
+            agent,
+            assent_journal_host::task_target(task),
+            Uuid::new_v4().to_string(),
+            calls,
+        );
+        let outcome = app.engine.wakes().wake(request, NOW).await.unwrap();
+        (
+            outcome.change_set.map(|set| set.id),
+            outcome.responses[0].content.clone(),
+        )
+    }
+
+    async fn set(app: &TestApp, agent: &str, case: Case, when: OffsetDateTime) {
+        let (pattern, action) = case.rule();
+        app.engine
+            .change_rule(agent, &RuleChange::new(pattern, action), when)
+            .await
+            .unwrap_or_else(|e| panic!("{case:?}: {e}"));
+    }
+
+    async fn split_row(app: &TestApp, peer: &TestApp, case: Case, path: Path) {
+        let here = format!("{case:?} × {path:?}");
+        let agent = &agent_of(path);
+        let expected = case.expect(path);
+        let device = if path == Path::Sync { peer } else { app };
+        let task = task(device).await;
+        match path {
+            Path::Wake => {
+                set(app, agent, case, at(0)).await;
+                let (set, reply) = propose(app, agent, &task, case.command()).await;
+                match expected {
+                    Expect::Refused => {
+                        assert!(set.is_none(), "{here}: {reply}");
+                        assert!(
+                            reply.contains(
+                                "denied by rule deny run_command(rm -rf *) (part 2 of 2: rm -rf build)"
+                            ),
+                            "{here}: {reply}"
+                        );
+                    }
+                    Expect::Queued => assert!(set.is_some(), "{here}: asked: {reply}"),
+                    other => panic!("{here}: {other:?}"),
+                }
+                assert_eq!(app.load(&task).await.priority.as_deref(), Some("P1"), "{here}");
+            }
+            Path::Confirm | Path::ConfirmAll | Path::Sync => {
+                let (set_id, reply) = propose(device, agent, &task, case.command()).await;
+                let set_id = set_id.unwrap_or_else(|| panic!("{here}: queued: {reply}"));
+                if path == Path::Sync {
+                    peer.send_to(app).await;
+                }
+                set(app, agent, case, at(1)).await;
+                let confirmed = confirm(app, set_id, path == Path::ConfirmAll, at(2)).await;
+                let now = app.load(&task).await.priority;
+                match (expected, confirmed) {
+                    (Expect::Applies, Confirmed::Outcome(outcome)) => {
+                        assert!(outcome.is_success(), "{here}: {outcome:?}");
+                        assert_eq!(now.as_deref(), Some("P0"), "{here}");
+                    }
+                    (Expect::Refused, Confirmed::Refused(ConfirmError::PolicyDenied(_))) => {
+                        assert_eq!(now.as_deref(), Some("P1"), "{here}");
+                    }
+                    (Expect::Refused, Confirmed::Outcome(outcome)) => {
+                        assert!(!outcome.is_success(), "{here}: {outcome:?}");
+                        assert_eq!(now.as_deref(), Some("P1"), "{here}");
+                    }
+                    (expected, Confirmed::Outcome(outcome)) => {
+                        panic!("{here}: expected {expected:?}, got {outcome:?}")
+                    }
+                    (expected, Confirmed::Refused(error)) => {
+                        panic!("{here}: expected {expected:?}, refused: {error}")
+                    }
+                }
+            }
+            Path::Claim => {
+                let mut conn = app.store.read_connection().await.unwrap();
+                agents::set_hold(&mut conn, agent, SHELL, 30, at(0))
+                    .await
+                    .unwrap();
+                drop(conn);
+                let set_id = propose(app, agent, &task, case.command())
+                    .await
+                    .0
+                    .expect("queued");
+                let Confirmed::Outcome(ExecutionOutcome::Scheduled { not_before, .. }) =
+                    confirm(app, set_id, false, at(1)).await
+                else {
+                    panic!("{here}: a held confirmation");
+                };
+                set(app, agent, case, at(1) + Duration::SECOND).await;
+                let run = app
+                    .engine
+                    .run_due_jobs(not_before + Duration::SECOND)
+                    .await
+                    .unwrap();
+                let now = app.load(&task).await.priority;
+                match expected {
+                    Expect::Applies => {
+                        assert_eq!(run.applied, 1, "{here}: {run:?}");
+                        assert_eq!(now.as_deref(), Some("P0"), "{here}");
+                    }
+                    Expect::Refused => {
+                        assert_eq!(run.applied, 0, "{here}: {run:?}");
+                        assert_eq!(now.as_deref(), Some("P1"), "{here}");
+                    }
+                    other => panic!("{here}: no claim row for {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_chained_command_is_judged_part_by_part_on_every_path() {
+        for backend in backends() {
+            for case in CASES {
+                let app = device(&backend, "device-a").await;
+                let peer = device(&backend, "device-b").await;
+                for path in PATHS {
+                    split_row(&app, &peer, case, path).await;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_case_has_a_row_on_every_path() {
+        for case in CASES {
+            for path in PATHS {
+                assert!(
+                    !matches!(case.expect(path), Expect::NotApplicable(_)),
+                    "{case:?} × {path:?}"
+                );
+            }
+        }
+    }
+}

@@ -101,8 +101,18 @@ pub struct InstallArgs {
         requires = "http"
     )]
     pub token_env: String,
+    /// Install only: also set a documented starter set of rules for the agent
+    /// (`read-only`: its read-only and internal tools, and `git status|diff|log:*`,
+    /// `ls:*` on its shell), each through the same rule change as `assent agent
+    /// allow`, and print them; with --print, print them and set nothing.
+    #[arg(long, value_name = "PRESET", value_parser = parse_preset, conflicts_with = "http")]
+    pub preset: Option<assent_hook::preset::Preset>,
     #[command(flatten)]
     pub answer: AnswerArgs,
+}
+
+fn parse_preset(text: &str) -> Result<assent_hook::preset::Preset, String> {
+    text.parse()
 }
 
 /// The values of `--scope`.
@@ -137,7 +147,13 @@ pub async fn run(db: Option<String>, args: HookArgs) -> Result<Output, CliError>
     // it answers within the agent's timeout whatever the database does.
     let started = tokio::time::Instant::now();
     match args.action {
-        Some(HookAction::Install(install)) => return change_settings(db, install, true),
+        Some(HookAction::Install(install)) => return install_with_preset(db, install).await,
+        Some(HookAction::Uninstall(install)) if install.preset.is_some() => {
+            return Err(CliError::Usage(
+                "--preset goes with `assent hook install`; `assent agent unset` removes a rule"
+                    .to_owned(),
+            ));
+        }
         Some(HookAction::Uninstall(install)) => return change_settings(db, install, false),
         None => {}
     }
@@ -304,6 +320,60 @@ fn shell_word(word: &str) -> String {
     } else {
         format!("'{}'", word.replace('\'', "'\\''"))
     }
+}
+
+/// `assent hook install`, with the preset's rules when one is named: the rules first
+/// (an unknown agent or a refused rule changes no settings file), each through the
+/// same rule change as `assent agent allow`, then the hook; both are printed. With
+/// --print, the settings and the rules as they would be, and nothing set.
+async fn install_with_preset(db: Option<String>, args: InstallArgs) -> Result<Output, CliError> {
+    let Some(preset) = args.preset else {
+        return change_settings(db, args, true);
+    };
+    let rules = assent_hook::preset::rules(args.kind, preset);
+    let line = |rule: &assent_hook::preset::PresetRule| {
+        format!("  {} {}  ({})", rule.action.as_str(), rule.pattern, rule.why)
+    };
+    if args.print {
+        let mut shown = change_settings(db, args, true)?;
+        let listed: Vec<String> = rules.iter().map(line).collect();
+        shown.stdout = format!(
+            "{}\nPreset {preset} would set (nothing was set):\n{}",
+            shown.stdout.trim_end(),
+            listed.join("\n")
+        );
+        return Ok(shown);
+    }
+    if args.agent.trim().is_empty() {
+        return Err(CliError::Usage("--agent must not be blank".to_owned()));
+    }
+    let url = crate::database::absolute(&crate::database::locate_for_agents(db.clone())?)?;
+    let store = crate::database::open_store(&url).await?;
+    let engine = crate::context::engine(store).await?;
+    let now = time::OffsetDateTime::now_utc();
+    let mut listed = Vec::with_capacity(rules.len());
+    for rule in &rules {
+        let change = assent_confirm::RuleChange {
+            by: Some(crate::cli::reviewer(None)),
+            ..assent_confirm::RuleChange::new(rule.pattern, rule.action)
+        };
+        let (_, changed) = assent_server::change_agent_rule(&engine, &args.agent, &change, now)
+            .await
+            .map_err(|error| match error {
+                assent_server::ServerError::BadRequest(why) => CliError::Usage(why),
+                other => CliError::from(other),
+            })?;
+        let note = if changed { "" } else { " (it already was)" };
+        listed.push(format!("{}{note}", line(rule)));
+    }
+    let agent = args.agent.trim().to_owned();
+    let mut installed = change_settings(db, args, true)?;
+    installed.stdout = format!(
+        "{}\nPreset {preset}: agent {agent} now has these rules (`assent agent unset {agent} PATTERN` removes one):\n{}",
+        installed.stdout.trim_end(),
+        listed.join("\n")
+    );
+    Ok(installed)
 }
 
 /// Installs (or uninstalls) the hook in the agent's settings file, or prints the

@@ -22,6 +22,7 @@ const CLAUDE_CODE_TOOLS: &[&str] = &[
     "KillBash",
     "KillShell",
     "LS",
+    "ListAgents",
     "LSP",
     "ListMcpResourcesTool",
     "MultiEdit",

@@ -18,6 +18,7 @@
 //!   [`HookOptions::run_ends`]: when the hook's whole run ends, counted from its start
 //!   (a denial when the database keeps it busy); `install` writes each agent's timeout
 //!   above that run.
+//! - [`preset`]: the starter rules `assent hook install KIND --preset read-only` sets.
 //! - (feature `http`) `http::routes`: `POST /api/hooks/{kind}` on `assent serve`, the
 //!   same code behind an agent token.
 //!
@@ -49,6 +50,7 @@ mod gate;
 pub mod http;
 pub mod install;
 mod kind;
+pub mod preset;
 mod session;
 mod summary;
 mod workspace;

@@ -388,8 +388,7 @@ impl Splitter<'_> {
     /// Reads one word up to an unquoted blank or operator.
     fn read_word(&mut self, word: &mut Word, command: &mut Command) -> Result<(), Stop> {
         let begin = self.at;
-        loop {
-            let Some(c) = self.peek(0) else { break };
+        while let Some(c) = self.peek(0) {
             match c {
                 ' ' | '\t' | '\r' | '\n' | ';' | '&' | '|' | ')' => break,
                 '(' => return Err(self.stop(command, "a \"(\" inside a command")),
