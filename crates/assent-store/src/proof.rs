@@ -1087,6 +1087,19 @@ fn unasked_problem(
             "no rule to {action} {tool} when it ran unasked (one was in force)"
         ));
     }
+    // A chained command whose parts were each allowed by a rule of its own (issue 53):
+    // every rule named must be an allow in force, and together they must cover it.
+    if let Some(named) = allowed_by.get("rules").and_then(Value::as_array) {
+        let patterns: Vec<&str> = named.iter().filter_map(|r| r["pattern"].as_str()).collect();
+        let in_force = patterns.iter().all(|pattern| {
+            list.iter()
+                .any(|r| r["pattern"] == *pattern && r["action"] == "allow")
+        });
+        let covered = in_force && assent_tools::allow_rules_cover(&patterns, tool, call);
+        return (!covered).then(|| {
+            format!("allow rules {patterns:?} for {tool}, covering every part of its command, in force when it ran")
+        });
+    }
     if let Some(rule) = allowed_by.get("rule") {
         let pattern = rule["pattern"].as_str().unwrap_or_default();
         let found = list.iter().any(|r| {

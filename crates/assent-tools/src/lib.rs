@@ -57,8 +57,8 @@ pub use history::{
 };
 pub use policy::{
     AgentPolicy, CallContext, Coverage, Denial, PartRef, PathFacts, PolicyDecision, Requirements,
-    RuleAction, Ruling, TargetCategory, ToolRule, ToolSettingEntry, ToolSettingsTable, call_covers,
-    name_matches,
+    RuleAction, Ruling, TargetCategory, ToolRule, ToolSettingEntry, ToolSettingsTable,
+    allow_rules_cover, call_covers, name_matches,
 };
 pub use registry::{
     BatchSpec, CompensationFn, SummaryContext, SummaryFn, ToolMode, ToolRegistry, ToolSpec,

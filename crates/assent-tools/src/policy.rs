@@ -131,6 +131,18 @@ impl ToolRule {
     }
 }
 
+/// Whether allow rules of `patterns` (in force; the caller checked that no rule asks
+/// about or denies the call) let a call of `name` run: one covers it all, or each part
+/// of its chained command is covered by one of them, as [`AgentPolicy::ruled_call`]
+/// decides. The proof re-checks an audit record's `allowedBy.rules` with it.
+pub fn allow_rules_cover(patterns: &[&str], name: &str, call: Option<CallContext<'_>>) -> bool {
+    let policy = patterns
+        .iter()
+        .filter_map(|pattern| ToolRule::new(*pattern, RuleAction::Allow).ok())
+        .fold(AgentPolicy::default(), AgentPolicy::with_rule);
+    policy.ruled_call(name, call) == Some(RuleAction::Allow)
+}
+
 /// Whether a rule's or a tool setting's `pattern` covers the tool named `name`: the one
 /// function that decides it for rules, quorums, holds and shadow rules alike, so a
 /// setting can never be accepted for a pattern and then looked up by exact name.
@@ -830,11 +842,53 @@ impl AgentPolicy {
     /// [`AgentPolicy::ruled`] for one call: argument patterns read `call` too
     /// ([`call_covers`]; an unsure one counts only for asking or denying).
     pub fn ruled_call(&self, tool_name: &str, call: Option<CallContext<'_>>) -> Option<RuleAction> {
-        self.rules
+        let ruled = self
+            .rules
             .iter()
             .filter_map(|r| r.counts_as(tool_name, call))
             .map(|(action, _)| action)
-            .max()
+            .max();
+        match ruled {
+            None if self.allowed_part_by_part(tool_name, call).is_some() => Some(RuleAction::Allow),
+            ruled => ruled,
+        }
+    }
+
+    /// The allow rules that together cover a chained command when no one rule covers
+    /// it all and none asks about or denies any of it: each part (every one plain,
+    /// [`crate::ShellPart::is_plain`]) covered surely by an allow rule of its own
+    /// (`ls | wc -l` under `Bash(ls:*)` and `Bash(wc:*)`). `None` for a call with
+    /// more than one command or path, or a command of one part.
+    fn allowed_part_by_part(
+        &self,
+        tool_name: &str,
+        call: Option<CallContext<'_>>,
+    ) -> Option<Vec<&ToolRule>> {
+        let call = call?;
+        let mut commands = COMMAND_KEYS
+            .iter()
+            .filter_map(|key| Some((*key, call.args.get(*key)?.as_str()?)));
+        let (key, command) = commands.next()?;
+        if commands.next().is_some() || PATH_KEYS.iter().any(|k| call.args.get(*k).is_some()) {
+            return None;
+        }
+        let parts = crate::split_command(command);
+        if parts.len() < 2 || !parts.iter().all(crate::ShellPart::is_plain) {
+            return None;
+        }
+        let mut allowing: Vec<&ToolRule> = Vec::new();
+        for part in &parts {
+            let mut args = call.args.clone();
+            args[key] = serde_json::Value::String(part.text().to_owned());
+            let one = CallContext { args: &args, ..call };
+            let rule = self.rules.iter().find(|rule| {
+                rule.action == RuleAction::Allow && rule.covers(tool_name, Some(one)) == Coverage::Yes
+            })?;
+            if !allowing.contains(&rule) {
+                allowing.push(rule);
+            }
+        }
+        Some(allowing)
     }
 
     /// Which rule decides a call, as [`AgentPolicy::ruled_call`] decides it: the first
@@ -874,21 +928,27 @@ impl AgentPolicy {
         if self.route_call(tool, call) != RuleAction::Allow {
             return None;
         }
+        let shown = |rule: &ToolRule| {
+            let mut shown = serde_json::json!({"pattern": rule.pattern(), "action": "allow"});
+            if let Some(at) = rule.expires_at()
+                && let Ok(at) = at.format(&time::format_description::well_known::Rfc3339)
+            {
+                shown["expiresAt"] = serde_json::Value::String(at);
+            }
+            shown
+        };
         let rule = self.rules.iter().find(|rule| {
             rule.action() == RuleAction::Allow && rule.covers(&tool.name, call) == Coverage::Yes
         });
-        Some(match rule {
-            Some(rule) => {
-                let mut shown = serde_json::json!({"pattern": rule.pattern(), "action": "allow"});
-                if let Some(at) = rule.expires_at()
-                    && let Ok(at) = at.format(&time::format_description::well_known::Rfc3339)
-                {
-                    shown["expiresAt"] = serde_json::Value::String(at);
-                }
-                serde_json::json!({ "rule": shown })
-            }
-            None => serde_json::json!({"mode": "immediate"}),
-        })
+        if let Some(rule) = rule {
+            return Some(serde_json::json!({ "rule": shown(rule) }));
+        }
+        // A chained command whose parts are each allowed by a rule: every one named.
+        if let Some(rules) = self.allowed_part_by_part(&tool.name, call) {
+            let rules: Vec<serde_json::Value> = rules.into_iter().map(shown).collect();
+            return Some(serde_json::json!({ "rules": rules }));
+        }
+        Some(serde_json::json!({"mode": "immediate"}))
     }
 
     /// The category allowlist, fail-closed: unknown or failed lookups deny.
@@ -1916,11 +1976,37 @@ mod chained {
             route(&allow, ToolMode::Deferred, "ls -la | ls && ls"),
             RuleAction::Allow
         );
-        // An allow is read rule by rule: one rule covers every part, or the call is
-        // asked about (two allows for its two parts do not add up to one).
+        // Each part allowed by a rule of its own allows the call, naming them all.
         let both = allow.with_rule(ToolRule::new("Bash(wc:*)", RuleAction::Allow).expect("rule"));
         assert_eq!(
             route(&both, ToolMode::Deferred, "ls | wc -l"),
+            RuleAction::Allow
+        );
+        let args = json!({"command": "ls -la | wc -l && ls"});
+        assert_eq!(
+            both.allowed_by_call(&bash(ToolMode::Deferred), Some(CallContext::new(&args, "/w"))),
+            Some(json!({"rules": [
+                {"pattern": "Bash(ls:*)", "action": "allow"},
+                {"pattern": "Bash(wc:*)", "action": "allow"},
+            ]}))
+        );
+        assert!(allow_rules_cover(
+            &["Bash(ls:*)", "Bash(wc:*)"],
+            "Bash",
+            Some(CallContext::new(&args, "/w"))
+        ));
+        assert!(!allow_rules_cover(
+            &["Bash(ls:*)"],
+            "Bash",
+            Some(CallContext::new(&args, "/w"))
+        ));
+        // Not when a part is no plain command, nor when an ask or deny counts.
+        for command in ["ls | wc -l > out", "ls | wc $(rm x)"] {
+            assert_eq!(route(&both, ToolMode::Deferred, command), RuleAction::Ask, "{command}");
+        }
+        let asked = both.with_rule(ToolRule::new("Bash(wc -l*)", RuleAction::Ask).expect("rule"));
+        assert_eq!(
+            route(&asked, ToolMode::Deferred, "ls | wc -l"),
             RuleAction::Ask
         );
     }
@@ -2007,13 +2093,13 @@ mod chained {
                 ("Bash(git status:*)", RuleAction::Allow),
             ]);
             let routed = route(&rules, ToolMode::Deferred, &command);
-            let one_rule = ["ls ", "wc ", "git status"]
-                .iter()
-                .any(|prefix| simples.iter().all(|c| c.starts_with(prefix)));
-            if !one_rule {
+            let all_allowed = simples.iter().all(|c| {
+                c.starts_with("ls ") || c.starts_with("wc ") || c == "git status"
+            });
+            if !all_allowed {
                 proptest::prop_assert_eq!(routed, RuleAction::Ask, "{:?}", command);
             }
-            if one_rule && !command.contains("echo") {
+            if all_allowed && !command.contains("echo") {
                 proptest::prop_assert_eq!(routed, RuleAction::Allow, "{:?}", command);
             }
         }

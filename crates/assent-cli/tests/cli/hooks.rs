@@ -3122,3 +3122,224 @@ fn hooked_without_a_database(
     .expect("settings");
     (bare, blocker.join("data"))
 }
+
+/// Issue 53, point 11: `hook install KIND --preset read-only` sets the preset's rules
+/// through the rule change `agent allow` uses and prints them; `--print` sets nothing;
+/// an unknown agent changes no file; uninstall takes no preset.
+#[test]
+fn install_with_the_read_only_preset_sets_and_prints_its_rules() {
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let dir = project.path().to_str().expect("a path");
+    let install = |agent: &str, extra: &[&str]| {
+        let mut args = vec!["hook", "install", "claude-code", "--agent", agent];
+        args.extend(["--project", dir, "--preset", "read-only"]);
+        args.extend(extra);
+        cli.run(&args)
+    };
+    let shown = |out: &std::process::Output| String::from_utf8_lossy(&out.stdout).into_owned();
+
+    let printed = ok(install(&agent(0), &["--print"]));
+    assert!(
+        shown(&printed).contains("Preset read-only would set (nothing was set):"),
+        "{}",
+        shown(&printed)
+    );
+    assert!(shown(&printed).contains("allow ToolSearch"));
+    let before = shown(&ok(cli.run(&["agent", "show", &agent(0)])));
+    assert!(!before.contains("ToolSearch"), "{before}");
+    assert!(!project.path().join(".claude/settings.json").exists());
+
+    let out = shown(&ok(install(&agent(0), &[])));
+    for line in [
+        "allow ToolSearch",
+        "allow Skill",
+        "allow TodoWrite",
+        "allow ListAgents",
+        "allow Bash(git status:*)",
+        "allow Bash(git diff:*)",
+        "allow Bash(git log:*)",
+        "allow Bash(ls:*)",
+        "ask Bash(git diff *--output*)",
+    ] {
+        assert!(out.contains(line), "{line}: {out}");
+    }
+    assert!(project.path().join(".claude/settings.json").exists());
+    let after = shown(&ok(cli.run(&["agent", "show", &agent(0)])));
+    assert!(after.contains("Bash(git status:*)"), "{after}");
+    let again = shown(&ok(install(&agent(0), &[])));
+    assert!(again.contains("(it already was)"), "{again}");
+
+    // The rules decide the agent's plumbing and read-only commands at once.
+    for (tool, input) in [
+        ("ToolSearch", json!({"query": "x"})),
+        ("Bash", json!({"command": "git status && ls -la"})),
+    ] {
+        let event = claude_event(project.path(), tool, input, "call-preset");
+        let answer = answered_at_once(&cli, cli.hook("claude-code", &agent(0), &["--wait", "5"], &event));
+        assert_eq!(decision(&answer), "allow", "{tool}: {answer}");
+    }
+
+    // An unknown agent: refused, no settings file written.
+    let other = tempfile::tempdir().expect("project");
+    let out = cli.run(&[
+        "hook",
+        "install",
+        "gemini",
+        "--agent",
+        "nobody",
+        "--project",
+        other.path().to_str().expect("a path"),
+        "--preset",
+        "read-only",
+    ]);
+    assert_ne!(code(&out), 0);
+    assert!(!other.path().join(".gemini/settings.json").exists());
+    let out = cli.run(&[
+        "hook", "uninstall", "claude-code", "--agent", &agent(0), "--project", dir, "--preset",
+        "read-only",
+    ]);
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cli.run(&[
+        "hook", "install", "claude-code", "--agent", &agent(0), "--project", dir, "--preset",
+        "everything",
+    ]);
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Issue 53, point 7, through the hook: `deny Bash(rm -rf *)` no longer denies a pipe;
+/// a part it covers is denied, naming the rule and the part.
+#[test]
+fn a_chained_command_is_denied_only_for_a_part_a_rule_denies() {
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    ok(cli.run(&["agent", "deny", &agent(0), "Bash(rm -rf *)"]));
+    ok(cli.run(&["agent", "allow", &agent(0), "Bash(ls:*)"]));
+    ok(cli.run(&["agent", "allow", &agent(0), "Bash(wc:*)"]));
+    let hook = |command: &str| {
+        let event = claude_event(project.path(), "Bash", json!({"command": command}), "c");
+        answered_at_once(&cli, cli.hook("claude-code", &agent(0), &["--wait", "5"], &event))
+    };
+    assert_eq!(decision(&hook("ls | wc -l")), "allow");
+    let denied = hook("ls && rm -rf build");
+    assert_eq!(decision(&denied), "deny", "{denied}");
+    assert!(
+        denied.to_string().contains(
+            "Tool Bash is denied by policy: denied by rule deny Bash(rm -rf *) (part 2 of 2: rm -rf build)"
+        ),
+        "{denied}"
+    );
+    proven(&cli);
+}
+
+/// Issue 53, point 7, with the real Claude Code and the read-only preset: `ls | wc -l`
+/// runs unasked under `deny Bash(rm -rf *)`, and `ls && rm -rf build` is denied naming
+/// the part.
+#[test]
+fn the_real_claude_code_runs_a_pipe_and_is_told_which_part_was_denied() {
+    let Some(claude) = claude_code() else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    std::fs::create_dir(project.path().join("build")).expect("a build folder");
+    let dir = project.path().to_str().expect("a path");
+    ok(cli.run(&[
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        &agent(0),
+        "--project",
+        dir,
+        "--preset",
+        "read-only",
+    ]));
+    ok(cli.run(&["agent", "deny", &agent(0), "Bash(rm -rf *)"]));
+    ok(cli.run(&["agent", "allow", &agent(0), "Bash(wc:*)"]));
+
+    let model = FakeModel::start("ls | wc -l");
+    let result = claude_result(run_claude(&claude, project.path(), home.path(), &model));
+    assert_eq!(result["permission_denials"], json!([]), "{result}");
+    let told = model.told();
+    let output = told["content"].as_str().unwrap_or_default().trim().to_owned();
+    assert!(output.parse::<u32>().is_ok(), "the count of files: {told}");
+
+    let model = FakeModel::start("ls && rm -rf build");
+    let result = claude_result(run_claude(&claude, project.path(), home.path(), &model));
+    assert_eq!(
+        result["permission_denials"][0]["tool_input"]["command"],
+        "ls && rm -rf build"
+    );
+    let told = model.told();
+    let reason = told["content"].as_str().expect("a reason");
+    assert!(
+        reason.contains("denied by rule deny Bash(rm -rf *) (part 2 of 2: rm -rf build)"),
+        "{reason}"
+    );
+    assert!(project.path().join("build").exists());
+    proven(&cli);
+}
+
+/// The same with the real Gemini CLI (`run_shell_command`).
+#[test]
+fn the_real_gemini_cli_runs_a_pipe_and_is_told_which_part_was_denied() {
+    let Some(gemini) = npm_cli("@google/gemini-cli", "0.61.0", "gemini", "gemini-npm") else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    std::fs::create_dir(project.path().join("build")).expect("a build folder");
+    std::fs::create_dir_all(home.path().join(".gemini")).expect("settings folder");
+    std::fs::write(
+        home.path().join(".gemini/settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+    )
+    .expect("user settings");
+    let agent = agent(8);
+    let dir = project.path().to_str().expect("a path");
+    ok(cli.run(&[
+        "hook", "install", "gemini", "--agent", &agent, "--project", dir, "--preset", "read-only",
+    ]));
+    ok(cli.run(&["agent", "deny", &agent, "run_shell_command(rm -rf *)"]));
+    ok(cli.run(&["agent", "allow", &agent, "run_shell_command(wc:*)"]));
+    let run = |model: &FakeApi| {
+        Command::new(&gemini)
+            .args(["-p", "Run the command.", "--approval-mode", "yolo"])
+            .args(["-m", "gemini-2.5-pro", "--output-format", "json"])
+            .current_dir(project.path())
+            .env("HOME", home.path())
+            .env("GEMINI_API_KEY", "fake-key")
+            .env(
+                "GOOGLE_GEMINI_BASE_URL",
+                format!("http://127.0.0.1:{}", model.port),
+            )
+            .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+            .env_remove("ASSENT_DATABASE_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("gemini starts")
+    };
+
+    let model = FakeApi::start("gemini", "ls | wc -l");
+    ran_to_the_end(run(&model), REAL_RUN);
+    let told = model.told();
+    assert!(!told.contains("blocked"), "{told}");
+    assert!(told.contains("output"), "{told}");
+
+    let model = FakeApi::start("gemini", "ls && rm -rf build");
+    ran_to_the_end(run(&model), REAL_RUN);
+    let told = model.told();
+    assert!(
+        told.contains(
+            "denied by rule deny run_shell_command(rm -rf *) (part 2 of 2: rm -rf build)"
+        ),
+        "{told}"
+    );
+    assert!(project.path().join("build").exists());
+    proven(&cli);
+}
