@@ -556,8 +556,8 @@ mod split_commands {
     use assent_journal_host::JournalHost;
     use assent_store::{AnyConnection, Store, StoreOptions};
     use assent_tools::{
-        BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolMode, ToolOutcome,
-        ToolSpec, ToolsError,
+        BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolMode, ToolOutcome, ToolSpec,
+        ToolsError,
     };
     use std::sync::Arc;
 
@@ -712,7 +712,12 @@ mod split_commands {
         }
     }
 
-    async fn propose(app: &TestApp, agent: &str, task: &str, command: &str) -> (Option<Uuid>, String) {
+    async fn propose(
+        app: &TestApp,
+        agent: &str,
+        task: &str,
+        command: &str,
+    ) -> (Option<Uuid>, String) {
         let calls = assent_tests::tool_calls(&[(SHELL, json!({ "command": command }))]);
         let request = WakeRequest::new(
             agent,
@@ -758,7 +763,11 @@ mod split_commands {
                     Expect::Queued => assert!(set.is_some(), "{here}: asked: {reply}"),
                     other => panic!("{here}: {other:?}"),
                 }
-                assert_eq!(app.load(&task).await.priority.as_deref(), Some("P1"), "{here}");
+                assert_eq!(
+                    app.load(&task).await.priority.as_deref(),
+                    Some("P1"),
+                    "{here}"
+                );
             }
             Path::Confirm | Path::ConfirmAll | Path::Sync => {
                 let (set_id, reply) = propose(device, agent, &task, case.command()).await;

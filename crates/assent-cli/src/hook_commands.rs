@@ -332,7 +332,12 @@ async fn install_with_preset(db: Option<String>, args: InstallArgs) -> Result<Ou
     };
     let rules = assent_hook::preset::rules(args.kind, preset);
     let line = |rule: &assent_hook::preset::PresetRule| {
-        format!("  {} {}  ({})", rule.action.as_str(), rule.pattern, rule.why)
+        format!(
+            "  {} {}  ({})",
+            rule.action.as_str(),
+            rule.pattern,
+            rule.why
+        )
     };
     if args.print {
         let mut shown = change_settings(db, args, true)?;

@@ -221,11 +221,12 @@ mod tests {
     use serde_json::json;
 
     fn policy(kind: AgentKind) -> AgentPolicy {
-        rules(kind, Preset::ReadOnly)
-            .into_iter()
-            .fold(AgentPolicy::new(["code"]), |policy, rule| {
+        rules(kind, Preset::ReadOnly).into_iter().fold(
+            AgentPolicy::new(["code"]),
+            |policy, rule| {
                 policy.with_rule(ToolRule::new(rule.pattern, rule.action).expect("a valid rule"))
-            })
+            },
+        )
     }
 
     fn route(policy: &AgentPolicy, tool: &str, args: serde_json::Value) -> RuleAction {
@@ -239,10 +240,17 @@ mod tests {
             let rules = rules(kind, Preset::ReadOnly);
             assert!(!rules.is_empty(), "{kind}");
             for rule in rules {
-                assert!(ToolRule::new(rule.pattern, rule.action).is_ok(), "{kind}: {}", rule.pattern);
+                assert!(
+                    ToolRule::new(rule.pattern, rule.action).is_ok(),
+                    "{kind}: {}",
+                    rule.pattern
+                );
                 if let Some(names) = kind.tool_names() {
                     let tool = rule.pattern.split('(').next().unwrap_or_default();
-                    assert!(names.contains(&tool), "{kind}: {tool} is not a tool it sends");
+                    assert!(
+                        names.contains(&tool),
+                        "{kind}: {tool} is not a tool it sends"
+                    );
                 }
             }
         }
@@ -251,10 +259,23 @@ mod tests {
     #[test]
     fn read_only_lets_plumbing_and_reading_run_and_asks_about_the_rest() {
         let claude = policy(AgentKind::ClaudeCode);
-        for tool in ["ToolSearch", "Skill", "TodoWrite", "ListAgents", "Read", "Grep"] {
+        for tool in [
+            "ToolSearch",
+            "Skill",
+            "TodoWrite",
+            "ListAgents",
+            "Read",
+            "Grep",
+        ] {
             assert_eq!(route(&claude, tool, json!({})), RuleAction::Allow, "{tool}");
         }
-        for command in ["git status", "git diff HEAD~1", "git log --oneline -5", "ls -la", "ls | ls"] {
+        for command in [
+            "git status",
+            "git diff HEAD~1",
+            "git log --oneline -5",
+            "ls -la",
+            "ls | ls",
+        ] {
             assert_eq!(
                 route(&claude, "Bash", json!({"command": command})),
                 RuleAction::Allow,
@@ -270,14 +291,22 @@ mod tests {
             ("Bash", json!({"command": "lsof -i"})),
             ("WebFetch", json!({"url": "https://example.com"})),
         ] {
-            assert_eq!(route(&claude, tool, args.clone()), RuleAction::Ask, "{tool} {args}");
+            assert_eq!(
+                route(&claude, tool, args.clone()),
+                RuleAction::Ask,
+                "{tool} {args}"
+            );
         }
         let gemini = policy(AgentKind::Gemini);
         for tool in ["read_file", "glob"] {
             assert_eq!(route(&gemini, tool, json!({})), RuleAction::Allow, "{tool}");
         }
         assert_eq!(
-            route(&gemini, "run_shell_command", json!({"command": "git log | head"})),
+            route(
+                &gemini,
+                "run_shell_command",
+                json!({"command": "git log | head"})
+            ),
             RuleAction::Ask,
             "head is not in the preset"
         );

@@ -294,7 +294,8 @@ fn covers_call(pattern: &str, name: &str, call: Option<CallContext<'_>>) -> Foun
         .iter()
         .filter_map(|key| text(key).map(|command| command_covers(argument, command)))
         .chain(PATH_KEYS.iter().filter_map(|key| {
-            text(key).map(|path| Found::plain(path_covers(argument, path, call.target_id, call.paths)))
+            text(key)
+                .map(|path| Found::plain(path_covers(argument, path, call.target_id, call.paths)))
         }))
         .collect();
     let whole = arguments_cover(argument, call.args);
@@ -483,7 +484,11 @@ fn command_covers(argument: &str, command: &str) -> Found {
             .any(|reading| text_covers(argument, reading) == Coverage::Yes);
         every &= sure;
         if any && found.is_none() {
-            let coverage = if sure { Coverage::Yes } else { Coverage::Unsure };
+            let coverage = if sure {
+                Coverage::Yes
+            } else {
+                Coverage::Unsure
+            };
             found = Some((
                 coverage,
                 PartRef {
@@ -494,7 +499,10 @@ fn command_covers(argument: &str, command: &str) -> Found {
             ));
         }
     }
-    let part = found.as_ref().filter(|_| of > 1).map(|(_, part)| part.clone());
+    let part = found
+        .as_ref()
+        .filter(|_| of > 1)
+        .map(|(_, part)| part.clone());
     if every {
         return Found {
             coverage: Coverage::Yes,
@@ -733,7 +741,12 @@ impl std::fmt::Display for Ruling {
             RuleAction::Ask => "asked",
             RuleAction::Deny => "denied",
         };
-        write!(f, "{verb} by rule {} {}", self.action.as_str(), self.pattern)?;
+        write!(
+            f,
+            "{verb} by rule {} {}",
+            self.action.as_str(),
+            self.pattern
+        )?;
         match &self.part {
             Some(part) => write!(f, " (part {} of {}: {})", part.index, part.of, part.text),
             None if self.decided != self.action => {
@@ -880,9 +893,13 @@ impl AgentPolicy {
         for part in &parts {
             let mut args = call.args.clone();
             args[key] = serde_json::Value::String(part.text().to_owned());
-            let one = CallContext { args: &args, ..call };
+            let one = CallContext {
+                args: &args,
+                ..call
+            };
             let rule = self.rules.iter().find(|rule| {
-                rule.action == RuleAction::Allow && rule.covers(tool_name, Some(one)) == Coverage::Yes
+                rule.action == RuleAction::Allow
+                    && rule.covers(tool_name, Some(one)) == Coverage::Yes
             })?;
             if !allowing.contains(&rule) {
                 allowing.push(rule);
@@ -1789,9 +1806,11 @@ mod chained {
     }
 
     fn policy(rules: &[(&str, RuleAction)]) -> AgentPolicy {
-        rules.iter().fold(AgentPolicy::new(["code"]), |policy, (p, a)| {
-            policy.with_rule(ToolRule::new(*p, *a).expect("a rule"))
-        })
+        rules
+            .iter()
+            .fold(AgentPolicy::new(["code"]), |policy, (p, a)| {
+                policy.with_rule(ToolRule::new(*p, *a).expect("a rule"))
+            })
     }
 
     fn route(policy: &AgentPolicy, mode: ToolMode, command: &str) -> RuleAction {
@@ -1938,7 +1957,11 @@ mod chained {
         }
         // What was read before it still counts: a part the deny covers denies.
         assert_eq!(
-            route(&rules, ToolMode::Deferred, "rm -rf build; cat <<EOF\nx\nEOF"),
+            route(
+                &rules,
+                ToolMode::Deferred,
+                "rm -rf build; cat <<EOF\nx\nEOF"
+            ),
             RuleAction::Deny
         );
         let args = json!({"command": "cat <<EOF\nx\nEOF"});
@@ -1954,7 +1977,10 @@ mod chained {
     #[test]
     fn allow_needs_every_part_allowed() {
         let allow = policy(&[("Bash(ls:*)", RuleAction::Allow)]);
-        assert_eq!(route(&allow, ToolMode::Deferred, "ls -la"), RuleAction::Allow);
+        assert_eq!(
+            route(&allow, ToolMode::Deferred, "ls -la"),
+            RuleAction::Allow
+        );
         assert_eq!(
             route(&allow, ToolMode::Deferred, "ls 2>&1"),
             RuleAction::Allow
@@ -1984,7 +2010,10 @@ mod chained {
         );
         let args = json!({"command": "ls -la | wc -l && ls"});
         assert_eq!(
-            both.allowed_by_call(&bash(ToolMode::Deferred), Some(CallContext::new(&args, "/w"))),
+            both.allowed_by_call(
+                &bash(ToolMode::Deferred),
+                Some(CallContext::new(&args, "/w"))
+            ),
             Some(json!({"rules": [
                 {"pattern": "Bash(ls:*)", "action": "allow"},
                 {"pattern": "Bash(wc:*)", "action": "allow"},
@@ -2002,7 +2031,11 @@ mod chained {
         ));
         // Not when a part is no plain command, nor when an ask or deny counts.
         for command in ["ls | wc -l > out", "ls | wc $(rm x)"] {
-            assert_eq!(route(&both, ToolMode::Deferred, command), RuleAction::Ask, "{command}");
+            assert_eq!(
+                route(&both, ToolMode::Deferred, command),
+                RuleAction::Ask,
+                "{command}"
+            );
         }
         let asked = both.with_rule(ToolRule::new("Bash(wc -l*)", RuleAction::Ask).expect("rule"));
         assert_eq!(

@@ -499,7 +499,10 @@ impl Splitter<'_> {
                     return Err(self.stop(command, "an unclosed \"${\""));
                 };
                 let inner = &self.chars[self.at + 2..self.at + close];
-                if inner.iter().any(|c| matches!(c, '$' | '`' | '{' | '"' | '\'')) {
+                if inner
+                    .iter()
+                    .any(|c| matches!(c, '$' | '`' | '{' | '"' | '\''))
+                {
                     return Err(self.stop(command, "a nested parameter expansion"));
                 }
                 self.at += close + 1;
@@ -537,7 +540,9 @@ impl Splitter<'_> {
         // What cannot be read inside starts a part at the command holding it.
         self.sequence(true).map_err(|stop| Stop {
             why: stop.why,
-            from: command.start.map_or(stop.from, |start| start.min(stop.from)),
+            from: command
+                .start
+                .map_or(stop.from, |start| start.min(stop.from)),
         })
     }
 
@@ -609,14 +614,17 @@ mod tests {
             ("a\nb", &["a", "b"]),
             ("echo 'a; b' \"c | d\"", &["echo 'a; b' \"c | d\""]),
             ("echo a\\;b", &["echo a\\;b"]),
-            ("git status $(rm -rf /)", &["git status $(rm -rf /)", "rm -rf /"]),
-            ("echo \"$(rm x; ls)\"", &["echo \"$(rm x; ls)\"", "rm x", "ls"]),
+            (
+                "git status $(rm -rf /)",
+                &["git status $(rm -rf /)", "rm -rf /"],
+            ),
+            (
+                "echo \"$(rm x; ls)\"",
+                &["echo \"$(rm x; ls)\"", "rm x", "ls"],
+            ),
             ("echo `rm x`", &["echo `rm x`", "rm x"]),
             ("(cd x && rm -rf build)", &["cd x", "rm -rf build"]),
-            (
-                "if true; then rm -rf b; fi",
-                &["if true", "then rm -rf b"],
-            ),
+            ("if true; then rm -rf b; fi", &["if true", "then rm -rf b"]),
             ("ls # ; rm -rf /", &["ls"]),
             ("diff <(ls a) b", &["diff <(ls a) b", "ls a"]),
             ("cat <<EOF\nrm -rf /\nEOF", &["?cat <<EOF\nrm -rf /\nEOF"]),

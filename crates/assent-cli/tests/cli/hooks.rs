@@ -3176,7 +3176,10 @@ fn install_with_the_read_only_preset_sets_and_prints_its_rules() {
         ("Bash", json!({"command": "git status && ls -la"})),
     ] {
         let event = claude_event(project.path(), tool, input, "call-preset");
-        let answer = answered_at_once(&cli, cli.hook("claude-code", &agent(0), &["--wait", "5"], &event));
+        let answer = answered_at_once(
+            &cli,
+            cli.hook("claude-code", &agent(0), &["--wait", "5"], &event),
+        );
         assert_eq!(decision(&answer), "allow", "{tool}: {answer}");
     }
 
@@ -3196,12 +3199,26 @@ fn install_with_the_read_only_preset_sets_and_prints_its_rules() {
     assert_ne!(code(&out), 0);
     assert!(!other.path().join(".gemini/settings.json").exists());
     let out = cli.run(&[
-        "hook", "uninstall", "claude-code", "--agent", &agent(0), "--project", dir, "--preset",
+        "hook",
+        "uninstall",
+        "claude-code",
+        "--agent",
+        &agent(0),
+        "--project",
+        dir,
+        "--preset",
         "read-only",
     ]);
     assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
     let out = cli.run(&[
-        "hook", "install", "claude-code", "--agent", &agent(0), "--project", dir, "--preset",
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        &agent(0),
+        "--project",
+        dir,
+        "--preset",
         "everything",
     ]);
     assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
@@ -3218,7 +3235,10 @@ fn a_chained_command_is_denied_only_for_a_part_a_rule_denies() {
     ok(cli.run(&["agent", "allow", &agent(0), "Bash(wc:*)"]));
     let hook = |command: &str| {
         let event = claude_event(project.path(), "Bash", json!({"command": command}), "c");
-        answered_at_once(&cli, cli.hook("claude-code", &agent(0), &["--wait", "5"], &event))
+        answered_at_once(
+            &cli,
+            cli.hook("claude-code", &agent(0), &["--wait", "5"], &event),
+        )
     };
     assert_eq!(decision(&hook("ls | wc -l")), "allow");
     let denied = hook("ls && rm -rf build");
@@ -3263,7 +3283,11 @@ fn the_real_claude_code_runs_a_pipe_and_is_told_which_part_was_denied() {
     let result = claude_result(run_claude(&claude, project.path(), home.path(), &model));
     assert_eq!(result["permission_denials"], json!([]), "{result}");
     let told = model.told();
-    let output = told["content"].as_str().unwrap_or_default().trim().to_owned();
+    let output = told["content"]
+        .as_str()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
     assert!(output.parse::<u32>().is_ok(), "the count of files: {told}");
 
     let model = FakeModel::start("ls && rm -rf build");
@@ -3301,7 +3325,15 @@ fn the_real_gemini_cli_runs_a_pipe_and_is_told_which_part_was_denied() {
     let agent = agent(8);
     let dir = project.path().to_str().expect("a path");
     ok(cli.run(&[
-        "hook", "install", "gemini", "--agent", &agent, "--project", dir, "--preset", "read-only",
+        "hook",
+        "install",
+        "gemini",
+        "--agent",
+        &agent,
+        "--project",
+        dir,
+        "--preset",
+        "read-only",
     ]));
     ok(cli.run(&["agent", "deny", &agent, "run_shell_command(rm -rf *)"]));
     ok(cli.run(&["agent", "allow", &agent, "run_shell_command(wc:*)"]));
