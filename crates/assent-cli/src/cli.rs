@@ -619,13 +619,7 @@ pub struct ConfirmArgs {
 /// The identity a quorum counts for a decision made here: `--as NAME`, else the OS
 /// user (`USER`, `USERNAME`), else `local`.
 pub fn reviewer(named: Option<&str>) -> String {
-    named
-        .map(str::trim)
-        .filter(|name| !name.is_empty())
-        .map(str::to_owned)
-        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
-        .or_else(|| std::env::var("USERNAME").ok().filter(|u| !u.is_empty()))
-        .unwrap_or_else(|| "local".to_owned())
+    crate::context::reviewer(named)
 }
 
 /// One item of one set.

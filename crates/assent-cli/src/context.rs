@@ -84,3 +84,16 @@ impl Ctx {
 pub async fn engine(store: Store) -> Result<Engine, CliError> {
     Ok(assent_journal_host::journal_engine(store).await?)
 }
+
+/// The identity a quorum counts for a decision made here: `--as NAME`, else the OS
+/// user (`USER`, `USERNAME`), else `local` (here, so every command module can name
+/// its person without importing the command line's definitions).
+pub fn reviewer(named: Option<&str>) -> String {
+    named
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .or_else(|| std::env::var("USERNAME").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "local".to_owned())
+}

@@ -359,7 +359,7 @@ async fn install_with_preset(db: Option<String>, args: InstallArgs) -> Result<Ou
     let mut listed = Vec::with_capacity(rules.len());
     for rule in &rules {
         let change = assent_confirm::RuleChange {
-            by: Some(crate::cli::reviewer(None)),
+            by: Some(crate::context::reviewer(None)),
             ..assent_confirm::RuleChange::new(rule.pattern, rule.action)
         };
         let (_, changed) = assent_server::change_agent_rule(&engine, &args.agent, &change, now)
