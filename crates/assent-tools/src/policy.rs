@@ -1927,6 +1927,11 @@ mod chained {
             "rm -rf build > /dev/null 2>&1",
             "cat <(rm -rf build)",
             "ls \\\n && rm -rf build",
+            "ls;rm -rf build",
+            "bash -c 'rm -rf build'",
+            "sh -ec \"ls && rm -rf build\"",
+            "eval rm -rf build",
+            "ls | xargs rm -rf build",
         ] {
             assert_eq!(
                 route(&deny, ToolMode::Deferred, command),

@@ -121,6 +121,25 @@ pub fn split_command(command: &str) -> Vec<ShellPart> {
     parts
 }
 
+/// The command line a shell (`sh -c LINE`, `bash -lc LINE`) or `eval` is given.
+fn inner_line(words: &[String]) -> Option<String> {
+    let (first, rest) = words.split_first()?;
+    let name = first.rsplit('/').next().unwrap_or(first);
+    if name == "eval" {
+        return Some(rest.join(" "));
+    }
+    if !SHELLS.contains(&name) {
+        return None;
+    }
+    let flag = rest
+        .iter()
+        .position(|word| word.starts_with('-') && !word.starts_with("--") && word.contains('c'))?;
+    rest.get(flag + 1).cloned()
+}
+
+/// Shells that run the command line given with `-c`.
+const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "fish"];
+
 fn is_assignment(word: &str) -> bool {
     let Some((name, _)) = word.split_once('=') else {
         return false;
@@ -298,6 +317,22 @@ impl Splitter<'_> {
         // A redirection of a `( … )` group stays only when it writes a file.
         if done.words.is_empty() && !done.assigned && !done.writes {
             return;
+        }
+        // `sh -c 'LINE'` and `eval LINE` run a command line of their own: its parts
+        // are parts of this one (a deny rule covers `bash -c 'rm -rf build'`).
+        if let Some(line) = inner_line(&done.words) {
+            let chars: Vec<char> = line.chars().collect();
+            let mut nested = Splitter {
+                chars: &chars,
+                at: 0,
+                // After the command that runs them, before the next one.
+                offset: self.offset + start + 1,
+                parts: Vec::new(),
+            };
+            if let Err(stop) = nested.sequence(false) {
+                nested.give_up(stop);
+            }
+            self.parts.extend(nested.parts);
         }
         self.parts.push(ShellPart {
             start: self.offset + start,
@@ -634,6 +669,14 @@ mod tests {
             ("f() { rm -rf /; }; f", &["?f() { rm -rf /; }; f"]),
             ("case x in a) rm;; esac", &["?case x in a) rm;; esac"]),
             ("   ", &[]),
+            (
+                "bash -c 'ls; rm -rf build'",
+                &["bash -c 'ls; rm -rf build'", "ls", "rm -rf build"],
+            ),
+            (
+                "eval \"rm -rf build\"",
+                &["eval \"rm -rf build\"", "rm -rf build"],
+            ),
         ];
         for (command, expected) in cases {
             assert_eq!(texts(command), *expected, "{command:?}");
