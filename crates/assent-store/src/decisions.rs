@@ -337,6 +337,45 @@ pub async fn recent(
     rows.iter().map(decode).collect()
 }
 
+/// Agent `agent_id`'s rejections decided at or after `since`, newest first, at most
+/// `limit` ([`crate::rejections::remembered`]).
+pub async fn rejected_since(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    since: OffsetDateTime,
+    limit: u32,
+) -> Result<Vec<ChangeDecision>, StoreError> {
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        decision_columns!(),
+        " FROM decisions WHERE agent_id = $1 AND verdict = $2 AND created_at >= $3
+         ORDER BY created_at DESC, rowid DESC LIMIT $4"
+    ))
+    .bind(agent_id)
+    .bind(Verdict::Rejected.as_str())
+    .bind(timefmt::format(since))
+    .bind(i64::from(limit))
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(decode).collect()
+}
+
+/// One decision, by id; `None` when there is none.
+pub async fn by_id(
+    conn: &mut AnyConnection,
+    id: Uuid,
+) -> Result<Option<ChangeDecision>, StoreError> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        decision_columns!(),
+        " FROM decisions WHERE id = $1"
+    ))
+    .bind(id.to_string())
+    .fetch_optional(conn)
+    .await?;
+    row.as_ref().map(decode).transpose()
+}
+
 /// Every decision about one set, oldest first.
 pub async fn for_change_set(
     conn: &mut AnyConnection,

@@ -107,6 +107,7 @@ pub mod outbox;
 pub mod plan;
 pub mod proof;
 pub mod rehost;
+pub mod rejections;
 pub mod slack;
 pub mod sync;
 pub mod timefmt;

@@ -196,7 +196,7 @@ pub async fn verify(
 ) -> Result<Report, StoreError> {
     let head = chain::head(conn).await?;
     let agents =
-        sqlx::query("SELECT id, categories, rules, shadow_rules, tool_settings FROM agents")
+        sqlx::query("SELECT id, categories, rules, shadow_rules, tool_settings, rejection_memory FROM agents")
             .fetch_all(&mut *conn)
             .await?
             .iter()
