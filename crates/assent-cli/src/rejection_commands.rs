@@ -208,7 +208,7 @@ fn render_rejections(listed: &[(&ChangeDecision, Duration)], agent: Option<&str>
             vec![
                 d.id.to_string(),
                 one_line(&d.agent_id),
-                render::cut(&call(d), 60),
+                render::cut(&call(d), 100),
                 format!(
                     "{} by {}",
                     render::time(d.created_at),
@@ -304,16 +304,12 @@ impl RefusedWatch {
     /// Says (on the review's terminal) each call refused again not said yet, oldest
     /// first.
     pub async fn say_new(&mut self, ctx: &Ctx) -> Result<(), CliError> {
-        let refused = ctx.engine.refused_again(self.since, REVIEW_LINES).await?;
+        let refused = ctx
+            .engine
+            .refused_again(self.agent.as_deref(), self.since, REVIEW_LINES)
+            .await?;
         for refused in refused.iter().rev() {
             let record = &refused.record;
-            if self
-                .agent
-                .as_deref()
-                .is_some_and(|agent| agent != record.agent_id)
-            {
-                continue;
-            }
             let key = (
                 record.operation_id.as_str().to_owned(),
                 record.created_at,

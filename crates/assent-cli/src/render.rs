@@ -827,7 +827,7 @@ pub fn audit(records: &[AuditRecord]) -> String {
                     Some(false) => "failed".to_owned(),
                     None => String::new(),
                 },
-                cut(r.detail.as_deref().unwrap_or_default(), MAX_CELL_CHARS),
+                cut(&audit_detail(r), MAX_CELL_CHARS),
             ]
         })
         .collect();
@@ -835,6 +835,19 @@ pub fn audit(records: &[AuditRecord]) -> String {
         &["TIME", "KIND", "AGENT", "CALL", "RESULT", "DETAIL"],
         &rows,
     )
+}
+
+/// An audit record's detail; a call refused again names the rejection first
+/// (`refused again: rejection 5e72c9a1: …`).
+fn audit_detail(record: &AuditRecord) -> String {
+    let detail = record.detail.as_deref().unwrap_or_default();
+    match assent_confirm::rejections::rejected_before(record) {
+        Some(id) => format!(
+            "refused again: rejection {}: {detail}",
+            &id.simple().to_string()[..8]
+        ),
+        None => detail.to_owned(),
+    }
 }
 
 /// The undelivered outbox messages as a table.

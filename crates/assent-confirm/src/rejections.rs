@@ -177,16 +177,17 @@ impl Engine {
         Ok(changed)
     }
 
-    /// The calls refused again since `since`, newest first, at most `limit`, each with
-    /// the rejection that refused it: what `assent review` and the page show as
-    /// "refused again" lines.
+    /// The calls refused again since `since` (agent `agent`'s, or every agent's),
+    /// newest first, at most `limit`, each with the rejection that refused it: what
+    /// `assent review`, `history` and the page show as "refused again" lines.
     pub async fn refused_again(
         &self,
+        agent: Option<&str>,
         since: OffsetDateTime,
         limit: u32,
     ) -> Result<Vec<RefusedAgain>, ConfirmError> {
         let mut conn = self.store.read_connection().await?;
-        let records = stored::refusals(&mut conn, since, limit).await?;
+        let records = stored::refusals(&mut conn, agent, since, limit).await?;
         let mut found = Vec::with_capacity(records.len());
         for record in records {
             let rejection = match rejected_before(&record) {

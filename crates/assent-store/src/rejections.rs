@@ -190,17 +190,21 @@ pub async fn remembered(
 }
 
 /// The records of calls refused again since `since` (a remembered rejection refused
-/// them; `refused_by` set), newest first, at most `limit`.
+/// them; `refused_by` set), agent `agent_id`'s or every agent's, newest first, at most
+/// `limit`.
 pub async fn refusals(
     conn: &mut AnyConnection,
+    agent_id: Option<&str>,
     since: OffsetDateTime,
     limit: u32,
 ) -> Result<Vec<assent_tools::AuditRecord>, StoreError> {
     let rows = sqlx::query(
         "SELECT * FROM audit_records WHERE refused_by IS NOT NULL AND created_at >= $1
-         ORDER BY id DESC LIMIT $2",
+           AND ($2 IS NULL OR agent_id = $2)
+         ORDER BY id DESC LIMIT $3",
     )
     .bind(timefmt::format(since))
+    .bind(agent_id)
     .bind(i64::from(limit))
     .fetch_all(conn)
     .await?;

@@ -1,0 +1,220 @@
+//! Remembered rejections said aloud (issue 53, point 6): a call a person rejected is
+//! refused without asking when the agent makes exactly that call again, and that refusal
+//! is on the record (`audit`, `history`, naming the rejection), listed by `assent
+//! rejections`, forgotten by `assent rejections forget`, and the window is the agent's
+//! own setting (`assent agent set --remember-rejections`), shown by `agent show`.
+
+use super::{Cli, assert_fails, code};
+use serde_json::{Value, json};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A Claude Code `PreToolUse` event of a `Bash` call of `command` in `cwd`.
+fn bash_event(cwd: &std::path::Path, session: &str, call: &str, command: &str) -> String {
+    json!({
+        "session_id": session, "transcript_path": "/tmp/t.jsonl",
+        "cwd": cwd, "permission_mode": "default",
+        "hook_event_name": "PreToolUse", "tool_name": "Bash",
+        "tool_input": {"command": command, "description": "Clean the build"},
+        "tool_use_id": call,
+    })
+    .to_string()
+}
+
+/// `assent hook claude-code --agent claude --wait 20` answering `event`.
+fn hook(cli: &Cli, event: &str) -> Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", &cli.db(), "hook", "claude-code", "--agent", "claude"])
+        .args(["--wait", "20"])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("assent hook starts");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(event.as_bytes())
+        .expect("the event is written");
+    child
+}
+
+/// The hook's answer (exit 0, JSON on stdout).
+fn answer(child: Child) -> Value {
+    let out = child.wait_with_output().expect("the hook ends");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// The open set of agent `claude`, once its hook queued one.
+fn queued(cli: &Cli) -> String {
+    let started = Instant::now();
+    loop {
+        let pending = cli.json(&["pending"], "");
+        if let Some(set) = pending.as_array().expect("sets").first() {
+            return set["id"].as_str().expect("id").to_owned();
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "nothing queued");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn decision_of(answer: &Value) -> (&str, &str) {
+    let output = &answer["hookSpecificOutput"];
+    (
+        output["permissionDecision"].as_str().unwrap_or_default(),
+        output["permissionDecisionReason"]
+            .as_str()
+            .unwrap_or_default(),
+    )
+}
+
+fn ok(out: std::process::Output) -> std::process::Output {
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+#[test]
+fn a_call_refused_again_is_recorded_listed_and_can_be_forgotten() {
+    let cli = Cli::new().at_the_current_time();
+    let project = tempfile::tempdir().expect("project");
+    ok(cli.run(&["agent", "create", "--id", "claude", "--categories", "code"]));
+    let shown = cli.json(&["agent", "show", "claude"], "");
+    assert_eq!(
+        shown["rejectionMemory"],
+        json!({"window": "7d", "windowSeconds": 604_800})
+    );
+
+    // A person rejects the call.
+    let asked = hook(&cli, &bash_event(project.path(), "s1", "t1", "rm -rf build"));
+    let set = queued(&cli);
+    ok(cli.run(&[
+        "reject", &set, "0", "--reason", "not in this repo", "--as", "alice",
+    ]));
+    assert_eq!(decision_of(&answer(asked)).0, "deny");
+
+    // A later session makes exactly that call: refused at once, nothing queued...
+    let again = answer(hook(
+        &cli,
+        &bash_event(project.path(), "s2", "t2", "rm -rf build"),
+    ));
+    let (decided, reason) = decision_of(&again);
+    assert_eq!(decided, "deny", "{again}");
+    assert!(
+        reason.contains("rejected this exact proposal recently"),
+        "{reason}"
+    );
+    assert_eq!(cli.json(&["pending"], ""), json!([]));
+
+    // ...and on the record, naming the rejection.
+    let remembered = cli.json(&["rejections"], "");
+    let listed = remembered["rejections"].as_array().expect("a list");
+    assert_eq!(listed.len(), 1, "{remembered}");
+    let rejection = listed[0]["id"].as_str().expect("an id").to_owned();
+    assert_eq!(listed[0]["rejectedBy"], "alice");
+    assert_eq!(listed[0]["reason"], "not in this repo");
+    assert_eq!(listed[0]["args"]["command"], "rm -rf build");
+    let audit = cli.json(&["audit"], "");
+    let refusals: Vec<&Value> = audit
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter(|r| r.get("refusedBy").is_some())
+        .collect();
+    assert_eq!(refusals.len(), 1, "{audit}");
+    assert_eq!(
+        refusals[0]["refusedBy"],
+        json!({"rejectedBefore": rejection})
+    );
+    assert_eq!(refusals[0]["kind"], "policyDenied");
+    assert_eq!(refusals[0]["args"]["command"], "rm -rf build");
+    let history = cli.json(&["history", "--agent", "claude"], "");
+    assert_eq!(
+        history["refusedAgain"][0]["refusedBy"]["rejectedBefore"],
+        rejection.as_str()
+    );
+    let text = String::from_utf8_lossy(&ok(cli.run(&["history", "--agent", "claude"])).stdout)
+        .into_owned();
+    assert!(
+        text.contains("refused again: rejected by alice on ")
+            && text.contains(", 'not in this repo'"),
+        "{text}"
+    );
+    let text = String::from_utf8_lossy(&ok(cli.run(&["rejections"])).stdout).into_owned();
+    assert!(text.contains(&rejection) && text.contains("rm -rf build"), "{text}");
+    let out = ok(cli.run(&["audit", "verify"]));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("verified: "),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // Bad input changes nothing.
+    assert_fails(
+        &cli.run(&["rejections", "forget", "nonsense"]),
+        2,
+        "no remembered rejection",
+    );
+    assert_fails(
+        &cli.run(&["rejections", "--agent", "nobody"]),
+        1,
+        "unknown agent",
+    );
+    assert_eq!(
+        cli.json(&["rejections"], "")["rejections"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+
+    // Forgotten (by an id prefix): the identical call is asked again.
+    let forgotten = cli.json(&["rejections", "forget", &rejection[..8], "--as", "bob"], "");
+    assert_eq!(forgotten["forgotten"][0]["id"], rejection.as_str());
+    assert_eq!(cli.json(&["rejections"], ""), json!({"rejections": []}));
+    assert_fails(
+        &cli.run(&["rejections", "forget", &rejection]),
+        2,
+        "no remembered rejection",
+    );
+    let asked = hook(&cli, &bash_event(project.path(), "s3", "t3", "rm -rf build"));
+    let set = queued(&cli);
+    ok(cli.run(&["reject", &set, "0", "--as", "alice"]));
+    assert_eq!(decision_of(&answer(asked)).0, "deny");
+
+    // Not remembered at all (the agent's window 0): asked again at once.
+    let set_out = cli.json(
+        &["agent", "set", "claude", "--remember-rejections", "0"],
+        "",
+    );
+    assert_eq!(set_out["changed"], true);
+    assert_eq!(
+        cli.json(&["agent", "show", "claude"], "")["rejectionMemory"]["windowSeconds"],
+        0
+    );
+    assert_eq!(cli.json(&["rejections"], ""), json!({"rejections": []}));
+    let asked = hook(&cli, &bash_event(project.path(), "s4", "t4", "rm -rf build"));
+    let set = queued(&cli);
+    ok(cli.run(&["confirm", &set, "0", "--as", "alice"]));
+    assert_eq!(decision_of(&answer(asked)).0, "allow");
+
+    // Every change of the memory is on the consent chain, and the proof holds.
+    let out = ok(cli.run(&["audit", "verify"]));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("verified: "),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_fails(
+        &cli.run(&["agent", "set", "claude", "--remember-rejections", "soon"]),
+        2,
+        "expected a duration",
+    );
+    assert_fails(
+        &cli.run(&["agent", "set", "nobody", "--remember-rejections", "1d"]),
+        1,
+        "unknown agent",
+    );
+}
