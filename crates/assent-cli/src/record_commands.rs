@@ -82,9 +82,17 @@ pub async fn audit_trail(ctx: &Ctx, args: AuditArgs) -> Result<Output, CliError>
         (None, None) => AuditFilter::All,
     };
     let records = ctx.engine.audit_trail(&filter, args.limit).await?;
-    Output::either(ctx.json, &AuditView::all(&records), || {
-        render::audit(&records)
-    })
+    // Who edited what ran, and what the agent had proposed (issue 53, point 5).
+    let edited = if ctx.json {
+        ctx.engine.edited_confirmations().await?
+    } else {
+        Vec::new()
+    };
+    let views: Vec<AuditView<'_>> = records
+        .iter()
+        .map(|record| AuditView::of(record).with_edits(&edited))
+        .collect();
+    Output::either(ctx.json, &views, || render::audit(&records))
 }
 
 /// `assent audit verify`: exit 0 when the proof holds, 1 with every violation.

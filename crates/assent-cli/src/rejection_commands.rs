@@ -109,7 +109,9 @@ async fn forget_rejections(ctx: &Ctx, args: ForgetArgs) -> Result<Output, CliErr
     };
     let shown: Vec<Value> = forgotten
         .iter()
-        .map(|d| json!({"id": d.id, "agentId": d.agent_id, "toolName": d.tool_name, "args": d.args}))
+        .map(
+            |d| json!({"id": d.id, "agentId": d.agent_id, "toolName": d.tool_name, "args": d.args}),
+        )
         .collect();
     Output::either(ctx.json, &json!({ "forgotten": shown }), || {
         if forgotten.is_empty() {

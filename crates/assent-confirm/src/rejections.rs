@@ -24,7 +24,11 @@ pub fn refused_by(decision_id: Uuid) -> Value {
 
 /// The rejection an audit record's `refusedBy` names, when it names one.
 pub fn rejected_before(record: &AuditRecord) -> Option<Uuid> {
-    let id = record.refused_by.as_ref()?.get("rejectedBefore")?.as_str()?;
+    let id = record
+        .refused_by
+        .as_ref()?
+        .get("rejectedBefore")?
+        .as_str()?;
     Uuid::parse_str(id).ok()
 }
 
@@ -79,8 +83,8 @@ impl Engine {
     ) -> Result<ChangeDecision, ConfirmError> {
         let wanted = id.trim().to_ascii_lowercase();
         let not_found = || ConfirmError::RejectionNotFound(id.to_owned());
-        let prefix_ok = wanted.len() >= 8
-            && wanted.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+        let prefix_ok =
+            wanted.len() >= 8 && wanted.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
         if !prefix_ok {
             return Err(not_found());
         }
@@ -175,6 +179,16 @@ impl Engine {
             .unwrap_or(false);
         tx.commit().await?;
         Ok(changed)
+    }
+
+    /// Every confirmation with edited arguments, with its set's run key: what the audit
+    /// trail's listing needs to show who edited a record's arguments and what the agent
+    /// proposed ([`assent_store::decisions::edited_with_run_keys`]).
+    pub async fn edited_confirmations(
+        &self,
+    ) -> Result<Vec<(String, ChangeDecision)>, ConfirmError> {
+        let mut conn = self.store.read_connection().await?;
+        Ok(decisions::edited_with_run_keys(&mut conn).await?)
     }
 
     /// The calls refused again since `since` (agent `agent`'s, or every agent's),

@@ -9,11 +9,10 @@ use assent_domain::{ChangeSet, OperationId, Target};
 use assent_store::{
     AnyConnection, WriteTx, agents, change_sets, decisions, jobs, operations,
     plan::{PlannedAudits, WritePlan},
-    rejections,
 };
 use assent_tools::{
-    AgentPolicy, AuditKind, AuditRecord, CallContext, ExecutionTarget, PathFacts,
-    TargetCategory, TargetState, ToolInvocation,
+    AgentPolicy, AuditKind, AuditRecord, CallContext, ExecutionTarget, PathFacts, TargetCategory,
+    TargetState, ToolInvocation,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -114,9 +113,10 @@ impl WakeService {
         // and outbox rows, applied operations): on PostgreSQL it locks that target, so
         // wakes and decisions on other targets run side by side.
         let mut tx = engine.store.begin_write_on(&request.target).await?;
-        let (policy, settings) = agents::rules_at(tx.connection(), &request.agent_id, now)
-            .await?
-            .ok_or_else(|| ConfirmError::UnknownAgent(request.agent_id.clone()))?;
+        let (policy, settings, memory) =
+            agents::rules_and_rejection_memory_at(tx.connection(), &request.agent_id, now)
+                .await?
+                .ok_or_else(|| ConfirmError::UnknownAgent(request.agent_id.clone()))?;
         let snapshot = match engine.host.snapshot(tx.connection(), &request.target).await {
             Ok(Some(snapshot)) => Some(snapshot),
             Ok(None) => return Err(ConfirmError::UnknownTarget(request.target.clone())),
@@ -171,9 +171,6 @@ impl WakeService {
             .await?;
             // Only the rejections the agent's memory keeps (its window, less what a
             // person told Assent to forget) refuse a call again.
-            let memory = rejections::memory(tx.connection(), &request.agent_id)
-                .await?
-                .unwrap_or_default();
             let recent = if memory.window() > time::Duration::ZERO {
                 let mut recent = decisions::recent(
                     tx.connection(),

@@ -360,6 +360,29 @@ pub async fn rejected_since(
     rows.iter().map(decode).collect()
 }
 
+/// Every confirmation with edited arguments, with the run key of its set, oldest first:
+/// what lets a listing of the audit trail say who edited the arguments a record shows
+/// and what the agent had proposed.
+pub async fn edited_with_run_keys(
+    conn: &mut AnyConnection,
+) -> Result<Vec<(String, ChangeDecision)>, StoreError> {
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        decision_columns!(),
+        ", (SELECT s.run_key FROM change_sets s WHERE s.id = decisions.change_set_id) AS set_run_key
+         FROM decisions WHERE edited_args IS NOT NULL AND verdict = $1 ORDER BY created_at, rowid"
+    ))
+    .bind(Verdict::Confirmed.as_str())
+    .fetch_all(conn)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let run_key: Option<String> = row.try_get("set_run_key")?;
+            Ok((run_key.unwrap_or_default(), decode(row)?))
+        })
+        .collect()
+}
+
 /// One decision, by id; `None` when there is none.
 pub async fn by_id(
     conn: &mut AnyConnection,

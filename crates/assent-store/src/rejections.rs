@@ -87,7 +87,12 @@ impl RejectionMemory {
             )),
         };
         let mut forgotten = BTreeSet::new();
-        for id in map.get(FORGOTTEN).and_then(Value::as_array).into_iter().flatten() {
+        for id in map
+            .get(FORGOTTEN)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let id = id
                 .as_str()
                 .and_then(|id| Uuid::parse_str(id).ok())
@@ -287,7 +292,10 @@ mod tests {
         };
         let text = memory.to_json().to_string();
         assert_eq!(RejectionMemory::parse(&text).expect("parses"), memory);
-        assert_eq!(RejectionMemory::parse("{}").expect("parses"), RejectionMemory::default());
+        assert_eq!(
+            RejectionMemory::parse("{}").expect("parses"),
+            RejectionMemory::default()
+        );
         assert_eq!(RejectionMemory::chain_content("{}").expect("parses"), None);
         assert!(RejectionMemory::parse(r#"{"windowSeconds": -1}"#).is_err());
         assert!(RejectionMemory::parse(r#"{"forgotten": ["x"]}"#).is_err());

@@ -24,7 +24,14 @@ fn bash_event(cwd: &std::path::Path, session: &str, call: &str, command: &str) -
 /// `assent hook claude-code --agent claude --wait 20` answering `event`.
 fn hook(cli: &Cli, event: &str) -> Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
-        .args(["--db", &cli.db(), "hook", "claude-code", "--agent", "claude"])
+        .args([
+            "--db",
+            &cli.db(),
+            "hook",
+            "claude-code",
+            "--agent",
+            "claude",
+        ])
         .args(["--wait", "20"])
         .env_remove("RUST_LOG")
         .stdin(Stdio::piped())
@@ -57,7 +64,10 @@ fn queued(cli: &Cli) -> String {
         if let Some(set) = pending.as_array().expect("sets").first() {
             return set["id"].as_str().expect("id").to_owned();
         }
-        assert!(started.elapsed() < Duration::from_secs(15), "nothing queued");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "nothing queued"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -89,10 +99,19 @@ fn a_call_refused_again_is_recorded_listed_and_can_be_forgotten() {
     );
 
     // A person rejects the call.
-    let asked = hook(&cli, &bash_event(project.path(), "s1", "t1", "rm -rf build"));
+    let asked = hook(
+        &cli,
+        &bash_event(project.path(), "s1", "t1", "rm -rf build"),
+    );
     let set = queued(&cli);
     ok(cli.run(&[
-        "reject", &set, "0", "--reason", "not in this repo", "--as", "alice",
+        "reject",
+        &set,
+        "0",
+        "--reason",
+        "not in this repo",
+        "--as",
+        "alice",
     ]));
     assert_eq!(decision_of(&answer(asked)).0, "deny");
 
@@ -144,7 +163,10 @@ fn a_call_refused_again_is_recorded_listed_and_can_be_forgotten() {
         "{text}"
     );
     let text = String::from_utf8_lossy(&ok(cli.run(&["rejections"])).stdout).into_owned();
-    assert!(text.contains(&rejection) && text.contains("rm -rf build"), "{text}");
+    assert!(
+        text.contains(&rejection) && text.contains("rm -rf build"),
+        "{text}"
+    );
     let out = ok(cli.run(&["audit", "verify"]));
     assert!(
         String::from_utf8_lossy(&out.stdout).starts_with("verified: "),
@@ -171,7 +193,10 @@ fn a_call_refused_again_is_recorded_listed_and_can_be_forgotten() {
     );
 
     // Forgotten (by an id prefix): the identical call is asked again.
-    let forgotten = cli.json(&["rejections", "forget", &rejection[..8], "--as", "bob"], "");
+    let forgotten = cli.json(
+        &["rejections", "forget", &rejection[..8], "--as", "bob"],
+        "",
+    );
     assert_eq!(forgotten["forgotten"][0]["id"], rejection.as_str());
     assert_eq!(cli.json(&["rejections"], ""), json!({"rejections": []}));
     assert_fails(
@@ -179,7 +204,10 @@ fn a_call_refused_again_is_recorded_listed_and_can_be_forgotten() {
         2,
         "no remembered rejection",
     );
-    let asked = hook(&cli, &bash_event(project.path(), "s3", "t3", "rm -rf build"));
+    let asked = hook(
+        &cli,
+        &bash_event(project.path(), "s3", "t3", "rm -rf build"),
+    );
     let set = queued(&cli);
     ok(cli.run(&["reject", &set, "0", "--as", "alice"]));
     assert_eq!(decision_of(&answer(asked)).0, "deny");
@@ -195,7 +223,10 @@ fn a_call_refused_again_is_recorded_listed_and_can_be_forgotten() {
         0
     );
     assert_eq!(cli.json(&["rejections"], ""), json!({"rejections": []}));
-    let asked = hook(&cli, &bash_event(project.path(), "s4", "t4", "rm -rf build"));
+    let asked = hook(
+        &cli,
+        &bash_event(project.path(), "s4", "t4", "rm -rf build"),
+    );
     let set = queued(&cli);
     ok(cli.run(&["confirm", &set, "0", "--as", "alice"]));
     assert_eq!(decision_of(&answer(asked)).0, "allow");
@@ -217,4 +248,70 @@ fn a_call_refused_again_is_recorded_listed_and_can_be_forgotten() {
         1,
         "unknown agent",
     );
+}
+
+/// Issue 53, point 5: an item a person confirmed with edited arguments is shown with
+/// the arguments that ran, the agent's beside them and who edited, in `show` (text and
+/// JSON) and `pending --json`, without a quorum.
+#[test]
+fn an_edited_item_shows_what_ran_with_the_agents_arguments_beside_them() {
+    let cli = Cli::new();
+    let task = cli.agent_and_task();
+    let calls = r#"[{"id":"c1","type":"function","function":{"name":"update_task_priority","arguments":"{\"priority\":\"P0\"}"}},
+      {"id":"c2","type":"function","function":{"name":"set_task_title","arguments":"{\"title\":\"Renamed\"}"}}]"#;
+    let woke = cli.json(&["wake", "--agent", "a", "--task", &task], calls);
+    let set = woke["changeSetId"].as_str().expect("queued").to_owned();
+    ok(cli.run(&[
+        "edit",
+        &set,
+        "0",
+        "--args",
+        r#"{"priority":"P1"}"#,
+        "--as",
+        "alice",
+    ]));
+
+    let shown = cli.json(&["show", &set, "0"], "");
+    assert_eq!(shown["args"], json!({"priority": "P1"}), "{shown}");
+    assert_eq!(shown["proposedArgs"], json!({"priority": "P0"}), "{shown}");
+    assert_eq!(shown["editedBy"], "alice");
+    let whole = cli.json(&["show", &set], "");
+    assert_eq!(whole["items"][0]["args"], json!({"priority": "P1"}));
+    assert_eq!(whole["items"][1].get("editedBy"), None, "{whole}");
+    // The set still waits (its second item): the list shows what ran too.
+    let pending = cli.json(&["pending"], "");
+    assert_eq!(pending[0]["items"][0]["args"], json!({"priority": "P1"}));
+    assert_eq!(
+        pending[0]["items"][0]["proposedArgs"],
+        json!({"priority": "P0"})
+    );
+
+    let text = String::from_utf8_lossy(&ok(cli.run(&["show", &set, "0"])).stdout).into_owned();
+    assert!(text.contains("edited   by alice"), "{text}");
+    let proposed = text.find("proposed").expect("the agent's arguments");
+    let args = text.find("    args ").expect("what ran");
+    assert!(text[proposed..args].contains("P0"), "{text}");
+    assert!(text[args..].contains("P1"), "{text}");
+    let text = String::from_utf8_lossy(&ok(cli.run(&["pending"])).stdout).into_owned();
+    assert!(text.contains("edited by alice"), "{text}");
+
+    // The audit trail: the records of the run carry what ran, who edited it and what
+    // the agent proposed.
+    let audit = cli.json(&["audit"], "");
+    let ran: Vec<&Value> = audit
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter(|r| r["toolName"] == "update_task_priority")
+        .collect();
+    assert_eq!(ran.len(), 2, "{audit}");
+    for record in ran {
+        assert_eq!(record["args"], json!({"priority": "P1"}), "{record}");
+        assert_eq!(record["editedBy"], "alice", "{record}");
+        assert_eq!(
+            record["proposedArgs"],
+            json!({"priority": "P0"}),
+            "{record}"
+        );
+    }
 }
