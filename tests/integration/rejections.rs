@@ -46,7 +46,10 @@ async fn refused_again_until_forgotten(backend: &TestBackend) {
         refused[0].record.refused_by,
         Some(json!({"rejectedBefore": rejected.id.to_string()}))
     );
-    assert_eq!(refused[0].rejection.as_ref().map(|d| d.id), Some(rejected.id));
+    assert_eq!(
+        refused[0].rejection.as_ref().map(|d| d.id),
+        Some(rejected.id)
+    );
     let nobody = app
         .engine
         .refused_again(Some("agent-2"), NOW - Duration::days(1), 10)
@@ -70,7 +73,11 @@ async fn refused_again_until_forgotten(backend: &TestBackend) {
             .expect("listed")
             .is_empty()
     );
-    let asked = app.wake(&task, &call).await.change_set.expect("asked again");
+    let asked = app
+        .wake(&task, &call)
+        .await
+        .change_set
+        .expect("asked again");
 
     // A confirmation with edited arguments is found for the audit trail's views.
     app.engine

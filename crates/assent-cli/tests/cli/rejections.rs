@@ -4,7 +4,7 @@
 //! rejections`, forgotten by `assent rejections forget`, and the window is the agent's
 //! own setting (`assent agent set --remember-rejections`), shown by `agent show`.
 
-use super::{Cli, assert_fails, code};
+use super::{Cli, assert_fails, code, serve};
 use serde_json::{Value, json};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -81,6 +81,36 @@ fn decision_of(answer: &Value) -> (&str, &str) {
             .unwrap_or_default(),
     )
 }
+
+/// `GET base+path` with the bearer `token`: the status and the JSON body.
+fn get(base: &str, path: &str, token: &str) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let address = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).expect("connects");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("sent");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    let status = response[9..12].parse().expect("a status");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a body");
+    // A chunked body: its one chunk between the size line and the end.
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        let (_, rest) = body.split_once("\r\n").expect("a chunk");
+        rest.rsplit_once("\r\n0\r\n")
+            .map_or(rest, |(chunk, _)| chunk)
+    } else {
+        body
+    };
+    (status, serde_json::from_str(body.trim()).expect("JSON"))
+}
+
+const ADMIN: &str = "rejections-admin-token-0123456789";
 
 fn ok(out: std::process::Output) -> std::process::Output {
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
@@ -167,6 +197,23 @@ fn a_call_refused_again_is_recorded_listed_and_can_be_forgotten() {
         text.contains(&rejection) && text.contains("rm -rf build"),
         "{text}"
     );
+    // The page reads the same over the API.
+    {
+        let served = serve(&cli, ADMIN);
+        let (status, listed) = get(&served.base, "/api/rejections", ADMIN);
+        assert_eq!(status, 200, "{listed}");
+        assert_eq!(
+            listed["remembered"][0]["id"],
+            rejection.as_str(),
+            "{listed}"
+        );
+        assert_eq!(listed["refusedAgain"][0]["rejectedBy"], "alice", "{listed}");
+        assert_eq!(listed["refusedAgain"][0]["reason"], "not in this repo");
+        assert_eq!(
+            listed["refusedAgain"][0]["refusedBy"]["rejectedBefore"],
+            rejection.as_str()
+        );
+    }
     let out = ok(cli.run(&["audit", "verify"]));
     assert!(
         String::from_utf8_lossy(&out.stdout).starts_with("verified: "),
@@ -294,6 +341,19 @@ fn an_edited_item_shows_what_ran_with_the_agents_arguments_beside_them() {
     assert!(text[args..].contains("P1"), "{text}");
     let text = String::from_utf8_lossy(&ok(cli.run(&["pending"])).stdout).into_owned();
     assert!(text.contains("edited by alice"), "{text}");
+    // The API's set, as the page reads it.
+    {
+        let served = serve(&cli, ADMIN);
+        let (status, view) = get(&served.base, &format!("/api/change-sets/{set}"), ADMIN);
+        assert_eq!(status, 200, "{view}");
+        assert_eq!(
+            view["items"][0]["args"],
+            json!({"priority": "P1"}),
+            "{view}"
+        );
+        assert_eq!(view["items"][0]["proposedArgs"], json!({"priority": "P0"}));
+        assert_eq!(view["items"][0]["editedBy"], "alice");
+    }
 
     // The audit trail: the records of the run carry what ran, who edited it and what
     // the agent proposed.
