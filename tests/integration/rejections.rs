@@ -107,6 +107,32 @@ async fn refused_again_until_forgotten(backend: &TestBackend) {
         Duration::ZERO
     );
     assert_proven(&app.store, "rejections forgotten and a window set").await;
+
+    // A memory changed behind the engine's back (the window widened, the forgotten
+    // rejection remembered again) no longer matches its entry: the proof says so.
+    let mut tx = app.store.begin_write().await.expect("a transaction");
+    sqlx::query("UPDATE agents SET rejection_memory = $1 WHERE id = $2")
+        .bind(r#"{"windowSeconds": 31536000}"#)
+        .bind("agent-1")
+        .execute(&mut *tx.connection())
+        .await
+        .expect("tampered");
+    tx.commit().await.expect("committed");
+    let mut conn = app.store.read_connection().await.expect("a connection");
+    let report = assent_store::proof::verify(
+        &mut conn,
+        &assent_store::proof::VerifyOptions::default(),
+    )
+    .await
+    .expect("the proof runs");
+    assert!(
+        report.violations.iter().any(|v| {
+            v.rule == assent_store::proof::ProofRule::RowMatchesEntry
+                && v.expected.contains("agent-1's rules")
+        }),
+        "{backend:?}: {:?}",
+        report.violations
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
