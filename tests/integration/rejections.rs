@@ -119,12 +119,10 @@ async fn refused_again_until_forgotten(backend: &TestBackend) {
         .expect("tampered");
     tx.commit().await.expect("committed");
     let mut conn = app.store.read_connection().await.expect("a connection");
-    let report = assent_store::proof::verify(
-        &mut conn,
-        &assent_store::proof::VerifyOptions::default(),
-    )
-    .await
-    .expect("the proof runs");
+    let report =
+        assent_store::proof::verify(&mut conn, &assent_store::proof::VerifyOptions::default())
+            .await
+            .expect("the proof runs");
     assert!(
         report.violations.iter().any(|v| {
             v.rule == assent_store::proof::ProofRule::RowMatchesEntry

@@ -375,3 +375,39 @@ fn an_edited_item_shows_what_ran_with_the_agents_arguments_beside_them() {
         );
     }
 }
+
+/// `assent review` says each call refused again, once, with who rejected it, when and
+/// why: those of the last day when it starts, then each as it happens.
+#[test]
+fn review_says_refused_again_with_who_rejected_it_and_why() {
+    let cli = Cli::new().at_the_current_time();
+    let task = cli.agent_and_task();
+    let calls = r#"[{"id":"c1","type":"function","function":{"name":"update_task_priority","arguments":"{\"priority\":\"P0\"}"}}]"#;
+    let woke = cli.json(&["wake", "--agent", "a", "--task", &task], calls);
+    let set = woke["changeSetId"].as_str().expect("queued").to_owned();
+    ok(cli.run(&["reject", &set, "0", "--reason", "not now", "--as", "alice"]));
+    let again = cli.json(&["wake", "--agent", "a", "--task", &task], calls);
+    assert_eq!(again["changeSetId"], Value::Null, "{again}");
+
+    let mut command = Command::new(env!("CARGO_BIN_EXE_assent"));
+    command
+        .args(["--db", &cli.db(), "review", "--as", "bob", "--no-notify"])
+        .env_remove("RUST_LOG");
+    let mut review =
+        rexpect::session::spawn_command(command, Some(15_000)).expect("the reviewer starts");
+    review
+        .exp_string("refused again: rejected by alice on ")
+        .expect("the refusal before the session");
+    review
+        .exp_string(", 'not now' (update_task_priority {\"priority\":\"P0\"}, agent a,")
+        .expect("why, and the call");
+    // One refused while the reviewer runs: said as it happens.
+    let again = cli.json(&["wake", "--agent", "a", "--task", &task], calls);
+    assert_eq!(again["changeSetId"], Value::Null, "{again}");
+    review
+        .exp_string("refused again: rejected by alice on ")
+        .expect("the refusal during the session");
+    review.send("q").expect("q");
+    review.flush().expect("flushed");
+    review.exp_eof().expect("the reviewer ends");
+}
