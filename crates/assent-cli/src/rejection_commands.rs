@@ -73,10 +73,20 @@ fn parse_window(text: &str) -> Result<Duration, String> {
     crate::duration::parse_duration(text)
 }
 
+/// Who a command names as the person making a change: `--as`, else the OS user
+/// (`cli::reviewer`, handed in by the dispatcher).
+pub type Person = fn(Option<&str>) -> String;
+
 /// `assent rejections`.
-pub async fn rejections(ctx: &Ctx, args: RejectionsArgs) -> Result<Output, CliError> {
+pub async fn rejections(
+    ctx: &Ctx,
+    args: RejectionsArgs,
+    person: Person,
+) -> Result<Output, CliError> {
     match args.command {
-        Some(RejectionsCommand::Forget(forget)) => return forget_rejections(ctx, forget).await,
+        Some(RejectionsCommand::Forget(forget)) => {
+            return forget_rejections(ctx, forget, person).await;
+        }
         None => {}
     }
     let agent = args.agent.as_deref().map(str::trim);
@@ -96,8 +106,12 @@ pub async fn rejections(ctx: &Ctx, args: RejectionsArgs) -> Result<Output, CliEr
 }
 
 /// `assent rejections forget ID|--all`.
-async fn forget_rejections(ctx: &Ctx, args: ForgetArgs) -> Result<Output, CliError> {
-    let by = crate::cli::reviewer(args.by.as_deref());
+async fn forget_rejections(
+    ctx: &Ctx,
+    args: ForgetArgs,
+    person: Person,
+) -> Result<Output, CliError> {
+    let by = person(args.by.as_deref());
     let forgotten = match &args.id {
         Some(id) => vec![ctx.engine.forget_rejection(id, Some(&by), ctx.now).await?],
         None => {
@@ -134,14 +148,14 @@ async fn forget_rejections(ctx: &Ctx, args: ForgetArgs) -> Result<Output, CliErr
 }
 
 /// `assent agent set AGENT --remember-rejections SPAN`.
-pub async fn agent_set(ctx: &Ctx, args: AgentSetArgs) -> Result<Output, CliError> {
+pub async fn agent_set(ctx: &Ctx, args: AgentSetArgs, person: Person) -> Result<Output, CliError> {
     let agent = args.agent.trim();
     let Some(window) = args.remember_rejections else {
         return Err(CliError::Usage(
             "say what to set: --remember-rejections SPAN (7d, 12h, 0 for never)".to_owned(),
         ));
     };
-    let by = crate::cli::reviewer(args.by.as_deref());
+    let by = person(args.by.as_deref());
     let changed = ctx
         .engine
         .set_rejection_window(agent, window, Some(&by), ctx.now)

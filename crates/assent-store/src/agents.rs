@@ -442,7 +442,7 @@ pub async fn rules_and_rejection_memory_at(
     Option<(
         AgentPolicy,
         ToolSettingsTable,
-        crate::rejections::RejectionMemory,
+        crate::rejection_memory::RejectionMemory,
     )>,
     StoreError,
 > {
@@ -460,7 +460,7 @@ pub async fn rules_and_rejection_memory_at(
     Ok(Some((
         agent.policy.in_force(now),
         settings_table(&parse_tool_settings(&settings)?),
-        crate::rejections::RejectionMemory::parse(&memory)?,
+        crate::rejection_memory::RejectionMemory::parse(&memory)?,
     )))
 }
 

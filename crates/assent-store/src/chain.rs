@@ -419,7 +419,7 @@ pub fn rules_content(row: &sqlx::any::AnyRow) -> Result<Value, StoreError> {
     // Only when it is not the default (migration 0030): entries written before it have
     // no such key, and an agent that never changed it must still match them.
     let memory: String = row.try_get("rejection_memory")?;
-    if let Some(memory) = crate::rejections::RejectionMemory::chain_content(&memory)? {
+    if let Some(memory) = crate::rejection_memory::RejectionMemory::chain_content(&memory)? {
         content["rejectionMemory"] = memory;
     }
     Ok(content)

@@ -338,7 +338,7 @@ pub async fn recent(
 }
 
 /// Agent `agent_id`'s rejections decided at or after `since`, newest first, at most
-/// `limit` ([`crate::rejections::remembered`]).
+/// `limit` (what the rejections remembered are read from).
 pub async fn rejected_since(
     conn: &mut AnyConnection,
     agent_id: &str,
