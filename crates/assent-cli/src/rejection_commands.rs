@@ -170,7 +170,7 @@ pub async fn agent_set(ctx: &Ctx, args: AgentSetArgs, person: Person) -> Result<
             } else {
                 " (it already was; nothing changed)"
             };
-            format!("Agent {agent}: {}{note}", memory_line(&memory))
+            format!("Agent {agent}: rejections {}{note}", memory_line(&memory))
         },
     )
 }
@@ -186,10 +186,10 @@ pub fn memory_json(memory: &RejectionMemory) -> Value {
 /// What `agent show` says of an agent's rejections.
 pub fn memory_line(memory: &RejectionMemory) -> String {
     if memory.window() <= Duration::ZERO {
-        "rejections are not remembered: an identical call is asked again".to_owned()
+        "not remembered: an identical call is asked again".to_owned()
     } else {
         format!(
-            "rejections are remembered for {}: an identical call is refused without asking (`assent rejections`)",
+            "remembered for {}: an identical call is refused without asking (`assent rejections`)",
             render::duration(memory.window())
         )
     }
