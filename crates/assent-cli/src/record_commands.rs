@@ -52,21 +52,23 @@ pub async fn history(ctx: &Ctx, args: HistoryArgs) -> Result<Output, CliError> {
             })
         })
         .collect();
-    Output::either(
-        ctx.json,
-        &json!({"history": section, "refusedAgain": listed}),
-        || {
-            let mut text = render::history(section.as_deref(), &args.agent);
-            if !refused.is_empty() {
-                text.push_str("\n\nCalls refused without asking anyone (a person rejected exactly this call before; `assent rejections`):");
-                for r in &refused {
-                    text.push_str("\n  ");
-                    text.push_str(&crate::rejection_commands::refused_again_line(r));
-                }
+    // `refusedAgain` only when there is one, so the shape of a history without any
+    // stays as it was.
+    let mut shown = json!({ "history": section });
+    if !listed.is_empty() {
+        shown["refusedAgain"] = json!(listed);
+    }
+    Output::either(ctx.json, &shown, || {
+        let mut text = render::history(section.as_deref(), &args.agent);
+        if !refused.is_empty() {
+            text.push_str("\n\nCalls refused without asking anyone (a person rejected exactly this call before; `assent rejections`):");
+            for r in &refused {
+                text.push_str("\n  ");
+                text.push_str(&crate::rejection_commands::refused_again_line(r));
             }
-            text
-        },
-    )
+        }
+        text
+    })
 }
 
 /// `assent audit`.

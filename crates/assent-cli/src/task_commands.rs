@@ -333,7 +333,11 @@ pub async fn agent_show(ctx: &Ctx, args: AgentShowArgs) -> Result<Output, CliErr
     let mut shown = with_expiries(ctx, &agent).await?;
     let expiries = expiries(ctx, &agent.id).await?;
     let memory = ctx.engine.rejection_memory(&agent.id).await?;
-    shown["rejectionMemory"] = crate::rejection_commands::memory_json(&memory);
+    // Only when set (absent: the default, 7 days), so the shape of an agent that never
+    // changed it stays as it was.
+    if memory.window.is_some() {
+        shown["rejectionMemory"] = crate::rejection_commands::memory_json(&memory);
+    }
     Output::either(ctx.json, &shown, || {
         let mut text = render_agent(&agent, &expiries, ctx.now);
         text.push_str(&format!(
