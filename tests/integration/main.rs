@@ -20,6 +20,7 @@ mod outbox;
 mod outcome;
 mod proof;
 mod properties;
+mod rejections;
 mod shadow;
 mod stale;
 mod stored_results;

@@ -156,6 +156,7 @@ fn generate(file: &Path, records: usize) -> anyhow::Result<()> {
                 vector_clock: None,
                 created_at: at,
                 allowed_by: Some(json!({"mode": "immediate"})),
+                refused_by: None,
             };
             row.execute(rusqlite::params![
                 id,

@@ -2,7 +2,9 @@
 //! calls and the state handed in.
 
 use crate::{AddOutcome, ChangeSetBuilder, ToolArguments, ToolCall, reply};
-use assent_domain::{ChangeDecision, ChangeItem, OffsetDateTime, Target, Verdict, canonical_json};
+use assent_domain::{
+    ChangeDecision, ChangeItem, OffsetDateTime, Target, Uuid, Verdict, canonical_json,
+};
 use assent_tools::{
     AgentPolicy, CallContext, PolicyDecision, Redundancy, SummaryContext, TargetCategory,
     TargetState, ToolMode, ToolRegistry, ToolSpec, ToolsError,
@@ -58,6 +60,24 @@ pub struct PlannedCall {
     pub tool_name: String,
     /// What to do.
     pub plan: CallPlan,
+    /// The proposals of the call refused because a person rejected exactly them before
+    /// (a batch call may hold several): the host records each refusal, so it shows in
+    /// the trail and to reviewers, never only to the agent.
+    pub refused_again: Vec<RefusedAgain>,
+}
+
+/// A proposal refused without asking anyone: a person rejected exactly it before, and
+/// that rejection is still remembered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefusedAgain {
+    /// The remembered rejection.
+    pub decision_id: Uuid,
+    /// The tool of the refused proposal.
+    pub tool_name: String,
+    /// Its arguments.
+    pub args: Value,
+    /// What the agent is told.
+    pub reply: String,
 }
 
 /// Plans a wake's calls against a registry, a policy and the task's current state.
@@ -113,7 +133,7 @@ impl BatchTally {
 enum NotQueued {
     AlreadyTrue(String),
     Invented(String),
-    RecentlyRejected(Option<String>),
+    RecentlyRejected(Box<RefusedAgain>, Option<String>),
     Duplicate,
     CapReached,
 }
@@ -165,15 +185,25 @@ impl<'a> WakePlanner<'a> {
     pub fn plan(&self, calls: &[ToolCall], builder: &mut ChangeSetBuilder) -> Vec<PlannedCall> {
         calls
             .iter()
-            .map(|call| PlannedCall {
-                tool_call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                plan: self.plan_one(call, builder),
+            .map(|call| {
+                let mut refused_again = Vec::new();
+                let plan = self.plan_one(call, builder, &mut refused_again);
+                PlannedCall {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    plan,
+                    refused_again,
+                }
             })
             .collect()
     }
 
-    fn plan_one(&self, call: &ToolCall, builder: &mut ChangeSetBuilder) -> CallPlan {
+    fn plan_one(
+        &self,
+        call: &ToolCall,
+        builder: &mut ChangeSetBuilder,
+        refused_again: &mut Vec<RefusedAgain>,
+    ) -> CallPlan {
         let Some(spec) = self.registry.get(&call.name) else {
             return CallPlan::Reply(reply::unknown_tool(&call.name));
         };
@@ -208,8 +238,13 @@ impl<'a> WakePlanner<'a> {
                     Ok(()) => reply::QUEUED.to_owned(),
                     Err(NotQueued::AlreadyTrue(detail)) => reply::skipped(&detail),
                     Err(NotQueued::Invented(id)) => reply::invented_ids(&[id]),
-                    Err(NotQueued::RecentlyRejected(reason)) => {
-                        reply::recently_rejected(reason.as_deref())
+                    Err(NotQueued::RecentlyRejected(refused, reason)) => {
+                        let said = reply::recently_rejected(reason.as_deref());
+                        refused_again.push(RefusedAgain {
+                            reply: said.clone(),
+                            ..*refused
+                        });
+                        said
                     }
                     Err(NotQueued::Duplicate) => reply::DUPLICATE.to_owned(),
                     Err(NotQueued::CapReached) => reply::cap_reached(builder.max_items(), 1),
@@ -225,7 +260,13 @@ impl<'a> WakePlanner<'a> {
                             Ok(()) => tally.queued += 1,
                             Err(NotQueued::AlreadyTrue(detail)) => tally.redundant.push(detail),
                             Err(NotQueued::Invented(id)) => tally.invented.push(id),
-                            Err(NotQueued::RecentlyRejected(reason)) => tally.rejected.push(reason),
+                            Err(NotQueued::RecentlyRejected(refused, reason)) => {
+                                refused_again.push(RefusedAgain {
+                                    reply: reply::recently_rejected(reason.as_deref()),
+                                    ..*refused
+                                });
+                                tally.rejected.push(reason);
+                            }
                             Err(NotQueued::Duplicate) => tally.duplicates += 1,
                             Err(NotQueued::CapReached) => tally.refused_by_cap += 1,
                         }
@@ -313,7 +354,16 @@ impl<'a> WakePlanner<'a> {
             Redundancy::InventedId(id) => return Err(NotQueued::Invented(id)),
         }
         if let Some(rejection) = self.recent_rejection(builder.target(), tool_name, &args) {
-            return Err(NotQueued::RecentlyRejected(rejection.reason.clone()));
+            let refused = RefusedAgain {
+                decision_id: rejection.id,
+                tool_name: tool_name.to_owned(),
+                args,
+                reply: String::new(),
+            };
+            return Err(NotQueued::RecentlyRejected(
+                Box::new(refused),
+                rejection.reason.clone(),
+            ));
         }
         let context = self.snapshot.map(|s| s as &dyn SummaryContext);
         let summary = self.registry.summarize(tool_name, &args, context);

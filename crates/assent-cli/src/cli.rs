@@ -185,6 +185,9 @@ pub enum DbCommand {
     Slack(crate::slack_commands::SlackArgs),
     /// The tools an agent may call, as JSON ready for an SDK's `tools` parameter.
     Tools(ToolsArgs),
+    /// Calls a person rejected that are remembered (an identical call is refused without
+    /// asking anyone): list them, or `forget ID|--all` to be asked again.
+    Rejections(crate::rejection_commands::RejectionsArgs),
     /// The execution ledger: jobs of confirmed items with external effects; settle one
     /// in doubt (`resolve ID --happened|--rerun`), `retry` or `retract` a failed one.
     Jobs(crate::jobs_commands::JobsArgs),
@@ -307,6 +310,9 @@ pub enum AgentCommand {
     /// then a person may cancel them (`assent jobs cancel ID`, the page's Undo). 0
     /// removes the hold.
     Hold(AgentHoldArgs),
+    /// Change an agent's setting: how long its rejected calls are remembered
+    /// (--remember-rejections 7d|0).
+    Set(crate::rejection_commands::AgentSetArgs),
     /// Show an agent: its categories and its rules by tool.
     Show(AgentShowArgs),
     /// List every agent: its categories and how many rules it has.

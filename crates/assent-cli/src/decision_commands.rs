@@ -25,6 +25,7 @@ pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
         .iter()
         .map(|record| {
             SetView::of(&record.set)
+                .with_edits(&record.decisions)
                 .with_jobs(&record.jobs)
                 .with_quorum(&record.quorum)
                 .with_wait(record.waits_until)

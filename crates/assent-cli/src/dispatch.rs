@@ -104,6 +104,9 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Agent(AgentCommand::Hold(args)) => {
             crate::task_commands::agent_hold(&ctx, args).await
         }
+        DbCommand::Agent(AgentCommand::Set(args)) => {
+            crate::rejection_commands::agent_set(&ctx, args, crate::cli::reviewer).await
+        }
         DbCommand::Agent(AgentCommand::Show(args)) => agent_show(&ctx, args).await,
         DbCommand::Agent(AgentCommand::List) => agent_list(&ctx).await,
         DbCommand::Agent(AgentCommand::Backtest(args)) => agent_backtest(&ctx, args).await,
@@ -137,6 +140,9 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Webhooks(args) => crate::webhook_commands::webhooks(&ctx, args).await,
         DbCommand::Slack(args) => crate::slack_commands::slack(&ctx, args).await,
         DbCommand::Jobs(args) => crate::jobs_commands::jobs(&ctx, args).await,
+        DbCommand::Rejections(args) => {
+            crate::rejection_commands::rejections(&ctx, args, crate::cli::reviewer).await
+        }
     };
     ctx.store().close().await;
     output

@@ -21,6 +21,7 @@ mod jobs_commands;
 mod mcp_commands;
 mod peer_sync;
 mod record_commands;
+mod rejection_commands;
 mod render;
 mod review;
 mod review_server;
@@ -109,7 +110,8 @@ impl From<ConfirmError> for CliError {
         }
         if let ConfirmError::InvalidRule(_)
         | ConfirmError::InvalidSetting(_)
-        | ConfirmError::InvalidGrant(_) = &error
+        | ConfirmError::InvalidGrant(_)
+        | ConfirmError::RejectionNotFound(_) = &error
         {
             return Self::Usage(error.to_string());
         }

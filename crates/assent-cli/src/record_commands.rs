@@ -18,15 +18,56 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
-/// `assent history`.
+/// How far back `assent history` lists calls refused again.
+const REFUSED_LOOKBACK: time::Duration = time::Duration::days(30);
+
+/// `assent history`: the section the agent's next wake sees, then the calls refused
+/// again without asking anyone (a remembered rejection), which the section leaves out:
+/// the person reads what the agent tried, not only what was decided.
 pub async fn history(ctx: &Ctx, args: HistoryArgs) -> Result<Output, CliError> {
+    let about = args.about();
     let section = ctx
         .engine
         .confirmations()
-        .history(&args.agent, args.about().as_ref(), args.limit)
+        .history(&args.agent, about.as_ref(), args.limit)
         .await?;
-    Output::either(ctx.json, &json!({"history": section}), || {
-        render::history(section.as_deref(), &args.agent)
+    let mut refused = ctx
+        .engine
+        .refused_again(Some(&args.agent), ctx.now - REFUSED_LOOKBACK, args.limit)
+        .await?;
+    if let Some(target) = &about {
+        refused.retain(|r| r.record.target_kind == target.kind && r.record.target_id == target.id);
+    }
+    let listed: Vec<serde_json::Value> = refused
+        .iter()
+        .map(|r| {
+            json!({
+                "toolName": r.record.tool_name,
+                "args": r.record.args,
+                "at": assent_domain::format_time(r.record.created_at),
+                "refusedBy": r.record.refused_by,
+                "rejectedBy": r.rejection.as_ref().and_then(|d| d.decided_by.clone()),
+                "rejectedAt": r.rejection.as_ref().map(|d| assent_domain::format_time(d.created_at)),
+                "reason": r.rejection.as_ref().and_then(|d| d.reason.clone()),
+            })
+        })
+        .collect();
+    // `refusedAgain` only when there is one, so the shape of a history without any
+    // stays as it was.
+    let mut shown = json!({ "history": section });
+    if !listed.is_empty() {
+        shown["refusedAgain"] = json!(listed);
+    }
+    Output::either(ctx.json, &shown, || {
+        let mut text = render::history(section.as_deref(), &args.agent);
+        if !refused.is_empty() {
+            text.push_str("\n\nCalls refused without asking anyone (a person rejected exactly this call before; `assent rejections`):");
+            for r in &refused {
+                text.push_str("\n  ");
+                text.push_str(&crate::rejection_commands::refused_again_line(r));
+            }
+        }
+        text
     })
 }
 
@@ -43,9 +84,17 @@ pub async fn audit_trail(ctx: &Ctx, args: AuditArgs) -> Result<Output, CliError>
         (None, None) => AuditFilter::All,
     };
     let records = ctx.engine.audit_trail(&filter, args.limit).await?;
-    Output::either(ctx.json, &AuditView::all(&records), || {
-        render::audit(&records)
-    })
+    // Who edited what ran, and what the agent had proposed (issue 53, point 5).
+    let edited = if ctx.json {
+        ctx.engine.edited_confirmations().await?
+    } else {
+        Vec::new()
+    };
+    let views: Vec<AuditView<'_>> = records
+        .iter()
+        .map(|record| AuditView::of(record).with_edits(&edited))
+        .collect();
+    Output::either(ctx.json, &views, || render::audit(&records))
 }
 
 /// `assent audit verify`: exit 0 when the proof holds, 1 with every violation.

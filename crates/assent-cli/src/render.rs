@@ -244,7 +244,13 @@ const KEY_CHARS: usize = 40;
 /// argument on a line of its own, since the summary is the host's wording and may
 /// leave an argument out or cut it. A cut value keeps both ends, and the item then
 /// says how to see it whole.
-fn item_lines(set: Uuid, index: usize, item: &ChangeItem, revision: Option<&Revision>) -> String {
+fn item_lines(
+    set: Uuid,
+    index: usize,
+    item: &ChangeItem,
+    revision: Option<&Revision>,
+    decisions: &[ChangeDecision],
+) -> String {
     // The tool's name, always: a host's summary may start with a title of its choosing.
     let named = named_summary(&item.tool_name, &item.human_summary);
     let (summary, mut was_cut) = shown(&named, SUMMARY_CHARS);
@@ -256,7 +262,7 @@ fn item_lines(set: Uuid, index: usize, item: &ChangeItem, revision: Option<&Revi
         }
         None => String::new(),
     };
-    let edit = edited(item, revision);
+    let edit = edited_by_decision(item, index, decisions).or_else(|| edited(item, revision));
     // The summary is the host's wording of the agent's proposal, not of an edit.
     let proposed = if edit.is_some() { " (as proposed)" } else { "" };
     let mut text = format!(
@@ -304,20 +310,47 @@ fn edited<'r>(item: &ChangeItem, revision: Option<&'r Revision>) -> Option<(&'r 
     Some((args, by))
 }
 
-/// A change set: a header line, then each item with its arguments.
-pub fn change_set(set: &ChangeSet) -> String {
-    change_set_shown(set, None)
+/// The arguments item `index` (`item`) ran with when a person confirmed it with edited
+/// arguments (its confirmation among `decisions`, the set's), and who edited: any item,
+/// with or without a quorum.
+fn edited_by_decision<'d>(
+    item: &ChangeItem,
+    index: usize,
+    decisions: &'d [ChangeDecision],
+) -> Option<(&'d Value, String)> {
+    let decision = decisions
+        .iter()
+        .rev()
+        .find(|d| d.item_index == index && d.verdict == Verdict::Confirmed)?;
+    let args = decision
+        .edited_args
+        .as_ref()
+        .filter(|args| **args != item.args)?;
+    let by = decision
+        .decided_by
+        .clone()
+        .unwrap_or_else(|| "a person".to_owned());
+    Some((args, by))
 }
 
-/// [`change_set`], each item showing the arguments its current revision runs with
-/// (`quorum`'s, where a person edited them).
-fn change_set_shown(set: &ChangeSet, quorum: Option<&Quorum>) -> String {
+/// A change set: a header line, then each item with its arguments.
+pub fn change_set(set: &ChangeSet) -> String {
+    change_set_shown(set, None, &[])
+}
+
+/// [`change_set`], each item showing the arguments it runs with (`quorum`'s current
+/// revision's, or its confirmation's among `decisions`, where a person edited them).
+fn change_set_shown(
+    set: &ChangeSet,
+    quorum: Option<&Quorum>,
+    decisions: &[ChangeDecision],
+) -> String {
     let mut text = set_header(set);
     for (index, item) in set.items.iter().enumerate() {
         let revision = quorum
             .and_then(|q| quorum_of_item(q, index))
             .map(|(_, revision)| revision);
-        text.push_str(&item_lines(set.id, index, item, revision));
+        text.push_str(&item_lines(set.id, index, item, revision, decisions));
         text.push('\n');
     }
     text
@@ -344,7 +377,7 @@ pub fn pending(records: &[SetRecord]) -> String {
         .iter()
         .map(|record| {
             let (set, quorum) = (&record.set, &record.quorum);
-            let mut text = change_set_shown(set, Some(quorum));
+            let mut text = change_set_shown(set, Some(quorum), &record.decisions);
             for job in &record.jobs {
                 text.push_str(&execution(job));
                 text.push('\n');
@@ -410,7 +443,7 @@ pub fn show(
                 item.revision, item.revision
             ));
         }
-        let edit = edited(item, revision);
+        let edit = edited_by_decision(item, index, decisions).or_else(|| edited(item, revision));
         if let Some((_, by)) = &edit {
             text.push_str(&format!(
                 "    edited   by {}: the args below run, not the agent's\n",
@@ -827,7 +860,7 @@ pub fn audit(records: &[AuditRecord]) -> String {
                     Some(false) => "failed".to_owned(),
                     None => String::new(),
                 },
-                cut(r.detail.as_deref().unwrap_or_default(), MAX_CELL_CHARS),
+                cut(&audit_detail(r), MAX_CELL_CHARS),
             ]
         })
         .collect();
@@ -835,6 +868,19 @@ pub fn audit(records: &[AuditRecord]) -> String {
         &["TIME", "KIND", "AGENT", "CALL", "RESULT", "DETAIL"],
         &rows,
     )
+}
+
+/// An audit record's detail; a call refused again names the rejection first
+/// (`refused again: rejection 5e72c9a1: …`).
+fn audit_detail(record: &AuditRecord) -> String {
+    let detail = record.detail.as_deref().unwrap_or_default();
+    match assent_confirm::rejections::rejected_before(record) {
+        Some(id) => format!(
+            "refused again: rejection {}: {detail}",
+            &id.simple().to_string()[..8]
+        ),
+        None => detail.to_owned(),
+    }
 }
 
 /// The undelivered outbox messages as a table.

@@ -103,6 +103,10 @@ async fn review(
         Door::Local(_) => String::new(),
         Door::Remote(server) => format!(" on {}", server.base()),
     };
+    let refused = crate::rejection_commands::RefusedWatch::new(
+        fixed_now.unwrap_or_else(OffsetDateTime::now_utc),
+        args.agent.as_deref(),
+    );
     let mut session = Session {
         door,
         reviewer,
@@ -115,6 +119,7 @@ async fn review(
         told_wait: None,
         idle_said: false,
         feed,
+        refused,
     };
     say(&format!(
         "Reviewing as {}{remote}{}. Waiting calls show here as they are queued; ? for the keys, q to quit.",
@@ -184,6 +189,8 @@ struct Session<'a> {
     idle_said: bool,
     /// The change feed's position read up to (this database's).
     feed: i64,
+    /// Calls refused again (a remembered rejection) said so far.
+    refused: crate::rejection_commands::RefusedWatch,
 }
 
 /// The items waiting for `reviewer`, oldest set first, in item order: pending, not
@@ -398,6 +405,8 @@ impl Session<'_> {
             }
         };
         loop {
+            // A refusal writes no set: looked at on each turn, said once.
+            self.refused.say_new(ctx).await?;
             let page = ctx.engine.feed_since(self.feed, FEED_BATCH).await?;
             self.feed = page.position;
             if !page.sets.is_empty() {

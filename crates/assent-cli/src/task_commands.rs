@@ -330,10 +330,20 @@ pub async fn agent_hold(ctx: &Ctx, args: AgentHoldArgs) -> Result<Output, CliErr
 /// `assent agent show AGENT`.
 pub async fn agent_show(ctx: &Ctx, args: AgentShowArgs) -> Result<Output, CliError> {
     let agent = agent_view(&ctx.engine, &args.agent).await?;
-    let shown = with_expiries(ctx, &agent).await?;
+    let mut shown = with_expiries(ctx, &agent).await?;
     let expiries = expiries(ctx, &agent.id).await?;
+    let memory = ctx.engine.rejection_memory(&agent.id).await?;
+    // Only when set (absent: the default, 7 days), so the shape of an agent that never
+    // changed it stays as it was.
+    if memory.window.is_some() {
+        shown["rejectionMemory"] = crate::rejection_commands::memory_json(&memory);
+    }
     Output::either(ctx.json, &shown, || {
         let mut text = render_agent(&agent, &expiries, ctx.now);
+        text.push_str(&format!(
+            "\n  rejections  {}",
+            crate::rejection_commands::memory_line(&memory)
+        ));
         for shadow in shown["shadowRules"].as_array().into_iter().flatten() {
             let field = |key: &str| shadow[key].as_str().unwrap_or_default().to_owned();
             text.push_str(&format!(

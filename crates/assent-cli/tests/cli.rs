@@ -36,6 +36,8 @@ mod jobs;
 mod peer;
 #[path = "cli/private_files.rs"]
 mod private_files;
+#[path = "cli/rejections.rs"]
+mod rejections;
 #[path = "cli/review.rs"]
 mod review;
 #[path = "cli/reviewer.rs"]

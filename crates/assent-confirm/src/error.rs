@@ -133,6 +133,11 @@ pub enum ConfirmError {
     /// A worker's settings were refused (the webhook sender's, say).
     #[error("invalid worker settings: {0}")]
     InvalidWorker(String),
+    /// No remembered rejection has this id (or id prefix): nothing was forgotten.
+    #[error(
+        "no remembered rejection {0:?} (`assent rejections` lists them; an id, or its first 8 or more hex digits)"
+    )]
+    RejectionNotFound(String),
 }
 
 /// Which state refused a request ([`ConfirmError::Conflict`]), so that a caller tells

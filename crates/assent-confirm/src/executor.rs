@@ -245,6 +245,7 @@ impl<'h> AuditedExecutor<'h> {
             vector_clock: None,
             created_at: req.now,
             allowed_by: req.allowed_by.clone(),
+            refused_by: None,
         }
     }
 

@@ -131,6 +131,7 @@ mod tests {
             vector_clock: None,
             created_at: T0,
             allowed_by: None,
+            refused_by: None,
         }
     }
 

@@ -102,6 +102,7 @@ mod inputs;
 mod ledger;
 mod outcome;
 pub mod records;
+pub mod rejections;
 mod scheduler;
 mod session;
 mod simple;

@@ -11,8 +11,8 @@ use assent_store::{
     plan::{PlannedAudits, WritePlan},
 };
 use assent_tools::{
-    AgentPolicy, CallContext, ExecutionTarget, PathFacts, TargetCategory, TargetState,
-    ToolInvocation,
+    AgentPolicy, AuditKind, AuditRecord, CallContext, ExecutionTarget, PathFacts, TargetCategory,
+    TargetState, ToolInvocation,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -21,7 +21,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 /// How many recent decisions are consulted for "recently rejected" proposals.
-const REJECTION_LOOKBACK: u32 = 200;
+const REJECTION_LOOKBACK: u32 = assent_store::rejections::LOOKBACK;
 
 /// The tool calls of one wake and who made them.
 #[derive(Debug, Clone)]
@@ -113,9 +113,10 @@ impl WakeService {
         // and outbox rows, applied operations): on PostgreSQL it locks that target, so
         // wakes and decisions on other targets run side by side.
         let mut tx = engine.store.begin_write_on(&request.target).await?;
-        let (policy, settings) = agents::rules_at(tx.connection(), &request.agent_id, now)
-            .await?
-            .ok_or_else(|| ConfirmError::UnknownAgent(request.agent_id.clone()))?;
+        let (policy, settings, memory) =
+            agents::rules_and_rejection_memory_at(tx.connection(), &request.agent_id, now)
+                .await?
+                .ok_or_else(|| ConfirmError::UnknownAgent(request.agent_id.clone()))?;
         let snapshot = match engine.host.snapshot(tx.connection(), &request.target).await {
             Ok(Some(snapshot)) => Some(snapshot),
             Ok(None) => return Err(ConfirmError::UnknownTarget(request.target.clone())),
@@ -142,11 +143,11 @@ impl WakeService {
             )
             .with_max_items(request.max_items)
         };
-        let planner = |decisions| {
+        let planner = |decisions, config| {
             WakePlanner::new(&engine.registry, &policy, category.clone(), now)
                 .with_snapshot(snapshot.as_deref())
                 .with_decisions(decisions)
-                .with_config(request.planner.clone())
+                .with_config(config)
         };
         // The open sets and recent decisions only ever stop a call from being queued
         // (a duplicate, a recent rejection): a wake that queues nothing without them
@@ -154,7 +155,7 @@ impl WakeService {
         // and the hooks' allowed calls). Planning is pure and cheap; a wake that queues
         // plans again with both.
         let mut builder = new_builder();
-        let mut plans = planner(&[]).plan(&request.calls, &mut builder);
+        let mut plans = planner(&[], request.planner.clone()).plan(&request.calls, &mut builder);
         if !builder.is_empty() {
             // Duplicates are per agent: an identical call of another agent on the same
             // target is that agent's own proposal (its own rules, its own person), never
@@ -168,15 +169,27 @@ impl WakeService {
                 },
             )
             .await?;
-            let recent = decisions::recent(
-                tx.connection(),
-                &request.agent_id,
-                Some(&request.target),
-                REJECTION_LOOKBACK,
-            )
-            .await?;
+            // Only the rejections the agent's memory keeps (its window, less what a
+            // person told Assent to forget) refuse a call again.
+            let recent = if memory.window() > time::Duration::ZERO {
+                let mut recent = decisions::recent(
+                    tx.connection(),
+                    &request.agent_id,
+                    Some(&request.target),
+                    REJECTION_LOOKBACK,
+                )
+                .await?;
+                recent.retain(|decision| memory.remembers(decision, now));
+                recent
+            } else {
+                Vec::new()
+            };
+            let config = assent_changeset::PlannerConfig {
+                rejection_window: memory.window(),
+                ..request.planner.clone()
+            };
             builder = new_builder().with_pending(pending.iter().flat_map(|s| s.items.iter()));
-            plans = planner(&recent).plan(&request.calls, &mut builder);
+            plans = planner(&recent, config).plan(&request.calls, &mut builder);
         }
 
         let mut answers = Vec::with_capacity(plans.len());
@@ -190,6 +203,11 @@ impl WakeService {
         // this transaction (a handler, a local tool).
         let mut known_category = Some(category.clone());
         for planned in plans {
+            // A call refused because a person rejected exactly it before is on the
+            // record, naming that rejection, never only in the agent's reply.
+            for refused in &planned.refused_again {
+                written.audit(refused_again_record(&request, refused, now))?;
+            }
             let lines = match planned.plan {
                 CallPlan::Reply(text) => vec![Line::Said(text)],
                 CallPlan::Execute {
@@ -491,6 +509,38 @@ impl WakeService {
         written.apply(tx.connection(), now).await?;
         tx.commit().await?;
         Ok(said(&tool_name, outcome))
+    }
+}
+
+/// The audit record of a proposal refused because a person rejected exactly it before:
+/// a policy refusal (`policyDenied`) whose `refusedBy` names the rejection
+/// (`{"rejectedBefore": DECISION_ID}`), with what the agent was told.
+fn refused_again_record(
+    request: &WakeRequest,
+    refused: &assent_changeset::RefusedAgain,
+    now: OffsetDateTime,
+) -> AuditRecord {
+    AuditRecord {
+        operation_id: OperationId::for_call(
+            &request.run_key,
+            &refused.tool_name,
+            &refused.args,
+            &request.target.id,
+            0,
+        ),
+        run_key: request.run_key.clone(),
+        tool_name: refused.tool_name.clone(),
+        agent_id: request.agent_id.clone(),
+        target_kind: request.target.kind.clone(),
+        target_id: request.target.id.clone(),
+        kind: AuditKind::PolicyDenied,
+        args: refused.args.clone(),
+        success: None,
+        detail: Some(refused.reply.clone()),
+        vector_clock: None,
+        created_at: now,
+        allowed_by: None,
+        refused_by: Some(crate::rejections::refused_by(refused.decision_id)),
     }
 }
 

@@ -382,6 +382,7 @@ pub async fn record_ran(
         vector_clock: None,
         created_at: now,
         allowed_by: None,
+        refused_by: None,
     };
     assent_confirm::history::record_agent_run(store, &record).await?;
     tracing::info!("what ran is in the audit trail");

@@ -154,6 +154,23 @@
     renderAll();
     renderRequests();
     refreshProof();
+    refreshRefused();
+  }
+
+  // Calls refused without asking anyone in the last day, because a person rejected
+  // exactly that call before: "refused again: rejected by alice on DATE, 'reason'".
+  async function refreshRefused() {
+    let listed;
+    try { listed = await api("GET", "/rejections"); } catch (error) { return; }
+    const list = $("refused");
+    list.replaceChildren();
+    for (const r of listed.refusedAgain) {
+      let said = "refused again: rejected by " + (r.rejectedBy || "someone") + " on " + (r.rejectedAt || "another device");
+      if (r.reason) said += ", '" + r.reason + "'";
+      said += " (" + r.toolName + " " + JSON.stringify(r.args) + ", agent " + r.agentId + ", " + r.at + ")";
+      list.append(el("li", {}, said));
+    }
+    $("refused-section").hidden = listed.refusedAgain.length === 0;
   }
 
   // The same proof as `assent audit verify`, run by the server: "verified", or the

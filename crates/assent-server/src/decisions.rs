@@ -164,5 +164,11 @@ pub(crate) async fn audit_trail(
         None => AuditFilter::All,
     };
     let records = state.engine.audit_trail(&filter, limit).await?;
-    ok(AuditView::all(&records))
+    // Who edited what ran, and what the agent had proposed, as `assent audit --json`.
+    let edited = state.engine.edited_confirmations().await?;
+    let views: Vec<AuditView<'_>> = records
+        .iter()
+        .map(|record| AuditView::of(record).with_edits(&edited))
+        .collect();
+    ok(views)
 }

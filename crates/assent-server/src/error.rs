@@ -104,6 +104,7 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         | ConfirmError::ItemNotFound { .. }
         | ConfirmError::UnknownCorrelationId(_)
         | ConfirmError::GrantNotFound(_)
+        | ConfirmError::RejectionNotFound(_)
         | ConfirmError::JobNotFound(_) => StatusCode::NOT_FOUND,
         ConfirmError::Conflict { .. }
         | ConfirmError::TargetChanged(_)

@@ -56,6 +56,7 @@ mod feed;
 mod jobs;
 mod outcome;
 mod page;
+mod rejections;
 pub mod shapes;
 mod slack;
 mod slack_socket;
@@ -343,6 +344,7 @@ impl Server {
             .route("/jobs/{id}/retract", post(jobs::retract))
             .route("/jobs/{id}/cancel", post(jobs::cancel))
             .route("/audit", get(decisions::audit_trail))
+            .route("/rejections", get(rejections::list))
             .route("/audit/head", get(decisions::audit_head))
             .route("/audit/verify", get(decisions::audit_verify))
             .route("/confirmations", get(delegation::list))

@@ -23,11 +23,12 @@ pub struct SetItemView<'a> {
     pub index: usize,
     /// The tool that runs when it is confirmed.
     pub tool_name: &'a str,
-    /// The arguments a confirmation runs: the current revision's (a person's edit under
-    /// a quorum), else the proposal's.
+    /// The arguments a confirmation runs (or ran): a person's edit when one confirmed
+    /// the item with edited arguments (see [`SetView::with_edits`]), the current
+    /// revision's under a quorum, else the proposal's.
     pub args: &'a Value,
-    /// The agent's own arguments, when a person's edit replaced them in `args`; absent
-    /// otherwise.
+    /// The agent's own arguments, when a person's edit replaced them in `args` (any
+    /// item, with or without a quorum); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proposed_args: Option<&'a Value>,
     /// Who edited `args`, when a person did; absent otherwise.
@@ -180,6 +181,7 @@ impl<'a> SetView<'a> {
     /// first: the last word on an item wins).
     #[must_use]
     pub fn with_reasons(mut self, decisions: &'a [ChangeDecision]) -> Self {
+        self = self.with_edits(decisions);
         for decision in decisions {
             if let Some(item) = self.items.get_mut(decision.item_index) {
                 item.decided_by = decision.decided_by.as_deref();
@@ -194,6 +196,29 @@ impl<'a> SetView<'a> {
 }
 
 impl<'a> SetView<'a> {
+    /// The same view with the arguments each item ran (or runs) with when a person
+    /// confirmed it with edited arguments (`decisions`, the set's): `args` is what
+    /// ran, `proposedArgs` the agent's, `editedBy` who edited. [`Self::with_reasons`]
+    /// does this too.
+    #[must_use]
+    pub fn with_edits(mut self, decisions: &'a [ChangeDecision]) -> Self {
+        for decision in decisions {
+            let Some(item) = self.items.get_mut(decision.item_index) else {
+                continue;
+            };
+            let edited = decision
+                .edited_args
+                .as_ref()
+                .filter(|edited| decision.verdict == Verdict::Confirmed && *edited != item.args);
+            if let Some(edited) = edited {
+                item.proposed_args.get_or_insert(item.args);
+                item.args = edited;
+                item.edited_by = Some(decision.decided_by.as_deref().unwrap_or("a person"));
+            }
+        }
+        self
+    }
+
     /// The same view with until when its agent waits
     /// ([`assent_confirm::SetRecord::waits_until`]).
     #[must_use]
@@ -304,6 +329,13 @@ pub struct AuditView<'a> {
     /// The target's id when it is a journal task (the field of release 0.1.0).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task_id: Option<&'a str>,
+    /// Who edited the arguments the record shows, when a person confirmed the call with
+    /// edited arguments (see [`AuditView::with_edits`]); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edited_by: Option<&'a str>,
+    /// The agent's own arguments beside them, when a person's edit replaced them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proposed_args: Option<&'a Value>,
 }
 
 impl<'a> AuditView<'a> {
@@ -313,12 +345,32 @@ impl<'a> AuditView<'a> {
         Self {
             record,
             task_id: is_task.then_some(record.target_id.as_str()),
+            edited_by: None,
+            proposed_args: None,
         }
     }
 
     /// The views of `records`, in their order.
     pub fn all(records: &'a [AuditRecord]) -> Vec<Self> {
         records.iter().map(Self::of).collect()
+    }
+
+    /// The same view naming who edited the arguments it ran with and what the agent
+    /// proposed, when one of `edited` (confirmations with edited arguments, each with
+    /// its set's run key) is of the record's run, tool and arguments.
+    #[must_use]
+    pub fn with_edits(mut self, edited: &'a [(String, ChangeDecision)]) -> Self {
+        let record = self.record;
+        let found = edited.iter().rev().find(|(run_key, decision)| {
+            *run_key == record.run_key
+                && decision.tool_name == record.tool_name
+                && decision.edited_args.as_ref() == Some(&record.args)
+        });
+        if let Some((_, decision)) = found {
+            self.edited_by = Some(decision.decided_by.as_deref().unwrap_or("a person"));
+            self.proposed_args = Some(&decision.args);
+        }
+        self
     }
 }
 

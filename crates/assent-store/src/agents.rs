@@ -432,6 +432,38 @@ pub async fn rules_at(
     )))
 }
 
+/// [`rules_at`] with how the agent's rejections are remembered
+/// ([`crate::rejections`]), in the same one read: what a wake needs.
+pub async fn rules_and_rejection_memory_at(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    now: OffsetDateTime,
+) -> Result<
+    Option<(
+        AgentPolicy,
+        ToolSettingsTable,
+        crate::rejection_memory::RejectionMemory,
+    )>,
+    StoreError,
+> {
+    let row = sqlx::query(
+        "SELECT id, categories, rules, created_at, updated_at, tool_settings, rejection_memory
+         FROM agents WHERE id = $1",
+    )
+    .bind(agent_id)
+    .fetch_optional(conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let agent = from_row(&row)?;
+    let settings: String = row.try_get("tool_settings")?;
+    let memory: String = row.try_get("rejection_memory")?;
+    Ok(Some((
+        agent.policy.in_force(now),
+        settings_table(&parse_tool_settings(&settings)?),
+        crate::rejection_memory::RejectionMemory::parse(&memory)?,
+    )))
+}
+
 fn settings_from_row(row: &AnyRow, tool_name: &str) -> Result<ToolSettings, StoreError> {
     let settings: String = row.try_get("tool_settings")?;
     let shadows: String = row.try_get("shadow_rules")?;

@@ -66,14 +66,14 @@ async fn write_rows(
     conn: &mut AnyConnection,
     rows: &[(&AuditRecord, Option<(&str, i64)>)],
 ) -> Result<Vec<i64>, StoreError> {
-    const COLUMNS: usize = 15;
+    const COLUMNS: usize = 16;
     const PER_STATEMENT: usize = 100;
     let mut ids = Vec::with_capacity(rows.len());
     for chunk in rows.chunks(PER_STATEMENT) {
         let values = crate::values_placeholders(chunk.len(), COLUMNS);
         let sql = format!(
             "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, target_kind, target_id, kind, args, success, detail,
-                                        vector_clock, created_at, origin_host, origin_id, allowed_by)
+                                        vector_clock, created_at, origin_host, origin_id, allowed_by, refused_by)
              VALUES {} RETURNING id",
             values
         );
@@ -101,7 +101,8 @@ async fn write_rows(
                 .bind(timefmt::format(record.created_at))
                 .bind(origin.map(|(host, _)| host))
                 .bind(origin.map(|(_, id)| id))
-                .bind(record.allowed_by.as_ref().map(Value::to_string));
+                .bind(record.allowed_by.as_ref().map(Value::to_string))
+                .bind(record.refused_by.as_ref().map(Value::to_string));
         }
         let mut written = query.fetch_all(&mut *conn).await?;
         // `RETURNING` promises no order; ids are given in the order of the rows of one
@@ -125,7 +126,7 @@ async fn write_rows(
 
 /// An audit record's content on the consent chain: every column but its vector clock.
 pub fn chain_content(id: i64, record: &AuditRecord, origin: Option<(&str, i64)>) -> Value {
-    serde_json::json!({
+    let mut content = serde_json::json!({
         "id": id,
         "operationId": record.operation_id.as_str(),
         "runKey": record.run_key,
@@ -141,7 +142,13 @@ pub fn chain_content(id: i64, record: &AuditRecord, origin: Option<(&str, i64)>)
         "originHost": origin.map(|(host, _)| host),
         "originId": origin.map(|(_, id)| id),
         "allowedBy": record.allowed_by,
-    })
+    });
+    // Only where a refusal says what refused it (migration 0030): the entries written
+    // before it have no such key, and their rows must still match them.
+    if let Some(refused_by) = &record.refused_by {
+        content["refusedBy"] = refused_by.clone();
+    }
+    content
 }
 
 /// An audit row: its id, its record and where it came from.
@@ -188,6 +195,7 @@ pub(crate) fn decode(row: &AnyRow) -> Result<AuditRecord, StoreError> {
     let clock: Option<String> = row.try_get("vector_clock")?;
     let created_at: String = row.try_get("created_at")?;
     let allowed_by: Option<String> = row.try_get("allowed_by")?;
+    let refused_by: Option<String> = row.try_get("refused_by")?;
     Ok(AuditRecord {
         operation_id: OperationId::from_stored(row.try_get("operation_id")?),
         run_key: row.try_get("run_key")?,
@@ -207,6 +215,10 @@ pub(crate) fn decode(row: &AnyRow) -> Result<AuditRecord, StoreError> {
             .map_err(|e| corrupt(e.to_string()))?,
         created_at: timefmt::parse(TABLE, &created_at)?,
         allowed_by: allowed_by
+            .map(|text| serde_json::from_str::<Value>(&text))
+            .transpose()
+            .map_err(|e| corrupt(e.to_string()))?,
+        refused_by: refused_by
             .map(|text| serde_json::from_str::<Value>(&text))
             .transpose()
             .map_err(|e| corrupt(e.to_string()))?,
@@ -332,6 +344,7 @@ mod tests {
             vector_clock: None,
             created_at: time::OffsetDateTime::UNIX_EPOCH,
             allowed_by: None,
+            refused_by: None,
         }
     }
 

@@ -376,7 +376,7 @@ async fn beginning(conn: &mut AnyConnection) -> Result<Vec<Entry>, StoreError> {
         }),
     }];
     let agents = sqlx::query(
-        "SELECT id, categories, rules, shadow_rules, tool_settings FROM agents ORDER BY id",
+        "SELECT id, categories, rules, shadow_rules, tool_settings, rejection_memory FROM agents ORDER BY id",
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -409,13 +409,20 @@ pub fn rules_content(row: &sqlx::any::AnyRow) -> Result<Value, StoreError> {
         serde_json::from_str(&text)
             .map_err(|e| StoreError::corrupt("agents", format!("{column}: {e}")))
     };
-    Ok(json!({
+    let mut content = json!({
         "agent": row.try_get::<String, _>("id")?,
         "categories": json("categories")?,
         "rules": json("rules")?,
         "shadowRules": json("shadow_rules")?,
         "toolSettings": json("tool_settings")?,
-    }))
+    });
+    // Only when it is not the default (migration 0030): entries written before it have
+    // no such key, and an agent that never changed it must still match them.
+    let memory: String = row.try_get("rejection_memory")?;
+    if let Some(memory) = crate::rejection_memory::RejectionMemory::chain_content(&memory)? {
+        content["rejectionMemory"] = memory;
+    }
+    Ok(content)
 }
 
 /// Appends the rules entry of agent `agent_id` as it now stands.
@@ -435,7 +442,7 @@ pub(crate) async fn append_rules_by(
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
     let row = sqlx::query(
-        "SELECT id, categories, rules, shadow_rules, tool_settings FROM agents WHERE id = $1",
+        "SELECT id, categories, rules, shadow_rules, tool_settings, rejection_memory FROM agents WHERE id = $1",
     )
     .bind(agent_id)
     .fetch_optional(&mut *conn)

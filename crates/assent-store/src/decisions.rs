@@ -337,6 +337,68 @@ pub async fn recent(
     rows.iter().map(decode).collect()
 }
 
+/// Agent `agent_id`'s rejections decided at or after `since`, newest first, at most
+/// `limit` (what the rejections remembered are read from).
+pub async fn rejected_since(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    since: OffsetDateTime,
+    limit: u32,
+) -> Result<Vec<ChangeDecision>, StoreError> {
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        decision_columns!(),
+        " FROM decisions WHERE agent_id = $1 AND verdict = $2 AND created_at >= $3
+         ORDER BY created_at DESC, rowid DESC LIMIT $4"
+    ))
+    .bind(agent_id)
+    .bind(Verdict::Rejected.as_str())
+    .bind(timefmt::format(since))
+    .bind(i64::from(limit))
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(decode).collect()
+}
+
+/// Every confirmation with edited arguments, with the run key of its set, oldest first:
+/// what lets a listing of the audit trail say who edited the arguments a record shows
+/// and what the agent had proposed.
+pub async fn edited_with_run_keys(
+    conn: &mut AnyConnection,
+) -> Result<Vec<(String, ChangeDecision)>, StoreError> {
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        decision_columns!(),
+        ", (SELECT s.run_key FROM change_sets s WHERE s.id = decisions.change_set_id) AS set_run_key
+         FROM decisions WHERE edited_args IS NOT NULL AND verdict = $1 ORDER BY created_at, rowid"
+    ))
+    .bind(Verdict::Confirmed.as_str())
+    .fetch_all(conn)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let run_key: Option<String> = row.try_get("set_run_key")?;
+            Ok((run_key.unwrap_or_default(), decode(row)?))
+        })
+        .collect()
+}
+
+/// One decision, by id; `None` when there is none.
+pub async fn by_id(
+    conn: &mut AnyConnection,
+    id: Uuid,
+) -> Result<Option<ChangeDecision>, StoreError> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        decision_columns!(),
+        " FROM decisions WHERE id = $1"
+    ))
+    .bind(id.to_string())
+    .fetch_optional(conn)
+    .await?;
+    row.as_ref().map(decode).transpose()
+}
+
 /// Every decision about one set, oldest first.
 pub async fn for_change_set(
     conn: &mut AnyConnection,

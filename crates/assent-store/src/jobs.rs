@@ -392,6 +392,7 @@ impl Job {
             vector_clock: None,
             created_at: now,
             allowed_by: None,
+            refused_by: None,
         }
     }
 

@@ -107,6 +107,8 @@ pub mod outbox;
 pub mod plan;
 pub mod proof;
 pub mod rehost;
+mod rejection_memory;
+pub mod rejections;
 pub mod slack;
 pub mod sync;
 pub mod timefmt;

@@ -195,13 +195,14 @@ pub async fn verify(
     options: &VerifyOptions,
 ) -> Result<Report, StoreError> {
     let head = chain::head(conn).await?;
-    let agents =
-        sqlx::query("SELECT id, categories, rules, shadow_rules, tool_settings FROM agents")
-            .fetch_all(&mut *conn)
-            .await?
-            .iter()
-            .map(chain::rules_content)
-            .collect::<Result<Vec<_>, _>>()?;
+    let agents = sqlx::query(
+        "SELECT id, categories, rules, shadow_rules, tool_settings, rejection_memory FROM agents",
+    )
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(chain::rules_content)
+    .collect::<Result<Vec<_>, _>>()?;
     let run_keys = sqlx::query("SELECT id, run_key FROM change_sets")
         .fetch_all(&mut *conn)
         .await?

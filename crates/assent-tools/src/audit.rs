@@ -76,4 +76,9 @@ pub struct AuditRecord {
     /// a call a person confirmed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_by: Option<Value>,
+    /// For a call refused without asking anyone: what refused it
+    /// (`{"rejectedBefore": DECISION_ID}`: a person rejected exactly this call before,
+    /// and the agent's rejections are remembered). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_by: Option<Value>,
 }

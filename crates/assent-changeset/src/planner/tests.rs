@@ -423,6 +423,35 @@ fn recently_rejected_proposals_are_skipped_with_the_reason() {
 }
 
 #[test]
+fn a_refusal_for_a_remembered_rejection_names_the_rejection() {
+    let f = Fixture::new();
+    let decisions = [rejection(
+        json!({"priority": "P0"}),
+        Some("no"),
+        NOW - Duration::days(1),
+    )];
+    let mut b = builder();
+    let plans = f.planner().with_decisions(&decisions).plan(
+        &[openai("1", "update_task_priority", r#"{"priority":"P0"}"#)],
+        &mut b,
+    );
+    assert_eq!(
+        plans[0].refused_again,
+        [crate::RefusedAgain {
+            decision_id: decisions[0].id,
+            tool_name: "update_task_priority".into(),
+            args: json!({"priority": "P0"}),
+            reply: reply::recently_rejected(Some("no")),
+        }]
+    );
+    let plans = f.planner().with_decisions(&decisions).plan(
+        &[openai("2", "update_task_priority", r#"{"priority":"P1"}"#)],
+        &mut b,
+    );
+    assert!(plans[0].refused_again.is_empty(), "{plans:?}");
+}
+
+#[test]
 fn cap_refuses_and_never_executes() {
     let f = Fixture::new();
     let mut b = builder().with_max_items(2);

@@ -1456,6 +1456,7 @@ fn tamper_run_under_grant(cli: &Cli, grant: &str, session: &str) {
             vector_clock: None,
             created_at: assent_domain::OffsetDateTime::now_utc(),
             allowed_by: Some(json!({"grant": grant, "session": session})),
+            refused_by: None,
         };
         let mut tx = store.begin_write().await.expect("write");
         assent_store::audit::insert(tx.connection(), &record)
@@ -3257,6 +3258,12 @@ fn a_chained_command_is_denied_only_for_a_part_a_rule_denies() {
 /// the part.
 #[test]
 fn the_real_claude_code_runs_a_pipe_and_is_told_which_part_was_denied() {
+/// Issue 53, point 6, with the real Claude Code: a person rejects a command; a later
+/// session's identical call is refused without asking anyone, and that refusal is on
+/// the record (`audit` names the rejection, `history` lists it); once the rejection is
+/// forgotten, the identical call is asked again.
+#[test]
+fn the_real_claude_code_is_refused_a_rejected_call_again_on_the_record_until_forgotten() {
     let Some(claude) = claude_code() else {
         return;
     };
@@ -3265,6 +3272,8 @@ fn the_real_claude_code_runs_a_pipe_and_is_told_which_part_was_denied() {
     let home = tempfile::tempdir().expect("home");
     std::fs::create_dir(project.path().join("build")).expect("a build folder");
     let dir = project.path().to_str().expect("a path");
+    let dir = project.path().to_str().expect("a path");
+    let agent = agent(0);
     ok(cli.run(&[
         "hook",
         "install",
@@ -3295,6 +3304,33 @@ fn the_real_claude_code_runs_a_pipe_and_is_told_which_part_was_denied() {
     assert_eq!(
         result["permission_denials"][0]["tool_input"]["command"],
         "ls && rm -rf build"
+        &agent,
+        "--project",
+        dir,
+    ]));
+    let command = "touch rejected-twice.txt";
+
+    // A person rejects the call.
+    let model = FakeModel::start(command);
+    let running = run_claude(&claude, project.path(), home.path(), &model);
+    let set = cli.set_of(&agent);
+    ok(cli.run(&[
+        "reject",
+        &set,
+        "0",
+        "--reason",
+        "not in this repo",
+        "--as",
+        "alice",
+    ]));
+    claude_result(running);
+
+    // A later session makes exactly that call: refused at once, with no one asked.
+    let model = FakeModel::start(command);
+    let result = claude_result(run_claude(&claude, project.path(), home.path(), &model));
+    assert_eq!(
+        result["permission_denials"][0]["tool_input"]["command"], command,
+        "{result}"
     );
     let told = model.told();
     let reason = told["content"].as_str().expect("a reason");
@@ -3373,5 +3409,43 @@ fn the_real_gemini_cli_runs_a_pipe_and_is_told_which_part_was_denied() {
         "{told}"
     );
     assert!(project.path().join("build").exists());
+        reason.contains("rejected this exact proposal recently")
+            && reason.contains("not in this repo"),
+        "{reason}"
+    );
+    assert!(!project.path().join("rejected-twice.txt").exists());
+    assert_eq!(cli.json(&["pending"], ""), json!([]));
+
+    // On the record, naming the rejection.
+    let remembered = cli.json(&["rejections", "--agent", &agent], "");
+    let rejection = remembered["rejections"][0]["id"]
+        .as_str()
+        .expect("remembered")
+        .to_owned();
+    let audit = cli.json(&["audit"], "");
+    let refused: Vec<&Value> = audit
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter(|r| r["refusedBy"]["rejectedBefore"] == rejection.as_str())
+        .collect();
+    assert_eq!(refused.len(), 1, "{audit}");
+    assert_eq!(refused[0]["args"]["command"], command);
+    let history = cli.json(&["history", "--agent", &agent], "");
+    assert_eq!(
+        history["refusedAgain"][0]["rejectedBy"], "alice",
+        "{history}"
+    );
+    proven(&cli);
+
+    // Forgotten: the identical call is asked again, and runs once confirmed.
+    ok(cli.run(&["rejections", "forget", "--all", "--as", "alice"]));
+    let model = FakeModel::start(command);
+    let running = run_claude(&claude, project.path(), home.path(), &model);
+    let set = cli.set_of(&agent);
+    ok(cli.run(&["confirm", &set, "0", "--as", "alice"]));
+    let result = claude_result(running);
+    assert_eq!(result["permission_denials"], json!([]), "{result}");
+    assert!(project.path().join("rejected-twice.txt").exists());
     proven(&cli);
 }

@@ -137,6 +137,7 @@ impl Device {
                 vector_clock: Some(clock),
                 created_at: at,
                 allowed_by: None,
+                refused_by: None,
             },
         });
     }
