@@ -122,7 +122,7 @@ impl HookOptions {
 /// Why a call the hook could not decide within its run (a busy database) is refused.
 fn out_of_time(wait: Duration) -> String {
     format!(
-        "Assent could not decide within {} s (its database stayed busy), so the call is refused; retry it",
+        "Assent could not decide within {} s (its database stayed busy), so the call did not run; no rule or person refused it: retry the same call",
         run_limit(wait).as_secs()
     )
 }
@@ -249,9 +249,10 @@ async fn turn(
     let target = Target::new(TARGET_KIND, event.cwd.clone());
     if let Some(set) = released_to_retry(&engine, options, &target, event).await? {
         tracing::info!(change_set = %set, "a retry after a person confirmed: allowed once");
+        let by = decider(&engine, set, 0).await;
         return Ok(Turn::Answer(Answer::Allow {
             updated_input: None,
-            reason: Some(format!("Confirmed in Assent (change set {set})")),
+            reason: Some(confirmed(set, by.as_deref())),
         }));
     }
     let run_key = run_key(event);
@@ -515,7 +516,9 @@ async fn wait_for(
             .await?;
         let Some(item) = outcome.items.get(index) else {
             return answer(Answer::Deny {
-                reason: format!("Change set {set} has no item {index}"),
+                reason: format!(
+                    "Assent refused the call: change set {set}, which this call waited for, has no item {index}, so nobody could decide it"
+                ),
             });
         };
         let edited = item.decision.as_ref().and_then(|d| d.edited_args.clone());
@@ -530,9 +533,11 @@ async fn wait_for(
                     .filter(|run| run.status == JobStatus::Approved)
                 {
                     if remaining.is_zero() {
+                        let by = decider(engine, set, index).await;
                         return answer(Answer::Deny {
                             reason: format!(
-                                "Confirmed in Assent (change set {set}) but held until its window ends; retry the same call then"
+                                "{}, but the agent's rules hold it until its window ends, so it did not run yet; retry the same call then",
+                                confirmed(set, by.as_deref())
                             ),
                         });
                     }
@@ -548,8 +553,13 @@ async fn wait_for(
             }
             ChangeItemStatus::Rejected => {
                 tracing::info!(change_set = %set, "rejected by a person");
+                let by = decider(engine, set, index).await;
                 return answer(Answer::Deny {
-                    reason: reply::waited_rejected(reason.as_deref()),
+                    reason: format!(
+                        "{} ({} in Assent, change set {set}; the call did not run)",
+                        reply::waited_rejected(reason.as_deref()),
+                        by.map_or_else(|| "rejected".to_owned(), |by| format!("rejected by {by}"))
+                    ),
                 });
             }
             // Another identical call waited too and handed it to the agent's prompt.
@@ -557,15 +567,13 @@ async fn wait_for(
                 if reason.as_deref() == Some(ANSWERED_IN_CLIENT) && options.kind.can_ask() =>
             {
                 return answer(Answer::Ask {
-                    reason: format!(
-                        "Nobody answered in Assent in time; change set {set} was withdrawn, so you decide here"
-                    ),
+                    reason: handed_to_prompt(&format!("in time (change set {set})")),
                 });
             }
             ChangeItemStatus::Retracted => {
                 return answer(Answer::Deny {
                     reason: format!(
-                        "The call was withdrawn from change set {set} ({})",
+                        "The call was withdrawn in Assent before anyone decided it (change set {set}: {}), so it did not run",
                         reason
                             .as_deref()
                             .unwrap_or(assent_changeset::reply::NO_REASON)
@@ -577,9 +585,10 @@ async fn wait_for(
                 match status {
                     Some(JobStatus::Applied) if claimed => {
                         tracing::info!(change_set = %set, edited = edited.is_some(), "confirmed by a person");
+                        let by = decider(engine, set, index).await;
                         return answer(Answer::Allow {
                             updated_input: edited,
-                            reason: Some(format!("Confirmed in Assent (change set {set})")),
+                            reason: Some(confirmed(set, by.as_deref())),
                         });
                     }
                     // Handed out to another call (an identical one that waited too, or
@@ -593,14 +602,16 @@ async fn wait_for(
                     Some(JobStatus::Applied) | None => {
                         return answer(Answer::Deny {
                             reason: format!(
-                                "A person confirmed one identical call (change set {set}) and another call that waited for it ran; retry this call to ask for it"
+                                "A person confirmed one identical call (change set {set}), and another identical call that waited for it took that confirmation, so this call did not run; retry it to ask for it"
                             ),
                         });
                     }
                     Some(JobStatus::Approved | JobStatus::Running) if remaining.is_zero() => {
+                        let by = decider(engine, set, index).await;
                         return answer(Answer::Deny {
                             reason: format!(
-                                "Confirmed in Assent (change set {set}) but not yet released (a hold window); retry the same call later"
+                                "{}, but not released yet (the agent's rules hold it for a window), so it did not run yet; retry the same call later",
+                                confirmed(set, by.as_deref())
                             ),
                         });
                     }
@@ -649,9 +660,7 @@ async fn timed_out(
             Ok(_) => {
                 tracing::info!(change_set = %set, "nobody answered: handed to the agent's prompt");
                 return Ok(Turn::Answer(Answer::Ask {
-                    reason: format!(
-                        "Nobody answered in Assent within {waited} s; change set {set} was withdrawn, so you decide here"
-                    ),
+                    reason: handed_to_prompt(&format!("within {waited} s (change set {set})")),
                 }));
             }
             // Decided at the last moment: the decision stands.
@@ -667,4 +676,38 @@ async fn timed_out(
             "Waiting for a person's review in Assent (change set {set}); retry the same call after the person confirms it"
         ),
     }))
+}
+
+/// Why a call nobody answered in Assent goes to the agent's own permission prompt
+/// (`--on-timeout ask`), `when` saying how long it waited. Read by a person at the
+/// prompt, and by the model where there is none (a headless run such as `claude -p`
+/// turns the ask into a denial): what happened, and what the model may do next.
+fn handed_to_prompt(when: &str) -> String {
+    format!(
+        "Nobody answered this call in Assent {when}, so Assent withdrew it and handed it to the agent's own permission prompt. If the call was refused there (or no person is at this session, as in a headless run), it did not run: do not retry it unchanged; tell the user it needs their approval in Assent (`assent review`) or a rule that allows it"
+    )
+}
+
+/// `Confirmed by PERSON in Assent (change set SET)`: who allowed a call a person
+/// confirmed (the person's name left out when the decision names none).
+fn confirmed(set: Uuid, by: Option<&str>) -> String {
+    match by {
+        Some(by) => format!("Confirmed by {by} in Assent (change set {set})"),
+        None => format!("Confirmed in Assent (change set {set})"),
+    }
+}
+
+/// Who made the latest decision about item `index` of set `set`, when it names anyone:
+/// the words to the model say which person decided. A failed read names nobody (the
+/// decision itself stands).
+async fn decider(engine: &Engine, set: Uuid, index: usize) -> Option<String> {
+    let mut conn = engine.store().read_connection().await.ok()?;
+    let decisions = assent_store::decisions::for_change_set(&mut conn, set)
+        .await
+        .ok()?;
+    decisions
+        .into_iter()
+        .rev()
+        .find(|decision| decision.item_index == index)
+        .and_then(|decision| decision.decided_by)
 }

@@ -40,8 +40,9 @@ pub const PREFIX: &str = "/api/hooks/";
 /// top-level `decision` also reads as a block). Codex, whose answers must hold its
 /// fields alone, has no `http` hooks.
 pub fn refused(path: &str, status: StatusCode, message: &str) -> Response {
-    let reason =
-        format!("Assent refused the hook's request ({status}: {message}), so the call is refused");
+    let reason = format!(
+        "Assent refused the hook's request ({status}: {message}), so the call did not run; this is the hook's setup, not a decision about the call (no rule or person refused it): tell the user, retrying will not help until it is fixed"
+    );
     let kind = path
         .strip_prefix(PREFIX)
         .map(|rest| rest.split('/').next().unwrap_or_default())
@@ -150,7 +151,9 @@ async fn answer(
                     tracing::error!(%error, "the hook could not decide: denied");
                     crate::refusal(
                         kind,
-                        &format!("Assent could not decide, so the call is refused: {error}"),
+                        &format!(
+                            "Assent could not decide, so the call is refused and did not run (no rule or person refused it): {error}"
+                        ),
                     )
                 }
             }
