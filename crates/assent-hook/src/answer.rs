@@ -101,7 +101,7 @@ fn lowered(kind: AgentKind, event: &HookEvent, answer: &Answer) -> Answer {
                 "A person edited this call; run it as edited instead: {} {}\nIt did not run as proposed. What the person changed: {}",
                 event.tool_name,
                 input,
-                changes(&event.tool_input, input),
+                what_changed(&event.tool_input, input),
             ),
         },
         other => other.clone(),
@@ -246,12 +246,12 @@ fn told_of_edit(proposed: &Value, edited: &Value, reason: Option<&str>) -> Strin
 /// tail): a `Write`'s content may be megabytes.
 const MAX_EDIT_NOTE_CHARS: usize = 4_000;
 
-/// `A person changed this call before it ran: ` and what changed ([`changes`]): what
+/// `A person changed this call before it ran: ` and what changed ([`what_changed`]): what
 /// the model is told of a call that ran as a person edited it.
 pub(crate) fn edit_note(proposed: &Value, edited: &Value) -> String {
     format!(
         "A person changed this call before it ran: {}",
-        changes(proposed, edited)
+        what_changed(proposed, edited)
     )
 }
 
@@ -259,7 +259,7 @@ pub(crate) fn edit_note(proposed: &Value, edited: &Value) -> String {
 /// argument by argument, at most [`MAX_EDIT_NOTE_CHARS`] (head and tail): a one-line
 /// value as `key: "old" → "new"`, a text of several lines as the lines removed (`-`)
 /// and added (`+`), an argument added or removed as `(none)` on its side.
-fn changes(proposed: &Value, edited: &Value) -> String {
+pub fn what_changed(proposed: &Value, edited: &Value) -> String {
     let empty = Map::new();
     let before = proposed.as_object().unwrap_or(&empty);
     let after = edited.as_object().unwrap_or(&empty);

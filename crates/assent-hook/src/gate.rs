@@ -323,11 +323,13 @@ fn deadline(options: &HookOptions) -> Instant {
 
 /// The run key of a call: `hook:SESSION:TOOL_USE_ID` when the agent names its call, so
 /// the after event's audit record carries the same key as the decision's; otherwise a
-/// fresh one.
+/// fresh one, still under the session when the event names one (`hook:SESSION:UUID`),
+/// so `assent session show` finds every call of the session.
 fn run_key(event: &HookEvent) -> String {
-    match &event.tool_use_id {
-        Some(id) => format!("hook:{}:{id}", event.session_id.as_deref().unwrap_or("-")),
-        None => format!("hook:{}", Uuid::new_v4()),
+    match (&event.tool_use_id, &event.session_id) {
+        (Some(id), session) => format!("hook:{}:{id}", session.as_deref().unwrap_or("-")),
+        (None, Some(session)) => format!("hook:{session}:{}", Uuid::new_v4()),
+        (None, None) => format!("hook:{}", Uuid::new_v4()),
     }
 }
 

@@ -18,6 +18,8 @@
 //!   [`HookOptions::run_ends`]: when the hook's whole run ends, counted from its start
 //!   (a denial when the database keeps it busy); `install` writes each agent's timeout
 //!   above that run.
+//! - [`sessions`]: what a coding agent's session did, call by call, read from what
+//!   the hooks recorded (`assent sessions`, `assent session show`).
 //! - (feature `http`) `http::routes`: `POST /api/hooks/{kind}` on `assent serve`, the
 //!   same code behind an agent token.
 //!
@@ -50,10 +52,11 @@ pub mod http;
 pub mod install;
 mod kind;
 mod session;
+pub mod sessions;
 mod summary;
 mod workspace;
 
-pub use answer::{Answer, Reply, refusal, render};
+pub use answer::{Answer, Reply, refusal, render, what_changed};
 pub use error::HookError;
 pub use event::{CURSOR_SHELL_TOOL, HookEvent, MAX_EVENT_BYTES, Phase, parse};
 pub use gate::{
