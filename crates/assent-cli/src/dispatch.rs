@@ -137,6 +137,8 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Webhooks(args) => crate::webhook_commands::webhooks(&ctx, args).await,
         DbCommand::Slack(args) => crate::slack_commands::slack(&ctx, args).await,
         DbCommand::Jobs(args) => crate::jobs_commands::jobs(&ctx, args).await,
+        DbCommand::Sessions(args) => crate::session_commands::list(&ctx, args).await,
+        DbCommand::Session(command) => crate::session_commands::show(&ctx, command).await,
     };
     ctx.store().close().await;
     output

@@ -249,10 +249,9 @@ async fn turn(
     let target = Target::new(TARGET_KIND, event.cwd.clone());
     if let Some(set) = released_to_retry(&engine, options, &target, event).await? {
         tracing::info!(change_set = %set, "a retry after a person confirmed: allowed once");
-        let by = decider(&engine, set, 0).await;
         return Ok(Turn::Answer(Answer::Allow {
             updated_input: None,
-            reason: Some(confirmed(set, by.as_deref())),
+            reason: Some(confirmed(set, None)),
         }));
     }
     let run_key = run_key(event);
@@ -587,10 +586,16 @@ async fn wait_for(
                 match status {
                     Some(JobStatus::Applied) if claimed => {
                         tracing::info!(change_set = %set, edited = edited.is_some(), "confirmed by a person");
-                        let by = decider(engine, set, index).await;
+                        // The reason of an allow is shown to a person, never to the model
+                        // (kept as it was); the model is told of an edit, naming who
+                        // made it (`answer.rs`).
+                        let reason = match &edited {
+                            Some(_) => confirmed(set, decider(engine, set, index).await.as_deref()),
+                            None => confirmed(set, None),
+                        };
                         return answer(Answer::Allow {
                             updated_input: edited,
-                            reason: Some(confirmed(set, by.as_deref())),
+                            reason: Some(reason),
                         });
                     }
                     // Handed out to another call (an identical one that waited too, or

@@ -285,8 +285,9 @@ fn person_decides(person: Person) {
         sets.push(set);
     }
     for (((name, _, tool), child), set) in BEFORE.iter().zip(children).zip(sets) {
-        // The model is told which person decided (issue 53, point 2).
-        let confirmed = format!("Confirmed by alice in Assent (change set {set})");
+        let confirmed = format!("Confirmed in Assent (change set {set})");
+        // The model is told which person edited the call (issue 53, point 2).
+        let edited_by = format!("Confirmed by alice in Assent (change set {set})");
         let mut answer = answered(child);
         let expected = match person {
             Person::Confirms => documented(name, "allow", &confirmed, None),
@@ -298,11 +299,11 @@ fn person_decides(person: Person) {
                     assert!(
                         told.starts_with("A person changed this call before it ran: command: ")
                             && told.contains(r#"→ "rm -rf build/cache""#)
-                            && told.ends_with(&format!("({confirmed})")),
+                            && told.ends_with(&format!("({edited_by})")),
                         "{name}: {told}"
                     );
                 }
-                documented(name, "allow", &confirmed, Some(&edited))
+                documented(name, "allow", &edited_by, Some(&edited))
             }
             Person::Edits => {
                 let reason = answer.to_string();
