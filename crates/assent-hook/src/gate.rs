@@ -268,7 +268,12 @@ async fn turn(
         name: event.tool_name.clone(),
         arguments: ToolArguments::Value(event.tool_input.clone()),
     };
-    let mut request = WakeRequest::new(options.agent.clone(), target.clone(), run_key, vec![call]);
+    let mut request = WakeRequest::new(
+        options.agent.clone(),
+        target.clone(),
+        run_key.clone(),
+        vec![call],
+    );
     // The agents' own limit on a call's input (a large `Write`), not the other doors'
     // 64 KiB: the event itself is capped at `MAX_EVENT_BYTES`, and the item's summary
     // is cut for display (`summary.rs`).
@@ -310,7 +315,58 @@ async fn turn(
     // Anything else refused the call: a rule, the category, the arguments, a recent
     // rejection. Whatever it is, it is never an allow.
     tracing::info!(%said, "refused");
+    if let Err(error) = record_refused(store, options, event, &run_key, &said).await {
+        // The refusal stands whether or not it could be recorded.
+        tracing::error!(%error, "the refusal could not be recorded");
+    }
     Ok(Turn::Answer(Answer::Deny { reason: said }))
+}
+
+/// Records a call the rules refused in the audit trail (a `policyDenied` record of the
+/// call's run key, with the words the model was told), so `assent session show` and
+/// `assent audit` show it: unless something (the engine's wake) already recorded this
+/// run key.
+async fn record_refused(
+    store: &Store,
+    options: &HookOptions,
+    event: &HookEvent,
+    run_key: &str,
+    said: &str,
+) -> Result<(), HookError> {
+    {
+        let mut conn = store.read_connection().await?;
+        let recorded = assent_store::audit::list(
+            &mut conn,
+            &assent_store::audit::AuditFilter::Run(run_key.to_owned()),
+            1,
+        )
+        .await?;
+        if !recorded.is_empty() {
+            return Ok(());
+        }
+    }
+    let record = AuditRecord {
+        operation_id: OperationId::derive(
+            run_key,
+            &event.tool_name,
+            &event.tool_input,
+            &[event.cwd.as_str()],
+        ),
+        run_key: run_key.to_owned(),
+        tool_name: event.tool_name.clone(),
+        agent_id: options.agent.clone(),
+        target_kind: TARGET_KIND.to_owned(),
+        target_id: event.cwd.clone(),
+        kind: AuditKind::PolicyDenied,
+        args: event.tool_input.clone(),
+        success: Some(false),
+        detail: Some(said.to_owned()),
+        vector_clock: None,
+        created_at: OffsetDateTime::now_utc(),
+        allowed_by: None,
+    };
+    assent_confirm::history::record_agent_run(store, &record).await?;
+    Ok(())
 }
 
 /// When the wait for a person ends: `--wait` after the hook's start, less the time
