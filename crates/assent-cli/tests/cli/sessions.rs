@@ -223,3 +223,61 @@ fn a_session_shows_every_call_with_how_it_ended_and_who_decided() {
         json!([])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_reads_a_session_and_an_agent_token_reads_its_own_agents_alone() {
+    let cli = Cli::new().at_the_current_time();
+    for agent in [AGENT, "other"] {
+        let out = cli.run(&["agent", "create", "--id", agent, "--categories", "code"]);
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = cli.run(&["agent", "deny", AGENT, "Bash(rm *)"]);
+    assert_eq!(code(&out), 0);
+    tokio::task::block_in_place(|| {
+        answered(hook(
+            &cli,
+            &claude("PreToolUse", "sess-p", "t1", "rm -rf build"),
+        ));
+    });
+    let token = |agent: &str| {
+        let token = cli.json(&["tokens", "add", "--role", "agent", "--agent", agent], "");
+        token["secret"].as_str().expect("a secret").to_owned()
+    };
+    let (own, other) = (token(AGENT), token("other"));
+    let admin = "sessions-admin-token-0123456789";
+    let served = super::serve(&cli, admin);
+    let client = reqwest::Client::new();
+    let get = |path: &str, bearer: &str| {
+        client
+            .get(format!("{}/api/{path}", served.base))
+            .bearer_auth(bearer)
+            .send()
+    };
+
+    let listed: Value = get("hook-sessions", admin)
+        .await
+        .expect("answered")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(listed[0]["session"], "sess-p", "{listed}");
+    assert_eq!(listed[0]["refused"], 1);
+    let shown = get("hook-sessions/sess-p", &own).await.expect("answered");
+    assert_eq!(shown.status(), 200);
+    let shown: Value = shown.json().await.expect("JSON");
+    assert_eq!(shown["calls"][0]["ending"], "refused", "{shown}");
+    // Another agent's token sees none of it, and may not ask for it.
+    let theirs: Value = get("hook-sessions", &other)
+        .await
+        .expect("answered")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(theirs, json!([]));
+    let refused = get("hook-sessions/sess-p", &other).await.expect("answered");
+    assert_eq!(refused.status(), 404);
+    let refused = get(&format!("hook-sessions?agent={AGENT}"), &other)
+        .await
+        .expect("answered");
+    assert_eq!(refused.status(), 403);
+}
