@@ -680,14 +680,24 @@ fn two_agents_in_one_workspace_each_get_their_own_item() {
         pending.to_string().contains(&second_set),
         "the second agent's item still waits: {pending}"
     );
-    let out = cli.run(&["reject", &second_set, "0", "--reason", "not you"]);
+    let out = cli.run(&[
+        "reject",
+        &second_set,
+        "0",
+        "--reason",
+        "not you",
+        "--as",
+        "bob",
+    ]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         answered(second),
         documented(
             "claude-code.PreToolUse",
             "deny",
-            "Rejected by the user: not you",
+            &format!(
+                "Rejected by the user: not you (rejected by bob in Assent, change set {second_set}; the call did not run)"
+            ),
             None,
         )
     );
@@ -3254,5 +3264,58 @@ fn the_real_claude_code_tells_the_model_what_a_person_changed_in_the_same_turn()
     assert!(
         text.contains(&format!("Confirmed by alice in Assent (change set {set})")),
         "{text}"
+    );
+}
+
+#[test]
+fn the_real_gemini_cli_tells_the_model_its_call_was_changed_before_it_ran() {
+    let Some(gemini) = npm_cli("@google/gemini-cli", "0.61.0", "gemini", "gemini-npm") else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    std::fs::create_dir_all(home.path().join(".gemini")).expect("settings folder");
+    std::fs::write(
+        home.path().join(".gemini/settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+    )
+    .expect("user settings");
+    let real = RealRun {
+        cli: &cli,
+        agent: agent(8),
+        project: project.path(),
+    };
+    real.install("gemini", "run_shell_command");
+    let model = FakeApi::start("gemini", "touch proposed.txt");
+    let running = Command::new(&gemini)
+        .args(["-p", "Run the command.", "--approval-mode", "yolo"])
+        .args(["-m", "gemini-2.5-pro", "--output-format", "json"])
+        .current_dir(project.path())
+        .env("HOME", home.path())
+        .env("GEMINI_API_KEY", "fake-key")
+        .env(
+            "GOOGLE_GEMINI_BASE_URL",
+            format!("http://127.0.0.1:{}", model.port),
+        )
+        .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+        .env_remove("ASSENT_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gemini starts");
+    real.person(
+        Person::Edits,
+        r#"{"command":"touch edited.txt","description":"Run the command"}"#,
+    );
+    ran_to_the_end(running, REAL_RUN);
+    assert!(project.path().join("edited.txt").exists());
+    // Gemini CLI says so itself, beside the edited command's output: its protocol has
+    // no field for the hook's own words with an edit (issue 53, point 1).
+    let told = model.told();
+    assert!(
+        told.contains("were modified by a hook before execution"),
+        "{told}"
     );
 }
