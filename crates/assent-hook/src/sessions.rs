@@ -142,9 +142,8 @@ impl SessionCall {
             Ending::Waiting => "waiting for a person".to_owned(),
             Ending::Ran => "ran".to_owned(),
         };
-        match self.failed {
-            Some(true) => how.push_str("; the agent reports it failed"),
-            Some(false) | None => {}
+        if self.failed == Some(true) {
+            how.push_str("; the agent reports it failed");
         }
         how
     }
