@@ -39,7 +39,7 @@ pub struct SessionShowArgs {
 /// Runs `assent sessions`.
 pub async fn list(ctx: &Ctx, args: SessionsArgs) -> Result<Output, CliError> {
     let agent = args.agent.as_deref().map(str::trim);
-    let calls = sessions::calls(ctx.store(), agent, None)
+    let calls = sessions::calls(&ctx.engine, agent, None)
         .await
         .map_err(|e| CliError::failed(e.to_string()))?;
     let list = sessions::summaries(&calls);
@@ -57,7 +57,7 @@ pub async fn show(ctx: &Ctx, command: SessionCommand) -> Result<Output, CliError
             "name a session: assent session show ID".to_owned(),
         ));
     }
-    let calls = sessions::calls(ctx.store(), agent, None)
+    let calls = sessions::calls(&ctx.engine, agent, None)
         .await
         .map_err(|e| CliError::failed(e.to_string()))?;
     let session = session_named(&calls, wanted)?;

@@ -259,7 +259,7 @@ pub(crate) fn edit_note(proposed: &Value, edited: &Value) -> String {
 /// argument by argument, at most [`MAX_EDIT_NOTE_CHARS`] (head and tail): a one-line
 /// value as `key: "old" → "new"`, a text of several lines as the lines removed (`-`)
 /// and added (`+`), an argument added or removed as `(none)` on its side.
-pub fn what_changed(proposed: &Value, edited: &Value) -> String {
+pub(crate) fn what_changed(proposed: &Value, edited: &Value) -> String {
     let empty = Map::new();
     let before = proposed.as_object().unwrap_or(&empty);
     let after = edited.as_object().unwrap_or(&empty);

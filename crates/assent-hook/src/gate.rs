@@ -315,7 +315,7 @@ async fn turn(
     // Anything else refused the call: a rule, the category, the arguments, a recent
     // rejection. Whatever it is, it is never an allow.
     tracing::info!(%said, "refused");
-    if let Err(error) = record_refused(store, options, event, &run_key, &said).await {
+    if let Err(error) = record_refused(&engine, options, event, &run_key, &said).await {
         // The refusal stands whether or not it could be recorded.
         tracing::error!(%error, "the refusal could not be recorded");
     }
@@ -327,23 +327,20 @@ async fn turn(
 /// `assent audit` show it: unless something (the engine's wake) already recorded this
 /// run key.
 async fn record_refused(
-    store: &Store,
+    engine: &Engine,
     options: &HookOptions,
     event: &HookEvent,
     run_key: &str,
     said: &str,
 ) -> Result<(), HookError> {
-    {
-        let mut conn = store.read_connection().await?;
-        let recorded = assent_store::audit::list(
-            &mut conn,
-            &assent_store::audit::AuditFilter::Run(run_key.to_owned()),
+    let recorded = engine
+        .audit_trail(
+            &assent_confirm::history::AuditFilter::Run(run_key.to_owned()),
             1,
         )
         .await?;
-        if !recorded.is_empty() {
-            return Ok(());
-        }
+    if !recorded.is_empty() {
+        return Ok(());
     }
     let record = AuditRecord {
         operation_id: OperationId::derive(
@@ -365,7 +362,7 @@ async fn record_refused(
         created_at: OffsetDateTime::now_utc(),
         allowed_by: None,
     };
-    assent_confirm::history::record_agent_run(store, &record).await?;
+    assent_confirm::history::record_agent_run(engine.store(), &record).await?;
     Ok(())
 }
 
@@ -764,10 +761,7 @@ fn confirmed(set: Uuid, by: Option<&str>) -> String {
 /// the words to the model say which person decided. A failed read names nobody (the
 /// decision itself stands).
 async fn decider(engine: &Engine, set: Uuid, index: usize) -> Option<String> {
-    let mut conn = engine.store().read_connection().await.ok()?;
-    let decisions = assent_store::decisions::for_change_set(&mut conn, set)
-        .await
-        .ok()?;
+    let decisions = engine.decisions_of(set).await.ok()?;
     decisions
         .into_iter()
         .rev()

@@ -100,7 +100,7 @@ async fn sessions(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ServerError> {
     let agent = caller.scope_agent(query.get("agent").cloned())?;
-    let calls = crate::sessions::calls(engine.store(), agent.as_deref(), None)
+    let calls = crate::sessions::calls(&engine, agent.as_deref(), None)
         .await
         .map_err(unexpected)?;
     let list: Vec<serde_json::Value> = crate::sessions::summaries(&calls)
@@ -119,7 +119,7 @@ async fn session(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ServerError> {
     let agent = caller.scope_agent(query.get("agent").cloned())?;
-    let calls = crate::sessions::calls(engine.store(), agent.as_deref(), Some(&session))
+    let calls = crate::sessions::calls(&engine, agent.as_deref(), Some(&session))
         .await
         .map_err(unexpected)?;
     if calls.is_empty() {

@@ -56,7 +56,7 @@ pub mod sessions;
 mod summary;
 mod workspace;
 
-pub use answer::{Answer, Reply, refusal, render, what_changed};
+pub use answer::{Answer, Reply, refusal, render};
 pub use error::HookError;
 pub use event::{CURSOR_SHELL_TOOL, HookEvent, MAX_EVENT_BYTES, Phase, parse};
 pub use gate::{

@@ -10,9 +10,9 @@
 //! [`calls_of`] is pure: the records in, the calls out.
 
 use crate::HookError;
-use assent_confirm::SESSION_THREAD_PREFIX;
+use assent_changeset::reply::NO_REASON;
+use assent_confirm::{Engine, SESSION_THREAD_PREFIX};
 use assent_domain::{ChangeDecision, ChangeItemStatus, ChangeSet, OffsetDateTime, format_time};
-use assent_store::Store;
 use assent_tools::{AuditKind, AuditRecord};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -129,16 +129,15 @@ impl SessionCall {
             Ending::Rejected => format!(
                 "rejected by {}{after}: {}",
                 by.unwrap_or("a person"),
-                self.reason.as_deref().unwrap_or("no reason given")
+                self.reason.as_deref().unwrap_or(NO_REASON)
             ),
             Ending::Refused => format!(
                 "refused: {}",
                 self.reason.as_deref().unwrap_or("no reason recorded")
             ),
-            Ending::Withdrawn => format!(
-                "withdrawn: {}",
-                self.reason.as_deref().unwrap_or("no reason given")
-            ),
+            Ending::Withdrawn => {
+                format!("withdrawn: {}", self.reason.as_deref().unwrap_or(NO_REASON))
+            }
             Ending::Waiting => "waiting for a person".to_owned(),
             Ending::Ran => "ran".to_owned(),
         };
@@ -152,7 +151,7 @@ impl SessionCall {
     pub fn diff(&self) -> Option<String> {
         self.edited_args
             .as_ref()
-            .map(|edited| crate::what_changed(&self.args, edited))
+            .map(|edited| crate::answer::what_changed(&self.args, edited))
     }
 
     /// Its JSON view.
@@ -225,31 +224,14 @@ impl SessionSummary {
 /// The calls of the hooks' sessions (of agent `agent`, and of session `session`, when
 /// given), oldest first, read from the newest records.
 pub async fn calls(
-    store: &Store,
+    engine: &Engine,
     agent: Option<&str>,
     session: Option<&str>,
 ) -> Result<Vec<SessionCall>, HookError> {
-    let mut conn = store.read_connection().await?;
-    let audit = assent_store::hook_sessions::audit_with_run_key_prefix(
-        &mut conn,
-        RUN_KEY_PREFIX,
-        agent,
-        READ_LIMIT,
-    )
-    .await?;
-    let sets = assent_store::hook_sessions::sets_with_thread_prefix(
-        &mut conn,
-        SESSION_THREAD_PREFIX,
-        agent,
-        READ_LIMIT,
-    )
-    .await?;
-    let mut decided = Vec::with_capacity(sets.len());
-    for set in sets {
-        let decisions = assent_store::decisions::for_change_set(&mut conn, set.id).await?;
-        decided.push((set, decisions));
-    }
-    let calls = calls_of(&decided, &audit);
+    let (sets, audit) = engine
+        .hook_session_records(SESSION_THREAD_PREFIX, RUN_KEY_PREFIX, agent, READ_LIMIT)
+        .await?;
+    let calls = calls_of(&sets, &audit);
     Ok(match session {
         Some(session) => calls
             .into_iter()

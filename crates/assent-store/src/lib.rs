@@ -99,7 +99,6 @@ pub mod change_sets;
 pub mod decisions;
 pub mod delegation;
 pub mod expiry_warnings;
-pub mod hook_sessions;
 pub mod host_tools;
 pub mod jobs;
 pub mod mcp_sessions;
