@@ -191,6 +191,14 @@ pub enum DbCommand {
     /// The execution ledger: jobs of confirmed items with external effects; settle one
     /// in doubt (`resolve ID --happened|--rerun`), `retry` or `retract` a failed one.
     Jobs(crate::jobs_commands::JobsArgs),
+    /// What each coding agent's session did (the hook events' `session_id`): its calls,
+    /// how many were asked, edited, refused or failed.
+    Sessions(crate::session_commands::SessionsArgs),
+    /// One coding agent's session: `show ID` lists every call with how it ended (ran
+    /// unasked by which rule, asked and who answered how fast, edited and what
+    /// changed, refused by which rule or person, ran under a session grant, failed).
+    #[command(subcommand)]
+    Session(crate::session_commands::SessionCommand),
 }
 
 /// `assent tools --agent A [--format NAME]`.

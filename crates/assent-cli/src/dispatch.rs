@@ -143,6 +143,8 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Rejections(args) => {
             crate::rejection_commands::rejections(&ctx, args, crate::cli::reviewer).await
         }
+        DbCommand::Sessions(args) => crate::session_commands::list(&ctx, args).await,
+        DbCommand::Session(command) => crate::session_commands::show(&ctx, command).await,
     };
     ctx.store().close().await;
     output

@@ -26,6 +26,7 @@ mod render;
 mod review;
 mod review_server;
 mod serve;
+mod session_commands;
 mod slack_commands;
 mod sync_batches;
 mod sync_commands;

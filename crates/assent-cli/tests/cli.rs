@@ -42,6 +42,8 @@ mod rejections;
 mod review;
 #[path = "cli/reviewer.rs"]
 mod reviewer;
+#[path = "cli/sessions.rs"]
+mod sessions;
 #[path = "cli/set_prefixes.rs"]
 mod set_prefixes;
 #[path = "cli/slack.rs"]

@@ -4,7 +4,9 @@
 (written to PORT_FILE), answers the first request that offers the `Bash` tool with a
 streamed `tool_use` of `Bash {command: COMMAND}`, and any request carrying a
 `tool_result` with text, after appending that tool_result (what the model was told) to
-LOG_FILE as one JSON line. Other requests get a short text answer.
+LOG_FILE as one JSON line, and the whole request's last message (the tool_result and
+whatever the client put beside it, such as a hook's additional context) to
+LOG_FILE + ".message" as one JSON line. Other requests get a short text answer.
 """
 
 import json
@@ -82,6 +84,8 @@ class Handler(BaseHTTPRequestHandler):
         if results:
             with open(LOG_FILE, "a") as log:
                 log.write(json.dumps(results[-1]) + "\n")
+            with open(LOG_FILE + ".message", "a") as log:
+                log.write(json.dumps(body.get("messages", [])[-1]) + "\n")
             events = text("Done.")
         elif offers_bash:
             events = tool_use()

@@ -10,6 +10,7 @@
 //! the agent reports it ran), is [`record_agent_run`]: one transaction.
 
 use crate::{ConfirmError, Engine};
+use assent_domain::{ChangeDecision, ChangeSet};
 use assent_store::{Store, agents, audit, chain, change_feed, proof};
 use assent_tools::AuditRecord;
 use uuid::Uuid;
@@ -99,6 +100,35 @@ pub async fn record_agent_run(store: &Store, record: &AuditRecord) -> Result<i64
     let id = audit::insert(tx.connection(), record).await?;
     tx.commit().await?;
     Ok(id)
+}
+
+/// What the coding agents' hooks recorded of their sessions (`assent sessions`): the
+/// newest `limit` hook change sets (threads `thread_prefix…`) with their decisions, and
+/// the newest `limit` audit records of hook calls (run keys `run_key_prefix…`), of
+/// agent `agent` when given, oldest first.
+pub type HookSessionRecords = (Vec<(ChangeSet, Vec<ChangeDecision>)>, Vec<AuditRecord>);
+
+impl Engine {
+    /// See [`HookSessionRecords`].
+    pub async fn hook_session_records(
+        &self,
+        thread_prefix: &'static str,
+        run_key_prefix: &'static str,
+        agent: Option<&str>,
+        limit: u32,
+    ) -> Result<HookSessionRecords, ConfirmError> {
+        let mut conn = self.store.read_connection().await?;
+        let audit = audit::with_run_key_prefix(&mut conn, run_key_prefix, agent, limit).await?;
+        let sets =
+            assent_store::change_sets::with_thread_prefix(&mut conn, thread_prefix, agent, limit)
+                .await?;
+        let mut decided = Vec::with_capacity(sets.len());
+        for set in sets {
+            let decisions = assent_store::decisions::for_change_set(&mut conn, set.id).await?;
+            decided.push((set, decisions));
+        }
+        Ok((decided, audit))
+    }
 }
 
 #[cfg(test)]

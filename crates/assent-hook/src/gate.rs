@@ -122,7 +122,7 @@ impl HookOptions {
 /// Why a call the hook could not decide within its run (a busy database) is refused.
 fn out_of_time(wait: Duration) -> String {
     format!(
-        "Assent could not decide within {} s (its database stayed busy), so the call is refused; retry it",
+        "Assent could not decide within {} s (its database stayed busy), so the call did not run; no rule or person refused it: retry the same call",
         run_limit(wait).as_secs()
     )
 }
@@ -251,7 +251,7 @@ async fn turn(
         tracing::info!(change_set = %set, "a retry after a person confirmed: allowed once");
         return Ok(Turn::Answer(Answer::Allow {
             updated_input: None,
-            reason: Some(format!("Confirmed in Assent (change set {set})")),
+            reason: Some(confirmed(set, None)),
         }));
     }
     let run_key = run_key(event);
@@ -268,7 +268,12 @@ async fn turn(
         name: event.tool_name.clone(),
         arguments: ToolArguments::Value(event.tool_input.clone()),
     };
-    let mut request = WakeRequest::new(options.agent.clone(), target.clone(), run_key, vec![call]);
+    let mut request = WakeRequest::new(
+        options.agent.clone(),
+        target.clone(),
+        run_key.clone(),
+        vec![call],
+    );
     // The agents' own limit on a call's input (a large `Write`), not the other doors'
     // 64 KiB: the event itself is capped at `MAX_EVENT_BYTES`, and the item's summary
     // is cut for display (`summary.rs`).
@@ -310,7 +315,55 @@ async fn turn(
     // Anything else refused the call: a rule, the category, the arguments, a recent
     // rejection. Whatever it is, it is never an allow.
     tracing::info!(%said, "refused");
+    if let Err(error) = record_refused(&engine, options, event, &run_key, &said).await {
+        // The refusal stands whether or not it could be recorded.
+        tracing::error!(%error, "the refusal could not be recorded");
+    }
     Ok(Turn::Answer(Answer::Deny { reason: said }))
+}
+
+/// Records a call the rules refused in the audit trail (a `policyDenied` record of the
+/// call's run key, with the words the model was told), so `assent session show` and
+/// `assent audit` show it: unless something (the engine's wake) already recorded this
+/// run key.
+async fn record_refused(
+    engine: &Engine,
+    options: &HookOptions,
+    event: &HookEvent,
+    run_key: &str,
+    said: &str,
+) -> Result<(), HookError> {
+    let recorded = engine
+        .audit_trail(
+            &assent_confirm::history::AuditFilter::Run(run_key.to_owned()),
+            1,
+        )
+        .await?;
+    if !recorded.is_empty() {
+        return Ok(());
+    }
+    let record = AuditRecord {
+        operation_id: OperationId::derive(
+            run_key,
+            &event.tool_name,
+            &event.tool_input,
+            &[event.cwd.as_str()],
+        ),
+        run_key: run_key.to_owned(),
+        tool_name: event.tool_name.clone(),
+        agent_id: options.agent.clone(),
+        target_kind: TARGET_KIND.to_owned(),
+        target_id: event.cwd.clone(),
+        kind: AuditKind::PolicyDenied,
+        args: event.tool_input.clone(),
+        success: Some(false),
+        detail: Some(said.to_owned()),
+        vector_clock: None,
+        created_at: OffsetDateTime::now_utc(),
+        allowed_by: None,
+    };
+    assent_confirm::history::record_agent_run(engine.store(), &record).await?;
+    Ok(())
 }
 
 /// When the wait for a person ends: `--wait` after the hook's start, less the time
@@ -322,11 +375,13 @@ fn deadline(options: &HookOptions) -> Instant {
 
 /// The run key of a call: `hook:SESSION:TOOL_USE_ID` when the agent names its call, so
 /// the after event's audit record carries the same key as the decision's; otherwise a
-/// fresh one.
+/// fresh one, still under the session when the event names one (`hook:SESSION:UUID`),
+/// so `assent session show` finds every call of the session.
 fn run_key(event: &HookEvent) -> String {
-    match &event.tool_use_id {
-        Some(id) => format!("hook:{}:{id}", event.session_id.as_deref().unwrap_or("-")),
-        None => format!("hook:{}", Uuid::new_v4()),
+    match (&event.tool_use_id, &event.session_id) {
+        (Some(id), session) => format!("hook:{}:{id}", session.as_deref().unwrap_or("-")),
+        (None, Some(session)) => format!("hook:{session}:{}", Uuid::new_v4()),
+        (None, None) => format!("hook:{}", Uuid::new_v4()),
     }
 }
 
@@ -516,7 +571,9 @@ async fn wait_for(
             .await?;
         let Some(item) = outcome.items.get(index) else {
             return answer(Answer::Deny {
-                reason: format!("Change set {set} has no item {index}"),
+                reason: format!(
+                    "Assent refused the call: change set {set}, which this call waited for, has no item {index}, so nobody could decide it"
+                ),
             });
         };
         let edited = item.decision.as_ref().and_then(|d| d.edited_args.clone());
@@ -531,9 +588,11 @@ async fn wait_for(
                     .filter(|run| run.status == JobStatus::Approved)
                 {
                     if remaining.is_zero() {
+                        let by = decider(engine, set, index).await;
                         return answer(Answer::Deny {
                             reason: format!(
-                                "Confirmed in Assent (change set {set}) but held until its window ends; retry the same call then"
+                                "{}, but the agent's rules hold it until its window ends, so it did not run yet; retry the same call then",
+                                confirmed(set, by.as_deref())
                             ),
                         });
                     }
@@ -549,8 +608,13 @@ async fn wait_for(
             }
             ChangeItemStatus::Rejected => {
                 tracing::info!(change_set = %set, "rejected by a person");
+                let by = decider(engine, set, index).await;
                 return answer(Answer::Deny {
-                    reason: reply::waited_rejected(reason.as_deref()),
+                    reason: format!(
+                        "{} ({} in Assent, change set {set}; the call did not run)",
+                        reply::waited_rejected(reason.as_deref()),
+                        by.map_or_else(|| "rejected".to_owned(), |by| format!("rejected by {by}"))
+                    ),
                 });
             }
             // Another identical call waited too and handed it to the agent's prompt.
@@ -558,15 +622,13 @@ async fn wait_for(
                 if reason.as_deref() == Some(ANSWERED_IN_CLIENT) && options.kind.can_ask() =>
             {
                 return answer(Answer::Ask {
-                    reason: format!(
-                        "Nobody answered in Assent in time; change set {set} was withdrawn, so you decide here"
-                    ),
+                    reason: handed_to_prompt(&format!("in time (change set {set})")),
                 });
             }
             ChangeItemStatus::Retracted => {
                 return answer(Answer::Deny {
                     reason: format!(
-                        "The call was withdrawn from change set {set} ({})",
+                        "The call was withdrawn in Assent before anyone decided it (change set {set}: {}), so it did not run",
                         reason
                             .as_deref()
                             .unwrap_or(assent_changeset::reply::NO_REASON)
@@ -578,9 +640,16 @@ async fn wait_for(
                 match status {
                     Some(JobStatus::Applied) if claimed => {
                         tracing::info!(change_set = %set, edited = edited.is_some(), "confirmed by a person");
+                        // The reason of an allow is shown to a person, never to the model
+                        // (kept as it was); the model is told of an edit, naming who
+                        // made it (`answer.rs`).
+                        let reason = match &edited {
+                            Some(_) => confirmed(set, decider(engine, set, index).await.as_deref()),
+                            None => confirmed(set, None),
+                        };
                         return answer(Answer::Allow {
                             updated_input: edited,
-                            reason: Some(format!("Confirmed in Assent (change set {set})")),
+                            reason: Some(reason),
                         });
                     }
                     // Handed out to another call (an identical one that waited too, or
@@ -594,14 +663,16 @@ async fn wait_for(
                     Some(JobStatus::Applied) | None => {
                         return answer(Answer::Deny {
                             reason: format!(
-                                "A person confirmed one identical call (change set {set}) and another call that waited for it ran; retry this call to ask for it"
+                                "A person confirmed one identical call (change set {set}), and another identical call that waited for it took that confirmation, so this call did not run; retry it to ask for it"
                             ),
                         });
                     }
                     Some(JobStatus::Approved | JobStatus::Running) if remaining.is_zero() => {
+                        let by = decider(engine, set, index).await;
                         return answer(Answer::Deny {
                             reason: format!(
-                                "Confirmed in Assent (change set {set}) but not yet released (a hold window); retry the same call later"
+                                "{}, but not released yet (the agent's rules hold it for a window), so it did not run yet; retry the same call later",
+                                confirmed(set, by.as_deref())
                             ),
                         });
                     }
@@ -650,9 +721,7 @@ async fn timed_out(
             Ok(_) => {
                 tracing::info!(change_set = %set, "nobody answered: handed to the agent's prompt");
                 return Ok(Turn::Answer(Answer::Ask {
-                    reason: format!(
-                        "Nobody answered in Assent within {waited} s; change set {set} was withdrawn, so you decide here"
-                    ),
+                    reason: handed_to_prompt(&format!("within {waited} s (change set {set})")),
                 }));
             }
             // Decided at the last moment: the decision stands.
@@ -668,4 +737,35 @@ async fn timed_out(
             "Waiting for a person's review in Assent (change set {set}); retry the same call after the person confirms it"
         ),
     }))
+}
+
+/// Why a call nobody answered in Assent goes to the agent's own permission prompt
+/// (`--on-timeout ask`), `when` saying how long it waited. Read by a person at the
+/// prompt, and by the model where there is none (a headless run such as `claude -p`
+/// turns the ask into a denial): what happened, and what the model may do next.
+fn handed_to_prompt(when: &str) -> String {
+    format!(
+        "Nobody answered this call in Assent {when}, so Assent withdrew it and handed it to the agent's own permission prompt. If the call was refused there (or no person is at this session, as in a headless run), it did not run: do not retry it unchanged; tell the user it needs their approval in Assent (`assent review`) or a rule that allows it"
+    )
+}
+
+/// `Confirmed by PERSON in Assent (change set SET)`: who allowed a call a person
+/// confirmed (the person's name left out when the decision names none).
+fn confirmed(set: Uuid, by: Option<&str>) -> String {
+    match by {
+        Some(by) => format!("Confirmed by {by} in Assent (change set {set})"),
+        None => format!("Confirmed in Assent (change set {set})"),
+    }
+}
+
+/// Who made the latest decision about item `index` of set `set`, when it names anyone:
+/// the words to the model say which person decided. A failed read names nobody (the
+/// decision itself stands).
+async fn decider(engine: &Engine, set: Uuid, index: usize) -> Option<String> {
+    let decisions = engine.decisions_of(set).await.ok()?;
+    decisions
+        .into_iter()
+        .rev()
+        .find(|decision| decision.item_index == index)
+        .and_then(|decision| decision.decided_by)
 }

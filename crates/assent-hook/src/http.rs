@@ -21,7 +21,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Extension, Router};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -40,8 +40,9 @@ pub const PREFIX: &str = "/api/hooks/";
 /// top-level `decision` also reads as a block). Codex, whose answers must hold its
 /// fields alone, has no `http` hooks.
 pub fn refused(path: &str, status: StatusCode, message: &str) -> Response {
-    let reason =
-        format!("Assent refused the hook's request ({status}: {message}), so the call is refused");
+    let reason = format!(
+        "Assent refused the hook's request ({status}: {message}), so the call did not run; this is the hook's setup, not a decision about the call (no rule or person refused it): tell the user, retrying will not help until it is fixed"
+    );
     let kind = path
         .strip_prefix(PREFIX)
         .map(|rest| rest.split('/').next().unwrap_or_default())
@@ -73,9 +74,64 @@ pub fn refused(path: &str, status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
-/// The routes, relative to `/api`.
+/// The routes, relative to `/api`: the hook, and what the hooks' sessions did
+/// (`GET /api/hook-sessions[?agent=A]`, `GET /api/hook-sessions/{session}[?agent=A]`,
+/// read-only; an agent token reads its own agent's sessions alone).
 pub fn routes() -> Router<Engine> {
-    Router::new().route("/hooks/{kind}", post(answer))
+    Router::new()
+        .route("/hooks/{kind}", post(answer))
+        .route("/hook-sessions", get(sessions))
+        .route("/hook-sessions/{session}", get(session))
+}
+
+/// Why a read of the sessions failed, as the server answers it.
+fn unexpected(error: crate::HookError) -> ServerError {
+    match error {
+        crate::HookError::Confirm(error) => ServerError::Confirm(error),
+        crate::HookError::Store(error) => ServerError::Store(error),
+        other => ServerError::Internal(other.to_string()),
+    }
+}
+
+/// `GET /api/hook-sessions`: every session, newest first (`assent sessions --json`).
+async fn sessions(
+    State(engine): State<Engine>,
+    Extension(caller): Extension<Principal>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ServerError> {
+    let agent = caller.scope_agent(query.get("agent").cloned())?;
+    let calls = crate::sessions::calls(&engine, agent.as_deref(), None)
+        .await
+        .map_err(unexpected)?;
+    let list: Vec<serde_json::Value> = crate::sessions::summaries(&calls)
+        .iter()
+        .map(crate::sessions::SessionSummary::to_json)
+        .collect();
+    Ok(axum::Json(list).into_response())
+}
+
+/// `GET /api/hook-sessions/{session}`: every call of one session, oldest first
+/// (`assent session show ID --json`); 404 when it has none.
+async fn session(
+    State(engine): State<Engine>,
+    Extension(caller): Extension<Principal>,
+    Path(session): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ServerError> {
+    let agent = caller.scope_agent(query.get("agent").cloned())?;
+    let calls = crate::sessions::calls(&engine, agent.as_deref(), Some(&session))
+        .await
+        .map_err(unexpected)?;
+    if calls.is_empty() {
+        return Err(ServerError::NotFound(format!(
+            "no hook call of session {session:?} is recorded"
+        )));
+    }
+    let list: Vec<serde_json::Value> = calls
+        .iter()
+        .map(crate::sessions::SessionCall::to_json)
+        .collect();
+    Ok(axum::Json(serde_json::json!({"session": session, "calls": list})).into_response())
 }
 
 async fn answer(
@@ -150,7 +206,9 @@ async fn answer(
                     tracing::error!(%error, "the hook could not decide: denied");
                     crate::refusal(
                         kind,
-                        &format!("Assent could not decide, so the call is refused: {error}"),
+                        &format!(
+                            "Assent could not decide, so the call is refused and did not run (no rule or person refused it): {error}"
+                        ),
                     )
                 }
             }

@@ -19,6 +19,8 @@
 //!   (a denial when the database keeps it busy); `install` writes each agent's timeout
 //!   above that run.
 //! - [`preset`]: the starter rules `assent hook install KIND --preset read-only` sets.
+//! - [`sessions`]: what a coding agent's session did, call by call, read from what
+//!   the hooks recorded (`assent sessions`, `assent session show`).
 //! - (feature `http`) `http::routes`: `POST /api/hooks/{kind}` on `assent serve`, the
 //!   same code behind an agent token.
 //!
@@ -52,6 +54,7 @@ pub mod install;
 mod kind;
 pub mod preset;
 mod session;
+pub mod sessions;
 mod summary;
 mod workspace;
 

@@ -116,14 +116,34 @@ pub(crate) async fn granted(
             Answer::Allow {
                 updated_input: None,
                 reason: Some(format!(
-                    "Allowed for this session in Assent (grant {}: {covered})",
+                    "Allowed for this session in Assent: a person said yes to {covered} for the rest of this session (grant {})",
                     grant.id
                 )),
             }
         }
         ExecutionOutcome::Denied { reason } => Answer::Deny { reason },
         other => Answer::Deny {
-            reason: format!("The session grant {} could not run it: {other:?}", grant.id),
+            reason: format!(
+                "Assent refused the call: a person's session grant {} covers it, but Assent could not record its run ({}), so it did not run; retry the same call",
+                grant.id,
+                outcome_words(&other)
+            ),
         },
     }))
+}
+
+/// An outcome of the audited executor other than a success, in words for the model
+/// (not a Rust debug dump).
+fn outcome_words(outcome: &ExecutionOutcome) -> String {
+    match outcome {
+        ExecutionOutcome::Denied { reason } => reason.clone(),
+        ExecutionOutcome::Failed { error } => format!("it failed: {error}"),
+        ExecutionOutcome::Queued { .. } | ExecutionOutcome::Scheduled { .. } => {
+            "it was queued instead of allowed".to_owned()
+        }
+        ExecutionOutcome::AwaitingApprovals { approvals, needed } => {
+            format!("it needs {needed} approvals and has {approvals}")
+        }
+        _ => "it ended in a way the hook has no words for".to_owned(),
+    }
 }

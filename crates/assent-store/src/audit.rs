@@ -263,6 +263,47 @@ pub async fn list(
     rows.iter().map(decode).collect()
 }
 
+/// The newest audit records (at most `limit`) whose run key starts with `prefix`, of
+/// agent `agent` when given, oldest first. `prefix` is matched exactly here (SQL's
+/// `LIKE` only narrows the read: it ignores ASCII case in SQLite), and must be one of
+/// the fixed run-key prefixes, never a person's or an agent's input.
+pub async fn with_run_key_prefix(
+    conn: &mut AnyConnection,
+    prefix: &'static str,
+    agent: Option<&str>,
+    limit: u32,
+) -> Result<Vec<AuditRecord>, StoreError> {
+    let pattern = format!("{prefix}%");
+    let limit = i64::from(limit);
+    let rows =
+        match agent {
+            Some(agent) => sqlx::query(
+                "SELECT * FROM (SELECT * FROM audit_records WHERE run_key LIKE $1 AND agent_id = $2
+                 ORDER BY id DESC LIMIT $3) AS recent ORDER BY id",
+            )
+            .bind(pattern)
+            .bind(agent)
+            .bind(limit)
+            .fetch_all(&mut *conn)
+            .await?,
+            None => {
+                sqlx::query(
+                    "SELECT * FROM (SELECT * FROM audit_records WHERE run_key LIKE $1
+                 ORDER BY id DESC LIMIT $2) AS recent ORDER BY id",
+                )
+                .bind(pattern)
+                .bind(limit)
+                .fetch_all(&mut *conn)
+                .await?
+            }
+        };
+    let records = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+    Ok(records
+        .into_iter()
+        .filter(|record| record.run_key.starts_with(prefix))
+        .collect())
+}
+
 /// Writes audit records to the store's `audit_records` table without ever failing the
 /// surrounding transaction: a record that cannot be written leaves nothing behind (not
 /// its row without its outbox message) and the caller's writes go on. On PostgreSQL,

@@ -802,6 +802,53 @@ pub async fn set_revision(
     Ok(())
 }
 
+/// The newest change sets (at most `limit`, deleted ones left out) whose thread starts
+/// with `prefix`, of agent `agent` when given, oldest first, with their items. `prefix`
+/// is matched exactly, as in [`crate::audit::with_run_key_prefix`].
+pub async fn with_thread_prefix(
+    conn: &mut AnyConnection,
+    prefix: &'static str,
+    agent: Option<&str>,
+    limit: u32,
+) -> Result<Vec<ChangeSet>, StoreError> {
+    let pattern = format!("{prefix}%");
+    let limit = i64::from(limit);
+    let ids: Vec<String> = match agent {
+        Some(agent) => {
+            sqlx::query_scalar(
+                "SELECT id FROM change_sets WHERE thread_id LIKE $1 AND agent_id = $2
+                 AND deleted_at IS NULL ORDER BY created_at DESC, id DESC LIMIT $3",
+            )
+            .bind(pattern)
+            .bind(agent)
+            .bind(limit)
+            .fetch_all(&mut *conn)
+            .await?
+        }
+        None => {
+            sqlx::query_scalar(
+                "SELECT id FROM change_sets WHERE thread_id LIKE $1
+                 AND deleted_at IS NULL ORDER BY created_at DESC, id DESC LIMIT $2",
+            )
+            .bind(pattern)
+            .bind(limit)
+            .fetch_all(&mut *conn)
+            .await?
+        }
+    };
+    let mut sets = Vec::with_capacity(ids.len());
+    for id in ids.iter().rev() {
+        let id =
+            Uuid::parse_str(id).map_err(|e| StoreError::corrupt("change_sets", e.to_string()))?;
+        if let Some(set) = load(conn, id).await?
+            && set.thread_id.starts_with(prefix)
+        {
+            sets.push(set);
+        }
+    }
+    Ok(sets)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -261,29 +261,105 @@ fn person_decides(person: Person) {
     for index in 0..BEFORE.len() {
         let set = cli.set_of(&agent(index));
         let out = match person {
-            Person::Confirms => cli.run(&["confirm", &set, "0"]),
-            Person::Edits => cli.run(&["edit", &set, "0", "--args", &edited.to_string()]),
-            Person::Rejects => cli.run(&["reject", &set, "0", "--reason", "not on main"]),
+            Person::Confirms => cli.run(&["confirm", &set, "0", "--as", "alice"]),
+            Person::Edits => cli.run(&[
+                "edit",
+                &set,
+                "0",
+                "--args",
+                &edited.to_string(),
+                "--as",
+                "alice",
+            ]),
+            Person::Rejects => cli.run(&[
+                "reject",
+                &set,
+                "0",
+                "--reason",
+                "not on main",
+                "--as",
+                "alice",
+            ]),
         };
         assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
         sets.push(set);
     }
     for (((name, _, tool), child), set) in BEFORE.iter().zip(children).zip(sets) {
         let confirmed = format!("Confirmed in Assent (change set {set})");
+        // The model is told which person edited the call (issue 53, point 2).
+        let edited_by = format!("Confirmed by alice in Assent (change set {set})");
+        let mut answer = answered(child);
         let expected = match person {
             Person::Confirms => documented(name, "allow", &confirmed, None),
             Person::Edits if takes_edits(name) => {
-                documented(name, "allow", &confirmed, Some(&edited))
+                // The model is told what the person changed, in the same turn, where
+                // the agent's answer has a field for it (issue 53, point 1).
+                let told = told_of_edit(name, &mut answer);
+                if let Some(told) = told {
+                    assert!(
+                        told.starts_with("A person changed this call before it ran: command: ")
+                            && told.contains(r#"→ "rm -rf build/cache""#)
+                            && told.ends_with(&format!("({edited_by})")),
+                        "{name}: {told}"
+                    );
+                }
+                documented(name, "allow", &edited_by, Some(&edited))
             }
-            Person::Edits => documented(
+            Person::Edits => {
+                let reason = answer.to_string();
+                assert!(
+                    reason
+                        .contains("It did not run as proposed. What the person changed: command: "),
+                    "{name}: {reason}"
+                );
+                let prefix =
+                    format!("A person edited this call; run it as edited instead: {tool} {edited}");
+                strip_after(&mut answer, &prefix);
+                documented(name, "deny", &prefix, None)
+            }
+            Person::Rejects => documented(
                 name,
                 "deny",
-                &format!("A person edited this call; run it as edited instead: {tool} {edited}"),
+                &format!(
+                    "Rejected by the user: not on main (rejected by alice in Assent, change set {set}; the call did not run)"
+                ),
                 None,
             ),
-            Person::Rejects => documented(name, "deny", "Rejected by the user: not on main", None),
         };
-        assert_eq!(answered(child), expected, "{name}");
+        assert_eq!(answer, expected, "{name}");
+    }
+}
+
+/// Takes out of `answer` (to `fixture`'s event) what the model is told of a person's
+/// edit beside the allow (Claude Code's and VS Code's `additionalContext`, Cursor's
+/// `agent_message`, which then says the allow's reason no more), and returns it; `None`
+/// where the agent's answer has no such field.
+fn told_of_edit(fixture: &str, answer: &mut Value) -> Option<String> {
+    let (outer, field) = match fixture.split('.').next() {
+        Some("claude-code" | "vscode") => (Some("hookSpecificOutput"), "additionalContext"),
+        Some("cursor") => (None, "agent_message"),
+        _ => return None,
+    };
+    let object = match outer {
+        Some(outer) => answer.get_mut(outer)?,
+        None => answer,
+    };
+    let told = object.as_object_mut()?.remove(field)?;
+    if fixture.starts_with("cursor") {
+        // Cursor's documented answer repeats the reason to the agent.
+        let reason = object["user_message"].clone();
+        object["agent_message"] = reason;
+    }
+    told.as_str().map(str::to_owned)
+}
+
+/// Cuts every reason string in `answer` that starts with `prefix` back to `prefix`.
+fn strip_after(answer: &mut Value, prefix: &str) {
+    match answer {
+        Value::String(text) if text.starts_with(prefix) => *text = prefix.to_owned(),
+        Value::Object(map) => map.values_mut().for_each(|v| strip_after(v, prefix)),
+        Value::Array(items) => items.iter_mut().for_each(|v| strip_after(v, prefix)),
+        _ => {}
     }
 }
 
@@ -336,7 +412,7 @@ fn nobody_answering_hands_the_call_to_the_agents_prompt_or_denies_it() {
             (
                 "ask",
                 format!(
-                    "Nobody answered in Assent within 1 s; change set {set} was withdrawn, so you decide here"
+                    "Nobody answered this call in Assent within 1 s (change set {set}), so Assent withdrew it and handed it to the agent's own permission prompt. If the call was refused there (or no person is at this session, as in a headless run), it did not run: do not retry it unchanged; tell the user it needs their approval in Assent (`assent review`) or a rule that allows it"
                 ),
             )
         } else {
@@ -604,14 +680,24 @@ fn two_agents_in_one_workspace_each_get_their_own_item() {
         pending.to_string().contains(&second_set),
         "the second agent's item still waits: {pending}"
     );
-    let out = cli.run(&["reject", &second_set, "0", "--reason", "not you"]);
+    let out = cli.run(&[
+        "reject",
+        &second_set,
+        "0",
+        "--reason",
+        "not you",
+        "--as",
+        "bob",
+    ]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         answered(second),
         documented(
             "claude-code.PreToolUse",
             "deny",
-            "Rejected by the user: not you",
+            &format!(
+                "Rejected by the user: not you (rejected by bob in Assent, change set {second_set}; the call did not run)"
+            ),
             None,
         )
     );
@@ -3264,6 +3350,16 @@ fn the_real_claude_code_runs_a_pipe_and_is_told_which_part_was_denied() {
 /// forgotten, the identical call is asked again.
 #[test]
 fn the_real_claude_code_is_refused_a_rejected_call_again_on_the_record_until_forgotten() {
+/// The whole last message of the request after the call (`tests/fake_anthropic.py`
+/// writes it beside [`FakeModel::told`]): the tool_result and what Claude Code put
+/// beside it, such as a hook's additional context.
+fn told_with_context(model: &FakeModel) -> String {
+    std::fs::read_to_string(model.dir.path().join("told.message"))
+        .expect("the request after the call")
+}
+
+#[test]
+fn the_real_claude_code_tells_the_model_what_a_person_changed_in_the_same_turn() {
     let Some(claude) = claude_code() else {
         return;
     };
@@ -3274,6 +3370,7 @@ fn the_real_claude_code_is_refused_a_rejected_call_again_on_the_record_until_for
     let dir = project.path().to_str().expect("a path");
     let dir = project.path().to_str().expect("a path");
     let agent = agent(0);
+    let dir = project.path().to_str().expect("a path");
     ok(cli.run(&[
         "hook",
         "install",
@@ -3345,6 +3442,41 @@ fn the_real_claude_code_is_refused_a_rejected_call_again_on_the_record_until_for
 /// The same with the real Gemini CLI (`run_shell_command`).
 #[test]
 fn the_real_gemini_cli_runs_a_pipe_and_is_told_which_part_was_denied() {
+    ]));
+    let model = FakeModel::start("touch proposed.txt");
+    let running = run_claude(&claude, project.path(), home.path(), &model);
+    let set = cli.set_of(&agent(0));
+    ok(cli.run(&[
+        "edit",
+        &set,
+        "0",
+        "--args",
+        r#"{"command":"touch edited.txt","description":"Run the command"}"#,
+        "--as",
+        "alice",
+    ]));
+    let result = claude_result(running);
+    assert_eq!(result["permission_denials"], json!([]));
+    assert!(project.path().join("edited.txt").exists());
+    assert!(!project.path().join("proposed.txt").exists());
+    // The model's next request carries the sentence and the diff, with who decided.
+    let told = told_with_context(&model);
+    let context: Value = serde_json::from_str(told.lines().last().expect("a line")).expect("JSON");
+    let text = context.to_string();
+    assert!(
+        text.contains(
+            r#"A person changed this call before it ran: command: \"touch proposed.txt\" → \"touch edited.txt\""#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("Confirmed by alice in Assent (change set {set})")),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_real_gemini_cli_tells_the_model_its_call_was_changed_before_it_ran() {
     let Some(gemini) = npm_cli("@google/gemini-cli", "0.61.0", "gemini", "gemini-npm") else {
         return;
     };
@@ -3448,4 +3580,41 @@ fn the_real_gemini_cli_runs_a_pipe_and_is_told_which_part_was_denied() {
     assert_eq!(result["permission_denials"], json!([]), "{result}");
     assert!(project.path().join("rejected-twice.txt").exists());
     proven(&cli);
+    let real = RealRun {
+        cli: &cli,
+        agent: agent(8),
+        project: project.path(),
+    };
+    real.install("gemini", "run_shell_command");
+    let model = FakeApi::start("gemini", "touch proposed.txt");
+    let running = Command::new(&gemini)
+        .args(["-p", "Run the command.", "--approval-mode", "yolo"])
+        .args(["-m", "gemini-2.5-pro", "--output-format", "json"])
+        .current_dir(project.path())
+        .env("HOME", home.path())
+        .env("GEMINI_API_KEY", "fake-key")
+        .env(
+            "GOOGLE_GEMINI_BASE_URL",
+            format!("http://127.0.0.1:{}", model.port),
+        )
+        .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+        .env_remove("ASSENT_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gemini starts");
+    real.person(
+        Person::Edits,
+        r#"{"command":"touch edited.txt","description":"Run the command"}"#,
+    );
+    ran_to_the_end(running, REAL_RUN);
+    assert!(project.path().join("edited.txt").exists());
+    // Gemini CLI says so itself, beside the edited command's output: its protocol has
+    // no field for the hook's own words with an edit (issue 53, point 1).
+    let told = model.told();
+    assert!(
+        told.contains("were modified by a hook before execution"),
+        "{told}"
+    );
 }
