@@ -23,6 +23,7 @@ mod peer_sync;
 mod record_commands;
 mod render;
 mod review;
+mod review_card;
 mod review_server;
 mod serve;
 mod slack_commands;

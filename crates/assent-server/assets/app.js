@@ -473,10 +473,11 @@
     if (OPEN.has(item.status) && !held) {
       li.append(el("span", { class: "buttons" },
         el("button", { type: "button", class: "confirm", "data-focus-key": key + "/confirm", "aria-label": "Confirm: " + item.toolName + ": " + item.humanSummary, title: "Confirm", onclick: () => act(set, path + "/confirm", { revision: item.revision || 0 }) }, "✓"),
-        // A coding agent's call: "yes, for this session" also runs the same call
-        // (exactly these arguments) of this session unasked from now on.
+        // A coding agent's call: "yes, for this session" also runs the same command
+        // (or the same file's call) of this session unasked from now on, whatever
+        // free-text description the agent gives it.
         set.session ? el("button", { type: "button", class: "confirm for-session", "data-focus-key": key + "/session",
-          "aria-label": "Confirm for this session: " + item.toolName + ": " + item.humanSummary, title: "Confirm, and run exactly this call again without asking for the rest of session " + set.session,
+          "aria-label": "Confirm for this session: " + item.toolName + ": " + item.humanSummary, title: "Confirm, and run this same " + (item.args && typeof item.args.command === "string" ? "command" : "call") + " again without asking (whatever its description) for the rest of session " + set.session,
           onclick: () => act(set, path + "/confirm", { revision: item.revision || 0, forSession: true }) }, "✓ session") : null,
         el("button", { type: "button", class: "reject", "data-focus-key": key + "/reject", "aria-label": "Reject: " + item.toolName + ": " + item.humanSummary, title: "Reject", onclick: () => toggleForm(key, "reject") }, "✗"),
         el("button", { type: "button", class: "edit", "data-focus-key": key + "/edit", "aria-label": "Edit: " + item.toolName + ": " + item.humanSummary, onclick: () => toggleForm(key, "edit") }, "Edit"),
