@@ -3122,3 +3122,103 @@ fn hooked_without_a_database(
     .expect("settings");
     (bare, blocker.join("data"))
 }
+
+impl FakeModel {
+    /// [`FakeModel::start`], the model calling `command` once per description in one
+    /// conversation (`FAKE_DESCRIPTIONS` of `tests/fake_anthropic.py`).
+    fn calling_with(command: &str, descriptions: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let port_file = dir.path().join("port");
+        let child = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fake_anthropic.py"
+            ))
+            .arg(&port_file)
+            .arg(dir.path().join("told"))
+            .arg(command)
+            .env("FAKE_DESCRIPTIONS", descriptions.join("|"))
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3 runs the fake model");
+        let started = Instant::now();
+        let port = loop {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                break port;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the fake model listens"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            dir,
+        }
+    }
+
+    /// Every `tool_result` the model received, in order.
+    fn told_all(&self) -> Vec<Value> {
+        let log = std::fs::read_to_string(self.dir.path().join("told")).expect("a tool_result");
+        log.lines()
+            .map(|line| serde_json::from_str(line).expect("JSON"))
+            .collect()
+    }
+}
+
+/// Issue 53, point 14, with the real Claude Code: "yes, for this session" without a
+/// pattern bound Claude's free-text `description`, so the identical command the model
+/// ran next, described in other words, was asked again. Now the session grant binds
+/// the command: the second call runs unasked.
+#[test]
+fn the_real_claude_code_runs_the_same_command_unasked_under_a_session_grant_whatever_its_description()
+ {
+    let Some(claude) = claude_code() else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let dir = project.path().to_str().expect("a path");
+    ok(cli.run(&[
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        &agent(0),
+        "--project",
+        dir,
+    ]));
+    let model = FakeModel::calling_with(
+        "echo ran-for-the-session",
+        &[
+            "Print a marker",
+            "Print the marker once more, in other words",
+        ],
+    );
+    let running = run_claude(&claude, project.path(), home.path(), &model);
+    let set = cli.set_within(&agent(0), Duration::from_secs(60));
+    let shown = cli.json(&["show", &set], "");
+    assert_eq!(
+        shown["items"][0]["args"]["description"], "Print a marker",
+        "{shown}"
+    );
+    let answer = cli.json(&["confirm", &set, "0", "--for-session"], "");
+    assert_eq!(
+        answer["sessionGrant"]["argsPattern"],
+        json!({"command": "echo ran-for-the-session"}),
+        "{answer}"
+    );
+    let result = claude_result(running);
+    assert_eq!(result["permission_denials"], json!([]), "{result}");
+    let told = model.told_all();
+    assert_eq!(told.len(), 2, "{told:?}");
+    for (n, result) in told.iter().enumerate() {
+        assert_eq!(result["tool_use_id"], format!("toolu_fake_{}", n + 1));
+        assert_eq!(result["content"], "ran-for-the-session", "{result}");
+    }
+    // Nobody answered the second call: it ran under the grant, and nothing waits.
+    assert_eq!(cli.json(&["pending"], ""), json!([]));
+}
