@@ -316,10 +316,19 @@
   // every part whole (its open state survives re-renders), or null when nothing was cut.
   function shortened(key, parts) {
     let cut = false;
+    // How many characters, and lines, the cut values left out (issue 53: the page says
+    // how much a person has not seen before they decide).
+    let hiddenChars = 0;
+    let hiddenLines = 0;
     // On one line, as the command line shows it: a newline in agent text is a ⏎.
     const short = (value) => {
       const shown = headAndTail(value, SHOWN_CHARS);
-      if (shown !== value) cut = true;
+      if (shown !== value) {
+        cut = true;
+        const marker = shown.match(/…\[(\d+) chars cut\]…/);
+        hiddenChars += marker ? Number(marker[1]) : 0;
+        hiddenLines += value.split("\n").length - shown.split("\n").length;
+      }
       return shown.replace(/\n/g, "⏎");
     };
     const full = () => {
@@ -330,7 +339,9 @@
       ]);
       const details = el("details", { class: "full",
         ontoggle: (e) => { if (e.target.open) expanded.add(key); else expanded.delete(key); } },
-        el("summary", { class: "more", "data-focus-key": key + "/full" }, "Cut to fit: show everything whole"),
+        el("summary", { class: "more", "data-focus-key": key + "/full" },
+          "Cut to fit: " + hiddenChars + " characters" + (hiddenLines > 0 ? " (" + hiddenLines + " lines)" : "") +
+          " not shown here; show everything whole"),
         el("dl", {}, ...rows));
       if (expanded.has(key)) details.open = true;
       return details;
