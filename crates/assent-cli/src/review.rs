@@ -900,10 +900,13 @@ impl Session<'_> {
         };
         let item = &open.set.items[shown.index];
         let (runs, _) = runs_of(open, shown.index);
-        let suggested =
-            assent_confirm::suggested_session_pattern(&item.tool_name, &runs, &open.set.target_id)
-                .unwrap_or_default();
-        let binds = assent_store::delegation::session_binding(&runs);
+        let suggested = assent_confirm::grants::suggested_session_pattern(
+            &item.tool_name,
+            &runs,
+            &open.set.target_id,
+        )
+        .unwrap_or_default();
+        let binds = assent_confirm::grants::session_binding(&runs);
         say(&format!(
             "For the rest of session {}: Enter accepts the pattern, or edit it; clear it to allow exactly {} again (any description); Escape goes back.",
             one_line(&render::visible(session)),

@@ -146,7 +146,7 @@ pub use scheduler::{
     CallResult, DEFAULT_EXECUTION_TIMEOUT, MAX_PROMPTS_PER_CALL, ScheduledCall, ScheduledWake,
     Scheduler, Session,
 };
-pub use session::{SESSION_THREAD_PREFIX, session_of, session_thread, suggested_session_pattern};
+pub use session::{SESSION_THREAD_PREFIX, session_of, session_thread};
 pub use simple::{HostError, IntoToolOutcome, SimpleHost};
 pub use strategy::{
     AutoApprove, ConfirmationDetails, ConfirmationStrategy, DeferToChangeSet, Delegated,

@@ -15,14 +15,17 @@ use crate::{AppState, ServerError};
 use assent_confirm::Engine;
 use assent_confirm::admin::SlackSettings;
 use assent_domain::{OffsetDateTime, one_line};
-use assent_webhooks::{
-    APPROVE, APPROVE_SESSION, REJECT, REJECT_VIEW, SlackApi, parse_button_value,
-};
+use assent_webhooks::{APPROVE, REJECT, REJECT_VIEW, SlackApi, parse_button_value};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+
+/// The action id `assent_webhooks::set_message` gives "Approve for this session" (a
+/// coding agent's hook call); `a_hook_sessions_call_gets_a_session_button` checks that
+/// both agree.
+const APPROVE_SESSION: &str = "approve_session";
 use uuid::Uuid;
 
 /// What a person asked for, read from a verified payload.
@@ -350,7 +353,7 @@ mod tests {
             created_at: OffsetDateTime::UNIX_EPOCH,
         })
         .expect("a set");
-        let quorum = assent_store::approvals::Quorum::default();
+        let quorum = assent_confirm::records::Quorum::default();
         let state = assent_webhooks::SetState {
             decisions: &[],
             quorum: &quorum,

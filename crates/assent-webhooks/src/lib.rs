@@ -42,9 +42,9 @@ pub use sender::{
 pub use signing::{SECRET_PREFIX, generate_secret, sign};
 pub use slack::slack_body;
 pub use slack_app::{
-    APPROVE, APPROVE_SESSION, DEFAULT_SLACK_API_URL, MAX_ACTIONS, MAX_BLOCKS, MAX_SECTION_CHARS,
-    OPEN, REJECT, REJECT_VIEW, SLACK_CALL_TIMEOUT, SLACK_MAX_SKEW_SECONDS, SetState, SlackApi,
-    SlackPoster, button_value, parse_button_value, payload_digest, reject_view, set_message,
-    slack_signature, verify_slack_signature,
+    APPROVE, DEFAULT_SLACK_API_URL, MAX_ACTIONS, MAX_BLOCKS, MAX_SECTION_CHARS, OPEN, REJECT,
+    REJECT_VIEW, SLACK_CALL_TIMEOUT, SLACK_MAX_SKEW_SECONDS, SetState, SlackApi, SlackPoster,
+    button_value, parse_button_value, payload_digest, reject_view, set_message, slack_signature,
+    verify_slack_signature,
 };
 pub use target::{Format, validate_events, validate_url};

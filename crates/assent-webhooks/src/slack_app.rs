@@ -50,8 +50,9 @@ const VALUE_CHARS: usize = 150;
 /// The action ids of the buttons, and the callback id of the reason modal.
 pub const APPROVE: &str = "approve";
 /// See [`APPROVE`]: approve, and run the same command (or the same file's call) of
-/// the coding agent's session unasked from now on (issue 53).
-pub const APPROVE_SESSION: &str = "approve_session";
+/// the coding agent's session unasked from now on (issue 53). The server's reader of
+/// clicks names it too (a test there checks both agree).
+const APPROVE_SESSION: &str = "approve_session";
 /// See [`APPROVE`].
 pub const REJECT: &str = "reject";
 /// See [`APPROVE`].
