@@ -173,8 +173,9 @@ impl ConfirmationService {
 
 /// The pattern "yes, for this session" suggests for a call of `tool` with `args` in
 /// workspace `target_id`, for the person to accept, edit or clear: a command's first
-/// word, and its second when that is a plain word too (`git status --short` gives
-/// `Bash(git status:*)`), or the folder of a file tool's path (`Edit(src/*)`). `None`
+/// two words when both are plain words (`git status --short` gives
+/// `Bash(git status:*)`), its first alone when only flags follow (`ls -la`), or the
+/// folder of a file tool's path (`Edit(src/*)`). `None`
 /// when no such pattern surely covers the call (a chained command, a path with
 /// `..`, another kind of tool): the grant then binds the command or path alone.
 pub fn suggested_session_pattern(tool: &str, args: &Value, target_id: &str) -> Option<String> {
@@ -187,15 +188,17 @@ pub fn suggested_session_pattern(tool: &str, args: &Value, target_id: &str) -> O
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
                 && !word.starts_with('-')
         };
-        let words: Vec<&str> = command
-            .split_whitespace()
-            .take(2)
-            .take_while(|word| plain(word))
-            .collect();
-        if words.is_empty() {
-            return None;
+        let all: Vec<&str> = command.split_whitespace().collect();
+        let words: Vec<&str> = all.iter().take(2).copied().take_while(plain).collect();
+        // One word is suggested alone only when flags are all that follow it: `ls -la`
+        // gives `ls:*`, while `rm -rf build` suggests nothing, since `rm:*` would
+        // allow removing anything (THREATS 10: a yes covers what the person saw).
+        let flags_only = all.iter().skip(1).all(|word| word.starts_with('-'));
+        match words.len() {
+            2 => format!("{}:*", words.join(" ")),
+            1 if flags_only => format!("{}:*", words[0]),
+            _ => return None,
         }
-        format!("{}:*", words.join(" "))
     } else {
         let path = text(&["file_path", "path", "notebook_path"])?;
         let (folder, _) = path.rsplit_once('/')?;
@@ -239,6 +242,11 @@ mod tests {
             None
         );
         assert_eq!(suggest("Bash", json!({"command": "./run.sh"})), None);
+        assert_eq!(suggest("Bash", json!({"command": "rm -rf build"})), None);
+        assert_eq!(
+            suggest("Bash", json!({"command": "npm test"})),
+            Some("Bash(npm test:*)".to_owned())
+        );
         assert_eq!(
             suggest(
                 "Edit",
