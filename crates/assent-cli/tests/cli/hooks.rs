@@ -3222,3 +3222,70 @@ fn the_real_claude_code_runs_the_same_command_unasked_under_a_session_grant_what
     // Nobody answered the second call: it ran under the grant, and nothing waits.
     assert_eq!(cli.json(&["pending"], ""), json!([]));
 }
+
+/// Issue 53, point 14, through the route the page's "✓ session" button uses: without
+/// a pattern the grant binds the command, not Claude's free-text `description`, so the
+/// identical command described otherwise runs unasked; another command is asked.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_pages_session_answer_binds_the_command_not_its_description() {
+    let cli = Cli::coders();
+    let served = serve(&cli, ADMIN_TOKEN);
+    let described = |command: &str, description: &str, call: &str| {
+        let mut event: Value =
+            serde_json::from_str(&in_session("sess-A", command, call)).expect("JSON");
+        event["tool_input"]["description"] = json!(description);
+        event.to_string()
+    };
+    let hook = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "30"],
+        &described("npm test", "Run the tests", "c1"),
+    );
+    let set = tokio::task::block_in_place(|| cli.set_of(&agent(0)));
+    let given: Value = reqwest::Client::new()
+        .post(format!(
+            "{}/api/change-sets/{set}/items/0/confirm",
+            served.base
+        ))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"forSession": true, "revision": 0}))
+        .send()
+        .await
+        .expect("answered")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(
+        given["sessionGrant"]["argsPattern"],
+        json!({"command": "npm test"}),
+        "{given}"
+    );
+    let answer = tokio::task::block_in_place(|| answered(hook));
+    assert_eq!(decision(&answer), "allow");
+    let again = tokio::task::block_in_place(|| {
+        answered_at_once(
+            &cli,
+            cli.hook(
+                "claude-code",
+                &agent(0),
+                &["--wait", "30"],
+                &described("npm test", "Run the whole test suite again", "c2"),
+            ),
+        )
+    });
+    assert_eq!(decision(&again), "allow", "{again}");
+    let other = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "30"],
+        &described("npm test -- --update-snapshots", "Run the tests", "c3"),
+    );
+    let asked = tokio::task::block_in_place(|| cli.set_of(&agent(0)));
+    ok(cli.run(&["reject", &asked, "0", "--reason", "asked, not granted"]));
+    assert_eq!(
+        decision(&tokio::task::block_in_place(|| answered(other))),
+        "deny"
+    );
+    tokio::task::block_in_place(|| proven(&cli));
+}
