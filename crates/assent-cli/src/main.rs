@@ -24,6 +24,7 @@ mod record_commands;
 mod rejection_commands;
 mod render;
 mod review;
+mod review_card;
 mod review_server;
 mod serve;
 mod session_commands;

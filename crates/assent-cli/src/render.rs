@@ -513,10 +513,15 @@ pub fn waits(until: OffsetDateTime, now: OffsetDateTime) -> String {
 }
 
 /// One waiting item as `assent review` shows it: who asks and for how long already,
-/// the tool's name (never only a host's title), every argument on a line of its own
-/// (long ones keep their head and tail, `⏎` for a newline, misleading characters
-/// escaped), the value it replaces, approvals so far, a hold, and the keys.
-pub fn review_card(set: &ChangeSet, index: usize, context: &ReviewContext<'_>) -> String {
+/// the tool's name (never only a host's title), `body` (what runs, drawn by
+/// `review_card::body`: every argument whole, a file's change as a diff), approvals
+/// so far, a hold, and the keys.
+pub fn review_card(
+    set: &ChangeSet,
+    index: usize,
+    context: &ReviewContext<'_>,
+    body: &str,
+) -> String {
     let item = &set.items[index];
     let (n, of) = context.place;
     let waited = duration(context.now - set.created_at);
@@ -534,7 +539,7 @@ pub fn review_card(set: &ChangeSet, index: usize, context: &ReviewContext<'_>) -
         &set.id.simple().to_string()[..8],
         item.revision
     ));
-    let (summary, mut was_cut) = shown(&item.human_summary, SUMMARY_CHARS);
+    let (summary, was_cut) = shown(&item.human_summary, SUMMARY_CHARS);
     text.push_str(&format!("  summary  {summary}\n"));
     if let Some(detail) = &item.stale_detail {
         text.push_str(&format!("  stale    {}\n", one_line(&visible(detail))));
@@ -547,30 +552,7 @@ pub fn review_card(set: &ChangeSet, index: usize, context: &ReviewContext<'_>) -
             one_line(&visible(by))
         ));
     }
-    let runs = edit.as_ref().map_or(&item.args, |(args, _)| *args);
-    match runs {
-        Value::Object(map) if map.is_empty() => text.push_str("  args     none\n"),
-        Value::Object(map) => {
-            for (key, arg) in map {
-                let (key, key_cut) = shown(key, KEY_CHARS);
-                let (arg, arg_cut) = shown(&value(arg), VALUE_CHARS);
-                was_cut |= key_cut || arg_cut;
-                text.push_str(&format!("    {key}: {arg}\n"));
-            }
-        }
-        other => {
-            let (arg, arg_cut) = shown(&value(other), VALUE_CHARS);
-            was_cut |= arg_cut;
-            text.push_str(&format!("  args     {arg}\n"));
-        }
-    }
-    if let Some(before) = &item.before {
-        let (before, cut) = shown(&value(before), VALUE_CHARS);
-        was_cut |= cut;
-        text.push_str(&format!(
-            "  before   {before}  → after: as the arguments say\n"
-        ));
-    }
+    text.push_str(body);
     if let Some((needed, revision)) = quorum {
         text.push_str(&format!(
             "  approvals {} of {needed}{}\n",
@@ -586,7 +568,7 @@ pub fn review_card(set: &ChangeSet, index: usize, context: &ReviewContext<'_>) -
     }
     if was_cut {
         text.push_str(&format!(
-            "  (cut to fit; every argument whole: assent show {} {index})\n",
+            "  (summary cut to fit; the arguments above are what runs: assent show {} {index})\n",
             set.id
         ));
     }
@@ -595,7 +577,7 @@ pub fn review_card(set: &ChangeSet, index: usize, context: &ReviewContext<'_>) -
 }
 
 /// The keys `assent review` answers, under every item it shows.
-pub const REVIEW_KEYS: &str = "  [y] confirm  [n] reject  [e] edit  [d] defer  [s] skip  [a] confirm the rest of the set  [?] help  [q] quit\n";
+pub const REVIEW_KEYS: &str = "  [y] confirm  [S] for this session  [n] reject  [e] edit  [v] view whole  [d] defer  [s] skip  [a] confirm the rest of the set  [?] help  [q] quit\n";
 
 /// What the database knows of an item's tool, for `assent show`.
 #[derive(Debug)]

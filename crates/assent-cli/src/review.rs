@@ -4,11 +4,19 @@
 //! confirmation service as every other door does, bound to the revision it showed:
 //! quorum, hold, stale refresh and policy apply here exactly as on `assent confirm`
 //! and the page.
+//!
+//! Nothing a confirmation runs is hidden (issue 53): the card draws every argument
+//! whole and a file's change as a diff ([`crate::review_card`]); when the card had to
+//! leave lines out to fit the screen, `v` pages through the whole call and `y` asks
+//! for `v` (or a second `y`) first. `e` on a file tool opens the file's text, not a
+//! JSON string, and `S` answers "yes, for this session" with a pattern to accept or
+//! edit.
 
 use crate::CliError;
 use crate::cli::ReviewArgs;
 use crate::context::{Ctx, Output};
 use crate::render::{self, ReviewContext};
+use crate::review_card;
 use crate::review_server::ReviewServer;
 use crate::terminal::{self, Keys, say};
 use assent_confirm::ItemRef;
@@ -30,9 +38,16 @@ const FEED_BATCH: i64 = 1_000;
 
 /// What `?` prints.
 const HELP: &str = "Keys:
-  y  confirm this item (as shown: if it changed meanwhile, nothing is counted)
+  y  confirm this item (as shown: if it changed meanwhile, nothing is counted; when
+     the card left lines out, y asks for v first, or y again)
+  S  confirm it, and run its command (or its file's calls) again unasked for the rest
+     of the coding agent's session: a pattern is suggested to accept, edit or clear
   n  reject it (asks for a reason; Enter for none, Escape to go back)
-  e  edit its arguments in $VISUAL or $EDITOR, then confirm them
+  e  edit it in $VISUAL or $EDITOR, then confirm it: a file tool's text (Write's
+     content, Edit's new_string, each of MultiEdit's) as plain text, else the
+     arguments as JSON
+  E  edit every argument as JSON
+  v  view the whole call, every line, through $PAGER or page by page
   d  defer it (it stays open; `assent pending` lists it)
   s  skip it for this session
   a  confirm it and the rest of its change set
@@ -116,6 +131,8 @@ async fn review(
         skipped: HashSet::new(),
         known: None,
         shown: None,
+        unseen: 0,
+        warned: false,
         told_wait: None,
         idle_said: false,
         feed,
@@ -183,6 +200,10 @@ struct Session<'a> {
     /// is new, and raises a notice.
     known: Option<HashSet<Uuid>>,
     shown: Option<Shown>,
+    /// Lines of the item on the screen its card left out (0 once `v` showed them).
+    unseen: usize,
+    /// `y` was pressed once on an item with unseen lines: the next `y` confirms it.
+    warned: bool,
     /// How long the agent of the item on the screen waits, as last said.
     told_wait: Option<OffsetDateTime>,
     /// "Nothing waits" was said since the last item.
@@ -219,6 +240,113 @@ fn waiting(loaded: &[Loaded], reviewer: &str, skipped: &HashSet<(Uuid, usize)>) 
         }
     }
     items
+}
+
+/// The arguments item `index` of `open` runs with (a person's edit under a quorum, or
+/// the agent's), and whether they are the agent's as proposed.
+fn runs_of(open: &Loaded, index: usize) -> (Value, bool) {
+    let proposed = &open.set.items[index].args;
+    let runs = open
+        .quorum
+        .items
+        .iter()
+        .find(|(i, _, _)| *i == index)
+        .and_then(|(_, _, revision)| revision.args.clone())
+        .unwrap_or_else(|| proposed.clone());
+    let as_proposed = runs == *proposed;
+    (runs, as_proposed)
+}
+
+/// The body of item `index`'s card, whole.
+fn whole_body(open: &Loaded, index: usize) -> Vec<review_card::Line> {
+    let (runs, as_proposed) = runs_of(open, index);
+    review_card::body(&runs, open.set.items[index].before.as_ref(), as_proposed)
+}
+
+/// The body of item `index`'s card as it fits the screen, and how many lines were
+/// left out.
+fn fitted(open: &Loaded, index: usize) -> (Vec<review_card::Line>, usize) {
+    let (rows, columns) = terminal::size().unwrap_or((CARD_ROWS_UNKNOWN, 80));
+    // The card's own lines (header, summary, keys) and the prompt keep their rows.
+    let budget = rows.saturating_sub(CARD_FRAME_ROWS).max(CARD_MIN_ROWS);
+    review_card::fit(&whole_body(open, index), budget, columns)
+}
+
+/// The rows a card's header, summary, approvals and keys take around its body.
+const CARD_FRAME_ROWS: usize = 12;
+/// A card's body keeps at least this many rows, however small the screen.
+const CARD_MIN_ROWS: usize = 10;
+/// The rows assumed when the terminal does not say how many it has.
+const CARD_ROWS_UNKNOWN: usize = 40;
+
+/// What `e` opens as plain text in a file tool's arguments (issue 53, point 13:
+/// editing a file meant editing a JSON string): `content` (Write), `new_string`
+/// (Edit), or each edit's `new_string` (MultiEdit), as JSON pointers with what each
+/// is for; `None` for any other call, whose arguments are edited as JSON.
+fn plain_texts(runs: &Value) -> Option<Vec<(String, String)>> {
+    let path = ["file_path", "path", "notebook_path"]
+        .iter()
+        .find_map(|key| runs.get(*key)?.as_str())?;
+    let path = one_line(&render::visible(path)).into_owned();
+    if runs.get("content").is_some_and(Value::is_string) {
+        return Some(vec![(
+            "/content".to_owned(),
+            format!("the content written to {path}"),
+        )]);
+    }
+    if runs.get("new_string").is_some_and(Value::is_string) {
+        return Some(vec![(
+            "/new_string".to_owned(),
+            format!("the text that replaces old_string in {path}"),
+        )]);
+    }
+    let edits = runs.get("edits")?.as_array()?;
+    let all_text = !edits.is_empty()
+        && edits
+            .iter()
+            .all(|edit| edit.get("new_string").is_some_and(Value::is_string));
+    all_text.then(|| {
+        edits
+            .iter()
+            .enumerate()
+            .map(|(n, _)| {
+                (
+                    format!("/edits/{n}/new_string"),
+                    format!(
+                        "edit {} of {} of {path} (its new_string)",
+                        n + 1,
+                        edits.len()
+                    ),
+                )
+            })
+            .collect()
+    })
+}
+
+/// The file name ending `e` gives the text of a file at `path`: its own extension
+/// (so the editor reads it as what it is), else `.txt`.
+fn text_suffix(runs: &Value) -> String {
+    let extension = ["file_path", "path", "notebook_path"]
+        .iter()
+        .find_map(|key| runs.get(*key)?.as_str())
+        .and_then(|path| std::path::Path::new(path).extension()?.to_str())
+        .filter(|ext| ext.len() <= 12 && ext.chars().all(|c| c.is_ascii_alphanumeric()));
+    format!(".{}", extension.unwrap_or("txt"))
+}
+
+/// What a person saved in their editor, as the text it stands for: an editor adds a
+/// final newline to a text that had none, which is taken off again.
+fn saved_text(original: &str, saved: String) -> String {
+    if original.ends_with('\n') {
+        return saved;
+    }
+    match saved
+        .strip_suffix("\r\n")
+        .or_else(|| saved.strip_suffix('\n'))
+    {
+        Some(text) => text.to_owned(),
+        None => saved,
+    }
 }
 
 /// `[5e72c9a1 0]`: an item named for a person.
@@ -362,10 +490,20 @@ impl Session<'_> {
             now: self.now(),
             waits_until: open.waits_until,
         };
-        say(&render::visible(&render::review_card(
-            &open.set, next.index, &context,
-        )));
+        let (mut lines, left_out) = fitted(open, next.index);
+        if left_out > 0 {
+            lines.push(review_card::Line {
+                kind: review_card::Kind::Hunk,
+                text: format!(
+                    "  … {left_out} more lines not shown, cut to fit the screen: v shows the whole call (y asks again before it confirms what you have not seen)"
+                ),
+            });
+        }
+        let body = review_card::draw(&lines, review_card::colour());
+        say(&render::review_card(&open.set, next.index, &context, &body));
         self.shown = Some(next);
+        self.unseen = left_out;
+        self.warned = false;
         self.told_wait = open.waits_until;
         self.idle_said = false;
         Ok(())
@@ -503,10 +641,14 @@ impl Session<'_> {
         keys: &mut Keys,
     ) -> Result<bool, CliError> {
         let key = match key {
+            // `S` and `E` are keys of their own; any other letter counts in either case.
+            Key::Char(c @ ('S' | 'E')) => c,
             Key::Char(c) => c.to_ascii_lowercase(),
             Key::CtrlC | Key::Escape => 'q',
             _ => return Ok(true),
         };
+        // A second `y` (or `S`, `a`) confirms unread only right after the first.
+        let warned = std::mem::take(&mut self.warned);
         match key {
             'q' => return Ok(false),
             '?' | 'h' => {
@@ -525,10 +667,32 @@ impl Session<'_> {
         let span =
             tracing::info_span!("review_decision", set = %shown.set, index = shown.index, %key);
         let _entered = span.enter();
+        if matches!(key, 'y' | 'S') && self.unseen > 0 && !warned {
+            self.warned = true;
+            say(&format!(
+                "{} {} lines of it were not shown: v shows the whole call first; {key} again confirms it unread",
+                label(shown.set, shown.index),
+                self.unseen
+            ));
+            return Ok(true);
+        }
         match key {
             'y' => self.confirm(shown).await?,
+            'S' => {
+                if !self.for_session(shown, open, keys).await? {
+                    return Ok(true);
+                }
+            }
+            'v' => {
+                self.view(open, shown, keys).await?;
+                return Ok(true);
+            }
             'n' => self.reject(shown, keys).await?,
-            'e' => self.edit(shown, open).await?,
+            'e' => match plain_texts(&runs_of(open, shown.index).0) {
+                Some(texts) => self.edit_text(shown, open, &texts).await?,
+                None => self.edit(shown, open).await?,
+            },
+            'E' => self.edit(shown, open).await?,
             'd' => self.defer(shown).await?,
             's' => {
                 self.skipped.insert((shown.set, shown.index));
@@ -543,6 +707,25 @@ impl Session<'_> {
                         .into_iter()
                         .filter(|item| item.index >= shown.index)
                         .collect();
+                // The rest were never on the screen: one whose card would leave lines
+                // out is not confirmed unread without a second `a`.
+                let unseen: usize = rest
+                    .iter()
+                    .map(|item| {
+                        if item.index == shown.index {
+                            self.unseen
+                        } else {
+                            fitted(open, item.index).1
+                        }
+                    })
+                    .sum();
+                if unseen > 0 && !warned {
+                    self.warned = true;
+                    say(&format!(
+                        "{unseen} lines of the rest of this set do not fit on a card and were not shown: confirm one item at a time to see each, or a again to confirm them unread"
+                    ));
+                    return Ok(true);
+                }
                 for item in rest {
                     self.confirm(item).await?;
                 }
@@ -678,6 +861,184 @@ impl Session<'_> {
             text = saved;
         }
     }
+}
+
+impl Session<'_> {
+    /// `v`: the whole call, every line of every argument, through `$PAGER` or page by
+    /// page here; afterwards `y` confirms at once.
+    async fn view(&mut self, open: &Loaded, shown: Shown, keys: &mut Keys) -> Result<(), CliError> {
+        let context = ReviewContext {
+            place: (1, 1),
+            quorum: &open.quorum,
+            hold: None,
+            now: self.now(),
+            waits_until: open.waits_until,
+        };
+        let colour = review_card::colour();
+        let body = review_card::draw(&whole_body(open, shown.index), colour);
+        let card = render::review_card(&open.set, shown.index, &context, &body);
+        match terminal::pager() {
+            Some(pager) => terminal::page(&pager, &card)?,
+            None => page_here(&card, keys).await?,
+        }
+        self.unseen = 0;
+        say(&format!(
+            "{} seen whole.\n{}",
+            label(shown.set, shown.index),
+            render::REVIEW_KEYS.trim_end()
+        ));
+        Ok(())
+    }
+
+    /// `S`: confirms `shown` and grants the rest of its coding agent's session, with a
+    /// suggested pattern the person accepts, edits, or clears (then the grant binds the
+    /// command or the path alone, never the agent's free-text description). `false`
+    /// when nothing was decided (no session, or Escape).
+    async fn for_session(
+        &self,
+        shown: Shown,
+        open: &Loaded,
+        keys: &mut Keys,
+    ) -> Result<bool, CliError> {
+        let Some(session) = assent_confirm::session_of(&open.set) else {
+            say(&format!(
+                "{} is not a coding agent's call that named its session: S has no session to allow it for (y confirms this call only)",
+                label(shown.set, shown.index)
+            ));
+            return Ok(false);
+        };
+        let item = &open.set.items[shown.index];
+        let (runs, _) = runs_of(open, shown.index);
+        let suggested = assent_confirm::grants::suggested_session_pattern(
+            &item.tool_name,
+            &runs,
+            &open.set.target_id,
+        )
+        .unwrap_or_default();
+        let binds = assent_confirm::grants::session_binding(&runs);
+        say(&format!(
+            "For the rest of session {}: Enter accepts the pattern, or edit it; clear it to allow exactly {} again (any description); Escape goes back.",
+            one_line(&render::visible(session)),
+            one_line(&render::visible(&assent_domain::canonical_json(&binds)))
+        ));
+        let Some(pattern) = keys.line_from("Pattern: ", &suggested).await? else {
+            say("Not confirmed.");
+            return Ok(false);
+        };
+        let pattern = Some(pattern.trim().to_owned()).filter(|p| !p.is_empty());
+        let item_ref = assent_confirm::ItemRef::new(shown.set, shown.index);
+        if let Some(service) = self.service(shown.revision) {
+            match service
+                .confirm_for_session(item_ref, pattern.as_deref(), self.now())
+                .await
+            {
+                Ok((outcome, grant)) => say(&format!(
+                    "{}\n{}",
+                    render::confirmed(shown.index, &outcome),
+                    render::session_granted(&grant)
+                )),
+                Err(error) => refused(shown, error),
+            }
+        } else if let Some(server) = self.server() {
+            match server
+                .confirm_for_session(shown.set, shown.index, shown.revision, pattern.as_deref())
+                .await?
+            {
+                Ok(answer) => say(&format!(
+                    "{}\n{}",
+                    remote_confirmed(shown.index, &answer),
+                    remote_granted(&answer["sessionGrant"])
+                )),
+                Err(problem) => refused_remote(shown, &problem),
+            }
+        }
+        Ok(true)
+    }
+
+    /// `e` on a file tool: each of `texts` (JSON pointers into the arguments that run)
+    /// opened as plain text in the person's editor, one after the other; what they
+    /// saved replaces it and the call is confirmed with it. The other arguments stay
+    /// as they are (`E` edits them as JSON). Saved unchanged, nothing is decided.
+    async fn edit_text(
+        &self,
+        item: Shown,
+        open: &Loaded,
+        texts: &[(String, String)],
+    ) -> Result<(), CliError> {
+        let (runs, _) = runs_of(open, item.index);
+        let suffix = text_suffix(&runs);
+        let mut edited = runs.clone();
+        for (pointer, what) in texts {
+            let Some(original) = runs.pointer(pointer).and_then(Value::as_str) else {
+                continue;
+            };
+            say(&format!(
+                "{} editing {what} as plain text; save it unchanged to leave it as it is",
+                label(item.set, item.index)
+            ));
+            let saved = saved_text(original, terminal::edit_as(original, &suffix)?);
+            if let Some(slot) = edited.pointer_mut(pointer) {
+                *slot = Value::String(saved);
+            }
+        }
+        if edited == runs {
+            say("The text is unchanged; nothing was decided (y confirms it as it is).");
+            return Ok(());
+        }
+        if let Edited::Invalid(problem) = self.edit_and_confirm(item, edited).await? {
+            say(&format!(
+                "{} not decided: {}; e opens the editor again",
+                label(item.set, item.index),
+                one_line(&render::visible(&problem))
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The built-in pager: `text` a screen at a time, Space or Enter for the next, `q`
+/// (or Escape) to stop.
+async fn page_here(text: &str, keys: &mut Keys) -> Result<(), CliError> {
+    let (rows, _) = terminal::size().unwrap_or((CARD_ROWS_UNKNOWN, 80));
+    let page = rows.saturating_sub(1).max(5);
+    let lines: Vec<&str> = text.lines().collect();
+    let mut start = 0;
+    while start < lines.len() {
+        let end = (start + page).min(lines.len());
+        say(&lines[start..end].join("\n"));
+        if end == lines.len() {
+            break;
+        }
+        say(&format!(
+            "-- lines {}-{end} of {}: Space or Enter for more, q to stop --",
+            start + 1,
+            lines.len()
+        ));
+        match keys.next().await? {
+            Key::Char(' ') | Key::Enter => start = end,
+            _ => break,
+        }
+    }
+    Ok(())
+}
+
+/// A server's `sessionGrant` as [`render::session_granted`] says a local one.
+fn remote_granted(grant: &Value) -> String {
+    let covers = match grant["callPattern"].as_str() {
+        Some(pattern) => format!("as {pattern}"),
+        None => format!(
+            "with exactly {}",
+            assent_domain::canonical_json(&grant["argsPattern"])
+        ),
+    };
+    one_line(&render::visible(&format!(
+        "Allowed for the rest of session {} without asking: {} {covers} (grant {}; `assent grants revoke {}` takes it back)",
+        grant["sessionId"].as_str().unwrap_or_default(),
+        grant["toolName"].as_str().unwrap_or_default(),
+        grant["id"].as_str().unwrap_or_default(),
+        grant["id"].as_str().unwrap_or_default(),
+    )))
+    .into_owned()
 }
 
 /// What an edit came to.

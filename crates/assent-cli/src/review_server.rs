@@ -363,6 +363,27 @@ impl ReviewServer {
         .await
     }
 
+    /// `POST …/confirm {revision, forSession: true, pattern?}`: `{decision, message,
+    /// sessionGrant}`, "yes, for this session" (a 400 when the item cannot take it).
+    pub async fn confirm_for_session(
+        &self,
+        set: Uuid,
+        index: usize,
+        revision: u32,
+        pattern: Option<&str>,
+    ) -> Result<Answer, CliError> {
+        let mut body = json!({"revision": revision, "forSession": true});
+        if let Some(pattern) = pattern {
+            body["pattern"] = json!(pattern);
+        }
+        self.call(
+            Method::POST,
+            &format!("api/change-sets/{set}/items/{index}/confirm"),
+            Some(body),
+        )
+        .await
+    }
+
     /// `POST …/reject {reason}`: the decision.
     pub async fn reject(
         &self,

@@ -1,7 +1,7 @@
 //! The terminal side of `assent review`: one key at a time (the terminal is raw only
 //! while a key is read, on a thread of its own, so the change feed is followed while a
-//! person thinks), a line typed key by key, the person's editor on a file, and desktop
-//! notices through the platform's own command; [`Restore`] puts the terminal back on
+//! person thinks), a line typed key by key, the person's editor on a file, the
+//! person's pager, and desktop notices through the platform's own command; [`Restore`] puts the terminal back on
 //! every way out.
 
 use crate::CliError;
@@ -100,8 +100,19 @@ impl Keys {
     /// A line the person types after `prompt`, echoed as typed; `None` when they press
     /// Escape or ctrl-c instead of Enter.
     pub async fn line(&mut self, prompt: &str) -> Result<Option<String>, CliError> {
+        self.line_from(prompt, "").await
+    }
+
+    /// [`Keys::line`], starting from `initial` (shown after the prompt, to accept with
+    /// Enter or change with Backspace and typing).
+    pub async fn line_from(
+        &mut self,
+        prompt: &str,
+        initial: &str,
+    ) -> Result<Option<String>, CliError> {
         say_inline(prompt);
-        let mut line = String::new();
+        say_inline(&crate::render::visible(initial));
+        let mut line = initial.to_owned();
         loop {
             match self.next().await? {
                 Key::Enter => {
@@ -149,9 +160,15 @@ fn editor() -> String {
 /// returns what they saved. The editor command is run by `sh`, so `EDITOR="code
 /// --wait"` works as in git.
 pub fn edit(text: &str) -> Result<String, CliError> {
+    edit_as(text, ".json")
+}
+
+/// [`edit`] in a file whose name ends with `suffix` (`.rs` for a file's content, so
+/// the editor reads it as what it is).
+pub fn edit_as(text: &str, suffix: &str) -> Result<String, CliError> {
     let file = tempfile::Builder::new()
         .prefix("assent-edit-")
-        .suffix(".json")
+        .suffix(suffix)
         .tempfile()
         .map_err(|e| CliError::failed(format!("cannot create a file to edit: {e}")))?;
     std::fs::write(file.path(), text)
@@ -171,6 +188,43 @@ pub fn edit(text: &str) -> Result<String, CliError> {
     }
     std::fs::read_to_string(file.path())
         .map_err(|e| CliError::failed(format!("cannot read the edited file: {e}")))
+}
+
+/// The person's pager command, `$PAGER`, when it is set and not empty.
+pub fn pager() -> Option<String> {
+    std::env::var("PAGER")
+        .ok()
+        .map(|value| value.trim().to_owned())
+        .filter(|value| !value.is_empty())
+}
+
+/// Shows `text` through `pager` (run by `sh`, as git runs it, with `LESS=FRX` unless
+/// `LESS` is set, so colour shows and a short text needs no key) and waits for it.
+pub fn page(pager: &str, text: &str) -> Result<(), CliError> {
+    let mut command = Command::new("sh");
+    command.arg("-c").arg(pager).stdin(Stdio::piped());
+    if std::env::var_os("LESS").is_none() {
+        command.env("LESS", "FRX");
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|e| CliError::failed(format!("cannot start the pager {pager:?}: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A pager quit before the end closes its input: not an error.
+        let _ = stdin.write_all(text.as_bytes());
+    }
+    child
+        .wait()
+        .map_err(|e| CliError::failed(format!("the pager {pager:?} failed: {e}")))?;
+    Ok(())
+}
+
+/// The terminal's size as `(rows, columns)`, when it has one.
+pub fn size() -> Option<(usize, usize)> {
+    Term::stdout()
+        .size_checked()
+        .map(|(rows, columns)| (usize::from(rows), usize::from(columns)))
+        .filter(|(rows, columns)| *rows > 0 && *columns > 0)
 }
 
 /// Raises the desktop notice of a newly queued set: its agent, its first tool and that

@@ -5,7 +5,8 @@
 //! `assent sync --peer` against a real `assent serve` server in the test process;
 //! `contract`: no `--json` output loses a field of the previous release; `review`:
 //! `pending` and `show` hide no argument; `reviewer`: `assent review` driven through a
-//! pseudo-terminal, one key per decision; `slack`: connecting the Slack app and mapping its
+//! pseudo-terminal, one key per decision; `code_review`: the same with coding agents'
+//! calls (every line of a file shown, its text edited, "yes, for this session"); `slack`: connecting the Slack app and mapping its
 //! users; `private_files`: the default database and its
 //! folder are their user's alone; `set_prefixes`: a set named by the start of
 //! its id; `stale`: a target changed since the proposal (exit 4), and undo; `trust`:
@@ -16,6 +17,8 @@
 
 #[path = "cli/agent_rules.rs"]
 mod agent_rules;
+#[path = "cli/code_review.rs"]
+mod code_review;
 #[path = "cli/consent.rs"]
 mod consent;
 #[path = "cli/contract.rs"]

@@ -7,13 +7,19 @@ streamed `tool_use` of `Bash {command: COMMAND}`, and any request carrying a
 LOG_FILE as one JSON line, and the whole request's last message (the tool_result and
 whatever the client put beside it, such as a hook's additional context) to
 LOG_FILE + ".message" as one JSON line. Other requests get a short text answer.
+
+With `FAKE_DESCRIPTIONS="first|second|…"` in its environment, the model makes one call
+of the same COMMAND per description, in one conversation (so in one Claude Code
+session), each after the previous one's tool_result; then it answers with text.
 """
 
 import json
+import os
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PORT_FILE, LOG_FILE, COMMAND = sys.argv[1], sys.argv[2], sys.argv[3]
+DESCRIPTIONS = [d for d in os.environ.get("FAKE_DESCRIPTIONS", "").split("|") if d] or ["Run the command"]
 
 
 def sse(events):
@@ -29,12 +35,12 @@ def message_start():
         "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}})
 
 
-def tool_use():
-    arguments = json.dumps({"command": COMMAND, "description": "Run the command"})
+def tool_use(n=0):
+    arguments = json.dumps({"command": COMMAND, "description": DESCRIPTIONS[n]})
     return [
         message_start(),
         ("content_block_start", {"type": "content_block_start", "index": 0,
-            "content_block": {"type": "tool_use", "id": "toolu_fake_1", "name": "Bash", "input": {}}}),
+            "content_block": {"type": "tool_use", "id": f"toolu_fake_{n + 1}", "name": "Bash", "input": {}}}),
         ("content_block_delta", {"type": "content_block_delta", "index": 0,
             "delta": {"type": "input_json_delta", "partial_json": arguments}}),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
@@ -81,7 +87,13 @@ class Handler(BaseHTTPRequestHandler):
             return self.json({"type": "error", "error": {"type": "not_found_error", "message": path}}, 404)
         results = tool_results(body)
         offers_bash = any(tool.get("name") == "Bash" for tool in body.get("tools", []))
-        if results:
+        if results and len(results) < len(DESCRIPTIONS) and offers_bash:
+            with open(LOG_FILE, "a") as log:
+                log.write(json.dumps(results[-1]) + "\n")
+            with open(LOG_FILE + ".message", "a") as log:
+                log.write(json.dumps(body.get("messages", [])[-1]) + "\n")
+            events = tool_use(len(results))
+        elif results:
             with open(LOG_FILE, "a") as log:
                 log.write(json.dumps(results[-1]) + "\n")
             with open(LOG_FILE + ".message", "a") as log:

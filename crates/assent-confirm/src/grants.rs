@@ -13,6 +13,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+pub use crate::session::suggested_session_pattern;
 pub use assent_store::delegation::{Grant, GrantFilter, Revocation};
 
 impl Engine {
@@ -54,6 +55,14 @@ pub async fn covering_session_grant(
     target_id: &str,
 ) -> Result<Option<Grant>, ConfirmError> {
     Ok(delegation::covering_session_grant(conn, agent, session, tool, args, target_id).await?)
+}
+
+/// What a session grant given without a pattern binds of a call's `args`: its command
+/// (and how it runs) or its path, never the agent's free-text `description`
+/// (`assent_store::delegation::session_binding`, which the hook and the proof match
+/// with). A door shows it before the person answers.
+pub fn session_binding(args: &Value) -> Value {
+    delegation::session_binding(args)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use assent_domain::{ChangeSet, ItemRef, OffsetDateTime, Uuid};
 use assent_store::delegation::{self, Grant};
 use assent_store::{agents, change_sets};
 use assent_tools::{CallContext, Coverage, RuleAction, ToolRule, call_covers};
+use serde_json::Value;
 
 /// How a hook's change set names the coding agent's session it came from (its
 /// `thread_id`): this prefix and the event's `session_id`.
@@ -45,7 +46,9 @@ impl ConfirmationService {
     /// grants the rest of its session: later calls of the set's agent in the same
     /// coding-agent session, of the item's tool, that `pattern` covers (a rule pattern
     /// `TOOL(ARG)` of the item's own tool, e.g. `Bash(git status*)`, that covers this
-    /// call), or with exactly this item's arguments when `pattern` is `None`. Every
+    /// call), or when `pattern` is `None` with what this item's arguments run: its
+    /// command (and how it runs) or its path, never the agent's free-text
+    /// `description` ([`delegation::session_binding`]). Every
     /// check is made before anything is written: a set with no session, a pattern of
     /// another tool or that does not cover the call, or a tool that needs a quorum or
     /// a hold is refused ([`ConfirmError::InvalidGrant`]) and nothing changes. The
@@ -154,7 +157,11 @@ impl ConfirmationService {
             agent_id: Some(set.agent_id.clone()),
             agent_path: set.agent_id.clone(),
             tool_name: item.tool_name.clone(),
-            args_pattern: pattern.is_none().then(|| item.args.clone()),
+            // Without a pattern, what runs (the command or the path), never the
+            // agent's free text about it (issue 53).
+            args_pattern: pattern
+                .is_none()
+                .then(|| delegation::session_binding(&item.args)),
             correlation_id: String::new(),
             created_at: now,
             revoked_at: None,
@@ -164,9 +171,95 @@ impl ConfirmationService {
     }
 }
 
+/// The pattern "yes, for this session" suggests for a call of `tool` with `args` in
+/// workspace `target_id`, for the person to accept, edit or clear: a command's first
+/// two words when both are plain words (`git status --short` gives
+/// `Bash(git status:*)`), its first alone when only flags follow (`ls -la`), or the
+/// folder of a file tool's path (`Edit(src/*)`). `None`
+/// when no such pattern surely covers the call (a chained command, a path with
+/// `..`, another kind of tool): the grant then binds the command or path alone.
+pub fn suggested_session_pattern(tool: &str, args: &Value, target_id: &str) -> Option<String> {
+    let text = |keys: &[&str]| keys.iter().find_map(|key| args.get(*key)?.as_str());
+    let argument = if let Some(command) = text(&["command", "cmd"]) {
+        let plain = |word: &&str| {
+            !word.is_empty()
+                && word
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                && !word.starts_with('-')
+        };
+        let all: Vec<&str> = command.split_whitespace().collect();
+        let words: Vec<&str> = all.iter().take(2).copied().take_while(plain).collect();
+        // One word is suggested alone only when flags are all that follow it: `ls -la`
+        // gives `ls:*`, while `rm -rf build` suggests nothing, since `rm:*` would
+        // allow removing anything (THREATS 10: a yes covers what the person saw).
+        let flags_only = all.iter().skip(1).all(|word| word.starts_with('-'));
+        match words.len() {
+            2 => format!("{}:*", words.join(" ")),
+            1 if flags_only => format!("{}:*", words[0]),
+            _ => return None,
+        }
+    } else {
+        let path = text(&["file_path", "path", "notebook_path"])?;
+        let (folder, _) = path.rsplit_once('/')?;
+        if folder.is_empty() {
+            return None;
+        }
+        format!("{folder}/*")
+    };
+    let pattern = format!("{tool}({argument})");
+    let call = CallContext {
+        args,
+        target_id,
+        paths: None,
+    };
+    (ToolRule::new(&pattern, RuleAction::Allow).is_ok()
+        && call_covers(&pattern, tool, Some(call)) == Coverage::Yes)
+        .then_some(pattern)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_suggested_pattern_covers_the_call_and_no_chained_command() {
+        let suggest = |tool: &str, args: Value| suggested_session_pattern(tool, &args, "/w");
+        use serde_json::json;
+        assert_eq!(
+            suggest(
+                "Bash",
+                json!({"command": "git status --short", "description": "x"})
+            ),
+            Some("Bash(git status:*)".to_owned())
+        );
+        assert_eq!(
+            suggest("Bash", json!({"command": "ls -la"})),
+            Some("Bash(ls:*)".to_owned())
+        );
+        assert_eq!(
+            suggest("Bash", json!({"command": "git status; rm -rf /"})),
+            None
+        );
+        assert_eq!(suggest("Bash", json!({"command": "./run.sh"})), None);
+        assert_eq!(suggest("Bash", json!({"command": "rm -rf build"})), None);
+        assert_eq!(
+            suggest("Bash", json!({"command": "npm test"})),
+            Some("Bash(npm test:*)".to_owned())
+        );
+        assert_eq!(
+            suggest(
+                "Edit",
+                json!({"file_path": "/w/src/main.rs", "old_string": "a", "new_string": "b"})
+            ),
+            Some("Edit(/w/src/*)".to_owned())
+        );
+        assert_eq!(
+            suggest("Write", json!({"file_path": "../x/y", "content": ""})),
+            None
+        );
+        assert_eq!(suggest("create_issue", json!({"repo": "acme/web"})), None);
+    }
 
     #[test]
     fn only_a_hooks_set_with_a_session_names_one() {

@@ -333,10 +333,19 @@
   // every part whole (its open state survives re-renders), or null when nothing was cut.
   function shortened(key, parts) {
     let cut = false;
+    // How many characters, and lines, the cut values left out (issue 53: the page says
+    // how much a person has not seen before they decide).
+    let hiddenChars = 0;
+    let hiddenLines = 0;
     // On one line, as the command line shows it: a newline in agent text is a ⏎.
     const short = (value) => {
       const shown = headAndTail(value, SHOWN_CHARS);
-      if (shown !== value) cut = true;
+      if (shown !== value) {
+        cut = true;
+        const marker = shown.match(/…\[(\d+) chars cut\]…/);
+        hiddenChars += marker ? Number(marker[1]) : 0;
+        hiddenLines += value.split("\n").length - shown.split("\n").length;
+      }
       return shown.replace(/\n/g, "⏎");
     };
     const full = () => {
@@ -347,7 +356,9 @@
       ]);
       const details = el("details", { class: "full",
         ontoggle: (e) => { if (e.target.open) expanded.add(key); else expanded.delete(key); } },
-        el("summary", { class: "more", "data-focus-key": key + "/full" }, "Cut to fit: show everything whole"),
+        el("summary", { class: "more", "data-focus-key": key + "/full" },
+          "Cut to fit: " + hiddenChars + " characters" + (hiddenLines > 0 ? " (" + hiddenLines + " lines)" : "") +
+          " not shown here; show everything whole"),
         el("dl", {}, ...rows));
       if (expanded.has(key)) details.open = true;
       return details;
@@ -490,10 +501,11 @@
     if (OPEN.has(item.status) && !held) {
       li.append(el("span", { class: "buttons" },
         el("button", { type: "button", class: "confirm", "data-focus-key": key + "/confirm", "aria-label": "Confirm: " + item.toolName + ": " + item.humanSummary, title: "Confirm", onclick: () => act(set, path + "/confirm", { revision: item.revision || 0 }) }, "✓"),
-        // A coding agent's call: "yes, for this session" also runs the same call
-        // (exactly these arguments) of this session unasked from now on.
+        // A coding agent's call: "yes, for this session" also runs the same command
+        // (or the same file's call) of this session unasked from now on, whatever
+        // free-text description the agent gives it.
         set.session ? el("button", { type: "button", class: "confirm for-session", "data-focus-key": key + "/session",
-          "aria-label": "Confirm for this session: " + item.toolName + ": " + item.humanSummary, title: "Confirm, and run exactly this call again without asking for the rest of session " + set.session,
+          "aria-label": "Confirm for this session: " + item.toolName + ": " + item.humanSummary, title: "Confirm, and run this same " + (item.args && typeof item.args.command === "string" ? "command" : "call") + " again without asking (whatever its description) for the rest of session " + set.session,
           onclick: () => act(set, path + "/confirm", { revision: item.revision || 0, forSession: true }) }, "✓ session") : null,
         el("button", { type: "button", class: "reject", "data-focus-key": key + "/reject", "aria-label": "Reject: " + item.toolName + ": " + item.humanSummary, title: "Reject", onclick: () => toggleForm(key, "reject") }, "✗"),
         el("button", { type: "button", class: "edit", "data-focus-key": key + "/edit", "aria-label": "Edit: " + item.toolName + ": " + item.humanSummary, onclick: () => toggleForm(key, "edit") }, "Edit"),

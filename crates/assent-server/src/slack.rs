@@ -21,6 +21,11 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+
+/// The action id `assent_webhooks::set_message` gives "Approve for this session" (a
+/// coding agent's hook call); `a_hook_sessions_call_gets_a_session_button` checks that
+/// both agree.
+const APPROVE_SESSION: &str = "approve_session";
 use uuid::Uuid;
 
 /// What a person asked for, read from a verified payload.
@@ -28,6 +33,10 @@ use uuid::Uuid;
 pub(crate) enum Interaction {
     /// Approve was clicked.
     Approve(Click),
+    /// "Approve for this session" was clicked (a coding agent's hook call): approve,
+    /// and grant the rest of its session the same command or file, whatever the
+    /// agent's description says.
+    ApproveForSession(Click),
     /// Reject was clicked: the reason modal opens.
     Reject(Click, String),
     /// The reason modal was submitted.
@@ -144,6 +153,7 @@ pub(crate) fn interaction_of(payload: &Value) -> Result<Interaction, ServerError
             let value = action["value"].as_str().unwrap_or_default();
             match action["action_id"].as_str() {
                 Some(APPROVE) => Ok(Interaction::Approve(click(value, channel)?)),
+                Some(APPROVE_SESSION) => Ok(Interaction::ApproveForSession(click(value, channel)?)),
                 Some(REJECT) => {
                     let trigger = payload["trigger_id"]
                         .as_str()
@@ -187,7 +197,9 @@ pub(crate) async fn act(
     interaction: Interaction,
 ) {
     let (click, trigger) = match &interaction {
-        Interaction::Approve(click) | Interaction::Reason(click, _) => (click, None),
+        Interaction::Approve(click)
+        | Interaction::ApproveForSession(click)
+        | Interaction::Reason(click, _) => (click, None),
         Interaction::Reject(click, trigger) => (click, Some(trigger)),
         Interaction::Ignored => return,
     };
@@ -231,6 +243,28 @@ async fn decide(
                 .confirm_item(assent_confirm::ItemRef::new(click.set, click.index), now)
                 .await?;
             format!("{label} {}", one_line(&outcome.message()))
+        }
+        Interaction::ApproveForSession(_) => {
+            let (outcome, grant) = service
+                .confirm_for_session(
+                    assent_confirm::ItemRef::new(click.set, click.index),
+                    None,
+                    now,
+                )
+                .await?;
+            let binds = grant
+                .args_pattern
+                .as_ref()
+                .map(assent_domain::canonical_json)
+                .unwrap_or_default();
+            format!(
+                "{label} {} Allowed for the rest of session {} without asking: {} {} (grant {})",
+                one_line(&outcome.message()),
+                one_line(grant.session_id.as_deref().unwrap_or_default()),
+                grant.tool_name,
+                one_line(&binds),
+                grant.id
+            )
         }
         Interaction::Reject(..) => {
             let Some(trigger) = trigger else {
@@ -299,5 +333,58 @@ mod tests {
         let open = serde_json::json!({"type": "block_actions", "user": {"id": "U1"},
             "actions": [{"action_id": "open"}]});
         assert_eq!(parse(&form(&open)).expect("parses"), Interaction::Ignored);
+    }
+
+    /// Issue 53, point 14: a coding agent's hook call (and only one) gets "Approve for
+    /// this session", and its click is read as such.
+    #[test]
+    fn a_hook_sessions_call_gets_a_session_button() {
+        let mut set = assent_domain::ChangeSet::new(assent_domain::NewChangeSet {
+            id: Uuid::from_u128(4),
+            agent_id: "coder".into(),
+            target: assent_domain::Target::new("workspace", "/w"),
+            thread_id: assent_confirm::session_thread("sess-A"),
+            run_key: "hook:sess-A:c1".into(),
+            items: vec![assent_domain::ChangeItem::new(
+                "Bash",
+                serde_json::json!({"command": "npm test", "description": "Run the tests"}),
+                "npm test",
+            )],
+            created_at: OffsetDateTime::UNIX_EPOCH,
+        })
+        .expect("a set");
+        let quorum = assent_confirm::records::Quorum::default();
+        let state = assent_webhooks::SetState {
+            decisions: &[],
+            quorum: &quorum,
+            jobs: &[],
+            public_url: None,
+        };
+        let actions = |set: &assent_domain::ChangeSet| -> Vec<String> {
+            assent_webhooks::set_message(set, &state)["blocks"]
+                .as_array()
+                .expect("blocks")
+                .iter()
+                .flat_map(|block| block["elements"].as_array().cloned().unwrap_or_default())
+                .filter_map(|element| element["action_id"].as_str().map(str::to_owned))
+                .collect()
+        };
+        assert!(assent_confirm::session_of(&set).is_some());
+        assert_eq!(actions(&set), ["approve", "approve_session", "reject"]);
+        set.thread_id = "th".into();
+        assert!(assent_confirm::session_of(&set).is_none());
+        assert_eq!(
+            actions(&set),
+            ["approve", "reject"],
+            "no session, no button"
+        );
+
+        let value = assent_webhooks::button_value(set.id, 0, 0);
+        let click = serde_json::json!({"type": "block_actions", "user": {"id": "U1"},
+            "channel": {"id": "C1"}, "actions": [{"action_id": APPROVE_SESSION, "value": value}]});
+        assert!(matches!(
+            parse(&form(&click)).expect("parses"),
+            Interaction::ApproveForSession(Click { index: 0, .. })
+        ));
     }
 }

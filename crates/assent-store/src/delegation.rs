@@ -45,7 +45,7 @@ pub struct Grant {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     /// A session grant's rule pattern, as the person saw it (`Bash(git status*)`);
-    /// `None` for a session grant of exactly the arguments in `args_pattern`.
+    /// `None` for a session grant of what `args_pattern` binds ([`session_binding`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call_pattern: Option<String>,
 }
@@ -81,8 +81,9 @@ impl Grant {
 /// Whether a session grant of `tool` covers a call of it with `args` in workspace
 /// `target_id`: its rule pattern surely covers the call (an unsure match, a chained
 /// command or a `..` path, never allows: `assent_tools::call_covers`), or, with no
-/// pattern, the arguments are exactly those the person answered. The proof reads
-/// session grants with the same function.
+/// pattern, the call binds exactly what the person answered ([`session_binding`] of
+/// both: the same command, or the same path, whatever free text the agent wrote
+/// beside it). The proof reads session grants with the same function.
 pub fn session_covers(
     call_pattern: Option<&str>,
     exact_args: Option<&Value>,
@@ -99,10 +100,49 @@ pub fn session_covers(
             ) == assent_tools::Coverage::Yes
         }
         (None, Some(exact)) => {
-            assent_domain::canonical_json(exact) == assent_domain::canonical_json(args)
+            assent_domain::canonical_json(&session_binding(exact))
+                == assent_domain::canonical_json(&session_binding(args))
         }
         (None, None) => false,
     }
+}
+
+/// A command-like call's arguments that hold its command.
+const COMMAND_KEYS: [&str; 2] = ["command", "cmd"];
+/// A file tool's arguments that hold its path: all a session grant of a file binds.
+const PATH_KEYS: [&str; 3] = ["file_path", "path", "notebook_path"];
+/// Arguments that say nothing of what runs: the agent's free text about a call (Claude
+/// Code's and Gemini CLI's `description`) and how long the agent waits for a command
+/// (`timeout`). No session grant binds them.
+const UNBOUND: [&str; 2] = ["description", "timeout"];
+
+/// What a session grant given without a pattern binds of a call's `args` (issue 53:
+/// it bound Claude's free-text `description`, so the next identical command, described
+/// in other words, was asked again): a command-like call's command and how it runs
+/// (every argument but [`UNBOUND`]'s: a flag such as a sandbox switch stays bound);
+/// a file tool's path alone, so "yes, for this session" on a write of a file lets the
+/// session write that file again; any other call's arguments but the free text.
+pub fn session_binding(args: &Value) -> Value {
+    let Value::Object(map) = args else {
+        return args.clone();
+    };
+    let has_text = |keys: &[&str]| {
+        keys.iter()
+            .any(|key| map.get(*key).is_some_and(Value::is_string))
+    };
+    let bound = |key: &str| {
+        if has_text(&COMMAND_KEYS) || !has_text(&PATH_KEYS) {
+            !UNBOUND.contains(&key)
+        } else {
+            PATH_KEYS.contains(&key)
+        }
+    };
+    Value::Object(
+        map.iter()
+            .filter(|(key, _)| bound(key))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+    )
 }
 
 /// Whether `value` contains `pattern`: an object pattern needs every key, with a value
@@ -475,6 +515,54 @@ mod tests {
         assert!(contains(&args, &json!({"labels": ["a", "b"]})));
     }
 
+    /// Issue 53: a session grant given without a pattern bound Claude's free-text
+    /// `description`, so the identical command described in other words was asked
+    /// again. It binds the command (and how it runs) or the path, never free text.
+    #[test]
+    fn a_session_grant_without_a_pattern_binds_the_command_or_the_path_only() {
+        let covers =
+            |granted: Value, call: Value| session_covers(None, Some(&granted), "Bash", &call, "/w");
+        let asked = json!({"command": "npm test", "description": "Run the tests"});
+        assert!(covers(
+            asked.clone(),
+            json!({"command": "npm test", "description": "Run the test suite again", "timeout": 60000})
+        ));
+        assert!(!covers(
+            asked.clone(),
+            json!({"command": "npm test -- --all", "description": "Run the tests"})
+        ));
+        assert!(
+            !covers(
+                asked.clone(),
+                json!({"command": "npm test", "dangerouslyDisableSandbox": true})
+            ),
+            "a switch of how it runs stays bound"
+        );
+        assert!(!covers(
+            asked,
+            json!({"command": "npm test", "dir_path": "other"})
+        ));
+        let write = json!({"file_path": "src/a.rs", "content": "one"});
+        assert!(covers(
+            write.clone(),
+            json!({"file_path": "src/a.rs", "content": "two"})
+        ));
+        assert!(!covers(
+            write,
+            json!({"file_path": "src/b.rs", "content": "one"})
+        ));
+        let other = json!({"repo": "acme/web", "description": "why"});
+        assert!(covers(
+            other.clone(),
+            json!({"repo": "acme/web", "description": "other words"})
+        ));
+        assert!(!covers(other, json!({"repo": "acme/evil"})));
+        assert_eq!(
+            session_binding(&json!({"command": "ls", "description": "List", "timeout": 5})),
+            json!({"command": "ls"})
+        );
+    }
+
     #[test]
     fn a_revoked_grant_covers_nothing() {
         let mut grant = Grant {
@@ -518,7 +606,12 @@ mod tests {
         grant.call_pattern = None;
         assert!(grant.covers_in_session(&call("git status"), "/w"));
         assert!(!grant.covers_in_session(&call("git status --short"), "/w"));
-        assert!(!grant.covers_in_session(&json!({"command": "git status", "timeout": 1}), "/w"));
+        // Issue 53: how long the agent waits is not what runs; how it runs is.
+        assert!(grant.covers_in_session(&json!({"command": "git status", "timeout": 1}), "/w"));
+        assert!(!grant.covers_in_session(
+            &json!({"command": "git status", "run_in_background": true}),
+            "/w"
+        ));
         grant.revoked_at = Some(OffsetDateTime::UNIX_EPOCH);
         assert!(!grant.covers_in_session(&call("git status"), "/w"));
     }

@@ -49,6 +49,10 @@ const VALUE_CHARS: usize = 150;
 
 /// The action ids of the buttons, and the callback id of the reason modal.
 pub const APPROVE: &str = "approve";
+/// See [`APPROVE`]: approve, and run the same command (or the same file's call) of
+/// the coding agent's session unasked from now on (issue 53). The server's reader of
+/// clicks names it too (a test there checks both agree).
+const APPROVE_SESSION: &str = "approve_session";
 /// See [`APPROVE`].
 pub const REJECT: &str = "reject";
 /// See [`APPROVE`].
@@ -162,11 +166,27 @@ fn text(value: &str) -> String {
 /// A JSON value as a person reads it: strings bare, the rest as JSON; cut with head
 /// and tail kept.
 fn value_text(value: &Value) -> String {
-    let whole = match value {
+    text(&head_and_tail(&whole_text(value), VALUE_CHARS))
+}
+
+/// A JSON value whole, as [`value_text`] shows it before cutting.
+fn whole_text(value: &Value) -> String {
+    match value {
         Value::String(s) => s.clone(),
         other => other.to_string(),
-    };
-    text(&head_and_tail(&whole, VALUE_CHARS))
+    }
+}
+
+/// How many characters of `value` [`value_text`] leaves out: all but the head and
+/// tail `head_and_tail` keeps around its marker (sized, as there, for the count of
+/// the whole).
+fn hidden_chars(value: &Value) -> usize {
+    let total = whole_text(value).chars().count();
+    if total <= VALUE_CHARS {
+        return 0;
+    }
+    let marker = format!(" …[{total} chars cut]… ").chars().count();
+    total - VALUE_CHARS.saturating_sub(marker).max(2)
 }
 
 /// Where the page shows set `set`.
@@ -224,6 +244,14 @@ pub fn set_message(set: &ChangeSet, state: &SetState<'_>) -> Value {
                     "text": {"type": "plain_text", "text": "Reject"},
                     "value": button_value(set.id, index, item.revision)}),
             ];
+            if from_a_hook_session(set) {
+                buttons.insert(
+                    1,
+                    json!({"type": "button", "action_id": APPROVE_SESSION,
+                    "text": {"type": "plain_text", "text": "Approve for this session"},
+                    "value": button_value(set.id, index, item.revision)}),
+                );
+            }
             if let Some(public_url) = state.public_url {
                 buttons.push(json!({"type": "button", "action_id": OPEN,
                     "text": {"type": "plain_text", "text": "Open"},
@@ -243,6 +271,17 @@ pub fn set_message(set: &ChangeSet, state: &SetState<'_>) -> Value {
         )));
     }
     json!({"text": fallback, "blocks": blocks})
+}
+
+/// Whether `set` is a coding agent's hook call that named its session, so "approve
+/// for this session" can answer it: the form `assent_confirm::session_of` reads
+/// (that crate builds on this one; a server test checks both agree).
+fn from_a_hook_session(set: &ChangeSet) -> bool {
+    set.target_kind == "workspace"
+        && set
+            .thread_id
+            .strip_prefix("hook-session:")
+            .is_some_and(|session| !session.is_empty())
 }
 
 fn section(mrkdwn: &str) -> Value {
@@ -270,6 +309,9 @@ fn item_text(set: &ChangeSet, index: usize, state: &SetState<'_>) -> String {
     );
     let mut lines = vec![head.clone()];
     let mut cut = false;
+    // Characters of the arguments not shown (issue 53: a message says how much of
+    // what runs a person has not seen).
+    let mut hidden = 0;
     match &item.args {
         Value::Object(map) => {
             for (key, arg) in map.iter().take(MAX_ARGS_SHOWN) {
@@ -278,6 +320,7 @@ fn item_text(set: &ChangeSet, index: usize, state: &SetState<'_>) -> String {
                     other => other.to_string().chars().count(),
                 };
                 cut |= whole > VALUE_CHARS;
+                hidden += hidden_chars(arg);
                 lines.push(format!(
                     "• {}: {}",
                     text(&head_and_tail(key, 40)),
@@ -286,6 +329,11 @@ fn item_text(set: &ChangeSet, index: usize, state: &SetState<'_>) -> String {
             }
             if map.len() > MAX_ARGS_SHOWN {
                 cut = true;
+                hidden += map
+                    .iter()
+                    .skip(MAX_ARGS_SHOWN)
+                    .map(|(key, arg)| key.chars().count() + whole_text(arg).chars().count())
+                    .sum::<usize>();
                 lines.push(format!(
                     "• … {} more argument(s)",
                     map.len() - MAX_ARGS_SHOWN
@@ -299,7 +347,7 @@ fn item_text(set: &ChangeSet, index: usize, state: &SetState<'_>) -> String {
     }
     if cut {
         lines.push(format!(
-            "_cut to fit; every argument whole:_ {}",
+            "_cut to fit ({hidden} characters of the arguments not shown); every argument whole:_ {}",
             whole_elsewhere(set.id, Some(index), state.public_url)
         ));
     }
@@ -764,6 +812,36 @@ mod tests {
             created_at: OffsetDateTime::UNIX_EPOCH,
         })
         .expect("a set")
+    }
+
+    #[test]
+    fn a_cut_message_says_how_much_it_left_out() {
+        let mut set = big_set(1);
+        set.items[0].args = json!({"content": "x".repeat(1_000), "file_path": "a.txt"});
+        let quorum = Quorum::default();
+        let message = set_message(
+            &set,
+            &SetState {
+                decisions: &[],
+                quorum: &quorum,
+                jobs: &[],
+                public_url: Some("https://assent.example"),
+            },
+        )
+        .to_string();
+        let hidden = hidden_chars(&json!("x".repeat(1_000)));
+        assert!(hidden > 800, "{hidden}");
+        assert!(
+            message.contains(&format!("[{hidden} chars cut]")),
+            "{message}"
+        );
+        assert!(
+            message.contains(&format!(
+                "cut to fit ({hidden} characters of the arguments not shown); every argument whole:_ <https://assent.example/#change-set-"
+            )),
+            "{message}"
+        );
+        assert_eq!(hidden_chars(&json!("short")), 0);
     }
 
     #[test]

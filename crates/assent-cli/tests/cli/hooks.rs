@@ -3360,6 +3360,58 @@ fn told_with_context(model: &FakeModel) -> String {
 
 #[test]
 fn the_real_claude_code_tells_the_model_what_a_person_changed_in_the_same_turn() {
+impl FakeModel {
+    /// [`FakeModel::start`], the model calling `command` once per description in one
+    /// conversation (`FAKE_DESCRIPTIONS` of `tests/fake_anthropic.py`).
+    fn calling_with(command: &str, descriptions: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let port_file = dir.path().join("port");
+        let child = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fake_anthropic.py"
+            ))
+            .arg(&port_file)
+            .arg(dir.path().join("told"))
+            .arg(command)
+            .env("FAKE_DESCRIPTIONS", descriptions.join("|"))
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3 runs the fake model");
+        let started = Instant::now();
+        let port = loop {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                break port;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the fake model listens"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            dir,
+        }
+    }
+
+    /// Every `tool_result` the model received, in order.
+    fn told_all(&self) -> Vec<Value> {
+        let log = std::fs::read_to_string(self.dir.path().join("told")).expect("a tool_result");
+        log.lines()
+            .map(|line| serde_json::from_str(line).expect("JSON"))
+            .collect()
+    }
+}
+
+/// Issue 53, point 14, with the real Claude Code: "yes, for this session" without a
+/// pattern bound Claude's free-text `description`, so the identical command the model
+/// ran next, described in other words, was asked again. Now the session grant binds
+/// the command: the second call runs unasked.
+#[test]
+fn the_real_claude_code_runs_the_same_command_unasked_under_a_session_grant_whatever_its_description()
+ {
     let Some(claude) = claude_code() else {
         return;
     };
@@ -3617,4 +3669,102 @@ fn the_real_gemini_cli_tells_the_model_its_call_was_changed_before_it_ran() {
         told.contains("were modified by a hook before execution"),
         "{told}"
     );
+    ]));
+    let model = FakeModel::calling_with(
+        "echo ran-for-the-session",
+        &[
+            "Print a marker",
+            "Print the marker once more, in other words",
+        ],
+    );
+    let running = run_claude(&claude, project.path(), home.path(), &model);
+    let set = cli.set_within(&agent(0), Duration::from_secs(60));
+    let shown = cli.json(&["show", &set], "");
+    assert_eq!(
+        shown["items"][0]["args"]["description"], "Print a marker",
+        "{shown}"
+    );
+    let answer = cli.json(&["confirm", &set, "0", "--for-session"], "");
+    assert_eq!(
+        answer["sessionGrant"]["argsPattern"],
+        json!({"command": "echo ran-for-the-session"}),
+        "{answer}"
+    );
+    let result = claude_result(running);
+    assert_eq!(result["permission_denials"], json!([]), "{result}");
+    let told = model.told_all();
+    assert_eq!(told.len(), 2, "{told:?}");
+    for (n, result) in told.iter().enumerate() {
+        assert_eq!(result["tool_use_id"], format!("toolu_fake_{}", n + 1));
+        assert_eq!(result["content"], "ran-for-the-session", "{result}");
+    }
+    // Nobody answered the second call: it ran under the grant, and nothing waits.
+    assert_eq!(cli.json(&["pending"], ""), json!([]));
+}
+
+/// Issue 53, point 14, through the route the page's "✓ session" button uses: without
+/// a pattern the grant binds the command, not Claude's free-text `description`, so the
+/// identical command described otherwise runs unasked; another command is asked.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_pages_session_answer_binds_the_command_not_its_description() {
+    let cli = Cli::coders();
+    let served = serve(&cli, ADMIN_TOKEN);
+    let described = |command: &str, description: &str, call: &str| {
+        let mut event: Value =
+            serde_json::from_str(&in_session("sess-A", command, call)).expect("JSON");
+        event["tool_input"]["description"] = json!(description);
+        event.to_string()
+    };
+    let hook = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "30"],
+        &described("npm test", "Run the tests", "c1"),
+    );
+    let set = tokio::task::block_in_place(|| cli.set_of(&agent(0)));
+    let given: Value = reqwest::Client::new()
+        .post(format!(
+            "{}/api/change-sets/{set}/items/0/confirm",
+            served.base
+        ))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"forSession": true, "revision": 0}))
+        .send()
+        .await
+        .expect("answered")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(
+        given["sessionGrant"]["argsPattern"],
+        json!({"command": "npm test"}),
+        "{given}"
+    );
+    let answer = tokio::task::block_in_place(|| answered(hook));
+    assert_eq!(decision(&answer), "allow");
+    let again = tokio::task::block_in_place(|| {
+        answered_at_once(
+            &cli,
+            cli.hook(
+                "claude-code",
+                &agent(0),
+                &["--wait", "30"],
+                &described("npm test", "Run the whole test suite again", "c2"),
+            ),
+        )
+    });
+    assert_eq!(decision(&again), "allow", "{again}");
+    let other = cli.hook(
+        "claude-code",
+        &agent(0),
+        &["--wait", "30"],
+        &described("npm test -- --update-snapshots", "Run the tests", "c3"),
+    );
+    let asked = tokio::task::block_in_place(|| cli.set_of(&agent(0)));
+    ok(cli.run(&["reject", &asked, "0", "--reason", "asked, not granted"]));
+    assert_eq!(
+        decision(&tokio::task::block_in_place(|| answered(other))),
+        "deny"
+    );
+    tokio::task::block_in_place(|| proven(&cli));
 }
