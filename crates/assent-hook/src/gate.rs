@@ -361,6 +361,7 @@ async fn record_refused(
         vector_clock: None,
         created_at: OffsetDateTime::now_utc(),
         allowed_by: None,
+        refused_by: None,
     };
     assent_confirm::history::record_agent_run(engine.store(), &record).await?;
     Ok(())

@@ -446,6 +446,7 @@ mod tests {
             vector_clock: None,
             created_at: at(secs),
             allowed_by: None,
+            refused_by: None,
         }
     }
 

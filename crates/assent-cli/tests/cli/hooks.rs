@@ -3344,74 +3344,6 @@ fn a_chained_command_is_denied_only_for_a_part_a_rule_denies() {
 /// the part.
 #[test]
 fn the_real_claude_code_runs_a_pipe_and_is_told_which_part_was_denied() {
-/// Issue 53, point 6, with the real Claude Code: a person rejects a command; a later
-/// session's identical call is refused without asking anyone, and that refusal is on
-/// the record (`audit` names the rejection, `history` lists it); once the rejection is
-/// forgotten, the identical call is asked again.
-#[test]
-fn the_real_claude_code_is_refused_a_rejected_call_again_on_the_record_until_forgotten() {
-/// The whole last message of the request after the call (`tests/fake_anthropic.py`
-/// writes it beside [`FakeModel::told`]): the tool_result and what Claude Code put
-/// beside it, such as a hook's additional context.
-fn told_with_context(model: &FakeModel) -> String {
-    std::fs::read_to_string(model.dir.path().join("told.message"))
-        .expect("the request after the call")
-}
-
-#[test]
-fn the_real_claude_code_tells_the_model_what_a_person_changed_in_the_same_turn() {
-impl FakeModel {
-    /// [`FakeModel::start`], the model calling `command` once per description in one
-    /// conversation (`FAKE_DESCRIPTIONS` of `tests/fake_anthropic.py`).
-    fn calling_with(command: &str, descriptions: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("dir");
-        let port_file = dir.path().join("port");
-        let child = Command::new("python3")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/fake_anthropic.py"
-            ))
-            .arg(&port_file)
-            .arg(dir.path().join("told"))
-            .arg(command)
-            .env("FAKE_DESCRIPTIONS", descriptions.join("|"))
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("python3 runs the fake model");
-        let started = Instant::now();
-        let port = loop {
-            if let Ok(port) = std::fs::read_to_string(&port_file) {
-                break port;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "the fake model listens"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Self {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            dir,
-        }
-    }
-
-    /// Every `tool_result` the model received, in order.
-    fn told_all(&self) -> Vec<Value> {
-        let log = std::fs::read_to_string(self.dir.path().join("told")).expect("a tool_result");
-        log.lines()
-            .map(|line| serde_json::from_str(line).expect("JSON"))
-            .collect()
-    }
-}
-
-/// Issue 53, point 14, with the real Claude Code: "yes, for this session" without a
-/// pattern bound Claude's free-text `description`, so the identical command the model
-/// ran next, described in other words, was asked again. Now the session grant binds
-/// the command: the second call runs unasked.
-#[test]
-fn the_real_claude_code_runs_the_same_command_unasked_under_a_session_grant_whatever_its_description()
- {
     let Some(claude) = claude_code() else {
         return;
     };
@@ -3419,9 +3351,6 @@ fn the_real_claude_code_runs_the_same_command_unasked_under_a_session_grant_what
     let project = tempfile::tempdir().expect("project");
     let home = tempfile::tempdir().expect("home");
     std::fs::create_dir(project.path().join("build")).expect("a build folder");
-    let dir = project.path().to_str().expect("a path");
-    let dir = project.path().to_str().expect("a path");
-    let agent = agent(0);
     let dir = project.path().to_str().expect("a path");
     ok(cli.run(&[
         "hook",
@@ -3453,33 +3382,6 @@ fn the_real_claude_code_runs_the_same_command_unasked_under_a_session_grant_what
     assert_eq!(
         result["permission_denials"][0]["tool_input"]["command"],
         "ls && rm -rf build"
-        &agent,
-        "--project",
-        dir,
-    ]));
-    let command = "touch rejected-twice.txt";
-
-    // A person rejects the call.
-    let model = FakeModel::start(command);
-    let running = run_claude(&claude, project.path(), home.path(), &model);
-    let set = cli.set_of(&agent);
-    ok(cli.run(&[
-        "reject",
-        &set,
-        "0",
-        "--reason",
-        "not in this repo",
-        "--as",
-        "alice",
-    ]));
-    claude_result(running);
-
-    // A later session makes exactly that call: refused at once, with no one asked.
-    let model = FakeModel::start(command);
-    let result = claude_result(run_claude(&claude, project.path(), home.path(), &model));
-    assert_eq!(
-        result["permission_denials"][0]["tool_input"]["command"], command,
-        "{result}"
     );
     let told = model.told();
     let reason = told["content"].as_str().expect("a reason");
@@ -3494,41 +3396,6 @@ fn the_real_claude_code_runs_the_same_command_unasked_under_a_session_grant_what
 /// The same with the real Gemini CLI (`run_shell_command`).
 #[test]
 fn the_real_gemini_cli_runs_a_pipe_and_is_told_which_part_was_denied() {
-    ]));
-    let model = FakeModel::start("touch proposed.txt");
-    let running = run_claude(&claude, project.path(), home.path(), &model);
-    let set = cli.set_of(&agent(0));
-    ok(cli.run(&[
-        "edit",
-        &set,
-        "0",
-        "--args",
-        r#"{"command":"touch edited.txt","description":"Run the command"}"#,
-        "--as",
-        "alice",
-    ]));
-    let result = claude_result(running);
-    assert_eq!(result["permission_denials"], json!([]));
-    assert!(project.path().join("edited.txt").exists());
-    assert!(!project.path().join("proposed.txt").exists());
-    // The model's next request carries the sentence and the diff, with who decided.
-    let told = told_with_context(&model);
-    let context: Value = serde_json::from_str(told.lines().last().expect("a line")).expect("JSON");
-    let text = context.to_string();
-    assert!(
-        text.contains(
-            r#"A person changed this call before it ran: command: \"touch proposed.txt\" → \"touch edited.txt\""#
-        ),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!("Confirmed by alice in Assent (change set {set})")),
-        "{text}"
-    );
-}
-
-#[test]
-fn the_real_gemini_cli_tells_the_model_its_call_was_changed_before_it_ran() {
     let Some(gemini) = npm_cli("@google/gemini-cli", "0.61.0", "gemini", "gemini-npm") else {
         return;
     };
@@ -3593,6 +3460,59 @@ fn the_real_gemini_cli_tells_the_model_its_call_was_changed_before_it_ran() {
         "{told}"
     );
     assert!(project.path().join("build").exists());
+    proven(&cli);
+}
+
+/// Issue 53, point 6, with the real Claude Code: a person rejects a command; a later
+/// session's identical call is refused without asking anyone, and that refusal is on
+/// the record (`audit` names the rejection, `history` lists it); once the rejection is
+/// forgotten, the identical call is asked again.
+#[test]
+fn the_real_claude_code_is_refused_a_rejected_call_again_on_the_record_until_forgotten() {
+    let Some(claude) = claude_code() else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let dir = project.path().to_str().expect("a path");
+    let agent = agent(0);
+    ok(cli.run(&[
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        &agent,
+        "--project",
+        dir,
+    ]));
+    let command = "touch rejected-twice.txt";
+
+    // A person rejects the call.
+    let model = FakeModel::start(command);
+    let running = run_claude(&claude, project.path(), home.path(), &model);
+    let set = cli.set_of(&agent);
+    ok(cli.run(&[
+        "reject",
+        &set,
+        "0",
+        "--reason",
+        "not in this repo",
+        "--as",
+        "alice",
+    ]));
+    claude_result(running);
+
+    // A later session makes exactly that call: refused at once, with no one asked.
+    let model = FakeModel::start(command);
+    let result = claude_result(run_claude(&claude, project.path(), home.path(), &model));
+    assert_eq!(
+        result["permission_denials"][0]["tool_input"]["command"], command,
+        "{result}"
+    );
+    let told = model.told();
+    let reason = told["content"].as_str().expect("a reason");
+    assert!(
         reason.contains("rejected this exact proposal recently")
             && reason.contains("not in this repo"),
         "{reason}"
@@ -3632,6 +3552,80 @@ fn the_real_gemini_cli_tells_the_model_its_call_was_changed_before_it_ran() {
     assert_eq!(result["permission_denials"], json!([]), "{result}");
     assert!(project.path().join("rejected-twice.txt").exists());
     proven(&cli);
+}
+
+/// The whole last message of the request after the call (`tests/fake_anthropic.py`
+/// writes it beside [`FakeModel::told`]): the tool_result and what Claude Code put
+/// beside it, such as a hook's additional context.
+fn told_with_context(model: &FakeModel) -> String {
+    std::fs::read_to_string(model.dir.path().join("told.message"))
+        .expect("the request after the call")
+}
+
+#[test]
+fn the_real_claude_code_tells_the_model_what_a_person_changed_in_the_same_turn() {
+    let Some(claude) = claude_code() else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let dir = project.path().to_str().expect("a path");
+    ok(cli.run(&[
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        &agent(0),
+        "--project",
+        dir,
+    ]));
+    let model = FakeModel::start("touch proposed.txt");
+    let running = run_claude(&claude, project.path(), home.path(), &model);
+    let set = cli.set_of(&agent(0));
+    ok(cli.run(&[
+        "edit",
+        &set,
+        "0",
+        "--args",
+        r#"{"command":"touch edited.txt","description":"Run the command"}"#,
+        "--as",
+        "alice",
+    ]));
+    let result = claude_result(running);
+    assert_eq!(result["permission_denials"], json!([]));
+    assert!(project.path().join("edited.txt").exists());
+    assert!(!project.path().join("proposed.txt").exists());
+    // The model's next request carries the sentence and the diff, with who decided.
+    let told = told_with_context(&model);
+    let context: Value = serde_json::from_str(told.lines().last().expect("a line")).expect("JSON");
+    let text = context.to_string();
+    assert!(
+        text.contains(
+            r#"A person changed this call before it ran: command: \"touch proposed.txt\" → \"touch edited.txt\""#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("Confirmed by alice in Assent (change set {set})")),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_real_gemini_cli_tells_the_model_its_call_was_changed_before_it_ran() {
+    let Some(gemini) = npm_cli("@google/gemini-cli", "0.61.0", "gemini", "gemini-npm") else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    std::fs::create_dir_all(home.path().join(".gemini")).expect("settings folder");
+    std::fs::write(
+        home.path().join(".gemini/settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+    )
+    .expect("user settings");
     let real = RealRun {
         cli: &cli,
         agent: agent(8),
@@ -3669,6 +3663,75 @@ fn the_real_gemini_cli_tells_the_model_its_call_was_changed_before_it_ran() {
         told.contains("were modified by a hook before execution"),
         "{told}"
     );
+}
+
+impl FakeModel {
+    /// [`FakeModel::start`], the model calling `command` once per description in one
+    /// conversation (`FAKE_DESCRIPTIONS` of `tests/fake_anthropic.py`).
+    fn calling_with(command: &str, descriptions: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let port_file = dir.path().join("port");
+        let child = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fake_anthropic.py"
+            ))
+            .arg(&port_file)
+            .arg(dir.path().join("told"))
+            .arg(command)
+            .env("FAKE_DESCRIPTIONS", descriptions.join("|"))
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3 runs the fake model");
+        let started = Instant::now();
+        let port = loop {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                break port;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the fake model listens"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            dir,
+        }
+    }
+
+    /// Every `tool_result` the model received, in order.
+    fn told_all(&self) -> Vec<Value> {
+        let log = std::fs::read_to_string(self.dir.path().join("told")).expect("a tool_result");
+        log.lines()
+            .map(|line| serde_json::from_str(line).expect("JSON"))
+            .collect()
+    }
+}
+
+/// Issue 53, point 14, with the real Claude Code: "yes, for this session" without a
+/// pattern bound Claude's free-text `description`, so the identical command the model
+/// ran next, described in other words, was asked again. Now the session grant binds
+/// the command: the second call runs unasked.
+#[test]
+fn the_real_claude_code_runs_the_same_command_unasked_under_a_session_grant_whatever_its_description()
+ {
+    let Some(claude) = claude_code() else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let dir = project.path().to_str().expect("a path");
+    ok(cli.run(&[
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        &agent(0),
+        "--project",
+        dir,
     ]));
     let model = FakeModel::calling_with(
         "echo ran-for-the-session",
