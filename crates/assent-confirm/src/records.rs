@@ -291,8 +291,24 @@ impl Engine {
     /// reviewers' screens ("the agent waits 42 s more"); no decision reads it.
     #[tracing::instrument(skip(self), fields(change_set = %set))]
     pub async fn record_wait(&self, set: Uuid, until: OffsetDateTime) -> Result<(), ConfirmError> {
+        self.record_wait_ending(set, until, false).await
+    }
+
+    /// [`Engine::record_wait`], saying whether the caller withdraws the set's item when
+    /// its wait ends (`withdrawn_at_end`: a coding agent's hook that hands the call to
+    /// the agent's own prompt then). A confirmation given after `until` (and a few
+    /// seconds' grace) is then refused, "the session that asked for it has ended", and
+    /// the item withdrawn: nothing would ever claim it (the caller was killed before it
+    /// could withdraw it itself).
+    #[tracing::instrument(skip(self), fields(change_set = %set))]
+    pub async fn record_wait_ending(
+        &self,
+        set: Uuid,
+        until: OffsetDateTime,
+        withdrawn_at_end: bool,
+    ) -> Result<(), ConfirmError> {
         let mut tx = self.store.begin_write().await?;
-        waits::record(tx.connection(), set, until).await?;
+        waits::record_ending(tx.connection(), set, until, withdrawn_at_end).await?;
         tx.commit().await?;
         Ok(())
     }
