@@ -865,7 +865,9 @@ impl Gateway {
             None => false,
         };
         if kept {
-            tracing::info!("the client stopped waiting; its tool runs after disconnect: kept for a person");
+            tracing::info!(
+                "the client stopped waiting; its tool runs after disconnect: kept for a person"
+            );
         } else if self.still_open(set_id).await? {
             let withdrawn = engine
                 .confirmations()

@@ -981,17 +981,22 @@ fn an_edit_shows_its_diff_and_a_file_changed_since_is_refused() {
         json!(format!("{}: \"old()\" → \"new()\"", file.display()))
     );
     std::fs::write(&file, "fn main() {\n    other();\n}\n").expect("changed meanwhile");
+    // Issue 53, point 3: refused at the confirmation (exit 4, as `--help` promises),
+    // never "Approved", and the item refreshed for a new review while the call waits.
     let out = cli.run(&["confirm", &set, "0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 4, "{stderr}");
+    assert!(stderr.contains("target changed since proposed"), "{stderr}");
+    let shown = cli.json(&["show", &set], "");
+    assert_eq!(shown["items"][0]["status"], "pending", "{shown:#}");
+    assert_eq!(shown["items"][0]["revision"], 1, "{shown:#}");
+    let out = cli.run(&["reject", &set, "0", "--reason", "changed"]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     let answer = answered(hook);
     assert_eq!(
         answer["hookSpecificOutput"]["permissionDecision"], "deny",
         "{answer}"
     );
-    let reason = answer["hookSpecificOutput"]["permissionDecisionReason"]
-        .as_str()
-        .expect("why");
-    assert!(reason.contains("target changed since proposed"), "{reason}");
 }
 
 /// The official Claude Code CLI (npm `@anthropic-ai/claude-code`, pinned), installed
