@@ -377,6 +377,7 @@ pub fn show(
     decisions: &[ChangeDecision],
     tools: &[ServedTool],
     quorum: &Quorum,
+    reported: &[assent_tools::AuditRecord],
 ) -> String {
     let mut text = set_header(set);
     for (index, item) in set.items.iter().enumerate() {
@@ -432,7 +433,8 @@ pub fn show(
             text.push_str(&format!("    reason   {}\n", one_line(&visible(reason))));
         }
         if let Some(job) = jobs.iter().find(|j| j.item_index == index) {
-            text.push_str(&format!("    run      {}\n", one_line(&visible(&run(job)))));
+            let run = run_of(job, reported);
+            text.push_str(&format!("    run      {}\n", one_line(&visible(&run))));
         }
         if edit.is_some() {
             text.push_str(&whole("    proposed", &item.args));
@@ -448,10 +450,30 @@ pub fn show(
             other => text.push_str(&whole("    args", other)),
         }
         if let Some(before) = &item.before {
-            text.push_str(&whole("    before", before));
+            let label = format!("    {}", before_label(&set.target_kind));
+            text.push_str(&whole(&label, before));
         }
     }
     text
+}
+
+/// What an item's `before` is called: for a coding agent's file call its workspace
+/// host stores the diff the call makes (issue 53, point 18), for any other item the
+/// value the call replaces.
+fn before_label(target_kind: &str) -> &'static str {
+    if target_kind == assent_store::jobs::AGENT_RUNS_KIND {
+        "diff"
+    } else {
+        "before"
+    }
+}
+
+/// How job `job`'s run stands: for a coding agent's call, in the words of a call, with
+/// what the agent reported it ran (the last of `reported`, its hook's after events);
+/// for any other, the job's own status ([`run`]).
+fn run_of(job: &Job, reported: &[assent_tools::AuditRecord]) -> String {
+    let reported = reported.last().and_then(|record| record.detail.as_deref());
+    job.agent_outcome(reported).unwrap_or_else(|| run(job))
 }
 
 /// What `assent review` knows about the item it shows, besides the set itself.
@@ -534,9 +556,10 @@ pub fn review_card(set: &ChangeSet, index: usize, context: &ReviewContext<'_>) -
     if let Some(before) = &item.before {
         let (before, cut) = shown(&value(before), VALUE_CHARS);
         was_cut |= cut;
-        text.push_str(&format!(
-            "  before   {before}  → after: as the arguments say\n"
-        ));
+        text.push_str(&match before_label(&set.target_kind) {
+            "diff" => format!("  diff     {before}\n"),
+            _ => format!("  before   {before}  → after: as the arguments say\n"),
+        });
     }
     if let Some((needed, revision)) = quorum {
         text.push_str(&format!(

@@ -19,7 +19,11 @@ use assent_domain::{ChangeDecision, ChangeSet, ChangeSetStatus, ItemRef, Target}
 use assent_store::{
     AnyConnection, Store, approvals, change_sets, decisions, host_tools, jobs, waits,
 };
-use assent_tools::PastCall;
+use assent_tools::{AuditKind, AuditRecord, PastCall};
+
+/// How many records of a coding agent's run [`Engine::set_detail`] reads for what the
+/// agent reported it ran.
+const AGENT_RUNS_READ: u32 = 50;
 use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -64,6 +68,10 @@ pub struct SetDetail {
     pub shadows: Vec<(Uuid, Value)>,
     /// For an undo set, the applied item it reverses.
     pub undoes: Option<Undoes>,
+    /// For a coding agent's set, what the agent reported it ran (its hook's after
+    /// events, by the set's run key), oldest first: how a confirmed call went, which
+    /// only the agent knows ([`assent_store::jobs::Job::agent_outcome`]).
+    pub agent_runs: Vec<AuditRecord>,
 }
 
 /// An agent's most recent decisions with what the decision history shows beside them:
@@ -209,11 +217,22 @@ impl Engine {
             .await?
             .ok_or(ConfirmError::ChangeSetNotFound(id))?;
         let waits_until = waits::of(&mut conn, &[id]).await?.remove(&id);
+        let agent_runs = if set.target_kind == jobs::AGENT_RUNS_KIND {
+            let filter = assent_store::audit::AuditFilter::Run(set.run_key.clone());
+            assent_store::audit::list(&mut conn, &filter, AGENT_RUNS_READ)
+                .await?
+                .into_iter()
+                .filter(|record| record.kind == AuditKind::Result && record.success.is_none())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let record = SetRecord::read(&mut conn, set, waits_until).await?;
         Ok(SetDetail {
             shadows: decisions::shadows_of(&mut conn, &record.decisions).await?,
             undoes: change_sets::undoes(&mut conn, id).await?,
             record,
+            agent_runs,
         })
     }
 

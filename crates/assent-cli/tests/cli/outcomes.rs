@@ -176,3 +176,44 @@ fn a_call_left_for_a_retry_is_confirmed_later_in_the_words_of_a_call() {
     );
     assert!(!stdout.contains("executor"), "{stdout}");
 }
+
+/// Issue 53, points 3 and 18: what `show` says of a confirmed coding agent's call is
+/// what happened, when it arrives: handed to the agent once its hook took the answer,
+/// then what the agent reported it ran (its `PostToolUse` event), never "applied" by
+/// "an executor".
+#[test]
+fn show_tells_how_a_confirmed_call_went_when_the_agent_reports_it() {
+    let cli = coder();
+    let workspace = tempfile::tempdir().expect("workspace");
+    let waiting = hook(&cli, &["--wait", "30"], &bash(workspace.path(), "ls", "t1"));
+    let set = queued(&cli);
+    let out = cli.run(&["confirm", &set, "0"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(decided(waiting).0, "allow");
+    let shown = String::from_utf8_lossy(&cli.run(&["show", &set]).stdout).into_owned();
+    assert!(
+        shown.contains(
+            "run      handed to the agent, which runs the call; it has not reported how it went"
+        ),
+        "{shown}"
+    );
+    let after = json!({
+        "session_id": "s1", "transcript_path": "/tmp/t.jsonl", "cwd": workspace.path(),
+        "permission_mode": "default", "hook_event_name": "PostToolUse",
+        "tool_name": "Bash", "tool_input": {"command": "ls", "description": "d"},
+        "tool_response": {"stdout": "Cargo.toml\nsrc", "stderr": "", "interrupted": false},
+        "tool_use_id": "t1",
+    })
+    .to_string();
+    let out = hook(&cli, &[], &after)
+        .wait_with_output()
+        .expect("recorded");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let shown = String::from_utf8_lossy(&cli.run(&["show", &set]).stdout).into_owned();
+    assert!(shown.contains("run      ran in claude-code: "), "{shown}");
+    assert!(shown.contains("Cargo.toml"), "{shown}");
+    assert!(!shown.contains("executor"), "{shown}");
+    let json = cli.json(&["show", &set, "0"], "");
+    let outcome = json["execution"]["outcome"].as_str().expect("an outcome");
+    assert!(outcome.starts_with("ran in claude-code: "), "{json:#}");
+}
