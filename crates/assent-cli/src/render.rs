@@ -152,17 +152,47 @@ pub fn indent(text: &str, prefix: &str) -> String {
 /// `mcp`, the target kind of the MCP gateway's calls: that one is no task category.
 pub fn agent(id: &str, categories: &[&str], created: bool) -> String {
     let verb = if created { "Created" } else { "Updated" };
-    let (servers, tasks): (Vec<&str>, Vec<&str>) = categories
+    let (servers, rest): (Vec<&str>, Vec<&str>) = categories
         .iter()
         .partition(|c| **c == assent_mcp::TARGET_KIND);
+    // A coding agent's workspaces (`assent hook`'s default category) hold files and
+    // commands, not tasks (issue 53, point 18).
+    let (code, tasks): (Vec<&str>, Vec<&str>) = rest
+        .iter()
+        .partition(|c| **c == assent_hook::DEFAULT_CATEGORY);
     let mut may = Vec::new();
-    if !tasks.is_empty() || servers.is_empty() {
+    if !tasks.is_empty() || (servers.is_empty() && code.is_empty()) {
         may.push(format!("change tasks in {}", tasks.join(", ")));
+    }
+    if !code.is_empty() {
+        may.push(format!(
+            "run commands and change files through `assent hook` in workspaces of category {}",
+            assent_hook::DEFAULT_CATEGORY
+        ));
     }
     if !servers.is_empty() {
         may.push("call the tools of the MCP servers it meets through `assent mcp`".to_owned());
     }
     format!("{verb} agent {id}: it may {}", may.join(", and "))
+}
+
+/// Whether an agent allowed `categories` is a coding agent (only `assent hook`'s
+/// workspaces and `assent mcp`'s servers): its settings apply from its next call, not
+/// its next wake.
+pub fn coding_agent(categories: &[String]) -> bool {
+    !categories.is_empty()
+        && categories.iter().all(|category| {
+            category == assent_hook::DEFAULT_CATEGORY || category == assent_mcp::TARGET_KIND
+        })
+}
+
+/// When a changed setting of an agent allowed `categories` takes effect.
+pub fn takes_effect(categories: &[String]) -> &'static str {
+    if coding_agent(categories) {
+        "from its next call on"
+    } else {
+        "from its next wake on"
+    }
 }
 
 /// A task, field by field (unset fields are left out).
@@ -1142,6 +1172,22 @@ mod tests {
         assert_eq!(
             agent("both", &["work", "mcp"], true),
             "Created agent both: it may change tasks in work, and call the tools of the MCP servers it meets through `assent mcp`"
+        );
+    }
+
+    /// Issue 53, point 18: a coding agent was told "it may change tasks in code".
+    #[test]
+    fn a_coding_agent_is_told_of_commands_and_files_not_tasks() {
+        assert_eq!(
+            agent("claude", &["code"], true),
+            "Created agent claude: it may run commands and change files through `assent hook` in workspaces of category code"
+        );
+        let code = ["code".to_owned()];
+        assert_eq!(takes_effect(&code), "from its next call on");
+        assert_eq!(takes_effect(&["work".to_owned()]), "from its next wake on");
+        assert_eq!(
+            takes_effect(&["code".to_owned(), "work".to_owned()]),
+            "from its next wake on"
         );
     }
 
