@@ -3127,3 +3127,61 @@ fn hooked_without_a_database(
     .expect("settings");
     (bare, blocker.join("data"))
 }
+
+/// Issue 53, point 3, with the real Claude Code: an edit that turns the waiting call
+/// into one a deny rule covers is refused at the edit (exit 1), nothing recorded, while
+/// the call still waits; the person's next edit is confirmed in the words of a call,
+/// Claude Code runs it, and `show` tells what ran as Claude Code reported it.
+#[test]
+fn the_real_claude_code_a_denied_edit_is_refused_at_the_edit_and_show_tells_what_ran() {
+    let Some(claude) = claude_code() else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let dir = project.path().to_str().expect("a path");
+    ok(cli.run(&[
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        &agent(0),
+        "--project",
+        dir,
+    ]));
+    ok(cli.run(&["agent", "deny", &agent(0), "Bash(rm *)"]));
+    let model = FakeModel::start("touch proposed.txt");
+    let running = run_claude(&claude, project.path(), home.path(), &model);
+    let set = cli.set_of(&agent(0));
+    let denied = cli.run(&[
+        "edit",
+        &set,
+        "0",
+        "--args",
+        r#"{"command":"rm -rf build","description":"Run the command"}"#,
+    ]);
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    assert_eq!(code(&denied), 1, "{stderr}");
+    assert!(stderr.contains("denied by policy"), "{stderr}");
+    let shown = cli.json(&["show", &set, "0"], "");
+    assert_eq!(shown["status"], "pending", "nothing recorded: {shown:#}");
+    let edited = ok(cli.run(&[
+        "edit",
+        &set,
+        "0",
+        "--args",
+        r#"{"command":"touch edited.txt","description":"Run the command"}"#,
+    ]));
+    let said = String::from_utf8_lossy(&edited.stdout);
+    assert!(
+        said.contains("the agent runs the call once its hook takes this answer"),
+        "{said}"
+    );
+    let result = claude_result(running);
+    assert_eq!(result["permission_denials"], json!([]), "{result:#}");
+    assert!(project.path().join("edited.txt").exists());
+    assert!(!project.path().join("proposed.txt").exists());
+    let shown = String::from_utf8_lossy(&ok(cli.run(&["show", &set])).stdout).into_owned();
+    assert!(shown.contains("run      ran in claude-code: "), "{shown}");
+}
