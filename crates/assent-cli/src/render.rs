@@ -1303,7 +1303,7 @@ mod tests {
             serde_json::json!({"content": content, "mode": {"octal": "600"}}),
             "Write File(…)",
         );
-        let text = show(&set, Some(0), &[], &[], &[], &Quorum::default());
+        let text = show(&set, Some(0), &[], &[], &[], &Quorum::default(), &[]);
         assert!(
             text.contains("      content (string, 332 chars)\n"),
             "{text}"
@@ -1319,7 +1319,7 @@ mod tests {
         assert!(text.contains("      mode (JSON)\n"), "{text}");
         assert!(text.contains("        │   \"octal\": \"600\"\n"), "{text}");
         assert!(
-            show(&set, Some(1), &[], &[], &[], &Quorum::default())
+            show(&set, Some(1), &[], &[], &[], &Quorum::default(), &[])
                 .ends_with("created 1970-01-01 00:00:00Z\n")
         );
     }

@@ -217,3 +217,71 @@ fn show_tells_how_a_confirmed_call_went_when_the_agent_reports_it() {
     let outcome = json["execution"]["outcome"].as_str().expect("an outcome");
     assert!(outcome.starts_with("ran in claude-code: "), "{json:#}");
 }
+
+/// `POST /api/change-sets/{set}/items/0/{verb}` with `body`: status and body.
+async fn over_the_api(base: &str, set: &str, verb: &str, body: Value) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/api/change-sets/{set}/items/0/{verb}"))
+        .bearer_auth(ADMIN)
+        .json(&body)
+        .send()
+        .await
+        .expect("answered");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("JSON"))
+}
+
+const ADMIN: &str = "outcomes-admin-token-0123456789";
+
+/// Issue 53, point 3, over the API (the page's and Slack's engine): an edit a deny rule
+/// covers is 403 with nothing recorded; an `Edit` of a file changed since is 409 with
+/// the item refreshed for a new review, never "Approved".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_api_a_denied_edit_is_403_and_a_changed_file_409() {
+    let cli = coder();
+    let out = cli.run(&["agent", "deny", AGENT, "Bash(rm -rf *)"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let served = super::serve(&cli, ADMIN);
+    let workspace = tempfile::tempdir().expect("workspace");
+    let waiting = hook(
+        &cli,
+        &["--wait", "30"],
+        &bash(workspace.path(), "ls build", "t1"),
+    );
+    let set = queued(&cli);
+    let edit = json!({"args": {"command": "rm -rf build", "description": "d"}});
+    let (status, body) = over_the_api(&served.base, &set, "edit", edit).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(cli.json(&["show", &set, "0"], "")["status"], "pending");
+    let (status, _) = over_the_api(&served.base, &set, "reject", json!({"reason": "no"})).await;
+    assert_eq!(status, 200);
+    assert_eq!(decided(waiting).0, "deny");
+
+    let file = workspace.path().join("main.rs");
+    std::fs::write(&file, "fn main() {\n    old();\n}\n").expect("file");
+    let event = json!({
+        "session_id": "s1", "transcript_path": "/tmp/t.jsonl", "cwd": workspace.path(),
+        "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Edit",
+        "tool_input": {"file_path": file, "old_string": "old()", "new_string": "new()"},
+        "tool_use_id": "t2",
+    })
+    .to_string();
+    let waiting = hook(&cli, &["--wait", "30"], &event);
+    let set = queued(&cli);
+    std::fs::write(&file, "fn main() {\n    other();\n}\n").expect("changed meanwhile");
+    let (status, body) = over_the_api(&served.base, &set, "confirm", json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.to_string().contains("target changed since proposed"),
+        "{body}"
+    );
+    let shown = cli.json(&["show", &set, "0"], "");
+    assert_eq!(
+        (&shown["status"], &shown["revision"]),
+        (&json!("pending"), &json!(1)),
+        "{shown:#}"
+    );
+    let (status, _) = over_the_api(&served.base, &set, "reject", json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(decided(waiting).0, "deny");
+}
