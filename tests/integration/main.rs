@@ -20,6 +20,7 @@ mod outbox;
 mod outcome;
 mod proof;
 mod properties;
+mod session_ended;
 mod shadow;
 mod stale;
 mod stored_results;
