@@ -491,7 +491,7 @@ pub fn show(
 /// host stores the diff the call makes (issue 53, point 18), for any other item the
 /// value the call replaces.
 fn before_label(target_kind: &str) -> &'static str {
-    if target_kind == assent_store::jobs::AGENT_RUNS_KIND {
+    if target_kind == assent_confirm::records::AGENT_RUNS_KIND {
         "diff"
     } else {
         "before"

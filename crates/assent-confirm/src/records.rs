@@ -33,7 +33,7 @@ pub use assent_store::change_sets::{PendingFilter, Undoes};
 /// The prefix of a decider named for an MCP client's elicitation answer
 /// (`mcp-client:NAME`): the client's word, never a named person's.
 pub use assent_store::decisions::MCP_CLIENT_PREFIX;
-pub use assent_store::jobs::{ExternalItem, Job, JobStatus, ServedItem};
+pub use assent_store::jobs::{AGENT_RUNS_KIND, ExternalItem, Job, JobStatus, ServedItem};
 
 /// A set as a person's screens show it, read together: what `assent pending`, `assent
 /// review` and `GET /api/change-sets` list.

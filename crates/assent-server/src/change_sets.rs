@@ -103,11 +103,11 @@ pub(crate) async fn show_change_set(
 
 /// Writes into `view` how each coding agent's call among `jobs` went, in the words of
 /// a call, with what the agent reported it ran (`agent_runs`, its hook's after events):
-/// each such item's `execution.outcome` ([`assent_store::jobs::Job::agent_outcome`]),
+/// each such item's `execution.outcome` ([`assent_confirm::records::Job::agent_outcome`]),
 /// so no door shows "applied" for a call that only the agent ran, or did not.
 pub fn with_agent_runs(
     view: &mut SetView<'_>,
-    jobs: &[assent_store::jobs::Job],
+    jobs: &[assent_confirm::records::Job],
     agent_runs: &[assent_tools::AuditRecord],
 ) {
     let reported = agent_runs
