@@ -82,7 +82,12 @@ impl Ctx {
 /// The engine over `store`: the journal's catalog, the journal as host (its tables
 /// migrated on first use). The CLI is where the journal is composed with the engine.
 pub async fn engine(store: Store) -> Result<Engine, CliError> {
-    Ok(assent_journal_host::journal_engine(store).await?)
+    // A person confirming a coding agent's call here (any door: the CLI, the page, the
+    // API, Slack) has its workspace read on this machine: the rules see where its paths
+    // lead, and a file changed since the proposal is found before anything is recorded.
+    Ok(assent_journal_host::journal_engine(store)
+        .await?
+        .with_foreign_targets(std::sync::Arc::new(assent_hook::Workspaces)))
 }
 
 /// The identity a quorum counts for a decision made here: `--as NAME`, else the OS

@@ -66,7 +66,18 @@ pub async fn show(ctx: &Ctx, args: ShowArgs) -> Result<Output, CliError> {
         .with_jobs(ran)
         .with_quorum(quorum);
     view.undoes = detail.undoes.clone();
-    let text = || render::show(set, args.index, ran, decided, &tools, quorum);
+    assent_server::with_agent_runs(&mut view, ran, &detail.agent_runs);
+    let text = || {
+        render::show(
+            set,
+            args.index,
+            ran,
+            decided,
+            &tools,
+            quorum,
+            &detail.agent_runs,
+        )
+    };
     match args.index {
         Some(index) => Output::either(ctx.json, &view.items.swap_remove(index), text),
         None => Output::either(ctx.json, &view, text),

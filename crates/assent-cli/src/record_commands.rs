@@ -265,11 +265,12 @@ async fn grants_suggest(ctx: &Ctx, args: GrantsSuggestArgs) -> Result<Output, Cl
     });
     Output::either(ctx.json, &shown, || {
         format!(
-            "Agent {}: allow {} until {} (suggestion {}, from its next wake on)",
+            "Agent {}: allow {} until {} (suggestion {}, {})",
             chosen.agent,
             chosen.pattern.as_deref().unwrap_or(&chosen.tool),
             render::time(chosen.expires_at),
-            chosen.id
+            chosen.id,
+            render::takes_effect(&agent.categories)
         )
     })
 }

@@ -152,17 +152,47 @@ pub fn indent(text: &str, prefix: &str) -> String {
 /// `mcp`, the target kind of the MCP gateway's calls: that one is no task category.
 pub fn agent(id: &str, categories: &[&str], created: bool) -> String {
     let verb = if created { "Created" } else { "Updated" };
-    let (servers, tasks): (Vec<&str>, Vec<&str>) = categories
+    let (servers, rest): (Vec<&str>, Vec<&str>) = categories
         .iter()
         .partition(|c| **c == assent_mcp::TARGET_KIND);
+    // A coding agent's workspaces (`assent hook`'s default category) hold files and
+    // commands, not tasks (issue 53, point 18).
+    let (code, tasks): (Vec<&str>, Vec<&str>) = rest
+        .iter()
+        .partition(|c| **c == assent_hook::DEFAULT_CATEGORY);
     let mut may = Vec::new();
-    if !tasks.is_empty() || servers.is_empty() {
+    if !tasks.is_empty() || (servers.is_empty() && code.is_empty()) {
         may.push(format!("change tasks in {}", tasks.join(", ")));
+    }
+    if !code.is_empty() {
+        may.push(format!(
+            "run commands and change files through `assent hook` in workspaces of category {}",
+            assent_hook::DEFAULT_CATEGORY
+        ));
     }
     if !servers.is_empty() {
         may.push("call the tools of the MCP servers it meets through `assent mcp`".to_owned());
     }
     format!("{verb} agent {id}: it may {}", may.join(", and "))
+}
+
+/// Whether an agent allowed `categories` is a coding agent (only `assent hook`'s
+/// workspaces and `assent mcp`'s servers): its settings apply from its next call, not
+/// its next wake.
+pub fn coding_agent(categories: &[String]) -> bool {
+    !categories.is_empty()
+        && categories.iter().all(|category| {
+            category == assent_hook::DEFAULT_CATEGORY || category == assent_mcp::TARGET_KIND
+        })
+}
+
+/// When a changed setting of an agent allowed `categories` takes effect.
+pub fn takes_effect(categories: &[String]) -> &'static str {
+    if coding_agent(categories) {
+        "from its next call on"
+    } else {
+        "from its next wake on"
+    }
 }
 
 /// A task, field by field (unset fields are left out).
@@ -410,6 +440,7 @@ pub fn show(
     decisions: &[ChangeDecision],
     tools: &[ServedTool],
     quorum: &Quorum,
+    reported: &[assent_tools::AuditRecord],
 ) -> String {
     let mut text = set_header(set);
     for (index, item) in set.items.iter().enumerate() {
@@ -465,7 +496,8 @@ pub fn show(
             text.push_str(&format!("    reason   {}\n", one_line(&visible(reason))));
         }
         if let Some(job) = jobs.iter().find(|j| j.item_index == index) {
-            text.push_str(&format!("    run      {}\n", one_line(&visible(&run(job)))));
+            let run = run_of(job, reported);
+            text.push_str(&format!("    run      {}\n", one_line(&visible(&run))));
         }
         if edit.is_some() {
             text.push_str(&whole("    proposed", &item.args));
@@ -481,10 +513,30 @@ pub fn show(
             other => text.push_str(&whole("    args", other)),
         }
         if let Some(before) = &item.before {
-            text.push_str(&whole("    before", before));
+            let label = format!("    {}", before_label(&set.target_kind));
+            text.push_str(&whole(&label, before));
         }
     }
     text
+}
+
+/// What an item's `before` is called: for a coding agent's file call its workspace
+/// host stores the diff the call makes (issue 53, point 18), for any other item the
+/// value the call replaces.
+fn before_label(target_kind: &str) -> &'static str {
+    if target_kind == assent_confirm::records::AGENT_RUNS_KIND {
+        "diff"
+    } else {
+        "before"
+    }
+}
+
+/// How job `job`'s run stands: for a coding agent's call, in the words of a call, with
+/// what the agent reported it ran (the last of `reported`, its hook's after events);
+/// for any other, the job's own status ([`run`]).
+fn run_of(job: &Job, reported: &[assent_tools::AuditRecord]) -> String {
+    let reported = reported.last().and_then(|record| record.detail.as_deref());
+    job.agent_outcome(reported).unwrap_or_else(|| run(job))
 }
 
 /// What `assent review` knows about the item it shows, besides the set itself.
@@ -1150,6 +1202,22 @@ mod tests {
         );
     }
 
+    /// Issue 53, point 18: a coding agent was told "it may change tasks in code".
+    #[test]
+    fn a_coding_agent_is_told_of_commands_and_files_not_tasks() {
+        assert_eq!(
+            agent("claude", &["code"], true),
+            "Created agent claude: it may run commands and change files through `assent hook` in workspaces of category code"
+        );
+        let code = ["code".to_owned()];
+        assert_eq!(takes_effect(&code), "from its next call on");
+        assert_eq!(takes_effect(&["work".to_owned()]), "from its next wake on");
+        assert_eq!(
+            takes_effect(&["code".to_owned(), "work".to_owned()]),
+            "from its next wake on"
+        );
+    }
+
     #[test]
     fn durations_read_like_the_flag() {
         assert_eq!(duration(Duration::days(7)), "7d");
@@ -1262,7 +1330,7 @@ mod tests {
             serde_json::json!({"content": content, "mode": {"octal": "600"}}),
             "Write File(…)",
         );
-        let text = show(&set, Some(0), &[], &[], &[], &Quorum::default());
+        let text = show(&set, Some(0), &[], &[], &[], &Quorum::default(), &[]);
         assert!(
             text.contains("      content (string, 332 chars)\n"),
             "{text}"
@@ -1278,7 +1346,7 @@ mod tests {
         assert!(text.contains("      mode (JSON)\n"), "{text}");
         assert!(text.contains("        │   \"octal\": \"600\"\n"), "{text}");
         assert!(
-            show(&set, Some(1), &[], &[], &[], &Quorum::default())
+            show(&set, Some(1), &[], &[], &[], &Quorum::default(), &[])
                 .ends_with("created 1970-01-01 00:00:00Z\n")
         );
     }

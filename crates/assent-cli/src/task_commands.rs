@@ -75,7 +75,7 @@ pub async fn agent_rule(
     let until = args.for_span.map(|span| ctx.now + span);
     Output::either(ctx.json, &shown, || {
         let note = if changed {
-            "from its next wake on"
+            render::takes_effect(&agent.categories)
         } else {
             "it already was; nothing changed"
         };

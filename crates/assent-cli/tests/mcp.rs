@@ -140,7 +140,11 @@ async fn confirm_and_see(db: &str, set: Uuid, path: &std::path::Path, expected: 
         String::from_utf8_lossy(&out.stderr)
     );
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("Approved"), "{said}");
+    // In the words of a call (issue 53, point 18), never "an executor of … claims job".
+    assert!(
+        said.contains("Confirmed; the gateway runs the call on its MCP server"),
+        "{said}"
+    );
     let started = std::time::Instant::now();
     while std::fs::read_to_string(path).ok().as_deref() != Some(expected) {
         assert!(
@@ -1407,6 +1411,11 @@ async fn a_server_name_whose_host_another_server_used_is_refused_at_start() {
         assert!(out.stdout.is_empty());
     };
     refused(&s.db); // a pending item
+    // Its chat ended: confirmed only because such calls may run later (issue 53, point 4).
+    succeeded(&assent(
+        &s.db,
+        &["agent", "run-after-disconnect", "bot", "append_note"],
+    ));
     succeeded(&assent(&s.db, &["confirm", &set.to_string(), "0"]));
     refused(&s.db); // its job
 }
@@ -2156,21 +2165,28 @@ async fn a_call_confirmed_after_its_chat_ended_runs_in_no_later_session_unless_m
     let s = setup();
     let note = s.dir.path().join("note.txt");
     let upstream = vec![fixture().display().to_string()];
-    // A receipt, then the chat ends; a person confirms the call afterwards.
+    // A receipt, then the chat ends; a person confirms the call afterwards: refused at
+    // the confirmation, saying why and how to let such calls run (issue 53, point 4),
+    // and the call withdrawn, so no job waits for a session that will never come.
     let client = gateway(&s.db, &[], &upstream).await;
     let receipt = call(&client, "append_note", json!({"path": note, "text": "one"})).await;
     let first = set_id(&text(&receipt));
     client.cancel().await.expect("the chat ends");
-    succeeded(&assent(&s.db, &["confirm", &first.to_string(), "0"]));
-    // The next session's gateway claims the job and refuses to run it.
-    let client = gateway(&s.db, &[], &upstream).await;
-    let failed = job_becomes(&s.db, first, "failed").await;
+    let refused = assent(&s.db, &["confirm", &first.to_string(), "0"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(3), "{stderr}");
     assert!(
-        failed["lastError"]
-            .as_str()
-            .is_some_and(|e| e.contains("assent agent run-after-disconnect bot append_note")),
-        "{failed:#}"
+        stderr.contains("the session that asked for it has ended")
+            && stderr.contains("assent agent run-after-disconnect bot append_note"),
+        "{stderr}"
     );
+    let shown: Value = serde_json::from_str(&succeeded(&assent(
+        &s.db,
+        &["--json", "show", &first.to_string(), "0"],
+    )))
+    .expect("JSON");
+    assert_eq!(shown["status"], "retracted", "{shown:#}");
+    let client = gateway(&s.db, &[], &upstream).await;
     assert!(!note.exists(), "the call of an ended chat never ran");
 
     // Marked for the agent (by a pattern, as rules name tools), such a call runs in a
@@ -2787,4 +2803,58 @@ async fn readmes_configuration_under_the_typescript_sdk_from_read_to_receipt() {
         "three"
     );
     proven(&s.db);
+}
+
+/// Waits (at most 10 s) until every gateway session on `db` is recorded as ended: its
+/// gateway withdrew (or kept) the calls its client still waited on before that.
+async fn sessions_ended(db: &str) {
+    let store = Store::open(db).await.expect("the store");
+    let started = std::time::Instant::now();
+    loop {
+        let mut conn = store.read_connection().await.expect("a connection");
+        let open: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM mcp_sessions WHERE ended_at IS NULL")
+                .fetch_one(&mut *conn)
+                .await
+                .expect("sessions");
+        drop(conn);
+        if open == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "a session never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    store.close().await;
+}
+
+/// Issue 53, point 4: a call of a tool marked run-after-disconnect that its client
+/// abandoned while it waited (stdio closed) was withdrawn like any other; it stays for
+/// the person, and once confirmed a later session's gateway runs it.
+#[tokio::test]
+async fn an_abandoned_call_of_a_tool_marked_run_after_disconnect_stays_and_runs_once_confirmed() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    let upstream = vec![fixture().display().to_string()];
+    succeeded(&assent(
+        &s.db,
+        &["agent", "run-after-disconnect", "bot", "append_note"],
+    ));
+    let client = gateway(&s.db, &["--wait", "30"], &upstream).await;
+    let _handle = send_append(&client, &note).await;
+    let set = first_pending(&s.db).await;
+    client.cancel().await.expect("the client leaves");
+    sessions_ended(&s.db).await;
+    let pending = succeeded(&assent(&s.db, &["--json", "pending"]));
+    assert!(pending.contains(&set.to_string()), "kept: {pending}");
+    succeeded(&assent(&s.db, &["confirm", &set.to_string(), "0"]));
+    let client = gateway(&s.db, &[], &upstream).await;
+    job_becomes(&s.db, set, "applied").await;
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("one\n")
+    );
+    client.cancel().await.expect("the client leaves");
 }

@@ -21,6 +21,20 @@ use uuid::Uuid;
 pub use assent_store::mcp_sessions::CallSession;
 pub use assent_store::rehost::Rehosted;
 
+/// How long a gateway session may go without saying it runs before it counts as
+/// ended (its gateway died): a few of its heartbeats.
+pub const SESSION_STALE: time::Duration = time::Duration::seconds(30);
+
+/// Whether the session that made a call ended by `now`: its client left (`ended_at`),
+/// or its gateway was last seen (`seen_at`) [`SESSION_STALE`] or more before.
+pub fn session_ended(
+    seen_at: OffsetDateTime,
+    ended_at: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    ended_at.or_else(|| (now - seen_at >= SESSION_STALE).then_some(seen_at))
+}
+
 impl Engine {
     /// Records the start of session `id` of agent `agent`'s gateway of server `server`
     /// at `now`, in one transaction.
@@ -115,6 +129,21 @@ pub async fn call_provenance(
         made_by,
         run_after_disconnect,
     })
+}
+
+/// Whether the operator said agent `agent`'s calls of `tool` may run after their chat
+/// ended (`assent agent run-after-disconnect`, a name or `*` pattern matched as rules
+/// are): such a call is kept for a person when its client stops waiting, not withdrawn.
+pub async fn runs_after_disconnect(
+    store: &Store,
+    agent: &str,
+    tool: &str,
+) -> Result<bool, ConfirmError> {
+    let mut conn = store.read_connection().await?;
+    Ok(mcp_sessions::run_after_disconnect_tools(&mut conn, agent)
+        .await?
+        .iter()
+        .any(|marked| assent_tools::name_matches(marked, tool)))
 }
 
 /// Moves agent `agent`'s items and jobs on `target` from host `from` to host `to`, and

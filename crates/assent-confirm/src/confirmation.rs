@@ -22,7 +22,9 @@ use assent_domain::{
     ChangeDecision, ChangeItemStatus, ChangeSet, ItemRef, OperationId, Target, Verdict,
 };
 use assent_store::plan::{PlannedAudits, WritePlan};
-use assent_store::{AnyConnection, Backend, agents, approvals, change_sets, host_tools, jobs};
+use assent_store::{
+    AnyConnection, Backend, agents, approvals, change_sets, host_tools, jobs, mcp_sessions, waits,
+};
 use assent_tools::{
     AgentPolicy, CallContext, Coverage, ExecutionTarget, PastOutcome, PolicyDecision, RuleAction,
     ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
@@ -33,6 +35,10 @@ use uuid::Uuid;
 
 /// A write transaction of the store.
 use assent_store::WriteTx;
+
+/// How long after its wait ended a caller that withdraws its item then (a coding
+/// agent's hook) is still given to do so, before a confirmation counts it as gone.
+pub const WITHDRAW_GRACE: Duration = Duration::seconds(10);
 
 /// Pending sets older than this expire (plan, section 9).
 pub const DEFAULT_EXPIRY_TTL: Duration = Duration::days(7);
@@ -57,6 +63,22 @@ impl ConfirmOutcome {
             }
             ExecutionOutcome::Denied { reason } => format!("Denied: {reason}"),
             ExecutionOutcome::Failed { error } => format!("Failed: {error}"),
+            // A coding agent's call is run by the agent, once its hook takes the answer,
+            // or by the MCP gateway: how it went arrives later (`assent show`).
+            ExecutionOutcome::Queued { job_id, .. }
+                if self.decision.target_kind == crate::session::HOOK_TARGET_KIND =>
+            {
+                format!(
+                    "Confirmed; the agent runs the call once its hook takes this answer (job {job_id}); `assent show` tells how it went."
+                )
+            }
+            ExecutionOutcome::Queued { job_id, .. }
+                if self.decision.target_kind == crate::session::MCP_TARGET_KIND =>
+            {
+                format!(
+                    "Confirmed; the gateway runs the call on its MCP server (job {job_id}); `assent show` tells how it went."
+                )
+            }
             ExecutionOutcome::Queued { job_id, host } => {
                 format!("Approved; it runs when an executor of {host} claims job {job_id}.")
             }
@@ -611,24 +633,7 @@ impl ConfirmationService {
         )
         .await;
         if let Some(stale) = recheck.stale {
-            // Refused, and the item refreshed: a new confirmation applies to the
-            // target as it is now.
-            change_sets::mark_stale(
-                tx.connection(),
-                set.id,
-                index,
-                &stale.detail,
-                stale.before.as_ref(),
-                stale.fingerprint.as_ref(),
-            )
-            .await?;
-            let stored = &mut set.items[index];
-            stored.before = stale.before;
-            stored.fingerprint = stale.fingerprint;
-            stored.stale_detail = Some(stale.detail.clone());
-            stored.revision += 1;
-            tracing::info!(index, detail = %stale.detail, "target changed since proposed: refused");
-            return Ok(Attempt::Refused(ConfirmError::TargetChanged(stale.detail)));
+            return self.refresh_stale(tx.connection(), set, index, stale).await;
         }
         let needed = settings.approvals_needed.max(item.approvals_needed());
         // The decision point answers before an approval is counted or a window starts,
@@ -770,6 +775,75 @@ impl ConfirmationService {
                 })))
             }
         }
+    }
+
+    /// Refuses a confirmation of item `index` of `set` whose target changed since the
+    /// proposal (`stale`), and refreshes the item (in `conn`'s transaction and in
+    /// memory): a new confirmation applies to the target as it is now.
+    async fn refresh_stale(
+        &self,
+        conn: &mut AnyConnection,
+        set: &mut ChangeSet,
+        index: usize,
+        stale: crate::host::Stale,
+    ) -> Result<Attempt, ConfirmError> {
+        change_sets::mark_stale(
+            conn,
+            set.id,
+            index,
+            &stale.detail,
+            stale.before.as_ref(),
+            stale.fingerprint.as_ref(),
+        )
+        .await?;
+        let stored = &mut set.items[index];
+        stored.before = stale.before;
+        stored.fingerprint = stale.fingerprint;
+        stored.stale_detail = Some(stale.detail.clone());
+        stored.revision += 1;
+        tracing::info!(index, detail = %stale.detail, "target changed since proposed: refused");
+        Ok(Attempt::Refused(ConfirmError::TargetChanged(stale.detail)))
+    }
+
+    /// Why nothing would ever run a confirmation of a queued call of tool `tool` in
+    /// set `set` given at `now`, or `None`. The MCP gateway's session that made it
+    /// ended (its client left, or its gateway was not seen for
+    /// [`crate::client_sessions::SESSION_STALE`]) and the operator did not mark the tool
+    /// run-after-disconnect: its gateway would refuse to run it in another session. Or
+    /// the coding agent's hook that waited for it said it withdraws the call when its
+    /// wait ends, and that moment passed ([`WITHDRAW_GRACE`] ago): it was killed before
+    /// it could, and nothing else takes the answer.
+    async fn nobody_will_run(
+        &self,
+        conn: &mut AnyConnection,
+        set: &ChangeSet,
+        tool: &str,
+        now: OffsetDateTime,
+    ) -> Result<Option<String>, ConfirmError> {
+        if let Some((_, seen_at, ended_at)) = mcp_sessions::of_change_set(conn, set.id).await?
+            && let Some(ended) = crate::client_sessions::session_ended(seen_at, ended_at, now)
+        {
+            let marked = mcp_sessions::run_after_disconnect_tools(conn, &set.agent_id)
+                .await?
+                .iter()
+                .any(|marked| assent_tools::name_matches(marked, tool));
+            if !marked {
+                return Ok(Some(format!(
+                    "the session that asked for it has ended (its chat was last there at {}), so nothing would run the call or tell the agent; to let calls of {tool} run after their chat ended: assent agent run-after-disconnect {} {tool}",
+                    assent_store::timefmt::format(ended),
+                    set.agent_id
+                )));
+            }
+        }
+        if let Some(until) = waits::withdrawn_after(conn, set.id).await?
+            && now > until + WITHDRAW_GRACE
+        {
+            return Ok(Some(format!(
+                "the session that asked for it has ended (the agent's hook stopped waiting at {}), so nothing would take the answer",
+                assent_store::timefmt::format(until)
+            )));
+        }
+        Ok(None)
     }
 
     /// Counts this confirmation toward item `index`'s quorum, when its tool needs more
@@ -946,15 +1020,73 @@ impl ConfirmationService {
             self.validate_external_edit(conn, &external.host, &set.items[index].tool_name, args)
                 .await?;
         }
-        let tool_name = &set.items[index].tool_name;
+        let tool_name = set.items[index].tool_name.clone();
+        let tool_name = &tool_name;
         // An agent this database lacks has no rules here to check: refused, saying so.
         let (policy, settings) = batch.rules_of(&set.agent_id, tool_name, now)?;
-        // The rules answer first (the category is its host's to resolve, at the claim):
-        // no approval, job or webhook for a tool they deny.
-        if policy.ruled(tool_name) == Some(RuleAction::Deny) {
-            let reason = reply::denied_by_policy(tool_name);
-            tracing::info!(index, %reason, "policy refused the confirmation before it counted");
-            return Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)));
+        let target = set.target();
+        // What this process sees of the item's target (a coding agent's workspace on
+        // this machine), when it can read that host's targets.
+        let state = self
+            .engine
+            .foreign
+            .as_ref()
+            .and_then(|foreign| foreign.state(&external.host, &target));
+        {
+            let proposed = &set.items[index].args;
+            let args = edited_args.as_ref().unwrap_or(proposed);
+            // The rules answer first, with the arguments that would run (a person's
+            // edit) and where their paths lead (the category is its host's to resolve,
+            // at the claim): no approval, job, decision or webhook for a call they deny.
+            let call = CallContext {
+                args,
+                target_id: &target.id,
+                paths: state.as_deref().and_then(|state| state.paths()),
+            };
+            if policy.ruled_call(tool_name, Some(call)) == Some(RuleAction::Deny) {
+                let reason = reply::denied_by_policy(tool_name);
+                tracing::info!(index, %reason, "policy refused the confirmation before it counted");
+                return Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)));
+            }
+            // A target that changed since the proposal (a file edited meanwhile): the
+            // item is refreshed with what it holds now, for a new review.
+            if let Some(state) = &state {
+                let item = &set.items[index];
+                let recheck = crate::host::recheck_state(
+                    state.as_ref(),
+                    tool_name,
+                    args,
+                    proposed,
+                    item.fingerprint.as_ref(),
+                );
+                if let Some(stale) = recheck.stale {
+                    return self.refresh_stale(conn, set, index, stale).await;
+                }
+            }
+        }
+        // A call nothing would ever run (its session ended): refused, and withdrawn.
+        if let Some(why) = self.nobody_will_run(conn, set, tool_name, now).await? {
+            tracing::info!(index, %why, "nothing would run the confirmation: withdrawn");
+            let withdrawer = Self {
+                reviewer: None,
+                attribution: None,
+                ..self.clone()
+            };
+            withdrawer
+                .record_into(
+                    conn,
+                    set,
+                    &[index],
+                    Verdicts::plain(Verdict::Retracted, Some(why.clone())),
+                    now,
+                    plan,
+                    batch.deferred_statuses.as_mut(),
+                )
+                .await?;
+            return Ok(Attempt::Refused(ConfirmError::conflict(
+                ConflictKind::SessionEnded,
+                format!("{why}; the call is withdrawn"),
+            )));
         }
         let needed = settings
             .approvals_needed

@@ -186,6 +186,10 @@ pub enum ConflictKind {
     /// A grant suggestion was not applied: it would weaken a deny, quorum or hold in
     /// force, or accept a changed definition (the message says which).
     SuggestionRefused,
+    /// The session that asked for the call has ended (its chat closed, the hook that
+    /// waited for it stopped) and nothing else will run it: the confirmation was refused
+    /// and the item withdrawn.
+    SessionEnded,
 }
 
 impl ConflictKind {
@@ -210,6 +214,7 @@ impl ConflictKind {
             Self::NotFailed => "notFailed",
             Self::NotApplied => "notApplied",
             Self::SuggestionRefused => "suggestionRefused",
+            Self::SessionEnded => "sessionEnded",
         }
     }
 }

@@ -197,6 +197,19 @@ pub trait Host: Send + Sync {
     }
 }
 
+/// What this process can read of the targets of hosts it does not run: a coding agent's
+/// workspace on this machine, whose calls a hook process serves. A confirmation of such
+/// a host's item (one an executor of that host runs later) reads it, so the rules are
+/// asked with the call's paths, and a target that changed since the proposal is found,
+/// before anything is recorded, on every door. The composition root (the CLI) plugs one
+/// in with [`crate::Engine::with_foreign_targets`]; without one, those checks wait for
+/// the executor's claim.
+pub trait ForeignTargets: Send + Sync {
+    /// The state of `target` of host `host` as this process sees it now, or `None` when
+    /// it cannot read that host's targets (then nothing is checked here).
+    fn state(&self, host: &str, target: &Target) -> Option<Box<dyn TargetState>>;
+}
+
 /// The category of `target`: `known`, when a state read in the caller's transaction
 /// held it and nothing ran there since, else `resolver`'s answer (a failed lookup is
 /// [`TargetCategory::LookupFailed`], which the policy refuses).
@@ -260,6 +273,17 @@ pub(crate) async fn recheck(
     let Some(state) = snapshot else {
         return Recheck::default();
     };
+    recheck_state(state.as_ref(), tool_name, args, proposed, fingerprint)
+}
+
+/// [`recheck`] on a state already loaded (`state`).
+pub(crate) fn recheck_state(
+    state: &dyn TargetState,
+    tool_name: &str,
+    args: &Value,
+    proposed: &Value,
+    fingerprint: Option<&Value>,
+) -> Recheck {
     let already_true = match state.redundancy(tool_name, args) {
         Redundancy::AlreadyTrue(detail) => Some(detail),
         Redundancy::Keep | Redundancy::InventedId(_) => None,

@@ -134,8 +134,8 @@ pub use confirmation::{
 pub use error::{ConfirmError, ConflictKind};
 pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 pub use host::{
-    Effect, ExternalCall, ExternalError, ExternalHandler, Host, LoadedState, LocalCall,
-    Reconciliation,
+    Effect, ExternalCall, ExternalError, ExternalHandler, ForeignTargets, Host, LoadedState,
+    LocalCall, Reconciliation,
 };
 pub use inputs::{Clock, FixedClock, IdSource, RandomIds, SequentialIds, SystemClock};
 pub use ledger::{APPROVAL_CHANGED, HAPPENED_BY_PERSON, JobRun, JobSettings, Resolution};
@@ -168,6 +168,8 @@ pub struct Engine {
     host: Arc<dyn Host>,
     jobs: JobSettings,
     inputs: inputs::Inputs,
+    /// What this process reads of other hosts' targets ([`ForeignTargets`]).
+    foreign: Option<Arc<dyn ForeignTargets>>,
 }
 
 impl Engine {
@@ -180,7 +182,16 @@ impl Engine {
             host,
             jobs: JobSettings::default(),
             inputs: inputs::Inputs::default(),
+            foreign: None,
         }
+    }
+
+    /// This engine, reading the targets of hosts it does not run through `foreign`
+    /// when a person confirms their items ([`ForeignTargets`]).
+    #[must_use]
+    pub fn with_foreign_targets(mut self, foreign: Arc<dyn ForeignTargets>) -> Self {
+        self.foreign = Some(foreign);
+        self
     }
 
     /// Applies the host's migrations to `store` (those it has not run yet), records the

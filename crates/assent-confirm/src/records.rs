@@ -19,7 +19,11 @@ use assent_domain::{ChangeDecision, ChangeSet, ChangeSetStatus, ItemRef, Target}
 use assent_store::{
     AnyConnection, Store, approvals, change_sets, decisions, host_tools, jobs, waits,
 };
-use assent_tools::PastCall;
+use assent_tools::{AuditKind, AuditRecord, PastCall};
+
+/// How many records of a coding agent's run [`Engine::set_detail`] reads for what the
+/// agent reported it ran.
+const AGENT_RUNS_READ: u32 = 50;
 use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -29,7 +33,7 @@ pub use assent_store::change_sets::{PendingFilter, Undoes};
 /// The prefix of a decider named for an MCP client's elicitation answer
 /// (`mcp-client:NAME`): the client's word, never a named person's.
 pub use assent_store::decisions::MCP_CLIENT_PREFIX;
-pub use assent_store::jobs::{ExternalItem, Job, JobStatus, ServedItem};
+pub use assent_store::jobs::{AGENT_RUNS_KIND, ExternalItem, Job, JobStatus, ServedItem};
 
 /// A set as a person's screens show it, read together: what `assent pending`, `assent
 /// review` and `GET /api/change-sets` list.
@@ -64,6 +68,10 @@ pub struct SetDetail {
     pub shadows: Vec<(Uuid, Value)>,
     /// For an undo set, the applied item it reverses.
     pub undoes: Option<Undoes>,
+    /// For a coding agent's set, what the agent reported it ran (its hook's after
+    /// events, by the set's run key), oldest first: how a confirmed call went, which
+    /// only the agent knows ([`assent_store::jobs::Job::agent_outcome`]).
+    pub agent_runs: Vec<AuditRecord>,
 }
 
 /// An agent's most recent decisions with what the decision history shows beside them:
@@ -209,11 +217,22 @@ impl Engine {
             .await?
             .ok_or(ConfirmError::ChangeSetNotFound(id))?;
         let waits_until = waits::of(&mut conn, &[id]).await?.remove(&id);
+        let agent_runs = if set.target_kind == jobs::AGENT_RUNS_KIND {
+            let filter = assent_store::audit::AuditFilter::Run(set.run_key.clone());
+            assent_store::audit::list(&mut conn, &filter, AGENT_RUNS_READ)
+                .await?
+                .into_iter()
+                .filter(|record| record.kind == AuditKind::Result && record.success.is_none())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let record = SetRecord::read(&mut conn, set, waits_until).await?;
         Ok(SetDetail {
             shadows: decisions::shadows_of(&mut conn, &record.decisions).await?,
             undoes: change_sets::undoes(&mut conn, id).await?,
             record,
+            agent_runs,
         })
     }
 
@@ -291,8 +310,24 @@ impl Engine {
     /// reviewers' screens ("the agent waits 42 s more"); no decision reads it.
     #[tracing::instrument(skip(self), fields(change_set = %set))]
     pub async fn record_wait(&self, set: Uuid, until: OffsetDateTime) -> Result<(), ConfirmError> {
+        self.record_wait_ending(set, until, false).await
+    }
+
+    /// [`Engine::record_wait`], saying whether the caller withdraws the set's item when
+    /// its wait ends (`withdrawn_at_end`: a coding agent's hook that hands the call to
+    /// the agent's own prompt then). A confirmation given after `until` (and a few
+    /// seconds' grace) is then refused, "the session that asked for it has ended", and
+    /// the item withdrawn: nothing would ever claim it (the caller was killed before it
+    /// could withdraw it itself).
+    #[tracing::instrument(skip(self), fields(change_set = %set))]
+    pub async fn record_wait_ending(
+        &self,
+        set: Uuid,
+        until: OffsetDateTime,
+        withdrawn_at_end: bool,
+    ) -> Result<(), ConfirmError> {
         let mut tx = self.store.begin_write().await?;
-        waits::record(tx.connection(), set, until).await?;
+        waits::record_ending(tx.connection(), set, until, withdrawn_at_end).await?;
         tx.commit().await?;
         Ok(())
     }

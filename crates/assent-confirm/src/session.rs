@@ -23,7 +23,10 @@ pub const SESSION_THREAD_PREFIX: &str = "hook-session:";
 
 /// The target kind of a hook's calls (the workspace): only their sets take a session
 /// answer.
-const HOOK_TARGET_KIND: &str = "workspace";
+pub(crate) const HOOK_TARGET_KIND: &str = "workspace";
+
+/// The target kind of the MCP gateway's calls (`assent_mcp::TARGET_KIND`).
+pub(crate) const MCP_TARGET_KIND: &str = "mcp";
 
 /// The `thread_id` of a hook's change set for coding-agent session `session_id`.
 pub fn session_thread(session_id: &str) -> String {

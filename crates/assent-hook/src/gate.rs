@@ -559,7 +559,10 @@ async fn wait_for(
         // For reviewers' screens only ("the agent waits 42 s more").
         let left = deadline.saturating_duration_since(Instant::now());
         let until = OffsetDateTime::now_utc() + left;
-        engine.record_wait(set, until).await?;
+        // Whether the hook withdraws the item itself when its wait ends (handing the call
+        // to the agent's prompt): a confirmation after that finds nobody to take it.
+        let withdraws = options.on_timeout == OnTimeout::Ask && options.kind.can_ask();
+        engine.record_wait_ending(set, until, withdraws).await?;
     }
     let answer = |answer| Ok(Turn::Answer(answer));
     let confirmations = engine.confirmations();

@@ -66,3 +66,4 @@ pub use gate::{
     default_wait, hook_host, record_ran,
 };
 pub use kind::AgentKind;
+pub use workspace::Workspaces;

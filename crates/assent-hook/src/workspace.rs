@@ -49,6 +49,29 @@ impl Host for WorkspaceHost {
     }
 }
 
+/// What a process that confirms hook calls reads of their workspaces on this machine
+/// ([`assent_confirm::ForeignTargets`]): the workspace of a hook host's item, when its
+/// folder exists here, so a confirmation asks the rules with where the call's paths
+/// lead and finds a file that changed since the proposal before anything is recorded.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Workspaces;
+
+impl assent_confirm::ForeignTargets for Workspaces {
+    fn state(&self, host: &str, target: &Target) -> Option<Box<dyn TargetState>> {
+        let root = Path::new(&target.id);
+        // Another machine's workspace (a server confirming for a laptop) is not read:
+        // its files are not these, and the hook checks again when it takes the answer.
+        if !host.starts_with("hook_")
+            || target.kind != crate::TARGET_KIND
+            || !root.is_absolute()
+            || !root.is_dir()
+        {
+            return None;
+        }
+        Some(Box::new(Workspace::new(root.to_path_buf())))
+    }
+}
+
 /// A workspace folder.
 #[derive(Debug)]
 pub(crate) struct Workspace {

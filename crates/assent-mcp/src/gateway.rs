@@ -11,7 +11,7 @@ use crate::status::{
 use crate::upstream::{Deadlines, Upstream, UpstreamCaller};
 use assent_changeset::{ToolArguments, ToolCall, reply};
 use assent_confirm::agents::{self, HostTool, ListedTool};
-use assent_confirm::{CallState, Engine, WakeRequest};
+use assent_confirm::{CallState, Engine, WakeRequest, client_sessions};
 use assent_domain::{ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid};
 use assent_store::Store;
 use assent_tools::RuleAction;
@@ -843,11 +843,32 @@ impl Gateway {
     /// Withdraws the call of change set `set_id` when it is still undecided: the
     /// client stopped waiting for it ([`STOPPED_WAITING`]), so nobody would hear its
     /// result. Through the engine's confirmation service (audited, webhooks); a call a
-    /// person decided meanwhile is left as it is.
+    /// person decided meanwhile is left as it is. A call of a tool the operator marked
+    /// run-after-disconnect (`assent agent run-after-disconnect`) is kept for a person
+    /// instead: once confirmed, a gateway of the agent runs it, in a later session too.
     #[tracing::instrument(skip(self), fields(server = %self.inner.options.server, change_set = %set_id))]
     pub async fn withdraw_abandoned(&self, set_id: Uuid) -> Result<(), McpError> {
         let engine = self.engine();
-        if self.still_open(set_id).await? {
+        let tool = engine
+            .change_set(set_id)
+            .await?
+            .and_then(|set| set.items.first().map(|item| item.tool_name.clone()));
+        let kept = match &tool {
+            Some(tool) => {
+                client_sessions::runs_after_disconnect(
+                    engine.store(),
+                    &self.inner.options.agent,
+                    tool,
+                )
+                .await?
+            }
+            None => false,
+        };
+        if kept {
+            tracing::info!(
+                "the client stopped waiting; its tool runs after disconnect: kept for a person"
+            );
+        } else if self.still_open(set_id).await? {
             let withdrawn = engine
                 .confirmations()
                 .withdraw_item(

@@ -166,7 +166,7 @@ pub struct LedgerUpstream(
 
 /// How long a gateway session may go without saying it runs before it counts as
 /// ended (its gateway died): a few of its heartbeats ([`HEARTBEAT_EVERY`]).
-pub const SESSION_STALE: Duration = Duration::seconds(30);
+pub const SESSION_STALE: Duration = client_sessions::SESSION_STALE;
 
 /// How often a running gateway says its session still runs.
 pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);

@@ -450,7 +450,8 @@
     const after = args.length === 1 ? args[0][1] : item.args;
     const changes = args.length <= 1
       ? [el("span", { class: "change" }, ...(known ? shown(item.before, short) : ["—"]), " → ", ...shown(after, short))]
-      : [known ? el("span", { class: "change" }, "Before: ", ...shown(item.before, short)) : null,
+      // A coding agent's file call stores the diff it makes, not a value it replaces.
+      : [known ? el("span", { class: "change" }, set.targetKind === "workspace" ? "Diff: " : "Before: ", ...shown(item.before, short)) : null,
         ...args.map(([name, value]) => el("span", { class: "change arg" }, short(name) + ": ", ...shown(value, short)))];
     const li = el("li", { class: "item " + item.status, "data-index": item.index },
       el("span", { class: "text" },
@@ -555,6 +556,11 @@
       return el("span", { class: "execution scheduled" },
         el("span", { class: "badge scheduled" }, "confirmed; runs at " + new Date(run.notBefore).toLocaleTimeString()),
         el("span", { class: "buttons" }, button));
+    }
+    if (run.outcome) {
+      // A coding agent's call: the agent runs it; how it went, in the words of a call.
+      return el("span", { class: "execution " + run.status },
+        el("span", { class: "badge " + run.status }, run.outcome));
     }
     return el("span", { class: "execution " + run.status },
       el("span", { class: "badge " + run.status }, "run: " + (RUN_LABELS[run.status] || run.status) + " (attempt " + run.attempts + ")"),

@@ -89,14 +89,42 @@ pub(crate) async fn show_change_set(
     {
         return Err(ServerError::NotFound(format!("no change set {id}")));
     }
-    ok(SetView::of(&record.set)
+    let mut view = SetView::of(&record.set)
         .with_reasons(&record.decisions)
         .with_shadows(&record.decisions, &detail.shadows)
         .with_jobs(&record.jobs)
         .with_changed_tools(&record.changed_tools)
         .with_undoable(|tool, args, before| reversible(&state, tool, args, before))
         .with_quorum(&record.quorum)
-        .with_wait(record.waits_until))
+        .with_wait(record.waits_until);
+    with_agent_runs(&mut view, &record.jobs, &detail.agent_runs);
+    ok(view)
+}
+
+/// Writes into `view` how each coding agent's call among `jobs` went, in the words of
+/// a call, with what the agent reported it ran (`agent_runs`, its hook's after events):
+/// each such item's `execution.outcome` ([`assent_confirm::records::Job::agent_outcome`]),
+/// so no door shows "applied" for a call that only the agent ran, or did not.
+pub fn with_agent_runs(
+    view: &mut SetView<'_>,
+    jobs: &[assent_confirm::records::Job],
+    agent_runs: &[assent_tools::AuditRecord],
+) {
+    let reported = agent_runs
+        .last()
+        .and_then(|record| record.detail.as_deref());
+    for job in jobs {
+        let Some(outcome) = job.agent_outcome(reported) else {
+            continue;
+        };
+        if let Some(execution) = view
+            .items
+            .get_mut(job.item_index)
+            .and_then(|item| item.execution.as_mut())
+        {
+            execution["outcome"] = Value::String(outcome);
+        }
+    }
 }
 
 /// Whether this server's engine can reverse `tool(args)`, which replaced `before`

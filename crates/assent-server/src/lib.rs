@@ -71,6 +71,7 @@ pub use agents::{
     AgentView, HoldView, QuorumView, RuleView, agent_view, agent_views, change_agent_rule,
     remove_agent_rule, set_agent_categories, set_agent_hold, set_agent_idempotent, set_agent_rule,
 };
+pub use change_sets::with_agent_runs;
 pub use delegation::DEFAULT_BUS_ROOT;
 pub use error::ServerError;
 pub use events::{EventBus, ServerEvent};

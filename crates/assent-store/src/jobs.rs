@@ -24,6 +24,11 @@ use uuid::Uuid;
 
 const TABLE: &str = "execution_jobs";
 
+/// The target kind of a coding agent's hook calls (`assent_hook::TARGET_KIND`): the
+/// agent runs such a job's call itself once its hook claims the job
+/// ([`Job::agent_outcome`]).
+pub const AGENT_RUNS_KIND: &str = "workspace";
+
 /// The status a held job shows until its window ends ([`Job::status_name`]).
 pub const SCHEDULED: &str = "scheduled";
 
@@ -343,6 +348,30 @@ impl Job {
         }
     }
 
+    /// How a coding agent's call stands, in the words of a call, for a job of a hook
+    /// (its target a workspace, [`AGENT_RUNS_KIND`]): the agent runs such a call itself
+    /// once its hook takes the answer (claims the job), so "applied" means handed to the
+    /// agent, and what ran is what the agent reported (`reported`: its hook's after
+    /// event, when one arrived). `None` for any other job.
+    pub fn agent_outcome(&self, reported: Option<&str>) -> Option<String> {
+        if self.target.kind != AGENT_RUNS_KIND || self.scheduled() {
+            return None;
+        }
+        let why = || self.last_error.as_deref().unwrap_or("no reason recorded");
+        Some(match self.status {
+            JobStatus::Approved | JobStatus::Running => {
+                "confirmed; the agent's hook has not taken the answer yet".to_owned()
+            }
+            JobStatus::Applied => match reported {
+                Some(reported) => reported.to_owned(),
+                None => "handed to the agent, which runs the call; it has not reported how it went"
+                    .to_owned(),
+            },
+            JobStatus::InDoubt => format!("unknown whether the agent got it: {}", why()),
+            _ => format!("not run: {}", why()),
+        })
+    }
+
     /// Adds `notBefore` to a scheduled job's JSON (when its hold window ends),
     /// `approvedBy` to a held one's (who confirmed it), and `ownerDevice` to a copy of
     /// another device's job (where it runs, and where it is cancelled or settled).
@@ -415,13 +444,18 @@ impl Job {
     /// status: `jobId`, `status`, `attempts`, `lastError`, `result`, and `notBefore`
     /// while it is `scheduled`.
     pub fn execution_json(&self) -> Value {
-        self.with_hold(serde_json::json!({
+        let mut json = self.with_hold(serde_json::json!({
             "jobId": self.id,
             "status": self.status_name(),
             "attempts": self.attempts,
             "lastError": self.last_error,
             "result": self.result,
-        }))
+        }));
+        // A coding agent's call: how it stands in the words of a call.
+        if let Some(outcome) = self.agent_outcome(None) {
+            json["outcome"] = Value::String(outcome);
+        }
+        json
     }
 }
 

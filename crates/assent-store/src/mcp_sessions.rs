@@ -123,6 +123,36 @@ pub async fn of_operation(
     }))
 }
 
+/// The session that made the call of change set `change_set_id`, if one is recorded:
+/// its id, when its gateway last said it runs, and when its client left.
+pub async fn of_change_set(
+    conn: &mut AnyConnection,
+    change_set_id: Uuid,
+) -> Result<Option<(Uuid, OffsetDateTime, Option<OffsetDateTime>)>, StoreError> {
+    let row = sqlx::query(
+        "SELECT s.id, s.seen_at, s.ended_at FROM mcp_session_calls c
+         JOIN mcp_sessions s ON s.id = c.session_id
+         WHERE c.change_set_id = $1",
+    )
+    .bind(change_set_id.to_string())
+    .fetch_optional(conn)
+    .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let id: String = row.try_get("id")?;
+    let seen_at: String = row.try_get("seen_at")?;
+    let ended_at: Option<String> = row.try_get("ended_at")?;
+    Ok(Some((
+        id.parse()
+            .map_err(|e| StoreError::corrupt("mcp_sessions", e))?,
+        timefmt::parse("mcp_sessions", &seen_at)?,
+        ended_at
+            .map(|at| timefmt::parse("mcp_sessions", &at))
+            .transpose()?,
+    )))
+}
+
 /// Records (or, with `on` false, takes back) the operator's word that agent
 /// `agent_id`'s calls of `tool_name` may run after their chat ended. Returns whether
 /// anything changed.

@@ -1,7 +1,9 @@
 //! How long the caller of a queued set still waits (migration 0025): the moment until
 //! which a door that holds its caller's request (the MCP gateway's `--wait`) keeps it,
-//! so a reviewer is told "the agent waits 42 s more". Display data of this device
-//! only: no decision reads it, and it does not travel with sync.
+//! so a reviewer is told "the agent waits 42 s more". Data of this device only: it does
+//! not travel with sync. A confirmation reads one fact of it (migration 0031): that the
+//! caller withdraws its item when its wait ends, so nothing claims a confirmation given
+//! later ([`withdrawn_after`]); it can only refuse a confirmation, never let one run.
 
 use crate::{AnyConnection, StoreError, timefmt};
 use sqlx::Row;
@@ -18,15 +20,49 @@ pub async fn record(
     set_id: Uuid,
     until: OffsetDateTime,
 ) -> Result<(), StoreError> {
+    record_ending(conn, set_id, until, false).await
+}
+
+/// [`record`], saying whether the caller withdraws the set's item when its wait ends
+/// (`withdrawn_at_end`: a coding agent's hook handing the call to the agent's own
+/// prompt), so nothing claims a confirmation given after `until`.
+pub async fn record_ending(
+    conn: &mut AnyConnection,
+    set_id: Uuid,
+    until: OffsetDateTime,
+    withdrawn_at_end: bool,
+) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO change_set_waits (change_set_id, waits_until) VALUES ($1, $2)
-         ON CONFLICT (change_set_id) DO UPDATE SET waits_until = excluded.waits_until",
+        "INSERT INTO change_set_waits (change_set_id, waits_until, withdrawn_at_end) VALUES ($1, $2, $3)
+         ON CONFLICT (change_set_id) DO UPDATE SET waits_until = excluded.waits_until,
+             withdrawn_at_end = excluded.withdrawn_at_end",
     )
     .bind(set_id.to_string())
     .bind(timefmt::format(until))
+    .bind(i32::from(withdrawn_at_end))
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// When the caller of set `set_id` stops waiting and withdraws its item, when it said
+/// it would ([`record_ending`]); `None` when it said no such thing (the item then stays
+/// for whoever claims it later).
+pub async fn withdrawn_after(
+    conn: &mut AnyConnection,
+    set_id: Uuid,
+) -> Result<Option<OffsetDateTime>, StoreError> {
+    let row = sqlx::query(
+        "SELECT waits_until FROM change_set_waits WHERE change_set_id = $1 AND withdrawn_at_end <> 0",
+    )
+    .bind(set_id.to_string())
+    .fetch_optional(conn)
+    .await?;
+    row.map(|row| {
+        let until: String = row.try_get("waits_until")?;
+        timefmt::parse(TABLE, &until)
+    })
+    .transpose()
 }
 
 /// Until when the callers of `sets` wait, for the sets whose caller said so.

@@ -216,19 +216,40 @@ pub fn set_message(set: &ChangeSet, state: &SetState<'_>) -> Value {
         .iter()
         .filter(|item| item.status.is_open())
         .count();
-    let fallback = format!(
-        "{} asks: {} of {} item(s) wait for review",
-        one_line(&set.agent_id),
-        open,
-        set.items.len()
-    );
-    let mut blocks = vec![section(&format!(
-        "*{}* waits for a person on `{}` ({} item(s), set `{}`)",
-        text(&set.agent_id),
-        text(&set.target().to_string()),
-        set.items.len(),
-        &set.id.simple().to_string()[..8]
-    ))];
+    // Once nothing is open, nobody waits: the message says so (issue 53, point 18).
+    let (fallback, header) = if open == 0 {
+        (
+            format!(
+                "{}: every item decided ({} item(s))",
+                one_line(&set.agent_id),
+                set.items.len()
+            ),
+            format!(
+                "*{}* on `{}`: every item decided ({} item(s), set `{}`)",
+                text(&set.agent_id),
+                text(&set.target().to_string()),
+                set.items.len(),
+                &set.id.simple().to_string()[..8]
+            ),
+        )
+    } else {
+        (
+            format!(
+                "{} asks: {} of {} item(s) wait for review",
+                one_line(&set.agent_id),
+                open,
+                set.items.len()
+            ),
+            format!(
+                "*{}* waits for a person on `{}` ({} item(s), set `{}`)",
+                text(&set.agent_id),
+                text(&set.target().to_string()),
+                set.items.len(),
+                &set.id.simple().to_string()[..8]
+            ),
+        )
+    };
+    let mut blocks = vec![section(&header)];
     for (index, item) in set.items.iter().enumerate().take(MAX_ITEMS_SHOWN) {
         blocks.push(section(&item_text(set, index, state)));
         let held = state
@@ -343,7 +364,13 @@ fn item_text(set: &ChangeSet, index: usize, state: &SetState<'_>) -> String {
         other => lines.push(format!("• {}", value_text(other))),
     }
     if let Some(before) = &item.before {
-        lines.push(format!("before: {}", value_text(before)));
+        // A coding agent's file call stores the diff it makes, not a value it replaces.
+        let label = if set.target_kind == jobs::AGENT_RUNS_KIND {
+            "diff"
+        } else {
+            "before"
+        };
+        lines.push(format!("{label}: {}", value_text(before)));
     }
     if cut {
         lines.push(format!(
@@ -368,8 +395,12 @@ fn item_text(set: &ChangeSet, index: usize, state: &SetState<'_>) -> String {
 fn item_state(set: &ChangeSet, index: usize, state: &SetState<'_>) -> String {
     let item = &set.items[index];
     let job = state.jobs.iter().find(|job| job.item_index == index);
+    // A coding agent's call is run by the agent: how it stands, in the words of a call.
     let run = job
-        .map(|job| format!(" · run: {}", job.status_name()))
+        .map(|job| match job.agent_outcome(None) {
+            Some(outcome) => format!(" · {}", text(&head_and_tail(&outcome, 300))),
+            None => format!(" · run: {}", job.status_name()),
+        })
         .unwrap_or_default();
     if !item.status.is_open() {
         let last = state.decisions.iter().rev().find(|d| d.item_index == index);
@@ -812,6 +843,53 @@ mod tests {
             created_at: OffsetDateTime::UNIX_EPOCH,
         })
         .expect("a set")
+    }
+
+    /// Issue 53, point 18: a decided coding agent's call was still headed "waits for a
+    /// person", its diff labelled `before`, its run "applied".
+    #[test]
+    fn a_decided_coding_agents_call_reads_as_a_call_nobody_waits_on() {
+        let mut set = ChangeSet::new(NewChangeSet {
+            id: Uuid::from_u128(1),
+            agent_id: "claude".into(),
+            target: Target::new(jobs::AGENT_RUNS_KIND, "/home/p"),
+            thread_id: "th".into(),
+            run_key: "r".into(),
+            items: vec![ChangeItem {
+                before: Some(json!("@@ line 1 @@\n-a\n+b\n")),
+                ..ChangeItem::new("Edit", json!({"file_path": "x"}), "x: a → b")
+            }],
+            created_at: OffsetDateTime::UNIX_EPOCH,
+        })
+        .expect("a set");
+        set.apply_verdict(0, Verdict::Confirmed, OffsetDateTime::UNIX_EPOCH)
+            .expect("confirmed");
+        let mut job = Job::approved(
+            Uuid::from_u128(2),
+            &set,
+            0,
+            "hook_claude",
+            json!({"file_path": "x"}),
+            assent_domain::OperationId::derive("r", "Edit", &json!({}), &["/home/p"]),
+            OffsetDateTime::UNIX_EPOCH,
+        );
+        job.status = jobs::JobStatus::Applied;
+        let quorum = Quorum::default();
+        let message = set_message(
+            &set,
+            &SetState {
+                decisions: &[],
+                quorum: &quorum,
+                jobs: &[job],
+                public_url: None,
+            },
+        );
+        let said = message.to_string();
+        assert!(!said.contains("waits for a person"), "{said}");
+        assert!(said.contains("every item decided"), "{said}");
+        assert!(said.contains("diff: "), "{said}");
+        assert!(said.contains("handed to the agent"), "{said}");
+        assert!(!said.contains("run: applied"), "{said}");
     }
 
     #[test]

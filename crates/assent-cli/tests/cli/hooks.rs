@@ -1067,17 +1067,22 @@ fn an_edit_shows_its_diff_and_a_file_changed_since_is_refused() {
         json!(format!("{}: \"old()\" → \"new()\"", file.display()))
     );
     std::fs::write(&file, "fn main() {\n    other();\n}\n").expect("changed meanwhile");
+    // Issue 53, point 3: refused at the confirmation (exit 4, as `--help` promises),
+    // never "Approved", and the item refreshed for a new review while the call waits.
     let out = cli.run(&["confirm", &set, "0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 4, "{stderr}");
+    assert!(stderr.contains("target changed since proposed"), "{stderr}");
+    let shown = cli.json(&["show", &set], "");
+    assert_eq!(shown["items"][0]["status"], "pending", "{shown:#}");
+    assert_eq!(shown["items"][0]["revision"], 1, "{shown:#}");
+    let out = cli.run(&["reject", &set, "0", "--reason", "changed"]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     let answer = answered(hook);
     assert_eq!(
         answer["hookSpecificOutput"]["permissionDecision"], "deny",
         "{answer}"
     );
-    let reason = answer["hookSpecificOutput"]["permissionDecisionReason"]
-        .as_str()
-        .expect("why");
-    assert!(reason.contains("target changed since proposed"), "{reason}");
 }
 
 /// The official Claude Code CLI (npm `@anthropic-ai/claude-code`, pinned), installed
@@ -3564,6 +3569,12 @@ fn told_with_context(model: &FakeModel) -> String {
 
 #[test]
 fn the_real_claude_code_tells_the_model_what_a_person_changed_in_the_same_turn() {
+/// Issue 53, point 3, with the real Claude Code: an edit that turns the waiting call
+/// into one a deny rule covers is refused at the edit (exit 1), nothing recorded, while
+/// the call still waits; the person's next edit is confirmed in the words of a call,
+/// Claude Code runs it, and `show` tells what ran as Claude Code reported it.
+#[test]
+fn the_real_claude_code_a_denied_edit_is_refused_at_the_edit_and_show_tells_what_ran() {
     let Some(claude) = claude_code() else {
         return;
     };
@@ -3584,6 +3595,23 @@ fn the_real_claude_code_tells_the_model_what_a_person_changed_in_the_same_turn()
     let running = run_claude(&claude, project.path(), home.path(), &model);
     let set = cli.set_of(&agent(0));
     ok(cli.run(&[
+    ok(cli.run(&["agent", "deny", &agent(0), "Bash(rm *)"]));
+    let model = FakeModel::start("touch proposed.txt");
+    let running = run_claude(&claude, project.path(), home.path(), &model);
+    let set = cli.set_of(&agent(0));
+    let denied = cli.run(&[
+        "edit",
+        &set,
+        "0",
+        "--args",
+        r#"{"command":"rm -rf build","description":"Run the command"}"#,
+    ]);
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    assert_eq!(code(&denied), 1, "{stderr}");
+    assert!(stderr.contains("denied by policy"), "{stderr}");
+    let shown = cli.json(&["show", &set, "0"], "");
+    assert_eq!(shown["status"], "pending", "nothing recorded: {shown:#}");
+    let edited = ok(cli.run(&[
         "edit",
         &set,
         "0",
@@ -3830,4 +3858,16 @@ async fn the_pages_session_answer_binds_the_command_not_its_description() {
         "deny"
     );
     tokio::task::block_in_place(|| proven(&cli));
+    ]));
+    let said = String::from_utf8_lossy(&edited.stdout);
+    assert!(
+        said.contains("the agent runs the call once its hook takes this answer"),
+        "{said}"
+    );
+    let result = claude_result(running);
+    assert_eq!(result["permission_denials"], json!([]), "{result:#}");
+    assert!(project.path().join("edited.txt").exists());
+    assert!(!project.path().join("proposed.txt").exists());
+    let shown = String::from_utf8_lossy(&ok(cli.run(&["show", &set])).stdout).into_owned();
+    assert!(shown.contains("run      ran in claude-code: "), "{shown}");
 }
