@@ -3569,12 +3569,6 @@ fn told_with_context(model: &FakeModel) -> String {
 
 #[test]
 fn the_real_claude_code_tells_the_model_what_a_person_changed_in_the_same_turn() {
-/// Issue 53, point 3, with the real Claude Code: an edit that turns the waiting call
-/// into one a deny rule covers is refused at the edit (exit 1), nothing recorded, while
-/// the call still waits; the person's next edit is confirmed in the words of a call,
-/// Claude Code runs it, and `show` tells what ran as Claude Code reported it.
-#[test]
-fn the_real_claude_code_a_denied_edit_is_refused_at_the_edit_and_show_tells_what_ran() {
     let Some(claude) = claude_code() else {
         return;
     };
@@ -3595,23 +3589,6 @@ fn the_real_claude_code_a_denied_edit_is_refused_at_the_edit_and_show_tells_what
     let running = run_claude(&claude, project.path(), home.path(), &model);
     let set = cli.set_of(&agent(0));
     ok(cli.run(&[
-    ok(cli.run(&["agent", "deny", &agent(0), "Bash(rm *)"]));
-    let model = FakeModel::start("touch proposed.txt");
-    let running = run_claude(&claude, project.path(), home.path(), &model);
-    let set = cli.set_of(&agent(0));
-    let denied = cli.run(&[
-        "edit",
-        &set,
-        "0",
-        "--args",
-        r#"{"command":"rm -rf build","description":"Run the command"}"#,
-    ]);
-    let stderr = String::from_utf8_lossy(&denied.stderr);
-    assert_eq!(code(&denied), 1, "{stderr}");
-    assert!(stderr.contains("denied by policy"), "{stderr}");
-    let shown = cli.json(&["show", &set, "0"], "");
-    assert_eq!(shown["status"], "pending", "nothing recorded: {shown:#}");
-    let edited = ok(cli.run(&[
         "edit",
         &set,
         "0",
@@ -3858,6 +3835,52 @@ async fn the_pages_session_answer_binds_the_command_not_its_description() {
         "deny"
     );
     tokio::task::block_in_place(|| proven(&cli));
+}
+
+/// Issue 53, point 3, with the real Claude Code: an edit that turns the waiting call
+/// into one a deny rule covers is refused at the edit (exit 1), nothing recorded, while
+/// the call still waits; the person's next edit is confirmed in the words of a call,
+/// Claude Code runs it, and `show` tells what ran as Claude Code reported it.
+#[test]
+fn the_real_claude_code_a_denied_edit_is_refused_at_the_edit_and_show_tells_what_ran() {
+    let Some(claude) = claude_code() else {
+        return;
+    };
+    let cli = Cli::coders();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let dir = project.path().to_str().expect("a path");
+    ok(cli.run(&[
+        "hook",
+        "install",
+        "claude-code",
+        "--agent",
+        &agent(0),
+        "--project",
+        dir,
+    ]));
+    ok(cli.run(&["agent", "deny", &agent(0), "Bash(rm *)"]));
+    let model = FakeModel::start("touch proposed.txt");
+    let running = run_claude(&claude, project.path(), home.path(), &model);
+    let set = cli.set_of(&agent(0));
+    let denied = cli.run(&[
+        "edit",
+        &set,
+        "0",
+        "--args",
+        r#"{"command":"rm -rf build","description":"Run the command"}"#,
+    ]);
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    assert_eq!(code(&denied), 1, "{stderr}");
+    assert!(stderr.contains("denied by policy"), "{stderr}");
+    let shown = cli.json(&["show", &set, "0"], "");
+    assert_eq!(shown["status"], "pending", "nothing recorded: {shown:#}");
+    let edited = ok(cli.run(&[
+        "edit",
+        &set,
+        "0",
+        "--args",
+        r#"{"command":"touch edited.txt","description":"Run the command"}"#,
     ]));
     let said = String::from_utf8_lossy(&edited.stdout);
     assert!(
