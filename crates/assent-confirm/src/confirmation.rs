@@ -1044,7 +1044,8 @@ impl ConfirmationService {
                 paths: state.as_deref().and_then(|state| state.paths()),
             };
             if policy.ruled_call(tool_name, Some(call)) == Some(RuleAction::Deny) {
-                let reason = reply::denied_by_policy(tool_name);
+                // The rule and the part it found, as the agent would be told.
+                let reason = reply::denial(&policy.denial(tool_name, Some(call)));
                 tracing::info!(index, %reason, "policy refused the confirmation before it counted");
                 return Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)));
             }

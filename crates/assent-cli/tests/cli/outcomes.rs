@@ -116,7 +116,10 @@ fn an_edit_a_deny_rule_covers_is_refused_at_the_edit_and_nothing_is_recorded() {
     let out = cli.run(&["edit", &set, "0", "--args", &edited]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(code(&out), 1, "{stderr}");
-    assert!(stderr.contains("denied by policy"), "{stderr}");
+    assert!(
+        stderr.contains("denied by rule deny Bash(rm -rf *)"),
+        "the refusal names the rule: {stderr}"
+    );
     assert!(!stderr.contains("Approved"), "{stderr}");
     let shown = cli.json(&["show", &set], "");
     assert_eq!(shown["items"][0]["status"], "pending", "{shown:#}");
