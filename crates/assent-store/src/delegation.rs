@@ -119,7 +119,7 @@ const UNBOUND: [&str; 2] = ["description", "timeout"];
 /// What a session grant given without a pattern binds of a call's `args` (issue 53:
 /// it bound Claude's free-text `description`, so the next identical command, described
 /// in other words, was asked again): a command-like call's command and how it runs
-/// (every argument but [`UNBOUND`]'s: a flag such as a sandbox switch stays bound);
+/// (every argument but `description` and `timeout`: a flag such as a sandbox switch stays bound);
 /// a file tool's path alone, so "yes, for this session" on a write of a file lets the
 /// session write that file again; any other call's arguments but the free text.
 pub fn session_binding(args: &Value) -> Value {
