@@ -20,6 +20,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PORT_FILE, LOG_FILE, COMMAND = sys.argv[1], sys.argv[2], sys.argv[3]
 DESCRIPTIONS = [d for d in os.environ.get("FAKE_DESCRIPTIONS", "").split("|") if d] or ["Run the command"]
+# With `FAKE_TOOL=NAME` and `FAKE_INPUT=JSON`, the one call is of that tool with that
+# input (a `Write` of a file, say) instead of `Bash {command: COMMAND}`.
+TOOL_NAME = os.environ.get("FAKE_TOOL", "Bash")
+TOOL_INPUT = json.loads(os.environ["FAKE_INPUT"]) if "FAKE_INPUT" in os.environ else None
 
 
 def sse(events):
@@ -36,11 +40,12 @@ def message_start():
 
 
 def tool_use(n=0):
-    arguments = json.dumps({"command": COMMAND, "description": DESCRIPTIONS[n]})
+    arguments = json.dumps(TOOL_INPUT if TOOL_INPUT is not None
+                           else {"command": COMMAND, "description": DESCRIPTIONS[n]})
     return [
         message_start(),
         ("content_block_start", {"type": "content_block_start", "index": 0,
-            "content_block": {"type": "tool_use", "id": f"toolu_fake_{n + 1}", "name": "Bash", "input": {}}}),
+            "content_block": {"type": "tool_use", "id": f"toolu_fake_{n + 1}", "name": TOOL_NAME, "input": {}}}),
         ("content_block_delta", {"type": "content_block_delta", "index": 0,
             "delta": {"type": "input_json_delta", "partial_json": arguments}}),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
