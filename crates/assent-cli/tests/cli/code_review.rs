@@ -10,7 +10,7 @@ use rexpect::session::PtySession;
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 /// How long any expected text may take on a busy machine.
 const PATIENCE_MS: u64 = 15_000;
@@ -49,23 +49,7 @@ fn event(cwd: &Path, session: &str, tool: &str, input: Value, call: &str) -> Str
 
 /// `assent hook claude-code --agent coder --wait 30` with `event` on stdin.
 fn hook(cli: &Cli, event: &str) -> Child {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
-        .args(["--db", &cli.db(), "hook", "claude-code", "--agent", AGENT])
-        .args(["--wait", "30"])
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("assent hook starts");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(event.as_bytes())
-        .expect("the event is written");
-    child
+    cli.hook("claude-code", AGENT, &["--wait", "30"], event)
 }
 
 /// The hook's answer: exit 0, one JSON value.

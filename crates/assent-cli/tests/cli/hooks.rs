@@ -140,7 +140,7 @@ impl Cli {
     }
 
     /// Starts `assent hook KIND --agent AGENT ARGS...` with `event` on stdin.
-    fn hook(&self, kind: &str, agent: &str, args: &[&str], event: &str) -> Child {
+    pub(super) fn hook(&self, kind: &str, agent: &str, args: &[&str], event: &str) -> Child {
         let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
             .args(["--db", &self.db(), "hook", kind, "--agent", agent])
             .args(args)
@@ -1802,38 +1802,14 @@ fn the_real_gemini_cli_runs_what_assent_allows_and_obeys_a_persons_word() {
     };
     let cli = Cli::coders();
     let project = tempfile::tempdir().expect("project");
-    let home = tempfile::tempdir().expect("home");
-    std::fs::create_dir_all(home.path().join(".gemini")).expect("settings folder");
-    std::fs::write(
-        home.path().join(".gemini/settings.json"),
-        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
-    )
-    .expect("user settings");
+    let home = gemini_home();
     let real = RealRun {
         cli: &cli,
         agent: agent(8),
         project: project.path(),
     };
     real.install("gemini", "run_shell_command");
-    let run = |model: &FakeApi| {
-        Command::new(&gemini)
-            .args(["-p", "Run the command.", "--approval-mode", "yolo"])
-            .args(["-m", "gemini-2.5-pro", "--output-format", "json"])
-            .current_dir(project.path())
-            .env("HOME", home.path())
-            .env("GEMINI_API_KEY", "fake-key")
-            .env(
-                "GOOGLE_GEMINI_BASE_URL",
-                format!("http://127.0.0.1:{}", model.port),
-            )
-            .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
-            .env_remove("ASSENT_DATABASE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("gemini starts")
-    };
+    let run = |model: &FakeApi| run_gemini(&gemini, project.path(), home.path(), model);
 
     // Allowed by a rule: the command runs and the model reads its output.
     let model = FakeApi::start("gemini", "echo hello-from-gemini");
@@ -2813,13 +2789,7 @@ fn the_real_gemini_cli_honours_a_long_wait_and_holds_against_the_workspace() {
     let Some(gemini) = npm_cli("@google/gemini-cli", "0.61.0", "gemini", "gemini-npm") else {
         return;
     };
-    let home = tempfile::tempdir().expect("home");
-    std::fs::create_dir_all(home.path().join(".gemini")).expect("settings folder");
-    std::fs::write(
-        home.path().join(".gemini/settings.json"),
-        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
-    )
-    .expect("user settings");
+    let home = gemini_home();
     let data = home.path().join("data");
     let env = [("XDG_DATA_HOME", data.as_path()), ("HOME", home.path())];
     let person = format!("sqlite://{}/assent/assent.db", data.display());
@@ -3435,25 +3405,7 @@ fn the_real_gemini_cli_runs_a_pipe_and_is_told_which_part_was_denied() {
     ]));
     ok(cli.run(&["agent", "deny", &agent, "run_shell_command(rm -rf *)"]));
     ok(cli.run(&["agent", "allow", &agent, "run_shell_command(wc:*)"]));
-    let run = |model: &FakeApi| {
-        Command::new(&gemini)
-            .args(["-p", "Run the command.", "--approval-mode", "yolo"])
-            .args(["-m", "gemini-2.5-pro", "--output-format", "json"])
-            .current_dir(project.path())
-            .env("HOME", home.path())
-            .env("GEMINI_API_KEY", "fake-key")
-            .env(
-                "GOOGLE_GEMINI_BASE_URL",
-                format!("http://127.0.0.1:{}", model.port),
-            )
-            .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
-            .env_remove("ASSENT_DATABASE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("gemini starts")
-    };
+    let run = |model: &FakeApi| run_gemini(&gemini, project.path(), home.path(), model);
 
     let model = FakeApi::start("gemini", "ls | wc -l");
     ran_to_the_end(run(&model), REAL_RUN);
@@ -3630,13 +3582,7 @@ fn the_real_gemini_cli_tells_the_model_its_call_was_changed_before_it_ran() {
     };
     let cli = Cli::coders();
     let project = tempfile::tempdir().expect("project");
-    let home = tempfile::tempdir().expect("home");
-    std::fs::create_dir_all(home.path().join(".gemini")).expect("settings folder");
-    std::fs::write(
-        home.path().join(".gemini/settings.json"),
-        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
-    )
-    .expect("user settings");
+    let home = gemini_home();
     let real = RealRun {
         cli: &cli,
         agent: agent(8),
@@ -3957,4 +3903,43 @@ fn the_real_claude_codes_long_write_hides_no_line_from_the_reviewer() {
     assert_eq!(result["permission_denials"], json!([]), "{result}");
     let written = std::fs::read_to_string(&file).expect("Claude Code wrote the file");
     assert!(written.contains(planted), "{written}");
+}
+
+/// A throwaway home whose Gemini CLI user settings pick API-key authentication
+/// (as Gemini CLI documents), so a headless run talks to the fake API.
+fn gemini_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().expect("home");
+    std::fs::create_dir_all(home.path().join(".gemini")).expect("settings folder");
+    std::fs::write(
+        home.path().join(".gemini/settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+    )
+    .expect("user settings");
+    home
+}
+
+/// `gemini -p` in `project` against `model`, headless, with `home` (see [`gemini_home`]).
+fn run_gemini(
+    gemini: &std::path::Path,
+    project: &std::path::Path,
+    home: &std::path::Path,
+    model: &FakeApi,
+) -> Child {
+    Command::new(gemini)
+        .args(["-p", "Run the command.", "--approval-mode", "yolo"])
+        .args(["-m", "gemini-2.5-pro", "--output-format", "json"])
+        .current_dir(project)
+        .env("HOME", home)
+        .env("GEMINI_API_KEY", "fake-key")
+        .env(
+            "GOOGLE_GEMINI_BASE_URL",
+            format!("http://127.0.0.1:{}", model.port),
+        )
+        .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+        .env_remove("ASSENT_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gemini starts")
 }

@@ -7,7 +7,7 @@
 use super::{Cli, code};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 const AGENT: &str = "coder";
@@ -33,23 +33,7 @@ fn bash(cwd: &Path, command: &str, call: &str) -> String {
 
 /// Starts `assent hook claude-code --agent coder ARGS...` with `event` on stdin.
 fn hook(cli: &Cli, args: &[&str], event: &str) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
-        .args(["--db", &cli.db(), "hook", "claude-code", "--agent", AGENT])
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("assent hook starts");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(event.as_bytes())
-        .expect("the event is written");
-    child
+    cli.hook("claude-code", AGENT, args, event)
 }
 
 /// The open change set of `coder`, waiting up to 10 s for its hook to queue it.

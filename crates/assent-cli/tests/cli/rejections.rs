@@ -6,7 +6,7 @@
 
 use super::{Cli, assert_fails, code, serve};
 use serde_json::{Value, json};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// A Claude Code `PreToolUse` event of a `Bash` call of `command` in `cwd`.
@@ -23,30 +23,7 @@ fn bash_event(cwd: &std::path::Path, session: &str, call: &str, command: &str) -
 
 /// `assent hook claude-code --agent claude --wait 20` answering `event`.
 fn hook(cli: &Cli, event: &str) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
-        .args([
-            "--db",
-            &cli.db(),
-            "hook",
-            "claude-code",
-            "--agent",
-            "claude",
-        ])
-        .args(["--wait", "20"])
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("assent hook starts");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(event.as_bytes())
-        .expect("the event is written");
-    child
+    cli.hook("claude-code", "claude", &["--wait", "20"], event)
 }
 
 /// The hook's answer (exit 0, JSON on stdout).

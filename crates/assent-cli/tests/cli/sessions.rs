@@ -5,7 +5,7 @@
 
 use super::{Cli, code};
 use serde_json::{Value, json};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 const AGENT: &str = "coder";
@@ -31,23 +31,7 @@ fn claude(event: &str, session: &str, call: &str, command: &str) -> String {
 
 /// `assent hook claude-code` for the agent, with `event` on stdin.
 fn hook(cli: &Cli, event: &str) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
-        .args(["--db", &cli.db(), "hook", "claude-code", "--agent", AGENT])
-        .args(["--wait", "30"])
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the hook starts");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(event.as_bytes())
-        .expect("the event is written");
-    child
+    cli.hook("claude-code", AGENT, &["--wait", "30"], event)
 }
 
 /// The hook's answer, once it ended (exit 0).
