@@ -319,7 +319,41 @@ async fn turn(
         // The refusal stands whether or not it could be recorded.
         tracing::error!(%error, "the refusal could not be recorded");
     }
+    let said = naming_the_rejection(&engine, options, &run_key, said).await;
     Ok(Turn::Answer(Answer::Deny { reason: said }))
+}
+
+/// `said`, for a call refused because a person rejected exactly it before, followed by
+/// who rejected it and when (the wake's words name no person, and the model should
+/// know a person decided, not a rule); `said` as it is for any other refusal, or when
+/// the rejection cannot be read (the refusal stands either way).
+async fn naming_the_rejection(
+    engine: &Engine,
+    options: &HookOptions,
+    run_key: &str,
+    said: String,
+) -> String {
+    // The wake that refused this call recorded it a moment ago.
+    let since = OffsetDateTime::now_utc() - time::Duration::minutes(10);
+    let refused = match engine.refused_again(Some(&options.agent), since, 50).await {
+        Ok(refused) => refused,
+        Err(error) => {
+            tracing::warn!(%error, "the remembered rejection could not be read");
+            return said;
+        }
+    };
+    let Some(rejection) = refused
+        .into_iter()
+        .find(|refused| refused.record.run_key == run_key)
+        .and_then(|refused| refused.rejection)
+    else {
+        return said;
+    };
+    format!(
+        "{said} It was rejected by {} in Assent on {}, so the call did not run; only the user can let it be asked again (`assent rejections forget`).",
+        rejection.decided_by.as_deref().unwrap_or("a person"),
+        assent_store::timefmt::format(rejection.created_at)
+    )
 }
 
 /// Records a call the rules refused in the audit trail (a `policyDenied` record of the

@@ -133,6 +133,11 @@ fn a_call_refused_again_is_recorded_listed_and_can_be_forgotten() {
         reason.contains("rejected this exact proposal recently"),
         "{reason}"
     );
+    // The model is told a person decided, and who (issue 53, point 2).
+    assert!(
+        reason.contains("It was rejected by alice in Assent on "),
+        "{reason}"
+    );
     assert_eq!(cli.json(&["pending"], ""), json!([]));
 
     // ...and on the record, naming the rejection.
