@@ -783,7 +783,14 @@ mod split_commands {
                         assert!(outcome.is_success(), "{here}: {outcome:?}");
                         assert_eq!(now.as_deref(), Some("P0"), "{here}");
                     }
-                    (Expect::Refused, Confirmed::Refused(ConfirmError::PolicyDenied(_))) => {
+                    (Expect::Refused, Confirmed::Refused(ConfirmError::PolicyDenied(reason))) => {
+                        // Refused at the run, naming the rule and the part as the wake does.
+                        assert!(
+                            reason.contains(
+                                "denied by rule deny run_command(rm -rf *) (part 2 of 2: rm -rf build)"
+                            ),
+                            "{here}: {reason}"
+                        );
                         assert_eq!(now.as_deref(), Some("P1"), "{here}");
                     }
                     (Expect::Refused, Confirmed::Outcome(outcome)) => {

@@ -279,7 +279,10 @@ impl<'h> AuditedExecutor<'h> {
             paths: self.paths,
         };
         match req.policy.route_call(req.spec, Some(call)) {
-            RuleAction::Deny => Some(assent_changeset::reply::denied_by_policy(&req.spec.name)),
+            // The rule and the part of a chained command it found, as every door says it.
+            RuleAction::Deny => Some(assent_changeset::reply::denial(
+                &req.policy.denial(&req.spec.name, Some(call)),
+            )),
             RuleAction::Ask if !req.confirmed_by_person => Some(format!(
                 "Tool {} requires a person's confirmation",
                 req.spec.name
