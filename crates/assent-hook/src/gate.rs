@@ -349,10 +349,16 @@ async fn naming_the_rejection(
     else {
         return said;
     };
+    // To the second, as people read it: the stored stamp's microseconds say nothing here.
+    let at = rejection.created_at;
+    let when = at
+        .replace_nanosecond(0)
+        .unwrap_or(at)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| assent_domain::format_time(at));
     format!(
-        "{said} It was rejected by {} in Assent on {}, so the call did not run; only the user can let it be asked again (`assent rejections forget`).",
+        "{said} It was rejected by {} in Assent on {when}, so the call did not run; only the user can let it be asked again (`assent rejections forget`).",
         rejection.decided_by.as_deref().unwrap_or("a person"),
-        assent_store::timefmt::format(rejection.created_at)
     )
 }
 
