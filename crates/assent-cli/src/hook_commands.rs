@@ -200,7 +200,7 @@ async fn answer_stdin(
             tracing::error!(error = %error.one_line(), "the hook could not decide: denied");
             Answer::Deny {
                 reason: format!(
-                    "Assent could not decide, so the call is refused: {}",
+                    "Assent could not decide, so the call is refused and did not run (no rule or person refused it): {}",
                     error.one_line()
                 ),
             }
@@ -224,7 +224,7 @@ async fn answer(
     if let Some(file) = crate::database::inside(&db, std::path::Path::new(&event.cwd), &here) {
         return Ok(Answer::Deny {
             reason: format!(
-                "Assent's database {} is inside the workspace {}, where the agent could change its rules: the call is refused; the person names a database outside it with --db",
+                "Assent's database {} is inside the workspace {}, where the agent could change its own rules, so Assent refused the call and it did not run (no rule or person refused it): tell the user to give the hook a database outside the workspace (`--db` in the hook's command)",
                 file.display(),
                 event.cwd
             ),

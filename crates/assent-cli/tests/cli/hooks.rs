@@ -2072,6 +2072,11 @@ fn a_database_found_in_the_workspace_is_refused_naming_it() {
         reason.contains("assent.db") && reason.contains("inside the workspace"),
         "{reason}"
     );
+    // Written for the model: the call did not run, and no rule or person refused it.
+    assert!(
+        reason.contains("did not run (no rule or person refused it)"),
+        "{reason}"
+    );
 
     // Found by the legacy lookup (`./assent.db`, nothing named): refused, named.
     let out = assent_in(
@@ -2285,6 +2290,11 @@ fn a_hook_that_cannot_create_its_data_folder_denies_in_the_dialect() {
     let reason = answer["reason"].as_str().expect("a reason");
     assert!(
         reason.contains("cannot create the data directory"),
+        "{reason}"
+    );
+    // Written for the model: the call did not run, and no rule or person refused it.
+    assert!(
+        reason.contains("did not run (no rule or person refused it)"),
         "{reason}"
     );
     let out = assent_in(
