@@ -424,12 +424,7 @@ impl Gateway {
             .change_set(set_id)
             .await?
             .and_then(|set| set.items.first().map(|item| item.status))
-            .is_some_and(|status| {
-                matches!(
-                    status,
-                    ChangeItemStatus::Pending | ChangeItemStatus::Deferred
-                )
-            }))
+            .is_some_and(undecided))
     }
 
     async fn connection(&self) -> Result<assent_store::ReadConnection, McpError> {
@@ -849,12 +844,14 @@ impl Gateway {
     #[tracing::instrument(skip(self), fields(server = %self.inner.options.server, change_set = %set_id))]
     pub async fn withdraw_abandoned(&self, set_id: Uuid) -> Result<(), McpError> {
         let engine = self.engine();
-        let tool = engine
-            .change_set(set_id)
-            .await?
-            .and_then(|set| set.items.first().map(|item| item.tool_name.clone()));
-        let kept = match &tool {
-            Some(tool) => {
+        // One read of the set: its call's tool and whether it is still undecided.
+        let call = engine.change_set(set_id).await?.and_then(|set| {
+            set.items
+                .first()
+                .map(|item| (item.tool_name.clone(), item.status))
+        });
+        let kept = match &call {
+            Some((tool, _)) => {
                 client_sessions::runs_after_disconnect(
                     engine.store(),
                     &self.inner.options.agent,
@@ -864,11 +861,12 @@ impl Gateway {
             }
             None => false,
         };
+        let open = call.as_ref().is_some_and(|(_, status)| undecided(*status));
         if kept {
             tracing::info!(
                 "the client stopped waiting; its tool runs after disconnect: kept for a person"
             );
-        } else if self.still_open(set_id).await? {
+        } else if open {
             let withdrawn = engine
                 .confirmations()
                 .withdraw_item(
@@ -1334,6 +1332,14 @@ impl Gateway {
         }
         Ok(result.into())
     }
+}
+
+/// Whether a call with item status `status` still waits for a person's decision.
+fn undecided(status: ChangeItemStatus) -> bool {
+    matches!(
+        status,
+        ChangeItemStatus::Pending | ChangeItemStatus::Deferred
+    )
 }
 
 #[cfg(test)]

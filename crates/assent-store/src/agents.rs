@@ -88,16 +88,10 @@ pub async fn set_rule(
     rule: ToolRule,
     now: OffsetDateTime,
 ) -> Result<Option<bool>, StoreError> {
-    let Some(agent) = get(conn, agent_id).await? else {
-        return Ok(None);
-    };
-    let old = agent.policy;
-    let policy = old.clone().with_rule_replaced(rule);
-    let changed = policy != old;
-    if changed {
-        upsert(conn, agent_id, &policy, now).await?;
-    }
-    Ok(Some(changed))
+    change_policy(conn, agent_id, now, |policy| {
+        policy.with_rule_replaced(rule)
+    })
+    .await
 }
 
 /// Removes agent `agent_id`'s rule for exactly `pattern`, entered on the consent chain
@@ -109,11 +103,23 @@ pub async fn remove_rule(
     pattern: &str,
     now: OffsetDateTime,
 ) -> Result<Option<bool>, StoreError> {
+    change_policy(conn, agent_id, now, |policy| policy.without_rule(pattern)).await
+}
+
+/// Writes agent `agent_id`'s rules as `change` makes them from the ones it has (on the
+/// consent chain, through [`upsert`]) when that changes anything: whether it did, or
+/// `None` when no such agent exists.
+async fn change_policy(
+    conn: &mut AnyConnection,
+    agent_id: &str,
+    now: OffsetDateTime,
+    change: impl FnOnce(AgentPolicy) -> AgentPolicy,
+) -> Result<Option<bool>, StoreError> {
     let Some(agent) = get(conn, agent_id).await? else {
         return Ok(None);
     };
     let old = agent.policy;
-    let policy = old.clone().without_rule(pattern);
+    let policy = change(old.clone());
     let changed = policy != old;
     if changed {
         upsert(conn, agent_id, &policy, now).await?;
