@@ -69,6 +69,7 @@ pub struct PlannedCall {
 /// A proposal refused without asking anyone: a person rejected exactly it before, and
 /// that rejection is still remembered.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RefusedAgain {
     /// The remembered rejection.
     pub decision_id: Uuid,

@@ -35,6 +35,7 @@ pub fn rejected_before(record: &AuditRecord) -> Option<Uuid> {
 /// A call refused again and the rejection that refused it (`None` when that decision
 /// is not on this database).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RefusedAgain {
     /// The refusal's audit record.
     pub record: AuditRecord,

@@ -55,6 +55,7 @@ impl std::str::FromStr for Preset {
 /// One rule of a preset: the pattern, what it does with a call, and why it is there
 /// (shown before it is applied).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PresetRule {
     /// The rule's pattern, in the agent's own tool names.
     pub pattern: &'static str,

@@ -25,6 +25,7 @@ const RUN_KEY_PREFIX: &str = "hook:";
 
 /// How one call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Ending {
     /// The agent's rules allowed it: it ran unasked.
     RanUnasked,
@@ -76,6 +77,7 @@ impl Ending {
 
 /// One call of a session.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct SessionCall {
     /// The coding agent's session.
     pub session: String,
@@ -180,6 +182,7 @@ impl SessionCall {
 
 /// One session, summed up.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct SessionSummary {
     /// The coding agent's session.
     pub session: String,

@@ -19,6 +19,7 @@ const FORGOTTEN_BEFORE: &str = "forgottenBefore";
 /// How an agent's rejections are remembered: its window and what a person told Assent
 /// to forget. The default: 7 days, nothing forgotten.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct RejectionMemory {
     /// The agent's window; `None`: [`DEFAULT_WINDOW`]; zero: never remembered.
     pub window: Option<Duration>,

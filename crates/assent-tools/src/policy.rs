@@ -241,6 +241,7 @@ pub fn call_covers(pattern: &str, name: &str, call: Option<CallContext<'_>>) -> 
 /// A part of a chained command a rule found: its place and its text, for the words
 /// that name the rule ([`Ruling`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PartRef {
     /// Its place, from 1.
     pub index: usize,
@@ -723,6 +724,7 @@ pub enum Denial {
 /// Which rule decided a call, and for a chained command which of its parts the rule
 /// found: `denied by rule deny Bash(rm -rf *) (part 2 of 3: rm -rf build)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Ruling {
     /// The rule's pattern.
     pub pattern: String,
