@@ -8,7 +8,7 @@ use assent_confirm::{
     Effect, Engine, ExternalCall, ExternalError, ExternalHandler, Host, JobSettings, Reconciliation,
 };
 use assent_domain::{Target, VectorClock};
-use assent_store::{AnyConnection, Store};
+use assent_store::{Connection, Store};
 use assent_tools::{BoxFuture, CategoryResolver, ToolHandler, ToolMode, ToolRegistry, ToolSpec};
 use serde_json::json;
 use std::collections::HashMap;
@@ -205,10 +205,10 @@ impl ExternalHandler for PostNote {
 /// Every endpoint is in [`CATEGORY`]; no clocks.
 struct Web;
 
-impl CategoryResolver<AnyConnection> for Web {
+impl CategoryResolver<Connection> for Web {
     fn category_of<'a>(
         &'a self,
-        _ctx: &'a mut AnyConnection,
+        _ctx: &'a mut Connection,
         _target: &'a Target,
     ) -> BoxFuture<'a, Result<Option<String>, String>> {
         Box::pin(async { Ok(Some(CATEGORY.to_owned())) })
@@ -216,7 +216,7 @@ impl CategoryResolver<AnyConnection> for Web {
 
     fn vector_clock_of<'a>(
         &'a self,
-        _ctx: &'a mut AnyConnection,
+        _ctx: &'a mut Connection,
         _target: &'a Target,
     ) -> BoxFuture<'a, Result<Option<VectorClock>, String>> {
         Box::pin(async { Ok(None) })
@@ -248,11 +248,11 @@ impl Host for HttpHost {
         HOST
     }
 
-    fn handler(&self, _tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
+    fn handler(&self, _tool_name: &str) -> Option<&dyn ToolHandler<Connection>> {
         None
     }
 
-    fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
+    fn resolver(&self) -> &dyn CategoryResolver<Connection> {
         &Web
     }
 

@@ -19,7 +19,7 @@ use assent_journal_host::{JournalHost, NewTask, TaskEntities, create_task, task_
 use assent_store::HostMigration;
 use assent_store::sync::HostEntities;
 use assent_store::sync::{self, ImportReport};
-use assent_store::{AnyConnection, Store, StoreError, StoreOptions};
+use assent_store::{Connection, Store, StoreError, StoreOptions};
 use assent_sync::SyncBatch;
 use assent_tools::{
     AgentPolicy, BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
@@ -80,10 +80,10 @@ struct FaultyHandler {
     inner: JournalHost,
 }
 
-impl ToolHandler<AnyConnection> for FaultyHandler {
+impl ToolHandler<Connection> for FaultyHandler {
     fn execute<'a>(
         &'a self,
-        ctx: &'a mut AnyConnection,
+        ctx: &'a mut Connection,
         invocation: &'a ToolInvocation,
     ) -> BoxFuture<'a, Result<ToolOutcome, ToolsError>> {
         Box::pin(async move {
@@ -126,7 +126,7 @@ impl Host for TestHost {
         self.inner.entities()
     }
 
-    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
+    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<Connection>> {
         if tool_name == self.faulty.tool {
             Some(&self.faulty)
         } else {
@@ -134,13 +134,13 @@ impl Host for TestHost {
         }
     }
 
-    fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
+    fn resolver(&self) -> &dyn CategoryResolver<Connection> {
         self.inner.resolver()
     }
 
     fn snapshot<'a>(
         &'a self,
-        conn: &'a mut AnyConnection,
+        conn: &'a mut Connection,
         target: &'a assent_domain::Target,
     ) -> BoxFuture<'a, Result<LoadedState, String>> {
         self.inner.snapshot(conn, target)
@@ -148,7 +148,7 @@ impl Host for TestHost {
 
     fn handle_local<'a>(
         &'a self,
-        conn: &'a mut AnyConnection,
+        conn: &'a mut Connection,
         call: LocalCall<'a>,
     ) -> BoxFuture<'a, Result<String, String>> {
         self.inner.handle_local(conn, call)
@@ -298,9 +298,10 @@ impl TestApp {
         times: usize,
     ) -> Self {
         let (url, dir) = backend.fresh_database().await;
-        let store = Store::open_with(StoreOptions {
-            device_id: host_id.into(),
-            ..StoreOptions::new(url.clone())
+        let store = Store::open_with({
+            let mut options = StoreOptions::new(url.clone());
+            options.device_id = host_id.into();
+            options
         })
         .await
         .expect("store opens");
@@ -344,10 +345,11 @@ impl TestApp {
     pub async fn separate_confirmation_services(&self, count: usize) -> Vec<ConfirmationService> {
         let mut services = Vec::with_capacity(count);
         for i in 0..count {
-            let store = Store::open_with(StoreOptions {
-                device_id: format!("device-{i}"),
-                max_connections: 1,
-                ..StoreOptions::new(self.url())
+            let store = Store::open_with({
+                let mut options = StoreOptions::new(self.url());
+                options.device_id = format!("device-{i}");
+                options.max_connections = 1;
+                options
             })
             .await
             .unwrap();

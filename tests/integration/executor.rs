@@ -4,7 +4,7 @@ use assent_confirm::Host;
 use assent_confirm::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 use assent_domain::OperationId;
 use assent_journal_host::JournalHost;
-use assent_store::{AnyConnection, WriteTx};
+use assent_store::{Connection, WriteTx};
 use assent_tests::{NOW, TestApp};
 use assent_tools::{
     AgentPolicy, AuditRecord, AuditSink, BoxFuture, ExecutionTarget, ToolInvocation, ToolRegistry,
@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 /// An audit trail whose every write fails.
 struct BrokenAudit;
 
-impl AuditSink<AnyConnection> for BrokenAudit {
+impl AuditSink<Connection> for BrokenAudit {
     fn record<'a>(
         &'a self,
-        _: &'a mut AnyConnection,
+        _: &'a mut Connection,
         _: &'a AuditRecord,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async { Err("disk full".to_owned()) })

@@ -554,7 +554,7 @@ mod split_commands {
     use super::*;
     use assent_confirm::{Engine, Host, LoadedState};
     use assent_journal_host::JournalHost;
-    use assent_store::{AnyConnection, Store, StoreOptions};
+    use assent_store::{Connection, Store, StoreOptions};
     use assent_tools::{
         BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolMode, ToolOutcome, ToolSpec,
         ToolsError,
@@ -572,10 +572,10 @@ mod split_commands {
         journal: JournalHost,
     }
 
-    impl ToolHandler<AnyConnection> for ShellHandler {
+    impl ToolHandler<Connection> for ShellHandler {
         fn execute<'a>(
             &'a self,
-            ctx: &'a mut AnyConnection,
+            ctx: &'a mut Connection,
             invocation: &'a ToolInvocation,
         ) -> BoxFuture<'a, Result<ToolOutcome, ToolsError>> {
             Box::pin(async move {
@@ -603,19 +603,19 @@ mod split_commands {
         fn entities(&self) -> Option<&dyn assent_store::sync::HostEntities> {
             self.journal.entities()
         }
-        fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
+        fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<Connection>> {
             if tool_name == SHELL {
                 Some(&self.shell)
             } else {
                 self.journal.handler(tool_name)
             }
         }
-        fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
+        fn resolver(&self) -> &dyn CategoryResolver<Connection> {
             self.journal.resolver()
         }
         fn snapshot<'a>(
             &'a self,
-            conn: &'a mut AnyConnection,
+            conn: &'a mut Connection,
             target: &'a assent_domain::Target,
         ) -> BoxFuture<'a, Result<LoadedState, String>> {
             self.journal.snapshot(conn, target)
@@ -625,9 +625,10 @@ mod split_commands {
     /// A device with the journal and a shell, on `backend`, with an agent per path.
     async fn device(backend: &TestBackend, host_id: &str) -> TestApp {
         let (url, dir) = backend.fresh_database().await;
-        let store = Store::open_with(StoreOptions {
-            device_id: host_id.into(),
-            ..StoreOptions::new(url.clone())
+        let store = Store::open_with({
+            let mut options = StoreOptions::new(url.clone());
+            options.device_id = host_id.into();
+            options
         })
         .await
         .expect("store opens");

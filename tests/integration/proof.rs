@@ -11,7 +11,7 @@ use assent_confirm::ItemRef;
 use assent_confirm::{RuleChange, WakeRequest};
 use assent_journal_host::task_target;
 use assent_store::proof::{self, ProofRule, Report, VerifyOptions};
-use assent_store::{AnyConnection, agents, audit};
+use assent_store::{Connection, agents, audit};
 use assent_tests::{Lcg, NOW, TestApp, TestBackend, backends, tool_calls};
 use assent_tools::RuleAction;
 use serde_json::{Value, json};
@@ -245,7 +245,7 @@ async fn tampered(app: &TestApp, sql: &str) -> Option<Report> {
             .unwrap()
             .rows_affected();
     }
-    let conn: &mut AnyConnection = tx.connection();
+    let conn: &mut Connection = tx.connection();
     let report = proof::verify(conn, &VerifyOptions::default())
         .await
         .unwrap();
@@ -386,7 +386,7 @@ async fn editing_any_one_row_or_entry_is_caught_and_named() {
             .execute(tx.connection())
             .await
             .unwrap();
-        let conn: &mut AnyConnection = tx.connection();
+        let conn: &mut Connection = tx.connection();
         let checkpoint = VerifyOptions {
             head: Some(clean.head.clone()),
             ..VerifyOptions::default()

@@ -123,11 +123,12 @@ fn cache_key(scale: Scale, migrations: &Path) -> anyhow::Result<u64> {
 
 async fn generate(dir: &Path, scale: Scale, stages: &[(usize, PathBuf)]) -> anyhow::Result<()> {
     let work = dir.join("generating.db");
-    let store = Store::open_with(StoreOptions {
+    let store = Store::open_with({
+        let mut options = StoreOptions::new(format!("sqlite://{}", work.display()));
         // A lost generation is regenerated: no need to sync every batch.
-        durability: Durability::Normal,
-        max_connections: 1,
-        ..StoreOptions::new(format!("sqlite://{}", work.display()))
+        options.durability = Durability::Normal;
+        options.max_connections = 1;
+        options
     })
     .await?;
     let progress = ProgressBar::new(scale.change_sets as u64).with_style(

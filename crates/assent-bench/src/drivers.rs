@@ -177,9 +177,10 @@ struct Sides {
 impl Sides {
     async fn open(path: &Path, rows: usize) -> anyhow::Result<Self> {
         let url = format!("sqlite://{}", path.display());
-        let store = Store::open_with(StoreOptions {
-            durability: Durability::Normal,
-            ..StoreOptions::new(url.clone())
+        let store = Store::open_with({
+            let mut options = StoreOptions::new(url.clone());
+            options.durability = Durability::Normal;
+            options
         })
         .await?;
         let raw = rusqlite::Connection::open(path)
@@ -280,13 +281,32 @@ impl Sides {
                 tx.commit().await?;
             }};
         }
+        // The store's connection type runs no transaction of its own outside the
+        // store: the bench sends `BEGIN` and `COMMIT` itself, as statements.
+        macro_rules! store_inserts {
+            ($conn:expr) => {{
+                let conn = $conn;
+                sqlx::query(BEGIN).execute(&mut *conn).await?;
+                for (seq, payload) in rows {
+                    let start = Instant::now();
+                    sqlx::query(INSERT)
+                        .bind(key)
+                        .bind(seq)
+                        .bind(payload)
+                        .execute(&mut *conn)
+                        .await?;
+                    samples.push(start.elapsed());
+                }
+                sqlx::query("COMMIT").execute(&mut *conn).await?;
+            }};
+        }
         match driver {
             Driver::AnyPool => {
                 // The bench's table, outside the engine: no writer to queue on.
                 let mut conn = self.store.read_connection().await?;
-                sqlx_inserts!(conn.begin_with(BEGIN).await?)
+                store_inserts!(conn.connection())
             }
-            Driver::AnyConnection => sqlx_inserts!(self.any_conn.begin_with(BEGIN).await?),
+            Driver::AnyConnection => store_inserts!(self.any_conn.connection()),
             Driver::SqlitePool => sqlx_inserts!(self.sqlite_pool.begin_with(BEGIN).await?),
             Driver::SqliteConnection => {
                 sqlx_inserts!(self.sqlite_conn.begin_with(BEGIN).await?)

@@ -74,7 +74,7 @@ fn host() -> SimpleHost {
 
 /// Waits [`HANDLER`], then counts one more on the call's target.
 fn bump<'a>(
-    tx: &'a mut sqlx::AnyConnection,
+    tx: &'a mut assent_store::Connection,
     call: &'a ToolInvocation,
 ) -> BoxFuture<'a, Result<&'static str, HostError>> {
     Box::pin(async move {
@@ -88,7 +88,7 @@ fn bump<'a>(
 }
 
 /// Makes counter `id`, at zero.
-async fn counter(conn: &mut sqlx::AnyConnection, id: &str) -> anyhow::Result<()> {
+async fn counter(conn: &mut assent_store::Connection, id: &str) -> anyhow::Result<()> {
     sqlx::query("INSERT INTO counters (id, n) VALUES ($1, 0)")
         .bind(id)
         .execute(conn)
@@ -97,7 +97,7 @@ async fn counter(conn: &mut sqlx::AnyConnection, id: &str) -> anyhow::Result<()>
 }
 
 /// Sum of the counters whose id starts with `prefix`.
-async fn counted(conn: &mut sqlx::AnyConnection, prefix: &str) -> anyhow::Result<i64> {
+async fn counted(conn: &mut assent_store::Connection, prefix: &str) -> anyhow::Result<i64> {
     Ok(sqlx::query_scalar(
         "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM counters WHERE id LIKE $1",
     )
@@ -110,7 +110,7 @@ async fn counted(conn: &mut sqlx::AnyConnection, prefix: &str) -> anyhow::Result
 /// immediate `bump_now` call.
 async fn wake_writers(
     engine: &Engine,
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut assent_store::Connection,
     writers: usize,
     wakes: usize,
 ) -> anyhow::Result<(usize, std::time::Duration)> {
@@ -179,10 +179,11 @@ pub async fn writers(url: &str, items: usize) -> anyhow::Result<PostgresResult> 
 
 async fn measure(url: &str, items: usize) -> anyhow::Result<PostgresResult> {
     let now = datetime!(2026-03-01 12:00 UTC);
-    let store = Store::open_with(StoreOptions {
-        device_id: "bench".into(),
-        max_connections: 24,
-        ..StoreOptions::new(url)
+    let store = Store::open_with({
+        let mut options = StoreOptions::new(url);
+        options.device_id = "bench".into();
+        options.max_connections = 24;
+        options
     })
     .await?;
     let mut tools = ToolRegistry::new();

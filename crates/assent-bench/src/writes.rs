@@ -28,7 +28,7 @@ use assent_journal_host::{JournalHost, NewTask, create_task};
 use assent_store::{Durability, Store, StoreOptions, timefmt};
 use assent_tools::AgentPolicy;
 use serde_json::json;
-use sqlx::AnyConnection;
+use assent_store::Connection;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
@@ -125,11 +125,12 @@ impl Db {
     async fn open_with(durability: Durability, group_commit: bool) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir().context("temporary directory")?;
         let url = format!("sqlite://{}/bench.db", dir.path().display());
-        let store = Store::open_with(StoreOptions {
-            device_id: HOST.into(),
-            durability,
-            group_commit,
-            ..StoreOptions::new(url)
+        let store = Store::open_with({
+            let mut options = StoreOptions::new(url);
+            options.device_id = HOST.into();
+            options.durability = durability;
+            options.group_commit = group_commit;
+            options
         })
         .await?;
         store
@@ -326,7 +327,7 @@ pub async fn persistence(
 }
 
 async fn enqueue(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     entity_type: &str,
     entity_id: &str,
     payload: &str,
@@ -365,7 +366,7 @@ fn set_payload(set: &str, task: &str, run: &str, titles: &[String]) -> String {
 /// The rows of one change set with an `add_checklist_item` item per title, and one
 /// outbox row carrying the set with its items (`payload`, from [`set_payload`]).
 async fn insert_set(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: &str,
     task: &str,
     run: &str,

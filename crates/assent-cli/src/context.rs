@@ -74,7 +74,7 @@ impl Ctx {
     /// A pooled connection for reads and single statements.
     pub(crate) async fn connection(
         &self,
-    ) -> Result<impl std::ops::DerefMut<Target = assent_store::AnyConnection>, CliError> {
+    ) -> Result<impl std::ops::DerefMut<Target = assent_store::Connection>, CliError> {
         Ok(self.store().read_connection().await?)
     }
 }

@@ -16,7 +16,7 @@
 //! catalog its upstream lists, is [`record_host_catalog`].
 
 use crate::{ConfirmError, ConflictKind, Engine};
-use assent_store::{AnyConnection, Store, agents as stored, host_tools, mcp_sessions};
+use assent_store::{Connection, Store, agents as stored, host_tools, mcp_sessions};
 use assent_tools::{GrantSuggestion, InForce, RuleAction, ToolRule};
 use std::collections::BTreeSet;
 use time::OffsetDateTime;
@@ -119,14 +119,14 @@ pub struct AgentSettings {
 
 impl AgentSettings {
     /// Agent `id`'s settings read on `conn`, or `None` for an unknown agent.
-    async fn read(conn: &mut AnyConnection, id: &str) -> Result<Option<Self>, ConfirmError> {
+    async fn read(conn: &mut Connection, id: &str) -> Result<Option<Self>, ConfirmError> {
         let Some(agent) = stored::get(conn, id).await? else {
             return Ok(None);
         };
         Self::of(conn, agent).await.map(Some)
     }
 
-    async fn of(conn: &mut AnyConnection, agent: Agent) -> Result<Self, ConfirmError> {
+    async fn of(conn: &mut Connection, agent: Agent) -> Result<Self, ConfirmError> {
         let id = agent.id.as_str();
         Ok(Self {
             shadow_rules: stored::shadow_rules(conn, id).await?.unwrap_or_default(),
@@ -502,7 +502,7 @@ impl Engine {
 /// every rule, as does a pattern that may name an MCP tool (`__` in it, or `mcp`
 /// first), whose names no list holds. The error names the tools the kind sends.
 pub async fn names_a_sent_tool(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent: &str,
     pattern: &str,
 ) -> Result<(), ConfirmError> {
@@ -526,7 +526,7 @@ pub async fn names_a_sent_tool(
 
 /// [`Engine::change_rule`] on the caller's transaction, `rule` being `change`'s.
 async fn change_rule_on(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent: &str,
     change: &RuleChange,
     rule: ToolRule,

@@ -5,7 +5,7 @@
 
 use crate::ConfirmError;
 use assent_domain::ChangeDecision;
-use assent_store::AnyConnection;
+use assent_store::Connection;
 use assent_store::delegation::{self, Delegation};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -22,7 +22,7 @@ pub(crate) struct Attribution {
 /// Links `decision` to the delegated question it answers (called inside the decision's
 /// transaction by the confirmation service).
 pub(crate) async fn record_attributed(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     attribution: &Attribution,
     decision: &ChangeDecision,
     now: OffsetDateTime,

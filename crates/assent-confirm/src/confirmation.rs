@@ -23,7 +23,7 @@ use assent_domain::{
 };
 use assent_store::plan::{PlannedAudits, WritePlan};
 use assent_store::{
-    AnyConnection, Backend, agents, approvals, change_sets, host_tools, jobs, mcp_sessions, waits,
+    Connection, Backend, agents, approvals, change_sets, host_tools, jobs, mcp_sessions, waits,
 };
 use assent_tools::{
     AgentPolicy, CallContext, Coverage, ExecutionTarget, PastOutcome, PolicyDecision, RuleAction,
@@ -250,7 +250,7 @@ impl NewApproval {
     /// Records this approval of item `index` of set `change_set_id`, made at `at`.
     async fn record(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         change_set_id: Uuid,
         index: usize,
         at: OffsetDateTime,
@@ -388,7 +388,7 @@ impl ConfirmationService {
     /// writes decisions, statuses and outbox messages.
     pub(crate) async fn record(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         set: &mut ChangeSet,
         indexes: &[usize],
         verdicts: Verdicts,
@@ -409,7 +409,7 @@ impl ConfirmationService {
     #[allow(clippy::too_many_arguments)]
     async fn record_into(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         set: &mut ChangeSet,
         indexes: &[usize],
         mut verdicts: Verdicts,
@@ -782,7 +782,7 @@ impl ConfirmationService {
     /// memory): a new confirmation applies to the target as it is now.
     async fn refresh_stale(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         set: &mut ChangeSet,
         index: usize,
         stale: crate::host::Stale,
@@ -815,7 +815,7 @@ impl ConfirmationService {
     /// it could, and nothing else takes the answer.
     async fn nobody_will_run(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         set: &ChangeSet,
         tool: &str,
         now: OffsetDateTime,
@@ -857,7 +857,7 @@ impl ConfirmationService {
     /// racing to meet a quorum the second finds the item decided.
     async fn gather(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         set: &ChangeSet,
         index: usize,
         edited_args: Option<Value>,
@@ -958,7 +958,7 @@ impl ConfirmationService {
     /// any process.
     async fn validate_external_edit(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         host: &str,
         tool_name: &str,
         args: &Value,
@@ -1007,7 +1007,7 @@ impl ConfirmationService {
     #[allow(clippy::too_many_arguments)]
     async fn confirm_queued(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         set: &mut ChangeSet,
         index: usize,
         edited_args: Option<Value>,
@@ -1151,7 +1151,7 @@ impl ConfirmationService {
     #[allow(clippy::too_many_arguments)]
     async fn schedule(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         set: &ChangeSet,
         index: usize,
         edited_args: Option<Value>,
@@ -1195,7 +1195,7 @@ impl ConfirmationService {
     #[allow(clippy::too_many_arguments)]
     async fn queue_job(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         set: &ChangeSet,
         index: usize,
         edited_args: Option<&Value>,

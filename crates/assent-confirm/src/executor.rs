@@ -15,7 +15,7 @@ use assent_tools::{
     AgentPolicy, AuditKind, AuditRecord, AuditSink, CallContext, CategoryResolver, RuleAction,
     TargetCategory, ToolHandler, ToolInvocation, ToolOutcome, ToolSpec,
 };
-use sqlx::AnyConnection;
+use assent_store::Connection;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -29,7 +29,7 @@ pub struct ExecutionRequest<'a> {
     /// The tool.
     pub spec: &'a ToolSpec,
     /// Its handler, if the host has one.
-    pub handler: Option<&'a dyn ToolHandler<AnyConnection>>,
+    pub handler: Option<&'a dyn ToolHandler<Connection>>,
     /// The call, with its deterministic operation id.
     pub invocation: ToolInvocation,
     /// A person confirmed it (an `ask` rule is then satisfied).
@@ -60,7 +60,7 @@ pub(crate) enum Intent {
 /// the handler to run it with.
 pub(crate) enum Admission<'r> {
     Settled(ExecutionOutcome),
-    Run(&'r dyn ToolHandler<AnyConnection>),
+    Run(&'r dyn ToolHandler<Connection>),
 }
 
 /// How an execution ended.
@@ -139,8 +139,8 @@ impl ExecutionOutcome {
 
 /// Runs `handler` on `conn`, a panic or an error becoming the error's text.
 async fn run_handler(
-    handler: &dyn ToolHandler<AnyConnection>,
-    conn: &mut AnyConnection,
+    handler: &dyn ToolHandler<Connection>,
+    conn: &mut Connection,
     invocation: &ToolInvocation,
 ) -> Result<ToolOutcome, String> {
     match CatchUnwind(handler.execute(conn, invocation)).await {
@@ -152,8 +152,8 @@ async fn run_handler(
 
 /// Runs tools under policy, with an audit trail.
 pub struct AuditedExecutor<'h> {
-    resolver: &'h dyn CategoryResolver<AnyConnection>,
-    audit: &'h dyn AuditSink<AnyConnection>,
+    resolver: &'h dyn CategoryResolver<Connection>,
+    audit: &'h dyn AuditSink<Connection>,
     /// The target's category, when the caller's transaction read it and nothing ran
     /// there since ([`Self::with_known_category`]).
     known_category: Option<TargetCategory>,
@@ -188,8 +188,8 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
 impl<'h> AuditedExecutor<'h> {
     /// An executor resolving targets with `resolver` and auditing to `audit`.
     pub fn new(
-        resolver: &'h dyn CategoryResolver<AnyConnection>,
-        audit: &'h dyn AuditSink<AnyConnection>,
+        resolver: &'h dyn CategoryResolver<Connection>,
+        audit: &'h dyn AuditSink<Connection>,
     ) -> Self {
         Self {
             resolver,
@@ -218,7 +218,7 @@ impl<'h> AuditedExecutor<'h> {
         self
     }
 
-    pub(crate) async fn write_audit(&self, conn: &mut AnyConnection, record: AuditRecord) {
+    pub(crate) async fn write_audit(&self, conn: &mut Connection, record: AuditRecord) {
         if let Err(error) = self.audit.record(conn, &record).await {
             tracing::warn!(
                 operation_id = %record.operation_id,
@@ -263,7 +263,7 @@ impl<'h> AuditedExecutor<'h> {
 
     pub(crate) async fn policy_denial(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         req: &ExecutionRequest<'_>,
     ) -> Option<String> {
         let target = &req.invocation.target.target;
@@ -333,7 +333,7 @@ impl<'h> AuditedExecutor<'h> {
     )]
     pub(crate) async fn execute_in_clean_scope(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         req: ExecutionRequest<'_>,
     ) -> Result<ExecutionOutcome, StoreError> {
         let handler = match self.admit(conn, &req, Intent::Before).await? {
@@ -353,7 +353,7 @@ impl<'h> AuditedExecutor<'h> {
     /// already applied, no handler).
     pub(crate) async fn admit<'r>(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         req: &ExecutionRequest<'r>,
         intent: Intent,
     ) -> Result<Admission<'r>, StoreError> {
@@ -410,7 +410,7 @@ impl<'h> AuditedExecutor<'h> {
     /// returned carries it whole, for the agent or client that called.
     pub(crate) async fn conclude(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         req: &ExecutionRequest<'_>,
         result: Result<ToolOutcome, String>,
         intent: Intent,

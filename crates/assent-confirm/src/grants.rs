@@ -8,7 +8,7 @@
 //! hook makes ([`covering_session_grant`]) is keyed by that agent, on every call.
 
 use crate::{ConfirmError, Engine};
-use assent_store::{AnyConnection, delegation};
+use assent_store::{Connection, delegation};
 use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -47,7 +47,7 @@ impl Engine {
 /// write transaction on the target: a revocation committed before it is seen, and one
 /// after it finds the run already recorded.
 pub async fn covering_session_grant(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent: &str,
     session: &str,
     tool: &str,

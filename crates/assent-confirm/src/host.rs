@@ -11,7 +11,7 @@
 
 use assent_domain::{OperationId, Target};
 use assent_store::sync::HostEntities;
-use assent_store::{AnyConnection, HostMigration};
+use assent_store::{Connection, HostMigration};
 use assent_tools::{
     BoxFuture, CategoryResolver, Redundancy, Stateless, TargetCategory, TargetState, ToolHandler,
 };
@@ -142,17 +142,17 @@ pub trait Host: Send + Sync {
     }
 
     /// The handler of a (singular) tool, if the host has one.
-    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>>;
+    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<Connection>>;
 
     /// Category and vector clock of targets.
-    fn resolver(&self) -> &dyn CategoryResolver<AnyConnection>;
+    fn resolver(&self) -> &dyn CategoryResolver<Connection>;
 
     /// The target's current state: `Ok(None)` when it does not exist (a wake on it is
     /// refused), an error when it failed to load (nothing is suppressed as redundant
     /// then). The default has no state to compare with: every proposal is kept.
     fn snapshot<'a>(
         &'a self,
-        conn: &'a mut AnyConnection,
+        conn: &'a mut Connection,
         target: &'a Target,
     ) -> BoxFuture<'a, Result<LoadedState, String>> {
         let _ = (conn, target);
@@ -162,7 +162,7 @@ pub trait Host: Send + Sync {
     /// Handles a local tool; the text is the reply to the agent. The default has none.
     fn handle_local<'a>(
         &'a self,
-        conn: &'a mut AnyConnection,
+        conn: &'a mut Connection,
         call: LocalCall<'a>,
     ) -> BoxFuture<'a, Result<String, String>> {
         let _ = conn;
@@ -214,8 +214,8 @@ pub trait ForeignTargets: Send + Sync {
 /// held it and nothing ran there since, else `resolver`'s answer (a failed lookup is
 /// [`TargetCategory::LookupFailed`], which the policy refuses).
 pub(crate) async fn category_of(
-    resolver: &dyn CategoryResolver<AnyConnection>,
-    conn: &mut AnyConnection,
+    resolver: &dyn CategoryResolver<Connection>,
+    conn: &mut Connection,
     target: &Target,
     known: Option<TargetCategory>,
 ) -> TargetCategory {
@@ -256,7 +256,7 @@ pub(crate) struct Stale {
 /// nothing is suppressed, and the guard is skipped with a warning.
 pub(crate) async fn recheck(
     host: &dyn Host,
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     target: &Target,
     tool_name: &str,
     args: &Value,

@@ -29,7 +29,7 @@ use crate::{ConfirmError, ConflictKind, Engine};
 use assent_changeset::reply;
 use assent_domain::{Verdict, stored_result};
 use assent_store::jobs::{self, Job, JobEvent, JobStatus};
-use assent_store::{AnyConnection, StoreAuditSink, agents, host_tools, operations, webhooks};
+use assent_store::{Connection, StoreAuditSink, agents, host_tools, operations, webhooks};
 use assent_tools::{AgentPolicy, AuditKind, AuditRecord, AuditSink};
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
@@ -114,7 +114,7 @@ pub const HAPPENED_BY_PERSON: &str = "a person recorded that it happened";
 
 /// Audits job `job`'s result (or error) `detail`, bounded by [`stored_result`].
 async fn write_result(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     job: &Job,
     success: bool,
     detail: &str,
@@ -133,7 +133,7 @@ async fn write_result(
 /// Makes job `job`, in doubt, due again: it is safe (or, for an idempotent tool,
 /// harmless) to run it once more. False when it is no longer in doubt.
 async fn due_again(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     job: &Job,
     now: OffsetDateTime,
 ) -> Result<bool, ConfirmError> {
@@ -150,7 +150,7 @@ async fn due_again(
 /// reads the result back from the job (a gateway whose call another process ran)
 /// gets that bounded copy, not the whole text.
 async fn record_applied(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     job: &Job,
     result: &str,
     now: OffsetDateTime,
@@ -175,7 +175,7 @@ async fn record_applied(
 /// Records that attempt `job.attempts` of `job` ended with no outcome (`why`): in doubt,
 /// with its `item.inDoubt` webhook.
 async fn record_doubt(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     job: &Job,
     why: &str,
     now: OffsetDateTime,
@@ -199,7 +199,7 @@ pub const APPROVAL_CHANGED: &str = "what was approved no longer matches what wou
 /// ([`assent_domain::approval_digest`]). A job without one (from before migration
 /// 0015, or a copy from another device) is not checked.
 async fn approval_mismatch(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     job: &Job,
     fingerprint: Option<&serde_json::Value>,
 ) -> Result<Option<&'static str>, ConfirmError> {
@@ -587,7 +587,7 @@ impl Engine {
     /// proposal and fingerprint (`item`).
     async fn recheck_job(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         job: &Job,
         item: &assent_domain::ChangeItem,
     ) -> crate::host::Recheck {
@@ -609,7 +609,7 @@ impl Engine {
     /// written).
     async fn end_hold(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         job: &Job,
         now: OffsetDateTime,
     ) -> Result<Option<HoldEnd>, ConfirmError> {
@@ -827,7 +827,7 @@ impl Engine {
         Ok(())
     }
 
-    async fn require_job(&self, conn: &mut AnyConnection, id: Uuid) -> Result<Job, ConfirmError> {
+    async fn require_job(&self, conn: &mut Connection, id: Uuid) -> Result<Job, ConfirmError> {
         jobs::load(conn, id)
             .await?
             .ok_or(ConfirmError::JobNotFound(id))
@@ -838,7 +838,7 @@ impl Engine {
     /// item still confirmed (a sync merge may have put an earlier rejection in force).
     async fn require_settleable_job(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         id: Uuid,
         to_run: bool,
     ) -> Result<Job, ConfirmError> {

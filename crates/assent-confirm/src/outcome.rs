@@ -19,7 +19,7 @@ use assent_domain::{
     ChangeDecision, ChangeItemStatus, ChangeSet, ChangeSetStatus, OperationId, Verdict,
 };
 use assent_store::jobs::{self, Job, JobStatus};
-use assent_store::{AnyConnection, change_feed, change_sets, decisions, operations};
+use assent_store::{Connection, change_feed, change_sets, decisions, operations};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 use std::time::Duration;
@@ -296,7 +296,7 @@ impl ConfirmationService {
 }
 
 pub(crate) async fn read_outcome(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
 ) -> Result<SetOutcome, ConfirmError> {
     let set = change_sets::require(conn, change_set_id).await?;

@@ -17,7 +17,7 @@
 use crate::{ConfirmError, Engine};
 use assent_domain::{ChangeDecision, ChangeSet, ChangeSetStatus, ItemRef, Target};
 use assent_store::{
-    AnyConnection, Store, approvals, change_sets, decisions, host_tools, jobs, waits,
+    Connection, Store, approvals, change_sets, decisions, host_tools, jobs, waits,
 };
 use assent_tools::{AuditKind, AuditRecord, PastCall};
 
@@ -91,7 +91,7 @@ pub struct RecentDecisions {
 impl SetRecord {
     /// `sets`' records, read on `conn` (the waits in one statement).
     async fn read_all(
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         sets: Vec<ChangeSet>,
     ) -> Result<Vec<Self>, ConfirmError> {
         let ids: Vec<Uuid> = sets.iter().map(|set| set.id).collect();
@@ -105,7 +105,7 @@ impl SetRecord {
     }
 
     async fn read(
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         set: ChangeSet,
         waits_until: Option<OffsetDateTime>,
     ) -> Result<Self, ConfirmError> {

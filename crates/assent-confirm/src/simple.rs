@@ -11,7 +11,7 @@
 
 use crate::{Effect, ExternalHandler, Host};
 use assent_domain::{Target, VectorClock};
-use assent_store::{AnyConnection, HostMigration};
+use assent_store::{Connection, HostMigration};
 use assent_tools::{
     BoxFuture, CategoryResolver, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
 };
@@ -54,9 +54,9 @@ impl IntoToolOutcome for &'static str {
 pub struct SimpleHost {
     name: String,
     migrations: Vec<HostMigration>,
-    handlers: Vec<(String, Box<dyn ToolHandler<AnyConnection>>)>,
+    handlers: Vec<(String, Box<dyn ToolHandler<Connection>>)>,
     externals: Vec<(String, bool, Box<dyn ExternalHandler>)>,
-    resolver: Box<dyn CategoryResolver<AnyConnection>>,
+    resolver: Box<dyn CategoryResolver<Connection>>,
 }
 
 impl std::fmt::Debug for SimpleHost {
@@ -111,7 +111,7 @@ impl SimpleHost {
     pub fn handle<F, O>(mut self, tool: impl Into<String>, handler: F) -> Self
     where
         F: for<'a> Fn(
-                &'a mut AnyConnection,
+                &'a mut Connection,
                 &'a ToolInvocation,
             ) -> BoxFuture<'a, Result<O, HostError>>
             + Send
@@ -149,7 +149,7 @@ impl SimpleHost {
     pub fn category<F>(mut self, category: F) -> Self
     where
         F: for<'a> Fn(
-                &'a mut AnyConnection,
+                &'a mut Connection,
                 &'a Target,
             ) -> BoxFuture<'a, Result<Option<String>, HostError>>
             + Send
@@ -170,14 +170,14 @@ impl Host for SimpleHost {
         &self.migrations
     }
 
-    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
+    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<Connection>> {
         self.handlers
             .iter()
             .find(|(name, _)| name == tool_name)
             .map(|(_, handler)| handler.as_ref())
     }
 
-    fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
+    fn resolver(&self) -> &dyn CategoryResolver<Connection> {
         self.resolver.as_ref()
     }
 
@@ -201,16 +201,16 @@ impl Host for SimpleHost {
 /// A handler closure and the type its future yields.
 struct ClosureHandler<F, O>(F, PhantomData<fn() -> O>);
 
-impl<F, O> ToolHandler<AnyConnection> for ClosureHandler<F, O>
+impl<F, O> ToolHandler<Connection> for ClosureHandler<F, O>
 where
-    F: for<'a> Fn(&'a mut AnyConnection, &'a ToolInvocation) -> BoxFuture<'a, Result<O, HostError>>
+    F: for<'a> Fn(&'a mut Connection, &'a ToolInvocation) -> BoxFuture<'a, Result<O, HostError>>
         + Send
         + Sync,
     O: IntoToolOutcome,
 {
     fn execute<'a>(
         &'a self,
-        ctx: &'a mut AnyConnection,
+        ctx: &'a mut Connection,
         invocation: &'a ToolInvocation,
     ) -> BoxFuture<'a, Result<ToolOutcome, ToolsError>> {
         let run = (self.0)(ctx, invocation);
@@ -228,7 +228,7 @@ where
 
 /// The category of every target of a host nobody told otherwise: none.
 fn no_category<'a>(
-    _conn: &'a mut AnyConnection,
+    _conn: &'a mut Connection,
     _target: &'a Target,
 ) -> BoxFuture<'a, Result<Option<String>, HostError>> {
     Box::pin(async { Ok(None) })
@@ -237,10 +237,10 @@ fn no_category<'a>(
 /// A category closure; the host keeps no vector clocks.
 struct ClosureResolver<F>(F);
 
-impl<F> CategoryResolver<AnyConnection> for ClosureResolver<F>
+impl<F> CategoryResolver<Connection> for ClosureResolver<F>
 where
     F: for<'a> Fn(
-            &'a mut AnyConnection,
+            &'a mut Connection,
             &'a Target,
         ) -> BoxFuture<'a, Result<Option<String>, HostError>>
         + Send
@@ -248,7 +248,7 @@ where
 {
     fn category_of<'a>(
         &'a self,
-        ctx: &'a mut AnyConnection,
+        ctx: &'a mut Connection,
         target: &'a Target,
     ) -> BoxFuture<'a, Result<Option<String>, String>> {
         let lookup = (self.0)(ctx, target);
@@ -257,7 +257,7 @@ where
 
     fn vector_clock_of<'a>(
         &'a self,
-        _ctx: &'a mut AnyConnection,
+        _ctx: &'a mut Connection,
         _target: &'a Target,
     ) -> BoxFuture<'a, Result<Option<VectorClock>, String>> {
         Box::pin(async { Ok(None) })

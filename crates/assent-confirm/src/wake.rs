@@ -7,7 +7,7 @@ use crate::{ConfirmError, Effect, Engine, LocalCall};
 use assent_changeset::{CallPlan, ChangeSetBuilder, PlannerConfig, ToolCall, WakePlanner, reply};
 use assent_domain::{ChangeSet, OperationId, Target};
 use assent_store::{
-    AnyConnection, WriteTx, agents, change_sets, decisions, jobs, operations,
+    Connection, WriteTx, agents, change_sets, decisions, jobs, operations,
     plan::{PlannedAudits, WritePlan},
 };
 use assent_tools::{
@@ -289,7 +289,7 @@ impl WakeService {
     /// process without that host can confirm it (into the execution ledger).
     async fn mark_external_items(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         set: &ChangeSet,
     ) -> Result<(), ConfirmError> {
         let host = &self.engine.host;

@@ -18,7 +18,7 @@ use assent_confirm::{Engine, HostError, SimpleHost, WakeRequest};
 use assent_domain::{
     ChangeItemStatus, OffsetDateTime, OperationId, Target, Uuid, canonical_json, head_and_tail,
 };
-use assent_store::{AnyConnection, Store};
+use assent_store::{Connection, Store};
 use assent_tools::{
     AuditKind, AuditRecord, BoxFuture, ToolInvocation, ToolMode, ToolRegistry, ToolSpec,
 };
@@ -524,7 +524,7 @@ async fn engine(store: &Store, options: &HookOptions, tool: &str) -> Result<Engi
 
 /// The hook host's handler: the agent runs the call, Assent records that it may.
 fn allowed<'a>(
-    _conn: &'a mut AnyConnection,
+    _conn: &'a mut Connection,
     _call: &'a ToolInvocation,
 ) -> BoxFuture<'a, Result<&'static str, HostError>> {
     Box::pin(async { Ok(ALLOWED) })

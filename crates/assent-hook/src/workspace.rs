@@ -11,7 +11,7 @@
 
 use assent_confirm::{Host, LoadedState, SimpleHost};
 use assent_domain::Target;
-use assent_store::{AnyConnection, HostMigration};
+use assent_store::{Connection, HostMigration};
 use assent_tools::{BoxFuture, CategoryResolver, SummaryContext, TargetState, ToolHandler};
 use serde_json::Value;
 use std::path::{Component, Path, PathBuf};
@@ -31,17 +31,17 @@ impl Host for WorkspaceHost {
         self.0.migrations()
     }
 
-    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
+    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<Connection>> {
         self.0.handler(tool_name)
     }
 
-    fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
+    fn resolver(&self) -> &dyn CategoryResolver<Connection> {
         self.0.resolver()
     }
 
     fn snapshot<'a>(
         &'a self,
-        _conn: &'a mut AnyConnection,
+        _conn: &'a mut Connection,
         target: &'a Target,
     ) -> BoxFuture<'a, Result<LoadedState, String>> {
         let workspace = Workspace::new(PathBuf::from(&target.id));

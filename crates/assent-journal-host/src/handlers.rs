@@ -15,7 +15,7 @@ use assent_journal::{TaskSnapshot, format_due_date, parse_estimate_minutes, tool
 use assent_store::StoreError;
 use assent_tools::{BoxFuture, ToolHandler, ToolInvocation, ToolOutcome, ToolsError};
 use serde_json::Value;
-use sqlx::AnyConnection;
+use assent_store::Connection;
 
 /// The tools that have a handler: every singular, non-local tool of the catalog.
 pub(crate) const HANDLED_TOOLS: &[&str] = &[
@@ -74,10 +74,10 @@ enum Change {
     Unchanged(String),
 }
 
-impl ToolHandler<AnyConnection> for JournalToolHandler {
+impl ToolHandler<Connection> for JournalToolHandler {
     fn execute<'a>(
         &'a self,
-        ctx: &'a mut AnyConnection,
+        ctx: &'a mut Connection,
         invocation: &'a ToolInvocation,
     ) -> BoxFuture<'a, Result<ToolOutcome, ToolsError>> {
         Box::pin(async move {
@@ -94,7 +94,7 @@ impl ToolHandler<AnyConnection> for JournalToolHandler {
 impl JournalToolHandler {
     async fn run(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         inv: &ToolInvocation,
     ) -> Result<ToolOutcome, Failure> {
         if inv.tool_name != self.tool {
@@ -166,7 +166,7 @@ fn text_arg(args: &Value, key: &str, max: usize) -> Result<String, Failure> {
 
 /// Updates one column of the task.
 async fn set_column(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     task_id: &str,
     sql: &'static str,
     value: Option<&str>,
@@ -180,7 +180,7 @@ async fn set_column(
 }
 
 async fn set_title(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -199,7 +199,7 @@ async fn set_title(
 }
 
 async fn set_estimate(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -227,7 +227,7 @@ async fn set_estimate(
 }
 
 async fn set_due_date(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -248,7 +248,7 @@ async fn set_due_date(
 }
 
 async fn set_priority(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -270,7 +270,7 @@ async fn set_priority(
 }
 
 async fn set_status(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -305,7 +305,7 @@ async fn set_status(
 }
 
 async fn assign_label(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -330,7 +330,7 @@ async fn assign_label(
 }
 
 async fn add_checklist_item(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -354,7 +354,7 @@ async fn add_checklist_item(
 }
 
 async fn update_checklist_item(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {
@@ -429,7 +429,7 @@ fn is_language_code(code: &str) -> bool {
 }
 
 async fn set_language(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     task: &TaskSnapshot,
     args: &Value,
 ) -> Result<Change, Failure> {

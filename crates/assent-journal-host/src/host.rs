@@ -13,7 +13,7 @@ use assent_store::sync::HostEntities;
 use assent_store::{HostMigration, Store, timefmt};
 use assent_tools::{BoxFuture, CategoryResolver, TargetState, ToolHandler};
 use serde_json::Value;
-use sqlx::AnyConnection;
+use assent_store::Connection;
 use std::sync::Arc;
 
 /// The kind of the journal's targets: a wake, a change set and a decision about a task
@@ -74,20 +74,20 @@ impl Host for JournalHost {
         crate::MIGRATIONS
     }
 
-    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
+    fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<Connection>> {
         self.handlers
             .iter()
             .find(|h| h.tool == tool_name)
-            .map(|h| h as &dyn ToolHandler<AnyConnection>)
+            .map(|h| h as &dyn ToolHandler<Connection>)
     }
 
-    fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
+    fn resolver(&self) -> &dyn CategoryResolver<Connection> {
         &self.resolver
     }
 
     fn snapshot<'a>(
         &'a self,
-        conn: &'a mut AnyConnection,
+        conn: &'a mut Connection,
         target: &'a Target,
     ) -> BoxFuture<'a, Result<LoadedState, String>> {
         Box::pin(async move {
@@ -107,7 +107,7 @@ impl Host for JournalHost {
 
     fn handle_local<'a>(
         &'a self,
-        conn: &'a mut AnyConnection,
+        conn: &'a mut Connection,
         call: LocalCall<'a>,
     ) -> BoxFuture<'a, Result<String, String>> {
         Box::pin(async move {
@@ -124,10 +124,10 @@ impl Host for JournalHost {
 #[derive(Debug, Clone, Copy)]
 struct TaskResolver;
 
-impl CategoryResolver<AnyConnection> for TaskResolver {
+impl CategoryResolver<Connection> for TaskResolver {
     fn category_of<'a>(
         &'a self,
-        ctx: &'a mut AnyConnection,
+        ctx: &'a mut Connection,
         target: &'a Target,
     ) -> BoxFuture<'a, Result<Option<String>, String>> {
         Box::pin(async move {
@@ -146,7 +146,7 @@ impl CategoryResolver<AnyConnection> for TaskResolver {
 
     fn vector_clock_of<'a>(
         &'a self,
-        ctx: &'a mut AnyConnection,
+        ctx: &'a mut Connection,
         target: &'a Target,
     ) -> BoxFuture<'a, Result<Option<VectorClock>, String>> {
         Box::pin(async move {
@@ -161,7 +161,7 @@ impl CategoryResolver<AnyConnection> for TaskResolver {
 }
 
 /// `update_report`: replaces the agent's report on the task.
-async fn update_report(conn: &mut AnyConnection, call: LocalCall<'_>) -> Result<String, String> {
+async fn update_report(conn: &mut Connection, call: LocalCall<'_>) -> Result<String, String> {
     let markdown = match call.args.get("markdown") {
         Some(Value::String(markdown)) => markdown,
         Some(other) => {
@@ -187,7 +187,7 @@ async fn update_report(conn: &mut AnyConnection, call: LocalCall<'_>) -> Result<
 
 /// `record_observations`: one row per (non-blank) observation.
 async fn record_observations(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     call: LocalCall<'_>,
 ) -> Result<String, String> {
     let observations = match call.args.get("observations") {
@@ -260,7 +260,7 @@ mod tests {
 
     async fn call(
         host: &JournalHost,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         tool: &str,
         task_id: &str,
         args: Value,
@@ -271,7 +271,7 @@ mod tests {
             .await
     }
 
-    async fn seed(conn: &mut AnyConnection, id: &str) -> assent_journal::TaskSnapshot {
+    async fn seed(conn: &mut Connection, id: &str) -> assent_journal::TaskSnapshot {
         let new = NewTask {
             title: "Fix login bug".to_owned(),
             category: Some("work".to_owned()),

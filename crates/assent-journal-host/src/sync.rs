@@ -12,7 +12,7 @@ use crate::tasks::{
     valid_priority, valid_status,
 };
 use assent_store::sync::HostEntities;
-use assent_store::{AnyConnection, Backend};
+use assent_store::{Connection, Backend};
 use assent_sync::EntityVersion;
 use assent_tools::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -82,7 +82,7 @@ const EXPORT_POSTGRES: &str = "SELECT id, vector_clock, updated_at, json_build_o
     )::text AS state
     FROM tasks ORDER BY id";
 
-async fn export_tasks(conn: &mut AnyConnection) -> Result<Vec<EntityVersion>, String> {
+async fn export_tasks(conn: &mut Connection) -> Result<Vec<EntityVersion>, String> {
     let export = match Backend::of(conn) {
         Backend::Sqlite => EXPORT,
         Backend::Postgres => EXPORT_POSTGRES,
@@ -115,7 +115,7 @@ async fn export_tasks(conn: &mut AnyConnection) -> Result<Vec<EntityVersion>, St
         .collect()
 }
 
-async fn write_task(conn: &mut AnyConnection, version: &EntityVersion) -> Result<(), String> {
+async fn write_task(conn: &mut Connection, version: &EntityVersion) -> Result<(), String> {
     let id = &version.entity_id;
     if version.entity_type != TASK_ENTITY {
         return Err(format!(
@@ -262,14 +262,14 @@ fn check_content(task: &TaskState) -> Result<(), (&'static str, String)> {
 impl HostEntities for TaskEntities {
     fn export<'a>(
         &'a self,
-        conn: &'a mut AnyConnection,
+        conn: &'a mut Connection,
     ) -> BoxFuture<'a, Result<Vec<EntityVersion>, String>> {
         Box::pin(export_tasks(conn))
     }
 
     fn write<'a>(
         &'a self,
-        conn: &'a mut AnyConnection,
+        conn: &'a mut Connection,
         version: &'a EntityVersion,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(write_task(conn, version))

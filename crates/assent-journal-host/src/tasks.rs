@@ -11,7 +11,8 @@ use assent_journal::{
 use assent_store::{Backend, outbox, timefmt};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sqlx::{AnyConnection, Row};
+use assent_store::Connection;
+use sqlx::Row;
 use time::{Date, OffsetDateTime};
 
 /// Longest task or checklist item title, in characters.
@@ -106,7 +107,7 @@ pub(crate) fn parse_due_date(text: &str) -> Result<Date, String> {
 /// the outbox `task` message. Returns the task as stored.
 #[tracing::instrument(skip(conn, new), fields(title = %new.title))]
 pub async fn create_task(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: &str,
     new: &NewTask,
     host_id: &str,
@@ -207,7 +208,7 @@ pub(crate) fn same_label(a: &str, b: &str) -> bool {
 /// Task `id` as it is now (labels sorted ignoring case, checklist in order);
 /// `Ok(None)` when it does not exist.
 pub async fn load_task(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: &str,
 ) -> Result<Option<TaskSnapshot>, JournalError> {
     Ok(load_task_row(conn, id).await?.map(|row| row.snapshot))
@@ -222,7 +223,7 @@ struct TaskRow {
 }
 
 async fn load_task_row(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: &str,
 ) -> Result<Option<TaskRow>, JournalError> {
     // One statement for the row, its labels and its checklist: a confirmation loads
@@ -296,7 +297,7 @@ async fn load_task_row(
 
 /// Task `id`'s vector clock; `Ok(None)` when the task does not exist.
 pub async fn task_vector_clock(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: &str,
 ) -> Result<Option<VectorClock>, JournalError> {
     let text: Option<String> = sqlx::query_scalar("SELECT vector_clock FROM tasks WHERE id = $1")
@@ -317,7 +318,7 @@ fn parse_vector_clock(id: &str, text: &str) -> Result<VectorClock, JournalError>
 
 /// Task `id`'s status reason (`None` also when the task does not exist).
 pub(crate) async fn status_reason(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: &str,
 ) -> Result<Option<String>, JournalError> {
     let reason: Option<Option<String>> =
@@ -332,7 +333,7 @@ pub(crate) async fn status_reason(
 /// `updated_at` to `now` and enqueues its new state for sync (replacing an unsent
 /// message for the task). Returns the task as it is now.
 pub(crate) async fn touch(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: &str,
     host_id: &str,
     now: OffsetDateTime,

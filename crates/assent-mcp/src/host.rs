@@ -20,7 +20,7 @@ use assent_confirm::client_sessions::{self, CallSession};
 use assent_confirm::records;
 use assent_confirm::{Effect, ExternalCall, ExternalError, ExternalHandler, Host, Reconciliation};
 use assent_domain::{OffsetDateTime, Target, Uuid, VectorClock};
-use assent_store::AnyConnection;
+use assent_store::Connection;
 use assent_tools::{
     BoxFuture, CategoryResolver, TargetState, ToolHandler, ToolInvocation, ToolOutcome, ToolsError,
 };
@@ -115,10 +115,10 @@ pub async fn check_host_free(store: &assent_store::Store, server: &str) -> Resul
 #[derive(Debug)]
 pub struct InlineUpstream(pub Arc<UpstreamCaller>);
 
-impl ToolHandler<AnyConnection> for InlineUpstream {
+impl ToolHandler<Connection> for InlineUpstream {
     fn execute<'a>(
         &'a self,
-        _ctx: &'a mut AnyConnection,
+        _ctx: &'a mut Connection,
         invocation: &'a ToolInvocation,
     ) -> BoxFuture<'a, Result<ToolOutcome, ToolsError>> {
         Box::pin(async move {
@@ -452,14 +452,14 @@ impl Host for McpHost {
 
     fn snapshot<'a>(
         &'a self,
-        _conn: &'a mut AnyConnection,
+        _conn: &'a mut Connection,
         _target: &'a Target,
     ) -> BoxFuture<'a, Result<assent_confirm::LoadedState, String>> {
         let state = FileState(self.files.clone());
         Box::pin(async move { Ok(Some(Box::new(state) as Box<dyn TargetState>)) })
     }
 
-    fn handler(&self, _tool_name: &str) -> Option<&dyn ToolHandler<AnyConnection>> {
+    fn handler(&self, _tool_name: &str) -> Option<&dyn ToolHandler<Connection>> {
         Some(&self.inline)
     }
 
@@ -473,7 +473,7 @@ impl Host for McpHost {
         Some(&self.ledger)
     }
 
-    fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
+    fn resolver(&self) -> &dyn CategoryResolver<Connection> {
         &self.resolver
     }
 }
@@ -485,10 +485,10 @@ struct ServerCategory {
     category: String,
 }
 
-impl CategoryResolver<AnyConnection> for ServerCategory {
+impl CategoryResolver<Connection> for ServerCategory {
     fn category_of<'a>(
         &'a self,
-        _ctx: &'a mut AnyConnection,
+        _ctx: &'a mut Connection,
         target: &'a Target,
     ) -> BoxFuture<'a, Result<Option<String>, String>> {
         let ours = target.kind == TARGET_KIND && target.id == self.server;
@@ -498,7 +498,7 @@ impl CategoryResolver<AnyConnection> for ServerCategory {
 
     fn vector_clock_of<'a>(
         &'a self,
-        _ctx: &'a mut AnyConnection,
+        _ctx: &'a mut Connection,
         _target: &'a Target,
     ) -> BoxFuture<'a, Result<Option<VectorClock>, String>> {
         Box::pin(async { Ok(None) })

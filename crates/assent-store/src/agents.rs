@@ -7,12 +7,13 @@ use crate::{StoreError, chain, timefmt};
 use assent_tools::{AgentPolicy, RuleAction, ToolRule, ToolSettingEntry, ToolSettingsTable};
 use serde_json::{Value, json};
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use time::OffsetDateTime;
 
 /// Creates the agent or replaces its policy.
 pub async fn upsert(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     policy: &AgentPolicy,
     now: OffsetDateTime,
@@ -58,7 +59,7 @@ pub struct Agent {
 /// The agent's policy in force at `now`: its rules expired by then left out (the
 /// tool's mode decides again), or `None` when no such agent exists. [`get`] keeps them.
 pub async fn policy_at(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     now: OffsetDateTime,
 ) -> Result<Option<AgentPolicy>, StoreError> {
@@ -70,7 +71,7 @@ pub async fn policy_at(
 /// Enters on the consent chain that `by` made the change agent `agent_id`'s rules
 /// now show (its rules entry again, naming who).
 pub async fn record_changed_by(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     by: &str,
     now: OffsetDateTime,
@@ -83,7 +84,7 @@ pub async fn record_changed_by(
 /// and other rules (expired ones included). Returns `None` for an unknown agent, else
 /// whether anything changed (setting the rule it has writes nothing).
 pub async fn set_rule(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     rule: ToolRule,
     now: OffsetDateTime,
@@ -98,7 +99,7 @@ pub async fn set_rule(
 /// as every change of its rules is ([`upsert`]): whether it had one, or `None` when no
 /// such agent exists.
 pub async fn remove_rule(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     pattern: &str,
     now: OffsetDateTime,
@@ -110,7 +111,7 @@ pub async fn remove_rule(
 /// consent chain, through [`upsert`]) when that changes anything: whether it did, or
 /// `None` when no such agent exists.
 async fn change_policy(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     now: OffsetDateTime,
     change: impl FnOnce(AgentPolicy) -> AgentPolicy,
@@ -128,7 +129,7 @@ async fn change_policy(
 }
 
 /// The agent `agent_id`, or `None` when no such agent exists.
-pub async fn get(conn: &mut AnyConnection, agent_id: &str) -> Result<Option<Agent>, StoreError> {
+pub async fn get(conn: &mut Connection, agent_id: &str) -> Result<Option<Agent>, StoreError> {
     sqlx::query("SELECT id, categories, rules, created_at, updated_at FROM agents WHERE id = $1")
         .bind(agent_id)
         .fetch_optional(conn)
@@ -139,7 +140,7 @@ pub async fn get(conn: &mut AnyConnection, agent_id: &str) -> Result<Option<Agen
 }
 
 /// Every agent, by id.
-pub async fn list(conn: &mut AnyConnection) -> Result<Vec<Agent>, StoreError> {
+pub async fn list(conn: &mut Connection) -> Result<Vec<Agent>, StoreError> {
     sqlx::query("SELECT id, categories, rules, created_at, updated_at FROM agents ORDER BY id")
         .fetch_all(conn)
         .await?
@@ -235,7 +236,7 @@ pub struct ShadowRule {
 /// Agent `agent_id`'s shadow rules, in the order first set, or `None` for an unknown
 /// agent.
 pub async fn shadow_rules(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
 ) -> Result<Option<Vec<ShadowRule>>, StoreError> {
     let text: Option<String> = sqlx::query_scalar("SELECT shadow_rules FROM agents WHERE id = $1")
@@ -267,7 +268,7 @@ fn parse_shadow_rules(text: &str) -> Result<Vec<ShadowRule>, StoreError> {
 }
 
 async fn write_shadow_rules(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     rules: &[ShadowRule],
     now: OffsetDateTime,
@@ -291,7 +292,7 @@ async fn write_shadow_rules(
 /// Sets agent `agent_id`'s shadow rule for `rule`'s pattern, from `now` on (the same
 /// rule again keeps its start). `None` for an unknown agent, else whether it changed.
 pub async fn set_shadow_rule(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     rule: ToolRule,
     now: OffsetDateTime,
@@ -317,7 +318,7 @@ pub async fn set_shadow_rule(
 /// Removes agent `agent_id`'s shadow rule for `pattern` (a rule set for real promotes
 /// it); whether there was one.
 pub async fn remove_shadow_rule(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     pattern: &str,
     now: OffsetDateTime,
@@ -337,7 +338,7 @@ pub async fn remove_shadow_rule(
 /// Agent `agent_id`'s per-tool settings (migration 0016) as stored: a JSON object keyed
 /// by tool name, or `None` for an unknown agent.
 async fn tool_settings(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
 ) -> Result<Option<serde_json::Map<String, Value>>, StoreError> {
     let text: Option<String> = sqlx::query_scalar("SELECT tool_settings FROM agents WHERE id = $1")
@@ -381,7 +382,7 @@ impl Default for ToolSettings {
 
 /// Agent `agent_id`'s settings for `tool_name` (the defaults for an unknown agent).
 pub async fn tool_settings_for(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     tool_name: &str,
 ) -> Result<ToolSettings, StoreError> {
@@ -398,7 +399,7 @@ pub async fn tool_settings_for(
 /// The agent's policy in force at `now` ([`policy_at`]) and its settings for
 /// `tool_name` ([`tool_settings_for`]), in one read; `None` for an unknown agent.
 pub async fn policy_and_settings_at(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     tool_name: &str,
     now: OffsetDateTime,
@@ -418,7 +419,7 @@ pub async fn policy_and_settings_at(
 /// in one read: what the decision point needs for any of its tools. `None` for an
 /// unknown agent.
 pub async fn rules_at(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     now: OffsetDateTime,
 ) -> Result<Option<(AgentPolicy, ToolSettingsTable)>, StoreError> {
@@ -441,7 +442,7 @@ pub async fn rules_at(
 /// [`rules_at`] with how the agent's rejections are remembered
 /// ([`crate::rejections`]), in the same one read: what a wake needs.
 pub async fn rules_and_rejection_memory_at(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     now: OffsetDateTime,
 ) -> Result<
@@ -513,7 +514,7 @@ fn settings_table(settings: &serde_json::Map<String, Value>) -> ToolSettingsTabl
 /// Agent `agent_id`'s per-tool settings (quorums, holds) as the decision point reads
 /// them; empty for an unknown agent.
 pub async fn settings_of(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
 ) -> Result<ToolSettingsTable, StoreError> {
     Ok(settings_table(
@@ -524,7 +525,7 @@ pub async fn settings_of(
 /// Agent `agent_id`'s tools whose setting `key` is a number above zero, with it, by
 /// tool name; empty for an unknown agent.
 async fn numbered_settings(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     key: &str,
 ) -> Result<Vec<(String, u32)>, StoreError> {
@@ -547,7 +548,7 @@ fn setting_number(setting: &Value, key: &str) -> Option<u32> {
 /// it), keeping its other settings. `None` for an unknown agent, else whether it
 /// changed.
 async fn set_tool_setting(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     tool_name: &str,
     key: &str,
@@ -593,7 +594,7 @@ async fn set_tool_setting(
 /// Agent `agent_id`'s hold windows (`assent agent hold`): tool name and seconds, by
 /// tool name; empty for an unknown agent.
 pub async fn holds(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
 ) -> Result<Vec<(String, u32)>, StoreError> {
     numbered_settings(conn, agent_id, HOLD_SECONDS).await
@@ -602,7 +603,7 @@ pub async fn holds(
 /// Sets agent `agent_id`'s hold window for `tool_name` to `seconds` (0 removes it),
 /// keeping its other settings. `None` for an unknown agent, else whether it changed.
 pub async fn set_hold(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     tool_name: &str,
     seconds: u32,
@@ -615,7 +616,7 @@ pub async fn set_hold(
 /// Agent `agent_id`'s quorums (`assent agent ask … --approvals N`): the tools whose
 /// items need more than one person's confirmation, with how many, by tool name.
 pub async fn quorums(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
 ) -> Result<Vec<(String, u32)>, StoreError> {
     Ok(numbered_settings(conn, agent_id, APPROVALS)
@@ -629,7 +630,7 @@ pub async fn quorums(
 /// `tool_name` (1 removes the quorum). `None` for an unknown agent, else whether it
 /// changed.
 pub async fn set_approvals_needed(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     tool_name: &str,
     needed: u32,
@@ -646,7 +647,7 @@ const APPROVALS: &str = "approvals";
 /// as its first hook event recorded them ([`record_kind`]); `None` when no hook event of
 /// it arrived (or the kind's names are not known).
 pub async fn kind_of(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent: &str,
 ) -> Result<Option<(String, Vec<String>)>, StoreError> {
     let row = sqlx::query("SELECT kind, tool_names FROM agent_kinds WHERE agent_id = $1")
@@ -666,7 +667,7 @@ pub async fn kind_of(
 /// sends the tools `names` (MCP tools aside), unless that is recorded already.
 /// Returns whether it changed.
 pub async fn record_kind(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent: &str,
     kind: &str,
     names: &[&str],
@@ -701,7 +702,7 @@ mod tests {
     #[tokio::test]
     async fn an_expiring_rule_round_trips_and_drops_out_of_the_policy_in_force() {
         let store = Store::open("sqlite::memory:").await.expect("opens");
-        let mut conn = store.pool().acquire().await.expect("conn");
+        let mut conn = store.read_connection().await.expect("conn");
         let rule = |action| ToolRule::new("set_title", action).expect("a rule");
         assert_eq!(
             set_rule(&mut conn, "a", rule(RuleAction::Allow), T0)
@@ -748,7 +749,7 @@ mod tests {
     #[tokio::test]
     async fn shadow_rules_are_kept_apart_from_the_policy() {
         let store = Store::open("sqlite::memory:").await.expect("opens");
-        let mut conn = store.pool().acquire().await.expect("conn");
+        let mut conn = store.read_connection().await.expect("conn");
         let allow = ToolRule::new("set_title", RuleAction::Allow).expect("a rule");
         assert_eq!(
             set_shadow_rule(&mut conn, "a", allow.clone(), T0)
@@ -815,7 +816,7 @@ mod tests {
     #[tokio::test]
     async fn hold_windows_are_set_per_tool_and_removed_by_zero() {
         let store = Store::open("sqlite::memory:").await.expect("opens");
-        let mut conn = store.pool().acquire().await.expect("conn");
+        let mut conn = store.read_connection().await.expect("conn");
         assert_eq!(
             set_hold(&mut conn, "a", "set_title", 12, T0)
                 .await

@@ -7,7 +7,8 @@
 use crate::{StoreError, chain, timefmt};
 use serde_json::Value;
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -117,7 +118,7 @@ const SELECT: &str = "SELECT item_index, revision, approved_by, args, created_at
 /// Item `index` of set `change_set_id`, whose own revision counter is `item_revision`
 /// ([`assent_domain::ChangeItem::revision`]): its current revision and its approvals.
 pub async fn current(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
     index: usize,
     item_revision: u32,
@@ -144,7 +145,7 @@ pub async fn current(
 /// left out: they did not consent to what runs. `item_revision` and `item_args` are
 /// the item's own.
 pub async fn approvers(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
     index: usize,
     item_revision: u32,
@@ -170,7 +171,7 @@ pub async fn approvers(
 
 /// The current revision of every item of `set` that has approvals, by item index.
 pub async fn for_change_set(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: &assent_domain::ChangeSet,
 ) -> Result<Vec<(usize, Revision)>, StoreError> {
     let change_set_id = set.id;
@@ -203,7 +204,7 @@ pub async fn for_change_set(
 /// `args`. The same person twice on one revision breaks the primary key: the caller
 /// checks first and says so.
 pub async fn record(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
     index: usize,
     revision: i64,
@@ -264,7 +265,7 @@ pub fn chain_content(
 
 /// Every approval row as `(subject, content)`, for [`crate::proof`].
 pub(crate) async fn all_for_proof(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
 ) -> Result<Vec<(String, Value)>, StoreError> {
     let rows = sqlx::query(
         "SELECT change_set_id, item_index, revision, approved_by, args, created_at FROM approvals",
@@ -304,7 +305,7 @@ pub struct Quorum {
 /// An item needs what it was proposed with or what the settings in force say, the
 /// larger (matched by pattern as every path matches it).
 pub async fn quorum_of(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: &assent_domain::ChangeSet,
 ) -> Result<Quorum, StoreError> {
     let settings = crate::agents::settings_of(conn, &set.agent_id).await?;

@@ -7,12 +7,13 @@ use assent_domain::{OperationId, Target, VectorClock};
 use assent_tools::{AuditRecord, AuditSink, BoxFuture};
 use serde_json::Value;
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 
 const TABLE: &str = "audit_records";
 
 /// Appends a record and its outbox message; returns the record's row id.
-pub async fn insert(conn: &mut AnyConnection, record: &AuditRecord) -> Result<i64, StoreError> {
+pub async fn insert(conn: &mut Connection, record: &AuditRecord) -> Result<i64, StoreError> {
     let id = insert_row(conn, record, None).await?;
     enqueue(conn, id, record).await?;
     Ok(id)
@@ -20,7 +21,7 @@ pub async fn insert(conn: &mut AnyConnection, record: &AuditRecord) -> Result<i6
 
 /// The outbox message of record `id`.
 async fn enqueue(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: i64,
     record: &AuditRecord,
 ) -> Result<(), StoreError> {
@@ -37,7 +38,7 @@ async fn enqueue(
 /// The record's row, without an outbox message; `origin` is the writing device's host
 /// id and its id there, `None` for a record written on this device.
 pub(crate) async fn insert_row(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     record: &AuditRecord,
     origin: Option<(&str, i64)>,
 ) -> Result<i64, StoreError> {
@@ -55,7 +56,7 @@ pub(crate) async fn insert_row(
 /// messages (a [`crate::plan::WritePlan`] writes those): one statement per hundred
 /// records. Returns their row ids in the order of `records`.
 pub(crate) async fn insert_rows(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     records: &[AuditRecord],
 ) -> Result<Vec<i64>, StoreError> {
     let rows: Vec<_> = records.iter().map(|record| (record, None)).collect();
@@ -63,7 +64,7 @@ pub(crate) async fn insert_rows(
 }
 
 async fn write_rows(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     rows: &[(&AuditRecord, Option<(&str, i64)>)],
 ) -> Result<Vec<i64>, StoreError> {
     const COLUMNS: usize = 16;
@@ -171,7 +172,7 @@ impl AuditRow {
 }
 
 /// Every audit row, for [`crate::proof`].
-pub(crate) async fn all_for_proof(conn: &mut AnyConnection) -> Result<Vec<AuditRow>, StoreError> {
+pub(crate) async fn all_for_proof(conn: &mut Connection) -> Result<Vec<AuditRow>, StoreError> {
     let rows = sqlx::query("SELECT * FROM audit_records ORDER BY id")
         .fetch_all(&mut *conn)
         .await?;
@@ -239,7 +240,7 @@ pub enum AuditFilter {
 /// Records matching `filter`, in the order they were written (at most `limit`, the
 /// newest ones).
 pub async fn list(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     filter: &AuditFilter,
     limit: u32,
 ) -> Result<Vec<AuditRecord>, StoreError> {
@@ -268,7 +269,7 @@ pub async fn list(
 /// `LIKE` only narrows the read: it ignores ASCII case in SQLite), and must be one of
 /// the fixed run-key prefixes, never a person's or an agent's input.
 pub async fn with_run_key_prefix(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     prefix: &'static str,
     agent: Option<&str>,
     limit: u32,
@@ -316,7 +317,7 @@ pub struct StoreAuditSink;
 
 /// [`StoreAuditSink`] on SQLite.
 async fn insert_or_nothing(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     record: &AuditRecord,
 ) -> Result<(), StoreError> {
     let id = insert_row(conn, record, None).await?;
@@ -330,10 +331,10 @@ async fn insert_or_nothing(
     Ok(())
 }
 
-impl AuditSink<AnyConnection> for StoreAuditSink {
+impl AuditSink<Connection> for StoreAuditSink {
     fn record<'a>(
         &'a self,
-        ctx: &'a mut AnyConnection,
+        ctx: &'a mut Connection,
         record: &'a AuditRecord,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
@@ -389,7 +390,7 @@ mod tests {
         }
     }
 
-    async fn count(conn: &mut AnyConnection, table: &str) -> i64 {
+    async fn count(conn: &mut Connection, table: &str) -> i64 {
         sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
             .fetch_one(conn)
             .await

@@ -23,7 +23,8 @@ use crate::{Backend, StoreError, timefmt};
 use assent_domain::canonical_json;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use time::OffsetDateTime;
 
 const TABLE: &str = "consent_chain";
@@ -167,7 +168,7 @@ pub struct Head {
 }
 
 /// This device's head.
-pub async fn head(conn: &mut AnyConnection) -> Result<Head, StoreError> {
+pub async fn head(conn: &mut Connection) -> Result<Head, StoreError> {
     let row = sqlx::query(
         "SELECT d.host_id AS device,
                 (SELECT seq FROM consent_chain c WHERE c.device_id = d.host_id ORDER BY seq DESC LIMIT 1) AS seq,
@@ -194,7 +195,7 @@ pub async fn head(conn: &mut AnyConnection) -> Result<Head, StoreError> {
 /// beginning (and the rules every agent had then, so a proof knows the rules in force
 /// from the first entry on).
 pub(crate) async fn append(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     entries: Vec<Entry>,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -214,7 +215,7 @@ pub(crate) async fn append(
 
 /// This device's head, read under the chain's lock (taken on PostgreSQL, where
 /// writers of different targets run side by side; SQLite has one writer at a time).
-async fn locked_head(conn: &mut AnyConnection) -> Result<Head, StoreError> {
+async fn locked_head(conn: &mut Connection) -> Result<Head, StoreError> {
     if Backend::of(conn) == Backend::Postgres {
         // Writers of different targets run side by side on PostgreSQL: the chain is
         // theirs to share, one appender at a time until each commits.
@@ -228,7 +229,7 @@ async fn locked_head(conn: &mut AnyConnection) -> Result<Head, StoreError> {
 
 /// Writes `entries` after `head`: one insert.
 async fn write(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     head: Head,
     entries: Vec<Entry>,
     now: OffsetDateTime,
@@ -298,7 +299,7 @@ async fn write(
 /// Its entries are stamped with the last moment the old history recorded (the newest
 /// audit record, decision or agent change), where the chain takes over: the store
 /// opening reads no clock of its own.
-pub(crate) async fn begin_if_empty(conn: &mut AnyConnection) -> Result<bool, StoreError> {
+pub(crate) async fn begin_if_empty(conn: &mut Connection) -> Result<bool, StoreError> {
     let head = locked_head(conn).await?;
     if head.entries > 0 {
         return Ok(false);
@@ -354,7 +355,7 @@ pub(crate) fn quorum_entry(set: &assent_domain::ChangeSet, index: usize, needed:
 
 /// The entries a chain starts with: where it begins (what the upgrade left
 /// unclaimed) and every agent's rules at that moment.
-async fn beginning(conn: &mut AnyConnection) -> Result<Vec<Entry>, StoreError> {
+async fn beginning(conn: &mut Connection) -> Result<Vec<Entry>, StoreError> {
     let origin = sqlx::query(
         "SELECT audit_id_floor, had_history FROM consent_chain_origin WHERE singleton = 1",
     )
@@ -427,7 +428,7 @@ pub fn rules_content(row: &sqlx::any::AnyRow) -> Result<Value, StoreError> {
 
 /// Appends the rules entry of agent `agent_id` as it now stands.
 pub(crate) async fn append_rules(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -436,7 +437,7 @@ pub(crate) async fn append_rules(
 
 /// [`append_rules`], naming who made the change when known.
 pub(crate) async fn append_rules_by(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     by: Option<&str>,
     now: OffsetDateTime,
@@ -453,7 +454,7 @@ pub(crate) async fn append_rules_by(
 }
 
 /// Every entry of every device's chain, in chain order (device, then position).
-pub async fn entries(conn: &mut AnyConnection) -> Result<Vec<ChainEntry>, StoreError> {
+pub async fn entries(conn: &mut Connection) -> Result<Vec<ChainEntry>, StoreError> {
     let rows = sqlx::query(
         "SELECT device_id, seq, kind, subject, content, prev, hash, created_at FROM consent_chain ORDER BY device_id, seq",
     )

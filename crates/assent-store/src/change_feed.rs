@@ -5,14 +5,15 @@
 //! server.
 
 use crate::StoreError;
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use uuid::Uuid;
 
 /// How many entries the feed keeps behind its newest; older ones are pruned.
 pub const KEPT_ENTRIES: i64 = 10_000;
 
 /// The newest position in the feed (0 when empty): where a new reader starts.
-pub async fn latest(conn: &mut AnyConnection) -> Result<i64, StoreError> {
+pub async fn latest(conn: &mut Connection) -> Result<i64, StoreError> {
     Ok(
         sqlx::query_scalar::<_, i64>("SELECT COALESCE(MAX(seq), 0) FROM change_feed")
             .fetch_one(conn)
@@ -23,7 +24,7 @@ pub async fn latest(conn: &mut AnyConnection) -> Result<i64, StoreError> {
 /// The sets written after position `after` (each once, in the order of their first
 /// write), at most `limit` feed entries, and the position to read on from.
 pub async fn since(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     after: i64,
     limit: i64,
 ) -> Result<(Vec<Uuid>, i64), StoreError> {
@@ -48,7 +49,7 @@ pub async fn since(
 }
 
 /// Drops all but the newest [`KEPT_ENTRIES`] entries.
-pub async fn prune(conn: &mut AnyConnection) -> Result<u64, StoreError> {
+pub async fn prune(conn: &mut Connection) -> Result<u64, StoreError> {
     Ok(sqlx::query(
         "DELETE FROM change_feed WHERE seq <= (SELECT COALESCE(MAX(seq), 0) FROM change_feed) - $1",
     )
@@ -66,7 +67,7 @@ mod tests {
     #[tokio::test]
     async fn every_write_to_a_set_or_its_items_is_in_the_feed() {
         let store = Store::open("sqlite::memory:").await.expect("opens");
-        let mut conn = store.pool().acquire().await.expect("conn");
+        let mut conn = store.read_connection().await.expect("conn");
         let start = latest(&mut conn).await.expect("latest");
         let id = Uuid::from_u128(7);
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!(

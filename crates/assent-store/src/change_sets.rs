@@ -11,7 +11,8 @@ use assent_domain::{
 };
 use serde_json::{Value, json};
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -53,7 +54,7 @@ pub struct PendingFilter {
 }
 
 async fn enqueue_set(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: &ChangeSet,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -68,7 +69,7 @@ fn set_payload(set: &ChangeSet) -> Result<String, StoreError> {
 /// Inserts a new set with its items (and its outbox message), served by no host in
 /// particular.
 pub async fn insert(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: &ChangeSet,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -79,7 +80,7 @@ pub async fn insert(
 /// on every item, so a process without that host knows whose worker runs it).
 #[tracing::instrument(skip_all, fields(change_set = %set.id, items = set.items.len()))]
 pub async fn insert_served(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: &ChangeSet,
     host: Option<&str>,
     now: OffsetDateTime,
@@ -102,7 +103,7 @@ const ITEMS_PER_INSERT: usize = 50;
 /// chain in the same transaction ([`chain::quorum_entry`]), so the proof checks its
 /// approvals against what it was proposed with, whatever its row says later.
 pub(crate) async fn insert_rows(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: &ChangeSet,
     host: Option<&str>,
     now: OffsetDateTime,
@@ -175,7 +176,7 @@ pub(crate) async fn insert_rows(
 /// at `changed_items`, each with its outbox message.
 #[tracing::instrument(skip_all, fields(change_set = %set.id, status = %set.status))]
 pub async fn update_status(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: &ChangeSet,
     changed_items: &[usize],
     now: OffsetDateTime,
@@ -188,7 +189,7 @@ pub async fn update_status(
 /// [`update_status`] with the outbox messages in `plan`, which the caller applies
 /// before it commits.
 pub async fn update_status_into(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: &ChangeSet,
     changed_items: &[usize],
     now: OffsetDateTime,
@@ -215,7 +216,7 @@ pub async fn update_status_into(
 
 /// [`update_status`] without the outbox messages; a changed item takes the set's clock.
 pub(crate) async fn write_status(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: &ChangeSet,
     changed_items: &[usize],
 ) -> Result<(), StoreError> {
@@ -246,7 +247,7 @@ const ITEMS_PER_STATUS_WRITE: usize = 100;
 /// confirm-all of 25 items or a dismissal writes its items' statuses in one round trip.
 /// A merge may bring the stale-target guard's refresh of an item too.
 async fn write_item_statuses(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set_id: Uuid,
     clock: &str,
     items: &[(usize, &ChangeItem)],
@@ -350,7 +351,7 @@ fn decode_item_as(row: &AnyRow, status_column: &str) -> Result<ChangeItem, Store
 /// new confirmation applies to the target as it is. The refresh starts a new revision:
 /// approvals given for the target as it was no longer count.
 pub async fn mark_stale(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
     index: usize,
     detail: &str,
@@ -386,7 +387,7 @@ pub struct Undoes {
 
 /// Records that set `change_set_id` reverses `undoes`.
 pub async fn set_undoes(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
     undoes: &Undoes,
 ) -> Result<(), StoreError> {
@@ -400,7 +401,7 @@ pub async fn set_undoes(
 
 /// What set `change_set_id` reverses, when it is an undo set.
 pub async fn undoes(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
 ) -> Result<Option<Undoes>, StoreError> {
     let text: Option<Option<String>> =
@@ -419,7 +420,7 @@ pub async fn undoes(
 /// What the confirmed undo sets of agent `agent_id` reversed: the items its history
 /// shows as undone.
 pub async fn undone_for_agent(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
 ) -> Result<Vec<Undoes>, StoreError> {
     let links: Vec<String> = sqlx::query_scalar(
@@ -443,7 +444,7 @@ pub async fn undone_for_agent(
 /// sets in one statement, not one statement per set (a list of 100 open sets is two
 /// round trips to the database, not 101).
 async fn with_items(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     rows: &[AnyRow],
 ) -> Result<Vec<ChangeSet>, StoreError> {
     let ids = rows
@@ -494,7 +495,7 @@ macro_rules! set_and_item_columns {
 
 /// The set with `id` (deleted sets are not found), with its items in the same
 /// statement.
-pub async fn load(conn: &mut AnyConnection, id: Uuid) -> Result<Option<ChangeSet>, StoreError> {
+pub async fn load(conn: &mut Connection, id: Uuid) -> Result<Option<ChangeSet>, StoreError> {
     let rows = sqlx::query(concat!(
         "SELECT ",
         set_and_item_columns!(),
@@ -543,7 +544,7 @@ pub struct DecisionRead {
 /// items, who serves each and its agent's rules, in one statement, so a decision on
 /// any item of the set reads the database once before its host is asked anything.
 pub async fn load_for_decision(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
 ) -> Result<Option<DecisionRead>, StoreError> {
     let rows = sqlx::query(concat!(
@@ -592,7 +593,7 @@ pub async fn load_for_decision(
 
 /// Like [`load_for_decision`], but a missing set is an error.
 pub async fn require_for_decision(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
 ) -> Result<DecisionRead, StoreError> {
     load_for_decision(conn, id)
@@ -609,7 +610,7 @@ pub const MIN_PREFIX_DIGITS: usize = 8;
 /// [`StoreError::InvalidChangeSetId`]; a prefix no set has is
 /// [`StoreError::NoChangeSetWithPrefix`], one several sets share
 /// [`StoreError::AmbiguousChangeSetId`].
-pub async fn resolve_id(conn: &mut AnyConnection, text: &str) -> Result<Uuid, StoreError> {
+pub async fn resolve_id(conn: &mut Connection, text: &str) -> Result<Uuid, StoreError> {
     let trimmed = text.trim();
     if let Ok(id) = Uuid::parse_str(trimmed) {
         return Ok(id);
@@ -662,7 +663,7 @@ fn id_prefix(text: &str) -> Option<String> {
 }
 
 /// Like [`load`], but a missing set is an error.
-pub async fn require(conn: &mut AnyConnection, id: Uuid) -> Result<ChangeSet, StoreError> {
+pub async fn require(conn: &mut Connection, id: Uuid) -> Result<ChangeSet, StoreError> {
     load(conn, id)
         .await?
         .ok_or(StoreError::ChangeSetNotFound(id))
@@ -670,7 +671,7 @@ pub async fn require(conn: &mut AnyConnection, id: Uuid) -> Result<ChangeSet, St
 
 /// The target of set `id`, or `None` when there is no such set. A set's target never
 /// changes, so this may be read before the transaction that locks it.
-pub async fn target_of(conn: &mut AnyConnection, id: Uuid) -> Result<Option<Target>, StoreError> {
+pub async fn target_of(conn: &mut Connection, id: Uuid) -> Result<Option<Target>, StoreError> {
     let row: Option<(String, String)> =
         sqlx::query_as("SELECT target_kind, target_id FROM change_sets WHERE id = $1")
             .bind(id.to_string())
@@ -682,7 +683,7 @@ pub async fn target_of(conn: &mut AnyConnection, id: Uuid) -> Result<Option<Targ
 /// Open sets (pending or partially resolved, not deleted), newest first.
 #[tracing::instrument(skip(conn))]
 pub async fn pending(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     filter: &PendingFilter,
 ) -> Result<Vec<ChangeSet>, StoreError> {
     // One static statement per filter shape, so SQLite can use the partial indexes
@@ -739,7 +740,7 @@ pub async fn pending(
 
 /// Ids of open sets created before `cutoff`, oldest first.
 pub async fn open_created_before(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     cutoff: OffsetDateTime,
 ) -> Result<Vec<Uuid>, StoreError> {
     let ids: Vec<String> = sqlx::query_scalar(
@@ -761,7 +762,7 @@ pub async fn open_created_before(
 /// that asks now and then.
 #[tracing::instrument(skip(conn))]
 pub async fn with_status(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     status: ChangeSetStatus,
     filter: &PendingFilter,
 ) -> Result<Vec<ChangeSet>, StoreError> {
@@ -786,7 +787,7 @@ pub async fn with_status(
 /// Starts revision `revision` of item `index` of set `change_set_id` (an edit under a
 /// quorum): approvals of earlier ones no longer count.
 pub async fn set_revision(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
     index: usize,
     revision: u32,
@@ -806,7 +807,7 @@ pub async fn set_revision(
 /// with `prefix`, of agent `agent` when given, oldest first, with their items. `prefix`
 /// is matched exactly, as in [`crate::audit::with_run_key_prefix`].
 pub async fn with_thread_prefix(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     prefix: &'static str,
     agent: Option<&str>,
     limit: u32,
@@ -858,7 +859,7 @@ mod tests {
     #[tokio::test]
     async fn open_sets_come_with_their_own_items_in_order() {
         let store = Store::open("sqlite::memory:").await.expect("opens");
-        let mut conn = store.pool().acquire().await.expect("connection");
+        let mut conn = store.read_connection().await.expect("connection");
         let now = OffsetDateTime::UNIX_EPOCH;
         let mut ids = Vec::new();
         for (n, count) in [3_usize, 1, 2].into_iter().enumerate() {

@@ -7,7 +7,8 @@ use assent_domain::{ChangeDecision, Target, VectorClock, Verdict};
 use assent_tools::{PastCall, PastOutcome, ToolDefinition};
 use serde_json::{Value, json};
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -21,7 +22,7 @@ const TABLE: &str = "decisions";
 /// item violates a unique index and fails: exactly-once holds even against a bug above.
 #[tracing::instrument(skip_all, fields(decision = %decision.id, verdict = %decision.verdict))]
 pub async fn insert(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     decision: &ChangeDecision,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -32,7 +33,7 @@ pub async fn insert(
 /// (a confirmation's; see [`assent_domain::approval_digest`]), and its outbox message.
 /// The digest stays on this device: sync carries the decision without it.
 pub async fn insert_approved(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     decision: &ChangeDecision,
     approval_digest: Option<&str>,
     now: OffsetDateTime,
@@ -59,7 +60,7 @@ pub struct LocalFacts<'a> {
 /// Inserts a decision made on this device with its [`LocalFacts`], and its outbox
 /// message.
 pub async fn insert_decided(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     decision: &ChangeDecision,
     facts: &LocalFacts<'_>,
     now: OffsetDateTime,
@@ -72,7 +73,7 @@ pub async fn insert_decided(
 /// [`insert_decided`] with the decision's chain entry and outbox message in `plan`,
 /// which the caller applies before it commits.
 pub async fn insert_decided_into(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     decision: &ChangeDecision,
     facts: &LocalFacts<'_>,
     plan: &mut WritePlan,
@@ -130,7 +131,7 @@ fn chain_entry(
 /// The decision's row, without an outbox message; `origin_host` is `None` for a
 /// decision made on this device.
 pub(crate) async fn insert_row(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     decision: &ChangeDecision,
     origin_host: Option<&str>,
     facts: &LocalFacts<'_>,
@@ -142,7 +143,7 @@ pub(crate) async fn insert_row(
 
 /// The decision's row, its chain entry planned in `plan`.
 async fn write_row(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     decision: &ChangeDecision,
     origin_host: Option<&str>,
     facts: &LocalFacts<'_>,
@@ -235,7 +236,7 @@ impl DecisionRow {
 
 /// Every decision row, for [`crate::proof`].
 pub(crate) async fn all_for_proof(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
 ) -> Result<Vec<DecisionRow>, StoreError> {
     let rows = sqlx::query("SELECT * FROM decisions")
         .fetch_all(&mut *conn)
@@ -303,7 +304,7 @@ pub(crate) fn decode(row: &AnyRow) -> Result<ChangeDecision, StoreError> {
 /// The agent's most recent decisions (about `target` when given), newest first.
 #[tracing::instrument(skip(conn))]
 pub async fn recent(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     target: Option<&Target>,
     limit: u32,
@@ -340,7 +341,7 @@ pub async fn recent(
 /// Agent `agent_id`'s rejections decided at or after `since`, newest first, at most
 /// `limit` (what the rejections remembered are read from).
 pub async fn rejected_since(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     since: OffsetDateTime,
     limit: u32,
@@ -364,7 +365,7 @@ pub async fn rejected_since(
 /// what lets a listing of the audit trail say who edited the arguments a record shows
 /// and what the agent had proposed.
 pub async fn edited_with_run_keys(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
 ) -> Result<Vec<(String, ChangeDecision)>, StoreError> {
     let rows = sqlx::query(concat!(
         "SELECT ",
@@ -385,7 +386,7 @@ pub async fn edited_with_run_keys(
 
 /// One decision, by id; `None` when there is none.
 pub async fn by_id(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
 ) -> Result<Option<ChangeDecision>, StoreError> {
     let row = sqlx::query(concat!(
@@ -401,7 +402,7 @@ pub async fn by_id(
 
 /// Every decision about one set, oldest first.
 pub async fn for_change_set(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
 ) -> Result<Vec<ChangeDecision>, StoreError> {
     let rows = sqlx::query(concat!(
@@ -450,7 +451,7 @@ macro_rules! past_calls_sql {
 /// (`decided_by`), else the device it was decided on (its `origin_host` once synced,
 /// `local` for this one), so `reviewers` is a lower bound on the people.
 pub async fn past_calls(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent: Option<&str>,
     since: OffsetDateTime,
 ) -> Result<Vec<PastCall>, StoreError> {
@@ -539,7 +540,7 @@ pub async fn past_calls(
 /// The shadow verdicts (`{rule, agreed}`) recorded beside `decisions`, by decision id
 /// (one query; decisions no shadow rule covered are left out).
 pub async fn shadows_of(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     decisions: &[ChangeDecision],
 ) -> Result<Vec<(Uuid, Value)>, StoreError> {
     if decisions.is_empty() {

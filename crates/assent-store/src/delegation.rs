@@ -6,7 +6,8 @@ use crate::{StoreError, chain, outbox, timefmt};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -184,7 +185,7 @@ const GRANTS: &str = "grants";
 /// Stores a grant and its outbox message.
 #[tracing::instrument(skip_all, fields(grant = %grant.id, agent = ?grant.agent_id, path = %grant.agent_path, tool = %grant.tool_name))]
 pub async fn insert_grant(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     grant: &Grant,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -242,7 +243,7 @@ pub fn grant_chain_content(grant: &Grant) -> Value {
 }
 
 /// Every grant, for [`crate::proof`].
-pub(crate) async fn all_for_proof(conn: &mut AnyConnection) -> Result<Vec<Grant>, StoreError> {
+pub(crate) async fn all_for_proof(conn: &mut Connection) -> Result<Vec<Grant>, StoreError> {
     let rows = sqlx::query("SELECT * FROM grants")
         .fetch_all(&mut *conn)
         .await?;
@@ -250,7 +251,7 @@ pub(crate) async fn all_for_proof(conn: &mut AnyConnection) -> Result<Vec<Grant>
 }
 
 async fn enqueue_grant(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     grant: &Grant,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -284,7 +285,7 @@ fn decode_grant(row: &AnyRow) -> Result<Grant, StoreError> {
 /// The active grants given to agent `agent_id` at `agent_path` for `tool_name`, oldest
 /// first. Both must match: the path alone is chosen by whoever calls (`subAgent`).
 pub async fn active_grants(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     agent_path: &str,
     tool_name: &str,
@@ -306,7 +307,7 @@ pub async fn active_grants(
 /// ([`Grant::covers_in_session`]), oldest first; only a grant given by answering a
 /// call in that same workspace covers it.
 pub async fn covering_session_grant(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     session_id: &str,
     tool_name: &str,
@@ -338,7 +339,7 @@ pub async fn covering_session_grant(
 /// The first active grant of agent `agent_id` at `agent_path` for `tool_name` that
 /// covers `args`.
 pub async fn covering_grant(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     agent_path: &str,
     tool_name: &str,
@@ -352,7 +353,7 @@ pub async fn covering_grant(
 
 /// Grants matching `filter`, oldest first.
 pub async fn list_grants(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     filter: &GrantFilter,
 ) -> Result<Vec<Grant>, StoreError> {
     // One static statement: NULL parameters switch a filter off.
@@ -373,7 +374,7 @@ pub async fn list_grants(
 /// Revokes grant `id` (and queues the change for other devices).
 #[tracing::instrument(skip(conn))]
 pub async fn revoke_grant(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
     now: OffsetDateTime,
 ) -> Result<Revocation, StoreError> {
@@ -431,7 +432,7 @@ const DELEGATIONS: &str = "delegations";
 /// Records a delegation and its outbox message.
 #[tracing::instrument(skip_all, fields(correlation_id = %delegation.correlation_id, outcome = %delegation.outcome))]
 pub async fn record(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     delegation: &Delegation,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -486,7 +487,7 @@ fn decode_delegation(row: &AnyRow) -> Result<Delegation, StoreError> {
 
 /// Every delegation about one change set, oldest first.
 pub async fn for_change_set(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
 ) -> Result<Vec<Delegation>, StoreError> {
     let rows = sqlx::query(

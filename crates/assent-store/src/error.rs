@@ -49,6 +49,11 @@ pub enum StoreError {
         "a quorum or hold is set for a tool name or * pattern, not for an argument pattern ({0}): settings are kept per tool"
     )]
     ArgumentPatternSetting(String),
+    /// A PostgreSQL schema name that is not a plain lowercase identifier.
+    #[error(
+        "schema {0:?} must be lowercase ASCII letters, digits and underscores (at most 63, not starting with a digit)"
+    )]
+    InvalidSchema(String),
     /// A host's name cannot name its migration table.
     #[error("host name {0:?} must be ASCII letters, digits and underscores")]
     InvalidHostName(String),
@@ -110,6 +115,12 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the write waited for the writer lock (or, on PostgreSQL, any lock) for
+    /// the whole busy timeout: worth trying again later, nothing was written.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Self::WriterBusy(_))
+    }
+
     pub(crate) fn corrupt(table: &'static str, reason: impl std::fmt::Display) -> Self {
         Self::Corrupt {
             table,

@@ -7,7 +7,7 @@
 use crate::webhooks::{NewEvent, change_set_data, enqueue_event, event};
 use crate::{StoreError, change_sets, timefmt};
 use serde_json::json;
-use sqlx::AnyConnection;
+use crate::Connection;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
@@ -19,7 +19,7 @@ const UNWARNED: &str =
 /// Whether [`warn_expiring`] has anything to do: a read, so that a sender polling every
 /// second takes the writer lock only when there is something to write.
 pub async fn expiring_due(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     ttl: Duration,
     warn_before: Duration,
     now: OffsetDateTime,
@@ -38,7 +38,7 @@ pub async fn expiring_due(
 /// subscriptions that want one), so a set is warned about once. Run it in a write
 /// transaction. Returns the sets warned about.
 pub async fn warn_expiring(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     ttl: Duration,
     warn_before: Duration,
     now: OffsetDateTime,

@@ -18,7 +18,8 @@ use assent_domain::canonical_json;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use time::OffsetDateTime;
 
 const TABLE: &str = "host_tools";
@@ -125,7 +126,7 @@ pub struct ListedTool<'a> {
 /// (the items that named them may still be edited). Returns the catalog as recorded.
 #[tracing::instrument(skip(conn, tools), fields(tools = tools.len()))]
 pub async fn record_catalog(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     host: &str,
     agent_id: Option<&str>,
     trust: Option<&str>,
@@ -173,7 +174,7 @@ pub async fn record_catalog(
 /// hash: an upgrade alone never marks a tool changed. A tool whose pin was not the
 /// accepted current definition is left as it is.
 async fn carry_pin_over(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     before: &HostTool,
     hash: &str,
 ) -> Result<(), StoreError> {
@@ -201,7 +202,7 @@ async fn carry_pin_over(
 /// Tools it no longer lists are kept, as in [`record_catalog`].
 #[tracing::instrument(skip(conn, tools), fields(tools = tools.len()))]
 pub async fn record_own_catalog(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     host: &str,
     tools: &[ListedTool<'_>],
     now: OffsetDateTime,
@@ -231,7 +232,7 @@ pub async fn record_own_catalog(
 }
 
 /// Whether `host` ever recorded a catalog in this database (its engine opened here).
-pub async fn registered(conn: &mut AnyConnection, host: &str) -> Result<bool, StoreError> {
+pub async fn registered(conn: &mut Connection, host: &str) -> Result<bool, StoreError> {
     let found: Option<String> =
         sqlx::query_scalar("SELECT tool_name FROM host_tools WHERE host = $1 LIMIT 1")
             .bind(host)
@@ -265,7 +266,7 @@ fn decode(row: &AnyRow) -> Result<HostTool, StoreError> {
 }
 
 /// The catalog of `host`, by tool name.
-pub async fn for_host(conn: &mut AnyConnection, host: &str) -> Result<Vec<HostTool>, StoreError> {
+pub async fn for_host(conn: &mut Connection, host: &str) -> Result<Vec<HostTool>, StoreError> {
     let rows = sqlx::query("SELECT * FROM host_tools WHERE host = $1 ORDER BY tool_name")
         .bind(host)
         .fetch_all(conn)
@@ -275,7 +276,7 @@ pub async fn for_host(conn: &mut AnyConnection, host: &str) -> Result<Vec<HostTo
 
 /// Every tool that agent `agent_id` meets through a host, by host and name.
 pub async fn for_agent(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
 ) -> Result<Vec<HostTool>, StoreError> {
     let rows = sqlx::query("SELECT * FROM host_tools WHERE agent_id = $1 ORDER BY host, tool_name")
@@ -287,7 +288,7 @@ pub async fn for_agent(
 
 /// Every tool of the engines' own catalogs ([`record_own_catalog`]: no agent, no
 /// trust, unlike a gateway's upstream), by host and name.
-pub async fn own_catalogs(conn: &mut AnyConnection) -> Result<Vec<HostTool>, StoreError> {
+pub async fn own_catalogs(conn: &mut Connection) -> Result<Vec<HostTool>, StoreError> {
     let rows = sqlx::query(
         "SELECT * FROM host_tools WHERE agent_id IS NULL AND trust IS NULL
          ORDER BY host, tool_name",
@@ -299,7 +300,7 @@ pub async fn own_catalogs(conn: &mut AnyConnection) -> Result<Vec<HostTool>, Sto
 
 /// Tool `tool_name` of `host`, if the host ever listed it.
 pub async fn get(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     host: &str,
     tool_name: &str,
 ) -> Result<Option<HostTool>, StoreError> {
@@ -316,7 +317,7 @@ pub async fn get(
 /// changed definitions this accepted.
 #[tracing::instrument(skip(conn))]
 pub async fn accept(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     tool_name: &str,
 ) -> Result<u64, StoreError> {
@@ -335,7 +336,7 @@ pub async fn accept(
 /// The indexes of the items of set `change_set_id` whose tool's definition changed
 /// since a person accepted it (its host recorded the tool: an MCP gateway's item).
 pub async fn changed_items(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: uuid::Uuid,
 ) -> Result<Vec<usize>, StoreError> {
     let indexes: Vec<i64> = sqlx::query_scalar(
@@ -358,7 +359,7 @@ pub async fn changed_items(
 /// simply run again. Returns whether anything changed.
 #[tracing::instrument(skip(conn))]
 pub async fn set_idempotent(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     tool_name: &str,
     idempotent: bool,
@@ -386,7 +387,7 @@ pub async fn set_idempotent(
 
 /// The tools the operator said are idempotent for agent `agent_id`, by name.
 pub async fn idempotent_tools(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
 ) -> Result<std::collections::BTreeSet<String>, StoreError> {
     let names: Vec<String> = sqlx::query_scalar(
@@ -446,7 +447,7 @@ mod tests {
         }
     }
 
-    async fn defined_at(conn: &mut AnyConnection) -> Option<String> {
+    async fn defined_at(conn: &mut Connection) -> Option<String> {
         sqlx::query_scalar("SELECT defined_at FROM host_tools WHERE tool_name = 'delete_all_files'")
             .fetch_one(conn)
             .await
@@ -456,7 +457,7 @@ mod tests {
     #[tokio::test]
     async fn a_new_title_is_a_new_definition_and_its_time_is_recorded() {
         let store = crate::Store::open("sqlite::memory:").await.expect("opens");
-        let mut conn = store.pool().acquire().await.expect("conn");
+        let mut conn = store.read_connection().await.expect("conn");
         let honest = json!({"name": "delete_all_files", "title": "Delete all files",
             "description": "Deletes every file.", "inputSchema": {"type": "object"}});
         record_catalog(
@@ -512,7 +513,7 @@ mod tests {
     #[tokio::test]
     async fn a_pin_made_before_titles_counted_survives_the_upgrade_unless_the_definition_changed() {
         let store = crate::Store::open("sqlite::memory:").await.expect("opens");
-        let mut conn = store.pool().acquire().await.expect("conn");
+        let mut conn = store.read_connection().await.expect("conn");
         let titled = json!({"name": "delete_all_files", "title": "Delete all files",
             "description": "Deletes every file.", "inputSchema": {"type": "object"}});
         // As a release before this one stored it: hashed without its title, pinned.

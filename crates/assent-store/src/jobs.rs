@@ -16,7 +16,8 @@ use assent_domain::{ChangeDecision, ChangeSet, OperationId, Target, Verdict};
 use assent_tools::{AuditKind, AuditRecord, ExecutionTarget, ToolInvocation};
 use serde_json::Value;
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use std::fmt;
 use std::str::FromStr;
 use time::{Duration, OffsetDateTime};
@@ -471,7 +472,7 @@ pub struct ExternalItem {
 /// Records that item `index` of set `change_set_id` has an external effect served by
 /// `host` (the wake does, in its transaction). Items never marked are transactional.
 pub async fn mark_external(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
     index: usize,
     item: &ExternalItem,
@@ -525,7 +526,7 @@ impl ServedItem {
 
 /// Who serves item `index` of set `change_set_id`, or `None` when there is no such item.
 pub async fn served_item(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
     index: usize,
 ) -> Result<Option<ServedItem>, StoreError> {
@@ -564,7 +565,7 @@ pub(crate) fn decode_served(row: &AnyRow) -> Result<ServedItem, StoreError> {
 
 /// The external effect of an item, or `None` when it is transactional.
 pub async fn external_item(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
     index: usize,
 ) -> Result<Option<ExternalItem>, StoreError> {
@@ -582,7 +583,7 @@ pub async fn external_item(
 /// its host read when it was proposed, or last refreshed), or `None` when it has none.
 /// A host that checks its target itself just before an external call compares with it.
 pub async fn item_fingerprint(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     operation_id: &str,
 ) -> Result<Option<Value>, StoreError> {
     let text: Option<Option<String>> = sqlx::query_scalar(
@@ -603,7 +604,7 @@ pub async fn item_fingerprint(
 
 /// Inserts a new job (the confirming transaction does, beside the decision).
 #[tracing::instrument(skip_all, fields(job = %job.id, operation_id = %job.operation_id))]
-pub async fn insert(conn: &mut AnyConnection, job: &Job) -> Result<(), StoreError> {
+pub async fn insert(conn: &mut Connection, job: &Job) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO execution_jobs (id, operation_id, change_set_id, item_index, host, tool_name, args,
              agent_id, target_kind, target_id, run_key, idempotent, status, attempts, attempt_limit,
@@ -679,7 +680,7 @@ pub fn chain_content(job: &Job) -> Value {
 
 /// Appends job `id`'s move to `status` to the consent chain.
 async fn chain_status(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: &str,
     status: JobStatus,
     now: OffsetDateTime,
@@ -758,7 +759,7 @@ fn decode(row: &AnyRow) -> Result<Job, StoreError> {
 /// Every job, this device's own and copies of other devices', for a sync export. A
 /// job still in its hold window travels too, though it is no decision yet: every
 /// device must show its item held and refuse to decide it (its owner alone runs it).
-pub(crate) async fn all(conn: &mut AnyConnection) -> Result<Vec<Job>, StoreError> {
+pub(crate) async fn all(conn: &mut Connection) -> Result<Vec<Job>, StoreError> {
     let rows = sqlx::query("SELECT * FROM execution_jobs ORDER BY id")
         .fetch_all(conn)
         .await?;
@@ -769,7 +770,7 @@ pub(crate) async fn all(conn: &mut AnyConnection) -> Result<Vec<Job>, StoreError
 /// (or as a new row). This device's own jobs are never written over. The arguments,
 /// the hold and who confirmed are written too: the owner may have written a new
 /// confirmation over a retracted job's row ([`insert_or_revive`] keeps its id).
-pub(crate) async fn write_copy(conn: &mut AnyConnection, copy: &Job) -> Result<(), StoreError> {
+pub(crate) async fn write_copy(conn: &mut Connection, copy: &Job) -> Result<(), StoreError> {
     let changed = sqlx::query(
         "UPDATE execution_jobs SET status = $1, attempts = $2, attempt_limit = $3, doubts = $4,
              last_error = $5, result = $6, updated_at = $7, due_at = $10, lease_until = NULL,
@@ -804,7 +805,7 @@ pub(crate) async fn write_copy(conn: &mut AnyConnection, copy: &Job) -> Result<(
 /// may have happened, goes in doubt. Either way `note` says why. Returns the job as it
 /// now stands, or `None` when it was already retracted or is not this device's.
 pub(crate) async fn stop_demoted(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
     note: &str,
     now: OffsetDateTime,
@@ -838,7 +839,7 @@ pub(crate) async fn stop_demoted(
 
 /// Whether job `job`'s item is still confirmed: a merge may have put an earlier
 /// rejection in force, after which nothing may run it again.
-pub async fn item_confirmed(conn: &mut AnyConnection, job: &Job) -> Result<bool, StoreError> {
+pub async fn item_confirmed(conn: &mut Connection, job: &Job) -> Result<bool, StoreError> {
     let status: Option<String> = sqlx::query_scalar(
         "SELECT status FROM change_items WHERE change_set_id = $1 AND item_index = $2",
     )
@@ -850,7 +851,7 @@ pub async fn item_confirmed(conn: &mut AnyConnection, job: &Job) -> Result<bool,
 }
 
 /// The job with `id`.
-pub async fn load(conn: &mut AnyConnection, id: Uuid) -> Result<Option<Job>, StoreError> {
+pub async fn load(conn: &mut Connection, id: Uuid) -> Result<Option<Job>, StoreError> {
     let row = sqlx::query("SELECT * FROM execution_jobs WHERE id = $1")
         .bind(id.to_string())
         .fetch_optional(conn)
@@ -860,7 +861,7 @@ pub async fn load(conn: &mut AnyConnection, id: Uuid) -> Result<Option<Job>, Sto
 
 /// The jobs of one set's items, by item index.
 pub async fn for_change_set(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
 ) -> Result<Vec<Job>, StoreError> {
     let rows =
@@ -875,7 +876,7 @@ pub async fn for_change_set(
 /// job, a transactional one, has none in the answer): what decision lists and the
 /// decision history show beside a confirmed external call.
 pub async fn for_confirmations(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     decisions: &[ChangeDecision],
 ) -> Result<Vec<Job>, StoreError> {
     let items: Vec<(Uuid, usize)> = decisions
@@ -910,7 +911,7 @@ pub async fn for_confirmations(
 
 /// The job of item `index` of set `change_set_id`, if it has one.
 pub async fn for_item(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
     index: usize,
 ) -> Result<Option<Job>, StoreError> {
@@ -926,7 +927,7 @@ pub async fn for_item(
 /// The approved jobs (confirmed, not yet run) of `host` for `agent_id` on `target`,
 /// oldest first: what a coding agent's hook may hand to a retried call.
 pub async fn approved_of(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     host: &str,
     agent_id: &str,
     target: &Target,
@@ -947,7 +948,7 @@ pub async fn approved_of(
 /// Every job (retracted ones only when `include_retracted`), oldest first, at most
 /// `limit`.
 pub async fn list(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     include_retracted: bool,
     limit: u32,
 ) -> Result<Vec<Job>, StoreError> {
@@ -1007,7 +1008,7 @@ const NEXT_DUE_SKIP_LOCKED: &str = concat!(next_due!(), " FOR UPDATE SKIP LOCKED
 /// returns them. An executor calls it before claiming.
 #[tracing::instrument(skip(conn))]
 pub async fn expire_leases(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     host: &str,
     now: OffsetDateTime,
 ) -> Result<Vec<Job>, StoreError> {
@@ -1050,7 +1051,7 @@ pub async fn expire_leases(
 /// until `now + lease`. On PostgreSQL concurrent claimers skip each other's rows.
 #[tracing::instrument(skip(conn))]
 pub async fn claim_next(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     host: &str,
     now: OffsetDateTime,
     lease: Duration,
@@ -1073,7 +1074,7 @@ pub async fn claim_next(
 /// took it first, or it is not due). The caller that gets it is the only one.
 #[tracing::instrument(skip(conn))]
 pub async fn claim_due(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     host: &str,
     id: Uuid,
     now: OffsetDateTime,
@@ -1096,7 +1097,7 @@ pub async fn claim_due(
 /// Job `id`, found due, set `running` with one more attempt and a lease until
 /// `now + lease`, unless another claimer changed it first.
 async fn claim_found(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: &str,
     now: OffsetDateTime,
     lease: Duration,
@@ -1128,7 +1129,7 @@ async fn claim_found(
 /// that attempt is running or in doubt (a late outcome settles the doubt); returns
 /// false otherwise (a person settled it meanwhile, or a later attempt owns it).
 pub async fn record_applied(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
     attempt: u32,
     result: &str,
@@ -1158,7 +1159,7 @@ pub async fn record_applied(
 /// `retry_at` when given, otherwise failed. Returns false when that attempt no longer
 /// owns the job.
 pub async fn record_error(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
     attempt: u32,
     error: &str,
@@ -1197,7 +1198,7 @@ pub async fn record_error(
 /// Marks attempt `attempt` of running job `id` in doubt at once (its call outlived the
 /// lease, so nobody knows whether it happened).
 pub async fn record_in_doubt(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
     attempt: u32,
     why: &str,
@@ -1228,7 +1229,7 @@ pub async fn record_in_doubt(
 /// budget. Returns the status it moved to, or `None` when the event did not apply to
 /// the job as it stood (or there is no such job).
 pub async fn transition(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
     event: JobEvent,
     result: Option<&str>,
@@ -1263,7 +1264,7 @@ pub async fn transition(
 /// when its window ended, or settled): of a cancel and the claim at the window's end,
 /// exactly one wins, whichever updates the row first.
 pub async fn cancel_held(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
     now: OffsetDateTime,
 ) -> Result<bool, StoreError> {
@@ -1291,7 +1292,7 @@ pub async fn cancel_held(
 /// one, which never ran (a held job found stale at the end of its window leaves its
 /// item pending, and one item has one job row). Keeps the retracted row's id, so
 /// copies on other devices are written over, not doubled; returns the id in force.
-pub async fn insert_or_revive(conn: &mut AnyConnection, job: &Job) -> Result<Uuid, StoreError> {
+pub async fn insert_or_revive(conn: &mut Connection, job: &Job) -> Result<Uuid, StoreError> {
     let existing: Option<String> = sqlx::query_scalar(
         "SELECT id FROM execution_jobs WHERE change_set_id = $1 AND item_index = $2 AND status = 'retracted'",
     )
@@ -1313,7 +1314,7 @@ pub async fn insert_or_revive(conn: &mut AnyConnection, job: &Job) -> Result<Uui
 }
 
 /// Writes `note` as job `id`'s last error (why it stopped: a retraction's reason).
-pub async fn record_note(conn: &mut AnyConnection, id: Uuid, note: &str) -> Result<(), StoreError> {
+pub async fn record_note(conn: &mut Connection, id: Uuid, note: &str) -> Result<(), StoreError> {
     sqlx::query("UPDATE execution_jobs SET last_error = $1 WHERE id = $2")
         .bind(note)
         .bind(id.to_string())
@@ -1325,7 +1326,7 @@ pub async fn record_note(conn: &mut AnyConnection, id: Uuid, note: &str) -> Resu
 /// The in-doubt jobs of `host` due for a reconciliation (one just gone in doubt, or
 /// one whose host could not tell a while ago: see [`postpone`]).
 pub async fn in_doubt_due(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     host: &str,
     now: OffsetDateTime,
 ) -> Result<Vec<Job>, StoreError> {
@@ -1343,7 +1344,7 @@ pub async fn in_doubt_due(
 
 /// Asks again about in-doubt job `id` no sooner than `until`.
 pub async fn postpone(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
     until: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -1358,7 +1359,7 @@ pub async fn postpone(
 /// Whether any job of `host` is due or its lease ran out: a read, so an idle executor
 /// polling every second never takes a lock.
 pub async fn any_due(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     host: &str,
     now: OffsetDateTime,
 ) -> Result<bool, StoreError> {

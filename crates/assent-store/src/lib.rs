@@ -1,12 +1,15 @@
-//! Persistence of Assent on SQLite or PostgreSQL (sqlx's `Any` driver, the [`Backend`]
-//! chosen once from the URL scheme): change sets and their items, decisions, the audit
+//! Persistence of Assent on SQLite or PostgreSQL (a native sqlx pool, the store's own
+//! or the service's, the [`Backend`] chosen once from the URL scheme or the pool; each
+//! backend behind its cargo feature, `sqlite` and `postgres`): change sets and their items, decisions, the audit
 //! trail, applied operations and the sync outbox, each a function on the caller's
 //! connection. It knows no host and runs no tool: the engine (assent-confirm) drives
 //! hosts; a host's own tables come with its migrations ([`Store::migrate_host`]).
 //!
 //! Every write that another device must learn about enqueues an outbox message in the
 //! same transaction ([`outbox::enqueue`]), so a rollback leaves neither the row nor its
-//! message behind. Functions that take `&mut AnyConnection` compose inside one
+//! message behind. Functions that take `&mut` [`Connection`] (the host API's connection:
+//! an sqlx executor for the `Any` database that also hands out the native one) compose
+//! inside one
 //! transaction opened with [`Store::begin_write`] (`BEGIN IMMEDIATE` on SQLite, an
 //! advisory writer lock on PostgreSQL, so concurrent writers, in this process or
 //! another, queue on the lock instead of failing late), on its
@@ -52,6 +55,20 @@
 //! }
 //! ```
 
+// A build with one backend (or none) leaves the other's helpers unused; the full build
+// (both, what CI lints) keeps every warning.
+#![cfg_attr(
+    not(all(feature = "sqlite", feature = "postgres")),
+    allow(
+        dead_code,
+        unused_mut,
+        unused_variables,
+        unused_imports,
+        unreachable_code,
+        irrefutable_let_patterns
+    )
+)]
+
 /// The join condition of an item (`i`) and the job (`j`) holding its confirmation in a
 /// hold window ([`jobs::Job::scheduled`]): one place for the reads of a single item and
 /// of a whole set ([`jobs::served_item`], [`change_sets::load_for_decision`]).
@@ -83,6 +100,7 @@ pub(crate) fn values_placeholders(rows: usize, columns: usize) -> String {
     (0..rows).map(row).collect::<Vec<_>>().join(", ")
 }
 
+mod connection;
 mod error;
 mod store;
 mod writer;
@@ -117,18 +135,13 @@ pub mod waits;
 pub mod webhooks;
 
 pub use audit::StoreAuditSink;
+pub use connection::Connection;
 pub use error::StoreError;
 pub use store::{
-    Backend, DEFAULT_CONNECT_TIMEOUT, Durability, HostMigration, POSTGRES_MIGRATIONS,
-    ReadConnection, SQLITE_MIGRATIONS, Store, StoreOptions,
+    Backend, DEFAULT_CONNECT_TIMEOUT, Durability, HostMigration, MIGRATIONS_TABLE,
+    POSTGRES_MIGRATIONS, ReadConnection, SQLITE_MIGRATIONS, ServicePool, Store, StoreOptions,
 };
 pub use writer::{GroupCommits, Savepoint, WriteTx};
-
-/// The connection type the store's functions and the host's handlers work on: the
-/// host API's one sqlx type. A host reaches it through [`WriteTx::connection`] (its
-/// statements inside the engine's transaction) or [`Store::read_connection`] (reads);
-/// the store re-exports nothing else of sqlx.
-pub use sqlx::AnyConnection;
 
 #[cfg(test)]
 mod placeholders {

@@ -3,7 +3,7 @@
 //! gateway needs to keep a call confirmed after its chat ended from running in
 //! another session.
 
-use crate::{AnyConnection, StoreError, timefmt};
+use crate::{Connection, StoreError, timefmt};
 use sqlx::Row;
 use std::collections::BTreeSet;
 use time::OffsetDateTime;
@@ -24,7 +24,7 @@ pub struct CallSession {
 
 /// Records the start of session `id` of agent `agent_id`'s gateway of `server`.
 pub async fn open(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
     agent_id: &str,
     server: &str,
@@ -44,7 +44,7 @@ pub async fn open(
 
 /// Session `id` still runs at `now`.
 pub async fn seen(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -58,7 +58,7 @@ pub async fn seen(
 
 /// Session `id`'s client left at `now`.
 pub async fn end(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -74,7 +74,7 @@ pub async fn end(
 
 /// Records that session `session_id` made the call of change set `change_set_id`.
 pub async fn record_call(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
     session_id: Uuid,
 ) -> Result<(), StoreError> {
@@ -92,7 +92,7 @@ pub async fn record_call(
 /// The session that made the call whose execution job runs under `operation_id`, if
 /// one is recorded, with the job's creation (the confirmation).
 pub async fn of_operation(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     operation_id: &str,
 ) -> Result<Option<CallSession>, StoreError> {
     let row = sqlx::query(
@@ -126,7 +126,7 @@ pub async fn of_operation(
 /// The session that made the call of change set `change_set_id`, if one is recorded:
 /// its id, when its gateway last said it runs, and when its client left.
 pub async fn of_change_set(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     change_set_id: Uuid,
 ) -> Result<Option<(Uuid, OffsetDateTime, Option<OffsetDateTime>)>, StoreError> {
     let row = sqlx::query(
@@ -157,7 +157,7 @@ pub async fn of_change_set(
 /// `agent_id`'s calls of `tool_name` may run after their chat ended. Returns whether
 /// anything changed.
 pub async fn set_run_after_disconnect(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     tool_name: &str,
     on: bool,
@@ -187,7 +187,7 @@ pub async fn set_run_after_disconnect(
 
 /// The tools whose calls may run after their chat ended, for agent `agent_id`.
 pub async fn run_after_disconnect_tools(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
 ) -> Result<BTreeSet<String>, StoreError> {
     let names: Vec<String> = sqlx::query_scalar(

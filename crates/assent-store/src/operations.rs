@@ -3,7 +3,7 @@
 
 use crate::{StoreError, timefmt};
 use assent_domain::{OperationId, Target};
-use sqlx::AnyConnection;
+use crate::Connection;
 use time::OffsetDateTime;
 
 /// The message recorded when `operation_id` was applied, if it was. The engine stores
@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 /// applied answers with that stored copy, not with the whole text the first call
 /// returned.
 pub async fn applied(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     operation_id: &OperationId,
 ) -> Result<Option<String>, StoreError> {
     Ok(
@@ -26,7 +26,7 @@ pub async fn applied(
 /// Records that `operation_id` was applied. Returns false when it already was (the
 /// caller must then not apply it).
 pub async fn record_applied(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     operation_id: &OperationId,
     tool_name: &str,
     target: &Target,

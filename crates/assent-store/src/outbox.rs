@@ -8,7 +8,8 @@
 use crate::{Backend, StoreError, timefmt};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use time::{Duration, OffsetDateTime};
 
 /// The kinds of entity the outbox carries.
@@ -65,7 +66,7 @@ pub enum FailureDisposition {
 /// value) for `entity_type`/`entity_id`, replacing the payload of an unsent message for
 /// the same entity.
 pub async fn enqueue(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     entity_type: &str,
     entity_id: &str,
     payload: &(impl Serialize + ?Sized),
@@ -101,7 +102,7 @@ pub type Message<'a> = (&'a str, String, String);
 /// [`enqueue`] of several messages of distinct entities in one statement (per 100):
 /// a decision's item and set messages are one round trip, not one each.
 pub async fn enqueue_many(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     messages: &[Message<'_>],
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -173,7 +174,7 @@ const CLAIMABLE_SKIP_LOCKED: &str = "SELECT * FROM outbox
 /// never claim the same message, from one process or several.
 #[tracing::instrument(skip(conn))]
 pub async fn claim_batch(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     limit: u32,
     now: OffsetDateTime,
     lease: Duration,
@@ -207,7 +208,7 @@ pub async fn claim_batch(
 /// Marks delivered messages sent.
 #[tracing::instrument(skip(conn))]
 pub async fn mark_sent(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     ids: &[i64],
     now: OffsetDateTime,
 ) -> Result<u64, StoreError> {
@@ -230,7 +231,7 @@ pub async fn mark_sent(
 /// `max_attempts` times, unless a newer message for the same entity supersedes it.
 #[tracing::instrument(skip(conn))]
 pub async fn mark_failed(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: i64,
     error: &str,
     max_attempts: i64,
@@ -278,7 +279,7 @@ pub async fn mark_failed(
 
 /// The messages not yet delivered (pending, in flight, dead), oldest first.
 pub async fn undelivered(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     limit: u32,
 ) -> Result<Vec<OutboxMessage>, StoreError> {
     let rows = sqlx::query("SELECT * FROM outbox WHERE status <> 'sent' ORDER BY id LIMIT $1")
@@ -289,7 +290,7 @@ pub async fn undelivered(
 }
 
 /// How many rows the outbox holds, whatever their status.
-pub async fn count(conn: &mut AnyConnection) -> Result<i64, StoreError> {
+pub async fn count(conn: &mut Connection) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar("SELECT COUNT(*) FROM outbox")
         .fetch_one(conn)
         .await?)
@@ -303,7 +304,7 @@ mod tests {
     #[tokio::test]
     async fn many_messages_in_one_statement_replace_a_pending_one_like_enqueue() {
         let store = Store::open("sqlite::memory:").await.expect("opens");
-        let mut conn = store.pool().acquire().await.expect("connection");
+        let mut conn = store.read_connection().await.expect("connection");
         let now = OffsetDateTime::UNIX_EPOCH;
         enqueue(
             &mut conn,

@@ -24,7 +24,7 @@ use assent_domain::ChangeDecision;
 use assent_tools::{AuditRecord, AuditSink, BoxFuture};
 use serde::Serialize;
 use serde_json::{Value, json};
-use sqlx::AnyConnection;
+use crate::Connection;
 use std::sync::Mutex;
 use time::OffsetDateTime;
 
@@ -143,7 +143,7 @@ impl WritePlan {
     #[tracing::instrument(skip_all, fields(decisions = self.decisions.len(), audits = self.audits.len(), entries = self.entries.len(), messages = self.messages.len()))]
     pub async fn apply(
         self,
-        conn: &mut AnyConnection,
+        conn: &mut Connection,
         now: OffsetDateTime,
     ) -> Result<(), StoreError> {
         insert_decisions(conn, &self.decisions).await?;
@@ -178,7 +178,7 @@ pub(crate) struct PlannedDecision {
 
 /// Writes planned decisions, up to 50 in one statement (18 parameters each).
 async fn insert_decisions(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     rows: &[PlannedDecision],
 ) -> Result<(), StoreError> {
     const COLUMNS: usize = 18;

@@ -40,7 +40,8 @@ use assent_domain::{OperationId, canonical_json};
 use assent_tools::{AuditKind, CallContext, Coverage, PathFacts, call_covers, name_matches};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use std::collections::{HashMap, HashSet};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -191,7 +192,7 @@ pub struct ProofInput {
 /// Reads what the proof needs and checks it ([`check`]).
 #[tracing::instrument(skip_all)]
 pub async fn verify(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     options: &VerifyOptions,
 ) -> Result<Report, StoreError> {
     let head = chain::head(conn).await?;

@@ -7,7 +7,7 @@
 
 use crate::StoreError;
 use assent_domain::Target;
-use sqlx::AnyConnection;
+use crate::Connection;
 
 /// What [`rehost`] moved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub struct Rehosted {
 /// Whether `from` holds any item or job of agent `agent_id` on `target` (a read, so
 /// a caller can skip [`rehost`]'s writes when there is nothing to move).
 pub async fn holds(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     from: &str,
     agent_id: &str,
     target: &Target,
@@ -55,7 +55,7 @@ pub async fn holds(
 /// name was approved against. Run it in a write
 /// transaction: the moves are one step.
 pub async fn rehost(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     from: &str,
     to: &str,
     agent_id: &str,

@@ -7,7 +7,7 @@
 
 use crate::{StoreError, chain, decisions, timefmt};
 use assent_domain::ChangeDecision;
-use sqlx::AnyConnection;
+use crate::Connection;
 use time::{Duration, OffsetDateTime};
 
 pub use crate::rejection_memory::{DEFAULT_WINDOW, RejectionMemory};
@@ -17,7 +17,7 @@ pub const LOOKBACK: u32 = 200;
 
 /// Agent `agent_id`'s rejection memory, or `None` for an unknown agent.
 pub async fn memory(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
 ) -> Result<Option<RejectionMemory>, StoreError> {
     let text: Option<String> =
@@ -32,7 +32,7 @@ pub async fn memory(
 /// of its rules, naming `by` when known. `None` for an unknown agent, else whether it
 /// changed (writing the memory it has writes nothing).
 pub async fn set_memory(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: &str,
     memory: &RejectionMemory,
     by: Option<&str>,
@@ -57,7 +57,7 @@ pub async fn set_memory(
 /// Every agent's rejection memory (agents whose memory is the default included), by
 /// agent id.
 pub async fn memories(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
 ) -> Result<Vec<(String, RejectionMemory)>, StoreError> {
     let rows: Vec<(String, String)> =
         sqlx::query_as("SELECT id, rejection_memory FROM agents ORDER BY id")
@@ -71,7 +71,7 @@ pub async fn memories(
 /// The rejections remembered at `now` (agent `agent_id`'s, or every agent's), newest
 /// first, at most [`LOOKBACK`] per agent, each with its agent's memory.
 pub async fn remembered(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: Option<&str>,
     now: OffsetDateTime,
 ) -> Result<Vec<ChangeDecision>, StoreError> {
@@ -95,7 +95,7 @@ pub async fn remembered(
 /// them; `refused_by` set), agent `agent_id`'s or every agent's, newest first, at most
 /// `limit`.
 pub async fn refusals(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     agent_id: Option<&str>,
     since: OffsetDateTime,
     limit: u32,

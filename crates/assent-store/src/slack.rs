@@ -8,7 +8,8 @@
 
 use crate::{StoreError, timefmt};
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -66,7 +67,7 @@ pub struct SlackMessage {
 
 /// Connects the app (or replaces the connected one's settings and secrets).
 pub async fn connect(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     settings: &SlackSettings,
     secrets: &SlackSecrets,
 ) -> Result<(), StoreError> {
@@ -90,7 +91,7 @@ pub async fn connect(
 }
 
 /// Disconnects the app; `false` when none was connected. Users and messages stay.
-pub async fn disconnect(conn: &mut AnyConnection) -> Result<bool, StoreError> {
+pub async fn disconnect(conn: &mut Connection) -> Result<bool, StoreError> {
     let done = sqlx::query("DELETE FROM slack_settings WHERE id = 1")
         .execute(conn)
         .await?;
@@ -108,7 +109,7 @@ fn decode_settings(row: &AnyRow) -> Result<SlackSettings, StoreError> {
 }
 
 /// The connected app's settings, without its secrets.
-pub async fn settings(conn: &mut AnyConnection) -> Result<Option<SlackSettings>, StoreError> {
+pub async fn settings(conn: &mut Connection) -> Result<Option<SlackSettings>, StoreError> {
     let row = sqlx::query(
         "SELECT channel, api_url, public_url, connected_at FROM slack_settings WHERE id = 1",
     )
@@ -120,7 +121,7 @@ pub async fn settings(conn: &mut AnyConnection) -> Result<Option<SlackSettings>,
 /// The connected app's settings and secrets: for the poster and the interactions route
 /// only, never for display.
 pub async fn secrets(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
 ) -> Result<Option<(SlackSettings, SlackSecrets)>, StoreError> {
     let row = sqlx::query("SELECT * FROM slack_settings WHERE id = 1")
         .fetch_optional(conn)
@@ -139,7 +140,7 @@ pub async fn secrets(
 
 /// Maps Slack user `user_id` to `name` (replacing an earlier name).
 pub async fn add_user(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     user: &SlackUser,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -156,7 +157,7 @@ pub async fn add_user(
 }
 
 /// Removes a mapped user; `false` when there was none.
-pub async fn remove_user(conn: &mut AnyConnection, user_id: &str) -> Result<bool, StoreError> {
+pub async fn remove_user(conn: &mut Connection, user_id: &str) -> Result<bool, StoreError> {
     let done = sqlx::query("DELETE FROM slack_users WHERE user_id = $1")
         .bind(user_id)
         .execute(conn)
@@ -165,7 +166,7 @@ pub async fn remove_user(conn: &mut AnyConnection, user_id: &str) -> Result<bool
 }
 
 /// Every mapped user, by user id.
-pub async fn users(conn: &mut AnyConnection) -> Result<Vec<SlackUser>, StoreError> {
+pub async fn users(conn: &mut Connection) -> Result<Vec<SlackUser>, StoreError> {
     let rows = sqlx::query("SELECT user_id, name FROM slack_users ORDER BY user_id")
         .fetch_all(conn)
         .await?;
@@ -182,7 +183,7 @@ pub async fn users(conn: &mut AnyConnection) -> Result<Vec<SlackUser>, StoreErro
 
 /// The name Slack user `user_id` decides as, when they are mapped.
 pub async fn user_name(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     user_id: &str,
 ) -> Result<Option<String>, StoreError> {
     Ok(
@@ -196,7 +197,7 @@ pub async fn user_name(
 /// Claims the one post of set `set` to `channel`: `true` for the caller that must post
 /// it, `false` when it was claimed before (posted, or its post lost).
 pub async fn claim_post(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: Uuid,
     channel: &str,
     now: OffsetDateTime,
@@ -216,7 +217,7 @@ pub async fn claim_post(
 /// Records the message set `set` was posted as (`ts`) or rewritten to, and the digest
 /// of what it says now.
 pub async fn record_message(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: Uuid,
     ts: &str,
     shown: &str,
@@ -232,7 +233,7 @@ pub async fn record_message(
 
 /// The message set `set` was posted as, if it was.
 pub async fn message(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: Uuid,
 ) -> Result<Option<SlackMessage>, StoreError> {
     let row = sqlx::query("SELECT channel, ts, shown FROM slack_messages WHERE change_set_id = $1")
@@ -253,7 +254,7 @@ pub async fn message(
 /// same one was accepted before (a replay). Payloads received before `forget_before`
 /// are forgotten first: their timestamps are refused by then anyway.
 pub async fn accept_payload(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     digest: &str,
     now: OffsetDateTime,
     forget_before: OffsetDateTime,
@@ -281,7 +282,7 @@ mod tests {
     #[tokio::test]
     async fn settings_users_messages_and_payloads_round_trip() {
         let store = Store::open("sqlite::memory:").await.expect("opens");
-        let mut conn = store.pool().acquire().await.expect("conn");
+        let mut conn = store.read_connection().await.expect("conn");
         let now = OffsetDateTime::UNIX_EPOCH;
         assert_eq!(settings(&mut conn).await.expect("reads"), None);
         let listed = SlackSettings {

@@ -1,12 +1,12 @@
 //! Opening the database: the backend chosen from the URL, connection settings,
 //! durability, migrations, and the write transaction.
 
+use crate::connection::Connection;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use crate::connection::Native;
 use crate::writer::{GroupCommits, Joining, WriteTx, Writer};
 use crate::{StoreError, chain};
 use assent_domain::Target;
-use sqlx::any::AnyPoolOptions;
-use sqlx::pool::PoolConnection;
-use sqlx::{Any, AnyConnection, AnyPool};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +34,7 @@ fn engine_migrator(all: &Migrator) -> Migrator {
     // Databases that ran 0002 must still open; a database from a *newer* release is
     // refused by `refuse_newer_schema` instead.
     migrator.set_ignore_missing(true);
+    migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
     migrator
 }
 
@@ -78,12 +79,8 @@ impl Backend {
     }
 
     /// The backend behind an open connection (or a transaction, through deref).
-    pub fn of(conn: &AnyConnection) -> Self {
-        if conn.backend_name().eq_ignore_ascii_case("postgresql") {
-            Self::Postgres
-        } else {
-            Self::Sqlite
-        }
+    pub fn of(conn: &Connection) -> Self {
+        conn.backend()
     }
 
     /// What a claim query appends so that concurrent claimers on a shared server skip
@@ -93,6 +90,23 @@ impl Backend {
         match self {
             Self::Sqlite => "",
             Self::Postgres => " FOR UPDATE SKIP LOCKED",
+        }
+    }
+
+    /// Every engine migration ever shipped on this backend, 0002 included (the ones
+    /// [`Store`] moves out of `_sqlx_migrations`).
+    pub fn all_migrations(self) -> &'static Migrator {
+        match self {
+            Self::Sqlite => &SQLITE_MIGRATIONS,
+            Self::Postgres => &POSTGRES_MIGRATIONS,
+        }
+    }
+
+    /// The cargo feature that builds this backend.
+    pub fn feature(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
         }
     }
 
@@ -111,8 +125,10 @@ const WRITER_LOCK_KEY: i64 = 0x4153_5345_4e54; // "ASSENT"
 /// the one-key writer lock); the second half is the hash of the target.
 const TARGET_LOCK_CLASS: i32 = 0x4153_5354; // "ASST"
 
-/// How to open a store.
+/// How to open a store. Built with [`StoreOptions::new`] (or `default()` for
+/// [`Store::from_pool`]), then its fields set one by one.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct StoreOptions {
     /// `sqlite://path/to/file.db` (created when missing), `sqlite::memory:`, or
     /// `postgres://user@host:port/database` (the database must exist).
@@ -139,6 +155,18 @@ pub struct StoreOptions {
     /// answered only once durable. On by default; off, each transaction commits on its
     /// own pool connection. No effect on PostgreSQL or an in-memory database.
     pub group_commit: bool,
+    /// PostgreSQL: the schema the engine's tables live in (created when missing), so
+    /// they stay out of the service's own. `None`: the URL's `schema=` parameter if it
+    /// has one, else the connection's default (`public` on a stock server, where
+    /// databases from before this option keep their tables). Ignored on SQLite.
+    pub schema: Option<String>,
+}
+
+impl Default for StoreOptions {
+    /// [`StoreOptions::new`] with no URL: for [`Store::from_pool`], which reads none.
+    fn default() -> Self {
+        Self::new("")
+    }
 }
 
 /// [`StoreOptions::connect_timeout`] unless a caller sets it.
@@ -179,7 +207,33 @@ impl StoreOptions {
             durability: Durability::Full,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             group_commit: true,
+            schema: None,
         }
+    }
+
+    /// The PostgreSQL schema to use ([`StoreOptions::schema`], else the URL's
+    /// `schema=`), checked to be a plain identifier; `None` for the connection's
+    /// default.
+    pub fn postgres_schema(&self) -> Result<Option<String>, StoreError> {
+        let from_url = || {
+            let query = self.url.split_once('?')?.1;
+            query
+                .split('&')
+                .find_map(|pair| pair.strip_prefix("schema="))
+                .map(str::to_owned)
+        };
+        let Some(schema) = self.schema.clone().or_else(from_url) else {
+            return Ok(None);
+        };
+        let plain = schema.len() <= 63
+            && schema.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && schema
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !plain {
+            return Err(StoreError::InvalidSchema(schema));
+        }
+        Ok(Some(schema))
     }
 
     /// The `host:port` of a PostgreSQL URL (port 5432 when it names none), without the
@@ -237,38 +291,166 @@ fn without_password(url: &str) -> String {
 }
 
 /// A pooled connection for reads, from [`Store::read_connection`]: it dereferences to
-/// the [`AnyConnection`] the store's read functions take, and goes back to the pool
+/// the [`Connection`] the store's read functions take, and goes back to the pool
 /// when dropped. Not for writes (see [`Store::read_connection`]).
 #[derive(Debug)]
-pub struct ReadConnection(PoolConnection<Any>);
+pub struct ReadConnection(Connection);
+
+impl Drop for ReadConnection {
+    fn drop(&mut self) {
+        // Only a service pool's reads open one (see `Store::read_connection`).
+        if self.0.is_in_transaction() {
+            self.0.start_rollback();
+        }
+    }
+}
 
 impl ReadConnection {
     /// The connection, for a read.
-    pub fn connection(&mut self) -> &mut AnyConnection {
+    pub fn connection(&mut self) -> &mut Connection {
         &mut self.0
     }
 }
 
 impl std::ops::Deref for ReadConnection {
-    type Target = AnyConnection;
+    type Target = Connection;
 
-    fn deref(&self) -> &AnyConnection {
+    fn deref(&self) -> &Connection {
         &self.0
     }
 }
 
 impl std::ops::DerefMut for ReadConnection {
-    fn deref_mut(&mut self) -> &mut AnyConnection {
+    fn deref_mut(&mut self) -> &mut Connection {
         &mut self.0
+    }
+}
+
+/// The store's pool: a native sqlx pool, its own or the service's
+/// ([`Store::from_pool`]).
+#[derive(Debug, Clone)]
+pub(crate) enum Pool {
+    #[cfg(feature = "sqlite")]
+    Sqlite(sqlx::SqlitePool),
+    /// With the schema to put first on the search path of each transaction, for a
+    /// service's pool ([`Store::from_pool`]); a pool the store opened has it in its
+    /// connections' startup options instead.
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::PgPool, Option<Arc<str>>),
+    /// Built with neither backend (see `connection::Native::Nothing`).
+    #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+    #[allow(dead_code)]
+    Nothing(std::convert::Infallible),
+}
+
+/// A service's own native pool, for [`Store::from_pool`]: `sqlx::SqlitePool` or
+/// `sqlx::PgPool` (each with its backend's feature).
+#[derive(Debug)]
+pub struct ServicePool(pub(crate) Pool);
+
+#[cfg(feature = "sqlite")]
+impl From<sqlx::SqlitePool> for ServicePool {
+    fn from(pool: sqlx::SqlitePool) -> Self {
+        Self(Pool::Sqlite(pool))
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl From<sqlx::PgPool> for ServicePool {
+    fn from(pool: sqlx::PgPool) -> Self {
+        Self(Pool::Postgres(pool, None))
+    }
+}
+
+impl Pool {
+    /// A connection, outside any transaction.
+    pub(crate) async fn acquire(&self) -> Result<Connection, sqlx::Error> {
+        Ok(Connection::new(match self {
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(pool) => Native::Sqlite(pool.acquire().await?),
+            #[cfg(feature = "postgres")]
+            Self::Postgres(pool, _) => Native::Postgres(pool.acquire().await?),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Self::Nothing(never) => match *never {},
+        }))
+    }
+
+    /// The schema a transaction sets first on its search path (a service's pool).
+    fn search_path(&self) -> Option<&str> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(_, schema) => schema.as_deref(),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    fn backend(&self) -> Backend {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(_) => Backend::Sqlite,
+            #[cfg(feature = "postgres")]
+            Self::Postgres(..) => Backend::Postgres,
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Self::Nothing(never) => match *never {},
+        }
+    }
+
+    async fn run_migrator(&self, migrator: &Migrator) -> Result<(), sqlx::migrate::MigrateError> {
+        match self {
+            // `run_direct` on a connection in hand: `Migrator::run`'s `Acquire` bound
+            // makes every future awaiting it fail `Send` for all lifetimes.
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(pool) => {
+                let mut conn = pool.acquire().await?;
+                migrator.run_direct(None, &mut *conn, false).await
+            }
+            #[cfg(feature = "postgres")]
+            Self::Postgres(pool, None) => {
+                let mut conn = pool.acquire().await?;
+                migrator.run_direct(None, &mut *conn, false).await
+            }
+            // The service's own connection, its search path set for the migration and
+            // put back after: the service's other work keeps its own.
+            #[cfg(feature = "postgres")]
+            Self::Postgres(pool, Some(schema)) => {
+                let mut conn = pool.acquire().await?;
+                let set = format!("SET search_path TO \"{schema}\"");
+                sqlx::raw_sql(sqlx::AssertSqlSafe(set))
+                    .execute(&mut *conn)
+                    .await?;
+                let ran = migrator.run_direct(None, &mut *conn, false).await;
+                let reset = sqlx::raw_sql("RESET search_path").execute(&mut *conn).await;
+                if reset.is_err() {
+                    conn.close_on_drop();
+                }
+                ran
+            }
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Self::Nothing(never) => match *never {},
+        }
+    }
+
+    async fn close(&self) {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(pool) => pool.close().await,
+            #[cfg(feature = "postgres")]
+            Self::Postgres(pool, _) => pool.close().await,
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Self::Nothing(never) => match *never {},
+        }
     }
 }
 
 /// The database of one Assent installation.
 #[derive(Debug, Clone)]
 pub struct Store {
-    pool: AnyPool,
+    pool: Pool,
     backend: Backend,
     device_id: String,
+    /// How long a writer waits for a lock before [`StoreError::WriterBusy`].
+    busy_timeout: Duration,
     /// The group-commit writer of a SQLite file.
     pub(crate) writer: Option<Arc<Writer>>,
 }
@@ -280,9 +462,8 @@ impl Store {
     }
 
     /// Opens with explicit options.
-    #[tracing::instrument(skip_all, fields(url = %options.url))]
+    #[tracing::instrument(skip_all, fields(url = %without_password(&options.url)))]
     pub async fn open_with(options: StoreOptions) -> Result<Self, StoreError> {
-        sqlx::any::install_default_drivers();
         let open_error = |source| StoreError::Open {
             url: without_password(&options.url),
             source,
@@ -294,25 +475,93 @@ impl Store {
         })?;
         let mut writer = None;
         let pool = match backend {
-            Backend::Sqlite => open_sqlite(&options, &mut writer).await,
-            Backend::Postgres => {
-                reach_postgres(&options).await?;
-                AnyPoolOptions::new()
-                    .max_connections(options.max_connections.max(1))
-                    .after_release(|conn, _| Box::pin(release_clean(conn)))
-                    .connect(&options.url)
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite => Pool::Sqlite(
+                open_sqlite(&options, &mut writer)
                     .await
+                    .map_err(open_error)?,
+            ),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres => open_postgres(&options).await?,
+            #[allow(unreachable_patterns)]
+            other => {
+                return Err(open_error(sqlx::Error::Configuration(
+                    format!(
+                        "this build of Assent has no {other:?} support (enable the `{}` feature)",
+                        other.feature()
+                    )
+                    .into(),
+                )));
+            }
+        };
+        Self::over(pool, writer, options).await
+    }
+
+    /// A store over the service's own native pool (`sqlx::SqlitePool` or
+    /// `sqlx::PgPool`): no second pool to the same database. The engine's tables are
+    /// created and migrated in it as [`Store::open`] does. `options` gives the busy
+    /// timeout, the device id, group commit and, on PostgreSQL, the schema
+    /// ([`StoreOptions::schema`]); its `url`, pool size and connect timeout are the
+    /// pool's business and not read. On SQLite the pool's own connect options stand
+    /// (sqlx's defaults are WAL, `synchronous = FULL` and foreign keys on, which the
+    /// engine needs).
+    ///
+    /// ```
+    /// # async fn service() -> Result<(), Box<dyn std::error::Error>> {
+    /// use assent_store::{Store, StoreOptions};
+    /// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+    /// let store = Store::from_pool(pool.clone(), StoreOptions::default()).await?;
+    /// # let _ = store; Ok(()) }
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(service()).unwrap();
+    /// ```
+    #[tracing::instrument(skip_all)]
+    pub async fn from_pool(
+        pool: impl Into<ServicePool>,
+        options: StoreOptions,
+    ) -> Result<Self, StoreError> {
+        let pool = match pool.into().0 {
+            #[cfg(feature = "sqlite")]
+            Pool::Sqlite(pool) => Pool::Sqlite(pool),
+            #[cfg(feature = "postgres")]
+            Pool::Postgres(pool, _) => {
+                let schema = options.postgres_schema()?;
+                if let Some(schema) = &schema {
+                    let mut conn = pool.acquire().await?;
+                    create_schema(&mut conn, schema).await?;
+                }
+                Pool::Postgres(pool, schema.map(Arc::from))
+            }
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Pool::Nothing(never) => match never {},
+        };
+        let mut writer = None;
+        #[cfg(feature = "sqlite")]
+        if let Pool::Sqlite(sqlite) = &pool {
+            let file = sqlite.connect_options().get_filename().to_path_buf();
+            if options.group_commit && file.is_file() {
+                writer = Some(Writer::new(pool.clone(), options.busy_timeout));
             }
         }
-        .map_err(open_error)?;
+        Self::over(pool, writer, options).await
+    }
+
+    /// Migrates the database behind `pool` and reads (or stores) the device id.
+    async fn over(
+        pool: Pool,
+        writer: Option<Arc<Writer>>,
+        options: StoreOptions,
+    ) -> Result<Self, StoreError> {
+        let backend = pool.backend();
+        adopt_sqlx_migrations(&pool, backend).await?;
         refuse_newer_schema(&pool, backend).await?;
-        backend.migrator().run(&pool).await?;
+        pool.run_migrator(backend.migrator()).await?;
         let device_id = stored_device_id(&pool, options.device_id).await?;
         tracing::debug!(%device_id, ?backend, "store open and migrated");
         let store = Self {
             pool,
             backend,
             device_id,
+            busy_timeout: options.busy_timeout,
             writer,
         };
         store.begin_chain().await?;
@@ -374,16 +623,8 @@ impl Store {
                 .collect(),
         );
         migrator.dangerous_set_table_name(format!("_assent_{host}_migrations"));
-        migrator.run(&self.pool).await?;
+        self.pool.run_migrator(&migrator).await?;
         Ok(())
-    }
-
-    /// The connection pool, for the store's tests only: a write on one of its
-    /// connections would bypass the writer (and its lock, on PostgreSQL). Callers read
-    /// through [`Store::read_connection`] and write through [`Store::begin_write`].
-    #[cfg(test)]
-    pub(crate) fn pool(&self) -> &AnyPool {
-        &self.pool
     }
 
     /// A connection from the pool, outside any transaction, for reads only: each
@@ -392,7 +633,18 @@ impl Store {
     /// (group commit on a SQLite file); a write sent on this connection would skip
     /// both.
     pub async fn read_connection(&self) -> Result<ReadConnection, StoreError> {
-        Ok(ReadConnection(self.pool.acquire().await?))
+        let mut conn = self.pool.acquire().await?;
+        if let Some(schema) = self.pool.search_path() {
+            // A service's pool: the schema for this connection's reads alone, in a
+            // read-only transaction that rolls back (search path and all) when the
+            // connection goes back to the service.
+            conn.begin(Some("BEGIN READ ONLY")).await?;
+            let set = format!("SET LOCAL search_path TO \"{schema}\"");
+            sqlx::raw_sql(sqlx::AssertSqlSafe(set))
+                .execute(&mut conn)
+                .await?;
+        }
+        Ok(ReadConnection(conn))
     }
 
     /// The database this store runs on.
@@ -430,16 +682,52 @@ impl Store {
     async fn begin_sqlite_or_locked(&self, joining: Joining) -> Result<WriteTx, StoreError> {
         match (self.backend, &self.writer) {
             (Backend::Sqlite, Some(writer)) => writer.begin(joining).await,
-            (Backend::Sqlite, None) => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?.into()),
+            (Backend::Sqlite, None) => self.begin_own(Some("BEGIN IMMEDIATE")).await,
             (Backend::Postgres, _) => {
-                let mut tx = self.pool.begin().await?;
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                let mut tx = self.begin_own(None).await?;
+                let locked = sqlx::query("SELECT pg_advisory_xact_lock($1)")
                     .bind(WRITER_LOCK_KEY)
-                    .execute(&mut *tx)
-                    .await?;
-                Ok(tx.into())
+                    .execute(tx.connection())
+                    .await;
+                self.busy_if_lock_timed_out(locked)?;
+                Ok(tx)
             }
         }
+    }
+
+    /// A transaction of its own on a pool connection. On PostgreSQL every lock it
+    /// waits for is bounded by the busy timeout (`SET LOCAL lock_timeout`: a writer
+    /// held up by another, the service's own transaction included, ends in
+    /// [`StoreError::WriterBusy`], never a hang), and a schema is put first on its
+    /// search path for the transaction alone.
+    async fn begin_own(&self, statement: Option<&'static str>) -> Result<WriteTx, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        self.busy_if_lock_timed_out(conn.begin(statement).await)?;
+        let mut tx = WriteTx::own(conn);
+        if self.backend == Backend::Postgres {
+            let millis = self.busy_timeout.as_millis().max(1);
+            let mut settings = format!("SET LOCAL lock_timeout = {millis};");
+            if let Some(schema) = self.pool.search_path() {
+                settings.push_str(&format!(" SET LOCAL search_path TO \"{schema}\";"));
+            }
+            // Both values are ours (a number, a checked identifier), never the caller's text.
+            sqlx::raw_sql(sqlx::AssertSqlSafe(settings))
+                .execute(tx.connection())
+                .await?;
+        }
+        Ok(tx)
+    }
+
+    /// `result`, with PostgreSQL's "lock not available" (the busy timeout ran out)
+    /// and SQLite's busy answer turned into [`StoreError::WriterBusy`].
+    fn busy_if_lock_timed_out<T>(&self, result: Result<T, sqlx::Error>) -> Result<T, StoreError> {
+        result.map_err(|error| {
+            if is_lock_timeout(&error) {
+                StoreError::WriterBusy(self.busy_timeout)
+            } else {
+                error.into()
+            }
+        })
     }
 
     /// The commits of this store's group-commit writer so far (`None` without one:
@@ -461,9 +749,15 @@ impl Store {
         match self.backend {
             Backend::Sqlite => self.begin_write().await,
             Backend::Postgres => {
-                let mut tx = self.pool.begin().await?;
-                Self::lock_target(&mut tx, target).await?;
-                Ok(tx.into())
+                let mut tx = self.begin_own(None).await?;
+                let locked = Self::lock_target(tx.connection(), target).await;
+                locked.map_err(|error| match error {
+                    StoreError::Database(sql) if is_lock_timeout(&sql) => {
+                        StoreError::WriterBusy(self.busy_timeout)
+                    }
+                    other => other,
+                })?;
+                Ok(tx)
             }
         }
     }
@@ -472,7 +766,7 @@ impl Store {
     /// takes for `target`: a claimed job whose handler writes the target in the
     /// claim's own transaction queues behind (and before) decisions on it. SQLite:
     /// nothing to do, its transaction already excludes every other writer.
-    pub async fn lock_target(conn: &mut AnyConnection, target: &Target) -> Result<(), StoreError> {
+    pub async fn lock_target(conn: &mut Connection, target: &Target) -> Result<(), StoreError> {
         if Backend::of(conn) == Backend::Postgres {
             sqlx::query(
                 "SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock($2, hashtext($3))",
@@ -495,11 +789,13 @@ impl Store {
     pub async fn begin_claim(&self) -> Result<WriteTx, StoreError> {
         match self.backend {
             Backend::Sqlite => self.begin_sqlite_or_locked(Joining::Alone).await,
-            Backend::Postgres => Ok(self.pool.begin().await?.into()),
+            Backend::Postgres => self.begin_own(None).await,
         }
     }
 
-    /// Closes the pool and the writer, waiting for connections to finish.
+    /// Closes the pool and the writer, waiting for connections to finish (a service's
+    /// own pool, from [`Store::from_pool`], is closed too: close the store only when
+    /// the service is done with both).
     pub async fn close(&self) {
         if let Some(writer) = &self.writer {
             writer.close().await;
@@ -513,8 +809,7 @@ impl Store {
 /// rolled back on its own after `SQLITE_FULL`, say), the driver still counts the
 /// transaction as open and would refuse every later `BEGIN` on this connection. Such a
 /// connection is closed instead, and the pool opens a fresh one.
-async fn release_clean(conn: &mut AnyConnection) -> Result<bool, sqlx::Error> {
-    use sqlx::Connection;
+async fn release_clean<C: sqlx::Connection>(conn: &mut C) -> Result<bool, sqlx::Error> {
     if !conn.is_in_transaction() {
         return Ok(true);
     }
@@ -595,20 +890,19 @@ fn check_sqlite_file(path: &std::path::Path) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
-/// A pool on a SQLite file: WAL, the chosen durability, foreign keys and the busy
-/// timeout, set on every connection (the `Any` driver takes only a URL).
 /// A database migrated by a newer release has engine migrations this one does not
 /// know; running on it would write rows in a shape that release does not expect.
-async fn refuse_newer_schema(pool: &AnyPool, backend: Backend) -> Result<(), StoreError> {
+async fn refuse_newer_schema(pool: &Pool, backend: Backend) -> Result<(), StoreError> {
     let newest_known = backend
         .migrator()
         .iter()
         .map(|m| m.version)
         .max()
         .unwrap_or(0);
+    let mut conn = pool.acquire().await?;
     // A fresh database has no table yet: nothing to compare.
-    let applied: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
-        .fetch_one(pool)
+    let applied: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM _assent_migrations")
+        .fetch_one(&mut conn)
         .await
         .unwrap_or(None);
     match applied {
@@ -620,11 +914,99 @@ async fn refuse_newer_schema(pool: &AnyPool, backend: Backend) -> Result<(), Sto
     }
 }
 
+/// The table the engine's migrations are recorded in: its own, so that a service's
+/// `sqlx::migrate!` in the same database (sqlx's default `_sqlx_migrations`) and the
+/// engine's do not see each other's versions.
+pub const MIGRATIONS_TABLE: &str = "_assent_migrations";
+
+/// Moves the engine's rows of a database from before [`MIGRATIONS_TABLE`] out of
+/// sqlx's default `_sqlx_migrations` (matched by version and checksum, so a
+/// service's own migrations there stay), dropping that table when nothing else is
+/// left in it. One transaction under the writer lock; a no-op on every later open.
+async fn adopt_sqlx_migrations(pool: &Pool, backend: Backend) -> Result<(), StoreError> {
+    let mut conn = pool.acquire().await?;
+    let exists = match backend {
+        Backend::Sqlite => {
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'"
+        }
+        Backend::Postgres => {
+            "SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = '_sqlx_migrations'"
+        }
+    };
+    let old_table: i64 = sqlx::query_scalar(exists).fetch_one(&mut conn).await?;
+    if old_table == 0 {
+        return Ok(());
+    }
+    conn.begin(match backend {
+        Backend::Sqlite => Some("BEGIN IMMEDIATE"),
+        Backend::Postgres => None,
+    })
+    .await?;
+    let moved = async {
+        if backend == Backend::Postgres {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(WRITER_LOCK_KEY)
+                .execute(&mut conn)
+                .await?;
+        }
+        conn.migrate()?
+            .ensure_migrations_table(MIGRATIONS_TABLE)
+            .await?;
+        let rows: Vec<(i64, Vec<u8>)> =
+            sqlx::query_as("SELECT version, checksum FROM _sqlx_migrations")
+                .fetch_all(&mut conn)
+                .await?;
+        let ours: Vec<i64> = rows
+            .into_iter()
+            .filter(|(version, checksum)| {
+                backend
+                    .all_migrations()
+                    .iter()
+                    .any(|m| m.version == *version && m.checksum.as_ref() == checksum.as_slice())
+            })
+            .map(|(version, _)| version)
+            .collect();
+        for version in &ours {
+            sqlx::query(
+                "INSERT INTO _assent_migrations
+                 SELECT * FROM _sqlx_migrations WHERE version = $1
+                   AND NOT EXISTS (SELECT 1 FROM _assent_migrations WHERE version = $1)",
+            )
+            .bind(version)
+            .execute(&mut conn)
+            .await?;
+            sqlx::query("DELETE FROM _sqlx_migrations WHERE version = $1")
+                .bind(version)
+                .execute(&mut conn)
+                .await?;
+        }
+        let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
+            .fetch_one(&mut conn)
+            .await?;
+        if left == 0 {
+            sqlx::query("DROP TABLE _sqlx_migrations")
+                .execute(&mut conn)
+                .await?;
+        }
+        tracing::info!(moved = ours.len(), kept = left, "engine migrations moved to {MIGRATIONS_TABLE}");
+        Ok::<_, StoreError>(())
+    }
+    .await;
+    match moved {
+        Ok(()) => Ok(conn.commit().await?),
+        Err(error) => {
+            let _ = conn.rollback().await;
+            Err(error)
+        }
+    }
+}
+
 /// Connects once to the server of a PostgreSQL `options.url`, retrying while the
 /// failure may pass (the server not up yet, or refusing connections while it starts)
 /// until `options.connect_timeout`. A pool would retry as well, but silently and then
 /// report only that it timed out; this keeps the last cause. Other failures (a wrong
 /// password, a missing database) are reported at once.
+#[cfg(feature = "postgres")]
 async fn reach_postgres(options: &StoreOptions) -> Result<(), StoreError> {
     use sqlx::Connection;
     let server = postgres_server(&options.url).unwrap_or_default();
@@ -638,7 +1020,8 @@ async fn reach_postgres(options: &StoreOptions) -> Result<(), StoreError> {
         source,
     };
     loop {
-        match tokio::time::timeout_at(deadline, AnyConnection::connect(&options.url)).await {
+        let url = url_without_schema(&options.url);
+        match tokio::time::timeout_at(deadline, sqlx::PgConnection::connect(&url)).await {
             Ok(Ok(conn)) => {
                 // Only a probe: the pool opens its own connections.
                 let _ = conn.close().await;
@@ -679,10 +1062,11 @@ fn may_pass(error: &sqlx::Error) -> bool {
     }
 }
 
+#[cfg(feature = "sqlite")]
 async fn open_sqlite(
     options: &StoreOptions,
     writer: &mut Option<Arc<Writer>>,
-) -> Result<AnyPool, sqlx::Error> {
+) -> Result<sqlx::SqlitePool, sqlx::Error> {
     use sqlx::Connection;
     // Each connection to an in-memory database is a database of its own: one
     // connection, or the migrations and the data would land in different ones.
@@ -712,7 +1096,7 @@ async fn open_sqlite(
         }
         // One connection first: whatever else is wrong with the file fails here, once
         // and at once, not as a pool retrying until its acquire timeout.
-        let mut probe = AnyConnection::connect(&url).await?;
+        let mut probe = sqlx::SqliteConnection::connect(&url).await?;
         sqlx::raw_sql(sqlx::AssertSqlSafe(pragmas.clone()))
             .execute(&mut probe)
             .await?;
@@ -725,7 +1109,7 @@ async fn open_sqlite(
     // of the connection's worker thread (sqlx's `test_before_acquire`): a round trip
     // that finds nothing on a local file, whose connections do not drop like a
     // network's; a connection whose worker did stop fails its next statement instead.
-    let pool = AnyPoolOptions::new()
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
         .max_connections(max_connections)
         .test_before_acquire(false)
         .after_release(|conn, _| Box::pin(release_clean(conn)))
@@ -741,18 +1125,83 @@ async fn open_sqlite(
         .connect(&url)
         .await?;
     if options.group_commit && sqlite_file(&options.url).is_some() {
-        *writer = Some(Writer::new(pool.clone(), options.busy_timeout));
+        *writer = Some(Writer::new(Pool::Sqlite(pool.clone()), options.busy_timeout));
     }
     Ok(pool)
+}
+
+/// A pool on a PostgreSQL server, once it answers ([`reach_postgres`]): its
+/// connections start with the schema first on their search path when one is given
+/// (created first when missing).
+#[cfg(feature = "postgres")]
+async fn open_postgres(options: &StoreOptions) -> Result<Pool, StoreError> {
+    use sqlx::{ConnectOptions, Connection};
+    use std::str::FromStr;
+    let open_error = |source| StoreError::Open {
+        url: without_password(&options.url),
+        source,
+    };
+    let schema = options.postgres_schema()?;
+    reach_postgres(options).await?;
+    let mut connect = sqlx::postgres::PgConnectOptions::from_str(&url_without_schema(&options.url))
+        .map_err(open_error)?;
+    if let Some(schema) = &schema {
+        let mut probe = connect.connect().await.map_err(open_error)?;
+        create_schema(&mut probe, schema).await?;
+        let _ = probe.close().await;
+        connect = connect.options([("search_path", schema.as_str())]);
+    }
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(options.max_connections.max(1))
+        .after_release(|conn, _| Box::pin(release_clean(conn)))
+        .connect_with(connect)
+        .await
+        .map_err(open_error)?;
+    Ok(Pool::Postgres(pool, None))
+}
+
+/// `CREATE SCHEMA IF NOT EXISTS`, for a schema checked by
+/// [`StoreOptions::postgres_schema`].
+#[cfg(feature = "postgres")]
+async fn create_schema(conn: &mut sqlx::PgConnection, schema: &str) -> Result<(), StoreError> {
+    let create = format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(create))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// A PostgreSQL URL without Assent's own `schema=` parameter (the driver does not
+/// know it).
+fn url_without_schema(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| !pair.starts_with("schema="))
+        .collect();
+    if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    }
+}
+
+/// Whether a PostgreSQL statement gave up waiting for a lock (`lock_timeout`,
+/// SQLSTATE 55P03).
+fn is_lock_timeout(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03"))
 }
 
 /// The host id to use: `given`, or (when blank) the one stored in the database,
 /// storing one on the first open. Two processes racing on a new database agree,
 /// because only the first insert lands; later opens only read.
-async fn stored_device_id(pool: &AnyPool, given: String) -> Result<String, StoreError> {
+async fn stored_device_id(pool: &Pool, given: String) -> Result<String, StoreError> {
+    let mut conn = pool.acquire().await?;
     let read =
         || sqlx::query_scalar::<_, String>("SELECT host_id FROM sync_device WHERE singleton = 1");
-    let stored = match read().fetch_optional(pool).await? {
+    let stored = match read().fetch_optional(&mut conn).await? {
         Some(stored) => stored,
         None => {
             let candidate = if given.trim().is_empty() {
@@ -762,9 +1211,9 @@ async fn stored_device_id(pool: &AnyPool, given: String) -> Result<String, Store
             };
             sqlx::query("INSERT INTO sync_device (singleton, host_id) VALUES (1, $1) ON CONFLICT DO NOTHING")
                 .bind(&candidate)
-                .execute(pool)
+                .execute(&mut conn)
                 .await?;
-            read().fetch_one(pool).await?
+            read().fetch_one(&mut conn).await?
         }
     };
     Ok(if given.trim().is_empty() {
@@ -819,7 +1268,7 @@ mod tests {
         options.max_connections = 1;
         let store = Store::open_with(options).await.expect("opens");
         sqlx::query("CREATE TABLE filler (x BLOB)")
-            .execute(store.pool())
+            .execute(store.read_connection().await.expect("a connection").connection())
             .await
             .expect("a table to fill");
         let mut tx = store.begin_write().await.expect("write tx");

@@ -20,7 +20,8 @@ use assent_sync::{
 use assent_tools::BoxFuture;
 use assent_tools::{AuditKind, AuditRecord};
 use serde::{Deserialize, Serialize};
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
@@ -34,13 +35,13 @@ pub trait HostEntities: Send + Sync {
     /// Every synced row of the host.
     fn export<'a>(
         &'a self,
-        conn: &'a mut AnyConnection,
+        conn: &'a mut Connection,
     ) -> BoxFuture<'a, Result<Vec<EntityVersion>, String>>;
 
     /// Writes `version` over the local row (creating it when missing).
     fn write<'a>(
         &'a self,
-        conn: &'a mut AnyConnection,
+        conn: &'a mut Connection,
         version: &'a EntityVersion,
     ) -> BoxFuture<'a, Result<(), String>>;
 }
@@ -54,14 +55,14 @@ pub struct NoEntities;
 impl HostEntities for NoEntities {
     fn export<'a>(
         &'a self,
-        _conn: &'a mut AnyConnection,
+        _conn: &'a mut Connection,
     ) -> BoxFuture<'a, Result<Vec<EntityVersion>, String>> {
         Box::pin(async { Ok(Vec::new()) })
     }
 
     fn write<'a>(
         &'a self,
-        _conn: &'a mut AnyConnection,
+        _conn: &'a mut Connection,
         version: &'a EntityVersion,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
@@ -126,7 +127,7 @@ const DRAIN_BATCH: u32 = 500;
 /// have equal states).
 #[tracing::instrument(skip(conn, host))]
 pub async fn local_state(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     host_id: &str,
     host: &dyn HostEntities,
 ) -> Result<SyncState, StoreError> {
@@ -272,7 +273,7 @@ fn job_copy(job: &SyncedJob) -> Result<Job, StoreError> {
 /// Stops this device's job of a demoted confirmation and audits why (a result record
 /// that did not succeed, with the note), in the import's transaction.
 async fn stop_demoted_job(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     job_id: Uuid,
     note: &str,
     now: OffsetDateTime,
@@ -302,7 +303,7 @@ async fn stop_demoted_job(
 /// it queued is in the batch. Run it in a write transaction.
 #[tracing::instrument(skip(conn, host))]
 pub async fn export(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     host_id: &str,
     host: &dyn HostEntities,
     batch_id: Uuid,
@@ -333,7 +334,7 @@ pub struct ClaimedExport {
 /// nothing.
 #[tracing::instrument(skip(conn, host))]
 pub async fn export_claiming(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     host_id: &str,
     host: &dyn HostEntities,
     batch_id: Uuid,
@@ -372,7 +373,7 @@ pub async fn export_claiming(
 /// receiver. A message whose entity was written again meanwhile (a newer message is
 /// queued) is superseded instead, so the queue keeps one unsent message per entity.
 pub async fn release_export(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     export: &ClaimedExport,
 ) -> Result<(), StoreError> {
     for id in &export.claimed {
@@ -395,7 +396,7 @@ pub async fn release_export(
 /// how many were still in flight (a message whose lease ran out and that another
 /// export claimed is that export's to mark).
 pub async fn mark_exported(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     export: &ClaimedExport,
     now: OffsetDateTime,
 ) -> Result<u64, StoreError> {
@@ -409,7 +410,7 @@ pub async fn mark_exported(
 /// written; a batch merged before changes nothing.
 #[tracing::instrument(skip(conn, host, batch), fields(batch = %batch.batch_id, from = %batch.from_host))]
 pub async fn import(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     host_id: &str,
     host: &dyn HostEntities,
     batch: &SyncBatch,
@@ -593,7 +594,7 @@ pub struct ImportRecord {
 }
 
 async fn record_import(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     batch: &SyncBatch,
     outcome: ImportOutcome,
     detail: &str,
@@ -640,7 +641,7 @@ pub async fn record_refusal(
 
 /// The imports this device was asked to make, newest first (at most `limit`).
 pub async fn imports(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     limit: u32,
 ) -> Result<Vec<ImportRecord>, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(IMPORTS, e);
@@ -672,7 +673,7 @@ pub async fn imports(
 }
 
 async fn record_conflict(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     conflict: &Conflict,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -701,7 +702,7 @@ async fn record_conflict(
 }
 
 /// Every recorded conflict, oldest item first.
-pub async fn conflicts(conn: &mut AnyConnection) -> Result<Vec<ConflictRecord>, StoreError> {
+pub async fn conflicts(conn: &mut Connection) -> Result<Vec<ConflictRecord>, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(CONFLICTS, e);
     let rows =
         sqlx::query("SELECT * FROM sync_conflicts ORDER BY change_set_id, item_index, decision_id")
@@ -754,7 +755,7 @@ pub struct Peer {
 }
 
 /// The devices this one has merged batches from, by host id.
-pub async fn peers(conn: &mut AnyConnection) -> Result<Vec<Peer>, StoreError> {
+pub async fn peers(conn: &mut Connection) -> Result<Vec<Peer>, StoreError> {
     const PEERS: &str = "sync_peers";
     let rows = sqlx::query("SELECT * FROM sync_peers ORDER BY host_id")
         .fetch_all(conn)

@@ -13,7 +13,8 @@
 use crate::{StoreError, timefmt};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use std::fmt;
 use std::str::FromStr;
 use time::OffsetDateTime;
@@ -104,7 +105,7 @@ fn secret_hash(secret: &str) -> String {
 /// Makes a token that names no person ([`issue_named`] without one): an agent token,
 /// or a reviewer or admin token that decides what one person may.
 pub async fn issue(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     role: Role,
     agent_id: Option<&str>,
     now: OffsetDateTime,
@@ -121,7 +122,7 @@ pub const MAX_PERSON_CHARS: usize = 64;
 /// that need more than one (a quorum counts people, and a token naming nobody could be
 /// anyone's second door). An agent token decides nothing and takes no person.
 pub async fn issue_named(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     role: Role,
     agent_id: Option<&str>,
     person: Option<&str>,
@@ -238,7 +239,7 @@ fn from_row(row: &sqlx::any::AnyRow) -> Result<ApiToken, StoreError> {
 }
 
 /// Every token, revoked ones included, oldest first.
-pub async fn list(conn: &mut AnyConnection) -> Result<Vec<ApiToken>, StoreError> {
+pub async fn list(conn: &mut Connection) -> Result<Vec<ApiToken>, StoreError> {
     sqlx::query(
         "SELECT id, role, agent_id, person, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
     )
@@ -252,7 +253,7 @@ pub async fn list(conn: &mut AnyConnection) -> Result<Vec<ApiToken>, StoreError>
 /// Revokes the token `id`. `Ok(None)` when no token has that id; revoking a revoked
 /// token keeps its first revocation time.
 pub async fn revoke(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: &str,
     now: OffsetDateTime,
 ) -> Result<Option<ApiToken>, StoreError> {
@@ -274,7 +275,7 @@ pub async fn revoke(
 
 /// The unrevoked token whose secret is `secret`, if any.
 pub async fn authenticate(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     secret: &str,
 ) -> Result<Option<ApiToken>, StoreError> {
     // Only generated secrets can match: skip the lookup for anything else.
@@ -305,7 +306,7 @@ mod tests {
     #[tokio::test]
     async fn a_token_authenticates_until_revoked_and_its_secret_is_not_stored() {
         let store = Store::open("sqlite::memory:").await.expect("opens");
-        let mut conn = store.pool().acquire().await.expect("conn");
+        let mut conn = store.read_connection().await.expect("conn");
         crate::agents::upsert(&mut conn, "triage", &AgentPolicy::new(["work"]), at(0))
             .await
             .expect("agent");
@@ -355,7 +356,7 @@ mod tests {
     #[tokio::test]
     async fn agent_tokens_need_a_known_agent_and_others_take_none() {
         let store = Store::open("sqlite::memory:").await.expect("opens");
-        let mut conn = store.pool().acquire().await.expect("conn");
+        let mut conn = store.read_connection().await.expect("conn");
         let err = issue(&mut conn, Role::Agent, None, at(0))
             .await
             .unwrap_err();
@@ -385,7 +386,7 @@ mod tests {
     #[tokio::test]
     async fn a_token_names_its_person_and_a_name_that_reads_as_someone_else_is_refused() {
         let store = Store::open("sqlite::memory:").await.expect("opens");
-        let mut conn = store.pool().acquire().await.expect("conn");
+        let mut conn = store.read_connection().await.expect("conn");
         let alice = issue_named(&mut conn, Role::Reviewer, None, Some(" alice "), at(0))
             .await
             .expect("issued");

@@ -5,7 +5,7 @@
 //! caller withdraws its item when its wait ends, so nothing claims a confirmation given
 //! later ([`withdrawn_after`]); it can only refuse a confirmation, never let one run.
 
-use crate::{AnyConnection, StoreError, timefmt};
+use crate::{Connection, StoreError, timefmt};
 use sqlx::Row;
 use std::collections::HashMap;
 use time::OffsetDateTime;
@@ -16,7 +16,7 @@ const TABLE: &str = "change_set_waits";
 /// Records that the caller of set `set_id` waits until `until` (a later wait on the
 /// same set, a retry joining it, replaces the earlier one).
 pub async fn record(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set_id: Uuid,
     until: OffsetDateTime,
 ) -> Result<(), StoreError> {
@@ -27,7 +27,7 @@ pub async fn record(
 /// (`withdrawn_at_end`: a coding agent's hook handing the call to the agent's own
 /// prompt), so nothing claims a confirmation given after `until`.
 pub async fn record_ending(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set_id: Uuid,
     until: OffsetDateTime,
     withdrawn_at_end: bool,
@@ -49,7 +49,7 @@ pub async fn record_ending(
 /// it would ([`record_ending`]); `None` when it said no such thing (the item then stays
 /// for whoever claims it later).
 pub async fn withdrawn_after(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set_id: Uuid,
 ) -> Result<Option<OffsetDateTime>, StoreError> {
     let row = sqlx::query(
@@ -67,7 +67,7 @@ pub async fn withdrawn_after(
 
 /// Until when the callers of `sets` wait, for the sets whose caller said so.
 pub async fn of(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     sets: &[Uuid],
 ) -> Result<HashMap<Uuid, OffsetDateTime>, StoreError> {
     let mut waits = HashMap::with_capacity(sets.len());

@@ -28,7 +28,8 @@ use assent_domain::{ChangeSet, ChangeSetStatus};
 use serde::Serialize;
 use serde_json::{Value, json};
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use crate::Connection;
+use sqlx::Row;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
@@ -96,7 +97,7 @@ pub const AUDIT_HEAD_EVERY: time::Duration = time::Duration::HOUR;
 /// an hour old (or there was none) and the head moved since. A read, so a sender
 /// polling every second takes no lock; [`enqueue_head_event`] writes it.
 pub async fn head_event_due(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     now: OffsetDateTime,
 ) -> Result<Option<crate::chain::Head>, StoreError> {
     if wanting(conn, event::AUDIT_HEAD, None).await?.is_empty() {
@@ -125,7 +126,7 @@ pub async fn head_event_due(
 /// Writes an [`event::AUDIT_HEAD`] for `head` (from [`head_event_due`], in the caller's
 /// write transaction).
 pub async fn enqueue_head_event(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     head: &crate::chain::Head,
     now: OffsetDateTime,
 ) -> Result<Option<String>, StoreError> {
@@ -272,7 +273,7 @@ const SUBSCRIPTION_COLUMNS: &str = "id, url, events, format, agent_id, created_a
 
 /// Adds a subscription; returns it as listed (its URL masked when it is a secret).
 pub async fn insert_subscription(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     new: &NewSubscription,
     now: OffsetDateTime,
 ) -> Result<Subscription, StoreError> {
@@ -301,7 +302,7 @@ pub async fn insert_subscription(
 }
 
 /// Every subscription, oldest first.
-pub async fn subscriptions(conn: &mut AnyConnection) -> Result<Vec<Subscription>, StoreError> {
+pub async fn subscriptions(conn: &mut Connection) -> Result<Vec<Subscription>, StoreError> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {SUBSCRIPTION_COLUMNS} FROM webhook_subscriptions ORDER BY created_at, id"
     )))
@@ -312,7 +313,7 @@ pub async fn subscriptions(conn: &mut AnyConnection) -> Result<Vec<Subscription>
 
 /// One subscription, if it exists.
 pub async fn subscription(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
 ) -> Result<Option<Subscription>, StoreError> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -327,7 +328,7 @@ pub async fn subscription(
 /// The secret subscription `id` signs with: for the sender and `webhooks test` only,
 /// never for display.
 pub async fn signing_secret(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
 ) -> Result<Option<String>, StoreError> {
     Ok(
@@ -341,7 +342,7 @@ pub async fn signing_secret(
 /// The whole URL subscription `id` posts to: for the sender and `webhooks test` only,
 /// never for display (a Slack URL is a secret; [`Subscription::url`] is masked).
 pub async fn receiver_url(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: Uuid,
 ) -> Result<Option<String>, StoreError> {
     Ok(
@@ -354,7 +355,7 @@ pub async fn receiver_url(
 
 /// Removes a subscription and its deliveries (pending ones are never sent). Returns
 /// whether it existed.
-pub async fn remove_subscription(conn: &mut AnyConnection, id: Uuid) -> Result<bool, StoreError> {
+pub async fn remove_subscription(conn: &mut Connection, id: Uuid) -> Result<bool, StoreError> {
     let id = id.to_string();
     sqlx::query("DELETE FROM webhook_deliveries WHERE subscription_id = $1")
         .bind(&id)
@@ -383,7 +384,7 @@ pub struct NewEvent<'a> {
 
 /// The subscriptions that want an event of `event_type` about `agent_id`'s set.
 async fn wanting(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     event_type: &str,
     agent_id: Option<&str>,
 ) -> Result<Vec<Uuid>, StoreError> {
@@ -399,7 +400,7 @@ async fn wanting(
 /// Returns the event id, or `None` when no subscription wants it (nothing written).
 #[tracing::instrument(skip_all, fields(event = new.event_type))]
 pub async fn enqueue_event(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     new: NewEvent<'_>,
     now: OffsetDateTime,
 ) -> Result<Option<String>, StoreError> {
@@ -409,7 +410,7 @@ pub async fn enqueue_event(
 
 /// Writes `new` and one delivery for each of `wanting`; nothing when it is empty.
 async fn write_event(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     wanting: &[Uuid],
     new: NewEvent<'_>,
     now: OffsetDateTime,
@@ -491,7 +492,7 @@ pub fn change_set_data(set: &ChangeSet) -> Value {
 
 /// Queues `event_type` about `set`.
 pub async fn enqueue_set_event(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     event_type: &str,
     set: &ChangeSet,
     now: OffsetDateTime,
@@ -513,7 +514,7 @@ pub async fn enqueue_set_event(
 /// item's `summary`) and the job (`jobId`, `status`, `attempts`, `lastError`).
 #[tracing::instrument(skip_all, fields(job = %job.id, status = %status))]
 pub async fn enqueue_job_event(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     job: &Job,
     status: JobStatus,
     error: &str,
@@ -531,7 +532,7 @@ pub async fn enqueue_job_event(
 /// because its target changed since the proposal (`detail`); the same `data` as
 /// [`enqueue_job_event`]'s, with `detail` as `lastError`.
 pub async fn enqueue_stale_event(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     job: &Job,
     detail: &str,
     now: OffsetDateTime,
@@ -552,7 +553,7 @@ pub async fn enqueue_stale_event(
 /// `target`, `toolName`, `args` (the revision's), `summary`, `approvals` `[{by, at}]`
 /// and `approvalsNeeded`.
 pub async fn enqueue_approval_event(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     set: &ChangeSet,
     index: usize,
     revision: &crate::approvals::Revision,
@@ -590,7 +591,7 @@ pub async fn enqueue_approval_event(
 /// due at the end of its window) or `item.cancelled` (it has just cancelled it); the
 /// same `data` as [`enqueue_job_event`]'s, with `notBefore` when scheduled.
 pub async fn enqueue_hold_event(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     job: &Job,
     cancelled: bool,
     now: OffsetDateTime,
@@ -606,7 +607,7 @@ pub async fn enqueue_hold_event(
 }
 
 async fn enqueue_item_event(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     job: &Job,
     event_type: &'static str,
     status: &str,
@@ -672,7 +673,7 @@ const DUE_SKIP_LOCKED: &str = "SELECT id FROM webhook_deliveries
 
 /// Whether any delivery is due: a read, so that an idle sender polling every second
 /// never takes the writer lock (SQLite's claim is `BEGIN IMMEDIATE`).
-pub async fn any_due(conn: &mut AnyConnection, now: OffsetDateTime) -> Result<bool, StoreError> {
+pub async fn any_due(conn: &mut Connection, now: OffsetDateTime) -> Result<bool, StoreError> {
     let found: Option<i64> = sqlx::query_scalar(DUE)
         .bind(timefmt::format(now))
         .bind(1_i64)
@@ -686,7 +687,7 @@ pub async fn any_due(conn: &mut AnyConnection, now: OffsetDateTime) -> Result<bo
 /// several) never claim the same delivery at once.
 #[tracing::instrument(skip(conn))]
 pub async fn claim_due(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     limit: u32,
     now: OffsetDateTime,
     lease: Duration,
@@ -742,7 +743,7 @@ pub async fn claim_due(
 /// the delivery is no longer in flight (its lease ran out and another worker has it,
 /// or its subscription was removed).
 pub async fn record_delivered(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: i64,
     status: u16,
     now: OffsetDateTime,
@@ -769,7 +770,7 @@ pub async fn record_delivered(
 /// how many deliveries were forgotten.
 #[tracing::instrument(skip(conn))]
 pub async fn prune_delivered(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     before: OffsetDateTime,
 ) -> Result<u64, StoreError> {
     let before = timefmt::format(before);
@@ -793,7 +794,7 @@ pub async fn prune_delivered(
 /// Records a failed attempt of delivery `id`: retried at `retry_at`, or dead-lettered
 /// when it is `None`. `error` must already be safe to show (escaped, truncated).
 pub async fn record_failed(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: i64,
     status: Option<u16>,
     error: &str,
@@ -826,7 +827,7 @@ pub async fn record_failed(
 /// Puts delivery `id` back in the queue, due now, with a fresh count of attempts (a
 /// person's redelivery of a dead or delivered one). Returns false for an unknown id.
 pub async fn redeliver(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     id: i64,
     now: OffsetDateTime,
 ) -> Result<bool, StoreError> {
@@ -871,7 +872,7 @@ fn decode_delivery(row: &AnyRow) -> Result<Delivery, StoreError> {
 
 /// Deliveries, newest first: all, or only the dead ones (`failed`).
 pub async fn deliveries(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     failed: bool,
     limit: u32,
 ) -> Result<Vec<Delivery>, StoreError> {

@@ -27,9 +27,9 @@
 //! pinned to one core, both were fast: each statement is a hop to the connection's
 //! worker thread, and that thread kept being woken on the other core).
 
+use crate::connection::Connection;
+use crate::store::Pool;
 use crate::error::StoreError;
-use sqlx::pool::PoolConnection;
-use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -61,9 +61,9 @@ pub struct WriteTx {
 }
 
 enum Kind {
-    /// A transaction of its own: PostgreSQL, an in-memory SQLite database, or group
-    /// commit switched off.
-    Own(Transaction<'static, Any>),
+    /// A transaction of its own, begun on a pool connection: PostgreSQL, an
+    /// in-memory SQLite database, or group commit switched off.
+    Own(Connection),
     /// A member of the writer connection's batch, holding the connection.
     Member(OwnedMutexGuard<Slot>, Arc<Writer>),
 }
@@ -78,13 +78,12 @@ impl std::fmt::Debug for WriteTx {
     }
 }
 
-impl From<Transaction<'static, Any>> for WriteTx {
-    fn from(tx: Transaction<'static, Any>) -> Self {
-        Self::new(Kind::Own(tx))
-    }
-}
-
 impl WriteTx {
+    /// A transaction of its own on `conn`, already begun.
+    pub(crate) fn own(conn: Connection) -> Self {
+        Self::new(Kind::Own(conn))
+    }
+
     fn new(kind: Kind) -> Self {
         Self {
             kind: Some(kind),
@@ -103,10 +102,10 @@ impl WriteTx {
     ///
     /// Never for a transaction in hand: it ends only by `commit` or `rollback`, which
     /// take it by value.
-    pub fn connection(&mut self) -> &mut AnyConnection {
+    pub fn connection(&mut self) -> &mut Connection {
         match self.kind.as_mut().expect(ENDED) {
-            Kind::Own(tx) => tx,
-            Kind::Member(slot, _) => slot.conn.as_deref_mut().expect(OPEN),
+            Kind::Own(conn) => conn,
+            Kind::Member(slot, _) => slot.conn.as_mut().expect(OPEN),
         }
     }
 
@@ -152,8 +151,8 @@ impl WriteTx {
 
     async fn end(&mut self, keep: bool) -> Result<(), StoreError> {
         match (self.kind.take(), keep) {
-            (Some(Kind::Own(tx)), true) => Ok(tx.commit().await?),
-            (Some(Kind::Own(tx)), false) => Ok(tx.rollback().await?),
+            (Some(Kind::Own(mut conn)), true) => Ok(conn.commit().await?),
+            (Some(Kind::Own(mut conn)), false) => Ok(conn.rollback().await?),
             (Some(Kind::Member(slot, writer)), true) => writer.commit_member(slot).await,
             (Some(Kind::Member(slot, writer)), false) => writer.rollback_member(slot).await,
             (None, _) => Ok(()),
@@ -251,7 +250,7 @@ pub(crate) enum Step {
 /// is run here. Depth 0 names the audit sink's own savepoint (it gets a connection,
 /// not a transaction: [`crate::StoreAuditSink`]).
 pub(crate) async fn savepoint_sql(
-    conn: &mut AnyConnection,
+    conn: &mut Connection,
     step: Step,
     depth: u32,
 ) -> Result<(), sqlx::Error> {
@@ -273,9 +272,13 @@ pub(crate) async fn savepoint_sql(
 
 impl Drop for WriteTx {
     fn drop(&mut self) {
-        // An owned transaction rolls back on its own (sqlx queues the rollback). A
-        // member's savepoint needs statements: they run in a task that holds the
-        // connection until they did, so no other writer sees the abandoned writes.
+        // An owned transaction queues its rollback (run before the connection serves
+        // again, as sqlx's own transactions do). A member's savepoint needs
+        // statements: they run in a task that holds the connection until they did, so
+        // no other writer sees the abandoned writes.
+        if let Some(Kind::Own(conn)) = self.kind.as_mut() {
+            conn.start_rollback();
+        }
         if let Some(Kind::Member(mut slot, writer)) = self.kind.take() {
             slot.abandoned = true;
             match tokio::runtime::Handle::try_current() {
@@ -307,7 +310,7 @@ struct Batch {
 pub(crate) struct Slot {
     /// The batch's connection, taken from the pool when a batch opens and given back
     /// when it ends.
-    conn: Option<PoolConnection<Any>>,
+    conn: Option<Connection>,
     batch: Option<Batch>,
     /// The member holding the connection was dropped before it ended: its savepoint
     /// is still open and must be rolled back before anyone else writes.
@@ -322,7 +325,7 @@ const OPEN: &str = "a member holds an open writer connection";
 
 /// The writer connection of one SQLite file, shared by every clone of its store.
 pub(crate) struct Writer {
-    pool: AnyPool,
+    pool: Pool,
     slot: Arc<Mutex<Slot>>,
     /// Writers waiting for the connection: while there are some, a finished member
     /// leaves the batch open for them.
@@ -351,7 +354,7 @@ impl std::fmt::Debug for Writer {
     }
 }
 
-async fn run(conn: &mut AnyConnection, sql: &'static str) -> Result<(), sqlx::Error> {
+async fn run(conn: &mut Connection, sql: &'static str) -> Result<(), sqlx::Error> {
     sqlx::query(sql).execute(conn).await.map(drop)
 }
 
@@ -385,7 +388,7 @@ impl Drop for Waiting {
 }
 
 impl Writer {
-    pub(crate) fn new(pool: AnyPool, busy_timeout: Duration) -> Arc<Self> {
+    pub(crate) fn new(pool: Pool, busy_timeout: Duration) -> Arc<Self> {
         Arc::new(Self {
             pool,
             slot: Arc::new(Mutex::new(Slot {
@@ -455,7 +458,7 @@ impl Writer {
             });
             return Ok(());
         }
-        let conn = slot.conn.as_deref_mut().expect(OPEN);
+        let conn = slot.conn.as_mut().expect(OPEN);
         if let Err(error) = run(conn, "SAVEPOINT assent_write").await {
             Self::fail_batch(slot, &error).await;
             return Err(error.into());
@@ -480,7 +483,7 @@ impl Writer {
             }
             return Ok(());
         }
-        let conn = slot.conn.as_deref_mut().expect(OPEN);
+        let conn = slot.conn.as_mut().expect(OPEN);
         let ended = if keep {
             run(conn, "RELEASE assent_write").await
         } else {
@@ -547,7 +550,7 @@ impl Writer {
         let Some(batch) = slot.batch.take() else {
             return;
         };
-        let conn = slot.conn.as_deref_mut().expect(OPEN);
+        let conn = slot.conn.as_mut().expect(OPEN);
         match run(conn, "COMMIT").await {
             Ok(()) => {
                 self.commits.fetch_add(1, Ordering::AcqRel);
@@ -625,7 +628,7 @@ mod tests {
     /// Rows of `parent` as another connection (the pool) sees them: committed ones only.
     async fn committed(store: &Store) -> Vec<i64> {
         sqlx::query_scalar("SELECT id FROM parent ORDER BY id")
-            .fetch_all(store.pool())
+            .fetch_all(store.read_connection().await.expect("a connection").connection())
             .await
             .expect("reads")
     }

@@ -201,7 +201,7 @@ impl Sender {
     /// A pooled connection for reads and single statements.
     async fn connection(
         &self,
-    ) -> Result<impl std::ops::DerefMut<Target = assent_store::AnyConnection>, WebhookError> {
+    ) -> Result<impl std::ops::DerefMut<Target = assent_store::Connection>, WebhookError> {
         Ok(self.store.read_connection().await?)
     }
 

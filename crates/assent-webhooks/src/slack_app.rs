@@ -640,7 +640,7 @@ impl SlackPoster {
     /// called between them).
     async fn connection(
         &self,
-    ) -> Result<impl std::ops::DerefMut<Target = assent_store::AnyConnection> + use<>, WebhookError>
+    ) -> Result<impl std::ops::DerefMut<Target = assent_store::Connection> + use<>, WebhookError>
     {
         Ok(self.store.read_connection().await?)
     }

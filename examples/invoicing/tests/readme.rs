@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 const HEADING: &str = "## Gate your own tools";
 
 /// What a stranger's crate may depend on besides `assent`: sqlx for its own SQL on the
-/// engine's `AnyConnection` (the engine re-exports no sqlx, issue 43).
+/// engine's `Connection` (the engine re-exports no sqlx, issue 43).
 const ALLOWED: [&str; 6] = ["assent", "tokio", "serde", "serde_json", "anyhow", "sqlx"];
 
 fn read(relative: &str) -> String {
