@@ -333,7 +333,7 @@ async fn grants_from_before_0011_are_bound_to_their_agent(backend: &TestBackend)
         "DROP INDEX grants_active_by_agent",
         "ALTER TABLE grants DROP COLUMN agent_id",
         "ALTER TABLE execution_jobs DROP COLUMN owner_device",
-        "DELETE FROM _sqlx_migrations WHERE version = 11",
+        "DELETE FROM _assent_migrations WHERE version = 11",
     ] {
         sqlx::query(statement)
             .execute(

@@ -8,7 +8,8 @@
 //! first command run on the upgraded database.
 
 use assent_store::{
-    Backend, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Store, StoreError, agents, proof,
+    Backend, MIGRATIONS_TABLE, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Store, StoreError, agents,
+    proof,
 };
 use assent_tests::{TestBackend, backends};
 use sqlx::any::AnyPoolOptions;
@@ -240,11 +241,27 @@ async fn assert_upgraded(pool: &AnyPool, backend: Backend, before: &Snapshot) {
             "every row of {table} is about a task"
         );
     }
-    assert_eq!(
-        versions(pool, "_sqlx_migrations").await,
-        engine_migrations()
+    assert_eq!(versions(pool, MIGRATIONS_TABLE).await, engine_migrations());
+    assert!(
+        !has_table(pool, backend, "_sqlx_migrations").await,
+        "the engine's rows moved out of sqlx's default table, which held nothing else"
     );
     assert_eq!(versions(pool, "_assent_journal_migrations").await, vec![1]);
+}
+
+async fn has_table(pool: &AnyPool, backend: Backend, name: &str) -> bool {
+    let sql = match backend {
+        Backend::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = $1",
+        Backend::Postgres => {
+            "SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = $1"
+        }
+    };
+    let count: i64 = sqlx::query_scalar(sql)
+        .bind(name)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    count > 0
 }
 
 /// The newest engine migration shipped (0008 when this test was written): every one of
@@ -536,7 +553,7 @@ async fn a_new_database_gets_the_journal_tables_from_the_journal_host_only() {
             vec![1]
         );
         assert!(
-            !versions(&connect(&url).await, "_sqlx_migrations")
+            !versions(&connect(&url).await, MIGRATIONS_TABLE)
                 .await
                 .contains(&2),
             "the engine ran the journal's old migration 0002"
@@ -550,7 +567,7 @@ async fn a_database_of_a_newer_release_is_refused_and_left_alone() {
     let (url, _dir) = TestBackend::Sqlite.fresh_database().await;
     let store = Store::open(&url).await.unwrap();
     sqlx::query(
-        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+        "INSERT INTO _assent_migrations (version, description, success, checksum, execution_time)
          VALUES (9999, 'from the future', TRUE, X'00', 0)",
     )
     .execute(
@@ -578,9 +595,85 @@ async fn a_database_of_a_newer_release_is_refused_and_left_alone() {
     );
     let pool = connect(&format!("{url}?mode=rw")).await;
     assert_eq!(snapshot(&pool, Backend::Sqlite).await, before);
-    assert_eq!(
-        versions(&pool, "_sqlx_migrations").await.last(),
-        Some(&9999)
-    );
+    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await.last(), Some(&9999));
     pool.close().await;
+}
+
+/// A service's own `sqlx::migrate!` (sqlx's default `_sqlx_migrations`) and the
+/// engine's migrations share one database without seeing each other's versions (issue
+/// 54): the service migrates after the engine and before it, and a database where the
+/// engine's rows were in sqlx's table beside the service's keeps the service's there.
+#[tokio::test]
+async fn a_services_own_migrations_and_the_engines_share_a_database() {
+    use sqlx::migrate::{Migration, MigrationType};
+    let service = |backend: Backend| {
+        let sql = match backend {
+            Backend::Sqlite => {
+                "CREATE TABLE orders (id TEXT PRIMARY KEY, refunded INTEGER NOT NULL DEFAULT 0)"
+            }
+            Backend::Postgres => {
+                "CREATE TABLE orders (id UUID PRIMARY KEY, refunded BOOLEAN NOT NULL DEFAULT FALSE)"
+            }
+        };
+        Migrator::with_migrations(vec![Migration::new(
+            1,
+            "orders".into(),
+            MigrationType::Simple,
+            sqlx::SqlStr::from_static(sql),
+            false,
+        )])
+    };
+    for backend in backends() {
+        let (url, _dir) = backend.fresh_database().await;
+        let kind = Backend::from_url(&url).unwrap();
+        // The engine first, then the service: the service's version 1 is not the engine's.
+        let store = Store::open(&url).await.unwrap();
+        let pool = connect(&url).await;
+        service(kind)
+            .run(&pool)
+            .await
+            .expect("the service migrates beside the engine");
+        assert_eq!(versions(&pool, "_sqlx_migrations").await, vec![1]);
+        assert_eq!(
+            versions(&pool, MIGRATIONS_TABLE).await,
+            engine_migrations_run()
+        );
+        store.close().await;
+        // And again in either order: nothing to do, nothing refused.
+        let store = Store::open(&url)
+            .await
+            .expect("the engine reopens beside the service");
+        service(kind).run(&pool).await.expect("the service reruns");
+        assert_eq!(versions(&pool, "_sqlx_migrations").await, vec![1]);
+        store.close().await;
+
+        // A database from before `_assent_migrations`, where a service had its rows in
+        // sqlx's table too (a service that set `ignore_missing`): only the engine's move.
+        let moved: Vec<i64> = versions(&pool, MIGRATIONS_TABLE).await;
+        sqlx::query("ALTER TABLE _sqlx_migrations RENAME TO service_rows")
+            .execute(&pool)
+            .await
+            .unwrap();
+        sqlx::query("ALTER TABLE _assent_migrations RENAME TO _sqlx_migrations")
+            .execute(&pool)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO _sqlx_migrations SELECT version + 1000, description, installed_on, success, checksum, execution_time FROM service_rows")
+            .execute(&pool)
+            .await
+            .unwrap();
+        let store = Store::open(&url).await.expect("an old layout opens");
+        assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, moved);
+        assert_eq!(versions(&pool, "_sqlx_migrations").await, vec![1001]);
+        store.close().await;
+        pool.close().await;
+    }
+}
+
+/// The engine migrations a new database runs (every shipped one but 0002).
+fn engine_migrations_run() -> Vec<i64> {
+    engine_migrations()
+        .into_iter()
+        .filter(|v| *v != 2)
+        .collect()
 }

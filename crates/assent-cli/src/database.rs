@@ -222,6 +222,11 @@ const NOTICE_AFTER: Duration = Duration::from_secs(1);
 pub async fn open_store(url: &str) -> Result<Store, CliError> {
     let mut options = StoreOptions::new(url);
     options.connect_timeout = connect_timeout(std::env::var("ASSENT_CONNECT_TIMEOUT").ok())?;
+    // PostgreSQL: the schema of the engine's tables, unless the URL names one
+    // (`?schema=…`); a wrong name is refused by the store before anything is made.
+    options.schema = std::env::var("ASSENT_PG_SCHEMA")
+        .ok()
+        .filter(|schema| !schema.trim().is_empty());
     let Some(server) = options.postgres_server() else {
         // Warned about once it opened: a file that is no database holds nothing of ours.
         let file = options.sqlite_file();

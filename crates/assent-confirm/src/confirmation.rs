@@ -23,7 +23,7 @@ use assent_domain::{
 };
 use assent_store::plan::{PlannedAudits, WritePlan};
 use assent_store::{
-    Connection, Backend, agents, approvals, change_sets, host_tools, jobs, mcp_sessions, waits,
+    Backend, Connection, agents, approvals, change_sets, host_tools, jobs, mcp_sessions, waits,
 };
 use assent_tools::{
     AgentPolicy, CallContext, Coverage, ExecutionTarget, PastOutcome, PolicyDecision, RuleAction,

@@ -10,12 +10,12 @@
 //! result. Audit write failures are logged and never change the outcome.
 
 use assent_domain::{VectorClock, stored_result};
+use assent_store::Connection;
 use assent_store::{StoreError, WriteTx, operations};
 use assent_tools::{
     AgentPolicy, AuditKind, AuditRecord, AuditSink, CallContext, CategoryResolver, RuleAction,
     TargetCategory, ToolHandler, ToolInvocation, ToolOutcome, ToolSpec,
 };
-use assent_store::Connection;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;

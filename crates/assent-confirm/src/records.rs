@@ -16,9 +16,7 @@
 
 use crate::{ConfirmError, Engine};
 use assent_domain::{ChangeDecision, ChangeSet, ChangeSetStatus, ItemRef, Target};
-use assent_store::{
-    Connection, Store, approvals, change_sets, decisions, host_tools, jobs, waits,
-};
+use assent_store::{Connection, Store, approvals, change_sets, decisions, host_tools, jobs, waits};
 use assent_tools::{AuditKind, AuditRecord, PastCall};
 
 /// How many records of a coding agent's run [`Engine::set_detail`] reads for what the

@@ -12,10 +12,10 @@ use crate::tasks::{
     same_label, status_reason, touch, valid_estimate, valid_priority, valid_status,
 };
 use assent_journal::{TaskSnapshot, format_due_date, parse_estimate_minutes, tool};
+use assent_store::Connection;
 use assent_store::StoreError;
 use assent_tools::{BoxFuture, ToolHandler, ToolInvocation, ToolOutcome, ToolsError};
 use serde_json::Value;
-use assent_store::Connection;
 
 /// The tools that have a handler: every singular, non-local tool of the catalog.
 pub(crate) const HANDLED_TOOLS: &[&str] = &[

@@ -9,11 +9,11 @@ use crate::tasks::{load_task, task_vector_clock};
 use assent_confirm::{ConfirmError, Engine, Host, LoadedState, LocalCall};
 use assent_domain::{Target, VectorClock};
 use assent_journal::tool;
+use assent_store::Connection;
 use assent_store::sync::HostEntities;
 use assent_store::{HostMigration, Store, timefmt};
 use assent_tools::{BoxFuture, CategoryResolver, TargetState, ToolHandler};
 use serde_json::Value;
-use assent_store::Connection;
 use std::sync::Arc;
 
 /// The kind of the journal's targets: a wake, a change set and a decision about a task
@@ -186,10 +186,7 @@ async fn update_report(conn: &mut Connection, call: LocalCall<'_>) -> Result<Str
 }
 
 /// `record_observations`: one row per (non-blank) observation.
-async fn record_observations(
-    conn: &mut Connection,
-    call: LocalCall<'_>,
-) -> Result<String, String> {
+async fn record_observations(conn: &mut Connection, call: LocalCall<'_>) -> Result<String, String> {
     let observations = match call.args.get("observations") {
         Some(Value::Array(items)) => items
             .iter()

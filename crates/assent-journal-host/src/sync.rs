@@ -12,7 +12,7 @@ use crate::tasks::{
     valid_priority, valid_status,
 };
 use assent_store::sync::HostEntities;
-use assent_store::{Connection, Backend};
+use assent_store::{Backend, Connection};
 use assent_sync::EntityVersion;
 use assent_tools::BoxFuture;
 use serde::{Deserialize, Serialize};

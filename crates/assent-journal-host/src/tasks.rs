@@ -8,10 +8,10 @@ use assent_journal::{
     ChecklistItem, TASK_PRIORITIES, TASK_STATUSES, TaskSnapshot, format_due_date,
     normalize_priority, normalize_status,
 };
+use assent_store::Connection;
 use assent_store::{Backend, outbox, timefmt};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use assent_store::Connection;
 use sqlx::Row;
 use time::{Date, OffsetDateTime};
 
@@ -222,10 +222,7 @@ struct TaskRow {
     status_reason: Option<String>,
 }
 
-async fn load_task_row(
-    conn: &mut Connection,
-    id: &str,
-) -> Result<Option<TaskRow>, JournalError> {
+async fn load_task_row(conn: &mut Connection, id: &str) -> Result<Option<TaskRow>, JournalError> {
     // One statement for the row, its labels and its checklist: a confirmation loads
     // the task three times, and every statement is a round trip to the connection's
     // worker thread (the benchmark's profile, `cargo xtask bench`).

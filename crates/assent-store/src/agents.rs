@@ -3,12 +3,12 @@
 //! at a given time. Shadow rules (`--shadow`), tried without effect, are kept apart in
 //! `shadow_rules`, where no router reads them.
 
+use crate::Connection;
 use crate::{StoreError, chain, timefmt};
 use assent_tools::{AgentPolicy, RuleAction, ToolRule, ToolSettingEntry, ToolSettingsTable};
 use serde_json::{Value, json};
-use sqlx::any::AnyRow;
-use crate::Connection;
 use sqlx::Row;
+use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 
 /// Creates the agent or replaces its policy.

@@ -4,11 +4,11 @@
 //! current revision's approvals count. The confirmation that meets the quorum writes
 //! the item's one decision as any confirmation does.
 
+use crate::Connection;
 use crate::{StoreError, chain, timefmt};
 use serde_json::Value;
-use sqlx::any::AnyRow;
-use crate::Connection;
 use sqlx::Row;
+use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 use uuid::Uuid;
 

@@ -1,14 +1,14 @@
 //! The audit trail: what the executor did, in order.
 
+use crate::Connection;
 use crate::outbox::{self, entity};
 use crate::writer::{Step, savepoint_sql};
 use crate::{Backend, StoreError, chain, timefmt};
 use assent_domain::{OperationId, Target, VectorClock};
 use assent_tools::{AuditRecord, AuditSink, BoxFuture};
 use serde_json::Value;
-use sqlx::any::AnyRow;
-use crate::Connection;
 use sqlx::Row;
+use sqlx::any::AnyRow;
 
 const TABLE: &str = "audit_records";
 
@@ -20,11 +20,7 @@ pub async fn insert(conn: &mut Connection, record: &AuditRecord) -> Result<i64, 
 }
 
 /// The outbox message of record `id`.
-async fn enqueue(
-    conn: &mut Connection,
-    id: i64,
-    record: &AuditRecord,
-) -> Result<(), StoreError> {
+async fn enqueue(conn: &mut Connection, id: i64, record: &AuditRecord) -> Result<(), StoreError> {
     outbox::enqueue(
         conn,
         entity::AUDIT_RECORD,
@@ -316,10 +312,7 @@ pub async fn with_run_key_prefix(
 pub struct StoreAuditSink;
 
 /// [`StoreAuditSink`] on SQLite.
-async fn insert_or_nothing(
-    conn: &mut Connection,
-    record: &AuditRecord,
-) -> Result<(), StoreError> {
+async fn insert_or_nothing(conn: &mut Connection, record: &AuditRecord) -> Result<(), StoreError> {
     let id = insert_row(conn, record, None).await?;
     if let Err(error) = enqueue(conn, id, record).await {
         sqlx::query("DELETE FROM audit_records WHERE id = $1")

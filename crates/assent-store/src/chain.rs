@@ -19,11 +19,11 @@
 //! Chains are per device: a row imported from another device is entered on this
 //! device's chain with its origin named, and never rewrites the origin's chain.
 
+use crate::Connection;
 use crate::{Backend, StoreError, timefmt};
 use assent_domain::canonical_json;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use crate::Connection;
 use sqlx::Row;
 use time::OffsetDateTime;
 

@@ -4,8 +4,8 @@
 //! review server reads it to tell open pages about writes made by a CLI run or another
 //! server.
 
-use crate::StoreError;
 use crate::Connection;
+use crate::StoreError;
 use sqlx::Row;
 use uuid::Uuid;
 

@@ -1,5 +1,6 @@
 //! Change sets and their items, in two relational tables.
 
+use crate::Connection;
 use crate::agents::{self, StoredRules};
 use crate::jobs::ServedItem;
 use crate::outbox::{self, entity};
@@ -10,9 +11,8 @@ use assent_domain::{
     ChangeItem, ChangeItemStatus, ChangeSet, ChangeSetStatus, Target, VectorClock,
 };
 use serde_json::{Value, json};
-use sqlx::any::AnyRow;
-use crate::Connection;
 use sqlx::Row;
+use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -443,10 +443,7 @@ pub async fn undone_for_agent(
 /// The sets of `rows`, each with its items: the items of up to [`SETS_PER_ITEM_READ`]
 /// sets in one statement, not one statement per set (a list of 100 open sets is two
 /// round trips to the database, not 101).
-async fn with_items(
-    conn: &mut Connection,
-    rows: &[AnyRow],
-) -> Result<Vec<ChangeSet>, StoreError> {
+async fn with_items(conn: &mut Connection, rows: &[AnyRow]) -> Result<Vec<ChangeSet>, StoreError> {
     let ids = rows
         .iter()
         .map(|row| row.try_get::<String, _>("id"))

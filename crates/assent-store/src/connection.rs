@@ -12,10 +12,10 @@
 use crate::Backend;
 use futures_util::stream::BoxStream;
 use sqlx::any::{Any, AnyQueryResult, AnyRow, AnyStatement, AnyTypeInfo};
-use sqlx_core::any::AnyConnectionBackend;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 use sqlx::pool::PoolConnection;
 use sqlx::{Describe, Either, Execute, Executor, SqlStr};
+use sqlx_core::any::AnyConnectionBackend;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -147,7 +147,10 @@ impl Connection {
 
     /// Begins a transaction with `statement` (`BEGIN` when `None`), counted by the
     /// driver as sqlx's own transactions are.
-    pub(crate) async fn begin(&mut self, statement: Option<&'static str>) -> Result<(), sqlx::Error> {
+    pub(crate) async fn begin(
+        &mut self,
+        statement: Option<&'static str>,
+    ) -> Result<(), sqlx::Error> {
         self.backend_mut()
             .begin(statement.map(SqlStr::from_static))
             .await

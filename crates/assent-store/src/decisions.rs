@@ -1,14 +1,14 @@
 //! Decisions: the history a person leaves behind.
 
+use crate::Connection;
 use crate::outbox::entity;
 use crate::plan::{PlannedDecision, WritePlan};
 use crate::{StoreError, chain, timefmt};
 use assent_domain::{ChangeDecision, Target, VectorClock, Verdict};
 use assent_tools::{PastCall, PastOutcome, ToolDefinition};
 use serde_json::{Value, json};
-use sqlx::any::AnyRow;
-use crate::Connection;
 use sqlx::Row;
+use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -235,9 +235,7 @@ impl DecisionRow {
 }
 
 /// Every decision row, for [`crate::proof`].
-pub(crate) async fn all_for_proof(
-    conn: &mut Connection,
-) -> Result<Vec<DecisionRow>, StoreError> {
+pub(crate) async fn all_for_proof(conn: &mut Connection) -> Result<Vec<DecisionRow>, StoreError> {
     let rows = sqlx::query("SELECT * FROM decisions")
         .fetch_all(&mut *conn)
         .await?;
@@ -385,10 +383,7 @@ pub async fn edited_with_run_keys(
 }
 
 /// One decision, by id; `None` when there is none.
-pub async fn by_id(
-    conn: &mut Connection,
-    id: Uuid,
-) -> Result<Option<ChangeDecision>, StoreError> {
+pub async fn by_id(conn: &mut Connection, id: Uuid) -> Result<Option<ChangeDecision>, StoreError> {
     let row = sqlx::query(concat!(
         "SELECT ",
         decision_columns!(),

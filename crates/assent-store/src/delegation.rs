@@ -2,12 +2,12 @@
 //! of every question a sub-agent's call raised, linking each resulting decision to the
 //! asking agent path.
 
+use crate::Connection;
 use crate::{StoreError, chain, outbox, timefmt};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::any::AnyRow;
-use crate::Connection;
 use sqlx::Row;
+use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 use uuid::Uuid;
 

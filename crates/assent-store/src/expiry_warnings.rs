@@ -4,10 +4,10 @@
 //! writes events (`webhooks`); it lives apart from both because `change_sets` already
 //! enqueues events through `webhooks`, and `webhooks` must not read sets back.
 
+use crate::Connection;
 use crate::webhooks::{NewEvent, change_set_data, enqueue_event, event};
 use crate::{StoreError, change_sets, timefmt};
 use serde_json::json;
-use crate::Connection;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 

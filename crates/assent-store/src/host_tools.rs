@@ -13,13 +13,13 @@
 //! pinned ([`HostTool::changed`]) until a person accepts it again ([`accept`], which
 //! `assent agent allow` does), and until then the host asks about every call of it.
 
+use crate::Connection;
 use crate::{StoreError, timefmt};
 use assent_domain::canonical_json;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use sqlx::any::AnyRow;
-use crate::Connection;
 use sqlx::Row;
+use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 
 const TABLE: &str = "host_tools";
@@ -275,10 +275,7 @@ pub async fn for_host(conn: &mut Connection, host: &str) -> Result<Vec<HostTool>
 }
 
 /// Every tool that agent `agent_id` meets through a host, by host and name.
-pub async fn for_agent(
-    conn: &mut Connection,
-    agent_id: &str,
-) -> Result<Vec<HostTool>, StoreError> {
+pub async fn for_agent(conn: &mut Connection, agent_id: &str) -> Result<Vec<HostTool>, StoreError> {
     let rows = sqlx::query("SELECT * FROM host_tools WHERE agent_id = $1 ORDER BY host, tool_name")
         .bind(agent_id)
         .fetch_all(conn)

@@ -11,13 +11,13 @@
 //! an outcome landing on the wrong attempt. None of them needs the writer lock: run
 //! them in [`crate::Store::begin_claim`]'s transaction.
 
+use crate::Connection;
 use crate::{Backend, StoreError, chain, timefmt};
 use assent_domain::{ChangeDecision, ChangeSet, OperationId, Target, Verdict};
 use assent_tools::{AuditKind, AuditRecord, ExecutionTarget, ToolInvocation};
 use serde_json::Value;
-use sqlx::any::AnyRow;
-use crate::Connection;
 use sqlx::Row;
+use sqlx::any::AnyRow;
 use std::fmt;
 use std::str::FromStr;
 use time::{Duration, OffsetDateTime};

@@ -43,11 +43,7 @@ pub async fn open(
 }
 
 /// Session `id` still runs at `now`.
-pub async fn seen(
-    conn: &mut Connection,
-    id: Uuid,
-    now: OffsetDateTime,
-) -> Result<(), StoreError> {
+pub async fn seen(conn: &mut Connection, id: Uuid, now: OffsetDateTime) -> Result<(), StoreError> {
     sqlx::query("UPDATE mcp_sessions SET seen_at = $1 WHERE id = $2 AND ended_at IS NULL")
         .bind(timefmt::format(now))
         .bind(id.to_string())
@@ -57,11 +53,7 @@ pub async fn seen(
 }
 
 /// Session `id`'s client left at `now`.
-pub async fn end(
-    conn: &mut Connection,
-    id: Uuid,
-    now: OffsetDateTime,
-) -> Result<(), StoreError> {
+pub async fn end(conn: &mut Connection, id: Uuid, now: OffsetDateTime) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE mcp_sessions SET ended_at = $1, seen_at = $1 WHERE id = $2 AND ended_at IS NULL",
     )

@@ -1,9 +1,9 @@
 //! Applied operations, keyed by deterministic operation id: the memory that makes a
 //! retried confirmation apply nothing twice.
 
+use crate::Connection;
 use crate::{StoreError, timefmt};
 use assent_domain::{OperationId, Target};
-use crate::Connection;
 use time::OffsetDateTime;
 
 /// The message recorded when `operation_id` was applied, if it was. The engine stores

@@ -5,10 +5,10 @@
 //! each message sent or failed; failures are retried until `max_attempts`, then kept
 //! as `dead` for a person to look at.
 
+use crate::Connection;
 use crate::{Backend, StoreError, timefmt};
 use serde::Serialize;
 use serde_json::Value;
-use crate::Connection;
 use sqlx::Row;
 use time::{Duration, OffsetDateTime};
 

@@ -18,13 +18,13 @@
 //! decisions, the chain, the outbox and audit rows are planned, nothing in a decision
 //! reads them, and a decision a delegation record names is written at once.
 
+use crate::Connection;
 use crate::outbox::{self, entity};
 use crate::{StoreError, audit, chain, timefmt};
 use assent_domain::ChangeDecision;
 use assent_tools::{AuditRecord, AuditSink, BoxFuture};
 use serde::Serialize;
 use serde_json::{Value, json};
-use crate::Connection;
 use std::sync::Mutex;
 use time::OffsetDateTime;
 
@@ -141,11 +141,7 @@ impl WritePlan {
     /// Writes the plan in `conn`'s transaction: at most one statement per table (per
     /// fifty decisions, per hundred audit rows), plus the chain's head read.
     #[tracing::instrument(skip_all, fields(decisions = self.decisions.len(), audits = self.audits.len(), entries = self.entries.len(), messages = self.messages.len()))]
-    pub async fn apply(
-        self,
-        conn: &mut Connection,
-        now: OffsetDateTime,
-    ) -> Result<(), StoreError> {
+    pub async fn apply(self, conn: &mut Connection, now: OffsetDateTime) -> Result<(), StoreError> {
         insert_decisions(conn, &self.decisions).await?;
         let ids = audit::insert_rows(conn, &self.audits).await?;
         let audit_entry = |position: usize| chain::Entry {

@@ -33,6 +33,7 @@
 //! effects it let run are counted apart (`clientAnswered`), never as a person's
 //! consent. Under `--strict` both are violations.
 
+use crate::Connection;
 use crate::chain::{self, ChainEntry, EntryKind, GENESIS, Head};
 use crate::jobs::{self, Job, JobStatus};
 use crate::{StoreError, approvals, audit, decisions, delegation, timefmt};
@@ -40,7 +41,6 @@ use assent_domain::{OperationId, canonical_json};
 use assent_tools::{AuditKind, CallContext, Coverage, PathFacts, call_covers, name_matches};
 use serde::Serialize;
 use serde_json::Value;
-use crate::Connection;
 use sqlx::Row;
 use std::collections::{HashMap, HashSet};
 use time::OffsetDateTime;
@@ -191,10 +191,7 @@ pub struct ProofInput {
 
 /// Reads what the proof needs and checks it ([`check`]).
 #[tracing::instrument(skip_all)]
-pub async fn verify(
-    conn: &mut Connection,
-    options: &VerifyOptions,
-) -> Result<Report, StoreError> {
+pub async fn verify(conn: &mut Connection, options: &VerifyOptions) -> Result<Report, StoreError> {
     let head = chain::head(conn).await?;
     let agents = sqlx::query(
         "SELECT id, categories, rules, shadow_rules, tool_settings, rejection_memory FROM agents",

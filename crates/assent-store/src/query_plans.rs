@@ -237,7 +237,13 @@ async fn plan(store: &Store, case: &Case) -> Vec<String> {
         };
     }
     let rows = query
-        .fetch_all(store.read_connection().await.expect("a connection").connection())
+        .fetch_all(
+            store
+                .read_connection()
+                .await
+                .expect("a connection")
+                .connection(),
+        )
         .await
         .unwrap_or_else(|e| panic!("{}: EXPLAIN QUERY PLAN failed: {e}", case.name));
     // The rows are (id, parent, notused, detail).

@@ -5,9 +5,9 @@
 //! Only the rows of that agent and target move, so what an old shared host name held
 //! for another agent stays where it is until that agent's own gateway takes it.
 
+use crate::Connection;
 use crate::StoreError;
 use assent_domain::Target;
-use crate::Connection;
 
 /// What [`rehost`] moved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -5,9 +5,9 @@
 //! agent's row (`rejection_memory`, [`RejectionMemory`]), so changing it is a change of
 //! the agent's rules, entered on the consent chain with who made it.
 
+use crate::Connection;
 use crate::{StoreError, chain, decisions, timefmt};
 use assent_domain::ChangeDecision;
-use crate::Connection;
 use time::{Duration, OffsetDateTime};
 
 pub use crate::rejection_memory::{DEFAULT_WINDOW, RejectionMemory};
@@ -56,9 +56,7 @@ pub async fn set_memory(
 
 /// Every agent's rejection memory (agents whose memory is the default included), by
 /// agent id.
-pub async fn memories(
-    conn: &mut Connection,
-) -> Result<Vec<(String, RejectionMemory)>, StoreError> {
+pub async fn memories(conn: &mut Connection) -> Result<Vec<(String, RejectionMemory)>, StoreError> {
     let rows: Vec<(String, String)> =
         sqlx::query_as("SELECT id, rejection_memory FROM agents ORDER BY id")
             .fetch_all(conn)

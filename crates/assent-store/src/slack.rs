@@ -6,10 +6,10 @@
 //! only through [`secrets`] (for the poster and the interactions route), never through
 //! [`settings`], which is what listings show.
 
-use crate::{StoreError, timefmt};
-use sqlx::any::AnyRow;
 use crate::Connection;
+use crate::{StoreError, timefmt};
 use sqlx::Row;
+use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -182,10 +182,7 @@ pub async fn users(conn: &mut Connection) -> Result<Vec<SlackUser>, StoreError> 
 }
 
 /// The name Slack user `user_id` decides as, when they are mapped.
-pub async fn user_name(
-    conn: &mut Connection,
-    user_id: &str,
-) -> Result<Option<String>, StoreError> {
+pub async fn user_name(conn: &mut Connection, user_id: &str) -> Result<Option<String>, StoreError> {
     Ok(
         sqlx::query_scalar("SELECT name FROM slack_users WHERE user_id = $1")
             .bind(user_id)
@@ -232,10 +229,7 @@ pub async fn record_message(
 }
 
 /// The message set `set` was posted as, if it was.
-pub async fn message(
-    conn: &mut Connection,
-    set: Uuid,
-) -> Result<Option<SlackMessage>, StoreError> {
+pub async fn message(conn: &mut Connection, set: Uuid) -> Result<Option<SlackMessage>, StoreError> {
     let row = sqlx::query("SELECT channel, ts, shown FROM slack_messages WHERE change_set_id = $1")
         .bind(set.to_string())
         .fetch_optional(conn)

@@ -156,9 +156,10 @@ pub struct StoreOptions {
     /// own pool connection. No effect on PostgreSQL or an in-memory database.
     pub group_commit: bool,
     /// PostgreSQL: the schema the engine's tables live in (created when missing), so
-    /// they stay out of the service's own. `None`: the URL's `schema=` parameter if it
-    /// has one, else the connection's default (`public` on a stock server, where
-    /// databases from before this option keep their tables). Ignored on SQLite.
+    /// they stay out of the service's own. The URL's `schema=` parameter, when it has
+    /// one, comes first; with neither, the connection's default (`public` on a stock
+    /// server, where databases from before this option keep their tables). Ignored on
+    /// SQLite.
     pub schema: Option<String>,
 }
 
@@ -211,8 +212,8 @@ impl StoreOptions {
         }
     }
 
-    /// The PostgreSQL schema to use ([`StoreOptions::schema`], else the URL's
-    /// `schema=`), checked to be a plain identifier; `None` for the connection's
+    /// The PostgreSQL schema to use (the URL's `schema=`, else
+    /// [`StoreOptions::schema`]), checked to be a plain identifier; `None` for the connection's
     /// default.
     pub fn postgres_schema(&self) -> Result<Option<String>, StoreError> {
         let from_url = || {
@@ -222,7 +223,7 @@ impl StoreOptions {
                 .find_map(|pair| pair.strip_prefix("schema="))
                 .map(str::to_owned)
         };
-        let Some(schema) = self.schema.clone().or_else(from_url) else {
+        let Some(schema) = from_url().or_else(|| self.schema.clone()) else {
             return Ok(None);
         };
         let plain = schema.len() <= 63
@@ -552,10 +553,38 @@ impl Store {
         options: StoreOptions,
     ) -> Result<Self, StoreError> {
         let backend = pool.backend();
-        adopt_sqlx_migrations(&pool, backend).await?;
-        refuse_newer_schema(&pool, backend).await?;
+        // One connection for the setup, in the schema for as long as it lasts (a
+        // service's pool gets its connection back with its own search path).
+        let mut setup = pool.acquire().await?;
+        if let Some(schema) = pool.search_path() {
+            let set = format!("SET search_path TO \"{schema}\"");
+            sqlx::raw_sql(sqlx::AssertSqlSafe(set))
+                .execute(&mut setup)
+                .await?;
+        }
+        adopt_sqlx_migrations(&mut setup, backend).await?;
+        refuse_newer_schema(&mut setup, backend).await?;
+        if pool.search_path().is_some() {
+            let reset = sqlx::raw_sql("RESET search_path").execute(&mut setup).await;
+            if reset.is_err() {
+                setup.close_on_drop();
+            }
+        }
+        drop(setup);
         pool.run_migrator(backend.migrator()).await?;
-        let device_id = stored_device_id(&pool, options.device_id).await?;
+        let mut setup = pool.acquire().await?;
+        if let Some(schema) = pool.search_path() {
+            setup.begin(None).await?;
+            let set = format!("SET LOCAL search_path TO \"{schema}\"");
+            sqlx::raw_sql(sqlx::AssertSqlSafe(set))
+                .execute(&mut setup)
+                .await?;
+        }
+        let device_id = stored_device_id(&mut setup, options.device_id).await?;
+        if setup.is_in_transaction() {
+            setup.commit().await?;
+        }
+        drop(setup);
         tracing::debug!(%device_id, ?backend, "store open and migrated");
         let store = Self {
             pool,
@@ -892,17 +921,16 @@ fn check_sqlite_file(path: &std::path::Path) -> Result<(), sqlx::Error> {
 
 /// A database migrated by a newer release has engine migrations this one does not
 /// know; running on it would write rows in a shape that release does not expect.
-async fn refuse_newer_schema(pool: &Pool, backend: Backend) -> Result<(), StoreError> {
+async fn refuse_newer_schema(conn: &mut Connection, backend: Backend) -> Result<(), StoreError> {
     let newest_known = backend
         .migrator()
         .iter()
         .map(|m| m.version)
         .max()
         .unwrap_or(0);
-    let mut conn = pool.acquire().await?;
     // A fresh database has no table yet: nothing to compare.
     let applied: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM _assent_migrations")
-        .fetch_one(&mut conn)
+        .fetch_one(&mut *conn)
         .await
         .unwrap_or(None);
     match applied {
@@ -923,8 +951,7 @@ pub const MIGRATIONS_TABLE: &str = "_assent_migrations";
 /// sqlx's default `_sqlx_migrations` (matched by version and checksum, so a
 /// service's own migrations there stay), dropping that table when nothing else is
 /// left in it. One transaction under the writer lock; a no-op on every later open.
-async fn adopt_sqlx_migrations(pool: &Pool, backend: Backend) -> Result<(), StoreError> {
-    let mut conn = pool.acquire().await?;
+async fn adopt_sqlx_migrations(conn: &mut Connection, backend: Backend) -> Result<(), StoreError> {
     let exists = match backend {
         Backend::Sqlite => {
             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'"
@@ -933,7 +960,7 @@ async fn adopt_sqlx_migrations(pool: &Pool, backend: Backend) -> Result<(), Stor
             "SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = '_sqlx_migrations'"
         }
     };
-    let old_table: i64 = sqlx::query_scalar(exists).fetch_one(&mut conn).await?;
+    let old_table: i64 = sqlx::query_scalar(exists).fetch_one(&mut *conn).await?;
     if old_table == 0 {
         return Ok(());
     }
@@ -946,7 +973,7 @@ async fn adopt_sqlx_migrations(pool: &Pool, backend: Backend) -> Result<(), Stor
         if backend == Backend::Postgres {
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
                 .bind(WRITER_LOCK_KEY)
-                .execute(&mut conn)
+                .execute(&mut *conn)
                 .await?;
         }
         conn.migrate()?
@@ -954,18 +981,17 @@ async fn adopt_sqlx_migrations(pool: &Pool, backend: Backend) -> Result<(), Stor
             .await?;
         let rows: Vec<(i64, Vec<u8>)> =
             sqlx::query_as("SELECT version, checksum FROM _sqlx_migrations")
-                .fetch_all(&mut conn)
+                .fetch_all(&mut *conn)
                 .await?;
-        let ours: Vec<i64> = rows
-            .into_iter()
-            .filter(|(version, checksum)| {
-                backend
-                    .all_migrations()
-                    .iter()
-                    .any(|m| m.version == *version && m.checksum.as_ref() == checksum.as_slice())
-            })
-            .map(|(version, _)| version)
-            .collect();
+        let ours: Vec<i64> =
+            rows.into_iter()
+                .filter(|(version, checksum)| {
+                    backend.all_migrations().iter().any(|m| {
+                        m.version == *version && m.checksum.as_ref() == checksum.as_slice()
+                    })
+                })
+                .map(|(version, _)| version)
+                .collect();
         for version in &ours {
             sqlx::query(
                 "INSERT INTO _assent_migrations
@@ -973,22 +999,26 @@ async fn adopt_sqlx_migrations(pool: &Pool, backend: Backend) -> Result<(), Stor
                    AND NOT EXISTS (SELECT 1 FROM _assent_migrations WHERE version = $1)",
             )
             .bind(version)
-            .execute(&mut conn)
+            .execute(&mut *conn)
             .await?;
             sqlx::query("DELETE FROM _sqlx_migrations WHERE version = $1")
                 .bind(version)
-                .execute(&mut conn)
+                .execute(&mut *conn)
                 .await?;
         }
         let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
-            .fetch_one(&mut conn)
+            .fetch_one(&mut *conn)
             .await?;
         if left == 0 {
             sqlx::query("DROP TABLE _sqlx_migrations")
-                .execute(&mut conn)
+                .execute(&mut *conn)
                 .await?;
         }
-        tracing::info!(moved = ours.len(), kept = left, "engine migrations moved to {MIGRATIONS_TABLE}");
+        tracing::info!(
+            moved = ours.len(),
+            kept = left,
+            "engine migrations moved to {MIGRATIONS_TABLE}"
+        );
         Ok::<_, StoreError>(())
     }
     .await;
@@ -1125,7 +1155,10 @@ async fn open_sqlite(
         .connect(&url)
         .await?;
     if options.group_commit && sqlite_file(&options.url).is_some() {
-        *writer = Some(Writer::new(Pool::Sqlite(pool.clone()), options.busy_timeout));
+        *writer = Some(Writer::new(
+            Pool::Sqlite(pool.clone()),
+            options.busy_timeout,
+        ));
     }
     Ok(pool)
 }
@@ -1197,11 +1230,10 @@ fn is_lock_timeout(error: &sqlx::Error) -> bool {
 /// The host id to use: `given`, or (when blank) the one stored in the database,
 /// storing one on the first open. Two processes racing on a new database agree,
 /// because only the first insert lands; later opens only read.
-async fn stored_device_id(pool: &Pool, given: String) -> Result<String, StoreError> {
-    let mut conn = pool.acquire().await?;
+async fn stored_device_id(conn: &mut Connection, given: String) -> Result<String, StoreError> {
     let read =
         || sqlx::query_scalar::<_, String>("SELECT host_id FROM sync_device WHERE singleton = 1");
-    let stored = match read().fetch_optional(&mut conn).await? {
+    let stored = match read().fetch_optional(&mut *conn).await? {
         Some(stored) => stored,
         None => {
             let candidate = if given.trim().is_empty() {
@@ -1211,9 +1243,9 @@ async fn stored_device_id(pool: &Pool, given: String) -> Result<String, StoreErr
             };
             sqlx::query("INSERT INTO sync_device (singleton, host_id) VALUES (1, $1) ON CONFLICT DO NOTHING")
                 .bind(&candidate)
-                .execute(&mut conn)
+                .execute(&mut *conn)
                 .await?;
-            read().fetch_one(&mut conn).await?
+            read().fetch_one(&mut *conn).await?
         }
     };
     Ok(if given.trim().is_empty() {
@@ -1268,7 +1300,13 @@ mod tests {
         options.max_connections = 1;
         let store = Store::open_with(options).await.expect("opens");
         sqlx::query("CREATE TABLE filler (x BLOB)")
-            .execute(store.read_connection().await.expect("a connection").connection())
+            .execute(
+                store
+                    .read_connection()
+                    .await
+                    .expect("a connection")
+                    .connection(),
+            )
             .await
             .expect("a table to fill");
         let mut tx = store.begin_write().await.expect("write tx");

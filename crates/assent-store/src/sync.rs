@@ -9,6 +9,7 @@
 //! import is itself recorded (`sync_imports`: which batch, from which device, when,
 //! merged, replayed or refused), the refusals by [`record_refusal`] after the rollback.
 
+use crate::Connection;
 use crate::jobs::{self, Job};
 use crate::outbox;
 use crate::{StoreError, audit, change_sets, decisions, timefmt};
@@ -20,7 +21,6 @@ use assent_sync::{
 use assent_tools::BoxFuture;
 use assent_tools::{AuditKind, AuditRecord};
 use serde::{Deserialize, Serialize};
-use crate::Connection;
 use sqlx::Row;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
@@ -640,10 +640,7 @@ pub async fn record_refusal(
 }
 
 /// The imports this device was asked to make, newest first (at most `limit`).
-pub async fn imports(
-    conn: &mut Connection,
-    limit: u32,
-) -> Result<Vec<ImportRecord>, StoreError> {
+pub async fn imports(conn: &mut Connection, limit: u32) -> Result<Vec<ImportRecord>, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(IMPORTS, e);
     let rows = sqlx::query("SELECT * FROM sync_imports ORDER BY id DESC LIMIT $1")
         .bind(i64::from(limit))

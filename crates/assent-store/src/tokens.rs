@@ -10,10 +10,10 @@
 //! through a token and through another door counts once toward a quorum. Tokens made
 //! before tokens named people have none, and are refused where a quorum counts people.
 
+use crate::Connection;
 use crate::{StoreError, timefmt};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use crate::Connection;
 use sqlx::Row;
 use std::fmt;
 use std::str::FromStr;

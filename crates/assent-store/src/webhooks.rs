@@ -22,14 +22,14 @@
 //! other URL is listed with its user info and query values redacted
 //! ([`redacted_url`]): a generic receiver's `?token=` authenticates just the same.
 
+use crate::Connection;
 use crate::jobs::{Job, JobStatus};
 use crate::{Backend, StoreError, timefmt};
 use assent_domain::{ChangeSet, ChangeSetStatus};
 use serde::Serialize;
 use serde_json::{Value, json};
-use sqlx::any::AnyRow;
-use crate::Connection;
 use sqlx::Row;
+use sqlx::any::AnyRow;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
@@ -327,10 +327,7 @@ pub async fn subscription(
 
 /// The secret subscription `id` signs with: for the sender and `webhooks test` only,
 /// never for display.
-pub async fn signing_secret(
-    conn: &mut Connection,
-    id: Uuid,
-) -> Result<Option<String>, StoreError> {
+pub async fn signing_secret(conn: &mut Connection, id: Uuid) -> Result<Option<String>, StoreError> {
     Ok(
         sqlx::query_scalar("SELECT secret FROM webhook_subscriptions WHERE id = $1")
             .bind(id.to_string())
@@ -341,10 +338,7 @@ pub async fn signing_secret(
 
 /// The whole URL subscription `id` posts to: for the sender and `webhooks test` only,
 /// never for display (a Slack URL is a secret; [`Subscription::url`] is masked).
-pub async fn receiver_url(
-    conn: &mut Connection,
-    id: Uuid,
-) -> Result<Option<String>, StoreError> {
+pub async fn receiver_url(conn: &mut Connection, id: Uuid) -> Result<Option<String>, StoreError> {
     Ok(
         sqlx::query_scalar("SELECT url FROM webhook_subscriptions WHERE id = $1")
             .bind(id.to_string())

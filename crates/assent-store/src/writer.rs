@@ -28,8 +28,8 @@
 //! worker thread, and that thread kept being woken on the other core).
 
 use crate::connection::Connection;
-use crate::store::Pool;
 use crate::error::StoreError;
+use crate::store::Pool;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -628,7 +628,13 @@ mod tests {
     /// Rows of `parent` as another connection (the pool) sees them: committed ones only.
     async fn committed(store: &Store) -> Vec<i64> {
         sqlx::query_scalar("SELECT id FROM parent ORDER BY id")
-            .fetch_all(store.read_connection().await.expect("a connection").connection())
+            .fetch_all(
+                store
+                    .read_connection()
+                    .await
+                    .expect("a connection")
+                    .connection(),
+            )
             .await
             .expect("reads")
     }
