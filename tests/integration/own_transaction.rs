@@ -318,6 +318,13 @@ async fn a_confirmation_in_the_callers_transaction_runs_the_handler_there() {
             .edit_and_confirm_in(&mut tx, ItemRef::new(set, 0), json!({"amountCents": 2000}), NOW)
             .await
             .unwrap();
+        // One yes, one run: a second confirmation in the same transaction finds the
+        // item decided.
+        let again = people
+            .confirm_item_in(&mut tx, ItemRef::new(set, 0), NOW)
+            .await
+            .unwrap_err();
+        assert!(again.is_conflict(), "{again:?}");
         tx.commit().await.unwrap();
         assert_eq!(service.refunded("INV-1").await, 2000, "{backend:?}");
         assert_eq!(service.status(set, 0).await, ChangeItemStatus::Confirmed);
@@ -481,6 +488,66 @@ async fn a_wake_in_the_callers_transaction_runs_nothing_outside_before_the_commi
         let set = outcome.change_set.expect("a set").id;
         assert_eq!(service.status(set, 0).await, ChangeItemStatus::Pending);
         assert_eq!(service.disputes().await, 1);
+    }
+}
+
+#[tokio::test]
+async fn a_host_is_told_only_of_decisions_on_its_own_items() {
+    for backend in backends() {
+        let service = Service::on(&backend, None).await;
+        // Another service on the same database, proposing under the same tool name.
+        let other = SimpleHost::new("other")
+            .handle("refund_invoice", |_, _| Box::pin(async { Ok("done elsewhere") }))
+            .category(|_, _| Box::pin(async { Ok(Some("billing".to_owned())) }));
+        let mut tools = ToolRegistry::new();
+        let schema = json!({"type": "object"});
+        let spec = ToolSpec::new("refund_invoice", "Refund.", ToolMode::Deferred, schema);
+        tools.register(spec).unwrap();
+        let engine = Engine::open(service.store.clone(), Arc::new(tools), Arc::new(other))
+            .await
+            .unwrap();
+        let wakes = engine.wakes();
+        let wake = wakes.wake(service.request("INV-2", &[100]), NOW).await;
+        let theirs = wake.unwrap().change_set.expect("a set").id;
+        let people = service.engine.confirmations();
+        people
+            .reject_item(ItemRef::new(theirs, 0), None, NOW)
+            .await
+            .unwrap();
+        assert_eq!(service.logged().await, 0, "{backend:?}: not this host's item");
+        let ours = service.propose("INV-2", &[200]).await;
+        people.reject_item(ItemRef::new(ours, 0), None, NOW).await.unwrap();
+        assert_eq!(service.logged().await, 1);
+    }
+}
+
+#[tokio::test]
+async fn a_held_confirmation_tells_the_host_when_its_window_ends_or_it_is_cancelled() {
+    for backend in backends() {
+        let service = Service::on(&backend, None).await;
+        let engine = &service.engine;
+        engine.set_hold(AGENT, "refund_invoice", 60, NOW).await.unwrap();
+        let people = engine.confirmations();
+        let (ran, cancelled) = (
+            service.propose("INV-1", &[100]).await,
+            service.propose("INV-1", &[200]).await,
+        );
+        let mut jobs = Vec::new();
+        for set in [ran, cancelled] {
+            let outcome = people.confirm_item(ItemRef::new(set, 0), NOW).await.unwrap();
+            match outcome.execution {
+                assent_confirm::ExecutionOutcome::Scheduled { job_id, .. } => jobs.push(job_id),
+                other => panic!("expected a held job, got {other:?}"),
+            }
+        }
+        assert_eq!(service.logged().await, 0, "{backend:?}: nothing decided yet");
+        engine.cancel_job(jobs[1], NOW).await.unwrap();
+        let later = NOW + time::Duration::seconds(61);
+        let run = engine.run_due_jobs(later).await.unwrap();
+        assert_eq!(run.applied, 1, "{run:?}");
+        assert_eq!(service.refunded("INV-1").await, 100);
+        let verdicts: Vec<String> = service.log().await.into_iter().map(|row| row.0).collect();
+        assert_eq!(verdicts, ["confirmed", "rejected"], "{backend:?}");
     }
 }
 
