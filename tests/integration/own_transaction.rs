@@ -19,8 +19,7 @@ use std::time::Duration;
 
 const INVOICES: &str = "CREATE TABLE invoices (id TEXT PRIMARY KEY, category TEXT NOT NULL, \
     refunded_cents BIGINT NOT NULL)";
-const SEED: &str =
-    "INSERT INTO invoices VALUES ('INV-1', 'billing', 0), ('INV-2', 'billing', 0)";
+const SEED: &str = "INSERT INTO invoices VALUES ('INV-1', 'billing', 0), ('INV-2', 'billing', 0)";
 /// The service's own rows, written by the caller beside a decision.
 const DISPUTES: &str = "CREATE TABLE disputes (invoice TEXT NOT NULL, note TEXT NOT NULL)";
 /// What the host's `on_decided` writes.
@@ -189,10 +188,10 @@ impl Service {
         set.items[index].status
     }
 
-    /// `on_decided`'s rows: (verdict, args, edited, decided_by, reason), sorted.
-    async fn log(&self) -> Vec<(String, String, i64, Option<String>, Option<String>)> {
+    /// `on_decided`'s rows, sorted.
+    async fn log(&self) -> Vec<Logged> {
         let mut conn = self.store.read_connection().await.unwrap();
-        let mut rows: Vec<(String, String, i64, Option<String>, Option<String>)> =
+        let mut rows: Vec<Logged> =
             sqlx::query_as("SELECT verdict, args, edited, decided_by, reason FROM decided_log")
                 .fetch_all(&mut *conn)
                 .await
@@ -201,6 +200,9 @@ impl Service {
         rows
     }
 }
+
+/// A row of `on_decided`'s log: verdict, arguments, edited, decided by, reason.
+type Logged = (String, String, i64, Option<String>, Option<String>);
 
 /// What the host's hook writes: one row per decision it is told of.
 async fn log_decision(
@@ -248,7 +250,12 @@ async fn a_rejection_and_the_services_rows_commit_together_or_not_at_all() {
         let mut tx = service.store.begin_write_on(&target).await.unwrap();
         dispute(&mut tx, "before the rejection").await;
         let decision = people
-            .reject_item_in(&mut tx, ItemRef::new(set, 0), Some("wrong customer".into()), NOW)
+            .reject_item_in(
+                &mut tx,
+                ItemRef::new(set, 0),
+                Some("wrong customer".into()),
+                NOW,
+            )
             .await
             .unwrap();
         assert_eq!(decision.verdict, Verdict::Rejected);
@@ -256,7 +263,11 @@ async fn a_rejection_and_the_services_rows_commit_together_or_not_at_all() {
         tx.commit().await.unwrap();
         assert_eq!(service.status(set, 0).await, ChangeItemStatus::Rejected);
         assert_eq!(service.disputes().await, 2, "{backend:?}");
-        assert_eq!(service.logged().await, 1, "on_decided wrote in the same commit");
+        assert_eq!(
+            service.logged().await,
+            1,
+            "on_decided wrote in the same commit"
+        );
 
         // Rolled back: neither the rejection nor the service's row.
         let set = service.propose("INV-1", &[300]).await;
@@ -315,7 +326,12 @@ async fn a_confirmation_in_the_callers_transaction_runs_the_handler_there() {
         let mut tx = service.store.begin_write().await.unwrap();
         dispute(&mut tx, "refunded").await;
         people
-            .edit_and_confirm_in(&mut tx, ItemRef::new(set, 0), json!({"amountCents": 2000}), NOW)
+            .edit_and_confirm_in(
+                &mut tx,
+                ItemRef::new(set, 0),
+                json!({"amountCents": 2000}),
+                NOW,
+            )
             .await
             .unwrap();
         // One yes, one run: a second confirmation in the same transaction finds the
@@ -366,19 +382,24 @@ async fn on_decided_is_told_every_verdict_with_the_args_as_they_ran() {
         service
             .engine
             .confirmations()
-            .withdraw_item(ItemRef::new(retracted, 0), "the agent changed its mind", NOW)
+            .withdraw_item(
+                ItemRef::new(retracted, 0),
+                "the agent changed its mind",
+                NOW,
+            )
             .await
             .unwrap();
         assert_eq!(service.refunded("INV-1").await, 250);
-        let row = |verdict: &str, cents: i64, edited: i64, by: Option<&str>, reason: Option<&str>| {
-            (
-                verdict.to_owned(),
-                json!({"amountCents": cents}).to_string(),
-                edited,
-                by.map(str::to_owned),
-                reason.map(str::to_owned),
-            )
-        };
+        let row =
+            |verdict: &str, cents: i64, edited: i64, by: Option<&str>, reason: Option<&str>| {
+                (
+                    verdict.to_owned(),
+                    json!({"amountCents": cents}).to_string(),
+                    edited,
+                    by.map(str::to_owned),
+                    reason.map(str::to_owned),
+                )
+            };
         let mut expected = vec![
             row("confirmed", 100, 0, Some("alice"), None),
             row("confirmed", 150, 1, Some("alice"), None),
@@ -386,7 +407,13 @@ async fn on_decided_is_told_every_verdict_with_the_args_as_they_ran() {
             row("deferred", 400, 0, Some("alice"), None),
             row("rejected", 500, 0, Some("alice"), Some("all wrong")),
             row("rejected", 600, 0, Some("alice"), Some("all wrong")),
-            row("retracted", 700, 0, None, Some("the agent changed its mind")),
+            row(
+                "retracted",
+                700,
+                0,
+                None,
+                Some("the agent changed its mind"),
+            ),
         ];
         expected.sort();
         assert_eq!(service.log().await, expected, "{backend:?}");
@@ -404,8 +431,15 @@ async fn a_failing_on_decided_rolls_the_decision_back() {
 
         let error = people.confirm_item(item, NOW).await.unwrap_err();
         assert!(is_hook_failure(&error), "{backend:?}: {error:?}");
-        assert!(error.to_string().contains("host invoicing refused"), "{error}");
-        assert_eq!(service.refunded("INV-1").await, 0, "the handler's write is undone");
+        assert!(
+            error.to_string().contains("host invoicing refused"),
+            "{error}"
+        );
+        assert_eq!(
+            service.refunded("INV-1").await,
+            0,
+            "the handler's write is undone"
+        );
         let error = people.reject_item(item, None, NOW).await.unwrap_err();
         assert!(is_hook_failure(&error), "{error:?}");
         let all = people.confirm_all(set, NOW).await.unwrap();
@@ -477,13 +511,25 @@ async fn a_wake_in_the_callers_transaction_runs_nothing_outside_before_the_commi
             .wake_in(&mut tx, request, NOW)
             .await
             .unwrap();
-        assert_eq!(service.outside.load(Ordering::SeqCst), 0, "not under the lock");
+        assert_eq!(
+            service.outside.load(Ordering::SeqCst),
+            0,
+            "not under the lock"
+        );
         dispute(&mut tx, "proposed").await;
         tx.commit().await.unwrap();
-        assert_eq!(service.outside.load(Ordering::SeqCst), 0, "not before asked");
+        assert_eq!(
+            service.outside.load(Ordering::SeqCst),
+            0,
+            "not before asked"
+        );
         let outcome = pending.after_commit().await.unwrap();
         assert_eq!(service.outside.load(Ordering::SeqCst), 1, "{backend:?}");
-        let replies: Vec<&str> = outcome.responses.iter().map(|r| r.content.as_str()).collect();
+        let replies: Vec<&str> = outcome
+            .responses
+            .iter()
+            .map(|r| r.content.as_str())
+            .collect();
         assert_eq!(replies, ["Proposal queued for user review.", "notified"]);
         let set = outcome.change_set.expect("a set").id;
         assert_eq!(service.status(set, 0).await, ChangeItemStatus::Pending);
@@ -497,7 +543,9 @@ async fn a_host_is_told_only_of_decisions_on_its_own_items() {
         let service = Service::on(&backend, None).await;
         // Another service on the same database, proposing under the same tool name.
         let other = SimpleHost::new("other")
-            .handle("refund_invoice", |_, _| Box::pin(async { Ok("done elsewhere") }))
+            .handle("refund_invoice", |_, _| {
+                Box::pin(async { Ok("done elsewhere") })
+            })
             .category(|_, _| Box::pin(async { Ok(Some("billing".to_owned())) }));
         let mut tools = ToolRegistry::new();
         let schema = json!({"type": "object"});
@@ -514,9 +562,16 @@ async fn a_host_is_told_only_of_decisions_on_its_own_items() {
             .reject_item(ItemRef::new(theirs, 0), None, NOW)
             .await
             .unwrap();
-        assert_eq!(service.logged().await, 0, "{backend:?}: not this host's item");
+        assert_eq!(
+            service.logged().await,
+            0,
+            "{backend:?}: not this host's item"
+        );
         let ours = service.propose("INV-2", &[200]).await;
-        people.reject_item(ItemRef::new(ours, 0), None, NOW).await.unwrap();
+        people
+            .reject_item(ItemRef::new(ours, 0), None, NOW)
+            .await
+            .unwrap();
         assert_eq!(service.logged().await, 1);
     }
 }
@@ -526,7 +581,10 @@ async fn a_held_confirmation_tells_the_host_when_its_window_ends_or_it_is_cancel
     for backend in backends() {
         let service = Service::on(&backend, None).await;
         let engine = &service.engine;
-        engine.set_hold(AGENT, "refund_invoice", 60, NOW).await.unwrap();
+        engine
+            .set_hold(AGENT, "refund_invoice", 60, NOW)
+            .await
+            .unwrap();
         let people = engine.confirmations();
         let (ran, cancelled) = (
             service.propose("INV-1", &[100]).await,
@@ -534,13 +592,20 @@ async fn a_held_confirmation_tells_the_host_when_its_window_ends_or_it_is_cancel
         );
         let mut jobs = Vec::new();
         for set in [ran, cancelled] {
-            let outcome = people.confirm_item(ItemRef::new(set, 0), NOW).await.unwrap();
+            let outcome = people
+                .confirm_item(ItemRef::new(set, 0), NOW)
+                .await
+                .unwrap();
             match outcome.execution {
                 assent_confirm::ExecutionOutcome::Scheduled { job_id, .. } => jobs.push(job_id),
                 other => panic!("expected a held job, got {other:?}"),
             }
         }
-        assert_eq!(service.logged().await, 0, "{backend:?}: nothing decided yet");
+        assert_eq!(
+            service.logged().await,
+            0,
+            "{backend:?}: nothing decided yet"
+        );
         engine.cancel_job(jobs[1], NOW).await.unwrap();
         let later = NOW + time::Duration::seconds(61);
         let run = engine.run_due_jobs(later).await.unwrap();

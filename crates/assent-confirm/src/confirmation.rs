@@ -16,9 +16,9 @@
 use crate::attribution::Attribution;
 use crate::decide::{self, Count, NewApproval, Route};
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
+use crate::host::Decided;
 use crate::{ConfirmError, ConflictKind, Engine};
 use assent_changeset::reply;
-use crate::host::Decided;
 use assent_domain::{
     ChangeDecision, ChangeItemStatus, ChangeSet, ItemRef, OperationId, Target, Verdict,
 };
@@ -582,15 +582,7 @@ impl ConfirmationService {
         let mut batch = Batch::one(read.rules, read.served);
         let mut plan = WritePlan::default();
         let attempt = self
-            .attempt_in(
-                tx,
-                &mut set,
-                index,
-                &mut batch,
-                edited_args,
-                now,
-                &mut plan,
-            )
+            .attempt_in(tx, &mut set, index, &mut batch, edited_args, now, &mut plan)
             .await?;
         Ok((attempt, plan))
     }
@@ -1467,7 +1459,14 @@ impl ConfirmationService {
         self.lock_set(tx, change_set_id).await?;
         let mut scope = tx.savepoint().await?;
         let decided = self
-            .verdict_locked(scope.connection(), change_set_id, index, verdict, reason, now)
+            .verdict_locked(
+                scope.connection(),
+                change_set_id,
+                index,
+                verdict,
+                reason,
+                now,
+            )
             .await;
         match decided {
             Ok(decision) => {
@@ -1501,9 +1500,7 @@ impl ConfirmationService {
             ..Verdicts::plain(verdict, reason)
         }
         .served(read.served.get(index));
-        let mut decisions = self
-            .record(conn, &mut set, &[index], verdicts, now)
-            .await?;
+        let mut decisions = self.record(conn, &mut set, &[index], verdicts, now).await?;
         Ok(decisions.remove(0))
     }
 
@@ -1785,7 +1782,10 @@ impl ConfirmationService {
         match dismissed {
             Ok(decisions) => {
                 scope.release().await?;
-                tracing::info!(rejected = decisions.len(), "change set dismissed in the caller's transaction");
+                tracing::info!(
+                    rejected = decisions.len(),
+                    "change set dismissed in the caller's transaction"
+                );
                 Ok(decisions)
             }
             Err(error) => {

@@ -141,7 +141,9 @@ impl PendingWake {
                 said.push(match line {
                     Line::Said(text) => text,
                     Line::Outside(call) => {
-                        self.service.run_outside(&self.policy, call, self.now).await?
+                        self.service
+                            .run_outside(&self.policy, call, self.now)
+                            .await?
                     }
                 });
             }
