@@ -231,15 +231,16 @@ pub trait Host: Send + Sync {
 
     /// Called for every decision this engine records on an item of this host (one it
     /// queued, or one whose host was never recorded), in the decision's transaction on
-    /// `conn`, after a confirmed handler ran: confirmed (edited or not), rejected,
-    /// dismissed (once per item), deferred, retracted; a held confirmation when its
-    /// window ends. What it writes commits with the decision; an error rolls the
+    /// `conn`, after a confirmed handler ran: confirmed (edited or not; an external
+    /// tool's confirmation before its job runs), rejected, dismissed (once per item),
+    /// deferred, retracted; a held confirmation when its window ends or its job is
+    /// cancelled. What it writes commits with the decision; an error rolls the
     /// decision back (and what the handler wrote), and the caller gets
     /// [`crate::ConfirmError::DecisionHookFailed`] naming this host. Not called for an
     /// approval short of its quorum, a confirmation entering its hold window, an
     /// expired set (expiry decides nothing: the items stay undecided), or a decision
-    /// another process records (the CLI, a page served elsewhere): follow those
-    /// through the decision history. The default does nothing.
+    /// another process records (the CLI, a page served elsewhere, a sync import):
+    /// follow those through the decision history. The default does nothing.
     fn on_decided<'a>(
         &'a self,
         conn: &'a mut AnyConnection,
