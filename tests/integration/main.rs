@@ -18,6 +18,7 @@ mod ledger;
 mod matrix;
 mod outbox;
 mod outcome;
+mod own_transaction;
 mod proof;
 mod properties;
 mod rejections;

@@ -16,6 +16,7 @@
 use crate::attribution::Attribution;
 use crate::decide::{self, Count, NewApproval, Route};
 use crate::executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
+use crate::host::Decided;
 use crate::{ConfirmError, ConflictKind, Engine};
 use assent_changeset::reply;
 use assent_domain::{
@@ -293,6 +294,10 @@ pub(crate) struct Verdicts {
     pub(crate) approval_digest: Option<String>,
     /// The agent's shadow rules when the caller read them already (`None`: read them).
     pub(crate) shadows: Option<Vec<agents::ShadowRule>>,
+    /// The host that serves the items, as recorded with them (`None`: never recorded,
+    /// served here): the engine's host is told of decisions on its own items only
+    /// ([`crate::Host::on_decided`]).
+    pub(crate) served_by: Option<String>,
 }
 
 impl Verdicts {
@@ -303,6 +308,15 @@ impl Verdicts {
             edited_args: None,
             approval_digest: None,
             shadows: None,
+            served_by: None,
+        }
+    }
+
+    /// These verdicts, on items that `served` says who serves.
+    pub(crate) fn served(self, served: Option<&jobs::ServedItem>) -> Self {
+        Self {
+            served_by: served.and_then(|served| served.host.clone()),
+            ..self
         }
     }
 }
@@ -430,6 +444,11 @@ impl ConfirmationService {
                 .unwrap_or_default(),
         };
         let mut written = Vec::with_capacity(indexes.len());
+        let own_items = verdicts
+            .served_by
+            .as_deref()
+            .is_none_or(|host| host == self.engine.host.name());
+        let target = set.target();
         for &index in indexes {
             let decision = ChangeDecision {
                 decided_by: self.reviewer.clone(),
@@ -451,6 +470,9 @@ impl ConfirmationService {
                 }
                 None => assent_store::decisions::plan_decided(&decision, &facts, plan)?,
             }
+            if own_items {
+                self.tell_host(conn, &decision, &target).await?;
+            }
             written.push(decision);
         }
         match deferred_statuses {
@@ -458,6 +480,37 @@ impl ConfirmationService {
             None => change_sets::update_status_into(conn, set, indexes, now, plan).await?,
         }
         Ok(written)
+    }
+
+    /// Tells the engine's host of `decision` on `target` in the decision's transaction
+    /// (`conn`): its error aborts the decision.
+    async fn tell_host(
+        &self,
+        conn: &mut Connection,
+        decision: &ChangeDecision,
+        target: &Target,
+    ) -> Result<(), ConfirmError> {
+        let host = &self.engine.host;
+        let decided = Decided {
+            item: ItemRef::new(decision.change_set_id, decision.item_index),
+            decision_id: decision.id,
+            agent_id: &decision.agent_id,
+            target,
+            tool_name: &decision.tool_name,
+            verdict: decision.verdict,
+            decided_by: decision.decided_by.as_deref(),
+            reason: decision.reason.as_deref(),
+            args: decision.edited_args.as_ref().unwrap_or(&decision.args),
+            edited: decision.edited_args.is_some(),
+            at: decision.created_at,
+        };
+        host.on_decided(conn, decided).await.map_err(|source| {
+            tracing::info!(host = host.name(), %source, "the host refused the decision: rolled back");
+            ConfirmError::DecisionHookFailed {
+                host: host.name().to_owned(),
+                source,
+            }
+        })
     }
 
     /// Confirms item `index` of set `change_set_id` and applies it.
@@ -513,6 +566,130 @@ impl ConfirmationService {
         })
     }
 
+    /// [`Self::confirm_item_in`] on the caller's transaction `tx`, which already holds
+    /// the set's target's lock (on PostgreSQL): its plan is the attempt's audit records,
+    /// chain entries and outbox messages, for the caller to apply (see [`Attempt`]).
+    async fn attempt_locked(
+        &self,
+        tx: &mut WriteTx,
+        change_set_id: Uuid,
+        index: usize,
+        edited_args: Option<Value>,
+        now: OffsetDateTime,
+    ) -> Result<(Attempt, WritePlan), ConfirmError> {
+        let read = change_sets::require_for_decision(tx.connection(), change_set_id).await?;
+        let mut set = read.set;
+        let mut batch = Batch::one(read.rules, read.served);
+        let mut plan = WritePlan::default();
+        let attempt = self
+            .attempt_in(tx, &mut set, index, &mut batch, edited_args, now, &mut plan)
+            .await?;
+        Ok((attempt, plan))
+    }
+
+    /// Takes, in the caller's transaction `tx`, the lock a decision on set
+    /// `change_set_id` needs (on PostgreSQL its target's: [`Self::begin_on_set`]); a
+    /// SQLite write transaction already excludes every other writer.
+    async fn lock_set(&self, tx: &mut WriteTx, change_set_id: Uuid) -> Result<(), ConfirmError> {
+        let conn = tx.connection();
+        if Backend::of(conn) == Backend::Sqlite {
+            return Ok(());
+        }
+        // No such set: the read under the lock reports it.
+        if let Some(target) = change_sets::target_of(conn, change_set_id).await? {
+            assent_store::Store::lock_target(conn, &target).await?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::confirm_item`] in the caller's write transaction `tx` (from
+    /// [`Store::begin_write`] or [`Store::begin_write_on`] the set's target): the
+    /// handler runs on it, and the decision, its audit records and
+    /// [`crate::Host::on_decided`] are written in it; nothing is committed. Write your
+    /// own rows on `tx.connection()` before or after, then commit: the decision and
+    /// your rows stand together; roll back, and nothing of the decision happened. A
+    /// confirmed external tool only records its job here (an executor runs it after
+    /// the commit): no foreign code runs while the transaction is open.
+    ///
+    /// An error leaves `tx` as it was before the call, except that a refusal's audit
+    /// records (a policy denial, a failed handler, whose writes are undone) and a
+    /// changed target's refresh of the item are written in it, as the plain method
+    /// commits them: commit to keep them on record. Never call the plain method while
+    /// holding a write transaction of the same store: it waits for the writer lock you
+    /// hold, and ends in [`StoreError::WriterBusy`] after the busy timeout.
+    ///
+    /// [`Store::begin_write`]: assent_store::Store::begin_write
+    /// [`Store::begin_write_on`]: assent_store::Store::begin_write_on
+    /// [`StoreError::WriterBusy`]: assent_store::StoreError::WriterBusy
+    #[tracing::instrument(skip(self, tx), fields(change_set = %item))]
+    pub async fn confirm_item_in(
+        &self,
+        tx: &mut WriteTx,
+        item: ItemRef,
+        now: OffsetDateTime,
+    ) -> Result<ConfirmOutcome, ConfirmError> {
+        self.confirm_in_tx(tx, item, None, now).await
+    }
+
+    /// [`Self::edit_and_confirm`] in the caller's write transaction `tx`, as
+    /// [`Self::confirm_item_in`] does it.
+    #[tracing::instrument(skip(self, tx, new_args), fields(change_set = %item))]
+    pub async fn edit_and_confirm_in(
+        &self,
+        tx: &mut WriteTx,
+        item: ItemRef,
+        new_args: Value,
+        now: OffsetDateTime,
+    ) -> Result<ConfirmOutcome, ConfirmError> {
+        self.confirm_in_tx(tx, item, Some(new_args), now).await
+    }
+
+    /// A confirmation in the caller's transaction `tx`, inside a savepoint of its own,
+    /// so that whatever fails leaves the caller's writes as they were.
+    async fn confirm_in_tx(
+        &self,
+        tx: &mut WriteTx,
+        item: ItemRef,
+        edited_args: Option<Value>,
+        now: OffsetDateTime,
+    ) -> Result<ConfirmOutcome, ConfirmError> {
+        let ItemRef {
+            change_set_id,
+            index,
+        } = item;
+        self.lock_set(tx, change_set_id).await?;
+        let mut scope = tx.savepoint().await?;
+        let attempted = self
+            .attempt_locked(&mut scope, change_set_id, index, edited_args, now)
+            .await;
+        let (attempt, plan) = match attempted {
+            Ok(attempted) => attempted,
+            Err(error) => {
+                scope.rollback().await?;
+                return Err(error);
+            }
+        };
+        match attempt {
+            // The failed handler's writes go with the savepoint; its audit records stay.
+            Attempt::Undone(refusal) => {
+                scope.rollback().await?;
+                plan.apply(tx.connection(), now).await?;
+                Err(refusal)
+            }
+            Attempt::Refused(refusal) => {
+                scope.release().await?;
+                plan.apply(tx.connection(), now).await?;
+                Err(refusal)
+            }
+            Attempt::Decided(outcome) => {
+                scope.release().await?;
+                plan.apply(tx.connection(), now).await?;
+                tracing::info!(index, "item confirmed in the caller's transaction");
+                Ok(*outcome)
+            }
+        }
+    }
+
     async fn confirm(
         &self,
         change_set_id: Uuid,
@@ -521,20 +698,10 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<ConfirmOutcome, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let read = change_sets::require_for_decision(tx.connection(), change_set_id).await?;
-        let mut set = read.set;
-        let mut batch = Batch::one(read.rules, read.served);
-        let mut plan = WritePlan::default();
-        let attempt = self
-            .confirm_in(
-                &mut tx,
-                &mut set,
-                index,
-                &mut batch,
-                edited_args,
-                now,
-                &mut plan,
-            )
+        // Its own transaction holds nothing else: a failed handler is undone by rolling
+        // it all back (two statements fewer than a savepoint on every confirmation).
+        let (attempt, plan) = self
+            .attempt_locked(&mut tx, change_set_id, index, edited_args, now)
             .await?;
         if let Attempt::Undone(refusal) = attempt {
             // The failed handler's writes go; its audit records are written in a
@@ -577,7 +744,7 @@ impl ConfirmationService {
     /// messages in `plan`; the caller applies the plan and commits (see [`Attempt`]).
     /// `Err`: nothing of the item may stay, roll back and drop the plan.
     #[allow(clippy::too_many_arguments)]
-    async fn confirm_in(
+    async fn attempt_in(
         &self,
         tx: &mut WriteTx,
         set: &mut ChangeSet,
@@ -763,6 +930,8 @@ impl ConfirmationService {
                             edited_args,
                             approval_digest: Some(approval_digest),
                             shadows: Some(settings.shadow_rules),
+                            // Run here: an item of this engine's host.
+                            served_by: None,
                         },
                         now,
                         plan,
@@ -917,11 +1086,8 @@ impl ConfirmationService {
             .await?;
         tracing::info!(index, by = %approval.by, count, needed, "approval recorded, short of the quorum");
         let verdicts = Verdicts {
-            verdict: Verdict::Confirmed,
-            reason: None,
             edited_args: (approval.args != item.args).then(|| approval.args.clone()),
-            approval_digest: None,
-            shadows: None,
+            ..Verdicts::plain(Verdict::Confirmed, None)
         };
         Ok(Gathered::Waiting(Box::new(ConfirmOutcome {
             decision: self.decision(set, index, &verdicts, now),
@@ -1078,7 +1244,10 @@ impl ConfirmationService {
                     conn,
                     set,
                     &[index],
-                    Verdicts::plain(Verdict::Retracted, Some(why.clone())),
+                    Verdicts {
+                        served_by: Some(external.host.clone()),
+                        ..Verdicts::plain(Verdict::Retracted, Some(why.clone()))
+                    },
                     now,
                     plan,
                     batch.deferred_statuses.as_mut(),
@@ -1120,6 +1289,7 @@ impl ConfirmationService {
             edited_args,
             approval_digest: Some(approval_digest),
             shadows: Some(settings.shadow_rules),
+            served_by: Some(external.host.clone()),
         };
         let mut decisions = self
             .record_into(
@@ -1172,11 +1342,9 @@ impl ConfirmationService {
             .await?;
         assent_store::webhooks::enqueue_hold_event(conn, &job, false, now).await?;
         let verdicts = Verdicts {
-            verdict: Verdict::Confirmed,
-            reason: None,
             edited_args,
             approval_digest: Some(approval_digest),
-            shadows: None,
+            ..Verdicts::plain(Verdict::Confirmed, None)
         };
         tracing::info!(index, job = %job.id, not_before = %job.due_at, "item confirmed; held until its window ends");
         Ok(Attempt::Decided(Box::new(ConfirmOutcome {
@@ -1269,18 +1437,70 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<ChangeDecision, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let read = change_sets::require_for_decision(tx.connection(), change_set_id).await?;
+        let decision = self
+            .verdict_locked(tx.connection(), change_set_id, index, verdict, reason, now)
+            .await?;
+        tx.commit().await?;
+        tracing::info!(index, %verdict, "item decided");
+        Ok(decision)
+    }
+
+    /// [`Self::record_verdict`] in the caller's transaction `tx`, inside a savepoint of
+    /// its own: an error leaves `tx` as it was.
+    async fn record_verdict_in(
+        &self,
+        tx: &mut WriteTx,
+        change_set_id: Uuid,
+        index: usize,
+        verdict: Verdict,
+        reason: Option<String>,
+        now: OffsetDateTime,
+    ) -> Result<ChangeDecision, ConfirmError> {
+        self.lock_set(tx, change_set_id).await?;
+        let mut scope = tx.savepoint().await?;
+        let decided = self
+            .verdict_locked(
+                scope.connection(),
+                change_set_id,
+                index,
+                verdict,
+                reason,
+                now,
+            )
+            .await;
+        match decided {
+            Ok(decision) => {
+                scope.release().await?;
+                tracing::info!(index, %verdict, "item decided in the caller's transaction");
+                Ok(decision)
+            }
+            Err(error) => {
+                scope.rollback().await?;
+                Err(error)
+            }
+        }
+    }
+
+    /// Records `verdict` (not a confirmation) on item `index` of set `change_set_id`
+    /// in `conn`'s transaction, which holds the set's lock.
+    async fn verdict_locked(
+        &self,
+        conn: &mut Connection,
+        change_set_id: Uuid,
+        index: usize,
+        verdict: Verdict,
+        reason: Option<String>,
+        now: OffsetDateTime,
+    ) -> Result<ChangeDecision, ConfirmError> {
+        let read = change_sets::require_for_decision(conn, change_set_id).await?;
         let mut set = read.set;
         decide::check_plain(&set, index, verdict, read.served.get(index))?;
         let verdicts = Verdicts {
             shadows: Some(shadow_rules_of(read.rules.as_ref())),
             ..Verdicts::plain(verdict, reason)
-        };
-        let mut decisions = self
-            .record(tx.connection(), &mut set, &[index], verdicts, now)
-            .await?;
-        tx.commit().await?;
-        tracing::info!(index, %verdict, "item decided");
+        }
+        .served(read.served.get(index));
+        let mut decisions = self.record(conn, &mut set, &[index], verdicts, now).await?;
         Ok(decisions.remove(0))
     }
 
@@ -1298,6 +1518,68 @@ impl ConfirmationService {
         } = item;
         let reason = clean_reason(reason)?;
         self.record_verdict(change_set_id, index, Verdict::Rejected, reason, now)
+            .await
+    }
+
+    /// [`Self::reject_item`] in the caller's write transaction `tx` (from
+    /// [`Store::begin_write`] or [`Store::begin_write_on`] the set's target): the
+    /// decision and [`crate::Host::on_decided`] are written in it, nothing is committed.
+    /// Write your own rows on `tx.connection()` before or after, then commit: the
+    /// rejection and your rows stand together; roll back, and the item is still open.
+    /// An error leaves `tx` as it was before the call. Never call the plain method
+    /// while holding a write transaction of the same store: it waits for the writer
+    /// lock you hold, and ends in [`StoreError::WriterBusy`] after the busy timeout.
+    ///
+    /// ```
+    /// # use assent_confirm::{ConfirmError, Engine, ItemRef};
+    /// # use assent_domain::OffsetDateTime;
+    /// # async fn refuse(engine: &Engine, item: ItemRef, now: OffsetDateTime) -> Result<(), ConfirmError> {
+    /// let mut tx = engine.store().begin_write().await?;
+    /// sqlx::query("UPDATE invoices SET disputed = 0 WHERE id = 'INV-1'")
+    ///     .execute(tx.connection())
+    ///     .await
+    ///     .map_err(assent_store::StoreError::from)?;
+    /// let reason = Some("not this customer".to_owned());
+    /// engine.confirmations().reject_item_in(&mut tx, item, reason, now).await?;
+    /// tx.commit().await?; // the rejection and the invoice's row, together
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// [`Store::begin_write`]: assent_store::Store::begin_write
+    /// [`Store::begin_write_on`]: assent_store::Store::begin_write_on
+    /// [`StoreError::WriterBusy`]: assent_store::StoreError::WriterBusy
+    #[tracing::instrument(skip(self, tx, reason), fields(change_set = %item))]
+    pub async fn reject_item_in(
+        &self,
+        tx: &mut WriteTx,
+        item: ItemRef,
+        reason: Option<String>,
+        now: OffsetDateTime,
+    ) -> Result<ChangeDecision, ConfirmError> {
+        let reason = clean_reason(reason)?;
+        let ItemRef {
+            change_set_id,
+            index,
+        } = item;
+        self.record_verdict_in(tx, change_set_id, index, Verdict::Rejected, reason, now)
+            .await
+    }
+
+    /// [`Self::defer_item`] in the caller's write transaction `tx`, as
+    /// [`Self::reject_item_in`] does it.
+    #[tracing::instrument(skip(self, tx), fields(change_set = %item))]
+    pub async fn defer_item_in(
+        &self,
+        tx: &mut WriteTx,
+        item: ItemRef,
+        now: OffsetDateTime,
+    ) -> Result<ChangeDecision, ConfirmError> {
+        let ItemRef {
+            change_set_id,
+            index,
+        } = item;
+        self.record_verdict_in(tx, change_set_id, index, Verdict::Deferred, None, now)
             .await
     }
 
@@ -1431,7 +1713,7 @@ impl ConfirmationService {
         let before = set.clone();
         let decided_before = batch.deferred_statuses.as_ref().map_or(0, Vec::len);
         match self
-            .confirm_in(&mut item, set, index, batch, None, now, &mut own)
+            .attempt_in(&mut item, set, index, batch, None, now, &mut own)
             .await
         {
             Ok(Attempt::Undone(refusal)) => {
@@ -1472,7 +1754,57 @@ impl ConfirmationService {
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
         let reason = clean_reason(reason)?;
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let read = change_sets::require_for_decision(tx.connection(), change_set_id).await?;
+        let decisions = self
+            .dismiss_locked(tx.connection(), change_set_id, reason, now)
+            .await?;
+        tx.commit().await?;
+        tracing::info!(rejected = decisions.len(), "change set dismissed");
+        Ok(decisions)
+    }
+
+    /// [`Self::dismiss`] in the caller's write transaction `tx`, as
+    /// [`Self::reject_item_in`] does it: [`crate::Host::on_decided`] is called once per
+    /// item rejected, and an error leaves `tx` as it was before the call.
+    #[tracing::instrument(skip(self, tx, reason), fields(change_set = %change_set_id))]
+    pub async fn dismiss_in(
+        &self,
+        tx: &mut WriteTx,
+        change_set_id: Uuid,
+        reason: Option<String>,
+        now: OffsetDateTime,
+    ) -> Result<Vec<ChangeDecision>, ConfirmError> {
+        let reason = clean_reason(reason)?;
+        self.lock_set(tx, change_set_id).await?;
+        let mut scope = tx.savepoint().await?;
+        let dismissed = self
+            .dismiss_locked(scope.connection(), change_set_id, reason, now)
+            .await;
+        match dismissed {
+            Ok(decisions) => {
+                scope.release().await?;
+                tracing::info!(
+                    rejected = decisions.len(),
+                    "change set dismissed in the caller's transaction"
+                );
+                Ok(decisions)
+            }
+            Err(error) => {
+                scope.rollback().await?;
+                Err(error)
+            }
+        }
+    }
+
+    /// Rejects every open item of set `change_set_id` that no hold window keeps, in
+    /// `conn`'s transaction, which holds the set's lock.
+    async fn dismiss_locked(
+        &self,
+        conn: &mut Connection,
+        change_set_id: Uuid,
+        reason: Option<String>,
+        now: OffsetDateTime,
+    ) -> Result<Vec<ChangeDecision>, ConfirmError> {
+        let read = change_sets::require_for_decision(conn, change_set_id).await?;
         let (mut set, served) = (read.set, read.served);
         let open: Vec<usize> = set
             .open_indexes()
@@ -1485,16 +1817,13 @@ impl ConfirmationService {
             ));
         };
         set.check_verdict(first, Verdict::Rejected)?;
+        // One wake's set: every item is served by the host that queued it.
         let verdicts = Verdicts {
             shadows: Some(shadow_rules_of(read.rules.as_ref())),
             ..Verdicts::plain(Verdict::Rejected, reason)
-        };
-        let decisions = self
-            .record(tx.connection(), &mut set, &open, verdicts, now)
-            .await?;
-        tx.commit().await?;
-        tracing::info!(rejected = decisions.len(), "change set dismissed");
-        Ok(decisions)
+        }
+        .served(served.get(first));
+        self.record(conn, &mut set, &open, verdicts, now).await
     }
 
     /// Expires open sets created more than `ttl` before `now`: they leave the pending

@@ -138,6 +138,16 @@ pub enum ConfirmError {
         "no remembered rejection {0:?} (`assent rejections` lists them; an id, or its first 8 or more hex digits)"
     )]
     RejectionNotFound(String),
+    /// The host's [`crate::Host::on_decided`] failed: the decision was rolled back with
+    /// everything its transaction wrote for it (a confirmed handler's rows too), and the
+    /// item stands as before. `source` is the host's error, as it returned it.
+    #[error("host {host} refused to record the decision: {source}; nothing was decided")]
+    DecisionHookFailed {
+        /// The host's name.
+        host: String,
+        /// What the host's hook returned.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// Which state refused a request ([`ConfirmError::Conflict`]), so that a caller tells

@@ -7,9 +7,9 @@
 //! local tools, the entities it syncs between devices, and its own tables as
 //! migrations applied after the engine's. Everything runs on the caller's connection,
 //! inside the engine's transaction, so a confirmed change and its decision commit
-//! together.
+//! together; [`Host::on_decided`] gives every other verdict the same footing.
 
-use assent_domain::{OperationId, Target};
+use assent_domain::{ItemRef, OperationId, Target, Verdict};
 use assent_store::sync::HostEntities;
 use assent_store::{Connection, HostMigration};
 use assent_tools::{
@@ -17,6 +17,7 @@ use assent_tools::{
 };
 use serde_json::Value;
 use time::OffsetDateTime;
+use uuid::Uuid;
 
 /// Where a tool's effect lands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +128,38 @@ pub struct LocalCall<'a> {
     pub now: OffsetDateTime,
 }
 
+/// A decision the engine is recording on an item of its host, as
+/// [`Host::on_decided`] is told of it, inside the decision's transaction.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Decided<'a> {
+    /// The item decided.
+    pub item: ItemRef,
+    /// The decision's id (its row is written with the transaction's other records,
+    /// at its end: read what you need here, not from Assent's tables).
+    pub decision_id: Uuid,
+    /// The agent that proposed the call.
+    pub agent_id: &'a str,
+    /// What the call is about.
+    pub target: &'a Target,
+    /// The tool.
+    pub tool_name: &'a str,
+    /// What was decided: confirmed (edited or not), rejected (one item, or a whole set
+    /// dismissed), deferred, retracted.
+    pub verdict: Verdict,
+    /// Who decided, when the door named them.
+    pub decided_by: Option<&'a str>,
+    /// The person's reason (a rejection's, a withdrawal's).
+    pub reason: Option<&'a str>,
+    /// The arguments as they ran, or would have: a person's edit when there was one,
+    /// else the proposal's.
+    pub args: &'a Value,
+    /// Whether a person edited the arguments before confirming.
+    pub edited: bool,
+    /// When it was decided.
+    pub at: OffsetDateTime,
+}
+
 /// A target's state as a host loads it; `None` when the target does not exist.
 pub type LoadedState = Option<Box<dyn TargetState>>;
 
@@ -194,6 +227,27 @@ pub trait Host: Send + Sync {
     fn external(&self, tool_name: &str) -> Option<&dyn ExternalHandler> {
         let _ = tool_name;
         None
+    }
+
+    /// Called for every decision this engine records on an item of this host (one it
+    /// queued, or one whose host was never recorded), in the decision's transaction on
+    /// `conn`, after a confirmed handler ran: confirmed (edited or not; an external
+    /// tool's confirmation before its job runs), rejected, dismissed (once per item),
+    /// deferred, retracted; a held confirmation when its window ends or its job is
+    /// cancelled. What it writes commits with the decision; an error rolls the
+    /// decision back (and what the handler wrote), and the caller gets
+    /// [`crate::ConfirmError::DecisionHookFailed`] naming this host. Not called for an
+    /// approval short of its quorum, a confirmation entering its hold window, an
+    /// expired set (expiry decides nothing: the items stay undecided), or a decision
+    /// another process records (the CLI, a page served elsewhere, a sync import):
+    /// follow those through the decision history. The default does nothing.
+    fn on_decided<'a>(
+        &'a self,
+        conn: &'a mut Connection,
+        decided: Decided<'a>,
+    ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
+        let _ = (conn, decided);
+        Box::pin(async { Ok(()) })
     }
 }
 

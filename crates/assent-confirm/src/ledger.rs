@@ -630,6 +630,7 @@ impl Engine {
             edited_args: (job.args != item.args).then(|| job.args.clone()),
             approval_digest: job.approval_digest.clone(),
             shadows: None,
+            served_by: Some(job.host.clone()),
         };
         // The decision names who confirmed, as one made at once would: the person whose
         // confirmation was held (under a quorum, the one who met it; the job keeps all).
@@ -672,7 +673,10 @@ impl Engine {
         let mut set = assent_store::change_sets::require(tx.connection(), change_set_id).await?;
         set.check_verdict(job.item_index, Verdict::Rejected)?;
         let reason = Some(jobs::CANCELLED_IN_HOLD.to_owned());
-        let verdicts = Verdicts::plain(Verdict::Rejected, reason);
+        let verdicts = Verdicts {
+            served_by: Some(job.host.clone()),
+            ..Verdicts::plain(Verdict::Rejected, reason)
+        };
         confirmations
             .record(tx.connection(), &mut set, &[job.item_index], verdicts, now)
             .await?;

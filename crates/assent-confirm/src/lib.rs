@@ -134,8 +134,8 @@ pub use confirmation::{
 pub use error::{ConfirmError, ConflictKind};
 pub use executor::{AuditedExecutor, ExecutionOutcome, ExecutionRequest};
 pub use host::{
-    Effect, ExternalCall, ExternalError, ExternalHandler, ForeignTargets, Host, LoadedState,
-    LocalCall, Reconciliation,
+    Decided, Effect, ExternalCall, ExternalError, ExternalHandler, ForeignTargets, Host,
+    LoadedState, LocalCall, Reconciliation,
 };
 pub use inputs::{Clock, FixedClock, IdSource, RandomIds, SequentialIds, SystemClock};
 pub use ledger::{APPROVAL_CHANGED, HAPPENED_BY_PERSON, JobRun, JobSettings, Resolution};
@@ -153,7 +153,7 @@ pub use strategy::{
     AutoApprove, ConfirmationDetails, ConfirmationStrategy, DeferToChangeSet, Delegated,
     NonInteractive,
 };
-pub use wake::{ToolResponse, WakeOutcome, WakeRequest, WakeService};
+pub use wake::{PendingWake, ToolResponse, WakeOutcome, WakeRequest, WakeService};
 pub use worker::{DEFAULT_WORKER_POLL, Worker};
 
 use assent_store::{Store, host_tools};

@@ -5,11 +5,12 @@
 //! commits with the decision) and returns `Box::pin(async move { ... })`. Errors are
 //! boxed, so `?` works on any error (a query, a parse); a handler's error becomes
 //! [`ToolsError::HandlerFailed`] and rolls back what it wrote, a resolver's error
-//! denies the call (fail-closed). Such a host keeps no vector clocks, has no local
+//! denies the call (fail-closed). [`SimpleHost::on_decided`] writes the service's rows
+//! in every decision's transaction (a rejection's too). Such a host keeps no vector clocks, has no local
 //! tools, syncs no entities, and keeps every proposal (it has no state to compare
 //! with); a service that needs those implements [`Host`] itself.
 
-use crate::{Effect, ExternalHandler, Host};
+use crate::{Decided, Effect, ExternalHandler, Host};
 use assent_domain::{Target, VectorClock};
 use assent_store::{Connection, HostMigration};
 use assent_tools::{
@@ -49,6 +50,13 @@ impl IntoToolOutcome for &'static str {
     }
 }
 
+/// The closure of [`SimpleHost::on_decided`].
+type DecidedHook = Box<
+    dyn for<'a> Fn(&'a mut Connection, Decided<'a>) -> BoxFuture<'a, Result<(), HostError>>
+        + Send
+        + Sync,
+>;
+
 /// A host assembled from its name, migrations, one closure per tool and one that
 /// answers a target's category: see the module documentation.
 pub struct SimpleHost {
@@ -57,6 +65,7 @@ pub struct SimpleHost {
     handlers: Vec<(String, Box<dyn ToolHandler<Connection>>)>,
     externals: Vec<(String, bool, Box<dyn ExternalHandler>)>,
     resolver: Box<dyn CategoryResolver<Connection>>,
+    on_decided: Option<DecidedHook>,
 }
 
 impl std::fmt::Debug for SimpleHost {
@@ -83,6 +92,7 @@ impl SimpleHost {
             handlers: Vec::new(),
             externals: Vec::new(),
             resolver: Box::new(ClosureResolver(no_category)),
+            on_decided: None,
         }
     }
 
@@ -159,6 +169,40 @@ impl SimpleHost {
         self.resolver = Box::new(ClosureResolver(category));
         self
     }
+
+    /// Runs `hook` in the transaction of every decision this engine records on the
+    /// host's items ([`Host::on_decided`]: confirmed, edited, rejected, dismissed,
+    /// deferred, retracted), after a confirmed handler ran: what it writes on the
+    /// connection commits with the decision, and its error rolls the decision back
+    /// ([`crate::ConfirmError::DecisionHookFailed`]). A later hook replaces an earlier
+    /// one.
+    ///
+    /// ```
+    /// use assent_confirm::SimpleHost;
+    /// use assent_domain::Verdict;
+    ///
+    /// let host = SimpleHost::new("invoicing").on_decided(|tx, decided| {
+    ///     Box::pin(async move {
+    ///         if decided.verdict == Verdict::Rejected {
+    ///             sqlx::query("UPDATE invoices SET disputed = 0 WHERE id = $1")
+    ///                 .bind(&decided.target.id)
+    ///                 .execute(tx)
+    ///                 .await?;
+    ///         }
+    ///         Ok(())
+    ///     })
+    /// });
+    /// ```
+    pub fn on_decided<F>(mut self, hook: F) -> Self
+    where
+        F: for<'a> Fn(&'a mut Connection, Decided<'a>) -> BoxFuture<'a, Result<(), HostError>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.on_decided = Some(Box::new(hook));
+        self
+    }
 }
 
 impl Host for SimpleHost {
@@ -195,6 +239,17 @@ impl Host for SimpleHost {
             .iter()
             .find(|(name, _, _)| name == tool_name)
             .map(|(_, _, handler)| handler.as_ref())
+    }
+
+    fn on_decided<'a>(
+        &'a self,
+        conn: &'a mut Connection,
+        decided: Decided<'a>,
+    ) -> BoxFuture<'a, Result<(), HostError>> {
+        match &self.on_decided {
+            Some(hook) => hook(conn, decided),
+            None => Box::pin(async { Ok(()) }),
+        }
     }
 }
 

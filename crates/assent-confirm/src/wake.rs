@@ -86,6 +86,79 @@ pub struct WakeOutcome {
     pub responses: Vec<ToolResponse>,
 }
 
+/// A wake carried out in the caller's transaction ([`WakeService::wake_in`]), before
+/// the caller commits: the change set it queued, and what is left to do once the
+/// transaction has committed. Calls of tools whose effect lies outside the database
+/// ([`crate::Effect::External`]) that may run at once were admitted and audited in
+/// the transaction, but never run inside it (no foreign code under a database lock):
+/// [`PendingWake::after_commit`] runs them and gives the agent's replies. Roll the
+/// transaction back and drop this: nothing of the wake happened, and nothing runs.
+#[must_use = "after the commit, `after_commit` runs the admitted external calls and gives the replies"]
+pub struct PendingWake {
+    service: WakeService,
+    policy: AgentPolicy,
+    change_set: Option<ChangeSet>,
+    answers: Vec<(String, Vec<Line>)>,
+    now: OffsetDateTime,
+}
+
+impl std::fmt::Debug for PendingWake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingWake")
+            .field("change_set", &self.change_set.as_ref().map(|set| set.id))
+            .field("calls", &self.answers.len())
+            .field("to_run_after_commit", &self.to_run_after_commit())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PendingWake {
+    /// The change set the wake queued (written in the caller's transaction), if any:
+    /// its id is known before the commit, for the caller's own rows.
+    pub fn change_set(&self) -> Option<&ChangeSet> {
+        self.change_set.as_ref()
+    }
+
+    /// How many admitted calls of external tools [`PendingWake::after_commit`] runs.
+    pub fn to_run_after_commit(&self) -> usize {
+        self.answers
+            .iter()
+            .flat_map(|(_, lines)| lines)
+            .filter(|line| matches!(line, Line::Outside(_)))
+            .count()
+    }
+
+    /// Call once the caller's transaction has committed: runs the admitted calls of
+    /// external tools (each bounded by the engine's lease, its result recorded in a
+    /// short transaction of its own) and returns the wake's outcome, one reply per
+    /// call. Never call it while holding a write transaction of the engine's store: a
+    /// result's record waits for the writer lock you hold.
+    pub async fn after_commit(self) -> Result<WakeOutcome, ConfirmError> {
+        let mut responses = Vec::with_capacity(self.answers.len());
+        for (tool_call_id, lines) in self.answers {
+            let mut said = Vec::with_capacity(lines.len());
+            for line in lines {
+                said.push(match line {
+                    Line::Said(text) => text,
+                    Line::Outside(call) => {
+                        self.service
+                            .run_outside(&self.policy, call, self.now)
+                            .await?
+                    }
+                });
+            }
+            responses.push(ToolResponse {
+                tool_call_id,
+                content: said.join("\n"),
+            });
+        }
+        Ok(WakeOutcome {
+            change_set: self.change_set,
+            responses,
+        })
+    }
+}
+
 /// Runs agent wakes.
 #[derive(Clone)]
 pub struct WakeService {
@@ -108,11 +181,58 @@ impl WakeService {
         request: WakeRequest,
         now: OffsetDateTime,
     ) -> Result<WakeOutcome, ConfirmError> {
-        let engine = &self.engine;
         // Everything a wake writes hangs off its target (its sets, their items, audit
         // and outbox rows, applied operations): on PostgreSQL it locks that target, so
         // wakes and decisions on other targets run side by side.
-        let mut tx = engine.store.begin_write_on(&request.target).await?;
+        let mut tx = self.engine.store.begin_write_on(&request.target).await?;
+        let pending = self.wake_locked(&mut tx, request, now).await?;
+        tx.commit().await?;
+        pending.after_commit().await
+    }
+
+    /// [`WakeService::wake`] in the caller's write transaction `tx` (from
+    /// [`Store::begin_write`] or [`Store::begin_write_on`] the request's target): the
+    /// immediate and local calls run on it and the change set is written in it;
+    /// nothing is committed. Write your own rows on `tx.connection()` before or after
+    /// (the queued set's id is [`PendingWake::change_set`]), commit, then call
+    /// [`PendingWake::after_commit`] for the replies; roll back and drop it, and
+    /// nothing of the wake happened. An error leaves `tx` as it was before the call.
+    /// Never call the plain method while holding a write transaction of the same
+    /// store: it waits for the writer lock you hold, and ends in
+    /// [`StoreError::WriterBusy`] after the busy timeout.
+    ///
+    /// [`Store::begin_write`]: assent_store::Store::begin_write
+    /// [`Store::begin_write_on`]: assent_store::Store::begin_write_on
+    /// [`StoreError::WriterBusy`]: assent_store::StoreError::WriterBusy
+    #[tracing::instrument(skip_all, fields(agent = %request.agent_id, target = %request.target, run = %request.run_key, calls = request.calls.len()))]
+    pub async fn wake_in(
+        &self,
+        tx: &mut WriteTx,
+        request: WakeRequest,
+        now: OffsetDateTime,
+    ) -> Result<PendingWake, ConfirmError> {
+        assent_store::Store::lock_target(tx.connection(), &request.target).await?;
+        let mut scope = tx.savepoint().await?;
+        match self.wake_locked(&mut scope, request, now).await {
+            Ok(pending) => {
+                scope.release().await?;
+                Ok(pending)
+            }
+            Err(error) => {
+                scope.rollback().await?;
+                Err(error)
+            }
+        }
+    }
+
+    /// The wake of `request` in `tx`, which holds its target's lock.
+    async fn wake_locked(
+        &self,
+        tx: &mut WriteTx,
+        request: WakeRequest,
+        now: OffsetDateTime,
+    ) -> Result<PendingWake, ConfirmError> {
+        let engine = &self.engine;
         let (policy, settings, memory) =
             agents::rules_and_rejection_memory_at(tx.connection(), &request.agent_id, now)
                 .await?
@@ -216,7 +336,7 @@ impl WakeService {
                 } => {
                     let mut lines = self
                         .execute_now(
-                            &mut tx,
+                            tx,
                             &policy,
                             &request,
                             invocations,
@@ -239,7 +359,7 @@ impl WakeService {
                     // The host's code runs in this transaction: the category may change.
                     known_category = None;
                     vec![Line::Said(
-                        self.handle_local_once(&mut tx, &request, &planned.tool_name, &args, now)
+                        self.handle_local_once(tx, &request, &planned.tool_name, &args, now)
                             .await?,
                     )]
                 }
@@ -260,28 +380,16 @@ impl WakeService {
             self.mark_external_items(tx.connection(), set).await?;
         }
         written.apply(tx.connection(), now).await?;
-        tx.commit().await?;
-        let mut responses = Vec::with_capacity(answers.len());
-        for (tool_call_id, lines) in answers {
-            let mut said = Vec::with_capacity(lines.len());
-            for line in lines {
-                said.push(match line {
-                    Line::Said(text) => text,
-                    Line::Outside(call) => self.run_outside(&policy, call, now).await?,
-                });
-            }
-            responses.push(ToolResponse {
-                tool_call_id,
-                content: said.join("\n"),
-            });
-        }
         tracing::info!(
             queued = change_set.as_ref().map_or(0, |s| s.items.len()),
             "wake planned"
         );
-        Ok(WakeOutcome {
+        Ok(PendingWake {
+            service: self.clone(),
+            policy,
             change_set,
-            responses,
+            answers,
+            now,
         })
     }
 
