@@ -40,7 +40,8 @@ use assent_store::WriteTx;
 /// agent's hook) is still given to do so, before a confirmation counts it as gone.
 pub const WITHDRAW_GRACE: Duration = Duration::seconds(10);
 
-/// Pending sets older than this expire (plan, section 9).
+/// The time to live of an open set that the CLI chooses (`assent expire`, `assent
+/// serve`): seven days. A service chooses its own at open ([`crate::Expiry`]).
 pub const DEFAULT_EXPIRY_TTL: Duration = Duration::days(7);
 
 /// A successful confirmation.
@@ -1515,7 +1516,11 @@ impl ConfirmationService {
             }
         }
         tx.commit().await?;
-        tracing::info!(expired = ids.len(), "stale change sets expired");
+        if ids.is_empty() {
+            tracing::debug!("no stale change sets to expire");
+        } else {
+            tracing::info!(expired = ids.len(), "stale change sets expired");
+        }
         Ok(ids)
     }
 

@@ -275,10 +275,12 @@ impl WakeService {
                 content: said.join("\n"),
             });
         }
-        tracing::info!(
-            queued = change_set.as_ref().map_or(0, |s| s.items.len()),
-            "wake planned"
-        );
+        // A wake that queued something waits for a person: worth an INFO line; one
+        // that only ran or refused calls is routine.
+        match &change_set {
+            Some(set) => tracing::info!(queued = set.items.len(), "wake planned"),
+            None => tracing::debug!(queued = 0, "wake planned"),
+        }
         Ok(WakeOutcome {
             change_set,
             responses,
