@@ -21,6 +21,7 @@ mod outcome;
 mod proof;
 mod properties;
 mod rejections;
+mod review;
 mod session_ended;
 mod shadow;
 mod stale;
