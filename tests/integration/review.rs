@@ -12,7 +12,12 @@ use serde_json::json;
 use time::Duration;
 
 /// A wake of `agent-1` on `task` at `at` with `calls`: its set's id.
-async fn wake_at(app: &TestApp, task: &str, at: time::OffsetDateTime, calls: &[(&str, serde_json::Value)]) -> Uuid {
+async fn wake_at(
+    app: &TestApp,
+    task: &str,
+    at: time::OffsetDateTime,
+    calls: &[(&str, serde_json::Value)],
+) -> Uuid {
     let request = assent_confirm::WakeRequest::new(
         "agent-1",
         task_target(task),
@@ -83,7 +88,11 @@ async fn pending_items_are_listed_filtered_and_ordered(backend: &TestBackend) {
         .await
         .unwrap();
     assert_eq!(oldest.len(), 1);
-    assert_eq!(oldest[0].item, ItemRef::new(older, 1), "{backend:?}: oldest first");
+    assert_eq!(
+        oldest[0].item,
+        ItemRef::new(older, 1),
+        "{backend:?}: oldest first"
+    );
 
     let about_rent = ItemFilter::new().target(task_target(&second_task));
     let rent = app.engine.pending(&about_rent).await.unwrap();
@@ -150,7 +159,10 @@ async fn decisions_are_followed_with_a_cursor(backend: &TestBackend) {
     assert_eq!(rejection.reason.as_deref(), Some("not now"));
     let idle = engine.decisions_since(rest.next, 100).await.unwrap();
     assert!(idle.decisions.is_empty());
-    assert_eq!(idle.next, rest.next, "{backend:?}: nothing new, the cursor stays");
+    assert_eq!(
+        idle.next, rest.next,
+        "{backend:?}: nothing new, the cursor stays"
+    );
     assert_eq!(engine.decision_cursor().await.unwrap(), rest.next);
 
     // The stream yields what is committed after its cursor, and nothing before.

@@ -351,7 +351,10 @@ mod tests {
         else {
             panic!("moved: {moved:?}");
         };
-        assert_eq!((from_target.id.as_str(), edited.id.as_str()), ("o-7", "o-8"));
+        assert_eq!(
+            (from_target.id.as_str(), edited.id.as_str()),
+            ("o-7", "o-8")
+        );
         assert!(
             moved_text(check(serde_json::json!({"cents": 500})))
                 .starts_with("an edit cannot move the call to another target"),

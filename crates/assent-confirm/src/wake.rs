@@ -134,9 +134,8 @@ impl WakeService {
         let mut planned = Vec::with_capacity(routed.groups.len());
         let mut replies = routed.refused;
         for group in routed.groups {
-            let own_id = !id_taken
-                && (group.target == request.target
-                    || !routed.has_request_target);
+            let own_id =
+                !id_taken && (group.target == request.target || !routed.has_request_target);
             id_taken |= own_id;
             let sub = WakeRequest {
                 target: group.target.clone(),
@@ -698,7 +697,11 @@ fn route_calls(registry: &assent_tools::ToolRegistry, request: &WakeRequest) -> 
                         position,
                         ToolResponse {
                             tool_call_id: call.id.clone(),
-                            content: reply::no_target_in_args(&call.name, &from.kind, &from.pointer),
+                            content: reply::no_target_in_args(
+                                &call.name,
+                                &from.kind,
+                                &from.pointer,
+                            ),
                         },
                     ));
                     continue;
@@ -771,7 +774,12 @@ mod tests {
         let refund = ToolSpec::new("issue_refund", "Refund.", ToolMode::Deferred, schema)
             .target_from("order", "/order_id");
         tools.register(refund).expect("registered");
-        let note = ToolSpec::new("note", "Note.", ToolMode::Deferred, json!({"type": "object"}));
+        let note = ToolSpec::new(
+            "note",
+            "Note.",
+            ToolMode::Deferred,
+            json!({"type": "object"}),
+        );
         tools.register(note).expect("registered");
         let host = SimpleHost::new("billing")
             .handle("issue_refund", |_, call| {
@@ -829,8 +837,16 @@ mod tests {
         let own = wake.change_set.as_ref().expect("the wake's set");
         assert_eq!(own.id, own_id);
         assert_eq!(own.items[0].tool_name, "note");
-        let ids: Vec<&str> = wake.responses.iter().map(|r| r.tool_call_id.as_str()).collect();
-        assert_eq!(ids, ["r7", "n1", "r8", "bad", "r7b"], "answers in the calls' order");
+        let ids: Vec<&str> = wake
+            .responses
+            .iter()
+            .map(|r| r.tool_call_id.as_str())
+            .collect();
+        assert_eq!(
+            ids,
+            ["r7", "n1", "r8", "bad", "r7b"],
+            "answers in the calls' order"
+        );
         assert_eq!(
             wake.responses[3].content,
             reply::no_target_in_args("issue_refund", "order", "/order_id")
@@ -853,8 +869,10 @@ mod tests {
             "a",
             Target::new("customer", "c-1"),
             "run-1",
-            calls(json!([{"type": "tool_use", "id": "r7", "name": "issue_refund",
-                "input": {"order_id": "o-7", "cents": 500}}])),
+            calls(
+                json!([{"type": "tool_use", "id": "r7", "name": "issue_refund",
+                "input": {"order_id": "o-7", "cents": 500}}]),
+            ),
         );
         let wake = engine.wakes().wake(request, T0).await.expect("a wake");
         let set = wake.change_set.expect("queued");
@@ -867,20 +885,33 @@ mod tests {
         let Err(error) = moved else {
             panic!("the edit moved the refund: {moved:?}");
         };
-        assert!(matches!(error, ConfirmError::EditMovesTarget { .. }), "{error:?}");
+        assert!(
+            matches!(error, ConfirmError::EditMovesTarget { .. }),
+            "{error:?}"
+        );
         assert!(
             error
                 .to_string()
                 .starts_with("an edit cannot move the call to another target"),
             "{error}"
         );
-        let still = engine.change_set(set.id).await.expect("read").expect("a set");
-        assert_eq!(still.items[0].status, assent_domain::ChangeItemStatus::Pending);
+        let still = engine
+            .change_set(set.id)
+            .await
+            .expect("read")
+            .expect("a set");
+        assert_eq!(
+            still.items[0].status,
+            assent_domain::ChangeItemStatus::Pending
+        );
 
         let confirmed = service
             .edit_and_confirm(item, json!({"order_id": "o-7", "cents": 300}), T0)
             .await
             .expect("an edit on the same order runs");
-        assert_eq!(confirmed.decision.edited_args, Some(json!({"order_id": "o-7", "cents": 300})));
+        assert_eq!(
+            confirmed.decision.edited_args,
+            Some(json!({"order_id": "o-7", "cents": 300}))
+        );
     }
 }

@@ -214,7 +214,12 @@ mod tests {
             .run_once(engine.now(), true)
             .await
             .expect("a round");
-        engine.change_set(id).await.expect("read").expect("a set").status
+        engine
+            .change_set(id)
+            .await
+            .expect("read")
+            .expect("a set")
+            .status
     }
 
     #[tokio::test]
@@ -246,7 +251,16 @@ mod tests {
         let worker = engine.worker().expire_after(None);
         let later = T0 + time::Duration::days(3);
         worker.run_once(later, true).await.expect("a round");
-        let status = engine.change_set(id).await.expect("read").expect("a set").status;
-        assert_eq!(status, ChangeSetStatus::Pending, "the worker's own override wins");
+        let status = engine
+            .change_set(id)
+            .await
+            .expect("read")
+            .expect("a set")
+            .status;
+        assert_eq!(
+            status,
+            ChangeSetStatus::Pending,
+            "the worker's own override wins"
+        );
     }
 }

@@ -62,8 +62,7 @@ pub use policy::{
 };
 pub use registry::{
     BatchSpec, CompensationFn, SummaryContext, SummaryFn, TargetFrom, ToolMode, ToolRegistry,
-    ToolSpec,
-    fallback_summary, titled_summary,
+    ToolSpec, fallback_summary, titled_summary,
 };
 pub use shell::{ShellPart, split_command};
 pub use state::{Redundancy, Stateless, TargetState};

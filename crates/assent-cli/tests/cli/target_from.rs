@@ -19,8 +19,13 @@ async fn billing(cli: &Cli) -> (assent_store::Store, Engine) {
         .category(|_, _| Box::pin(async { Ok(Some("billing".to_owned())) }));
     let schema = json!({"type": "object", "required": ["order_id", "cents"],
         "properties": {"order_id": {"type": "string"}, "cents": {"type": "integer"}}});
-    let refund = ToolSpec::new("issue_refund", "Refund an order.", ToolMode::Deferred, schema)
-        .target_from("order", "/order_id");
+    let refund = ToolSpec::new(
+        "issue_refund",
+        "Refund an order.",
+        ToolMode::Deferred,
+        schema,
+    )
+    .target_from("order", "/order_id");
     let mut tools = ToolRegistry::new();
     tools.register(refund).expect("registers");
     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host))
@@ -40,10 +45,19 @@ async fn an_edit_at_the_cli_cannot_move_a_refund_to_another_order() {
         .await
         .expect("agent");
     let calls = tool_calls(&[("issue_refund", json!({"order_id": "o-7", "cents": 500}))]);
-    let request = WakeRequest::new("billing-agent", Target::new("customer", "c-1"), "run-1", calls);
+    let request = WakeRequest::new(
+        "billing-agent",
+        Target::new("customer", "c-1"),
+        "run-1",
+        calls,
+    );
     let wake = engine.wakes().wake(request, now).await.expect("wake");
     let set = wake.change_set.expect("queued");
-    assert_eq!(set.target(), Target::new("order", "o-7"), "routed to its order");
+    assert_eq!(
+        set.target(),
+        Target::new("order", "o-7"),
+        "routed to its order"
+    );
     let id = set.id.to_string();
     store.close().await;
 
@@ -57,10 +71,18 @@ async fn an_edit_at_the_cli_cannot_move_a_refund_to_another_order() {
     assert_fails(&moved, 2, "an edit cannot move the call to another target");
 
     let shown = cli.run(&["show", &id, "--json"]);
-    assert_eq!(code(&shown), 0, "{}", String::from_utf8_lossy(&shown.stderr));
+    assert_eq!(
+        code(&shown),
+        0,
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
     let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("json");
     let text = shown.to_string();
     assert!(text.contains("\"o-7\""), "{text}");
-    assert!(!text.contains("o-8"), "nothing of the edit was kept: {text}");
+    assert!(
+        !text.contains("o-8"),
+        "nothing of the edit was kept: {text}"
+    );
     assert!(text.contains("pending"), "{text}");
 }

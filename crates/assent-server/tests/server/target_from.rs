@@ -16,8 +16,13 @@ async fn billing_server() -> TestServer {
             .category(|_, _| Box::pin(async { Ok(Some("billing".to_owned())) }));
         let schema = json!({"type": "object", "required": ["order_id", "cents"],
             "properties": {"order_id": {"type": "string"}, "cents": {"type": "integer"}}});
-        let refund = ToolSpec::new("issue_refund", "Refund an order.", ToolMode::Deferred, schema)
-            .target_from("order", "/order_id");
+        let refund = ToolSpec::new(
+            "issue_refund",
+            "Refund an order.",
+            ToolMode::Deferred,
+            schema,
+        )
+        .target_from("order", "/order_id");
         let mut tools = ToolRegistry::new();
         tools.register(refund).expect("registered");
         let engine = Engine::open(store, Arc::new(tools), Arc::new(host))
@@ -52,7 +57,10 @@ async fn an_edit_over_the_api_cannot_move_a_refund_to_another_order() {
         .get("/api/change-sets?targetKind=order&targetId=o-7")
         .await;
     assert_eq!(status, 200);
-    let id = sets[0]["id"].as_str().expect("queued for order o-7").to_owned();
+    let id = sets[0]["id"]
+        .as_str()
+        .expect("queued for order o-7")
+        .to_owned();
 
     let (status, body) = server
         .post(
