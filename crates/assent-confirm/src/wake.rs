@@ -312,7 +312,7 @@ impl WakeService {
             // A call refused because a person rejected exactly it before is on the
             // record, naming that rejection, never only in the agent's reply.
             for refused in &planned.refused_again {
-                written.audit(refused_again_record(&request, refused, now))?;
+                written.audit(refused_again_record(request, refused, now))?;
             }
             let lines = match planned.plan {
                 CallPlan::Reply(text) => vec![Line::Said(text)],
@@ -324,7 +324,7 @@ impl WakeService {
                         .execute_now(
                             tx,
                             &policy,
-                            &request,
+                            request,
                             invocations,
                             &mut seen,
                             &mut known_category,
