@@ -786,7 +786,15 @@ mod tests {
                 let order = call.target.target.id.clone();
                 Box::pin(async move { Ok(format!("refunded {order}")) })
             })
-            .category(|_, _| Box::pin(async { Ok(Some("billing".to_owned())) }));
+            // The agent may act on `billing` targets only; order o-vip is `vip`.
+            .category(|_, target| {
+                let category = if target.id == "o-vip" {
+                    "vip"
+                } else {
+                    "billing"
+                };
+                Box::pin(async move { Ok(Some(category.to_owned())) })
+            });
         let store = Store::open("sqlite::memory:").await.expect("a store");
         let engine = Engine::open(store, Arc::new(tools), Arc::new(host))
             .await
@@ -815,6 +823,7 @@ mod tests {
                 {"type": "tool_use", "id": "r8", "name": "issue_refund", "input": {"order_id": "o-8", "cents": 200}},
                 {"type": "tool_use", "id": "bad", "name": "issue_refund", "input": {"order_id": ["o-9"], "cents": 1}},
                 {"type": "tool_use", "id": "r7b", "name": "issue_refund", "input": {"order_id": "o-7", "cents": 100}},
+                {"type": "tool_use", "id": "vip", "name": "issue_refund", "input": {"order_id": "o-vip", "cents": 100}},
             ])),
         );
         let own_id = request.change_set_id;
@@ -844,8 +853,15 @@ mod tests {
             .collect();
         assert_eq!(
             ids,
-            ["r7", "n1", "r8", "bad", "r7b"],
+            ["r7", "n1", "r8", "bad", "r7b", "vip"],
             "answers in the calls' order"
+        );
+        // The order's own category decides, not the wake's target's: an order the
+        // agent may not touch is refused, and nothing is queued for it.
+        assert!(
+            wake.responses[5].content.starts_with("Denied by policy"),
+            "{}",
+            wake.responses[5].content
         );
         assert_eq!(
             wake.responses[3].content,
@@ -913,5 +929,9 @@ mod tests {
             confirmed.decision.edited_args,
             Some(json!({"order_id": "o-7", "cents": 300}))
         );
+        let crate::ExecutionOutcome::Applied { message, .. } = confirmed.execution else {
+            panic!("not applied: {:?}", confirmed.execution);
+        };
+        assert_eq!(message, "refunded o-7", "the handler acts on the order");
     }
 }

@@ -37,6 +37,17 @@ pub enum ToolsError {
         /// The pointer given.
         pointer: String,
     },
+    /// A batch tool explodes into a tool that takes its target from its arguments:
+    /// its elements could name several targets, and a batch is queued as one set.
+    #[error(
+        "batch tool {batch:?} explodes into {singular:?}, which takes its target from its arguments; register the singular tool alone"
+    )]
+    BatchOfRoutedTool {
+        /// The batch tool.
+        batch: String,
+        /// The singular tool.
+        singular: String,
+    },
     /// A batch tool names a singular tool that is not registered (register it first).
     #[error("batch tool {batch:?} explodes into {singular:?}, which is not registered")]
     MissingSingularTool {

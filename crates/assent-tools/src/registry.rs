@@ -309,6 +309,19 @@ impl ToolRegistry {
                 singular: batch.singular_tool.clone(),
             });
         }
+        // A batch is queued as one set about one target: its elements cannot each
+        // name their own.
+        if let Some(batch) = &spec.batch
+            && self
+                .tools
+                .get(&batch.singular_tool)
+                .is_some_and(|singular| singular.spec.target_from.is_some())
+        {
+            return Err(ToolsError::BatchOfRoutedTool {
+                batch: spec.name.clone(),
+                singular: batch.singular_tool.clone(),
+            });
+        }
         // Formats (`date`, ...) are assertions here: a due date of 2026-02-30 is refused
         // when proposed, not when a person confirms it.
         let validator = jsonschema::options()
@@ -540,5 +553,36 @@ mod tests {
         let anthropic = r.anthropic_tools();
         assert_eq!(anthropic[0]["name"], "set_title");
         assert_eq!(anthropic[0]["input_schema"]["type"], "object");
+    }
+
+    #[test]
+    fn a_target_in_the_arguments_is_registered_only_when_it_can_name_one() {
+        let schema = json!({"type": "object"});
+        let spec = |kind: &str, pointer: &str| {
+            ToolSpec::new("refund", "Refund.", ToolMode::Deferred, schema.clone())
+                .target_from(kind, pointer)
+        };
+        for (kind, pointer) in [("order", "order_id"), (" ", "/order_id"), ("order", "")] {
+            let refused = ToolRegistry::new().register(spec(kind, pointer));
+            assert!(
+                matches!(refused, Err(ToolsError::InvalidTargetFrom { .. })),
+                "{kind:?} {pointer:?}: {refused:?}"
+            );
+        }
+        let mut registry = ToolRegistry::new();
+        registry
+            .register(spec("order", "/order_id"))
+            .expect("registers");
+        let mut batch = ToolSpec::new("refunds", "Refunds.", ToolMode::Deferred, schema.clone());
+        batch.batch = Some(BatchSpec {
+            array_key: "items".into(),
+            singular_tool: "refund".into(),
+            element_key: None,
+        });
+        let refused = registry.register(batch);
+        assert!(
+            matches!(refused, Err(ToolsError::BatchOfRoutedTool { .. })),
+            "{refused:?}"
+        );
     }
 }
