@@ -22,6 +22,7 @@ mod own_transaction;
 mod proof;
 mod properties;
 mod rejections;
+mod review;
 mod service_pool;
 mod session_ended;
 mod shadow;

@@ -74,6 +74,19 @@ pub fn unknown_tool(name: &str) -> String {
     format!("Error: unknown tool \"{name}\". Nothing was queued.")
 }
 
+/// The call of `tool`, which acts on the `kind` its arguments name at JSON pointer
+/// `pointer`, names none there.
+pub fn no_target_in_args(tool: &str, kind: &str, pointer: &str) -> String {
+    format!(
+        "Error: {tool} acts on the {kind} its arguments name at {pointer}, and they name none (a non-empty string or a number is needed there). Nothing was queued."
+    )
+}
+
+/// The call names a target (`kind` `id`, from its arguments) the service does not have.
+pub fn no_such_target(kind: &str, id: &str) -> String {
+    format!("Error: there is no {kind} \"{id}\". Nothing was queued.")
+}
+
 /// The call's arguments could not be used.
 pub fn invalid_args(tool: &str, problem: &str) -> String {
     format!("Error: invalid arguments for {tool}: {problem}. Nothing was queued.")

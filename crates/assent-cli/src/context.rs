@@ -85,9 +85,15 @@ pub async fn engine(store: Store) -> Result<Engine, CliError> {
     // A person confirming a coding agent's call here (any door: the CLI, the page, the
     // API, Slack) has its workspace read on this machine: the rules see where its paths
     // lead, and a file changed since the proposal is found before anything is recorded.
+    // The CLI's expiry, stated in `assent expire --help`: open sets expire after seven
+    // days (a service that embeds the engine chooses its own; the engine's default is
+    // never).
     Ok(assent_journal_host::journal_engine(store)
         .await?
-        .with_foreign_targets(std::sync::Arc::new(assent_hook::Workspaces)))
+        .with_foreign_targets(std::sync::Arc::new(assent_hook::Workspaces))
+        .with_expiry(assent_confirm::Expiry::After(
+            assent_confirm::DEFAULT_EXPIRY_TTL,
+        )))
 }
 
 /// The identity a quorum counts for a decision made here: `--as NAME`, else the OS

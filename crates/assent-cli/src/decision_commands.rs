@@ -277,7 +277,11 @@ pub async fn dismiss(ctx: &Ctx, args: DismissArgs) -> Result<Output, CliError> {
 
 /// `assent expire`.
 pub async fn expire(ctx: &Ctx, args: ExpireArgs) -> Result<Output, CliError> {
-    let ttl = args.ttl.unwrap_or(DEFAULT_EXPIRY_TTL);
+    // The engine's expiry is the CLI's seven days ([`crate::context::engine`]).
+    let ttl = args
+        .ttl
+        .or(ctx.engine.expiry().ttl())
+        .unwrap_or(DEFAULT_EXPIRY_TTL);
     let expired = ctx.engine.confirmations().expire(ctx.now, ttl).await?;
     Output::either(ctx.json, &json!({"expired": expired}), || {
         render::expired(&expired, ttl)

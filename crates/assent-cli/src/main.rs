@@ -113,6 +113,8 @@ impl From<ConfirmError> for CliError {
         if let ConfirmError::InvalidRule(_)
         | ConfirmError::InvalidSetting(_)
         | ConfirmError::InvalidGrant(_)
+        | ConfirmError::EditMovesTarget { .. }
+        | ConfirmError::InvalidCursor(_)
         | ConfirmError::RejectionNotFound(_) = &error
         {
             return Self::Usage(error.to_string());

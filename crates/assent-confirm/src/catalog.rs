@@ -4,7 +4,7 @@
 use crate::{ConfirmError, Effect};
 use assent_store::StoreError;
 use assent_store::host_tools::HostTool;
-use assent_tools::{ToolMode, ToolSpec};
+use assent_tools::{TargetFrom, ToolMode, ToolSpec};
 use serde_json::{Value, json};
 
 /// The definition of `spec` as stored in `host_tools`: `name`, `description`,
@@ -34,7 +34,22 @@ pub(crate) fn definition(spec: &ToolSpec, effect: Effect) -> Value {
     if let Some(batch) = &spec.batch {
         definition["batchOf"] = json!(batch.singular_tool);
     }
+    // Any process that edits the tool's items refuses an edit that moves a call to
+    // another target: it needs to know where the target is.
+    if let Some(from) = &spec.target_from {
+        definition["targetFrom"] = json!({"kind": from.kind, "pointer": from.pointer});
+    }
     definition
+}
+
+/// Where a recorded definition's tool takes its target from in its arguments
+/// (`targetFrom`), when it does.
+pub(crate) fn target_from(definition: &Value) -> Option<TargetFrom> {
+    let from = definition.get("targetFrom")?;
+    Some(TargetFrom {
+        kind: from["kind"].as_str()?.to_owned(),
+        pointer: from["pointer"].as_str()?.to_owned(),
+    })
 }
 
 /// The tool an engine recorded as `recorded` (`definition` read back), for a process
@@ -61,12 +76,14 @@ pub fn recorded_spec(recorded: &HostTool) -> Result<ToolSpec, ConfirmError> {
         None => return Err(corrupt("no mode: not an engine's own definition")),
     };
     let description = definition["description"].as_str().unwrap_or_default();
-    Ok(ToolSpec::new(
+    let mut spec = ToolSpec::new(
         recorded.tool_name.clone(),
         description,
         mode,
         recorded.input_schema.clone(),
-    ))
+    );
+    spec.target_from = target_from(definition);
+    Ok(spec)
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use assent_store::{
 };
 use assent_tools::{
     AgentPolicy, CallContext, Coverage, ExecutionTarget, PastOutcome, PolicyDecision, RuleAction,
-    ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
+    TargetFrom, ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
 };
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
@@ -41,7 +41,8 @@ use assent_store::WriteTx;
 /// agent's hook) is still given to do so, before a confirmation counts it as gone.
 pub const WITHDRAW_GRACE: Duration = Duration::seconds(10);
 
-/// Pending sets older than this expire (plan, section 9).
+/// The time to live of an open set that the CLI chooses (`assent expire`, `assent
+/// serve`): seven days. A service chooses its own at open ([`crate::Expiry`]).
 pub const DEFAULT_EXPIRY_TTL: Duration = Duration::days(7);
 
 /// A successful confirmation.
@@ -783,6 +784,13 @@ impl ConfirmationService {
             .ok_or_else(|| ConfirmError::UnknownTool(item.tool_name.clone()))?;
         if let Some(args) = &edited_args {
             self.validate_edit(&spec.name, args)?;
+            decide::check_edit_target(
+                spec.target_from.as_ref(),
+                &spec.name,
+                &set.target(),
+                &item.args,
+                args,
+            )?;
         }
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         // An agent this database lacks (its set came from another device) has no
@@ -1121,16 +1129,20 @@ impl ConfirmationService {
     /// the item's host is this engine's, otherwise against the input schema its host
     /// recorded in the database (`host_tools`), so that another service's or an MCP
     /// gateway's item is edited, and an edit outside the tool's schema refused, from
-    /// any process.
+    /// any process. Returns where the tool takes its target from in its arguments,
+    /// when it does (`targetFrom` of its recorded definition).
     async fn validate_external_edit(
         &self,
         conn: &mut Connection,
         host: &str,
         tool_name: &str,
         args: &Value,
-    ) -> Result<(), ConfirmError> {
-        if host == self.engine.host.name() && self.engine.registry.get(tool_name).is_some() {
-            return self.validate_edit(tool_name, args);
+    ) -> Result<Option<TargetFrom>, ConfirmError> {
+        if host == self.engine.host.name()
+            && let Some(spec) = self.engine.registry.get(tool_name)
+        {
+            self.validate_edit(tool_name, args)?;
+            return Ok(spec.target_from.clone());
         }
         let Some(tool) = host_tools::get(conn, host, tool_name).await? else {
             let why = if host_tools::registered(conn, host).await? {
@@ -1163,7 +1175,8 @@ impl ConfirmationService {
             .map_err(|e| match e {
                 ToolsError::InvalidArgs { problems, .. } => invalid(problems.join("; ")),
                 other => invalid(other.to_string()),
-            })
+            })?;
+        Ok(crate::catalog::target_from(&tool.definition))
     }
 
     /// Confirms queued item `index` (an external one, see [`crate::Effect::External`],
@@ -1183,8 +1196,17 @@ impl ConfirmationService {
         batch: &mut Batch,
     ) -> Result<Attempt, ConfirmError> {
         if let Some(args) = &edited_args {
-            self.validate_external_edit(conn, &external.host, &set.items[index].tool_name, args)
+            let item = &set.items[index];
+            let from = self
+                .validate_external_edit(conn, &external.host, &item.tool_name, args)
                 .await?;
+            decide::check_edit_target(
+                from.as_ref(),
+                &item.tool_name,
+                &set.target(),
+                &item.args,
+                args,
+            )?;
         }
         let tool_name = set.items[index].tool_name.clone();
         let tool_name = &tool_name;
@@ -1844,7 +1866,11 @@ impl ConfirmationService {
             }
         }
         tx.commit().await?;
-        tracing::info!(expired = ids.len(), "stale change sets expired");
+        if ids.is_empty() {
+            tracing::debug!("no stale change sets to expire");
+        } else {
+            tracing::info!(expired = ids.len(), "stale change sets expired");
+        }
         Ok(ids)
     }
 

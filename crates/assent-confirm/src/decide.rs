@@ -28,6 +28,32 @@ pub(crate) enum Route {
     Here,
 }
 
+/// Refuses a person's edit of a call of `tool` whose arguments, for a tool that takes
+/// its target from them (`from`), name another target than the `proposed` arguments
+/// did (the set's target `set_target` stands for a proposal that named none): the
+/// set, its rules and its state are that target's, and the call would act on another.
+pub(crate) fn check_edit_target(
+    from: Option<&assent_tools::TargetFrom>,
+    tool: &str,
+    set_target: &assent_domain::Target,
+    proposed: &Value,
+    edited: &Value,
+) -> Result<(), ConfirmError> {
+    let Some(from) = from else {
+        return Ok(());
+    };
+    let before = from.target_in(proposed);
+    let after = from.target_in(edited);
+    if before == after {
+        return Ok(());
+    }
+    Err(ConfirmError::EditMovesTarget {
+        tool: tool.to_owned(),
+        proposed: before.unwrap_or_else(|| set_target.clone()),
+        edited: after.unwrap_or_else(|| assent_domain::Target::new(from.kind.clone(), "")),
+    })
+}
+
 /// The route of a person's confirmation of item `index` of `set`, served as `served`
 /// says, shown to the person at revision `shown_revision` (when the door knows it), on
 /// an engine whose host is `own_host`. Refused when the item is decided, the set
@@ -302,6 +328,44 @@ mod tests {
                 idempotent: false
             })
         );
+    }
+
+    #[test]
+    fn an_edit_that_names_another_target_is_refused() {
+        let from = assent_tools::TargetFrom {
+            kind: "order".into(),
+            pointer: "/order_id".into(),
+        };
+        let set_target = assent_domain::Target::new("order", "o-7");
+        let proposed = serde_json::json!({"order_id": "o-7", "cents": 500});
+        let check = |edited: Value| {
+            check_edit_target(Some(&from), "issue_refund", &set_target, &proposed, &edited)
+        };
+        assert!(check(serde_json::json!({"order_id": "o-7", "cents": 300})).is_ok());
+        let moved = check(serde_json::json!({"order_id": "o-8", "cents": 500}));
+        let Err(ConfirmError::EditMovesTarget {
+            proposed: from_target,
+            edited,
+            ..
+        }) = moved
+        else {
+            panic!("moved: {moved:?}");
+        };
+        assert_eq!(
+            (from_target.id.as_str(), edited.id.as_str()),
+            ("o-7", "o-8")
+        );
+        assert!(
+            moved_text(check(serde_json::json!({"cents": 500})))
+                .starts_with("an edit cannot move the call to another target"),
+            "an edit that drops the target moves it too"
+        );
+        let plain = check_edit_target(None, "t", &set_target, &proposed, &serde_json::json!({}));
+        assert!(plain.is_ok(), "a tool without target_from edits freely");
+    }
+
+    fn moved_text(result: Result<(), ConfirmError>) -> String {
+        result.expect_err("refused").to_string()
     }
 
     #[test]

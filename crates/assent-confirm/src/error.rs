@@ -133,6 +133,24 @@ pub enum ConfirmError {
     /// A worker's settings were refused (the webhook sender's, say).
     #[error("invalid worker settings: {0}")]
     InvalidWorker(String),
+    /// Text that is no decision cursor (see `records::DecisionCursor`'s `Display`).
+    #[error("invalid decision cursor {0:?}: expected one a decision page gave (dc-N)")]
+    InvalidCursor(String),
+    /// A person's edit names another target than the call's set is about (the tool
+    /// takes its target from its arguments, `ToolSpec::target_from`): nothing was
+    /// decided. Confirm the call as proposed, or reject it and let the agent propose
+    /// the other target's call.
+    #[error(
+        "an edit cannot move the call to another target: {tool} acts on {proposed}, the edit names {edited}"
+    )]
+    EditMovesTarget {
+        /// The tool.
+        tool: String,
+        /// The target the call was proposed for (its set's).
+        proposed: assent_domain::Target,
+        /// The target the edited arguments name (empty id when they name none).
+        edited: assent_domain::Target,
+    },
     /// No remembered rejection has this id (or id prefix): nothing was forgotten.
     #[error(
         "no remembered rejection {0:?} (`assent rejections` lists them; an id, or its first 8 or more hex digits)"

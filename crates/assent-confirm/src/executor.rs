@@ -455,7 +455,7 @@ impl<'h> AuditedExecutor<'h> {
             ..Self::result_record(req, true, stored.into_owned())
         };
         self.write_audit(conn, record).await;
-        tracing::info!(mutated = outcome.mutated, "tool applied");
+        tracing::debug!(mutated = outcome.mutated, "tool applied");
         Ok(ExecutionOutcome::Applied {
             message: outcome.message,
             mutated: outcome.mutated,

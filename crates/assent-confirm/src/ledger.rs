@@ -398,7 +398,7 @@ impl Engine {
             return Ok(Claim::Nothing);
         };
         run.claimed += 1;
-        tracing::info!(job = %job.id, tool = %job.tool_name, attempt = job.attempts, "job claimed");
+        tracing::debug!(job = %job.id, tool = %job.tool_name, attempt = job.attempts, "job claimed");
         // The first claim of a held job: its window has ended, uncancelled.
         if job.held && job.attempts == 1 {
             assent_store::Store::lock_target(tx.connection(), &job.target).await?;
@@ -578,7 +578,7 @@ impl Engine {
         }
         tx.commit().await?;
         if error.is_none() {
-            tracing::info!("job applied in its claim's transaction");
+            tracing::debug!("job applied in its claim's transaction");
         }
         Ok(())
     }
@@ -783,7 +783,7 @@ impl Engine {
             }
             Some(Ok(result)) => {
                 let landed = record_applied(tx.connection(), job, &result, now).await?;
-                tracing::info!(landed, "job applied");
+                tracing::debug!(landed, "job applied");
                 run.applied += usize::from(landed);
                 landed
             }

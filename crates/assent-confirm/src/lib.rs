@@ -154,7 +154,7 @@ pub use strategy::{
     NonInteractive,
 };
 pub use wake::{PendingWake, ToolResponse, WakeOutcome, WakeRequest, WakeService};
-pub use worker::{DEFAULT_WORKER_POLL, Worker};
+pub use worker::{DEFAULT_WORKER_POLL, Expiry, Worker};
 
 use assent_store::{Store, host_tools};
 use assent_tools::ToolRegistry;
@@ -170,6 +170,8 @@ pub struct Engine {
     inputs: inputs::Inputs,
     /// What this process reads of other hosts' targets ([`ForeignTargets`]).
     foreign: Option<Arc<dyn ForeignTargets>>,
+    /// What becomes of the sets nobody decides ([`Engine::with_expiry`]).
+    expiry: Expiry,
 }
 
 impl Engine {
@@ -183,6 +185,7 @@ impl Engine {
             jobs: JobSettings::default(),
             inputs: inputs::Inputs::default(),
             foreign: None,
+            expiry: Expiry::Never,
         }
     }
 

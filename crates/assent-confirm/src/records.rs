@@ -10,6 +10,11 @@
 //! `approvals`, `waits`, `jobs`), so a set reads the same through every door. The plain
 //! types they return are re-exported here.
 //!
+//! A service's own review screen reads the same way: the items waiting for a person
+//! ([`Engine::pending`], one [`PendingItem`] each) and the decisions as they are
+//! committed, followed with a [`DecisionCursor`] ([`Engine::decisions_since`], or the
+//! stream [`Engine::decisions`]).
+//!
 //! A door that holds the store without an engine (the server's event stream, the
 //! gateway's checks before its engine is built and its ledger guard) reads through the
 //! few functions here that take a [`Store`].
@@ -27,7 +32,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 pub use assent_store::approvals::{Approval, Quorum, Revision};
-pub use assent_store::change_sets::{PendingFilter, Undoes};
+pub use assent_store::change_sets::{ItemFilter, PendingFilter, PendingItem, Undoes};
 /// The prefix of a decider named for an MCP client's elicitation answer
 /// (`mcp-client:NAME`): the client's word, never a named person's.
 pub use assent_store::decisions::MCP_CLIENT_PREFIX;
@@ -167,6 +172,215 @@ pub async fn item_fingerprint(
 ) -> Result<Option<Value>, ConfirmError> {
     let mut conn = store.read_connection().await?;
     Ok(jobs::item_fingerprint(&mut conn, operation_id).await?)
+}
+
+/// Where a follower of decisions stands: after which committed decision it reads on.
+/// Opaque: keep it as the string its `Display` gives (`dc-N`) and parse it back with
+/// `FromStr` (or serde); start at [`DecisionCursor::start`] for every decision ever
+/// made, or at [`Engine::decision_cursor`] for those made from now on.
+///
+/// ```
+/// use assent_confirm::records::DecisionCursor;
+///
+/// let cursor: DecisionCursor = "dc-0".parse()?;
+/// assert_eq!(cursor, DecisionCursor::start());
+/// assert_eq!(cursor.to_string().parse::<DecisionCursor>()?, cursor);
+/// assert!("12".parse::<DecisionCursor>().is_err());
+/// # Ok::<(), assent_confirm::ConfirmError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DecisionCursor(i64);
+
+/// The text before a cursor's position.
+const CURSOR_PREFIX: &str = "dc-";
+
+impl DecisionCursor {
+    /// Before the first decision: a follower starting here reads every decision.
+    pub const fn start() -> Self {
+        Self(0)
+    }
+}
+
+impl std::fmt::Display for DecisionCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{CURSOR_PREFIX}{}", self.0)
+    }
+}
+
+impl std::str::FromStr for DecisionCursor {
+    type Err = ConfirmError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.strip_prefix(CURSOR_PREFIX)
+            .filter(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|digits| digits.parse::<i64>().ok())
+            .map(Self)
+            .ok_or_else(|| ConfirmError::InvalidCursor(text.to_owned()))
+    }
+}
+
+impl serde::Serialize for DecisionCursor {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for DecisionCursor {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// One decision as a follower reads it: the decision (set and item, verdict, who,
+/// reason, edited arguments, when) and the cursor just after it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct DecisionEntry {
+    /// The decision.
+    pub decision: ChangeDecision,
+    /// Where to read on from after this decision (keep it once the decision is
+    /// handled: a restart there reads none twice and misses none).
+    pub cursor: DecisionCursor,
+}
+
+/// The decisions committed after a cursor ([`Engine::decisions_since`]), in commit
+/// order, and where to read on from.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct DecisionPage {
+    /// The decisions, oldest first.
+    pub decisions: Vec<DecisionEntry>,
+    /// Where to read on from: after the last decision here, or the cursor asked for
+    /// when there was none.
+    pub next: DecisionCursor,
+}
+
+impl Engine {
+    /// The items waiting for a person that `filter` names, one row each: set and
+    /// index, agent, target, tool, the arguments as they would run, the summary, when
+    /// it was proposed and its revision. What a service's own review screen lists.
+    ///
+    /// ```
+    /// # use assent_confirm::{Engine, SimpleHost};
+    /// # use assent_store::Store;
+    /// # use assent_tools::ToolRegistry;
+    /// # use std::sync::Arc;
+    /// use assent_confirm::records::ItemFilter;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let store = Store::open("sqlite::memory:").await?;
+    /// # let host = Arc::new(SimpleHost::new("billing"));
+    /// # let engine = Engine::open(store, Arc::new(ToolRegistry::new()), host).await?;
+    /// let waiting = engine
+    ///     .pending(&ItemFilter::new().agent("billing-agent").oldest_first().limit(50))
+    ///     .await?;
+    /// for row in &waiting {
+    ///     println!("{} {} {}: {}", row.item, row.target, row.tool_name, row.summary);
+    /// }
+    /// # assert!(waiting.is_empty());
+    /// # Ok(())
+    /// # }
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(run())?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn pending(&self, filter: &ItemFilter) -> Result<Vec<PendingItem>, ConfirmError> {
+        let mut conn = self.store.read_connection().await?;
+        Ok(change_sets::pending_items(&mut conn, filter).await?)
+    }
+
+    /// The cursor after the newest decision committed so far: a follower starting
+    /// here reads only decisions made from now on.
+    pub async fn decision_cursor(&self) -> Result<DecisionCursor, ConfirmError> {
+        let mut conn = self.store.read_connection().await?;
+        Ok(DecisionCursor(decisions::feed_position(&mut conn).await?))
+    }
+
+    /// At most `limit` decisions committed after `cursor` (by any process or device
+    /// on this database), in commit order, and the cursor to read on from. A
+    /// decision committed later than another is never read before it, on SQLite or
+    /// PostgreSQL alike, so a follower that keeps `next` misses none.
+    ///
+    /// ```
+    /// # use assent_confirm::{Engine, SimpleHost};
+    /// # use assent_store::Store;
+    /// # use assent_tools::ToolRegistry;
+    /// # use std::sync::Arc;
+    /// use assent_confirm::records::DecisionCursor;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let store = Store::open("sqlite::memory:").await?;
+    /// # let host = Arc::new(SimpleHost::new("billing"));
+    /// # let engine = Engine::open(store, Arc::new(ToolRegistry::new()), host).await?;
+    /// let mut cursor = DecisionCursor::start(); // or: the one you saved, parsed
+    /// let page = engine.decisions_since(cursor, 100).await?;
+    /// for entry in &page.decisions {
+    ///     let d = &entry.decision;
+    ///     println!("{}/{}: {} by {:?}", d.change_set_id, d.item_index, d.verdict, d.decided_by);
+    /// }
+    /// cursor = page.next; // save `cursor.to_string()` with what you did
+    /// # assert_eq!(cursor, DecisionCursor::start());
+    /// # Ok(())
+    /// # }
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(run())?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn decisions_since(
+        &self,
+        cursor: DecisionCursor,
+        limit: u32,
+    ) -> Result<DecisionPage, ConfirmError> {
+        let mut conn = self.store.read_connection().await?;
+        let rows = decisions::feed_since(&mut conn, cursor.0, limit.max(1)).await?;
+        let decisions: Vec<DecisionEntry> = rows
+            .into_iter()
+            .map(|(position, decision)| DecisionEntry {
+                decision,
+                cursor: DecisionCursor(position),
+            })
+            .collect();
+        let next = decisions.last().map_or(cursor, |entry| entry.cursor);
+        Ok(DecisionPage { decisions, next })
+    }
+
+    /// Every decision committed after `cursor`, as it is committed: a stream that
+    /// never ends by itself (drop it to stop). It reads the decision feed every
+    /// [`crate::OUTCOME_POLL_INTERVAL`] while nothing is new (as
+    /// [`crate::ConfirmationService::wait_outcome`] does), holding no connection in
+    /// between. A failed read is yielded as an error and tried again a little later;
+    /// the entry's cursor is where to start again after a restart.
+    pub fn decisions(
+        &self,
+        cursor: DecisionCursor,
+    ) -> impl futures_util::Stream<Item = Result<DecisionEntry, ConfirmError>> + Send + 'static
+    {
+        /// Decisions read at once while catching up.
+        const PAGE: u32 = 100;
+        /// After a failed read, how long before the next (a lasting failure is not
+        /// yielded on every poll).
+        const AFTER_ERROR: std::time::Duration = std::time::Duration::from_secs(1);
+        let state = (self.clone(), cursor, std::collections::VecDeque::new());
+        futures_util::stream::unfold(state, |(engine, mut cursor, mut ready)| async move {
+            loop {
+                if let Some(entry) = ready.pop_front() {
+                    return Some((Ok(entry), (engine, cursor, ready)));
+                }
+                match engine.decisions_since(cursor, PAGE).await {
+                    Ok(page) if page.decisions.is_empty() => {
+                        tokio::time::sleep(crate::OUTCOME_POLL_INTERVAL).await;
+                    }
+                    Ok(page) => {
+                        cursor = page.next;
+                        ready.extend(page.decisions);
+                    }
+                    Err(error) => {
+                        tokio::time::sleep(AFTER_ERROR).await;
+                        return Some((Err(error), (engine, cursor, ready)));
+                    }
+                }
+            }
+        })
+    }
 }
 
 impl Engine {

@@ -172,10 +172,11 @@ impl Scheduler {
         now: OffsetDateTime,
     ) -> Result<ScheduledWake, ConfirmError> {
         let wake = self.engine.wakes().wake(request, now).await?;
-        let calls = match &wake.change_set {
-            Some(set) => self.confirm_pending(set, cancel, now).await?,
-            None => Vec::new(),
-        };
+        // One set per target the wake's calls named (see `WakeService::wake`).
+        let mut calls = Vec::new();
+        for set in &wake.change_sets {
+            calls.extend(self.confirm_pending(set, cancel, now).await?);
+        }
         Ok(ScheduledWake { wake, calls })
     }
 

@@ -31,3 +31,36 @@ async fn open(tools: ToolRegistry, host: SimpleHost) -> Engine {
         .await
         .expect("an engine")
 }
+
+/// [`send_engine`] with agent `a` allowed on category `ops` (created at `now`).
+pub(crate) async fn send_engine_with_agent(now: time::OffsetDateTime) -> Engine {
+    let engine = send_engine().await;
+    engine
+        .set_categories("a", &["ops".to_owned()], now)
+        .await
+        .expect("an agent");
+    engine
+}
+
+/// A wake of agent `a` on `service/target` with `calls` sends (`{"n": i}`) at `now`:
+/// its set's id.
+pub(crate) async fn queue_sends(
+    engine: &Engine,
+    target: &str,
+    run: &str,
+    calls: usize,
+    now: time::OffsetDateTime,
+) -> uuid::Uuid {
+    let document: Vec<serde_json::Value> = (0..calls)
+        .map(|n| json!({"type": "tool_use", "id": format!("c{n}"), "name": "send", "input": {"n": n}}))
+        .collect();
+    let calls = assent_changeset::parse_tool_calls(&json!(document)).expect("calls");
+    let request = crate::WakeRequest::new(
+        "a",
+        assent_domain::Target::new("service", target),
+        run,
+        calls,
+    );
+    let wake = engine.wakes().wake(request, now).await.expect("a wake");
+    wake.change_set.expect("a set").id
+}

@@ -80,8 +80,12 @@ pub struct ToolResponse {
 /// What a wake produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WakeOutcome {
-    /// The persisted change set, if anything was queued.
+    /// The persisted change set, if anything was queued: the one with the request's
+    /// id, else the first of [`WakeOutcome::change_sets`].
     pub change_set: Option<ChangeSet>,
+    /// Every change set the wake queued, one per target (more than one only when
+    /// tools take their target from their arguments).
+    pub change_sets: Vec<ChangeSet>,
     /// One reply per call, in order.
     pub responses: Vec<ToolResponse>,
 }
@@ -96,33 +100,45 @@ pub struct WakeOutcome {
 #[must_use = "after the commit, `after_commit` runs the admitted external calls and gives the replies"]
 pub struct PendingWake {
     service: WakeService,
-    policy: AgentPolicy,
-    change_set: Option<ChangeSet>,
-    answers: Vec<(String, Vec<Line>)>,
+    /// Per target: the positions of its calls in the wake, and what was planned.
+    planned: Vec<(Vec<usize>, Planned)>,
+    /// Replies already known (calls refused before planning), by position.
+    replies: Vec<(usize, ToolResponse)>,
+    request_set_id: Uuid,
     now: OffsetDateTime,
 }
 
 impl std::fmt::Debug for PendingWake {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PendingWake")
-            .field("change_set", &self.change_set.as_ref().map(|set| set.id))
-            .field("calls", &self.answers.len())
+            .field("change_set", &self.change_set().map(|set| set.id))
             .field("to_run_after_commit", &self.to_run_after_commit())
             .finish_non_exhaustive()
     }
 }
 
 impl PendingWake {
-    /// The change set the wake queued (written in the caller's transaction), if any:
-    /// its id is known before the commit, for the caller's own rows.
+    /// The change set the wake queued with the request's id (else the first it
+    /// queued), written in the caller's transaction: its id is known before the
+    /// commit, for the caller's own rows.
     pub fn change_set(&self) -> Option<&ChangeSet> {
-        self.change_set.as_ref()
+        let mut sets = self.change_sets();
+        let first = self.change_sets().next();
+        sets.find(|set| set.id == self.request_set_id).or(first)
+    }
+
+    /// Every change set the wake queued, one per target.
+    pub fn change_sets(&self) -> impl Iterator<Item = &ChangeSet> {
+        self.planned
+            .iter()
+            .filter_map(|(_, plan)| plan.change_set.as_ref())
     }
 
     /// How many admitted calls of external tools [`PendingWake::after_commit`] runs.
     pub fn to_run_after_commit(&self) -> usize {
-        self.answers
+        self.planned
             .iter()
+            .flat_map(|(_, plan)| &plan.answers)
             .flat_map(|(_, lines)| lines)
             .filter(|line| matches!(line, Line::Outside(_)))
             .count()
@@ -134,26 +150,41 @@ impl PendingWake {
     /// call. Never call it while holding a write transaction of the engine's store: a
     /// result's record waits for the writer lock you hold.
     pub async fn after_commit(self) -> Result<WakeOutcome, ConfirmError> {
-        let mut responses = Vec::with_capacity(self.answers.len());
-        for (tool_call_id, lines) in self.answers {
-            let mut said = Vec::with_capacity(lines.len());
-            for line in lines {
-                said.push(match line {
-                    Line::Said(text) => text,
-                    Line::Outside(call) => {
-                        self.service
-                            .run_outside(&self.policy, call, self.now)
-                            .await?
-                    }
-                });
+        let mut replies = self.replies;
+        let mut change_sets = Vec::new();
+        for (positions, plan) in self.planned {
+            for (position, (tool_call_id, lines)) in positions.into_iter().zip(plan.answers) {
+                let mut said = Vec::with_capacity(lines.len());
+                for line in lines {
+                    said.push(match line {
+                        Line::Said(text) => text,
+                        Line::Outside(call) => {
+                            self.service
+                                .run_outside(&plan.policy, call, self.now)
+                                .await?
+                        }
+                    });
+                }
+                replies.push((
+                    position,
+                    ToolResponse {
+                        tool_call_id,
+                        content: said.join("\n"),
+                    },
+                ));
             }
-            responses.push(ToolResponse {
-                tool_call_id,
-                content: said.join("\n"),
-            });
+            change_sets.extend(plan.change_set);
         }
+        replies.sort_by_key(|(position, _)| *position);
+        let responses = replies.into_iter().map(|(_, response)| response).collect();
+        let change_set = change_sets
+            .iter()
+            .find(|set| set.id == self.request_set_id)
+            .or(change_sets.first())
+            .cloned();
         Ok(WakeOutcome {
-            change_set: self.change_set,
+            change_set,
+            change_sets,
             responses,
         })
     }
@@ -173,26 +204,40 @@ impl WakeService {
 
     /// Plans and carries out one wake in a single write transaction: immediate calls
     /// run through the audited executor, local calls go to the host, deferred calls
-    /// become one change set. Per-call problems (unknown tool, bad arguments, policy
-    /// denial) are replies, not errors; an error means nothing was written.
+    /// become one change set per target. Per-call problems (unknown tool, bad arguments,
+    /// policy denial, a tool that takes its target from its arguments and finds none
+    /// there) are replies, not errors; an error means nothing was written.
+    ///
+    /// A call of a tool that takes its target from its arguments
+    /// ([`assent_tools::ToolSpec::target_from`]) is planned for that target, with its
+    /// rules, state and category, and queued in that target's change set; the other
+    /// calls act on the request's target. [`WakeOutcome::change_set`] is then the set
+    /// with the request's id (else the first), [`WakeOutcome::change_sets`] all of them.
     #[tracing::instrument(skip_all, fields(agent = %request.agent_id, target = %request.target, run = %request.run_key, calls = request.calls.len()))]
     pub async fn wake(
         &self,
         request: WakeRequest,
         now: OffsetDateTime,
     ) -> Result<WakeOutcome, ConfirmError> {
-        // Everything a wake writes hangs off its target (its sets, their items, audit
-        // and outbox rows, applied operations): on PostgreSQL it locks that target, so
-        // wakes and decisions on other targets run side by side.
-        let mut tx = self.engine.store.begin_write_on(&request.target).await?;
-        let pending = self.wake_locked(&mut tx, request, now).await?;
+        let routed = route_calls(&self.engine.registry, &request);
+        // Everything a wake writes hangs off its targets (their sets, items, audit and
+        // outbox rows, applied operations): on PostgreSQL a wake of one target locks
+        // that target, so wakes and decisions on other targets run side by side; one
+        // that routes calls to several targets takes the writer lock.
+        let store = &self.engine.store;
+        let mut tx = match routed.groups.as_slice() {
+            [] => store.begin_write_on(&request.target).await?,
+            [only] => store.begin_write_on(&only.target).await?,
+            _ => store.begin_write().await?,
+        };
+        let pending = self.wake_locked(&mut tx, request, routed, now).await?;
         tx.commit().await?;
         pending.after_commit().await
     }
 
     /// [`WakeService::wake`] in the caller's write transaction `tx` (from
     /// [`Store::begin_write`] or [`Store::begin_write_on`] the request's target): the
-    /// immediate and local calls run on it and the change set is written in it;
+    /// immediate and local calls run on it and the change sets are written in it;
     /// nothing is committed. Write your own rows on `tx.connection()` before or after
     /// (the queued set's id is [`PendingWake::change_set`]), commit, then call
     /// [`PendingWake::after_commit`] for the replies; roll back and drop it, and
@@ -211,9 +256,18 @@ impl WakeService {
         request: WakeRequest,
         now: OffsetDateTime,
     ) -> Result<PendingWake, ConfirmError> {
-        assent_store::Store::lock_target(tx.connection(), &request.target).await?;
+        let routed = route_calls(&self.engine.registry, &request);
+        // Each target the wake writes, locked in one order (two such wakes never wait
+        // on each other crosswise).
+        let mut targets: Vec<&Target> = routed.groups.iter().map(|g| &g.target).collect();
+        targets.push(&request.target);
+        targets.sort_by(|a, b| (&a.kind, &a.id).cmp(&(&b.kind, &b.id)));
+        targets.dedup();
+        for target in targets {
+            assent_store::Store::lock_target(tx.connection(), target).await?;
+        }
         let mut scope = tx.savepoint().await?;
-        match self.wake_locked(&mut scope, request, now).await {
+        match self.wake_locked(&mut scope, request, routed, now).await {
             Ok(pending) => {
                 scope.release().await?;
                 Ok(pending)
@@ -225,13 +279,86 @@ impl WakeService {
         }
     }
 
-    /// The wake of `request` in `tx`, which holds its target's lock.
+    /// The wake of `request`, routed to its targets, in `tx`, which holds their locks.
     async fn wake_locked(
         &self,
         tx: &mut WriteTx,
         request: WakeRequest,
+        routed: Routed,
         now: OffsetDateTime,
     ) -> Result<PendingWake, ConfirmError> {
+        let engine = &self.engine;
+        let mut id_taken = false;
+        let mut planned = Vec::with_capacity(routed.groups.len());
+        let mut replies = routed.refused;
+        for group in routed.groups {
+            let own_id =
+                !id_taken && (group.target == request.target || !routed.has_request_target);
+            id_taken |= own_id;
+            let sub = WakeRequest {
+                target: group.target.clone(),
+                calls: group.calls.iter().map(|(_, call)| call.clone()).collect(),
+                change_set_id: if own_id {
+                    request.change_set_id
+                } else {
+                    engine.new_id()
+                },
+                ..request.clone()
+            };
+            match self.plan_in(tx, &sub, now).await {
+                Ok(plan) => planned.push((group, plan)),
+                // A target named by a call's arguments that the host does not have: the
+                // agent is told, for those calls alone (nothing of them was written).
+                Err(ConfirmError::UnknownTarget(target)) if group.target != request.target => {
+                    for (position, call) in group.calls {
+                        replies.push((
+                            position,
+                            ToolResponse {
+                                tool_call_id: call.id,
+                                content: reply::no_such_target(&target.kind, &target.id),
+                            },
+                        ));
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        let queued: usize = planned
+            .iter()
+            .filter_map(|(_, plan)| plan.change_set.as_ref())
+            .map(|set| set.items.len())
+            .sum();
+        // A wake that queued something waits for a person: worth an INFO line; one
+        // that only ran or refused calls is routine.
+        if queued > 0 {
+            tracing::info!(queued, sets = planned.len(), "wake planned");
+        } else {
+            tracing::debug!(queued, "wake planned");
+        }
+        Ok(PendingWake {
+            service: self.clone(),
+            planned: planned
+                .into_iter()
+                .map(|(group, plan)| {
+                    let positions = group.calls.iter().map(|(position, _)| *position).collect();
+                    (positions, plan)
+                })
+                .collect(),
+            replies,
+            request_set_id: request.change_set_id,
+            now,
+        })
+    }
+
+    /// Plans the calls of `request` (all about its target) inside `tx`: runs what may
+    /// run now, queues the rest as one change set; returns the lines of each call's
+    /// answer (in order) for after the commit.
+    async fn plan_in(
+        &self,
+        tx: &mut WriteTx,
+        request: &WakeRequest,
+        now: OffsetDateTime,
+    ) -> Result<Planned, ConfirmError> {
         let engine = &self.engine;
         let (policy, settings, memory) =
             agents::rules_and_rejection_memory_at(tx.connection(), &request.agent_id, now)
@@ -326,7 +453,7 @@ impl WakeService {
             // A call refused because a person rejected exactly it before is on the
             // record, naming that rejection, never only in the agent's reply.
             for refused in &planned.refused_again {
-                written.audit(refused_again_record(&request, refused, now))?;
+                written.audit(refused_again_record(request, refused, now))?;
             }
             let lines = match planned.plan {
                 CallPlan::Reply(text) => vec![Line::Said(text)],
@@ -338,7 +465,7 @@ impl WakeService {
                         .execute_now(
                             tx,
                             &policy,
-                            &request,
+                            request,
                             invocations,
                             &mut seen,
                             &mut known_category,
@@ -359,7 +486,7 @@ impl WakeService {
                     // The host's code runs in this transaction: the category may change.
                     known_category = None;
                     vec![Line::Said(
-                        self.handle_local_once(tx, &request, &planned.tool_name, &args, now)
+                        self.handle_local_once(tx, request, &planned.tool_name, &args, now)
                             .await?,
                     )]
                 }
@@ -380,16 +507,10 @@ impl WakeService {
             self.mark_external_items(tx.connection(), set).await?;
         }
         written.apply(tx.connection(), now).await?;
-        tracing::info!(
-            queued = change_set.as_ref().map_or(0, |s| s.items.len()),
-            "wake planned"
-        );
-        Ok(PendingWake {
-            service: self.clone(),
-            policy,
-            change_set,
+        Ok(Planned {
             answers,
-            now,
+            change_set,
+            policy,
         })
     }
 
@@ -663,6 +784,91 @@ fn external_intent(effect: Effect) -> Option<Intent> {
     }
 }
 
+/// What [`WakeService::plan_in`] planned for one target: each call's answer, the set
+/// it queued, and the agent's policy (the outside calls are checked against it).
+struct Planned {
+    answers: Vec<(String, Vec<Line>)>,
+    change_set: Option<ChangeSet>,
+    policy: AgentPolicy,
+}
+
+/// The calls of a wake about one target, each with its position in the wake.
+struct Group {
+    target: Target,
+    calls: Vec<(usize, ToolCall)>,
+}
+
+/// A wake's calls by target: the groups (the request's target first when it has
+/// calls, then in the order calls first name them), the replies of calls refused
+/// because their arguments name no target, and whether the request's target has a
+/// group.
+struct Routed {
+    groups: Vec<Group>,
+    refused: Vec<(usize, ToolResponse)>,
+    has_request_target: bool,
+}
+
+/// Routes each call of `request` to its target: the one its arguments name when its
+/// tool takes it from them ([`assent_tools::ToolSpec::target_from`]), else the
+/// request's. A wake without calls keeps one empty group for its target (its agent
+/// and target are still checked). Arguments that cannot be read stay with the
+/// request's target, where the planner refuses them.
+fn route_calls(registry: &assent_tools::ToolRegistry, request: &WakeRequest) -> Routed {
+    let mut groups: Vec<Group> = vec![Group {
+        target: request.target.clone(),
+        calls: Vec::new(),
+    }];
+    let mut refused = Vec::new();
+    for (position, call) in request.calls.iter().enumerate() {
+        let from = registry
+            .get(&call.name)
+            .and_then(|spec| spec.target_from.as_ref());
+        let args = match (&call.arguments, from) {
+            (_, None) => None,
+            (assent_changeset::ToolArguments::Value(args), Some(_)) => Some(args.clone()),
+            (assent_changeset::ToolArguments::Text(text), Some(_)) => {
+                serde_json::from_str::<Value>(text).ok()
+            }
+        };
+        let target = match (from, args) {
+            (Some(from), Some(args)) => match from.target_in(&args) {
+                Some(target) => target,
+                None => {
+                    refused.push((
+                        position,
+                        ToolResponse {
+                            tool_call_id: call.id.clone(),
+                            content: reply::no_target_in_args(
+                                &call.name,
+                                &from.kind,
+                                &from.pointer,
+                            ),
+                        },
+                    ));
+                    continue;
+                }
+            },
+            _ => request.target.clone(),
+        };
+        match groups.iter_mut().find(|group| group.target == target) {
+            Some(group) => group.calls.push((position, call.clone())),
+            None => groups.push(Group {
+                target,
+                calls: vec![(position, call.clone())],
+            }),
+        }
+    }
+    let has_request_target = !groups[0].calls.is_empty() || request.calls.is_empty();
+    if !has_request_target {
+        groups.remove(0);
+    }
+    Routed {
+        groups,
+        refused,
+        has_request_target,
+    }
+}
+
 /// One line of the answer to an executed call: said already, or an external tool's
 /// call admitted in the wake's transaction and run after its commit.
 enum Line {
@@ -684,5 +890,189 @@ fn said(tool_name: &str, outcome: ExecutionOutcome) -> String {
         ExecutionOutcome::AwaitingApprovals { approvals, needed } => {
             reply::awaiting_approvals(approvals, needed)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ItemRef, SimpleHost};
+    use assent_changeset::parse_tool_calls;
+    use assent_store::Store;
+    use assent_tools::{ToolMode, ToolRegistry, ToolSpec};
+    use serde_json::json;
+    use std::sync::Arc;
+    use time::macros::datetime;
+
+    const T0: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
+
+    /// A billing engine: `issue_refund {order_id, cents}` acts on the order its
+    /// arguments name; `note {text}` on the wake's target. Agent `a` may use both.
+    async fn billing() -> Engine {
+        let mut tools = ToolRegistry::new();
+        let schema = json!({"type": "object", "required": ["order_id", "cents"],
+            "properties": {"order_id": {"type": ["string", "integer"]}, "cents": {"type": "integer"}}});
+        let refund = ToolSpec::new("issue_refund", "Refund.", ToolMode::Deferred, schema)
+            .target_from("order", "/order_id");
+        tools.register(refund).expect("registered");
+        let note = ToolSpec::new(
+            "note",
+            "Note.",
+            ToolMode::Deferred,
+            json!({"type": "object"}),
+        );
+        tools.register(note).expect("registered");
+        let host = SimpleHost::new("billing")
+            .handle("issue_refund", |_, call| {
+                let order = call.target.target.id.clone();
+                Box::pin(async move { Ok(format!("refunded {order}")) })
+            })
+            // The agent may act on `billing` targets only; order o-vip is `vip`.
+            .category(|_, target| {
+                let category = if target.id == "o-vip" {
+                    "vip"
+                } else {
+                    "billing"
+                };
+                Box::pin(async move { Ok(Some(category.to_owned())) })
+            });
+        let store = Store::open("sqlite::memory:").await.expect("a store");
+        let engine = Engine::open(store, Arc::new(tools), Arc::new(host))
+            .await
+            .expect("an engine");
+        engine
+            .set_categories("a", &["billing".to_owned()], T0)
+            .await
+            .expect("an agent");
+        engine
+    }
+
+    fn calls(document: Value) -> Vec<ToolCall> {
+        parse_tool_calls(&document).expect("calls")
+    }
+
+    #[tokio::test]
+    async fn calls_that_name_their_order_are_queued_per_order() {
+        let engine = billing().await;
+        let request = WakeRequest::new(
+            "a",
+            Target::new("customer", "c-1"),
+            "run-1",
+            calls(json!([
+                {"type": "tool_use", "id": "r7", "name": "issue_refund", "input": {"order_id": "o-7", "cents": 500}},
+                {"type": "tool_use", "id": "n1", "name": "note", "input": {"text": "asked twice"}},
+                {"type": "tool_use", "id": "r8", "name": "issue_refund", "input": {"order_id": "o-8", "cents": 200}},
+                {"type": "tool_use", "id": "bad", "name": "issue_refund", "input": {"order_id": ["o-9"], "cents": 1}},
+                {"type": "tool_use", "id": "r7b", "name": "issue_refund", "input": {"order_id": "o-7", "cents": 100}},
+                {"type": "tool_use", "id": "vip", "name": "issue_refund", "input": {"order_id": "o-vip", "cents": 100}},
+            ])),
+        );
+        let own_id = request.change_set_id;
+        let wake = engine.wakes().wake(request, T0).await.expect("a wake");
+
+        let sets: Vec<(String, usize)> = wake
+            .change_sets
+            .iter()
+            .map(|set| (set.target().to_string(), set.items.len()))
+            .collect();
+        assert_eq!(
+            sets,
+            [
+                ("customer c-1".to_owned(), 1),
+                ("order o-7".to_owned(), 2),
+                ("order o-8".to_owned(), 1)
+            ],
+            "one set per target, the wake's own first"
+        );
+        let own = wake.change_set.as_ref().expect("the wake's set");
+        assert_eq!(own.id, own_id);
+        assert_eq!(own.items[0].tool_name, "note");
+        let ids: Vec<&str> = wake
+            .responses
+            .iter()
+            .map(|r| r.tool_call_id.as_str())
+            .collect();
+        assert_eq!(
+            ids,
+            ["r7", "n1", "r8", "bad", "r7b", "vip"],
+            "answers in the calls' order"
+        );
+        // The order's own category decides, not the wake's target's: an order the
+        // agent may not touch is refused, and nothing is queued for it.
+        assert!(
+            wake.responses[5].content.starts_with("Denied by policy"),
+            "{}",
+            wake.responses[5].content
+        );
+        assert_eq!(
+            wake.responses[3].content,
+            reply::no_target_in_args("issue_refund", "order", "/order_id")
+        );
+        for queued in [0, 1, 2, 4] {
+            assert_eq!(wake.responses[queued].content, reply::QUEUED, "{queued}");
+        }
+        let listed = engine
+            .pending(&crate::records::ItemFilter::new().target(Target::new("order", "o-8")))
+            .await
+            .expect("listed");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].args["cents"], 200);
+    }
+
+    #[tokio::test]
+    async fn an_edit_cannot_move_a_call_to_another_order() {
+        let engine = billing().await;
+        let request = WakeRequest::new(
+            "a",
+            Target::new("customer", "c-1"),
+            "run-1",
+            calls(
+                json!([{"type": "tool_use", "id": "r7", "name": "issue_refund",
+                "input": {"order_id": "o-7", "cents": 500}}]),
+            ),
+        );
+        let wake = engine.wakes().wake(request, T0).await.expect("a wake");
+        let set = wake.change_set.expect("queued");
+        assert_eq!(set.target(), Target::new("order", "o-7"));
+        let item = ItemRef::new(set.id, 0);
+        let service = engine.confirmations();
+        let moved = service
+            .edit_and_confirm(item, json!({"order_id": "o-8", "cents": 500}), T0)
+            .await;
+        let Err(error) = moved else {
+            panic!("the edit moved the refund: {moved:?}");
+        };
+        assert!(
+            matches!(error, ConfirmError::EditMovesTarget { .. }),
+            "{error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("an edit cannot move the call to another target"),
+            "{error}"
+        );
+        let still = engine
+            .change_set(set.id)
+            .await
+            .expect("read")
+            .expect("a set");
+        assert_eq!(
+            still.items[0].status,
+            assent_domain::ChangeItemStatus::Pending
+        );
+
+        let confirmed = service
+            .edit_and_confirm(item, json!({"order_id": "o-7", "cents": 300}), T0)
+            .await
+            .expect("an edit on the same order runs");
+        assert_eq!(
+            confirmed.decision.edited_args,
+            Some(json!({"order_id": "o-7", "cents": 300}))
+        );
+        let crate::ExecutionOutcome::Applied { message, .. } = confirmed.execution else {
+            panic!("not applied: {:?}", confirmed.execution);
+        };
+        assert_eq!(message, "refunded o-7", "the handler acts on the order");
     }
 }

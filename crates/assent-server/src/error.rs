@@ -122,6 +122,8 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         | ConfirmError::InvalidRule(_)
         | ConfirmError::InvalidSetting(_)
         | ConfirmError::InvalidGrant(_)
+        | ConfirmError::EditMovesTarget { .. }
+        | ConfirmError::InvalidCursor(_)
         | ConfirmError::Calls(_) => StatusCode::BAD_REQUEST,
         ConfirmError::PolicyDenied(_) => StatusCode::FORBIDDEN,
         ConfirmError::ExecutionTimedOut { .. } => StatusCode::GATEWAY_TIMEOUT,

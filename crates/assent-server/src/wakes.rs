@@ -77,7 +77,7 @@ pub(crate) async fn wake(
         return delegated_wake(&state, &path, request, &parsed, reply_format).await;
     }
     let outcome = state.engine.wakes().wake(request, now()).await?;
-    if let Some(set) = &outcome.change_set {
+    for set in &outcome.change_sets {
         state.events.publish(ServerEvent::created(set));
     }
     ok(tools::add_messages(
@@ -109,13 +109,15 @@ async fn delegated_wake(
     let now = now();
     let wake = state.engine.wakes().wake(request, now).await?;
     let mut calls = Vec::new();
-    if let Some(set) = &wake.change_set {
+    for set in &wake.change_sets {
         state.events.publish(ServerEvent::created(set));
         // Nothing cancels the token: a client that goes away drops this future, and
         // the bus withdraws the open question.
-        calls = scheduler
-            .confirm_pending(set, &CancellationToken::new(), now)
-            .await?;
+        calls.extend(
+            scheduler
+                .confirm_pending(set, &CancellationToken::new(), now)
+                .await?,
+        );
         publish_update(state, set.id);
     }
     let scheduled = ScheduledWake { wake, calls };

@@ -53,6 +53,199 @@ pub struct PendingFilter {
     pub limit: Option<u32>,
 }
 
+/// Which items waiting for a person to list ([`pending_items`]): all of them, newest
+/// first, unless narrowed with the builder's methods.
+///
+/// ```
+/// use assent_domain::Target;
+/// use assent_store::change_sets::ItemFilter;
+///
+/// let filter = ItemFilter::new()
+///     .agent("billing-agent")
+///     .target(Target::new("order", "o-7"))
+///     .tool("issue_refund")
+///     .oldest_first()
+///     .limit(20);
+/// assert_eq!(filter.limit, Some(20));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ItemFilter {
+    /// Only items of this agent's sets.
+    pub agent: Option<String>,
+    /// Only items of sets about this target.
+    pub target: Option<Target>,
+    /// Only calls of this tool.
+    pub tool: Option<String>,
+    /// Oldest proposals first (newest first otherwise); a set's items in their order
+    /// either way.
+    pub oldest_first: bool,
+    /// At most this many items; `None` for all.
+    pub limit: Option<u32>,
+}
+
+impl ItemFilter {
+    /// Every item waiting for a person, newest first.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only items of agent `agent`'s sets.
+    #[must_use]
+    pub fn agent(mut self, agent: impl Into<String>) -> Self {
+        self.agent = Some(agent.into());
+        self
+    }
+
+    /// Only items of sets about `target`.
+    #[must_use]
+    pub fn target(mut self, target: Target) -> Self {
+        self.target = Some(target);
+        self
+    }
+
+    /// Only calls of tool `tool`.
+    #[must_use]
+    pub fn tool(mut self, tool: impl Into<String>) -> Self {
+        self.tool = Some(tool.into());
+        self
+    }
+
+    /// Oldest proposals first.
+    #[must_use]
+    pub fn oldest_first(mut self) -> Self {
+        self.oldest_first = true;
+        self
+    }
+
+    /// At most `limit` items.
+    #[must_use]
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+}
+
+/// One item waiting for a person: a pending item of an open set, as a service's own
+/// review screen lists it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PendingItem {
+    /// The item: its set and index.
+    pub item: assent_domain::ItemRef,
+    /// The agent that proposed it.
+    pub agent_id: String,
+    /// What its set is about.
+    pub target: Target,
+    /// The tool it calls.
+    pub tool_name: String,
+    /// The arguments it would run with if confirmed now: the proposal's, or those of
+    /// the revision a person's edit started under a quorum.
+    pub args: Value,
+    /// What a person reads about it.
+    pub summary: String,
+    /// When the agent proposed it.
+    pub proposed_at: OffsetDateTime,
+    /// Its revision (0 until an edit under a quorum or a stale-target refresh): a
+    /// decision shown this revision is bound to it.
+    pub revision: u32,
+    /// How many people must approve it, when more than one.
+    pub approvals_needed: Option<u32>,
+}
+
+/// The statement of [`pending_items`], newest or oldest first (`$order`): pending items
+/// of open sets, narrowed by agent, target and tool when given.
+macro_rules! pending_items_sql {
+    ($order:literal) => {
+        concat!(
+            "SELECT s.id AS set_id, s.agent_id, s.target_kind, s.target_id, s.created_at,
+                    i.item_index, i.tool_name, i.args, i.human_summary, i.revision, i.approvals_needed
+             FROM change_sets s JOIN change_items i ON i.change_set_id = s.id
+             WHERE s.status IN ('pending', 'partiallyResolved') AND s.deleted_at IS NULL
+               AND i.status = 'pending'
+               AND ($1 IS NULL OR s.agent_id = $1)
+               AND ($2 IS NULL OR (s.target_kind = $2 AND s.target_id = $3))
+               AND ($4 IS NULL OR i.tool_name = $4)
+             ORDER BY s.created_at ",
+            $order,
+            ", s.id ",
+            $order,
+            ", i.item_index LIMIT $5"
+        )
+    };
+}
+
+/// The items waiting for a person that `filter` names (see [`ItemFilter`]), each
+/// with the arguments it would run with now.
+#[tracing::instrument(skip(conn))]
+pub async fn pending_items(
+    conn: &mut Connection,
+    filter: &ItemFilter,
+) -> Result<Vec<PendingItem>, StoreError> {
+    let sql = if filter.oldest_first {
+        pending_items_sql!("ASC")
+    } else {
+        pending_items_sql!("DESC")
+    };
+    let rows = sqlx::query(sql)
+        .bind(filter.agent.as_deref())
+        .bind(filter.target.as_ref().map(|t| t.kind.as_str()))
+        .bind(filter.target.as_ref().map(|t| t.id.as_str()))
+        .bind(filter.tool.as_deref())
+        // No limit: the largest one (PostgreSQL refuses SQLite's `LIMIT -1`).
+        .bind(filter.limit.map_or(i64::MAX, i64::from))
+        .fetch_all(&mut *conn)
+        .await?;
+    let corrupt = |e: String| StoreError::corrupt("change_items", e);
+    let mut items = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let set_id: String = row.try_get("set_id")?;
+        let index: i64 = row.try_get("item_index")?;
+        let args: String = row.try_get("args")?;
+        let created_at: String = row.try_get("created_at")?;
+        let revision = u32::try_from(row.try_get::<i64, _>("revision")?)
+            .map_err(|e| corrupt(e.to_string()))?;
+        let item = assent_domain::ItemRef::new(
+            Uuid::parse_str(&set_id).map_err(|e| corrupt(e.to_string()))?,
+            usize::try_from(index).map_err(|e| corrupt(e.to_string()))?,
+        );
+        items.push(PendingItem {
+            item,
+            agent_id: row.try_get("agent_id")?,
+            target: Target::new(
+                row.try_get::<String, _>("target_kind")?,
+                row.try_get::<String, _>("target_id")?,
+            ),
+            tool_name: row.try_get("tool_name")?,
+            args: serde_json::from_str(&args).map_err(|e| corrupt(e.to_string()))?,
+            summary: row.try_get("human_summary")?,
+            proposed_at: timefmt::parse(TABLE, &created_at)?,
+            revision,
+            approvals_needed: row
+                .try_get::<Option<i64>, _>("approvals_needed")?
+                .map(|n| u32::try_from(n).map_err(|e| corrupt(e.to_string())))
+                .transpose()?,
+        });
+    }
+    // An item a person edited under a quorum runs with its revision's arguments (few
+    // items have one: read only for those).
+    for pending in &mut items {
+        if pending.revision > 0 {
+            let current = crate::approvals::current(
+                conn,
+                pending.item.change_set_id,
+                pending.item.index,
+                pending.revision,
+            )
+            .await?;
+            if let Some(args) = current.args {
+                pending.args = args;
+            }
+        }
+    }
+    Ok(items)
+}
+
 async fn enqueue_set(
     conn: &mut Connection,
     set: &ChangeSet,

@@ -411,6 +411,40 @@ pub async fn for_change_set(
     rows.iter().map(decode).collect()
 }
 
+/// The newest position in the decision feed (0 when empty): where a follower that
+/// wants only decisions made from now on starts.
+pub async fn feed_position(conn: &mut Connection) -> Result<i64, StoreError> {
+    Ok(
+        sqlx::query_scalar::<_, i64>("SELECT COALESCE(MAX(seq), 0) FROM decision_feed")
+            .fetch_one(conn)
+            .await?,
+    )
+}
+
+/// The decisions committed after decision-feed position `after`, at most `limit`, in
+/// commit order, each with its position (migration 0032). A decision whose set was
+/// deleted since is left out.
+pub async fn feed_since(
+    conn: &mut Connection,
+    after: i64,
+    limit: u32,
+) -> Result<Vec<(i64, ChangeDecision)>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT f.seq, d.id, d.change_set_id, d.item_index, d.agent_id, d.target_kind,
+                d.target_id, d.tool_name, d.verdict, d.reason, d.edited_args, d.human_summary,
+                d.args, d.created_at, d.vector_clock, d.decided_by
+         FROM decision_feed f JOIN decisions d ON d.id = f.decision_id
+         WHERE f.seq > $1 ORDER BY f.seq LIMIT $2",
+    )
+    .bind(after)
+    .bind(i64::from(limit))
+    .fetch_all(conn)
+    .await?;
+    rows.iter()
+        .map(|row| Ok((row.try_get::<i64, _>("seq")?, decode(row)?)))
+        .collect()
+}
+
 /// The statement of [`past_calls`] with its filter `$filter` on `decisions d`: each final
 /// decision with whether a standing grant made it (a delegation record links it to a
 /// grant: no person looked at the call), and the definition in force of the item's

@@ -24,6 +24,30 @@ pub enum ToolsError {
         /// What the schema compiler said.
         message: String,
     },
+    /// A tool's target in its arguments ([`crate::ToolSpec::target_from`]) has no kind
+    /// or a pointer that does not start with `/`.
+    #[error(
+        "tool {name:?} takes its target from its arguments, but kind {kind:?} at pointer {pointer:?} cannot name one (a non-empty kind and a JSON pointer such as \"/order_id\")"
+    )]
+    InvalidTargetFrom {
+        /// The tool.
+        name: String,
+        /// The target kind given.
+        kind: String,
+        /// The pointer given.
+        pointer: String,
+    },
+    /// A batch tool explodes into a tool that takes its target from its arguments:
+    /// its elements could name several targets, and a batch is queued as one set.
+    #[error(
+        "batch tool {batch:?} explodes into {singular:?}, which takes its target from its arguments; register the singular tool alone"
+    )]
+    BatchOfRoutedTool {
+        /// The batch tool.
+        batch: String,
+        /// The singular tool.
+        singular: String,
+    },
     /// A batch tool names a singular tool that is not registered (register it first).
     #[error("batch tool {batch:?} explodes into {singular:?}, which is not registered")]
     MissingSingularTool {

@@ -61,8 +61,8 @@ pub use policy::{
     allow_rules_cover, call_covers, name_matches,
 };
 pub use registry::{
-    BatchSpec, CompensationFn, SummaryContext, SummaryFn, ToolMode, ToolRegistry, ToolSpec,
-    fallback_summary, titled_summary,
+    BatchSpec, CompensationFn, SummaryContext, SummaryFn, TargetFrom, ToolMode, ToolRegistry,
+    ToolSpec, fallback_summary, titled_summary,
 };
 pub use shell::{ShellPart, split_command};
 pub use state::{Redundancy, Stateless, TargetState};

@@ -1574,6 +1574,7 @@ mod tests {
             summary: None,
             title: None,
             compensation: None,
+            target_from: None,
         }
     }
 
@@ -1804,6 +1805,7 @@ mod chained {
             summary: None,
             title: None,
             compensation: None,
+            target_from: None,
         }
     }
 

@@ -34,6 +34,43 @@ pub struct BatchSpec {
     pub element_key: Option<String>,
 }
 
+/// Where a tool's call names the entity it acts on: a target of `kind` whose id is
+/// the string (or number) at JSON pointer `pointer` in the call's arguments
+/// ([`ToolSpec::target_from`]). A wake routes each such call to that target, whatever
+/// the wake was about; an edit may not name another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetFrom {
+    /// The target's kind, e.g. `order`.
+    pub kind: String,
+    /// The JSON pointer (RFC 6901) to its id in the arguments, e.g. `/order_id`.
+    pub pointer: String,
+}
+
+impl TargetFrom {
+    /// The target `args` name: the string at the pointer, or the number there
+    /// written out; `None` when it is missing, empty or of another type.
+    ///
+    /// ```
+    /// use assent_tools::TargetFrom;
+    /// use serde_json::json;
+    ///
+    /// let from = TargetFrom { kind: "order".into(), pointer: "/order_id".into() };
+    /// let target = from.target_in(&json!({"order_id": "o-7", "cents": 500})).unwrap();
+    /// assert_eq!((target.kind.as_str(), target.id.as_str()), ("order", "o-7"));
+    /// assert_eq!(from.target_in(&json!({"order_id": 7})).unwrap().id, "7");
+    /// assert!(from.target_in(&json!({"order_id": ["o-7"]})).is_none());
+    /// assert!(from.target_in(&json!({"cents": 500})).is_none());
+    /// ```
+    pub fn target_in(&self, args: &Value) -> Option<assent_domain::Target> {
+        let id = match args.pointer(&self.pointer)? {
+            Value::String(id) if !id.trim().is_empty() => id.clone(),
+            Value::Number(n) => n.to_string(),
+            _ => return None,
+        };
+        Some(assent_domain::Target::new(self.kind.clone(), id))
+    }
+}
+
 /// What a summary may look up about the current state, e.g. a checklist item's title
 /// when the proposal only names its id.
 pub trait SummaryContext {
@@ -75,6 +112,9 @@ pub struct ToolSpec {
     /// How to reverse an applied call (see [`CompensationFn`]); `None`: it cannot be
     /// undone through Assent.
     pub compensation: Option<CompensationFn>,
+    /// Where a call names its target in its arguments ([`ToolSpec::target_from`]);
+    /// `None`: it acts on the wake's target.
+    pub target_from: Option<TargetFrom>,
 }
 
 impl fmt::Debug for ToolSpec {
@@ -104,7 +144,41 @@ impl ToolSpec {
             summary: None,
             title: None,
             compensation: None,
+            target_from: None,
         }
+    }
+
+    /// The same tool, acting on the target of `kind` whose id its arguments hold at
+    /// JSON pointer `pointer` (e.g. `("order", "/order_id")`): a wake queues each call
+    /// for that target, in a change set of its own per target; a call whose arguments
+    /// hold no id there (missing, empty, not a string or number) is refused to the
+    /// agent, and a person's edit may not move it to another target. Registering a
+    /// pointer that does not start with `/` is refused.
+    ///
+    /// ```
+    /// use assent_tools::{ToolMode, ToolSpec};
+    /// use serde_json::json;
+    ///
+    /// let refund = ToolSpec::new("issue_refund", "Refund an order.", ToolMode::Deferred,
+    ///     json!({"type": "object", "required": ["order_id"]}))
+    ///     .target_from("order", "/order_id");
+    /// let target = refund.target_in(&json!({"order_id": "o-7"})).unwrap();
+    /// assert_eq!(target.to_string(), "order o-7");
+    /// ```
+    #[must_use]
+    pub fn target_from(mut self, kind: impl Into<String>, pointer: impl Into<String>) -> Self {
+        self.target_from = Some(TargetFrom {
+            kind: kind.into(),
+            pointer: pointer.into(),
+        });
+        self
+    }
+
+    /// The target a call with `args` acts on when the tool takes it from its
+    /// arguments ([`ToolSpec::target_from`]); `None` for a tool that does not, or
+    /// arguments that name none.
+    pub fn target_in(&self, args: &Value) -> Option<assent_domain::Target> {
+        self.target_from.as_ref()?.target_in(args)
     }
 
     /// The same tool, named `title` for a person and, without a summary of its own,
@@ -218,10 +292,32 @@ impl ToolRegistry {
         if self.tools.contains_key(&spec.name) {
             return Err(ToolsError::DuplicateTool { name: spec.name });
         }
+        if let Some(from) = &spec.target_from
+            && (!from.pointer.starts_with('/') || from.kind.trim().is_empty())
+        {
+            return Err(ToolsError::InvalidTargetFrom {
+                name: spec.name.clone(),
+                kind: from.kind.clone(),
+                pointer: from.pointer.clone(),
+            });
+        }
         if let Some(batch) = &spec.batch
             && !self.tools.contains_key(&batch.singular_tool)
         {
             return Err(ToolsError::MissingSingularTool {
+                batch: spec.name.clone(),
+                singular: batch.singular_tool.clone(),
+            });
+        }
+        // A batch is queued as one set about one target: its elements cannot each
+        // name their own.
+        if let Some(batch) = &spec.batch
+            && self
+                .tools
+                .get(&batch.singular_tool)
+                .is_some_and(|singular| singular.spec.target_from.is_some())
+        {
+            return Err(ToolsError::BatchOfRoutedTool {
                 batch: spec.name.clone(),
                 singular: batch.singular_tool.clone(),
             });
@@ -377,6 +473,7 @@ mod tests {
             summary: Some(|args, _| format!("Set title to {}", args["title"])),
             title: None,
             compensation: None,
+            target_from: None,
         }
     }
 
@@ -456,5 +553,36 @@ mod tests {
         let anthropic = r.anthropic_tools();
         assert_eq!(anthropic[0]["name"], "set_title");
         assert_eq!(anthropic[0]["input_schema"]["type"], "object");
+    }
+
+    #[test]
+    fn a_target_in_the_arguments_is_registered_only_when_it_can_name_one() {
+        let schema = json!({"type": "object"});
+        let spec = |kind: &str, pointer: &str| {
+            ToolSpec::new("refund", "Refund.", ToolMode::Deferred, schema.clone())
+                .target_from(kind, pointer)
+        };
+        for (kind, pointer) in [("order", "order_id"), (" ", "/order_id"), ("order", "")] {
+            let refused = ToolRegistry::new().register(spec(kind, pointer));
+            assert!(
+                matches!(refused, Err(ToolsError::InvalidTargetFrom { .. })),
+                "{kind:?} {pointer:?}: {refused:?}"
+            );
+        }
+        let mut registry = ToolRegistry::new();
+        registry
+            .register(spec("order", "/order_id"))
+            .expect("registers");
+        let mut batch = ToolSpec::new("refunds", "Refunds.", ToolMode::Deferred, schema.clone());
+        batch.batch = Some(BatchSpec {
+            array_key: "items".into(),
+            singular_tool: "refund".into(),
+            element_key: None,
+        });
+        let refused = registry.register(batch);
+        assert!(
+            matches!(refused, Err(ToolsError::BatchOfRoutedTool { .. })),
+            "{refused:?}"
+        );
     }
 }

@@ -23,5 +23,6 @@ mod set_prefixes;
 mod slack;
 mod support;
 mod sync;
+mod target_from;
 mod undo;
 mod webhooks;
