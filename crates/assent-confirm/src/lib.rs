@@ -34,12 +34,13 @@
 //!   ledger's jobs), through [`Engine`] methods such as [`Engine::set_records`].
 //! - [`admin`]: the operator's settings and the device's exchanges (API tokens,
 //!   webhook subscriptions and deliveries, the Slack app and its users, device sync,
-//!   the sync outbox), through [`Engine`] methods such as [`Engine::issue_token`] and
-//!   [`Engine::import_sync_batch`], so no door writes or reads those tables itself.
+//!   the sync outbox), through the operator's handle [`Engine::admin`] ([`Admin`]):
+//!   [`Admin::issue_token`], [`Admin::import_sync_batch`] and the like, so no door
+//!   writes or reads those tables itself.
 //! - [`history`]: the audit trail, the consent chain's head, the proof (`assent audit
-//!   verify`) and the change feed, read by [`Engine`] methods such as
-//!   [`Engine::verify_proof`] the same way by every door. [`grants`]: standing grants
-//!   listed and revoked ([`Engine::revoke_grant`]). [`client_sessions`]: the MCP
+//!   verify`), read through [`Admin`] ([`Admin::verify_proof`]) the same way by every
+//!   door, and the change feed ([`Engine::feed_since`]). [`grants`]: standing grants
+//!   listed and revoked ([`Admin::revoke_grant`]). [`client_sessions`]: the MCP
 //!   gateway's client sessions and the calls each made, one transaction each.
 //!
 //! A service plugs in through [`Host`]: its targets, tools, state and tables; a few
@@ -113,6 +114,7 @@ mod undo;
 mod wake;
 mod worker;
 
+pub use admin::Admin;
 pub use agents::{AgentSettings, RuleChange};
 /// Re-exported from `assent-changeset`, where the prompt texts are worded.
 pub use assent_changeset::{

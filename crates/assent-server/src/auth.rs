@@ -121,7 +121,7 @@ pub(crate) async fn authenticate(
     } else {
         let found = state
             .engine
-            .authenticate_token(presented)
+            .admin().authenticate_token(presented)
             .await
             .map_err(ServerError::from);
         match found {

@@ -31,7 +31,7 @@ pub(crate) async fn add(
     let role: Role = body.role.parse()?;
     let issued = state
         .engine
-        .issue_named_token(
+        .admin().issue_named_token(
             role,
             body.agent_id.as_deref(),
             body.person.as_deref(),
@@ -46,7 +46,7 @@ pub(crate) async fn add(
 
 /// `GET /api/tokens`: every token, never a secret.
 pub(crate) async fn list(State(state): State<AppState>) -> Result<Response, ServerError> {
-    Ok(Json(state.engine.tokens().await?).into_response())
+    Ok(Json(state.engine.admin().tokens().await?).into_response())
 }
 
 /// `POST /api/tokens/{id}/revoke`.
@@ -57,7 +57,7 @@ pub(crate) async fn revoke(
     let Path(id) = id?;
     let revoked = state
         .engine
-        .revoke_token(&id, OffsetDateTime::now_utc())
+        .admin().revoke_token(&id, OffsetDateTime::now_utc())
         .await?;
     match revoked {
         Some(token) => Ok(Json(token).into_response()),
