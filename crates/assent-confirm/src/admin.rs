@@ -55,9 +55,11 @@ pub use tokens::authenticate_token;
 ///     let store = Store::open("sqlite::memory:").await?;
 ///     let host = Arc::new(SimpleHost::new("ops"));
 ///     let engine = Engine::open(store, Arc::new(ToolRegistry::new()), host).await?;
-///     let issued = engine.admin().issue_token(Role::Reviewer, None, OffsetDateTime::now_utc()).await?;
+///     let now = OffsetDateTime::now_utc();
+///     let issued = engine.admin().issue_token(Role::Reviewer, None, now).await?;
+///     // The API's bearer check: the presented secret, looked up by its hash.
 ///     let found = engine.admin().authenticate_token(&issued.secret).await?;
-///     assert_eq!(found, Some(issued.token));
+///     assert_eq!(found.map(|token| token.id), Some(issued.token.id));
 ///     Ok(())
 /// }
 ///
