@@ -62,7 +62,8 @@ async fn refused_again_until_forgotten(backend: &TestBackend) {
     let prefix = &rejected.id.to_string()[..8];
     let forgotten = app
         .engine
-        .admin().forget_rejection(prefix, Some("bob"), NOW)
+        .admin()
+        .forget_rejection(prefix, Some("bob"), NOW)
         .await
         .expect("forgotten");
     assert_eq!(forgotten.id, rejected.id);
@@ -94,7 +95,8 @@ async fn refused_again_until_forgotten(backend: &TestBackend) {
     // The window: zero forgets nothing but remembers nothing either.
     let changed = app
         .engine
-        .admin().set_rejection_window("agent-1", Duration::ZERO, Some("alice"), NOW)
+        .admin()
+        .set_rejection_window("agent-1", Duration::ZERO, Some("alice"), NOW)
         .await
         .expect("set");
     assert!(changed);

@@ -187,11 +187,13 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
 
     s.heading("The audit trail: delegated confirmations run through the same executor");
     let mut records = engine
-        .admin().audit_trail(&AuditFilter::Target(task_target(task_id)), 100)
+        .admin()
+        .audit_trail(&AuditFilter::Target(task_target(task_id)), 100)
         .await?;
     records.extend(
         engine
-            .admin().audit_trail(&AuditFilter::Target(task_target(second_task)), 100)
+            .admin()
+            .audit_trail(&AuditFilter::Target(task_target(second_task)), 100)
             .await?,
     );
     s.block(render::audit(&records));

@@ -252,7 +252,8 @@ async fn run_with(
         .map_err(|e| CliError::failed(format!("invalid sync timeout: {e}")))?;
     let export = ctx
         .engine
-        .admin().claim_sync_export(Uuid::new_v4(), ctx.now, lease)
+        .admin()
+        .claim_sync_export(Uuid::new_v4(), ctx.now, lease)
         .await?;
     let batch = &export.batch;
     let outcome: Result<_, CliError> = async {

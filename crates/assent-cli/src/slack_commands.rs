@@ -221,7 +221,10 @@ async fn connect(ctx: &Ctx, args: ConnectArgs) -> Result<Output, CliError> {
         bot_token,
         signing_secret,
     };
-    ctx.engine.admin().connect_slack(&settings, &secrets).await?;
+    ctx.engine
+        .admin()
+        .connect_slack(&settings, &secrets)
+        .await?;
     Output::either(ctx.json, &settings_json(&settings), || {
         format!(
             "Slack connected: `assent serve` posts each change set queued from now on to {} and takes clicks at POST /api/slack/interactions (set it as the app's Interactivity Request URL). Map who may decide: assent slack users add U… --as NAME",

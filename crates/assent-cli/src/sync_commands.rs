@@ -104,7 +104,8 @@ async fn export(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
     // only after this returns.
     let (batch, text) = ctx
         .engine
-        .admin().export_sync_batch(Uuid::new_v4(), ctx.now, |batch| {
+        .admin()
+        .export_sync_batch(Uuid::new_v4(), ctx.now, |batch| {
             let text = serde_json::to_string_pretty(batch).map_err(|e| {
                 CliError::failed(format!("cannot write the sync batch as JSON: {e}"))
             })?;
@@ -202,7 +203,11 @@ async fn import(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
     // Parse before touching the database: a bad file changes nothing.
     let batch = read_batch(file)?;
     // A refused batch changes nothing and is recorded in the imports' log.
-    let report = ctx.engine.admin().import_sync_batch(&batch, ctx.now).await?;
+    let report = ctx
+        .engine
+        .admin()
+        .import_sync_batch(&batch, ctx.now)
+        .await?;
     Output::either(ctx.json, &report, || render::imported(&report))
 }
 

@@ -62,7 +62,8 @@ pub async fn tokens(ctx: &Ctx, args: TokensArgs) -> Result<Output, CliError> {
             let role: Role = add.role.parse()?;
             let issued = ctx
                 .engine
-                .admin().issue_named_token(role, add.agent.as_deref(), add.person.as_deref(), ctx.now)
+                .admin()
+                .issue_named_token(role, add.agent.as_deref(), add.person.as_deref(), ctx.now)
                 .await?;
             let mut view = serde_json::to_value(&issued.token).unwrap_or_default();
             view["secret"] = json!(issued.secret);

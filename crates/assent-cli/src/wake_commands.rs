@@ -124,7 +124,8 @@ pub async fn tools(ctx: &Ctx, args: ToolsArgs) -> Result<Output, CliError> {
     let journal = ctx.engine.host().name();
     let services: Vec<agents::HostTool> = ctx
         .engine
-        .admin().service_catalogs()
+        .admin()
+        .service_catalogs()
         .await?
         .into_iter()
         .filter(|tool| tool.host != journal)

@@ -192,12 +192,18 @@ pub async fn webhooks(ctx: &Ctx, args: WebhooksArgs) -> Result<Output, CliError>
         Some(WebhooksCommand::Deliveries(list)) => {
             let rows = ctx
                 .engine
-                .admin().webhook_deliveries(list.failed, list.limit)
+                .admin()
+                .webhook_deliveries(list.failed, list.limit)
                 .await?;
             Output::either(ctx.json, &rows, || deliveries_text(&rows, list.failed))
         }
         Some(WebhooksCommand::Redeliver(again)) => {
-            if !ctx.engine.admin().redeliver_webhook(again.id, ctx.now).await? {
+            if !ctx
+                .engine
+                .admin()
+                .redeliver_webhook(again.id, ctx.now)
+                .await?
+            {
                 return Err(CliError::failed(format!(
                     "no webhook delivery {}",
                     again.id
@@ -250,7 +256,11 @@ async fn add_subscription(ctx: &Ctx, add: AddArgs) -> Result<Output, CliError> {
         agent_id: agent,
         secret: secret.clone(),
     };
-    let added = ctx.engine.admin().add_webhook_subscription(&new, ctx.now).await?;
+    let added = ctx
+        .engine
+        .admin()
+        .add_webhook_subscription(&new, ctx.now)
+        .await?;
     let value = json!({
         "id": added.id,
         "url": added.url,

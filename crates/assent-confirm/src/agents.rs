@@ -636,8 +636,13 @@ mod tests {
             "tool must not be blank"
         );
         assert!(
-            invalid(engine.admin().set_hold("nobody", "Bash(rm *)", 30, T0).await)
-                .contains("holds are kept per tool")
+            invalid(
+                engine
+                    .admin()
+                    .set_hold("nobody", "Bash(rm *)", 30, T0)
+                    .await
+            )
+            .contains("holds are kept per tool")
         );
         assert_eq!(
             invalid(engine.set_idempotent("nobody", "", true, T0).await),
@@ -647,7 +652,8 @@ mod tests {
         unknown(engine.set_idempotent("nobody", "send", true, T0).await);
         unknown(
             engine
-                .admin().set_run_after_disconnect("nobody", "send", true, T0)
+                .admin()
+                .set_run_after_disconnect("nobody", "send", true, T0)
                 .await,
         );
         unknown(
@@ -669,10 +675,17 @@ mod tests {
                 .expect("created")
         );
         assert!(!engine.set_categories("a", &work, T0).await.expect("again"));
-        assert!(engine.admin().set_hold("a", " send ", 30, T0).await.expect("held"));
+        assert!(
+            engine
+                .admin()
+                .set_hold("a", " send ", 30, T0)
+                .await
+                .expect("held")
+        );
         assert!(
             !engine
-                .admin().set_hold("a", "send", 30, T0)
+                .admin()
+                .set_hold("a", "send", 30, T0)
                 .await
                 .expect("the same")
         );

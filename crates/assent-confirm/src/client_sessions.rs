@@ -209,38 +209,45 @@ mod tests {
     async fn a_session_is_seen_until_it_ends_and_stays_ended() {
         let engine = engine().await;
         engine
-            .admin().open_client_session(SESSION, "a", "files", T0)
+            .admin()
+            .open_client_session(SESSION, "a", "files", T0)
             .await
             .expect("opened");
         let (opened, ended) = session_row(&engine).await;
         assert_eq!(ended, None);
         let seen = T0 + time::Duration::seconds(5);
         engine
-            .admin().client_session_seen(SESSION, seen)
+            .admin()
+            .client_session_seen(SESSION, seen)
             .await
             .expect("seen");
         let (seen_at, _) = session_row(&engine).await;
         assert_ne!(seen_at, opened, "the heartbeat moved it");
         engine
-            .admin().record_client_call(Uuid::from_u128(1), SESSION)
+            .admin()
+            .record_client_call(Uuid::from_u128(1), SESSION)
             .await
             .expect("recorded");
         engine
-            .admin().record_client_call(Uuid::from_u128(1), SESSION)
+            .admin()
+            .record_client_call(Uuid::from_u128(1), SESSION)
             .await
             .expect("recorded again: kept as it was");
         let end = T0 + time::Duration::seconds(9);
         engine
-            .admin().end_client_session(SESSION, end)
+            .admin()
+            .end_client_session(SESSION, end)
             .await
             .expect("ended");
         let ended = session_row(&engine).await;
         engine
-            .admin().client_session_seen(SESSION, end + time::Duration::seconds(5))
+            .admin()
+            .client_session_seen(SESSION, end + time::Duration::seconds(5))
             .await
             .expect("seen");
         engine
-            .admin().end_client_session(SESSION, end + time::Duration::seconds(5))
+            .admin()
+            .end_client_session(SESSION, end + time::Duration::seconds(5))
             .await
             .expect("ended again");
         assert_eq!(
@@ -259,7 +266,8 @@ mod tests {
             .await
             .expect("created");
         engine
-            .admin().set_run_after_disconnect("a", "files__*", true, T0)
+            .admin()
+            .set_run_after_disconnect("a", "files__*", true, T0)
             .await
             .expect("said");
         let of = |agent: &'static str, tool: &'static str| {

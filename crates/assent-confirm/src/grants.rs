@@ -170,14 +170,19 @@ mod tests {
         );
         assert_eq!(
             engine
-                .admin().grants(&GrantFilter::default())
+                .admin()
+                .grants(&GrantFilter::default())
                 .await
                 .expect("listed"),
             std::slice::from_ref(&grant)
         );
 
         let later = T0 + time::Duration::minutes(5);
-        let Revocation::Revoked(revoked) = engine.admin().revoke_grant(grant.id, later).await.expect("ok")
+        let Revocation::Revoked(revoked) = engine
+            .admin()
+            .revoke_grant(grant.id, later)
+            .await
+            .expect("ok")
         else {
             panic!("not revoked");
         };
@@ -187,13 +192,18 @@ mod tests {
             Revocation::AlreadyRevoked(g) if g.revoked_at == Some(later)
         ));
         assert_eq!(
-            engine.admin().revoke_grant(Uuid::nil(), later).await.expect("ok"),
+            engine
+                .admin()
+                .revoke_grant(Uuid::nil(), later)
+                .await
+                .expect("ok"),
             Revocation::NotFound
         );
         assert_eq!(covering(&engine, "a").await, None, "revoked");
         assert!(
             engine
-                .admin().grants(&GrantFilter::default())
+                .admin()
+                .grants(&GrantFilter::default())
                 .await
                 .expect("listed")
                 .is_empty()
@@ -202,6 +212,9 @@ mod tests {
             include_revoked: true,
             ..GrantFilter::default()
         };
-        assert_eq!(engine.admin().grants(&all).await.expect("listed"), [revoked]);
+        assert_eq!(
+            engine.admin().grants(&all).await.expect("listed"),
+            [revoked]
+        );
     }
 }

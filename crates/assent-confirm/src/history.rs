@@ -181,7 +181,8 @@ mod tests {
             "{refused:?}"
         );
         let all = engine
-            .admin().audit_trail(&AuditFilter::All, 10)
+            .admin()
+            .audit_trail(&AuditFilter::All, 10)
             .await
             .expect("read");
         assert!(all.is_empty(), "nothing written: {all:?}");
@@ -195,12 +196,14 @@ mod tests {
             .await
             .expect("recorded");
         let run = engine
-            .admin().audit_trail(&AuditFilter::Run("run-1".to_owned()), 10)
+            .admin()
+            .audit_trail(&AuditFilter::Run("run-1".to_owned()), 10)
             .await
             .expect("read");
         assert_eq!(run, [ran("a")]);
         let other = engine
-            .admin().audit_trail(&AuditFilter::Target(Target::new("service", "db")), 10)
+            .admin()
+            .audit_trail(&AuditFilter::Target(Target::new("service", "db")), 10)
             .await
             .expect("read");
         assert!(other.is_empty());
@@ -208,7 +211,8 @@ mod tests {
         assert_eq!(after.entries, before.entries + 1, "the record is chained");
 
         let report = engine
-            .admin().verify_proof(&VerifyOptions::default())
+            .admin()
+            .verify_proof(&VerifyOptions::default())
             .await
             .expect("proven");
         assert!(report.verified(), "{report:?}");

@@ -85,7 +85,6 @@
 //! }
 //! ```
 
-
 pub use admin::Admin;
 pub use agents::{AgentSettings, RuleChange};
 /// Re-exported from `assent-changeset`, where the prompt texts are worded.

@@ -374,7 +374,8 @@ async fn record_refused(
     said: &str,
 ) -> Result<(), HookError> {
     let recorded = engine
-        .admin().audit_trail(
+        .admin()
+        .audit_trail(
             &assent_confirm::history::AuditFilter::Run(run_key.to_owned()),
             1,
         )

@@ -190,7 +190,8 @@ impl Gateway {
         let target = host.target();
         let engine = Engine::open(store, Arc::new(registry), host.clone()).await?;
         engine
-            .admin().open_client_session(
+            .admin()
+            .open_client_session(
                 session,
                 &options.agent,
                 &options.server,
@@ -352,7 +353,8 @@ impl Gateway {
         }
         let seen = self
             .engine()
-            .admin().client_session_seen(self.inner.session, now)
+            .admin()
+            .client_session_seen(self.inner.session, now)
             .await;
         if let Err(error) = seen {
             tracing::error!(%error, "recording that this gateway's session runs failed");
@@ -551,7 +553,8 @@ impl Gateway {
         // The call belongs to this chat: confirmed after it ended, it runs in no other
         // session unless its tool is marked run-after-disconnect.
         self.engine()
-            .admin().record_client_call(set.id, inner.session)
+            .admin()
+            .record_client_call(set.id, inner.session)
             .await
             .map_err(internal)?;
         let mut queued = CallToolResult::success(vec![ContentBlock::text(format!(
@@ -895,7 +898,8 @@ impl Gateway {
         self.withdraw_held().await;
         let ended = self
             .engine()
-            .admin().end_client_session(self.inner.session, OffsetDateTime::now_utc())
+            .admin()
+            .end_client_session(self.inner.session, OffsetDateTime::now_utc())
             .await;
         if let Err(error) = ended {
             tracing::error!(%error, "recording the end of this gateway's session failed");

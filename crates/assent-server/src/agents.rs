@@ -165,7 +165,8 @@ pub async fn set_agent_hold(
 ) -> Result<(AgentView, bool), ServerError> {
     let id = id.trim();
     let changed = engine
-        .admin().set_hold(id, tool, seconds, now)
+        .admin()
+        .set_hold(id, tool, seconds, now)
         .await
         .map_err(|e| refused(id, e))?;
     Ok((agent_view(engine, id).await?, changed))

@@ -121,7 +121,8 @@ pub(crate) async fn authenticate(
     } else {
         let found = state
             .engine
-            .admin().authenticate_token(presented)
+            .admin()
+            .authenticate_token(presented)
             .await
             .map_err(ServerError::from);
         match found {

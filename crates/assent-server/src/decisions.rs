@@ -143,7 +143,11 @@ pub(crate) async fn audit_verify(State(state): State<AppState>) -> ApiResult {
     {
         return ok(&last.report);
     }
-    let report = state.engine.admin().verify_proof(&VerifyOptions::default()).await?;
+    let report = state
+        .engine
+        .admin()
+        .verify_proof(&VerifyOptions::default())
+        .await?;
     let body = ok(&report);
     *cached = Some(CachedProof {
         head,

@@ -102,7 +102,8 @@ async fn accept(
     let forget = now - time::Duration::seconds(2 * assent_webhooks::SLACK_MAX_SKEW_SECONDS);
     if !state
         .engine
-        .admin().accept_slack_payload(&digest, now, forget)
+        .admin()
+        .accept_slack_payload(&digest, now, forget)
         .await?
     {
         return Err(ServerError::Conflict(

@@ -53,7 +53,8 @@ pub(crate) async fn exchange(
     // is recorded in the imports' log by the engine.
     let (report, answer) = state
         .engine
-        .admin().exchange_sync_batch(&batch, Uuid::new_v4(), now)
+        .admin()
+        .exchange_sync_batch(&batch, Uuid::new_v4(), now)
         .await
         .map_err(|error| match error {
             ConfirmError::Store(error) => refused(error),

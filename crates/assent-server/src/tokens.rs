@@ -31,7 +31,8 @@ pub(crate) async fn add(
     let role: Role = body.role.parse()?;
     let issued = state
         .engine
-        .admin().issue_named_token(
+        .admin()
+        .issue_named_token(
             role,
             body.agent_id.as_deref(),
             body.person.as_deref(),
@@ -57,7 +58,8 @@ pub(crate) async fn revoke(
     let Path(id) = id?;
     let revoked = state
         .engine
-        .admin().revoke_token(&id, OffsetDateTime::now_utc())
+        .admin()
+        .revoke_token(&id, OffsetDateTime::now_utc())
         .await?;
     match revoked {
         Some(token) => Ok(Json(token).into_response()),

@@ -91,7 +91,8 @@ async fn add(
     };
     let added = state
         .engine
-        .admin().add_webhook_subscription(&new, OffsetDateTime::now_utc())
+        .admin()
+        .add_webhook_subscription(&new, OffsetDateTime::now_utc())
         .await?;
     let answer = json!({
         "id": added.id,
@@ -146,7 +147,8 @@ async fn deliveries(
     let Query(query) = query.map_err(|e| ServerError::BadRequest(e.body_text()))?;
     let rows = state
         .engine
-        .admin().webhook_deliveries(query.failed, query.limit.unwrap_or(100).min(1000))
+        .admin()
+        .webhook_deliveries(query.failed, query.limit.unwrap_or(100).min(1000))
         .await?;
     Ok(Json(rows).into_response())
 }
@@ -158,7 +160,8 @@ async fn redeliver(
     let Path(id) = path.map_err(|e| ServerError::BadRequest(e.body_text()))?;
     if !state
         .engine
-        .admin().redeliver_webhook(id, OffsetDateTime::now_utc())
+        .admin()
+        .redeliver_webhook(id, OffsetDateTime::now_utc())
         .await?
     {
         return Err(ServerError::NotFound(format!("no webhook delivery {id}")));
@@ -204,7 +207,8 @@ pub(crate) fn confirmation_requested(engine: &Engine, request: &ConfirmationRequ
             data,
         };
         let written = engine
-            .admin().queue_webhook_event(new, OffsetDateTime::now_utc())
+            .admin()
+            .queue_webhook_event(new, OffsetDateTime::now_utc())
             .await;
         if let Err(error) = written {
             tracing::error!(%error, "writing the confirmation.requested webhook event failed");

@@ -37,7 +37,12 @@ pub async fn service(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let schema = json!({"type": "object", "required": ["body"],
         "properties": {"body": {"type": "string"}}});
     let mut tools = ToolRegistry::new();
-    let spec = ToolSpec::new("set_body", "Replace a note's body.", ToolMode::Deferred, schema);
+    let spec = ToolSpec::new(
+        "set_body",
+        "Replace a note's body.",
+        ToolMode::Deferred,
+        schema,
+    );
     tools.register(spec)?;
 
     let store = Store::open(url).await?;
@@ -52,7 +57,10 @@ pub async fn service(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         "name": "set_body", "input": {"body": "final"}}]))?;
     let request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
     let wake = engine.wakes().wake(request, now).await?;
-    assert_eq!(wake.responses[0].content, "Proposal queued for user review.");
+    assert_eq!(
+        wake.responses[0].content,
+        "Proposal queued for user review."
+    );
 
     let set = wake.change_set.ok_or("nothing queued")?;
     let person = engine.confirmations();

@@ -95,14 +95,14 @@ pub mod store {
     //! [`ConfirmationService::outcome`](crate::confirm::ConfirmationService::outcome)) and
     //! its operator's side ([`Admin`](crate::confirm::Admin)).
 
-    pub use assent_store::{
-        AnyConnection, Backend, DEFAULT_CONNECT_TIMEOUT, Durability, HostMigration,
-        ReadConnection, Savepoint, Store, StoreError, StoreOptions, WriteTx,
-    };
     /// The read models of the engine's rows, as the engine's methods return them.
     pub use assent_store::change_sets::{PendingFilter, Undoes};
     pub use assent_store::jobs::{Job, JobStatus, ServedItem};
     /// A host's rows that take part in device sync (see
     /// [`Host::entities`](crate::confirm::Host::entities)).
     pub use assent_store::sync::HostEntities;
+    pub use assent_store::{
+        AnyConnection, Backend, DEFAULT_CONNECT_TIMEOUT, Durability, HostMigration, ReadConnection,
+        Savepoint, Store, StoreError, StoreOptions, WriteTx,
+    };
 }

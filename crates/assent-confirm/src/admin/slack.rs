@@ -129,7 +129,8 @@ mod tests {
         assert_eq!((empty.settings, empty.users.len()), (None, 0));
         assert!(
             !engine
-                .admin().disconnect_slack()
+                .admin()
+                .disconnect_slack()
                 .await
                 .expect("nothing to disconnect")
         );
@@ -144,45 +145,80 @@ mod tests {
             signing_secret: "s".to_owned(),
         };
         engine
-            .admin().connect_slack(&settings, &secrets)
+            .admin()
+            .connect_slack(&settings, &secrets)
             .await
             .expect("connects");
         let user = SlackUser {
             user_id: "U1".to_owned(),
             name: "alice".to_owned(),
         };
-        engine.admin().add_slack_user(&user, now).await.expect("mapped");
+        engine
+            .admin()
+            .add_slack_user(&user, now)
+            .await
+            .expect("mapped");
         let status = engine.admin().slack_status().await.expect("status");
         assert_eq!(status.settings.as_ref(), Some(&settings));
         assert_eq!(status.users, std::slice::from_ref(&user));
         assert_eq!(engine.admin().slack_users().await.expect("users"), [user]);
         let (_, kept) = engine
-            .admin().slack_secrets()
+            .admin()
+            .slack_secrets()
             .await
             .expect("read")
             .expect("connected");
         assert_eq!(kept.signing_secret, "s");
         assert_eq!(
-            engine.admin().slack_user_name("U1").await.expect("name").as_deref(),
+            engine
+                .admin()
+                .slack_user_name("U1")
+                .await
+                .expect("name")
+                .as_deref(),
             Some("alice")
         );
         let forget = now - time::Duration::minutes(10);
         assert!(
             engine
-                .admin().accept_slack_payload("d1", now, forget)
+                .admin()
+                .accept_slack_payload("d1", now, forget)
                 .await
                 .expect("first")
         );
         assert!(
             !engine
-                .admin().accept_slack_payload("d1", now, forget)
+                .admin()
+                .accept_slack_payload("d1", now, forget)
                 .await
                 .expect("replay")
         );
-        assert!(engine.admin().remove_slack_user("U1").await.expect("removed"));
+        assert!(
+            engine
+                .admin()
+                .remove_slack_user("U1")
+                .await
+                .expect("removed")
+        );
         assert!(!engine.admin().remove_slack_user("U1").await.expect("gone"));
-        assert_eq!(engine.admin().slack_user_name("U1").await.expect("name"), None);
-        assert!(engine.admin().disconnect_slack().await.expect("disconnected"));
-        assert!(engine.admin().slack_secrets().await.expect("read").is_none());
+        assert_eq!(
+            engine.admin().slack_user_name("U1").await.expect("name"),
+            None
+        );
+        assert!(
+            engine
+                .admin()
+                .disconnect_slack()
+                .await
+                .expect("disconnected")
+        );
+        assert!(
+            engine
+                .admin()
+                .slack_secrets()
+                .await
+                .expect("read")
+                .is_none()
+        );
     }
 }

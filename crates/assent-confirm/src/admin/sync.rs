@@ -80,7 +80,12 @@ impl Admin<'_> {
     where
         E: From<ConfirmError>,
     {
-        let mut tx = self.engine.store.begin_write().await.map_err(ConfirmError::from)?;
+        let mut tx = self
+            .engine
+            .store
+            .begin_write()
+            .await
+            .map_err(ConfirmError::from)?;
         let batch = sync::export(
             tx.connection(),
             self.engine.store.device_id(),
@@ -226,9 +231,14 @@ mod tests {
     async fn batches_travel_both_ways_and_a_refused_one_is_recorded() {
         let (laptop, phone) = (device().await, device().await);
         assert_ne!(laptop.store().device_id(), phone.store().device_id());
-        let before = laptop.admin().undelivered_outbox(100).await.expect("outbox");
+        let before = laptop
+            .admin()
+            .undelivered_outbox(100)
+            .await
+            .expect("outbox");
         let kept: Result<(SyncBatch, ()), ConfirmError> = laptop
-            .admin().export_sync_batch(Uuid::from_u128(1), at(0), |_| {
+            .admin()
+            .export_sync_batch(Uuid::from_u128(1), at(0), |_| {
                 Err(ConfirmError::InvalidSetting(
                     "the file cannot be written".to_owned(),
                 ))
@@ -236,12 +246,17 @@ mod tests {
             .await;
         assert!(kept.is_err());
         assert_eq!(
-            laptop.admin().undelivered_outbox(100).await.expect("outbox"),
+            laptop
+                .admin()
+                .undelivered_outbox(100)
+                .await
+                .expect("outbox"),
             before,
             "nothing drained when the batch was not kept"
         );
         let (batch, seen) = laptop
-            .admin().export_sync_batch(Uuid::from_u128(2), at(1), |batch| {
+            .admin()
+            .export_sync_batch(Uuid::from_u128(2), at(1), |batch| {
                 Ok::<_, ConfirmError>(batch.batch_id)
             })
             .await
@@ -252,13 +267,15 @@ mod tests {
         );
 
         let report = phone
-            .admin().import_sync_batch(&batch, at(2))
+            .admin()
+            .import_sync_batch(&batch, at(2))
             .await
             .expect("merged");
         assert!(!report.replayed);
         assert!(
             phone
-                .admin().import_sync_batch(&batch, at(3))
+                .admin()
+                .import_sync_batch(&batch, at(3))
                 .await
                 .expect("again")
                 .replayed
@@ -266,11 +283,19 @@ mod tests {
         let peers = phone.admin().sync_peers().await.expect("peers");
         assert_eq!(peers.len(), 1);
         assert_eq!(peers[0].host_id, laptop.store().device_id());
-        assert!(phone.admin().sync_conflicts().await.expect("conflicts").is_empty());
+        assert!(
+            phone
+                .admin()
+                .sync_conflicts()
+                .await
+                .expect("conflicts")
+                .is_empty()
+        );
 
         // Pointed at itself: refused before the lock, as the batch's own fault.
         let own = laptop
-            .admin().exchange_sync_batch(&batch, Uuid::from_u128(3), at(4))
+            .admin()
+            .exchange_sync_batch(&batch, Uuid::from_u128(3), at(4))
             .await;
         assert!(
             matches!(
@@ -301,24 +326,32 @@ mod tests {
 
         // A round trip with a peer: claim, exchange there, merge the answer here.
         let export = laptop
-            .admin().claim_sync_export(Uuid::from_u128(4), at(5), time::Duration::minutes(1))
+            .admin()
+            .claim_sync_export(Uuid::from_u128(4), at(5), time::Duration::minutes(1))
             .await
             .expect("claimed");
         let (there, answer) = phone
-            .admin().exchange_sync_batch(&export.batch, Uuid::from_u128(5), at(6))
+            .admin()
+            .exchange_sync_batch(&export.batch, Uuid::from_u128(5), at(6))
             .await
             .expect("exchanged");
         assert_eq!(there.batch_id, Uuid::from_u128(4));
         assert_eq!(answer.from_host, phone.store().device_id());
         let here = laptop
-            .admin().merge_peer_batch(&export, &answer, at(7))
+            .admin()
+            .merge_peer_batch(&export, &answer, at(7))
             .await
             .expect("merged");
         assert_eq!(here.from_host, phone.store().device_id());
         let unsent = laptop
-            .admin().claim_sync_export(Uuid::from_u128(6), at(8), time::Duration::minutes(1))
+            .admin()
+            .claim_sync_export(Uuid::from_u128(6), at(8), time::Duration::minutes(1))
             .await
             .expect("claimed");
-        laptop.admin().release_sync_export(&unsent).await.expect("released");
+        laptop
+            .admin()
+            .release_sync_export(&unsent)
+            .await
+            .expect("released");
     }
 }

@@ -92,7 +92,10 @@ mod tests {
     #[tokio::test]
     async fn a_token_is_issued_listed_authenticated_and_revoked() {
         let engine = engine().await;
-        let refused = engine.admin().issue_token(Role::Agent, Some("nobody"), at(0)).await;
+        let refused = engine
+            .admin()
+            .issue_token(Role::Agent, Some("nobody"), at(0))
+            .await;
         assert!(
             matches!(refused, Err(ConfirmError::Store(StoreError::InvalidToken(ref why))) if why.contains("nobody")),
             "{refused:?}"
@@ -102,7 +105,8 @@ mod tests {
             .await
             .expect("agent");
         let issued = engine
-            .admin().issue_token(Role::Agent, Some("triage"), at(1))
+            .admin()
+            .issue_token(Role::Agent, Some("triage"), at(1))
             .await
             .expect("issued");
         assert_eq!(
@@ -110,19 +114,22 @@ mod tests {
             std::slice::from_ref(&issued.token)
         );
         let found = engine
-            .admin().authenticate_token(&issued.secret)
+            .admin()
+            .authenticate_token(&issued.secret)
             .await
             .expect("lookup");
         assert_eq!(found.as_ref(), Some(&issued.token));
         assert_eq!(
             engine
-                .admin().authenticate_token("assent_wrong")
+                .admin()
+                .authenticate_token("assent_wrong")
                 .await
                 .expect("lookup"),
             None
         );
         let revoked = engine
-            .admin().revoke_token(&issued.token.id, at(2))
+            .admin()
+            .revoke_token(&issued.token.id, at(2))
             .await
             .expect("revoke")
             .expect("known");
@@ -135,7 +142,11 @@ mod tests {
             "a revoked token opens nothing"
         );
         assert_eq!(
-            engine.admin().revoke_token("nope", at(3)).await.expect("revoke"),
+            engine
+                .admin()
+                .revoke_token("nope", at(3))
+                .await
+                .expect("revoke"),
             None
         );
     }

@@ -100,7 +100,8 @@ mod tests {
             secret: "whsec_test".to_owned(),
         };
         let added = engine
-            .admin().add_webhook_subscription(&new, now)
+            .admin()
+            .add_webhook_subscription(&new, now)
             .await
             .expect("added");
         assert_eq!(added.url, "https://receiver.example/hook?token=…");
@@ -116,7 +117,8 @@ mod tests {
         };
         assert_eq!(
             engine
-                .admin().queue_webhook_event(unwanted, now)
+                .admin()
+                .queue_webhook_event(unwanted, now)
                 .await
                 .expect("queued"),
             None
@@ -129,42 +131,58 @@ mod tests {
         };
         assert!(
             engine
-                .admin().queue_webhook_event(wanted, now)
+                .admin()
+                .queue_webhook_event(wanted, now)
                 .await
                 .expect("queued")
                 .is_some()
         );
-        let deliveries = engine.admin().webhook_deliveries(false, 10).await.expect("list");
+        let deliveries = engine
+            .admin()
+            .webhook_deliveries(false, 10)
+            .await
+            .expect("list");
         assert_eq!(deliveries.len(), 1);
         assert!(
             engine
-                .admin().webhook_deliveries(true, 10)
+                .admin()
+                .webhook_deliveries(true, 10)
                 .await
                 .expect("list")
                 .is_empty()
         );
         assert!(
             engine
-                .admin().redeliver_webhook(deliveries[0].id, now)
+                .admin()
+                .redeliver_webhook(deliveries[0].id, now)
                 .await
                 .expect("again")
         );
-        assert!(!engine.admin().redeliver_webhook(-1, now).await.expect("none"));
+        assert!(
+            !engine
+                .admin()
+                .redeliver_webhook(-1, now)
+                .await
+                .expect("none")
+        );
         assert!(
             engine
-                .admin().remove_webhook_subscription(added.id)
+                .admin()
+                .remove_webhook_subscription(added.id)
                 .await
                 .expect("removed")
         );
         assert!(
             !engine
-                .admin().remove_webhook_subscription(added.id)
+                .admin()
+                .remove_webhook_subscription(added.id)
                 .await
                 .expect("gone")
         );
         assert!(
             engine
-                .admin().webhook_subscriptions()
+                .admin()
+                .webhook_subscriptions()
                 .await
                 .expect("list")
                 .is_empty()
