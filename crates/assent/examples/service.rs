@@ -57,10 +57,8 @@ pub async fn service(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         "name": "set_body", "input": {"body": "final"}}]))?;
     let request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
     let wake = engine.wakes().wake(request, now).await?;
-    assert_eq!(
-        wake.responses[0].content,
-        "Proposal queued for user review."
-    );
+    // The call waits for a person; the agent reads that it was queued.
+    assert_eq!(wake.responses[0].content, assent::changeset::reply::QUEUED);
 
     let set = wake.change_set.ok_or("nothing queued")?;
     let person = engine.confirmations();
