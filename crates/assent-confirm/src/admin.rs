@@ -68,6 +68,15 @@ pub use tokens::authenticate_token;
 ///     runtime.block_on(operator())
 /// }
 /// ```
+///
+/// They are not on the engine itself, whose page is the service's (the call above,
+/// without `admin()`, does not compile):
+///
+/// ```compile_fail
+/// # async fn demo(engine: assent::Engine) {
+/// let _ = engine.issue_token(assent::confirm::admin::Role::Reviewer, None, assent::domain::OffsetDateTime::now_utc()).await;
+/// # }
+/// ```
 #[derive(Clone, Copy)]
 pub struct Admin<'a> {
     pub(crate) engine: &'a Engine,

@@ -94,6 +94,25 @@ pub mod store {
     //! ([`Engine::open_sets`](crate::Engine::open_sets),
     //! [`ConfirmationService::outcome`](crate::confirm::ConfirmationService::outcome)) and
     //! its operator's side ([`Admin`](crate::confirm::Admin)).
+    //!
+    //! The store's table writers are not here: a decision written by hand, without
+    //! its audit record and chain entry, does not compile in a dependent.
+    //!
+    //! ```compile_fail
+    //! let _ = assent::store::decisions::insert;
+    //! ```
+    //! ```compile_fail
+    //! let _ = assent::store::audit::insert;
+    //! ```
+    //! ```compile_fail
+    //! let _ = assent::store::outbox::enqueue;
+    //! ```
+    //! ```compile_fail
+    //! let _ = assent::store::operations::record_applied;
+    //! ```
+    //! ```compile_fail
+    //! let _ = assent::store::agents::upsert;
+    //! ```
 
     /// The read models of the engine's rows, as the engine's methods return them.
     pub use assent_store::change_sets::{PendingFilter, Undoes};
