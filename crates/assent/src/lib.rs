@@ -121,7 +121,7 @@ pub mod store {
     /// [`Host::entities`](crate::confirm::Host::entities)).
     pub use assent_store::sync::HostEntities;
     pub use assent_store::{
-        AnyConnection, Backend, DEFAULT_CONNECT_TIMEOUT, Durability, HostMigration, ReadConnection,
-        Savepoint, Store, StoreError, StoreOptions, WriteTx,
+        AnyConnection, Backend, DEFAULT_CONNECT_TIMEOUT, Durability, GroupCommits, HostMigration,
+        ReadConnection, Savepoint, Store, StoreError, StoreOptions, WriteTx,
     };
 }
