@@ -582,6 +582,7 @@ async fn a_held_confirmation_tells_the_host_when_its_window_ends_or_it_is_cancel
         let service = Service::on(&backend, None).await;
         let engine = &service.engine;
         engine
+            .admin()
             .set_hold(AGENT, "refund_invoice", 60, NOW)
             .await
             .unwrap();

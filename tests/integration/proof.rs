@@ -463,7 +463,7 @@ async fn a_quorum_lowered_after_the_proposal_does_not_verify_nor_against_an_earl
         let app = TestApp::on(&backend).await;
         let task = app.scene().await;
         quorum_of(&app, 2, NOW).await;
-        let before = app.engine.chain_head().await.unwrap();
+        let before = app.engine.admin().chain_head().await.unwrap();
         let set = app
             .wake(
                 &task,

@@ -62,6 +62,7 @@ async fn refused_again_until_forgotten(backend: &TestBackend) {
     let prefix = &rejected.id.to_string()[..8];
     let forgotten = app
         .engine
+        .admin()
         .forget_rejection(prefix, Some("bob"), NOW)
         .await
         .expect("forgotten");
@@ -94,6 +95,7 @@ async fn refused_again_until_forgotten(backend: &TestBackend) {
     // The window: zero forgets nothing but remembers nothing either.
     let changed = app
         .engine
+        .admin()
         .set_rejection_window("agent-1", Duration::ZERO, Some("alice"), NOW)
         .await
         .expect("set");

@@ -76,12 +76,18 @@ async fn a_call_whose_session_ended_is_refused_at_confirmation_and_withdrawn() {
         // A gateway chat that ended before the confirmation.
         let session = Uuid::new_v4();
         reviewer
+            .admin()
             .open_client_session(session, AGENT, "files", now - time::Duration::minutes(2))
             .await
             .unwrap();
         let chat = book::propose(&service, "L4", "run-4", &[400]).await;
-        reviewer.record_client_call(chat, session).await.unwrap();
         reviewer
+            .admin()
+            .record_client_call(chat, session)
+            .await
+            .unwrap();
+        reviewer
+            .admin()
             .end_client_session(session, now - time::Duration::minutes(1))
             .await
             .unwrap();
@@ -93,11 +99,16 @@ async fn a_call_whose_session_ended_is_refused_at_confirmation_and_withdrawn() {
         assert_eq!(status(&store, chat).await, ChangeItemStatus::Retracted);
         // Marked run-after-disconnect: such a call is accepted and runs later.
         reviewer
+            .admin()
             .set_run_after_disconnect(AGENT, TOOL, true, now)
             .await
             .unwrap();
         let marked = book::propose(&service, "L5", "run-5", &[500]).await;
-        reviewer.record_client_call(marked, session).await.unwrap();
+        reviewer
+            .admin()
+            .record_client_call(marked, session)
+            .await
+            .unwrap();
         queued(confirm(marked).await);
         store.close().await;
     }

@@ -12,7 +12,14 @@
 //!   `/usr/bin/chromedriver` is missing (the review page's browser tests need them), and
 //!   unless `ASSENT_TEST_POSTGRES_URL` names a server, the tests run with a throwaway
 //!   PostgreSQL started by `.ci/postgres.sh` (installed from Debian's packages when
-//!   missing) for the cross-backend conformance suite.
+//!   missing) for the cross-backend conformance suite. Then `dependent`, with a
+//!   PostgreSQL server the same way.
+//! - `dependent`: `tests/dependent`, a service outside the workspace (its own
+//!   `Cargo.toml` and empty `[workspace]`, the facade by path), built and run as a
+//!   dependent builds it: the workspace's `Cargo.lock` is copied in first (the same
+//!   versions), and it builds in the workspace's target directory (the dependencies
+//!   already built are reused). It runs its scenarios (the facade's front page among
+//!   them) on SQLite, and on PostgreSQL when `ASSENT_TEST_POSTGRES_URL` is set.
 //! - `api`: each library crate's public API against `api/current/` and the last
 //!   release (see `api.rs`): an API change shows in its commit, a break since the
 //!   release is written in CHANGELOG.md.
@@ -47,13 +54,15 @@ usage: cargo xtask <task>
 
 tasks:
   ci       cargo fmt --check, cargo clippy -D warnings, cargo doc (-D warnings), api,
-           cargo test, bench --quick
+           cargo test, dependent, bench --quick
            (stops at the first failure; installs chromium and chromium-driver for the
            browser tests when missing; tests run with a throwaway PostgreSQL unless
            ASSENT_TEST_POSTGRES_URL is set)
   api      each library crate's public API (rustdoc JSON, the public-api crate) against
            api/current/ and against the last release (api/0.1.0/): every break since
            the release is named in a **Breaking** entry of CHANGELOG.md's Unreleased
+  dependent  build and run tests/dependent, a service outside the workspace, against
+           the facade by path (SQLite; PostgreSQL too when ASSENT_TEST_POSTGRES_URL is set)
            --bless: rewrite api/current/ from this tree
            --baseline DIR: write api/0.1.0/ from a checkout of the release at DIR
   bench    the benchmark report (release build): table on stdout, target/bench/results.json
@@ -78,6 +87,8 @@ const CI_STEPS: &[&[&str]] = &[
     // rustdoc run is the libraries' `cargo doc`, with `-D warnings` too.
     &["api"],
     &["test", "--workspace"],
+    // `cargo xtask dependent`, with a PostgreSQL server as for the tests.
+    &["xtask", "dependent"],
 ];
 
 /// `cargo xtask bench`: the report binary in the release profile (not `cargo bench
@@ -145,6 +156,7 @@ fn main() -> ExitCode {
         ["ci"] => ci(),
         ["bench"] => run_cargo(BENCH_FIXTURE).and_then(|()| run_cargo(BENCH)),
         ["bench", "--quick"] => bench_quick(),
+        ["dependent"] => dependent(),
         ["api"] => api::run(&project_root(), &api::Mode::Check),
         ["api", "--bless"] => api::run(&project_root(), &api::Mode::Bless),
         ["api", "--baseline", root] => api::run(
@@ -182,6 +194,7 @@ fn ci() -> anyhow::Result<()> {
                 ensure_browser()?;
                 run_tests_with_postgres(step)
             }
+            Some(&"xtask") => run_tests_with_postgres(step),
             Some(&"doc") => run_cargo_with(step, &[("RUSTDOCFLAGS", "-D warnings")]),
             Some(&"api") => api::run(&project_root(), &api::Mode::Check),
             _ => run_cargo(step),
@@ -191,6 +204,35 @@ fn ci() -> anyhow::Result<()> {
     }
     bench_quick().context("ci stopped at its last step, bench --quick")?;
     eprintln!("==> ci: all steps passed");
+    Ok(())
+}
+
+/// Where `cargo xtask dependent` finds the service outside the workspace.
+const DEPENDENT: &str = "tests/dependent";
+
+/// Builds and runs `tests/dependent` (see the crate doc): the workspace's lock file
+/// copied in, the workspace's target directory, the dev profile.
+fn dependent() -> anyhow::Result<()> {
+    let root = project_root();
+    let dir = root.join(DEPENDENT);
+    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock"))
+        .with_context(|| format!("could not copy Cargo.lock into {}", dir.display()))?;
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    eprintln!(
+        "==> CARGO_TARGET_DIR={} cargo run --quiet (in {DEPENDENT})",
+        target_dir.display()
+    );
+    let status = Command::new(cargo())
+        .args(["run", "--quiet"])
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .current_dir(&dir)
+        .status()
+        .context("could not start cargo")?;
+    if !status.success() {
+        bail!("{DEPENDENT} exited with {status}");
+    }
     Ok(())
 }
 

@@ -966,6 +966,14 @@ fn crate_doc_doctest_detection() {
         "//! Docs.\nmod a;\n/// ```\n/// f();\n/// ```\nfn f() {}\n",
         false,
     );
+    check(
+        "//! Docs.\n//!\n#![doc = concat!(\"```\\n\", include_str!(\"../examples/a.rs\"), \"```\")]\nmod a;\n",
+        true,
+    );
+    check(
+        "//! Docs.\n#![doc = concat!(\"```text\\n\", include_str!(\"a.txt\"), \"```\")]\n",
+        false,
+    );
 }
 
 fn is_forbidden(name: &str) -> bool {
@@ -1486,18 +1494,35 @@ fn is_ident_end(chars: &[char], i: usize) -> bool {
 /// rustdoc compiles: ```` ``` ````, ```` ```rust ```` or with `no_run`/`should_panic`,
 /// not `ignore`, `text` or another language.
 fn crate_doc_has_doctest(lib_rs: &str) -> bool {
-    let fences = lib_rs
-        .lines()
-        .map(str::trim_start)
-        .take_while(|line| line.starts_with("//!") || line.is_empty())
-        .filter_map(|line| line.strip_prefix("//!")?.trim().strip_prefix("```"));
-    // Fences alternate: an opening one carries the block's language, a closing one none.
-    fences.step_by(2).any(|info| {
+    let is_rust = |info: &str| {
         info.split(',')
             .map(str::trim)
             .filter(|word| !word.is_empty())
             .all(|word| matches!(word, "rust" | "no_run" | "should_panic" | "edition2024"))
-    })
+    };
+    let mut fences = Vec::new();
+    let header = lib_rs.lines().map(str::trim_start).take_while(|line| {
+        line.starts_with("//!") || line.starts_with("#![doc") || line.is_empty()
+    });
+    for line in header {
+        if let Some(info) = line
+            .strip_prefix("//!")
+            .and_then(|doc| doc.trim().strip_prefix("```"))
+        {
+            fences.push(info);
+        } else if let Some((info, _)) = line
+            .strip_prefix("#![doc = concat!(\"```")
+            .and_then(|rest| rest.split_once("\\n"))
+        {
+            // `#![doc = concat!("```\n", include_str!("…"), "```")]`: a whole block
+            // whose code is a file (the facade's front page, also built as an example).
+            if is_rust(info) {
+                return true;
+            }
+        }
+    }
+    // Fences alternate: an opening one carries the block's language, a closing one none.
+    fences.into_iter().step_by(2).any(is_rust)
 }
 
 /// The directories under `crates/`, sorted.

@@ -89,7 +89,7 @@ async fn served_tool(ctx: &Ctx, item: ItemRef, tool: &str) -> Result<render::Ser
     let Some(host) = ctx.engine.served_item(item).await?.and_then(|s| s.host) else {
         return Ok(render::ServedTool::Unrecorded);
     };
-    Ok(match ctx.engine.catalog_entry(&host, tool).await? {
+    Ok(match ctx.engine.admin().catalog_entry(&host, tool).await? {
         (Some(stored), _) => render::ServedTool::Stored(Box::new(stored)),
         (None, true) => render::ServedTool::Unlisted(host),
         (None, false) => render::ServedTool::NeverRegistered(host),

@@ -278,6 +278,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
 
     s.heading("The audit trail");
     let records = engine
+        .admin()
         .audit_trail(&AuditFilter::Target(task_target(task_id.clone())), 100)
         .await?;
     s.say("Every execution writes an action record before the handler runs and a result after:");
@@ -287,7 +288,7 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     drop(conn);
 
     s.heading("The outbox");
-    let messages = engine.undelivered_outbox(100).await?;
+    let messages = engine.admin().undelivered_outbox(100).await?;
     s.say("Every write left a message for other devices, committed in the same transaction");
     s.say("as the write itself (one unsent message per entity; a newer write replaces it):");
     s.gap();
@@ -327,7 +328,10 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
     });
 
     s.heading("Proving what ran");
-    let report = engine.verify_proof(&VerifyOptions::default()).await?;
+    let report = engine
+        .admin()
+        .verify_proof(&VerifyOptions::default())
+        .await?;
     s.say("Every decision, audit record and rule change above is on a tamper-evident chain;");
     s.say("`assent audit verify` checks it and that every effect had the consent it needed:");
     s.gap();

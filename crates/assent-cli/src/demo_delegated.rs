@@ -182,15 +182,17 @@ async fn tell(store: &Store, start: OffsetDateTime) -> Result<String, CliError> 
 
     s.heading("The grants (assent grants; revoke with assent grants revoke ID)");
     let engine = engine(store.clone()).await?;
-    let grants = engine.grants(&GrantFilter::default()).await?;
+    let grants = engine.admin().grants(&GrantFilter::default()).await?;
     s.block(render::grants(&grants));
 
     s.heading("The audit trail: delegated confirmations run through the same executor");
     let mut records = engine
+        .admin()
         .audit_trail(&AuditFilter::Target(task_target(task_id)), 100)
         .await?;
     records.extend(
         engine
+            .admin()
             .audit_trail(&AuditFilter::Target(task_target(second_task)), 100)
             .await?,
     );

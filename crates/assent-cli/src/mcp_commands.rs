@@ -243,6 +243,7 @@ pub async fn agent_run_after_disconnect(
     // could match nothing is refused (exit 2), not kept and ignored.
     let changed = match ctx
         .engine
+        .admin()
         .set_run_after_disconnect(agent, tool, on, ctx.now)
         .await
     {

@@ -202,7 +202,7 @@ fn is_loopback(url: &Url) -> bool {
 /// Puts the outbox messages of a batch that did not get through back in the queue
 /// (best effort: if this fails too, their lease runs out).
 async fn release(engine: &Engine, export: &ClaimedExport) {
-    if let Err(error) = engine.release_sync_export(export).await {
+    if let Err(error) = engine.admin().release_sync_export(export).await {
         tracing::warn!(%error, "could not put the outbox messages of the failed sync back");
     }
 }
@@ -252,6 +252,7 @@ async fn run_with(
         .map_err(|e| CliError::failed(format!("invalid sync timeout: {e}")))?;
     let export = ctx
         .engine
+        .admin()
         .claim_sync_export(Uuid::new_v4(), ctx.now, lease)
         .await?;
     let batch = &export.batch;
@@ -271,7 +272,7 @@ async fn run_with(
         // answer is recorded in the imports' log.
         let merged = ctx
             .engine
-            .merge_peer_batch(&export, &answer.batch, ctx.now)
+            .admin().merge_peer_batch(&export, &answer.batch, ctx.now)
             .await?;
         Ok((answer, merged))
     }

@@ -83,7 +83,7 @@ pub async fn audit_trail(ctx: &Ctx, args: AuditArgs) -> Result<Output, CliError>
         (None, Some(run)) => AuditFilter::Run(run),
         (None, None) => AuditFilter::All,
     };
-    let records = ctx.engine.audit_trail(&filter, args.limit).await?;
+    let records = ctx.engine.admin().audit_trail(&filter, args.limit).await?;
     // Who edited what ran, and what the agent had proposed (issue 53, point 5).
     let edited = if ctx.json {
         ctx.engine.edited_confirmations().await?
@@ -116,7 +116,7 @@ async fn audit_verify(ctx: &Ctx, args: AuditVerifyArgs) -> Result<Output, CliErr
             .ok()
             .map(|home| home.to_string_lossy().into_owned()),
     };
-    let report = ctx.engine.verify_proof(&options).await?;
+    let report = ctx.engine.admin().verify_proof(&options).await?;
     let mut output = Output::either(ctx.json, &report, || render::proof(&report))?;
     if !report.verified() {
         output.failure = Some(CliError::failed(format!(
@@ -129,7 +129,7 @@ async fn audit_verify(ctx: &Ctx, args: AuditVerifyArgs) -> Result<Output, CliErr
 
 /// `assent audit head`.
 async fn audit_head(ctx: &Ctx) -> Result<Output, CliError> {
-    let head = ctx.engine.chain_head().await?;
+    let head = ctx.engine.admin().chain_head().await?;
     let view = json!({"deviceId": head.device_id, "entries": head.entries, "head": head.hash});
     Output::either(ctx.json, &view, || {
         format!(
@@ -141,7 +141,7 @@ async fn audit_head(ctx: &Ctx) -> Result<Output, CliError> {
 
 /// `assent outbox`.
 pub async fn outbox_messages(ctx: &Ctx, args: OutboxArgs) -> Result<Output, CliError> {
-    let messages = ctx.engine.undelivered_outbox(args.limit).await?;
+    let messages = ctx.engine.admin().undelivered_outbox(args.limit).await?;
     Output::either(ctx.json, &messages, || render::outbox(&messages))
 }
 
@@ -153,7 +153,7 @@ pub async fn grants(ctx: &Ctx, args: GrantsArgs) -> Result<Output, CliError> {
     if let Some(GrantsCommand::Revoke(revoke)) = args.command {
         let id = Uuid::parse_str(revoke.id.trim())
             .map_err(|e| CliError::failed(format!("invalid grant id {:?}: {e}", revoke.id)))?;
-        return match ctx.engine.revoke_grant(id, ctx.now).await? {
+        return match ctx.engine.admin().revoke_grant(id, ctx.now).await? {
             Revocation::Revoked(grant) => {
                 Output::either(ctx.json, &grant, || render::grant_revoked(&grant))
             }
@@ -169,7 +169,7 @@ pub async fn grants(ctx: &Ctx, args: GrantsArgs) -> Result<Output, CliError> {
         tool_name: args.tool,
         include_revoked: args.all,
     };
-    let grants = ctx.engine.grants(&filter).await?;
+    let grants = ctx.engine.admin().grants(&filter).await?;
     Output::either(ctx.json, &grants, || render::grants(&grants))
 }
 

@@ -113,10 +113,16 @@ async fn forget_rejections(
 ) -> Result<Output, CliError> {
     let by = person(args.by.as_deref());
     let forgotten = match &args.id {
-        Some(id) => vec![ctx.engine.forget_rejection(id, Some(&by), ctx.now).await?],
+        Some(id) => vec![
+            ctx.engine
+                .admin()
+                .forget_rejection(id, Some(&by), ctx.now)
+                .await?,
+        ],
         None => {
             let agent = args.agent.as_deref().map(str::trim);
             ctx.engine
+                .admin()
                 .forget_rejections(agent, Some(&by), ctx.now)
                 .await?
         }
@@ -158,6 +164,7 @@ pub async fn agent_set(ctx: &Ctx, args: AgentSetArgs, person: Person) -> Result<
     let by = person(args.by.as_deref());
     let changed = ctx
         .engine
+        .admin()
         .set_rejection_window(agent, window, Some(&by), ctx.now)
         .await?;
     let memory = ctx.engine.rejection_memory(agent).await?;

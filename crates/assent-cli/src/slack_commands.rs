@@ -129,7 +129,7 @@ pub async fn slack(ctx: &Ctx, args: SlackArgs) -> Result<Output, CliError> {
     match args.command {
         SlackCommand::Connect(args) => connect(ctx, args).await,
         SlackCommand::Disconnect => {
-            let was = ctx.engine.disconnect_slack().await?;
+            let was = ctx.engine.admin().disconnect_slack().await?;
             Output::either(ctx.json, &json!({"disconnected": was}), || {
                 if was {
                     "Slack disconnected: nothing more is posted, and clicks are refused.".to_owned()
@@ -148,7 +148,7 @@ pub async fn slack(ctx: &Ctx, args: SlackArgs) -> Result<Output, CliError> {
                 ));
             }
             let user = SlackUser { user_id, name };
-            ctx.engine.add_slack_user(&user, ctx.now).await?;
+            ctx.engine.admin().add_slack_user(&user, ctx.now).await?;
             Output::either(
                 ctx.json,
                 &json!({"userId": user.user_id, "name": user.name}),
@@ -165,7 +165,7 @@ pub async fn slack(ctx: &Ctx, args: SlackArgs) -> Result<Output, CliError> {
         }
         SlackCommand::Users(UsersCommand::Remove(args)) => {
             let user_id = slack_id("user", &args.user_id)?;
-            if !ctx.engine.remove_slack_user(user_id).await? {
+            if !ctx.engine.admin().remove_slack_user(user_id).await? {
                 return Err(CliError::failed(format!(
                     "no Slack user {user_id} is mapped (assent slack users list)"
                 )));
@@ -175,7 +175,7 @@ pub async fn slack(ctx: &Ctx, args: SlackArgs) -> Result<Output, CliError> {
             })
         }
         SlackCommand::Users(UsersCommand::List) => {
-            let users = ctx.engine.slack_users().await?;
+            let users = ctx.engine.admin().slack_users().await?;
             let listed: Vec<_> = users
                 .iter()
                 .map(|u| json!({"userId": u.user_id, "name": u.name}))
@@ -221,7 +221,10 @@ async fn connect(ctx: &Ctx, args: ConnectArgs) -> Result<Output, CliError> {
         bot_token,
         signing_secret,
     };
-    ctx.engine.connect_slack(&settings, &secrets).await?;
+    ctx.engine
+        .admin()
+        .connect_slack(&settings, &secrets)
+        .await?;
     Output::either(ctx.json, &settings_json(&settings), || {
         format!(
             "Slack connected: `assent serve` posts each change set queued from now on to {} and takes clicks at POST /api/slack/interactions (set it as the app's Interactivity Request URL). Map who may decide: assent slack users add U… --as NAME",
@@ -245,7 +248,7 @@ fn settings_json(settings: &SlackSettings) -> serde_json::Value {
 }
 
 async fn status(ctx: &Ctx) -> Result<Output, CliError> {
-    let status = ctx.engine.slack_status().await?;
+    let status = ctx.engine.admin().slack_status().await?;
     let (settings, users) = (status.settings, status.users);
     let listed: Vec<_> = users
         .iter()

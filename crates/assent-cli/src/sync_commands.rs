@@ -93,7 +93,7 @@ pub async fn sync(ctx: &Ctx, args: SyncArgs) -> Result<Output, CliError> {
             Output::either(ctx.json, &json!({ "hostId": host }), || host.clone())
         }
         SyncCommand::Peers => {
-            let peers = ctx.engine.sync_peers().await?;
+            let peers = ctx.engine.admin().sync_peers().await?;
             Output::either(ctx.json, &peers, || render::peers(&peers))
         }
     }
@@ -104,6 +104,7 @@ async fn export(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
     // only after this returns.
     let (batch, text) = ctx
         .engine
+        .admin()
         .export_sync_batch(Uuid::new_v4(), ctx.now, |batch| {
             let text = serde_json::to_string_pretty(batch).map_err(|e| {
                 CliError::failed(format!("cannot write the sync batch as JSON: {e}"))
@@ -202,13 +203,17 @@ async fn import(ctx: &Ctx, file: &Path) -> Result<Output, CliError> {
     // Parse before touching the database: a bad file changes nothing.
     let batch = read_batch(file)?;
     // A refused batch changes nothing and is recorded in the imports' log.
-    let report = ctx.engine.import_sync_batch(&batch, ctx.now).await?;
+    let report = ctx
+        .engine
+        .admin()
+        .import_sync_batch(&batch, ctx.now)
+        .await?;
     Output::either(ctx.json, &report, || render::imported(&report))
 }
 
 /// Runs `assent conflicts`.
 pub async fn conflicts(ctx: &Ctx) -> Result<Output, CliError> {
-    let records: Vec<ConflictRecord> = ctx.engine.sync_conflicts().await?;
+    let records: Vec<ConflictRecord> = ctx.engine.admin().sync_conflicts().await?;
     Output::either(ctx.json, &records, || render::conflicts(&records))
 }
 

@@ -55,13 +55,14 @@ pub struct TokenRevokeArgs {
 pub async fn tokens(ctx: &Ctx, args: TokensArgs) -> Result<Output, CliError> {
     match args.command {
         None => {
-            let list = ctx.engine.tokens().await?;
+            let list = ctx.engine.admin().tokens().await?;
             Output::either(ctx.json, &list, || render_list(&list))
         }
         Some(TokensCommand::Add(add)) => {
             let role: Role = add.role.parse()?;
             let issued = ctx
                 .engine
+                .admin()
                 .issue_named_token(role, add.agent.as_deref(), add.person.as_deref(), ctx.now)
                 .await?;
             let mut view = serde_json::to_value(&issued.token).unwrap_or_default();
@@ -93,7 +94,7 @@ pub async fn tokens(ctx: &Ctx, args: TokensArgs) -> Result<Output, CliError> {
             })
         }
         Some(TokensCommand::Revoke(revoke)) => {
-            let revoked = ctx.engine.revoke_token(&revoke.id, ctx.now).await?;
+            let revoked = ctx.engine.admin().revoke_token(&revoke.id, ctx.now).await?;
             match revoked {
                 Some(token) => Output::either(ctx.json, &token, || {
                     format!("Revoked token {} ({} token)", token.id, token.role)

@@ -124,6 +124,7 @@ pub async fn tools(ctx: &Ctx, args: ToolsArgs) -> Result<Output, CliError> {
     let journal = ctx.engine.host().name();
     let services: Vec<agents::HostTool> = ctx
         .engine
+        .admin()
         .service_catalogs()
         .await?
         .into_iter()

@@ -153,13 +153,13 @@ fn parse_id(text: &str) -> Result<Uuid, CliError> {
 pub async fn webhooks(ctx: &Ctx, args: WebhooksArgs) -> Result<Output, CliError> {
     match args.command {
         None => {
-            let list = ctx.engine.webhook_subscriptions().await?;
+            let list = ctx.engine.admin().webhook_subscriptions().await?;
             Output::either(ctx.json, &list, || subscriptions_text(&list))
         }
         Some(WebhooksCommand::Add(add)) => add_subscription(ctx, add).await,
         Some(WebhooksCommand::Remove(remove)) => {
             let id = parse_id(&remove.id)?;
-            let removed = ctx.engine.remove_webhook_subscription(id).await?;
+            let removed = ctx.engine.admin().remove_webhook_subscription(id).await?;
             if !removed {
                 return Err(CliError::failed(format!("no webhook subscription {id}")));
             }
@@ -192,12 +192,18 @@ pub async fn webhooks(ctx: &Ctx, args: WebhooksArgs) -> Result<Output, CliError>
         Some(WebhooksCommand::Deliveries(list)) => {
             let rows = ctx
                 .engine
+                .admin()
                 .webhook_deliveries(list.failed, list.limit)
                 .await?;
             Output::either(ctx.json, &rows, || deliveries_text(&rows, list.failed))
         }
         Some(WebhooksCommand::Redeliver(again)) => {
-            if !ctx.engine.redeliver_webhook(again.id, ctx.now).await? {
+            if !ctx
+                .engine
+                .admin()
+                .redeliver_webhook(again.id, ctx.now)
+                .await?
+            {
                 return Err(CliError::failed(format!(
                     "no webhook delivery {}",
                     again.id
@@ -250,7 +256,11 @@ async fn add_subscription(ctx: &Ctx, add: AddArgs) -> Result<Output, CliError> {
         agent_id: agent,
         secret: secret.clone(),
     };
-    let added = ctx.engine.add_webhook_subscription(&new, ctx.now).await?;
+    let added = ctx
+        .engine
+        .admin()
+        .add_webhook_subscription(&new, ctx.now)
+        .await?;
     let value = json!({
         "id": added.id,
         "url": added.url,

@@ -15,7 +15,7 @@
 //! plain types they return. The one write a host makes of its own accord, recording the
 //! catalog its upstream lists, is [`record_host_catalog`].
 
-use crate::{ConfirmError, ConflictKind, Engine};
+use crate::{Admin, ConfirmError, ConflictKind, Engine};
 use assent_store::{Connection, Store, agents as stored, host_tools, mcp_sessions};
 use assent_tools::{GrantSuggestion, InForce, RuleAction, ToolRule};
 use std::collections::BTreeSet;
@@ -215,11 +215,13 @@ impl Engine {
         let mut conn = self.store.read_connection().await?;
         Ok(stored::settings_of(&mut conn, agent).await?)
     }
+}
 
+impl Admin<'_> {
     /// The catalogs services record of their own tools (no agent's, no gateway's), by
     /// host and name.
     pub async fn service_catalogs(&self) -> Result<Vec<HostTool>, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(host_tools::own_catalogs(&mut conn).await?)
     }
 
@@ -230,12 +232,14 @@ impl Engine {
         host: &str,
         tool: &str,
     ) -> Result<(Option<HostTool>, bool), ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         let entry = host_tools::get(&mut conn, host, tool).await?;
         let registered = entry.is_some() || host_tools::registered(&mut conn, host).await?;
         Ok((entry, registered))
     }
+}
 
+impl Engine {
     /// Every agent's settings, by id.
     pub async fn all_agent_settings(&self) -> Result<Vec<AgentSettings>, ConfirmError> {
         let mut conn = self.store.read_connection().await?;
@@ -410,7 +414,9 @@ impl Engine {
         tx.commit().await?;
         Ok(changed)
     }
+}
 
+impl Admin<'_> {
     /// Sets agent `agent`'s hold window for `tool` to `seconds` (0 removes it): its
     /// confirmed calls of `tool` then wait that long, cancellable, before they run.
     /// Returns whether it changed. A blank tool or an argument pattern is
@@ -428,7 +434,7 @@ impl Engine {
         // Holds are looked up by tool name: an argument pattern would be kept and never
         // apply.
         let tool = setting_tool(tool, "tool must not be blank", "hold")?;
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let Some(changed) = stored::set_hold(tx.connection(), agent, tool, seconds, now).await?
         else {
             return Err(ConfirmError::UnknownAgent(agent.to_owned()));
@@ -436,7 +442,9 @@ impl Engine {
         tx.commit().await?;
         Ok(changed)
     }
+}
 
+impl Engine {
     /// Records (or, with `idempotent` false, takes back) the operator's word that agent
     /// `agent`'s calls of `tool` are idempotent, so that one a crash left in doubt runs
     /// again instead of waiting for a person. Returns whether it changed. A blank tool
@@ -465,7 +473,9 @@ impl Engine {
         tx.commit().await?;
         Ok(changed)
     }
+}
 
+impl Admin<'_> {
     /// Records (or, with `on` false, takes back) the operator's word that agent
     /// `agent`'s MCP calls of `tool` (a name or `*` pattern) may run in a later gateway
     /// session when a person confirms them after their chat ended. Returns whether it
@@ -484,7 +494,7 @@ impl Engine {
         // refused, not kept and ignored.
         ToolRule::new(tool, RuleAction::Allow)
             .map_err(|e| ConfirmError::InvalidSetting(e.to_string()))?;
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         if stored::get(tx.connection(), agent).await?.is_none() {
             return Err(ConfirmError::UnknownAgent(agent.to_owned()));
         }
@@ -622,21 +632,27 @@ mod tests {
             "categories needs at least one category"
         );
         assert_eq!(
-            invalid(engine.set_hold("nobody", " ", 30, T0).await),
+            invalid(engine.admin().set_hold("nobody", " ", 30, T0).await),
             "tool must not be blank"
         );
         assert!(
-            invalid(engine.set_hold("nobody", "Bash(rm *)", 30, T0).await)
-                .contains("holds are kept per tool")
+            invalid(
+                engine
+                    .admin()
+                    .set_hold("nobody", "Bash(rm *)", 30, T0)
+                    .await
+            )
+            .contains("holds are kept per tool")
         );
         assert_eq!(
             invalid(engine.set_idempotent("nobody", "", true, T0).await),
             "the tool's name must not be blank"
         );
-        unknown(engine.set_hold("nobody", "send", 30, T0).await);
+        unknown(engine.admin().set_hold("nobody", "send", 30, T0).await);
         unknown(engine.set_idempotent("nobody", "send", true, T0).await);
         unknown(
             engine
+                .admin()
                 .set_run_after_disconnect("nobody", "send", true, T0)
                 .await,
         );
@@ -659,9 +675,16 @@ mod tests {
                 .expect("created")
         );
         assert!(!engine.set_categories("a", &work, T0).await.expect("again"));
-        assert!(engine.set_hold("a", " send ", 30, T0).await.expect("held"));
+        assert!(
+            engine
+                .admin()
+                .set_hold("a", " send ", 30, T0)
+                .await
+                .expect("held")
+        );
         assert!(
             !engine
+                .admin()
                 .set_hold("a", "send", 30, T0)
                 .await
                 .expect("the same")

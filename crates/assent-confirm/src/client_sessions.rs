@@ -1,9 +1,9 @@
 //! The MCP gateway's client sessions: each gateway process records the session it
 //! serves (opened, still running, ended), which session made each call it queued, and,
 //! when a person confirms a call after its chat ended, whether it may still run
-//! (the operator's run-after-disconnect word, set through [`Engine::set_run_after_disconnect`]).
+//! (the operator's run-after-disconnect word, set through [`Admin::set_run_after_disconnect`]).
 //! And moving an agent's calls from a host a previous release named to the gateway's
-//! own ([`rehost`]). The gateway writes these through the [`Engine`] methods here, each
+//! own ([`rehost`]). The gateway writes these through the [`Admin`] methods here, each
 //! one transaction, never the store's tables; no upstream MCP server runs inside any
 //! of them.
 //!
@@ -12,7 +12,7 @@
 //! session guard): [`call_provenance`], what the host's session guard reads before a
 //! confirmed call runs, and [`rehost`], what a gateway takes over when it starts.
 
-use crate::{ConfirmError, Engine};
+use crate::{Admin, ConfirmError};
 use assent_domain::Target;
 use assent_store::{Store, mcp_sessions, rehost as stored_rehost};
 use time::OffsetDateTime;
@@ -35,7 +35,7 @@ pub fn session_ended(
     ended_at.or_else(|| (now - seen_at >= SESSION_STALE).then_some(seen_at))
 }
 
-impl Engine {
+impl Admin<'_> {
     /// Records the start of session `id` of agent `agent`'s gateway of server `server`
     /// at `now`, in one transaction.
     #[tracing::instrument(skip(self))]
@@ -46,7 +46,7 @@ impl Engine {
         server: &str,
         now: OffsetDateTime,
     ) -> Result<(), ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         mcp_sessions::open(tx.connection(), id, agent, server, now).await?;
         tx.commit().await?;
         Ok(())
@@ -60,7 +60,7 @@ impl Engine {
         id: Uuid,
         now: OffsetDateTime,
     ) -> Result<(), ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         mcp_sessions::seen(tx.connection(), id, now).await?;
         tx.commit().await?;
         Ok(())
@@ -75,7 +75,7 @@ impl Engine {
         id: Uuid,
         now: OffsetDateTime,
     ) -> Result<(), ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         mcp_sessions::end(tx.connection(), id, now).await?;
         tx.commit().await?;
         Ok(())
@@ -89,7 +89,7 @@ impl Engine {
         change_set_id: Uuid,
         session: Uuid,
     ) -> Result<(), ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         mcp_sessions::record_call(tx.connection(), change_set_id, session).await?;
         tx.commit().await?;
         Ok(())
@@ -178,6 +178,7 @@ pub async fn rehost(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Engine;
     use sqlx::Row;
     use time::macros::datetime;
 
@@ -208,6 +209,7 @@ mod tests {
     async fn a_session_is_seen_until_it_ends_and_stays_ended() {
         let engine = engine().await;
         engine
+            .admin()
             .open_client_session(SESSION, "a", "files", T0)
             .await
             .expect("opened");
@@ -215,30 +217,36 @@ mod tests {
         assert_eq!(ended, None);
         let seen = T0 + time::Duration::seconds(5);
         engine
+            .admin()
             .client_session_seen(SESSION, seen)
             .await
             .expect("seen");
         let (seen_at, _) = session_row(&engine).await;
         assert_ne!(seen_at, opened, "the heartbeat moved it");
         engine
+            .admin()
             .record_client_call(Uuid::from_u128(1), SESSION)
             .await
             .expect("recorded");
         engine
+            .admin()
             .record_client_call(Uuid::from_u128(1), SESSION)
             .await
             .expect("recorded again: kept as it was");
         let end = T0 + time::Duration::seconds(9);
         engine
+            .admin()
             .end_client_session(SESSION, end)
             .await
             .expect("ended");
         let ended = session_row(&engine).await;
         engine
+            .admin()
             .client_session_seen(SESSION, end + time::Duration::seconds(5))
             .await
             .expect("seen");
         engine
+            .admin()
             .end_client_session(SESSION, end + time::Duration::seconds(5))
             .await
             .expect("ended again");
@@ -258,6 +266,7 @@ mod tests {
             .await
             .expect("created");
         engine
+            .admin()
             .set_run_after_disconnect("a", "files__*", true, T0)
             .await
             .expect("said");

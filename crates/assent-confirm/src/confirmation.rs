@@ -515,6 +515,39 @@ impl ConfirmationService {
     }
 
     /// Confirms item `index` of set `change_set_id` and applies it.
+    ///
+    /// ```
+    /// # use assent::prelude::*;
+    /// # use serde_json::json;
+    /// # use std::sync::Arc;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let host = SimpleHost::new("notes")
+    /// #     .handle("set_body", |_tx, call| Box::pin(async move {
+    /// #         Ok(format!("Body set to {}.", call.args["body"].as_str().unwrap_or_default()))
+    /// #     }))
+    /// #     .category(|_tx, _note| Box::pin(async { Ok(Some("notes".to_owned())) }));
+    /// # let mut tools = ToolRegistry::new();
+    /// # let schema = json!({"type": "object"});
+    /// # tools.register(ToolSpec::new("set_body", "Set a note's body.", ToolMode::Deferred, schema))?;
+    /// # let store = Store::open("sqlite::memory:").await?;
+    /// # let engine = Engine::open(store, Arc::new(tools), Arc::new(host)).await?;
+    /// # let now = OffsetDateTime::now_utc();
+    /// # engine.set_categories("scribe", &["notes".to_owned()], now).await?;
+    /// # let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
+    /// #     "name": "set_body", "input": {"body": "final"}}]))?;
+    /// # let request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
+    /// # let set = engine.wakes().wake(request, now).await?.change_set.ok_or("nothing queued")?;
+    /// // A person confirms the set's first item: the handler runs, in the decision's
+    /// // transaction, and its answer comes back.
+    /// let confirmed = engine.confirmations().confirm_item(ItemRef::new(set.id, 0), now).await?;
+    /// assert_eq!(confirmed.message(), "Body set to final.");
+    /// # Ok(())
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// #     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    /// #     runtime.block_on(demo())
+    /// # }
+    /// ```
     #[tracing::instrument(skip(self), fields(change_set = %item))]
     pub async fn confirm_item(
         &self,
@@ -1527,6 +1560,39 @@ impl ConfirmationService {
     }
 
     /// Rejects item `index`, with the person's reason.
+    ///
+    /// ```
+    /// # use assent::prelude::*;
+    /// # use serde_json::json;
+    /// # use std::sync::Arc;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let host = SimpleHost::new("notes")
+    /// #     .handle("set_body", |_tx, call| Box::pin(async move {
+    /// #         Ok(format!("Body set to {}.", call.args["body"].as_str().unwrap_or_default()))
+    /// #     }))
+    /// #     .category(|_tx, _note| Box::pin(async { Ok(Some("notes".to_owned())) }));
+    /// # let mut tools = ToolRegistry::new();
+    /// # let schema = json!({"type": "object"});
+    /// # tools.register(ToolSpec::new("set_body", "Set a note's body.", ToolMode::Deferred, schema))?;
+    /// # let store = Store::open("sqlite::memory:").await?;
+    /// # let engine = Engine::open(store, Arc::new(tools), Arc::new(host)).await?;
+    /// # let now = OffsetDateTime::now_utc();
+    /// # engine.set_categories("scribe", &["notes".to_owned()], now).await?;
+    /// # let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
+    /// #     "name": "set_body", "input": {"body": "final"}}]))?;
+    /// # let request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
+    /// # let set = engine.wakes().wake(request, now).await?.change_set.ok_or("nothing queued")?;
+    /// let reason = Some("Keep the draft".to_owned());
+    /// let decision = engine.confirmations().reject_item(ItemRef::new(set.id, 0), reason, now).await?;
+    /// assert_eq!(decision.verdict, assent::domain::Verdict::Rejected);
+    /// // The agent's next prompt carries the reason (`ConfirmationService::history`).
+    /// # Ok(())
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// #     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    /// #     runtime.block_on(demo())
+    /// # }
+    /// ```
     #[tracing::instrument(skip(self, reason), fields(change_set = %item))]
     pub async fn reject_item(
         &self,

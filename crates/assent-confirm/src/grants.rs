@@ -1,13 +1,13 @@
 //! Standing grants: a parent's "always" for a sub-agent's tool, and a person's "yes,
 //! for this session" for a coding agent's calls. The CLI (`assent grants`, `assent
 //! grants revoke ID`), the demos and the hook read and revoke them through these
-//! [`Engine`] methods, never the store's tables; a revocation is one transaction
+//! [`Admin`] methods, never the store's tables; a revocation is one transaction
 //! (the grant, its consent chain entry and its outbox message, or none of them).
 //!
 //! A grant covers only the calls of the agent it was given to: the session lookup a
 //! hook makes ([`covering_session_grant`]) is keyed by that agent, on every call.
 
-use crate::{ConfirmError, Engine};
+use crate::{Admin, ConfirmError};
 use assent_store::{Connection, delegation};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -16,10 +16,10 @@ use uuid::Uuid;
 pub use crate::session::suggested_session_pattern;
 pub use assent_store::delegation::{Grant, GrantFilter, Revocation};
 
-impl Engine {
+impl Admin<'_> {
     /// The grants `filter` names, oldest first.
     pub async fn grants(&self, filter: &GrantFilter) -> Result<Vec<Grant>, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(delegation::list_grants(&mut conn, filter).await?)
     }
 
@@ -33,7 +33,7 @@ impl Engine {
         id: Uuid,
         now: OffsetDateTime,
     ) -> Result<Revocation, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let revocation = delegation::revoke_grant(tx.connection(), id, now).await?;
         tx.commit().await?;
         Ok(revocation)
@@ -68,6 +68,7 @@ pub fn session_binding(args: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Engine;
     use serde_json::json;
     use time::macros::datetime;
 
@@ -169,6 +170,7 @@ mod tests {
         );
         assert_eq!(
             engine
+                .admin()
                 .grants(&GrantFilter::default())
                 .await
                 .expect("listed"),
@@ -176,22 +178,31 @@ mod tests {
         );
 
         let later = T0 + time::Duration::minutes(5);
-        let Revocation::Revoked(revoked) = engine.revoke_grant(grant.id, later).await.expect("ok")
+        let Revocation::Revoked(revoked) = engine
+            .admin()
+            .revoke_grant(grant.id, later)
+            .await
+            .expect("ok")
         else {
             panic!("not revoked");
         };
         assert_eq!(revoked.revoked_at, Some(later));
         assert!(matches!(
-            engine.revoke_grant(grant.id, later).await.expect("ok"),
+            engine.admin().revoke_grant(grant.id, later).await.expect("ok"),
             Revocation::AlreadyRevoked(g) if g.revoked_at == Some(later)
         ));
         assert_eq!(
-            engine.revoke_grant(Uuid::nil(), later).await.expect("ok"),
+            engine
+                .admin()
+                .revoke_grant(Uuid::nil(), later)
+                .await
+                .expect("ok"),
             Revocation::NotFound
         );
         assert_eq!(covering(&engine, "a").await, None, "revoked");
         assert!(
             engine
+                .admin()
                 .grants(&GrantFilter::default())
                 .await
                 .expect("listed")
@@ -201,6 +212,9 @@ mod tests {
             include_revoked: true,
             ..GrantFilter::default()
         };
-        assert_eq!(engine.grants(&all).await.expect("listed"), [revoked]);
+        assert_eq!(
+            engine.admin().grants(&all).await.expect("listed"),
+            [revoked]
+        );
     }
 }

@@ -9,7 +9,7 @@
 //! The one record a door writes of its own accord, a coding agent's after event (what
 //! the agent reports it ran), is [`record_agent_run`]: one transaction.
 
-use crate::{ConfirmError, Engine};
+use crate::{Admin, ConfirmError, Engine};
 use assent_domain::{ChangeDecision, ChangeSet};
 use assent_store::{Store, agents, audit, chain, change_feed, proof};
 use assent_tools::AuditRecord;
@@ -30,7 +30,7 @@ pub struct FeedPage {
     pub position: i64,
 }
 
-impl Engine {
+impl Admin<'_> {
     /// The audit records `filter` names, in the order they were written (at most
     /// `limit`, the newest ones).
     pub async fn audit_trail(
@@ -38,14 +38,14 @@ impl Engine {
         filter: &AuditFilter,
         limit: u32,
     ) -> Result<Vec<AuditRecord>, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(audit::list(&mut conn, filter, limit).await?)
     }
 
     /// This device's consent chain head: what to write down, publish, or compare with
     /// [`VerifyOptions::head`] later.
     pub async fn chain_head(&self) -> Result<Head, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(chain::head(&mut conn).await?)
     }
 
@@ -53,10 +53,12 @@ impl Engine {
     /// entry says, and every effect with the consent it needed, as `options` asks. The
     /// report lists every violation; it is the same for every door.
     pub async fn verify_proof(&self, options: &VerifyOptions) -> Result<Report, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(proof::verify(&mut conn, options).await?)
     }
+}
 
+impl Engine {
     /// The newest position in the change feed (0 when empty): where a new follower
     /// starts.
     pub async fn feed_position(&self) -> Result<i64, ConfirmError> {
@@ -71,12 +73,14 @@ impl Engine {
         let (sets, position) = change_feed::since(&mut conn, after, limit).await?;
         Ok(FeedPage { sets, position })
     }
+}
 
+impl Admin<'_> {
     /// Drops all but the newest entries of the change feed (what a long-running
     /// follower does now and then), in one transaction. Returns how many went.
     #[tracing::instrument(skip(self))]
     pub async fn prune_feed(&self) -> Result<u64, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let pruned = change_feed::prune(tx.connection()).await?;
         tx.commit().await?;
         Ok(pruned)
@@ -108,7 +112,7 @@ pub async fn record_agent_run(store: &Store, record: &AuditRecord) -> Result<i64
 /// agent `agent` when given, oldest first.
 pub type HookSessionRecords = (Vec<(ChangeSet, Vec<ChangeDecision>)>, Vec<AuditRecord>);
 
-impl Engine {
+impl Admin<'_> {
     /// See [`HookSessionRecords`].
     pub async fn hook_session_records(
         &self,
@@ -117,7 +121,7 @@ impl Engine {
         agent: Option<&str>,
         limit: u32,
     ) -> Result<HookSessionRecords, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         let audit = audit::with_run_key_prefix(&mut conn, run_key_prefix, agent, limit).await?;
         let sets =
             assent_store::change_sets::with_thread_prefix(&mut conn, thread_prefix, agent, limit)
@@ -168,7 +172,7 @@ mod tests {
     #[tokio::test]
     async fn an_agents_run_is_recorded_once_for_a_known_agent_and_the_proof_still_holds() {
         let engine = engine().await;
-        let empty = engine.chain_head().await.expect("a head");
+        let empty = engine.admin().chain_head().await.expect("a head");
         assert_eq!((empty.entries, empty.hash.as_str()), (0, chain::GENESIS));
 
         let refused = record_agent_run(engine.store(), &ran("nobody")).await;
@@ -177,6 +181,7 @@ mod tests {
             "{refused:?}"
         );
         let all = engine
+            .admin()
             .audit_trail(&AuditFilter::All, 10)
             .await
             .expect("read");
@@ -186,24 +191,27 @@ mod tests {
             .set_categories("a", &["ops".to_owned()], T0)
             .await
             .expect("created");
-        let before = engine.chain_head().await.expect("a head");
+        let before = engine.admin().chain_head().await.expect("a head");
         record_agent_run(engine.store(), &ran("a"))
             .await
             .expect("recorded");
         let run = engine
+            .admin()
             .audit_trail(&AuditFilter::Run("run-1".to_owned()), 10)
             .await
             .expect("read");
         assert_eq!(run, [ran("a")]);
         let other = engine
+            .admin()
             .audit_trail(&AuditFilter::Target(Target::new("service", "db")), 10)
             .await
             .expect("read");
         assert!(other.is_empty());
-        let after = engine.chain_head().await.expect("a head");
+        let after = engine.admin().chain_head().await.expect("a head");
         assert_eq!(after.entries, before.entries + 1, "the record is chained");
 
         let report = engine
+            .admin()
             .verify_proof(&VerifyOptions::default())
             .await
             .expect("proven");
@@ -213,7 +221,7 @@ mod tests {
             head: Some("f".repeat(64)),
             ..VerifyOptions::default()
         };
-        let report = engine.verify_proof(&stale).await.expect("proven");
+        let report = engine.admin().verify_proof(&stale).await.expect("proven");
         assert!(!report.verified(), "a head the chain never had: {report:?}");
     }
 
@@ -248,7 +256,7 @@ mod tests {
         assert_eq!(later.sets, Vec::<Uuid>::new());
         assert_eq!(later.position, page.position);
         assert_eq!(
-            engine.prune_feed().await.expect("pruned"),
+            engine.admin().prune_feed().await.expect("pruned"),
             0,
             "few entries are kept"
         );

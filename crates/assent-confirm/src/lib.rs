@@ -34,12 +34,13 @@
 //!   ledger's jobs), through [`Engine`] methods such as [`Engine::set_records`].
 //! - [`admin`]: the operator's settings and the device's exchanges (API tokens,
 //!   webhook subscriptions and deliveries, the Slack app and its users, device sync,
-//!   the sync outbox), through [`Engine`] methods such as [`Engine::issue_token`] and
-//!   [`Engine::import_sync_batch`], so no door writes or reads those tables itself.
+//!   the sync outbox), through the operator's handle [`Engine::admin`] ([`Admin`]):
+//!   [`Admin::issue_token`], [`Admin::import_sync_batch`] and the like, so no door
+//!   writes or reads those tables itself.
 //! - [`history`]: the audit trail, the consent chain's head, the proof (`assent audit
-//!   verify`) and the change feed, read by [`Engine`] methods such as
-//!   [`Engine::verify_proof`] the same way by every door. [`grants`]: standing grants
-//!   listed and revoked ([`Engine::revoke_grant`]). [`client_sessions`]: the MCP
+//!   verify`), read through [`Admin`] ([`Admin::verify_proof`]) the same way by every
+//!   door, and the change feed ([`Engine::feed_since`]). [`grants`]: standing grants
+//!   listed and revoked ([`Admin::revoke_grant`]). [`client_sessions`]: the MCP
 //!   gateway's client sessions and the calls each made, one transaction each.
 //!
 //! A service plugs in through [`Host`]: its targets, tools, state and tables; a few
@@ -84,35 +85,7 @@
 //! }
 //! ```
 
-pub mod admin;
-pub mod agents;
-mod attribution;
-mod bus;
-mod cancel;
-mod catalog;
-pub mod client_sessions;
-mod confirmation;
-mod decide;
-mod error;
-mod executor;
-pub mod grants;
-pub mod history;
-mod host;
-mod inputs;
-mod ledger;
-mod outcome;
-pub mod records;
-pub mod rejections;
-mod scheduler;
-mod session;
-mod simple;
-mod strategy;
-#[cfg(test)]
-mod testing;
-mod undo;
-mod wake;
-mod worker;
-
+pub use admin::Admin;
 pub use agents::{AgentSettings, RuleChange};
 /// Re-exported from `assent-changeset`, where the prompt texts are worded.
 pub use assent_changeset::{
@@ -201,6 +174,34 @@ impl Engine {
     /// host's catalog in it (so that any process validates edits of the host's items
     /// and shows its tools), then builds the engine: what a service calls once at
     /// start.
+    ///
+    /// ```
+    /// use assent::prelude::*;
+    /// use serde_json::json;
+    /// use std::sync::Arc;
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// const NOTES: &str = "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT NOT NULL)";
+    /// let host = SimpleHost::new("notes")
+    ///     .migration("notes", NOTES, NOTES)
+    ///     .handle("set_body", |_tx, _call| Box::pin(async { Ok("Body set.") }));
+    /// let mut tools = ToolRegistry::new();
+    /// let schema = json!({"type": "object"});
+    /// tools.register(ToolSpec::new("set_body", "Set a note's body.", ToolMode::Deferred, schema))?;
+    /// let store = Store::open("sqlite::memory:").await?;
+    /// let engine = Engine::open(store, Arc::new(tools), Arc::new(host)).await?;
+    /// // The host's migration ran: its table is there, empty.
+    /// let notes: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM notes")
+    ///     .fetch_one(&mut *engine.store().read_connection().await?)
+    ///     .await?;
+    /// assert_eq!(notes, 0);
+    /// # Ok(())
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// #     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    /// #     runtime.block_on(demo())
+    /// # }
+    /// ```
     pub async fn open(
         store: Store,
         registry: Arc<ToolRegistry>,
@@ -294,3 +295,34 @@ impl Engine {
         ConfirmationService::new(self.clone())
     }
 }
+
+// Declared after `Engine` so that its own methods (open, wakes, confirmations) come
+// first on its documentation page, which lists impl blocks in the order modules appear.
+pub mod admin;
+pub mod agents;
+mod attribution;
+mod bus;
+mod cancel;
+mod catalog;
+pub mod client_sessions;
+mod confirmation;
+mod decide;
+mod error;
+mod executor;
+pub mod grants;
+pub mod history;
+mod host;
+mod inputs;
+mod ledger;
+mod outcome;
+pub mod records;
+pub mod rejections;
+mod scheduler;
+mod session;
+mod simple;
+mod strategy;
+#[cfg(test)]
+mod testing;
+mod undo;
+mod wake;
+mod worker;

@@ -257,6 +257,45 @@ impl ConfirmationService {
     /// by the change feed, so a decision or a job's run recorded by any process on the
     /// same database ends the wait within [`OUTCOME_POLL_INTERVAL`] or so; the set is
     /// re-read only when the feed names it. No connection is held between looks.
+    ///
+    /// ```
+    /// # use assent::prelude::*;
+    /// # use serde_json::json;
+    /// # use std::sync::Arc;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let host = SimpleHost::new("notes")
+    /// #     .handle("set_body", |_tx, call| Box::pin(async move {
+    /// #         Ok(format!("Body set to {}.", call.args["body"].as_str().unwrap_or_default()))
+    /// #     }))
+    /// #     .category(|_tx, _note| Box::pin(async { Ok(Some("notes".to_owned())) }));
+    /// # let mut tools = ToolRegistry::new();
+    /// # let schema = json!({"type": "object"});
+    /// # tools.register(ToolSpec::new("set_body", "Set a note's body.", ToolMode::Deferred, schema))?;
+    /// # let store = Store::open("sqlite::memory:").await?;
+    /// # let engine = Engine::open(store, Arc::new(tools), Arc::new(host)).await?;
+    /// # let now = OffsetDateTime::now_utc();
+    /// # engine.set_categories("scribe", &["notes".to_owned()], now).await?;
+    /// # let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
+    /// #     "name": "set_body", "input": {"body": "final"}}]))?;
+    /// # let request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
+    /// # let set = engine.wakes().wake(request, now).await?.change_set.ok_or("nothing queued")?;
+    /// use std::time::Duration;
+    ///
+    /// // The agent awaits the person, who answers meanwhile (here in a task; anywhere in
+    /// // practice: the CLI, the review page, another process on the same database).
+    /// let person = engine.confirmations();
+    /// let answer = tokio::spawn(async move { person.confirm_item(ItemRef::new(set.id, 0), now).await });
+    /// let outcome = engine.confirmations().wait_outcome(set.id, Duration::from_secs(60)).await?;
+    /// answer.await??;
+    /// assert!(outcome.settled);
+    /// assert_eq!(outcome.items[0].waited_reply().as_deref(), Some("Body set to final."));
+    /// # Ok(())
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// #     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    /// #     runtime.block_on(demo())
+    /// # }
+    /// ```
     #[tracing::instrument(skip(self), fields(change_set = %change_set_id))]
     pub async fn wait_outcome(
         &self,

@@ -3,12 +3,12 @@
 //! wake's planner decides; `wake.rs` records each such refusal in the audit trail with
 //! `refusedBy: {"rejectedBefore": DECISION_ID}`). Here a person lists what is
 //! remembered ([`Engine::remembered_rejections`]), forgets it
-//! ([`Engine::forget_rejection`], [`Engine::forget_rejections`]), sets an agent's window
-//! ([`Engine::set_rejection_window`]) and reads the refusals made since some time
+//! ([`Admin::forget_rejection`], [`Admin::forget_rejections`]), sets an agent's window
+//! ([`Admin::set_rejection_window`]) and reads the refusals made since some time
 //! ([`Engine::refused_again`]). Every change is the agent's rules changing: one
 //! transaction, entered on the consent chain with who made it.
 
-use crate::{ConfirmError, Engine};
+use crate::{Admin, ConfirmError, Engine};
 use assent_domain::{ChangeDecision, Uuid};
 use assent_store::{decisions, rejections as stored};
 use assent_tools::AuditRecord;
@@ -68,7 +68,9 @@ impl Engine {
             .await?
             .ok_or_else(|| ConfirmError::UnknownAgent(agent.to_owned()))
     }
+}
 
+impl Admin<'_> {
     /// Forgets the remembered rejection `id` (a whole id, or the first 8 or more hex
     /// digits of exactly one remembered rejection's): its agent's identical calls are
     /// asked again. Entered on the consent chain as a change of the agent's rules by
@@ -89,7 +91,7 @@ impl Engine {
         if !prefix_ok {
             return Err(not_found());
         }
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let found = match Uuid::parse_str(&wanted) {
             Ok(id) => decisions::by_id(tx.connection(), id).await?,
             Err(_) => {
@@ -129,7 +131,7 @@ impl Engine {
         by: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         if let Some(agent) = agent
             && stored::memory(tx.connection(), agent).await?.is_none()
         {
@@ -170,7 +172,7 @@ impl Engine {
                 "a rejection window cannot be negative ({window})"
             )));
         }
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let Some(mut memory) = stored::memory(tx.connection(), agent).await? else {
             return Err(ConfirmError::UnknownAgent(agent.to_owned()));
         };
@@ -181,7 +183,9 @@ impl Engine {
         tx.commit().await?;
         Ok(changed)
     }
+}
 
+impl Engine {
     /// Every confirmation with edited arguments, with its set's run key: what the audit
     /// trail's listing needs to show who edited a record's arguments and what the agent
     /// proposed ([`assent_store::decisions::edited_with_run_keys`]).

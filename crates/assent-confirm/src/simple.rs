@@ -118,6 +118,55 @@ impl SimpleHost {
     /// Handles calls of `tool` (a tool of the engine's registry, once confirmed, or at
     /// once when immediate) with `handler`; a later handler of the same tool replaces
     /// it.
+    ///
+    /// ```
+    /// use assent::prelude::*;
+    /// use serde_json::json;
+    /// use std::sync::Arc;
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// const NOTES: &str = "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT NOT NULL)";
+    /// const SEED: &str = "INSERT INTO notes VALUES ('n1', 'draft')";
+    /// let host = SimpleHost::new("notes")
+    ///     .migration("notes", NOTES, NOTES)
+    ///     .migration("a note", SEED, SEED)
+    ///     // Runs once a person confirms, on the decision's own transaction: the note and the
+    ///     // decision are written together or not at all.
+    ///     .handle("set_body", |tx, call| {
+    ///         Box::pin(async move {
+    ///             let body = call.args["body"].as_str().ok_or("no body")?;
+    ///             sqlx::query("UPDATE notes SET body = $1 WHERE id = $2")
+    ///                 .bind(body)
+    ///                 .bind(&call.target.target.id)
+    ///                 .execute(tx)
+    ///                 .await?;
+    ///             Ok(format!("Body set to {body}."))
+    ///         })
+    ///     })
+    ///     .category(|_tx, _note| Box::pin(async { Ok(Some("notes".to_owned())) }));
+    /// # let mut tools = ToolRegistry::new();
+    /// # let schema = json!({"type": "object"});
+    /// # tools.register(ToolSpec::new("set_body", "Set a note's body.", ToolMode::Deferred, schema))?;
+    /// # let store = Store::open("sqlite::memory:").await?;
+    /// # let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
+    /// # let now = OffsetDateTime::now_utc();
+    /// # engine.set_categories("scribe", &["notes".to_owned()], now).await?;
+    /// # let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
+    /// #     "name": "set_body", "input": {"body": "final"}}]))?;
+    /// # let request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
+    /// # let set = engine.wakes().wake(request, now).await?.change_set.ok_or("nothing queued")?;
+    /// # engine.confirmations().confirm_item(ItemRef::new(set.id, 0), now).await?;
+    /// # let body: String = sqlx::query_scalar("SELECT body FROM notes WHERE id = 'n1'")
+    /// #     .fetch_one(&mut *store.read_connection().await?)
+    /// #     .await?;
+    /// # assert_eq!(body, "final");
+    /// # Ok(())
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// #     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    /// #     runtime.block_on(demo())
+    /// # }
+    /// ```
     pub fn handle<F, O>(mut self, tool: impl Into<String>, handler: F) -> Self
     where
         F: for<'a> Fn(

@@ -213,6 +213,39 @@ impl WakeService {
     /// rules, state and category, and queued in that target's change set; the other
     /// calls act on the request's target. [`WakeOutcome::change_set`] is then the set
     /// with the request's id (else the first), [`WakeOutcome::change_sets`] all of them.
+    ///
+    /// ```
+    /// # use assent::prelude::*;
+    /// # use serde_json::json;
+    /// # use std::sync::Arc;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let host = SimpleHost::new("notes")
+    /// #     .handle("set_body", |_tx, call| Box::pin(async move {
+    /// #         Ok(format!("Body set to {}.", call.args["body"].as_str().unwrap_or_default()))
+    /// #     }))
+    /// #     .category(|_tx, _note| Box::pin(async { Ok(Some("notes".to_owned())) }));
+    /// # let mut tools = ToolRegistry::new();
+    /// # let schema = json!({"type": "object"});
+    /// # tools.register(ToolSpec::new("set_body", "Set a note's body.", ToolMode::Deferred, schema))?;
+    /// # let store = Store::open("sqlite::memory:").await?;
+    /// # let engine = Engine::open(store, Arc::new(tools), Arc::new(host)).await?;
+    /// # let now = OffsetDateTime::now_utc();
+    /// # engine.set_categories("scribe", &["notes".to_owned()], now).await?;
+    /// let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
+    ///     "name": "set_body", "input": {"body": "final"}}]))?;
+    /// let request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
+    /// let wake = engine.wakes().wake(request, now).await?;
+    /// // The call waits for a person: the agent reads that it was queued.
+    /// assert_eq!(wake.responses[0].content, "Proposal queued for user review.");
+    /// let set = wake.change_set.ok_or("nothing queued")?;
+    /// assert_eq!(set.items[0].tool_name, "set_body");
+    /// # Ok(())
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// #     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    /// #     runtime.block_on(demo())
+    /// # }
+    /// ```
     #[tracing::instrument(skip_all, fields(agent = %request.agent_id, target = %request.target, run = %request.run_key, calls = request.calls.len()))]
     pub async fn wake(
         &self,

@@ -139,6 +139,40 @@ impl Worker {
     /// database that is briefly away does not stop the service's side); a job cut off
     /// by the shutdown is found again by the next worker (a transactional one was
     /// never committed, an external one is reconciled after its lease).
+    ///
+    /// ```
+    /// # use assent::prelude::*;
+    /// # use serde_json::json;
+    /// # use std::sync::Arc;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let host = SimpleHost::new("notes")
+    /// #     .handle("set_body", |_tx, call| Box::pin(async move {
+    /// #         Ok(format!("Body set to {}.", call.args["body"].as_str().unwrap_or_default()))
+    /// #     }))
+    /// #     .category(|_tx, _note| Box::pin(async { Ok(Some("notes".to_owned())) }));
+    /// # let mut tools = ToolRegistry::new();
+    /// # let schema = json!({"type": "object"});
+    /// # tools.register(ToolSpec::new("set_body", "Set a note's body.", ToolMode::Deferred, schema))?;
+    /// # let store = Store::open("sqlite::memory:").await?;
+    /// # let engine = Engine::open(store, Arc::new(tools), Arc::new(host)).await?;
+    /// # let now = OffsetDateTime::now_utc();
+    /// # engine.set_categories("scribe", &["notes".to_owned()], now).await?;
+    /// // The service's side runs beside the agent until the service stops: it applies what
+    /// // people confirm elsewhere (the CLI, the review page) and expires stale sets.
+    /// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    /// let worker = tokio::spawn(engine.worker().run(async {
+    ///     stopped.await.unwrap_or_default();
+    /// }));
+    /// // … the service serves …
+    /// let _ = stop.send(());
+    /// worker.await??;
+    /// # Ok(())
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// #     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    /// #     runtime.block_on(demo())
+    /// # }
+    /// ```
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ConfirmError> {
         #[cfg(feature = "webhooks")]
         let sender = match &self.webhooks {

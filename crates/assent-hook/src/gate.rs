@@ -374,6 +374,7 @@ async fn record_refused(
     said: &str,
 ) -> Result<(), HookError> {
     let recorded = engine
+        .admin()
         .audit_trail(
             &assent_confirm::history::AuditFilter::Run(run_key.to_owned()),
             1,

@@ -232,6 +232,7 @@ pub async fn calls(
     session: Option<&str>,
 ) -> Result<Vec<SessionCall>, HookError> {
     let (sets, audit) = engine
+        .admin()
         .hook_session_records(SESSION_THREAD_PREFIX, RUN_KEY_PREFIX, agent, READ_LIMIT)
         .await?;
     let calls = calls_of(&sets, &audit);

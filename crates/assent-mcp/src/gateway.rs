@@ -190,6 +190,7 @@ impl Gateway {
         let target = host.target();
         let engine = Engine::open(store, Arc::new(registry), host.clone()).await?;
         engine
+            .admin()
             .open_client_session(
                 session,
                 &options.agent,
@@ -352,6 +353,7 @@ impl Gateway {
         }
         let seen = self
             .engine()
+            .admin()
             .client_session_seen(self.inner.session, now)
             .await;
         if let Err(error) = seen {
@@ -551,6 +553,7 @@ impl Gateway {
         // The call belongs to this chat: confirmed after it ended, it runs in no other
         // session unless its tool is marked run-after-disconnect.
         self.engine()
+            .admin()
             .record_client_call(set.id, inner.session)
             .await
             .map_err(internal)?;
@@ -895,6 +898,7 @@ impl Gateway {
         self.withdraw_held().await;
         let ended = self
             .engine()
+            .admin()
             .end_client_session(self.inner.session, OffsetDateTime::now_utc())
             .await;
         if let Err(error) = ended {

@@ -153,8 +153,8 @@ fn refused(id: &str, error: ConfirmError) -> ServerError {
 }
 
 /// Sets agent `id`'s hold window for `tool` to `seconds` (0 removes it,
-/// [`Engine::set_hold`]): its confirmed calls of `tool` then wait that long,
-/// cancellable, before they run. Returns the agent and whether it changed. Unknown
+/// [`Admin::set_hold`](assent_confirm::Admin::set_hold)): its confirmed calls of
+/// `tool` then wait that long, cancellable, before they run. Returns the agent and whether it changed. Unknown
 /// agent 404; blank tool or argument pattern 400.
 pub async fn set_agent_hold(
     engine: &Engine,
@@ -165,6 +165,7 @@ pub async fn set_agent_hold(
 ) -> Result<(AgentView, bool), ServerError> {
     let id = id.trim();
     let changed = engine
+        .admin()
         .set_hold(id, tool, seconds, now)
         .await
         .map_err(|e| refused(id, e))?;

@@ -121,6 +121,7 @@ pub(crate) async fn authenticate(
     } else {
         let found = state
             .engine
+            .admin()
             .authenticate_token(presented)
             .await
             .map_err(ServerError::from);

@@ -115,7 +115,7 @@ pub(crate) struct AuditQuery {
 /// `GET /api/audit/head`: the consent chain's head (`deviceId`, `entries`, `head`),
 /// to write down, publish, or compare with `assent audit verify --head` later.
 pub(crate) async fn audit_head(State(state): State<AppState>) -> ApiResult {
-    let head = state.engine.chain_head().await?;
+    let head = state.engine.admin().chain_head().await?;
     ok(serde_json::json!({"deviceId": head.device_id, "entries": head.entries, "head": head.hash}))
 }
 
@@ -136,14 +136,18 @@ pub(crate) async fn audit_verify(State(state): State<AppState>) -> ApiResult {
     // One proof at a time: concurrent page loads wait for it instead of each reading
     // the whole database.
     let mut cached = state.proof.lock().await;
-    let head = state.engine.chain_head().await?.hash;
+    let head = state.engine.admin().chain_head().await?.hash;
     if let Some(last) = cached.as_ref()
         && last.head == head
         && last.at.elapsed() < PROOF_FRESH_FOR
     {
         return ok(&last.report);
     }
-    let report = state.engine.verify_proof(&VerifyOptions::default()).await?;
+    let report = state
+        .engine
+        .admin()
+        .verify_proof(&VerifyOptions::default())
+        .await?;
     let body = ok(&report);
     *cached = Some(CachedProof {
         head,
@@ -163,7 +167,7 @@ pub(crate) async fn audit_trail(
         Some(target) => AuditFilter::Target(target),
         None => AuditFilter::All,
     };
-    let records = state.engine.audit_trail(&filter, limit).await?;
+    let records = state.engine.admin().audit_trail(&filter, limit).await?;
     // Who edited what ran, and what the agent had proposed, as `assent audit --json`.
     let edited = state.engine.edited_confirmations().await?;
     let views: Vec<AuditView<'_>> = records

@@ -69,7 +69,7 @@ pub(crate) async fn follow(
         }
         polls = polls.wrapping_add(1);
         if polls.is_multiple_of(PRUNE_EVERY)
-            && let Err(error) = engine.prune_feed().await
+            && let Err(error) = engine.admin().prune_feed().await
         {
             tracing::debug!(%error, "cannot prune the change feed");
         }

@@ -83,7 +83,7 @@ async fn accept(
     body: &[u8],
     now: OffsetDateTime,
 ) -> Result<(SlackSettings, SlackApi, Interaction), ServerError> {
-    let Some((settings, secrets)) = state.engine.slack_secrets().await? else {
+    let Some((settings, secrets)) = state.engine.admin().slack_secrets().await? else {
         return Err(ServerError::NotFound(
             "Slack is not connected here (assent slack connect)".to_owned(),
         ));
@@ -102,6 +102,7 @@ async fn accept(
     let forget = now - time::Duration::seconds(2 * assent_webhooks::SLACK_MAX_SKEW_SECONDS);
     if !state
         .engine
+        .admin()
         .accept_slack_payload(&digest, now, forget)
         .await?
     {
@@ -225,7 +226,7 @@ async fn decide(
     click: &Click,
     trigger: Option<&String>,
 ) -> Result<Option<String>, ServerError> {
-    let Some(name) = engine.slack_user_name(&click.user).await? else {
+    let Some(name) = engine.admin().slack_user_name(&click.user).await? else {
         return Ok(Some(format!(
             "You are not a reviewer here: nothing was decided (an admin maps you with `assent slack users add {} --as NAME`).",
             click.user

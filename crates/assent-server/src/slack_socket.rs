@@ -62,7 +62,12 @@ fn tls() -> Result<tokio_tungstenite::Connector, String> {
 
 /// One connection, from `apps.connections.open` to its end; why it ended.
 async fn connection(engine: &Engine, app_token: &str) -> Result<String, String> {
-    let Some((settings, secrets)) = engine.slack_secrets().await.map_err(|e| e.to_string())? else {
+    let Some((settings, secrets)) = engine
+        .admin()
+        .slack_secrets()
+        .await
+        .map_err(|e| e.to_string())?
+    else {
         return Err("Slack is not connected (assent slack connect)".to_owned());
     };
     let opener = SlackApi::new(&settings.api_url, app_token).map_err(|e| e.to_string())?;

@@ -53,6 +53,7 @@ pub(crate) async fn exchange(
     // is recorded in the imports' log by the engine.
     let (report, answer) = state
         .engine
+        .admin()
         .exchange_sync_batch(&batch, Uuid::new_v4(), now)
         .await
         .map_err(|error| match error {
@@ -95,11 +96,11 @@ pub(crate) async fn host(State(state): State<AppState>) -> Response {
 
 /// `GET /api/sync/peers`: the devices merged from, as `assent sync peers --json`.
 pub(crate) async fn peers(State(state): State<AppState>) -> Result<Response, ServerError> {
-    Ok(Json(state.engine.sync_peers().await?).into_response())
+    Ok(Json(state.engine.admin().sync_peers().await?).into_response())
 }
 
 /// `GET /api/conflicts`: decisions that lost to an earlier one on another device, as
 /// `assent conflicts --json`.
 pub(crate) async fn conflicts(State(state): State<AppState>) -> Result<Response, ServerError> {
-    Ok(Json(state.engine.sync_conflicts().await?).into_response())
+    Ok(Json(state.engine.admin().sync_conflicts().await?).into_response())
 }

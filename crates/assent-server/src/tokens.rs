@@ -31,6 +31,7 @@ pub(crate) async fn add(
     let role: Role = body.role.parse()?;
     let issued = state
         .engine
+        .admin()
         .issue_named_token(
             role,
             body.agent_id.as_deref(),
@@ -46,7 +47,7 @@ pub(crate) async fn add(
 
 /// `GET /api/tokens`: every token, never a secret.
 pub(crate) async fn list(State(state): State<AppState>) -> Result<Response, ServerError> {
-    Ok(Json(state.engine.tokens().await?).into_response())
+    Ok(Json(state.engine.admin().tokens().await?).into_response())
 }
 
 /// `POST /api/tokens/{id}/revoke`.
@@ -57,6 +58,7 @@ pub(crate) async fn revoke(
     let Path(id) = id?;
     let revoked = state
         .engine
+        .admin()
         .revoke_token(&id, OffsetDateTime::now_utc())
         .await?;
     match revoked {

@@ -55,7 +55,7 @@ fn subscription_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, Se
 /// Every subscription, without secrets; a Slack URL (itself a secret) comes masked from
 /// the store, under the same `url` field.
 async fn list(State(state): State<AppState>) -> Result<Response, ServerError> {
-    Ok(Json(state.engine.webhook_subscriptions().await?).into_response())
+    Ok(Json(state.engine.admin().webhook_subscriptions().await?).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -91,6 +91,7 @@ async fn add(
     };
     let added = state
         .engine
+        .admin()
         .add_webhook_subscription(&new, OffsetDateTime::now_utc())
         .await?;
     let answer = json!({
@@ -108,7 +109,7 @@ async fn remove(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ServerError> {
     let id = subscription_id(path)?;
-    let removed = state.engine.remove_webhook_subscription(id).await?;
+    let removed = state.engine.admin().remove_webhook_subscription(id).await?;
     if !removed {
         return Err(ServerError::NotFound(format!(
             "no webhook subscription {id}"
@@ -146,6 +147,7 @@ async fn deliveries(
     let Query(query) = query.map_err(|e| ServerError::BadRequest(e.body_text()))?;
     let rows = state
         .engine
+        .admin()
         .webhook_deliveries(query.failed, query.limit.unwrap_or(100).min(1000))
         .await?;
     Ok(Json(rows).into_response())
@@ -158,6 +160,7 @@ async fn redeliver(
     let Path(id) = path.map_err(|e| ServerError::BadRequest(e.body_text()))?;
     if !state
         .engine
+        .admin()
         .redeliver_webhook(id, OffsetDateTime::now_utc())
         .await?
     {
@@ -204,6 +207,7 @@ pub(crate) fn confirmation_requested(engine: &Engine, request: &ConfirmationRequ
             data,
         };
         let written = engine
+            .admin()
             .queue_webhook_event(new, OffsetDateTime::now_utc())
             .await;
         if let Err(error) = written {

@@ -17,8 +17,7 @@ use assent::confirm::{
 };
 use assent::domain::{OffsetDateTime, Uuid};
 use assent::journal_host::{JournalHost, NewTask, create_task, load_task, task_target};
-use assent::store::{Store, agents, delegation};
-use assent::tools::AgentPolicy;
+use assent::store::Store;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -37,14 +36,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The sub-agent's policy and a task it may change.
     let task_id = Uuid::new_v4().to_string();
+    engine
+        .set_categories("researcher", &["work".to_owned()], now)
+        .await?;
     let mut tx = store.begin_write().await?;
-    agents::upsert(
-        tx.connection(),
-        "researcher",
-        &AgentPolicy::new(["work"]),
-        now,
-    )
-    .await?;
     let new = NewTask {
         title: "Fix login bug".to_owned(),
         category: Some("work".to_owned()),
@@ -74,6 +69,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let calls = parse_tool_calls(&json!([{"id": "call_1", "type": "function",
         "function": {"name": "update_task_priority", "arguments": "{\"priority\":\"P0\"}"}}]))?;
     let session = Session::Delegated(parent.derive("researcher")?);
+    let reader = engine.clone();
     let scheduled = Scheduler::new(engine, session)
         .wake(
             WakeRequest::new("researcher", task_target(&task_id), "run-1", calls),
@@ -93,16 +89,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         task.and_then(|t| t.priority).unwrap_or_default()
     );
     if let Some(set) = &scheduled.wake.change_set {
-        for record in delegation::for_change_set(&mut conn, set.id).await? {
+        for decision in reader.decisions_of(set.id).await? {
             println!(
-                "Recorded: {} answered {} for {} (decision {})",
-                record.agent_path,
-                record.outcome,
-                record.tool_name,
-                record
-                    .decision_id
-                    .map(|id| id.to_string())
-                    .unwrap_or_default()
+                "Recorded: {} {} by {} (decision {})",
+                decision.tool_name,
+                decision.verdict,
+                decision.decided_by.as_deref().unwrap_or("nobody named"),
+                decision.id
             );
         }
     }

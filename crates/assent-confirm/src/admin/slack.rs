@@ -2,7 +2,7 @@
 //! secrets), disconnected, shown (never a secret); the Slack users who may decide and
 //! the name each decides as; and each signed interaction payload accepted once.
 
-use crate::{ConfirmError, Engine};
+use crate::{Admin, ConfirmError};
 use assent_store::slack::{self, SlackSecrets, SlackSettings, SlackUser};
 use time::OffsetDateTime;
 
@@ -18,7 +18,7 @@ pub struct SlackStatus {
     pub users: Vec<SlackUser>,
 }
 
-impl Engine {
+impl Admin<'_> {
     /// Connects the Slack app (or replaces the connected one's settings and secrets),
     /// in one transaction. The door checks the values first (a bot token, a channel
     /// id, http(s) URLs).
@@ -28,7 +28,7 @@ impl Engine {
         settings: &SlackSettings,
         secrets: &SlackSecrets,
     ) -> Result<(), ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         slack::connect(tx.connection(), settings, secrets).await?;
         tx.commit().await?;
         Ok(())
@@ -38,7 +38,7 @@ impl Engine {
     /// The mapped users and posted messages stay.
     #[tracing::instrument(skip(self))]
     pub async fn disconnect_slack(&self) -> Result<bool, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let was = slack::disconnect(tx.connection()).await?;
         tx.commit().await?;
         Ok(was)
@@ -46,7 +46,7 @@ impl Engine {
 
     /// The connected app's settings and the mapped users, read on one connection.
     pub async fn slack_status(&self) -> Result<SlackStatus, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(SlackStatus {
             settings: slack::settings(&mut conn).await?,
             users: slack::users(&mut conn).await?,
@@ -58,7 +58,7 @@ impl Engine {
     pub async fn slack_secrets(
         &self,
     ) -> Result<Option<(SlackSettings, SlackSecrets)>, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(slack::secrets(&mut conn).await?)
     }
 
@@ -70,7 +70,7 @@ impl Engine {
         user: &SlackUser,
         now: OffsetDateTime,
     ) -> Result<(), ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         slack::add_user(tx.connection(), user, now).await?;
         tx.commit().await?;
         Ok(())
@@ -80,7 +80,7 @@ impl Engine {
     /// were not mapped.
     #[tracing::instrument(skip(self))]
     pub async fn remove_slack_user(&self, user_id: &str) -> Result<bool, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let removed = slack::remove_user(tx.connection(), user_id).await?;
         tx.commit().await?;
         Ok(removed)
@@ -88,13 +88,13 @@ impl Engine {
 
     /// The Slack users who may decide, by user id.
     pub async fn slack_users(&self) -> Result<Vec<SlackUser>, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(slack::users(&mut conn).await?)
     }
 
     /// The name Slack user `user_id` decides as, `None` when they are not mapped.
     pub async fn slack_user_name(&self, user_id: &str) -> Result<Option<String>, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(slack::user_name(&mut conn, user_id).await?)
     }
 
@@ -110,7 +110,7 @@ impl Engine {
         now: OffsetDateTime,
         forget_before: OffsetDateTime,
     ) -> Result<bool, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let accepted = slack::accept_payload(tx.connection(), digest, now, forget_before).await?;
         tx.commit().await?;
         Ok(accepted)
@@ -125,10 +125,11 @@ mod tests {
     async fn the_app_and_its_users_are_set_shown_and_a_payload_is_accepted_once() {
         let engine = crate::testing::bare_engine().await;
         let now = time::macros::datetime!(2026-11-23 10:00 UTC);
-        let empty = engine.slack_status().await.expect("status");
+        let empty = engine.admin().slack_status().await.expect("status");
         assert_eq!((empty.settings, empty.users.len()), (None, 0));
         assert!(
             !engine
+                .admin()
                 .disconnect_slack()
                 .await
                 .expect("nothing to disconnect")
@@ -144,6 +145,7 @@ mod tests {
             signing_secret: "s".to_owned(),
         };
         engine
+            .admin()
             .connect_slack(&settings, &secrets)
             .await
             .expect("connects");
@@ -151,38 +153,72 @@ mod tests {
             user_id: "U1".to_owned(),
             name: "alice".to_owned(),
         };
-        engine.add_slack_user(&user, now).await.expect("mapped");
-        let status = engine.slack_status().await.expect("status");
+        engine
+            .admin()
+            .add_slack_user(&user, now)
+            .await
+            .expect("mapped");
+        let status = engine.admin().slack_status().await.expect("status");
         assert_eq!(status.settings.as_ref(), Some(&settings));
         assert_eq!(status.users, std::slice::from_ref(&user));
-        assert_eq!(engine.slack_users().await.expect("users"), [user]);
+        assert_eq!(engine.admin().slack_users().await.expect("users"), [user]);
         let (_, kept) = engine
+            .admin()
             .slack_secrets()
             .await
             .expect("read")
             .expect("connected");
         assert_eq!(kept.signing_secret, "s");
         assert_eq!(
-            engine.slack_user_name("U1").await.expect("name").as_deref(),
+            engine
+                .admin()
+                .slack_user_name("U1")
+                .await
+                .expect("name")
+                .as_deref(),
             Some("alice")
         );
         let forget = now - time::Duration::minutes(10);
         assert!(
             engine
+                .admin()
                 .accept_slack_payload("d1", now, forget)
                 .await
                 .expect("first")
         );
         assert!(
             !engine
+                .admin()
                 .accept_slack_payload("d1", now, forget)
                 .await
                 .expect("replay")
         );
-        assert!(engine.remove_slack_user("U1").await.expect("removed"));
-        assert!(!engine.remove_slack_user("U1").await.expect("gone"));
-        assert_eq!(engine.slack_user_name("U1").await.expect("name"), None);
-        assert!(engine.disconnect_slack().await.expect("disconnected"));
-        assert!(engine.slack_secrets().await.expect("read").is_none());
+        assert!(
+            engine
+                .admin()
+                .remove_slack_user("U1")
+                .await
+                .expect("removed")
+        );
+        assert!(!engine.admin().remove_slack_user("U1").await.expect("gone"));
+        assert_eq!(
+            engine.admin().slack_user_name("U1").await.expect("name"),
+            None
+        );
+        assert!(
+            engine
+                .admin()
+                .disconnect_slack()
+                .await
+                .expect("disconnected")
+        );
+        assert!(
+            engine
+                .admin()
+                .slack_secrets()
+                .await
+                .expect("read")
+                .is_none()
+        );
     }
 }

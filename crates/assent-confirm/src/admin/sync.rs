@@ -5,7 +5,7 @@
 //! still in the sync outbox. The entities synced are the engine's host's
 //! ([`Host::entities`](crate::Host::entities)), none for a host without them.
 
-use crate::{ConfirmError, Engine};
+use crate::{Admin, ConfirmError, Engine};
 use assent_store::outbox::{self, OutboxMessage};
 use assent_store::sync::{
     self, ClaimedExport, ConflictRecord, HostEntities, ImportReport, NoEntities, Peer,
@@ -63,7 +63,9 @@ impl Engine {
             }
         }
     }
+}
 
+impl Admin<'_> {
     /// Exports everything this device syncs as batch `batch_id`, in one transaction
     /// that also counts the outbox as drained, and hands the batch to `keep` (written
     /// to a file, say) before that transaction commits: when `keep` fails, nothing is
@@ -78,11 +80,16 @@ impl Engine {
     where
         E: From<ConfirmError>,
     {
-        let mut tx = self.store.begin_write().await.map_err(ConfirmError::from)?;
+        let mut tx = self
+            .engine
+            .store
+            .begin_write()
+            .await
+            .map_err(ConfirmError::from)?;
         let batch = sync::export(
             tx.connection(),
-            self.store.device_id(),
-            self.synced_entities(),
+            self.engine.store.device_id(),
+            self.engine.synced_entities(),
             batch_id,
             now,
         )
@@ -103,7 +110,7 @@ impl Engine {
         batch: &SyncBatch,
         now: OffsetDateTime,
     ) -> Result<ImportReport, ConfirmError> {
-        let (tx, report) = self.merge_or_refuse(batch, now).await?;
+        let (tx, report) = self.engine.merge_or_refuse(batch, now).await?;
         tx.commit().await?;
         Ok(report)
     }
@@ -113,7 +120,7 @@ impl Engine {
     /// transaction. A batch claiming this device's own host id is refused before the
     /// write lock is taken (a device pointed at itself must not wait on its own lock)
     /// and not recorded; any other refused batch is, as with
-    /// [`Engine::import_sync_batch`], and exports nothing.
+    /// [`Admin::import_sync_batch`], and exports nothing.
     #[tracing::instrument(skip_all, fields(batch = %batch.batch_id, from = %batch.from_host))]
     pub async fn exchange_sync_batch(
         &self,
@@ -121,7 +128,7 @@ impl Engine {
         answer_id: Uuid,
         now: OffsetDateTime,
     ) -> Result<(ImportReport, SyncBatch), ConfirmError> {
-        let host_id = self.store.device_id();
+        let host_id = self.engine.store.device_id();
         if batch.from_host == host_id {
             return Err(ConfirmError::Store(StoreError::Sync(
                 SyncError::FromThisHost {
@@ -130,8 +137,8 @@ impl Engine {
                 },
             )));
         }
-        let (mut tx, report) = self.merge_or_refuse(batch, now).await?;
-        let entities = self.synced_entities();
+        let (mut tx, report) = self.engine.merge_or_refuse(batch, now).await?;
+        let entities = self.engine.synced_entities();
         let answer = sync::export(tx.connection(), host_id, entities, answer_id, now).await?;
         tx.commit().await?;
         Ok((report, answer))
@@ -140,7 +147,7 @@ impl Engine {
     /// Exports this device's batch `batch_id` for a peer, in a short transaction of
     /// its own that claims the outbox messages it covers for `lease`: nothing stays
     /// locked while the batch travels. Settle the claim with
-    /// [`Engine::merge_peer_batch`] or [`Engine::release_sync_export`]; a claim never
+    /// [`Admin::merge_peer_batch`] or [`Admin::release_sync_export`]; a claim never
     /// settled runs out after `lease`.
     #[tracing::instrument(skip(self))]
     pub async fn claim_sync_export(
@@ -149,11 +156,11 @@ impl Engine {
         now: OffsetDateTime,
         lease: time::Duration,
     ) -> Result<ClaimedExport, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let export = sync::export_claiming(
             tx.connection(),
-            self.store.device_id(),
-            self.synced_entities(),
+            self.engine.store.device_id(),
+            self.engine.synced_entities(),
             batch_id,
             now,
             lease,
@@ -165,7 +172,7 @@ impl Engine {
 
     /// Merges the peer's answer `batch` to `export`, and marks the messages `export`
     /// claimed sent, in one transaction, against the state as it is now. A refused
-    /// batch is recorded and returned as with [`Engine::import_sync_batch`], and the
+    /// batch is recorded and returned as with [`Admin::import_sync_batch`], and the
     /// claim stays (release it).
     #[tracing::instrument(skip_all, fields(batch = %batch.batch_id, from = %batch.from_host))]
     pub async fn merge_peer_batch(
@@ -174,7 +181,7 @@ impl Engine {
         batch: &SyncBatch,
         now: OffsetDateTime,
     ) -> Result<ImportReport, ConfirmError> {
-        let (mut tx, report) = self.merge_or_refuse(batch, now).await?;
+        let (mut tx, report) = self.engine.merge_or_refuse(batch, now).await?;
         sync::mark_exported(tx.connection(), export, now).await?;
         tx.commit().await?;
         Ok(report)
@@ -184,7 +191,7 @@ impl Engine {
     /// get through), in one transaction.
     #[tracing::instrument(skip_all)]
     pub async fn release_sync_export(&self, export: &ClaimedExport) -> Result<(), ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         sync::release_export(tx.connection(), export).await?;
         tx.commit().await?;
         Ok(())
@@ -192,20 +199,20 @@ impl Engine {
 
     /// The devices this one merged batches from, with the last batch of each.
     pub async fn sync_peers(&self) -> Result<Vec<Peer>, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(sync::peers(&mut conn).await?)
     }
 
     /// The decisions that lost a sync conflict to an earlier one on another device.
     pub async fn sync_conflicts(&self) -> Result<Vec<ConflictRecord>, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(sync::conflicts(&mut conn).await?)
     }
 
     /// The sync outbox's messages not yet delivered (pending, in flight, dead), oldest
     /// first, at most `limit`.
     pub async fn undelivered_outbox(&self, limit: u32) -> Result<Vec<OutboxMessage>, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(outbox::undelivered(&mut conn, limit).await?)
     }
 }
@@ -224,8 +231,13 @@ mod tests {
     async fn batches_travel_both_ways_and_a_refused_one_is_recorded() {
         let (laptop, phone) = (device().await, device().await);
         assert_ne!(laptop.store().device_id(), phone.store().device_id());
-        let before = laptop.undelivered_outbox(100).await.expect("outbox");
+        let before = laptop
+            .admin()
+            .undelivered_outbox(100)
+            .await
+            .expect("outbox");
         let kept: Result<(SyncBatch, ()), ConfirmError> = laptop
+            .admin()
             .export_sync_batch(Uuid::from_u128(1), at(0), |_| {
                 Err(ConfirmError::InvalidSetting(
                     "the file cannot be written".to_owned(),
@@ -234,11 +246,16 @@ mod tests {
             .await;
         assert!(kept.is_err());
         assert_eq!(
-            laptop.undelivered_outbox(100).await.expect("outbox"),
+            laptop
+                .admin()
+                .undelivered_outbox(100)
+                .await
+                .expect("outbox"),
             before,
             "nothing drained when the batch was not kept"
         );
         let (batch, seen) = laptop
+            .admin()
             .export_sync_batch(Uuid::from_u128(2), at(1), |batch| {
                 Ok::<_, ConfirmError>(batch.batch_id)
             })
@@ -250,24 +267,34 @@ mod tests {
         );
 
         let report = phone
+            .admin()
             .import_sync_batch(&batch, at(2))
             .await
             .expect("merged");
         assert!(!report.replayed);
         assert!(
             phone
+                .admin()
                 .import_sync_batch(&batch, at(3))
                 .await
                 .expect("again")
                 .replayed
         );
-        let peers = phone.sync_peers().await.expect("peers");
+        let peers = phone.admin().sync_peers().await.expect("peers");
         assert_eq!(peers.len(), 1);
         assert_eq!(peers[0].host_id, laptop.store().device_id());
-        assert!(phone.sync_conflicts().await.expect("conflicts").is_empty());
+        assert!(
+            phone
+                .admin()
+                .sync_conflicts()
+                .await
+                .expect("conflicts")
+                .is_empty()
+        );
 
         // Pointed at itself: refused before the lock, as the batch's own fault.
         let own = laptop
+            .admin()
             .exchange_sync_batch(&batch, Uuid::from_u128(3), at(4))
             .await;
         assert!(
@@ -285,7 +312,7 @@ mod tests {
             ..batch.clone()
         };
         assert!(matches!(
-            phone.import_sync_batch(&own_batch, at(4)).await,
+            phone.admin().import_sync_batch(&own_batch, at(4)).await,
             Err(ConfirmError::Store(StoreError::Sync(_)))
         ));
         let mut conn = phone.store().read_connection().await.expect("connection");
@@ -299,24 +326,32 @@ mod tests {
 
         // A round trip with a peer: claim, exchange there, merge the answer here.
         let export = laptop
+            .admin()
             .claim_sync_export(Uuid::from_u128(4), at(5), time::Duration::minutes(1))
             .await
             .expect("claimed");
         let (there, answer) = phone
+            .admin()
             .exchange_sync_batch(&export.batch, Uuid::from_u128(5), at(6))
             .await
             .expect("exchanged");
         assert_eq!(there.batch_id, Uuid::from_u128(4));
         assert_eq!(answer.from_host, phone.store().device_id());
         let here = laptop
+            .admin()
             .merge_peer_batch(&export, &answer, at(7))
             .await
             .expect("merged");
         assert_eq!(here.from_host, phone.store().device_id());
         let unsent = laptop
+            .admin()
             .claim_sync_export(Uuid::from_u128(6), at(8), time::Duration::minutes(1))
             .await
             .expect("claimed");
-        laptop.release_sync_export(&unsent).await.expect("released");
+        laptop
+            .admin()
+            .release_sync_export(&unsent)
+            .await
+            .expect("released");
     }
 }

@@ -1,7 +1,7 @@
 //! The API's tokens: made (the secret shown once), listed (never a secret), revoked,
 //! and looked up by the hash of a presented secret.
 
-use crate::{ConfirmError, Engine};
+use crate::{Admin, ConfirmError};
 use assent_store::Store;
 use assent_store::tokens::{self, ApiToken, IssuedToken, Role};
 use time::OffsetDateTime;
@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 /// secret's hash, unchanged (a secret without the generated prefix is not looked up).
 /// For a door that holds the store but no engine (the MCP gateway's HTTP door, which
 /// serves several gateways' engines); with an engine, call
-/// [`Engine::authenticate_token`].
+/// [`Admin::authenticate_token`].
 pub async fn authenticate_token(
     store: &Store,
     secret: &str,
@@ -19,7 +19,7 @@ pub async fn authenticate_token(
     Ok(tokens::authenticate(&mut conn, secret).await?)
 }
 
-impl Engine {
+impl Admin<'_> {
     /// Makes a token of `role`, in one transaction. An agent token needs `agent`, an
     /// agent that exists; the other roles take none (refused as
     /// `ConfirmError::Store(StoreError::InvalidToken)`, naming what was wrong). The
@@ -34,7 +34,7 @@ impl Engine {
         self.issue_named_token(role, agent, None, now).await
     }
 
-    /// [`Engine::issue_token`] for a token issued to `person`, who decides through it
+    /// [`Admin::issue_token`] for a token issued to `person`, who decides through it
     /// (`token:ID (PERSON)`): a reviewer or admin token; an agent token names nobody.
     /// A token naming no person is refused for items needing more than one person.
     #[tracing::instrument(skip(self))]
@@ -45,7 +45,7 @@ impl Engine {
         person: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<IssuedToken, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let issued = tokens::issue_named(tx.connection(), role, agent, person, now).await?;
         tx.commit().await?;
         Ok(issued)
@@ -53,7 +53,7 @@ impl Engine {
 
     /// Every token, revoked ones included, oldest first; never a secret.
     pub async fn tokens(&self) -> Result<Vec<ApiToken>, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(tokens::list(&mut conn).await?)
     }
 
@@ -65,7 +65,7 @@ impl Engine {
         id: &str,
         now: OffsetDateTime,
     ) -> Result<Option<ApiToken>, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let revoked = tokens::revoke(tx.connection(), id, now).await?;
         tx.commit().await?;
         Ok(revoked)
@@ -74,7 +74,7 @@ impl Engine {
     /// The unrevoked token whose secret is `secret`, if any (see
     /// [`authenticate_token`]).
     pub async fn authenticate_token(&self, secret: &str) -> Result<Option<ApiToken>, ConfirmError> {
-        authenticate_token(&self.store, secret).await
+        authenticate_token(&self.engine.store, secret).await
     }
 }
 
@@ -92,7 +92,10 @@ mod tests {
     #[tokio::test]
     async fn a_token_is_issued_listed_authenticated_and_revoked() {
         let engine = engine().await;
-        let refused = engine.issue_token(Role::Agent, Some("nobody"), at(0)).await;
+        let refused = engine
+            .admin()
+            .issue_token(Role::Agent, Some("nobody"), at(0))
+            .await;
         assert!(
             matches!(refused, Err(ConfirmError::Store(StoreError::InvalidToken(ref why))) if why.contains("nobody")),
             "{refused:?}"
@@ -102,26 +105,30 @@ mod tests {
             .await
             .expect("agent");
         let issued = engine
+            .admin()
             .issue_token(Role::Agent, Some("triage"), at(1))
             .await
             .expect("issued");
         assert_eq!(
-            engine.tokens().await.expect("list"),
+            engine.admin().tokens().await.expect("list"),
             std::slice::from_ref(&issued.token)
         );
         let found = engine
+            .admin()
             .authenticate_token(&issued.secret)
             .await
             .expect("lookup");
         assert_eq!(found.as_ref(), Some(&issued.token));
         assert_eq!(
             engine
+                .admin()
                 .authenticate_token("assent_wrong")
                 .await
                 .expect("lookup"),
             None
         );
         let revoked = engine
+            .admin()
             .revoke_token(&issued.token.id, at(2))
             .await
             .expect("revoke")
@@ -135,7 +142,11 @@ mod tests {
             "a revoked token opens nothing"
         );
         assert_eq!(
-            engine.revoke_token("nope", at(3)).await.expect("revoke"),
+            engine
+                .admin()
+                .revoke_token("nope", at(3))
+                .await
+                .expect("revoke"),
             None
         );
     }

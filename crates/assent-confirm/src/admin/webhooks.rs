@@ -3,16 +3,16 @@
 //! event queued for the subscriptions that want it. The sending is the webhook
 //! worker's (`assent-webhooks`), outside any transaction.
 
-use crate::{ConfirmError, Engine};
+use crate::{Admin, ConfirmError};
 use assent_store::webhooks::{self, Delivery, NewEvent, NewSubscription, Subscription};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-impl Engine {
+impl Admin<'_> {
     /// Every webhook subscription, without its secret (a Slack URL masked, any other
     /// URL's credentials redacted).
     pub async fn webhook_subscriptions(&self) -> Result<Vec<Subscription>, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(webhooks::subscriptions(&mut conn).await?)
     }
 
@@ -24,7 +24,7 @@ impl Engine {
         new: &NewSubscription,
         now: OffsetDateTime,
     ) -> Result<Subscription, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let added = webhooks::insert_subscription(tx.connection(), new, now).await?;
         tx.commit().await?;
         Ok(added)
@@ -34,7 +34,7 @@ impl Engine {
     /// `false` when there was none.
     #[tracing::instrument(skip(self))]
     pub async fn remove_webhook_subscription(&self, id: Uuid) -> Result<bool, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let removed = webhooks::remove_subscription(tx.connection(), id).await?;
         tx.commit().await?;
         Ok(removed)
@@ -47,7 +47,7 @@ impl Engine {
         failed: bool,
         limit: u32,
     ) -> Result<Vec<Delivery>, ConfirmError> {
-        let mut conn = self.store.read_connection().await?;
+        let mut conn = self.engine.store.read_connection().await?;
         Ok(webhooks::deliveries(&mut conn, failed, limit).await?)
     }
 
@@ -59,7 +59,7 @@ impl Engine {
         id: i64,
         now: OffsetDateTime,
     ) -> Result<bool, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let queued = webhooks::redeliver(tx.connection(), id, now).await?;
         tx.commit().await?;
         Ok(queued)
@@ -75,7 +75,7 @@ impl Engine {
         event: NewEvent<'_>,
         now: OffsetDateTime,
     ) -> Result<Option<String>, ConfirmError> {
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.engine.store.begin_write().await?;
         let id = webhooks::enqueue_event(tx.connection(), event, now).await?;
         tx.commit().await?;
         Ok(id)
@@ -100,12 +100,13 @@ mod tests {
             secret: "whsec_test".to_owned(),
         };
         let added = engine
+            .admin()
             .add_webhook_subscription(&new, now)
             .await
             .expect("added");
         assert_eq!(added.url, "https://receiver.example/hook?token=…");
         assert_eq!(
-            engine.webhook_subscriptions().await.expect("list"),
+            engine.admin().webhook_subscriptions().await.expect("list"),
             std::slice::from_ref(&added)
         );
         let unwanted = NewEvent {
@@ -116,6 +117,7 @@ mod tests {
         };
         assert_eq!(
             engine
+                .admin()
                 .queue_webhook_event(unwanted, now)
                 .await
                 .expect("queued"),
@@ -129,15 +131,21 @@ mod tests {
         };
         assert!(
             engine
+                .admin()
                 .queue_webhook_event(wanted, now)
                 .await
                 .expect("queued")
                 .is_some()
         );
-        let deliveries = engine.webhook_deliveries(false, 10).await.expect("list");
+        let deliveries = engine
+            .admin()
+            .webhook_deliveries(false, 10)
+            .await
+            .expect("list");
         assert_eq!(deliveries.len(), 1);
         assert!(
             engine
+                .admin()
                 .webhook_deliveries(true, 10)
                 .await
                 .expect("list")
@@ -145,25 +153,35 @@ mod tests {
         );
         assert!(
             engine
+                .admin()
                 .redeliver_webhook(deliveries[0].id, now)
                 .await
                 .expect("again")
         );
-        assert!(!engine.redeliver_webhook(-1, now).await.expect("none"));
+        assert!(
+            !engine
+                .admin()
+                .redeliver_webhook(-1, now)
+                .await
+                .expect("none")
+        );
         assert!(
             engine
+                .admin()
                 .remove_webhook_subscription(added.id)
                 .await
                 .expect("removed")
         );
         assert!(
             !engine
+                .admin()
                 .remove_webhook_subscription(added.id)
                 .await
                 .expect("gone")
         );
         assert!(
             engine
+                .admin()
                 .webhook_subscriptions()
                 .await
                 .expect("list")
