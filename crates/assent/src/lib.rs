@@ -122,6 +122,7 @@ pub mod store {
     pub use assent_store::sync::HostEntities;
     pub use assent_store::{
         Backend, Connection, DEFAULT_CONNECT_TIMEOUT, Durability, GroupCommits, HostMigration,
-        ReadConnection, Savepoint, Store, StoreError, StoreOptions, WriteTx,
+        MIGRATIONS_TABLE, ReadConnection, Savepoint, ServicePool, Store, StoreError, StoreOptions,
+        WriteTx,
     };
 }
