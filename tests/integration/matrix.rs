@@ -417,7 +417,7 @@ async fn row(app: &TestApp, peer: &TestApp, kind: Kind, naming: Naming, path: Pa
                     let shadows = decisions::shadows_of(&mut conn, &decided).await.unwrap();
                     assert!(!shadows.is_empty(), "{here}: a shadow verdict recorded");
                 }
-                (Expect::Refused, Confirmed::Refused(ConfirmError::PolicyDenied(_))) => {
+                (Expect::Refused, Confirmed::Refused(ConfirmError::PolicyDenied { .. })) => {
                     assert_eq!(now.as_deref(), Some("P1"), "{here}");
                 }
                 (Expect::AwaitsSecondPerson, Confirmed::Outcome(outcome)) => {
@@ -783,7 +783,10 @@ mod split_commands {
                         assert!(outcome.is_success(), "{here}: {outcome:?}");
                         assert_eq!(now.as_deref(), Some("P0"), "{here}");
                     }
-                    (Expect::Refused, Confirmed::Refused(ConfirmError::PolicyDenied(reason))) => {
+                    (
+                        Expect::Refused,
+                        Confirmed::Refused(ConfirmError::PolicyDenied { reason, .. }),
+                    ) => {
                         // Refused at the run, naming the rule and the part as the wake does.
                         assert!(
                             reason.contains(

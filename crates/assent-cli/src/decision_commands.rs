@@ -172,7 +172,7 @@ pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
                 // Only stale targets: exit 4 as for one item, so a script refreshes.
                 let all_stale = failures
                     .iter()
-                    .all(|error| matches!(error, ConfirmError::TargetChanged(_)));
+                    .all(|error| matches!(error, ConfirmError::TargetChanged { .. }));
                 output.failure = Some(if all_stale {
                     CliError::Stale(format!(
                         "{message}: the target changed since proposed; review and confirm again"

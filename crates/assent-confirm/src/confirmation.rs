@@ -26,8 +26,8 @@ use assent_store::{
     AnyConnection, Backend, agents, approvals, change_sets, host_tools, jobs, mcp_sessions, waits,
 };
 use assent_tools::{
-    AgentPolicy, CallContext, Coverage, ExecutionTarget, PastOutcome, PolicyDecision, RuleAction,
-    ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
+    AgentPolicy, ArgProblem, CallContext, Coverage, ExecutionTarget, PastOutcome, PolicyDecision,
+    RuleAction, ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
 };
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
@@ -656,7 +656,10 @@ impl ConfirmationService {
             {
                 let reason = reply::denial(&reason);
                 tracing::info!(index, %reason, "policy refused the confirmation before it counted");
-                return Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)));
+                return Ok(Attempt::Refused(ConfirmError::PolicyDenied {
+                    tool: spec.name.clone(),
+                    reason,
+                }));
             }
         }
         let Met {
@@ -716,7 +719,7 @@ impl ConfirmationService {
         // Nothing of this attempt is written yet (a stale refresh, a hold, an approval
         // short of the quorum and a queued item all returned above; a met quorum's
         // approval is recorded below): a failed handler is undone with its scope.
-        let execution = executor
+        let (execution, own_error) = executor
             .execute_in_clean_scope(
                 tx.connection(),
                 ExecutionRequest {
@@ -740,12 +743,18 @@ impl ConfirmationService {
         match execution {
             // Keep the audited denial; the item stays pending.
             ExecutionOutcome::Denied { reason } => {
-                Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)))
+                Ok(Attempt::Refused(ConfirmError::PolicyDenied {
+                    tool: spec.name.clone(),
+                    reason,
+                }))
             }
             ExecutionOutcome::Failed { error } => {
+                // No handler ran (none is registered): the text is all there is.
+                let source = own_error.unwrap_or_else(|| error.clone().into());
                 Ok(Attempt::Undone(ConfirmError::HandlerFailed {
                     tool: spec.name.clone(),
                     error,
+                    source,
                 }))
             }
             execution => {
@@ -802,7 +811,11 @@ impl ConfirmationService {
         stored.stale_detail = Some(stale.detail.clone());
         stored.revision += 1;
         tracing::info!(index, detail = %stale.detail, "target changed since proposed: refused");
-        Ok(Attempt::Refused(ConfirmError::TargetChanged(stale.detail)))
+        Ok(Attempt::Refused(ConfirmError::TargetChanged {
+            item: ItemRef::new(set.id, index),
+            revision: stored.revision,
+            detail: stale.detail,
+        }))
     }
 
     /// Why nothing would ever run a confirmation of a queued call of tool `tool` in
@@ -939,14 +952,13 @@ impl ConfirmationService {
             .registry
             .validate_args(tool_name, args)
             .map_err(|e| match e {
-                ToolsError::InvalidArgs { tool, problems } => ConfirmError::InvalidArgs {
-                    tool,
-                    problems: problems.join("; "),
-                },
+                ToolsError::InvalidArgs { tool, problems } => {
+                    ConfirmError::InvalidArgs { tool, problems }
+                }
                 ToolsError::UnknownTool { name } => ConfirmError::UnknownTool(name),
                 other => ConfirmError::InvalidArgs {
                     tool: tool_name.to_owned(),
-                    problems: other.to_string(),
+                    problems: vec![ArgProblem::general(other.to_string())],
                 },
             })
     }
@@ -976,27 +988,27 @@ impl ConfirmationService {
             };
             return Err(ConfirmError::InvalidArgs {
                 tool: tool_name.to_owned(),
-                problems: format!(
+                problems: vec![ArgProblem::general(format!(
                     "{why}, so an edit cannot be checked; confirm it as proposed or reject it"
-                ),
+                ))],
             });
         };
         let mut registry = ToolRegistry::new();
         let spec = ToolSpec::new(tool_name, "", ToolMode::Deferred, tool.input_schema);
-        let invalid = |problems: String| ConfirmError::InvalidArgs {
+        let invalid = |problems: Vec<ArgProblem>| ConfirmError::InvalidArgs {
             tool: tool_name.to_owned(),
             problems,
         };
         registry.register(spec).map_err(|e| {
-            invalid(format!(
+            invalid(vec![ArgProblem::general(format!(
                 "the input schema {host} recorded for it does not compile: {e}"
-            ))
+            ))])
         })?;
         registry
             .validate_args(tool_name, args)
             .map_err(|e| match e {
-                ToolsError::InvalidArgs { problems, .. } => invalid(problems.join("; ")),
-                other => invalid(other.to_string()),
+                ToolsError::InvalidArgs { problems, .. } => invalid(problems),
+                other => invalid(vec![ArgProblem::general(other.to_string())]),
             })
     }
 
@@ -1047,7 +1059,10 @@ impl ConfirmationService {
                 // The rule and the part it found, as the agent would be told.
                 let reason = reply::denial(&policy.denial(tool_name, Some(call)));
                 tracing::info!(index, %reason, "policy refused the confirmation before it counted");
-                return Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)));
+                return Ok(Attempt::Refused(ConfirmError::PolicyDenied {
+                    tool: tool_name.to_owned(),
+                    reason,
+                }));
             }
             // A target that changed since the proposal (a file edited meanwhile): the
             // item is refreshed with what it holds now, for a new review.

@@ -18,8 +18,9 @@ use assent_tools::{
 use std::marker::PhantomData;
 
 /// Any error a closure of a [`SimpleHost`] returns; its text is what the person and the
-/// audit trail read.
-pub type HostError = Box<dyn std::error::Error + Send + Sync>;
+/// audit trail read, and the error itself comes back as the source of
+/// [`crate::ConfirmError::HandlerFailed`] (downcast it to tell its kinds apart).
+pub type HostError = assent_tools::HandlerError;
 
 /// What a handler closure of a [`SimpleHost`] returns: a [`ToolOutcome`], or just its
 /// message (a `String` or `&'static str`) for a handler that changed something.
@@ -217,10 +218,7 @@ where
         Box::pin(async move {
             match run.await {
                 Ok(output) => Ok(output.into_outcome()),
-                Err(error) => Err(ToolsError::HandlerFailed {
-                    tool: invocation.tool_name.clone(),
-                    message: error.to_string(),
-                }),
+                Err(error) => Err(ToolsError::handler_failed(&invocation.tool_name, error)),
             }
         })
     }
@@ -280,6 +278,13 @@ mod tests {
     const SEED: &str = "INSERT INTO notes VALUES ('n1', 'draft', 'notes')";
 
     /// A notes host whose `set_body` writes the body, then fails when it is `fail`.
+    /// A business refusal of the notes service, its own error type.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the note is locked by {by}")]
+    struct NoteLocked {
+        by: String,
+    }
+
     fn notes_host() -> SimpleHost {
         SimpleHost::new("notes")
             .migration("notes", NOTES, NOTES)
@@ -293,6 +298,9 @@ mod tests {
                         .await?;
                     if body == "fail" {
                         return Err("the body may not be fail".into());
+                    }
+                    if body == "locked" {
+                        return Err(NoteLocked { by: "ana".into() }.into());
                     }
                     Ok(format!("Body set to {body}."))
                 })
@@ -545,13 +553,18 @@ mod tests {
             )
             .await
             .expect_err("the handler fails");
-        match error {
-            ConfirmError::HandlerFailed { tool, error } => {
+        match &error {
+            ConfirmError::HandlerFailed { tool, error, .. } => {
                 assert_eq!(tool, "set_body");
                 assert!(error.contains("the body may not be fail"), "{error}");
             }
             other => panic!("expected a handler failure, got {other:?}"),
         }
+        assert_eq!(
+            error.to_string(),
+            "set_body failed: set_body failed: the body may not be fail; the item is still pending",
+            "the text reads as it always did"
+        );
         assert_eq!(body(&store).await, "draft");
         let mut conn = store.read_connection().await.expect("connection");
         let set = change_sets::load(&mut conn, set.id)
@@ -629,5 +642,30 @@ mod tests {
             .expect("confirmed");
         assert_eq!(outcome.message(), "Nothing to do.");
         assert_eq!(body(&store).await, "draft", "the first handler never ran");
+    }
+
+    #[tokio::test]
+    async fn a_handlers_own_error_comes_back_as_the_source_of_the_failure() {
+        let (store, engine) = engine(with_category(notes_host())).await;
+        let set = propose(&engine, "locked").await.change_set.expect("a set");
+        let error = engine
+            .confirmations()
+            .confirm_item(
+                assent_domain::ItemRef::new(set.id, 0),
+                OffsetDateTime::now_utc(),
+            )
+            .await
+            .expect_err("the handler refuses");
+        let source = std::error::Error::source(&error).expect("the handler's error");
+        let locked = source
+            .downcast_ref::<NoteLocked>()
+            .expect("the service's own type, not a text");
+        assert_eq!(locked.by, "ana");
+        assert!(!error.is_busy(), "a refusal is not a busy database");
+        assert_eq!(
+            error.to_string(),
+            "set_body failed: set_body failed: the note is locked by ana; the item is still pending"
+        );
+        assert_eq!(body(&store).await, "draft", "nothing it wrote is kept");
     }
 }

@@ -301,7 +301,9 @@ fn decode_set(row: &AnyRow, items: Vec<ChangeItem>) -> Result<ChangeSet, StoreEr
         target_id: row.try_get("target_id")?,
         thread_id: row.try_get("thread_id")?,
         run_key: row.try_get("run_key")?,
-        status: status.parse::<ChangeSetStatus>().map_err(corrupt)?,
+        status: status
+            .parse::<ChangeSetStatus>()
+            .map_err(|e| corrupt(e.to_string()))?,
         items,
         created_at: timefmt::parse(TABLE, &created_at)?,
         resolved_at: resolved_at.map(|t| timefmt::parse(TABLE, &t)).transpose()?,
@@ -326,7 +328,9 @@ fn decode_item_as(row: &AnyRow, status_column: &str) -> Result<ChangeItem, Store
         tool_name: row.try_get("tool_name")?,
         args: serde_json::from_str(&args).map_err(|e| corrupt(e.to_string()))?,
         human_summary: row.try_get("human_summary")?,
-        status: status.parse::<ChangeItemStatus>().map_err(corrupt)?,
+        status: status
+            .parse::<ChangeItemStatus>()
+            .map_err(|e| corrupt(e.to_string()))?,
         before: before
             .map(|b| serde_json::from_str(&b))
             .transpose()
