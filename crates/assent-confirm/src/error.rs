@@ -155,11 +155,45 @@ pub enum ConfirmError {
     /// A worker's settings were refused (the webhook sender's, say).
     #[error("invalid worker settings: {0}")]
     InvalidWorker(String),
+    /// A tool of the registry that runs in the database (deferred or immediate, its
+    /// effect [`crate::Effect::Transactional`]) has no handler in the host: refused at
+    /// [`crate::Engine::open`], before anyone is asked to confirm a call that cannot run.
+    #[error("tool {tool} has no handler in host {host} (handlers: {})", list(handlers))]
+    #[non_exhaustive]
+    MissingHandler {
+        /// The tool.
+        tool: String,
+        /// The host.
+        host: String,
+        /// The tools the host has handlers for.
+        handlers: Vec<String>,
+    },
+    /// The host has a handler for a tool the registry does not have (a misspelt name):
+    /// refused at [`crate::Engine::open`].
+    #[error("host {host} has a handler for {handler}, which names no tool of the registry (tools: {})", list(tools))]
+    #[non_exhaustive]
+    HandlerWithoutTool {
+        /// The handler's tool name.
+        handler: String,
+        /// The host.
+        host: String,
+        /// The tools of the registry.
+        tools: Vec<String>,
+    },
     /// No remembered rejection has this id (or id prefix): nothing was forgotten.
     #[error(
         "no remembered rejection {0:?} (`assent rejections` lists them; an id, or its first 8 or more hex digits)"
     )]
     RejectionNotFound(String),
+}
+
+/// Names for a message, `none` for no name.
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
 }
 
 /// Which state refused a request ([`ConfirmError::Conflict`]), so that a caller tells

@@ -203,6 +203,7 @@ impl Engine {
         registry: Arc<ToolRegistry>,
         host: Arc<dyn Host>,
     ) -> Result<Self, ConfirmError> {
+        check_handlers(&registry, host.as_ref())?;
         store.migrate_host(host.name(), host.migrations()).await?;
         let engine = Self::new(store, registry, host);
         if engine.host.records_catalog_on_open() {
@@ -290,4 +291,43 @@ impl Engine {
     pub fn confirmations(&self) -> ConfirmationService {
         ConfirmationService::new(self.clone())
     }
+}
+
+/// Refuses a registry and a host that do not fit (see [`Host::handled_tools`]): a
+/// transactional tool without a handler, a handler without a tool.
+fn check_handlers(registry: &ToolRegistry, host: &dyn Host) -> Result<(), ConfirmError> {
+    let Some(mut handlers) = host.handled_tools() else {
+        return Ok(());
+    };
+    handlers.sort();
+    let needs_handler = |spec: &&assent_tools::ToolSpec| {
+        matches!(
+            spec.mode,
+            assent_tools::ToolMode::Deferred
+                | assent_tools::ToolMode::Immediate
+                | assent_tools::ToolMode::Review
+        ) && spec.batch.is_none()
+            && host.effect(&spec.name) == Effect::Transactional
+    };
+    if let Some(spec) = registry
+        .iter()
+        .filter(needs_handler)
+        .find(|spec| !handlers.contains(&spec.name))
+    {
+        return Err(ConfirmError::MissingHandler {
+            tool: spec.name.clone(),
+            host: host.name().to_owned(),
+            handlers,
+        });
+    }
+    if let Some(handler) = handlers.iter().find(|h| registry.get(h).is_none()) {
+        let mut tools: Vec<String> = registry.iter().map(|spec| spec.name.clone()).collect();
+        tools.sort();
+        return Err(ConfirmError::HandlerWithoutTool {
+            handler: handler.clone(),
+            host: host.name().to_owned(),
+            tools,
+        });
+    }
+    Ok(())
 }

@@ -178,6 +178,15 @@ impl Host for SimpleHost {
             .map(|(_, handler)| handler.as_ref())
     }
 
+    /// Its handlers' tools; `None` (nothing checked) for a host of no handlers at all,
+    /// one that only proposes (the engine of a review surface, a test).
+    fn handled_tools(&self) -> Option<Vec<String>> {
+        if self.handlers.is_empty() {
+            return None;
+        }
+        Some(self.handlers.iter().map(|(name, _)| name.clone()).collect())
+    }
+
     fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
         self.resolver.as_ref()
     }
@@ -598,7 +607,12 @@ mod tests {
         assert_eq!(versions, [1, 2]);
         let store = Store::open("sqlite::memory:").await.expect("store");
         let host = Arc::new(host);
-        let registry = Arc::new(ToolRegistry::new());
+        let mut registry = ToolRegistry::new();
+        let schema = json!({"type": "object"});
+        registry
+            .register(ToolSpec::new("set_body", "Set.", ToolMode::Deferred, schema))
+            .expect("registers");
+        let registry = Arc::new(registry);
         for _ in 0..2 {
             Engine::open(store.clone(), registry.clone(), host.clone())
                 .await
@@ -619,14 +633,15 @@ mod tests {
     #[tokio::test]
     async fn a_later_handler_of_a_tool_replaces_the_earlier_one() {
         let host = notes_host()
-            .handle("set_body", |_, _| Box::pin(async { Ok("Nothing to do.") }))
-            .handle("archive", |_, _| Box::pin(async { Ok("Archived.") }));
-        assert!(host.handler("archive").is_some());
-        assert!(host.handler("delete").is_none());
+            .handle("set_body", |_, _| Box::pin(async { Ok("Nothing to do.") }));
+        let more = notes_host().handle("archive", |_, _| Box::pin(async { Ok("Archived.") }));
+        assert!(more.handler("archive").is_some());
+        assert!(more.handler("delete").is_none());
         assert_eq!(
-            format!("{host:?}"),
+            format!("{more:?}"),
             r#"SimpleHost { name: "notes", migrations: 1, tools: ["set_body", "archive"], externals: [], .. }"#
         );
+        assert_eq!(host.handled_tools(), Some(vec!["set_body".to_owned()]));
         let (store, engine) = engine(with_category(host)).await;
         let set = propose(&engine, "final")
             .await
@@ -667,5 +682,48 @@ mod tests {
             "set_body failed: set_body failed: the note is locked by ana; the item is still pending"
         );
         assert_eq!(body(&store).await, "draft", "nothing it wrote is kept");
+    }
+
+    #[tokio::test]
+    async fn open_refuses_a_tool_without_a_handler_and_a_handler_without_a_tool() {
+        let refund = || {
+            let mut tools = ToolRegistry::new();
+            let schema = json!({"type": "object"});
+            tools
+                .register(ToolSpec::new("issue_refund", "Refund.", ToolMode::Deferred, schema))
+                .expect("registers");
+            Arc::new(tools)
+        };
+        let misspelt = || {
+            Arc::new(SimpleHost::new("billing").handle("issue_refnd", |_tx, _call| {
+                Box::pin(async { Ok("refunded") })
+            }))
+        };
+        let store = Store::open("sqlite::memory:").await.expect("store");
+        let error = Engine::open(store.clone(), refund(), misspelt())
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(
+            error.to_string(),
+            "tool issue_refund has no handler in host billing (handlers: issue_refnd)"
+        );
+        // The other way round: every tool handled, one handler too many.
+        let extra = SimpleHost::new("billing")
+            .handle("issue_refund", |_tx, _call| Box::pin(async { Ok("refunded") }))
+            .handle("issue_refnd", |_tx, _call| Box::pin(async { Ok("refunded") }));
+        let error = Engine::open(store.clone(), refund(), Arc::new(extra))
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(
+            error.to_string(),
+            "host billing has a handler for issue_refnd, which names no tool of the registry (tools: issue_refund)"
+        );
+        // An external tool runs through its own handler, not a transactional one.
+        let external = SimpleHost::new("billing").external("issue_refund", true, Mailer(0.into()));
+        Engine::open(store, refund(), Arc::new(external))
+            .await
+            .expect("an external tool needs no transactional handler");
     }
 }

@@ -81,6 +81,10 @@ impl Host for JournalHost {
             .map(|h| h as &dyn ToolHandler<AnyConnection>)
     }
 
+    fn handled_tools(&self) -> Option<Vec<String>> {
+        Some(self.handlers.iter().map(|h| h.tool.to_owned()).collect())
+    }
+
     fn resolver(&self) -> &dyn CategoryResolver<AnyConnection> {
         &self.resolver
     }
