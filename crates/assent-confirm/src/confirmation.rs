@@ -460,6 +460,53 @@ impl ConfirmationService {
         Ok(written)
     }
 
+    /// [`Self::confirm_item`] at the engine's clock ([`crate::Engine::builder`]). Each
+    /// decision that takes `now` has such a `_now` twin.
+    pub async fn confirm_item_now(&self, item: ItemRef) -> Result<ConfirmOutcome, ConfirmError> {
+        self.confirm_item(item, self.engine.now()).await
+    }
+
+    /// [`Self::edit_and_confirm`] at the engine's clock.
+    pub async fn edit_and_confirm_now(
+        &self,
+        item: ItemRef,
+        new_args: Value,
+    ) -> Result<ConfirmOutcome, ConfirmError> {
+        self.edit_and_confirm(item, new_args, self.engine.now())
+            .await
+    }
+
+    /// [`Self::reject_item`] at the engine's clock.
+    pub async fn reject_item_now(
+        &self,
+        item: ItemRef,
+        reason: Option<String>,
+    ) -> Result<ChangeDecision, ConfirmError> {
+        self.reject_item(item, reason, self.engine.now()).await
+    }
+
+    /// [`Self::defer_item`] at the engine's clock.
+    pub async fn defer_item_now(&self, item: ItemRef) -> Result<ChangeDecision, ConfirmError> {
+        self.defer_item(item, self.engine.now()).await
+    }
+
+    /// [`Self::confirm_all`] at the engine's clock.
+    pub async fn confirm_all_now(
+        &self,
+        change_set_id: Uuid,
+    ) -> Result<ConfirmAllResult, ConfirmError> {
+        self.confirm_all(change_set_id, self.engine.now()).await
+    }
+
+    /// [`Self::dismiss`] at the engine's clock.
+    pub async fn dismiss_now(
+        &self,
+        change_set_id: Uuid,
+        reason: Option<String>,
+    ) -> Result<Vec<ChangeDecision>, ConfirmError> {
+        self.dismiss(change_set_id, reason, self.engine.now()).await
+    }
+
     /// Confirms item `index` of set `change_set_id` and applies it.
     #[tracing::instrument(skip(self), fields(change_set = %item))]
     pub async fn confirm_item(

@@ -158,7 +158,10 @@ pub enum ConfirmError {
     /// A tool of the registry that runs in the database (deferred or immediate, its
     /// effect [`crate::Effect::Transactional`]) has no handler in the host: refused at
     /// [`crate::Engine::open`], before anyone is asked to confirm a call that cannot run.
-    #[error("tool {tool} has no handler in host {host} (handlers: {})", list(handlers))]
+    #[error(
+        "tool {tool} has no handler in host {host} (handlers: {})",
+        list(handlers)
+    )]
     #[non_exhaustive]
     MissingHandler {
         /// The tool.
@@ -170,7 +173,10 @@ pub enum ConfirmError {
     },
     /// The host has a handler for a tool the registry does not have (a misspelt name):
     /// refused at [`crate::Engine::open`].
-    #[error("host {host} has a handler for {handler}, which names no tool of the registry (tools: {})", list(tools))]
+    #[error(
+        "host {host} has a handler for {handler}, which names no tool of the registry (tools: {})",
+        list(tools)
+    )]
     #[non_exhaustive]
     HandlerWithoutTool {
         /// The handler's tool name.

@@ -203,13 +203,20 @@ impl Engine {
         registry: Arc<ToolRegistry>,
         host: Arc<dyn Host>,
     ) -> Result<Self, ConfirmError> {
-        check_handlers(&registry, host.as_ref())?;
-        store.migrate_host(host.name(), host.migrations()).await?;
-        let engine = Self::new(store, registry, host);
-        if engine.host.records_catalog_on_open() {
-            engine.record_catalog(engine.now()).await?;
+        Self::builder(store, registry, host).open().await
+    }
+
+    /// [`Engine::open`] with its clock and id source given first, so that the catalog
+    /// recorded at open already reads the given clock:
+    /// `Engine::builder(store, tools, host).clock(…).ids(…).open().await`.
+    pub fn builder(
+        store: Store,
+        registry: Arc<ToolRegistry>,
+        host: Arc<dyn Host>,
+    ) -> EngineBuilder {
+        EngineBuilder {
+            engine: Self::new(store, registry, host),
         }
-        Ok(engine)
     }
 
     /// The hash of `tool_name`'s definition as [`Engine::record_catalog`] stores it
@@ -290,6 +297,41 @@ impl Engine {
     /// The confirmation service of this engine.
     pub fn confirmations(&self) -> ConfirmationService {
         ConfirmationService::new(self.clone())
+    }
+}
+
+/// An engine about to open: its clock and id source ([`Engine::builder`]).
+#[must_use = "an engine builder does nothing until it opens"]
+pub struct EngineBuilder {
+    engine: Engine,
+}
+
+impl EngineBuilder {
+    /// The engine reads the time from `clock` (the system's by default), from open on.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.engine.inputs.clock = clock;
+        self
+    }
+
+    /// The engine mints its ids from `ids` (random by default).
+    pub fn ids(mut self, ids: Arc<dyn IdSource>) -> Self {
+        self.engine.inputs.ids = ids;
+        self
+    }
+
+    /// Checks the host's handlers against the registry, applies the host's migrations
+    /// and records its catalog at the engine's clock: see [`Engine::open`].
+    pub async fn open(self) -> Result<Engine, ConfirmError> {
+        let engine = self.engine;
+        check_handlers(&engine.registry, engine.host.as_ref())?;
+        engine
+            .store
+            .migrate_host(engine.host.name(), engine.host.migrations())
+            .await?;
+        if engine.host.records_catalog_on_open() {
+            engine.record_catalog(engine.now()).await?;
+        }
+        Ok(engine)
     }
 }
 

@@ -276,7 +276,7 @@ mod tests {
     use super::*;
     use crate::{ConfirmError, Engine, WakeRequest};
     use assent_changeset::parse_tool_calls;
-    use assent_domain::{ChangeItemStatus, OffsetDateTime};
+    use assent_domain::{ChangeItemStatus, OffsetDateTime, Uuid};
     use assent_store::{Store, agents, change_sets};
     use assent_tools::{AgentPolicy, ToolMode, ToolRegistry, ToolSpec};
     use serde_json::json;
@@ -423,8 +423,7 @@ mod tests {
             let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
                 "name": "set_body", "input": {"body": "final"}}]))
             .expect("calls");
-            let mut request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
-            request.change_set_id = engine.new_id();
+            let request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
             let wake = engine.wakes().wake(request, engine.now()).await;
             let set = wake.expect("wake").change_set.expect("a change set");
             let confirmed = engine
@@ -610,7 +609,12 @@ mod tests {
         let mut registry = ToolRegistry::new();
         let schema = json!({"type": "object"});
         registry
-            .register(ToolSpec::new("set_body", "Set.", ToolMode::Deferred, schema))
+            .register(ToolSpec::new(
+                "set_body",
+                "Set.",
+                ToolMode::Deferred,
+                schema,
+            ))
             .expect("registers");
         let registry = Arc::new(registry);
         for _ in 0..2 {
@@ -632,8 +636,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_later_handler_of_a_tool_replaces_the_earlier_one() {
-        let host = notes_host()
-            .handle("set_body", |_, _| Box::pin(async { Ok("Nothing to do.") }));
+        let host = notes_host().handle("set_body", |_, _| Box::pin(async { Ok("Nothing to do.") }));
         let more = notes_host().handle("archive", |_, _| Box::pin(async { Ok("Archived.") }));
         assert!(more.handler("archive").is_some());
         assert!(more.handler("delete").is_none());
@@ -690,14 +693,21 @@ mod tests {
             let mut tools = ToolRegistry::new();
             let schema = json!({"type": "object"});
             tools
-                .register(ToolSpec::new("issue_refund", "Refund.", ToolMode::Deferred, schema))
+                .register(ToolSpec::new(
+                    "issue_refund",
+                    "Refund.",
+                    ToolMode::Deferred,
+                    schema,
+                ))
                 .expect("registers");
             Arc::new(tools)
         };
         let misspelt = || {
-            Arc::new(SimpleHost::new("billing").handle("issue_refnd", |_tx, _call| {
-                Box::pin(async { Ok("refunded") })
-            }))
+            Arc::new(
+                SimpleHost::new("billing").handle("issue_refnd", |_tx, _call| {
+                    Box::pin(async { Ok("refunded") })
+                }),
+            )
         };
         let store = Store::open("sqlite::memory:").await.expect("store");
         let error = Engine::open(store.clone(), refund(), misspelt())
@@ -710,8 +720,12 @@ mod tests {
         );
         // The other way round: every tool handled, one handler too many.
         let extra = SimpleHost::new("billing")
-            .handle("issue_refund", |_tx, _call| Box::pin(async { Ok("refunded") }))
-            .handle("issue_refnd", |_tx, _call| Box::pin(async { Ok("refunded") }));
+            .handle("issue_refund", |_tx, _call| {
+                Box::pin(async { Ok("refunded") })
+            })
+            .handle("issue_refnd", |_tx, _call| {
+                Box::pin(async { Ok("refunded") })
+            });
         let error = Engine::open(store.clone(), refund(), Arc::new(extra))
             .await
             .err()
@@ -725,5 +739,101 @@ mod tests {
         Engine::open(store, refund(), Arc::new(external))
             .await
             .expect("an external tool needs no transactional handler");
+    }
+
+    /// Everything a run writes, read back from the store: sets, decisions, audit
+    /// records and the catalog, with their ids and times.
+    async fn written(store: &Store) -> Vec<Vec<String>> {
+        let mut conn = store.read_connection().await.expect("connection");
+        let mut all = Vec::new();
+        for query in [
+            "SELECT id || ' ' || created_at || ' ' || COALESCE(resolved_at, '-') FROM change_sets ORDER BY created_at, id",
+            "SELECT id || ' ' || change_set_id || ' ' || verdict || ' ' || created_at FROM decisions ORDER BY created_at, id",
+            "SELECT kind || ' ' || operation_id || ' ' || created_at FROM audit_records ORDER BY id",
+            "SELECT tool_name || ' ' || first_seen_at || ' ' || updated_at FROM host_tools ORDER BY tool_name",
+        ] {
+            let rows: Vec<String> = sqlx::query_scalar(query)
+                .fetch_all(conn.connection())
+                .await
+                .expect(query);
+            all.push(rows);
+        }
+        all
+    }
+
+    #[tokio::test]
+    async fn an_engine_built_with_its_clock_and_ids_writes_the_same_rows_twice() {
+        let at = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+        let mut runs = Vec::new();
+        for _ in 0..2 {
+            let mut tools = ToolRegistry::new();
+            let schema = json!({"type": "object", "required": ["body"],
+                "properties": {"body": {"type": "string"}}});
+            tools
+                .register(ToolSpec::new(
+                    "set_body",
+                    "Set.",
+                    ToolMode::Deferred,
+                    schema,
+                ))
+                .expect("registers");
+            let store = Store::open("sqlite::memory:").await.expect("store");
+            // Given at open, nothing replaced afterwards: the catalog is stamped with it.
+            let engine = Engine::builder(
+                store.clone(),
+                Arc::new(tools),
+                Arc::new(with_category(notes_host())),
+            )
+            .clock(Arc::new(crate::FixedClock(at)))
+            .ids(Arc::new(crate::SequentialIds::new(7)))
+            .open()
+            .await
+            .expect("opens");
+            let mut conn = store.read_connection().await.expect("connection");
+            agents::upsert(&mut conn, "scribe", &AgentPolicy::new(["notes"]), at)
+                .await
+                .expect("agent");
+            sqlx::query(SEED).execute(&mut *conn).await.expect("seed");
+            drop(conn);
+            let mut sets = Vec::new();
+            for (run, body) in [("run-1", "final"), ("run-2", "other")] {
+                let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
+                    "name": "set_body", "input": {"body": body}}]))
+                .expect("calls");
+                let request = WakeRequest::new("scribe", Target::new("note", "n1"), run, calls);
+                let wake = engine.wakes().wake_now(request).await.expect("wake");
+                sets.push(wake.change_set.expect("a set").id);
+            }
+            let confirmations = engine.confirmations();
+            confirmations
+                .confirm_item_now(assent_domain::ItemRef::new(sets[0], 0))
+                .await
+                .expect("confirmed");
+            confirmations
+                .reject_item_now(assent_domain::ItemRef::new(sets[1], 0), Some("no".into()))
+                .await
+                .expect("rejected");
+            runs.push(written(&store).await);
+        }
+        assert_eq!(runs[0], runs[1], "the same inputs, the same rows");
+        let stamp = assent_store::timefmt::format(at);
+        let [sets, decisions, records, catalog] = &runs[0][..] else {
+            panic!("four tables")
+        };
+        assert_eq!(sets.len(), 2);
+        assert!(
+            sets[0].starts_with(&Uuid::from_u64_pair(7, 1).to_string()),
+            "{sets:?}"
+        );
+        assert_eq!(decisions.len(), 2, "{decisions:?}");
+        assert!(!records.is_empty());
+        assert_eq!(
+            catalog,
+            &[format!("set_body {stamp} {stamp}")],
+            "stamped at open"
+        );
+        for row in sets.iter().chain(decisions).chain(records) {
+            assert!(row.contains(&stamp), "{row} is at the engine's clock");
+        }
     }
 }

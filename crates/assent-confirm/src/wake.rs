@@ -36,8 +36,9 @@ pub struct WakeRequest {
     pub run_key: String,
     /// The calls, in the order the model made them.
     pub calls: Vec<ToolCall>,
-    /// The id the change set gets if anything is queued.
-    pub change_set_id: Uuid,
+    /// The id the change set gets if anything is queued; `None` (as
+    /// [`WakeRequest::new`] leaves it) for the next id of the engine's [`crate::IdSource`].
+    pub change_set_id: Option<Uuid>,
     /// Tunables of the planner (cap, rejection window, argument size).
     pub planner: PlannerConfig,
     /// Items per change set.
@@ -45,8 +46,8 @@ pub struct WakeRequest {
 }
 
 impl WakeRequest {
-    /// A request with a fresh change-set id, the thread named after the run, and the
-    /// default planner settings and cap.
+    /// A request whose change set (if any) takes the engine's next id, the thread named
+    /// after the run, and the default planner settings and cap.
     pub fn new(
         agent_id: impl Into<String>,
         target: Target,
@@ -60,7 +61,7 @@ impl WakeRequest {
             thread_id: run_key.clone(),
             run_key,
             calls,
-            change_set_id: Uuid::new_v4(),
+            change_set_id: None,
             planner: PlannerConfig::default(),
             max_items: assent_changeset::DEFAULT_MAX_ITEMS_PER_SET,
         }
@@ -96,6 +97,11 @@ impl WakeService {
     /// The service of `engine`.
     pub fn new(engine: Engine) -> Self {
         Self { engine }
+    }
+
+    /// [`Self::wake`] at the engine's clock ([`crate::Engine::builder`]).
+    pub async fn wake_now(&self, request: WakeRequest) -> Result<WakeOutcome, ConfirmError> {
+        self.wake(request, self.engine.now()).await
     }
 
     /// Plans and carries out one wake in a single write transaction: immediate calls
@@ -246,7 +252,8 @@ impl WakeService {
             };
             answers.push((planned.tool_call_id, lines));
         }
-        let mut change_set = builder.build(request.change_set_id, now);
+        let set_id = request.change_set_id.unwrap_or_else(|| engine.new_id());
+        let mut change_set = builder.build(set_id, now);
         if let Some(set) = &mut change_set {
             // The quorum each item needs is fixed now and travels with it, so every
             // device enforces it (it only grows with the settings in force later).

@@ -283,8 +283,11 @@ async fn turn(
     if let Some(session) = &event.session_id {
         request.thread_id = assent_confirm::session_thread(session);
     }
+    // Its set's id is known before the wake, so a hook stopped meanwhile withdraws it.
+    let set_id = engine.new_id();
+    request.change_set_id = Some(set_id);
     if let Ok(mut sets) = queued.lock() {
-        sets.push(request.change_set_id);
+        sets.push(set_id);
     }
     let wake = engine
         .wakes()

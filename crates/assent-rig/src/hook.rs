@@ -145,7 +145,7 @@ impl AssentHook {
         };
         let mut request =
             WakeRequest::new(&self.agent_id, self.target.clone(), run_key, vec![call]);
-        request.change_set_id = set_id;
+        request.change_set_id = Some(set_id);
         let wake = self
             .engine
             .wakes()
