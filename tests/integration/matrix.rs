@@ -310,6 +310,7 @@ async fn confirm(app: &TestApp, set: Uuid, all: bool, when: OffsetDateTime) -> C
             ItemResult::Confirmed(outcome) => Confirmed::Outcome(outcome.execution),
             ItemResult::Failed(error) => Confirmed::Refused(error),
             ItemResult::Skipped(why) => panic!("skipped: {why}"),
+            other => panic!("an unknown result: {other:?}"),
         };
     }
     match person.confirm_item(ItemRef::new(set, 0), when).await {
@@ -583,11 +584,9 @@ mod split_commands {
                     .journal
                     .handler("update_task_priority")
                     .expect("the journal sets priorities");
-                let ran = ToolInvocation {
-                    tool_name: "update_task_priority".into(),
-                    args: json!({"priority": "P0"}),
-                    ..invocation.clone()
-                };
+                let mut ran = invocation.clone();
+                ran.tool_name = "update_task_priority".into();
+                ran.args = json!({"priority": "P0"});
                 priority.execute(ctx, &ran).await
             })
         }

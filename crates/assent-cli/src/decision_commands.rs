@@ -15,11 +15,9 @@ use uuid::Uuid;
 
 /// `assent pending`.
 pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
-    let filter = PendingFilter {
-        target: args.about(),
-        agent_id: args.agent,
-        limit: None,
-    };
+    let mut filter = PendingFilter::all();
+    filter.target = args.about();
+    filter.agent_id = args.agent;
     let records = ctx.engine.set_records(&filter, None).await?;
     let listed: Vec<SetView<'_>> = records
         .iter()

@@ -45,6 +45,7 @@ pub const DEFAULT_EXPIRY_TTL: Duration = Duration::days(7);
 
 /// A successful confirmation.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ConfirmOutcome {
     /// The decision recorded.
     pub decision: ChangeDecision,
@@ -53,6 +54,14 @@ pub struct ConfirmOutcome {
 }
 
 impl ConfirmOutcome {
+    /// The decision recorded and what the executor did.
+    pub fn new(decision: ChangeDecision, execution: ExecutionOutcome) -> Self {
+        Self {
+            decision,
+            execution,
+        }
+    }
+
     /// One line for a person: what happened.
     pub fn message(&self) -> String {
         match &self.execution {
@@ -103,6 +112,7 @@ impl ConfirmOutcome {
 
 /// The result for one item of [`ConfirmationService::confirm_all`].
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ItemResult {
     /// Confirmed now.
     Confirmed(Box<ConfirmOutcome>),
@@ -739,24 +749,25 @@ impl ConfirmationService {
             set.items[index].fingerprint.as_ref(),
             engine.definition_hash(&spec.name).as_deref(),
         );
-        let invocation = ToolInvocation {
-            tool_name: spec.name.clone(),
-            operation_id: OperationId::for_proposal(
-                &set.run_key,
-                &spec.name,
-                &args,
-                &set.target_id,
-                set.id,
-                index,
-            ),
+        let operation_id = OperationId::for_proposal(
+            &set.run_key,
+            &spec.name,
+            &args,
+            &set.target_id,
+            set.id,
+            index,
+        );
+        let invocation = ToolInvocation::new(
+            spec.name.clone(),
             args,
-            run_key: set.run_key.clone(),
-            target: ExecutionTarget {
+            set.run_key.clone(),
+            operation_id,
+            ExecutionTarget {
                 agent_id: set.agent_id.clone(),
                 target,
             },
             now,
-        };
+        );
         let resolver = engine.host.resolver();
         let audits = PlannedAudits::default();
         // The state the re-check read holds the category the policy is checked against
@@ -825,10 +836,10 @@ impl ConfirmationService {
                         batch.deferred_statuses.as_mut(),
                     )
                     .await?;
-                Ok(Attempt::Decided(Box::new(ConfirmOutcome {
-                    decision: decisions.remove(0),
+                Ok(Attempt::Decided(Box::new(ConfirmOutcome::new(
+                    decisions.remove(0),
                     execution,
-                })))
+                ))))
             }
         }
     }
@@ -983,13 +994,13 @@ impl ConfirmationService {
             approval_digest: None,
             shadows: None,
         };
-        Ok(Gathered::Waiting(Box::new(ConfirmOutcome {
-            decision: self.decision(set, index, &verdicts, now),
-            execution: ExecutionOutcome::AwaitingApprovals {
+        Ok(Gathered::Waiting(Box::new(ConfirmOutcome::new(
+            self.decision(set, index, &verdicts, now),
+            ExecutionOutcome::AwaitingApprovals {
                 approvals: count,
                 needed,
             },
-        })))
+        ))))
     }
 
     /// Checks a person's edited arguments against the tool's schema (a tool this
@@ -1195,13 +1206,13 @@ impl ConfirmationService {
             )
             .await?;
         tracing::info!(index, %job_id, host = %external.host, "item approved; its job is queued for its host");
-        Ok(Attempt::Decided(Box::new(ConfirmOutcome {
-            decision: decisions.remove(0),
-            execution: ExecutionOutcome::Queued {
+        Ok(Attempt::Decided(Box::new(ConfirmOutcome::new(
+            decisions.remove(0),
+            ExecutionOutcome::Queued {
                 job_id,
                 host: external.host,
             },
-        })))
+        ))))
     }
 
     /// Confirms item `index` of a held tool (`assent agent hold`) in `conn`'s
@@ -1241,14 +1252,14 @@ impl ConfirmationService {
             shadows: None,
         };
         tracing::info!(index, job = %job.id, not_before = %job.due_at, "item confirmed; held until its window ends");
-        Ok(Attempt::Decided(Box::new(ConfirmOutcome {
-            decision: self.decision(set, index, &verdicts, now),
-            execution: ExecutionOutcome::Scheduled {
+        Ok(Attempt::Decided(Box::new(ConfirmOutcome::new(
+            self.decision(set, index, &verdicts, now),
+            ExecutionOutcome::Scheduled {
                 job_id: job.id,
                 host: served.host,
                 not_before: job.due_at,
             },
-        })))
+        ))))
     }
 
     /// Writes the execution job of queued item `index` (no handler runs here: an

@@ -25,6 +25,7 @@ const REJECTION_LOOKBACK: u32 = assent_store::rejections::LOOKBACK;
 
 /// The tool calls of one wake and who made them.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct WakeRequest {
     /// The agent.
     pub agent_id: String,
@@ -71,6 +72,7 @@ impl WakeRequest {
 /// The reply to one tool call, ready to hand back to the model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ToolResponse {
     /// The model's id of the call.
     pub tool_call_id: String,
@@ -78,13 +80,34 @@ pub struct ToolResponse {
     pub content: String,
 }
 
+impl ToolResponse {
+    /// The reply `content` to the call `tool_call_id`.
+    pub fn new(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            tool_call_id: tool_call_id.into(),
+            content: content.into(),
+        }
+    }
+}
+
 /// What a wake produced.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct WakeOutcome {
     /// The persisted change set, if anything was queued.
     pub change_set: Option<ChangeSet>,
     /// One reply per call, in order.
     pub responses: Vec<ToolResponse>,
+}
+
+impl WakeOutcome {
+    /// A wake's outcome: the set it queued (if any) and one reply per call.
+    pub fn new(change_set: Option<ChangeSet>, responses: Vec<ToolResponse>) -> Self {
+        Self {
+            change_set,
+            responses,
+        }
+    }
 }
 
 /// Runs agent wakes.
@@ -168,11 +191,9 @@ impl WakeService {
             // dropped as this one's.
             let pending = change_sets::pending(
                 tx.connection(),
-                &change_sets::PendingFilter {
-                    target: Some(request.target.clone()),
-                    agent_id: Some(request.agent_id.clone()),
-                    ..Default::default()
-                },
+                &change_sets::PendingFilter::all()
+                    .target(request.target.clone())
+                    .agent(request.agent_id.clone()),
             )
             .await?;
             // Only the rejections the agent's memory keeps (its window, less what a
@@ -277,19 +298,13 @@ impl WakeService {
                     Line::Outside(call) => self.run_outside(&policy, call, now).await?,
                 });
             }
-            responses.push(ToolResponse {
-                tool_call_id,
-                content: said.join("\n"),
-            });
+            responses.push(ToolResponse::new(tool_call_id, said.join("\n")));
         }
         tracing::info!(
             queued = change_set.as_ref().map_or(0, |s| s.items.len()),
             "wake planned"
         );
-        Ok(WakeOutcome {
-            change_set,
-            responses,
-        })
+        Ok(WakeOutcome::new(change_set, responses))
     }
 
     /// Records on each queued item of an external tool which host serves it, so a
@@ -399,17 +414,17 @@ impl WakeService {
                 *occurrence,
             );
             *occurrence += 1;
-            let invocation = ToolInvocation {
-                operation_id,
-                tool_name: tool_name.clone(),
+            let invocation = ToolInvocation::new(
+                tool_name.clone(),
                 args,
-                run_key: request.run_key.clone(),
-                target: ExecutionTarget {
+                request.run_key.clone(),
+                operation_id,
+                ExecutionTarget {
                     agent_id: request.agent_id.clone(),
                     target: request.target.clone(),
                 },
                 now,
-            };
+            );
             let allowed_by = policy.allowed_by_call(
                 spec,
                 Some(CallContext {

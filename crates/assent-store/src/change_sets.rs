@@ -43,6 +43,7 @@ macro_rules! item_columns {
 
 /// Which open sets to list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PendingFilter {
     /// Only sets about this target.
     pub target: Option<Target>,
@@ -50,6 +51,34 @@ pub struct PendingFilter {
     pub agent_id: Option<String>,
     /// At most this many sets (newest first); `None` for all.
     pub limit: Option<u32>,
+}
+
+impl PendingFilter {
+    /// Every open set.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// Only the sets about `target`.
+    #[must_use]
+    pub fn target(mut self, target: Target) -> Self {
+        self.target = Some(target);
+        self
+    }
+
+    /// Only the sets of agent `agent_id`.
+    #[must_use]
+    pub fn agent(mut self, agent_id: impl Into<String>) -> Self {
+        self.agent_id = Some(agent_id.into());
+        self
+    }
+
+    /// At most `limit` sets, newest first.
+    #[must_use]
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
 }
 
 async fn enqueue_set(
