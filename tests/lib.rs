@@ -100,10 +100,10 @@ impl ToolHandler<Connection> for FaultyHandler {
             if fail {
                 match self.fault {
                     Fault::Fail => {
-                        return Err(ToolsError::HandlerFailed {
-                            tool: invocation.tool_name.clone(),
-                            message: "the journal is unavailable".into(),
-                        });
+                        return Err(ToolsError::handler_failed(
+                            &invocation.tool_name,
+                            "the journal is unavailable",
+                        ));
                     }
                     Fault::Panic => panic!("handler bug"),
                 }

@@ -119,11 +119,11 @@ impl<S: Subscriber> Layer<S> for Statements {
 
 fn priority(n: usize) -> ToolCall {
     let arguments = json!({"title": format!("Step {n}")}).to_string();
-    ToolCall {
-        id: format!("call_{n}"),
-        name: "add_checklist_item".into(),
-        arguments: ToolArguments::Text(arguments),
-    }
+    ToolCall::new(
+        format!("call_{n}"),
+        "add_checklist_item",
+        ToolArguments::Text(arguments),
+    )
 }
 
 #[tokio::test]
@@ -188,11 +188,11 @@ async fn a_confirmation_and_a_wake_item_stay_within_their_statements() {
         "scribe",
         Target::new("note", "n1"),
         "run-1",
-        vec![ToolCall {
-            id: "c1".into(),
-            name: "send".into(),
-            arguments: ToolArguments::Text(json!({"body": "hello"}).to_string()),
-        }],
+        vec![ToolCall::new(
+            "c1",
+            "send",
+            ToolArguments::Text(json!({"body": "hello"}).to_string()),
+        )],
     );
     let ran = gateway
         .wakes()

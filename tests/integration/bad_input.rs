@@ -8,11 +8,7 @@ use assent_tests::{NOW, TestApp};
 use serde_json::json;
 
 fn call(name: &str, arguments: &str) -> ToolCall {
-    ToolCall {
-        id: "c1".into(),
-        name: name.into(),
-        arguments: ToolArguments::Text(arguments.into()),
-    }
+    ToolCall::new("c1", name, ToolArguments::Text(arguments.into()))
 }
 
 #[tokio::test]

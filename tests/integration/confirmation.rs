@@ -469,6 +469,7 @@ async fn confirm_all_runs_in_order_and_continues_past_a_failure() {
             ItemResult::Confirmed(_) => "confirmed",
             ItemResult::Failed(_) => "failed",
             ItemResult::Skipped(_) => "skipped",
+            _ => "unknown",
         })
         .collect();
     assert_eq!(shapes, ["confirmed", "failed", "confirmed", "skipped"]);
@@ -662,6 +663,7 @@ async fn confirm_all_is_one_commit_and_each_item_is_atomic_on_its_own() {
             ItemResult::Confirmed(_) => "confirmed",
             ItemResult::Failed(_) => "failed",
             ItemResult::Skipped(_) => "skipped",
+            _ => "unknown",
         })
         .collect();
     assert_eq!(shapes, ["confirmed", "failed", "confirmed"]);

@@ -394,7 +394,7 @@ async fn a_grant_never_widens_the_category_allowlist() {
     assert!(
         matches!(
             call.result,
-            CallResult::Refused(ConfirmError::PolicyDenied(_))
+            CallResult::Refused(ConfirmError::PolicyDenied { .. })
         ),
         "{:?}",
         call.result

@@ -41,17 +41,17 @@ impl Fixture {
         args: Value,
     ) -> ExecutionOutcome {
         let executor = AuditedExecutor::new(self.host.resolver(), &BrokenAudit);
-        let invocation = ToolInvocation {
-            operation_id: OperationId::derive("run-x", tool, &args, &[self.task.as_str()]),
-            tool_name: tool.into(),
-            args,
-            run_key: "run-x".into(),
-            target: ExecutionTarget {
+        let invocation = ToolInvocation::new(
+            tool,
+            args.clone(),
+            "run-x",
+            OperationId::derive("run-x", tool, &args, &[self.task.as_str()]),
+            ExecutionTarget {
                 agent_id: "agent-1".into(),
                 target: assent_journal_host::task_target(&self.task),
             },
-            now: NOW,
-        };
+            NOW,
+        );
         executor
             .execute(
                 tx,

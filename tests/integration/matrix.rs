@@ -310,6 +310,7 @@ async fn confirm(app: &TestApp, set: Uuid, all: bool, when: OffsetDateTime) -> C
             ItemResult::Confirmed(outcome) => Confirmed::Outcome(outcome.execution),
             ItemResult::Failed(error) => Confirmed::Refused(error),
             ItemResult::Skipped(why) => panic!("skipped: {why}"),
+            other => panic!("an unknown result: {other:?}"),
         };
     }
     match person.confirm_item(ItemRef::new(set, 0), when).await {
@@ -417,7 +418,7 @@ async fn row(app: &TestApp, peer: &TestApp, kind: Kind, naming: Naming, path: Pa
                     let shadows = decisions::shadows_of(&mut conn, &decided).await.unwrap();
                     assert!(!shadows.is_empty(), "{here}: a shadow verdict recorded");
                 }
-                (Expect::Refused, Confirmed::Refused(ConfirmError::PolicyDenied(_))) => {
+                (Expect::Refused, Confirmed::Refused(ConfirmError::PolicyDenied { .. })) => {
                     assert_eq!(now.as_deref(), Some("P1"), "{here}");
                 }
                 (Expect::AwaitsSecondPerson, Confirmed::Outcome(outcome)) => {
@@ -583,11 +584,9 @@ mod split_commands {
                     .journal
                     .handler("update_task_priority")
                     .expect("the journal sets priorities");
-                let ran = ToolInvocation {
-                    tool_name: "update_task_priority".into(),
-                    args: json!({"priority": "P0"}),
-                    ..invocation.clone()
-                };
+                let mut ran = invocation.clone();
+                ran.tool_name = "update_task_priority".into();
+                ran.args = json!({"priority": "P0"});
                 priority.execute(ctx, &ran).await
             })
         }
@@ -784,7 +783,10 @@ mod split_commands {
                         assert!(outcome.is_success(), "{here}: {outcome:?}");
                         assert_eq!(now.as_deref(), Some("P0"), "{here}");
                     }
-                    (Expect::Refused, Confirmed::Refused(ConfirmError::PolicyDenied(reason))) => {
+                    (
+                        Expect::Refused,
+                        Confirmed::Refused(ConfirmError::PolicyDenied { reason, .. }),
+                    ) => {
                         // Refused at the run, naming the rule and the part as the wake does.
                         assert!(
                             reason.contains(

@@ -50,7 +50,10 @@ async fn a_target_changed_before_confirmation_refuses_it_and_a_second_confirmati
             .confirm_item(ItemRef::new(set, 0), now())
             .await
             .unwrap_err();
-        assert!(matches!(error, ConfirmError::TargetChanged(_)), "{error}");
+        assert!(
+            matches!(error, ConfirmError::TargetChanged { .. }),
+            "{error}"
+        );
         assert_eq!(
             error.to_string(),
             "target changed since proposed: priority was P1, now P3; review and confirm again"
@@ -149,7 +152,7 @@ async fn confirm_all_confirms_the_fresh_items_and_reports_the_stale_ones() {
         .filter(|item| {
             matches!(
                 item.result,
-                assent_confirm::ItemResult::Failed(ConfirmError::TargetChanged(_))
+                assent_confirm::ItemResult::Failed(ConfirmError::TargetChanged { .. })
             )
         })
         .count();

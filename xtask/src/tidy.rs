@@ -1787,10 +1787,6 @@ const CLOCK_AND_ID_READERS: &[(&str, &str)] = &[
         "ConfirmationRequest::new's correlation id, drawn where the caller builds it",
     ),
     (
-        "crates/assent-confirm/src/wake.rs",
-        "WakeRequest::new's change set id, drawn where the caller builds it",
-    ),
-    (
         "crates/assent-journal-host/src/handlers.rs",
         "the reference host's checklist row ids",
     ),

@@ -126,11 +126,11 @@ async fn wake_writers(
         let target = Target::new("counter", format!("{prefix}{w}"));
         running.spawn(async move {
             for n in 0..wakes {
-                let call = ToolCall {
-                    id: format!("call_{n}"),
-                    name: "bump_now".into(),
-                    arguments: ToolArguments::Text(json!({ "n": n }).to_string()),
-                };
+                let call = ToolCall::new(
+                    format!("call_{n}"),
+                    "bump_now",
+                    ToolArguments::Text(json!({ "n": n }).to_string()),
+                );
                 let run = format!("wake-{w}-{n}");
                 let request = WakeRequest::new(AGENT, target.clone(), run, vec![call]);
                 service.wake(request, now).await?;
@@ -210,10 +210,12 @@ async fn measure(url: &str, items: usize) -> anyhow::Result<PostgresResult> {
             let id = format!("c-{writers}-{w}");
             counter(&mut conn, &id).await?;
             let calls = (0..items)
-                .map(|n| ToolCall {
-                    id: format!("call_{n}"),
-                    name: "bump".into(),
-                    arguments: ToolArguments::Text(json!({ "n": n }).to_string()),
+                .map(|n| {
+                    ToolCall::new(
+                        format!("call_{n}"),
+                        "bump",
+                        ToolArguments::Text(json!({ "n": n }).to_string()),
+                    )
                 })
                 .collect();
             let request = WakeRequest::new(

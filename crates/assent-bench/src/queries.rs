@@ -111,10 +111,7 @@ pub async fn measure(
     for n in 0..warmup + samples {
         let target = assent_journal_host::task_target(dataset::task_id(picks.next(scale.tasks())));
         let agent = dataset::agent_id(picks.next(AGENTS));
-        let filter = PendingFilter {
-            target: Some(target.clone()),
-            ..PendingFilter::default()
-        };
+        let filter = PendingFilter::all().target(target.clone());
 
         let start = Instant::now();
         let sets = change_sets::pending(&mut conn, &filter).await?;

@@ -459,11 +459,11 @@ async fn confirm_applied(engine: &Engine, set: Uuid, index: usize) -> anyhow::Re
 async fn queue(db: &Db, engine: &Engine, set: usize) -> anyhow::Result<Vec<(Uuid, usize)>> {
     let task = db.task().await?;
     let items: Vec<_> = titles(set).iter().map(|t| json!({ "title": t })).collect();
-    let call = ToolCall {
-        id: "call_0".into(),
-        name: tool::ADD_MULTIPLE_CHECKLIST_ITEMS.into(),
-        arguments: ToolArguments::Text(json!({ "items": items }).to_string()),
-    };
+    let call = ToolCall::new(
+        "call_0",
+        tool::ADD_MULTIPLE_CHECKLIST_ITEMS,
+        ToolArguments::Text(json!({ "items": items }).to_string()),
+    );
     let outcome = engine
         .wakes()
         .wake(

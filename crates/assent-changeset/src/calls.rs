@@ -5,6 +5,7 @@ use serde_json::Value;
 
 /// The arguments as the model sent them.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ToolArguments {
     /// OpenAI Chat and Responses (and LangChain's invalid calls): a string that should
     /// hold a JSON object.
@@ -15,6 +16,7 @@ pub enum ToolArguments {
 
 /// One tool call of a wake.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ToolCall {
     /// The model's id for the call; the reply carries it back.
     pub id: String,
@@ -22,6 +24,17 @@ pub struct ToolCall {
     pub name: String,
     /// Its arguments, unparsed.
     pub arguments: ToolArguments,
+}
+
+impl ToolCall {
+    /// The call `id` of tool `name` with its `arguments` as the model sent them.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: ToolArguments) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+        }
+    }
 }
 
 /// Reads the tool calls of a wake in whichever dialect the document's shape shows

@@ -103,6 +103,8 @@ fn verdict_line(decision: &ChangeDecision) -> String {
         },
         (Verdict::Deferred, _) => format!("- ⏸ {subject} — deferred"),
         (Verdict::Retracted, _) => format!("- ↺ {subject} — retracted"),
+        // A verdict this build does not know: named as recorded, never as confirmed.
+        (other, _) => format!("- ? {subject} — {other}"),
     }
 }
 

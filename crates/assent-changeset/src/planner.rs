@@ -405,7 +405,7 @@ impl<'a> WakePlanner<'a> {
 
 fn problems(error: &ToolsError) -> String {
     match error {
-        ToolsError::InvalidArgs { problems, .. } => problems.join("; "),
+        ToolsError::InvalidArgs { problems, .. } => assent_tools::ArgProblem::join(problems),
         other => other.to_string(),
     }
 }

@@ -15,11 +15,9 @@ use uuid::Uuid;
 
 /// `assent pending`.
 pub async fn pending(ctx: &Ctx, args: PendingArgs) -> Result<Output, CliError> {
-    let filter = PendingFilter {
-        target: args.about(),
-        agent_id: args.agent,
-        limit: None,
-    };
+    let mut filter = PendingFilter::all();
+    filter.target = args.about();
+    filter.agent_id = args.agent;
     let records = ctx.engine.set_records(&filter, None).await?;
     let listed: Vec<SetView<'_>> = records
         .iter()
@@ -172,7 +170,7 @@ pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
                 // Only stale targets: exit 4 as for one item, so a script refreshes.
                 let all_stale = failures
                     .iter()
-                    .all(|error| matches!(error, ConfirmError::TargetChanged(_)));
+                    .all(|error| matches!(error, ConfirmError::TargetChanged { .. }));
                 output.failure = Some(if all_stale {
                     CliError::Stale(format!(
                         "{message}: the target changed since proposed; review and confirm again"

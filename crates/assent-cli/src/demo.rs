@@ -66,6 +66,7 @@ fn calls_listing(calls: &[ToolCall]) -> String {
             let args = match &c.arguments {
                 ToolArguments::Text(text) => text.clone(),
                 ToolArguments::Value(v) => v.to_string(),
+                other => format!("{other:?}"),
             };
             format!("{}  {:<width$}  {args}", c.id, c.name)
         })

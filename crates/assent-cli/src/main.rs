@@ -107,7 +107,7 @@ fn chain(error: &anyhow::Error) -> String {
 
 impl From<ConfirmError> for CliError {
     fn from(error: ConfirmError) -> Self {
-        if let ConfirmError::TargetChanged(detail) = &error {
+        if let ConfirmError::TargetChanged { detail, .. } = &error {
             return Self::Stale(detail.clone());
         }
         if let ConfirmError::InvalidRule(_)

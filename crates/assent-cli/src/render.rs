@@ -766,6 +766,8 @@ fn mark(verdict: Verdict, edited: bool) -> &'static str {
         Verdict::Rejected => "✗",
         Verdict::Deferred => "⏸",
         Verdict::Retracted => "↺",
+        // A verdict this build has no mark for: never shown as confirmed.
+        _ => "?",
     }
 }
 
@@ -842,6 +844,12 @@ pub fn confirm_all(result: &ConfirmAllResult) -> String {
                     one_line(&visible(&item.summary))
                 )
             }
+            // An outcome this build does not know: never shown as confirmed.
+            other => format!(
+                "! [{}] {} — {other:?}",
+                item.index,
+                one_line(&visible(&item.summary))
+            ),
         })
         .collect::<Vec<_>>()
         .join("\n")

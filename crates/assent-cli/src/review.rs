@@ -433,11 +433,8 @@ impl Session<'_> {
                     .collect());
             }
         };
-        let filter = PendingFilter {
-            target: None,
-            agent_id: self.agent.clone(),
-            limit: None,
-        };
+        let mut filter = PendingFilter::all();
+        filter.agent_id = self.agent.clone();
         let mut records = ctx.engine.set_records(&filter, None).await?;
         records.reverse();
         Ok(records

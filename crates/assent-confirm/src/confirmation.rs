@@ -27,8 +27,8 @@ use assent_store::{
     Backend, Connection, agents, approvals, change_sets, host_tools, jobs, mcp_sessions, waits,
 };
 use assent_tools::{
-    AgentPolicy, CallContext, Coverage, ExecutionTarget, PastOutcome, PolicyDecision, RuleAction,
-    TargetFrom, ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
+    AgentPolicy, ArgProblem, CallContext, Coverage, ExecutionTarget, PastOutcome, PolicyDecision,
+    RuleAction, TargetFrom, ToolInvocation, ToolMode, ToolRegistry, ToolSpec, ToolsError,
 };
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
@@ -47,6 +47,7 @@ pub const DEFAULT_EXPIRY_TTL: Duration = Duration::days(7);
 
 /// A successful confirmation.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ConfirmOutcome {
     /// The decision recorded.
     pub decision: ChangeDecision,
@@ -55,6 +56,14 @@ pub struct ConfirmOutcome {
 }
 
 impl ConfirmOutcome {
+    /// The decision recorded and what the executor did.
+    pub fn new(decision: ChangeDecision, execution: ExecutionOutcome) -> Self {
+        Self {
+            decision,
+            execution,
+        }
+    }
+
     /// One line for a person: what happened.
     pub fn message(&self) -> String {
         match &self.execution {
@@ -105,6 +114,7 @@ impl ConfirmOutcome {
 
 /// The result for one item of [`ConfirmationService::confirm_all`].
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ItemResult {
     /// Confirmed now.
     Confirmed(Box<ConfirmOutcome>),
@@ -514,6 +524,53 @@ impl ConfirmationService {
         })
     }
 
+    /// [`Self::confirm_item`] at the engine's clock ([`crate::Engine::builder`]). Each
+    /// decision that takes `now` has such a `_now` twin.
+    pub async fn confirm_item_now(&self, item: ItemRef) -> Result<ConfirmOutcome, ConfirmError> {
+        self.confirm_item(item, self.engine.now()).await
+    }
+
+    /// [`Self::edit_and_confirm`] at the engine's clock.
+    pub async fn edit_and_confirm_now(
+        &self,
+        item: ItemRef,
+        new_args: Value,
+    ) -> Result<ConfirmOutcome, ConfirmError> {
+        self.edit_and_confirm(item, new_args, self.engine.now())
+            .await
+    }
+
+    /// [`Self::reject_item`] at the engine's clock.
+    pub async fn reject_item_now(
+        &self,
+        item: ItemRef,
+        reason: Option<String>,
+    ) -> Result<ChangeDecision, ConfirmError> {
+        self.reject_item(item, reason, self.engine.now()).await
+    }
+
+    /// [`Self::defer_item`] at the engine's clock.
+    pub async fn defer_item_now(&self, item: ItemRef) -> Result<ChangeDecision, ConfirmError> {
+        self.defer_item(item, self.engine.now()).await
+    }
+
+    /// [`Self::confirm_all`] at the engine's clock.
+    pub async fn confirm_all_now(
+        &self,
+        change_set_id: Uuid,
+    ) -> Result<ConfirmAllResult, ConfirmError> {
+        self.confirm_all(change_set_id, self.engine.now()).await
+    }
+
+    /// [`Self::dismiss`] at the engine's clock.
+    pub async fn dismiss_now(
+        &self,
+        change_set_id: Uuid,
+        reason: Option<String>,
+    ) -> Result<Vec<ChangeDecision>, ConfirmError> {
+        self.dismiss(change_set_id, reason, self.engine.now()).await
+    }
+
     /// Confirms item `index` of set `change_set_id` and applies it.
     ///
     /// ```
@@ -864,7 +921,10 @@ impl ConfirmationService {
             {
                 let reason = reply::denial(&reason);
                 tracing::info!(index, %reason, "policy refused the confirmation before it counted");
-                return Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)));
+                return Ok(Attempt::Refused(ConfirmError::PolicyDenied {
+                    tool: spec.name.clone(),
+                    reason,
+                }));
             }
         }
         let Met {
@@ -897,24 +957,25 @@ impl ConfirmationService {
             set.items[index].fingerprint.as_ref(),
             engine.definition_hash(&spec.name).as_deref(),
         );
-        let invocation = ToolInvocation {
-            tool_name: spec.name.clone(),
-            operation_id: OperationId::for_proposal(
-                &set.run_key,
-                &spec.name,
-                &args,
-                &set.target_id,
-                set.id,
-                index,
-            ),
+        let operation_id = OperationId::for_proposal(
+            &set.run_key,
+            &spec.name,
+            &args,
+            &set.target_id,
+            set.id,
+            index,
+        );
+        let invocation = ToolInvocation::new(
+            spec.name.clone(),
             args,
-            run_key: set.run_key.clone(),
-            target: ExecutionTarget {
+            set.run_key.clone(),
+            operation_id,
+            ExecutionTarget {
                 agent_id: set.agent_id.clone(),
                 target,
             },
             now,
-        };
+        );
         let resolver = engine.host.resolver();
         let audits = PlannedAudits::default();
         // The state the re-check read holds the category the policy is checked against
@@ -924,7 +985,7 @@ impl ConfirmationService {
         // Nothing of this attempt is written yet (a stale refresh, a hold, an approval
         // short of the quorum and a queued item all returned above; a met quorum's
         // approval is recorded below): a failed handler is undone with its scope.
-        let execution = executor
+        let (execution, own_error) = executor
             .execute_in_clean_scope(
                 tx.connection(),
                 ExecutionRequest {
@@ -948,12 +1009,18 @@ impl ConfirmationService {
         match execution {
             // Keep the audited denial; the item stays pending.
             ExecutionOutcome::Denied { reason } => {
-                Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)))
+                Ok(Attempt::Refused(ConfirmError::PolicyDenied {
+                    tool: spec.name.clone(),
+                    reason,
+                }))
             }
             ExecutionOutcome::Failed { error } => {
+                // No handler ran (none is registered): the text is all there is.
+                let source = own_error.unwrap_or_else(|| error.clone().into());
                 Ok(Attempt::Undone(ConfirmError::HandlerFailed {
                     tool: spec.name.clone(),
                     error,
+                    source,
                 }))
             }
             execution => {
@@ -979,10 +1046,10 @@ impl ConfirmationService {
                         batch.deferred_statuses.as_mut(),
                     )
                     .await?;
-                Ok(Attempt::Decided(Box::new(ConfirmOutcome {
-                    decision: decisions.remove(0),
+                Ok(Attempt::Decided(Box::new(ConfirmOutcome::new(
+                    decisions.remove(0),
                     execution,
-                })))
+                ))))
             }
         }
     }
@@ -1012,7 +1079,11 @@ impl ConfirmationService {
         stored.stale_detail = Some(stale.detail.clone());
         stored.revision += 1;
         tracing::info!(index, detail = %stale.detail, "target changed since proposed: refused");
-        Ok(Attempt::Refused(ConfirmError::TargetChanged(stale.detail)))
+        Ok(Attempt::Refused(ConfirmError::TargetChanged {
+            item: ItemRef::new(set.id, index),
+            revision: stored.revision,
+            detail: stale.detail,
+        }))
     }
 
     /// Why nothing would ever run a confirmation of a queued call of tool `tool` in
@@ -1130,13 +1201,13 @@ impl ConfirmationService {
             edited_args: (approval.args != item.args).then(|| approval.args.clone()),
             ..Verdicts::plain(Verdict::Confirmed, None)
         };
-        Ok(Gathered::Waiting(Box::new(ConfirmOutcome {
-            decision: self.decision(set, index, &verdicts, now),
-            execution: ExecutionOutcome::AwaitingApprovals {
+        Ok(Gathered::Waiting(Box::new(ConfirmOutcome::new(
+            self.decision(set, index, &verdicts, now),
+            ExecutionOutcome::AwaitingApprovals {
                 approvals: count,
                 needed,
             },
-        })))
+        ))))
     }
 
     /// Checks a person's edited arguments against the tool's schema (a tool this
@@ -1146,14 +1217,13 @@ impl ConfirmationService {
             .registry
             .validate_args(tool_name, args)
             .map_err(|e| match e {
-                ToolsError::InvalidArgs { tool, problems } => ConfirmError::InvalidArgs {
-                    tool,
-                    problems: problems.join("; "),
-                },
+                ToolsError::InvalidArgs { tool, problems } => {
+                    ConfirmError::InvalidArgs { tool, problems }
+                }
                 ToolsError::UnknownTool { name } => ConfirmError::UnknownTool(name),
                 other => ConfirmError::InvalidArgs {
                     tool: tool_name.to_owned(),
-                    problems: other.to_string(),
+                    problems: vec![ArgProblem::general(other.to_string())],
                 },
             })
     }
@@ -1187,27 +1257,27 @@ impl ConfirmationService {
             };
             return Err(ConfirmError::InvalidArgs {
                 tool: tool_name.to_owned(),
-                problems: format!(
+                problems: vec![ArgProblem::general(format!(
                     "{why}, so an edit cannot be checked; confirm it as proposed or reject it"
-                ),
+                ))],
             });
         };
         let mut registry = ToolRegistry::new();
         let spec = ToolSpec::new(tool_name, "", ToolMode::Deferred, tool.input_schema);
-        let invalid = |problems: String| ConfirmError::InvalidArgs {
+        let invalid = |problems: Vec<ArgProblem>| ConfirmError::InvalidArgs {
             tool: tool_name.to_owned(),
             problems,
         };
         registry.register(spec).map_err(|e| {
-            invalid(format!(
+            invalid(vec![ArgProblem::general(format!(
                 "the input schema {host} recorded for it does not compile: {e}"
-            ))
+            ))])
         })?;
         registry
             .validate_args(tool_name, args)
             .map_err(|e| match e {
-                ToolsError::InvalidArgs { problems, .. } => invalid(problems.join("; ")),
-                other => invalid(other.to_string()),
+                ToolsError::InvalidArgs { problems, .. } => invalid(problems),
+                other => invalid(vec![ArgProblem::general(other.to_string())]),
             })?;
         Ok(crate::catalog::target_from(&tool.definition))
     }
@@ -1268,7 +1338,10 @@ impl ConfirmationService {
                 // The rule and the part it found, as the agent would be told.
                 let reason = reply::denial(&policy.denial(tool_name, Some(call)));
                 tracing::info!(index, %reason, "policy refused the confirmation before it counted");
-                return Ok(Attempt::Refused(ConfirmError::PolicyDenied(reason)));
+                return Ok(Attempt::Refused(ConfirmError::PolicyDenied {
+                    tool: tool_name.to_owned(),
+                    reason,
+                }));
             }
             // A target that changed since the proposal (a file edited meanwhile): the
             // item is refreshed with what it holds now, for a new review.
@@ -1358,13 +1431,13 @@ impl ConfirmationService {
             )
             .await?;
         tracing::info!(index, %job_id, host = %external.host, "item approved; its job is queued for its host");
-        Ok(Attempt::Decided(Box::new(ConfirmOutcome {
-            decision: decisions.remove(0),
-            execution: ExecutionOutcome::Queued {
+        Ok(Attempt::Decided(Box::new(ConfirmOutcome::new(
+            decisions.remove(0),
+            ExecutionOutcome::Queued {
                 job_id,
                 host: external.host,
             },
-        })))
+        ))))
     }
 
     /// Confirms item `index` of a held tool (`assent agent hold`) in `conn`'s
@@ -1402,14 +1475,14 @@ impl ConfirmationService {
             ..Verdicts::plain(Verdict::Confirmed, None)
         };
         tracing::info!(index, job = %job.id, not_before = %job.due_at, "item confirmed; held until its window ends");
-        Ok(Attempt::Decided(Box::new(ConfirmOutcome {
-            decision: self.decision(set, index, &verdicts, now),
-            execution: ExecutionOutcome::Scheduled {
+        Ok(Attempt::Decided(Box::new(ConfirmOutcome::new(
+            self.decision(set, index, &verdicts, now),
+            ExecutionOutcome::Scheduled {
                 job_id: job.id,
                 host: served.host,
                 not_before: job.due_at,
             },
-        })))
+        ))))
     }
 
     /// Writes the execution job of queued item `index` (no handler runs here: an

@@ -1,7 +1,8 @@
 //! The one error type of the engine services.
 
-use assent_domain::DomainError;
+use assent_domain::{DomainError, ItemRef};
 use assent_store::StoreError;
+use assent_tools::{ArgProblem, HandlerError};
 use uuid::Uuid;
 
 /// Why a wake or a decision was refused. Nothing was changed, except that policy
@@ -38,23 +39,36 @@ pub enum ConfirmError {
     #[error("invalid reason: {0}")]
     InvalidReason(String),
     /// Edited arguments do not satisfy the tool's schema.
-    #[error("invalid arguments for {tool}: {problems}")]
+    #[error("invalid arguments for {tool}: {}", ArgProblem::join(problems))]
+    #[non_exhaustive]
     InvalidArgs {
         /// The tool.
         tool: String,
-        /// The violations.
-        problems: String,
+        /// The violations, each naming its argument (a JSON pointer) when it has one.
+        problems: Vec<ArgProblem>,
     },
     /// The policy refused to run the tool (audited).
-    #[error("{}", assent_changeset::reply::denied_at_run(.0))]
-    PolicyDenied(String),
-    /// The handler failed; the item stays pending and can be retried (audited).
+    #[error("{}", assent_changeset::reply::denied_at_run(reason))]
+    #[non_exhaustive]
+    PolicyDenied {
+        /// The tool refused.
+        tool: String,
+        /// Why, as the rule says it (`rule deny issue_*`).
+        reason: String,
+    },
+    /// The handler failed; the item stays pending and can be retried (audited). Its
+    /// own error is the [`std::error::Error::source`]: `downcast_ref::<MyError>()`
+    /// tells a service's refusal (a 422) from a database failure (a 500).
     #[error("{tool} failed: {error}; the item is still pending")]
+    #[non_exhaustive]
     HandlerFailed {
         /// The tool.
         tool: String,
-        /// What went wrong.
+        /// What went wrong, as text.
         error: String,
+        /// The handler's own error, as it returned it (its `ToolsError` when it gave
+        /// no other, the panic's text when it panicked).
+        source: HandlerError,
     },
     /// No agent with this id.
     #[error("unknown agent {0:?} (create it first)")]
@@ -111,8 +125,16 @@ pub enum ConfirmError {
     /// The fields the item touches changed since it was proposed: nothing ran, and the
     /// item (still open) now shows the target as it is; confirming it again applies to
     /// that. The text is `target changed since proposed: …; review and confirm again`.
-    #[error("{0}")]
-    TargetChanged(String),
+    #[error("{detail}")]
+    #[non_exhaustive]
+    TargetChanged {
+        /// The item refreshed.
+        item: ItemRef,
+        /// Its new revision: a confirmation bound to it applies to the target as it is.
+        revision: u32,
+        /// The line a person reads.
+        detail: String,
+    },
     /// An applied item whose tool declares no compensation (or none that what was
     /// recorded allows) cannot be undone through Assent.
     #[error("{0}")]
@@ -151,6 +173,37 @@ pub enum ConfirmError {
         /// The target the edited arguments name (empty id when they name none).
         edited: assent_domain::Target,
     },
+    /// A tool of the registry that runs in the database (deferred or immediate, its
+    /// effect [`crate::Effect::Transactional`]) has no handler in the host: refused at
+    /// [`crate::Engine::open`], before anyone is asked to confirm a call that cannot run.
+    #[error(
+        "tool {tool} has no handler in host {host} (handlers: {})",
+        list(handlers)
+    )]
+    #[non_exhaustive]
+    MissingHandler {
+        /// The tool.
+        tool: String,
+        /// The host.
+        host: String,
+        /// The tools the host has handlers for.
+        handlers: Vec<String>,
+    },
+    /// The host has a handler for a tool the registry does not have (a misspelt name):
+    /// refused at [`crate::Engine::open`].
+    #[error(
+        "host {host} has a handler for {handler}, which names no tool of the registry (tools: {})",
+        list(tools)
+    )]
+    #[non_exhaustive]
+    HandlerWithoutTool {
+        /// The handler's tool name.
+        handler: String,
+        /// The host.
+        host: String,
+        /// The tools of the registry.
+        tools: Vec<String>,
+    },
     /// No remembered rejection has this id (or id prefix): nothing was forgotten.
     #[error(
         "no remembered rejection {0:?} (`assent rejections` lists them; an id, or its first 8 or more hex digits)"
@@ -166,6 +219,15 @@ pub enum ConfirmError {
         /// What the host's hook returned.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+/// Names for a message, `none` for no name.
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
 }
 
 /// Which state refused a request ([`ConfirmError::Conflict`]), so that a caller tells
@@ -267,6 +329,28 @@ impl ConfirmError {
         matches!(self, Self::Conflict { .. })
     }
 
+    /// Whether no write could start in time because other writers held the database
+    /// ([`StoreError::WriterBusy`], here or anywhere down the chain of sources, a
+    /// handler's own included): worth retrying later (a 503, not a 500).
+    pub fn is_busy(&self) -> bool {
+        if let Self::Store(StoreError::WriterBusy(_)) = self {
+            return true;
+        }
+        let mut next = std::error::Error::source(self);
+        while let Some(error) = next {
+            if let Some(StoreError::WriterBusy(_)) = error.downcast_ref::<StoreError>() {
+                return true;
+            }
+            if let Some(inner) = error.downcast_ref::<ConfirmError>()
+                && inner.is_busy()
+            {
+                return true;
+            }
+            next = error.source();
+        }
+        false
+    }
+
     /// Which state refused it, when this is a conflict.
     pub fn conflict_kind(&self) -> Option<ConflictKind> {
         match self {
@@ -347,6 +431,26 @@ mod tests {
         assert_eq!(ConflictKind::NotFailed.as_str(), "notFailed");
         let other = ConfirmError::UnknownTool("t".into());
         assert_eq!((other.is_conflict(), other.conflict_kind()), (false, None));
+    }
+
+    #[test]
+    fn busy_is_found_however_the_writer_busy_error_is_wrapped() {
+        let busy = || StoreError::WriterBusy(std::time::Duration::from_secs(5));
+        assert!(ConfirmError::from(busy()).is_busy());
+        let in_handler = ConfirmError::HandlerFailed {
+            tool: "refund".into(),
+            error: "refund failed: busy".into(),
+            source: Box::new(busy()),
+        };
+        assert!(in_handler.is_busy());
+        let deeper = ConfirmError::HandlerFailed {
+            tool: "refund".into(),
+            error: "refund failed: busy".into(),
+            source: Box::new(assent_tools::ToolsError::handler_failed("refund", busy())),
+        };
+        assert!(deeper.is_busy());
+        assert!(!ConfirmError::from(StoreError::GroupCommitFailed("x".into())).is_busy());
+        assert!(!ConfirmError::UnknownTool("t".into()).is_busy());
     }
 
     #[test]

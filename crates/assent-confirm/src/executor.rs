@@ -16,6 +16,7 @@ use assent_tools::{
     AgentPolicy, AuditKind, AuditRecord, AuditSink, CallContext, CategoryResolver, RuleAction,
     TargetCategory, ToolHandler, ToolInvocation, ToolOutcome, ToolSpec,
 };
+use assent_tools::{HandlerError, ToolsError};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -143,10 +144,30 @@ async fn run_handler(
     conn: &mut Connection,
     invocation: &ToolInvocation,
 ) -> Result<ToolOutcome, String> {
+    run_handler_keeping_error(handler, conn, invocation)
+        .await
+        .map_err(|(text, _)| text)
+}
+
+/// [`run_handler`], keeping the handler's own error beside its text: the one its
+/// [`ToolsError::HandlerFailed`] carries, else the handler's `ToolsError` itself (a
+/// panic's text for a panic).
+async fn run_handler_keeping_error(
+    handler: &dyn ToolHandler<Connection>,
+    conn: &mut Connection,
+    invocation: &ToolInvocation,
+) -> Result<ToolOutcome, (String, HandlerError)> {
     match CatchUnwind(handler.execute(conn, invocation)).await {
         Ok(Ok(outcome)) => Ok(outcome),
-        Ok(Err(error)) => Err(error.to_string()),
-        Err(panic) => Err(panic),
+        Ok(Err(error)) => {
+            let text = error.to_string();
+            let own = match error {
+                ToolsError::HandlerFailed { source, .. } => source,
+                other => Box::new(other),
+            };
+            Err((text, own))
+        }
+        Err(panic) => Err((panic.clone(), panic.into())),
     }
 }
 
@@ -331,20 +352,27 @@ impl<'h> AuditedExecutor<'h> {
         skip_all,
         fields(tool = %req.invocation.tool_name, operation_id = %req.invocation.operation_id, target = %req.invocation.target.target)
     )]
+    ///
+    /// On a failure the handler's own error comes back beside the outcome (`None` when
+    /// no handler ran).
     pub(crate) async fn execute_in_clean_scope(
         &self,
         conn: &mut Connection,
         req: ExecutionRequest<'_>,
-    ) -> Result<ExecutionOutcome, StoreError> {
+    ) -> Result<(ExecutionOutcome, Option<HandlerError>), StoreError> {
         let handler = match self.admit(conn, &req, Intent::Before).await? {
-            Admission::Settled(outcome) => return Ok(outcome),
+            Admission::Settled(outcome) => return Ok((outcome, None)),
             Admission::Run(handler) => handler,
         };
-        let result = run_handler(handler, conn, &req.invocation).await;
-        if result.is_err() {
-            tracing::warn!("handler failed; its caller rolls its writes back");
-        }
-        self.conclude(conn, &req, result, Intent::Before).await
+        let (result, own) = match run_handler_keeping_error(handler, conn, &req.invocation).await {
+            Ok(outcome) => (Ok(outcome), None),
+            Err((text, own)) => {
+                tracing::warn!("handler failed; its caller rolls its writes back");
+                (Err(text), Some(own))
+            }
+        };
+        let outcome = self.conclude(conn, &req, result, Intent::Before).await?;
+        Ok((outcome, own))
     }
 
     /// Everything before the call, in `conn`'s transaction: the policy (a denial is

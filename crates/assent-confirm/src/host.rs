@@ -177,6 +177,15 @@ pub trait Host: Send + Sync {
     /// The handler of a (singular) tool, if the host has one.
     fn handler(&self, tool_name: &str) -> Option<&dyn ToolHandler<Connection>>;
 
+    /// The tools [`Host::handler`] answers for, when the host's set is fixed: then
+    /// [`crate::Engine::open`] refuses a transactional tool of the registry with no
+    /// handler, and a handler no tool of the registry names (a misspelt name caught at
+    /// start, not when a person's confirmation fails). Default `None`: the host cannot
+    /// tell (its tools come and go, as an MCP server's), and nothing is checked.
+    fn handled_tools(&self) -> Option<Vec<String>> {
+        None
+    }
+
     /// Category and vector clock of targets.
     fn resolver(&self) -> &dyn CategoryResolver<Connection>;
 

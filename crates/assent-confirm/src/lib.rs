@@ -207,12 +207,20 @@ impl Engine {
         registry: Arc<ToolRegistry>,
         host: Arc<dyn Host>,
     ) -> Result<Self, ConfirmError> {
-        store.migrate_host(host.name(), host.migrations()).await?;
-        let engine = Self::new(store, registry, host);
-        if engine.host.records_catalog_on_open() {
-            engine.record_catalog(engine.now()).await?;
+        Self::builder(store, registry, host).open().await
+    }
+
+    /// [`Engine::open`] with its clock and id source given first, so that the catalog
+    /// recorded at open already reads the given clock:
+    /// `Engine::builder(store, tools, host).clock(…).ids(…).open().await`.
+    pub fn builder(
+        store: Store,
+        registry: Arc<ToolRegistry>,
+        host: Arc<dyn Host>,
+    ) -> EngineBuilder {
+        EngineBuilder {
+            engine: Self::new(store, registry, host),
         }
-        Ok(engine)
     }
 
     /// The hash of `tool_name`'s definition as [`Engine::record_catalog`] stores it
@@ -294,6 +302,80 @@ impl Engine {
     pub fn confirmations(&self) -> ConfirmationService {
         ConfirmationService::new(self.clone())
     }
+}
+
+/// An engine about to open: its clock and id source ([`Engine::builder`]).
+#[must_use = "an engine builder does nothing until it opens"]
+pub struct EngineBuilder {
+    engine: Engine,
+}
+
+impl EngineBuilder {
+    /// The engine reads the time from `clock` (the system's by default), from open on.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.engine.inputs.clock = clock;
+        self
+    }
+
+    /// The engine mints its ids from `ids` (random by default).
+    pub fn ids(mut self, ids: Arc<dyn IdSource>) -> Self {
+        self.engine.inputs.ids = ids;
+        self
+    }
+
+    /// Checks the host's handlers against the registry, applies the host's migrations
+    /// and records its catalog at the engine's clock: see [`Engine::open`].
+    pub async fn open(self) -> Result<Engine, ConfirmError> {
+        let engine = self.engine;
+        check_handlers(&engine.registry, engine.host.as_ref())?;
+        engine
+            .store
+            .migrate_host(engine.host.name(), engine.host.migrations())
+            .await?;
+        if engine.host.records_catalog_on_open() {
+            engine.record_catalog(engine.now()).await?;
+        }
+        Ok(engine)
+    }
+}
+
+/// Refuses a registry and a host that do not fit (see [`Host::handled_tools`]): a
+/// transactional tool without a handler, a handler without a tool.
+fn check_handlers(registry: &ToolRegistry, host: &dyn Host) -> Result<(), ConfirmError> {
+    let Some(mut handlers) = host.handled_tools() else {
+        return Ok(());
+    };
+    handlers.sort();
+    let needs_handler = |spec: &&assent_tools::ToolSpec| {
+        matches!(
+            spec.mode,
+            assent_tools::ToolMode::Deferred
+                | assent_tools::ToolMode::Immediate
+                | assent_tools::ToolMode::Review
+        ) && spec.batch.is_none()
+            && host.effect(&spec.name) == Effect::Transactional
+    };
+    if let Some(spec) = registry
+        .iter()
+        .filter(needs_handler)
+        .find(|spec| !handlers.contains(&spec.name))
+    {
+        return Err(ConfirmError::MissingHandler {
+            tool: spec.name.clone(),
+            host: host.name().to_owned(),
+            handlers,
+        });
+    }
+    if let Some(handler) = handlers.iter().find(|h| registry.get(h).is_none()) {
+        let mut tools: Vec<String> = registry.iter().map(|spec| spec.name.clone()).collect();
+        tools.sort();
+        return Err(ConfirmError::HandlerWithoutTool {
+            handler: handler.clone(),
+            host: host.name().to_owned(),
+            tools,
+        });
+    }
+    Ok(())
 }
 
 // Declared after `Engine` so that its own methods (open, wakes, confirmations) come

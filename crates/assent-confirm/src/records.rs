@@ -608,10 +608,7 @@ mod tests {
         assert!(record.jobs.is_empty() && record.changed_tools.is_empty());
         assert_eq!(open[0].waits_until, None);
 
-        let about_db = PendingFilter {
-            target: Some(Target::new("service", "db")),
-            ..PendingFilter::default()
-        };
+        let about_db = PendingFilter::all().target(Target::new("service", "db"));
         let only = engine.set_records(&about_db, None).await.expect("listed");
         assert_eq!(only.len(), 1);
         assert_eq!(only[0].set.id, second);

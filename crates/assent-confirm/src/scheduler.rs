@@ -398,6 +398,7 @@ impl Scheduler {
                     Err(ConfirmError::InvalidArgs { problems, .. })
                         if prompt < MAX_PROMPTS_PER_CALL =>
                     {
+                        let problems = assent_tools::ArgProblem::join(&problems);
                         if recorded {
                             self.record_undecided(set, index, &attribution, Some(&problems), now)
                                 .await?;

@@ -19,8 +19,9 @@ use assent_tools::{
 use std::marker::PhantomData;
 
 /// Any error a closure of a [`SimpleHost`] returns; its text is what the person and the
-/// audit trail read.
-pub type HostError = Box<dyn std::error::Error + Send + Sync>;
+/// audit trail read, and the error itself comes back as the source of
+/// [`crate::ConfirmError::HandlerFailed`] (downcast it to tell its kinds apart).
+pub type HostError = assent_tools::HandlerError;
 
 /// What a handler closure of a [`SimpleHost`] returns: a [`ToolOutcome`], or just its
 /// message (a `String` or `&'static str`) for a handler that changed something.
@@ -270,6 +271,15 @@ impl Host for SimpleHost {
             .map(|(_, handler)| handler.as_ref())
     }
 
+    /// Its handlers' tools; `None` (nothing checked) for a host of no handlers at all,
+    /// one that only proposes (the engine of a review surface, a test).
+    fn handled_tools(&self) -> Option<Vec<String>> {
+        if self.handlers.is_empty() {
+            return None;
+        }
+        Some(self.handlers.iter().map(|(name, _)| name.clone()).collect())
+    }
+
     fn resolver(&self) -> &dyn CategoryResolver<Connection> {
         self.resolver.as_ref()
     }
@@ -321,10 +331,7 @@ where
         Box::pin(async move {
             match run.await {
                 Ok(output) => Ok(output.into_outcome()),
-                Err(error) => Err(ToolsError::HandlerFailed {
-                    tool: invocation.tool_name.clone(),
-                    message: error.to_string(),
-                }),
+                Err(error) => Err(ToolsError::handler_failed(&invocation.tool_name, error)),
             }
         })
     }
@@ -373,7 +380,7 @@ mod tests {
     use super::*;
     use crate::{ConfirmError, Engine, WakeRequest};
     use assent_changeset::parse_tool_calls;
-    use assent_domain::{ChangeItemStatus, OffsetDateTime};
+    use assent_domain::{ChangeItemStatus, OffsetDateTime, Uuid};
     use assent_store::{Store, agents, change_sets};
     use assent_tools::{AgentPolicy, ToolMode, ToolRegistry, ToolSpec};
     use serde_json::json;
@@ -384,6 +391,13 @@ mod tests {
     const SEED: &str = "INSERT INTO notes VALUES ('n1', 'draft', 'notes')";
 
     /// A notes host whose `set_body` writes the body, then fails when it is `fail`.
+    /// A business refusal of the notes service, its own error type.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the note is locked by {by}")]
+    struct NoteLocked {
+        by: String,
+    }
+
     fn notes_host() -> SimpleHost {
         SimpleHost::new("notes")
             .migration("notes", NOTES, NOTES)
@@ -397,6 +411,9 @@ mod tests {
                         .await?;
                     if body == "fail" {
                         return Err("the body may not be fail".into());
+                    }
+                    if body == "locked" {
+                        return Err(NoteLocked { by: "ana".into() }.into());
                     }
                     Ok(format!("Body set to {body}."))
                 })
@@ -510,8 +527,7 @@ mod tests {
             let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
                 "name": "set_body", "input": {"body": "final"}}]))
             .expect("calls");
-            let mut request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
-            request.change_set_id = engine.new_id();
+            let request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
             let wake = engine.wakes().wake(request, engine.now()).await;
             let set = wake.expect("wake").change_set.expect("a change set");
             let confirmed = engine
@@ -649,13 +665,18 @@ mod tests {
             )
             .await
             .expect_err("the handler fails");
-        match error {
-            ConfirmError::HandlerFailed { tool, error } => {
+        match &error {
+            ConfirmError::HandlerFailed { tool, error, .. } => {
                 assert_eq!(tool, "set_body");
                 assert!(error.contains("the body may not be fail"), "{error}");
             }
             other => panic!("expected a handler failure, got {other:?}"),
         }
+        assert_eq!(
+            error.to_string(),
+            "set_body failed: set_body failed: the body may not be fail; the item is still pending",
+            "the text reads as it always did"
+        );
         assert_eq!(body(&store).await, "draft");
         let mut conn = store.read_connection().await.expect("connection");
         let set = change_sets::load(&mut conn, set.id)
@@ -689,7 +710,17 @@ mod tests {
         assert_eq!(versions, [1, 2]);
         let store = Store::open("sqlite::memory:").await.expect("store");
         let host = Arc::new(host);
-        let registry = Arc::new(ToolRegistry::new());
+        let mut registry = ToolRegistry::new();
+        let schema = json!({"type": "object"});
+        registry
+            .register(ToolSpec::new(
+                "set_body",
+                "Set.",
+                ToolMode::Deferred,
+                schema,
+            ))
+            .expect("registers");
+        let registry = Arc::new(registry);
         for _ in 0..2 {
             Engine::open(store.clone(), registry.clone(), host.clone())
                 .await
@@ -709,15 +740,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_later_handler_of_a_tool_replaces_the_earlier_one() {
-        let host = notes_host()
-            .handle("set_body", |_, _| Box::pin(async { Ok("Nothing to do.") }))
-            .handle("archive", |_, _| Box::pin(async { Ok("Archived.") }));
-        assert!(host.handler("archive").is_some());
-        assert!(host.handler("delete").is_none());
+        let host = notes_host().handle("set_body", |_, _| Box::pin(async { Ok("Nothing to do.") }));
+        let more = notes_host().handle("archive", |_, _| Box::pin(async { Ok("Archived.") }));
+        assert!(more.handler("archive").is_some());
+        assert!(more.handler("delete").is_none());
         assert_eq!(
-            format!("{host:?}"),
+            format!("{more:?}"),
             r#"SimpleHost { name: "notes", migrations: 1, tools: ["set_body", "archive"], externals: [], .. }"#
         );
+        assert_eq!(host.handled_tools(), Some(vec!["set_body".to_owned()]));
         let (store, engine) = engine(with_category(host)).await;
         let set = propose(&engine, "final")
             .await
@@ -733,5 +764,180 @@ mod tests {
             .expect("confirmed");
         assert_eq!(outcome.message(), "Nothing to do.");
         assert_eq!(body(&store).await, "draft", "the first handler never ran");
+    }
+
+    #[tokio::test]
+    async fn a_handlers_own_error_comes_back_as_the_source_of_the_failure() {
+        let (store, engine) = engine(with_category(notes_host())).await;
+        let set = propose(&engine, "locked").await.change_set.expect("a set");
+        let error = engine
+            .confirmations()
+            .confirm_item(
+                assent_domain::ItemRef::new(set.id, 0),
+                OffsetDateTime::now_utc(),
+            )
+            .await
+            .expect_err("the handler refuses");
+        let source = std::error::Error::source(&error).expect("the handler's error");
+        let locked = source
+            .downcast_ref::<NoteLocked>()
+            .expect("the service's own type, not a text");
+        assert_eq!(locked.by, "ana");
+        assert!(!error.is_busy(), "a refusal is not a busy database");
+        assert_eq!(
+            error.to_string(),
+            "set_body failed: set_body failed: the note is locked by ana; the item is still pending"
+        );
+        assert_eq!(body(&store).await, "draft", "nothing it wrote is kept");
+    }
+
+    #[tokio::test]
+    async fn open_refuses_a_tool_without_a_handler_and_a_handler_without_a_tool() {
+        let refund = || {
+            let mut tools = ToolRegistry::new();
+            let schema = json!({"type": "object"});
+            tools
+                .register(ToolSpec::new(
+                    "issue_refund",
+                    "Refund.",
+                    ToolMode::Deferred,
+                    schema,
+                ))
+                .expect("registers");
+            Arc::new(tools)
+        };
+        let misspelt = || {
+            Arc::new(
+                SimpleHost::new("billing").handle("issue_refnd", |_tx, _call| {
+                    Box::pin(async { Ok("refunded") })
+                }),
+            )
+        };
+        let store = Store::open("sqlite::memory:").await.expect("store");
+        let error = Engine::open(store.clone(), refund(), misspelt())
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(
+            error.to_string(),
+            "tool issue_refund has no handler in host billing (handlers: issue_refnd)"
+        );
+        // The other way round: every tool handled, one handler too many.
+        let extra = SimpleHost::new("billing")
+            .handle("issue_refund", |_tx, _call| {
+                Box::pin(async { Ok("refunded") })
+            })
+            .handle("issue_refnd", |_tx, _call| {
+                Box::pin(async { Ok("refunded") })
+            });
+        let error = Engine::open(store.clone(), refund(), Arc::new(extra))
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(
+            error.to_string(),
+            "host billing has a handler for issue_refnd, which names no tool of the registry (tools: issue_refund)"
+        );
+        // An external tool runs through its own handler, not a transactional one.
+        let external = SimpleHost::new("billing").external("issue_refund", true, Mailer(0.into()));
+        Engine::open(store, refund(), Arc::new(external))
+            .await
+            .expect("an external tool needs no transactional handler");
+    }
+
+    /// Everything a run writes, read back from the store: sets, decisions, audit
+    /// records and the catalog, with their ids and times.
+    async fn written(store: &Store) -> Vec<Vec<String>> {
+        let mut conn = store.read_connection().await.expect("connection");
+        let mut all = Vec::new();
+        for query in [
+            "SELECT id || ' ' || created_at || ' ' || COALESCE(resolved_at, '-') FROM change_sets ORDER BY created_at, id",
+            "SELECT id || ' ' || change_set_id || ' ' || verdict || ' ' || created_at FROM decisions ORDER BY created_at, id",
+            "SELECT kind || ' ' || operation_id || ' ' || created_at FROM audit_records ORDER BY id",
+            "SELECT tool_name || ' ' || first_seen_at || ' ' || updated_at FROM host_tools ORDER BY tool_name",
+        ] {
+            let rows: Vec<String> = sqlx::query_scalar(query)
+                .fetch_all(conn.connection())
+                .await
+                .expect(query);
+            all.push(rows);
+        }
+        all
+    }
+
+    #[tokio::test]
+    async fn an_engine_built_with_its_clock_and_ids_writes_the_same_rows_twice() {
+        let at = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+        let mut runs = Vec::new();
+        for _ in 0..2 {
+            let mut tools = ToolRegistry::new();
+            let schema = json!({"type": "object", "required": ["body"],
+                "properties": {"body": {"type": "string"}}});
+            tools
+                .register(ToolSpec::new(
+                    "set_body",
+                    "Set.",
+                    ToolMode::Deferred,
+                    schema,
+                ))
+                .expect("registers");
+            let store = Store::open("sqlite::memory:").await.expect("store");
+            // Given at open, nothing replaced afterwards: the catalog is stamped with it.
+            let engine = Engine::builder(
+                store.clone(),
+                Arc::new(tools),
+                Arc::new(with_category(notes_host())),
+            )
+            .clock(Arc::new(crate::FixedClock(at)))
+            .ids(Arc::new(crate::SequentialIds::new(7)))
+            .open()
+            .await
+            .expect("opens");
+            let mut conn = store.read_connection().await.expect("connection");
+            agents::upsert(&mut conn, "scribe", &AgentPolicy::new(["notes"]), at)
+                .await
+                .expect("agent");
+            sqlx::query(SEED).execute(&mut *conn).await.expect("seed");
+            drop(conn);
+            let mut sets = Vec::new();
+            for (run, body) in [("run-1", "final"), ("run-2", "other")] {
+                let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
+                    "name": "set_body", "input": {"body": body}}]))
+                .expect("calls");
+                let request = WakeRequest::new("scribe", Target::new("note", "n1"), run, calls);
+                let wake = engine.wakes().wake_now(request).await.expect("wake");
+                sets.push(wake.change_set.expect("a set").id);
+            }
+            let confirmations = engine.confirmations();
+            confirmations
+                .confirm_item_now(assent_domain::ItemRef::new(sets[0], 0))
+                .await
+                .expect("confirmed");
+            confirmations
+                .reject_item_now(assent_domain::ItemRef::new(sets[1], 0), Some("no".into()))
+                .await
+                .expect("rejected");
+            runs.push(written(&store).await);
+        }
+        assert_eq!(runs[0], runs[1], "the same inputs, the same rows");
+        let stamp = assent_store::timefmt::format(at);
+        let [sets, decisions, records, catalog] = &runs[0][..] else {
+            panic!("four tables")
+        };
+        assert_eq!(sets.len(), 2);
+        assert!(
+            sets[0].starts_with(&Uuid::from_u64_pair(7, 1).to_string()),
+            "{sets:?}"
+        );
+        assert_eq!(decisions.len(), 2, "{decisions:?}");
+        assert!(!records.is_empty());
+        assert_eq!(
+            catalog,
+            &[format!("set_body {stamp} {stamp}")],
+            "stamped at open"
+        );
+        for row in sets.iter().chain(decisions).chain(records) {
+            assert!(row.contains(&stamp), "{row} is at the engine's clock");
+        }
     }
 }

@@ -98,7 +98,7 @@ impl ConfirmationService {
             .validate_args(&tool, &args)
             .map_err(|e| ConfirmError::InvalidArgs {
                 tool: tool.clone(),
-                problems: e.to_string(),
+                problems: vec![assent_tools::ArgProblem::general(e.to_string())],
             })?;
         let target = set.target();
         let state = engine

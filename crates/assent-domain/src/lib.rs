@@ -67,7 +67,9 @@ pub use listed::{format_time, is_secret_url, masked_url, redacted_url, shown_url
 pub use operation_id::OperationId;
 pub use person::{answered_in_client, person, slack_reviewer, token_reviewer};
 pub use shown::{head_and_tail, misleads, named_summary, one_line};
-pub use status::{ChangeItemStatus, ChangeSetStatus, DerivedStatus, Verdict, derive_set_status};
+pub use status::{
+    ChangeItemStatus, ChangeSetStatus, DerivedStatus, UnknownName, Verdict, derive_set_status,
+};
 pub use stored::{MAX_STORED_RESULT_BYTES, stored_result};
 pub use target::{LEGACY_TARGET_KIND, Target, legacy_target_kind};
 pub use vector_clock::{ClockOrdering, VectorClock};

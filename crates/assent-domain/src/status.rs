@@ -5,10 +5,25 @@ use std::fmt;
 use std::str::FromStr;
 use time::OffsetDateTime;
 
+/// A name that is no value of a status or a verdict (parsing `Verdict` from `"ok"`):
+/// reads `unknown Verdict "ok" (expected one of: confirmed, rejected, …)`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} {input:?} (expected one of: {})", expected.join(", "))]
+#[non_exhaustive]
+pub struct UnknownName {
+    /// The type asked for (`Verdict`).
+    pub kind: &'static str,
+    /// The name given.
+    pub input: String,
+    /// Every name it has.
+    pub expected: &'static [&'static str],
+}
+
 macro_rules! wire_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $wire:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[non_exhaustive]
         pub enum $name {
             $($(#[$vmeta])* #[serde(rename = $wire)] $variant),+
         }
@@ -30,15 +45,15 @@ macro_rules! wire_enum {
         }
 
         impl FromStr for $name {
-            type Err = String;
+            type Err = UnknownName;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 match s {
                     $($wire => Ok($name::$variant),)+
-                    other => Err(format!(
-                        concat!("unknown ", stringify!($name), " {:?} (expected one of: {})"),
-                        other,
-                        [$($wire),+].join(", ")
-                    )),
+                    other => Err(UnknownName {
+                        kind: stringify!($name),
+                        input: other.to_owned(),
+                        expected: &[$($wire),+],
+                    }),
                 }
             }
         }
@@ -190,6 +205,12 @@ mod tests {
             assert_eq!(v.as_str().parse::<Verdict>(), Ok(*v));
         }
         assert!("Pending".parse::<ChangeSetStatus>().is_err());
+        let unknown = "ok".parse::<Verdict>().expect_err("no such verdict");
+        assert_eq!((unknown.kind, unknown.input.as_str()), ("Verdict", "ok"));
+        assert_eq!(
+            unknown.to_string(),
+            "unknown Verdict \"ok\" (expected one of: confirmed, rejected, deferred, retracted)"
+        );
     }
 
     #[test]

@@ -260,14 +260,14 @@ async fn turn(
     {
         return Ok(Turn::Answer(answer));
     }
-    let call = ToolCall {
-        id: event
+    let call = ToolCall::new(
+        event
             .tool_use_id
             .clone()
             .unwrap_or_else(|| "call-1".to_owned()),
-        name: event.tool_name.clone(),
-        arguments: ToolArguments::Value(event.tool_input.clone()),
-    };
+        event.tool_name.clone(),
+        ToolArguments::Value(event.tool_input.clone()),
+    );
     let mut request = WakeRequest::new(
         options.agent.clone(),
         target.clone(),
@@ -283,8 +283,11 @@ async fn turn(
     if let Some(session) = &event.session_id {
         request.thread_id = assent_confirm::session_thread(session);
     }
+    // Its set's id is known before the wake, so a hook stopped meanwhile withdraws it.
+    let set_id = engine.new_id();
+    request.change_set_id = Some(set_id);
     if let Ok(mut sets) = queued.lock() {
-        sets.push(request.change_set_id);
+        sets.push(set_id);
     }
     let wake = engine
         .wakes()
@@ -563,11 +566,11 @@ async fn waiting(
     event: &HookEvent,
 ) -> Result<Option<(Uuid, usize)>, HookError> {
     let sets = engine
-        .open_sets(&PendingFilter {
-            target: Some(target.clone()),
-            agent_id: Some(options.agent.clone()),
-            limit: None,
-        })
+        .open_sets(
+            &PendingFilter::all()
+                .target(target.clone())
+                .agent(options.agent.clone()),
+        )
         .await?;
     let wanted = canonical_json(&event.tool_input);
     Ok(sets.iter().find_map(|set| {
@@ -738,6 +741,14 @@ async fn wait_for(
                         });
                     }
                 }
+            }
+            // A status this hook has no words for yet: never an allow (fail closed).
+            other => {
+                return answer(Answer::Deny {
+                    reason: format!(
+                        "Assent refused the call: change set {set} is {other}, which this hook cannot act on, so the call did not run"
+                    ),
+                });
             }
         }
     }

@@ -71,23 +71,17 @@ pub(crate) async fn granted(
     {
         return Ok(None);
     }
-    let invocation = ToolInvocation {
-        operation_id: OperationId::for_call(
-            run_key,
-            &event.tool_name,
-            &event.tool_input,
-            &target.id,
-            0,
-        ),
-        tool_name: event.tool_name.clone(),
-        args: event.tool_input.clone(),
-        run_key: run_key.to_owned(),
-        target: ExecutionTarget {
+    let invocation = ToolInvocation::new(
+        event.tool_name.clone(),
+        event.tool_input.clone(),
+        run_key.to_owned(),
+        OperationId::for_call(run_key, &event.tool_name, &event.tool_input, &target.id, 0),
+        ExecutionTarget {
             agent_id: agent.to_owned(),
             target: target.clone(),
         },
         now,
-    };
+    );
     let executor = AuditedExecutor::new(engine.host().resolver(), &StoreAuditSink);
     let outcome = executor
         .execute(

@@ -83,10 +83,7 @@ impl ToolHandler<Connection> for JournalToolHandler {
         Box::pin(async move {
             self.run(ctx, invocation)
                 .await
-                .map_err(|Failure(message)| ToolsError::HandlerFailed {
-                    tool: self.tool.to_owned(),
-                    message,
-                })
+                .map_err(|Failure(message)| ToolsError::handler_failed(self.tool, message))
         })
     }
 }

@@ -81,6 +81,10 @@ impl Host for JournalHost {
             .map(|h| h as &dyn ToolHandler<Connection>)
     }
 
+    fn handled_tools(&self) -> Option<Vec<String>> {
+        Some(self.handlers.iter().map(|h| h.tool.to_owned()).collect())
+    }
+
     fn resolver(&self) -> &dyn CategoryResolver<Connection> {
         &self.resolver
     }
@@ -242,17 +246,17 @@ mod tests {
     const HOST: &str = "h1";
 
     fn invocation(tool: &str, task_id: &str, args: Value, minutes_later: i64) -> ToolInvocation {
-        ToolInvocation {
-            tool_name: tool.to_owned(),
-            operation_id: OperationId::derive("run", tool, &args, &[task_id]),
-            args,
-            run_key: "run".to_owned(),
-            target: ExecutionTarget {
+        ToolInvocation::new(
+            tool.to_owned(),
+            args.clone(),
+            "run".to_owned(),
+            OperationId::derive("run", tool, &args, &[task_id]),
+            ExecutionTarget {
                 agent_id: "agent".to_owned(),
                 target: task_target(task_id),
             },
-            now: NOW + Duration::minutes(minutes_later),
-        }
+            NOW + Duration::minutes(minutes_later),
+        )
     }
 
     async fn call(

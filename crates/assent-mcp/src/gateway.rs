@@ -494,11 +494,11 @@ impl Gateway {
         let run_key = format!("mcp-{}", Uuid::new_v4());
         // The call is already typed: handed to the engine as it is, not written as some
         // dialect's JSON only to be parsed back.
-        let call = ToolCall {
-            id: "call-1".to_owned(),
-            name: tool_name.to_owned(),
-            arguments: ToolArguments::Value(args.clone()),
-        };
+        let call = ToolCall::new(
+            "call-1".to_owned(),
+            tool_name.to_owned(),
+            ToolArguments::Value(args.clone()),
+        );
         let request = WakeRequest::new(
             inner.options.agent.clone(),
             inner.target.clone(),

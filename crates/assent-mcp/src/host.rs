@@ -144,10 +144,10 @@ impl ToolHandler<Connection> for InlineUpstream {
                             format!("Error: {}.", error.to_string().trim_end_matches('.')),
                         )]),
                     );
-                    Err(ToolsError::HandlerFailed {
-                        tool: invocation.tool_name.clone(),
-                        message: error.to_string(),
-                    })
+                    Err(ToolsError::handler_failed(
+                        &invocation.tool_name,
+                        error.to_string(),
+                    ))
                 }
             }
         })

@@ -138,14 +138,14 @@ impl AssentHook {
             Err(ConfirmError::ChangeSetNotFound(_)) => {}
             Err(error) => return Err(error.into()),
         }
-        let call = ToolCall {
-            id: call_id.to_owned(),
-            name: tool.to_owned(),
-            arguments: ToolArguments::Text(args.to_owned()),
-        };
+        let call = ToolCall::new(
+            call_id.to_owned(),
+            tool.to_owned(),
+            ToolArguments::Text(args.to_owned()),
+        );
         let mut request =
             WakeRequest::new(&self.agent_id, self.target.clone(), run_key, vec![call]);
-        request.change_set_id = set_id;
+        request.change_set_id = Some(set_id);
         let wake = self
             .engine
             .wakes()

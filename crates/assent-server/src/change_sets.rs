@@ -33,11 +33,9 @@ pub(crate) async fn list_change_sets(
     query: Params<SetsQuery>,
 ) -> ApiResult {
     let Query(query) = query?;
-    let filter = PendingFilter {
-        target: query.target.target()?,
-        agent_id: caller.scope_agent(query.agent_id)?,
-        limit: None,
-    };
+    let mut filter = PendingFilter::all();
+    filter.target = query.target.target()?;
+    filter.agent_id = caller.scope_agent(query.agent_id)?;
     let status = match query.status.as_deref().map(str::trim) {
         None | Some("" | "open") => None,
         Some(text) => Some(text.parse::<ChangeSetStatus>().map_err(|_| {

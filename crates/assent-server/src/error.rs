@@ -107,7 +107,7 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         | ConfirmError::RejectionNotFound(_)
         | ConfirmError::JobNotFound(_) => StatusCode::NOT_FOUND,
         ConfirmError::Conflict { .. }
-        | ConfirmError::TargetChanged(_)
+        | ConfirmError::TargetChanged { .. }
         | ConfirmError::DuplicateCorrelationId(_)
         | ConfirmError::AgentNotHere(_)
         | ConfirmError::NoInteractiveSession => StatusCode::CONFLICT,
@@ -125,7 +125,7 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         | ConfirmError::EditMovesTarget { .. }
         | ConfirmError::InvalidCursor(_)
         | ConfirmError::Calls(_) => StatusCode::BAD_REQUEST,
-        ConfirmError::PolicyDenied(_) => StatusCode::FORBIDDEN,
+        ConfirmError::PolicyDenied { .. } => StatusCode::FORBIDDEN,
         ConfirmError::ExecutionTimedOut { .. } => StatusCode::GATEWAY_TIMEOUT,
         ConfirmError::HandlerFailed { .. }
         | ConfirmError::Store(_)

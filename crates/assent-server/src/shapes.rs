@@ -548,6 +548,11 @@ pub fn confirm_all_json(result: &ConfirmAllResult) -> Value {
                     "index": index, "humanSummary": summary, "result": "failed",
                     "message": error.to_string(), "conflict": error.is_conflict(),
                 }),
+                // An outcome this server does not know yet: never reported as confirmed.
+                other => json!({
+                    "index": index, "humanSummary": summary, "result": "failed",
+                    "message": format!("{other:?}"), "conflict": false,
+                }),
             }
         })
         .collect();

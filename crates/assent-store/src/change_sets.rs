@@ -44,6 +44,7 @@ macro_rules! item_columns {
 
 /// Which open sets to list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PendingFilter {
     /// Only sets about this target.
     pub target: Option<Target>,
@@ -51,6 +52,34 @@ pub struct PendingFilter {
     pub agent_id: Option<String>,
     /// At most this many sets (newest first); `None` for all.
     pub limit: Option<u32>,
+}
+
+impl PendingFilter {
+    /// Every open set.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// Only the sets about `target`.
+    #[must_use]
+    pub fn target(mut self, target: Target) -> Self {
+        self.target = Some(target);
+        self
+    }
+
+    /// Only the sets of agent `agent_id`.
+    #[must_use]
+    pub fn agent(mut self, agent_id: impl Into<String>) -> Self {
+        self.agent_id = Some(agent_id.into());
+        self
+    }
+
+    /// At most `limit` sets, newest first.
+    #[must_use]
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
 }
 
 /// Which items waiting for a person to list ([`pending_items`]): all of them, newest
@@ -495,7 +524,9 @@ fn decode_set(row: &AnyRow, items: Vec<ChangeItem>) -> Result<ChangeSet, StoreEr
         target_id: row.try_get("target_id")?,
         thread_id: row.try_get("thread_id")?,
         run_key: row.try_get("run_key")?,
-        status: status.parse::<ChangeSetStatus>().map_err(corrupt)?,
+        status: status
+            .parse::<ChangeSetStatus>()
+            .map_err(|e| corrupt(e.to_string()))?,
         items,
         created_at: timefmt::parse(TABLE, &created_at)?,
         resolved_at: resolved_at.map(|t| timefmt::parse(TABLE, &t)).transpose()?,
@@ -520,7 +551,9 @@ fn decode_item_as(row: &AnyRow, status_column: &str) -> Result<ChangeItem, Store
         tool_name: row.try_get("tool_name")?,
         args: serde_json::from_str(&args).map_err(|e| corrupt(e.to_string()))?,
         human_summary: row.try_get("human_summary")?,
-        status: status.parse::<ChangeItemStatus>().map_err(corrupt)?,
+        status: status
+            .parse::<ChangeItemStatus>()
+            .map_err(|e| corrupt(e.to_string()))?,
         before: before
             .map(|b| serde_json::from_str(&b))
             .transpose()

@@ -287,7 +287,9 @@ pub(crate) fn decode(row: &AnyRow) -> Result<ChangeDecision, StoreError> {
         target_kind: row.try_get("target_kind")?,
         target_id: row.try_get("target_id")?,
         tool_name: row.try_get("tool_name")?,
-        verdict: verdict.parse::<Verdict>().map_err(corrupt)?,
+        verdict: verdict
+            .parse::<Verdict>()
+            .map_err(|e| corrupt(e.to_string()))?,
         reason: row.try_get("reason")?,
         edited_args: edited.map(json).transpose()?,
         human_summary: row.try_get("human_summary")?,
@@ -521,7 +523,9 @@ pub async fn past_calls(
             let item_index = usize::try_from(index).map_err(|e| corrupt(e.to_string()))?;
             let verdict: String = row.try_get("verdict")?;
             let edited: Option<String> = row.try_get("edited_args")?;
-            let verdict = verdict.parse::<Verdict>().map_err(corrupt)?;
+            let verdict = verdict
+                .parse::<Verdict>()
+                .map_err(|e| corrupt(e.to_string()))?;
             let outcome = PastOutcome::of(verdict, edited.is_some())
                 .ok_or_else(|| corrupt(format!("{verdict} is not a person's final verdict")))?;
             let origin: Option<String> = row.try_get("origin_host")?;

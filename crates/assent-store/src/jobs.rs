@@ -428,17 +428,17 @@ impl Job {
 
     /// The call this job runs, as the audited executor takes it.
     pub fn invocation(&self, now: OffsetDateTime) -> ToolInvocation {
-        ToolInvocation {
-            tool_name: self.tool_name.clone(),
-            operation_id: self.operation_id.clone(),
-            args: self.args.clone(),
-            run_key: self.run_key.clone(),
-            target: ExecutionTarget {
+        ToolInvocation::new(
+            self.tool_name.clone(),
+            self.args.clone(),
+            self.run_key.clone(),
+            self.operation_id.clone(),
+            ExecutionTarget {
                 agent_id: self.agent_id.clone(),
                 target: self.target.clone(),
             },
             now,
-        }
+        )
     }
 
     /// How its item's execution stands, as item views show it beside the item's own

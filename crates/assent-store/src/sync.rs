@@ -720,7 +720,9 @@ pub async fn conflicts(conn: &mut Connection) -> Result<Vec<ConflictRecord>, Sto
                 target_id: row.try_get("target_id")?,
                 winner_id: Uuid::parse_str(&winner).map_err(|e| corrupt(e.to_string()))?,
                 winner_host: row.try_get("winner_host")?,
-                winner_verdict: verdict.parse().map_err(corrupt)?,
+                winner_verdict: verdict
+                    .parse::<assent_domain::Verdict>()
+                    .map_err(|e| corrupt(e.to_string()))?,
                 loser: SyncedDecision {
                     origin_host: row.try_get("origin_host")?,
                     decision: serde_json::from_str(&decision)

@@ -26,6 +26,7 @@ pub struct ExecutionTarget {
 
 /// One call, ready for a handler.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ToolInvocation {
     /// The tool.
     pub tool_name: String,
@@ -40,6 +41,28 @@ pub struct ToolInvocation {
     /// The time of the call (handlers never read the clock themselves, so a fixed
     /// clock reproduces a run exactly).
     pub now: time::OffsetDateTime,
+}
+
+impl ToolInvocation {
+    /// A call of `tool_name` with validated `args`, in run `run_key`, keyed by
+    /// `operation_id`, acting on `target`, at `now`.
+    pub fn new(
+        tool_name: impl Into<String>,
+        args: Value,
+        run_key: impl Into<String>,
+        operation_id: OperationId,
+        target: ExecutionTarget,
+        now: time::OffsetDateTime,
+    ) -> Self {
+        Self {
+            tool_name: tool_name.into(),
+            args,
+            run_key: run_key.into(),
+            operation_id,
+            target,
+            now,
+        }
+    }
 }
 
 /// What a handler reports after it ran.

@@ -28,7 +28,9 @@ impl PastOutcome {
             (Verdict::Rejected, _) => Some(Self::Rejected),
             (Verdict::Confirmed, true) => Some(Self::Edited),
             (Verdict::Confirmed, false) => Some(Self::ConfirmedUnchanged),
-            (Verdict::Deferred | Verdict::Retracted, _) => None,
+            // Deferred, retracted, or a verdict this build does not know: no
+            // person's final outcome to count as evidence.
+            _ => None,
         }
     }
 }

@@ -45,7 +45,7 @@ mod shell;
 mod state;
 
 pub use audit::{AuditKind, AuditRecord};
-pub use error::ToolsError;
+pub use error::{ArgProblem, HandlerError, ToolsError};
 pub use executor::{
     AuditSink, BoxFuture, CategoryResolver, ExecutionTarget, ToolHandler, ToolInvocation,
     ToolOutcome,

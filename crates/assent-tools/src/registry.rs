@@ -1,6 +1,6 @@
 //! The tool catalog: specs, schema validation, summaries and model-facing exports.
 
-use crate::ToolsError;
+use crate::{ArgProblem, ToolsError};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -362,17 +362,10 @@ impl ToolRegistry {
             .ok_or_else(|| ToolsError::UnknownTool {
                 name: name.to_owned(),
             })?;
-        let problems: Vec<String> = tool
+        let problems: Vec<ArgProblem> = tool
             .validator
             .iter_errors(args)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                if path.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{path}: {e}")
-                }
-            })
+            .map(|e| ArgProblem::new(e.instance_path().to_string(), e.to_string()))
             .collect();
         if problems.is_empty() {
             Ok(())
@@ -481,14 +474,14 @@ mod tests {
     fn validates_with_paths() {
         let mut r = ToolRegistry::new();
         r.register(title_tool()).expect("registers");
-        assert_eq!(r.validate_args("set_title", &json!({"title": "x"})), Ok(()));
+        assert!(r.validate_args("set_title", &json!({"title": "x"})).is_ok());
         let err = r
             .validate_args("set_title", &json!({"title": 3}))
             .unwrap_err();
         let ToolsError::InvalidArgs { problems, .. } = &err else {
             panic!("{err:?}")
         };
-        assert!(problems[0].starts_with("/title"), "{problems:?}");
+        assert_eq!(problems[0].path, "/title", "{problems:?}");
         assert!(r.validate_args("set_title", &json!({})).is_err());
         assert!(
             r.validate_args("set_title", &json!({"title": "x", "extra": 1}))

@@ -416,11 +416,11 @@ pub(super) fn element(
         {
             openai_call(map, index)?
         }
-        (Dialect::Responses, Some("function_call")) => ToolCall {
-            id: text_field(map, "call_id", index)?.to_owned(),
-            name: text_field(map, "name", index)?.to_owned(),
-            arguments: text_arguments(map.get("arguments")),
-        },
+        (Dialect::Responses, Some("function_call")) => ToolCall::new(
+            text_field(map, "call_id", index)?.to_owned(),
+            text_field(map, "name", index)?.to_owned(),
+            text_arguments(map.get("arguments")),
+        ),
         (Dialect::Responses, Some(kind)) if RESPONSES_NOT_FUNCTIONS.contains(&kind) => {
             return Err(malformed(
                 index,
@@ -431,11 +431,11 @@ pub(super) fn element(
         }
         // A Responses input message may leave out its type.
         (Dialect::Responses, None) if map.contains_key("role") => return Ok(Element::NoCall),
-        (Dialect::Anthropic | Dialect::OpenAi, Some("tool_use")) => ToolCall {
-            id: text_field(map, "id", index)?.to_owned(),
-            name: text_field(map, "name", index)?.to_owned(),
-            arguments: ToolArguments::Value(map.get("input").cloned().unwrap_or(Value::Null)),
-        },
+        (Dialect::Anthropic | Dialect::OpenAi, Some("tool_use")) => ToolCall::new(
+            text_field(map, "id", index)?.to_owned(),
+            text_field(map, "name", index)?.to_owned(),
+            ToolArguments::Value(map.get("input").cloned().unwrap_or(Value::Null)),
+        ),
         (Dialect::Vercel, Some("tool-call")) => {
             // Run by the model's provider already: nothing for Assent to answer.
             if map.get("providerExecuted") == Some(&Value::Bool(true)) {
@@ -453,18 +453,20 @@ pub(super) fn element(
                 ),
             }
         }
-        (Dialect::LangChain, Some("tool_call") | None) if map.contains_key("args") => ToolCall {
-            id: text_field(map, "id", index)?.to_owned(),
-            name: text_field(map, "name", index)?.to_owned(),
-            arguments: ToolArguments::Value(map.get("args").cloned().unwrap_or(Value::Null)),
-        },
+        (Dialect::LangChain, Some("tool_call") | None) if map.contains_key("args") => {
+            ToolCall::new(
+                text_field(map, "id", index)?.to_owned(),
+                text_field(map, "name", index)?.to_owned(),
+                ToolArguments::Value(map.get("args").cloned().unwrap_or(Value::Null)),
+            )
+        }
         // The model's call whose arguments LangChain could not parse: answered like any
         // call with broken arguments, never dropped.
-        (Dialect::LangChain, Some("invalid_tool_call")) => ToolCall {
-            id: text_field(map, "id", index)?.to_owned(),
-            name: text_field(map, "name", index)?.to_owned(),
-            arguments: text_arguments(map.get("args")),
-        },
+        (Dialect::LangChain, Some("invalid_tool_call")) => ToolCall::new(
+            text_field(map, "id", index)?.to_owned(),
+            text_field(map, "name", index)?.to_owned(),
+            text_arguments(map.get("args")),
+        ),
         (_, Some(kind)) if no_call_types(dialect).contains(&kind) => return Ok(Element::NoCall),
         (_, Some(kind)) => {
             return Err(ChangesetError::UnknownElement {
@@ -505,11 +507,11 @@ fn openai_call(map: &Map<String, Value>, index: usize) -> Result<ToolCall, Chang
             ),
         ));
     };
-    Ok(ToolCall {
-        id: text_field(map, "id", index)?.to_owned(),
-        name: text_field(function, "name", index)?.to_owned(),
-        arguments: text_arguments(function.get("arguments")),
-    })
+    Ok(ToolCall::new(
+        text_field(map, "id", index)?.to_owned(),
+        text_field(function, "name", index)?.to_owned(),
+        text_arguments(function.get("arguments")),
+    ))
 }
 
 fn gemini_part(map: &Map<String, Value>, index: usize) -> Result<Element, ChangesetError> {
@@ -538,11 +540,7 @@ fn gemini_part(map: &Map<String, Value>, index: usize) -> Result<Element, Change
             Some(args) => args.clone(),
         };
         return Ok(Element::Call(
-            ToolCall {
-                id,
-                name,
-                arguments: ToolArguments::Value(arguments),
-            },
+            ToolCall::new(id, name, ToolArguments::Value(arguments)),
             sent_id,
         ));
     }
@@ -662,11 +660,11 @@ fn mcp_request(
         Some(args) => args.clone(),
     };
     Ok(Element::Call(
-        ToolCall {
-            id: call_id,
-            name: text_field(params, "name", index)?.to_owned(),
-            arguments: ToolArguments::Value(arguments),
-        },
+        ToolCall::new(
+            call_id,
+            text_field(params, "name", index)?.to_owned(),
+            ToolArguments::Value(arguments),
+        ),
         Some(sent_id),
     ))
 }

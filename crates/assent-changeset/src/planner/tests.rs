@@ -38,11 +38,7 @@ fn snapshot() -> TaskSnapshot {
 }
 
 fn openai(id: &str, name: &str, args: &str) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments: ToolArguments::Text(args.into()),
-    }
+    ToolCall::new(id, name, ToolArguments::Text(args.into()))
 }
 
 fn builder() -> ChangeSetBuilder {
