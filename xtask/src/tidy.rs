@@ -165,6 +165,45 @@ fn the_engine_depends_on_no_host() {
     );
 }
 
+/// A SQLite-only service builds no PostgreSQL driver (issue 54): the facade with
+/// `default-features = false, features = ["sqlite"]`, and the store without a backend
+/// at all, resolve no `sqlx-postgres`; nor does a PostgreSQL-only one build SQLite.
+#[test]
+fn a_service_builds_only_the_backends_it_asks_for() {
+    let is_postgres = |name: &str| name == "sqlx-postgres";
+    let is_sqlite = |name: &str| name == "sqlx-sqlite" || name == "libsqlite3-sys";
+    let mut offenders = Vec::new();
+    offenders.extend(forbidden_in_tree(
+        &[
+            "-p",
+            "assent",
+            "--no-default-features",
+            "--features",
+            "sqlite",
+        ],
+        is_postgres,
+    ));
+    offenders.extend(forbidden_in_tree(
+        &[
+            "-p",
+            "assent",
+            "--no-default-features",
+            "--features",
+            "postgres",
+        ],
+        is_sqlite,
+    ));
+    offenders.extend(forbidden_in_tree(
+        &["-p", "assent-confirm", "--no-default-features"],
+        |name| name == "sqlx-postgres" || name == "sqlx-sqlite",
+    ));
+    assert!(
+        offenders.is_empty(),
+        "a backend was built that was not asked for:\n{}",
+        bullets(&offenders)
+    );
+}
+
 /// The packages `cargo tree <selection> -e normal` resolves whose name `forbidden`
 /// matches, each as a line naming where it came from.
 fn forbidden_in_tree(selection: &[&str], forbidden: fn(&str) -> bool) -> Vec<String> {
@@ -1793,6 +1832,10 @@ const CLOCK_AND_ID_READERS: &[(&str, &str)] = &[
     (
         "crates/assent-journal-host/src/tasks.rs",
         "the reference host's checklist row ids",
+    ),
+    (
+        "crates/assent-store/src/store.rs",
+        "a new database's device id, when the caller names none, and the connect retry's deadline",
     ),
     (
         "crates/assent-store/src/tokens.rs",

@@ -323,6 +323,13 @@ impl EngineBuilder {
         self
     }
 
+    /// What becomes of change sets nobody decides ([`Expiry::Never`] unless chosen
+    /// here): what the engine's [`Worker`] does.
+    pub fn expiry(mut self, expiry: Expiry) -> Self {
+        self.engine = self.engine.with_expiry(expiry);
+        self
+    }
+
     /// Checks the host's handlers against the registry, applies the host's migrations
     /// and records its catalog at the engine's clock: see [`Engine::open`].
     pub async fn open(self) -> Result<Engine, ConfirmError> {

@@ -994,6 +994,7 @@ mod tests {
                 let order = call.target.target.id.clone();
                 Box::pin(async move { Ok(format!("refunded {order}")) })
             })
+            .handle("note", |_, _| Box::pin(async { Ok("noted") }))
             // The agent may act on `billing` targets only; order o-vip is `vip`.
             .category(|_, target| {
                 let category = if target.id == "o-vip" {

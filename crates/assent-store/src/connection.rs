@@ -12,12 +12,14 @@
 use crate::Backend;
 use futures_util::stream::BoxStream;
 use sqlx::any::{Any, AnyQueryResult, AnyRow, AnyStatement, AnyTypeInfo};
+use sqlx::migrate::Migrator;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 use sqlx::pool::PoolConnection;
 use sqlx::{Describe, Either, Execute, Executor, SqlStr};
 use sqlx_core::any::AnyConnectionBackend;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -180,6 +182,107 @@ impl Connection {
             Native::Postgres(conn) => conn.close_on_drop(),
             #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
             Native::Nothing(never) => match *never {},
+        }
+    }
+}
+
+/// The store's pool: a native sqlx pool, its own or the service's
+/// ([`crate::Store::from_pool`]).
+#[derive(Debug, Clone)]
+pub(crate) enum Pool {
+    #[cfg(feature = "sqlite")]
+    Sqlite(sqlx::SqlitePool),
+    /// With the schema to put first on the search path of each transaction, for a
+    /// service's pool ([`crate::Store::from_pool`]); a pool the store opened has it in its
+    /// connections' startup options instead.
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::PgPool, Option<Arc<str>>),
+    /// Built with neither backend (see `connection::Native::Nothing`).
+    #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+    #[allow(dead_code)]
+    Nothing(std::convert::Infallible),
+}
+
+impl Pool {
+    /// A connection, outside any transaction.
+    pub(crate) async fn acquire(&self) -> Result<Connection, sqlx::Error> {
+        Ok(Connection::new(match self {
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(pool) => Native::Sqlite(pool.acquire().await?),
+            #[cfg(feature = "postgres")]
+            Self::Postgres(pool, _) => Native::Postgres(pool.acquire().await?),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Self::Nothing(never) => match *never {},
+        }))
+    }
+
+    /// The schema a transaction sets first on its search path (a service's pool).
+    pub(crate) fn search_path(&self) -> Option<&str> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(_, schema) => schema.as_deref(),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    pub(crate) fn backend(&self) -> Backend {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(_) => Backend::Sqlite,
+            #[cfg(feature = "postgres")]
+            Self::Postgres(..) => Backend::Postgres,
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Self::Nothing(never) => match *never {},
+        }
+    }
+
+    pub(crate) async fn run_migrator(
+        &self,
+        migrator: &Migrator,
+    ) -> Result<(), sqlx::migrate::MigrateError> {
+        match self {
+            // `run_direct` on a connection in hand: `Migrator::run`'s `Acquire` bound
+            // makes every future awaiting it fail `Send` for all lifetimes.
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(pool) => {
+                let mut conn = pool.acquire().await?;
+                migrator.run_direct(None, &mut *conn, false).await
+            }
+            #[cfg(feature = "postgres")]
+            Self::Postgres(pool, None) => {
+                let mut conn = pool.acquire().await?;
+                migrator.run_direct(None, &mut *conn, false).await
+            }
+            // The service's own connection, its search path set for the migration and
+            // put back after: the service's other work keeps its own.
+            #[cfg(feature = "postgres")]
+            Self::Postgres(pool, Some(schema)) => {
+                let mut conn = pool.acquire().await?;
+                let set = format!("SET search_path TO \"{schema}\"");
+                sqlx::raw_sql(sqlx::AssertSqlSafe(set))
+                    .execute(&mut *conn)
+                    .await?;
+                let ran = migrator.run_direct(None, &mut *conn, false).await;
+                let reset = sqlx::raw_sql("RESET search_path").execute(&mut *conn).await;
+                if reset.is_err() {
+                    conn.close_on_drop();
+                }
+                ran
+            }
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Self::Nothing(never) => match *never {},
+        }
+    }
+
+    pub(crate) async fn close(&self) {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(pool) => pool.close().await,
+            #[cfg(feature = "postgres")]
+            Self::Postgres(pool, _) => pool.close().await,
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Self::Nothing(never) => match *never {},
         }
     }
 }

@@ -1,9 +1,7 @@
 //! Opening the database: the backend chosen from the URL, connection settings,
 //! durability, migrations, and the write transaction.
 
-use crate::connection::Connection;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-use crate::connection::Native;
+use crate::connection::{Connection, Pool};
 use crate::writer::{GroupCommits, Joining, WriteTx, Writer};
 use crate::{StoreError, chain};
 use assent_domain::Target;
@@ -327,23 +325,6 @@ impl std::ops::DerefMut for ReadConnection {
     }
 }
 
-/// The store's pool: a native sqlx pool, its own or the service's
-/// ([`Store::from_pool`]).
-#[derive(Debug, Clone)]
-pub(crate) enum Pool {
-    #[cfg(feature = "sqlite")]
-    Sqlite(sqlx::SqlitePool),
-    /// With the schema to put first on the search path of each transaction, for a
-    /// service's pool ([`Store::from_pool`]); a pool the store opened has it in its
-    /// connections' startup options instead.
-    #[cfg(feature = "postgres")]
-    Postgres(sqlx::PgPool, Option<Arc<str>>),
-    /// Built with neither backend (see `connection::Native::Nothing`).
-    #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
-    #[allow(dead_code)]
-    Nothing(std::convert::Infallible),
-}
-
 /// A service's own native pool, for [`Store::from_pool`]: `sqlx::SqlitePool` or
 /// `sqlx::PgPool` (each with its backend's feature).
 #[derive(Debug)]
@@ -360,87 +341,6 @@ impl From<sqlx::SqlitePool> for ServicePool {
 impl From<sqlx::PgPool> for ServicePool {
     fn from(pool: sqlx::PgPool) -> Self {
         Self(Pool::Postgres(pool, None))
-    }
-}
-
-impl Pool {
-    /// A connection, outside any transaction.
-    pub(crate) async fn acquire(&self) -> Result<Connection, sqlx::Error> {
-        Ok(Connection::new(match self {
-            #[cfg(feature = "sqlite")]
-            Self::Sqlite(pool) => Native::Sqlite(pool.acquire().await?),
-            #[cfg(feature = "postgres")]
-            Self::Postgres(pool, _) => Native::Postgres(pool.acquire().await?),
-            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
-            Self::Nothing(never) => match *never {},
-        }))
-    }
-
-    /// The schema a transaction sets first on its search path (a service's pool).
-    fn search_path(&self) -> Option<&str> {
-        match self {
-            #[cfg(feature = "postgres")]
-            Self::Postgres(_, schema) => schema.as_deref(),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-
-    fn backend(&self) -> Backend {
-        match self {
-            #[cfg(feature = "sqlite")]
-            Self::Sqlite(_) => Backend::Sqlite,
-            #[cfg(feature = "postgres")]
-            Self::Postgres(..) => Backend::Postgres,
-            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
-            Self::Nothing(never) => match *never {},
-        }
-    }
-
-    async fn run_migrator(&self, migrator: &Migrator) -> Result<(), sqlx::migrate::MigrateError> {
-        match self {
-            // `run_direct` on a connection in hand: `Migrator::run`'s `Acquire` bound
-            // makes every future awaiting it fail `Send` for all lifetimes.
-            #[cfg(feature = "sqlite")]
-            Self::Sqlite(pool) => {
-                let mut conn = pool.acquire().await?;
-                migrator.run_direct(None, &mut *conn, false).await
-            }
-            #[cfg(feature = "postgres")]
-            Self::Postgres(pool, None) => {
-                let mut conn = pool.acquire().await?;
-                migrator.run_direct(None, &mut *conn, false).await
-            }
-            // The service's own connection, its search path set for the migration and
-            // put back after: the service's other work keeps its own.
-            #[cfg(feature = "postgres")]
-            Self::Postgres(pool, Some(schema)) => {
-                let mut conn = pool.acquire().await?;
-                let set = format!("SET search_path TO \"{schema}\"");
-                sqlx::raw_sql(sqlx::AssertSqlSafe(set))
-                    .execute(&mut *conn)
-                    .await?;
-                let ran = migrator.run_direct(None, &mut *conn, false).await;
-                let reset = sqlx::raw_sql("RESET search_path").execute(&mut *conn).await;
-                if reset.is_err() {
-                    conn.close_on_drop();
-                }
-                ran
-            }
-            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
-            Self::Nothing(never) => match *never {},
-        }
-    }
-
-    async fn close(&self) {
-        match self {
-            #[cfg(feature = "sqlite")]
-            Self::Sqlite(pool) => pool.close().await,
-            #[cfg(feature = "postgres")]
-            Self::Postgres(pool, _) => pool.close().await,
-            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
-            Self::Nothing(never) => match *never {},
-        }
     }
 }
 

@@ -27,9 +27,8 @@
 //! pinned to one core, both were fast: each statement is a hop to the connection's
 //! worker thread, and that thread kept being woken on the other core).
 
-use crate::connection::Connection;
+use crate::connection::{Connection, Pool};
 use crate::error::StoreError;
-use crate::store::Pool;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -5,7 +5,7 @@
 //! compiles and runs it as such a dependent (`tests/dependent`).
 
 use assent::changeset::parse_tool_calls;
-use assent::domain::{OffsetDateTime, Target};
+use assent::domain::Target;
 use assent::tools::{ToolMode, ToolRegistry};
 use assent::{Engine, ItemRef, SimpleHost, Store, ToolSpec, WakeRequest};
 use serde_json::json;
@@ -47,22 +47,22 @@ pub async fn service(url: &str) -> Result<(), Box<dyn std::error::Error>> {
 
     let store = Store::open(url).await?;
     let engine = Engine::open(store.clone(), Arc::new(tools), Arc::new(host)).await?;
-    let now = OffsetDateTime::now_utc();
-    // What agent `scribe` may do: change targets of category `notes`.
+    // What agent `scribe` may do: change targets of category `notes`. (Time is the
+    // engine's clock: `Engine::builder(…).clock(…)` fixes it in a test.)
     engine
-        .set_categories("scribe", &["notes".to_owned()], now)
+        .set_categories("scribe", &["notes".to_owned()], engine.now())
         .await?;
 
     let calls = parse_tool_calls(&json!([{"type": "tool_use", "id": "c1",
         "name": "set_body", "input": {"body": "final"}}]))?;
     let request = WakeRequest::new("scribe", Target::new("note", "n1"), "run-1", calls);
-    let wake = engine.wakes().wake(request, now).await?;
+    let wake = engine.wakes().wake_now(request).await?;
     // The call waits for a person; the agent reads that it was queued.
     assert_eq!(wake.responses[0].content, assent::changeset::reply::QUEUED);
 
     let set = wake.change_set.ok_or("nothing queued")?;
     let person = engine.confirmations();
-    let confirmed = person.confirm_item(ItemRef::new(set.id, 0), now).await?;
+    let confirmed = person.confirm_item_now(ItemRef::new(set.id, 0)).await?;
     assert_eq!(confirmed.message(), "Body set to final.");
     let body: String = sqlx::query_scalar("SELECT body FROM notes WHERE id = 'n1'")
         .fetch_one(&mut *store.read_connection().await?)

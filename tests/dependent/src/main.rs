@@ -28,12 +28,19 @@ type Outcome = Result<(), Box<dyn Error>>;
 type Run = fn(String) -> Pin<Box<dyn Future<Output = Outcome>>>;
 
 /// Every scenario: its name and what it runs on a database URL.
-const SCENARIOS: &[(&str, Run)] = &[("front_page", |url| {
-    Box::pin(async move { front_page::service(&url).await })
-})];
+const SCENARIOS: &[(&str, Run)] = &[
+    ("front_page", |url| {
+        Box::pin(async move { front_page::service(&url).await })
+    }),
+    ("service_owns_its_database", |url| {
+        Box::pin(async move { owned::service_owns_its_database(&url).await })
+    }),
+];
+
+mod owned;
 
 /// The server the PostgreSQL half runs on, as the workspace's tests name it.
-const POSTGRES_URL_VAR: &str = "ASSENT_TEST_POSTGRES_URL";
+pub(crate) const POSTGRES_URL_VAR: &str = "ASSENT_TEST_POSTGRES_URL";
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -107,7 +114,7 @@ impl Drop for SqliteFile {
 
 /// Creates a database of its own for `scenario` on the server at `server_url` (with
 /// sqlx's native PostgreSQL connection, as a service would) and returns its URL.
-async fn fresh_postgres_database(
+pub(crate) async fn fresh_postgres_database(
     server_url: &str,
     scenario: &str,
 ) -> Result<String, Box<dyn Error>> {
