@@ -475,7 +475,7 @@ impl Store {
         let mut setup = pool.acquire().await?;
         if let Some(schema) = pool.search_path() {
             setup.begin(None).await?;
-            let set = format!("SET LOCAL search_path TO \"{schema}\"");
+            let set = schema_first_for_the_transaction(schema);
             sqlx::raw_sql(sqlx::AssertSqlSafe(set))
                 .execute(&mut setup)
                 .await?;
@@ -568,7 +568,7 @@ impl Store {
             // read-only transaction that rolls back (search path and all) when the
             // connection goes back to the service.
             conn.begin(Some("BEGIN READ ONLY")).await?;
-            let set = format!("SET LOCAL search_path TO \"{schema}\"");
+            let set = schema_first_for_the_transaction(schema);
             sqlx::raw_sql(sqlx::AssertSqlSafe(set))
                 .execute(&mut conn)
                 .await?;
@@ -637,7 +637,8 @@ impl Store {
             let millis = self.busy_timeout.as_millis().max(1);
             let mut settings = format!("SET LOCAL lock_timeout = {millis};");
             if let Some(schema) = self.pool.search_path() {
-                settings.push_str(&format!(" SET LOCAL search_path TO \"{schema}\";"));
+                settings.push(' ');
+                settings.push_str(&schema_first_for_the_transaction(schema));
             }
             // Both values are ours (a number, a checked identifier), never the caller's text.
             sqlx::raw_sql(sqlx::AssertSqlSafe(settings))
@@ -1091,6 +1092,15 @@ async fn open_postgres(options: &StoreOptions) -> Result<Pool, StoreError> {
         .await
         .map_err(open_error)?;
     Ok(Pool::Postgres(pool, None))
+}
+
+/// The statement that puts `schema` (checked by [`StoreOptions::postgres_schema`])
+/// first on the search path until the transaction ends, before the service's own: a
+/// host's handler in the engine's transaction still finds the service's tables.
+fn schema_first_for_the_transaction(schema: &str) -> String {
+    format!(
+        "SELECT set_config('search_path', '\"{schema}\", ' || current_setting('search_path'), true);"
+    )
 }
 
 /// `CREATE SCHEMA IF NOT EXISTS`, for a schema checked by
