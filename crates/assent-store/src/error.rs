@@ -118,7 +118,13 @@ impl StoreError {
     /// Whether the write waited for the writer lock (or, on PostgreSQL, any lock) for
     /// the whole busy timeout: worth trying again later, nothing was written.
     pub fn is_busy(&self) -> bool {
-        matches!(self, Self::WriterBusy(_))
+        match self {
+            Self::WriterBusy(_) => true,
+            // A statement inside a transaction that waited out PostgreSQL's
+            // `lock_timeout` (the busy timeout) on a row another writer holds.
+            Self::Database(error) => is_lock_timeout(error),
+            _ => false,
+        }
     }
 
     pub(crate) fn corrupt(table: &'static str, reason: impl std::fmt::Display) -> Self {
@@ -136,4 +142,10 @@ fn seconds(span: std::time::Duration) -> String {
     } else {
         format!("{:.1} s", span.as_secs_f64())
     }
+}
+
+/// Whether a PostgreSQL statement gave up waiting for a lock (`lock_timeout`,
+/// SQLSTATE 55P03).
+pub(crate) fn is_lock_timeout(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03"))
 }

@@ -2,6 +2,7 @@
 //! durability, migrations, and the write transaction.
 
 use crate::connection::{Connection, Pool};
+use crate::error::is_lock_timeout;
 use crate::writer::{GroupCommits, Joining, WriteTx, Writer};
 use crate::{StoreError, chain};
 use assent_domain::Target;
@@ -649,7 +650,7 @@ impl Store {
     }
 
     /// `result`, with PostgreSQL's "lock not available" (the busy timeout ran out)
-    /// and SQLite's busy answer turned into [`StoreError::WriterBusy`].
+    /// turned into [`StoreError::WriterBusy`].
     fn busy_if_lock_timed_out<T>(&self, result: Result<T, sqlx::Error>) -> Result<T, StoreError> {
         result.map_err(|error| {
             if is_lock_timeout(&error) {
@@ -1129,12 +1130,6 @@ fn url_without_schema(url: &str) -> String {
     } else {
         format!("{base}?{}", kept.join("&"))
     }
-}
-
-/// Whether a PostgreSQL statement gave up waiting for a lock (`lock_timeout`,
-/// SQLSTATE 55P03).
-fn is_lock_timeout(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03"))
 }
 
 /// The host id to use: `given`, or (when blank) the one stored in the database,
