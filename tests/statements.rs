@@ -105,7 +105,9 @@ impl tracing::field::Visit for Summary {
 
 impl<S: Subscriber> Layer<S> for Statements {
     fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
-        if event.metadata().target() == "sqlx::query" {
+        // sqlx's statements, and the store's own through SQLite's C API (issue 55).
+        let target = event.metadata().target();
+        if target == "sqlx::query" || target == "assent_store::c_api" {
             self.0.fetch_add(1, Ordering::SeqCst);
             // `SHOW_STATEMENTS=1 cargo test --test statements -- --nocapture` lists them.
             if std::env::var_os("SHOW_STATEMENTS").is_some() {

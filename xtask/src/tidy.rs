@@ -82,6 +82,55 @@ fn every_rs_file_opens_with_a_doc_comment() {
     );
 }
 
+/// The one module allowed `unsafe` (issue 55): the store's statements through SQLite's
+/// C API, whose invariants are written and tested there.
+const UNSAFE_MODULE: &str = "crates/assent-store/src/c_api.rs";
+
+#[test]
+fn unsafe_code_is_denied_everywhere_but_the_c_api_module() {
+    let root = project_root();
+    let manifest = read(&root.join("Cargo.toml"));
+    assert!(
+        manifest.contains("unsafe_code = \"deny\"")
+            || manifest.contains("unsafe_code = \"forbid\""),
+        "the workspace lints must deny unsafe_code"
+    );
+    // Built from pieces so that this file does not name itself.
+    let allows = [
+        concat!("allow", "(unsafe_code)"),
+        concat!("expect", "(unsafe_code)"),
+    ];
+    let mut files = Vec::new();
+    for dir in SOURCE_DIRS {
+        collect_rs_files(&root.join(dir), &mut files);
+    }
+    let mut found: Vec<String> = Vec::new();
+    for file in &files {
+        let text = read(file);
+        for needle in allows {
+            for line in code_lines_with(&text, needle) {
+                found.push(format!("{}:{line}", relative(&root, file)));
+            }
+        }
+    }
+    let expected = format!("{UNSAFE_MODULE}:");
+    let elsewhere: Vec<String> = found
+        .iter()
+        .filter(|f| !f.starts_with(&expected))
+        .cloned()
+        .collect();
+    assert!(
+        elsewhere.is_empty(),
+        "unsafe code is allowed only in {UNSAFE_MODULE}; also allowed at:\n{}",
+        bullets(&elsewhere)
+    );
+    assert_eq!(
+        found.len(),
+        1,
+        "{UNSAFE_MODULE} allows unsafe code once, at its top ({found:?})"
+    );
+}
+
 #[test]
 fn pure_crates_do_not_declare_sqlx_or_tokio() {
     let root = project_root();

@@ -5,6 +5,7 @@ use crate::agents::{self, StoredRules};
 use crate::jobs::ServedItem;
 use crate::outbox::{self, entity};
 use crate::plan::WritePlan;
+use crate::row::{Param, StoreRow, bind_all};
 use crate::webhooks;
 use crate::{StoreError, chain, timefmt};
 use assent_domain::{
@@ -510,20 +511,20 @@ async fn write_item_statuses(
     Ok(())
 }
 
-fn decode_set(row: &AnyRow, items: Vec<ChangeItem>) -> Result<ChangeSet, StoreError> {
+fn decode_set(row: &impl StoreRow, items: Vec<ChangeItem>) -> Result<ChangeSet, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(TABLE, e);
-    let id: String = row.try_get("id")?;
-    let status: String = row.try_get("status")?;
-    let created_at: String = row.try_get("created_at")?;
-    let resolved_at: Option<String> = row.try_get("resolved_at")?;
-    let clock: String = row.try_get("vector_clock")?;
+    let id: String = row.value("id")?;
+    let status: String = row.value("status")?;
+    let created_at: String = row.value("created_at")?;
+    let resolved_at: Option<String> = row.value("resolved_at")?;
+    let clock: String = row.value("vector_clock")?;
     Ok(ChangeSet {
         id: Uuid::parse_str(&id).map_err(|e| corrupt(e.to_string()))?,
-        agent_id: row.try_get("agent_id")?,
-        target_kind: row.try_get("target_kind")?,
-        target_id: row.try_get("target_id")?,
-        thread_id: row.try_get("thread_id")?,
-        run_key: row.try_get("run_key")?,
+        agent_id: row.value("agent_id")?,
+        target_kind: row.value("target_kind")?,
+        target_id: row.value("target_id")?,
+        thread_id: row.value("thread_id")?,
+        run_key: row.value("run_key")?,
         status: status
             .parse::<ChangeSetStatus>()
             .map_err(|e| corrupt(e.to_string()))?,
@@ -535,22 +536,22 @@ fn decode_set(row: &AnyRow, items: Vec<ChangeItem>) -> Result<ChangeSet, StoreEr
     })
 }
 
-fn decode_item(row: &AnyRow) -> Result<ChangeItem, StoreError> {
+fn decode_item(row: &impl StoreRow) -> Result<ChangeItem, StoreError> {
     decode_item_as(row, "status")
 }
 
 /// An item of `row`, its status in column `status_column` (a join with its set names
 /// it apart from the set's).
-fn decode_item_as(row: &AnyRow, status_column: &str) -> Result<ChangeItem, StoreError> {
+fn decode_item_as(row: &impl StoreRow, status_column: &str) -> Result<ChangeItem, StoreError> {
     let corrupt = |e: String| StoreError::corrupt("change_items", e);
-    let args: String = row.try_get("args")?;
-    let status: String = row.try_get(status_column)?;
-    let before: Option<String> = row.try_get("before_value")?;
-    let fingerprint: Option<String> = row.try_get("fingerprint")?;
+    let args: String = row.value("args")?;
+    let status: String = row.value(status_column)?;
+    let before: Option<String> = row.value("before_value")?;
+    let fingerprint: Option<String> = row.value("fingerprint")?;
     Ok(ChangeItem {
-        tool_name: row.try_get("tool_name")?,
+        tool_name: row.value("tool_name")?,
         args: serde_json::from_str(&args).map_err(|e| corrupt(e.to_string()))?,
-        human_summary: row.try_get("human_summary")?,
+        human_summary: row.value("human_summary")?,
         status: status
             .parse::<ChangeItemStatus>()
             .map_err(|e| corrupt(e.to_string()))?,
@@ -562,12 +563,12 @@ fn decode_item_as(row: &AnyRow, status_column: &str) -> Result<ChangeItem, Store
             .map(|f| serde_json::from_str(&f))
             .transpose()
             .map_err(|e| corrupt(e.to_string()))?,
-        stale_detail: row.try_get("stale_detail")?,
+        stale_detail: row.value("stale_detail")?,
         approvals_needed: row
-            .try_get::<Option<i64>, _>("approvals_needed")?
+            .value::<Option<i64>>("approvals_needed")?
             .map(|n| u32::try_from(n).map_err(|e| corrupt(e.to_string())))
             .transpose()?,
-        revision: u32::try_from(row.try_get::<i64, _>("revision")?)
+        revision: u32::try_from(row.value::<i64>("revision")?)
             .map_err(|e| corrupt(e.to_string()))?,
     })
 }
@@ -677,16 +678,7 @@ async fn with_items(conn: &mut Connection, rows: &[AnyRow]) -> Result<Vec<Change
     let mut items: std::collections::HashMap<String, Vec<ChangeItem>> =
         std::collections::HashMap::with_capacity(ids.len());
     for chunk in ids.chunks(SETS_PER_ITEM_READ) {
-        let params: Vec<String> = (1..=chunk.len()).map(|n| format!("${n}")).collect();
-        let sql = format!(
-            concat!(
-                "SELECT ",
-                item_columns!(),
-                " FROM change_items WHERE change_set_id IN ({}) ORDER BY change_set_id, item_index"
-            ),
-            params.join(", ")
-        );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(items_of_sets_sql(chunk.len())));
         for id in chunk {
             query = query.bind(id.as_str());
         }
@@ -699,6 +691,20 @@ async fn with_items(conn: &mut Connection, rows: &[AnyRow]) -> Result<Vec<Change
         .zip(&ids)
         .map(|(row, id)| decode_set(row, items.remove(id).unwrap_or_default()))
         .collect()
+}
+
+/// The read of the items of `sets` sets (their ids bound as `$1`…), in set and item
+/// order.
+fn items_of_sets_sql(sets: usize) -> String {
+    let params: Vec<String> = (1..=sets).map(|n| format!("${n}")).collect();
+    format!(
+        concat!(
+            "SELECT ",
+            item_columns!(),
+            " FROM change_items WHERE change_set_id IN ({}) ORDER BY change_set_id, item_index"
+        ),
+        params.join(", ")
+    )
 }
 
 /// How many sets' items [`with_items`] reads in one statement (SQLite allows 32,766
@@ -740,7 +746,7 @@ pub async fn load(conn: &mut Connection, id: Uuid) -> Result<Option<ChangeSet>, 
 fn decode_items(rows: &[AnyRow]) -> Result<Vec<ChangeItem>, StoreError> {
     let mut items = Vec::with_capacity(rows.len());
     for row in rows {
-        if row.try_get::<Option<i64>, _>("item_index")?.is_some() {
+        if row.value::<Option<i64>>("item_index")?.is_some() {
             items.push(decode_item_as(row, "item_status")?);
         }
     }
@@ -913,51 +919,94 @@ pub async fn pending(
     // (an `$1 IS NULL OR target_id = $1` predicate would defeat them).
     // No limit: the largest one (PostgreSQL refuses SQLite's `LIMIT -1`).
     let limit = filter.limit.map_or(i64::MAX, i64::from);
-    let query = match (&filter.target, &filter.agent_id) {
-        (Some(target), Some(agent)) => sqlx::query(concat!(
-            "SELECT ",
-            set_columns!(),
-            " FROM change_sets WHERE ",
-            open_sets!(),
-            // `agent_id || ''`: search the target's index (a target has few open sets;
-            // an agent may have many), not the agent's, which ties on cost. (SQLite's
-            // `+agent_id` idiom is no text operator in PostgreSQL.)
-            " AND target_kind = $1 AND target_id = $2 AND agent_id || '' = $3",
-            " ORDER BY created_at DESC, id DESC LIMIT $4"
-        ))
-        .bind(target.kind.clone())
-        .bind(target.id.clone())
-        .bind(agent.clone())
-        .bind(limit),
-        (Some(target), None) => sqlx::query(concat!(
-            "SELECT ",
-            set_columns!(),
-            " FROM change_sets WHERE ",
-            open_sets!(),
-            " AND target_kind = $1 AND target_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3"
-        ))
-        .bind(target.kind.clone())
-        .bind(target.id.clone())
-        .bind(limit),
-        (None, Some(agent)) => sqlx::query(concat!(
-            "SELECT ",
-            set_columns!(),
-            " FROM change_sets WHERE ",
-            open_sets!(),
-            " AND agent_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
-        ))
-        .bind(agent.clone())
-        .bind(limit),
-        (None, None) => sqlx::query(concat!(
-            "SELECT ",
-            set_columns!(),
-            " FROM change_sets WHERE ",
-            open_sets!(),
-            " ORDER BY created_at DESC, id DESC LIMIT $1"
-        ))
-        .bind(limit),
+    let (sql, params) = match (&filter.target, &filter.agent_id) {
+        (Some(target), Some(agent)) => (
+            concat!(
+                "SELECT ",
+                set_columns!(),
+                " FROM change_sets WHERE ",
+                open_sets!(),
+                // `agent_id || ''`: search the target's index (a target has few open
+                // sets; an agent may have many), not the agent's, which ties on cost.
+                // (SQLite's `+agent_id` idiom is no text operator in PostgreSQL.)
+                " AND target_kind = $1 AND target_id = $2 AND agent_id || '' = $3",
+                " ORDER BY created_at DESC, id DESC LIMIT $4"
+            ),
+            vec![
+                Param::Text(&target.kind),
+                Param::Text(&target.id),
+                Param::Text(agent),
+                Param::Int(limit),
+            ],
+        ),
+        (Some(target), None) => (
+            concat!(
+                "SELECT ",
+                set_columns!(),
+                " FROM change_sets WHERE ",
+                open_sets!(),
+                " AND target_kind = $1 AND target_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3"
+            ),
+            vec![
+                Param::Text(&target.kind),
+                Param::Text(&target.id),
+                Param::Int(limit),
+            ],
+        ),
+        (None, Some(agent)) => (
+            concat!(
+                "SELECT ",
+                set_columns!(),
+                " FROM change_sets WHERE ",
+                open_sets!(),
+                " AND agent_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
+            ),
+            vec![Param::Text(agent), Param::Int(limit)],
+        ),
+        (None, None) => (
+            concat!(
+                "SELECT ",
+                set_columns!(),
+                " FROM change_sets WHERE ",
+                open_sets!(),
+                " ORDER BY created_at DESC, id DESC LIMIT $1"
+            ),
+            vec![Param::Int(limit)],
+        ),
     };
-    let rows = query.fetch_all(&mut *conn).await?;
+    // On SQLite both reads (the sets, then their items) run through the C API under
+    // one lock of the connection (issue 55): no round trip to sqlx's worker per
+    // statement, and only the columns decoded.
+    #[cfg(feature = "sqlite")]
+    if let Some(sqlite) = conn.as_sqlite() {
+        return crate::c_api::with_c_api(sqlite, |c| {
+            let mut statement = c.statement(sql)?;
+            let mut rows = statement.query(rusqlite::params_from_iter(&params))?;
+            let mut sets = Vec::new();
+            while let Some(row) = rows.next()? {
+                sets.push(decode_set(row, Vec::new())?);
+            }
+            let ids: Vec<String> = sets.iter().map(|set| set.id.to_string()).collect();
+            let mut items: std::collections::HashMap<String, Vec<ChangeItem>> =
+                std::collections::HashMap::with_capacity(ids.len());
+            for chunk in ids.chunks(SETS_PER_ITEM_READ) {
+                let mut statement = c.statement(&items_of_sets_sql(chunk.len()))?;
+                let mut rows = statement.query(rusqlite::params_from_iter(chunk))?;
+                while let Some(row) = rows.next()? {
+                    let set: String = row.value("change_set_id")?;
+                    items.entry(set).or_default().push(decode_item(row)?);
+                }
+            }
+            for (set, id) in sets.iter_mut().zip(&ids) {
+                set.items = items.remove(id).unwrap_or_default();
+            }
+            Ok(sets)
+        })
+        .await;
+    }
+    let rows = bind_all(sqlx::query(sql), &params)
+        .fetch_all(&mut *conn)
+        .await?;
     with_items(conn, &rows).await
 }
 

@@ -3,12 +3,12 @@
 use crate::Connection;
 use crate::outbox::entity;
 use crate::plan::{PlannedDecision, WritePlan};
+use crate::row::{Param, StoreRow, bind_all};
 use crate::{StoreError, chain, timefmt};
 use assent_domain::{ChangeDecision, Target, VectorClock, Verdict};
 use assent_tools::{PastCall, PastOutcome, ToolDefinition};
 use serde_json::{Value, json};
 use sqlx::Row;
-use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -267,37 +267,37 @@ macro_rules! decision_columns {
     };
 }
 
-pub(crate) fn decode(row: &AnyRow) -> Result<ChangeDecision, StoreError> {
+pub(crate) fn decode(row: &impl StoreRow) -> Result<ChangeDecision, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(TABLE, e);
     let json =
         |text: String| serde_json::from_str::<Value>(&text).map_err(|e| corrupt(e.to_string()));
-    let id: String = row.try_get("id")?;
-    let set: String = row.try_get("change_set_id")?;
-    let index: i64 = row.try_get("item_index")?;
-    let verdict: String = row.try_get("verdict")?;
-    let edited: Option<String> = row.try_get("edited_args")?;
-    let args: String = row.try_get("args")?;
-    let created_at: String = row.try_get("created_at")?;
-    let clock: String = row.try_get("vector_clock")?;
+    let id: String = row.value("id")?;
+    let set: String = row.value("change_set_id")?;
+    let index: i64 = row.value("item_index")?;
+    let verdict: String = row.value("verdict")?;
+    let edited: Option<String> = row.value("edited_args")?;
+    let args: String = row.value("args")?;
+    let created_at: String = row.value("created_at")?;
+    let clock: String = row.value("vector_clock")?;
     Ok(ChangeDecision {
         id: Uuid::parse_str(&id).map_err(|e| corrupt(e.to_string()))?,
         change_set_id: Uuid::parse_str(&set).map_err(|e| corrupt(e.to_string()))?,
         item_index: usize::try_from(index).map_err(|e| corrupt(e.to_string()))?,
-        agent_id: row.try_get("agent_id")?,
-        target_kind: row.try_get("target_kind")?,
-        target_id: row.try_get("target_id")?,
-        tool_name: row.try_get("tool_name")?,
+        agent_id: row.value("agent_id")?,
+        target_kind: row.value("target_kind")?,
+        target_id: row.value("target_id")?,
+        tool_name: row.value("tool_name")?,
         verdict: verdict
             .parse::<Verdict>()
             .map_err(|e| corrupt(e.to_string()))?,
-        reason: row.try_get("reason")?,
+        reason: row.value("reason")?,
         edited_args: edited.map(json).transpose()?,
-        human_summary: row.try_get("human_summary")?,
+        human_summary: row.value("human_summary")?,
         args: json(args)?,
         created_at: timefmt::parse(TABLE, &created_at)?,
         vector_clock: serde_json::from_str::<VectorClock>(&clock)
             .map_err(|e| corrupt(e.to_string()))?,
-        decided_by: row.try_get("decided_by")?,
+        decided_by: row.value("decided_by")?,
     })
 }
 
@@ -309,32 +309,46 @@ pub async fn recent(
     target: Option<&Target>,
     limit: u32,
 ) -> Result<Vec<ChangeDecision>, StoreError> {
-    let rows =
-        match target {
-            Some(target) => {
-                sqlx::query(concat!(
-                    "SELECT ",
-                    decision_columns!(),
-                    " FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3
+    let (sql, params) = match target {
+        Some(target) => (
+            concat!(
+                "SELECT ",
+                decision_columns!(),
+                " FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3
                  ORDER BY created_at DESC, rowid DESC LIMIT $4"
-                ))
-                .bind(agent_id)
-                .bind(target.kind.as_str())
-                .bind(target.id.as_str())
-                .bind(i64::from(limit))
-                .fetch_all(conn)
-                .await?
-            }
-            None => sqlx::query(concat!(
+            ),
+            vec![
+                Param::Text(agent_id),
+                Param::Text(target.kind.as_str()),
+                Param::Text(target.id.as_str()),
+                Param::Int(i64::from(limit)),
+            ],
+        ),
+        None => (
+            concat!(
                 "SELECT ",
                 decision_columns!(),
                 " FROM decisions WHERE agent_id = $1 ORDER BY created_at DESC, rowid DESC LIMIT $2"
-            ))
-            .bind(agent_id)
-            .bind(i64::from(limit))
-            .fetch_all(conn)
-            .await?,
-        };
+            ),
+            vec![Param::Text(agent_id), Param::Int(i64::from(limit))],
+        ),
+    };
+    // On SQLite through the C API (issue 55): one lock of the connection, no round
+    // trip to sqlx's worker, the same decoder.
+    #[cfg(feature = "sqlite")]
+    if let Some(sqlite) = conn.as_sqlite() {
+        return crate::c_api::with_c_api(sqlite, |c| {
+            let mut statement = c.statement(sql)?;
+            let mut rows = statement.query(rusqlite::params_from_iter(&params))?;
+            let mut decisions = Vec::new();
+            while let Some(row) = rows.next()? {
+                decisions.push(decode(row)?);
+            }
+            Ok(decisions)
+        })
+        .await;
+    }
+    let rows = bind_all(sqlx::query(sql), &params).fetch_all(conn).await?;
     rows.iter().map(decode).collect()
 }
 

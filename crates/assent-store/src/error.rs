@@ -112,6 +112,15 @@ pub enum StoreError {
     /// Any other database error.
     #[error(transparent)]
     Database(#[from] sqlx::Error),
+    /// A statement the store runs through SQLite's C API failed (the engine's own
+    /// statements on SQLite; see the guide's performance chapter).
+    #[error("SQLite error {code}: {message}")]
+    Sqlite {
+        /// SQLite's extended result code (`5` is `SQLITE_BUSY`).
+        code: i32,
+        /// SQLite's message.
+        message: String,
+    },
 }
 
 impl StoreError {
@@ -123,6 +132,8 @@ impl StoreError {
             // A statement inside a transaction that waited out PostgreSQL's
             // `lock_timeout` (the busy timeout) on a row another writer holds.
             Self::Database(error) => is_lock_timeout(error),
+            // The primary code of SQLITE_BUSY and its extended codes.
+            Self::Sqlite { code, .. } => code & 0xff == 5,
             _ => false,
         }
     }
@@ -146,6 +157,20 @@ fn seconds(span: std::time::Duration) -> String {
 
 /// Whether a PostgreSQL statement gave up waiting for a lock (`lock_timeout`,
 /// SQLSTATE 55P03).
+#[cfg(feature = "sqlite")]
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> Self {
+        let code = match &error {
+            rusqlite::Error::SqliteFailure(failure, _) => failure.extended_code,
+            _ => 1,
+        };
+        Self::Sqlite {
+            code,
+            message: error.to_string(),
+        }
+    }
+}
+
 pub(crate) fn is_lock_timeout(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03"))
 }

@@ -100,8 +100,11 @@ pub(crate) fn values_placeholders(rows: usize, columns: usize) -> String {
     (0..rows).map(row).collect::<Vec<_>>().join(", ")
 }
 
+#[cfg(feature = "sqlite")]
+mod c_api;
 mod connection;
 mod error;
+mod row;
 mod store;
 mod writer;
 

@@ -353,8 +353,14 @@ impl std::fmt::Debug for Writer {
     }
 }
 
-async fn run(conn: &mut Connection, sql: &'static str) -> Result<(), sqlx::Error> {
-    sqlx::query(sql).execute(conn).await.map(drop)
+/// Runs one of the writer's own statements (`BEGIN IMMEDIATE`, `SAVEPOINT`, `COMMIT`…):
+/// on SQLite through the C API, each prepared once per connection (issue 55).
+async fn run(conn: &mut Connection, sql: &'static str) -> Result<(), StoreError> {
+    #[cfg(feature = "sqlite")]
+    if let Some(sqlite) = conn.as_sqlite() {
+        return crate::c_api::with_c_api(sqlite, |c| Ok(c.execute(sql, []).map(drop)?)).await;
+    }
+    Ok(sqlx::query(sql).execute(conn).await.map(drop)?)
 }
 
 /// Whether a write may join a batch that is open.
@@ -448,7 +454,14 @@ impl Writer {
         slot.savepoint = slot.batch.is_some();
         if !slot.savepoint {
             let mut conn = self.pool.acquire().await?;
-            run(&mut conn, "BEGIN IMMEDIATE").await?;
+            // Another process holding the file past the busy timeout (SQLite's own
+            // wait, set on the connection) is the same "busy" as a writer held up here.
+            run(&mut conn, "BEGIN IMMEDIATE")
+                .await
+                .map_err(|error| match error {
+                    error if error.is_busy() => StoreError::WriterBusy(self.busy_timeout),
+                    error => error,
+                })?;
             slot.conn = Some(conn);
             slot.batch = Some(Batch {
                 members: 0,
@@ -460,7 +473,7 @@ impl Writer {
         let conn = slot.conn.as_mut().expect(OPEN);
         if let Err(error) = run(conn, "SAVEPOINT assent_write").await {
             Self::fail_batch(slot, &error).await;
-            return Err(error.into());
+            return Err(error);
         }
         Ok(())
     }
@@ -477,7 +490,7 @@ impl Writer {
                 let mut conn = slot.conn.take().expect(OPEN);
                 if let Err(error) = run(&mut conn, "ROLLBACK").await {
                     conn.close_on_drop();
-                    return Err(error.into());
+                    return Err(error);
                 }
             }
             return Ok(());
@@ -493,7 +506,7 @@ impl Writer {
         };
         if let Err(error) = ended {
             Self::fail_batch(slot, &error).await;
-            return Err(error.into());
+            return Err(error);
         }
         Ok(())
     }
@@ -567,7 +580,7 @@ impl Writer {
     }
 
     /// Rolls the whole batch back and fails its members with `error`.
-    async fn fail_batch(slot: &mut Slot, error: &sqlx::Error) {
+    async fn fail_batch(slot: &mut Slot, error: &StoreError) {
         let Some(batch) = slot.batch.take() else {
             return;
         };
