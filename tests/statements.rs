@@ -52,8 +52,15 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 /// Left: `BEGIN`, that read, the applied-operation check, the applied operation, the
 /// decision, the set's and the item's status, the plan's 4 and `COMMIT` (12, the
 /// engine's), and the host's 7: its 2 reads of the task (its state for the stale
-/// check, its clock after the handler) and the handler's 5.
-const PER_CONFIRMATION: usize = 19;
+/// check, its clock after the handler) and the handler's 5. 18 since the handler
+/// reports the task's new clock in its `ToolOutcome` (issue 55): the host's read of it
+/// after the handler is gone.
+const PER_CONFIRMATION: usize = 18;
+/// Round trips a confirmation of the same item may take between the engine's task and
+/// sqlx's worker thread (issue 55): the statements above, less those run together
+/// under one lock through SQLite's C API (the write plan's four and the `COMMIT` of a
+/// lone writer, one trip): 13.
+const TRIPS_PER_CONFIRMATION: usize = 13;
 /// Statements confirm-all of the 20 items left may take in all (646 before the write
 /// plan, 389 with it and the changes above: 19 per item, whose plan is written once
 /// for the whole set). 252 since the agent's rules are read once per tool, who serves
@@ -63,8 +70,8 @@ const PER_CONFIRMATION: usize = 19;
 /// category comes with the state, 231 since the agent's rules come with the set: 11.6
 /// per item, of which the host's 7 (the handler's 5 and its 2 reads of the task) and
 /// the item's savepoint and its release, the applied-operation check and the applied
-/// operation.
-const CONFIRM_ALL_OF_20: usize = 231;
+/// operation. 211 since the handlers report the task's clock (one read fewer per item).
+const CONFIRM_ALL_OF_20: usize = 211;
 /// Statements a wake of 25 deferred calls may take in all (10 today: `BEGIN`, the
 /// agent, the task with its category (its category read on its own before the host's
 /// state held it: 11), the open sets and recent decisions, then the set, its 25 items
@@ -84,8 +91,12 @@ const WAKE_OF_25: usize = 10;
 /// its transaction since).
 const EXTERNAL_CALL: usize = 8;
 
-/// Counts sqlx's statement events.
+/// Counts sqlx's statement events (and the store's through the C API).
 struct Statements(Arc<AtomicUsize>);
+
+/// Round trips between the engine's task and sqlx's SQLite worker thread: one per sqlx
+/// statement, one per lock of a connection for the C API (issue 55), whatever it ran.
+static TRIPS: AtomicUsize = AtomicUsize::new(0);
 
 /// The `summary` field of a statement event (its first words).
 struct Summary(String);
@@ -107,6 +118,9 @@ impl<S: Subscriber> Layer<S> for Statements {
     fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
         // sqlx's statements, and the store's own through SQLite's C API (issue 55).
         let target = event.metadata().target();
+        if target == "sqlx::query" || target == "assent_store::c_api::lock" {
+            TRIPS.fetch_add(1, Ordering::SeqCst);
+        }
         if target == "sqlx::query" || target == "assent_store::c_api" {
             self.0.fetch_add(1, Ordering::SeqCst);
             // `SHOW_STATEMENTS=1 cargo test --test statements -- --nocapture` lists them.
@@ -146,14 +160,24 @@ async fn a_confirmation_and_a_wake_item_stay_within_their_statements() {
     assert_eq!(set.items.len(), 25);
 
     let mut per_confirmation = Vec::new();
+    let mut trips_per_confirmation = Vec::new();
     for index in 0..5 {
         let before = counted.load(Ordering::SeqCst);
+        let trips_before = TRIPS.load(Ordering::SeqCst);
         app.engine
             .confirmations()
             .confirm_item(ItemRef::new(set.id, index), OffsetDateTime::now_utc())
             .await
             .expect("confirmed");
         per_confirmation.push(statements(before));
+        trips_per_confirmation.push(TRIPS.load(Ordering::SeqCst) - trips_before);
+    }
+    println!("round trips to sqlx's worker: one confirmation {trips_per_confirmation:?}");
+    for trips in &trips_per_confirmation {
+        assert!(
+            *trips <= TRIPS_PER_CONFIRMATION,
+            "a confirmation took {trips} round trips (bound {TRIPS_PER_CONFIRMATION})"
+        );
     }
     let before = counted.load(Ordering::SeqCst);
     let all = app

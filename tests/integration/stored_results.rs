@@ -51,12 +51,7 @@ async fn files_engine(store: &Store) -> Engine {
     let host = SimpleHost::new("files")
         .handle("read_blob", |_, call| {
             let text = blob(&call.args["n"]);
-            Box::pin(async move {
-                Ok(assent_tools::ToolOutcome {
-                    message: text,
-                    mutated: false,
-                })
-            })
+            Box::pin(async move { Ok(assent_tools::ToolOutcome::unchanged(text)) })
         })
         .external("fetch_blob", false, Fetcher)
         .category(|_, _| Box::pin(async { Ok(Some("files".to_owned())) }));

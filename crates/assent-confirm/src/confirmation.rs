@@ -805,8 +805,7 @@ impl ConfirmationService {
             return Err(refusal);
         }
         // A refusal keeps its audit records (the denial, the failed handler's result).
-        plan.apply(tx.connection(), now).await?;
-        tx.commit().await?;
+        tx.commit_with(plan, now).await?;
         match attempt {
             Attempt::Decided(outcome) => {
                 tracing::info!(index, "item confirmed");
@@ -824,9 +823,8 @@ impl ConfirmationService {
         plan: WritePlan,
         now: OffsetDateTime,
     ) -> Result<(), ConfirmError> {
-        let mut tx = self.begin_on_set(change_set_id).await?;
-        plan.apply(tx.connection(), now).await?;
-        tx.commit().await?;
+        let tx = self.begin_on_set(change_set_id).await?;
+        tx.commit_with(plan, now).await?;
         Ok(())
     }
 
@@ -1844,8 +1842,7 @@ impl ConfirmationService {
             change_sets::update_status_into(tx.connection(), &set, &decided, now, &mut plan)
                 .await?;
         }
-        plan.apply(tx.connection(), now).await?;
-        tx.commit().await?;
+        tx.commit_with(plan, now).await?;
         let confirmed = items
             .iter()
             .filter(|item| matches!(item.result, ItemResult::Confirmed(_)))

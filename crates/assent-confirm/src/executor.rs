@@ -467,16 +467,20 @@ impl<'h> AuditedExecutor<'h> {
             req.now,
         )
         .await?;
-        let vector_clock = match self
-            .resolver
-            .vector_clock_of(conn, &inv.target.target)
-            .await
-        {
-            Ok(clock) => clock,
-            Err(error) => {
-                tracing::warn!(%error, "could not read the target's vector clock");
-                None
-            }
+        // The handler's own clock when it reported one; else the host is asked.
+        let vector_clock = match outcome.vector_clock {
+            Some(clock) => Some(clock),
+            None => match self
+                .resolver
+                .vector_clock_of(conn, &inv.target.target)
+                .await
+            {
+                Ok(clock) => clock,
+                Err(error) => {
+                    tracing::warn!(%error, "could not read the target's vector clock");
+                    None
+                }
+            },
         };
         let record = AuditRecord {
             vector_clock: vector_clock.clone(),

@@ -38,10 +38,7 @@ impl IntoToolOutcome for ToolOutcome {
 
 impl IntoToolOutcome for String {
     fn into_outcome(self) -> ToolOutcome {
-        ToolOutcome {
-            message: self,
-            mutated: true,
-        }
+        ToolOutcome::changed(self)
     }
 }
 

@@ -799,8 +799,7 @@ impl WakeService {
             .await?;
         let mut written = WritePlan::default();
         audits.drain_into(&mut written)?;
-        written.apply(tx.connection(), now).await?;
-        tx.commit().await?;
+        tx.commit_with(written, now).await?;
         Ok(said(&tool_name, outcome))
     }
 }

@@ -123,17 +123,11 @@ impl JournalToolHandler {
         };
         Ok(match change {
             Change::Applied(message) => {
-                touch(conn, task_id, &self.host_id, inv.now).await?;
+                let (_, clock) = touch(conn, task_id, &self.host_id, inv.now).await?;
                 tracing::debug!(tool = self.tool, task = task_id, "task changed");
-                ToolOutcome {
-                    message,
-                    mutated: true,
-                }
+                ToolOutcome::changed(message).with_vector_clock(clock)
             }
-            Change::Unchanged(message) => ToolOutcome {
-                message,
-                mutated: false,
-            },
+            Change::Unchanged(message) => ToolOutcome::unchanged(message),
         })
     }
 }

@@ -391,11 +391,8 @@ mod tests {
                 .await
                 .expect(tool);
             assert_eq!(
-                outcome,
-                ToolOutcome {
-                    message: message.to_owned(),
-                    mutated: true
-                },
+                (outcome.message.as_str(), outcome.mutated),
+                (message, true),
                 "{tool}"
             );
             let clock = task_vector_clock(tx.connection(), "t1")
@@ -532,11 +529,8 @@ mod tests {
                 .await
                 .expect(tool);
             assert_eq!(
-                outcome,
-                ToolOutcome {
-                    message: message.to_owned(),
-                    mutated: false
-                },
+                (outcome.message.as_str(), outcome.mutated),
+                (message, false),
                 "{tool}"
             );
         }

@@ -195,7 +195,7 @@ pub async fn create_task(
         .execute(&mut *conn)
         .await?;
     }
-    let snapshot = touch(conn, id, host_id, now).await?;
+    let (snapshot, _) = touch(conn, id, host_id, now).await?;
     tracing::debug!("task created");
     Ok(snapshot)
 }
@@ -334,7 +334,7 @@ pub(crate) async fn touch(
     id: &str,
     host_id: &str,
     now: OffsetDateTime,
-) -> Result<TaskSnapshot, JournalError> {
+) -> Result<(TaskSnapshot, VectorClock), JournalError> {
     // One read: the clock's update below changes nothing the snapshot shows.
     let TaskRow {
         snapshot,
@@ -357,7 +357,7 @@ pub(crate) async fn touch(
         status_reason: reason.as_deref(),
     };
     outbox::enqueue(conn, crate::TASK_ENTITY, id, &payload, now).await?;
-    Ok(snapshot)
+    Ok((snapshot, clock))
 }
 
 /// The outbox payload of a task: its snapshot, plus `vectorClock` and `statusReason`.

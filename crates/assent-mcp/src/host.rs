@@ -131,10 +131,7 @@ impl ToolHandler<Connection> for InlineUpstream {
                 )
                 .await;
             match called {
-                Ok(message) => Ok(ToolOutcome {
-                    message,
-                    mutated: true,
-                }),
+                Ok(message) => Ok(ToolOutcome::changed(message)),
                 Err(error) => {
                     // The client reads the gateway's words once, not wrapped again in
                     // the engine's "TOOL failed:" (the engine's record keeps those).

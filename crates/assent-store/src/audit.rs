@@ -2,6 +2,7 @@
 
 use crate::Connection;
 use crate::outbox::{self, entity};
+use crate::row::Statement;
 use crate::writer::{Step, savepoint_sql};
 use crate::{Backend, StoreError, chain, timefmt};
 use assent_domain::{OperationId, Target, VectorClock};
@@ -63,62 +64,79 @@ async fn write_rows(
     conn: &mut Connection,
     rows: &[(&AuditRecord, Option<(&str, i64)>)],
 ) -> Result<Vec<i64>, StoreError> {
-    const COLUMNS: usize = 16;
-    const PER_STATEMENT: usize = 100;
     let mut ids = Vec::with_capacity(rows.len());
-    for chunk in rows.chunks(PER_STATEMENT) {
-        let values = crate::values_placeholders(chunk.len(), COLUMNS);
-        let sql = format!(
-            "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, target_kind, target_id, kind, args, success, detail,
-                                        vector_clock, created_at, origin_host, origin_id, allowed_by, refused_by)
-             VALUES {} RETURNING id",
-            values
-        );
-        // Only placeholders are formatted in; every value is bound.
-        let mut query = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql));
-        for (record, origin) in chunk {
-            query = query
-                .bind(record.operation_id.as_str())
-                .bind(&record.run_key)
-                .bind(&record.tool_name)
-                .bind(&record.agent_id)
-                .bind(&record.target_kind)
-                .bind(&record.target_id)
-                .bind(record.kind.as_str())
-                .bind(record.args.to_string())
-                // 0/1 in an integer column on both backends (`Any` reads SQLite integers as such).
-                .bind(record.success.map(i64::from))
-                .bind(record.detail.as_deref())
-                .bind(
-                    record
-                        .vector_clock
-                        .as_ref()
-                        .map(|c| serde_json::json!(c).to_string()),
-                )
-                .bind(timefmt::format(record.created_at))
-                .bind(origin.map(|(host, _)| host))
-                .bind(origin.map(|(_, id)| id))
-                .bind(record.allowed_by.as_ref().map(Value::to_string))
-                .bind(record.refused_by.as_ref().map(Value::to_string));
-        }
-        let mut written = query.fetch_all(&mut *conn).await?;
-        // `RETURNING` promises no order; ids are given in the order of the rows of one
-        // `VALUES` list (SQLite's rowids, PostgreSQL's sequence), so ascending ids
-        // follow the records.
-        written.sort_unstable();
-        if written.len() != chunk.len() {
-            return Err(StoreError::corrupt(
-                TABLE,
-                format!(
-                    "{} rows inserted, {} ids returned",
-                    chunk.len(),
-                    written.len()
-                ),
-            ));
-        }
-        ids.extend(written);
+    for (statement, count) in row_statements(rows) {
+        let written = statement
+            .query()
+            .fetch_all(&mut *conn)
+            .await?
+            .iter()
+            .map(|row| row.try_get::<i64, _>(0))
+            .collect::<Result<Vec<_>, _>>()?;
+        ids.extend(ids_in_order(written, count)?);
     }
     Ok(ids)
+}
+
+/// The inserts of audit rows, up to 100 in one statement (16 parameters each), each
+/// returning the ids of its rows, with how many rows it inserts.
+pub(crate) fn row_statements(
+    rows: &[(&AuditRecord, Option<(&str, i64)>)],
+) -> Vec<(Statement, usize)> {
+    const COLUMNS: usize = 16;
+    const PER_STATEMENT: usize = 100;
+    rows.chunks(PER_STATEMENT)
+        .map(|chunk| {
+            let values = crate::values_placeholders(chunk.len(), COLUMNS);
+            let sql = format!(
+                "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, target_kind, target_id, kind, args, success, detail,
+                                            vector_clock, created_at, origin_host, origin_id, allowed_by, refused_by)
+                 VALUES {} RETURNING id",
+                values
+            );
+            let statement = chunk.iter().fold(Statement::new(sql), |statement, (record, origin)| {
+                statement
+                    .bind(record.operation_id.as_str())
+                    .bind(&record.run_key)
+                    .bind(&record.tool_name)
+                    .bind(&record.agent_id)
+                    .bind(&record.target_kind)
+                    .bind(&record.target_id)
+                    .bind(record.kind.as_str())
+                    .bind(record.args.to_string())
+                    // 0/1 in an integer column on both backends (`Any` reads SQLite integers as such).
+                    .bind(record.success.map(i64::from))
+                    .bind(record.detail.as_deref())
+                    .bind(
+                        record
+                            .vector_clock
+                            .as_ref()
+                            .map(|c| serde_json::json!(c).to_string()),
+                    )
+                    .bind(timefmt::format(record.created_at))
+                    .bind(origin.map(|(host, _)| host))
+                    .bind(origin.map(|(_, id)| id))
+                    .bind(record.allowed_by.as_ref().map(Value::to_string))
+                    .bind(record.refused_by.as_ref().map(Value::to_string))
+            });
+            (statement, chunk.len())
+        })
+        .collect()
+}
+
+/// The ids one insert of `count` rows returned, in the order of its rows.
+pub(crate) fn ids_in_order(mut written: Vec<i64>, count: usize) -> Result<Vec<i64>, StoreError> {
+    // `RETURNING` promises no order; ids are given in the order of the rows of one
+    // `VALUES` list (SQLite's rowids, PostgreSQL's sequence), so ascending ids follow
+    // the records.
+    written.sort_unstable();
+    if written.len() != count {
+        return Err(StoreError::corrupt(
+            TABLE,
+            format!("{count} rows inserted, {} ids returned", written.len()),
+        ));
+    }
+    Ok(written)
 }
 
 /// An audit record's content on the consent chain: every column but its vector clock.

@@ -61,6 +61,39 @@ impl CApi<'_> {
         self.conn.prepare_cached(sql)
     }
 
+    /// The cached statement for `sql` with `params` bound to its `$1`, `$2`… in that
+    /// order, as sqlx binds them: by the number in the parameter's name, not by where
+    /// the name first appears (SQLite numbers `$N` parameters in order of appearance, and
+    /// a statement may name `$2` before `$1`, or `$1` twice).
+    pub(crate) fn bound(
+        &self,
+        sql: &str,
+        params: &[impl rusqlite::ToSql],
+    ) -> Result<rusqlite::CachedStatement<'_>, StoreError> {
+        let mut statement = self.statement(sql)?;
+        if statement.parameter_count() != params.len() {
+            return Err(StoreError::Sqlite {
+                code: 25, // SQLITE_RANGE
+                message: format!(
+                    "{} parameters bound to a statement with {} ({})",
+                    params.len(),
+                    statement.parameter_count(),
+                    summary(sql)
+                ),
+            });
+        }
+        for (number, param) in (1..).zip(params) {
+            let index = statement
+                .parameter_index(&format!("${number}"))?
+                .ok_or_else(|| StoreError::Sqlite {
+                    code: 25,
+                    message: format!("no parameter ${number} in {}", summary(sql)),
+                })?;
+            statement.raw_bind_parameter(index, param)?;
+        }
+        Ok(statement)
+    }
+
     /// Runs `sql`, which returns no rows, through its cached statement.
     pub(crate) fn execute(
         &self,
@@ -90,6 +123,8 @@ pub(crate) async fn with_c_api<R>(
     // then `cache` (our strong reference), then `locked` (sqlx's lock). The cache must
     // never be left to be dropped by us after sqlx may close the handle.
     let mut locked = conn.lock_handle().await?;
+    // One round trip to sqlx's worker: what the statements test counts as a trip.
+    tracing::debug!(target: "assent_store::c_api::lock", "locked");
     let cache = cache_of(&mut locked)?;
     let statements = cache.lock().unwrap_or_else(PoisonError::into_inner);
     let result = work(&CApi { conn: &statements });

@@ -20,6 +20,7 @@
 //! device's chain with its origin named, and never rewrites the origin's chain.
 
 use crate::Connection;
+use crate::row::{Statement, StoreRow};
 use crate::{Backend, StoreError, timefmt};
 use assent_domain::canonical_json;
 use serde_json::{Value, json};
@@ -169,23 +170,32 @@ pub struct Head {
 
 /// This device's head.
 pub async fn head(conn: &mut Connection) -> Result<Head, StoreError> {
-    let row = sqlx::query(
-        "SELECT d.host_id AS device,
-                (SELECT seq FROM consent_chain c WHERE c.device_id = d.host_id ORDER BY seq DESC LIMIT 1) AS seq,
-                (SELECT hash FROM consent_chain c WHERE c.device_id = d.host_id ORDER BY seq DESC LIMIT 1) AS hash
-         FROM sync_device d WHERE d.singleton = 1",
-    )
-    .fetch_optional(&mut *conn)
-    .await?
-    .ok_or_else(|| StoreError::corrupt(TABLE, "the database has no device id (sync_device is empty)"))?;
-    let seq: Option<i64> = row.try_get("seq")?;
+    let row = sqlx::query(HEAD).fetch_optional(&mut *conn).await?;
+    decode_head(row.as_ref())
+}
+
+/// The read of this device's head ([`decode_head`] decodes it).
+pub(crate) const HEAD: &str = "SELECT d.host_id AS device,
+        (SELECT seq FROM consent_chain c WHERE c.device_id = d.host_id ORDER BY seq DESC LIMIT 1) AS seq,
+        (SELECT hash FROM consent_chain c WHERE c.device_id = d.host_id ORDER BY seq DESC LIMIT 1) AS hash
+ FROM sync_device d WHERE d.singleton = 1";
+
+/// The head [`HEAD`] read (`None`: no row).
+pub(crate) fn decode_head(row: Option<&impl StoreRow>) -> Result<Head, StoreError> {
+    let row = row.ok_or_else(|| {
+        StoreError::corrupt(
+            TABLE,
+            "the database has no device id (sync_device is empty)",
+        )
+    })?;
+    let seq: Option<i64> = row.value("seq")?;
     Ok(Head {
-        device_id: row.try_get("device")?,
+        device_id: row.value("device")?,
         entries: seq.map_or(Ok(0), |s| {
             u64::try_from(s).map_err(|e| StoreError::corrupt(TABLE, format!("seq {s}: {e}")))
         })?,
         hash: row
-            .try_get::<Option<String>, _>("hash")?
+            .value::<Option<String>>("hash")?
             .unwrap_or_else(|| GENESIS.to_owned()),
     })
 }
@@ -234,6 +244,19 @@ async fn write(
     entries: Vec<Entry>,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
+    insert_after(head, entries, now)?
+        .query()
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// The insert of `entries` after `head`, each hashed onto the one before.
+pub(crate) fn insert_after(
+    head: Head,
+    entries: Vec<Entry>,
+    now: OffsetDateTime,
+) -> Result<Statement, StoreError> {
     let created_at = timefmt::format(now);
     let mut prev = head.hash;
     let mut rows = Vec::with_capacity(entries.len());
@@ -271,22 +294,20 @@ async fn write(
             p + 8
         ));
     }
-    // Only placeholders are formatted in; every value is bound.
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    let mut statement = Statement::new(sql);
     for (seq, kind, subject, content, prev, hash) in rows {
         let seq = i64::try_from(seq).map_err(|e| StoreError::corrupt(TABLE, e))?;
-        query = query
-            .bind(head.device_id.clone())
+        statement = statement
+            .bind(head.device_id.as_str())
             .bind(seq)
             .bind(kind)
             .bind(subject)
             .bind(content)
             .bind(prev)
             .bind(hash)
-            .bind(created_at.clone());
+            .bind(created_at.as_str());
     }
-    query.execute(&mut *conn).await?;
-    Ok(())
+    Ok(statement)
 }
 
 /// Begins this device's chain, in the caller's transaction, when it has no entry yet,

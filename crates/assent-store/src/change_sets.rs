@@ -980,8 +980,8 @@ pub async fn pending(
     #[cfg(feature = "sqlite")]
     if let Some(sqlite) = conn.as_sqlite() {
         return crate::c_api::with_c_api(sqlite, |c| {
-            let mut statement = c.statement(sql)?;
-            let mut rows = statement.query(rusqlite::params_from_iter(&params))?;
+            let mut statement = c.bound(sql, &params)?;
+            let mut rows = statement.raw_query();
             let mut sets = Vec::new();
             while let Some(row) = rows.next()? {
                 sets.push(decode_set(row, Vec::new())?);
@@ -990,8 +990,8 @@ pub async fn pending(
             let mut items: std::collections::HashMap<String, Vec<ChangeItem>> =
                 std::collections::HashMap::with_capacity(ids.len());
             for chunk in ids.chunks(SETS_PER_ITEM_READ) {
-                let mut statement = c.statement(&items_of_sets_sql(chunk.len()))?;
-                let mut rows = statement.query(rusqlite::params_from_iter(chunk))?;
+                let mut statement = c.bound(&items_of_sets_sql(chunk.len()), chunk)?;
+                let mut rows = statement.raw_query();
                 while let Some(row) = rows.next()? {
                     let set: String = row.value("change_set_id")?;
                     items.entry(set).or_default().push(decode_item(row)?);

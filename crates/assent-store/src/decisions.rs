@@ -338,8 +338,8 @@ pub async fn recent(
     #[cfg(feature = "sqlite")]
     if let Some(sqlite) = conn.as_sqlite() {
         return crate::c_api::with_c_api(sqlite, |c| {
-            let mut statement = c.statement(sql)?;
-            let mut rows = statement.query(rusqlite::params_from_iter(&params))?;
+            let mut statement = c.bound(sql, &params)?;
+            let mut rows = statement.raw_query();
             let mut decisions = Vec::new();
             while let Some(row) = rows.next()? {
                 decisions.push(decode(row)?);

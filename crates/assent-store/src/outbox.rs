@@ -6,6 +6,7 @@
 //! as `dead` for a person to look at.
 
 use crate::Connection;
+use crate::row::Statement;
 use crate::{Backend, StoreError, timefmt};
 use serde::Serialize;
 use serde_json::Value;
@@ -106,37 +107,48 @@ pub async fn enqueue_many(
     messages: &[Message<'_>],
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    const PER_STATEMENT: usize = 100;
-    let now = timefmt::format(now);
-    for chunk in messages.chunks(PER_STATEMENT) {
-        // `$1` is the time of every row; each row has three parameters of its own.
-        let rows: Vec<String> = (0..chunk.len())
-            .map(|row| {
-                let first = 2 + row * 3;
-                format!(
-                    "(${first}, ${}, ${}, 'pending', 0, $1, $1)",
-                    first + 1,
-                    first + 2
-                )
-            })
-            .collect();
-        let sql = format!(
-            "INSERT INTO outbox (entity_type, entity_id, payload, status, attempts, created_at, updated_at)
-             VALUES {}
-             ON CONFLICT (entity_type, entity_id) WHERE status = 'pending'
-             DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at",
-            rows.join(", ")
-        );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.as_str());
-        for (entity_type, entity_id, payload) in chunk {
-            query = query
-                .bind(*entity_type)
-                .bind(entity_id.as_str())
-                .bind(payload.as_str());
-        }
-        query.execute(&mut *conn).await?;
+    for statement in upsert_statements(messages, now) {
+        statement.query().execute(&mut *conn).await?;
     }
     Ok(())
+}
+
+/// The upserts of `messages`, up to 100 in one statement.
+pub(crate) fn upsert_statements(messages: &[Message<'_>], now: OffsetDateTime) -> Vec<Statement> {
+    const PER_STATEMENT: usize = 100;
+    let now = timefmt::format(now);
+    messages
+        .chunks(PER_STATEMENT)
+        .map(|chunk| {
+            // `$1` is the time of every row; each row has three parameters of its own.
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|row| {
+                    let first = 2 + row * 3;
+                    format!(
+                        "(${first}, ${}, ${}, 'pending', 0, $1, $1)",
+                        first + 1,
+                        first + 2
+                    )
+                })
+                .collect();
+            let sql = format!(
+                "INSERT INTO outbox (entity_type, entity_id, payload, status, attempts, created_at, updated_at)
+                 VALUES {}
+                 ON CONFLICT (entity_type, entity_id) WHERE status = 'pending'
+                 DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at",
+                rows.join(", ")
+            );
+            chunk.iter().fold(
+                Statement::new(sql).bind(now.as_str()),
+                |statement, (entity_type, entity_id, payload)| {
+                    statement
+                        .bind(*entity_type)
+                        .bind(entity_id.as_str())
+                        .bind(payload.as_str())
+                },
+            )
+        })
+        .collect()
 }
 
 fn decode(row: &sqlx::any::AnyRow) -> Result<OutboxMessage, StoreError> {

@@ -18,8 +18,9 @@
 //! decisions, the chain, the outbox and audit rows are planned, nothing in a decision
 //! reads them, and a decision a delegation record names is written at once.
 
-use crate::Connection;
 use crate::outbox::{self, entity};
+use crate::row::Statement;
+use crate::{Connection, WriteTx};
 use crate::{StoreError, audit, chain, timefmt};
 use assent_domain::ChangeDecision;
 use assent_tools::{AuditRecord, AuditSink, BoxFuture};
@@ -139,28 +140,140 @@ impl WritePlan {
     }
 
     /// Writes the plan in `conn`'s transaction: at most one statement per table (per
-    /// fifty decisions, per hundred audit rows), plus the chain's head read.
+    /// fifty decisions, per hundred audit rows), plus the chain's head read. On SQLite
+    /// all of them run through the C API under one lock of the connection (issue 55).
     #[tracing::instrument(skip_all, fields(decisions = self.decisions.len(), audits = self.audits.len(), entries = self.entries.len(), messages = self.messages.len()))]
     pub async fn apply(self, conn: &mut Connection, now: OffsetDateTime) -> Result<(), StoreError> {
+        #[cfg(feature = "sqlite")]
+        if let Some(sqlite) = conn.as_sqlite() {
+            let left =
+                crate::c_api::with_c_api(sqlite, |c| self.apply_through_c_api(c, now)).await?;
+            // Only the chain's very first append is left: it reads what the chain
+            // begins with (every agent's rules), once per database.
+            return match left {
+                Some(plan) => plan.apply_through_sqlx(conn, now).await,
+                None => Ok(()),
+            };
+        }
+        self.apply_through_sqlx(conn, now).await
+    }
+
+    /// [`Self::apply`], then `then` (the writer's `COMMIT`) when given: on SQLite under
+    /// the same lock of the connection as the plan's statements.
+    async fn apply_then(
+        self,
+        conn: &mut Connection,
+        now: OffsetDateTime,
+        then: Option<&'static str>,
+    ) -> Result<(), StoreError> {
+        let Some(then) = then else {
+            return self.apply(conn, now).await;
+        };
+        #[cfg(feature = "sqlite")]
+        if let Some(sqlite) = conn.as_sqlite() {
+            let left = crate::c_api::with_c_api(sqlite, |c| {
+                let left = self.apply_through_c_api(c, now)?;
+                if left.is_none() {
+                    c.execute(then, [])?;
+                }
+                Ok(left)
+            })
+            .await?;
+            if let Some(plan) = left {
+                plan.apply_through_sqlx(conn, now).await?;
+                sqlx::query(then).execute(conn).await?;
+            }
+            return Ok(());
+        }
+        self.apply_through_sqlx(conn, now).await?;
+        sqlx::query(then).execute(conn).await?;
+        Ok(())
+    }
+
+    async fn apply_through_sqlx(
+        self,
+        conn: &mut Connection,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
         insert_decisions(conn, &self.decisions).await?;
         let ids = audit::insert_rows(conn, &self.audits).await?;
-        let audit_entry = |position: usize| chain::Entry {
-            kind: chain::EntryKind::Audit,
-            subject: ids[position].to_string(),
-            content: audit::chain_content(ids[position], &self.audits[position], None),
-        };
-        let entries = self
-            .entries
-            .into_iter()
-            .map(|planned| match planned {
-                Planned::Entry(entry) => entry,
-                Planned::Audit(position) => audit_entry(position),
-            })
-            .collect();
+        let entries = resolved_entries(self.entries, &self.audits, &ids);
         chain::append(conn, entries, now).await?;
         let messages = outbox_messages(self.messages, &ids);
         outbox::enqueue_many(conn, &messages, now).await
     }
+
+    /// The plan's statements through the C API: the same statements as through sqlx.
+    /// `Some(self)`, with nothing written, when the chain has no entry yet (its
+    /// beginning is written through sqlx).
+    #[cfg(feature = "sqlite")]
+    fn apply_through_c_api(
+        self,
+        c: &crate::c_api::CApi<'_>,
+        now: OffsetDateTime,
+    ) -> Result<Option<Self>, StoreError> {
+        let head = if self.entries.is_empty() {
+            None
+        } else {
+            let mut statement = c.bound(chain::HEAD, &[] as &[crate::row::Value])?;
+            let mut rows = statement.raw_query();
+            let head = chain::decode_head(rows.next()?)?;
+            if head.entries == 0 {
+                return Ok(Some(self));
+            }
+            Some(head)
+        };
+        for statement in decision_statements(&self.decisions) {
+            statement.execute(c)?;
+        }
+        let rows: Vec<_> = self.audits.iter().map(|record| (record, None)).collect();
+        let mut ids = Vec::with_capacity(rows.len());
+        for (statement, count) in audit::row_statements(&rows) {
+            ids.extend(audit::ids_in_order(statement.fetch_ints(c)?, count)?);
+        }
+        if let Some(head) = head {
+            let entries = resolved_entries(self.entries, &self.audits, &ids);
+            chain::insert_after(head, entries, now)?.execute(c)?;
+        }
+        for statement in outbox::upsert_statements(&outbox_messages(self.messages, &ids), now) {
+            statement.execute(c)?;
+        }
+        Ok(None)
+    }
+}
+
+impl WriteTx {
+    /// Writes `plan` (a decision's rows, audit records, chain entries and outbox
+    /// messages) and commits, as `plan.apply(tx.connection(), now)` and
+    /// [`WriteTx::commit`] would. On a SQLite file whose writer commits this
+    /// transaction's batch at once (no other writer in it or waiting to join it), the
+    /// plan's statements and the `COMMIT` run under one lock of the connection, with no
+    /// round trip to sqlx's worker between them (issue 55).
+    pub async fn commit_with(self, plan: WritePlan, now: OffsetDateTime) -> Result<(), StoreError> {
+        self.commit_after(Box::new(move |conn, then| {
+            Box::pin(plan.apply_then(conn, now, then))
+        }))
+        .await
+    }
+}
+
+/// The plan's chain entries, an audit record's entry naming the id its row was given.
+fn resolved_entries(
+    entries: Vec<Planned>,
+    audits: &[AuditRecord],
+    ids: &[i64],
+) -> Vec<chain::Entry> {
+    entries
+        .into_iter()
+        .map(|planned| match planned {
+            Planned::Entry(entry) => entry,
+            Planned::Audit(position) => chain::Entry {
+                kind: chain::EntryKind::Audit,
+                subject: ids[position].to_string(),
+                content: audit::chain_content(ids[position], &audits[position], None),
+            },
+        })
+        .collect()
 }
 
 /// A decision's row as [`crate::decisions::plan_decided`] planned it.
@@ -177,45 +290,51 @@ async fn insert_decisions(
     conn: &mut Connection,
     rows: &[PlannedDecision],
 ) -> Result<(), StoreError> {
-    const COLUMNS: usize = 18;
-    const PER_STATEMENT: usize = 50;
-    for chunk in rows.chunks(PER_STATEMENT) {
-        let values = crate::values_placeholders(chunk.len(), COLUMNS);
-        let sql = format!(
-            concat!(
-                "INSERT INTO decisions (",
-                decision_row_columns!(),
-                ") VALUES {}"
-            ),
-            values
-        );
-        // Only placeholders are formatted in; every value is bound.
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for row in chunk {
-            let decision = &row.decision;
-            query = query
-                .bind(decision.id.to_string())
-                .bind(decision.change_set_id.to_string())
-                .bind(decision.item_index as i64)
-                .bind(decision.agent_id.as_str())
-                .bind(decision.target_kind.as_str())
-                .bind(decision.target_id.as_str())
-                .bind(decision.tool_name.as_str())
-                .bind(decision.verdict.as_str())
-                .bind(decision.reason.as_deref())
-                .bind(decision.edited_args.as_ref().map(Value::to_string))
-                .bind(decision.human_summary.as_str())
-                .bind(decision.args.to_string())
-                .bind(timefmt::format(decision.created_at))
-                .bind(json!(decision.vector_clock).to_string())
-                .bind(None::<String>)
-                .bind(row.approval_digest.as_deref())
-                .bind(row.decided_by.as_deref())
-                .bind(row.shadow.as_deref());
-        }
-        query.execute(&mut *conn).await?;
+    for statement in decision_statements(rows) {
+        statement.query().execute(&mut *conn).await?;
     }
     Ok(())
+}
+
+/// The inserts of planned decisions, up to 50 in one statement (18 parameters each).
+fn decision_statements(rows: &[PlannedDecision]) -> Vec<Statement> {
+    const COLUMNS: usize = 18;
+    const PER_STATEMENT: usize = 50;
+    rows.chunks(PER_STATEMENT)
+        .map(|chunk| {
+            let values = crate::values_placeholders(chunk.len(), COLUMNS);
+            let sql = format!(
+                concat!(
+                    "INSERT INTO decisions (",
+                    decision_row_columns!(),
+                    ") VALUES {}"
+                ),
+                values
+            );
+            chunk.iter().fold(Statement::new(sql), |statement, row| {
+                let decision = &row.decision;
+                statement
+                    .bind(decision.id.to_string())
+                    .bind(decision.change_set_id.to_string())
+                    .bind(decision.item_index as i64)
+                    .bind(decision.agent_id.as_str())
+                    .bind(decision.target_kind.as_str())
+                    .bind(decision.target_id.as_str())
+                    .bind(decision.tool_name.as_str())
+                    .bind(decision.verdict.as_str())
+                    .bind(decision.reason.as_deref())
+                    .bind(decision.edited_args.as_ref().map(Value::to_string))
+                    .bind(decision.human_summary.as_str())
+                    .bind(decision.args.to_string())
+                    .bind(timefmt::format(decision.created_at))
+                    .bind(json!(decision.vector_clock).to_string())
+                    .bind(None::<String>)
+                    .bind(row.approval_digest.as_deref())
+                    .bind(row.decided_by.as_deref())
+                    .bind(row.shadow.as_deref())
+            })
+        })
+        .collect()
 }
 
 /// The messages to enqueue, one per entity: a later message of the same entity

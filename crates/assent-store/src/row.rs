@@ -78,3 +78,122 @@ impl rusqlite::ToSql for Param<'_> {
         }
     }
 }
+
+/// An owned statement parameter, typed even when NULL (PostgreSQL checks a NULL's type
+/// against its column's).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Value {
+    Text(String),
+    Int(i64),
+    NullText,
+    NullInt,
+}
+
+impl From<String> for Value {
+    fn from(text: String) -> Self {
+        Self::Text(text)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(text: &str) -> Self {
+        Self::Text(text.to_owned())
+    }
+}
+
+impl From<&String> for Value {
+    fn from(text: &String) -> Self {
+        Self::Text(text.clone())
+    }
+}
+
+impl From<i64> for Value {
+    fn from(number: i64) -> Self {
+        Self::Int(number)
+    }
+}
+
+impl From<Option<String>> for Value {
+    fn from(text: Option<String>) -> Self {
+        text.map_or(Self::NullText, Self::Text)
+    }
+}
+
+impl From<Option<&str>> for Value {
+    fn from(text: Option<&str>) -> Self {
+        text.map_or(Self::NullText, |t| Self::Text(t.to_owned()))
+    }
+}
+
+impl From<Option<i64>> for Value {
+    fn from(number: Option<i64>) -> Self {
+        number.map_or(Self::NullInt, Self::Int)
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl rusqlite::ToSql for Value {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::ToSqlOutput;
+        Ok(match self {
+            Self::Text(text) => ToSqlOutput::from(text.as_str()),
+            Self::Int(number) => ToSqlOutput::from(*number),
+            Self::NullText | Self::NullInt => ToSqlOutput::from(rusqlite::types::Null),
+        })
+    }
+}
+
+/// A statement with its parameters, built once and run through sqlx or, on SQLite,
+/// through the C API (issue 55): what a write plan is made of.
+#[derive(Debug, Clone)]
+pub(crate) struct Statement {
+    sql: String,
+    params: Vec<Value>,
+}
+
+impl Statement {
+    /// `sql` holds only placeholders (`$1`…), never a value: every value is bound.
+    pub(crate) fn new(sql: String) -> Self {
+        Self {
+            sql,
+            params: Vec::new(),
+        }
+    }
+
+    pub(crate) fn bind(mut self, value: impl Into<Value>) -> Self {
+        self.params.push(value.into());
+        self
+    }
+
+    /// The statement as an sqlx query.
+    pub(crate) fn query(&self) -> sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments> {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(self.sql.clone()));
+        for value in &self.params {
+            query = match value {
+                Value::Text(text) => query.bind(text.as_str()),
+                Value::Int(number) => query.bind(*number),
+                Value::NullText => query.bind(None::<String>),
+                Value::NullInt => query.bind(None::<i64>),
+            };
+        }
+        query
+    }
+
+    /// Runs the statement through the C API.
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn execute(&self, c: &crate::c_api::CApi<'_>) -> Result<usize, StoreError> {
+        Ok(c.bound(&self.sql, &self.params)?.raw_execute()?)
+    }
+
+    /// Runs the statement through the C API, returning its rows' first column.
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn fetch_ints(&self, c: &crate::c_api::CApi<'_>) -> Result<Vec<i64>, StoreError> {
+        let mut statement = c.bound(&self.sql, &self.params)?;
+        let mut rows = statement.raw_query();
+        let mut ints = Vec::new();
+        while let Some(row) = rows.next()? {
+            ints.push(row.get(0)?);
+        }
+        Ok(ints)
+    }
+}

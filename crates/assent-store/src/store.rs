@@ -441,7 +441,12 @@ impl Store {
         if let Pool::Sqlite(sqlite) = &pool {
             let file = sqlite.connect_options().get_filename().to_path_buf();
             if options.group_commit && file.is_file() {
-                writer = Some(Writer::new(pool.clone(), options.busy_timeout));
+                // The service chose the journal mode (sqlx's default is WAL).
+                let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+                    .fetch_one(sqlite)
+                    .await?;
+                let wal = mode.eq_ignore_ascii_case("wal");
+                writer = Some(Writer::new(pool.clone(), options.busy_timeout, wal));
             }
         }
         Self::over(pool, writer, options).await
@@ -1057,9 +1062,11 @@ async fn open_sqlite(
         .connect(&url)
         .await?;
     if options.group_commit && sqlite_file(&options.url).is_some() {
+        // Its connections set WAL mode (above).
         *writer = Some(Writer::new(
             Pool::Sqlite(pool.clone()),
             options.busy_timeout,
+            true,
         ));
     }
     Ok(pool)

@@ -143,6 +143,26 @@ impl WriteTx {
         self.end(true).await
     }
 
+    /// Runs `finish` (the last writes) and commits: `finish` gets `Some("COMMIT")` when
+    /// it may run the commit itself, under the same lock of the connection as its own
+    /// statements (a SQLite file's batch with this transaction as its only member and
+    /// no writer waiting to join it), else `None` and the commit follows as in
+    /// [`WriteTx::commit`]. What [`WriteTx::commit_with`] is built on.
+    pub(crate) async fn commit_after(mut self, finish: Finish) -> Result<(), StoreError> {
+        if self.abandoned {
+            self.end(false).await?;
+            return Err(StoreError::SavepointNotEnded);
+        }
+        match self.kind.take() {
+            Some(Kind::Member(slot, writer)) => writer.commit_member_after(slot, finish).await,
+            kind => {
+                self.kind = kind;
+                finish(self.connection(), None).await?;
+                self.end(true).await
+            }
+        }
+    }
+
     /// Discards the writes.
     pub async fn rollback(mut self) -> Result<(), StoreError> {
         self.end(false).await
@@ -166,6 +186,17 @@ impl WriteTx {
 }
 
 const ENDED: &str = "a write transaction is not used after it ended";
+
+/// The last writes of a transaction, given its connection and the `COMMIT` to run after
+/// them when they may run it themselves (see [`WriteTx::commit_after`]).
+pub(crate) type Finish = Box<
+    dyn for<'c> FnOnce(
+            &'c mut Connection,
+            Option<&'static str>,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<(), StoreError>> + Send + 'c>,
+        > + Send,
+>;
 
 /// A savepoint open on a [`WriteTx`], from [`WriteTx::savepoint`]: the transaction
 /// (it dereferences to it: [`WriteTx::connection`] for statements,
@@ -331,6 +362,9 @@ pub(crate) struct Writer {
     waiting: AtomicUsize,
     /// How long a writer waits for the connection (the store's busy timeout).
     busy_timeout: Duration,
+    /// Whether the file is in WAL mode, where a `COMMIT` never waits for a lock (so
+    /// it may run through the C API, on the caller's thread).
+    wal: bool,
     /// Batches committed (each one WAL sync at `FULL`) and writes they carried.
     commits: AtomicU64,
     committed_writes: AtomicU64,
@@ -353,13 +387,22 @@ impl std::fmt::Debug for Writer {
     }
 }
 
-/// Runs one of the writer's own statements (`BEGIN IMMEDIATE`, `SAVEPOINT`, `COMMIT`…):
-/// on SQLite through the C API, each prepared once per connection (issue 55).
+/// Runs one of the writer's own statements that never waits for a lock (`SAVEPOINT`,
+/// `RELEASE`, `ROLLBACK`, and `COMMIT` in WAL mode): on SQLite through the C API,
+/// prepared once per connection (issue 55).
 async fn run(conn: &mut Connection, sql: &'static str) -> Result<(), StoreError> {
     #[cfg(feature = "sqlite")]
     if let Some(sqlite) = conn.as_sqlite() {
         return crate::c_api::with_c_api(sqlite, |c| Ok(c.execute(sql, []).map(drop)?)).await;
     }
+    run_waiting(conn, sql).await
+}
+
+/// Runs a statement that may wait for SQLite's lock (`BEGIN IMMEDIATE`; `COMMIT` outside
+/// WAL mode) through sqlx: SQLite's busy handler sleeps on the thread that runs the
+/// statement, and through the C API that would be the async runtime's, which the
+/// writer holding the lock may need to finish.
+async fn run_waiting(conn: &mut Connection, sql: &'static str) -> Result<(), StoreError> {
     Ok(sqlx::query(sql).execute(conn).await.map(drop)?)
 }
 
@@ -393,7 +436,7 @@ impl Drop for Waiting {
 }
 
 impl Writer {
-    pub(crate) fn new(pool: Pool, busy_timeout: Duration) -> Arc<Self> {
+    pub(crate) fn new(pool: Pool, busy_timeout: Duration, wal: bool) -> Arc<Self> {
         Arc::new(Self {
             pool,
             slot: Arc::new(Mutex::new(Slot {
@@ -404,6 +447,7 @@ impl Writer {
             })),
             waiting: AtomicUsize::new(0),
             busy_timeout,
+            wal,
             commits: AtomicU64::new(0),
             committed_writes: AtomicU64::new(0),
         })
@@ -456,7 +500,7 @@ impl Writer {
             let mut conn = self.pool.acquire().await?;
             // Another process holding the file past the busy timeout (SQLite's own
             // wait, set on the connection) is the same "busy" as a writer held up here.
-            run(&mut conn, "BEGIN IMMEDIATE")
+            run_waiting(&mut conn, "BEGIN IMMEDIATE")
                 .await
                 .map_err(|error| match error {
                     error if error.is_busy() => StoreError::WriterBusy(self.busy_timeout),
@@ -536,6 +580,48 @@ impl Writer {
         }
     }
 
+    /// [`WriteTx::commit_after`] for a member: when it is its batch's only member and
+    /// nobody waits to join, its last writes and the batch's `COMMIT` run together.
+    async fn commit_member_after(
+        self: Arc<Self>,
+        mut slot: OwnedMutexGuard<Slot>,
+        finish: Finish,
+    ) -> Result<(), StoreError> {
+        // Outside WAL mode a `COMMIT` may wait for readers: never on the runtime's thread.
+        let alone = self.wal
+            && !slot.savepoint
+            && !slot.abandoned
+            && self.waiting.load(Ordering::Acquire) == 0;
+        if !alone {
+            let finished = finish(slot.conn.as_mut().expect(OPEN), None).await;
+            if let Err(error) = finished {
+                self.rollback_member(slot).await?;
+                return Err(error);
+            }
+            return self.commit_member(slot).await;
+        }
+        let applied = finish(slot.conn.as_mut().expect(OPEN), Some("COMMIT")).await;
+        match applied {
+            Ok(()) => {
+                let mut batch = slot.batch.take().expect("a member runs inside a batch");
+                batch.members += 1;
+                self.commits.fetch_add(1, Ordering::AcqRel);
+                self.committed_writes
+                    .fetch_add(batch.members as u64, Ordering::AcqRel);
+                tracing::debug!(members = batch.members, "group committed with its plan");
+                slot.conn = None;
+                batch.outcome.send_replace(Some(Ok(())));
+                Ok(())
+            }
+            Err(error) => {
+                // The batch's only member: its failure is the batch's (rolled back, the
+                // connection dropped when its state is unclear).
+                Self::fail_batch(&mut slot, &error).await;
+                Err(error)
+            }
+        }
+    }
+
     async fn rollback_member(
         self: Arc<Self>,
         mut slot: OwnedMutexGuard<Slot>,
@@ -563,7 +649,12 @@ impl Writer {
             return;
         };
         let conn = slot.conn.as_mut().expect(OPEN);
-        match run(conn, "COMMIT").await {
+        let committed = if self.wal {
+            run(conn, "COMMIT").await
+        } else {
+            run_waiting(conn, "COMMIT").await
+        };
+        match committed {
             Ok(()) => {
                 self.commits.fetch_add(1, Ordering::AcqRel);
                 self.committed_writes
