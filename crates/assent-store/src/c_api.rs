@@ -113,8 +113,12 @@ fn summary(sql: &str) -> String {
 /// holding sqlx's lock on the connection for the whole call (one hop to sqlx's worker
 /// thread to take it, none per statement).
 ///
-/// `work` must not begin or end a transaction the store's writer does not know of, and
-/// must be short: sqlx's worker, and so every other use of the connection, waits.
+/// `work` must not begin or end a transaction the store's writer does not know of, must
+/// be short (sqlx's worker, and so every other use of the connection, waits), and must
+/// run nothing that may wait for SQLite's lock (`BEGIN IMMEDIATE`, a `COMMIT` outside
+/// WAL mode): SQLite's busy handler sleeps the calling thread, here the async
+/// runtime's, which the writer holding the lock may need to finish (issue 55: sixteen
+/// stores on one file waited out their busy timeout that way).
 pub(crate) async fn with_c_api<R>(
     conn: &mut SqliteConnection,
     work: impl FnOnce(&CApi<'_>) -> Result<R, StoreError>,
