@@ -72,9 +72,9 @@ export class Denied extends Error {
   readonly decision: Decision;
   constructor(decision: Decision) {
     super(
-      decision.status === "timed_out"
-        ? `${decision.tool}: nobody decided in time`
-        : `${decision.tool} was not approved: ${decision.reason ?? "no reason given"}`,
+      decision.status === "rejected"
+        ? `${decision.tool} was not approved: ${decision.reason ?? "no reason given"}`
+        : `${decision.tool} was not approved: it still waits for a person in Assent`,
     );
     this.name = "Denied";
     this.decision = decision;
