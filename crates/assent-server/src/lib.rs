@@ -47,6 +47,7 @@
 mod agents;
 mod api;
 pub mod auth;
+mod calls;
 mod change_sets;
 mod decisions;
 mod delegation;
@@ -71,6 +72,7 @@ pub use agents::{
     AgentView, HoldView, QuorumView, RuleView, agent_view, agent_views, change_agent_rule,
     remove_agent_rule, set_agent_categories, set_agent_hold, set_agent_idempotent, set_agent_rule,
 };
+pub use calls::{CLIENT_ALLOWED, CLIENT_CATEGORY, CLIENT_TARGET_KIND, client_host};
 pub use change_sets::with_agent_runs;
 pub use delegation::DEFAULT_BUS_ROOT;
 pub use error::ServerError;
@@ -307,6 +309,14 @@ impl Server {
             .route("/change-sets", get(change_sets::list_change_sets))
             .route("/change-sets/{id}", get(change_sets::show_change_set))
             .route("/change-sets/{id}/outcome", get(outcome::show_outcome))
+            // Calls the client runs itself (`calls.rs`).
+            .route("/calls", post(calls::propose))
+            .route("/calls/{run_key}/ran", post(calls::ran_call))
+            .route(
+                "/change-sets/{id}/items/{index}/decision",
+                get(calls::show_decision),
+            )
+            .route("/change-sets/{id}/items/{index}/ran", post(calls::ran_item))
             .route("/decisions", get(decisions::list_decisions))
             .route("/history", get(decisions::history))
             // An agent hears of its own agent's sets only.
