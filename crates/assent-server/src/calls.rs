@@ -27,8 +27,7 @@ use assent_confirm::records::JobStatus;
 use assent_confirm::{Engine, HostError, SimpleHost, WakeRequest, agents};
 use assent_confirm::{ItemOutcome, SetOutcome};
 use assent_domain::{
-    ChangeItemStatus, ChangeSet, OffsetDateTime, OperationId, Target, Uuid, canonical_json,
-    head_and_tail,
+    ChangeItemStatus, ChangeSet, OperationId, Target, Uuid, canonical_json, head_and_tail,
 };
 use assent_store::{Connection, Store};
 use assent_tools::{
