@@ -10,17 +10,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
-import subprocess
 import uuid
 from typing import Any
 
 import pytest
 
-pytest.importorskip("pydantic_ai")
-
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults  # noqa: E402
-from pydantic_ai.messages import (  # noqa: E402
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -28,47 +24,16 @@ from pydantic_ai.messages import (  # noqa: E402
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
-from pydantic_ai.tools import ToolApproved  # noqa: E402
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolApproved
 
-from assent import Assent, AssentError, Decision  # noqa: E402
-from assent.adapters.pydantic_ai import AssentDeferred, NotApproved  # noqa: E402
+from assent import Assent, AssentError, Decision
+from assent.adapters.pydantic_ai import AssentDeferred, NotApproved
+
+from conftest import Server
 
 LOOKUP = "pa_lookup"
 REFUND = "pa_refund"
-
-
-def env(name: str) -> str:
-    value = os.environ.get(name)
-    if not value:
-        raise RuntimeError(
-            f"{name} is not set: run these tests through the Rust driver, which starts assent serve"
-        )
-    return value
-
-
-def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """The real ``assent`` CLI: another process than the server and the test."""
-    run = subprocess.run(
-        [env("ASSENT_BIN"), *args],
-        env={**os.environ, "ASSENT_DATABASE_URL": env("ASSENT_DATABASE_URL")},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if check and run.returncode != 0:
-        raise AssertionError(f"assent {' '.join(args)} exited {run.returncode}: {run.stderr}{run.stdout}")
-    return run
-
-
-@pytest.fixture(scope="module", autouse=True)
-def rules() -> None:
-    cli("agent", "allow", env("ASSENT_AGENT"), LOOKUP)
-    cli("agent", "ask", env("ASSENT_AGENT"), REFUND)
-
-
-def client() -> Assent:
-    return Assent(env("ASSENT_URL"), env("ASSENT_TOKEN"))
 
 
 def scripted(name: str, args: dict[str, Any], call_id: str) -> FunctionModel:
@@ -122,8 +87,14 @@ def item(decision: Decision | None) -> list[str]:
     return [decision.change_set_id, str(decision.item)]
 
 
-def ran_url(decision: Decision) -> str:
-    return f"{env('ASSENT_URL')}/api/change-sets/{decision.change_set_id}/items/{decision.item}/ran"
+def shop_client(server: Server) -> tuple[str, Assent]:
+    """A fresh agent whose rules allow the lookup and ask for the refund, and its client."""
+    return server.agent({LOOKUP: "allow", REFUND: "ask"})
+
+
+def ran_url(server: Server, decision: Decision) -> str:
+    """Where the item's run would be reported, whatever the decision says."""
+    return f"{server.url}/api/change-sets/{decision.change_set_id}/items/{decision.item}/ran"
 
 
 async def ask_refund(deferred: AssentDeferred, cents: int) -> tuple[Agent[None, Any], Any, str, list[dict[str, Any]]]:
@@ -140,33 +111,37 @@ async def ask_refund(deferred: AssentDeferred, cents: int) -> tuple[Agent[None, 
     return agent, result, cid, ran
 
 
-async def decide_and_resume(deferred: AssentDeferred, agent: Agent[None, Any], result: Any, *command: str) -> Any:
+async def decide_and_resume(
+    server: Server, deferred: AssentDeferred, agent: Agent[None, Any], result: Any, *command: str
+) -> Any:
     """A person decides from another process while the adapter awaits the decision."""
     answering = asyncio.create_task(deferred.results(result.output))
-    await asyncio.to_thread(cli, *command)
+    await asyncio.to_thread(server.cli, *command)
     results = await answering
     return await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
 
 
-def test_a_call_the_rules_allow_runs_at_once_and_is_reported() -> None:
+def test_a_call_the_rules_allow_runs_at_once_and_is_reported(server: Server) -> None:
     async def scenario() -> None:
-        deferred = AssentDeferred(client())
+        agent_name, assent = shop_client(server)
+        deferred = AssentDeferred(assent)
         ran: list[dict[str, Any]] = []
         cid = call_id()
         agent = agent_for(deferred, ran, LOOKUP, {"order": "A-17"}, cid)
         result = await deferred.run(agent, "where is A-17?")
         assert ran == [{"order": "A-17"}]
         assert "A-17 shipped" in result.output
-        assert cid in cli("audit", "--json").stdout
+        assert server.audit(f"client:{agent_name}:{cid}"), "the run is in the audit trail under its run key"
 
     asyncio.run(scenario())
 
 
-def test_a_person_confirms_from_another_process_and_the_run_continues() -> None:
+def test_a_person_confirms_from_another_process_and_the_run_continues(server: Server) -> None:
     async def scenario() -> None:
-        deferred = AssentDeferred(client())
+        agent_name, assent = shop_client(server)
+        deferred = AssentDeferred(assent)
         agent, result, cid, ran = await ask_refund(deferred, 4200)
-        final = await decide_and_resume(deferred, agent, result, "confirm", *item(deferred.decision(cid)))
+        final = await decide_and_resume(server, deferred, agent, result, "confirm", *item(deferred.decision(cid)))
         assert ran == [{"order": "A-17", "cents": 4200}]
         assert "refunded 4200 cents on A-17" in final.output
         assert deferred.decision(cid) is None, "the decision was used up by its run"
@@ -174,18 +149,18 @@ def test_a_person_confirms_from_another_process_and_the_run_continues() -> None:
     asyncio.run(scenario())
 
 
-def test_a_persons_edit_runs_and_the_models_arguments_are_refused() -> None:
+def test_a_persons_edit_runs_and_the_models_arguments_are_refused(server: Server) -> None:
     async def scenario() -> None:
-        assent = client()
+        agent_name, assent = shop_client(server)
         deferred = AssentDeferred(assent)
         agent, result, cid, ran = await ask_refund(deferred, 9900)
         decision = deferred.decision(cid)
         assert decision is not None
         edited = json.dumps({"order": "A-17", "cents": 3000})
-        final = await decide_and_resume(deferred, agent, result, "edit", *item(decision), "--args", edited)
+        final = await decide_and_resume(server, deferred, agent, result, "edit", *item(decision), "--args", edited)
         assert ran == [{"order": "A-17", "cents": 3000}]
         assert "refunded 3000 cents" in final.output
-        forged = dataclasses.replace(decision, args={"order": "A-17", "cents": 9900}, ran_url=ran_url(decision))
+        forged = dataclasses.replace(decision, args={"order": "A-17", "cents": 9900}, ran_url=ran_url(server, decision))
         with pytest.raises(AssentError) as refused:
             await assent.report(forged, ok=True, result="refunded")
         assert refused.value.status == 409
@@ -193,28 +168,29 @@ def test_a_persons_edit_runs_and_the_models_arguments_are_refused() -> None:
     asyncio.run(scenario())
 
 
-def test_a_rejection_and_its_reason_reach_the_model_and_nothing_runs() -> None:
+def test_a_rejection_and_its_reason_reach_the_model_and_nothing_runs(server: Server) -> None:
     async def scenario() -> None:
-        assent = client()
+        agent_name, assent = shop_client(server)
         deferred = AssentDeferred(assent)
         agent, result, cid, ran = await ask_refund(deferred, 500000)
         decision = deferred.decision(cid)
         assert decision is not None
         final = await decide_and_resume(
-            deferred, agent, result, "reject", *item(decision), "--reason", "over the refund limit"
+            server, deferred, agent, result, "reject", *item(decision), "--reason", "over the refund limit"
         )
         assert ran == []
         assert "over the refund limit" in final.output
         with pytest.raises(AssentError) as refused:
-            await assent.report(dataclasses.replace(decision, ran_url=ran_url(decision)), ok=True, result="refunded anyway")
+            await assent.report(dataclasses.replace(decision, ran_url=ran_url(server, decision)), ok=True, result="refunded anyway")
         assert refused.value.status == 409
 
     asyncio.run(scenario())
 
 
-def test_results_written_by_hand_do_not_run_a_call_assent_has_not_approved() -> None:
+def test_results_written_by_hand_do_not_run_a_call_assent_has_not_approved(server: Server) -> None:
     async def scenario() -> None:
-        deferred = AssentDeferred(client())
+        agent_name, assent = shop_client(server)
+        deferred = AssentDeferred(assent)
         agent, result, cid, ran = await ask_refund(deferred, 700)
         by_hand = DeferredToolResults(approvals={cid: ToolApproved()})
         with pytest.raises(NotApproved):
@@ -222,14 +198,14 @@ def test_results_written_by_hand_do_not_run_a_call_assent_has_not_approved() -> 
         assert ran == [], "the application's own yes does not run the tool"
         decision = deferred.decision(cid)
         assert decision is not None and decision.status == "pending"
-        cli("reject", *item(decision), "--reason", "cleanup")
+        server.cli("reject", *item(decision), "--reason", "cleanup")
 
     asyncio.run(scenario())
 
 
-def test_a_report_for_another_item_is_refused_and_the_chain_verifies() -> None:
+def test_a_report_for_another_item_is_refused_and_the_chain_verifies(server: Server) -> None:
     async def scenario() -> None:
-        assent = client()
+        agent_name, assent = shop_client(server)
         approved = await assent.propose(LOOKUP, {"order": "B-2"}, tool_call_id=call_id())
         assert approved.status == "approved"
         deferred = AssentDeferred(assent)
@@ -237,14 +213,14 @@ def test_a_report_for_another_item_is_refused_and_the_chain_verifies() -> None:
         pending = deferred.decision(cid)
         assert pending is not None
         with pytest.raises(AssentError) as refused:
-            await assent.report(dataclasses.replace(approved, ran_url=ran_url(pending)), ok=True, result="done")
+            await assent.report(dataclasses.replace(approved, ran_url=ran_url(server, pending)), ok=True, result="done")
         assert refused.value.status == 409
         await assent.report(approved, ok=True, result="B-2 shipped")
         with pytest.raises(AssentError) as again:
             await assent.report(approved, ok=True, result="again")
         assert again.value.status == 409
-        cli("reject", *item(pending), "--reason", "cleanup")
-        verify = cli("audit", "verify", check=False)
-        assert verify.returncode == 0, verify.stderr + verify.stdout
+        server.cli("reject", *item(pending), "--reason", "cleanup")
+        assert "verified" in server.cli("audit", "verify")
+        server.verify()
 
     asyncio.run(scenario())
