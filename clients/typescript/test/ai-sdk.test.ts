@@ -10,17 +10,18 @@ import { generateText, stepCountIs, tool, type ModelMessage } from "ai";
 import { z } from "zod";
 import { Assent, AssentError, type Decision } from "../src/index.js";
 import { AssentApprovals } from "../src/ai-sdk.js";
-import { assent, assentOk, callId, scriptedModel, server, type Server } from "./harness.js";
+import { agent, assent, assentOk, callId, scriptedModel, server, type Server } from "./harness.js";
 
 const LOOKUP = "ts_lookup";
 const REFUND = "ts_refund";
 
 let s: Server;
+/** The token of this file's agent (its own, with its own rules). */
+let token: string;
 
 before(async () => {
   s = server();
-  await assentOk(s, "agent", "allow", s.agent, LOOKUP);
-  await assentOk(s, "agent", "ask", s.agent, REFUND);
+  token = (await agent(s, { [LOOKUP]: "allow", [REFUND]: "ask" })).token;
 });
 
 /** The tools, each recording the arguments it ran with. */
@@ -78,7 +79,7 @@ function item(decision: Decision): [string, string] {
 
 describe("the AI SDK's tool approval, answered by Assent", () => {
   it("runs a call the rules allow at once, and reports it", async () => {
-    const client = new Assent(s.url, s.token);
+    const client = new Assent(s.url, token);
     const gate = new AssentApprovals(client);
     const ran: Record<string, unknown>[] = [];
     const id = callId();
@@ -97,7 +98,7 @@ describe("the AI SDK's tool approval, answered by Assent", () => {
   });
 
   it("waits for a person, who confirms from another process; the tool runs and is reported", async () => {
-    const gate = new AssentApprovals(new Assent(s.url, s.token));
+    const gate = new AssentApprovals(new Assent(s.url, token));
     const { decision, ran, resume } = await askRefund(gate, 4200);
     const { responses, second } = await resume(() => assentOk(s, "confirm", ...item(decision)));
     assert.equal(responses[0]?.approved, true);
@@ -106,7 +107,7 @@ describe("the AI SDK's tool approval, answered by Assent", () => {
   });
 
   it("runs a person's edit, not the model's arguments, and reports the edit", async () => {
-    const client = new Assent(s.url, s.token);
+    const client = new Assent(s.url, token);
     const gate = new AssentApprovals(client);
     const { decision, ran, resume } = await askRefund(gate, 9900);
     const { responses, second } = await resume(() =>
@@ -121,7 +122,7 @@ describe("the AI SDK's tool approval, answered by Assent", () => {
   });
 
   it("tells the model a person's rejection and its reason; nothing runs", async () => {
-    const client = new Assent(s.url, s.token);
+    const client = new Assent(s.url, token);
     const gate = new AssentApprovals(client);
     const { decision, ran, resume } = await askRefund(gate, 500000);
     const { responses, second } = await resume(() =>
@@ -138,7 +139,7 @@ describe("the AI SDK's tool approval, answered by Assent", () => {
   });
 
   it("answers needsApproval the same on resume, and never runs a call Assent did not approve", async () => {
-    const gate = new AssentApprovals(new Assent(s.url, s.token));
+    const gate = new AssentApprovals(new Assent(s.url, token));
     const { id, ran, tools, model, messages, decision } = await askRefund(gate, 700);
     const request = messages
       .flatMap((message) => (message.role === "assistant" && typeof message.content !== "string" ? message.content : []))
@@ -154,7 +155,7 @@ describe("the AI SDK's tool approval, answered by Assent", () => {
   });
 
   it("refuses a report for another item than the approved one, and the chain verifies", async () => {
-    const client = new Assent(s.url, s.token);
+    const client = new Assent(s.url, token);
     const approved = await client.propose(LOOKUP, { order: "B-2" }, { toolCallId: callId() });
     assert.equal(approved.status, "approved");
     const gate = new AssentApprovals(client);

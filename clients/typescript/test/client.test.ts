@@ -6,22 +6,23 @@
 import assert from "node:assert/strict";
 import { before, describe, it } from "node:test";
 import { Assent, AssentError, Denied } from "../src/index.js";
-import { assentOk, callId, server, type Server } from "./harness.js";
+import { agent, assentOk, callId, server, type Server } from "./harness.js";
 
 const READ = "ts_read";
 const WRITE = "ts_write";
 
 let s: Server;
+/** The token of this file's agent (its own, with its own rules). */
+let token: string;
 
 before(async () => {
   s = server();
-  await assentOk(s, "agent", "allow", s.agent, READ);
-  await assentOk(s, "agent", "ask", s.agent, WRITE);
+  token = (await agent(s, { [READ]: "allow", [WRITE]: "ask" })).token;
 });
 
 describe("the client", () => {
   it("gates a function: a call the rules allow runs with its arguments and is reported", async () => {
-    const client = new Assent(s.url, s.token);
+    const client = new Assent(s.url, token);
     const seen: unknown[] = [];
     const read = client.gate(READ, async (args: { path: string }) => {
       seen.push(args);
@@ -32,7 +33,7 @@ describe("the client", () => {
   });
 
   it("times out on its own limit, and a later wait gets the person's decision", async () => {
-    const client = new Assent(s.url, s.token, { pollSecs: 1 });
+    const client = new Assent(s.url, token, { pollSecs: 1 });
     const pending = await client.propose(WRITE, { path: "notes.txt" }, { toolCallId: callId(), timeoutMs: 1000 });
     assert.equal(pending.status, "timed_out");
     assert.equal(pending.approved, false);
@@ -46,7 +47,7 @@ describe("the client", () => {
   });
 
   it("throws Denied with the person's reason, and runs nothing", async () => {
-    const client = new Assent(s.url, s.token);
+    const client = new Assent(s.url, token);
     let ran = false;
     const write = client.gate(WRITE, () => {
       ran = true;
@@ -72,7 +73,7 @@ describe("the client", () => {
   });
 
   it("refuses a bad URL, and says what the server refused", async () => {
-    assert.throws(() => new Assent("localhost:7700", s.token), TypeError);
+    assert.throws(() => new Assent("localhost:7700", token), TypeError);
     const stranger = new Assent(s.url, "not-a-token-of-this-server");
     await assert.rejects(stranger.propose(READ, { path: "x" }), (error: unknown) => {
       assert.ok(error instanceof AssentError);

@@ -12,35 +12,60 @@ const run = promisify(execFile);
 
 export interface Server {
   url: string;
-  token: string;
-  agent: string;
+  admin: string;
   bin: string;
-  env: NodeJS.ProcessEnv;
+  db: string;
 }
 
 function required(name: string): string {
   const value = process.env[name];
   if (value === undefined || value === "") {
-    throw new Error(`${name} is not set: run these tests through the Rust driver (cargo test -p assent-cli --test cli clients::), which starts assent serve`);
+    throw new Error(`${name} is not set: run these tests through the Rust driver (crates/assent-cli/tests/cli/clients.rs), which starts assent serve`);
   }
   return value;
 }
 
-/** The server the driver started. */
+/** The server the driver started (the same variables as the Python tests'). */
 export function server(): Server {
   return {
-    url: required("ASSENT_URL"),
-    token: required("ASSENT_TOKEN"),
-    agent: required("ASSENT_AGENT"),
+    url: required("ASSENT_URL").replace(/\/+$/, ""),
+    admin: required("ASSENT_ADMIN_TOKEN"),
     bin: required("ASSENT_BIN"),
-    env: { ...process.env, ASSENT_DATABASE_URL: required("ASSENT_DATABASE_URL") },
+    db: required("ASSENT_DB"),
   };
 }
 
-/** Run the real `assent` CLI (another process than the server and the test). */
+/** The admin API, for setting up agents and tokens. */
+async function admin(s: Server, method: string, path: string, body?: unknown): Promise<unknown> {
+  const response = await fetch(`${s.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${s.admin}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  if (!response.ok) {
+    throw new Error(`${method} ${path}: ${response.status} ${text}`);
+  }
+  return JSON.parse(text) as unknown;
+}
+
+/** A fresh agent (so that tests share nothing) with `rules` (tool: allow | ask | deny),
+ * and its agent token. */
+export async function agent(s: Server, rules: Record<string, "allow" | "ask" | "deny">): Promise<{ name: string; token: string }> {
+  const name = `ts-${randomUUID().slice(0, 10)}`;
+  await admin(s, "POST", "/api/agents", { id: name, categories: ["client"] });
+  for (const [tool, action] of Object.entries(rules)) {
+    await admin(s, "PUT", `/api/agents/${name}/rules/${tool}`, { action });
+  }
+  const token = (await admin(s, "POST", "/api/tokens", { role: "agent", agentId: name })) as { secret: string };
+  return { name, token: token.secret };
+}
+
+/** Run the real `assent` CLI on the server's database (another process than the server
+ * and the test). */
 export async function assent(s: Server, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await run(s.bin, args, { env: s.env });
+    const { stdout, stderr } = await run(s.bin, ["--db", s.db, ...args], { env: { ...process.env, RUST_LOG: "" } });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const failed = error as { code?: number; stdout?: string; stderr?: string };
