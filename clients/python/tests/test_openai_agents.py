@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -255,3 +259,32 @@ def _replace(decision: Decision, **changes: Any) -> Decision:
     import dataclasses
 
     return dataclasses.replace(decision, **changes)
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "openai_agents_refund.py"
+
+
+@pytest.mark.parametrize(
+    ("how", "printed"),
+    [
+        (("confirm",), "refunded 4200 cents on A-17"),
+        (("edit", "--args", '{"order": "A-17", "cents": 3000}'), "refunded 3000 cents on A-17"),
+        (("reject", "--reason", "too much"), "too much"),
+    ],
+)
+def test_the_guide_example_runs_as_written(server: Server, how: tuple[str, ...], printed: str) -> None:
+    """The guide's example (the chapter's block is this file, byte for byte:
+    test_examples.py), a person deciding from another process."""
+    agent_name, assent = server.agent()
+    join = server.decide_later(agent_name, *how)
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "ASSENT_TOKEN": assent.token},
+    )
+    join()
+    assert done.returncode == 0, done.stderr
+    assert printed in done.stdout, done.stdout
+    server.verify()

@@ -10,7 +10,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -224,3 +228,32 @@ def test_a_report_for_another_item_is_refused_and_the_chain_verifies(server: Ser
         server.verify()
 
     asyncio.run(scenario())
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pydantic_ai_refund.py"
+
+
+@pytest.mark.parametrize(
+    ("how", "printed"),
+    [
+        (("confirm",), "refunded 4200 cents on A-17"),
+        (("edit", "--args", '{"order": "A-17", "cents": 3000}'), "refunded 3000 cents on A-17"),
+        (("reject", "--reason", "too much"), "too much"),
+    ],
+)
+def test_the_guide_example_runs_as_written(server: Server, how: tuple[str, ...], printed: str) -> None:
+    """The guide's example (the chapter's block is this file, byte for byte:
+    test_examples.py), a person deciding from another process."""
+    agent_name, assent = server.agent()
+    join = server.decide_later(agent_name, *how)
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "ASSENT_TOKEN": assent.token},
+    )
+    join()
+    assert done.returncode == 0, done.stderr
+    assert printed in done.stdout, done.stdout
+    server.verify()

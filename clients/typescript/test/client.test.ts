@@ -53,7 +53,13 @@ describe("the client", () => {
       ran = true;
     });
     const path = `secrets-${callId()}.txt`;
-    const call = write({ path });
+    // Its refusal is awaited from the start: the decision may land before the person's
+    // command has ended.
+    const refused = assert.rejects(write({ path }), (error: unknown) => {
+      assert.ok(error instanceof Denied, String(error));
+      assert.equal(error.decision.reason, "not that file");
+      return true;
+    });
     // The person finds the call among the pending ones, from another process.
     let set: { id: string } | undefined;
     while (set === undefined) {
@@ -64,11 +70,7 @@ describe("the client", () => {
       }
     }
     await assentOk(s, "reject", set.id, "0", "--reason", "not that file");
-    await assert.rejects(call, (error: unknown) => {
-      assert.ok(error instanceof Denied, String(error));
-      assert.equal(error.decision.reason, "not that file");
-      return true;
-    });
+    await refused;
     assert.equal(ran, false);
   });
 
