@@ -28,7 +28,7 @@ from openai.types.responses import (
 )
 
 from assent import Assent, AssentError, Decision
-from assent.adapters.openai_agents import AssentApprovals
+from assent.adapters.openai_agents import AssentApprovals, NotApproved
 
 from conftest import Server
 
@@ -260,6 +260,26 @@ def _replace(decision: Decision, **changes: Any) -> Decision:
 
     return dataclasses.replace(decision, **changes)
 
+
+
+def test_a_call_id_reused_for_other_arguments_does_not_run(server: Server) -> None:
+    async def scenario() -> None:
+        _agent_name, assent = shop_client(server)
+        approvals = AssentApprovals(assent)
+        ran: list[dict[str, Any]] = []
+        cid = call_id()
+        tools = approvals.tools(shop(ran))
+        first = Agent(name="shop", tools=tools, model=ScriptedModel(REFUND, {"order": "A-17", "cents": 100}, cid))
+        await Runner.run(first, "refund A-17")
+        other = Agent(name="shop", tools=tools, model=ScriptedModel(REFUND, {"order": "B-2", "cents": 999999}, cid))
+        # The SDK ends the run with its own error, caused by the adapter's refusal.
+        with pytest.raises(Exception) as refused:
+            await Runner.run(other, "refund B-2")
+        assert isinstance(refused.value, NotApproved) or isinstance(refused.value.__cause__, NotApproved)
+        assert ran == []
+        server.cli("reject", *item(approvals.decision(cid)), "--reason", "cleanup")
+
+    asyncio.run(scenario())
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "openai_agents_refund.py"
 

@@ -230,6 +230,22 @@ def test_a_report_for_another_item_is_refused_and_the_chain_verifies(server: Ser
     asyncio.run(scenario())
 
 
+
+def test_a_call_id_reused_for_other_arguments_does_not_run(server: Server) -> None:
+    async def scenario() -> None:
+        _agent_name, assent = shop_client(server)
+        deferred = AssentDeferred(assent)
+        ran: list[dict[str, Any]] = []
+        cid = call_id()
+        await deferred.run(agent_for(deferred, ran, LOOKUP, {"order": "A-17"}, cid), "where is A-17?")
+        assert ran == [{"order": "A-17"}]
+        # The same call id again, for another order: Assent's yes was for A-17.
+        with pytest.raises(NotApproved):
+            await deferred.run(agent_for(deferred, ran, LOOKUP, {"order": "B-2"}, cid), "where is B-2?")
+        assert ran == [{"order": "A-17"}]
+
+    asyncio.run(scenario())
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pydantic_ai_refund.py"
 
 

@@ -18,6 +18,9 @@ export interface AiSdkGateOptions {
 interface Entry {
   needsApproval: boolean;
   decision: Decision;
+  /** The arguments proposed, as canonical JSON: a call id reused for other arguments
+   * is another call, which this decision does not cover. */
+  proposed: string;
 }
 
 /** Gates AI SDK tools in Assent. Keep one per application (or per conversation): the
@@ -86,6 +89,9 @@ export class AssentApprovals {
   async #needsApproval(name: string, input: unknown, toolCallId: string, messages: unknown): Promise<boolean> {
     const known = this.#entries.get(toolCallId);
     if (known !== undefined) {
+      if (known.proposed !== canonical(input)) {
+        throw new Error(`${name}: tool call ${toolCallId} was proposed with other arguments; Assent's decision does not cover these`);
+      }
       return known.needsApproval;
     }
     if (askedBefore(messages, toolCallId)) {
@@ -106,7 +112,7 @@ export class AssentApprovals {
     // Run at once only what the rules allowed at once; a wait and a denial both go
     // through the SDK's approval request, so the application sees (and the model is
     // told) every call that did not run.
-    const entry: Entry = { needsApproval: decision.status !== "approved", decision };
+    const entry: Entry = { needsApproval: decision.status !== "approved", decision, proposed: canonical(args) };
     this.#entries.set(toolCallId, entry);
     return entry.needsApproval;
   }
@@ -194,4 +200,13 @@ async function collect(result: unknown): Promise<unknown> {
     return last;
   }
   return value;
+}
+
+/** JSON with every object's keys sorted: the same value gives the same text. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, inner: unknown) =>
+    inner !== null && typeof inner === "object" && !Array.isArray(inner)
+      ? Object.fromEntries(Object.entries(inner as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : inner,
+  );
 }

@@ -124,4 +124,15 @@ describe("the AI SDK adapter's bookkeeping", () => {
     assert.equal(s.reports.length, 1);
     assert.match(replay.text, /no decision of Assent/);
   });
+
+  it("refuses a tool call id reused for other arguments: the decision covers the call proposed", async () => {
+    const s = stand({});
+    const gate = new AssentApprovals(new Assent("http://assent.test", "token", { fetch: s.fetch }));
+    const tools = gate.tools(refundTool([]));
+    const needs = tools.refund.needsApproval as (input: unknown, options: { toolCallId: string; messages: unknown[] }) => Promise<boolean>;
+    assert.equal(await needs({ order: "A-17", cents: 1 }, { toolCallId: "same", messages: [] }), true);
+    await assert.rejects(needs({ order: "A-17", cents: 999 }, { toolCallId: "same", messages: [] }), /other arguments/);
+    assert.equal(await needs({ cents: 1, order: "A-17" }, { toolCallId: "same", messages: [] }), true, "the keys' order does not matter");
+    assert.equal(s.proposals.length, 1);
+  });
 });

@@ -51,6 +51,9 @@ class _Entry:
 
     needs_approval: bool
     decision: Decision
+    # The arguments proposed, as canonical JSON: a call id reused for other arguments
+    # is another call, which this decision does not cover.
+    proposed: str
 
 
 class AssentApprovals:
@@ -88,9 +91,9 @@ class AssentApprovals:
         ) -> bool:
             return await self._needs_approval(name, params, call_id)
 
-        async def on_invoke_tool(context: ToolContext[Any], _input: str) -> Any:
+        async def on_invoke_tool(context: ToolContext[Any], model_input: str) -> Any:
             try:
-                entry = self._take_approved(name, context.tool_call_id)
+                entry = self._take_approved(name, context.tool_call_id, model_input)
             except NotApproved as refusal:
                 # The model is told, in the SDK's way for a refused call: as the output.
                 return str(refusal)
@@ -155,6 +158,11 @@ class AssentApprovals:
     ) -> bool:
         known = self._entries.get(call_id)
         if known is not None:
+            if known.proposed != _canonical(params):
+                raise NotApproved(
+                    f"{name}: call {call_id} was proposed with other arguments;"
+                    " Assent's decision does not cover these"
+                )
             return known.needs_approval
         decision = await self.assent.propose(
             name, dict(params), target=self.target, tool_call_id=call_id, wait=False
@@ -162,7 +170,11 @@ class AssentApprovals:
         # Only what the rules allowed at once runs at once; a wait and a denial both
         # go through the SDK's interruption, so the application sees every call that
         # did not run and the model is told why.
-        entry = _Entry(needs_approval=not decision.approved, decision=decision)
+        entry = _Entry(
+            needs_approval=not decision.approved,
+            decision=decision,
+            proposed=_canonical(params),
+        )
         self._entries[call_id] = entry
         return entry.needs_approval
 
@@ -186,16 +198,24 @@ class AssentApprovals:
                 tool_call_id=call_id,
                 wait=False,
             )
-            entry = _Entry(needs_approval=True, decision=decision)
+            entry = _Entry(needs_approval=True, decision=decision, proposed=_canonical(arguments))
             self._entries[call_id] = entry
         if entry.decision.status in ("pending", "timed_out"):
             entry.decision = await self.assent.wait(entry.decision, timeout=timeout)
         return entry.decision
 
-    def _take_approved(self, name: str, call_id: str) -> _Entry:
+    def _take_approved(self, name: str, call_id: str, model_input: str) -> _Entry:
         entry = self._entries.get(call_id)
         if entry is None:
             raise NotApproved(f"{name} ({call_id}) was not run: Assent has no decision for it here")
+        try:
+            called = _canonical(json.loads(model_input or "{}"))
+        except ValueError:
+            called = None
+        if called != entry.proposed:
+            raise NotApproved(
+                f"{name} ({call_id}) was not run: the call is not the one proposed to Assent"
+            )
         if not entry.decision.approved:
             # An approval given by hand to the run state does not make Assent's "no"
             # or "not yet" a yes.
@@ -239,3 +259,7 @@ async def _model_error(tool: FunctionTool, context: ToolContext[Any], error: Exc
     if message is None:
         raise error
     return message
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

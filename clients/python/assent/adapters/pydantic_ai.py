@@ -158,6 +158,12 @@ class AssentDeferred:
             name, args, target=self.target, tool_call_id=call_id, wait=False
         )
         if decision.approved:
+            if _canonical(args) != _canonical(decision.args):
+                # The server answered for this call id with other arguments (an id
+                # reused): its yes is not for this call.
+                raise NotApproved(
+                    f"{name} ({call_id}) was not run: Assent approved other arguments"
+                )
             return await self._run(decision, run)
         # A wait and a denial both defer the call: the application sees every call
         # that did not run, and the model is told why through the results.
