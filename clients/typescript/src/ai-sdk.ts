@@ -1,10 +1,10 @@
 // The AI SDK adapter: a tool's `needsApproval` is answered by Assent, the SDK's
 // `tool-approval-request` parts are answered with the person's decision as the
 // `tool-approval-response` the SDK expects, and the approved call runs with the approved
-// arguments (a person's edit included) and is reported back. Only types come from `ai`
-// (a peer dependency): nothing of it is imported at run time.
+// arguments (a person's edit included) and is reported back. `ai` is a peer dependency:
+// its schema helper checks a person's edit against the tool's input schema.
 
-import type { Tool, ToolApprovalResponse, ToolSet } from "ai";
+import { asSchema, type Tool, type ToolApprovalResponse, type ToolSet } from "ai";
 import { Assent, Denied, type Decision, type WaitOptions } from "./client.js";
 
 export interface AiSdkGateOptions {
@@ -53,8 +53,21 @@ export class AssentApprovals {
     }
     const needsApproval = async (input: unknown, options: { toolCallId: string; messages?: unknown }) =>
       this.#needsApproval(name, input, options.toolCallId, options.messages);
+    const schema = tool.inputSchema === undefined ? undefined : asSchema(tool.inputSchema);
+    // The SDK validated the model's input; a person's edit is validated here, before the
+    // tool sees it, as the model's would have been.
+    const prepare = async (args: Record<string, unknown>): Promise<unknown> => {
+      if (schema?.validate === undefined) {
+        return args;
+      }
+      const checked = await schema.validate(args);
+      if (!checked.success) {
+        throw new Error(`${name} was not run: the approved arguments do not fit its input schema: ${checked.error.message}`);
+      }
+      return checked.value;
+    };
     const gatedExecute = async (input: unknown, options: { toolCallId: string }) =>
-      this.#execute(name, options.toolCallId, (args) => execute.call(tool, args as never, options as never));
+      this.#execute(name, options.toolCallId, prepare, (args) => execute.call(tool, args as never, options as never));
     return { ...tool, needsApproval, execute: gatedExecute } as unknown as T;
   }
 
@@ -117,7 +130,12 @@ export class AssentApprovals {
     return entry.needsApproval;
   }
 
-  async #execute(name: string, toolCallId: string, run: (args: Record<string, unknown>) => unknown): Promise<unknown> {
+  async #execute(
+    name: string,
+    toolCallId: string,
+    prepare: (args: Record<string, unknown>) => Promise<unknown>,
+    run: (args: unknown) => unknown,
+  ): Promise<unknown> {
     const entry = this.#entries.get(toolCallId);
     if (entry === undefined) {
       throw new Error(`${name} (${toolCallId}) was not run: this process holds no decision of Assent for it`);
@@ -129,7 +147,8 @@ export class AssentApprovals {
     }
     // One approval, one run: a replay of the same tool call finds no decision.
     this.#entries.delete(toolCallId);
-    return this.assent.runApproved(entry.decision, () => collect(run(entry.decision.args)));
+    const args = await prepare(entry.decision.args);
+    return this.assent.runApproved(entry.decision, () => collect(run(args)));
   }
 }
 

@@ -135,4 +135,11 @@ describe("the AI SDK adapter's bookkeeping", () => {
     assert.equal(await needs({ cents: 1, order: "A-17" }, { toolCallId: "same", messages: [] }), true, "the keys' order does not matter");
     assert.equal(s.proposals.length, 1);
   });
+
+  it("validates a person's edit against the tool's input schema before the tool sees it", async () => {
+    const { s, ran, second } = await twoTurns({ args: { order: "A-17", cents: "all of it" }, edited: true });
+    assert.deepEqual(ran, [], "an edit the schema refuses does not run");
+    assert.deepEqual(s.reports, [], "and nothing ran to report");
+    assert.match(second.text, /do not fit its input schema/);
+  });
 });
