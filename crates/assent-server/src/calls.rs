@@ -397,24 +397,6 @@ async fn propose_one(
     };
     let run_key = format!("client:{agent}:{tool_call_id}");
     let set_id = set_id_of(agent, &tool_call_id);
-    let engine = client_engine(state.engine.store(), agent, &tool).await?;
-    if let Some(set) = engine.change_set(set_id).await? {
-        if set.agent_id != agent || set.items.first().map(|i| i.tool_name.as_str()) != Some(&tool) {
-            return Err(ServerError::Conflict(format!(
-                "toolCallId {tool_call_id:?} already names another call of agent {agent:?}"
-            )));
-        }
-        let outcome = engine.confirmations().outcome(set_id).await?;
-        return from_item(&engine, &set, &outcome, 0, &tool_call_id).await;
-    }
-    if let (Some(record), reported) = allowed_record(&engine, &run_key).await? {
-        if record.agent_id != agent || record.tool_name != tool {
-            return Err(ServerError::Conflict(format!(
-                "toolCallId {tool_call_id:?} already names another call of agent {agent:?}"
-            )));
-        }
-        return Ok(from_allowed(&record, &tool_call_id, reported));
-    }
     let args = match &call.arguments {
         ToolArguments::Value(value) => value.clone(),
         ToolArguments::Text(text) => {
@@ -423,6 +405,34 @@ async fn propose_one(
         // A shape this door has no reading of: the wake refuses it, the record keeps none.
         _ => Value::Null,
     };
+    let engine = client_engine(state.engine.store(), agent, &tool).await?;
+    // The same call again: the same answer. Another call under the same id: refused, so
+    // that one decision never covers two calls.
+    let same = |name: &str, proposed: &Value| {
+        name == tool && canonical_json(proposed) == canonical_json(&args)
+    };
+    if let Some(set) = engine.change_set(set_id).await? {
+        if set.agent_id != agent
+            || !set
+                .items
+                .first()
+                .is_some_and(|i| same(&i.tool_name, &i.args))
+        {
+            return Err(ServerError::Conflict(format!(
+                "toolCallId {tool_call_id:?} already names another call of agent {agent:?}"
+            )));
+        }
+        let outcome = engine.confirmations().outcome(set_id).await?;
+        return from_item(&engine, &set, &outcome, 0, &tool_call_id).await;
+    }
+    if let (Some(record), reported) = allowed_record(&engine, &run_key).await? {
+        if record.agent_id != agent || !same(&record.tool_name, &record.args) {
+            return Err(ServerError::Conflict(format!(
+                "toolCallId {tool_call_id:?} already names another call of agent {agent:?}"
+            )));
+        }
+        return Ok(from_allowed(&record, &tool_call_id, reported));
+    }
     let call = ToolCall::new(tool_call_id.clone(), tool.clone(), call.arguments);
     let mut request = WakeRequest::new(
         agent.to_owned(),

@@ -95,6 +95,16 @@ async fn a_call_the_rules_allow_runs_at_once_and_its_run_is_reported_once() {
     .await;
     assert_eq!(again["decision"], "run");
     assert_eq!(again["runKey"], decision["runKey"]);
+    // Another call under the same id is refused: one decision covers one call.
+    let (status, body) = server
+        .send_as(
+            &agent,
+            Method::POST,
+            "/api/calls",
+            &json!({"tool": "lookup", "args": {"order": "B-2"}, "toolCallId": "c1"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
 
     let (status, body) = report(
         &server,
@@ -220,6 +230,15 @@ async fn an_asked_call_waits_for_a_person_and_runs_with_what_was_approved() {
         set.as_str(),
         "the same call, the same set"
     );
+    let (status, body) = server
+        .send_as(
+            &agent,
+            Method::POST,
+            "/api/calls",
+            &json!({"tool": "refund", "args": {"order": "A-17", "cents": 9999}, "toolCallId": "r1"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
 
     // Not approved yet: a report is refused (and recorded).
     let (status, body) = report(
