@@ -47,15 +47,15 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The kind of a client-executed call's target (its id is the request's `target`).
-pub const CLIENT_TARGET_KIND: &str = "client";
+pub(crate) const CLIENT_TARGET_KIND: &str = "client";
 
 /// The category of every client target, checked against the agent's allowlist
 /// (`assent agent create --id shop --categories client`): the client names its targets,
 /// so a category it could choose would guard nothing.
-pub const CLIENT_CATEGORY: &str = "client";
+pub(crate) const CLIENT_CATEGORY: &str = "client";
 
 /// What a client host's handler records for a call it lets the client run.
-pub const CLIENT_ALLOWED: &str = "Allowed: the client application runs the call itself.";
+pub(crate) const CLIENT_ALLOWED: &str = "Allowed: the client application runs the call itself.";
 
 /// The target of a call that names none.
 const DEFAULT_TARGET: &str = "default";
@@ -76,7 +76,7 @@ const MAX_WAIT_SECS: u64 = 60;
 /// The host of agent `agent`'s client application: `client_` and the agent's name,
 /// ASCII letters and digits kept, `_` doubled, any other character as `_`, its code
 /// point in hex, `_` (so two agents never share a host, nor claim each other's jobs).
-pub fn client_host(agent: &str) -> String {
+pub(crate) fn client_host(agent: &str) -> String {
     let mut out = String::from("client_");
     for c in agent.chars() {
         match c {

@@ -72,7 +72,6 @@ pub use agents::{
     AgentView, HoldView, QuorumView, RuleView, agent_view, agent_views, change_agent_rule,
     remove_agent_rule, set_agent_categories, set_agent_hold, set_agent_idempotent, set_agent_rule,
 };
-pub use calls::{CLIENT_ALLOWED, CLIENT_CATEGORY, CLIENT_TARGET_KIND, client_host};
 pub use change_sets::with_agent_runs;
 pub use delegation::DEFAULT_BUS_ROOT;
 pub use error::ServerError;
