@@ -862,9 +862,10 @@ pub(crate) async fn ran_item(
     body: Body<RanBody>,
 ) -> ApiResult {
     let Path((id, index)) = path?;
+    // Whose item it is first: another agent's gets 403 whatever the body.
+    let (engine, set, index) = item_of(&state, &caller, &id, &index).await?;
     let axum::Json(body) = body?;
     check_ran_body(&body)?;
-    let (engine, set, index) = item_of(&state, &caller, &id, &index).await?;
     let item = &set.items[index];
     let target = Target::new(set.target_kind.clone(), set.target_id.clone());
     let mut about = Reported {
@@ -950,8 +951,6 @@ pub(crate) async fn ran_call(
     body: Body<RanBody>,
 ) -> ApiResult {
     let Path(run_key) = path?;
-    let axum::Json(body) = body?;
-    check_ran_body(&body)?;
     let Some(rest) = run_key.strip_prefix("client:") else {
         return Err(ServerError::NotFound(format!(
             "no client-executed call with run key {run_key:?}"
@@ -959,6 +958,8 @@ pub(crate) async fn ran_call(
     };
     let agent = rest.split(':').next().unwrap_or_default().to_owned();
     caller.may_act_for(&agent)?;
+    let axum::Json(body) = body?;
+    check_ran_body(&body)?;
     let engine = state.engine.clone();
     let (record, reported) = allowed_record(&engine, &run_key).await?;
     let Some(record) = record.filter(|r| r.agent_id == agent) else {
