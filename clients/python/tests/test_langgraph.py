@@ -114,3 +114,23 @@ def test_an_asked_call_interrupts_and_resumes_as_a_person_decided(server, how, e
             asyncio.run(assent.report(decision, True, "x", args={"order": "A-17", "cents": 1}))
         assert forged.value.status == 409
     server.verify()
+
+
+def test_a_synchronous_graph_is_resumed_by_hand_with_command_resume(server):
+    from langgraph.types import Command
+
+    agent, assent = server.agent()
+    REFUNDS.clear()
+    graph = graph_of(assent, [call("refund", order="C-3", cents=700)])
+    cfg = config()
+    graph.invoke({"messages": [HumanMessage("refund C-3")]}, cfg)
+    [(interrupt_id, [decision])] = pending_decisions(graph.get_state(cfg))
+    assert decision.status == "pending" and decision.tool == "refund"
+    server.cli("confirm", decision.change_set_id, "0")
+    decided = assent.sync().wait(decision, timeout=30)
+    assert decided.approved
+    state = graph.invoke(Command(resume={interrupt_id: [dict(decided.raw)]}), cfg)
+    assert state["messages"][-1].content == "refunded 700 cents on C-3"
+    assert REFUNDS == [{"order": "C-3", "cents": 700}]
+    assert pending_decisions(graph.get_state(cfg)) == []
+    server.verify()
