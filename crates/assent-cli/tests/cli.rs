@@ -17,6 +17,8 @@
 
 #[path = "cli/agent_rules.rs"]
 mod agent_rules;
+#[path = "cli/clients.rs"]
+mod clients;
 #[path = "cli/code_review.rs"]
 mod code_review;
 #[path = "cli/consent.rs"]

@@ -47,6 +47,7 @@
 mod agents;
 mod api;
 pub mod auth;
+mod calls;
 mod change_sets;
 mod decisions;
 mod delegation;
@@ -307,6 +308,14 @@ impl Server {
             .route("/change-sets", get(change_sets::list_change_sets))
             .route("/change-sets/{id}", get(change_sets::show_change_set))
             .route("/change-sets/{id}/outcome", get(outcome::show_outcome))
+            // Calls the client runs itself (`calls.rs`).
+            .route("/calls", post(calls::propose))
+            .route("/calls/{run_key}/ran", post(calls::ran_call))
+            .route(
+                "/change-sets/{id}/items/{index}/decision",
+                get(calls::show_decision),
+            )
+            .route("/change-sets/{id}/items/{index}/ran", post(calls::ran_item))
             .route("/decisions", get(decisions::list_decisions))
             .route("/history", get(decisions::history))
             // An agent hears of its own agent's sets only.

@@ -38,6 +38,8 @@ pub(crate) struct WakeBody {
     delegated: Option<bool>,
     format: Option<String>,
     reply_format: Option<String>,
+    /// `"client"`: the client runs the calls itself (`calls.rs`).
+    executed_by: Option<String>,
 }
 
 impl WakeBody {
@@ -64,6 +66,16 @@ pub(crate) async fn wake(
     let sub_agent = body.sub_agent()?;
     let parsed = tools::read_calls(&body.tool_calls, body.format.as_deref())?;
     let reply_format = tools::dialect(body.reply_format.as_deref(), "replyFormat")?;
+    if body.executed_by.is_some() {
+        crate::calls::check_executed_by(body.executed_by.as_deref())?;
+        if sub_agent.is_some() {
+            return Err(ServerError::BadRequest(
+                "a client-executed wake cannot be a sub-agent's".to_owned(),
+            ));
+        }
+        let agent = body.agent_id.trim();
+        return crate::calls::client_wake(&state, agent, &body.target, &parsed, reply_format).await;
+    }
     let run_key = body.run_key.unwrap_or_else(|| Uuid::new_v4().to_string());
     let calls = parsed.calls.clone();
     let target = body.target.target()?.ok_or_else(|| {

@@ -10,6 +10,7 @@
 mod agent_rules;
 mod api;
 mod browser;
+mod client_calls;
 mod delegated;
 mod dialects;
 mod grants;

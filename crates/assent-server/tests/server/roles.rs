@@ -117,6 +117,15 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         (Method::GET, "/api/history?agentId=other".to_owned()),
         (Method::GET, "/api/tools?agentId=other".to_owned()),
         (Method::GET, format!("/api/change-sets/{other_set}/outcome")),
+        (
+            Method::GET,
+            format!("/api/change-sets/{other_set}/items/0/decision"),
+        ),
+        (
+            Method::POST,
+            format!("/api/change-sets/{other_set}/items/0/ran"),
+        ),
+        (Method::POST, "/api/calls/client%3Aother%3Ax/ran".to_owned()),
     ];
     let allowed: Vec<(Method, String)> = vec![
         (Method::GET, "/api/session".to_owned()),
@@ -127,6 +136,20 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         (Method::GET, "/api/decisions".to_owned()),
         (Method::GET, "/api/history".to_owned()),
         (Method::GET, "/api/tools".to_owned()),
+        // Calls its client runs itself (`client_calls.rs`).
+        (Method::POST, "/api/calls".to_owned()),
+        (
+            Method::GET,
+            format!("/api/change-sets/{own_set}/items/0/decision"),
+        ),
+        (
+            Method::POST,
+            format!("/api/change-sets/{own_set}/items/0/ran"),
+        ),
+        (
+            Method::POST,
+            "/api/calls/client%3Atriage%3Ax/ran".to_owned(),
+        ),
         // A stream of its own agent's sets only (see the test below).
         (Method::GET, "/api/events".to_owned()),
     ];
