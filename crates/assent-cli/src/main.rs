@@ -29,6 +29,7 @@ mod review_server;
 mod serve;
 mod session_commands;
 mod slack_commands;
+mod telegram_commands;
 mod sync_batches;
 mod sync_commands;
 mod task_commands;

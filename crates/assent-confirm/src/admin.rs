@@ -25,6 +25,7 @@ use crate::Engine;
 
 mod slack;
 mod sync;
+mod telegram;
 mod tokens;
 mod webhooks;
 
@@ -36,6 +37,8 @@ pub use assent_store::tokens::{ApiToken, IssuedToken, Role};
 pub use assent_store::webhooks::event as webhook_event;
 pub use assent_store::webhooks::{Delivery, NewEvent, NewSubscription, Subscription};
 pub use slack::SlackStatus;
+pub use assent_store::telegram::{AskedReason, TelegramSecrets, TelegramSettings, TelegramUser};
+pub use telegram::TelegramStatus;
 pub use tokens::authenticate_token;
 
 /// The operator's side of an [`Engine`], borrowed from it by [`Engine::admin`]: the

@@ -128,6 +128,7 @@ pub mod rehost;
 mod rejection_memory;
 pub mod rejections;
 pub mod slack;
+pub mod telegram;
 pub mod sync;
 pub mod timefmt;
 pub mod tokens;
