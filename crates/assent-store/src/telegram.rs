@@ -355,6 +355,38 @@ mod tests {
     #[tokio::test]
     async fn settings_users_messages_offsets_and_reasons_round_trip() {
         let store = Store::open("sqlite::memory:").await.expect("opens");
+        round_trip(&store).await;
+    }
+
+    /// The same on PostgreSQL, in a database of its own, when `ASSENT_TEST_POSTGRES_URL`
+    /// names a server (the integration suite's variable).
+    #[tokio::test]
+    async fn the_same_round_trip_on_postgres() {
+        use sqlx::Connection as _;
+        let Ok(server) = std::env::var("ASSENT_TEST_POSTGRES_URL") else {
+            return;
+        };
+        sqlx::any::install_default_drivers();
+        let name = format!("assent_telegram_{}", Uuid::new_v4().simple());
+        let mut admin = sqlx::AnyConnection::connect(&server).await.expect("connects");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .expect("creates");
+        let (without_query, query) = server.split_once('?').map_or((server.as_str(), None), |(u, q)| (u, Some(q)));
+        let base = without_query
+            .rsplit_once('/')
+            .filter(|(base, _)| base.contains("://"))
+            .map_or(without_query, |(base, _)| base);
+        let url = match query {
+            Some(query) => format!("{base}/{name}?{query}"),
+            None => format!("{base}/{name}"),
+        };
+        let store = Store::open(&url).await.expect("opens");
+        round_trip(&store).await;
+    }
+
+    async fn round_trip(store: &Store) {
         let mut conn = store.read_connection().await.expect("conn");
         let now = OffsetDateTime::UNIX_EPOCH;
         assert_eq!(settings(&mut conn).await.expect("reads"), None);
