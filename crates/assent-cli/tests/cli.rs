@@ -55,10 +55,10 @@ mod set_prefixes;
 mod slack;
 #[path = "cli/stale.rs"]
 mod stale;
-#[path = "cli/telegram.rs"]
-mod telegram;
 #[path = "cli/target_from.rs"]
 mod target_from;
+#[path = "cli/telegram.rs"]
+mod telegram;
 #[path = "cli/trust.rs"]
 mod trust;
 #[path = "cli/webhooks.rs"]

@@ -296,15 +296,17 @@ pub(crate) fn set_message(set: &ChangeSet, state: &SetState<'_>) -> Value {
         if !item.status.is_open() {
             continue;
         }
-        let fits = callback_data(Tap::Approve, set.id, index, item.revision).len()
-            <= MAX_CALLBACK_BYTES;
+        let fits =
+            callback_data(Tap::Approve, set.id, index, item.revision).len() <= MAX_CALLBACK_BYTES;
         if keyboard.len() >= MAX_ITEMS_WITH_BUTTONS || left_out.contains(&index) || !fits {
             without_buttons += 1;
             continue;
         }
         let data = |tap| callback_data(tap, set.id, index, item.revision);
         let view = match state.public_url {
-            Some(url) => json!({"text": format!("View [{index}]"), "url": item_link(url, set.id, index)}),
+            Some(url) => {
+                json!({"text": format!("View [{index}]"), "url": item_link(url, set.id, index)})
+            }
             None => json!({"text": format!("View [{index}]"), "callback_data": data(Tap::View)}),
         };
         keyboard.push(json!([
@@ -504,7 +506,9 @@ mod tests {
             json!({"path": "src/a.rs", "content": "fn a() {}\nfn b() {}\n"}),
             "write_file(path: src/a.rs)",
         );
-        item.before = Some(json!("--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1,2 @@\n fn a() {}\n+fn b() {}"));
+        item.before = Some(json!(
+            "--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1,2 @@\n fn a() {}\n+fn b() {}"
+        ));
         let long = ChangeItem::new("append", json!({"text": "x".repeat(10_000)}), "append");
         let set = a_set(vec![item, long]);
         let quorum = Quorum::default();
@@ -517,7 +521,10 @@ mod tests {
         let text = message["text"].as_str().expect("text");
         assert!(text.chars().count() <= MAX_TEXT_CHARS);
         assert!(text.contains("• path: src/a.rs"), "{text}");
-        assert!(text.contains("+++ b/src/a.rs\n@@ -1 +1,2 @@\n fn a() {}\n+fn b() {}"), "{text}");
+        assert!(
+            text.contains("+++ b/src/a.rs\n@@ -1 +1,2 @@\n fn a() {}\n+fn b() {}"),
+            "{text}"
+        );
         assert!(!text.contains('⏎'), "a diff keeps its lines: {text}");
         assert!(text.contains("chars cut"), "the cut is said: {text}");
         let rows = message["reply_markup"]["inline_keyboard"]

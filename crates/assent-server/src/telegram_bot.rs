@@ -104,7 +104,9 @@ pub(crate) async fn poll(
 
 /// One `getUpdates` and the updates it gave.
 async fn poll_once(engine: &Engine, api_url: Option<&str>) -> Result<(), CallError> {
-    let Some((settings, api)) = connected(engine, api_url).await.map_err(CallError::Failed)?
+    let Some((settings, api)) = connected(engine, api_url)
+        .await
+        .map_err(CallError::Failed)?
     else {
         return Err(CallError::Failed(
             "Telegram is not connected (assent telegram connect)".to_owned(),
@@ -192,7 +194,12 @@ async fn act(
 }
 
 /// What a tap asks, done as its mapped person; what to tell them.
-async fn tap(engine: &Engine, api: &TelegramApi, settings: &TelegramSettings, query: &Value) -> String {
+async fn tap(
+    engine: &Engine,
+    api: &TelegramApi,
+    settings: &TelegramSettings,
+    query: &Value,
+) -> String {
     let Some(user) = user_of(&query["from"]) else {
         return "Not decided: no user in the tap".to_owned();
     };
@@ -202,7 +209,11 @@ async fn tap(engine: &Engine, api: &TelegramApi, settings: &TelegramSettings, qu
     let span = tracing::info_span!("telegram_decision", %user, %set, index);
     let _entered = span.enter();
     let label = format!("[{} {index}]", &set.simple().to_string()[..8]);
-    match decide(engine, api, settings, query, &user, tap, set, index, revision).await {
+    match decide(
+        engine, api, settings, query, &user, tap, set, index, revision,
+    )
+    .await
+    {
         Ok(said) => format!("{label} {said}"),
         Err(error) => format!("{label} Not decided: {}", one_line(&error.to_string())),
     }
@@ -359,7 +370,9 @@ async fn tick(
     position: &mut Option<i64>,
 ) -> Result<(), CallError> {
     let failed = |e: assent_store::StoreError| CallError::Failed(e.to_string());
-    let Some((settings, api)) = connected(engine, api_url).await.map_err(CallError::Failed)?
+    let Some((settings, api)) = connected(engine, api_url)
+        .await
+        .map_err(CallError::Failed)?
     else {
         *position = None;
         return Ok(());
@@ -427,7 +440,9 @@ async fn sync(
     let decided = decisions::for_change_set(&mut conn, id)
         .await
         .map_err(failed)?;
-    let quorum = approvals::quorum_of(&mut conn, &set).await.map_err(failed)?;
+    let quorum = approvals::quorum_of(&mut conn, &set)
+        .await
+        .map_err(failed)?;
     drop(conn);
     let message = set_message(
         &set,

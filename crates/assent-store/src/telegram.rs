@@ -162,10 +162,12 @@ pub async fn update_offset(conn: &mut Connection) -> Result<i64, StoreError> {
 
 /// Moves the `getUpdates` offset forward to `offset` (never back).
 pub async fn advance_offset(conn: &mut Connection, offset: i64) -> Result<(), StoreError> {
-    sqlx::query("UPDATE telegram_settings SET update_offset = $1 WHERE id = 1 AND update_offset < $1")
-        .bind(offset)
-        .execute(conn)
-        .await?;
+    sqlx::query(
+        "UPDATE telegram_settings SET update_offset = $1 WHERE id = 1 AND update_offset < $1",
+    )
+    .bind(offset)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
@@ -368,12 +370,16 @@ mod tests {
         };
         sqlx::any::install_default_drivers();
         let name = format!("assent_telegram_{}", Uuid::new_v4().simple());
-        let mut admin = sqlx::AnyConnection::connect(&server).await.expect("connects");
+        let mut admin = sqlx::AnyConnection::connect(&server)
+            .await
+            .expect("connects");
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut admin)
             .await
             .expect("creates");
-        let (without_query, query) = server.split_once('?').map_or((server.as_str(), None), |(u, q)| (u, Some(q)));
+        let (without_query, query) = server
+            .split_once('?')
+            .map_or((server.as_str(), None), |(u, q)| (u, Some(q)));
         let base = without_query
             .rsplit_once('/')
             .filter(|(base, _)| base.contains("://"))
@@ -401,7 +407,10 @@ mod tests {
             bot_token: "1:abc".into(),
         };
         connect(&mut conn, &listed, &kept).await.expect("connects");
-        assert_eq!(settings(&mut conn).await.expect("reads"), Some(listed.clone()));
+        assert_eq!(
+            settings(&mut conn).await.expect("reads"),
+            Some(listed.clone())
+        );
         assert_eq!(
             secrets(&mut conn).await.expect("reads").map(|(_, s)| s),
             Some(kept.clone())
@@ -426,9 +435,17 @@ mod tests {
         assert_eq!(users(&mut conn).await.expect("lists"), [alice]);
 
         let set = Uuid::from_u128(1);
-        assert!(claim_post(&mut conn, set, "-100", now).await.expect("claims"));
+        assert!(
+            claim_post(&mut conn, set, "-100", now)
+                .await
+                .expect("claims")
+        );
         assert!(!claim_post(&mut conn, set, "-100", now).await.expect("once"));
-        assert!(claim_post(&mut conn, set, "42", now).await.expect("another chat"));
+        assert!(
+            claim_post(&mut conn, set, "42", now)
+                .await
+                .expect("another chat")
+        );
         record_message(&mut conn, set, "-100", 5, "d")
             .await
             .expect("records");
@@ -450,11 +467,15 @@ mod tests {
             .await
             .expect("asks");
         assert_eq!(
-            take_reason(&mut conn, "-100", 9, "43").await.expect("not bob's"),
+            take_reason(&mut conn, "-100", 9, "43")
+                .await
+                .expect("not bob's"),
             None
         );
         assert_eq!(
-            take_reason(&mut conn, "-100", 9, "42").await.expect("takes"),
+            take_reason(&mut conn, "-100", 9, "42")
+                .await
+                .expect("takes"),
             Some(asked)
         );
         assert_eq!(

@@ -28,7 +28,10 @@ async fn answer(
 ) -> axum::Json<Value> {
     let (lock, notify) = &*shared;
     if bot != format!("bot{BOT_TOKEN}") {
-        lock.lock().expect("lock").broken.push(format!("{method}: not the token"));
+        lock.lock()
+            .expect("lock")
+            .broken
+            .push(format!("{method}: not the token"));
     }
     if method == "getUpdates" {
         let offset = body["offset"].as_i64().unwrap_or(-1);
@@ -38,7 +41,8 @@ async fn answer(
             {
                 let mut fake = lock.lock().expect("lock");
                 if offset < 0 || timeout == 0 {
-                    fake.broken.push(format!("getUpdates without offset or timeout: {body}"));
+                    fake.broken
+                        .push(format!("getUpdates without offset or timeout: {body}"));
                 }
                 fake.updates
                     .retain(|u| u["update_id"].as_i64().is_some_and(|id| id >= offset));
@@ -54,7 +58,8 @@ async fn answer(
     if method == "sendMessage" || method == "editMessageText" {
         let text = body["text"].as_str().unwrap_or_default();
         if text.is_empty() || text.chars().count() > 4_096 {
-            fake.broken.push(format!("{method}: text empty or over 4,096"));
+            fake.broken
+                .push(format!("{method}: text empty or over 4,096"));
         }
         for button in body["reply_markup"]["inline_keyboard"]
             .as_array()
@@ -62,8 +67,12 @@ async fn answer(
             .flatten()
             .flat_map(|row| row.as_array().cloned().unwrap_or_default())
         {
-            if button["callback_data"].as_str().is_some_and(|d| d.len() > 64) {
-                fake.broken.push(format!("callback_data over 64 bytes: {button}"));
+            if button["callback_data"]
+                .as_str()
+                .is_some_and(|d| d.len() > 64)
+            {
+                fake.broken
+                    .push(format!("callback_data over 64 bytes: {button}"));
             }
         }
     }
@@ -111,7 +120,10 @@ fn wait_for(shared: &Shared, method: &str) -> Value {
         if let Some(first) = calls(shared, method).into_iter().next() {
             return first;
         }
-        assert!(started.elapsed() < Duration::from_secs(20), "never: {method}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never: {method}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -132,13 +144,23 @@ fn a_tap_in_telegram_answers_a_waiting_hook_within_a_second() {
     let out = cli.run(&["agent", "create", "--id", "coder", "--categories", "code"]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     let out = cli.run_in_env(
-        &["telegram", "connect", "--chat", "-100777", "--telegram-api-url", "http://127.0.0.1:9"],
+        &[
+            "telegram",
+            "connect",
+            "--chat",
+            "-100777",
+            "--telegram-api-url",
+            "http://127.0.0.1:9",
+        ],
         "",
         &[("ASSENT_TELEGRAM_BOT_TOKEN", BOT_TOKEN)],
     );
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!String::from_utf8_lossy(&out.stdout).contains("end-To_end"));
-    assert_eq!(code(&cli.run(&["telegram", "users", "add", "42", "--as", "alice"])), 0);
+    assert_eq!(
+        code(&cli.run(&["telegram", "users", "add", "42", "--as", "alice"])),
+        0
+    );
     let status = cli.json(&["telegram", "status"], "");
     assert!(!status.to_string().contains("end-To_end"), "{status}");
     assert_eq!(status["users"], json!([{"userId": "42", "name": "alice"}]));
@@ -150,7 +172,13 @@ fn a_tap_in_telegram_answers_a_waiting_hook_within_a_second() {
         .port();
     let _served = Served(
         Command::new(env!("CARGO_BIN_EXE_assent"))
-            .args(["--db", &cli.db(), "serve", "--addr", &format!("127.0.0.1:{port}")])
+            .args([
+                "--db",
+                &cli.db(),
+                "serve",
+                "--addr",
+                &format!("127.0.0.1:{port}"),
+            ])
             .args(["--token", "test-token-0123456789abcdef", "--telegram"])
             .env("ASSENT_TELEGRAM_API_URL", &base)
             .env_remove("RUST_LOG")
@@ -168,7 +196,12 @@ fn a_tap_in_telegram_answers_a_waiting_hook_within_a_second() {
     let hook = cli.hook("claude-code", "coder", &["--wait", "60"], &event);
     let posted = wait_for(&shared, "sendMessage");
     assert_eq!(posted["chat_id"], "-100777");
-    assert!(posted["text"].as_str().is_some_and(|t| t.contains("rm -rf build/")), "{posted}");
+    assert!(
+        posted["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("rm -rf build/")),
+        "{posted}"
+    );
     let approve = posted["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
         .as_str()
         .expect("Approve")
@@ -177,7 +210,10 @@ fn a_tap_in_telegram_answers_a_waiting_hook_within_a_second() {
     let tapped = Instant::now();
     {
         let (lock, notify) = &*shared;
-        lock.lock().expect("lock").updates.push(json!({"update_id": 7, "callback_query": {
+        lock.lock()
+            .expect("lock")
+            .updates
+            .push(json!({"update_id": 7, "callback_query": {
             "id": "cq1", "chat_instance": "c", "data": approve,
             "from": {"id": 42, "is_bot": false, "first_name": "Alice"},
             "message": {"message_id": 1, "date": 0, "chat": {"id": -100777, "type": "group"}}}}));
@@ -187,11 +223,20 @@ fn a_tap_in_telegram_answers_a_waiting_hook_within_a_second() {
     let took = tapped.elapsed();
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     let answer: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "allow", "{answer}");
-    assert!(took < Duration::from_secs(1), "answered {took:?} after the tap");
+    assert_eq!(
+        answer["hookSpecificOutput"]["permissionDecision"], "allow",
+        "{answer}"
+    );
+    assert!(
+        took < Duration::from_secs(1),
+        "answered {took:?} after the tap"
+    );
     let proof = cli.run(&["audit", "verify", "--strict"]);
     let said = String::from_utf8_lossy(&proof.stdout);
-    assert!(code(&proof) == 0 && said.starts_with("verified: "), "{said}");
+    assert!(
+        code(&proof) == 0 && said.starts_with("verified: "),
+        "{said}"
+    );
     let pending = cli.json(&["pending"], "");
     assert_eq!(pending, json!([]), "{pending}");
 }
@@ -200,18 +245,44 @@ fn a_tap_in_telegram_answers_a_waiting_hook_within_a_second() {
 fn bad_input_is_refused_and_changes_nothing() {
     let cli = Cli::new();
     for (args, said) in [
-        (vec!["telegram", "connect", "--bot-token", "not a token"], "BotFather"),
-        (vec!["telegram", "connect", "--bot-token", "1:a/b"], "BotFather"),
         (
-            vec!["telegram", "connect", "--bot-token", "1:ab", "--chat", "@group"],
+            vec!["telegram", "connect", "--bot-token", "not a token"],
+            "BotFather",
+        ),
+        (
+            vec!["telegram", "connect", "--bot-token", "1:a/b"],
+            "BotFather",
+        ),
+        (
+            vec![
+                "telegram",
+                "connect",
+                "--bot-token",
+                "1:ab",
+                "--chat",
+                "@group",
+            ],
             "invalid Telegram chat",
         ),
         (
-            vec!["telegram", "connect", "--bot-token", "1:ab", "--telegram-api-url", "file:///etc"],
+            vec![
+                "telegram",
+                "connect",
+                "--bot-token",
+                "1:ab",
+                "--telegram-api-url",
+                "file:///etc",
+            ],
             "http:// or https://",
         ),
-        (vec!["telegram", "users", "add", "U1", "--as", "alice"], "invalid Telegram user"),
-        (vec!["telegram", "users", "add", "--as", "alice", "--", "-5"], "invalid Telegram user"),
+        (
+            vec!["telegram", "users", "add", "U1", "--as", "alice"],
+            "invalid Telegram user",
+        ),
+        (
+            vec!["telegram", "users", "add", "--as", "alice", "--", "-5"],
+            "invalid Telegram user",
+        ),
     ] {
         assert_fails(&cli.run(&args), 2, said);
     }

@@ -985,7 +985,13 @@ async fn the_page_on_a_phone_shows_one_item_a_screen_with_its_diff_and_installs(
             .await
             .expect("icon");
         assert_eq!(response.headers()["content-type"], "image/png");
-        assert!(response.bytes().await.expect("bytes").starts_with(b"\x89PNG"));
+        assert!(
+            response
+                .bytes()
+                .await
+                .expect("bytes")
+                .starts_with(b"\x89PNG")
+        );
     }
     wait_until(&client, "navigator.serviceWorker.controller !== null").await;
 

@@ -23,7 +23,7 @@ mod set_prefixes;
 mod slack;
 mod support;
 mod sync;
-mod telegram;
 mod target_from;
+mod telegram;
 mod undo;
 mod webhooks;

@@ -63,7 +63,10 @@ fn check_keyboard(markup: &Value, broken: &mut Vec<String>) {
         return;
     };
     let mut buttons = 0;
-    for button in rows.iter().flat_map(|row| row.as_array().cloned().unwrap_or_default()) {
+    for button in rows
+        .iter()
+        .flat_map(|row| row.as_array().cloned().unwrap_or_default())
+    {
         buttons += 1;
         if button["text"].as_str().is_none_or(str::is_empty) {
             broken.push(format!("a button without text: {button}"));
@@ -71,7 +74,9 @@ fn check_keyboard(markup: &Value, broken: &mut Vec<String>) {
         match (button["callback_data"].as_str(), button["url"].as_str()) {
             (Some(data), None) if (1..=64).contains(&data.len()) => {}
             (None, Some(url)) if url.starts_with("https://") => {}
-            _ => broken.push(format!("a button's callback_data or url is wrong: {button}")),
+            _ => broken.push(format!(
+                "a button's callback_data or url is wrong: {button}"
+            )),
         }
     }
     if buttons > 100 {
@@ -159,15 +164,17 @@ async fn answer(
     match method.as_str() {
         "sendMessage" => {
             if !(body["chat_id"].is_string() || body["chat_id"].is_i64()) {
-                fake.broken.push(format!("sendMessage without chat_id: {body}"));
+                fake.broken
+                    .push(format!("sendMessage without chat_id: {body}"));
             }
             check_text(&body, &mut fake.broken);
             check_keyboard(&body["reply_markup"], &mut fake.broken);
         }
         "editMessageText" => {
             if body["message_id"].as_i64().is_none() || body["chat_id"].is_null() {
-                fake.broken
-                    .push(format!("editMessageText without chat_id or message_id: {body}"));
+                fake.broken.push(format!(
+                    "editMessageText without chat_id or message_id: {body}"
+                ));
             }
             check_text(&body, &mut fake.broken);
             check_keyboard(&body["reply_markup"], &mut fake.broken);
@@ -177,7 +184,10 @@ async fn answer(
                 fake.broken
                     .push(format!("answerCallbackQuery without an id: {body}"));
             }
-            if body["text"].as_str().is_some_and(|t| t.chars().count() > 200) {
+            if body["text"]
+                .as_str()
+                .is_some_and(|t| t.chars().count() > 200)
+            {
                 fake.broken
                     .push(format!("answerCallbackQuery text over 200: {body}"));
             }
@@ -372,8 +382,11 @@ async fn a_tap_decides_as_the_mapped_person_and_nothing_else_does() {
     assert_eq!(confirmed["status"], "confirmed");
     assert_eq!(confirmed["decidedBy"], "telegram:42 (alice)");
     wait_for(&shared, "editMessageText", |seen| {
-        seen.iter()
-            .any(|m| m["text"].as_str().is_some_and(|t| t.contains("by telegram:42 (alice)")))
+        seen.iter().any(|m| {
+            m["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("by telegram:42 (alice)"))
+        })
     })
     .await;
     let again = tap(&shared, 42, CHAT, message_id, &approve);
@@ -385,7 +398,8 @@ async fn a_tap_decides_as_the_mapped_person_and_nothing_else_does() {
     let bob = tap(&shared, 43, CHAT, message_id, &reject);
     assert!(answered(&shared, &bob).await.contains("reason"));
     let asked = wait_for(&shared, "sendMessage", |seen| {
-        seen.iter().any(|m| m["reply_markup"]["force_reply"] == true)
+        seen.iter()
+            .any(|m| m["reply_markup"]["force_reply"] == true)
     })
     .await;
     let question = asked
@@ -410,8 +424,11 @@ async fn a_tap_decides_as_the_mapped_person_and_nothing_else_does() {
     reply(&shared, 42, CHAT, question_id, "alice's words");
     reply(&shared, 43, CHAT, question_id, "not this sprint");
     wait_for(&shared, "editMessageText", |seen| {
-        seen.iter()
-            .any(|m| m["text"].as_str().is_some_and(|t| t.contains("not this sprint")))
+        seen.iter().any(|m| {
+            m["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("not this sprint"))
+        })
     })
     .await;
     let rejected = item(&server, &set, 1).await;
@@ -422,7 +439,12 @@ async fn a_tap_decides_as_the_mapped_person_and_nothing_else_does() {
     // Posted once, asked once, bob told; alice's reply was to no question of hers.
     let sent = wait_for(&shared, "sendMessage", |seen| seen.len() >= 3).await;
     assert_eq!(sent.len(), 3, "{sent:?}");
-    assert!(sent[2]["text"].as_str().is_some_and(|t| t.contains("rejected")), "{sent:?}");
+    assert!(
+        sent[2]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("rejected")),
+        "{sent:?}"
+    );
     assent_tests::assert_proven(&server.store, "a tap on Telegram decides").await;
 }
 
@@ -450,7 +472,11 @@ async fn each_private_chat_gets_the_set_and_a_decision_on_the_page_edits_every_m
     let edited = wait_for(&shared, "editMessageText", |seen| {
         let chats: BTreeSet<&str> = seen
             .iter()
-            .filter(|m| m["text"].as_str().is_some_and(|t| t.contains("decided on the page")))
+            .filter(|m| {
+                m["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("decided on the page"))
+            })
             .filter_map(|m| m["chat_id"].as_str())
             .collect();
         chats.len() == 2
@@ -458,7 +484,10 @@ async fn each_private_chat_gets_the_set_and_a_decision_on_the_page_edits_every_m
     .await;
     assert!(edited.iter().all(|m| m["message_id"].as_i64().is_some()));
     // After the 429, the poller came back; a tap on the decided item changes nothing.
-    let private = posted.iter().find(|m| m["chat_id"] == "42").expect("alice's");
+    let private = posted
+        .iter()
+        .find(|m| m["chat_id"] == "42")
+        .expect("alice's");
     let late = tap(&shared, 42, 42, 1, &button(private, 0, 0));
     let said = answered(&shared, &late).await;
     assert!(said.contains("already rejected"), "{said}");
