@@ -32,7 +32,9 @@ mod webhooks;
 pub use assent_store::outbox::OutboxMessage;
 pub use assent_store::slack::{SlackSecrets, SlackSettings, SlackUser};
 pub use assent_store::sync::{ClaimedExport, ConflictRecord, ImportReport, Peer};
-pub use assent_store::telegram::{AskedReason, TelegramSecrets, TelegramSettings, TelegramUser};
+pub use assent_store::telegram::{
+    AskedReason, TelegramMessage, TelegramSecrets, TelegramSettings, TelegramUser,
+};
 pub use assent_store::tokens::{ApiToken, IssuedToken, Role};
 /// The event types a webhook subscription can ask for.
 pub use assent_store::webhooks::event as webhook_event;

@@ -480,10 +480,10 @@ impl Server {
             let (poster_engine, poster_url) = (engine.clone(), api_url.clone());
             (
                 tokio::spawn(async move {
-                    telegram::post(poster_engine, poster_url, interval, posting.closed()).await;
+                    telegram_bot::post(poster_engine, poster_url, interval, posting.closed()).await;
                 }),
                 tokio::spawn(async move {
-                    telegram::poll(engine, api_url, polling.closed()).await;
+                    telegram_bot::poll(engine, api_url, polling.closed()).await;
                 }),
             )
         });

@@ -8,19 +8,17 @@
 //!   at most 64 bytes, read back strictly.
 //! - [`TelegramApi`]: the Bot API, each call bounded by a timeout; a 429's
 //!   `retry_after` is reported so the caller waits it out.
-//! - the poster ([`post`]) and the poller ([`poll`]) in `telegram_bot.rs`.
+//! - the poster and the poller, which use these, are in `telegram_bot.rs`.
 //!
 //! A tap decides through the engine's confirmation service as every other door does,
 //! as the mapped person (`telegram:42 (alice)`), bound to the revision the message
 //! showed; a user nobody mapped is told so in the chat and nothing changes.
 
+use assent_confirm::records::Quorum;
 use assent_domain::{ChangeDecision, ChangeSet, Verdict, head_and_tail, named_summary, one_line};
-use assent_store::approvals::Quorum;
 use serde_json::{Value, json};
 use std::time::Duration;
 use uuid::Uuid;
-
-pub(crate) use crate::telegram_bot::{poll, post};
 
 /// The Bot API, unless the connection or `--telegram-api-url` names another (a
 /// self-hosted Bot API server, a test's fake).
@@ -164,7 +162,7 @@ fn item_text(set: &ChangeSet, index: usize, state: &SetState<'_>) -> String {
         other => lines.push(format!("• {}", shown(other, VALUE_CHARS))),
     }
     if let Some(before) = &item.before {
-        let label = if set.target_kind == assent_store::jobs::AGENT_RUNS_KIND {
+        let label = if set.target_kind == assent_confirm::records::AGENT_RUNS_KIND {
             "diff"
         } else {
             "before"

@@ -16,9 +16,8 @@ use crate::telegram::{
 };
 use assent_confirm::Engine;
 use assent_confirm::admin::{AskedReason, TelegramSettings};
+use assent_confirm::records::PendingFilter;
 use assent_domain::{OffsetDateTime, one_line};
-use assent_store::telegram;
-use assent_store::{approvals, change_feed, change_sets, decisions};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::future::Future;
@@ -369,7 +368,7 @@ async fn tick(
     api_url: Option<&str>,
     position: &mut Option<i64>,
 ) -> Result<(), CallError> {
-    let failed = |e: assent_store::StoreError| CallError::Failed(e.to_string());
+    let failed = |e: assent_confirm::ConfirmError| CallError::Failed(e.to_string());
     let Some((settings, api)) = connected(engine, api_url)
         .await
         .map_err(CallError::Failed)?
@@ -377,35 +376,34 @@ async fn tick(
         *position = None;
         return Ok(());
     };
-    let mut conn = engine.store().read_connection().await.map_err(failed)?;
+    let before = *position;
     let sets: Vec<Uuid> = match *position {
         None => {
-            let latest = change_feed::latest(&mut conn).await.map_err(failed)?;
-            let open = change_sets::pending(&mut conn, &change_sets::PendingFilter::default())
+            let latest = engine.feed_position().await.map_err(failed)?;
+            let open = engine
+                .open_sets(&PendingFilter::default())
                 .await
                 .map_err(failed)?;
             *position = Some(latest);
             open.iter().rev().map(|set| set.id).collect()
         }
         Some(after) => {
-            let (sets, at) = change_feed::since(&mut conn, after, 1_000)
-                .await
-                .map_err(failed)?;
-            *position = Some(at);
-            sets
+            let page = engine.feed_since(after, 1_000).await.map_err(failed)?;
+            *position = Some(page.position);
+            page.sets
         }
     };
     let chats = match &settings.chat_id {
         Some(chat) => vec![chat.clone()],
-        None => telegram::users(&mut conn)
+        None => engine
+            .admin()
+            .telegram_users()
             .await
             .map_err(failed)?
             .into_iter()
             .map(|user| user.user_id)
             .collect(),
     };
-    drop(conn);
-    let before = *position;
     for set in sets {
         match sync(engine, &api, &settings, &chats, set).await {
             Ok(()) => {}
@@ -423,7 +421,8 @@ async fn tick(
 
 /// Sends set `id` to each chat it was not sent to (once, when it is open and was
 /// queued since the bot was connected), or edits its messages when what they say
-/// changed.
+/// changed. The database is read and written through the engine, with no transaction
+/// open while Telegram answers.
 async fn sync(
     engine: &Engine,
     api: &TelegramApi,
@@ -431,24 +430,19 @@ async fn sync(
     chats: &[String],
     id: Uuid,
 ) -> Result<(), CallError> {
-    let failed = |e: assent_store::StoreError| CallError::Failed(e.to_string());
-    let mut conn = engine.store().read_connection().await.map_err(failed)?;
-    let Some(set) = change_sets::load(&mut conn, id).await.map_err(failed)? else {
-        return Ok(());
+    let failed = |e: assent_confirm::ConfirmError| CallError::Failed(e.to_string());
+    let record = match engine.set_detail(id).await {
+        Ok(detail) => detail.record,
+        Err(assent_confirm::ConfirmError::ChangeSetNotFound(_)) => return Ok(()),
+        Err(error) => return Err(failed(error)),
     };
-    let posted = telegram::messages(&mut conn, id).await.map_err(failed)?;
-    let decided = decisions::for_change_set(&mut conn, id)
-        .await
-        .map_err(failed)?;
-    let quorum = approvals::quorum_of(&mut conn, &set)
-        .await
-        .map_err(failed)?;
-    drop(conn);
+    let posted = engine.admin().telegram_messages(id).await.map_err(failed)?;
+    let set = &record.set;
     let message = set_message(
-        &set,
+        set,
         &SetState {
-            decisions: &decided,
-            quorum: &quorum,
+            decisions: &record.decisions,
+            quorum: &record.quorum,
             public_url: settings.public_url.as_deref(),
         },
     );
@@ -465,8 +459,9 @@ async fn sync(
         body["chat_id"] = json!(message_row.chat_id);
         body["message_id"] = json!(message_id);
         api.call("editMessageText", &body).await?;
-        let mut conn = engine.store().read_connection().await.map_err(failed)?;
-        telegram::record_message(&mut conn, id, &message_row.chat_id, message_id, &shown)
+        engine
+            .admin()
+            .record_telegram_message(id, &message_row.chat_id, message_id, &shown)
             .await
             .map_err(failed)?;
     }
@@ -475,25 +470,24 @@ async fn sync(
         return Ok(());
     }
     for chat in chats {
-        if posted.iter().any(|p| &p.chat_id == chat) {
-            continue;
-        }
-        let mut conn = engine.store().read_connection().await.map_err(failed)?;
-        if !telegram::claim_post(&mut conn, id, chat, now)
-            .await
-            .map_err(failed)?
+        if posted.iter().any(|p| &p.chat_id == chat)
+            || !engine
+                .admin()
+                .claim_telegram_post(id, chat, now)
+                .await
+                .map_err(failed)?
         {
             continue;
         }
-        drop(conn);
         let mut body = message.clone();
         body["chat_id"] = json!(chat);
         let sent = api.call("sendMessage", &body).await?;
         let message_id = sent["message_id"]
             .as_i64()
             .ok_or_else(|| CallError::Failed("sendMessage: no message_id".to_owned()))?;
-        let mut conn = engine.store().read_connection().await.map_err(failed)?;
-        telegram::record_message(&mut conn, id, chat, message_id, &shown)
+        engine
+            .admin()
+            .record_telegram_message(id, chat, message_id, &shown)
             .await
             .map_err(failed)?;
         tracing::info!(%chat, message_id, "set posted to Telegram");

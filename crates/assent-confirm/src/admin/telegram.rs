@@ -4,8 +4,11 @@
 //! was asked for, each answered once.
 
 use crate::{Admin, ConfirmError};
-use assent_store::telegram::{self, AskedReason, TelegramSecrets, TelegramSettings, TelegramUser};
+use assent_store::telegram::{
+    self, AskedReason, TelegramMessage, TelegramSecrets, TelegramSettings, TelegramUser,
+};
 use time::OffsetDateTime;
+use uuid::Uuid;
 
 /// What `assent telegram status` shows, read together: the connected bot's settings
 /// (never its token) and the mapped users.
@@ -140,5 +143,41 @@ impl Admin<'_> {
         let taken = telegram::take_reason(tx.connection(), chat_id, message_id, user_id).await?;
         tx.commit().await?;
         Ok(taken)
+    }
+
+    /// The messages set `set` was posted as, by chat.
+    pub async fn telegram_messages(&self, set: Uuid) -> Result<Vec<TelegramMessage>, ConfirmError> {
+        let mut conn = self.engine.store.read_connection().await?;
+        Ok(telegram::messages(&mut conn, set).await?)
+    }
+
+    /// Claims the one post of set `set` to `chat_id`, in one transaction: `true` for
+    /// the caller that must post it, `false` when it was claimed before (posted, or
+    /// its post lost: never posted twice).
+    pub async fn claim_telegram_post(
+        &self,
+        set: Uuid,
+        chat_id: &str,
+        now: OffsetDateTime,
+    ) -> Result<bool, ConfirmError> {
+        let mut tx = self.engine.store.begin_write().await?;
+        let claimed = telegram::claim_post(tx.connection(), set, chat_id, now).await?;
+        tx.commit().await?;
+        Ok(claimed)
+    }
+
+    /// Records the message set `set` was posted as in `chat_id`, or edited to, and the
+    /// digest of what it says now, in one transaction.
+    pub async fn record_telegram_message(
+        &self,
+        set: Uuid,
+        chat_id: &str,
+        message_id: i64,
+        shown: &str,
+    ) -> Result<(), ConfirmError> {
+        let mut tx = self.engine.store.begin_write().await?;
+        telegram::record_message(tx.connection(), set, chat_id, message_id, shown).await?;
+        tx.commit().await?;
+        Ok(())
     }
 }
