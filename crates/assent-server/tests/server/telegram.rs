@@ -495,3 +495,67 @@ async fn each_private_chat_gets_the_set_and_a_decision_on_the_page_edits_every_m
     assert_eq!(item(&server, &set, 0).await["status"], "rejected");
     assent_tests::assert_proven(&server.store, "decided on the page").await;
 }
+
+/// One person across doors (THREATS 9): under a quorum of 2, alice's tap in Telegram
+/// and alice on the command line are one approver; bob's tap is the second person.
+#[tokio::test]
+async fn alice_in_telegram_and_on_the_command_line_is_one_approver() {
+    let (server, shared) = connected(Some(CHAT)).await;
+    let task = server.agent_and_task("Telegram").await;
+    let (status, body) = server
+        .send_as(
+            crate::support::TOKEN,
+            reqwest::Method::PUT,
+            "/api/agents/triage/rules/update_task_priority",
+            &json!({"action": "ask", "approvals": 2}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let set = server.propose(&task).await;
+    let posted = wait_for(&shared, "sendMessage", |seen| !seen.is_empty()).await;
+    assert!(
+        posted[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("approvals 0 of 2")),
+        "{posted:?}"
+    );
+    let approve = button(&posted[0], 0, 0);
+    let alice = tap(&shared, 42, CHAT, 1, &approve);
+    let said = answered(&shared, &alice).await;
+    assert!(said.contains("1 of 2"), "{said}");
+    wait_for(&shared, "editMessageText", |seen| {
+        seen.iter().any(|m| {
+            m["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("approvals 1 of 2 (by telegram:42 (alice))"))
+        })
+    })
+    .await;
+
+    // What `assent confirm --as alice` does: the engine over the same database.
+    let cli = assent_journal_host::journal_engine(server.store.clone())
+        .await
+        .expect("an engine");
+    let id: uuid::Uuid = set.parse().expect("a set id");
+    let again = cli
+        .confirmations()
+        .by("alice")
+        .confirm_item(
+            assent_confirm::ItemRef::new(id, 0),
+            time::OffsetDateTime::now_utc(),
+        )
+        .await
+        .expect_err("alice twice is not a quorum");
+    assert!(
+        again
+            .to_string()
+            .contains("alice has approved item 0 already"),
+        "{again}"
+    );
+    assert_eq!(item(&server, &set, 0).await["status"], "pending");
+
+    let bob = tap(&shared, 43, CHAT, 1, &approve);
+    answered(&shared, &bob).await;
+    assert_eq!(item(&server, &set, 0).await["status"], "confirmed");
+    assent_tests::assert_proven(&server.store, "telegram alice and bob").await;
+}
