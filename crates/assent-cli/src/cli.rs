@@ -119,6 +119,14 @@ pub struct ServeArgs {
         value_name = "TOKEN"
     )]
     pub slack_app_token: Option<String>,
+    /// Post each queued set to the connected Telegram bot's chats and long-poll its
+    /// taps (`getUpdates`: no public URL needed; assent telegram connect first).
+    #[arg(long)]
+    pub telegram: bool,
+    /// The Bot API's base URL instead of the connection's (a self-hosted Bot API
+    /// server, or a test's fake).
+    #[arg(long, env = "ASSENT_TELEGRAM_API_URL", value_name = "URL")]
+    pub telegram_api_url: Option<String>,
 }
 
 /// `assent demo`.
@@ -183,6 +191,8 @@ pub enum DbCommand {
     Webhooks(crate::webhook_commands::WebhooksArgs),
     /// The Slack app whose buttons approve and reject (connect, status, users).
     Slack(crate::slack_commands::SlackArgs),
+    /// The Telegram bot whose buttons approve and reject (connect, status, users).
+    Telegram(crate::telegram_commands::TelegramArgs),
     /// The tools an agent may call, as JSON ready for an SDK's `tools` parameter.
     Tools(ToolsArgs),
     /// Calls a person rejected that are remembered (an identical call is refused without

@@ -32,6 +32,7 @@ mod slack_commands;
 mod sync_batches;
 mod sync_commands;
 mod task_commands;
+mod telegram_commands;
 mod terminal;
 mod tokens_commands;
 mod wake_commands;

@@ -27,6 +27,14 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
         }
         (false, _) => None,
     };
+    if let Some(api_url) = args.telegram_api_url.as_deref().filter(|_| args.telegram)
+        && !(api_url.starts_with("https://") || api_url.starts_with("http://"))
+    {
+        return Err(CliError::Usage(format!(
+            "invalid --telegram-api-url {:?}: expected an http:// or https:// URL",
+            crate::render::cut(api_url, 80)
+        )));
+    }
     let public_url = args.delivery.public_url.clone();
     let sender_config = args.delivery.sender_config()?;
     let mcp_config = match &args.mcp_config {
@@ -90,6 +98,9 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
             assent_mcp::MCP_PATH
         ));
     }
+    if args.telegram {
+        banner.push_str("Telegram: posting sets and reading taps with getUpdates\n");
+    }
     if slack_socket.is_some() {
         banner.push_str("Slack: receiving clicks over Socket Mode\n");
     }
@@ -117,6 +128,9 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     // Its servers are supervised for as long as the review server runs.
     if let Some(app_token) = slack_socket {
         server = server.with_slack_socket(app_token);
+    }
+    if args.telegram {
+        server = server.with_telegram(args.telegram_api_url.clone());
     }
     let mut supervision = None;
     if let Some((router, supervised, _, _)) = mcp {

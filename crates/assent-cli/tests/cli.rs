@@ -59,6 +59,8 @@ mod slack;
 mod stale;
 #[path = "cli/target_from.rs"]
 mod target_from;
+#[path = "cli/telegram.rs"]
+mod telegram;
 #[path = "cli/trust.rs"]
 mod trust;
 #[path = "cli/webhooks.rs"]

@@ -25,17 +25,22 @@ use crate::Engine;
 
 mod slack;
 mod sync;
+mod telegram;
 mod tokens;
 mod webhooks;
 
 pub use assent_store::outbox::OutboxMessage;
 pub use assent_store::slack::{SlackSecrets, SlackSettings, SlackUser};
 pub use assent_store::sync::{ClaimedExport, ConflictRecord, ImportReport, Peer};
+pub use assent_store::telegram::{
+    AskedReason, TelegramMessage, TelegramSecrets, TelegramSettings, TelegramUser,
+};
 pub use assent_store::tokens::{ApiToken, IssuedToken, Role};
 /// The event types a webhook subscription can ask for.
 pub use assent_store::webhooks::event as webhook_event;
 pub use assent_store::webhooks::{Delivery, NewEvent, NewSubscription, Subscription};
 pub use slack::SlackStatus;
+pub use telegram::TelegramStatus;
 pub use tokens::authenticate_token;
 
 /// The operator's side of an [`Engine`], borrowed from it by [`Engine::admin`]: the

@@ -12,11 +12,17 @@
 //! reads those mappings back, the same way for the engine and for the proof.
 
 /// The doors whose `by` names a user of the door and then the person it is mapped to.
-const DOORS: [&str; 2] = ["slack:", "token:"];
+const DOORS: [&str; 3] = ["slack:", "token:", "telegram:"];
 
 /// How a Slack user mapped to the person `name` is recorded as a decision's `by`.
 pub fn slack_reviewer(user_id: &str, name: &str) -> String {
     format!("slack:{user_id} ({name})")
+}
+
+/// How a Telegram user mapped to the person `name` is recorded as a decision's `by`
+/// (`telegram:42 (alice)`): one person with her Slack user, her token and her name.
+pub fn telegram_reviewer(user_id: &str, name: &str) -> String {
+    format!("telegram:{user_id} ({name})")
 }
 
 /// How a token decides: `token:ID (NAME)` for a token issued to the person `name`, the
@@ -91,6 +97,8 @@ mod tests {
             ("token:3fa9 (bob)".to_owned(), "bob"),
             ("token:3f-a9 (bob)".to_owned(), "token:3f-a9 (bob)"),
             ("tokens:3fa9 (bob)".to_owned(), "tokens:3fa9 (bob)"),
+            (telegram_reviewer("42", "alice"), "alice"),
+            ("telegram:4 2 (alice)".to_owned(), "telegram:4 2 (alice)"),
         ];
         for (by, expected) in cases {
             assert_eq!(person(&by), expected, "{by:?}");

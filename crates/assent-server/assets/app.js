@@ -313,6 +313,21 @@
 
   // How many characters of a summary or a value a row shows; the rest is one click away.
   const SHOWN_CHARS = 160;
+  // How many characters of a diff a row shows, on lines of their own.
+  const DIFF_CHARS = 4000;
+
+  // A unified diff as the lines it has, each marked as added, removed or a hunk's head,
+  // in a <pre>: a diff stays a diff (never one line joined with ⏎).
+  function diffBlock(text) {
+    const lines = text.split("\n").map((line) => {
+      const kind = line.startsWith("@@") ? "hunk"
+        : line.startsWith("+++") || line.startsWith("---") ? "file"
+        : line.startsWith("+") ? "add"
+        : line.startsWith("-") ? "del" : "ctx";
+      return el("span", { class: "diff-line " + kind }, line + "\n");
+    });
+    return el("pre", { class: "diff" }, ...lines);
+  }
 
   // `value` when it has at most `max` characters; otherwise its head and its tail around
   // a marker saying how many characters were left out, the same cut as the command
@@ -348,6 +363,17 @@
       }
       return shown.replace(/\n/g, "⏎");
     };
+    // A diff on its lines, cut (and counted as cut) only beyond DIFF_CHARS.
+    const diff = (value) => {
+      const kept = headAndTail(value, DIFF_CHARS);
+      if (kept !== value) {
+        cut = true;
+        const marker = kept.match(/…\[(\d+) chars cut\]…/);
+        hiddenChars += marker ? Number(marker[1]) : 0;
+        hiddenLines += value.split("\n").length - kept.split("\n").length;
+      }
+      return diffBlock(kept);
+    };
     const full = () => {
       if (!cut) return null;
       const rows = parts().flatMap(([label, value]) => [
@@ -363,7 +389,7 @@
       if (expanded.has(key)) details.open = true;
       return details;
     };
-    return { short, full };
+    return { short, full, diff };
   }
 
   // An item's or a request's arguments as [name, value] pairs (a non-object as one).
@@ -393,7 +419,7 @@
     $("empty").hidden = sets.size > 0;
     // A webhook's link (`#change-set-<id>`) names a card that exists only once drawn;
     // scroll to it the first time only, not on every later update.
-    const linked = !scrolledToLink && location.hash.startsWith("#change-set-") && document.getElementById(location.hash.slice(1));
+    const linked = !scrolledToLink && (location.hash.startsWith("#change-set-") || location.hash.startsWith("#item-")) && document.getElementById(location.hash.slice(1));
     if (linked) { linked.scrollIntoView(); scrolledToLink = true; }
   }
 
@@ -444,17 +470,24 @@
     const path = "/items/" + item.index;
     const args = argPairs(item.args);
     const known = item.before !== undefined && item.before !== null;
-    const { short, full } = shortened(key, () => [["Summary", item.humanSummary], ...args,
+    const { short, full, diff } = shortened(key, () => [["Summary", item.humanSummary], ...args,
       ...(known ? [["Before", item.before]] : [])]);
     // The value a change would set: its only argument, or all of them.
     const after = args.length === 1 ? args[0][1] : item.args;
-    const changes = args.length <= 1
+    // A coding agent's file call stores the diff it makes: shown on its lines, always.
+    const isDiff = known && set.targetKind === "workspace" && typeof item.before === "string";
+    const changes = args.length <= 1 && !isDiff
       ? [el("span", { class: "change" }, ...(known ? shown(item.before, short) : ["—"]), " → ", ...shown(after, short))]
       // A coding agent's file call stores the diff it makes, not a value it replaces.
-      : [known ? el("span", { class: "change" }, set.targetKind === "workspace" ? "Diff: " : "Before: ", ...shown(item.before, short)) : null,
+      : [known ? (isDiff
+          ? el("span", { class: "change diff-change" }, "Diff:", diff(item.before))
+          : el("span", { class: "change" }, "Before: ", ...shown(item.before, short))) : null,
         ...args.map(([name, value]) => el("span", { class: "change arg" }, short(name) + ": ", ...shown(value, short)))];
-    const li = el("li", { class: "item " + item.status, "data-index": item.index },
+    // A stable anchor per item (`#item-<set>-<index>`): a phone door's View opens it.
+    const li = el("li", { class: "item " + item.status, id: "item-" + set.id + "-" + item.index, "data-index": item.index },
       el("span", { class: "text" },
+        // On a phone an item fills the screen without its set's card: who asks.
+        el("span", { class: "item-agent" }, "Agent " + set.agentId),
         // The tool's name, always: a host's summary may start with a title of its
         // choosing ("Read the README" on delete_all_files).
         el("code", { class: "tool-name" }, item.toolName),
@@ -712,6 +745,10 @@
       if (error.message !== "unauthorized") show(error.message);
     }
   }
+
+  // Installable: the service worker keeps the page's shell only (see /sw.js); where
+  // there is none (plain HTTP beyond loopback), the page works as before.
+  if ("serviceWorker" in navigator) navigator.serviceWorker.register("/sw.js").catch(() => {});
 
   document.addEventListener("DOMContentLoaded", () => {
     $("login").addEventListener("submit", login);

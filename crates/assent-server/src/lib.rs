@@ -61,7 +61,10 @@ mod rejections;
 pub mod shapes;
 mod slack;
 mod slack_socket;
+mod telegram;
+pub use telegram::DEFAULT_TELEGRAM_API_URL;
 mod sync;
+mod telegram_bot;
 pub mod token;
 mod tokens;
 mod tools;
@@ -180,6 +183,9 @@ pub struct Server {
     /// The app-level token of Slack's Socket Mode, when the server receives Slack's
     /// interactions over it.
     slack_socket: Option<String>,
+    /// When the server posts to Telegram and long-polls its updates: the Bot API URL
+    /// that overrides the connection's, if any.
+    telegram: Option<Option<String>>,
     /// Paths whose refusals their host answers itself ([`Server::with_refusals`]).
     refusals: Vec<(&'static str, RefusalAnswer)>,
 }
@@ -205,6 +211,7 @@ impl Server {
             sync_body_limit: DEFAULT_SYNC_BODY_LIMIT,
             limits: ServerLimits::default(),
             slack_socket: None,
+            telegram: None,
             refusals: Vec::new(),
         }
     }
@@ -281,6 +288,15 @@ impl Server {
     #[must_use]
     pub fn with_slack_socket(mut self, app_token: impl Into<String>) -> Self {
         self.slack_socket = Some(app_token.into());
+        self
+    }
+
+    /// The same server posting each queued set to the connected Telegram bot's chats
+    /// and long-polling its updates (`getUpdates`: no public URL needed), at the Bot
+    /// API `api_url` when given instead of the one the connection names.
+    #[must_use]
+    pub fn with_telegram(mut self, api_url: Option<String>) -> Self {
+        self.telegram = Some(api_url);
         self
     }
 
@@ -466,6 +482,20 @@ impl Server {
                 slack_socket::run(engine, app_token, events.closed()).await;
             })
         });
+        let telegram = self.telegram.clone().map(|api_url| {
+            let engine = self.state.engine.clone();
+            let interval = self.limits.feed_interval;
+            let (posting, polling) = (events.clone(), events.clone());
+            let (poster_engine, poster_url) = (engine.clone(), api_url.clone());
+            (
+                tokio::spawn(async move {
+                    telegram_bot::post(poster_engine, poster_url, interval, posting.closed()).await;
+                }),
+                tokio::spawn(async move {
+                    telegram_bot::poll(engine, api_url, polling.closed()).await;
+                }),
+            )
+        });
         let served = self.serve(listener, shutdown).await;
         // Serving can also end by failing; the forwarder and the feed end only when told.
         events.close();
@@ -487,6 +517,13 @@ impl Server {
             && let Err(error) = socket.await
         {
             tracing::error!(%error, "Slack's Socket Mode failed");
+        }
+        if let Some((poster, poller)) = telegram {
+            for ended in [poster.await, poller.await] {
+                if let Err(error) = ended {
+                    tracing::error!(%error, "Telegram's poster or poller failed");
+                }
+            }
         }
         served
     }

@@ -132,6 +132,7 @@ mod rejection_memory;
 pub mod rejections;
 pub mod slack;
 pub mod sync;
+pub mod telegram;
 pub mod timefmt;
 pub mod tokens;
 pub mod waits;

@@ -856,3 +856,160 @@ async fn the_next_approver_sees_an_edit_under_a_quorum_and_confirms_that_revisio
     client.close().await.expect("close the browser");
     server.stop().await.expect("clean stop");
 }
+
+/// Issue 56, point 4: the page on a phone (390×844 in Chromium): one open item a
+/// screen, with the agent, the tool, every argument and the diff as a multi-line
+/// unified diff (never one line joined with ⏎), thumb-sized Approve / Reject / Edit;
+/// each item at its own anchor (`#item-<set>-<index>`, what a phone door's View opens);
+/// installable (manifest, icons, a service worker), and offline the worker answers the
+/// shell only: an API call fails rather than being answered from a stored copy.
+#[tokio::test]
+async fn the_page_on_a_phone_shows_one_item_a_screen_with_its_diff_and_installs() {
+    use assent_domain::{ChangeItem, ChangeSet, NewChangeSet, OffsetDateTime, Target};
+    if !browser_available() {
+        return;
+    }
+    let server = TestServer::start().await;
+    let diff = "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,3 +1,3 @@\n fn main() {\n-    println!(\"old\");\n+    println!(\"new\");\n }";
+    let mut edit = ChangeItem::new(
+        "Edit",
+        json!({"file_path": "/w/src/lib.rs", "old_string": "println!(\"old\");",
+            "new_string": "println!(\"new\");"}),
+        "Edit(file_path: /w/src/lib.rs)",
+    );
+    edit.before = Some(json!(diff));
+    let bash = ChangeItem::new(
+        "Bash",
+        json!({"command": "cargo test", "description": "Run the tests"}),
+        "Bash(command: cargo test)",
+    );
+    let set = ChangeSet::new(NewChangeSet {
+        id: uuid::Uuid::new_v4(),
+        agent_id: "coder".to_owned(),
+        target: Target::new("workspace", "/w"),
+        thread_id: "th".to_owned(),
+        run_key: "r".to_owned(),
+        items: vec![edit, bash],
+        created_at: OffsetDateTime::now_utc(),
+    })
+    .expect("a set");
+    let mut conn = server.store.read_connection().await.expect("conn");
+    assent_store::change_sets::insert(&mut conn, &set, OffsetDateTime::now_utc())
+        .await
+        .expect("inserted");
+    drop(conn);
+
+    let (_driver, client) = start_driver().await;
+    client.set_window_size(390, 844).await.expect("phone size");
+    log_in(&client, &server.base).await;
+    let first = format!("item-{}-0", set.id);
+    find(&client, &format!("#{first} pre.diff")).await;
+    let lines = texts_of(&client, &format!("#{first} pre.diff .diff-line")).await;
+    assert_eq!(lines, diff.lines().map(str::trim_end).collect::<Vec<_>>());
+    let row = text_of(&client, &format!("#{first}")).await;
+    for shown in [
+        "Agent coder",
+        "Edit",
+        "file_path: /w/src/lib.rs",
+        "old_string: println!(\"old\");",
+        "new_string: println!(\"new\");",
+    ] {
+        assert!(row.contains(shown), "{shown:?} in {row}");
+    }
+    assert!(!row.contains('⏎'), "a diff keeps its lines: {row}");
+    // One item a screen, its buttons thumb-sized and named, nothing wider than the phone.
+    wait_until(
+        &client,
+        &format!("document.getElementById('{first}').getBoundingClientRect().height >= window.innerHeight * 0.8"),
+    )
+    .await;
+    wait_until(
+        &client,
+        &format!("[...document.querySelectorAll('#{first} .buttons button')].length === 3 && [...document.querySelectorAll('#{first} .buttons button')].every((b) => b.getBoundingClientRect().height >= 48 && b.getBoundingClientRect().width >= 48)"),
+    )
+    .await;
+    let labels: Value = client
+        .execute(
+            &format!("return [...document.querySelectorAll('#{first} .buttons button')].map((b) => b.textContent + getComputedStyle(b, '::after').content.replace(/\"/g, '').replace(/^none$/, ''));"),
+            vec![],
+        )
+        .await
+        .expect("labels");
+    assert_eq!(labels, json!(["✓ Approve", "✗ Reject", "Edit"]));
+    wait_until(
+        &client,
+        "document.documentElement.scrollWidth <= window.innerWidth",
+    )
+    .await;
+    let png = client.screenshot().await.expect("screenshot");
+    std::fs::write(screenshot_path("review-phone-item.png"), png).expect("write screenshot");
+
+    // The second item's own anchor opens at it.
+    let second = format!("item-{}-1", set.id);
+    client
+        .goto(&format!("{}/#{second}", server.base))
+        .await
+        .expect("open the item's link");
+    client.refresh().await.expect("reload at the anchor");
+    find(&client, &format!("#{second} .buttons")).await;
+    wait_until(
+        &client,
+        &format!("Math.abs(document.getElementById('{second}').getBoundingClientRect().top) < window.innerHeight / 2 && window.scrollY > 0"),
+    )
+    .await;
+    let png = client.screenshot().await.expect("screenshot");
+    std::fs::write(screenshot_path("review-phone-anchor.png"), png).expect("write screenshot");
+
+    // Installable: the manifest names the page and its icons; the worker takes over.
+    let manifest: Value = client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             fetch(document.querySelector('link[rel=manifest]').href).then((r) => r.json()).then(done, (e) => done(String(e)));",
+            vec![],
+        )
+        .await
+        .expect("the manifest");
+    assert_eq!(manifest["display"], "standalone", "{manifest}");
+    let sizes: Vec<&str> = manifest["icons"]
+        .as_array()
+        .expect("icons")
+        .iter()
+        .filter_map(|i| i["sizes"].as_str())
+        .collect();
+    assert_eq!(sizes, ["192x192", "512x512"]);
+    for icon in ["/assets/icon-192.png", "/assets/icon-512.png"] {
+        let response = server
+            .client
+            .get(format!("{}{icon}", server.base))
+            .send()
+            .await
+            .expect("icon");
+        assert_eq!(response.headers()["content-type"], "image/png");
+        assert!(
+            response
+                .bytes()
+                .await
+                .expect("bytes")
+                .starts_with(b"\x89PNG")
+        );
+    }
+    wait_until(&client, "navigator.serviceWorker.controller !== null").await;
+
+    // Offline: the shell comes from the worker's copy, an API call fails.
+    let base = server.base.clone();
+    server.stop().await.expect("clean stop");
+    let offline: Value = client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             const token = sessionStorage.getItem('assent.token');
+             Promise.all([
+               fetch('/').then((r) => r.status, (e) => 'failed'),
+               fetch('/api/change-sets', { headers: { authorization: 'Bearer ' + token } }).then((r) => r.status, (e) => 'failed'),
+             ]).then(done);",
+            vec![],
+        )
+        .await
+        .expect("offline fetches");
+    assert_eq!(offline, json!([200, "failed"]), "at {base}");
+    client.close().await.expect("close the browser");
+}

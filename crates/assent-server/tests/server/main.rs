@@ -25,5 +25,6 @@ mod slack;
 mod support;
 mod sync;
 mod target_from;
+mod telegram;
 mod undo;
 mod webhooks;
