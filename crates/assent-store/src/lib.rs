@@ -131,6 +131,7 @@ pub mod slack;
 pub mod sync;
 pub mod timefmt;
 pub mod tokens;
+pub mod verified_heads;
 pub mod waits;
 pub mod webhooks;
 
