@@ -827,7 +827,10 @@ async fn tampering_after_the_head_is_found_incrementally_and_before_it_only_by_f
             .await
             .unwrap();
         assert!(clean.verified(), "{backend:?}: {}", listed(&clean));
-        assert!(clean.started_after.is_some(), "{backend:?}: not incremental");
+        assert!(
+            clean.started_after.is_some(),
+            "{backend:?}: not incremental"
+        );
         // The head before the second set stored again: the second set is new (its
         // audit rows are read by their entries: the stored last audit id is above them).
         let (first, _) = stored_head(&app, &clean.device_id).await.unwrap();
@@ -862,7 +865,10 @@ async fn tampering_after_the_head_is_found_incrementally_and_before_it_only_by_f
             let report = tampered(&app, &sql)
                 .await
                 .unwrap_or_else(|| panic!("{sql}: nothing changed"));
-            assert!(report.started_after.is_some(), "{backend:?}: {sql}: not incremental");
+            assert!(
+                report.started_after.is_some(),
+                "{backend:?}: {sql}: not incremental"
+            );
             assert!(
                 report.violations.iter().any(|v| v.rule == rule),
                 "{backend:?}: {sql} was not found incrementally: {}",
@@ -872,7 +878,8 @@ async fn tampering_after_the_head_is_found_incrementally_and_before_it_only_by_f
 
         // Before the head: a row of the first set. An incremental verify does not read
         // it (the guide says so); `--full` finds it.
-        let sql = format!("UPDATE decisions SET reason = 'tampered' WHERE change_set_id = '{before}'");
+        let sql =
+            format!("UPDATE decisions SET reason = 'tampered' WHERE change_set_id = '{before}'");
         let report = tampered(&app, &sql).await.expect("a decision edited");
         assert!(report.started_after.is_some());
         // FIXME-free by design: only `--full` reads what was verified before the head.
@@ -923,7 +930,10 @@ async fn a_stored_head_no_longer_on_the_chain_is_a_violation_and_a_full_verify()
             .await
             .unwrap();
         assert!(!report.verified());
-        assert!(report.started_after.is_none(), "{backend:?}: not a full verify");
+        assert!(
+            report.started_after.is_none(),
+            "{backend:?}: not a full verify"
+        );
         assert_eq!(
             report.full_because.as_deref(),
             Some("the stored verified head is no longer on the chain")

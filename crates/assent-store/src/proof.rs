@@ -239,10 +239,18 @@ pub async fn verify(conn: &mut Connection, options: &VerifyOptions) -> Result<Re
     let (input, started_after, full_because, stored) = match start {
         Ok(heads) => {
             let input = incremental_input(conn, &head, &heads, options).await?;
-            let own = heads.iter().find(|h| h.device_id == head.device_id).cloned();
+            let own = heads
+                .iter()
+                .find(|h| h.device_id == head.device_id)
+                .cloned();
             (input, own, None, heads)
         }
-        Err(because) => (full_input(conn, &head).await?, None, Some(because), Vec::new()),
+        Err(because) => (
+            full_input(conn, &head).await?,
+            None,
+            Some(because),
+            Vec::new(),
+        ),
     };
     let mut report = check(&input, &head, options);
     report.violations.extend(found);
@@ -484,7 +492,10 @@ async fn incremental_input(
         }
     }
     for (set, index) in &items {
-        keys.insert((EntryKind::Quorum.as_str().to_owned(), format!("{set}:{index}")));
+        keys.insert((
+            EntryKind::Quorum.as_str().to_owned(),
+            format!("{set}:{index}"),
+        ));
         for (kind, sql) in [
             (
                 EntryKind::Decision,
@@ -572,7 +583,11 @@ async fn incremental_input(
     let subjects: BTreeSet<(&str, &str)> = keys
         .iter()
         .map(|(k, s)| (k.as_str(), s.as_str()))
-        .chain(entries.values().map(|e| (e.kind.as_str(), e.subject.as_str())))
+        .chain(
+            entries
+                .values()
+                .map(|e| (e.kind.as_str(), e.subject.as_str())),
+        )
         .collect();
     for (kind, subject) in subjects {
         match EntryKind::parse(kind) {
@@ -842,9 +857,7 @@ fn chain_intact(
             continue;
         }
         let (seq, prev) = match (&expected, input.verified.get(&entry.device_id)) {
-            (Some((device, seq, hash)), _) if *device == entry.device_id => {
-                (seq + 1, hash.clone())
-            }
+            (Some((device, seq, hash)), _) if *device == entry.device_id => (seq + 1, hash.clone()),
             (_, Some((seq, hash))) => (seq + 1, hash.clone()),
             _ => (1, GENESIS.to_owned()),
         };
@@ -1936,7 +1949,10 @@ mod tests {
         let mut input = rules_of(&edited);
         since(&mut input, 2);
         let found = check(&input, &head_of(&edited), &VerifyOptions::default());
-        assert!(found.violations.iter().any(|v| v.entry == "dev#2"), "{found:?}");
+        assert!(
+            found.violations.iter().any(|v| v.entry == "dev#2"),
+            "{found:?}"
+        );
     }
 
     /// Whether checking `entries` against the head of `intact` names a broken chain
