@@ -67,7 +67,7 @@ pub async fn measure(dir: &Path, records: usize) -> anyhow::Result<ProofResult> 
         );
     }
     let mut tx = store.begin_write().await?;
-    verified_heads::save(tx.connection(), &report.chains).await?;
+    verified_heads::save(tx.connection(), &report.chains, OffsetDateTime::now_utc()).await?;
     tx.commit().await?;
     store.close().await;
 

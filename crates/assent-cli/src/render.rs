@@ -1180,7 +1180,7 @@ fn proof_scope(report: &assent_confirm::history::Report) -> String {
             report.checked_entries,
             head.hash,
             head.seq,
-            time(head.verified_at)
+            head.verified_at.map(time).unwrap_or_default()
         ),
         (None, Some(because)) => format!(
             "verified fully: all {} entries ({})",

@@ -70,7 +70,7 @@ impl Admin<'_> {
         if report.verified() && options.since.is_none() {
             let saved = async {
                 let mut tx = self.engine.store.begin_write().await?;
-                verified_heads::save(tx.connection(), &report.chains).await?;
+                verified_heads::save(tx.connection(), &report.chains, self.engine.now()).await?;
                 tx.commit().await
             }
             .await;

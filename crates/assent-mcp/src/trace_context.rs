@@ -23,7 +23,7 @@ impl TraceContext {
     /// or later, 32 and 16 lowercase hex digits, neither all zero, 2 of flags): a
     /// malformed one is dropped, never forwarded.
     pub fn from_meta(meta: &MetaObject) -> Option<Self> {
-        let traceparent = meta.get_traceparent()?.trim();
+        let traceparent = meta.get_traceparent()?;
         well_formed(traceparent).then(|| Self {
             traceparent: traceparent.to_owned(),
             tracestate: meta

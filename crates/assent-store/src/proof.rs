@@ -298,7 +298,7 @@ async fn usable_heads(
                 rule: ProofRule::ChainIntact,
                 expected: format!(
                     "the head verified at {} (hash {}) still on the chain, found {} (the chain was cut or rewritten before it)",
-                    timefmt::format(stored.verified_at),
+                    stored.verified_at.map(timefmt::format).unwrap_or_default(),
                     stored.hash,
                     hash.as_deref().unwrap_or("no entry")
                 ),
@@ -315,7 +315,6 @@ async fn usable_heads(
 /// Each chain's last entry in `input` (or its stored head when nothing came after),
 /// and the highest audit record id seen: what a clean verify stores.
 fn heads_after(input: &ProofInput, stored: &[VerifiedHead]) -> Vec<VerifiedHead> {
-    let now = OffsetDateTime::now_utc();
     let audit_id = input
         .audit
         .iter()
@@ -339,7 +338,7 @@ fn heads_after(input: &ProofInput, stored: &[VerifiedHead]) -> Vec<VerifiedHead>
             seq,
             hash: hash.to_owned(),
             audit_id,
-            verified_at: now,
+            verified_at: None,
             version: PROOF_VERSION.to_owned(),
         })
         .collect()

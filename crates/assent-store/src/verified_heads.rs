@@ -26,15 +26,18 @@ pub struct VerifiedHead {
     pub hash: String,
     /// The highest audit record id the verify saw: a record above it is new.
     pub audit_id: i64,
-    /// When it was verified.
+    /// When it was stored (`None` in a report's `chains`: not stored yet).
     #[serde(serialize_with = "as_text")]
-    pub verified_at: OffsetDateTime,
+    pub verified_at: Option<OffsetDateTime>,
     /// The binary's version that verified it.
     pub version: String,
 }
 
-fn as_text<S: serde::Serializer>(at: &OffsetDateTime, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&timefmt::format(*at))
+fn as_text<S: serde::Serializer>(at: &Option<OffsetDateTime>, s: S) -> Result<S::Ok, S::Error> {
+    match at {
+        Some(at) => s.serialize_str(&timefmt::format(*at)),
+        None => s.serialize_none(),
+    }
 }
 
 /// Every chain's last verified head, by device.
@@ -54,16 +57,20 @@ pub async fn read(conn: &mut Connection) -> Result<Vec<VerifiedHead>, StoreError
                     .map_err(|e| StoreError::corrupt(TABLE, format!("seq {seq}: {e}")))?,
                 hash: row.try_get("hash")?,
                 audit_id: row.try_get("audit_id")?,
-                verified_at: timefmt::parse(TABLE, &at)?,
+                verified_at: Some(timefmt::parse(TABLE, &at)?),
                 version: row.try_get("version")?,
             })
         })
         .collect()
 }
 
-/// Replaces the stored heads with `heads` (what a clean verify covered), in the
-/// caller's transaction.
-pub async fn save(conn: &mut Connection, heads: &[VerifiedHead]) -> Result<(), StoreError> {
+/// Replaces the stored heads with `heads` (what a clean verify covered), verified at
+/// `now`, in the caller's transaction.
+pub async fn save(
+    conn: &mut Connection,
+    heads: &[VerifiedHead],
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
     sqlx::query("DELETE FROM verified_heads")
         .execute(&mut *conn)
         .await?;
@@ -78,7 +85,7 @@ pub async fn save(conn: &mut Connection, heads: &[VerifiedHead]) -> Result<(), S
         .bind(seq)
         .bind(&head.hash)
         .bind(head.audit_id)
-        .bind(timefmt::format(head.verified_at))
+        .bind(timefmt::format(now))
         .bind(&head.version)
         .execute(&mut *conn)
         .await?;
