@@ -763,7 +763,7 @@ fn print_table(report: &Report) {
             "audit verify, incremental",
             p.incremental_verify_seconds,
             p.new_entries,
-            p.entries - p.new_entries,
+            p.entries,
         );
     }
     if let Some(t) = &report.targets {
