@@ -760,10 +760,7 @@ fn print_table(report: &Report) {
         );
         println!(
             "{:<40} {:>9.3} s ({} new entries on top of {} verified; target < 1 s)",
-            "audit verify, incremental",
-            p.incremental_verify_seconds,
-            p.new_entries,
-            p.entries,
+            "audit verify, incremental", p.incremental_verify_seconds, p.new_entries, p.entries,
         );
     }
     if let Some(t) = &report.targets {

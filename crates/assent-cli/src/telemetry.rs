@@ -77,7 +77,10 @@ where
         .with_target("opentelemetry", LevelFilter::OFF)
         .with_target("opentelemetry_sdk", LevelFilter::OFF)
         .with_target("opentelemetry_otlp", LevelFilter::OFF)
-        .with_target("rmcp", LevelFilter::WARN);
+        .with_target("rmcp", LevelFilter::WARN)
+        // What an upstream server prints on its stderr may hold its secrets: it is
+        // logged (redacted) on stderr, never exported.
+        .with_target("assent_mcp::upstream_stderr", LevelFilter::OFF);
     let layer = tracing_subscriber::Layer::with_filter(
         tracing_opentelemetry::layer().with_tracer(tracer),
         targets,
