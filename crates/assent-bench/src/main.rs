@@ -758,6 +758,10 @@ fn print_table(report: &Report) {
             p.integrity_check_seconds,
             p.ratio_to_integrity_check,
         );
+        println!(
+            "{:<40} {:>9.3} s ({} new entries on top of {} verified; target < 1 s)",
+            "audit verify, incremental", p.incremental_verify_seconds, p.new_entries, p.entries,
+        );
     }
     if let Some(t) = &report.targets {
         println!(

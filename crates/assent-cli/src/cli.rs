@@ -777,6 +777,10 @@ pub struct AuditVerifyArgs {
     /// confirmed by an answer in the agent's client (`--ask-in-client`).
     #[arg(long)]
     pub strict: bool,
+    /// Verify the whole chain, not only the entries after the head the last clean
+    /// verify stored: the only way to find an entry or row changed before that head.
+    #[arg(long)]
+    pub full: bool,
 }
 
 impl AuditArgs {

@@ -11,6 +11,7 @@ use assent_confirm::records::PendingFilter;
 use assent_confirm::{ConfirmError, DEFAULT_EXPIRY_TTL, ItemRef, ItemResult, SetRecord};
 use assent_server::shapes::{SetView, confirm_all_json, confirmed_json, rejected_json};
 use serde_json::{Value, json};
+use tracing::Instrument;
 use uuid::Uuid;
 
 /// `assent pending`.
@@ -141,9 +142,34 @@ pub async fn confirm(ctx: &Ctx, args: ConfirmArgs) -> Result<Output, CliError> {
             })
         }
         Some(index) if !args.all => {
+            // The item's tool, proposal time and quorum, read only when spans are kept.
+            let proposed = if tracing::span_enabled!(tracing::Level::INFO) {
+                ctx.engine.change_set(set).await.ok().flatten()
+            } else {
+                None
+            };
+            let span = crate::telemetry::confirmation_span(set, index, proposed.as_ref());
             let outcome = service
                 .confirm_item(assent_confirm::ItemRef::new(set, index), ctx.now)
-                .await?;
+                .instrument(span.clone())
+                .await;
+            let outcome = match outcome {
+                Ok(outcome) => outcome,
+                Err(error) => {
+                    span.record("error.type", crate::telemetry::error_kind(&error));
+                    return Err(error.into());
+                }
+            };
+            if !span.is_disabled() {
+                crate::telemetry::record_confirmation(
+                    &span,
+                    proposed.as_ref(),
+                    index,
+                    &outcome.decision,
+                    crate::telemetry::execution_kind(&outcome.execution),
+                    ctx.now,
+                );
+            }
             Output::either(ctx.json, &confirmed_json(&outcome), || {
                 render::confirmed(index, &outcome)
             })

@@ -33,6 +33,7 @@ mod sync_batches;
 mod sync_commands;
 mod task_commands;
 mod telegram_commands;
+mod telemetry;
 mod terminal;
 mod tokens_commands;
 mod wake_commands;
@@ -167,19 +168,20 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return clap_exit(&error),
     };
-    init_tracing();
+    let export = init_tracing();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
         Err(error) => {
+            export.finish();
             return fail(&CliError::failed(format!(
                 "cannot start the runtime: {error}"
             )));
         }
     };
-    match runtime.block_on(dispatch::run(cli)) {
+    let code = match runtime.block_on(dispatch::run(cli)) {
         Ok(output) => {
             write_stdout(&output.stdout);
             match output.failure {
@@ -188,24 +190,38 @@ fn main() -> ExitCode {
             }
         }
         Err(error) => fail(&error),
-    }
+    };
+    // Outside the runtime: the exporter's blocking client sends what is batched.
+    drop(runtime);
+    export.finish();
+    code
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `warn`, and `info` for what an MCP
 /// gateway's upstream prints on its stderr and the address `assent mcp --http`
-/// listens on).
-fn init_tracing() {
+/// listens on); with an OTLP endpoint set, spans to it too ([`telemetry`], its own
+/// filter). Returns the export to finish before the process exits.
+fn init_tracing() -> telemetry::Export {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(
             "warn,assent_mcp::upstream_stderr=info,assent_mcp::announce=info",
         )
     });
+    let log = tracing_subscriber::Layer::with_filter(
+        tracing_subscriber::fmt::layer()
+            .with_writer(RedactedStderr::default)
+            .with_ansi(std::io::stderr().is_terminal()),
+        filter,
+    );
+    let (spans, export) = telemetry::start();
     // Only fails when a subscriber is already set, which nothing here does.
-    let _ = tracing_subscriber::fmt()
-        .with_writer(RedactedStderr::default)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(filter)
+    let _ = tracing_subscriber::registry()
+        .with(log)
+        .with(spans)
         .try_init();
+    export
 }
 
 /// One log line for stderr, written there when the subscriber is done with it, with

@@ -115,6 +115,7 @@ async fn audit_verify(ctx: &Ctx, args: AuditVerifyArgs) -> Result<Output, CliErr
         home: etcetera::home_dir()
             .ok()
             .map(|home| home.to_string_lossy().into_owned()),
+        full: args.full,
     };
     let report = ctx.engine.admin().verify_proof(&options).await?;
     let mut output = Output::either(ctx.json, &report, || render::proof(&report))?;

@@ -1143,14 +1143,15 @@ pub fn peers(peers: &[Peer]) -> String {
 /// `assent audit verify`: one line when the proof holds, else every violation.
 pub fn proof(report: &assent_confirm::history::Report) -> String {
     let unchecked = proof_unchecked(report);
+    let scope = proof_scope(report);
     if report.verified() {
         return format!(
-            "verified: {} entries on the chain of device {}, {} effect(s) checked, head {}{unchecked}",
+            "verified: {} entries on the chain of device {}, {} effect(s) checked, head {}\n  {scope}{unchecked}",
             report.entries, report.device_id, report.effects_checked, report.head
         );
     }
     let mut out = format!(
-        "NOT verified: {} violation(s) ({} entries, {} effect(s) checked)\n",
+        "NOT verified: {} violation(s) ({} entries, {} effect(s) checked)\n  {scope}\n",
         report.violations.len(),
         report.entries,
         report.effects_checked
@@ -1168,6 +1169,26 @@ pub fn proof(report: &assent_confirm::history::Report) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Which entries the proof checked: those after the head the last clean verify
+/// stored, or the whole chain and why.
+fn proof_scope(report: &assent_confirm::history::Report) -> String {
+    match (&report.started_after, &report.full_because) {
+        (Some(head), _) => format!(
+            "verified {} new entries since head {} (entry {}, verified {}); only --full finds a change before it",
+            report.checked_entries,
+            head.hash,
+            head.seq,
+            head.verified_at.map(time).unwrap_or_default()
+        ),
+        (None, Some(because)) => format!(
+            "verified fully: all {} entries ({})",
+            report.checked_entries,
+            visible(because)
+        ),
+        (None, None) => format!("verified fully: all {} entries", report.checked_entries),
+    }
 }
 
 /// What the proof could not tie to a person here, one line each after the verdict:

@@ -37,6 +37,8 @@ mod hold_sync;
 mod hooks;
 #[path = "cli/jobs.rs"]
 mod jobs;
+#[path = "cli/otel.rs"]
+mod otel;
 #[path = "cli/outcomes.rs"]
 mod outcomes;
 #[path = "cli/peer.rs"]

@@ -11,13 +11,14 @@
 
 use crate::{Admin, ConfirmError, Engine};
 use assent_domain::{ChangeDecision, ChangeSet};
-use assent_store::{Store, agents, audit, chain, change_feed, proof};
+use assent_store::{Store, agents, audit, chain, change_feed, proof, verified_heads};
 use assent_tools::AuditRecord;
 use uuid::Uuid;
 
 pub use assent_store::audit::AuditFilter;
 pub use assent_store::chain::Head;
 pub use assent_store::proof::{ProofRule, Report, VerifyOptions, Violation};
+pub use assent_store::verified_heads::VerifiedHead;
 
 /// What the change feed says after a position: the sets written since, each once, in
 /// the order of their first write, and the position to read on from.
@@ -52,9 +53,32 @@ impl Admin<'_> {
     /// The proof of `assent audit verify`: the chain intact, every chained row as its
     /// entry says, and every effect with the consent it needed, as `options` asks. The
     /// report lists every violation; it is the same for every door.
+    ///
+    /// It checks the entries after the head the last clean verify stored, with what
+    /// they need of the ones before (the report's `started_after`), or the whole chain
+    /// under [`VerifyOptions::full`], on the first verify, or when the stored head is
+    /// no longer on the chain (a violation too). A verify that found nothing wrong,
+    /// over every effect (no `since`), stores where it stopped; one that found
+    /// anything never moves the stored head. A database it cannot write to is still
+    /// verified (the next verify starts from the older head).
+    #[tracing::instrument(skip_all, fields(full = options.full))]
     pub async fn verify_proof(&self, options: &VerifyOptions) -> Result<Report, ConfirmError> {
-        let mut conn = self.engine.store.read_connection().await?;
-        Ok(proof::verify(&mut conn, options).await?)
+        let report = {
+            let mut conn = self.engine.store.read_connection().await?;
+            proof::verify(&mut conn, options).await?
+        };
+        if report.verified() && options.since.is_none() {
+            let saved = async {
+                let mut tx = self.engine.store.begin_write().await?;
+                verified_heads::save(tx.connection(), &report.chains, self.engine.now()).await?;
+                tx.commit().await
+            }
+            .await;
+            if let Err(error) = saved {
+                tracing::warn!(%error, "the verified head was not stored: the next verify starts from the one before");
+            }
+        }
+        Ok(report)
     }
 }
 

@@ -1306,6 +1306,13 @@ impl Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let span = tracing::info_span!("mcp_call", server = %self.inner.options.server, tool = %request.name);
+        // The client's W3C trace context, from the call's `_meta` (rmcp hands it in
+        // the request or in the context): the span's parent, forwarded upstream.
+        let received = request
+            .meta
+            .as_ref()
+            .and_then(|meta| crate::trace_context::TraceContext::from_meta(meta))
+            .or_else(|| crate::trace_context::TraceContext::from_meta(&context.meta));
         let args = Value::Object(request.arguments.unwrap_or_default());
         if request.name == STATUS_TOOL && self.inner.prefix.is_empty() {
             return Ok(self.status(&args).instrument(span).await?.into());
@@ -1315,9 +1322,12 @@ impl Gateway {
         let as_task = context
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.supports_tasks());
-        let call = self
-            .call_or_task(&request.name, args, Some(&context), as_task)
-            .instrument(span);
+        let call = crate::trace_context::scope(
+            received,
+            &span,
+            self.call_or_task(&request.name, args, Some(&context), as_task)
+                .instrument(span.clone()),
+        );
         let result = tokio::select! {
             result = call => match result? {
                 Called::Done(result) => result,

@@ -49,6 +49,7 @@ mod reach;
 pub mod redact;
 mod serve;
 mod status;
+pub mod trace_context;
 mod upstream;
 
 pub use catalog::{

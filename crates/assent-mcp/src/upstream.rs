@@ -254,6 +254,10 @@ impl Upstream {
             meta.insert(OPERATION_ID_META.to_owned(), operation.as_str().into());
             params.meta = Some(meta);
         }
+        // The client's trace context, when this runs inside its call.
+        if let Some(trace) = crate::trace_context::to_forward() {
+            trace.write_meta(params.meta.get_or_insert_with(RequestMetaObject::new));
+        }
         let unsent = |why: String| {
             UpstreamError::Retryable(format!(
                 "the upstream server {:?} was not reachable for {tool} (nothing was sent): {}",

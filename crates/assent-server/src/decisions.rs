@@ -119,7 +119,7 @@ pub(crate) async fn audit_head(State(state): State<AppState>) -> ApiResult {
     ok(serde_json::json!({"deviceId": head.device_id, "entries": head.entries, "head": head.hash}))
 }
 
-/// `GET /api/audit/verify`: the proof of `assent audit verify` (`verified`, the head,
+/// `GET /api/audit/verify[?full=true]`: the proof of `assent audit verify [--full]` (`verified`, the head,
 /// `effectsChecked` and every violation), run on the server's database.
 /// Proven again when the head moved, or after this long even if it did not (a row
 /// edited behind the store's back moves no head).
@@ -132,22 +132,34 @@ pub(crate) struct CachedProof {
     report: Report,
 }
 
-pub(crate) async fn audit_verify(State(state): State<AppState>) -> ApiResult {
+/// `?full=true` of `GET /api/audit/verify`: the whole chain, as `audit verify --full`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct VerifyQuery {
+    full: Option<bool>,
+}
+
+pub(crate) async fn audit_verify(
+    State(state): State<AppState>,
+    query: Params<VerifyQuery>,
+) -> ApiResult {
+    let Query(query) = query?;
+    let full = query.full.unwrap_or(false);
     // One proof at a time: concurrent page loads wait for it instead of each reading
     // the whole database.
     let mut cached = state.proof.lock().await;
     let head = state.engine.admin().chain_head().await?.hash;
     if let Some(last) = cached.as_ref()
+        && !full
         && last.head == head
         && last.at.elapsed() < PROOF_FRESH_FOR
     {
         return ok(&last.report);
     }
-    let report = state
-        .engine
-        .admin()
-        .verify_proof(&VerifyOptions::default())
-        .await?;
+    let options = VerifyOptions {
+        full,
+        ..VerifyOptions::default()
+    };
+    let report = state.engine.admin().verify_proof(&options).await?;
     let body = ok(&report);
     *cached = Some(CachedProof {
         head,

@@ -258,7 +258,7 @@ async fn enqueue_grant(
     outbox::enqueue(conn, GRANT_ENTITY, &grant.id.to_string(), grant, now).await
 }
 
-fn decode_grant(row: &AnyRow) -> Result<Grant, StoreError> {
+pub(crate) fn decode_grant(row: &AnyRow) -> Result<Grant, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(GRANTS, e);
     let id: String = row.try_get("id")?;
     let pattern: Option<String> = row.try_get("args_pattern")?;

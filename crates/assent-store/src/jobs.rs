@@ -703,7 +703,7 @@ fn count(row: &AnyRow, column: &str) -> Result<u32, StoreError> {
     u32::try_from(value).map_err(|e| StoreError::corrupt(TABLE, format!("{column}: {e}")))
 }
 
-fn decode(row: &AnyRow) -> Result<Job, StoreError> {
+pub(crate) fn decode(row: &AnyRow) -> Result<Job, StoreError> {
     let corrupt = |e: String| StoreError::corrupt(TABLE, e);
     let uuid = |column: &str| -> Result<Uuid, StoreError> {
         let text: String = row.try_get(column)?;

@@ -135,6 +135,7 @@ pub mod sync;
 pub mod telegram;
 pub mod timefmt;
 pub mod tokens;
+pub mod verified_heads;
 pub mod waits;
 pub mod webhooks;
 

@@ -36,13 +36,14 @@
 use crate::Connection;
 use crate::chain::{self, ChainEntry, EntryKind, GENESIS, Head};
 use crate::jobs::{self, Job, JobStatus};
+use crate::verified_heads::{self, PROOF_VERSION, VerifiedHead};
 use crate::{StoreError, approvals, audit, decisions, delegation, timefmt};
 use assent_domain::{OperationId, canonical_json};
 use assent_tools::{AuditKind, CallContext, Coverage, PathFacts, call_covers, name_matches};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::Row;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -112,6 +113,9 @@ pub struct VerifyOptions {
     /// hook's user's, as the coding agents read `~`): without it, a call a `~/` allow
     /// rule let run unasked cannot be tied to that rule.
     pub home: Option<String>,
+    /// Verify the whole chain, whatever head a previous verify stored (`--full`):
+    /// the only way to find an entry or row changed before that head.
+    pub full: bool,
 }
 
 /// What the proof knows of paths: the home folder it was given, and every path as
@@ -154,6 +158,17 @@ pub struct Report {
     pub imported: std::collections::BTreeMap<String, u64>,
     /// Everything found wrong, in chain order; empty when the proof holds.
     pub violations: Vec<Violation>,
+    /// The head a previous clean verify stored, when this one checked only the
+    /// entries after it; `None` when it verified the whole chain.
+    pub started_after: Option<VerifiedHead>,
+    /// Why the whole chain was verified (`--full`, the first verify, a stored head
+    /// that no longer matches, another version); `None` when it started after a head.
+    pub full_because: Option<String>,
+    /// How many entries this verify checked (every entry in a full one).
+    pub checked_entries: u64,
+    /// Each chain's head as this verify left it: where the next one starts when
+    /// this one found nothing wrong.
+    pub chains: Vec<VerifiedHead>,
 }
 
 impl Report {
@@ -187,12 +202,150 @@ pub struct ProofInput {
     /// Item rows that need more than one person: `(set, index) → approvals needed`
     /// (an item not here needs one).
     pub quorums: HashMap<(Uuid, usize), u32>,
+    /// Per device, the last entry a previous clean verify covered `(seq, hash)`: the
+    /// entries up to it are context for the new ones (read for what they say, their
+    /// hash checked, not their links or effects again). Empty for a full verify.
+    pub verified: HashMap<String, (u64, String)>,
 }
 
-/// Reads what the proof needs and checks it ([`check`]).
-#[tracing::instrument(skip_all)]
+impl ProofInput {
+    /// Whether `entry` was verified before (context for the new entries).
+    fn is_context(&self, entry: &ChainEntry) -> bool {
+        self.verified
+            .get(&entry.device_id)
+            .is_some_and(|(seq, _)| entry.seq <= *seq)
+    }
+}
+
+/// Reads what the proof needs and checks it ([`check`]): from the head a previous
+/// clean verify stored ([`verified_heads`]) when there is one that still matches,
+/// else (and under [`VerifyOptions::full`]) the whole chain. It stores nothing: the
+/// caller saves [`Report::chains`] when the report is clean.
+#[tracing::instrument(skip_all, fields(full = options.full))]
 pub async fn verify(conn: &mut Connection, options: &VerifyOptions) -> Result<Report, StoreError> {
     let head = chain::head(conn).await?;
+    let mut found = Vec::new();
+    // `--since` promises the whole chain, and `--strict` holds older effects to a
+    // stricter rule than the verify that stored the head may have: both run in full.
+    let start = if options.full {
+        Err("--full".to_owned())
+    } else if options.since.is_some() {
+        Err("--since checks the whole chain".to_owned())
+    } else if options.strict {
+        Err("--strict checks every effect again".to_owned())
+    } else {
+        usable_heads(conn, &head, &mut found).await?
+    };
+    let (input, started_after, full_because, stored) = match start {
+        Ok(heads) => {
+            let input = incremental_input(conn, &head, &heads, options).await?;
+            let own = heads
+                .iter()
+                .find(|h| h.device_id == head.device_id)
+                .cloned();
+            (input, own, None, heads)
+        }
+        Err(because) => (
+            full_input(conn, &head).await?,
+            None,
+            Some(because),
+            Vec::new(),
+        ),
+    };
+    let mut report = check(&input, &head, options);
+    report.violations.extend(found);
+    report.violations.sort_by(|a, b| a.entry.cmp(&b.entry));
+    report.verified = report.violations.is_empty();
+    report.started_after = started_after;
+    report.full_because = full_because;
+    report.chains = heads_after(&input, &stored);
+    Ok(report)
+}
+
+/// The heads a previous verify stored, when this verify may start after them; else
+/// why not (a stored head no longer on its chain is also a violation in `found`).
+async fn usable_heads(
+    conn: &mut Connection,
+    head: &Head,
+    found: &mut Vec<Violation>,
+) -> Result<Result<Vec<VerifiedHead>, String>, StoreError> {
+    let heads = verified_heads::read(conn).await?;
+    if !heads.iter().any(|h| h.device_id == head.device_id) {
+        return Ok(Err("no verified head stored (the first verify)".to_owned()));
+    }
+    if let Some(other) = heads.iter().find(|h| h.version != PROOF_VERSION) {
+        return Ok(Err(format!(
+            "the stored head was verified by version {}, this is {PROOF_VERSION}",
+            other.version
+        )));
+    }
+    let mut matches = true;
+    for stored in &heads {
+        if stored.seq == 0 {
+            continue;
+        }
+        let seq = i64::try_from(stored.seq).unwrap_or(i64::MAX);
+        let hash: Option<String> =
+            sqlx::query_scalar("SELECT hash FROM consent_chain WHERE device_id = $1 AND seq = $2")
+                .bind(&stored.device_id)
+                .bind(seq)
+                .fetch_optional(&mut *conn)
+                .await?;
+        if hash.as_deref() != Some(stored.hash.as_str()) {
+            matches = false;
+            found.push(Violation {
+                entry: format!("{}#{}", stored.device_id, stored.seq),
+                rule: ProofRule::ChainIntact,
+                expected: format!(
+                    "the head verified at {} (hash {}) still on the chain, found {} (the chain was cut or rewritten before it)",
+                    stored.verified_at.map(timefmt::format).unwrap_or_default(),
+                    stored.hash,
+                    hash.as_deref().unwrap_or("no entry")
+                ),
+            });
+        }
+    }
+    Ok(if matches {
+        Ok(heads)
+    } else {
+        Err("the stored verified head is no longer on the chain".to_owned())
+    })
+}
+
+/// Each chain's last entry in `input` (or its stored head when nothing came after),
+/// and the highest audit record id seen: what a clean verify stores.
+fn heads_after(input: &ProofInput, stored: &[VerifiedHead]) -> Vec<VerifiedHead> {
+    let audit_id = input
+        .audit
+        .iter()
+        .map(|row| row.id)
+        .chain(stored.iter().map(|h| h.audit_id))
+        .max()
+        .unwrap_or(0);
+    let mut last: BTreeMap<&str, (u64, &str)> = stored
+        .iter()
+        .map(|h| (h.device_id.as_str(), (h.seq, h.hash.as_str())))
+        .collect();
+    for entry in &input.entries {
+        let at = last.entry(&entry.device_id).or_insert((0, GENESIS));
+        if entry.seq > at.0 {
+            *at = (entry.seq, &entry.hash);
+        }
+    }
+    last.into_iter()
+        .map(|(device, (seq, hash))| VerifiedHead {
+            device_id: device.to_owned(),
+            seq,
+            hash: hash.to_owned(),
+            audit_id,
+            verified_at: None,
+            version: PROOF_VERSION.to_owned(),
+        })
+        .collect()
+}
+
+/// Everything, for a full verify.
+async fn full_input(conn: &mut Connection, head: &Head) -> Result<ProofInput, StoreError> {
     let agents = sqlx::query(
         "SELECT id, categories, rules, shadow_rules, tool_settings, rejection_memory FROM agents",
     )
@@ -226,7 +379,7 @@ pub async fn verify(conn: &mut Connection, options: &VerifyOptions) -> Result<Re
         ))
     })
     .collect();
-    let input = ProofInput {
+    Ok(ProofInput {
         device_id: head.device_id.clone(),
         entries: chain::entries(conn).await?,
         decisions: decisions::all_for_proof(conn).await?,
@@ -237,8 +390,382 @@ pub async fn verify(conn: &mut Connection, options: &VerifyOptions) -> Result<Re
         grants: delegation::all_for_proof(conn).await?,
         run_keys,
         quorums,
+        verified: HashMap::new(),
+    })
+}
+
+/// What an incremental verify reads: every entry after the stored heads, and of the
+/// entries and rows before them exactly what the proof's rules read for the new ones
+/// (each by its key, through the indexes): every entry and row of each subject a new
+/// entry names, the agents' rules, the grants new effects name, every earlier run of
+/// an operation that ran again, each touched item's decisions, approvals, quorum and
+/// job, and every audit row above the last one verified (a row written around the
+/// store has no entry). The rules then run over this as over the whole chain.
+async fn incremental_input(
+    conn: &mut Connection,
+    head: &Head,
+    heads: &[VerifiedHead],
+    options: &VerifyOptions,
+) -> Result<ProofInput, StoreError> {
+    let verified: HashMap<String, (u64, String)> = heads
+        .iter()
+        .map(|h| (h.device_id.clone(), (h.seq, h.hash.clone())))
+        .collect();
+    let mut entries: BTreeMap<(String, u64), ChainEntry> = BTreeMap::new();
+    let devices: Vec<String> = sqlx::query_scalar("SELECT DISTINCT device_id FROM consent_chain")
+        .fetch_all(&mut *conn)
+        .await?;
+    for device in devices {
+        let after = verified.get(&device).map_or(0, |(seq, _)| *seq);
+        let rows = sqlx::query(
+            "SELECT device_id, seq, kind, subject, content, prev, hash, created_at FROM consent_chain
+             WHERE device_id = $1 AND seq > $2 ORDER BY seq",
+        )
+        .bind(&device)
+        .bind(i64::try_from(after).unwrap_or(i64::MAX))
+        .fetch_all(&mut *conn)
+        .await?;
+        for row in &rows {
+            let entry = entry_row(row)?;
+            entries.insert((entry.device_id.clone(), entry.seq), entry);
+        }
+    }
+
+    // The keys of what the new entries need.
+    let mut keys: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut items: BTreeSet<(String, i64)> = BTreeSet::new();
+    let mut operations: BTreeSet<String> = BTreeSet::new();
+    keys.insert((EntryKind::ChainBegins.as_str().to_owned(), String::new()));
+    for entry in entries.values() {
+        keys.insert((entry.kind.clone(), entry.subject.clone()));
+        let Ok(content) = serde_json::from_str::<Value>(&entry.content) else {
+            continue;
+        };
+        if let (Some(set), Some(index)) = (
+            content["changeSetId"].as_str(),
+            content["itemIndex"].as_i64(),
+        ) {
+            items.insert((set.to_owned(), index));
+        }
+        if entry.kind == EntryKind::Audit.as_str() {
+            if let Some(agent) = content["agentId"].as_str() {
+                keys.insert((EntryKind::Rules.as_str().to_owned(), agent.to_owned()));
+            }
+            if let Some(grant) = content["allowedBy"]["grant"].as_str() {
+                keys.insert((EntryKind::Grant.as_str().to_owned(), grant.to_owned()));
+            }
+            if let Some(operation) = content["operationId"].as_str() {
+                operations.insert(operation.to_owned());
+            }
+        }
+    }
+    let last_audit = heads.iter().map(|h| h.audit_id).max().unwrap_or(0);
+    let mut audit_rows: BTreeMap<i64, audit::AuditRow> = BTreeMap::new();
+    for row in sqlx::query("SELECT * FROM audit_records WHERE id > $1 ORDER BY id")
+        .bind(last_audit)
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+    {
+        let row = audit_row(row)?;
+        keys.insert((EntryKind::Audit.as_str().to_owned(), row.id.to_string()));
+        audit_rows.insert(row.id, row);
+    }
+    for operation in &operations {
+        let runs: Vec<i64> =
+            sqlx::query_scalar("SELECT id FROM audit_records WHERE operation_id = $1")
+                .bind(operation)
+                .fetch_all(&mut *conn)
+                .await?;
+        for id in runs {
+            keys.insert((EntryKind::Audit.as_str().to_owned(), id.to_string()));
+        }
+        if let Some(row) = sqlx::query(
+            "SELECT change_set_id, item_index FROM execution_jobs WHERE operation_id = $1",
+        )
+        .bind(operation)
+        .fetch_optional(&mut *conn)
+        .await?
+        {
+            items.insert((row.try_get("change_set_id")?, row.try_get("item_index")?));
+        }
+    }
+    for (set, index) in &items {
+        keys.insert((
+            EntryKind::Quorum.as_str().to_owned(),
+            format!("{set}:{index}"),
+        ));
+        for (kind, sql) in [
+            (
+                EntryKind::Decision,
+                "SELECT id FROM decisions WHERE change_set_id = $1 AND item_index = $2",
+            ),
+            (
+                EntryKind::Job,
+                "SELECT id FROM execution_jobs WHERE change_set_id = $1 AND item_index = $2",
+            ),
+        ] {
+            let ids: Vec<String> = sqlx::query_scalar(sql)
+                .bind(set)
+                .bind(*index)
+                .fetch_all(&mut *conn)
+                .await?;
+            for id in ids {
+                keys.insert((kind.as_str().to_owned(), id));
+            }
+        }
+        let approved = sqlx::query(
+            "SELECT change_set_id, item_index, revision, approved_by, args, created_at FROM approvals
+             WHERE change_set_id = $1 AND item_index = $2",
+        )
+        .bind(set)
+        .bind(*index)
+        .fetch_all(&mut *conn)
+        .await?;
+        for row in &approved {
+            let (subject, _) = approval_row(row)?;
+            keys.insert((EntryKind::Approval.as_str().to_owned(), subject));
+        }
+    }
+    let agents = sqlx::query(
+        "SELECT id, categories, rules, shadow_rules, tool_settings, rejection_memory FROM agents",
+    )
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(chain::rules_content)
+    .collect::<Result<Vec<_>, _>>()?;
+    for agent in &agents {
+        if let Some(id) = agent["agent"].as_str() {
+            keys.insert((EntryKind::Rules.as_str().to_owned(), id.to_owned()));
+        }
+    }
+
+    // Every entry of every key, and the checkpoint's.
+    for (kind, subject) in &keys {
+        let rows = sqlx::query(
+            "SELECT device_id, seq, kind, subject, content, prev, hash, created_at FROM consent_chain
+             WHERE kind = $1 AND subject = $2",
+        )
+        .bind(kind)
+        .bind(subject)
+        .fetch_all(&mut *conn)
+        .await?;
+        for row in &rows {
+            let entry = entry_row(row)?;
+            entries.insert((entry.device_id.clone(), entry.seq), entry);
+        }
+    }
+    if let Some(checkpoint) = &options.head {
+        let rows = sqlx::query(
+            "SELECT device_id, seq, kind, subject, content, prev, hash, created_at FROM consent_chain
+             WHERE device_id = $1 AND hash = $2",
+        )
+        .bind(&head.device_id)
+        .bind(checkpoint)
+        .fetch_all(&mut *conn)
+        .await?;
+        for row in &rows {
+            let entry = entry_row(row)?;
+            entries.insert((entry.device_id.clone(), entry.seq), entry);
+        }
+    }
+
+    // The rows of those keys.
+    let mut input = ProofInput {
+        device_id: head.device_id.clone(),
+        agents,
+        verified,
+        ..ProofInput::default()
     };
-    Ok(check(&input, &head, options))
+    let mut sets: BTreeSet<String> = BTreeSet::new();
+    let subjects: BTreeSet<(&str, &str)> = keys
+        .iter()
+        .map(|(k, s)| (k.as_str(), s.as_str()))
+        .chain(
+            entries
+                .values()
+                .map(|e| (e.kind.as_str(), e.subject.as_str())),
+        )
+        .collect();
+    for (kind, subject) in subjects {
+        match EntryKind::parse(kind) {
+            Some(EntryKind::Decision) => {
+                if let Some(row) = sqlx::query("SELECT * FROM decisions WHERE id = $1")
+                    .bind(subject)
+                    .fetch_optional(&mut *conn)
+                    .await?
+                {
+                    let row = decision_row(&row)?;
+                    sets.insert(row.decision.change_set_id.to_string());
+                    input.decisions.push(row);
+                }
+            }
+            Some(EntryKind::Audit) => {
+                let Ok(id) = subject.parse::<i64>() else {
+                    continue;
+                };
+                if audit_rows.contains_key(&id) {
+                    continue;
+                }
+                if let Some(row) = sqlx::query("SELECT * FROM audit_records WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&mut *conn)
+                    .await?
+                {
+                    audit_rows.insert(id, audit_row(&row)?);
+                }
+            }
+            Some(EntryKind::Approval) => {
+                let mut parts = subject.splitn(4, ':');
+                let (Some(set), Some(index), Some(revision), Some(by)) =
+                    (parts.next(), parts.next(), parts.next(), parts.next())
+                else {
+                    continue;
+                };
+                let (Ok(index), Ok(revision)) = (index.parse::<i64>(), revision.parse::<i64>())
+                else {
+                    continue;
+                };
+                if let Some(row) = sqlx::query(
+                    "SELECT change_set_id, item_index, revision, approved_by, args, created_at FROM approvals
+                     WHERE change_set_id = $1 AND item_index = $2 AND revision = $3 AND approved_by = $4",
+                )
+                .bind(set)
+                .bind(index)
+                .bind(revision)
+                .bind(by)
+                .fetch_optional(&mut *conn)
+                .await?
+                {
+                    input.approvals.push(approval_row(&row)?);
+                }
+            }
+            Some(EntryKind::Job) => {
+                if let Some(row) = sqlx::query("SELECT * FROM execution_jobs WHERE id = $1")
+                    .bind(subject)
+                    .fetch_optional(&mut *conn)
+                    .await?
+                {
+                    input.jobs.push(jobs::decode(&row)?);
+                }
+            }
+            Some(EntryKind::Grant) => {
+                if let Some(row) = sqlx::query("SELECT * FROM grants WHERE id = $1")
+                    .bind(subject)
+                    .fetch_optional(&mut *conn)
+                    .await?
+                {
+                    input.grants.push(delegation::decode_grant(&row)?);
+                }
+            }
+            Some(EntryKind::Quorum) => {
+                let Some((set, index)) = subject.rsplit_once(':') else {
+                    continue;
+                };
+                let Ok(index) = index.parse::<i64>() else {
+                    continue;
+                };
+                let needed: Option<Option<i64>> = sqlx::query_scalar(
+                    "SELECT approvals_needed FROM change_items WHERE change_set_id = $1 AND item_index = $2",
+                )
+                .bind(set)
+                .bind(index)
+                .fetch_optional(&mut *conn)
+                .await?;
+                if let (Some(Some(needed)), Ok(id), Ok(index)) =
+                    (needed, Uuid::parse_str(set), usize::try_from(index))
+                    && needed > 1
+                {
+                    input
+                        .quorums
+                        .insert((id, index), u32::try_from(needed).unwrap_or(u32::MAX));
+                }
+            }
+            Some(EntryKind::ChainBegins | EntryKind::Rules) | None => {}
+        }
+    }
+    for entry in entries.values() {
+        if entry.kind == EntryKind::Decision.as_str()
+            && let Ok(content) = serde_json::from_str::<Value>(&entry.content)
+            && let Some(set) = content["changeSetId"].as_str()
+        {
+            sets.insert(set.to_owned());
+        }
+    }
+    for set in sets {
+        let run_key: Option<String> =
+            sqlx::query_scalar("SELECT run_key FROM change_sets WHERE id = $1")
+                .bind(&set)
+                .fetch_optional(&mut *conn)
+                .await?;
+        if let (Some(run_key), Ok(id)) = (run_key, Uuid::parse_str(&set)) {
+            input.run_keys.insert(id, run_key);
+        }
+    }
+    input.audit = audit_rows.into_values().collect();
+    input.entries = entries.into_values().collect();
+    Ok(input)
+}
+
+/// A chain entry as stored.
+fn entry_row(row: &sqlx::any::AnyRow) -> Result<ChainEntry, StoreError> {
+    let seq: i64 = row.try_get("seq")?;
+    Ok(ChainEntry {
+        device_id: row.try_get("device_id")?,
+        seq: u64::try_from(seq)
+            .map_err(|e| StoreError::corrupt("consent_chain", format!("seq {seq}: {e}")))?,
+        kind: row.try_get("kind")?,
+        subject: row.try_get("subject")?,
+        content: row.try_get("content")?,
+        prev: row.try_get("prev")?,
+        hash: row.try_get("hash")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+/// A decision row as the proof reads it.
+fn decision_row(row: &sqlx::any::AnyRow) -> Result<decisions::DecisionRow, StoreError> {
+    let shadow: Option<String> = row.try_get("shadow")?;
+    let shadow = shadow
+        .map(|text| serde_json::from_str::<Value>(&text))
+        .transpose()
+        .map_err(|e| StoreError::corrupt("decisions", e.to_string()))?;
+    Ok(decisions::DecisionRow {
+        decision: decisions::decode(row)?,
+        approval_digest: row.try_get("approval_digest")?,
+        shadow,
+        origin_host: row.try_get("origin_host")?,
+    })
+}
+
+/// An audit row as the proof reads it.
+fn audit_row(row: &sqlx::any::AnyRow) -> Result<audit::AuditRow, StoreError> {
+    let host: Option<String> = row.try_get("origin_host")?;
+    let origin_id: Option<i64> = row.try_get("origin_id")?;
+    Ok(audit::AuditRow {
+        id: row.try_get("id")?,
+        record: audit::decode(row)?,
+        origin: host.zip(origin_id),
+    })
+}
+
+/// An approval row as `(subject, content)`.
+fn approval_row(row: &sqlx::any::AnyRow) -> Result<(String, Value), StoreError> {
+    let corrupt = |e: String| StoreError::corrupt("approvals", e);
+    let set: String = row.try_get("change_set_id")?;
+    let set = Uuid::parse_str(&set).map_err(|e| corrupt(e.to_string()))?;
+    let index: i64 = row.try_get("item_index")?;
+    let index = usize::try_from(index).map_err(|e| corrupt(e.to_string()))?;
+    let revision: i64 = row.try_get("revision")?;
+    let by: String = row.try_get("approved_by")?;
+    let args: String = row.try_get("args")?;
+    let args: Value = serde_json::from_str(&args).map_err(|e| corrupt(e.to_string()))?;
+    let created_at: String = row.try_get("created_at")?;
+    Ok((
+        approvals::approval_subject(set, index, revision, &by),
+        approvals::chain_content(set, index, revision, &by, &args, &created_at),
+    ))
 }
 
 /// An entry's place, as violations name it.
@@ -288,6 +815,14 @@ pub fn check(input: &ProofInput, head: &Head, options: &VerifyOptions) -> Report
         client_answered: effects.client_answered,
         imported: effects.imported,
         violations,
+        started_after: None,
+        full_because: None,
+        checked_entries: input
+            .entries
+            .iter()
+            .filter(|e| !input.is_context(e))
+            .count() as u64,
+        chains: Vec::new(),
     }
 }
 
@@ -303,8 +838,26 @@ fn chain_intact(
     let mut contents: Vec<Option<Value>> = Vec::with_capacity(input.entries.len());
     let mut expected: Option<(&str, u64, String)> = None;
     for entry in &input.entries {
-        let (seq, prev) = match &expected {
-            Some((device, seq, hash)) if *device == entry.device_id => (seq + 1, hash.clone()),
+        if input.is_context(entry) {
+            // Verified before: its links were checked then (only `--full` checks
+            // them again); what the new entries read from it must still hash right.
+            if entry.hash != entry.expected_hash() {
+                violations.push(Violation {
+                    entry: place(entry),
+                    rule: ProofRule::ChainIntact,
+                    expected: format!(
+                        "hash {}, stored {} (the entry was edited after it was verified)",
+                        entry.expected_hash(),
+                        entry.hash
+                    ),
+                });
+            }
+            contents.push(serde_json::from_str(&entry.content).ok());
+            continue;
+        }
+        let (seq, prev) = match (&expected, input.verified.get(&entry.device_id)) {
+            (Some((device, seq, hash)), _) if *device == entry.device_id => (seq + 1, hash.clone()),
+            (_, Some((seq, hash))) => (seq + 1, hash.clone()),
             _ => (1, GENESIS.to_owned()),
         };
         if entry.seq != seq {
@@ -362,6 +915,9 @@ fn chain_intact(
         });
     }
 
+    if let Some((seq, _)) = input.verified.get(&input.device_id) {
+        own += seq;
+    }
     (contents, own)
 }
 
@@ -709,7 +1265,12 @@ fn effects_consented(
             continue;
         }
         let at = record["createdAt"].as_str().unwrap_or_default();
+        // An effect verified before is read for rule 5 only.
+        let context = input.is_context(entry);
         if !record["originHost"].is_null() {
+            if context {
+                continue;
+            }
             // Its consent is on the origin's chain, which this device does not hold:
             // unchecked here, and said so.
             if options
@@ -737,6 +1298,9 @@ fn effects_consented(
         }
         let operation = record["operationId"].as_str().unwrap_or_default();
         ran.entry(operation).or_default().push(i);
+        if context {
+            continue;
+        }
         if let Some(since) = options.since
             && at < timefmt::format(since).as_str()
         {
@@ -985,7 +1549,7 @@ fn effects_consented(
     }
     // Rule 5.
     for (operation, runs) in &ran {
-        if runs.len() < 2 {
+        if runs.len() < 2 || runs.iter().all(|r| input.is_context(&input.entries[*r])) {
             continue;
         }
         let doubted = jobs_by_operation.get(operation).is_some_and(|(job, _)| {
@@ -1332,6 +1896,62 @@ mod tests {
         );
         assert_eq!(report.violations, vec![]);
         assert_eq!(report.entries, 2);
+    }
+
+    #[test]
+    fn after_a_verified_head_only_the_new_entries_are_linked_and_the_old_ones_still_hash() {
+        let entries = chain_of(&[
+            (
+                "chainBegins",
+                "",
+                json!({"auditIdFloor": 0, "reason": "newDatabase"}),
+            ),
+            (
+                "rules",
+                "a",
+                json!({"agent": "a", "categories": [], "rules": [], "shadowRules": [], "toolSettings": {}}),
+            ),
+            (
+                "rules",
+                "a",
+                json!({"agent": "a", "categories": [], "rules": [], "shadowRules": [], "toolSettings": {}}),
+            ),
+        ]);
+        let since = |input: &mut ProofInput, seq: usize| {
+            input
+                .verified
+                .insert("dev".into(), (seq as u64, entries[seq - 1].hash.clone()));
+        };
+        let mut input = rules_of(&entries);
+        since(&mut input, 2);
+        let report = check(&input, &head_of(&entries), &VerifyOptions::default());
+        assert_eq!(report.violations, vec![]);
+        assert_eq!((report.entries, report.checked_entries), (3, 1));
+
+        // The first new entry must follow the stored head.
+        let mut relinked = entries.clone();
+        relinked[2] = entry(3, GENESIS, "rules", "a", &json!({"agent": "a"}));
+        let mut input = rules_of(&relinked);
+        since(&mut input, 2);
+        let found = check(&input, &head_of(&relinked), &VerifyOptions::default());
+        assert!(
+            found.violations.iter().any(|v| v.entry == "dev#3"
+                && v.rule == ProofRule::ChainIntact
+                && v.expected.starts_with("prev ")),
+            "{found:?}"
+        );
+
+        // An entry before the head is read as context: an edit of it still shows in
+        // its hash; a recomputed one only `--full` finds, by the links after it.
+        let mut edited = entries.clone();
+        edited[1].content = edited[1].content.replace("[]", "[1]");
+        let mut input = rules_of(&edited);
+        since(&mut input, 2);
+        let found = check(&input, &head_of(&edited), &VerifyOptions::default());
+        assert!(
+            found.violations.iter().any(|v| v.entry == "dev#2"),
+            "{found:?}"
+        );
     }
 
     /// Whether checking `entries` against the head of `intact` names a broken chain
