@@ -33,6 +33,7 @@
 #![allow(unsafe_code)]
 
 use crate::StoreError;
+use crate::error::SqliteResult;
 use sqlx::SqliteConnection;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
@@ -70,7 +71,7 @@ impl CApi<'_> {
         sql: &str,
         params: &[impl rusqlite::ToSql],
     ) -> Result<rusqlite::CachedStatement<'_>, StoreError> {
-        let mut statement = self.statement(sql)?;
+        let mut statement = self.statement(sql).or_store()?;
         if statement.parameter_count() != params.len() {
             return Err(StoreError::Sqlite {
                 code: 25, // SQLITE_RANGE
@@ -84,12 +85,13 @@ impl CApi<'_> {
         }
         for (number, param) in (1..).zip(params) {
             let index = statement
-                .parameter_index(&format!("${number}"))?
+                .parameter_index(&format!("${number}"))
+                .or_store()?
                 .ok_or_else(|| StoreError::Sqlite {
                     code: 25,
                     message: format!("no parameter ${number} in {}", summary(sql)),
                 })?;
-            statement.raw_bind_parameter(index, param)?;
+            statement.raw_bind_parameter(index, param).or_store()?;
         }
         Ok(statement)
     }
@@ -99,8 +101,8 @@ impl CApi<'_> {
         &self,
         sql: &'static str,
         params: impl rusqlite::Params,
-    ) -> Result<usize, rusqlite::Error> {
-        self.statement(sql)?.execute(params)
+    ) -> Result<usize, StoreError> {
+        self.statement(sql).or_store()?.execute(params).or_store()
     }
 }
 
@@ -152,7 +154,7 @@ fn cache_of(locked: &mut sqlx::sqlite::LockedSqliteHandle<'_>) -> Result<Cache, 
     // `with_c_api`, which holds the lock). `from_handle` does not take ownership: the
     // connection never closes the handle. Its cached statements are finalized when the
     // hook below is dropped, which sqlx does before it closes the handle.
-    let raw = unsafe { rusqlite::Connection::from_handle(handle.as_ptr()) }?;
+    let raw = unsafe { rusqlite::Connection::from_handle(handle.as_ptr()) }.or_store()?;
     raw.set_prepared_statement_cache_capacity(64);
     let cache: Cache = Arc::new(Mutex::new(raw));
     let owner = Arc::clone(&cache);
@@ -199,7 +201,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let mut conn = connection(&dir).await;
         with_c_api(&mut conn, |c| {
-            Ok(c.execute("INSERT INTO t (id, name) VALUES (?1, ?2)", (1, "one"))?)
+            c.execute("INSERT INTO t (id, name) VALUES (?1, ?2)", (1, "one"))
         })
         .await
         .expect("inserted");
@@ -219,7 +221,7 @@ mod tests {
         let mut conn = connection(&dir).await;
         let sql = "INSERT INTO t (id, name) VALUES (?1, 'x')";
         for id in 0..3 {
-            with_c_api(&mut conn, |c| Ok(c.execute(sql, [id])?))
+            with_c_api(&mut conn, |c| c.execute(sql, [id]))
                 .await
                 .expect("ran");
         }
@@ -245,7 +247,7 @@ mod tests {
             .await
             .expect("began");
         with_c_api(&mut conn, |c| {
-            Ok(c.execute("INSERT INTO t VALUES (1, 'in')", [])?)
+            c.execute("INSERT INTO t VALUES (1, 'in')", [])
         })
         .await
         .expect("inserted");
@@ -271,8 +273,8 @@ mod tests {
         let mut conn = connection(&dir).await;
         let panicked = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
             with_c_api(&mut conn, |c| -> Result<(), StoreError> {
-                let mut statement = c.statement("SELECT id FROM t")?;
-                let _rows = statement.query([])?;
+                let mut statement = c.statement("SELECT id FROM t").or_store()?;
+                let _rows = statement.query([]).or_store()?;
                 panic!("a bug in the work, with a statement running")
             }),
         ))
@@ -285,9 +287,12 @@ mod tests {
             .expect("sqlx runs after the panic");
         // The cache (poisoned by the panic) is taken over, and its statement was reset.
         let names = with_c_api(&mut conn, |c| {
-            Ok(c.statement("SELECT name FROM t")?
-                .query_map([], |row| row.get::<_, String>(0))?
-                .collect::<Result<Vec<_>, _>>()?)
+            c.statement("SELECT name FROM t")
+                .or_store()?
+                .query_map([], |row| row.get::<_, String>(0))
+                .or_store()?
+                .collect::<Result<Vec<_>, _>>()
+                .or_store()
         })
         .await
         .expect("the C API runs after the panic");
@@ -301,7 +306,7 @@ mod tests {
         for round in 0..20 {
             let mut conn = connection_on(&dir, round).await;
             with_c_api(&mut conn, |c| {
-                Ok(c.execute("INSERT INTO t (name) VALUES ('r')", [])?)
+                c.execute("INSERT INTO t (name) VALUES ('r')", [])
             })
             .await
             .expect("inserted");

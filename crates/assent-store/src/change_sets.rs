@@ -2,6 +2,8 @@
 
 use crate::Connection;
 use crate::agents::{self, StoredRules};
+#[cfg(feature = "sqlite")]
+use crate::error::SqliteResult;
 use crate::jobs::ServedItem;
 use crate::outbox::{self, entity};
 use crate::plan::WritePlan;
@@ -983,7 +985,7 @@ pub async fn pending(
             let mut statement = c.bound(sql, &params)?;
             let mut rows = statement.raw_query();
             let mut sets = Vec::new();
-            while let Some(row) = rows.next()? {
+            while let Some(row) = rows.next().or_store()? {
                 sets.push(decode_set(row, Vec::new())?);
             }
             let ids: Vec<String> = sets.iter().map(|set| set.id.to_string()).collect();
@@ -992,7 +994,7 @@ pub async fn pending(
             for chunk in ids.chunks(SETS_PER_ITEM_READ) {
                 let mut statement = c.bound(&items_of_sets_sql(chunk.len()), chunk)?;
                 let mut rows = statement.raw_query();
-                while let Some(row) = rows.next()? {
+                while let Some(row) = rows.next().or_store()? {
                     let set: String = row.value("change_set_id")?;
                     items.entry(set).or_default().push(decode_item(row)?);
                 }

@@ -1,6 +1,8 @@
 //! Decisions: the history a person leaves behind.
 
 use crate::Connection;
+#[cfg(feature = "sqlite")]
+use crate::error::SqliteResult;
 use crate::outbox::entity;
 use crate::plan::{PlannedDecision, WritePlan};
 use crate::row::{Param, StoreRow, bind_all};
@@ -341,7 +343,7 @@ pub async fn recent(
             let mut statement = c.bound(sql, &params)?;
             let mut rows = statement.raw_query();
             let mut decisions = Vec::new();
-            while let Some(row) = rows.next()? {
+            while let Some(row) = rows.next().or_store()? {
                 decisions.push(decode(row)?);
             }
             Ok(decisions)

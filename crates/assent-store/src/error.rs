@@ -157,17 +157,25 @@ fn seconds(span: std::time::Duration) -> String {
 
 /// Whether a PostgreSQL statement gave up waiting for a lock (`lock_timeout`,
 /// SQLSTATE 55P03).
+/// A rusqlite error as the store's (no `From`: rusqlite stays out of the public API).
 #[cfg(feature = "sqlite")]
-impl From<rusqlite::Error> for StoreError {
-    fn from(error: rusqlite::Error) -> Self {
-        let code = match &error {
-            rusqlite::Error::SqliteFailure(failure, _) => failure.extended_code,
-            _ => 1,
-        };
-        Self::Sqlite {
-            code,
-            message: error.to_string(),
-        }
+pub(crate) trait SqliteResult<T> {
+    fn or_store(self) -> Result<T, StoreError>;
+}
+
+#[cfg(feature = "sqlite")]
+impl<T> SqliteResult<T> for Result<T, rusqlite::Error> {
+    fn or_store(self) -> Result<T, StoreError> {
+        self.map_err(|error| {
+            let code = match &error {
+                rusqlite::Error::SqliteFailure(failure, _) => failure.extended_code,
+                _ => 1,
+            };
+            StoreError::Sqlite {
+                code,
+                message: error.to_string(),
+            }
+        })
     }
 }
 

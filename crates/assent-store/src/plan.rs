@@ -18,6 +18,8 @@
 //! decisions, the chain, the outbox and audit rows are planned, nothing in a decision
 //! reads them, and a decision a delegation record names is written at once.
 
+#[cfg(feature = "sqlite")]
+use crate::error::SqliteResult;
 use crate::outbox::{self, entity};
 use crate::row::Statement;
 use crate::{Connection, WriteTx};
@@ -217,7 +219,7 @@ impl WritePlan {
         } else {
             let mut statement = c.bound(chain::HEAD, &[] as &[crate::row::Value])?;
             let mut rows = statement.raw_query();
-            let head = chain::decode_head(rows.next()?)?;
+            let head = chain::decode_head(rows.next().or_store()?)?;
             if head.entries == 0 {
                 return Ok(Some(self));
             }

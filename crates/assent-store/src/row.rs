@@ -4,6 +4,8 @@
 //! sqlx.
 
 use crate::StoreError;
+#[cfg(feature = "sqlite")]
+use crate::error::SqliteResult;
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
@@ -44,7 +46,7 @@ impl StoreRow for AnyRow {
 #[cfg(feature = "sqlite")]
 impl StoreRow for rusqlite::Row<'_> {
     fn value<T: Column>(&self, name: &str) -> Result<T, StoreError> {
-        Ok(T::from_sqlite(self, name)?)
+        T::from_sqlite(self, name).or_store()
     }
 }
 
@@ -182,7 +184,7 @@ impl Statement {
     /// Runs the statement through the C API.
     #[cfg(feature = "sqlite")]
     pub(crate) fn execute(&self, c: &crate::c_api::CApi<'_>) -> Result<usize, StoreError> {
-        Ok(c.bound(&self.sql, &self.params)?.raw_execute()?)
+        c.bound(&self.sql, &self.params)?.raw_execute().or_store()
     }
 
     /// Runs the statement through the C API, returning its rows' first column.
@@ -191,8 +193,8 @@ impl Statement {
         let mut statement = c.bound(&self.sql, &self.params)?;
         let mut rows = statement.raw_query();
         let mut ints = Vec::new();
-        while let Some(row) = rows.next()? {
-            ints.push(row.get(0)?);
+        while let Some(row) = rows.next().or_store()? {
+            ints.push(row.get(0).or_store()?);
         }
         Ok(ints)
     }

@@ -393,7 +393,7 @@ impl std::fmt::Debug for Writer {
 async fn run(conn: &mut Connection, sql: &'static str) -> Result<(), StoreError> {
     #[cfg(feature = "sqlite")]
     if let Some(sqlite) = conn.as_sqlite() {
-        return crate::c_api::with_c_api(sqlite, |c| Ok(c.execute(sql, []).map(drop)?)).await;
+        return crate::c_api::with_c_api(sqlite, |c| c.execute(sql, []).map(drop)).await;
     }
     run_waiting(conn, sql).await
 }
