@@ -45,6 +45,7 @@
 //! ```
 
 mod agents;
+mod answer_links;
 mod api;
 pub mod auth;
 mod change_sets;
@@ -387,9 +388,15 @@ impl Server {
             .fold(Router::new(), |all, service| all.merge(service.clone()));
         // Slack cannot send a bearer token: its route checks Slack's signature instead.
         let slack = Router::new().route("/api/slack/interactions", post(slack::interactions));
+        // A one-time answer link is its own credential (phone doors: ntfy, email).
+        let answers = Router::new().route(
+            answer_links::ROUTE,
+            get(answer_links::show).post(answer_links::answer),
+        );
         let app = Router::new()
             .merge(page::routes())
             .merge(slack)
+            .merge(answers)
             .nest("/api", api)
             .with_state(self.state.clone())
             .merge(services)
