@@ -598,8 +598,12 @@ const WORKER_STORE_MODULES: &[(&str, &[&str])] = &[(
         "decisions",
         "expiry_warnings",
         "jobs",
+        // The phone doors' sender (issue 56): its channels, posts and links, and how
+        // long each agent waits.
+        "phone",
         "slack",
         "timefmt",
+        "waits",
         "webhooks",
     ],
 )];

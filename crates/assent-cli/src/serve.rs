@@ -28,6 +28,7 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
         (false, _) => None,
     };
     let public_url = args.delivery.public_url.clone();
+    let phone_url = public_url.clone();
     let sender_config = args.delivery.sender_config()?;
     let mcp_config = match &args.mcp_config {
         Some(path) => Some(crate::mcp_commands::read_config("--mcp-config", path)?),
@@ -117,6 +118,10 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     // Its servers are supervised for as long as the review server runs.
     if let Some(app_token) = slack_socket {
         server = server.with_slack_socket(app_token);
+    }
+    // Phone channels (`assent notify`) need links phones can reach.
+    if let Some(url) = phone_url {
+        server = server.with_public_url(url);
     }
     let mut supervision = None;
     if let Some((router, supervised, _, _)) = mcp {

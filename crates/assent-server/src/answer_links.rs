@@ -14,9 +14,9 @@
 //! elsewhere or changed since, each change nothing and say why.
 
 use crate::AppState;
-use assent_confirm::{ConfirmError, Engine, ItemRef};
+use assent_confirm::ConfirmError;
+use assent_confirm::phone::{LinkAction, LinkAnswer, LinkState};
 use assent_domain::{OffsetDateTime, format_time, one_line};
-use assent_store::phone::{self, AnswerLink, LinkAction};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
@@ -52,17 +52,32 @@ impl Answer {
 /// `GET /api/answer/{token}`: the item and the one button; nothing is decided.
 pub(crate) async fn show(State(state): State<AppState>, Path(token): Path<String>) -> Response {
     let now = OffsetDateTime::now_utc();
-    render(match check(&state.engine, &token, now).await {
-        Ok((link, lines)) => Answer {
+    render(match state.engine.phone().check_link(&token, now).await {
+        Ok(LinkState::Open {
+            link,
+            agent_id,
+            item,
+        }) => Answer {
             status: StatusCode::OK,
             title: match link.action {
                 LinkAction::Approve => "Approve this call?".to_owned(),
                 LinkAction::Reject => "Reject this call?".to_owned(),
             },
-            lines,
+            lines: vec![
+                format!("Agent: {}", one_line(&agent_id)),
+                format!("Tool: {}", one_line(&item.tool_name)),
+                item.human_summary.clone(),
+                serde_json::to_string_pretty(&item.args).unwrap_or_default(),
+                format!(
+                    "Answering as {}. The agent waits until {}; after that this link answers nothing.",
+                    one_line(&link.person),
+                    format_time(link.expires_at)
+                ),
+            ],
             form: Some(link.action),
         },
-        Err(refused) => refused,
+        Ok(refused) => refusal(&refused),
+        Err(error) => failed(&error),
     })
 }
 
@@ -78,214 +93,40 @@ pub(crate) async fn answer(
         .find(|(key, _)| key == "reason")
         .map(|(_, value)| value.trim().to_owned())
         .filter(|reason| !reason.is_empty());
-    let answer = match check(&state.engine, &token, now).await {
-        Ok((link, _)) => decide(&state.engine, &token, &link, reason, now).await,
-        Err(refused) => refused,
+    let answer = match state.engine.phone().answer_link(&token, reason, now).await {
+        Ok(LinkAnswer::Decided(said)) => Answer::refused(StatusCode::OK, said),
+        Ok(LinkAnswer::Refused(refused)) => refusal(&refused),
+        Err(error) => {
+            let title = format!("Nothing was decided: {}", one_line(&error.to_string()));
+            let status = crate::ServerError::Confirm(error).status();
+            if status == StatusCode::INTERNAL_SERVER_ERROR {
+                tracing::warn!(%title, "answer link");
+            }
+            Answer::refused(status, title)
+        }
     };
-    tracing::info!(status = %answer.status, title = %answer.title, "answer link");
+    tracing::info!(status = %answer.status, "answer link");
     render(answer)
 }
 
-/// The link `token` names, when it may still decide, with what its page shows; else
-/// why not.
-async fn check(
-    engine: &Engine,
-    token: &str,
-    now: OffsetDateTime,
-) -> Result<(AnswerLink, Vec<String>), Answer> {
-    let failed = |error: String| {
-        tracing::warn!(%error, "answer link");
-        Answer::refused(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Nothing was decided: the server could not read the link",
-        )
+/// Why a link cannot decide, with its status: 404 unknown, 409 used, decided elsewhere
+/// or changed since, 410 too late.
+fn refusal(state: &LinkState) -> Answer {
+    let status = match state {
+        LinkState::Open { .. } => StatusCode::OK,
+        LinkState::Unknown => StatusCode::NOT_FOUND,
+        LinkState::Expired(_) => StatusCode::GONE,
+        _ => StatusCode::CONFLICT,
     };
-    let unknown = || {
-        Answer::refused(
-            StatusCode::NOT_FOUND,
-            "This link answers nothing: it is unknown or its channel was removed",
-        )
-    };
-    // A token is 64 hex digits: anything else is not looked up at all.
-    if token.len() != 64 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(unknown());
-    }
-    let mut conn = engine
-        .store()
-        .read_connection()
-        .await
-        .map_err(|e| failed(e.to_string()))?;
-    let Some(link) = phone::link(&mut conn, &phone::token_hash(token))
-        .await
-        .map_err(|e| failed(e.to_string()))?
-    else {
-        return Err(unknown());
-    };
-    if let Some(used) = link.used_at {
-        return Err(Answer::refused(
-            StatusCode::CONFLICT,
-            format!(
-                "This link was used at {}: it works once, nothing more was decided",
-                format_time(used)
-            ),
-        ));
-    }
-    if now >= link.expires_at {
-        return Err(too_late(&link));
-    }
-    let Some(set) = assent_store::change_sets::load(&mut conn, link.change_set_id)
-        .await
-        .map_err(|e| failed(e.to_string()))?
-    else {
-        return Err(unknown());
-    };
-    let Some(item) = set.items.get(link.item_index) else {
-        return Err(unknown());
-    };
-    if !item.status.is_open() {
-        let decided = assent_store::decisions::for_change_set(&mut conn, set.id)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        let by = decided
-            .iter()
-            .rev()
-            .find(|d| d.item_index == link.item_index)
-            .map(|d| {
-                format!(
-                    " ({} by {} at {})",
-                    d.verdict,
-                    one_line(d.decided_by.as_deref().unwrap_or("someone")),
-                    format_time(d.created_at)
-                )
-            })
-            .unwrap_or_default();
-        return Err(Answer::refused(
-            StatusCode::CONFLICT,
-            format!("Already decided elsewhere{by}: this link changed nothing"),
-        ));
-    }
-    if item.revision != link.revision {
-        return Err(Answer::refused(
-            StatusCode::CONFLICT,
-            format!(
-                "The call changed since this link was sent (revision {} then, {} now): nothing was decided, look at it on the page",
-                link.revision, item.revision
-            ),
-        ));
-    }
-    let lines = vec![
-        format!("Agent: {}", one_line(&set.agent_id)),
-        format!("Tool: {}", one_line(&item.tool_name)),
-        one_line(&item.human_summary).into_owned(),
-        assent_domain::canonical_json(&item.args),
-        format!(
-            "Answering as {}. The agent waits until {}; after that this link answers nothing.",
-            one_line(&link.person),
-            format_time(link.expires_at)
-        ),
-    ];
-    Ok((link, lines))
+    Answer::refused(status, state.refusal().unwrap_or_default())
 }
 
-fn too_late(link: &AnswerLink) -> Answer {
+fn failed(error: &ConfirmError) -> Answer {
+    tracing::warn!(%error, "answer link");
     Answer::refused(
-        StatusCode::GONE,
-        format!(
-            "too late: the agent stopped waiting at {}; nothing was decided",
-            format_time(link.expires_at)
-        ),
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Nothing was decided: the server could not read the link",
     )
-}
-
-/// Decides `link` in one write transaction with the mark that uses it up.
-async fn decide(
-    engine: &Engine,
-    token: &str,
-    link: &AnswerLink,
-    reason: Option<String>,
-    now: OffsetDateTime,
-) -> Answer {
-    match decide_in(engine, token, link, reason, now).await {
-        Ok(answer) => answer,
-        Err(error) => {
-            tracing::warn!(%error, "answer link: the decision could not be written");
-            Answer::refused(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Nothing was decided: the server failed, try the page",
-            )
-        }
-    }
-}
-
-/// The decision and the link's use, committed together; rolled back together when the
-/// engine refuses (a moved revision, a decision made meanwhile), so a refused tap
-/// leaves the link as it was.
-async fn decide_in(
-    engine: &Engine,
-    token: &str,
-    link: &AnswerLink,
-    reason: Option<String>,
-    now: OffsetDateTime,
-) -> Result<Answer, ConfirmError> {
-    let store = engine.store();
-    let mut conn = store.read_connection().await?;
-    let Some(channel) = phone::channel(&mut conn, &link.channel_id).await? else {
-        return Ok(Answer::refused(
-            StatusCode::NOT_FOUND,
-            "This link answers nothing: it is unknown or its channel was removed",
-        ));
-    };
-    drop(conn);
-    let by = assent_domain::phone_reviewer(channel.kind.as_str(), &channel.id, &link.person);
-    let service = engine
-        .confirmations()
-        .by(by.clone())
-        .shown_revision(link.revision);
-    let item = ItemRef::new(link.change_set_id, link.item_index);
-    let mut tx = store.begin_write().await?;
-    if !phone::use_link(tx.connection(), &phone::token_hash(token), now).await? {
-        tx.rollback().await?;
-        // Used or expired between the check and the lock.
-        return Ok(if now >= link.expires_at {
-            too_late(link)
-        } else {
-            Answer::refused(
-                StatusCode::CONFLICT,
-                "This link was used just now: it works once, nothing more was decided",
-            )
-        });
-    }
-    let said = match link.action {
-        LinkAction::Approve => service
-            .confirm_item_in(&mut tx, item, now)
-            .await
-            .map(|outcome| format!("Approved as {by}: {}", one_line(&outcome.message()))),
-        LinkAction::Reject => service
-            .reject_item_in(&mut tx, item, reason, now)
-            .await
-            .map(|decision| format!("{} as {by}", decision.verdict)),
-    };
-    match said {
-        Ok(said) => {
-            tx.commit().await?;
-            Ok(Answer {
-                status: StatusCode::OK,
-                title: said,
-                lines: Vec::new(),
-                form: None,
-            })
-        }
-        Err(error) => {
-            tx.rollback().await?;
-            let title = format!("Nothing was decided: {}", one_line(&error.to_string()));
-            Ok(Answer {
-                status: crate::ServerError::Confirm(error).status(),
-                title,
-                lines: Vec::new(),
-                form: None,
-            })
-        }
-    }
 }
 
 /// The page: no script, text escaped, one form posting back to this address.

@@ -182,6 +182,8 @@ pub struct Server {
     slack_socket: Option<String>,
     /// Paths whose refusals their host answers itself ([`Server::with_refusals`]).
     refusals: Vec<(&'static str, RefusalAnswer)>,
+    /// Where phones reach this server ([`Server::with_public_url`]).
+    public_url: Option<String>,
 }
 
 /// How a host answers the refusals of its own routes ([`Server::with_refusals`]): from
@@ -206,6 +208,7 @@ impl Server {
             limits: ServerLimits::default(),
             slack_socket: None,
             refusals: Vec::new(),
+            public_url: None,
         }
     }
 
@@ -281,6 +284,15 @@ impl Server {
     #[must_use]
     pub fn with_slack_socket(mut self, app_token: impl Into<String>) -> Self {
         self.slack_socket = Some(app_token.into());
+        self
+    }
+
+    /// The same server sending each queued item to the phone channels (`assent notify`:
+    /// ntfy, email) with one-time answer links on `public_url`, the address phones
+    /// reach this server at, and following each up when it is decided.
+    #[must_use]
+    pub fn with_public_url(mut self, public_url: impl Into<String>) -> Self {
+        self.public_url = Some(public_url.into());
         self
     }
 
@@ -457,6 +469,23 @@ impl Server {
                     .await;
             }
         });
+        // Phone channels get each queued item once, with links on the public URL.
+        let phone = match self.public_url.as_deref().map(|url| {
+            assent_webhooks::PhonePoster::new(self.state.engine.store().clone(), url)
+        }) {
+            Some(Ok(poster)) => {
+                let events = events.clone();
+                let interval = self.limits.feed_interval;
+                Some(tokio::spawn(async move {
+                    poster.run(interval, events.closed()).await;
+                }))
+            }
+            Some(Err(error)) => {
+                tracing::error!(%error, "the phone doors cannot start");
+                None
+            }
+            None => None,
+        };
         let socket = self.slack_socket.clone().map(|app_token| {
             let engine = self.state.engine.clone();
             let events = events.clone();
@@ -480,6 +509,11 @@ impl Server {
         }
         if let Err(error) = poster.await {
             tracing::error!(%error, "the Slack poster failed");
+        }
+        if let Some(phone) = phone
+            && let Err(error) = phone.await
+        {
+            tracing::error!(%error, "the phone doors failed");
         }
         if let Some(socket) = socket
             && let Err(error) = socket.await
