@@ -35,6 +35,8 @@ mod hold_sync;
 mod hooks;
 #[path = "cli/jobs.rs"]
 mod jobs;
+#[path = "cli/notify.rs"]
+mod notify;
 #[path = "cli/outcomes.rs"]
 mod outcomes;
 #[path = "cli/peer.rs"]

@@ -390,6 +390,23 @@ pub async fn posts_in(conn: &mut Connection, state: PostState) -> Result<Vec<Pos
     .bind(state.as_str())
     .fetch_all(conn)
     .await?;
+    decode_posts(&rows)
+}
+
+/// Every post of set `set`, to any channel: read before claiming, so that a sweep
+/// writes only for what is new.
+pub async fn posts_of(conn: &mut Connection, set: Uuid) -> Result<Vec<Post>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT channel_id, change_set_id, item_index, state, attempts, next_at FROM notify_posts
+         WHERE change_set_id = $1",
+    )
+    .bind(set.to_string())
+    .fetch_all(conn)
+    .await?;
+    decode_posts(&rows)
+}
+
+fn decode_posts(rows: &[AnyRow]) -> Result<Vec<Post>, StoreError> {
     rows.iter()
         .map(|row| {
             let get = |e: sqlx::Error| StoreError::corrupt(POSTS, e);

@@ -96,11 +96,19 @@ impl PhonePoster {
         drop(conn);
         let mut sent = 0;
         for set in open.iter().rev() {
+            let mut conn = self.store.read_connection().await?;
+            let posted = phone::posts_of(&mut conn, set.id).await?;
+            drop(conn);
             for (index, item) in set.items.iter().enumerate() {
                 if !item.status.is_open() {
                     continue;
                 }
-                for channel in channels.iter().filter(|c| c.created_at <= set.created_at) {
+                for channel in channels.iter().filter(|c| {
+                    c.created_at <= set.created_at
+                        && !posted
+                            .iter()
+                            .any(|p| p.channel_id == c.id && p.item_index == index)
+                }) {
                     let mut conn = self.store.read_connection().await?;
                     if !phone::claim_post(&mut conn, &channel.id, set.id, index, now).await? {
                         continue;
@@ -192,6 +200,7 @@ impl PhonePoster {
             waits_until: wait,
             expires_at,
             withdrawn,
+            now,
         };
         post.attempts += 1;
         let result = match channel.kind {
@@ -199,9 +208,10 @@ impl PhonePoster {
                 self.publish(channel, secret.as_deref(), &ntfy_question(channel, &message))
                     .await
             }
-            ChannelKind::Email => Err(Failure::NotSent(
-                "email is not sent by this build".to_owned(),
-            )),
+            ChannelKind::Email => {
+                let (subject, text, html) = email_question(&message);
+                mail(channel, secret.as_deref(), &subject, text, html).await
+            }
         };
         let mut conn = self.store.read_connection().await?;
         let (state, detail, sent) = match result {
@@ -271,7 +281,19 @@ impl PhonePoster {
                     )
                     .await
                 }
-                ChannelKind::Email => Ok(()),
+                ChannelKind::Email => {
+                    let subject = format!("Decided: {}", title(&set, item));
+                    let text = format!(
+                        "{outcome}\n{}\n\nThe links of the earlier message answer nothing now.\n",
+                        one_line(&item.human_summary)
+                    );
+                    let html = format!(
+                        "<p>{}</p><p>{}</p><p>The links of the earlier message answer nothing now.</p>",
+                        escape_html(&outcome),
+                        escape_html(&one_line(&item.human_summary))
+                    );
+                    mail(channel, secret.as_deref(), &subject, text, html).await
+                }
             };
             // A follow-up is told once: a failed one is logged, not retried (the
             // question's links already answer "decided elsewhere").
@@ -332,6 +354,8 @@ struct Question<'a> {
     expires_at: OffsetDateTime,
     /// Whether the call goes back to the agent's own prompt then.
     withdrawn: bool,
+    /// When it is sent.
+    now: OffsetDateTime,
 }
 
 impl Question<'_> {
@@ -359,6 +383,57 @@ impl Question<'_> {
             .unwrap_or_else(|_| assent_domain::canonical_json(&self.item.args));
         format!("{}\n{args}", self.item.human_summary)
     }
+}
+
+/// Checks an ntfy topic URL (`assent notify ntfy add`): `https://`, or `http://` to a
+/// loopback host (as webhooks), naming a topic of letters, digits, `-` and `_`.
+pub fn validate_ntfy_url(text: &str) -> Result<String, WebhookError> {
+    let url = crate::validate_url(text, false)?;
+    if url.query().is_some() {
+        return Err(WebhookError::InvalidChannel(
+            "an ntfy topic URL takes no query: give https://SERVER/TOPIC".to_owned(),
+        ));
+    }
+    ntfy_root_and_topic(url.as_str()).ok_or_else(|| {
+        WebhookError::InvalidChannel(
+            "an ntfy topic URL ends in its topic, letters, digits, - and _ (at most 64): https://ntfy.sh/my-topic".to_owned(),
+        )
+    })?;
+    Ok(url.to_string())
+}
+
+/// Checks an SMTP server URL (`--smtp`, `ASSENT_SMTP_URL`): `smtps://` (TLS),
+/// `smtp://…?tls=required` (STARTTLS), or plain `smtp://` to a loopback host only (as
+/// webhooks take `http://` only there). Credentials may be in it (it is stored as a
+/// secret, never listed).
+pub fn validate_smtp_url(text: &str) -> Result<String, WebhookError> {
+    let invalid = |reason: &str| WebhookError::InvalidChannel(format!("invalid SMTP URL: {reason}"));
+    let url = reqwest::Url::parse(text.trim()).map_err(|e| invalid(&e.to_string()))?;
+    let Some(host) = url.host_str() else {
+        return Err(invalid("it names no host"));
+    };
+    let starttls = url
+        .query_pairs()
+        .any(|(key, value)| key == "tls" && value == "required");
+    match url.scheme() {
+        "smtps" => {}
+        "smtp" if starttls || crate::target::is_loopback(host) => {}
+        "smtp" => {
+            return Err(invalid(
+                "plain smtp:// only to loopback (127.0.0.1, ::1, localhost); use smtps:// (TLS) or smtp://…?tls=required (STARTTLS)",
+            ));
+        }
+        _ => return Err(invalid("expected smtps:// or smtp://")),
+    }
+    Ok(url.to_string())
+}
+
+/// Checks an email address.
+pub fn validate_email(text: &str) -> Result<String, WebhookError> {
+    text.trim()
+        .parse::<lettre::Address>()
+        .map(|address| address.to_string())
+        .map_err(|e| WebhookError::InvalidChannel(format!("invalid email address {:?}: {e}", text.trim())))
 }
 
 /// A topic URL's server root (where JSON is published) and topic.
@@ -419,7 +494,7 @@ fn ntfy_question(channel: &Channel, q: &Question<'_>) -> Value {
     );
     // Urgent when the agent waits less than two minutes more.
     let priority = match q.waits_until {
-        Some(until) if until - OffsetDateTime::now_utc() < time::Duration::minutes(2) => 5,
+        Some(until) if until - q.now < time::Duration::minutes(2) => 5,
         _ => 4,
     };
     json!({
@@ -452,9 +527,95 @@ fn ntfy_follow_up(channel: &Channel, set: &ChangeSet, item: &ChangeItem, index: 
     })
 }
 
-/// Jitter in `[0, 1)` from the operating system's generator.
+/// How an email channel's secret is stored: the SMTP URL and the sender address.
+pub fn email_secret(smtp_url: &str, from: &str) -> String {
+    json!({"smtp": smtp_url, "from": from}).to_string()
+}
+
+/// The subject, plain text and HTML of a question's email: the arguments, until when
+/// the agent waits, and the Approve / Reject links (each opens a page with one more
+/// button, so a mail scanner following links decides nothing) and View.
+fn email_question(q: &Question<'_>) -> (String, String, String) {
+    let subject = format!("Waiting for you: {}", title(q.set, q.item));
+    let arguments = cut_saying(&q.arguments(), 64 * 1024, "View shows all");
+    let waits = q.waits();
+    let text = format!(
+        "{arguments}\n\n{waits}\n\nApprove: {}\nReject: {}\nView: {}\n\nEach link opens a page with one more button; it works once.\n",
+        q.approve_url, q.reject_url, q.view_url
+    );
+    let html = format!(
+        "<p><b>{}</b></p><pre style=\"white-space:pre-wrap\">{}</pre><p>{}</p>\
+         <p><a href=\"{}\">Approve</a> &middot; <a href=\"{}\">Reject</a> &middot; <a href=\"{}\">View</a></p>\
+         <p>Each link opens a page with one more button; it works once.</p>",
+        escape_html(&title(q.set, q.item)),
+        escape_html(&arguments),
+        escape_html(&waits),
+        escape_html(q.approve_url),
+        escape_html(q.reject_url),
+        escape_html(q.view_url),
+    );
+    (subject, text, html)
+}
+
+/// Sends one email (plain text and HTML alternatives) to `channel`'s address through
+/// the SMTP server of its secret.
+async fn mail(
+    channel: &Channel,
+    secret: Option<&str>,
+    subject: &str,
+    text: String,
+    html: String,
+) -> Result<(), Failure> {
+    use lettre::message::MultiPart;
+    use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+    let secret: Value = secret
+        .and_then(|s| serde_json::from_str(s).ok())
+        .ok_or_else(|| Failure::NotSent("the channel has no SMTP settings".to_owned()))?;
+    let smtp = secret["smtp"].as_str().unwrap_or_default();
+    let from = secret["from"].as_str().unwrap_or(&channel.address);
+    let bad = |what: &str, e: &dyn std::fmt::Display| Failure::NotSent(format!("{what}: {e}"));
+    let message = Message::builder()
+        .from(from.parse().map_err(|e| bad("bad sender address", &e))?)
+        .to(channel.address.parse().map_err(|e| bad("bad address", &e))?)
+        .subject(subject)
+        .multipart(MultiPart::alternative_plain_html(text, html))
+        .map_err(|e| bad("cannot build the message", &e))?;
+    let transport = AsyncSmtpTransport::<Tokio1Executor>::from_url(smtp)
+        .map_err(|e| bad("bad SMTP URL", &e))?
+        .timeout(Some(CALL_TIMEOUT))
+        .build();
+    // Reached first, so that a server down or refusing is known as "not sent".
+    match transport.test_connection().await {
+        Ok(true) => {}
+        Ok(false) => return Err(Failure::NotSent("the SMTP server did not answer NOOP".to_owned())),
+        Err(error) => return Err(Failure::NotSent(format!("cannot reach the SMTP server: {error}"))),
+    }
+    match transport.send(message).await {
+        Ok(_) => Ok(()),
+        // The server refused it, or nothing was said to it yet: not delivered.
+        Err(error) if error.is_transient() || error.is_permanent() || error.is_client() => {
+            Err(Failure::NotSent(format!("the SMTP server refused it: {error}")))
+        }
+        Err(error) if error.is_tls() => Err(Failure::NotSent(format!("TLS failed: {error}"))),
+        // Lost mid-conversation: it may have been accepted.
+        Err(error) => Err(Failure::Unknown(format!(
+            "no answer from the SMTP server (it may have accepted it): {error}"
+        ))),
+    }
+}
+
+fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// Jitter in `[0, 1)` from the operating system's generator (through a v4 UUID).
 fn jitter() -> f64 {
-    f64::from(Uuid::new_v4().as_u128() as u16) / 65_536.0
+    let bytes = Uuid::new_v4().into_bytes();
+    f64::from(u16::from_le_bytes([bytes[0], bytes[1]])) / 65_536.0
 }
 
 #[cfg(test)]
