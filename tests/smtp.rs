@@ -85,7 +85,11 @@ impl SmtpSink {
     }
 
     /// Waits up to `limit` until `predicate` holds over what was received; returns it.
-    pub async fn wait_for(&self, limit: Duration, predicate: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    pub async fn wait_for(
+        &self,
+        limit: Duration,
+        predicate: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
         let start = std::time::Instant::now();
         loop {
             let received = self.received();

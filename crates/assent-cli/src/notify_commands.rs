@@ -123,7 +123,10 @@ pub async fn notify(ctx: &Ctx, args: NotifyArgs) -> Result<Output, CliError> {
         NotifyDoor::Ntfy(NtfyCommand::Add(args)) => {
             let url = assent_webhooks::phone::validate_ntfy_url(&args.topic_url).map_err(usage)?;
             let name = person(&args.name)?;
-            let token = args.token.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
+            let token = args
+                .token
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty());
             let channel = phone
                 .add_channel(ChannelKind::Ntfy, &url, &name, token.as_deref(), ctx.now)
                 .await?;
@@ -155,7 +158,9 @@ pub async fn notify(ctx: &Ctx, args: NotifyArgs) -> Result<Output, CliError> {
                 )));
             }
             Output::either(ctx.json, &json!({"removed": id}), || {
-                format!("Channel {id} removed: nothing more is sent there, and its links answer nothing")
+                format!(
+                    "Channel {id} removed: nothing more is sent there, and its links answer nothing"
+                )
             })
         }
     }
@@ -203,7 +208,11 @@ async fn list(ctx: &Ctx, kind: ChannelKind) -> Result<Output, CliError> {
     let listed: Vec<_> = channels.iter().map(channel_json).collect();
     Output::either(ctx.json, &listed, || {
         if channels.is_empty() {
-            return format!("No {} channel (assent notify {} add …)", kind.as_str(), kind.as_str());
+            return format!(
+                "No {} channel (assent notify {} add …)",
+                kind.as_str(),
+                kind.as_str()
+            );
         }
         let rows: Vec<Vec<String>> = channels
             .iter()

@@ -83,8 +83,14 @@ mod tests {
     /// approver with the same person in Slack or on the command line.
     #[test]
     fn a_phone_channel_is_the_person_it_was_added_for() {
-        assert_eq!(person(&phone_reviewer("ntfy", "n1a2b3c4d", "alice")), "alice");
-        assert_eq!(person(&phone_reviewer("email", "n5e6f7a8b", "alice")), "alice");
+        assert_eq!(
+            person(&phone_reviewer("ntfy", "n1a2b3c4d", "alice")),
+            "alice"
+        );
+        assert_eq!(
+            person(&phone_reviewer("email", "n5e6f7a8b", "alice")),
+            "alice"
+        );
         assert_eq!(person("ntfy:n 1 (alice)"), "ntfy:n 1 (alice)");
     }
 

@@ -470,22 +470,23 @@ impl Server {
             }
         });
         // Phone channels get each queued item once, with links on the public URL.
-        let phone = match self.public_url.as_deref().map(|url| {
-            assent_webhooks::PhonePoster::new(self.state.engine.store().clone(), url)
-        }) {
-            Some(Ok(poster)) => {
-                let events = events.clone();
-                let interval = self.limits.feed_interval;
-                Some(tokio::spawn(async move {
-                    poster.run(interval, events.closed()).await;
-                }))
-            }
-            Some(Err(error)) => {
-                tracing::error!(%error, "the phone doors cannot start");
-                None
-            }
-            None => None,
-        };
+        let phone =
+            match self.public_url.as_deref().map(|url| {
+                assent_webhooks::PhonePoster::new(self.state.engine.store().clone(), url)
+            }) {
+                Some(Ok(poster)) => {
+                    let events = events.clone();
+                    let interval = self.limits.feed_interval;
+                    Some(tokio::spawn(async move {
+                        poster.run(interval, events.closed()).await;
+                    }))
+                }
+                Some(Err(error)) => {
+                    tracing::error!(%error, "the phone doors cannot start");
+                    None
+                }
+                None => None,
+            };
         let socket = self.slack_socket.clone().map(|app_token| {
             let engine = self.state.engine.clone();
             let events = events.clone();

@@ -170,11 +170,7 @@ pub fn token_hash(token: &str) -> String {
 /// A new link token: 32 random bytes (two v4 UUIDs, 244 random bits from the operating
 /// system's generator) as 64 hex digits.
 pub fn new_token() -> String {
-    format!(
-        "{}{}",
-        Uuid::new_v4().simple(),
-        Uuid::new_v4().simple()
-    )
+    format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple())
 }
 
 /// Adds a channel.

@@ -137,7 +137,12 @@ impl PhonePoster {
             let set = change_sets::load(&mut conn, post.change_set_id).await?;
             drop(conn);
             match set {
-                Some(set) if set.items.get(post.item_index).is_some_and(|i| i.status.is_open()) => {
+                Some(set)
+                    if set
+                        .items
+                        .get(post.item_index)
+                        .is_some_and(|i| i.status.is_open()) =>
+                {
                     let item = set.items[post.item_index].clone();
                     sent += usize::from(self.send(channel, &set, &item, post, now).await?);
                 }
@@ -205,8 +210,12 @@ impl PhonePoster {
         post.attempts += 1;
         let result = match channel.kind {
             ChannelKind::Ntfy => {
-                self.publish(channel, secret.as_deref(), &ntfy_question(channel, &message))
-                    .await
+                self.publish(
+                    channel,
+                    secret.as_deref(),
+                    &ntfy_question(channel, &message),
+                )
+                .await
             }
             ChannelKind::Email => {
                 let (subject, text, html) = email_question(&message);
@@ -236,7 +245,11 @@ impl PhonePoster {
     }
 
     /// The follow-up of each sent post whose item was decided: who decided, and what.
-    async fn follow_up(&self, channels: &[Channel], now: OffsetDateTime) -> Result<usize, WebhookError> {
+    async fn follow_up(
+        &self,
+        channels: &[Channel],
+        now: OffsetDateTime,
+    ) -> Result<usize, WebhookError> {
         let mut conn = self.store.read_connection().await?;
         let mut posts = phone::posts_in(&mut conn, PostState::Sent).await?;
         posts.extend(phone::posts_in(&mut conn, PostState::Unknown).await?);
@@ -313,13 +326,21 @@ impl PhonePoster {
     }
 
     /// Publishes `body` (ntfy's JSON form) to the root of `channel`'s server.
-    async fn publish(&self, channel: &Channel, token: Option<&str>, body: &Value) -> Result<(), Failure> {
+    async fn publish(
+        &self,
+        channel: &Channel,
+        token: Option<&str>,
+        body: &Value,
+    ) -> Result<(), Failure> {
         let (root, _) = ntfy_root_and_topic(&channel.address)
             .ok_or_else(|| Failure::NotSent("not an ntfy topic URL".to_owned()))?;
         let mut request = self
             .http
             .post(root)
-            .header("X-Sequence-ID", body["sequence_id"].as_str().unwrap_or_default())
+            .header(
+                "X-Sequence-ID",
+                body["sequence_id"].as_str().unwrap_or_default(),
+            )
             .json(body);
         if let Some(token) = token {
             request = request.bearer_auth(token);
@@ -330,9 +351,9 @@ impl PhonePoster {
                 "the ntfy server answered {}",
                 response.status()
             ))),
-            Err(error) if error.is_connect() || error.is_builder() => {
-                Err(Failure::NotSent(format!("cannot reach the ntfy server: {error}")))
-            }
+            Err(error) if error.is_connect() || error.is_builder() => Err(Failure::NotSent(
+                format!("cannot reach the ntfy server: {error}"),
+            )),
             Err(error) => Err(Failure::Unknown(format!(
                 "no answer from the ntfy server (it may have published): {error}"
             ))),
@@ -370,10 +391,7 @@ impl Question<'_> {
                 "The agent waits until {}; then it stops waiting (its own timeout answer applies) and these buttons answer nothing.",
                 format_time(until)
             ),
-            (None, _) => format!(
-                "The buttons work until {}.",
-                format_time(self.expires_at)
-            ),
+            (None, _) => format!("The buttons work until {}.", format_time(self.expires_at)),
         }
     }
 
@@ -407,7 +425,8 @@ pub fn validate_ntfy_url(text: &str) -> Result<String, WebhookError> {
 /// webhooks take `http://` only there). Credentials may be in it (it is stored as a
 /// secret, never listed).
 pub fn validate_smtp_url(text: &str) -> Result<String, WebhookError> {
-    let invalid = |reason: &str| WebhookError::InvalidChannel(format!("invalid SMTP URL: {reason}"));
+    let invalid =
+        |reason: &str| WebhookError::InvalidChannel(format!("invalid SMTP URL: {reason}"));
     let url = reqwest::Url::parse(text.trim()).map_err(|e| invalid(&e.to_string()))?;
     let Some(host) = url.host_str() else {
         return Err(invalid("it names no host"));
@@ -433,7 +452,9 @@ pub fn validate_email(text: &str) -> Result<String, WebhookError> {
     text.trim()
         .parse::<lettre::Address>()
         .map(|address| address.to_string())
-        .map_err(|e| WebhookError::InvalidChannel(format!("invalid email address {:?}: {e}", text.trim())))
+        .map_err(|e| {
+            WebhookError::InvalidChannel(format!("invalid email address {:?}: {e}", text.trim()))
+        })
 }
 
 /// A topic URL's server root (where JSON is published) and topic.
@@ -515,7 +536,13 @@ fn ntfy_question(channel: &Channel, q: &Question<'_>) -> Value {
 
 /// The ntfy publish that replaces a question once its item was decided (same sequence
 /// id; an ntfy server before 2.16 shows it as a new notification).
-fn ntfy_follow_up(channel: &Channel, set: &ChangeSet, item: &ChangeItem, index: usize, outcome: &str) -> Value {
+fn ntfy_follow_up(
+    channel: &Channel,
+    set: &ChangeSet,
+    item: &ChangeItem,
+    index: usize,
+    outcome: &str,
+) -> Value {
     let (_, topic) = ntfy_root_and_topic(&channel.address).unwrap_or_default();
     json!({
         "topic": topic,
@@ -576,7 +603,10 @@ async fn mail(
     let bad = |what: &str, e: &dyn std::fmt::Display| Failure::NotSent(format!("{what}: {e}"));
     let message = Message::builder()
         .from(from.parse().map_err(|e| bad("bad sender address", &e))?)
-        .to(channel.address.parse().map_err(|e| bad("bad address", &e))?)
+        .to(channel
+            .address
+            .parse()
+            .map_err(|e| bad("bad address", &e))?)
         .subject(subject)
         .multipart(MultiPart::alternative_plain_html(text, html))
         .map_err(|e| bad("cannot build the message", &e))?;
@@ -587,15 +617,23 @@ async fn mail(
     // Reached first, so that a server down or refusing is known as "not sent".
     match transport.test_connection().await {
         Ok(true) => {}
-        Ok(false) => return Err(Failure::NotSent("the SMTP server did not answer NOOP".to_owned())),
-        Err(error) => return Err(Failure::NotSent(format!("cannot reach the SMTP server: {error}"))),
+        Ok(false) => {
+            return Err(Failure::NotSent(
+                "the SMTP server did not answer NOOP".to_owned(),
+            ));
+        }
+        Err(error) => {
+            return Err(Failure::NotSent(format!(
+                "cannot reach the SMTP server: {error}"
+            )));
+        }
     }
     match transport.send(message).await {
         Ok(_) => Ok(()),
         // The server refused it, or nothing was said to it yet: not delivered.
-        Err(error) if error.is_transient() || error.is_permanent() || error.is_client() => {
-            Err(Failure::NotSent(format!("the SMTP server refused it: {error}")))
-        }
+        Err(error) if error.is_transient() || error.is_permanent() || error.is_client() => Err(
+            Failure::NotSent(format!("the SMTP server refused it: {error}")),
+        ),
         Err(error) if error.is_tls() => Err(Failure::NotSent(format!("TLS failed: {error}"))),
         // Lost mid-conversation: it may have been accepted.
         Err(error) => Err(Failure::Unknown(format!(
@@ -630,10 +668,72 @@ mod tests {
         );
         assert_eq!(
             ntfy_root_and_topic("http://127.0.0.1:8080/push/alerts_1?x=1"),
-            Some(("http://127.0.0.1:8080/push/".to_owned(), "alerts_1".to_owned()))
+            Some((
+                "http://127.0.0.1:8080/push/".to_owned(),
+                "alerts_1".to_owned()
+            ))
         );
         assert_eq!(ntfy_root_and_topic("https://ntfy.sh/"), None);
         assert_eq!(ntfy_root_and_topic("https://ntfy.sh/a b"), None);
+    }
+
+    /// Issue 56: a call longer than ntfy takes is cut to 4096 bytes, saying so, and
+    /// still says until when the agent waits.
+    #[test]
+    fn a_long_call_is_cut_to_ntfys_limit_and_says_so() {
+        let set = ChangeSet::new(assent_domain::NewChangeSet {
+            id: Uuid::from_u128(5),
+            agent_id: "coder".into(),
+            target: assent_domain::Target::new("workspace", "/w"),
+            thread_id: "th".into(),
+            run_key: "k".into(),
+            items: vec![ChangeItem::new(
+                "Write",
+                json!({"file_path": "/w/big.txt", "content": "é".repeat(6000)}),
+                "Write /w/big.txt",
+            )],
+            created_at: OffsetDateTime::UNIX_EPOCH,
+        })
+        .expect("a set");
+        let channel = Channel {
+            id: "n1".into(),
+            kind: ChannelKind::Ntfy,
+            address: "https://ntfy.sh/alerts".into(),
+            person: "alice".into(),
+            created_at: OffsetDateTime::UNIX_EPOCH,
+        };
+        let until = OffsetDateTime::UNIX_EPOCH + time::Duration::minutes(10);
+        let question = Question {
+            set: &set,
+            item: &set.items[0],
+            index: 0,
+            approve_url: "https://a.example/api/answer/1",
+            reject_url: "https://a.example/api/answer/2",
+            view_url: "https://a.example/#change-set-x",
+            waits_until: Some(until),
+            expires_at: until,
+            withdrawn: true,
+            now: OffsetDateTime::UNIX_EPOCH,
+        };
+        let body = ntfy_question(&channel, &question);
+        let message = body["message"].as_str().expect("a message");
+        assert!(message.len() <= NTFY_MAX_MESSAGE_BYTES, "{}", message.len());
+        assert!(message.contains("(cut: "), "{message}");
+        assert!(message.contains("View shows all"));
+        assert!(
+            message
+                .ends_with("goes back to the agent's own prompt and these buttons answer nothing.")
+        );
+        assert_eq!(body["topic"], "alerts");
+        assert_eq!(body["title"], "coder: Write");
+        assert_eq!(body["priority"], 4);
+        let labels: Vec<&str> = body["actions"]
+            .as_array()
+            .expect("actions")
+            .iter()
+            .filter_map(|a| a["label"].as_str())
+            .collect();
+        assert_eq!(labels, ["Approve", "Reject", "View"]);
     }
 
     #[test]
