@@ -1858,6 +1858,10 @@ const CLOCK_AND_ID_READERS: &[(&str, &str)] = &[
         "crates/assent-webhooks/src/slack_app.rs",
         "the Slack app's loop tick",
     ),
+    (
+        "crates/assent-webhooks/src/phone.rs",
+        "the phone sender's loop tick, an answer link's token and the backoff's jitter",
+    ),
 ];
 
 #[test]

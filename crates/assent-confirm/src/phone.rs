@@ -119,7 +119,12 @@ impl Phone {
         secret: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<Channel, ConfirmError> {
-        let id = format!("n{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        // The id's last 8 hex digits: random from the default source, distinct from a
+        // sequential one.
+        let id = format!(
+            "n{}",
+            &self.engine.inputs.ids.new_id().simple().to_string()[24..]
+        );
         let channel = Channel {
             id,
             kind,

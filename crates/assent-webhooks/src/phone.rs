@@ -180,7 +180,7 @@ impl PhonePoster {
         let expires_at = wait.unwrap_or(now + DEFAULT_LINK_LIFETIME);
         let mut urls = Vec::new();
         for action in [LinkAction::Approve, LinkAction::Reject] {
-            let token = phone::new_token();
+            let token = new_token();
             let link = AnswerLink {
                 channel_id: channel.id.clone(),
                 change_set_id: set.id,
@@ -650,6 +650,12 @@ fn escape_html(text: &str) -> String {
         .replace('\'', "&#39;")
 }
 
+/// A new answer link's token: 32 random bytes (two v4 UUIDs, 244 random bits from the
+/// operating system's generator) as 64 hex digits; the store keeps only its hash.
+pub fn new_token() -> String {
+    format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple())
+}
+
 /// Jitter in `[0, 1)` from the operating system's generator (through a v4 UUID).
 fn jitter() -> f64 {
     let bytes = Uuid::new_v4().into_bytes();
@@ -734,6 +740,14 @@ mod tests {
             .filter_map(|a| a["label"].as_str())
             .collect();
         assert_eq!(labels, ["Approve", "Reject", "View"]);
+    }
+
+    #[test]
+    fn tokens_are_long_and_random() {
+        let (a, b) = (new_token(), new_token());
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
     }
 
     #[test]

@@ -313,7 +313,7 @@ async fn link(
     action: LinkAction,
     expires_at: OffsetDateTime,
 ) -> String {
-    let token = links::new_token();
+    let token = assent_webhooks::phone::new_token();
     let mut conn = server.store.read_connection().await.expect("conn");
     links::insert_link(
         &mut conn,
@@ -463,7 +463,7 @@ async fn a_guessed_token_answers_nothing() {
     let (server, channel, set) = queued().await;
     let _real = link(&server, &channel, &set, 0, 0, LinkAction::Approve, later()).await;
     for guess in [
-        links::new_token(),
+        assent_webhooks::phone::new_token(),
         "0".repeat(64),
         "g".repeat(64),
         "x".to_owned(),
@@ -679,7 +679,10 @@ async fn the_phone_tables_behave_alike_on_every_backend() {
             expires_at,
             used_at: None,
         };
-        let (good, old) = (links::new_token(), links::new_token());
+        let (good, old) = (
+            assent_webhooks::phone::new_token(),
+            assent_webhooks::phone::new_token(),
+        );
         let later = now + time::Duration::minutes(5);
         let earlier = now - time::Duration::seconds(1);
         for (token, expires) in [(&good, later), (&old, earlier)] {
