@@ -8,6 +8,7 @@ pub mod book;
 pub mod external;
 pub mod pypi;
 pub mod receiver;
+pub mod smtp;
 
 use assent_changeset::{ToolCall, parse_tool_calls};
 use assent_confirm::{

@@ -647,8 +647,12 @@ const WORKER_STORE_MODULES: &[(&str, &[&str])] = &[(
         "decisions",
         "expiry_warnings",
         "jobs",
+        // The phone doors' sender (issue 56): its channels, posts and links, and how
+        // long each agent waits.
+        "phone",
         "slack",
         "timefmt",
+        "waits",
         "webhooks",
     ],
 )];
@@ -1902,6 +1906,10 @@ const CLOCK_AND_ID_READERS: &[(&str, &str)] = &[
     (
         "crates/assent-webhooks/src/slack_app.rs",
         "the Slack app's loop tick",
+    ),
+    (
+        "crates/assent-webhooks/src/phone.rs",
+        "the phone sender's loop tick, an answer link's token and the backoff's jitter",
     ),
 ];
 

@@ -193,6 +193,9 @@ pub enum DbCommand {
     Slack(crate::slack_commands::SlackArgs),
     /// The Telegram bot whose buttons approve and reject (connect, status, users).
     Telegram(crate::telegram_commands::TelegramArgs),
+    /// Answer from the phone: ntfy topics and email addresses each queued item is sent
+    /// to, with one-time Approve and Reject links (`assent serve --public-url`).
+    Notify(crate::notify_commands::NotifyArgs),
     /// The tools an agent may call, as JSON ready for an SDK's `tools` parameter.
     Tools(ToolsArgs),
     /// Calls a person rejected that are remembered (an identical call is refused without

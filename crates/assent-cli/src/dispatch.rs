@@ -140,6 +140,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Webhooks(args) => crate::webhook_commands::webhooks(&ctx, args).await,
         DbCommand::Slack(args) => crate::slack_commands::slack(&ctx, args).await,
         DbCommand::Telegram(args) => crate::telegram_commands::telegram(&ctx, args).await,
+        DbCommand::Notify(args) => crate::notify_commands::notify(&ctx, args).await,
         DbCommand::Jobs(args) => crate::jobs_commands::jobs(&ctx, args).await,
         DbCommand::Rejections(args) => {
             crate::rejection_commands::rejections(&ctx, args, crate::cli::reviewer).await

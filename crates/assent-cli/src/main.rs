@@ -19,6 +19,7 @@ mod duration;
 mod hook_commands;
 mod jobs_commands;
 mod mcp_commands;
+mod notify_commands;
 mod peer_sync;
 mod record_commands;
 mod rejection_commands;

@@ -36,6 +36,7 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
         )));
     }
     let public_url = args.delivery.public_url.clone();
+    let phone_url = public_url.clone();
     let sender_config = args.delivery.sender_config()?;
     let mcp_config = match &args.mcp_config {
         Some(path) => Some(crate::mcp_commands::read_config("--mcp-config", path)?),
@@ -131,6 +132,10 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     }
     if args.telegram {
         server = server.with_telegram(args.telegram_api_url.clone());
+    }
+    // Phone channels (`assent notify`) need links phones can reach.
+    if let Some(url) = phone_url {
+        server = server.with_public_url(url);
     }
     let mut supervision = None;
     if let Some((router, supervised, _, _)) = mcp {

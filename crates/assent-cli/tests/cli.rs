@@ -39,6 +39,8 @@ mod hooks;
 mod jobs;
 #[path = "cli/otel.rs"]
 mod otel;
+#[path = "cli/notify.rs"]
+mod notify;
 #[path = "cli/outcomes.rs"]
 mod outcomes;
 #[path = "cli/peer.rs"]

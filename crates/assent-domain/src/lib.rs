@@ -65,7 +65,9 @@ pub use error::DomainError;
 pub use hex::lower_hex;
 pub use listed::{format_time, is_secret_url, masked_url, redacted_url, shown_url};
 pub use operation_id::OperationId;
-pub use person::{answered_in_client, person, slack_reviewer, telegram_reviewer, token_reviewer};
+pub use person::{
+    answered_in_client, person, phone_reviewer, slack_reviewer, telegram_reviewer, token_reviewer,
+};
 pub use shown::{head_and_tail, misleads, named_summary, one_line};
 pub use status::{
     ChangeItemStatus, ChangeSetStatus, DerivedStatus, UnknownName, Verdict, derive_set_status,

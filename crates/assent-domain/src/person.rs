@@ -12,7 +12,7 @@
 //! reads those mappings back, the same way for the engine and for the proof.
 
 /// The doors whose `by` names a user of the door and then the person it is mapped to.
-const DOORS: [&str; 3] = ["slack:", "token:", "telegram:"];
+const DOORS: [&str; 5] = ["slack:", "token:", "telegram:", "ntfy:", "email:"];
 
 /// How a Slack user mapped to the person `name` is recorded as a decision's `by`.
 pub fn slack_reviewer(user_id: &str, name: &str) -> String {
@@ -23,6 +23,13 @@ pub fn slack_reviewer(user_id: &str, name: &str) -> String {
 /// (`telegram:42 (alice)`): one person with her Slack user, her token and her name.
 pub fn telegram_reviewer(user_id: &str, name: &str) -> String {
     format!("telegram:{user_id} ({name})")
+}
+
+/// How a one-time link of a phone channel decides (`ntfy:n1a2b3c4d (alice)`,
+/// `email:n5e6f7a8b (alice)`): the door (`ntfy` or `email`), the channel's id, and the
+/// person the channel was added for (`assent notify … add --as`).
+pub fn phone_reviewer(door: &str, channel_id: &str, name: &str) -> String {
+    format!("{door}:{channel_id} ({name})")
 }
 
 /// How a token decides: `token:ID (NAME)` for a token issued to the person `name`, the
@@ -77,6 +84,21 @@ pub fn person(by: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 56: a tap on an ntfy button or an email link is its channel's person, one
+    /// approver with the same person in Slack or on the command line.
+    #[test]
+    fn a_phone_channel_is_the_person_it_was_added_for() {
+        assert_eq!(
+            person(&phone_reviewer("ntfy", "n1a2b3c4d", "alice")),
+            "alice"
+        );
+        assert_eq!(
+            person(&phone_reviewer("email", "n5e6f7a8b", "alice")),
+            "alice"
+        );
+        assert_eq!(person("ntfy:n 1 (alice)"), "ntfy:n 1 (alice)");
+    }
 
     #[test]
     fn a_mapped_slack_user_is_the_person_they_are_mapped_to() {

@@ -45,6 +45,7 @@
 //! ```
 
 mod agents;
+mod answer_links;
 mod api;
 pub mod auth;
 mod calls;
@@ -188,6 +189,8 @@ pub struct Server {
     telegram: Option<Option<String>>,
     /// Paths whose refusals their host answers itself ([`Server::with_refusals`]).
     refusals: Vec<(&'static str, RefusalAnswer)>,
+    /// Where phones reach this server ([`Server::with_public_url`]).
+    public_url: Option<String>,
 }
 
 /// How a host answers the refusals of its own routes ([`Server::with_refusals`]): from
@@ -213,6 +216,7 @@ impl Server {
             slack_socket: None,
             telegram: None,
             refusals: Vec::new(),
+            public_url: None,
         }
     }
 
@@ -297,6 +301,15 @@ impl Server {
     #[must_use]
     pub fn with_telegram(mut self, api_url: Option<String>) -> Self {
         self.telegram = Some(api_url);
+        self
+    }
+
+    /// The same server sending each queued item to the phone channels (`assent notify`:
+    /// ntfy, email) with one-time answer links on `public_url`, the address phones
+    /// reach this server at, and following each up when it is decided.
+    #[must_use]
+    pub fn with_public_url(mut self, public_url: impl Into<String>) -> Self {
+        self.public_url = Some(public_url.into());
         self
     }
 
@@ -412,9 +425,15 @@ impl Server {
             .fold(Router::new(), |all, service| all.merge(service.clone()));
         // Slack cannot send a bearer token: its route checks Slack's signature instead.
         let slack = Router::new().route("/api/slack/interactions", post(slack::interactions));
+        // A one-time answer link is its own credential (phone doors: ntfy, email).
+        let answers = Router::new().route(
+            answer_links::ROUTE,
+            get(answer_links::show).post(answer_links::answer),
+        );
         let app = Router::new()
             .merge(page::routes())
             .merge(slack)
+            .merge(answers)
             .nest("/api", api)
             .with_state(self.state.clone())
             .merge(services)
@@ -475,6 +494,24 @@ impl Server {
                     .await;
             }
         });
+        // Phone channels get each queued item once, with links on the public URL.
+        let phone =
+            match self.public_url.as_deref().map(|url| {
+                assent_webhooks::PhonePoster::new(self.state.engine.store().clone(), url)
+            }) {
+                Some(Ok(poster)) => {
+                    let events = events.clone();
+                    let interval = self.limits.feed_interval;
+                    Some(tokio::spawn(async move {
+                        poster.run(interval, events.closed()).await;
+                    }))
+                }
+                Some(Err(error)) => {
+                    tracing::error!(%error, "the phone doors cannot start");
+                    None
+                }
+                None => None,
+            };
         let socket = self.slack_socket.clone().map(|app_token| {
             let engine = self.state.engine.clone();
             let events = events.clone();
@@ -512,6 +549,11 @@ impl Server {
         }
         if let Err(error) = poster.await {
             tracing::error!(%error, "the Slack poster failed");
+        }
+        if let Some(phone) = phone
+            && let Err(error) = phone.await
+        {
+            tracing::error!(%error, "the phone doors failed");
         }
         if let Some(socket) = socket
             && let Err(error) = socket.await

@@ -125,6 +125,7 @@ pub mod jobs;
 pub mod mcp_sessions;
 pub mod operations;
 pub mod outbox;
+pub mod phone;
 pub mod plan;
 pub mod proof;
 pub mod rehost;

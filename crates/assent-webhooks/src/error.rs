@@ -43,6 +43,9 @@ pub enum WebhookError {
         /// Slack's error, or the transport's.
         error: String,
     },
+    /// A phone channel (`assent notify`) cannot be used as given.
+    #[error("{0}")]
+    InvalidChannel(String),
     /// The database failed.
     #[error(transparent)]
     Store(#[from] assent_store::StoreError),

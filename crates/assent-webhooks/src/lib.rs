@@ -26,6 +26,7 @@
 //! ```
 
 mod error;
+pub mod phone;
 mod retry;
 mod sender;
 mod signing;
@@ -34,6 +35,7 @@ mod slack_app;
 mod target;
 
 pub use error::WebhookError;
+pub use phone::PhonePoster;
 pub use retry::{DEFAULT_MAX_ATTEMPTS, FIRST_RETRY, MAX_BACKOFF, backoff};
 pub use sender::{
     DEFAULT_RETENTION, DEFAULT_TIMEOUT, DeliveryReport, Sender, SenderConfig, TestResult,

@@ -18,6 +18,7 @@ mod hosts;
 mod jobs;
 mod limits;
 mod outcome;
+mod phone;
 mod review;
 mod roles;
 mod set_prefixes;
