@@ -37,10 +37,10 @@ mod hold_sync;
 mod hooks;
 #[path = "cli/jobs.rs"]
 mod jobs;
-#[path = "cli/otel.rs"]
-mod otel;
 #[path = "cli/notify.rs"]
 mod notify;
+#[path = "cli/otel.rs"]
+mod otel;
 #[path = "cli/outcomes.rs"]
 mod outcomes;
 #[path = "cli/peer.rs"]
