@@ -1105,6 +1105,13 @@ fn npm_cli(package: &str, version: &str, bin: &str, dir: &str) -> Option<std::pa
     let target = std::path::PathBuf::from(env!("CARGO_BIN_EXE_assent"));
     let prefix = target.parent().expect("the profile directory").join(dir);
     let bin = prefix.join("node_modules/.bin").join(bin);
+    // Tests run on threads of one process: two installing into the same prefix at
+    // once would each see the other's half-written `node_modules` (CI's clean clone
+    // did). One install at a time, and the check after it under the same lock.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = INSTALLING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let pinned = || {
         Command::new(&bin)
             .arg("--version")
