@@ -108,7 +108,7 @@ pub enum Hook {
 
 /// Whether hook `entry` (a group with `hooks`, or a single command) runs `assent`
 /// (any path, any global flags) with `hook AGENT_KIND`.
-fn is_ours(entry: &Value) -> bool {
+pub(crate) fn is_ours(entry: &Value) -> bool {
     let runs_assent = |hook: &Value| {
         ["command", "bash"].iter().any(|key| {
             hook.get(*key)

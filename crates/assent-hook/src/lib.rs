@@ -18,6 +18,8 @@
 //!   [`HookOptions::run_ends`]: when the hook's whole run ends, counted from its start
 //!   (a denial when the database keeps it busy); `install` writes each agent's timeout
 //!   above that run.
+//! - [`doctor`]: what `assent doctor` reads in a settings file: whether a failure of
+//!   Assent blocks each hook of ours or lets the call through, and the repair.
 //! - [`preset`]: the starter rules `assent hook install KIND --preset read-only` sets.
 //! - [`sessions`]: what a coding agent's session did, call by call, read from what
 //!   the hooks recorded (`assent sessions`, `assent session show`).
@@ -50,6 +52,7 @@ mod event;
 mod gate;
 #[cfg(feature = "http")]
 pub mod http;
+pub mod doctor;
 pub mod install;
 mod kind;
 pub mod preset;
