@@ -60,6 +60,10 @@ pub enum Command {
     /// VS Code, Gemini CLI), read on stdin, through the agent's rules and, when they
     /// ask, a person.
     Hook(crate::hook_commands::HookArgs),
+    /// Find every door of Assent installed here (agents' hooks, MCP client
+    /// configurations running `assent mcp`) and say whether a failure of Assent blocks
+    /// each one's calls or lets them through; exit 1 when one lets them through.
+    Doctor(crate::doctor_commands::DoctorArgs),
     /// The commands that work on the database of --db.
     #[command(flatten)]
     Db(DbCommand),

@@ -56,6 +56,9 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
                 .map(|()| Output::text(String::new()));
         }
         Command::Hook(args) => return crate::hook_commands::run(cli.db.clone(), args).await,
+        Command::Doctor(args) => {
+            return crate::doctor_commands::run(cli.db.clone(), cli.json, args).await;
+        }
         Command::Db(command) => command,
     };
     // Read the wake's input before touching the database: a bad document changes nothing.

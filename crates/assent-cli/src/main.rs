@@ -16,6 +16,8 @@ mod demo;
 mod demo_delegated;
 mod dispatch;
 mod duration;
+mod doctor_canary;
+mod doctor_commands;
 mod hook_commands;
 mod jobs_commands;
 mod mcp_commands;

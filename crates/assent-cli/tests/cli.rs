@@ -27,6 +27,8 @@ mod consent;
 mod contract;
 #[path = "cli/dialects.rs"]
 mod dialects;
+#[path = "cli/doctor.rs"]
+mod doctor;
 #[path = "cli/doors.rs"]
 mod doors;
 #[path = "cli/guide.rs"]

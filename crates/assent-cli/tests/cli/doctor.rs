@@ -1,0 +1,421 @@
+//! `assent doctor`: the settings `assent hook install` writes are found safe for every
+//! kind and scope (exit 0); hand-written fail-open variants of each kind are found
+//! (exit 1) and `--fix` mends them keeping everything else in the files; database and
+//! token file modes; and `--canary` with the real Claude Code and Gemini CLI (against
+//! the doctor's own scripted model) and, for an agent not installed, by the event on
+//! stdin.
+
+use super::{Cli, code};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// `assent --db DB doctor --json --project PROJECT ARGS` with `HOME` = `home` and
+/// `PATH` = `path` (none of the agents' programs unless given).
+fn doctor(cli: &Cli, project: &Path, home: &Path, path: &str, args: &[&str]) -> (Output, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", &cli.db(), "--json", "doctor", "--project"])
+        .arg(project)
+        .args(args)
+        .env("HOME", home)
+        .env("PATH", path)
+        .env_remove("ASSENT_DATABASE_URL")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("assent doctor runs");
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "JSON on stdout ({e}): {} / {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out, report)
+}
+
+/// A `PATH` with the system's tools and no coding agent.
+const BARE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+fn install(cli: &Cli, project: &Path, home: &Path, kind: &str, scope: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", &cli.db(), "hook", "install", kind, "--agent", "a", "--scope", scope, "--project"])
+        .arg(project)
+        .env("HOME", home)
+        .output()
+        .expect("assent hook install runs");
+    assert_eq!(code(&out), 0, "{kind}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn read(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).expect("the settings")).expect("JSON")
+}
+
+fn write(path: &Path, value: &Value) {
+    std::fs::create_dir_all(path.parent().expect("a folder")).expect("the folder");
+    std::fs::write(path, serde_json::to_string_pretty(value).expect("JSON")).expect("written");
+}
+
+/// The fail-open findings of the report, as `kind: text`.
+fn fail_open(report: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    for hook in report["hooks"].as_array().expect("hooks") {
+        for finding in hook["findings"].as_array().expect("findings") {
+            if finding["severity"] == "fail-open" {
+                found.push(format!("{}: {}", hook["kind"].as_str().unwrap_or(""), finding["text"]));
+            }
+        }
+    }
+    for db in report["databases"].as_array().expect("databases") {
+        for finding in db["findings"].as_array().expect("findings") {
+            if finding["severity"] == "fail-open" {
+                found.push(format!("database: {}", finding["text"]));
+            }
+        }
+    }
+    found
+}
+
+fn kinds_of(report: &Value) -> Vec<String> {
+    let mut kinds: Vec<String> = report["hooks"]
+        .as_array()
+        .expect("hooks")
+        .iter()
+        .map(|h| format!("{} {}", h["kind"].as_str().unwrap_or(""), h["scope"].as_str().unwrap_or("")))
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+/// The database file of `cli`, created, private.
+fn private_database(cli: &Cli) {
+    let out = cli.run(&["agent", "list"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let file = cli.db().trim_start_matches("sqlite://").to_owned();
+    set_mode(Path::new(&file), 0o600);
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+#[test]
+fn what_hook_install_writes_is_safe_for_every_kind_and_scope() {
+    let cli = Cli::new();
+    private_database(&cli);
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    for kind in ["claude-code", "codex", "cursor", "copilot", "vscode", "gemini"] {
+        install(&cli, project.path(), home.path(), kind, "project");
+    }
+    install(&cli, project.path(), home.path(), "claude-code", "local");
+    install(&cli, project.path(), home.path(), "gemini", "user");
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    assert_eq!(report["safe"], true);
+    assert_eq!(fail_open(&report), Vec::<String>::new());
+    assert_eq!(
+        kinds_of(&report),
+        [
+            "claude-code local",
+            "claude-code project",
+            "codex project",
+            "copilot project",
+            "cursor project",
+            "gemini project",
+            "gemini user",
+            "vscode project",
+        ]
+    );
+    for hook in report["hooks"].as_array().expect("hooks") {
+        if ["PreToolUse", "preToolUse", "BeforeTool"].contains(&hook["event"].as_str().unwrap_or("")) {
+            assert_eq!(hook["onFailure"], "blocks", "{hook:#}");
+            assert!(hook["timeoutSecs"].as_u64() >= hook["neededSecs"].as_u64(), "{hook:#}");
+        }
+    }
+    assert_eq!(report["databases"][0]["mode"], "600", "{report:#}");
+    // The text says the same, per door.
+    let text = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", &cli.db(), "doctor", "--project"])
+        .arg(project.path())
+        .env("HOME", home.path())
+        .env("PATH", BARE_PATH)
+        .output()
+        .expect("runs");
+    assert_eq!(code(&text), 0);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("All doors block when Assent fails."), "{text}");
+    assert!(text.contains("on failure blocks"), "{text}");
+}
+
+#[test]
+fn hand_written_fail_open_hooks_are_found_and_fix_mends_them_keeping_the_rest() {
+    let cli = Cli::new();
+    private_database(&cli);
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let exe = env!("CARGO_BIN_EXE_assent");
+    let db = cli.db();
+    let ours = |kind: &str| format!("{exe} --db {db} hook {kind} --agent a");
+    let theirs = json!({"type": "command", "command": "./lint.sh"});
+    let files = [
+        // Claude Code without onFailure: its default, "continue", runs the call.
+        (
+            project.path().join(".claude/settings.json"),
+            json!({"model": "opus", "permissions": {"allow": ["Read"]}, "hooks": {
+                "PreToolUse": [
+                    {"matcher": "Write", "hooks": [theirs.clone()]},
+                    {"matcher": "*", "hooks": [{"type": "command", "command": ours("claude-code")}]},
+                ],
+                "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+            }}),
+        ),
+        // This person's own file, saying "continue" outright.
+        (
+            project.path().join(".claude/settings.local.json"),
+            json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
+                {"type": "command", "command": ours("claude-code"), "timeout": 600, "onFailure": "continue"}]}]}}),
+        ),
+        // VS Code, async: the agent never waits for the answer.
+        (
+            project.path().join(".github/hooks/assent-vscode.json"),
+            json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
+                {"type": "command", "command": ours("vscode"), "timeout": 35, "onFailure": "block", "async": true}]}]}}),
+        ),
+        // Codex with a timeout under the hook's wait: killed, the call runs.
+        (
+            project.path().join(".codex/hooks.json"),
+            json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
+                {"type": "command", "command": ours("codex"), "timeout": 5}]}]}}),
+        ),
+        // Cursor without failClosed.
+        (
+            project.path().join(".cursor/hooks.json"),
+            json!({"version": 1, "hooks": {"preToolUse": [{"command": ours("cursor"), "timeout": 35},
+                {"command": "./audit.sh"}]}}),
+        ),
+        // Copilot with a timeout under the wait.
+        (
+            project.path().join(".github/hooks/assent-copilot.json"),
+            json!({"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": ours("copilot"), "timeoutSec": 3}]}}),
+        ),
+        // Gemini CLI (the user's file) without a timeout: its default 60 s is under
+        // the 65 s its default wait needs, and a timed-out hook lets the tool run.
+        (
+            home.path().join(".gemini/settings.json"),
+            json!({"security": {"auth": {"selectedType": "gemini-api-key"}}, "hooks": {"BeforeTool": [
+                {"matcher": "*", "hooks": [{"type": "command", "command": ours("gemini")}]}]}}),
+        ),
+    ];
+    for (path, value) in &files {
+        write(path, value);
+    }
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    assert_eq!(code(&out), 1, "{report:#}");
+    assert_eq!(report["safe"], false);
+    let open = fail_open(&report);
+    for kind in ["claude-code", "vscode", "codex", "cursor", "copilot", "gemini"] {
+        assert!(
+            open.iter().any(|f| f.starts_with(&format!("{kind}:"))),
+            "{kind} in {open:#?}"
+        );
+    }
+    assert_eq!(
+        open.iter().filter(|f| f.starts_with("claude-code:")).count(),
+        2,
+        "project and local: {open:#?}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fail-open"));
+
+    let (fixed, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--fix"]);
+    assert_eq!(code(&fixed), 0, "{report:#}");
+    assert!(report["changes"].as_array().expect("changes").len() >= 7, "{report:#}");
+    let (again, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    assert_eq!(code(&again), 0, "{report:#}");
+    assert!(report["changes"].as_array().expect("changes").is_empty());
+
+    // Everything else in the files is as it was; each old file is kept beside it.
+    let claude = read(&files[0].0);
+    assert_eq!(claude["model"], "opus");
+    assert_eq!(claude["permissions"], files[0].1["permissions"]);
+    assert_eq!(claude["hooks"]["Stop"], files[0].1["hooks"]["Stop"]);
+    assert_eq!(claude["hooks"]["PreToolUse"][0], files[0].1["hooks"]["PreToolUse"][0]);
+    assert_eq!(claude["hooks"]["PreToolUse"][1]["hooks"][0]["onFailure"], "block");
+    assert_eq!(read(&files[1].0)["hooks"]["PreToolUse"][0]["hooks"][0]["onFailure"], "block");
+    assert_eq!(read(&files[2].0)["hooks"]["PreToolUse"][0]["hooks"][0].get("async"), None);
+    assert_eq!(read(&files[3].0)["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"], 600);
+    let cursor = read(&files[4].0);
+    assert_eq!(cursor["hooks"]["preToolUse"][0]["failClosed"], true);
+    assert_eq!(cursor["hooks"]["preToolUse"][1], json!({"command": "./audit.sh"}));
+    assert_eq!(read(&files[5].0)["hooks"]["preToolUse"][0]["timeoutSec"], 35);
+    let gemini = read(&files[6].0);
+    assert_eq!(gemini["security"], files[6].1["security"]);
+    assert_eq!(gemini["hooks"]["BeforeTool"][0]["hooks"][0]["timeout"], 65_000);
+    let mut backup = files[0].0.clone().into_os_string();
+    backup.push(".assent-backup");
+    assert_eq!(read(Path::new(&backup)), files[0].1);
+}
+
+#[test]
+fn a_missing_binary_opens_codex_and_copilot_and_fix_cannot_mend_it() {
+    let cli = Cli::new();
+    private_database(&cli);
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let gone = "/nonexistent/bin/assent hook codex --agent a";
+    write(
+        &project.path().join(".codex/hooks.json"),
+        &json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
+            {"type": "command", "command": gone, "timeout": 600, "onFailure": "block"}]}]}}),
+    );
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--fix"]);
+    assert_eq!(code(&out), 1, "{report:#}");
+    let open = fail_open(&report);
+    assert!(open.iter().any(|f| f.contains("/nonexistent/bin/assent")), "{open:#?}");
+}
+
+#[test]
+fn database_modes_owners_and_places_are_checked_and_modes_fixed() {
+    let cli = Cli::new();
+    private_database(&cli);
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    install(&cli, project.path(), home.path(), "claude-code", "project");
+    let file = cli.db().trim_start_matches("sqlite://").to_owned();
+    // Writable by every local user: anyone could change the rules.
+    set_mode(Path::new(&file), 0o666);
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    assert_eq!(code(&out), 1, "{report:#}");
+    assert!(fail_open(&report).iter().any(|f| f.contains("mode 666")), "{report:#}");
+    // Readable only: a warning (its secrets), exit 0.
+    set_mode(Path::new(&file), 0o644);
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    assert_eq!(report["databases"][0]["findings"][0]["severity"], "warning");
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--fix"]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    assert_eq!(report["databases"][0]["mode"], "600", "{report:#}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).expect("the file").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    // A database inside the project (a repository can ship one): found, exit 1.
+    let shipped = project.path().join("assent.db");
+    let shipped_url = format!("sqlite://{}", shipped.display());
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", &shipped_url, "agent", "list"])
+        .output()
+        .expect("runs");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    set_mode(&shipped, 0o600);
+    write(
+        &project.path().join(".claude/settings.local.json"),
+        &json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command",
+            "command": format!("{} --db {shipped_url} hook claude-code --agent a", env!("CARGO_BIN_EXE_assent")),
+            "timeout": 600, "onFailure": "block"}]}]}}),
+    );
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    assert_eq!(code(&out), 1, "{report:#}");
+    assert!(fail_open(&report).iter().any(|f| f.contains("inside the project")), "{report:#}");
+}
+
+#[test]
+fn the_canary_without_the_agent_feeds_the_hook_its_event() {
+    let cli = Cli::new();
+    private_database(&cli);
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    install(&cli, project.path(), home.path(), "cursor", "project");
+    install(&cli, project.path(), home.path(), "claude-code", "project");
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--canary"]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    let canaries = report["canaries"].as_array().expect("canaries");
+    assert_eq!(canaries.len(), 2, "{report:#}");
+    for canary in canaries {
+        assert_eq!(canary["outcome"], "blocked", "{canary:#}");
+        assert!(canary["how"].as_str().unwrap_or("").contains("on stdin"), "{canary:#}");
+    }
+    // Cursor without failClosed: the same canary is let through.
+    let path = project.path().join(".cursor/hooks.json");
+    let mut settings = read(&path);
+    settings["hooks"]["preToolUse"][0]
+        .as_object_mut()
+        .expect("an entry")
+        .remove("failClosed");
+    write(&path, &settings);
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--canary"]);
+    assert_eq!(code(&out), 1, "{report:#}");
+    let cursor = report["canaries"]
+        .as_array()
+        .expect("canaries")
+        .iter()
+        .find(|c| c["kind"] == "cursor")
+        .expect("cursor's canary");
+    assert_eq!(cursor["outcome"], "LET THROUGH", "{cursor:#}");
+}
+
+/// `PATH` with the folders of `programs` first.
+fn path_with(programs: &[&Path]) -> String {
+    let mut dirs: Vec<String> = programs
+        .iter()
+        .map(|p| p.parent().expect("a folder").display().to_string())
+        .collect();
+    dirs.push(std::env::var("PATH").unwrap_or_else(|_| BARE_PATH.to_owned()));
+    dirs.join(":")
+}
+
+#[test]
+fn the_canary_drives_the_real_claude_code_and_gemini_cli() {
+    let Some(claude) = super::hooks::npm_cli("@anthropic-ai/claude-code", "2.1.328", "claude", "claude-npm") else {
+        return;
+    };
+    let Some(gemini) = super::hooks::npm_cli("@google/gemini-cli", "0.61.0", "gemini", "gemini-npm") else {
+        return;
+    };
+    let cli = Cli::new();
+    private_database(&cli);
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    install(&cli, project.path(), home.path(), "claude-code", "project");
+    install(&cli, project.path(), home.path(), "gemini", "project");
+    let path = path_with(&[&claude, &gemini]);
+    let (out, report) = doctor(&cli, project.path(), home.path(), &path, &["--canary"]);
+    assert_eq!(code(&out), 0, "{report:#} {}", String::from_utf8_lossy(&out.stderr));
+    let canaries = report["canaries"].as_array().expect("canaries");
+    assert_eq!(canaries.len(), 2, "{report:#}");
+    for canary in canaries {
+        assert_eq!(canary["outcome"], "blocked", "{canary:#}");
+        assert!(canary["how"].as_str().unwrap_or("").starts_with("real "), "{canary:#}");
+    }
+    let versions: Vec<&str> = report["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter_map(|a| a["version"].as_str())
+        .collect();
+    assert!(versions.iter().any(|v| v.contains("2.1.328")), "{versions:?}");
+    assert!(versions.iter().any(|v| v.contains("0.61.0")), "{versions:?}");
+
+    // Claude Code without onFailure: the real agent runs the canary's call when
+    // Assent's binary is missing, and the doctor says so.
+    let file = project.path().join(".claude/settings.json");
+    let mut settings = read(&file);
+    for event in ["PreToolUse", "PostToolUse"] {
+        settings["hooks"][event][0]["hooks"][0]
+            .as_object_mut()
+            .expect("our entry")
+            .remove("onFailure");
+    }
+    write(&file, &settings);
+    let (out, report) = doctor(&cli, project.path(), home.path(), &path, &["--canary"]);
+    assert_eq!(code(&out), 1, "{report:#}");
+    let claude = report["canaries"]
+        .as_array()
+        .expect("canaries")
+        .iter()
+        .find(|c| c["kind"] == "claude-code")
+        .expect("Claude Code's canary");
+    assert_eq!(claude["outcome"], "LET THROUGH", "{claude:#}");
+}
