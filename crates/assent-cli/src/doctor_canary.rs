@@ -113,7 +113,8 @@ async fn real(
     let project = dir.path().join("project");
     let home = dir.path().join("home");
     for folder in [&project, &home] {
-        std::fs::create_dir_all(folder).map_err(|e| format!("cannot make {}: {e}", folder.display()))?;
+        std::fs::create_dir_all(folder)
+            .map_err(|e| format!("cannot make {}: {e}", folder.display()))?;
     }
     let marker = project.join(format!("assent-canary-{}", uuid::Uuid::new_v4().simple()));
     let command = format!("touch '{}'", marker.display());
@@ -136,7 +137,10 @@ async fn real(
         };
         write(&place, &settings)?;
         if kind == AgentKind::Gemini && !user {
-            write(&home.join(".gemini/settings.json"), &with_gemini_auth(json!({})))?;
+            write(
+                &home.join(".gemini/settings.json"),
+                &with_gemini_auth(json!({})),
+            )?;
         }
         let mut agent = tokio::process::Command::new(program);
         agent
@@ -160,7 +164,12 @@ async fn real(
         };
         let out = run_bounded(&mut agent, None, AGENT_LIMIT)
             .await
-            .ok_or_else(|| format!("the {run} run did not end within {} s", AGENT_LIMIT.as_secs()))?;
+            .ok_or_else(|| {
+                format!(
+                    "the {run} run did not end within {} s",
+                    AGENT_LIMIT.as_secs()
+                )
+            })?;
         let made = marker.exists();
         if run == "control" && !made {
             return Err(format!(
@@ -205,9 +214,11 @@ fn with_gemini_auth(mut settings: Value) -> Value {
 
 fn write(path: &Path, value: &Value) -> Result<(), String> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("cannot make {}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot make {}: {e}", parent.display()))?;
     }
-    std::fs::write(path, value.to_string()).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    std::fs::write(path, value.to_string())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 fn last_line(bytes: &[u8]) -> String {
@@ -235,7 +246,12 @@ async fn by_stdin(kind: AgentKind, doors: &[Door], canary: &mut Canary) -> Resul
     for door in doors.iter().filter(|d| {
         matches!(
             d.event.as_str(),
-            "PreToolUse" | "preToolUse" | "BeforeTool" | "PermissionRequest"
+            "PreToolUse"
+                | "preToolUse"
+                | "BeforeTool"
+                | "PermissionRequest"
+                | "beforeShellExecution"
+                | "beforeMCPExecution"
         )
     }) {
         let Some(command) = &door.command else {
@@ -245,9 +261,14 @@ async fn by_stdin(kind: AgentKind, doors: &[Door], canary: &mut Canary) -> Resul
             json!({"hooks": {"e": [{"command": command}]}}),
             &missing.to_string_lossy(),
         );
-        let broken = hook["hooks"]["e"][0]["command"].as_str().unwrap_or_default().to_owned();
+        let broken = hook["hooks"]["e"][0]["command"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         let out = run_bounded(
-            tokio::process::Command::new("sh").args(["-c", &broken]).current_dir(dir.path()),
+            tokio::process::Command::new("sh")
+                .args(["-c", &broken])
+                .current_dir(dir.path()),
             Some(event.to_string().into_bytes()),
             door.timeout.min(Duration::from_secs(30)),
         )
@@ -271,14 +292,27 @@ fn verdict(kind: AgentKind, door: &Door, out: Option<&std::process::Output>) -> 
         .any(|f| f.severity == doctor::Severity::FailOpen)
         && rules.fail_closed.is_some();
     let Some(out) = out else {
-        return (closed, format!("timed out; {}", if closed { "blocked by its fail-closed setting" } else { "a timed-out hook lets the call run" }));
+        return (
+            closed,
+            format!(
+                "timed out; {}",
+                if closed {
+                    "blocked by its fail-closed setting"
+                } else {
+                    "a timed-out hook lets the call run"
+                }
+            ),
+        );
     };
     let code = out.status.code();
     let text = String::from_utf8_lossy(&out.stdout);
     match code {
         Some(0) => {
             let denied = text.contains("\"deny\"") || text.contains("\"block\"");
-            (denied, format!("exit 0, {}", if denied { "a denial" } else { "no denial" }))
+            (
+                denied,
+                format!("exit 0, {}", if denied { "a denial" } else { "no denial" }),
+            )
         }
         Some(2) => (true, "exit 2: blocks".to_owned()),
         other => {
@@ -310,8 +344,10 @@ fn event(kind: AgentKind, dir: &Path) -> Value {
     match kind {
         AgentKind::Copilot => json!({"timestamp": 0, "cwd": cwd, "toolName": "bash",
             "toolArgs": serde_json::to_string(&json!({"command": command})).unwrap_or_default()}),
-        AgentKind::Cursor => json!({"hook_event_name": "preToolUse", "conversation_id": "assent-canary",
-            "cwd": cwd, "tool_name": "Shell", "tool_input": {"command": command}}),
+        AgentKind::Cursor => {
+            json!({"hook_event_name": "preToolUse", "conversation_id": "assent-canary",
+            "cwd": cwd, "tool_name": "Shell", "tool_input": {"command": command}})
+        }
         AgentKind::Gemini => json!({"hook_event_name": "BeforeTool", "session_id": "assent-canary",
             "cwd": cwd, "tool_name": "run_shell_command", "tool_input": {"command": command}}),
         AgentKind::ClaudeCode | AgentKind::Vscode | AgentKind::Codex => json!({
@@ -485,16 +521,30 @@ fn anthropic(body: &Value, command: &str) -> Response {
         )
     };
     if body["stream"] != json!(true) {
-        return json_response(&json!({"id": "msg_canary", "type": "message", "role": "assistant",
+        return json_response(
+            &json!({"id": "msg_canary", "type": "message", "role": "assistant",
             "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": "Done."}],
-            "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}));
+            "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}),
+        );
     }
     sse(&[
         ("message_start", start),
-        ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": block})),
-        ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": delta})),
-        ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
-        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 5}})),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": block}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 5}}),
+        ),
         ("message_stop", json!({"type": "message_stop"})),
     ])
 }

@@ -210,7 +210,9 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
                 at: door.at.clone(),
                 command: door.command.clone(),
                 url: door.url.clone(),
-                on_failure: if open {
+                on_failure: if !is_gate(&door.event) {
+                    "records only (after the tool ran)"
+                } else if open {
                     "lets the call through"
                 } else {
                     "blocks"
@@ -225,7 +227,13 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
             doors_of.push((i, doors));
         }
     }
-    let gateways = gateways(&project, home.as_deref(), &program, &mut databases, &mut notes);
+    let gateways = gateways(
+        &project,
+        home.as_deref(),
+        &program,
+        &mut databases,
+        &mut notes,
+    );
     databases.sort();
     databases.dedup();
     let databases: Vec<DatabaseOut> = databases
@@ -251,7 +259,10 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
     if args.canary {
         for (i, doors) in &doors_of {
             let file = &found[*i];
-            if !doors.iter().any(|d| d.command.is_some() && is_before(&d.event)) {
+            if !doors
+                .iter()
+                .any(|d| d.command.is_some() && is_gate(&d.event))
+            {
                 continue;
             }
             canaries.push(
@@ -300,10 +311,16 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
     Ok(output)
 }
 
-fn is_before(event: &str) -> bool {
+/// Whether a hook of `event` runs before the tool, where its failure decides.
+fn is_gate(event: &str) -> bool {
     matches!(
         event,
-        "PreToolUse" | "preToolUse" | "BeforeTool" | "PermissionRequest"
+        "PreToolUse"
+            | "preToolUse"
+            | "BeforeTool"
+            | "PermissionRequest"
+            | "beforeShellExecution"
+            | "beforeMCPExecution"
     )
 }
 
@@ -370,7 +387,8 @@ fn write_atomically(path: &Path, value: &Value) -> Result<(), CliError> {
         name.push(suffix);
         PathBuf::from(name)
     };
-    let failed = |e: std::io::Error| CliError::failed(format!("cannot write {}: {e}", path.display()));
+    let failed =
+        |e: std::io::Error| CliError::failed(format!("cannot write {}: {e}", path.display()));
     let permissions = std::fs::metadata(path).map_err(failed)?.permissions();
     std::fs::copy(path, with(".assent-backup")).map_err(failed)?;
     let temporary = with(".assent-new");
@@ -424,9 +442,17 @@ async fn version(program: &str) -> Option<String> {
 fn mcp_files(project: &Path, home: Option<&Path>) -> Vec<(PathBuf, Scope, &'static str)> {
     let mut files = vec![
         (project.join(".mcp.json"), Scope::Project, "/mcpServers"),
-        (project.join(".cursor/mcp.json"), Scope::Project, "/mcpServers"),
+        (
+            project.join(".cursor/mcp.json"),
+            Scope::Project,
+            "/mcpServers",
+        ),
         (project.join(".vscode/mcp.json"), Scope::Project, "/servers"),
-        (project.join(".gemini/settings.json"), Scope::Project, "/mcpServers"),
+        (
+            project.join(".gemini/settings.json"),
+            Scope::Project,
+            "/mcpServers",
+        ),
     ];
     if let Some(home) = home
         && home != project
@@ -434,7 +460,11 @@ fn mcp_files(project: &Path, home: Option<&Path>) -> Vec<(PathBuf, Scope, &'stat
         files.extend([
             (home.join(".claude.json"), Scope::User, "/mcpServers"),
             (home.join(".cursor/mcp.json"), Scope::User, "/mcpServers"),
-            (home.join(".gemini/settings.json"), Scope::User, "/mcpServers"),
+            (
+                home.join(".gemini/settings.json"),
+                Scope::User,
+                "/mcpServers",
+            ),
         ]);
     }
     files.retain(|(path, _, _)| path.is_file());
@@ -470,7 +500,12 @@ fn gateways(
                 let args: Vec<String> = entry
                     .get("args")
                     .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let words: Vec<String> = std::iter::once(command.to_owned())
                     .chain(args.iter().cloned())
@@ -485,6 +520,19 @@ fn gateways(
                     }
                 }
                 let mut findings = Vec::new();
+                // The same upstream also listed beside the gateway: a way around it.
+                let upstreams = upstreams_of(&words);
+                for (other, described) in map.iter().filter_map(|(n, e)| Some((n, describe(e)?))) {
+                    if other != name && upstreams.contains(&described) {
+                        findings.push(FindingOut {
+                            severity: "fail-open",
+                            text: format!(
+                                "server {other:?} of the same file runs {described} without the gateway: the agent can call it directly (remove that entry)"
+                            ),
+                            fixable: false,
+                        });
+                    }
+                }
                 if program(command) == Program::Missing {
                     findings.push(FindingOut {
                         severity: "warning",
@@ -512,6 +560,52 @@ fn gateways(
         );
     }
     out
+}
+
+/// An MCP client's server entry as one line: its command and arguments, or its URL
+/// (redacted).
+fn describe(entry: &Value) -> Option<String> {
+    if let Some(command) = entry.get("command").and_then(Value::as_str) {
+        let args = entry.get("args").and_then(Value::as_array);
+        let words: Vec<&str> = std::iter::once(command)
+            .chain(args.into_iter().flatten().filter_map(Value::as_str))
+            .collect();
+        return Some(words.join(" "));
+    }
+    entry
+        .get("url")
+        .and_then(Value::as_str)
+        .map(assent_mcp::redact::redact)
+}
+
+/// The upstreams an `assent … mcp` command line serves, each as [`describe`] shows
+/// an entry: the servers of its `--config FILE`, or its `-- CMD ARGS` / `--command`.
+fn upstreams_of(words: &[String]) -> Vec<String> {
+    if let Some(i) = words.iter().position(|w| w == "--config")
+        && let Some(file) = words.get(i + 1)
+        && let Ok(text) = std::fs::read_to_string(file)
+        && let Ok(config) = assent_mcp::config::parse(&text)
+    {
+        return config.servers.iter().map(|s| s.source.describe()).collect();
+    }
+    if let Some(i) = words.iter().position(|w| w == "--") {
+        return vec![words[i + 1..].join(" ")];
+    }
+    if let Some(i) = words.iter().position(|w| w == "--command")
+        && let Some(program) = words.get(i + 1)
+    {
+        let args = words
+            .windows(2)
+            .filter(|pair| pair[0] == "--arg")
+            .map(|pair| pair[1].as_str());
+        return vec![
+            std::iter::once(program.as_str())
+                .chain(args)
+                .collect::<Vec<_>>()
+                .join(" "),
+        ];
+    }
+    Vec::new()
 }
 
 /// What is found about the database at `url`: for a SQLite file, its mode and owner,
@@ -579,7 +673,11 @@ fn database(
         if mode & 0o077 == 0 {
             continue;
         }
-        let severity = if mode & 0o022 != 0 { "fail-open" } else { "warning" };
+        let severity = if mode & 0o022 != 0 {
+            "fail-open"
+        } else {
+            "warning"
+        };
         if fix && mine && set_mode(&path, 0o600) {
             changes.push(format!("{}: mode {mode:o} -> 600", path.display()));
             if !is_token {

@@ -170,7 +170,15 @@ pub fn inspect(kind: AgentKind, settings: &Value, program: &dyn Fn(&str) -> Prog
         let timeout = entry_timeout(&rules, hook).unwrap_or(rules.default_timeout);
         let mut findings = Vec::new();
         if is_before(&event) {
-            findings = judge(kind, &rules, hook, command.as_deref(), program, timeout, needed);
+            findings = judge(
+                kind,
+                &rules,
+                hook,
+                command.as_deref(),
+                program,
+                timeout,
+                needed,
+            );
         }
         doors.push(Door {
             event,
@@ -248,6 +256,15 @@ fn judge(
                 needed.as_secs()
             ),
             fixable: true,
+        });
+    }
+    if rules.fail_closed.is_none() && !rules.missing_program_blocks {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            text: format!(
+                "{kind} has no setting that makes a failed hook block: should this program go missing or crash, the call runs"
+            ),
+            fixable: false,
         });
     }
     if let Some(command) = command
@@ -352,7 +369,8 @@ fn mend(kind: AgentKind, rules: &Contract, at: &str, hook: &mut Value, changes: 
         .or_else(|| url.as_deref().and_then(url_wait))
         .map_or_else(|| crate::default_wait(kind), Duration::from_secs);
     let needed = crate::gate::agent_timeout(wait);
-    let current = entry_timeout(rules, &Value::Object(object.clone())).unwrap_or(rules.default_timeout);
+    let current =
+        entry_timeout(rules, &Value::Object(object.clone())).unwrap_or(rules.default_timeout);
     if current < needed {
         let value = if rules.timeout_in_millis {
             json!(u64::try_from(needed.as_millis()).unwrap_or(u64::MAX))
@@ -397,7 +415,11 @@ fn ours(settings: &Value) -> Vec<(String, String, &Value)> {
                 Some(Value::Array(inner)) => {
                     for (j, hook) in inner.iter().enumerate() {
                         if single_is_ours(hook) {
-                            found.push((event.clone(), format!("hooks.{event}[{i}].hooks[{j}]"), hook));
+                            found.push((
+                                event.clone(),
+                                format!("hooks.{event}[{i}].hooks[{j}]"),
+                                hook,
+                            ));
                         }
                     }
                 }
@@ -524,7 +546,10 @@ pub fn with_program(mut settings: Value, program: &str) -> Value {
                 }
                 match entry.get_mut("hooks") {
                     Some(Value::Array(inner)) => {
-                        inner.iter_mut().filter(|h| single_is_ours(h)).for_each(replace);
+                        inner
+                            .iter_mut()
+                            .filter(|h| single_is_ours(h))
+                            .for_each(replace);
                     }
                     Some(_) => {}
                     None => replace(entry),
@@ -563,7 +588,13 @@ mod tests {
         let hook = Hook::Command(format!(
             "/usr/bin/assent --db 'sqlite:///home/me/a b.db' hook {kind} --agent a"
         ));
-        install(kind, json!({"model": "x"}), &hook, crate::default_wait(kind)).expect("merged")
+        install(
+            kind,
+            json!({"model": "x"}),
+            &hook,
+            crate::default_wait(kind),
+        )
+        .expect("merged")
     }
 
     fn open(doors: &[Door]) -> usize {
@@ -605,7 +636,10 @@ mod tests {
             assert_eq!(open(&inspect(kind, &mended, &runs)), 0, "{kind}: {mended}");
             if kind == AgentKind::ClaudeCode {
                 assert_eq!(mended["permissions"], settings["permissions"]);
-                assert_eq!(mended["hooks"]["PreToolUse"][0], settings["hooks"]["PreToolUse"][0]);
+                assert_eq!(
+                    mended["hooks"]["PreToolUse"][0],
+                    settings["hooks"]["PreToolUse"][0]
+                );
             }
         }
     }
@@ -613,8 +647,20 @@ mod tests {
     #[test]
     fn a_missing_program_is_open_where_the_agent_runs_failed_hooks() {
         let missing = |_: &str| Program::Missing;
-        assert!(open(&inspect(AgentKind::Codex, &installed(AgentKind::Codex), &missing)) > 0);
-        assert!(open(&inspect(AgentKind::Copilot, &installed(AgentKind::Copilot), &missing)) > 0);
+        assert!(
+            open(&inspect(
+                AgentKind::Codex,
+                &installed(AgentKind::Codex),
+                &missing
+            )) > 0
+        );
+        assert!(
+            open(&inspect(
+                AgentKind::Copilot,
+                &installed(AgentKind::Copilot),
+                &missing
+            )) > 0
+        );
         for kind in [AgentKind::ClaudeCode, AgentKind::Cursor, AgentKind::Gemini] {
             let doors = inspect(kind, &installed(kind), &missing);
             assert_eq!(open(&doors), 0, "{kind}");
@@ -624,7 +670,8 @@ mod tests {
 
     #[test]
     fn commands_read_back_as_install_writes_them() {
-        let command = "/usr/bin/assent --db 'sqlite:///a b'\\''c.db' hook gemini --agent g --wait 30";
+        let command =
+            "/usr/bin/assent --db 'sqlite:///a b'\\''c.db' hook gemini --agent g --wait 30";
         assert_eq!(command_program(command).as_deref(), Some("/usr/bin/assent"));
         assert_eq!(command_db(command).as_deref(), Some("sqlite:///a b'c.db"));
         assert_eq!(command_wait(command), Some(30));

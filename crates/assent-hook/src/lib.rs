@@ -47,12 +47,12 @@
 //! ```
 
 mod answer;
+pub mod doctor;
 mod error;
 mod event;
 mod gate;
 #[cfg(feature = "http")]
 pub mod http;
-pub mod doctor;
 pub mod install;
 mod kind;
 pub mod preset;

@@ -39,12 +39,28 @@ const BARE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin
 
 fn install(cli: &Cli, project: &Path, home: &Path, kind: &str, scope: &str) {
     let out = Command::new(env!("CARGO_BIN_EXE_assent"))
-        .args(["--db", &cli.db(), "hook", "install", kind, "--agent", "a", "--scope", scope, "--project"])
+        .args([
+            "--db",
+            &cli.db(),
+            "hook",
+            "install",
+            kind,
+            "--agent",
+            "a",
+            "--scope",
+            scope,
+            "--project",
+        ])
         .arg(project)
         .env("HOME", home)
         .output()
         .expect("assent hook install runs");
-    assert_eq!(code(&out), 0, "{kind}: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        code(&out),
+        0,
+        "{kind}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn read(path: &Path) -> Value {
@@ -62,7 +78,11 @@ fn fail_open(report: &Value) -> Vec<String> {
     for hook in report["hooks"].as_array().expect("hooks") {
         for finding in hook["findings"].as_array().expect("findings") {
             if finding["severity"] == "fail-open" {
-                found.push(format!("{}: {}", hook["kind"].as_str().unwrap_or(""), finding["text"]));
+                found.push(format!(
+                    "{}: {}",
+                    hook["kind"].as_str().unwrap_or(""),
+                    finding["text"]
+                ));
             }
         }
     }
@@ -81,7 +101,13 @@ fn kinds_of(report: &Value) -> Vec<String> {
         .as_array()
         .expect("hooks")
         .iter()
-        .map(|h| format!("{} {}", h["kind"].as_str().unwrap_or(""), h["scope"].as_str().unwrap_or("")))
+        .map(|h| {
+            format!(
+                "{} {}",
+                h["kind"].as_str().unwrap_or(""),
+                h["scope"].as_str().unwrap_or("")
+            )
+        })
         .collect();
     kinds.sort();
     kinds.dedup();
@@ -107,7 +133,14 @@ fn what_hook_install_writes_is_safe_for_every_kind_and_scope() {
     private_database(&cli);
     let project = tempfile::tempdir().expect("project");
     let home = tempfile::tempdir().expect("home");
-    for kind in ["claude-code", "codex", "cursor", "copilot", "vscode", "gemini"] {
+    for kind in [
+        "claude-code",
+        "codex",
+        "cursor",
+        "copilot",
+        "vscode",
+        "gemini",
+    ] {
         install(&cli, project.path(), home.path(), kind, "project");
     }
     install(&cli, project.path(), home.path(), "claude-code", "local");
@@ -130,9 +163,14 @@ fn what_hook_install_writes_is_safe_for_every_kind_and_scope() {
         ]
     );
     for hook in report["hooks"].as_array().expect("hooks") {
-        if ["PreToolUse", "preToolUse", "BeforeTool"].contains(&hook["event"].as_str().unwrap_or("")) {
+        if ["PreToolUse", "preToolUse", "BeforeTool"]
+            .contains(&hook["event"].as_str().unwrap_or(""))
+        {
             assert_eq!(hook["onFailure"], "blocks", "{hook:#}");
-            assert!(hook["timeoutSecs"].as_u64() >= hook["neededSecs"].as_u64(), "{hook:#}");
+            assert!(
+                hook["timeoutSecs"].as_u64() >= hook["neededSecs"].as_u64(),
+                "{hook:#}"
+            );
         }
     }
     assert_eq!(report["databases"][0]["mode"], "600", "{report:#}");
@@ -146,7 +184,10 @@ fn what_hook_install_writes_is_safe_for_every_kind_and_scope() {
         .expect("runs");
     assert_eq!(code(&text), 0);
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("All doors block when Assent fails."), "{text}");
+    assert!(
+        text.contains("All doors block when Assent fails."),
+        "{text}"
+    );
     assert!(text.contains("on failure blocks"), "{text}");
 }
 
@@ -216,14 +257,23 @@ fn hand_written_fail_open_hooks_are_found_and_fix_mends_them_keeping_the_rest() 
     assert_eq!(code(&out), 1, "{report:#}");
     assert_eq!(report["safe"], false);
     let open = fail_open(&report);
-    for kind in ["claude-code", "vscode", "codex", "cursor", "copilot", "gemini"] {
+    for kind in [
+        "claude-code",
+        "vscode",
+        "codex",
+        "cursor",
+        "copilot",
+        "gemini",
+    ] {
         assert!(
             open.iter().any(|f| f.starts_with(&format!("{kind}:"))),
             "{kind} in {open:#?}"
         );
     }
     assert_eq!(
-        open.iter().filter(|f| f.starts_with("claude-code:")).count(),
+        open.iter()
+            .filter(|f| f.starts_with("claude-code:"))
+            .count(),
         2,
         "project and local: {open:#?}"
     );
@@ -231,7 +281,10 @@ fn hand_written_fail_open_hooks_are_found_and_fix_mends_them_keeping_the_rest() 
 
     let (fixed, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--fix"]);
     assert_eq!(code(&fixed), 0, "{report:#}");
-    assert!(report["changes"].as_array().expect("changes").len() >= 7, "{report:#}");
+    assert!(
+        report["changes"].as_array().expect("changes").len() >= 7,
+        "{report:#}"
+    );
     let (again, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
     assert_eq!(code(&again), 0, "{report:#}");
     assert!(report["changes"].as_array().expect("changes").is_empty());
@@ -241,18 +294,42 @@ fn hand_written_fail_open_hooks_are_found_and_fix_mends_them_keeping_the_rest() 
     assert_eq!(claude["model"], "opus");
     assert_eq!(claude["permissions"], files[0].1["permissions"]);
     assert_eq!(claude["hooks"]["Stop"], files[0].1["hooks"]["Stop"]);
-    assert_eq!(claude["hooks"]["PreToolUse"][0], files[0].1["hooks"]["PreToolUse"][0]);
-    assert_eq!(claude["hooks"]["PreToolUse"][1]["hooks"][0]["onFailure"], "block");
-    assert_eq!(read(&files[1].0)["hooks"]["PreToolUse"][0]["hooks"][0]["onFailure"], "block");
-    assert_eq!(read(&files[2].0)["hooks"]["PreToolUse"][0]["hooks"][0].get("async"), None);
-    assert_eq!(read(&files[3].0)["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"], 600);
+    assert_eq!(
+        claude["hooks"]["PreToolUse"][0],
+        files[0].1["hooks"]["PreToolUse"][0]
+    );
+    assert_eq!(
+        claude["hooks"]["PreToolUse"][1]["hooks"][0]["onFailure"],
+        "block"
+    );
+    assert_eq!(
+        read(&files[1].0)["hooks"]["PreToolUse"][0]["hooks"][0]["onFailure"],
+        "block"
+    );
+    assert_eq!(
+        read(&files[2].0)["hooks"]["PreToolUse"][0]["hooks"][0].get("async"),
+        None
+    );
+    assert_eq!(
+        read(&files[3].0)["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"],
+        600
+    );
     let cursor = read(&files[4].0);
     assert_eq!(cursor["hooks"]["preToolUse"][0]["failClosed"], true);
-    assert_eq!(cursor["hooks"]["preToolUse"][1], json!({"command": "./audit.sh"}));
-    assert_eq!(read(&files[5].0)["hooks"]["preToolUse"][0]["timeoutSec"], 35);
+    assert_eq!(
+        cursor["hooks"]["preToolUse"][1],
+        json!({"command": "./audit.sh"})
+    );
+    assert_eq!(
+        read(&files[5].0)["hooks"]["preToolUse"][0]["timeoutSec"],
+        35
+    );
     let gemini = read(&files[6].0);
     assert_eq!(gemini["security"], files[6].1["security"]);
-    assert_eq!(gemini["hooks"]["BeforeTool"][0]["hooks"][0]["timeout"], 65_000);
+    assert_eq!(
+        gemini["hooks"]["BeforeTool"][0]["hooks"][0]["timeout"],
+        65_000
+    );
     let mut backup = files[0].0.clone().into_os_string();
     backup.push(".assent-backup");
     assert_eq!(read(Path::new(&backup)), files[0].1);
@@ -273,7 +350,10 @@ fn a_missing_binary_opens_codex_and_copilot_and_fix_cannot_mend_it() {
     let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--fix"]);
     assert_eq!(code(&out), 1, "{report:#}");
     let open = fail_open(&report);
-    assert!(open.iter().any(|f| f.contains("/nonexistent/bin/assent")), "{open:#?}");
+    assert!(
+        open.iter().any(|f| f.contains("/nonexistent/bin/assent")),
+        "{open:#?}"
+    );
 }
 
 #[test]
@@ -288,7 +368,10 @@ fn database_modes_owners_and_places_are_checked_and_modes_fixed() {
     set_mode(Path::new(&file), 0o666);
     let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
     assert_eq!(code(&out), 1, "{report:#}");
-    assert!(fail_open(&report).iter().any(|f| f.contains("mode 666")), "{report:#}");
+    assert!(
+        fail_open(&report).iter().any(|f| f.contains("mode 666")),
+        "{report:#}"
+    );
     // Readable only: a warning (its secrets), exit 0.
     set_mode(Path::new(&file), 0o644);
     let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
@@ -298,7 +381,11 @@ fn database_modes_owners_and_places_are_checked_and_modes_fixed() {
     assert_eq!(code(&out), 0, "{report:#}");
     assert_eq!(report["databases"][0]["mode"], "600", "{report:#}");
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&file).expect("the file").permissions().mode() & 0o777;
+    let mode = std::fs::metadata(&file)
+        .expect("the file")
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600);
 
     // A database inside the project (a repository can ship one): found, exit 1.
@@ -318,7 +405,12 @@ fn database_modes_owners_and_places_are_checked_and_modes_fixed() {
     );
     let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
     assert_eq!(code(&out), 1, "{report:#}");
-    assert!(fail_open(&report).iter().any(|f| f.contains("inside the project")), "{report:#}");
+    assert!(
+        fail_open(&report)
+            .iter()
+            .any(|f| f.contains("inside the project")),
+        "{report:#}"
+    );
 }
 
 #[test]
@@ -335,7 +427,10 @@ fn the_canary_without_the_agent_feeds_the_hook_its_event() {
     assert_eq!(canaries.len(), 2, "{report:#}");
     for canary in canaries {
         assert_eq!(canary["outcome"], "blocked", "{canary:#}");
-        assert!(canary["how"].as_str().unwrap_or("").contains("on stdin"), "{canary:#}");
+        assert!(
+            canary["how"].as_str().unwrap_or("").contains("on stdin"),
+            "{canary:#}"
+        );
     }
     // Cursor without failClosed: the same canary is let through.
     let path = project.path().join(".cursor/hooks.json");
@@ -368,10 +463,17 @@ fn path_with(programs: &[&Path]) -> String {
 
 #[test]
 fn the_canary_drives_the_real_claude_code_and_gemini_cli() {
-    let Some(claude) = super::hooks::npm_cli("@anthropic-ai/claude-code", "2.1.328", "claude", "claude-npm") else {
+    let Some(claude) = super::hooks::npm_cli(
+        "@anthropic-ai/claude-code",
+        "2.1.328",
+        "claude",
+        "claude-npm",
+    ) else {
         return;
     };
-    let Some(gemini) = super::hooks::npm_cli("@google/gemini-cli", "0.61.0", "gemini", "gemini-npm") else {
+    let Some(gemini) =
+        super::hooks::npm_cli("@google/gemini-cli", "0.61.0", "gemini", "gemini-npm")
+    else {
         return;
     };
     let cli = Cli::new();
@@ -382,12 +484,20 @@ fn the_canary_drives_the_real_claude_code_and_gemini_cli() {
     install(&cli, project.path(), home.path(), "gemini", "project");
     let path = path_with(&[&claude, &gemini]);
     let (out, report) = doctor(&cli, project.path(), home.path(), &path, &["--canary"]);
-    assert_eq!(code(&out), 0, "{report:#} {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        code(&out),
+        0,
+        "{report:#} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let canaries = report["canaries"].as_array().expect("canaries");
     assert_eq!(canaries.len(), 2, "{report:#}");
     for canary in canaries {
         assert_eq!(canary["outcome"], "blocked", "{canary:#}");
-        assert!(canary["how"].as_str().unwrap_or("").starts_with("real "), "{canary:#}");
+        assert!(
+            canary["how"].as_str().unwrap_or("").starts_with("real "),
+            "{canary:#}"
+        );
     }
     let versions: Vec<&str> = report["agents"]
         .as_array()
@@ -395,8 +505,14 @@ fn the_canary_drives_the_real_claude_code_and_gemini_cli() {
         .iter()
         .filter_map(|a| a["version"].as_str())
         .collect();
-    assert!(versions.iter().any(|v| v.contains("2.1.328")), "{versions:?}");
-    assert!(versions.iter().any(|v| v.contains("0.61.0")), "{versions:?}");
+    assert!(
+        versions.iter().any(|v| v.contains("2.1.328")),
+        "{versions:?}"
+    );
+    assert!(
+        versions.iter().any(|v| v.contains("0.61.0")),
+        "{versions:?}"
+    );
 
     // Claude Code without onFailure: the real agent runs the canary's call when
     // Assent's binary is missing, and the doctor says so.
@@ -418,4 +534,38 @@ fn the_canary_drives_the_real_claude_code_and_gemini_cli() {
         .find(|c| c["kind"] == "claude-code")
         .expect("Claude Code's canary");
     assert_eq!(claude["outcome"], "LET THROUGH", "{claude:#}");
+}
+
+#[test]
+fn gateways_in_mcp_client_files_are_found_and_a_way_around_them_is_fail_open() {
+    let cli = Cli::new();
+    private_database(&cli);
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let exe = env!("CARGO_BIN_EXE_assent");
+    let gateway = json!({"command": exe, "args": ["--db", cli.db(), "mcp", "--server", "files",
+        "--agent", "desktop", "--", "npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv"]});
+    write(
+        &project.path().join(".mcp.json"),
+        &json!({"mcpServers": {"assent": gateway.clone(), "search": {"command": "uvx", "args": ["mcp-server-fetch"]}}}),
+    );
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    assert_eq!(report["gateways"][0]["server"], "assent", "{report:#}");
+    assert_eq!(report["gateways"][0]["onFailure"], "blocks");
+    assert_eq!(
+        report["databases"][0]["mode"], "600",
+        "the gateway's database is checked"
+    );
+
+    // The same upstream listed beside the gateway: the agent can call it directly.
+    write(
+        &project.path().join(".mcp.json"),
+        &json!({"mcpServers": {"assent": gateway, "files": {"command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"]}}}),
+    );
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    assert_eq!(code(&out), 1, "{report:#}");
+    let findings = report["gateways"][0]["findings"].to_string();
+    assert!(findings.contains("without the gateway"), "{findings}");
 }

@@ -1100,7 +1100,12 @@ fn claude_code() -> Option<std::path::PathBuf> {
 /// The npm package `package` pinned at `version`, installed once under the target
 /// directory (in `dir`), as the path of its binary `bin`; `None` (skipped with a note)
 /// when it cannot be, except under `CI=true`, where that is a failure.
-pub(super) fn npm_cli(package: &str, version: &str, bin: &str, dir: &str) -> Option<std::path::PathBuf> {
+pub(super) fn npm_cli(
+    package: &str,
+    version: &str,
+    bin: &str,
+    dir: &str,
+) -> Option<std::path::PathBuf> {
     let pinned_name = format!("{package}@{version}");
     let target = std::path::PathBuf::from(env!("CARGO_BIN_EXE_assent"));
     let prefix = target.parent().expect("the profile directory").join(dir);
