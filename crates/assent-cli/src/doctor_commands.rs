@@ -514,10 +514,10 @@ fn gateways(
                 if !runs_assent {
                     continue;
                 }
-                if let Some(i) = words.iter().position(|w| w == "--db") {
-                    if let Some(url) = words.get(i + 1) {
-                        databases.push(url.clone());
-                    }
+                if let Some(i) = words.iter().position(|w| w == "--db")
+                    && let Some(url) = words.get(i + 1)
+                {
+                    databases.push(url.clone());
                 }
                 let mut findings = Vec::new();
                 // The same upstream also listed beside the gateway: a way around it.
