@@ -201,6 +201,144 @@ async fn real(
     Ok(())
 }
 
+/// A stub MCP server in POSIX shell: one tool, `touch`, whose call makes `marker`.
+fn stub_upstream(marker: &Path) -> String {
+    let marker = marker.display().to_string().replace('\'', "'\\''");
+    format!(
+        r#"while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":[ ]*\([0-9]*\).*/\1/p')
+  case "$line" in
+    *'"initialize"'*) printf '{{"jsonrpc":"2.0","id":%s,"result":{{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"canary","version":"1"}}}}}}\n' "$id";;
+    *'"tools/list"'*) printf '{{"jsonrpc":"2.0","id":%s,"result":{{"tools":[{{"name":"touch","description":"Assent's doctor: a canary","inputSchema":{{"type":"object"}}}}]}}}}\n' "$id";;
+    *'"tools/call"'*) touch '{marker}'; printf '{{"jsonrpc":"2.0","id":%s,"result":{{"content":[{{"type":"text","text":"touched"}}]}}}}\n' "$id";;
+  esac
+done"#
+    )
+}
+
+/// The gateway an MCP client runs (`words`, its command line), started as the client
+/// would with its database made unopenable and its upstream replaced by a stub whose
+/// one tool makes a marker; one `tools/call` sent: a marker made is a call let
+/// through.
+pub async fn gateway(file: &str, words: &[String]) -> Canary {
+    let mut canary = Canary {
+        kind: "mcp-gateway",
+        file: file.to_owned(),
+        how: "the client's command run with a stub upstream and its database unopenable".to_owned(),
+        outcome: INCONCLUSIVE,
+        detail: String::new(),
+    };
+    let Ok(dir) = tempfile::tempdir() else {
+        canary.detail = "cannot make a throwaway folder".to_owned();
+        return canary;
+    };
+    let marker = dir.path().join("assent-canary");
+    let stub = stub_upstream(&marker);
+    let unopenable = format!(
+        "sqlite://{}?mode=ro",
+        dir.path().join("missing").join("assent.db").display()
+    );
+    // The command line with its database and its upstream replaced.
+    let mut argv: Vec<String> = Vec::new();
+    let mut rest = words.iter();
+    let mut tool = "touch";
+    while let Some(word) = rest.next() {
+        match word.as_str() {
+            "--db" => {
+                rest.next();
+                argv.extend(["--db".to_owned(), unopenable.clone()]);
+            }
+            "--config" => {
+                rest.next();
+                let config = dir.path().join("mcp.json");
+                let _ = write(
+                    &config,
+                    &json!({"mcpServers": {"canary": {"command": "sh", "args": ["-c", stub]}}}),
+                );
+                argv.extend(["--config".to_owned(), config.display().to_string()]);
+                tool = "canary__touch";
+            }
+            "--" => break,
+            "--command" => {
+                // `--command PROGRAM --arg …` names the upstream: replaced whole.
+                rest.next();
+            }
+            "--arg" => {
+                rest.next();
+            }
+            _ => argv.push(word.clone()),
+        }
+    }
+    if tool == "touch" {
+        argv.extend([
+            "--".to_owned(),
+            "sh".to_owned(),
+            "-c".to_owned(),
+            stub.clone(),
+        ]);
+    }
+    if !argv.iter().any(|w| w == "--db") {
+        argv.splice(1..1, ["--db".to_owned(), unopenable.clone()]);
+    }
+    let Some((program, args)) = argv.split_first() else {
+        canary.detail = "an empty command".to_owned();
+        return canary;
+    };
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+            "capabilities": {}, "clientInfo": {"name": "assent-doctor", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {}}}),
+    ];
+    let input: String = requests.iter().map(|r| format!("{r}\n")).collect();
+    let ended = serve_gateway(program, args, input.as_bytes()).await;
+    (canary.outcome, canary.detail) = if marker.exists() {
+        (
+            LET_THROUGH,
+            format!("the stub upstream's tool ran ({ended})"),
+        )
+    } else {
+        (
+            BLOCKED,
+            format!("the stub upstream's tool never ran ({ended})"),
+        )
+    };
+    canary
+}
+
+/// Runs the gateway with `input` on stdin, kept open (as a client keeps it) until the
+/// gateway exits or 10 s passed; how it ended, for the report.
+async fn serve_gateway(program: &str, args: &[String], input: &[u8]) -> String {
+    use std::process::Stdio;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let spawned = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => return format!("it cannot start: {e}"),
+    };
+    let mut stdin = child.stdin.take();
+    if let Some(pipe) = stdin.as_mut() {
+        // A gateway that exits at once closes the pipe: not an error.
+        let _ = pipe.write_all(input).await;
+    }
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    drop(stdin);
+    let mut stderr = Vec::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = tokio::time::timeout(Duration::from_secs(2), pipe.read_to_end(&mut stderr)).await;
+    }
+    match status {
+        Ok(Ok(status)) => format!("exit {:?}: {}", status.code(), last_line(&stderr)),
+        _ => "still serving after 10 s".to_owned(),
+    }
+}
+
 /// Gemini CLI's user settings choosing API-key sign-in, the rest kept.
 fn with_gemini_auth(mut settings: Value) -> Value {
     if let Some(root) = settings.as_object_mut() {

@@ -93,6 +93,10 @@ struct GatewayOut {
     command: String,
     on_failure: &'static str,
     findings: Vec<FindingOut>,
+    /// The command line as the client runs it, for the canary (secrets and all: never
+    /// shown).
+    #[serde(skip)]
+    words: Vec<String>,
 }
 
 /// One database a door names.
@@ -276,6 +280,11 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
                 )
                 .await,
             );
+        }
+    }
+    if args.canary {
+        for gateway in &gateways {
+            canaries.push(crate::doctor_canary::gateway(&gateway.file, &gateway.words).await);
         }
     }
     let open_hooks = hooks
@@ -549,6 +558,7 @@ fn gateways(
                     command: assent_mcp::redact::redact(&words.join(" ")),
                     on_failure: "blocks",
                     findings,
+                    words,
                 });
             }
         }

@@ -557,6 +557,20 @@ fn gateways_in_mcp_client_files_are_found_and_a_way_around_them_is_fail_open() {
         report["databases"][0]["mode"], "600",
         "the gateway's database is checked"
     );
+    // The canary: the gateway started as the client starts it, its database made
+    // unopenable and its upstream a stub whose tool would make a marker.
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--canary"]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    let canary = &report["canaries"][0];
+    assert_eq!(canary["kind"], "mcp-gateway", "{report:#}");
+    assert_eq!(canary["outcome"], "blocked", "{canary:#}");
+    assert!(
+        canary["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("exit Some(1)"),
+        "{canary:#}"
+    );
 
     // The same upstream listed beside the gateway: the agent can call it directly.
     write(
