@@ -134,6 +134,8 @@ struct Report {
     gateways: Vec<GatewayOut>,
     databases: Vec<DatabaseOut>,
     serve: String,
+    /// About the settings files themselves (who may change them).
+    settings_files: Vec<FindingOut>,
     changes: Vec<String>,
     canaries: Vec<crate::doctor_canary::Canary>,
     notes: Vec<String>,
@@ -196,7 +198,17 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
         .into_iter()
         .collect();
     let mut doors_of: Vec<(usize, Vec<Door>)> = Vec::new();
+    let mut file_findings = Vec::new();
     for (i, file) in found.iter().enumerate() {
+        for at in doctor::unrecognised(&file.settings) {
+            notes.push(format!(
+                "{} {at}: a command that mentions assent's hook but is not one the doctor can read (a wrapper?): not checked",
+                file.path.display()
+            ));
+        }
+        if let Some(finding) = settings_mode(&file.path, args.fix, &mut changes) {
+            file_findings.push(finding);
+        }
         let doors = doctor::inspect(file.kind, &file.settings, &program);
         for door in &doors {
             if let Some(url) = door.command.as_deref().and_then(doctor::command_db) {
@@ -290,6 +302,7 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
     let open_hooks = hooks
         .iter()
         .flat_map(|h| &h.findings)
+        .chain(&file_findings)
         .chain(gateways.iter().flat_map(|g| &g.findings))
         .chain(databases.iter().flat_map(|d| &d.findings))
         .filter(|f| f.severity == "fail-open")
@@ -303,6 +316,7 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
         gateways,
         databases,
         serve: "`assent serve` keeps no settings file: run it on 127.0.0.1 (its default) or behind HTTPS with an https --public-url; its token file is checked beside each database".to_owned(),
+        settings_files: file_findings,
         changes,
         canaries,
         notes,
@@ -618,6 +632,41 @@ fn upstreams_of(words: &[String]) -> Vec<String> {
     Vec::new()
 }
 
+/// A settings file other local users may change (and so remove the hook from): a
+/// fail-open finding, or with `fix` (a file of this user's) their write permission
+/// removed.
+fn settings_mode(path: &Path, fix: bool, changes: &mut Vec<String>) -> Option<FindingOut> {
+    let (mode, owner) = mode_and_owner(path)?;
+    // Root may change any file anyway: only another ordinary user is news.
+    let mine = owner == current_uid() || owner == 0;
+    if mine && mode & 0o022 == 0 {
+        return None;
+    }
+    if fix && mine && set_mode(path, mode & !0o022) {
+        changes.push(format!(
+            "{}: mode {mode:o} -> {:o}",
+            path.display(),
+            mode & !0o022
+        ));
+        return None;
+    }
+    Some(FindingOut {
+        severity: "fail-open",
+        text: if mine {
+            format!(
+                "{} has mode {mode:o}: other local users may change it and remove the hook",
+                path.display()
+            )
+        } else {
+            format!(
+                "{} belongs to another user (uid {owner}), who may change it and remove the hook",
+                path.display()
+            )
+        },
+        fixable: mine,
+    })
+}
+
 /// What is found about the database at `url`: for a SQLite file, its mode and owner,
 /// whether it lies inside the project, and its token file's mode; with `fix`, group
 /// and other permissions removed from files of this user's.
@@ -669,7 +718,7 @@ fn database(
             out.mode = Some(format!("{mode:o}"));
             out.owner = Some(owner);
         }
-        let mine = owner == current_uid();
+        let mine = owner == current_uid() || owner == 0;
         if !mine {
             out.findings.push(FindingOut {
                 severity: "fail-open",
@@ -845,6 +894,10 @@ fn render(report: &Report) -> String {
             line(&mut out, format!("  {} {}", db.url, about.join(", ")));
             findings(&mut out, &db.findings);
         }
+    }
+    if !report.settings_files.is_empty() {
+        line(&mut out, "Settings files:".to_owned());
+        findings(&mut out, &report.settings_files);
     }
     line(&mut out, format!("Serve: {}", report.serve));
     for change in &report.changes {

@@ -434,6 +434,39 @@ fn ours(settings: &Value) -> Vec<(String, String, &Value)> {
     found
 }
 
+/// The hooks of `settings` whose command mentions `assent` and `hook` but that are not
+/// recognised as ours (a wrapper such as `bash -c '…'` or `env … assent`): the doctor
+/// cannot judge them, and says where they are.
+pub fn unrecognised(settings: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let Some(hooks) = settings.get("hooks").and_then(Value::as_object) else {
+        return found;
+    };
+    let suspicious = |hook: &Value| {
+        ["command", "bash"].iter().any(|key| {
+            hook.get(*key)
+                .and_then(Value::as_str)
+                .is_some_and(|c| c.contains("assent") && c.contains("hook"))
+        }) && !crate::install::is_ours(hook)
+    };
+    for (event, list) in hooks {
+        for (i, entry) in list.as_array().into_iter().flatten().enumerate() {
+            match entry.get("hooks").and_then(Value::as_array) {
+                Some(inner) => {
+                    for (j, hook) in inner.iter().enumerate() {
+                        if suspicious(hook) {
+                            found.push(format!("hooks.{event}[{i}].hooks[{j}]"));
+                        }
+                    }
+                }
+                None if suspicious(entry) => found.push(format!("hooks.{event}[{i}]")),
+                None => {}
+            }
+        }
+    }
+    found
+}
+
 /// The words of a POSIX shell command line, quotes removed (`'…'`, `"…"`, `\`);
 /// what `assent hook install` writes reads back as it was written.
 pub fn shell_words(command: &str) -> Vec<String> {
@@ -666,6 +699,16 @@ mod tests {
             assert_eq!(open(&doors), 0, "{kind}");
             assert!(doors.iter().any(|d| !d.findings.is_empty()), "{kind}: said");
         }
+    }
+
+    #[test]
+    fn a_wrapped_command_is_said_not_judged() {
+        let settings = json!({"hooks": {"PreToolUse": [{"hooks": [
+            {"type": "command", "command": "bash -c 'assent hook claude-code --agent a'"},
+            {"type": "command", "command": "assent hook claude-code --agent a", "onFailure": "block"},
+        ]}]}});
+        assert_eq!(unrecognised(&settings), ["hooks.PreToolUse[0].hooks[0]"]);
+        assert_eq!(inspect(AgentKind::ClaudeCode, &settings, &runs).len(), 1);
     }
 
     #[test]

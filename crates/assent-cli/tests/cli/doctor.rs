@@ -583,3 +583,32 @@ fn gateways_in_mcp_client_files_are_found_and_a_way_around_them_is_fail_open() {
     let findings = report["gateways"][0]["findings"].to_string();
     assert!(findings.contains("without the gateway"), "{findings}");
 }
+
+#[test]
+fn a_settings_file_others_may_change_is_fail_open_and_fixed() {
+    let cli = Cli::new();
+    private_database(&cli);
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    install(&cli, project.path(), home.path(), "cursor", "project");
+    let file = project.path().join(".cursor/hooks.json");
+    set_mode(&file, 0o666);
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    assert_eq!(code(&out), 1, "{report:#}");
+    assert!(
+        report["settingsFiles"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("remove the hook"),
+        "{report:#}"
+    );
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--fix"]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file)
+        .expect("the file")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o644);
+}
