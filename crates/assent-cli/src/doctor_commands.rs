@@ -403,6 +403,11 @@ fn read_json(path: &Path, notes: &mut Vec<String>) -> Option<Value> {
 /// new one written beside it with the old one's permissions and renamed over it, so the
 /// agent never reads half a file.
 fn write_atomically(path: &Path, value: &Value) -> Result<(), CliError> {
+    // A settings file linked from elsewhere (a dotfiles repository) is written where it
+    // lives, and the link kept.
+    let path = &path
+        .canonicalize()
+        .map_err(|e| CliError::failed(format!("cannot read {}: {e}", path.display())))?;
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| CliError::failed(format!("cannot write JSON: {e}")))?;
     let with = |suffix: &str| {

@@ -612,3 +612,47 @@ fn a_settings_file_others_may_change_is_fail_open_and_fixed() {
         & 0o777;
     assert_eq!(mode, 0o644);
 }
+
+#[test]
+fn a_project_that_is_not_a_folder_is_a_usage_error_and_a_linked_file_stays_linked() {
+    let cli = Cli::new();
+    private_database(&cli);
+    let home = tempfile::tempdir().expect("home");
+    let out = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args([
+            "--db",
+            &cli.db(),
+            "doctor",
+            "--project",
+            "/nonexistent/project",
+        ])
+        .env("HOME", home.path())
+        .output()
+        .expect("runs");
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+
+    // A settings file that is a link into a dotfiles folder: fixed where it lives.
+    let project = tempfile::tempdir().expect("project");
+    let dotfiles = tempfile::tempdir().expect("dotfiles");
+    let real = dotfiles.path().join("claude-settings.json");
+    write(
+        &real,
+        &json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command",
+            "command": format!("{} --db {} hook claude-code --agent a", env!("CARGO_BIN_EXE_assent"), cli.db())}]}]}}),
+    );
+    std::fs::create_dir_all(project.path().join(".claude")).expect("folder");
+    let link = project.path().join(".claude/settings.json");
+    std::os::unix::fs::symlink(&real, &link).expect("a link");
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--fix"]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .expect("the link")
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        read(&real)["hooks"]["PreToolUse"][0]["hooks"][0]["onFailure"],
+        "block"
+    );
+}
