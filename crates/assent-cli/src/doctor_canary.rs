@@ -100,7 +100,7 @@ async fn real(
     settings: &Value,
     canary: &mut Canary,
 ) -> Result<(), String> {
-    let version = crate::doctor_canary::run_bounded(
+    let version = run_bounded(
         tokio::process::Command::new(program).arg("--version"),
         None,
         Duration::from_secs(10),
@@ -143,10 +143,13 @@ async fn real(
             )?;
         }
         let mut agent = tokio::process::Command::new(program);
+        // Nothing of the person's environment but PATH: a provider setting there
+        // (Bedrock, Vertex, a token) would send the canary to a real model.
         agent
             .current_dir(&project)
-            .env("HOME", &home)
-            .env_remove("ASSENT_DATABASE_URL");
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home);
         match kind {
             AgentKind::Gemini => agent
                 .args(["-p", "Run the command.", "--approval-mode", "yolo"])
