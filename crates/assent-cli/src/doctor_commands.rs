@@ -206,10 +206,12 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
                 file.path.display()
             ));
         }
-        if let Some(finding) = settings_mode(&file.path, args.fix, &mut changes) {
+        let doors = doctor::inspect(file.kind, &file.settings, &program);
+        if !doors.is_empty()
+            && let Some(finding) = settings_mode(&file.path, args.fix, &mut changes)
+        {
             file_findings.push(finding);
         }
-        let doors = doctor::inspect(file.kind, &file.settings, &program);
         for door in &doors {
             if let Some(url) = door.command.as_deref().and_then(doctor::command_db) {
                 databases.push(url);
