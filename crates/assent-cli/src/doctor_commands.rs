@@ -353,7 +353,7 @@ fn finding_out(finding: &doctor::Finding) -> FindingOut {
     FindingOut {
         severity: match finding.severity {
             Severity::FailOpen => "fail-open",
-            Severity::Warning => "warning",
+            Severity::Warning | _ => "warning",
         },
         text: finding.text.clone(),
         fixable: finding.fixable,

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 /// How sure a finding is to let a call through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Severity {
     /// Worth knowing; the call is still blocked when Assent fails.
     Warning,
@@ -23,6 +24,7 @@ pub enum Severity {
 
 /// One thing found about one hook entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Finding {
     /// How bad it is.
     pub severity: Severity,
@@ -35,6 +37,7 @@ pub struct Finding {
 /// What an agent does when its hook fails, and what a settings entry must say to make
 /// that a block.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Contract {
     /// The setting that makes a failed hook block, as a key and the value it needs,
     /// where the agent has one.
@@ -121,6 +124,7 @@ fn is_before(event: &str) -> bool {
 
 /// One hook entry of ours, found in a settings file, with what was found about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Door {
     /// The event it answers (`PreToolUse`, `BeforeTool`, …).
     pub event: String,
@@ -140,6 +144,7 @@ pub struct Door {
 
 /// What the filesystem says about the program a hook command names.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Program {
     /// It exists and may be run; `this` when it is the running binary.
     Runs {
