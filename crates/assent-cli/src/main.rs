@@ -115,6 +115,7 @@ impl From<ConfirmError> for CliError {
         }
         if let ConfirmError::InvalidRule(_)
         | ConfirmError::InvalidSetting(_)
+        | ConfirmError::InvalidPolicyFile { .. }
         | ConfirmError::InvalidGrant(_)
         | ConfirmError::EditMovesTarget { .. }
         | ConfirmError::InvalidCursor(_)

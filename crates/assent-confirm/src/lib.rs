@@ -404,6 +404,7 @@ mod host;
 mod inputs;
 mod ledger;
 mod outcome;
+pub mod policy_file;
 pub mod phone;
 pub mod records;
 pub mod rejections;
