@@ -21,6 +21,7 @@ mod jobs_commands;
 mod mcp_commands;
 mod notify_commands;
 mod peer_sync;
+mod policy_commands;
 mod record_commands;
 mod rejection_commands;
 mod render;
@@ -61,6 +62,9 @@ pub enum CliError {
     Stale(String),
     /// Anything else (exit 1).
     Failed(anyhow::Error),
+    /// The command did its work and found changes pending (`assent policy plan`: exit
+    /// 10), saying how many.
+    Pending(String),
 }
 
 impl CliError {
@@ -76,15 +80,17 @@ impl CliError {
             Self::Usage(_) => 2,
             Self::Conflict(_) => 3,
             Self::Stale(_) => 4,
+            Self::Pending(_) => 10,
         }
     }
 
     /// The message, on one line.
     pub fn one_line(&self) -> String {
         let text = match self {
-            Self::Usage(message) | Self::Conflict(message) | Self::Stale(message) => {
-                message.clone()
-            }
+            Self::Usage(message)
+            | Self::Conflict(message)
+            | Self::Stale(message)
+            | Self::Pending(message) => message.clone(),
             Self::Failed(error) => chain(error),
         };
         text.split_whitespace().collect::<Vec<_>>().join(" ")
