@@ -117,32 +117,14 @@ async fn export(ctx: &Ctx, args: PolicyExportArgs) -> Result<Output, CliError> {
     Ok(Output::text(file.to_toml()))
 }
 
-/// One change as JSON: the change, and for a rule set its backtest (the JSON `assent
-/// agent backtest --json` prints, without `since`).
+/// One change as JSON, as the API answers it.
 fn change_json(change: &PolicyChange, backtest: Option<&Backtest>) -> Result<Value, CliError> {
-    let mut shown = serde_json::to_value(change).map_err(|e| CliError::failed(e.to_string()))?;
-    if let Some(backtest) = backtest {
-        shown["backtest"] =
-            serde_json::to_value(backtest).map_err(|e| CliError::failed(e.to_string()))?;
-    }
-    Ok(shown)
+    Ok(assent_server::policy::change_json(change, backtest)?)
 }
 
-/// The plan as JSON: `{sha256, since, pending, changes: [...]}`.
+/// The plan as JSON, as `POST /api/policy/plan` answers it.
 fn plan_json(planned: &PlannedPolicy, since: time::OffsetDateTime) -> Result<Value, CliError> {
-    let changes = planned
-        .plan
-        .changes
-        .iter()
-        .zip(&planned.backtests)
-        .map(|(change, backtest)| change_json(change, backtest.as_ref()))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(json!({
-        "sha256": planned.sha256,
-        "since": since.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
-        "pending": changes.len(),
-        "changes": changes,
-    }))
+    Ok(assent_server::policy::plan_json(planned, since)?)
 }
 
 /// The plan as text: one line per change, a rule set followed by its backtest.
@@ -230,6 +212,7 @@ async fn apply(ctx: &Ctx, args: PolicyApplyArgs, person: Person) -> Result<Outpu
     }
     let text = read_file(&args.file)?;
     let by = person(args.by.as_deref());
+    let mut shown = None;
     if !args.yes {
         let since = ctx.now - Duration::days(30);
         let planned = ctx.engine.policy_plan(&text, args.prune, since).await?;
@@ -256,11 +239,12 @@ async fn apply(ctx: &Ctx, args: PolicyApplyArgs, person: Person) -> Result<Outpu
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
             return Ok(Output::text("Nothing applied".to_owned()));
         }
+        shown = Some(planned.plan);
     }
     let applied = ctx
         .engine
         .admin()
-        .apply_policy(&text, args.prune, &by, ctx.now)
+        .apply_policy(&text, args.prune, shown.as_ref(), &by, ctx.now)
         .await?;
     let sha256 = assent_confirm::policy_file::sha256_hex(&text);
     let changes = applied

@@ -8,7 +8,7 @@
 //! [`assent_tools::PolicyFile`] and [`assent_tools::plan_policy`].
 
 use crate::agents::{RuleChange, change_rule_on, names_a_sent_tool};
-use crate::{Admin, ConfirmError, Engine};
+use crate::{Admin, ConfirmError, ConflictKind, Engine};
 use assent_store::{
     Connection, agents as stored, host_tools, mcp_sessions, policy_file as chain_note, rejections,
 };
@@ -185,13 +185,18 @@ impl Admin<'_> {
     /// gets its rules entry on the consent chain naming `by` and the file's SHA-256. A
     /// file that cannot be read is [`ConfirmError::InvalidPolicyFile`]; a rule naming
     /// no tool the agent's coding agent sends [`ConfirmError::InvalidRule`] (unless the
-    /// rule says `any_name = true`); then nothing is written. Returns what changed,
-    /// empty when the file says what is in force.
-    #[tracing::instrument(skip(self, text))]
+    /// rule says `any_name = true`); then nothing is written. With `shown`, the plan a
+    /// person was shown and said yes to: when the settings changed since, so that the
+    /// file would now make other changes, that is a
+    /// [`ConflictKind::ChangedConcurrently`] conflict and nothing is written (a yes
+    /// binds what was shown). Returns what changed, empty when the file says what is in
+    /// force.
+    #[tracing::instrument(skip(self, text, shown))]
     pub async fn apply_policy(
         &self,
         text: &str,
         prune: bool,
+        shown: Option<&PolicyPlan>,
         by: &str,
         now: OffsetDateTime,
     ) -> Result<PolicyPlan, ConfirmError> {
@@ -201,6 +206,14 @@ impl Admin<'_> {
         let conn = tx.connection();
         let current = current_of(conn, &file).await?;
         let plan = assent_tools::plan_policy(&current, &file, prune);
+        if let Some(shown) = shown
+            && *shown != plan
+        {
+            return Err(ConfirmError::conflict(
+                ConflictKind::ChangedConcurrently,
+                "the agents' settings changed since the plan was shown: nothing applied; plan again",
+            ));
+        }
         let mut changed = BTreeSet::new();
         for change in &plan.changes {
             apply_change(conn, change, by, now).await?;
@@ -296,4 +309,119 @@ async fn apply_change(
         _ => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SimpleHost;
+    use assent_store::Store;
+    use assent_tools::ToolRegistry;
+    use std::sync::Arc;
+    use time::macros::datetime;
+
+    const T0: OffsetDateTime = datetime!(2026-03-02 09:00 UTC);
+
+    async fn engine() -> Engine {
+        let store = Store::open("sqlite::memory:").await.expect("a store");
+        Engine::open(
+            store,
+            Arc::new(ToolRegistry::new()),
+            Arc::new(SimpleHost::new("ops")),
+        )
+        .await
+        .expect("an engine")
+    }
+
+    const FILE: &str = "version = 1\n\n[[agents]]\nid = \"a\"\ncategories = [\"work\"]\n\n[agents.holds]\nEdit = 30\n\n[[agents.rules]]\ntool = \"Edit\"\naction = \"allow\"\n\n[[agents.rules]]\ntool = \"Bash(rm *)\"\naction = \"deny\"\n";
+
+    #[tokio::test]
+    async fn a_rule_refused_late_in_the_file_leaves_nothing_written_before_it() {
+        let engine = engine().await;
+        engine
+            .set_categories("a", &["work".to_owned()], T0)
+            .await
+            .expect("created");
+        {
+            // A Gemini CLI agent: its shell is run_shell_command, so Bash(rm *) can
+            // match nothing, and the rule is refused after Edit's was written.
+            let mut tx = engine.store.begin_write().await.expect("tx");
+            stored::record_kind(
+                tx.connection(),
+                "a",
+                "gemini",
+                &["run_shell_command", "Edit"],
+                T0,
+            )
+            .await
+            .expect("kind");
+            tx.commit().await.expect("commit");
+        }
+        let before = engine.policy_export(None).await.expect("export");
+        let refused = engine
+            .admin()
+            .apply_policy(FILE, false, None, "alice", T0)
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(&refused, ConfirmError::InvalidRule(why) if why.contains("Bash(rm *) names no tool")),
+            "{refused}"
+        );
+        assert_eq!(engine.policy_export(None).await.expect("export"), before);
+        // With any_name the same file applies whole.
+        let kept = FILE.replace(
+            "tool = \"Bash(rm *)\"\naction = \"deny\"",
+            "tool = \"Bash(rm *)\"\naction = \"deny\"\nany_name = true",
+        );
+        let applied = engine
+            .admin()
+            .apply_policy(&kept, false, None, "alice", T0)
+            .await
+            .expect("applied");
+        assert_eq!(applied.changes.len(), 3, "{applied:?}");
+    }
+
+    #[tokio::test]
+    async fn a_yes_binds_the_plan_it_was_given_to() {
+        let engine = engine().await;
+        let shown = engine
+            .policy_plan(FILE, false, T0)
+            .await
+            .expect("planned")
+            .plan;
+        // Meanwhile someone creates the agent with another category.
+        engine
+            .set_categories("a", &["ops".to_owned()], T0)
+            .await
+            .expect("created");
+        let refused = engine
+            .admin()
+            .apply_policy(FILE, false, Some(&shown), "alice", T0)
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            refused.conflict_kind(),
+            Some(ConflictKind::ChangedConcurrently)
+        );
+        let export = engine.policy_export(Some("a")).await.expect("export");
+        assert!(export.agents[0].rules.is_empty(), "{export:?}");
+        let shown = engine
+            .policy_plan(FILE, false, T0)
+            .await
+            .expect("planned")
+            .plan;
+        engine
+            .admin()
+            .apply_policy(FILE, false, Some(&shown), "alice", T0)
+            .await
+            .expect("applied");
+        assert!(
+            engine
+                .policy_plan(FILE, false, T0)
+                .await
+                .expect("planned")
+                .plan
+                .is_empty()
+        );
+    }
 }
