@@ -167,7 +167,12 @@ fn plan_text(planned: &PlannedPolicy, since: time::OffsetDateTime) -> String {
 
 /// What a backtest says in one clause, by the rule's action.
 fn backtest_summary(b: &Backtest) -> String {
-    let among = |outcome: &str| b.let_through.iter().filter(|l| l.outcome == outcome).count();
+    let among = |outcome: &str| {
+        b.let_through
+            .iter()
+            .filter(|l| l.outcome == outcome)
+            .count()
+    };
     match b.rule {
         "allow" => format!(
             "{} would have run unasked ({} rejected, {} edited, {} undone among them)",

@@ -242,7 +242,9 @@ async fn apply_change(
         }
         PolicyChange::Categories { agent, to, .. } => {
             // Every rule kept, expired ones too: this sets categories only.
-            let old = stored::get(conn, agent).await?.ok_or_else(|| unknown(agent))?;
+            let old = stored::get(conn, agent)
+                .await?
+                .ok_or_else(|| unknown(agent))?;
             let policy = old
                 .policy
                 .rules()
@@ -282,12 +284,16 @@ async fn apply_change(
         PolicyChange::RemoveShadowRule { agent, rule } => {
             stored::remove_shadow_rule(conn, agent, rule.pattern(), now).await?;
         }
-        PolicyChange::Quorum { agent, tool, to, .. } => {
+        PolicyChange::Quorum {
+            agent, tool, to, ..
+        } => {
             stored::set_approvals_needed(conn, agent, tool, *to, now)
                 .await?
                 .ok_or_else(|| unknown(agent))?;
         }
-        PolicyChange::Hold { agent, tool, to, .. } => {
+        PolicyChange::Hold {
+            agent, tool, to, ..
+        } => {
             stored::set_hold(conn, agent, tool, *to, now)
                 .await?
                 .ok_or_else(|| unknown(agent))?;

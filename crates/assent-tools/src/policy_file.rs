@@ -163,7 +163,9 @@ impl TryFrom<RawAgent> for AgentEntry {
             .filter(|c| !c.is_empty())
             .collect();
         if categories.is_empty() {
-            return Err(format!("agent {id}: categories needs at least one category"));
+            return Err(format!(
+                "agent {id}: categories needs at least one category"
+            ));
         }
         let names = |set: BTreeSet<String>, what: &str| -> Result<BTreeSet<String>, String> {
             set.into_iter()
@@ -191,7 +193,10 @@ impl TryFrom<RawAgent> for AgentEntry {
         let quorums = numbers(raw.quorums, "quorums", 2)?;
         let holds = numbers(raw.holds, "holds", 1)?;
         for (what, patterns) in [
-            ("rules", raw.rules.iter().map(|r| r.rule.pattern()).collect()),
+            (
+                "rules",
+                raw.rules.iter().map(|r| r.rule.pattern()).collect(),
+            ),
             (
                 "shadow_rules",
                 raw.shadow_rules
@@ -772,8 +777,7 @@ pub fn plan(current: &[AgentEntry], file: &PolicyFile, prune: bool) -> PolicyPla
             let from = shadow_for(&had.shadow_rules, entry.rule.pattern());
             // Setting a rule for real removes the shadow rule of its pattern (it
             // promotes it): one the file keeps is set again after it.
-            if from.as_ref() != Some(&entry.rule) || set_patterns.contains(entry.rule.pattern())
-            {
+            if from.as_ref() != Some(&entry.rule) || set_patterns.contains(entry.rule.pattern()) {
                 changes.push(PolicyChange::SetShadowRule {
                     agent: agent.clone(),
                     from,
@@ -817,7 +821,11 @@ pub fn plan(current: &[AgentEntry], file: &PolicyFile, prune: bool) -> PolicyPla
                 on,
             });
         }
-        for (tool, on) in marks(&had.run_after_disconnect, &wanted.run_after_disconnect, prune) {
+        for (tool, on) in marks(
+            &had.run_after_disconnect,
+            &wanted.run_after_disconnect,
+            prune,
+        ) {
             changes.push(PolicyChange::RunAfterDisconnect {
                 agent: agent.clone(),
                 tool,
@@ -967,9 +975,11 @@ action = "allow"
         assert!(message.contains("remember_rejections"), "{message}");
         let (_, _, message) = invalid(&EXAMPLE.replace("version = 1", "version = 2"));
         assert!(message.contains("version 2"), "{message}");
-        let (_, _, message) = invalid(&EXAMPLE.replace("\"send_invoice\"\naction", "\"Bash(git status:*)\"\naction"));
+        let (_, _, message) =
+            invalid(&EXAMPLE.replace("\"send_invoice\"\naction", "\"Bash(git status:*)\"\naction"));
         assert!(message.contains("twice"), "{message}");
-        let (_, _, message) = invalid("version = 1\n[[agents]]\nid = \" \"\ncategories = [\"w\"]\n");
+        let (_, _, message) =
+            invalid("version = 1\n[[agents]]\nid = \" \"\ncategories = [\"w\"]\n");
         assert!(message.contains("blank"), "{message}");
     }
 
@@ -984,7 +994,10 @@ action = "allow"
         agent.idempotent.insert("refund".to_owned());
         let kept = plan(&current, &file, false);
         assert_eq!(
-            kept.changes.iter().map(PolicyChange::line).collect::<Vec<_>>(),
+            kept.changes
+                .iter()
+                .map(PolicyChange::line)
+                .collect::<Vec<_>>(),
             [
                 "~ agent claude: rule ask send_invoice -> deny send_invoice",
                 "+ agent claude: idempotent refund",
@@ -992,7 +1005,11 @@ action = "allow"
         );
         let pruned = plan(&current, &file, true);
         assert_eq!(
-            pruned.changes.iter().map(PolicyChange::line).collect::<Vec<_>>(),
+            pruned
+                .changes
+                .iter()
+                .map(PolicyChange::line)
+                .collect::<Vec<_>>(),
             [
                 "~ agent claude: rule ask send_invoice -> deny send_invoice",
                 "- agent claude: rule allow Bash(git status:*) until 2026-04-01T09:00:00Z",
@@ -1001,8 +1018,9 @@ action = "allow"
             ]
         );
         // A new agent; the agents the file does not name are left alone.
-        let other = PolicyFile::parse("version = 1\n[[agents]]\nid = \"b\"\ncategories = [\"x\"]\n")
-            .expect("parses");
+        let other =
+            PolicyFile::parse("version = 1\n[[agents]]\nid = \"b\"\ncategories = [\"x\"]\n")
+                .expect("parses");
         let created = plan(&current, &other, true);
         assert_eq!(
             created.changes,
@@ -1035,9 +1053,18 @@ action = "allow"
 
     #[test]
     fn spans_read_what_they_write() {
-        for (text, seconds) in [("0", 0), ("7d", 604_800), ("12h", 43_200), ("90m", 5_400), ("45s", 45)] {
+        for (text, seconds) in [
+            ("0", 0),
+            ("7d", 604_800),
+            ("12h", 43_200),
+            ("90m", 5_400),
+            ("45s", 45),
+        ] {
             assert_eq!(parse_span(text), Ok(Duration::seconds(seconds)));
-            assert_eq!(parse_span(&format_span(Duration::seconds(seconds))), Ok(Duration::seconds(seconds)));
+            assert_eq!(
+                parse_span(&format_span(Duration::seconds(seconds))),
+                Ok(Duration::seconds(seconds))
+            );
         }
         for bad in ["", "d", "7", "7w", "-1d", "1.5h"] {
             assert!(parse_span(bad).is_err(), "{bad}");
@@ -1047,7 +1074,11 @@ action = "allow"
     fn arb_rule() -> impl Strategy<Value = ToolRule> {
         (
             "[a-z_]{1,8}(\\*)?",
-            prop_oneof![Just(RuleAction::Allow), Just(RuleAction::Ask), Just(RuleAction::Deny)],
+            prop_oneof![
+                Just(RuleAction::Allow),
+                Just(RuleAction::Ask),
+                Just(RuleAction::Deny)
+            ],
             proptest::option::of(0i64..4_000_000_000),
         )
             .prop_map(|(pattern, action, at)| {

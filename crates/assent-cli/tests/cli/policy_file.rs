@@ -29,8 +29,14 @@ fn ok(cli: &Cli, args: &[&str]) -> String {
 /// Agent `a` with one of every setting the file covers, and agent `b` with categories
 /// only.
 fn every_setting(cli: &Cli) {
-    ok(cli, &["agent", "create", "--id", "a", "--categories", "work,home"]);
-    ok(cli, &["agent", "allow", "a", "send_invoice", "--for", "30d"]);
+    ok(
+        cli,
+        &["agent", "create", "--id", "a", "--categories", "work,home"],
+    );
+    ok(
+        cli,
+        &["agent", "allow", "a", "send_invoice", "--for", "30d"],
+    );
     ok(cli, &["agent", "ask", "a", "refund", "--approvals", "2"]);
     ok(cli, &["agent", "deny", "a", "drop_*"]);
     ok(cli, &["agent", "allow", "a", "Bash(git status:*)"]);
@@ -111,14 +117,26 @@ async fn round_trip(backend: &assent_tests::TestBackend) {
     // A reviewed change: applied as written, and exported again as written.
     let changed = exported
         .replace("refund = 2", "refund = 3")
-        .replace("tool = \"drop_*\"\naction = \"deny\"", "tool = \"drop_*\"\naction = \"ask\"")
-        .replace("remember_rejections = \"12h\"", "remember_rejections = \"0\"");
+        .replace(
+            "tool = \"drop_*\"\naction = \"deny\"",
+            "tool = \"drop_*\"\naction = \"ask\"",
+        )
+        .replace(
+            "remember_rejections = \"12h\"",
+            "remember_rejections = \"0\"",
+        );
     let path = file(&cli, "changed.toml", &changed);
     let out = cli.run(&["policy", "plan", &path]);
     assert_eq!(code(&out), 10, "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("~ agent a: rule deny drop_* -> ask drop_*"), "{text}");
-    assert!(text.contains("~ agent a: quorum of refund 2 -> 3 people"), "{text}");
+    assert!(
+        text.contains("~ agent a: rule deny drop_* -> ask drop_*"),
+        "{text}"
+    );
+    assert!(
+        text.contains("~ agent a: quorum of refund 2 -> 3 people"),
+        "{text}"
+    );
     assert!(text.contains("remember rejections 12h -> 0"), "{text}");
     let applied = cli.json(&["policy", "apply", &path, "--yes", "--as", "carol"], "");
     assert_eq!(applied["applied"], 3, "{applied}");
@@ -163,9 +181,8 @@ fn each_rule_of_a_plan_carries_the_backtest_agent_backtest_prints() {
         }
     }
     let exported = ok(&cli, &["policy", "export"]);
-    let with_allow = format!(
-        "{exported}\n[[agents.rules]]\ntool = \"update_task_*\"\naction = \"allow\"\n"
-    );
+    let with_allow =
+        format!("{exported}\n[[agents.rules]]\ntool = \"update_task_*\"\naction = \"allow\"\n");
     let path = file(&cli, "allow.toml", &with_allow);
     let out = cli.run(&["--json", "policy", "plan", &path]);
     assert_eq!(code(&out), 10, "{}", String::from_utf8_lossy(&out.stderr));
@@ -173,13 +190,13 @@ fn each_rule_of_a_plan_carries_the_backtest_agent_backtest_prints() {
     assert_eq!(plan["pending"], 1, "{plan}");
     let change = &plan["changes"][0];
     assert_eq!(change["change"], "setRule");
-    assert_eq!(change["to"], json!({"tool": "update_task_*", "action": "allow"}));
+    assert_eq!(
+        change["to"],
+        json!({"tool": "update_task_*", "action": "allow"})
+    );
     let mut backtest = cli.json(&["agent", "backtest", "a", "update_task_*", "allow"], "");
     assert_eq!(backtest["since"], plan["since"]);
-    backtest
-        .as_object_mut()
-        .expect("an object")
-        .remove("since");
+    backtest.as_object_mut().expect("an object").remove("since");
     assert_eq!(change["backtest"], backtest);
     assert_eq!(backtest["wouldRunUnasked"], 3, "{backtest}");
     assert_eq!(
@@ -202,9 +219,10 @@ fn a_file_with_one_invalid_rule_applies_nothing_and_says_where() {
     // Many good changes and one bad action on its own line.
     let bad = format!(
         "{}\n[[agents.rules]]\ntool = \"update_task_*\"\naction = \"maybe\"\n",
-        exported
-            .replace("refund = 2", "refund = 4")
-            .replace("id = \"b\"\ncategories = [\"x\"]", "id = \"b\"\ncategories = [\"y\"]")
+        exported.replace("refund = 2", "refund = 4").replace(
+            "id = \"b\"\ncategories = [\"x\"]",
+            "id = \"b\"\ncategories = [\"y\"]"
+        )
     );
     let line = bad.lines().count();
     let path = file(&cli, "bad.toml", &bad);
@@ -213,7 +231,11 @@ fn a_file_with_one_invalid_rule_applies_nothing_and_says_where() {
         vec!["policy", "apply", path.as_str(), "--yes"],
     ] {
         let out = cli.run(&args);
-        assert_fails(&out, 2, &format!("invalid policy file at line {line}, column 10"));
+        assert_fails(
+            &out,
+            2,
+            &format!("invalid policy file at line {line}, column 10"),
+        );
         assert_fails(&out, 2, "unknown rule action \"maybe\"");
     }
     assert_eq!(ok(&cli, &["policy", "export"]), exported);
@@ -314,7 +336,15 @@ fn apply_asks_on_a_terminal_and_refuses_without_one_unless_told_yes() {
     let ask = |answer: &str| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_assent"));
         command
-            .args(["--db", &cli.db(), "--now", &cli.now, "policy", "apply", &path])
+            .args([
+                "--db",
+                &cli.db(),
+                "--now",
+                &cli.now,
+                "policy",
+                "apply",
+                &path,
+            ])
             .args(["--as", "dana"])
             .env_remove("RUST_LOG");
         let mut session =
@@ -351,7 +381,10 @@ fn export_of_one_agent_and_of_an_unknown_one() {
         "unknown agent \"ghost\"",
     );
     let json = cli.json(&["policy", "export", "--agent", "b"], "");
-    assert_eq!(json, json!({"version": 1, "agents": [{"id": "b", "categories": ["x"]}]}));
+    assert_eq!(
+        json,
+        json!({"version": 1, "agents": [{"id": "b", "categories": ["x"]}]})
+    );
 }
 
 /// A Python with `jsonschema`, or `None` (with a note) outside CI when it cannot be

@@ -73,7 +73,8 @@ async fn an_admin_exports_plans_and_applies_the_policy_file_and_nobody_else_does
     // The export plans to nothing; a changed file plans its change.
     let (status, plan) = send_file(&server, &admin, "/api/policy/plan", &text).await;
     assert_eq!((status, plan["pending"].clone()), (200, json!(0)), "{plan}");
-    let changed = format!("{text}\n[[agents.rules]]\ntool = \"update_task_*\"\naction = \"deny\"\n");
+    let changed =
+        format!("{text}\n[[agents.rules]]\ntool = \"update_task_*\"\naction = \"deny\"\n");
     let (status, plan) = send_file(&server, &admin, "/api/policy/plan", &changed).await;
     assert_eq!(status, 200, "{plan}");
     assert_eq!(plan["pending"], 1);
@@ -121,7 +122,9 @@ async fn an_admin_exports_plans_and_applies_the_policy_file_and_nobody_else_does
     // The connection goes back to the pool before the server verifies the chain.
     let entries = {
         let mut conn = server.store.read_connection().await.expect("a connection");
-        assent_store::chain::entries(&mut conn).await.expect("entries")
+        assent_store::chain::entries(&mut conn)
+            .await
+            .expect("entries")
     };
     let last = entries
         .iter()
