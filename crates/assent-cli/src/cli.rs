@@ -148,6 +148,11 @@ pub enum DbCommand {
     /// Agents and their policies.
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// Every agent's settings as one TOML file to review in a pull request: `export`
+    /// it, `plan` a changed file (what would change, each rule backtested), `apply` it
+    /// in one transaction.
+    #[command(subcommand)]
+    Policy(crate::policy_commands::PolicyCommand),
     /// Tasks of the journal.
     #[command(subcommand)]
     Task(TaskCommand),

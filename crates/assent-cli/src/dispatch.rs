@@ -116,6 +116,9 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         DbCommand::Agent(AgentCommand::ShadowReport(args)) => {
             crate::task_commands::agent_shadow_report(&ctx, args).await
         }
+        DbCommand::Policy(command) => {
+            crate::policy_commands::run(&ctx, command, crate::cli::reviewer).await
+        }
         DbCommand::Task(TaskCommand::Create(args)) => task_create(&ctx, args).await,
         DbCommand::Task(TaskCommand::Show(args)) => task_show(&ctx, args).await,
         DbCommand::Wake(args) => match calls {

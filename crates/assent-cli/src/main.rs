@@ -23,6 +23,7 @@ mod jobs_commands;
 mod mcp_commands;
 mod notify_commands;
 mod peer_sync;
+mod policy_commands;
 mod record_commands;
 mod rejection_commands;
 mod render;
@@ -63,6 +64,9 @@ pub enum CliError {
     Stale(String),
     /// Anything else (exit 1).
     Failed(anyhow::Error),
+    /// The command did its work and found changes pending (`assent policy plan`: exit
+    /// 10), saying how many.
+    Pending(String),
 }
 
 impl CliError {
@@ -78,15 +82,17 @@ impl CliError {
             Self::Usage(_) => 2,
             Self::Conflict(_) => 3,
             Self::Stale(_) => 4,
+            Self::Pending(_) => 10,
         }
     }
 
     /// The message, on one line.
     pub fn one_line(&self) -> String {
         let text = match self {
-            Self::Usage(message) | Self::Conflict(message) | Self::Stale(message) => {
-                message.clone()
-            }
+            Self::Usage(message)
+            | Self::Conflict(message)
+            | Self::Stale(message)
+            | Self::Pending(message) => message.clone(),
             Self::Failed(error) => chain(error),
         };
         text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -117,6 +123,7 @@ impl From<ConfirmError> for CliError {
         }
         if let ConfirmError::InvalidRule(_)
         | ConfirmError::InvalidSetting(_)
+        | ConfirmError::InvalidPolicyFile { .. }
         | ConfirmError::InvalidGrant(_)
         | ConfirmError::EditMovesTarget { .. }
         | ConfirmError::InvalidCursor(_)

@@ -47,6 +47,8 @@ mod otel;
 mod outcomes;
 #[path = "cli/peer.rs"]
 mod peer;
+#[path = "cli/policy_file.rs"]
+mod policy_file;
 #[path = "cli/private_files.rs"]
 mod private_files;
 #[path = "cli/rejections.rs"]

@@ -66,7 +66,7 @@ impl RuleChange {
     }
 
     /// The rule it sets, or why it cannot be set.
-    fn rule(&self) -> Result<ToolRule, ConfirmError> {
+    pub(crate) fn rule(&self) -> Result<ToolRule, ConfirmError> {
         let tool = self.tool.trim();
         let rule = ToolRule::new(tool, self.action)
             .map_err(|e| ConfirmError::InvalidRule(e.to_string()))?;
@@ -535,7 +535,7 @@ pub async fn names_a_sent_tool(
 }
 
 /// [`Engine::change_rule`] on the caller's transaction, `rule` being `change`'s.
-async fn change_rule_on(
+pub(crate) async fn change_rule_on(
     conn: &mut Connection,
     agent: &str,
     change: &RuleChange,

@@ -147,6 +147,18 @@ pub enum ConfirmError {
     /// category, a hold on an argument pattern): nothing was written.
     #[error("invalid setting: {0}")]
     InvalidSetting(String),
+    /// A policy file (`assent policy plan|apply`) that cannot be read, or that says
+    /// something no setting can hold: what is wrong, at which line and column
+    /// (1-based, 0 when the problem has no place in the file). Nothing was written.
+    #[error("invalid policy file at line {line}, column {column}: {message}")]
+    InvalidPolicyFile {
+        /// The line of the first thing wrong.
+        line: usize,
+        /// Its column.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// A "yes, for this session" answer that cannot be given as asked (no session, a
     /// pattern of another tool or that does not cover the call, a quorum or a hold):
     /// nothing was written.

@@ -405,6 +405,7 @@ mod inputs;
 mod ledger;
 mod outcome;
 pub mod phone;
+pub mod policy_file;
 pub mod records;
 pub mod rejections;
 mod scheduler;

@@ -121,6 +121,7 @@ fn confirm_status(error: &ConfirmError) -> StatusCode {
         | ConfirmError::NoCompensation(_)
         | ConfirmError::InvalidRule(_)
         | ConfirmError::InvalidSetting(_)
+        | ConfirmError::InvalidPolicyFile { .. }
         | ConfirmError::InvalidGrant(_)
         | ConfirmError::EditMovesTarget { .. }
         | ConfirmError::InvalidCursor(_)

@@ -58,6 +58,7 @@ mod feed;
 mod jobs;
 mod outcome;
 mod page;
+pub mod policy;
 mod rejections;
 pub mod shapes;
 mod slack;
@@ -396,6 +397,9 @@ impl Server {
                 put(agents::set_rule).delete(agents::remove_rule),
             )
             .route("/agents/{id}/holds/{tool}", put(agents::set_hold))
+            .route("/policy", get(policy::export))
+            .route("/policy/plan", post(policy::plan))
+            .route("/policy/apply", post(policy::apply))
             // A batch is a device's whole state: the innermost body limit wins.
             .route(
                 "/sync",

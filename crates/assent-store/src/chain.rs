@@ -463,6 +463,19 @@ pub(crate) async fn append_rules_by(
     by: Option<&str>,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
+    append_rules_noting(conn, agent_id, by, None, now).await
+}
+
+/// [`append_rules_by`], with one more key of the content saying where the change came
+/// from (a policy file's hash: [`crate::policy_file::CHAIN_KEY`]); a proof compares the
+/// entry with the row without it, as without `by`.
+pub(crate) async fn append_rules_noting(
+    conn: &mut Connection,
+    agent_id: &str,
+    by: Option<&str>,
+    note: Option<(&str, Value)>,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
     let row = sqlx::query(
         "SELECT id, categories, rules, shadow_rules, tool_settings, rejection_memory FROM agents WHERE id = $1",
     )
@@ -470,7 +483,10 @@ pub(crate) async fn append_rules_by(
     .fetch_optional(&mut *conn)
     .await?;
     let Some(row) = row else { return Ok(()) };
-    let entry = rules_entry(&row, by)?;
+    let mut entry = rules_entry(&row, by)?;
+    if let Some((key, value)) = note {
+        entry.content[key] = value;
+    }
     append(conn, vec![entry], now).await
 }
 

@@ -127,6 +127,7 @@ pub mod operations;
 pub mod outbox;
 pub mod phone;
 pub mod plan;
+pub mod policy_file;
 pub mod proof;
 pub mod rehost;
 mod rejection_memory;

@@ -1063,6 +1063,7 @@ fn rows_match(
                 let mut entered = content.clone();
                 if let Some(map) = entered.as_object_mut() {
                     map.remove("by");
+                    map.remove(crate::policy_file::CHAIN_KEY);
                 }
                 mismatch(
                     violations,

@@ -56,6 +56,17 @@ pub enum ToolsError {
         /// The missing singular tool.
         singular: String,
     },
+    /// A policy file (`assent policy plan|apply`) that cannot be read: what is wrong,
+    /// at which line and column (1-based).
+    #[error("invalid policy file at line {line}, column {column}: {message}")]
+    InvalidPolicyFile {
+        /// The line of the first thing wrong.
+        line: usize,
+        /// Its column, in characters.
+        column: usize,
+        /// What is wrong there.
+        message: String,
+    },
     /// The arguments do not satisfy the tool's schema.
     #[error("invalid arguments for {tool}: {}", ArgProblem::join(problems))]
     InvalidArgs {

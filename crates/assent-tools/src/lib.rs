@@ -9,6 +9,8 @@
 //!   or for good.
 //! - [`suggest_grants`], [`backtest`]: what a person's past decisions say about a rule
 //!   (issue 29), computed from a list of [`PastCall`]s the store loads.
+//! - [`PolicyFile`], [`plan_policy`]: every agent's settings as one reviewable TOML
+//!   file, and the changes that would make the settings in force say what it says.
 //! - [`ToolHandler`], [`AuditSink`], [`CategoryResolver`]: the traits the audited
 //!   executor (in the store) drives. They are generic over the host's context (for
 //!   example a database transaction), so this crate stays free of I/O and of any async
@@ -40,6 +42,7 @@ mod error;
 mod executor;
 mod history;
 mod policy;
+mod policy_file;
 mod registry;
 mod shell;
 mod state;
@@ -59,6 +62,10 @@ pub use policy::{
     AgentPolicy, CallContext, Coverage, Denial, PartRef, PathFacts, PolicyDecision, Requirements,
     RuleAction, Ruling, TargetCategory, ToolRule, ToolSettingEntry, ToolSettingsTable,
     allow_rules_cover, call_covers, name_matches,
+};
+pub use policy_file::{
+    AgentEntry, POLICY_FILE_VERSION, PolicyChange, PolicyFile, PolicyPlan, RuleEntry, ShadowEntry,
+    plan as plan_policy,
 };
 pub use registry::{
     BatchSpec, CompensationFn, SummaryContext, SummaryFn, TargetFrom, ToolMode, ToolRegistry,

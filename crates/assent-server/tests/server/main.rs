@@ -19,6 +19,7 @@ mod jobs;
 mod limits;
 mod outcome;
 mod phone;
+mod policy_file;
 mod review;
 mod roles;
 mod set_prefixes;

@@ -72,6 +72,9 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         (Method::POST, "/api/agents".to_owned()),
         (Method::PUT, "/api/agents/triage/rules/any".to_owned()),
         (Method::PUT, "/api/agents/triage/holds/any".to_owned()),
+        (Method::GET, "/api/policy".to_owned()),
+        (Method::POST, "/api/policy/plan".to_owned()),
+        (Method::POST, "/api/policy/apply".to_owned()),
         (Method::POST, "/api/tasks".to_owned()),
         (Method::GET, format!("/api/tasks/{task}")),
         (
