@@ -1,6 +1,6 @@
 //! The policy file's shell (`assent policy export|plan|apply`, `GET /api/policy`,
 //! `POST /api/policy/plan|apply`): the settings in force read as a
-//! [`PolicyFile`](assent_tools::PolicyFile), a file's plan with each rule's backtest
+//! [`PolicyFile`], a file's plan with each rule's backtest
 //! over the history (the one [`assent_tools::backtest`] `assent agent backtest` runs),
 //! and a file applied as one transaction through the one rule change every door uses
 //! ([`crate::agents`]'s `change_rule_on`), entered on the consent chain with the file's
