@@ -36,6 +36,7 @@
 //! ```
 
 mod audit;
+mod condition;
 mod error;
 mod executor;
 mod history;
@@ -45,6 +46,7 @@ mod shell;
 mod state;
 
 pub use audit::{AuditKind, AuditRecord};
+pub use condition::{Condition, MAX_WINDOW_SECONDS, PastRun, When, parse_rate, window_seconds};
 pub use error::{ArgProblem, HandlerError, ToolsError};
 pub use executor::{
     AuditSink, BoxFuture, CategoryResolver, ExecutionTarget, ToolHandler, ToolInvocation,
