@@ -14,6 +14,7 @@ mod executor;
 mod four_doors;
 mod hold;
 mod hold_sync;
+mod history_rules;
 mod ledger;
 mod matrix;
 mod outbox;

@@ -202,9 +202,24 @@ pub async fn agent_shadow_report(
     let mut reports = Vec::with_capacity(shadows.len());
     if let Some(earliest) = shadows.iter().map(|s| s.since).min() {
         let calls = ctx.engine.past_calls(Some(id), earliest).await?;
+        // A shadow rule with a condition over the history counts only the decisions
+        // at which its condition applied, judged on what the agent ran before each.
+        let window = shadows
+            .iter()
+            .filter_map(|s| s.rule.condition().map(assent_tools::Condition::window))
+            .max();
+        let runs = match window {
+            Some(window) => {
+                let mut conn = ctx.engine.store().read_connection().await?;
+                assent_store::run_history::runs_since(&mut conn, id, None, earliest - window)
+                    .await?
+            }
+            None => Vec::new(),
+        };
         for shadow in &shadows {
+            let covered = assent_tools::calls_under_condition(&calls, &runs, &shadow.rule);
             reports.push(assent_tools::shadow_report(
-                &calls,
+                &covered,
                 id,
                 &shadow.rule,
                 shadow.since,

@@ -77,6 +77,58 @@ pub async fn runs_since(
     Ok(runs(&records))
 }
 
+/// What the proof (`audit verify`) judges a conditional rule on: the runs of agent
+/// `agent` the chain's audit entries `earlier` record (their contents, in chain order,
+/// all before the checked call), scoped as the decision scoped them (a coding agent's
+/// session when `run_key` is a hook's `hook:SESSION:ID`), leaving out `operation`'s
+/// own records.
+pub(crate) fn runs_on_chain<'a>(
+    earlier: impl Iterator<Item = &'a Value>,
+    agent: &str,
+    run_key: &str,
+    operation: &str,
+) -> Vec<PastRun> {
+    let prefix = session_prefix(run_key);
+    let records: Vec<Record> = earlier
+        .filter(|entry| entry["agentId"] == agent && entry["operationId"] != operation)
+        .filter(|entry| {
+            prefix.as_deref().is_none_or(|prefix| {
+                entry["runKey"]
+                    .as_str()
+                    .is_some_and(|key| key.starts_with(prefix))
+            })
+        })
+        .filter_map(|entry| {
+            let kind = entry["kind"].as_str()?;
+            if kind != "action" && kind != "result" {
+                return None;
+            }
+            Some(Record {
+                operation_id: entry["operationId"].as_str()?.to_owned(),
+                run_key: entry["runKey"].as_str()?.to_owned(),
+                tool_name: entry["toolName"].as_str()?.to_owned(),
+                target_id: entry["targetId"].as_str()?.to_owned(),
+                action: kind == "action",
+                args: entry["args"].clone(),
+                success: entry["success"].as_bool(),
+                detail: entry["detail"].as_str().map(str::to_owned),
+                at: timefmt::parse("audit_records", entry["createdAt"].as_str()?).ok()?,
+                here: entry["originHost"].is_null(),
+            })
+        })
+        .collect();
+    runs(&records)
+}
+
+/// The run-key prefix of a coding agent's session a call of run key `run_key` was
+/// decided in (`hook:SESSION:`), as the wake scopes it by the session's thread; `None`
+/// for any other call (and a hook event that named no session, `hook:-:ID`).
+fn session_prefix(run_key: &str) -> Option<String> {
+    let rest = run_key.strip_prefix("hook:")?;
+    let (session, _) = rest.rsplit_once(':')?;
+    (!session.is_empty() && session != "-").then(|| format!("hook:{session}:"))
+}
+
 /// One action or result record, as read.
 #[derive(Clone)]
 struct Record {

@@ -291,6 +291,30 @@ impl Condition {
     }
 }
 
+/// The decided `calls` a rule with a condition would have covered: those at whose
+/// decision its condition applied, judged on the `runs` before it
+/// ([`Condition::holds`]); every call for a rule without one. What a shadow report of
+/// a conditional rule compares ([`crate::shadow_report`] over these).
+pub fn calls_under_condition(
+    calls: &[crate::PastCall],
+    runs: &[PastRun],
+    rule: &crate::ToolRule,
+) -> Vec<crate::PastCall> {
+    let Some(condition) = rule.condition() else {
+        return calls.to_vec();
+    };
+    calls
+        .iter()
+        .filter(|call| {
+            let before: Vec<PastRun> = runs.iter().filter(|run| run.at < call.at).cloned().collect();
+            let context = CallContext::new(&call.args, &call.target_id);
+            let holds = condition.holds(rule.pattern(), Some(context), &before, call.at);
+            Condition::applies(rule.action(), holds)
+        })
+        .cloned()
+        .collect()
+}
+
 /// `3600` as `1h`, `90` as `90s`: the largest unit that divides it.
 fn describe_span(seconds: u32) -> String {
     for (unit, size) in [("d", 86_400), ("h", 3_600), ("m", 60)] {
