@@ -58,6 +58,13 @@ pub async fn agent_rule(
         ));
     }
     let condition = condition_of(&args)?;
+    // The condition as its flags read, for the line that confirms the change.
+    let when = condition.clone().map_or_else(String::new, |when| {
+        let approvals = args.approvals.filter(|n| *n > 1);
+        assent_tools::Condition::new(when, approvals)
+            .map(|c| format!(" {}", c.describe()))
+            .unwrap_or_default()
+    });
     if args.shadow {
         return agent_shadow_rule(ctx, args, action, condition).await;
     }
@@ -83,7 +90,7 @@ pub async fn agent_rule(
         };
         let until = until.map_or_else(String::new, |at| format!(" until {}", render::time(at)));
         format!(
-            "Agent {}: {} {}{until} ({note})",
+            "Agent {}: {} {}{when}{until} ({note})",
             agent.id,
             action.as_str(),
             tool.trim()

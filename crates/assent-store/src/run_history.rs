@@ -167,12 +167,20 @@ fn runs(records: &[Record]) -> Vec<PastRun> {
                 .filter(|r| r.operation_id == action.operation_id)
                 .filter_map(|r| r.success)
                 .last();
+            // A coding agent's call (a hook's `hook:` run key) runs in the agent after
+            // Assent let it: Assent's own result says only that it was let through,
+            // the agent's after event whether it succeeded.
+            let succeeded = if action.run_key.starts_with("hook:") {
+                reported
+            } else {
+                reported.or(ours)
+            };
             PastRun {
                 tool_name: action.tool_name.clone(),
                 args: action.args.clone(),
                 target_id: action.target_id.clone(),
                 at: action.at,
-                succeeded: reported.or(ours),
+                succeeded,
                 here: action.here,
             }
         })
@@ -214,7 +222,8 @@ mod tests {
             record("o1", "hook:s:1", true, None, None),
             record("o1", "hook:s:1", false, Some(true), Some("allowed")),
         ];
-        assert_eq!(runs(&allowed)[0].succeeded, Some(true));
+        // Let through, not yet reported run by the agent: not known to have succeeded.
+        assert_eq!(runs(&allowed)[0].succeeded, None);
         let mut failed = allowed.to_vec();
         failed.push(record("o2", "hook:s:1", false, None, Some("ran in claude-code (failed): exit 101")));
         assert_eq!(runs(&failed)[0].succeeded, Some(false));
