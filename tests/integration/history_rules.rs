@@ -6,7 +6,7 @@
 //! person's confirmation of what it queued, and two concurrent wakes counting one
 //! window; the proof (`audit verify`) holds after each.
 
-use assent_confirm::{ItemRef, RuleChange, WakeRequest, WakeOutcome};
+use assent_confirm::{ItemRef, RuleChange, WakeOutcome, WakeRequest};
 use assent_domain::Uuid;
 use assent_journal_host::{NewTask, task_target};
 use assent_store::audit;
@@ -55,9 +55,13 @@ fn conditional(tool: &str, action: RuleAction, when: When) -> RuleChange {
 /// The `allowedBy` of the newest result record of `task`.
 async fn allowed_by(app: &TestApp, task: &str) -> Value {
     let mut conn = app.store.read_connection().await.unwrap();
-    let trail = audit::list(&mut conn, &audit::AuditFilter::Target(task_target(task)), 50)
-        .await
-        .unwrap();
+    let trail = audit::list(
+        &mut conn,
+        &audit::AuditFilter::Target(task_target(task)),
+        50,
+    )
+    .await
+    .unwrap();
     trail
         .iter()
         .rev()
@@ -73,7 +77,12 @@ async fn a_rate_asks_from_the_nth_call_in_its_window_and_its_quorum_applies_then
         app.agent("agent-1", &["work"]).await;
         let t = task(&app).await;
         // Allowed, but asked (by two people) once two ran in the hour.
-        rule(&app, "agent-1", RuleChange::new("update_task_priority", RuleAction::Allow)).await;
+        rule(
+            &app,
+            "agent-1",
+            RuleChange::new("update_task_priority", RuleAction::Allow),
+        )
+        .await;
         let rate = RuleChange {
             approvals: Some(2),
             ..conditional(
@@ -88,29 +97,73 @@ async fn a_rate_asks_from_the_nth_call_in_its_window_and_its_quorum_applies_then
         rule(&app, "agent-1", rate).await;
         let priority = |p: &str| ("update_task_priority", json!({"priority": p}));
         // Inside one wake: the first two run, the third is asked, by two people.
-        let wake = wake_at(&app, "agent-1", &t, &[priority("P0"), priority("P2"), priority("P3")], NOW).await;
+        let wake = wake_at(
+            &app,
+            "agent-1",
+            &t,
+            &[priority("P0"), priority("P2"), priority("P3")],
+            NOW,
+        )
+        .await;
         let set = wake.change_set.expect("the third is asked");
         assert_eq!(set.items.len(), 1, "{:?}", wake.responses);
         assert_eq!(set.items[0].args, json!({"priority": "P3"}));
         assert_eq!(set.items[0].approvals_needed, Some(2));
         assert_eq!(app.load(&t).await.priority.as_deref(), Some("P2"));
         // Across wakes: still two in the window, asked.
-        let later = wake_at(&app, "agent-1", &t, &[priority("P0")], NOW + Duration::minutes(30)).await;
+        let later = wake_at(
+            &app,
+            "agent-1",
+            &t,
+            &[priority("P0")],
+            NOW + Duration::minutes(30),
+        )
+        .await;
         assert!(later.change_set.is_some(), "{:?}", later.responses);
         // An hour after the first two, the window holds none: allowed again.
-        let after = wake_at(&app, "agent-1", &t, &[priority("P0")], NOW + Duration::minutes(61)).await;
+        let after = wake_at(
+            &app,
+            "agent-1",
+            &t,
+            &[priority("P0")],
+            NOW + Duration::minutes(61),
+        )
+        .await;
         assert!(after.change_set.is_none(), "{:?}", after.responses);
         assert_eq!(app.load(&t).await.priority.as_deref(), Some("P0"));
         // Another agent's calls are its own.
         app.agent("agent-2", &["work"]).await;
-        rule(&app, "agent-2", RuleChange::new("update_task_priority", RuleAction::Allow)).await;
-        let other = wake_at(&app, "agent-2", &t, &[priority("P3")], NOW + Duration::minutes(1)).await;
+        rule(
+            &app,
+            "agent-2",
+            RuleChange::new("update_task_priority", RuleAction::Allow),
+        )
+        .await;
+        let other = wake_at(
+            &app,
+            "agent-2",
+            &t,
+            &[priority("P3")],
+            NOW + Duration::minutes(1),
+        )
+        .await;
         assert!(other.change_set.is_none(), "{:?}", other.responses);
         // Confirmed by two people, the asked call runs.
         let item = ItemRef::new(set.id, 0);
         let at = NOW + Duration::minutes(62);
-        app.engine.confirmations().by("alice").confirm_item(item, at).await.unwrap();
-        let second = app.engine.confirmations().by("bob").confirm_item(item, at).await.unwrap();
+        app.engine
+            .confirmations()
+            .by("alice")
+            .confirm_item(item, at)
+            .await
+            .unwrap();
+        let second = app
+            .engine
+            .confirmations()
+            .by("bob")
+            .confirm_item(item, at)
+            .await
+            .unwrap();
         assert!(second.execution.is_success(), "{:?}", second.execution);
         assert_proven(&app.store, "a rate").await;
     }
@@ -122,7 +175,12 @@ async fn a_sequence_allows_only_after_the_call_before_ran_and_succeeded_in_its_w
         let app = TestApp::on(&backend).await;
         app.agent("agent-1", &["work"]).await;
         let t = task(&app).await;
-        rule(&app, "agent-1", RuleChange::new("set_task_title", RuleAction::Allow)).await;
+        rule(
+            &app,
+            "agent-1",
+            RuleChange::new("set_task_title", RuleAction::Allow),
+        )
+        .await;
         let only = conditional(
             "update_task_priority",
             RuleAction::Allow,
@@ -142,14 +200,28 @@ async fn a_sequence_allows_only_after_the_call_before_ran_and_succeeded_in_its_w
         let title = ("set_task_title", json!({"title": "Renamed"}));
         let ran = wake_at(&app, "agent-1", &t, &[title], NOW + Duration::minutes(1)).await;
         assert!(ran.change_set.is_none(), "{:?}", ran.responses);
-        let second = wake_at(&app, "agent-1", &t, &[priority("P2")], NOW + Duration::minutes(2)).await;
+        let second = wake_at(
+            &app,
+            "agent-1",
+            &t,
+            &[priority("P2")],
+            NOW + Duration::minutes(2),
+        )
+        .await;
         assert!(second.change_set.is_none(), "{:?}", second.responses);
         assert_eq!(app.load(&t).await.priority.as_deref(), Some("P2"));
         let by = allowed_by(&app, &t).await;
         assert_eq!(by["rule"]["pattern"], "update_task_priority", "{by}");
         assert_eq!(by["rule"]["condition"]["when"]["kind"], "onlyAfter", "{by}");
         // Out of the window: asked again.
-        let late = wake_at(&app, "agent-1", &t, &[priority("P3")], NOW + Duration::minutes(17)).await;
+        let late = wake_at(
+            &app,
+            "agent-1",
+            &t,
+            &[priority("P3")],
+            NOW + Duration::minutes(17),
+        )
+        .await;
         assert!(late.change_set.is_some(), "{:?}", late.responses);
         assert_proven(&app.store, "a sequence").await;
     }
@@ -157,7 +229,12 @@ async fn a_sequence_allows_only_after_the_call_before_ran_and_succeeded_in_its_w
     let app = TestApp::with_fault("set_task_title", Fault::Fail, 1).await;
     app.agent("agent-1", &["work"]).await;
     let t = task(&app).await;
-    rule(&app, "agent-1", RuleChange::new("set_task_title", RuleAction::Allow)).await;
+    rule(
+        &app,
+        "agent-1",
+        RuleChange::new("set_task_title", RuleAction::Allow),
+    )
+    .await;
     rule(
         &app,
         "agent-1",
@@ -172,8 +249,19 @@ async fn a_sequence_allows_only_after_the_call_before_ran_and_succeeded_in_its_w
         ),
     )
     .await;
-    let failed = wake_at(&app, "agent-1", &t, &[("set_task_title", json!({"title": "X"}))], NOW).await;
-    assert!(failed.responses[0].content.contains("unavailable"), "{:?}", failed.responses);
+    let failed = wake_at(
+        &app,
+        "agent-1",
+        &t,
+        &[("set_task_title", json!({"title": "X"}))],
+        NOW,
+    )
+    .await;
+    assert!(
+        failed.responses[0].content.contains("unavailable"),
+        "{:?}",
+        failed.responses
+    );
     let asked = wake_at(
         &app,
         "agent-1",
@@ -192,7 +280,12 @@ async fn a_running_total_needs_two_people_once_over_its_bound() {
         app.agent("agent-1", &["work"]).await;
         let t = task(&app).await;
         let u = task(&app).await;
-        rule(&app, "agent-1", RuleChange::new("update_task_estimate", RuleAction::Allow)).await;
+        rule(
+            &app,
+            "agent-1",
+            RuleChange::new("update_task_estimate", RuleAction::Allow),
+        )
+        .await;
         let total = RuleChange {
             approvals: Some(2),
             ..conditional(
@@ -210,13 +303,34 @@ async fn a_running_total_needs_two_people_once_over_its_bound() {
         // 60 runs; 60 + 40 = 100 is not over; 100 + "1" (a string the schema takes) is.
         let a = wake_at(&app, "agent-1", &t, &[estimate(json!(60))], NOW).await;
         assert!(a.change_set.is_none(), "{:?}", a.responses);
-        let b = wake_at(&app, "agent-1", &u, &[estimate(json!(40))], NOW + Duration::minutes(1)).await;
+        let b = wake_at(
+            &app,
+            "agent-1",
+            &u,
+            &[estimate(json!(40))],
+            NOW + Duration::minutes(1),
+        )
+        .await;
         assert!(b.change_set.is_none(), "{:?}", b.responses);
-        let c = wake_at(&app, "agent-1", &t, &[estimate(json!("1"))], NOW + Duration::minutes(2)).await;
+        let c = wake_at(
+            &app,
+            "agent-1",
+            &t,
+            &[estimate(json!("1"))],
+            NOW + Duration::minutes(2),
+        )
+        .await;
         let set = c.change_set.expect("over the bound: asked");
         assert_eq!(set.items[0].approvals_needed, Some(2));
         // A day later the window is empty again.
-        let d = wake_at(&app, "agent-1", &t, &[estimate(json!(90))], NOW + Duration::days(1) + Duration::minutes(1)).await;
+        let d = wake_at(
+            &app,
+            "agent-1",
+            &t,
+            &[estimate(json!(90))],
+            NOW + Duration::days(1) + Duration::minutes(1),
+        )
+        .await;
         assert!(d.change_set.is_none(), "{:?}", d.responses);
         assert_proven(&app.store, "a running total").await;
     }
@@ -232,7 +346,12 @@ async fn two_concurrent_calls_under_after_one_exactly_one_runs_unasked() {
         for round in 0..4 {
             let agent = format!("racer-{round}");
             app.agent(&agent, &["work"]).await;
-            rule(&app, &agent, RuleChange::new("update_task_priority", RuleAction::Allow)).await;
+            rule(
+                &app,
+                &agent,
+                RuleChange::new("update_task_priority", RuleAction::Allow),
+            )
+            .await;
             rule(
                 &app,
                 &agent,
@@ -252,8 +371,15 @@ async fn two_concurrent_calls_under_after_one_exactly_one_runs_unasked() {
                 wake_at(&app, &agent, &t, &call, NOW),
                 wake_at(&app, &agent, &u, &call, NOW)
             );
-            let asked = [&one, &two].iter().filter(|w| w.change_set.is_some()).count();
-            assert_eq!(asked, 1, "round {round}: {:?} / {:?}", one.responses, two.responses);
+            let asked = [&one, &two]
+                .iter()
+                .filter(|w| w.change_set.is_some())
+                .count();
+            assert_eq!(
+                asked, 1,
+                "round {round}: {:?} / {:?}",
+                one.responses, two.responses
+            );
         }
         assert_proven(&app.store, "concurrent rates").await;
     }
@@ -263,7 +389,13 @@ async fn two_concurrent_calls_under_after_one_exactly_one_runs_unasked() {
 async fn a_condition_is_refused_on_a_deny_and_with_a_bad_window_and_nothing_changes() {
     let app = TestApp::spawn().await;
     app.agent("agent-1", &["work"]).await;
-    let before = app.engine.agent_settings("agent-1").await.unwrap().unwrap().agent;
+    let before = app
+        .engine
+        .agent_settings("agent-1")
+        .await
+        .unwrap()
+        .unwrap()
+        .agent;
     let bad = [
         conditional(
             "update_task_priority",
@@ -306,7 +438,13 @@ async fn a_condition_is_refused_on_a_deny_and_with_a_bad_window_and_nothing_chan
         let error = app.engine.change_rule("agent-1", &change, NOW).await;
         assert!(error.is_err(), "{change:?}");
     }
-    let after = app.engine.agent_settings("agent-1").await.unwrap().unwrap().agent;
+    let after = app
+        .engine
+        .agent_settings("agent-1")
+        .await
+        .unwrap()
+        .unwrap()
+        .agent;
     assert_eq!(before.policy, after.policy);
 }
 
@@ -330,14 +468,27 @@ async fn a_run_whose_condition_did_not_hold_fails_the_proof() {
         );
         rule(&app, "agent-1", only).await;
         assert_proven(&app.store, "before the forgery").await;
-        let policy = app.engine.agent_settings("agent-1").await.unwrap().unwrap().agent.policy;
+        let policy = app
+            .engine
+            .agent_settings("agent-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .agent
+            .policy;
         let condition = policy.rules()[0].condition().cloned().expect("a condition");
         let args = json!({"priority": "P0"});
         let allowed_by = json!({"rule": {"pattern": "update_task_priority", "action": "allow",
             "condition": condition}});
         let at = NOW + Duration::minutes(5);
         let record = |kind, success| assent_tools::AuditRecord {
-            operation_id: assent_domain::OperationId::for_call("forged", "update_task_priority", &args, &t, 0),
+            operation_id: assent_domain::OperationId::for_call(
+                "forged",
+                "update_task_priority",
+                &args,
+                &t,
+                0,
+            ),
             run_key: "forged".into(),
             tool_name: "update_task_priority".into(),
             agent_id: "agent-1".into(),
@@ -353,19 +504,23 @@ async fn a_run_whose_condition_did_not_hold_fails_the_proof() {
             refused_by: None,
         };
         let mut tx = app.store.begin_write().await.unwrap();
-        audit::insert(tx.connection(), &record(AuditKind::Action, None)).await.unwrap();
-        audit::insert(tx.connection(), &record(AuditKind::Result, Some(true))).await.unwrap();
-        tx.commit().await.unwrap();
-        let mut conn = app.store.read_connection().await.unwrap();
-        let report = assent_store::proof::verify(&mut conn, &assent_store::proof::VerifyOptions::default())
+        audit::insert(tx.connection(), &record(AuditKind::Action, None))
             .await
             .unwrap();
+        audit::insert(tx.connection(), &record(AuditKind::Result, Some(true)))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let mut conn = app.store.read_connection().await.unwrap();
+        let report =
+            assent_store::proof::verify(&mut conn, &assent_store::proof::VerifyOptions::default())
+                .await
+                .unwrap();
         assert!(!report.verified(), "a run its condition did not allow");
         assert!(
-            report
-                .violations
-                .iter()
-                .any(|v| v.rule.as_str() == "consent" && v.expected.contains("update_task_priority")),
+            report.violations.iter().any(
+                |v| v.rule.as_str() == "consent" && v.expected.contains("update_task_priority")
+            ),
             "{:?}",
             report.violations
         );

@@ -415,7 +415,12 @@ pub struct AgentRuleArgs {
           conflicts_with = "read_only_tools")]
     pub total: Option<String>,
     /// With --total: the bound.
-    #[arg(long, value_name = "N", requires = "total", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "total",
+        allow_negative_numbers = true
+    )]
     pub over: Option<i64>,
     /// With --total: the window.
     #[arg(long, value_name = "SPAN", value_parser = parse_span, requires = "total")]

@@ -344,10 +344,7 @@ async fn expiries(ctx: &Ctx, id: &str) -> Result<Vec<Option<OffsetDateTime>>, Cl
 
 /// The condition over the history of each of agent `id`'s rules, in the order of its
 /// view's rules.
-async fn conditions(
-    ctx: &Ctx,
-    id: &str,
-) -> Result<Vec<Option<assent_tools::Condition>>, CliError> {
+async fn conditions(ctx: &Ctx, id: &str) -> Result<Vec<Option<assent_tools::Condition>>, CliError> {
     let agent = ctx.engine.agent_settings(id).await?.map(|s| s.agent);
     Ok(agent
         .map(|agent| {

@@ -573,14 +573,11 @@ impl WakeService {
             // device enforces it (it only grows with the settings in force later).
             for item in &mut set.items {
                 let call = CallContext::new(&item.args, &request.target.id);
-                let needed = settings
-                    .requirements(&item.tool_name)
-                    .approvals_needed
-                    .max(
-                        crate::history_rules::policy_for(&policy, &runs, call, now)
-                            .condition_approvals(&item.tool_name, Some(call))
-                            .unwrap_or(1),
-                    );
+                let needed = settings.requirements(&item.tool_name).approvals_needed.max(
+                    crate::history_rules::policy_for(&policy, &runs, call, now)
+                        .condition_approvals(&item.tool_name, Some(call))
+                        .unwrap_or(1),
+                );
                 item.approvals_needed = (needed > 1).then_some(needed);
             }
             set.vector_clock.tick(self.engine.store.device_id());

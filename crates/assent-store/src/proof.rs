@@ -1646,8 +1646,10 @@ fn conditions_judged<'a>(
     if list.iter().all(|rule| rule.get("condition").is_none()) {
         return rules.clone();
     }
-    let Ok(now) = timefmt::parse("audit_records", record["createdAt"].as_str().unwrap_or_default())
-    else {
+    let Ok(now) = timefmt::parse(
+        "audit_records",
+        record["createdAt"].as_str().unwrap_or_default(),
+    ) else {
         return rules.clone();
     };
     let runs = crate::run_history::runs_on_chain(
@@ -1662,7 +1664,8 @@ fn conditions_judged<'a>(
             let Some(condition) = rule.get("condition") else {
                 return true;
             };
-            let Ok(condition) = serde_json::from_value::<assent_tools::Condition>(condition.clone())
+            let Ok(condition) =
+                serde_json::from_value::<assent_tools::Condition>(condition.clone())
             else {
                 return true;
             };

@@ -12,6 +12,7 @@ use crate::{Backend, Connection, StoreError, timefmt};
 use assent_tools::PastRun;
 use serde_json::Value;
 use sqlx::Row;
+use std::collections::HashMap;
 use time::OffsetDateTime;
 
 /// The advisory lock class of an agent's history ("ASHI"), apart from the targets'.
@@ -147,26 +148,31 @@ struct Record {
 /// The runs of `records`: each action record with whether it succeeded (the agent's
 /// own report of a coding agent's call first, else Assent's result record).
 fn runs(records: &[Record]) -> Vec<PastRun> {
+    // The results by operation (Assent's own) and by run key (the agent's reports),
+    // each the last written, so a long window is read in one pass.
+    let mut ours: HashMap<&str, bool> = HashMap::new();
+    let mut reported: HashMap<&str, Vec<&Record>> = HashMap::new();
+    for result in records.iter().filter(|r| !r.action) {
+        match result.success {
+            Some(success) => {
+                ours.insert(&result.operation_id, success);
+            }
+            None => reported.entry(&result.run_key).or_default().push(result),
+        }
+    }
     records
         .iter()
         .filter(|record| record.action)
         .map(|action| {
-            let results = records.iter().filter(|r| !r.action);
-            let reported = results
-                .clone()
-                .filter(|r| {
-                    r.success.is_none()
-                        && r.run_key == action.run_key
-                        && r.tool_name == action.tool_name
-                        && r.args == action.args
-                })
-                .filter_map(|r| r.detail.as_deref())
-                .map(|detail| !agent_reported_failure(detail))
-                .last();
-            let ours = results
-                .filter(|r| r.operation_id == action.operation_id)
-                .filter_map(|r| r.success)
-                .last();
+            let reported = reported
+                .get(action.run_key.as_str())
+                .into_iter()
+                .flatten()
+                .rev()
+                .find(|r| r.tool_name == action.tool_name && r.args == action.args)
+                .and_then(|r| r.detail.as_deref())
+                .map(|detail| !agent_reported_failure(detail));
+            let ours = ours.get(action.operation_id.as_str()).copied();
             // A coding agent's call (a hook's `hook:` run key) runs in the agent after
             // Assent let it: Assent's own result says only that it was let through,
             // the agent's after event whether it succeeded.
@@ -201,7 +207,13 @@ mod tests {
     use serde_json::json;
     use time::macros::datetime;
 
-    fn record(operation: &str, run: &str, action: bool, success: Option<bool>, detail: Option<&str>) -> Record {
+    fn record(
+        operation: &str,
+        run: &str,
+        action: bool,
+        success: Option<bool>,
+        detail: Option<&str>,
+    ) -> Record {
         Record {
             operation_id: operation.to_owned(),
             run_key: run.to_owned(),
@@ -225,10 +237,22 @@ mod tests {
         // Let through, not yet reported run by the agent: not known to have succeeded.
         assert_eq!(runs(&allowed)[0].succeeded, None);
         let mut failed = allowed.to_vec();
-        failed.push(record("o2", "hook:s:1", false, None, Some("ran in claude-code (failed): exit 101")));
+        failed.push(record(
+            "o2",
+            "hook:s:1",
+            false,
+            None,
+            Some("ran in claude-code (failed): exit 101"),
+        ));
         assert_eq!(runs(&failed)[0].succeeded, Some(false));
         let mut passed = allowed.to_vec();
-        passed.push(record("o2", "hook:s:1", false, None, Some("ran in claude-code: ok")));
+        passed.push(record(
+            "o2",
+            "hook:s:1",
+            false,
+            None,
+            Some("ran in claude-code: ok"),
+        ));
         assert_eq!(runs(&passed)[0].succeeded, Some(true));
         let engine = [
             record("o1", "run-1", true, None, None),

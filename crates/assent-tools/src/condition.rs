@@ -109,7 +109,10 @@ impl Condition {
     pub fn new(when: When, approvals: Option<u32>) -> Result<Self, ToolsError> {
         let bad = |reason: String| Err(ToolsError::InvalidCondition { reason });
         let window = match &when {
-            When::After { count, window_seconds } => {
+            When::After {
+                count,
+                window_seconds,
+            } => {
                 if *count == 0 {
                     return bad("--after needs a count above zero (N/SPAN, e.g. 5/1h)".into());
                 }
@@ -306,7 +309,11 @@ pub fn calls_under_condition(
     calls
         .iter()
         .filter(|call| {
-            let before: Vec<PastRun> = runs.iter().filter(|run| run.at < call.at).cloned().collect();
+            let before: Vec<PastRun> = runs
+                .iter()
+                .filter(|run| run.at < call.at)
+                .cloned()
+                .collect();
             let context = CallContext::new(&call.args, &call.target_id);
             let holds = condition.holds(rule.pattern(), Some(context), &before, call.at);
             Condition::applies(rule.action(), holds)
@@ -318,7 +325,7 @@ pub fn calls_under_condition(
 /// `3600` as `1h`, `90` as `90s`: the largest unit that divides it.
 fn describe_span(seconds: u32) -> String {
     for (unit, size) in [("d", 86_400), ("h", 3_600), ("m", 60)] {
-        if seconds % size == 0 {
+        if seconds.is_multiple_of(size) {
             return format!("{}{unit}", seconds / size);
         }
     }
@@ -582,12 +589,7 @@ mod tests {
         )
         .expect("a condition");
         let holds = |args: Value, runs: &[PastRun]| {
-            total.holds(
-                "refund",
-                Some(CallContext::new(&args, "o1")),
-                runs,
-                NOW,
-            )
+            total.holds("refund", Some(CallContext::new(&args, "o1")), runs, NOW)
         };
         let past = [
             run("refund", json!({"cents": 30_000}), 3_600, Some(true)),
@@ -640,7 +642,12 @@ mod policy_tests {
     /// A conditional rule counts the fail-closed way until judged, and as judged after.
     #[test]
     fn a_conditional_rule_is_judged_per_call() {
-        let send = ToolSpec::new("send", "Send.", ToolMode::Immediate, json!({"type": "object"}));
+        let send = ToolSpec::new(
+            "send",
+            "Send.",
+            ToolMode::Immediate,
+            json!({"type": "object"}),
+        );
         let rate = Condition::new(
             When::After {
                 count: 1,
@@ -673,7 +680,12 @@ mod policy_tests {
         assert_eq!(second.condition_approvals("send", call), Some(2));
 
         // An allow after a sequence: not judged, it does not allow; judged, as found.
-        let push = ToolSpec::new("Bash", "Shell.", ToolMode::Deferred, json!({"type": "object"}));
+        let push = ToolSpec::new(
+            "Bash",
+            "Shell.",
+            ToolMode::Deferred,
+            json!({"type": "object"}),
+        );
         let only = Condition::new(
             When::OnlyAfter {
                 pattern: "Bash(cargo test:*)".into(),
@@ -690,7 +702,10 @@ mod policy_tests {
         let args = json!({"command": "git push"});
         let call = Some(CallContext::new(&args, "/w"));
         assert_eq!(policy.route_call(&push, call), RuleAction::Ask);
-        assert_eq!(policy.given(&[], call, NOW).route_call(&push, call), RuleAction::Ask);
+        assert_eq!(
+            policy.given(&[], call, NOW).route_call(&push, call),
+            RuleAction::Ask
+        );
         let tested = [PastRun {
             tool_name: "Bash".into(),
             args: json!({"command": "cargo test --all"}),

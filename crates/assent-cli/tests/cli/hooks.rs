@@ -3984,38 +3984,75 @@ fn history_rules_read_the_hooks_own_session() {
     let (pacer, pusher) = (agent(0), agent(1));
     let set = |args: &[&str]| {
         let out = cli.run(args);
-        assert_eq!(code(&out), 0, "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            code(&out),
+            0,
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     set(&["agent", "allow", &pacer, "Bash(git status*)"]);
     set(&["agent", "ask", &pacer, "Bash", "--after", "1/1h"]);
     let ask = |agent: &str, session: &str, command: &str, call: &str| {
-        answered(cli.hook("claude-code", agent, &["--wait", "1"], &in_session(session, command, call)))
+        answered(cli.hook(
+            "claude-code",
+            agent,
+            &["--wait", "1"],
+            &in_session(session, command, call),
+        ))
     };
-    assert_eq!(decision(&ask(&pacer, "sess-A", "git status", "a1")), "allow");
+    assert_eq!(
+        decision(&ask(&pacer, "sess-A", "git status", "a1")),
+        "allow"
+    );
     // The second in the hour, in the same session: the rate applies, a person is asked.
-    assert_ne!(decision(&ask(&pacer, "sess-A", "git status --short", "a2")), "allow");
+    assert_ne!(
+        decision(&ask(&pacer, "sess-A", "git status --short", "a2")),
+        "allow"
+    );
     // Another session counts its own calls.
-    assert_eq!(decision(&ask(&pacer, "sess-B", "git status", "b1")), "allow");
+    assert_eq!(
+        decision(&ask(&pacer, "sess-B", "git status", "b1")),
+        "allow"
+    );
 
     set(&["agent", "allow", &pusher, "Bash(cargo test:*)"]);
     set(&[
-        "agent", "allow", &pusher, "Bash(git push:*)", "--only-after", "Bash(cargo test:*)",
-        "--within", "15m", "--succeeded",
+        "agent",
+        "allow",
+        &pusher,
+        "Bash(git push:*)",
+        "--only-after",
+        "Bash(cargo test:*)",
+        "--within",
+        "15m",
+        "--succeeded",
     ]);
     let after = |session: &str, command: &str, call: &str, failed: bool| {
         let out = cli
-            .hook("claude-code", &pusher, &[], &ran_in_session(session, command, call, failed))
+            .hook(
+                "claude-code",
+                &pusher,
+                &[],
+                &ran_in_session(session, command, call, failed),
+            )
             .wait_with_output()
             .expect("ends");
         assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     };
     assert_ne!(decision(&ask(&pusher, "sess-C", "git push", "c1")), "allow");
-    assert_eq!(decision(&ask(&pusher, "sess-C", "cargo test", "c2")), "allow");
+    assert_eq!(
+        decision(&ask(&pusher, "sess-C", "cargo test", "c2")),
+        "allow"
+    );
     // Allowed, but not reported run yet: not known to have succeeded.
     assert_ne!(decision(&ask(&pusher, "sess-C", "git push", "c3")), "allow");
     after("sess-C", "cargo test", "c2", true);
     assert_ne!(decision(&ask(&pusher, "sess-C", "git push", "c4")), "allow");
-    assert_eq!(decision(&ask(&pusher, "sess-C", "cargo test", "c5")), "allow");
+    assert_eq!(
+        decision(&ask(&pusher, "sess-C", "cargo test", "c5")),
+        "allow"
+    );
     after("sess-C", "cargo test", "c5", false);
     assert_eq!(decision(&ask(&pusher, "sess-C", "git push", "c6")), "allow");
     // The tests passed in session C, not in session D.
@@ -4023,7 +4060,9 @@ fn history_rules_read_the_hooks_own_session() {
     let shown = cli.json(&["agent", "show", &pusher], "");
     let rules = shown["rules"].as_array().expect("rules");
     assert!(
-        rules.iter().any(|r| r["when"] == "--only-after Bash(cargo test:*) --within 15m --succeeded"),
+        rules
+            .iter()
+            .any(|r| r["when"] == "--only-after Bash(cargo test:*) --within 15m --succeeded"),
         "{shown}"
     );
     proven(&cli);
