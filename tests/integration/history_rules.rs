@@ -526,3 +526,77 @@ async fn a_run_whose_condition_did_not_hold_fails_the_proof() {
         );
     }
 }
+
+/// A conditional rule tried as a shadow first changes nothing (every call is still
+/// asked), and its report counts only the decisions at which its condition held.
+#[tokio::test]
+async fn a_conditional_shadow_rule_changes_nothing_and_reports_only_where_it_held() {
+    for backend in backends() {
+        let app = TestApp::on(&backend).await;
+        app.agent("agent-1", &["work"]).await;
+        let t = task(&app).await;
+        rule(
+            &app,
+            "agent-1",
+            RuleChange::new("set_task_title", RuleAction::Allow),
+        )
+        .await;
+        let since = NOW - Duration::minutes(1);
+        app.engine
+            .set_shadow_rule_when(
+                "agent-1",
+                "update_task_priority",
+                RuleAction::Allow,
+                Some(When::OnlyAfter {
+                    pattern: "set_task_title".into(),
+                    within_seconds: 900,
+                    succeeded: false,
+                }),
+                since,
+            )
+            .await
+            .unwrap();
+        let alice = app.engine.confirmations().by("alice");
+        let priority = |p: &str| ("update_task_priority", json!({"priority": p}));
+        // No title before it: the shadow rule would not have applied.
+        let first = wake_at(&app, "agent-1", &t, &[priority("P0")], NOW).await;
+        let first = first.change_set.expect("still asked");
+        alice
+            .confirm_item(ItemRef::new(first.id, 0), NOW + Duration::minutes(1))
+            .await
+            .unwrap();
+        let title = ("set_task_title", json!({"title": "Renamed"}));
+        let ran = wake_at(&app, "agent-1", &t, &[title], NOW + Duration::minutes(2)).await;
+        assert!(ran.change_set.is_none(), "{:?}", ran.responses);
+        // After the title: it would have, and it is still asked.
+        let second = wake_at(
+            &app,
+            "agent-1",
+            &t,
+            &[priority("P2")],
+            NOW + Duration::minutes(3),
+        )
+        .await;
+        let second = second.change_set.expect("a shadow rule changes nothing");
+        alice
+            .confirm_item(ItemRef::new(second.id, 0), NOW + Duration::minutes(4))
+            .await
+            .unwrap();
+
+        let settings = app.engine.agent_settings("agent-1").await.unwrap().unwrap();
+        let shadow = &settings.shadow_rules[0];
+        assert!(shadow.rule.condition().is_some(), "kept with its condition");
+        let calls = app.engine.past_calls(Some("agent-1"), since).await.unwrap();
+        assert_eq!(calls.len(), 2);
+        let window = shadow.rule.condition().expect("a condition").window();
+        let runs = app
+            .engine
+            .agent_runs("agent-1", since - window)
+            .await
+            .unwrap();
+        let covered = assent_tools::calls_under_condition(&calls, &runs, &shadow.rule);
+        let report = assent_tools::shadow_report(&covered, "agent-1", &shadow.rule, shadow.since);
+        assert_eq!((report.decisions, report.agreed), (1, 1), "{report:?}");
+        assert_proven(&app.store, "a conditional shadow rule").await;
+    }
+}

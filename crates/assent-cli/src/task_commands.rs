@@ -216,11 +216,7 @@ pub async fn agent_shadow_report(
             .filter_map(|s| s.rule.condition().map(assent_tools::Condition::window))
             .max();
         let runs = match window {
-            Some(window) => {
-                let mut conn = ctx.engine.store().read_connection().await?;
-                assent_store::run_history::runs_since(&mut conn, id, None, earliest - window)
-                    .await?
-            }
+            Some(window) => ctx.engine.agent_runs(id, earliest - window).await?,
             None => Vec::new(),
         };
         for shadow in &shadows {

@@ -57,3 +57,17 @@ pub(crate) fn ran_now(tool_name: &str, call: CallContext<'_>, now: OffsetDateTim
         here: true,
     }
 }
+
+impl crate::Engine {
+    /// What agent `agent` ran after `since` (every session), oldest first: the history a
+    /// shadow report judges a conditional shadow rule on
+    /// ([`assent_tools::calls_under_condition`]).
+    pub async fn agent_runs(
+        &self,
+        agent: &str,
+        since: OffsetDateTime,
+    ) -> Result<Vec<PastRun>, ConfirmError> {
+        let mut conn = self.store.read_connection().await?;
+        Ok(run_history::runs_since(&mut conn, agent, None, since).await?)
+    }
+}
