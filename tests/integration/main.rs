@@ -12,6 +12,7 @@ mod delegation;
 mod elsewhere;
 mod executor;
 mod four_doors;
+mod history_rules;
 mod hold;
 mod hold_sync;
 mod ledger;

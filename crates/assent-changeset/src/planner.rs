@@ -6,7 +6,7 @@ use assent_domain::{
     ChangeDecision, ChangeItem, OffsetDateTime, Target, Uuid, Verdict, canonical_json,
 };
 use assent_tools::{
-    AgentPolicy, CallContext, PolicyDecision, Redundancy, SummaryContext, TargetCategory,
+    AgentPolicy, CallContext, PastRun, PolicyDecision, Redundancy, SummaryContext, TargetCategory,
     TargetState, ToolMode, ToolRegistry, ToolSpec, ToolsError,
 };
 use serde_json::Value;
@@ -91,6 +91,7 @@ pub struct WakePlanner<'a> {
     decisions: &'a [ChangeDecision],
     now: OffsetDateTime,
     config: PlannerConfig,
+    runs: &'a [PastRun],
 }
 
 /// Tallies of a batch call, turned into its reply.
@@ -156,7 +157,17 @@ impl<'a> WakePlanner<'a> {
             decisions: &[],
             now,
             config: PlannerConfig::default(),
+            runs: &[],
         }
+    }
+
+    /// The same planner, judging the rules' conditions over the history
+    /// ([`AgentPolicy::given`]) on `runs`, what the agent (and session) ran before,
+    /// and on the calls of this wake planned to run before each call.
+    #[must_use]
+    pub fn with_runs(mut self, runs: &'a [PastRun]) -> Self {
+        self.runs = runs;
+        self
     }
 
     /// The same planner, comparing proposals with `snapshot` (`None`: it is missing or
@@ -184,11 +195,29 @@ impl<'a> WakePlanner<'a> {
     /// Plans every call, in order; deferred proposals go into `builder`. Exactly one
     /// [`PlannedCall`] per call.
     pub fn plan(&self, calls: &[ToolCall], builder: &mut ChangeSetBuilder) -> Vec<PlannedCall> {
+        // What ran before each call: the history handed in, then this wake's calls
+        // planned to run, in order (only read when a rule has a condition).
+        let conditional = self.policy.has_conditions();
+        let mut ran: Vec<PastRun> = if conditional {
+            self.runs.to_vec()
+        } else {
+            Vec::new()
+        };
         calls
             .iter()
             .map(|call| {
                 let mut refused_again = Vec::new();
-                let plan = self.plan_one(call, builder, &mut refused_again);
+                let plan = self.plan_one(call, builder, &mut refused_again, &ran);
+                if conditional && let CallPlan::Execute { invocations, .. } = &plan {
+                    ran.extend(invocations.iter().map(|(tool_name, args)| PastRun {
+                        tool_name: tool_name.clone(),
+                        args: args.clone(),
+                        target_id: builder.target().id.clone(),
+                        at: self.now,
+                        succeeded: None,
+                        here: true,
+                    }));
+                }
                 PlannedCall {
                     tool_call_id: call.id.clone(),
                     tool_name: call.name.clone(),
@@ -204,6 +233,7 @@ impl<'a> WakePlanner<'a> {
         call: &ToolCall,
         builder: &mut ChangeSetBuilder,
         refused_again: &mut Vec<RefusedAgain>,
+        ran: &[PastRun],
     ) -> CallPlan {
         let Some(spec) = self.registry.get(&call.name) else {
             return CallPlan::Reply(reply::unknown_tool(&call.name));
@@ -223,7 +253,14 @@ impl<'a> WakePlanner<'a> {
             target_id: &builder.target().id,
             paths: self.snapshot.and_then(|state| state.paths()),
         };
-        match self.policy.decide_call(spec, Some(call), &self.category) {
+        let given;
+        let policy = if self.policy.has_conditions() {
+            given = self.policy.given(ran, Some(call), self.now);
+            &given
+        } else {
+            self.policy
+        };
+        match policy.decide_call(spec, Some(call), &self.category) {
             PolicyDecision::Deny { reason } => {
                 CallPlan::Reply(reply::denied(&reply::denial(&reason)))
             }

@@ -400,6 +400,56 @@ pub struct AgentRuleArgs {
     /// a Gemini CLI agent would never match).
     #[arg(long)]
     pub any_name: bool,
+    /// A rate: the rule applies once N calls it covers ran in the SPAN before (`5/1h`);
+    /// below that the next rule or the tool's mode decides. With `ask --approvals N`,
+    /// the quorum applies from then on.
+    #[arg(long, value_name = "N/SPAN", value_parser = parse_rate,
+          conflicts_with_all = ["only_after", "total", "read_only_tools"])]
+    pub after: Option<(u32, Duration)>,
+    /// A sequence: the rule applies only when a call covered by PATTERN ran in the
+    /// --within SPAN before (with --succeeded, and succeeded).
+    #[arg(long, value_name = "PATTERN", requires = "within",
+          conflicts_with_all = ["total", "read_only_tools"])]
+    pub only_after: Option<String>,
+    /// With --only-after: how long before.
+    #[arg(long, value_name = "SPAN", value_parser = parse_span, requires = "only_after")]
+    pub within: Option<Duration>,
+    /// With --only-after: the call before must have succeeded.
+    #[arg(long, requires = "only_after")]
+    pub succeeded: bool,
+    /// A running total: the JSON pointer of a numeric argument (`/cents`); the rule
+    /// applies once its sum over the calls the rule covers in the --per SPAN before,
+    /// this call included, is over --over.
+    #[arg(long, value_name = "POINTER", value_parser = parse_pointer, requires_all = ["over", "per"],
+          conflicts_with = "read_only_tools")]
+    pub total: Option<String>,
+    /// With --total: the bound.
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "total",
+        allow_negative_numbers = true
+    )]
+    pub over: Option<i64>,
+    /// With --total: the window.
+    #[arg(long, value_name = "SPAN", value_parser = parse_span, requires = "total")]
+    pub per: Option<Duration>,
+}
+
+/// Parses a rate such as `5/1h` ([`assent_tools::parse_rate`]).
+fn parse_rate(text: &str) -> Result<(u32, Duration), String> {
+    assent_tools::parse_rate(text, parse_span)
+}
+
+/// Parses a JSON pointer into a call's arguments (`/cents`).
+fn parse_pointer(text: &str) -> Result<String, String> {
+    if text.starts_with('/') {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "expected a JSON pointer into the arguments such as /cents, got {text:?}"
+        ))
+    }
 }
 
 /// `assent agent shadow-report AGENT`.

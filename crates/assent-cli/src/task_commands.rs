@@ -57,12 +57,21 @@ pub async fn agent_rule(
             "--approvals goes with `assent agent ask` (not --shadow): how many people confirm each call".to_owned(),
         ));
     }
+    let condition = condition_of(&args)?;
+    // The condition as its flags read, for the line that confirms the change.
+    let when = condition.clone().map_or_else(String::new, |when| {
+        let approvals = args.approvals.filter(|n| *n > 1);
+        assent_tools::Condition::new(when, approvals)
+            .map(|c| format!(" {}", c.describe()))
+            .unwrap_or_default()
+    });
     if args.shadow {
-        return agent_shadow_rule(ctx, args, action).await;
+        return agent_shadow_rule(ctx, args, action, condition).await;
     }
     let change = RuleChange {
         until: args.for_span.map(|span| ctx.now + span),
         approvals: args.approvals,
+        condition,
         any_name: args.any_name,
         by: Some(crate::cli::reviewer(None)),
         ..RuleChange::new(tool.trim(), action)
@@ -81,12 +90,43 @@ pub async fn agent_rule(
         };
         let until = until.map_or_else(String::new, |at| format!(" until {}", render::time(at)));
         format!(
-            "Agent {}: {} {}{until} ({note})",
+            "Agent {}: {} {}{when}{until} ({note})",
             agent.id,
             action.as_str(),
             tool.trim()
         )
     })
+}
+
+/// The condition over the history the flags name (`--after`, `--only-after`,
+/// `--total`), or none; a window a condition cannot have is a usage error naming the
+/// flag and its value.
+fn condition_of(args: &AgentRuleArgs) -> Result<Option<assent_tools::When>, CliError> {
+    let seconds = |flag: &str, span: time::Duration| {
+        assent_tools::window_seconds(span)
+            .map_err(|why| CliError::Usage(format!("{flag} {}: {why}", render::duration(span))))
+    };
+    if let Some((count, span)) = args.after {
+        return Ok(Some(assent_tools::When::After {
+            count,
+            window_seconds: seconds("--after", span)?,
+        }));
+    }
+    if let (Some(pattern), Some(within)) = (&args.only_after, args.within) {
+        return Ok(Some(assent_tools::When::OnlyAfter {
+            pattern: pattern.trim().to_owned(),
+            within_seconds: seconds("--within", within)?,
+            succeeded: args.succeeded,
+        }));
+    }
+    if let (Some(pointer), Some(over), Some(per)) = (&args.total, args.over, args.per) {
+        return Ok(Some(assent_tools::When::Total {
+            pointer: pointer.clone(),
+            over,
+            per_seconds: seconds("--per", per)?,
+        }));
+    }
+    Ok(None)
 }
 
 /// `assent agent unset AGENT PATTERN`: the rule for exactly PATTERN removed; an agent
@@ -120,10 +160,14 @@ async fn agent_shadow_rule(
     ctx: &Ctx,
     args: AgentRuleArgs,
     action: RuleAction,
+    condition: Option<assent_tools::When>,
 ) -> Result<Output, CliError> {
     let tool = args.tool.as_deref().unwrap_or_default();
     let (id, tool) = (args.agent.trim(), tool.trim());
-    let changed = match ctx.engine.set_shadow_rule(id, tool, action, ctx.now).await {
+    let set = ctx
+        .engine
+        .set_shadow_rule_when(id, tool, action, condition, ctx.now);
+    let changed = match set.await {
         Ok(changed) => changed,
         Err(ConfirmError::InvalidRule(why)) => return Err(CliError::Usage(why)),
         Err(ConfirmError::UnknownAgent(_)) => {
@@ -165,9 +209,20 @@ pub async fn agent_shadow_report(
     let mut reports = Vec::with_capacity(shadows.len());
     if let Some(earliest) = shadows.iter().map(|s| s.since).min() {
         let calls = ctx.engine.past_calls(Some(id), earliest).await?;
+        // A shadow rule with a condition over the history counts only the decisions
+        // at which its condition applied, judged on what the agent ran before each.
+        let window = shadows
+            .iter()
+            .filter_map(|s| s.rule.condition().map(assent_tools::Condition::window))
+            .max();
+        let runs = match window {
+            Some(window) => ctx.engine.agent_runs(id, earliest - window).await?,
+            None => Vec::new(),
+        };
         for shadow in &shadows {
+            let covered = assent_tools::calls_under_condition(&calls, &runs, &shadow.rule);
             reports.push(assent_tools::shadow_report(
-                &calls,
+                &covered,
                 id,
                 &shadow.rule,
                 shadow.since,
@@ -240,16 +295,28 @@ pub(crate) async fn with_expiries(ctx: &Ctx, view: &AgentView) -> Result<Value, 
         shown["shadowRules"] = shadows
             .iter()
             .map(|s| {
-                json!({"tool": s.rule.pattern(), "action": s.rule.action().as_str(),
-                    "since": rfc3339(s.since)})
+                let mut shadow = json!({"tool": s.rule.pattern(), "action": s.rule.action().as_str(),
+                    "since": rfc3339(s.since)});
+                if let Some(condition) = s.rule.condition() {
+                    shadow["condition"] = json!(condition);
+                    shadow["when"] = json!(condition.describe());
+                }
+                shadow
             })
             .collect();
     }
+    let conditions = conditions(ctx, &view.id).await?;
     if let Some(rules) = shown["rules"].as_array_mut() {
-        for (rule, expiry) in rules.iter_mut().zip(&expiries) {
+        for ((rule, expiry), condition) in rules.iter_mut().zip(&expiries).zip(&conditions) {
             if let Some(at) = expiry {
                 rule["expiresAt"] = json!(rfc3339(*at));
                 rule["expired"] = json!(*at <= ctx.now);
+            }
+            // A rule over the session's history: its condition as stored, and as the
+            // flags that set it read.
+            if let Some(condition) = condition {
+                rule["condition"] = json!(condition);
+                rule["when"] = json!(condition.describe());
             }
         }
     }
@@ -266,6 +333,22 @@ async fn expiries(ctx: &Ctx, id: &str) -> Result<Vec<Option<OffsetDateTime>>, Cl
                 .rules()
                 .iter()
                 .map(ToolRule::expires_at)
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// The condition over the history of each of agent `id`'s rules, in the order of its
+/// view's rules.
+async fn conditions(ctx: &Ctx, id: &str) -> Result<Vec<Option<assent_tools::Condition>>, CliError> {
+    let agent = ctx.engine.agent_settings(id).await?.map(|s| s.agent);
+    Ok(agent
+        .map(|agent| {
+            agent
+                .policy
+                .rules()
+                .iter()
+                .map(|rule| rule.condition().cloned())
                 .collect()
         })
         .unwrap_or_default())
@@ -344,10 +427,22 @@ pub async fn agent_show(ctx: &Ctx, args: AgentShowArgs) -> Result<Output, CliErr
             "\n  rejections  {}",
             crate::rejection_commands::memory_line(&memory)
         ));
+        for rule in shown["rules"].as_array().into_iter().flatten() {
+            if let Some(when) = rule["when"].as_str() {
+                text.push_str(&format!(
+                    "\n  condition   {} {} {when} (applies only then)",
+                    rule["action"].as_str().unwrap_or_default(),
+                    rule["tool"].as_str().unwrap_or_default(),
+                ));
+            }
+        }
         for shadow in shown["shadowRules"].as_array().into_iter().flatten() {
             let field = |key: &str| shadow[key].as_str().unwrap_or_default().to_owned();
+            let when = shadow["when"]
+                .as_str()
+                .map_or_else(String::new, |when| format!(" {when}"));
             text.push_str(&format!(
-                "\n  shadow      {} {} since {} (no effect; see `assent agent shadow-report {}`)",
+                "\n  shadow      {} {}{when} since {} (no effect; see `assent agent shadow-report {}`)",
                 field("action"),
                 field("tool"),
                 field("since"),

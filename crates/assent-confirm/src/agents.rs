@@ -50,6 +50,10 @@ pub struct RuleChange {
     /// refused otherwise, once a hook event recorded the agent's kind
     /// ([`names_a_sent_tool`]).
     pub any_name: bool,
+    /// A condition over the history (`--after`, `--only-after`, `--total`): the rule
+    /// applies only while it holds ([`assent_tools::Condition`]). With it, `approvals`
+    /// is the quorum once it holds, kept in the rule rather than per tool.
+    pub condition: Option<assent_tools::When>,
 }
 
 impl RuleChange {
@@ -62,6 +66,7 @@ impl RuleChange {
             approvals: None,
             by: None,
             any_name: false,
+            condition: None,
         }
     }
 
@@ -70,6 +75,13 @@ impl RuleChange {
         let tool = self.tool.trim();
         let rule = ToolRule::new(tool, self.action)
             .map_err(|e| ConfirmError::InvalidRule(e.to_string()))?;
+        if let Some(when) = &self.condition {
+            let rule = self.conditional(rule, when.clone())?;
+            return Ok(match self.until {
+                Some(until) => rule.until(until),
+                None => rule,
+            });
+        }
         match self.approvals {
             Some(_) if tool.contains('(') => {
                 return Err(ConfirmError::InvalidRule(format!(
@@ -93,6 +105,34 @@ impl RuleChange {
             Some(until) => rule.until(until),
             None => rule,
         })
+    }
+
+    /// `rule` applying only while `when` holds, with the change's quorum once it does.
+    /// A deny has no condition: a person's later confirmation re-checks the rules
+    /// without the history, where a deny that may hold would refuse it.
+    fn conditional(
+        &self,
+        rule: ToolRule,
+        when: assent_tools::When,
+    ) -> Result<ToolRule, ConfirmError> {
+        if self.action == RuleAction::Deny {
+            return Err(ConfirmError::InvalidRule(format!(
+                "a condition over the history goes with allow or ask, not deny ({})",
+                rule.pattern()
+            )));
+        }
+        if self.approvals.is_some() && self.action != RuleAction::Ask {
+            return Err(ConfirmError::InvalidRule(format!(
+                "approvals go with the action ask, not {} (how many people confirm each call of {})",
+                self.action.as_str(),
+                rule.pattern()
+            )));
+        }
+        // One person is no quorum to keep; zero is refused by the condition.
+        let approvals = self.approvals.filter(|n| *n != 1);
+        let condition = assent_tools::Condition::new(when, approvals)
+            .map_err(|e| ConfirmError::InvalidRule(e.to_string()))?;
+        Ok(rule.when(condition))
     }
 }
 
@@ -403,9 +443,32 @@ impl Engine {
         action: RuleAction,
         now: OffsetDateTime,
     ) -> Result<bool, ConfirmError> {
+        self.set_shadow_rule_when(agent, tool, action, None, now)
+            .await
+    }
+
+    /// [`Self::set_shadow_rule`] for a rule with a condition over the history
+    /// (`assent agent ask A T --after 5/1h --shadow`): the shadow report judges it on
+    /// the history of each decision it covers.
+    #[tracing::instrument(skip(self))]
+    pub async fn set_shadow_rule_when(
+        &self,
+        agent: &str,
+        tool: &str,
+        action: RuleAction,
+        condition: Option<assent_tools::When>,
+        now: OffsetDateTime,
+    ) -> Result<bool, ConfirmError> {
         let agent = agent.trim();
-        let rule = ToolRule::new(tool.trim(), action)
-            .map_err(|e| ConfirmError::InvalidRule(e.to_string()))?;
+        let rule = match condition {
+            None => ToolRule::new(tool.trim(), action)
+                .map_err(|e| ConfirmError::InvalidRule(e.to_string()))?,
+            Some(when) => RuleChange {
+                condition: Some(when),
+                ..RuleChange::new(tool, action)
+            }
+            .rule()?,
+        };
         let mut tx = self.store.begin_write().await?;
         let Some(changed) = stored::set_shadow_rule(tx.connection(), agent, rule, now).await?
         else {
@@ -547,7 +610,7 @@ pub(crate) async fn change_rule_on(
         return Err(ConfirmError::UnknownAgent(agent.to_owned()));
     };
     changed |= stored::remove_shadow_rule(conn, agent, &tool, now).await?;
-    if let Some(needed) = change.approvals {
+    if let Some(needed) = change.approvals.filter(|_| change.condition.is_none()) {
         changed |= stored::set_approvals_needed(conn, agent, &tool, needed, now)
             .await?
             .unwrap_or(false);

@@ -400,6 +400,7 @@ mod error;
 mod executor;
 pub mod grants;
 pub mod history;
+mod history_rules;
 mod host;
 mod inputs;
 mod ledger;

@@ -173,8 +173,9 @@ impl PendingWake {
                     said.push(match line {
                         Line::Said(text) => text,
                         Line::Outside(call) => {
+                            let (call, given) = *call;
                             self.service
-                                .run_outside(&plan.policy, call, self.now)
+                                .run_outside(&given, Box::new(call), self.now)
                                 .await?
                         }
                     });
@@ -429,6 +430,14 @@ impl WakeService {
             agents::rules_and_rejection_memory_at(tx.connection(), &request.agent_id, now)
                 .await?
                 .ok_or_else(|| ConfirmError::UnknownAgent(request.agent_id.clone()))?;
+        let mut runs = crate::history_rules::runs_for(
+            tx.connection(),
+            &policy,
+            &request.agent_id,
+            &request.thread_id,
+            now,
+        )
+        .await?;
         let snapshot = match engine.host.snapshot(tx.connection(), &request.target).await {
             Ok(Some(snapshot)) => Some(snapshot),
             Ok(None) => return Err(ConfirmError::UnknownTarget(request.target.clone())),
@@ -460,6 +469,7 @@ impl WakeService {
                 .with_snapshot(snapshot.as_deref())
                 .with_decisions(decisions)
                 .with_config(config)
+                .with_runs(&runs)
         };
         // The open sets and recent decisions only ever stop a call from being queued
         // (a duplicate, a recent rejection): a wake that queues nothing without them
@@ -527,7 +537,7 @@ impl WakeService {
                     let mut lines = self
                         .execute_now(
                             tx,
-                            &policy,
+                            (&policy, &mut runs),
                             request,
                             invocations,
                             &mut seen,
@@ -562,7 +572,12 @@ impl WakeService {
             // The quorum each item needs is fixed now and travels with it, so every
             // device enforces it (it only grows with the settings in force later).
             for item in &mut set.items {
-                let needed = settings.requirements(&item.tool_name).approvals_needed;
+                let call = CallContext::new(&item.args, &request.target.id);
+                let needed = settings.requirements(&item.tool_name).approvals_needed.max(
+                    crate::history_rules::policy_for(&policy, &runs, call, now)
+                        .condition_approvals(&item.tool_name, Some(call))
+                        .unwrap_or(1),
+                );
                 item.approvals_needed = (needed > 1).then_some(needed);
             }
             set.vector_clock.tick(self.engine.store.device_id());
@@ -574,7 +589,6 @@ impl WakeService {
         Ok(Planned {
             answers,
             change_set,
-            policy,
         })
     }
 
@@ -657,7 +671,7 @@ impl WakeService {
     async fn execute_now(
         &self,
         tx: &mut WriteTx,
-        policy: &AgentPolicy,
+        (policy, runs): (&AgentPolicy, &mut Vec<assent_tools::PastRun>),
         request: &WakeRequest,
         invocations: Vec<(String, Value)>,
         seen: &mut HashMap<(String, String), usize>,
@@ -696,16 +710,19 @@ impl WakeService {
                 },
                 now,
             );
-            let allowed_by = policy.allowed_by_call(
-                spec,
-                Some(CallContext {
-                    args: &invocation.args,
-                    target_id: &request.target.id,
-                    paths,
-                }),
-            );
+            let call = CallContext {
+                args: &invocation.args,
+                target_id: &request.target.id,
+                paths,
+            };
+            // The rules' conditions judged for this call, on what ran before it.
+            let given = crate::history_rules::policy_for(policy, runs, call, now);
+            let allowed_by = given.allowed_by_call(spec, Some(call));
+            if policy.has_conditions() {
+                runs.push(crate::history_rules::ran_now(&tool_name, call, now));
+            }
             let execution = ExecutionRequest {
-                policy,
+                policy: &given,
                 spec,
                 handler: engine.host.handler(&tool_name),
                 invocation,
@@ -724,7 +741,7 @@ impl WakeService {
                 match executor.admit(tx.connection(), &execution, intent).await? {
                     Admission::Settled(outcome) => outcome,
                     Admission::Run(_) => {
-                        lines.push(Line::Outside(Box::new(execution.invocation)));
+                        lines.push(Line::Outside(Box::new((execution.invocation, given))));
                         continue;
                     }
                 }
@@ -847,12 +864,11 @@ fn external_intent(effect: Effect) -> Option<Intent> {
     }
 }
 
-/// What [`WakeService::plan_in`] planned for one target: each call's answer, the set
-/// it queued, and the agent's policy (the outside calls are checked against it).
+/// What [`WakeService::plan_in`] planned for one target: each call's answer (an
+/// outside call with the policy it was admitted under), and the set it queued.
 struct Planned {
     answers: Vec<(String, Vec<Line>)>,
     change_set: Option<ChangeSet>,
-    policy: AgentPolicy,
 }
 
 /// The calls of a wake about one target, each with its position in the wake.
@@ -939,7 +955,8 @@ fn route_calls(registry: &assent_tools::ToolRegistry, request: &WakeRequest) -> 
 /// call admitted in the wake's transaction and run after its commit.
 enum Line {
     Said(String),
-    Outside(Box<ToolInvocation>),
+    /// With the policy the call was admitted under (its conditions judged).
+    Outside(Box<(ToolInvocation, AgentPolicy)>),
 }
 
 /// What the agent reads of an executed call.

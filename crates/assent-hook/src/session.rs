@@ -65,9 +65,16 @@ pub(crate) async fn granted(
         return Ok(None);
     }
     let needs = settings.requirements(&event.tool_name);
+    // A quorum a rule over the history sets once its condition holds counts as one:
+    // a grant is one person's yes.
+    let conditional_quorum = policy.rules().iter().any(|rule| {
+        rule.condition().is_some_and(|c| c.approvals.is_some())
+            && rule.covers(&event.tool_name, Some(call)) != Coverage::No
+    });
     if policy.route_call(spec, Some(call)) != RuleAction::Ask
         || needs.approvals_needed > 1
         || needs.hold.is_some()
+        || conditional_quorum
     {
         return Ok(None);
     }

@@ -318,6 +318,12 @@ pub(crate) struct RuleBody {
     /// Keep a rule that names no tool the agent's coding agent sends (otherwise 400).
     #[serde(default, rename = "anyName")]
     any_name: bool,
+    /// A condition over the history (issue 57): `{"kind": "after", "count": 5,
+    /// "windowSeconds": 3600}`, `{"kind": "onlyAfter", "pattern": P, "withinSeconds":
+    /// 900, "succeeded": true}` or `{"kind": "total", "pointer": "/cents", "over":
+    /// 50000, "perSeconds": 86400}`; with it, `approvals` is the quorum once it holds.
+    #[serde(default)]
+    condition: Option<assent_tools::When>,
 }
 
 pub(crate) async fn set_rule(
@@ -337,6 +343,7 @@ pub(crate) async fn set_rule(
         approvals: body.approvals,
         any_name: body.any_name,
         by: Some(caller.identity()),
+        condition: body.condition,
         ..RuleChange::new(tool, action)
     };
     let (agent, _) = change_agent_rule(&state.engine, &id, &change, now()).await?;

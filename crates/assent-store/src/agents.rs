@@ -27,6 +27,7 @@ pub async fn upsert(
             if let Some(at) = r.expires_at() {
                 rule["expiresAt"] = json!(timefmt::format(at));
             }
+            with_condition(&mut rule, r);
             rule
         })
         .collect();
@@ -160,6 +161,26 @@ fn from_row(row: &AnyRow) -> Result<Agent, StoreError> {
     })
 }
 
+/// A rule's JSON with its condition over the history (`condition`, absent in the rows
+/// of rules without one, as in every row written before conditions existed).
+fn with_condition(json: &mut Value, rule: &ToolRule) {
+    if let Some(condition) = rule.condition() {
+        json["condition"] = json!(condition);
+    }
+}
+
+/// `rule` with the condition its stored JSON `json` holds, if any.
+fn condition_of(json: &Value, rule: ToolRule) -> Result<ToolRule, StoreError> {
+    match json.get("condition") {
+        None | Some(Value::Null) => Ok(rule),
+        Some(condition) => {
+            let condition: assent_tools::Condition = serde_json::from_value(condition.clone())
+                .map_err(|e| StoreError::corrupt("agents", e))?;
+            Ok(rule.when(condition))
+        }
+    }
+}
+
 /// The policy stored as `categories` and `rules` (every rule, expired ones included).
 fn policy_from(categories: &str, rules: &str) -> Result<AgentPolicy, StoreError> {
     let categories: Vec<String> =
@@ -179,7 +200,7 @@ fn policy_from(categories: &str, rules: &str) -> Result<AgentPolicy, StoreError>
         if let Some(at) = rule["expiresAt"].as_str() {
             parsed = parsed.until(timefmt::parse("agents", at)?);
         }
-        policy = policy.with_rule(parsed);
+        policy = policy.with_rule(condition_of(&rule, parsed)?);
     }
     Ok(policy)
 }
@@ -259,8 +280,10 @@ fn parse_shadow_rules(text: &str) -> Result<Vec<ShadowRule>, StoreError> {
                 .map_err(|e: String| StoreError::corrupt("agents", e))?;
             let pattern = rule["pattern"].as_str().unwrap_or_default();
             Ok(ShadowRule {
-                rule: ToolRule::new(pattern, action)
-                    .map_err(|e| StoreError::corrupt("agents", e))?,
+                rule: condition_of(
+                    rule,
+                    ToolRule::new(pattern, action).map_err(|e| StoreError::corrupt("agents", e))?,
+                )?,
                 since: timefmt::parse("agents", rule["since"].as_str().unwrap_or_default())?,
             })
         })
@@ -276,8 +299,10 @@ async fn write_shadow_rules(
     let json: Vec<Value> = rules
         .iter()
         .map(|s| {
-            json!({"pattern": s.rule.pattern(), "action": s.rule.action().as_str(),
-                "since": timefmt::format(s.since)})
+            let mut rule = json!({"pattern": s.rule.pattern(), "action": s.rule.action().as_str(),
+                "since": timefmt::format(s.since)});
+            with_condition(&mut rule, &s.rule);
+            rule
         })
         .collect();
     sqlx::query("UPDATE agents SET shadow_rules = $1, updated_at = $2 WHERE id = $3")

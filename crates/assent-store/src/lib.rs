@@ -132,6 +132,7 @@ pub mod proof;
 pub mod rehost;
 mod rejection_memory;
 pub mod rejections;
+pub mod run_history;
 pub mod slack;
 pub mod sync;
 pub mod telegram;

@@ -1384,6 +1384,18 @@ fn effects_consented(
                 record["targetId"].as_str().unwrap_or_default(),
             )
             .with_paths(home.as_ref().map(|facts| facts as &dyn PathFacts));
+            // Rules over the history are judged on the chain's audit entries before
+            // this call, as the decision judged them on the audit trail.
+            let rules = &conditions_judged(
+                rules,
+                contents[..i]
+                    .iter()
+                    .zip(&input.entries[..i])
+                    .filter(|(_, e)| e.kind == EntryKind::Audit.as_str())
+                    .filter_map(|(c, _)| c.as_ref()),
+                record,
+                call,
+            );
             if let Some(problem) = unasked_problem(rules, allowed_by, tool, Some(call), at) {
                 fail(violations, ProofRule::Consent, problem);
             }
@@ -1614,6 +1626,63 @@ fn item_key(content: &Value) -> (String, u64) {
             .to_owned(),
         content["itemIndex"].as_u64().unwrap_or(u64::MAX),
     )
+}
+
+/// The agent's `rules` entry as it stood for the unasked call `record` (with `call`):
+/// each rule with a condition over the history ([`assent_tools::Condition`]) judged
+/// on the `earlier` audit entries ([`crate::run_history::runs_on_chain`]) and left out
+/// when it did not apply, as the decision point left it out. A condition that cannot
+/// be read is kept as a rule that applies: an ask that asks, an allow that the proof
+/// then finds (fail-closed for ask and deny; an allow so kept is what the record
+/// names, or a stricter rule still wins).
+fn conditions_judged<'a>(
+    rules: &Value,
+    earlier: impl Iterator<Item = &'a Value>,
+    record: &Value,
+    call: CallContext<'_>,
+) -> Value {
+    let Some(list) = rules["rules"].as_array() else {
+        return rules.clone();
+    };
+    if list.iter().all(|rule| rule.get("condition").is_none()) {
+        return rules.clone();
+    }
+    let Ok(now) = timefmt::parse(
+        "audit_records",
+        record["createdAt"].as_str().unwrap_or_default(),
+    ) else {
+        return rules.clone();
+    };
+    let runs = crate::run_history::runs_on_chain(
+        earlier,
+        record["agentId"].as_str().unwrap_or_default(),
+        record["runKey"].as_str().unwrap_or_default(),
+        record["operationId"].as_str().unwrap_or_default(),
+    );
+    let kept: Vec<Value> = list
+        .iter()
+        .filter(|rule| {
+            let Some(condition) = rule.get("condition") else {
+                return true;
+            };
+            let Ok(condition) =
+                serde_json::from_value::<assent_tools::Condition>(condition.clone())
+            else {
+                return true;
+            };
+            let action = rule["action"]
+                .as_str()
+                .and_then(|a| a.parse::<assent_tools::RuleAction>().ok())
+                .unwrap_or(assent_tools::RuleAction::Ask);
+            let pattern = rule["pattern"].as_str().unwrap_or_default();
+            let holds = condition.holds(pattern, Some(call), &runs, now);
+            assent_tools::Condition::applies(action, holds)
+        })
+        .cloned()
+        .collect();
+    let mut judged = rules.clone();
+    judged["rules"] = Value::Array(kept);
+    judged
 }
 
 /// Why a call that ran unasked at `at` was not let through by the agent's `rules`

@@ -83,6 +83,12 @@ pub enum ToolsError {
         /// Why.
         reason: String,
     },
+    /// A rule's condition over the history is not usable.
+    #[error("invalid condition: {reason}")]
+    InvalidCondition {
+        /// Why.
+        reason: String,
+    },
     /// A handler ran and failed (or panicked); nothing it wrote is kept. Built with
     /// [`ToolsError::handler_failed`].
     #[error("{tool} failed: {message}")]

@@ -38,6 +38,7 @@
 //! ```
 
 mod audit;
+mod condition;
 mod error;
 mod executor;
 mod history;
@@ -48,6 +49,9 @@ mod shell;
 mod state;
 
 pub use audit::{AuditKind, AuditRecord};
+pub use condition::{
+    Condition, MAX_WINDOW_SECONDS, PastRun, When, calls_under_condition, parse_rate, window_seconds,
+};
 pub use error::{ArgProblem, HandlerError, ToolsError};
 pub use executor::{
     AuditSink, BoxFuture, CategoryResolver, ExecutionTarget, ToolHandler, ToolInvocation,

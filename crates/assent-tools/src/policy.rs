@@ -1,7 +1,7 @@
 //! Fail-closed execution policy (ADR 0004): may this agent run this tool on this
 //! target, and should a person be asked first?
 
-use crate::{ToolMode, ToolSpec, ToolsError};
+use crate::{Condition, PastRun, ToolMode, ToolSpec, ToolsError};
 use std::collections::BTreeSet;
 use time::{Duration, OffsetDateTime};
 
@@ -48,6 +48,11 @@ pub struct ToolRule {
     pattern: String,
     action: RuleAction,
     expires_at: Option<OffsetDateTime>,
+    /// A condition over the history ([`Condition`]); while not judged for a call
+    /// ([`AgentPolicy::given`]) the rule counts the fail-closed way.
+    condition: Option<Condition>,
+    /// Whether [`AgentPolicy::given`] found the condition holding for the call at hand.
+    condition_met: bool,
 }
 
 impl ToolRule {
@@ -67,7 +72,24 @@ impl ToolRule {
             pattern,
             action,
             expires_at: None,
+            condition: None,
+            condition_met: false,
         })
+    }
+
+    /// The same rule, applying only while `condition` holds ([`crate::condition`]).
+    #[must_use]
+    pub fn when(self, condition: Condition) -> Self {
+        Self {
+            condition: Some(condition),
+            condition_met: false,
+            ..self
+        }
+    }
+
+    /// The rule's condition over the history, when it has one.
+    pub fn condition(&self) -> Option<&Condition> {
+        self.condition.as_ref()
     }
 
     /// The same rule, in force until `expires_at` (exclusive) only.
@@ -109,6 +131,11 @@ impl ToolRule {
         tool_name: &str,
         call: Option<CallContext<'_>>,
     ) -> Option<(RuleAction, Option<PartRef>)> {
+        // A condition not judged for this call: an allow does not count (it may not
+        // hold), an ask or a deny does (it may).
+        if self.condition.is_some() && !self.condition_met && self.action == RuleAction::Allow {
+            return None;
+        }
         let found = covers_call(&self.pattern, tool_name, call);
         let action = match found.coverage {
             Coverage::Yes => self.action,
@@ -847,6 +874,68 @@ impl AgentPolicy {
         }
     }
 
+    /// Whether any rule has a condition over the history: only then does the decision
+    /// point read the history (and, on PostgreSQL, lock the agent's row for it).
+    pub fn has_conditions(&self) -> bool {
+        self.rules.iter().any(|rule| rule.condition.is_some())
+    }
+
+    /// How far back the conditions of the rules look: the history to read.
+    pub fn history_window(&self) -> Option<Duration> {
+        self.rules
+            .iter()
+            .filter_map(|rule| rule.condition.as_ref().map(Condition::window))
+            .max()
+    }
+
+    /// The policy for one call (with `call`, its arguments) at `now`, given the `runs`
+    /// of the same agent (and session) before it: every rule with a condition judged
+    /// ([`Condition::holds`], [`Condition::applies`]), kept as holding when it applies,
+    /// left out when it does not (the next rule or the tool's mode decides). The one
+    /// function every door's decision reads conditions through; the proof
+    /// (`audit verify`) calls it again with the chain's history.
+    #[must_use]
+    pub fn given(
+        &self,
+        runs: &[PastRun],
+        call: Option<CallContext<'_>>,
+        now: OffsetDateTime,
+    ) -> Self {
+        let rules = self
+            .rules
+            .iter()
+            .filter_map(|rule| match &rule.condition {
+                None => Some(rule.clone()),
+                Some(condition) => {
+                    let holds = condition.holds(&rule.pattern, call, runs, now);
+                    Condition::applies(rule.action, holds).then(|| ToolRule {
+                        condition_met: true,
+                        ..rule.clone()
+                    })
+                }
+            })
+            .collect();
+        Self {
+            allowed_categories: self.allowed_categories.clone(),
+            rules,
+        }
+    }
+
+    /// The quorum the rules whose condition held ([`AgentPolicy::given`]) set for a
+    /// call of `tool_name` they ask about: the largest, or `None`.
+    pub fn condition_approvals(
+        &self,
+        tool_name: &str,
+        call: Option<CallContext<'_>>,
+    ) -> Option<u32> {
+        self.rules
+            .iter()
+            .filter(|rule| rule.condition_met && rule.action == RuleAction::Ask)
+            .filter(|rule| rule.covers(tool_name, call) != Coverage::No)
+            .filter_map(|rule| rule.condition.as_ref()?.approvals)
+            .max()
+    }
+
     /// What the rules alone say about a tool named `tool_name` (deny over ask over
     /// allow among the matching rules), or `None` when no rule matches: the tool's
     /// mode decides then.
@@ -901,6 +990,7 @@ impl AgentPolicy {
             };
             let rule = self.rules.iter().find(|rule| {
                 rule.action == RuleAction::Allow
+                    && (rule.condition.is_none() || rule.condition_met)
                     && rule.covers(tool_name, Some(one)) == Coverage::Yes
             })?;
             if !allowing.contains(&rule) {
@@ -954,10 +1044,17 @@ impl AgentPolicy {
             {
                 shown["expiresAt"] = serde_json::Value::String(at);
             }
+            if let Some(condition) = rule.condition()
+                && let Ok(condition) = serde_json::to_value(condition)
+            {
+                shown["condition"] = condition;
+            }
             shown
         };
         let rule = self.rules.iter().find(|rule| {
-            rule.action() == RuleAction::Allow && rule.covers(&tool.name, call) == Coverage::Yes
+            rule.action() == RuleAction::Allow
+                && (rule.condition.is_none() || rule.condition_met)
+                && rule.covers(&tool.name, call) == Coverage::Yes
         });
         if let Some(rule) = rule {
             return Some(serde_json::json!({ "rule": shown(rule) }));

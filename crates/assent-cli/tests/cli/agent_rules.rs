@@ -229,3 +229,107 @@ fn a_rule_is_removed_by_its_pattern_and_the_proof_holds() {
         String::from_utf8_lossy(&verified.stdout)
     );
 }
+
+/// A condition over the history (issue 57): bad input is exit 2 naming the flag and its
+/// value, and nothing changes; a good one is shown by `agent show` as its flags read.
+#[test]
+fn history_conditions_refuse_bad_input_naming_the_flag_and_show_as_set() {
+    let cli = Cli::new();
+    cli.json(
+        &["agent", "create", "--id", "a", "--categories", "work"],
+        "",
+    );
+    let before = cli.json(&["agent", "show", "a"], "");
+    for (args, named) in [
+        (vec!["ask", "a", "refund", "--after", "5/1x"], "5/1x"),
+        (vec!["ask", "a", "refund", "--after", "0/1h"], "0/1h"),
+        (
+            vec![
+                "ask", "a", "refund", "--total", "cents", "--over", "5", "--per", "1d",
+            ],
+            "cents",
+        ),
+        (vec!["ask", "a", "refund", "--over", "5"], "--total"),
+        (
+            vec!["allow", "a", "refund", "--within", "15m"],
+            "--only-after",
+        ),
+        (
+            vec![
+                "allow",
+                "a",
+                "refund",
+                "--only-after",
+                "check(",
+                "--within",
+                "15m",
+            ],
+            "check(",
+        ),
+        (vec!["deny", "a", "refund", "--after", "5/1h"], "deny"),
+        (vec!["ask", "a", "refund", "--after", "5/400d"], "--after"),
+        (
+            vec![
+                "ask",
+                "a",
+                "refund",
+                "--after",
+                "5/1h",
+                "--only-after",
+                "x",
+                "--within",
+                "1m",
+            ],
+            "--only-after",
+        ),
+    ] {
+        let mut full = vec!["agent"];
+        full.extend(&args);
+        let out = cli.run(&full);
+        assert_eq!(
+            code(&out),
+            2,
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(named), "{args:?}: {stderr}");
+    }
+    assert_eq!(
+        cli.json(&["agent", "show", "a"], ""),
+        before,
+        "nothing changed"
+    );
+
+    cli.json(
+        &[
+            "agent",
+            "ask",
+            "a",
+            "refund",
+            "--total",
+            "/cents",
+            "--over",
+            "50000",
+            "--per",
+            "1d",
+            "--approvals",
+            "2",
+        ],
+        "",
+    );
+    let shown = cli.json(&["agent", "show", "a"], "");
+    let rule = &shown["rules"][0];
+    assert_eq!(
+        rule["when"], "--total /cents --over 50000 --per 1d --approvals 2",
+        "{shown}"
+    );
+    assert_eq!(
+        rule["condition"],
+        json!({"when": {"kind": "total", "pointer": "/cents", "over": 50000, "perSeconds": 86400}, "approvals": 2})
+    );
+    assert!(
+        shown.get("quorums").is_none_or(|q| q == &json!([])),
+        "kept in the rule: {shown}"
+    );
+}

@@ -3965,3 +3965,110 @@ fn run_gemini(
         .spawn()
         .expect("gemini starts")
 }
+
+/// Claude Code's after event for the call `in_session(session, command, call)` made,
+/// reporting a failure when `failed`.
+fn ran_in_session(session: &str, command: &str, call: &str, failed: bool) -> String {
+    let mut event: Value = serde_json::from_str(&in_session(session, command, call)).expect("JSON");
+    event["hook_event_name"] = json!("PostToolUse");
+    event["tool_response"] = if failed {
+        json!({"is_error": true, "stdout": "", "stderr": "test failed"})
+    } else {
+        json!({"stdout": "ok", "stderr": "", "interrupted": false, "isImage": false})
+    };
+    event.to_string()
+}
+
+/// Rules over the session's history through a coding agent's hook (issue 57): a rate
+/// counts the calls of the same session only, and a sequence allows a push only after
+/// the agent's own after event reported the tests passed, in that session; the proof
+/// holds after.
+#[test]
+fn history_rules_read_the_hooks_own_session() {
+    let cli = Cli::coders();
+    let (pacer, pusher) = (agent(0), agent(1));
+    let set = |args: &[&str]| {
+        let out = cli.run(args);
+        assert_eq!(
+            code(&out),
+            0,
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    set(&["agent", "allow", &pacer, "Bash(git status*)"]);
+    set(&["agent", "ask", &pacer, "Bash", "--after", "1/1h"]);
+    let ask = |agent: &str, session: &str, command: &str, call: &str| {
+        answered(cli.hook(
+            "claude-code",
+            agent,
+            &["--wait", "1"],
+            &in_session(session, command, call),
+        ))
+    };
+    assert_eq!(
+        decision(&ask(&pacer, "sess-A", "git status", "a1")),
+        "allow"
+    );
+    // The second in the hour, in the same session: the rate applies, a person is asked.
+    assert_ne!(
+        decision(&ask(&pacer, "sess-A", "git status --short", "a2")),
+        "allow"
+    );
+    // Another session counts its own calls.
+    assert_eq!(
+        decision(&ask(&pacer, "sess-B", "git status", "b1")),
+        "allow"
+    );
+
+    set(&["agent", "allow", &pusher, "Bash(cargo test:*)"]);
+    set(&[
+        "agent",
+        "allow",
+        &pusher,
+        "Bash(git push:*)",
+        "--only-after",
+        "Bash(cargo test:*)",
+        "--within",
+        "15m",
+        "--succeeded",
+    ]);
+    let after = |session: &str, command: &str, call: &str, failed: bool| {
+        let out = cli
+            .hook(
+                "claude-code",
+                &pusher,
+                &[],
+                &ran_in_session(session, command, call, failed),
+            )
+            .wait_with_output()
+            .expect("ends");
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    assert_ne!(decision(&ask(&pusher, "sess-C", "git push", "c1")), "allow");
+    assert_eq!(
+        decision(&ask(&pusher, "sess-C", "cargo test", "c2")),
+        "allow"
+    );
+    // Allowed, but not reported run yet: not known to have succeeded.
+    assert_ne!(decision(&ask(&pusher, "sess-C", "git push", "c3")), "allow");
+    after("sess-C", "cargo test", "c2", true);
+    assert_ne!(decision(&ask(&pusher, "sess-C", "git push", "c4")), "allow");
+    assert_eq!(
+        decision(&ask(&pusher, "sess-C", "cargo test", "c5")),
+        "allow"
+    );
+    after("sess-C", "cargo test", "c5", false);
+    assert_eq!(decision(&ask(&pusher, "sess-C", "git push", "c6")), "allow");
+    // The tests passed in session C, not in session D.
+    assert_ne!(decision(&ask(&pusher, "sess-D", "git push", "d1")), "allow");
+    let shown = cli.json(&["agent", "show", &pusher], "");
+    let rules = shown["rules"].as_array().expect("rules");
+    assert!(
+        rules
+            .iter()
+            .any(|r| r["when"] == "--only-after Bash(cargo test:*) --within 15m --succeeded"),
+        "{shown}"
+    );
+    proven(&cli);
+}

@@ -491,3 +491,44 @@ async fn a_client_wake_answers_in_the_sdks_dialect() {
     assert_eq!(messages[1]["tool_call_id"], "call_b");
     server.stop().await.expect("clean stop");
 }
+
+/// A rule over the history set over the API (issue 57) binds a client's calls: a
+/// refund runs at once while the day's total stays within the bound, and the call that
+/// takes it over is asked; a bad condition is a 400 and changes nothing.
+#[tokio::test]
+async fn a_running_total_set_over_the_api_asks_the_call_that_takes_it_over() {
+    let (server, agent) = shop().await;
+    let put = |tool: &'static str, body: Value| {
+        let server = &server;
+        async move {
+            read(
+                server
+                    .request(Method::PUT, &format!("/api/agents/shop/rules/{tool}"))
+                    .json(&body)
+                    .send()
+                    .await
+                    .expect("send"),
+            )
+            .await
+        }
+    };
+    let (status, body) = put("refund", json!({"action": "allow"})).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = put(
+        "ref*",
+        json!({"action": "ask", "condition": {"kind": "total", "pointer": "/cents", "over": 5000, "perSeconds": 86400}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = put(
+        "wipe*",
+        json!({"action": "ask", "condition": {"kind": "total", "pointer": "cents", "over": 1, "perSeconds": 60}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    let refund = |id: &str, cents: i64| json!({"tool": "refund", "args": {"order": id, "cents": cents}, "target": "orders", "toolCallId": id, "executedBy": "client"});
+    let first = propose(&server, &agent, refund("A-1", 4200)).await;
+    assert_eq!(first["decision"], "run", "{first}");
+    let second = propose(&server, &agent, refund("A-2", 1000)).await;
+    assert_eq!(second["decision"], "ask", "{second}");
+}
