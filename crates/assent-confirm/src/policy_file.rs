@@ -263,6 +263,10 @@ async fn apply_change(
                 until: to.expires_at(),
                 by: Some(by.to_owned()),
                 any_name: *any_name,
+                // A rule over the history goes through the same checks as
+                // `--after`/`--only-after`/`--total` (its quorum is the condition's).
+                condition: to.condition().map(|c| c.when.clone()),
+                approvals: to.condition().and_then(|c| c.approvals),
                 ..RuleChange::new(to.pattern(), to.action())
             };
             let rule = change.rule()?;

@@ -27,18 +27,28 @@
 //! action = "allow"
 //! expires = "2026-04-01T09:00:00Z"    # absolute RFC 3339; left out: for good
 //!
+//! [[agents.rules]]                    # a rule over the session's history
+//! tool = "refund"
+//! action = "ask"
+//! condition = { when = { kind = "total", pointer = "/cents", over = 50000, perSeconds = 86400 }, approvals = 2 }
+//!
 //! [[agents.shadow_rules]]             # tried without effect (`assent agent shadow-report`)
 //! tool = "Read"
 //! action = "allow"
 //! ```
 //!
+//! A rule's (and a shadow rule's) `condition` is [`Condition`]'s own JSON shape in TOML
+//! (`kind` `after` with `count` and `windowSeconds`, `onlyAfter` with `pattern`,
+//! `withinSeconds` and `succeeded`, `total` with `pointer`, `over` and `perSeconds`;
+//! `approvals` beside `when`), checked as the command line's `--after`, `--only-after`
+//! and `--total` are; a deny takes none.
+//!
 //! Extension point: a rule's `action` is parsed by [`RuleAction`]'s own `FromStr`, so
-//! an action added there is accepted here with no change; a new key of a rule (a
-//! condition over the session's history, say) is a new optional field of
-//! [`RuleEntry`], compared in [`plan`] with the rest of the rule. Unknown keys are an
-//! error naming the key, its line and column.
+//! an action added there is accepted here with no change; a new key of a rule is a new
+//! optional field of [`RuleEntry`], compared in [`plan`] with the rest of the rule.
+//! Unknown keys are an error naming the key, its line and column.
 
-use crate::{RuleAction, ToolRule, ToolsError};
+use crate::{Condition, RuleAction, ToolRule, ToolsError};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::{BTreeMap, BTreeSet};
@@ -259,6 +269,8 @@ struct RawRule {
     expires: Option<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     any_name: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    condition: Option<Condition>,
 }
 
 /// A rule as read: each field checked as it is read, so that an error names the
@@ -274,6 +286,8 @@ struct ReadRule {
     expires: Option<OffsetDateTime>,
     #[serde(default)]
     any_name: bool,
+    #[serde(default, deserialize_with = "condition_in")]
+    condition: Option<Condition>,
 }
 
 #[derive(Deserialize)]
@@ -283,6 +297,33 @@ struct ReadShadow {
     tool: String,
     #[serde(deserialize_with = "action_in")]
     action: RuleAction,
+    #[serde(default, deserialize_with = "condition_in")]
+    condition: Option<Condition>,
+}
+
+/// A condition over the history, checked as [`Condition::new`] checks one set from the
+/// command line, so that a bad count, window or pointer is refused at its own line.
+fn condition_in<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Condition>, D::Error> {
+    let read = Condition::deserialize(deserializer)?;
+    Condition::new(read.when, read.approvals)
+        .map(Some)
+        .map_err(D::Error::custom)
+}
+
+/// `rule` with `condition`, refused on a deny (a person's later confirmation re-checks
+/// the rules without the history, so a conditional deny could not hold).
+fn with_condition<E: serde::de::Error>(
+    rule: ToolRule,
+    condition: Option<Condition>,
+) -> Result<ToolRule, E> {
+    match condition {
+        None => Ok(rule),
+        Some(_) if rule.action() == RuleAction::Deny => Err(E::custom(format!(
+            "rule {:?}: a condition over the history goes with allow or ask, not deny",
+            rule.pattern()
+        ))),
+        Some(condition) => Ok(rule.when(condition)),
+    }
 }
 
 fn pattern_in<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
@@ -323,6 +364,7 @@ impl Serialize for RuleEntry {
             action: self.rule.action().as_str().to_owned(),
             expires: self.rule.expires_at().map(rfc3339),
             any_name: self.any_name,
+            condition: self.rule.condition().cloned(),
         }
         .serialize(serializer)
     }
@@ -331,7 +373,10 @@ impl Serialize for RuleEntry {
 impl<'de> Deserialize<'de> for RuleEntry {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let read = ReadRule::deserialize(deserializer)?;
-        let rule = rule_of::<D::Error>(read.tool, read.action)?;
+        let rule = with_condition::<D::Error>(
+            rule_of::<D::Error>(read.tool, read.action)?,
+            read.condition,
+        )?;
         Ok(Self {
             rule: match read.expires {
                 Some(at) => rule.until(at),
@@ -353,6 +398,8 @@ pub struct ShadowEntry {
 struct RawShadow {
     tool: String,
     action: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    condition: Option<Condition>,
 }
 
 impl Serialize for ShadowEntry {
@@ -360,6 +407,7 @@ impl Serialize for ShadowEntry {
         RawShadow {
             tool: self.rule.pattern().to_owned(),
             action: self.rule.action().as_str().to_owned(),
+            condition: self.rule.condition().cloned(),
         }
         .serialize(serializer)
     }
@@ -369,7 +417,10 @@ impl<'de> Deserialize<'de> for ShadowEntry {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let read = ReadShadow::deserialize(deserializer)?;
         Ok(Self {
-            rule: rule_of::<D::Error>(read.tool, read.action)?,
+            rule: with_condition::<D::Error>(
+                rule_of::<D::Error>(read.tool, read.action)?,
+                read.condition,
+            )?,
         })
     }
 }
@@ -947,6 +998,48 @@ action = "allow"
         let again = PolicyFile::parse(&file.to_toml()).expect("written text parses");
         assert_eq!(again, file);
         assert!(plan(&file.agents, &file, true).is_empty());
+    }
+
+    #[test]
+    fn a_condition_over_the_history_reads_writes_back_and_is_checked_where_it_is() {
+        let with = |condition: &str| {
+            EXAMPLE.replace(
+                "tool = \"send_invoice\"\naction = \"ask\"",
+                &format!("tool = \"send_invoice\"\naction = \"ask\"\ncondition = {condition}"),
+            )
+        };
+        let text = with(
+            r#"{ when = { kind = "total", pointer = "/cents", over = 50000, perSeconds = 86400 }, approvals = 2 }"#,
+        );
+        let file = PolicyFile::parse(&text).expect("a total parses");
+        let rule = &file.agents[0].rules[1].rule;
+        let condition = rule.condition().expect("the condition is kept");
+        assert_eq!(condition.approvals, Some(2));
+        assert!(matches!(
+            condition.when,
+            crate::When::Total { over: 50_000, .. }
+        ));
+        let again = PolicyFile::parse(&file.to_toml()).expect("written text parses");
+        assert_eq!(again, file, "{}", file.to_toml());
+        // The same rule without its condition is a change the plan shows.
+        assert_eq!(plan(&parsed().agents, &file, false).changes.len(), 1);
+        let (line, _, message) = invalid(&with(
+            r#"{ when = { kind = "after", count = 0, windowSeconds = 60 } }"#,
+        ));
+        assert!(message.contains("count above zero"), "{message}");
+        assert_eq!(line, 24, "{message}");
+        let (_, _, message) = invalid(&with(r#"{ when = { kind = "sometimes" } }"#));
+        assert!(message.contains("sometimes"), "{message}");
+        let (_, _, message) = invalid(&with(
+            r#"{ when = { kind = "after", count = 2, windowSeconds = 60 }, extra = 1 }"#,
+        ));
+        assert!(message.contains("extra"), "{message}");
+        let deny = with(r#"{ when = { kind = "after", count = 2, windowSeconds = 60 } }"#).replace(
+            "action = \"ask\"\ncondition",
+            "action = \"deny\"\ncondition",
+        );
+        let (_, _, message) = invalid(&deny);
+        assert!(message.contains("not deny"), "{message}");
     }
 
     #[test]

@@ -45,6 +45,50 @@ fn every_setting(cli: &Cli) {
     ok(cli, &["agent", "idempotent", "a", "send_invoice"]);
     ok(cli, &["agent", "run-after-disconnect", "a", "mcp__*"]);
     ok(cli, &["agent", "set", "a", "--remember-rejections", "12h"]);
+    // Rules over the session's history, one of each kind (a shadow one too).
+    ok(
+        cli,
+        &[
+            "agent",
+            "ask",
+            "a",
+            "pay",
+            "--total",
+            "/cents",
+            "--over",
+            "50000",
+            "--per",
+            "1d",
+            "--approvals",
+            "2",
+        ],
+    );
+    ok(
+        cli,
+        &[
+            "agent",
+            "allow",
+            "a",
+            "Bash(git push:*)",
+            "--only-after",
+            "Bash(cargo test:*)",
+            "--within",
+            "15m",
+            "--succeeded",
+        ],
+    );
+    ok(
+        cli,
+        &[
+            "agent",
+            "ask",
+            "a",
+            "send_mail",
+            "--after",
+            "5/1h",
+            "--shadow",
+        ],
+    );
     ok(cli, &["agent", "create", "--id", "b", "--categories", "x"]);
 }
 
@@ -97,6 +141,9 @@ async fn round_trip(backend: &assent_tests::TestBackend) {
         "tool = \"drop_*\"\naction = \"deny\"",
         "tool = \"send_invoice\"\naction = \"allow\"\nexpires = \"2026-04-01T09:00:00Z\"",
         "[[agents.shadow_rules]]\ntool = \"Read\"\naction = \"allow\"",
+        "kind = \"total\"",
+        "kind = \"onlyAfter\"",
+        "kind = \"after\"",
         "id = \"b\"",
     ] {
         assert!(exported.contains(wanted), "{wanted:?} in\n{exported}");
@@ -296,6 +343,9 @@ fn prune_removes_what_the_file_does_not_name_and_without_it_it_stays() {
             "removeRule",
             "removeRule",
             "removeRule",
+            "removeRule",
+            "removeRule",
+            "removeShadowRule",
             "removeShadowRule",
             "quorum",
             "hold",
