@@ -77,7 +77,7 @@ impl ToolRule {
         })
     }
 
-    /// The same rule, applying only while `condition` holds ([`crate::condition`]).
+    /// The same rule, applying only while `condition` holds ([`Condition`](crate::Condition)).
     #[must_use]
     pub fn when(self, condition: Condition) -> Self {
         Self {
