@@ -128,6 +128,7 @@ pub use strategy::{
 };
 pub use wake::{PendingWake, ToolResponse, WakeOutcome, WakeRequest, WakeService};
 pub use worker::{DEFAULT_WORKER_POLL, Expiry, Worker};
+pub use why::Why;
 
 use assent_store::{Store, host_tools};
 use assent_tools::ToolRegistry;
@@ -416,3 +417,4 @@ mod testing;
 mod undo;
 mod wake;
 mod worker;
+pub mod why;

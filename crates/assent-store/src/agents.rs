@@ -5,7 +5,9 @@
 
 use crate::Connection;
 use crate::{StoreError, chain, timefmt};
-use assent_tools::{AgentPolicy, RuleAction, ToolRule, ToolSettingEntry, ToolSettingsTable};
+use assent_tools::{
+    AgentPolicy, RuleAction, RuleProvenance, ToolRule, ToolSettingEntry, ToolSettingsTable,
+};
 use serde_json::{Value, json};
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -26,6 +28,14 @@ pub async fn upsert(
             let mut rule = json!({"pattern": r.pattern(), "action": r.action().as_str()});
             if let Some(at) = r.expires_at() {
                 rule["expiresAt"] = json!(timefmt::format(at));
+            }
+            // Where it came from (issue 57), beside what it says; a rule stored before
+            // has none and reads as it did.
+            if let Some(provenance) = r.provenance()
+                && let (Some(rule), Value::Object(fields)) =
+                    (rule.as_object_mut(), provenance.to_json())
+            {
+                rule.extend(fields);
             }
             rule
         })
@@ -178,6 +188,11 @@ fn policy_from(categories: &str, rules: &str) -> Result<AgentPolicy, StoreError>
             ToolRule::new(pattern, action).map_err(|e| StoreError::corrupt("agents", e))?;
         if let Some(at) = rule["expiresAt"].as_str() {
             parsed = parsed.until(timefmt::parse("agents", at)?);
+        }
+        if let Some(provenance) =
+            RuleProvenance::from_json(&rule).map_err(|e| StoreError::corrupt("agents", e))?
+        {
+            parsed = parsed.with_provenance(provenance);
         }
         policy = policy.with_rule(parsed);
     }

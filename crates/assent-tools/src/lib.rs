@@ -40,6 +40,7 @@ mod error;
 mod executor;
 mod history;
 mod policy;
+mod provenance;
 mod registry;
 mod shell;
 mod state;
@@ -60,6 +61,7 @@ pub use policy::{
     RuleAction, Ruling, TargetCategory, ToolRule, ToolSettingEntry, ToolSettingsTable,
     allow_rules_cover, call_covers, name_matches,
 };
+pub use provenance::{NO_PROVENANCE, RuleProvenance, RuleSource, provenance_json};
 pub use registry::{
     BatchSpec, CompensationFn, SummaryContext, SummaryFn, TargetFrom, ToolMode, ToolRegistry,
     ToolSpec, fallback_summary, titled_summary,

@@ -1,15 +1,22 @@
 //! Fail-closed execution policy (ADR 0004): may this agent run this tool on this
 //! target, and should a person be asked first?
 
+use crate::provenance::RuleProvenance;
 use crate::{ToolMode, ToolSpec, ToolsError};
 use std::collections::BTreeSet;
 use time::{Duration, OffsetDateTime};
 
-/// What a rule (or a tool's mode) says about a call.
+/// What a rule (or a tool's mode) says about a call. The order is the strictness:
+/// among the rules covering a call the strictest wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RuleAction {
     /// Run without asking.
     Allow,
+    /// Run without asking, as `allow` routes it, but record the call prominently (its
+    /// audit record's `allowedBy.audited`, `assent audit digest`). Stricter than
+    /// `allow`, so an audit rule and an allow rule covering one call audit it; never
+    /// weaker than `ask` or `deny`.
+    Audit,
     /// Ask a person first (queue in a change set).
     Ask,
     /// Never run.
@@ -17,13 +24,30 @@ pub enum RuleAction {
 }
 
 impl RuleAction {
-    /// The stable name: `allow`, `ask` or `deny`.
+    /// The stable name: `allow`, `audit`, `ask` or `deny`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Allow => "allow",
+            Self::Audit => "audit",
             Self::Ask => "ask",
             Self::Deny => "deny",
         }
+    }
+}
+
+impl RuleAction {
+    /// How a call is routed under this action: `audit` runs as `allow` does (only its
+    /// record differs), every other action is itself.
+    pub const fn routes_as(self) -> Self {
+        match self {
+            Self::Audit => Self::Allow,
+            other => other,
+        }
+    }
+
+    /// Whether a call runs without asking under this action (`allow` or `audit`).
+    pub const fn runs_unasked(self) -> bool {
+        matches!(self.routes_as(), Self::Allow)
     }
 }
 
@@ -32,10 +56,11 @@ impl std::str::FromStr for RuleAction {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "allow" => Ok(Self::Allow),
+            "audit" => Ok(Self::Audit),
             "ask" => Ok(Self::Ask),
             "deny" => Ok(Self::Deny),
             other => Err(format!(
-                "unknown rule action {other:?} (expected allow, ask or deny)"
+                "unknown rule action {other:?} (expected allow, audit, ask or deny)"
             )),
         }
     }
@@ -48,7 +73,22 @@ pub struct ToolRule {
     pattern: String,
     action: RuleAction,
     expires_at: Option<OffsetDateTime>,
+    provenance: Origin,
 }
+
+/// Where a rule came from, kept beside what it says but not part of it: two rules
+/// that say the same are equal whoever set them, so setting a rule again changes
+/// nothing (and keeps its first origin).
+#[derive(Debug, Clone, Default)]
+struct Origin(Option<RuleProvenance>);
+
+impl PartialEq for Origin {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Origin {}
 
 impl ToolRule {
     /// A rule; the pattern must be non-empty and only `*` is special.
@@ -67,7 +107,24 @@ impl ToolRule {
             pattern,
             action,
             expires_at: None,
+            provenance: Origin::default(),
         })
+    }
+
+    /// The same rule, with where it came from ([`RuleProvenance`]): who set it, when,
+    /// and how (a command, a policy file and its hash, a suggestion, a session grant).
+    #[must_use]
+    pub fn with_provenance(self, provenance: RuleProvenance) -> Self {
+        Self {
+            provenance: Origin(Some(provenance)),
+            ..self
+        }
+    }
+
+    /// Where the rule came from; `None` for a rule stored before provenance was
+    /// recorded.
+    pub fn provenance(&self) -> Option<&RuleProvenance> {
+        self.provenance.0.as_ref()
     }
 
     /// The same rule, in force until `expires_at` (exclusive) only.
@@ -113,7 +170,7 @@ impl ToolRule {
         let action = match found.coverage {
             Coverage::Yes => self.action,
             Coverage::No => return None,
-            Coverage::Unsure if self.action == RuleAction::Allow => return None,
+            Coverage::Unsure if self.action.runs_unasked() => return None,
             Coverage::Unsure if found.unreadable => RuleAction::Ask,
             Coverage::Unsure => self.action,
         };
@@ -734,12 +791,17 @@ pub struct Ruling {
     pub decided: RuleAction,
     /// The part of a chained command it found, when the command has several.
     pub part: Option<PartRef>,
+    /// Where the rule came from, when recorded: quoted to the agent after the whole
+    /// refusal (`assent_changeset::reply::rule_origin`), so the words before it stay
+    /// as they were, and the agent and the person know whom to ask.
+    pub provenance: Option<RuleProvenance>,
 }
 
 impl std::fmt::Display for Ruling {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let verb = match self.decided {
             RuleAction::Allow => "allowed",
+            RuleAction::Audit => "allowed and audited",
             RuleAction::Ask => "asked",
             RuleAction::Deny => "denied",
         };
@@ -857,6 +919,18 @@ impl AgentPolicy {
     /// [`AgentPolicy::ruled`] for one call: argument patterns read `call` too
     /// ([`call_covers`]; an unsure one counts only for asking or denying).
     pub fn ruled_call(&self, tool_name: &str, call: Option<CallContext<'_>>) -> Option<RuleAction> {
+        self.ruled_call_audited(tool_name, call)
+            .map(RuleAction::routes_as)
+    }
+
+    /// [`AgentPolicy::ruled_call`] keeping `audit` apart from `allow`: `Audit` when
+    /// the strictest rule covering the call audits it, or when it is allowed part by
+    /// part and an audit rule covers one of its parts.
+    pub fn ruled_call_audited(
+        &self,
+        tool_name: &str,
+        call: Option<CallContext<'_>>,
+    ) -> Option<RuleAction> {
         let ruled = self
             .rules
             .iter()
@@ -864,7 +938,9 @@ impl AgentPolicy {
             .map(|(action, _)| action)
             .max();
         match ruled {
-            None if self.allowed_part_by_part(tool_name, call).is_some() => Some(RuleAction::Allow),
+            None => self
+                .allowed_part_by_part(tool_name, call)
+                .map(|rules| rules.iter().map(|rule| rule.action).max().unwrap_or(RuleAction::Allow)),
             ruled => ruled,
         }
     }
@@ -899,10 +975,20 @@ impl AgentPolicy {
                 args: &args,
                 ..call
             };
-            let rule = self.rules.iter().find(|rule| {
-                rule.action == RuleAction::Allow
-                    && rule.covers(tool_name, Some(one)) == Coverage::Yes
-            })?;
+            // An audit rule first: a part it covers is audited even when an allow rule
+            // covers it too.
+            let covering = |rule: &&ToolRule| rule.covers(tool_name, Some(one)) == Coverage::Yes;
+            let rule = self
+                .rules
+                .iter()
+                .filter(|rule| rule.action == RuleAction::Audit)
+                .find(covering)
+                .or_else(|| {
+                    self.rules
+                        .iter()
+                        .filter(|rule| rule.action == RuleAction::Allow)
+                        .find(covering)
+                })?;
             if !allowing.contains(&rule) {
                 allowing.push(rule);
             }
@@ -928,7 +1014,29 @@ impl AgentPolicy {
             action: rule.action,
             decided,
             part,
+            provenance: rule.provenance().cloned(),
         })
+    }
+
+    /// The rules that together allow a chained command part by part, when no one rule
+    /// covers it all (`ls | wc -l` under `Bash(ls:*)` and `Bash(wc:*)`); empty
+    /// otherwise.
+    pub fn covering_parts(&self, tool_name: &str, call: Option<CallContext<'_>>) -> Vec<&ToolRule> {
+        self.allowed_part_by_part(tool_name, call)
+            .unwrap_or_default()
+    }
+
+    /// Every rule covering a call, in the order added, with what it made of it (as
+    /// [`AgentPolicy::ruling`] counts them): the one deciding and those it outranked.
+    pub fn covering(
+        &self,
+        tool_name: &str,
+        call: Option<CallContext<'_>>,
+    ) -> Vec<(&ToolRule, RuleAction)> {
+        self.rules
+            .iter()
+            .filter_map(|r| r.counts_as(tool_name, call).map(|(action, _)| (r, action)))
+            .collect()
     }
 
     /// What lets `tool` run without a person, for the audit trail (`allowedBy`): the
@@ -947,25 +1055,52 @@ impl AgentPolicy {
         if self.route_call(tool, call) != RuleAction::Allow {
             return None;
         }
+        // The rule with where it came from (`source`, `setBy`, `setAt`), so the record
+        // says who let the call run unasked.
         let shown = |rule: &ToolRule| {
-            let mut shown = serde_json::json!({"pattern": rule.pattern(), "action": "allow"});
+            let mut shown =
+                serde_json::json!({"pattern": rule.pattern(), "action": rule.action().as_str()});
             if let Some(at) = rule.expires_at()
                 && let Ok(at) = at.format(&time::format_description::well_known::Rfc3339)
             {
                 shown["expiresAt"] = serde_json::Value::String(at);
             }
+            if let Some(serde_json::Value::Object(fields)) =
+                rule.provenance().map(RuleProvenance::to_json)
+                && let Some(shown) = shown.as_object_mut()
+            {
+                shown.extend(fields);
+            }
             shown
         };
-        let rule = self.rules.iter().find(|rule| {
-            rule.action() == RuleAction::Allow && rule.covers(&tool.name, call) == Coverage::Yes
-        });
+        let audited = self.ruled_call_audited(&tool.name, call) == Some(RuleAction::Audit);
+        let mark = |mut allowed: serde_json::Value| {
+            if audited {
+                allowed["audited"] = serde_json::Value::Bool(true);
+            }
+            allowed
+        };
+        // An audit rule first: a call it covers is audited even when an allow rule
+        // covers it too.
+        let covering = |rule: &&ToolRule| rule.covers(&tool.name, call) == Coverage::Yes;
+        let rule = self
+            .rules
+            .iter()
+            .filter(|rule| audited && rule.action() == RuleAction::Audit)
+            .find(covering)
+            .or_else(|| {
+                self.rules
+                    .iter()
+                    .filter(|rule| rule.action() == RuleAction::Allow)
+                    .find(covering)
+            });
         if let Some(rule) = rule {
-            return Some(serde_json::json!({ "rule": shown(rule) }));
+            return Some(mark(serde_json::json!({ "rule": shown(rule) })));
         }
         // A chained command whose parts are each allowed by a rule: every one named.
         if let Some(rules) = self.allowed_part_by_part(&tool.name, call) {
             let rules: Vec<serde_json::Value> = rules.into_iter().map(shown).collect();
-            return Some(serde_json::json!({ "rules": rules }));
+            return Some(mark(serde_json::json!({ "rules": rules })));
         }
         Some(serde_json::json!({"mode": "immediate"}))
     }
@@ -1018,7 +1153,7 @@ impl AgentPolicy {
             };
         }
         match self.route_call(tool, call) {
-            RuleAction::Allow => PolicyDecision::Allow,
+            RuleAction::Allow | RuleAction::Audit => PolicyDecision::Allow,
             RuleAction::Ask => PolicyDecision::Ask,
             RuleAction::Deny => PolicyDecision::Deny {
                 reason: self.denial(&tool.name, call),
