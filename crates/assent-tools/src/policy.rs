@@ -2297,3 +2297,89 @@ mod chained {
         }
     }
 }
+
+/// Issue 57: the `audit` action routes as `allow`, is kept apart for the record, and
+/// never weakens a stricter rule.
+#[cfg(test)]
+mod audit {
+    use super::*;
+    use crate::{RuleProvenance, RuleSource};
+    use serde_json::json;
+
+    fn spec(name: &str, mode: ToolMode) -> ToolSpec {
+        ToolSpec::new(name, "t", mode, json!({"type": "object"}))
+    }
+
+    fn rule(pattern: &str, action: RuleAction) -> ToolRule {
+        ToolRule::new(pattern, action).expect("a rule")
+    }
+
+    #[test]
+    fn an_audit_rule_routes_as_allow_and_marks_the_record() {
+        let policy = AgentPolicy::default().with_rule(rule("send", RuleAction::Audit));
+        let send = spec("send", ToolMode::Deferred);
+        assert_eq!(policy.route(&send), RuleAction::Allow);
+        assert_eq!(policy.ruled("send"), Some(RuleAction::Allow));
+        assert_eq!(policy.ruled_call_audited("send", None), Some(RuleAction::Audit));
+        let by = policy.allowed_by(&send).expect("runs unasked");
+        assert_eq!(by["audited"], true, "{by}");
+        assert_eq!(by["rule"]["action"], "audit", "{by}");
+        // Audit over allow: a call both cover is audited.
+        let both = policy.clone().with_rule(rule("s*", RuleAction::Allow));
+        assert_eq!(both.allowed_by(&send).expect("runs")["audited"], true);
+        // An allow alone marks nothing.
+        let allow = AgentPolicy::default().with_rule(rule("send", RuleAction::Allow));
+        assert_eq!(allow.allowed_by(&send).expect("runs").get("audited"), None);
+    }
+
+    #[test]
+    fn an_audit_rule_never_weakens_ask_deny_or_review() {
+        let send = spec("send", ToolMode::Immediate);
+        for (stricter, routed) in [(RuleAction::Ask, RuleAction::Ask), (RuleAction::Deny, RuleAction::Deny)] {
+            let policy = AgentPolicy::default()
+                .with_rule(rule("send", RuleAction::Audit))
+                .with_rule(rule("s*", stricter));
+            assert_eq!(policy.route(&send), routed);
+            assert_eq!(policy.allowed_by(&send), None);
+        }
+        let policy = AgentPolicy::default().with_rule(rule("send", RuleAction::Audit));
+        assert_eq!(policy.route(&spec("send", ToolMode::Review)), RuleAction::Ask);
+        // Unsure of a chained command, an audit rule counts as an allow would: not at all.
+        let bash = AgentPolicy::default().with_rule(rule("Bash(ls:*)", RuleAction::Audit));
+        let args = json!({"command": "ls; rm -rf /"});
+        let call = Some(CallContext::new(&args, "/w"));
+        assert_eq!(bash.ruled_call("Bash", call), None);
+        assert_eq!("audit".parse::<RuleAction>(), Ok(RuleAction::Audit));
+    }
+
+    #[test]
+    fn provenance_is_carried_but_is_not_part_of_what_a_rule_says() {
+        let at = time::macros::datetime!(2026-12-01 10:00 UTC);
+        let plain = rule("send", RuleAction::Deny);
+        let known = plain.clone().with_provenance(RuleProvenance::new(
+            RuleSource::PolicyFile {
+                sha256: "ab12cd34ef".into(),
+            },
+            Some("alice".into()),
+            at,
+        ));
+        assert_eq!(plain, known, "the same rule whoever set it");
+        assert_eq!(known.provenance().map(|p| p.set_at), Some(at));
+        let policy = AgentPolicy::default().with_rule(known);
+        let ruling = policy.ruling("send", None).expect("a ruling");
+        assert_eq!(
+            ruling.provenance.map(|p| p.summary()).as_deref(),
+            Some("policy file ab12cd34, set by alice 2026-12-01")
+        );
+        let by = AgentPolicy::default()
+            .with_rule(rule("send", RuleAction::Allow).with_provenance(RuleProvenance::new(
+                RuleSource::Command,
+                Some("bob".into()),
+                at,
+            )))
+            .allowed_by(&spec("send", ToolMode::Deferred))
+            .expect("runs");
+        assert_eq!(by["rule"]["setBy"], "bob", "{by}");
+        assert_eq!(by["rule"]["source"], "command", "{by}");
+    }
+}
