@@ -136,7 +136,10 @@ pub fn rule_origin(ruling: Option<&assent_tools::Ruling>) -> Option<String> {
 
 /// [`denied`] of a policy refusal, with where its rule came from ([`rule_origin`])
 /// after it.
-pub fn denied_by_rule(denial: &assent_tools::Denial, ruling: Option<&assent_tools::Ruling>) -> String {
+pub fn denied_by_rule(
+    denial: &assent_tools::Denial,
+    ruling: Option<&assent_tools::Ruling>,
+) -> String {
     let mut said = denied(&self::denial(denial));
     if let Some(origin) = rule_origin(ruling) {
         said.push_str(&origin);

@@ -85,7 +85,9 @@ pub async fn history(ctx: &Ctx, args: HistoryArgs) -> Result<Output, CliError> {
             }
         }
         if !audited.is_empty() {
-            text.push_str("\n\nCalls an audit rule let run without asking (`assent audit digest`):");
+            text.push_str(
+                "\n\nCalls an audit rule let run without asking (`assent audit digest`):",
+            );
             for call in &audited {
                 text.push_str(&format!(
                     "\n  {}  {} {}  by rule audit {}",

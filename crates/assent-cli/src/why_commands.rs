@@ -40,11 +40,9 @@ pub struct AuditDigestArgs {
 /// operation id too.
 pub async fn why(ctx: &Ctx, args: WhyArgs) -> Result<Output, CliError> {
     let why = match (&args.audit, &args.set, args.index) {
-        (Some(operation), _, _) => ctx
-            .engine
-            .why_audit(operation)
-            .await?
-            .ok_or_else(|| CliError::failed(format!("no audit record of operation {operation:?}")))?,
+        (Some(operation), _, _) => ctx.engine.why_audit(operation).await?.ok_or_else(|| {
+            CliError::failed(format!("no audit record of operation {operation:?}"))
+        })?,
         (None, Some(set), Some(index)) => {
             let set = crate::decision_commands::set_id(ctx, set).await?;
             ctx.engine.why_item(set, index).await?
@@ -65,7 +63,10 @@ pub async fn audit_digest(ctx: &Ctx, args: AuditDigestArgs) -> Result<Output, Cl
         .engine
         .audited_calls(since, args.agent.as_deref(), args.limit)
         .await?;
-    let shown: Vec<Value> = calls.iter().map(assent_confirm::why::digest_entry).collect();
+    let shown: Vec<Value> = calls
+        .iter()
+        .map(assent_confirm::why::digest_entry)
+        .collect();
     let value = json!({
         "since": assent_domain::format_time(since),
         "calls": shown,

@@ -2873,7 +2873,11 @@ async fn a_gateway_refusal_quotes_its_rules_origin_and_an_audit_rule_runs_and_is
         ["agent", "audit", "bot", "stat_note"],
     ] {
         let out = assent(&s.db, &args);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let upstream = vec![fixture().display().to_string()];
     let client = gateway(&s.db, &[], &upstream).await;
@@ -2888,22 +2892,26 @@ async fn a_gateway_refusal_quotes_its_rules_origin_and_an_audit_rule_runs_and_is
         Ok(result) => text(result),
         Err(error) => error.to_string(),
     };
-    assert!(said.contains("Tool erase_note is denied by policy"), "{said}");
+    assert!(
+        said.contains("Tool erase_note is denied by policy"),
+        "{said}"
+    );
     assert!(
         said.contains("Decided by rule deny erase_note (a command, set by "),
         "{said}"
     );
-    assert_eq!(std::fs::read_to_string(&note).ok().as_deref(), Some("hello\n"));
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("hello\n")
+    );
 
     let ran = call(&client, "stat_note", json!({"path": note})).await;
     assert_eq!(ran.is_error, Some(false), "{}", text(&ran));
     client.cancel().await.expect("the client leaves");
 
-    let digest: Value = serde_json::from_str(&succeeded(&assent(
-        &s.db,
-        &["--json", "audit", "digest"],
-    )))
-    .expect("JSON");
+    let digest: Value =
+        serde_json::from_str(&succeeded(&assent(&s.db, &["--json", "audit", "digest"])))
+            .expect("JSON");
     let calls = digest["calls"].as_array().expect("calls");
     assert_eq!(calls.len(), 1, "{digest}");
     assert_eq!(calls[0]["toolName"], "stat_note", "{digest}");

@@ -127,8 +127,8 @@ pub use strategy::{
     NonInteractive,
 };
 pub use wake::{PendingWake, ToolResponse, WakeOutcome, WakeRequest, WakeService};
-pub use worker::{DEFAULT_WORKER_POLL, Expiry, Worker};
 pub use why::Why;
+pub use worker::{DEFAULT_WORKER_POLL, Expiry, Worker};
 
 use assent_store::{Store, host_tools};
 use assent_tools::ToolRegistry;
@@ -416,5 +416,5 @@ mod strategy;
 mod testing;
 mod undo;
 mod wake;
-mod worker;
 pub mod why;
+mod worker;

@@ -276,7 +276,11 @@ impl Why {
                     let mut origin = match source {
                         "policyFile" => format!(
                             "policy file {}",
-                            rule["sha256"].as_str().unwrap_or_default().get(..8).unwrap_or_default()
+                            rule["sha256"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .get(..8)
+                                .unwrap_or_default()
                         ),
                         "suggestion" => "a grant suggestion".to_owned(),
                         "sessionGrant" => "a session grant".to_owned(),
@@ -306,7 +310,9 @@ impl Why {
             if let Some(part) = rule.get("part") {
                 out.push_str(&format!(
                     "    found in part {} of {}: {}\n",
-                    part["index"], part["of"], part["text"].as_str().unwrap_or_default()
+                    part["index"],
+                    part["of"],
+                    part["text"].as_str().unwrap_or_default()
                 ));
             }
         } else if let Some(rules) = self.decided_by.get("rules").and_then(Value::as_array) {
@@ -321,7 +327,11 @@ impl Why {
                 self.decided_by["mode"].as_str().unwrap_or_default()
             ));
         }
-        if let Some(note) = self.decided_by.get("note").filter(|_| self.decided_by.get("mode").is_none()) {
+        if let Some(note) = self
+            .decided_by
+            .get("note")
+            .filter(|_| self.decided_by.get("mode").is_none())
+        {
             out.push_str(&format!("  {}\n", note.as_str().unwrap_or_default()));
         }
         for rule in &self.outranked {
@@ -383,7 +393,13 @@ impl Engine {
         };
         let at = record.set.created_at;
         let mut why = self
-            .why_call(&record.set.agent_id, &item.tool_name, &item.args, &record.set.target_id, at)
+            .why_call(
+                &record.set.agent_id,
+                &item.tool_name,
+                &item.args,
+                &record.set.target_id,
+                at,
+            )
             .await?;
         // The quorum it was proposed with travels with it.
         why.approvals_needed = why.approvals_needed.max(item.approvals_needed());
@@ -462,7 +478,11 @@ impl Engine {
         Ok(assent_store::why::audited_since(&mut conn, since, agent, limit).await?)
     }
 
-    async fn grant_json(&self, id: &str, allowed_by: Option<&Value>) -> Result<Value, ConfirmError> {
+    async fn grant_json(
+        &self,
+        id: &str,
+        allowed_by: Option<&Value>,
+    ) -> Result<Value, ConfirmError> {
         let session = allowed_by.and_then(|by| by.get("session")).cloned();
         let found = match Uuid::parse_str(id) {
             Ok(uuid) => self
@@ -511,8 +531,9 @@ impl Engine {
                 .await?
                 .into_iter()
                 .find(|t| t.tool_name == tool)
-                .map(|t| crate::recorded_spec(&t))
-                .transpose()?,
+                // A gateway's catalog records no mode of the engine's (its door routes
+                // by the upstream's hints): the tool's mode is then not known here.
+                .and_then(|t| crate::recorded_spec(&t).ok()),
         };
         drop(conn);
         let spec = self.registry.get(tool).or(recorded.as_ref());
@@ -584,14 +605,59 @@ mod tests {
     #[test]
     fn every_rule_kind_names_what_decided() {
         let cases: Vec<(Vec<ToolRule>, &str, Value, ToolMode, &str, &str)> = vec![
-            (vec![rule("send", RuleAction::Allow, Some("alice"))], "send", json!({}), ToolMode::Deferred, "allow", "send"),
-            (vec![rule("send", RuleAction::Audit, Some("alice"))], "send", json!({}), ToolMode::Deferred, "audit", "send"),
-            (vec![rule("send", RuleAction::Ask, Some("alice"))], "send", json!({}), ToolMode::Immediate, "ask", "send"),
-            (vec![rule("send", RuleAction::Deny, None)], "send", json!({}), ToolMode::Immediate, "deny", "send"),
-            (vec![], "send", json!({}), ToolMode::Deferred, "ask", "deferred"),
-            (vec![], "ping", json!({}), ToolMode::Immediate, "allow", "immediate"),
             (
-                vec![rule("Bash(rm *)", RuleAction::Deny, Some("bob")), rule("Bash", RuleAction::Allow, None)],
+                vec![rule("send", RuleAction::Allow, Some("alice"))],
+                "send",
+                json!({}),
+                ToolMode::Deferred,
+                "allow",
+                "send",
+            ),
+            (
+                vec![rule("send", RuleAction::Audit, Some("alice"))],
+                "send",
+                json!({}),
+                ToolMode::Deferred,
+                "audit",
+                "send",
+            ),
+            (
+                vec![rule("send", RuleAction::Ask, Some("alice"))],
+                "send",
+                json!({}),
+                ToolMode::Immediate,
+                "ask",
+                "send",
+            ),
+            (
+                vec![rule("send", RuleAction::Deny, None)],
+                "send",
+                json!({}),
+                ToolMode::Immediate,
+                "deny",
+                "send",
+            ),
+            (
+                vec![],
+                "send",
+                json!({}),
+                ToolMode::Deferred,
+                "ask",
+                "deferred",
+            ),
+            (
+                vec![],
+                "ping",
+                json!({}),
+                ToolMode::Immediate,
+                "allow",
+                "immediate",
+            ),
+            (
+                vec![
+                    rule("Bash(rm *)", RuleAction::Deny, Some("bob")),
+                    rule("Bash", RuleAction::Allow, None),
+                ],
                 "Bash",
                 json!({"command": "rm -rf /"}),
                 ToolMode::Deferred,
@@ -600,7 +666,9 @@ mod tests {
             ),
         ];
         for (rules, tool, args, mode, decision, by) in cases {
-            let policy = rules.into_iter().fold(AgentPolicy::default(), AgentPolicy::with_rule);
+            let policy = rules
+                .into_iter()
+                .fold(AgentPolicy::default(), AgentPolicy::with_rule);
             let why = why(&policy, tool, args, mode);
             assert_eq!(why.decision, decision, "{why:?}");
             let named = why.decided_by["rule"]["pattern"]
@@ -615,14 +683,28 @@ mod tests {
         let policy = AgentPolicy::default()
             .with_rule(rule("Bash", RuleAction::Allow, None))
             .with_rule(rule("Bash(rm *)", RuleAction::Deny, Some("bob")));
-        let why = why(&policy, "Bash", json!({"command": "rm x"}), ToolMode::Deferred);
+        let why = why(
+            &policy,
+            "Bash",
+            json!({"command": "rm x"}),
+            ToolMode::Deferred,
+        );
         assert_eq!(why.decided_by["rule"]["setBy"], "bob");
         assert_eq!(why.decided_by["rule"]["source"], "command");
         assert_eq!(why.outranked.len(), 1, "{why:?}");
         assert_eq!(why.outranked[0]["pattern"], "Bash");
         assert_eq!(why.outranked[0]["note"], assent_tools::NO_PROVENANCE);
-        assert!(why.outranked[0]["why"].as_str().unwrap_or_default().contains("deny is stricter than allow"));
-        assert!(why.text().contains("set before provenance was recorded"), "{}", why.text());
+        assert!(
+            why.outranked[0]["why"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("deny is stricter than allow")
+        );
+        assert!(
+            why.text().contains("set before provenance was recorded"),
+            "{}",
+            why.text()
+        );
         assert!(why.text().contains("set by bob"), "{}", why.text());
     }
 
@@ -630,7 +712,11 @@ mod tests {
     fn a_rule_set_after_the_call_did_not_decide_it() {
         let later = ToolRule::new("send", RuleAction::Deny)
             .expect("a rule")
-            .with_provenance(RuleProvenance::new(RuleSource::Command, None, T0 + time::Duration::hours(1)));
+            .with_provenance(RuleProvenance::new(
+                RuleSource::Command,
+                None,
+                T0 + time::Duration::hours(1),
+            ));
         let policy = AgentPolicy::default().with_rule(later);
         let why = why(&policy, "send", json!({}), ToolMode::Deferred);
         assert_eq!(why.decision, "ask");
@@ -658,6 +744,10 @@ mod tests {
         assert_eq!(why.shadow.len(), 1);
         assert_eq!(why.shadow[0]["wouldHave"], "allow");
         assert_eq!((why.approvals_needed, why.hold_seconds), (2, Some(30)));
-        assert!(why.text().contains("shadow: allow send would have allow"), "{}", why.text());
+        assert!(
+            why.text().contains("shadow: allow send would have allow"),
+            "{}",
+            why.text()
+        );
     }
 }

@@ -387,10 +387,7 @@ impl Server {
             .route("/rejections", get(rejections::list))
             .route("/audit/head", get(decisions::audit_head))
             .route("/audit/digest", get(why::digest))
-            .route(
-                "/change-sets/{id}/items/{index}/why",
-                get(why::why_item),
-            )
+            .route("/change-sets/{id}/items/{index}/why", get(why::why_item))
             .route("/audit/verify", get(decisions::audit_verify))
             .route("/confirmations", get(delegation::list))
             .route("/confirmations/{id}", post(delegation::answer))

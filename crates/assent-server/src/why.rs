@@ -41,7 +41,9 @@ pub(crate) async fn digest(State(state): State<AppState>, query: Params<DigestQu
     let since = match query.since.as_deref().map(str::trim) {
         None | Some("") => now() - DIGEST_DEFAULT_SPAN,
         Some(text) => OffsetDateTime::parse(text, &Rfc3339).map_err(|e| {
-            ServerError::BadRequest(format!("invalid since {text:?}: expected an RFC 3339 time ({e})"))
+            ServerError::BadRequest(format!(
+                "invalid since {text:?}: expected an RFC 3339 time ({e})"
+            ))
         })?,
     };
     let limit = parse_limit(query.limit.as_deref(), 500)?;
@@ -49,6 +51,9 @@ pub(crate) async fn digest(State(state): State<AppState>, query: Params<DigestQu
         .engine
         .audited_calls(since, query.agent_id.as_deref(), limit)
         .await?;
-    let calls: Vec<Value> = calls.iter().map(assent_confirm::why::digest_entry).collect();
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(assent_confirm::why::digest_entry)
+        .collect();
     ok(json!({"since": assent_domain::format_time(since), "calls": calls}))
 }

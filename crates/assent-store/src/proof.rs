@@ -1695,12 +1695,17 @@ mod tests {
     fn a_call_run_under_an_audit_rule_had_consent_by_rule() {
         let rules = json!({"rules": [{"pattern": "add_*", "action": "audit", "source": "command", "setBy": "alice", "setAt": "2026-01-01T00:00:00Z"}]});
         let by_rule = json!({"rule": {"pattern": "add_*", "action": "audit", "source": "command"}, "audited": true});
-        assert_eq!(unasked_problem(&rules, &by_rule, "add_item", None, "2026"), None);
+        assert_eq!(
+            unasked_problem(&rules, &by_rule, "add_item", None, "2026"),
+            None
+        );
         // An audit rule with a deny beside it: the deny wins, the run had no consent.
         let denied = json!({"rules": [{"pattern": "add_*", "action": "audit"}, {"pattern": "add_item", "action": "deny"}]});
         assert!(unasked_problem(&denied, &by_rule, "add_item", None, "2026").is_some());
         // An audit rule named by a record but not in force: no consent.
-        assert!(unasked_problem(&json!({"rules": []}), &by_rule, "add_item", None, "2026").is_some());
+        assert!(
+            unasked_problem(&json!({"rules": []}), &by_rule, "add_item", None, "2026").is_some()
+        );
     }
 
     #[test]

@@ -60,7 +60,7 @@ impl std::str::FromStr for RuleAction {
             "ask" => Ok(Self::Ask),
             "deny" => Ok(Self::Deny),
             other => Err(format!(
-                "unknown rule action {other:?} (expected allow, audit, ask or deny)"
+                "unknown rule action {other:?} (expected allow, ask or deny, or audit)"
             )),
         }
     }
@@ -938,9 +938,13 @@ impl AgentPolicy {
             .map(|(action, _)| action)
             .max();
         match ruled {
-            None => self
-                .allowed_part_by_part(tool_name, call)
-                .map(|rules| rules.iter().map(|rule| rule.action).max().unwrap_or(RuleAction::Allow)),
+            None => self.allowed_part_by_part(tool_name, call).map(|rules| {
+                rules
+                    .iter()
+                    .map(|rule| rule.action)
+                    .max()
+                    .unwrap_or(RuleAction::Allow)
+            }),
             ruled => ruled,
         }
     }
@@ -2320,7 +2324,10 @@ mod audit {
         let send = spec("send", ToolMode::Deferred);
         assert_eq!(policy.route(&send), RuleAction::Allow);
         assert_eq!(policy.ruled("send"), Some(RuleAction::Allow));
-        assert_eq!(policy.ruled_call_audited("send", None), Some(RuleAction::Audit));
+        assert_eq!(
+            policy.ruled_call_audited("send", None),
+            Some(RuleAction::Audit)
+        );
         let by = policy.allowed_by(&send).expect("runs unasked");
         assert_eq!(by["audited"], true, "{by}");
         assert_eq!(by["rule"]["action"], "audit", "{by}");
@@ -2335,7 +2342,10 @@ mod audit {
     #[test]
     fn an_audit_rule_never_weakens_ask_deny_or_review() {
         let send = spec("send", ToolMode::Immediate);
-        for (stricter, routed) in [(RuleAction::Ask, RuleAction::Ask), (RuleAction::Deny, RuleAction::Deny)] {
+        for (stricter, routed) in [
+            (RuleAction::Ask, RuleAction::Ask),
+            (RuleAction::Deny, RuleAction::Deny),
+        ] {
             let policy = AgentPolicy::default()
                 .with_rule(rule("send", RuleAction::Audit))
                 .with_rule(rule("s*", stricter));
@@ -2343,13 +2353,25 @@ mod audit {
             assert_eq!(policy.allowed_by(&send), None);
         }
         let policy = AgentPolicy::default().with_rule(rule("send", RuleAction::Audit));
-        assert_eq!(policy.route(&spec("send", ToolMode::Review)), RuleAction::Ask);
+        assert_eq!(
+            policy.route(&spec("send", ToolMode::Review)),
+            RuleAction::Ask
+        );
         // Unsure of a chained command, an audit rule counts as an allow would: not at all.
         let bash = AgentPolicy::default().with_rule(rule("Bash(ls:*)", RuleAction::Audit));
         let args = json!({"command": "ls; rm -rf /"});
         let call = Some(CallContext::new(&args, "/w"));
         assert_eq!(bash.ruled_call("Bash", call), None);
         assert_eq!("audit".parse::<RuleAction>(), Ok(RuleAction::Audit));
+    }
+
+    #[test]
+    fn a_grant_suggestion_never_replaces_an_audit_rule() {
+        let policy = AgentPolicy::default().with_rule(rule("send", RuleAction::Audit));
+        let in_force = crate::InForce::of(&policy, "send", 1, None);
+        assert_eq!(in_force.rule, Some("audit"));
+        let refused = in_force.refusal("a", "send").expect("refused");
+        assert!(refused.contains("audit rule"), "{refused}");
     }
 
     #[test]
@@ -2372,11 +2394,13 @@ mod audit {
             Some("policy file ab12cd34, set by alice 2026-12-01")
         );
         let by = AgentPolicy::default()
-            .with_rule(rule("send", RuleAction::Allow).with_provenance(RuleProvenance::new(
-                RuleSource::Command,
-                Some("bob".into()),
-                at,
-            )))
+            .with_rule(
+                rule("send", RuleAction::Allow).with_provenance(RuleProvenance::new(
+                    RuleSource::Command,
+                    Some("bob".into()),
+                    at,
+                )),
+            )
             .allowed_by(&spec("send", ToolMode::Deferred))
             .expect("runs");
         assert_eq!(by["rule"]["setBy"], "bob", "{by}");

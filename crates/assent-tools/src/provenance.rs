@@ -153,10 +153,15 @@ mod tests {
                 sha256: "ab12cd34ef".into(),
             },
         ] {
-            let p = RuleProvenance::new(source, Some("alice".into()), datetime!(2026-12-01 10:00 UTC));
+            let p = RuleProvenance::new(
+                source,
+                Some("alice".into()),
+                datetime!(2026-12-01 10:00 UTC),
+            );
             assert_eq!(RuleProvenance::from_json(&p.to_json()), Ok(Some(p)));
         }
-        let anonymous = RuleProvenance::new(RuleSource::Command, None, datetime!(2026-12-01 10:00 UTC));
+        let anonymous =
+            RuleProvenance::new(RuleSource::Command, None, datetime!(2026-12-01 10:00 UTC));
         assert_eq!(
             RuleProvenance::from_json(&anonymous.to_json()),
             Ok(Some(anonymous))
@@ -169,8 +174,13 @@ mod tests {
             RuleProvenance::from_json(&json!({"pattern": "x", "action": "allow"})),
             Ok(None)
         );
-        assert!(RuleProvenance::from_json(&json!({"source": "magic", "setAt": "2026-12-01T00:00:00Z"})).is_err());
-        assert!(RuleProvenance::from_json(&json!({"source": "command", "setAt": "yesterday"})).is_err());
+        assert!(
+            RuleProvenance::from_json(&json!({"source": "magic", "setAt": "2026-12-01T00:00:00Z"}))
+                .is_err()
+        );
+        assert!(
+            RuleProvenance::from_json(&json!({"source": "command", "setAt": "yesterday"})).is_err()
+        );
     }
 
     #[test]

@@ -29,7 +29,12 @@ fn set_of(wake: &Value) -> String {
 
 fn ok(cli: &Cli, args: &[&str]) {
     let out = cli.run(args);
-    assert_eq!(code(&out), 0, "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        code(&out),
+        0,
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The operation id of the last record of `tool` in the task's audit trail.
@@ -61,9 +66,22 @@ fn why_names_the_rule_its_origin_and_what_it_outranked_for_every_rule_kind() {
 
     // An ask rule with a quorum and a hold, outranking an allow of a wider pattern.
     ok(&cli, &["agent", "allow", "a", "update_task_*"]);
-    ok(&cli, &["agent", "ask", "a", "update_task_priority", "--approvals", "2"]);
+    ok(
+        &cli,
+        &[
+            "agent",
+            "ask",
+            "a",
+            "update_task_priority",
+            "--approvals",
+            "2",
+        ],
+    );
     ok(&cli, &["agent", "hold", "a", "update_task_priority", "30"]);
-    ok(&cli, &["agent", "deny", "a", "update_task_priority", "--shadow"]);
+    ok(
+        &cli,
+        &["agent", "deny", "a", "update_task_priority", "--shadow"],
+    );
     let set = set_of(&wake(&cli, &task, &priority("P3")));
     let why = cli.json(&["why", &set, "0"], "");
     assert_eq!(why["decision"], "ask", "{why}");
@@ -79,7 +97,9 @@ fn why_names_the_rule_its_origin_and_what_it_outranked_for_every_rule_kind() {
     assert_eq!(outranked.len(), 1, "{why}");
     assert_eq!(outranked[0]["pattern"], "update_task_*");
     assert!(
-        outranked[0]["why"].as_str().is_some_and(|w| w.contains("ask is stricter than allow")),
+        outranked[0]["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("ask is stricter than allow")),
         "{why}"
     );
     assert_eq!(why["shadow"][0]["action"], "deny", "{why}");
@@ -143,7 +163,10 @@ fn an_audit_rule_runs_unasked_marks_its_record_and_lists_it_in_the_digest() {
     let text = String::from_utf8_lossy(&cli.run(&["audit", "digest"]).stdout).into_owned();
     assert!(text.contains("1 audited call(s)"), "{text}");
     let history = cli.json(&["history", "--agent", "a"], "");
-    assert_eq!(history["auditedCalls"][0]["toolName"], "update_task_priority", "{history}");
+    assert_eq!(
+        history["auditedCalls"][0]["toolName"], "update_task_priority",
+        "{history}"
+    );
 
     // `why --audit` says the same, from the record.
     let operation = operation_of(&cli, &task, "update_task_priority");
@@ -155,7 +178,11 @@ fn an_audit_rule_runs_unasked_marks_its_record_and_lists_it_in_the_digest() {
     ok(&cli, &["agent", "allow", "a", "set_task_language"]);
     wake(&cli, &task, LANGUAGE);
     let digest = cli.json(&["audit", "digest"], "");
-    assert_eq!(digest["calls"].as_array().map(Vec::len), Some(1), "{digest}");
+    assert_eq!(
+        digest["calls"].as_array().map(Vec::len),
+        Some(1),
+        "{digest}"
+    );
     let out = cli.run(&["audit", "verify"]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
 
@@ -182,7 +209,10 @@ fn why_of_an_audit_record_names_the_rule_and_a_denial_quotes_where_it_came_from(
     // A deny rule: the agent's reply keeps its words and quotes the rule's origin.
     ok(&cli, &["agent", "deny", "a", "set_task_language"]);
     let woke = wake(&cli, &task, LANGUAGE);
-    let said = woke["responses"][0]["content"].as_str().unwrap_or_default().to_owned();
+    let said = woke["responses"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     assert!(
         said.starts_with(
             "Denied by policy: Tool set_task_language is denied by policy. Nothing was queued or executed."
@@ -220,7 +250,10 @@ async fn the_api_explains_an_item_as_the_command_line_does() {
                 .await
                 .expect("answered");
             let status = response.status().as_u16();
-            (status, response.json::<Value>().await.unwrap_or(Value::Null))
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
         }
     };
     let (status, why) = get(format!("/api/change-sets/{set}/items/0/why")).await;
