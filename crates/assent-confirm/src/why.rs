@@ -600,11 +600,20 @@ mod tests {
         )
     }
 
-    /// `(rules, tool, args, mode, decision, deciding pattern or mode)`: every rule
-    /// kind and the mode, each naming what decided.
+    /// `(rules, tool, args, mode, decision, deciding pattern or mode)`.
+    type Case = (
+        Vec<ToolRule>,
+        &'static str,
+        Value,
+        ToolMode,
+        &'static str,
+        &'static str,
+    );
+
+    /// Every rule kind and the mode, each naming what decided.
     #[test]
     fn every_rule_kind_names_what_decided() {
-        let cases: Vec<(Vec<ToolRule>, &str, Value, ToolMode, &str, &str)> = vec![
+        let cases: Vec<Case> = vec![
             (
                 vec![rule("send", RuleAction::Allow, Some("alice"))],
                 "send",
