@@ -431,7 +431,7 @@ fn parse_rule_action(text: &str) -> Result<assent_tools::RuleAction, String> {
 
 /// Parses a span of time longer than zero, as [`parse_duration`] reads it (`30d`,
 /// `12h`, `90m`).
-pub(crate) fn parse_span(text: &str) -> Result<Duration, String> {
+fn parse_span(text: &str) -> Result<Duration, String> {
     match parse_duration(text)? {
         span if span.is_positive() => Ok(span),
         _ => Err(format!("expected a span longer than zero, got {text:?}")),

@@ -97,7 +97,7 @@ async fn served_tool(ctx: &Ctx, item: ItemRef, tool: &str) -> Result<render::Ser
 
 /// The change set a command line names: its whole id, or the first 8 or more hex
 /// digits of exactly one set's id (an ambiguous prefix is a usage error, exit 2).
-pub(crate) async fn set_id(ctx: &Ctx, text: &str) -> Result<Uuid, CliError> {
+async fn set_id(ctx: &Ctx, text: &str) -> Result<Uuid, CliError> {
     // A whole id needs no connection.
     if let Ok(id) = Uuid::parse_str(text.trim()) {
         return Ok(id);

@@ -26,7 +26,7 @@ pub struct WhyArgs {
 #[derive(Debug, Args)]
 pub struct AuditDigestArgs {
     /// How far back: calls audited this long ago or since (e.g. `7d`, `12h`).
-    #[arg(long, value_parser = crate::cli::parse_span, default_value = "7d")]
+    #[arg(long, value_parser = parse_span, default_value = "7d")]
     pub since: Duration,
     /// Only this agent's calls.
     #[arg(long)]
@@ -34,6 +34,14 @@ pub struct AuditDigestArgs {
     /// At most this many (the newest).
     #[arg(long, default_value_t = 500)]
     pub limit: u32,
+}
+
+/// A span longer than zero (`7d`, `12h`, `90m`), as the other commands read one.
+fn parse_span(text: &str) -> Result<Duration, String> {
+    match crate::duration::parse_duration(text)? {
+        span if span.is_positive() => Ok(span),
+        _ => Err(format!("expected a span longer than zero, got {text:?}")),
+    }
 }
 
 /// `assent why`: an unknown set or item fails as `show` does (exit 1), an unknown
@@ -44,7 +52,19 @@ pub async fn why(ctx: &Ctx, args: WhyArgs) -> Result<Output, CliError> {
             CliError::failed(format!("no audit record of operation {operation:?}"))
         })?,
         (None, Some(set), Some(index)) => {
-            let set = crate::decision_commands::set_id(ctx, set).await?;
+            // As `show` resolves it (not shared with it: the command modules import the
+            // command line, which names this one).
+            let set = match uuid::Uuid::parse_str(set.trim()) {
+                Ok(id) => id,
+                Err(_) => ctx
+                    .engine
+                    .resolve_set_id(set)
+                    .await
+                    .map_err(|error| match error {
+                        assent_confirm::ConfirmError::Store(error) => CliError::from(error),
+                        other => CliError::from(other),
+                    })?,
+            };
             ctx.engine.why_item(set, index).await?
         }
         _ => {
