@@ -70,9 +70,11 @@ enum Kind {
     Shadow,
     /// A grant suggestion applied (`grants suggest --apply`): an allow that expires.
     Suggestion,
+    /// `agent audit` (issue 57): runs as an allow does, its record marked `audited`.
+    Audit,
 }
 
-const KINDS: [Kind; 7] = [
+const KINDS: [Kind; 8] = [
     Kind::Allow,
     Kind::Ask,
     Kind::Deny,
@@ -80,6 +82,7 @@ const KINDS: [Kind; 7] = [
     Kind::Hold,
     Kind::Shadow,
     Kind::Suggestion,
+    Kind::Audit,
 ];
 
 /// Every action the policy knows has its kind here: a new one fails to compile until
@@ -89,6 +92,7 @@ fn kind_of_action(action: RuleAction) -> Kind {
         RuleAction::Allow => Kind::Allow,
         RuleAction::Ask => Kind::Ask,
         RuleAction::Deny => Kind::Deny,
+        RuleAction::Audit => Kind::Audit,
     }
 }
 
@@ -178,7 +182,7 @@ fn expect(kind: Kind, naming: Naming, path: Path) -> Expect {
 fn expect_for_names(kind: Kind, path: Path) -> Expect {
     use Expect::*;
     match (kind, path) {
-        (Kind::Allow | Kind::Suggestion, Path::Wake) => RunsUnasked,
+        (Kind::Allow | Kind::Suggestion | Kind::Audit, Path::Wake) => RunsUnasked,
         (Kind::Ask | Kind::Hold | Kind::Shadow, Path::Wake) => Queued,
         (Kind::Quorum, Path::Wake) => QueuedForTwo,
         (Kind::Deny, _) => Refused,
@@ -189,7 +193,7 @@ fn expect_for_names(kind: Kind, path: Path) -> Expect {
         (Kind::Hold, Path::Confirm | Path::ConfirmAll | Path::Sync) => Scheduled,
         (Kind::Hold, Path::Claim) => Applies,
         (Kind::Shadow, Path::Confirm | Path::ConfirmAll | Path::Sync) => AppliesWithShadowVerdict,
-        (Kind::Allow | Kind::Ask | Kind::Suggestion | Kind::Shadow, _) => Applies,
+        (Kind::Allow | Kind::Ask | Kind::Suggestion | Kind::Shadow | Kind::Audit, _) => Applies,
     }
 }
 
@@ -212,9 +216,10 @@ async fn try_set_rule(
     let engine = &app.engine;
     let change = |action| RuleChange::new(name, action);
     match kind {
-        Kind::Allow | Kind::Ask | Kind::Deny => {
+        Kind::Allow | Kind::Ask | Kind::Deny | Kind::Audit => {
             let action = match kind {
                 Kind::Allow => RuleAction::Allow,
+                Kind::Audit => RuleAction::Audit,
                 Kind::Ask => RuleAction::Ask,
                 _ => RuleAction::Deny,
             };
@@ -368,6 +373,9 @@ async fn row(app: &TestApp, peer: &TestApp, kind: Kind, naming: Naming, path: Pa
                         .unwrap_or_else(|| panic!("{here}: a result record"));
                     let allowed = result.allowed_by.as_ref().expect("allowedBy");
                     assert_eq!(allowed["rule"]["pattern"], naming.name(), "{here}");
+                    // An audit rule's call is marked for the digest; an allow's is not.
+                    let audited = allowed.get("audited") == Some(&json!(true));
+                    assert_eq!(audited, kind == Kind::Audit, "{here}: {allowed}");
                 }
                 Expect::Queued | Expect::QueuedForTwo => {
                     let set = set.unwrap_or_else(|| panic!("{here}: queued: {reply}"));
@@ -536,7 +544,12 @@ fn the_matrix_names_every_kind_naming_and_path() {
         }
     }
     // Every action of the policy is a kind of the matrix.
-    for action in [RuleAction::Allow, RuleAction::Ask, RuleAction::Deny] {
+    for action in [
+        RuleAction::Allow,
+        RuleAction::Audit,
+        RuleAction::Ask,
+        RuleAction::Deny,
+    ] {
         assert!(KINDS.contains(&kind_of_action(action)));
     }
     assert_eq!(rows + gaps.len(), KINDS.len() * PATHS.len() * NAMINGS.len());

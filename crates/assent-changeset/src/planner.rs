@@ -262,7 +262,12 @@ impl<'a> WakePlanner<'a> {
         };
         match policy.decide_call(spec, Some(call), &self.category) {
             PolicyDecision::Deny { reason } => {
-                CallPlan::Reply(reply::denied(&reply::denial(&reason)))
+                // A category refusal names no rule: nothing to quote.
+                let ruling = match &reason {
+                    assent_tools::Denial::Category(_) => None,
+                    _ => self.policy.ruling(&spec.name, Some(call)),
+                };
+                CallPlan::Reply(reply::denied_by_rule(&reason, ruling.as_ref()))
             }
             PolicyDecision::Allow => {
                 let (invocations, malformed) = self.explode(spec, &args);

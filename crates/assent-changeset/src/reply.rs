@@ -119,6 +119,34 @@ pub fn denial(denial: &assent_tools::Denial) -> String {
     }
 }
 
+/// Where the rule that refused a call came from, quoted to the agent after the whole
+/// refusal (issue 57), so every word before it stays as scripts know it: ` Decided by
+/// rule deny Bash(rm *) (policy file ab12cd34, set by alice 2026-12-01).`; `None` for
+/// a rule set before provenance was recorded, or no rule.
+pub fn rule_origin(ruling: Option<&assent_tools::Ruling>) -> Option<String> {
+    let ruling = ruling?;
+    let provenance = ruling.provenance.as_ref()?;
+    Some(format!(
+        " Decided by rule {} {} ({}).",
+        ruling.action.as_str(),
+        ruling.pattern,
+        provenance.summary()
+    ))
+}
+
+/// [`denied`] of a policy refusal, with where its rule came from ([`rule_origin`])
+/// after it.
+pub fn denied_by_rule(
+    denial: &assent_tools::Denial,
+    ruling: Option<&assent_tools::Ruling>,
+) -> String {
+    let mut said = denied(&self::denial(denial));
+    if let Some(origin) = rule_origin(ruling) {
+        said.push_str(&origin);
+    }
+    said
+}
+
 /// A confirmed call the policy refused when it was about to run: the error recorded on
 /// its job (the agent reads it after [`waited_failed`]'s opening).
 pub fn denied_at_run(reason: &str) -> String {

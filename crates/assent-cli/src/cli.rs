@@ -162,6 +162,11 @@ pub enum DbCommand {
     Pending(PendingArgs),
     /// Show a change set, or one of its items, with every argument whole.
     Show(ShowArgs),
+    /// Why a call was decided so: the rule that decided (where it came from, who set
+    /// it and when), the rules it outranked, the quorum and hold, a session grant, the
+    /// shadow verdict, or that the tool's mode decided. `why SET IDX` for a queued
+    /// item, `why --audit OPERATION_ID` for a call in the audit trail.
+    Why(crate::why_commands::WhyArgs),
     /// Answer waiting calls in this terminal, one key each, as they are queued
     /// (needs a terminal; scripts use `pending` and `confirm`).
     Review(ReviewArgs),
@@ -326,6 +331,10 @@ pub enum AgentCommand {
     Ask(AgentRuleArgs),
     /// Refuse the agent's calls of TOOL (its rule for TOOL, replaced).
     Deny(AgentRuleArgs),
+    /// Let the agent run TOOL without asking, as `allow` does, but record each call
+    /// prominently: marked `audited` in the audit trail, listed by `assent audit
+    /// digest` (its rule for TOOL, replaced).
+    Audit(AgentRuleArgs),
     /// Remove the agent's rule for exactly PATTERN (as `agent show` lists it): its calls
     /// are then decided by the agent's other rules, or asked.
     Unset(AgentUnsetArgs),
@@ -459,14 +468,14 @@ pub struct AgentShadowReportArgs {
     pub agent: String,
 }
 
-/// `assent agent backtest AGENT TOOL allow|ask|deny [--since 30d]`.
+/// `assent agent backtest AGENT TOOL allow|audit|ask|deny [--since 30d]`.
 #[derive(Debug, Args)]
 pub struct AgentBacktestArgs {
     /// The agent's id.
     pub agent: String,
     /// The tool's name, or a pattern where `*` matches any run of characters.
     pub tool: String,
-    /// The rule to replay: allow, ask or deny.
+    /// The rule to replay: allow, audit, ask or deny.
     #[arg(value_parser = parse_rule_action)]
     pub rule: assent_tools::RuleAction,
     /// The window of history replayed: decisions made this long ago or since.
@@ -474,7 +483,7 @@ pub struct AgentBacktestArgs {
     pub since: Duration,
 }
 
-/// Parses a rule's action: `allow`, `ask` or `deny`.
+/// Parses a rule's action: `allow`, `audit`, `ask` or `deny`.
 fn parse_rule_action(text: &str) -> Result<assent_tools::RuleAction, String> {
     text.trim().parse()
 }
@@ -821,6 +830,9 @@ pub enum AuditCommand {
     /// Print the consent chain's head (its last hash and entry count), to write
     /// down, publish or send, and give to `audit verify --head` later.
     Head,
+    /// The calls an `audit` rule let run (`assent agent audit`), newest last: who,
+    /// what, when and by which rule.
+    Digest(crate::why_commands::AuditDigestArgs),
 }
 
 /// `assent audit verify`.

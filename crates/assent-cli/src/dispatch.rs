@@ -88,6 +88,9 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
             agent_rule(&ctx, args, RuleAction::Allow).await
         }
         DbCommand::Agent(AgentCommand::Ask(args)) => agent_rule(&ctx, args, RuleAction::Ask).await,
+        DbCommand::Agent(AgentCommand::Audit(args)) => {
+            agent_rule(&ctx, args, RuleAction::Audit).await
+        }
         DbCommand::Agent(AgentCommand::Deny(args)) => {
             agent_rule(&ctx, args, RuleAction::Deny).await
         }
@@ -127,6 +130,7 @@ pub async fn run(cli: Cli) -> Result<Output, CliError> {
         },
         DbCommand::Pending(args) => pending(&ctx, args).await,
         DbCommand::Show(args) => show(&ctx, args).await,
+        DbCommand::Why(args) => crate::why_commands::why(&ctx, args).await,
         DbCommand::Review(args) => crate::review::run(&ctx, args, cli.now).await,
         DbCommand::Confirm(args) => confirm(&ctx, args).await,
         DbCommand::Reject(args) => reject(&ctx, args).await,

@@ -42,6 +42,7 @@ mod terminal;
 mod tokens_commands;
 mod wake_commands;
 mod webhook_commands;
+mod why_commands;
 
 use assent_confirm::ConfirmError;
 use assent_journal_host::JournalError;

@@ -58,6 +58,23 @@ pub async fn history(ctx: &Ctx, args: HistoryArgs) -> Result<Output, CliError> {
     if !listed.is_empty() {
         shown["refusedAgain"] = json!(listed);
     }
+    // The calls an `audit` rule let run (issue 57), likewise only when there is one.
+    let audited = ctx
+        .engine
+        .audited_calls(ctx.now - REFUSED_LOOKBACK, Some(&args.agent), args.limit)
+        .await?;
+    let audited: Vec<serde_json::Value> = audited
+        .iter()
+        .filter(|row| {
+            about
+                .as_ref()
+                .is_none_or(|t| row.record.target_kind == t.kind && row.record.target_id == t.id)
+        })
+        .map(assent_confirm::why::digest_entry)
+        .collect();
+    if !audited.is_empty() {
+        shown["auditedCalls"] = json!(audited);
+    }
     Output::either(ctx.json, &shown, || {
         let mut text = render::history(section.as_deref(), &args.agent);
         if !refused.is_empty() {
@@ -65,6 +82,20 @@ pub async fn history(ctx: &Ctx, args: HistoryArgs) -> Result<Output, CliError> {
             for r in &refused {
                 text.push_str("\n  ");
                 text.push_str(&crate::rejection_commands::refused_again_line(r));
+            }
+        }
+        if !audited.is_empty() {
+            text.push_str(
+                "\n\nCalls an audit rule let run without asking (`assent audit digest`):",
+            );
+            for call in &audited {
+                text.push_str(&format!(
+                    "\n  {}  {} {}  by rule audit {}",
+                    call["at"].as_str().unwrap_or_default(),
+                    call["toolName"].as_str().unwrap_or_default(),
+                    call["args"],
+                    call["rule"]["pattern"].as_str().unwrap_or("?"),
+                ));
             }
         }
         text
@@ -76,6 +107,9 @@ pub async fn audit_trail(ctx: &Ctx, args: AuditArgs) -> Result<Output, CliError>
     match args.command {
         Some(AuditCommand::Verify(verify)) => return audit_verify(ctx, verify).await,
         Some(AuditCommand::Head) => return audit_head(ctx).await,
+        Some(AuditCommand::Digest(digest)) => {
+            return crate::why_commands::audit_digest(ctx, digest).await;
+        }
         None => {}
     }
     let filter = match (args.about(), args.run) {

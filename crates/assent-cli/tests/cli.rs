@@ -73,6 +73,8 @@ mod telegram;
 mod trust;
 #[path = "cli/webhooks.rs"]
 mod webhooks;
+#[path = "cli/why.rs"]
+mod why;
 
 use serde_json::Value;
 use std::io::Write;

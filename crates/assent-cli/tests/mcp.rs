@@ -2859,3 +2859,69 @@ async fn an_abandoned_call_of_a_tool_marked_run_after_disconnect_stays_and_runs_
     );
     client.cancel().await.expect("the client leaves");
 }
+
+/// Issue 57: a gateway refusal keeps its words and quotes where the deciding rule came
+/// from; an `audit` rule runs a call at once, its audit record marked `audited` and
+/// listed by `assent audit digest`, and `assent why --audit` names the rule.
+#[tokio::test]
+async fn a_gateway_refusal_quotes_its_rules_origin_and_an_audit_rule_runs_and_is_listed() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    std::fs::write(&note, "hello\n").expect("a note");
+    for args in [
+        ["agent", "deny", "bot", "erase_note"],
+        ["agent", "audit", "bot", "stat_note"],
+    ] {
+        let out = assent(&s.db, &args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let upstream = vec![fixture().display().to_string()];
+    let client = gateway(&s.db, &[], &upstream).await;
+    let Value::Object(args) = json!({"path": note}) else {
+        panic!("an object")
+    };
+    let denied = client
+        .peer()
+        .call_tool(CallToolRequestParams::new("erase_note".to_owned()).with_arguments(args))
+        .await;
+    let said = match &denied {
+        Ok(result) => text(result),
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        said.contains("Tool erase_note is denied by policy"),
+        "{said}"
+    );
+    assert!(
+        said.contains("Decided by rule deny erase_note (a command, set by "),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("hello\n")
+    );
+
+    let ran = call(&client, "stat_note", json!({"path": note})).await;
+    assert_eq!(ran.is_error, Some(false), "{}", text(&ran));
+    client.cancel().await.expect("the client leaves");
+
+    let digest: Value =
+        serde_json::from_str(&succeeded(&assent(&s.db, &["--json", "audit", "digest"])))
+            .expect("JSON");
+    let calls = digest["calls"].as_array().expect("calls");
+    assert_eq!(calls.len(), 1, "{digest}");
+    assert_eq!(calls[0]["toolName"], "stat_note", "{digest}");
+    let operation = calls[0]["operationId"].as_str().expect("an operation id");
+    let why: Value = serde_json::from_str(&succeeded(&assent(
+        &s.db,
+        &["--json", "why", "--audit", operation],
+    )))
+    .expect("JSON");
+    assert_eq!(why["decision"], "audit", "{why}");
+    assert_eq!(why["decidedBy"]["rule"]["source"], "command", "{why}");
+    proven(&s.db);
+}

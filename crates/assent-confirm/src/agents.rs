@@ -17,7 +17,7 @@
 
 use crate::{Admin, ConfirmError, ConflictKind, Engine};
 use assent_store::{Connection, Store, agents as stored, host_tools, mcp_sessions};
-use assent_tools::{GrantSuggestion, InForce, RuleAction, ToolRule};
+use assent_tools::{GrantSuggestion, InForce, RuleAction, RuleProvenance, RuleSource, ToolRule};
 use std::collections::BTreeSet;
 use time::OffsetDateTime;
 
@@ -54,6 +54,9 @@ pub struct RuleChange {
     /// applies only while it holds ([`assent_tools::Condition`]). With it, `approvals`
     /// is the quorum once it holds, kept in the rule rather than per tool.
     pub condition: Option<assent_tools::When>,
+    /// How the rule is set (issue 57): kept with it, with `by` and the time, as its
+    /// provenance ([`assent_tools::RuleProvenance`]). A command by default.
+    pub source: RuleSource,
 }
 
 impl RuleChange {
@@ -67,6 +70,7 @@ impl RuleChange {
             by: None,
             any_name: false,
             condition: None,
+            source: RuleSource::Command,
         }
     }
 
@@ -405,6 +409,7 @@ impl Engine {
         let change = RuleChange {
             until: Some(suggestion.expires_at),
             by: by.map(str::to_owned),
+            source: RuleSource::Suggestion,
             ..RuleChange::new(pattern.unwrap_or(tool), RuleAction::Allow)
         };
         let rule = change.rule()?;
@@ -606,6 +611,11 @@ pub(crate) async fn change_rule_on(
     now: OffsetDateTime,
 ) -> Result<bool, ConfirmError> {
     let tool = rule.pattern().to_owned();
+    let rule = rule.with_provenance(RuleProvenance::new(
+        change.source.clone(),
+        change.by.clone(),
+        now,
+    ));
     let Some(mut changed) = stored::set_rule(conn, agent, rule, now).await? else {
         return Err(ConfirmError::UnknownAgent(agent.to_owned()));
     };
@@ -615,7 +625,7 @@ pub(crate) async fn change_rule_on(
             .await?
             .unwrap_or(false);
     }
-    if change.action == RuleAction::Allow {
+    if change.action.runs_unasked() {
         // Allowing a tool again accepts its current definition: one that changed
         // after it was first seen is asked about until a person does.
         changed |= host_tools::accept(conn, agent, &tool).await? > 0;

@@ -308,7 +308,7 @@ impl<'h> AuditedExecutor<'h> {
                 "Tool {} requires a person's confirmation",
                 req.spec.name
             )),
-            RuleAction::Ask | RuleAction::Allow => None,
+            RuleAction::Ask | RuleAction::Allow | RuleAction::Audit => None,
         }
     }
 

@@ -127,6 +127,7 @@ pub use strategy::{
     NonInteractive,
 };
 pub use wake::{PendingWake, ToolResponse, WakeOutcome, WakeRequest, WakeService};
+pub use why::Why;
 pub use worker::{DEFAULT_WORKER_POLL, Expiry, Worker};
 
 use assent_store::{Store, host_tools};
@@ -417,4 +418,5 @@ mod strategy;
 mod testing;
 mod undo;
 mod wake;
+pub mod why;
 mod worker;

@@ -14,7 +14,7 @@ use assent_store::{
 };
 use assent_tools::{
     AgentEntry, AgentPolicy, Backtest, POLICY_FILE_VERSION, PolicyChange, PolicyFile, PolicyPlan,
-    RuleEntry, ShadowEntry, ToolsError,
+    RuleEntry, RuleSource, ShadowEntry, ToolsError,
 };
 use std::collections::BTreeSet;
 use time::OffsetDateTime;
@@ -216,7 +216,7 @@ impl Admin<'_> {
         }
         let mut changed = BTreeSet::new();
         for change in &plan.changes {
-            apply_change(conn, change, by, now).await?;
+            apply_change(conn, change, by, &sha256, now).await?;
             changed.insert(change.agent().to_owned());
         }
         for agent in &changed {
@@ -233,6 +233,7 @@ async fn apply_change(
     conn: &mut Connection,
     change: &PolicyChange,
     by: &str,
+    sha256: &str,
     now: OffsetDateTime,
 ) -> Result<(), ConfirmError> {
     let unknown = |agent: &str| ConfirmError::UnknownAgent(agent.to_owned());
@@ -267,6 +268,10 @@ async fn apply_change(
                 // `--after`/`--only-after`/`--total` (its quorum is the condition's).
                 condition: to.condition().map(|c| c.when.clone()),
                 approvals: to.condition().and_then(|c| c.approvals),
+                // `assent why` names the file by its hash, as the chain entry does.
+                source: RuleSource::PolicyFile {
+                    sha256: sha256.to_owned(),
+                },
                 ..RuleChange::new(to.pattern(), to.action())
             };
             let rule = change.rule()?;

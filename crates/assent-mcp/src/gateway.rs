@@ -487,9 +487,13 @@ impl Gateway {
         if let Some(spec) = registry.get(tool_name)
             && route(&policy, spec) == RuleAction::Deny
         {
-            return Ok(Called::Done(error_result(reply::denied_by_policy(
-                tool_name,
-            ))));
+            // Where the deciding rule came from, after the words the client knows.
+            let origin = reply::rule_origin(policy.ruling(tool_name, None).as_ref());
+            let said = match origin {
+                Some(origin) => format!("{}.{origin}", reply::denied_by_policy(tool_name)),
+                None => reply::denied_by_policy(tool_name),
+            };
+            return Ok(Called::Done(error_result(said)));
         }
         let run_key = format!("mcp-{}", Uuid::new_v4());
         // The call is already typed: handed to the engine as it is, not written as some

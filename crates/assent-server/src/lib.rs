@@ -72,6 +72,7 @@ mod tokens;
 mod tools;
 mod wakes;
 mod webhooks;
+mod why;
 
 pub use agents::{
     AgentView, HoldView, QuorumView, RuleView, agent_view, agent_views, change_agent_rule,
@@ -386,6 +387,8 @@ impl Server {
             .route("/audit", get(decisions::audit_trail))
             .route("/rejections", get(rejections::list))
             .route("/audit/head", get(decisions::audit_head))
+            .route("/audit/digest", get(why::digest))
+            .route("/change-sets/{id}/items/{index}/why", get(why::why_item))
             .route("/audit/verify", get(decisions::audit_verify))
             .route("/confirmations", get(delegation::list))
             .route("/confirmations/{id}", post(delegation::answer))

@@ -5,7 +5,9 @@
 
 use crate::Connection;
 use crate::{StoreError, chain, timefmt};
-use assent_tools::{AgentPolicy, RuleAction, ToolRule, ToolSettingEntry, ToolSettingsTable};
+use assent_tools::{
+    AgentPolicy, RuleAction, RuleProvenance, ToolRule, ToolSettingEntry, ToolSettingsTable,
+};
 use serde_json::{Value, json};
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -28,6 +30,14 @@ pub async fn upsert(
                 rule["expiresAt"] = json!(timefmt::format(at));
             }
             with_condition(&mut rule, r);
+            // Where it came from (issue 57), beside what it says; a rule stored before
+            // has none and reads as it did.
+            if let Some(provenance) = r.provenance()
+                && let (Some(rule), Value::Object(fields)) =
+                    (rule.as_object_mut(), provenance.to_json())
+            {
+                rule.extend(fields);
+            }
             rule
         })
         .collect();
@@ -199,6 +209,11 @@ fn policy_from(categories: &str, rules: &str) -> Result<AgentPolicy, StoreError>
             ToolRule::new(pattern, action).map_err(|e| StoreError::corrupt("agents", e))?;
         if let Some(at) = rule["expiresAt"].as_str() {
             parsed = parsed.until(timefmt::parse("agents", at)?);
+        }
+        if let Some(provenance) =
+            RuleProvenance::from_json(&rule).map_err(|e| StoreError::corrupt("agents", e))?
+        {
+            parsed = parsed.with_provenance(provenance);
         }
         policy = policy.with_rule(condition_of(&rule, parsed)?);
     }

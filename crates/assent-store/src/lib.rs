@@ -141,6 +141,7 @@ pub mod tokens;
 pub mod verified_heads;
 pub mod waits;
 pub mod webhooks;
+pub mod why;
 
 pub use audit::StoreAuditSink;
 pub use connection::Connection;

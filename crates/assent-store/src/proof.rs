@@ -1685,6 +1685,12 @@ fn conditions_judged<'a>(
     judged
 }
 
+/// Whether a stored rule's action lets a call run without a person: `allow`, or
+/// `audit` (issue 57: it runs as `allow` does, only recorded more prominently).
+fn runs_unasked(action: &Value) -> bool {
+    action == "allow" || action == "audit"
+}
+
 /// Why a call that ran unasked at `at` was not let through by the agent's `rules`
 /// entry then in force, or `None` when it was: what the audit says allowed it (a rule
 /// of that pattern, or the tool's own mode) must be in force, and no rule in force
@@ -1726,7 +1732,7 @@ fn unasked_problem(
         let patterns: Vec<&str> = named.iter().filter_map(|r| r["pattern"].as_str()).collect();
         let in_force = patterns.iter().all(|pattern| {
             list.iter()
-                .any(|r| r["pattern"] == *pattern && r["action"] == "allow")
+                .any(|r| r["pattern"] == *pattern && runs_unasked(&r["action"]))
         });
         let covered = in_force && assent_tools::allow_rules_cover(&patterns, tool, call);
         return (!covered).then(|| {
@@ -1737,7 +1743,7 @@ fn unasked_problem(
         let pattern = rule["pattern"].as_str().unwrap_or_default();
         let found = list.iter().any(|r| {
             r["pattern"] == pattern
-                && r["action"] == "allow"
+                && runs_unasked(&r["action"])
                 && call_covers(pattern, tool, call) == Coverage::Yes
         });
         return (!found).then(|| format!("an allow rule {pattern:?} for {tool} in force when it ran (the agent's rules then had none)"));
@@ -1754,6 +1760,23 @@ fn unasked_problem(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_call_run_under_an_audit_rule_had_consent_by_rule() {
+        let rules = json!({"rules": [{"pattern": "add_*", "action": "audit", "source": "command", "setBy": "alice", "setAt": "2026-01-01T00:00:00Z"}]});
+        let by_rule = json!({"rule": {"pattern": "add_*", "action": "audit", "source": "command"}, "audited": true});
+        assert_eq!(
+            unasked_problem(&rules, &by_rule, "add_item", None, "2026"),
+            None
+        );
+        // An audit rule with a deny beside it: the deny wins, the run had no consent.
+        let denied = json!({"rules": [{"pattern": "add_*", "action": "audit"}, {"pattern": "add_item", "action": "deny"}]});
+        assert!(unasked_problem(&denied, &by_rule, "add_item", None, "2026").is_some());
+        // An audit rule named by a record but not in force: no consent.
+        assert!(
+            unasked_problem(&json!({"rules": []}), &by_rule, "add_item", None, "2026").is_some()
+        );
+    }
 
     #[test]
     fn an_unasked_run_needs_its_allow_rule_in_force_and_no_stricter_one() {

@@ -255,7 +255,9 @@ impl Condition {
         match holds {
             Coverage::Yes => true,
             Coverage::No => false,
-            Coverage::Unsure => action != RuleAction::Allow,
+            // Unsure: a rule that would run the call unasked (allow, audit) does not
+            // apply; one that asks or denies does.
+            Coverage::Unsure => !action.runs_unasked(),
         }
     }
 
@@ -604,6 +606,7 @@ mod tests {
         assert_eq!(holds(json!({"cents": 50_001}), &[]), Coverage::Yes);
         assert!(Condition::applies(RuleAction::Ask, Coverage::Unsure));
         assert!(!Condition::applies(RuleAction::Allow, Coverage::Unsure));
+        assert!(!Condition::applies(RuleAction::Audit, Coverage::Unsure));
     }
 
     proptest! {

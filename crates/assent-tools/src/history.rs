@@ -199,7 +199,8 @@ impl InForce {
     /// What `policy` (the rules in force) and the tool's settings (its quorum
     /// `approvals_needed`, its `hold` in seconds) say about `tool`.
     pub fn of(policy: &AgentPolicy, tool: &str, approvals_needed: u32, hold: Option<u32>) -> Self {
-        let action = policy.ruled(tool);
+        // `audit` kept apart from `allow`: an allow suggestion would weaken it.
+        let action = policy.ruled_call_audited(tool, None);
         // Among the rules that decide, one of another pattern first: an allow of the
         // tool alone would replace only its own rule, and leave that one deciding.
         let pattern = action.and_then(|action| {
@@ -259,6 +260,11 @@ impl InForce {
         if self.rule == Some(RuleAction::Deny.as_str()) {
             return Some(format!(
                 "agent {agent} has a deny rule for {pattern} in force; a suggestion never weakens it"
+            ));
+        }
+        if self.rule == Some(RuleAction::Audit.as_str()) {
+            return Some(format!(
+                "agent {agent} has an audit rule for {pattern} in force; a suggestion never weakens it (an allow would stop marking its calls for the audit digest)"
             ));
         }
         if let Some(needed) = self.approvals {
@@ -642,7 +648,8 @@ pub fn backtest(calls: &[PastCall], agent: &str, rule: &ToolRule) -> Backtest {
                     .count(),
             );
         }
-        RuleAction::Allow => {
+        // An audit rule lets the calls run unasked, as an allow does.
+        RuleAction::Allow | RuleAction::Audit => {
             result.would_run_unasked = result.calls;
             result.let_through = covered
                 .iter()
@@ -701,7 +708,7 @@ fn disagreement_why(
 ) -> Option<(&'static str, &'static str)> {
     match action {
         RuleAction::Ask => None,
-        RuleAction::Allow => let_through_why(outcome, undone),
+        RuleAction::Allow | RuleAction::Audit => let_through_why(outcome, undone),
         RuleAction::Deny => refused_why(outcome, undone),
     }
 }

@@ -44,6 +44,7 @@ mod executor;
 mod history;
 mod policy;
 mod policy_file;
+mod provenance;
 mod registry;
 mod shell;
 mod state;
@@ -71,6 +72,7 @@ pub use policy_file::{
     AgentEntry, POLICY_FILE_VERSION, PolicyChange, PolicyFile, PolicyPlan, RuleEntry, ShadowEntry,
     plan as plan_policy,
 };
+pub use provenance::{NO_PROVENANCE, RuleProvenance, RuleSource, provenance_json};
 pub use registry::{
     BatchSpec, CompensationFn, SummaryContext, SummaryFn, TargetFrom, ToolMode, ToolRegistry,
     ToolSpec, fallback_summary, titled_summary,

@@ -1,15 +1,22 @@
 //! Fail-closed execution policy (ADR 0004): may this agent run this tool on this
 //! target, and should a person be asked first?
 
+use crate::provenance::RuleProvenance;
 use crate::{Condition, PastRun, ToolMode, ToolSpec, ToolsError};
 use std::collections::BTreeSet;
 use time::{Duration, OffsetDateTime};
 
-/// What a rule (or a tool's mode) says about a call.
+/// What a rule (or a tool's mode) says about a call. The order is the strictness:
+/// among the rules covering a call the strictest wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RuleAction {
     /// Run without asking.
     Allow,
+    /// Run without asking, as `allow` routes it, but record the call prominently (its
+    /// audit record's `allowedBy.audited`, `assent audit digest`). Stricter than
+    /// `allow`, so an audit rule and an allow rule covering one call audit it; never
+    /// weaker than `ask` or `deny`.
+    Audit,
     /// Ask a person first (queue in a change set).
     Ask,
     /// Never run.
@@ -17,13 +24,30 @@ pub enum RuleAction {
 }
 
 impl RuleAction {
-    /// The stable name: `allow`, `ask` or `deny`.
+    /// The stable name: `allow`, `audit`, `ask` or `deny`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Allow => "allow",
+            Self::Audit => "audit",
             Self::Ask => "ask",
             Self::Deny => "deny",
         }
+    }
+}
+
+impl RuleAction {
+    /// How a call is routed under this action: `audit` runs as `allow` does (only its
+    /// record differs), every other action is itself.
+    pub const fn routes_as(self) -> Self {
+        match self {
+            Self::Audit => Self::Allow,
+            other => other,
+        }
+    }
+
+    /// Whether a call runs without asking under this action (`allow` or `audit`).
+    pub const fn runs_unasked(self) -> bool {
+        matches!(self.routes_as(), Self::Allow)
     }
 }
 
@@ -32,10 +56,11 @@ impl std::str::FromStr for RuleAction {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "allow" => Ok(Self::Allow),
+            "audit" => Ok(Self::Audit),
             "ask" => Ok(Self::Ask),
             "deny" => Ok(Self::Deny),
             other => Err(format!(
-                "unknown rule action {other:?} (expected allow, ask or deny)"
+                "unknown rule action {other:?} (expected allow, ask or deny, or audit)"
             )),
         }
     }
@@ -53,7 +78,22 @@ pub struct ToolRule {
     condition: Option<Condition>,
     /// Whether [`AgentPolicy::given`] found the condition holding for the call at hand.
     condition_met: bool,
+    provenance: Origin,
 }
+
+/// Where a rule came from, kept beside what it says but not part of it: two rules
+/// that say the same are equal whoever set them, so setting a rule again changes
+/// nothing (and keeps its first origin).
+#[derive(Debug, Clone, Default)]
+struct Origin(Option<RuleProvenance>);
+
+impl PartialEq for Origin {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Origin {}
 
 impl ToolRule {
     /// A rule; the pattern must be non-empty and only `*` is special.
@@ -74,6 +114,7 @@ impl ToolRule {
             expires_at: None,
             condition: None,
             condition_met: false,
+            provenance: Origin::default(),
         })
     }
 
@@ -87,9 +128,25 @@ impl ToolRule {
         }
     }
 
+    /// The same rule, with where it came from ([`RuleProvenance`]): who set it, when,
+    /// and how (a command, a policy file and its hash, a suggestion, a session grant).
+    #[must_use]
+    pub fn with_provenance(self, provenance: RuleProvenance) -> Self {
+        Self {
+            provenance: Origin(Some(provenance)),
+            ..self
+        }
+    }
+
     /// The rule's condition over the history, when it has one.
     pub fn condition(&self) -> Option<&Condition> {
         self.condition.as_ref()
+    }
+
+    /// Where the rule came from; `None` for a rule stored before provenance was
+    /// recorded.
+    pub fn provenance(&self) -> Option<&RuleProvenance> {
+        self.provenance.0.as_ref()
     }
 
     /// The same rule, in force until `expires_at` (exclusive) only.
@@ -133,14 +190,14 @@ impl ToolRule {
     ) -> Option<(RuleAction, Option<PartRef>)> {
         // A condition not judged for this call: an allow does not count (it may not
         // hold), an ask or a deny does (it may).
-        if self.condition.is_some() && !self.condition_met && self.action == RuleAction::Allow {
+        if self.condition.is_some() && !self.condition_met && self.action.runs_unasked() {
             return None;
         }
         let found = covers_call(&self.pattern, tool_name, call);
         let action = match found.coverage {
             Coverage::Yes => self.action,
             Coverage::No => return None,
-            Coverage::Unsure if self.action == RuleAction::Allow => return None,
+            Coverage::Unsure if self.action.runs_unasked() => return None,
             Coverage::Unsure if found.unreadable => RuleAction::Ask,
             Coverage::Unsure => self.action,
         };
@@ -761,12 +818,17 @@ pub struct Ruling {
     pub decided: RuleAction,
     /// The part of a chained command it found, when the command has several.
     pub part: Option<PartRef>,
+    /// Where the rule came from, when recorded: quoted to the agent after the whole
+    /// refusal (`assent_changeset::reply::rule_origin`), so the words before it stay
+    /// as they were, and the agent and the person know whom to ask.
+    pub provenance: Option<RuleProvenance>,
 }
 
 impl std::fmt::Display for Ruling {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let verb = match self.decided {
             RuleAction::Allow => "allowed",
+            RuleAction::Audit => "allowed and audited",
             RuleAction::Ask => "asked",
             RuleAction::Deny => "denied",
         };
@@ -946,6 +1008,18 @@ impl AgentPolicy {
     /// [`AgentPolicy::ruled`] for one call: argument patterns read `call` too
     /// ([`call_covers`]; an unsure one counts only for asking or denying).
     pub fn ruled_call(&self, tool_name: &str, call: Option<CallContext<'_>>) -> Option<RuleAction> {
+        self.ruled_call_audited(tool_name, call)
+            .map(RuleAction::routes_as)
+    }
+
+    /// [`AgentPolicy::ruled_call`] keeping `audit` apart from `allow`: `Audit` when
+    /// the strictest rule covering the call audits it, or when it is allowed part by
+    /// part and an audit rule covers one of its parts.
+    pub fn ruled_call_audited(
+        &self,
+        tool_name: &str,
+        call: Option<CallContext<'_>>,
+    ) -> Option<RuleAction> {
         let ruled = self
             .rules
             .iter()
@@ -953,7 +1027,13 @@ impl AgentPolicy {
             .map(|(action, _)| action)
             .max();
         match ruled {
-            None if self.allowed_part_by_part(tool_name, call).is_some() => Some(RuleAction::Allow),
+            None => self.allowed_part_by_part(tool_name, call).map(|rules| {
+                rules
+                    .iter()
+                    .map(|rule| rule.action)
+                    .max()
+                    .unwrap_or(RuleAction::Allow)
+            }),
             ruled => ruled,
         }
     }
@@ -988,11 +1068,23 @@ impl AgentPolicy {
                 args: &args,
                 ..call
             };
-            let rule = self.rules.iter().find(|rule| {
-                rule.action == RuleAction::Allow
-                    && (rule.condition.is_none() || rule.condition_met)
+            // An audit rule first: a part it covers is audited even when an allow rule
+            // covers it too. A conditional rule counts only where its condition held.
+            let covering = |rule: &&ToolRule| {
+                (rule.condition.is_none() || rule.condition_met)
                     && rule.covers(tool_name, Some(one)) == Coverage::Yes
-            })?;
+            };
+            let rule = self
+                .rules
+                .iter()
+                .filter(|rule| rule.action == RuleAction::Audit)
+                .find(covering)
+                .or_else(|| {
+                    self.rules
+                        .iter()
+                        .filter(|rule| rule.action == RuleAction::Allow)
+                        .find(covering)
+                })?;
             if !allowing.contains(&rule) {
                 allowing.push(rule);
             }
@@ -1018,7 +1110,29 @@ impl AgentPolicy {
             action: rule.action,
             decided,
             part,
+            provenance: rule.provenance().cloned(),
         })
+    }
+
+    /// The rules that together allow a chained command part by part, when no one rule
+    /// covers it all (`ls | wc -l` under `Bash(ls:*)` and `Bash(wc:*)`); empty
+    /// otherwise.
+    pub fn covering_parts(&self, tool_name: &str, call: Option<CallContext<'_>>) -> Vec<&ToolRule> {
+        self.allowed_part_by_part(tool_name, call)
+            .unwrap_or_default()
+    }
+
+    /// Every rule covering a call, in the order added, with what it made of it (as
+    /// [`AgentPolicy::ruling`] counts them): the one deciding and those it outranked.
+    pub fn covering(
+        &self,
+        tool_name: &str,
+        call: Option<CallContext<'_>>,
+    ) -> Vec<(&ToolRule, RuleAction)> {
+        self.rules
+            .iter()
+            .filter_map(|r| r.counts_as(tool_name, call).map(|(action, _)| (r, action)))
+            .collect()
     }
 
     /// What lets `tool` run without a person, for the audit trail (`allowedBy`): the
@@ -1037,8 +1151,11 @@ impl AgentPolicy {
         if self.route_call(tool, call) != RuleAction::Allow {
             return None;
         }
+        // The rule with where it came from (`source`, `setBy`, `setAt`), so the record
+        // says who let the call run unasked.
         let shown = |rule: &ToolRule| {
-            let mut shown = serde_json::json!({"pattern": rule.pattern(), "action": "allow"});
+            let mut shown =
+                serde_json::json!({"pattern": rule.pattern(), "action": rule.action().as_str()});
             if let Some(at) = rule.expires_at()
                 && let Ok(at) = at.format(&time::format_description::well_known::Rfc3339)
             {
@@ -1049,20 +1166,45 @@ impl AgentPolicy {
             {
                 shown["condition"] = condition;
             }
+            if let Some(serde_json::Value::Object(fields)) =
+                rule.provenance().map(RuleProvenance::to_json)
+                && let Some(shown) = shown.as_object_mut()
+            {
+                shown.extend(fields);
+            }
             shown
         };
-        let rule = self.rules.iter().find(|rule| {
-            rule.action() == RuleAction::Allow
-                && (rule.condition.is_none() || rule.condition_met)
+        let audited = self.ruled_call_audited(&tool.name, call) == Some(RuleAction::Audit);
+        let mark = |mut allowed: serde_json::Value| {
+            if audited {
+                allowed["audited"] = serde_json::Value::Bool(true);
+            }
+            allowed
+        };
+        // An audit rule first: a call it covers is audited even when an allow rule
+        // covers it too. A conditional rule counts only where its condition held.
+        let covering = |rule: &&ToolRule| {
+            (rule.condition.is_none() || rule.condition_met)
                 && rule.covers(&tool.name, call) == Coverage::Yes
-        });
+        };
+        let rule = self
+            .rules
+            .iter()
+            .filter(|rule| audited && rule.action() == RuleAction::Audit)
+            .find(covering)
+            .or_else(|| {
+                self.rules
+                    .iter()
+                    .filter(|rule| rule.action() == RuleAction::Allow)
+                    .find(covering)
+            });
         if let Some(rule) = rule {
-            return Some(serde_json::json!({ "rule": shown(rule) }));
+            return Some(mark(serde_json::json!({ "rule": shown(rule) })));
         }
         // A chained command whose parts are each allowed by a rule: every one named.
         if let Some(rules) = self.allowed_part_by_part(&tool.name, call) {
             let rules: Vec<serde_json::Value> = rules.into_iter().map(shown).collect();
-            return Some(serde_json::json!({ "rules": rules }));
+            return Some(mark(serde_json::json!({ "rules": rules })));
         }
         Some(serde_json::json!({"mode": "immediate"}))
     }
@@ -1115,7 +1257,7 @@ impl AgentPolicy {
             };
         }
         match self.route_call(tool, call) {
-            RuleAction::Allow => PolicyDecision::Allow,
+            RuleAction::Allow | RuleAction::Audit => PolicyDecision::Allow,
             RuleAction::Ask => PolicyDecision::Ask,
             RuleAction::Deny => PolicyDecision::Deny {
                 reason: self.denial(&tool.name, call),
@@ -2257,5 +2399,111 @@ mod chained {
                 }
             }
         }
+    }
+}
+
+/// Issue 57: the `audit` action routes as `allow`, is kept apart for the record, and
+/// never weakens a stricter rule.
+#[cfg(test)]
+mod audit {
+    use super::*;
+    use crate::{RuleProvenance, RuleSource};
+    use serde_json::json;
+
+    fn spec(name: &str, mode: ToolMode) -> ToolSpec {
+        ToolSpec::new(name, "t", mode, json!({"type": "object"}))
+    }
+
+    fn rule(pattern: &str, action: RuleAction) -> ToolRule {
+        ToolRule::new(pattern, action).expect("a rule")
+    }
+
+    #[test]
+    fn an_audit_rule_routes_as_allow_and_marks_the_record() {
+        let policy = AgentPolicy::default().with_rule(rule("send", RuleAction::Audit));
+        let send = spec("send", ToolMode::Deferred);
+        assert_eq!(policy.route(&send), RuleAction::Allow);
+        assert_eq!(policy.ruled("send"), Some(RuleAction::Allow));
+        assert_eq!(
+            policy.ruled_call_audited("send", None),
+            Some(RuleAction::Audit)
+        );
+        let by = policy.allowed_by(&send).expect("runs unasked");
+        assert_eq!(by["audited"], true, "{by}");
+        assert_eq!(by["rule"]["action"], "audit", "{by}");
+        // Audit over allow: a call both cover is audited.
+        let both = policy.clone().with_rule(rule("s*", RuleAction::Allow));
+        assert_eq!(both.allowed_by(&send).expect("runs")["audited"], true);
+        // An allow alone marks nothing.
+        let allow = AgentPolicy::default().with_rule(rule("send", RuleAction::Allow));
+        assert_eq!(allow.allowed_by(&send).expect("runs").get("audited"), None);
+    }
+
+    #[test]
+    fn an_audit_rule_never_weakens_ask_deny_or_review() {
+        let send = spec("send", ToolMode::Immediate);
+        for (stricter, routed) in [
+            (RuleAction::Ask, RuleAction::Ask),
+            (RuleAction::Deny, RuleAction::Deny),
+        ] {
+            let policy = AgentPolicy::default()
+                .with_rule(rule("send", RuleAction::Audit))
+                .with_rule(rule("s*", stricter));
+            assert_eq!(policy.route(&send), routed);
+            assert_eq!(policy.allowed_by(&send), None);
+        }
+        let policy = AgentPolicy::default().with_rule(rule("send", RuleAction::Audit));
+        assert_eq!(
+            policy.route(&spec("send", ToolMode::Review)),
+            RuleAction::Ask
+        );
+        // Unsure of a chained command, an audit rule counts as an allow would: not at all.
+        let bash = AgentPolicy::default().with_rule(rule("Bash(ls:*)", RuleAction::Audit));
+        let args = json!({"command": "ls; rm -rf /"});
+        let call = Some(CallContext::new(&args, "/w"));
+        assert_eq!(bash.ruled_call("Bash", call), None);
+        assert_eq!("audit".parse::<RuleAction>(), Ok(RuleAction::Audit));
+    }
+
+    #[test]
+    fn a_grant_suggestion_never_replaces_an_audit_rule() {
+        let policy = AgentPolicy::default().with_rule(rule("send", RuleAction::Audit));
+        let in_force = crate::InForce::of(&policy, "send", 1, None);
+        assert_eq!(in_force.rule, Some("audit"));
+        let refused = in_force.refusal("a", "send").expect("refused");
+        assert!(refused.contains("audit rule"), "{refused}");
+    }
+
+    #[test]
+    fn provenance_is_carried_but_is_not_part_of_what_a_rule_says() {
+        let at = time::macros::datetime!(2026-12-01 10:00 UTC);
+        let plain = rule("send", RuleAction::Deny);
+        let known = plain.clone().with_provenance(RuleProvenance::new(
+            RuleSource::PolicyFile {
+                sha256: "ab12cd34ef".into(),
+            },
+            Some("alice".into()),
+            at,
+        ));
+        assert_eq!(plain, known, "the same rule whoever set it");
+        assert_eq!(known.provenance().map(|p| p.set_at), Some(at));
+        let policy = AgentPolicy::default().with_rule(known);
+        let ruling = policy.ruling("send", None).expect("a ruling");
+        assert_eq!(
+            ruling.provenance.map(|p| p.summary()).as_deref(),
+            Some("policy file ab12cd34, set by alice 2026-12-01")
+        );
+        let by = AgentPolicy::default()
+            .with_rule(
+                rule("send", RuleAction::Allow).with_provenance(RuleProvenance::new(
+                    RuleSource::Command,
+                    Some("bob".into()),
+                    at,
+                )),
+            )
+            .allowed_by(&spec("send", ToolMode::Deferred))
+            .expect("runs");
+        assert_eq!(by["rule"]["setBy"], "bob", "{by}");
+        assert_eq!(by["rule"]["source"], "command", "{by}");
     }
 }

@@ -157,9 +157,12 @@ fn the_next_wake_routes_by_the_rules() {
         0
     );
     let refused = wake("set_task_language", language());
-    assert_eq!(
-        reply(&refused),
-        "Denied by policy: Tool set_task_language is denied by policy. Nothing was queued or executed."
+    // Its words as ever, then where the rule came from (issue 57).
+    assert!(
+        reply(&refused).starts_with(
+            "Denied by policy: Tool set_task_language is denied by policy. Nothing was queued or executed. Decided by rule deny set_task_language (a command, set by "
+        ),
+        "{refused}"
     );
     assert!(refused["changeSetId"].is_null(), "{refused}");
     assert!(cli.json(&["task", "show", &task], "")["language"].is_null());

@@ -216,9 +216,33 @@ fn rule_then_hook(rule: &str) {
                 None,
             ),
         };
-        assert_eq!(answered(child), expected, "{name}");
+        // Issue 57: a denial quotes where its rule came from, after its usual words.
+        let answer = answered(child);
+        if rule != "allow" {
+            let origin = format!("Decided by rule deny {tool} (a command, set by ");
+            assert!(answer.to_string().contains(&origin), "{name}: {answer}");
+        }
+        assert_eq!(without_origin(answer), expected, "{name}");
     }
     proven(&cli);
+}
+
+/// `value` with every string cut before the rule's origin a denial quotes (` Decided
+/// by rule …`, issue 57): what the answer said before it.
+fn without_origin(value: Value) -> Value {
+    match value {
+        Value::String(text) => Value::String(
+            text.split_once(" Decided by rule ")
+                .map_or(text.clone(), |(before, _)| before.to_owned()),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(without_origin).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(key, value)| (key, without_origin(value)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 /// `assent audit verify` holds on the database the hooks wrote (issue 38).

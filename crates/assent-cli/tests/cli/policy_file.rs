@@ -196,6 +196,29 @@ async fn round_trip(backend: &assent_tests::TestBackend) {
     assert_eq!(entries[0]["by"], "carol");
     assert_eq!(entries[0]["policyFile"], json!({"sha256": sha256(&path)}));
     assert!(policy_entries(&cli, "b").await.is_empty());
+    // The rule the file changed remembers it (what `assent why` names); the ones it
+    // left as they were keep their first origin.
+    let store = assent_store::Store::open(&cli.db()).await.expect("store");
+    let mut conn = store.read_connection().await.expect("a connection");
+    let agent = assent_store::agents::get(&mut conn, "a")
+        .await
+        .expect("read")
+        .expect("agent a");
+    let origin = |pattern: &str| {
+        agent
+            .policy
+            .rules()
+            .iter()
+            .find(|r| r.pattern() == pattern)
+            .and_then(|r| r.provenance())
+            .map(assent_tools::RuleProvenance::to_json)
+            .expect("an origin")
+    };
+    let changed_rule = origin("drop_*");
+    assert_eq!(changed_rule["source"], "policyFile", "{changed_rule}");
+    assert_eq!(changed_rule["sha256"], sha256(&path), "{changed_rule}");
+    assert_eq!(changed_rule["setBy"], "carol", "{changed_rule}");
+    assert_eq!(origin("Bash(git status:*)")["source"], "command");
     ok(&cli, &["audit", "verify"]);
 }
 

@@ -84,9 +84,12 @@ async fn an_admin_sets_rules_and_the_next_wake_routes_by_them() {
         json!({"languageCode": "en"}),
     )
     .await;
-    assert_eq!(
-        reply,
-        "Denied by policy: Tool set_task_language is denied by policy. Nothing was queued or executed."
+    // Its words as ever, then where the rule came from (issue 57).
+    assert!(
+        reply.starts_with(
+            "Denied by policy: Tool set_task_language is denied by policy. Nothing was queued or executed. Decided by rule deny set_task_language (a command, set by "
+        ),
+        "{reply}"
     );
     assert!(body["changeSetId"].is_null(), "{body}");
 
