@@ -90,6 +90,8 @@ async fn an_agent_token_walks_every_route_and_can_decide_nothing() {
         (Method::GET, "/api/audit".to_owned()),
         (Method::GET, "/api/audit/head".to_owned()),
         (Method::GET, "/api/audit/verify".to_owned()),
+        (Method::GET, "/api/audit/digest".to_owned()),
+        (Method::GET, item("why")),
         (Method::GET, "/api/rejections".to_owned()),
         (Method::GET, "/api/jobs".to_owned()),
         (Method::POST, "/api/jobs/any/resolve".to_owned()),
