@@ -117,9 +117,13 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
             addr: addr.to_string(),
             public_url: phone_url.as_deref().map(assent_mcp::redact::redact),
             token_file: match &token.origin {
-                TokenOrigin::Stored(path) | TokenOrigin::Generated(path) => {
-                    Some(path.display().to_string())
-                }
+                // Absolute: the doctor may run in another folder.
+                TokenOrigin::Stored(path) | TokenOrigin::Generated(path) => Some(
+                    std::path::absolute(path)
+                        .unwrap_or_else(|_| path.clone())
+                        .display()
+                        .to_string(),
+                ),
                 TokenOrigin::Given | TokenOrigin::Ephemeral => None,
             },
             token: match &token.origin {
