@@ -30,6 +30,12 @@ pub fn locate(flag: Option<String>) -> Result<String, CliError> {
     created(choice)
 }
 
+/// The file of the default database (`assent.db` in the user's data directory), where
+/// it would be: nothing is created.
+pub fn default_file() -> Option<PathBuf> {
+    data_dir().ok().map(|dir| dir.join(FILE_NAME))
+}
+
 /// The database of a hook or a gateway (`assent hook`, `assent hook install`, `assent
 /// mcp`): like [`locate`], but never the legacy `./assent.db`. A coding agent works in
 /// the current folder, and a repository (or any command the agent may run) can ship

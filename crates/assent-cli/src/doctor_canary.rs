@@ -459,7 +459,7 @@ fn verdict(kind: AgentKind, door: &Door, out: Option<&std::process::Output>) -> 
         other => {
             let said = !out.stderr.is_empty() || !text.trim().is_empty();
             let gemini_denies = rules.missing_program_blocks && other != Some(1) && said;
-            let blocked = closed || gemini_denies;
+            let blocked = closed || gemini_denies || rules.crash_blocks;
             (
                 blocked,
                 format!(
@@ -467,6 +467,8 @@ fn verdict(kind: AgentKind, door: &Door, out: Option<&std::process::Output>) -> 
                     other.map_or_else(|| "by signal".to_owned(), |c| c.to_string()),
                     if closed {
                         "blocked by its fail-closed setting"
+                    } else if rules.crash_blocks {
+                        "a hook that exits other than 0 denies the call"
                     } else if gemini_denies {
                         "text that is not JSON with this exit is a denial"
                     } else {

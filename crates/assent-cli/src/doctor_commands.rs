@@ -2,9 +2,11 @@
 //! this machine for this project (the six agents' hook settings, project, local and
 //! user; the MCP client configurations that run `assent mcp`), and per door whether a
 //! failure of Assent blocks the call or lets it through, the hook's timeout against its
-//! wait, whether the program it names runs, and the mode, owner and place of each
-//! database they name. Exit 0 when every door blocks on failure, 1 when one lets a call
-//! through (or a database is open to other users or inside the project).
+//! wait, whether the program it names runs, the mode, owner and place of each
+//! database they name, and the exposure of each `assent serve` recorded beside those
+//! databases (`serve_record`: its address, `--public-url` scheme and token file). Exit
+//! 0 when every door blocks on failure, 1 when one lets a call through (or a database
+//! or token is open to other users, or a server listens beyond loopback in the clear).
 //!
 //! `--fix` mends what it safely can (the agent's fail-closed setting, a timeout below
 //! the wait, `async`, database and token file modes), writes each settings file whole
@@ -113,6 +115,36 @@ struct DatabaseOut {
     findings: Vec<FindingOut>,
 }
 
+/// One start of `assent serve` recorded beside a database, and what is unsafe about
+/// its exposure.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ServeOut {
+    /// The database it serves (redacted).
+    database: String,
+    /// The record it was read from.
+    record: String,
+    addr: String,
+    /// Whether it listens on loopback only.
+    loopback: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    public_url: Option<String>,
+    /// The token file, with its mode (checked with the database's files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_file: Option<String>,
+    /// Where its token came from: `given`, `stored`, `generated`, `ephemeral`.
+    token: String,
+    mcp_gateway: bool,
+    pid: u32,
+    /// Whether its process still runs (absent where that cannot be told).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    running: Option<bool>,
+    started_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stopped_at: Option<String>,
+    findings: Vec<FindingOut>,
+}
+
 /// An agent's version, as its own `--version` says.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -134,6 +166,8 @@ struct Report {
     gateways: Vec<GatewayOut>,
     databases: Vec<DatabaseOut>,
     serve: String,
+    /// Each `assent serve` recorded beside a database above, with its exposure.
+    serves: Vec<ServeOut>,
     /// About the settings files themselves (who may change them).
     settings_files: Vec<FindingOut>,
     changes: Vec<String>,
@@ -197,6 +231,13 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
         .filter(|url| !url.trim().is_empty())
         .into_iter()
         .collect();
+    // Nothing named: the default database, where `assent serve` and the hooks go by
+    // default, when it exists.
+    if databases.is_empty()
+        && let Some(file) = crate::database::default_file().filter(|f| f.is_file())
+    {
+        databases.push(format!("sqlite://{}", file.display()));
+    }
     let mut doors_of: Vec<(usize, Vec<Door>)> = Vec::new();
     let mut file_findings = Vec::new();
     for (i, file) in found.iter().enumerate() {
@@ -205,6 +246,11 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
                 "{} {at}: a command that mentions assent's hook but is not one the doctor can read (a wrapper?): not checked",
                 file.path.display()
             ));
+        }
+        for finding in doctor::disabled(file.kind, &file.settings) {
+            let mut out = finding_out(&finding);
+            out.text = format!("{}: {}", file.path.display(), out.text);
+            file_findings.push(out);
         }
         let doors = doctor::inspect(file.kind, &file.settings, &program);
         if !doors.is_empty()
@@ -245,6 +291,33 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
             doors_of.push((i, doors));
         }
     }
+    // Copilot CLI skips every hook of the repository when its settings say so.
+    if doors_of
+        .iter()
+        .any(|(i, _)| found[*i].kind == AgentKind::Copilot)
+    {
+        for name in [
+            ".github/copilot/settings.json",
+            ".github/copilot/settings.local.json",
+        ] {
+            let path = project.join(name);
+            if !path.is_file() {
+                continue;
+            }
+            if let Some(settings) = read_json(&path, &mut notes)
+                && settings.get("disableAllHooks").and_then(Value::as_bool) == Some(true)
+            {
+                file_findings.push(FindingOut {
+                    severity: "fail-open",
+                    text: format!(
+                        "{}: \"disableAllHooks\": true: Copilot CLI runs none of this repository's hooks, Assent's included",
+                        path.display()
+                    ),
+                    fixable: false,
+                });
+            }
+        }
+    }
     let gateways = gateways(
         &project,
         home.as_deref(),
@@ -254,6 +327,10 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
     );
     databases.sort();
     databases.dedup();
+    let serves: Vec<ServeOut> = databases
+        .iter()
+        .flat_map(|url| serves_of(url, &here, &mut notes))
+        .collect();
     let databases: Vec<DatabaseOut> = databases
         .iter()
         .map(|url| database(url, &project, &here, args.fix, &mut changes))
@@ -307,6 +384,7 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
         .chain(&file_findings)
         .chain(gateways.iter().flat_map(|g| &g.findings))
         .chain(databases.iter().flat_map(|d| &d.findings))
+        .chain(serves.iter().flat_map(|s| &s.findings))
         .filter(|f| f.severity == "fail-open")
         .count();
     let let_through = canaries.iter().filter(|c| c.let_through()).count();
@@ -317,7 +395,8 @@ pub async fn run(db: Option<String>, json: bool, args: DoctorArgs) -> Result<Out
         hooks,
         gateways,
         databases,
-        serve: "`assent serve` keeps no settings file: run it on 127.0.0.1 (its default) or behind HTTPS with an https --public-url; its token file is checked beside each database".to_owned(),
+        serve: "`assent serve` records its address, --public-url and token file beside its database (DB.serve.json) at each start: each recorded serve is judged below; run it on 127.0.0.1 (its default) or behind HTTPS with an https --public-url".to_owned(),
+        serves,
         settings_files: file_findings,
         changes,
         canaries,
@@ -739,7 +818,8 @@ fn database(
         if mode & 0o077 == 0 {
             continue;
         }
-        let severity = if mode & 0o022 != 0 {
+        // Anyone who can read the token can act as a reviewer and approve.
+        let severity = if mode & 0o022 != 0 || is_token {
             "fail-open"
         } else {
             "warning"
@@ -762,14 +842,76 @@ fn database(
         out.findings.push(FindingOut {
             severity,
             text: format!(
-                "{} has mode {mode:o}: other local users may {} it (`chmod 600`)",
+                "{} has mode {mode:o}: other local users may {} (`chmod 600`)",
                 path.display(),
-                if mode & 0o022 != 0 { "change" } else { "read" }
+                match (mode & 0o022 != 0, is_token) {
+                    (true, _) => "change it",
+                    (false, true) => "read it and act as a reviewer of the API",
+                    (false, false) => "read it",
+                }
             ),
             fixable: mine,
         });
     }
     out
+}
+
+/// The starts of `assent serve` recorded beside the SQLite database at `url`, each
+/// with what is unsafe about its exposure.
+fn serves_of(url: &str, here: &Path, notes: &mut Vec<String>) -> Vec<ServeOut> {
+    let Some(record) = crate::serve_record::path(url).map(|p| here.join(p)) else {
+        return Vec::new();
+    };
+    let recorded = match crate::serve_record::read(&record) {
+        Ok(recorded) => recorded,
+        Err(e) => {
+            notes.push(format!("{e}: serve's exposure not checked"));
+            return Vec::new();
+        }
+    };
+    recorded
+        .into_iter()
+        .map(|exposure| {
+            let running = if exposure.stopped_at.is_some() {
+                Some(false)
+            } else {
+                crate::serve_record::running(exposure.pid)
+            };
+            let findings = crate::serve_record::judge(&exposure, running != Some(false))
+                .into_iter()
+                .map(|(open, text)| FindingOut {
+                    severity: if open { "fail-open" } else { "warning" },
+                    text: format!("serve {text}"),
+                    fixable: false,
+                })
+                .collect();
+            let token_file = exposure.token_file.as_deref().map(|file| {
+                let path = here.join(file);
+                match mode_and_owner(&path) {
+                    Some((mode, _)) => format!("{file} (mode {mode:o})"),
+                    None => format!("{file} (gone: the next start writes a new one)"),
+                }
+            });
+            ServeOut {
+                database: assent_mcp::redact::redact(url),
+                record: record.display().to_string(),
+                loopback: exposure
+                    .addr
+                    .parse::<std::net::SocketAddr>()
+                    .is_ok_and(|a| a.ip().is_loopback()),
+                addr: exposure.addr,
+                public_url: exposure.public_url,
+                token_file,
+                token: exposure.token,
+                mcp_gateway: exposure.mcp_gateway,
+                pid: exposure.pid,
+                running,
+                started_at: exposure.started_at,
+                stopped_at: exposure.stopped_at,
+                findings,
+            }
+        })
+        .collect()
 }
 
 #[cfg(unix)]
@@ -906,7 +1048,39 @@ fn render(report: &Report) -> String {
         line(&mut out, "Settings files:".to_owned());
         findings(&mut out, &report.settings_files);
     }
-    line(&mut out, format!("Serve: {}", report.serve));
+    if report.serves.is_empty() {
+        line(&mut out, format!("Serve: {}", report.serve));
+    } else {
+        line(&mut out, "Serve:".to_owned());
+        for serve in &report.serves {
+            let state = match serve.running {
+                Some(true) => "running",
+                Some(false) => "stopped",
+                None => "maybe running",
+            };
+            line(
+                &mut out,
+                format!(
+                    "  {} on {} ({state}, pid {}, started {}){}{}",
+                    serve.database,
+                    serve.addr,
+                    serve.pid,
+                    serve.started_at,
+                    serve
+                        .public_url
+                        .as_deref()
+                        .map(|u| format!(", public URL {u}"))
+                        .unwrap_or_default(),
+                    serve
+                        .token_file
+                        .as_deref()
+                        .map(|t| format!(", token file {t}"))
+                        .unwrap_or_else(|| format!(", token {}", serve.token)),
+                ),
+            );
+            findings(&mut out, &serve.findings);
+        }
+    }
     for change in &report.changes {
         line(&mut out, format!("Changed: {change}"));
     }

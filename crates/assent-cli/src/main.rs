@@ -31,6 +31,7 @@ mod review;
 mod review_card;
 mod review_server;
 mod serve;
+mod serve_record;
 mod session_commands;
 mod slack_commands;
 mod sync_batches;

@@ -110,6 +110,41 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
             "Warning: listening beyond loopback over plain HTTP; put TLS in front of it\n",
         );
     }
+    // What `assent doctor` reads to judge this server's exposure.
+    let record = crate::serve_record::path(db);
+    if let Some(path) = &record {
+        let exposure = crate::serve_record::Exposure {
+            addr: addr.to_string(),
+            public_url: phone_url.as_deref().map(assent_mcp::redact::redact),
+            token_file: match &token.origin {
+                // Absolute: the doctor may run in another folder.
+                TokenOrigin::Stored(path) | TokenOrigin::Generated(path) => Some(
+                    std::path::absolute(path)
+                        .unwrap_or_else(|_| path.clone())
+                        .display()
+                        .to_string(),
+                ),
+                TokenOrigin::Given | TokenOrigin::Ephemeral => None,
+            },
+            token: match &token.origin {
+                TokenOrigin::Given => "given",
+                TokenOrigin::Stored(_) => "stored",
+                TokenOrigin::Generated(_) => "generated",
+                TokenOrigin::Ephemeral => "ephemeral",
+            }
+            .to_owned(),
+            mcp_gateway: mcp.is_some(),
+            pid: std::process::id(),
+            started_at: rfc3339(time::OffsetDateTime::now_utc()),
+            stopped_at: None,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        };
+        if let Err(error) = crate::serve_record::record(path, exposure) {
+            banner.push_str(&format!(
+                "Note: {error} (what `assent doctor` reads of this server)\n"
+            ));
+        }
+    }
     print_now(&banner);
     // The server's session is the parent of sub-agents posting delegated wakes.
     let bus = ConfirmationBus::new(
@@ -165,6 +200,16 @@ pub async fn run(db: &str, args: ServeArgs) -> Result<String, CliError> {
     if let Err(error) = sending.await {
         tracing::error!(%error, "the webhook sender failed");
     }
+    if let Some(path) = &record
+        && let Err(error) = crate::serve_record::stopped(
+            path,
+            &addr.to_string(),
+            std::process::id(),
+            rfc3339(time::OffsetDateTime::now_utc()),
+        )
+    {
+        tracing::warn!(%error, "cannot mark the serve record stopped");
+    }
     served?;
     store.close().await;
     Ok("Stopped".to_owned())
@@ -217,6 +262,11 @@ async fn notice_new_sets(
         }
     }
     Ok(())
+}
+
+fn rfc3339(at: time::OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 fn print_now(text: &str) {

@@ -51,11 +51,18 @@ pub struct Contract {
     /// Whether the agent blocks a command hook whose program is missing (the shell's
     /// exit 127 and its line on stderr), without any setting.
     pub missing_program_blocks: bool,
+    /// Whether the agent blocks on any exit other than 0 (a crash, a missing
+    /// program), without any setting.
+    pub crash_blocks: bool,
+    /// What still lets a call through when the agent has no fail-closed setting, for
+    /// the report.
+    pub open_without_setting: &'static str,
     /// What the row rests on, for the report.
     pub rests_on: &'static str,
 }
 
-/// Each agent's rules for a failed hook.
+/// Each agent's rules for a failed hook. Where each row comes from (documentation,
+/// source, or the real agent driven by the tests) is its `rests_on`.
 pub const fn contract(kind: AgentKind) -> Contract {
     match kind {
         AgentKind::ClaudeCode => Contract {
@@ -64,15 +71,19 @@ pub const fn contract(kind: AgentKind) -> Contract {
             timeout_in_millis: false,
             default_timeout: Duration::from_secs(600),
             missing_program_blocks: false,
-            rests_on: "Claude Code 2.1.328's settings schema: `onFailure` \"continue\" (the default) lets the action go ahead when a hook could not start, timed out or exited other than 0 or 2; \"block\" counts such a failure as exit 2; ignored for async hooks",
+            crash_blocks: false,
+            open_without_setting: "",
+            rests_on: "Claude Code 2.1.328's settings schema, and the real agent driven by `assent doctor --canary` in the tests: `onFailure` \"continue\" (the default) lets the action go ahead when a hook could not start, timed out or exited other than 0 or 2; \"block\" counts such a failure as exit 2; ignored for async hooks",
         },
         AgentKind::Vscode => Contract {
-            fail_closed: Some(("onFailure", true)),
+            fail_closed: None,
             timeout_key: "timeout",
             timeout_in_millis: false,
             default_timeout: Duration::from_secs(30),
             missing_program_blocks: false,
-            rests_on: "VS Code reads Claude Code's shape (what `assent hook install` writes); not verified against VS Code itself",
+            crash_blocks: false,
+            open_without_setting: "should this program go missing, crash or hang past its timeout, the call runs (`onFailure` is Claude Code's setting: VS Code does not read it)",
+            rests_on: "VS Code's agent hooks documentation (code.visualstudio.com/docs/agent-customization/hooks, \"Exit codes\"; microsoft/vscode-docs 00a75e3): exit 0 is success, 2 blocks, any other exit is a non-blocking warning and processing continues; its hook properties (type, command, windows, linux, osx, cwd, env, timeout) have no failure setting. Not driven for real here (VS Code is not installable headless)",
         },
         AgentKind::Codex => Contract {
             fail_closed: None,
@@ -80,7 +91,9 @@ pub const fn contract(kind: AgentKind) -> Contract {
             timeout_in_millis: false,
             default_timeout: Duration::from_secs(600),
             missing_program_blocks: false,
-            rests_on: "Codex CLI 0.169.0 as driven in the tests (REAL-CLIENTS.md): a hook that fails, or answers a field it does not know, counts as failed and the tool runs; no setting makes a failure block",
+            crash_blocks: false,
+            open_without_setting: "should this program go missing, crash, hang past its timeout or answer a field Codex does not know, the call runs",
+            rests_on: "Codex's hook runner (openai/codex codex-rs/hooks/src/events/pre_tool_use.rs, parse_completed: a run error, a timeout, an exit other than 0 or 2, or output it cannot read marks the hook failed and does not block) and its hook settings (codex-rs/config/src/hook_config.rs: a command handler has command, commandWindows, timeout, async, statusMessage, additionalContextLimit and no failure setting; an unknown key of a handler is ignored); Codex CLI 0.169.0 as driven in the tests (REAL-CLIENTS.md)",
         },
         AgentKind::Cursor => Contract {
             fail_closed: Some(("failClosed", true)),
@@ -88,15 +101,19 @@ pub const fn contract(kind: AgentKind) -> Contract {
             timeout_in_millis: false,
             default_timeout: Duration::from_secs(30),
             missing_program_blocks: false,
-            rests_on: "Cursor's hooks: a hook that fails lets the action go ahead unless its entry says `failClosed: true` (what `assent hook install` writes)",
+            crash_blocks: false,
+            open_without_setting: "",
+            rests_on: "Cursor's hooks documentation (cursor.com/docs/agent/hooks, as quoted in public surveys of agent hooks): exit 2 blocks, and a hook that exits otherwise lets the action go ahead unless its entry says `failClosed: true` (what `assent hook install` writes). Not driven for real here (Cursor's agent is not on npm)",
         },
         AgentKind::Copilot => Contract {
             fail_closed: None,
             timeout_key: "timeoutSec",
             timeout_in_millis: false,
             default_timeout: Duration::from_secs(30),
-            missing_program_blocks: false,
-            rests_on: "GitHub Copilot's hooks reference documents no blocking failure setting, and a hook that answers nothing allows the tool: a failed hook is taken as letting the call through",
+            missing_program_blocks: true,
+            crash_blocks: true,
+            open_without_setting: "a preToolUse hook that hangs past its timeoutSec lets the call run, whatever the settings (a crash or a missing program blocks); Copilot CLI releases before its fail-closed preToolUse let every failed hook through",
+            rests_on: "GitHub Copilot's hooks reference (docs.github.com/en/copilot/reference/hooks-reference, \"Exit codes for command hooks\"; github/docs 05da5bc): a preToolUse command hook that crashes or exits other than 0 denies the call (\"fail-closed\"), and a timeout is fail-open for every event, policy hooks included, with no setting to change it; the earlier reference (github/docs 2199f62) had every failure fail-open. Not driven for real here (the CLI needs a GitHub sign-in)",
         },
         AgentKind::Gemini => Contract {
             fail_closed: None,
@@ -104,7 +121,9 @@ pub const fn contract(kind: AgentKind) -> Contract {
             timeout_in_millis: true,
             default_timeout: Duration::from_secs(60),
             missing_program_blocks: true,
-            rests_on: "Gemini CLI 0.61.0's hook runner: a hook that times out or exits 1 or prints nothing lets the tool run; text that is not JSON with an exit other than 0 or 1 (a missing program's 127) is a denial; no setting makes a failure block",
+            crash_blocks: false,
+            open_without_setting: "",
+            rests_on: "Gemini CLI 0.61.0's hook runner, and the real agent driven by `assent doctor --canary` in the tests: a hook that times out or exits 1 or prints nothing lets the tool run; text that is not JSON with an exit other than 0 or 1 (a missing program's 127) is a denial; no setting makes a failure block",
         },
     }
 }
@@ -178,6 +197,7 @@ pub fn inspect(kind: AgentKind, settings: &Value, program: &dyn Fn(&str) -> Prog
             findings = judge(
                 kind,
                 &rules,
+                &event,
                 hook,
                 command.as_deref(),
                 program,
@@ -199,9 +219,11 @@ pub fn inspect(kind: AgentKind, settings: &Value, program: &dyn Fn(&str) -> Prog
 }
 
 /// The findings about one entry before a tool runs.
+#[allow(clippy::too_many_arguments)]
 fn judge(
     kind: AgentKind,
     rules: &Contract,
+    event: &str,
     hook: &Value,
     command: Option<&str>,
     program: &dyn Fn(&str) -> Program,
@@ -230,11 +252,25 @@ fn judge(
                 fixable: true,
             });
         }
+    } else if crate::install::needs_exit_2(kind, event) {
+        if !command.is_some_and(exits_2_on_failure) {
+            closed = false;
+            findings.push(Finding {
+                severity: Severity::FailOpen,
+                text: format!(
+                    "without `|| {{ echo …>&2; exit 2; }}` after its command, {kind} runs the call when Assent cannot start or crashes ({kind} has no fail-closed setting; exit 2 with a reason on stderr blocks)"
+                ),
+                fixable: true,
+            });
+        }
     } else {
         closed = false;
     }
+    // Only a fail-closed setting holds when the agent kills the hook at its timeout.
+    let mut timeout_closed = closed && rules.fail_closed.is_some();
     if hook.get("async").and_then(Value::as_bool) == Some(true) {
         closed = false;
+        timeout_closed = false;
         findings.push(Finding {
             severity: Severity::FailOpen,
             text: "\"async\": true: the agent does not wait for the hook's answer (and ignores onFailure)".to_owned(),
@@ -242,7 +278,7 @@ fn judge(
         });
     }
     if timeout < needed {
-        let (severity, then) = if closed {
+        let (severity, then) = if timeout_closed {
             (
                 Severity::Warning,
                 "kills it and blocks calls still waiting for a person",
@@ -263,11 +299,12 @@ fn judge(
             fixable: true,
         });
     }
-    if rules.fail_closed.is_none() && !rules.missing_program_blocks {
+    if rules.fail_closed.is_none() && !rules.open_without_setting.is_empty() {
         findings.push(Finding {
             severity: Severity::Warning,
             text: format!(
-                "{kind} has no setting that makes a failed hook block: should this program go missing or crash, the call runs"
+                "{kind} has no setting that makes a failed hook block: {}",
+                rules.open_without_setting
             ),
             fixable: false,
         });
@@ -277,7 +314,7 @@ fn judge(
     {
         match program(&name) {
             Program::Missing => {
-                let blocks = closed || rules.missing_program_blocks;
+                let blocks = closed || rules.missing_program_blocks || rules.crash_blocks;
                 findings.push(Finding {
                     severity: if blocks {
                         Severity::Warning
@@ -336,7 +373,7 @@ pub fn repair(kind: AgentKind, mut settings: Value) -> (Value, Vec<String>) {
                 if !single_is_ours(hook) {
                     continue;
                 }
-                mend(kind, &rules, &at, hook, &mut changes);
+                mend(kind, &rules, event, &at, hook, &mut changes);
             }
         }
     }
@@ -344,10 +381,26 @@ pub fn repair(kind: AgentKind, mut settings: Value) -> (Value, Vec<String>) {
 }
 
 /// Mends one hook of ours.
-fn mend(kind: AgentKind, rules: &Contract, at: &str, hook: &mut Value, changes: &mut Vec<String>) {
+fn mend(
+    kind: AgentKind,
+    rules: &Contract,
+    event: &str,
+    at: &str,
+    hook: &mut Value,
+    changes: &mut Vec<String>,
+) {
     let Some(object) = hook.as_object_mut() else {
         return;
     };
+    if crate::install::needs_exit_2(kind, event)
+        && let Some(Value::String(command)) = object.get_mut("command")
+        && !exits_2_on_failure(command)
+    {
+        command.push_str(crate::install::EXIT_2_ON_FAILURE);
+        changes.push(format!(
+            "{at}: added `|| {{ echo …>&2; exit 2; }}` after the command"
+        ));
+    }
     if let Some((key, _)) = rules.fail_closed {
         let value = if key == "onFailure" {
             json!("block")
@@ -385,6 +438,19 @@ fn mend(kind: AgentKind, rules: &Contract, at: &str, hook: &mut Value, changes: 
         changes.push(format!("{at}: set \"{}\": {value}", rules.timeout_key));
         object.insert(rules.timeout_key.to_owned(), value);
     }
+}
+
+/// Whether a hook command exits 2 when what runs before its last `||` fails (what
+/// [`install::EXIT_2_ON_FAILURE`](crate::install::EXIT_2_ON_FAILURE) writes, or a
+/// hand-written `|| exit 2`).
+fn exits_2_on_failure(command: &str) -> bool {
+    let words = shell_words(command);
+    let Some(or) = words.iter().rposition(|w| w == "||") else {
+        return false;
+    };
+    words[or + 1..]
+        .windows(2)
+        .any(|pair| pair[0] == "exit" && pair[1].trim_end_matches([';', '}']) == "2")
 }
 
 /// The timeout an entry names, in the agent's unit.
@@ -437,6 +503,49 @@ fn ours(settings: &Value) -> Vec<(String, String, &Value)> {
         }
     }
     found
+}
+
+/// What in a whole settings file of `kind` keeps every hook in it (ours included) from
+/// running: Claude Code's and Copilot's `disableAllHooks: true`, a key at the top of
+/// Codex's `hooks.json` that Codex does not know (it then rejects the whole file:
+/// `HooksFile` denies unknown fields in codex-rs/config/src/hook_config.rs). Each is a
+/// fail-open finding the doctor cannot mend: the person wrote it.
+pub fn disabled(kind: AgentKind, settings: &Value) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let Some(top) = settings.as_object() else {
+        return findings;
+    };
+    if matches!(kind, AgentKind::ClaudeCode | AgentKind::Copilot)
+        && top.get("disableAllHooks").and_then(Value::as_bool) == Some(true)
+    {
+        findings.push(Finding {
+            severity: Severity::FailOpen,
+            text: format!(
+                "\"disableAllHooks\": true: {kind} runs none of the hooks {}, Assent's included",
+                if kind == AgentKind::Copilot {
+                    "of this file"
+                } else {
+                    "of any settings file"
+                }
+            ),
+            fixable: false,
+        });
+    }
+    if kind == AgentKind::Codex {
+        for key in top
+            .keys()
+            .filter(|k| !matches!(k.as_str(), "hooks" | "description"))
+        {
+            findings.push(Finding {
+                severity: Severity::FailOpen,
+                text: format!(
+                    "the key {key:?} at the top of the file: Codex rejects a hooks file with a key it does not know, and runs none of its hooks"
+                ),
+                fixable: false,
+            });
+        }
+    }
+    findings
 }
 
 /// The hooks of `settings` whose command mentions `assent` and `hook` but that are not
@@ -663,10 +772,14 @@ mod tests {
         ]}, "permissions": {"allow": ["Read"]}});
         let cursor = json!({"version": 1, "hooks": {"preToolUse": [{"command": "assent hook cursor --agent c", "timeout": 5}]}});
         let gemini = json!({"hooks": {"BeforeTool": [{"matcher": "*", "hooks": [{"type": "command", "command": "assent hook gemini --agent g"}]}]}});
+        let codex = json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": "assent hook codex --agent c", "timeout": 600}]}]}});
+        let vscode = json!({"hooks": {"PreToolUse": [{"type": "command", "command": "assent hook vscode --agent v", "timeout": 600}]}});
         for (kind, settings) in [
             (AgentKind::ClaudeCode, claude),
             (AgentKind::Cursor, cursor),
             (AgentKind::Gemini, gemini),
+            (AgentKind::Codex, codex),
+            (AgentKind::Vscode, vscode),
         ] {
             assert!(open(&inspect(kind, &settings, &runs)) > 0, "{kind}");
             let (mended, changes) = repair(kind, settings.clone());
@@ -685,25 +798,70 @@ mod tests {
     #[test]
     fn a_missing_program_is_open_where_the_agent_runs_failed_hooks() {
         let missing = |_: &str| Program::Missing;
-        assert!(
-            open(&inspect(
-                AgentKind::Codex,
-                &installed(AgentKind::Codex),
-                &missing
-            )) > 0
-        );
-        assert!(
-            open(&inspect(
-                AgentKind::Copilot,
-                &installed(AgentKind::Copilot),
-                &missing
-            )) > 0
-        );
-        for kind in [AgentKind::ClaudeCode, AgentKind::Cursor, AgentKind::Gemini] {
+        // What install writes blocks for every kind: a setting, the agent's own rule,
+        // or (Codex, VS Code) the command's exit 2.
+        for kind in AgentKind::ALL {
             let doors = inspect(kind, &installed(kind), &missing);
-            assert_eq!(open(&doors), 0, "{kind}");
+            assert_eq!(open(&doors), 0, "{kind}: {doors:?}");
             assert!(doors.iter().any(|d| !d.findings.is_empty()), "{kind}: said");
         }
+        // Without it, Codex and VS Code run the call.
+        for kind in [AgentKind::Codex, AgentKind::Vscode] {
+            let bare = json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
+                {"type": "command", "command": format!("/gone/assent hook {kind} --agent a"), "timeout": 600}]}]}});
+            let doors = inspect(kind, &bare, &missing);
+            assert!(open(&doors) >= 2, "{kind}: {doors:?}");
+            let (mended, _) = repair(kind, bare);
+            assert_eq!(
+                open(&inspect(kind, &mended, &missing)),
+                0,
+                "{kind}: {mended}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_file_that_turns_every_hook_off_is_open() {
+        let off = json!({"disableAllHooks": true, "hooks": {}});
+        assert_eq!(disabled(AgentKind::ClaudeCode, &off).len(), 1);
+        assert_eq!(disabled(AgentKind::Copilot, &off).len(), 1);
+        assert!(disabled(AgentKind::Cursor, &off).is_empty());
+        assert!(disabled(AgentKind::ClaudeCode, &json!({"disableAllHooks": false})).is_empty());
+        for kind in AgentKind::ALL {
+            // The fixture's `"model"` is a key Codex's hooks file does not have.
+            let said = disabled(kind, &installed(kind));
+            match kind {
+                AgentKind::Codex => assert!(said[0].text.contains("\"model\""), "{said:?}"),
+                _ => assert!(said.is_empty(), "{kind}"),
+            }
+        }
+        let codex = json!({"description": "d", "hooks": {}, "version": 1});
+        let found = disabled(AgentKind::Codex, &codex);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].text.contains("\"version\""), "{found:?}");
+    }
+
+    #[test]
+    fn an_exit_2_after_the_command_is_read_back() {
+        let installed = format!(
+            "'/usr/bin/assent' hook codex --agent c{}",
+            crate::install::EXIT_2_ON_FAILURE
+        );
+        assert!(exits_2_on_failure(&installed));
+        assert!(exits_2_on_failure("assent hook codex --agent c || exit 2"));
+        assert!(!exits_2_on_failure("assent hook codex --agent c || exit 1"));
+        assert!(!exits_2_on_failure("assent hook codex --agent c"));
+        assert!(!exits_2_on_failure("assent hook codex || exit 2 || true"));
+        // The canary's swap keeps it.
+        let swapped = with_program(
+            json!({"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": installed}]}]}}),
+            "/nowhere/assent",
+        );
+        let now = swapped["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+            .as_str()
+            .expect("a command");
+        assert!(exits_2_on_failure(now), "{now}");
+        assert_eq!(command_program(now).as_deref(), Some("/nowhere/assent"));
     }
 
     #[test]

@@ -48,14 +48,35 @@ fn events(kind: AgentKind) -> &'static [&'static str] {
     }
 }
 
-/// The hook entry running `command` for one event of `kind`, with the agent's
-/// fail-closed settings where it has them (`onFailure: "block"`, `failClosed: true`)
-/// and a timeout above the hook's whole run for a wait of `wait`
-/// (`gate::agent_timeout`), in the agent's own unit: an agent that killed a hook
-/// still deciding would run the call (issue 52).
-fn entry(kind: AgentKind, command: &str, wait: Duration) -> Value {
+/// What a hook command of Codex's and VS Code's ends with before a tool runs: they
+/// have no setting that makes a failed hook block, but both block on exit 2 with a
+/// reason on stderr, so a shell that cannot start `assent`, or sees it crash, says so
+/// and exits 2. `assent hook` itself answers every failure after reading its event
+/// with a denial in the agent's dialect, so this runs only when it could not.
+pub(crate) const EXIT_2_ON_FAILURE: &str =
+    " || { echo 'assent hook could not run: the call is blocked' >&2; exit 2; }";
+
+/// Whether `kind` blocks a failed hook only through [`EXIT_2_ON_FAILURE`] (it has no
+/// setting of its own), for a hook of `event`.
+pub(crate) fn needs_exit_2(kind: AgentKind, event: &str) -> bool {
+    matches!(kind, AgentKind::Codex | AgentKind::Vscode) && event == "PreToolUse"
+}
+
+/// The hook entry running `command` for `event` of `kind`, with the agent's
+/// fail-closed settings where it has them (`onFailure: "block"`, `failClosed: true`,
+/// else [`EXIT_2_ON_FAILURE`]) and a timeout above the hook's whole run for a wait of
+/// `wait` (`gate::agent_timeout`), in the agent's own unit: an agent that killed a
+/// hook still deciding would run the call (issue 52).
+fn entry(kind: AgentKind, event: &str, command: &str, wait: Duration) -> Value {
     let timeout = crate::gate::agent_timeout(wait);
     let secs = timeout.as_secs();
+    let closed;
+    let command = if needs_exit_2(kind, event) {
+        closed = format!("{command}{EXIT_2_ON_FAILURE}");
+        closed.as_str()
+    } else {
+        command
+    };
     match kind {
         AgentKind::ClaudeCode | AgentKind::Vscode | AgentKind::Codex => json!({
             "matcher": "*",
@@ -175,7 +196,7 @@ pub fn install(
             .as_array_mut()
             .ok_or_else(|| NotSettings(format!("\"hooks.{event}\" is not a JSON array")))?;
         list.push(match hook {
-            Hook::Command(command) => entry(kind, command, wait),
+            Hook::Command(command) => entry(kind, event, command, wait),
             Hook::Http { url, token_var } => http_entry(url, token_var, wait),
         });
     }
@@ -226,6 +247,43 @@ mod tests {
             &Hook::Command(command.to_owned()),
             crate::default_wait(AgentKind::Gemini),
         )
+    }
+
+    #[test]
+    fn codex_and_vscode_commands_exit_2_when_assent_cannot_run_before_a_tool() {
+        let command = "/usr/bin/assent hook codex --agent c";
+        for kind in [AgentKind::Codex, AgentKind::Vscode] {
+            let once = install(kind, json!({}), command).expect("merged");
+            let pre = once["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+                .as_str()
+                .expect("a command");
+            assert_eq!(pre, format!("{command}{EXIT_2_ON_FAILURE}"), "{kind}");
+            if kind == AgentKind::Vscode {
+                // After the tool ran, exit 2 would stop the agent's turn: not added.
+                assert_eq!(
+                    once["hooks"]["PostToolUse"][0]["hooks"][0]["command"],
+                    command
+                );
+            }
+            // Still ours: a second install replaces it, an uninstall removes it.
+            assert_eq!(install(kind, once.clone(), command).expect("merged"), once);
+            assert_eq!(without_ours(once).expect("removed"), json!({}));
+        }
+        let claude = install(AgentKind::ClaudeCode, json!({}), command).expect("merged");
+        assert_eq!(
+            claude["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+            command
+        );
+        // The shell really exits 2, with a reason on stderr, when the program is gone.
+        let out = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &format!("/nonexistent/assent hook codex{EXIT_2_ON_FAILURE}"),
+            ])
+            .output()
+            .expect("sh runs");
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("the call is blocked"));
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! `assent doctor`: the settings `assent hook install` writes are found safe for every
 //! kind and scope (exit 0); hand-written fail-open variants of each kind are found
 //! (exit 1) and `--fix` mends them keeping everything else in the files; database and
-//! token file modes; and `--canary` with the real Claude Code and Gemini CLI (against
-//! the doctor's own scripted model) and, for an agent not installed, by the event on
-//! stdin.
+//! token file modes; `assent serve`'s exposure as it records it (loopback, every
+//! interface, an http `--public-url`); `--canary` with the real Claude Code and Gemini
+//! CLI (against the doctor's own scripted model) and, for an agent not installed, by
+//! the event on stdin; and the verdict on Codex checked against the real Codex CLI.
 
 use super::{Cli, code};
 use serde_json::{Value, json};
@@ -91,6 +92,18 @@ fn fail_open(report: &Value) -> Vec<String> {
             if finding["severity"] == "fail-open" {
                 found.push(format!("database: {}", finding["text"]));
             }
+        }
+    }
+    for serve in report["serves"].as_array().expect("serves") {
+        for finding in serve["findings"].as_array().expect("findings") {
+            if finding["severity"] == "fail-open" {
+                found.push(format!("serve: {}", finding["text"]));
+            }
+        }
+    }
+    for finding in report["settingsFiles"].as_array().expect("settings files") {
+        if finding["severity"] == "fail-open" {
+            found.push(format!("settings file: {}", finding["text"]));
         }
     }
     found
@@ -336,24 +349,328 @@ fn hand_written_fail_open_hooks_are_found_and_fix_mends_them_keeping_the_rest() 
 }
 
 #[test]
-fn a_missing_binary_opens_codex_and_copilot_and_fix_cannot_mend_it() {
+fn a_missing_binary_opens_codex_until_its_command_exits_2_and_copilot_blocks_it() {
     let cli = Cli::new();
     private_database(&cli);
     let project = tempfile::tempdir().expect("project");
     let home = tempfile::tempdir().expect("home");
+    // Codex has no fail-closed setting: `onFailure` is not one of its keys.
     let gone = "/nonexistent/bin/assent hook codex --agent a";
+    let file = project.path().join(".codex/hooks.json");
     write(
-        &project.path().join(".codex/hooks.json"),
+        &file,
         &json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
             {"type": "command", "command": gone, "timeout": 600, "onFailure": "block"}]}]}}),
     );
-    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--fix"]);
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--canary"]);
     assert_eq!(code(&out), 1, "{report:#}");
     let open = fail_open(&report);
     assert!(
         open.iter().any(|f| f.contains("/nonexistent/bin/assent")),
         "{open:#?}"
     );
+    assert!(open.iter().any(|f| f.contains("exit 2")), "{open:#?}");
+    assert_eq!(report["hooks"][0]["onFailure"], "lets the call through");
+    assert_eq!(
+        report["canaries"][0]["outcome"], "LET THROUGH",
+        "{report:#}"
+    );
+    // `--fix` ends the command with an exit 2 on failure, which Codex takes as a
+    // block: every call is blocked now, and the canary shows it.
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--fix"]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    assert!(
+        report["changes"].to_string().contains("exit 2"),
+        "{report:#}"
+    );
+    let command = read(&file)["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("a command")
+        .to_owned();
+    assert!(
+        command.starts_with(gone) && command.contains("exit 2"),
+        "{command}"
+    );
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--canary"]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    assert_eq!(report["canaries"][0]["outcome"], "blocked", "{report:#}");
+    assert!(
+        report["hooks"][0]["findings"]
+            .to_string()
+            .contains("every call is blocked"),
+        "{report:#}"
+    );
+
+    // Copilot CLI denies the call when a preToolUse hook exits other than 0.
+    std::fs::remove_file(&file).expect("removed");
+    write(
+        &project.path().join(".github/hooks/assent-copilot.json"),
+        &json!({"version": 1, "hooks": {"preToolUse": [{"type": "command",
+            "bash": "/nonexistent/bin/assent hook copilot --agent a", "timeoutSec": 600}]}}),
+    );
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--canary"]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    assert_eq!(report["hooks"][0]["onFailure"], "blocks", "{report:#}");
+    assert_eq!(report["canaries"][0]["outcome"], "blocked", "{report:#}");
+    // Turned off for the whole repository: open, and not the doctor's to undo.
+    write(
+        &project.path().join(".github/copilot/settings.json"),
+        &json!({"disableAllHooks": true}),
+    );
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--fix"]);
+    assert_eq!(code(&out), 1, "{report:#}");
+    assert!(
+        fail_open(&report)
+            .iter()
+            .any(|f| f.contains("disableAllHooks")),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn the_real_codex_cli_runs_the_call_of_a_hook_that_cannot_start_unless_it_exits_2() {
+    let Some(codex) = super::hooks::npm_cli("@openai/codex", "0.169.0", "codex", "codex-npm")
+    else {
+        return;
+    };
+    let cli = Cli::new();
+    private_database(&cli);
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("codex home");
+    install(&cli, project.path(), home.path(), "codex", "project");
+    let file = project.path().join(".codex/hooks.json");
+    let installed = read(&file);
+    let command = installed["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("a command")
+        .to_owned();
+    // Assent's binary gone, the rest of the command as installed.
+    let (_, rest) = command.split_once(" hook ").expect("assent … hook codex");
+    let broken = format!("/nonexistent/bin/assent hook {rest}");
+    let unguarded = broken
+        .split_once(" || ")
+        .map_or(broken.as_str(), |(before, _)| before)
+        .to_owned();
+    assert_ne!(
+        broken, unguarded,
+        "install ends the command with its exit 2"
+    );
+    let dir = project.path().to_str().expect("a path");
+    let marker = project.path().join("ran.txt");
+    for (command, runs) in [(&unguarded, true), (&broken, false)] {
+        let mut settings = installed.clone();
+        settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"] = json!(command);
+        write(&file, &settings);
+        let model = super::hooks::FakeApi::start("codex", &format!("touch {}", marker.display()));
+        std::fs::write(
+            home.path().join("config.toml"),
+            format!(
+                "model_provider = \"fake\"\nmodel = \"gpt-5\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nwire_api = \"responses\"\nenv_key = \"FAKE_OPENAI_KEY\"\n\n[projects.{dir:?}]\ntrust_level = \"trusted\"\n",
+                model.port
+            ),
+        )
+        .expect("codex config");
+        let child = Command::new(&codex)
+            .args([
+                "exec",
+                "--skip-git-repo-check",
+                "--dangerously-bypass-hook-trust",
+            ])
+            .args(["-s", "danger-full-access", "-C", dir, "Run the command."])
+            .current_dir(project.path())
+            .env("CODEX_HOME", home.path())
+            .env("HOME", home.path())
+            .env("FAKE_OPENAI_KEY", "fake-key")
+            .env_remove("ASSENT_DATABASE_URL")
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("codex starts");
+        let output = super::hooks::ran_to_the_end(child, super::hooks::REAL_RUN);
+        let told = model.told();
+        assert_eq!(marker.exists(), runs, "{command}: told {told:?}; {output}");
+        let _ = std::fs::remove_file(&marker);
+        // The doctor's verdict on the same file agrees.
+        let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+        assert_eq!(code(&out), if runs { 1 } else { 0 }, "{report:#}");
+    }
+}
+
+/// `assent serve` on `cli`'s database with `args`, once it has printed its banner
+/// (its exposure is recorded before); killed when dropped.
+struct Serving(std::process::Child);
+
+impl Serving {
+    fn start(cli: &Cli, home: &Path, args: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_assent"))
+            .args(["--db", &cli.db(), "serve"])
+            .args(args)
+            .env("HOME", home)
+            .env_remove("ASSENT_TOKEN")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("assent serve starts");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut banner = String::new();
+        stdout.read_line(&mut banner).expect("the banner");
+        assert!(banner.contains("review server on"), "{banner}");
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        Self(child)
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The serves of `report` listening on loopback (`true`) or beyond it.
+fn serves_on(report: &Value, loopback: bool) -> Vec<Value> {
+    report["serves"]
+        .as_array()
+        .expect("serves")
+        .iter()
+        .filter(|s| s["loopback"] == loopback)
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn serve_records_its_exposure_and_the_doctor_judges_it() {
+    let cli = Cli::new();
+    private_database(&cli);
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let mut loopback = Serving::start(&cli, home.path(), &["--addr", "127.0.0.1:0"]);
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    let serves = report["serves"].as_array().expect("serves");
+    assert_eq!(serves.len(), 1, "{report:#}");
+    let safe = &serves[0];
+    assert_eq!(safe["loopback"], true, "{safe:#}");
+    assert_eq!(safe["running"], true, "{safe:#}");
+    assert_eq!(safe["pid"], loopback.0.id(), "{safe:#}");
+    assert_eq!(safe["token"], "generated", "{safe:#}");
+    assert_eq!(safe["findings"], json!([]), "{safe:#}");
+    assert!(
+        safe["tokenFile"]
+            .as_str()
+            .is_some_and(|t| t.ends_with(".token (mode 600)")),
+        "{safe:#}"
+    );
+
+    // Every interface, links over plain http to another host: exit 1, both said.
+    let exposed = Serving::start(
+        &cli,
+        home.path(),
+        &[
+            "--addr",
+            "0.0.0.0:0",
+            "--public-url",
+            "http://assent.example.com:7700",
+        ],
+    );
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    assert_eq!(code(&out), 1, "{report:#}");
+    assert_eq!(report["safe"], false);
+    let [open] = serves_on(&report, false)
+        .try_into()
+        .expect("one beyond loopback");
+    assert_eq!(
+        open["publicUrl"], "http://assent.example.com:7700",
+        "{open:#}"
+    );
+    let said: Vec<String> = open["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["severity"] == "fail-open")
+        .map(|f| f["text"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(said.len(), 2, "{said:#?}");
+    assert!(
+        said.iter().any(|t| t.contains("beyond loopback")),
+        "{said:#?}"
+    );
+    assert!(
+        said.iter()
+            .any(|t| t.contains("--public-url http://assent.example.com:7700")),
+        "{said:#?}"
+    );
+    let [still_safe] = serves_on(&report, true).try_into().expect("the first");
+    assert_eq!(still_safe["findings"], json!([]));
+    let text = Command::new(env!("CARGO_BIN_EXE_assent"))
+        .args(["--db", &cli.db(), "doctor", "--project"])
+        .arg(project.path())
+        .env("HOME", home.path())
+        .env("PATH", BARE_PATH)
+        .output()
+        .expect("runs");
+    assert_eq!(code(&text), 1);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("FAIL-OPEN: serve listens on 0.0.0.0:"),
+        "{text}"
+    );
+
+    // Killed: no longer listening; said as it was, not counted.
+    drop(exposed);
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    let [gone] = serves_on(&report, false)
+        .try_into()
+        .expect("still recorded");
+    assert_eq!(gone["running"], false, "{gone:#}");
+    assert!(
+        gone["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .all(|f| f["severity"] == "warning"
+                && f["text"].as_str().unwrap_or("").contains("not running")),
+        "{gone:#}"
+    );
+
+    // A clean stop is recorded as one.
+    let stopped = Command::new("kill")
+        .args(["-TERM", &loopback.0.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(stopped.success());
+    assert!(loopback.0.wait().expect("it ends").success());
+    let (_, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    let [clean] = serves_on(&report, true).try_into().expect("recorded");
+    assert!(clean["stoppedAt"].is_string(), "{clean:#}");
+    assert_eq!(clean["running"], false, "{clean:#}");
+
+    // Its token file readable by the group: anyone there could approve. `--fix`
+    // makes it the owner's alone.
+    let token = format!("{}.token", cli.db().trim_start_matches("sqlite://"));
+    set_mode(Path::new(&token), 0o640);
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &[]);
+    assert_eq!(code(&out), 1, "{report:#}");
+    assert!(
+        fail_open(&report)
+            .iter()
+            .any(|f| f.contains("act as a reviewer")),
+        "{report:#}"
+    );
+    let (out, report) = doctor(&cli, project.path(), home.path(), BARE_PATH, &["--fix"]);
+    assert_eq!(code(&out), 0, "{report:#}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&token)
+        .expect("the token file")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
 }
 
 #[test]

@@ -1698,14 +1698,14 @@ async fn the_api_route_the_page_uses_answers_yes_for_this_session() {
 /// The fakes of the Gemini API and the OpenAI Responses API (`tests/fake_models.py`),
 /// scripting one shell call of `command`; what the model is told comes back in
 /// [`FakeApi::told`].
-struct FakeApi {
+pub(super) struct FakeApi {
     child: Child,
     dir: tempfile::TempDir,
-    port: String,
+    pub(super) port: String,
 }
 
 impl FakeApi {
-    fn start(kind: &str, command: &str) -> Self {
+    pub(super) fn start(kind: &str, command: &str) -> Self {
         let dir = tempfile::tempdir().expect("dir");
         let port_file = dir.path().join("port");
         let child = Command::new("python3")
@@ -1732,7 +1732,7 @@ impl FakeApi {
     }
 
     /// What the model was told of its call: the command's output, or why not.
-    fn told(&self) -> String {
+    pub(super) fn told(&self) -> String {
         let log = std::fs::read_to_string(self.dir.path().join("told"))
             .expect("the model was told how its call ended");
         let line: Value =
@@ -1752,7 +1752,7 @@ impl Drop for FakeApi {
 }
 
 /// A real coding agent's run to its end, bounded: its exit status must be 0.
-fn ran_to_the_end(child: Child, limit: Duration) -> String {
+pub(super) fn ran_to_the_end(child: Child, limit: Duration) -> String {
     let started = Instant::now();
     let mut child = child;
     loop {
@@ -1829,7 +1829,7 @@ const ASKED: [(&str, Person); 3] = [
 
 /// The longest a real agent's run may take here (a Gemini CLI start is slow on two
 /// busy cores); a hung run is a failure, not a hung test run.
-const REAL_RUN: Duration = Duration::from_secs(180);
+pub(super) const REAL_RUN: Duration = Duration::from_secs(180);
 
 #[test]
 fn the_real_gemini_cli_runs_what_assent_allows_and_obeys_a_persons_word() {
