@@ -146,17 +146,24 @@ pub struct ConfirmAllItem {
     pub result: ItemResult,
 }
 
-/// `{rule, agreed}` of the first of `shadows` covering `decision`'s tool: what that
-/// rule would have done beside what the person did, as it is decided.
-fn shadow_verdict(shadows: &[agents::ShadowRule], decision: &ChangeDecision) -> Option<Value> {
+/// `{rule, agreed}` of the first of `shadows` covering `decision`'s tool (a conditional
+/// one only where its condition held, judged on the agent's `runs` before the
+/// decision, as its report counts it): what that rule would have done beside what the
+/// person did, as it is decided.
+fn shadow_verdict(
+    shadows: &[agents::ShadowRule],
+    decision: &ChangeDecision,
+    runs: &[assent_tools::PastRun],
+) -> Option<Value> {
     let call = CallContext {
         args: decision.edited_args.as_ref().unwrap_or(&decision.args),
         target_id: &decision.target_id,
         paths: None,
     };
-    let shadow = shadows
-        .iter()
-        .find(|s| s.rule.covers(&decision.tool_name, Some(call)) == Coverage::Yes)?;
+    let shadow = shadows.iter().find(|s| {
+        s.rule.covers(&decision.tool_name, Some(call)) == Coverage::Yes
+            && assent_tools::applies_at(&s.rule, call, runs, decision.created_at)
+    })?;
     let outcome = PastOutcome::of(decision.verdict, decision.edited_args.is_some())?;
     let action = shadow.rule.action();
     Some(serde_json::json!({
@@ -454,6 +461,7 @@ impl ConfirmationService {
                 .await?
                 .unwrap_or_default(),
         };
+        let runs = crate::history_rules::shadow_runs(conn, &shadows, &set.agent_id, now).await?;
         let mut written = Vec::with_capacity(indexes.len());
         let own_items = verdicts
             .served_by
@@ -465,7 +473,7 @@ impl ConfirmationService {
                 decided_by: self.reviewer.clone(),
                 ..self.decision(set, index, &verdicts, now)
             };
-            let shadow = shadow_verdict(&shadows, &decision);
+            let shadow = shadow_verdict(&shadows, &decision, &runs);
             let facts = assent_store::decisions::LocalFacts {
                 approval_digest: verdicts.approval_digest.as_deref(),
                 decided_by: self.reviewer.as_deref(),
@@ -899,6 +907,11 @@ impl ConfirmationService {
             return self.refresh_stale(tx.connection(), set, index, stale).await;
         }
         let needed = settings.approvals_needed.max(item.approvals_needed());
+        let call = CallContext::new(&args, &target.id);
+        let needed =
+            crate::history_rules::quorum_now(tx.connection(), &policy, set, &spec.name, call, now)
+                .await?
+                .map_or(needed, |quorum| needed.max(quorum));
         // The decision point answers before an approval is counted or a window starts,
         // so nothing is written or sent for a call the policy refuses; a plain
         // confirmation is refused by the executor, before it writes anything either.
@@ -1387,6 +1400,11 @@ impl ConfirmationService {
         let needed = settings
             .approvals_needed
             .max(set.items[index].approvals_needed());
+        let call_args = edited_args.as_ref().unwrap_or(&set.items[index].args);
+        let call = CallContext::new(call_args, &target.id);
+        let needed = crate::history_rules::quorum_now(conn, &policy, set, tool_name, call, now)
+            .await?
+            .map_or(needed, |quorum| needed.max(quorum));
         let Met {
             edited_args,
             approval,

@@ -281,6 +281,108 @@ fn each_rule_of_a_plan_carries_the_backtest_agent_backtest_prints() {
     );
 }
 
+/// A rule with a condition over the history (issue 57): the plan's backtest judges the
+/// condition per past call on what the agent ran before it, and equals `agent
+/// backtest` given the same rule by its flags.
+#[test]
+fn a_conditional_rules_backtest_in_a_plan_is_agent_backtest_with_its_flags() {
+    let cli = Cli::new();
+    let task = cli.agent_and_task();
+    let wake = |tool: &str, args: &str| {
+        let calls = format!(
+            r#"[{{"id":"c","type":"function","function":{{"name":"{tool}","arguments":"{args}"}}}}]"#
+        );
+        let wake = cli.json(&["wake", "--agent", "a", "--task", &task], &calls);
+        wake["changeSetId"].as_str().expect("queued").to_owned()
+    };
+    let priority = |p: &str| format!(r#"{{\"priority\":\"{p}\"}}"#);
+    // Confirmed before any title ran: the condition did not hold.
+    let before = wake("update_task_priority", &priority("P0"));
+    cli.json(&["confirm", &before, "0"], "");
+    let title = wake("set_task_title", r#"{\"title\":\"Renamed\"}"#);
+    cli.json(&["confirm", &title, "0"], "");
+    // After the title: one rejected, one confirmed.
+    let rejected = wake("update_task_priority", &priority("P1"));
+    cli.json(&["reject", &rejected, "0"], "");
+    let confirmed = wake("update_task_priority", &priority("P3"));
+    cli.json(&["confirm", &confirmed, "0"], "");
+
+    let exported = ok(&cli, &["policy", "export"]);
+    let with_rule = format!(
+        "{exported}\n[[agents.rules]]\ntool = \"update_task_priority\"\naction = \"allow\"\n\
+         condition = {{ when = {{ kind = \"onlyAfter\", pattern = \"set_task_title\", withinSeconds = 900 }} }}\n"
+    );
+    let path = file(&cli, "conditional.toml", &with_rule);
+    let out = cli.run(&["--json", "policy", "plan", &path]);
+    assert_eq!(code(&out), 10, "{}", String::from_utf8_lossy(&out.stderr));
+    let plan: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let change = &plan["changes"][0];
+    assert_eq!(change["change"], "setRule", "{plan}");
+    let mut backtest = cli.json(
+        &[
+            "agent",
+            "backtest",
+            "a",
+            "update_task_priority",
+            "allow",
+            "--only-after",
+            "set_task_title",
+            "--within",
+            "15m",
+        ],
+        "",
+    );
+    assert_eq!(backtest["since"], plan["since"]);
+    backtest.as_object_mut().expect("an object").remove("since");
+    assert_eq!(change["backtest"], backtest);
+    // The two decided after the title, not the one before it.
+    assert_eq!(backtest["calls"], 2, "{backtest}");
+    assert_eq!(backtest["wouldRunUnasked"], 2, "{backtest}");
+    assert_eq!(
+        backtest["letThrough"].as_array().map(Vec::len),
+        Some(1),
+        "{backtest}"
+    );
+    // Without the condition, all three.
+    let plain = cli.json(
+        &["agent", "backtest", "a", "update_task_priority", "allow"],
+        "",
+    );
+    assert_eq!(plain["calls"], 3, "{plain}");
+    // The flags are read as `agent allow` reads them: a bad one is a usage error.
+    for bad in [
+        &[
+            "agent",
+            "backtest",
+            "a",
+            "update_task_priority",
+            "allow",
+            "--after",
+            "5/1x",
+        ][..],
+        &[
+            "agent",
+            "backtest",
+            "a",
+            "update_task_priority",
+            "allow",
+            "--within",
+            "15m",
+        ],
+        &[
+            "agent",
+            "backtest",
+            "a",
+            "update_task_priority",
+            "deny",
+            "--after",
+            "1/1h",
+        ],
+    ] {
+        assert_eq!(code(&cli.run(bad)), 2, "{bad:?}");
+    }
+}
+
 #[test]
 fn a_file_with_one_invalid_rule_applies_nothing_and_says_where() {
     let cli = Cli::new();
