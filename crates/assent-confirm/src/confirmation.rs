@@ -215,6 +215,9 @@ struct Batch {
     /// The items decided so far, whose statuses (and the set's) are written at the
     /// transaction's end; `None`: each decision writes its own.
     deferred_statuses: Option<Vec<usize>>,
+    /// The calls run so far in this transaction (their audit records are applied at its
+    /// end): a condition over the history judged for a later item counts them.
+    ran: Vec<assent_tools::PastRun>,
 }
 
 impl Batch {
@@ -225,6 +228,7 @@ impl Batch {
             rules,
             served,
             deferred_statuses: None,
+            ran: Vec::new(),
         }
     }
 
@@ -908,10 +912,20 @@ impl ConfirmationService {
         }
         let needed = settings.approvals_needed.max(item.approvals_needed());
         let call = CallContext::new(&args, &target.id);
-        let needed =
-            crate::history_rules::quorum_now(tx.connection(), &policy, set, &spec.name, call, now)
-                .await?
-                .map_or(needed, |quorum| needed.max(quorum));
+        let ran = policy
+            .has_conditions()
+            .then(|| crate::history_rules::ran_now(&spec.name, call, now));
+        let needed = crate::history_rules::quorum_now(
+            tx.connection(),
+            &policy,
+            set,
+            &spec.name,
+            call,
+            &batch.ran,
+            now,
+        )
+        .await?
+        .map_or(needed, |quorum| needed.max(quorum));
         // The decision point answers before an approval is counted or a window starts,
         // so nothing is written or sent for a call the policy refuses; a plain
         // confirmation is refused by the executor, before it writes anything either.
@@ -1035,6 +1049,7 @@ impl ConfirmationService {
                 }))
             }
             execution => {
+                batch.ran.extend(ran);
                 if let Some(approval) = approval {
                     approval.record(tx.connection(), set.id, index, now).await?;
                 }
@@ -1402,9 +1417,10 @@ impl ConfirmationService {
             .max(set.items[index].approvals_needed());
         let call_args = edited_args.as_ref().unwrap_or(&set.items[index].args);
         let call = CallContext::new(call_args, &target.id);
-        let needed = crate::history_rules::quorum_now(conn, &policy, set, tool_name, call, now)
-            .await?
-            .map_or(needed, |quorum| needed.max(quorum));
+        let needed =
+            crate::history_rules::quorum_now(conn, &policy, set, tool_name, call, &batch.ran, now)
+                .await?
+                .map_or(needed, |quorum| needed.max(quorum));
         let Met {
             edited_args,
             approval,

@@ -52,13 +52,16 @@ pub(crate) fn policy_for(
 /// came to hold since the proposal (or was set since) binds the confirmation as a
 /// quorum set since does. `None`, with nothing read, when no rule sets a quorum under
 /// a condition. Every confirmation (one item, confirm-all, a synced set, a hook's
-/// call) asks here.
+/// call) asks here; `ran`: the calls run earlier in the same transaction (confirm-all),
+/// whose audit records are not written yet, counted as the wake counts the calls of
+/// one wake.
 pub(crate) async fn quorum_now(
     conn: &mut Connection,
     policy: &AgentPolicy,
     set: &assent_domain::ChangeSet,
     tool_name: &str,
     call: CallContext<'_>,
+    ran: &[PastRun],
     now: OffsetDateTime,
 ) -> Result<Option<u32>, ConfirmError> {
     let sets_a_quorum = policy
@@ -68,7 +71,8 @@ pub(crate) async fn quorum_now(
     if !sets_a_quorum {
         return Ok(None);
     }
-    let runs = runs_for(conn, policy, &set.agent_id, &set.thread_id, now).await?;
+    let mut runs = runs_for(conn, policy, &set.agent_id, &set.thread_id, now).await?;
+    runs.extend_from_slice(ran);
     Ok(policy
         .given(&runs, Some(call), now)
         .condition_approvals(tool_name, Some(call)))
