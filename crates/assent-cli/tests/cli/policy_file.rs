@@ -286,9 +286,9 @@ fn each_rule_of_a_plan_carries_the_backtest_agent_backtest_prints() {
 /// backtest` given the same rule by its flags.
 #[test]
 fn a_conditional_rules_backtest_in_a_plan_is_agent_backtest_with_its_flags() {
-    let cli = Cli::new();
+    let mut cli = Cli::new();
     let task = cli.agent_and_task();
-    let wake = |tool: &str, args: &str| {
+    let wake = |cli: &Cli, tool: &str, args: &str| {
         let calls = format!(
             r#"[{{"id":"c","type":"function","function":{{"name":"{tool}","arguments":"{args}"}}}}]"#
         );
@@ -296,16 +296,25 @@ fn a_conditional_rules_backtest_in_a_plan_is_agent_backtest_with_its_flags() {
         wake["changeSetId"].as_str().expect("queued").to_owned()
     };
     let priority = |p: &str| format!(r#"{{\"priority\":\"{p}\"}}"#);
+    // Each step a minute after the one before (the commands' clock is fixed).
+    let mut minute = 0;
+    let mut step = |cli: &mut Cli, tool: &str, args: &str, answer: &str| {
+        minute += 1;
+        cli.now = format!("2026-03-02T09:{minute:02}:00Z");
+        let set = wake(cli, tool, args);
+        cli.json(&[answer, &set, "0"], "");
+    };
     // Confirmed before any title ran: the condition did not hold.
-    let before = wake("update_task_priority", &priority("P0"));
-    cli.json(&["confirm", &before, "0"], "");
-    let title = wake("set_task_title", r#"{\"title\":\"Renamed\"}"#);
-    cli.json(&["confirm", &title, "0"], "");
+    step(&mut cli, "update_task_priority", &priority("P0"), "confirm");
+    step(
+        &mut cli,
+        "set_task_title",
+        r#"{\"title\":\"Renamed\"}"#,
+        "confirm",
+    );
     // After the title: one rejected, one confirmed.
-    let rejected = wake("update_task_priority", &priority("P1"));
-    cli.json(&["reject", &rejected, "0"], "");
-    let confirmed = wake("update_task_priority", &priority("P3"));
-    cli.json(&["confirm", &confirmed, "0"], "");
+    step(&mut cli, "update_task_priority", &priority("P1"), "reject");
+    step(&mut cli, "update_task_priority", &priority("P3"), "confirm");
 
     let exported = ok(&cli, &["policy", "export"]);
     let with_rule = format!(
