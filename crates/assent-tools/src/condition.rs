@@ -806,7 +806,12 @@ mod policy_tests {
         );
         assert!(result.let_through.is_empty(), "{result:?}");
         let context = CallContext::new(&calls[2].args, "t");
-        assert!(applies_at(&allow, context, &[title.clone()], calls[2].at));
+        assert!(applies_at(
+            &allow,
+            context,
+            std::slice::from_ref(&title),
+            calls[2].at
+        ));
         assert!(!applies_at(&allow, context, &[title], calls[1].at));
         let plain = ToolRule::new("send", RuleAction::Allow).expect("a rule");
         assert_eq!(backtest_given(&calls, &[], "a", &plain).calls, 4);
