@@ -597,6 +597,118 @@ async fn a_conditional_shadow_rule_changes_nothing_and_reports_only_where_it_hel
         let covered = assent_tools::calls_under_condition(&calls, &runs, &shadow.rule);
         let report = assent_tools::shadow_report(&covered, "agent-1", &shadow.rule, shadow.since);
         assert_eq!((report.decisions, report.agreed), (1, 1), "{report:?}");
+        // The verdict recorded beside each decision says the same: none where the
+        // condition did not hold, an agreeing allow where it did.
+        let mut conn = app.store.read_connection().await.unwrap();
+        let mut verdicts = Vec::new();
+        for set in [first.id, second.id] {
+            let decided = assent_store::decisions::for_change_set(&mut conn, set)
+                .await
+                .unwrap();
+            let shadows = assent_store::decisions::shadows_of(&mut conn, &decided)
+                .await
+                .unwrap();
+            verdicts.push(shadows.into_iter().map(|(_, v)| v).collect::<Vec<_>>());
+        }
+        drop(conn);
+        assert_eq!(
+            verdicts,
+            [vec![], vec![json!({"rule": "allow", "agreed": true})]]
+        );
         assert_proven(&app.store, "a conditional shadow rule").await;
+    }
+}
+
+/// A person's confirmation is a decision too: a rate's quorum set after two calls were
+/// queued is judged at each confirmation on what ran before it (in confirm-all, the
+/// items it ran first included), as a quorum set meanwhile binds. The matrix's rows
+/// (`matrix.rs`, `Kind::Rate` and `Kind::Total`) do the same on every path.
+#[tokio::test]
+async fn a_rate_set_after_the_proposals_binds_their_confirmations_from_the_nth_run() {
+    for backend in backends() {
+        let app = TestApp::on(&backend).await;
+        app.agent("agent-1", &["work"]).await;
+        let (t, u) = (task(&app).await, task(&app).await);
+        let estimate = |m: u32| ("update_task_estimate", json!({"minutes": m}));
+        // Two items of one set, queued before any rule.
+        let wake = wake_at(
+            &app,
+            "agent-1",
+            &t,
+            &[
+                estimate(30),
+                ("update_task_priority", json!({"priority": "P0"})),
+            ],
+            NOW,
+        )
+        .await;
+        let set = wake.change_set.expect("queued");
+        assert_eq!(set.items.len(), 2);
+        let rate = RuleChange {
+            approvals: Some(2),
+            ..conditional(
+                "update_task_*",
+                RuleAction::Ask,
+                When::After {
+                    count: 1,
+                    window_seconds: 3_600,
+                },
+            )
+        };
+        rule(&app, "agent-1", rate).await;
+        let at = NOW + Duration::minutes(1);
+        let all = app
+            .engine
+            .confirmations()
+            .by("alice")
+            .confirm_all(set.id, at)
+            .await
+            .unwrap();
+        let results: Vec<String> = all
+            .items
+            .iter()
+            .map(|item| match &item.result {
+                assent_confirm::ItemResult::Confirmed(outcome) => match &outcome.execution {
+                    assent_confirm::ExecutionOutcome::AwaitingApprovals { needed, .. } => {
+                        format!("awaiting {needed}")
+                    }
+                    other if other.is_success() => "ran".to_owned(),
+                    other => format!("{other:?}"),
+                },
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(results, ["ran", "awaiting 2"]);
+        let now = app.load(&t).await;
+        assert_eq!(now.estimate_minutes, Some(30));
+        assert_eq!(now.priority.as_deref(), Some("P1"));
+        // A second person meets it.
+        let second = app
+            .engine
+            .confirmations()
+            .by("bob")
+            .confirm_item(ItemRef::new(set.id, 1), at)
+            .await
+            .unwrap();
+        assert!(second.execution.is_success(), "{:?}", second.execution);
+        // An hour later the window is empty: one person confirms a call queued since.
+        let later = wake_at(
+            &app,
+            "agent-1",
+            &u,
+            &[estimate(45)],
+            NOW + Duration::minutes(61),
+        )
+        .await;
+        let later = later.change_set.expect("queued");
+        let alone = app
+            .engine
+            .confirmations()
+            .by("alice")
+            .confirm_item(ItemRef::new(later.id, 0), NOW + Duration::minutes(62))
+            .await
+            .unwrap();
+        assert!(alone.execution.is_success(), "{:?}", alone.execution);
+        assert_proven(&app.store, "a rate at the confirmation").await;
     }
 }

@@ -51,7 +51,7 @@ use assent_confirm::WakeRequest;
 use assent_confirm::{ConfirmError, ExecutionOutcome, ItemResult, RuleChange};
 use assent_store::{agents, audit, decisions};
 use assent_tests::{NOW, TestApp, TestBackend, backends};
-use assent_tools::{AuditKind, RuleAction, ToolRule};
+use assent_tools::{AuditKind, RuleAction, ToolRule, When};
 use serde_json::json;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
@@ -72,9 +72,20 @@ enum Kind {
     Suggestion,
     /// `agent audit` (issue 57): runs as an allow does, its record marked `audited`.
     Audit,
+    /// A rate over the history (issue 57): `agent ask … --after 1/1h --approvals 2`, a
+    /// quorum once one call it covers ran in the hour before.
+    Rate,
+    /// A sequence: `agent allow … --only-after set_task_title --within 15m
+    /// --succeeded`, an allow only once a title was set (and it succeeded) here in the
+    /// quarter hour before.
+    Sequence,
+    /// A running total: `agent ask … --total /minutes --over 100 --per 1d --approvals
+    /// 2` on the estimate tool, a quorum once the day's minutes, this call's included,
+    /// are over 100.
+    Total,
 }
 
-const KINDS: [Kind; 8] = [
+const KINDS: [Kind; 11] = [
     Kind::Allow,
     Kind::Ask,
     Kind::Deny,
@@ -83,7 +94,34 @@ const KINDS: [Kind; 8] = [
     Kind::Shadow,
     Kind::Suggestion,
     Kind::Audit,
+    Kind::Rate,
+    Kind::Sequence,
+    Kind::Total,
 ];
+
+/// Whether `kind` sets a quorum (a quorum set after a held job was scheduled binds
+/// later confirmations, not the job).
+fn sets_a_quorum(kind: Kind) -> bool {
+    matches!(kind, Kind::Quorum | Kind::Rate | Kind::Total)
+}
+
+/// The call a row proposes for `kind`: the priority for most, the estimate (a number
+/// to sum) for a running total.
+fn call_of(kind: Kind) -> (&'static str, serde_json::Value) {
+    match kind {
+        Kind::Total => ("update_task_estimate", json!({"minutes": 60})),
+        _ => ("update_task_priority", json!({"priority": "P0"})),
+    }
+}
+
+/// Whether the call of `kind`'s row ran on `task`.
+async fn applied(app: &TestApp, task: &str, kind: Kind) -> bool {
+    let now = app.load(task).await;
+    match kind {
+        Kind::Total => now.estimate_minutes == Some(60),
+        _ => now.priority.as_deref() == Some("P0"),
+    }
+}
 
 /// Every action the policy knows has its kind here: a new one fails to compile until
 /// it has its rows.
@@ -114,6 +152,16 @@ impl Naming {
             Self::Exact => "update_task_priority",
             Self::Pattern => "update_task_*",
             Self::Argument => r#"update_task_priority(*"priority":"P0"*)"#,
+        }
+    }
+
+    /// The rule's pattern for `kind`: [`Naming::name`], or the estimate tool's for a
+    /// running total ([`call_of`]).
+    fn pattern(self, kind: Kind) -> &'static str {
+        match (kind, self) {
+            (Kind::Total, Self::Exact) => "update_task_estimate",
+            (Kind::Total, Self::Argument) => r#"update_task_estimate(*"minutes":60*)"#,
+            _ => self.name(),
         }
     }
 }
@@ -163,6 +211,17 @@ enum Expect {
     /// The setting is refused when it is set (it would never apply); the call is routed
     /// as without it.
     SettingRefused,
+    /// A condition over the history at the wake: the first call (nothing ran before)
+    /// is queued for one person; once a person confirmed it and it ran, the next is
+    /// queued for two.
+    QueuedForTwoOnceItHolds,
+    /// A sequence at the wake: queued until the call before ran (and succeeded) here,
+    /// then run unasked, its record naming the rule and its condition.
+    RunsUnaskedOnceItHolds,
+    /// A condition over the history set after two calls were queued, judged at each
+    /// confirmation on what ran before it: the first confirmation applies its call;
+    /// the second (the first having run) counts short of the two people it needs.
+    SecondAwaitsSecondPerson,
     /// The row cannot exist, for the reason given.
     NotApplicable(&'static str),
 }
@@ -171,10 +230,26 @@ enum Expect {
 fn expect(kind: Kind, naming: Naming, path: Path) -> Expect {
     use Expect::*;
     match (kind, naming, path) {
+        (Kind::Rate | Kind::Sequence | Kind::Total, _, path) => expect_for_history(kind, path),
         // Quorums and holds are kept per tool name: on an argument pattern they would
         // be accepted and never apply, so every door refuses them.
         (Kind::Quorum | Kind::Hold, Naming::Argument, _) => SettingRefused,
         (kind, _, path) => expect_for_names(kind, path),
+    }
+}
+
+/// What a rule with a condition over the history does on `path`, in any naming: a
+/// conditional quorum is kept in its rule, so an argument pattern takes it too.
+fn expect_for_history(kind: Kind, path: Path) -> Expect {
+    use Expect::*;
+    match (kind, path) {
+        (Kind::Sequence, Path::Wake) => RunsUnaskedOnceItHolds,
+        (_, Path::Wake) => QueuedForTwoOnceItHolds,
+        (Kind::Sequence, _) => Applies,
+        (_, Path::Confirm | Path::ConfirmAll | Path::Sync) => SecondAwaitsSecondPerson,
+        (_, Path::Claim) => NotApplicable(
+            "a held job is one whole confirmation: a quorum its condition sets after it was scheduled binds later confirmations",
+        ),
     }
 }
 
@@ -194,6 +269,7 @@ fn expect_for_names(kind: Kind, path: Path) -> Expect {
         (Kind::Hold, Path::Claim) => Applies,
         (Kind::Shadow, Path::Confirm | Path::ConfirmAll | Path::Sync) => AppliesWithShadowVerdict,
         (Kind::Allow | Kind::Ask | Kind::Suggestion | Kind::Shadow | Kind::Audit, _) => Applies,
+        (Kind::Rate | Kind::Sequence | Kind::Total, path) => expect_for_history(kind, path),
     }
 }
 
@@ -212,7 +288,7 @@ async fn try_set_rule(
     naming: Naming,
     at: OffsetDateTime,
 ) -> Result<(), String> {
-    let name = naming.name();
+    let name = naming.pattern(kind);
     let engine = &app.engine;
     let change = |action| RuleChange::new(name, action);
     match kind {
@@ -255,6 +331,45 @@ async fn try_set_rule(
                 .await
                 .map_err(|e| e.to_string())?
                 .expect("the agent exists");
+        }
+        Kind::Rate | Kind::Sequence | Kind::Total => {
+            let (action, approvals, when) = match kind {
+                Kind::Rate => (
+                    RuleAction::Ask,
+                    Some(2),
+                    When::After {
+                        count: 1,
+                        window_seconds: 3_600,
+                    },
+                ),
+                Kind::Sequence => (
+                    RuleAction::Allow,
+                    None,
+                    When::OnlyAfter {
+                        pattern: "set_task_title".into(),
+                        within_seconds: 900,
+                        succeeded: true,
+                    },
+                ),
+                _ => (
+                    RuleAction::Ask,
+                    Some(2),
+                    When::Total {
+                        pointer: "/minutes".into(),
+                        over: 100,
+                        per_seconds: 86_400,
+                    },
+                ),
+            };
+            let conditional = RuleChange {
+                approvals,
+                condition: Some(when),
+                ..change(action)
+            };
+            engine
+                .change_rule(agent, &conditional, at)
+                .await
+                .map_err(|e| e.to_string())?;
         }
         Kind::Shadow => {
             let mut conn = app.store.read_connection().await.unwrap();
@@ -301,6 +416,140 @@ async fn propose(
     (outcome.change_set, reply)
 }
 
+/// `agent` proposes `tool` with `args` for `task` at `when`: the set, when one was
+/// queued, and the reply.
+async fn propose_call(
+    app: &TestApp,
+    agent: &str,
+    task: &str,
+    (tool, args): (&str, serde_json::Value),
+    when: OffsetDateTime,
+) -> (Option<assent_domain::ChangeSet>, String) {
+    let calls = assent_tests::tool_calls(&[(tool, args)]);
+    let request = WakeRequest::new(
+        agent,
+        assent_journal_host::task_target(task),
+        Uuid::new_v4().to_string(),
+        calls,
+    );
+    let outcome = app.engine.wakes().wake(request, when).await.unwrap();
+    let reply = outcome.responses[0].content.clone();
+    (outcome.change_set, reply)
+}
+
+/// The `allowedBy` of `task`'s result record.
+async fn allowed_by(app: &TestApp, task: &str, here: &str) -> serde_json::Value {
+    let mut conn = app.store.read_connection().await.unwrap();
+    let trail = audit::list(
+        &mut conn,
+        &audit::AuditFilter::Target(assent_journal_host::task_target(task)),
+        10,
+    )
+    .await
+    .unwrap();
+    let result = trail
+        .iter()
+        .find(|r| r.kind == AuditKind::Result)
+        .unwrap_or_else(|| panic!("{here}: a result record"));
+    result.allowed_by.clone().expect("allowedBy")
+}
+
+/// Checks a row of a rule with a condition over the history (its `expected` one of
+/// the history expectations).
+async fn history_row(
+    app: &TestApp,
+    peer: &TestApp,
+    kind: Kind,
+    naming: Naming,
+    path: Path,
+    expected: Expect,
+) {
+    let here = format!("{kind:?} × {naming:?} × {path:?}");
+    let agent = &agent_of(path);
+    let device = if path == Path::Sync { peer } else { app };
+    let (first, second) = (task(device).await, task(device).await);
+    match expected {
+        Expect::QueuedForTwoOnceItHolds => {
+            set_rule(app, agent, kind, naming, at(0)).await;
+            let (set, reply) = propose_call(app, agent, &first, call_of(kind), at(0)).await;
+            let set = set.unwrap_or_else(|| panic!("{here}: queued: {reply}"));
+            assert_eq!(
+                set.items[0].approvals_needed, None,
+                "{here}: nothing ran yet"
+            );
+            let Confirmed::Outcome(outcome) = confirm(app, set.id, false, at(1)).await else {
+                panic!("{here}: the first confirmation refused")
+            };
+            assert!(outcome.is_success(), "{here}: {outcome:?}");
+            assert!(applied(app, &first, kind).await, "{here}");
+            let (set, reply) = propose_call(app, agent, &second, call_of(kind), at(2)).await;
+            let set = set.unwrap_or_else(|| panic!("{here}: queued: {reply}"));
+            assert_eq!(
+                set.items[0].approvals_needed,
+                Some(2),
+                "{here}: it holds now"
+            );
+            assert!(!applied(app, &second, kind).await, "{here}");
+        }
+        Expect::RunsUnaskedOnceItHolds => {
+            set_rule(app, agent, kind, naming, at(0)).await;
+            let (set, reply) = propose_call(app, agent, &first, call_of(kind), at(0)).await;
+            assert!(set.is_some(), "{here}: asked before the title: {reply}");
+            let title = ("set_task_title", json!({"title": "Renamed"}));
+            let (set, reply) = propose_call(app, agent, &second, title, at(1)).await;
+            let set = set.unwrap_or_else(|| panic!("{here}: the title is asked: {reply}"));
+            let Confirmed::Outcome(outcome) = confirm(app, set.id, false, at(2)).await else {
+                panic!("{here}: the title refused")
+            };
+            assert!(outcome.is_success(), "{here}: {outcome:?}");
+            let third = task(app).await;
+            let (set, reply) = propose_call(app, agent, &third, call_of(kind), at(3)).await;
+            assert!(set.is_none(), "{here}: runs after the title: {reply}");
+            assert!(applied(app, &third, kind).await, "{here}");
+            let by = allowed_by(app, &third, &here).await;
+            assert_eq!(by["rule"]["pattern"], naming.pattern(kind), "{here}: {by}");
+            assert_eq!(
+                by["rule"]["condition"]["when"]["kind"], "onlyAfter",
+                "{here}: {by}"
+            );
+        }
+        Expect::SecondAwaitsSecondPerson => {
+            let mut sets = Vec::new();
+            for task in [&first, &second] {
+                let (set, reply) = propose_call(device, agent, task, call_of(kind), at(0)).await;
+                let set = set.unwrap_or_else(|| panic!("{here}: queued: {reply}"));
+                assert_eq!(
+                    set.items[0].approvals_needed, None,
+                    "{here}: before the rule"
+                );
+                sets.push(set.id);
+            }
+            if path == Path::Sync {
+                peer.send_to(app).await;
+            }
+            set_rule(app, agent, kind, naming, at(1)).await;
+            let all = path == Path::ConfirmAll;
+            match confirm(app, sets[0], all, at(2)).await {
+                Confirmed::Outcome(outcome) => assert!(outcome.is_success(), "{here}: {outcome:?}"),
+                Confirmed::Refused(error) => panic!("{here}: the first refused: {error}"),
+            }
+            assert!(applied(app, &first, kind).await, "{here}");
+            match confirm(app, sets[1], all, at(3)).await {
+                Confirmed::Outcome(outcome) => assert!(
+                    matches!(
+                        outcome,
+                        ExecutionOutcome::AwaitingApprovals { needed: 2, .. }
+                    ),
+                    "{here}: the condition holds at the second: {outcome:?}"
+                ),
+                Confirmed::Refused(error) => panic!("{here}: the second refused: {error}"),
+            }
+            assert!(!applied(app, &second, kind).await, "{here}");
+        }
+        other => panic!("{here}: no history row for {other:?}"),
+    }
+}
+
 /// What a person's confirmation led to, as the row compares it.
 enum Confirmed {
     Outcome(ExecutionOutcome),
@@ -333,6 +582,14 @@ async fn row(app: &TestApp, peer: &TestApp, kind: Kind, naming: Naming, path: Pa
     let expected = expect(kind, naming, path);
     if let Expect::NotApplicable(_) = expected {
         return;
+    }
+    if matches!(
+        expected,
+        Expect::QueuedForTwoOnceItHolds
+            | Expect::RunsUnaskedOnceItHolds
+            | Expect::SecondAwaitsSecondPerson
+    ) {
+        return history_row(app, peer, kind, naming, path, expected).await;
     }
     let task = task(if path == Path::Sync { peer } else { app }).await;
     if expected == Expect::SettingRefused {
@@ -553,10 +810,26 @@ fn the_matrix_names_every_kind_naming_and_path() {
         assert!(KINDS.contains(&kind_of_action(action)));
     }
     assert_eq!(rows + gaps.len(), KINDS.len() * PATHS.len() * NAMINGS.len());
-    assert!(
-        gaps.len() <= NAMINGS.len(),
-        "gaps need a reason each: {gaps:?}"
-    );
+    // The only rows that cannot exist: a quorum set after a held job was scheduled.
+    for (kind, naming, path) in &gaps {
+        assert!(
+            sets_a_quorum(*kind) && *path == Path::Claim,
+            "{kind:?} × {naming:?} × {path:?}: a gap the matrix does not explain"
+        );
+    }
+    // Each condition over the history has a row on every path but that one.
+    for kind in [Kind::Rate, Kind::Sequence, Kind::Total] {
+        for path in PATHS {
+            for naming in NAMINGS {
+                let gap = matches!(expect(kind, naming, path), Expect::NotApplicable(_));
+                assert_eq!(
+                    gap,
+                    sets_a_quorum(kind) && path == Path::Claim,
+                    "{kind:?} × {path:?}"
+                );
+            }
+        }
+    }
 }
 
 /// Issue 53, point 7: rows for a chained shell command, judged part by part, on every

@@ -385,7 +385,7 @@ pub struct AgentRuleArgs {
     /// With `allow` and no TOOL: allow the agent's MCP tools that their server marks
     /// read-only and not destructive, as recorded by its gateway, after showing them
     /// and asking y/N (a tool whose definition changes later is asked about again).
-    #[arg(long, conflicts_with_all = ["tool", "shadow", "approvals", "for_span"])]
+    #[arg(long, conflicts_with_all = ["tool", "shadow", "approvals", "for_span", "after", "only_after", "total"])]
     pub read_only_tools: bool,
     /// With --read-only-tools: allow them without asking (needed when stdin is not a
     /// terminal).
@@ -409,16 +409,29 @@ pub struct AgentRuleArgs {
     /// a Gemini CLI agent would never match).
     #[arg(long)]
     pub any_name: bool,
+    /// A condition over the history (`--after`, `--only-after`, `--total`).
+    #[command(flatten)]
+    pub condition: ConditionArgs,
+}
+
+/// The flags of a condition over the history, shared by `agent allow|ask|audit` and
+/// `agent backtest` (one parser: [`ConditionArgs::when`]).
+#[derive(Debug, Args, Default)]
+pub struct ConditionArgs {
     /// A rate: the rule applies once N calls it covers ran in the SPAN before (`5/1h`);
     /// below that the next rule or the tool's mode decides. With `ask --approvals N`,
     /// the quorum applies from then on.
     #[arg(long, value_name = "N/SPAN", value_parser = parse_rate,
-          conflicts_with_all = ["only_after", "total", "read_only_tools"])]
+          conflicts_with_all = ["only_after", "total"])]
     pub after: Option<(u32, Duration)>,
     /// A sequence: the rule applies only when a call covered by PATTERN ran in the
     /// --within SPAN before (with --succeeded, and succeeded).
-    #[arg(long, value_name = "PATTERN", requires = "within",
-          conflicts_with_all = ["total", "read_only_tools"])]
+    #[arg(
+        long,
+        value_name = "PATTERN",
+        requires = "within",
+        conflicts_with = "total"
+    )]
     pub only_after: Option<String>,
     /// With --only-after: how long before.
     #[arg(long, value_name = "SPAN", value_parser = parse_span, requires = "only_after")]
@@ -429,8 +442,7 @@ pub struct AgentRuleArgs {
     /// A running total: the JSON pointer of a numeric argument (`/cents`); the rule
     /// applies once its sum over the calls the rule covers in the --per SPAN before,
     /// this call included, is over --over.
-    #[arg(long, value_name = "POINTER", value_parser = parse_pointer, requires_all = ["over", "per"],
-          conflicts_with = "read_only_tools")]
+    #[arg(long, value_name = "POINTER", value_parser = parse_pointer, requires_all = ["over", "per"])]
     pub total: Option<String>,
     /// With --total: the bound.
     #[arg(
@@ -481,6 +493,11 @@ pub struct AgentBacktestArgs {
     /// The window of history replayed: decisions made this long ago or since.
     #[arg(long, value_parser = parse_span, default_value = "30d")]
     pub since: Duration,
+    /// A condition over the history on the rule replayed (as `agent allow|ask` take
+    /// it): each past call is replayed only where the condition held at its decision,
+    /// judged on what the agent ran before it.
+    #[command(flatten)]
+    pub condition: ConditionArgs,
 }
 
 /// Parses a rule's action: `allow`, `audit`, `ask` or `deny`.

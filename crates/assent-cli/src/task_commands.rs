@@ -6,7 +6,8 @@
 use crate::CliError;
 use crate::cli::{
     AgentBacktestArgs, AgentCreateArgs, AgentHoldArgs, AgentIdempotentArgs, AgentRuleArgs,
-    AgentShadowReportArgs, AgentShowArgs, AgentUnsetArgs, TaskCreateArgs, TaskShowArgs,
+    AgentShadowReportArgs, AgentShowArgs, AgentUnsetArgs, ConditionArgs, TaskCreateArgs,
+    TaskShowArgs,
 };
 use crate::context::{Ctx, Output};
 use crate::render;
@@ -57,7 +58,7 @@ pub async fn agent_rule(
             "--approvals goes with `assent agent ask` (not --shadow): how many people confirm each call".to_owned(),
         ));
     }
-    let condition = condition_of(&args)?;
+    let condition = condition_of(&args.condition)?;
     // The condition as its flags read, for the line that confirms the change.
     let when = condition.clone().map_or_else(String::new, |when| {
         let approvals = args.approvals.filter(|n| *n > 1);
@@ -101,7 +102,7 @@ pub async fn agent_rule(
 /// The condition over the history the flags name (`--after`, `--only-after`,
 /// `--total`), or none; a window a condition cannot have is a usage error naming the
 /// flag and its value.
-fn condition_of(args: &AgentRuleArgs) -> Result<Option<assent_tools::When>, CliError> {
+fn condition_of(args: &ConditionArgs) -> Result<Option<assent_tools::When>, CliError> {
     let seconds = |flag: &str, span: time::Duration| {
         assent_tools::window_seconds(span)
             .map_err(|why| CliError::Usage(format!("{flag} {}: {why}", render::duration(span))))
@@ -468,16 +469,27 @@ pub async fn agent_list(ctx: &Ctx) -> Result<Output, CliError> {
 /// blank tool exit 2.
 pub async fn agent_backtest(ctx: &Ctx, args: AgentBacktestArgs) -> Result<Output, CliError> {
     let agent = args.agent.trim();
-    let rule =
+    let mut rule =
         ToolRule::new(args.tool.trim(), args.rule).map_err(|e| CliError::Usage(e.to_string()))?;
+    // A condition read as `agent allow|ask` read it, refused as they refuse it.
+    if let Some(when) = condition_of(&args.condition)? {
+        if args.rule == RuleAction::Deny {
+            return Err(CliError::Usage(format!(
+                "a condition over the history goes with allow or ask, not deny ({})",
+                rule.pattern()
+            )));
+        }
+        let condition =
+            assent_tools::Condition::new(when, None).map_err(|e| CliError::Usage(e.to_string()))?;
+        rule = rule.when(condition);
+    }
     if ctx.engine.agent_settings(agent).await?.is_none() {
         return Err(CliError::from(ServerError::NotFound(format!(
             "no agent {agent:?}"
         ))));
     }
     let since = ctx.now - args.since;
-    let calls = ctx.engine.past_calls(Some(agent), since).await?;
-    let result = assent_tools::backtest(&calls, agent, &rule);
+    let result = ctx.engine.backtest(agent, &rule, since).await?;
     let mut shown = serde_json::to_value(&result).map_err(|e| CliError::failed(e.to_string()))?;
     shown["since"] = json!(rfc3339(since));
     Output::either(ctx.json, &shown, || render_backtest(&result, since))

@@ -664,6 +664,34 @@ async fn by_default_annotations_are_shown_but_only_the_agents_rules_run_a_tool_a
     client.cancel().await.expect("the client leaves");
 }
 
+/// A rule over the session's history through the gateway (issue 57): with `allow
+/// stat_note` and `ask 'stat_*' --after 2/1h`, set with the commands a person types,
+/// the first two calls in the hour run at once and the third is asked: the gateway's
+/// calls are decided at the one decision point, their condition judged there.
+#[tokio::test]
+async fn a_rate_through_the_gateway_asks_from_the_third_call_in_its_window() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    std::fs::write(&note, "hello\n").expect("a note");
+    for rule in [
+        &["agent", "allow", "bot", "stat_note"][..],
+        &["agent", "ask", "bot", "stat_*", "--after", "2/1h"],
+    ] {
+        succeeded(&assent(&s.db, rule));
+    }
+    let upstream = vec![fixture().display().to_string()];
+    let client = gateway(&s.db, &[], &upstream).await;
+    for n in 1..=2 {
+        let ran = call(&client, "stat_note", json!({"path": note})).await;
+        assert_eq!(ran.is_error, Some(false), "call {n}: {}", text(&ran));
+        assert!(!text(&ran).starts_with(QUEUED), "call {n}: {}", text(&ran));
+    }
+    let third = call(&client, "stat_note", json!({"path": note})).await;
+    assert!(text(&third).starts_with(QUEUED), "{}", text(&third));
+    client.cancel().await.expect("the client leaves");
+    proven(&s.db);
+}
+
 #[tokio::test]
 async fn trusted_hints_run_a_read_at_once_but_not_one_also_marked_destructive() {
     let s = setup();

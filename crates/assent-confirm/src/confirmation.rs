@@ -146,17 +146,24 @@ pub struct ConfirmAllItem {
     pub result: ItemResult,
 }
 
-/// `{rule, agreed}` of the first of `shadows` covering `decision`'s tool: what that
-/// rule would have done beside what the person did, as it is decided.
-fn shadow_verdict(shadows: &[agents::ShadowRule], decision: &ChangeDecision) -> Option<Value> {
+/// `{rule, agreed}` of the first of `shadows` covering `decision`'s tool (a conditional
+/// one only where its condition held, judged on the agent's `runs` before the
+/// decision, as its report counts it): what that rule would have done beside what the
+/// person did, as it is decided.
+fn shadow_verdict(
+    shadows: &[agents::ShadowRule],
+    decision: &ChangeDecision,
+    runs: &[assent_tools::PastRun],
+) -> Option<Value> {
     let call = CallContext {
         args: decision.edited_args.as_ref().unwrap_or(&decision.args),
         target_id: &decision.target_id,
         paths: None,
     };
-    let shadow = shadows
-        .iter()
-        .find(|s| s.rule.covers(&decision.tool_name, Some(call)) == Coverage::Yes)?;
+    let shadow = shadows.iter().find(|s| {
+        s.rule.covers(&decision.tool_name, Some(call)) == Coverage::Yes
+            && assent_tools::applies_at(&s.rule, call, runs, decision.created_at)
+    })?;
     let outcome = PastOutcome::of(decision.verdict, decision.edited_args.is_some())?;
     let action = shadow.rule.action();
     Some(serde_json::json!({
@@ -208,6 +215,9 @@ struct Batch {
     /// The items decided so far, whose statuses (and the set's) are written at the
     /// transaction's end; `None`: each decision writes its own.
     deferred_statuses: Option<Vec<usize>>,
+    /// The calls run so far in this transaction (their audit records are applied at its
+    /// end): a condition over the history judged for a later item counts them.
+    ran: Vec<assent_tools::PastRun>,
 }
 
 impl Batch {
@@ -218,6 +228,7 @@ impl Batch {
             rules,
             served,
             deferred_statuses: None,
+            ran: Vec::new(),
         }
     }
 
@@ -454,6 +465,7 @@ impl ConfirmationService {
                 .await?
                 .unwrap_or_default(),
         };
+        let runs = crate::history_rules::shadow_runs(conn, &shadows, &set.agent_id, now).await?;
         let mut written = Vec::with_capacity(indexes.len());
         let own_items = verdicts
             .served_by
@@ -465,7 +477,7 @@ impl ConfirmationService {
                 decided_by: self.reviewer.clone(),
                 ..self.decision(set, index, &verdicts, now)
             };
-            let shadow = shadow_verdict(&shadows, &decision);
+            let shadow = shadow_verdict(&shadows, &decision, &runs);
             let facts = assent_store::decisions::LocalFacts {
                 approval_digest: verdicts.approval_digest.as_deref(),
                 decided_by: self.reviewer.as_deref(),
@@ -899,6 +911,21 @@ impl ConfirmationService {
             return self.refresh_stale(tx.connection(), set, index, stale).await;
         }
         let needed = settings.approvals_needed.max(item.approvals_needed());
+        let call = CallContext::new(&args, &target.id);
+        let ran = policy
+            .has_conditions()
+            .then(|| crate::history_rules::ran_now(&spec.name, call, now));
+        let needed = crate::history_rules::quorum_now(
+            tx.connection(),
+            &policy,
+            set,
+            &spec.name,
+            call,
+            &batch.ran,
+            now,
+        )
+        .await?
+        .map_or(needed, |quorum| needed.max(quorum));
         // The decision point answers before an approval is counted or a window starts,
         // so nothing is written or sent for a call the policy refuses; a plain
         // confirmation is refused by the executor, before it writes anything either.
@@ -1022,6 +1049,7 @@ impl ConfirmationService {
                 }))
             }
             execution => {
+                batch.ran.extend(ran);
                 if let Some(approval) = approval {
                     approval.record(tx.connection(), set.id, index, now).await?;
                 }
@@ -1387,6 +1415,12 @@ impl ConfirmationService {
         let needed = settings
             .approvals_needed
             .max(set.items[index].approvals_needed());
+        let call_args = edited_args.as_ref().unwrap_or(&set.items[index].args);
+        let call = CallContext::new(call_args, &target.id);
+        let needed =
+            crate::history_rules::quorum_now(conn, &policy, set, tool_name, call, &batch.ran, now)
+                .await?
+                .map_or(needed, |quorum| needed.max(quorum));
         let Met {
             edited_args,
             approval,

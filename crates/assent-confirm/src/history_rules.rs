@@ -45,6 +45,59 @@ pub(crate) fn policy_for(
     }
 }
 
+/// The quorum the conditions of `policy` (in force now) set for a person's
+/// confirmation of a call of `tool_name` (`call`, as it would run) that agent `agent`
+/// queued in thread `thread`, judged now on what ran before ([`runs_for`], in the
+/// confirmation's transaction, after the agent's lock): a rate or a running total that
+/// came to hold since the proposal (or was set since) binds the confirmation as a
+/// quorum set since does. `None`, with nothing read, when no rule sets a quorum under
+/// a condition. Every confirmation (one item, confirm-all, a synced set, a hook's
+/// call) asks here; `ran`: the calls run earlier in the same transaction (confirm-all),
+/// whose audit records are not written yet, counted as the wake counts the calls of
+/// one wake.
+pub(crate) async fn quorum_now(
+    conn: &mut Connection,
+    policy: &AgentPolicy,
+    set: &assent_domain::ChangeSet,
+    tool_name: &str,
+    call: CallContext<'_>,
+    ran: &[PastRun],
+    now: OffsetDateTime,
+) -> Result<Option<u32>, ConfirmError> {
+    let sets_a_quorum = policy
+        .rules()
+        .iter()
+        .any(|rule| rule.condition().is_some_and(|c| c.approvals.is_some()));
+    if !sets_a_quorum {
+        return Ok(None);
+    }
+    let mut runs = runs_for(conn, policy, &set.agent_id, &set.thread_id, now).await?;
+    runs.extend_from_slice(ran);
+    Ok(policy
+        .given(&runs, Some(call), now)
+        .condition_approvals(tool_name, Some(call)))
+}
+
+/// What agent `agent` ran (every session) within the longest window the conditions of
+/// its `shadows` look back from `now`: the history a confirmation's shadow verdict
+/// judges a conditional shadow rule on, as its report does. None, with nothing read,
+/// when no shadow rule has a condition.
+pub(crate) async fn shadow_runs(
+    conn: &mut Connection,
+    shadows: &[assent_store::agents::ShadowRule],
+    agent: &str,
+    now: OffsetDateTime,
+) -> Result<Vec<PastRun>, ConfirmError> {
+    let window = shadows
+        .iter()
+        .filter_map(|shadow| shadow.rule.condition().map(assent_tools::Condition::window))
+        .max();
+    let Some(window) = window else {
+        return Ok(Vec::new());
+    };
+    Ok(run_history::runs_since(conn, agent, None, now - window).await?)
+}
+
 /// The run of a call admitted now, for the conditions of the calls after it in the
 /// same wake.
 pub(crate) fn ran_now(tool_name: &str, call: CallContext<'_>, now: OffsetDateTime) -> PastRun {
@@ -69,5 +122,23 @@ impl crate::Engine {
     ) -> Result<Vec<PastRun>, ConfirmError> {
         let mut conn = self.store.read_connection().await?;
         Ok(run_history::runs_since(&mut conn, agent, None, since).await?)
+    }
+
+    /// `rule` replayed over agent `agent`'s calls decided since `since`, a condition
+    /// over the history judged per call on what the agent ran before it, as the wake
+    /// would have judged it ([`assent_tools::backtest_given`]): what `assent agent
+    /// backtest` prints, and `assent policy plan` shows for a rule it sets.
+    pub async fn backtest(
+        &self,
+        agent: &str,
+        rule: &assent_tools::ToolRule,
+        since: OffsetDateTime,
+    ) -> Result<assent_tools::Backtest, ConfirmError> {
+        let calls = self.past_calls(Some(agent), since).await?;
+        let runs = match rule.condition() {
+            Some(condition) => self.agent_runs(agent, since - condition.window()).await?,
+            None => Vec::new(),
+        };
+        Ok(assent_tools::backtest_given(&calls, &runs, agent, rule))
     }
 }

@@ -157,7 +157,24 @@ impl Engine {
             .collect();
         let mut calls = std::collections::BTreeMap::new();
         for agent in agents {
-            calls.insert(agent, self.past_calls(Some(agent), since).await?);
+            // What the agent ran as far back as a condition of a rule set looks, read
+            // once: each conditional rule is judged per call on it, as `agent
+            // backtest` judges it.
+            let window = plan
+                .changes
+                .iter()
+                .filter_map(|change| match change {
+                    PolicyChange::SetRule { agent: of, to, .. } if of == agent => {
+                        to.condition().map(assent_tools::Condition::window)
+                    }
+                    _ => None,
+                })
+                .max();
+            let runs = match window {
+                Some(window) => self.agent_runs(agent, since - window).await?,
+                None => Vec::new(),
+            };
+            calls.insert(agent, (self.past_calls(Some(agent), since).await?, runs));
         }
         let backtests = plan
             .changes
@@ -165,7 +182,7 @@ impl Engine {
             .map(|change| match change {
                 PolicyChange::SetRule { agent, to, .. } => calls
                     .get(agent.as_str())
-                    .map(|calls| assent_tools::backtest(calls, agent, to)),
+                    .map(|(calls, runs)| assent_tools::backtest_given(calls, runs, agent, to)),
                 _ => None,
             })
             .collect();

@@ -305,23 +305,49 @@ pub fn calls_under_condition(
     runs: &[PastRun],
     rule: &crate::ToolRule,
 ) -> Vec<crate::PastCall> {
-    let Some(condition) = rule.condition() else {
+    if rule.condition().is_none() {
         return calls.to_vec();
-    };
+    }
     calls
         .iter()
         .filter(|call| {
-            let before: Vec<PastRun> = runs
-                .iter()
-                .filter(|run| run.at < call.at)
-                .cloned()
-                .collect();
             let context = CallContext::new(&call.args, &call.target_id);
-            let holds = condition.holds(rule.pattern(), Some(context), &before, call.at);
-            Condition::applies(rule.action(), holds)
+            applies_at(rule, context, runs, call.at)
         })
         .cloned()
         .collect()
+}
+
+/// Whether `rule` would have applied to a call (`call`) decided at `at`, its condition
+/// judged on the `runs` before `at` ([`Condition::holds`], [`Condition::applies`]):
+/// always for a rule without one. What a shadow report counts
+/// ([`calls_under_condition`]) and a confirmation's shadow verdict reads, one call at
+/// a time.
+pub fn applies_at(
+    rule: &crate::ToolRule,
+    call: CallContext<'_>,
+    runs: &[PastRun],
+    at: OffsetDateTime,
+) -> bool {
+    let Some(condition) = rule.condition() else {
+        return true;
+    };
+    let before: Vec<PastRun> = runs.iter().filter(|run| run.at < at).cloned().collect();
+    let holds = condition.holds(rule.pattern(), Some(call), &before, at);
+    Condition::applies(rule.action(), holds)
+}
+
+/// [`crate::backtest`] of a rule with a condition: only the calls at whose decision
+/// the condition applied ([`calls_under_condition`], judged on the agent's `runs`
+/// before each) are replayed, as the decision point would have judged them. A rule
+/// without one is replayed on every call it covers.
+pub fn backtest_given(
+    calls: &[crate::PastCall],
+    runs: &[PastRun],
+    agent: &str,
+    rule: &crate::ToolRule,
+) -> crate::Backtest {
+    crate::backtest(&calls_under_condition(calls, runs, rule), agent, rule)
 }
 
 /// `3600` as `1h`, `90` as `90s`: the largest unit that divides it.
@@ -721,5 +747,73 @@ mod policy_tests {
         assert_eq!(given.route_call(&push, call), RuleAction::Allow);
         let by = given.allowed_by_call(&push, call).expect("allowed");
         assert_eq!(by["rule"]["condition"]["when"]["kind"], "onlyAfter");
+    }
+
+    /// A backtest of a conditional rule replays only the calls at whose decision its
+    /// condition applied, judged on the runs strictly before each (a run at the same
+    /// instant, the call's own, does not count).
+    #[test]
+    fn a_backtest_judges_the_condition_per_past_call() {
+        let only = Condition::new(
+            When::OnlyAfter {
+                pattern: "set_title".into(),
+                within_seconds: 900,
+                succeeded: false,
+            },
+            None,
+        )
+        .expect("a condition");
+        let allow = ToolRule::new("send", RuleAction::Allow)
+            .expect("a rule")
+            .when(only);
+        let call = |minute: i64, outcome| crate::PastCall {
+            decision_id: format!("d{minute}"),
+            change_set_id: format!("s{minute}"),
+            item_index: 0,
+            agent_id: "a".into(),
+            tool_name: "send".into(),
+            outcome,
+            undone: false,
+            reason: None,
+            reviewer: Some("ann".into()),
+            at: NOW + Duration::minutes(minute),
+            automatic: false,
+            definition: None,
+            args: json!({}),
+            target_id: "t".into(),
+        };
+        let calls = [
+            call(0, crate::PastOutcome::ConfirmedUnchanged),
+            call(5, crate::PastOutcome::Rejected),
+            call(10, crate::PastOutcome::ConfirmedUnchanged),
+            call(30, crate::PastOutcome::Rejected),
+        ];
+        let title = PastRun {
+            tool_name: "set_title".into(),
+            args: json!({}),
+            target_id: "t".into(),
+            at: NOW + Duration::minutes(5),
+            succeeded: Some(true),
+            here: true,
+        };
+        let result = backtest_given(&calls, std::slice::from_ref(&title), "a", &allow);
+        // Not at 0 (nothing before) nor at 5 (the title at the same instant), at 10,
+        // not at 30 (out of the window).
+        assert_eq!(
+            (result.calls, result.would_run_unasked),
+            (1, 1),
+            "{result:?}"
+        );
+        assert!(result.let_through.is_empty(), "{result:?}");
+        let context = CallContext::new(&calls[2].args, "t");
+        assert!(applies_at(
+            &allow,
+            context,
+            std::slice::from_ref(&title),
+            calls[2].at
+        ));
+        assert!(!applies_at(&allow, context, &[title], calls[1].at));
+        let plain = ToolRule::new("send", RuleAction::Allow).expect("a rule");
+        assert_eq!(backtest_given(&calls, &[], "a", &plain).calls, 4);
     }
 }

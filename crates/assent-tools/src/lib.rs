@@ -51,7 +51,8 @@ mod state;
 
 pub use audit::{AuditKind, AuditRecord};
 pub use condition::{
-    Condition, MAX_WINDOW_SECONDS, PastRun, When, calls_under_condition, parse_rate, window_seconds,
+    Condition, MAX_WINDOW_SECONDS, PastRun, When, applies_at, backtest_given,
+    calls_under_condition, parse_rate, window_seconds,
 };
 pub use error::{ArgProblem, HandlerError, ToolsError};
 pub use executor::{

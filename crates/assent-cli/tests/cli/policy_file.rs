@@ -281,6 +281,117 @@ fn each_rule_of_a_plan_carries_the_backtest_agent_backtest_prints() {
     );
 }
 
+/// A rule with a condition over the history (issue 57): the plan's backtest judges the
+/// condition per past call on what the agent ran before it, and equals `agent
+/// backtest` given the same rule by its flags.
+#[test]
+fn a_conditional_rules_backtest_in_a_plan_is_agent_backtest_with_its_flags() {
+    let mut cli = Cli::new();
+    let task = cli.agent_and_task();
+    let wake = |cli: &Cli, tool: &str, args: &str| {
+        let calls = format!(
+            r#"[{{"id":"c","type":"function","function":{{"name":"{tool}","arguments":"{args}"}}}}]"#
+        );
+        let wake = cli.json(&["wake", "--agent", "a", "--task", &task], &calls);
+        wake["changeSetId"].as_str().expect("queued").to_owned()
+    };
+    let priority = |p: &str| format!(r#"{{\"priority\":\"{p}\"}}"#);
+    // Each step a minute after the one before (the commands' clock is fixed).
+    let mut minute = 0;
+    let mut step = |cli: &mut Cli, tool: &str, args: &str, answer: &str| {
+        minute += 1;
+        cli.now = format!("2026-03-02T09:{minute:02}:00Z");
+        let set = wake(cli, tool, args);
+        cli.json(&[answer, &set, "0"], "");
+    };
+    // Confirmed before any title ran: the condition did not hold.
+    step(&mut cli, "update_task_priority", &priority("P0"), "confirm");
+    step(
+        &mut cli,
+        "set_task_title",
+        r#"{\"title\":\"Renamed\"}"#,
+        "confirm",
+    );
+    // After the title: one rejected, one confirmed.
+    step(&mut cli, "update_task_priority", &priority("P1"), "reject");
+    step(&mut cli, "update_task_priority", &priority("P3"), "confirm");
+
+    let exported = ok(&cli, &["policy", "export"]);
+    let with_rule = format!(
+        "{exported}\n[[agents.rules]]\ntool = \"update_task_priority\"\naction = \"allow\"\n\
+         condition = {{ when = {{ kind = \"onlyAfter\", pattern = \"set_task_title\", withinSeconds = 900 }} }}\n"
+    );
+    let path = file(&cli, "conditional.toml", &with_rule);
+    let out = cli.run(&["--json", "policy", "plan", &path]);
+    assert_eq!(code(&out), 10, "{}", String::from_utf8_lossy(&out.stderr));
+    let plan: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let change = &plan["changes"][0];
+    assert_eq!(change["change"], "setRule", "{plan}");
+    let mut backtest = cli.json(
+        &[
+            "agent",
+            "backtest",
+            "a",
+            "update_task_priority",
+            "allow",
+            "--only-after",
+            "set_task_title",
+            "--within",
+            "15m",
+        ],
+        "",
+    );
+    assert_eq!(backtest["since"], plan["since"]);
+    backtest.as_object_mut().expect("an object").remove("since");
+    assert_eq!(change["backtest"], backtest);
+    // The two decided after the title, not the one before it.
+    assert_eq!(backtest["calls"], 2, "{backtest}");
+    assert_eq!(backtest["wouldRunUnasked"], 2, "{backtest}");
+    assert_eq!(
+        backtest["letThrough"].as_array().map(Vec::len),
+        Some(1),
+        "{backtest}"
+    );
+    // Without the condition, all three.
+    let plain = cli.json(
+        &["agent", "backtest", "a", "update_task_priority", "allow"],
+        "",
+    );
+    assert_eq!(plain["calls"], 3, "{plain}");
+    // The flags are read as `agent allow` reads them: a bad one is a usage error.
+    for bad in [
+        &[
+            "agent",
+            "backtest",
+            "a",
+            "update_task_priority",
+            "allow",
+            "--after",
+            "5/1x",
+        ][..],
+        &[
+            "agent",
+            "backtest",
+            "a",
+            "update_task_priority",
+            "allow",
+            "--within",
+            "15m",
+        ],
+        &[
+            "agent",
+            "backtest",
+            "a",
+            "update_task_priority",
+            "deny",
+            "--after",
+            "1/1h",
+        ],
+    ] {
+        assert_eq!(code(&cli.run(bad)), 2, "{bad:?}");
+    }
+}
+
 #[test]
 fn a_file_with_one_invalid_rule_applies_nothing_and_says_where() {
     let cli = Cli::new();
