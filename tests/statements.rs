@@ -17,7 +17,8 @@ use assent_tests::TestApp;
 use assent_tools::{AgentPolicy, BoxFuture, ToolMode, ToolRegistry, ToolSpec};
 use serde_json::json;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use time::OffsetDateTime;
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -54,13 +55,22 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 /// engine's), and the host's 7: its 2 reads of the task (its state for the stale
 /// check, its clock after the handler) and the handler's 5. 18 since the handler
 /// reports the task's new clock in its `ToolOutcome` (issue 55): the host's read of it
-/// after the handler is gone.
+/// after the handler is gone. Still 18 since the confirmation reads once and applies
+/// once (issue 55, point 3): the applied-operation check moved into the decision's read
+/// (a second statement under its lock), the applied operation, the statuses and a
+/// quorum's approval into the plan (the chain last): the same statements, fewer round
+/// trips (below). What is left: `BEGIN`, the read's 2, the host's 6 (its state, the
+/// handler's 5), the plan's 8 (the chain's head, the decision, the audit rows, the
+/// set's and the items' statuses, the applied operation, the outbox, the chain) and
+/// `COMMIT`.
 const PER_CONFIRMATION: usize = 18;
 /// Round trips a confirmation of the same item may take between the engine's task and
 /// sqlx's worker thread (issue 55): the statements above, less those run together
 /// under one lock through SQLite's C API (the write plan's four and the `COMMIT` of a
-/// lone writer, one trip): 13.
-const TRIPS_PER_CONFIRMATION: usize = 13;
+/// lone writer, one trip): 13. 9 since a confirmation reads once and applies once
+/// (issue 55, point 3): `BEGIN`, the read (one lock), the host's 6 through sqlx, and
+/// the plan with the `COMMIT` (one lock); the engine's own trips are 3.
+const TRIPS_PER_CONFIRMATION: usize = 9;
 /// Statements confirm-all of the 20 items left may take in all (646 before the write
 /// plan, 389 with it and the changes above: 19 per item, whose plan is written once
 /// for the whole set). 252 since the agent's rules are read once per tool, who serves
@@ -71,7 +81,10 @@ const TRIPS_PER_CONFIRMATION: usize = 13;
 /// per item, of which the host's 7 (the handler's 5 and its 2 reads of the task) and
 /// the item's savepoint and its release, the applied-operation check and the applied
 /// operation. 211 since the handlers report the task's clock (one read fewer per item).
-const CONFIRM_ALL_OF_20: usize = 211;
+/// 173 since confirm-all reads whether each item's operation was applied with the set
+/// (one statement for all) and plans the applied operations (one multi-row insert):
+/// 8.7 per item, of which the host's 6 and the item's savepoint and its release.
+const CONFIRM_ALL_OF_20: usize = 173;
 /// Statements a wake of 25 deferred calls may take in all (10 today: `BEGIN`, the
 /// agent, the task with its category (its category read on its own before the host's
 /// state held it: 11), the open sets and recent decisions, then the set, its 25 items
@@ -98,6 +111,12 @@ struct Statements(Arc<AtomicUsize>);
 /// statement, one per lock of a connection for the C API (issue 55), whatever it ran.
 static TRIPS: AtomicUsize = AtomicUsize::new(0);
 
+/// Every way into the store, in order, while [`WALKING`] is set: `lock` for a lock of
+/// a connection for the C API, `c SQL` for a statement run under it, `sqlx SQL` for a
+/// statement through sqlx (issue 55: "a walk of a confirmation").
+static WALK: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static WALKING: AtomicBool = AtomicBool::new(false);
+
 /// The `summary` field of a statement event (its first words).
 struct Summary(String);
 
@@ -120,6 +139,19 @@ impl<S: Subscriber> Layer<S> for Statements {
         let target = event.metadata().target();
         if target == "sqlx::query" || target == "assent_store::c_api::lock" {
             TRIPS.fetch_add(1, Ordering::SeqCst);
+        }
+        if WALKING.load(Ordering::SeqCst) {
+            let mut summary = Summary(String::new());
+            event.record(&mut summary);
+            let step = match target {
+                "assent_store::c_api::lock" => Some("lock".to_owned()),
+                "assent_store::c_api" => Some(format!("c {}", summary.0)),
+                "sqlx::query" => Some(format!("sqlx {}", summary.0)),
+                _ => None,
+            };
+            if let Some(step) = step {
+                WALK.lock().unwrap_or_else(|p| p.into_inner()).push(step);
+            }
         }
         if target == "sqlx::query" || target == "assent_store::c_api" {
             self.0.fetch_add(1, Ordering::SeqCst);
@@ -168,17 +200,39 @@ async fn a_confirmation_and_a_wake_item_stay_within_their_statements() {
 
     let mut per_confirmation = Vec::new();
     let mut trips_per_confirmation = Vec::new();
+    let mut walks = Vec::new();
     for index in 0..5 {
         let before = counted.load(Ordering::SeqCst);
         let trips_before = TRIPS.load(Ordering::SeqCst);
+        WALK.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        WALKING.store(true, Ordering::SeqCst);
         app.engine
             .confirmations()
             .confirm_item(ItemRef::new(set.id, index), OffsetDateTime::now_utc())
             .await
             .expect("confirmed");
+        WALKING.store(false, Ordering::SeqCst);
+        walks.push(std::mem::take(
+            &mut *WALK.lock().unwrap_or_else(|p| p.into_inner()),
+        ));
         per_confirmation.push(statements(before));
         trips_per_confirmation.push(TRIPS.load(Ordering::SeqCst) - trips_before);
     }
+    if std::env::var_os("SHOW_STATEMENTS").is_some() {
+        println!("the walk of a confirmation: {:#?}", walks[0]);
+    }
+    // A walk of a confirmation shows one read, one decide, one apply (issue 55): the
+    // engine enters the store twice through the C API, once to read (after `BEGIN`,
+    // before its host is asked anything) and once to apply its plan and commit (after
+    // the host's last statement); everything through sqlx in between is the host's
+    // (its state for the stale check, its handler). The typical walk, as above.
+    let shapes: Vec<Result<(), String>> =
+        walks.iter().map(|walk| one_read_one_apply(walk)).collect();
+    let good = shapes.iter().filter(|shape| shape.is_ok()).count();
+    assert!(
+        good * 2 > shapes.len(),
+        "a confirmation's walk is not read, decide, apply: {shapes:?} in {walks:#?}"
+    );
     println!("round trips to sqlx's worker: one confirmation {trips_per_confirmation:?}");
     // The counters are process-wide: the pool's own upkeep (a connection opened or
     // checked) now and then lands inside one sample (CI once saw [13, 13, 13, 13, 15]).
@@ -247,6 +301,54 @@ async fn a_confirmation_and_a_wake_item_stay_within_their_statements() {
         confirm_all <= CONFIRM_ALL_OF_20,
         "confirm-all of {rest} items took {confirm_all} statements (bound {CONFIRM_ALL_OF_20})"
     );
+}
+
+/// Whether `walk` (a confirmation's ways into the store, in order) is `BEGIN`, one lock
+/// for the C API that only reads, the host's statements through sqlx, and one lock that
+/// writes the plan and commits: `Err` says where it is not.
+fn one_read_one_apply(walk: &[String]) -> Result<(), String> {
+    let locks: Vec<usize> = (0..walk.len()).filter(|&i| walk[i] == "lock").collect();
+    let [read, apply] = locks[..] else {
+        return Err(format!("{} locks for the C API, not 2", locks.len()));
+    };
+    if walk[..read] != ["sqlx BEGIN IMMEDIATE"] {
+        return Err(format!("before the read: {:?}", &walk[..read]));
+    }
+    let reads = &walk[read + 1..];
+    let reads = &reads[..reads
+        .iter()
+        .take_while(|step| step.starts_with("c "))
+        .count()];
+    if reads.is_empty() || reads.iter().any(|step| !step.starts_with("c SELECT")) {
+        return Err(format!("the read ran {reads:?}"));
+    }
+    let host = &walk[read + 1 + reads.len()..apply];
+    // The engine's own tables: none of them is the host's to read or write.
+    let engine = [
+        "applied_operations",
+        "change_sets",
+        "change_items",
+        "decisions",
+        "audit_records",
+        "consent_chain",
+        "approvals",
+        "agents",
+    ];
+    if host.iter().any(|step| {
+        !step.starts_with("sqlx ")
+            || step
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|word| engine.contains(&word))
+    }) {
+        return Err(format!("between the read and the apply: {host:?}"));
+    }
+    let applied = &walk[apply + 1..];
+    if applied.last().map(String::as_str) != Some("c COMMIT")
+        || applied.iter().any(|step| !step.starts_with("c "))
+    {
+        return Err(format!("the apply ran {applied:?}"));
+    }
+    Ok(())
 }
 
 /// An engine whose one tool, `send`, is external, idempotent and allowed at once.

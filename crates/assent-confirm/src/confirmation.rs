@@ -218,30 +218,33 @@ struct Batch {
     /// The calls run so far in this transaction (their audit records are applied at its
     /// end): a condition over the history judged for a later item counts them.
     ran: Vec<assent_tools::PastRun>,
+    /// Which of the items' operations were applied, as read with the set.
+    applied: change_sets::AppliedRead,
 }
 
 impl Batch {
-    /// The batch of one decision, on the agent's `rules` and who serves the items
-    /// (`served`), as read with the set.
-    fn one(rules: Option<agents::StoredRules>, served: Vec<jobs::ServedItem>) -> Self {
-        Self {
-            rules,
-            served,
+    /// The batch of one decision, on what was read with the set (`read`'s set is
+    /// the caller's).
+    fn one(read: change_sets::DecisionRead) -> (ChangeSet, Self) {
+        let batch = Self {
+            rules: read.rules,
+            served: read.served,
             deferred_statuses: None,
             ran: Vec::new(),
-        }
+            applied: read.applied,
+        };
+        (read.set, batch)
     }
 
     /// [`Self::one`], its decisions leaving their statuses to its end
     /// ([`Self::deferred_statuses`]).
-    fn deferring_statuses(
-        rules: Option<agents::StoredRules>,
-        served: Vec<jobs::ServedItem>,
-    ) -> Self {
-        Self {
+    fn deferring_statuses(read: change_sets::DecisionRead) -> (ChangeSet, Self) {
+        let (set, batch) = Self::one(read);
+        let batch = Self {
             deferred_statuses: Some(Vec::new()),
-            ..Self::one(rules, served)
-        }
+            ..batch
+        };
+        (set, batch)
     }
 
     /// The policy of `agent` at `now` and its settings of `tool`. An agent this
@@ -259,6 +262,23 @@ impl Batch {
             .ok_or_else(|| ConfirmError::AgentNotHere(agent.to_owned()))?;
         Ok(rules.at(tool, now))
     }
+}
+
+/// The operation item `index` of `set` runs as when confirmed with `edited_args` (or as
+/// proposed), for the decision's read to look up with the set
+/// ([`change_sets::load_for_decision_with`]).
+fn operation_of(set: &ChangeSet, index: usize, edited_args: Option<&Value>) -> Vec<OperationId> {
+    let Some(item) = set.items.get(index) else {
+        return Vec::new();
+    };
+    vec![OperationId::for_proposal(
+        &set.run_key,
+        &item.tool_name,
+        edited_args.unwrap_or(&item.args),
+        &set.target_id,
+        set.id,
+        index,
+    )]
 }
 
 /// The shadow rules among the agent's `rules` as read with its set (none for an agent
@@ -281,6 +301,12 @@ impl NewApproval {
         let (revision, by, args) = (self.revision, &self.by, &self.args);
         approvals::record(conn, change_set_id, index, revision, by, args, at).await?;
         Ok(())
+    }
+
+    /// [`Self::record`] in `plan`, written with the decision it counts toward.
+    fn plan(&self, plan: &mut WritePlan, change_set_id: Uuid, index: usize, at: OffsetDateTime) {
+        let (revision, by, args) = (self.revision, &self.by, &self.args);
+        approvals::plan_record(plan, change_set_id, index, revision, by, args, at);
     }
 }
 
@@ -680,9 +706,14 @@ impl ConfirmationService {
         edited_args: Option<Value>,
         now: OffsetDateTime,
     ) -> Result<(Attempt, WritePlan), ConfirmError> {
-        let read = change_sets::require_for_decision(tx.connection(), change_set_id).await?;
-        let mut set = read.set;
-        let mut batch = Batch::one(read.rules, read.served);
+        // The one read: the set, its items, who serves them, the agent's rules and
+        // whether the item's operation was applied, under the transaction's lock.
+        let edited = edited_args.as_ref();
+        let read = change_sets::require_for_decision_with(tx.connection(), change_set_id, |set| {
+            operation_of(set, index, edited)
+        })
+        .await?;
+        let (mut set, mut batch) = Batch::one(read);
         let mut plan = WritePlan::default();
         let attempt = self
             .attempt_in(tx, &mut set, index, &mut batch, edited_args, now, &mut plan)
@@ -956,7 +987,7 @@ impl ConfirmationService {
             edited_args,
             approval,
         } = match self
-            .gather(tx.connection(), set, index, edited_args, needed, now)
+            .gather(tx.connection(), set, index, edited_args, needed, now, plan)
             .await?
         {
             Gathered::Met(met) => met,
@@ -1005,8 +1036,12 @@ impl ConfirmationService {
         let audits = PlannedAudits::default();
         // The state the re-check read holds the category the policy is checked against
         // (when its host keeps it there): nothing ran in this scope since.
-        let executor =
-            AuditedExecutor::new(resolver, &audits).with_known_category(recheck.category.clone());
+        // Whether the operation was applied came with the set; the applied operation
+        // is planned, written with the decision.
+        let executor = AuditedExecutor::new(resolver, &audits)
+            .with_known_category(recheck.category.clone())
+            .with_known_applied(batch.applied.known(&invocation.operation_id))
+            .planning_applied(&audits);
         // Nothing of this attempt is written yet (a stale refresh, a hold, an approval
         // short of the quorum and a queued item all returned above; a met quorum's
         // approval is recorded below): a failed handler is undone with its scope.
@@ -1051,7 +1086,7 @@ impl ConfirmationService {
             execution => {
                 batch.ran.extend(ran);
                 if let Some(approval) = approval {
-                    approval.record(tx.connection(), set.id, index, now).await?;
+                    approval.plan(plan, set.id, index, now);
                 }
                 let mut decisions = self
                     .record_into(
@@ -1161,7 +1196,9 @@ impl ConfirmationService {
     /// arguments to run (the revision's, an edit when they differ from the proposal)
     /// and the approval to record beside the decision once the confirmation succeeds.
     /// Runs in the deciding transaction, under the item's lock, so of two approvals
-    /// racing to meet a quorum the second finds the item decided.
+    /// racing to meet a quorum the second finds the item decided. An approval short
+    /// of the quorum is planned in `plan` (its row and its chain entry, written last).
+    #[allow(clippy::too_many_arguments)]
     async fn gather(
         &self,
         conn: &mut Connection,
@@ -1170,6 +1207,7 @@ impl ConfirmationService {
         edited_args: Option<Value>,
         needed: u32,
         now: OffsetDateTime,
+        plan: &mut WritePlan,
     ) -> Result<Gathered, ConfirmError> {
         let item = &set.items[index];
         // Approvals are read only for a tool that needs more than one person.
@@ -1219,7 +1257,7 @@ impl ConfirmationService {
         if let Some(number) = new_revision {
             change_sets::set_revision(conn, set.id, index, number).await?;
         }
-        approval.record(conn, set.id, index, now).await?;
+        approval.plan(plan, set.id, index, now);
         assent_store::webhooks::enqueue_approval_event(conn, set, index, &revision, needed, now)
             .await?;
         tracing::info!(index, by = %approval.by, count, needed, "approval recorded, short of the quorum");
@@ -1425,7 +1463,7 @@ impl ConfirmationService {
             edited_args,
             approval,
         } = match self
-            .gather(conn, set, index, edited_args, needed, now)
+            .gather(conn, set, index, edited_args, needed, now, plan)
             .await?
         {
             Gathered::Met(met) => met,
@@ -1597,10 +1635,20 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<ChangeDecision, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
+        let mut plan = WritePlan::default();
         let decision = self
-            .verdict_locked(tx.connection(), change_set_id, index, verdict, reason, now)
+            .verdict_locked(
+                tx.connection(),
+                change_set_id,
+                index,
+                verdict,
+                reason,
+                now,
+                &mut plan,
+            )
             .await?;
-        tx.commit().await?;
+        // Read, decide, the host's hook, then the plan and the commit at once.
+        tx.commit_with(plan, now).await?;
         tracing::info!(index, %verdict, "item decided");
         Ok(decision)
     }
@@ -1618,7 +1666,8 @@ impl ConfirmationService {
     ) -> Result<ChangeDecision, ConfirmError> {
         self.lock_set(tx, change_set_id).await?;
         let mut scope = tx.savepoint().await?;
-        let decided = self
+        let mut plan = WritePlan::default();
+        let decided = match self
             .verdict_locked(
                 scope.connection(),
                 change_set_id,
@@ -1626,8 +1675,17 @@ impl ConfirmationService {
                 verdict,
                 reason,
                 now,
+                &mut plan,
             )
-            .await;
+            .await
+        {
+            Ok(decision) => plan
+                .apply(scope.connection(), now)
+                .await
+                .map(|()| decision)
+                .map_err(ConfirmError::from),
+            Err(error) => Err(error),
+        };
         match decided {
             Ok(decision) => {
                 scope.release().await?;
@@ -1642,7 +1700,9 @@ impl ConfirmationService {
     }
 
     /// Records `verdict` (not a confirmation) on item `index` of set `change_set_id`
-    /// in `conn`'s transaction, which holds the set's lock.
+    /// in `conn`'s transaction, which holds the set's lock: its writes in `plan`, which
+    /// the caller applies before it commits.
+    #[allow(clippy::too_many_arguments)]
     async fn verdict_locked(
         &self,
         conn: &mut Connection,
@@ -1651,6 +1711,7 @@ impl ConfirmationService {
         verdict: Verdict,
         reason: Option<String>,
         now: OffsetDateTime,
+        plan: &mut WritePlan,
     ) -> Result<ChangeDecision, ConfirmError> {
         let read = change_sets::require_for_decision(conn, change_set_id).await?;
         let mut set = read.set;
@@ -1660,7 +1721,9 @@ impl ConfirmationService {
             ..Verdicts::plain(verdict, reason)
         }
         .served(read.served.get(index));
-        let mut decisions = self.record(conn, &mut set, &[index], verdicts, now).await?;
+        let mut decisions = self
+            .record_into(conn, &mut set, &[index], verdicts, now, plan, None)
+            .await?;
         Ok(decisions.remove(0))
     }
 
@@ -1841,10 +1904,18 @@ impl ConfirmationService {
         now: OffsetDateTime,
     ) -> Result<ConfirmAllResult, ConfirmError> {
         let mut tx = self.begin_on_set(change_set_id).await?;
-        let read = change_sets::require_for_decision(tx.connection(), change_set_id).await?;
-        let mut set = read.set;
+        // The one read, for every item: whether each pending one was applied comes
+        // with the set.
+        let read = change_sets::require_for_decision_with(tx.connection(), change_set_id, |set| {
+            let pending = set.items.iter().enumerate();
+            pending
+                .filter(|(_, item)| item.status == ChangeItemStatus::Pending)
+                .flat_map(|(index, _)| operation_of(set, index, None))
+                .collect()
+        })
+        .await?;
+        let (mut set, mut batch) = Batch::deferring_statuses(read);
         let mut items = Vec::with_capacity(set.items.len());
-        let mut batch = Batch::deferring_statuses(read.rules, read.served);
         // Every item's audit records, chain entries and outbox messages, written once
         // at the end: a failed item's go with its savepoint.
         let mut plan = WritePlan::default();
@@ -1946,10 +2017,11 @@ impl ConfirmationService {
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
         let reason = clean_reason(reason)?;
         let mut tx = self.begin_on_set(change_set_id).await?;
+        let mut plan = WritePlan::default();
         let decisions = self
-            .dismiss_locked(tx.connection(), change_set_id, reason, now)
+            .dismiss_locked(tx.connection(), change_set_id, reason, now, &mut plan)
             .await?;
-        tx.commit().await?;
+        tx.commit_with(plan, now).await?;
         tracing::info!(rejected = decisions.len(), "change set dismissed");
         Ok(decisions)
     }
@@ -1968,9 +2040,18 @@ impl ConfirmationService {
         let reason = clean_reason(reason)?;
         self.lock_set(tx, change_set_id).await?;
         let mut scope = tx.savepoint().await?;
-        let dismissed = self
-            .dismiss_locked(scope.connection(), change_set_id, reason, now)
-            .await;
+        let mut plan = WritePlan::default();
+        let dismissed = match self
+            .dismiss_locked(scope.connection(), change_set_id, reason, now, &mut plan)
+            .await
+        {
+            Ok(decisions) => plan
+                .apply(scope.connection(), now)
+                .await
+                .map(|()| decisions)
+                .map_err(ConfirmError::from),
+            Err(error) => Err(error),
+        };
         match dismissed {
             Ok(decisions) => {
                 scope.release().await?;
@@ -1988,13 +2069,15 @@ impl ConfirmationService {
     }
 
     /// Rejects every open item of set `change_set_id` that no hold window keeps, in
-    /// `conn`'s transaction, which holds the set's lock.
+    /// `conn`'s transaction, which holds the set's lock: its writes in `plan`, which
+    /// the caller applies before it commits.
     async fn dismiss_locked(
         &self,
         conn: &mut Connection,
         change_set_id: Uuid,
         reason: Option<String>,
         now: OffsetDateTime,
+        plan: &mut WritePlan,
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
         let read = change_sets::require_for_decision(conn, change_set_id).await?;
         let (mut set, served) = (read.set, read.served);
@@ -2015,7 +2098,8 @@ impl ConfirmationService {
             ..Verdicts::plain(Verdict::Rejected, reason)
         }
         .served(served.get(first));
-        self.record(conn, &mut set, &open, verdicts, now).await
+        self.record_into(conn, &mut set, &open, verdicts, now, plan, None)
+            .await
     }
 
     /// Expires open sets created more than `ttl` before `now`: they leave the pending

@@ -11,6 +11,7 @@
 
 use assent_domain::{VectorClock, stored_result};
 use assent_store::Connection;
+use assent_store::plan::PlannedAudits;
 use assent_store::{StoreError, WriteTx, operations};
 use assent_tools::{
     AgentPolicy, AuditKind, AuditRecord, AuditSink, CallContext, CategoryResolver, RuleAction,
@@ -181,6 +182,12 @@ pub struct AuditedExecutor<'h> {
     /// What the target's host says of its paths, for path rules
     /// ([`Self::with_paths`]).
     paths: Option<&'h dyn assent_tools::PathFacts>,
+    /// Whether the call's operation was applied, when the caller's read under its
+    /// transaction's lock answered it ([`Self::with_known_applied`]).
+    known_applied: Option<Option<String>>,
+    /// Where the applied operation is planned instead of written
+    /// ([`Self::planning_applied`]).
+    planned: Option<&'h PlannedAudits>,
 }
 
 /// Polls a future, turning a panic inside it into an error.
@@ -217,7 +224,26 @@ impl<'h> AuditedExecutor<'h> {
             audit,
             known_category: None,
             paths: None,
+            known_applied: None,
+            planned: None,
         }
+    }
+
+    /// This executor, taking whether the call's operation was applied (`Some(message)`:
+    /// it was) from the caller's read in the same transaction, under its lock, instead
+    /// of looking it up (issue 55: the decision's one read answers it).
+    #[must_use]
+    pub(crate) fn with_known_applied(mut self, applied: Option<Option<String>>) -> Self {
+        self.known_applied = applied;
+        self
+    }
+
+    /// This executor, planning the applied operation of a call that succeeds in
+    /// `planned` (which the caller moves into its write plan) instead of writing it.
+    #[must_use]
+    pub(crate) fn planning_applied(mut self, planned: &'h PlannedAudits) -> Self {
+        self.planned = Some(planned);
+        self
     }
 
     /// This executor, reading path rules with what the target's host found of the
@@ -398,9 +424,10 @@ impl<'h> AuditedExecutor<'h> {
         let settled = if let Some(detail) = req.already_true.clone() {
             let said = format!("already true: {detail}");
             Some((true, said, ExecutionOutcome::AlreadyTrue { detail }))
-        } else if let Some(message) =
-            operations::applied(conn, &req.invocation.operation_id).await?
-        {
+        } else if let Some(message) = match self.known_applied.clone() {
+            Some(known) => known,
+            None => operations::applied(conn, &req.invocation.operation_id).await?,
+        } {
             let said = format!("already applied: {message}");
             Some((true, said, ExecutionOutcome::AlreadyApplied { message }))
         } else {
@@ -458,15 +485,26 @@ impl<'h> AuditedExecutor<'h> {
         };
         let inv = &req.invocation;
         let stored = stored_result(&outcome.message);
-        operations::record_applied(
-            conn,
-            &inv.operation_id,
-            &inv.tool_name,
-            &inv.target.target,
-            &stored,
-            req.now,
-        )
-        .await?;
+        match self.planned {
+            Some(planned) => planned.applied(
+                &inv.operation_id,
+                &inv.tool_name,
+                &inv.target.target,
+                &stored,
+                req.now,
+            ),
+            None => {
+                operations::record_applied(
+                    conn,
+                    &inv.operation_id,
+                    &inv.tool_name,
+                    &inv.target.target,
+                    &stored,
+                    req.now,
+                )
+                .await?;
+            }
+        }
         // The handler's own clock when it reported one; else the host is asked.
         let vector_clock = match outcome.vector_clock {
             Some(clock) => Some(clock),

@@ -246,12 +246,15 @@ impl StoredRules {
 
 /// The [`StoredRules`] of `row`, which holds an agent's `categories`, `rules`,
 /// `tool_settings` and `shadow_rules` in the columns `columns` names, in that order.
-pub(crate) fn stored_rules(row: &AnyRow, columns: [&str; 4]) -> Result<StoredRules, StoreError> {
+pub(crate) fn stored_rules(
+    row: &impl crate::row::StoreRow,
+    columns: [&str; 4],
+) -> Result<StoredRules, StoreError> {
     let [categories, rules, settings, shadows] = columns;
-    let categories: String = row.try_get(categories)?;
-    let rules: String = row.try_get(rules)?;
-    let settings: String = row.try_get(settings)?;
-    let shadows: String = row.try_get(shadows)?;
+    let categories: String = row.value(categories)?;
+    let rules: String = row.value(rules)?;
+    let settings: String = row.value(settings)?;
+    let shadows: String = row.value(shadows)?;
     Ok(StoredRules {
         policy: policy_from(&categories, &rules)?,
         settings: settings_table(&parse_tool_settings(&settings)?),

@@ -5,6 +5,8 @@
 //! the item's one decision as any confirmation does.
 
 use crate::Connection;
+use crate::plan::WritePlan;
+use crate::row::Statement;
 use crate::{StoreError, chain, timefmt};
 use serde_json::Value;
 use sqlx::Row;
@@ -212,9 +214,49 @@ pub async fn record(
     args: &Value,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    sqlx::query(
+    record_statement(change_set_id, index, revision, by, args, now)
+        .query()
+        .execute(&mut *conn)
+        .await?;
+    let entry = chain_entry(change_set_id, index, revision, by, args, now);
+    chain::append(conn, vec![entry], now).await
+}
+
+/// [`record`] in `plan`: the row with the plan's other statements, its chain entry
+/// with the plan's entries (last). Nothing in the deciding transaction reads it
+/// before the plan is applied (a met quorum's approval, recorded beside its decision).
+pub fn plan_record(
+    plan: &mut WritePlan,
+    change_set_id: Uuid,
+    index: usize,
+    revision: i64,
+    by: &str,
+    args: &Value,
+    now: OffsetDateTime,
+) {
+    plan.statement(record_statement(
+        change_set_id,
+        index,
+        revision,
+        by,
+        args,
+        now,
+    ));
+    plan.entry(chain_entry(change_set_id, index, revision, by, args, now));
+}
+
+fn record_statement(
+    change_set_id: Uuid,
+    index: usize,
+    revision: i64,
+    by: &str,
+    args: &Value,
+    now: OffsetDateTime,
+) -> Statement {
+    Statement::new(
         "INSERT INTO approvals (change_set_id, item_index, revision, approved_by, args, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6)",
+         VALUES ($1, $2, $3, $4, $5, $6)"
+            .to_owned(),
     )
     .bind(change_set_id.to_string())
     .bind(index as i64)
@@ -222,9 +264,17 @@ pub async fn record(
     .bind(by)
     .bind(args.to_string())
     .bind(timefmt::format(now))
-    .execute(&mut *conn)
-    .await?;
-    let entry = chain::Entry {
+}
+
+fn chain_entry(
+    change_set_id: Uuid,
+    index: usize,
+    revision: i64,
+    by: &str,
+    args: &Value,
+    now: OffsetDateTime,
+) -> chain::Entry {
+    chain::Entry {
         kind: chain::EntryKind::Approval,
         subject: approval_subject(change_set_id, index, revision, by),
         content: chain_content(
@@ -235,8 +285,7 @@ pub async fn record(
             args,
             &timefmt::format(now),
         ),
-    };
-    chain::append(conn, vec![entry], now).await
+    }
 }
 
 /// The chain subject of an approval: its primary key.

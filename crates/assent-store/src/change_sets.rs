@@ -7,11 +7,11 @@ use crate::error::SqliteResult;
 use crate::jobs::ServedItem;
 use crate::outbox::{self, entity};
 use crate::plan::WritePlan;
-use crate::row::{Param, StoreRow, bind_all};
+use crate::row::{Param, Statement, StoreRow, bind_all};
 use crate::webhooks;
 use crate::{StoreError, chain, timefmt};
 use assent_domain::{
-    ChangeItem, ChangeItemStatus, ChangeSet, ChangeSetStatus, Target, VectorClock,
+    ChangeItem, ChangeItemStatus, ChangeSet, ChangeSetStatus, OperationId, Target, VectorClock,
 };
 use serde_json::{Value, json};
 use sqlx::Row;
@@ -411,8 +411,9 @@ pub async fn update_status(
     plan.apply(conn, now).await
 }
 
-/// [`update_status`] with the outbox messages in `plan`, which the caller applies
-/// before it commits.
+/// [`update_status`] with its writes (the statuses and their outbox messages) in
+/// `plan`, which the caller applies before it commits; only a webhook event of a set
+/// that closes is written at once.
 pub async fn update_status_into(
     conn: &mut Connection,
     set: &ChangeSet,
@@ -420,7 +421,9 @@ pub async fn update_status_into(
     now: OffsetDateTime,
     plan: &mut WritePlan,
 ) -> Result<(), StoreError> {
-    write_status(conn, set, changed_items).await?;
+    for statement in status_statements(set, changed_items) {
+        plan.statement(statement);
+    }
     for (index, item) in changed_items
         .iter()
         .filter_map(|&index| Some((index, set.items.get(index)?)))
@@ -445,38 +448,44 @@ pub(crate) async fn write_status(
     set: &ChangeSet,
     changed_items: &[usize],
 ) -> Result<(), StoreError> {
+    for statement in status_statements(set, changed_items) {
+        statement.query().execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// The statements of [`write_status`]: the set's status, resolution time and clock,
+/// then its changed items' statuses (each taking the set's clock), up to
+/// [`ITEMS_PER_STATUS_WRITE`] items in one statement.
+fn status_statements(set: &ChangeSet, changed_items: &[usize]) -> Vec<Statement> {
     let clock = json!(set.vector_clock).to_string();
-    sqlx::query(
-        "UPDATE change_sets SET status = $1, resolved_at = $2, vector_clock = $3 WHERE id = $4",
-    )
-    .bind(set.status.as_str())
-    .bind(set.resolved_at.map(timefmt::format))
-    .bind(&clock)
-    .bind(set.id.to_string())
-    .execute(&mut *conn)
-    .await?;
+    let mut statements = vec![
+        Statement::new(
+            "UPDATE change_sets SET status = $1, resolved_at = $2, vector_clock = $3 WHERE id = $4"
+                .to_owned(),
+        )
+        .bind(set.status.as_str())
+        .bind(set.resolved_at.map(timefmt::format))
+        .bind(clock.as_str())
+        .bind(set.id.to_string()),
+    ];
     let changed: Vec<(usize, &ChangeItem)> = changed_items
         .iter()
         .filter_map(|&index| Some((index, set.items.get(index)?)))
         .collect();
     for chunk in changed.chunks(ITEMS_PER_STATUS_WRITE) {
-        write_item_statuses(conn, set.id, &clock, chunk).await?;
+        statements.push(item_statuses(set.id, &clock, chunk));
     }
-    Ok(())
+    statements
 }
 
-/// How many items [`write_item_statuses`] updates in one statement (5 parameters each).
+/// How many items [`item_statuses`] updates in one statement (5 parameters each).
 const ITEMS_PER_STATUS_WRITE: usize = 100;
 
 /// The statuses of `items` of set `set_id`, each with `clock`, in one statement: a
 /// confirm-all of 25 items or a dismissal writes its items' statuses in one round trip.
 /// A merge may bring the stale-target guard's refresh of an item too.
-async fn write_item_statuses(
-    conn: &mut Connection,
-    set_id: Uuid,
-    clock: &str,
-    items: &[(usize, &ChangeItem)],
-) -> Result<(), StoreError> {
+fn item_statuses(set_id: Uuid, clock: &str, items: &[(usize, &ChangeItem)]) -> Statement {
     // `CASE item_index WHEN $i THEN $v …` per column: parameters 1 and 2 are the clock
     // and the set, then five per item (its index and four values).
     let case = |column: usize| {
@@ -498,19 +507,17 @@ async fn write_item_statuses(
         case(3),
         indexes.join(", ")
     );
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(clock)
-        .bind(set_id.to_string());
-    for (index, item) in items {
-        query = query
-            .bind(*index as i64)
-            .bind(item.status.as_str())
-            .bind(item.stale_detail.as_deref())
-            .bind(item.before.as_ref().map(Value::to_string))
-            .bind(item.fingerprint.as_ref().map(Value::to_string));
-    }
-    query.execute(&mut *conn).await?;
-    Ok(())
+    items.iter().fold(
+        Statement::new(sql).bind(clock).bind(set_id.to_string()),
+        |statement, (index, item)| {
+            statement
+                .bind(*index as i64)
+                .bind(item.status.as_str())
+                .bind(item.stale_detail.as_deref())
+                .bind(item.before.as_ref().map(Value::to_string))
+                .bind(item.fingerprint.as_ref().map(Value::to_string))
+        },
+    )
 }
 
 fn decode_set(row: &impl StoreRow, items: Vec<ChangeItem>) -> Result<ChangeSet, StoreError> {
@@ -769,6 +776,106 @@ pub struct DecisionRead {
     /// The set's agent's rules, or `None` when this database has no such agent (its
     /// set came from another device).
     pub rules: Option<StoredRules>,
+    /// What the read found of the operations its caller asked about
+    /// ([`load_for_decision_with`]): none asked, none known.
+    pub applied: AppliedRead,
+}
+
+/// The applied operations a decision's read looked up ([`load_for_decision_with`]):
+/// which it asked about, and the stored message of each that was applied.
+#[derive(Debug, Clone, Default)]
+pub struct AppliedRead {
+    asked: Vec<OperationId>,
+    found: Vec<(String, String)>,
+}
+
+impl AppliedRead {
+    /// `None` when the read did not ask about `operation_id` (look it up); else the
+    /// message recorded when it was applied, if it was, as
+    /// [`crate::operations::applied`] would have answered in the same transaction.
+    pub fn known(&self, operation_id: &OperationId) -> Option<Option<String>> {
+        if !self.asked.contains(operation_id) {
+            return None;
+        }
+        Some(
+            self.found
+                .iter()
+                .find(|(id, _)| id == operation_id.as_str())
+                .map(|(_, message)| message.clone()),
+        )
+    }
+}
+
+/// The read of [`load_for_decision`]: the set, its items, who serves each and its
+/// agent's rules, in one statement.
+const DECISION_READ: &str = concat!(
+    "SELECT ",
+    set_and_item_columns!(),
+    ", i.effect, i.host, j.id AS held_job, j.due_at AS held_until,
+     a.categories AS agent_categories, a.rules AS agent_rules,
+     a.tool_settings AS agent_tool_settings, a.shadow_rules AS agent_shadow_rules
+     FROM change_sets s LEFT JOIN change_items i ON i.change_set_id = s.id
+     LEFT JOIN execution_jobs j ON ",
+    held_job_of_item!(),
+    " LEFT JOIN agents a ON a.id = s.agent_id
+     WHERE s.id = $1 AND s.deleted_at IS NULL
+     ORDER BY i.item_index"
+);
+
+/// How many operation ids one read of [`load_for_decision_with`] asks about.
+const OPERATIONS_PER_READ: usize = 200;
+
+/// The lookup of `count` applied operations by id.
+fn applied_sql(count: usize) -> String {
+    let ids: Vec<String> = (1..=count).map(|n| format!("${n}")).collect();
+    format!(
+        "SELECT operation_id, message FROM applied_operations WHERE operation_id IN ({})",
+        ids.join(", ")
+    )
+}
+
+/// The rows of [`DECISION_READ`], decoded as they come (either kind of row).
+#[derive(Default)]
+struct DecisionRows {
+    set: Option<ChangeSet>,
+    rules: Option<StoredRules>,
+    served: Vec<ServedItem>,
+}
+
+impl DecisionRows {
+    fn push(&mut self, row: &impl StoreRow) -> Result<(), StoreError> {
+        if self.set.is_none() {
+            self.set = Some(decode_set(row, Vec::new())?);
+            let categories: Option<String> = row.value("agent_categories")?;
+            if categories.is_some() {
+                self.rules = Some(agents::stored_rules(
+                    row,
+                    [
+                        "agent_categories",
+                        "agent_rules",
+                        "agent_tool_settings",
+                        "agent_shadow_rules",
+                    ],
+                )?);
+            }
+        }
+        if row.value::<Option<i64>>("item_index")?.is_some()
+            && let Some(set) = &mut self.set
+        {
+            set.items.push(decode_item_as(row, "item_status")?);
+            self.served.push(crate::jobs::decode_served(row)?);
+        }
+        Ok(())
+    }
+
+    fn read(self, applied: AppliedRead) -> Option<DecisionRead> {
+        Some(DecisionRead {
+            set: self.set?,
+            served: self.served,
+            rules: self.rules,
+            applied,
+        })
+    }
 }
 
 /// The set with `id` (deleted sets are not found) as a decision reads it: with its
@@ -778,48 +885,73 @@ pub async fn load_for_decision(
     conn: &mut Connection,
     id: Uuid,
 ) -> Result<Option<DecisionRead>, StoreError> {
-    let rows = sqlx::query(concat!(
-        "SELECT ",
-        set_and_item_columns!(),
-        ", i.effect, i.host, j.id AS held_job, j.due_at AS held_until,
-         a.categories AS agent_categories, a.rules AS agent_rules,
-         a.tool_settings AS agent_tool_settings, a.shadow_rules AS agent_shadow_rules
-         FROM change_sets s LEFT JOIN change_items i ON i.change_set_id = s.id
-         LEFT JOIN execution_jobs j ON ",
-        held_job_of_item!(),
-        " LEFT JOIN agents a ON a.id = s.agent_id
-         WHERE s.id = $1 AND s.deleted_at IS NULL
-         ORDER BY i.item_index"
-    ))
-    .bind(id.to_string())
-    .fetch_all(&mut *conn)
-    .await?;
-    let Some(first) = rows.first() else {
+    load_for_decision_with(conn, id, |_| Vec::new()).await
+}
+
+/// [`load_for_decision`], and whether each operation `operations` names (given the
+/// set as read) was applied ([`DecisionRead::applied`]): everything a decision
+/// needs from the database before its host is asked anything. On SQLite both reads
+/// run through the C API under one lock of the connection (issue 55): the decision
+/// enters the store once to read.
+pub async fn load_for_decision_with(
+    conn: &mut Connection,
+    id: Uuid,
+    operations: impl FnOnce(&ChangeSet) -> Vec<OperationId>,
+) -> Result<Option<DecisionRead>, StoreError> {
+    let id_text = id.to_string();
+    #[cfg(feature = "sqlite")]
+    if let Some(sqlite) = conn.as_sqlite() {
+        return crate::c_api::with_c_api(sqlite, |c| {
+            let mut rows = DecisionRows::default();
+            {
+                let mut statement = c.bound(DECISION_READ, &[Param::Text(&id_text)])?;
+                let mut raw = statement.raw_query();
+                while let Some(row) = raw.next().or_store()? {
+                    rows.push(row)?;
+                }
+            }
+            let Some(set) = &rows.set else {
+                return Ok(None);
+            };
+            let asked = operations(set);
+            let mut found = Vec::new();
+            for chunk in asked.chunks(OPERATIONS_PER_READ) {
+                let params: Vec<Param<'_>> =
+                    chunk.iter().map(|id| Param::Text(id.as_str())).collect();
+                let mut statement = c.bound(&applied_sql(chunk.len()), &params)?;
+                let mut raw = statement.raw_query();
+                while let Some(row) = raw.next().or_store()? {
+                    found.push((row.value("operation_id")?, row.value("message")?));
+                }
+            }
+            Ok(rows.read(AppliedRead { asked, found }))
+        })
+        .await;
+    }
+    let fetched = sqlx::query(DECISION_READ)
+        .bind(&id_text)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut rows = DecisionRows::default();
+    for row in &fetched {
+        rows.push(row)?;
+    }
+    let Some(set) = &rows.set else {
         return Ok(None);
     };
-    let mut served = Vec::with_capacity(rows.len());
-    for row in &rows {
-        if row.try_get::<Option<i64>, _>("item_index")?.is_some() {
-            served.push(crate::jobs::decode_served(row)?);
+    let asked = operations(set);
+    let mut found = Vec::new();
+    for chunk in asked.chunks(OPERATIONS_PER_READ) {
+        let params: Vec<Param<'_>> = chunk.iter().map(|id| Param::Text(id.as_str())).collect();
+        let sql = applied_sql(chunk.len());
+        for row in bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), &params)
+            .fetch_all(&mut *conn)
+            .await?
+        {
+            found.push((row.value("operation_id")?, row.value("message")?));
         }
     }
-    let rules = match first.try_get::<Option<String>, _>("agent_categories")? {
-        Some(_) => Some(agents::stored_rules(
-            first,
-            [
-                "agent_categories",
-                "agent_rules",
-                "agent_tool_settings",
-                "agent_shadow_rules",
-            ],
-        )?),
-        None => None,
-    };
-    Ok(Some(DecisionRead {
-        set: decode_set(first, decode_items(&rows)?)?,
-        served,
-        rules,
-    }))
+    Ok(rows.read(AppliedRead { asked, found }))
 }
 
 /// Like [`load_for_decision`], but a missing set is an error.
@@ -827,7 +959,16 @@ pub async fn require_for_decision(
     conn: &mut Connection,
     id: Uuid,
 ) -> Result<DecisionRead, StoreError> {
-    load_for_decision(conn, id)
+    require_for_decision_with(conn, id, |_| Vec::new()).await
+}
+
+/// Like [`load_for_decision_with`], but a missing set is an error.
+pub async fn require_for_decision_with(
+    conn: &mut Connection,
+    id: Uuid,
+    operations: impl FnOnce(&ChangeSet) -> Vec<OperationId>,
+) -> Result<DecisionRead, StoreError> {
+    load_for_decision_with(conn, id, operations)
         .await?
         .ok_or(StoreError::ChangeSetNotFound(id))
 }

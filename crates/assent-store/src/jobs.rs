@@ -545,10 +545,10 @@ pub async fn served_item(
 
 /// The [`ServedItem`] of a row holding an item's `effect` and `host` and its held job's
 /// `held_job` and `held_until` (NULL when it has none).
-pub(crate) fn decode_served(row: &AnyRow) -> Result<ServedItem, StoreError> {
-    let effect: Option<String> = row.try_get("effect")?;
-    let held_job: Option<String> = row.try_get("held_job")?;
-    let held_until: Option<String> = row.try_get("held_until")?;
+pub(crate) fn decode_served(row: &impl crate::row::StoreRow) -> Result<ServedItem, StoreError> {
+    let effect: Option<String> = row.value("effect")?;
+    let held_job: Option<String> = row.value("held_job")?;
+    let held_until: Option<String> = row.value("held_until")?;
     let held = match (held_job, held_until) {
         (Some(id), Some(until)) => Some((
             Uuid::parse_str(&id).map_err(|e| StoreError::corrupt(TABLE, e))?,
@@ -557,7 +557,7 @@ pub(crate) fn decode_served(row: &AnyRow) -> Result<ServedItem, StoreError> {
         _ => None,
     };
     Ok(ServedItem {
-        host: row.try_get("host")?,
+        host: row.value("host")?,
         external: effect.map(|effect| effect == "externalIdempotent"),
         held,
     })

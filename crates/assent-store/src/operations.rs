@@ -2,6 +2,8 @@
 //! retried confirmation apply nothing twice.
 
 use crate::Connection;
+use crate::plan::WritePlan;
+use crate::row::{Statement, Value};
 use crate::{StoreError, timefmt};
 use assent_domain::{OperationId, Target};
 use time::OffsetDateTime;
@@ -23,6 +25,56 @@ pub async fn applied(
     )
 }
 
+/// The insert [`record_applied`] runs.
+const RECORD_APPLIED: &str = "INSERT INTO applied_operations (operation_id, tool_name, target_kind, target_id, message, applied_at)
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (operation_id) DO NOTHING";
+
+/// [`record_applied`] in `plan`, written when the plan is applied with the plan's
+/// other applied operations in one statement (issue 55): for a caller that read, in
+/// the same transaction and under its lock, that `operation_id` was not applied yet
+/// ([`applied`] or the decision's read), so nothing in between may write it but this
+/// plan. A row found there anyway is left as it is.
+pub fn plan_applied(
+    plan: &mut WritePlan,
+    operation_id: &OperationId,
+    tool_name: &str,
+    target: &Target,
+    message: &str,
+    now: OffsetDateTime,
+) {
+    plan.applied(vec![
+        Value::from(operation_id.as_str()),
+        Value::from(tool_name),
+        Value::from(target.kind.as_str()),
+        Value::from(target.id.as_str()),
+        Value::from(message),
+        Value::from(timefmt::format(now)),
+    ]);
+}
+
+/// How many applied operations one statement of [`insert_statements`] writes.
+const PER_STATEMENT: usize = 100;
+
+/// The inserts of planned applied operations (six values each, in
+/// [`RECORD_APPLIED`]'s order), up to [`PER_STATEMENT`] in one statement.
+pub(crate) fn insert_statements(rows: &[Vec<Value>]) -> Vec<Statement> {
+    rows.chunks(PER_STATEMENT)
+        .map(|chunk| {
+            let sql = format!(
+                "INSERT INTO applied_operations (operation_id, tool_name, target_kind, target_id, message, applied_at)
+                 VALUES {} ON CONFLICT (operation_id) DO NOTHING",
+                crate::values_placeholders(chunk.len(), 6)
+            );
+            chunk
+                .iter()
+                .flatten()
+                .fold(Statement::new(sql), |statement, value| {
+                    statement.bind(value.clone())
+                })
+        })
+        .collect()
+}
+
 /// Records that `operation_id` was applied. Returns false when it already was (the
 /// caller must then not apply it).
 pub async fn record_applied(
@@ -33,18 +85,15 @@ pub async fn record_applied(
     message: &str,
     now: OffsetDateTime,
 ) -> Result<bool, StoreError> {
-    let inserted = sqlx::query(
-        "INSERT INTO applied_operations (operation_id, tool_name, target_kind, target_id, message, applied_at)
-         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (operation_id) DO NOTHING",
-    )
-    .bind(operation_id.as_str())
-    .bind(tool_name)
-    .bind(target.kind.as_str())
-    .bind(target.id.as_str())
-    .bind(message)
-    .bind(timefmt::format(now))
-    .execute(conn)
-    .await?
-    .rows_affected();
+    let inserted = sqlx::query(RECORD_APPLIED)
+        .bind(operation_id.as_str())
+        .bind(tool_name)
+        .bind(target.kind.as_str())
+        .bind(target.id.as_str())
+        .bind(message)
+        .bind(timefmt::format(now))
+        .execute(conn)
+        .await?
+        .rows_affected();
     Ok(inserted == 1)
 }

@@ -17,6 +17,18 @@
 //! its savepoint). Nothing may read a planned row before the plan is applied: only
 //! decisions, the chain, the outbox and audit rows are planned, nothing in a decision
 //! reads them, and a decision a delegation record names is written at once.
+//!
+//! Since issue 55 a plan also holds the decision's other writes as statements of their
+//! own ([`WritePlan::statement`]): the set's and its items' statuses, the applied
+//! operation, a met quorum's approval. So a confirmation enters the store twice: once
+//! to read (the set, its items, who serves them, the agent's rules, the applied
+//! operation) and once to apply its plan and commit, with only its host (the state the
+//! re-check reads, the handler, `on_decided`) between them. The plan is written in one
+//! order: decisions, audit rows, the other statements, outbox messages, and the
+//! consent chain **last**: on PostgreSQL the chain's lock is taken at the very end of
+//! the transaction, after every row lock the decision takes, so a decision and a
+//! job's claim (which takes its row, then the chain) cannot wait on each other in
+//! opposite orders.
 
 #[cfg(feature = "sqlite")]
 use crate::error::SqliteResult;
@@ -36,6 +48,12 @@ use time::OffsetDateTime;
 pub struct WritePlan {
     decisions: Vec<PlannedDecision>,
     audits: Vec<AuditRecord>,
+    /// Other writes of the decision, in the order planned, after the decisions and
+    /// audit rows and before the outbox and the chain.
+    statements: Vec<Statement>,
+    /// Applied operations (their six values), written in one statement after the
+    /// other statements.
+    applied: Vec<Vec<crate::row::Value>>,
     entries: Vec<Planned>,
     messages: Vec<PlannedMessage>,
 }
@@ -66,6 +84,8 @@ impl WritePlan {
     pub fn is_empty(&self) -> bool {
         self.decisions.is_empty()
             && self.audits.is_empty()
+            && self.statements.is_empty()
+            && self.applied.is_empty()
             && self.entries.is_empty()
             && self.messages.is_empty()
     }
@@ -89,6 +109,17 @@ impl WritePlan {
     /// message).
     pub(crate) fn decision(&mut self, row: PlannedDecision) {
         self.decisions.push(row);
+    }
+
+    /// Plans a statement that writes (and returns no row): run after the plan's
+    /// decisions and audit rows, before its outbox messages and chain entries.
+    pub(crate) fn statement(&mut self, statement: Statement) {
+        self.statements.push(statement);
+    }
+
+    /// Plans an applied operation ([`crate::operations::plan_applied`]).
+    pub(crate) fn applied(&mut self, values: Vec<crate::row::Value>) {
+        self.applied.push(values);
     }
 
     /// Plans a chain entry.
@@ -127,6 +158,8 @@ impl WritePlan {
         let offset = self.audits.len();
         self.decisions.extend(other.decisions);
         self.audits.extend(other.audits);
+        self.statements.extend(other.statements);
+        self.applied.extend(other.applied);
         self.entries
             .extend(other.entries.into_iter().map(|planned| match planned {
                 Planned::Audit(position) => Planned::Audit(position + offset),
@@ -192,6 +225,15 @@ impl WritePlan {
         Ok(())
     }
 
+    /// The plan's statements other than its decisions, audit rows, outbox messages
+    /// and chain entries, in the order they are written.
+    fn other_writes(&self) -> impl Iterator<Item = Statement> + '_ {
+        self.statements
+            .iter()
+            .cloned()
+            .chain(crate::operations::insert_statements(&self.applied))
+    }
+
     async fn apply_through_sqlx(
         self,
         conn: &mut Connection,
@@ -199,10 +241,14 @@ impl WritePlan {
     ) -> Result<(), StoreError> {
         insert_decisions(conn, &self.decisions).await?;
         let ids = audit::insert_rows(conn, &self.audits).await?;
-        let entries = resolved_entries(self.entries, &self.audits, &ids);
-        chain::append(conn, entries, now).await?;
+        for statement in self.other_writes() {
+            statement.query().execute(&mut *conn).await?;
+        }
         let messages = outbox_messages(self.messages, &ids);
-        outbox::enqueue_many(conn, &messages, now).await
+        outbox::enqueue_many(conn, &messages, now).await?;
+        // The chain last: on PostgreSQL its lock is the transaction's last.
+        let entries = resolved_entries(self.entries, &self.audits, &ids);
+        chain::append(conn, entries, now).await
     }
 
     /// The plan's statements through the C API: the same statements as through sqlx.
@@ -233,12 +279,15 @@ impl WritePlan {
         for (statement, count) in audit::row_statements(&rows) {
             ids.extend(audit::ids_in_order(statement.fetch_ints(c)?, count)?);
         }
-        if let Some(head) = head {
-            let entries = resolved_entries(self.entries, &self.audits, &ids);
-            chain::insert_after(head, entries, now)?.execute(c)?;
+        for statement in self.other_writes() {
+            statement.execute(c)?;
         }
         for statement in outbox::upsert_statements(&outbox_messages(self.messages, &ids), now) {
             statement.execute(c)?;
+        }
+        if let Some(head) = head {
+            let entries = resolved_entries(self.entries, &self.audits, &ids);
+            chain::insert_after(head, entries, now)?.execute(c)?;
         }
         Ok(None)
     }
@@ -366,17 +415,33 @@ fn outbox_messages(
 
 /// An audit sink that plans its records instead of writing them: the executor of a
 /// confirmation writes through it, and the confirmation moves its records into its
-/// [`WritePlan`] ([`Self::drain_into`]). It never fails (nothing is written yet).
+/// [`WritePlan`] ([`Self::drain_into`]). Nothing is written yet (a record fails only
+/// when it cannot be serialized). It
+/// also takes the executor's applied operation ([`Self::applied`]), so that too is
+/// written with the plan.
 #[derive(Debug, Default)]
-pub struct PlannedAudits(Mutex<Vec<AuditRecord>>);
+pub struct PlannedAudits(Mutex<WritePlan>);
 
 impl PlannedAudits {
-    /// Moves the records gathered so far into `plan`, in the order they came.
+    /// Moves the records (and applied operations) gathered so far into `plan`, in the
+    /// order they came.
     pub fn drain_into(&self, plan: &mut WritePlan) -> Result<(), StoreError> {
-        let records = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
-        records
-            .into_iter()
-            .try_for_each(|record| plan.audit(record))
+        let gathered = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
+        plan.extend(gathered);
+        Ok(())
+    }
+
+    /// Plans that `operation_id` was applied ([`crate::operations::plan_applied`]).
+    pub fn applied(
+        &self,
+        operation_id: &assent_domain::OperationId,
+        tool_name: &str,
+        target: &assent_domain::Target,
+        message: &str,
+        now: OffsetDateTime,
+    ) {
+        let mut plan = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        crate::operations::plan_applied(&mut plan, operation_id, tool_name, target, message, now);
     }
 }
 
@@ -386,11 +451,13 @@ impl<Ctx: ?Sized + Send> AuditSink<Ctx> for PlannedAudits {
         _: &'a mut Ctx,
         record: &'a AuditRecord,
     ) -> BoxFuture<'a, Result<(), String>> {
-        self.0
+        let planned = self
+            .0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(record.clone());
-        Box::pin(async { Ok(()) })
+            .audit(record.clone())
+            .map_err(|error| error.to_string());
+        Box::pin(async { planned })
     }
 }
 
