@@ -305,7 +305,7 @@ fn a_call_that_waited_names_the_rule_that_asked_on_its_record() {
     let cli = Cli::new();
     let task = cli.agent_and_task();
     ok(&cli, &["agent", "ask", "a", "update_task_priority"]);
-    let set = set_of(&wake(&cli, &task, &priority("P2")));
+    let set = set_of(&wake(&cli, &task, &priority("P3")));
     ok(&cli, &["confirm", &set, "0"]);
     let trail = cli.json(&["audit", "--task", &task], "");
     let action = trail
