@@ -502,6 +502,7 @@ async fn a_run_whose_condition_did_not_hold_fails_the_proof() {
             created_at: at,
             allowed_by: Some(allowed_by.clone()),
             refused_by: None,
+            decided_by: None,
         };
         let mut tx = app.store.begin_write().await.unwrap();
         audit::insert(tx.connection(), &record(AuditKind::Action, None))

@@ -8,6 +8,7 @@ mod concurrency;
 mod confirmation;
 mod conformance;
 mod consent;
+mod decided_by;
 mod delegation;
 mod elsewhere;
 mod executor;

@@ -202,6 +202,7 @@ fn generate(file: &Path, first: usize, records: usize) -> anyhow::Result<()> {
                 created_at: at,
                 allowed_by: Some(json!({"mode": "immediate"})),
                 refused_by: None,
+                decided_by: None,
             };
             row.execute(rusqlite::params![
                 id,

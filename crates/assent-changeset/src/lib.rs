@@ -57,5 +57,5 @@ pub use history::{
     HISTORY_HEADING, MAX_HISTORY_ENTRIES, MAX_HISTORY_LINE_CHARS, MAX_HISTORY_TOKENS,
     MAX_RUN_ERROR_CHARS, RunStatus, render_history, render_history_with_runs,
 };
-pub use planner::{CallPlan, PlannedCall, PlannerConfig, RefusedAgain, WakePlanner};
+pub use planner::{CallPlan, PlannedCall, PlannerConfig, PolicyDenied, RefusedAgain, WakePlanner};
 pub use replies::{CallReply, ReplyMessages, exact_reply_messages, reply_messages};

@@ -64,6 +64,22 @@ pub struct PlannedCall {
     /// (a batch call may hold several): the host records each refusal, so it shows in
     /// the trail and to reviewers, never only to the agent.
     pub refused_again: Vec<RefusedAgain>,
+    /// When the policy refused the call (a rule, the category): what decided so, for
+    /// the host to record the refusal (`policyDenied`, with `decidedBy`). `None` for
+    /// every other plan.
+    pub policy_denied: Option<PolicyDenied>,
+}
+
+/// A call the policy refused: its arguments as read, and what decided so (the
+/// record's `decidedBy`: the rule with where it came from, the tool's mode, or
+/// `{"category": REASON}`).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PolicyDenied {
+    /// The call's arguments.
+    pub args: Value,
+    /// What decided the refusal.
+    pub decided_by: Value,
 }
 
 /// A proposal refused without asking anyone: a person rejected exactly it before, and
@@ -207,7 +223,9 @@ impl<'a> WakePlanner<'a> {
             .iter()
             .map(|call| {
                 let mut refused_again = Vec::new();
-                let plan = self.plan_one(call, builder, &mut refused_again, &ran);
+                let mut policy_denied = None;
+                let plan =
+                    self.plan_one(call, builder, &mut refused_again, &mut policy_denied, &ran);
                 if conditional && let CallPlan::Execute { invocations, .. } = &plan {
                     ran.extend(invocations.iter().map(|(tool_name, args)| PastRun {
                         tool_name: tool_name.clone(),
@@ -223,6 +241,7 @@ impl<'a> WakePlanner<'a> {
                     tool_name: call.name.clone(),
                     plan,
                     refused_again,
+                    policy_denied,
                 }
             })
             .collect()
@@ -233,6 +252,7 @@ impl<'a> WakePlanner<'a> {
         call: &ToolCall,
         builder: &mut ChangeSetBuilder,
         refused_again: &mut Vec<RefusedAgain>,
+        policy_denied: &mut Option<PolicyDenied>,
         ran: &[PastRun],
     ) -> CallPlan {
         let Some(spec) = self.registry.get(&call.name) else {
@@ -263,10 +283,19 @@ impl<'a> WakePlanner<'a> {
         match policy.decide_call(spec, Some(call), &self.category) {
             PolicyDecision::Deny { reason } => {
                 // A category refusal names no rule: nothing to quote.
-                let ruling = match &reason {
-                    assent_tools::Denial::Category(_) => None,
-                    _ => self.policy.ruling(&spec.name, Some(call)),
+                let (ruling, decided_by) = match &reason {
+                    assent_tools::Denial::Category(why) => {
+                        (None, serde_json::json!({ "category": why }))
+                    }
+                    _ => (
+                        self.policy.ruling(&spec.name, Some(call)),
+                        policy.decided_by_call(spec, Some(call)),
+                    ),
                 };
+                *policy_denied = Some(PolicyDenied {
+                    args: args.clone(),
+                    decided_by,
+                });
                 CallPlan::Reply(reply::denied_by_rule(&reason, ruling.as_ref()))
             }
             PolicyDecision::Allow => {

@@ -2953,3 +2953,51 @@ async fn a_gateway_refusal_quotes_its_rules_origin_and_an_audit_rule_runs_and_is
     assert_eq!(why["decidedBy"]["rule"]["source"], "command", "{why}");
     proven(&s.db);
 }
+
+/// Issue 57, point 2: a call the gateway refuses is on the record with the rule that
+/// refused it and where the rule came from, and `why --audit` names them.
+#[tokio::test]
+async fn a_gateway_refusal_is_recorded_with_its_rule_and_why_names_it() {
+    let s = setup();
+    let note = s.dir.path().join("note.txt");
+    std::fs::write(&note, "hello\n").expect("a note");
+    succeeded(&assent(&s.db, &["agent", "deny", "bot", "stat_note"]));
+    let upstream = vec![fixture().display().to_string()];
+    let client = gateway(&s.db, &[], &upstream).await;
+    let refused = call(&client, "stat_note", json!({"path": note})).await;
+    assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("Decided by rule deny stat_note (a command"),
+        "{}",
+        text(&refused)
+    );
+    client.cancel().await.expect("the client leaves");
+
+    let trail: Value =
+        serde_json::from_str(&succeeded(&assent(&s.db, &["--json", "audit"]))).expect("JSON");
+    let denied = trail
+        .as_array()
+        .expect("records")
+        .iter()
+        .rfind(|r| r["toolName"] == "stat_note" && r["kind"] == "policyDenied")
+        .cloned()
+        .unwrap_or_else(|| panic!("a refusal on the record: {trail}"));
+    let rule = &denied["decidedBy"]["rule"];
+    assert_eq!(rule["pattern"], "stat_note", "{denied}");
+    assert_eq!(rule["action"], "deny", "{denied}");
+    assert_eq!(rule["source"], "command", "{denied}");
+    let operation = denied["operationId"].as_str().expect("an operation id");
+    let why: Value = serde_json::from_str(&succeeded(&assent(
+        &s.db,
+        &["--json", "why", "--audit", operation],
+    )))
+    .expect("JSON");
+    assert_eq!(why["decision"], "deny", "{why}");
+    assert_eq!(why["decidedBy"], denied["decidedBy"], "{why}");
+    let said = succeeded(&assent(&s.db, &["why", "--audit", operation]));
+    assert!(
+        said.contains("decided by rule deny stat_note (a command"),
+        "{said}"
+    );
+    proven(&s.db);
+}

@@ -278,6 +278,15 @@ impl<'h> AuditedExecutor<'h> {
 
     pub(crate) fn record(req: &ExecutionRequest<'_>, kind: AuditKind) -> AuditRecord {
         let inv = &req.invocation;
+        // A call that waited for a person: its action record says what made it wait
+        // (the ask rule with where it came from, or the tool's mode), so the record
+        // tells who set the rule that asked.
+        let decided_by =
+            (kind == AuditKind::Action && req.confirmed_by_person && req.allowed_by.is_none())
+                .then(|| {
+                    let call = CallContext::new(&inv.args, &inv.target.target.id);
+                    req.policy.decided_by_call(req.spec, Some(call))
+                });
         AuditRecord {
             operation_id: inv.operation_id.clone(),
             run_key: inv.run_key.clone(),
@@ -293,6 +302,7 @@ impl<'h> AuditedExecutor<'h> {
             created_at: req.now,
             allowed_by: req.allowed_by.clone(),
             refused_by: None,
+            decided_by,
         }
     }
 
@@ -308,34 +318,38 @@ impl<'h> AuditedExecutor<'h> {
         }
     }
 
+    /// Why the policy refuses the call now, with what decided so (the record's
+    /// `decidedBy`: the category, the rule with where it came from, or the tool's
+    /// mode); `None` when it may run.
     pub(crate) async fn policy_denial(
         &self,
         conn: &mut Connection,
         req: &ExecutionRequest<'_>,
-    ) -> Option<String> {
+    ) -> Option<(String, serde_json::Value)> {
         let target = &req.invocation.target.target;
         let category =
             crate::host::category_of(self.resolver, conn, target, self.known_category.clone())
                 .await;
         if let Err(reason) = req.policy.check_category(&category) {
-            return Some(reason);
+            let decided_by = serde_json::json!({ "category": reason });
+            return Some((reason, decided_by));
         }
         let call = CallContext {
             args: &req.invocation.args,
             target_id: &target.id,
             paths: self.paths,
         };
-        match req.policy.route_call(req.spec, Some(call)) {
+        let reason = match req.policy.route_call(req.spec, Some(call)) {
             // The rule and the part of a chained command it found, as every door says it.
-            RuleAction::Deny => Some(assent_changeset::reply::denial(
-                &req.policy.denial(&req.spec.name, Some(call)),
-            )),
-            RuleAction::Ask if !req.confirmed_by_person => Some(format!(
-                "Tool {} requires a person's confirmation",
-                req.spec.name
-            )),
-            RuleAction::Ask | RuleAction::Allow | RuleAction::Audit => None,
-        }
+            RuleAction::Deny => {
+                assent_changeset::reply::denial(&req.policy.denial(&req.spec.name, Some(call)))
+            }
+            RuleAction::Ask if !req.confirmed_by_person => {
+                format!("Tool {} requires a person's confirmation", req.spec.name)
+            }
+            RuleAction::Ask | RuleAction::Allow | RuleAction::Audit => return None,
+        };
+        Some((reason, req.policy.decided_by_call(req.spec, Some(call))))
     }
 
     /// Executes one call in `tx`, its handler inside a savepoint (a failing handler's
@@ -411,11 +425,12 @@ impl<'h> AuditedExecutor<'h> {
         req: &ExecutionRequest<'r>,
         intent: Intent,
     ) -> Result<Admission<'r>, StoreError> {
-        if let Some(reason) = self.policy_denial(conn, req).await {
+        if let Some((reason, decided_by)) = self.policy_denial(conn, req).await {
             tracing::info!(%reason, "policy denied the call");
             let record = AuditRecord {
                 detail: Some(reason.clone()),
                 success: Some(false),
+                decided_by: Some(decided_by),
                 ..Self::record(req, AuditKind::PolicyDenied)
             };
             self.write_audit(conn, record).await;

@@ -190,6 +190,7 @@ mod tests {
             created_at: T0,
             allowed_by: None,
             refused_by: None,
+            decided_by: None,
         }
     }
 

@@ -232,6 +232,8 @@ async fn refuse_unapproved(
     let record = AuditRecord {
         success: Some(false),
         detail: Some(why.to_owned()),
+        // No rule refused it: the person's approval no longer binds what would run.
+        decided_by: Some(serde_json::json!({ "approval": why })),
         ..job.audit_record(AuditKind::PolicyDenied, now)
     };
     if let Err(error) = StoreAuditSink.record(tx.connection(), &record).await {
@@ -447,11 +449,13 @@ impl Engine {
             allowed_by: None,
         };
         let executor = AuditedExecutor::new(self.host.resolver(), &StoreAuditSink);
-        if let Some(reason) = executor.policy_denial(tx.connection(), &request).await {
+        if let Some((reason, decided_by)) = executor.policy_denial(tx.connection(), &request).await
+        {
             tracing::info!(%reason, "policy denied the job");
             let record = AuditRecord {
                 detail: Some(reason.clone()),
                 success: Some(false),
+                decided_by: Some(decided_by),
                 ..AuditedExecutor::record(&request, AuditKind::PolicyDenied)
             };
             executor.write_audit(tx.connection(), record).await;

@@ -528,6 +528,31 @@ impl WakeService {
             for refused in &planned.refused_again {
                 written.audit(refused_again_record(request, refused, now))?;
             }
+            // A call the policy refused is on the record with what decided so (the rule
+            // and who set it, the mode, the category): once per operation, so a
+            // retried wake does not write it twice.
+            if let (Some(denied), CallPlan::Reply(said)) = (&planned.policy_denied, &planned.plan) {
+                let occurrence = seen
+                    .entry((
+                        planned.tool_name.clone(),
+                        assent_domain::canonical_json(&denied.args),
+                    ))
+                    .or_insert(0);
+                let record =
+                    denied_record(request, &planned.tool_name, denied, said, *occurrence, now);
+                *occurrence += 1;
+                let recorded = assent_store::why::records_of_operation(
+                    tx.connection(),
+                    record.operation_id.as_str(),
+                )
+                .await?;
+                if !recorded
+                    .iter()
+                    .any(|row| row.record.kind == AuditKind::PolicyDenied)
+                {
+                    written.audit(record)?;
+                }
+            }
             let lines = match planned.plan {
                 CallPlan::Reply(text) => vec![Line::Said(text)],
                 CallPlan::Execute {
@@ -850,6 +875,45 @@ fn refused_again_record(
         created_at: now,
         allowed_by: None,
         refused_by: Some(crate::rejections::refused_by(refused.decision_id)),
+        decided_by: None,
+    }
+}
+
+/// The audit record of a call the policy refused in the wake (a rule, the category):
+/// a `policyDenied` record whose `decidedBy` names what decided (the rule with where
+/// it came from, the tool's mode, the category), with what the agent was told. Its
+/// operation id is the call's, as a call that ran would have had (`occurrence`: how
+/// often the same call came before in this wake).
+fn denied_record(
+    request: &WakeRequest,
+    tool_name: &str,
+    denied: &assent_changeset::PolicyDenied,
+    said: &str,
+    occurrence: usize,
+    now: OffsetDateTime,
+) -> AuditRecord {
+    AuditRecord {
+        operation_id: OperationId::for_call(
+            &request.run_key,
+            tool_name,
+            &denied.args,
+            &request.target.id,
+            occurrence,
+        ),
+        run_key: request.run_key.clone(),
+        tool_name: tool_name.to_owned(),
+        agent_id: request.agent_id.clone(),
+        target_kind: request.target.kind.clone(),
+        target_id: request.target.id.clone(),
+        kind: AuditKind::PolicyDenied,
+        args: denied.args.clone(),
+        success: Some(false),
+        detail: Some(said.to_owned()),
+        vector_clock: None,
+        created_at: now,
+        allowed_by: None,
+        refused_by: None,
+        decided_by: Some(denied.decided_by.clone()),
     }
 }
 

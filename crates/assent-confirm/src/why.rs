@@ -14,7 +14,7 @@ use crate::{ConfirmError, Engine};
 use assent_store::agents as stored;
 use assent_store::audit::AuditRow;
 use assent_tools::{
-    AgentPolicy, CallContext, RuleAction, ToolMode, ToolRule, ToolSpec, provenance_json,
+    AgentPolicy, AuditKind, CallContext, RuleAction, ToolMode, ToolRule, ToolSpec, provenance_json,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -41,7 +41,10 @@ pub struct Why {
     pub decision: &'static str,
     /// What decided: `{"rule": {pattern, action, decided, expiresAt?, part?, source,
     /// sha256?, setBy?, setAt? | note}}`, `{"rules": [...]}` for a chained command
-    /// allowed part by part, or `{"mode": MODE, "note"}` when no rule covered it.
+    /// allowed part by part, or `{"mode": MODE, "note"}` when no rule covered it. For
+    /// an audit record that says what decided (its `decidedBy`: a refusal, a call that
+    /// waited), what it says, as it was then (also `{"category" | "arguments" |
+    /// "approval" | "reply": REASON}`).
     pub decided_by: Value,
     /// The other rules that covered the call and lost: `{pattern, action, counted,
     /// why}`, in the order set.
@@ -63,7 +66,8 @@ pub struct Why {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub shadow_verdicts: Vec<Value>,
     /// For an audit record: its kind, detail and what it recorded let it run or refused
-    /// it (`allowedBy`, `refusedBy`), as written when it happened.
+    /// it or made it wait (`allowedBy`, `refusedBy`, `decidedBy`), as written when it
+    /// happened.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recorded: Option<Value>,
 }
@@ -227,6 +231,19 @@ pub fn explain(
     }
 }
 
+/// What decided a refusal a door recorded itself, from the words the wake answered it
+/// with, when the wake wrote no record of its own (the policy's refusals it records,
+/// with the rule): `{"arguments": SAID}` when the call's arguments or tool could not be
+/// used (`Error: …`), `{"reply": SAID}` for a refusal of the wake's own (an identical
+/// call already waiting, the change set's cap).
+pub fn refusal_decided_by(said: &str) -> Value {
+    if said.starts_with("Error:") {
+        json!({ "arguments": said })
+    } else {
+        json!({ "reply": said })
+    }
+}
+
 /// One audited call as the digest lists it: `{id, operationId, at, agentId, toolName,
 /// targetKind, targetId, args, rule | rules, success}`.
 pub fn digest_entry(row: &AuditRow) -> Value {
@@ -320,10 +337,21 @@ impl Why {
             for rule in rules {
                 out.push_str(&format!("    {}\n", describe(rule)));
             }
-        } else {
+        } else if let Some(why) = ["category", "arguments", "approval", "reply"]
+            .iter()
+            .find_map(|key| self.decided_by.get(*key).map(|why| (*key, why)))
+        {
+            let (key, why) = why;
             out.push_str(&format!(
-                "  {} (mode {})\n",
-                self.decided_by["note"].as_str().unwrap_or_default(),
+                "  decided by the {key} check: {}\n",
+                why.as_str().unwrap_or_default()
+            ));
+        } else {
+            let note = self.decided_by["note"]
+                .as_str()
+                .unwrap_or("no rule covered the call: the tool's mode decided");
+            out.push_str(&format!(
+                "  {note} (mode {})\n",
                 self.decided_by["mode"].as_str().unwrap_or_default()
             ));
         }
@@ -426,12 +454,16 @@ impl Engine {
             let mut conn = self.store.read_connection().await?;
             assent_store::why::records_of_operation(&mut conn, operation_id.trim()).await?
         };
-        // The record that says most: one naming what let it run or refused it, else
-        // the last.
+        // The record that says most: one naming what let it run, refused it or made it
+        // wait, else the last.
         let Some(row) = rows
             .iter()
             .rev()
-            .find(|r| r.record.allowed_by.is_some() || r.record.refused_by.is_some())
+            .find(|r| {
+                r.record.allowed_by.is_some()
+                    || r.record.refused_by.is_some()
+                    || r.record.decided_by.is_some()
+            })
             .or_else(|| rows.last())
         else {
             return Ok(None);
@@ -454,14 +486,31 @@ impl Engine {
         {
             why.session_grant = Some(self.grant_json(grant, record.allowed_by.as_ref()).await?);
         }
-        why.recorded = Some(json!({
+        // What the record says decided, as it was then: the rule may have been replaced
+        // or removed since, and the record is what happened.
+        if let Some(decided_by) = &record.decided_by {
+            why.decided_by = decided_by.clone();
+            if record.kind == AuditKind::PolicyDenied {
+                why.decision = RuleAction::Deny.as_str();
+            } else if let Some(decided) = decided_by["rule"]["decided"]
+                .as_str()
+                .and_then(|d| d.parse::<RuleAction>().ok())
+            {
+                why.decision = decided.as_str();
+            }
+        }
+        let mut recorded = json!({
             "id": id,
             "operationId": record.operation_id.as_str(),
             "kind": record.kind.as_str(),
             "detail": record.detail,
             "allowedBy": record.allowed_by,
             "refusedBy": record.refused_by,
-        }));
+        });
+        if let Some(decided_by) = &record.decided_by {
+            recorded["decidedBy"] = decided_by.clone();
+        }
+        why.recorded = Some(recorded);
         Ok(Some(why))
     }
 

@@ -406,6 +406,9 @@ async fn record_refused(
         created_at: OffsetDateTime::now_utc(),
         allowed_by: None,
         refused_by: None,
+        // The policy's refusals the wake recorded itself, with the rule: what is left
+        // here is the arguments' or the wake's own.
+        decided_by: Some(assent_confirm::why::refusal_decided_by(said)),
     };
     assent_confirm::history::record_agent_run(engine.store(), &record).await?;
     Ok(())
@@ -483,6 +486,7 @@ pub async fn record_ran(
         created_at: now,
         allowed_by: None,
         refused_by: None,
+        decided_by: None,
     };
     assent_confirm::history::record_agent_run(store, &record).await?;
     tracing::info!("what ran is in the audit trail");

@@ -451,6 +451,7 @@ mod tests {
             created_at: at(secs),
             allowed_by: None,
             refused_by: None,
+            decided_by: None,
         }
     }
 

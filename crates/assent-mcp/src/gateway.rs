@@ -493,6 +493,36 @@ impl Gateway {
                 Some(origin) => format!("{}.{origin}", reply::denied_by_policy(tool_name)),
                 None => reply::denied_by_policy(tool_name),
             };
+            // On the record as every door's refusal is, with the rule that decided.
+            let run_key = format!("mcp-{}", Uuid::new_v4());
+            let record = assent_tools::AuditRecord {
+                operation_id: OperationId::derive(
+                    &run_key,
+                    tool_name,
+                    &args,
+                    &[inner.target.id.as_str()],
+                ),
+                run_key,
+                tool_name: tool_name.to_owned(),
+                agent_id: inner.options.agent.clone(),
+                target_kind: inner.target.kind.clone(),
+                target_id: inner.target.id.clone(),
+                kind: assent_tools::AuditKind::PolicyDenied,
+                args,
+                success: Some(false),
+                detail: Some(said.clone()),
+                vector_clock: None,
+                created_at: OffsetDateTime::now_utc(),
+                allowed_by: None,
+                refused_by: None,
+                decided_by: Some(policy.decided_by_call(spec, None)),
+            };
+            if let Err(error) =
+                assent_confirm::history::record_agent_run(engine.store(), &record).await
+            {
+                // The refusal stands whether or not it could be recorded.
+                tracing::error!(%error, "the refusal could not be recorded");
+            }
             return Ok(Called::Done(error_result(said)));
         }
         let run_key = format!("mcp-{}", Uuid::new_v4());

@@ -474,6 +474,9 @@ async fn propose_one(
         created_at: now(),
         allowed_by: None,
         refused_by: None,
+        // Written only when the wake recorded nothing (it records the policy's
+        // refusals, with the rule): the arguments' refusal or the wake's own.
+        decided_by: Some(assent_confirm::why::refusal_decided_by(&said)),
     };
     let recorded = engine
         .admin()
@@ -821,6 +824,8 @@ async fn record_report(
         created_at: now(),
         allowed_by: None,
         refused_by: None,
+        // A refused report: no approval or rule covers the run it reports.
+        decided_by: refused.map(|why| serde_json::json!({ "approval": why })),
     };
     assent_confirm::history::record_agent_run(state.engine.store(), &record).await?;
     Ok(())

@@ -78,19 +78,20 @@ async fn write_rows(
     Ok(ids)
 }
 
-/// The inserts of audit rows, up to 100 in one statement (16 parameters each), each
+/// The inserts of audit rows, up to 100 in one statement (17 parameters each), each
 /// returning the ids of its rows, with how many rows it inserts.
 pub(crate) fn row_statements(
     rows: &[(&AuditRecord, Option<(&str, i64)>)],
 ) -> Vec<(Statement, usize)> {
-    const COLUMNS: usize = 16;
+    const COLUMNS: usize = 17;
     const PER_STATEMENT: usize = 100;
     rows.chunks(PER_STATEMENT)
         .map(|chunk| {
             let values = crate::values_placeholders(chunk.len(), COLUMNS);
             let sql = format!(
                 "INSERT INTO audit_records (operation_id, run_key, tool_name, agent_id, target_kind, target_id, kind, args, success, detail,
-                                            vector_clock, created_at, origin_host, origin_id, allowed_by, refused_by)
+                                            vector_clock, created_at, origin_host, origin_id, allowed_by, refused_by,
+                                            decided_by)
                  VALUES {} RETURNING id",
                 values
             );
@@ -118,6 +119,7 @@ pub(crate) fn row_statements(
                     .bind(origin.map(|(_, id)| id))
                     .bind(record.allowed_by.as_ref().map(Value::to_string))
                     .bind(record.refused_by.as_ref().map(Value::to_string))
+                    .bind(record.decided_by.as_ref().map(Value::to_string))
             });
             (statement, chunk.len())
         })
@@ -162,6 +164,10 @@ pub fn chain_content(id: i64, record: &AuditRecord, origin: Option<(&str, i64)>)
     // before it have no such key, and their rows must still match them.
     if let Some(refused_by) = &record.refused_by {
         content["refusedBy"] = refused_by.clone();
+    }
+    // Likewise what decided a refusal or a wait (migration 0040).
+    if let Some(decided_by) = &record.decided_by {
+        content["decidedBy"] = decided_by.clone();
     }
     content
 }
@@ -211,6 +217,7 @@ pub(crate) fn decode(row: &AnyRow) -> Result<AuditRecord, StoreError> {
     let created_at: String = row.try_get("created_at")?;
     let allowed_by: Option<String> = row.try_get("allowed_by")?;
     let refused_by: Option<String> = row.try_get("refused_by")?;
+    let decided_by: Option<String> = row.try_get("decided_by")?;
     Ok(AuditRecord {
         operation_id: OperationId::from_stored(row.try_get("operation_id")?),
         run_key: row.try_get("run_key")?,
@@ -234,6 +241,10 @@ pub(crate) fn decode(row: &AnyRow) -> Result<AuditRecord, StoreError> {
             .transpose()
             .map_err(|e| corrupt(e.to_string()))?,
         refused_by: refused_by
+            .map(|text| serde_json::from_str::<Value>(&text))
+            .transpose()
+            .map_err(|e| corrupt(e.to_string()))?,
+        decided_by: decided_by
             .map(|text| serde_json::from_str::<Value>(&text))
             .transpose()
             .map_err(|e| corrupt(e.to_string()))?,
@@ -398,6 +409,7 @@ mod tests {
             created_at: time::OffsetDateTime::UNIX_EPOCH,
             allowed_by: None,
             refused_by: None,
+            decided_by: None,
         }
     }
 

@@ -423,6 +423,7 @@ impl Job {
             created_at: now,
             allowed_by: None,
             refused_by: None,
+            decided_by: None,
         }
     }
 

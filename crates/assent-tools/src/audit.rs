@@ -81,4 +81,14 @@ pub struct AuditRecord {
     /// and the agent's rejections are remembered). Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused_by: Option<Value>,
+    /// For a call refused by the policy, or one that waited for a person: what decided
+    /// so, in the shape `allowedBy` names a rule (`{"rule": {"pattern", "action",
+    /// "decided", "expiresAt"?, "condition"?, "source", "sha256"?, "setBy"?,
+    /// "setAt"?}}`), or `{"mode": MODE}` when no rule but the tool's mode decided,
+    /// `{"category": REASON}` when the category allowlist refused it, `{"arguments":
+    /// REASON}` when its arguments were refused, `{"approval": REASON}` when a person's
+    /// approval no longer binds the call. Absent on the records of a call that ran
+    /// unasked (`allowedBy` says why) and on records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<Value>,
 }

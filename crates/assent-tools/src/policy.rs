@@ -1153,27 +1153,7 @@ impl AgentPolicy {
         }
         // The rule with where it came from (`source`, `setBy`, `setAt`), so the record
         // says who let the call run unasked.
-        let shown = |rule: &ToolRule| {
-            let mut shown =
-                serde_json::json!({"pattern": rule.pattern(), "action": rule.action().as_str()});
-            if let Some(at) = rule.expires_at()
-                && let Ok(at) = at.format(&time::format_description::well_known::Rfc3339)
-            {
-                shown["expiresAt"] = serde_json::Value::String(at);
-            }
-            if let Some(condition) = rule.condition()
-                && let Ok(condition) = serde_json::to_value(condition)
-            {
-                shown["condition"] = condition;
-            }
-            if let Some(serde_json::Value::Object(fields)) =
-                rule.provenance().map(RuleProvenance::to_json)
-                && let Some(shown) = shown.as_object_mut()
-            {
-                shown.extend(fields);
-            }
-            shown
-        };
+        let shown = recorded_rule;
         let audited = self.ruled_call_audited(&tool.name, call) == Some(RuleAction::Audit);
         let mark = |mut allowed: serde_json::Value| {
             if audited {
@@ -1207,6 +1187,41 @@ impl AgentPolicy {
             return Some(mark(serde_json::json!({ "rules": rules })));
         }
         Some(serde_json::json!({"mode": "immediate"}))
+    }
+
+    /// What decides a call that does not run unasked, for the audit trail (`decidedBy`:
+    /// a refusal's record, and the action record of a call that waited for a person):
+    /// the deciding rule as [`AgentPolicy::allowed_by_call`] names one (pattern,
+    /// action, expiry, condition, where it came from), with what it made of the call
+    /// (`decided`) and the part of a chained command it found (`part`); or
+    /// `{"mode": MODE}` when no rule covers the call, or the tool's mode overrides the
+    /// rules (a tool under review is asked about whatever a rule allows). The category
+    /// check is the caller's: its refusal is `{"category": REASON}`.
+    pub fn decided_by_call(
+        &self,
+        tool: &ToolSpec,
+        call: Option<CallContext<'_>>,
+    ) -> serde_json::Value {
+        let routed = self.route_call(tool, call);
+        let deciding = self.ruling(&tool.name, call).and_then(|ruling| {
+            let rule = self
+                .rules
+                .iter()
+                .find(|rule| rule.pattern == ruling.pattern && rule.action == ruling.action)?;
+            (ruling.decided == routed).then_some((ruling, rule))
+        });
+        match deciding {
+            Some((ruling, rule)) => {
+                let mut shown = recorded_rule(rule);
+                shown["decided"] = serde_json::json!(ruling.decided.as_str());
+                if let Some(part) = &ruling.part {
+                    shown["part"] =
+                        serde_json::json!({"index": part.index, "of": part.of, "text": part.text});
+                }
+                serde_json::json!({ "rule": shown })
+            }
+            None => serde_json::json!({ "mode": mode_name(tool.mode) }),
+        }
     }
 
     /// The category allowlist, fail-closed: unknown or failed lookups deny.
@@ -1278,6 +1293,40 @@ impl AgentPolicy {
                 tool: tool_name.to_owned(),
             },
         }
+    }
+}
+
+/// A rule as an audit record names it (`allowedBy.rule`, `decidedBy.rule`): its
+/// pattern, action, expiry and condition, and where it came from (`source`, `setBy`,
+/// `setAt`), so the record says who set the rule that decided.
+fn recorded_rule(rule: &ToolRule) -> serde_json::Value {
+    let mut shown =
+        serde_json::json!({"pattern": rule.pattern(), "action": rule.action().as_str()});
+    if let Some(at) = rule.expires_at()
+        && let Ok(at) = at.format(&time::format_description::well_known::Rfc3339)
+    {
+        shown["expiresAt"] = serde_json::Value::String(at);
+    }
+    if let Some(condition) = rule.condition()
+        && let Ok(condition) = serde_json::to_value(condition)
+    {
+        shown["condition"] = condition;
+    }
+    if let Some(serde_json::Value::Object(fields)) = rule.provenance().map(RuleProvenance::to_json)
+        && let Some(shown) = shown.as_object_mut()
+    {
+        shown.extend(fields);
+    }
+    shown
+}
+
+/// A tool's mode as a record names it.
+fn mode_name(mode: ToolMode) -> &'static str {
+    match mode {
+        ToolMode::Immediate => "immediate",
+        ToolMode::Deferred => "deferred",
+        ToolMode::Local => "local",
+        ToolMode::Review => "review",
     }
 }
 
@@ -2505,5 +2554,60 @@ mod audit {
             .expect("runs");
         assert_eq!(by["rule"]["setBy"], "bob", "{by}");
         assert_eq!(by["rule"]["source"], "command", "{by}");
+    }
+
+    #[test]
+    fn what_decided_a_refusal_or_a_wait_names_the_rule_with_its_origin_or_the_mode() {
+        let at = time::macros::datetime!(2026-12-01 10:00 UTC);
+        let from_file = RuleProvenance::new(
+            RuleSource::PolicyFile {
+                sha256: "ab12cd34ef".into(),
+            },
+            Some("alice".into()),
+            at,
+        );
+        let send = spec("send", ToolMode::Immediate);
+        // A deny rule, outranking an allow: the deny, with where it came from.
+        let policy = AgentPolicy::default()
+            .with_rule(rule("s*", RuleAction::Allow))
+            .with_rule(rule("send", RuleAction::Deny).with_provenance(from_file.clone()));
+        let by = policy.decided_by_call(&send, None);
+        assert_eq!(by["rule"]["pattern"], "send", "{by}");
+        assert_eq!(by["rule"]["action"], "deny", "{by}");
+        assert_eq!(by["rule"]["decided"], "deny", "{by}");
+        assert_eq!(by["rule"]["source"], "policyFile", "{by}");
+        assert_eq!(by["rule"]["sha256"], "ab12cd34ef", "{by}");
+        assert_eq!(by["rule"]["setBy"], "alice", "{by}");
+        assert_eq!(by["rule"]["setAt"], "2026-12-01T10:00:00Z", "{by}");
+        // The same shape `allowedBy` gives the rule that lets a call run.
+        let allow = AgentPolicy::default()
+            .with_rule(rule("send", RuleAction::Allow).with_provenance(from_file));
+        let allowed = allow.allowed_by(&send).expect("runs");
+        let mut decided = allow.decided_by_call(&send, None);
+        assert_eq!(decided["rule"]["decided"], "allow", "{decided}");
+        decided["rule"]
+            .as_object_mut()
+            .expect("a rule")
+            .remove("decided");
+        assert_eq!(decided, allowed);
+        // An ask rule on a command's part: the part it found.
+        let bash = AgentPolicy::default().with_rule(rule("Bash(rm:*)", RuleAction::Ask));
+        let args = json!({"command": "ls && rm -rf build"});
+        let by = bash.decided_by_call(
+            &spec("Bash", ToolMode::Immediate),
+            Some(CallContext::new(&args, "/w")),
+        );
+        assert_eq!(by["rule"]["decided"], "ask", "{by}");
+        assert_eq!(by["rule"]["part"]["index"], 2, "{by}");
+        assert_eq!(by["rule"]["source"], json!(null), "no provenance: {by}");
+        // No rule: the mode; a tool under review is asked whatever a rule allows.
+        assert_eq!(
+            AgentPolicy::default().decided_by_call(&spec("send", ToolMode::Deferred), None),
+            json!({"mode": "deferred"})
+        );
+        assert_eq!(
+            allow.decided_by_call(&spec("send", ToolMode::Review), None),
+            json!({"mode": "review"})
+        );
     }
 }

@@ -1590,6 +1590,7 @@ fn tamper_run_under_grant(cli: &Cli, grant: &str, session: &str) {
             created_at: assent_domain::OffsetDateTime::now_utc(),
             allowed_by: Some(json!({"grant": grant, "session": session})),
             refused_by: None,
+            decided_by: None,
         };
         let mut tx = store.begin_write().await.expect("write");
         assent_store::audit::insert(tx.connection(), &record)

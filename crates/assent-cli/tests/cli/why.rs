@@ -128,6 +128,37 @@ fn why_names_the_rule_its_origin_and_what_it_outranked_for_every_rule_kind() {
     assert_ne!(code(&out), 0);
 }
 
+/// The last `policyDenied` record of `tool` in the whole audit trail.
+fn denied_record(cli: &Cli, tool: &str) -> Value {
+    let trail = cli.json(&["audit", "--limit", "500"], "");
+    trail
+        .as_array()
+        .expect("records")
+        .iter()
+        .rfind(|r| r["toolName"] == tool && r["kind"] == "policyDenied")
+        .cloned()
+        .unwrap_or_else(|| panic!("a refusal of {tool}: {trail}"))
+}
+
+/// `why --audit` of `record` names `rule` (`ACTION PATTERN`), set by a command of this
+/// user, from what the record says decided.
+fn names_the_rule(cli: &Cli, record: &Value, rule: &str) {
+    let operation = record["operationId"].as_str().expect("an operation id");
+    let why = cli.json(&["why", "--audit", operation], "");
+    assert_eq!(why["decision"], "deny", "{why}");
+    assert_eq!(why["decidedBy"], record["decidedBy"], "{why}");
+    assert_eq!(why["recorded"]["decidedBy"], record["decidedBy"], "{why}");
+    assert_eq!(why["decidedBy"]["rule"]["source"], "command", "{why}");
+    let text =
+        String::from_utf8_lossy(&cli.run(&["why", "--audit", operation]).stdout).into_owned();
+    let needle = format!("decided by rule {rule} (a command, set by {}", who());
+    assert!(text.contains(&needle), "{needle:?} in {text}");
+}
+
+fn who() -> String {
+    assent_whoami()
+}
+
 /// `whoami` as the CLI names the person setting a rule (`USER`, else `local`).
 fn assent_whoami() -> String {
     ["USER", "USERNAME"]
@@ -223,10 +254,12 @@ fn why_of_an_audit_record_names_the_rule_and_a_denial_quotes_where_it_came_from(
         said.contains("Decided by rule deny set_task_language (a command, set by"),
         "{said}"
     );
-    let operation = operation_of(&cli, &task, "set_task_language");
-    let why = cli.json(&["why", "--audit", &operation], "");
-    assert_eq!(why["decision"], "deny", "{why}");
-    assert_eq!(why["decidedBy"]["rule"]["source"], "command", "{why}");
+    // The refusal is on the record, with the rule and who set it (issue 57, point 2).
+    let denied = denied_record(&cli, "set_task_language");
+    assert_eq!(denied["detail"], said.as_str(), "{denied}");
+    assert_eq!(denied["decidedBy"]["rule"]["action"], "deny", "{denied}");
+    assert_eq!(denied["decidedBy"]["rule"]["setBy"], who(), "{denied}");
+    names_the_rule(&cli, &denied, "deny set_task_language");
 
     let out = cli.run(&["why", "--audit", "no-such-operation"]);
     assert_eq!(code(&out), 1);
@@ -265,4 +298,84 @@ async fn the_api_explains_an_item_as_the_command_line_does() {
     let (status, digest) = get("/api/audit/digest".to_owned()).await;
     assert_eq!(status, 200, "{digest}");
     assert_eq!(digest["calls"], serde_json::json!([]));
+}
+
+#[test]
+fn a_call_that_waited_names_the_rule_that_asked_on_its_record() {
+    let cli = Cli::new();
+    let task = cli.agent_and_task();
+    ok(&cli, &["agent", "ask", "a", "update_task_priority"]);
+    let set = set_of(&wake(&cli, &task, &priority("P3")));
+    ok(&cli, &["confirm", &set, "0"]);
+    let trail = cli.json(&["audit", "--task", &task], "");
+    let action = trail
+        .as_array()
+        .expect("records")
+        .iter()
+        .rfind(|r| r["toolName"] == "update_task_priority" && r["kind"] == "action")
+        .cloned()
+        .unwrap_or_else(|| panic!("an action record: {trail}"));
+    let rule = &action["decidedBy"]["rule"];
+    assert_eq!(rule["pattern"], "update_task_priority", "{action}");
+    assert_eq!(rule["decided"], "ask", "{action}");
+    assert_eq!(rule["setBy"], who(), "{action}");
+    assert_eq!(action.get("allowedBy"), None, "{action}");
+    let operation = action["operationId"].as_str().expect("an operation id");
+    let why = cli.json(&["why", "--audit", operation], "");
+    assert_eq!(why["decision"], "ask", "{why}");
+    assert_eq!(why["decidedBy"], action["decidedBy"], "{why}");
+    let out = cli.run(&["audit", "verify"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn why_names_the_rule_of_a_hook_denial_from_its_record() {
+    let cli = Cli::new().at_the_current_time();
+    ok(
+        &cli,
+        &["agent", "create", "--id", "coder", "--categories", "code"],
+    );
+    ok(&cli, &["agent", "deny", "coder", "Bash"]);
+    let event = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/hooks/claude-code.PreToolUse.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("the fixture");
+    let out = cli
+        .hook("claude-code", "coder", &["--wait", "5"], &event)
+        .wait_with_output()
+        .expect("the hook ends");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let answer = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(answer.contains("\"deny\""), "{answer}");
+    let denied = denied_record(&cli, "Bash");
+    names_the_rule(&cli, &denied, "deny Bash");
+    let out = cli.run(&["audit", "verify"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn why_names_the_rule_of_an_api_calls_refusal_from_its_record() {
+    let cli = Cli::new();
+    ok(
+        &cli,
+        &["agent", "create", "--id", "shop", "--categories", "client"],
+    );
+    ok(&cli, &["agent", "deny", "shop", "wipe"]);
+    let token = cli.json(&["tokens", "add", "--role", "agent", "--agent", "shop"], "");
+    let token = token["secret"].as_str().expect("a secret").to_owned();
+    let served = serve(&cli, ADMIN_TOKEN);
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/calls", served.base))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"tool": "wipe", "args": {"all": true}, "toolCallId": "w1"}))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(response.status().as_u16(), 200);
+    let decision: Value = response.json().await.expect("a decision");
+    assert_eq!(decision["decision"], "deny", "{decision}");
+    let denied = denied_record(&cli, "wipe");
+    assert_eq!(denied["runKey"], "client:shop:w1", "{denied}");
+    names_the_rule(&cli, &denied, "deny wipe");
 }

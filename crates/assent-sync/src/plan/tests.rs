@@ -138,6 +138,7 @@ impl Device {
                 created_at: at,
                 allowed_by: None,
                 refused_by: None,
+                decided_by: None,
             },
         });
     }

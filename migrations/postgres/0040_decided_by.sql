@@ -1,0 +1,11 @@
+-- Every decision explains itself (issue 57, point 2). Append-only: never edit a shipped
+-- migration.
+--
+-- `decided_by`: on the record of a call the policy refused, and on the action record of
+-- a call that waited for a person, what decided so, as JSON: the rule (`{"rule":
+-- {pattern, action, decided, expiresAt?, condition?, source, sha256?, setBy?,
+-- setAt?}}`, the shape `allowed_by` names a rule in), or `{"mode": MODE}`,
+-- `{"category": REASON}`, `{"arguments": REASON}`, `{"approval": REASON}`. NULL
+-- otherwise, and for records written before this migration (their chain entries have no
+-- `decidedBy` key, and still match).
+ALTER TABLE audit_records ADD COLUMN decided_by TEXT;
