@@ -19,7 +19,7 @@
 //! reads them, and a decision a delegation record names is written at once.
 //!
 //! Since issue 55 a plan also holds the decision's other writes as statements of their
-//! own ([`WritePlan::statement`]): the set's and its items' statuses, the applied
+//! own (`WritePlan::statement`): the set's and its items' statuses, the applied
 //! operation, a met quorum's approval. So a confirmation enters the store twice: once
 //! to read (the set, its items, who serves them, the agent's rules, the applied
 //! operation) and once to apply its plan and commit, with only its host (the state the
