@@ -3,7 +3,6 @@
 
 use crate::Connection;
 use crate::plan::WritePlan;
-use crate::row::{Statement, Value};
 use crate::{StoreError, timefmt};
 use assent_domain::{OperationId, Target};
 use time::OffsetDateTime;
@@ -42,37 +41,7 @@ pub fn plan_applied(
     message: &str,
     now: OffsetDateTime,
 ) {
-    plan.applied(vec![
-        Value::from(operation_id.as_str()),
-        Value::from(tool_name),
-        Value::from(target.kind.as_str()),
-        Value::from(target.id.as_str()),
-        Value::from(message),
-        Value::from(timefmt::format(now)),
-    ]);
-}
-
-/// How many applied operations one statement of [`insert_statements`] writes.
-const PER_STATEMENT: usize = 100;
-
-/// The inserts of planned applied operations (six values each, in
-/// [`RECORD_APPLIED`]'s order), up to [`PER_STATEMENT`] in one statement.
-pub(crate) fn insert_statements(rows: &[Vec<Value>]) -> Vec<Statement> {
-    rows.chunks(PER_STATEMENT)
-        .map(|chunk| {
-            let sql = format!(
-                "INSERT INTO applied_operations (operation_id, tool_name, target_kind, target_id, message, applied_at)
-                 VALUES {} ON CONFLICT (operation_id) DO NOTHING",
-                crate::values_placeholders(chunk.len(), 6)
-            );
-            chunk
-                .iter()
-                .flatten()
-                .fold(Statement::new(sql), |statement, value| {
-                    statement.bind(value.clone())
-                })
-        })
-        .collect()
+    plan.applied_operation(operation_id, tool_name, target, message, now);
 }
 
 /// Records that `operation_id` was applied. Returns false when it already was (the

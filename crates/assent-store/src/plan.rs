@@ -117,9 +117,25 @@ impl WritePlan {
         self.statements.push(statement);
     }
 
-    /// Plans an applied operation ([`crate::operations::plan_applied`]).
-    pub(crate) fn applied(&mut self, values: Vec<crate::row::Value>) {
-        self.applied.push(values);
+    /// Plans that `operation_id` was applied (`operations::plan_applied`): its six
+    /// values, in the order of [`applied_inserts`]' columns.
+    pub(crate) fn applied_operation(
+        &mut self,
+        operation_id: &assent_domain::OperationId,
+        tool_name: &str,
+        target: &assent_domain::Target,
+        message: &str,
+        now: OffsetDateTime,
+    ) {
+        use crate::row::Value;
+        self.applied.push(vec![
+            Value::from(operation_id.as_str()),
+            Value::from(tool_name),
+            Value::from(target.kind.as_str()),
+            Value::from(target.id.as_str()),
+            Value::from(message),
+            Value::from(timefmt::format(now)),
+        ]);
     }
 
     /// Plans a chain entry.
@@ -231,7 +247,7 @@ impl WritePlan {
         self.statements
             .iter()
             .cloned()
-            .chain(crate::operations::insert_statements(&self.applied))
+            .chain(applied_inserts(&self.applied))
     }
 
     async fn apply_through_sqlx(
@@ -431,7 +447,7 @@ impl PlannedAudits {
         Ok(())
     }
 
-    /// Plans that `operation_id` was applied ([`crate::operations::plan_applied`]).
+    /// Plans that `operation_id` was applied (as `operations::plan_applied` does).
     pub fn applied(
         &self,
         operation_id: &assent_domain::OperationId,
@@ -441,7 +457,7 @@ impl PlannedAudits {
         now: OffsetDateTime,
     ) {
         let mut plan = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        crate::operations::plan_applied(&mut plan, operation_id, tool_name, target, message, now);
+        plan.applied_operation(operation_id, tool_name, target, message, now);
     }
 }
 
@@ -459,6 +475,29 @@ impl<Ctx: ?Sized + Send> AuditSink<Ctx> for PlannedAudits {
             .map_err(|error| error.to_string());
         Box::pin(async { planned })
     }
+}
+
+/// How many applied operations one statement of [`applied_inserts`] writes.
+const PER_STATEMENT: usize = 100;
+
+/// The inserts of planned applied operations (six values each, in
+/// `operations::record_applied`'s order), up to [`PER_STATEMENT`] in one statement.
+fn applied_inserts(rows: &[Vec<crate::row::Value>]) -> Vec<Statement> {
+    rows.chunks(PER_STATEMENT)
+        .map(|chunk| {
+            let sql = format!(
+                "INSERT INTO applied_operations (operation_id, tool_name, target_kind, target_id, message, applied_at)
+                 VALUES {} ON CONFLICT (operation_id) DO NOTHING",
+                crate::values_placeholders(chunk.len(), 6)
+            );
+            chunk
+                .iter()
+                .flatten()
+                .fold(Statement::new(sql), |statement, value| {
+                    statement.bind(value.clone())
+                })
+        })
+        .collect()
 }
 
 #[cfg(test)]
