@@ -415,7 +415,7 @@ pub struct AgentRuleArgs {
 }
 
 /// The flags of a condition over the history, shared by `agent allow|ask|audit` and
-/// `agent backtest` (one parser: [`ConditionArgs::when`]).
+/// `agent backtest` (one parser: `task_commands::condition_of`).
 #[derive(Debug, Args, Default)]
 pub struct ConditionArgs {
     /// A rate: the rule applies once N calls it covers ran in the SPAN before (`5/1h`);
