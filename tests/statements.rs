@@ -62,15 +62,18 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 /// trips (below). What is left: `BEGIN`, the read's 2, the host's 6 (its state, the
 /// handler's 5), the plan's 8 (the chain's head, the decision, the audit rows, the
 /// set's and the items' statuses, the applied operation, the outbox, the chain) and
-/// `COMMIT`.
-const PER_CONFIRMATION: usize = 18;
+/// `COMMIT`. 17 since the journal's handler ticks the task's clock with an `UPDATE …
+/// RETURNING` the task's new state (the clock it read before the write, as no writer
+/// but the tick changes it): its read of the task after the write is gone.
+const PER_CONFIRMATION: usize = 17;
 /// Round trips a confirmation of the same item may take between the engine's task and
 /// sqlx's worker thread (issue 55): the statements above, less those run together
 /// under one lock through SQLite's C API (the write plan's four and the `COMMIT` of a
 /// lone writer, one trip): 13. 9 since a confirmation reads once and applies once
 /// (issue 55, point 3): `BEGIN`, the read (one lock), the host's 6 through sqlx, and
-/// the plan with the `COMMIT` (one lock); the engine's own trips are 3.
-const TRIPS_PER_CONFIRMATION: usize = 9;
+/// the plan with the `COMMIT` (one lock); the engine's own trips are 3. 8 since the
+/// journal's handler reads the task once (above).
+const TRIPS_PER_CONFIRMATION: usize = 8;
 /// Statements confirm-all of the 20 items left may take in all (646 before the write
 /// plan, 389 with it and the changes above: 19 per item, whose plan is written once
 /// for the whole set). 252 since the agent's rules are read once per tool, who serves
@@ -83,8 +86,9 @@ const TRIPS_PER_CONFIRMATION: usize = 9;
 /// operation. 211 since the handlers report the task's clock (one read fewer per item).
 /// 173 since confirm-all reads whether each item's operation was applied with the set
 /// (one statement for all) and plans the applied operations (one multi-row insert):
-/// 8.7 per item, of which the host's 6 and the item's savepoint and its release.
-const CONFIRM_ALL_OF_20: usize = 173;
+/// 8.7 per item, of which the host's 6 and the item's savepoint and its release. 153
+/// since the journal's handler reads the task once (7.7 per item).
+const CONFIRM_ALL_OF_20: usize = 153;
 /// Statements a wake of 25 deferred calls may take in all (10 today: `BEGIN`, the
 /// agent, the task with its category (its category read on its own before the host's
 /// state held it: 11), the open sets and recent decisions, then the set, its 25 items

@@ -8,8 +8,8 @@
 
 use crate::JournalError;
 use crate::tasks::{
-    MAX_LABEL_CHARS, MAX_REASON_CHARS, MAX_TITLE_CHARS, clean_text, load_task, parse_due_date,
-    same_label, status_reason, touch, valid_estimate, valid_priority, valid_status,
+    MAX_LABEL_CHARS, MAX_REASON_CHARS, MAX_TITLE_CHARS, TaskRow, clean_text, load_task_row,
+    parse_due_date, same_label, status_reason, touch, valid_estimate, valid_priority, valid_status,
 };
 use assent_journal::{TaskSnapshot, format_due_date, parse_estimate_minutes, tool};
 use assent_store::Connection;
@@ -105,7 +105,11 @@ impl JournalToolHandler {
         if inv.target.target.kind != crate::TASK_KIND {
             return Err(JournalError::TaskNotFound(task_id.to_owned()).into());
         }
-        let task = load_task(conn, task_id)
+        let TaskRow {
+            snapshot: task,
+            vector_clock: clock_before,
+            ..
+        } = load_task_row(conn, task_id)
             .await?
             .ok_or_else(|| JournalError::TaskNotFound(task_id.to_owned()))?;
         let args = &inv.args;
@@ -123,7 +127,8 @@ impl JournalToolHandler {
         };
         Ok(match change {
             Change::Applied(message) => {
-                let (_, clock) = touch(conn, task_id, &self.host_id, inv.now).await?;
+                let (_, clock) =
+                    touch(conn, task_id, &clock_before, &self.host_id, inv.now).await?;
                 tracing::debug!(tool = self.tool, task = task_id, "task changed");
                 ToolOutcome::changed(message).with_vector_clock(clock)
             }

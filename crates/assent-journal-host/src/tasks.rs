@@ -195,7 +195,8 @@ pub async fn create_task(
         .execute(&mut *conn)
         .await?;
     }
-    let (snapshot, _) = touch(conn, id, host_id, now).await?;
+    // The clock the row was inserted with, above.
+    let (snapshot, _) = touch(conn, id, "{}", host_id, now).await?;
     tracing::debug!("task created");
     Ok(snapshot)
 }
@@ -216,46 +217,68 @@ pub async fn load_task(
 
 /// A task's row as [`touch`] needs it: the snapshot, and its vector clock and status
 /// reason read in the same statement.
-struct TaskRow {
-    snapshot: TaskSnapshot,
-    vector_clock: String,
+pub(crate) struct TaskRow {
+    pub(crate) snapshot: TaskSnapshot,
+    pub(crate) vector_clock: String,
     status_reason: Option<String>,
 }
 
-async fn load_task_row(conn: &mut Connection, id: &str) -> Result<Option<TaskRow>, JournalError> {
-    // One statement for the row, its labels and its checklist: a confirmation loads
-    // the task three times, and every statement is a round trip to the connection's
-    // worker thread (the benchmark's profile, `cargo xtask bench`).
-    let sql = match Backend::of(conn) {
-        Backend::Sqlite => {
-            "SELECT title, status, priority, estimate_minutes, due_date, language, category,
+/// A task's columns as [`TaskRow`] decodes them: its row, its labels and its checklist
+/// in one statement (a `SELECT`'s or an `UPDATE`'s `RETURNING` list). On SQLite.
+macro_rules! sqlite_task_columns {
+    () => {
+        "title, status, priority, estimate_minutes, due_date, language, category,
                 vector_clock, status_reason,
                 (SELECT json_group_array(label ORDER BY label)
                    FROM task_labels WHERE task_id = tasks.id) AS labels,
                 (SELECT json_group_array(json_object('id', id, 'title', title,
                                                      'isChecked', json(iif(is_checked, 'true', 'false')))
                                          ORDER BY position, id)
-                   FROM checklist_items WHERE task_id = tasks.id) AS checklist
-         FROM tasks WHERE id = $1"
-        }
-        // The same JSON text: labels ordered ignoring case as SQLite's NOCASE column
-        // does, `json_agg` of no rows is NULL, and the `Any` driver reads JSON as text.
-        Backend::Postgres => {
-            "SELECT title, status, priority, estimate_minutes, due_date, language, category,
+                   FROM checklist_items WHERE task_id = tasks.id) AS checklist"
+    };
+}
+
+/// [`sqlite_task_columns`] on PostgreSQL: the same JSON text (labels ordered ignoring
+/// case as SQLite's NOCASE column does, `json_agg` of no rows is NULL, and the `Any`
+/// driver reads JSON as text).
+macro_rules! postgres_task_columns {
+    () => {
+        "title, status, priority, estimate_minutes, due_date, language, category,
                 vector_clock, status_reason,
                 (SELECT COALESCE(json_agg(label ORDER BY lower(label), label), '[]'::json)::text
                    FROM task_labels WHERE task_id = tasks.id) AS labels,
                 (SELECT COALESCE(json_agg(json_build_object('id', id, 'title', title,
                                                             'isChecked', is_checked = 1)
                                           ORDER BY position, id), '[]'::json)::text
-                   FROM checklist_items WHERE task_id = tasks.id) AS checklist
-         FROM tasks WHERE id = $1"
-        }
+                   FROM checklist_items WHERE task_id = tasks.id) AS checklist"
+    };
+}
+
+pub(crate) async fn load_task_row(
+    conn: &mut Connection,
+    id: &str,
+) -> Result<Option<TaskRow>, JournalError> {
+    // One statement for the row, its labels and its checklist: every statement is a
+    // round trip to the connection's worker thread (the benchmark's profile, `cargo
+    // xtask bench`).
+    let sql = match Backend::of(conn) {
+        Backend::Sqlite => concat!(
+            "SELECT ",
+            sqlite_task_columns!(),
+            " FROM tasks WHERE id = $1"
+        ),
+        Backend::Postgres => concat!(
+            "SELECT ",
+            postgres_task_columns!(),
+            " FROM tasks WHERE id = $1"
+        ),
     };
     let row = sqlx::query(sql).bind(id).fetch_optional(&mut *conn).await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
+    row.map(|row| decode_task_row(id, &row)).transpose()
+}
+
+/// A task's row as [`sqlite_task_columns`] or [`postgres_task_columns`] return it.
+fn decode_task_row(id: &str, row: &sqlx::any::AnyRow) -> Result<TaskRow, JournalError> {
     let estimate: Option<i64> = row.try_get("estimate_minutes")?;
     let estimate_minutes = estimate
         .map(u32::try_from)
@@ -285,11 +308,11 @@ async fn load_task_row(conn: &mut Connection, id: &str) -> Result<Option<TaskRow
         labels,
         checklist,
     };
-    Ok(Some(TaskRow {
+    Ok(TaskRow {
         snapshot,
         vector_clock: row.try_get("vector_clock")?,
         status_reason: row.try_get("status_reason")?,
-    }))
+    })
 }
 
 /// Task `id`'s vector clock; `Ok(None)` when the task does not exist.
@@ -329,28 +352,41 @@ pub(crate) async fn status_reason(
 /// Follows every write to task `id`: ticks its vector clock for `host_id`, sets
 /// `updated_at` to `now` and enqueues its new state for sync (replacing an unsent
 /// message for the task). Returns the task as it is now.
+///
+/// `clock_before` is the task's vector clock as read before the write (its text in
+/// the `tasks` row): no writer but this one changes it, so the clock's update returns
+/// the task's new state itself (`RETURNING`), with no read of the task after the write.
 pub(crate) async fn touch(
     conn: &mut Connection,
     id: &str,
+    clock_before: &str,
     host_id: &str,
     now: OffsetDateTime,
 ) -> Result<(TaskSnapshot, VectorClock), JournalError> {
-    // One read: the clock's update below changes nothing the snapshot shows.
-    let TaskRow {
-        snapshot,
-        vector_clock,
-        status_reason: reason,
-    } = load_task_row(conn, id)
-        .await?
-        .ok_or_else(|| JournalError::TaskNotFound(id.to_owned()))?;
-    let mut clock = parse_vector_clock(id, &vector_clock)?;
+    let mut clock = parse_vector_clock(id, clock_before)?;
     clock.tick(host_id);
-    sqlx::query("UPDATE tasks SET vector_clock = $1, updated_at = $2 WHERE id = $3")
+    let sql = match Backend::of(conn) {
+        Backend::Sqlite => concat!(
+            "UPDATE tasks SET vector_clock = $1, updated_at = $2 WHERE id = $3 RETURNING ",
+            sqlite_task_columns!()
+        ),
+        Backend::Postgres => concat!(
+            "UPDATE tasks SET vector_clock = $1, updated_at = $2 WHERE id = $3 RETURNING ",
+            postgres_task_columns!()
+        ),
+    };
+    let row = sqlx::query(sql)
         .bind(json!(clock).to_string())
         .bind(timefmt::format(now))
         .bind(id)
-        .execute(&mut *conn)
-        .await?;
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or_else(|| JournalError::TaskNotFound(id.to_owned()))?;
+    let TaskRow {
+        snapshot,
+        status_reason: reason,
+        ..
+    } = decode_task_row(id, &row)?;
     let payload = TaskPayload {
         snapshot: &snapshot,
         vector_clock: &clock,
