@@ -540,6 +540,66 @@ mod tests {
         }
     }
 
+    fn entry(subject: &str) -> chain::Entry {
+        chain::Entry {
+            kind: chain::EntryKind::Approval,
+            subject: subject.to_owned(),
+            content: json!({"subject": subject}),
+        }
+    }
+
+    /// A plan told the chain's head appends after it with one checked insert; told a
+    /// head the transaction moved past since (an entry appended at once after the
+    /// read), it inserts nothing there, reads the head and appends after that: the
+    /// chain stays one unbroken line either way.
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn a_plan_appends_after_the_head_it_was_told_or_the_head_as_it_is_now() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("plan.db").display());
+        let store = crate::Store::open(&url).await.expect("opens");
+        let now = OffsetDateTime::UNIX_EPOCH;
+        // The chain's beginning is written by its first append.
+        let mut tx = store.begin_write().await.expect("begins");
+        chain::append(tx.connection(), vec![entry("first")], now)
+            .await
+            .expect("begins the chain");
+        tx.commit().await.expect("commits");
+
+        let mut tx = store.begin_write().await.expect("begins");
+        let head = chain::head(tx.connection()).await.expect("head");
+        let mut plan = WritePlan::default();
+        plan.entry(entry("told the head"));
+        plan.after_head(Some(head.clone()));
+        plan.apply(tx.connection(), now).await.expect("applies");
+        let after = chain::head(tx.connection()).await.expect("head");
+        assert_eq!(after.entries, head.entries + 1);
+
+        // Stale: the transaction appends after telling the plan.
+        chain::append(tx.connection(), vec![entry("at once")], now)
+            .await
+            .expect("appends");
+        let mut plan = WritePlan::default();
+        plan.entry(entry("told a stale head"));
+        plan.after_head(Some(after.clone()));
+        plan.apply(tx.connection(), now).await.expect("applies");
+        let entries = chain::entries(tx.connection()).await.expect("entries");
+        tx.commit().await.expect("commits");
+
+        let subjects: Vec<&str> = entries.iter().map(|e| e.subject.as_str()).collect();
+        assert_eq!(
+            subjects[subjects.len() - 3..],
+            ["told the head", "at once", "told a stale head"]
+        );
+        let mut prev = chain::GENESIS.to_owned();
+        for (seq, entry) in (1u64..).zip(&entries) {
+            assert_eq!(entry.seq, seq, "no gap, no fork");
+            assert_eq!(entry.prev, prev, "linked to the entry before");
+            assert_eq!(entry.hash, entry.expected_hash());
+            prev = entry.hash.clone();
+        }
+    }
+
     #[test]
     fn a_later_message_of_one_entity_replaces_the_earlier_payload_in_its_place() {
         let planned = vec![
