@@ -29,6 +29,16 @@
 //! the transaction, after every row lock the decision takes, so a decision and a
 //! job's claim (which takes its row, then the chain) cannot wait on each other in
 //! opposite orders.
+//!
+//! On SQLite the chain's head comes with the decision's read (the same statement as
+//! the set, under the write lock `BEGIN IMMEDIATE` took: `WritePlan::after_head`), so
+//! the plan does not read it again: its insert appends only while that head is still
+//! the head (`chain::insert_after_checked`), and a transaction that appended since
+//! (a write of its own between its read and its apply that enters the chain at once)
+//! inserts nothing there and reads the head and appends after it, as before. A group
+//! commit's members hold the connection one at a time, each from its read to its
+//! apply, so another member's entries come before a read or after an apply. Never a
+//! fork or a gap: a stale head inserts nothing.
 
 #[cfg(feature = "sqlite")]
 use crate::error::SqliteResult;
