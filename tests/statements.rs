@@ -7,10 +7,10 @@
 #![allow(clippy::print_stdout)]
 
 use assent_changeset::{ToolArguments, ToolCall};
-use assent_confirm::ItemRef;
 use assent_confirm::{
     Engine, ExternalCall, ExternalError, ExternalHandler, SimpleHost, WakeRequest,
 };
+use assent_confirm::{ExecutionOutcome, ItemRef};
 use assent_domain::Target;
 use assent_store::{Store, agents};
 use assent_tests::TestApp;
@@ -62,10 +62,19 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 /// trips (below). What is left: `BEGIN`, the read's 2, the host's 6 (its state, the
 /// handler's 5), the plan's 8 (the chain's head, the decision, the audit rows, the
 /// set's and the items' statuses, the applied operation, the outbox, the chain) and
-/// `COMMIT`. 17 since the journal's handler ticks the task's clock with an `UPDATE …
-/// RETURNING` the task's new state (the clock it read before the write, as no writer
-/// but the tick changes it): its read of the task after the write is gone.
-const PER_CONFIRMATION: usize = 17;
+/// `COMMIT`. 17 since the decision's read takes the chain's head with the set (in
+/// the same statement, under the write lock `BEGIN IMMEDIATE` took) and the plan
+/// appends after it with an insert that checks it is still the head
+/// (`chain::insert_after_checked`; a transaction that appended since reads it again).
+/// 16 since the journal's handler ticks the task's clock with an `UPDATE … RETURNING`
+/// the task's new state (from the clock it read before the write, as no writer but the
+/// tick changes it): its read of the task after the write is gone. What is left:
+/// `BEGIN`, the read's 2 (the set with everything, the applied-operation check, whose
+/// key is a hash of the item's arguments and so cannot join the first), the host's 5
+/// (its state, the handler's 4), the plan's 7 (the decision, the audit rows, the set's
+/// and the items' statuses, the applied operation, the outbox, the chain: one
+/// statement per table) and `COMMIT`.
+const PER_CONFIRMATION: usize = 16;
 /// Round trips a confirmation of the same item may take between the engine's task and
 /// sqlx's worker thread (issue 55): the statements above, less those run together
 /// under one lock through SQLite's C API (the write plan's four and the `COMMIT` of a
@@ -86,9 +95,20 @@ const TRIPS_PER_CONFIRMATION: usize = 8;
 /// operation. 211 since the handlers report the task's clock (one read fewer per item).
 /// 173 since confirm-all reads whether each item's operation was applied with the set
 /// (one statement for all) and plans the applied operations (one multi-row insert):
-/// 8.7 per item, of which the host's 6 and the item's savepoint and its release. 153
-/// since the journal's handler reads the task once (7.7 per item).
-const CONFIRM_ALL_OF_20: usize = 153;
+/// 8.7 per item, of which the host's 6 and the item's savepoint and its release. 172
+/// since the chain's head comes with the set; 152 since the journal's handler reads
+/// the task once (7.6 per item).
+const CONFIRM_ALL_OF_20: usize = 152;
+/// Statements a confirmation of a held tool's item may take when it meets a quorum of
+/// two (issue 55, point 3): its approval, its job and their chain entries planned and
+/// applied with the `COMMIT`, the approvers named from the decision's read: `BEGIN`,
+/// the read's 2, the host's state, the tool's recorded definition (for the approval's
+/// digest), whether the item has a retracted job to revive, the webhook subscribers,
+/// then the approval, the job, the chain and `COMMIT` under one lock. 11; before, the
+/// approval was written at once (with a read of the chain's head and an insert), read
+/// back for the job's approvers, and the job written at once too (with the chain's
+/// head and an insert): 16, counted from that code.
+const HELD_QUORUM: usize = 11;
 /// Statements a wake of 25 deferred calls may take in all (10 today: `BEGIN`, the
 /// agent, the task with its category (its category read on its own before the host's
 /// state held it: 11), the open sets and recent decisions, then the set, its 25 items
@@ -305,6 +325,104 @@ async fn a_confirmation_and_a_wake_item_stay_within_their_statements() {
         confirm_all <= CONFIRM_ALL_OF_20,
         "confirm-all of {rest} items took {confirm_all} statements (bound {CONFIRM_ALL_OF_20})"
     );
+
+    // A held tool under a quorum of two: the second person's confirmation meets it and
+    // schedules the held job. Its approval, the job and their chain entries are
+    // planned (issue 55, point 3): between the read and the apply nothing writes the
+    // engine's approvals or chain, and the job names both approvers.
+    let mut conn = app.store.read_connection().await.expect("connection");
+    let now = OffsetDateTime::now_utc();
+    agents::set_hold(&mut conn, "agent-1", "add_checklist_item", 30, now)
+        .await
+        .expect("held")
+        .expect("agent-1 exists");
+    agents::set_approvals_needed(&mut conn, "agent-1", "add_checklist_item", 2, now)
+        .await
+        .expect("quorum")
+        .expect("agent-1 exists");
+    drop(conn);
+    let held = app
+        .wake_calls(&task, vec![priority(100)])
+        .await
+        .expect("woke")
+        .change_set
+        .expect("queued");
+    let confirmations = app.engine.confirmations();
+    let first = confirmations
+        .clone()
+        .by("alice")
+        .confirm_item(ItemRef::new(held.id, 0), OffsetDateTime::now_utc())
+        .await
+        .expect("alice approved");
+    assert!(
+        matches!(first.execution, ExecutionOutcome::AwaitingApprovals { .. }),
+        "{first:?}"
+    );
+    let before = counted.load(Ordering::SeqCst);
+    WALK.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    WALKING.store(true, Ordering::SeqCst);
+    let second = confirmations
+        .by("bob")
+        .confirm_item(ItemRef::new(held.id, 0), OffsetDateTime::now_utc())
+        .await
+        .expect("bob met the quorum");
+    WALKING.store(false, Ordering::SeqCst);
+    let hold = statements(before);
+    let walk = std::mem::take(&mut *WALK.lock().unwrap_or_else(|p| p.into_inner()));
+    if std::env::var_os("SHOW_STATEMENTS").is_some() {
+        println!("the walk of a held confirmation meeting its quorum: {walk:#?}");
+    }
+    let ExecutionOutcome::Scheduled { job_id, .. } = second.execution else {
+        panic!("expected a held job, got {second:?}");
+    };
+    let mut conn = app.store.read_connection().await.expect("connection");
+    let job = assent_store::jobs::load(&mut conn, job_id)
+        .await
+        .expect("read")
+        .expect("the held job");
+    assert_eq!(job.approved_by, ["alice", "bob"]);
+    drop(conn);
+    held_walk(&walk).unwrap_or_else(|why| panic!("{why} in {walk:#?}"));
+    println!("statements: a held confirmation meeting its quorum {hold}");
+    assert!(
+        hold <= HELD_QUORUM,
+        "a held confirmation meeting its quorum took {hold} statements (bound {HELD_QUORUM})"
+    );
+}
+
+/// Whether `walk` (a held confirmation's ways into the store) reads first, writes its
+/// approval, job and chain entries only in its one apply (the last lock, with the
+/// `COMMIT`), and between them writes none of the engine's consent rows at once.
+fn held_walk(walk: &[String]) -> Result<(), String> {
+    let locks: Vec<usize> = (0..walk.len()).filter(|&i| walk[i] == "lock").collect();
+    let [read, apply] = locks[..] else {
+        return Err(format!("{} locks for the C API, not 2", locks.len()));
+    };
+    if walk[..read] != ["sqlx BEGIN IMMEDIATE"] {
+        return Err(format!("before the read: {:?}", &walk[..read]));
+    }
+    let written_at_once = |step: &&String| {
+        let words: Vec<&str> = step.split_whitespace().collect();
+        matches!(words.get(1), Some(&"INSERT") | Some(&"UPDATE"))
+            && words.iter().any(|word| {
+                ["approvals", "consent_chain", "execution_jobs"]
+                    .iter()
+                    .any(|table| word.starts_with(table))
+            })
+    };
+    if let Some(step) = walk[read..apply].iter().find(written_at_once) {
+        return Err(format!("written before the apply: {step}"));
+    }
+    let applied = &walk[apply + 1..];
+    if applied.last().map(String::as_str) != Some("c COMMIT") {
+        return Err(format!("the apply ran {applied:?}"));
+    }
+    for table in ["approvals", "execution_jobs", "consent_chain"] {
+        if !applied.iter().any(|step| step.contains(table)) {
+            return Err(format!("the apply wrote no {table}: {applied:?}"));
+        }
+    }
+    Ok(())
 }
 
 /// Whether `walk` (a confirmation's ways into the store, in order) is `BEGIN`, one lock

@@ -179,6 +179,13 @@ struct Met {
     approval: Option<NewApproval>,
 }
 
+/// A held tool's confirmation ([`ConfirmationService::schedule`]): its window, and the
+/// item's revision as the decision read it (who approved it, named on the job).
+struct Held {
+    hold: Duration,
+    revision: approvals::Revision,
+}
+
 /// What [`ConfirmationService::gather`] found of an item's quorum.
 enum Gathered {
     /// Met (or none needed): go on and run it.
@@ -220,31 +227,43 @@ struct Batch {
     ran: Vec<assent_tools::PastRun>,
     /// Which of the items' operations were applied, as read with the set.
     applied: change_sets::AppliedRead,
+    /// Each item's current revision and its approvals, as read with the set: its
+    /// quorum is counted, and a held call's approvers named, from them.
+    revisions: Vec<approvals::Revision>,
 }
 
 impl Batch {
     /// The batch of one decision, on what was read with the set (`read`'s set is
-    /// the caller's).
-    fn one(read: change_sets::DecisionRead) -> (ChangeSet, Self) {
+    /// the caller's), and the plan of its writes, whose chain entries go after the
+    /// chain's head as the read found it ([`WritePlan::after_head`]).
+    fn one(read: change_sets::DecisionRead) -> (ChangeSet, Self, WritePlan) {
+        let mut plan = WritePlan::default();
+        plan.after_head(read.chain_head);
         let batch = Self {
             rules: read.rules,
             served: read.served,
             deferred_statuses: None,
             ran: Vec::new(),
             applied: read.applied,
+            revisions: read.revisions,
         };
-        (read.set, batch)
+        (read.set, batch, plan)
     }
 
     /// [`Self::one`], its decisions leaving their statuses to its end
     /// ([`Self::deferred_statuses`]).
-    fn deferring_statuses(read: change_sets::DecisionRead) -> (ChangeSet, Self) {
-        let (set, batch) = Self::one(read);
+    fn deferring_statuses(read: change_sets::DecisionRead) -> (ChangeSet, Self, WritePlan) {
+        let (set, batch, plan) = Self::one(read);
         let batch = Self {
             deferred_statuses: Some(Vec::new()),
             ..batch
         };
-        (set, batch)
+        (set, batch, plan)
+    }
+
+    /// Item `index`'s current revision as read with the set.
+    fn revision(&self, index: usize) -> approvals::Revision {
+        self.revisions.get(index).cloned().unwrap_or_default()
     }
 
     /// The policy of `agent` at `now` and its settings of `tool`. An agent this
@@ -290,24 +309,27 @@ fn shadow_rules_of(rules: Option<&agents::StoredRules>) -> Vec<agents::ShadowRul
 }
 
 impl NewApproval {
-    /// Records this approval of item `index` of set `change_set_id`, made at `at`.
-    async fn record(
-        &self,
-        conn: &mut Connection,
-        change_set_id: Uuid,
-        index: usize,
-        at: OffsetDateTime,
-    ) -> Result<(), ConfirmError> {
-        let (revision, by, args) = (self.revision, &self.by, &self.args);
-        approvals::record(conn, change_set_id, index, revision, by, args, at).await?;
-        Ok(())
-    }
-
-    /// [`Self::record`] in `plan`, written with the decision it counts toward.
+    /// Plans this approval of item `index` of set `change_set_id`, made at `at`: its
+    /// row and chain entry are written with the decision (or the job) it counts
+    /// toward ([`approvals::plan_record`]).
     fn plan(&self, plan: &mut WritePlan, change_set_id: Uuid, index: usize, at: OffsetDateTime) {
         let (revision, by, args) = (self.revision, &self.by, &self.args);
         approvals::plan_record(plan, change_set_id, index, revision, by, args, at);
     }
+}
+
+/// `decided` once its `plan` is applied on `conn` (in the decision's scope): the
+/// decision's writes and the decision stand together, or the first error is returned
+/// (and the plan dropped unapplied) for the caller to roll its scope back.
+async fn applied<T>(
+    decided: Result<T, ConfirmError>,
+    plan: WritePlan,
+    conn: &mut Connection,
+    now: OffsetDateTime,
+) -> Result<T, ConfirmError> {
+    let decided = decided?;
+    plan.apply(conn, now).await?;
+    Ok(decided)
 }
 
 /// A person's reason, trimmed and bounded (see [`assent_domain::clean_reason`]).
@@ -713,8 +735,7 @@ impl ConfirmationService {
             operation_of(set, index, edited)
         })
         .await?;
-        let (mut set, mut batch) = Batch::one(read);
-        let mut plan = WritePlan::default();
+        let (mut set, mut batch, mut plan) = Batch::one(read);
         let attempt = self
             .attempt_in(tx, &mut set, index, &mut batch, edited_args, now, &mut plan)
             .await?;
@@ -987,7 +1008,16 @@ impl ConfirmationService {
             edited_args,
             approval,
         } = match self
-            .gather(tx.connection(), set, index, edited_args, needed, now, plan)
+            .gather(
+                tx.connection(),
+                set,
+                index,
+                batch.revision(index),
+                edited_args,
+                needed,
+                now,
+                plan,
+            )
             .await?
         {
             Gathered::Met(met) => met,
@@ -995,15 +1025,25 @@ impl ConfirmationService {
         };
         let args = edited_args.clone().unwrap_or_else(|| item.args.clone());
         if let Some(hold) = settings.hold {
-            if let Some(approval) = approval {
-                approval.record(tx.connection(), set.id, index, now).await?;
+            if let Some(approval) = &approval {
+                approval.plan(plan, set.id, index, now);
             }
             let own = jobs::ExternalItem {
                 host: engine.host.name().to_owned(),
                 idempotent: false,
             };
+            let revision = batch.revision(index);
             return self
-                .schedule(tx.connection(), set, index, edited_args, own, hold, now)
+                .schedule(
+                    tx.connection(),
+                    set,
+                    index,
+                    edited_args,
+                    own,
+                    Held { hold, revision },
+                    now,
+                    plan,
+                )
                 .await;
         }
         let already_true = recheck.already_true;
@@ -1195,8 +1235,9 @@ impl ConfirmationService {
     /// queued: the outcome to return, as [`Gathered::Waiting`]. Meeting it: [`Met`] with the
     /// arguments to run (the revision's, an edit when they differ from the proposal)
     /// and the approval to record beside the decision once the confirmation succeeds.
-    /// Runs in the deciding transaction, under the item's lock, so of two approvals
-    /// racing to meet a quorum the second finds the item decided. An approval short
+    /// Runs in the deciding transaction, under the item's lock, on `revision` as its
+    /// read found the item's, so of two approvals racing to meet a quorum the second
+    /// finds the item decided. An approval short
     /// of the quorum is planned in `plan` (its row and its chain entry, written last).
     #[allow(clippy::too_many_arguments)]
     async fn gather(
@@ -1204,15 +1245,16 @@ impl ConfirmationService {
         conn: &mut Connection,
         set: &ChangeSet,
         index: usize,
+        revision: approvals::Revision,
         edited_args: Option<Value>,
         needed: u32,
         now: OffsetDateTime,
         plan: &mut WritePlan,
     ) -> Result<Gathered, ConfirmError> {
         let item = &set.items[index];
-        // Approvals are read only for a tool that needs more than one person.
+        // Approvals count only for a tool that needs more than one person.
         let revision = if needed > 1 {
-            approvals::current(conn, set.id, index, item.revision).await?
+            revision
         } else {
             approvals::Revision::default()
         };
@@ -1463,22 +1505,42 @@ impl ConfirmationService {
             edited_args,
             approval,
         } = match self
-            .gather(conn, set, index, edited_args, needed, now, plan)
+            .gather(
+                conn,
+                set,
+                index,
+                batch.revision(index),
+                edited_args,
+                needed,
+                now,
+                plan,
+            )
             .await?
         {
             Gathered::Met(met) => met,
             Gathered::Waiting(waiting) => return Ok(Attempt::Decided(waiting)),
         };
-        if let Some(approval) = approval {
-            approval.record(conn, set.id, index, now).await?;
+        if let Some(approval) = &approval {
+            approval.plan(plan, set.id, index, now);
         }
         if let Some(hold) = settings.hold {
+            let revision = batch.revision(index);
+            let held = Held { hold, revision };
             return self
-                .schedule(conn, set, index, edited_args, external, hold, now)
+                .schedule(conn, set, index, edited_args, external, held, now, plan)
                 .await;
         }
         let (job, approval_digest) = self
-            .queue_job(conn, set, index, edited_args.as_ref(), &external, None, now)
+            .queue_job(
+                conn,
+                set,
+                index,
+                edited_args.as_ref(),
+                &external,
+                None,
+                now,
+                plan,
+            )
             .await?;
         let job_id = job.id;
         let verdicts = Verdicts {
@@ -1511,7 +1573,8 @@ impl ConfirmationService {
     }
 
     /// Confirms item `index` of a held tool (`assent agent hold`) in `conn`'s
-    /// transaction: a held job of `served`'s host, due when the window `hold` ends.
+    /// transaction: a held job of `served`'s host, due when the window `held.hold`
+    /// ends, planned in `plan` with the approval meeting its quorum (if any).
     /// No decision is written: the claim at the window's end writes it, unless a
     /// person cancels the job first ([`Engine::cancel_job`]), and until then the item
     /// stays pending (no other decision is taken on it; see [`refuse_held`]). The
@@ -1524,8 +1587,9 @@ impl ConfirmationService {
         index: usize,
         edited_args: Option<Value>,
         served: jobs::ExternalItem,
-        hold: Duration,
+        held: Held,
         now: OffsetDateTime,
+        plan: &mut WritePlan,
     ) -> Result<Attempt, ConfirmError> {
         let (job, approval_digest) = self
             .queue_job(
@@ -1534,8 +1598,9 @@ impl ConfirmationService {
                 index,
                 edited_args.as_ref(),
                 &served,
-                Some(hold),
+                Some(held),
                 now,
+                plan,
             )
             .await?;
         assent_store::webhooks::enqueue_hold_event(conn, &job, false, now).await?;
@@ -1566,29 +1631,20 @@ impl ConfirmationService {
         index: usize,
         edited_args: Option<&Value>,
         external: &jobs::ExternalItem,
-        hold: Option<Duration>,
+        held: Option<Held>,
         now: OffsetDateTime,
+        plan: &mut WritePlan,
     ) -> Result<(jobs::Job, String), ConfirmError> {
         let item = &set.items[index];
         let args = edited_args.unwrap_or(&item.args).clone();
         // Who confirmed a held call travels with its job: the decision its window's end
-        // writes names them.
-        let approved_by = match hold {
-            Some(_) => {
-                let reviewer = self.reviewer.as_deref();
-                approvals::approvers(
-                    conn,
-                    set.id,
-                    index,
-                    item.revision,
-                    &item.args,
-                    &args,
-                    reviewer,
-                )
-                .await?
-            }
-            None => Vec::new(),
-        };
+        // writes names them (from the approvals the decision read, and this reviewer,
+        // whose approval is planned beside the job).
+        let reviewer = self.reviewer.as_deref();
+        let approved_by = held.as_ref().map_or_else(Vec::new, |held| {
+            approvals::approvers(&held.revision, &item.args, &args, reviewer)
+        });
+        let hold = held.map(|held| held.hold);
         // What the person approves, bound to the definition the item's host recorded.
         let definition = host_tools::get(conn, &external.host, &item.tool_name)
             .await?
@@ -1622,7 +1678,7 @@ impl ConfirmationService {
         job.approval_digest = Some(approval_digest.clone());
         job.held = hold.is_some();
         job.approved_by = approved_by;
-        job.id = jobs::insert_or_revive(conn, &job).await?;
+        job.id = jobs::plan_insert_or_revive(conn, &job, plan).await?;
         Ok((job, approval_digest))
     }
 
@@ -1667,7 +1723,7 @@ impl ConfirmationService {
         self.lock_set(tx, change_set_id).await?;
         let mut scope = tx.savepoint().await?;
         let mut plan = WritePlan::default();
-        let decided = match self
+        let decided = self
             .verdict_locked(
                 scope.connection(),
                 change_set_id,
@@ -1677,15 +1733,8 @@ impl ConfirmationService {
                 now,
                 &mut plan,
             )
-            .await
-        {
-            Ok(decision) => plan
-                .apply(scope.connection(), now)
-                .await
-                .map(|()| decision)
-                .map_err(ConfirmError::from),
-            Err(error) => Err(error),
-        };
+            .await;
+        let decided = applied(decided, plan, scope.connection(), now).await;
         match decided {
             Ok(decision) => {
                 scope.release().await?;
@@ -1714,6 +1763,7 @@ impl ConfirmationService {
         plan: &mut WritePlan,
     ) -> Result<ChangeDecision, ConfirmError> {
         let read = change_sets::require_for_decision(conn, change_set_id).await?;
+        plan.after_head(read.chain_head);
         let mut set = read.set;
         decide::check_plain(&set, index, verdict, read.served.get(index))?;
         let verdicts = Verdicts {
@@ -1914,11 +1964,10 @@ impl ConfirmationService {
                 .collect()
         })
         .await?;
-        let (mut set, mut batch) = Batch::deferring_statuses(read);
-        let mut items = Vec::with_capacity(set.items.len());
         // Every item's audit records, chain entries and outbox messages, written once
         // at the end: a failed item's go with its savepoint.
-        let mut plan = WritePlan::default();
+        let (mut set, mut batch, mut plan) = Batch::deferring_statuses(read);
+        let mut items = Vec::with_capacity(set.items.len());
         for index in 0..set.items.len() {
             let item = &set.items[index];
             let summary = item.human_summary.clone();
@@ -2041,17 +2090,10 @@ impl ConfirmationService {
         self.lock_set(tx, change_set_id).await?;
         let mut scope = tx.savepoint().await?;
         let mut plan = WritePlan::default();
-        let dismissed = match self
+        let dismissed = self
             .dismiss_locked(scope.connection(), change_set_id, reason, now, &mut plan)
-            .await
-        {
-            Ok(decisions) => plan
-                .apply(scope.connection(), now)
-                .await
-                .map(|()| decisions)
-                .map_err(ConfirmError::from),
-            Err(error) => Err(error),
-        };
+            .await;
+        let dismissed = applied(dismissed, plan, scope.connection(), now).await;
         match dismissed {
             Ok(decisions) => {
                 scope.release().await?;
@@ -2080,6 +2122,7 @@ impl ConfirmationService {
         plan: &mut WritePlan,
     ) -> Result<Vec<ChangeDecision>, ConfirmError> {
         let read = change_sets::require_for_decision(conn, change_set_id).await?;
+        plan.after_head(read.chain_head);
         let (mut set, served) = (read.set, read.served);
         let open: Vec<usize> = set
             .open_indexes()

@@ -6,7 +6,7 @@
 
 use crate::Connection;
 use crate::plan::WritePlan;
-use crate::row::Statement;
+use crate::row::{Statement, StoreRow};
 use crate::{StoreError, chain, timefmt};
 use serde_json::Value;
 use sqlx::Row;
@@ -79,11 +79,31 @@ fn decode(row: &AnyRow) -> Result<(usize, i64, String, Approval), StoreError> {
     ))
 }
 
+/// The approval a row of a decision's read holds, joined to its item
+/// (`change_sets::load_for_decision`: `approval_revision`, `approval_by`,
+/// `approval_args`, `approval_at`), or `None` when its item has none.
+pub(crate) fn decode_joined(
+    row: &impl StoreRow,
+) -> Result<Option<(i64, String, Approval)>, StoreError> {
+    let Some(by) = row.value::<Option<String>>("approval_by")? else {
+        return Ok(None);
+    };
+    let at: String = row.value("approval_at")?;
+    Ok(Some((
+        row.value("approval_revision")?,
+        row.value("approval_args")?,
+        Approval {
+            by,
+            at: timefmt::parse(TABLE, &at)?,
+        },
+    )))
+}
+
 /// Folds rows of one item, ordered by revision then time, into its latest revision;
 /// `item_revision` (the item's own counter) is later when a stale-target refresh
 /// started a revision nobody approved yet: the arguments carry over, the approvals do
 /// not.
-fn latest(
+pub(crate) fn latest(
     rows: impl Iterator<Item = (i64, String, Approval)>,
     item_revision: i64,
 ) -> Result<Revision, StoreError> {
@@ -139,36 +159,32 @@ pub async fn current(
     )
 }
 
-/// Who confirms held item `index` of set `change_set_id` now, as its job records them
-/// (`execution_jobs.approved_by`, migration 0020) for the decision its window's end
-/// writes: under a quorum every approver of the current revision when it runs `args`
-/// (the meeting approval is recorded before the job is written), `reviewer` last as
-/// the one who met it; otherwise the reviewer alone. Approvals of other arguments are
-/// left out: they did not consent to what runs. `item_revision` and `item_args` are
-/// the item's own.
-pub async fn approvers(
-    conn: &mut Connection,
-    change_set_id: Uuid,
-    index: usize,
-    item_revision: u32,
+/// Who confirms a held item now, as its job records them (`execution_jobs.approved_by`,
+/// migration 0020) for the decision its window's end writes, given its `revision` as
+/// the deciding transaction read it, before this confirmation: under a quorum every
+/// approver of that revision when it runs `args`, then `reviewer` last as the one who
+/// met it (its own approval, planned beside the job, is of the same revision and
+/// arguments); otherwise the reviewer alone. Approvals of other arguments are left
+/// out: they did not consent to what runs. `item_args` are the item's own.
+pub fn approvers(
+    revision: &Revision,
     item_args: &Value,
     args: &Value,
     reviewer: Option<&str>,
-) -> Result<Vec<String>, StoreError> {
-    let revision = current(conn, change_set_id, index, item_revision).await?;
+) -> Vec<String> {
     let approved = revision.args.as_ref().unwrap_or(item_args);
     let mut by: Vec<String> = if approved == args {
         revision
             .approvals
-            .into_iter()
-            .map(|a| a.by)
+            .iter()
+            .map(|a| a.by.clone())
             .filter(|by| Some(by.as_str()) != reviewer)
             .collect()
     } else {
         Vec::new()
     };
     by.extend(reviewer.map(str::to_owned));
-    Ok(by)
+    by
 }
 
 /// The current revision of every item of `set` that has approvals, by item index.
@@ -202,29 +218,13 @@ pub async fn for_change_set(
     Ok(items)
 }
 
-/// Records `by`'s approval of revision `revision` of item `index`, which runs with
-/// `args`. The same person twice on one revision breaks the primary key: the caller
-/// checks first and says so.
-pub async fn record(
-    conn: &mut Connection,
-    change_set_id: Uuid,
-    index: usize,
-    revision: i64,
-    by: &str,
-    args: &Value,
-    now: OffsetDateTime,
-) -> Result<(), StoreError> {
-    record_statement(change_set_id, index, revision, by, args, now)
-        .query()
-        .execute(&mut *conn)
-        .await?;
-    let entry = chain_entry(change_set_id, index, revision, by, args, now);
-    chain::append(conn, vec![entry], now).await
-}
-
-/// [`record`] in `plan`: the row with the plan's other statements, its chain entry
-/// with the plan's entries (last). Nothing in the deciding transaction reads it
-/// before the plan is applied (a met quorum's approval, recorded beside its decision).
+/// Plans `by`'s approval of revision `revision` of item `index`, which runs with
+/// `args`: the row with the plan's other statements, its chain entry with the plan's
+/// entries (last). The same person twice on one revision breaks the primary key: the
+/// caller checks first (against the approvals its decision read) and says so. Nothing
+/// in the deciding transaction reads it before the plan is applied: a quorum is
+/// counted, and a held call's approvers named ([`approvers`]), from what the
+/// decision's read found.
 pub fn plan_record(
     plan: &mut WritePlan,
     change_set_id: Uuid,

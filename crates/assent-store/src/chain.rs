@@ -182,20 +182,29 @@ pub(crate) const HEAD: &str = "SELECT d.host_id AS device,
 
 /// The head [`HEAD`] read (`None`: no row).
 pub(crate) fn decode_head(row: Option<&impl StoreRow>) -> Result<Head, StoreError> {
+    decode_head_named(row, ["device", "seq", "hash"])
+}
+
+/// [`decode_head`] of a row holding [`HEAD`]'s three columns under the names
+/// `[device, seq, hash]` (`chain_head_columns!` in a read of other rows).
+pub(crate) fn decode_head_named(
+    row: Option<&impl StoreRow>,
+    [device, seq, hash]: [&str; 3],
+) -> Result<Head, StoreError> {
     let row = row.ok_or_else(|| {
         StoreError::corrupt(
             TABLE,
             "the database has no device id (sync_device is empty)",
         )
     })?;
-    let seq: Option<i64> = row.value("seq")?;
+    let seq: Option<i64> = row.value(seq)?;
     Ok(Head {
-        device_id: row.value("device")?,
+        device_id: row.value(device)?,
         entries: seq.map_or(Ok(0), |s| {
             u64::try_from(s).map_err(|e| StoreError::corrupt(TABLE, format!("seq {s}: {e}")))
         })?,
         hash: row
-            .value::<Option<String>>("hash")?
+            .value::<Option<String>>(hash)?
             .unwrap_or_else(|| GENESIS.to_owned()),
     })
 }
@@ -308,6 +317,45 @@ pub(crate) fn insert_after(
             .bind(created_at.as_str());
     }
     Ok(statement)
+}
+
+/// [`insert_after`], inserting nothing unless `head` is still this device's head
+/// when the statement runs (its entry is there and none after it): `head` was read
+/// earlier in the transaction (a decision's read, on SQLite), and the transaction may
+/// have appended since. The statement's change count says which: `entries.len()`
+/// rows, or none, and then the caller reads the head and inserts after it. Never a
+/// fork: a stale head inserts nothing.
+pub(crate) fn insert_after_checked(
+    head: Head,
+    entries: Vec<Entry>,
+    now: OffsetDateTime,
+) -> Result<Statement, StoreError> {
+    let count = entries.len();
+    let device = head.device_id.clone();
+    let seq = i64::try_from(head.entries).map_err(|e| StoreError::corrupt(TABLE, e))?;
+    let hash = head.hash.clone();
+    let insert = insert_after(head, entries, now)?;
+    let (sql, values) = insert.into_parts();
+    let Some(at) = sql.find(" VALUES ") else {
+        return Err(StoreError::corrupt(TABLE, "an insert without VALUES"));
+    };
+    let (columns, rows) = sql.split_at(at);
+    let rows = &rows[" VALUES ".len()..];
+    let first = count * 8;
+    let checked = format!(
+        "{columns} SELECT * FROM (VALUES {rows}) WHERE EXISTS (SELECT 1 FROM consent_chain WHERE device_id = ${d} AND seq = ${s} AND hash = ${h}) AND NOT EXISTS (SELECT 1 FROM consent_chain WHERE device_id = ${d} AND seq > ${s})",
+        d = first + 1,
+        s = first + 2,
+        h = first + 3,
+    );
+    Ok(values
+        .into_iter()
+        .fold(Statement::new(checked), |statement, value| {
+            statement.bind(value)
+        })
+        .bind(device)
+        .bind(seq)
+        .bind(hash))
 }
 
 /// Begins this device's chain, in the caller's transaction, when it has no entry yet,

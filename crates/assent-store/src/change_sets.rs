@@ -2,6 +2,7 @@
 
 use crate::Connection;
 use crate::agents::{self, StoredRules};
+use crate::approvals::{Approval, Revision};
 #[cfg(feature = "sqlite")]
 use crate::error::SqliteResult;
 use crate::jobs::ServedItem;
@@ -779,6 +780,15 @@ pub struct DecisionRead {
     /// What the read found of the operations its caller asked about
     /// ([`load_for_decision_with`]): none asked, none known.
     pub applied: AppliedRead,
+    /// Each item's current revision and its approvals, in item order (as
+    /// [`crate::approvals::current`] reads one item): a quorum is counted, and a held
+    /// call's approvers named, from the read, not from a read of rows written since.
+    pub revisions: Vec<Revision>,
+    /// This device's chain head as the read found it, under the transaction's write
+    /// lock (SQLite only; `None` elsewhere): a plan applied in the same transaction
+    /// appends after it without reading it again ([`WritePlan::after_head`]), and
+    /// reads it only when the chain moved since.
+    pub chain_head: Option<chain::Head>,
 }
 
 /// The applied operations a decision's read looked up ([`load_for_decision_with`]):
@@ -806,20 +816,55 @@ impl AppliedRead {
     }
 }
 
-/// The read of [`load_for_decision`]: the set, its items, who serves each and its
-/// agent's rules, in one statement.
-const DECISION_READ: &str = concat!(
+/// The columns and joins of [`DECISION_READ`] after its `SELECT` and before its
+/// `WHERE`: the set, its items, who serves each, its agent's rules and its items'
+/// approvals (one row per approval; few items have any), for the extra columns of
+/// [`DECISION_READ_WITH_HEAD`] to come between.
+macro_rules! decision_read_columns {
+    () => {
+        concat!(
+            set_and_item_columns!(),
+            ", i.effect, i.host, j.id AS held_job, j.due_at AS held_until,
+             a.categories AS agent_categories, a.rules AS agent_rules,
+             a.tool_settings AS agent_tool_settings, a.shadow_rules AS agent_shadow_rules,
+             p.revision AS approval_revision, p.approved_by AS approval_by,
+             p.args AS approval_args, p.created_at AS approval_at"
+        )
+    };
+}
+
+/// The joins and order of [`DECISION_READ`].
+macro_rules! decision_read_from {
+    () => {
+        concat!(
+            " FROM change_sets s LEFT JOIN change_items i ON i.change_set_id = s.id
+             LEFT JOIN execution_jobs j ON ",
+            held_job_of_item!(),
+            " LEFT JOIN agents a ON a.id = s.agent_id
+             LEFT JOIN approvals p ON p.change_set_id = i.change_set_id AND p.item_index = i.item_index
+             WHERE s.id = $1 AND s.deleted_at IS NULL
+             ORDER BY i.item_index, p.revision, p.created_at, p.approved_by"
+        )
+    };
+}
+
+/// The read of [`load_for_decision`]: the set, its items, who serves each, its
+/// agent's rules and its items' approvals, in one statement.
+const DECISION_READ: &str = concat!("SELECT ", decision_read_columns!(), decision_read_from!());
+
+/// [`DECISION_READ`] with this device's chain head ([`chain::HEAD`]'s columns), on
+/// SQLite: its write transaction holds the database's write lock from `BEGIN
+/// IMMEDIATE`, so the head read here is the one its plan appends after unless the
+/// transaction itself appended since (its plan's insert checks that, see
+/// [`chain::insert_after_checked`]). Not on PostgreSQL, where the chain's lock is
+/// taken only at the plan's end.
+#[cfg(feature = "sqlite")]
+const DECISION_READ_WITH_HEAD: &str = concat!(
     "SELECT ",
-    set_and_item_columns!(),
-    ", i.effect, i.host, j.id AS held_job, j.due_at AS held_until,
-     a.categories AS agent_categories, a.rules AS agent_rules,
-     a.tool_settings AS agent_tool_settings, a.shadow_rules AS agent_shadow_rules
-     FROM change_sets s LEFT JOIN change_items i ON i.change_set_id = s.id
-     LEFT JOIN execution_jobs j ON ",
-    held_job_of_item!(),
-    " LEFT JOIN agents a ON a.id = s.agent_id
-     WHERE s.id = $1 AND s.deleted_at IS NULL
-     ORDER BY i.item_index"
+    decision_read_columns!(),
+    ", ",
+    chain_head_columns!(),
+    decision_read_from!()
 );
 
 /// How many operation ids one read of [`load_for_decision_with`] asks about.
@@ -840,12 +885,28 @@ struct DecisionRows {
     set: Option<ChangeSet>,
     rules: Option<StoredRules>,
     served: Vec<ServedItem>,
+    /// Each item's approval rows, in item order, as the read ordered them.
+    approvals: Vec<Vec<(i64, String, Approval)>>,
+    /// The index of the item of the last row.
+    last_index: Option<i64>,
+    chain_head: Option<chain::Head>,
 }
 
 impl DecisionRows {
     fn push(&mut self, row: &impl StoreRow) -> Result<(), StoreError> {
+        self.push_with(row, false)
+    }
+
+    /// [`Self::push`] of a row of [`DECISION_READ_WITH_HEAD`] when `head`.
+    fn push_with(&mut self, row: &impl StoreRow, head: bool) -> Result<(), StoreError> {
         if self.set.is_none() {
             self.set = Some(decode_set(row, Vec::new())?);
+            if head {
+                self.chain_head = Some(chain::decode_head_named(
+                    Some(row),
+                    ["chain_device", "chain_seq", "chain_hash"],
+                )?);
+            }
             let categories: Option<String> = row.value("agent_categories")?;
             if categories.is_some() {
                 self.rules = Some(agents::stored_rules(
@@ -859,22 +920,47 @@ impl DecisionRows {
                 )?);
             }
         }
-        if row.value::<Option<i64>>("item_index")?.is_some()
-            && let Some(set) = &mut self.set
-        {
+        let Some(index) = row.value::<Option<i64>>("item_index")? else {
+            return Ok(());
+        };
+        let Some(set) = &mut self.set else {
+            return Ok(());
+        };
+        // An item with several approvals comes in as many rows: taken once.
+        if self.last_index != Some(index) {
+            self.last_index = Some(index);
             set.items.push(decode_item_as(row, "item_status")?);
             self.served.push(crate::jobs::decode_served(row)?);
+            self.approvals.push(Vec::new());
+        }
+        if let Some(approval) = crate::approvals::decode_joined(row)?
+            && let Some(rows) = self.approvals.last_mut()
+        {
+            rows.push(approval);
         }
         Ok(())
     }
 
-    fn read(self, applied: AppliedRead) -> Option<DecisionRead> {
-        Some(DecisionRead {
-            set: self.set?,
+    fn read(self, applied: AppliedRead) -> Result<Option<DecisionRead>, StoreError> {
+        let Some(set) = self.set else {
+            return Ok(None);
+        };
+        let revisions = set
+            .items
+            .iter()
+            .zip(self.approvals)
+            .map(|(item, rows)| {
+                crate::approvals::latest(rows.into_iter(), i64::from(item.revision))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Some(DecisionRead {
+            set,
             served: self.served,
             rules: self.rules,
             applied,
-        })
+            revisions,
+            chain_head: self.chain_head,
+        }))
     }
 }
 
@@ -904,10 +990,10 @@ pub async fn load_for_decision_with(
         return crate::c_api::with_c_api(sqlite, |c| {
             let mut rows = DecisionRows::default();
             {
-                let mut statement = c.bound(DECISION_READ, &[Param::Text(&id_text)])?;
+                let mut statement = c.bound(DECISION_READ_WITH_HEAD, &[Param::Text(&id_text)])?;
                 let mut raw = statement.raw_query();
                 while let Some(row) = raw.next().or_store()? {
-                    rows.push(row)?;
+                    rows.push_with(row, true)?;
                 }
             }
             let Some(set) = &rows.set else {
@@ -924,7 +1010,7 @@ pub async fn load_for_decision_with(
                     found.push((row.value("operation_id")?, row.value("message")?));
                 }
             }
-            Ok(rows.read(AppliedRead { asked, found }))
+            rows.read(AppliedRead { asked, found })
         })
         .await;
     }
@@ -951,7 +1037,7 @@ pub async fn load_for_decision_with(
             found.push((row.value("operation_id")?, row.value("message")?));
         }
     }
-    Ok(rows.read(AppliedRead { asked, found }))
+    rows.read(AppliedRead { asked, found })
 }
 
 /// Like [`load_for_decision`], but a missing set is an error.

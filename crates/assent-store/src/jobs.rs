@@ -12,6 +12,8 @@
 //! them in [`crate::Store::begin_claim`]'s transaction.
 
 use crate::Connection;
+use crate::plan::WritePlan;
+use crate::row::Statement;
 use crate::{Backend, StoreError, chain, timefmt};
 use assent_domain::{ChangeDecision, ChangeSet, OperationId, Target, Verdict};
 use assent_tools::{AuditKind, AuditRecord, ExecutionTarget, ToolInvocation};
@@ -606,24 +608,31 @@ pub async fn item_fingerprint(
 /// Inserts a new job (the confirming transaction does, beside the decision).
 #[tracing::instrument(skip_all, fields(job = %job.id, operation_id = %job.operation_id))]
 pub async fn insert(conn: &mut Connection, job: &Job) -> Result<(), StoreError> {
-    sqlx::query(
+    insert_statement(job).query().execute(&mut *conn).await?;
+    chain::append(conn, vec![written_entry(job)], job.updated_at).await
+}
+
+/// The insert of `job`'s row.
+fn insert_statement(job: &Job) -> Statement {
+    Statement::new(
         "INSERT INTO execution_jobs (id, operation_id, change_set_id, item_index, host, tool_name, args,
              agent_id, target_kind, target_id, run_key, idempotent, status, attempts, attempt_limit,
              doubts, last_error, result, due_at, started_at, lease_until, created_at, updated_at, owner_device,
              approval_digest, held, approved_by)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)"
+            .to_owned(),
     )
     .bind(job.id.to_string())
     .bind(job.operation_id.as_str())
     .bind(job.change_set_id.to_string())
     .bind(job.item_index as i64)
-    .bind(&job.host)
-    .bind(&job.tool_name)
+    .bind(job.host.as_str())
+    .bind(job.tool_name.as_str())
     .bind(job.args.to_string())
-    .bind(&job.agent_id)
-    .bind(&job.target.kind)
-    .bind(&job.target.id)
-    .bind(&job.run_key)
+    .bind(job.agent_id.as_str())
+    .bind(job.target.kind.as_str())
+    .bind(job.target.id.as_str())
+    .bind(job.run_key.as_str())
     .bind(i64::from(job.idempotent))
     .bind(job.status.as_str())
     .bind(i64::from(job.attempts))
@@ -640,9 +649,6 @@ pub async fn insert(conn: &mut Connection, job: &Job) -> Result<(), StoreError> 
     .bind(job.approval_digest.as_deref())
     .bind(i64::from(job.held))
     .bind(approved_by_text(&job.approved_by))
-    .execute(&mut *conn)
-    .await?;
-    chain::append(conn, vec![written_entry(job)], job.updated_at).await
 }
 
 /// The consent chain's entry for `job` as written whole (a new job, or another
@@ -1294,6 +1300,21 @@ pub async fn cancel_held(
 /// item pending, and one item has one job row). Keeps the retracted row's id, so
 /// copies on other devices are written over, not doubled; returns the id in force.
 pub async fn insert_or_revive(conn: &mut Connection, job: &Job) -> Result<Uuid, StoreError> {
+    let mut plan = WritePlan::default();
+    let id = plan_insert_or_revive(conn, job, &mut plan).await?;
+    plan.apply(conn, job.updated_at).await?;
+    Ok(id)
+}
+
+/// [`insert_or_revive`] in a decision's `plan`: the retracted job to revive is looked
+/// up (and removed) now, the row and its chain entry are planned, written with the
+/// decision (its chain entry in the plan's order). Nothing in the deciding transaction
+/// reads the job before the plan is applied; its id is returned.
+pub async fn plan_insert_or_revive(
+    conn: &mut Connection,
+    job: &Job,
+    plan: &mut WritePlan,
+) -> Result<Uuid, StoreError> {
     let existing: Option<String> = sqlx::query_scalar(
         "SELECT id FROM execution_jobs WHERE change_set_id = $1 AND item_index = $2 AND status = 'retracted'",
     )
@@ -1301,17 +1322,20 @@ pub async fn insert_or_revive(conn: &mut Connection, job: &Job) -> Result<Uuid, 
     .bind(job.item_index as i64)
     .fetch_optional(&mut *conn)
     .await?;
-    let Some(existing) = existing else {
-        insert(conn, job).await?;
-        return Ok(job.id);
+    let job = match existing {
+        None => job.clone(),
+        Some(existing) => {
+            let id = Uuid::parse_str(&existing).map_err(|e| StoreError::corrupt(TABLE, e))?;
+            sqlx::query("DELETE FROM execution_jobs WHERE id = $1")
+                .bind(&existing)
+                .execute(&mut *conn)
+                .await?;
+            Job { id, ..job.clone() }
+        }
     };
-    let id = Uuid::parse_str(&existing).map_err(|e| StoreError::corrupt(TABLE, e))?;
-    sqlx::query("DELETE FROM execution_jobs WHERE id = $1")
-        .bind(&existing)
-        .execute(&mut *conn)
-        .await?;
-    insert(conn, &Job { id, ..job.clone() }).await?;
-    Ok(id)
+    plan.statement(insert_statement(&job));
+    plan.entry(written_entry(&job));
+    Ok(job.id)
 }
 
 /// Writes `note` as job `id`'s last error (why it stopped: a retraction's reason).

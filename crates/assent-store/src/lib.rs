@@ -79,6 +79,17 @@ macro_rules! held_job_of_item {
     };
 }
 
+/// This device's chain head as three columns of a read of other rows
+/// (`chain_device`, `chain_seq`, `chain_hash`: [`chain::decode_head_named`]), as
+/// `chain::HEAD` reads it alone.
+macro_rules! chain_head_columns {
+    () => {
+        "(SELECT host_id FROM sync_device WHERE singleton = 1) AS chain_device,
+         (SELECT seq FROM consent_chain c WHERE c.device_id = (SELECT host_id FROM sync_device WHERE singleton = 1) ORDER BY seq DESC LIMIT 1) AS chain_seq,
+         (SELECT hash FROM consent_chain c WHERE c.device_id = (SELECT host_id FROM sync_device WHERE singleton = 1) ORDER BY seq DESC LIMIT 1) AS chain_hash"
+    };
+}
+
 /// The columns of a decision's row, in the order `decisions::write_row` and
 /// `plan::insert_decisions` bind them.
 macro_rules! decision_row_columns {

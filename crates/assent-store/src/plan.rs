@@ -29,6 +29,16 @@
 //! the transaction, after every row lock the decision takes, so a decision and a
 //! job's claim (which takes its row, then the chain) cannot wait on each other in
 //! opposite orders.
+//!
+//! On SQLite the chain's head comes with the decision's read (the same statement as
+//! the set, under the write lock `BEGIN IMMEDIATE` took: `WritePlan::after_head`), so
+//! the plan does not read it again: its insert appends only while that head is still
+//! the head (`chain::insert_after_checked`), and a transaction that appended since
+//! (a write of its own between its read and its apply that enters the chain at once)
+//! inserts nothing there and reads the head and appends after it, as before. A group
+//! commit's members hold the connection one at a time, each from its read to its
+//! apply, so another member's entries come before a read or after an apply. Never a
+//! fork or a gap: a stale head inserts nothing.
 
 #[cfg(feature = "sqlite")]
 use crate::error::SqliteResult;
@@ -56,6 +66,9 @@ pub struct WritePlan {
     applied: Vec<Vec<crate::row::Value>>,
     entries: Vec<Planned>,
     messages: Vec<PlannedMessage>,
+    /// The chain head the decision's read found in this transaction
+    /// ([`WritePlan::after_head`]).
+    head: Option<chain::Head>,
 }
 
 /// A chain entry, or the entry of the plan's audit record at that position (its
@@ -88,6 +101,16 @@ impl WritePlan {
             && self.applied.is_empty()
             && self.entries.is_empty()
             && self.messages.is_empty()
+    }
+
+    /// Appends the plan's chain entries after `head` (the chain's head as its
+    /// decision read it in the same transaction, `change_sets::DecisionRead::chain_head`)
+    /// without reading the head again: on SQLite the insert checks that `head` is
+    /// still the head (`chain::insert_after_checked`) and, when the transaction
+    /// appended since, the plan reads it and inserts after that (two statements more,
+    /// as before). One statement fewer per decision.
+    pub fn after_head(&mut self, head: Option<chain::Head>) {
+        self.head = head;
     }
 
     /// Plans an audit record written on this device: its row, its chain entry and its
@@ -172,6 +195,7 @@ impl WritePlan {
     /// stood).
     pub fn extend(&mut self, other: WritePlan) {
         let offset = self.audits.len();
+        self.head = self.head.take().or(other.head);
         self.decisions.extend(other.decisions);
         self.audits.extend(other.audits);
         self.statements.extend(other.statements);
@@ -272,21 +296,24 @@ impl WritePlan {
     /// beginning is written through sqlx).
     #[cfg(feature = "sqlite")]
     fn apply_through_c_api(
-        self,
+        mut self,
         c: &crate::c_api::CApi<'_>,
         now: OffsetDateTime,
     ) -> Result<Option<Self>, StoreError> {
-        let head = if self.entries.is_empty() {
-            None
-        } else {
+        let read_head = |c: &crate::c_api::CApi<'_>| -> Result<chain::Head, StoreError> {
             let mut statement = c.bound(chain::HEAD, &[] as &[crate::row::Value])?;
             let mut rows = statement.raw_query();
-            let head = chain::decode_head(rows.next().or_store()?)?;
-            if head.entries == 0 {
-                return Ok(Some(self));
-            }
-            Some(head)
+            chain::decode_head(rows.next().or_store()?)
         };
+        // The head the decision's read found, or a read of it now.
+        let (head, known) = match self.head.take() {
+            _ if self.entries.is_empty() => (None, false),
+            Some(head) => (Some(head), true),
+            None => (Some(read_head(c)?), false),
+        };
+        if head.as_ref().is_some_and(|head| head.entries == 0) {
+            return Ok(Some(self));
+        }
         for statement in decision_statements(&self.decisions) {
             statement.execute(c)?;
         }
@@ -303,7 +330,18 @@ impl WritePlan {
         }
         if let Some(head) = head {
             let entries = resolved_entries(self.entries, &self.audits, &ids);
-            chain::insert_after(head, entries, now)?.execute(c)?;
+            if !known {
+                chain::insert_after(head, entries, now)?.execute(c)?;
+            } else {
+                let count = entries.len();
+                let checked = chain::insert_after_checked(head, entries.clone(), now)?;
+                if checked.execute(c)? != count {
+                    // The transaction appended since its read (an earlier write of
+                    // its own): after the head as it is now.
+                    let head = read_head(c)?;
+                    chain::insert_after(head, entries, now)?.execute(c)?;
+                }
+            }
         }
         Ok(None)
     }
@@ -509,6 +547,66 @@ mod tests {
             entity_type: kind,
             entity_id: MessageId::Known(id.to_owned()),
             payload: payload.to_owned(),
+        }
+    }
+
+    fn entry(subject: &str) -> chain::Entry {
+        chain::Entry {
+            kind: chain::EntryKind::Approval,
+            subject: subject.to_owned(),
+            content: json!({"subject": subject}),
+        }
+    }
+
+    /// A plan told the chain's head appends after it with one checked insert; told a
+    /// head the transaction moved past since (an entry appended at once after the
+    /// read), it inserts nothing there, reads the head and appends after that: the
+    /// chain stays one unbroken line either way.
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn a_plan_appends_after_the_head_it_was_told_or_the_head_as_it_is_now() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("plan.db").display());
+        let store = crate::Store::open(&url).await.expect("opens");
+        let now = OffsetDateTime::UNIX_EPOCH;
+        // The chain's beginning is written by its first append.
+        let mut tx = store.begin_write().await.expect("begins");
+        chain::append(tx.connection(), vec![entry("first")], now)
+            .await
+            .expect("begins the chain");
+        tx.commit().await.expect("commits");
+
+        let mut tx = store.begin_write().await.expect("begins");
+        let head = chain::head(tx.connection()).await.expect("head");
+        let mut plan = WritePlan::default();
+        plan.entry(entry("told the head"));
+        plan.after_head(Some(head.clone()));
+        plan.apply(tx.connection(), now).await.expect("applies");
+        let after = chain::head(tx.connection()).await.expect("head");
+        assert_eq!(after.entries, head.entries + 1);
+
+        // Stale: the transaction appends after telling the plan.
+        chain::append(tx.connection(), vec![entry("at once")], now)
+            .await
+            .expect("appends");
+        let mut plan = WritePlan::default();
+        plan.entry(entry("told a stale head"));
+        plan.after_head(Some(after.clone()));
+        plan.apply(tx.connection(), now).await.expect("applies");
+        let entries = chain::entries(tx.connection()).await.expect("entries");
+        tx.commit().await.expect("commits");
+
+        let subjects: Vec<&str> = entries.iter().map(|e| e.subject.as_str()).collect();
+        assert_eq!(
+            subjects[subjects.len() - 3..],
+            ["told the head", "at once", "told a stale head"]
+        );
+        let mut prev = chain::GENESIS.to_owned();
+        for (seq, entry) in (1u64..).zip(&entries) {
+            assert_eq!(entry.seq, seq, "no gap, no fork");
+            assert_eq!(entry.prev, prev, "linked to the entry before");
+            assert_eq!(entry.hash, entry.expected_hash());
+            prev = entry.hash.clone();
         }
     }
 

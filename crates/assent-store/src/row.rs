@@ -167,6 +167,11 @@ impl Statement {
         self
     }
 
+    /// Its SQL and its values, to build another statement from.
+    pub(crate) fn into_parts(self) -> (String, Vec<Value>) {
+        (self.sql, self.params)
+    }
+
     /// The statement as an sqlx query.
     pub(crate) fn query(&self) -> sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments> {
         let mut query = sqlx::query(sqlx::AssertSqlSafe(self.sql.clone()));
