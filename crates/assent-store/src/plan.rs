@@ -243,6 +243,7 @@ impl WritePlan {
 
     /// The plan's statements other than its decisions, audit rows, outbox messages
     /// and chain entries, in the order they are written.
+    #[cfg(feature = "sqlite")]
     fn other_writes(&self) -> impl Iterator<Item = Statement> + '_ {
         self.statements
             .iter()
@@ -257,9 +258,10 @@ impl WritePlan {
     ) -> Result<(), StoreError> {
         insert_decisions(conn, &self.decisions).await?;
         let ids = audit::insert_rows(conn, &self.audits).await?;
-        for statement in self.other_writes() {
+        for statement in &self.statements {
             statement.query().execute(&mut *conn).await?;
         }
+        insert_applied(conn, &self.applied).await?;
         let messages = outbox_messages(self.messages, &ids);
         outbox::enqueue_many(conn, &messages, now).await?;
         // The chain last: on PostgreSQL its lock is the transaction's last.
@@ -352,15 +354,82 @@ pub(crate) struct PlannedDecision {
     pub(crate) shadow: Option<String>,
 }
 
-/// Writes planned decisions, up to 50 in one statement (18 parameters each).
+/// Writes planned decisions, up to 50 in one statement (18 parameters each); on
+/// PostgreSQL all of them in one statement of one text ([`DECISIONS_UNNEST`]).
 async fn insert_decisions(
     conn: &mut Connection,
     rows: &[PlannedDecision],
 ) -> Result<(), StoreError> {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = conn.as_postgres() {
+        let mut insert =
+            crate::row::Unnest::new(DECISIONS_UNNEST, "decisions", Vec::new(), &DECISION_TYPES);
+        for row in rows {
+            insert.row(decision_values(row))?;
+        }
+        if !insert.is_empty() {
+            insert.query().execute(pg).await?;
+        }
+        return Ok(());
+    }
     for statement in decision_statements(rows) {
         statement.query().execute(&mut *conn).await?;
     }
     Ok(())
+}
+
+/// [`insert_decisions`] on PostgreSQL: every planned decision in one statement whose
+/// text is the same for any count (`crate::row::Unnest`), in the plan's order (the
+/// table's `rowid` orders ties on insertion, so `WITH ORDINALITY` keeps it).
+#[cfg(feature = "postgres")]
+const DECISIONS_UNNEST: &str = concat!(
+    "INSERT INTO decisions (",
+    decision_row_columns!(),
+    ") SELECT ",
+    decision_row_columns!(),
+    " FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+                  $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                  $15::text[], $16::text[], $17::text[], $18::text[])
+      WITH ORDINALITY AS u(",
+    decision_row_columns!(),
+    ", n) ORDER BY n"
+);
+
+/// The types of [`DECISIONS_UNNEST`]'s columns: `item_index` an integer, the rest text.
+#[cfg(feature = "postgres")]
+const DECISION_TYPES: [crate::row::ArrayType; 18] = {
+    use crate::row::ArrayType::{Int, Text};
+    [
+        Text, Text, Int, Text, Text, Text, Text, Text, Text, Text, Text, Text, Text, Text, Text,
+        Text, Text, Text,
+    ]
+};
+
+/// A planned decision's values in the order of `decision_row_columns!`.
+#[cfg(feature = "postgres")]
+fn decision_values(row: &PlannedDecision) -> Vec<crate::row::Value> {
+    use crate::row::Value as V;
+    let decision = &row.decision;
+    vec![
+        V::from(decision.id.to_string()),
+        V::from(decision.change_set_id.to_string()),
+        V::from(decision.item_index as i64),
+        V::from(decision.agent_id.as_str()),
+        V::from(decision.target_kind.as_str()),
+        V::from(decision.target_id.as_str()),
+        V::from(decision.tool_name.as_str()),
+        V::from(decision.verdict.as_str()),
+        V::from(decision.reason.as_deref()),
+        V::from(decision.edited_args.as_ref().map(Value::to_string)),
+        V::from(decision.human_summary.as_str()),
+        V::from(decision.args.to_string()),
+        V::from(timefmt::format(decision.created_at)),
+        V::from(json!(decision.vector_clock).to_string()),
+        V::NullText,
+        V::from(row.approval_digest.as_deref()),
+        V::from(row.decided_by.as_deref()),
+        V::from(row.shadow.as_deref()),
+    ]
 }
 
 /// The inserts of planned decisions, up to 50 in one statement (18 parameters each).
@@ -477,6 +546,40 @@ impl<Ctx: ?Sized + Send> AuditSink<Ctx> for PlannedAudits {
     }
 }
 
+/// Writes planned applied operations ([`applied_inserts`]); on PostgreSQL all of them
+/// in one statement of one text ([`APPLIED_UNNEST`]).
+async fn insert_applied(
+    conn: &mut Connection,
+    rows: &[Vec<crate::row::Value>],
+) -> Result<(), StoreError> {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = conn.as_postgres() {
+        let mut insert = crate::row::Unnest::new(
+            APPLIED_UNNEST,
+            "applied_operations",
+            Vec::new(),
+            &[crate::row::ArrayType::Text; 6],
+        );
+        for row in rows {
+            insert.row(row.clone())?;
+        }
+        if !insert.is_empty() {
+            insert.query().execute(pg).await?;
+        }
+        return Ok(());
+    }
+    for statement in applied_inserts(rows) {
+        statement.query().execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// [`applied_inserts`] on PostgreSQL, whatever the count (`crate::row::Unnest`).
+#[cfg(feature = "postgres")]
+const APPLIED_UNNEST: &str = "INSERT INTO applied_operations (operation_id, tool_name, target_kind, target_id, message, applied_at)
+ SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+ ON CONFLICT (operation_id) DO NOTHING";
+
 /// How many applied operations one statement of [`applied_inserts`] writes.
 const PER_STATEMENT: usize = 100;
 
@@ -510,6 +613,14 @@ mod tests {
             entity_id: MessageId::Known(id.to_owned()),
             payload: payload.to_owned(),
         }
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn the_array_inserts_cast_each_column_to_its_type() {
+        use crate::row::{ArrayType, assert_unnest_casts};
+        assert_unnest_casts(DECISIONS_UNNEST, 0, &DECISION_TYPES);
+        assert_unnest_casts(APPLIED_UNNEST, 0, &[ArrayType::Text; 6]);
     }
 
     #[test]
