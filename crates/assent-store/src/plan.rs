@@ -615,6 +615,137 @@ mod tests {
         }
     }
 
+    /// What [`written`] reads back: audit rows, applied messages, outbox, chain.
+    type Written = (
+        Vec<audit::AuditRow>,
+        Vec<Option<String>>,
+        Vec<outbox::OutboxMessage>,
+        Vec<chain::ChainEntry>,
+    );
+
+    /// Two audit records (one with every optional column empty, one with each filled,
+    /// text beyond ASCII included), two applied operations, outbox messages and a chain
+    /// entry, written by one plan, read back as the store reads them.
+    async fn written(store: &crate::Store) -> Written {
+        use assent_domain::{OperationId, Target, VectorClock};
+        use assent_tools::AuditKind;
+        let now = OffsetDateTime::UNIX_EPOCH + time::Duration::microseconds(1_234_567);
+        let bare = AuditRecord {
+            operation_id: OperationId::from_stored("ab".repeat(16)),
+            run_key: "run".into(),
+            tool_name: "send".into(),
+            agent_id: "agent".into(),
+            target_kind: "note".into(),
+            target_id: "n1".into(),
+            kind: AuditKind::Action,
+            args: json!({}),
+            success: None,
+            detail: None,
+            vector_clock: None,
+            created_at: now,
+            allowed_by: None,
+            refused_by: None,
+            decided_by: None,
+        };
+        let mut clock = VectorClock::default();
+        clock.tick("dev");
+        let full = AuditRecord {
+            kind: AuditKind::Result,
+            args: json!({"title": "Café ☕ \"quoted\"\n", "n": [1, null, 2.5]}),
+            success: Some(false),
+            detail: Some("non ascii: ü 漢字, NUL-free".into()),
+            vector_clock: Some(clock),
+            allowed_by: Some(json!({"rule": "a"})),
+            refused_by: Some(json!(["x"])),
+            decided_by: Some(json!({"person": "ö"})),
+            ..bare.clone()
+        };
+        let mut plan = WritePlan::default();
+        plan.audit(bare).expect("plans");
+        plan.audit(full).expect("plans");
+        let target = Target::new("note", "n1");
+        for (id, message) in [("cd", "sent ✓"), ("ef", "")] {
+            plan.applied_operation(
+                &OperationId::from_stored(id.repeat(16)),
+                "send",
+                &target,
+                message,
+                now,
+            );
+        }
+        plan.message(entity::CHANGE_SET, "s".to_owned(), &json!({"a": "é"}))
+            .expect("plans");
+        plan.entry(chain::Entry {
+            kind: chain::EntryKind::Grant,
+            subject: "g ü".to_owned(),
+            content: json!({"b": 1, "a": "ü"}),
+        });
+        let tx = store.begin_write().await.expect("begins");
+        tx.commit_with(plan, now).await.expect("applies");
+        let mut conn = store.read_connection().await.expect("connection");
+        let audits = audit::all_for_proof(&mut conn).await.expect("audit rows");
+        let mut applied = Vec::new();
+        for id in ["cd", "ef"] {
+            let id = OperationId::from_stored(id.repeat(16));
+            applied.push(
+                crate::operations::applied(&mut conn, &id)
+                    .await
+                    .expect("reads"),
+            );
+        }
+        let messages = outbox::undelivered(&mut conn, 10).await.expect("outbox");
+        let entries = chain::entries(&mut conn).await.expect("chain");
+        (audits, applied, messages, entries)
+    }
+
+    /// A database of its own on the PostgreSQL server `ASSENT_TEST_POSTGRES_URL`
+    /// names, if it names one (the integration suite's variable).
+    #[cfg(feature = "postgres")]
+    async fn postgres_database() -> Option<String> {
+        use sqlx::Connection as _;
+        let server = std::env::var("ASSENT_TEST_POSTGRES_URL").ok()?;
+        sqlx::any::install_default_drivers();
+        let name = format!("assent_plan_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = sqlx::AnyConnection::connect(&server)
+            .await
+            .expect("connects");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .expect("creates");
+        let (without_query, query) = server
+            .split_once('?')
+            .map_or((server.as_str(), None), |(u, q)| (u, Some(q)));
+        let base = without_query
+            .rsplit_once('/')
+            .filter(|(base, _)| base.contains("://"))
+            .map_or(without_query, |(base, _)| base);
+        Some(match query {
+            Some(query) => format!("{base}/{name}?{query}"),
+            None => format!("{base}/{name}"),
+        })
+    }
+
+    async fn store_on(url: String) -> crate::Store {
+        let mut options = crate::StoreOptions::new(url);
+        options.device_id = "dev".to_owned();
+        crate::Store::open_with(options).await.expect("opens")
+    }
+
+    /// A plan written with arrays on PostgreSQL (`crate::row::Unnest`) reads back as the
+    /// same plan written through SQLite's C API: ids in the plan's order, NULLs, JSON
+    /// and text beyond ASCII, times as the store formats them, the chain's hashes.
+    #[tokio::test]
+    async fn a_plan_reads_back_alike_on_sqlite_and_postgres() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let sqlite = store_on(format!("sqlite://{}", dir.path().join("plan.db").display())).await;
+        let on_sqlite = written(&sqlite).await;
+        #[cfg(feature = "postgres")]
+        if let Some(url) = postgres_database().await {
+            assert_eq!(written(&store_on(url).await).await, on_sqlite);
+        }
+    }
+
     #[cfg(feature = "postgres")]
     #[test]
     fn the_array_inserts_cast_each_column_to_its_type() {
