@@ -253,11 +253,84 @@ async fn write(
     entries: Vec<Entry>,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = conn.as_postgres() {
+        let insert = insert_after_unnest(head, entries, now)?;
+        if !insert.is_empty() {
+            insert.query().execute(pg).await?;
+        }
+        return Ok(());
+    }
     insert_after(head, entries, now)?
         .query()
         .execute(&mut *conn)
         .await?;
     Ok(())
+}
+
+/// [`insert_after`] on PostgreSQL: `$1` the device, `$2` the time, then the entries'
+/// columns as arrays, one statement text whatever the count (`crate::row::Unnest`).
+#[cfg(feature = "postgres")]
+const INSERT_UNNEST: &str =
+    "INSERT INTO consent_chain (device_id, seq, kind, subject, content, prev, hash, created_at)
+ SELECT $1::text, seq, kind, subject, content, prev, hash, $2::text
+ FROM UNNEST($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+      AS u(seq, kind, subject, content, prev, hash)";
+
+/// The types of [`INSERT_UNNEST`]'s arrays: `seq` an integer, the rest text.
+#[cfg(feature = "postgres")]
+const INSERT_TYPES: [crate::row::ArrayType; 6] = {
+    use crate::row::ArrayType::{Int, Text};
+    [Int, Text, Text, Text, Text, Text]
+};
+
+/// [`insert_after`]'s rows as [`INSERT_UNNEST`]: the same entries, hashed the same way.
+#[cfg(feature = "postgres")]
+fn insert_after_unnest(
+    head: Head,
+    entries: Vec<Entry>,
+    now: OffsetDateTime,
+) -> Result<crate::row::Unnest, StoreError> {
+    use crate::row::{Unnest, Value};
+    let scalars = vec![
+        Value::from(head.device_id.as_str()),
+        Value::from(timefmt::format(now)),
+    ];
+    let mut insert = Unnest::new(INSERT_UNNEST, TABLE, scalars, &INSERT_TYPES);
+    for row in hashed_rows(&head, entries) {
+        let (seq, kind, subject, content, prev, hash) = row?;
+        insert.row(vec![
+            Value::from(seq),
+            Value::from(kind),
+            Value::from(subject),
+            Value::from(content),
+            Value::from(prev),
+            Value::from(hash),
+        ])?;
+    }
+    Ok(insert)
+}
+
+/// An entry's row after `head`: seq, kind, subject, canonical content, prev, hash.
+#[cfg(feature = "postgres")]
+type HashedRow = (i64, &'static str, String, String, String, String);
+
+/// The rows of `entries` after `head`, each hashed onto the one before.
+#[cfg(feature = "postgres")]
+fn hashed_rows(
+    head: &Head,
+    entries: Vec<Entry>,
+) -> impl Iterator<Item = Result<HashedRow, StoreError>> + '_ {
+    let mut prev = head.hash.clone();
+    (1u64..).zip(entries).map(move |(offset, entry)| {
+        let seq = head.entries + offset;
+        let content = canonical_json(&entry.content);
+        let kind = entry.kind.as_str();
+        let hash = entry_hash(&prev, &head.device_id, seq, kind, &entry.subject, &content);
+        let seq = i64::try_from(seq).map_err(|e| StoreError::corrupt(TABLE, e))?;
+        let prev = std::mem::replace(&mut prev, hash.clone());
+        Ok((seq, kind, entry.subject, content, prev, hash))
+    })
 }
 
 /// The insert of `entries` after `head`, each hashed onto the one before.
@@ -566,6 +639,55 @@ pub async fn entries(conn: &mut Connection) -> Result<Vec<ChainEntry>, StoreErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn the_array_insert_hashes_as_the_values_insert_does() {
+        crate::row::assert_unnest_casts(INSERT_UNNEST, 2, &INSERT_TYPES);
+        let head = Head {
+            device_id: "dev".to_owned(),
+            entries: 4,
+            hash: "f".repeat(64),
+        };
+        let entries = vec![
+            Entry {
+                kind: EntryKind::Decision,
+                subject: "d".to_owned(),
+                content: json!({"b": 1, "a": [null, "é"]}),
+            },
+            Entry {
+                kind: EntryKind::Audit,
+                subject: "7".to_owned(),
+                content: json!({}),
+            },
+        ];
+        let rows: Vec<HashedRow> = hashed_rows(&head, entries.clone())
+            .collect::<Result<_, _>>()
+            .expect("hashed");
+        let values = insert_after(head, entries, OffsetDateTime::UNIX_EPOCH).expect("insert");
+        use crate::row::Value as V;
+        let expected: Vec<V> = rows
+            .iter()
+            .flat_map(|(seq, kind, subject, content, prev, hash)| {
+                [
+                    V::from("dev"),
+                    V::from(*seq),
+                    V::from(*kind),
+                    V::from(subject),
+                    V::from(content),
+                    V::from(prev),
+                    V::from(hash),
+                    V::from(timefmt::format(OffsetDateTime::UNIX_EPOCH)),
+                ]
+            })
+            .collect();
+        assert_eq!(values.params(), expected.as_slice());
+        assert_eq!(rows[0].0, 5);
+        assert_eq!(
+            rows[1].4, rows[0].5,
+            "the second entry's prev is the first's hash"
+        );
+    }
 
     #[test]
     fn a_hash_covers_every_field() {

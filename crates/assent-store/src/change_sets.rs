@@ -335,6 +335,11 @@ pub(crate) async fn insert_rows(
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
     let clock = json!(set.vector_clock).to_string();
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = conn.as_postgres() {
+        insert_set_unnest(pg, set, &clock, host).await?;
+        return chain::append(conn, quorum_entries(set), now).await;
+    }
     sqlx::query(
         "INSERT INTO change_sets (id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, resolved_at, vector_clock)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -388,14 +393,83 @@ pub(crate) async fn insert_rows(
         }
         query.execute(&mut *conn).await?;
     }
-    let quorums: Vec<chain::Entry> = set
-        .items
+    chain::append(conn, quorum_entries(set), now).await
+}
+
+/// The chain entries of `set`'s items that need more than one person.
+fn quorum_entries(set: &ChangeSet) -> Vec<chain::Entry> {
+    set.items
         .iter()
         .enumerate()
         .filter(|(_, item)| item.approvals_needed() > 1)
         .map(|(index, item)| chain::quorum_entry(set, index, item.approvals_needed()))
-        .collect();
-    chain::append(conn, quorums, now).await
+        .collect()
+}
+
+/// [`insert_rows`] on PostgreSQL: the set's row (`$1`–`$10`, its clock `$10` also its
+/// items') and its items (the host `$11`, then their columns as arrays) in one
+/// statement whose text is the same for any count (`crate::row::Unnest`). The items
+/// reference the set inserted beside them: PostgreSQL checks a foreign key at the end
+/// of the statement, when both rows exist.
+#[cfg(feature = "postgres")]
+const SET_UNNEST: &str = "WITH set_row AS (
+   INSERT INTO change_sets (id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, resolved_at, vector_clock)
+   VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text))
+ INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value, vector_clock, host, fingerprint, stale_detail, approvals_needed)
+ SELECT $1::text, item_index, tool_name, args, human_summary, status, before_value, $10::text, $11::text, fingerprint,
+        stale_detail, approvals_needed
+ FROM UNNEST($12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[],
+             $20::bigint[])
+      AS u(item_index, tool_name, args, human_summary, status, before_value, fingerprint, stale_detail,
+           approvals_needed)";
+
+/// The types of [`SET_UNNEST`]'s arrays: the index and the quorum integers.
+#[cfg(feature = "postgres")]
+const ITEM_TYPES: [crate::row::ArrayType; 9] = {
+    use crate::row::ArrayType::{Int, Text};
+    [Int, Text, Text, Text, Text, Text, Text, Text, Int]
+};
+
+/// Writes `set` and its items with [`SET_UNNEST`].
+#[cfg(feature = "postgres")]
+async fn insert_set_unnest(
+    pg: &mut sqlx::PgConnection,
+    set: &ChangeSet,
+    clock: &str,
+    host: Option<&str>,
+) -> Result<(), StoreError> {
+    use crate::row::{Unnest, Value as V};
+    let scalars = vec![
+        V::from(set.id.to_string()),
+        V::from(set.agent_id.as_str()),
+        V::from(set.target_kind.as_str()),
+        V::from(set.target_id.as_str()),
+        V::from(set.thread_id.as_str()),
+        V::from(set.run_key.as_str()),
+        V::from(set.status.as_str()),
+        V::from(timefmt::format(set.created_at)),
+        V::from(set.resolved_at.map(timefmt::format)),
+        V::from(clock),
+        V::from(host),
+    ];
+    let mut insert = Unnest::new(SET_UNNEST, "change_items", scalars, &ITEM_TYPES);
+    for (index, item) in set.items.iter().enumerate() {
+        let index = i64::try_from(index).map_err(|e| StoreError::corrupt("change_items", e))?;
+        insert.row(vec![
+            V::from(index),
+            V::from(item.tool_name.as_str()),
+            V::from(item.args.to_string()),
+            V::from(item.human_summary.as_str()),
+            V::from(item.status.as_str()),
+            V::from(item.before.as_ref().map(Value::to_string)),
+            V::from(item.fingerprint.as_ref().map(Value::to_string)),
+            V::from(item.stale_detail.as_deref()),
+            V::from(item.approvals_needed.map(i64::from)),
+        ])?;
+    }
+    // Even with no item: the set's row is written by the statement's `WITH`.
+    insert.query().execute(pg).await?;
+    Ok(())
 }
 
 /// Writes the set's status, resolution time and clock, and the statuses of the items
@@ -422,7 +496,7 @@ pub async fn update_status_into(
     now: OffsetDateTime,
     plan: &mut WritePlan,
 ) -> Result<(), StoreError> {
-    for statement in status_statements(set, changed_items) {
+    for statement in status_statements(set, changed_items, crate::Backend::of(conn)) {
         plan.statement(statement);
     }
     for (index, item) in changed_items
@@ -449,7 +523,7 @@ pub(crate) async fn write_status(
     set: &ChangeSet,
     changed_items: &[usize],
 ) -> Result<(), StoreError> {
-    for statement in status_statements(set, changed_items) {
+    for statement in status_statements(set, changed_items, crate::Backend::of(conn)) {
         statement.query().execute(&mut *conn).await?;
     }
     Ok(())
@@ -457,8 +531,13 @@ pub(crate) async fn write_status(
 
 /// The statements of [`write_status`]: the set's status, resolution time and clock,
 /// then its changed items' statuses (each taking the set's clock), up to
-/// [`ITEMS_PER_STATUS_WRITE`] items in one statement.
-fn status_statements(set: &ChangeSet, changed_items: &[usize]) -> Vec<Statement> {
+/// [`ITEMS_PER_STATUS_WRITE`] items in one statement; on PostgreSQL all of them in one
+/// statement of one text ([`ITEM_STATUSES_JSON`]).
+fn status_statements(
+    set: &ChangeSet,
+    changed_items: &[usize],
+    backend: crate::Backend,
+) -> Vec<Statement> {
     let clock = json!(set.vector_clock).to_string();
     let mut statements = vec![
         Statement::new(
@@ -474,10 +553,48 @@ fn status_statements(set: &ChangeSet, changed_items: &[usize]) -> Vec<Statement>
         .iter()
         .filter_map(|&index| Some((index, set.items.get(index)?)))
         .collect();
+    if backend == crate::Backend::Postgres {
+        if !changed.is_empty() {
+            statements.push(item_statuses_json(set.id, &clock, &changed));
+        }
+        return statements;
+    }
     for chunk in changed.chunks(ITEMS_PER_STATUS_WRITE) {
         statements.push(item_statuses(set.id, &clock, chunk));
     }
     statements
+}
+
+/// [`item_statuses`] on PostgreSQL, whatever the count of items: `$1` the clock, `$2`
+/// the set, `$3` the items as a JSON array of rows. Why JSON and not arrays as
+/// `crate::row::Unnest` binds them: the statement is one of a write plan's, which
+/// bind through sqlx's `Any` driver (no arrays there); a JSON string carries text and
+/// NULL exactly, and the text stays the same for 1 item or 25 (issue 55).
+const ITEM_STATUSES_JSON: &str =
+    "UPDATE change_items c SET status = u.status, vector_clock = $1, stale_detail = u.stale_detail,
+        before_value = u.before_value, fingerprint = u.fingerprint
+ FROM json_to_recordset($3::json)
+      AS u(item_index bigint, status text, stale_detail text, before_value text, fingerprint text)
+ WHERE c.change_set_id = $2 AND c.item_index = u.item_index";
+
+/// The statement of [`ITEM_STATUSES_JSON`] for `items` of set `set_id`.
+fn item_statuses_json(set_id: Uuid, clock: &str, items: &[(usize, &ChangeItem)]) -> Statement {
+    let rows: Vec<Value> = items
+        .iter()
+        .map(|(index, item)| {
+            json!({
+                "item_index": index,
+                "status": item.status.as_str(),
+                "stale_detail": item.stale_detail,
+                "before_value": item.before.as_ref().map(Value::to_string),
+                "fingerprint": item.fingerprint.as_ref().map(Value::to_string),
+            })
+        })
+        .collect();
+    Statement::new(ITEM_STATUSES_JSON.to_owned())
+        .bind(clock)
+        .bind(set_id.to_string())
+        .bind(Value::Array(rows).to_string())
 }
 
 /// How many items [`item_statuses`] updates in one statement (5 parameters each).
@@ -1356,6 +1473,12 @@ mod tests {
     use super::*;
     use crate::Store;
     use assent_domain::NewChangeSet;
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn the_array_insert_casts_each_column_to_its_type() {
+        crate::row::assert_unnest_casts(SET_UNNEST, 11, &ITEM_TYPES);
+    }
 
     #[tokio::test]
     async fn open_sets_come_with_their_own_items_in_order() {

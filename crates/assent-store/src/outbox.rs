@@ -107,11 +107,39 @@ pub async fn enqueue_many(
     messages: &[Message<'_>],
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = conn.as_postgres() {
+        use crate::row::{ArrayType, Unnest, Value};
+        let scalars = vec![Value::from(timefmt::format(now))];
+        let mut upsert = Unnest::new(UPSERT_UNNEST, "outbox", scalars, &[ArrayType::Text; 3]);
+        for (entity_type, entity_id, payload) in messages {
+            upsert.row(vec![
+                Value::from(*entity_type),
+                Value::from(entity_id),
+                Value::from(payload),
+            ])?;
+        }
+        if !upsert.is_empty() {
+            upsert.query().execute(pg).await?;
+        }
+        return Ok(());
+    }
     for statement in upsert_statements(messages, now) {
         statement.query().execute(&mut *conn).await?;
     }
     Ok(())
 }
+
+/// [`enqueue_many`] on PostgreSQL: `$1` the time, then the messages' types, ids and
+/// payloads as arrays, one statement text whatever the count (`crate::row::Unnest`),
+/// queued in their order (the queue's ids are its order).
+#[cfg(feature = "postgres")]
+const UPSERT_UNNEST: &str = "INSERT INTO outbox (entity_type, entity_id, payload, status, attempts, created_at, updated_at)
+ SELECT entity_type, entity_id, payload, 'pending', 0, $1::text, $1::text
+ FROM UNNEST($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(entity_type, entity_id, payload, n)
+ ORDER BY n
+ ON CONFLICT (entity_type, entity_id) WHERE status = 'pending'
+ DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at";
 
 /// The upserts of `messages`, up to 100 in one statement.
 pub(crate) fn upsert_statements(messages: &[Message<'_>], now: OffsetDateTime) -> Vec<Statement> {
@@ -312,6 +340,13 @@ pub async fn count(conn: &mut Connection) -> Result<i64, StoreError> {
 mod tests {
     use super::*;
     use crate::Store;
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn the_array_upsert_casts_each_column_to_text() {
+        let columns = [crate::row::ArrayType::Text; 3];
+        crate::row::assert_unnest_casts(UPSERT_UNNEST, 1, &columns);
+    }
 
     #[tokio::test]
     async fn many_messages_in_one_statement_replace_a_pending_one_like_enqueue() {

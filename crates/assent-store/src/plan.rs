@@ -267,6 +267,7 @@ impl WritePlan {
 
     /// The plan's statements other than its decisions, audit rows, outbox messages
     /// and chain entries, in the order they are written.
+    #[cfg(feature = "sqlite")]
     fn other_writes(&self) -> impl Iterator<Item = Statement> + '_ {
         self.statements
             .iter()
@@ -281,9 +282,10 @@ impl WritePlan {
     ) -> Result<(), StoreError> {
         insert_decisions(conn, &self.decisions).await?;
         let ids = audit::insert_rows(conn, &self.audits).await?;
-        for statement in self.other_writes() {
+        for statement in &self.statements {
             statement.query().execute(&mut *conn).await?;
         }
+        insert_applied(conn, &self.applied).await?;
         let messages = outbox_messages(self.messages, &ids);
         outbox::enqueue_many(conn, &messages, now).await?;
         // The chain last: on PostgreSQL its lock is the transaction's last.
@@ -390,15 +392,82 @@ pub(crate) struct PlannedDecision {
     pub(crate) shadow: Option<String>,
 }
 
-/// Writes planned decisions, up to 50 in one statement (18 parameters each).
+/// Writes planned decisions, up to 50 in one statement (18 parameters each); on
+/// PostgreSQL all of them in one statement of one text ([`DECISIONS_UNNEST`]).
 async fn insert_decisions(
     conn: &mut Connection,
     rows: &[PlannedDecision],
 ) -> Result<(), StoreError> {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = conn.as_postgres() {
+        let mut insert =
+            crate::row::Unnest::new(DECISIONS_UNNEST, "decisions", Vec::new(), &DECISION_TYPES);
+        for row in rows {
+            insert.row(decision_values(row))?;
+        }
+        if !insert.is_empty() {
+            insert.query().execute(pg).await?;
+        }
+        return Ok(());
+    }
     for statement in decision_statements(rows) {
         statement.query().execute(&mut *conn).await?;
     }
     Ok(())
+}
+
+/// [`insert_decisions`] on PostgreSQL: every planned decision in one statement whose
+/// text is the same for any count (`crate::row::Unnest`), in the plan's order (the
+/// table's `rowid` orders ties on insertion, so `WITH ORDINALITY` keeps it).
+#[cfg(feature = "postgres")]
+const DECISIONS_UNNEST: &str = concat!(
+    "INSERT INTO decisions (",
+    decision_row_columns!(),
+    ") SELECT ",
+    decision_row_columns!(),
+    " FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+                  $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                  $15::text[], $16::text[], $17::text[], $18::text[])
+      WITH ORDINALITY AS u(",
+    decision_row_columns!(),
+    ", n) ORDER BY n"
+);
+
+/// The types of [`DECISIONS_UNNEST`]'s columns: `item_index` an integer, the rest text.
+#[cfg(feature = "postgres")]
+const DECISION_TYPES: [crate::row::ArrayType; 18] = {
+    use crate::row::ArrayType::{Int, Text};
+    [
+        Text, Text, Int, Text, Text, Text, Text, Text, Text, Text, Text, Text, Text, Text, Text,
+        Text, Text, Text,
+    ]
+};
+
+/// A planned decision's values in the order of `decision_row_columns!`.
+#[cfg(feature = "postgres")]
+fn decision_values(row: &PlannedDecision) -> Vec<crate::row::Value> {
+    use crate::row::Value as V;
+    let decision = &row.decision;
+    vec![
+        V::from(decision.id.to_string()),
+        V::from(decision.change_set_id.to_string()),
+        V::from(decision.item_index as i64),
+        V::from(decision.agent_id.as_str()),
+        V::from(decision.target_kind.as_str()),
+        V::from(decision.target_id.as_str()),
+        V::from(decision.tool_name.as_str()),
+        V::from(decision.verdict.as_str()),
+        V::from(decision.reason.as_deref()),
+        V::from(decision.edited_args.as_ref().map(Value::to_string)),
+        V::from(decision.human_summary.as_str()),
+        V::from(decision.args.to_string()),
+        V::from(timefmt::format(decision.created_at)),
+        V::from(json!(decision.vector_clock).to_string()),
+        V::NullText,
+        V::from(row.approval_digest.as_deref()),
+        V::from(row.decided_by.as_deref()),
+        V::from(row.shadow.as_deref()),
+    ]
 }
 
 /// The inserts of planned decisions, up to 50 in one statement (18 parameters each).
@@ -515,6 +584,40 @@ impl<Ctx: ?Sized + Send> AuditSink<Ctx> for PlannedAudits {
     }
 }
 
+/// Writes planned applied operations ([`applied_inserts`]); on PostgreSQL all of them
+/// in one statement of one text ([`APPLIED_UNNEST`]).
+async fn insert_applied(
+    conn: &mut Connection,
+    rows: &[Vec<crate::row::Value>],
+) -> Result<(), StoreError> {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = conn.as_postgres() {
+        let mut insert = crate::row::Unnest::new(
+            APPLIED_UNNEST,
+            "applied_operations",
+            Vec::new(),
+            &[crate::row::ArrayType::Text; 6],
+        );
+        for row in rows {
+            insert.row(row.clone())?;
+        }
+        if !insert.is_empty() {
+            insert.query().execute(pg).await?;
+        }
+        return Ok(());
+    }
+    for statement in applied_inserts(rows) {
+        statement.query().execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// [`applied_inserts`] on PostgreSQL, whatever the count (`crate::row::Unnest`).
+#[cfg(feature = "postgres")]
+const APPLIED_UNNEST: &str = "INSERT INTO applied_operations (operation_id, tool_name, target_kind, target_id, message, applied_at)
+ SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+ ON CONFLICT (operation_id) DO NOTHING";
+
 /// How many applied operations one statement of [`applied_inserts`] writes.
 const PER_STATEMENT: usize = 100;
 
@@ -608,6 +711,147 @@ mod tests {
             assert_eq!(entry.hash, entry.expected_hash());
             prev = entry.hash.clone();
         }
+    }
+
+    /// What [`written`] reads back: audit rows, applied messages, outbox, chain.
+    type Written = (
+        Vec<audit::AuditRow>,
+        Vec<Option<String>>,
+        Vec<outbox::OutboxMessage>,
+        Vec<chain::ChainEntry>,
+    );
+
+    /// Two audit records (one with every optional column empty, one with each filled,
+    /// text beyond ASCII included), two applied operations, outbox messages and a chain
+    /// entry, written by one plan, read back as the store reads them.
+    async fn written(store: &crate::Store) -> Written {
+        use assent_domain::{OperationId, Target, VectorClock};
+        use assent_tools::AuditKind;
+        let now = OffsetDateTime::UNIX_EPOCH + time::Duration::microseconds(1_234_567);
+        let bare = AuditRecord {
+            operation_id: OperationId::from_stored("ab".repeat(16)),
+            run_key: "run".into(),
+            tool_name: "send".into(),
+            agent_id: "agent".into(),
+            target_kind: "note".into(),
+            target_id: "n1".into(),
+            kind: AuditKind::Action,
+            args: json!({}),
+            success: None,
+            detail: None,
+            vector_clock: None,
+            created_at: now,
+            allowed_by: None,
+            refused_by: None,
+            decided_by: None,
+        };
+        let mut clock = VectorClock::default();
+        clock.tick("dev");
+        let full = AuditRecord {
+            kind: AuditKind::Result,
+            args: json!({"title": "Café ☕ \"quoted\"\n", "n": [1, null, 2.5]}),
+            success: Some(false),
+            detail: Some("non ascii: ü 漢字, NUL-free".into()),
+            vector_clock: Some(clock),
+            allowed_by: Some(json!({"rule": "a"})),
+            refused_by: Some(json!(["x"])),
+            decided_by: Some(json!({"person": "ö"})),
+            ..bare.clone()
+        };
+        let mut plan = WritePlan::default();
+        plan.audit(bare).expect("plans");
+        plan.audit(full).expect("plans");
+        let target = Target::new("note", "n1");
+        for (id, message) in [("cd", "sent ✓"), ("ef", "")] {
+            plan.applied_operation(
+                &OperationId::from_stored(id.repeat(16)),
+                "send",
+                &target,
+                message,
+                now,
+            );
+        }
+        plan.message(entity::CHANGE_SET, "s".to_owned(), &json!({"a": "é"}))
+            .expect("plans");
+        plan.entry(chain::Entry {
+            kind: chain::EntryKind::Grant,
+            subject: "g ü".to_owned(),
+            content: json!({"b": 1, "a": "ü"}),
+        });
+        let tx = store.begin_write().await.expect("begins");
+        tx.commit_with(plan, now).await.expect("applies");
+        let mut conn = store.read_connection().await.expect("connection");
+        let audits = audit::all_for_proof(&mut conn).await.expect("audit rows");
+        let mut applied = Vec::new();
+        for id in ["cd", "ef"] {
+            // Not `operations::applied`: this module imports nothing of that one.
+            let read = "SELECT message FROM applied_operations WHERE operation_id = $1";
+            let message: Option<String> = sqlx::query_scalar(read)
+                .bind(id.repeat(16))
+                .fetch_optional(&mut *conn)
+                .await
+                .expect("reads");
+            applied.push(message);
+        }
+        let messages = outbox::undelivered(&mut conn, 10).await.expect("outbox");
+        let entries = chain::entries(&mut conn).await.expect("chain");
+        (audits, applied, messages, entries)
+    }
+
+    /// A database of its own on the PostgreSQL server `ASSENT_TEST_POSTGRES_URL`
+    /// names, if it names one (the integration suite's variable).
+    #[cfg(feature = "postgres")]
+    async fn postgres_database() -> Option<String> {
+        use sqlx::Connection as _;
+        let server = std::env::var("ASSENT_TEST_POSTGRES_URL").ok()?;
+        sqlx::any::install_default_drivers();
+        let name = format!("assent_plan_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = sqlx::AnyConnection::connect(&server)
+            .await
+            .expect("connects");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .expect("creates");
+        let (without_query, query) = server
+            .split_once('?')
+            .map_or((server.as_str(), None), |(u, q)| (u, Some(q)));
+        let base = without_query
+            .rsplit_once('/')
+            .filter(|(base, _)| base.contains("://"))
+            .map_or(without_query, |(base, _)| base);
+        Some(match query {
+            Some(query) => format!("{base}/{name}?{query}"),
+            None => format!("{base}/{name}"),
+        })
+    }
+
+    async fn store_on(url: String) -> crate::Store {
+        let mut options = crate::StoreOptions::new(url);
+        options.device_id = "dev".to_owned();
+        crate::Store::open_with(options).await.expect("opens")
+    }
+
+    /// A plan written with arrays on PostgreSQL (`crate::row::Unnest`) reads back as the
+    /// same plan written through SQLite's C API: ids in the plan's order, NULLs, JSON
+    /// and text beyond ASCII, times as the store formats them, the chain's hashes.
+    #[tokio::test]
+    async fn a_plan_reads_back_alike_on_sqlite_and_postgres() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let sqlite = store_on(format!("sqlite://{}", dir.path().join("plan.db").display())).await;
+        let on_sqlite = written(&sqlite).await;
+        #[cfg(feature = "postgres")]
+        if let Some(url) = postgres_database().await {
+            assert_eq!(written(&store_on(url).await).await, on_sqlite);
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn the_array_inserts_cast_each_column_to_its_type() {
+        use crate::row::{ArrayType, assert_unnest_casts};
+        assert_unnest_casts(DECISIONS_UNNEST, 0, &DECISION_TYPES);
+        assert_unnest_casts(APPLIED_UNNEST, 0, &[ArrayType::Text; 6]);
     }
 
     #[test]

@@ -172,6 +172,12 @@ impl Statement {
         (self.sql, self.params)
     }
 
+    /// Its parameters, in order (a test compares two ways of building one write).
+    #[cfg(test)]
+    pub(crate) fn params(&self) -> &[Value] {
+        &self.params
+    }
+
     /// The statement as an sqlx query.
     pub(crate) fn query(&self) -> sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments> {
         let mut query = sqlx::query(sqlx::AssertSqlSafe(self.sql.clone()));
@@ -202,5 +208,159 @@ impl Statement {
             ints.push(row.get(0).or_store()?);
         }
         Ok(ints)
+    }
+}
+
+/// The type of one column of an [`Unnest`] statement: its array's cast in the SQL
+/// (`$n::text[]`, `$n::bigint[]`).
+#[cfg(feature = "postgres")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ArrayType {
+    Text,
+    Int,
+}
+
+/// One column's values of an [`Unnest`] statement, NULLs included.
+#[cfg(feature = "postgres")]
+#[derive(Debug, Clone, PartialEq)]
+enum Array {
+    Text(Vec<Option<String>>),
+    Int(Vec<Option<i64>>),
+}
+
+/// A PostgreSQL write of many rows bound column by column, one array per column
+/// (`INSERT … SELECT … FROM UNNEST($2::text[], $3::bigint[], …)`).
+///
+/// Why: a multi-row `VALUES` list is a statement text of its own per row count, so
+/// PostgreSQL parses and plans it again for every count and sqlx's statement cache
+/// fills with them (a decision of 1 row, confirm-all of 20, a wake of 25); with
+/// arrays the text is one whatever the count, prepared once per connection (issue
+/// 55). SQLite has no arrays and keeps its `VALUES` lists ([`Statement`]).
+///
+/// The SQL is a constant: its scalar parameters first (`$1`… , [`Self::new`]'s
+/// `scalars`), then one array per column in the order of `columns`, cast to that
+/// column's type ([`assert_unnest_casts`] checks a statement's casts in its tests).
+#[cfg(feature = "postgres")]
+#[derive(Debug, Clone)]
+pub(crate) struct Unnest {
+    sql: &'static str,
+    table: &'static str,
+    scalars: Vec<Value>,
+    arrays: Vec<Array>,
+    rows: usize,
+}
+
+#[cfg(feature = "postgres")]
+impl Unnest {
+    /// An empty write of `table` with `sql`, its scalars bound first.
+    pub(crate) fn new(
+        sql: &'static str,
+        table: &'static str,
+        scalars: Vec<Value>,
+        columns: &[ArrayType],
+    ) -> Self {
+        let arrays = columns
+            .iter()
+            .map(|column| match column {
+                ArrayType::Text => Array::Text(Vec::new()),
+                ArrayType::Int => Array::Int(Vec::new()),
+            })
+            .collect();
+        Self {
+            sql,
+            table,
+            scalars,
+            arrays,
+            rows: 0,
+        }
+    }
+
+    /// Adds a row: one value per column, each of its column's type (a NULL of either
+    /// type goes into either column; a text in an integer column is an error, not a
+    /// guess).
+    pub(crate) fn row(&mut self, values: Vec<Value>) -> Result<(), StoreError> {
+        let mismatch = |reason: String| StoreError::corrupt(self.table, reason);
+        if values.len() != self.arrays.len() {
+            return Err(mismatch(format!(
+                "a row of {} values for {} columns",
+                values.len(),
+                self.arrays.len()
+            )));
+        }
+        // Checked before anything is pushed, so a refused row leaves the arrays even.
+        let fits = |(value, array): (&Value, &Array)| {
+            matches!(
+                (value, array),
+                (
+                    Value::Text(_) | Value::NullText | Value::NullInt,
+                    Array::Text(_)
+                ) | (
+                    Value::Int(_) | Value::NullInt | Value::NullText,
+                    Array::Int(_)
+                )
+            )
+        };
+        if let Some(column) = values.iter().zip(&self.arrays).position(|pair| !fits(pair)) {
+            return Err(mismatch(format!(
+                "column {} of an array insert given {:?}",
+                column + 1,
+                values[column]
+            )));
+        }
+        for (value, array) in values.into_iter().zip(&mut self.arrays) {
+            match (value, array) {
+                (Value::Text(text), Array::Text(texts)) => texts.push(Some(text)),
+                (Value::Int(number), Array::Int(numbers)) => numbers.push(Some(number)),
+                (_, Array::Text(texts)) => texts.push(None),
+                (_, Array::Int(numbers)) => numbers.push(None),
+            }
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Whether it has no row (and so need not run).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// The statement as a native PostgreSQL query: its scalars, then its arrays.
+    pub(crate) fn query(
+        &self,
+    ) -> sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        let mut query = sqlx::query(self.sql);
+        for value in &self.scalars {
+            query = match value {
+                Value::Text(text) => query.bind(text.as_str()),
+                Value::Int(number) => query.bind(*number),
+                Value::NullText => query.bind(None::<String>),
+                Value::NullInt => query.bind(None::<i64>),
+            };
+        }
+        for array in &self.arrays {
+            query = match array {
+                Array::Text(texts) => query.bind(texts.as_slice()),
+                Array::Int(numbers) => query.bind(numbers.as_slice()),
+            };
+        }
+        query
+    }
+}
+
+/// Asserts that `sql` casts `$scalars+1`… to the arrays `columns` in order, and
+/// names no parameter past them (a module's test of its [`Unnest`] statement).
+#[cfg(all(test, feature = "postgres"))]
+pub(crate) fn assert_unnest_casts(sql: &str, scalars: usize, columns: &[ArrayType]) {
+    for (n, column) in (scalars + 1..).zip(columns) {
+        let cast = match column {
+            ArrayType::Text => format!("${n}::text[]"),
+            ArrayType::Int => format!("${n}::bigint[]"),
+        };
+        assert!(sql.contains(&cast), "{sql} lacks {cast}");
+    }
+    let past = format!("${}", scalars + columns.len() + 1);
+    assert!(!sql.contains(&past), "{sql} names {past}");
+    for n in 1..=scalars {
+        assert!(sql.contains(&format!("${n}")), "{sql} lacks ${n}");
     }
 }
