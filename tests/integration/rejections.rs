@@ -73,7 +73,11 @@ async fn refused_again_until_forgotten(backend: &TestBackend) {
         .refused_again(Some("agent-1"), NOW - Duration::days(1), 10)
         .await
         .expect("read");
-    assert_eq!(refused.len(), 2, "{backend:?}: once more, not twice: {refused:?}");
+    assert_eq!(
+        refused.len(),
+        2,
+        "{backend:?}: once more, not twice: {refused:?}"
+    );
     assert_proven(&app.store, "a call refused again").await;
 
     // Forgotten by its id prefix: asked again.

@@ -6,12 +6,12 @@ use crate::executor::{
 use crate::{ConfirmError, Effect, Engine, LocalCall};
 use assent_changeset::{CallPlan, ChangeSetBuilder, PlannerConfig, ToolCall, WakePlanner, reply};
 use assent_domain::{ChangeSet, OperationId, Target};
+use assent_store::decisions::wake as wake_read;
 use assent_store::{
     WriteTx, change_sets, decisions, operations,
     plan::{PlannedAudits, WritePlan},
     webhooks,
 };
-use assent_store::decisions::wake as wake_read;
 use assent_tools::{
     AgentPolicy, AuditKind, AuditRecord, CallContext, ExecutionTarget, PathFacts, TargetCategory,
     TargetState, ToolInvocation,
@@ -492,10 +492,15 @@ impl WakeService {
             Vec::new()
         } else {
             let mut builder = new_builder();
-            let plans = WakePlanner::new(&engine.registry, &allow_all(&category), category.clone(), now)
-                .with_snapshot(snapshot.as_deref())
-                .with_config(request.planner.clone())
-                .plan(&request.calls, &mut builder);
+            let plans = WakePlanner::new(
+                &engine.registry,
+                &allow_all(&category),
+                category.clone(),
+                now,
+            )
+            .with_snapshot(snapshot.as_deref())
+            .with_config(request.planner.clone())
+            .plan(&request.calls, &mut builder);
             run_now(&engine.registry, request, &plans)
         };
         // The open sets and recent decisions only ever stop a call from being queued

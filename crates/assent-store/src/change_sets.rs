@@ -1190,8 +1190,7 @@ pub async fn pending(
     // statement, and only the columns decoded.
     #[cfg(feature = "sqlite")]
     if let Some(sqlite) = conn.as_sqlite() {
-        return crate::c_api::with_c_api(sqlite, |c| pending_through_c_api(c, sql, &params))
-            .await;
+        return crate::c_api::with_c_api(sqlite, |c| pending_through_c_api(c, sql, &params)).await;
     }
     let rows = bind_all(sqlx::query(sql), &params)
         .fetch_all(&mut *conn)

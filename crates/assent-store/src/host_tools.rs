@@ -270,10 +270,7 @@ fn decode(row: &impl StoreRow) -> Result<HostTool, StoreError> {
 
 /// The catalog of `host`, by tool name.
 pub async fn for_host(conn: &mut Connection, host: &str) -> Result<Vec<HostTool>, StoreError> {
-    let rows = sqlx::query(FOR_HOST)
-        .bind(host)
-        .fetch_all(conn)
-        .await?;
+    let rows = sqlx::query(FOR_HOST).bind(host).fetch_all(conn).await?;
     rows.iter().map(decode).collect()
 }
 
@@ -467,9 +464,9 @@ pub async fn idempotent_tools(
     agent_id: &str,
 ) -> Result<std::collections::BTreeSet<String>, StoreError> {
     let names: Vec<String> = sqlx::query_scalar(IDEMPOTENT)
-    .bind(agent_id)
-    .fetch_all(conn)
-    .await?;
+        .bind(agent_id)
+        .fetch_all(conn)
+        .await?;
     Ok(names.into_iter().collect())
 }
 

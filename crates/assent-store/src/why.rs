@@ -6,8 +6,8 @@ use crate::audit::{AuditRow, decode};
 use crate::{Connection, StoreError, timefmt};
 use assent_tools::AuditKind;
 use serde_json::Value;
-use std::collections::HashSet;
 use sqlx::Row;
+use std::collections::HashSet;
 use time::OffsetDateTime;
 
 /// The audit rows of operation `operation_id` (its intent, its result, a refusal),

@@ -106,11 +106,7 @@ struct First {
 }
 
 impl First {
-    fn decode(
-        row: &impl StoreRow,
-        joined: bool,
-        now: OffsetDateTime,
-    ) -> Result<Self, StoreError> {
+    fn decode(row: &impl StoreRow, joined: bool, now: OffsetDateTime) -> Result<Self, StoreError> {
         let (policy, settings, memory) = agents::wake_rules(row, now)?;
         let webhooks: i64 = row.value("webhooks")?;
         let open_sets: i64 = row.value("open_sets")?;
