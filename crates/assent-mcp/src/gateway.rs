@@ -250,7 +250,7 @@ impl Gateway {
         };
         let mut conn = store.read_connection().await?;
         let host = gateway_host(&inner.options.agent, &inner.options.server);
-        let read = assent_store::host_tools::gateway_read(
+        let read = agents::gateway_read(
             &mut conn,
             &host,
             &inner.options.agent,
