@@ -2,8 +2,8 @@
 //! again is an audit record naming the rejection, listed, forgotten and read back
 //! through the engine; the edited confirmations the audit trail's views name.
 
-use assent_confirm::ItemRef;
-use assent_tests::{NOW, TestApp, TestBackend, assert_proven, backends};
+use assent_confirm::{ItemRef, WakeRequest};
+use assent_tests::{NOW, TestApp, TestBackend, assert_proven, backends, tool_calls};
 use serde_json::json;
 use time::Duration;
 
@@ -56,6 +56,28 @@ async fn refused_again_until_forgotten(backend: &TestBackend) {
         .await
         .expect("read");
     assert!(nobody.is_empty());
+    // A retried wake (the same run, so the same operation) puts the refusal on the
+    // record once, as a policy refusal is.
+    for _ in 0..2 {
+        let request = WakeRequest::new(
+            "agent-1",
+            assent_journal_host::task_target(task.as_str()),
+            "a-retried-run",
+            tool_calls(&call),
+        );
+        let retried = app.engine.wakes().wake(request, NOW).await.expect("woke");
+        assert!(retried.change_set.is_none(), "refused, not queued");
+    }
+    let refused = app
+        .engine
+        .refused_again(Some("agent-1"), NOW - Duration::days(1), 10)
+        .await
+        .expect("read");
+    assert_eq!(
+        refused.len(),
+        2,
+        "{backend:?}: once more, not twice: {refused:?}"
+    );
     assert_proven(&app.store, "a call refused again").await;
 
     // Forgotten by its id prefix: asked again.

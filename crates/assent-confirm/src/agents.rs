@@ -26,9 +26,9 @@ pub use assent_store::agents::{
     rules_at, settings_of, shadow_rules,
 };
 pub use assent_store::host_tools::{
-    HostTool, ListedTool, changed_items, definition_hash, for_agent as tools_for_agent,
-    for_host as tools_for_host, get as host_tool, idempotent_tools, own_catalogs,
-    registered as host_registered,
+    GatewayRead, HostTool, ListedTool, changed_items, definition_hash,
+    for_agent as tools_for_agent, for_host as tools_for_host, gateway_read, get as host_tool,
+    idempotent_tools, own_catalogs, registered as host_registered,
 };
 
 /// One change of an agent's rule for a tool name or `*` pattern.

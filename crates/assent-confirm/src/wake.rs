@@ -6,9 +6,11 @@ use crate::executor::{
 use crate::{ConfirmError, Effect, Engine, LocalCall};
 use assent_changeset::{CallPlan, ChangeSetBuilder, PlannerConfig, ToolCall, WakePlanner, reply};
 use assent_domain::{ChangeSet, OperationId, Target};
+use assent_store::decisions::wake as wake_read;
 use assent_store::{
-    Connection, WriteTx, agents, change_sets, decisions, jobs, operations,
+    WriteTx, change_sets, decisions, operations,
     plan::{PlannedAudits, WritePlan},
+    webhooks,
 };
 use assent_tools::{
     AgentPolicy, AuditKind, AuditRecord, CallContext, ExecutionTarget, PathFacts, TargetCategory,
@@ -294,8 +296,14 @@ impl WakeService {
             [only] => store.begin_write_on(&only.target).await?,
             _ => store.begin_write().await?,
         };
-        let pending = self.wake_locked(&mut tx, request, routed, now).await?;
-        tx.commit().await?;
+        let (pending, writes) = self.wake_locked(&mut tx, request, routed, now).await?;
+        // The wake's writes and its `COMMIT` enter the store once (on SQLite under one
+        // lock of the connection).
+        if writes.is_empty() {
+            tx.commit().await?;
+        } else {
+            tx.commit_with(writes, now).await?;
+        }
         pending.after_commit().await
     }
 
@@ -331,7 +339,16 @@ impl WakeService {
             assent_store::Store::lock_target(tx.connection(), target).await?;
         }
         let mut scope = tx.savepoint().await?;
-        match self.wake_locked(&mut scope, request, routed, now).await {
+        let woken = match self.wake_locked(&mut scope, request, routed, now).await {
+            // Written before the caller's own rows may name the set.
+            Ok((pending, writes)) => writes
+                .apply(scope.connection(), now)
+                .await
+                .map(|()| pending)
+                .map_err(ConfirmError::from),
+            Err(error) => Err(error),
+        };
+        match woken {
             Ok(pending) => {
                 scope.release().await?;
                 Ok(pending)
@@ -343,20 +360,22 @@ impl WakeService {
         }
     }
 
-    /// The wake of `request`, routed to its targets, in `tx`, which holds their locks.
+    /// The wake of `request`, routed to its targets, in `tx`, which holds their locks:
+    /// what is left after the commit, and the writes to apply before it.
     async fn wake_locked(
         &self,
         tx: &mut WriteTx,
         request: WakeRequest,
         routed: Routed,
         now: OffsetDateTime,
-    ) -> Result<PendingWake, ConfirmError> {
+    ) -> Result<(PendingWake, WritePlan), ConfirmError> {
         let engine = &self.engine;
         // The request's own set id, drawn from the engine's ids when it names none.
         let request_set_id = request.change_set_id.unwrap_or_else(|| engine.new_id());
         let mut id_taken = false;
         let mut planned = Vec::with_capacity(routed.groups.len());
         let mut replies = routed.refused;
+        let mut writes = WritePlan::default();
         for group in routed.groups {
             let own_id =
                 !id_taken && (group.target == request.target || !routed.has_request_target);
@@ -372,7 +391,10 @@ impl WakeService {
                 ..request.clone()
             };
             match self.plan_in(tx, &sub, now).await {
-                Ok(plan) => planned.push((group, plan)),
+                Ok(mut plan) => {
+                    writes.extend(std::mem::take(&mut plan.writes));
+                    planned.push((group, plan));
+                }
                 // A target named by a call's arguments that the host does not have: the
                 // agent is told, for those calls alone (nothing of them was written).
                 Err(ConfirmError::UnknownTarget(target)) if group.target != request.target => {
@@ -401,7 +423,7 @@ impl WakeService {
         } else {
             tracing::debug!(queued, "wake planned");
         }
-        Ok(PendingWake {
+        let pending = PendingWake {
             service: self.clone(),
             planned: planned
                 .into_iter()
@@ -413,7 +435,8 @@ impl WakeService {
             replies,
             request_set_id,
             now,
-        })
+        };
+        Ok((pending, writes))
     }
 
     /// Plans the calls of `request` (all about its target) inside `tx`: runs what may
@@ -426,21 +449,14 @@ impl WakeService {
         now: OffsetDateTime,
     ) -> Result<Planned, ConfirmError> {
         let engine = &self.engine;
-        let (policy, settings, memory) =
-            agents::rules_and_rejection_memory_at(tx.connection(), &request.agent_id, now)
-                .await?
-                .ok_or_else(|| ConfirmError::UnknownAgent(request.agent_id.clone()))?;
-        let mut runs = crate::history_rules::runs_for(
-            tx.connection(),
-            &policy,
-            &request.agent_id,
-            &request.thread_id,
-            now,
-        )
-        .await?;
-        let snapshot = match engine.host.snapshot(tx.connection(), &request.target).await {
-            Ok(Some(snapshot)) => Some(snapshot),
-            Ok(None) => return Err(ConfirmError::UnknownTarget(request.target.clone())),
+        // The host is asked first (its state of the target, the category), then the
+        // engine's tables are read once (issue 55): the agent's rules and, only for a
+        // wake that queues, its open sets and recent decisions; whether it queues is
+        // planned inside that read from the rules and the host's answers.
+        let loaded = engine.host.snapshot(tx.connection(), &request.target).await;
+        let unknown_target = matches!(loaded, Ok(None));
+        let snapshot = match loaded {
+            Ok(snapshot) => snapshot,
             Err(error) => {
                 tracing::warn!(%error, "target state failed to load; proposals are kept unfiltered");
                 None
@@ -448,13 +464,17 @@ impl WakeService {
         };
         // Nothing ran in this transaction yet: the state, when it holds the category,
         // answers for the resolver.
-        let category = crate::host::category_of(
-            engine.host.resolver(),
-            tx.connection(),
-            &request.target,
-            snapshot.as_deref().and_then(TargetState::category),
-        )
-        .await;
+        let category = if unknown_target {
+            TargetCategory::Missing
+        } else {
+            crate::host::category_of(
+                engine.host.resolver(),
+                tx.connection(),
+                &request.target,
+                snapshot.as_deref().and_then(TargetState::category),
+            )
+            .await
+        };
         let new_builder = || {
             ChangeSetBuilder::new(
                 &request.agent_id,
@@ -464,6 +484,83 @@ impl WakeService {
             )
             .with_max_items(request.max_items)
         };
+        // Which operations the wake may run at once, planned as if every call were
+        // allowed: whether each was applied (a retried wake's) is read with the rules,
+        // before they are known. More than run is harmless; one it misses (a batch's
+        // element numbered otherwise) the executor asks about itself.
+        let candidates = if unknown_target {
+            Vec::new()
+        } else {
+            let mut builder = new_builder();
+            let plans = WakePlanner::new(
+                &engine.registry,
+                &allow_all(&category),
+                category.clone(),
+                now,
+            )
+            .with_snapshot(snapshot.as_deref())
+            .with_config(request.planner.clone())
+            .plan(&request.calls, &mut builder);
+            run_now(&engine.registry, request, &plans)
+        };
+        // The open sets and recent decisions only ever stop a call from being queued
+        // (a duplicate, a recent rejection): a wake that queues nothing without them
+        // queues nothing with them, and is answered without reading them (the gateway's
+        // and the hooks' allowed calls). Planning is pure and cheap: the read plans once
+        // without them to know; a policy whose rules look at the history (read below)
+        // is taken to queue.
+        let queues = |rules: &wake_read::WakeRules| {
+            if unknown_target {
+                return false;
+            }
+            if rules.policy.history_window().is_some() {
+                return true;
+            }
+            let mut builder = new_builder();
+            WakePlanner::new(&engine.registry, &rules.policy, category.clone(), now)
+                .with_snapshot(snapshot.as_deref())
+                .with_config(request.planner.clone())
+                .plan(&request.calls, &mut builder);
+            !builder.is_empty()
+        };
+        let read = wake_read::read(
+            tx.connection(),
+            &request.agent_id,
+            &request.target,
+            REJECTION_LOOKBACK,
+            now,
+            &candidates,
+            queues,
+        )
+        .await?
+        .ok_or_else(|| ConfirmError::UnknownAgent(request.agent_id.clone()))?;
+        if unknown_target {
+            return Err(ConfirmError::UnknownTarget(request.target.clone()));
+        }
+        let wake_read::WakeRead {
+            rules:
+                wake_read::WakeRules {
+                    policy,
+                    settings,
+                    memory,
+                    ..
+                },
+            queuing,
+            open_sets,
+            recent,
+            webhooks,
+            applied,
+            ..
+        } = read;
+        let applied: HashMap<OperationId, Option<String>> = applied.into_iter().collect();
+        let mut runs = crate::history_rules::runs_for(
+            tx.connection(),
+            &policy,
+            &request.agent_id,
+            &request.thread_id,
+            now,
+        )
+        .await?;
         let planner = |decisions, config| {
             WakePlanner::new(&engine.registry, &policy, category.clone(), now)
                 .with_snapshot(snapshot.as_deref())
@@ -471,38 +568,18 @@ impl WakeService {
                 .with_config(config)
                 .with_runs(&runs)
         };
-        // The open sets and recent decisions only ever stop a call from being queued
-        // (a duplicate, a recent rejection): a wake that queues nothing without them
-        // queues nothing with them, and is answered without reading them (the gateway's
-        // and the hooks' allowed calls). Planning is pure and cheap; a wake that queues
-        // plans again with both.
         let mut builder = new_builder();
         let mut plans = planner(&[], request.planner.clone()).plan(&request.calls, &mut builder);
         if !builder.is_empty() {
-            // Duplicates are per agent: an identical call of another agent on the same
-            // target is that agent's own proposal (its own rules, its own person), never
-            // dropped as this one's.
-            let pending = change_sets::pending(
-                tx.connection(),
-                &change_sets::PendingFilter::all()
-                    .target(request.target.clone())
-                    .agent(request.agent_id.clone()),
-            )
-            .await?;
-            // Only the rejections the agent's memory keeps (its window, less what a
-            // person told Assent to forget) refuse a call again.
-            let recent = if memory.window() > time::Duration::ZERO {
-                let mut recent = decisions::recent(
-                    tx.connection(),
-                    &request.agent_id,
-                    Some(&request.target),
-                    REJECTION_LOOKBACK,
-                )
-                .await?;
-                recent.retain(|decision| memory.remembers(decision, now));
-                recent
+            // Read with the rules when the wake was seen to queue (always, but for a
+            // planner that would disagree with itself): duplicates are per agent (an
+            // identical call of another agent on the same target is that agent's own
+            // proposal, never dropped as this one's), and only the rejections the
+            // agent's memory keeps refuse a call again.
+            let (pending, recent) = if queuing {
+                (open_sets, recent)
             } else {
-                Vec::new()
+                self.queuing_reads(tx, request, &memory, now).await?
             };
             let config = assent_changeset::PlannerConfig {
                 rejection_window: memory.window(),
@@ -522,11 +599,15 @@ impl WakeService {
         // The category read above answers for the resolver until any host code runs in
         // this transaction (a handler, a local tool).
         let mut known_category = Some(category.clone());
+        // The refusals of this wake (a call a person rejected before, a call the policy
+        // refused): each on the record once per operation, so a retried wake does not
+        // write them twice; whether one is there already is read once for all of them.
+        let mut refusals = Vec::new();
         for planned in plans {
             // A call refused because a person rejected exactly it before is on the
             // record, naming that rejection, never only in the agent's reply.
             for refused in &planned.refused_again {
-                written.audit(refused_again_record(request, refused, now))?;
+                refusals.push(refused_again_record(request, refused, now));
             }
             // A call the policy refused is on the record with what decided so (the rule
             // and who set it, the mode, the category): once per operation, so a
@@ -538,20 +619,15 @@ impl WakeService {
                         assent_domain::canonical_json(&denied.args),
                     ))
                     .or_insert(0);
-                let record =
-                    denied_record(request, &planned.tool_name, denied, said, *occurrence, now);
+                refusals.push(denied_record(
+                    request,
+                    &planned.tool_name,
+                    denied,
+                    said,
+                    *occurrence,
+                    now,
+                ));
                 *occurrence += 1;
-                let recorded = assent_store::why::records_of_operation(
-                    tx.connection(),
-                    record.operation_id.as_str(),
-                )
-                .await?;
-                if !recorded
-                    .iter()
-                    .any(|row| row.record.kind == AuditKind::PolicyDenied)
-                {
-                    written.audit(record)?;
-                }
             }
             let lines = match planned.plan {
                 CallPlan::Reply(text) => vec![Line::Said(text)],
@@ -567,6 +643,7 @@ impl WakeService {
                             invocations,
                             &mut seen,
                             &mut known_category,
+                            &applied,
                             snapshot.as_deref().and_then(TargetState::paths),
                             now,
                             &mut written,
@@ -591,6 +668,23 @@ impl WakeService {
             };
             answers.push((planned.tool_call_id, lines));
         }
+        if !refusals.is_empty() {
+            let ids: Vec<&str> = refusals
+                .iter()
+                .map(|record: &AuditRecord| record.operation_id.as_str())
+                .collect();
+            let recorded = assent_store::why::operations_with_record(
+                tx.connection(),
+                &ids,
+                AuditKind::PolicyDenied,
+            )
+            .await?;
+            for record in refusals {
+                if !recorded.contains(record.operation_id.as_str()) {
+                    written.audit(record)?;
+                }
+            }
+        }
         let set_id = request.change_set_id.unwrap_or_else(|| engine.new_id());
         let mut change_set = builder.build(set_id, now);
         if let Some(set) = &mut change_set {
@@ -606,35 +700,71 @@ impl WakeService {
                 item.approvals_needed = (needed > 1).then_some(needed);
             }
             set.vector_clock.tick(self.engine.store.device_id());
-            change_sets::insert_served(tx.connection(), set, Some(self.engine.host.name()), now)
+            // Each item of an external tool records which host serves it, so a process
+            // without that host can confirm it (into the execution ledger).
+            let host = &self.engine.host;
+            let effects: Vec<Option<bool>> = set
+                .items
+                .iter()
+                .map(|item| match host.effect(&item.tool_name) {
+                    Effect::External { idempotent } => Some(idempotent),
+                    Effect::Transactional => None,
+                })
+                .collect();
+            change_sets::plan_insert_served(
+                &mut written,
+                assent_store::Backend::of(tx.connection()),
+                set,
+                Some(host.name()),
+                &effects,
+            )?;
+            if webhooks {
+                webhooks::enqueue_set_event(
+                    tx.connection(),
+                    webhooks::event::CHANGE_SET_CREATED,
+                    set,
+                    now,
+                )
                 .await?;
-            self.mark_external_items(tx.connection(), set).await?;
+            }
         }
-        written.apply(tx.connection(), now).await?;
         Ok(Planned {
             answers,
             change_set,
+            writes: written,
         })
     }
 
-    /// Records on each queued item of an external tool which host serves it, so a
-    /// process without that host can confirm it (into the execution ledger).
-    async fn mark_external_items(
+    /// The agent's open sets on the wake's target and the rejections its memory keeps
+    /// there: what [`wake_read::read`] reads for a wake that queues, read on their own.
+    async fn queuing_reads(
         &self,
-        conn: &mut Connection,
-        set: &ChangeSet,
-    ) -> Result<(), ConfirmError> {
-        let host = &self.engine.host;
-        for (index, item) in set.items.iter().enumerate() {
-            if let Effect::External { idempotent } = host.effect(&item.tool_name) {
-                let external = jobs::ExternalItem {
-                    host: host.name().to_owned(),
-                    idempotent,
-                };
-                jobs::mark_external(conn, set.id, index, &external).await?;
-            }
-        }
-        Ok(())
+        tx: &mut WriteTx,
+        request: &WakeRequest,
+        memory: &assent_store::rejections::RejectionMemory,
+        now: OffsetDateTime,
+    ) -> Result<(Vec<ChangeSet>, Vec<assent_domain::ChangeDecision>), ConfirmError> {
+        let pending = change_sets::pending(
+            tx.connection(),
+            &change_sets::PendingFilter::all()
+                .target(request.target.clone())
+                .agent(request.agent_id.clone()),
+        )
+        .await?;
+        let recent = if memory.window() > time::Duration::ZERO {
+            let mut recent = decisions::recent(
+                tx.connection(),
+                &request.agent_id,
+                Some(&request.target),
+                REJECTION_LOOKBACK,
+            )
+            .await?;
+            recent.retain(|decision| memory.remembers(decision, now));
+            recent
+        } else {
+            Vec::new()
+        };
+        Ok((pending, recent))
     }
 
     /// Runs a local tool at most once per run (a retried wake with the same run key
@@ -701,6 +831,7 @@ impl WakeService {
         invocations: Vec<(String, Value)>,
         seen: &mut HashMap<(String, String), usize>,
         known_category: &mut Option<TargetCategory>,
+        applied: &HashMap<OperationId, Option<String>>,
         paths: Option<&dyn PathFacts>,
         now: OffsetDateTime,
         written: &mut WritePlan,
@@ -756,8 +887,11 @@ impl WakeService {
                 now,
                 allowed_by,
             };
+            // Whether the operation was applied, as the wake's read found (when it asked).
+            let known_applied = applied.get(&execution.invocation.operation_id).cloned();
             let executor = AuditedExecutor::new(engine.host.resolver(), &audits)
                 .with_known_category(known_category.clone())
+                .with_known_applied(known_applied)
                 .with_paths(paths);
             // A tool whose effect lies outside the database never runs inside this
             // transaction (it would hold the writer lock for as long as the call
@@ -832,7 +966,11 @@ impl WakeService {
             allowed_by,
         };
         let audits = PlannedAudits::default();
-        let executor = AuditedExecutor::new(engine.host.resolver(), &audits);
+        // Its records and its applied operation are planned, and written with the
+        // `COMMIT` (on SQLite under one lock of the connection): after the call, the
+        // store is entered once to write.
+        let executor =
+            AuditedExecutor::new(engine.host.resolver(), &audits).planning_applied(&audits);
         let target = &execution.invocation.target.target;
         let mut tx = engine.store.begin_write_on(target).await?;
         let intent = external_intent(engine.host.effect(&tool_name)).unwrap_or(Intent::Before);
@@ -917,6 +1055,61 @@ fn denied_record(
     }
 }
 
+/// A policy that lets every call on a target of `category` run: what a wake plans
+/// with to know which operations it may run at once, before the agent's rules are read.
+fn allow_all(category: &TargetCategory) -> AgentPolicy {
+    let categories = match category {
+        TargetCategory::Known(category) => vec![category.clone()],
+        _ => Vec::new(),
+    };
+    let policy = AgentPolicy::new(categories);
+    match assent_tools::ToolRule::new("*", assent_tools::RuleAction::Allow) {
+        Ok(rule) => policy.with_rule(rule),
+        Err(_) => policy,
+    }
+}
+
+/// The operations of the calls `plans` runs at once, as [`WakeService::plan_in`] numbers
+/// them: a call repeated in one run is an operation of its own, counted over the
+/// calls the policy refused and those that run ([`OperationId::for_call`]).
+fn run_now(
+    registry: &assent_tools::ToolRegistry,
+    request: &WakeRequest,
+    plans: &[assent_changeset::PlannedCall],
+) -> Vec<OperationId> {
+    let mut seen: HashMap<(String, String), usize> = HashMap::new();
+    let mut operations = Vec::new();
+    for planned in plans {
+        if let (Some(denied), CallPlan::Reply(_)) = (&planned.policy_denied, &planned.plan) {
+            *seen
+                .entry((
+                    planned.tool_name.clone(),
+                    assent_domain::canonical_json(&denied.args),
+                ))
+                .or_insert(0) += 1;
+        }
+        if let CallPlan::Execute { invocations, .. } = &planned.plan {
+            for (tool_name, args) in invocations {
+                if registry.get(tool_name).is_none() {
+                    continue;
+                }
+                let occurrence = seen
+                    .entry((tool_name.clone(), assent_domain::canonical_json(args)))
+                    .or_insert(0);
+                operations.push(OperationId::for_call(
+                    &request.run_key,
+                    tool_name,
+                    args,
+                    &request.target.id,
+                    *occurrence,
+                ));
+                *occurrence += 1;
+            }
+        }
+    }
+    operations
+}
+
 /// When the action record of a call with effect `effect` is written, for a tool
 /// whose effect lies outside the database; `None` for one that runs in the wake's
 /// transaction.
@@ -933,6 +1126,9 @@ fn external_intent(effect: Effect) -> Option<Intent> {
 struct Planned {
     answers: Vec<(String, Vec<Line>)>,
     change_set: Option<ChangeSet>,
+    /// What the wake writes for this target (its set, the immediate calls' audit
+    /// records), applied once with the wake's commit.
+    writes: WritePlan,
 }
 
 /// The calls of a wake about one target, each with its position in the wake.

@@ -224,6 +224,16 @@ impl Gateway {
     /// allow`, from any process). One read of the catalog otherwise.
     #[tracing::instrument(skip(self), fields(server = %self.inner.options.server))]
     pub async fn sync_catalog(&self, relist: bool) -> Result<(), McpError> {
+        self.sync_catalog_reading(relist).await.map(|_| ())
+    }
+
+    /// [`Gateway::sync_catalog`], giving the agent's policy in force now (`None`: no
+    /// such agent), read with the catalog: a call enters the store once before its
+    /// wake (issue 55).
+    async fn sync_catalog_reading(
+        &self,
+        relist: bool,
+    ) -> Result<Option<assent_tools::AgentPolicy>, McpError> {
         let inner = &self.inner;
         let upstream = inner.caller.upstream();
         let relisted = if relist || upstream.take_tools_changed() {
@@ -239,15 +249,18 @@ impl Gateway {
             None => None,
         };
         let mut conn = store.read_connection().await?;
-        let catalog = match recorded {
-            Some(catalog) => catalog,
-            None => {
-                let host = gateway_host(&inner.options.agent, &inner.options.server);
-                agents::tools_for_host(&mut conn, &host).await?
-            }
-        };
-        let operator_idempotent = agents::idempotent_tools(&mut conn, &inner.options.agent).await?;
+        let host = gateway_host(&inner.options.agent, &inner.options.server);
+        let read = agents::gateway_read(
+            &mut conn,
+            &host,
+            &inner.options.agent,
+            OffsetDateTime::now_utc(),
+        )
+        .await?;
         drop(conn);
+        let policy = read.policy;
+        let catalog = recorded.unwrap_or(read.catalog);
+        let operator_idempotent = read.idempotent;
         let review = review_of(&catalog);
         let same_review = inner.review.lock().is_ok_and(|current| *current == review);
         let same_word = inner
@@ -255,7 +268,7 @@ impl Gateway {
             .lock()
             .is_ok_and(|current| *current == operator_idempotent);
         if same_review && same_word && relisted.is_none() {
-            return Ok(());
+            return Ok(policy);
         }
         let tools = upstream.tools();
         let options = &inner.options;
@@ -294,7 +307,7 @@ impl Gateway {
         if let Ok(mut current) = inner.operator_idempotent.lock() {
             *current = operator_idempotent;
         }
-        Ok(())
+        Ok(policy)
     }
 
     /// The server's name.
@@ -471,7 +484,7 @@ impl Gateway {
         as_task: bool,
     ) -> Result<Called, ErrorData> {
         let inner = &self.inner;
-        self.sync_catalog(false).await.map_err(internal)?;
+        let policy = self.sync_catalog_reading(false).await.map_err(internal)?;
         if !self.client_tools().iter().any(|t| t.name == tool_name) {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool {tool_name:?}"),
@@ -483,7 +496,9 @@ impl Gateway {
         if let Err(error) = registry.validate_args(tool_name, &args) {
             return Ok(Called::Done(error_result(error.to_string())));
         }
-        let policy = self.policy().await.map_err(internal)?;
+        let policy = policy
+            .ok_or_else(|| McpError::UnknownAgent(inner.options.agent.clone()))
+            .map_err(internal)?;
         if let Some(spec) = registry.get(tool_name)
             && route(&policy, spec) == RuleAction::Deny
         {

@@ -514,6 +514,46 @@ pub async fn rules_and_rejection_memory_at(
     )))
 }
 
+/// An agent's categories and rules, by id: what [`policy_in_force`] decodes.
+pub(crate) const POLICY: &str = "SELECT categories, rules FROM agents WHERE id = $1";
+
+/// The policy in force at `now` of a row naming `categories` and `rules` (either kind
+/// of row), as [`policy_at`] reads it.
+pub(crate) fn policy_in_force(
+    row: &impl crate::row::StoreRow,
+    now: OffsetDateTime,
+) -> Result<AgentPolicy, StoreError> {
+    let categories: String = row.value("categories")?;
+    let rules: String = row.value("rules")?;
+    Ok(policy_from(&categories, &rules)?.in_force(now))
+}
+
+/// The agent's policy in force at `now`, its tool settings and how it remembers
+/// rejections, from a row naming `categories`, `rules`, `tool_settings` and
+/// `rejection_memory` (either kind of row): what [`rules_and_rejection_memory_at`]
+/// reads, for reads that take them with more ([`crate::decisions::wake`]).
+pub(crate) fn wake_rules(
+    row: &impl crate::row::StoreRow,
+    now: OffsetDateTime,
+) -> Result<
+    (
+        AgentPolicy,
+        ToolSettingsTable,
+        crate::rejection_memory::RejectionMemory,
+    ),
+    StoreError,
+> {
+    let categories: String = row.value("categories")?;
+    let rules: String = row.value("rules")?;
+    let settings: String = row.value("tool_settings")?;
+    let memory: String = row.value("rejection_memory")?;
+    Ok((
+        policy_from(&categories, &rules)?.in_force(now),
+        settings_table(&parse_tool_settings(&settings)?),
+        crate::rejection_memory::RejectionMemory::parse(&memory)?,
+    ))
+}
+
 fn settings_from_row(row: &AnyRow, tool_name: &str) -> Result<ToolSettings, StoreError> {
     let settings: String = row.try_get("tool_settings")?;
     let shadows: String = row.try_get("shadow_rules")?;

@@ -317,6 +317,94 @@ pub async fn insert_served(
     Ok(())
 }
 
+/// [`insert_served`] as writes of `plan`, which the caller applies with its commit
+/// (a wake, issue 55: its set enters the store with the wake's other writes, under
+/// one lock of the connection on SQLite): the set's row, its items' rows (item `i`
+/// with the effect `effects[i]`, `Some(idempotent)` for a tool whose effect lies
+/// outside the database, as [`crate::jobs::mark_external`] records it), a quorum's
+/// entry on the chain and the set's outbox message. Not its webhook event: a wake
+/// that found a subscription writes it with [`crate::webhooks::enqueue_set_event`].
+pub fn plan_insert_served(
+    plan: &mut WritePlan,
+    backend: crate::Backend,
+    set: &ChangeSet,
+    host: Option<&str>,
+    effects: &[Option<bool>],
+) -> Result<(), StoreError> {
+    let clock = json!(set.vector_clock).to_string();
+    let set_id = set.id.to_string();
+    plan.statement(
+        Statement::new(
+            "INSERT INTO change_sets (id, agent_id, target_kind, target_id, thread_id, run_key, status, created_at, resolved_at, vector_clock)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+                .to_owned(),
+        )
+        .bind(set_id.as_str())
+        .bind(set.agent_id.as_str())
+        .bind(set.target_kind.as_str())
+        .bind(set.target_id.as_str())
+        .bind(set.thread_id.as_str())
+        .bind(set.run_key.as_str())
+        .bind(set.status.as_str())
+        .bind(timefmt::format(set.created_at))
+        .bind(set.resolved_at.map(timefmt::format))
+        .bind(clock.as_str()),
+    );
+    let effect = |index: usize| match effects.get(index).copied().flatten() {
+        Some(true) => Some("externalIdempotent"),
+        Some(false) => Some("external"),
+        None => None,
+    };
+    match backend {
+        // One statement whatever the count (arrays would not bind here: see ITEMS_JSON).
+        crate::Backend::Postgres => {
+            plan.statement(items_json(&set_id, &clock, host, &set.items, effect));
+        }
+        crate::Backend::Sqlite => {
+            const COLUMNS: usize = ITEM_COLUMNS + 1;
+            let items: Vec<(usize, &ChangeItem)> = set.items.iter().enumerate().collect();
+            for chunk in items.chunks(ITEMS_PER_INSERT) {
+                let sql = format!(
+                    "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value, vector_clock, host, fingerprint, stale_detail, approvals_needed, effect)
+             VALUES {}",
+                    crate::values_placeholders(chunk.len(), COLUMNS)
+                );
+                let statement =
+                    chunk
+                        .iter()
+                        .fold(Statement::new(sql), |statement, (index, item)| {
+                            statement
+                                .bind(set_id.as_str())
+                                .bind(*index as i64)
+                                .bind(item.tool_name.as_str())
+                                .bind(item.args.to_string())
+                                .bind(item.human_summary.as_str())
+                                .bind(item.status.as_str())
+                                .bind(item.before.as_ref().map(Value::to_string))
+                                .bind(clock.as_str())
+                                .bind(host)
+                                .bind(item.fingerprint.as_ref().map(Value::to_string))
+                                .bind(item.stale_detail.as_deref())
+                                .bind(item.approvals_needed.map(i64::from))
+                                .bind(effect(*index))
+                        });
+                plan.statement(statement);
+            }
+        }
+    }
+    for (index, item) in set.items.iter().enumerate() {
+        if item.approvals_needed() > 1 {
+            plan.entry(chain::quorum_entry(set, index, item.approvals_needed()));
+        }
+    }
+    plan.message_text(
+        entity::CHANGE_SET,
+        set_id,
+        crate::outbox::payload_text(set)?,
+    );
+    Ok(())
+}
+
 /// The columns of one `change_items` row [`insert_rows`] binds.
 const ITEM_COLUMNS: usize = 12;
 /// Rows per `INSERT` of a set's items (well under both backends' bind limits).
@@ -404,6 +492,53 @@ fn quorum_entries(set: &ChangeSet) -> Vec<chain::Entry> {
         .filter(|(_, item)| item.approvals_needed() > 1)
         .map(|(index, item)| chain::quorum_entry(set, index, item.approvals_needed()))
         .collect()
+}
+
+/// The items of a set planned by [`plan_insert_served`] on PostgreSQL, whatever their
+/// count: `$1` the set, `$2` the clock, `$3` the host, `$4` the items as a JSON array
+/// of rows. JSON rather than arrays for [`ITEM_STATUSES_JSON`]'s reason: a write plan's
+/// statements bind through sqlx's `Any` driver; the text stays the same for 1 item or
+/// 25 (issue 55).
+const ITEMS_JSON: &str = "INSERT INTO change_items (change_set_id, item_index, tool_name, args, human_summary, status, before_value, vector_clock, host, fingerprint, stale_detail, approvals_needed, effect)
+ SELECT $1, u.item_index, u.tool_name, u.args, u.human_summary, u.status, u.before_value, $2, $3,
+        u.fingerprint, u.stale_detail, u.approvals_needed, u.effect
+ FROM json_to_recordset($4::json)
+      AS u(item_index bigint, tool_name text, args text, human_summary text, status text,
+           before_value text, fingerprint text, stale_detail text, approvals_needed integer,
+           effect text)";
+
+/// The statement of [`ITEMS_JSON`] for `items` of set `set_id`, item `i` with the
+/// effect `effect(i)`.
+fn items_json(
+    set_id: &str,
+    clock: &str,
+    host: Option<&str>,
+    items: &[ChangeItem],
+    effect: impl Fn(usize) -> Option<&'static str>,
+) -> Statement {
+    let rows: Vec<Value> = items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            json!({
+                "item_index": index,
+                "tool_name": item.tool_name,
+                "args": item.args.to_string(),
+                "human_summary": item.human_summary,
+                "status": item.status.as_str(),
+                "before_value": item.before.as_ref().map(Value::to_string),
+                "fingerprint": item.fingerprint.as_ref().map(Value::to_string),
+                "stale_detail": item.stale_detail,
+                "approvals_needed": item.approvals_needed,
+                "effect": effect(index),
+            })
+        })
+        .collect();
+    Statement::new(ITEMS_JSON.to_owned())
+        .bind(set_id)
+        .bind(clock)
+        .bind(host)
+        .bind(Value::Array(rows).to_string())
 }
 
 /// [`insert_rows`] on PostgreSQL: the set's row (`$1`–`$10`, its clock `$10` also its
@@ -1267,17 +1402,7 @@ pub async fn pending(
     let limit = filter.limit.map_or(i64::MAX, i64::from);
     let (sql, params) = match (&filter.target, &filter.agent_id) {
         (Some(target), Some(agent)) => (
-            concat!(
-                "SELECT ",
-                set_columns!(),
-                " FROM change_sets WHERE ",
-                open_sets!(),
-                // `agent_id || ''`: search the target's index (a target has few open
-                // sets; an agent may have many), not the agent's, which ties on cost.
-                // (SQLite's `+agent_id` idiom is no text operator in PostgreSQL.)
-                " AND target_kind = $1 AND target_id = $2 AND agent_id || '' = $3",
-                " ORDER BY created_at DESC, id DESC LIMIT $4"
-            ),
+            OPEN_ON_TARGET_OF_AGENT,
             vec![
                 Param::Text(&target.kind),
                 Param::Text(&target.id),
@@ -1325,35 +1450,66 @@ pub async fn pending(
     // statement, and only the columns decoded.
     #[cfg(feature = "sqlite")]
     if let Some(sqlite) = conn.as_sqlite() {
-        return crate::c_api::with_c_api(sqlite, |c| {
-            let mut statement = c.bound(sql, &params)?;
-            let mut rows = statement.raw_query();
-            let mut sets = Vec::new();
-            while let Some(row) = rows.next().or_store()? {
-                sets.push(decode_set(row, Vec::new())?);
-            }
-            let ids: Vec<String> = sets.iter().map(|set| set.id.to_string()).collect();
-            let mut items: std::collections::HashMap<String, Vec<ChangeItem>> =
-                std::collections::HashMap::with_capacity(ids.len());
-            for chunk in ids.chunks(SETS_PER_ITEM_READ) {
-                let mut statement = c.bound(&items_of_sets_sql(chunk.len()), chunk)?;
-                let mut rows = statement.raw_query();
-                while let Some(row) = rows.next().or_store()? {
-                    let set: String = row.value("change_set_id")?;
-                    items.entry(set).or_default().push(decode_item(row)?);
-                }
-            }
-            for (set, id) in sets.iter_mut().zip(&ids) {
-                set.items = items.remove(id).unwrap_or_default();
-            }
-            Ok(sets)
-        })
-        .await;
+        return crate::c_api::with_c_api(sqlite, |c| pending_through_c_api(c, sql, &params)).await;
     }
     let rows = bind_all(sqlx::query(sql), &params)
         .fetch_all(&mut *conn)
         .await?;
     with_items(conn, &rows).await
+}
+
+/// The open sets of one agent on one target (`$1` and `$2` the target, `$3` the
+/// agent, `$4` how many), newest first: [`pending`]'s statement for that filter.
+pub(crate) const OPEN_ON_TARGET_OF_AGENT: &str = concat!(
+    "SELECT ",
+    set_columns!(),
+    " FROM change_sets WHERE ",
+    open_sets!(),
+    // `agent_id || ''`: search the target's index (a target has few open
+    // sets; an agent may have many), not the agent's, which ties on cost.
+    // (SQLite's `+agent_id` idiom is no text operator in PostgreSQL.)
+    " AND target_kind = $1 AND target_id = $2 AND agent_id || '' = $3",
+    " ORDER BY created_at DESC, id DESC LIMIT $4"
+);
+
+/// A column (`0` or `1`) saying whether the agent `$1` has an open set on the target
+/// `$2`, `$3`: a wake asks it with the agent's rules, and reads the sets only when
+/// there are some ([`crate::decisions::wake`]).
+pub(crate) const ANY_OPEN_ON_TARGET_OF_AGENT: &str = concat!(
+    "(SELECT count(*) FROM (SELECT 1 FROM change_sets WHERE ",
+    open_sets!(),
+    " AND target_kind = $2 AND target_id = $3 AND agent_id || '' = $1 LIMIT 1) open_set)"
+);
+
+/// The sets `sql` (a read of [`set_columns`]) finds, with their items, through the C
+/// API on a locked connection: [`pending`]'s two statements.
+#[cfg(feature = "sqlite")]
+pub(crate) fn pending_through_c_api(
+    c: &crate::c_api::CApi<'_>,
+    sql: &str,
+    params: &[Param<'_>],
+) -> Result<Vec<ChangeSet>, StoreError> {
+    let mut statement = c.bound(sql, params)?;
+    let mut rows = statement.raw_query();
+    let mut sets = Vec::new();
+    while let Some(row) = rows.next().or_store()? {
+        sets.push(decode_set(row, Vec::new())?);
+    }
+    let ids: Vec<String> = sets.iter().map(|set| set.id.to_string()).collect();
+    let mut items: std::collections::HashMap<String, Vec<ChangeItem>> =
+        std::collections::HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(SETS_PER_ITEM_READ) {
+        let mut statement = c.bound(&items_of_sets_sql(chunk.len()), chunk)?;
+        let mut rows = statement.raw_query();
+        while let Some(row) = rows.next().or_store()? {
+            let set: String = row.value("change_set_id")?;
+            items.entry(set).or_default().push(decode_item(row)?);
+        }
+    }
+    for (set, id) in sets.iter_mut().zip(&ids) {
+        set.items = items.remove(id).unwrap_or_default();
+    }
+    Ok(sets)
 }
 
 /// Ids of open sets created before `cutoff`, oldest first.

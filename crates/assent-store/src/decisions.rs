@@ -14,6 +14,8 @@ use sqlx::Row;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+pub mod wake;
+
 /// How a decision answered in an MCP client (`assent mcp --ask-in-client`) names its
 /// reviewer: `mcp-client:NAME`.
 pub const MCP_CLIENT_PREFIX: &str = "mcp-client:";
@@ -303,6 +305,16 @@ pub(crate) fn decode(row: &impl StoreRow) -> Result<ChangeDecision, StoreError> 
     })
 }
 
+/// An agent's most recent decisions on one target, newest first (`$1` the agent, `$2`
+/// and `$3` the target, `$4` how many): [`recent`]'s, and a wake's
+/// ([`wake`]).
+pub(crate) const RECENT_ON_TARGET: &str = concat!(
+    "SELECT ",
+    decision_columns!(),
+    " FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3
+     ORDER BY created_at DESC, rowid DESC LIMIT $4"
+);
+
 /// The agent's most recent decisions (about `target` when given), newest first.
 #[tracing::instrument(skip(conn))]
 pub async fn recent(
@@ -313,12 +325,7 @@ pub async fn recent(
 ) -> Result<Vec<ChangeDecision>, StoreError> {
     let (sql, params) = match target {
         Some(target) => (
-            concat!(
-                "SELECT ",
-                decision_columns!(),
-                " FROM decisions WHERE agent_id = $1 AND target_kind = $2 AND target_id = $3
-                 ORDER BY created_at DESC, rowid DESC LIMIT $4"
-            ),
+            RECENT_ON_TARGET,
             vec![
                 Param::Text(agent_id),
                 Param::Text(target.kind.as_str()),

@@ -14,12 +14,15 @@
 //! `assent agent allow` does), and until then the host asks about every call of it.
 
 use crate::Connection;
+#[cfg(feature = "sqlite")]
+use crate::error::SqliteResult;
+use crate::row::{Param, StoreRow};
 use crate::{StoreError, timefmt};
 use assent_domain::canonical_json;
+use assent_tools::AgentPolicy;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use sqlx::Row;
-use sqlx::any::AnyRow;
+use std::collections::BTreeSet;
 use time::OffsetDateTime;
 
 const TABLE: &str = "host_tools";
@@ -241,25 +244,25 @@ pub async fn registered(conn: &mut Connection, host: &str) -> Result<bool, Store
     Ok(found.is_some())
 }
 
-fn decode(row: &AnyRow) -> Result<HostTool, StoreError> {
+fn decode(row: &impl StoreRow) -> Result<HostTool, StoreError> {
     let json = |column: &str| -> Result<Value, StoreError> {
-        let text: String = row.try_get(column)?;
+        let text: String = row.value(column)?;
         serde_json::from_str(&text)
             .map_err(|e| StoreError::corrupt(TABLE, format!("{column}: {e}")))
     };
     let time = |column: &str| -> Result<OffsetDateTime, StoreError> {
-        let text: String = row.try_get(column)?;
+        let text: String = row.value(column)?;
         timefmt::parse(TABLE, &text)
     };
     Ok(HostTool {
-        host: row.try_get("host")?,
-        tool_name: row.try_get("tool_name")?,
-        agent_id: row.try_get("agent_id")?,
-        trust: row.try_get("trust")?,
+        host: row.value("host")?,
+        tool_name: row.value("tool_name")?,
+        agent_id: row.value("agent_id")?,
+        trust: row.value("trust")?,
         definition: json("definition")?,
         input_schema: json("input_schema")?,
-        hash: row.try_get("hash")?,
-        pinned_hash: row.try_get("pinned_hash")?,
+        hash: row.value("hash")?,
+        pinned_hash: row.value("pinned_hash")?,
         first_seen_at: time("first_seen_at")?,
         updated_at: time("updated_at")?,
     })
@@ -267,11 +270,84 @@ fn decode(row: &AnyRow) -> Result<HostTool, StoreError> {
 
 /// The catalog of `host`, by tool name.
 pub async fn for_host(conn: &mut Connection, host: &str) -> Result<Vec<HostTool>, StoreError> {
-    let rows = sqlx::query("SELECT * FROM host_tools WHERE host = $1 ORDER BY tool_name")
-        .bind(host)
-        .fetch_all(conn)
-        .await?;
+    let rows = sqlx::query(FOR_HOST).bind(host).fetch_all(conn).await?;
     rows.iter().map(decode).collect()
+}
+
+const FOR_HOST: &str = "SELECT * FROM host_tools WHERE host = $1 ORDER BY tool_name";
+const IDEMPOTENT: &str =
+    "SELECT tool_name FROM agent_idempotent_tools WHERE agent_id = $1 ORDER BY tool_name";
+
+/// What an MCP gateway reads before each call ([`gateway_read`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GatewayRead {
+    /// The host's catalog, by tool name ([`for_host`]).
+    pub catalog: Vec<HostTool>,
+    /// The tools the operator said are idempotent for the agent ([`idempotent_tools`]).
+    pub idempotent: BTreeSet<String>,
+    /// The agent's policy in force at the read's time; `None` for an unknown agent.
+    pub policy: Option<AgentPolicy>,
+}
+
+/// The catalog of `host`, the tools the operator said are idempotent for `agent_id`
+/// and its policy in force at `now`: what an MCP gateway reads before each call,
+/// entering the store once (issue 55, point 5: on SQLite three statements under one
+/// lock of the connection, through the C API).
+#[tracing::instrument(skip(conn))]
+pub async fn gateway_read(
+    conn: &mut Connection,
+    host: &str,
+    agent_id: &str,
+    now: OffsetDateTime,
+) -> Result<GatewayRead, StoreError> {
+    #[cfg(feature = "sqlite")]
+    if let Some(sqlite) = conn.as_sqlite() {
+        return crate::c_api::with_c_api(sqlite, |c| {
+            let mut catalog = Vec::new();
+            {
+                let mut statement = c.bound(FOR_HOST, &[Param::Text(host)])?;
+                let mut rows = statement.raw_query();
+                while let Some(row) = rows.next().or_store()? {
+                    catalog.push(decode(row)?);
+                }
+            }
+            let mut idempotent = BTreeSet::new();
+            {
+                let mut statement = c.bound(IDEMPOTENT, &[Param::Text(agent_id)])?;
+                let mut rows = statement.raw_query();
+                while let Some(row) = rows.next().or_store()? {
+                    idempotent.insert(row.value("tool_name")?);
+                }
+            }
+            let mut statement = c.bound(crate::agents::POLICY, &[Param::Text(agent_id)])?;
+            let mut rows = statement.raw_query();
+            let policy = match rows.next().or_store()? {
+                Some(row) => Some(crate::agents::policy_in_force(row, now)?),
+                None => None,
+            };
+            Ok(GatewayRead {
+                catalog,
+                idempotent,
+                policy,
+            })
+        })
+        .await;
+    }
+    let catalog = for_host(conn, host).await?;
+    let idempotent = idempotent_tools(conn, agent_id).await?;
+    let row = sqlx::query(crate::agents::POLICY)
+        .bind(agent_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let policy = row
+        .map(|row| crate::agents::policy_in_force(&row, now))
+        .transpose()?;
+    Ok(GatewayRead {
+        catalog,
+        idempotent,
+        policy,
+    })
 }
 
 /// Every tool that agent `agent_id` meets through a host, by host and name.
@@ -387,12 +463,10 @@ pub async fn idempotent_tools(
     conn: &mut Connection,
     agent_id: &str,
 ) -> Result<std::collections::BTreeSet<String>, StoreError> {
-    let names: Vec<String> = sqlx::query_scalar(
-        "SELECT tool_name FROM agent_idempotent_tools WHERE agent_id = $1 ORDER BY tool_name",
-    )
-    .bind(agent_id)
-    .fetch_all(conn)
-    .await?;
+    let names: Vec<String> = sqlx::query_scalar(IDEMPOTENT)
+        .bind(agent_id)
+        .fetch_all(conn)
+        .await?;
     Ok(names.into_iter().collect())
 }
 

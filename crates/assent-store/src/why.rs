@@ -7,6 +7,7 @@ use crate::{Connection, StoreError, timefmt};
 use assent_tools::AuditKind;
 use serde_json::Value;
 use sqlx::Row;
+use std::collections::HashSet;
 use time::OffsetDateTime;
 
 /// The audit rows of operation `operation_id` (its intent, its result, a refusal),
@@ -20,6 +21,34 @@ pub async fn records_of_operation(
         .fetch_all(&mut *conn)
         .await?;
     rows.iter().map(row_of).collect()
+}
+
+/// How many operation ids one read of [`operations_with_record`] asks about.
+const OPERATIONS_PER_READ: usize = 200;
+
+/// Which of `operation_ids` already have an audit record of `kind`: one statement (per
+/// 200 ids) for all of them. A wake asks it of the calls it refuses, so a retried wake
+/// does not put a refusal on the record twice (issue 55: once per wake, not per call).
+pub async fn operations_with_record(
+    conn: &mut Connection,
+    operation_ids: &[&str],
+    kind: AuditKind,
+) -> Result<HashSet<String>, StoreError> {
+    let mut found = HashSet::new();
+    for chunk in operation_ids.chunks(OPERATIONS_PER_READ) {
+        let ids: Vec<String> = (2..chunk.len() + 2).map(|n| format!("${n}")).collect();
+        let sql = format!(
+            "SELECT DISTINCT operation_id FROM audit_records WHERE kind = $1 AND operation_id IN ({})",
+            ids.join(", ")
+        );
+        let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(kind.as_str());
+        for id in chunk {
+            query = query.bind(*id);
+        }
+        let ids: Vec<String> = query.fetch_all(&mut *conn).await?;
+        found.extend(ids);
+    }
+    Ok(found)
 }
 
 /// The audit rows written at `since` or later of calls an `audit` rule let run
