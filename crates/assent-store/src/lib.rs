@@ -81,7 +81,8 @@ macro_rules! held_job_of_item {
 
 /// This device's chain head as three columns of a read of other rows
 /// (`chain_device`, `chain_seq`, `chain_hash`: [`chain::decode_head_named`]), as
-/// `chain::HEAD` reads it alone.
+/// `chain::HEAD` reads it alone. Only SQLite's decision read takes the head with the set.
+#[cfg(feature = "sqlite")]
 macro_rules! chain_head_columns {
     () => {
         "(SELECT host_id FROM sync_device WHERE singleton = 1) AS chain_device,
